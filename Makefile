@@ -1,0 +1,108 @@
+# f8 — one plain Makefile.
+#   make                 library (static + shared), tests, benchmarks, trainer
+#   make test            build and run every test (GPU tests skip without a GPU)
+#   make run             run the main program on its embedded default
+#   make bench           run the benchmarks (GPU)
+#   make install PREFIX=/usr/local
+# Knobs: CUDA=0|1 (default: 1 when nvcc is on PATH), SM=90, SAN=1 (ASan+UBSan
+# build in build/san), BLAS_LIB=-lopenblas (CPU GEMMs through sgemm_).
+
+CC       ?= cc
+NVCC     ?= nvcc
+CUDA_HOME ?= /usr/local/cuda
+CUDA     ?= $(if $(shell command -v $(NVCC) 2>/dev/null),1,0)
+SM       ?= 90
+SAN      ?= 0
+BLAS_LIB ?=
+PREFIX   ?= /usr/local
+
+BUILD := build
+ifeq ($(SAN),1)
+BUILD := build/san
+endif
+
+CFLAGS_BASE := -std=c11 -O2 -g -Wall -Wextra -Wpedantic -Werror -ffp-contract=off -fPIC \
+               -D_POSIX_C_SOURCE=200809L -Iinclude -Isrc
+NVFLAGS  := -std=c++17 -O3 -g -fmad=false -Xcompiler -fPIC -Iinclude -Isrc \
+            -gencode=arch=compute_$(SM),code=sm_$(SM) -Werror all-warnings
+LDLIBS   := -lm -lpthread
+SANFLAGS :=
+ifeq ($(SAN),1)
+SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+endif
+CFLAGS_ALL := $(CFLAGS_BASE) $(SANFLAGS) $(CFLAGS)
+
+ifneq ($(BLAS_LIB),)
+CFLAGS_ALL += -DF8_HAVE_BLAS=1
+LDLIBS += $(BLAS_LIB)
+endif
+
+LIB_C := $(wildcard src/*.c src/cpu/*.c src/modules/*.c)
+ifeq ($(CUDA),1)
+LIB_C  := $(filter-out src/no_cuda.c,$(LIB_C))
+LIB_CU := $(wildcard src/cuda/*.cu)
+LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcudart -lstdc++
+CFLAGS_ALL += -I$(CUDA_HOME)/include
+else
+LIB_CU :=
+endif
+
+LIB_OBJ := $(LIB_C:%.c=$(BUILD)/%.o) $(LIB_CU:%.cu=$(BUILD)/%.o)
+HEADERS := $(wildcard include/*.h src/*.h src/*/*.h src/cuda/*.cuh)
+
+TEST_SRC  := $(wildcard tests/test_*.c)
+TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+# Benchmarks time the GPU with CUDA events: built only with CUDA.
+BENCH_SRC := $(if $(filter 1,$(CUDA)),$(wildcard bench/bench_*.c))
+BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+BENCH_CU_OBJ := $(if $(filter 1,$(CUDA)),$(patsubst %.cu,$(BUILD)/%.o,$(wildcard bench/*.cu)))
+TRAIN_BIN := $(BUILD)/f8_train
+
+.PHONY: all test run bench install clean
+all: $(BUILD)/libf8.a $(BUILD)/libf8.so $(TEST_BIN) $(BENCH_BIN) $(TRAIN_BIN)
+
+$(BUILD)/%.o: %.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -c $< -o $@
+
+$(BUILD)/%.o: %.cu $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -c $< -o $@
+
+$(BUILD)/libf8.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/libf8.so: $(LIB_OBJ)
+	$(CC) -shared $(SANFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/tests/%: tests/%.c tests/check.h $(BUILD)/libf8.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Itests $< -o $@ $(BUILD)/libf8.a $(LDLIBS)
+
+$(BUILD)/bench/%: bench/%.c $(wildcard bench/*.h) $(BENCH_CU_OBJ) $(BUILD)/libf8.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Ibench $< -o $@ $(BENCH_CU_OBJ) $(BUILD)/libf8.a $(LDLIBS)
+
+$(TRAIN_BIN): $(wildcard train/*.c train/*.h) $(BUILD)/libf8.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(wildcard train/*.c) -o $@ $(BUILD)/libf8.a $(LDLIBS)
+
+test: $(TEST_BIN)
+	@sh tests/run.sh $(TEST_BIN)
+
+run: $(TRAIN_BIN)
+	./$(TRAIN_BIN)
+
+bench: $(BENCH_BIN)
+	@set -e; for b in $(BENCH_BIN); do ./$$b; done
+
+install: $(BUILD)/libf8.a $(BUILD)/libf8.so
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 644 include/f8.h $(DESTDIR)$(PREFIX)/include/f8.h
+	install -m 644 $(BUILD)/libf8.a $(DESTDIR)$(PREFIX)/lib/libf8.a
+	install -m 755 $(BUILD)/libf8.so $(DESTDIR)$(PREFIX)/lib/libf8.so
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBS@|$(LDLIBS)|' f8.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/f8.pc
+
+clean:
+	rm -rf build

@@ -1,0 +1,435 @@
+/*
+ * f8.h — the whole public API of f8, a C11 library for training transformers in
+ * FP8 on NVIDIA GPUs (with a complete CPU reference backend).
+ *
+ * This header is the manual. It is pure C11: no CUDA or C++ headers.
+ *
+ * Conventions used throughout:
+ *  - Every fallible function returns f8_status; F8_OK is 0. On any error the
+ *    call changes nothing, and f8_ctx_last_error() holds a sentence naming the
+ *    argument and shape at fault. The library never exits, aborts or prints.
+ *  - "Backend memory" is host memory for a CPU ctx and device memory for a CUDA
+ *    ctx. Every data pointer handed to f8 (tensor data, scale_inv, noop flags,
+ *    main_grad) is backend memory of the ctx it is used with. f8_ctx_alloc and
+ *    friends move bytes in and out of it.
+ *  - Matrices are row-major 2-D: a [rows, cols] tensor stores element (r, c) at
+ *    r * cols + c. Callers flatten leading dimensions into rows.
+ *  - Work on a CUDA ctx is asynchronous on the ctx's stream unless a function
+ *    says it synchronizes. Host reads of results go through f8_ctx_download
+ *    (which synchronizes).
+ *  - destroy(NULL) is a no-op. A ctx must outlive every object made from it.
+ *  - A ctx and the objects made from it are not thread-safe: use one ctx per
+ *    host thread (or lock around it).
+ *
+ * The one rule: scale belongs to the recipe, scale_inv belongs to the data. An
+ * FP8 tensor carries its own scale_inv, written by the same kernel that writes
+ * its bytes; every dequantize and GEMM reads the operand's own scale_inv.
+ */
+#ifndef F8_H
+#define F8_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define F8_VERSION_MAJOR 0
+#define F8_VERSION_MINOR 1
+#define F8_VERSION_PATCH 0
+
+/* ------------------------------------------------------------------------ */
+/* Status                                                                    */
+/* ------------------------------------------------------------------------ */
+
+typedef enum f8_status {
+    F8_OK = 0,
+    F8_ERR_INVALID_ARGUMENT = 1, /* NULL where a value is needed, a bad enum or count */
+    F8_ERR_SHAPE = 2,            /* shapes of the arguments do not agree */
+    F8_ERR_DTYPE = 3,            /* a dtype the call does not accept */
+    F8_ERR_STATE = 4,            /* used in the wrong state (e.g. NOT_FIRST with an empty workspace) */
+    F8_ERR_OUT_OF_MEMORY = 5,    /* host or device allocation failed */
+    F8_ERR_NO_DEVICE = 6,        /* no CUDA backend built, no driver, or no such GPU */
+    F8_ERR_CUDA = 7,             /* a CUDA runtime call failed (message has the CUDA error) */
+    F8_ERR_CUBLAS = 8,           /* a cuBLASLt call failed (message has the status) */
+    F8_ERR_UNSUPPORTED = 9,      /* legal request this build or device cannot run */
+    F8_ERR_IO = 10               /* reading or writing a file failed */
+} f8_status;
+
+/* Name of a status ("F8_OK", "F8_ERR_SHAPE", ...). Never NULL; unknown codes
+ * give "F8_ERR_UNKNOWN". The string is static. */
+const char *f8_status_string(f8_status status);
+
+/* ------------------------------------------------------------------------ */
+/* Data types and FP8 numerics                                               */
+/* ------------------------------------------------------------------------ */
+
+typedef enum f8_dtype {
+    F8_DTYPE_FP32 = 0,
+    F8_DTYPE_BF16 = 1,
+    F8_DTYPE_E4M3 = 2, /* 1/4/3 bits, bias 7, max 448, no inf, NaN = S.1111.111 */
+    F8_DTYPE_E5M2 = 3  /* 1/5/2 bits, bias 15, max 57344, IEEE-like inf and NaN */
+} f8_dtype;
+
+/* Bytes per element: 4, 2, 1, 1; 0 for an unknown dtype. */
+size_t f8_dtype_size(f8_dtype dtype);
+
+/* "fp32", "bf16", "e4m3", "e5m2"; "unknown" otherwise. Static string. */
+const char *f8_dtype_name(f8_dtype dtype);
+
+/* Largest finite value of an FP8 dtype: 448 (E4M3), 57344 (E5M2); 0 otherwise. */
+float f8_fp8_max(f8_dtype dtype);
+
+/* Encode x as FP8 with the semantics of PTX cvt.rn.satfinite:
+ *   - round to nearest, ties to even; subnormals kept;
+ *   - |x| <= min_subnormal/2 gives a signed zero;
+ *   - finite values past max + ulp/2, and +-inf, saturate to +-max (also E5M2);
+ *   - NaN gives 0x7F for both formats.
+ * dtype must be F8_DTYPE_E4M3 or F8_DTYPE_E5M2; any other dtype returns 0x7F
+ * (a NaN code of both formats). Pure; no ctx. */
+uint8_t f8_fp8_from_float(float x, f8_dtype dtype);
+
+/* Exact value of an FP8 code (every FP8 value is an FP32 value). E4M3 0x7F/0xFF
+ * decode to NaN; E5M2 0x7C/0xFC to +-inf and 0x7D..0x7F/0xFD..0xFF to NaN.
+ * Any other dtype returns NaN. */
+float f8_fp8_to_float(uint8_t bits, f8_dtype dtype);
+
+/* FP32 -> BF16 (upper 16 bits), round to nearest even; NaN gives a quiet NaN
+ * with the input's sign (0x7FC0 | sign); +-inf stays +-inf. */
+uint16_t f8_bf16_from_float(float x);
+
+/* BF16 -> FP32, exact. */
+float f8_bf16_to_float(uint16_t bits);
+
+/* ------------------------------------------------------------------------ */
+/* Delayed-scaling recipe                                                    */
+/* ------------------------------------------------------------------------ */
+
+typedef enum f8_format {
+    F8_FORMAT_E4M3 = 0,  /* every FP8 tensor is E4M3 */
+    F8_FORMAT_HYBRID = 1 /* forward tensors E4M3, backward (gradient) tensors E5M2 */
+} f8_format;
+
+typedef enum f8_amax_algo {
+    F8_AMAX_MAX = 0,        /* amax = max over the rolled history window */
+    F8_AMAX_MOST_RECENT = 1 /* amax = the step's own amax */
+} f8_amax_algo;
+
+/* The delayed-scaling recipe (TE's DelayedScaling). A ctx holds one recipe,
+ * fixed at creation. */
+typedef struct f8_recipe {
+    f8_format format;           /* default F8_FORMAT_HYBRID */
+    int margin;                 /* scale = fp8_max * 2^-margin / amax; default 0 */
+    int amax_history_len;       /* rows of amax history per slot, >= 1; default 1024 */
+    f8_amax_algo amax_compute_algo; /* default F8_AMAX_MAX */
+    int reduce_amax;            /* all-reduce(MAX) amaxes across ranks; default 1
+                                   (no effect with one process) */
+} f8_recipe;
+
+/* TE's defaults: HYBRID, margin 0, history 1024, MAX, reduce_amax 1. */
+f8_recipe f8_recipe_default(void);
+
+/* The delayed-scaling formula for one tensor (pure, host):
+ *   scaled_max = fp8_max * 2^-margin                       (exact: ldexpf)
+ *   scale      = scaled_max / amax    if amax is finite and amax > 0
+ *              = old_scale            otherwise (amax 0, inf or NaN: keep)
+ *   scale      = FLT_MAX              if that division overflowed to inf
+ * scale_inv is then 1/scale (FP32 division). Every backend's fused update
+ * computes exactly this, bit for bit. */
+float f8_scale_from_amax(float amax, float old_scale, float fp8_max, int margin);
+
+/* ------------------------------------------------------------------------ */
+/* Context                                                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef struct f8_ctx f8_ctx;
+
+typedef enum f8_backend {
+    F8_BACKEND_CPU = 0, /* reference backend; backend memory is host memory */
+    F8_BACKEND_CUDA = 1 /* an NVIDIA GPU (sm_90 build by default); device memory */
+} f8_backend;
+
+typedef struct f8_ctx_config {
+    f8_backend backend; /* default F8_BACKEND_CPU */
+    int device;         /* CUDA device ordinal; default 0; ignored for CPU */
+    f8_recipe recipe;   /* default f8_recipe_default() */
+} f8_ctx_config;
+
+f8_ctx_config f8_ctx_config_default(void);
+
+/* Create a ctx. [out] *ctx receives it (owned by the caller; f8_ctx_destroy).
+ * A CUDA ctx creates its stream (non-blocking), cuBLASLt handle and a 32 MiB
+ * cuBLASLt workspace here. Errors: F8_ERR_NO_DEVICE where the library was
+ * built without CUDA, there is no driver or no such device (a CPU ctx still
+ * works); F8_ERR_INVALID_ARGUMENT for a bad config. On error *ctx is NULL and,
+ * when `error` is not NULL, a message of at most error_size-1 characters is
+ * written there (there is no ctx yet to hold it). */
+f8_status f8_ctx_create(const f8_ctx_config *config, f8_ctx **ctx, char *error, size_t error_size);
+
+/* Waits for the ctx's work, then frees everything the ctx owns. */
+void f8_ctx_destroy(f8_ctx *ctx);
+
+/* Detailed message of the last error on this ctx ("" if none). Owned by ctx,
+ * valid until the next failing call on it. */
+const char *f8_ctx_last_error(const f8_ctx *ctx);
+
+f8_backend f8_ctx_backend(const f8_ctx *ctx);
+const f8_recipe *f8_ctx_recipe(const f8_ctx *ctx);
+
+/* Make the ctx issue its work on `stream` (a cudaStream_t passed as void*;
+ * NULL restores the ctx's own stream). CPU ctx: F8_ERR_UNSUPPORTED. */
+f8_status f8_ctx_set_stream(f8_ctx *ctx, void *stream);
+/* The cudaStream_t in use (NULL for a CPU ctx). */
+void *f8_ctx_stream(const f8_ctx *ctx);
+
+/* Block until all work issued on the ctx has finished. */
+f8_status f8_ctx_synchronize(f8_ctx *ctx);
+
+/* Backend memory. alloc: [out] *ptr, 256-byte aligned, uninitialised; free it
+ * with f8_ctx_free. upload/download copy `bytes` between host and backend
+ * memory and synchronize; copy is backend-to-backend, asynchronous. */
+f8_status f8_ctx_alloc(f8_ctx *ctx, size_t bytes, void **ptr);
+void f8_ctx_free(f8_ctx *ctx, void *ptr);
+f8_status f8_ctx_upload(f8_ctx *ctx, void *dst, const void *host_src, size_t bytes);
+f8_status f8_ctx_download(f8_ctx *ctx, void *host_dst, const void *src, size_t bytes);
+f8_status f8_ctx_copy(f8_ctx *ctx, void *dst, const void *src, size_t bytes);
+
+/* The ctx's noop flag: one FP32 in backend memory, 0.0f after creation.
+ * Any write given a noop flag does nothing at all (no data, amax or scale_inv)
+ * when *flag == 1.0f. Set it with f8_ctx_set_noop_flag (asynchronous, ordered
+ * on the stream), e.g. 0 before the first microbatch's graph replay, 1 after. */
+float *f8_ctx_noop_flag(f8_ctx *ctx);
+f8_status f8_ctx_set_noop_flag(f8_ctx *ctx, float value);
+
+/* ------------------------------------------------------------------------ */
+/* Tensor views                                                              */
+/* ------------------------------------------------------------------------ */
+
+/* A view: owns nothing. data is backend memory of [rows, cols] elements of
+ * dtype, row-major, 16-byte aligned for full speed. For FP8 dtypes scale_inv
+ * points to the FP32 scalar (backend memory) that dequantizes the data:
+ * value = fp8 * (*scale_inv). */
+typedef struct f8_tensor {
+    void *data;
+    f8_dtype dtype;
+    int64_t rows;
+    int64_t cols;
+    float *scale_inv; /* FP8 only; NULL otherwise */
+} f8_tensor;
+
+/* Convenience constructor of a non-FP8 view. */
+static inline f8_tensor f8_tensor_make(void *data, f8_dtype dtype, int64_t rows, int64_t cols)
+{
+    f8_tensor t;
+    t.data = data;
+    t.dtype = dtype;
+    t.rows = rows;
+    t.cols = cols;
+    t.scale_inv = (float *)0;
+    return t;
+}
+
+/* dst = src converted between FP32 and BF16 (BF16 rounds to nearest even);
+ * same shape. Equal dtypes copy. */
+f8_status f8_tensor_convert(f8_ctx *ctx, const f8_tensor *src, f8_tensor *dst);
+
+/* ------------------------------------------------------------------------ */
+/* Scaling slots                                                             */
+/* ------------------------------------------------------------------------ */
+
+/* Direction of a scaling slot: forward slots (inputs, weights, outputs) use the
+ * recipe's forward format (E4M3); backward slots (gradients) use E5M2 under
+ * HYBRID. */
+typedef enum f8_direction {
+    F8_DIR_FORWARD = 0,
+    F8_DIR_BACKWARD = 1
+} f8_direction;
+
+/* A scaling slot: amax_history[L] (row 0 = the current step's accumulator),
+ * scale and scale_inv (the recipe's, not any tensor's). All slots of a ctx live
+ * in one buffer of backend memory. A value type; valid as long as its ctx. */
+typedef struct f8_slot {
+    int32_t direction; /* f8_direction */
+    int32_t index;     /* column within that direction */
+} f8_slot;
+
+/* Register `count` new slots of a direction, scale 1, scale_inv 1, history 0;
+ * [out] slots[count]. Registering may move the scaling buffer: capture CUDA
+ * graphs only after every module and slot exists. */
+f8_status f8_ctx_slots_create(f8_ctx *ctx, f8_direction direction, int count, f8_slot *slots);
+
+/* Host copies of a slot's state (synchronizes). Any output may be NULL;
+ * amax_history receives recipe.amax_history_len floats, row 0 first. */
+f8_status f8_slot_read(f8_ctx *ctx, f8_slot slot, float *scale, float *scale_inv, float *amax_history);
+
+/* Overwrite a slot's state from the host (synchronizes). scale and scale_inv
+ * are written as given (pass 1/scale for a consistent pair); amax_history
+ * (amax_history_len floats) may be NULL to leave the history as it is. */
+f8_status f8_slot_write(f8_ctx *ctx, f8_slot slot, float scale, float scale_inv, const float *amax_history);
+
+/* The delayed-scaling update of every slot of one direction, in one fused
+ * launch. For each slot, with last = history[0]:
+ *   last != 0: window = {history[1..L-1], last}; history rolls left by one
+ *              (history[i] = history[i+1] for i = 1..L-2, history[L-1] = last,
+ *              history[0] = 0); amax = max(window) (NaN ignored) for
+ *              F8_AMAX_MAX or last for F8_AMAX_MOST_RECENT.
+ *   last == 0: no roll, amax = 0, so the scale is kept.
+ *   scale = f8_scale_from_amax(amax, scale, fp8_max(slot dtype), margin),
+ *   scale_inv = 1 / scale.
+ * Call it for F8_DIR_FORWARD after the forward passes of a step and for
+ * F8_DIR_BACKWARD after its backward passes (TE: autocast exit and the end of
+ * the first module's backward). Asynchronous; no host sync. */
+f8_status f8_ctx_update_scales(f8_ctx *ctx, f8_direction direction);
+
+/* FP8 dtype of a slot's tensors under the ctx recipe. */
+f8_dtype f8_ctx_slot_dtype(const f8_ctx *ctx, f8_direction direction);
+
+/* ------------------------------------------------------------------------ */
+/* Quantized tensor (TE's Float8Tensor)                                      */
+/* ------------------------------------------------------------------------ */
+
+typedef struct f8_qtensor f8_qtensor;
+
+/* Create an FP8 tensor [rows, cols] of dtype E4M3 or E5M2, owning its data and
+ * a private scale_inv (1.0 at creation; data zero). The transpose [cols, rows]
+ * is allocated lazily, on the first call that needs it. rows, cols >= 0. */
+f8_status f8_qtensor_create(f8_ctx *ctx, f8_dtype dtype, int64_t rows, int64_t cols, f8_qtensor **q);
+void f8_qtensor_destroy(f8_qtensor *q);
+
+/* Quantize src (FP32 or BF16, same shape) through a scaling slot:
+ *   data      = fp8(src * slot.scale)          (f8_fp8_from_float per element)
+ *   slot.amax_history[0] = max(itself, max|src|)   (NaN ignored, before scaling)
+ *   scale_inv = 1 / slot.scale                 (the tensor's own, same kernel)
+ * with_transpose != 0 also writes the transpose in the same pass and marks it
+ * valid; otherwise the cached transpose becomes invalid. noop_flag (backend
+ * memory, may be NULL): when *noop_flag == 1.0f nothing is written; the flag is
+ * ignored when the transpose buffer is allocated by this call (a fresh buffer
+ * is always filled). The slot's dtype need not match the tensor's. */
+f8_status f8_qtensor_quantize(f8_qtensor *q, const f8_tensor *src, f8_slot slot,
+                              int with_transpose, const float *noop_flag);
+
+/* Make the cached transpose valid: if it is valid and no noop flag is given,
+ * nothing runs; otherwise the transpose [cols, rows] is computed from the data
+ * (allocating it on first use, in which case the flag is ignored). */
+f8_status f8_qtensor_transpose(f8_qtensor *q, const float *noop_flag);
+
+/* Write the transpose of the data into dst (FP8 of the same dtype,
+ * [cols, rows], dst->scale_inv may be NULL) without touching the cache. */
+f8_status f8_qtensor_transpose_into(const f8_qtensor *q, f8_tensor *dst);
+
+/* dst = data * scale_inv (its own), FP32 or BF16, same shape. */
+f8_status f8_qtensor_dequantize(const f8_qtensor *q, f8_tensor *dst);
+
+/* Views of the data ([rows, cols]) and of the cached transpose ([cols, rows]),
+ * both with scale_inv pointing at the tensor's private scale_inv. The
+ * transpose view is F8_ERR_STATE while the cache is invalid. */
+f8_status f8_qtensor_data(const f8_qtensor *q, f8_tensor *view);
+f8_status f8_qtensor_transpose_data(const f8_qtensor *q, f8_tensor *view);
+
+/* 1 if the cached transpose holds the transpose of the current data. */
+int f8_qtensor_transpose_valid(const f8_qtensor *q);
+
+/* Overwrite data and scale_inv from the host (FP8 codes, rows*cols bytes);
+ * invalidates the transpose. For checkpoints and tests. Synchronizes. */
+f8_status f8_qtensor_upload(f8_qtensor *q, const uint8_t *host_codes, float scale_inv);
+
+/* ------------------------------------------------------------------------ */
+/* Linear: y = x · Wᵀ + b                                                    */
+/* ------------------------------------------------------------------------ */
+
+typedef struct f8_linear f8_linear;
+typedef struct f8_linear_saved f8_linear_saved;
+
+typedef struct f8_linear_config {
+    int64_t in_features;    /* K, >= 1 */
+    int64_t out_features;   /* N, >= 1 */
+    int bias;               /* 1: learnable bias [N]; default 1 */
+    f8_dtype param_dtype;   /* master weights: FP32 or BF16; default FP32 */
+    int fp8;                /* 1: FP8 GEMMs (E4M3 forward, recipe format backward); default 1 */
+    int fuse_wgrad_accumulation; /* 1: wgrad goes into the caller's FP32 main_grad; default 0 */
+    int64_t max_tokens;     /* largest T of any call (sizes scratch and saved state); default 4096 */
+    uint64_t seed;          /* weight init: N(0, 0.02^2) from this seed; bias 0; default 1 */
+} f8_linear_config;
+
+f8_linear_config f8_linear_config_default(int64_t in_features, int64_t out_features);
+
+/* Create a Linear: parameters W [N, K] and b [N] in param_dtype, their
+ * gradients (zero), one FP8 weight workspace [N, K] with its transpose, and
+ * 3 forward + 2 backward scaling slots (INPUT, WEIGHT, OUTPUT; GRAD_OUTPUT,
+ * GRAD_INPUT). All memory is allocated here; forward and backward allocate
+ * nothing. */
+f8_status f8_linear_create(f8_ctx *ctx, const f8_linear_config *config, f8_linear **linear);
+void f8_linear_destroy(f8_linear *linear);
+
+/* Views of the parameters and gradients (backend memory owned by the module).
+ * Write the parameters through them (f8_ctx_upload) to load weights. */
+f8_status f8_linear_weight(f8_linear *linear, f8_tensor *weight);       /* [N, K] */
+f8_status f8_linear_bias(f8_linear *linear, f8_tensor *bias);           /* [1, N]; F8_ERR_STATE without bias */
+f8_status f8_linear_weight_grad(f8_linear *linear, f8_tensor *grad);    /* [N, K] */
+f8_status f8_linear_bias_grad(f8_linear *linear, f8_tensor *grad);      /* [1, N] */
+
+/* Slot i of a direction (forward: 0 INPUT, 1 WEIGHT, 2 OUTPUT; backward:
+ * 0 GRAD_OUTPUT, 1 GRAD_INPUT). */
+f8_status f8_linear_slot(const f8_linear *linear, f8_direction direction, int i, f8_slot *slot);
+
+/* The FP8 weight workspace (owned by the module). */
+const f8_qtensor *f8_linear_weight_workspace(const f8_linear *linear);
+
+/* With fuse_wgrad_accumulation: the FP32 [N, K] buffer (backend memory, owned
+ * by the caller, alive while used) that backward writes the weight gradient
+ * into: overwritten (beta 0) when the forward ran with F8_MICROBATCH_FIRST,
+ * accumulated (beta 1) otherwise. Without it: F8_ERR_STATE. */
+f8_status f8_linear_set_main_grad(f8_linear *linear, float *main_grad);
+
+/* Zero the module's weight and bias gradients. */
+f8_status f8_linear_zero_grad(f8_linear *linear);
+
+/* How the forward treats the FP8 weight workspace (TE's is_first_microbatch):
+ *   NONE      cast the weight every forward (the workspace is refreshed);
+ *   FIRST     cast into the cached workspace (data, transpose, scale_inv);
+ *   NOT_FIRST reuse the workspace as it is: its data and private scale_inv are
+ *             untouched and the weight slot's amax is not written; a workspace
+ *             never filled is filled anyway. */
+typedef enum f8_microbatch {
+    F8_MICROBATCH_NONE = 0,
+    F8_MICROBATCH_FIRST = 1,
+    F8_MICROBATCH_NOT_FIRST = 2
+} f8_microbatch;
+
+/* A saved-state object holds what one forward leaves for its backward (FP8:
+ * the transposed FP8 input with its own scale_inv; FP8 off: a reference to
+ * x, which the caller keeps unchanged until backward). One per microbatch in
+ * flight; all memory allocated here, sized by config.max_tokens. */
+f8_status f8_linear_saved_create(f8_linear *linear, f8_linear_saved **saved);
+void f8_linear_saved_destroy(f8_linear_saved *saved);
+
+/* Forward: y[T, N] = x[T, K] · Wᵀ (+ b).
+ * [in] x: FP32 or BF16 (FP8 off: must equal param_dtype), T <= max_tokens.
+ * [out] y: FP32 or BF16 [T, N].
+ * [in,out] saved: NULL for inference (no backward); otherwise filled for
+ *   f8_linear_backward.
+ * FP8 on: x is cast (+transpose when saved) through the INPUT slot, the
+ * weight workspace is handled per `microbatch`, and the GEMM is an FP8 TN GEMM
+ * with fast accumulation whose operand scales are the operands' own
+ * scale_invs. T = 0 is legal and writes nothing but the weight cast. */
+f8_status f8_linear_forward(f8_linear *linear, const f8_tensor *x, f8_tensor *y,
+                            f8_microbatch microbatch, f8_linear_saved *saved);
+
+/* Backward of the forward that filled `saved`.
+ * [in] dy: FP32 or BF16 [T, N] (FP8 off: must equal param_dtype).
+ * [out] dx: FP32 or BF16 [T, K], or NULL to skip dgrad.
+ * Gradients: dW = dyᵀ·x is accumulated (+=) into the module's weight gradient
+ * (or written into main_grad per f8_linear_set_main_grad); db = Σ_rows dy is
+ * accumulated into the bias gradient. FP8 on: dy is cast with its transpose
+ * (and the bias gradient) through GRAD_OUTPUT, dgrad uses the weight
+ * workspace's transpose and its own scale_inv, wgrad uses the saved FP8 input
+ * transpose with the scale_inv it was cast with; both with split accumulation.
+ * The saved state may be reused for another forward afterwards. */
+f8_status f8_linear_backward(f8_linear *linear, f8_linear_saved *saved, const f8_tensor *dy, f8_tensor *dx);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* F8_H */

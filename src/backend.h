@@ -1,0 +1,148 @@
+/*
+ * backend.h — the backend table: the one seam between the objects every
+ * backend shares (ctx, qtensor, scaling, modules) and the code that touches
+ * memory (src/cpu, src/cuda).
+ *
+ * Design note. A module never knows which backend runs it: it fills an args
+ * struct and calls ctx->be->op(ctx, &args). Each op has ONE contract, written
+ * here, that both backends implement; casts, transposes, amax and scale
+ * updates must agree bit for bit (the CPU backend is the oracle the GPU tests
+ * compare against), GEMMs within a tolerance. All pointers are backend memory
+ * of the ctx; every scalar the step reads (scale, scale_inv, amax, noop flag)
+ * is a pointer, never a host value, so the same calls work inside a captured
+ * CUDA graph. Validation of user input happens above this table; ops may
+ * assume well-formed arguments and return only resource/runtime errors.
+ *
+ * This header is included from C and from the CUDA backend's .cu files.
+ */
+#ifndef F8_BACKEND_H
+#define F8_BACKEND_H
+
+#include "f8.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One FP8 cast of src [rows, cols] (FP32 or BF16), in one pass:
+ *   v        = (float)src[r, c]
+ *   out[r,c] = fp8(v * (*scale))            (FP32 multiply, no FMA; satfinite RNE)
+ *   out_t[c,r] = the same code                (if out_t)
+ *   *amax    = max(*amax, max |v|)           (if amax; NaN ignored; FP32 bits, an
+ *                                            atomic max of non-negative floats)
+ *   *scale_inv = 1.0f / *scale               (if scale_inv; IEEE division)
+ *   dbias[c] = (dbias_accumulate ? dbias[c] : 0) + Σ_r v   (if dbias; dbias_dtype
+ *                                            FP32 or BF16; sum order is backend's)
+ * If noop && *noop == 1.0f nothing at all is written. rows or cols may be 0
+ * (then only scale_inv is written). */
+typedef struct f8i_cast_args {
+    const void *src;
+    f8_dtype src_dtype;
+    int64_t rows, cols;
+    f8_dtype out_dtype;   /* E4M3 or E5M2 */
+    uint8_t *out;         /* [rows, cols] or NULL */
+    uint8_t *out_t;       /* [cols, rows] or NULL */
+    const float *scale;   /* scalar */
+    float *amax;          /* scalar or NULL */
+    float *scale_inv;     /* scalar or NULL */
+    void *dbias;          /* [cols] or NULL */
+    f8_dtype dbias_dtype;
+    int dbias_accumulate;
+    const float *noop;    /* scalar or NULL */
+} f8i_cast_args;
+
+/* GEMM in row-major terms: D[m, n] = alpha · Σ_k A(m, k) · B(n, k) (+ bias[n])
+ * (+ D if accumulate), where
+ *   A(m, k) = a[m * k + k']  (a_trans == 0: a stored [m, k])  or a[k * m + m'] (a_trans: [k, m])
+ *   B(n, k) = b[n * k + k']  (b_trans == 0: b stored [n, k])  or b[k * n + n'] (b_trans: [k, n])
+ *   alpha   = (*a_scale_inv) · (*b_scale_inv) for FP8 operands, 1 otherwise.
+ * A and B have the same dtype class: both FP8 (E4M3/E5M2, any mix), both FP32,
+ * or both BF16. FP8 operands come with a_trans = b_trans = 0 ("TN"). D is FP32
+ * or BF16; bias (FP32 or BF16) may be NULL. split_accum: for FP8, 1 asks for
+ * the precise (non fast-accumulation) mode used by dgrad and wgrad. m, n or
+ * k may be 0 (k = 0 gives D = bias or D unchanged when accumulating). */
+typedef struct f8i_gemm_args {
+    int64_t m, n, k;
+    const void *a;
+    f8_dtype a_dtype;
+    int a_trans;
+    const float *a_scale_inv;
+    const void *b;
+    f8_dtype b_dtype;
+    int b_trans;
+    const float *b_scale_inv;
+    void *d;
+    f8_dtype d_dtype;
+    int accumulate;
+    const void *bias;
+    f8_dtype bias_dtype;
+    int split_accum;
+} f8i_gemm_args;
+
+/* The fused delayed-scaling update over `count` slots (columns) of one
+ * direction. history is [L, ld] (row-major, row 0 = current accumulators),
+ * scale and scale_inv are [count]. Per column, exactly as f8.h's
+ * f8_ctx_update_scales says, with scale = scaled_max / amax (scaled_max =
+ * ldexpf(fp8_max, -margin), precomputed on the host), the FLT_MAX clamp and
+ * scale_inv = 1.0f / scale. max over the window uses fmaxf from 0. */
+typedef struct f8i_scale_update_args {
+    float *history;
+    int64_t ld;
+    int history_len;
+    int count;
+    float *scale;
+    float *scale_inv;
+    float scaled_max;
+    f8_amax_algo algo;
+} f8i_scale_update_args;
+
+typedef struct f8i_backend {
+    const char *name;
+    /* Memory. alloc returns 256-byte aligned memory. upload/download are
+     * synchronous; memset_zero and copy are ordered on the stream. */
+    f8_status (*alloc)(f8_ctx *ctx, size_t bytes, void **ptr);
+    void (*free)(f8_ctx *ctx, void *ptr);
+    f8_status (*upload)(f8_ctx *ctx, void *dst, const void *host_src, size_t bytes);
+    f8_status (*download)(f8_ctx *ctx, void *host_dst, const void *src, size_t bytes);
+    f8_status (*copy)(f8_ctx *ctx, void *dst, const void *src, size_t bytes);
+    f8_status (*memset_zero)(f8_ctx *ctx, void *dst, size_t bytes);
+    f8_status (*fill_f32)(f8_ctx *ctx, float *dst, float value, int64_t count);
+    f8_status (*synchronize)(f8_ctx *ctx);
+
+    /* Casts and layouts. */
+    f8_status (*cast)(f8_ctx *ctx, const f8i_cast_args *args);
+    /* dst[i] = convert((float)src[i] * (src FP8 ? *scale_inv : 1)) for i < count;
+     * src FP32/BF16/E4M3/E5M2, dst FP32/BF16 (BF16: RNE). scale_inv may be NULL
+     * for non-FP8 src. */
+    f8_status (*convert)(f8_ctx *ctx, const void *src, f8_dtype src_dtype, const float *scale_inv,
+                         void *dst, f8_dtype dst_dtype, int64_t count);
+    /* dst[c, r] = src[r, c] for bytes; nothing if noop && *noop == 1.0f. */
+    f8_status (*transpose_u8)(f8_ctx *ctx, const uint8_t *src, uint8_t *dst, int64_t rows, int64_t cols,
+                              const float *noop);
+    /* *dst = 1.0f / *src unless noop && *noop == 1.0f (a workspace's scale_inv). */
+    f8_status (*reciprocal)(f8_ctx *ctx, const float *src, float *dst, const float *noop);
+    /* dst[i] += src[i] for i < count, both of dtype (FP32 or BF16; BF16 sums in
+     * FP32 then rounds). */
+    f8_status (*add)(f8_ctx *ctx, void *dst, const void *src, f8_dtype dtype, int64_t count);
+
+    /* Matrix products and scaling. */
+    f8_status (*gemm)(f8_ctx *ctx, const f8i_gemm_args *args);
+    f8_status (*scale_update)(f8_ctx *ctx, const f8i_scale_update_args *args);
+
+    /* Backend state: create fills ctx->be_state (may read ctx->device), destroy
+     * frees it. set_stream: NULL = own stream. */
+    f8_status (*state_create)(f8_ctx *ctx);
+    void (*state_destroy)(f8_ctx *ctx);
+    f8_status (*set_stream)(f8_ctx *ctx, void *stream);
+    void *(*get_stream)(const f8_ctx *ctx);
+} f8i_backend;
+
+/* The backends. f8i_cuda_backend() is NULL in a build without CUDA. */
+const f8i_backend *f8i_cpu_backend(void);
+const f8i_backend *f8i_cuda_backend(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* F8_BACKEND_H */

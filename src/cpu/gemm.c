@@ -1,0 +1,97 @@
+/*
+ * cpu/gemm.c — the reference GEMM of backend.h's contract.
+ *
+ * Design note: FP8 operands are decoded to their exact FP32 values (every FP8
+ * value is an FP32 value, and a product of two is exact in FP32), the sum runs
+ * in FP32, and the operands' scale_invs are applied once at the end, as the
+ * tensor cores do. Both operands are first packed K-contiguous as FP32
+ * (A as [m, k], B as Bt [k, n] so the inner loop streams rows), which also
+ * resolves the trans flags. With BLAS_LIB set at build time the product goes
+ * through sgemm_; otherwise an i-k-j loop. This is the oracle, not a fast
+ * path: it allocates its packing buffers per call.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "f8i.h"
+#include "numerics.h"
+
+#ifdef F8_HAVE_BLAS
+/* Fortran BLAS, column-major; declared here so no cblas.h is needed. */
+void sgemm_(const char *transa, const char *transb, const int *m, const int *n, const int *k, const float *alpha,
+            const float *a, const int *lda, const float *b, const int *ldb, const float *beta, float *c, const int *ldc);
+#endif
+
+static float element(const void *p, f8_dtype dt, int64_t i)
+{
+    switch (dt) {
+    case F8_DTYPE_BF16: return f8i_bf16_to_float(((const uint16_t *)p)[i]);
+    case F8_DTYPE_E4M3: return f8i_fp8_decode(((const uint8_t *)p)[i], 0);
+    case F8_DTYPE_E5M2: return f8i_fp8_decode(((const uint8_t *)p)[i], 1);
+    default: return ((const float *)p)[i];
+    }
+}
+
+/* out[r * ld_out + c] = X(r, c) for r < rows, c < cols, where X(r, c) is
+ * stored [rows, cols] (trans == 0) or [cols, rows] (trans != 0). */
+static void pack(float *out, const void *src, f8_dtype dt, int trans, int64_t rows, int64_t cols, int transpose_out)
+{
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++) {
+            float v = element(src, dt, trans ? c * rows + r : r * cols + c);
+            if (transpose_out) out[c * rows + r] = v;
+            else out[r * cols + c] = v;
+        }
+}
+
+static int is_fp8(f8_dtype dt) { return dt == F8_DTYPE_E4M3 || dt == F8_DTYPE_E5M2; }
+
+f8_status f8i_cpu_gemm(f8_ctx *ctx, const f8i_gemm_args *g)
+{
+    const int64_t m = g->m, n = g->n, k = g->k;
+    if (m == 0 || n == 0) return F8_OK;
+    float *acc = (float *)calloc((size_t)(m * n), sizeof(float));
+    float *ap = (float *)malloc((size_t)(m * k + 1) * sizeof(float));
+    float *bt = (float *)malloc((size_t)(k * n + 1) * sizeof(float));
+    if (!acc || !ap || !bt) {
+        free(acc);
+        free(ap);
+        free(bt);
+        return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "cpu gemm: out of host memory for %lldx%lldx%lld", (long long)m,
+                         (long long)n, (long long)k);
+    }
+    pack(ap, g->a, g->a_dtype, g->a_trans, m, k, 0); /* A(m, k) as [m, k] */
+    pack(bt, g->b, g->b_dtype, g->b_trans, n, k, 1); /* B(n, k) as Bt [k, n] */
+#ifdef F8_HAVE_BLAS
+    if (k > 0) {
+        /* Column-major view: Bt is [n, k]^T... acc (row-major [m, n]) is
+         * column-major [n, m] = Bt_cm [n, k] · Ap_cm [k, m]. */
+        int in = (int)n, im = (int)m, ik = (int)k;
+        float one = 1.0f, zero = 0.0f;
+        sgemm_("N", "N", &in, &im, &ik, &one, bt, &in, ap, &ik, &zero, acc, &in);
+    }
+#else
+    for (int64_t i = 0; i < m; i++) {
+        float *row = acc + i * n;
+        for (int64_t kk = 0; kk < k; kk++) {
+            const float av = ap[i * k + kk];
+            const float *brow = bt + kk * n;
+            for (int64_t j = 0; j < n; j++) row[j] += av * brow[j];
+        }
+    }
+#endif
+    const float alpha = is_fp8(g->a_dtype) ? *g->a_scale_inv * *g->b_scale_inv : 1.0f;
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            float v = acc[i * n + j];
+            if (alpha != 1.0f) v = alpha * v;
+            if (g->accumulate) v += element(g->d, g->d_dtype, i * n + j);
+            if (g->bias) v += element(g->bias, g->bias_dtype, j);
+            if (g->d_dtype == F8_DTYPE_BF16) ((uint16_t *)g->d)[i * n + j] = f8i_bf16_from_float(v);
+            else ((float *)g->d)[i * n + j] = v;
+        }
+    free(acc);
+    free(ap);
+    free(bt);
+    return F8_OK;
+}

@@ -1,0 +1,237 @@
+/*
+ * ctx.c — the context: backend choice, errors, backend memory, the noop flag
+ * and the ctx-wide scratch.
+ *
+ * Design note: everything a step touches is either owned by an object made
+ * at creation time or carved from ctx->scratch, which only grows while objects
+ * are created (f8i_scratch_reserve). The step path therefore never allocates.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "f8i.h"
+
+f8_status f8i_error(f8_ctx *ctx, f8_status status, const char *fmt, ...)
+{
+    if (ctx) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(ctx->error, sizeof ctx->error, fmt, ap);
+        va_end(ap);
+    }
+    return status;
+}
+
+f8_ctx_config f8_ctx_config_default(void)
+{
+    f8_ctx_config c;
+    c.backend = F8_BACKEND_CPU;
+    c.device = 0;
+    c.recipe = f8_recipe_default();
+    return c;
+}
+
+/* A recipe the update kernels can run; writes the reason into msg. */
+static int recipe_ok(const f8_recipe *r, char *msg, size_t n)
+{
+    if (r->format != F8_FORMAT_E4M3 && r->format != F8_FORMAT_HYBRID) {
+        snprintf(msg, n, "recipe.format %d is not E4M3 (0) or HYBRID (1); pure E5M2 is not a recipe", (int)r->format);
+        return 0;
+    }
+    if (r->amax_history_len < 1 || r->amax_history_len > 65536) {
+        snprintf(msg, n, "recipe.amax_history_len %d outside [1, 65536]", r->amax_history_len);
+        return 0;
+    }
+    if (r->amax_compute_algo != F8_AMAX_MAX && r->amax_compute_algo != F8_AMAX_MOST_RECENT) {
+        snprintf(msg, n, "recipe.amax_compute_algo %d is not MAX (0) or MOST_RECENT (1)", (int)r->amax_compute_algo);
+        return 0;
+    }
+    if (r->margin < -126 || r->margin > 126) {
+        snprintf(msg, n, "recipe.margin %d outside [-126, 126]", r->margin);
+        return 0;
+    }
+    return 1;
+}
+
+static f8_status create_fail(f8_status st, const char *text, char *error, size_t error_size)
+{
+    if (error && error_size) snprintf(error, error_size, "%s", text);
+    return st;
+}
+
+f8_status f8_ctx_create(const f8_ctx_config *config, f8_ctx **ctx, char *error, size_t error_size)
+{
+    char msg[512];
+    if (!ctx) return create_fail(F8_ERR_INVALID_ARGUMENT, "f8_ctx_create: ctx (the output) is NULL", error, error_size);
+    *ctx = NULL;
+    if (!config) return create_fail(F8_ERR_INVALID_ARGUMENT, "f8_ctx_create: config is NULL", error, error_size);
+    if (!recipe_ok(&config->recipe, msg, sizeof msg)) return create_fail(F8_ERR_INVALID_ARGUMENT, msg, error, error_size);
+
+    const f8i_backend *be = NULL;
+    if (config->backend == F8_BACKEND_CPU) {
+        be = f8i_cpu_backend();
+    } else if (config->backend == F8_BACKEND_CUDA) {
+        be = f8i_cuda_backend();
+        if (!be)
+            return create_fail(F8_ERR_NO_DEVICE, "f8_ctx_create: this build of f8 has no CUDA backend (built with CUDA=0)",
+                               error, error_size);
+        if (config->device < 0) return create_fail(F8_ERR_NO_DEVICE, "f8_ctx_create: device ordinal is negative", error, error_size);
+    } else {
+        snprintf(msg, sizeof msg, "f8_ctx_create: backend %d is not CPU (0) or CUDA (1)", (int)config->backend);
+        return create_fail(F8_ERR_INVALID_ARGUMENT, msg, error, error_size);
+    }
+
+    f8_ctx *c = (f8_ctx *)calloc(1, sizeof *c);
+    if (!c) return create_fail(F8_ERR_OUT_OF_MEMORY, "f8_ctx_create: out of host memory", error, error_size);
+    c->be = be;
+    c->kind = config->backend;
+    c->device = config->backend == F8_BACKEND_CUDA ? config->device : 0;
+    c->recipe = config->recipe;
+
+    f8_status st = be->state_create(c);
+    if (st != F8_OK) {
+        create_fail(st, c->error, error, error_size);
+        free(c);
+        return st;
+    }
+    st = be->alloc(c, sizeof(float), (void **)&c->noop);
+    if (st == F8_OK) st = be->fill_f32(c, c->noop, 0.0f, 1);
+    if (st == F8_OK) st = be->synchronize(c);
+    if (st != F8_OK) {
+        create_fail(st, c->error, error, error_size);
+        f8_ctx_destroy(c);
+        return st;
+    }
+    *ctx = c;
+    return F8_OK;
+}
+
+void f8_ctx_destroy(f8_ctx *ctx)
+{
+    if (!ctx) return;
+    if (ctx->be_state) ctx->be->synchronize(ctx);
+    if (ctx->noop) ctx->be->free(ctx, ctx->noop);
+    if (ctx->scaling_buf) ctx->be->free(ctx, ctx->scaling_buf);
+    if (ctx->scratch) ctx->be->free(ctx, ctx->scratch);
+    ctx->be->state_destroy(ctx);
+    free(ctx);
+}
+
+const char *f8_ctx_last_error(const f8_ctx *ctx) { return ctx ? ctx->error : "ctx is NULL"; }
+
+f8_backend f8_ctx_backend(const f8_ctx *ctx) { return ctx ? ctx->kind : F8_BACKEND_CPU; }
+
+const f8_recipe *f8_ctx_recipe(const f8_ctx *ctx) { return ctx ? &ctx->recipe : NULL; }
+
+f8_status f8_ctx_set_stream(f8_ctx *ctx, void *stream)
+{
+    if (!ctx) return F8_ERR_INVALID_ARGUMENT;
+    if (ctx->kind != F8_BACKEND_CUDA) return f8i_error(ctx, F8_ERR_UNSUPPORTED, "f8_ctx_set_stream: a CPU ctx has no stream");
+    return ctx->be->set_stream(ctx, stream);
+}
+
+void *f8_ctx_stream(const f8_ctx *ctx) { return ctx ? ctx->be->get_stream(ctx) : NULL; }
+
+f8_status f8_ctx_synchronize(f8_ctx *ctx)
+{
+    if (!ctx) return F8_ERR_INVALID_ARGUMENT;
+    return ctx->be->synchronize(ctx);
+}
+
+f8_status f8_ctx_alloc(f8_ctx *ctx, size_t bytes, void **ptr)
+{
+    if (!ctx) return F8_ERR_INVALID_ARGUMENT;
+    if (!ptr) return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "f8_ctx_alloc: ptr (the output) is NULL");
+    *ptr = NULL;
+    /* A zero-byte request still gets a distinct, freeable pointer. */
+    return ctx->be->alloc(ctx, bytes ? bytes : 1, ptr);
+}
+
+void f8_ctx_free(f8_ctx *ctx, void *ptr)
+{
+    if (ctx && ptr) ctx->be->free(ctx, ptr);
+}
+
+/* Shared NULL checks of the three copy calls. */
+static f8_status copy_args_ok(f8_ctx *ctx, const char *fn, const void *dst, const void *src, size_t bytes)
+{
+    if (!ctx) return F8_ERR_INVALID_ARGUMENT;
+    if (bytes && (!dst || !src))
+        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: %s is NULL with %zu bytes to copy", fn, dst ? "src" : "dst",
+                         bytes);
+    return F8_OK;
+}
+
+f8_status f8_ctx_upload(f8_ctx *ctx, void *dst, const void *host_src, size_t bytes)
+{
+    f8_status st = copy_args_ok(ctx, "f8_ctx_upload", dst, host_src, bytes);
+    if (st != F8_OK || !bytes) return st;
+    return ctx->be->upload(ctx, dst, host_src, bytes);
+}
+
+f8_status f8_ctx_download(f8_ctx *ctx, void *host_dst, const void *src, size_t bytes)
+{
+    f8_status st = copy_args_ok(ctx, "f8_ctx_download", host_dst, src, bytes);
+    if (st != F8_OK || !bytes) return st;
+    return ctx->be->download(ctx, host_dst, src, bytes);
+}
+
+f8_status f8_ctx_copy(f8_ctx *ctx, void *dst, const void *src, size_t bytes)
+{
+    f8_status st = copy_args_ok(ctx, "f8_ctx_copy", dst, src, bytes);
+    if (st != F8_OK || !bytes) return st;
+    return ctx->be->copy(ctx, dst, src, bytes);
+}
+
+float *f8_ctx_noop_flag(f8_ctx *ctx) { return ctx ? ctx->noop : NULL; }
+
+f8_status f8_ctx_set_noop_flag(f8_ctx *ctx, float value)
+{
+    if (!ctx) return F8_ERR_INVALID_ARGUMENT;
+    return ctx->be->fill_f32(ctx, ctx->noop, value, 1);
+}
+
+f8_status f8i_scratch_reserve(f8_ctx *ctx, size_t bytes)
+{
+    if (bytes <= ctx->scratch_bytes) return F8_OK;
+    f8_status st = ctx->be->synchronize(ctx); /* work in flight may still read the old scratch */
+    if (st != F8_OK) return st;
+    void *p = NULL;
+    st = ctx->be->alloc(ctx, bytes, &p);
+    if (st != F8_OK) return st;
+    if (ctx->scratch) ctx->be->free(ctx, ctx->scratch);
+    ctx->scratch = p;
+    ctx->scratch_bytes = bytes;
+    return F8_OK;
+}
+
+f8_status f8i_check_tensor(f8_ctx *ctx, const f8_tensor *t, const char *name)
+{
+    if (!t) return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s is NULL", name);
+    if (t->rows < 0 || t->cols < 0)
+        return f8i_error(ctx, F8_ERR_SHAPE, "%s has a negative shape [%lld, %lld]", name, (long long)t->rows,
+                         (long long)t->cols);
+    if (f8_dtype_size(t->dtype) == 0) return f8i_error(ctx, F8_ERR_DTYPE, "%s has unknown dtype %d", name, (int)t->dtype);
+    if (t->rows * t->cols > 0 && !t->data) return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s->data is NULL", name);
+    if ((t->dtype == F8_DTYPE_E4M3 || t->dtype == F8_DTYPE_E5M2) && !t->scale_inv)
+        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s is FP8 (%s) but its scale_inv is NULL", name,
+                         f8_dtype_name(t->dtype));
+    return F8_OK;
+}
+
+f8_status f8_tensor_convert(f8_ctx *ctx, const f8_tensor *src, f8_tensor *dst)
+{
+    if (!ctx) return F8_ERR_INVALID_ARGUMENT;
+    f8_status st = f8i_check_tensor(ctx, src, "f8_tensor_convert: src");
+    if (st == F8_OK) st = f8i_check_tensor(ctx, dst, "f8_tensor_convert: dst");
+    if (st != F8_OK) return st;
+    if (src->rows != dst->rows || src->cols != dst->cols)
+        return f8i_error(ctx, F8_ERR_SHAPE, "f8_tensor_convert: src [%lld, %lld] and dst [%lld, %lld] differ",
+                         (long long)src->rows, (long long)src->cols, (long long)dst->rows, (long long)dst->cols);
+    if (dst->dtype != F8_DTYPE_FP32 && dst->dtype != F8_DTYPE_BF16)
+        return f8i_error(ctx, F8_ERR_DTYPE, "f8_tensor_convert: dst must be fp32 or bf16, not %s", f8_dtype_name(dst->dtype));
+    int64_t n = src->rows * src->cols;
+    if (n == 0) return F8_OK;
+    return ctx->be->convert(ctx, src->data, src->dtype, src->scale_inv, dst->data, dst->dtype, n);
+}

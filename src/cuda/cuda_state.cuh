@@ -1,0 +1,47 @@
+/*
+ * cuda_state.cuh — what a CUDA ctx holds (ctx->be_state) and the functions the
+ * CUDA backend's files call across each other. Only src/cuda/ includes this.
+ */
+#ifndef F8_CUDA_STATE_CUH
+#define F8_CUDA_STATE_CUH
+
+#include <cuda_runtime.h>
+
+#include "f8i.h"
+
+typedef struct f8i_gemm_cache f8i_gemm_cache; /* owned by gemm.cu */
+
+typedef struct f8i_cuda_state {
+    int device;
+    int sm_count;
+    cudaStream_t own_stream;   /* created with the ctx (non-blocking) */
+    cudaStream_t stream;       /* in use: own_stream or the caller's */
+    f8i_gemm_cache *gemm;      /* cuBLASLt handle, workspace, cached plans */
+} f8i_cuda_state;
+
+static inline f8i_cuda_state *f8i_cuda(const f8_ctx *ctx) { return (f8i_cuda_state *)ctx->be_state; }
+static inline cudaStream_t f8i_stream(const f8_ctx *ctx) { return f8i_cuda(ctx)->stream; }
+
+/* Map a CUDA error to F8_ERR_CUDA with a message naming `what` (F8_OK if
+ * err == cudaSuccess). */
+f8_status f8i_cuda_check(f8_ctx *ctx, cudaError_t err, const char *what);
+/* After a launch: cudaGetLastError() through f8i_cuda_check. */
+f8_status f8i_cuda_launch_check(f8_ctx *ctx, const char *kernel);
+
+/* gemm.cu */
+f8_status f8i_cuda_gemm_create(f8_ctx *ctx);   /* fills f8i_cuda(ctx)->gemm */
+void f8i_cuda_gemm_destroy(f8_ctx *ctx);
+f8_status f8i_cuda_gemm(f8_ctx *ctx, const f8i_gemm_args *args);
+
+/* cast.cu, transpose.cu, scale_update.cu, convert.cu: backend entries */
+f8_status f8i_cuda_cast(f8_ctx *ctx, const f8i_cast_args *args);
+f8_status f8i_cuda_transpose_u8(f8_ctx *ctx, const uint8_t *src, uint8_t *dst, int64_t rows, int64_t cols,
+                                const float *noop);
+f8_status f8i_cuda_scale_update(f8_ctx *ctx, const f8i_scale_update_args *args);
+f8_status f8i_cuda_convert(f8_ctx *ctx, const void *src, f8_dtype src_dtype, const float *scale_inv, void *dst,
+                           f8_dtype dst_dtype, int64_t count);
+f8_status f8i_cuda_reciprocal(f8_ctx *ctx, const float *src, float *dst, const float *noop);
+f8_status f8i_cuda_add(f8_ctx *ctx, void *dst, const void *src, f8_dtype dtype, int64_t count);
+f8_status f8i_cuda_fill_f32(f8_ctx *ctx, float *dst, float value, int64_t count);
+
+#endif /* F8_CUDA_STATE_CUH */

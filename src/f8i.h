@@ -1,0 +1,67 @@
+/*
+ * f8i.h — internal definitions shared by the library's files: the ctx, the
+ * scaling buffer layout and the error helpers. Included from C and CUDA.
+ */
+#ifndef F8I_H
+#define F8I_H
+
+#include <stdarg.h>
+
+#include "backend.h"
+#include "f8.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Scaling state of one direction, inside the ctx's single scaling buffer:
+ * history [L, cap] (row 0 = current-step accumulators, contiguous across
+ * slots so one all-reduce covers a direction), scale [cap], scale_inv [cap]. */
+typedef struct f8i_scaling_dir {
+    float *history; /* (L, cap) */
+    float *scale;   /* (cap) */
+    float *scale_inv; /* (cap) */
+    int count;      /* slots registered */
+    int cap;        /* columns allocated */
+} f8i_scaling_dir;
+
+struct f8_ctx {
+    const f8i_backend *be;
+    void *be_state;     /* the backend's own (CUDA: stream, cuBLASLt handle, plans) */
+    f8_backend kind;
+    int device;
+    f8_recipe recipe;
+    float *noop;        /* (1) backend memory: the ctx noop flag */
+    float *scaling_buf; /* backend memory holding both directions */
+    f8i_scaling_dir dir[2];
+    void *scratch;      /* backend memory shared by modules within one call */
+    size_t scratch_bytes;
+    char error[512];
+};
+
+/* Record a message on ctx (printf format) and return status. ctx may be NULL. */
+f8_status f8i_error(f8_ctx *ctx, f8_status status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* Pointers of a slot's accumulator (history row 0), scale and scale_inv. */
+float *f8i_slot_amax(f8_ctx *ctx, f8_slot slot);
+float *f8i_slot_scale(f8_ctx *ctx, f8_slot slot);
+int f8i_slot_valid(const f8_ctx *ctx, f8_slot slot);
+
+/* Grow the ctx scratch to at least `bytes` (object creation time only). */
+f8_status f8i_scratch_reserve(f8_ctx *ctx, size_t bytes);
+
+/* Checks shared by the public entry points; each sets the ctx error. */
+f8_status f8i_check_tensor(f8_ctx *ctx, const f8_tensor *t, const char *name);
+
+/* Round a byte count up to 256 (carving buffers from one allocation). */
+static inline size_t f8i_align256(size_t bytes) { return (bytes + 255u) & ~(size_t)255u; }
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* F8I_H */

@@ -1,0 +1,182 @@
+/*
+ * qtensor.c — f8_qtensor, TE's Float8Tensor: FP8 data with a private
+ * scale_inv and a lazily built, cached transpose.
+ *
+ * Design note: the scale_inv lives in the same allocation as the data and is
+ * written only by the cast that writes the data (backend cast op, same
+ * kernel), so a tensor's bytes and its dequantization factor can never come
+ * from different scales: the bug TE's workspace refactor fixed is impossible
+ * here by construction. The transpose cache is tracked on the host: any write
+ * to the data invalidates it unless the same pass wrote the transpose too.
+ */
+#include <stdlib.h>
+
+#include "qtensor.h"
+
+static int fp8_dtype(f8_dtype dt) { return dt == F8_DTYPE_E4M3 || dt == F8_DTYPE_E5M2; }
+
+f8_status f8_qtensor_create(f8_ctx *ctx, f8_dtype dtype, int64_t rows, int64_t cols, f8_qtensor **out)
+{
+    if (!ctx) return F8_ERR_INVALID_ARGUMENT;
+    if (!out) return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "f8_qtensor_create: q (the output) is NULL");
+    *out = NULL;
+    if (!fp8_dtype(dtype))
+        return f8i_error(ctx, F8_ERR_DTYPE, "f8_qtensor_create: dtype %s is not e4m3 or e5m2", f8_dtype_name(dtype));
+    if (rows < 0 || cols < 0 || (cols > 0 && rows > INT64_MAX / cols))
+        return f8i_error(ctx, F8_ERR_SHAPE, "f8_qtensor_create: bad shape [%lld, %lld]", (long long)rows, (long long)cols);
+    f8_qtensor *q = (f8_qtensor *)calloc(1, sizeof *q);
+    if (!q) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "f8_qtensor_create: out of host memory");
+    q->ctx = ctx;
+    q->dtype = dtype;
+    q->rows = rows;
+    q->cols = cols;
+    size_t bytes = (size_t)(rows * cols);
+    f8_status st = ctx->be->alloc(ctx, 256 + f8i_align256(bytes), &q->block);
+    if (st == F8_OK) {
+        q->scale_inv = (float *)q->block;
+        q->data = (uint8_t *)q->block + 256;
+        st = ctx->be->fill_f32(ctx, q->scale_inv, 1.0f, 1);
+    }
+    if (st == F8_OK) st = ctx->be->memset_zero(ctx, q->data, bytes);
+    if (st != F8_OK) {
+        f8_qtensor_destroy(q);
+        return st;
+    }
+    *out = q;
+    return F8_OK;
+}
+
+void f8_qtensor_destroy(f8_qtensor *q)
+{
+    if (!q) return;
+    if (q->block) q->ctx->be->free(q->ctx, q->block);
+    if (q->t) q->ctx->be->free(q->ctx, q->t);
+    free(q);
+}
+
+f8_status f8i_qtensor_reserve_transpose(f8_qtensor *q)
+{
+    if (q->t) return F8_OK;
+    return q->ctx->be->alloc(q->ctx, (size_t)(q->rows * q->cols), (void **)&q->t);
+}
+
+f8_status f8_qtensor_quantize(f8_qtensor *q, const f8_tensor *src, f8_slot slot, int with_transpose,
+                              const float *noop_flag)
+{
+    if (!q) return F8_ERR_INVALID_ARGUMENT;
+    f8_ctx *ctx = q->ctx;
+    f8_status st = f8i_check_tensor(ctx, src, "f8_qtensor_quantize: src");
+    if (st != F8_OK) return st;
+    if (src->dtype != F8_DTYPE_FP32 && src->dtype != F8_DTYPE_BF16)
+        return f8i_error(ctx, F8_ERR_DTYPE, "f8_qtensor_quantize: src must be fp32 or bf16, not %s",
+                         f8_dtype_name(src->dtype));
+    if (src->rows != q->rows || src->cols != q->cols)
+        return f8i_error(ctx, F8_ERR_SHAPE, "f8_qtensor_quantize: src [%lld, %lld] does not match the tensor [%lld, %lld]",
+                         (long long)src->rows, (long long)src->cols, (long long)q->rows, (long long)q->cols);
+    if (!f8i_slot_valid(ctx, slot))
+        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "f8_qtensor_quantize: slot (%d, %d) is not registered",
+                         (int)slot.direction, (int)slot.index);
+    if (with_transpose && !q->t) {
+        st = f8i_qtensor_reserve_transpose(q);
+        if (st != F8_OK) return st;
+        noop_flag = NULL; /* a fresh buffer is always filled */
+    }
+    f8i_cast_args a = {0};
+    a.src = src->data;
+    a.src_dtype = src->dtype;
+    a.rows = q->rows;
+    a.cols = q->cols;
+    a.out_dtype = q->dtype;
+    a.out = q->data;
+    a.out_t = with_transpose ? q->t : NULL;
+    a.scale = f8i_slot_scale(ctx, slot);
+    a.amax = f8i_slot_amax(ctx, slot);
+    a.scale_inv = q->scale_inv;
+    a.noop = noop_flag;
+    st = ctx->be->cast(ctx, &a);
+    if (st != F8_OK) return st;
+    q->t_valid = with_transpose ? 1 : 0;
+    return F8_OK;
+}
+
+f8_status f8_qtensor_transpose(f8_qtensor *q, const float *noop_flag)
+{
+    if (!q) return F8_ERR_INVALID_ARGUMENT;
+    if (q->t_valid && !noop_flag) return F8_OK;
+    if (!q->t) {
+        f8_status st = f8i_qtensor_reserve_transpose(q);
+        if (st != F8_OK) return st;
+        noop_flag = NULL;
+    }
+    f8_status st = q->ctx->be->transpose_u8(q->ctx, q->data, q->t, q->rows, q->cols, noop_flag);
+    if (st == F8_OK) q->t_valid = 1;
+    return st;
+}
+
+f8_status f8_qtensor_transpose_into(const f8_qtensor *q, f8_tensor *dst)
+{
+    if (!q) return F8_ERR_INVALID_ARGUMENT;
+    f8_ctx *ctx = q->ctx;
+    if (!dst) return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "f8_qtensor_transpose_into: dst is NULL");
+    if (dst->dtype != q->dtype)
+        return f8i_error(ctx, F8_ERR_DTYPE, "f8_qtensor_transpose_into: dst is %s, the tensor is %s",
+                         f8_dtype_name(dst->dtype), f8_dtype_name(q->dtype));
+    if (dst->rows != q->cols || dst->cols != q->rows)
+        return f8i_error(ctx, F8_ERR_SHAPE, "f8_qtensor_transpose_into: dst [%lld, %lld] is not [%lld, %lld]",
+                         (long long)dst->rows, (long long)dst->cols, (long long)q->cols, (long long)q->rows);
+    if (q->rows * q->cols > 0 && !dst->data)
+        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "f8_qtensor_transpose_into: dst->data is NULL");
+    f8_status st = ctx->be->transpose_u8(ctx, q->data, (uint8_t *)dst->data, q->rows, q->cols, NULL);
+    if (st == F8_OK && dst->scale_inv) st = ctx->be->copy(ctx, dst->scale_inv, q->scale_inv, sizeof(float));
+    return st;
+}
+
+f8_status f8_qtensor_dequantize(const f8_qtensor *q, f8_tensor *dst)
+{
+    if (!q) return F8_ERR_INVALID_ARGUMENT;
+    f8_ctx *ctx = q->ctx;
+    f8_status st = f8i_check_tensor(ctx, dst, "f8_qtensor_dequantize: dst");
+    if (st != F8_OK) return st;
+    if (dst->dtype != F8_DTYPE_FP32 && dst->dtype != F8_DTYPE_BF16)
+        return f8i_error(ctx, F8_ERR_DTYPE, "f8_qtensor_dequantize: dst must be fp32 or bf16, not %s",
+                         f8_dtype_name(dst->dtype));
+    if (dst->rows != q->rows || dst->cols != q->cols)
+        return f8i_error(ctx, F8_ERR_SHAPE, "f8_qtensor_dequantize: dst [%lld, %lld] does not match the tensor [%lld, %lld]",
+                         (long long)dst->rows, (long long)dst->cols, (long long)q->rows, (long long)q->cols);
+    if (q->rows * q->cols == 0) return F8_OK;
+    return ctx->be->convert(ctx, q->data, q->dtype, q->scale_inv, dst->data, dst->dtype, q->rows * q->cols);
+}
+
+f8_status f8_qtensor_data(const f8_qtensor *q, f8_tensor *view)
+{
+    if (!q) return F8_ERR_INVALID_ARGUMENT;
+    if (!view) return f8i_error(q->ctx, F8_ERR_INVALID_ARGUMENT, "f8_qtensor_data: view is NULL");
+    *view = f8_tensor_make(q->data, q->dtype, q->rows, q->cols);
+    view->scale_inv = q->scale_inv;
+    return F8_OK;
+}
+
+f8_status f8_qtensor_transpose_data(const f8_qtensor *q, f8_tensor *view)
+{
+    if (!q) return F8_ERR_INVALID_ARGUMENT;
+    if (!view) return f8i_error(q->ctx, F8_ERR_INVALID_ARGUMENT, "f8_qtensor_transpose_data: view is NULL");
+    if (!q->t_valid)
+        return f8i_error(q->ctx, F8_ERR_STATE, "f8_qtensor_transpose_data: the cached transpose is not valid "
+                                               "(call f8_qtensor_transpose first)");
+    *view = f8_tensor_make(q->t, q->dtype, q->cols, q->rows);
+    view->scale_inv = q->scale_inv;
+    return F8_OK;
+}
+
+int f8_qtensor_transpose_valid(const f8_qtensor *q) { return q ? q->t_valid : 0; }
+
+f8_status f8_qtensor_upload(f8_qtensor *q, const uint8_t *host_codes, float scale_inv)
+{
+    if (!q) return F8_ERR_INVALID_ARGUMENT;
+    size_t bytes = (size_t)(q->rows * q->cols);
+    if (bytes && !host_codes) return f8i_error(q->ctx, F8_ERR_INVALID_ARGUMENT, "f8_qtensor_upload: host_codes is NULL");
+    f8_status st = bytes ? q->ctx->be->upload(q->ctx, q->data, host_codes, bytes) : F8_OK;
+    if (st == F8_OK) st = q->ctx->be->upload(q->ctx, q->scale_inv, &scale_inv, sizeof scale_inv);
+    if (st == F8_OK) q->t_valid = 0;
+    return st;
+}

@@ -1,0 +1,199 @@
+/*
+ * scaling.c — the ctx's scaling slots: registration, host read/write and the
+ * fused per-direction update.
+ *
+ * Design note: all slots of a ctx live in ONE buffer of backend memory, laid
+ * out per direction as history [L, cap] (row 0 = the current step's
+ * accumulators, contiguous, so a later multi-GPU all-reduce is one call per
+ * direction), scale [cap], scale_inv [cap]. Slots are named by (direction,
+ * column), never by pointer, because registering more slots may move the
+ * buffer; kernels get pointers resolved at call time. Growth happens only when
+ * objects are created, by a host round trip (download, re-lay, upload).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "f8i.h"
+
+static size_t dir_floats(int history_len, int cap) { return (size_t)cap * ((size_t)history_len + 2); }
+
+f8_dtype f8_ctx_slot_dtype(const f8_ctx *ctx, f8_direction direction)
+{
+    if (direction == F8_DIR_BACKWARD && ctx && ctx->recipe.format == F8_FORMAT_HYBRID) return F8_DTYPE_E5M2;
+    return F8_DTYPE_E4M3;
+}
+
+/* Point a direction's arrays into buf at `offset` floats. */
+static void place_dir(f8i_scaling_dir *d, float *buf, size_t offset, int history_len)
+{
+    d->history = buf + offset;
+    d->scale = d->history + (size_t)history_len * d->cap;
+    d->scale_inv = d->scale + d->cap;
+}
+
+/* Host image of the whole buffer with capacities new_cap[2]: old contents
+ * copied column by column, new columns initialised (scale 1, history 0). */
+static f8_status regrow(f8_ctx *ctx, const int new_cap[2])
+{
+    const int L = ctx->recipe.amax_history_len;
+    size_t old_total = dir_floats(L, ctx->dir[0].cap) + dir_floats(L, ctx->dir[1].cap);
+    size_t new_total = dir_floats(L, new_cap[0]) + dir_floats(L, new_cap[1]);
+    float *old_h = NULL, *new_h = (float *)calloc(new_total, sizeof(float));
+    if (!new_h) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "scaling buffer: out of host memory (%zu floats)", new_total);
+    f8_status st = F8_OK;
+    if (old_total) {
+        old_h = (float *)malloc(old_total * sizeof(float));
+        if (!old_h) st = f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "scaling buffer: out of host memory");
+        if (st == F8_OK) st = ctx->be->download(ctx, old_h, ctx->scaling_buf, old_total * sizeof(float));
+    }
+    size_t old_off = 0, new_off = 0;
+    for (int d = 0; d < 2 && st == F8_OK; d++) {
+        int oc = ctx->dir[d].cap, nc = new_cap[d];
+        float *oh = old_h ? old_h + old_off : NULL, *nh = new_h + new_off;
+        for (int r = 0; r < L; r++)
+            if (oc) memcpy(nh + (size_t)r * nc, oh + (size_t)r * oc, (size_t)oc * sizeof(float));
+        for (int c = 0; c < nc; c++) {
+            nh[(size_t)L * nc + c] = c < oc ? oh[(size_t)L * oc + c] : 1.0f;
+            nh[(size_t)L * nc + nc + c] = c < oc ? oh[(size_t)L * oc + oc + c] : 1.0f;
+        }
+        old_off += dir_floats(L, oc);
+        new_off += dir_floats(L, nc);
+    }
+    float *buf = NULL;
+    if (st == F8_OK) st = ctx->be->alloc(ctx, new_total * sizeof(float), (void **)&buf);
+    if (st == F8_OK) st = ctx->be->upload(ctx, buf, new_h, new_total * sizeof(float));
+    if (st == F8_OK) {
+        if (ctx->scaling_buf) ctx->be->free(ctx, ctx->scaling_buf);
+        ctx->scaling_buf = buf;
+        ctx->dir[0].cap = new_cap[0];
+        ctx->dir[1].cap = new_cap[1];
+        place_dir(&ctx->dir[0], buf, 0, L);
+        place_dir(&ctx->dir[1], buf, dir_floats(L, new_cap[0]), L);
+    } else if (buf) {
+        ctx->be->free(ctx, buf);
+    }
+    free(old_h);
+    free(new_h);
+    return st;
+}
+
+f8_status f8_ctx_slots_create(f8_ctx *ctx, f8_direction direction, int count, f8_slot *slots)
+{
+    if (!ctx) return F8_ERR_INVALID_ARGUMENT;
+    if (direction != F8_DIR_FORWARD && direction != F8_DIR_BACKWARD)
+        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "f8_ctx_slots_create: direction %d is not FORWARD or BACKWARD",
+                         (int)direction);
+    if (count < 1 || count > (1 << 20))
+        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "f8_ctx_slots_create: count %d outside [1, 2^20]", count);
+    if (!slots) return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "f8_ctx_slots_create: slots (the output) is NULL");
+    f8i_scaling_dir *d = &ctx->dir[direction];
+    if (d->count + count > d->cap) {
+        int caps[2] = {ctx->dir[0].cap, ctx->dir[1].cap};
+        int want = d->cap ? d->cap * 2 : 16;
+        while (want < d->count + count) want *= 2;
+        caps[direction] = want;
+        f8_status st = regrow(ctx, caps);
+        if (st != F8_OK) return st;
+    }
+    for (int i = 0; i < count; i++) {
+        slots[i].direction = (int32_t)direction;
+        slots[i].index = d->count + i;
+    }
+    d->count += count;
+    return F8_OK;
+}
+
+int f8i_slot_valid(const f8_ctx *ctx, f8_slot slot)
+{
+    if (slot.direction != F8_DIR_FORWARD && slot.direction != F8_DIR_BACKWARD) return 0;
+    return slot.index >= 0 && slot.index < ctx->dir[slot.direction].count;
+}
+
+float *f8i_slot_amax(f8_ctx *ctx, f8_slot slot) { return ctx->dir[slot.direction].history + slot.index; }
+
+float *f8i_slot_scale(f8_ctx *ctx, f8_slot slot) { return ctx->dir[slot.direction].scale + slot.index; }
+
+static f8_status slot_check(f8_ctx *ctx, f8_slot slot, const char *fn)
+{
+    if (!ctx) return F8_ERR_INVALID_ARGUMENT;
+    if (!f8i_slot_valid(ctx, slot))
+        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: slot (direction %d, index %d) is not registered on this ctx",
+                         fn, (int)slot.direction, (int)slot.index);
+    return F8_OK;
+}
+
+/* The slot's column as a host array: history[L], scale, scale_inv. Downloads
+ * the direction's block (a test and checkpoint path, not a step path). */
+static f8_status column_io(f8_ctx *ctx, f8_slot slot, float *col, int write)
+{
+    const int L = ctx->recipe.amax_history_len;
+    f8i_scaling_dir *d = &ctx->dir[slot.direction];
+    size_t n = dir_floats(L, d->cap);
+    float *h = (float *)malloc(n * sizeof(float));
+    if (!h) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "slot access: out of host memory");
+    f8_status st = ctx->be->download(ctx, h, d->history, n * sizeof(float));
+    for (int r = 0; r < L + 2 && st == F8_OK; r++) {
+        float *cell = h + (size_t)r * d->cap + slot.index;
+        if (write) *cell = col[r];
+        else col[r] = *cell;
+    }
+    if (st == F8_OK && write) st = ctx->be->upload(ctx, d->history, h, n * sizeof(float));
+    free(h);
+    return st;
+}
+
+f8_status f8_slot_read(f8_ctx *ctx, f8_slot slot, float *scale, float *scale_inv, float *amax_history)
+{
+    f8_status st = slot_check(ctx, slot, "f8_slot_read");
+    if (st != F8_OK) return st;
+    const int L = ctx->recipe.amax_history_len;
+    float *col = (float *)malloc(((size_t)L + 2) * sizeof(float));
+    if (!col) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "f8_slot_read: out of host memory");
+    st = column_io(ctx, slot, col, 0);
+    if (st == F8_OK) {
+        if (amax_history) memcpy(amax_history, col, (size_t)L * sizeof(float));
+        if (scale) *scale = col[L];
+        if (scale_inv) *scale_inv = col[L + 1];
+    }
+    free(col);
+    return st;
+}
+
+f8_status f8_slot_write(f8_ctx *ctx, f8_slot slot, float scale, float scale_inv, const float *amax_history)
+{
+    f8_status st = slot_check(ctx, slot, "f8_slot_write");
+    if (st != F8_OK) return st;
+    const int L = ctx->recipe.amax_history_len;
+    float *col = (float *)malloc(((size_t)L + 2) * sizeof(float));
+    if (!col) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "f8_slot_write: out of host memory");
+    st = column_io(ctx, slot, col, 0);
+    if (st == F8_OK) {
+        if (amax_history) memcpy(col, amax_history, (size_t)L * sizeof(float));
+        col[L] = scale;
+        col[L + 1] = scale_inv;
+        st = column_io(ctx, slot, col, 1);
+    }
+    free(col);
+    return st;
+}
+
+f8_status f8_ctx_update_scales(f8_ctx *ctx, f8_direction direction)
+{
+    if (!ctx) return F8_ERR_INVALID_ARGUMENT;
+    if (direction != F8_DIR_FORWARD && direction != F8_DIR_BACKWARD)
+        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "f8_ctx_update_scales: direction %d is not FORWARD or BACKWARD",
+                         (int)direction);
+    f8i_scaling_dir *d = &ctx->dir[direction];
+    if (d->count == 0) return F8_OK;
+    f8i_scale_update_args a;
+    a.history = d->history;
+    a.ld = d->cap;
+    a.history_len = ctx->recipe.amax_history_len;
+    a.count = d->count;
+    a.scale = d->scale;
+    a.scale_inv = d->scale_inv;
+    a.scaled_max = ldexpf(f8_fp8_max(f8_ctx_slot_dtype(ctx, direction)), -ctx->recipe.margin);
+    a.algo = ctx->recipe.amax_compute_algo;
+    return ctx->be->scale_update(ctx, &a);
+}

@@ -1,0 +1,114 @@
+/*
+ * check.h — the small harness every test program uses: CHECK macros that count
+ * failures without stopping, a deterministic RNG, and the exit convention the
+ * runner (tests/run.sh) reads: 0 passed, 77 skipped, anything else failed.
+ */
+#ifndef F8_TESTS_CHECK_H
+#define F8_TESTS_CHECK_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "f8.h"
+
+#define TEST_SKIP_CODE 77
+
+static int test_failures = 0;
+static int test_checks = 0;
+
+#define CHECK(cond, ...)                                                         \
+    do {                                                                         \
+        test_checks++;                                                           \
+        if (!(cond)) {                                                           \
+            test_failures++;                                                     \
+            if (test_failures <= 30) {                                           \
+                fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond); \
+                fprintf(stderr, __VA_ARGS__);                                    \
+                fprintf(stderr, "\n");                                           \
+            }                                                                    \
+        }                                                                        \
+    } while (0)
+
+/* A call that must return F8_OK; prints the ctx message otherwise. */
+#define CHECK_OK(ctx, call)                                                      \
+    do {                                                                         \
+        f8_status st_ = (call);                                                  \
+        CHECK(st_ == F8_OK, "%s -> %s: %s", #call, f8_status_string(st_),        \
+              (ctx) ? f8_ctx_last_error(ctx) : "");                              \
+    } while (0)
+
+/* A call that must fail with `want`. */
+#define CHECK_STATUS(ctx, call, want)                                            \
+    do {                                                                         \
+        f8_status st_ = (call);                                                  \
+        CHECK(st_ == (want), "%s -> %s, wanted %s (%s)", #call,                  \
+              f8_status_string(st_), f8_status_string(want),                     \
+              (ctx) ? f8_ctx_last_error(ctx) : "");                              \
+    } while (0)
+
+/* Print the summary and return the process exit code. */
+static inline int test_finish(const char *name)
+{
+    printf("%s: %d checks, %d failed\n", name, test_checks, test_failures);
+    return test_failures ? 1 : 0;
+}
+
+static inline int test_skip(const char *name, const char *why)
+{
+    printf("%s: SKIPPED (%s)\n", name, why);
+    return TEST_SKIP_CODE;
+}
+
+/* splitmix64: deterministic, seedable, good enough for test data. */
+typedef struct test_rng {
+    uint64_t s;
+} test_rng;
+
+static inline uint64_t rng_u64(test_rng *r)
+{
+    uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Uniform in [0, 1). */
+static inline double rng_uniform(test_rng *r) { return (double)(rng_u64(r) >> 11) * (1.0 / 9007199254740992.0); }
+
+/* Standard normal (Box-Muller). */
+static inline double rng_normal(test_rng *r)
+{
+    double u1 = rng_uniform(r), u2 = rng_uniform(r);
+    if (u1 < 1e-300) u1 = 1e-300;
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+/* Relative Frobenius error ||a - b|| / ||b|| of n floats (b the reference). */
+static inline double rel_error(const float *a, const double *ref, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)a[i] - ref[i];
+        num += d * d;
+        den += ref[i] * ref[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+/* Create a ctx of the given backend with the default recipe (or `recipe`). On
+ * failure returns NULL and writes the reason into why[256]. */
+static inline f8_ctx *test_ctx(f8_backend backend, const f8_recipe *recipe, char *why)
+{
+    f8_ctx_config cfg = f8_ctx_config_default();
+    cfg.backend = backend;
+    if (recipe) cfg.recipe = *recipe;
+    f8_ctx *ctx = NULL;
+    f8_status st = f8_ctx_create(&cfg, &ctx, why, 256);
+    if (st != F8_OK) return NULL;
+    return ctx;
+}
+
+#endif /* F8_TESTS_CHECK_H */
