@@ -1,0 +1,641 @@
+/*
+ * gemm.cu — the backend GEMM (f8i_gemm_args, backend.h) on cuBLASLt, with one
+ * cached plan per shape, and a plain CUDA kernel for what cuBLASLt cannot take.
+ *
+ * Design note.
+ *
+ * Row-major contract, column-major cuBLASLt. cuBLASLt computes
+ * D' = alpha·op(A')·op(B') + beta·C' on column-major matrices. Our row-major
+ * D[m, n] is, byte for byte, the column-major D' = Dᵀ with n rows, m columns,
+ * ld n. From D(i, j) = Σ_k A(i, k)·B(j, k):
+ *     D'(j, i) = Σ_k B(j, k)·A(i, k),  i.e.  D'[n×m] = B[n×k] · Aᵀ[k×m].
+ * So cuBLASLt's A' is our b, its B' is our a, and (M, N, K) = (n, m, k):
+ *   A' = b   b_trans 0: b is [n, k] = column-major k×n, ld k; op(A') = T
+ *            b_trans 1: b is [k, n] = column-major n×k, ld n; op(A') = N
+ *   B' = a   a_trans 0: a is [m, k] = column-major k×m, ld k; op(B') = N
+ *            a_trans 1: a is [k, m] = column-major m×k, ld m; op(B') = T
+ *   C' = D' = d: column-major n×m, ld n (one layout for both: in place).
+ * A_SCALE_POINTER therefore gets b_scale_inv and B_SCALE_POINTER a_scale_inv.
+ * bias[n] is per column of D = per row of D', which is what
+ * CUBLASLT_EPILOGUE_BIAS broadcasts. Our FP8 "TN" (a_trans = b_trans = 0, both
+ * K-contiguous) is exactly cuBLASLt's FP8 "TN" (op(A') = T, op(B') = N).
+ *
+ * Numerics. CUBLAS_COMPUTE_32F, scale type FP32, for every input type. For
+ * FP32 inputs that means true FP32 products (no TF32: COMPUTE_32F_FAST_TF32 is
+ * never asked for; we want FP32 accuracy from FP32 operands). FP8:
+ * D = sA·sB·ΣAB with the operands' own scale_inv device pointers, alpha = 1,
+ * FAST_ACCUM = !split_accum. accumulate is beta = 1 with C = D.
+ *
+ * FP8 eligibility (cuBLAS docs, cublasLtMatmul, "To use tensor- or
+ * block-scaled FP8 kernels": TN only on sm_90, COMPUTE_32F, scale 32F, and
+ * "all matrix dimensions must meet the optimal requirements listed in Tensor
+ * Core Usage", §2.1.11: (op_A == N ? M : K)·sizeA, (op_B == N ? K : N)·sizeB,
+ * M·sizeC, lda·sizeA, ldb·sizeB, ldc·sizeC all % 16 == 0 and A, B, C 16-byte
+ * aligned). With TN, M = n, lda = ldb = k, ldc = n, that is:
+ *     k % 16 == 0,  n·sizeof(D) % 16 == 0,  a, b, d 16-byte aligned;
+ * m is free. The same page's FP8 type table allows E4M3×E4M3, E4M3×E5M2 and
+ * E5M2×E4M3 (never E5M2×E5M2) with C = D = BF16 or FP32, bias BF16 for both.
+ * The non-FP8 table allows BF16×BF16 -> BF16 (bias BF16) or FP32 (bias FP32),
+ * and FP32×FP32 -> FP32 only (bias FP32).
+ *
+ * Bias. Fused through CUBLASLT_EPILOGUE_BIAS when the table allows the
+ * caller's bias dtype (FP8: BF16; otherwise: bias dtype == D dtype). Otherwise
+ * the GEMM runs without epilogue and gemm_bias_kernel adds the bias after it on
+ * the same stream: one extra launch, but the bias keeps its full precision
+ * (converting an FP32 bias to BF16 would need a kernel per call anyway and
+ * would round it). For a BF16 D this rounds twice (GEMM, then + bias); a
+ * module that wants the fused path passes a BF16 bias.
+ *
+ * Fallback. Everything cuBLASLt cannot take (a shape or alignment outside the
+ * FP8 rule, E5M2×E5M2, FP8 not TN, FP32×FP32 -> BF16, or no algorithm from the
+ * heuristic, or NOT_SUPPORTED from the matmul) runs gemm_fallback_kernel: a
+ * tiled shared-memory FP32 GEMM that decodes FP8 codes exactly, honours the
+ * trans flags, and does scale, bias and accumulate in its epilogue. Legal
+ * shapes are never an error. m or n == 0: nothing; k == 0: D = (accumulate ?
+ * D : 0) + (bias or 0), by gemm_bias_kernel or a memset, no cuBLASLt.
+ *
+ * Plans. A plan (matmul descriptor, three layouts since C = D, the algorithm,
+ * or "use the fallback") is made once per distinct key and kept in a growable
+ * array searched linearly (the most recently used plan is tried first). The
+ * key is (m, n, k, a/b/d dtypes, bias dtype or none, a_trans, b_trans,
+ * accumulate, split_accum for FP8, and the alignment class — the largest power
+ * of two up to 256 dividing the address — of a, b, d and bias), because the
+ * heuristic's choice depends on alignment (MIN_ALIGNMENT_*_BYTES, and the bias
+ * pointer's value). A plan is allocated the first time its key is seen — the
+ * only allocation on the call path, host memory and cuBLASLt descriptors, once
+ * per shape; after that a call builds the key, finds the plan, re-sets the
+ * scale and bias pointer attributes only when they differ from the ones the
+ * descriptor holds (cheap host calls), and calls cublasLtMatmul on the ctx
+ * stream with the ctx's 32 MiB workspace. Nothing is created on a hit.
+ */
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_state.cuh"
+#include "numerics.h"
+
+#define GEMM_WORKSPACE_BYTES ((size_t)32 << 20) /* cuBLAS's advice for sm_90 */
+
+/* Fallback tiling: a 16×16 block computes a 64×64 tile of D, each thread a
+ * 4×4 sub-tile (rows ty + 16·r, cols tx + 16·c), stepping K by 16. */
+#define FB_THREADS 16
+#define FB_TILE 64
+#define FB_PER_THREAD (FB_TILE / FB_THREADS)
+#define FB_K 16
+static_assert(FB_TILE * FB_K == 4 * FB_THREADS * FB_THREADS, "each thread loads 4 elements of a tile");
+
+/* ------------------------------------------------------------------------ */
+/* Types                                                                     */
+/* ------------------------------------------------------------------------ */
+
+typedef struct gemm_key {
+    int64_t m, n, k;
+    uint32_t types;  /* a | b << 4 | d << 8 | (bias ? dtype + 1 : 0) << 12 | flags << 16 */
+    uint32_t aligns; /* log2 alignment (0..8) of a | b << 4 | d << 8 | bias << 12 */
+} gemm_key;
+
+typedef enum plan_mode { PLAN_LT = 0, PLAN_FALLBACK = 1 } plan_mode;
+typedef enum bias_mode { BIAS_NONE = 0, BIAS_FUSED = 1, BIAS_AFTER = 2 } bias_mode;
+
+typedef struct gemm_plan {
+    gemm_key key;
+    plan_mode mode;
+    bias_mode bias;                 /* PLAN_LT only; the fallback does bias itself */
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t lay_a;   /* cuBLASLt's A' = our b */
+    cublasLtMatrixLayout_t lay_b;   /* cuBLASLt's B' = our a */
+    cublasLtMatrixLayout_t lay_d;   /* C' = D' */
+    cublasLtMatmulAlgo_t algo;
+    const void *set_a_scale;        /* pointer attributes the descriptor holds now */
+    const void *set_b_scale;
+    const void *set_bias;
+} gemm_plan;
+
+struct f8i_gemm_cache {
+    cublasLtHandle_t lt;
+    void *workspace;   /* (GEMM_WORKSPACE_BYTES) device */
+    gemm_plan *plans;  /* (cap) host, count used */
+    int count, cap;
+    int last;          /* index of the most recently used plan */
+};
+
+typedef struct fallback_params {
+    const void *a, *b;
+    const float *a_scale_inv, *b_scale_inv; /* NULL = 1; read only for FP8 */
+    void *d;
+    const void *bias;                       /* NULL = none */
+    int64_t m, n, k;
+    f8_dtype d_dtype, bias_dtype;
+    int a_trans, b_trans, accumulate, fp8;
+} fallback_params;
+
+static int is_fp8(f8_dtype t) { return t == F8_DTYPE_E4M3 || t == F8_DTYPE_E5M2; }
+
+/* ------------------------------------------------------------------------ */
+/* Kernels                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* One operand element as FP32; DT is an f8_dtype. FP8 and BF16 decode exactly. */
+template <int DT>
+static __device__ __forceinline__ float load_operand(const void *p, int64_t i)
+{
+    if (DT == F8_DTYPE_FP32) return ((const float *)p)[i];
+    if (DT == F8_DTYPE_BF16) return f8i_bf16_to_float(((const uint16_t *)p)[i]);
+    return f8i_fp8_decode(((const uint8_t *)p)[i], DT == F8_DTYPE_E5M2);
+}
+
+/* D / bias element access for FP32 or BF16 (BF16 stores round to nearest even). */
+static __device__ __forceinline__ float load_vec(const void *p, int64_t i, f8_dtype dt)
+{
+    return dt == F8_DTYPE_BF16 ? f8i_bf16_to_float(((const uint16_t *)p)[i]) : ((const float *)p)[i];
+}
+
+static __device__ __forceinline__ void store_vec(void *p, int64_t i, f8_dtype dt, float v)
+{
+    if (dt == F8_DTYPE_BF16)
+        ((uint16_t *)p)[i] = f8i_bf16_from_float(v);
+    else
+        ((float *)p)[i] = v;
+}
+
+/* Fallback GEMM, D[m, n] = alpha·Σ_k A(i, k)·B(j, k) (+ D) (+ bias[j]).
+ * Grid: x over 64-column tiles of D, y over 64-row tiles (grid-stride in both,
+ * so any m, n fits the grid limits). Block: 16×16 threads. Thread (tx, ty)
+ * owns D rows i0 + ty + 16·r and columns j0 + tx + 16·c, r, c < 4, and loads 4
+ * elements of each 64×16 operand tile per K step, walking the operand's
+ * contiguous dimension across neighbouring threads (coalesced either way). */
+template <int ADT, int BDT>
+static __global__ void __launch_bounds__(FB_THREADS * FB_THREADS) gemm_fallback_kernel(fallback_params p)
+{
+    __shared__ float as[FB_K][FB_TILE + 1]; /* as[kk][i] = A(i0 + i, k0 + kk) */
+    __shared__ float bs[FB_K][FB_TILE + 1]; /* bs[kk][j] = B(j0 + j, k0 + kk) */
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int tid = ty * FB_THREADS + tx;
+    float alpha = 1.0f;
+    if (p.fp8) alpha = (p.a_scale_inv ? *p.a_scale_inv : 1.0f) * (p.b_scale_inv ? *p.b_scale_inv : 1.0f);
+    const int64_t tiles_m = (p.m + FB_TILE - 1) / FB_TILE, tiles_n = (p.n + FB_TILE - 1) / FB_TILE;
+
+    for (int64_t tm = blockIdx.y; tm < tiles_m; tm += gridDim.y) {
+        for (int64_t tn = blockIdx.x; tn < tiles_n; tn += gridDim.x) {
+            const int64_t i0 = tm * FB_TILE, j0 = tn * FB_TILE;
+            float acc[FB_PER_THREAD][FB_PER_THREAD];
+#pragma unroll
+            for (int r = 0; r < FB_PER_THREAD; r++)
+#pragma unroll
+                for (int c = 0; c < FB_PER_THREAD; c++) acc[r][c] = 0.0f;
+
+            for (int64_t k0 = 0; k0 < p.k; k0 += FB_K) {
+                for (int l = 0; l < 4; l++) {
+                    const int e = tid + l * FB_THREADS * FB_THREADS;
+                    /* K-contiguous operands walk k fastest, the others walk i/j. */
+                    int ii = p.a_trans ? e % FB_TILE : e / FB_K;
+                    int kk = p.a_trans ? e / FB_TILE : e % FB_K;
+                    int64_t gi = i0 + ii, gk = k0 + kk;
+                    float v = 0.0f;
+                    if (gi < p.m && gk < p.k) v = load_operand<ADT>(p.a, p.a_trans ? gk * p.m + gi : gi * p.k + gk);
+                    as[kk][ii] = v;
+                    ii = p.b_trans ? e % FB_TILE : e / FB_K;
+                    kk = p.b_trans ? e / FB_TILE : e % FB_K;
+                    gi = j0 + ii;
+                    gk = k0 + kk;
+                    v = 0.0f;
+                    if (gi < p.n && gk < p.k) v = load_operand<BDT>(p.b, p.b_trans ? gk * p.n + gi : gi * p.k + gk);
+                    bs[kk][ii] = v;
+                }
+                __syncthreads();
+#pragma unroll
+                for (int kk = 0; kk < FB_K; kk++) {
+                    float av[FB_PER_THREAD], bv[FB_PER_THREAD];
+#pragma unroll
+                    for (int r = 0; r < FB_PER_THREAD; r++) av[r] = as[kk][ty + FB_THREADS * r];
+#pragma unroll
+                    for (int c = 0; c < FB_PER_THREAD; c++) bv[c] = bs[kk][tx + FB_THREADS * c];
+#pragma unroll
+                    for (int r = 0; r < FB_PER_THREAD; r++)
+#pragma unroll
+                        for (int c = 0; c < FB_PER_THREAD; c++) acc[r][c] = __fmaf_rn(av[r], bv[c], acc[r][c]);
+                }
+                __syncthreads();
+            }
+
+#pragma unroll
+            for (int r = 0; r < FB_PER_THREAD; r++) {
+                const int64_t i = i0 + ty + FB_THREADS * r;
+#pragma unroll
+                for (int c = 0; c < FB_PER_THREAD; c++) {
+                    const int64_t j = j0 + tx + FB_THREADS * c;
+                    if (i >= p.m || j >= p.n) continue;
+                    float v = alpha * acc[r][c];
+                    if (p.accumulate) v = v + load_vec(p.d, i * p.n + j, p.d_dtype);
+                    if (p.bias) v = v + load_vec(p.bias, j, p.bias_dtype);
+                    store_vec(p.d, i * p.n + j, p.d_dtype, v);
+                }
+            }
+        }
+    }
+}
+
+/* d[i, j] = (overwrite ? 0 : d[i, j]) + bias[j] over D[m, n]: the bias when the
+ * cuBLASLt epilogue cannot take its dtype, and k == 0.
+ * Grid: 1-D, grid-stride. Block: 256 threads. A thread owns elements
+ * idx = global thread id + s·(grid size). */
+static __global__ void __launch_bounds__(256)
+    gemm_bias_kernel(void *d, f8_dtype d_dtype, const void *bias, f8_dtype bias_dtype, int64_t m, int64_t n,
+                    int overwrite)
+{
+    const int64_t total = m * n;
+    for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
+         idx += (int64_t)gridDim.x * blockDim.x) {
+        const float old = overwrite ? 0.0f : load_vec(d, idx, d_dtype);
+        store_vec(d, idx, d_dtype, old + load_vec(bias, idx % n, bias_dtype));
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Launchers                                                                 */
+/* ------------------------------------------------------------------------ */
+
+static f8_status launch_bias(f8_ctx *ctx, const f8i_gemm_args *g, int overwrite)
+{
+    const int64_t total = g->m * g->n;
+    int64_t blocks = (total + 255) / 256;
+    const int64_t cap = (int64_t)(f8i_cuda(ctx)->sm_count > 0 ? f8i_cuda(ctx)->sm_count : 132) * 16;
+    if (blocks > cap) blocks = cap;
+    gemm_bias_kernel<<<(unsigned)blocks, 256, 0, f8i_stream(ctx)>>>(g->d, g->d_dtype, g->bias, g->bias_dtype, g->m,
+                                                                    g->n, overwrite);
+    return f8i_cuda_launch_check(ctx, "gemm_bias_kernel");
+}
+
+static f8_status launch_fallback(f8_ctx *ctx, const f8i_gemm_args *g)
+{
+    fallback_params p;
+    p.a = g->a;
+    p.b = g->b;
+    p.a_scale_inv = g->a_scale_inv;
+    p.b_scale_inv = g->b_scale_inv;
+    p.d = g->d;
+    p.bias = g->bias;
+    p.m = g->m;
+    p.n = g->n;
+    p.k = g->k;
+    p.d_dtype = g->d_dtype;
+    p.bias_dtype = g->bias_dtype;
+    p.a_trans = g->a_trans;
+    p.b_trans = g->b_trans;
+    p.accumulate = g->accumulate;
+    p.fp8 = is_fp8(g->a_dtype);
+
+    int64_t gx = (g->n + FB_TILE - 1) / FB_TILE, gy = (g->m + FB_TILE - 1) / FB_TILE;
+    if (gx > 65535) gx = 65535;
+    if (gy > 65535) gy = 65535;
+    const dim3 grid((unsigned)gx, (unsigned)gy), block(FB_THREADS, FB_THREADS);
+    cudaStream_t s = f8i_stream(ctx);
+    const int pair = (int)g->a_dtype * 4 + (int)g->b_dtype;
+    switch (pair) {
+    case F8_DTYPE_FP32 * 4 + F8_DTYPE_FP32: gemm_fallback_kernel<F8_DTYPE_FP32, F8_DTYPE_FP32><<<grid, block, 0, s>>>(p); break;
+    case F8_DTYPE_BF16 * 4 + F8_DTYPE_BF16: gemm_fallback_kernel<F8_DTYPE_BF16, F8_DTYPE_BF16><<<grid, block, 0, s>>>(p); break;
+    case F8_DTYPE_E4M3 * 4 + F8_DTYPE_E4M3: gemm_fallback_kernel<F8_DTYPE_E4M3, F8_DTYPE_E4M3><<<grid, block, 0, s>>>(p); break;
+    case F8_DTYPE_E4M3 * 4 + F8_DTYPE_E5M2: gemm_fallback_kernel<F8_DTYPE_E4M3, F8_DTYPE_E5M2><<<grid, block, 0, s>>>(p); break;
+    case F8_DTYPE_E5M2 * 4 + F8_DTYPE_E4M3: gemm_fallback_kernel<F8_DTYPE_E5M2, F8_DTYPE_E4M3><<<grid, block, 0, s>>>(p); break;
+    case F8_DTYPE_E5M2 * 4 + F8_DTYPE_E5M2: gemm_fallback_kernel<F8_DTYPE_E5M2, F8_DTYPE_E5M2><<<grid, block, 0, s>>>(p); break;
+    default:
+        return f8i_error(ctx, F8_ERR_DTYPE, "gemm: operand dtypes %s x %s are not one class (FP8, FP32 or BF16)",
+                         f8_dtype_name(g->a_dtype), f8_dtype_name(g->b_dtype));
+    }
+    return f8i_cuda_launch_check(ctx, "gemm_fallback_kernel");
+}
+
+/* ------------------------------------------------------------------------ */
+/* Plans                                                                     */
+/* ------------------------------------------------------------------------ */
+
+static f8_status lt_error(f8_ctx *ctx, cublasStatus_t st, const char *what, const f8i_gemm_args *g)
+{
+    return f8i_error(ctx, F8_ERR_CUBLAS, "gemm %s (m %lld, n %lld, k %lld, %s x %s -> %s): %s", what, (long long)g->m,
+                     (long long)g->n, (long long)g->k, f8_dtype_name(g->a_dtype), f8_dtype_name(g->b_dtype),
+                     f8_dtype_name(g->d_dtype), cublasLtGetStatusName(st));
+}
+
+static size_t dtype_bytes(f8_dtype t) { return t == F8_DTYPE_FP32 ? 4 : t == F8_DTYPE_BF16 ? 2 : 1; }
+
+static cudaDataType_t cuda_type(f8_dtype t)
+{
+    switch (t) {
+    case F8_DTYPE_BF16: return CUDA_R_16BF;
+    case F8_DTYPE_E4M3: return CUDA_R_8F_E4M3;
+    case F8_DTYPE_E5M2: return CUDA_R_8F_E5M2;
+    default: return CUDA_R_32F;
+    }
+}
+
+/* log2 of the largest power of two <= 256 dividing the address (8 for NULL). */
+static uint32_t align_log2(const void *p)
+{
+    const uintptr_t u = (uintptr_t)p;
+    if (u == 0) return 8;
+    const uint32_t tz = (uint32_t)__builtin_ctzll((unsigned long long)u);
+    return tz > 8 ? 8 : tz;
+}
+
+static gemm_key make_key(const f8i_gemm_args *g)
+{
+    gemm_key key;
+    const int fp8 = is_fp8(g->a_dtype);
+    const uint32_t bias = g->bias ? (uint32_t)g->bias_dtype + 1u : 0u;
+    const uint32_t flags = (g->a_trans ? 1u : 0u) | (g->b_trans ? 2u : 0u) | (g->accumulate ? 4u : 0u) |
+                           (fp8 && g->split_accum ? 8u : 0u);
+    key.m = g->m;
+    key.n = g->n;
+    key.k = g->k;
+    key.types = (uint32_t)g->a_dtype | (uint32_t)g->b_dtype << 4 | (uint32_t)g->d_dtype << 8 | bias << 12 | flags << 16;
+    key.aligns = align_log2(g->a) | align_log2(g->b) << 4 | align_log2(g->d) << 8 |
+                 (g->bias ? align_log2(g->bias) : 0u) << 12;
+    return key;
+}
+
+static int key_equal(const gemm_key *x, const gemm_key *y)
+{
+    return x->m == y->m && x->n == y->n && x->k == y->k && x->types == y->types && x->aligns == y->aligns;
+}
+
+/* Can cuBLASLt take these operands at all (the type tables and the FP8 rule
+ * of the design note)? The heuristic is the second, final judge. */
+static int lt_eligible(const f8i_gemm_args *g)
+{
+    if (is_fp8(g->a_dtype)) {
+        if (g->a_dtype == F8_DTYPE_E5M2 && g->b_dtype == F8_DTYPE_E5M2) return 0;
+        if (g->a_trans || g->b_trans) return 0;
+        if (g->k % 16 != 0 || (g->n * (int64_t)dtype_bytes(g->d_dtype)) % 16 != 0) return 0;
+        return align_log2(g->a) >= 4 && align_log2(g->b) >= 4 && align_log2(g->d) >= 4;
+    }
+    if (g->a_dtype == F8_DTYPE_FP32 && g->d_dtype != F8_DTYPE_FP32) return 0;
+    return 1;
+}
+
+static void plan_release(gemm_plan *p)
+{
+    if (p->desc) cublasLtMatmulDescDestroy(p->desc);
+    if (p->lay_a) cublasLtMatrixLayoutDestroy(p->lay_a);
+    if (p->lay_b) cublasLtMatrixLayoutDestroy(p->lay_b);
+    if (p->lay_d) cublasLtMatrixLayoutDestroy(p->lay_d);
+    p->desc = NULL;
+    p->lay_a = p->lay_b = p->lay_d = NULL;
+}
+
+/* A matmul descriptor for g, with or without the bias epilogue. The scale and
+ * bias pointers are this call's: the heuristic reads the bias pointer's value
+ * for its alignment. */
+static cublasStatus_t desc_create(gemm_plan *p, const f8i_gemm_args *g, int fuse_bias)
+{
+    const cublasOperation_t op_a = g->b_trans ? CUBLAS_OP_N : CUBLAS_OP_T;
+    const cublasOperation_t op_b = g->a_trans ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasLtEpilogue_t epi = fuse_bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    cublasLtMatmulDesc_t d = NULL;
+    cublasStatus_t st = cublasLtMatmulDescCreate(&d, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    if (st != CUBLAS_STATUS_SUCCESS) return st;
+    p->desc = d;
+    st = cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a);
+    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b);
+    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
+    if (st == CUBLAS_STATUS_SUCCESS && is_fp8(g->a_dtype)) {
+        const int8_t fast = g->split_accum ? 0 : 1;
+        st = cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast);
+        /* A' = b, B' = a: the scale pointers swap with the operands. */
+        if (st == CUBLAS_STATUS_SUCCESS)
+            st = cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &g->b_scale_inv,
+                                                sizeof g->b_scale_inv);
+        if (st == CUBLAS_STATUS_SUCCESS)
+            st = cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &g->a_scale_inv,
+                                                sizeof g->a_scale_inv);
+        p->set_a_scale = g->b_scale_inv;
+        p->set_b_scale = g->a_scale_inv;
+    }
+    if (st == CUBLAS_STATUS_SUCCESS && fuse_bias) {
+        st = cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias, sizeof g->bias);
+        p->set_bias = g->bias;
+        if (st == CUBLAS_STATUS_SUCCESS && is_fp8(g->a_dtype)) {
+            const int32_t bt = CUDA_R_16BF; /* the only FP8 bias type for BF16 or FP32 D */
+            st = cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt);
+        }
+    }
+    return st;
+}
+
+/* Ask the heuristic for one algorithm for p's descriptor and layouts.
+ * *found = 0 (and CUBLAS_STATUS_SUCCESS) when cuBLASLt has none for it. */
+static cublasStatus_t plan_query(f8i_gemm_cache *c, gemm_plan *p, const f8i_gemm_args *g, int *found)
+{
+    *found = 0;
+    cublasLtMatmulPreference_t pref = NULL;
+    cublasStatus_t st = cublasLtMatmulPreferenceCreate(&pref);
+    if (st != CUBLAS_STATUS_SUCCESS) return st;
+    const uint64_t ws = GEMM_WORKSPACE_BYTES;
+    const uint32_t al_a = 1u << align_log2(g->b), al_b = 1u << align_log2(g->a), al_d = 1u << align_log2(g->d);
+    st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_d, sizeof al_d);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d, sizeof al_d);
+    if (st == CUBLAS_STATUS_SUCCESS) {
+        cublasLtMatmulHeuristicResult_t res;
+        int n_res = 0;
+        memset(&res, 0, sizeof res);
+        st = cublasLtMatmulAlgoGetHeuristic(c->lt, p->desc, p->lay_a, p->lay_b, p->lay_d, p->lay_d, pref, 1, &res,
+                                            &n_res);
+        if (st == CUBLAS_STATUS_SUCCESS && n_res > 0 && res.state == CUBLAS_STATUS_SUCCESS &&
+            res.workspaceSize <= GEMM_WORKSPACE_BYTES) {
+            p->algo = res.algo;
+            *found = 1;
+        }
+        /* "No algorithm for this configuration" is an answer, not an error. */
+        if (st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE ||
+            st == CUBLAS_STATUS_ARCH_MISMATCH)
+            st = CUBLAS_STATUS_SUCCESS;
+    }
+    cublasLtMatmulPreferenceDestroy(pref);
+    return st;
+}
+
+/* Fill *p for the key of g: layouts, descriptor and algorithm, or the
+ * fallback. With a bias the table allows, the fused epilogue is tried first;
+ * if the heuristic has nothing for it, a fresh descriptor without epilogue is
+ * tried (bias added after), then the fallback. */
+static f8_status plan_build(f8_ctx *ctx, f8i_gemm_cache *c, const f8i_gemm_args *g, gemm_plan *p)
+{
+    memset(p, 0, sizeof *p);
+    p->key = make_key(g);
+    p->mode = PLAN_FALLBACK;
+    p->bias = BIAS_NONE;
+    if (!lt_eligible(g)) return F8_OK;
+
+    /* A' = b, B' = a, D' = d: see the mapping in the design note. */
+    const char *what = "cublasLtMatrixLayoutCreate";
+    const uint64_t m = (uint64_t)g->m, n = (uint64_t)g->n, k = (uint64_t)g->k;
+    cublasStatus_t st = g->b_trans ? cublasLtMatrixLayoutCreate(&p->lay_a, cuda_type(g->b_dtype), n, k, g->n)
+                                   : cublasLtMatrixLayoutCreate(&p->lay_a, cuda_type(g->b_dtype), k, n, g->k);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = g->a_trans ? cublasLtMatrixLayoutCreate(&p->lay_b, cuda_type(g->a_dtype), m, k, g->m)
+                        : cublasLtMatrixLayoutCreate(&p->lay_b, cuda_type(g->a_dtype), k, m, g->k);
+    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatrixLayoutCreate(&p->lay_d, cuda_type(g->d_dtype), n, m, g->n);
+
+    const int fusable = g->bias && (is_fp8(g->a_dtype) ? g->bias_dtype == F8_DTYPE_BF16 : g->bias_dtype == g->d_dtype);
+    int found = 0;
+    for (int fuse = fusable; fuse >= 0 && st == CUBLAS_STATUS_SUCCESS && !found; fuse--) {
+        if (p->desc) cublasLtMatmulDescDestroy(p->desc);
+        p->desc = NULL;
+        what = "cublasLtMatmulDescCreate/SetAttribute";
+        st = desc_create(p, g, fuse);
+        if (st != CUBLAS_STATUS_SUCCESS) break;
+        what = "cublasLtMatmulAlgoGetHeuristic";
+        st = plan_query(c, p, g, &found);
+        p->bias = fuse ? BIAS_FUSED : g->bias ? BIAS_AFTER : BIAS_NONE;
+    }
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        plan_release(p);
+        return lt_error(ctx, st, what, g);
+    }
+    if (found) {
+        p->mode = PLAN_LT;
+    } else {
+        plan_release(p);
+        p->bias = BIAS_NONE;
+    }
+    return F8_OK;
+}
+
+/* The plan for g's key: the last one used, a cached one, or a new one. */
+static f8_status plan_find(f8_ctx *ctx, f8i_gemm_cache *c, const f8i_gemm_args *g, gemm_plan **out)
+{
+    const gemm_key key = make_key(g);
+    if (c->last < c->count && key_equal(&c->plans[c->last].key, &key)) {
+        *out = &c->plans[c->last];
+        return F8_OK;
+    }
+    for (int i = 0; i < c->count; i++) {
+        if (key_equal(&c->plans[i].key, &key)) {
+            c->last = i;
+            *out = &c->plans[i];
+            return F8_OK;
+        }
+    }
+    if (c->count == c->cap) {
+        const int cap = c->cap ? 2 * c->cap : 32;
+        gemm_plan *grown = (gemm_plan *)realloc(c->plans, (size_t)cap * sizeof *grown);
+        if (!grown) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "gemm: no host memory for %d plans", cap);
+        c->plans = grown;
+        c->cap = cap;
+    }
+    f8_status s = plan_build(ctx, c, g, &c->plans[c->count]);
+    if (s != F8_OK) return s;
+    c->last = c->count++;
+    *out = &c->plans[c->last];
+    return F8_OK;
+}
+
+/* Point the descriptor at this call's scale_inv and bias (only if changed). */
+static cublasStatus_t plan_set_pointers(gemm_plan *p, const f8i_gemm_args *g)
+{
+    cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+    if (is_fp8(g->a_dtype)) {
+        if (p->set_a_scale != (const void *)g->b_scale_inv) {
+            st = cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &g->b_scale_inv,
+                                                sizeof g->b_scale_inv);
+            if (st != CUBLAS_STATUS_SUCCESS) return st;
+            p->set_a_scale = g->b_scale_inv;
+        }
+        if (p->set_b_scale != (const void *)g->a_scale_inv) {
+            st = cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &g->a_scale_inv,
+                                                sizeof g->a_scale_inv);
+            if (st != CUBLAS_STATUS_SUCCESS) return st;
+            p->set_b_scale = g->a_scale_inv;
+        }
+    }
+    if (p->bias == BIAS_FUSED && p->set_bias != g->bias) {
+        st = cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias, sizeof g->bias);
+        if (st != CUBLAS_STATUS_SUCCESS) return st;
+        p->set_bias = g->bias;
+    }
+    return st;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Entry points                                                              */
+/* ------------------------------------------------------------------------ */
+
+f8_status f8i_cuda_gemm_create(f8_ctx *ctx)
+{
+    f8i_cuda_state *cs = f8i_cuda(ctx);
+    f8i_gemm_cache *c = (f8i_gemm_cache *)calloc(1, sizeof *c);
+    if (!c) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "gemm: no host memory for the plan cache");
+    cublasStatus_t st = cublasLtCreate(&c->lt);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        free(c);
+        return f8i_error(ctx, F8_ERR_CUBLAS, "gemm: cublasLtCreate: %s", cublasLtGetStatusName(st));
+    }
+    cudaError_t err = cudaMalloc(&c->workspace, GEMM_WORKSPACE_BYTES);
+    if (err != cudaSuccess) {
+        (void)cudaGetLastError(); /* a failed allocation must not leak into later launch checks */
+        cublasLtDestroy(c->lt);
+        free(c);
+        if (err == cudaErrorMemoryAllocation)
+            return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "gemm: cudaMalloc of the %zu-byte cuBLASLt workspace failed",
+                             GEMM_WORKSPACE_BYTES);
+        return f8i_cuda_check(ctx, err, "gemm: cudaMalloc of the cuBLASLt workspace");
+    }
+    cs->gemm = c;
+    return F8_OK;
+}
+
+void f8i_cuda_gemm_destroy(f8_ctx *ctx)
+{
+    if (!ctx || !ctx->be_state) return;
+    f8i_gemm_cache *c = f8i_cuda(ctx)->gemm;
+    if (!c) return;
+    for (int i = 0; i < c->count; i++) plan_release(&c->plans[i]);
+    free(c->plans);
+    if (c->workspace) cudaFree(c->workspace);
+    if (c->lt) cublasLtDestroy(c->lt);
+    free(c);
+    f8i_cuda(ctx)->gemm = NULL;
+}
+
+f8_status f8i_cuda_gemm(f8_ctx *ctx, const f8i_gemm_args *g)
+{
+    if (g->m == 0 || g->n == 0) return F8_OK;
+    if (g->k == 0) {
+        /* D = (accumulate ? D : 0) + bias, without cuBLASLt. */
+        if (g->bias) return launch_bias(ctx, g, !g->accumulate);
+        if (g->accumulate) return F8_OK;
+        const size_t bytes = (size_t)g->m * (size_t)g->n * dtype_bytes(g->d_dtype);
+        return f8i_cuda_check(ctx, cudaMemsetAsync(g->d, 0, bytes, f8i_stream(ctx)), "gemm: cudaMemsetAsync of D (k = 0)");
+    }
+
+    f8i_gemm_cache *c = f8i_cuda(ctx)->gemm;
+    if (!c) return f8i_error(ctx, F8_ERR_STATE, "gemm: the CUDA state has no GEMM cache (f8i_cuda_gemm_create not run)");
+    gemm_plan *p = NULL;
+    f8_status s = plan_find(ctx, c, g, &p);
+    if (s != F8_OK) return s;
+    if (p->mode == PLAN_FALLBACK) return launch_fallback(ctx, g);
+
+    cublasStatus_t st = plan_set_pointers(p, g);
+    if (st != CUBLAS_STATUS_SUCCESS) return lt_error(ctx, st, "cublasLtMatmulDescSetAttribute", g);
+    const float alpha = 1.0f, beta = g->accumulate ? 1.0f : 0.0f;
+    st = cublasLtMatmul(c->lt, p->desc, &alpha, g->b, p->lay_a, g->a, p->lay_b, &beta, g->d, p->lay_d, g->d, p->lay_d,
+                        &p->algo, c->workspace, GEMM_WORKSPACE_BYTES, f8i_stream(ctx));
+    if (st == CUBLAS_STATUS_NOT_SUPPORTED) {
+        /* Nothing was enqueued; this key goes to the fallback from now on. */
+        plan_release(p);
+        p->mode = PLAN_FALLBACK;
+        p->bias = BIAS_NONE;
+        return launch_fallback(ctx, g);
+    }
+    if (st != CUBLAS_STATUS_SUCCESS) return lt_error(ctx, st, "cublasLtMatmul", g);
+    if (p->bias == BIAS_AFTER) return launch_bias(ctx, g, 0);
+    return F8_OK;
+}
