@@ -57,9 +57,10 @@ BENCH_SRC := $(if $(filter 1,$(CUDA)),$(wildcard bench/bench_*.c))
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 BENCH_CU_OBJ := $(if $(filter 1,$(CUDA)),$(patsubst %.cu,$(BUILD)/%.o,$(wildcard bench/*.cu)))
 TRAIN_BIN := $(BUILD)/f8_train
+EXAMPLE_BIN := $(BUILD)/examples/example_linear
 
 .PHONY: all test run bench install clean
-all: $(BUILD)/libf8.a $(BUILD)/libf8.so $(TEST_BIN) $(BENCH_BIN) $(TRAIN_BIN)
+all: $(BUILD)/libf8.a $(BUILD)/libf8.so $(TEST_BIN) $(BENCH_BIN) $(TRAIN_BIN) $(EXAMPLE_BIN)
 
 $(BUILD)/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -88,7 +89,11 @@ $(TRAIN_BIN): $(wildcard train/*.c train/*.h) $(BUILD)/libf8.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(wildcard train/*.c) -o $@ $(BUILD)/libf8.a $(LDLIBS)
 
-test: $(TEST_BIN)
+$(BUILD)/examples/%: examples/%.c $(BUILD)/libf8.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $< -o $@ $(BUILD)/libf8.a $(LDLIBS)
+
+test: $(TEST_BIN) $(EXAMPLE_BIN)
 	@sh tests/run.sh $(TEST_BIN)
 
 run: $(TRAIN_BIN)
