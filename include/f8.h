@@ -327,7 +327,11 @@ f8_status f8_qtensor_dequantize(const f8_qtensor *q, f8_tensor *dst);
 f8_status f8_qtensor_data(const f8_qtensor *q, f8_tensor *view);
 f8_status f8_qtensor_transpose_data(const f8_qtensor *q, f8_tensor *view);
 
-/* 1 if the cached transpose holds the transpose of the current data. */
+/* 1 if the cached transpose holds the transpose of the current data. The
+ * host cannot read a device noop flag, so a write skipped by the flag still
+ * leaves the cache marked as the call would have (TE does the same): the flag
+ * is meant to skip only work an earlier run of the same calls already did,
+ * as on graph replays after the first microbatch. */
 int f8_qtensor_transpose_valid(const f8_qtensor *q);
 
 /* Overwrite data and scale_inv from the host (FP8 codes, rows*cols bytes);
