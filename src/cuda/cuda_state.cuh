@@ -35,6 +35,10 @@ f8_status f8i_cuda_gemm(f8_ctx *ctx, const f8i_gemm_args *args);
 
 /* cast.cu, transpose.cu, scale_update.cu, convert.cu: backend entries */
 f8_status f8i_cuda_cast(f8_ctx *ctx, const f8i_cast_args *args);
+/* ctx->scratch bytes a cast with dbias of [rows, cols] needs (reserve at object
+ * creation): ceil(rows / 128) * cols * 4 + 256. The cast uses the scratch from
+ * its start, as a temporary within the call. */
+size_t f8i_cuda_dbias_scratch_bytes(int64_t rows, int64_t cols);
 f8_status f8i_cuda_transpose_u8(f8_ctx *ctx, const uint8_t *src, uint8_t *dst, int64_t rows, int64_t cols,
                                 const float *noop);
 f8_status f8i_cuda_scale_update(f8_ctx *ctx, const f8i_scale_update_args *args);

@@ -1,0 +1,252 @@
+/*
+ * backend.cu — the CUDA backend table (f8i_cuda_backend), its per-ctx state
+ * (stream, SM count, GEMM cache) and the memory entries.
+ *
+ * Design note. The kernels live in one file per family (cast, transpose,
+ * scale_update, convert; GEMMs in gemm.cu); this file only wires them into
+ * the table and owns what a CUDA ctx holds. Every CUDA status is checked and
+ * turned into an f8_status with a message on the ctx (f8i_cuda_check); a failed
+ * call also clears CUDA's per-thread "last error" so that the next launch check
+ * does not report it again. No CUDA device, no driver or a bad ordinal gives
+ * F8_ERR_NO_DEVICE from state_create, never a crash.
+ *
+ * Device and threads: state_create makes ctx->device current on the calling
+ * thread. The entries that are not on the step path (state_create/destroy,
+ * alloc, upload, download, synchronize) make it current again, so several
+ * ctxs on different GPUs can share a host thread for setup; step-path entries
+ * (casts, GEMMs, copy, memset, ...) launch on the ctx's stream and expect the
+ * ctx's device to be current (a mismatch fails with a CUDA error rather than
+ * running on the wrong GPU).
+ *
+ * alloc(0) returns a valid, distinct 256-byte-aligned pointer (a 1-byte
+ * allocation), never NULL, so callers need no special case for empty tensors.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "cuda_state.cuh"
+
+/* ------------------------------------------------------------------------ */
+/* Kernel                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* Does nothing; state_create asks the runtime for its attributes to learn
+ * whether this build's device code can run on the chosen GPU. Never launched. */
+static __global__ void probe_kernel(void) {}
+
+/* ------------------------------------------------------------------------ */
+/* Errors                                                                    */
+/* ------------------------------------------------------------------------ */
+
+f8_status f8i_cuda_check(f8_ctx *ctx, cudaError_t err, const char *what)
+{
+    if (err == cudaSuccess) return F8_OK;
+    (void)cudaGetLastError(); /* clear the non-sticky error this call left */
+    const f8_status st = err == cudaErrorMemoryAllocation ? F8_ERR_OUT_OF_MEMORY : F8_ERR_CUDA;
+    return f8i_error(ctx, st, "%s: %s (%s)", what, cudaGetErrorName(err), cudaGetErrorString(err));
+}
+
+f8_status f8i_cuda_launch_check(f8_ctx *ctx, const char *kernel)
+{
+    const cudaError_t err = cudaGetLastError();
+    if (err == cudaSuccess) return F8_OK;
+    return f8i_error(ctx, F8_ERR_CUDA, "launch of %s: %s (%s)", kernel, cudaGetErrorName(err),
+                     cudaGetErrorString(err));
+}
+
+/* Make the ctx's device current (non-step entries). */
+static f8_status use_device(f8_ctx *ctx)
+{
+    const f8i_cuda_state *s = f8i_cuda(ctx);
+    if (s == NULL) return f8i_error(ctx, F8_ERR_STATE, "CUDA backend state is not created");
+    return f8i_cuda_check(ctx, cudaSetDevice(s->device), "cudaSetDevice");
+}
+
+/* ------------------------------------------------------------------------ */
+/* State                                                                     */
+/* ------------------------------------------------------------------------ */
+
+static void cuda_state_destroy(f8_ctx *ctx)
+{
+    f8i_cuda_state *s = f8i_cuda(ctx);
+    if (s == NULL) return;
+    /* Best effort: nothing here can report an error. */
+    (void)cudaSetDevice(s->device);
+    if (s->stream != NULL && s->stream != s->own_stream) (void)cudaStreamSynchronize(s->stream);
+    if (s->own_stream != NULL) (void)cudaStreamSynchronize(s->own_stream);
+    if (s->gemm != NULL) f8i_cuda_gemm_destroy(ctx);
+    if (s->own_stream != NULL) (void)cudaStreamDestroy(s->own_stream);
+    free(s);
+    ctx->be_state = NULL;
+    (void)cudaGetLastError();
+}
+
+static f8_status cuda_state_create(f8_ctx *ctx)
+{
+    int n = 0;
+    cudaError_t err = cudaGetDeviceCount(&n);
+    if (err != cudaSuccess) {
+        (void)cudaGetLastError();
+        return f8i_error(ctx, F8_ERR_NO_DEVICE, "no usable CUDA device: cudaGetDeviceCount failed: %s (%s)",
+                         cudaGetErrorName(err), cudaGetErrorString(err));
+    }
+    if (ctx->device < 0 || ctx->device >= n)
+        return f8i_error(ctx, F8_ERR_NO_DEVICE, "CUDA device %d requested, %d device(s) present", ctx->device, n);
+    err = cudaSetDevice(ctx->device);
+    if (err != cudaSuccess) {
+        (void)cudaGetLastError();
+        return f8i_error(ctx, F8_ERR_NO_DEVICE, "cudaSetDevice(%d) failed: %s (%s)", ctx->device,
+                         cudaGetErrorName(err), cudaGetErrorString(err));
+    }
+    cudaFuncAttributes attr;
+    err = cudaFuncGetAttributes(&attr, probe_kernel);
+    if (err != cudaSuccess) {
+        (void)cudaGetLastError();
+        int major = 0, minor = 0;
+        (void)cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ctx->device);
+        (void)cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, ctx->device);
+        (void)cudaGetLastError();
+        return f8i_error(ctx, F8_ERR_NO_DEVICE,
+                         "CUDA device %d (compute capability %d.%d) cannot run this build's kernels "
+                         "(rebuild with SM=<its sm>): %s",
+                         ctx->device, major, minor, cudaGetErrorString(err));
+    }
+
+    f8i_cuda_state *s = (f8i_cuda_state *)calloc(1, sizeof *s);
+    if (s == NULL) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "CUDA backend state: out of host memory");
+    s->device = ctx->device;
+    ctx->be_state = s;
+
+    f8_status st = f8i_cuda_check(
+        ctx, cudaDeviceGetAttribute(&s->sm_count, cudaDevAttrMultiProcessorCount, ctx->device),
+        "cudaDeviceGetAttribute(MultiProcessorCount)");
+    if (st == F8_OK)
+        st = f8i_cuda_check(ctx, cudaStreamCreateWithFlags(&s->own_stream, cudaStreamNonBlocking),
+                            "cudaStreamCreateWithFlags");
+    if (st == F8_OK) {
+        s->stream = s->own_stream;
+        st = f8i_cuda_gemm_create(ctx);
+    }
+    if (st != F8_OK) cuda_state_destroy(ctx); /* keeps the error message */
+    return st;
+}
+
+static f8_status cuda_set_stream(f8_ctx *ctx, void *stream)
+{
+    f8i_cuda_state *s = f8i_cuda(ctx);
+    s->stream = stream != NULL ? (cudaStream_t)stream : s->own_stream;
+    return F8_OK;
+}
+
+static void *cuda_get_stream(const f8_ctx *ctx)
+{
+    const f8i_cuda_state *s = f8i_cuda(ctx);
+    return s != NULL ? (void *)s->stream : NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Memory                                                                    */
+/* ------------------------------------------------------------------------ */
+
+static f8_status cuda_alloc(f8_ctx *ctx, size_t bytes, void **ptr)
+{
+    *ptr = NULL;
+    f8_status st = use_device(ctx);
+    if (st != F8_OK) return st;
+    void *p = NULL;
+    const cudaError_t err = cudaMalloc(&p, bytes != 0 ? bytes : 1);
+    if (err != cudaSuccess) {
+        (void)cudaGetLastError();
+        return f8i_error(ctx, err == cudaErrorMemoryAllocation ? F8_ERR_OUT_OF_MEMORY : F8_ERR_CUDA,
+                         "cudaMalloc of %zu bytes on device %d: %s (%s)", bytes, f8i_cuda(ctx)->device,
+                         cudaGetErrorName(err), cudaGetErrorString(err));
+    }
+    *ptr = p;
+    return F8_OK;
+}
+
+static void cuda_free(f8_ctx *ctx, void *ptr)
+{
+    if (ptr == NULL) return;
+    const f8i_cuda_state *s = f8i_cuda(ctx);
+    if (s != NULL) (void)cudaSetDevice(s->device);
+    if (cudaFree(ptr) != cudaSuccess) (void)cudaGetLastError();
+}
+
+/* upload/download: ordered after the stream's earlier work, and synchronous. */
+static f8_status cuda_upload(f8_ctx *ctx, void *dst, const void *host_src, size_t bytes)
+{
+    f8_status st = use_device(ctx);
+    if (st != F8_OK) return st;
+    cudaStream_t stream = f8i_stream(ctx);
+    if (bytes != 0)
+        st = f8i_cuda_check(ctx, cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream),
+                            "upload: cudaMemcpyAsync");
+    if (st == F8_OK) st = f8i_cuda_check(ctx, cudaStreamSynchronize(stream), "upload: cudaStreamSynchronize");
+    return st;
+}
+
+static f8_status cuda_download(f8_ctx *ctx, void *host_dst, const void *src, size_t bytes)
+{
+    f8_status st = use_device(ctx);
+    if (st != F8_OK) return st;
+    cudaStream_t stream = f8i_stream(ctx);
+    if (bytes != 0)
+        st = f8i_cuda_check(ctx, cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream),
+                            "download: cudaMemcpyAsync");
+    if (st == F8_OK) st = f8i_cuda_check(ctx, cudaStreamSynchronize(stream), "download: cudaStreamSynchronize");
+    return st;
+}
+
+static f8_status cuda_copy(f8_ctx *ctx, void *dst, const void *src, size_t bytes)
+{
+    if (bytes == 0) return F8_OK;
+    return f8i_cuda_check(ctx, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, f8i_stream(ctx)),
+                          "copy: cudaMemcpyAsync");
+}
+
+static f8_status cuda_memset_zero(f8_ctx *ctx, void *dst, size_t bytes)
+{
+    if (bytes == 0) return F8_OK;
+    return f8i_cuda_check(ctx, cudaMemsetAsync(dst, 0, bytes, f8i_stream(ctx)), "memset_zero: cudaMemsetAsync");
+}
+
+static f8_status cuda_synchronize(f8_ctx *ctx)
+{
+    f8_status st = use_device(ctx);
+    if (st != F8_OK) return st;
+    return f8i_cuda_check(ctx, cudaStreamSynchronize(f8i_stream(ctx)), "cudaStreamSynchronize");
+}
+
+/* ------------------------------------------------------------------------ */
+/* The table                                                                 */
+/* ------------------------------------------------------------------------ */
+
+static const f8i_backend cuda_backend = {
+    "cuda",
+    /* memory */
+    cuda_alloc,
+    cuda_free,
+    cuda_upload,
+    cuda_download,
+    cuda_copy,
+    cuda_memset_zero,
+    f8i_cuda_fill_f32,
+    cuda_synchronize,
+    /* casts and layouts */
+    f8i_cuda_cast,
+    f8i_cuda_convert,
+    f8i_cuda_transpose_u8,
+    f8i_cuda_reciprocal,
+    f8i_cuda_add,
+    /* matrix products and scaling */
+    f8i_cuda_gemm,
+    f8i_cuda_scale_update,
+    /* state */
+    cuda_state_create,
+    cuda_state_destroy,
+    cuda_set_stream,
+    cuda_get_stream,
+};
+
+const f8i_backend *f8i_cuda_backend(void) { return &cuda_backend; }

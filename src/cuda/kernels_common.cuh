@@ -1,0 +1,129 @@
+/*
+ * kernels_common.cuh — small device and launch helpers shared by the CUDA
+ * backend's kernel files (cast, transpose, convert). Only src/cuda/ includes it.
+ *
+ * Design note. The memory-bound kernels move data in 16-byte pieces. When a
+ * pointer or a row pitch is not 16-byte aligned, the same code path moves the
+ * piece with narrower accesses (8, 4, 2 or 1 bytes): the launcher computes the
+ * widest legal access once per launch (access_width) and the kernels switch on
+ * it, a uniform branch. A 4x4 byte block is transposed in registers with
+ * __byte_perm so that transposes go through shared memory as 32-bit words.
+ */
+#ifndef F8_CUDA_KERNELS_COMMON_CUH
+#define F8_CUDA_KERNELS_COMMON_CUH
+
+#include <stdint.h>
+
+#include "cuda_state.cuh"
+#include "numerics.h"
+
+/* Resident blocks per SM assumed when sizing grid-stride launches. */
+#define F8I_BLOCKS_PER_SM 8
+
+/* 1 when the caller's noop flag is set: the kernel must write nothing. */
+static __device__ __forceinline__ bool noop_set(const float *noop)
+{
+    return noop != NULL && *noop == 1.0f;
+}
+
+/* Widest access (16, 8, 4, 2 or 1 bytes, at most `max`) that is aligned at
+ * `p` and at every multiple of `pitch` bytes after it. */
+static inline int access_width(const void *p, int64_t pitch, int max)
+{
+    uint64_t bits = (uint64_t)(uintptr_t)p | (uint64_t)pitch;
+    int w = max;
+    while (w > 1 && (bits & (uint64_t)(w - 1)) != 0) w >>= 1;
+    return w;
+}
+
+/* Blocks for a grid-stride loop over `work` items with `threads` per block:
+ * enough to cover the work, at most F8I_BLOCKS_PER_SM per SM, at least 1. */
+static inline int grid_size(const f8_ctx *ctx, int64_t work, int threads)
+{
+    int64_t need = (work + threads - 1) / threads;
+    int64_t cap = (int64_t)f8i_cuda(ctx)->sm_count * F8I_BLOCKS_PER_SM;
+    if (cap < 1) cap = 1;
+    if (need > cap) need = cap;
+    return need < 1 ? 1 : (int)need;
+}
+
+/* Load N bytes (N = 4, 8 or 16) at p into N/4 little-endian words, with
+ * accesses of w bytes (w is a power of two; widths above N act as N). */
+template <int N>
+static __device__ __forceinline__ void load_bytes(uint32_t (&v)[N / 4], const void *p, int w)
+{
+    if (w >= 16 && N >= 16) {
+#pragma unroll
+        for (int i = 0; i < N / 16; ++i) {
+            uint4 t = ((const uint4 *)p)[i];
+            v[4 * i] = t.x;
+            v[4 * i + 1] = t.y;
+            v[4 * i + 2] = t.z;
+            v[4 * i + 3] = t.w;
+        }
+    } else if (w >= 8 && N >= 8) {
+#pragma unroll
+        for (int i = 0; i < N / 8; ++i) {
+            uint2 t = ((const uint2 *)p)[i];
+            v[2 * i] = t.x;
+            v[2 * i + 1] = t.y;
+        }
+    } else if (w >= 4) {
+#pragma unroll
+        for (int i = 0; i < N / 4; ++i) v[i] = ((const uint32_t *)p)[i];
+    } else if (w == 2) {
+        const uint16_t *h = (const uint16_t *)p;
+#pragma unroll
+        for (int i = 0; i < N / 4; ++i) v[i] = (uint32_t)h[2 * i] | ((uint32_t)h[2 * i + 1] << 16);
+    } else {
+        const uint8_t *b = (const uint8_t *)p;
+#pragma unroll
+        for (int i = 0; i < N / 4; ++i)
+            v[i] = (uint32_t)b[4 * i] | ((uint32_t)b[4 * i + 1] << 8) | ((uint32_t)b[4 * i + 2] << 16) |
+                   ((uint32_t)b[4 * i + 3] << 24);
+    }
+}
+
+/* Store N/4 words as N bytes at p with accesses of w bytes (as load_bytes). */
+template <int N>
+static __device__ __forceinline__ void store_bytes(void *p, const uint32_t (&v)[N / 4], int w)
+{
+    if (w >= 16 && N >= 16) {
+#pragma unroll
+        for (int i = 0; i < N / 16; ++i)
+            ((uint4 *)p)[i] = make_uint4(v[4 * i], v[4 * i + 1], v[4 * i + 2], v[4 * i + 3]);
+    } else if (w >= 8 && N >= 8) {
+#pragma unroll
+        for (int i = 0; i < N / 8; ++i) ((uint2 *)p)[i] = make_uint2(v[2 * i], v[2 * i + 1]);
+    } else if (w >= 4) {
+#pragma unroll
+        for (int i = 0; i < N / 4; ++i) ((uint32_t *)p)[i] = v[i];
+    } else if (w == 2) {
+        uint16_t *h = (uint16_t *)p;
+#pragma unroll
+        for (int i = 0; i < N / 4; ++i) {
+            h[2 * i] = (uint16_t)v[i];
+            h[2 * i + 1] = (uint16_t)(v[i] >> 16);
+        }
+    } else {
+        uint8_t *b = (uint8_t *)p;
+#pragma unroll
+        for (int i = 0; i < N; ++i) b[i] = (uint8_t)(v[i / 4] >> (8 * (i % 4)));
+    }
+}
+
+/* Transpose a 4x4 byte block: in r[i] byte j is element (i, j); out c[j]
+ * byte i is element (i, j). */
+static __device__ __forceinline__ void transpose_4x4_bytes(const uint32_t r[4], uint32_t c[4])
+{
+    uint32_t lo01 = __byte_perm(r[0], r[1], 0x5140); /* r0b0 r1b0 r0b1 r1b1 */
+    uint32_t hi01 = __byte_perm(r[0], r[1], 0x7362); /* r0b2 r1b2 r0b3 r1b3 */
+    uint32_t lo23 = __byte_perm(r[2], r[3], 0x5140);
+    uint32_t hi23 = __byte_perm(r[2], r[3], 0x7362);
+    c[0] = __byte_perm(lo01, lo23, 0x5410);
+    c[1] = __byte_perm(lo01, lo23, 0x7632);
+    c[2] = __byte_perm(hi01, hi23, 0x5410);
+    c[3] = __byte_perm(hi01, hi23, 0x7632);
+}
+
+#endif /* F8_CUDA_KERNELS_COMMON_CUH */
