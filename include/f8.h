@@ -134,7 +134,7 @@ f8_recipe f8_recipe_default(void);
  *   scaled_max = fp8_max * 2^-margin                       (exact: ldexpf)
  *   scale      = scaled_max / amax    if amax is finite and amax > 0
  *              = old_scale            otherwise (amax 0, inf or NaN: keep)
- *   scale      = FLT_MAX              if that division overflowed to inf
+ *   scale      = FLT_MAX              if the scale so far is inf (a tiny amax)
  * scale_inv is then 1/scale (FP32 division). Every backend's fused update
  * computes exactly this, bit for bit. */
 float f8_scale_from_amax(float amax, float old_scale, float fp8_max, int margin);
