@@ -27,11 +27,15 @@ enum { CPU = 0, GPU = 1 };
  *  - FP8 fprop uses Hopper's fast accumulation (fewer accumulator bits):
  *    2e-3 at k <= 1024, as in test_cuda_ops (to be tightened from the worst
  *    ratio printed at the end once measured on the H200).
+ *  - FP8 dgrad and wgrad (split accumulation) were measured on the H200 at
+ *    4e-5..1.3e-4 against the CPU's FP32 sums (the MMA adds products with
+ *    fewer bits before each promotion to FP32): bound 5e-4.
  *  - Any BF16 result: one BF16 rounding each side, 2^-8 at worst: 1e-2.
  *  - The bias gradient is a column sum in an order each backend picks; over
  *    a few steps and T <= 2048 rows, 1e-4 in norm leaves room for columns
  *    whose sum cancels. */
 #define TOL_FP32 1e-5
+#define TOL_FP8_SPLIT 5e-4
 #define TOL_FAST 2e-3
 #define TOL_BF16 1e-2
 #define TOL_DBIAS 1e-4
@@ -118,7 +122,8 @@ static void compare(env *e, const char *what, const char *desc, const float *got
 static double tol_gemm(int fp8, int fprop, f8_dtype out)
 {
     if (out == F8_DTYPE_BF16) return TOL_BF16;
-    return fp8 && fprop ? TOL_FAST : TOL_FP32;
+    if (fp8) return fprop ? TOL_FAST : TOL_FP8_SPLIT;
+    return TOL_FP32;
 }
 
 /* ------------------------------------------------------------------------ */

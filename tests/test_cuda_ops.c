@@ -732,11 +732,16 @@ static void test_scale_update(env *e)
  *    tensor cores keep fewer accumulator bits between promotions to FP32, an
  *    error well above FP32's. Bound 2e-3 for k <= 1024; not yet measured on
  *    the H200: the test prints the worst ratio it saw, tighten from that.
+ *  - FP8 with split accumulation (dgrad/wgrad mode): measured on the H200
+ *    at 4e-5 (k = 32) to 1.3e-4 (k = 1024) — the tensor cores add the
+ *    products inside each MMA with fewer than FP32's bits before promoting
+ *    to FP32 — so bound 5e-4.
  *  - FP32 operands: cuBLASLt with plain FP32 compute (no TF32), so 1e-5; a
  *    TF32 backend would land near 3e-4 and must change the contract first.
  *  - A BF16 D rounds every element to 8 significant bits (2^-8 relative at
  *    worst, where the two sides fall either side of a rounding point): 1e-2. */
 #define TOL_FP32_ACC 1e-5
+#define TOL_FP8_SPLIT 5e-4
 #define TOL_FAST_ACC 2e-3
 #define TOL_BF16_D 1e-2
 
@@ -801,7 +806,7 @@ static void run_gemm(env *e, const gemm_case *g)
         double *ref = xmalloc(nd * sizeof(double));
         for (size_t j = 0; j < nd; j++) ref[j] = got[CPU][j];
         int cls = g->d == F8_DTYPE_BF16 ? 2 : (is_fp8(g->a) && !g->split ? 1 : 0);
-        double tol = cls == 2 ? TOL_BF16_D : (cls == 1 ? TOL_FAST_ACC : TOL_FP32_ACC);
+        double tol = cls == 2 ? TOL_BF16_D : (cls == 1 ? TOL_FAST_ACC : is_fp8(g->a) ? TOL_FP8_SPLIT : TOL_FP32_ACC);
         double err = rel_error(got[GPU], ref, nd);
         if (err / tol > e->worst[cls] || isnan(err)) e->worst[cls] = isnan(err) ? INFINITY : err / tol;
         CHECK(err <= tol, "%s: ||cuda-cpu||/||cpu|| = %.3g > %.1g", desc, err, tol);
