@@ -10,8 +10,11 @@
  * expectation built from f8.h's scalar functions, so a bug the two backends
  * share still fails. GEMMs and the cast's dbias differ by summation order and
  * are compared with the tolerances stated next to them. Shapes include one
- * row, one column, odd and prime sizes, zero sizes, and large ones.
+ * row, one column, odd and prime sizes, zero sizes, and large ones (left out
+ * when F8_TEST_QUICK is set, for runs under compute-sanitizer).
  * Without a GPU (or in a CUDA=0 build) the program reports itself skipped.
+ * One program for the whole backend table (one test program per family),
+ * hence its length; each section below stands alone.
  */
 #include <float.h>
 
@@ -24,6 +27,7 @@ typedef struct env {
     f8_ctx *ctx[2]; /* [CPU] oracle, [GPU] under test */
     test_rng rng;
     double worst[3]; /* worst GEMM err/tol per tolerance class, printed at the end */
+    int quick;       /* F8_TEST_QUICK set: leave out the large shapes (memcheck runs) */
 } env;
 
 /* One buffer of the same size in both ctxs' backend memory. */
@@ -432,7 +436,7 @@ static void test_casts(env *e)
                         run_cast(e, &cc);
                     }
     /* Large shapes: the three modes once each, on different settings. */
-    for (int s = 0; s < NELEM(large_shapes); s++) {
+    for (int s = 0; s < NELEM(large_shapes) && !e->quick; s++) {
         cast_case base = {.rows = large_shapes[s].rows, .cols = large_shapes[s].cols, .with_out = 1, .with_amax = 1,
                           .with_scale_inv = 1, .dbias_dtype = F8_DTYPE_FP32};
         cast_case c1 = base, c2 = base, c3 = base;
@@ -536,18 +540,20 @@ static void run_convert(env *e, f8_dtype sd, f8_dtype dd, float sinv, size_t n)
 static void test_layout_ops(env *e)
 {
     for (int s = 0; s < NELEM(small_shapes); s++) run_transpose(e, small_shapes[s].rows, small_shapes[s].cols);
-    for (int s = 0; s < NELEM(large_shapes); s++) run_transpose(e, large_shapes[s].rows, large_shapes[s].cols);
+    for (int s = 0; s < NELEM(large_shapes) && !e->quick; s++)
+        run_transpose(e, large_shapes[s].rows, large_shapes[s].cols);
 
     /* 2^-140 and 1/FLT_MAX make FP32 subnormal results (flush-to-zero fails). */
     static const float sinvs[] = {1.0f, 0.375f, 3.5f, 0x1p-140f, 1.0f / FLT_MAX};
     static const f8_dtype fp8s[] = {F8_DTYPE_E4M3, F8_DTYPE_E5M2}, hps[] = {F8_DTYPE_FP32, F8_DTYPE_BF16};
     static const size_t counts[] = {1, 3221, 1002637, 16777216 + 5};
-    for (int c = 0; c < 4; c++)
+    const int ncounts = e->quick ? 3 : 4;
+    for (int c = 0; c < ncounts; c++)
         for (int f = 0; f < 2; f++)
             for (int d = 0; d < 2; d++)
                 for (int k = 0; k < NELEM(sinvs); k++)
                     if (c < 3 || k == 2) run_convert(e, fp8s[f], hps[d], sinvs[k], counts[c]);
-    for (int c = 0; c < 4; c++)
+    for (int c = 0; c < ncounts; c++)
         for (int s = 0; s < 2; s++)
             for (int d = 0; d < 2; d++) run_convert(e, hps[s], hps[d], 1.0f, counts[c]);
 }
@@ -835,7 +841,7 @@ static void test_gemm(env *e)
     static const f8_dtype bias_dt[2] = {F8_DTYPE_FP32, F8_DTYPE_BF16};
     /* Operand configurations: the three FP8 pairs (TN only), then BF16 and
      * FP32 with each of the four trans combinations. */
-    for (int s = 0; s < NELEM(shapes); s++) {
+    for (int s = 0; s < NELEM(shapes) - (e->quick ? 1 : 0); s++) { /* the last is the large one */
         const int64_t work = shapes[s].m * shapes[s].n * shapes[s].k;
         for (int oc = 0; oc < 11; oc++) {
             gemm_case g = {.m = shapes[s].m, .n = shapes[s].n, .k = shapes[s].k};
@@ -874,7 +880,8 @@ int main(void)
 {
     const char *name = "test_cuda_ops";
     char why[256] = "";
-    env e = {{NULL, NULL}, {0x5EEDC0DAull}, {0, 0, 0}};
+    const char *quick = getenv("F8_TEST_QUICK");
+    env e = {{NULL, NULL}, {0x5EEDC0DAull}, {0, 0, 0}, quick && *quick && strcmp(quick, "0") != 0};
     e.ctx[CPU] = test_ctx(F8_BACKEND_CPU, NULL, why);
     if (!e.ctx[CPU]) {
         fprintf(stderr, "%s: cannot create the CPU ctx: %s\n", name, why);
@@ -901,6 +908,7 @@ int main(void)
      * reserves with room to spare. */
     for (int i = 0; i < 2; i++) CHECK_OK(e.ctx[i], f8i_scratch_reserve(e.ctx[i], (size_t)16 << 20));
 
+    if (e.quick) printf("%s: F8_TEST_QUICK: large shapes left out\n", name);
     test_casts(&e);
     test_layout_ops(&e);
     test_small_ops(&e);
