@@ -478,15 +478,16 @@ static void workspace_regression(env *e, int which)
             rdw[n * K + k] = acc;
         }
     }
-    /* fprop: fast accumulation vs float64; dgrad/wgrad: FP32 accumulation of
-     * exact products vs float64 (1e-4 leaves room over ~√k·2^-24). */
+    /* fprop: fast accumulation vs float64; dgrad/wgrad: split accumulation
+     * vs float64, the same bounds as against the CPU (the #820 bug is off by
+     * the factor 4 between the two scales, far outside either). */
     double ey = err_vs(gy, ry, ny), ewrong = err_vs(gy, rwrong, ny);
     CHECK(ey <= TOL_FAST, "%s: mb2 y vs x·dequant(W_mb1, own scale_inv)^T: %.3g", who, ey);
     CHECK(ewrong > 0.3, "%s: y is also near the stale-scale result (%.3g): the test lost its teeth", who, ewrong);
     double edx = err_vs(gdx, rdx, nx), edw = err_vs(gdw, rdw, nw), edb = err_vs(gdb, rdb, (size_t)N);
-    CHECK(edx <= 1e-4, "%s: mb2 dgrad vs dy_q·dequant(W_mb1): %.3g", who, edx);
-    CHECK(edw <= 1e-4, "%s: mb2 wgrad vs dy_q^T·x_q: %.3g", who, edw);
-    CHECK(edb <= 1e-4, "%s: mb2 bias grad vs column sums of dy: %.3g", who, edb);
+    CHECK(edx <= TOL_FP8_SPLIT, "%s: mb2 dgrad vs dy_q·dequant(W_mb1): %.3g", who, edx);
+    CHECK(edw <= TOL_FP8_SPLIT, "%s: mb2 wgrad vs dy_q^T·x_q: %.3g", who, edw);
+    CHECK(edb <= TOL_DBIAS, "%s: mb2 bias grad vs column sums of dy: %.3g", who, edb);
 
     f8_tensor *bufs[] = {&x, &y, &dy, &dx, &wdq};
     for (int i = 0; i < 5; i++) f8_ctx_free(ctx, bufs[i]->data);
