@@ -196,7 +196,7 @@ static inline bench_times bench_time_prep(void *stream, bench_call prep, bench_c
     r.host_us = bench_median(v, reps);
 
     for (int i = 0; i < 2 * reps; i++) BENCH_CUDA(cudaEventCreate(&ev[i]));
-    bench_gpu_spin(stream, 1.5 * reps * (r.host_us + 4) + 2000); /* + two event records per call */
+    bench_gpu_spin(stream, 1.5 * reps * (r.host_us + 10) + 2000); /* + two event records and prep */
     for (int i = 0; i < reps; i++) {
         if (prep) prep(arg, i);
         BENCH_CUDA(cudaEventRecord(ev[2 * i], s));
