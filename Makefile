@@ -60,6 +60,7 @@ TRAIN_BIN := $(BUILD)/f8_train
 EXAMPLE_BIN := $(BUILD)/examples/example_linear
 
 .PHONY: all test run bench install clean
+.SECONDARY: $(BENCH_CU_OBJ)
 all: $(BUILD)/libf8.a $(BUILD)/libf8.so $(TEST_BIN) $(BENCH_BIN) $(TRAIN_BIN) $(EXAMPLE_BIN)
 
 $(BUILD)/%.o: %.c $(HEADERS)
