@@ -62,6 +62,20 @@ static inline int test_skip(const char *name, const char *why)
     return TEST_SKIP_CODE;
 }
 
+/* Stop the test program on a failure it cannot go on from (setup). */
+static inline _Noreturn void die(const char *what, f8_ctx *ctx)
+{
+    fprintf(stderr, "fatal: %s: %s\n", what, ctx ? f8_ctx_last_error(ctx) : "");
+    exit(1);
+}
+
+static inline void *xmalloc(size_t bytes)
+{
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p) die("host malloc", NULL);
+    return p;
+}
+
 /* splitmix64: deterministic, seedable, good enough for test data. */
 typedef struct test_rng {
     uint64_t s;

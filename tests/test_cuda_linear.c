@@ -48,19 +48,6 @@ typedef struct env {
     int quick;    /* F8_TEST_QUICK set: leave out the large case (memcheck runs) */
 } env;
 
-static _Noreturn void die(const char *what, f8_ctx *ctx)
-{
-    fprintf(stderr, "fatal: %s: %s\n", what, ctx ? f8_ctx_last_error(ctx) : "");
-    exit(1);
-}
-
-static void *xmalloc(size_t bytes)
-{
-    void *p = malloc(bytes ? bytes : 1);
-    if (!p) die("host malloc", NULL);
-    return p;
-}
-
 static void *balloc(f8_ctx *ctx, size_t bytes)
 {
     void *p = NULL;

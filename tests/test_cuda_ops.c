@@ -36,19 +36,6 @@ typedef struct twin {
     size_t bytes;
 } twin;
 
-static _Noreturn void die(const char *what, f8_ctx *ctx)
-{
-    fprintf(stderr, "fatal: %s: %s\n", what, ctx ? f8_ctx_last_error(ctx) : "");
-    exit(1);
-}
-
-static void *xmalloc(size_t bytes)
-{
-    void *p = malloc(bytes ? bytes : 1);
-    if (!p) die("host malloc", NULL);
-    return p;
-}
-
 static void twin_put(env *e, twin *t, const void *host)
 {
     for (int i = 0; i < 2 && t->bytes; i++)
