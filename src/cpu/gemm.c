@@ -64,8 +64,8 @@ f8_status f8i_cpu_gemm(f8_ctx *ctx, const f8i_gemm_args *g)
     pack(bt, g->b, g->b_dtype, g->b_trans, n, k, 1); /* B(n, k) as Bt [k, n] */
 #ifdef F8_HAVE_BLAS
     if (k > 0) {
-        /* Column-major view: Bt is [n, k]^T... acc (row-major [m, n]) is
-         * column-major [n, m] = Bt_cm [n, k] · Ap_cm [k, m]. */
+        /* Read column-major, acc (row-major [m, n]) is [n, m], Bt (row-major
+         * [k, n]) is [n, k] and Ap (row-major [m, k]) is [k, m]: acc = Bt · Ap. */
         int in = (int)n, im = (int)m, ik = (int)k;
         float one = 1.0f, zero = 0.0f;
         sgemm_("N", "N", &in, &im, &ik, &one, bt, &in, ap, &ik, &zero, acc, &in);
