@@ -202,6 +202,15 @@ f8_status f8_ctx_copy(f8_ctx *ctx, void *dst, const void *src, size_t bytes);
 float *f8_ctx_noop_flag(f8_ctx *ctx);
 f8_status f8_ctx_set_noop_flag(f8_ctx *ctx, float value);
 
+/* Graph mode of the weight workspaces (TE's fp8_weight_caching under CUDA
+ * graphs). enabled != 0: once a module's workspace has been filled, every
+ * forward launches its weight cast (+transpose) with the ctx noop flag, so a
+ * captured graph holds the cast and the flag decides on each replay: set it
+ * to 0 before the first microbatch's replay (cast) and 1 after (reuse). The
+ * microbatch argument then only decides main_grad accumulation. Off by
+ * default. Host-side switch; takes effect at the next forward. */
+f8_status f8_ctx_set_weight_noop(f8_ctx *ctx, int enabled);
+
 /* ------------------------------------------------------------------------ */
 /* Tensor views                                                              */
 /* ------------------------------------------------------------------------ */

@@ -192,6 +192,13 @@ f8_status f8_ctx_set_noop_flag(f8_ctx *ctx, float value)
     return ctx->be->fill_f32(ctx, ctx->noop, value, 1);
 }
 
+f8_status f8_ctx_set_weight_noop(f8_ctx *ctx, int enabled)
+{
+    if (!ctx) return F8_ERR_INVALID_ARGUMENT;
+    ctx->weight_noop = enabled != 0;
+    return F8_OK;
+}
+
 f8_status f8i_scratch_reserve(f8_ctx *ctx, size_t bytes)
 {
     if (bytes <= ctx->scratch_bytes) return F8_OK;

@@ -32,6 +32,7 @@ struct f8_ctx {
     int device;
     f8_recipe recipe;
     float *noop;        /* (1) backend memory: the ctx noop flag */
+    int weight_noop;    /* weight casts take the noop flag (graph mode) */
     float *scaling_buf; /* backend memory holding both directions */
     f8i_scaling_dir dir[2];
     void *scratch;      /* backend memory shared by modules within one call */

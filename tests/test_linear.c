@@ -631,6 +631,65 @@ static void test_bad_input(f8_ctx *ctx)
     f8_linear_saved_destroy(NULL);
 }
 
+/* Graph mode (f8_ctx_set_weight_noop): once filled, the weight cast runs
+ * under the ctx noop flag: 1 leaves the workspace, its scale_inv and the
+ * weight amax untouched even though W and the recipe scale changed; 0 casts. */
+static void test_weight_noop(f8_ctx *ctx)
+{
+    const int64_t T = 16, K = 32, N = 16;
+    fixture f = make(ctx, T, K, N, 1, F8_DTYPE_FP32, 0);
+    size_t nx = (size_t)(T * K), ny = (size_t)(T * N), nw = (size_t)(N * K);
+    float *x = fvec(nx), *w = fvec(nw), *b = fvec((size_t)N);
+    uint8_t *c0 = (uint8_t *)calloc(nw, 1), *c1 = (uint8_t *)calloc(nw, 1);
+    test_rng r = {11};
+    randn(&r, x, nx, 1.0);
+    void *xb = upload_as(ctx, x, nx, F8_DTYPE_FP32), *yb = upload_as(ctx, x, ny, F8_DTYPE_FP32);
+    f8_tensor tx = f8_tensor_make(xb, F8_DTYPE_FP32, T, K), ty = f8_tensor_make(yb, F8_DTYPE_FP32, T, N);
+    f8_slot s_w;
+    CHECK_OK(ctx, f8_linear_slot(f.lin, F8_DIR_FORWARD, 1, &s_w));
+    f8_tensor ws, tw;
+    CHECK_OK(ctx, f8_qtensor_data(f8_linear_weight_workspace(f.lin), &ws));
+    CHECK_OK(ctx, f8_linear_weight(f.lin, &tw));
+    CHECK_OK(ctx, f8_ctx_set_weight_noop(ctx, 1));
+    CHECK_OK(ctx, f8_ctx_set_noop_flag(ctx, 0.0f));
+    CHECK_OK(ctx, f8_linear_forward(f.lin, &tx, &ty, F8_MICROBATCH_FIRST, NULL)); /* fills the workspace */
+    float sinv0, sinv1, amax0, amax1;
+    CHECK_OK(ctx, f8_ctx_download(ctx, c0, ws.data, nw));
+    CHECK_OK(ctx, f8_ctx_download(ctx, &sinv0, ws.scale_inv, 4));
+
+    /* New weights and a new recipe scale; the replay says "reuse". */
+    params_host(&f, w, b);
+    for (size_t i = 0; i < nw; i++) w[i] *= 3.0f;
+    CHECK_OK(ctx, f8_ctx_upload(ctx, tw.data, w, nw * 4));
+    CHECK_OK(ctx, f8_slot_write(ctx, s_w, 0.5f, 2.0f, NULL));
+    float *hist = fvec((size_t)f8_ctx_recipe(ctx)->amax_history_len);
+    CHECK_OK(ctx, f8_slot_read(ctx, s_w, NULL, NULL, hist));
+    amax0 = hist[0];
+    CHECK_OK(ctx, f8_ctx_set_noop_flag(ctx, 1.0f));
+    CHECK_OK(ctx, f8_linear_forward(f.lin, &tx, &ty, F8_MICROBATCH_FIRST, NULL));
+    CHECK_OK(ctx, f8_ctx_download(ctx, c1, ws.data, nw));
+    CHECK_OK(ctx, f8_ctx_download(ctx, &sinv1, ws.scale_inv, 4));
+    CHECK_OK(ctx, f8_slot_read(ctx, s_w, NULL, NULL, hist));
+    amax1 = hist[0];
+    CHECK(memcmp(c0, c1, nw) == 0 && sinv1 == sinv0, "noop flag 1: the workspace changed (scale_inv %g -> %g)", sinv0,
+          sinv1);
+    CHECK(amax1 == amax0, "noop flag 1: the weight amax changed %g -> %g", amax0, amax1);
+
+    /* The replay says "cast": the workspace follows the new W and scale. */
+    CHECK_OK(ctx, f8_ctx_set_noop_flag(ctx, 0.0f));
+    CHECK_OK(ctx, f8_linear_forward(f.lin, &tx, &ty, F8_MICROBATCH_NOT_FIRST, NULL));
+    CHECK_OK(ctx, f8_ctx_download(ctx, c1, ws.data, nw));
+    CHECK_OK(ctx, f8_ctx_download(ctx, &sinv1, ws.scale_inv, 4));
+    int same = 1;
+    for (size_t i = 0; i < nw; i++) same &= c1[i] == f8_fp8_from_float(w[i] * 0.5f, F8_DTYPE_E4M3);
+    CHECK(same && sinv1 == 2.0f, "noop flag 0: the workspace is not the cast of the new W (scale_inv %g)", sinv1);
+    CHECK_OK(ctx, f8_ctx_set_weight_noop(ctx, 0));
+    free(hist);
+    f8_ctx_free(ctx, xb), f8_ctx_free(ctx, yb);
+    f8_linear_destroy(f.lin);
+    free(x), free(w), free(b), free(c0), free(c1);
+}
+
 int main(void)
 {
     char why[256];
@@ -651,6 +710,15 @@ int main(void)
     test_zero_tokens(ctx, 1);
     test_zero_tokens(ctx, 0);
     test_bad_input(ctx);
+    test_weight_noop(ctx);
     f8_ctx_destroy(ctx);
+    /* The graph-mode workspace rule is exact on any backend: run it on a GPU too. */
+    f8_ctx *gpu = test_ctx(F8_BACKEND_CUDA, NULL, why);
+    if (gpu) {
+        test_weight_noop(gpu);
+        f8_ctx_destroy(gpu);
+    } else {
+        printf("test_linear: no CUDA ctx (%s): graph-mode check ran on the CPU only\n", why);
+    }
     return test_finish("test_linear");
 }

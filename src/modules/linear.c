@@ -298,12 +298,19 @@ static f8_status act_check(f8_linear *l, const f8_tensor *t, const char *name, i
 }
 
 /* Fill the weight workspace (data, transpose, private scale_inv) when the
- * microbatch rule asks for it or it was never filled. */
+ * microbatch rule asks for it or it was never filled. In graph mode a filled
+ * workspace is always cast, under the ctx noop flag, so the device decides. */
 static f8_status weight_cast(f8_linear *l, f8_microbatch mb, int with_transpose)
 {
-    if (mb == F8_MICROBATCH_NOT_FIRST && l->w8_filled) return F8_OK;
+    const float *noop = NULL;
+    if (l->w8_filled && l->ctx->weight_noop) {
+        noop = l->ctx->noop;
+        with_transpose = 1; /* keep the cached transpose in step with the data */
+    } else if (mb == F8_MICROBATCH_NOT_FIRST && l->w8_filled) {
+        return F8_OK;
+    }
     f8_tensor w = param_view(l, l->w, l->cfg.out_features, l->cfg.in_features);
-    f8_status st = f8_qtensor_quantize(l->w8, &w, l->fwd[SLOT_WEIGHT], with_transpose, NULL);
+    f8_status st = f8_qtensor_quantize(l->w8, &w, l->fwd[SLOT_WEIGHT], with_transpose, noop);
     if (st == F8_OK) l->w8_filled = 1;
     return st;
 }
