@@ -150,12 +150,7 @@ int main(void)
     bench_print_device("bench_gemm");
     bench_log log = {NULL, 0, 0};
 
-    bench_floor fl = bench_host_floor(f8_ctx_stream(ctx));
-    printf("host-time floor: empty kernel launch %.2f us; bare cached cublasLtMatmul (fp8 64x1024x1024) %.2f us, "
-           "%d graph node(s) per call\n\n",
-           fl.empty_launch_us, fl.lt_matmul_us, fl.lt_nodes);
-    bench_json(&log, "{\"bench\":\"host_floor\",\"empty_launch_us\":%.3f,\"lt_matmul_us\":%.3f,\"lt_nodes\":%d}",
-               fl.empty_launch_us, fl.lt_matmul_us, fl.lt_nodes);
+    bench_floor fl = bench_report_floor(f8_ctx_stream(ctx), &log);
 
     printf("%-17s  %-22s %9s %9s %8s %8s  %s\n", "m x n x k", "gemm", "TFLOP/s", "GPU us", "host us", "vs bf16",
            "target");

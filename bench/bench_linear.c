@@ -223,12 +223,7 @@ int main(void)
     if (!ctx) return 0;
     bench_print_device("bench_linear");
     bench_log log = {NULL, 0, 0};
-    bench_floor fl = bench_host_floor(f8_ctx_stream(ctx));
-    printf("host-time floor: empty kernel launch %.2f us; bare cached cublasLtMatmul (fp8 64x1024x1024) %.2f us, "
-           "%d graph node(s) per call\n\n",
-           fl.empty_launch_us, fl.lt_matmul_us, fl.lt_nodes);
-    bench_json(&log, "{\"bench\":\"host_floor\",\"empty_launch_us\":%.3f,\"lt_matmul_us\":%.3f,\"lt_nodes\":%d}",
-               fl.empty_launch_us, fl.lt_matmul_us, fl.lt_nodes);
+    bench_floor fl = bench_report_floor(f8_ctx_stream(ctx), &log);
 
     static const int64_t sizes[4][3] = {{64, 1024, 1024}, {512, 1024, 1024}, {2048, 4096, 4096}, {8192, 8192, 8192}};
     static const char *pass[2] = {"fwd", "fwd+bwd"};

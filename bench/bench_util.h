@@ -392,6 +392,18 @@ static inline void bench_log_flush(bench_log *l)
     l->len = l->cap = 0;
 }
 
+/* Measure the host-time floor and print it as a line and a JSON record. */
+static inline bench_floor bench_report_floor(void *stream, bench_log *log)
+{
+    bench_floor fl = bench_host_floor(stream);
+    printf("host-time floor: empty kernel launch %.2f us; bare cached cublasLtMatmul (fp8 64x1024x1024) %.2f us, "
+           "%d graph node(s) per call\n\n",
+           fl.empty_launch_us, fl.lt_matmul_us, fl.lt_nodes);
+    bench_json(log, "{\"bench\":\"host_floor\",\"empty_launch_us\":%.3f,\"lt_matmul_us\":%.3f,\"lt_nodes\":%d}",
+               fl.empty_launch_us, fl.lt_matmul_us, fl.lt_nodes);
+    return fl;
+}
+
 #endif /* !__CUDACC__ */
 
 #endif /* F8_BENCH_UTIL_H */

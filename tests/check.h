@@ -125,4 +125,28 @@ static inline f8_ctx *test_ctx(f8_backend backend, const f8_recipe *recipe, char
     return ctx;
 }
 
+/* The CPU + CUDA pair every GPU test compares. Returns 0 with both created;
+ * TEST_SKIP_CODE (after printing the reason) where there is no usable GPU;
+ * 1 on any other failure (a built CUDA backend that fails is a failure). */
+static inline int test_ctx_pair(const char *name, const f8_recipe *recipe, f8_ctx *pair[2])
+{
+    char why[256] = "";
+    pair[0] = pair[1] = NULL;
+    pair[0] = test_ctx(F8_BACKEND_CPU, recipe, why);
+    if (!pair[0]) {
+        fprintf(stderr, "%s: cannot create the CPU ctx: %s\n", name, why);
+        return 1;
+    }
+    f8_ctx_config cfg = f8_ctx_config_default();
+    cfg.backend = F8_BACKEND_CUDA;
+    if (recipe) cfg.recipe = *recipe;
+    f8_status st = f8_ctx_create(&cfg, &pair[1], why, sizeof why);
+    if (st == F8_OK) return 0;
+    f8_ctx_destroy(pair[0]);
+    pair[0] = NULL;
+    if (st == F8_ERR_NO_DEVICE) return test_skip(name, why);
+    fprintf(stderr, "%s: f8_ctx_create(CUDA) -> %s: %s\n", name, f8_status_string(st), why);
+    return 1;
+}
+
 #endif /* F8_TESTS_CHECK_H */

@@ -561,29 +561,12 @@ static void workspace_noop(env *e, int which)
 int main(void)
 {
     const char *name = "test_cuda_linear";
-    char why[256] = "";
     f8_recipe recipe = f8_recipe_default();
     recipe.amax_history_len = HISTORY_LEN;
     const char *quick = getenv("F8_TEST_QUICK");
     env e = {{NULL, NULL}, {0x11AEA2ull}, 0.0, quick && *quick && strcmp(quick, "0") != 0};
-    e.ctx[CPU] = test_ctx(F8_BACKEND_CPU, &recipe, why);
-    if (!e.ctx[CPU]) {
-        fprintf(stderr, "%s: cannot create the CPU ctx: %s\n", name, why);
-        return 1;
-    }
-    f8_ctx_config cfg = f8_ctx_config_default();
-    cfg.backend = F8_BACKEND_CUDA;
-    cfg.recipe = recipe;
-    f8_status st = f8_ctx_create(&cfg, &e.ctx[GPU], why, sizeof why);
-    if (st == F8_ERR_NO_DEVICE) {
-        f8_ctx_destroy(e.ctx[CPU]);
-        return test_skip(name, why);
-    }
-    CHECK(st == F8_OK, "f8_ctx_create(CUDA) -> %s: %s", f8_status_string(st), why);
-    if (st != F8_OK) {
-        f8_ctx_destroy(e.ctx[CPU]);
-        return test_finish(name);
-    }
+    int rc = test_ctx_pair(name, &recipe, e.ctx);
+    if (rc) return rc;
 
     if (e.quick) printf("%s: F8_TEST_QUICK: the large case left out\n", name);
     test_against_cpu(&e);

@@ -866,28 +866,10 @@ static void test_gemm(env *e)
 int main(void)
 {
     const char *name = "test_cuda_ops";
-    char why[256] = "";
     const char *quick = getenv("F8_TEST_QUICK");
     env e = {{NULL, NULL}, {0x5EEDC0DAull}, {0, 0, 0}, quick && *quick && strcmp(quick, "0") != 0};
-    e.ctx[CPU] = test_ctx(F8_BACKEND_CPU, NULL, why);
-    if (!e.ctx[CPU]) {
-        fprintf(stderr, "%s: cannot create the CPU ctx: %s\n", name, why);
-        return 1;
-    }
-    /* Only "no device" is a skip; any other failure of a built CUDA backend
-     * is a failure. */
-    f8_ctx_config cfg = f8_ctx_config_default();
-    cfg.backend = F8_BACKEND_CUDA;
-    f8_status st = f8_ctx_create(&cfg, &e.ctx[GPU], why, sizeof why);
-    if (st == F8_ERR_NO_DEVICE) {
-        f8_ctx_destroy(e.ctx[CPU]);
-        return test_skip(name, why);
-    }
-    CHECK(st == F8_OK, "f8_ctx_create(CUDA) -> %s: %s", f8_status_string(st), why);
-    if (st != F8_OK) {
-        f8_ctx_destroy(e.ctx[CPU]);
-        return test_finish(name);
-    }
+    int rc = test_ctx_pair(name, NULL, e.ctx);
+    if (rc) return rc;
 
     /* A cast with dbias works in ctx scratch that modules reserve when they
      * are created (CUDA: ceil(rows / 128)·cols·4 + 256 bytes, 0.5 MiB for the

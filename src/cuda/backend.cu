@@ -174,28 +174,24 @@ static void cuda_free(f8_ctx *ctx, void *ptr)
 }
 
 /* upload/download: ordered after the stream's earlier work, and synchronous. */
-static f8_status cuda_upload(f8_ctx *ctx, void *dst, const void *host_src, size_t bytes)
+static f8_status sync_copy(f8_ctx *ctx, void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, const char *what)
 {
     f8_status st = use_device(ctx);
     if (st != F8_OK) return st;
     cudaStream_t stream = f8i_stream(ctx);
-    if (bytes != 0)
-        st = f8i_cuda_check(ctx, cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream),
-                            "upload: cudaMemcpyAsync");
-    if (st == F8_OK) st = f8i_cuda_check(ctx, cudaStreamSynchronize(stream), "upload: cudaStreamSynchronize");
+    if (bytes != 0) st = f8i_cuda_check(ctx, cudaMemcpyAsync(dst, src, bytes, kind, stream), what);
+    if (st == F8_OK) st = f8i_cuda_check(ctx, cudaStreamSynchronize(stream), what);
     return st;
+}
+
+static f8_status cuda_upload(f8_ctx *ctx, void *dst, const void *host_src, size_t bytes)
+{
+    return sync_copy(ctx, dst, host_src, bytes, cudaMemcpyHostToDevice, "upload (host to device)");
 }
 
 static f8_status cuda_download(f8_ctx *ctx, void *host_dst, const void *src, size_t bytes)
 {
-    f8_status st = use_device(ctx);
-    if (st != F8_OK) return st;
-    cudaStream_t stream = f8i_stream(ctx);
-    if (bytes != 0)
-        st = f8i_cuda_check(ctx, cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream),
-                            "download: cudaMemcpyAsync");
-    if (st == F8_OK) st = f8i_cuda_check(ctx, cudaStreamSynchronize(stream), "download: cudaStreamSynchronize");
-    return st;
+    return sync_copy(ctx, host_dst, src, bytes, cudaMemcpyDeviceToHost, "download (device to host)");
 }
 
 static f8_status cuda_copy(f8_ctx *ctx, void *dst, const void *src, size_t bytes)
