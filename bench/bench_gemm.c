@@ -150,7 +150,7 @@ int main(void)
     bench_print_device("bench_gemm");
     bench_log log = {NULL, 0, 0};
 
-    bench_floor fl = bench_report_floor(f8_ctx_stream(ctx), &log);
+    bench_report_floor(f8_ctx_stream(ctx), &log);
 
     printf("%-17s  %-22s %9s %9s %8s %8s  %s\n", "m x n x k", "gemm", "TFLOP/s", "GPU us", "host us", "vs bf16",
            "target");
