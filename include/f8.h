@@ -441,8 +441,158 @@ f8_status f8_linear_forward(f8_linear *linear, const f8_tensor *x, f8_tensor *y,
  * The saved state may be reused for another forward afterwards. */
 f8_status f8_linear_backward(f8_linear *linear, f8_linear_saved *saved, const f8_tensor *dy, f8_tensor *dx);
 
+/* ------------------------------------------------------------------------ */
+/* Norms and activations shared by the fused modules                         */
+/* ------------------------------------------------------------------------ */
+
+typedef enum f8_norm {
+    F8_NORM_LAYERNORM = 0, /* y = (x - mean) · rsigma · g + beta, rsigma = 1/sqrt(var_biased + eps) */
+    F8_NORM_RMSNORM = 1    /* y = x · rsigma · g, rsigma = 1/sqrt(mean(x²) + eps) */
+} f8_norm;
+/* g = gamma, or 1 + gamma with zero_centered_gamma. Statistics in FP32. */
+
+typedef enum f8_activation {
+    F8_ACT_GELU = 0,   /* 0.5x(1 + tanh(0.79788456(x + 0.044715x³))) */
+    F8_ACT_RELU = 1,   /* max(x, 0) */
+    F8_ACT_GEGLU = 2,  /* gelu(a)·b   (gated: fc1 output [a | b], each ffn wide) */
+    F8_ACT_REGLU = 3,  /* relu(a)·b   (gated) */
+    F8_ACT_SWIGLU = 4, /* silu(a)·b = a·sigmoid(a)·b (gated) */
+    F8_ACT_QGELU = 5,  /* x·sigmoid(1.702x) */
+    F8_ACT_SRELU = 6   /* max(x, 0)² */
+} f8_activation;
+
+/* 1 for the gated activations (GEGLU, REGLU, SWIGLU), whose fc1 has 2·ffn
+ * output features; 0 otherwise (and for unknown values). */
+int f8_activation_gated(f8_activation act);
+
+/* Which parameter (or its gradient) a module view names. */
+typedef enum f8_param {
+    F8_PARAM_WEIGHT = 0,    /* LayerNormLinear: [N, K] */
+    F8_PARAM_BIAS = 1,      /* LayerNormLinear: [1, N] */
+    F8_PARAM_LN_WEIGHT = 2, /* both: gamma [1, K] */
+    F8_PARAM_LN_BIAS = 3,   /* both: beta [1, K] (LayerNorm only) */
+    F8_PARAM_FC1_WEIGHT = 4, /* LayerNormMLP: [F1, H], F1 = ffn (2·ffn gated) */
+    F8_PARAM_FC1_BIAS = 5,  /* LayerNormMLP: [1, F1] */
+    F8_PARAM_FC2_WEIGHT = 6, /* LayerNormMLP: [H, ffn] */
+    F8_PARAM_FC2_BIAS = 7   /* LayerNormMLP: [1, H] */
+} f8_param;
+
+/* ------------------------------------------------------------------------ */
+/* LayerNormLinear: y = norm(x) · Wᵀ + b                                     */
+/* ------------------------------------------------------------------------ */
+
+typedef struct f8_layernorm_linear f8_layernorm_linear;
+typedef struct f8_layernorm_linear_saved f8_layernorm_linear_saved;
+
+typedef struct f8_layernorm_linear_config {
+    int64_t in_features;      /* K, >= 1 */
+    int64_t out_features;     /* N, >= 1 */
+    int bias;                 /* default 1 */
+    f8_norm normalization;    /* default F8_NORM_LAYERNORM */
+    float eps;                /* default 1e-5 */
+    int zero_centered_gamma;  /* default 0 (gamma initialised to 1; with it, to 0) */
+    int return_layernorm_output; /* 1: forward also returns norm(x) in high precision; default 0 */
+    f8_dtype param_dtype;     /* FP32 or BF16; default FP32 */
+    int fp8;                  /* default 1 */
+    int fuse_wgrad_accumulation; /* default 0 */
+    int64_t max_tokens;       /* default 4096 */
+    uint64_t seed;            /* W ~ N(0, 0.02²); default 1 */
+} f8_layernorm_linear_config;
+
+f8_layernorm_linear_config f8_layernorm_linear_config_default(int64_t in_features, int64_t out_features);
+
+/* Create: parameters (W, b, gamma, beta), their gradients (zero), one FP8
+ * weight workspace, 3 forward + 2 backward slots (as f8_linear). With FP8 the
+ * norm kernel writes the GEMM input in FP8 directly (slot INPUT, amax of its
+ * output) unless return_layernorm_output, where the norm output is high
+ * precision and cast separately. All memory is allocated here. */
+f8_status f8_layernorm_linear_create(f8_ctx *ctx, const f8_layernorm_linear_config *config,
+                                     f8_layernorm_linear **module);
+void f8_layernorm_linear_destroy(f8_layernorm_linear *module);
+
+/* View of a parameter (grad = 0) or of its gradient (grad = 1): WEIGHT,
+ * BIAS, LN_WEIGHT, LN_BIAS. F8_ERR_STATE for one the module does not have. */
+f8_status f8_layernorm_linear_param(f8_layernorm_linear *module, f8_param which, int grad, f8_tensor *view);
+f8_status f8_layernorm_linear_slot(const f8_layernorm_linear *module, f8_direction direction, int i, f8_slot *slot);
+const f8_qtensor *f8_layernorm_linear_weight_workspace(const f8_layernorm_linear *module);
+f8_status f8_layernorm_linear_set_main_grad(f8_layernorm_linear *module, float *main_grad);
+f8_status f8_layernorm_linear_zero_grad(f8_layernorm_linear *module);
+f8_status f8_layernorm_linear_saved_create(f8_layernorm_linear *module, f8_layernorm_linear_saved **saved);
+void f8_layernorm_linear_saved_destroy(f8_layernorm_linear_saved *saved);
+
+/* Forward. [in] x [T, K] FP32 or BF16 (kept unchanged by the caller until
+ * backward: the norm backward reads it). [out] y [T, N] FP32 or BF16.
+ * [out] ln_out [T, K] FP32 or BF16: norm(x), required with
+ * return_layernorm_output and NULL otherwise. microbatch and saved as
+ * f8_linear_forward. FP8 off: x must be in param_dtype. */
+f8_status f8_layernorm_linear_forward(f8_layernorm_linear *module, const f8_tensor *x, f8_tensor *y,
+                                      f8_tensor *ln_out, f8_microbatch microbatch,
+                                      f8_layernorm_linear_saved *saved);
+
+/* Backward. [in] dy [T, N]; [in] dln_out [T, K] the gradient reaching the
+ * returned norm output (return_layernorm_output only; NULL = zero); [out] dx
+ * [T, K] or NULL. Gradients of W, b (as f8_linear), gamma and beta are
+ * accumulated (+=). */
+f8_status f8_layernorm_linear_backward(f8_layernorm_linear *module, f8_layernorm_linear_saved *saved,
+                                       const f8_tensor *dy, const f8_tensor *dln_out, f8_tensor *dx);
+
+/* ------------------------------------------------------------------------ */
+/* LayerNormMLP: y = fc2(act(fc1(norm(x))))                                 */
+/* ------------------------------------------------------------------------ */
+
+typedef struct f8_layernorm_mlp f8_layernorm_mlp;
+typedef struct f8_layernorm_mlp_saved f8_layernorm_mlp_saved;
+
+typedef struct f8_layernorm_mlp_config {
+    int64_t hidden_size;      /* H, >= 1 */
+    int64_t ffn_hidden_size;  /* F, >= 1 */
+    int bias;                 /* fc1 and fc2 biases; default 1 */
+    f8_norm normalization;    /* default F8_NORM_LAYERNORM */
+    float eps;                /* default 1e-5 */
+    int zero_centered_gamma;  /* default 0 */
+    f8_activation activation; /* default F8_ACT_GELU */
+    f8_dtype param_dtype;     /* FP32 or BF16; default FP32 */
+    int fp8;                  /* default 1 */
+    int fuse_wgrad_accumulation; /* default 0 */
+    int64_t max_tokens;       /* default 4096 */
+    uint64_t seed;            /* default 1 */
+} f8_layernorm_mlp_config;
+
+f8_layernorm_mlp_config f8_layernorm_mlp_config_default(int64_t hidden_size, int64_t ffn_hidden_size);
+
+/* Create: gamma, beta, fc1 [F1, H] (+bias), fc2 [H, F] (+bias), gradients,
+ * two FP8 weight workspaces (fc1, fc2), 6 forward + 4 backward slots (TE's
+ * GEMM1_INPUT, GEMM1_WEIGHT, GEMM1_OUTPUT, GEMM2_INPUT, GEMM2_WEIGHT,
+ * GEMM2_OUTPUT; GRAD_OUTPUT1, GRAD_INPUT1, GRAD_OUTPUT2, GRAD_INPUT2). With FP8
+ * the norm writes fc1's FP8 input (GEMM1_INPUT) and the activation writes
+ * fc2's FP8 input (GEMM2_INPUT), amax fused. */
+f8_status f8_layernorm_mlp_create(f8_ctx *ctx, const f8_layernorm_mlp_config *config, f8_layernorm_mlp **module);
+void f8_layernorm_mlp_destroy(f8_layernorm_mlp *module);
+
+/* View of LN_WEIGHT, LN_BIAS, FC1_WEIGHT, FC1_BIAS, FC2_WEIGHT, FC2_BIAS (grad = 0)
+ * or of its gradient (grad = 1). */
+f8_status f8_layernorm_mlp_param(f8_layernorm_mlp *module, f8_param which, int grad, f8_tensor *view);
+f8_status f8_layernorm_mlp_slot(const f8_layernorm_mlp *module, f8_direction direction, int i, f8_slot *slot);
+/* which: 0 = fc1, 1 = fc2. */
+const f8_qtensor *f8_layernorm_mlp_weight_workspace(const f8_layernorm_mlp *module, int which);
+/* fc1_main_grad [F1, H], fc2_main_grad [H, F], FP32 backend memory. */
+f8_status f8_layernorm_mlp_set_main_grad(f8_layernorm_mlp *module, float *fc1_main_grad, float *fc2_main_grad);
+f8_status f8_layernorm_mlp_zero_grad(f8_layernorm_mlp *module);
+f8_status f8_layernorm_mlp_saved_create(f8_layernorm_mlp *module, f8_layernorm_mlp_saved **saved);
+void f8_layernorm_mlp_saved_destroy(f8_layernorm_mlp_saved *saved);
+
+/* Forward: x [T, H] (kept unchanged until backward) → y [T, H]. microbatch
+ * applies to both weights. FP8 off: x in param_dtype. */
+f8_status f8_layernorm_mlp_forward(f8_layernorm_mlp *module, const f8_tensor *x, f8_tensor *y,
+                                   f8_microbatch microbatch, f8_layernorm_mlp_saved *saved);
+
+/* Backward: dy [T, H] → dx [T, H] (or NULL); all parameter gradients += . */
+f8_status f8_layernorm_mlp_backward(f8_layernorm_mlp *module, f8_layernorm_mlp_saved *saved, const f8_tensor *dy,
+                                    f8_tensor *dx);
+
 #ifdef __cplusplus
 }
+
 #endif
 
 #endif /* F8_H */

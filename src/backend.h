@@ -96,6 +96,108 @@ typedef struct f8i_scale_update_args {
     f8_amax_algo algo;
 } f8i_scale_update_args;
 
+/* Room an op that reduces over rows (cast's dbias, norm_bwd's dgamma/dbeta)
+ * may use at the start of ctx->scratch as a temporary: one FP32 per column
+ * per 16-row group, twice, rounded up. Modules reserve it at creation and keep
+ * their own scratch buffers after it. */
+static inline size_t f8i_reduce_scratch_bytes(int64_t rows, int64_t cols)
+{
+    size_t b = (size_t)((rows + 15) / 16) * (size_t)cols * 2 * sizeof(float) + 512;
+    return (b + 255u) & ~(size_t)255u;
+}
+
+/* Norm forward of x [rows, cols] (FP32 or BF16), statistics in FP32:
+ *   LayerNorm (rms == 0): mu = mean_c x, var = mean_c (x - mu)², rsigma = 1/sqrtf(var + eps),
+ *                         v = (x - mu) · rsigma · g + beta
+ *   RMSNorm   (rms != 0): rsigma = 1/sqrtf(mean_c x² + eps), v = x · rsigma · g
+ *   g = zero_centered ? 1 + gamma : gamma; gamma, beta [cols] in param_dtype (beta unused for RMS).
+ * y [rows, cols]: y_dtype FP32/BF16 stores v; E4M3/E5M2 stores fp8(v · *scale) with
+ * *amax = max(*amax, max |v|) and *scale_inv = 1 / *scale, as the cast does.
+ * mu (LayerNorm) and rsigma [rows] FP32 are written for the backward (either may be NULL).
+ * rows may be 0 (then only scale_inv is written for FP8 y). Sums are in FP32 in an
+ * order each backend picks: backends agree within a tolerance, not bit for bit. */
+typedef struct f8i_norm_fwd_args {
+    const void *x;
+    f8_dtype x_dtype;
+    int64_t rows, cols;
+    const void *gamma, *beta;
+    f8_dtype param_dtype;
+    int rms, zero_centered;
+    float eps;
+    void *y;
+    f8_dtype y_dtype;
+    const float *scale; /* FP8 y only */
+    float *amax;        /* FP8 y only, may be NULL */
+    float *scale_inv;   /* FP8 y only, may be NULL */
+    float *mu, *rsigma;
+} f8i_norm_fwd_args;
+
+/* Norm backward, with xhat = (x - mu)·rsigma (LayerNorm) or x·rsigma (RMS) and
+ * gdy = g · dy (g as above), per row:
+ *   LayerNorm: dx = rsigma · (gdy - mean_c(gdy) - xhat · mean_c(gdy · xhat))
+ *   RMSNorm:   dx = rsigma · (gdy - xhat · mean_c(gdy · xhat))
+ *   dgamma[c] (+)= Σ_rows dy · xhat;  dbeta[c] (+)= Σ_rows dy (LayerNorm; dbeta may be NULL)
+ * dy, x FP32/BF16 [rows, cols]; dx FP32/BF16 (may be NULL); dgamma/dbeta in
+ * param_dtype, accumulated when accumulate != 0 (else overwritten). May use
+ * ctx->scratch[0, f8i_reduce_scratch_bytes(rows, cols)). */
+typedef struct f8i_norm_bwd_args {
+    const void *dy;
+    f8_dtype dy_dtype;
+    const void *x;
+    f8_dtype x_dtype;
+    int64_t rows, cols;
+    const float *mu, *rsigma;
+    const void *gamma;
+    f8_dtype param_dtype;
+    int rms, zero_centered;
+    void *dx;
+    f8_dtype dx_dtype;
+    void *dgamma, *dbeta;
+    int accumulate;
+} f8i_norm_bwd_args;
+
+/* Activation forward: x [rows, cols_in] → v [rows, cols], cols_in = cols, or
+ * 2·cols for the gated ones (x = [a | b] along each row; v = act(a)·b).
+ * f8.h's f8_activation gives each formula (GELU in the tanh form). y_dtype
+ * FP32/BF16 stores v; FP8 stores fp8(v · *scale) with amax and scale_inv as
+ * the cast. Transcendentals differ between libm and CUDA: a tolerance. */
+typedef struct f8i_act_fwd_args {
+    f8_activation act;
+    const void *x;
+    f8_dtype x_dtype;
+    int64_t rows, cols; /* cols of the output */
+    void *y;
+    f8_dtype y_dtype;
+    const float *scale;
+    float *amax;
+    float *scale_inv;
+} f8i_act_fwd_args;
+
+/* Activation backward: d [rows, cols_in] = ∂(act)/∂x · dy, dy [rows, cols]:
+ *   plain: d = act'(x) · dy;  gated: d_a = act'(a)·b·dy, d_b = act(a)·dy.
+ * Outputs, any subset: dx (FP32/BF16 [rows, cols_in]) stores d; and the fused
+ * cast of d exactly as f8i_cast_args says (out [rows, cols_in], out_t
+ * [cols_in, rows], *amax, *scale_inv, dbias [cols_in] with dbias_accumulate),
+ * which may use ctx->scratch[0, f8i_reduce_scratch_bytes(rows, cols_in)). */
+typedef struct f8i_act_bwd_args {
+    f8_activation act;
+    const void *x;
+    f8_dtype x_dtype;
+    const void *dy;
+    f8_dtype dy_dtype;
+    int64_t rows, cols; /* cols of dy */
+    void *dx;
+    f8_dtype dx_dtype;
+    uint8_t *out, *out_t;
+    f8_dtype out_dtype;
+    const float *scale;
+    float *amax;
+    float *scale_inv;
+    void *dbias;
+    f8_dtype dbias_dtype;
+    int dbias_accumulate;
+} f8i_act_bwd_args;
+
 typedef struct f8i_backend {
     const char *name;
     /* Memory. alloc returns 256-byte aligned memory. upload/download are
@@ -128,6 +230,12 @@ typedef struct f8i_backend {
     /* Matrix products and scaling. */
     f8_status (*gemm)(f8_ctx *ctx, const f8i_gemm_args *args);
     f8_status (*scale_update)(f8_ctx *ctx, const f8i_scale_update_args *args);
+
+    /* Norms and activations (fused modules). */
+    f8_status (*norm_fwd)(f8_ctx *ctx, const f8i_norm_fwd_args *args);
+    f8_status (*norm_bwd)(f8_ctx *ctx, const f8i_norm_bwd_args *args);
+    f8_status (*act_fwd)(f8_ctx *ctx, const f8i_act_fwd_args *args);
+    f8_status (*act_bwd)(f8_ctx *ctx, const f8i_act_bwd_args *args);
 
     /* Backend state: create fills ctx->be_state (may read ctx->device), destroy
      * frees it. set_stream: NULL = own stream. */

@@ -203,6 +203,13 @@ static void *cpu_get_stream(const f8_ctx *ctx)
 }
 
 f8_status f8i_cpu_gemm(f8_ctx *ctx, const f8i_gemm_args *args); /* cpu/gemm.c */
+f8_status f8i_cpu_norm_fwd(f8_ctx *ctx, const f8i_norm_fwd_args *args); /* cpu/norm.c */
+f8_status f8i_cpu_norm_bwd(f8_ctx *ctx, const f8i_norm_bwd_args *args);
+f8_status f8i_cpu_act_fwd(f8_ctx *ctx, const f8i_act_fwd_args *args); /* cpu/act.c */
+f8_status f8i_cpu_act_bwd(f8_ctx *ctx, const f8i_act_bwd_args *args);
+f8_status f8i_cpu_cast(f8_ctx *ctx, const f8i_cast_args *args); /* the cast, for cpu/act.c */
+
+f8_status f8i_cpu_cast(f8_ctx *ctx, const f8i_cast_args *args) { return cpu_cast(ctx, args); }
 
 static const f8i_backend cpu_backend = {
     .name = "cpu",
@@ -221,6 +228,10 @@ static const f8i_backend cpu_backend = {
     .add = cpu_add,
     .gemm = f8i_cpu_gemm,
     .scale_update = cpu_scale_update,
+    .norm_fwd = f8i_cpu_norm_fwd,
+    .norm_bwd = f8i_cpu_norm_bwd,
+    .act_fwd = f8i_cpu_act_fwd,
+    .act_bwd = f8i_cpu_act_bwd,
     .state_create = cpu_state_create,
     .state_destroy = cpu_state_destroy,
     .set_stream = cpu_set_stream,

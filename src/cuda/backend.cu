@@ -238,6 +238,11 @@ static const f8i_backend cuda_backend = {
     /* matrix products and scaling */
     f8i_cuda_gemm,
     f8i_cuda_scale_update,
+    /* norms and activations */
+    f8i_cuda_norm_fwd,
+    f8i_cuda_norm_bwd,
+    f8i_cuda_act_fwd,
+    f8i_cuda_act_bwd,
     /* state */
     cuda_state_create,
     cuda_state_destroy,
