@@ -1,0 +1,4 @@
+/* cpu/norm.c — placeholder until the norm reference lands: reports unsupported. */
+#include "f8i.h"
+f8_status f8i_cpu_norm_fwd(f8_ctx *ctx, const f8i_norm_fwd_args *a) { (void)a; return f8i_error(ctx, F8_ERR_UNSUPPORTED, "norm: not built yet"); }
+f8_status f8i_cpu_norm_bwd(f8_ctx *ctx, const f8i_norm_bwd_args *a) { (void)a; return f8i_error(ctx, F8_ERR_UNSUPPORTED, "norm: not built yet"); }
