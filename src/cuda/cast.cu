@@ -65,41 +65,6 @@ typedef struct cast_tile_params {
 /* Device helpers                                                            */
 /* ------------------------------------------------------------------------ */
 
-/* Two FP8 codes (lo in the low byte), satfinite round-to-nearest-even. */
-template <int E5M2>
-static __device__ __forceinline__ uint32_t fp8x2(float lo, float hi)
-{
-    unsigned short r;
-    if (E5M2)
-        asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
-    else
-        asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
-    return (uint32_t)r;
-}
-
-/* Codes of v[0..3] * s packed little-endian into one word. */
-template <int E5M2>
-static __device__ __forceinline__ uint32_t fp8x4(const float *v, float s)
-{
-    return fp8x2<E5M2>(v[0] * s, v[1] * s) | (fp8x2<E5M2>(v[2] * s, v[3] * s) << 16);
-}
-
-/* 16 source bytes (4 words) -> 4 FP32 or 8 BF16 values, exactly. */
-template <int BF16>
-static __device__ __forceinline__ void decode16(const uint32_t (&w)[4], float (&v)[BF16 ? 8 : 4])
-{
-    if constexpr (BF16) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            v[2 * i] = __uint_as_float(w[i] << 16);
-            v[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u);
-        }
-    } else {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) v[i] = __uint_as_float(w[i]);
-    }
-}
-
 template <int BF16>
 static __device__ __forceinline__ float load_elem(const void *src, int64_t i)
 {
@@ -126,23 +91,6 @@ static __device__ __forceinline__ void load_edge(uint32_t (&w)[4], const void *s
             else
                 w[j] = __float_as_uint(((const float *)src)[i]);
         }
-    }
-}
-
-/* Block-wide fmaxf of `a`, then one atomicMax of its bits into *amax (valid
- * for non-negative floats, +inf included). Every thread of the block calls it. */
-static __device__ __forceinline__ void block_amax_atomic(float a, float *amax)
-{
-    __shared__ float warp_max[CAST_THREADS / 32];
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) a = fmaxf(a, __shfl_xor_sync(0xFFFFFFFFu, a, o));
-    if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = a;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        float m = 0.0f;
-#pragma unroll
-        for (int w = 0; w < CAST_THREADS / 32; ++w) m = fmaxf(m, warp_max[w]);
-        atomicMax((int *)amax, __float_as_int(m));
     }
 }
 
@@ -207,7 +155,7 @@ static __global__ void __launch_bounds__(CAST_THREADS)
         a = fmaxf(a, fabsf(v));
         if (out != NULL) out[i] = (uint8_t)fp8x2<E5M2>(v * s, 0.0f);
     }
-    if (amax != NULL) block_amax_atomic(a, amax);
+    if (amax != NULL) block_amax_atomic<CAST_THREADS>(a, amax);
 }
 
 /* Cast + transpose (+ dbias sums) of one TILE_ROWS x TC tile, TC = 16 * VEC.
@@ -336,7 +284,7 @@ static __global__ void __launch_bounds__(CAST_THREADS) cast_tile_kernel(cast_til
         else
             dbias_write(p.dbias, p.dbias_bf16, p.dbias_accumulate, col0 + tid, sum);
     }
-    if (p.amax != NULL) block_amax_atomic(a, p.amax);
+    if (p.amax != NULL) block_amax_atomic<CAST_THREADS>(a, p.amax);
 }
 
 /* dbias from the per-row-tile partial sums.

@@ -1,6 +1,6 @@
 /*
  * kernels_common.cuh — small device and launch helpers shared by the CUDA
- * backend's kernel files (cast, transpose, convert). Only src/cuda/ includes it.
+ * backend's kernel files (cast, transpose, convert, norm, act). Only src/cuda/ includes it.
  *
  * Design note. The memory-bound kernels move data in 16-byte pieces. When a
  * pointer or a row pitch is not 16-byte aligned, the same code path moves the
@@ -124,6 +124,61 @@ static __device__ __forceinline__ void transpose_4x4_bytes(const uint32_t r[4], 
     c[1] = __byte_perm(lo01, lo23, 0x7632);
     c[2] = __byte_perm(hi01, hi23, 0x5410);
     c[3] = __byte_perm(hi01, hi23, 0x7632);
+}
+
+/* Two FP8 codes (lo in the low byte), satfinite round-to-nearest-even. */
+template <int E5M2>
+static __device__ __forceinline__ uint32_t fp8x2(float lo, float hi)
+{
+    unsigned short r;
+    if (E5M2)
+        asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+    else
+        asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+    return (uint32_t)r;
+}
+
+/* Codes of v[0..3] * s packed little-endian into one word. */
+template <int E5M2>
+static __device__ __forceinline__ uint32_t fp8x4(const float *v, float s)
+{
+    return fp8x2<E5M2>(v[0] * s, v[1] * s) | (fp8x2<E5M2>(v[2] * s, v[3] * s) << 16);
+}
+
+/* 16 source bytes (4 words) -> 4 FP32 or 8 BF16 values, exactly. */
+template <int BF16>
+static __device__ __forceinline__ void decode16(const uint32_t (&w)[4], float (&v)[BF16 ? 8 : 4])
+{
+    if constexpr (BF16) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            v[2 * i] = __uint_as_float(w[i] << 16);
+            v[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u);
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) v[i] = __uint_as_float(w[i]);
+    }
+}
+
+/* Block-wide fmaxf of `a`, then one atomicMax of its bits into *amax (valid
+ * for non-negative floats, +inf included). Every thread of the 1-D block of
+ * THREADS threads calls it. */
+template <int THREADS>
+static __device__ __forceinline__ void block_amax_atomic(float a, float *amax)
+{
+    static_assert(THREADS % 32 == 0 && THREADS <= 1024, "whole warps");
+    __shared__ float warp_max[THREADS / 32];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) a = fmaxf(a, __shfl_xor_sync(0xFFFFFFFFu, a, o));
+    if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = a;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float m = 0.0f;
+#pragma unroll
+        for (int w = 0; w < THREADS / 32; ++w) m = fmaxf(m, warp_max[w]);
+        atomicMax((int *)amax, __float_as_int(m));
+    }
 }
 
 #endif /* F8_CUDA_KERNELS_COMMON_CUH */
