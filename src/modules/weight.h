@@ -1,0 +1,79 @@
+/*
+ * modules/weight.h — one weight of a module with everything that hangs off
+ * it: master parameter and gradient, optional bias and its gradient, the FP8
+ * workspace with its microbatch rule, the caller's main_grad, and the three
+ * GEMMs that use it. Linear, LayerNormLinear and LayerNormMLP (twice) are
+ * built from it, so the workspace rule and the GEMM layouts exist once.
+ *
+ * Layouts (row-major, D[m, n] = Σ_k A(m, k)·B(n, k)), W [rows, cols]:
+ *   fprop  y[T, rows]  = a · Wᵀ (+ b)   FP8: A = a8 [T, cols], B = W8          (fast accumulation)
+ *   dgrad  dx[T, cols] = g · W          FP8: A = g8 [T, rows], B = W8ᵀ [cols, rows] (split)
+ *   wgrad  dW[rows, cols] (+)= gᵀ · a   FP8: A = g8ᵀ [rows, T], B = a8ᵀ [cols, T]   (split)
+ * FP8 off the same products run in the parameter dtype with trans flags.
+ */
+#ifndef F8_MODULES_WEIGHT_H
+#define F8_MODULES_WEIGHT_H
+
+#include "qtensor.h"
+
+typedef struct f8i_weight {
+    void *block;       /* one allocation: w, dw, b, db, ones */
+    void *w, *dw;      /* (rows, cols) param dtype */
+    void *b, *db;      /* (rows) or NULL */
+    void *ones;        /* (max_tokens) param dtype: FP8-off bias gradient = ones · g */
+    f8_dtype dtype;
+    int64_t rows, cols;
+    int fp8;
+    f8_qtensor *w8;    /* FP8 workspace (rows, cols) with its transpose */
+    int w8_filled;
+    f8_slot slot;      /* forward WEIGHT slot */
+    float *main_grad;  /* caller's FP32 (rows, cols) with fuse_wgrad_accumulation */
+    int fuse_wgrad;
+} f8i_weight;
+
+/* Allocate and initialise (W ~ N(0, 0.02²) from seed, b = 0, grads 0). */
+f8_status f8i_weight_create(f8_ctx *ctx, f8i_weight *w, int64_t rows, int64_t cols, int bias, f8_dtype dtype,
+                            int fp8, int fuse_wgrad, f8_slot slot, int64_t max_tokens, uint64_t seed);
+void f8i_weight_destroy(f8_ctx *ctx, f8i_weight *w);
+
+/* Fill the workspace when the microbatch rule asks for it (or it never was);
+ * in the ctx's graph mode a filled workspace is cast under the noop flag. */
+f8_status f8i_weight_cast(f8_ctx *ctx, f8i_weight *w, f8_microbatch mb, int with_transpose);
+
+f8_status f8i_weight_zero_grad(f8_ctx *ctx, f8i_weight *w);
+
+/* Views: param (grad 0) or gradient (grad 1); bias ones are [1, rows]. */
+f8_tensor f8i_weight_view(const f8i_weight *w, int grad);
+f8_tensor f8i_bias_view(const f8i_weight *w, int grad);
+
+/* y[T, rows] = a[T, cols] · Wᵀ + b. FP8: a is FP8 with a_sinv; hp: a in param dtype. */
+f8_status f8i_weight_fprop(f8_ctx *ctx, const f8i_weight *w, const void *a, f8_dtype a_dtype, const float *a_sinv,
+                           int64_t T, void *y, f8_dtype y_dtype);
+
+/* dx[T, cols] = g[T, rows] · W. FP8: g FP8 with g_sinv (the transpose of the
+ * workspace is made valid here); hp: g in param dtype. */
+f8_status f8i_weight_dgrad(f8_ctx *ctx, f8i_weight *w, const void *g, f8_dtype g_dtype, const float *g_sinv,
+                           int64_t T, void *dx, f8_dtype dx_dtype);
+
+/* dW (+)= gᵀ · a into the gradient (accumulate) or main_grad (beta 0 after a
+ * FIRST forward). FP8: gt [rows, T] and at [cols, T] with their scale_invs;
+ * hp: g [T, rows] and a [T, cols] in param dtype. */
+f8_status f8i_weight_wgrad(f8_ctx *ctx, f8i_weight *w, const void *g, f8_dtype g_dtype, const float *g_sinv,
+                           const void *a, f8_dtype a_dtype, const float *a_sinv, int64_t T, f8_microbatch mb);
+
+/* FP8 off: db[rows] += Σ_t g[t, :] (g [T, rows] in param dtype). */
+f8_status f8i_weight_bgrad(f8_ctx *ctx, f8i_weight *w, const void *g, int64_t T);
+
+/* Scratch carving: take `bytes` (rounded to 256) from *cursor. */
+static inline void *f8i_carve(unsigned char **cursor, size_t bytes)
+{
+    void *p = *cursor;
+    *cursor += f8i_align256(bytes ? bytes : 1);
+    return p;
+}
+
+/* Check an activation tensor [rows, cols] (rows < 0: any), FP32 or BF16,
+ * and in dtype `must` unless must is -1. Sets the ctx error. */
+f8_status f8i_check_act(f8_ctx *ctx, const f8_tensor *t, const char *name, int64_t rows, int64_t cols, int must);
+
+#endif /* F8_MODULES_WEIGHT_H */
