@@ -37,7 +37,6 @@
 #define TILE_TX 16                     /* threads across a tile (16 source bytes each) */
 #define TILE_TY 16                     /* threads down a tile (two 4-row micro-blocks each) */
 #define TILE_WORDS (TILE_ROWS / 4 + 1) /* words per transposed-tile row in shared memory (+1 pad) */
-#define REDUCE_SPLIT 8 /* row-tile strides per column in the dbias reduction */
 
 static_assert(TILE_TX * TILE_TY == CAST_THREADS, "one thread per (tx, ty) of a tile");
 static_assert(TILE_TY * 4 * 2 == TILE_ROWS, "two 4-row micro-blocks per thread cover the tile rows");
@@ -91,19 +90,6 @@ static __device__ __forceinline__ void load_edge(uint32_t (&w)[4], const void *s
             else
                 w[j] = __float_as_uint(((const float *)src)[i]);
         }
-    }
-}
-
-/* dbias[c] = (accumulate ? dbias[c] : 0) + sum, FP32 or BF16 (RNE). */
-static __device__ __forceinline__ void dbias_write(void *dbias, int bf16, int accumulate, int64_t c, float sum)
-{
-    if (bf16) {
-        uint16_t *d = (uint16_t *)dbias;
-        float base = accumulate ? f8i_bf16_to_float(d[c]) : 0.0f;
-        d[c] = f8i_bf16_from_float(base + sum);
-    } else {
-        float *d = (float *)dbias;
-        d[c] = (accumulate ? d[c] : 0.0f) + sum;
     }
 }
 
@@ -287,32 +273,6 @@ static __global__ void __launch_bounds__(CAST_THREADS) cast_tile_kernel(cast_til
     if (p.amax != NULL) block_amax_atomic<CAST_THREADS>(a, p.amax);
 }
 
-/* dbias from the per-row-tile partial sums.
- * Grid: ceil(cols / 32) blocks; block (32, REDUCE_SPLIT). Thread (x, y) owns
- * column 32 * blockIdx.x + x and adds the row tiles y, y + REDUCE_SPLIT, ...
- * in order; thread (x, 0) then adds the REDUCE_SPLIT sums in y order. The
- * split keeps several loads in flight per column (one thread per column
- * walking all row tiles was latency bound: ~10 us at 8192 x 8192) while the
- * fixed order keeps the result deterministic. */
-static __global__ void __launch_bounds__(32 * REDUCE_SPLIT)
-    dbias_reduce_kernel(const float *__restrict__ partial, int64_t row_tiles, int64_t cols, void *dbias, int bf16,
-                        int accumulate, const float *noop)
-{
-    __shared__ float part[REDUCE_SPLIT][33]; /* (REDUCE_SPLIT, 32 + 1) */
-    if (noop_set(noop)) return;
-    const int64_t c = (int64_t)blockIdx.x * 32 + threadIdx.x;
-    float sum = 0.0f;
-    if (c < cols)
-        for (int64_t t = threadIdx.y; t < row_tiles; t += REDUCE_SPLIT) sum += partial[t * cols + c];
-    part[threadIdx.y][threadIdx.x] = sum;
-    __syncthreads();
-    if (threadIdx.y != 0 || c >= cols) return;
-    float total = 0.0f;
-#pragma unroll
-    for (int y = 0; y < REDUCE_SPLIT; ++y) total += part[y][threadIdx.x];
-    dbias_write(dbias, bf16, accumulate, c, total);
-}
-
 /* ------------------------------------------------------------------------ */
 /* Launchers                                                                 */
 /* ------------------------------------------------------------------------ */
@@ -396,7 +356,7 @@ static f8_status cast_tiled(f8_ctx *ctx, const f8i_cast_args *a, int bf16, int e
     if (st != F8_OK || p.partial == NULL) return st;
 
     const unsigned rblocks = (unsigned)((a->cols + 31) / 32);
-    dbias_reduce_kernel<<<rblocks, dim3(32, REDUCE_SPLIT), 0, stream>>>(p.partial, row_tiles, a->cols, a->dbias,
+    dbias_reduce_kernel<<<rblocks, dim3(32, F8I_REDUCE_SPLIT), 0, stream>>>(p.partial, row_tiles, a->cols, a->dbias,
                                                                         p.dbias_bf16, p.dbias_accumulate, a->noop);
     return f8i_cuda_launch_check(ctx, "dbias_reduce_kernel");
 }

@@ -181,4 +181,47 @@ static __device__ __forceinline__ void block_amax_atomic(float a, float *amax)
     }
 }
 
+/* Row-tile strides per column in dbias_reduce_kernel. */
+#define F8I_REDUCE_SPLIT 8
+
+/* dbias[c] = (accumulate ? dbias[c] : 0) + sum, FP32 or BF16 (RNE). */
+static __device__ __forceinline__ void dbias_write(void *dbias, int bf16, int accumulate, int64_t c, float sum)
+{
+    if (bf16) {
+        uint16_t *d = (uint16_t *)dbias;
+        float base = accumulate ? f8i_bf16_to_float(d[c]) : 0.0f;
+        d[c] = f8i_bf16_from_float(base + sum);
+    } else {
+        float *d = (float *)dbias;
+        d[c] = (accumulate ? d[c] : 0.0f) + sum;
+    }
+}
+
+/* dbias (or any column sum: dgamma, dbeta) from per-row-tile partial sums
+ * partial [row_tiles, cols] FP32. row_tiles may be 0 (the sums are 0).
+ * Grid: ceil(cols / 32) blocks; block (32, F8I_REDUCE_SPLIT). Thread (x, y) owns
+ * column 32 * blockIdx.x + x and adds the row tiles y, y + F8I_REDUCE_SPLIT, ...
+ * in order; thread (x, 0) then adds the F8I_REDUCE_SPLIT sums in y order. The
+ * split keeps several loads in flight per column (one thread per column
+ * walking all row tiles was latency bound: ~10 us at 8192 x 8192) while the
+ * fixed order keeps the result deterministic. */
+static __global__ void __launch_bounds__(32 * F8I_REDUCE_SPLIT)
+    dbias_reduce_kernel(const float *__restrict__ partial, int64_t row_tiles, int64_t cols, void *dbias, int bf16,
+                        int accumulate, const float *noop)
+{
+    __shared__ float part[F8I_REDUCE_SPLIT][33]; /* (F8I_REDUCE_SPLIT, 32 + 1) */
+    if (noop_set(noop)) return;
+    const int64_t c = (int64_t)blockIdx.x * 32 + threadIdx.x;
+    float sum = 0.0f;
+    if (c < cols)
+        for (int64_t t = threadIdx.y; t < row_tiles; t += F8I_REDUCE_SPLIT) sum += partial[t * cols + c];
+    part[threadIdx.y][threadIdx.x] = sum;
+    __syncthreads();
+    if (threadIdx.y != 0 || c >= cols) return;
+    float total = 0.0f;
+#pragma unroll
+    for (int y = 0; y < F8I_REDUCE_SPLIT; ++y) total += part[y][threadIdx.x];
+    dbias_write(dbias, bf16, accumulate, c, total);
+}
+
 #endif /* F8_CUDA_KERNELS_COMMON_CUH */
