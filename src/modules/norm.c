@@ -1,0 +1,119 @@
+/*
+ * modules/norm.c — gamma/beta storage and the calls into the backend's norm
+ * ops (formulas in backend.h).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "norm.h"
+#include "numerics.h"
+
+f8_status f8i_norm_config_check(f8_ctx *ctx, const char *fn, f8_norm kind, float eps)
+{
+    if (kind != F8_NORM_LAYERNORM && kind != F8_NORM_RMSNORM)
+        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: normalization %d is not LAYERNORM (0) or RMSNORM (1)", fn,
+                         (int)kind);
+    if (!(eps >= 0.0f) || !isfinite(eps))
+        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: eps %g must be finite and >= 0", fn, (double)eps);
+    return F8_OK;
+}
+
+f8_status f8i_norm_create(f8_ctx *ctx, f8i_norm *n, int64_t cols, f8_norm kind, float eps, int zero_centered,
+                          f8_dtype dtype)
+{
+    memset(n, 0, sizeof *n);
+    n->dtype = dtype;
+    n->cols = cols;
+    n->rms = kind == F8_NORM_RMSNORM;
+    n->zero_centered = zero_centered != 0;
+    n->eps = eps;
+    const size_t es = f8_dtype_size(dtype), vb = f8i_align256((size_t)cols * es);
+    f8_status st = ctx->be->alloc(ctx, 4 * vb, &n->block);
+    if (st != F8_OK) return st;
+    unsigned char *p = (unsigned char *)n->block;
+    n->gamma = p;
+    n->beta = n->rms ? NULL : p + vb;
+    n->dgamma = p + 2 * vb;
+    n->dbeta = n->rms ? NULL : p + 3 * vb;
+    st = ctx->be->memset_zero(ctx, n->block, 4 * vb);
+    if (st == F8_OK && !n->zero_centered) {
+        unsigned char *host = (unsigned char *)malloc((size_t)cols * es + 1);
+        if (!host) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "norm init: out of host memory");
+        for (int64_t i = 0; i < cols; i++) {
+            if (es == 2) ((uint16_t *)host)[i] = f8i_bf16_from_float(1.0f);
+            else ((float *)host)[i] = 1.0f;
+        }
+        st = ctx->be->upload(ctx, n->gamma, host, (size_t)cols * es);
+        free(host);
+    }
+    return st;
+}
+
+void f8i_norm_destroy(f8_ctx *ctx, f8i_norm *n)
+{
+    if (n->block) ctx->be->free(ctx, n->block);
+    memset(n, 0, sizeof *n);
+}
+
+f8_status f8i_norm_zero_grad(f8_ctx *ctx, f8i_norm *n)
+{
+    const size_t vb = f8i_align256((size_t)n->cols * f8_dtype_size(n->dtype));
+    return ctx->be->memset_zero(ctx, (unsigned char *)n->block + 2 * vb, 2 * vb);
+}
+
+f8_tensor f8i_norm_view(const f8i_norm *n, int beta, int grad)
+{
+    void *p = beta ? (grad ? n->dbeta : n->beta) : (grad ? n->dgamma : n->gamma);
+    return f8_tensor_make(p, n->dtype, 1, n->cols);
+}
+
+f8_status f8i_norm_forward(f8_ctx *ctx, const f8i_norm *n, const f8_tensor *x, void *y, f8_dtype y_dtype,
+                           const float *scale, float *amax, float *scale_inv, float *mu, float *rsigma)
+{
+    f8i_norm_fwd_args a;
+    memset(&a, 0, sizeof a);
+    a.x = x->data;
+    a.x_dtype = x->dtype;
+    a.rows = x->rows;
+    a.cols = n->cols;
+    a.gamma = n->gamma;
+    a.beta = n->beta;
+    a.param_dtype = n->dtype;
+    a.rms = n->rms;
+    a.zero_centered = n->zero_centered;
+    a.eps = n->eps;
+    a.y = y;
+    a.y_dtype = y_dtype;
+    a.scale = scale;
+    a.amax = amax;
+    a.scale_inv = scale_inv;
+    a.mu = n->rms ? NULL : mu;
+    a.rsigma = rsigma;
+    return ctx->be->norm_fwd(ctx, &a);
+}
+
+f8_status f8i_norm_backward(f8_ctx *ctx, f8i_norm *n, const void *dy, f8_dtype dy_dtype, const f8_tensor *x,
+                            const float *mu, const float *rsigma, void *dx, f8_dtype dx_dtype)
+{
+    f8i_norm_bwd_args a;
+    memset(&a, 0, sizeof a);
+    a.dy = dy;
+    a.dy_dtype = dy_dtype;
+    a.x = x->data;
+    a.x_dtype = x->dtype;
+    a.rows = x->rows;
+    a.cols = n->cols;
+    a.mu = n->rms ? NULL : mu;
+    a.rsigma = rsigma;
+    a.gamma = n->gamma;
+    a.param_dtype = n->dtype;
+    a.rms = n->rms;
+    a.zero_centered = n->zero_centered;
+    a.dx = dx;
+    a.dx_dtype = dx_dtype;
+    a.dgamma = n->dgamma;
+    a.dbeta = n->dbeta;
+    a.accumulate = 1;
+    return ctx->be->norm_bwd(ctx, &a);
+}

@@ -1,0 +1,43 @@
+/*
+ * modules/norm.h — the norm in front of LayerNormLinear and LayerNormMLP:
+ * gamma, beta and their gradients, and the forward/backward calls that fill
+ * the backend's norm args from them.
+ */
+#ifndef F8_MODULES_NORM_H
+#define F8_MODULES_NORM_H
+
+#include "f8i.h"
+
+typedef struct f8i_norm {
+    void *block;            /* gamma, beta, dgamma, dbeta (each (cols) param dtype) */
+    void *gamma, *beta, *dgamma, *dbeta; /* beta, dbeta NULL for RMSNorm */
+    f8_dtype dtype;
+    int64_t cols;
+    int rms, zero_centered;
+    float eps;
+} f8i_norm;
+
+/* gamma = 1 (0 when zero-centred, so g = 1 either way), beta = 0, grads 0. */
+f8_status f8i_norm_create(f8_ctx *ctx, f8i_norm *n, int64_t cols, f8_norm kind, float eps, int zero_centered,
+                          f8_dtype dtype);
+void f8i_norm_destroy(f8_ctx *ctx, f8i_norm *n);
+f8_status f8i_norm_zero_grad(f8_ctx *ctx, f8i_norm *n);
+
+/* View of gamma/beta (grad 0) or their gradients (grad 1), [1, cols]; NULL
+ * data for beta of an RMSNorm. */
+f8_tensor f8i_norm_view(const f8i_norm *n, int beta, int grad);
+
+/* y = norm(x) [T, cols] in y_dtype; FP8 y goes through (scale, amax,
+ * scale_inv); mu and rsigma (T) FP32. */
+f8_status f8i_norm_forward(f8_ctx *ctx, const f8i_norm *n, const f8_tensor *x, void *y, f8_dtype y_dtype,
+                           const float *scale, float *amax, float *scale_inv, float *mu, float *rsigma);
+
+/* dx (may be NULL) from dy [T, cols] (FP32/BF16), x and the saved statistics;
+ * dgamma, dbeta accumulate. Uses the reduction prefix of ctx->scratch. */
+f8_status f8i_norm_backward(f8_ctx *ctx, f8i_norm *n, const void *dy, f8_dtype dy_dtype, const f8_tensor *x,
+                            const float *mu, const float *rsigma, void *dx, f8_dtype dx_dtype);
+
+/* Checks shared by the module configs. */
+f8_status f8i_norm_config_check(f8_ctx *ctx, const char *fn, f8_norm kind, float eps);
+
+#endif /* F8_MODULES_NORM_H */
