@@ -1,4 +1,167 @@
-/* cpu/act.c — placeholder until the activation reference lands: reports unsupported. */
+/*
+ * cpu/act.c — the reference activations of backend.h's act_fwd and act_bwd
+ * contracts, forward and exact derivative side by side.
+ *
+ * Design note. Everything is FP32 with libm's tanhf and expf, each formula in
+ * one fixed order (-ffp-contract=off keeps it); the CUDA backend's
+ * transcendentals differ in the last bits, which is why the contract asks for
+ * a tolerance here and not bits. The gated activations see a row of x as
+ * [a | b] (cols each) and produce act(a)·b. The backward computes d, the
+ * gradient with respect to x, into an FP32 temporary and hands it to the
+ * cast (f8i_cpu_cast) for the fused FP8 outputs, so "the fused cast of d"
+ * is literally the cast of FP32 d: bit for bit what the cast op gives on an
+ * FP32 dx. The temporary is allocated per call (the oracle may).
+ */
+#include <math.h>
+#include <stdlib.h>
+
 #include "f8i.h"
-f8_status f8i_cpu_act_fwd(f8_ctx *ctx, const f8i_act_fwd_args *a) { (void)a; return f8i_error(ctx, F8_ERR_UNSUPPORTED, "activation: not built yet"); }
-f8_status f8i_cpu_act_bwd(f8_ctx *ctx, const f8i_act_bwd_args *a) { (void)a; return f8i_error(ctx, F8_ERR_UNSUPPORTED, "activation: not built yet"); }
+#include "numerics.h"
+
+f8_status f8i_cpu_cast(f8_ctx *ctx, const f8i_cast_args *args); /* cpu/backend.c */
+
+#define GELU_K 0.79788456f /* sqrt(2/pi), as f8.h writes it */
+#define GELU_C 0.044715f
+#define QGELU_K 1.702f
+
+static inline float load(const void *p, f8_dtype dt, int64_t i)
+{
+    if (dt == F8_DTYPE_BF16) return f8i_bf16_to_float(((const uint16_t *)p)[i]);
+    return ((const float *)p)[i];
+}
+
+static inline void store(void *p, f8_dtype dt, int64_t i, float v)
+{
+    if (dt == F8_DTYPE_BF16) ((uint16_t *)p)[i] = f8i_bf16_from_float(v);
+    else ((float *)p)[i] = v;
+}
+
+static inline float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+/* The elementwise function of each activation (the gated ones: the function
+ * applied to a). */
+static float act_f(f8_activation act, float x)
+{
+    switch (act) {
+    case F8_ACT_GELU:
+    case F8_ACT_GEGLU: {
+        float t = tanhf(GELU_K * (x + GELU_C * (x * x * x)));
+        return 0.5f * x * (1.0f + t);
+    }
+    case F8_ACT_RELU:
+    case F8_ACT_REGLU: return x > 0.0f ? x : 0.0f;
+    case F8_ACT_SWIGLU: return x * sigmoid(x);
+    case F8_ACT_QGELU: return x * sigmoid(QGELU_K * x);
+    case F8_ACT_SRELU: {
+        float p = x > 0.0f ? x : 0.0f;
+        return p * p;
+    }
+    }
+    return 0.0f;
+}
+
+/* Its exact derivative. With t = tanh(u), u = k(x + c·x³), s = sigmoid(·):
+ *   gelu'  = 0.5(1 + t) + 0.5x(1 - t²)·k(1 + 3c·x²)
+ *   relu'  = [x > 0]                      (0 at the kink)
+ *   silu'  = s + x·s(1 - s),               s = sigmoid(x)
+ *   qgelu' = s + 1.702x·s(1 - s),          s = sigmoid(1.702x)
+ *   srelu' = 2·max(x, 0) */
+static float act_df(f8_activation act, float x)
+{
+    switch (act) {
+    case F8_ACT_GELU:
+    case F8_ACT_GEGLU: {
+        float x2 = x * x;
+        float t = tanhf(GELU_K * (x + GELU_C * (x2 * x)));
+        float du = GELU_K * (1.0f + 3.0f * GELU_C * x2);
+        return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
+    }
+    case F8_ACT_RELU:
+    case F8_ACT_REGLU: return x > 0.0f ? 1.0f : 0.0f;
+    case F8_ACT_SWIGLU: {
+        float s = sigmoid(x);
+        return s + x * s * (1.0f - s);
+    }
+    case F8_ACT_QGELU: {
+        float s = sigmoid(QGELU_K * x);
+        return s + QGELU_K * x * s * (1.0f - s);
+    }
+    case F8_ACT_SRELU: return x > 0.0f ? 2.0f * x : 0.0f;
+    }
+    return 0.0f;
+}
+
+f8_status f8i_cpu_act_fwd(f8_ctx *ctx, const f8i_act_fwd_args *a)
+{
+    (void)ctx;
+    const int gated = f8_activation_gated(a->act);
+    const int64_t cols = a->cols, cols_in = gated ? 2 * cols : cols;
+    const int fp8 = a->y_dtype == F8_DTYPE_E4M3 || a->y_dtype == F8_DTYPE_E5M2;
+    const int e5m2 = a->y_dtype == F8_DTYPE_E5M2;
+    const float scale = fp8 ? *a->scale : 1.0f;
+    float amax = 0.0f;
+    for (int64_t r = 0; r < a->rows; r++) {
+        for (int64_t c = 0; c < cols; c++) {
+            float v = act_f(a->act, load(a->x, a->x_dtype, r * cols_in + c));
+            if (gated) v = v * load(a->x, a->x_dtype, r * cols_in + cols + c);
+            const int64_t i = r * cols + c;
+            if (fp8) {
+                amax = fmaxf(amax, fabsf(v));
+                ((uint8_t *)a->y)[i] = f8i_fp8_encode(v * scale, e5m2);
+            } else {
+                store(a->y, a->y_dtype, i, v);
+            }
+        }
+    }
+    if (fp8 && a->amax) *a->amax = fmaxf(*a->amax, amax);
+    if (fp8 && a->scale_inv) *a->scale_inv = 1.0f / scale;
+    return F8_OK;
+}
+
+f8_status f8i_cpu_act_bwd(f8_ctx *ctx, const f8i_act_bwd_args *a)
+{
+    const int gated = f8_activation_gated(a->act);
+    const int64_t rows = a->rows, cols = a->cols, cols_in = gated ? 2 * cols : cols;
+    const size_t count = (size_t)(rows * cols_in);
+    float *d = (float *)malloc((count ? count : 1) * sizeof(float)); /* [rows, cols_in] */
+    if (!d) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "cpu activation backward: out of host memory");
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t c = 0; c < cols; c++) {
+            const float x = load(a->x, a->x_dtype, r * cols_in + c);
+            const float dy = load(a->dy, a->dy_dtype, r * cols + c);
+            if (gated) {
+                /* v = act(a)·b: d_a = act'(a)·b·dy, d_b = act(a)·dy. */
+                const float b = load(a->x, a->x_dtype, r * cols_in + cols + c);
+                d[r * cols_in + c] = act_df(a->act, x) * b * dy;
+                d[r * cols_in + cols + c] = act_f(a->act, x) * dy;
+            } else {
+                d[r * cols_in + c] = act_df(a->act, x) * dy;
+            }
+        }
+    }
+    if (a->dx)
+        for (size_t i = 0; i < count; i++) store(a->dx, a->dx_dtype, (int64_t)i, d[i]);
+    f8_status st = F8_OK;
+    if (a->out || a->out_t || a->amax || a->scale_inv || a->dbias) {
+        const float one = 1.0f; /* the cast reads *scale even when only dbias is asked for */
+        f8i_cast_args c = {
+            .src = d,
+            .src_dtype = F8_DTYPE_FP32,
+            .rows = rows,
+            .cols = cols_in,
+            .out_dtype = a->out_dtype,
+            .out = a->out,
+            .out_t = a->out_t,
+            .scale = a->scale ? a->scale : &one,
+            .amax = a->amax,
+            .scale_inv = a->scale_inv,
+            .dbias = a->dbias,
+            .dbias_dtype = a->dbias_dtype,
+            .dbias_accumulate = a->dbias_accumulate,
+            .noop = NULL,
+        };
+        st = f8i_cpu_cast(ctx, &c);
+    }
+    free(d);
+    return st;
+}

@@ -1,4 +1,147 @@
-/* cpu/norm.c — placeholder until the norm reference lands: reports unsupported. */
+/*
+ * cpu/norm.c — the reference LayerNorm / RMSNorm of backend.h's norm_fwd and
+ * norm_bwd contracts.
+ *
+ * Design note. The contract lets each backend pick its FP32 summation order
+ * and asks only for agreement within a tolerance; the oracle picks the most
+ * accurate order it can afford: every reduction (a row's sum, sum of squares,
+ * the backward's two row means, the column sums of dgamma/dbeta) runs in
+ * double over the FP32 operands and is rounded to float once. The variance is
+ * two-pass (Σ(x - mean)² around the double mean), so a row with a large
+ * offset and a small spread loses nothing. What the other side of the seam
+ * sees is FP32, as the contract says: mu and the mean square are rounded to
+ * float, rsigma = 1.0f / sqrtf(var_f + eps) in float, and every elementwise
+ * step ((x - mu) · rsigma · g + beta, the backward's bracket) is FP32 in a
+ * fixed order, so a GPU kernel can be compared element by element. FP8 y is
+ * the cast's arithmetic: fp8(v · scale) with the FP32 product (the file is
+ * built with -ffp-contract=off), amax over |v| with fmaxf (NaN ignored).
+ * The column sums allocate a temporary per call: this is the oracle, not a
+ * fast path, so it does not carve ctx->scratch.
+ */
+#include <math.h>
+#include <stdlib.h>
+
 #include "f8i.h"
-f8_status f8i_cpu_norm_fwd(f8_ctx *ctx, const f8i_norm_fwd_args *a) { (void)a; return f8i_error(ctx, F8_ERR_UNSUPPORTED, "norm: not built yet"); }
-f8_status f8i_cpu_norm_bwd(f8_ctx *ctx, const f8i_norm_bwd_args *a) { (void)a; return f8i_error(ctx, F8_ERR_UNSUPPORTED, "norm: not built yet"); }
+#include "numerics.h"
+
+static inline float load(const void *p, f8_dtype dt, int64_t i)
+{
+    if (dt == F8_DTYPE_BF16) return f8i_bf16_to_float(((const uint16_t *)p)[i]);
+    return ((const float *)p)[i];
+}
+
+static inline void store(void *p, f8_dtype dt, int64_t i, float v)
+{
+    if (dt == F8_DTYPE_BF16) ((uint16_t *)p)[i] = f8i_bf16_from_float(v);
+    else ((float *)p)[i] = v;
+}
+
+/* g = gamma, or 1 + gamma with zero_centered (in float). */
+static inline float gain(const void *gamma, f8_dtype dt, int zero_centered, int64_t c)
+{
+    float g = load(gamma, dt, c);
+    return zero_centered ? 1.0f + g : g;
+}
+
+f8_status f8i_cpu_norm_fwd(f8_ctx *ctx, const f8i_norm_fwd_args *a)
+{
+    (void)ctx;
+    const int64_t cols = a->cols;
+    const double n = cols > 0 ? (double)cols : 1.0; /* cols = 0: empty means, no NaN */
+    const int fp8 = a->y_dtype == F8_DTYPE_E4M3 || a->y_dtype == F8_DTYPE_E5M2;
+    const int e5m2 = a->y_dtype == F8_DTYPE_E5M2;
+    const float scale = fp8 ? *a->scale : 1.0f;
+    float amax = 0.0f;
+    for (int64_t r = 0; r < a->rows; r++) {
+        const int64_t base = r * cols;
+        float mu = 0.0f, ms; /* ms: the mean square around mu (LN) or around 0 (RMS) */
+        if (a->rms) {
+            double s2 = 0.0;
+            for (int64_t c = 0; c < cols; c++) {
+                double x = load(a->x, a->x_dtype, base + c);
+                s2 += x * x;
+            }
+            ms = (float)(s2 / n);
+        } else {
+            double s = 0.0, s2 = 0.0;
+            for (int64_t c = 0; c < cols; c++) s += load(a->x, a->x_dtype, base + c);
+            const double mean = s / n;
+            for (int64_t c = 0; c < cols; c++) {
+                double d = load(a->x, a->x_dtype, base + c) - mean;
+                s2 += d * d;
+            }
+            mu = (float)mean;
+            ms = (float)(s2 / n);
+        }
+        const float rsigma = 1.0f / sqrtf(ms + a->eps);
+        if (a->mu && !a->rms) a->mu[r] = mu;
+        if (a->rsigma) a->rsigma[r] = rsigma;
+        for (int64_t c = 0; c < cols; c++) {
+            const float x = load(a->x, a->x_dtype, base + c);
+            const float g = gain(a->gamma, a->param_dtype, a->zero_centered, c);
+            float v;
+            if (a->rms) v = (x * rsigma) * g;
+            else v = ((x - mu) * rsigma) * g + load(a->beta, a->param_dtype, c);
+            if (fp8) {
+                amax = fmaxf(amax, fabsf(v));
+                ((uint8_t *)a->y)[base + c] = f8i_fp8_encode(v * scale, e5m2);
+            } else {
+                store(a->y, a->y_dtype, base + c, v);
+            }
+        }
+    }
+    if (fp8 && a->amax) *a->amax = fmaxf(*a->amax, amax);
+    if (fp8 && a->scale_inv) *a->scale_inv = 1.0f / scale;
+    return F8_OK;
+}
+
+f8_status f8i_cpu_norm_bwd(f8_ctx *ctx, const f8i_norm_bwd_args *a)
+{
+    const int64_t rows = a->rows, cols = a->cols;
+    const double n = cols > 0 ? (double)cols : 1.0;
+    /* colsum[0, cols): Σ dy·xhat (dgamma); colsum[cols, 2·cols): Σ dy (dbeta). */
+    double *colsum = (double *)calloc((size_t)(cols > 0 ? 2 * cols : 1), sizeof(double));
+    if (!colsum) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "cpu norm backward: out of host memory");
+    for (int64_t r = 0; r < rows; r++) {
+        const int64_t base = r * cols;
+        const float rs = a->rsigma[r];
+        const float mu = a->rms ? 0.0f : a->mu[r];
+        /* The two row means of the bracket, over FP32 gdy and xhat, in double. */
+        double m1 = 0.0, m2 = 0.0;
+        for (int64_t c = 0; c < cols; c++) {
+            const float x = load(a->x, a->x_dtype, base + c);
+            const float dy = load(a->dy, a->dy_dtype, base + c);
+            const float xhat = a->rms ? x * rs : (x - mu) * rs;
+            const float gdy = gain(a->gamma, a->param_dtype, a->zero_centered, c) * dy;
+            m1 += gdy;
+            m2 += (double)gdy * xhat;
+            colsum[c] += (double)dy * xhat;
+            colsum[cols + c] += dy;
+        }
+        const float mean_gdy = a->rms ? 0.0f : (float)(m1 / n);
+        const float mean_gdy_xhat = (float)(m2 / n);
+        if (!a->dx) continue;
+        for (int64_t c = 0; c < cols; c++) {
+            const float x = load(a->x, a->x_dtype, base + c);
+            const float dy = load(a->dy, a->dy_dtype, base + c);
+            const float xhat = a->rms ? x * rs : (x - mu) * rs;
+            const float gdy = gain(a->gamma, a->param_dtype, a->zero_centered, c) * dy;
+            /* rsigma · (gdy - mean(gdy) - xhat · mean(gdy·xhat)); RMS has no mean(gdy) term (0 here). */
+            const float d = ((gdy - mean_gdy) - xhat * mean_gdy_xhat) * rs;
+            store(a->dx, a->dx_dtype, base + c, d);
+        }
+    }
+    /* Per the formula: with rows = 0 the sums are 0, so overwriting writes 0. */
+    for (int64_t c = 0; c < cols; c++) {
+        if (a->dgamma) {
+            float prev = a->accumulate ? load(a->dgamma, a->param_dtype, c) : 0.0f;
+            store(a->dgamma, a->param_dtype, c, prev + (float)colsum[c]);
+        }
+        if (a->dbeta && !a->rms) {
+            float prev = a->accumulate ? load(a->dbeta, a->param_dtype, c) : 0.0f;
+            store(a->dbeta, a->param_dtype, c, prev + (float)colsum[cols + c]);
+        }
+    }
+    free(colsum);
+    return F8_OK;
+}
