@@ -511,7 +511,8 @@ f8_status f8_layernorm_linear_create(f8_ctx *ctx, const f8_layernorm_linear_conf
 void f8_layernorm_linear_destroy(f8_layernorm_linear *module);
 
 /* View of a parameter (grad = 0) or of its gradient (grad = 1): WEIGHT,
- * BIAS, LN_WEIGHT, LN_BIAS. F8_ERR_STATE for one the module does not have. */
+ * BIAS, LN_WEIGHT, LN_BIAS. F8_ERR_INVALID_ARGUMENT for any other f8_param;
+ * F8_ERR_STATE for one this module lacks (bias = 0, or beta of an RMSNorm). */
 f8_status f8_layernorm_linear_param(f8_layernorm_linear *module, f8_param which, int grad, f8_tensor *view);
 f8_status f8_layernorm_linear_slot(const f8_layernorm_linear *module, f8_direction direction, int i, f8_slot *slot);
 const f8_qtensor *f8_layernorm_linear_weight_workspace(const f8_layernorm_linear *module);
@@ -570,7 +571,7 @@ f8_status f8_layernorm_mlp_create(f8_ctx *ctx, const f8_layernorm_mlp_config *co
 void f8_layernorm_mlp_destroy(f8_layernorm_mlp *module);
 
 /* View of LN_WEIGHT, LN_BIAS, FC1_WEIGHT, FC1_BIAS, FC2_WEIGHT, FC2_BIAS (grad = 0)
- * or of its gradient (grad = 1). */
+ * or of its gradient (grad = 1); errors as f8_layernorm_linear_param. */
 f8_status f8_layernorm_mlp_param(f8_layernorm_mlp *module, f8_param which, int grad, f8_tensor *view);
 f8_status f8_layernorm_mlp_slot(const f8_layernorm_mlp *module, f8_direction direction, int i, f8_slot *slot);
 /* which: 0 = fc1, 1 = fc2. */
