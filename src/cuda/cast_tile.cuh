@@ -1,0 +1,249 @@
+/*
+ * cast_tile.cuh — the tiled FP8 cast + transpose (+ dbias) kernel, shared by
+ * the cast (cast.cu: the tile's values are the source tensor) and the fused
+ * activation backward (act.cu: the values are d = act'(x)·dy, computed as the
+ * tile is loaded). Only src/cuda/ includes this.
+ *
+ * Design note. A block casts a TILE_ROWS x TC tile, TC = 16 * VEC columns.
+ * Each thread loads two 4-row micro-blocks of VEC values, writes their codes
+ * row-major, transposes each 4x4 code block in registers and parks it in
+ * shared memory as words; the block then writes the transposed tile as
+ * 16-byte pieces, 128 bytes per output row. Warp lanes are laid out so the
+ * word stores into the padded shared tile hit 32 different banks. dbias is
+ * deterministic: each row tile writes its column sums to ctx scratch
+ * [row_tiles, cols] (FP32), and kernels_common.cuh's dbias_reduce_kernel
+ * adds them in row-tile order; with a single row tile the tile kernel writes dbias itself.
+ *
+ * Where the values come from is the kernel's SRC template argument: a plain
+ * struct (data only) naming the inputs, with
+ *   SRC::VEC    values per thread-row (4 or 8),
+ *   SRC::AHEAD  micro-blocks loaded before the first is used (1 or 2),
+ *   SRC::raw_t  what one thread-row load holds until it is decoded,
+ * and three functions the including file defines for its SRC type before it
+ * launches (found by argument-dependent lookup at instantiation):
+ *   tile_load(src, raw, row, col, rows, cols)   load row `row`, columns
+ *       col .. col+VEC-1 (zeros outside [rows, cols], which add nothing to
+ *       amax or the sums);
+ *   tile_values(src, raw, col, v)               decode/compute the VEC values;
+ *   tile_store(src, v, row, col, rows, cols)    extra per-value output (the
+ *       activation's dx), or nothing.
+ */
+#ifndef F8_CUDA_CAST_TILE_CUH
+#define F8_CUDA_CAST_TILE_CUH
+
+#include <limits.h>
+#include <stdint.h>
+
+#include "kernels_common.cuh"
+
+#define CAST_THREADS 256
+#define TILE_ROWS 128                  /* rows of a tile; fixes the dbias scratch size */
+#define TILE_TX 16                     /* threads across a tile (VEC columns each) */
+#define TILE_TY 16                     /* threads down a tile (two 4-row micro-blocks each) */
+#define TILE_WORDS (TILE_ROWS / 4 + 1) /* words per transposed-tile row in shared memory (+1 pad) */
+
+static_assert(TILE_TX * TILE_TY == CAST_THREADS, "one thread per (tx, ty) of a tile");
+static_assert(TILE_TY * 4 * 2 == TILE_ROWS, "two 4-row micro-blocks per thread cover the tile rows");
+static_assert(TILE_ROWS % 16 == 0, "the transposed tile is written in 16-byte pieces");
+static_assert(TILE_TX * 4 * (TILE_ROWS / 16) % CAST_THREADS == 0, "whole 16-byte pieces per thread");
+
+/* The outputs of a tiled cast of a (rows, cols) matrix of values. */
+typedef struct cast_tile_params {
+    int64_t rows, cols;
+    uint8_t *out;        /* (rows, cols) or NULL */
+    uint8_t *out_t;      /* (cols, rows) or NULL */
+    const float *scale;  /* or NULL when no codes are written (then 1) */
+    float *amax;         /* or NULL */
+    float *scale_inv;    /* or NULL */
+    const float *noop;   /* or NULL */
+    void *dbias;         /* (cols) FP32 or BF16, or NULL */
+    int dbias_bf16;
+    int dbias_accumulate;
+    float *partial;      /* (row_tiles, cols) scratch, or NULL: write dbias directly */
+    int col_tiles;
+    int w_out, w_out_t;  /* access widths (bytes) for out rows, out_t rows */
+} cast_tile_params;
+
+/* Cast + transpose (+ dbias sums) of one TILE_ROWS x TC tile, TC = 16 * VEC.
+ * Grid: row_tiles * col_tiles blocks (1-D, column tiles fastest); block
+ * CAST_THREADS. Thread (tx, ty) owns columns tx*VEC .. tx*VEC+VEC-1 of the tile
+ * in two micro-blocks of 4 rows (rows 4ty.. and 64+4ty..): it loads them,
+ * writes their codes to out, and stores their transposed code words in
+ * tile_t[column][row / 4]. Then the block writes out_t: piece q (c = q / 8,
+ * part = q % 8) is rows 16*part .. 16*part+15 of output row col0 + c. With
+ * DBIAS, thread t < TC adds column t's 16 per-thread sums (fixed order) and
+ * writes the tile's partial sum, or dbias itself when partial is NULL.
+ * Thread 0 of block 0 writes scale_inv. */
+template <typename SRC, int E5M2, int DBIAS>
+static __global__ void __launch_bounds__(CAST_THREADS) cast_tile_kernel(cast_tile_params p, SRC src)
+{
+    constexpr int VEC = SRC::VEC;               /* values per thread-row */
+    constexpr int TC = TILE_TX * VEC;           /* tile columns */
+    constexpr int LX = 32 / VEC;                /* warp lanes across columns */
+    constexpr int PARTS = TILE_ROWS / 16;       /* 16-byte pieces per transposed row */
+    static_assert(VEC == 4 || VEC == 8, "a thread-row is 4 or 8 values");
+    static_assert(SRC::AHEAD == 1 || SRC::AHEAD == 2, "one or both micro-blocks loaded ahead");
+    __shared__ uint32_t tile_t[TC][TILE_WORDS]; /* (TC, TILE_ROWS/4 + 1) code words */
+    __shared__ float col_sum[DBIAS ? TILE_TY : 1][DBIAS ? TC + 1 : 1]; /* (TILE_TY, TC + 1) */
+
+    if (noop_set(p.noop)) return;
+    const float s = p.scale != NULL ? *p.scale : 1.0f;
+    if (p.scale_inv != NULL && blockIdx.x == 0 && threadIdx.x == 0) *p.scale_inv = 1.0f / s;
+
+    /* A warp covers LX column groups x VEC row groups: with the 33-word
+     * row pitch of tile_t its word stores fall in 32 different banks. */
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int tx = (warp % (TILE_TX / LX)) * LX + lane % LX;
+    const int ty = (warp / (TILE_TX / LX)) * VEC + lane / LX;
+    const int64_t row_tile = blockIdx.x / p.col_tiles;
+    const int64_t row0 = row_tile * TILE_ROWS;
+    const int64_t col0 = (int64_t)(blockIdx.x % p.col_tiles) * TC;
+    const int64_t col = col0 + tx * VEC;
+    const bool col_full = col + VEC <= p.cols;
+
+    /* The first AHEAD micro-blocks' row loads are issued before any is used. */
+    typename SRC::raw_t raw[2][4];
+#pragma unroll
+    for (int m = 0; m < SRC::AHEAD; ++m) {
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+            tile_load(src, raw[m][r], row0 + m * (TILE_ROWS / 2) + ty * 4 + r, col, p.rows, p.cols);
+    }
+
+    float a = 0.0f;
+    float dsum[VEC];
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) dsum[j] = 0.0f;
+#pragma unroll
+    for (int m = 0; m < 2; ++m) {
+        if (m >= SRC::AHEAD) {
+#pragma unroll
+            for (int r = 0; r < 4; ++r)
+                tile_load(src, raw[m][r], row0 + m * (TILE_ROWS / 2) + ty * 4 + r, col, p.rows, p.cols);
+        }
+        uint32_t code[4][VEC / 4];
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+            const int64_t row = row0 + m * (TILE_ROWS / 2) + ty * 4 + r;
+            float v[VEC];
+            tile_values(src, raw[m][r], col, v);
+            tile_store(src, v, row, col, p.rows, p.cols);
+#pragma unroll
+            for (int j = 0; j < VEC; ++j) {
+                a = fmaxf(a, fabsf(v[j]));
+                if (DBIAS) dsum[j] += v[j];
+            }
+#pragma unroll
+            for (int k = 0; k < VEC / 4; ++k) code[r][k] = fp8x4<E5M2>(v + 4 * k, s);
+            if (p.out != NULL && row < p.rows) {
+                uint8_t *dst = p.out + row * p.cols + col;
+                if (col_full) {
+                    store_bytes<VEC>(dst, code[r], p.w_out);
+                } else {
+#pragma unroll
+                    for (int j = 0; j < VEC; ++j)
+                        if (col + j < p.cols) dst[j] = (uint8_t)(code[r][j / 4] >> (8 * (j % 4)));
+                }
+            }
+        }
+        if (p.out_t != NULL) {
+#pragma unroll
+            for (int k = 0; k < VEC / 4; ++k) {
+                const uint32_t rw[4] = {code[0][k], code[1][k], code[2][k], code[3][k]};
+                uint32_t cw[4];
+                transpose_4x4_bytes(rw, cw);
+#pragma unroll
+                for (int i = 0; i < 4; ++i) tile_t[tx * VEC + 4 * k + i][m * (TILE_ROWS / 8) + ty] = cw[i];
+            }
+        }
+    }
+    if (DBIAS) {
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) col_sum[ty][tx * VEC + j] = dsum[j];
+    }
+    if (p.out_t != NULL || DBIAS) __syncthreads(); /* uniform: kernel arguments */
+
+    if (p.out_t != NULL) {
+#pragma unroll
+        for (int k = 0; k < TC * PARTS / CAST_THREADS; ++k) {
+            const int q = tid + k * CAST_THREADS;
+            const int c = q / PARTS, part = q % PARTS;
+            if (col0 + c >= p.cols) continue;
+            uint32_t w[4];
+#pragma unroll
+            for (int i = 0; i < 4; ++i) w[i] = tile_t[c][part * 4 + i];
+            const int64_t r = row0 + part * 16;
+            uint8_t *dst = p.out_t + (col0 + c) * p.rows + r;
+            if (r + 16 <= p.rows) {
+                store_bytes<16>(dst, w, p.w_out_t);
+            } else {
+#pragma unroll
+                for (int b = 0; b < 16; ++b)
+                    if (r + b < p.rows) dst[b] = (uint8_t)(w[b / 4] >> (8 * (b % 4)));
+            }
+        }
+    }
+    if (DBIAS && tid < TC && col0 + tid < p.cols) {
+        float sum = 0.0f;
+#pragma unroll
+        for (int y = 0; y < TILE_TY; ++y) sum += col_sum[y][tid];
+        if (p.partial != NULL)
+            p.partial[row_tile * p.cols + col0 + tid] = sum;
+        else
+            dbias_write(p.dbias, p.dbias_bf16, p.dbias_accumulate, col0 + tid, sum);
+    }
+    if (p.amax != NULL) block_amax_atomic<CAST_THREADS>(a, p.amax);
+}
+
+/* Row tiles of a tiled cast over `rows`. */
+static inline int64_t cast_tile_row_tiles(int64_t rows) { return (rows + TILE_ROWS - 1) / TILE_ROWS; }
+
+/* Launch the tile kernel for p (rows, cols > 0; out, out_t, amax, scale_inv,
+ * noop, dbias, dbias_bf16, dbias_accumulate, w_out and w_out_t filled in)
+ * and src, then dbias_reduce_kernel when there are several row tiles. Fills
+ * p->col_tiles and p->partial (ctx scratch; F8_ERR_STATE, before any launch,
+ * if fewer than row_tiles * cols * 4 bytes are reserved: `reserve` names the
+ * function that sizes it). `op` names the operation in messages. */
+template <typename SRC>
+static f8_status cast_tile_launch(f8_ctx *ctx, cast_tile_params *p, const SRC &src, int e5m2, const char *op,
+                                  const char *reserve)
+{
+    constexpr int TC = TILE_TX * SRC::VEC;
+    const int64_t row_tiles = cast_tile_row_tiles(p->rows);
+    const int64_t col_tiles = (p->cols + TC - 1) / TC;
+    if (row_tiles > INT_MAX / col_tiles)
+        return f8i_error(ctx, F8_ERR_UNSUPPORTED, "%s: [%lld, %lld] has too many tiles for one launch", op,
+                         (long long)p->rows, (long long)p->cols);
+    p->col_tiles = (int)col_tiles;
+    p->partial = NULL;
+    if (p->dbias != NULL && row_tiles > 1) {
+        /* Checked before any launch, so a failing call writes nothing. */
+        const size_t need = (size_t)row_tiles * (size_t)p->cols * sizeof(float);
+        if (ctx->scratch == NULL || ctx->scratch_bytes < need)
+            return f8i_error(ctx, F8_ERR_STATE,
+                             "%s with dbias of [%lld, %lld] needs %zu bytes of ctx scratch, %zu reserved "
+                             "(reserve %s at creation)",
+                             op, (long long)p->rows, (long long)p->cols, need, ctx->scratch_bytes, reserve);
+        p->partial = (float *)ctx->scratch;
+    }
+
+    cudaStream_t stream = f8i_stream(ctx);
+    const unsigned blocks = (unsigned)(row_tiles * col_tiles);
+    if (p->dbias != NULL && e5m2)
+        cast_tile_kernel<SRC, 1, 1><<<blocks, CAST_THREADS, 0, stream>>>(*p, src);
+    else if (p->dbias != NULL)
+        cast_tile_kernel<SRC, 0, 1><<<blocks, CAST_THREADS, 0, stream>>>(*p, src);
+    else if (e5m2)
+        cast_tile_kernel<SRC, 1, 0><<<blocks, CAST_THREADS, 0, stream>>>(*p, src);
+    else
+        cast_tile_kernel<SRC, 0, 0><<<blocks, CAST_THREADS, 0, stream>>>(*p, src);
+    f8_status st = f8i_cuda_launch_check(ctx, "cast_tile_kernel");
+    if (st != F8_OK || p->partial == NULL) return st;
+
+    const unsigned rblocks = (unsigned)((p->cols + 31) / 32);
+    dbias_reduce_kernel<<<rblocks, dim3(32, F8I_REDUCE_SPLIT), 0, stream>>>(p->partial, row_tiles, p->cols, p->dbias,
+                                                                        p->dbias_bf16, p->dbias_accumulate, p->noop);
+    return f8i_cuda_launch_check(ctx, "dbias_reduce_kernel");
+}
+
+#endif /* F8_CUDA_CAST_TILE_CUH */
