@@ -38,8 +38,9 @@
  *    roundings differ, TOL_AMAX 1e-6 relative. scale_inv = 1/scale: exact.
  *  - RELU, REGLU and SRELU involve one rounded multiply at most (no
  *    transcendental, no sum): their values, codes and amax must be EQUAL.
- * Shapes: one row, one column (legal for norms), odd/prime sizes, zero rows,
- * and 2048 x 4096 (left out when F8_TEST_QUICK is set, for compute-sanitizer).
+ * Shapes: one row, one column (legal for norms), odd/prime sizes, rows wider
+ * than the CUDA norm kernels keep in registers, zero rows, and 2048 x 4096
+ * (left out when F8_TEST_QUICK is set, for compute-sanitizer).
  * Without a GPU (or in a CUDA=0 build) the program reports itself skipped.
  */
 #include <float.h>
@@ -439,7 +440,10 @@ static void run_norm_fwd(env *e, const norm_case *nc)
     norm_io_free(&io);
 }
 
-static const shape NORM_SHAPES[] = {{7, 11}, {1, 3221}, {2333, 1}, {1481, 677}, {0, 64}, {2048, 4096}};
+/* 8200 and 17001 columns take the CUDA backend's "wide" backward (> 8192)
+ * and forward (> 16384) kernels. */
+static const shape NORM_SHAPES[] = {{7, 11}, {1, 3221}, {2333, 1}, {1481, 677}, {33, 8200}, {5, 17001}, {0, 64},
+                                    {2048, 4096}};
 #define LARGE(s) ((s).rows * (s).cols > (int64_t)4 << 20)
 
 static void test_norm_fwd(env *e)

@@ -1,0 +1,358 @@
+/*
+ * bench_modules.c — the fused modules' kernels and f8_layernorm_mlp on the GPU.
+ *
+ * 1. Memory-bound kernels, called through the backend table (ctx->be) with the
+ *    dtypes the modules use, against the measured device-to-device copy
+ *    bandwidth: the norm forward with FP8 output (x BF16 8192 x 4096, gamma/
+ *    beta BF16, mu and rsigma written; target >= 75% of copy), the norm
+ *    backward, the activation forward with FP8 output and the fused
+ *    activation backward (h1 BF16 and da FP32 in; d as E5M2 codes, their
+ *    transpose, amax, scale_inv and the BF16 bias gradient out) at the MLP's
+ *    8192 tokens x ffn 16384, GELU and SwiGLU. Bytes are the fewest each op
+ *    must move: every input read once, every output written once.
+ * 2. f8_layernorm_mlp forward and forward+backward at hidden 4096, ffn 16384,
+ *    tokens 8192, GELU and SwiGLU (fc1 32768 wide), FP8 (param BF16) against
+ *    the BF16 path (param BF16, fp8 = 0); x, y, dy, dx BF16; microbatch NONE,
+ *    so each forward casts both weights. GPU time per call (bench_util.h says
+ *    how it is taken), TFLOP/s, and the ratio to the GEMM-only lower bound:
+ *    the GEMMs the module itself issued, recorded by a tap on ctx->be->gemm
+ *    and replayed alone. Targets on the H200: FP8 forward+backward >= 1.5x
+ *    the BF16 path and within 15% of its GEMM-only bound.
+ * Inputs are random (never zeros); at these sizes every operand is several
+ * times L2, so no rotation is needed. Runs in well under two minutes.
+ */
+#include "bench_util.h"
+#include "f8i.h"
+
+#define MAX_REC 16
+#define NORM_TARGET 0.75
+#define SPEEDUP_TARGET 1.5
+#define BOUND_TARGET 1.15
+
+/* ------------------------------------------------------------------------ */
+/* GEMM tap                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* The backend table with gemm wrapped to record its arguments. File-scope
+ * state is fine in a benchmark program (the library keeps none): the wrapper
+ * has no other way to find it. */
+typedef struct tap {
+    const f8i_backend *real;
+    f8i_backend table;
+    int nrec;
+    f8i_gemm_args rec[MAX_REC];
+} tap;
+static tap g_tap;
+
+static f8_status tap_gemm(f8_ctx *c, const f8i_gemm_args *a)
+{
+    if (g_tap.nrec < MAX_REC) g_tap.rec[g_tap.nrec] = *a;
+    g_tap.nrec++;
+    return g_tap.real->gemm(c, a);
+}
+
+static void tap_install(f8_ctx *ctx)
+{
+    g_tap.real = ctx->be;
+    g_tap.table = *ctx->be;
+    g_tap.table.gemm = tap_gemm;
+    g_tap.nrec = 0;
+    ctx->be = &g_tap.table;
+}
+
+static void tap_remove(f8_ctx *ctx) { ctx->be = g_tap.real; }
+
+/* ------------------------------------------------------------------------ */
+/* Kernels                                                                   */
+/* ------------------------------------------------------------------------ */
+
+enum kop { K_NORM_FWD, K_NORM_BWD, K_ACT_FWD, K_ACT_BWD };
+
+typedef struct kcase {
+    const char *name;
+    enum kop op;
+    int rms;              /* norms */
+    f8_activation act;    /* activations */
+    int64_t rows, cols;   /* cols: the norm's width, or the activation's output width (ffn) */
+} kcase;
+
+typedef struct karg {
+    f8_ctx *ctx;
+    const kcase *kc;
+    void *in[2], *in2[2], *out[2], *out_t[2]; /* two sets, call i uses set i % 2 */
+    void *gamma, *beta, *dgamma, *dbeta, *dbias;
+    float *mu, *rsigma, *scalars; /* scalars: scale, amax, scale_inv */
+} karg;
+
+static void kcall(void *p, int i)
+{
+    karg *k = p;
+    f8_ctx *ctx = k->ctx;
+    const kcase *kc = k->kc;
+    const int s = i & 1;
+    switch (kc->op) {
+    case K_NORM_FWD: {
+        f8i_norm_fwd_args a = {.x = k->in[s], .x_dtype = F8_DTYPE_BF16, .rows = kc->rows, .cols = kc->cols,
+                               .gamma = k->gamma, .beta = k->beta, .param_dtype = F8_DTYPE_BF16, .rms = kc->rms,
+                               .eps = 1e-5f, .y = k->out[s], .y_dtype = F8_DTYPE_E4M3, .scale = k->scalars,
+                               .amax = k->scalars + 1, .scale_inv = k->scalars + 2,
+                               .mu = kc->rms ? NULL : k->mu, .rsigma = k->rsigma};
+        BENCH_F8(ctx, ctx->be->norm_fwd(ctx, &a));
+        break;
+    }
+    case K_NORM_BWD: {
+        /* as the modules call it: dln FP32, x BF16, dx BF16, BF16 grads accumulated */
+        f8i_norm_bwd_args a = {.dy = k->in2[s], .dy_dtype = F8_DTYPE_FP32, .x = k->in[s], .x_dtype = F8_DTYPE_BF16,
+                               .rows = kc->rows, .cols = kc->cols, .mu = kc->rms ? NULL : k->mu,
+                               .rsigma = k->rsigma, .gamma = k->gamma, .param_dtype = F8_DTYPE_BF16,
+                               .rms = kc->rms, .dx = k->out[s], .dx_dtype = F8_DTYPE_BF16, .dgamma = k->dgamma,
+                               .dbeta = kc->rms ? NULL : k->dbeta, .accumulate = 1};
+        BENCH_F8(ctx, ctx->be->norm_bwd(ctx, &a));
+        break;
+    }
+    case K_ACT_FWD: {
+        f8i_act_fwd_args a = {.act = kc->act, .x = k->in[s], .x_dtype = F8_DTYPE_BF16, .rows = kc->rows,
+                              .cols = kc->cols, .y = k->out[s], .y_dtype = F8_DTYPE_E4M3, .scale = k->scalars,
+                              .amax = k->scalars + 1, .scale_inv = k->scalars + 2};
+        BENCH_F8(ctx, ctx->be->act_fwd(ctx, &a));
+        break;
+    }
+    default: {
+        f8i_act_bwd_args a = {.act = kc->act, .x = k->in[s], .x_dtype = F8_DTYPE_BF16, .dy = k->in2[s],
+                              .dy_dtype = F8_DTYPE_FP32, .rows = kc->rows, .cols = kc->cols, .out = k->out[s],
+                              .out_t = k->out_t[s], .out_dtype = F8_DTYPE_E5M2, .scale = k->scalars,
+                              .amax = k->scalars + 1, .scale_inv = k->scalars + 2, .dbias = k->dbias,
+                              .dbias_dtype = F8_DTYPE_BF16, .dbias_accumulate = 1};
+        BENCH_F8(ctx, ctx->be->act_bwd(ctx, &a));
+    }
+    }
+}
+
+/* Fewest bytes: inputs read once, outputs written once (the reduction
+ * partials and the amax atomics are the kernel's own overhead). */
+static double kbytes(const kcase *kc)
+{
+    const double R = (double)kc->rows, C = (double)kc->cols, n = R * C;
+    const double cin = f8_activation_gated(kc->act) ? 2 * C : C;
+    switch (kc->op) {
+    case K_NORM_FWD: return 2 * n + n + (kc->rms ? 4 : 8) * R + (kc->rms ? 2 : 4) * C;
+    case K_NORM_BWD: return 4 * n + 2 * n + 2 * n + (kc->rms ? 4 : 8) * R + (kc->rms ? 6 : 10) * C;
+    case K_ACT_FWD: return 2 * R * cin + n;
+    default: return 2 * R * cin + 4 * n + 2 * R * cin + 4 * cin;
+    }
+}
+
+static void run_kernel(f8_ctx *ctx, bench_log *log, const kcase *kc, double copy_gbps)
+{
+    void *stream = f8_ctx_stream(ctx);
+    const int64_t R = kc->rows, C = kc->cols, Ci = kc->op >= K_ACT_FWD && f8_activation_gated(kc->act) ? 2 * C : C;
+    karg k = {.ctx = ctx, .kc = kc};
+    for (int s = 0; s < 2; s++) {
+        k.in[s] = bench_alloc_random(stream, F8_DTYPE_BF16, R * Ci, 10 + (uint64_t)s, 2.0f);
+        if (kc->op == K_NORM_BWD || kc->op == K_ACT_BWD)
+            k.in2[s] = bench_alloc_random(stream, F8_DTYPE_FP32, R * C, 20 + (uint64_t)s, 1.0f);
+        const size_t out_bytes = (size_t)(R * (kc->op == K_ACT_BWD ? Ci : C)) * (kc->op == K_NORM_BWD ? 2 : 1);
+        BENCH_CUDA(cudaMalloc(&k.out[s], out_bytes));
+        if (kc->op == K_ACT_BWD) BENCH_CUDA(cudaMalloc(&k.out_t[s], out_bytes));
+    }
+    k.gamma = bench_alloc_random(stream, F8_DTYPE_BF16, C, 30, 1.0f);
+    k.beta = bench_alloc_random(stream, F8_DTYPE_BF16, C, 31, 0.3f);
+    k.dgamma = bench_alloc_random(stream, F8_DTYPE_BF16, C, 32, 1.0f);
+    k.dbeta = bench_alloc_random(stream, F8_DTYPE_BF16, C, 33, 1.0f);
+    k.dbias = bench_alloc_random(stream, F8_DTYPE_BF16, Ci, 34, 1.0f);
+    k.mu = bench_alloc_random(stream, F8_DTYPE_FP32, R, 35, 0.1f);
+    k.rsigma = bench_alloc_random(stream, F8_DTYPE_FP32, R, 36, 0.1f); /* |rsigma| ~ 0.1: finite outputs */
+    const float scalars[3] = {16.0f, 0.0f, 1.0f / 16.0f};
+    BENCH_CUDA(cudaMalloc((void **)&k.scalars, sizeof scalars));
+    BENCH_CUDA(cudaMemcpy(k.scalars, scalars, sizeof scalars, cudaMemcpyHostToDevice));
+    BENCH_CUDA(cudaStreamSynchronize((cudaStream_t)stream));
+
+    const double bytes = kbytes(kc);
+    bench_times t = bench_time(stream, kcall, &k, bench_reps(bytes / 3e3, 40, 10, 100));
+    const double gbps = bytes / (t.gpu_us * 1e-6) / 1e9, frac = gbps / copy_gbps;
+    const int judged = kc->op == K_NORM_FWD;
+    const char *verdict = judged ? (frac >= NORM_TARGET ? "ok (>= 75%)" : "MISS (< 75%)") : "";
+    printf("%-22s %-7s %5lldx%-6lld %9.1f %9.1f %8.1f %7.1f%%  %s\n", kc->name,
+           kc->op >= K_ACT_FWD ? (kc->act == F8_ACT_SWIGLU ? "swiglu" : "gelu") : (kc->rms ? "rms" : "ln"),
+           (long long)R, (long long)C, bytes / 1e6, t.gpu_us, gbps, 100 * frac, verdict);
+    bench_json(log,
+               "{\"bench\":\"%s\",\"variant\":\"%s\",\"shape\":[%lld,%lld],\"bytes\":%.0f,\"gpu_us\":%.3f,"
+               "\"gbps\":%.1f,\"copy_gbps\":%.1f,\"frac_copy\":%.4f%s}",
+               kc->name, kc->op >= K_ACT_FWD ? (kc->act == F8_ACT_SWIGLU ? "swiglu" : "gelu") : (kc->rms ? "rms" : "ln"),
+               (long long)R, (long long)C, bytes, t.gpu_us, gbps, copy_gbps, frac,
+               judged ? (frac >= NORM_TARGET ? ",\"target\":0.75,\"meets\":true" : ",\"target\":0.75,\"meets\":false")
+                      : "");
+    for (int s = 0; s < 2; s++) {
+        void *bufs[] = {k.in[s], k.in2[s], k.out[s], k.out_t[s]};
+        for (int j = 0; j < 4; j++)
+            if (bufs[j]) BENCH_CUDA(cudaFree(bufs[j]));
+    }
+    void *rest[] = {k.gamma, k.beta, k.dgamma, k.dbeta, k.dbias, k.mu, k.rsigma, k.scalars};
+    for (int j = 0; j < 8; j++) BENCH_CUDA(cudaFree(rest[j]));
+}
+
+/* ------------------------------------------------------------------------ */
+/* LayerNormMLP                                                              */
+/* ------------------------------------------------------------------------ */
+
+typedef struct marg {
+    f8_ctx *ctx;
+    f8_layernorm_mlp *mlp;
+    f8_layernorm_mlp_saved *saved;
+    f8_tensor x, y, dy, dx;
+    int backward;
+    f8i_gemm_args rec[2][MAX_REC]; /* [backward]: the GEMMs one call issued */
+    int nrec[2];
+} marg;
+
+static void mlp_call(void *p, int i)
+{
+    marg *m = p;
+    (void)i;
+    BENCH_F8(m->ctx, f8_layernorm_mlp_forward(m->mlp, &m->x, &m->y, F8_MICROBATCH_NONE, m->saved));
+    if (m->backward) BENCH_F8(m->ctx, f8_layernorm_mlp_backward(m->mlp, m->saved, &m->dy, &m->dx));
+}
+
+static void gemms_call(void *p, int i)
+{
+    marg *m = p;
+    (void)i;
+    for (int j = 0; j < m->nrec[m->backward]; j++) BENCH_F8(m->ctx, m->ctx->be->gemm(m->ctx, &m->rec[m->backward][j]));
+}
+
+typedef struct mresult {
+    bench_times layer[2], gemm[2]; /* [backward] */
+    int ngemm[2];
+} mresult;
+
+static mresult run_mlp(f8_ctx *ctx, int64_t T, int64_t H, int64_t F, f8_activation act, int fp8)
+{
+    void *stream = f8_ctx_stream(ctx);
+    static marg m; /* large (recorded GEMM args) */
+    memset(&m, 0, sizeof m);
+    m.ctx = ctx;
+    f8_layernorm_mlp_config cfg = f8_layernorm_mlp_config_default(H, F);
+    cfg.activation = act, cfg.param_dtype = F8_DTYPE_BF16, cfg.fp8 = fp8, cfg.max_tokens = T;
+    BENCH_F8(ctx, f8_layernorm_mlp_create(ctx, &cfg, &m.mlp));
+    BENCH_F8(ctx, f8_layernorm_mlp_saved_create(m.mlp, &m.saved));
+    static const f8_param biases[2] = {F8_PARAM_FC1_BIAS, F8_PARAM_FC2_BIAS};
+    for (int b = 0; b < 2; b++) { /* non-zero biases, as in training */
+        f8_tensor v;
+        BENCH_F8(ctx, f8_layernorm_mlp_param(m.mlp, biases[b], 0, &v));
+        BENCH_CUDA((cudaError_t)bench_fill_random(stream, v.data, v.dtype, v.rows * v.cols, 40 + (uint64_t)b, 0.1f));
+    }
+    m.x = f8_tensor_make(bench_alloc_random(stream, F8_DTYPE_BF16, T * H, 50, 1.0f), F8_DTYPE_BF16, T, H);
+    m.dy = f8_tensor_make(bench_alloc_random(stream, F8_DTYPE_BF16, T * H, 51, 1.0f), F8_DTYPE_BF16, T, H);
+    m.y = f8_tensor_make(bench_alloc_random(stream, F8_DTYPE_BF16, T * H, 52, 1.0f), F8_DTYPE_BF16, T, H);
+    m.dx = f8_tensor_make(bench_alloc_random(stream, F8_DTYPE_BF16, T * H, 53, 1.0f), F8_DTYPE_BF16, T, H);
+
+    /* Warm up (plans, lazily made buffers), then record the GEMMs of each pass. */
+    m.backward = 1;
+    mlp_call(&m, 0);
+    BENCH_F8(ctx, f8_ctx_synchronize(ctx));
+    mresult r;
+    memset(&r, 0, sizeof r);
+    tap_install(ctx);
+    for (int bwd = 0; bwd < 2; bwd++) {
+        m.backward = bwd;
+        g_tap.nrec = 0;
+        mlp_call(&m, 0);
+        if (g_tap.nrec > MAX_REC) {
+            fprintf(stderr, "bench_modules: %d GEMMs in one call, more than %d recorded\n", g_tap.nrec, MAX_REC);
+            exit(1);
+        }
+        m.nrec[bwd] = r.ngemm[bwd] = g_tap.nrec;
+        memcpy(m.rec[bwd], g_tap.rec, sizeof g_tap.rec);
+    }
+    tap_remove(ctx);
+    BENCH_F8(ctx, f8_ctx_synchronize(ctx));
+
+    const int64_t F1 = f8_activation_gated(act) ? 2 * F : F;
+    const double flop = 2.0 * (double)T * (double)H * (double)(F1 + F);
+    for (int bwd = 0; bwd < 2; bwd++) {
+        m.backward = bwd;
+        const double est = (bwd ? 3 : 1) * flop / (fp8 ? 1.1e9 : 0.6e9) + 50.0; /* us */
+        const int reps = bench_reps(est, 80, 5, 30);
+        r.layer[bwd] = bench_time(stream, mlp_call, &m, reps);
+        r.gemm[bwd] = bench_time(stream, gemms_call, &m, reps);
+    }
+    f8_tensor *t[] = {&m.x, &m.y, &m.dy, &m.dx};
+    for (int j = 0; j < 4; j++) BENCH_CUDA(cudaFree(t[j]->data));
+    f8_layernorm_mlp_saved_destroy(m.saved);
+    f8_layernorm_mlp_destroy(m.mlp);
+    return r;
+}
+
+int main(void)
+{
+    f8_ctx *ctx = bench_ctx_or_skip("bench_modules");
+    if (!ctx) return 0;
+    void *stream = f8_ctx_stream(ctx);
+    bench_print_device("bench_modules");
+    bench_log log = {NULL, 0, 0};
+    const double copy = bench_copy_gbps(stream);
+    printf("device-to-device copy: %.1f GB/s (1 GiB cudaMemcpyAsync, read + write)\n\n", copy);
+    bench_json(&log, "{\"bench\":\"copy\",\"bytes\":%.0f,\"gbps\":%.1f}", 2.0 * (1u << 30), copy);
+
+    /* the reductions (dgamma/dbeta, dbias) work in ctx scratch a module would reserve */
+    BENCH_F8(ctx, f8i_scratch_reserve(ctx, f8i_reduce_scratch_bytes(8192, 32768)));
+    static const kcase kernels[] = {
+        {"norm_fwd_fp8", K_NORM_FWD, 0, F8_ACT_GELU, 8192, 4096},
+        {"norm_fwd_fp8", K_NORM_FWD, 1, F8_ACT_GELU, 8192, 4096},
+        {"norm_bwd", K_NORM_BWD, 0, F8_ACT_GELU, 8192, 4096},
+        {"norm_bwd", K_NORM_BWD, 1, F8_ACT_GELU, 8192, 4096},
+        {"act_fwd_fp8", K_ACT_FWD, 0, F8_ACT_GELU, 8192, 16384},
+        {"act_fwd_fp8", K_ACT_FWD, 0, F8_ACT_SWIGLU, 8192, 16384},
+        {"act_bwd_fused", K_ACT_BWD, 0, F8_ACT_GELU, 8192, 16384},
+        {"act_bwd_fused", K_ACT_BWD, 0, F8_ACT_SWIGLU, 8192, 16384},
+    };
+    printf("%-22s %-7s %-12s %9s %9s %8s %8s  %s\n", "kernel", "variant", "shape", "MB moved", "GPU us", "GB/s",
+           "of copy", "target");
+    for (size_t c = 0; c < sizeof kernels / sizeof kernels[0]; c++) run_kernel(ctx, &log, &kernels[c], copy);
+
+    const int64_t T = 8192, H = 4096, F = 16384;
+    static const f8_activation acts[2] = {F8_ACT_GELU, F8_ACT_SWIGLU};
+    static const char *pass[2] = {"fwd", "fwd+bwd"};
+    printf("\nf8_layernorm_mlp, tokens %lld, hidden %lld, ffn %lld, param bf16, microbatch NONE\n", (long long)T,
+           (long long)H, (long long)F);
+    printf("%-7s %-4s %-8s %10s %10s %9s %6s %10s %9s\n", "act", "mode", "pass", "GPU us", "wall us", "TFLOP/s",
+           "GEMMs", "GEMM-only", "GPU/GEMM");
+    for (int a = 0; a < 2; a++) {
+        const int64_t F1 = f8_activation_gated(acts[a]) ? 2 * F : F;
+        const double flop = 2.0 * (double)T * (double)H * (double)(F1 + F);
+        const char *an = acts[a] == F8_ACT_GELU ? "gelu" : "swiglu";
+        mresult r[2]; /* [fp8] */
+        for (int fp8 = 1; fp8 >= 0; fp8--) {
+            r[fp8] = run_mlp(ctx, T, H, F, acts[a], fp8);
+            for (int b = 0; b < 2; b++) {
+                const bench_times *t = &r[fp8].layer[b];
+                const double g = r[fp8].gemm[b].gpu_us, tf = (b ? 3 : 1) * flop / (t->gpu_us * 1e-6) / 1e12;
+                printf("%-7s %-4s %-8s %10.1f %10.1f %9.1f %6d %10.1f %9.3f\n", an, fp8 ? "fp8" : "bf16", pass[b],
+                       t->gpu_us, t->wall_us, tf, r[fp8].ngemm[b], g, t->gpu_us / g);
+                bench_json(&log,
+                           "{\"bench\":\"layernorm_mlp\",\"act\":\"%s\",\"shape\":[%lld,%lld,%lld],\"mode\":\"%s\","
+                           "\"pass\":\"%s\",\"gpu_us\":%.3f,\"wall_us\":%.3f,\"host_us\":%.3f,\"tflops\":%.2f,"
+                           "\"gemms\":%d,\"gemm_only_us\":%.3f,\"ratio_gpu\":%.4f}",
+                           an, (long long)T, (long long)H, (long long)F, fp8 ? "fp8" : "bf16", pass[b], t->gpu_us,
+                           t->wall_us, t->host_us, tf, r[fp8].ngemm[b], g, t->gpu_us / g);
+            }
+        }
+        for (int b = 0; b < 2; b++)
+            printf("%-7s fp8 speedup over bf16, %s: %.2fx GPU, %.2fx wall\n", an, pass[b],
+                   r[0].layer[b].gpu_us / r[1].layer[b].gpu_us, r[0].layer[b].wall_us / r[1].layer[b].wall_us);
+        const double sp = r[0].layer[1].gpu_us / r[1].layer[1].gpu_us;
+        const double over = r[1].layer[1].gpu_us / r[1].gemm[1].gpu_us;
+        printf("%-7s target fp8 fwd+bwd >= %.1fx bf16: %.2fx %s; within %.0f%% of its %d GEMMs: %.3f %s\n", an,
+               SPEEDUP_TARGET, sp, sp >= SPEEDUP_TARGET ? "ok" : "MISS", 100 * (BOUND_TARGET - 1), r[1].ngemm[1], over,
+               over <= BOUND_TARGET ? "ok" : "MISS");
+        bench_json(&log,
+                   "{\"bench\":\"layernorm_mlp_targets\",\"act\":\"%s\",\"shape\":[%lld,%lld,%lld],"
+                   "\"fp8_over_bf16\":%.4f,\"meets_1_5x\":%s,\"over_gemms\":%.4f,\"meets_15pct\":%s}",
+                   an, (long long)T, (long long)H, (long long)F, sp, sp >= SPEEDUP_TARGET ? "true" : "false", over,
+                   over <= BOUND_TARGET ? "true" : "false");
+    }
+    printf("\n");
+    bench_log_flush(&log);
+    f8_ctx_destroy(ctx);
+    return 0;
+}
