@@ -43,11 +43,17 @@
  *  - Slots: amax (and the scales derived from it) bit-identical where the
  *    amax comes from identical inputs (weights, dy); norm-output amax within
  *    1e-5 relative (2^-7 when it is taken from a BF16 norm output); amaxes of
- *    the activation and the d-activation within 5e-3 (at their largest
- *    element, h1's fast-accumulation difference).
- * The bounds built on the 2e-3 fast-accumulation bound are loose if the
- * measured fast-accumulation error is smaller; the program prints the worst
- * err/tol of each class so they can be tightened from a GPU run.
+ *    the activation and the d-activation within 1e-2 (h1's fast-accumulation
+ *    difference at their largest element, doubled by SReLU's square).
+ * The bounds built on the 2e-3 fast-accumulation bound were checked without
+ * a GPU by emulation: multiplying every element of the CPU's fprop FP8 GEMM
+ * outputs by (1 + 2e-3·N(0,1)) on one side of a CPU-CPU pair gave at most
+ * 0.91 of TOL_MLP_FP8, 0.38 of TOL_MLP_KINK, 0.70 of the LayerNormLinear
+ * bounds, 0.86 of the slot bounds, 0.67 against the regression oracle
+ * (small tensors, where one flipped code weighs most, set the worst). They
+ * are loose if the measured fast-accumulation error is smaller; the program
+ * prints the worst err/tol of each class so they can be tightened from a GPU
+ * run.
  * F8_TEST_QUICK leaves out the large cases. Without a GPU the program reports
  * itself skipped.
  */
@@ -71,7 +77,7 @@ enum { CPU = 0, GPU = 1 };
 #define TOL_MLP_DB1 5e-3
 #define TOL_MLP_KINK 6e-2
 #define TOL_SLOT_NORM 1e-5
-#define TOL_SLOT_ACT 5e-3
+#define TOL_SLOT_ACT 1e-2
 
 /* Tolerance classes, for the worst err/tol report. */
 enum { C_FP32, C_BF16, C_LNL, C_MLP, C_KINK, C_SLOT, C_ORACLE, C_COUNT };
