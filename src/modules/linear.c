@@ -14,9 +14,10 @@
  * its bytes), X8ᵀ's copy saved at forward time, G8's written by its cast.
  * With FP8 off the same products run in the parameter dtype with trans flags
  * (NN dgrad, NT wgrad) and the bias gradient is a GEMM against a ones vector.
- * Scratch (ctx->scratch, shared by all modules within one call) holds what
- * does not outlive a call; its first dbias_bytes belong to the backend's cast
- * for the bias-gradient partial sums.
+ * The weight, its workspace and the three GEMMs live in weight.c, shared
+ * with the fused modules. Scratch (ctx->scratch, shared by all modules within
+ * one call) holds what does not outlive a call; its first reduce_bytes belong
+ * to the backend's row reductions (the bias-gradient partial sums).
  */
 #include <stdlib.h>
 #include <string.h>
