@@ -361,6 +361,9 @@ typedef struct f8_linear_config {
     f8_dtype param_dtype;   /* master weights: FP32 or BF16; default FP32 */
     int fp8;                /* 1: FP8 GEMMs (E4M3 forward, recipe format backward); default 1 */
     int fuse_wgrad_accumulation; /* 1: wgrad goes into the caller's FP32 main_grad; default 0 */
+    int fp8_weights;        /* 1: FP8 primary weight (TE's fp8_model_init): W is kept only in
+                               FP8, no copy in param_dtype; needs fp8; default 0. See
+                               "FP8 primary weights" below */
     int64_t max_tokens;     /* largest T of any call (sizes scratch and saved state); default 4096 */
     uint64_t seed;          /* weight init: N(0, 0.02^2) from this seed; bias 0; default 1 */
 } f8_linear_config;
@@ -495,6 +498,7 @@ typedef struct f8_layernorm_linear_config {
     f8_dtype param_dtype;     /* FP32 or BF16; default FP32 */
     int fp8;                  /* default 1 */
     int fuse_wgrad_accumulation; /* default 0 */
+    int fp8_weights;          /* FP8 primary weight W (as f8_linear_config); default 0 */
     int64_t max_tokens;       /* default 4096 */
     uint64_t seed;            /* W ~ N(0, 0.02²); default 1 */
 } f8_layernorm_linear_config;
@@ -555,6 +559,7 @@ typedef struct f8_layernorm_mlp_config {
     f8_dtype param_dtype;     /* FP32 or BF16; default FP32 */
     int fp8;                  /* default 1 */
     int fuse_wgrad_accumulation; /* default 0 */
+    int fp8_weights;          /* FP8 primary fc1 and fc2 weights (as f8_linear_config); default 0 */
     int64_t max_tokens;       /* default 4096 */
     uint64_t seed;            /* default 1 */
 } f8_layernorm_mlp_config;
@@ -590,6 +595,212 @@ f8_status f8_layernorm_mlp_forward(f8_layernorm_mlp *module, const f8_tensor *x,
 /* Backward: dy [T, H] → dx [T, H] (or NULL); all parameter gradients += . */
 f8_status f8_layernorm_mlp_backward(f8_layernorm_mlp *module, f8_layernorm_mlp_saved *saved, const f8_tensor *dy,
                                     f8_tensor *dx);
+
+/* ------------------------------------------------------------------------ */
+/* FP8 primary weights (TE's fp8_model_init)                                 */
+/* ------------------------------------------------------------------------ */
+
+/* A module created with config.fp8_weights = 1 keeps each weight only as an
+ * FP8 tensor (its workspace is the parameter): 1 byte per element plus the
+ * transpose, no master copy. It is initialised by quantizing the usual
+ * N(0, 0.02²) init with the weight slot's scale (1 at creation). Its gradient
+ * is still kept in param_dtype (or main_grad), for an optimizer that holds
+ * the FP32 master weights itself and writes them back after each step:
+ *
+ *   optimizer step on your master copy;
+ *   f8_linear_write_weight(l, &master)  (and every other FP8-weight module);
+ *   f8_ctx_update_weight_scales(ctx);
+ *
+ * The param view of such a weight is the FP8 data with its private
+ * scale_inv (read it; write only through *_write_weight). The microbatch
+ * argument then only decides main_grad accumulation and whether the forward
+ * fills the transpose (FIRST) or backward makes it lazily; in graph mode
+ * (f8_ctx_set_weight_noop) every forward re-makes the transpose under the
+ * ctx noop flag, so a captured graph stays right after weight writes. */
+
+/* Write new weight values. src: FP32 or BF16, the weight's shape.
+ *   FP8 primary weight: data = fp8(src · weight-slot scale), the slot's amax
+ *     is recorded, the private scale_inv = 1/scale (same kernel), and the
+ *     cached transpose becomes invalid.
+ *   Master weight in param_dtype: src is converted into it; the workspace is
+ *     re-cast by the next forward whatever its microbatch (it is marked
+ *     unfilled), so no forward uses values older than the write.
+ * Asynchronous on the ctx stream. which (LayerNormMLP): 0 = fc1, 1 = fc2. */
+f8_status f8_linear_write_weight(f8_linear *linear, const f8_tensor *src);
+f8_status f8_layernorm_linear_write_weight(f8_layernorm_linear *module, const f8_tensor *src);
+f8_status f8_layernorm_mlp_write_weight(f8_layernorm_mlp *module, int which, const f8_tensor *src);
+
+/* The post-optimizer scale update of TE (§2.4 of the spec): the fused
+ * delayed-scaling update of f8_ctx_update_scales, over the forward slots of
+ * the modules created with fp8_weights only (all their forward slots, as TE
+ * does; slots whose accumulator is 0 keep their scale and do not roll).
+ * Nothing runs when the ctx has no such module. Asynchronous. */
+f8_status f8_ctx_update_weight_scales(f8_ctx *ctx);
+
+/* ------------------------------------------------------------------------ */
+/* Memory report and counters                                                */
+/* ------------------------------------------------------------------------ */
+
+typedef enum f8_mem_category {
+    F8_MEM_PARAMETERS = 0,          /* master weights, biases, norm parameters, FP8 primary weights */
+    F8_MEM_GRADIENTS = 1,           /* parameter gradients (not the caller's main_grad) */
+    F8_MEM_WORKSPACE_DATA = 2,      /* FP8 weight workspaces: data and private scale_inv */
+    F8_MEM_WORKSPACE_TRANSPOSE = 3, /* their cached transposes (allocated only when a backward needs one) */
+    F8_MEM_SAVED_ACTIVATIONS = 4,   /* saved-state objects (what forward keeps for backward) */
+    F8_MEM_SCALING_STATE = 5,       /* amax histories, scales, scale_invs */
+    F8_MEM_SCRATCH = 6,             /* the ctx scratch shared by modules within one call */
+    F8_MEM_OTHER = 7,               /* everything else: f8_ctx_alloc, qtensors, the noop flag, ... */
+    F8_MEM_COUNT = 8
+} f8_mem_category;
+
+/* "parameters", "gradients", ...; "unknown" otherwise. Static string. */
+const char *f8_mem_category_name(f8_mem_category category);
+
+/* Backend memory in bytes, by category (the sizes requested from the
+ * allocator; backend-internal memory such as the cuBLASLt workspace is not
+ * counted). total = the sum of bytes[]. */
+typedef struct f8_memory_report {
+    size_t bytes[F8_MEM_COUNT];
+    size_t total;
+} f8_memory_report;
+
+/* Everything the ctx and the objects made from it hold now. For a module:
+ * its own parameters, gradients, workspaces and the saved-state objects made
+ * from it that are alive, and its share of the scaling buffer (its slots'
+ * (history_len + 2) floats each); scratch is counted only by the ctx. */
+f8_status f8_ctx_memory(const f8_ctx *ctx, f8_memory_report *report);
+f8_status f8_linear_memory(const f8_linear *linear, f8_memory_report *report);
+f8_status f8_layernorm_linear_memory(const f8_layernorm_linear *module, f8_memory_report *report);
+f8_status f8_layernorm_mlp_memory(const f8_layernorm_mlp *module, f8_memory_report *report);
+
+/* Counters since the ctx was created (host-side, cheap to read).
+ *   allocations: backend allocations made (any object or f8_ctx_alloc);
+ *     a training step that allocates nothing leaves it unchanged.
+ *   frees: backend frees made.
+ *   launches: work items issued. CUDA: kernel launches, cuBLASLt matmuls and
+ *     asynchronous memsets/copies put on the stream (a graph replay counts 1).
+ *     CPU: backend operations run (each one is at least one CUDA launch).
+ *     Work skipped on the host (a cached workspace) is not counted; work
+ *     skipped on the device by the noop flag is. */
+typedef struct f8_ctx_counters {
+    uint64_t allocations;
+    uint64_t frees;
+    uint64_t launches;
+} f8_ctx_counters;
+
+f8_status f8_ctx_counters_read(const f8_ctx *ctx, f8_ctx_counters *counters);
+
+/* ------------------------------------------------------------------------ */
+/* Graphs: capture a sequence of f8 calls once, replay it cheaply            */
+/* ------------------------------------------------------------------------ */
+
+/* CUDA ctx: a CUDA graph captured from the ctx stream (cudaStreamBeginCapture
+ * in relaxed mode, instantiated at end). CPU ctx: the backend operations are
+ * recorded and replayed in order, with the same semantics, so graphed code
+ * can be tested anywhere.
+ *
+ * Between begin and end, f8 calls issue no work: they are recorded. Calls
+ * that would synchronize, read back or allocate (upload, download,
+ * synchronize, slot read/write, creating objects, a first use that allocates
+ * a lazy buffer) fail with F8_ERR_STATE, and the capture is then spoiled:
+ * end returns that error. Run one step eagerly before capturing (plans and
+ * lazy buffers are made then), and capture only after every module and slot
+ * exists (registering slots may move the scaling buffer).
+ *
+ * Everything a step reads per replay is in backend memory and captured by
+ * address: scales, amaxes, the noop flag, your inputs and outputs. Copy new
+ * inputs into the captured buffers before a replay. With weight caching use
+ * f8_ctx_set_weight_noop(ctx, 1) before capture and set the noop flag before
+ * each replay (0 on the first microbatch, 1 after): the weight casts are in
+ * the graph and the flag decides. f8_ctx_update_scales may be called inside a
+ * capture (the update is replayed) or outside, between replays. */
+typedef struct f8_graph f8_graph;
+
+f8_status f8_graph_begin(f8_ctx *ctx);
+/* [out] *graph: owned by the caller (f8_graph_destroy); NULL on error. */
+f8_status f8_graph_end(f8_ctx *ctx, f8_graph **graph);
+/* Issue the recorded work again on the ctx stream (asynchronous on CUDA). */
+f8_status f8_graph_replay(f8_graph *graph);
+void f8_graph_destroy(f8_graph *graph);
+/* 1 between f8_graph_begin and f8_graph_end. */
+int f8_ctx_capturing(const f8_ctx *ctx);
+
+/* ------------------------------------------------------------------------ */
+/* Checkpoints (safetensors)                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* An f8_checkpoint is a set of named tensors and string metadata held in
+ * host memory, saved to and loaded from one safetensors file: an 8-byte
+ * little-endian header length, a JSON header naming each tensor's dtype
+ * ("F32", "BF16", "F8_E4M3", "F8_E5M2", "I32", "U8"), shape and byte range,
+ * then the data. __metadata__ holds "format" = "f8" and
+ * "f8.format_version" = "1" plus the caller's pairs.
+ *
+ * A module is stored under a name prefix ("blocks.3.mlp") as
+ *   <prefix>.weight / .bias / .layer_norm_weight / .layer_norm_bias /
+ *   .fc1_weight / .fc1_bias / .fc2_weight / .fc2_bias   (those it has)
+ *   <prefix>.<weight>_scale_inv   the private scale_inv of an FP8 primary weight
+ *   <prefix>.fp8.fwd.amax_history [L, n], .fp8.fwd.scale [n], .fp8.fwd.scale_inv [n]
+ *   <prefix>.fp8.bwd.*            the same for its backward slots
+ * with the recipe in the metadata ("<prefix>.fp8.recipe"). FP8 primary
+ * weights are stored as F8_E4M3/F8_E5M2. Gradients and workspaces are not
+ * stored: restoring marks the workspaces unfilled, so the next forward casts.
+ * Restoring a module whose file has no fp8.* entries is legal: its slots
+ * start fresh (history 0, scale 1). A history of another length is cut or
+ * zero-padded at the end (TE's rule). */
+typedef struct f8_checkpoint f8_checkpoint;
+
+/* An empty checkpoint bound to ctx (whose memory the tensors come from and
+ * go to). */
+f8_status f8_checkpoint_create(f8_ctx *ctx, f8_checkpoint **checkpoint);
+void f8_checkpoint_destroy(f8_checkpoint *checkpoint);
+
+/* Parse a file (or bytes in memory) into a new checkpoint. The whole file is
+ * checked first: a truncated, oversized or malformed header, overlapping or
+ * out-of-range data, an unknown dtype, duplicate names, or a missing or newer
+ * f8.format_version give F8_ERR_IO (unreadable file) or F8_ERR_INVALID_ARGUMENT
+ * (bad contents) with the reason in f8_ctx_last_error, and *checkpoint NULL. */
+f8_status f8_checkpoint_load(f8_ctx *ctx, const char *path, f8_checkpoint **checkpoint);
+f8_status f8_checkpoint_load_memory(f8_ctx *ctx, const void *bytes, size_t size, f8_checkpoint **checkpoint);
+
+/* Write the checkpoint to path (through a temporary file renamed at the
+ * end, so a failed save leaves any old file intact). */
+f8_status f8_checkpoint_save(const f8_checkpoint *checkpoint, const char *path);
+
+/* Add a copy of a tensor in backend memory (synchronizes). FP8 tensors are
+ * stored as their codes; their scale_inv is not (store it as its own tensor).
+ * A name may be used once: F8_ERR_INVALID_ARGUMENT otherwise. */
+f8_status f8_checkpoint_add_tensor(f8_checkpoint *checkpoint, const char *name, const f8_tensor *tensor);
+/* Copy a stored tensor into dst (backend memory; same dtype and element
+ * count; a [1, n] or [n] tensor and a [rows, cols] one of the same count and
+ * rank agree when their shapes do). Missing name, other dtype or shape:
+ * F8_ERR_INVALID_ARGUMENT / F8_ERR_DTYPE / F8_ERR_SHAPE, dst unchanged. */
+f8_status f8_checkpoint_read_tensor(const f8_checkpoint *checkpoint, const char *name, f8_tensor *dst);
+/* 1 if a tensor of that name is stored. */
+int f8_checkpoint_has(const f8_checkpoint *checkpoint, const char *name);
+
+/* Metadata: key/value strings (keys starting with "f8." are the library's).
+ * get returns NULL when absent; the string is owned by the checkpoint. */
+f8_status f8_checkpoint_set_metadata(f8_checkpoint *checkpoint, const char *key, const char *value);
+const char *f8_checkpoint_metadata(const f8_checkpoint *checkpoint, const char *key);
+
+/* Store a module's parameters and scaling state under prefix (synchronizes). */
+f8_status f8_checkpoint_add_linear(f8_checkpoint *checkpoint, const char *prefix, f8_linear *linear);
+f8_status f8_checkpoint_add_layernorm_linear(f8_checkpoint *checkpoint, const char *prefix,
+                                             f8_layernorm_linear *module);
+f8_status f8_checkpoint_add_layernorm_mlp(f8_checkpoint *checkpoint, const char *prefix, f8_layernorm_mlp *module);
+
+/* Restore a module from the entries under prefix. Every entry is checked
+ * (present, dtype, shape, recipe format) before anything is written: on any
+ * error the module is unchanged. A module built with fp8_weights takes its
+ * weight from an F8 entry with its scale_inv, or quantizes an FP32/BF16 one
+ * (as *_write_weight); a high-precision module takes FP32/BF16 entries
+ * converted to its param_dtype, or dequantizes an F8 one. */
+f8_status f8_checkpoint_restore_linear(const f8_checkpoint *checkpoint, const char *prefix, f8_linear *linear);
+f8_status f8_checkpoint_restore_layernorm_linear(const f8_checkpoint *checkpoint, const char *prefix,
+                                                 f8_layernorm_linear *module);
+f8_status f8_checkpoint_restore_layernorm_mlp(const f8_checkpoint *checkpoint, const char *prefix,
+                                              f8_layernorm_mlp *module);
 
 #ifdef __cplusplus
 }

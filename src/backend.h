@@ -81,7 +81,7 @@ typedef struct f8i_gemm_args {
 
 /* The fused delayed-scaling update over `count` slots (columns) of one
  * direction. history is [L, ld] (row-major, row 0 = current accumulators),
- * scale and scale_inv are [count]. Per column, exactly as f8.h's
+ * scale and scale_inv are [ld]; the columns are 0..count-1 or cols[0..count). Per column, exactly as f8.h's
  * f8_ctx_update_scales says, with scale = scaled_max / amax (scaled_max =
  * ldexpf(fp8_max, -margin), precomputed on the host), the FLT_MAX clamp and
  * scale_inv = 1.0f / scale. max over the window uses fmaxf from 0. */
@@ -94,6 +94,8 @@ typedef struct f8i_scale_update_args {
     float *scale_inv;
     float scaled_max;
     f8_amax_algo algo;
+    const int32_t *cols; /* (count) backend memory: update only these columns of
+                            history/scale/scale_inv (ld wide); NULL = columns 0..count-1 */
 } f8i_scale_update_args;
 
 /* Room an op that reduces over rows (cast's dbias, norm_bwd's dgamma/dbeta)

@@ -95,7 +95,7 @@ f8_status f8_ctx_create(const f8_ctx_config *config, f8_ctx **ctx, char *error, 
         free(c);
         return st;
     }
-    st = be->alloc(c, sizeof(float), (void **)&c->noop);
+    st = f8i_alloc(c, F8_MEM_OTHER, NULL, sizeof(float), (void **)&c->noop);
     if (st == F8_OK) st = be->fill_f32(c, c->noop, 0.0f, 1);
     if (st == F8_OK) st = be->synchronize(c);
     if (st != F8_OK) {
@@ -111,10 +111,13 @@ void f8_ctx_destroy(f8_ctx *ctx)
 {
     if (!ctx) return;
     if (ctx->be_state) ctx->be->synchronize(ctx);
-    if (ctx->noop) ctx->be->free(ctx, ctx->noop);
-    if (ctx->scaling_buf) ctx->be->free(ctx, ctx->scaling_buf);
-    if (ctx->scratch) ctx->be->free(ctx, ctx->scratch);
+    f8i_free(ctx, ctx->noop);
+    f8i_free(ctx, ctx->scaling_buf);
+    f8i_free(ctx, ctx->scratch);
+    f8i_free(ctx, ctx->fp8_weight_cols_dev);
     ctx->be->state_destroy(ctx);
+    free(ctx->allocs);
+    free(ctx->fp8_weight_cols);
     free(ctx);
 }
 
@@ -145,12 +148,79 @@ f8_status f8_ctx_alloc(f8_ctx *ctx, size_t bytes, void **ptr)
     if (!ptr) return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "f8_ctx_alloc: ptr (the output) is NULL");
     *ptr = NULL;
     /* A zero-byte request still gets a distinct, freeable pointer. */
-    return ctx->be->alloc(ctx, bytes ? bytes : 1, ptr);
+    return f8i_alloc(ctx, F8_MEM_OTHER, NULL, bytes ? bytes : 1, ptr);
 }
 
 void f8_ctx_free(f8_ctx *ctx, void *ptr)
 {
-    if (ctx && ptr) ctx->be->free(ctx, ptr);
+    if (ctx && ptr) f8i_free(ctx, ptr);
+}
+
+f8_status f8i_alloc(f8_ctx *ctx, f8_mem_category category, f8_memory_report *acct, size_t bytes, void **ptr)
+{
+    *ptr = NULL;
+    if (ctx->capturing)
+        return f8i_error(ctx, F8_ERR_STATE, "allocation of %zu bytes while capturing a graph: create objects and run "
+                                            "one step eagerly before f8_graph_begin", bytes);
+    if (ctx->n_allocs == ctx->cap_allocs) {
+        size_t cap = ctx->cap_allocs ? 2 * ctx->cap_allocs : 64;
+        f8i_alloc_rec *t = (f8i_alloc_rec *)realloc(ctx->allocs, cap * sizeof *t);
+        if (!t) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "allocation table: out of host memory");
+        ctx->allocs = t;
+        ctx->cap_allocs = cap;
+    }
+    f8_status st = ctx->be->alloc(ctx, bytes, ptr);
+    if (st != F8_OK) return st;
+    f8i_alloc_rec r = {*ptr, bytes, (int)category, acct};
+    ctx->allocs[ctx->n_allocs++] = r;
+    ctx->counters.allocations++;
+    ctx->mem.bytes[category] += bytes;
+    ctx->mem.total += bytes;
+    if (acct) {
+        acct->bytes[category] += bytes;
+        acct->total += bytes;
+    }
+    return F8_OK;
+}
+
+void f8i_free(f8_ctx *ctx, void *ptr)
+{
+    if (!ptr) return;
+    for (size_t i = ctx->n_allocs; i-- > 0;) {
+        f8i_alloc_rec *r = &ctx->allocs[i];
+        if (r->ptr != ptr) continue;
+        ctx->mem.bytes[r->category] -= r->bytes;
+        ctx->mem.total -= r->bytes;
+        if (r->acct) {
+            r->acct->bytes[r->category] -= r->bytes;
+            r->acct->total -= r->bytes;
+        }
+        ctx->allocs[i] = ctx->allocs[--ctx->n_allocs];
+        break;
+    }
+    ctx->counters.frees++;
+    ctx->be->free(ctx, ptr);
+}
+
+const char *f8_mem_category_name(f8_mem_category c)
+{
+    static const char *const names[F8_MEM_COUNT] = {"parameters", "gradients", "workspace_data", "workspace_transpose",
+                                                     "saved_activations", "scaling_state", "scratch", "other"};
+    return (unsigned)c < F8_MEM_COUNT ? names[c] : "unknown";
+}
+
+f8_status f8_ctx_memory(const f8_ctx *ctx, f8_memory_report *report)
+{
+    if (!ctx || !report) return F8_ERR_INVALID_ARGUMENT;
+    *report = ctx->mem;
+    return F8_OK;
+}
+
+f8_status f8_ctx_counters_read(const f8_ctx *ctx, f8_ctx_counters *counters)
+{
+    if (!ctx || !counters) return F8_ERR_INVALID_ARGUMENT;
+    *counters = ctx->counters;
+    return F8_OK;
 }
 
 /* Shared NULL checks of the three copy calls. */
@@ -205,9 +275,9 @@ f8_status f8i_scratch_reserve(f8_ctx *ctx, size_t bytes)
     f8_status st = ctx->be->synchronize(ctx); /* work in flight may still read the old scratch */
     if (st != F8_OK) return st;
     void *p = NULL;
-    st = ctx->be->alloc(ctx, bytes, &p);
+    st = f8i_alloc(ctx, F8_MEM_SCRATCH, NULL, bytes, &p);
     if (st != F8_OK) return st;
-    if (ctx->scratch) ctx->be->free(ctx, ctx->scratch);
+    f8i_free(ctx, ctx->scratch);
     ctx->scratch = p;
     ctx->scratch_bytes = bytes;
     return F8_OK;

@@ -25,6 +25,14 @@ typedef struct f8i_scaling_dir {
     int cap;        /* columns allocated */
 } f8i_scaling_dir;
 
+/* One live backend allocation, for the memory report and the counters. */
+typedef struct f8i_alloc_rec {
+    void *ptr;
+    size_t bytes;
+    int category;             /* f8_mem_category */
+    f8_memory_report *acct;   /* the owning module's report, or NULL */
+} f8i_alloc_rec;
+
 struct f8_ctx {
     const f8i_backend *be;
     void *be_state;     /* the backend's own (CUDA: stream, cuBLASLt handle, plans) */
@@ -37,8 +45,23 @@ struct f8_ctx {
     f8i_scaling_dir dir[2];
     void *scratch;      /* backend memory shared by modules within one call */
     size_t scratch_bytes;
+    f8_ctx_counters counters;
+    f8_memory_report mem;   /* live backend memory by category */
+    f8i_alloc_rec *allocs;  /* (n_allocs) host table of live allocations */
+    size_t n_allocs, cap_allocs;
+    int capturing;          /* between f8_graph_begin and f8_graph_end */
+    f8_status capture_error; /* first error seen while capturing (spoils the capture) */
+    void *graph_state;      /* the backend's capture state (graph.c / cuda/graph.cu) */
+    int n_fp8_weight_slots; /* forward slots of FP8-primary-weight modules, for */
+    int32_t *fp8_weight_cols; /* (n) host list of their columns (f8_ctx_update_weight_scales) */
+    int32_t *fp8_weight_cols_dev; /* (n) backend copy */
     char error[512];
 };
+
+/* Count work put on the stream (f8_ctx_counters.launches): every kernel
+ * launch, cuBLASLt matmul and async memset/copy of the CUDA backend, every
+ * op of the CPU backend. */
+#define F8I_COUNT_LAUNCHES(ctx, n) ((ctx)->counters.launches += (uint64_t)(n))
 
 /* Record a message on ctx (printf format) and return status. ctx may be NULL. */
 f8_status f8i_error(f8_ctx *ctx, f8_status status, const char *fmt, ...)
@@ -51,6 +74,16 @@ f8_status f8i_error(f8_ctx *ctx, f8_status status, const char *fmt, ...)
 float *f8i_slot_amax(f8_ctx *ctx, f8_slot slot);
 float *f8i_slot_scale(f8_ctx *ctx, f8_slot slot);
 int f8i_slot_valid(const f8_ctx *ctx, f8_slot slot);
+
+/* Backend allocation through the ctx's accounting: counted, recorded under
+ * `category` in the ctx report and (if acct) in a module's report. Refused
+ * with F8_ERR_STATE while capturing a graph. f8i_free(ctx, NULL) is a no-op. */
+f8_status f8i_alloc(f8_ctx *ctx, f8_mem_category category, f8_memory_report *acct, size_t bytes, void **ptr);
+void f8i_free(f8_ctx *ctx, void *ptr);
+
+/* Add forward slots to the set f8_ctx_update_weight_scales updates (module
+ * creation with fp8_weights). */
+f8_status f8i_register_fp8_weight_slots(f8_ctx *ctx, const f8_slot *slots, int n);
 
 /* Grow the ctx scratch to at least `bytes` (object creation time only). */
 f8_status f8i_scratch_reserve(f8_ctx *ctx, size_t bytes);

@@ -17,6 +17,12 @@ static int fp8_dtype(f8_dtype dt) { return dt == F8_DTYPE_E4M3 || dt == F8_DTYPE
 
 f8_status f8_qtensor_create(f8_ctx *ctx, f8_dtype dtype, int64_t rows, int64_t cols, f8_qtensor **out)
 {
+    return f8i_qtensor_create(ctx, dtype, rows, cols, NULL, F8_MEM_OTHER, F8_MEM_OTHER, out);
+}
+
+f8_status f8i_qtensor_create(f8_ctx *ctx, f8_dtype dtype, int64_t rows, int64_t cols, f8_memory_report *acct,
+                             f8_mem_category cat_data, f8_mem_category cat_t, f8_qtensor **out)
+{
     if (!ctx) return F8_ERR_INVALID_ARGUMENT;
     if (!out) return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "f8_qtensor_create: q (the output) is NULL");
     *out = NULL;
@@ -30,8 +36,11 @@ f8_status f8_qtensor_create(f8_ctx *ctx, f8_dtype dtype, int64_t rows, int64_t c
     q->dtype = dtype;
     q->rows = rows;
     q->cols = cols;
+    q->acct = acct;
+    q->cat_data = cat_data;
+    q->cat_t = cat_t;
     size_t bytes = (size_t)(rows * cols);
-    f8_status st = ctx->be->alloc(ctx, 256 + f8i_align256(bytes), &q->block);
+    f8_status st = f8i_alloc(ctx, cat_data, acct, 256 + f8i_align256(bytes), &q->block);
     if (st == F8_OK) {
         q->scale_inv = (float *)q->block;
         q->data = (uint8_t *)q->block + 256;
@@ -49,15 +58,17 @@ f8_status f8_qtensor_create(f8_ctx *ctx, f8_dtype dtype, int64_t rows, int64_t c
 void f8_qtensor_destroy(f8_qtensor *q)
 {
     if (!q) return;
-    if (q->block) q->ctx->be->free(q->ctx, q->block);
-    if (q->t) q->ctx->be->free(q->ctx, q->t);
+    f8i_free(q->ctx, q->block);
+    f8i_free(q->ctx, q->t);
     free(q);
 }
 
 f8_status f8i_qtensor_reserve_transpose(f8_qtensor *q)
 {
     if (q->t) return F8_OK;
-    return q->ctx->be->alloc(q->ctx, (size_t)(q->rows * q->cols), (void **)&q->t);
+    /* at least 1 byte: an empty tensor's transpose still counts as allocated */
+    size_t bytes = (size_t)(q->rows * q->cols);
+    return f8i_alloc(q->ctx, q->cat_t, q->acct, bytes ? bytes : 1, (void **)&q->t);
 }
 
 f8_status f8_qtensor_quantize(f8_qtensor *q, const f8_tensor *src, f8_slot slot, int with_transpose,

@@ -15,7 +15,14 @@ struct f8_qtensor {
     uint8_t *data;    /* (rows, cols) */
     uint8_t *t;       /* (cols, rows) lazily allocated transpose, or NULL */
     int t_valid;      /* t holds the transpose of the current data */
+    f8_memory_report *acct; /* the owning module's report, or NULL */
+    f8_mem_category cat_data, cat_t; /* where its memory is reported */
 };
+
+/* f8_qtensor_create with the memory reported under the given categories
+ * (and in acct, a module's report, when not NULL). */
+f8_status f8i_qtensor_create(f8_ctx *ctx, f8_dtype dtype, int64_t rows, int64_t cols, f8_memory_report *acct,
+                             f8_mem_category cat_data, f8_mem_category cat_t, f8_qtensor **q);
 
 /* Allocate the transpose now (module creation), so no step allocates. */
 f8_status f8i_qtensor_reserve_transpose(f8_qtensor *q);

@@ -61,17 +61,17 @@ static f8_status regrow(f8_ctx *ctx, const int new_cap[2])
         new_off += dir_floats(L, nc);
     }
     float *buf = NULL;
-    if (st == F8_OK) st = ctx->be->alloc(ctx, new_total * sizeof(float), (void **)&buf);
+    if (st == F8_OK) st = f8i_alloc(ctx, F8_MEM_SCALING_STATE, NULL, new_total * sizeof(float), (void **)&buf);
     if (st == F8_OK) st = ctx->be->upload(ctx, buf, new_h, new_total * sizeof(float));
     if (st == F8_OK) {
-        if (ctx->scaling_buf) ctx->be->free(ctx, ctx->scaling_buf);
+        f8i_free(ctx, ctx->scaling_buf);
         ctx->scaling_buf = buf;
         ctx->dir[0].cap = new_cap[0];
         ctx->dir[1].cap = new_cap[1];
         place_dir(&ctx->dir[0], buf, 0, L);
         place_dir(&ctx->dir[1], buf, dir_floats(L, new_cap[0]), L);
     } else if (buf) {
-        ctx->be->free(ctx, buf);
+        f8i_free(ctx, buf);
     }
     free(old_h);
     free(new_h);
@@ -195,5 +195,45 @@ f8_status f8_ctx_update_scales(f8_ctx *ctx, f8_direction direction)
     a.scale_inv = d->scale_inv;
     a.scaled_max = ldexpf(f8_fp8_max(f8_ctx_slot_dtype(ctx, direction)), -ctx->recipe.margin);
     a.algo = ctx->recipe.amax_compute_algo;
+    a.cols = NULL;
+    return ctx->be->scale_update(ctx, &a);
+}
+
+f8_status f8i_register_fp8_weight_slots(f8_ctx *ctx, const f8_slot *slots, int n)
+{
+    int total = ctx->n_fp8_weight_slots + n;
+    int32_t *host = (int32_t *)realloc(ctx->fp8_weight_cols, (size_t)total * sizeof *host);
+    if (!host) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "FP8 weight slots: out of host memory");
+    ctx->fp8_weight_cols = host;
+    for (int i = 0; i < n; i++) host[ctx->n_fp8_weight_slots + i] = slots[i].index;
+    /* The device copy is rebuilt at each registration (creation time only). */
+    void *dev = NULL;
+    f8_status st = f8i_alloc(ctx, F8_MEM_SCALING_STATE, NULL, (size_t)total * sizeof *host, &dev);
+    if (st == F8_OK) st = ctx->be->upload(ctx, dev, host, (size_t)total * sizeof *host);
+    if (st != F8_OK) {
+        f8i_free(ctx, dev);
+        return st;
+    }
+    f8i_free(ctx, ctx->fp8_weight_cols_dev);
+    ctx->fp8_weight_cols_dev = (int32_t *)dev;
+    ctx->n_fp8_weight_slots = total;
+    return F8_OK;
+}
+
+f8_status f8_ctx_update_weight_scales(f8_ctx *ctx)
+{
+    if (!ctx) return F8_ERR_INVALID_ARGUMENT;
+    if (ctx->n_fp8_weight_slots == 0) return F8_OK;
+    f8i_scaling_dir *d = &ctx->dir[F8_DIR_FORWARD];
+    f8i_scale_update_args a;
+    a.history = d->history;
+    a.ld = d->cap;
+    a.history_len = ctx->recipe.amax_history_len;
+    a.count = ctx->n_fp8_weight_slots;
+    a.scale = d->scale;
+    a.scale_inv = d->scale_inv;
+    a.scaled_max = ldexpf(f8_fp8_max(f8_ctx_slot_dtype(ctx, F8_DIR_FORWARD)), -ctx->recipe.margin);
+    a.algo = ctx->recipe.amax_compute_algo;
+    a.cols = ctx->fp8_weight_cols_dev;
     return ctx->be->scale_update(ctx, &a);
 }

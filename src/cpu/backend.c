@@ -156,7 +156,8 @@ static f8_status cpu_scale_update(f8_ctx *ctx, const f8i_scale_update_args *a)
 {
     (void)ctx;
     const int L = a->history_len;
-    for (int c = 0; c < a->count; c++) {
+    for (int j = 0; j < a->count; j++) {
+        const int64_t c = a->cols ? (int64_t)a->cols[j] : j; /* the slot's column */
         float *h = a->history + c; /* h[r * ld] is row r of this column */
         const float last = h[0];
         float amax = 0.0f;

@@ -39,11 +39,12 @@ static __global__ void __launch_bounds__(SU_COLS * SU_ROWS) scale_update_kernel(
 {
     __shared__ float win_max[SU_ROWS][SU_COLS + 1];
     const int x = threadIdx.x, y = threadIdx.y;
-    const int64_t c = (int64_t)blockIdx.x * SU_COLS + x;
+    const int64_t j = (int64_t)blockIdx.x * SU_COLS + x;
     const int64_t ld = a.ld;
     const int L = a.history_len;
     float *h = a.history;
-    const bool valid = c < a.count;
+    const bool valid = j < a.count;
+    const int64_t c = !valid ? 0 : a.cols ? (int64_t)a.cols[j] : j; /* the slot's column */
     /* Every thread reads row 0 before the first barrier; it is written last. */
     const float last = valid ? h[c] : 0.0f;
     const bool roll = valid && last != 0.0f;
@@ -93,6 +94,7 @@ f8_status f8i_cuda_scale_update(f8_ctx *ctx, const f8i_scale_update_args *args)
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "scale update: count %d, history_len %d, ld %lld",
                          args->count, args->history_len, (long long)args->ld);
     if (args->count == 0) return F8_OK;
+    F8I_COUNT_LAUNCHES(ctx, 1);
     const unsigned blocks = (unsigned)((args->count + SU_COLS - 1) / SU_COLS);
     scale_update_kernel<<<blocks, dim3(SU_COLS, SU_ROWS), 0, f8i_stream(ctx)>>>(*args);
     return f8i_cuda_launch_check(ctx, "scale_update_kernel");

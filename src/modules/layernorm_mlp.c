@@ -61,6 +61,7 @@ f8_layernorm_mlp_config f8_layernorm_mlp_config_default(int64_t hidden_size, int
     c.param_dtype = F8_DTYPE_FP32;
     c.fp8 = 1;
     c.fuse_wgrad_accumulation = 0;
+    c.fp8_weights = 0;
     c.max_tokens = 4096;
     c.seed = 1;
     return c;

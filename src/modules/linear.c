@@ -55,6 +55,7 @@ f8_linear_config f8_linear_config_default(int64_t in_features, int64_t out_featu
     c.param_dtype = F8_DTYPE_FP32;
     c.fp8 = 1;
     c.fuse_wgrad_accumulation = 0;
+    c.fp8_weights = 0;
     c.max_tokens = 4096;
     c.seed = 1;
     return c;
