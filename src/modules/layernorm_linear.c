@@ -28,6 +28,7 @@ struct f8_layernorm_linear {
     f8i_weight w;
     f8_slot fwd[3], bwd[2];
     size_t reduce_bytes;
+    f8_memory_report mem; /* its allocations (saved-state objects included) */
 };
 
 struct f8_layernorm_linear_saved {
@@ -97,6 +98,7 @@ f8_status f8_layernorm_linear_create(f8_ctx *ctx, const f8_layernorm_linear_conf
         return f8i_error(ctx, F8_ERR_DTYPE, "%s: param_dtype must be fp32 or bf16, not %s", fn,
                          f8_dtype_name(c->param_dtype));
     f8_status st = f8i_norm_config_check(ctx, fn, c->normalization, c->eps);
+    if (st == F8_OK) st = f8i_check_fp8_weights(ctx, fn, c->fp8, c->fp8_weights);
     if (st != F8_OK) return st;
 
     f8_layernorm_linear *m = (f8_layernorm_linear *)calloc(1, sizeof *m);
@@ -107,10 +109,14 @@ f8_status f8_layernorm_linear_create(f8_ctx *ctx, const f8_layernorm_linear_conf
     st = f8_ctx_slots_create(ctx, F8_DIR_FORWARD, 3, m->fwd);
     if (st == F8_OK) st = f8_ctx_slots_create(ctx, F8_DIR_BACKWARD, 2, m->bwd);
     if (st == F8_OK)
-        st = f8i_norm_create(ctx, &m->norm, K, c->normalization, c->eps, c->zero_centered_gamma, c->param_dtype);
-    if (st == F8_OK)
-        st = f8i_weight_create(ctx, &m->w, N, K, c->bias, c->param_dtype, c->fp8, c->fuse_wgrad_accumulation,
-                               m->fwd[SLOT_WEIGHT], T, c->seed);
+        st = f8i_norm_create(ctx, &m->norm, K, c->normalization, c->eps, c->zero_centered_gamma, c->param_dtype,
+                             &m->mem);
+    if (st == F8_OK && c->fp8_weights) st = f8i_register_fp8_weight_slots(ctx, m->fwd, 3);
+    if (st == F8_OK) {
+        f8i_weight_spec ws = {N, K, c->bias, c->param_dtype, c->fp8, c->fp8_weights,
+                              c->fuse_wgrad_accumulation, m->fwd[SLOT_WEIGHT], T, c->seed, &m->mem};
+        st = f8i_weight_create(ctx, &m->w, &ws);
+    }
     if (st == F8_OK) {
         /* forward without saved: a saved block's worth; backward: G8, G8ᵀ,
          * scale_inv, dln and a converted dln_out (FP32), the transposed norm output */
@@ -171,6 +177,19 @@ f8_status f8_layernorm_linear_slot(const f8_layernorm_linear *m, f8_direction di
 
 const f8_qtensor *f8_layernorm_linear_weight_workspace(const f8_layernorm_linear *m) { return m ? m->w.w8 : NULL; }
 
+f8_status f8_layernorm_linear_write_weight(f8_layernorm_linear *m, const f8_tensor *src)
+{
+    if (!m) return F8_ERR_INVALID_ARGUMENT;
+    return f8i_weight_write(m->ctx, &m->w, src, "f8_layernorm_linear_write_weight");
+}
+
+f8_status f8_layernorm_linear_memory(const f8_layernorm_linear *m, f8_memory_report *report)
+{
+    if (!m || !report) return F8_ERR_INVALID_ARGUMENT;
+    f8i_module_memory(m->ctx, &m->mem, 5, report);
+    return F8_OK;
+}
+
 f8_status f8_layernorm_linear_set_main_grad(f8_layernorm_linear *m, float *main_grad)
 {
     if (!m) return F8_ERR_INVALID_ARGUMENT;
@@ -196,7 +215,7 @@ f8_status f8_layernorm_linear_saved_create(f8_layernorm_linear *m, f8_layernorm_
     f8_layernorm_linear_saved *s = (f8_layernorm_linear_saved *)calloc(1, sizeof *s);
     if (!s) return f8i_error(m->ctx, F8_ERR_OUT_OF_MEMORY, "f8_layernorm_linear_saved_create: out of host memory");
     s->owner = m;
-    f8_status st = m->ctx->be->alloc(m->ctx, saved_bytes(m), &s->block);
+    f8_status st = f8i_alloc(m->ctx, F8_MEM_SAVED_ACTIVATIONS, &m->mem, saved_bytes(m), &s->block);
     if (st != F8_OK) {
         free(s);
         return st;
@@ -209,7 +228,7 @@ f8_status f8_layernorm_linear_saved_create(f8_layernorm_linear *m, f8_layernorm_
 void f8_layernorm_linear_saved_destroy(f8_layernorm_linear_saved *s)
 {
     if (!s) return;
-    if (s->block) s->owner->ctx->be->free(s->owner->ctx, s->block);
+    f8i_free(s->owner->ctx, s->block);
     free(s);
 }
 

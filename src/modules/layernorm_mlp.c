@@ -31,6 +31,7 @@ struct f8_layernorm_mlp {
     f8i_weight fc1, fc2;
     f8_slot fwd[6], bwd[4];
     size_t reduce_bytes;
+    f8_memory_report mem; /* its allocations (saved-state objects included) */
 };
 
 struct f8_layernorm_mlp_saved {
@@ -112,6 +113,7 @@ f8_status f8_layernorm_mlp_create(f8_ctx *ctx, const f8_layernorm_mlp_config *co
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: activation %d is not one of f8_activation", fn,
                          (int)c->activation);
     f8_status st = f8i_norm_config_check(ctx, fn, c->normalization, c->eps);
+    if (st == F8_OK) st = f8i_check_fp8_weights(ctx, fn, c->fp8, c->fp8_weights);
     if (st != F8_OK) return st;
 
     f8_layernorm_mlp *m = (f8_layernorm_mlp *)calloc(1, sizeof *m);
@@ -122,13 +124,20 @@ f8_status f8_layernorm_mlp_create(f8_ctx *ctx, const f8_layernorm_mlp_config *co
     m->f1 = f8_activation_gated(c->activation) ? 2 * F : F;
     st = f8_ctx_slots_create(ctx, F8_DIR_FORWARD, 6, m->fwd);
     if (st == F8_OK) st = f8_ctx_slots_create(ctx, F8_DIR_BACKWARD, 4, m->bwd);
-    if (st == F8_OK) st = f8i_norm_create(ctx, &m->norm, H, c->normalization, c->eps, c->zero_centered_gamma, c->param_dtype);
     if (st == F8_OK)
-        st = f8i_weight_create(ctx, &m->fc1, m->f1, H, c->bias, c->param_dtype, c->fp8, c->fuse_wgrad_accumulation,
-                               m->fwd[GEMM1_WEIGHT], T, c->seed);
-    if (st == F8_OK)
-        st = f8i_weight_create(ctx, &m->fc2, H, F, c->bias, c->param_dtype, c->fp8, c->fuse_wgrad_accumulation,
-                               m->fwd[GEMM2_WEIGHT], T, c->seed + 0x5bd1e995u);
+        st = f8i_norm_create(ctx, &m->norm, H, c->normalization, c->eps, c->zero_centered_gamma, c->param_dtype,
+                             &m->mem);
+    if (st == F8_OK && c->fp8_weights) st = f8i_register_fp8_weight_slots(ctx, m->fwd, 6);
+    if (st == F8_OK) {
+        f8i_weight_spec ws = {m->f1, H, c->bias, c->param_dtype, c->fp8, c->fp8_weights,
+                              c->fuse_wgrad_accumulation, m->fwd[GEMM1_WEIGHT], T, c->seed, &m->mem};
+        st = f8i_weight_create(ctx, &m->fc1, &ws);
+    }
+    if (st == F8_OK) {
+        f8i_weight_spec ws = {H, F, c->bias, c->param_dtype, c->fp8, c->fp8_weights,
+                              c->fuse_wgrad_accumulation, m->fwd[GEMM2_WEIGHT], T, c->seed + 0x5bd1e995u, &m->mem};
+        st = f8i_weight_create(ctx, &m->fc2, &ws);
+    }
     if (st == F8_OK) {
         /* forward without saved: a saved block; backward: G8, G8ᵀ, da (FP32),
          * a8ᵀ, D8, D8ᵀ (or d in param dtype), dln (FP32), ln8ᵀ, scale_invs */
@@ -198,6 +207,22 @@ const f8_qtensor *f8_layernorm_mlp_weight_workspace(const f8_layernorm_mlp *m, i
     return which ? m->fc2.w8 : m->fc1.w8;
 }
 
+f8_status f8_layernorm_mlp_write_weight(f8_layernorm_mlp *m, int which, const f8_tensor *src)
+{
+    if (!m) return F8_ERR_INVALID_ARGUMENT;
+    if (which != 0 && which != 1)
+        return f8i_error(m->ctx, F8_ERR_INVALID_ARGUMENT, "f8_layernorm_mlp_write_weight: which %d is not 0 (fc1) or 1 "
+                                                          "(fc2)", which);
+    return f8i_weight_write(m->ctx, which ? &m->fc2 : &m->fc1, src, "f8_layernorm_mlp_write_weight");
+}
+
+f8_status f8_layernorm_mlp_memory(const f8_layernorm_mlp *m, f8_memory_report *report)
+{
+    if (!m || !report) return F8_ERR_INVALID_ARGUMENT;
+    f8i_module_memory(m->ctx, &m->mem, 10, report);
+    return F8_OK;
+}
+
 f8_status f8_layernorm_mlp_set_main_grad(f8_layernorm_mlp *m, float *fc1_main_grad, float *fc2_main_grad)
 {
     if (!m) return F8_ERR_INVALID_ARGUMENT;
@@ -224,7 +249,7 @@ f8_status f8_layernorm_mlp_saved_create(f8_layernorm_mlp *m, f8_layernorm_mlp_sa
     f8_layernorm_mlp_saved *s = (f8_layernorm_mlp_saved *)calloc(1, sizeof *s);
     if (!s) return f8i_error(m->ctx, F8_ERR_OUT_OF_MEMORY, "f8_layernorm_mlp_saved_create: out of host memory");
     s->owner = m;
-    f8_status st = m->ctx->be->alloc(m->ctx, saved_place(m, NULL, NULL), &s->block);
+    f8_status st = f8i_alloc(m->ctx, F8_MEM_SAVED_ACTIVATIONS, &m->mem, saved_place(m, NULL, NULL), &s->block);
     if (st != F8_OK) {
         free(s);
         return st;
@@ -237,7 +262,7 @@ f8_status f8_layernorm_mlp_saved_create(f8_layernorm_mlp *m, f8_layernorm_mlp_sa
 void f8_layernorm_mlp_saved_destroy(f8_layernorm_mlp_saved *s)
 {
     if (!s) return;
-    if (s->block) s->owner->ctx->be->free(s->owner->ctx, s->block);
+    f8i_free(s->owner->ctx, s->block);
     free(s);
 }
 

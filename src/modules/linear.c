@@ -33,6 +33,7 @@ struct f8_linear {
     f8i_weight w;
     f8_slot fwd[3], bwd[2];
     size_t reduce_bytes; /* scratch prefix for the backend's row reductions (dbias) */
+    f8_memory_report mem; /* its allocations (saved-state objects included) */
 };
 
 struct f8_linear_saved {
@@ -81,6 +82,7 @@ f8_status f8_linear_create(f8_ctx *ctx, const f8_linear_config *config, f8_linea
     *out = NULL;
     if (!config) return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "f8_linear_create: config is NULL");
     f8_status st = config_check(ctx, config);
+    if (st == F8_OK) st = f8i_check_fp8_weights(ctx, "f8_linear_create", config->fp8, config->fp8_weights);
     if (st != F8_OK) return st;
 
     f8_linear *l = (f8_linear *)calloc(1, sizeof *l);
@@ -90,9 +92,12 @@ f8_status f8_linear_create(f8_ctx *ctx, const f8_linear_config *config, f8_linea
     const int64_t N = config->out_features, K = config->in_features, T = config->max_tokens;
     st = f8_ctx_slots_create(ctx, F8_DIR_FORWARD, 3, l->fwd);
     if (st == F8_OK) st = f8_ctx_slots_create(ctx, F8_DIR_BACKWARD, 2, l->bwd);
-    if (st == F8_OK)
-        st = f8i_weight_create(ctx, &l->w, N, K, config->bias, config->param_dtype, config->fp8,
-                               config->fuse_wgrad_accumulation, l->fwd[SLOT_WEIGHT], T, config->seed);
+    if (st == F8_OK && config->fp8_weights) st = f8i_register_fp8_weight_slots(ctx, l->fwd, 3);
+    if (st == F8_OK) {
+        f8i_weight_spec ws = {N, K, config->bias, config->param_dtype, config->fp8, config->fp8_weights,
+                              config->fuse_wgrad_accumulation, l->fwd[SLOT_WEIGHT], T, config->seed, &l->mem};
+        st = f8i_weight_create(ctx, &l->w, &ws);
+    }
     if (st == F8_OK && config->fp8) {
         /* forward: X8 + its scale_inv; backward: reduction prefix, G8, G8ᵀ, scale_inv */
         l->reduce_bytes = f8i_reduce_scratch_bytes(T, N);
@@ -159,6 +164,19 @@ f8_status f8_linear_slot(const f8_linear *l, f8_direction direction, int i, f8_s
 
 const f8_qtensor *f8_linear_weight_workspace(const f8_linear *l) { return l ? l->w.w8 : NULL; }
 
+f8_status f8_linear_write_weight(f8_linear *l, const f8_tensor *src)
+{
+    if (!l) return F8_ERR_INVALID_ARGUMENT;
+    return f8i_weight_write(l->ctx, &l->w, src, "f8_linear_write_weight");
+}
+
+f8_status f8_linear_memory(const f8_linear *l, f8_memory_report *report)
+{
+    if (!l || !report) return F8_ERR_INVALID_ARGUMENT;
+    f8i_module_memory(l->ctx, &l->mem, 5, report);
+    return F8_OK;
+}
+
 f8_status f8_linear_set_main_grad(f8_linear *l, float *main_grad)
 {
     if (!l) return F8_ERR_INVALID_ARGUMENT;
@@ -185,7 +203,7 @@ f8_status f8_linear_saved_create(f8_linear *l, f8_linear_saved **out)
     s->owner = l;
     if (l->cfg.fp8) {
         size_t bytes = 256 + f8i_align256((size_t)(l->cfg.in_features * l->cfg.max_tokens));
-        f8_status st = l->ctx->be->alloc(l->ctx, bytes, &s->block);
+        f8_status st = f8i_alloc(l->ctx, F8_MEM_SAVED_ACTIVATIONS, &l->mem, bytes, &s->block);
         if (st != F8_OK) {
             free(s);
             return st;
@@ -200,7 +218,7 @@ f8_status f8_linear_saved_create(f8_linear *l, f8_linear_saved **out)
 void f8_linear_saved_destroy(f8_linear_saved *s)
 {
     if (!s) return;
-    if (s->block) s->owner->ctx->be->free(s->owner->ctx, s->block);
+    f8i_free(s->owner->ctx, s->block);
     free(s);
 }
 

@@ -20,7 +20,7 @@ f8_status f8i_norm_config_check(f8_ctx *ctx, const char *fn, f8_norm kind, float
 }
 
 f8_status f8i_norm_create(f8_ctx *ctx, f8i_norm *n, int64_t cols, f8_norm kind, float eps, int zero_centered,
-                          f8_dtype dtype)
+                          f8_dtype dtype, f8_memory_report *acct)
 {
     memset(n, 0, sizeof *n);
     n->dtype = dtype;
@@ -29,14 +29,17 @@ f8_status f8i_norm_create(f8_ctx *ctx, f8i_norm *n, int64_t cols, f8_norm kind, 
     n->zero_centered = zero_centered != 0;
     n->eps = eps;
     const size_t es = f8_dtype_size(dtype), vb = f8i_align256((size_t)cols * es);
-    f8_status st = ctx->be->alloc(ctx, 4 * vb, &n->block);
+    const size_t nb = n->rms ? vb : 2 * vb;
+    f8_status st = f8i_alloc(ctx, F8_MEM_PARAMETERS, acct, nb, &n->pblock);
+    if (st == F8_OK) st = f8i_alloc(ctx, F8_MEM_GRADIENTS, acct, nb, &n->gblock);
     if (st != F8_OK) return st;
-    unsigned char *p = (unsigned char *)n->block;
+    unsigned char *p = (unsigned char *)n->pblock, *g = (unsigned char *)n->gblock;
     n->gamma = p;
     n->beta = n->rms ? NULL : p + vb;
-    n->dgamma = p + 2 * vb;
-    n->dbeta = n->rms ? NULL : p + 3 * vb;
-    st = ctx->be->memset_zero(ctx, n->block, 4 * vb);
+    n->dgamma = g;
+    n->dbeta = n->rms ? NULL : g + vb;
+    st = ctx->be->memset_zero(ctx, n->pblock, nb);
+    if (st == F8_OK) st = ctx->be->memset_zero(ctx, n->gblock, nb);
     if (st == F8_OK && !n->zero_centered) {
         unsigned char *host = (unsigned char *)malloc((size_t)cols * es + 1);
         if (!host) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "norm init: out of host memory");
@@ -52,14 +55,15 @@ f8_status f8i_norm_create(f8_ctx *ctx, f8i_norm *n, int64_t cols, f8_norm kind, 
 
 void f8i_norm_destroy(f8_ctx *ctx, f8i_norm *n)
 {
-    if (n->block) ctx->be->free(ctx, n->block);
+    f8i_free(ctx, n->pblock);
+    f8i_free(ctx, n->gblock);
     memset(n, 0, sizeof *n);
 }
 
 f8_status f8i_norm_zero_grad(f8_ctx *ctx, f8i_norm *n)
 {
     const size_t vb = f8i_align256((size_t)n->cols * f8_dtype_size(n->dtype));
-    return ctx->be->memset_zero(ctx, (unsigned char *)n->block + 2 * vb, 2 * vb);
+    return ctx->be->memset_zero(ctx, n->gblock, n->rms ? vb : 2 * vb);
 }
 
 f8_tensor f8i_norm_view(const f8i_norm *n, int beta, int grad)

@@ -9,7 +9,7 @@
 #include "f8i.h"
 
 typedef struct f8i_norm {
-    void *block;            /* gamma, beta, dgamma, dbeta (each (cols) param dtype) */
+    void *pblock, *gblock;  /* gamma, beta | dgamma, dbeta (each (cols) param dtype) */
     void *gamma, *beta, *dgamma, *dbeta; /* beta, dbeta NULL for RMSNorm */
     f8_dtype dtype;
     int64_t cols;
@@ -19,7 +19,7 @@ typedef struct f8i_norm {
 
 /* gamma = 1 (0 when zero-centred, so g = 1 either way), beta = 0, grads 0. */
 f8_status f8i_norm_create(f8_ctx *ctx, f8i_norm *n, int64_t cols, f8_norm kind, float eps, int zero_centered,
-                          f8_dtype dtype);
+                          f8_dtype dtype, f8_memory_report *acct);
 void f8i_norm_destroy(f8_ctx *ctx, f8i_norm *n);
 f8_status f8i_norm_zero_grad(f8_ctx *ctx, f8i_norm *n);
 

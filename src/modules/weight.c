@@ -4,6 +4,7 @@
  * workspace's private one, or the one its cast wrote next to the data.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,34 +51,67 @@ static f8_status fill_value(f8_ctx *ctx, void *dst, f8_dtype dtype, int64_t n, f
     return st;
 }
 
-f8_status f8i_weight_create(f8_ctx *ctx, f8i_weight *w, int64_t rows, int64_t cols, int bias, f8_dtype dtype,
-                            int fp8, int fuse_wgrad, f8_slot slot, int64_t max_tokens, uint64_t seed)
+/* FP8 primary weight: quantize the usual init, drawn into a temporary. */
+static f8_status init_primary(f8_ctx *ctx, f8i_weight *w, uint64_t seed)
+{
+    const int64_t n = w->rows * w->cols;
+    void *tmp = NULL;
+    f8_status st = f8i_alloc(ctx, F8_MEM_OTHER, NULL, (size_t)(n ? n : 1) * f8_dtype_size(w->dtype), &tmp);
+    if (st != F8_OK) return st;
+    st = init_normal(ctx, tmp, w->dtype, n, seed);
+    f8i_cast_args c = {0};
+    c.src = tmp;
+    c.src_dtype = w->dtype;
+    c.rows = w->rows;
+    c.cols = w->cols;
+    c.out_dtype = w->w8->dtype;
+    c.out = w->w8->data;
+    c.scale = f8i_slot_scale(ctx, w->slot);
+    c.scale_inv = w->w8->scale_inv; /* no amax: TE's init passes a dummy one */
+    if (st == F8_OK) st = ctx->be->cast(ctx, &c);
+    if (st == F8_OK) st = ctx->be->synchronize(ctx);
+    f8i_free(ctx, tmp);
+    return st;
+}
+
+f8_status f8i_weight_create(f8_ctx *ctx, f8i_weight *w, const f8i_weight_spec *sp)
 {
     memset(w, 0, sizeof *w);
-    w->dtype = dtype;
-    w->rows = rows;
-    w->cols = cols;
-    w->fp8 = fp8;
-    w->fuse_wgrad = fuse_wgrad;
-    w->slot = slot;
-    const size_t es = f8_dtype_size(dtype);
-    const int64_t T = max_tokens > 0 ? max_tokens : 1;
-    const size_t wb = f8i_align256((size_t)(rows * cols) * es), bb = bias ? f8i_align256((size_t)rows * es) : 0;
-    const size_t ob = (!fp8 && bias) ? f8i_align256((size_t)T * es) : 0;
-    f8_status st = ctx->be->alloc(ctx, 2 * wb + 2 * bb + ob, &w->block);
+    w->dtype = sp->dtype;
+    w->rows = sp->rows;
+    w->cols = sp->cols;
+    w->fp8 = sp->fp8;
+    w->fp8_primary = sp->fp8 && sp->fp8_primary;
+    w->fuse_wgrad = sp->fuse_wgrad;
+    w->slot = sp->slot;
+    const size_t es = f8_dtype_size(sp->dtype);
+    const int64_t T = sp->max_tokens > 0 ? sp->max_tokens : 1;
+    const size_t wb = f8i_align256((size_t)(sp->rows * sp->cols) * es);
+    const size_t bb = sp->bias ? f8i_align256((size_t)sp->rows * es) : 0;
+    const size_t ob = (!sp->fp8 && sp->bias) ? f8i_align256((size_t)T * es) : 0;
+    const size_t pw = w->fp8_primary ? 0 : wb; /* a primary weight lives in w8 only */
+    f8_status st = F8_OK;
+    if (pw + bb + ob) st = f8i_alloc(ctx, F8_MEM_PARAMETERS, sp->acct, pw + bb + ob, &w->pblock);
+    if (st == F8_OK) st = f8i_alloc(ctx, F8_MEM_GRADIENTS, sp->acct, wb + bb, &w->gblock);
     if (st != F8_OK) return st;
-    unsigned char *p = (unsigned char *)w->block;
-    w->w = p;
-    w->dw = p + wb;
-    w->b = bb ? p + 2 * wb : NULL;
-    w->db = bb ? p + 2 * wb + bb : NULL;
-    w->ones = ob ? p + 2 * wb + 2 * bb : NULL;
-    st = ctx->be->memset_zero(ctx, w->block, 2 * wb + 2 * bb);
-    if (st == F8_OK && w->ones) st = fill_value(ctx, w->ones, dtype, T, 1.0f);
-    if (st == F8_OK) st = init_normal(ctx, w->w, dtype, rows * cols, seed);
-    if (st == F8_OK && fp8) {
-        st = f8_qtensor_create(ctx, f8_ctx_slot_dtype(ctx, F8_DIR_FORWARD), rows, cols, &w->w8);
-        if (st == F8_OK) st = f8i_qtensor_reserve_transpose(w->w8);
+    unsigned char *p = (unsigned char *)w->pblock, *g = (unsigned char *)w->gblock;
+    w->w = pw ? p : NULL;
+    w->b = bb ? p + pw : NULL;
+    w->ones = ob ? p + pw + bb : NULL;
+    w->dw = g;
+    w->db = bb ? g + wb : NULL;
+    st = ctx->be->memset_zero(ctx, w->gblock, wb + bb);
+    if (st == F8_OK && w->b) st = ctx->be->memset_zero(ctx, w->b, bb);
+    if (st == F8_OK && w->ones) st = fill_value(ctx, w->ones, sp->dtype, T, 1.0f);
+    if (st == F8_OK && w->w) st = init_normal(ctx, w->w, sp->dtype, sp->rows * sp->cols, sp->seed);
+    if (st == F8_OK && sp->fp8) {
+        f8_mem_category cat = w->fp8_primary ? F8_MEM_PARAMETERS : F8_MEM_WORKSPACE_DATA;
+        st = f8i_qtensor_create(ctx, f8_ctx_slot_dtype(ctx, F8_DIR_FORWARD), sp->rows, sp->cols, sp->acct, cat,
+                                F8_MEM_WORKSPACE_TRANSPOSE, &w->w8);
+    }
+    if (st == F8_OK && w->fp8_primary) {
+        st = init_primary(ctx, w, sp->seed);
+        w->w8_filled = 1;
     }
     return st;
 }
@@ -85,22 +119,38 @@ f8_status f8i_weight_create(f8_ctx *ctx, f8i_weight *w, int64_t rows, int64_t co
 void f8i_weight_destroy(f8_ctx *ctx, f8i_weight *w)
 {
     f8_qtensor_destroy(w->w8);
-    if (w->block) ctx->be->free(ctx, w->block);
+    f8i_free(ctx, w->pblock);
+    f8i_free(ctx, w->gblock);
     memset(w, 0, sizeof *w);
 }
 
 f8_status f8i_weight_cast(f8_ctx *ctx, f8i_weight *w, f8_microbatch mb, int with_transpose)
 {
-    const float *noop = NULL;
-    if (w->w8_filled && ctx->weight_noop) {
-        noop = ctx->noop;
-        with_transpose = 1; /* keep the cached transpose in step with the data */
-    } else if (mb == F8_MICROBATCH_NOT_FIRST && w->w8_filled) {
+    if (w->fp8_primary) {
+        /* TE: transpose_2d(fill_cache=True, noop_flag=skip) when training with
+         * is_first_microbatch or a skip flag; otherwise dgrad makes it lazily. */
+        if (with_transpose && ctx->weight_noop) return f8_qtensor_transpose(w->w8, ctx->noop);
+        if (with_transpose && mb == F8_MICROBATCH_FIRST) return f8_qtensor_transpose(w->w8, NULL);
         return F8_OK;
     }
+    const float *noop = NULL;
+    if (w->w8_filled && ctx->weight_noop) noop = ctx->noop; /* graph mode: the device flag decides */
+    else if (mb == F8_MICROBATCH_NOT_FIRST && w->w8_filled) return F8_OK;
     f8_tensor src = f8i_weight_view(w, 0);
     f8_status st = f8_qtensor_quantize(w->w8, &src, w->slot, with_transpose, noop);
     if (st == F8_OK) w->w8_filled = 1;
+    return st;
+}
+
+f8_status f8i_weight_write(f8_ctx *ctx, f8i_weight *w, const f8_tensor *src, const char *fn)
+{
+    char name[96];
+    snprintf(name, sizeof name, "%s: src", fn);
+    f8_status st = f8i_check_act(ctx, src, name, w->rows, w->cols, -1);
+    if (st != F8_OK) return st;
+    if (w->fp8_primary) return f8_qtensor_quantize(w->w8, src, w->slot, 0, NULL);
+    st = ctx->be->convert(ctx, src->data, src->dtype, NULL, w->w, w->dtype, w->rows * w->cols);
+    if (st == F8_OK) w->w8_filled = 0; /* the next forward casts, whatever its microbatch */
     return st;
 }
 
@@ -114,6 +164,11 @@ f8_status f8i_weight_zero_grad(f8_ctx *ctx, f8i_weight *w)
 
 f8_tensor f8i_weight_view(const f8i_weight *w, int grad)
 {
+    if (!grad && w->fp8_primary) {
+        f8_tensor v = f8_tensor_make(w->w8->data, w->w8->dtype, w->rows, w->cols);
+        v.scale_inv = w->w8->scale_inv;
+        return v;
+    }
     return f8_tensor_make(grad ? w->dw : w->w, w->dtype, w->rows, w->cols);
 }
 
@@ -226,4 +281,20 @@ f8_status f8i_check_act(f8_ctx *ctx, const f8_tensor *t, const char *name, int64
         return f8i_error(ctx, F8_ERR_SHAPE, "%s is [%lld, %lld], expected [%s%lld, %lld]", name, (long long)t->rows,
                          (long long)t->cols, rows >= 0 ? "" : "T, ", (long long)(rows >= 0 ? rows : 0), (long long)cols);
     return F8_OK;
+}
+
+f8_status f8i_check_fp8_weights(f8_ctx *ctx, const char *fn, int fp8, int fp8_weights)
+{
+    if (fp8_weights && !fp8)
+        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: fp8_weights = 1 needs fp8 = 1 (an FP8 primary weight is "
+                                                       "only used by FP8 GEMMs)", fn);
+    return F8_OK;
+}
+
+void f8i_module_memory(const f8_ctx *ctx, const f8_memory_report *mem, int n_slots, f8_memory_report *out)
+{
+    *out = *mem;
+    size_t scaling = (size_t)n_slots * ((size_t)ctx->recipe.amax_history_len + 2) * sizeof(float);
+    out->bytes[F8_MEM_SCALING_STATE] += scaling;
+    out->total += scaling;
 }

@@ -17,32 +17,54 @@
 #include "qtensor.h"
 
 typedef struct f8i_weight {
-    void *block;       /* one allocation: w, dw, b, db, ones */
-    void *w, *dw;      /* (rows, cols) param dtype */
+    void *pblock;      /* parameters: w (unless FP8 primary), b, ones */
+    void *gblock;      /* gradients: dw, db */
+    void *w, *dw;      /* (rows, cols) param dtype; w NULL for an FP8 primary weight */
     void *b, *db;      /* (rows) or NULL */
     void *ones;        /* (max_tokens) param dtype: FP8-off bias gradient = ones · g */
     f8_dtype dtype;
     int64_t rows, cols;
     int fp8;
-    f8_qtensor *w8;    /* FP8 workspace (rows, cols) with its transpose */
-    int w8_filled;
+    int fp8_primary;   /* w8 IS the parameter (TE's fp8_model_init) */
+    f8_qtensor *w8;    /* FP8 workspace (rows, cols); its transpose is allocated on first need */
+    int w8_filled;     /* the workspace holds a cast of the current weight (always 1 for primary) */
     f8_slot slot;      /* forward WEIGHT slot */
     float *main_grad;  /* caller's FP32 (rows, cols) with fuse_wgrad_accumulation */
     int fuse_wgrad;
 } f8i_weight;
 
-/* Allocate and initialise (W ~ N(0, 0.02²) from seed, b = 0, grads 0). */
-f8_status f8i_weight_create(f8_ctx *ctx, f8i_weight *w, int64_t rows, int64_t cols, int bias, f8_dtype dtype,
-                            int fp8, int fuse_wgrad, f8_slot slot, int64_t max_tokens, uint64_t seed);
+/* What f8i_weight_create needs; acct is the owning module's memory report. */
+typedef struct f8i_weight_spec {
+    int64_t rows, cols;
+    int bias;
+    f8_dtype dtype;
+    int fp8, fp8_primary, fuse_wgrad;
+    f8_slot slot;
+    int64_t max_tokens;
+    uint64_t seed;
+    f8_memory_report *acct;
+} f8i_weight_spec;
+
+/* Allocate and initialise (W ~ N(0, 0.02²) from seed, b = 0, grads 0). An
+ * FP8 primary weight is that init quantized with the slot's scale (no amax
+ * recorded, as TE's fp8_model_init). */
+f8_status f8i_weight_create(f8_ctx *ctx, f8i_weight *w, const f8i_weight_spec *spec);
 void f8i_weight_destroy(f8_ctx *ctx, f8i_weight *w);
 
-/* Fill the workspace when the microbatch rule asks for it (or it never was);
- * in the ctx's graph mode a filled workspace is cast under the noop flag. */
+/* Make the workspace ready for a forward: cast when the microbatch rule asks
+ * for it (or it was never filled); in the ctx's graph mode a filled workspace
+ * is cast under the noop flag. FP8 primary: nothing is cast; the transpose is
+ * made now when training with FIRST or in graph mode (under the flag),
+ * otherwise lazily by dgrad. */
 f8_status f8i_weight_cast(f8_ctx *ctx, f8i_weight *w, f8_microbatch mb, int with_transpose);
+
+/* f8_*_write_weight: src checked here (name for messages). */
+f8_status f8i_weight_write(f8_ctx *ctx, f8i_weight *w, const f8_tensor *src, const char *fn);
 
 f8_status f8i_weight_zero_grad(f8_ctx *ctx, f8i_weight *w);
 
-/* Views: param (grad 0) or gradient (grad 1); bias ones are [1, rows]. */
+/* Views: param (grad 0) or gradient (grad 1); bias ones are [1, rows]. The
+ * param view of an FP8 primary weight is FP8 with its private scale_inv. */
 f8_tensor f8i_weight_view(const f8i_weight *w, int grad);
 f8_tensor f8i_bias_view(const f8i_weight *w, int grad);
 
@@ -71,6 +93,13 @@ static inline void *f8i_carve(unsigned char **cursor, size_t bytes)
     *cursor += f8i_align256(bytes ? bytes : 1);
     return p;
 }
+
+/* Module creation: fp8_weights needs fp8. Sets the ctx error. */
+f8_status f8i_check_fp8_weights(f8_ctx *ctx, const char *fn, int fp8, int fp8_weights);
+
+/* A module's report: its own allocations (mem) plus its n_slots' share of
+ * the scaling buffer. */
+void f8i_module_memory(const f8_ctx *ctx, const f8_memory_report *mem, int n_slots, f8_memory_report *out);
 
 /* Check an activation tensor [rows, cols] (rows < 0: any), FP32 or BF16,
  * and in dtype `must` unless must is -1. Sets the ctx error. */
