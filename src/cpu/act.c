@@ -93,10 +93,11 @@ static float act_df(f8_activation act, float x)
 
 f8_status f8i_cpu_act_fwd(f8_ctx *ctx, const f8i_act_fwd_args *a)
 {
-    (void)ctx;
     const int gated = f8_activation_gated(a->act);
     const int64_t cols = a->cols, cols_in = gated ? 2 * cols : cols;
     const int fp8 = a->y_dtype == F8_DTYPE_E4M3 || a->y_dtype == F8_DTYPE_E5M2;
+    if ((a->rows == 0 || cols == 0) && !(fp8 && a->scale_inv)) return F8_OK; /* nothing to write */
+    F8I_COUNT_LAUNCHES(ctx, 1);
     const int e5m2 = a->y_dtype == F8_DTYPE_E5M2;
     const float scale = fp8 ? *a->scale : 1.0f;
     float amax = 0.0f;
@@ -123,6 +124,8 @@ f8_status f8i_cpu_act_bwd(f8_ctx *ctx, const f8i_act_bwd_args *a)
     const int gated = f8_activation_gated(a->act);
     const int64_t rows = a->rows, cols = a->cols, cols_in = gated ? 2 * cols : cols;
     const size_t count = (size_t)(rows * cols_in);
+    if (count == 0 && !a->scale_inv) return F8_OK; /* nothing to write */
+    F8I_COUNT_LAUNCHES(ctx, 1); /* one op: the fused cast below is part of it */
     float *d = (float *)malloc((count ? count : 1) * sizeof(float)); /* [rows, cols_in] */
     if (!d) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "cpu activation backward: out of host memory");
     for (int64_t r = 0; r < rows; r++) {

@@ -34,23 +34,38 @@ static void cpu_free(f8_ctx *ctx, void *ptr)
     free(ptr);
 }
 
-static f8_status cpu_copy(f8_ctx *ctx, void *dst, const void *src, size_t bytes)
+/* upload and download: host <-> "backend" (host) memory; not stream work, so
+ * not counted as launches. */
+static f8_status cpu_transfer(f8_ctx *ctx, void *dst, const void *src, size_t bytes)
 {
     (void)ctx;
     if (bytes) memmove(dst, src, bytes);
     return F8_OK;
 }
 
+/* Every op below counts one launch when it has anything to write (the
+ * counters' CPU rule: one per backend op run; an op that writes nothing, such
+ * as an empty copy, counts none, as on CUDA). */
+static f8_status cpu_copy(f8_ctx *ctx, void *dst, const void *src, size_t bytes)
+{
+    if (!bytes) return F8_OK;
+    F8I_COUNT_LAUNCHES(ctx, 1);
+    memmove(dst, src, bytes);
+    return F8_OK;
+}
+
 static f8_status cpu_memset_zero(f8_ctx *ctx, void *dst, size_t bytes)
 {
-    (void)ctx;
-    if (bytes) memset(dst, 0, bytes);
+    if (!bytes) return F8_OK;
+    F8I_COUNT_LAUNCHES(ctx, 1);
+    memset(dst, 0, bytes);
     return F8_OK;
 }
 
 static f8_status cpu_fill_f32(f8_ctx *ctx, float *dst, float value, int64_t count)
 {
-    (void)ctx;
+    if (count <= 0) return F8_OK;
+    F8I_COUNT_LAUNCHES(ctx, 1);
     for (int64_t i = 0; i < count; i++) dst[i] = value;
     return F8_OK;
 }
@@ -79,7 +94,9 @@ static inline void store_f(void *p, f8_dtype dt, int64_t i, float v)
 
 /* ---- casts and layouts -------------------------------------------------- */
 
-static f8_status cpu_cast(f8_ctx *ctx, const f8i_cast_args *a)
+/* The cast itself, uncounted: the table's cast and cpu/act.c's fused cast
+ * (which its own op counts) both run it. */
+static f8_status cast_run(f8_ctx *ctx, const f8i_cast_args *a)
 {
     if (a->noop && *a->noop == 1.0f) return F8_OK;
     const float scale = *a->scale;
@@ -112,10 +129,19 @@ static f8_status cpu_cast(f8_ctx *ctx, const f8i_cast_args *a)
     return F8_OK;
 }
 
+static f8_status cpu_cast(f8_ctx *ctx, const f8i_cast_args *a)
+{
+    /* An empty cast writes only scale_inv (backend.h). */
+    if ((a->rows == 0 || a->cols == 0) && !a->scale_inv) return F8_OK;
+    F8I_COUNT_LAUNCHES(ctx, 1);
+    return cast_run(ctx, a);
+}
+
 static f8_status cpu_convert(f8_ctx *ctx, const void *src, f8_dtype src_dtype, const float *scale_inv, void *dst,
                              f8_dtype dst_dtype, int64_t count)
 {
-    (void)ctx;
+    if (count <= 0) return F8_OK;
+    F8I_COUNT_LAUNCHES(ctx, 1);
     const int fp8 = src_dtype == F8_DTYPE_E4M3 || src_dtype == F8_DTYPE_E5M2;
     const float s = fp8 ? *scale_inv : 1.0f;
     for (int64_t i = 0; i < count; i++) {
@@ -128,7 +154,8 @@ static f8_status cpu_convert(f8_ctx *ctx, const void *src, f8_dtype src_dtype, c
 static f8_status cpu_transpose_u8(f8_ctx *ctx, const uint8_t *src, uint8_t *dst, int64_t rows, int64_t cols,
                                   const float *noop)
 {
-    (void)ctx;
+    if (rows == 0 || cols == 0) return F8_OK;
+    F8I_COUNT_LAUNCHES(ctx, 1); /* counted even when the flag skips it (f8.h) */
     if (noop && *noop == 1.0f) return F8_OK;
     for (int64_t r = 0; r < rows; r++)
         for (int64_t c = 0; c < cols; c++) dst[c * rows + r] = src[r * cols + c];
@@ -137,7 +164,7 @@ static f8_status cpu_transpose_u8(f8_ctx *ctx, const uint8_t *src, uint8_t *dst,
 
 static f8_status cpu_reciprocal(f8_ctx *ctx, const float *src, float *dst, const float *noop)
 {
-    (void)ctx;
+    F8I_COUNT_LAUNCHES(ctx, 1);
     if (noop && *noop == 1.0f) return F8_OK;
     *dst = 1.0f / *src;
     return F8_OK;
@@ -145,7 +172,8 @@ static f8_status cpu_reciprocal(f8_ctx *ctx, const float *src, float *dst, const
 
 static f8_status cpu_add(f8_ctx *ctx, void *dst, const void *src, f8_dtype dtype, int64_t count)
 {
-    (void)ctx;
+    if (count <= 0) return F8_OK;
+    F8I_COUNT_LAUNCHES(ctx, 1);
     for (int64_t i = 0; i < count; i++) store_f(dst, dtype, i, load_f(dst, dtype, i) + load_f(src, dtype, i));
     return F8_OK;
 }
@@ -154,7 +182,8 @@ static f8_status cpu_add(f8_ctx *ctx, void *dst, const void *src, f8_dtype dtype
 
 static f8_status cpu_scale_update(f8_ctx *ctx, const f8i_scale_update_args *a)
 {
-    (void)ctx;
+    if (a->count <= 0) return F8_OK;
+    F8I_COUNT_LAUNCHES(ctx, 1);
     const int L = a->history_len;
     for (int j = 0; j < a->count; j++) {
         const int64_t c = a->cols ? (int64_t)a->cols[j] : j; /* the slot's column */
@@ -208,16 +237,16 @@ f8_status f8i_cpu_norm_fwd(f8_ctx *ctx, const f8i_norm_fwd_args *args); /* cpu/n
 f8_status f8i_cpu_norm_bwd(f8_ctx *ctx, const f8i_norm_bwd_args *args);
 f8_status f8i_cpu_act_fwd(f8_ctx *ctx, const f8i_act_fwd_args *args); /* cpu/act.c */
 f8_status f8i_cpu_act_bwd(f8_ctx *ctx, const f8i_act_bwd_args *args);
-f8_status f8i_cpu_cast(f8_ctx *ctx, const f8i_cast_args *args); /* the cast, for cpu/act.c */
+f8_status f8i_cpu_cast(f8_ctx *ctx, const f8i_cast_args *args); /* the uncounted cast, for cpu/act.c */
 
-f8_status f8i_cpu_cast(f8_ctx *ctx, const f8i_cast_args *args) { return cpu_cast(ctx, args); }
+f8_status f8i_cpu_cast(f8_ctx *ctx, const f8i_cast_args *args) { return cast_run(ctx, args); }
 
 static const f8i_backend cpu_backend = {
     .name = "cpu",
     .alloc = cpu_alloc,
     .free = cpu_free,
-    .upload = cpu_copy,
-    .download = cpu_copy,
+    .upload = cpu_transfer,
+    .download = cpu_transfer,
     .copy = cpu_copy,
     .memset_zero = cpu_memset_zero,
     .fill_f32 = cpu_fill_f32,

@@ -50,6 +50,8 @@ f8_status f8i_cpu_gemm(f8_ctx *ctx, const f8i_gemm_args *g)
 {
     const int64_t m = g->m, n = g->n, k = g->k;
     if (m == 0 || n == 0) return F8_OK;
+    if (k == 0 && !g->bias && g->accumulate) return F8_OK; /* D += 0: nothing to write */
+    F8I_COUNT_LAUNCHES(ctx, 1);
     float *acc = (float *)calloc((size_t)(m * n), sizeof(float));
     float *ap = (float *)malloc((size_t)(m * k + 1) * sizeof(float));
     float *bt = (float *)malloc((size_t)(k * n + 1) * sizeof(float));

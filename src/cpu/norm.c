@@ -45,10 +45,11 @@ static inline float gain(const void *gamma, f8_dtype dt, int zero_centered, int6
 
 f8_status f8i_cpu_norm_fwd(f8_ctx *ctx, const f8i_norm_fwd_args *a)
 {
-    (void)ctx;
     const int64_t cols = a->cols;
     const double n = cols > 0 ? (double)cols : 1.0; /* cols = 0: empty means, no NaN */
     const int fp8 = a->y_dtype == F8_DTYPE_E4M3 || a->y_dtype == F8_DTYPE_E5M2;
+    if (a->rows <= 0 && !(fp8 && a->scale_inv)) return F8_OK; /* nothing to write */
+    F8I_COUNT_LAUNCHES(ctx, 1);
     const int e5m2 = a->y_dtype == F8_DTYPE_E5M2;
     const float scale = fp8 ? *a->scale : 1.0f;
     float amax = 0.0f;
@@ -99,6 +100,8 @@ f8_status f8i_cpu_norm_bwd(f8_ctx *ctx, const f8i_norm_bwd_args *a)
 {
     const int64_t rows = a->rows, cols = a->cols;
     const double n = cols > 0 ? (double)cols : 1.0;
+    if (cols <= 0) return F8_OK; /* nothing to write */
+    F8I_COUNT_LAUNCHES(ctx, 1);
     /* colsum[0, cols): Σ dy·xhat (dgamma); colsum[cols, 2·cols): Σ dy (dbeta). */
     double *colsum = (double *)calloc((size_t)(cols > 0 ? 2 * cols : 1), sizeof(double));
     if (!colsum) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "cpu norm backward: out of host memory");

@@ -173,7 +173,8 @@ static void cuda_free(f8_ctx *ctx, void *ptr)
     if (cudaFree(ptr) != cudaSuccess) (void)cudaGetLastError();
 }
 
-/* upload/download: ordered after the stream's earlier work, and synchronous. */
+/* upload/download: ordered after the stream's earlier work, and synchronous.
+ * Not step work, so not counted in f8_ctx_counters.launches (nor on the CPU). */
 static f8_status sync_copy(f8_ctx *ctx, void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, const char *what)
 {
     f8_status st = use_device(ctx);
@@ -197,6 +198,7 @@ static f8_status cuda_download(f8_ctx *ctx, void *host_dst, const void *src, siz
 static f8_status cuda_copy(f8_ctx *ctx, void *dst, const void *src, size_t bytes)
 {
     if (bytes == 0) return F8_OK;
+    F8I_COUNT_LAUNCHES(ctx, 1);
     return f8i_cuda_check(ctx, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, f8i_stream(ctx)),
                           "copy: cudaMemcpyAsync");
 }
@@ -204,6 +206,7 @@ static f8_status cuda_copy(f8_ctx *ctx, void *dst, const void *src, size_t bytes
 static f8_status cuda_memset_zero(f8_ctx *ctx, void *dst, size_t bytes)
 {
     if (bytes == 0) return F8_OK;
+    F8I_COUNT_LAUNCHES(ctx, 1);
     return f8i_cuda_check(ctx, cudaMemsetAsync(dst, 0, bytes, f8i_stream(ctx)), "memset_zero: cudaMemsetAsync");
 }
 

@@ -168,6 +168,7 @@ static f8_status cast_flat(f8_ctx *ctx, const f8i_cast_args *a, int bf16, int e5
     const int64_t nchunk = aligned ? n / FLAT_ELEMS : 0;
     const int blocks = grid_size(ctx, nchunk > 0 ? nchunk : n, CAST_THREADS);
     cudaStream_t stream = f8i_stream(ctx);
+    F8I_COUNT_LAUNCHES(ctx, 1);
     if (bf16)
         e5m2 ? launch_flat<1, 1>(a, n, nchunk, blocks, stream) : launch_flat<1, 0>(a, n, nchunk, blocks, stream);
     else

@@ -203,7 +203,9 @@ static inline int64_t cast_tile_row_tiles(int64_t rows) { return (rows + TILE_RO
  * and src, then dbias_reduce_kernel when there are several row tiles. Fills
  * p->col_tiles and p->partial (ctx scratch; F8_ERR_STATE, before any launch,
  * if fewer than row_tiles * cols * 4 bytes are reserved: `reserve` names the
- * function that sizes it). `op` names the operation in messages. */
+ * function that sizes it). `op` names the operation in messages. Counts its
+ * own launches (1, or 2 with the reduce) in f8_ctx_counters: callers must not
+ * count them again. */
 template <typename SRC>
 static f8_status cast_tile_launch(f8_ctx *ctx, cast_tile_params *p, const SRC &src, int e5m2, const char *op,
                                   const char *reserve)
@@ -229,6 +231,7 @@ static f8_status cast_tile_launch(f8_ctx *ctx, cast_tile_params *p, const SRC &s
 
     cudaStream_t stream = f8i_stream(ctx);
     const unsigned blocks = (unsigned)(row_tiles * col_tiles);
+    F8I_COUNT_LAUNCHES(ctx, 1);
     if (p->dbias != NULL && e5m2)
         cast_tile_kernel<SRC, 1, 1><<<blocks, CAST_THREADS, 0, stream>>>(*p, src);
     else if (p->dbias != NULL)
@@ -241,6 +244,7 @@ static f8_status cast_tile_launch(f8_ctx *ctx, cast_tile_params *p, const SRC &s
     if (st != F8_OK || p->partial == NULL) return st;
 
     const unsigned rblocks = (unsigned)((p->cols + 31) / 32);
+    F8I_COUNT_LAUNCHES(ctx, 1);
     dbias_reduce_kernel<<<rblocks, dim3(32, F8I_REDUCE_SPLIT), 0, stream>>>(p->partial, row_tiles, p->cols, p->dbias,
                                                                         p->dbias_bf16, p->dbias_accumulate, p->noop);
     return f8i_cuda_launch_check(ctx, "dbias_reduce_kernel");

@@ -221,6 +221,7 @@ f8_status f8i_cuda_convert(f8_ctx *ctx, const void *src, f8_dtype src_dtype, con
                          f8_dtype_name(src_dtype));
     if (count < 0) return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "convert: negative count %lld", (long long)count);
     if (count == 0) return F8_OK;
+    F8I_COUNT_LAUNCHES(ctx, 1); /* one memcpy or one kernel */
     if (src_dtype == F8_DTYPE_FP32 && dst_dtype == F8_DTYPE_FP32)
         return f8i_cuda_check(ctx,
                               cudaMemcpyAsync(dst, src, (size_t)count * sizeof(float), cudaMemcpyDeviceToDevice,
@@ -238,6 +239,7 @@ f8_status f8i_cuda_add(f8_ctx *ctx, void *dst, const void *src, f8_dtype dtype, 
     if (count == 0) return F8_OK;
     const int64_t nchunk = aligned16(dst, src) ? count / EW_ELEMS : 0;
     const int blocks = grid_size(ctx, nchunk > 0 ? nchunk : count, EW_THREADS);
+    F8I_COUNT_LAUNCHES(ctx, 1);
     if (dtype == F8_DTYPE_FP32)
         add_kernel<F8_DTYPE_FP32><<<blocks, EW_THREADS, 0, f8i_stream(ctx)>>>(dst, src, count, nchunk);
     else
@@ -252,12 +254,14 @@ f8_status f8i_cuda_fill_f32(f8_ctx *ctx, float *dst, float value, int64_t count)
     if (count == 0) return F8_OK;
     const int64_t nchunk = (uintptr_t)dst % 16 == 0 ? count / EW_ELEMS : 0;
     const int blocks = grid_size(ctx, nchunk > 0 ? nchunk : count, EW_THREADS);
+    F8I_COUNT_LAUNCHES(ctx, 1);
     fill_f32_kernel<<<blocks, EW_THREADS, 0, f8i_stream(ctx)>>>(dst, value, count, nchunk);
     return f8i_cuda_launch_check(ctx, "fill_f32_kernel");
 }
 
 f8_status f8i_cuda_reciprocal(f8_ctx *ctx, const float *src, float *dst, const float *noop)
 {
+    F8I_COUNT_LAUNCHES(ctx, 1);
     reciprocal_kernel<<<1, 1, 0, f8i_stream(ctx)>>>(src, dst, noop);
     return f8i_cuda_launch_check(ctx, "reciprocal_kernel");
 }

@@ -263,6 +263,7 @@ static f8_status launch_bias(f8_ctx *ctx, const f8i_gemm_args *g, int overwrite)
     int64_t blocks = (total + 255) / 256;
     const int64_t cap = (int64_t)(f8i_cuda(ctx)->sm_count > 0 ? f8i_cuda(ctx)->sm_count : 132) * 16;
     if (blocks > cap) blocks = cap;
+    F8I_COUNT_LAUNCHES(ctx, 1);
     gemm_bias_kernel<<<(unsigned)blocks, 256, 0, f8i_stream(ctx)>>>(g->d, g->d_dtype, g->bias, g->bias_dtype, g->m,
                                                                     g->n, overwrite);
     return f8i_cuda_launch_check(ctx, "gemm_bias_kernel");
@@ -293,6 +294,7 @@ static f8_status launch_fallback(f8_ctx *ctx, const f8i_gemm_args *g)
     const dim3 grid((unsigned)gx, (unsigned)gy), block(FB_THREADS, FB_THREADS);
     cudaStream_t s = f8i_stream(ctx);
     const int pair = (int)g->a_dtype * 4 + (int)g->b_dtype;
+    F8I_COUNT_LAUNCHES(ctx, 1); /* (the default case below launches nothing; it is an error anyway) */
     switch (pair) {
     case F8_DTYPE_FP32 * 4 + F8_DTYPE_FP32: gemm_fallback_kernel<F8_DTYPE_FP32, F8_DTYPE_FP32><<<grid, block, 0, s>>>(p); break;
     case F8_DTYPE_BF16 * 4 + F8_DTYPE_BF16: gemm_fallback_kernel<F8_DTYPE_BF16, F8_DTYPE_BF16><<<grid, block, 0, s>>>(p); break;
@@ -613,6 +615,7 @@ f8_status f8i_cuda_gemm(f8_ctx *ctx, const f8i_gemm_args *g)
         if (g->bias) return launch_bias(ctx, g, !g->accumulate);
         if (g->accumulate) return F8_OK;
         const size_t bytes = (size_t)g->m * (size_t)g->n * dtype_bytes(g->d_dtype);
+        F8I_COUNT_LAUNCHES(ctx, 1);
         return f8i_cuda_check(ctx, cudaMemsetAsync(g->d, 0, bytes, f8i_stream(ctx)), "gemm: cudaMemsetAsync of D (k = 0)");
     }
 
@@ -636,6 +639,7 @@ f8_status f8i_cuda_gemm(f8_ctx *ctx, const f8i_gemm_args *g)
         return launch_fallback(ctx, g);
     }
     if (st != CUBLAS_STATUS_SUCCESS) return lt_error(ctx, st, "cublasLtMatmul", g);
+    F8I_COUNT_LAUNCHES(ctx, 1); /* counted once enqueued (NOT_SUPPORTED enqueues nothing) */
     if (p->bias == BIAS_AFTER) return launch_bias(ctx, g, 0);
     return F8_OK;
 }

@@ -141,6 +141,7 @@ f8_status f8i_cuda_transpose_u8(f8_ctx *ctx, const uint8_t *src, uint8_t *dst, i
     p.col_tiles = (int)col_tiles;
     p.w_src = access_width(src, cols, 16);
     p.w_dst = access_width(dst, rows, 16);
+    F8I_COUNT_LAUNCHES(ctx, 1);
     transpose_u8_kernel<<<(unsigned)(row_tiles * col_tiles), TR_THREADS, 0, f8i_stream(ctx)>>>(p);
     return f8i_cuda_launch_check(ctx, "transpose_u8_kernel");
 }
