@@ -81,6 +81,11 @@ int f8i_slot_valid(const f8_ctx *ctx, f8_slot slot);
 f8_status f8i_alloc(f8_ctx *ctx, f8_mem_category category, f8_memory_report *acct, size_t bytes, void **ptr);
 void f8i_free(f8_ctx *ctx, void *ptr);
 
+/* Host read (write = 0) or write of n slots of ONE direction at once:
+ * hist [L, n] (row r, slot j at r * n + j), scale [n], scale_inv [n]. One
+ * download (and upload) of the direction; synchronizes. */
+f8_status f8i_slots_io(f8_ctx *ctx, const f8_slot *slots, int n, float *hist, float *scale, float *scale_inv, int write);
+
 /* Add forward slots to the set f8_ctx_update_weight_scales updates (module
  * creation with fp8_weights). */
 f8_status f8i_register_fp8_weight_slots(f8_ctx *ctx, const f8_slot *slots, int n);

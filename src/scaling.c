@@ -143,6 +143,36 @@ static f8_status column_io(f8_ctx *ctx, f8_slot slot, float *col, int write)
     return st;
 }
 
+f8_status f8i_slots_io(f8_ctx *ctx, const f8_slot *slots, int n, float *hist, float *scale, float *scale_inv, int write)
+{
+    if (n == 0) return F8_OK;
+    const int L = ctx->recipe.amax_history_len;
+    f8i_scaling_dir *d = &ctx->dir[slots[0].direction];
+    size_t total = dir_floats(L, d->cap);
+    float *h = (float *)malloc(total * sizeof(float));
+    if (!h) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "slot access: out of host memory");
+    f8_status st = ctx->be->download(ctx, h, d->history, total * sizeof(float));
+    for (int j = 0; j < n && st == F8_OK; j++) {
+        const int c = slots[j].index;
+        for (int r = 0; r < L; r++) {
+            float *cell = h + (size_t)r * d->cap + c;
+            if (write) *cell = hist[(size_t)r * n + j];
+            else hist[(size_t)r * n + j] = *cell;
+        }
+        float *sc = h + (size_t)L * d->cap + c, *si = sc + d->cap;
+        if (write) {
+            *sc = scale[j];
+            *si = scale_inv[j];
+        } else {
+            scale[j] = *sc;
+            scale_inv[j] = *si;
+        }
+    }
+    if (st == F8_OK && write) st = ctx->be->upload(ctx, d->history, h, total * sizeof(float));
+    free(h);
+    return st;
+}
+
 f8_status f8_slot_read(f8_ctx *ctx, f8_slot slot, float *scale, float *scale_inv, float *amax_history)
 {
     f8_status st = slot_check(ctx, slot, "f8_slot_read");

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "norm.h"
+#include "state.h"
 #include "weight.h"
 
 enum { SLOT_INPUT = 0, SLOT_WEIGHT = 1 };
@@ -383,4 +384,20 @@ f8_status f8_layernorm_linear_backward(f8_layernorm_linear *m, f8_layernorm_line
                                dx ? dx->dtype : F8_DTYPE_FP32);
     if (st == F8_OK) s->filled = 0;
     return st;
+}
+
+void f8i_layernorm_linear_state(f8_layernorm_linear *m, f8i_module_state *s)
+{
+    memset(s, 0, sizeof *s);
+    s->ctx = m->ctx;
+    s->fp8 = m->cfg.fp8;
+    s->n_weights = 1;
+    s->weights[0] = &m->w;
+    s->weight_names[0] = "weight";
+    s->bias_names[0] = "bias";
+    s->norm = &m->norm;
+    s->n_fwd = 3;
+    s->n_bwd = 2;
+    s->fwd = m->fwd;
+    s->bwd = m->bwd;
 }

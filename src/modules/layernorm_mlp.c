@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "norm.h"
+#include "state.h"
 #include "weight.h"
 
 enum { GEMM1_INPUT = 0, GEMM1_WEIGHT = 1, GEMM2_INPUT = 3, GEMM2_WEIGHT = 4 };
@@ -447,4 +448,23 @@ f8_status f8_layernorm_mlp_backward(f8_layernorm_mlp *m, f8_layernorm_mlp_saved 
                                dx ? dx->dtype : F8_DTYPE_FP32);
     if (st == F8_OK) s->filled = 0;
     return st;
+}
+
+void f8i_layernorm_mlp_state(f8_layernorm_mlp *m, f8i_module_state *s)
+{
+    memset(s, 0, sizeof *s);
+    s->ctx = m->ctx;
+    s->fp8 = m->cfg.fp8;
+    s->n_weights = 2;
+    s->weights[0] = &m->fc1;
+    s->weights[1] = &m->fc2;
+    s->weight_names[0] = "fc1_weight";
+    s->weight_names[1] = "fc2_weight";
+    s->bias_names[0] = "fc1_bias";
+    s->bias_names[1] = "fc2_bias";
+    s->norm = &m->norm;
+    s->n_fwd = 6;
+    s->n_bwd = 4;
+    s->fwd = m->fwd;
+    s->bwd = m->bwd;
 }

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "state.h"
 #include "weight.h"
 
 enum { SLOT_INPUT = 0, SLOT_WEIGHT = 1, SLOT_OUTPUT = 2 };
@@ -337,4 +338,19 @@ f8_status f8_linear_backward(f8_linear *l, f8_linear_saved *s, const f8_tensor *
     st = l->cfg.fp8 ? backward_fp8(l, s, dy, dx) : backward_hp(l, s, dy, dx);
     if (st == F8_OK) s->filled = 0;
     return st;
+}
+
+void f8i_linear_state(f8_linear *l, f8i_module_state *s)
+{
+    memset(s, 0, sizeof *s);
+    s->ctx = l->ctx;
+    s->fp8 = l->cfg.fp8;
+    s->n_weights = 1;
+    s->weights[0] = &l->w;
+    s->weight_names[0] = "weight";
+    s->bias_names[0] = "bias";
+    s->n_fwd = 3;
+    s->n_bwd = 2;
+    s->fwd = l->fwd;
+    s->bwd = l->bwd;
 }
