@@ -802,6 +802,107 @@ f8_status f8_checkpoint_restore_layernorm_linear(const f8_checkpoint *checkpoint
 f8_status f8_checkpoint_restore_layernorm_mlp(const f8_checkpoint *checkpoint, const char *prefix,
                                               f8_layernorm_mlp *module);
 
+/* ------------------------------------------------------------------------ */
+/* Training building blocks: embedding, attention, cross-entropy, AdamW      */
+/* ------------------------------------------------------------------------ */
+
+/* The pieces a GPT trainer needs around the modules, on both backends, all
+ * asynchronous, allocation-free per call and graph-capturable. Token ids are
+ * int32 in backend memory. A batch of B sequences of S tokens is flattened
+ * to T = B·S rows, sequence-major (row b·S + s). */
+
+/* Token + position embedding (GPT-2): y[t, :] = wte[tokens[t], :] + wpe[t mod S, :].
+ * wte [V, C], wpe [>= S, C], y [T, C]: FP32 or BF16 (y may differ; sums in
+ * FP32). A token outside [0, V) cannot be reported by the device: its row of
+ * y is the position embedding alone, and backward ignores it. */
+f8_status f8_embedding_forward(f8_ctx *ctx, const int32_t *tokens, int64_t seq_len, const f8_tensor *wte,
+                               const f8_tensor *wpe, f8_tensor *y);
+/* dwte[tokens[t], :] += dy[t, :], dwpe[t mod S, :] += dy[t, :]; deterministic:
+ * every sum is taken in the same order on every run. dwpe may be NULL. */
+f8_status f8_embedding_backward(f8_ctx *ctx, const int32_t *tokens, int64_t seq_len, const f8_tensor *dy,
+                                f8_tensor *dwte, f8_tensor *dwpe);
+
+/* Causal multi-head self-attention, as in GPT-2. qkv [T, 3C] holds per row
+ * [q | k | v], each C = n_head · head_dim wide, head h in columns
+ * h·head_dim .. (h+1)·head_dim - 1 of each third. For each sequence and head:
+ *   y = softmax(q kᵀ / sqrt(head_dim) + causal mask) v      y [T, C]
+ * Statistics (max, sum) in FP32; dtype FP32 or BF16 (BF16 on the GPU is the
+ * fast path). The caller keeps qkv unchanged until backward. */
+typedef struct f8_attention f8_attention;
+typedef struct f8_attention_saved f8_attention_saved;
+
+typedef struct f8_attention_config {
+    int64_t n_head;     /* >= 1 */
+    int64_t head_dim;   /* >= 1 */
+    int64_t max_batch;  /* largest B of any call; sizes the saved state */
+    int64_t max_seq;    /* largest S */
+    f8_dtype dtype;     /* qkv, y and their gradients: FP32 or BF16; default BF16 */
+} f8_attention_config;
+
+f8_attention_config f8_attention_config_default(int64_t n_head, int64_t head_dim, int64_t max_batch, int64_t max_seq);
+f8_status f8_attention_create(f8_ctx *ctx, const f8_attention_config *config, f8_attention **attention);
+void f8_attention_destroy(f8_attention *attention);
+/* What one forward keeps for its backward (all memory allocated here). */
+f8_status f8_attention_saved_create(f8_attention *attention, f8_attention_saved **saved);
+void f8_attention_saved_destroy(f8_attention_saved *saved);
+/* saved may be NULL (inference). */
+f8_status f8_attention_forward(f8_attention *attention, const f8_tensor *qkv, int64_t batch, int64_t seq,
+                               f8_tensor *y, f8_attention_saved *saved);
+/* dqkv [T, 3C] is overwritten. */
+f8_status f8_attention_backward(f8_attention *attention, f8_attention_saved *saved, const f8_tensor *dy,
+                                f8_tensor *dqkv);
+
+/* Softmax cross-entropy of logits [T, Vp] (FP32 or BF16) against targets [T]
+ * (int32 backend), over the first `vocab` columns (the rest are padding:
+ * no probability, zero gradient). A target outside [0, vocab) marks an
+ * ignored row (loss 0, zero gradient). Writes losses [T] (FP32 backend
+ * memory, -log p(target)) and, if dlogits is not NULL, dlogits [T, Vp] =
+ * (softmax - onehot(target)) · grad_scale (dlogits may be logits itself). */
+f8_status f8_cross_entropy(f8_ctx *ctx, const f8_tensor *logits, int64_t vocab, const int32_t *targets,
+                           float grad_scale, float *losses, f8_tensor *dlogits);
+
+/* AdamW (decoupled weight decay) over a set of parameters, with global
+ * gradient-norm clipping and a warmup + cosine learning-rate schedule, all
+ * computed on the device from a device step counter, so a whole step can be
+ * one graph replay:
+ *   lr(step)  = lr_max · (step + 1) / warmup_steps                  step < warmup_steps
+ *             = lr_min + (lr_max - lr_min) · (1 + cos(π · p)) / 2   p = (step - warmup)/(total - warmup), clamped to 1
+ *   norm      = sqrt(Σ over every grad of g²)  (FP32, fixed order: deterministic)
+ *   c         = grad_clip > 0 && norm > grad_clip ? grad_clip / norm : 1
+ *   g' = c·g; m = β1 m + (1-β1) g'; v = β2 v + (1-β2) g'²
+ *   p -= lr · (m / (1-β1^t) / (sqrt(v / (1-β2^t)) + eps) + wd · p)   (wd only for params added with decay)
+ * with t = step + 1; then step += 1. Moments are FP32; params FP32 or BF16
+ * (BF16 rounded to nearest even). */
+typedef struct f8_adamw f8_adamw;
+
+typedef struct f8_adamw_config {
+    float lr_max;        /* default 6e-4 */
+    float lr_min;        /* default 6e-5 */
+    int64_t warmup_steps; /* default 0 (no warmup) */
+    int64_t total_steps; /* cosine ends here; default 0 = constant lr_max after warmup */
+    float beta1, beta2, eps; /* 0.9, 0.95, 1e-8 */
+    float weight_decay;  /* default 0.1 */
+    float grad_clip;     /* default 1.0; 0 = no clipping */
+} f8_adamw_config;
+
+f8_adamw_config f8_adamw_config_default(void);
+f8_status f8_adamw_create(f8_ctx *ctx, const f8_adamw_config *config, f8_adamw **adamw);
+void f8_adamw_destroy(f8_adamw *adamw);
+/* Register a parameter and its gradient (same shape; views must stay valid
+ * while the optimizer is used). decay != 0 applies weight decay to it.
+ * Allocates its moments; not allowed after the first step. */
+f8_status f8_adamw_add(f8_adamw *adamw, const f8_tensor *param, const f8_tensor *grad, int decay);
+/* One update of every registered parameter (asynchronous). */
+f8_status f8_adamw_step(f8_adamw *adamw);
+/* Host copies of the device state after the last step (synchronizes); any
+ * output may be NULL: steps done, the lr used by the last step, the
+ * gradient norm before clipping of the last step. */
+f8_status f8_adamw_read(f8_adamw *adamw, int64_t *step, float *lr, float *grad_norm);
+/* Checkpoint the optimizer (moments and step) under prefix / restore it
+ * (same parameter shapes registered in the same order). */
+f8_status f8_checkpoint_add_adamw(f8_checkpoint *checkpoint, const char *prefix, f8_adamw *adamw);
+f8_status f8_checkpoint_restore_adamw(const f8_checkpoint *checkpoint, const char *prefix, f8_adamw *adamw);
+
 #ifdef __cplusplus
 }
 

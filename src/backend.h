@@ -245,6 +245,12 @@ typedef struct f8i_backend {
     void (*state_destroy)(f8_ctx *ctx);
     f8_status (*set_stream)(f8_ctx *ctx, void *stream);
     void *(*get_stream)(const f8_ctx *ctx);
+
+    /* Training ops (embedding, attention, cross-entropy, AdamW; kinds and
+     * args in src/train_ops.h): one entry that dispatches on kind, so the
+     * graph recorder treats them all alike (it copies args_size bytes of args
+     * and replays them). A work op like the others. */
+    f8_status (*train_op)(f8_ctx *ctx, int kind, const void *args, size_t args_size);
 } f8i_backend;
 
 /* The backends. f8i_cuda_backend() is NULL in a build without CUDA. */

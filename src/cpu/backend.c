@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "f8i.h"
+#include "train_ops.h"
 #include "numerics.h"
 
 /* ---- memory ---------------------------------------------------------- */
@@ -266,6 +267,7 @@ static const f8i_backend cpu_backend = {
     .state_destroy = cpu_state_destroy,
     .set_stream = cpu_set_stream,
     .get_stream = cpu_get_stream,
+    .train_op = f8i_cpu_train_op,
 };
 
 const f8i_backend *f8i_cpu_backend(void) { return &cpu_backend; }

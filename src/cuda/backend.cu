@@ -25,6 +25,7 @@
 #include <stdlib.h>
 
 #include "cuda_state.cuh"
+#include "train_ops.h"
 
 /* ------------------------------------------------------------------------ */
 /* Kernel                                                                    */
@@ -251,6 +252,7 @@ static const f8i_backend cuda_backend = {
     cuda_state_destroy,
     cuda_set_stream,
     cuda_get_stream,
+    f8i_cuda_train_op,
 };
 
 const f8i_backend *f8i_cuda_backend(void) { return &cuda_backend; }
