@@ -159,9 +159,11 @@ void f8_ctx_free(f8_ctx *ctx, void *ptr)
 f8_status f8i_alloc(f8_ctx *ctx, f8_mem_category category, f8_memory_report *acct, size_t bytes, void **ptr)
 {
     *ptr = NULL;
-    if (ctx->capturing)
+    if (ctx->capturing) {
+        if (ctx->capture_error == F8_OK) ctx->capture_error = F8_ERR_STATE; /* spoils the capture (graph.c) */
         return f8i_error(ctx, F8_ERR_STATE, "allocation of %zu bytes while capturing a graph: create objects and run "
                                             "one step eagerly before f8_graph_begin", bytes);
+    }
     if (ctx->n_allocs == ctx->cap_allocs) {
         size_t cap = ctx->cap_allocs ? 2 * ctx->cap_allocs : 64;
         f8i_alloc_rec *t = (f8i_alloc_rec *)realloc(ctx->allocs, cap * sizeof *t);

@@ -1,5 +1,26 @@
 /* no_cuda.c — linked instead of src/cuda/ in a build without CUDA (CUDA=0):
- * the CUDA backend is absent, and f8_ctx_create reports F8_ERR_NO_DEVICE. */
-#include "backend.h"
+ * the CUDA backend is absent, and f8_ctx_create reports F8_ERR_NO_DEVICE.
+ * There is then no CUDA ctx, so graph.c never reaches the graph stubs. */
+#include "graph.h"
 
 const f8i_backend *f8i_cuda_backend(void) { return NULL; }
+
+f8_status f8i_cuda_graph_begin(f8_ctx *ctx)
+{
+    return f8i_error(ctx, F8_ERR_NO_DEVICE, "this build of f8 has no CUDA backend (built with CUDA=0)");
+}
+
+f8_status f8i_cuda_graph_end(f8_ctx *ctx, int keep, void **exec)
+{
+    (void)keep;
+    *exec = NULL;
+    return f8i_error(ctx, F8_ERR_NO_DEVICE, "this build of f8 has no CUDA backend (built with CUDA=0)");
+}
+
+f8_status f8i_cuda_graph_launch(f8_ctx *ctx, void *exec)
+{
+    (void)exec;
+    return f8i_error(ctx, F8_ERR_NO_DEVICE, "this build of f8 has no CUDA backend (built with CUDA=0)");
+}
+
+void f8i_cuda_graph_destroy(void *exec) { (void)exec; }
