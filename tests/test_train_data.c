@@ -1,0 +1,779 @@
+/*
+ * test_train_data.c — the trainer's data side: the embedded corpus (bytes,
+ * determinism, structure, entropies), the dataset loaders (llm.c shards good
+ * and malformed, text files, the corpus), the stateless batch sampler, the
+ * CSV log (round trip, append, crash and resume), the progress line and the
+ * SVG plot. The train/ files are compiled into this program directly (the
+ * library archive does not hold them). Files go to a fresh directory in /tmp.
+ */
+#include <unistd.h>
+
+#include "check.h"
+
+#include "../train/corpus.c"
+#include "../train/data.c"
+#include "../train/log.c"
+#include "../train/plot.c"
+
+static char tmpdir[64];
+static char made[64][160]; /* files to remove at the end */
+static int nmade;
+
+static const char *tmp_path(const char *name)
+{
+    if (nmade == 64) die("too many temporary files", NULL);
+    snprintf(made[nmade], sizeof made[0], "%s/%s", tmpdir, name);
+    return made[nmade++];
+}
+
+static void write_bytes(const char *path, const void *data, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(data, 1, n, f) != n || fclose(f) != 0) die("cannot write a temporary file", NULL);
+}
+
+static char *read_text(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = (char *)xmalloc((size_t)len + 1);
+    size_t got = fread(s, 1, (size_t)len, f);
+    fclose(f);
+    s[got] = 0;
+    if (n) *n = got;
+    return s;
+}
+
+static void put_i32(uint8_t *p, int32_t v)
+{
+    uint32_t u = (uint32_t)v;
+    p[0] = (uint8_t)u, p[1] = (uint8_t)(u >> 8), p[2] = (uint8_t)(u >> 16), p[3] = (uint8_t)(u >> 24);
+}
+
+/* An llm.c shard: header (magic, version, count) then `ntok` tokens of
+ * token(i) = first + 7 i, cut or padded to `bytes` total when bytes > 0. */
+static void write_shard(const char *path, int32_t magic, int32_t version, int32_t count, int ntok, int first,
+                        size_t bytes)
+{
+    size_t full = 1024 + 2 * (size_t)ntok;
+    uint8_t *b = (uint8_t *)calloc(full + 64, 1);
+    if (!b) die("malloc", NULL);
+    put_i32(b, magic), put_i32(b + 4, version), put_i32(b + 8, count);
+    for (int i = 0; i < ntok; i++) {
+        int t = first + 7 * i;
+        b[1024 + 2 * i] = (uint8_t)t, b[1024 + 2 * i + 1] = (uint8_t)(t >> 8);
+    }
+    write_bytes(path, b, bytes ? bytes : full);
+    free(b);
+}
+
+/* --------------------------------------------------------------------------- corpus */
+
+static int line_kind_ok(const char *s, int *kinds)
+{
+    int a, b, c;
+    char op, eq;
+    if (!strncmp(s, "brackets: ", 10)) {
+        kinds[0]++;
+        char stack[64];
+        int d = 0;
+        for (const char *p = s + 10; *p; p++) {
+            const char *o = strchr("([{<", *p), *cl = strchr(")]}>", *p);
+            if (o && d < 64) stack[d++] = ")]}>"[o - "([{<"];
+            else if (cl) {
+                if (d == 0 || stack[--d] != *p) return 0;
+            } else return 0;
+        }
+        return d == 0;
+    }
+    if (!strncmp(s, "copy: ", 6) || !strncmp(s, "reverse: ", 9)) {
+        kinds[1]++;
+        int rev = s[0] == 'r';
+        const char *w = strchr(s, ' ') + 1, *arrow = strstr(s, " -> ");
+        if (!arrow) return 0;
+        size_t n = (size_t)(arrow - w);
+        const char *out = arrow + 4;
+        if (strlen(out) != n) return 0;
+        for (size_t i = 0; i < n; i++)
+            if (out[i] != w[rev ? n - 1 - i : i]) return 0;
+        return 1;
+    }
+    if (!strncmp(s, "sort:", 5)) {
+        kinds[2]++;
+        int in[16], out[16], ni = 0, no = 0, *dst = in, *cnt = &ni;
+        for (const char *p = s + 5; *p; p++) {
+            if (*p >= '0' && *p <= '9' && *cnt < 16) dst[(*cnt)++] = *p - '0';
+            if (*p == '>') dst = out, cnt = &no;
+        }
+        if (ni != no) return 0;
+        for (int i = 0; i + 1 < no; i++)
+            if (out[i] > out[i + 1]) return 0;
+        int hist[10] = {0};
+        for (int i = 0; i < ni; i++) hist[in[i]]++, hist[out[i]]--;
+        for (int i = 0; i < 10; i++)
+            if (hist[i]) return 0;
+        return 1;
+    }
+    if (!strncmp(s, "recall:", 7)) {
+        kinds[3]++;
+        int val[26];
+        for (int i = 0; i < 26; i++) val[i] = -1;
+        const char *q = strchr(s, '?');
+        if (!q) return 0;
+        for (const char *p = s + 7; p < q; p += 4)
+            if (p[0] == ' ' && p[2] == '=') val[p[1] - 'a'] = p[3] - '0';
+        for (const char *p = q + 1; *p; p += 4)
+            if (p[0] != ' ' || p[2] != '=' || val[p[1] - 'a'] != p[3] - '0') return 0;
+        return 1;
+    }
+    if (!strncmp(s, "count", 5)) {
+        kinds[4]++;
+        return 1;
+    }
+    int used = 0;
+    if (sscanf(s, "%d is %n", &a, &used) == 1 && used > 0) { /* "42 is forty two." */
+        kinds[4]++;
+        char want[40];
+        if (a < 20) snprintf(want, sizeof want, "%s.", ONES[a]);
+        else if (a % 10) snprintf(want, sizeof want, "%s %s.", TENS[a / 10], ONES[a % 10]);
+        else snprintf(want, sizeof want, "%s.", TENS[a / 10]);
+        return !strcmp(s + used, want);
+    }
+    if (sscanf(s, "%d%c%d%c%d", &a, &op, &b, &eq, &c) == 5 && eq == '=') {
+        kinds[5]++;
+        /* every fact of the line */
+        for (const char *p = s; p;) {
+            if (sscanf(p, "%d%c%d=%d", &a, &op, &b, &c) != 4) return 0;
+            int want = op == '+' ? a + b : op == '-' ? a - b : op == '*' ? a * b : -1;
+            if (c != want) return 0;
+            p = strstr(p, ", ");
+            if (p) p += 2;
+        }
+        return 1;
+    }
+    if (strstr(s, " lives in ") || strstr(s, "Q: ") || strstr(s, " has a") || strstr(s, "'s ") ||
+        strstr(s, " is a friend of ")) {
+        kinds[6]++;
+        return 1;
+    }
+    kinds[7]++; /* a story: a/an must agree with the next word */
+    for (const char *p = s; (p = strstr(p, " a ")) != NULL; p += 3)
+        if (strchr("aeiou", p[3])) return 0;
+    for (const char *p = s; (p = strstr(p, " an ")) != NULL; p += 4)
+        if (!strchr("aeiou", p[4])) return 0;
+    return s[0] >= 'A' && s[0] <= 'Z' && s[strlen(s) - 1] == '.';
+}
+
+/* "Alice lives in Oslo." and "Q: where does Alice live? A: Oslo." must name
+ * the same city every time: the world is fixed per seed. */
+static void check_world_consistent(const char *text)
+{
+    char city[16][16];
+    memset(city, 0, sizeof city);
+    int seen = 0, clashes = 0;
+    for (int p = 0; p < 16; p++) {
+        const char *name = NAMES[p].name;
+        char pat1[48], pat2[64];
+        snprintf(pat1, sizeof pat1, "%s lives in ", name);
+        snprintf(pat2, sizeof pat2, "where does %s live? A: ", name);
+        const char *pats[2] = {pat1, pat2};
+        for (int k = 0; k < 2; k++)
+            for (const char *at = text; (at = strstr(at, pats[k])) != NULL; at++) {
+                if (at > text && at[-1] != ' ' && at[-1] != '\n') continue; /* "Alice's friend" etc. */
+                char c[16] = {0};
+                sscanf(at + strlen(pats[k]), "%15[A-Za-z]", c);
+                if (!city[p][0]) strcpy(city[p], c);
+                else clashes += strcmp(city[p], c) != 0;
+                seen++;
+            }
+    }
+    CHECK(seen > 100, "only %d statements of where people live", seen);
+    CHECK(clashes == 0, "%d statements contradict the world", clashes);
+}
+
+static void test_corpus(void)
+{
+    const size_t n = (size_t)1 << 20;
+    uint8_t *a = (uint8_t *)xmalloc(n), *b = (uint8_t *)xmalloc(n), *c = (uint8_t *)xmalloc(n);
+    corpus_generate(7, a, n);
+    corpus_generate(7, b, n);
+    CHECK(!memcmp(a, b, n), "same seed, different bytes");
+    corpus_generate(7, c, 1000);
+    CHECK(!memcmp(a, c, 1000), "a shorter corpus is not a prefix of a longer one");
+    corpus_generate(8, c, n);
+    CHECK(memcmp(a, c, n) != 0, "seeds 7 and 8 give the same corpus");
+    corpus_generate(7, c, 0); /* writes nothing, must not crash */
+
+    size_t odd = 0;
+    for (size_t i = 0; i < n; i++) odd += !(a[i] == '\n' || (a[i] >= 32 && a[i] < 127));
+    CHECK(odd == 0, "%zu bytes are neither printable ASCII nor newline", odd);
+
+    /* Every line well-formed for its kind; every kind present. */
+    char *text = (char *)xmalloc(n + 1);
+    memcpy(text, a, n);
+    text[n] = 0;
+    char *last_nl = strrchr(text, '\n');
+    if (last_nl) last_nl[1] = 0; /* drop the cut last line */
+    int kinds[8] = {0}, bad = 0, lines = 0;
+    char *copy = (char *)xmalloc(n + 1);
+    strcpy(copy, text);
+    for (char *line = copy, *nl; (nl = strchr(line, '\n')) != NULL; line = nl + 1) {
+        *nl = 0;
+        lines++;
+        if (!line_kind_ok(line, kinds)) {
+            if (bad++ < 5) fprintf(stderr, "bad corpus line: %s\n", line);
+        }
+    }
+    CHECK(bad == 0, "%d of %d corpus lines are malformed", bad, lines);
+    for (int k = 0; k < 8; k++) CHECK(kinds[k] > lines / 40, "line kind %d appears %d times in %d lines", k, kinds[k], lines);
+    check_world_consistent(text);
+    free(copy), free(text);
+
+    /* Structure: knowing the previous bytes must help a lot. */
+    double h[5];
+    for (int o = 0; o < 5; o++) CHECK(corpus_entropy(a, n, o, &h[o]) == F8_OK, "corpus_entropy order %d", o);
+    printf("  corpus entropy (nats/byte): unigram %.3f, orders 1-4: %.3f %.3f %.3f %.3f\n", h[0], h[1], h[2], h[3],
+           h[4]);
+    CHECK(fabs(h[0] - corpus_unigram_entropy(a, n)) < 1e-12, "order 0 != unigram");
+    CHECK(h[0] > 2.5 && h[0] < 4.5, "unigram entropy %.3f nats is not English-like", h[0]);
+    CHECK(h[1] < 0.75 * h[0], "bigram conditional %.3f is not well below unigram %.3f", h[1], h[0]);
+    CHECK(h[3] < 0.40 * h[0], "order-3 conditional %.3f is not far below unigram %.3f", h[3], h[0]);
+    for (int o = 1; o < 5; o++) CHECK(h[o] < h[o - 1], "entropy does not fall from order %d to %d", o - 1, o);
+
+    /* The estimator on inputs with known answers. */
+    uint8_t ab[1000];
+    for (int i = 0; i < 1000; i++) ab[i] = (uint8_t)("ab"[i % 2]);
+    double e;
+    CHECK(corpus_entropy(ab, 1000, 0, &e) == F8_OK && fabs(e - log(2.0)) < 1e-12, "abab unigram %.6f", e);
+    CHECK(corpus_entropy(ab, 1000, 1, &e) == F8_OK && fabs(e) < 1e-12, "abab order-1 %.6f", e);
+    test_rng r = {3};
+    /* Fair coin flips: every order's conditional entropy is ln 2 (the plug-in
+     * bias, 2^order / 2n, is negligible at n = 2^18). */
+    for (size_t i = 0; i < (size_t)1 << 18; i++) c[i] = (uint8_t)(rng_u64(&r) >> 63 ? 'a' : 'b');
+    for (int o = 0; o <= 7; o++)
+        CHECK(corpus_entropy(c, (size_t)1 << 18, o, &e) == F8_OK && fabs(e - log(2.0)) < 2e-3, "coin order %d: %.5f",
+              o, e);
+    /* Order 1 (a table) against order 1 by hand on a short corpus prefix. */
+    {
+        static size_t pair[256][256], ctx[256];
+        const size_t m = 20000;
+        for (size_t t = 0; t + 1 < m; t++) pair[a[t]][a[t + 1]]++, ctx[a[t]]++;
+        double want = 0;
+        for (int i = 0; i < 256; i++)
+            for (int j = 0; j < 256; j++)
+                if (pair[i][j]) want -= (double)pair[i][j] / (double)(m - 1) * log((double)pair[i][j] / (double)ctx[i]);
+        CHECK(corpus_entropy(a, m, 1, &e) == F8_OK && fabs(e - want) < 1e-12, "order 1 %.9f, by hand %.9f", e, want);
+    }
+    for (size_t i = 0; i < n; i++) c[i] = (uint8_t)rng_u64(&r);
+    CHECK(fabs(corpus_unigram_entropy(c, n) - log(256.0)) < 2e-3, "uniform bytes: %.5f", corpus_unigram_entropy(c, n));
+    CHECK(corpus_entropy(a, n, 8, &e) == F8_ERR_INVALID_ARGUMENT, "order 8 accepted");
+    CHECK(corpus_entropy(a, n, -1, &e) == F8_ERR_INVALID_ARGUMENT, "order -1 accepted");
+    CHECK(corpus_entropy(a, n, 1, NULL) == F8_ERR_INVALID_ARGUMENT, "NULL out accepted");
+    CHECK(corpus_entropy(NULL, 0, 2, &e) == F8_OK && e == 0.0, "empty buffer");
+    CHECK(corpus_unigram_entropy(NULL, 0) == 0.0, "empty unigram");
+    free(a), free(b), free(c);
+}
+
+/* --------------------------------------------------------------------------- loaders */
+
+/* The expected error: status, and the message names the file and the fault. */
+static void expect_create_error(const data_config *cfg, f8_status want, const char *what, const char *phrase)
+{
+    char err[512];
+    data_set *ds = (data_set *)&err; /* must be reset to NULL */
+    f8_status st = data_create(cfg, &ds, err, sizeof err);
+    CHECK(st == want, "%s: status %s, wanted %s (%s)", what, f8_status_string(st), f8_status_string(want), err);
+    CHECK(ds == NULL, "%s: *ds not NULL on error", what);
+    CHECK(strstr(err, phrase) != NULL, "%s: message \"%s\" lacks \"%s\"", what, err, phrase);
+    if (cfg->path && cfg->source != DATA_SOURCE_CORPUS && want == F8_ERR_IO) {
+        const char *slash = strrchr(cfg->path, '/');
+        CHECK(strstr(err, slash ? slash + 1 : cfg->path) != NULL, "%s: message \"%s\" lacks the file name", what, err);
+    }
+    data_destroy(ds);
+}
+
+static data_config shards_config(const char *path)
+{
+    data_config c = data_config_default();
+    c.source = DATA_SOURCE_SHARDS;
+    c.path = path;
+    return c;
+}
+
+/* Each row must be S+1 consecutive tokens of the 7i sequences (inputs, then
+ * targets one further), from a window inside [lo, hi) of the stream. */
+static int rows_consecutive(const int32_t *x, const int32_t *y, int B, int S)
+{
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < S; t++) {
+            if (y[b * S + t] != x[b * S + t] + 7) return 0;
+            if (t > 0 && x[b * S + t] != x[b * S + t - 1] + 7) return 0;
+        }
+    return 1;
+}
+
+static void test_shards(void)
+{
+    enum { N = 5000, N2 = 1000, B = 8, S = 32 };
+    const char *good = tmp_path("good_000.bin"), *good2 = tmp_path("good_001.bin"), *val = tmp_path("val.bin");
+    write_shard(good, DATA_SHARD_MAGIC, 1, N, N, 0, 0);
+    write_shard(good2, DATA_SHARD_MAGIC, 1, N2, N2, 40000, 0); /* tokens 40000 .. 46993 */
+    write_shard(val, DATA_SHARD_MAGIC, 1, 1000, 1000, 3, 0);
+
+    char err[512];
+    data_config c = shards_config(good);
+    data_set *ds = NULL;
+    CHECK(data_create(&c, &ds, err, sizeof err) == F8_OK, "good shard: %s", err);
+    if (!ds) return;
+    CHECK(data_vocab_size(ds) == DATA_GPT2_VOCAB, "vocab %d", data_vocab_size(ds));
+    CHECK(data_tokens(ds, DATA_SPLIT_TRAIN) == N - N / 10 && data_tokens(ds, DATA_SPLIT_VAL) == N / 10,
+          "split %lld + %lld", (long long)data_tokens(ds, DATA_SPLIT_TRAIN), (long long)data_tokens(ds, DATA_SPLIT_VAL));
+    CHECK(data_windows(ds, DATA_SPLIT_TRAIN, S) == N - N / 10 - S, "train windows %lld",
+          (long long)data_windows(ds, DATA_SPLIT_TRAIN, S));
+    CHECK(data_windows(ds, DATA_SPLIT_VAL, S) == (N / 10 - 1) / S, "val windows");
+    int32_t x[B * S], y[B * S], x2[B * S], y2[B * S];
+    int32_t lo = INT32_MAX, hi = 0;
+    int ok = 1;
+    for (int step = 0; step < 200; step++) {
+        ok &= data_train_batch(ds, step, step % 3, B, S, x, y) == F8_OK && rows_consecutive(x, y, B, S);
+        for (int b = 0; b < B; b++) {
+            lo = x[b * S] < lo ? x[b * S] : lo;
+            hi = x[b * S] > hi ? x[b * S] : hi;
+        }
+    }
+    CHECK(ok, "train rows are not consecutive tokens with targets shifted by one");
+    /* Starts cover the train split and stay inside it: window start i = x/7. */
+    CHECK(lo / 7 < 100 && hi / 7 > N - N / 10 - S - 100 && hi / 7 <= N - N / 10 - S - 1, "train starts in [%d, %d]",
+          lo / 7, hi / 7);
+    ok = 1;
+    for (int i = 0; i < data_val_batches(ds, B, S); i++) {
+        ok &= data_val_batch(ds, i, B, S, x, y) == F8_OK && rows_consecutive(x, y, B, S);
+        for (int b = 0; b < B; b++) {
+            int64_t w = ((int64_t)i * B + b) % data_windows(ds, DATA_SPLIT_VAL, S);
+            ok &= x[b * S] == 7 * (N - N / 10 + w * S);
+        }
+    }
+    CHECK(ok, "val batches are not the tail's windows in order");
+    double h;
+    CHECK(data_unigram_entropy(ds, DATA_SPLIT_TRAIN, 0, &h) == F8_OK && fabs(h - log(N - N / 10.0)) < 1e-9,
+          "unigram of distinct tokens %.6f", h);
+    CHECK(data_unigram_entropy(ds, DATA_SPLIT_TRAIN, 100, &h) == F8_OK && fabs(h - log(100.0)) < 1e-9,
+          "unigram of 100 tokens %.6f", h);
+    /* Argument errors are reported, not crashed on. */
+    CHECK(data_train_batch(ds, 0, 0, 0, S, x, y) == F8_ERR_INVALID_ARGUMENT, "B=0 accepted");
+    CHECK(data_train_batch(ds, -1, 0, B, S, x, y) == F8_ERR_INVALID_ARGUMENT, "step -1 accepted");
+    CHECK(data_train_batch(ds, 0, 0, B, S, NULL, y) == F8_ERR_INVALID_ARGUMENT, "NULL x accepted");
+    CHECK(data_train_batch(ds, 0, 0, 1, N, x2, y2) == F8_ERR_SHAPE && strstr(data_last_error(ds), "no window"),
+          "a window longer than the data: %s", data_last_error(ds));
+    data_destroy(ds);
+
+    /* Two shards (list and glob), windows never cross the file boundary. */
+    const char *lists[2] = {NULL, NULL};
+    char list[400], pattern[200];
+    snprintf(list, sizeof list, "%s,%s", good, good2);
+    snprintf(pattern, sizeof pattern, "%s/good_*.bin", tmpdir);
+    lists[0] = list, lists[1] = pattern;
+    for (int k = 0; k < 2; k++) {
+        c = shards_config(lists[k]);
+        c.val_path = val;
+        ds = NULL;
+        CHECK(data_create(&c, &ds, err, sizeof err) == F8_OK, "%s: %s", lists[k], err);
+        if (!ds) continue;
+        CHECK(data_tokens(ds, DATA_SPLIT_TRAIN) == N + N2 && data_tokens(ds, DATA_SPLIT_VAL) == 1000, "two shards + val");
+        ok = 1;
+        int second = 0;
+        for (int step = 0; step < 100; step++) {
+            ok &= data_train_batch(ds, step, 0, B, S, x, y) == F8_OK && rows_consecutive(x, y, B, S);
+            for (int b = 0; b < B; b++) second += x[b * S] >= 40000;
+        }
+        CHECK(ok, "two shards: rows not consecutive (a window crossed files?)");
+        /* windows are drawn uniformly: (N2 - S) / (N + N2 - 2 S) = 16.3% of the rows */
+        CHECK(second > 80 && second < 190, "%d of 800 rows from the second shard", second);
+        CHECK(data_val_batch(ds, 0, B, S, x, y) == F8_OK && x[0] == 3 && rows_consecutive(x, y, B, S),
+              "val from the val shard");
+        data_destroy(ds);
+    }
+
+    /* A token past the vocabulary is an error at batch time, not a crash later. */
+    const char *big = tmp_path("big_token.bin");
+    write_shard(big, DATA_SHARD_MAGIC, 1, N, N, 20000, 0); /* tokens reach 20000 + 7*4999 = 54993 */
+    c = shards_config(big);
+    c.val_fraction = 0;
+    ds = NULL;
+    CHECK(data_create(&c, &ds, err, sizeof err) == F8_OK, "big tokens open: %s", err);
+    f8_status st = F8_OK;
+    for (int step = 0; step < 50 && st == F8_OK; step++) st = data_train_batch(ds, step, 0, B, S, x, y);
+    CHECK(st == F8_ERR_IO && strstr(data_last_error(ds), "outside the vocabulary"), "token >= vocab: %s: %s",
+          f8_status_string(st), data_last_error(ds));
+    CHECK(data_val_batch(ds, 0, B, S, x, y) == F8_ERR_SHAPE && strstr(data_last_error(ds), "empty"),
+          "val_fraction 0: %s", data_last_error(ds));
+    data_destroy(ds);
+
+    /* Malformed shards. */
+    const char *p;
+    p = tmp_path("bad_magic.bin"), write_shard(p, 12345, 1, 100, 100, 0, 0), c = shards_config(p);
+    expect_create_error(&c, F8_ERR_IO, "bad magic", "bad magic 12345");
+    p = tmp_path("bad_version.bin"), write_shard(p, DATA_SHARD_MAGIC, 2, 100, 100, 0, 0), c = shards_config(p);
+    expect_create_error(&c, F8_ERR_IO, "bad version", "version 2");
+    p = tmp_path("truncated.bin"), write_shard(p, DATA_SHARD_MAGIC, 1, 100, 100, 0, 1024 + 150), c = shards_config(p);
+    expect_create_error(&c, F8_ERR_IO, "truncated", "truncated");
+    p = tmp_path("count_too_big.bin"), write_shard(p, DATA_SHARD_MAGIC, 1, 1 << 30, 100, 0, 0), c = shards_config(p);
+    expect_create_error(&c, F8_ERR_IO, "count larger than the file", "header says 1073741824 tokens");
+    p = tmp_path("trailing.bin"), write_shard(p, DATA_SHARD_MAGIC, 1, 50, 100, 0, 0), c = shards_config(p);
+    expect_create_error(&c, F8_ERR_IO, "trailing bytes", "trailing data");
+    p = tmp_path("negative.bin"), write_shard(p, DATA_SHARD_MAGIC, 1, -5, 100, 0, 0), c = shards_config(p);
+    expect_create_error(&c, F8_ERR_IO, "negative count", "negative token count");
+    p = tmp_path("short_header.bin"), write_shard(p, DATA_SHARD_MAGIC, 1, 100, 100, 0, 500), c = shards_config(p);
+    expect_create_error(&c, F8_ERR_IO, "cut header", "too small for the 1024-byte header");
+    p = tmp_path("empty.bin"), write_bytes(p, "", 0), c = shards_config(p);
+    expect_create_error(&c, F8_ERR_IO, "empty file", "empty");
+    p = tmp_path("missing.bin"), c = shards_config(p); /* never written */
+    expect_create_error(&c, F8_ERR_IO, "missing file", "No such file");
+    c = shards_config(tmpdir);
+    expect_create_error(&c, F8_ERR_IO, "a directory", "not a regular file");
+    snprintf(list, sizeof list, "%s,%s", good, made[nmade - 1]); /* a good shard, then the missing one */
+    c = shards_config(list);
+    expect_create_error(&c, F8_ERR_IO, "missing second shard", "missing.bin");
+    snprintf(pattern, sizeof pattern, "%s/nothing_*.bin", tmpdir);
+    c = shards_config(pattern);
+    expect_create_error(&c, F8_ERR_INVALID_ARGUMENT, "glob without match", "no file matches");
+    c = shards_config(NULL);
+    expect_create_error(&c, F8_ERR_INVALID_ARGUMENT, "no path", "needs a path");
+    c = shards_config(good);
+    c.val_fraction = 1.0;
+    expect_create_error(&c, F8_ERR_INVALID_ARGUMENT, "val_fraction 1", "val_fraction");
+    CHECK(data_create(NULL, &ds, err, sizeof err) == F8_ERR_INVALID_ARGUMENT && ds == NULL, "NULL config");
+    data_destroy(NULL);
+}
+
+static void test_text_and_corpus(void)
+{
+    enum { B = 4, S = 16 };
+    char text[3000];
+    for (int i = 0; i < 3000; i++) text[i] = (char)(32 + (i * 31 + i / 7) % 95);
+    const char *path = tmp_path("input.txt");
+    write_bytes(path, text, sizeof text);
+    data_config c = data_config_default();
+    c.source = DATA_SOURCE_TEXT;
+    c.path = path;
+    c.val_fraction = 0.25;
+    data_set *ds = NULL;
+    char err[512];
+    CHECK(data_create(&c, &ds, err, sizeof err) == F8_OK, "text: %s", err);
+    if (!ds) return;
+    CHECK(data_vocab_size(ds) == 256, "text vocab");
+    CHECK(data_tokens(ds, DATA_SPLIT_TRAIN) == 2250 && data_tokens(ds, DATA_SPLIT_VAL) == 750, "text split");
+    int32_t x[B * S], y[B * S];
+    int ok = 1;
+    for (int step = 0; step < 50; step++) {
+        ok &= data_train_batch(ds, step, 0, B, S, x, y) == F8_OK;
+        for (int b = 0; b < B; b++) {
+            /* find the window: its first S+1 bytes must match somewhere in the train part */
+            int found = 0;
+            for (int at = 0; at + S < 2250 && !found; at++) {
+                found = 1;
+                for (int t = 0; t < S && found; t++)
+                    found = x[b * S + t] == (uint8_t)text[at + t] && y[b * S + t] == (uint8_t)text[at + t + 1];
+            }
+            ok &= found;
+        }
+    }
+    CHECK(ok, "text rows are not windows of the train bytes");
+    CHECK(data_val_batch(ds, 1, B, S, x, y) == F8_OK && x[0] == (uint8_t)text[2250 + B * S] &&
+              y[S - 1] == (uint8_t)text[2250 + B * S + S],
+          "text val batch 1");
+    data_destroy(ds);
+
+    c.path = tmp_path("missing.txt");
+    expect_create_error(&c, F8_ERR_IO, "missing text", "cannot open");
+    c.path = tmp_path("empty.txt");
+    write_bytes(c.path, "", 0);
+    expect_create_error(&c, F8_ERR_IO, "empty text", "empty");
+
+    /* The corpus source: its bytes are corpus_generate's. */
+    c = data_config_default();
+    c.corpus_bytes = (size_t)1 << 18;
+    c.corpus_seed = 5;
+    ds = NULL;
+    CHECK(data_create(&c, &ds, err, sizeof err) == F8_OK, "corpus: %s", err);
+    if (!ds) return;
+    uint8_t *bytes = (uint8_t *)xmalloc(c.corpus_bytes);
+    corpus_generate(5, bytes, c.corpus_bytes);
+    int64_t ntrain = data_tokens(ds, DATA_SPLIT_TRAIN);
+    CHECK(ntrain + data_tokens(ds, DATA_SPLIT_VAL) == (int64_t)c.corpus_bytes && ntrain == (int64_t)(c.corpus_bytes * 9 / 10) + 1,
+          "corpus split %lld", (long long)ntrain);
+    double h;
+    CHECK(data_unigram_entropy(ds, DATA_SPLIT_TRAIN, 0, &h) == F8_OK &&
+              fabs(h - corpus_unigram_entropy(bytes, (size_t)ntrain)) < 1e-12,
+          "dataset unigram %.6f", h);
+    CHECK(data_val_batch(ds, 0, B, S, x, y) == F8_OK && x[0] == bytes[ntrain] && x[S - 1] == bytes[ntrain + S - 1],
+          "corpus val batch starts the val split");
+    CHECK(strstr(data_describe(ds), "corpus seed 5") != NULL, "describe: %s", data_describe(ds));
+    free(bytes);
+    data_destroy(ds);
+}
+
+/* The sampler is a pure function of (seed, step, micro). */
+static void test_sampler(void)
+{
+    enum { B = 6, S = 24 };
+    data_config c = data_config_default();
+    c.corpus_bytes = 100000;
+    data_set *a = NULL, *b = NULL;
+    char err[512];
+    CHECK(data_create(&c, &a, err, sizeof err) == F8_OK, "%s", err);
+    CHECK(data_create(&c, &b, err, sizeof err) == F8_OK, "%s", err);
+    if (!a || !b) return;
+    int32_t x1[B * S], y1[B * S], x2[B * S], y2[B * S];
+    int same = 1, shifted = 1;
+    for (int step = 0; step < 20; step++) {
+        CHECK(data_train_batch(a, step, 1, B, S, x1, y1) == F8_OK, "batch");
+        /* b is used out of order, and with other calls in between */
+        data_train_batch(b, 1000 - step, 0, B, S, x2, y2);
+        data_val_batch(b, step, B, S, x2, y2);
+        data_train_batch(b, step, 1, B, S, x2, y2);
+        same &= !memcmp(x1, x2, sizeof x1) && !memcmp(y1, y2, sizeof y1);
+        /* targets are the inputs shifted by one: y[t] == x[t+1] */
+        for (int r = 0; r < B; r++)
+            for (int t = 0; t + 1 < S; t++) shifted &= y1[r * S + t] == x1[r * S + t + 1];
+    }
+    CHECK(same, "the same (seed, step, micro) gave different batches");
+    CHECK(shifted, "targets are not the inputs shifted by one");
+    data_train_batch(a, 3, 0, B, S, x1, y1);
+    data_train_batch(a, 4, 0, B, S, x2, y2);
+    CHECK(memcmp(x1, x2, sizeof x1) != 0, "steps 3 and 4 gave the same batch");
+    data_train_batch(a, 3, 1, B, S, x2, y2);
+    CHECK(memcmp(x1, x2, sizeof x1) != 0, "micro 0 and 1 gave the same batch");
+    data_destroy(b);
+    c.sample_seed = 2;
+    b = NULL;
+    data_create(&c, &b, err, sizeof err);
+    data_train_batch(b, 3, 0, B, S, x2, y2);
+    CHECK(memcmp(x1, x2, sizeof x1) != 0, "sample seeds 1 and 2 gave the same batch");
+    data_val_batch(a, 2, B, S, x1, y1);
+    data_val_batch(b, 2, B, S, x2, y2);
+    CHECK(!memcmp(x1, x2, sizeof x1), "validation batches depend on the sample seed");
+    data_destroy(a), data_destroy(b);
+}
+
+/* --------------------------------------------------------------------------- log */
+
+static int close_to(double a, double b) { return (isnan(a) && isnan(b)) || fabs(a - b) <= 1e-7 * fmax(1, fabs(b)); }
+
+static tlog_row row_at(int64_t step, double loss)
+{
+    tlog_row r = tlog_row_empty();
+    r.step = step, r.tokens = step * 4096;
+    r.train_loss = loss, r.lr = 6e-4 * (double)step / 100.0, r.grad_norm = 1.0 / (double)(step + 1);
+    r.ms_per_step = 45.678, r.tokens_per_s = 123456.7, r.mfu = (step % 2) ? 0.38212 : NAN;
+    if (step % 5 == 0) r.val_loss = loss + 0.0123456789;
+    return r;
+}
+
+static void test_log(void)
+{
+    const char *path = tmp_path("run.csv");
+    char err[512];
+    tlog *log = NULL;
+    CHECK(tlog_create(path, 0, &log, err, sizeof err) == F8_OK, "create: %s", err);
+    if (!log) return;
+    tlog_row z = tlog_row_empty();
+    CHECK(tlog_write(log, &z) == F8_OK, "write an empty row: %s", tlog_last_error(log));
+    CHECK(tlog_write(log, NULL) == F8_ERR_INVALID_ARGUMENT, "NULL row accepted");
+    tlog_destroy(log);
+    /* append == 0 starts over: the header, then 10 rows. */
+    log = NULL;
+    CHECK(tlog_create(path, 0, &log, err, sizeof err) == F8_OK, "create: %s", err);
+    for (int s = 1; s <= 10; s++) {
+        tlog_row r = row_at(s, 10.0 / s);
+        CHECK(tlog_write(log, &r) == F8_OK, "write: %s", tlog_last_error(log));
+    }
+    tlog_destroy(log);
+    char *text = read_text(path, NULL);
+    CHECK(text && !strncmp(text, TLOG_HEADER "\n", strlen(TLOG_HEADER) + 1), "header line");
+    CHECK(text && strstr(text, "\n2,8192,5,,") != NULL, "row 2 with an empty val_loss: %s", text ? text : "");
+    free(text);
+
+    tlog_rows rows;
+    CHECK(tlog_read(path, &rows, err, sizeof err) == F8_OK && rows.n == 10, "read: %s (%zu rows)", err, rows.n);
+    int ok = 1;
+    for (size_t i = 0; i < rows.n; i++) {
+        tlog_row w = row_at((int64_t)i + 1, 10.0 / (double)(i + 1)), g = rows.rows[i];
+        ok &= g.step == w.step && g.tokens == w.tokens && close_to(g.train_loss, w.train_loss) &&
+              close_to(g.val_loss, w.val_loss) && close_to(g.lr, w.lr) && close_to(g.grad_norm, w.grad_norm) &&
+              close_to(g.ms_per_step, w.ms_per_step) && close_to(g.tokens_per_s, w.tokens_per_s) &&
+              close_to(g.mfu, w.mfu);
+    }
+    CHECK(ok, "CSV round trip changed a value");
+    tlog_rows_free(&rows);
+    CHECK(rows.rows == NULL && rows.n == 0, "rows_free");
+
+    /* A crash mid-row, then a resume from a checkpoint at step 6: the append
+     * cuts the half row; the reader keeps the resumed run's 7.. and merges a
+     * separate val row. */
+    FILE *f = fopen(path, "ab");
+    fputs("11,45056,0.9", f);
+    fclose(f);
+    CHECK(tlog_read(path, &rows, err, sizeof err) == F8_OK && rows.n == 10, "unfinished last line skipped: %s", err);
+    tlog_rows_free(&rows);
+    log = NULL;
+    CHECK(tlog_create(path, 1, &log, err, sizeof err) == F8_OK, "append: %s", err);
+    for (int s = 7; s <= 12; s++) {
+        tlog_row r = row_at(s, 100.0 + s);
+        r.val_loss = NAN;
+        tlog_write(log, &r);
+    }
+    tlog_row v = tlog_row_empty();
+    v.step = 12, v.tokens = 12 * 4096, v.val_loss = 3.25;
+    tlog_write(log, &v);
+    tlog_destroy(log);
+    CHECK(tlog_read(path, &rows, err, sizeof err) == F8_OK && rows.n == 12, "resumed: %s (%zu rows)", err, rows.n);
+    ok = rows.n == 12;
+    for (size_t i = 0; ok && i < rows.n; i++) {
+        double want = i < 6 ? 10.0 / (double)(i + 1) : 100.0 + (double)(i + 1);
+        ok &= rows.rows[i].step == (int64_t)i + 1 && close_to(rows.rows[i].train_loss, want);
+    }
+    CHECK(ok, "resumed rows are not the new run's");
+    CHECK(rows.n == 12 && rows.rows[11].val_loss == 3.25 && close_to(rows.rows[11].train_loss, 112.0),
+          "val row merged into its step");
+    CHECK(rows.n == 12 && isnan(rows.rows[9].val_loss), "the rolled-back step 10's val_loss survived");
+    tlog_rows_free(&rows);
+
+    /* Bad files. */
+    const char *bad = tmp_path("bad.csv");
+    write_bytes(bad, "step,train_loss\n1,2.5\nbanana,3\n2,2.0\n", 36);
+    CHECK(tlog_read(bad, &rows, err, sizeof err) == F8_ERR_IO && strstr(err, "line 3"), "malformed row: %s", err);
+    CHECK(rows.rows == NULL && rows.n == 0, "rows zeroed on error");
+    write_bytes(bad, "tokens,loss\n1,2\n", 16);
+    CHECK(tlog_read(bad, &rows, err, sizeof err) == F8_ERR_IO && strstr(err, "step"), "no step column: %s", err);
+    CHECK(tlog_create(bad, 1, &log, err, sizeof err) == F8_ERR_IO && log == NULL && strstr(err, "header"),
+          "append to a foreign CSV: %s", err);
+    write_bytes(bad, "", 0);
+    CHECK(tlog_read(bad, &rows, err, sizeof err) == F8_ERR_IO, "empty log read: %s", err);
+    CHECK(tlog_read(tmp_path("missing.csv"), &rows, err, sizeof err) == F8_ERR_IO && strstr(err, "cannot open"),
+          "missing log: %s", err);
+    /* A reordered hand-written file with an extra column. */
+    write_bytes(bad, "lr,note,step,train_loss\n0.001,a,5,2.5\n0.002,b,6,2.25", 52);
+    CHECK(tlog_read(bad, &rows, err, sizeof err) == F8_OK && rows.n == 2 && rows.rows[1].step == 6 &&
+              rows.rows[1].train_loss == 2.25 && rows.rows[0].lr == 0.001 && isnan(rows.rows[0].val_loss),
+          "columns by name: %s", err);
+    tlog_rows_free(&rows);
+    /* Appending to an empty file writes the header. */
+    write_bytes(bad, "", 0);
+    CHECK(tlog_create(bad, 1, &log, err, sizeof err) == F8_OK, "append to empty: %s", err);
+    tlog_destroy(log);
+    text = read_text(bad, NULL);
+    CHECK(text && !strcmp(text, TLOG_HEADER "\n"), "header for an empty file");
+    free(text);
+    tlog_destroy(NULL);
+}
+
+static void test_progress(void)
+{
+    tlog_row r = tlog_row_empty();
+    r.step = 120, r.train_loss = 2.345, r.val_loss = 2.401, r.tokens_per_s = 123.4e3, r.ms_per_step = 45.6;
+    r.mfu = 0.382;
+    char buf[200];
+    const char *want = "step 120/1000 | loss 2.345 | val 2.401 | 123.4K tok/s | 45.6 ms/step | MFU 38.2% | ETA 1m23s";
+    int n = tlog_progress(buf, sizeof buf, &r, 1000, 83);
+    CHECK(!strcmp(buf, want) && n == (int)strlen(want), "progress \"%s\"", buf);
+    r.val_loss = NAN, r.mfu = NAN;
+    tlog_progress(buf, sizeof buf, &r, 1000, -1); /* ETA from ms/step: 880 * 45.6 ms = 40.128 s */
+    CHECK(!strcmp(buf, "step 120/1000 | loss 2.345 | 123.4K tok/s | 45.6 ms/step | ETA 40s"), "progress \"%s\"", buf);
+    r.tokens_per_s = 2.5e6;
+    tlog_progress(buf, sizeof buf, &r, 0, NAN);
+    CHECK(!strcmp(buf, "step 120 | loss 2.345 | 2.5M tok/s | 45.6 ms/step"), "progress \"%s\"", buf);
+    tlog_progress(buf, sizeof buf, &r, 1000, 7300);
+    CHECK(strstr(buf, "ETA 2h01m") != NULL, "hours: \"%s\"", buf);
+    char tiny[10];
+    n = tlog_progress(tiny, sizeof tiny, &r, 1000, 83);
+    CHECK(strlen(tiny) == 9 && n > 9 && !strncmp(tiny, "step 120/", 9), "cut line \"%s\" (%d)", tiny, n);
+}
+
+/* --------------------------------------------------------------------------- plot */
+
+static int count(const char *s, const char *what)
+{
+    int n = 0;
+    for (const char *p = s; (p = strstr(p, what)) != NULL; p += strlen(what)) n++;
+    return n;
+}
+
+static void test_plot(void)
+{
+    const char *fp8 = tmp_path("fp8.csv"), *bf16 = tmp_path("bf16.csv");
+    char err[512];
+    for (int k = 0; k < 2; k++) {
+        tlog *log = NULL;
+        CHECK(tlog_create(k ? bf16 : fp8, 0, &log, err, sizeof err) == F8_OK, "%s", err);
+        if (!log) return;
+        test_rng r = {(uint64_t)k + 10};
+        for (int s = 0; s <= 300; s++) {
+            tlog_row row = tlog_row_empty();
+            row.step = s, row.tokens = (int64_t)s * 65536;
+            row.train_loss = 3.0 + 7.8 * exp(-s / 40.0) + 0.2 * rng_uniform(&r) + 0.01 * k;
+            if (s % 50 == 0) row.val_loss = 3.05 + 7.8 * exp(-s / 40.0);
+            tlog_write(log, &row);
+        }
+        tlog_destroy(log);
+    }
+    const char *csvs[2] = {fp8, bf16};
+    const char *svg = tmp_path("loss.svg"), *svg2 = tmp_path("loss2.svg");
+    plot_config cfg = plot_config_default();
+    CHECK(plot_logs_svg(svg, &cfg, csvs, NULL, 2, err, sizeof err) == F8_OK, "plot: %s", err);
+    CHECK(plot_logs_svg(svg2, &cfg, csvs, NULL, 2, err, sizeof err) == F8_OK, "plot again: %s", err);
+    size_t n1 = 0, n2 = 0;
+    char *a = read_text(svg, &n1), *b = read_text(svg2, &n2);
+    CHECK(a && b && n1 == n2 && !memcmp(a, b, n1), "the same logs gave different SVG bytes");
+    if (a) {
+        CHECK(!strncmp(a, "<svg ", 5), "does not start with <svg");
+        CHECK(n1 > 8 && !strcmp(a + n1 - 7, "</svg>\n"), "does not end with </svg>");
+        CHECK(strstr(a, ">fp8<") && strstr(a, ">bf16<"), "run names missing from the legend");
+        CHECK(count(a, "<text") == count(a, "</text>") && count(a, "<g") == count(a, "</g>"), "unbalanced tags");
+        CHECK(count(a, "<path") >= 6, "%d paths: want raw, smoothed and val for 2 runs", count(a, "<path"));
+        CHECK(count(a, "<circle") == 2 * 7 + 1, "%d val dots", count(a, "<circle"));
+        CHECK(strstr(a, ">step<") && strstr(a, "loss (nats/token)"), "axis labels");
+        CHECK(count(a, "<") == count(a, ">"), "stray angle brackets");
+    }
+    free(a), free(b);
+
+    /* Names are escaped; a tokens axis gets k/M suffixes. */
+    tlog_rows rows;
+    CHECK(tlog_read(fp8, &rows, err, sizeof err) == F8_OK, "%s", err);
+    plot_series s[2] = {{"FP8 <e4m3> & \"hybrid\"", rows.rows, rows.n}, {"empty run", NULL, 0}};
+    cfg.x_tokens = 1;
+    cfg.title = "a < b";
+    CHECK(plot_write_svg(svg, &cfg, s, 2, err, sizeof err) == F8_OK, "%s", err);
+    a = read_text(svg, NULL);
+    CHECK(a && strstr(a, "FP8 &lt;e4m3&gt; &amp; &quot;hybrid&quot;") && strstr(a, "a &lt; b"), "escaping");
+    CHECK(a && strstr(a, "M<") && strstr(a, ">tokens<"), "tokens axis with M labels");
+    free(a);
+    cfg.smooth = 1.0;
+    CHECK(plot_write_svg(svg, &cfg, s, 2, err, sizeof err) == F8_ERR_INVALID_ARGUMENT, "smooth 1 accepted");
+    cfg = plot_config_default();
+    CHECK(plot_write_svg(svg, &cfg, s, 0, err, sizeof err) == F8_ERR_INVALID_ARGUMENT, "no series accepted");
+    CHECK(plot_write_svg(tmpdir, &cfg, s, 1, err, sizeof err) == F8_ERR_IO, "writing to a directory: %s", err);
+    const char *missing[1] = {tmp_path("none.csv")};
+    CHECK(plot_logs_svg(svg, &cfg, missing, NULL, 1, err, sizeof err) == F8_ERR_IO && strstr(err, "none.csv"),
+          "missing log: %s", err);
+    tlog_rows_free(&rows);
+}
+
+int main(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/f8_test_train_data_XXXXXX");
+    if (!mkdtemp(tmpdir)) die("mkdtemp", NULL);
+    test_corpus();
+    test_shards();
+    test_text_and_corpus();
+    test_sampler();
+    test_log();
+    test_progress();
+    test_plot();
+    for (int i = 0; i < nmade; i++) unlink(made[i]);
+    rmdir(tmpdir);
+    return test_finish("test_train_data");
+}
