@@ -243,6 +243,13 @@ static inline f8_tensor f8_tensor_make(void *data, f8_dtype dtype, int64_t rows,
  * same shape. Equal dtypes copy. */
 f8_status f8_tensor_convert(f8_ctx *ctx, const f8_tensor *src, f8_tensor *dst);
 
+/* dst += src elementwise (FP32 or BF16, same dtype and shape; BF16 sums in
+ * FP32 and rounds to nearest even). For residual connections. */
+f8_status f8_tensor_add(f8_ctx *ctx, f8_tensor *dst, const f8_tensor *src);
+
+/* Set every element of t (FP32 or BF16) to zero. */
+f8_status f8_tensor_zero(f8_ctx *ctx, f8_tensor *t);
+
 /* ------------------------------------------------------------------------ */
 /* Scaling slots                                                             */
 /* ------------------------------------------------------------------------ */
@@ -732,9 +739,17 @@ int f8_ctx_capturing(const f8_ctx *ctx);
 /* An f8_checkpoint is a set of named tensors and string metadata held in
  * host memory, saved to and loaded from one safetensors file: an 8-byte
  * little-endian header length, a JSON header naming each tensor's dtype
- * ("F32", "BF16", "F8_E4M3", "F8_E5M2", "I32", "U8"), shape and byte range,
- * then the data. __metadata__ holds "format" = "f8" and
- * "f8.format_version" = "1" plus the caller's pairs.
+ * ("F32", "BF16", "F8_E4M3", "F8_E5M2", "I32", "I64", "U8"), shape (0 to 8
+ * dimensions) and byte range, then the data. __metadata__ holds "format" =
+ * "f8" and "f8.format_version" = "1" plus the caller's pairs.
+ *
+ * Files written by f8 are canonical (the same checkpoint gives the same
+ * bytes): the JSON lists tensors by name (byte order) and is padded with
+ * spaces so the data starts at a multiple of 8; the data has no gaps and is
+ * ordered by element size, largest first, then by name, so each tensor
+ * starts at a multiple of its element size. Plain safetensors files of other
+ * tools (no f8 metadata) load too, for f8_checkpoint_read_tensor, as long as
+ * their dtypes are among the seven above.
  *
  * A module is stored under a name prefix ("blocks.3.mlp") as
  *   <prefix>.weight / .bias / .layer_norm_weight / .layer_norm_bias /
@@ -755,32 +770,55 @@ typedef struct f8_checkpoint f8_checkpoint;
 f8_status f8_checkpoint_create(f8_ctx *ctx, f8_checkpoint **checkpoint);
 void f8_checkpoint_destroy(f8_checkpoint *checkpoint);
 
-/* Parse a file (or bytes in memory) into a new checkpoint. The whole file is
- * checked first: a truncated, oversized or malformed header, overlapping or
- * out-of-range data, an unknown dtype, duplicate names, or a missing or newer
- * f8.format_version give F8_ERR_IO (unreadable file) or F8_ERR_INVALID_ARGUMENT
- * (bad contents) with the reason in f8_ctx_last_error, and *checkpoint NULL. */
+/* Parse a file (or bytes in memory) into a new checkpoint. The whole header
+ * is checked before any tensor byte is read, as strictly as the reference
+ * implementation: a file shorter than 8 bytes; a header length past the file
+ * or over 100 MB; a header that is not one JSON object of tensor objects and
+ * an optional "__metadata__" object of strings (only objects, arrays,
+ * strings in valid UTF-8 without \u0000, and non-negative integers below
+ * 2^63); a tensor without exactly "dtype", "shape" and "data_offsets"; an
+ * unknown dtype; more than 8 dimensions or an element count that overflows;
+ * data_offsets [begin, end] whose length is not count x element size; byte
+ * ranges that overlap, leave a gap or leave bytes at the end of the file;
+ * duplicate names or metadata keys; and, in an f8 file ("format" = "f8" or
+ * an f8.format_version key), a version that is missing, not a positive
+ * integer, or newer than 1. Those give F8_ERR_INVALID_ARGUMENT; a file that
+ * cannot be opened or read (or is not a regular file) gives F8_ERR_IO; the
+ * reason is in f8_ctx_last_error and *checkpoint is NULL. */
 f8_status f8_checkpoint_load(f8_ctx *ctx, const char *path, f8_checkpoint **checkpoint);
 f8_status f8_checkpoint_load_memory(f8_ctx *ctx, const void *bytes, size_t size, f8_checkpoint **checkpoint);
 
-/* Write the checkpoint to path (through a temporary file renamed at the
- * end, so a failed save leaves any old file intact). */
+/* Write the checkpoint to path: to "<path>.tmp.<pid>" first, flushed to
+ * disk, then renamed over path, so a failed save leaves any old file intact
+ * (and removes the temporary). F8_ERR_IO with the system's reason when the
+ * temporary cannot be created or written or the rename fails. The file
+ * always says "format" = "f8", "f8.format_version" = "1", whatever the
+ * checkpoint was loaded from. */
 f8_status f8_checkpoint_save(const f8_checkpoint *checkpoint, const char *path);
 
-/* Add a copy of a tensor in backend memory (synchronizes). FP8 tensors are
- * stored as their codes; their scale_inv is not (store it as its own tensor).
- * A name may be used once: F8_ERR_INVALID_ARGUMENT otherwise. */
+/* Add a copy of a tensor in backend memory (synchronizes), stored with
+ * shape [rows, cols]. FP8 tensors are stored as their codes; their scale_inv
+ * is not (store it as its own tensor). name: valid UTF-8, not
+ * "__metadata__", used once: F8_ERR_INVALID_ARGUMENT otherwise. While a graph
+ * is being captured: F8_ERR_STATE (it reads back). */
 f8_status f8_checkpoint_add_tensor(f8_checkpoint *checkpoint, const char *name, const f8_tensor *tensor);
-/* Copy a stored tensor into dst (backend memory; same dtype and element
- * count; a [1, n] or [n] tensor and a [rows, cols] one of the same count and
- * rank agree when their shapes do). Missing name, other dtype or shape:
- * F8_ERR_INVALID_ARGUMENT / F8_ERR_DTYPE / F8_ERR_SHAPE, dst unchanged. */
+/* Copy a stored tensor into dst (backend memory; synchronizes). The dtype
+ * must be dst's (I32/I64/U8 entries fit no f8_tensor), and the stored shape
+ * must fit dst [rows, cols]: [rows, cols] itself; [n] fits [1, n]; a scalar
+ * (no dimensions) fits [1, 1]; 3 or more dimensions fit [product of all but
+ * the last, last]. Missing name, other dtype or shape:
+ * F8_ERR_INVALID_ARGUMENT / F8_ERR_DTYPE / F8_ERR_SHAPE, dst unchanged.
+ * dst->scale_inv is neither read nor written. */
 f8_status f8_checkpoint_read_tensor(const f8_checkpoint *checkpoint, const char *name, f8_tensor *dst);
 /* 1 if a tensor of that name is stored. */
 int f8_checkpoint_has(const f8_checkpoint *checkpoint, const char *name);
 
-/* Metadata: key/value strings (keys starting with "f8." are the library's).
- * get returns NULL when absent; the string is owned by the checkpoint. */
+/* Metadata: key/value strings, valid UTF-8. "format" and keys starting with
+ * "f8." are the library's: set refuses them (F8_ERR_INVALID_ARGUMENT), as
+ * it does NULL or invalid strings. Setting a key again replaces its value.
+ * get returns NULL when absent; the string is owned by the checkpoint and
+ * valid until the key is set again or the checkpoint is destroyed. A new
+ * checkpoint already has "format" = "f8" and "f8.format_version" = "1". */
 f8_status f8_checkpoint_set_metadata(f8_checkpoint *checkpoint, const char *key, const char *value);
 const char *f8_checkpoint_metadata(const f8_checkpoint *checkpoint, const char *key);
 

@@ -314,3 +314,28 @@ f8_status f8_tensor_convert(f8_ctx *ctx, const f8_tensor *src, f8_tensor *dst)
     if (n == 0) return F8_OK;
     return ctx->be->convert(ctx, src->data, src->dtype, src->scale_inv, dst->data, dst->dtype, n);
 }
+
+f8_status f8_tensor_add(f8_ctx *ctx, f8_tensor *dst, const f8_tensor *src)
+{
+    if (!ctx) return F8_ERR_INVALID_ARGUMENT;
+    f8_status st = f8i_check_tensor(ctx, dst, "f8_tensor_add: dst");
+    if (st == F8_OK) st = f8i_check_tensor(ctx, src, "f8_tensor_add: src");
+    if (st != F8_OK) return st;
+    if (dst->dtype != src->dtype || (dst->dtype != F8_DTYPE_FP32 && dst->dtype != F8_DTYPE_BF16))
+        return f8i_error(ctx, F8_ERR_DTYPE, "f8_tensor_add: dst %s and src %s must both be fp32 or both bf16",
+                         f8_dtype_name(dst->dtype), f8_dtype_name(src->dtype));
+    if (dst->rows != src->rows || dst->cols != src->cols)
+        return f8i_error(ctx, F8_ERR_SHAPE, "f8_tensor_add: dst [%lld, %lld] and src [%lld, %lld] differ",
+                         (long long)dst->rows, (long long)dst->cols, (long long)src->rows, (long long)src->cols);
+    int64_t n = dst->rows * dst->cols;
+    return n ? ctx->be->add(ctx, dst->data, src->data, dst->dtype, n) : F8_OK;
+}
+
+f8_status f8_tensor_zero(f8_ctx *ctx, f8_tensor *t)
+{
+    if (!ctx) return F8_ERR_INVALID_ARGUMENT;
+    f8_status st = f8i_check_tensor(ctx, t, "f8_tensor_zero: t");
+    if (st != F8_OK) return st;
+    size_t bytes = (size_t)(t->rows * t->cols) * f8_dtype_size(t->dtype);
+    return bytes ? ctx->be->memset_zero(ctx, t->data, bytes) : F8_OK;
+}
