@@ -10,8 +10,10 @@
  * through sgemm_; otherwise an i-k-j loop. This is the oracle, not a fast
  * path: it allocates its packing buffers per call.
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "f8i.h"
 #include "numerics.h"
@@ -46,6 +48,51 @@ static void pack(float *out, const void *src, f8_dtype dt, int trans, int64_t ro
 
 static int is_fp8(f8_dtype dt) { return dt == F8_DTYPE_E4M3 || dt == F8_DTYPE_E5M2; }
 
+#ifndef F8_HAVE_BLAS
+/* Rows [r0, r1) of acc = Ap · Bt with the i-k-j loop. Each row's sums run in
+ * the same order whatever the row split, so threads change no bit. */
+typedef struct rows_job {
+    const float *ap, *bt;
+    float *acc;
+    int64_t r0, r1, n, k;
+} rows_job;
+
+static void *rows_run(void *arg)
+{
+    const rows_job *j = (const rows_job *)arg;
+    for (int64_t i = j->r0; i < j->r1; i++) {
+        float *row = j->acc + i * j->n;
+        for (int64_t kk = 0; kk < j->k; kk++) {
+            const float av = j->ap[i * j->k + kk];
+            const float *brow = j->bt + kk * j->n;
+            for (int64_t c = 0; c < j->n; c++) row[c] += av * brow[c];
+        }
+    }
+    return NULL;
+}
+
+/* The product over up to 8 threads (one per online core) when it is big
+ * enough to pay for them; a thread that cannot start runs inline. */
+static void product(const float *ap, const float *bt, float *acc, int64_t m, int64_t n, int64_t k)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int nt = cores > 8 ? 8 : cores < 1 ? 1 : (int)cores;
+    if ((double)m * (double)n * (double)k < 4e6 || m < 2 * nt) nt = 1;
+    rows_job jobs[8];
+    pthread_t tid[8];
+    int started[8] = {0};
+    for (int t = 0; t < nt; t++) {
+        jobs[t] = (rows_job){ap, bt, acc, m * t / nt, m * (t + 1) / nt, n, k};
+        if (t > 0) started[t] = pthread_create(&tid[t], NULL, rows_run, &jobs[t]) == 0;
+    }
+    rows_run(&jobs[0]);
+    for (int t = 1; t < nt; t++) {
+        if (started[t]) pthread_join(tid[t], NULL);
+        else rows_run(&jobs[t]);
+    }
+}
+#endif
+
 f8_status f8i_cpu_gemm(f8_ctx *ctx, const f8i_gemm_args *g)
 {
     const int64_t m = g->m, n = g->n, k = g->k;
@@ -73,14 +120,7 @@ f8_status f8i_cpu_gemm(f8_ctx *ctx, const f8i_gemm_args *g)
         sgemm_("N", "N", &in, &im, &ik, &one, bt, &in, ap, &ik, &zero, acc, &in);
     }
 #else
-    for (int64_t i = 0; i < m; i++) {
-        float *row = acc + i * n;
-        for (int64_t kk = 0; kk < k; kk++) {
-            const float av = ap[i * k + kk];
-            const float *brow = bt + kk * n;
-            for (int64_t j = 0; j < n; j++) row[j] += av * brow[j];
-        }
-    }
+    product(ap, bt, acc, m, n, k);
 #endif
     const float alpha = is_fp8(g->a_dtype) ? *g->a_scale_inv * *g->b_scale_inv : 1.0f;
     for (int64_t i = 0; i < m; i++)
