@@ -1,0 +1,85 @@
+/*
+ * checkpoint.h — the inside of f8_checkpoint, for the module save/restore
+ * code in src/modules/ and for the safetensors parser and writer.
+ *
+ * A checkpoint is a host-memory table of named tensors (f8i_ck_entry, kept
+ * sorted by name) and of string metadata. Entries are individually
+ * allocated, so a pointer from f8i_checkpoint_find stays valid while other
+ * entries are added. Every tensor's bytes are host memory, little-endian as
+ * stored in the file, in a buffer of their own (malloc-aligned).
+ */
+#ifndef F8_CHECKPOINT_H
+#define F8_CHECKPOINT_H
+
+#include "f8i.h"
+
+/* Dtypes a checkpoint stores (safetensors names "F32", "BF16", "F8_E4M3",
+ * "F8_E5M2", "I32", "I64", "U8"). Only the first four map to an f8_dtype. */
+typedef enum f8i_ck_dtype {
+    F8I_CK_F32,
+    F8I_CK_BF16,
+    F8I_CK_F8_E4M3,
+    F8I_CK_F8_E5M2,
+    F8I_CK_I32,
+    F8I_CK_I64,
+    F8I_CK_U8,
+    F8I_CK_DTYPE_COUNT
+} f8i_ck_dtype;
+
+/* Most dimensions an entry may have. Files with more are rejected whole. */
+#define F8I_CK_MAX_DIMS 8
+
+typedef struct f8i_ck_entry {
+    const char *name;
+    f8i_ck_dtype dtype;
+    int ndim;                     /* 0..F8I_CK_MAX_DIMS; 0 = a scalar (1 element) */
+    int64_t shape[F8I_CK_MAX_DIMS];
+    const unsigned char *data;    /* host bytes, little-endian as stored; never NULL */
+    size_t bytes;                 /* element count × element size */
+} f8i_ck_entry;
+
+/* Safetensors name of a dtype ("F32", ...); "?" for a bad value. */
+const char *f8i_ck_dtype_name(f8i_ck_dtype dtype);
+/* Bytes per element; 0 for a bad value. */
+size_t f8i_ck_dtype_size(f8i_ck_dtype dtype);
+/* f8_dtype -> checkpoint dtype. Returns 0 for a dtype f8 cannot store. */
+int f8i_ck_dtype_from_f8(f8_dtype dtype, f8i_ck_dtype *out);
+/* Checkpoint dtype -> f8_dtype. Returns 0 for I32/I64/U8 (no f8_dtype). */
+int f8i_ck_dtype_to_f8(f8i_ck_dtype dtype, f8_dtype *out);
+
+/* Add an entry, copying host_data (bytes must equal the element count of
+ * shape × the element size; host_data may be NULL when bytes == 0). The name
+ * must be valid UTF-8, not "__metadata__". A duplicate name, a bad dtype,
+ * ndim or shape: F8_ERR_INVALID_ARGUMENT, nothing changed. */
+f8_status f8i_checkpoint_put(f8_checkpoint *ck, const char *name, f8i_ck_dtype dtype, int ndim, const int64_t *shape,
+                             const void *host_data, size_t bytes);
+
+/* The entry of that name, or NULL. Valid until the checkpoint is destroyed. */
+const f8i_ck_entry *f8i_checkpoint_find(const f8_checkpoint *ck, const char *name);
+
+/* Entries in name order (byte-wise strcmp): i in [0, count). */
+size_t f8i_checkpoint_count(const f8_checkpoint *ck);
+const f8i_ck_entry *f8i_checkpoint_entry(const f8_checkpoint *ck, size_t i);
+
+f8_ctx *f8i_checkpoint_ctx(const f8_checkpoint *ck);
+
+/* 1 when the checkpoint is f8's own: made by f8_checkpoint_create, or loaded
+ * from a file whose metadata says "format": "f8" or has f8.format_version.
+ * 0 for a plain safetensors file of another tool (which loads all the same;
+ * see f8.h). */
+int f8i_checkpoint_is_f8(const f8_checkpoint *ck);
+
+/* Metadata setter for internal use: as f8_checkpoint_set_metadata, but keys
+ * starting with "f8." are allowed. "format" and "f8.format_version" stay
+ * refused (F8_ERR_INVALID_ARGUMENT): the writer owns them. */
+f8_status f8i_checkpoint_set_meta(f8_checkpoint *ck, const char *key, const char *value);
+
+/* Metadata pairs in key order: i in [0, count). */
+size_t f8i_checkpoint_meta_count(const f8_checkpoint *ck);
+void f8i_checkpoint_meta_at(const f8_checkpoint *ck, size_t i, const char **key, const char **value);
+
+/* The whole file f8_checkpoint_save would write, in one malloc'd buffer
+ * (*bytes, *size; free() it). For tests and the fuzz target. */
+f8_status f8i_checkpoint_serialize(const f8_checkpoint *ck, unsigned char **bytes, size_t *size);
+
+#endif /* F8_CHECKPOINT_H */
