@@ -4,6 +4,7 @@
 #   make run             run the main program on its embedded default
 #   make bench           run the benchmarks (GPU)
 #   make install PREFIX=/usr/local
+#   make fuzz            libFuzzer on the checkpoint loader for FUZZ_SECONDS (clang; tools/fuzz.sh)
 # Knobs: CUDA=0|1 (default: 1 when nvcc is on PATH), SM=90, SAN=1 (ASan+UBSan
 # build in build/san), BLAS_LIB=-lopenblas (CPU GEMMs through sgemm_).
 
@@ -15,6 +16,7 @@ SM       ?= 90
 SAN      ?= 0
 BLAS_LIB ?=
 PREFIX   ?= /usr/local
+FUZZ_SECONDS ?= 600
 
 BUILD := build
 ifeq ($(SAN),1)
@@ -59,7 +61,7 @@ BENCH_CU_OBJ := $(if $(filter 1,$(CUDA)),$(patsubst %.cu,$(BUILD)/%.o,$(wildcard
 TRAIN_BIN := $(BUILD)/f8_train
 EXAMPLE_BIN := $(BUILD)/examples/example_linear
 
-.PHONY: all test run bench install clean
+.PHONY: all test run bench install clean fuzz
 .SECONDARY: $(BENCH_CU_OBJ)
 all: $(BUILD)/libf8.a $(BUILD)/libf8.so $(TEST_BIN) $(BENCH_BIN) $(TRAIN_BIN) $(EXAMPLE_BIN)
 
@@ -109,6 +111,14 @@ install: $(BUILD)/libf8.a $(BUILD)/libf8.so
 	install -m 644 $(BUILD)/libf8.a $(DESTDIR)$(PREFIX)/lib/libf8.a
 	install -m 755 $(BUILD)/libf8.so $(DESTDIR)$(PREFIX)/lib/libf8.so
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBS@|$(LDLIBS)|' f8.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/f8.pc
+
+# The fuzz target is built by clang from the CPU-only library sources.
+FUZZ_LIB_C := $(wildcard src/*.c src/cpu/*.c src/modules/*.c)
+fuzz:
+	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_LIB_SRC="$(FUZZ_LIB_C)" sh tools/fuzz.sh run
+
+# test_fuzz_replay includes the fuzz target and its replay driver.
+$(BUILD)/tests/test_fuzz_replay: $(wildcard fuzz/*.c)
 
 clean:
 	rm -rf build
