@@ -856,7 +856,14 @@ f8_status f8_checkpoint_restore_layernorm_mlp(const f8_checkpoint *checkpoint, c
 f8_status f8_embedding_forward(f8_ctx *ctx, const int32_t *tokens, int64_t seq_len, const f8_tensor *wte,
                                const f8_tensor *wpe, f8_tensor *y);
 /* dwte[tokens[t], :] += dy[t, :], dwpe[t mod S, :] += dy[t, :]; deterministic:
- * every sum is taken in the same order on every run. dwpe may be NULL. */
+ * every sum is taken in the same order on every run. dwpe may be NULL.
+ * dy [T, C], dwte [V, C], dwpe [>= S, C]: FP32 or BF16, not overlapping.
+ * Each row's contributions are summed in FP32 and added to the gradient
+ * once (BF16: one rounding), except on a CUDA ctx when more than ~2k of the
+ * T tokens fall into one band of 256 vocabulary rows: that band's rows are
+ * then added in a few pieces (positions in ascending chunks), each rounded.
+ * Rows no token names are not written. T may be any count (a last, partial
+ * sequence is fine). Allocates nothing. */
 f8_status f8_embedding_backward(f8_ctx *ctx, const int32_t *tokens, int64_t seq_len, const f8_tensor *dy,
                                 f8_tensor *dwte, f8_tensor *dwpe);
 
@@ -895,7 +902,11 @@ f8_status f8_attention_backward(f8_attention *attention, f8_attention_saved *sav
  * no probability, zero gradient). A target outside [0, vocab) marks an
  * ignored row (loss 0, zero gradient). Writes losses [T] (FP32 backend
  * memory, -log p(target)) and, if dlogits is not NULL, dlogits [T, Vp] =
- * (softmax - onehot(target)) · grad_scale (dlogits may be logits itself). */
+ * (softmax - onehot(target)) · grad_scale (dlogits may be logits itself).
+ * Per row, in FP32: m = max x, s = Σ exp(x - m), loss = log s - (x_target - m),
+ * dlogits = (exp(x - m) / s - onehot) · grad_scale. dlogits is FP32 or BF16;
+ * in place it must be the same pointer and dtype (any other overlap:
+ * F8_ERR_INVALID_ARGUMENT). 1 <= vocab <= Vp (F8_ERR_SHAPE). */
 f8_status f8_cross_entropy(f8_ctx *ctx, const f8_tensor *logits, int64_t vocab, const int32_t *targets,
                            float grad_scale, float *losses, f8_tensor *dlogits);
 
@@ -924,20 +935,36 @@ typedef struct f8_adamw_config {
 } f8_adamw_config;
 
 f8_adamw_config f8_adamw_config_default(void);
+/* Errors: F8_ERR_INVALID_ARGUMENT for a negative or non-finite lr, eps,
+ * weight_decay or grad_clip, a beta outside [0, 1), negative step counts, or
+ * total_steps neither 0 nor greater than warmup_steps. The device state
+ * (F8_MEM_OTHER) is allocated here. */
 f8_status f8_adamw_create(f8_ctx *ctx, const f8_adamw_config *config, f8_adamw **adamw);
 void f8_adamw_destroy(f8_adamw *adamw);
 /* Register a parameter and its gradient (same shape; views must stay valid
  * while the optimizer is used). decay != 0 applies weight decay to it.
- * Allocates its moments; not allowed after the first step. */
+ * Param and grad are FP32 or BF16, independently. Allocates its moments
+ * (2 · count FP32, F8_MEM_OTHER) and rebuilds the device list of parameters,
+ * so every step, the first included, may be captured in a graph. Refused with
+ * F8_ERR_STATE once a step has been issued (eagerly or into a graph); a
+ * parameter registered twice is F8_ERR_INVALID_ARGUMENT. */
 f8_status f8_adamw_add(f8_adamw *adamw, const f8_tensor *param, const f8_tensor *grad, int decay);
-/* One update of every registered parameter (asynchronous). */
+/* One update of every registered parameter (asynchronous; CUDA: three
+ * launches however many parameters). */
 f8_status f8_adamw_step(f8_adamw *adamw);
 /* Host copies of the device state after the last step (synchronizes); any
  * output may be NULL: steps done, the lr used by the last step, the
- * gradient norm before clipping of the last step. */
+ * gradient norm before clipping of the last step (0, 0, 0 before any step). */
 f8_status f8_adamw_read(f8_adamw *adamw, int64_t *step, float *lr, float *grad_norm);
 /* Checkpoint the optimizer (moments and step) under prefix / restore it
- * (same parameter shapes registered in the same order). */
+ * (same parameter shapes registered in the same order). Entries, with i the
+ * registration order: <prefix>.m.<i> and <prefix>.v.<i> (F32, the parameter's
+ * shape), <prefix>.step (I64 [1]), <prefix>.lr and <prefix>.grad_norm (F32
+ * [1], what f8_adamw_read returns). Parameters are not stored: add them as
+ * tensors. Restoring checks every entry first (a missing one, another dtype
+ * or shape, or more parameters stored than registered change nothing) and
+ * then continues the run bit for bit. Adding refuses a name already in the
+ * checkpoint before adding anything. */
 f8_status f8_checkpoint_add_adamw(f8_checkpoint *checkpoint, const char *prefix, f8_adamw *adamw);
 f8_status f8_checkpoint_restore_adamw(const f8_checkpoint *checkpoint, const char *prefix, f8_adamw *adamw);
 

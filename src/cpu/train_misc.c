@@ -1,8 +1,185 @@
-/* Placeholder until the misc family lands: every kind is unsupported. */
-#include "train_ops.h"
+/*
+ * cpu/train_misc.c — the reference embedding, cross-entropy and AdamW step
+ * (contracts in src/train_misc.h): plain loops, the oracle the CUDA backend is
+ * compared against.
+ *
+ * Design note. Like the other CPU ops, the reductions pick the most accurate
+ * fixed order they can afford and round once: the embedding gradient sums
+ * each vocabulary row's dy rows in ascending t in FP32 (a host-sorted index
+ * list gives the rows' groups), then adds the sum to the gradient once; the
+ * softmax denominator and the gradient norm sum in double. Elementwise steps
+ * are FP32 in the contract's order (the file is built with -ffp-contract=off),
+ * and the AdamW element update is f8i_adamw_update, the very function the GPU
+ * runs. Temporaries are host mallocs inside the op (this is the oracle, not a
+ * fast path; no backend memory is allocated).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train_misc.h"
+
+static inline float load(const void *p, int dt, int64_t i)
+{
+    if (dt == F8_DTYPE_BF16) return f8i_bf16_to_float(((const uint16_t *)p)[i]);
+    return ((const float *)p)[i];
+}
+
+static inline void store(void *p, int dt, int64_t i, float v)
+{
+    if (dt == F8_DTYPE_BF16) ((uint16_t *)p)[i] = f8i_bf16_from_float(v);
+    else ((float *)p)[i] = v;
+}
+
+static f8_status oom(f8_ctx *ctx, const char *what)
+{
+    return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "cpu %s: out of host memory", what);
+}
+
+/* ---- embedding ---------------------------------------------------------- */
+
+static f8_status embedding_fwd(f8_ctx *ctx, const f8i_embedding_fwd_args *a)
+{
+    F8I_COUNT_LAUNCHES(ctx, 1);
+    const int64_t C = a->channels;
+    for (int64_t t = 0; t < a->n_tokens; t++) {
+        const int32_t tok = a->tokens[t];
+        const int valid = tok >= 0 && tok < a->vocab;
+        const int64_t s = t % a->seq_len;
+        for (int64_t c = 0; c < C; c++) {
+            const float w = valid ? load(a->wte, a->wte_dtype, (int64_t)tok * C + c) : 0.0f;
+            store(a->y, a->y_dtype, t * C + c, w + load(a->wpe, a->wpe_dtype, s * C + c));
+        }
+    }
+    return F8_OK;
+}
+
+static int cmp_u64(const void *x, const void *y)
+{
+    const uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+    return a < b ? -1 : a > b;
+}
+
+static f8_status embedding_bwd(f8_ctx *ctx, const f8i_embedding_bwd_args *a)
+{
+    const int64_t T = a->n_tokens, C = a->channels;
+    uint64_t *keys = (uint64_t *)malloc((size_t)T * sizeof *keys + 1); /* token << 32 | t, valid tokens only */
+    float *acc = (float *)malloc((size_t)C * sizeof *acc + 1);
+    if (!keys || !acc) {
+        free(keys);
+        free(acc);
+        return oom(ctx, "embedding backward");
+    }
+    F8I_COUNT_LAUNCHES(ctx, 1);
+    int64_t n = 0;
+    for (int64_t t = 0; t < T; t++)
+        if (a->tokens[t] >= 0 && a->tokens[t] < a->vocab) keys[n++] = ((uint64_t)a->tokens[t] << 32) | (uint64_t)t;
+    qsort(keys, (size_t)n, sizeof *keys, cmp_u64);
+    for (int64_t i = 0; i < n;) {
+        const uint64_t v = keys[i] >> 32;
+        memset(acc, 0, (size_t)C * sizeof *acc);
+        for (; i < n && keys[i] >> 32 == v; i++) {
+            const int64_t t = (int64_t)(keys[i] & 0xFFFFFFFFu);
+            for (int64_t c = 0; c < C; c++) acc[c] += load(a->dy, a->dy_dtype, t * C + c);
+        }
+        for (int64_t c = 0; c < C; c++) {
+            const int64_t j = (int64_t)v * C + c;
+            store(a->dwte, a->dwte_dtype, j, load(a->dwte, a->dwte_dtype, j) + acc[c]);
+        }
+    }
+    if (a->dwpe) {
+        const int64_t S = a->seq_len < T ? a->seq_len : T;
+        for (int64_t s = 0; s < S; s++) {
+            for (int64_t c = 0; c < C; c++) {
+                float sum = 0.0f;
+                for (int64_t t = s; t < T; t += a->seq_len) sum += load(a->dy, a->dy_dtype, t * C + c);
+                store(a->dwpe, a->dwpe_dtype, s * C + c, load(a->dwpe, a->dwpe_dtype, s * C + c) + sum);
+            }
+        }
+    }
+    free(keys);
+    free(acc);
+    return F8_OK;
+}
+
+/* ---- cross-entropy ------------------------------------------------------ */
+
+static f8_status cross_entropy(f8_ctx *ctx, const f8i_cross_entropy_args *a)
+{
+    F8I_COUNT_LAUNCHES(ctx, 1);
+    const int64_t V = a->vocab, Vp = a->cols;
+    for (int64_t r = 0; r < a->rows; r++) {
+        const void *x = a->logits;
+        const int64_t base = r * Vp;
+        const int32_t y = a->targets[r];
+        if (y < 0 || y >= V) {
+            a->losses[r] = 0.0f;
+            if (a->dlogits)
+                for (int64_t c = 0; c < Vp; c++) store(a->dlogits, a->dlogits_dtype, base + c, 0.0f);
+            continue;
+        }
+        float m = -INFINITY;
+        for (int64_t c = 0; c < V; c++) m = fmaxf(m, load(x, a->logits_dtype, base + c));
+        double sum = 0.0;
+        for (int64_t c = 0; c < V; c++) sum += (double)expf(load(x, a->logits_dtype, base + c) - m);
+        const float s = (float)sum;
+        const float xy = load(x, a->logits_dtype, base + y); /* before dlogits may overwrite it */
+        a->losses[r] = logf(s) - (xy - m);
+        if (!a->dlogits) continue;
+        for (int64_t c = 0; c < Vp; c++) {
+            float d = 0.0f;
+            if (c < V) d = (expf(load(x, a->logits_dtype, base + c) - m) / s - (c == y ? 1.0f : 0.0f)) * a->grad_scale;
+            store(a->dlogits, a->dlogits_dtype, base + c, d);
+        }
+    }
+    return F8_OK;
+}
+
+/* ---- AdamW -------------------------------------------------------------- */
+
+static f8_status adamw_step(f8_ctx *ctx, const f8i_adamw_step_args *a)
+{
+    F8I_COUNT_LAUNCHES(ctx, 1);
+    double sq = 0.0;
+    for (int k = 0; k < a->n_tensors; k++) {
+        const f8i_adamw_tensor *d = &a->tensors[k];
+        for (int64_t i = 0; i < d->n; i++) {
+            const double g = load(d->grad, d->grad_dtype, i);
+            sq += g * g;
+        }
+    }
+    f8i_adamw_state *s = a->state;
+    const int64_t step = s->step, t = step + 1;
+    const float norm = (float)sqrt(sq);
+    const float lr = f8i_adamw_lr(a->lr_max, a->lr_min, a->warmup_steps, a->total_steps, step);
+    const float c = f8i_adamw_clip(a->grad_clip, norm);
+    const float bc1 = f8i_adamw_bias_correction(a->beta1, t), bc2 = f8i_adamw_bias_correction(a->beta2, t);
+    const float omb1 = 1.0f - a->beta1, omb2 = 1.0f - a->beta2;
+    for (int k = 0; k < a->n_tensors; k++) {
+        const f8i_adamw_tensor *d = &a->tensors[k];
+        for (int64_t i = 0; i < d->n; i++) {
+            float p = load(d->param, d->param_dtype, i);
+            f8i_adamw_update(&p, load(d->grad, d->grad_dtype, i), &d->m[i], &d->v[i], c, lr, a->beta1, omb1, a->beta2,
+                             omb2, bc1, bc2, a->eps, d->weight_decay);
+            store(d->param, d->param_dtype, i, p);
+        }
+    }
+    s->step = t;
+    s->lr = lr;
+    s->grad_norm = norm;
+    s->clip = c;
+    s->bc1 = bc1;
+    s->bc2 = bc2;
+    return F8_OK;
+}
 
 f8_status f8i_cpu_misc_op(f8_ctx *ctx, int kind, const void *args)
 {
-    (void)args;
-    return f8i_error(ctx, F8_ERR_UNSUPPORTED, "train op %d: not implemented on the CPU backend", kind);
+    switch (kind) {
+    case F8I_TRAIN_EMBEDDING_FWD: return embedding_fwd(ctx, (const f8i_embedding_fwd_args *)args);
+    case F8I_TRAIN_EMBEDDING_BWD: return embedding_bwd(ctx, (const f8i_embedding_bwd_args *)args);
+    case F8I_TRAIN_CROSS_ENTROPY: return cross_entropy(ctx, (const f8i_cross_entropy_args *)args);
+    case F8I_TRAIN_ADAMW_STEP: return adamw_step(ctx, (const f8i_adamw_step_args *)args);
+    default: return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "train op: unknown misc kind %d", kind);
+    }
 }

@@ -1,0 +1,379 @@
+/*
+ * adamw.c — f8_adamw: AdamW with global-norm clipping and a warmup + cosine
+ * schedule, every per-step value on the device; and its checkpoint entries.
+ *
+ * Design note. Everything the step needs is allocated before the first step:
+ * the device state (step counter, lr, norm, clip factor, bias corrections) and
+ * the norm partials at create, the moments and the descriptor array at add.
+ * The descriptor array (f8i_adamw_tensor per parameter: param, grad, m, v,
+ * count, dtypes, decay) lives in backend memory and is rebuilt by each add (a
+ * new allocation, the old one freed), so a step is one train_op however many
+ * parameters there are (CUDA: three launches: norm partials, finalize, update)
+ * and may be captured even before any eager step. Adds are refused once a
+ * step has been issued (eagerly or into a graph): a captured step holds the
+ * array's address and count. The schedule and the clip factor are computed on
+ * the device from the device step counter, so a replayed graph advances the
+ * schedule by itself and no step reads anything back.
+ *
+ * Moments are FP32 and accounted under F8_MEM_OTHER (f8_mem_category has no
+ * optimizer category): one allocation per parameter, m then v (v starts at a
+ * 256-byte boundary). A checkpoint stores them as "<prefix>.m.<i>" and
+ * "<prefix>.v.<i>" (F32, the parameter's shape, i in registration order), the
+ * step counter as "<prefix>.step" (I64 [1]) and the last lr and norm as
+ * "<prefix>.lr", "<prefix>.grad_norm" (F32 [1]); nothing else of the state
+ * influences later steps, so a restored run continues bit for bit.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checkpoint.h"
+#include "train_misc.h"
+
+typedef struct param_rec {
+    f8_tensor param, grad;
+    float *moments; /* backend: m (n), then v at moments + v_offset */
+    int64_t v_offset;
+    int decay;
+} param_rec;
+
+struct f8_adamw {
+    f8_ctx *ctx;
+    f8_adamw_config cfg;
+    void *block;             /* backend: state (256 B), then partials (F8I_ADAMW_NORM_BLOCKS) */
+    f8i_adamw_state *state;  /* (1) */
+    float *partials;         /* (F8I_ADAMW_NORM_BLOCKS) */
+    f8i_adamw_tensor *dev;   /* (n) backend copy of the descriptors, or NULL */
+    param_rec *params;       /* (n) host */
+    int n, cap;
+    int stepped;             /* a step was issued: the set of parameters is frozen */
+};
+
+f8_adamw_config f8_adamw_config_default(void)
+{
+    f8_adamw_config c;
+    c.lr_max = 6e-4f;
+    c.lr_min = 6e-5f;
+    c.warmup_steps = 0;
+    c.total_steps = 0;
+    c.beta1 = 0.9f;
+    c.beta2 = 0.95f;
+    c.eps = 1e-8f;
+    c.weight_decay = 0.1f;
+    c.grad_clip = 1.0f;
+    return c;
+}
+
+static int finite_nonneg(float x) { return isfinite(x) && x >= 0.0f; }
+
+static f8_status config_check(f8_ctx *ctx, const f8_adamw_config *c)
+{
+    static const char fn[] = "f8_adamw_create";
+    if (!finite_nonneg(c->lr_max) || !finite_nonneg(c->lr_min))
+        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: lr_max %g and lr_min %g must be finite and >= 0", fn,
+                         (double)c->lr_max, (double)c->lr_min);
+    if (c->warmup_steps < 0 || c->total_steps < 0)
+        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: warmup_steps %lld and total_steps %lld must be >= 0", fn,
+                         (long long)c->warmup_steps, (long long)c->total_steps);
+    if (c->total_steps != 0 && c->total_steps <= c->warmup_steps)
+        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT,
+                         "%s: total_steps %lld must be 0 (no cosine) or greater than warmup_steps %lld", fn,
+                         (long long)c->total_steps, (long long)c->warmup_steps);
+    if (!(c->beta1 >= 0.0f && c->beta1 < 1.0f) || !(c->beta2 >= 0.0f && c->beta2 < 1.0f))
+        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: beta1 %g and beta2 %g must be in [0, 1)", fn,
+                         (double)c->beta1, (double)c->beta2);
+    if (!finite_nonneg(c->eps) || !finite_nonneg(c->weight_decay) || !finite_nonneg(c->grad_clip))
+        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: eps %g, weight_decay %g and grad_clip %g must be finite and >= 0",
+                         fn, (double)c->eps, (double)c->weight_decay, (double)c->grad_clip);
+    return F8_OK;
+}
+
+f8_status f8_adamw_create(f8_ctx *ctx, const f8_adamw_config *config, f8_adamw **out)
+{
+    if (!ctx) return F8_ERR_INVALID_ARGUMENT;
+    if (!out) return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "f8_adamw_create: adamw (the output) is NULL");
+    *out = NULL;
+    if (!config) return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "f8_adamw_create: config is NULL");
+    f8_status st = config_check(ctx, config);
+    if (st != F8_OK) return st;
+    f8_adamw *o = (f8_adamw *)calloc(1, sizeof *o);
+    if (!o) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "f8_adamw_create: out of host memory");
+    o->ctx = ctx;
+    o->cfg = *config;
+    st = f8i_alloc(ctx, F8_MEM_OTHER, NULL, 256 + F8I_ADAMW_NORM_BLOCKS * sizeof(float), &o->block);
+    if (st == F8_OK) {
+        o->state = (f8i_adamw_state *)o->block;
+        o->partials = (float *)((char *)o->block + 256);
+        f8i_adamw_state zero;
+        memset(&zero, 0, sizeof zero);
+        st = ctx->be->upload(ctx, o->state, &zero, sizeof zero);
+    }
+    if (st != F8_OK) {
+        f8_adamw_destroy(o);
+        return st;
+    }
+    *out = o;
+    return F8_OK;
+}
+
+void f8_adamw_destroy(f8_adamw *o)
+{
+    if (!o) return;
+    for (int i = 0; i < o->n; i++) f8i_free(o->ctx, o->params[i].moments);
+    f8i_free(o->ctx, o->dev);
+    f8i_free(o->ctx, o->block);
+    free(o->params);
+    free(o);
+}
+
+static int real_dtype(f8_dtype dt) { return dt == F8_DTYPE_FP32 || dt == F8_DTYPE_BF16; }
+
+static f8i_adamw_tensor descriptor(const f8_adamw *o, const param_rec *p)
+{
+    f8i_adamw_tensor d;
+    memset(&d, 0, sizeof d);
+    d.param = p->param.data;
+    d.grad = p->grad.data;
+    d.m = p->moments;
+    d.v = p->moments + p->v_offset;
+    d.n = p->param.rows * p->param.cols;
+    d.param_dtype = (int32_t)p->param.dtype;
+    d.grad_dtype = (int32_t)p->grad.dtype;
+    d.weight_decay = p->decay ? o->cfg.weight_decay : 0.0f;
+    return d;
+}
+
+f8_status f8_adamw_add(f8_adamw *o, const f8_tensor *param, const f8_tensor *grad, int decay)
+{
+    static const char fn[] = "f8_adamw_add";
+    if (!o) return F8_ERR_INVALID_ARGUMENT;
+    f8_ctx *ctx = o->ctx;
+    f8_status st = f8i_check_tensor(ctx, param, "f8_adamw_add: param");
+    if (st == F8_OK) st = f8i_check_tensor(ctx, grad, "f8_adamw_add: grad");
+    if (st != F8_OK) return st;
+    if (o->stepped)
+        return f8i_error(ctx, F8_ERR_STATE, "%s: the optimizer has already stepped; register every parameter first", fn);
+    if (!real_dtype(param->dtype) || !real_dtype(grad->dtype))
+        return f8i_error(ctx, F8_ERR_DTYPE, "%s: param (%s) and grad (%s) must be fp32 or bf16", fn,
+                         f8_dtype_name(param->dtype), f8_dtype_name(grad->dtype));
+    if (param->rows != grad->rows || param->cols != grad->cols)
+        return f8i_error(ctx, F8_ERR_SHAPE, "%s: param [%lld, %lld] and grad [%lld, %lld] differ", fn,
+                         (long long)param->rows, (long long)param->cols, (long long)grad->rows, (long long)grad->cols);
+    const int64_t n = param->rows * param->cols;
+    for (int i = 0; i < o->n && n > 0; i++)
+        if (o->params[i].param.data == param->data)
+            return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: this param is already registered (parameter %d)", fn, i);
+    if (o->n == o->cap) {
+        int cap = o->cap ? 2 * o->cap : 16;
+        param_rec *t = (param_rec *)realloc(o->params, (size_t)cap * sizeof *t);
+        if (!t) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+        o->params = t;
+        o->cap = cap;
+    }
+    /* Allocate everything first; commit only when all of it succeeded. */
+    param_rec p;
+    p.param = *param;
+    p.grad = *grad;
+    p.decay = decay != 0;
+    p.v_offset = (int64_t)(f8i_align256((size_t)n * sizeof(float)) / sizeof(float));
+    p.moments = NULL;
+    void *moments = NULL, *dev = NULL;
+    const size_t mbytes = 2 * (size_t)p.v_offset * sizeof(float);
+    st = f8i_alloc(ctx, F8_MEM_OTHER, NULL, mbytes ? mbytes : 1, &moments);
+    if (st == F8_OK) st = f8i_alloc(ctx, F8_MEM_OTHER, NULL, (size_t)(o->n + 1) * sizeof(f8i_adamw_tensor), &dev);
+    f8i_adamw_tensor *host = NULL;
+    if (st == F8_OK) {
+        p.moments = (float *)moments;
+        host = (f8i_adamw_tensor *)malloc((size_t)(o->n + 1) * sizeof *host);
+        if (!host) st = f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    }
+    if (st == F8_OK) {
+        for (int i = 0; i < o->n; i++) host[i] = descriptor(o, &o->params[i]);
+        host[o->n] = descriptor(o, &p);
+        st = ctx->be->upload(ctx, dev, host, (size_t)(o->n + 1) * sizeof *host);
+    }
+    if (st == F8_OK && mbytes) st = ctx->be->memset_zero(ctx, moments, mbytes);
+    if (st == F8_OK) st = ctx->be->synchronize(ctx);
+    free(host);
+    if (st != F8_OK) {
+        f8i_free(ctx, moments);
+        f8i_free(ctx, dev);
+        return st;
+    }
+    f8i_free(ctx, o->dev);
+    o->dev = (f8i_adamw_tensor *)dev;
+    o->params[o->n++] = p;
+    return F8_OK;
+}
+
+f8_status f8_adamw_step(f8_adamw *o)
+{
+    if (!o) return F8_ERR_INVALID_ARGUMENT;
+    const f8_adamw_config *c = &o->cfg;
+    f8i_adamw_step_args a;
+    memset(&a, 0, sizeof a);
+    a.tensors = o->dev;
+    a.n_tensors = o->n;
+    a.partials = o->partials;
+    a.state = o->state;
+    a.lr_max = c->lr_max;
+    a.lr_min = c->lr_min;
+    a.warmup_steps = c->warmup_steps;
+    a.total_steps = c->total_steps;
+    a.beta1 = c->beta1;
+    a.beta2 = c->beta2;
+    a.eps = c->eps;
+    a.grad_clip = c->grad_clip;
+    f8_status st = o->ctx->be->train_op(o->ctx, F8I_TRAIN_ADAMW_STEP, &a, sizeof a);
+    if (st == F8_OK) o->stepped = 1;
+    return st;
+}
+
+f8_status f8_adamw_read(f8_adamw *o, int64_t *step, float *lr, float *grad_norm)
+{
+    if (!o) return F8_ERR_INVALID_ARGUMENT;
+    f8i_adamw_state s;
+    f8_status st = o->ctx->be->download(o->ctx, &s, o->state, sizeof s);
+    if (st != F8_OK) return st;
+    if (step) *step = s.step;
+    if (lr) *lr = s.lr;
+    if (grad_norm) *grad_norm = s.grad_norm;
+    return F8_OK;
+}
+
+/* ---- checkpoint --------------------------------------------------------- */
+
+#define NAME_LEN 512
+
+static f8_status name_of(f8_ctx *ctx, char *out, const char *prefix, const char *field, int index)
+{
+    int k = index >= 0 ? snprintf(out, NAME_LEN, "%s%s%s.%d", prefix, prefix[0] ? "." : "", field, index)
+                       : snprintf(out, NAME_LEN, "%s%s%s", prefix, prefix[0] ? "." : "", field);
+    if (k < 0 || k >= NAME_LEN)
+        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "checkpoint: names under prefix \"%.64s...\" are too long", prefix);
+    return F8_OK;
+}
+
+static f8_status check_pair(const f8_checkpoint *ck, const char *prefix, f8_adamw *o, const char *fn)
+{
+    if (!o) return F8_ERR_INVALID_ARGUMENT;
+    if (!ck || !prefix) return f8i_error(o->ctx, F8_ERR_INVALID_ARGUMENT, "%s: checkpoint or prefix is NULL", fn);
+    if (f8i_checkpoint_ctx(ck) != o->ctx)
+        return f8i_error(o->ctx, F8_ERR_INVALID_ARGUMENT, "%s: the checkpoint belongs to another ctx", fn);
+    return F8_OK;
+}
+
+f8_status f8_checkpoint_add_adamw(f8_checkpoint *ck, const char *prefix, f8_adamw *o)
+{
+    static const char fn[] = "f8_checkpoint_add_adamw";
+    f8_status st = check_pair(ck, prefix, o, fn);
+    if (st != F8_OK) return st;
+    f8_ctx *ctx = o->ctx;
+    char name[NAME_LEN];
+    /* Refuse a name collision before adding anything. */
+    static const char *const scalars[3] = {"step", "lr", "grad_norm"};
+    for (int i = 0; i < 2 * o->n + 3 && st == F8_OK; i++) {
+        st = i < 2 * o->n ? name_of(ctx, name, prefix, i % 2 ? "v" : "m", i / 2)
+                          : name_of(ctx, name, prefix, scalars[i - 2 * o->n], -1);
+        if (st == F8_OK && f8i_checkpoint_find(ck, name))
+            st = f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: \"%s\" is already in the checkpoint", fn, name);
+    }
+    if (st != F8_OK) return st;
+    f8i_adamw_state s;
+    st = ctx->be->download(ctx, &s, o->state, sizeof s);
+    int64_t max_n = 1;
+    for (int i = 0; i < o->n; i++)
+        if (o->params[i].param.rows * o->params[i].param.cols > max_n) max_n = o->params[i].param.rows * o->params[i].param.cols;
+    float *host = st == F8_OK ? (float *)malloc((size_t)max_n * sizeof(float)) : NULL;
+    if (st == F8_OK && !host) st = f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    for (int i = 0; i < 2 * o->n && st == F8_OK; i++) {
+        const param_rec *p = &o->params[i / 2];
+        const int64_t n = p->param.rows * p->param.cols;
+        const size_t bytes = (size_t)n * sizeof(float);
+        int64_t shape[2] = {p->param.rows, p->param.cols};
+        st = bytes ? ctx->be->download(ctx, host, p->moments + (i % 2 ? p->v_offset : 0), bytes) : F8_OK;
+        if (st == F8_OK) st = name_of(ctx, name, prefix, i % 2 ? "v" : "m", i / 2);
+        if (st == F8_OK) st = f8i_checkpoint_put(ck, name, F8I_CK_F32, 2, shape, host, bytes);
+    }
+    free(host);
+    const int64_t one = 1;
+    if (st == F8_OK) st = name_of(ctx, name, prefix, "step", -1);
+    if (st == F8_OK) st = f8i_checkpoint_put(ck, name, F8I_CK_I64, 1, &one, &s.step, sizeof s.step);
+    if (st == F8_OK) st = name_of(ctx, name, prefix, "lr", -1);
+    if (st == F8_OK) st = f8i_checkpoint_put(ck, name, F8I_CK_F32, 1, &one, &s.lr, sizeof s.lr);
+    if (st == F8_OK) st = name_of(ctx, name, prefix, "grad_norm", -1);
+    if (st == F8_OK) st = f8i_checkpoint_put(ck, name, F8I_CK_F32, 1, &one, &s.grad_norm, sizeof s.grad_norm);
+    return st;
+}
+
+/* The entry `name`, which must hold `count` elements of dtype; for a 2-D
+ * parameter shape also [rows, cols] (or [cols] when rows == 1). */
+static f8_status find_checked(const f8_checkpoint *ck, f8_ctx *ctx, const char *name, f8i_ck_dtype dtype,
+                              int64_t rows, int64_t cols, const f8i_ck_entry **out)
+{
+    const f8i_ck_entry *e = f8i_checkpoint_find(ck, name);
+    if (!e) return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "f8_checkpoint_restore_adamw: no tensor \"%s\"", name);
+    if (e->dtype != dtype)
+        return f8i_error(ctx, F8_ERR_DTYPE, "f8_checkpoint_restore_adamw: \"%s\" is %s, expected %s", name,
+                         f8i_ck_dtype_name(e->dtype), f8i_ck_dtype_name(dtype));
+    int ok = (e->ndim == 2 && e->shape[0] == rows && e->shape[1] == cols) ||
+             (e->ndim == 1 && rows == 1 && e->shape[0] == cols) || (e->ndim == 0 && rows * cols == 1);
+    if (!ok)
+        return f8i_error(ctx, F8_ERR_SHAPE, "f8_checkpoint_restore_adamw: \"%s\" does not have the shape [%lld, %lld] of the "
+                                            "registered parameter", name, (long long)rows, (long long)cols);
+    *out = e;
+    return F8_OK;
+}
+
+f8_status f8_checkpoint_restore_adamw(const f8_checkpoint *ck, const char *prefix, f8_adamw *o)
+{
+    static const char fn[] = "f8_checkpoint_restore_adamw";
+    f8_status st = check_pair(ck, prefix, o, fn);
+    if (st != F8_OK) return st;
+    f8_ctx *ctx = o->ctx;
+    char name[NAME_LEN];
+    const f8i_ck_entry **mv = (const f8i_ck_entry **)calloc(2 * (size_t)o->n + 1, sizeof *mv);
+    if (!mv) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    /* Check everything first. */
+    for (int i = 0; i < 2 * o->n && st == F8_OK; i++) {
+        const param_rec *p = &o->params[i / 2];
+        st = name_of(ctx, name, prefix, i % 2 ? "v" : "m", i / 2);
+        if (st == F8_OK) st = find_checked(ck, ctx, name, F8I_CK_F32, p->param.rows, p->param.cols, &mv[i]);
+    }
+    if (st == F8_OK) st = name_of(ctx, name, prefix, "m", o->n);
+    if (st == F8_OK && f8i_checkpoint_find(ck, name))
+        st = f8i_error(ctx, F8_ERR_SHAPE, "%s: the checkpoint holds more than the %d registered parameters (\"%s\")", fn,
+                       o->n, name);
+    const f8i_ck_entry *es = NULL, *elr = NULL, *en = NULL;
+    if (st == F8_OK) st = name_of(ctx, name, prefix, "step", -1);
+    if (st == F8_OK) st = find_checked(ck, ctx, name, F8I_CK_I64, 1, 1, &es);
+    if (st == F8_OK) st = name_of(ctx, name, prefix, "lr", -1);
+    if (st == F8_OK) st = find_checked(ck, ctx, name, F8I_CK_F32, 1, 1, &elr);
+    if (st == F8_OK) st = name_of(ctx, name, prefix, "grad_norm", -1);
+    if (st == F8_OK) st = find_checked(ck, ctx, name, F8I_CK_F32, 1, 1, &en);
+    f8i_adamw_state s;
+    memset(&s, 0, sizeof s);
+    if (st == F8_OK) {
+        memcpy(&s.step, es->data, sizeof s.step);
+        memcpy(&s.lr, elr->data, sizeof s.lr);
+        memcpy(&s.grad_norm, en->data, sizeof s.grad_norm);
+        if (s.step < 0) st = f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: step %lld is negative", fn, (long long)s.step);
+    }
+    /* Write: moments, then the state (the outputs of the step it continues from;
+     * clip and the bias corrections are recomputed by every step). */
+    for (int i = 0; i < 2 * o->n && st == F8_OK; i++) {
+        const param_rec *p = &o->params[i / 2];
+        if (mv[i]->bytes) st = ctx->be->upload(ctx, p->moments + (i % 2 ? p->v_offset : 0), mv[i]->data, mv[i]->bytes);
+    }
+    if (st == F8_OK) {
+        s.clip = 1.0f;
+        if (s.step > 0) {
+            s.bc1 = f8i_adamw_bias_correction(o->cfg.beta1, s.step);
+            s.bc2 = f8i_adamw_bias_correction(o->cfg.beta2, s.step);
+        }
+        st = ctx->be->upload(ctx, o->state, &s, sizeof s);
+    }
+    free(mv);
+    return st;
+}

@@ -1,0 +1,131 @@
+/*
+ * adamw.cu — the AdamW step over every registered parameter in three
+ * launches (contract: f8i_adamw_step_args in src/train_misc.h).
+ *
+ * Design note. The parameters are a device array of descriptors (param, grad,
+ * m, v, count, dtypes, decay), so the step does not grow with the number of
+ * tensors: each kernel walks the descriptors in order and, within a tensor,
+ * 4-element groups in a grid-stride loop.
+ *   1. adamw_norm_kernel: F8I_ADAMW_NORM_BLOCKS blocks; thread i of block b
+ *      sums g² of its groups of every tensor in order, the block reduces by a
+ *      fixed tree and writes partials[b]. The grid is a constant, not a
+ *      function of the device, so the layout (and the norm's bits) is fixed.
+ *   2. adamw_finalize_kernel: one block adds the partials in a fixed order,
+ *      then thread 0 computes norm, lr, clip factor and bias corrections from
+ *      the device step counter (the shared f8i_adamw_* formulas) and advances
+ *      it. Nothing is read back: a replayed graph walks the schedule itself.
+ *   3. adamw_update_kernel: every element through f8i_adamw_update (the same
+ *      function the CPU backend runs) with the values of step 2.
+ */
+#include <math.h>
+#include <stdint.h>
+
+#include "train_misc.cuh"
+
+#define AW_THREADS 256
+
+/* Fixed-order sum of one float per thread of a block of AW_THREADS: shuffle
+ * tree within warps, then warp 0 adds the warp sums in order. Valid in thread 0. */
+static __device__ __forceinline__ float block_sum(float v)
+{
+    __shared__ float warp_sum[AW_THREADS / 32];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
+    if ((threadIdx.x & 31) == 0) warp_sum[threadIdx.x >> 5] = v;
+    __syncthreads();
+    float s = 0.0f;
+    if (threadIdx.x == 0) {
+#pragma unroll
+        for (int w = 0; w < AW_THREADS / 32; ++w) s += warp_sum[w];
+    }
+    return s;
+}
+
+/* 1 when p is aligned for 4-element accesses of its dtype. */
+static __device__ __forceinline__ bool dev_vec4(const void *p, int bf16)
+{
+    return ((uintptr_t)p & (bf16 ? 7u : 15u)) == 0;
+}
+
+/* Grid: F8I_ADAMW_NORM_BLOCKS; block AW_THREADS. Thread i of block b owns the
+ * 4-element groups (b·AW_THREADS + i) + k·(grid·AW_THREADS) of every tensor. */
+static __global__ void __launch_bounds__(AW_THREADS) adamw_norm_kernel(f8i_adamw_step_args a)
+{
+    float acc = 0.0f;
+    const int64_t first = ((int64_t)blockIdx.x * AW_THREADS + threadIdx.x) * 4, stride = (int64_t)gridDim.x * AW_THREADS * 4;
+    for (int k = 0; k < a.n_tensors; ++k) {
+        const f8i_adamw_tensor d = a.tensors[k];
+        const int gb = d.grad_dtype == F8_DTYPE_BF16;
+        const bool vec = dev_vec4(d.grad, gb);
+        for (int64_t i = first; i < d.n; i += stride) {
+            float g[4];
+            ld4(d.grad, gb, i, d.n - i < 4 ? (int)(d.n - i) : 4, vec, g);
+#pragma unroll
+            for (int j = 0; j < 4; ++j) acc += g[j] * g[j];
+        }
+    }
+    const float s = block_sum(acc);
+    if (threadIdx.x == 0) a.partials[blockIdx.x] = s;
+}
+
+/* Grid: 1 block of AW_THREADS. Thread i adds partials i, i + AW_THREADS, ...
+ * in order; thread 0 then writes the step's values into the state. */
+static __global__ void __launch_bounds__(AW_THREADS) adamw_finalize_kernel(f8i_adamw_step_args a)
+{
+    float acc = 0.0f;
+    for (int i = threadIdx.x; i < F8I_ADAMW_NORM_BLOCKS; i += AW_THREADS) acc += a.partials[i];
+    const float total = block_sum(acc);
+    if (threadIdx.x != 0) return;
+    f8i_adamw_state *st = a.state;
+    const int64_t step = st->step, t = step + 1;
+    const float norm = sqrtf(total);
+    st->lr = f8i_adamw_lr(a.lr_max, a.lr_min, a.warmup_steps, a.total_steps, step);
+    st->grad_norm = norm;
+    st->clip = f8i_adamw_clip(a.grad_clip, norm);
+    st->bc1 = f8i_adamw_bias_correction(a.beta1, t);
+    st->bc2 = f8i_adamw_bias_correction(a.beta2, t);
+    st->step = t;
+}
+
+/* Grid: grid_size blocks of AW_THREADS. A thread owns 4-element groups of
+ * every tensor as in adamw_norm_kernel (the grid may differ: elementwise). */
+static __global__ void __launch_bounds__(AW_THREADS) adamw_update_kernel(f8i_adamw_step_args a)
+{
+    const f8i_adamw_state st = *a.state;
+    const float b1 = a.beta1, b2 = a.beta2, omb1 = 1.0f - a.beta1, omb2 = 1.0f - a.beta2;
+    const int64_t first = ((int64_t)blockIdx.x * AW_THREADS + threadIdx.x) * 4, stride = (int64_t)gridDim.x * AW_THREADS * 4;
+    for (int k = 0; k < a.n_tensors; ++k) {
+        const f8i_adamw_tensor d = a.tensors[k];
+        const int pb = d.param_dtype == F8_DTYPE_BF16, gb = d.grad_dtype == F8_DTYPE_BF16;
+        const bool vp = dev_vec4(d.param, pb), vg = dev_vec4(d.grad, gb);
+        for (int64_t i = first; i < d.n; i += stride) {
+            const int nv = d.n - i < 4 ? (int)(d.n - i) : 4;
+            float p[4], g[4], m[4], v[4];
+            ld4(d.param, pb, i, nv, vp, p);
+            ld4(d.grad, gb, i, nv, vg, g);
+            ld4(d.m, 0, i, nv, true, m); /* moments: 256-byte aligned, v at a 256-byte offset */
+            ld4(d.v, 0, i, nv, true, v);
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+                f8i_adamw_update(&p[j], g[j], &m[j], &v[j], st.clip, st.lr, b1, omb1, b2, omb2, st.bc1, st.bc2, a.eps,
+                                 d.weight_decay);
+            st4(d.param, pb, i, nv, vp, p);
+            st4(d.m, 0, i, nv, true, m);
+            st4(d.v, 0, i, nv, true, v);
+        }
+    }
+}
+
+f8_status f8i_cuda_adamw_step(f8_ctx *ctx, const f8i_adamw_step_args *a)
+{
+    cudaStream_t s = f8i_stream(ctx);
+    F8I_COUNT_LAUNCHES(ctx, 3);
+    adamw_norm_kernel<<<F8I_ADAMW_NORM_BLOCKS, AW_THREADS, 0, s>>>(*a);
+    f8_status st = f8i_cuda_launch_check(ctx, "adamw_norm_kernel");
+    if (st != F8_OK) return st;
+    adamw_finalize_kernel<<<1, AW_THREADS, 0, s>>>(*a);
+    st = f8i_cuda_launch_check(ctx, "adamw_finalize_kernel");
+    if (st != F8_OK) return st;
+    adamw_update_kernel<<<grid_size(ctx, INT64_MAX / 2, AW_THREADS), AW_THREADS, 0, s>>>(*a);
+    return f8i_cuda_launch_check(ctx, "adamw_update_kernel");
+}

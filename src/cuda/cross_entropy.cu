@@ -1,0 +1,165 @@
+/*
+ * cross_entropy.cu — softmax cross-entropy with its gradient, one block per
+ * row (contract: f8i_cross_entropy_args in src/train_misc.h).
+ *
+ * Design note. At GPT-2 shapes a row is 50304 logits (100 KB in BF16) and
+ * there are 16k rows, so the kernel is a streaming pass: a block reads its row
+ * once for the statistics and once more to write the gradient (the second
+ * read mostly hits L2), in 16-byte pieces (4 FP32 or 8 BF16 logits) when the
+ * row pitch allows. The statistics are an online softmax: each thread keeps a
+ * running (max, sum of exp(x - max)) and rescales the sum when the max grows,
+ * so one read gives both; the pairs are merged by a fixed shuffle tree and
+ * then in warp order, so the loss is the same bits every run. Padding columns
+ * (c >= vocab) never enter the statistics and get a zero gradient. In place
+ * (dlogits == logits) is safe: the target's logit is read before the block's
+ * barrier, and pass 2 reads each element before the same thread writes it.
+ */
+#include <math.h>
+#include <stdint.h>
+
+#include "train_misc.cuh"
+
+#define CE_THREADS 512
+
+/* Running (m, s) with one more value x. */
+static __device__ __forceinline__ void online_add(float &m, float &s, float x)
+{
+    if (x > m) {
+        s = s * expf(m - x) + 1.0f;
+        m = x;
+    } else if (x != -INFINITY) {
+        s += expf(x - m);
+    }
+}
+
+/* (m, s) merged with (m2, s2). */
+static __device__ __forceinline__ void online_merge(float &m, float &s, float m2, float s2)
+{
+    const float M = fmaxf(m, m2);
+    if (M == -INFINITY) return;
+    s = (m == -INFINITY ? 0.0f : s * expf(m - M)) + (m2 == -INFINITY ? 0.0f : s2 * expf(m2 - M));
+    m = M;
+}
+
+/* Up to 8 consecutive logits starting at column c (16 bytes when vec). */
+static __device__ __forceinline__ int load_piece(const void *row, int bf16, int64_t c, int64_t end, bool vec, float (&v)[8])
+{
+    const int per = bf16 ? 8 : 4;
+    const int nv = end - c < per ? (int)(end - c) : per;
+    if (vec && nv == per) {
+        uint32_t w[4];
+        const uint4 q = *(const uint4 *)((const char *)row + c * (bf16 ? 2 : 4));
+        w[0] = q.x, w[1] = q.y, w[2] = q.z, w[3] = q.w;
+        if (bf16) {
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {
+                v[2 * k] = __uint_as_float(w[k] << 16);
+                v[2 * k + 1] = __uint_as_float(w[k] & 0xFFFF0000u);
+            }
+        } else {
+#pragma unroll
+            for (int k = 0; k < 4; ++k) v[k] = __uint_as_float(w[k]);
+        }
+    } else {
+#pragma unroll
+        for (int k = 0; k < 8; ++k) v[k] = k < nv ? ld1(row, bf16, c + k) : 0.0f;
+    }
+    return nv;
+}
+
+static __device__ __forceinline__ void store_piece(void *row, int bf16, int64_t c, int nv, bool vec, const float (&v)[8])
+{
+    const int per = bf16 ? 8 : 4;
+    if (vec && nv == per) {
+        uint4 q;
+        if (bf16) {
+            uint32_t w[4];
+#pragma unroll
+            for (int k = 0; k < 4; ++k)
+                w[k] = (uint32_t)f8i_bf16_from_float(v[2 * k]) | ((uint32_t)f8i_bf16_from_float(v[2 * k + 1]) << 16);
+            q = make_uint4(w[0], w[1], w[2], w[3]);
+        } else {
+            q = make_uint4(__float_as_uint(v[0]), __float_as_uint(v[1]), __float_as_uint(v[2]), __float_as_uint(v[3]));
+        }
+        *(uint4 *)((char *)row + c * (bf16 ? 2 : 4)) = q;
+        return;
+    }
+#pragma unroll
+    for (int k = 0; k < 8; ++k)
+        if (k < nv) st1(row, bf16, c + k, v[k]);
+}
+
+/* Grid: rows blocks; block CE_THREADS. Block r owns row r; thread i owns the
+ * pieces i, i + CE_THREADS, ... of it (a piece = 4 FP32 or 8 BF16 columns).
+ * vec_x / vec_d: the logits / dlogits rows are 16-byte aligned pieces. */
+static __global__ void __launch_bounds__(CE_THREADS) cross_entropy_kernel(f8i_cross_entropy_args a, bool vec_x, bool vec_d)
+{
+    __shared__ float red_m[CE_THREADS / 32], red_s[CE_THREADS / 32];
+    __shared__ float s_xy;
+    const int64_t r = blockIdx.x, V = a.vocab, Vp = a.cols;
+    const int xb = a.logits_dtype == F8_DTYPE_BF16, db = a.dlogits_dtype == F8_DTYPE_BF16;
+    const int per_x = xb ? 8 : 4, per_d = db ? 8 : 4;
+    const void *x = (const char *)a.logits + r * Vp * (xb ? 2 : 4);
+    void *d = a.dlogits ? (char *)a.dlogits + r * Vp * (db ? 2 : 4) : NULL;
+    const int32_t y = a.targets[r];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+
+    if (y < 0 || y >= V) { /* ignored row: loss 0, zero gradient (uniform in the block) */
+        if (tid == 0) a.losses[r] = 0.0f;
+        if (!d) return;
+        float z[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+        for (int64_t c = (int64_t)tid * per_d; c < Vp; c += (int64_t)CE_THREADS * per_d)
+            store_piece(d, db, c, Vp - c < per_d ? (int)(Vp - c) : per_d, vec_d, z);
+        return;
+    }
+    if (tid == 0) s_xy = ld1(x, xb, y);
+
+    float m = -INFINITY, s = 0.0f, v[8];
+    for (int64_t c = (int64_t)tid * per_x; c < V; c += (int64_t)CE_THREADS * per_x) {
+        const int nv = load_piece(x, xb, c, V, vec_x, v);
+#pragma unroll
+        for (int k = 0; k < 8; ++k)
+            if (k < nv) online_add(m, s, v[k]);
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const float m2 = __shfl_xor_sync(0xFFFFFFFFu, m, o), s2 = __shfl_xor_sync(0xFFFFFFFFu, s, o);
+        online_merge(m, s, m2, s2);
+    }
+    if (lane == 0) red_m[warp] = m, red_s[warp] = s;
+    __syncthreads(); /* also orders s_xy before any write of pass 2 */
+    m = red_m[0];
+    s = red_s[0];
+#pragma unroll
+    for (int w = 1; w < CE_THREADS / 32; ++w) online_merge(m, s, red_m[w], red_s[w]);
+    if (tid == 0) a.losses[r] = logf(s) - (s_xy - m);
+    if (!d) return;
+
+    for (int64_t c = (int64_t)tid * per_d; c < Vp; c += (int64_t)CE_THREADS * per_d) {
+        const int nv = Vp - c < per_d ? (int)(Vp - c) : per_d;
+        float g[8];
+        /* dlogits and logits share a dtype when they alias, so the pieces coincide. */
+        if (per_d == per_x) {
+            load_piece(x, xb, c, Vp, vec_x, v);
+        } else {
+#pragma unroll
+            for (int k = 0; k < 8; ++k) v[k] = k < nv ? ld1(x, xb, c + k) : 0.0f;
+        }
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+            const int64_t col = c + k;
+            g[k] = col < V ? (expf(v[k] - m) / s - (col == y ? 1.0f : 0.0f)) * a.grad_scale : 0.0f;
+        }
+        store_piece(d, db, c, nv, vec_d, g);
+    }
+}
+
+f8_status f8i_cuda_cross_entropy(f8_ctx *ctx, const f8i_cross_entropy_args *a)
+{
+    const int xs = a->logits_dtype == F8_DTYPE_BF16 ? 2 : 4, ds = a->dlogits_dtype == F8_DTYPE_BF16 ? 2 : 4;
+    const bool vec_x = (((uintptr_t)a->logits | (uintptr_t)(a->cols * xs)) & 15) == 0;
+    const bool vec_d = a->dlogits && (((uintptr_t)a->dlogits | (uintptr_t)(a->cols * ds)) & 15) == 0;
+    F8I_COUNT_LAUNCHES(ctx, 1);
+    cross_entropy_kernel<<<(unsigned)a->rows, CE_THREADS, 0, f8i_stream(ctx)>>>(*a, vec_x, vec_d);
+    return f8i_cuda_launch_check(ctx, "cross_entropy_kernel");
+}
