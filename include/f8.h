@@ -872,7 +872,26 @@ f8_status f8_embedding_backward(f8_ctx *ctx, const int32_t *tokens, int64_t seq_
  * h·head_dim .. (h+1)·head_dim - 1 of each third. For each sequence and head:
  *   y = softmax(q kᵀ / sqrt(head_dim) + causal mask) v      y [T, C]
  * Statistics (max, sum) in FP32; dtype FP32 or BF16 (BF16 on the GPU is the
- * fast path). The caller keeps qkv unchanged until backward. */
+ * fast path). The caller keeps qkv unchanged until backward.
+ *
+ * Numerics: scores and their gradient dP are FP32 sums; the probabilities P
+ * and the score gradient dS are stored in the dtype (so BF16 rounds them)
+ * before they are multiplied by v, k and q; y and dqkv are rounded to the
+ * dtype once. The 1/sqrt(head_dim) factor is the FP32 1/sqrtf(head_dim).
+ * Deterministic: the same inputs give bitwise the same outputs on a ctx.
+ *
+ * Memory: a saved state holds P, max_batch · n_head · max_seq² elements of
+ * the dtype (F8_MEM_SAVED_ACTIVATIONS). Create reserves the ctx scratch for
+ * one call at max_batch, max_seq: 32 MiB + 7 · T · C elements of the dtype +
+ * n_head · T · S FP32 scores (T = max_batch · max_seq, S = max_seq).
+ * Calls allocate no backend memory. On a CUDA ctx the first call of each
+ * (batch, seq) builds its cuBLASLt plans (host memory): run each shape once
+ * eagerly before capturing it in a graph.
+ * Errors: create: F8_ERR_SHAPE for n_head or head_dim outside [1, 2^16],
+ * C > 2^24, max_batch outside [1, 2^24], max_seq outside [1, 2^20],
+ * max_batch · n_head >= 2^31 or FP32 scores over 2^50 bytes; F8_ERR_DTYPE
+ * for a dtype not FP32/BF16;
+ * F8_ERR_STATE while capturing a graph (saved_create too). */
 typedef struct f8_attention f8_attention;
 typedef struct f8_attention_saved f8_attention_saved;
 
@@ -884,16 +903,27 @@ typedef struct f8_attention_config {
     f8_dtype dtype;     /* qkv, y and their gradients: FP32 or BF16; default BF16 */
 } f8_attention_config;
 
+/* The given sizes and dtype BF16. */
 f8_attention_config f8_attention_config_default(int64_t n_head, int64_t head_dim, int64_t max_batch, int64_t max_seq);
 f8_status f8_attention_create(f8_ctx *ctx, const f8_attention_config *config, f8_attention **attention);
 void f8_attention_destroy(f8_attention *attention);
-/* What one forward keeps for its backward (all memory allocated here). */
+/* What one forward keeps for its backward (all memory allocated here). Any
+ * number may be in flight; each holds the last forward written into it. */
 f8_status f8_attention_saved_create(f8_attention *attention, f8_attention_saved **saved);
 void f8_attention_saved_destroy(f8_attention_saved *saved);
-/* saved may be NULL (inference). */
+/* qkv [B·S, 3C] and y [B·S, C] in the config dtype, 0 <= batch <= max_batch,
+ * 0 <= seq <= max_seq (zero tokens: nothing is issued); y must not overlap
+ * qkv. saved may be NULL (inference); otherwise it records this call (and the
+ * qkv pointer) for the backward. F8_ERR_SHAPE / F8_ERR_DTYPE for a tensor
+ * that does not match, F8_ERR_INVALID_ARGUMENT for NULLs, overlap or a saved
+ * state of another attention. */
 f8_status f8_attention_forward(f8_attention *attention, const f8_tensor *qkv, int64_t batch, int64_t seq,
                                f8_tensor *y, f8_attention_saved *saved);
-/* dqkv [T, 3C] is overwritten. */
+/* The backward of the forward recorded in saved (same B, S; reads that
+ * forward's qkv, which must be unchanged): dy [B·S, C], dqkv [B·S, 3C] in the
+ * config dtype; dqkv is overwritten (dq, dk, dv in qkv's layout) and must
+ * overlap neither qkv nor dy. saved is not consumed: it may be used again.
+ * F8_ERR_STATE if no forward was recorded in saved. */
 f8_status f8_attention_backward(f8_attention *attention, f8_attention_saved *saved, const f8_tensor *dy,
                                 f8_tensor *dqkv);
 
