@@ -80,7 +80,7 @@ $(BUILD)/libf8.a: $(LIB_OBJ)
 $(BUILD)/libf8.so: $(LIB_OBJ)
 	$(CC) -shared $(SANFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c tests/check.h $(BUILD)/libf8.a
+$(BUILD)/tests/%: tests/%.c $(wildcard tests/*.h train/*.c train/*.h) $(BUILD)/libf8.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Itests $< -o $@ $(BUILD)/libf8.a $(LDLIBS)
 
@@ -90,7 +90,7 @@ $(BUILD)/bench/%: bench/%.c $(wildcard bench/*.h) $(BENCH_CU_OBJ) $(BUILD)/libf8
 
 $(TRAIN_BIN): $(wildcard train/*.c train/*.h) $(BUILD)/libf8.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $(wildcard train/*.c) -o $@ $(BUILD)/libf8.a $(LDLIBS)
+	$(CC) $(CFLAGS_ALL) -Itrain $(wildcard train/*.c) -o $@ $(BUILD)/libf8.a $(LDLIBS)
 
 $(BUILD)/examples/%: examples/%.c $(BUILD)/libf8.a
 	@mkdir -p $(dir $@)

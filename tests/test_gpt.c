@@ -1,0 +1,253 @@
+/*
+ * test_gpt.c — the GPT trainer on the CPU: the model's backward against
+ * central finite differences of its own loss (FP32, FP8 off), determinism
+ * (two runs give bitwise the same losses), exact resume (interrupted + resumed
+ * = uninterrupted, bitwise, losses and parameters), FP8 and FP32 runs both
+ * learning, the graphed step equal to the eager one, and bad options.
+ */
+#include <unistd.h>
+
+#include "check.h"
+#include "checkpoint.h"
+#include "../train/corpus.c"
+#include "../train/data.c"
+#include "../train/gpt.c"
+#include "../train/log.c"
+#include "../train/options.c"
+#include "../train/plot.c"
+#include "../train/trainer.c"
+
+static train_options tiny_options(int fp8)
+{
+    train_options o = train_options_default();
+    o.backend = "cpu";
+    o.fp8 = fp8;
+    o.layers = 2;
+    o.heads = 2;
+    o.channels = 32;
+    o.seq = 16;
+    o.batch = 4;
+    o.grad_accum = 2;
+    o.steps = 6;
+    o.warmup = 2;
+    o.lr = 3e-3f;
+    o.lr_min = 3e-4f;
+    o.val_every = 0;
+    o.log = "";
+    o.plot = "";
+    o.sample = 0;
+    o.quiet = 1;
+    return o;
+}
+
+static trainer *make(const train_options *o)
+{
+    trainer *t = NULL;
+    char err[512] = "";
+    if (trainer_create(o, &t, err, sizeof err) != F8_OK) {
+        fprintf(stderr, "trainer_create: %s\n", err);
+        exit(1);
+    }
+    return t;
+}
+
+/* Mean loss of the current tokens/targets (a forward in FP32). */
+static double model_loss(gpt *m)
+{
+    if (gpt_forward(m, m->c.batch, 0, 1.0f, F8_MICROBATCH_NONE) != F8_OK) die("forward", m->ctx);
+    float *l = (float *)xmalloc((size_t)m->T * 4);
+    f8_ctx_download(m->ctx, l, m->losses, (size_t)m->T * 4);
+    double s = 0;
+    for (int64_t i = 0; i < m->T; i++) s += l[i];
+    free(l);
+    return s / (double)m->T;
+}
+
+typedef struct fd_ctx {
+    gpt *m;
+    int index, checked, bad;
+    double worst;
+} fd_ctx;
+
+/* Check 3 elements of each parameter: analytic gradient against
+ * (L(p + h) - L(p - h)) / 2h of the mean loss. */
+static f8_status fd_param(void *user, const f8_tensor *p, const f8_tensor *g, int decay)
+{
+    (void)decay;
+    fd_ctx *f = (fd_ctx *)user;
+    const int64_t n = p->rows * p->cols;
+    float *pv = (float *)xmalloc((size_t)n * 4), *gv = (float *)xmalloc((size_t)n * 4);
+    f8_ctx_download(f->m->ctx, pv, p->data, (size_t)n * 4);
+    f8_ctx_download(f->m->ctx, gv, g->data, (size_t)n * 4);
+    for (int s = 0; s < 3; s++) {
+        int64_t i = (int64_t)((s * 7919 + f->index * 104729) % n);
+        const float h = 1e-2f, keep = pv[i];
+        pv[i] = keep + h;
+        f8_ctx_upload(f->m->ctx, p->data, pv, (size_t)n * 4);
+        double lp = model_loss(f->m);
+        pv[i] = keep - h;
+        f8_ctx_upload(f->m->ctx, p->data, pv, (size_t)n * 4);
+        double lm = model_loss(f->m);
+        pv[i] = keep;
+        f8_ctx_upload(f->m->ctx, p->data, pv, (size_t)n * 4);
+        double fd = (lp - lm) / (2.0 * h), an = gv[i];
+        double err = fabs(fd - an) / (fabs(fd) + 2e-4);
+        if (err > f->worst) f->worst = err;
+        f->checked++;
+        if (err > 5e-2) {
+            f->bad++;
+            fprintf(stderr, "param %d element %lld: analytic %.6g, finite difference %.6g\n", f->index, (long long)i, an, fd);
+        }
+    }
+    f->index++;
+    free(pv);
+    free(gv);
+    return F8_OK;
+}
+
+static void test_gradients(void)
+{
+    train_options o = tiny_options(0);
+    o.grad_accum = 1;
+    trainer *t = make(&o);
+    gpt *m = trainer_model(t);
+    /* one batch into the model, forward + backward with grad_scale 1/T: the
+     * gradients are those of the mean loss */
+    int32_t *x = (int32_t *)xmalloc((size_t)m->T * 8);
+    CHECK_OK(m->ctx, data_train_batch(t->data, 0, 0, (int)o.batch, (int)o.seq, x, x + m->T));
+    f8_ctx_upload(m->ctx, m->tokens, x, (size_t)m->T * 4);
+    f8_ctx_upload(m->ctx, m->targets, x + m->T, (size_t)m->T * 4);
+    CHECK_OK(m->ctx, gpt_zero_grad(m));
+    CHECK_OK(m->ctx, gpt_forward(m, m->c.batch, 1, 1.0f / (float)m->T, F8_MICROBATCH_FIRST));
+    CHECK_OK(m->ctx, gpt_backward(m));
+    fd_ctx f = {m, 0, 0, 0, 0};
+    CHECK_OK(m->ctx, gpt_each_param(m, fd_param, &f));
+    CHECK(f.bad == 0, "%d of %d gradient elements differ from finite differences", f.bad, f.checked);
+    printf("  gradients vs finite differences: %d elements of %d parameters, worst relative error %.3g\n", f.checked,
+           f.index, f.worst);
+    free(x);
+    trainer_destroy(t);
+}
+
+static void run_losses(const train_options *o, int steps, double *losses)
+{
+    trainer *t = make(o);
+    for (int s = 0; s < steps; s++) CHECK_OK(NULL, trainer_step(t, &losses[s]));
+    trainer_destroy(t);
+}
+
+static void test_determinism_and_graph(void)
+{
+    for (int fp8 = 0; fp8 <= 1; fp8++) {
+        train_options o = tiny_options(fp8);
+        double a[4], b[4], g[4];
+        run_losses(&o, 4, a);
+        run_losses(&o, 4, b);
+        CHECK(memcmp(a, b, sizeof a) == 0, "fp8 %d: two runs with one seed differ", fp8);
+        o.graph = 1; /* the CPU's recorded replay of the whole step */
+        run_losses(&o, 4, g);
+        CHECK(memcmp(a, g, sizeof a) == 0, "fp8 %d: the graphed step differs from the eager one (%.9g vs %.9g)", fp8,
+              g[3], a[3]);
+    }
+}
+
+static void test_resume(void)
+{
+    for (int fp8 = 0; fp8 <= 1; fp8++) {
+        char path[128];
+        snprintf(path, sizeof path, "/tmp/f8_test_gpt_%d_%d.safetensors", fp8, (int)getpid());
+        train_options o = tiny_options(fp8);
+        double full[4], part[4];
+        trainer *u = make(&o);
+        for (int s = 0; s < 4; s++) CHECK_OK(NULL, trainer_step(u, &full[s]));
+        trainer *t = make(&o);
+        for (int s = 0; s < 2; s++) CHECK_OK(NULL, trainer_step(t, &part[s]));
+        CHECK_OK(NULL, trainer_save(t, path));
+        trainer_destroy(t);
+        o.resume = path;
+        trainer *r = make(&o);
+        CHECK(trainer_steps_done(r) == 2, "resumed at step %lld", (long long)trainer_steps_done(r));
+        for (int s = 2; s < 4; s++) CHECK_OK(NULL, trainer_step(r, &part[s]));
+        CHECK(memcmp(full, part, sizeof full) == 0, "fp8 %d: resumed losses differ (%.9g vs %.9g)", fp8, part[3], full[3]);
+        /* and the parameters */
+        f8_checkpoint *a = NULL, *b = NULL;
+        gpt *mu = trainer_model(u), *mr = trainer_model(r);
+        CHECK_OK(mu->ctx, f8_checkpoint_create(mu->ctx, &a));
+        CHECK_OK(mr->ctx, f8_checkpoint_create(mr->ctx, &b));
+        CHECK_OK(mu->ctx, gpt_checkpoint_add(mu, a));
+        CHECK_OK(mr->ctx, gpt_checkpoint_add(mr, b));
+        unsigned char *sa = NULL, *sb = NULL;
+        size_t na = 0, nb = 0;
+        CHECK_OK(NULL, f8i_checkpoint_serialize(a, &sa, &na));
+        CHECK_OK(NULL, f8i_checkpoint_serialize(b, &sb, &nb));
+        CHECK(na == nb && sa && sb && memcmp(sa, sb, na) == 0, "fp8 %d: resumed parameters differ", fp8);
+        free(sa);
+        free(sb);
+        f8_checkpoint_destroy(a);
+        f8_checkpoint_destroy(b);
+        trainer_destroy(u);
+        trainer_destroy(r);
+        remove(path);
+    }
+}
+
+static void test_learns(void)
+{
+    for (int fp8 = 0; fp8 <= 1; fp8++) {
+        train_options o = tiny_options(fp8);
+        o.steps = 30;
+        o.warmup = 3;
+        trainer *t = make(&o);
+        double first = 0, last = 0, l;
+        for (int s = 0; s < 30; s++) {
+            CHECK_OK(NULL, trainer_step(t, &l));
+            if (s < 3) first += l / 3;
+            if (s >= 27) last += l / 3;
+        }
+        double val;
+        CHECK_OK(NULL, trainer_eval(t, &val));
+        printf("  %s: mean loss %.3f over the first 3 steps, %.3f over the last 3, val %.3f\n", fp8 ? "FP8" : "FP32",
+               first, last, val);
+        CHECK(last < first - 0.5, "%s did not learn: %.3f -> %.3f", fp8 ? "FP8" : "FP32", first, last);
+        char text[33];
+        CHECK_OK(NULL, trainer_sample(t, "The ", 32, 0.8f, 1, text));
+        CHECK(strlen(text) == 32, "sampled %zu bytes", strlen(text));
+        trainer_destroy(t);
+    }
+}
+
+static void test_options(void)
+{
+    train_options o = train_options_default();
+    char err[256];
+    char *bad1[] = {"f8_train", "--steps", "-3"};
+    CHECK(train_parse_args(3, bad1, &o, stdout, err, sizeof err) == -1 && strstr(err, "--steps"), "bad --steps: %s", err);
+    char *bad2[] = {"f8_train", "--frobnicate", "1"};
+    CHECK(train_parse_args(3, bad2, &o, stdout, err, sizeof err) == -1 && strstr(err, "unknown option"), "unknown: %s",
+          err);
+    char *bad3[] = {"f8_train", "--model", "7B"};
+    CHECK(train_parse_args(3, bad3, &o, stdout, err, sizeof err) == -1, "unknown preset");
+    char *ok[] = {"f8_train", "--model", "small", "--layers", "3", "--fp8", "off"};
+    o = train_options_default();
+    CHECK(train_parse_args(7, ok, &o, stdout, err, sizeof err) == 0 && o.layers == 3 && o.channels == 384 && !o.fp8,
+          "preset then override");
+    FILE *devnull = fopen("/dev/null", "w");
+    char *help[] = {"f8_train", "--help"};
+    CHECK(train_parse_args(2, help, &o, devnull, err, sizeof err) == 1, "--help");
+    fclose(devnull);
+    train_options m = tiny_options(1);
+    m.text = "/nonexistent/file.txt";
+    trainer *t = NULL;
+    CHECK(trainer_create(&m, &t, err, sizeof err) != F8_OK && t == NULL && strstr(err, "nonexistent"),
+          "unreadable --text: %s", err);
+}
+
+int main(void)
+{
+    test_options();
+    test_gradients();
+    test_determinism_and_graph();
+    test_resume();
+    test_learns();
+    return test_finish("test_gpt");
+}

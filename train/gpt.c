@@ -1,0 +1,375 @@
+/*
+ * gpt.c — the GPT model of gpt.h on f8 modules.
+ *
+ * Design note. The modules keep their inputs by reference until backward
+ * (the norms re-read x), so every value a backward needs has its own buffer:
+ * the residual stream at each block input and middle (2L+1 tensors), each
+ * layer's qkv and attention output. Microbatches reuse them (forward and
+ * backward of one microbatch run back to back). The LM head is a
+ * LayerNormLinear in high precision whose weight doubles as the token
+ * embedding table (tied): the embedding reads it, and its backward adds into
+ * the head's weight gradient.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpt.h"
+
+#define TRY(call)                                                                                                      \
+    do {                                                                                                               \
+        f8_status st_ = (call);                                                                                        \
+        if (st_ != F8_OK) return st_;                                                                                  \
+    } while (0)
+
+static size_t esize(const gpt *m) { return f8_dtype_size(m->c.dtype); }
+
+static f8_tensor view(const gpt *m, void *base, int64_t index, int64_t rows, int64_t cols)
+{
+    return f8_tensor_make((unsigned char *)base + (size_t)(index * rows * cols) * esize(m), m->c.dtype, rows, cols);
+}
+
+/* Residual-stream tensor i of the current call (T_call rows; slots are T apart). */
+static f8_tensor resid(const gpt *m, int64_t i)
+{
+    f8_tensor t = view(m, m->resid, i, m->T, m->c.channels);
+    t.rows = m->T_call;
+    return t;
+}
+
+/* Tensor i of a [n, T, cols] stack, with the current call's rows. */
+static f8_tensor slice(const gpt *m, void *base, int64_t i, int64_t cols)
+{
+    f8_tensor t = view(m, base, i, m->T, cols);
+    t.rows = m->T_call;
+    return t;
+}
+
+/* Host normal(0, std) values in the model dtype, uploaded to dst (creation only). */
+static f8_status init_normal(gpt *m, void *dst, int64_t n, double std, uint64_t seed)
+{
+    unsigned char *h = (unsigned char *)malloc((size_t)n * esize(m) + 1);
+    if (!h) return F8_ERR_OUT_OF_MEMORY;
+    uint64_t s = seed;
+    for (int64_t i = 0; i < n; i++) {
+        double u[2];
+        for (int j = 0; j < 2; j++) {
+            uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+            z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+            z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+            z ^= z >> 31;
+            u[j] = ((double)(z >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+        }
+        float v = (float)(std * sqrt(-2.0 * log(u[0])) * cos(6.283185307179586 * u[1]));
+        if (m->c.dtype == F8_DTYPE_BF16) {
+            uint16_t b = f8_bf16_from_float(v);
+            memcpy(h + 2 * i, &b, 2);
+        } else {
+            memcpy(h + 4 * i, &v, 4);
+        }
+    }
+    f8_status st = f8_ctx_upload(m->ctx, dst, h, (size_t)n * esize(m));
+    free(h);
+    return st;
+}
+
+/* GPT-2 scales the init of the projections into the residual by 1/sqrt(2L). */
+static f8_status scale_weight(gpt *m, f8_tensor *w, float factor, int which_mlp, f8_layernorm_mlp *mlp, f8_linear *lin)
+{
+    const size_t n = (size_t)(w->rows * w->cols), bytes = n * esize(m);
+    unsigned char *h = (unsigned char *)malloc(bytes + 1);
+    float *f = (float *)malloc(n * sizeof(float) + 1);
+    void *stage = NULL;
+    f8_status st = (h && f) ? f8_ctx_download(m->ctx, h, w->data, bytes) : F8_ERR_OUT_OF_MEMORY;
+    for (size_t i = 0; st == F8_OK && i < n; i++) {
+        float v;
+        if (m->c.dtype == F8_DTYPE_BF16) {
+            uint16_t b;
+            memcpy(&b, h + 2 * i, 2);
+            v = f8_bf16_to_float(b);
+        } else {
+            memcpy(&v, h + 4 * i, 4);
+        }
+        f[i] = v * factor;
+    }
+    if (st == F8_OK) st = f8_ctx_alloc(m->ctx, n * sizeof(float), &stage);
+    if (st == F8_OK) st = f8_ctx_upload(m->ctx, stage, f, n * sizeof(float));
+    f8_tensor src = f8_tensor_make(stage, F8_DTYPE_FP32, w->rows, w->cols);
+    if (st == F8_OK) st = mlp ? f8_layernorm_mlp_write_weight(mlp, which_mlp, &src) : f8_linear_write_weight(lin, &src);
+    if (st == F8_OK) st = f8_ctx_synchronize(m->ctx);
+    f8_ctx_free(m->ctx, stage);
+    free(h);
+    free(f);
+    return st;
+}
+
+static f8_status alloc_act(gpt *m, void **p, size_t bytes) { return f8_ctx_alloc(m->ctx, bytes ? bytes : 1, p); }
+
+static f8_status create_blocks(gpt *m)
+{
+    const gpt_config *c = &m->c;
+    const int64_t C = c->channels, T = m->T;
+    const float proj_scale = 1.0f / sqrtf(2.0f * (float)c->layers);
+    for (int64_t l = 0; l < c->layers; l++) {
+        gpt_block *b = &m->blocks[l];
+        f8_layernorm_linear_config qc = f8_layernorm_linear_config_default(C, 3 * C);
+        qc.param_dtype = c->dtype;
+        qc.fp8 = c->fp8;
+        qc.max_tokens = T;
+        qc.seed = c->seed * 1315423911u + (uint64_t)l * 4 + 1;
+        f8_linear_config pc = f8_linear_config_default(C, C);
+        pc.param_dtype = c->dtype;
+        pc.fp8 = c->fp8;
+        pc.max_tokens = T;
+        pc.seed = c->seed * 1315423911u + (uint64_t)l * 4 + 2;
+        f8_layernorm_mlp_config mc = f8_layernorm_mlp_config_default(C, 4 * C);
+        mc.param_dtype = c->dtype;
+        mc.fp8 = c->fp8;
+        mc.max_tokens = T;
+        mc.seed = c->seed * 1315423911u + (uint64_t)l * 4 + 3;
+        TRY(f8_layernorm_linear_create(m->ctx, &qc, &b->qkv));
+        TRY(f8_linear_create(m->ctx, &pc, &b->proj));
+        TRY(f8_layernorm_mlp_create(m->ctx, &mc, &b->mlp));
+        TRY(f8_layernorm_linear_saved_create(b->qkv, &b->qkv_s));
+        TRY(f8_attention_saved_create(m->att, &b->att_s));
+        TRY(f8_linear_saved_create(b->proj, &b->proj_s));
+        TRY(f8_layernorm_mlp_saved_create(b->mlp, &b->mlp_s));
+        f8_tensor w;
+        TRY(f8_linear_weight(b->proj, &w));
+        TRY(scale_weight(m, &w, proj_scale, 0, NULL, b->proj));
+        TRY(f8_layernorm_mlp_param(b->mlp, F8_PARAM_FC2_WEIGHT, 0, &w));
+        TRY(scale_weight(m, &w, proj_scale, 1, b->mlp, NULL));
+    }
+    return F8_OK;
+}
+
+f8_status gpt_create(f8_ctx *ctx, const gpt_config *c, gpt *m, char *err, size_t err_size)
+{
+    memset(m, 0, sizeof *m);
+    m->ctx = ctx;
+    m->c = *c;
+    m->T = c->batch * c->seq;
+    m->T_call = m->T;
+    if (c->channels % c->heads || c->padded_vocab < c->vocab) {
+        snprintf(err, err_size, "channels %lld must divide by heads %lld, padded vocab %lld >= vocab %lld",
+                 (long long)c->channels, (long long)c->heads, (long long)c->padded_vocab, (long long)c->vocab);
+        return F8_ERR_INVALID_ARGUMENT;
+    }
+    const int64_t C = c->channels, T = m->T, L = c->layers;
+    const size_t es = esize(m);
+    f8_status st = F8_OK;
+    m->blocks = (gpt_block *)calloc((size_t)L, sizeof *m->blocks);
+    if (!m->blocks) st = F8_ERR_OUT_OF_MEMORY;
+    f8_attention_config ac = f8_attention_config_default(c->heads, C / c->heads, c->batch, c->seq);
+    ac.dtype = c->dtype;
+    if (st == F8_OK) st = f8_attention_create(ctx, &ac, &m->att);
+    if (st == F8_OK) st = create_blocks(m);
+    f8_layernorm_linear_config hc = f8_layernorm_linear_config_default(C, c->padded_vocab);
+    hc.bias = 0;
+    hc.param_dtype = c->dtype;
+    hc.fp8 = 0; /* the LM head stays in high precision, as TE recipes do */
+    hc.max_tokens = T;
+    hc.seed = c->seed * 2654435761u + 7;
+    if (st == F8_OK) st = f8_layernorm_linear_create(ctx, &hc, &m->head);
+    if (st == F8_OK) st = f8_layernorm_linear_saved_create(m->head, &m->head_s);
+    if (st == F8_OK) st = alloc_act(m, &m->wpe, (size_t)(c->seq * C) * es);
+    if (st == F8_OK) st = alloc_act(m, &m->dwpe, (size_t)(c->seq * C) * es);
+    if (st == F8_OK) st = init_normal(m, m->wpe, c->seq * C, 0.01, c->seed * 40503u + 11);
+    if (st == F8_OK) st = alloc_act(m, &m->resid, (size_t)((2 * L + 1) * T * C) * es);
+    if (st == F8_OK) st = alloc_act(m, &m->qkv, (size_t)(L * T * 3 * C) * es);
+    if (st == F8_OK) st = alloc_act(m, &m->atty, (size_t)(L * T * C) * es);
+    if (st == F8_OK) st = alloc_act(m, &m->branch, (size_t)(T * C) * es);
+    if (st == F8_OK) st = alloc_act(m, &m->logits, (size_t)(T * c->padded_vocab) * es);
+    if (st == F8_OK) st = alloc_act(m, &m->dres, (size_t)(T * C) * es);
+    if (st == F8_OK) st = alloc_act(m, &m->dtmp, (size_t)(T * C) * es);
+    if (st == F8_OK) st = alloc_act(m, &m->dqkv, (size_t)(T * 3 * C) * es);
+    if (st == F8_OK) st = alloc_act(m, (void **)&m->tokens, (size_t)T * 4);
+    if (st == F8_OK) st = alloc_act(m, (void **)&m->targets, (size_t)T * 4);
+    if (st == F8_OK) st = alloc_act(m, (void **)&m->losses, (size_t)T * 4);
+    if (st == F8_OK) st = gpt_zero_grad(m);
+    if (st == F8_OK) st = f8_ctx_synchronize(ctx);
+    if (st != F8_OK) snprintf(err, err_size, "%s", f8_ctx_last_error(ctx));
+    return st;
+}
+
+void gpt_destroy(gpt *m)
+{
+    if (!m->ctx) return;
+    for (int64_t l = 0; m->blocks && l < m->c.layers; l++) {
+        gpt_block *b = &m->blocks[l];
+        f8_layernorm_linear_saved_destroy(b->qkv_s);
+        f8_attention_saved_destroy(b->att_s);
+        f8_linear_saved_destroy(b->proj_s);
+        f8_layernorm_mlp_saved_destroy(b->mlp_s);
+        f8_layernorm_linear_destroy(b->qkv);
+        f8_linear_destroy(b->proj);
+        f8_layernorm_mlp_destroy(b->mlp);
+    }
+    free(m->blocks);
+    f8_layernorm_linear_saved_destroy(m->head_s);
+    f8_layernorm_linear_destroy(m->head);
+    f8_attention_destroy(m->att);
+    void *bufs[] = {m->wpe, m->dwpe, m->resid, m->qkv, m->atty, m->branch, m->logits, m->dres,
+                    m->dtmp, m->dqkv, m->tokens, m->targets, m->losses};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) f8_ctx_free(m->ctx, bufs[i]);
+    memset(m, 0, sizeof *m);
+}
+
+static f8_status count_fn(void *user, const f8_tensor *p, const f8_tensor *g, int decay)
+{
+    (void)g;
+    (void)decay;
+    *(int64_t *)user += p->rows * p->cols;
+    return F8_OK;
+}
+
+int64_t gpt_param_count(const gpt *m)
+{
+    int64_t n = 0;
+    gpt_each_param((gpt *)m, count_fn, &n);
+    return n;
+}
+
+double gpt_flops_per_token(const gpt *m)
+{
+    /* 6 per parameter (forward 2, backward 4) plus attention's two S-long
+     * products per layer (12·L·C·S, the usual MFU convention). */
+    return 6.0 * (double)gpt_param_count(m) + 12.0 * (double)(m->c.layers * m->c.channels * m->c.seq);
+}
+
+f8_status gpt_forward(gpt *m, int64_t batch, int train, float grad_scale, f8_microbatch mb)
+{
+    const gpt_config *c = &m->c;
+    if (batch < 1 || batch > c->batch) return F8_ERR_SHAPE;
+    const int64_t T = batch * c->seq, C = c->channels;
+    m->T_call = T;
+    f8_tensor wte, wpe = view(m, m->wpe, 0, c->seq, C), x0 = resid(m, 0);
+    TRY(f8_layernorm_linear_param(m->head, F8_PARAM_WEIGHT, 0, &wte));
+    TRY(f8_embedding_forward(m->ctx, m->tokens, c->seq, &wte, &wpe, &x0));
+    f8_tensor branch = slice(m, m->branch, 0, C);
+    for (int64_t l = 0; l < c->layers; l++) {
+        gpt_block *b = &m->blocks[l];
+        f8_tensor x = resid(m, 2 * l), xm = resid(m, 2 * l + 1), xo = resid(m, 2 * l + 2);
+        f8_tensor qkv = slice(m, m->qkv, l, 3 * C), a = slice(m, m->atty, l, C);
+        TRY(f8_layernorm_linear_forward(b->qkv, &x, &qkv, NULL, mb, train ? b->qkv_s : NULL));
+        TRY(f8_attention_forward(m->att, &qkv, batch, c->seq, &a, train ? b->att_s : NULL));
+        TRY(f8_linear_forward(b->proj, &a, &branch, mb, train ? b->proj_s : NULL));
+        TRY(f8_ctx_copy(m->ctx, xm.data, x.data, (size_t)(T * C) * esize(m)));
+        TRY(f8_tensor_add(m->ctx, &xm, &branch));
+        TRY(f8_layernorm_mlp_forward(b->mlp, &xm, &branch, mb, train ? b->mlp_s : NULL));
+        TRY(f8_ctx_copy(m->ctx, xo.data, xm.data, (size_t)(T * C) * esize(m)));
+        TRY(f8_tensor_add(m->ctx, &xo, &branch));
+    }
+    f8_tensor xf = resid(m, 2 * c->layers), logits = slice(m, m->logits, 0, c->padded_vocab);
+    TRY(f8_layernorm_linear_forward(m->head, &xf, &logits, NULL, mb, train ? m->head_s : NULL));
+    return f8_cross_entropy(m->ctx, &logits, c->vocab, m->targets, grad_scale, m->losses, train ? &logits : NULL);
+}
+
+f8_status gpt_backward(gpt *m)
+{
+    const gpt_config *c = &m->c;
+    const int64_t C = c->channels;
+    f8_tensor d = slice(m, m->dres, 0, C), tmp = slice(m, m->dtmp, 0, C);
+    f8_tensor dlogits = slice(m, m->logits, 0, c->padded_vocab), dqkv = slice(m, m->dqkv, 0, 3 * C);
+    TRY(f8_layernorm_linear_backward(m->head, m->head_s, &dlogits, NULL, &d));
+    for (int64_t l = c->layers - 1; l >= 0; l--) {
+        gpt_block *b = &m->blocks[l];
+        TRY(f8_layernorm_mlp_backward(b->mlp, b->mlp_s, &d, &tmp));
+        TRY(f8_tensor_add(m->ctx, &d, &tmp)); /* d = ∂loss/∂x' */
+        TRY(f8_linear_backward(b->proj, b->proj_s, &d, &tmp));
+        TRY(f8_attention_backward(m->att, b->att_s, &tmp, &dqkv));
+        TRY(f8_layernorm_linear_backward(b->qkv, b->qkv_s, &dqkv, NULL, &tmp));
+        TRY(f8_tensor_add(m->ctx, &d, &tmp)); /* d = ∂loss/∂x */
+    }
+    f8_tensor dwte, dwpe = view(m, m->dwpe, 0, c->seq, C);
+    TRY(f8_layernorm_linear_param(m->head, F8_PARAM_WEIGHT, 1, &dwte));
+    return f8_embedding_backward(m->ctx, m->tokens, c->seq, &d, &dwte, &dwpe);
+}
+
+f8_status gpt_zero_grad(gpt *m)
+{
+    for (int64_t l = 0; l < m->c.layers; l++) {
+        TRY(f8_layernorm_linear_zero_grad(m->blocks[l].qkv));
+        TRY(f8_linear_zero_grad(m->blocks[l].proj));
+        TRY(f8_layernorm_mlp_zero_grad(m->blocks[l].mlp));
+    }
+    TRY(f8_layernorm_linear_zero_grad(m->head));
+    f8_tensor dwpe = view(m, m->dwpe, 0, m->c.seq, m->c.channels);
+    return f8_tensor_zero(m->ctx, &dwpe);
+}
+
+/* One parameter of a module through its (param, grad) views. */
+#define EACH(getter, which, decay)                                                                                     \
+    do {                                                                                                               \
+        f8_tensor p_, g_;                                                                                              \
+        TRY(getter(which, 0, &p_));                                                                                    \
+        TRY(getter(which, 1, &g_));                                                                                    \
+        TRY(fn(user, &p_, &g_, decay));                                                                                \
+    } while (0)
+
+f8_status gpt_each_param(gpt *m, gpt_param_fn fn, void *user)
+{
+#define HEAD(w, g, v) f8_layernorm_linear_param(m->head, w, g, v)
+    EACH(HEAD, F8_PARAM_WEIGHT, 1);
+    EACH(HEAD, F8_PARAM_LN_WEIGHT, 0);
+    EACH(HEAD, F8_PARAM_LN_BIAS, 0);
+#undef HEAD
+    f8_tensor wpe = view(m, m->wpe, 0, m->c.seq, m->c.channels), dwpe = view(m, m->dwpe, 0, m->c.seq, m->c.channels);
+    TRY(fn(user, &wpe, &dwpe, 1));
+    for (int64_t l = 0; l < m->c.layers; l++) {
+        gpt_block *b = &m->blocks[l];
+#define QKV(w, g, v) f8_layernorm_linear_param(b->qkv, w, g, v)
+#define MLP(w, g, v) f8_layernorm_mlp_param(b->mlp, w, g, v)
+#define PROJ(w, g, v) ((w) == F8_PARAM_WEIGHT ? ((g) ? f8_linear_weight_grad(b->proj, v) : f8_linear_weight(b->proj, v)) \
+                                              : ((g) ? f8_linear_bias_grad(b->proj, v) : f8_linear_bias(b->proj, v)))
+        EACH(QKV, F8_PARAM_LN_WEIGHT, 0);
+        EACH(QKV, F8_PARAM_LN_BIAS, 0);
+        EACH(QKV, F8_PARAM_WEIGHT, 1);
+        EACH(QKV, F8_PARAM_BIAS, 0);
+        EACH(PROJ, F8_PARAM_WEIGHT, 1);
+        EACH(PROJ, F8_PARAM_BIAS, 0);
+        EACH(MLP, F8_PARAM_LN_WEIGHT, 0);
+        EACH(MLP, F8_PARAM_LN_BIAS, 0);
+        EACH(MLP, F8_PARAM_FC1_WEIGHT, 1);
+        EACH(MLP, F8_PARAM_FC1_BIAS, 0);
+        EACH(MLP, F8_PARAM_FC2_WEIGHT, 1);
+        EACH(MLP, F8_PARAM_FC2_BIAS, 0);
+#undef QKV
+#undef MLP
+#undef PROJ
+    }
+    return F8_OK;
+}
+
+f8_status gpt_checkpoint_add(gpt *m, f8_checkpoint *ck)
+{
+    char name[64];
+    for (int64_t l = 0; l < m->c.layers; l++) {
+        snprintf(name, sizeof name, "model.h.%lld.qkv", (long long)l);
+        TRY(f8_checkpoint_add_layernorm_linear(ck, name, m->blocks[l].qkv));
+        snprintf(name, sizeof name, "model.h.%lld.proj", (long long)l);
+        TRY(f8_checkpoint_add_linear(ck, name, m->blocks[l].proj));
+        snprintf(name, sizeof name, "model.h.%lld.mlp", (long long)l);
+        TRY(f8_checkpoint_add_layernorm_mlp(ck, name, m->blocks[l].mlp));
+    }
+    TRY(f8_checkpoint_add_layernorm_linear(ck, "model.head", m->head));
+    f8_tensor wpe = view(m, m->wpe, 0, m->c.seq, m->c.channels);
+    return f8_checkpoint_add_tensor(ck, "model.wpe", &wpe);
+}
+
+f8_status gpt_checkpoint_restore(gpt *m, const f8_checkpoint *ck)
+{
+    char name[64];
+    for (int64_t l = 0; l < m->c.layers; l++) {
+        snprintf(name, sizeof name, "model.h.%lld.qkv", (long long)l);
+        TRY(f8_checkpoint_restore_layernorm_linear(ck, name, m->blocks[l].qkv));
+        snprintf(name, sizeof name, "model.h.%lld.proj", (long long)l);
+        TRY(f8_checkpoint_restore_linear(ck, name, m->blocks[l].proj));
+        snprintf(name, sizeof name, "model.h.%lld.mlp", (long long)l);
+        TRY(f8_checkpoint_restore_layernorm_mlp(ck, name, m->blocks[l].mlp));
+    }
+    TRY(f8_checkpoint_restore_layernorm_linear(ck, "model.head", m->head));
+    f8_tensor wpe = view(m, m->wpe, 0, m->c.seq, m->c.channels);
+    return f8_checkpoint_read_tensor(ck, "model.wpe", &wpe);
+}

@@ -1,0 +1,93 @@
+/*
+ * gpt.h — a GPT-2-style decoder built from f8 modules (the trainer's model).
+ *
+ *   x0   = wte[tokens] + wpe[pos]                       (embedding; wte is the LM head's weight)
+ *   per block l:
+ *     qkv  = LayerNormLinear(x)            [T, 3C]       (FP8 when enabled)
+ *     a    = causal attention(qkv)         [T, C]        (BF16 on the GPU, FP32 on the CPU)
+ *     x'   = x + Linear(a)                               (FP8)
+ *     x    = x' + LayerNormMLP(x')         gelu, 4C      (FP8)
+ *   logits = LayerNormLinear(x)            [T, Vp]       (final norm + LM head, high precision, tied)
+ *   loss   = cross-entropy(logits, targets) over the real vocab
+ *
+ * Everything lives in backend memory allocated at creation; a step
+ * allocates nothing, so the whole step (all microbatches, the scale updates
+ * and AdamW) can be captured as one graph.
+ */
+#ifndef F8_TRAIN_GPT_H
+#define F8_TRAIN_GPT_H
+
+#include "f8.h"
+
+typedef struct gpt_config {
+    int64_t vocab;        /* real vocabulary (256 bytes, or 50257 GPT-2) */
+    int64_t padded_vocab; /* logits width, a multiple of 128 */
+    int64_t seq;          /* S: tokens per sequence */
+    int64_t layers, heads, channels;
+    int64_t batch;        /* B: sequences per microbatch */
+    int fp8;              /* FP8 GEMMs in the blocks */
+    f8_dtype dtype;       /* parameters and activations: FP32 (CPU) or BF16 (GPU) */
+    uint64_t seed;
+} gpt_config;
+
+typedef struct gpt_block {
+    f8_layernorm_linear *qkv;
+    f8_linear *proj;
+    f8_layernorm_mlp *mlp;
+    f8_layernorm_linear_saved *qkv_s;
+    f8_attention_saved *att_s;
+    f8_linear_saved *proj_s;
+    f8_layernorm_mlp_saved *mlp_s;
+} gpt_block;
+
+typedef struct gpt {
+    f8_ctx *ctx;
+    gpt_config c;
+    int64_t T;                /* B·S rows per microbatch (the most) */
+    int64_t T_call;           /* rows of the last forward (batch·S) */
+    gpt_block *blocks;        /* (layers) */
+    f8_attention *att;
+    f8_layernorm_linear *head; /* final LayerNorm + LM head; its weight [Vp, C] is wte */
+    f8_layernorm_linear_saved *head_s;
+    void *wpe, *dwpe;         /* (S, C) position embedding and its gradient */
+    void *resid;              /* (2L+1, T, C) residual stream: block inputs and mid-block values */
+    void *qkv;                /* (L, T, 3C) attention inputs (kept for its backward) */
+    void *atty;               /* (L, T, C) attention outputs (the proj input) */
+    void *branch;             /* (T, C) a block branch's output */
+    void *logits;             /* (T, Vp), overwritten by dlogits */
+    void *dres;               /* (T, C) the residual-stream gradient */
+    void *dtmp;               /* (T, C) branch input gradient */
+    void *dqkv;               /* (T, 3C) */
+    int32_t *tokens, *targets; /* (T) backend */
+    float *losses;            /* (T) backend */
+} gpt;
+
+/* Create (parameters initialised from c.seed), with its activations. */
+f8_status gpt_create(f8_ctx *ctx, const gpt_config *c, gpt *m, char *err, size_t err_size);
+void gpt_destroy(gpt *m);
+
+/* Number of parameters (wte counted once). */
+int64_t gpt_param_count(const gpt *m);
+
+/* Forward of the first batch·S of m->tokens (batch <= c.batch) against
+ * m->targets: losses (batch·S) are written; with train != 0 it keeps what
+ * backward needs and the logits are replaced by dlogits · grad_scale.
+ * microbatch as the modules. */
+f8_status gpt_forward(gpt *m, int64_t batch, int train, float grad_scale, f8_microbatch mb);
+/* Backward of the last training forward: all parameter gradients +=. */
+f8_status gpt_backward(gpt *m);
+/* Zero every gradient. */
+f8_status gpt_zero_grad(gpt *m);
+
+/* Call fn for every parameter with its gradient and whether it decays. */
+typedef f8_status (*gpt_param_fn)(void *user, const f8_tensor *param, const f8_tensor *grad, int decay);
+f8_status gpt_each_param(gpt *m, gpt_param_fn fn, void *user);
+
+/* Checkpoint the model under "model." / restore it. */
+f8_status gpt_checkpoint_add(gpt *m, f8_checkpoint *ck);
+f8_status gpt_checkpoint_restore(gpt *m, const f8_checkpoint *ck);
+
+/* FLOPs of one training token (forward + backward), for MFU. */
+double gpt_flops_per_token(const gpt *m);
+
+#endif /* F8_TRAIN_GPT_H */

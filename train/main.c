@@ -1,0 +1,49 @@
+/*
+ * main.c — f8_train, f8's main program: FP8 training of a GPT (trainer.h),
+ * and `f8_train plot OUT.svg LOG...` to overlay loss curves. Exits non-zero
+ * on any error, and when a training run's loss did not fall.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "plot.h"
+#include "trainer.h"
+
+static int plot_main(int argc, char **argv)
+{
+    if (argc < 4) {
+        fprintf(stderr, "usage: f8_train plot OUT.svg LOG.csv [LOG.csv ...]\n");
+        return 1;
+    }
+    char err[256];
+    plot_config pc = plot_config_default();
+    const char *const *logs = (const char *const *)(argv + 3);
+    if (plot_logs_svg(argv[2], &pc, logs, logs, argc - 3, err, sizeof err) != F8_OK) {
+        fprintf(stderr, "f8_train plot: %s\n", err);
+        return 1;
+    }
+    printf("plot: %s\n", argv[2]);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "plot") == 0) return plot_main(argc, argv);
+    train_options o = train_options_default();
+    char err[512] = "";
+    int r = train_parse_args(argc, argv, &o, stdout, err, sizeof err);
+    if (r > 0) return 0;
+    if (r < 0) {
+        fprintf(stderr, "f8_train: %s\n", err);
+        return 1;
+    }
+    trainer *t = NULL;
+    f8_status st = trainer_create(&o, &t, err, sizeof err);
+    if (st != F8_OK) {
+        fprintf(stderr, "f8_train: %s: %s\n", f8_status_string(st), err);
+        return 1;
+    }
+    int rc = trainer_run(t);
+    trainer_destroy(t);
+    return rc;
+}

@@ -1,0 +1,526 @@
+/*
+ * trainer.c — one GPT training run (trainer.h).
+ *
+ * Design note. A step is: zero the gradients; per microbatch copy its tokens
+ * from a staging buffer (all microbatches are uploaded before the step),
+ * forward (FIRST for the first microbatch, NOT_FIRST after: the FP8 weight
+ * workspaces are cast once per step), backward, keep its losses; the forward
+ * and backward delayed-scaling updates; AdamW (lr schedule on the device).
+ * Every piece is device work without host reads, so on the GPU the step is
+ * captured once as one graph and replayed. Capture needs one eager step first
+ * (plans, lazy buffers); its effects are undone by restoring the model and
+ * optimizer from an in-memory checkpoint taken before it, so a graphed run
+ * and an eager one start from the same state. The host uploads the next
+ * step's tokens and downloads the losses: one synchronization per step.
+ *
+ * Resume: a checkpoint holds the model (parameters and FP8 scaling state),
+ * the optimizer (moments, step) and the step count; batches are a pure
+ * function of (seed, step, microbatch), so a resumed run is bitwise the
+ * uninterrupted one.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "plot.h"
+#include "trainer.h"
+
+struct trainer {
+    train_options o;
+    f8_ctx *ctx;
+    data_set *data;
+    gpt m;
+    f8_adamw *opt;
+    int64_t step;            /* optimizer steps done */
+    int64_t M, T;            /* microbatches per step, tokens per microbatch */
+    int32_t *stage;          /* (M, 2, T) backend: tokens then targets per microbatch */
+    float *losses;           /* (M, T) backend */
+    int32_t *host_stage;     /* (M, 2, T) */
+    float *host_losses;      /* (M, T) */
+    f8_graph *graph;
+    int use_graph;
+    char error[512];
+};
+
+#define TRY(call)                                                                                                      \
+    do {                                                                                                               \
+        f8_status st_ = (call);                                                                                        \
+        if (st_ != F8_OK) return st_;                                                                                  \
+    } while (0)
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- the step ------------------------------------------------------------- */
+
+/* Everything a step does on the device; capturable. */
+static f8_status step_work(trainer *t)
+{
+    gpt *m = &t->m;
+    const float scale = 1.0f / (float)(t->M * t->T);
+    TRY(gpt_zero_grad(m));
+    for (int64_t mb = 0; mb < t->M; mb++) {
+        const int32_t *src = t->stage + (size_t)(mb * 2 * t->T);
+        TRY(f8_ctx_copy(t->ctx, m->tokens, src, (size_t)t->T * 4));
+        TRY(f8_ctx_copy(t->ctx, m->targets, src + t->T, (size_t)t->T * 4));
+        TRY(gpt_forward(m, m->c.batch, 1, scale, mb == 0 ? F8_MICROBATCH_FIRST : F8_MICROBATCH_NOT_FIRST));
+        TRY(gpt_backward(m));
+        TRY(f8_ctx_copy(t->ctx, t->losses + (size_t)(mb * t->T), m->losses, (size_t)t->T * 4));
+    }
+    TRY(f8_ctx_update_scales(t->ctx, F8_DIR_FORWARD));
+    TRY(f8_ctx_update_scales(t->ctx, F8_DIR_BACKWARD));
+    return f8_adamw_step(t->opt);
+}
+
+static f8_status stage_batches(trainer *t, int64_t step)
+{
+    const int B = (int)t->m.c.batch, S = (int)t->m.c.seq;
+    for (int64_t mb = 0; mb < t->M; mb++) {
+        int32_t *x = t->host_stage + (size_t)(mb * 2 * t->T);
+        f8_status st = data_train_batch(t->data, step, (int)mb, B, S, x, x + t->T);
+        if (st != F8_OK) {
+            snprintf(t->error, sizeof t->error, "%s", data_last_error(t->data));
+            return st;
+        }
+    }
+    return f8_ctx_upload(t->ctx, t->stage, t->host_stage, (size_t)(t->M * 2 * t->T) * 4);
+}
+
+/* The in-memory snapshot used around the capture warm-up. */
+static f8_status snapshot(trainer *t, f8_checkpoint **ck)
+{
+    TRY(f8_checkpoint_create(t->ctx, ck));
+    f8_status st = gpt_checkpoint_add(&t->m, *ck);
+    if (st == F8_OK) st = f8_checkpoint_add_adamw(*ck, "optimizer", t->opt);
+    return st;
+}
+
+static f8_status capture(trainer *t)
+{
+    f8_checkpoint *ck = NULL;
+    f8_status st = snapshot(t, &ck);
+    if (st == F8_OK) st = stage_batches(t, t->step);
+    if (st == F8_OK) st = step_work(t); /* warm-up: plans and lazy buffers */
+    if (st == F8_OK) st = gpt_checkpoint_restore(&t->m, ck);
+    if (st == F8_OK) st = f8_checkpoint_restore_adamw(ck, "optimizer", t->opt);
+    f8_checkpoint_destroy(ck);
+    if (st == F8_OK) st = f8_graph_begin(t->ctx);
+    if (st == F8_OK) {
+        f8_status work = step_work(t);
+        st = f8_graph_end(t->ctx, &t->graph);
+        if (work != F8_OK) st = work;
+    }
+    return st;
+}
+
+f8_status trainer_step(trainer *t, double *loss)
+{
+    TRY(stage_batches(t, t->step));
+    if (t->use_graph && !t->graph) TRY(capture(t));
+    if (t->graph) TRY(f8_graph_replay(t->graph));
+    else TRY(step_work(t));
+    TRY(f8_ctx_download(t->ctx, t->host_losses, t->losses, (size_t)(t->M * t->T) * 4));
+    double sum = 0;
+    for (int64_t i = 0; i < t->M * t->T; i++) sum += t->host_losses[i];
+    *loss = sum / (double)(t->M * t->T);
+    t->step++;
+    return F8_OK;
+}
+
+f8_status trainer_eval(trainer *t, double *loss)
+{
+    const int B = (int)t->m.c.batch, S = (int)t->m.c.seq;
+    int64_t n = data_val_batches(t->data, B, S);
+    if (t->o.val_batches > 0 && n > t->o.val_batches) n = t->o.val_batches;
+    *loss = NAN;
+    if (n <= 0) return F8_OK;
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++) {
+        f8_status st = data_val_batch(t->data, i, B, S, t->host_stage, t->host_stage + t->T);
+        if (st != F8_OK) {
+            snprintf(t->error, sizeof t->error, "%s", data_last_error(t->data));
+            return st;
+        }
+        TRY(f8_ctx_upload(t->ctx, t->m.tokens, t->host_stage, (size_t)t->T * 4));
+        TRY(f8_ctx_upload(t->ctx, t->m.targets, t->host_stage + t->T, (size_t)t->T * 4));
+        /* NONE: casts the current weights (the cached workspaces hold the
+         * values before the last optimizer step) */
+        TRY(gpt_forward(&t->m, t->m.c.batch, 0, 1.0f, F8_MICROBATCH_NONE));
+        TRY(f8_ctx_download(t->ctx, t->host_losses, t->m.losses, (size_t)t->T * 4));
+        for (int64_t k = 0; k < t->T; k++) sum += t->host_losses[k];
+    }
+    *loss = sum / (double)(n * t->T);
+    return F8_OK;
+}
+
+/* ---- checkpoints ------------------------------------------------------------ */
+
+static const char *const META_KEYS[] = {"train.layers", "train.heads", "train.channels", "train.seq",
+                                        "train.vocab", "train.padded_vocab", "train.fp8", "train.dtype"};
+
+static void config_values(const gpt_config *c, char v[8][32])
+{
+    int64_t nums[7] = {c->layers, c->heads, c->channels, c->seq, c->vocab, c->padded_vocab, c->fp8};
+    for (int i = 0; i < 7; i++) snprintf(v[i], 32, "%lld", (long long)nums[i]);
+    snprintf(v[7], 32, "%s", f8_dtype_name(c->dtype));
+}
+
+f8_status trainer_save(trainer *t, const char *path)
+{
+    f8_checkpoint *ck = NULL;
+    TRY(f8_checkpoint_create(t->ctx, &ck));
+    char v[8][32], step[32];
+    config_values(&t->m.c, v);
+    f8_status st = F8_OK;
+    for (int i = 0; i < 8 && st == F8_OK; i++) st = f8_checkpoint_set_metadata(ck, META_KEYS[i], v[i]);
+    snprintf(step, sizeof step, "%lld", (long long)t->step);
+    if (st == F8_OK) st = f8_checkpoint_set_metadata(ck, "train.step", step);
+    if (st == F8_OK) st = gpt_checkpoint_add(&t->m, ck);
+    if (st == F8_OK) st = f8_checkpoint_add_adamw(ck, "optimizer", t->opt);
+    if (st == F8_OK) st = f8_checkpoint_save(ck, path);
+    f8_checkpoint_destroy(ck);
+    return st;
+}
+
+/* Model shape from a checkpoint's metadata (for --resume and sampling). */
+static int config_from_checkpoint(const f8_checkpoint *ck, train_options *o, char *err, size_t n)
+{
+    const char *v[8];
+    for (int i = 0; i < 8; i++) {
+        v[i] = f8_checkpoint_metadata(ck, META_KEYS[i]);
+        if (!v[i]) {
+            snprintf(err, n, "checkpoint has no %s: not written by f8_train", META_KEYS[i]);
+            return -1;
+        }
+    }
+    o->model = "custom";
+    o->layers = atoll(v[0]);
+    o->heads = atoll(v[1]);
+    o->channels = atoll(v[2]);
+    o->seq = atoll(v[3]);
+    o->fp8 = atoi(v[6]);
+    o->dtype = strcmp(v[7], "bf16") == 0 ? "bf16" : "fp32";
+    return 0;
+}
+
+static f8_status resume(trainer *t, const char *path)
+{
+    f8_checkpoint *ck = NULL;
+    TRY(f8_checkpoint_load(t->ctx, path, &ck));
+    const char *step = f8_checkpoint_metadata(ck, "train.step");
+    f8_status st = step ? F8_OK : F8_ERR_INVALID_ARGUMENT;
+    if (st == F8_OK) st = gpt_checkpoint_restore(&t->m, ck);
+    if (st == F8_OK) st = f8_checkpoint_restore_adamw(ck, "optimizer", t->opt);
+    if (st == F8_OK) t->step = atoll(step);
+    else if (!step) snprintf(t->error, sizeof t->error, "checkpoint '%s' has no train.step", path);
+    f8_checkpoint_destroy(ck);
+    return st;
+}
+
+/* ---- creation --------------------------------------------------------------- */
+
+static f8_status add_param(void *user, const f8_tensor *p, const f8_tensor *g, int decay)
+{
+    return f8_adamw_add((f8_adamw *)user, p, g, decay);
+}
+
+static f8_status make_ctx(trainer *t, char *err, size_t n)
+{
+    f8_ctx_config cfg = f8_ctx_config_default();
+    const char *b = t->o.backend;
+    cfg.backend = strcmp(b, "cpu") == 0 ? F8_BACKEND_CPU : F8_BACKEND_CUDA;
+    f8_status st = f8_ctx_create(&cfg, &t->ctx, err, n);
+    if (st == F8_ERR_NO_DEVICE && strcmp(b, "auto") == 0) {
+        cfg.backend = F8_BACKEND_CPU;
+        st = f8_ctx_create(&cfg, &t->ctx, err, n);
+    }
+    return st;
+}
+
+f8_status trainer_create(const train_options *opt, trainer **out, char *err, size_t n)
+{
+    *out = NULL;
+    trainer *t = (trainer *)calloc(1, sizeof *t);
+    if (!t) return F8_ERR_OUT_OF_MEMORY;
+    t->o = *opt;
+    f8_status st = F8_OK;
+    if (t->o.resume && t->o.resume[0]) {
+        /* the model shape comes from the checkpoint (a CPU ctx reads it) */
+        f8_ctx_config cc = f8_ctx_config_default();
+        f8_ctx *tmp = NULL;
+        f8_checkpoint *ck = NULL;
+        st = f8_ctx_create(&cc, &tmp, err, n);
+        if (st == F8_OK && (st = f8_checkpoint_load(tmp, t->o.resume, &ck)) != F8_OK)
+            snprintf(err, n, "cannot load '%s': %s", t->o.resume, f8_ctx_last_error(tmp));
+        if (st == F8_OK && config_from_checkpoint(ck, &t->o, err, n) != 0) st = F8_ERR_INVALID_ARGUMENT;
+        f8_checkpoint_destroy(ck);
+        f8_ctx_destroy(tmp);
+    }
+    if (st == F8_OK) st = make_ctx(t, err, n);
+    data_config dc = data_config_default();
+    dc.sample_seed = t->o.seed;
+    if (t->o.data && t->o.data[0]) {
+        dc.source = DATA_SOURCE_SHARDS;
+        dc.path = t->o.data;
+        dc.val_path = t->o.val_data && t->o.val_data[0] ? t->o.val_data : NULL;
+    } else if (t->o.text && t->o.text[0]) {
+        dc.source = DATA_SOURCE_TEXT;
+        dc.path = t->o.text;
+    }
+    if (st == F8_OK) st = data_create(&dc, &t->data, err, n);
+    if (st == F8_OK) {
+        gpt_config c;
+        const int cuda = f8_ctx_backend(t->ctx) == F8_BACKEND_CUDA;
+        c.vocab = data_vocab_size(t->data);
+        c.padded_vocab = (c.vocab + 127) / 128 * 128;
+        c.seq = t->o.seq;
+        c.layers = t->o.layers;
+        c.heads = t->o.heads;
+        c.channels = t->o.channels;
+        c.batch = t->o.batch;
+        c.fp8 = t->o.fp8;
+        c.dtype = strcmp(t->o.dtype, "bf16") == 0 || (strcmp(t->o.dtype, "auto") == 0 && cuda) ? F8_DTYPE_BF16
+                                                                                                 : F8_DTYPE_FP32;
+        c.seed = t->o.seed;
+        st = gpt_create(t->ctx, &c, &t->m, err, n);
+        t->use_graph = t->o.graph < 0 ? cuda : t->o.graph;
+    }
+    f8_adamw_config ac = f8_adamw_config_default();
+    ac.lr_max = t->o.lr;
+    ac.lr_min = t->o.lr_min;
+    /* a run shorter than its warmup warms up for a tenth of it instead */
+    ac.warmup_steps = t->o.warmup < t->o.steps ? t->o.warmup : t->o.steps / 10;
+    ac.total_steps = t->o.steps > ac.warmup_steps ? t->o.steps : 0;
+    ac.weight_decay = t->o.weight_decay;
+    ac.grad_clip = t->o.grad_clip;
+    if (st == F8_OK) st = f8_adamw_create(t->ctx, &ac, &t->opt);
+    if (st == F8_OK) st = gpt_each_param(&t->m, add_param, t->opt);
+    t->M = t->o.grad_accum;
+    t->T = t->m.T;
+    if (st == F8_OK) st = f8_ctx_alloc(t->ctx, (size_t)(t->M * 2 * t->T) * 4, (void **)&t->stage);
+    if (st == F8_OK) st = f8_ctx_alloc(t->ctx, (size_t)(t->M * t->T) * 4, (void **)&t->losses);
+    t->host_stage = (int32_t *)malloc((size_t)(t->M * 2 * t->T) * 4 + 4);
+    t->host_losses = (float *)malloc((size_t)(t->M * t->T) * 4 + 4);
+    if (st == F8_OK && (!t->host_stage || !t->host_losses)) st = F8_ERR_OUT_OF_MEMORY;
+    if (st == F8_OK && t->o.resume && t->o.resume[0]) st = resume(t, t->o.resume);
+    if (st != F8_OK) {
+        if (t->ctx && !err[0]) snprintf(err, n, "%s", t->error[0] ? t->error : f8_ctx_last_error(t->ctx));
+        trainer_destroy(t);
+        return st;
+    }
+    *out = t;
+    return F8_OK;
+}
+
+void trainer_destroy(trainer *t)
+{
+    if (!t) return;
+    f8_graph_destroy(t->graph);
+    if (t->ctx) {
+        f8_ctx_free(t->ctx, t->stage);
+        f8_ctx_free(t->ctx, t->losses);
+        f8_adamw_destroy(t->opt);
+        gpt_destroy(&t->m);
+        f8_ctx_destroy(t->ctx);
+    }
+    data_destroy(t->data);
+    free(t->host_stage);
+    free(t->host_losses);
+    free(t);
+}
+
+gpt *trainer_model(trainer *t) { return &t->m; }
+int64_t trainer_steps_done(const trainer *t) { return t->step; }
+const char *trainer_error(const trainer *t) { return t->error[0] ? t->error : f8_ctx_last_error(t->ctx); }
+
+/* ---- sampling ----------------------------------------------------------------- */
+
+static float logit_at(const trainer *t, const unsigned char *row, int64_t v)
+{
+    if (t->m.c.dtype == F8_DTYPE_BF16) {
+        uint16_t b;
+        memcpy(&b, row + 2 * v, 2);
+        return f8_bf16_to_float(b);
+    }
+    float f;
+    memcpy(&f, row + 4 * v, 4);
+    return f;
+}
+
+f8_status trainer_sample(trainer *t, const char *prompt, int64_t n, float temperature, uint64_t seed, char *out)
+{
+    const int64_t S = t->m.c.seq, V = t->m.c.vocab, Vp = t->m.c.padded_vocab;
+    const size_t es = f8_dtype_size(t->m.c.dtype);
+    int32_t *ctx_tok = (int32_t *)calloc((size_t)S, 4);
+    unsigned char *row = (unsigned char *)malloc((size_t)Vp * es);
+    double *p = (double *)malloc((size_t)V * sizeof(double));
+    if (!ctx_tok || !row || !p) {
+        free(ctx_tok);
+        free(row);
+        free(p);
+        return F8_ERR_OUT_OF_MEMORY;
+    }
+    int64_t len = 0;
+    for (const char *c = prompt ? prompt : ""; *c && len < S; c++) ctx_tok[len++] = (unsigned char)*c;
+    if (len == 0) ctx_tok[len++] = '\n';
+    uint64_t s = seed;
+    f8_status st = F8_OK;
+    for (int64_t i = 0; i < n && st == F8_OK; i++) {
+        st = f8_ctx_upload(t->ctx, t->m.tokens, ctx_tok, (size_t)S * 4);
+        if (st == F8_OK) st = f8_ctx_upload(t->ctx, t->m.targets, ctx_tok, (size_t)S * 4);
+        if (st == F8_OK) st = gpt_forward(&t->m, 1, 0, 1.0f, F8_MICROBATCH_NONE);
+        if (st == F8_OK)
+            st = f8_ctx_download(t->ctx, row, (unsigned char *)t->m.logits + (size_t)((len - 1) * Vp) * es, (size_t)Vp * es);
+        if (st != F8_OK) break;
+        double mx = -INFINITY, sum = 0;
+        for (int64_t v = 0; v < V; v++) mx = fmax(mx, (double)logit_at(t, row, v));
+        for (int64_t v = 0; v < V; v++) sum += p[v] = exp(((double)logit_at(t, row, v) - mx) / (double)temperature);
+        uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        z ^= z >> 31;
+        double u = ((double)(z >> 11) + 0.5) * (1.0 / 9007199254740992.0) * sum, acc = 0;
+        int64_t pick = V - 1;
+        for (int64_t v = 0; v < V; v++) {
+            acc += p[v];
+            if (acc >= u) {
+                pick = v;
+                break;
+            }
+        }
+        out[i] = (char)(pick < 256 ? pick : '?');
+        if (len == S) { /* slide the window */
+            memmove(ctx_tok, ctx_tok + 1, (size_t)(S - 1) * 4);
+            len--;
+        }
+        ctx_tok[len++] = (int32_t)pick;
+    }
+    out[st == F8_OK ? n : 0] = '\0';
+    free(ctx_tok);
+    free(row);
+    free(p);
+    return st;
+}
+
+/* ---- the run -------------------------------------------------------------------- */
+
+static void fmt_time(char *b, size_t n, double s)
+{
+    if (s < 60) snprintf(b, n, "%.1fs", s);
+    else if (s < 3600) snprintf(b, n, "%dm%02ds", (int)s / 60, (int)s % 60);
+    else snprintf(b, n, "%dh%02dm", (int)s / 3600, ((int)s % 3600) / 60);
+}
+
+int trainer_run(trainer *t)
+{
+    const train_options *o = &t->o;
+    const int cuda = f8_ctx_backend(t->ctx) == F8_BACKEND_CUDA;
+    const double peak = 989.4e12; /* H200 dense BF16, the MFU denominator for both precisions */
+    const double fpt = gpt_flops_per_token(&t->m);
+    const int64_t tokens_per_step = t->M * t->T;
+    char line[256], err[256];
+    if (!o->quiet) {
+        printf("f8_train: %s backend, %s, %s, graph %s\n", cuda ? "CUDA" : "CPU", o->fp8 ? "FP8" : "no FP8",
+               f8_dtype_name(t->m.c.dtype), t->use_graph ? "on" : "off");
+        printf("model: %lld layers, %lld heads, %lld channels, seq %lld, vocab %lld: %.2fM parameters\n",
+               (long long)t->m.c.layers, (long long)t->m.c.heads, (long long)t->m.c.channels, (long long)t->m.c.seq,
+               (long long)t->m.c.vocab, (double)gpt_param_count(&t->m) / 1e6);
+        printf("data: %s\n", data_describe(t->data));
+        double h;
+        if (data_unigram_entropy(t->data, DATA_SPLIT_TRAIN, 1 << 22, &h) == F8_OK)
+            printf("unigram entropy of the training data: %.3f nats/token\n", h);
+        printf("batch: %lld microbatches x %lld sequences x %lld tokens = %lld tokens/step\n", (long long)t->M,
+               (long long)t->m.c.batch, (long long)t->m.c.seq, (long long)tokens_per_step);
+        fflush(stdout);
+    }
+    tlog *log = NULL;
+    if (o->log && o->log[0] && tlog_create(o->log, t->step > 0, &log, err, sizeof err) != F8_OK) {
+        fprintf(stderr, "f8_train: %s\n", err);
+        return 1;
+    }
+    double first = 0, last = 0, start = now_s(), t0 = start;
+    int64_t n_first = 0, n_last = 0, first_step = t->step;
+    const int64_t window = (o->steps - first_step) / 10 > 0 ? (o->steps - first_step) / 10 : 1;
+    int rc = 0;
+    while (t->step < o->steps) {
+        double loss;
+        double ts = now_s();
+        f8_status st = trainer_step(t, &loss);
+        if (st != F8_OK) {
+            fprintf(stderr, "f8_train: step %lld failed: %s: %s\n", (long long)t->step, f8_status_string(st),
+                    trainer_error(t));
+            rc = 1;
+            break;
+        }
+        double dt = now_s() - ts;
+        if (t->step - first_step <= window) first += loss, n_first++;
+        if (t->step > o->steps - window) last += loss, n_last++;
+        tlog_row r = tlog_row_empty();
+        r.step = t->step;
+        r.tokens = t->step * tokens_per_step;
+        r.train_loss = loss;
+        r.ms_per_step = dt * 1e3;
+        r.tokens_per_s = (double)tokens_per_step / dt;
+        if (cuda) r.mfu = fpt * r.tokens_per_s / peak;
+        int64_t done;
+        float lr, gn;
+        if (f8_adamw_read(t->opt, &done, &lr, &gn) == F8_OK) {
+            r.lr = lr;
+            r.grad_norm = gn;
+        }
+        if (o->val_every > 0 && (t->step % o->val_every == 0 || t->step == o->steps)) {
+            double vl;
+            if (trainer_eval(t, &vl) == F8_OK) r.val_loss = vl;
+        }
+        if (log) tlog_write(log, &r);
+        if (!o->quiet && (t->step % 10 == 0 || t->step == o->steps || t->step == first_step + 1 || !isnan(r.val_loss))) {
+            double el = now_s() - t0, eta = el / (double)(t->step - first_step) * (double)(o->steps - t->step);
+            tlog_progress(line, sizeof line, &r, o->steps, eta);
+            printf("%s\n", line);
+            fflush(stdout);
+        }
+        if (o->checkpoint && o->checkpoint[0] && o->checkpoint_every > 0 && t->step % o->checkpoint_every == 0 &&
+            trainer_save(t, o->checkpoint) != F8_OK)
+            fprintf(stderr, "f8_train: checkpoint '%s': %s\n", o->checkpoint, f8_ctx_last_error(t->ctx));
+    }
+    tlog_destroy(log);
+    if (rc) return rc;
+    char el[32];
+    fmt_time(el, sizeof el, now_s() - start);
+    if (o->checkpoint && o->checkpoint[0]) {
+        if (trainer_save(t, o->checkpoint) != F8_OK) {
+            fprintf(stderr, "f8_train: checkpoint '%s': %s\n", o->checkpoint, f8_ctx_last_error(t->ctx));
+            return 1;
+        }
+        if (!o->quiet) printf("checkpoint: %s (step %lld)\n", o->checkpoint, (long long)t->step);
+    }
+    if (o->plot && o->plot[0] && o->log && o->log[0]) {
+        const char *paths[5], *names[5];
+        paths[0] = o->log;
+        names[0] = o->fp8 ? "FP8" : "BF16";
+        for (int i = 0; i < o->n_compare; i++) paths[i + 1] = names[i + 1] = o->compare[i];
+        plot_config pc = plot_config_default();
+        if (plot_logs_svg(o->plot, &pc, paths, names, 1 + o->n_compare, err, sizeof err) != F8_OK)
+            fprintf(stderr, "f8_train: plot: %s\n", err);
+        else if (!o->quiet) printf("plot: %s\n", o->plot);
+    }
+    if (o->sample > 0 && t->m.c.vocab <= 256) {
+        char *text = (char *)malloc((size_t)o->sample + 1);
+        if (text && trainer_sample(t, o->prompt, o->sample, o->temperature, o->seed, text) == F8_OK)
+            printf("sample:\n%s%s\n", o->prompt ? o->prompt : "", text);
+        free(text);
+    }
+    if (n_first && n_last && o->steps - first_step >= 2) {
+        first /= (double)n_first;
+        last /= (double)n_last;
+        printf("done in %s: mean loss %.4f over the first %lld steps, %.4f over the last %lld: %s\n", el, first,
+               (long long)n_first, last, (long long)n_last, last < first ? "loss fell: OK" : "loss did NOT fall");
+        if (!(last < first)) return 2;
+    }
+    return 0;
+}
