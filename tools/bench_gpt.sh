@@ -1,0 +1,40 @@
+#!/bin/sh
+# GPT trainer benchmarks on the GPU: tokens/s and MFU of f8_train for the
+# GPT-2 124M and the 1.3B configurations, FP8 and BF16, with the GPT-2
+# vocabulary. The data is an llm.c-format shard written here (the embedded
+# corpus' bytes as token ids), so no download is needed; only speed is
+# measured. Usage: tools/bench_gpt.sh [STEPS] (default 20; the first 5 steps,
+# which include the graph capture, are left out of the mean).
+set -u
+steps="${1:-20}"
+bin=./build/f8_train
+out="${OUT:-bench-logs}"
+mkdir -p "$out"
+shard="$out/bench_shard.bin"
+python3 - "$shard" <<'EOF'
+import sys
+import numpy as np
+n = 4_000_000
+# a deterministic token stream over the whole GPT-2 vocabulary
+toks = np.random.default_rng(1).integers(0, 50257, n, dtype=np.uint16)
+hdr = np.zeros(256, dtype='<i4')
+hdr[:3] = (20240520, 1, n)
+with open(sys.argv[1], 'wb') as f:
+    f.write(hdr.tobytes())
+    f.write(toks.astype('<u2').tobytes())
+EOF
+printf '%-6s %-5s %12s %8s %10s\n' model prec "tokens/s" MFU "ms/step"
+for model in 124M 1.3B; do
+    for fp8 in on off; do
+        log="$out/bench_${model}_fp8${fp8}.csv"
+        rm -f "$log"
+        if ! $bin --model "$model" --fp8 "$fp8" --data "$shard" --steps "$steps" --val-every 0 --sample 0 \
+            --log "$log" --plot "" --quiet > "$out/bench_${model}_fp8${fp8}.txt" 2>&1; then
+            echo "$model fp8 $fp8: FAILED"; tail -n 5 "$out/bench_${model}_fp8${fp8}.txt"; continue
+        fi
+        # mean of tokens/s, mfu and ms/step over the steps after the fifth
+        awk -F, -v m="$model" -v p="$fp8" 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+            $c["step"] > 5 { t += $c["tokens_per_s"]; u += $c["mfu"]; ms += $c["ms_per_step"]; k++ }
+            END { if (k) printf "%-6s %-5s %12.0f %7.1f%% %10.1f\n", m, (p == "on" ? "FP8" : "BF16"), t / k, 100 * u / k, ms / k }' "$log"
+    done
+done
