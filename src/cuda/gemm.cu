@@ -444,6 +444,12 @@ static cublasStatus_t plan_query(f8i_gemm_cache *c, gemm_plan *p, const f8i_gemm
         st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_d, sizeof al_d);
     if (st == CUBLAS_STATUS_SUCCESS)
         st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d, sizeof al_d);
+    /* No in-place split-K: its counters need a memset before every matmul,
+     * which costs a graph node (and host time) per GEMM on each replay. */
+    const uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_MASK & ~(uint32_t)CUBLASLT_REDUCTION_SCHEME_INPLACE;
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes,
+                                                  sizeof schemes);
     if (st == CUBLAS_STATUS_SUCCESS) {
         cublasLtMatmulHeuristicResult_t res;
         int n_res = 0;
