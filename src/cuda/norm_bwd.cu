@@ -1,0 +1,411 @@
+/*
+ * norm_bwd.cu — LayerNorm / RMSNorm backward (dx, dgamma, dbeta), the
+ * contract f8i_norm_bwd_args of backend.h.
+ *
+ * Design note. A block walks a row block of rows_per_block rows one row at a
+ * time; each thread owns the same columns in every row, keeps g for them and
+ * their column sums Σ dy·xhat and Σ dy across the row block in registers, and
+ * writes those once to ctx->scratch as the row block's partial sums.
+ * dbias_reduce_kernel (kernels_common.cuh) then adds the partials in row-block
+ * order, so dgamma and dbeta are deterministic.
+ *  - Rows up to BWD_THREADS · BWD_MAX_NV · 8 = 8192 columns: a block of tpr
+ *    threads (32..BWD_THREADS), NV = 1 or 2 pieces of 8 columns a thread.
+ *    The grid is sized so that every block is resident at once (the launch
+ *    bounds fix how many fit) and the rows are split evenly among them: one
+ *    wave, no tail, the fewest partial rows. A thread keeps its pieces of x
+ *    and dy as raw words, and loads the next row's (with its mu and rsigma)
+ *    into a second buffer before the current row's arithmetic, so a block
+ *    always has a row in flight. The row's two sums are a butterfly within
+ *    each warp, then one word per warp and sum through shared memory, read
+ *    back by every lane and added by a second butterfly: one barrier a row
+ *    (two alternating slots, as in norm_fwd.cu), and every thread gets the
+ *    same bits. A BF16 dx is rounded by cvt.rn.bf16x2 (round to nearest
+ *    even, as f8i_bf16_from_float, differing only in a NaN's payload).
+ *  - Wider rows take the "wide" kernel: a block of BWD_WIDE_THREADS streams
+ *    the row from memory twice (sums, then dx), element by element, and
+ *    accumulates its column sums straight into its own partial row in the
+ *    scratch (each address touched by one thread only).
+ * With at most one row block per BWD_MIN_ROWS = 16 rows, the partials,
+ * [2, row_blocks, cols] FP32, fit in f8i_reduce_scratch_bytes. Products and
+ * sums are FP32 (the register kernel accumulates Σ g·dy·xhat, Σ dy·xhat with
+ * fmaf); the elementwise dx follows the CPU oracle's order (src/cpu/norm.c).
+ */
+#include <limits.h>
+#include <stdint.h>
+
+#include "norm_common.cuh"
+
+#define BWD_THREADS 512      /* the register kernel's largest block */
+#define BWD_MAX_NV 2         /* its pieces of 8 columns per thread: rows up to 512 * 2 * 8 = 8192 */
+#define BWD_WIDE_THREADS 512 /* the wide backward's block */
+#define BWD_MIN_ROWS 16      /* rows per row block, at least on average (the scratch bound) */
+
+/* Blocks of BWD_THREADS per SM the register kernel's launch bounds guarantee. */
+#define BWD_MIN_BLOCKS(NV) ((NV) == 1 ? 2 : 1)
+
+static_assert(BWD_THREADS % 32 == 0 && BWD_THREADS <= 1024 && BWD_THREADS / 32 <= 32, "whole warps, one block");
+static_assert(BWD_MIN_ROWS >= 16, "f8i_reduce_scratch_bytes counts one partial row per 16 rows");
+
+typedef struct norm_bwd_params {
+    const void *dy, *x;        /* (rows, cols) FP32 or BF16 */
+    int64_t rows, cols;
+    const float *mu, *rsigma;  /* (rows); mu unused for RMS */
+    const void *gamma;         /* (cols) param dtype */
+    int x_bf16, dy_bf16, p_bf16, dx_bf16;
+    int rms, zero_centered;
+    void *dx;                  /* (rows, cols) or NULL */
+    float *partial;            /* (2, row_blocks, cols): Σ dy·xhat, then Σ dy; or NULL */
+    int64_t row_blocks, rows_per_block;
+    int w_x, w_dy, w_dx, w_p, w_part;
+} norm_bwd_params;
+
+/* ------------------------------------------------------------------------ */
+/* Kernels                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* dx's piece at column c: BF16 (cvt, 2 codes a word) or FP32. */
+static __device__ __forceinline__ void store_dx(void *row, int bf16, int64_t c, int64_t cols,
+                                                const float (&o)[NORM_VEC], int w)
+{
+    if (!bf16) {
+        store_piece<Y_FP32>(row, c, cols, o, 1.0f, w);
+        return;
+    }
+    uint16_t *d = (uint16_t *)row + c;
+    uint32_t u[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) u[i] = bf16x2(o[2 * i], o[2 * i + 1]);
+    if (c + NORM_VEC <= cols) {
+        store_bytes<16>(d, u, w);
+    } else {
+#pragma unroll
+        for (int j = 0; j < NORM_VEC; ++j)
+            if (c + j < cols) d[j] = (uint16_t)(u[j / 2] >> (16 * (j % 2)));
+    }
+}
+
+/* Backward, rows up to BWD_THREADS * NV * NORM_VEC columns.
+ * Grid: row_blocks blocks, all resident at once; block tpr threads (a power
+ * of two, 32 .. BWD_THREADS). Block b owns rows b·rows_per_block ..
+ * +rows_per_block-1, taken one at a time. Thread t owns pieces t, t + tpr
+ * (columns 8(t + k·tpr) .. +7) of every row: g there, the row's x and dy
+ * (raw, with the next row's behind them), and the columns' sums Σ dy·xhat and
+ * Σ dy over the block's rows, which it writes to partial rows b and
+ * row_blocks + b at the end. */
+template <int X_BF16, int DY_BF16, int NV>
+static __global__ void __launch_bounds__(BWD_THREADS, BWD_MIN_BLOCKS(NV)) norm_bwd_kernel(norm_bwd_params p)
+{
+    constexpr int XW = X_BF16 ? 4 : 8, DW = DY_BF16 ? 4 : 8; /* words a piece */
+    __shared__ float red[2][2][BWD_THREADS / 32];           /* [slot][sum][warp] */
+    const int tpr = blockDim.x, t = threadIdx.x, lane = t & 31, nw = tpr >> 5;
+    const int64_t cols = p.cols;
+    const int64_t r0 = (int64_t)blockIdx.x * p.rows_per_block;
+    const int64_t r1 = r0 + p.rows_per_block < p.rows ? r0 + p.rows_per_block : p.rows;
+    const float n = (float)cols;
+
+    uint32_t xc[NV][XW], dc[NV][DW], xn[NV][XW], dn[NV][DW]; /* this row's pieces, the next row's */
+#pragma unroll
+    for (int k = 0; k < NV; ++k) {
+        const int64_t c = (int64_t)(t + k * tpr) * NORM_VEC;
+#pragma unroll
+        for (int i = 0; i < XW; ++i) xc[k][i] = xn[k][i] = 0u;
+#pragma unroll
+        for (int i = 0; i < DW; ++i) dc[k][i] = dn[k][i] = 0u;
+        if (c < cols) {
+            load_words<X_BF16>(xc[k], (const char *)p.x + r0 * cols * (X_BF16 ? 2 : 4), c, cols, p.w_x);
+            load_words<DY_BF16>(dc[k], (const char *)p.dy + r0 * cols * (DY_BF16 ? 2 : 4), c, cols, p.w_dy);
+        }
+    }
+    float rs = p.rsigma[r0], mu = p.rms ? 0.0f : p.mu[r0]; /* x - 0 is x: the RMS xhat */
+
+    /* g for this thread's columns, in shared memory (registers would spill):
+     * gs[k][j][t], so that a warp's reads of one (k, j) are consecutive words */
+    __shared__ float gs[NV][NORM_VEC][BWD_THREADS];
+    float dg[NV][NORM_VEC], db[NV][NORM_VEC];
+#pragma unroll
+    for (int k = 0; k < NV; ++k) {
+        const int64_t c = (int64_t)(t + k * tpr) * NORM_VEC;
+        float g[NORM_VEC];
+        if (c < cols) {
+            load_param(g, p.gamma, p.p_bf16, c, cols, p.w_p);
+        } else {
+#pragma unroll
+            for (int j = 0; j < NORM_VEC; ++j) g[j] = 0.0f;
+        }
+#pragma unroll
+        for (int j = 0; j < NORM_VEC; ++j) {
+            gs[k][j][t] = p.zero_centered ? 1.0f + g[j] : g[j];
+            dg[k][j] = 0.0f;
+            db[k][j] = 0.0f;
+        }
+    }
+    /* (each thread reads only what it wrote: no barrier needed) */
+
+    int slot = 0;
+    for (int64_t row = r0; row < r1; ++row) {
+        /* The next row's loads go out before this row's arithmetic. */
+        float rs_n = 0.0f, mu_n = 0.0f;
+        if (row + 1 < r1) {
+            const char *xrow = (const char *)p.x + (row + 1) * cols * (X_BF16 ? 2 : 4);
+            const char *dyrow = (const char *)p.dy + (row + 1) * cols * (DY_BF16 ? 2 : 4);
+#pragma unroll
+            for (int k = 0; k < NV; ++k) {
+                const int64_t c = (int64_t)(t + k * tpr) * NORM_VEC;
+                if (c < cols) {
+                    load_words<X_BF16>(xn[k], xrow, c, cols, p.w_x);
+                    load_words<DY_BF16>(dn[k], dyrow, c, cols, p.w_dy);
+                }
+            }
+            rs_n = p.rsigma[row + 1];
+            mu_n = p.rms ? 0.0f : p.mu[row + 1];
+        }
+
+        /* Past the row's end dy = 0, so nothing there reaches a sum. */
+        float m0 = 0.0f, m1 = 0.0f;
+#pragma unroll
+        for (int k = 0; k < NV; ++k) {
+            float x[NORM_VEC], dy[NORM_VEC];
+            words_floats<X_BF16>(xc[k], x);
+            words_floats<DY_BF16>(dc[k], dy);
+#pragma unroll
+            for (int j = 0; j < NORM_VEC; ++j) {
+                const float xhat = (x[j] - mu) * rs;
+                const float gdy = gs[k][j][t] * dy[j];
+                m0 += gdy;
+                m1 = __fmaf_rn(gdy, xhat, m1);
+                dg[k][j] = __fmaf_rn(dy[j], xhat, dg[k][j]);
+                db[k][j] += dy[j];
+            }
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            m0 += __shfl_xor_sync(0xFFFFFFFFu, m0, o);
+            m1 += __shfl_xor_sync(0xFFFFFFFFu, m1, o);
+        }
+        if (nw > 1) { /* uniform: the block is one row group */
+            if (lane == 0) {
+                red[slot][0][t >> 5] = m0;
+                red[slot][1][t >> 5] = m1;
+            }
+            __syncthreads();
+            /* A warp writes red[slot] again two rows later, after the barrier
+             * of the row between, which every thread reaches only after
+             * these reads. */
+            m0 = red[slot][0][lane & (nw - 1)];
+            m1 = red[slot][1][lane & (nw - 1)];
+            for (int o = nw >> 1; o > 0; o >>= 1) {
+                m0 += __shfl_xor_sync(0xFFFFFFFFu, m0, o);
+                m1 += __shfl_xor_sync(0xFFFFFFFFu, m1, o);
+            }
+            slot ^= 1;
+        }
+
+        if (p.dx != NULL) {
+            const float mean_gdy = p.rms ? 0.0f : m0 / n;
+            const float mean_gdy_xhat = m1 / n;
+            void *dxrow = (char *)p.dx + row * cols * (p.dx_bf16 ? 2 : 4);
+#pragma unroll
+            for (int k = 0; k < NV; ++k) {
+                const int64_t c = (int64_t)(t + k * tpr) * NORM_VEC;
+                if (c >= cols) continue;
+                float x[NORM_VEC], dy[NORM_VEC], o[NORM_VEC];
+                words_floats<X_BF16>(xc[k], x);
+                words_floats<DY_BF16>(dc[k], dy);
+#pragma unroll
+                for (int j = 0; j < NORM_VEC; ++j) {
+                    const float xhat = (x[j] - mu) * rs;
+                    const float gdy = gs[k][j][t] * dy[j];
+                    o[j] = ((gdy - mean_gdy) - xhat * mean_gdy_xhat) * rs;
+                }
+                store_dx(dxrow, p.dx_bf16, c, cols, o, p.w_dx);
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < NV; ++k) {
+#pragma unroll
+            for (int i = 0; i < XW; ++i) xc[k][i] = xn[k][i];
+#pragma unroll
+            for (int i = 0; i < DW; ++i) dc[k][i] = dn[k][i];
+        }
+        rs = rs_n;
+        mu = mu_n;
+    }
+
+    if (p.partial == NULL) return;
+    float *pg = p.partial + (int64_t)blockIdx.x * cols;
+    float *pb = p.partial + (p.row_blocks + blockIdx.x) * cols;
+#pragma unroll
+    for (int k = 0; k < NV; ++k) {
+        const int64_t c = (int64_t)(t + k * tpr) * NORM_VEC;
+        if (c >= cols) continue;
+        store_piece<Y_FP32>(pg, c, cols, dg[k], 1.0f, p.w_part);
+        store_piece<Y_FP32>(pb, c, cols, db[k], 1.0f, p.w_part);
+    }
+}
+
+/* Backward, any row length.
+ * Grid: row_blocks blocks; block BWD_WIDE_THREADS. Block b owns the rows of
+ * row block b, one at a time; thread t owns columns t, t + BWD_WIDE_THREADS,
+ * ...: per row it reads them once for the two row sums, adding dy·xhat and
+ * dy into its own entries of partial rows b and row_blocks + b (the first
+ * row stores), and once more for dx. Dtypes are read at run time. */
+static __global__ void __launch_bounds__(BWD_WIDE_THREADS) norm_bwd_wide_kernel(norm_bwd_params p)
+{
+    __shared__ float red[2][32];
+    const int64_t cols = p.cols;
+    const int64_t r0 = (int64_t)blockIdx.x * p.rows_per_block;
+    const int64_t r1 = r0 + p.rows_per_block < p.rows ? r0 + p.rows_per_block : p.rows;
+    const float n = (float)cols;
+    float *pg = p.partial != NULL ? p.partial + (int64_t)blockIdx.x * cols : NULL;
+    float *pb = p.partial != NULL ? p.partial + (p.row_blocks + blockIdx.x) * cols : NULL;
+
+    for (int64_t row = r0; row < r1; ++row) {
+        const int64_t base = row * cols;
+        const float rs = p.rsigma[row];
+        const float mu = p.rms ? 0.0f : p.mu[row];
+        float m[2] = {0.0f, 0.0f};
+        for (int64_t c = threadIdx.x; c < cols; c += BWD_WIDE_THREADS) {
+            const float g0 = load_one(p.gamma, p.p_bf16, c);
+            const float g = p.zero_centered ? 1.0f + g0 : g0;
+            const float dy = load_one(p.dy, p.dy_bf16, base + c);
+            const float xhat = (load_one(p.x, p.x_bf16, base + c) - mu) * rs;
+            const float gdy = g * dy;
+            m[0] += gdy;
+            m[1] += gdy * xhat;
+            if (pg != NULL) {
+                pg[c] = (row == r0 ? 0.0f : pg[c]) + dy * xhat;
+                pb[c] = (row == r0 ? 0.0f : pb[c]) + dy;
+            }
+        }
+        group_sum<2>(m, BWD_WIDE_THREADS, red);
+        if (p.dx == NULL) continue;
+        const float mean_gdy = p.rms ? 0.0f : m[0] / n;
+        const float mean_gdy_xhat = m[1] / n;
+        for (int64_t c = threadIdx.x; c < cols; c += BWD_WIDE_THREADS) {
+            const float g0 = load_one(p.gamma, p.p_bf16, c);
+            const float g = p.zero_centered ? 1.0f + g0 : g0;
+            const float xhat = (load_one(p.x, p.x_bf16, base + c) - mu) * rs;
+            const float gdy = g * load_one(p.dy, p.dy_bf16, base + c);
+            store_one(p.dx, p.dx_bf16 ? Y_BF16 : Y_FP32, base + c, ((gdy - mean_gdy) - xhat * mean_gdy_xhat) * rs,
+                      1.0f);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Launchers                                                                 */
+/* ------------------------------------------------------------------------ */
+
+template <int NV>
+static void launch_bwd(const norm_bwd_params *p, unsigned blocks, int tpr, cudaStream_t stream)
+{
+    if (p->x_bf16)
+        p->dy_bf16 ? norm_bwd_kernel<1, 1, NV><<<blocks, tpr, 0, stream>>>(*p)
+                   : norm_bwd_kernel<1, 0, NV><<<blocks, tpr, 0, stream>>>(*p);
+    else
+        p->dy_bf16 ? norm_bwd_kernel<0, 1, NV><<<blocks, tpr, 0, stream>>>(*p)
+                   : norm_bwd_kernel<0, 0, NV><<<blocks, tpr, 0, stream>>>(*p);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Backend entry point                                                       */
+/* ------------------------------------------------------------------------ */
+
+f8_status f8i_cuda_norm_bwd(f8_ctx *ctx, const f8i_norm_bwd_args *a)
+{
+    if (!is_fp32_or_bf16(a->x_dtype) || !is_fp32_or_bf16(a->dy_dtype) || !is_fp32_or_bf16(a->param_dtype) ||
+        (a->dx != NULL && !is_fp32_or_bf16(a->dx_dtype)))
+        return f8i_error(ctx, F8_ERR_DTYPE, "norm backward: dtypes x %s, dy %s, params %s, dx %s not supported",
+                         f8_dtype_name(a->x_dtype), f8_dtype_name(a->dy_dtype), f8_dtype_name(a->param_dtype),
+                         f8_dtype_name(a->dx_dtype));
+    const int64_t rows = a->rows > 0 ? a->rows : 0, cols = a->cols;
+    void *dbeta = a->rms ? NULL : a->dbeta;
+    if (cols <= 0) return F8_OK;
+
+    /* The register kernel's pieces per thread and block (the fewest threads,
+     * a power of two >= 32, whose pieces cover the row), or the wide kernel. */
+    const int nv = cols <= (int64_t)BWD_THREADS * NORM_VEC ? 1 : cols <= (int64_t)BWD_THREADS * BWD_MAX_NV * NORM_VEC ? 2 : 0;
+    int tpr = 32;
+    while (nv != 0 && (int64_t)tpr * nv * NORM_VEC < cols) tpr *= 2;
+    /* Row blocks: as many as are resident at once (the register kernel's
+     * launch bounds guarantee BWD_MIN_BLOCKS(nv) blocks of BWD_THREADS per
+     * SM; the wide kernel is assumed to fit 2048 threads), at most one per
+     * BWD_MIN_ROWS rows, the rows split evenly among them. */
+    const int64_t sm = f8i_cuda(ctx)->sm_count > 0 ? f8i_cuda(ctx)->sm_count : 1;
+    const int64_t resident = nv != 0 ? sm * BWD_MIN_BLOCKS(nv) * (BWD_THREADS / tpr) : sm * (2048 / BWD_WIDE_THREADS);
+    int64_t target = (rows + BWD_MIN_ROWS - 1) / BWD_MIN_ROWS;
+    if (target > resident) target = resident;
+    if (target < 1) target = 1;
+    const int64_t rows_per_block = rows > 0 ? (rows + target - 1) / target : 1;
+    const int64_t row_blocks = (rows + rows_per_block - 1) / rows_per_block;
+    if (row_blocks > INT_MAX)
+        return f8i_error(ctx, F8_ERR_UNSUPPORTED, "norm backward: %lld rows in one launch", (long long)rows);
+
+    norm_bwd_params p;
+    p.dy = a->dy;
+    p.x = a->x;
+    p.rows = rows;
+    p.cols = cols;
+    p.mu = a->mu;
+    p.rsigma = a->rsigma;
+    p.gamma = a->gamma;
+    p.x_bf16 = a->x_dtype == F8_DTYPE_BF16;
+    p.dy_bf16 = a->dy_dtype == F8_DTYPE_BF16;
+    p.p_bf16 = a->param_dtype == F8_DTYPE_BF16;
+    p.dx_bf16 = a->dx_dtype == F8_DTYPE_BF16;
+    p.rms = a->rms != 0;
+    p.zero_centered = a->zero_centered != 0;
+    p.dx = a->dx;
+    p.partial = NULL;
+    p.row_blocks = row_blocks;
+    p.rows_per_block = rows_per_block;
+    p.w_x = access_width(a->x, cols * (p.x_bf16 ? 2 : 4), 16);
+    p.w_dy = access_width(a->dy, cols * (p.dy_bf16 ? 2 : 4), 16);
+    p.w_dx = a->dx != NULL ? access_width(a->dx, cols * (p.dx_bf16 ? 2 : 4), 16) : 1;
+    p.w_p = access_width(a->gamma, 0, 16);
+    p.w_part = 1;
+
+    if ((a->dgamma != NULL || dbeta != NULL) && row_blocks > 0) {
+        /* Checked before any launch, so a failing call writes nothing. */
+        const size_t need = (size_t)row_blocks * (size_t)cols * 2 * sizeof(float);
+        if (ctx->scratch == NULL || ctx->scratch_bytes < need)
+            return f8i_error(ctx, F8_ERR_STATE,
+                             "norm backward of [%lld, %lld] needs %zu bytes of ctx scratch, %zu reserved "
+                             "(reserve f8i_reduce_scratch_bytes at creation)",
+                             (long long)rows, (long long)cols, need, ctx->scratch_bytes);
+        p.partial = (float *)ctx->scratch;
+        p.w_part = access_width(p.partial, cols * 4, 16);
+    }
+
+    cudaStream_t stream = f8i_stream(ctx);
+    if (row_blocks > 0 && (a->dx != NULL || p.partial != NULL)) {
+        if (nv == 1)
+            launch_bwd<1>(&p, (unsigned)row_blocks, tpr, stream);
+        else if (nv == 2)
+            launch_bwd<2>(&p, (unsigned)row_blocks, tpr, stream);
+        else
+            norm_bwd_wide_kernel<<<(unsigned)row_blocks, BWD_WIDE_THREADS, 0, stream>>>(p);
+        F8I_COUNT_LAUNCHES(ctx, 1);
+        f8_status st = f8i_cuda_launch_check(ctx, nv != 0 ? "norm_bwd_kernel" : "norm_bwd_wide_kernel");
+        if (st != F8_OK) return st;
+    }
+
+    /* With no rows the column sums are 0: overwrite gives 0, accumulate keeps. */
+    const unsigned rblocks = (unsigned)((cols + 31) / 32);
+    const dim3 rthreads(32, F8I_REDUCE_SPLIT);
+    if (a->dgamma != NULL) {
+        dbias_reduce_kernel<<<rblocks, rthreads, 0, stream>>>(p.partial, row_blocks, cols, a->dgamma, p.p_bf16,
+                                                              a->accumulate != 0, NULL);
+        F8I_COUNT_LAUNCHES(ctx, 1);
+        f8_status st = f8i_cuda_launch_check(ctx, "dbias_reduce_kernel (dgamma)");
+        if (st != F8_OK) return st;
+    }
+    if (dbeta != NULL) {
+        dbias_reduce_kernel<<<rblocks, rthreads, 0, stream>>>(p.partial + (p.partial ? row_blocks * cols : 0),
+                                                              row_blocks, cols, dbeta, p.p_bf16, a->accumulate != 0,
+                                                              NULL);
+        F8I_COUNT_LAUNCHES(ctx, 1);
+        return f8i_cuda_launch_check(ctx, "dbias_reduce_kernel (dbeta)");
+    }
+    return F8_OK;
+}

@@ -1,0 +1,181 @@
+/*
+ * norm_common.cuh — what the norm forward (norm_fwd.cu) and backward
+ * (norm_bwd.cu) kernels share: element and 8-element piece access to rows of
+ * FP32/BF16 data with run-time access widths, the stores of each output kind,
+ * and a block-wide sum. Only src/cuda/norm_*.cu include it.
+ *
+ * Design note. A piece is NORM_VEC = 8 consecutive elements of a row; it is
+ * moved whole with the widest access its alignment allows (kernels_common.cuh's
+ * access_width), or element by element at the row's end, where loads give +0
+ * past the end and stores write nothing there.
+ */
+#ifndef F8_CUDA_NORM_COMMON_CUH
+#define F8_CUDA_NORM_COMMON_CUH
+
+#include <stdint.h>
+
+#include "kernels_common.cuh"
+
+#define NORM_VEC 8 /* elements per piece */
+
+enum { Y_FP32 = 0, Y_BF16 = 1, Y_E4M3 = 2, Y_E5M2 = 3 };
+
+static inline int is_fp32_or_bf16(f8_dtype dt) { return dt == F8_DTYPE_FP32 || dt == F8_DTYPE_BF16; }
+
+static __device__ __forceinline__ float load_one(const void *p, int bf16, int64_t i)
+{
+    return bf16 ? f8i_bf16_to_float(((const uint16_t *)p)[i]) : ((const float *)p)[i];
+}
+
+/* The raw words of the piece at column c (a multiple of NORM_VEC) of a row:
+ * 4 words of BF16 pairs (low element first) or 8 FP32 words; whole with
+ * accesses of w bytes, or element by element at the row's end (+0 past it). */
+template <int BF16>
+static __device__ __forceinline__ void load_words(uint32_t (&r)[BF16 ? 4 : 8], const void *row, int64_t c,
+                                                  int64_t cols, int w)
+{
+    if (c + NORM_VEC <= cols) {
+        load_bytes<BF16 ? 16 : 32>(r, (const char *)row + c * (BF16 ? 2 : 4), w);
+    } else if constexpr (BF16) {
+        const uint16_t *h = (const uint16_t *)row;
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+            r[i] = (c + 2 * i < cols ? (uint32_t)h[c + 2 * i] : 0u) |
+                   (c + 2 * i + 1 < cols ? (uint32_t)h[c + 2 * i + 1] << 16 : 0u);
+    } else {
+        const uint32_t *f = (const uint32_t *)row;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) r[i] = c + i < cols ? f[c + i] : 0u;
+    }
+}
+
+/* A piece's raw words as its NORM_VEC floats (exact). */
+template <int BF16>
+static __device__ __forceinline__ void words_floats(const uint32_t (&r)[BF16 ? 4 : 8], float (&v)[NORM_VEC])
+{
+    if constexpr (BF16) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            v[2 * i] = __uint_as_float(r[i] << 16);
+            v[2 * i + 1] = __uint_as_float(r[i] & 0xFFFF0000u);
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) v[i] = __uint_as_float(r[i]);
+    }
+}
+
+/* The piece at column c as floats (load_words, then words_floats). */
+template <int BF16>
+static __device__ __forceinline__ void load_piece(float (&v)[NORM_VEC], const void *row, int64_t c, int64_t cols,
+                                                  int w)
+{
+    uint32_t r[BF16 ? 4 : 8];
+    load_words<BF16>(r, row, c, cols, w);
+    words_floats<BF16>(r, v);
+}
+
+/* gamma or beta at column c, dtype chosen at run time (a uniform branch). */
+static __device__ __forceinline__ void load_param(float (&v)[NORM_VEC], const void *p, int bf16, int64_t c,
+                                                  int64_t cols, int w)
+{
+    if (bf16)
+        load_piece<1>(v, p, c, cols, w);
+    else
+        load_piece<0>(v, p, c, cols, w);
+}
+
+/* Two BF16 codes (lo in the low half), round to nearest even: the hardware
+ * conversion, equal to f8i_bf16_from_float except for a NaN's payload. */
+static __device__ __forceinline__ uint32_t bf16x2(float lo, float hi)
+{
+    uint32_t r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+/* Store the piece o at column c of a row of kind YK (FP8: codes of o · s). */
+template <int YK>
+static __device__ __forceinline__ void store_piece(void *row, int64_t c, int64_t cols, const float (&o)[NORM_VEC],
+                                                   float s, int w)
+{
+    const bool whole = c + NORM_VEC <= cols;
+    if constexpr (YK == Y_FP32) {
+        float *d = (float *)row + c;
+        uint32_t u[NORM_VEC];
+#pragma unroll
+        for (int j = 0; j < NORM_VEC; ++j) u[j] = __float_as_uint(o[j]);
+        if (whole) {
+            store_bytes<32>(d, u, w);
+        } else {
+#pragma unroll
+            for (int j = 0; j < NORM_VEC; ++j)
+                if (c + j < cols) d[j] = o[j];
+        }
+    } else if constexpr (YK == Y_BF16) {
+        uint16_t *d = (uint16_t *)row + c;
+        uint16_t h[NORM_VEC];
+#pragma unroll
+        for (int j = 0; j < NORM_VEC; ++j) h[j] = f8i_bf16_from_float(o[j]);
+        if (whole) {
+            uint32_t u[4];
+#pragma unroll
+            for (int i = 0; i < 4; ++i) u[i] = (uint32_t)h[2 * i] | ((uint32_t)h[2 * i + 1] << 16);
+            store_bytes<16>(d, u, w);
+        } else {
+#pragma unroll
+            for (int j = 0; j < NORM_VEC; ++j)
+                if (c + j < cols) d[j] = h[j];
+        }
+    } else {
+        uint8_t *d = (uint8_t *)row + c;
+        const uint32_t u[2] = {fp8x4<YK == Y_E5M2>(o, s), fp8x4<YK == Y_E5M2>(o + 4, s)};
+        if (whole) {
+            store_bytes<8>(d, u, w);
+        } else {
+#pragma unroll
+            for (int j = 0; j < NORM_VEC; ++j)
+                if (c + j < cols) d[j] = (uint8_t)(u[j / 4] >> (8 * (j % 4)));
+        }
+    }
+}
+
+/* One element of y of any kind (the wide kernels). */
+static __device__ __forceinline__ void store_one(void *y, int kind, int64_t i, float v, float s)
+{
+    switch (kind) {
+    case Y_FP32: ((float *)y)[i] = v; break;
+    case Y_BF16: ((uint16_t *)y)[i] = f8i_bf16_from_float(v); break;
+    case Y_E4M3: ((uint8_t *)y)[i] = (uint8_t)fp8x2<0>(v * s, 0.0f); break;
+    default: ((uint8_t *)y)[i] = (uint8_t)fp8x2<1>(v * s, 0.0f); break;
+    }
+}
+
+/* Each v[i] becomes the sum of v[i] over the tpr consecutive threads that
+ * share a row (tpr a power of two, 32 .. blockDim.x): a butterfly within the
+ * warp (every lane gets the same bits), then the group's warps in index
+ * order through red. Every thread of the block calls it (it synchronises
+ * unless tpr == 32). */
+template <int N>
+static __device__ __forceinline__ void group_sum(float (&v)[N], int tpr, float (*red)[32])
+{
+#pragma unroll
+    for (int i = 0; i < N; ++i)
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) v[i] += __shfl_xor_sync(0xFFFFFFFFu, v[i], o);
+    if (tpr == 32) return;
+    const int warp = threadIdx.x >> 5, nw = tpr >> 5, first = warp & ~(nw - 1);
+    if ((threadIdx.x & 31) == 0)
+#pragma unroll
+        for (int i = 0; i < N; ++i) red[i][warp] = v[i];
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+        float s = 0.0f;
+        for (int k = 0; k < nw; ++k) s += red[i][first + k];
+        v[i] = s;
+    }
+    __syncthreads(); /* red is reused by the next call */
+}
+
+#endif /* F8_CUDA_NORM_COMMON_CUH */
