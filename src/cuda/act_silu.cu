@@ -1,0 +1,14 @@
+/*
+ * act_silu.cu — the SwiGLU and QGELU activation kernels (act_kernels.cuh), compiled
+ * apart from the others so the activation files build in parallel.
+ */
+#include "act_kernels.cuh"
+
+f8_status f8i_cuda_act_run_silu(f8_ctx *ctx, f8_activation act, act_job *j)
+{
+    switch (act) {
+    case F8_ACT_SWIGLU: return act_run<F8_ACT_SWIGLU>(ctx, j);
+    case F8_ACT_QGELU: return act_run<F8_ACT_QGELU>(ctx, j);
+    default: return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "activation: %d is not one of act_silu.cu's", (int)act);
+    }
+}
