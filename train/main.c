@@ -15,10 +15,20 @@ static int plot_main(int argc, char **argv)
         fprintf(stderr, "usage: f8_train plot OUT.svg LOG.csv [LOG.csv ...]\n");
         return 1;
     }
-    char err[256];
+    char err[256], names[16][64];
+    const char *name_ptrs[16];
+    const int n = argc - 3 < 16 ? argc - 3 : 16;
+    /* a run is named by its log's file name without directory and ".csv" */
+    for (int i = 0; i < n; i++) {
+        const char *base = strrchr(argv[3 + i], '/');
+        snprintf(names[i], sizeof names[i], "%s", base ? base + 1 : argv[3 + i]);
+        char *dot = strstr(names[i], ".csv");
+        if (dot && dot[4] == '\0') *dot = '\0';
+        name_ptrs[i] = names[i];
+    }
     plot_config pc = plot_config_default();
     const char *const *logs = (const char *const *)(argv + 3);
-    if (plot_logs_svg(argv[2], &pc, logs, logs, argc - 3, err, sizeof err) != F8_OK) {
+    if (plot_logs_svg(argv[2], &pc, logs, name_ptrs, n, err, sizeof err) != F8_OK) {
         fprintf(stderr, "f8_train plot: %s\n", err);
         return 1;
     }
