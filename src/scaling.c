@@ -208,14 +208,10 @@ f8_status f8_slot_write(f8_ctx *ctx, f8_slot slot, float scale, float scale_inv,
     return st;
 }
 
-f8_status f8_ctx_update_scales(f8_ctx *ctx, f8_direction direction)
+/* The fused update of every slot of a direction (callers narrow it). */
+static f8i_scale_update_args update_args(f8_ctx *ctx, f8_direction direction)
 {
-    if (!ctx) return F8_ERR_INVALID_ARGUMENT;
-    if (direction != F8_DIR_FORWARD && direction != F8_DIR_BACKWARD)
-        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "f8_ctx_update_scales: direction %d is not FORWARD or BACKWARD",
-                         (int)direction);
     f8i_scaling_dir *d = &ctx->dir[direction];
-    if (d->count == 0) return F8_OK;
     f8i_scale_update_args a;
     a.history = d->history;
     a.ld = d->cap;
@@ -226,6 +222,17 @@ f8_status f8_ctx_update_scales(f8_ctx *ctx, f8_direction direction)
     a.scaled_max = ldexpf(f8_fp8_max(f8_ctx_slot_dtype(ctx, direction)), -ctx->recipe.margin);
     a.algo = ctx->recipe.amax_compute_algo;
     a.cols = NULL;
+    return a;
+}
+
+f8_status f8_ctx_update_scales(f8_ctx *ctx, f8_direction direction)
+{
+    if (!ctx) return F8_ERR_INVALID_ARGUMENT;
+    if (direction != F8_DIR_FORWARD && direction != F8_DIR_BACKWARD)
+        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "f8_ctx_update_scales: direction %d is not FORWARD or BACKWARD",
+                         (int)direction);
+    if (ctx->dir[direction].count == 0) return F8_OK;
+    f8i_scale_update_args a = update_args(ctx, direction);
     return ctx->be->scale_update(ctx, &a);
 }
 
@@ -254,16 +261,8 @@ f8_status f8_ctx_update_weight_scales(f8_ctx *ctx)
 {
     if (!ctx) return F8_ERR_INVALID_ARGUMENT;
     if (ctx->n_fp8_weight_slots == 0) return F8_OK;
-    f8i_scaling_dir *d = &ctx->dir[F8_DIR_FORWARD];
-    f8i_scale_update_args a;
-    a.history = d->history;
-    a.ld = d->cap;
-    a.history_len = ctx->recipe.amax_history_len;
+    f8i_scale_update_args a = update_args(ctx, F8_DIR_FORWARD);
     a.count = ctx->n_fp8_weight_slots;
-    a.scale = d->scale;
-    a.scale_inv = d->scale_inv;
-    a.scaled_max = ldexpf(f8_fp8_max(f8_ctx_slot_dtype(ctx, F8_DIR_FORWARD)), -ctx->recipe.margin);
-    a.algo = ctx->recipe.amax_compute_algo;
     a.cols = ctx->fp8_weight_cols_dev;
     return ctx->be->scale_update(ctx, &a);
 }

@@ -1,7 +1,7 @@
 /*
  * cast_tile.cuh — the tiled FP8 cast + transpose (+ dbias) kernel, shared by
  * the cast (cast.cu: the tile's values are the source tensor) and the fused
- * activation backward (act.cu: the values are d = act'(x)·dy, computed as the
+ * activation backward (act_kernels.cuh: the values are d = act'(x)·dy, computed as the
  * tile is loaded). Only src/cuda/ includes this.
  *
  * Design note. A block casts a TILE_ROWS x TC tile, TC = 16 * VEC columns.

@@ -48,7 +48,7 @@ f8_status f8i_cuda_reciprocal(f8_ctx *ctx, const float *src, float *dst, const f
 f8_status f8i_cuda_add(f8_ctx *ctx, void *dst, const void *src, f8_dtype dtype, int64_t count);
 f8_status f8i_cuda_fill_f32(f8_ctx *ctx, float *dst, float value, int64_t count);
 
-/* norm.cu, act.cu: the fused modules' norms and activations (backend.h) */
+/* norm_fwd.cu, norm_bwd.cu, act.cu (act_kernels.cuh): the fused modules' norms and activations (backend.h) */
 f8_status f8i_cuda_norm_fwd(f8_ctx *ctx, const f8i_norm_fwd_args *args);
 f8_status f8i_cuda_norm_bwd(f8_ctx *ctx, const f8i_norm_bwd_args *args);
 f8_status f8i_cuda_act_fwd(f8_ctx *ctx, const f8i_act_fwd_args *args);
