@@ -3,7 +3,7 @@
 # suite (GPU tests included), the GPU tests under compute-sanitizer memcheck
 # (quick mode), the trainer, and the benchmarks. Logs go to $OUT (or
 # ./gpu-logs). Usage: tools/gpu_session.sh [tests|bench|train|all]...
-# (default all). Objects prebuilt elsewhere can be dropped into
+# (default all; also: overhead). MEMCHECK=0 skips memcheck. Objects prebuilt elsewhere can be dropped into
 # build/src/cuda first (same flags): make only rebuilds what is older.
 set -u
 out="${OUT:-gpu-logs}"
@@ -14,7 +14,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>
 make -j16 > "$out/build.log" 2>&1 || { echo "build failed"; tail -n 40 "$out/build.log"; exit 1; }
 if has tests; then
     make test 2>&1 | tee "$out/test.log" | grep -E "^(PASS|FAIL|SKIP)|passed|failed:|CHECK|worst|launches \(" | head -n 120
-    for t in build/tests/test_cuda_*; do
+    [ "${MEMCHECK:-1}" = 0 ] || for t in build/tests/test_cuda_*; do
         [ -x "$t" ] || continue
         F8_TEST_QUICK=1 timeout 300 compute-sanitizer --tool memcheck --leak-check no "$t" \
             > "$out/memcheck-$(basename "$t").log" 2>&1
@@ -30,6 +30,10 @@ if has bench; then
         timeout 300 "$b" > "$out/$(basename "$b").log" 2>&1
         echo "exit $?"; grep -v '^{' "$out/$(basename "$b").log" | tail -n 30
     done
+fi
+if has overhead; then
+    timeout 300 ./build/bench/bench_overhead > "$out/bench_overhead.log" 2>&1
+    echo "bench_overhead exit $?"; grep -v '^{' "$out/bench_overhead.log" | tail -n 45
 fi
 if has gpt; then
     OUT="$out" sh tools/bench_gpt.sh 20
