@@ -179,14 +179,16 @@ f8_status gpt_create(f8_ctx *ctx, const gpt_config *c, gpt *m, char *err, size_t
     if (st == F8_OK) st = alloc_act(m, &m->resid, (size_t)((2 * L + 1) * T * C) * es);
     if (st == F8_OK) st = alloc_act(m, &m->qkv, (size_t)(L * T * 3 * C) * es);
     if (st == F8_OK) st = alloc_act(m, &m->atty, (size_t)(L * T * C) * es);
-    if (st == F8_OK) st = alloc_act(m, &m->branch, (size_t)(T * C) * es);
     if (st == F8_OK) st = alloc_act(m, &m->logits, (size_t)(T * c->padded_vocab) * es);
     if (st == F8_OK) st = alloc_act(m, &m->dres, (size_t)(T * C) * es);
     if (st == F8_OK) st = alloc_act(m, &m->dtmp, (size_t)(T * C) * es);
     if (st == F8_OK) st = alloc_act(m, &m->dqkv, (size_t)(T * 3 * C) * es);
-    if (st == F8_OK) st = alloc_act(m, (void **)&m->tokens, (size_t)T * 4);
-    if (st == F8_OK) st = alloc_act(m, (void **)&m->targets, (size_t)T * 4);
-    if (st == F8_OK) st = alloc_act(m, (void **)&m->losses, (size_t)T * 4);
+    if (st == F8_OK) st = alloc_act(m, &m->io, (size_t)T * 12);
+    if (st == F8_OK) {
+        m->tokens = (int32_t *)m->io;
+        m->targets = m->tokens + T;
+        m->losses = (float *)(m->targets + T);
+    }
     if (st == F8_OK) st = gpt_zero_grad(m);
     if (st == F8_OK) st = f8_ctx_synchronize(ctx);
     if (st != F8_OK) snprintf(err, err_size, "%s", f8_ctx_last_error(ctx));
@@ -210,8 +212,7 @@ void gpt_destroy(gpt *m)
     f8_layernorm_linear_saved_destroy(m->head_s);
     f8_layernorm_linear_destroy(m->head);
     f8_attention_destroy(m->att);
-    void *bufs[] = {m->wpe, m->dwpe, m->resid, m->qkv, m->atty, m->branch, m->logits, m->dres,
-                    m->dtmp, m->dqkv, m->tokens, m->targets, m->losses};
+    void *bufs[] = {m->wpe, m->dwpe, m->resid, m->qkv, m->atty, m->logits, m->dres, m->dtmp, m->dqkv, m->io};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) f8_ctx_free(m->ctx, bufs[i]);
     memset(m, 0, sizeof *m);
 }
@@ -247,19 +248,18 @@ f8_status gpt_forward(gpt *m, int64_t batch, int train, float grad_scale, f8_mic
     f8_tensor wte, wpe = view(m, m->wpe, 0, c->seq, C), x0 = resid(m, 0);
     TRY(f8_layernorm_linear_param(m->head, F8_PARAM_WEIGHT, 0, &wte));
     TRY(f8_embedding_forward(m->ctx, m->tokens, c->seq, &wte, &wpe, &x0));
-    f8_tensor branch = slice(m, m->branch, 0, C);
     for (int64_t l = 0; l < c->layers; l++) {
         gpt_block *b = &m->blocks[l];
         f8_tensor x = resid(m, 2 * l), xm = resid(m, 2 * l + 1), xo = resid(m, 2 * l + 2);
         f8_tensor qkv = slice(m, m->qkv, l, 3 * C), a = slice(m, m->atty, l, C);
         TRY(f8_layernorm_linear_forward(b->qkv, &x, &qkv, NULL, mb, train ? b->qkv_s : NULL));
         TRY(f8_attention_forward(m->att, &qkv, batch, c->seq, &a, train ? b->att_s : NULL));
-        TRY(f8_linear_forward(b->proj, &a, &branch, mb, train ? b->proj_s : NULL));
-        TRY(f8_ctx_copy(m->ctx, xm.data, x.data, (size_t)(T * C) * esize(m)));
-        TRY(f8_tensor_add(m->ctx, &xm, &branch));
-        TRY(f8_layernorm_mlp_forward(b->mlp, &xm, &branch, mb, train ? b->mlp_s : NULL));
-        TRY(f8_ctx_copy(m->ctx, xo.data, xm.data, (size_t)(T * C) * esize(m)));
-        TRY(f8_tensor_add(m->ctx, &xo, &branch));
+        /* each branch writes into the next residual slot, which then takes
+         * the residual: one add, no copy (a + b is commutative in IEEE) */
+        TRY(f8_linear_forward(b->proj, &a, &xm, mb, train ? b->proj_s : NULL));
+        TRY(f8_tensor_add(m->ctx, &xm, &x));
+        TRY(f8_layernorm_mlp_forward(b->mlp, &xm, &xo, mb, train ? b->mlp_s : NULL));
+        TRY(f8_tensor_add(m->ctx, &xo, &xm));
     }
     f8_tensor xf = resid(m, 2 * c->layers), logits = slice(m, m->logits, 0, c->padded_vocab);
     TRY(f8_layernorm_linear_forward(m->head, &xf, &logits, NULL, mb, train ? m->head_s : NULL));

@@ -53,13 +53,14 @@ typedef struct gpt {
     void *resid;              /* (2L+1, T, C) residual stream: block inputs and mid-block values */
     void *qkv;                /* (L, T, 3C) attention inputs (kept for its backward) */
     void *atty;               /* (L, T, C) attention outputs (the proj input) */
-    void *branch;             /* (T, C) a block branch's output */
     void *logits;             /* (T, Vp), overwritten by dlogits */
     void *dres;               /* (T, C) the residual-stream gradient */
     void *dtmp;               /* (T, C) branch input gradient */
     void *dqkv;               /* (T, 3C) */
-    int32_t *tokens, *targets; /* (T) backend */
-    float *losses;            /* (T) backend */
+    void *io;                 /* owned: tokens, targets (int32) and losses (FP32), (T) each */
+    int32_t *tokens, *targets; /* (T) backend, what gpt_forward reads: its own buffers in io, or
+                                  the caller may point them at its own (a staging buffer) */
+    float *losses;            /* (T) backend, where gpt_forward writes (same rule) */
 } gpt;
 
 /* Create (parameters initialised from c.seed), with its activations. */

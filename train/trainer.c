@@ -64,14 +64,22 @@ static f8_status step_work(trainer *t)
     gpt *m = &t->m;
     const float scale = 1.0f / (float)(t->M * t->T);
     TRY(gpt_zero_grad(m));
-    for (int64_t mb = 0; mb < t->M; mb++) {
-        const int32_t *src = t->stage + (size_t)(mb * 2 * t->T);
-        TRY(f8_ctx_copy(t->ctx, m->tokens, src, (size_t)t->T * 4));
-        TRY(f8_ctx_copy(t->ctx, m->targets, src + t->T, (size_t)t->T * 4));
-        TRY(gpt_forward(m, m->c.batch, 1, scale, mb == 0 ? F8_MICROBATCH_FIRST : F8_MICROBATCH_NOT_FIRST));
-        TRY(gpt_backward(m));
-        TRY(f8_ctx_copy(t->ctx, t->losses + (size_t)(mb * t->T), m->losses, (size_t)t->T * 4));
+    int32_t *own_tokens = m->tokens, *own_targets = m->targets;
+    float *own_losses = m->losses;
+    f8_status st = F8_OK;
+    for (int64_t mb = 0; mb < t->M && st == F8_OK; mb++) {
+        /* the model reads this microbatch's staged tokens and writes its
+         * losses in place (captured by address: no copies) */
+        m->tokens = t->stage + (size_t)(mb * 2 * t->T);
+        m->targets = m->tokens + t->T;
+        m->losses = t->losses + (size_t)(mb * t->T);
+        st = gpt_forward(m, m->c.batch, 1, scale, mb == 0 ? F8_MICROBATCH_FIRST : F8_MICROBATCH_NOT_FIRST);
+        if (st == F8_OK) st = gpt_backward(m);
     }
+    m->tokens = own_tokens;
+    m->targets = own_targets;
+    m->losses = own_losses;
+    TRY(st);
     TRY(f8_ctx_update_scales(t->ctx, F8_DIR_FORWARD));
     TRY(f8_ctx_update_scales(t->ctx, F8_DIR_BACKWARD));
     return f8_adamw_step(t->opt);
