@@ -934,7 +934,9 @@ f8_status f8_attention_backward(f8_attention *attention, f8_attention_saved *sav
  * memory, -log p(target)) and, if dlogits is not NULL, dlogits [T, Vp] =
  * (softmax - onehot(target)) · grad_scale (dlogits may be logits itself).
  * Per row, in FP32: m = max x, s = Σ exp(x - m), loss = log s - (x_target - m),
- * dlogits = (exp(x - m) / s - onehot) · grad_scale. dlogits is FP32 or BF16;
+ * dlogits = (exp(x - m) / s - onehot) · grad_scale (a CUDA ctx may use the
+ * fast exponential and multiply by 1/s: within 1e-5 relative of these, the
+ * same bits every run). dlogits is FP32 or BF16;
  * in place it must be the same pointer and dtype (any other overlap:
  * F8_ERR_INVALID_ARGUMENT). 1 <= vocab <= Vp (F8_ERR_SHAPE). */
 f8_status f8_cross_entropy(f8_ctx *ctx, const f8_tensor *logits, int64_t vocab, const int32_t *targets,

@@ -529,6 +529,9 @@ int main(void)
     test_cross_entropy(64, 50257, 50304, F8_DTYPE_FP32, F8_DTYPE_FP32);
     test_cross_entropy(33, 1000, 1001, F8_DTYPE_FP32, F8_DTYPE_BF16); /* odd pitch: the scalar path */
     test_cross_entropy(17, 999, 1003, F8_DTYPE_BF16, F8_DTYPE_FP32);
+    /* rows that fit in registers (the fast kernel), FP32 and a short BF16 row */
+    test_cross_entropy(40, 3000, 3008, F8_DTYPE_FP32, F8_DTYPE_FP32);
+    test_cross_entropy(19, 257, 264, F8_DTYPE_BF16, F8_DTYPE_BF16);
 
     f8_adamw_config cfg = f8_adamw_config_default();
     cfg.lr_max = 1e-2f, cfg.lr_min = 1e-3f, cfg.warmup_steps = 2, cfg.total_steps = 4, cfg.grad_clip = 0.0f;

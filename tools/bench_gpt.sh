@@ -3,10 +3,16 @@
 # GPT-2 124M and the 1.3B configurations, FP8 and BF16, with the GPT-2
 # vocabulary. The data is an llm.c-format shard written here (the embedded
 # corpus' bytes as token ids), so no download is needed; only speed is
-# measured. Usage: tools/bench_gpt.sh [STEPS] (default 20; the first 5 steps,
-# which include the graph capture, are left out of the mean).
+# measured. Usage: tools/bench_gpt.sh [STEPS] [ACCUM...] (default 20 steps;
+# the first 5, which include the graph capture, are left out of the mean).
+# ACCUM: microbatches per optimizer step, one run per value (default 1: the
+# presets' own). With more, the optimizer step and the FP8 weight casts
+# (first microbatch only) are spread over more tokens, as in real training,
+# where a step holds 0.5M tokens (GPT-2) and not one microbatch.
 set -u
 steps="${1:-20}"
+[ $# -gt 0 ] && shift
+accums="${*:-1}"
 bin=./build/f8_train
 out="${OUT:-bench-logs}"
 mkdir -p "$out"
@@ -23,18 +29,21 @@ with open(sys.argv[1], 'wb') as f:
     f.write(hdr.tobytes())
     f.write(toks.astype('<u2').tobytes())
 EOF
-printf '%-6s %-5s %12s %8s %10s\n' model prec "tokens/s" MFU "ms/step"
+printf '%-6s %-5s %5s %12s %8s %10s\n' model prec accum "tokens/s" MFU "ms/step"
+for accum in $accums; do
 for model in 124M 1.3B; do
     for fp8 in on off; do
-        log="$out/bench_${model}_fp8${fp8}.csv"
+        log="$out/bench_${model}_fp8${fp8}_a${accum}.csv"
         rm -f "$log"
-        if ! $bin --model "$model" --fp8 "$fp8" --data "$shard" --steps "$steps" --val-every 0 --sample 0 \
-            --log "$log" --plot "" --quiet > "$out/bench_${model}_fp8${fp8}.txt" 2>&1; then
-            echo "$model fp8 $fp8: FAILED"; tail -n 5 "$out/bench_${model}_fp8${fp8}.txt"; continue
+        txt="$out/bench_${model}_fp8${fp8}_a${accum}.txt"
+        if ! $bin --model "$model" --fp8 "$fp8" --grad-accum "$accum" --data "$shard" --steps "$steps" --val-every 0 \
+            --sample 0 --log "$log" --plot "" --quiet > "$txt" 2>&1; then
+            echo "$model fp8 $fp8 accum $accum: FAILED"; tail -n 5 "$txt"; continue
         fi
         # mean of tokens/s, mfu and ms/step over the steps after the fifth
-        awk -F, -v m="$model" -v p="$fp8" 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+        awk -F, -v m="$model" -v p="$fp8" -v a="$accum" 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
             $c["step"] > 5 { t += $c["tokens_per_s"]; u += $c["mfu"]; ms += $c["ms_per_step"]; k++ }
-            END { if (k) printf "%-6s %-5s %12.0f %7.1f%% %10.1f\n", m, (p == "on" ? "FP8" : "BF16"), t / k, 100 * u / k, ms / k }' "$log"
+            END { if (k) printf "%-6s %-5s %5d %12.0f %7.1f%% %10.1f\n", m, (p == "on" ? "FP8" : "BF16"), a, t / k, 100 * u / k, ms / k }' "$log"
     done
+done
 done

@@ -57,11 +57,18 @@ static __global__ void __launch_bounds__(AW_THREADS) adamw_norm_kernel(f8i_adamw
         const f8i_adamw_tensor d = a.tensors[k];
         const int gb = d.grad_dtype == F8_DTYPE_BF16;
         const bool vec = dev_vec4(d.grad, gb);
-        for (int64_t i = first; i < d.n; i += stride) {
-            float g[4];
-            ld4(d.grad, gb, i, d.n - i < 4 ? (int)(d.n - i) : 4, vec, g);
+        for (int64_t i0 = first; i0 < d.n; i0 += 2 * stride) {
+            /* both groups' loads first; the sum keeps the order i0, i0 + stride */
+            float g[2][4];
 #pragma unroll
-            for (int j = 0; j < 4; ++j) acc += g[j] * g[j];
+            for (int u = 0; u < 2; ++u) {
+                const int64_t i = i0 + u * stride;
+                ld4(d.grad, gb, i, i >= d.n ? 0 : d.n - i < 4 ? (int)(d.n - i) : 4, vec, g[u]);
+            }
+#pragma unroll
+            for (int u = 0; u < 2; ++u)
+#pragma unroll
+                for (int j = 0; j < 4; ++j) acc += g[u][j] * g[u][j];
         }
     }
     const float s = block_sum(acc);
@@ -88,8 +95,13 @@ static __global__ void __launch_bounds__(AW_THREADS) adamw_finalize_kernel(f8i_a
 }
 
 /* Grid: grid_size blocks of AW_THREADS. A thread owns 4-element groups of
- * every tensor as in adamw_norm_kernel (the grid may differ: elementwise). */
-static __global__ void __launch_bounds__(AW_THREADS) adamw_update_kernel(f8i_adamw_step_args a)
+ * every tensor as in adamw_norm_kernel (the grid may differ: elementwise).
+ * Two groups (i and i + stride) are loaded before either is computed, so a
+ * thread keeps 96 bytes in flight instead of 48: the update is a pure stream
+ * (22 bytes per BF16 parameter) and needs that depth to reach HBM speed. The
+ * register cap (64: 4 resident blocks) spills a few loop-invariant words to
+ * L1, which costs less than the fourth block's 24 KB of loads in flight. */
+static __global__ void __launch_bounds__(AW_THREADS, 4) adamw_update_kernel(f8i_adamw_step_args a)
 {
     const f8i_adamw_state st = *a.state;
     const float b1 = a.beta1, b2 = a.beta2, omb1 = 1.0f - a.beta1, omb2 = 1.0f - a.beta2;
@@ -98,20 +110,31 @@ static __global__ void __launch_bounds__(AW_THREADS) adamw_update_kernel(f8i_ada
         const f8i_adamw_tensor d = a.tensors[k];
         const int pb = d.param_dtype == F8_DTYPE_BF16, gb = d.grad_dtype == F8_DTYPE_BF16;
         const bool vp = dev_vec4(d.param, pb), vg = dev_vec4(d.grad, gb);
-        for (int64_t i = first; i < d.n; i += stride) {
-            const int nv = d.n - i < 4 ? (int)(d.n - i) : 4;
-            float p[4], g[4], m[4], v[4];
-            ld4(d.param, pb, i, nv, vp, p);
-            ld4(d.grad, gb, i, nv, vg, g);
-            ld4(d.m, 0, i, nv, true, m); /* moments: 256-byte aligned, v at a 256-byte offset */
-            ld4(d.v, 0, i, nv, true, v);
+        for (int64_t i0 = first; i0 < d.n; i0 += 2 * stride) {
+            float p[2][4], g[2][4], m[2][4], v[2][4];
+            int nv[2];
 #pragma unroll
-            for (int j = 0; j < 4; ++j)
-                f8i_adamw_update(&p[j], g[j], &m[j], &v[j], st.clip, st.lr, b1, omb1, b2, omb2, st.bc1, st.bc2, a.eps,
-                                 d.weight_decay);
-            st4(d.param, pb, i, nv, vp, p);
-            st4(d.m, 0, i, nv, true, m);
-            st4(d.v, 0, i, nv, true, v);
+            for (int u = 0; u < 2; ++u) {
+                const int64_t i = i0 + u * stride;
+                nv[u] = i >= d.n ? 0 : d.n - i < 4 ? (int)(d.n - i) : 4;
+                if (nv[u] == 0) continue;
+                ld4(d.param, pb, i, nv[u], vp, p[u]);
+                ld4(d.grad, gb, i, nv[u], vg, g[u]);
+                ld4(d.m, 0, i, nv[u], true, m[u]); /* moments: 256-byte aligned, v at a 256-byte offset */
+                ld4(d.v, 0, i, nv[u], true, v[u]);
+            }
+#pragma unroll
+            for (int u = 0; u < 2; ++u) {
+                if (nv[u] == 0) continue;
+                const int64_t i = i0 + u * stride;
+#pragma unroll
+                for (int j = 0; j < 4; ++j)
+                    f8i_adamw_update(&p[u][j], g[u][j], &m[u][j], &v[u][j], st.clip, st.lr, b1, omb1, b2, omb2, st.bc1,
+                                     st.bc2, a.eps, d.weight_decay);
+                st4(d.param, pb, i, nv[u], vp, p[u]);
+                st4(d.m, 0, i, nv[u], true, m[u]);
+                st4(d.v, 0, i, nv[u], true, v[u]);
+            }
         }
     }
 }

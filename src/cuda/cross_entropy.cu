@@ -13,6 +13,16 @@
  * (c >= vocab) never enter the statistics and get a zero gradient. In place
  * (dlogits == logits) is safe: the target's logit is read before the block's
  * barrier, and pass 2 reads each element before the same thread writes it.
+ *
+ * The fast path (cross_entropy_regs_kernel) keeps the whole row in registers
+ * when it fits (16-byte pieces, logits and dlogits of one dtype, at most
+ * CE_REG_PIECES pieces per thread of a CE_REG_THREADS block: 65536 BF16 or
+ * 32768 FP32 columns), so the row is read from memory once: the max first,
+ * then the sum of exponentials, then the gradient, all from the registers.
+ * Its exponentials are __expf (ex2.approx of x·log2(e), relative error about
+ * 2^-21, next to the CPU's expf): the loss and gradient stay within 1e-5
+ * relative of the CPU reference, and the reductions keep a fixed order, so
+ * the bits repeat run to run. It is what GPT-2 shapes take.
  */
 #include <math.h>
 #include <stdint.h>
@@ -20,6 +30,8 @@
 #include "train_misc.cuh"
 
 #define CE_THREADS 512
+#define CE_REG_THREADS 1024
+#define CE_REG_PIECES 8
 
 /* Running (m, s) with one more value x. */
 static __device__ __forceinline__ void online_add(float &m, float &s, float x)
@@ -154,12 +166,123 @@ static __global__ void __launch_bounds__(CE_THREADS) cross_entropy_kernel(f8i_cr
     }
 }
 
+/* Fixed-order block reduction of one float per thread (op: max or sum) over
+ * CE_REG_THREADS: shuffle tree within warps, then warp 0 over the warp values
+ * in order. Every thread gets the result. red: CE_REG_THREADS / 32 floats. */
+template <bool MAX>
+static __device__ __forceinline__ float block_reduce(float v, float *red, float *out)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const float w = __shfl_xor_sync(0xFFFFFFFFu, v, o);
+        v = MAX ? fmaxf(v, w) : v + w;
+    }
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane == 0) red[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        v = red[lane]; /* CE_REG_THREADS / 32 == 32 values */
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            const float w = __shfl_xor_sync(0xFFFFFFFFu, v, o);
+            v = MAX ? fmaxf(v, w) : v + w;
+        }
+        if (lane == 0) *out = v;
+    }
+    __syncthreads();
+    return *out;
+}
+
+/* Element k (0..per-1, a compile-time index after unrolling) of a 16-byte
+ * piece held as 4 words. */
+template <int BF>
+static __device__ __forceinline__ float piece_at(const uint4 &q, int k)
+{
+    const int wi = BF ? k >> 1 : k;
+    const uint32_t w = wi == 0 ? q.x : wi == 1 ? q.y : wi == 2 ? q.z : q.w;
+    if (!BF) return __uint_as_float(w);
+    return (k & 1) ? __uint_as_float(w & 0xFFFF0000u) : __uint_as_float(w << 16);
+}
+
+/* Grid: rows blocks; block CE_REG_THREADS. Block r owns row r; thread i owns
+ * the 16-byte pieces i + j·CE_REG_THREADS, j < CE_REG_PIECES, held in
+ * registers from the single read to the gradient's write. Launched only when
+ * logits and dlogits (if any) share a dtype, are 16-byte aligned with an
+ * aligned pitch, and the row fits (see the design note). */
+template <int BF>
+static __global__ void __launch_bounds__(CE_REG_THREADS, 1) cross_entropy_regs_kernel(f8i_cross_entropy_args a)
+{
+    __shared__ float red[CE_REG_THREADS / 32];
+    __shared__ float s_out, s_xy;
+    const int64_t r = blockIdx.x, V = a.vocab, Vp = a.cols;
+    constexpr int per = BF ? 8 : 4, es = BF ? 2 : 4;
+    const char *x = (const char *)a.logits + r * Vp * es;
+    char *d = a.dlogits ? (char *)a.dlogits + r * Vp * es : NULL;
+    const int32_t y = a.targets[r];
+    const int tid = threadIdx.x;
+    if (y < 0 || y >= V) { /* ignored row (uniform in the block) */
+        if (tid == 0) a.losses[r] = 0.0f;
+        if (!d) return;
+        for (int64_t c = (int64_t)tid * per; c < Vp; c += (int64_t)CE_REG_THREADS * per)
+            *(uint4 *)(d + c * es) = make_uint4(0u, 0u, 0u, 0u);
+        return;
+    }
+    uint4 q[CE_REG_PIECES];
+#pragma unroll
+    for (int j = 0; j < CE_REG_PIECES; ++j) {
+        const int64_t c = ((int64_t)j * CE_REG_THREADS + tid) * per;
+        q[j] = c < Vp ? *(const uint4 *)(x + c * es) : make_uint4(0u, 0u, 0u, 0u);
+    }
+    if (tid == 0) s_xy = BF ? __uint_as_float((uint32_t)((const uint16_t *)x)[y] << 16) : ((const float *)x)[y];
+    float m = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < CE_REG_PIECES; ++j) {
+        const int64_t c = ((int64_t)j * CE_REG_THREADS + tid) * per;
+#pragma unroll
+        for (int k = 0; k < 8; ++k)
+            if (k < per && c + k < V) m = fmaxf(m, piece_at<BF>(q[j], k));
+    }
+    m = block_reduce<true>(m, red, &s_out); /* its barriers also order s_xy and every read before any write */
+    float s = 0.0f;
+#pragma unroll
+    for (int j = 0; j < CE_REG_PIECES; ++j) {
+        const int64_t c = ((int64_t)j * CE_REG_THREADS + tid) * per;
+#pragma unroll
+        for (int k = 0; k < 8; ++k)
+            if (k < per && c + k < V) s += __expf(piece_at<BF>(q[j], k) - m);
+    }
+    s = block_reduce<false>(s, red, &s_out);
+    if (tid == 0) a.losses[r] = logf(s) - (s_xy - m);
+    if (!d) return;
+    const float inv = 1.0f / s;
+#pragma unroll
+    for (int j = 0; j < CE_REG_PIECES; ++j) {
+        const int64_t c = ((int64_t)j * CE_REG_THREADS + tid) * per;
+        if (c >= Vp) break;
+        float g[8];
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+            const int64_t col = c + k;
+            g[k] = k < per && col < V ? (__expf(piece_at<BF>(q[j], k) - m) * inv - (col == y ? 1.0f : 0.0f)) * a.grad_scale
+                                      : 0.0f;
+        }
+        store_piece(d, BF, c, per, true, g);
+    }
+}
+
 f8_status f8i_cuda_cross_entropy(f8_ctx *ctx, const f8i_cross_entropy_args *a)
 {
     const int xs = a->logits_dtype == F8_DTYPE_BF16 ? 2 : 4, ds = a->dlogits_dtype == F8_DTYPE_BF16 ? 2 : 4;
     const bool vec_x = (((uintptr_t)a->logits | (uintptr_t)(a->cols * xs)) & 15) == 0;
     const bool vec_d = a->dlogits && (((uintptr_t)a->dlogits | (uintptr_t)(a->cols * ds)) & 15) == 0;
     F8I_COUNT_LAUNCHES(ctx, 1);
+    const int64_t pieces = (a->cols * xs + 15) / 16;
+    if (vec_x && (!a->dlogits || (vec_d && a->dlogits_dtype == a->logits_dtype)) &&
+        pieces <= (int64_t)CE_REG_THREADS * CE_REG_PIECES) {
+        if (xs == 2) cross_entropy_regs_kernel<1><<<(unsigned)a->rows, CE_REG_THREADS, 0, f8i_stream(ctx)>>>(*a);
+        else cross_entropy_regs_kernel<0><<<(unsigned)a->rows, CE_REG_THREADS, 0, f8i_stream(ctx)>>>(*a);
+        return f8i_cuda_launch_check(ctx, "cross_entropy_regs_kernel");
+    }
     cross_entropy_kernel<<<(unsigned)a->rows, CE_THREADS, 0, f8i_stream(ctx)>>>(*a, vec_x, vec_d);
     return f8i_cuda_launch_check(ctx, "cross_entropy_kernel");
 }
