@@ -871,25 +871,35 @@ f8_status f8_embedding_backward(f8_ctx *ctx, const int32_t *tokens, int64_t seq_
  * [q | k | v], each C = n_head · head_dim wide, head h in columns
  * h·head_dim .. (h+1)·head_dim - 1 of each third. For each sequence and head:
  *   y = softmax(q kᵀ / sqrt(head_dim) + causal mask) v      y [T, C]
- * Statistics (max, sum) in FP32; dtype FP32 or BF16 (BF16 on the GPU is the
- * fast path). The caller keeps qkv unchanged until backward.
+ * dtype FP32 or BF16; on the GPU BF16 with head_dim 64 or 128 (16-byte
+ * aligned tensors) runs fused flash-attention kernels on the tensor cores,
+ * every other case a plain, correct and slow kernel. The caller keeps qkv
+ * unchanged until backward; y is copied into the saved state, so y may change.
  *
- * Numerics: scores and their gradient dP are FP32 sums; the probabilities P
- * and the score gradient dS are stored in the dtype (so BF16 rounds them)
- * before they are multiplied by v, k and q; y and dqkv are rounded to the
- * dtype once. The 1/sqrt(head_dim) factor is the FP32 1/sqrtf(head_dim).
- * Deterministic: the same inputs give bitwise the same outputs on a ctx.
+ * Numerics (per row i, keys j <= i; c = 1/sqrtf(head_dim), c2 = c·log2 e):
+ *   forward   s = q_i·k_j (FP32 sum), m = max_j s, p_j = exp2((s_j - m)·c2),
+ *             l = Σ p_j, y_i = (Σ_j dt(p_j)·v_j)·(1/l), L_i = m + log2(l)/c2
+ *   backward  P_ij = exp2((s_ij - L_i)·c2), dP_ij = dy_i·v_j, D_i = dy_i·y_i,
+ *             dS_ij = dt(P_ij·(dP_ij - D_i)·c), dv_j = Σ_i dt(P_ij)·dy_i,
+ *             dk_j = Σ_i dS_ij·q_i, dq_i = Σ_j dS_ij·k_j
+ * where dt() rounds to the dtype; statistics and sums are FP32, each output
+ * rounded to the dtype once. The GPU's fused kernels take m as a running
+ * maximum over blocks of 64 keys (online softmax), so their p is rounded
+ * relative to that maximum and rescaled in FP32; results agree with the CPU
+ * backend to about one BF16 rounding. S = 1 is exact: y = v, dq = dk = 0
+ * (CPU), dv = dy. Deterministic: the same inputs give bitwise the same
+ * outputs on a ctx (no atomics on either backend).
  *
- * Memory: a saved state holds P, max_batch · n_head · max_seq² elements of
- * the dtype (F8_MEM_SAVED_ACTIVATIONS). Create reserves the ctx scratch for
- * one call at max_batch, max_seq: 32 MiB + 7 · T · C elements of the dtype +
- * n_head · T · S FP32 scores (T = max_batch · max_seq, S = max_seq).
- * Calls allocate no backend memory. On a CUDA ctx the first call of each
- * (batch, seq) builds its cuBLASLt plans (host memory): run each shape once
- * eagerly before capturing it in a graph.
+ * Memory: a saved state holds L (FP32, max_batch · n_head · max_seq) and a
+ * copy of y (max_batch · max_seq · C elements of the dtype), as
+ * F8_MEM_SAVED_ACTIVATIONS: O(T·C), never O(S²). Create reserves the ctx
+ * scratch for one call at max_batch, max_seq: n_head · T + 2 · max_seq
+ * floats (T = max_batch · max_seq). Calls allocate nothing and need no
+ * warm-up before a graph capture; the forward is 1 kernel launch, the
+ * backward 2.
  * Errors: create: F8_ERR_SHAPE for n_head or head_dim outside [1, 2^16],
  * C > 2^24, max_batch outside [1, 2^24], max_seq outside [1, 2^20],
- * max_batch · n_head >= 2^31 or FP32 scores over 2^50 bytes; F8_ERR_DTYPE
+ * max_batch · n_head >= 2^31 or a saved state over 2^40 bytes; F8_ERR_DTYPE
  * for a dtype not FP32/BF16;
  * F8_ERR_STATE while capturing a graph (saved_create too). */
 typedef struct f8_attention f8_attention;
@@ -907,16 +917,18 @@ typedef struct f8_attention_config {
 f8_attention_config f8_attention_config_default(int64_t n_head, int64_t head_dim, int64_t max_batch, int64_t max_seq);
 f8_status f8_attention_create(f8_ctx *ctx, const f8_attention_config *config, f8_attention **attention);
 void f8_attention_destroy(f8_attention *attention);
-/* What one forward keeps for its backward (all memory allocated here). Any
- * number may be in flight; each holds the last forward written into it. */
+/* What one forward keeps for its backward (L and a copy of y, allocated
+ * here). Any number may be in flight; each holds the last forward written
+ * into it. */
 f8_status f8_attention_saved_create(f8_attention *attention, f8_attention_saved **saved);
 void f8_attention_saved_destroy(f8_attention_saved *saved);
 /* qkv [B·S, 3C] and y [B·S, C] in the config dtype, 0 <= batch <= max_batch,
  * 0 <= seq <= max_seq (zero tokens: nothing is issued); y must not overlap
- * qkv. saved may be NULL (inference); otherwise it records this call (and the
- * qkv pointer) for the backward. F8_ERR_SHAPE / F8_ERR_DTYPE for a tensor
- * that does not match, F8_ERR_INVALID_ARGUMENT for NULLs, overlap or a saved
- * state of another attention. */
+ * qkv. saved may be NULL (inference: y is bitwise the same); otherwise it
+ * records this call (L, the copy of y, and the qkv pointer) for the
+ * backward. F8_ERR_SHAPE / F8_ERR_DTYPE for a tensor that does not match,
+ * F8_ERR_INVALID_ARGUMENT for NULLs, overlap or a saved state of another
+ * attention. */
 f8_status f8_attention_forward(f8_attention *attention, const f8_tensor *qkv, int64_t batch, int64_t seq,
                                f8_tensor *y, f8_attention_saved *saved);
 /* The backward of the forward recorded in saved (same B, S; reads that

@@ -4,17 +4,17 @@
  *
  * Design note. This file validates, sizes memory and carves it; the math is
  * the backends' (attention.h has the formulas, cpu/attention.c the reference,
- * cuda/attention.cu the batched-GEMM version). What outlives a call is the
- * saved state: the probabilities P [B·nh, S, S] in the dtype, sized for
- * max_batch and max_seq (F8_MEM_SAVED_ACTIVATIONS), plus host fields naming
- * the forward (B, S, the caller's qkv pointer) that the backward reads. q, k
- * and v are not copied: the caller keeps qkv until backward (f8.h says so),
- * which costs the backward one re-read of qkv and saves 3·T·C elements per
- * layer. What lives within a call is ctx->scratch, reserved at create for
- * max_batch, max_seq and carved per call for the actual B, S (attention.h):
- * the cuBLASLt workspace, head-major copies of q, k, v, o / dO, dq, dk, dv,
- * and the FP32 scores. The backend keeps a per-object state (CUDA: its
- * cuBLASLt handle and plans), made and freed through two set-up kinds.
+ * cuda/attention*.cu the flash kernels). What outlives a call is the saved
+ * state: L (FP32 [B·nh, S]) and O, a copy of y, sized for max_batch and
+ * max_seq (F8_MEM_SAVED_ACTIVATIONS), plus host fields naming the forward
+ * (B, S, the caller's qkv pointer) that the backward reads. q, k and v are
+ * not copied: the caller keeps qkv until backward (f8.h says so). O is: the
+ * forward writes it beside y (T·C more bytes written, a few microseconds a
+ * layer), so the backward does not depend on the caller keeping y too. What
+ * lives within a call is ctx->scratch, reserved at create for max_batch,
+ * max_seq and carved per call for the actual B, S (attention.h): the
+ * backward's row sums D and the CPU reference's two row buffers. Nothing is
+ * O(S²) any more, and no backend keeps per-object state.
  */
 #include <math.h>
 #include <stdint.h>
@@ -26,14 +26,16 @@
 struct f8_attention {
     f8_ctx *ctx;
     f8_attention_config cfg;
-    float scale;    /* 1/sqrtf(head_dim) */
-    void *be_state; /* the backend's (host) */
+    float scale;      /* c = 1/sqrtf(head_dim) */
+    float scale_log2; /* c2 = c·log2(e) */
 };
 
 struct f8_attention_saved {
     f8_attention *owner;
     f8_ctx *ctx;         /* destroy needs no owner: it may go first */
-    void *p;             /* (max_batch·nh, max_seq, max_seq) dtype; used as (B·nh, S, S) */
+    void *mem;           /* one allocation: lse, then o (attention.h) */
+    float *lse;          /* (max_batch·nh·max_seq) FP32; used as (B·nh, S) */
+    void *o;             /* (max_batch·max_seq, C) dtype; used as (B·S, C) */
     const void *qkv;     /* the forward's qkv (the caller's) */
     int64_t batch, seq;
     int filled;          /* a forward has written it */
@@ -50,13 +52,6 @@ f8_attention_config f8_attention_config_default(int64_t n_head, int64_t head_dim
     return c;
 }
 
-/* Scratch one call over B, S needs (attention.h's layout). */
-static size_t scratch_bytes(const f8_attention_config *c, int64_t batch, int64_t seq)
-{
-    const int64_t T = batch * seq;
-    return F8I_ATTN_WORKSPACE_BYTES + f8i_attn_heads_bytes(T, c->n_head, c->head_dim, c->dtype) +
-           f8i_attn_scores_bytes(T, seq, c->n_head);
-}
 
 static f8_status config_check(f8_ctx *ctx, const f8_attention_config *c)
 {
@@ -68,12 +63,15 @@ static f8_status config_check(f8_ctx *ctx, const f8_attention_config *c)
     if (c->max_batch < 1 || c->max_seq < 1 || c->max_batch > (1 << 24) || c->max_seq > (1 << 20))
         return f8i_error(ctx, F8_ERR_SHAPE, "%s: max_batch %lld must be in [1, 2^24] and max_seq %lld in [1, 2^20]", fn,
                          (long long)c->max_batch, (long long)c->max_seq);
-    /* The saved P and the FP32 scores grow as B·nh·S²: refuse what no address space holds. */
-    const double scores = (double)c->max_batch * (double)c->n_head * (double)c->max_seq * (double)c->max_seq * 4.0;
-    if (scores > 0x1p50 || (double)c->max_batch * (double)c->n_head > 0x1p31 - 1)
+    /* The saved state grows as T·(nh·4 + C·es): refuse what no address space
+     * holds; B·nh is a CUDA grid dimension (< 2^31). */
+    const double tokens = (double)c->max_batch * (double)c->max_seq;
+    const double saved = tokens * ((double)c->n_head * 4.0 + (double)(c->n_head * c->head_dim) * 4.0);
+    if (saved > 0x1p40 || (double)c->max_batch * (double)c->n_head > 0x1p31 - 1)
         return f8i_error(ctx, F8_ERR_SHAPE,
-                         "%s: max_batch %lld · n_head %lld · max_seq %lld² is too large (FP32 scores of %.3g bytes)", fn,
-                         (long long)c->max_batch, (long long)c->n_head, (long long)c->max_seq, scores);
+                         "%s: max_batch %lld · max_seq %lld tokens with n_head %lld is too large (saved state of %.3g bytes, "
+                         "or max_batch · n_head >= 2^31)",
+                         fn, (long long)c->max_batch, (long long)c->max_seq, (long long)c->n_head, saved);
     if (c->dtype != F8_DTYPE_FP32 && c->dtype != F8_DTYPE_BF16)
         return f8i_error(ctx, F8_ERR_DTYPE, "%s: dtype must be fp32 or bf16, not %s", fn, f8_dtype_name(c->dtype));
     return F8_OK;
@@ -101,11 +99,9 @@ f8_status f8_attention_create(f8_ctx *ctx, const f8_attention_config *config, f8
     a->ctx = ctx;
     a->cfg = *config;
     a->scale = 1.0f / sqrtf((float)config->head_dim);
-    st = f8i_scratch_reserve(ctx, scratch_bytes(config, config->max_batch, config->max_seq));
-    if (st == F8_OK) {
-        f8i_attn_state_args sa = {&a->be_state};
-        st = ctx->be->train_op(ctx, F8I_ATTN_STATE_CREATE, &sa, sizeof sa);
-    }
+    a->scale_log2 = a->scale * 1.44269504088896341f; /* one FP32 rounding: attention.h's c2 */
+    st = f8i_scratch_reserve(ctx, f8i_attn_scratch_bytes(config->max_batch * config->max_seq, config->max_seq,
+                                                         config->n_head));
     if (st != F8_OK) {
         free(a);
         return st;
@@ -121,8 +117,6 @@ void f8_attention_destroy(f8_attention *a)
         if (a->ctx->capture_error == F8_OK) a->ctx->capture_error = F8_ERR_STATE;
         (void)f8i_error(a->ctx, F8_ERR_STATE, "f8_attention_destroy while capturing a graph: the capture is spoiled");
     }
-    f8i_attn_state_args sa = {&a->be_state};
-    (void)a->ctx->be->train_op(a->ctx, F8I_ATTN_STATE_DESTROY, &sa, sizeof sa);
     free(a);
 }
 
@@ -136,12 +130,15 @@ f8_status f8_attention_saved_create(f8_attention *a, f8_attention_saved **out)
     f8_attention_saved *s = (f8_attention_saved *)calloc(1, sizeof *s);
     if (!s) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "f8_attention_saved_create: out of host memory");
     const f8_attention_config *c = &a->cfg;
-    const size_t bytes = (size_t)(c->max_batch * c->n_head * c->max_seq) * (size_t)c->max_seq * f8_dtype_size(c->dtype);
-    f8_status st = f8i_alloc(ctx, F8_MEM_SAVED_ACTIVATIONS, NULL, bytes, &s->p);
+    const int64_t T = c->max_batch * c->max_seq;
+    f8_status st = f8i_alloc(ctx, F8_MEM_SAVED_ACTIVATIONS, NULL, f8i_attn_saved_bytes(T, c->n_head, c->head_dim, c->dtype),
+                             &s->mem);
     if (st != F8_OK) {
         free(s);
         return st;
     }
+    s->lse = (float *)s->mem;
+    s->o = (unsigned char *)s->mem + f8i_attn_lse_bytes(T, c->n_head);
     s->owner = a;
     s->ctx = ctx;
     *out = s;
@@ -151,7 +148,7 @@ f8_status f8_attention_saved_create(f8_attention *a, f8_attention_saved **out)
 void f8_attention_saved_destroy(f8_attention_saved *s)
 {
     if (!s) return;
-    f8i_free(s->ctx, s->p);
+    f8i_free(s->ctx, s->mem);
     free(s);
 }
 
@@ -177,14 +174,12 @@ static int overlap(const void *p, size_t n, const void *q, size_t m)
     return n && m && a < b + m && b < a + n;
 }
 
-/* The per-call scratch carve (attention.h). */
-static void carve(f8_attention *a, int64_t batch, int64_t seq, void **heads, float **s, void **ws)
+/* The per-call scratch carve (attention.h): D, then the two rows. */
+static void carve(f8_attention *a, int64_t batch, int64_t seq, float **d, float **rows)
 {
     unsigned char *base = (unsigned char *)a->ctx->scratch;
-    const int64_t T = batch * seq;
-    *ws = base;
-    *heads = base + F8I_ATTN_WORKSPACE_BYTES;
-    *s = (float *)(base + F8I_ATTN_WORKSPACE_BYTES + f8i_attn_heads_bytes(T, a->cfg.n_head, a->cfg.head_dim, a->cfg.dtype));
+    *d = (float *)base;
+    *rows = (float *)(base + f8i_attn_d_bytes(batch * seq, a->cfg.n_head));
 }
 
 f8_status f8_attention_forward(f8_attention *a, const f8_tensor *qkv, int64_t batch, int64_t seq, f8_tensor *y,
@@ -211,18 +206,19 @@ f8_status f8_attention_forward(f8_attention *a, const f8_tensor *qkv, int64_t ba
     if (T > 0) {
         f8i_attn_fwd_args args;
         memset(&args, 0, sizeof args); /* recorded byte for byte while capturing */
-        args.state = a->be_state;
         args.batch = batch;
         args.seq = seq;
         args.n_head = c->n_head;
         args.head_dim = c->head_dim;
         args.dtype = c->dtype;
         args.scale = a->scale;
+        args.scale_log2 = a->scale_log2;
         args.qkv = qkv->data;
         args.y = y->data;
-        args.p = saved ? saved->p : NULL;
-        args.workspace_bytes = F8I_ATTN_WORKSPACE_BYTES;
-        carve(a, batch, seq, &args.heads, &args.s, &args.workspace);
+        args.o = saved ? saved->o : NULL;
+        args.lse = saved ? saved->lse : NULL;
+        float *d_unused = NULL;
+        carve(a, batch, seq, &d_unused, &args.rows);
         st = ctx->be->train_op(ctx, F8I_ATTN_FORWARD, &args, sizeof args);
         if (st != F8_OK) return st;
     }
@@ -258,18 +254,18 @@ f8_status f8_attention_backward(f8_attention *a, f8_attention_saved *saved, cons
 
     f8i_attn_bwd_args args;
     memset(&args, 0, sizeof args);
-    args.state = a->be_state;
     args.batch = saved->batch;
     args.seq = saved->seq;
     args.n_head = c->n_head;
     args.head_dim = c->head_dim;
     args.dtype = c->dtype;
     args.scale = a->scale;
+    args.scale_log2 = a->scale_log2;
     args.qkv = saved->qkv;
-    args.p = saved->p;
+    args.o = saved->o;
+    args.lse = saved->lse;
     args.dy = dy->data;
     args.dqkv = dqkv->data;
-    args.workspace_bytes = F8I_ATTN_WORKSPACE_BYTES;
-    carve(a, saved->batch, saved->seq, &args.heads, &args.s, &args.workspace);
+    carve(a, saved->batch, saved->seq, &args.d, &args.rows);
     return ctx->be->train_op(ctx, F8I_ATTN_BACKWARD, &args, sizeof args);
 }

@@ -1,32 +1,47 @@
 /*
  * attention.h — the attention family of training ops: kinds
  * F8I_TRAIN_ATTENTION_FIRST + k of f8i_backend.train_op, their args, and the
- * scratch layout attention.c carves for them. Included from C and CUDA.
+ * saved-state and scratch layouts attention.c carves for them. Included from
+ * C and CUDA.
  *
- * Design note. Per (sequence b, head h) with S tokens, head dim hd, scale
- * c = 1/sqrtf(hd) (FP32, computed once on the host), the ops compute
- *   forward   s[i, j]  = Σ_d q[i, d]·k[j, d]                (FP32)
- *             P[i, j]  = j <= i ? exp(c·s[i, j] - m_i) / l_i : 0   (stored in dtype)
- *                        m_i = max_{j<=i} c·s[i, j], l_i = Σ_{j<=i} exp(c·s[i, j] - m_i)
- *             y[i, d]  = Σ_j P[i, j]·v[j, d]                (dtype)
- *   backward  dP[i, j] = Σ_d dy[i, d]·v[j, d]               (FP32)
- *             dv[j, d] = Σ_i P[i, j]·dy[i, d]
- *             dS[i, j] = j <= i ? P[i, j]·(dP[i, j] - Σ_{j'} P[i, j']·dP[i, j'])·c : 0   (stored in dtype)
- *             dq[i, d] = Σ_j dS[i, j]·k[j, d],  dk[j, d] = Σ_i dS[i, j]·q[i, d]
- * with c·s, expf, the sum l and P = e·(1/l) in FP32. Every stored
- * intermediate (P, dS) is rounded to the dtype, so the CPU reference and
- * the CUDA GEMMs multiply the same values; they differ by summation order
- * and expf's last bits only. q, k, v are read from qkv
- * [B·S, 3C] (head h at columns h·hd of each third); the backward reads the
- * forward's qkv again (the caller keeps it unchanged) and its saved P.
+ * Design note: what is computed. Per (sequence b, head h) with S tokens,
+ * head dim hd, c = 1/sqrtf(hd) and c2 = c·log2(e) (both FP32, made once on
+ * the host; c2 = FP32(c · 1.44269504f)), for rows i and keys j <= i:
+ *   forward   s[i, j] = Σ_d q[i, d]·k[j, d]                      (FP32 sum)
+ *             m_i     = max_{j<=i} s[i, j]                       (raw scores: c2 > 0)
+ *             p[i, j] = exp2((s[i, j] - m_i)·c2)                 (FP32, unnormalized)
+ *             l_i     = Σ_{j<=i} p[i, j]                         (FP32)
+ *             y[i, :] = (Σ_{j<=i} dt(p[i, j])·v[j, :]) · (1/l_i) (FP32 sum, product, one rounding to dt)
+ *             L_i     = m_i + log2(l_i)/c2                       (FP32, saved: raw-score units)
+ *   backward  P[i, j]  = exp2((s[i, j] - L_i)·c2)   = p/l, recomputed from L
+ *             dP[i, j] = Σ_d dy[i, d]·v[j, d]                    (FP32)
+ *             D_i      = Σ_d dy[i, d]·y[i, d]                    (FP32; y the stored output)
+ *             dS[i, j] = dt(P·(dP - D_i)·c)                      (FP32 ops in this order, then rounded)
+ *             dv[j, :] = Σ_{i>=j} dt(P[i, j])·dy[i, :],  dk[j, :] = Σ_{i>=j} dS[i, j]·q[i, :],
+ *             dq[i, :] = Σ_{j<=i} dS[i, j]·k[j, :]               (FP32 sums, one rounding to dt)
+ * where dt(x) rounds to the dtype (BF16: nearest even; FP32: x). The
+ * subtraction comes before the scale so that the largest score of a row
+ * gives exp2(0) = 1 exactly (S = 1 is then exact: y = v, dq = dk = 0).
+ * Both backends follow these formulas; what they may differ in is the order
+ * of each sum, exp2/log2's last bits, and one thing the flash kernels do by
+ * design: the CUDA BF16 fast path takes m_i as a running maximum over blocks
+ * of 64 keys, so it rounds p relative to that running maximum and rescales
+ * its FP32 sums by exp2((m_old - m_new)·c2) when the maximum grows (the
+ * online softmax). Either way p is rounded once to the dtype before its
+ * product, so the two agree to about one BF16 rounding of p per term.
  *
- * Every pointer in a forward/backward args struct is backend memory, except
- * `state`, a host pointer owned by the f8_attention object (the CUDA backend's
- * cuBLASLt handle and plan cache; NULL on the CPU), which lives as long as
- * the object: replaying recorded args is therefore exact. STATE_CREATE and
- * STATE_DESTROY are object set-up/tear-down, not work: they issue nothing and
- * count no launch. Create is refused while capturing a graph; a destroy
- * during a capture spoils it (attention.c), so neither is ever replayed.
+ * Saved state (per f8_attention_saved, sized for max_batch, max_seq): L
+ * (FP32 [B·nh, S]) and O, a copy of y ([B·S, C] dtype) that the forward
+ * writes beside y, so the backward's D does not depend on the caller
+ * keeping y. Together T·(nh·4 + C·es) bytes, O(T·C) where the old saved
+ * probabilities were O(B·nh·S²). The forward's qkv is not copied: the
+ * caller keeps it until backward (f8.h says so).
+ *
+ * Scratch (ctx->scratch, reserved at create for max_batch, max_seq, carved
+ * per call): D (FP32 [B·nh, S], the backward's row sums: written by its
+ * first CUDA kernel, read by its second) and two FP32 rows of S (the CPU
+ * reference's row buffers). Every pointer in an args struct is backend
+ * memory and lives as long as its object, so recorded args replay exactly.
  */
 #ifndef F8_ATTENTION_H
 #define F8_ATTENTION_H
@@ -38,62 +53,54 @@ extern "C" {
 #endif
 
 enum {
-    F8I_ATTN_STATE_CREATE = F8I_TRAIN_ATTENTION_FIRST + 0,  /* f8i_attn_state_args */
-    F8I_ATTN_STATE_DESTROY = F8I_TRAIN_ATTENTION_FIRST + 1, /* f8i_attn_state_args */
-    F8I_ATTN_FORWARD = F8I_TRAIN_ATTENTION_FIRST + 2,       /* f8i_attn_fwd_args */
-    F8I_ATTN_BACKWARD = F8I_TRAIN_ATTENTION_FIRST + 3       /* f8i_attn_bwd_args */
+    F8I_ATTN_FORWARD = F8I_TRAIN_ATTENTION_FIRST + 0, /* f8i_attn_fwd_args */
+    F8I_ATTN_BACKWARD = F8I_TRAIN_ATTENTION_FIRST + 1 /* f8i_attn_bwd_args */
 };
-
-/* CREATE: *state = the backend's per-object state (or NULL); DESTROY: frees
- * *state and sets it to NULL (NULL is a no-op). */
-typedef struct f8i_attn_state_args {
-    void **state;
-} f8i_attn_state_args;
-
-/* The cuBLASLt workspace at the start of the scratch (CUDA; the CPU ignores it). */
-#define F8I_ATTN_WORKSPACE_BYTES ((size_t)32 << 20)
 
 /* One forward over B = batch sequences of S = seq tokens (B·S >= 1). */
 typedef struct f8i_attn_fwd_args {
-    void *state;               /* host: the backend's per-object state (see above) */
     int64_t batch, seq, n_head, head_dim;
-    f8_dtype dtype;            /* FP32 or BF16: qkv, y, P */
-    float scale;               /* 1/sqrtf(head_dim) */
+    f8_dtype dtype;            /* FP32 or BF16: qkv, y, o */
+    float scale;               /* c = 1/sqrtf(head_dim) */
+    float scale_log2;          /* c2 = c·log2(e) */
     const void *qkv;           /* (B·S, 3C) */
     void *y;                   /* (B·S, C) */
-    void *p;                   /* (B·nh, S, S) saved probabilities, or NULL (inference) */
-    void *heads;               /* scratch (4, B·nh, S, hd) dtype: q, k, v, o head-major */
-    float *s;                  /* scratch (B·nh, S, S) FP32 scores */
-    void *workspace;           /* scratch (workspace_bytes) for cuBLASLt */
-    size_t workspace_bytes;
+    void *o;                   /* (B·S, C) saved copy of y, or NULL (inference: with lse) */
+    float *lse;                /* (B·nh, S) saved L, or NULL */
+    float *rows;               /* scratch (2, S) FP32 (CPU) */
 } f8i_attn_fwd_args;
 
-/* One backward of the forward that filled p (same B, S, qkv). */
+/* One backward of the forward that filled o and lse (same B, S, qkv). */
 typedef struct f8i_attn_bwd_args {
-    void *state;
     int64_t batch, seq, n_head, head_dim;
-    f8_dtype dtype;            /* qkv, p, dy, dqkv */
-    float scale;
+    f8_dtype dtype;            /* qkv, o, dy, dqkv */
+    float scale, scale_log2;
     const void *qkv;           /* (B·S, 3C) the forward's input */
-    const void *p;             /* (B·nh, S, S) the forward's probabilities */
+    const void *o;             /* (B·S, C) the forward's output (saved copy) */
+    const float *lse;          /* (B·nh, S) the forward's L */
     const void *dy;            /* (B·S, C) */
     void *dqkv;                /* (B·S, 3C) overwritten; overlaps neither qkv nor dy */
-    void *heads;               /* scratch (7, B·nh, S, hd) dtype: q, k, v, dO, dq, dk, dv */
-    float *s;                  /* scratch (B·nh, S, S) FP32: dP, then dS in place */
-    void *workspace;
-    size_t workspace_bytes;
+    float *d;                  /* scratch (B·nh, S) FP32: D */
+    float *rows;               /* scratch (2, S) FP32 (CPU) */
 } f8i_attn_bwd_args;
 
-/* Scratch bytes of one call over `tokens` = B·S tokens of S: the workspace,
- * 7 head-major [B·nh, S, hd] buffers (the backward's; the forward uses 4) and
- * the FP32 scores [B·nh, S, S], each part 256-byte aligned. */
-static inline size_t f8i_attn_heads_bytes(int64_t tokens, int64_t n_head, int64_t head_dim, f8_dtype dtype)
+/* Saved-state bytes for `tokens` = B·S: L, then O at the next 256 bytes. */
+static inline size_t f8i_attn_lse_bytes(int64_t tokens, int64_t n_head)
 {
-    return f8i_align256(7u * (size_t)tokens * (size_t)n_head * (size_t)head_dim * f8_dtype_size(dtype));
+    return f8i_align256((size_t)tokens * (size_t)n_head * sizeof(float));
 }
-static inline size_t f8i_attn_scores_bytes(int64_t tokens, int64_t seq, int64_t n_head)
+static inline size_t f8i_attn_saved_bytes(int64_t tokens, int64_t n_head, int64_t head_dim, f8_dtype dtype)
 {
-    return f8i_align256((size_t)tokens * (size_t)n_head * (size_t)seq * sizeof(float));
+    return f8i_attn_lse_bytes(tokens, n_head) + (size_t)tokens * (size_t)(n_head * head_dim) * f8_dtype_size(dtype);
+}
+/* Scratch bytes of one call: D, then the two rows at the next 256 bytes. */
+static inline size_t f8i_attn_d_bytes(int64_t tokens, int64_t n_head)
+{
+    return f8i_align256((size_t)tokens * (size_t)n_head * sizeof(float));
+}
+static inline size_t f8i_attn_scratch_bytes(int64_t tokens, int64_t seq, int64_t n_head)
+{
+    return f8i_attn_d_bytes(tokens, n_head) + f8i_align256(2u * (size_t)seq * sizeof(float));
 }
 
 #ifdef __cplusplus

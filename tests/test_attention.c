@@ -12,7 +12,8 @@
  *    independence across sequence lengths, all bit for bit;
  *  - S = 1 exactly (y = v, dq = dk = 0, dv = dy); inference (saved NULL)
  *    bitwise the training forward; saved states in flight and reused;
- *    determinism; launch, allocation and memory counters;
+ *    determinism; launch, allocation and memory counters (the saved state
+ *    is L and a copy of y: O(T·C));
  *  - bad arguments: a clear status, the outputs and counters untouched;
  *  - a graph: forward + backward captured after a warm-up and replayed over
  *    new inputs, bitwise the eager result.
@@ -205,9 +206,10 @@ static const char *dt_name(f8_dtype dt) { return f8_dtype_name(dt); }
 /* ---- tests -------------------------------------------------------------------- */
 
 /* Library vs FP64 reference. Tolerances (relative Frobenius): FP32 5e-6 —
- * the only rounding is FP32's (scores, P, dP, dS, outputs, expf); BF16 1.5e-2
- * for y and 3e-2 for dqkv — P, y, dS and the gradients are rounded to BF16
- * (2^-9 relative each), dS after the cancellation dP - Σ P·dP. */
+ * the only rounding is FP32's (scores, p, l, L, dP, D, dS, outputs, exp2f);
+ * BF16 1.5e-2 for y and 3e-2 for dqkv — p, y, dS and the gradients are
+ * rounded to BF16 (2^-9 relative each), dS after the cancellation dP - D
+ * with D made from the rounded y. */
 static void test_reference(f8_ctx *ctx, f8_dtype dt)
 {
     static const shape shapes[] = {{1, 1, 1, 1}, {2, 1, 3, 4}, {1, 7, 1, 1}, {2, 7, 3, 5},  {3, 13, 2, 8},
@@ -426,7 +428,9 @@ static void test_saved_and_counters(f8_ctx *ctx, f8_dtype dt)
     CHECK_OK(ctx, f8_attention_saved_create(a, &s1));
     CHECK_OK(ctx, f8_attention_saved_create(a, &s2));
     CHECK_OK(ctx, f8_ctx_memory(ctx, &m1));
-    const size_t p_bytes = (size_t)(sh.B * sh.nh * sh.S * sh.S) * es;
+    /* L (FP32 per row and head, 256-aligned) and the copy of y: O(T·C), no S² */
+    const size_t lse_bytes = ((size_t)(sh.B * sh.S * sh.nh) * 4 + 255) / 256 * 256;
+    const size_t p_bytes = lse_bytes + (size_t)(sh.B * sh.S * sh.nh * sh.hd) * es;
     CHECK(m1.bytes[F8_MEM_SAVED_ACTIVATIONS] - m0.bytes[F8_MEM_SAVED_ACTIVATIONS] == 2 * p_bytes,
           "%s: two saved states added %zu saved-activation bytes, expected 2 x %zu", dt_name(dt),
           m1.bytes[F8_MEM_SAVED_ACTIVATIONS] - m0.bytes[F8_MEM_SAVED_ACTIVATIONS], p_bytes);
@@ -492,7 +496,7 @@ static void test_bad_arguments(f8_ctx *ctx)
     CHECK_STATUS(ctx, f8_attention_create(ctx, &bad, &a), F8_ERR_SHAPE);
     bad = cfg;
     bad.max_batch = 1 << 20;
-    bad.max_seq = 1 << 20; /* P of 2^60 elements */
+    bad.max_seq = 1 << 20; /* 2^40 tokens: a saved state of ~2^45 bytes, over the 2^40 limit */
     CHECK_STATUS(ctx, f8_attention_create(ctx, &bad, &a), F8_ERR_SHAPE);
     bad = cfg;
     bad.dtype = F8_DTYPE_E4M3;

@@ -3,14 +3,16 @@
  * loops over sequences, heads and rows, the oracle the CUDA backend is
  * tested against.
  *
- * Design note. Each dot product is one double accumulator, rounded to FP32
- * where attention.h says the CUDA GEMM writes FP32 (scores, dP) and to the
- * dtype where it writes the dtype (P, y, dS, dq, dk, dv), so both backends
- * multiply the same values and differ only in summation order. The softmax
- * statistics are FP32 (max, expf, 1/l), its sum a double rounded to FP32.
- * The backward reads the saved P and recomputes nothing of the softmax.
- * Scratch: only s, as one [S, S] FP32 block per (b, h) (the backward's dS) or
- * one row (the forward's probabilities when nothing is saved).
+ * Design note. attention.h's formulas, one row (or one key) at a time. Each
+ * dot product and each output sum is one double accumulator rounded to FP32
+ * where the GPU's tensor cores sum in FP32 (s, dP, D, y before 1/l, dq, dk,
+ * dv), so the two backends see the same values and differ only in summation
+ * order and exp2f's last bits. The softmax is FP32 as documented: m over the
+ * whole row, p = exp2f((s - m)·c2), l an FP32 sum in key order, p rounded to
+ * the dtype before its product with v. The backward recomputes P from the
+ * saved L, dq row by row and dk, dv key by key (each pair's s and dP are
+ * computed twice, as the GPU does; no S×S matrix is ever held). Scratch: the
+ * two rows of S floats attention.h carves.
  */
 #include <math.h>
 #include <stddef.h>
@@ -34,97 +36,115 @@ static void store(void *p, f8_dtype dt, int64_t i, float v)
 /* v as the dtype would store it. */
 static float round_to(f8_dtype dt, float v) { return dt == F8_DTYPE_BF16 ? f8i_bf16_to_float(f8i_bf16_from_float(v)) : v; }
 
+/* One (sequence, head) of a call: element offsets of its q, k, v columns in
+ * qkv, its y/dy/o columns, and its L/D rows. */
+typedef struct head_view {
+    int64_t S, hd, ld3, ld1; /* ld3 = 3C, ld1 = C */
+    int64_t q, k, v, y, lse;
+    f8_dtype dt;
+} head_view;
+
+static head_view view_of(int64_t b, int64_t h, int64_t S, int64_t nh, int64_t hd, f8_dtype dt)
+{
+    const int64_t C = nh * hd;
+    head_view v;
+    v.S = S, v.hd = hd, v.ld3 = 3 * C, v.ld1 = C, v.dt = dt;
+    v.q = b * S * 3 * C + h * hd;
+    v.k = v.q + C;
+    v.v = v.q + 2 * C;
+    v.y = b * S * C + h * hd;
+    v.lse = (b * nh + h) * S;
+    return v;
+}
+
+/* FP32 of the double sum Σ_d x[xo + d]·y[yo + d]. */
+static float dot(const void *x, int64_t xo, const void *y, int64_t yo, int64_t n, f8_dtype dt)
+{
+    double acc = 0.0;
+    for (int64_t d = 0; d < n; d++) acc += (double)load(x, dt, xo + d) * load(y, dt, yo + d);
+    return (float)acc;
+}
+
 static f8_status forward(f8_ctx *ctx, const f8i_attn_fwd_args *a)
 {
-    const int64_t B = a->batch, S = a->seq, nh = a->n_head, hd = a->head_dim, C = nh * hd;
+    const int64_t B = a->batch, S = a->seq, nh = a->n_head, hd = a->head_dim;
     const f8_dtype dt = a->dtype;
+    const float c2 = a->scale_log2;
+    float *srow = a->rows, *prow = a->rows + S; /* c·s is never formed: raw s, then p rounded to dt */
     F8I_COUNT_LAUNCHES(ctx, 1);
     for (int64_t b = 0; b < B; b++) {
         for (int64_t h = 0; h < nh; h++) {
-            const int64_t bh = b * nh + h;
+            const head_view w = view_of(b, h, S, nh, hd, dt);
             for (int64_t i = 0; i < S; i++) {
-                /* q at row t_i, column h·hd; k and v C and 2C further. */
-                const int64_t qi = (b * S + i) * 3 * C + h * hd;
-                float *prow = a->p ? NULL : a->s; /* the row when nothing is saved */
                 float m = -INFINITY;
                 for (int64_t j = 0; j <= i; j++) {
-                    const int64_t kj = (b * S + j) * 3 * C + C + h * hd;
-                    double acc = 0.0;
-                    for (int64_t d = 0; d < hd; d++) acc += (double)load(a->qkv, dt, qi + d) * load(a->qkv, dt, kj + d);
-                    const float x = (float)acc * a->scale;
-                    a->s[j] = x; /* c·s[i, j] for this row */
-                    if (x > m) m = x;
+                    srow[j] = dot(a->qkv, w.q + i * w.ld3, a->qkv, w.k + j * w.ld3, hd, dt);
+                    if (srow[j] > m) m = srow[j];
                 }
-                double l = 0.0;
-                for (int64_t j = 0; j <= i; j++) l += expf(a->s[j] - m);
-                const float inv = 1.0f / (float)l;
-                for (int64_t j = 0; j < S; j++) {
-                    const float pv = j <= i ? round_to(dt, expf(a->s[j] - m) * inv) : 0.0f;
-                    if (prow)
-                        prow[j] = pv; /* overwrites the x it was made from (j-th) only */
-                    else
-                        store(a->p, dt, (bh * S + i) * S + j, pv);
+                float l = 0.0f;
+                for (int64_t j = 0; j <= i; j++) {
+                    const float p = exp2f((srow[j] - m) * c2);
+                    l += p;
+                    prow[j] = round_to(dt, p);
                 }
+                const float inv = 1.0f / l;
                 for (int64_t d = 0; d < hd; d++) {
                     double acc = 0.0;
-                    for (int64_t j = 0; j <= i; j++) {
-                        const float pv = prow ? prow[j] : load(a->p, dt, (bh * S + i) * S + j);
-                        acc += (double)pv * load(a->qkv, dt, (b * S + j) * 3 * C + 2 * C + h * hd + d);
-                    }
-                    store(a->y, dt, (b * S + i) * C + h * hd + d, (float)acc);
+                    for (int64_t j = 0; j <= i; j++) acc += (double)prow[j] * load(a->qkv, dt, w.v + j * w.ld3 + d);
+                    const float yv = (float)acc * inv;
+                    store(a->y, dt, w.y + i * w.ld1 + d, yv);
+                    if (a->o) store(a->o, dt, w.y + i * w.ld1 + d, yv);
                 }
+                if (a->lse) a->lse[w.lse + i] = m + log2f(l) / c2;
             }
         }
     }
     return F8_OK;
 }
 
+/* dS of the pair (i, j) and P rounded to dt (attention.h). */
+static float pair_grad(const f8i_attn_bwd_args *a, const head_view *w, int64_t i, int64_t j, float *p_dt)
+{
+    const f8_dtype dt = w->dt;
+    const float s = dot(a->qkv, w->q + i * w->ld3, a->qkv, w->k + j * w->ld3, w->hd, dt);
+    const float dp = dot(a->dy, w->y + i * w->ld1, a->qkv, w->v + j * w->ld3, w->hd, dt);
+    const float p = exp2f((s - a->lse[w->lse + i]) * a->scale_log2);
+    *p_dt = round_to(dt, p);
+    return round_to(dt, p * (dp - a->d[w->lse + i]) * a->scale);
+}
+
 static f8_status backward(f8_ctx *ctx, const f8i_attn_bwd_args *a)
 {
-    const int64_t B = a->batch, S = a->seq, nh = a->n_head, hd = a->head_dim, C = nh * hd;
+    const int64_t B = a->batch, S = a->seq, nh = a->n_head, hd = a->head_dim;
     const f8_dtype dt = a->dtype;
+    float *prow = a->rows, *dsrow = a->rows + S;
     F8I_COUNT_LAUNCHES(ctx, 1);
     for (int64_t b = 0; b < B; b++) {
         for (int64_t h = 0; h < nh; h++) {
-            const int64_t bh = b * nh + h;
-            const void *qkv = a->qkv;
-#define Q(i, d) load(qkv, dt, (b * S + (i)) * 3 * C + h * hd + (d))
-#define K(i, d) load(qkv, dt, (b * S + (i)) * 3 * C + C + h * hd + (d))
-#define V(i, d) load(qkv, dt, (b * S + (i)) * 3 * C + 2 * C + h * hd + (d))
-#define DY(i, d) load(a->dy, dt, (b * S + (i)) * C + h * hd + (d))
-#define P(i, j) load(a->p, dt, (bh * S + (i)) * S + (j))
-            float *ds = a->s; /* [S, S]: dS[i, j] for j <= i */
+            const head_view w = view_of(b, h, S, nh, hd, dt);
+            for (int64_t i = 0; i < S; i++) a->d[w.lse + i] = dot(a->dy, w.y + i * w.ld1, a->o, w.y + i * w.ld1, hd, dt);
+            /* dq, row by row over keys j <= i */
             for (int64_t i = 0; i < S; i++) {
-                double dot = 0.0;
-                for (int64_t j = 0; j <= i; j++) {
-                    double acc = 0.0;
-                    for (int64_t d = 0; d < hd; d++) acc += (double)DY(i, d) * V(j, d);
-                    ds[i * S + j] = (float)acc; /* dP, FP32 */
-                    dot += (double)P(i, j) * ds[i * S + j];
-                }
-                const float dotf = (float)dot;
-                for (int64_t j = 0; j <= i; j++) ds[i * S + j] = round_to(dt, P(i, j) * (ds[i * S + j] - dotf) * a->scale);
-            }
-            for (int64_t j = 0; j < S; j++) {
+                for (int64_t j = 0; j <= i; j++) dsrow[j] = pair_grad(a, &w, i, j, &prow[j]);
                 for (int64_t d = 0; d < hd; d++) {
-                    double dq = 0.0, dk = 0.0, dv = 0.0;
-                    /* row j of dq sums over keys j' <= j; dk and dv of key j over queries i >= j */
-                    for (int64_t jj = 0; jj <= j; jj++) dq += (double)ds[j * S + jj] * K(jj, d);
-                    for (int64_t i = j; i < S; i++) {
-                        dk += (double)ds[i * S + j] * Q(i, d);
-                        dv += (double)P(i, j) * DY(i, d);
-                    }
-                    const int64_t row = (b * S + j) * 3 * C + h * hd + d;
-                    store(a->dqkv, dt, row, (float)dq);
-                    store(a->dqkv, dt, row + C, (float)dk);
-                    store(a->dqkv, dt, row + 2 * C, (float)dv);
+                    double acc = 0.0;
+                    for (int64_t j = 0; j <= i; j++) acc += (double)dsrow[j] * load(a->qkv, dt, w.k + j * w.ld3 + d);
+                    store(a->dqkv, dt, w.q + i * w.ld3 + d, (float)acc);
                 }
             }
-#undef Q
-#undef K
-#undef V
-#undef DY
-#undef P
+            /* dk and dv, key by key over queries i >= j */
+            for (int64_t j = 0; j < S; j++) {
+                for (int64_t i = j; i < S; i++) dsrow[i] = pair_grad(a, &w, i, j, &prow[i]);
+                for (int64_t d = 0; d < hd; d++) {
+                    double dk = 0.0, dv = 0.0;
+                    for (int64_t i = j; i < S; i++) {
+                        dk += (double)dsrow[i] * load(a->qkv, dt, w.q + i * w.ld3 + d);
+                        dv += (double)prow[i] * load(a->dy, dt, w.y + i * w.ld1 + d);
+                    }
+                    store(a->dqkv, dt, w.k + j * w.ld3 + d, (float)dk);
+                    store(a->dqkv, dt, w.v + j * w.ld3 + d, (float)dv);
+                }
+            }
         }
     }
     return F8_OK;
@@ -133,8 +153,6 @@ static f8_status backward(f8_ctx *ctx, const f8i_attn_bwd_args *a)
 f8_status f8i_cpu_attention_op(f8_ctx *ctx, int kind, const void *args)
 {
     switch (kind) {
-    case F8I_ATTN_STATE_CREATE: *((const f8i_attn_state_args *)args)->state = NULL; return F8_OK;
-    case F8I_ATTN_STATE_DESTROY: return F8_OK;
     case F8I_ATTN_FORWARD: return forward(ctx, (const f8i_attn_fwd_args *)args);
     case F8I_ATTN_BACKWARD: return backward(ctx, (const f8i_attn_bwd_args *)args);
     default: return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "train op %d: not an attention op", kind);

@@ -1,0 +1,326 @@
+/*
+ * attention_bwd.cu — the fused causal attention backward for BF16 with
+ * head_dim 64 or 128: FlashAttention-2's backward on mma.sync tensor cores,
+ * made deterministic by splitting it in two kernels instead of adding dq
+ * with atomics.
+ *
+ * Design note. Both kernels recompute P = exp2((s - L)·c2) from the saved L
+ * (attention.h), so nothing S×S is ever stored; the price is that s and dP
+ * of each (query, key) pair are computed twice, 7 products where the atomic
+ * FlashAttention-2 backward has 5.
+ *  - dq_kernel, first: one block per (b, h, 128 query rows), 8 warps × 16
+ *    rows, walking key blocks of 64 up to the diagonal (k, v double-buffered
+ *    by cp.async, as the forward). Per key block a warp computes s = q·kᵀ and
+ *    dP = dy·vᵀ (q and dy fragments from shared memory), dS = P·(dP - D)·c,
+ *    and dq += dS·k with dS, packed to BF16, as the A operand straight from
+ *    registers. Before its loop each warp computes D = Σ dy·O for its 16 rows
+ *    (two lanes a row, 16-byte loads) and writes it to the scratch for the
+ *    second kernel.
+ *  - dkv_kernel, second: one block per (b, h, 128 keys), 8 warps × 16 keys,
+ *    walking query blocks (64 rows for HD 64, 32 for HD 128, so that dk, dv,
+ *    sᵀ and dPᵀ fit in registers) from its diagonal to the end, q, dy, L and
+ *    D of the next block loaded during the current one. Per query block a
+ *    warp computes sᵀ = k·qᵀ and dPᵀ = v·dyᵀ (k, v fragments from shared
+ *    memory), Pᵀ and dSᵀ, then dv += dt(Pᵀ)·dy and dk += dSᵀ·q, again with
+ *    the A operands from the score registers.
+ * A warp skips the blocks its rows (keys) are entirely masked from. Every
+ * gradient element is one FP32 accumulator summed in a fixed order and
+ * rounded to BF16 once (staged through the warp's own rows of a tile, then
+ * 16-byte stores into dqkv's q, k or v third): deterministic, no atomics.
+ * The longest blocks start first (dq: the last query blocks; dk/dv: the first
+ * key blocks). Rows past S are zero-filled, so their P is finite and their
+ * dS and contributions are exactly 0.
+ */
+#include <cuda_runtime.h>
+
+#include "attention_common.cuh"
+
+#define DQ_BR 128  /* dq: query rows per block (8 warps × 16) */
+#define DQ_BC 64   /* dq: keys per key block */
+#define KV_BC 128  /* dk/dv: keys per block (8 warps × 16) */
+
+template <int HD>
+struct dq_smem {
+    static constexpr int Q_BYTES = DQ_BR * HD * 2, KV_BYTES = DQ_BC * HD * 2;
+    static constexpr int BYTES = 2 * Q_BYTES + 4 * KV_BYTES; /* q, dy, k[2], v[2] */
+};
+
+template <int HD>
+struct kv_smem {
+    static constexpr int BR = HD == 64 ? 64 : 32; /* query rows per step */
+    static constexpr int KV_BYTES = KV_BC * HD * 2, Q_BYTES = BR * HD * 2;
+    static constexpr int BYTES = 2 * KV_BYTES + 4 * Q_BYTES + 4 * BR * 4; /* k, v, q[2], dy[2], L[2], D[2] */
+};
+
+/* Grid: (B·nh, ceil(S/128)); block ATT_THREADS. Block (bh, y) owns query rows
+ * 128·(gridDim.y - 1 - y) + [0, 128) of pair bh, warp w 16 of them; fragment
+ * ownership as the forward's (lane 4g + t: rows g, g + 8; columns 2t, 2t + 1). */
+template <int HD>
+static __global__ void __launch_bounds__(ATT_THREADS, 1) dq_kernel(att_fast_args a)
+{
+    extern __shared__ __align__(128) unsigned char smem[];
+    typedef dq_smem<HD> L;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int S = a.seq;
+    const int64_t bh = blockIdx.x, b = bh / a.n_head, h = bh - b * a.n_head, ld = 3 * a.C;
+    const int q0 = (int)(gridDim.y - 1 - blockIdx.y) * DQ_BR;
+    const uint16_t *qg = a.qkv + b * S * ld + h * HD, *kg = qg + a.C, *vg = qg + 2 * a.C;
+    const int64_t yo = b * S * a.C + h * HD; /* dy and O columns of this head */
+    const uint32_t sq = smem_u32(smem), sdo = sq + L::Q_BYTES, sk = sdo + L::Q_BYTES, sv = sk + 2 * L::KV_BYTES;
+    const int last = min(q0 + DQ_BR, S) - 1;
+    const int nkb = last / DQ_BC + 1;
+    const int wr = warp * 16, r0 = q0 + wr;
+    const float c2 = a.scale_log2, c = a.scale;
+
+    load_tile<HD, DQ_BR>(sq, qg, ld, q0, S);
+    load_tile<HD, DQ_BR>(sdo, a.dy + yo, a.C, q0, S);
+    load_tile<HD, DQ_BC>(sk, kg, ld, 0, S);
+    load_tile<HD, DQ_BC>(sv, vg, ld, 0, S);
+    cp_async_commit();
+
+    /* D of the warp's rows: lane 2r + half sums half of row r0 + r */
+    float dsum = 0.0f;
+    {
+        const int row = r0 + (lane >> 1), half = lane & 1;
+        if (row < S) {
+            const uint4 *x = (const uint4 *)(a.dy + yo + (int64_t)row * a.C + half * (HD / 2));
+            const uint4 *z = (const uint4 *)(a.o + yo + (int64_t)row * a.C + half * (HD / 2));
+#pragma unroll
+            for (int k = 0; k < HD / 16; k++) {
+                const uint4 u = x[k], v = z[k];
+                const uint32_t uw[4] = {u.x, u.y, u.z, u.w}, vw[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    dsum = __fmaf_rn(__uint_as_float(uw[e] << 16), __uint_as_float(vw[e] << 16), dsum);
+                    dsum = __fmaf_rn(__uint_as_float(uw[e] & 0xFFFF0000u), __uint_as_float(vw[e] & 0xFFFF0000u), dsum);
+                }
+            }
+        }
+        dsum += __shfl_xor_sync(0xFFFFFFFFu, dsum, 1); /* both halves: the same sum */
+        if (row < S && half == 0) a.d[bh * S + row] = dsum;
+    }
+    float dr[2], lr[2];
+    dr[0] = __shfl_sync(0xFFFFFFFFu, dsum, 2 * g);      /* row g's D is in lane 2g */
+    dr[1] = __shfl_sync(0xFFFFFFFFu, dsum, 2 * g + 16); /* row g + 8's in lane 2g + 16 */
+#pragma unroll
+    for (int r = 0; r < 2; r++) lr[r] = r0 + g + 8 * r < S ? a.lse[bh * S + r0 + g + 8 * r] : 0.0f;
+
+    float dq[HD / 8][4];
+#pragma unroll
+    for (int n = 0; n < HD / 8; n++) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
+
+    for (int kb = 0; kb < nkb; kb++) {
+        const int st = kb & 1;
+        if (kb + 1 < nkb) {
+            load_tile<HD, DQ_BC>(sk + (st ^ 1) * L::KV_BYTES, kg, ld, (kb + 1) * DQ_BC, S);
+            load_tile<HD, DQ_BC>(sv + (st ^ 1) * L::KV_BYTES, vg, ld, (kb + 1) * DQ_BC, S);
+        }
+        cp_async_commit();
+        cp_async_wait<1>();
+        __syncthreads();
+        const int k0 = kb * DQ_BC;
+        if (k0 <= r0 + 15) {
+            const uint32_t kt = sk + st * L::KV_BYTES, vt = sv + st * L::KV_BYTES;
+            float s[DQ_BC / 8][4], dp[DQ_BC / 8][4];
+#pragma unroll
+            for (int n = 0; n < DQ_BC / 8; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) s[n][e] = dp[n][e] = 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < HD / 16; kk++) {
+                uint32_t qa[4], da[4];
+                ldsm_x4(qa, addr_a<HD>(sq, wr, kk, lane));
+                ldsm_x4(da, addr_a<HD>(sdo, wr, kk, lane));
+#pragma unroll
+                for (int np = 0; np < DQ_BC / 16; np++) {
+                    uint32_t bf[4];
+                    ldsm_x4(bf, addr_bn<HD>(kt, 16 * np, kk, lane));
+                    mma_bf16(s[2 * np], qa, bf[0], bf[1]);
+                    mma_bf16(s[2 * np + 1], qa, bf[2], bf[3]);
+                    ldsm_x4(bf, addr_bn<HD>(vt, 16 * np, kk, lane));
+                    mma_bf16(dp[2 * np], da, bf[0], bf[1]);
+                    mma_bf16(dp[2 * np + 1], da, bf[2], bf[3]);
+                }
+            }
+            const bool diag = k0 + DQ_BC - 1 > r0;
+#pragma unroll
+            for (int n = 0; n < DQ_BC / 8; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const float sv_ = diag && k0 + 8 * n + 2 * t + (e & 1) > r0 + g + 8 * (e >> 1) ? -INFINITY : s[n][e];
+                    const float p = fast_exp2((sv_ - lr[e >> 1]) * c2);
+                    s[n][e] = p * (dp[n][e] - dr[e >> 1]) * c; /* dS, FP32 */
+                }
+#pragma unroll
+            for (int kk = 0; kk < DQ_BC / 16; kk++) {
+                const uint32_t da[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]), pack_bf16(s[2 * kk][2], s[2 * kk][3]),
+                                        pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                                        pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+                for (int np = 0; np < HD / 16; np++) {
+                    uint32_t bf[4];
+                    ldsm_x4_t(bf, addr_bk<HD>(kt, 16 * kk, np, lane));
+                    mma_bf16(dq[2 * np], da, bf[0], bf[1]);
+                    mma_bf16(dq[2 * np + 1], da, bf[2], bf[3]);
+                }
+            }
+        }
+        __syncthreads();
+    }
+    stage_rows<HD>(smem, wr, dq, 1.0f, 1.0f, lane); /* into the warp's own q rows */
+    __syncwarp();
+    store_rows<HD>(smem, wr, a.dqkv + b * S * ld + h * HD, NULL, ld, r0, S, lane);
+}
+
+/* Grid: (B·nh, ceil(S/128)); block ATT_THREADS. Block (bh, y) owns keys
+ * 128·y + [0, 128) of pair bh, warp w 16 of them (the M dimension of every
+ * product here: sᵀ is keys × queries); lane 4g + t owns keys g, g + 8 and
+ * query columns 2t, 2t + 1 of each 8-wide tile, and dk, dv of keys g, g + 8. */
+template <int HD>
+static __global__ void __launch_bounds__(ATT_THREADS, 1) dkv_kernel(att_fast_args a)
+{
+    extern __shared__ __align__(128) unsigned char smem[];
+    typedef kv_smem<HD> L;
+    constexpr int BR = L::BR;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int S = a.seq;
+    const int64_t bh = blockIdx.x, b = bh / a.n_head, h = bh - b * a.n_head, ld = 3 * a.C;
+    const int k0 = (int)blockIdx.y * KV_BC;
+    const uint16_t *qg = a.qkv + b * S * ld + h * HD, *kg = qg + a.C, *vg = qg + 2 * a.C;
+    const uint16_t *dyg = a.dy + b * S * a.C + h * HD;
+    const float *lg = a.lse + bh * S, *dg = a.d + bh * S;
+    const uint32_t sk = smem_u32(smem), sv = sk + L::KV_BYTES, sq = sv + L::KV_BYTES, sdo = sq + 2 * L::Q_BYTES;
+    float *sl = (float *)(smem + 2 * L::KV_BYTES + 4 * L::Q_BYTES), *sd = sl + 2 * BR; /* [2][BR] each */
+    const int wr = warp * 16, kw = k0 + wr; /* the warp's first tile row and key */
+    const int qb0 = k0 / BR, nqb = (S + BR - 1) / BR;
+    const float c2 = a.scale_log2, c = a.scale;
+
+    load_tile<HD, KV_BC>(sk, kg, ld, k0, S);
+    load_tile<HD, KV_BC>(sv, vg, ld, k0, S);
+    load_tile<HD, BR>(sq, qg, ld, qb0 * BR, S);
+    load_tile<HD, BR>(sdo, dyg, a.C, qb0 * BR, S);
+    cp_async_commit();
+    if ((int)threadIdx.x < BR) { /* rows past S: L = D = 0 (their q, dy are zero: dS = 0) */
+        const int row = qb0 * BR + (int)threadIdx.x;
+        sl[threadIdx.x] = row < S ? lg[row] : 0.0f;
+        sd[threadIdx.x] = row < S ? dg[row] : 0.0f;
+    }
+
+    float dk[HD / 8][4], dv[HD / 8][4];
+#pragma unroll
+    for (int n = 0; n < HD / 8; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) dk[n][e] = dv[n][e] = 0.0f;
+
+    for (int qb = qb0; qb < nqb; qb++) {
+        const int st = (qb - qb0) & 1;
+        const bool more = qb + 1 < nqb;
+        float nl = 0.0f, nd = 0.0f;
+        if (more) {
+            const int nq0 = (qb + 1) * BR;
+            load_tile<HD, BR>(sq + (st ^ 1) * L::Q_BYTES, qg, ld, nq0, S);
+            load_tile<HD, BR>(sdo + (st ^ 1) * L::Q_BYTES, dyg, a.C, nq0, S);
+            if ((int)threadIdx.x < BR && nq0 + (int)threadIdx.x < S) {
+                nl = lg[nq0 + threadIdx.x]; /* lands in shared memory after this step's math */
+                nd = dg[nq0 + threadIdx.x];
+            }
+        }
+        cp_async_commit();
+        cp_async_wait<1>();
+        __syncthreads();
+        const int q0 = qb * BR;
+        if (q0 + BR - 1 >= kw) {
+            const uint32_t qt = sq + st * L::Q_BYTES, dot = sdo + st * L::Q_BYTES;
+            const float *lq = sl + st * BR, *dq_ = sd + st * BR;
+            float s[BR / 8][4], dp[BR / 8][4];
+#pragma unroll
+            for (int n = 0; n < BR / 8; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) s[n][e] = dp[n][e] = 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < HD / 16; kk++) {
+                uint32_t ka[4], va[4];
+                ldsm_x4(ka, addr_a<HD>(sk, wr, kk, lane));
+                ldsm_x4(va, addr_a<HD>(sv, wr, kk, lane));
+#pragma unroll
+                for (int np = 0; np < BR / 16; np++) {
+                    uint32_t bf[4];
+                    ldsm_x4(bf, addr_bn<HD>(qt, 16 * np, kk, lane));
+                    mma_bf16(s[2 * np], ka, bf[0], bf[1]);
+                    mma_bf16(s[2 * np + 1], ka, bf[2], bf[3]);
+                    ldsm_x4(bf, addr_bn<HD>(dot, 16 * np, kk, lane));
+                    mma_bf16(dp[2 * np], va, bf[0], bf[1]);
+                    mma_bf16(dp[2 * np + 1], va, bf[2], bf[3]);
+                }
+            }
+            const bool diag = q0 < kw + 15; /* some query of the block precedes some key of the warp */
+#pragma unroll
+            for (int n = 0; n < BR / 8; n++) {
+                const float2 lv = *(const float2 *)(lq + 8 * n + 2 * t), dv2 = *(const float2 *)(dq_ + 8 * n + 2 * t);
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const float sv_ = diag && q0 + 8 * n + 2 * t + (e & 1) < kw + g + 8 * (e >> 1) ? -INFINITY : s[n][e];
+                    const float p = fast_exp2((sv_ - ((e & 1) ? lv.y : lv.x)) * c2);
+                    dp[n][e] = p * (dp[n][e] - ((e & 1) ? dv2.y : dv2.x)) * c; /* dSᵀ */
+                    s[n][e] = p;                                              /* Pᵀ */
+                }
+            }
+#pragma unroll
+            for (int kk = 0; kk < BR / 16; kk++) {
+                const uint32_t pa[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]), pack_bf16(s[2 * kk][2], s[2 * kk][3]),
+                                        pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                                        pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+                const uint32_t sa[4] = {pack_bf16(dp[2 * kk][0], dp[2 * kk][1]), pack_bf16(dp[2 * kk][2], dp[2 * kk][3]),
+                                        pack_bf16(dp[2 * kk + 1][0], dp[2 * kk + 1][1]),
+                                        pack_bf16(dp[2 * kk + 1][2], dp[2 * kk + 1][3])};
+#pragma unroll
+                for (int np = 0; np < HD / 16; np++) {
+                    uint32_t bf[4];
+                    ldsm_x4_t(bf, addr_bk<HD>(dot, 16 * kk, np, lane));
+                    mma_bf16(dv[2 * np], pa, bf[0], bf[1]);
+                    mma_bf16(dv[2 * np + 1], pa, bf[2], bf[3]);
+                    ldsm_x4_t(bf, addr_bk<HD>(qt, 16 * kk, np, lane));
+                    mma_bf16(dk[2 * np], sa, bf[0], bf[1]);
+                    mma_bf16(dk[2 * np + 1], sa, bf[2], bf[3]);
+                }
+            }
+        }
+        if (more && (int)threadIdx.x < BR) {
+            sl[(st ^ 1) * BR + threadIdx.x] = nl; /* that stage was last read before this step's barrier */
+            sd[(st ^ 1) * BR + threadIdx.x] = nd;
+        }
+        __syncthreads();
+    }
+    /* the warp's own k and v rows take its dk and dv */
+    stage_rows<HD>(smem, wr, dk, 1.0f, 1.0f, lane);
+    stage_rows<HD>(smem + L::KV_BYTES, wr, dv, 1.0f, 1.0f, lane);
+    __syncwarp();
+    uint16_t *dst = a.dqkv + b * S * ld + h * HD;
+    store_rows<HD>(smem, wr, dst + a.C, NULL, ld, kw, S, lane);
+    store_rows<HD>(smem + L::KV_BYTES, wr, dst + 2 * a.C, NULL, ld, kw, S, lane);
+}
+
+template <int HD>
+static f8_status launch_bwd(f8_ctx *ctx, const att_fast_args *a, int64_t bh)
+{
+    const int dq_bytes = dq_smem<HD>::BYTES, kv_bytes = kv_smem<HD>::BYTES;
+    /* both use over 48 KiB: a per-function opt-in, legal while capturing (norm_fwd.cu does the same) */
+    f8_status st = f8i_cuda_check(ctx, cudaFuncSetAttribute(dq_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, dq_bytes),
+                                  "attention backward: cudaFuncSetAttribute");
+    if (st == F8_OK)
+        st = f8i_cuda_check(ctx, cudaFuncSetAttribute(dkv_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, kv_bytes),
+                            "attention backward: cudaFuncSetAttribute");
+    if (st != F8_OK) return st;
+    cudaStream_t stream = f8i_stream(ctx);
+    F8I_COUNT_LAUNCHES(ctx, 2);
+    dq_kernel<HD><<<dim3((unsigned)bh, (unsigned)((a->seq + DQ_BR - 1) / DQ_BR)), ATT_THREADS, dq_bytes, stream>>>(*a);
+    st = f8i_cuda_launch_check(ctx, "attention dq_kernel");
+    if (st != F8_OK) return st;
+    dkv_kernel<HD><<<dim3((unsigned)bh, (unsigned)((a->seq + KV_BC - 1) / KV_BC)), ATT_THREADS, kv_bytes, stream>>>(*a);
+    return f8i_cuda_launch_check(ctx, "attention dkv_kernel");
+}
+
+f8_status f8i_att_fast_backward(f8_ctx *ctx, const att_fast_args *a, int64_t bh, int hd)
+{
+    return hd == 64 ? launch_bwd<64>(ctx, a, bh) : launch_bwd<128>(ctx, a, bh);
+}
