@@ -5,10 +5,14 @@
  *    dtypes the modules use, against the measured device-to-device copy
  *    bandwidth: the norm forward with FP8 output (x BF16 8192 x 4096, gamma/
  *    beta BF16, mu and rsigma written; target >= 75% of copy), the norm
- *    backward, the activation forward with FP8 output and the fused
- *    activation backward (h1 BF16 and da FP32 in; d as E5M2 codes, their
+ *    backward (dy FP32 as LayerNormLinear passes it, BF16 as LayerNormMLP
+ *    does), the activation forward with FP8 output (alone, and with the
+ *    transposed codes as the layer writes them when training) and the fused
+ *    activation backward (h1 BF16 and da BF16 in; d as E5M2 codes, their
  *    transpose, amax, scale_inv and the BF16 bias gradient out) at the MLP's
- *    8192 tokens x ffn 16384, GELU and SwiGLU; and, for the layer's time
+ *    8192 tokens x ffn 16384, GELU and SwiGLU; the norm forward's CUDA
+ *    configurations one by one (f8i_norm_fwd_args.variant: "auto" is what
+ *    the modules get and what the target judges); and, for the layer's time
  *    budget, its other non-GEMM ops (a weight's cast + transpose, dy's cast +
  *    transpose + dbias, the transposes of the activation and the norm
  *    output). Bytes are the fewest each op must move: every input read once,
@@ -27,6 +31,11 @@
  *    per-pair ratios (with its range); wall time per call from bench_time.
  *    Targets on the H200: FP8 forward+backward >= 1.5x the BF16 path and
  *    within 15% of its GEMM-only bound.
+ * 3. Where the FP8 layer's time goes: every backend op of one forward+
+ *    backward between CUDA events (a tap on the whole backend table), the
+ *    median over a few calls, per op: GEMMs and the rest, their sums, and
+ *    what is left of the layer's time (gaps between kernels, the GEMMs
+ *    running slower beside the memory-bound ops).
  * Inputs are random (never zeros); at these sizes every operand is several
  * times L2, so no rotation is needed. Runs in well under two minutes.
  *
@@ -48,19 +57,134 @@
 /* The backend table with gemm wrapped to record its arguments. File-scope
  * state is fine in a benchmark program (the library keeps none): the wrapper
  * has no other way to find it. */
+#define MAX_OPS 40 /* backend ops of one timed layer call, at most */
+
 typedef struct tap {
     const f8i_backend *real;
     f8i_backend table;
     int nrec;
     f8i_gemm_args rec[MAX_REC];
+    /* timing mode: an event pair around every op */
+    int timing, nops;
+    cudaStream_t stream;
+    cudaEvent_t ev[2 * MAX_OPS];
+    char what[MAX_OPS][48];
 } tap;
 static tap g_tap;
+
+/* Timing mode: the op's name and shape, and its event before. */
+static void op_begin(const char *what)
+{
+    if (!g_tap.timing || g_tap.nops >= MAX_OPS) return;
+    snprintf(g_tap.what[g_tap.nops], sizeof g_tap.what[0], "%s", what);
+    BENCH_CUDA(cudaEventRecord(g_tap.ev[2 * g_tap.nops], g_tap.stream));
+}
+
+static void op_end(void)
+{
+    if (!g_tap.timing || g_tap.nops >= MAX_OPS) return;
+    BENCH_CUDA(cudaEventRecord(g_tap.ev[2 * g_tap.nops + 1], g_tap.stream));
+    g_tap.nops++;
+}
 
 static f8_status tap_gemm(f8_ctx *c, const f8i_gemm_args *a)
 {
     if (g_tap.nrec < MAX_REC) g_tap.rec[g_tap.nrec] = *a;
     g_tap.nrec++;
-    return g_tap.real->gemm(c, a);
+    char w[48];
+    snprintf(w, sizeof w, "gemm %lldx%lldx%lld %s", (long long)a->m, (long long)a->n, (long long)a->k,
+             f8_dtype_name(a->d_dtype));
+    op_begin(w);
+    f8_status st = g_tap.real->gemm(c, a);
+    op_end();
+    return st;
+}
+
+static f8_status tap_cast(f8_ctx *c, const f8i_cast_args *a)
+{
+    char w[48];
+    snprintf(w, sizeof w, "cast%s%s %lldx%lld", a->out_t ? "+t" : "", a->dbias ? "+dbias" : "", (long long)a->rows,
+             (long long)a->cols);
+    op_begin(w);
+    f8_status st = g_tap.real->cast(c, a);
+    op_end();
+    return st;
+}
+
+static f8_status tap_transpose(f8_ctx *c, const uint8_t *src, uint8_t *dst, int64_t rows, int64_t cols,
+                               const float *noop)
+{
+    char w[48];
+    snprintf(w, sizeof w, "transpose %lldx%lld", (long long)rows, (long long)cols);
+    op_begin(w);
+    f8_status st = g_tap.real->transpose_u8(c, src, dst, rows, cols, noop);
+    op_end();
+    return st;
+}
+
+static f8_status tap_norm_fwd(f8_ctx *c, const f8i_norm_fwd_args *a)
+{
+    op_begin("norm_fwd");
+    f8_status st = g_tap.real->norm_fwd(c, a);
+    op_end();
+    return st;
+}
+
+static f8_status tap_norm_bwd(f8_ctx *c, const f8i_norm_bwd_args *a)
+{
+    op_begin(a->dy_dtype == F8_DTYPE_BF16 ? "norm_bwd (dy bf16)" : "norm_bwd (dy fp32)");
+    f8_status st = g_tap.real->norm_bwd(c, a);
+    op_end();
+    return st;
+}
+
+static f8_status tap_act_fwd(f8_ctx *c, const f8i_act_fwd_args *a)
+{
+    op_begin(a->y_t ? "act_fwd +t" : "act_fwd");
+    f8_status st = g_tap.real->act_fwd(c, a);
+    op_end();
+    return st;
+}
+
+static f8_status tap_act_bwd(f8_ctx *c, const f8i_act_bwd_args *a)
+{
+    op_begin(a->dy_dtype == F8_DTYPE_BF16 ? "act_bwd (dy bf16)" : "act_bwd (dy fp32)");
+    f8_status st = g_tap.real->act_bwd(c, a);
+    op_end();
+    return st;
+}
+
+static f8_status tap_convert(f8_ctx *c, const void *src, f8_dtype sd, const float *si, void *dst, f8_dtype dd,
+                             int64_t n)
+{
+    op_begin("convert");
+    f8_status st = g_tap.real->convert(c, src, sd, si, dst, dd, n);
+    op_end();
+    return st;
+}
+
+static f8_status tap_reciprocal(f8_ctx *c, const float *src, float *dst, const float *noop)
+{
+    op_begin("reciprocal");
+    f8_status st = g_tap.real->reciprocal(c, src, dst, noop);
+    op_end();
+    return st;
+}
+
+static f8_status tap_memset(f8_ctx *c, void *dst, size_t bytes)
+{
+    op_begin("memset");
+    f8_status st = g_tap.real->memset_zero(c, dst, bytes);
+    op_end();
+    return st;
+}
+
+static f8_status tap_copy(f8_ctx *c, void *dst, const void *src, size_t bytes)
+{
+    op_begin("copy");
+    f8_status st = g_tap.real->copy(c, dst, src, bytes);
+    op_end();
+    return st;
 }
 
 static void tap_install(f8_ctx *ctx)
@@ -68,7 +192,18 @@ static void tap_install(f8_ctx *ctx)
     g_tap.real = ctx->be;
     g_tap.table = *ctx->be;
     g_tap.table.gemm = tap_gemm;
+    g_tap.table.cast = tap_cast;
+    g_tap.table.transpose_u8 = tap_transpose;
+    g_tap.table.norm_fwd = tap_norm_fwd;
+    g_tap.table.norm_bwd = tap_norm_bwd;
+    g_tap.table.act_fwd = tap_act_fwd;
+    g_tap.table.act_bwd = tap_act_bwd;
+    g_tap.table.convert = tap_convert;
+    g_tap.table.reciprocal = tap_reciprocal;
+    g_tap.table.memset_zero = tap_memset;
+    g_tap.table.copy = tap_copy;
     g_tap.nrec = 0;
+    g_tap.timing = 0;
     ctx->be = &g_tap.table;
 }
 
@@ -87,7 +222,13 @@ typedef struct kcase {
     f8_activation act;    /* activations */
     int64_t rows, cols;   /* cols: the norm's width, or the activation's output width (ffn) */
     int dbias;            /* K_CAST_T: with the BF16 dbias (dy's cast) */
+    int variant;          /* K_NORM_FWD: f8i_norm_fwd_args.variant (0: the default, judged) */
+    int bf16_dy;          /* K_NORM_BWD, K_ACT_BWD: dy BF16 (else FP32) */
+    int with_t;           /* K_ACT_FWD: the transposed codes too */
 } kcase;
+
+/* The CUDA norm forward's configurations, by variant (norm_fwd.cu). */
+static const char *NORM_VARIANT[] = {"auto", "regs", "s2/512", "s2/1024", "s3/1024"};
 
 typedef struct karg {
     f8_ctx *ctx;
@@ -109,13 +250,14 @@ static void kcall(void *p, int i)
                                .gamma = k->gamma, .beta = k->beta, .param_dtype = F8_DTYPE_BF16, .rms = kc->rms,
                                .eps = 1e-5f, .y = k->out[s], .y_dtype = F8_DTYPE_E4M3, .scale = k->scalars,
                                .amax = k->scalars + 1, .scale_inv = k->scalars + 2,
-                               .mu = kc->rms ? NULL : k->mu, .rsigma = k->rsigma};
+                               .mu = kc->rms ? NULL : k->mu, .rsigma = k->rsigma, .variant = kc->variant};
         BENCH_F8(ctx, ctx->be->norm_fwd(ctx, &a));
         break;
     }
     case K_NORM_BWD: {
-        /* as the modules call it: dln FP32, x BF16, dx BF16, BF16 grads accumulated */
-        f8i_norm_bwd_args a = {.dy = k->in2[s], .dy_dtype = F8_DTYPE_FP32, .x = k->in[s], .x_dtype = F8_DTYPE_BF16,
+        /* as the modules call it: dln FP32 (LNLinear) or BF16 (LNMLP), x BF16, dx BF16, BF16 grads accumulated */
+        f8i_norm_bwd_args a = {.dy = k->in2[s], .dy_dtype = kc->bf16_dy ? F8_DTYPE_BF16 : F8_DTYPE_FP32,
+                               .x = k->in[s], .x_dtype = F8_DTYPE_BF16,
                                .rows = kc->rows, .cols = kc->cols, .mu = kc->rms ? NULL : k->mu,
                                .rsigma = k->rsigma, .gamma = k->gamma, .param_dtype = F8_DTYPE_BF16,
                                .rms = kc->rms, .dx = k->out[s], .dx_dtype = F8_DTYPE_BF16, .dgamma = k->dgamma,
@@ -125,7 +267,8 @@ static void kcall(void *p, int i)
     }
     case K_ACT_FWD: {
         f8i_act_fwd_args a = {.act = kc->act, .x = k->in[s], .x_dtype = F8_DTYPE_BF16, .rows = kc->rows,
-                              .cols = kc->cols, .y = k->out[s], .y_dtype = F8_DTYPE_E4M3, .scale = k->scalars,
+                              .cols = kc->cols, .y = k->out[s], .y_dtype = F8_DTYPE_E4M3,
+                              .y_t = kc->with_t ? k->out_t[s] : NULL, .scale = k->scalars,
                               .amax = k->scalars + 1, .scale_inv = k->scalars + 2};
         BENCH_F8(ctx, ctx->be->act_fwd(ctx, &a));
         break;
@@ -144,7 +287,7 @@ static void kcall(void *p, int i)
         break;
     default: {
         f8i_act_bwd_args a = {.act = kc->act, .x = k->in[s], .x_dtype = F8_DTYPE_BF16, .dy = k->in2[s],
-                              .dy_dtype = F8_DTYPE_FP32, .rows = kc->rows, .cols = kc->cols, .out = k->out[s],
+                              .dy_dtype = kc->bf16_dy ? F8_DTYPE_BF16 : F8_DTYPE_FP32, .rows = kc->rows, .cols = kc->cols, .out = k->out[s],
                               .out_t = k->out_t[s], .out_dtype = F8_DTYPE_E5M2, .scale = k->scalars,
                               .amax = k->scalars + 1, .scale_inv = k->scalars + 2, .dbias = k->dbias,
                               .dbias_dtype = F8_DTYPE_BF16, .dbias_accumulate = 1};
@@ -158,12 +301,12 @@ static void kcall(void *p, int i)
 static double kbytes(const kcase *kc)
 {
     const double R = (double)kc->rows, C = (double)kc->cols, n = R * C;
-    const double cin = f8_activation_gated(kc->act) ? 2 * C : C;
+    const double cin = f8_activation_gated(kc->act) ? 2 * C : C, dys = kc->bf16_dy ? 2 : 4;
     switch (kc->op) {
     case K_NORM_FWD: return 2 * n + n + (kc->rms ? 4 : 8) * R + (kc->rms ? 2 : 4) * C;
-    case K_NORM_BWD: return 4 * n + 2 * n + 2 * n + (kc->rms ? 4 : 8) * R + (kc->rms ? 6 : 10) * C;
-    case K_ACT_FWD: return 2 * R * cin + n;
-    case K_ACT_BWD: return 2 * R * cin + 4 * n + 2 * R * cin + 4 * cin;
+    case K_NORM_BWD: return dys * n + 2 * n + 2 * n + (kc->rms ? 4 : 8) * R + (kc->rms ? 6 : 10) * C;
+    case K_ACT_FWD: return 2 * R * cin + (kc->with_t ? 2 : 1) * n;
+    case K_ACT_BWD: return 2 * R * cin + dys * n + 2 * R * cin + 4 * cin;
     case K_CAST_T: return 2 * n + 2 * n + (kc->dbias ? 2 * C : 0);
     default: return 2 * n; /* K_TRANSPOSE */
     }
@@ -177,10 +320,12 @@ static void run_kernel(f8_ctx *ctx, bench_log *log, const kcase *kc, double copy
     for (int s = 0; s < 2; s++) {
         k.in[s] = bench_alloc_random(stream, F8_DTYPE_BF16, R * Ci, 10 + (uint64_t)s, 2.0f);
         if (kc->op == K_NORM_BWD || kc->op == K_ACT_BWD)
-            k.in2[s] = bench_alloc_random(stream, F8_DTYPE_FP32, R * C, 20 + (uint64_t)s, 1.0f);
+            k.in2[s] = bench_alloc_random(stream, kc->bf16_dy ? F8_DTYPE_BF16 : F8_DTYPE_FP32, R * C,
+                                          20 + (uint64_t)s, 1.0f);
         const size_t out_bytes = (size_t)(R * (kc->op == K_ACT_BWD ? Ci : C)) * (kc->op == K_NORM_BWD ? 2 : 1);
         BENCH_CUDA(cudaMalloc(&k.out[s], out_bytes));
-        if (kc->op == K_ACT_BWD || kc->op == K_CAST_T) BENCH_CUDA(cudaMalloc(&k.out_t[s], out_bytes));
+        if (kc->op == K_ACT_BWD || kc->op == K_CAST_T || (kc->op == K_ACT_FWD && kc->with_t))
+            BENCH_CUDA(cudaMalloc(&k.out_t[s], out_bytes));
     }
     k.gamma = bench_alloc_random(stream, F8_DTYPE_BF16, C, 30, 1.0f);
     k.beta = bench_alloc_random(stream, F8_DTYPE_BF16, C, 31, 0.3f);
@@ -197,12 +342,19 @@ static void run_kernel(f8_ctx *ctx, bench_log *log, const kcase *kc, double copy
     const double bytes = kbytes(kc);
     bench_times t = bench_time(stream, kcall, &k, bench_reps(bytes / 3e3, 40, 10, 100));
     const double gbps = bytes / (t.gpu_us * 1e-6) / 1e9, frac = gbps / copy_gbps;
-    const int judged = kc->op == K_NORM_FWD;
+    const int judged = kc->op == K_NORM_FWD && kc->variant == 0;
     const char *verdict = judged ? (frac >= NORM_TARGET ? "ok (>= 75%)" : "MISS (< 75%)") : "";
-    const char *variant = kc->op >= K_CAST_T ? (kc->op == K_TRANSPOSE ? "e4m3" : kc->dbias ? "e5m2+db" : "e4m3")
-                          : kc->op >= K_ACT_FWD ? (kc->act == F8_ACT_SWIGLU ? "swiglu" : "gelu")
-                                                : (kc->rms ? "rms" : "ln");
-    printf("%-22s %-7s %5lldx%-6lld %9.1f %9.1f %8.1f %7.1f%%  %s\n", kc->name, variant,
+    char variant[32];
+    if (kc->op >= K_CAST_T)
+        snprintf(variant, sizeof variant, "%s", kc->op == K_TRANSPOSE ? "e4m3" : kc->dbias ? "e5m2+db" : "e4m3");
+    else if (kc->op >= K_ACT_FWD)
+        snprintf(variant, sizeof variant, "%s%s%s", kc->act == F8_ACT_SWIGLU ? "swiglu" : "gelu",
+                 kc->with_t ? "+t" : "", kc->bf16_dy ? "/bf16" : "");
+    else if (kc->op == K_NORM_FWD)
+        snprintf(variant, sizeof variant, "%s/%s", kc->rms ? "rms" : "ln", NORM_VARIANT[kc->variant]);
+    else
+        snprintf(variant, sizeof variant, "%s/%s", kc->rms ? "rms" : "ln", kc->bf16_dy ? "bf16" : "fp32");
+    printf("%-22s %-12s %5lldx%-6lld %9.1f %9.1f %8.1f %7.1f%%  %s\n", kc->name, variant,
            (long long)R, (long long)C, bytes / 1e6, t.gpu_us, gbps, 100 * frac, verdict);
     bench_json(log,
                "{\"bench\":\"%s\",\"variant\":\"%s\",\"shape\":[%lld,%lld],\"bytes\":%.0f,\"gpu_us\":%.3f,"
@@ -306,7 +458,73 @@ typedef struct mresult {
     bench_times layer[2]; /* [backward]: bench_time of the layer call (wall, host) */
     ptimes pair[2];       /* [backward]: layer vs GEMM-only, interleaved */
     int ngemm[2];
+    /* FP8 forward+backward, op by op (op_breakdown) */
+    int nops;
+    char what[MAX_OPS][48];
+    double op_us[MAX_OPS]; /* median GPU time of each op */
+    double span_us;        /* median from the first op's start to the last op's end */
 } mresult;
+
+#define BREAKDOWN_CALLS 7
+
+/* Every backend op of one layer call (forward + backward) between CUDA
+ * events, BREAKDOWN_CALLS times, each behind a spin so the host has queued
+ * the call before the GPU starts it: the median of each op's time. */
+static void op_breakdown(f8_ctx *ctx, marg *m, mresult *r)
+{
+    static double t[MAX_OPS][BREAKDOWN_CALLS], span[BREAKDOWN_CALLS];
+    void *stream = f8_ctx_stream(ctx);
+    tap_install(ctx);
+    g_tap.timing = 1;
+    g_tap.stream = (cudaStream_t)stream;
+    for (int i = 0; i < 2 * MAX_OPS; i++) BENCH_CUDA(cudaEventCreate(&g_tap.ev[i]));
+    m->backward = 1;
+    r->nops = 0;
+    for (int c = 0; c < BREAKDOWN_CALLS; c++) {
+        g_tap.nops = 0;
+        bench_gpu_spin(stream, 3000);
+        mlp_call(m, 0);
+        BENCH_CUDA(cudaStreamSynchronize(g_tap.stream));
+        r->nops = g_tap.nops;
+        for (int i = 0; i < g_tap.nops; i++) {
+            float ms = 0;
+            BENCH_CUDA(cudaEventElapsedTime(&ms, g_tap.ev[2 * i], g_tap.ev[2 * i + 1]));
+            t[i][c] = 1e3 * ms;
+        }
+        float ms = 0;
+        if (g_tap.nops > 0) BENCH_CUDA(cudaEventElapsedTime(&ms, g_tap.ev[0], g_tap.ev[2 * g_tap.nops - 1]));
+        span[c] = 1e3 * ms;
+    }
+    for (int i = 0; i < r->nops; i++) {
+        memcpy(r->what[i], g_tap.what[i], sizeof r->what[i]);
+        r->op_us[i] = bench_median(t[i], BREAKDOWN_CALLS);
+    }
+    r->span_us = bench_median(span, BREAKDOWN_CALLS);
+    for (int i = 0; i < 2 * MAX_OPS; i++) BENCH_CUDA(cudaEventDestroy(g_tap.ev[i]));
+    tap_remove(ctx);
+}
+
+static void print_breakdown(bench_log *log, const char *an, const mresult *r)
+{
+    double gemm = 0, other = 0;
+    printf("%-7s fp8 fwd+bwd op by op (GPU us, median of %d calls, each op between events):\n", an, BREAKDOWN_CALLS);
+    for (int i = 0; i < r->nops; i++) {
+        const int is_gemm = strncmp(r->what[i], "gemm", 4) == 0;
+        if (is_gemm)
+            gemm += r->op_us[i];
+        else
+            other += r->op_us[i];
+        printf("  %2d %-40s %9.1f\n", i, r->what[i], r->op_us[i]);
+        bench_json(log, "{\"bench\":\"layernorm_mlp_op\",\"act\":\"%s\",\"index\":%d,\"op\":\"%s\",\"gpu_us\":%.3f}", an,
+                   i, r->what[i], r->op_us[i]);
+    }
+    printf("  GEMMs %.1f, other ops %.1f (%.1f%% of the GEMMs), sum %.1f; first op start to last op end %.1f "
+           "(gaps %.1f)\n",
+           gemm, other, 100 * other / (gemm > 0 ? gemm : 1), gemm + other, r->span_us, r->span_us - gemm - other);
+    bench_json(log,
+               "{\"bench\":\"layernorm_mlp_ops\",\"act\":\"%s\",\"gemm_us\":%.3f,\"other_us\":%.3f,\"span_us\":%.3f}",
+               an, gemm, other, r->span_us);
+}
 
 static mresult run_mlp(f8_ctx *ctx, int64_t T, int64_t H, int64_t F, f8_activation act, int fp8)
 {
@@ -358,6 +576,7 @@ static mresult run_mlp(f8_ctx *ctx, int64_t T, int64_t H, int64_t F, f8_activati
         r.layer[bwd] = bench_time(stream, mlp_call, &m, bench_reps(est, 80, 5, 30));
         r.pair[bwd] = time_pairs(stream, &m, bench_reps(2 * est, 400, 15, 41));
     }
+    if (fp8) op_breakdown(ctx, &m, &r);
     f8_tensor *t[] = {&m.x, &m.y, &m.dy, &m.dx};
     for (int j = 0; j < 4; j++) BENCH_CUDA(cudaFree(t[j]->data));
     f8_layernorm_mlp_saved_destroy(m.saved);
@@ -392,23 +611,28 @@ int main(int argc, char **argv)
 
     /* the reductions (dgamma/dbeta, dbias) work in ctx scratch a module would reserve */
     BENCH_F8(ctx, f8i_scratch_reserve(ctx, f8i_reduce_scratch_bytes(8192, 32768)));
+#define NF(rms_, v_) {.name = "norm_fwd_fp8", .op = K_NORM_FWD, .rms = rms_, .rows = 8192, .cols = 4096, .variant = v_}
+#define NB(rms_, b_) {.name = "norm_bwd", .op = K_NORM_BWD, .rms = rms_, .rows = 8192, .cols = 4096, .bf16_dy = b_}
+#define AF(act_, t_) {.name = "act_fwd_fp8", .op = K_ACT_FWD, .act = act_, .rows = 8192, .cols = 16384, .with_t = t_}
+#define AB(act_, b_) {.name = "act_bwd_fused", .op = K_ACT_BWD, .act = act_, .rows = 8192, .cols = 16384, .bf16_dy = b_}
     static const kcase kernels[] = {
-        {"norm_fwd_fp8", K_NORM_FWD, 0, F8_ACT_GELU, 8192, 4096, 0},
-        {"norm_fwd_fp8", K_NORM_FWD, 1, F8_ACT_GELU, 8192, 4096, 0},
-        {"norm_bwd", K_NORM_BWD, 0, F8_ACT_GELU, 8192, 4096, 0},
-        {"norm_bwd", K_NORM_BWD, 1, F8_ACT_GELU, 8192, 4096, 0},
-        {"act_fwd_fp8", K_ACT_FWD, 0, F8_ACT_GELU, 8192, 16384, 0},
-        {"act_fwd_fp8", K_ACT_FWD, 0, F8_ACT_SWIGLU, 8192, 16384, 0},
-        {"act_bwd_fused", K_ACT_BWD, 0, F8_ACT_GELU, 8192, 16384, 0},
-        {"act_bwd_fused", K_ACT_BWD, 0, F8_ACT_SWIGLU, 8192, 16384, 0},
+        NF(0, 0), NF(1, 0), /* the judged rows: what the modules run */
+        NF(0, 1), NF(0, 2), NF(0, 3), NF(0, 4), NF(1, 1), NF(1, 2), NF(1, 3), NF(1, 4),
+        NB(0, 0), NB(1, 0), NB(0, 1), NB(1, 1),
+        AF(F8_ACT_GELU, 0), AF(F8_ACT_SWIGLU, 0), AF(F8_ACT_GELU, 1), AF(F8_ACT_SWIGLU, 1),
+        AB(F8_ACT_GELU, 0), AB(F8_ACT_SWIGLU, 0), AB(F8_ACT_GELU, 1), AB(F8_ACT_SWIGLU, 1),
         /* the layer's other non-GEMM ops (cast.cu, transpose.cu), for its time budget */
-        {"(mlp) weight cast_t", K_CAST_T, 0, F8_ACT_GELU, 16384, 4096, 0},
-        {"(mlp) dy cast_t_dbias", K_CAST_T, 0, F8_ACT_GELU, 8192, 4096, 1},
-        {"(mlp) act transpose", K_TRANSPOSE, 0, F8_ACT_GELU, 8192, 16384, 0},
-        {"(mlp) ln transpose", K_TRANSPOSE, 0, F8_ACT_GELU, 8192, 4096, 0},
+        {.name = "(mlp) weight cast_t", .op = K_CAST_T, .rows = 16384, .cols = 4096},
+        {.name = "(mlp) dy cast_t_dbias", .op = K_CAST_T, .rows = 8192, .cols = 4096, .dbias = 1},
+        {.name = "(mlp) act transpose", .op = K_TRANSPOSE, .rows = 8192, .cols = 16384},
+        {.name = "(mlp) ln transpose", .op = K_TRANSPOSE, .rows = 8192, .cols = 4096},
     };
+#undef NF
+#undef NB
+#undef AF
+#undef AB
     if (wanted(argc, argv, "kernels")) {
-        printf("%-22s %-7s %-12s %9s %9s %8s %8s  %s\n", "kernel", "variant", "shape", "MB moved", "GPU us", "GB/s",
+        printf("%-22s %-12s %-12s %9s %9s %8s %8s  %s\n", "kernel", "variant", "shape", "MB moved", "GPU us", "GB/s",
                "of copy", "target");
         for (size_t c = 0; c < sizeof kernels / sizeof kernels[0]; c++) run_kernel(ctx, &log, &kernels[c], copy);
     }
@@ -449,6 +673,7 @@ int main(int argc, char **argv)
                            q->ratio_hi, q->pairs);
             }
         }
+        print_breakdown(&log, an, &r[1]);
         for (int b = 0; b < 2; b++)
             printf("%-7s fp8 speedup over bf16, %s: %.2fx GPU, %.2fx wall\n", an, pass[b],
                    r[0].pair[b].layer_us / r[1].pair[b].layer_us, r[0].layer[b].wall_us / r[1].layer[b].wall_us);

@@ -599,7 +599,10 @@ void f8_layernorm_mlp_saved_destroy(f8_layernorm_mlp_saved *saved);
 f8_status f8_layernorm_mlp_forward(f8_layernorm_mlp *module, const f8_tensor *x, f8_tensor *y,
                                    f8_microbatch microbatch, f8_layernorm_mlp_saved *saved);
 
-/* Backward: dy [T, H] → dx [T, H] (or NULL); all parameter gradients += . */
+/* Backward: dy [T, H] → dx [T, H] (or NULL); all parameter gradients += .
+ * With FP8 the two dgrad GEMMs' outputs (the gradients reaching the
+ * activation and the norm) are in param_dtype, as TE keeps them in the
+ * activation dtype: BF16 parameters round them to BF16 once. */
 f8_status f8_layernorm_mlp_backward(f8_layernorm_mlp *module, f8_layernorm_mlp_saved *saved, const f8_tensor *dy,
                                     f8_tensor *dx);
 

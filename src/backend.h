@@ -117,7 +117,10 @@ static inline size_t f8i_reduce_scratch_bytes(int64_t rows, int64_t cols)
  * *amax = max(*amax, max |v|) and *scale_inv = 1 / *scale, as the cast does.
  * mu (LayerNorm) and rsigma [rows] FP32 are written for the backward (either may be NULL).
  * rows may be 0 (then only scale_inv is written for FP8 y). Sums are in FP32 in an
- * order each backend picks: backends agree within a tolerance, not bit for bit. */
+ * order each backend picks: backends agree within a tolerance, not bit for bit.
+ * variant: which of a backend's kernels runs (the CUDA row-group kernel's
+ * configurations, norm_fwd.cu); every variant gives the same bits, and one
+ * that cannot run the shape falls back to the default. Modules pass 0. */
 typedef struct f8i_norm_fwd_args {
     const void *x;
     f8_dtype x_dtype;
@@ -132,6 +135,7 @@ typedef struct f8i_norm_fwd_args {
     float *amax;        /* FP8 y only, may be NULL */
     float *scale_inv;   /* FP8 y only, may be NULL */
     float *mu, *rsigma;
+    int variant;        /* 0: the backend picks its kernel; > 0 names one (benchmarks compare them) */
 } f8i_norm_fwd_args;
 
 /* Norm backward, with xhat = (x - mu)·rsigma (LayerNorm) or x·rsigma (RMS) and
@@ -162,7 +166,9 @@ typedef struct f8i_norm_bwd_args {
  * 2·cols for the gated ones (x = [a | b] along each row; v = act(a)·b).
  * f8.h's f8_activation gives each formula (GELU in the tanh form). y_dtype
  * FP32/BF16 stores v; FP8 stores fp8(v · *scale) with amax and scale_inv as
- * the cast. Transcendentals differ between libm and CUDA: a tolerance. */
+ * the cast, and, if y_t, the same codes transposed (y_t[c, r] = y[r, c]: the
+ * operand fc2's wgrad reads, so no separate transpose is needed; y may then
+ * be NULL). Transcendentals differ between libm and CUDA: a tolerance. */
 typedef struct f8i_act_fwd_args {
     f8_activation act;
     const void *x;
@@ -170,6 +176,7 @@ typedef struct f8i_act_fwd_args {
     int64_t rows, cols; /* cols of the output */
     void *y;
     f8_dtype y_dtype;
+    uint8_t *y_t;       /* FP8 y only: the same codes transposed [cols, rows], or NULL */
     const float *scale;
     float *amax;
     float *scale_inv;

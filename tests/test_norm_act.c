@@ -636,7 +636,22 @@ static void test_act_case(f8_ctx *ctx, test_rng *rng, f8_activation act, f8_dtyp
                   fmaxf(0.125f, ymax));
             CHECK(fbits(sinv) == fbits(1.0f / scale), "%s scale_inv %.9g", name, sinv);
         }
-        free(y8);
+        /* with the transposed codes (the module's training path): the same
+         * codes, y_t[c, r] = y[r, c], and the same amax */
+        uint8_t *y8b = zalloc((size_t)n), *y8t = zalloc((size_t)n);
+        float amax2 = 0.125f;
+        fa.y = y8b;
+        fa.y_t = y8t;
+        fa.amax = &amax2;
+        CHECK_OK(ctx, ctx->be->act_fwd(ctx, &fa));
+        int64_t t_bad = 0;
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t c = 0; c < cols; c++)
+                t_bad += y8b[r * cols + c] != y8[r * cols + c] || y8t[c * rows + r] != y8[r * cols + c];
+        CHECK(t_bad == 0, "%s fwd %s with y_t: %lld codes differ", name, f8_dtype_name(dt), (long long)t_bad);
+        CHECK(fbits(amax2) == fbits(fmaxf(0.125f, ymax)), "%s amax with y_t %.9g", name, amax2);
+        fa.y_t = NULL;
+        free(y8), free(y8b), free(y8t);
     }
 
     /* backward FP32 dx */

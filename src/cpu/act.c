@@ -10,7 +10,8 @@
  * gradient with respect to x, into an FP32 temporary and hands it to the
  * cast (f8i_cpu_cast) for the fused FP8 outputs, so "the fused cast of d"
  * is literally the cast of FP32 d: bit for bit what the cast op gives on an
- * FP32 dx. The temporary is allocated per call (the oracle may).
+ * FP32 dx. The temporary is allocated per call (the oracle may). The
+ * forward's transposed codes (y_t) are the same codes as y's.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -107,8 +108,10 @@ f8_status f8i_cpu_act_fwd(f8_ctx *ctx, const f8i_act_fwd_args *a)
             if (gated) v = v * load(a->x, a->x_dtype, r * cols_in + cols + c);
             const int64_t i = r * cols + c;
             if (fp8) {
+                const uint8_t code = f8i_fp8_encode(v * scale, e5m2);
                 amax = fmaxf(amax, fabsf(v));
-                ((uint8_t *)a->y)[i] = f8i_fp8_encode(v * scale, e5m2);
+                if (a->y) ((uint8_t *)a->y)[i] = code;
+                if (a->y_t) a->y_t[c * a->rows + r] = code;
             } else {
                 store(a->y, a->y_dtype, i, v);
             }

@@ -71,6 +71,35 @@ f8_status f8i_cuda_act_fwd(f8_ctx *ctx, const f8i_act_fwd_args *a)
 
     const int gated = act_gated(a->act), xes = dtype_bytes(a->x_dtype), yes = dtype_bytes(a->y_dtype);
     act_job j;
+    if (fp8 && a->y_t != NULL) {
+        /* Codes and transposed codes: the tile kernel. */
+        j.op = ACT_OP_FWD_TILE;
+        j.x_bf16 = a->x_dtype == F8_DTYPE_BF16;
+        j.dy_bf16 = 0;
+        j.yk = 0;
+        j.e5m2 = a->y_dtype == F8_DTYPE_E5M2;
+        cast_tile_params *t = &j.tile;
+        t->rows = a->rows;
+        t->cols = a->cols;
+        t->out = (uint8_t *)a->y;
+        t->out_t = a->y_t;
+        t->scale = a->scale;
+        t->amax = a->amax;
+        t->scale_inv = a->scale_inv;
+        t->noop = NULL;
+        t->dbias = NULL;
+        t->dbias_bf16 = 0;
+        t->dbias_accumulate = 0;
+        t->w_out_t = access_width(a->y_t, a->rows, 16);
+        j.x = a->x;
+        j.dy = NULL;
+        j.h = a->cols;
+        j.dx = NULL;
+        j.dx_bf16 = 0;
+        j.w_x = access_width(a->x, a->cols * xes, 16);
+        j.w_dy = j.w_dx = 1;
+        return act_dispatch(ctx, a->act, &j);
+    }
     j.op = ACT_OP_FWD;
     j.x_bf16 = a->x_dtype == F8_DTYPE_BF16;
     j.dy_bf16 = 0;

@@ -12,6 +12,11 @@
  *    what is resident at once (ACT_FWD_BLOCKS per SM, fixed by its launch
  *    bounds): a grid-stride loop over more blocks than fit runs a partial
  *    second wave.
+ *  - cast_tile.cuh's cast_tile_kernel with act_fwd_src as its values: the
+ *    forward when the transposed codes are asked for too (fc2's wgrad
+ *    operand, written here so the backward needs no transpose of its own:
+ *    one read of x, the codes written twice instead of read back and
+ *    rewritten), with act_fwd_kernel's arithmetic, so the same codes.
  *  - act_bwd_rows_kernel: the same walk for the backward when neither the
  *    transposed codes nor dbias are asked for: d to dx and/or FP8 codes.
  *  - cast_tile.cuh's cast_tile_kernel with act_bwd_src as its values: the
@@ -33,7 +38,7 @@
  *
  * The kernels and their per-activation launch code live in this header;
  * act_gelu.cu, act_silu.cu, act_relu.cu and act_srelu.cu each instantiate
- * them for one or two activations (32 kernels an activation), so the seven
+ * them for one or two activations (36 kernels an activation), so the seven
  * compile in parallel (as one file they took three minutes); act.cu holds
  * the backend entry points, which fill an act_job and hand it to the right
  * file's runner. Only those files include this.
@@ -238,17 +243,78 @@ static __device__ __forceinline__ void store_codes(uint8_t *base, int64_t i, con
 }
 
 /* ------------------------------------------------------------------------ */
+/* The forward's tile source (cast_tile.cuh): codes and transposed codes     */
+/* ------------------------------------------------------------------------ */
+
+/* The tile's values are v [rows, h] = act(x) (act(a)·b), computed as the
+ * tile is loaded, with exactly act_fwd_kernel's arithmetic: the same codes.
+ * VEC = 8 for BF16 x (16-byte loads), else 4. */
+template <int ACT, int XBF16>
+struct act_fwd_src {
+    static constexpr int GATED = act_gated(ACT);
+    static constexpr int VEC = XBF16 ? 8 : 4;
+    static constexpr int AHEAD = GATED ? 1 : 2;
+    static constexpr int XW = VEC * (XBF16 ? 2 : 4) / 4; /* words */
+    struct raw_t {
+        uint32_t a[XW], b[GATED ? XW : 1];
+    };
+    const void *x; /* (rows, gated ? 2h : h) */
+    int64_t h;     /* columns of v */
+    int w_x;       /* access width (bytes) */
+};
+
+template <int ACT, int XBF16>
+static __device__ __forceinline__ void tile_load(const act_fwd_src<ACT, XBF16> &s,
+                                                 typename act_fwd_src<ACT, XBF16>::raw_t &raw, int64_t row,
+                                                 int64_t col, int64_t rows, int64_t cols)
+{
+    typedef act_fwd_src<ACT, XBF16> S;
+    const int64_t xpitch = S::GATED ? 2 * s.h : s.h;
+    const int n = row >= rows || col >= cols ? 0 : col + S::VEC <= cols ? S::VEC : (int)(cols - col);
+    load_piece<XBF16, S::VEC>(raw.a, s.x, row * xpitch + col, n, s.w_x);
+    if constexpr (S::GATED) load_piece<XBF16, S::VEC>(raw.b, s.x, row * xpitch + s.h + col, n, s.w_x);
+}
+
+template <int ACT, int XBF16>
+static __device__ __forceinline__ void tile_values(const act_fwd_src<ACT, XBF16> &,
+                                                   const typename act_fwd_src<ACT, XBF16>::raw_t &raw, int64_t,
+                                                   float (&v)[act_fwd_src<ACT, XBF16>::VEC])
+{
+    typedef act_fwd_src<ACT, XBF16> S;
+    float a[S::VEC];
+    decode_piece<XBF16, S::VEC>(raw.a, a);
+#pragma unroll
+    for (int j = 0; j < S::VEC; ++j) act_eval<ACT>(a[j], &v[j], NULL);
+    if constexpr (S::GATED) {
+        float b[S::VEC];
+        decode_piece<XBF16, S::VEC>(raw.b, b);
+#pragma unroll
+        for (int j = 0; j < S::VEC; ++j) v[j] = v[j] * b[j];
+    }
+}
+
+template <int ACT, int XBF16>
+static __device__ __forceinline__ void tile_store(const act_fwd_src<ACT, XBF16> &,
+                                                  const float (&)[act_fwd_src<ACT, XBF16>::VEC], int64_t, int64_t,
+                                                  int64_t, int64_t)
+{
+}
+
+/* ------------------------------------------------------------------------ */
 /* The fused backward's tile source (cast_tile.cuh)                          */
 /* ------------------------------------------------------------------------ */
 
-/* The tile's values are d [rows, cols_in]. VEC = 8 when x and dy are both
- * BF16 (16-byte loads), else 4 (16-byte FP32 loads, 8-byte BF16 ones). The
- * gated sources hold three pieces per thread-row, so they load one
- * micro-block ahead (registers); the plain ones both. */
+/* The tile's values are d [rows, cols_in]. VEC = 4 (16-byte FP32 loads,
+ * 8-byte BF16 ones), whatever the dtypes. With x and dy both BF16 it was 8
+ * (16-byte loads), and BF16 dy ran barely faster or slower than FP32 dy
+ * (H200, 8192 x 16384, us: GELU 287 against 299, SwiGLU 639 against 576);
+ * with 4 it runs GELU in 273 and SwiGLU in 568. The gated sources hold
+ * three pieces per thread-row, so they load one micro-block ahead
+ * (registers); the plain ones both. */
 template <int ACT, int XBF16, int DYBF16>
 struct act_bwd_src {
     static constexpr int GATED = act_gated(ACT);
-    static constexpr int VEC = XBF16 && DYBF16 ? 8 : 4;
+    static constexpr int VEC = 4;
     static constexpr int AHEAD = GATED ? 1 : 2;
     static constexpr int XW = VEC * (XBF16 ? 2 : 4) / 4, DW = VEC * (DYBF16 ? 2 : 4) / 4; /* words */
     struct raw_t {
@@ -485,17 +551,17 @@ static __global__ void __launch_bounds__(ACT_THREADS) act_bwd_rows_kernel(act_ro
 /* Launchers                                                                 */
 /* ------------------------------------------------------------------------ */
 
-enum { ACT_OP_FWD, ACT_OP_BWD_ROWS, ACT_OP_BWD_TILE };
+enum { ACT_OP_FWD, ACT_OP_FWD_TILE, ACT_OP_BWD_ROWS, ACT_OP_BWD_TILE };
 
 /* One launch: which kernel family, its dtypes and its parameters. */
 typedef struct act_job {
     int op;
     int x_bf16, dy_bf16;
     int yk;    /* forward: 0 FP32, 1 BF16, 2 E4M3, 3 E5M2 */
-    int e5m2;  /* backward codes */
+    int e5m2;  /* the tile kernels' codes */
     act_rows_params rows;
     dim3 grid;
-    /* ACT_OP_BWD_TILE */
+    /* ACT_OP_FWD_TILE (x, h, w_x) and ACT_OP_BWD_TILE */
     cast_tile_params tile;
     const void *x, *dy;
     int64_t h;
@@ -518,6 +584,17 @@ static f8_status launch_bwd_tile(f8_ctx *ctx, act_job *j)
     src.w_dx = j->w_dx;
     j->tile.w_out = j->tile.out != NULL ? access_width(j->tile.out, j->tile.cols, src.VEC) : 1;
     return cast_tile_launch(ctx, &j->tile, src, j->e5m2, "activation backward", "f8i_reduce_scratch_bytes");
+}
+
+template <int ACT, int XBF16>
+static f8_status launch_fwd_tile(f8_ctx *ctx, act_job *j)
+{
+    act_fwd_src<ACT, XBF16> src;
+    src.x = j->x;
+    src.h = j->h;
+    src.w_x = j->w_x;
+    j->tile.w_out = j->tile.out != NULL ? access_width(j->tile.out, j->tile.cols, src.VEC) : 1;
+    return cast_tile_launch(ctx, &j->tile, src, j->e5m2, "activation forward", "f8i_reduce_scratch_bytes");
 }
 
 template <int ACT, int XBF16, int DYBF16>
@@ -551,6 +628,8 @@ static f8_status act_run(f8_ctx *ctx, act_job *j)
         xb ? launch_fwd<ACT, 1>(j, st) : launch_fwd<ACT, 0>(j, st);
         F8I_COUNT_LAUNCHES(ctx, 1);
         return f8i_cuda_launch_check(ctx, "act_fwd_kernel");
+    case ACT_OP_FWD_TILE: /* cast_tile_launch counts its own launch */
+        return xb ? launch_fwd_tile<ACT, 1>(ctx, j) : launch_fwd_tile<ACT, 0>(ctx, j);
     case ACT_OP_BWD_ROWS:
         if (xb)
             db ? launch_bwd_rows<ACT, 1, 1>(j, st) : launch_bwd_rows<ACT, 1, 0>(j, st);

@@ -4,10 +4,14 @@
  * FP32/BF16 data with run-time access widths, the stores of each output kind,
  * and a block-wide sum. Only src/cuda/norm_*.cu include it.
  *
- * Design note. A piece is NORM_VEC = 8 consecutive elements of a row; it is
- * moved whole with the widest access its alignment allows (kernels_common.cuh's
- * access_width), or element by element at the row's end, where loads give +0
- * past the end and stores write nothing there.
+ * Design note. A piece is N consecutive elements of a row (NORM_VEC = 8 in
+ * the backward, 16 bytes of x in the forward's row-group kernel: one set of
+ * helpers, templated on N); it is moved whole with the widest access its
+ * alignment allows (kernels_common.cuh's access_width), or element by element
+ * at the row's end, where loads give +0 past the end and stores write nothing
+ * there. The column index type I is the caller's: the forward's row-group
+ * kernel passes int (its rows are at most FWD_MAX_COLS wide), which keeps
+ * 64-bit arithmetic, and the registers it takes, out of its loop.
  */
 #ifndef F8_CUDA_NORM_COMMON_CUH
 #define F8_CUDA_NORM_COMMON_CUH
@@ -27,62 +31,64 @@ static __device__ __forceinline__ float load_one(const void *p, int bf16, int64_
     return bf16 ? f8i_bf16_to_float(((const uint16_t *)p)[i]) : ((const float *)p)[i];
 }
 
-/* The raw words of the piece at column c (a multiple of NORM_VEC) of a row:
- * 4 words of BF16 pairs (low element first) or 8 FP32 words; whole with
- * accesses of w bytes, or element by element at the row's end (+0 past it). */
-template <int BF16>
-static __device__ __forceinline__ void load_words(uint32_t (&r)[BF16 ? 4 : 8], const void *row, int64_t c,
-                                                  int64_t cols, int w)
+/* The raw words of the N elements at column c of a row (N a multiple of 4):
+ * N/2 words of BF16 pairs (low element first) or N FP32 words; whole with
+ * accesses of w bytes, or element by element at the row's end (+0 past it).
+ * The backward moves pieces of NORM_VEC, the forward 16 bytes of x. */
+template <int BF16, int N = NORM_VEC, typename I = int64_t>
+static __device__ __forceinline__ void load_words(uint32_t (&r)[N * (BF16 ? 2 : 4) / 4], const void *row, I c, I cols,
+                                                  int w)
 {
-    if (c + NORM_VEC <= cols) {
-        load_bytes<BF16 ? 16 : 32>(r, (const char *)row + c * (BF16 ? 2 : 4), w);
+    static_assert(N % 4 == 0, "whole words, 16-byte multiples of FP32");
+    if (c + N <= cols) {
+        load_bytes<N *(BF16 ? 2 : 4)>(r, (const char *)row + c * (BF16 ? 2 : 4), w);
     } else if constexpr (BF16) {
         const uint16_t *h = (const uint16_t *)row;
 #pragma unroll
-        for (int i = 0; i < 4; ++i)
+        for (int i = 0; i < N / 2; ++i)
             r[i] = (c + 2 * i < cols ? (uint32_t)h[c + 2 * i] : 0u) |
                    (c + 2 * i + 1 < cols ? (uint32_t)h[c + 2 * i + 1] << 16 : 0u);
     } else {
         const uint32_t *f = (const uint32_t *)row;
 #pragma unroll
-        for (int i = 0; i < 8; ++i) r[i] = c + i < cols ? f[c + i] : 0u;
+        for (int i = 0; i < N; ++i) r[i] = c + i < cols ? f[c + i] : 0u;
     }
 }
 
-/* A piece's raw words as its NORM_VEC floats (exact). */
-template <int BF16>
-static __device__ __forceinline__ void words_floats(const uint32_t (&r)[BF16 ? 4 : 8], float (&v)[NORM_VEC])
+/* Raw words as their N floats (exact). */
+template <int BF16, int N = NORM_VEC>
+static __device__ __forceinline__ void words_floats(const uint32_t (&r)[N * (BF16 ? 2 : 4) / 4], float (&v)[N])
 {
     if constexpr (BF16) {
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
+        for (int i = 0; i < N / 2; ++i) {
             v[2 * i] = __uint_as_float(r[i] << 16);
             v[2 * i + 1] = __uint_as_float(r[i] & 0xFFFF0000u);
         }
     } else {
 #pragma unroll
-        for (int i = 0; i < 8; ++i) v[i] = __uint_as_float(r[i]);
+        for (int i = 0; i < N; ++i) v[i] = __uint_as_float(r[i]);
     }
 }
 
-/* The piece at column c as floats (load_words, then words_floats). */
-template <int BF16>
-static __device__ __forceinline__ void load_piece(float (&v)[NORM_VEC], const void *row, int64_t c, int64_t cols,
-                                                  int w)
+/* The N elements at column c as floats (load_words, then words_floats). */
+template <int BF16, int N = NORM_VEC, typename I = int64_t>
+static __device__ __forceinline__ void load_piece(float (&v)[N], const void *row, I c, I cols, int w)
 {
-    uint32_t r[BF16 ? 4 : 8];
-    load_words<BF16>(r, row, c, cols, w);
-    words_floats<BF16>(r, v);
+    uint32_t r[N * (BF16 ? 2 : 4) / 4];
+    load_words<BF16, N, I>(r, row, c, cols, w);
+    words_floats<BF16, N>(r, v);
 }
 
-/* gamma or beta at column c, dtype chosen at run time (a uniform branch). */
-static __device__ __forceinline__ void load_param(float (&v)[NORM_VEC], const void *p, int bf16, int64_t c,
-                                                  int64_t cols, int w)
+/* N elements of gamma or beta at column c, dtype chosen at run time (a
+ * uniform branch). */
+template <int N = NORM_VEC, typename I = int64_t>
+static __device__ __forceinline__ void load_param(float (&v)[N], const void *p, int bf16, I c, I cols, int w)
 {
     if (bf16)
-        load_piece<1>(v, p, c, cols, w);
+        load_piece<1, N, I>(v, p, c, cols, w);
     else
-        load_piece<0>(v, p, c, cols, w);
+        load_piece<0, N, I>(v, p, c, cols, w);
 }
 
 /* Two BF16 codes (lo in the low half), round to nearest even: the hardware
@@ -94,47 +100,48 @@ static __device__ __forceinline__ uint32_t bf16x2(float lo, float hi)
     return r;
 }
 
-/* Store the piece o at column c of a row of kind YK (FP8: codes of o · s). */
-template <int YK>
-static __device__ __forceinline__ void store_piece(void *row, int64_t c, int64_t cols, const float (&o)[NORM_VEC],
-                                                   float s, int w)
+/* Store the N outputs o at column c of a row of kind YK (FP8: codes of
+ * o · s), with accesses of w bytes when whole, else element by element. */
+template <int YK, int N = NORM_VEC, typename I = int64_t>
+static __device__ __forceinline__ void store_piece(void *row, I c, I cols, const float (&o)[N], float s, int w)
 {
-    const bool whole = c + NORM_VEC <= cols;
+    static_assert(N % 4 == 0, "whole words of FP8 codes");
+    const bool whole = c + N <= cols;
     if constexpr (YK == Y_FP32) {
         float *d = (float *)row + c;
-        uint32_t u[NORM_VEC];
+        uint32_t u[N];
 #pragma unroll
-        for (int j = 0; j < NORM_VEC; ++j) u[j] = __float_as_uint(o[j]);
+        for (int j = 0; j < N; ++j) u[j] = __float_as_uint(o[j]);
         if (whole) {
-            store_bytes<32>(d, u, w);
+            store_bytes<4 * N>(d, u, w);
         } else {
 #pragma unroll
-            for (int j = 0; j < NORM_VEC; ++j)
+            for (int j = 0; j < N; ++j)
                 if (c + j < cols) d[j] = o[j];
         }
     } else if constexpr (YK == Y_BF16) {
         uint16_t *d = (uint16_t *)row + c;
-        uint16_t h[NORM_VEC];
+        uint32_t u[N / 2];
 #pragma unroll
-        for (int j = 0; j < NORM_VEC; ++j) h[j] = f8i_bf16_from_float(o[j]);
+        for (int i = 0; i < N / 2; ++i)
+            u[i] = (uint32_t)f8i_bf16_from_float(o[2 * i]) | ((uint32_t)f8i_bf16_from_float(o[2 * i + 1]) << 16);
         if (whole) {
-            uint32_t u[4];
-#pragma unroll
-            for (int i = 0; i < 4; ++i) u[i] = (uint32_t)h[2 * i] | ((uint32_t)h[2 * i + 1] << 16);
-            store_bytes<16>(d, u, w);
+            store_bytes<2 * N>(d, u, w);
         } else {
 #pragma unroll
-            for (int j = 0; j < NORM_VEC; ++j)
-                if (c + j < cols) d[j] = h[j];
+            for (int j = 0; j < N; ++j)
+                if (c + j < cols) d[j] = (uint16_t)(u[j / 2] >> (16 * (j % 2)));
         }
     } else {
         uint8_t *d = (uint8_t *)row + c;
-        const uint32_t u[2] = {fp8x4<YK == Y_E5M2>(o, s), fp8x4<YK == Y_E5M2>(o + 4, s)};
+        uint32_t u[N / 4];
+#pragma unroll
+        for (int i = 0; i < N / 4; ++i) u[i] = fp8x4<YK == Y_E5M2>(o + 4 * i, s);
         if (whole) {
-            store_bytes<8>(d, u, w);
+            store_bytes<N>(d, u, w);
         } else {
 #pragma unroll
-            for (int j = 0; j < NORM_VEC; ++j)
+            for (int j = 0; j < N; ++j)
                 if (c + j < cols) d[j] = (uint8_t)(u[j / 4] >> (8 * (j % 4)));
         }
     }

@@ -4,32 +4,45 @@
  *
  * Design note. A row is reduced by a group of threads and never leaves
  * registers between the statistics and the output.
- *  - Rows up to FWD_MAX_COLS = 8192 columns (the common case): a persistent
- *    grid of FWD_THREADS-thread blocks, FWD_MIN_BLOCKS per SM (the launch
- *    bounds guarantee that many fit, so no occupancy query is needed), each
- *    block split into row groups of tpr threads (a power of two, 32..512:
- *    the fewest that cover the row with FWD_NV = 4 pieces each, a piece being
- *    the 16 bytes of x a thread moves at once: 8 BF16 or 4 FP32 elements). A
- *    group walks rows group, group + groups in the grid, ...; its threads
- *    keep x as the raw 16-byte words (BF16 stays 2 bytes an element) and
- *    convert each time they read it. The next row's x is loaded into a second
- *    register buffer before the current row's arithmetic starts, so every
- *    group always has a row in flight while it computes: without this the
- *    groups of an SM, which start together and take only ~8 rows each, loaded
- *    and computed in lockstep, and the kernel's time was roughly the sum of
- *    its memory time and its arithmetic time (50% of copy bandwidth at
- *    8192 x 4096 BF16 -> E4M3). Staging two rows ahead through shared
- *    memory (cp.async) instead was slower, and so was merging per-warp
- *    (count, mean, m2) with Chan's update to save a barrier: at this size
- *    the kernel is held back by its instruction count as much as by memory,
- *    so the per-row statistics use 1/cols once and rsqrtf rather than
- *    divisions. The row's sums are warp shuffles plus, for a
- *    multi-warp group, one word per warp through shared memory behind a named
- *    barrier of the group's threads only (bar.sync id, tpr), so groups never
- *    wait for each other. gamma (1 + gamma when zero centred) and beta are
- *    converted to FP32 into shared memory once per block, laid out so that a
- *    warp's 16-byte reads are conflict-free and a piece's place is a constant
- *    offset.
+ *  - Rows up to FWD_MAX_COLS = 8192 columns (the common case): the
+ *    row-group kernel, a persistent grid of blocks (as many as are resident
+ *    at once: the launch bounds guarantee it, so no occupancy query is
+ *    needed), each split into row groups of tpr threads (a power of two,
+ *    32..512: the fewest that cover the row with FWD_NV = 4 pieces each, a
+ *    piece being the 16 bytes of x a thread moves at once: 8 BF16 or 4 FP32
+ *    elements). A group walks rows group, group + groups in the grid, ...;
+ *    its threads keep x as the raw 16-byte words (BF16 stays 2 bytes an
+ *    element) and convert each time they read it. x reaches the registers
+ *    one of two ways. With one row loaded ahead into a second register
+ *    buffer (FWD_CFG_REGS, the only way for rows that are not 16-byte
+ *    aligned), an SM has 8 rows (64 KB) in flight. When x's rows are 16-byte
+ *    aligned the kernel stages x through shared memory instead: every thread
+ *    copies its own pieces of the row STAGES rows ahead with cp.async into
+ *    its own slots of a ring, and refills a slot right after reading it into
+ *    registers, so a group has STAGES rows in flight while it computes and
+ *    needs no registers for them. A thread reads back only what it copied
+ *    itself (cp.async.wait_group orders it), so the ring needs no barrier;
+ *    a slot is refilled only after the row's first pass has consumed the
+ *    registers read from it. Measured on the H200 at 8192 x 4096 BF16 ->
+ *    E4M3 (us, LayerNorm / RMSNorm, the second of two runs): registers
+ *    39.1 / 34.1 (the RMS build spills 24 bytes), 2 stages in 512-thread
+ *    blocks 39.3 / 33.6, 2 stages in 1024-thread blocks 38.0 / 33.5, 3
+ *    stages in 1024-thread blocks 40.0 / 34.4 (the first run agreed within
+ *    5%). Staging gains a few percent at most and a deeper ring loses: the
+ *    bytes in flight are not what holds LayerNorm near 60% of copy
+ *    bandwidth; the per-row chain of three passes and two barrier-separated
+ *    reductions is the likelier limit (RMSNorm, one reduction and three
+ *    fewer instructions an element, runs near 71%). The launcher picks 2
+ *    stages in 1024-thread blocks (2 in 512-thread blocks for 64-thread
+ *    groups); the others stay selectable (f8i_norm_fwd_args.variant) so the
+ *    benchmark compares them on the device. The row's sums are warp shuffles plus, for a
+ *    multi-warp group, one word per warp through shared memory behind a
+ *    named barrier of the group's threads only (bar.sync id, tpr), so groups
+ *    never wait for each other. gamma (1 + gamma when zero centred) and beta
+ *    are converted to FP32 into shared memory once per block, laid out so
+ *    that a warp's 16-byte reads are conflict-free and a piece's place is a
+ *    constant offset. The per-row statistics use 1/cols once and rsqrtf
+ *    rather than divisions.
  *  - Wider rows, up to 16384 columns, take the older one-row-per-group
  *    kernel: a block of NORM_THREADS holds NORM_THREADS / tpr rows, each
  *    thread FWD_NV_LARGE pieces of NORM_VEC = 8 elements as floats; wider
@@ -39,7 +52,8 @@
  * cancellation from E[x²] - E[x]²). Row sums are in FP32 in a fixed order
  * (butterfly within a warp, then warps in index order; a row-group thread
  * first keeps four partial sums, added pairwise, and accumulates the squared
- * deviations with fmaf): a re-run gives the same bits. The older kernels
+ * deviations with fmaf): a re-run gives the same bits, and every row-group
+ * configuration gives the same bits. The older kernels
  * take rsigma = 1.0f / sqrtf(var + eps) with IEEE sqrt and division; the
  * row-group kernel mu = Σx · (1/cols) and rsigma = rsqrtf(Σ(x-mu)² · (1/cols)
  * + eps) (within 2 ulps). The elementwise steps follow the CPU oracle's
@@ -53,20 +67,22 @@
 #include "norm_common.cuh"
 
 #define NORM_THREADS 256     /* the older forward's block (and the wide forward's) */
-#define FWD_THREADS 512      /* the row-group forward's block */
-#define FWD_MIN_BLOCKS 2     /* its blocks per SM (launch bounds: <= 64 registers) */
-#define FWD_NV 4             /* its pieces (16 bytes of x) per thread and row buffer */
+#define FWD_NV 4             /* row-group kernel: pieces (16 bytes of x) per thread and row */
 #define FWD_MAX_COLS 8192    /* its widest row: at most 64 KB of gamma/beta in shared memory */
-#define FWD_FILL 4           /* its pieces of gamma/beta per thread to fill, at most */
 #define FWD_NV_LARGE 8       /* the older forward: pieces of NORM_VEC per thread, rows up to 16384 */
+#define FWD_SMEM_SM (228 * 1024) /* sm_90's shared memory per SM: the resident blocks share it */
+#define FWD_SMEM_BLOCK 2048       /* what each block takes beside its dynamic part (1 KB reserved, static arrays) */
+
+/* The row-group kernel's configurations (f8i_norm_fwd_args.variant; 0 picks):
+ * block threads, blocks per SM (1024 / threads, the launch bounds: <= 64
+ * registers) and stages of x in shared memory (0: one row ahead in registers). */
+enum { FWD_CFG_AUTO = 0, FWD_CFG_REGS, FWD_CFG_S2_512, FWD_CFG_S2_1024, FWD_CFG_S3_1024, FWD_CFG_COUNT };
 
 static_assert(NORM_THREADS % 32 == 0, "whole warps");
-/* FP32 x (4 elements a piece) at FWD_MAX_COLS: tpr = FWD_THREADS, one group a
- * block, and the block fills FWD_MAX_COLS / 4 pieces of gamma/beta FWD_FILL a thread. */
-static_assert(FWD_MAX_COLS <= FWD_THREADS * FWD_NV * 4, "a row group fits a block");
-static_assert(FWD_MAX_COLS / 4 <= FWD_THREADS * FWD_FILL, "the gamma/beta fill covers the row");
-static_assert(FWD_THREADS / 64 <= 15, "a named barrier (ids 1..15) per multi-warp group");
-static_assert(FWD_MIN_BLOCKS * FWD_MAX_COLS * 2 * 4 <= 160 * 1024, "gamma/beta of the resident blocks fit an SM");
+/* FP32 x (4 elements a piece) at FWD_MAX_COLS: tpr = 512, one group a 512-thread block. */
+static_assert(FWD_MAX_COLS <= 512 * FWD_NV * 4, "a row group fits a 512-thread block");
+static_assert(512 / 64 <= 15, "a named barrier (ids 1..15) per multi-warp group of a 512-thread block");
+static_assert(2 * FWD_MAX_COLS * 2 * 4 <= 160 * 1024, "gamma/beta of two resident 512-thread blocks fit an SM");
 
 typedef struct norm_fwd_params {
     const void *x;             /* (rows, cols) FP32 or BF16 */
@@ -86,111 +102,6 @@ typedef struct norm_fwd_params {
 /* ------------------------------------------------------------------------ */
 /* Device helpers                                                            */
 /* ------------------------------------------------------------------------ */
-
-/* The row-group forward's piece of x at element column c (E = 16 / sizeof(x)
- * elements): its raw 16 bytes, read with accesses of w bytes when whole, or
- * element by element at the row's end (zero words past it). */
-template <int X_BF16>
-static __device__ __forceinline__ uint4 load_raw(const void *row, int c, int cols, int w)
-{
-    constexpr int E = X_BF16 ? 8 : 4;
-    uint32_t r[4];
-    if (c + E <= cols) {
-        load_bytes<16>(r, (const char *)row + (int64_t)c * (X_BF16 ? 2 : 4), w);
-    } else if constexpr (X_BF16) {
-        const uint16_t *h = (const uint16_t *)row;
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-            r[i] = (c + 2 * i < cols ? (uint32_t)h[c + 2 * i] : 0u) |
-                   (c + 2 * i + 1 < cols ? (uint32_t)h[c + 2 * i + 1] << 16 : 0u);
-    } else {
-        const uint32_t *f = (const uint32_t *)row;
-#pragma unroll
-        for (int i = 0; i < 4; ++i) r[i] = c + i < cols ? f[c + i] : 0u;
-    }
-    return make_uint4(r[0], r[1], r[2], r[3]);
-}
-
-/* A raw piece as its E floats (exact). */
-template <int X_BF16>
-static __device__ __forceinline__ void raw_floats(const uint4 &u, float (&v)[X_BF16 ? 8 : 4])
-{
-    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
-    decode16<X_BF16>(w, v);
-}
-
-/* E (4 or 8) elements of gamma or beta at column c, dtype chosen at run time
- * (a uniform branch): accesses of w bytes when whole, else element by element
- * (+0 past the row's end). */
-template <int E>
-static __device__ __forceinline__ void load_param_e(float (&v)[E], const void *p, int bf16, int c, int cols, int w)
-{
-    if (c + E <= cols) {
-        if (bf16) {
-            uint32_t r[E / 2];
-            load_bytes<2 * E>(r, (const uint16_t *)p + c, w);
-#pragma unroll
-            for (int i = 0; i < E / 2; ++i) {
-                v[2 * i] = __uint_as_float(r[i] << 16);
-                v[2 * i + 1] = __uint_as_float(r[i] & 0xFFFF0000u);
-            }
-        } else {
-            uint32_t r[E];
-            load_bytes<4 * E>(r, (const float *)p + c, w);
-#pragma unroll
-            for (int j = 0; j < E; ++j) v[j] = __uint_as_float(r[j]);
-        }
-    } else {
-#pragma unroll
-        for (int j = 0; j < E; ++j) v[j] = c + j < cols ? load_one(p, bf16, c + j) : 0.0f;
-    }
-}
-
-/* Store E outputs o at column c of a row of kind YK (FP8: codes of o · s),
- * with accesses of w bytes when whole, else element by element. */
-template <int YK, int E>
-static __device__ __forceinline__ void store_out(void *row, int c, int cols, const float (&o)[E], float s, int w)
-{
-    const bool whole = c + E <= cols;
-    if constexpr (YK == Y_FP32) {
-        float *d = (float *)row + c;
-        uint32_t u[E];
-#pragma unroll
-        for (int j = 0; j < E; ++j) u[j] = __float_as_uint(o[j]);
-        if (whole) {
-            store_bytes<4 * E>(d, u, w);
-        } else {
-#pragma unroll
-            for (int j = 0; j < E; ++j)
-                if (c + j < cols) d[j] = o[j];
-        }
-    } else if constexpr (YK == Y_BF16) {
-        uint16_t *d = (uint16_t *)row + c;
-        uint32_t u[E / 2];
-#pragma unroll
-        for (int i = 0; i < E / 2; ++i)
-            u[i] = (uint32_t)f8i_bf16_from_float(o[2 * i]) | ((uint32_t)f8i_bf16_from_float(o[2 * i + 1]) << 16);
-        if (whole) {
-            store_bytes<2 * E>(d, u, w);
-        } else {
-#pragma unroll
-            for (int j = 0; j < E; ++j)
-                if (c + j < cols) d[j] = (uint16_t)(u[j / 2] >> (16 * (j % 2)));
-        }
-    } else {
-        uint8_t *d = (uint8_t *)row + c;
-        uint32_t u[E / 4];
-#pragma unroll
-        for (int i = 0; i < E / 4; ++i) u[i] = fp8x4<YK == Y_E5M2>(o + 4 * i, s);
-        if (whole) {
-            store_bytes<E>(d, u, w);
-        } else {
-#pragma unroll
-            for (int j = 0; j < E; ++j)
-                if (c + j < cols) d[j] = (uint8_t)(u[j / 4] >> (8 * (j % 4)));
-        }
-    }
-}
 
 /* a[0] becomes the sum of a[0..N-1], added pairwise in a fixed order. */
 template <int N>
@@ -225,8 +136,8 @@ static __device__ __forceinline__ float group_total(float v, int nw, int first, 
 
 /* q[j % 4] += (x - m)² over a row-group thread's own columns of xr (fmaf). */
 template <int X_BF16>
-static __device__ __forceinline__ void deviations(float (&q)[4], const uint4 (&xr)[FWD_NV], float m, int c0, int cols,
-                                                  int room)
+static __device__ __forceinline__ void deviations(float (&q)[4], const uint32_t (&xr)[FWD_NV][4], float m, int c0,
+                                                  int cols, int room)
 {
     constexpr int E = X_BF16 ? 8 : 4;
 #pragma unroll
@@ -234,7 +145,7 @@ static __device__ __forceinline__ void deviations(float (&q)[4], const uint4 (&x
         const int c = c0 + 32 * k * E;
         if (32 * k >= room) continue;
         float v[E];
-        raw_floats<X_BF16>(xr[k], v);
+        words_floats<X_BF16, E>(xr[k], v);
         if (c + E <= cols) {
 #pragma unroll
             for (int j = 0; j < E; ++j) {
@@ -251,26 +162,65 @@ static __device__ __forceinline__ void deviations(float (&q)[4], const uint4 (&x
     }
 }
 
-/* ------------------------------------------------------------------------ */
-/* Kernels                                                                   */
-/* ------------------------------------------------------------------------ */
-
-/* The row group's FWD_NV pieces of x of row `row` (zero words where the
- * thread has no piece). room: see the kernel. */
+/* The row group's FWD_NV pieces of x of row `row` into registers (zero
+ * words where the thread has no piece). room: see the kernel. */
 template <int X_BF16>
-static __device__ __forceinline__ void load_row(uint4 (&xr)[FWD_NV], const void *x, int64_t row, int cols, int c0,
-                                                int room, int w)
+static __device__ __forceinline__ void load_row(uint32_t (&xr)[FWD_NV][4], const void *x, int64_t row, int cols,
+                                                int c0, int room, int w)
 {
     constexpr int E = X_BF16 ? 8 : 4;
     const char *xrow = (const char *)x + row * cols * (X_BF16 ? 2 : 4);
 #pragma unroll
-    for (int k = 0; k < FWD_NV; ++k)
-        xr[k] = 32 * k < room ? load_raw<X_BF16>(xrow, c0 + 32 * k * E, cols, w) : make_uint4(0u, 0u, 0u, 0u);
+    for (int k = 0; k < FWD_NV; ++k) {
+        if (32 * k < room) {
+            load_words<X_BF16, E>(xr[k], xrow, c0 + 32 * k * E, cols, w);
+        } else {
+#pragma unroll
+            for (int i = 0; i < 4; ++i) xr[k][i] = 0u;
+        }
+    }
 }
 
+/* 16 bytes from global to shared memory, asynchronously (cached in L2 only:
+ * x is read once), and the group bookkeeping of those copies. */
+static __device__ __forceinline__ void cp_async16(void *smem, const void *gmem)
+{
+    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem) : "memory");
+}
+
+static __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+
+/* Wait until at most N of this thread's committed groups are still in flight. */
+template <int N>
+static __device__ __forceinline__ void cp_async_wait()
+{
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+/* Stage row `row`'s pieces of this thread into its ring slots (slot: piece
+ * 0's; piece k at slot + k·THREADS), then close the copy group. Rows are
+ * 16-byte aligned and a whole number of pieces here. */
+template <int X_BF16, int THREADS>
+static __device__ __forceinline__ void stage_row(uint4 *slot, const void *x, int64_t row, int64_t rows, int cols,
+                                                 int c0, int room)
+{
+    if (row < rows) {
+        const char *src = (const char *)x + (row * cols + c0) * (X_BF16 ? 2 : 4);
+#pragma unroll
+        for (int k = 0; k < FWD_NV; ++k)
+            if (32 * k < room) cp_async16(slot + k * THREADS, src + 32 * k * 16);
+    }
+    cp_async_commit(); /* one group per row, empty or not: the waits count them */
+}
+
+/* ------------------------------------------------------------------------ */
+/* Kernels                                                                   */
+/* ------------------------------------------------------------------------ */
+
 /* Forward, rows up to FWD_MAX_COLS columns (the row-group kernel).
- * Grid: persistent, at most FWD_MIN_BLOCKS per SM (and no more than the rows
- * need); block FWD_THREADS, split into FWD_THREADS / tpr row groups of tpr
+ * Grid: persistent, at most 1024 / THREADS blocks per SM (and no more than
+ * the rows need); block THREADS, split into THREADS / tpr row groups of tpr
  * consecutive threads (nw = tpr / 32 warps). Group g of block b takes rows
  * b·groups + g, then every gridDim.x·groups rows after. Piece P of a row is
  * its columns E·P .. E·P + E-1 (E = 8 BF16 or 4 FP32: 16 bytes of x); of the
@@ -278,25 +228,28 @@ static __device__ __forceinline__ void load_row(uint4 (&xr)[FWD_NV], const void 
  * 32·kn·w (kn = ceil(np / 32nw) <= FWD_NV), and its lane l the pieces
  * 32·kn·w + 32k + l, k < kn, that are < np: a warp reads 512 contiguous
  * bytes per k, and a piece's place depends on k only through a constant
- * offset. A thread holds x there as raw words (this row's in xr, the next
- * row's in xn), joins the row's two sums and writes those columns of y.
+ * offset. A thread holds x there as raw words (this row's in xr; with
+ * STAGES = 0 the next row's in xn, else the next STAGES rows' in its ring
+ * slots), joins the row's two sums and writes those columns of y.
  * Dynamic shared memory: the FP32 gain (1 + gamma when zero centred) and, for
  * LayerNorm, beta, as NPL float4 planes per piece (gain elements 4h .. 4h+3
  * in plane h < E/4, beta's in plane E/4 + h), piece P plane h at float4
- * ((P / 32)·NPL + h)·32 + P % 32: a warp's reads are 512 contiguous bytes.
+ * ((P / 32)·NPL + h)·32 + P % 32: a warp's reads are 512 contiguous bytes;
+ * then (STAGES > 0) the ring, STAGES x kn x THREADS slots of 16 bytes, stage
+ * s piece k of thread t at slot (s·kn + k)·THREADS + t.
  * The group's thread 0 writes mu and rsigma; thread 0 of block 0 writes
  * scale_inv; each block adds its amax with one atomic. */
-template <int X_BF16, int YK, int RMS>
-static __global__ void __launch_bounds__(FWD_THREADS, FWD_MIN_BLOCKS) norm_fwd_rows_kernel(norm_fwd_params p)
+template <int X_BF16, int YK, int RMS, int THREADS, int STAGES>
+static __global__ void __launch_bounds__(THREADS, 1024 / THREADS) norm_fwd_rows_kernel(norm_fwd_params p)
 {
     constexpr int E = X_BF16 ? 8 : 4;
     constexpr int YS = YK == Y_FP32 ? 4 : YK == Y_BF16 ? 2 : 1;
     constexpr int FP8 = YK == Y_E4M3 || YK == Y_E5M2;
     constexpr int NPL = (E / 4) * (RMS ? 1 : 2); /* float4 planes per piece */
     extern __shared__ float4 gb[];
-    __shared__ float red[2][FWD_THREADS / 32]; /* [slot][warp] */
+    __shared__ float red[2][THREADS / 32]; /* [slot][warp] */
     const int tpr = p.tpr, group = threadIdx.x / tpr, lane = threadIdx.x & 31;
-    const int groups = FWD_THREADS / tpr, nw = tpr >> 5, first = group * nw, bar = 1 + group;
+    const int groups = THREADS / tpr, nw = tpr >> 5, first = group * nw, bar = 1 + group;
     const int w = (threadIdx.x >> 5) - first; /* warp within the group */
     const int cols = (int)p.cols, np = (cols + E - 1) / E;
     const int kn = (np + 32 * nw - 1) / (32 * nw); /* pieces per lane, <= FWD_NV */
@@ -305,23 +258,31 @@ static __global__ void __launch_bounds__(FWD_THREADS, FWD_MIN_BLOCKS) norm_fwd_r
     const int room = end - p0;                   /* piece k is ours iff 32k < room */
     const int c0 = p0 * E;                       /* its column is c0 + 32kE */
     const float4 *gbt = gb + (size_t)(kn * w * NPL) * 32 + lane; /* piece k plane h: gbt[(k·NPL + h)·32] */
+    uint4 *ring = (uint4 *)(gb + (size_t)((np + 31) / 32) * NPL * 32) + threadIdx.x; /* stage s: + s·kn·THREADS */
     const float inv_n = 1.0f / (cols > 0 ? (float)cols : 1.0f); /* the statistics scale sums by it */
     const int64_t rows = p.rows;
     const int stride = (int)gridDim.x * groups; /* the launcher keeps the grid to what the GPU holds */
     int64_t row = (int64_t)blockIdx.x * groups + group;
 
-    /* The first row's x, in flight while gamma/beta are fetched. */
-    uint4 xr[FWD_NV], xn[FWD_NV];
-    load_row<X_BF16>(xr, p.x, row < rows ? row : 0, cols, c0, row < rows ? room : 0, p.w_x);
+    /* The first rows' x, in flight while gamma/beta are fetched. */
+    uint32_t xr[FWD_NV][4];
+    [[maybe_unused]] uint32_t xn[STAGES ? 1 : FWD_NV][4];
+    if constexpr (STAGES == 0) {
+        load_row<X_BF16>(xr, p.x, row < rows ? row : 0, cols, c0, row < rows ? room : 0, p.w_x);
 #pragma unroll
-    for (int k = 0; k < FWD_NV; ++k) xn[k] = make_uint4(0u, 0u, 0u, 0u);
+        for (int k = 0; k < FWD_NV; ++k)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) xn[k][i] = 0u;
+    } else {
+#pragma unroll
+        for (int s = 0; s < STAGES; ++s)
+            stage_row<X_BF16, THREADS>(ring + s * kn * THREADS, p.x, row + (int64_t)s * stride, rows, cols, c0, room);
+    }
 #pragma unroll 1
-    for (int i = 0; i < FWD_FILL; ++i) {
-        const int P = (int)threadIdx.x + i * FWD_THREADS;
-        if (P >= np) break;
+    for (int P = threadIdx.x; P < np; P += THREADS) {
         float4 *at = gb + (size_t)((P >> 5) * NPL) * 32 + (P & 31); /* plane h at at[32h] */
         float g[E];
-        load_param_e<E>(g, p.gamma, p.p_bf16, P * E, cols, p.w_p);
+        load_param<E>(g, p.gamma, p.p_bf16, P * E, cols, p.w_p);
         if (p.zero_centered) /* gain 0 past the row's end all the same */
 #pragma unroll
             for (int j = 0; j < E; ++j)
@@ -330,7 +291,7 @@ static __global__ void __launch_bounds__(FWD_THREADS, FWD_MIN_BLOCKS) norm_fwd_r
         for (int h = 0; h < E / 4; ++h) at[32 * h] = make_float4(g[4 * h], g[4 * h + 1], g[4 * h + 2], g[4 * h + 3]);
         if (!RMS) {
             float b[E];
-            load_param_e<E>(b, p.beta, p.p_bf16, P * E, cols, p.w_p);
+            load_param<E>(b, p.beta, p.p_bf16, P * E, cols, p.w_p);
 #pragma unroll
             for (int h = 0; h < E / 4; ++h)
                 at[32 * (E / 4 + h)] = make_float4(b[4 * h], b[4 * h + 1], b[4 * h + 2], b[4 * h + 3]);
@@ -340,14 +301,27 @@ static __global__ void __launch_bounds__(FWD_THREADS, FWD_MIN_BLOCKS) norm_fwd_r
 
     const float s = FP8 ? *p.scale : 1.0f;
     float amax = 0.0f;
-    int slot = 0; /* which red array the next group_total uses */
+    int slot = 0;  /* which red array the next group_total uses */
+    int stage = 0; /* the ring stage holding this row */
     while (row < rows) {
-        /* The next row's loads go out before this row's arithmetic. */
         const int64_t next = row + stride;
-        if (next < rows) load_row<X_BF16>(xn, p.x, next, cols, c0, room, p.w_x);
+        if constexpr (STAGES == 0) {
+            /* The next row's loads go out before this row's arithmetic. */
+            if (next < rows) load_row<X_BF16>(xn, p.x, next, cols, c0, room, p.w_x);
+        } else {
+            cp_async_wait<STAGES - 1>(); /* this row's group, the oldest of STAGES */
+            const uint4 *at = ring + stage * kn * THREADS;
+#pragma unroll
+            for (int k = 0; k < FWD_NV; ++k) {
+                const uint4 u = 32 * k < room ? at[k * THREADS] : make_uint4(0u, 0u, 0u, 0u);
+                xr[k][0] = u.x, xr[k][1] = u.y, xr[k][2] = u.z, xr[k][3] = u.w;
+            }
+        }
 
         /* mu, then m2 = Σ (x - mu)² over the row's own columns (x² for
-         * RMSNorm): group totals, two passes over the registers. */
+         * RMSNorm): group totals, two passes over the registers. The first
+         * pass has consumed the slots' words when the stage is refilled
+         * with the row STAGES ahead. */
         float mu = 0.0f;
         if (!RMS) {
             float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -355,16 +329,27 @@ static __global__ void __launch_bounds__(FWD_THREADS, FWD_MIN_BLOCKS) norm_fwd_r
             for (int k = 0; k < FWD_NV; ++k) {
                 if (32 * k >= room) continue; /* zeros there anyway */
                 float v[E];
-                raw_floats<X_BF16>(xr[k], v);
+                words_floats<X_BF16, E>(xr[k], v);
 #pragma unroll
                 for (int j = 0; j < E; ++j) acc[j % 4] += v[j];
             }
-            mu = group_total(pairwise_sum(acc), nw, first, red[slot], bar) * inv_n;
+            const float sum = pairwise_sum(acc);
+            if constexpr (STAGES > 0)
+                stage_row<X_BF16, THREADS>(ring + stage * kn * THREADS, p.x, row + (int64_t)STAGES * stride, rows,
+                                           cols, c0, room);
+            mu = group_total(sum, nw, first, red[slot], bar) * inv_n;
             slot ^= 1;
         }
         float q[4] = {0.0f, 0.0f, 0.0f, 0.0f};
         deviations<X_BF16>(q, xr, mu, c0, cols, room);
-        const float rs = rsqrtf(group_total(pairwise_sum(q), nw, first, red[slot], bar) * inv_n + p.eps);
+        const float m2 = pairwise_sum(q);
+        if constexpr (STAGES > 0) {
+            if (RMS)
+                stage_row<X_BF16, THREADS>(ring + stage * kn * THREADS, p.x, row + (int64_t)STAGES * stride, rows,
+                                           cols, c0, room);
+            stage = stage + 1 == STAGES ? 0 : stage + 1;
+        }
+        const float rs = rsqrtf(group_total(m2, nw, first, red[slot], bar) * inv_n + p.eps);
         slot ^= 1;
         if (threadIdx.x == (unsigned)(first * 32)) {
             if (!RMS && p.mu != NULL) p.mu[row] = mu;
@@ -377,7 +362,7 @@ static __global__ void __launch_bounds__(FWD_THREADS, FWD_MIN_BLOCKS) norm_fwd_r
             const int c = c0 + 32 * k * E;
             if (32 * k >= room) continue;
             float v[E], o[E];
-            raw_floats<X_BF16>(xr[k], v);
+            words_floats<X_BF16, E>(xr[k], v);
 #pragma unroll
             for (int h = 0; h < E / 4; ++h) {
                 const float4 g4 = gbt[(k * NPL + h) * 32];
@@ -397,15 +382,19 @@ static __global__ void __launch_bounds__(FWD_THREADS, FWD_MIN_BLOCKS) norm_fwd_r
             if (FP8)
 #pragma unroll
                 for (int j = 0; j < E; ++j) amax = fmaxf(amax, fabsf(o[j]));
-            store_out<YK, E>(yrow, c, cols, o, s, p.w_y);
+            store_piece<YK, E>(yrow, c, cols, o, s, p.w_y);
         }
+        if constexpr (STAGES == 0) {
 #pragma unroll
-        for (int k = 0; k < FWD_NV; ++k) xr[k] = xn[k];
+            for (int k = 0; k < FWD_NV; ++k)
+#pragma unroll
+                for (int i = 0; i < 4; ++i) xr[k][i] = xn[k][i];
+        }
         row = next;
     }
     if (FP8) {
         if (p.scale_inv != NULL && blockIdx.x == 0 && threadIdx.x == 0) *p.scale_inv = 1.0f / s;
-        if (p.amax != NULL) block_amax_atomic<FWD_THREADS>(amax, p.amax);
+        if (p.amax != NULL) block_amax_atomic<THREADS>(amax, p.amax);
     }
 }
 
@@ -536,44 +525,82 @@ static __global__ void __launch_bounds__(NORM_THREADS) norm_fwd_wide_kernel(norm
 }
 
 /* ------------------------------------------------------------------------ */
+/* ------------------------------------------------------------------------ */
 /* Launchers                                                                 */
 /* ------------------------------------------------------------------------ */
 
-/* The row-group forward: a persistent grid of FWD_MIN_BLOCKS blocks per SM
- * (all resident at once: the launch bounds cap the registers for that many,
- * and 2 x 64 KB of gamma/beta fit an SM), or fewer when the rows need fewer. */
-template <int X_BF16, int YK, int RMS>
-static cudaError_t launch_fwd_rows(const norm_fwd_params *p, int64_t blocks, size_t smem, int sm_count,
-                                   cudaStream_t stream)
+/* Threads and stages of a row-group configuration. */
+static void cfg_shape(int cfg, int *threads, int *stages)
 {
-    void (*kernel)(norm_fwd_params) = norm_fwd_rows_kernel<X_BF16, YK, RMS>;
+    static const int shape[FWD_CFG_COUNT][2] = {{512, 0}, {512, 0}, {512, 2}, {1024, 2}, {1024, 3}};
+    *threads = shape[cfg][0];
+    *stages = shape[cfg][1];
+}
+
+/* Dynamic shared memory of configuration cfg: gamma/beta planes (whole spans
+ * of 32 pieces, the layout's unit) and the ring. */
+static size_t cfg_smem(int cfg, int64_t np, int e, int rms, int kn)
+{
+    int threads, stages;
+    cfg_shape(cfg, &threads, &stages);
+    return (size_t)((np + 31) / 32 * 32) * (size_t)e * sizeof(float) * (rms ? 1 : 2) +
+           (size_t)stages * (size_t)kn * (size_t)threads * 16u;
+}
+
+/* Can configuration cfg run this launch? Staging needs 16-byte aligned
+ * rows of whole pieces (w_x 16); a 1024-thread block needs a named barrier
+ * per multi-warp group (ids 1..15: no 64-thread groups); the blocks of an
+ * SM must fit its shared memory. */
+static int cfg_fits(int cfg, const norm_fwd_params *p, int64_t np, int e, int kn)
+{
+    int threads, stages;
+    cfg_shape(cfg, &threads, &stages);
+    if (stages > 0 && p->w_x != 16) return 0;
+    if (threads == 1024 && p->tpr == 64) return 0;
+    return cfg_smem(cfg, np, e, p->rms, kn) <= (size_t)(FWD_SMEM_SM / (1024 / threads) - FWD_SMEM_BLOCK);
+}
+
+template <int X_BF16, int YK, int RMS, int THREADS, int STAGES>
+static cudaError_t launch_rows(const norm_fwd_params *p, size_t smem, int sm_count, cudaStream_t stream)
+{
+    void (*kernel)(norm_fwd_params) = norm_fwd_rows_kernel<X_BF16, YK, RMS, THREADS, STAGES>;
     if (smem > 48 * 1024) {
         const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (err != cudaSuccess) return err;
     }
-    const int64_t cap = (int64_t)(sm_count > 0 ? sm_count : 1) * FWD_MIN_BLOCKS;
+    const int64_t groups = THREADS / p->tpr, blocks = (p->rows + groups - 1) / groups;
+    const int64_t cap = (int64_t)(sm_count > 0 ? sm_count : 1) * (1024 / THREADS);
     const int64_t grid = blocks < cap ? blocks : cap;
-    kernel<<<(unsigned)(grid > 0 ? grid : 1), FWD_THREADS, smem, stream>>>(*p);
+    kernel<<<(unsigned)(grid > 0 ? grid : 1), THREADS, smem, stream>>>(*p);
     return cudaSuccess;
 }
 
-template <int X_BF16, int YK>
-static cudaError_t launch_fwd_rows_n(const norm_fwd_params *p, int64_t blocks, size_t smem, int sm_count,
-                                     cudaStream_t stream)
+template <int X_BF16, int YK, int RMS>
+static cudaError_t launch_rows_cfg(const norm_fwd_params *p, int cfg, size_t smem, int sm_count, cudaStream_t st)
 {
-    return p->rms ? launch_fwd_rows<X_BF16, YK, 1>(p, blocks, smem, sm_count, stream)
-                  : launch_fwd_rows<X_BF16, YK, 0>(p, blocks, smem, sm_count, stream);
+    switch (cfg) {
+    case FWD_CFG_S2_512: return launch_rows<X_BF16, YK, RMS, 512, 2>(p, smem, sm_count, st);
+    case FWD_CFG_S2_1024: return launch_rows<X_BF16, YK, RMS, 1024, 2>(p, smem, sm_count, st);
+    case FWD_CFG_S3_1024: return launch_rows<X_BF16, YK, RMS, 1024, 3>(p, smem, sm_count, st);
+    default: return launch_rows<X_BF16, YK, RMS, 512, 0>(p, smem, sm_count, st);
+    }
+}
+
+template <int X_BF16, int YK>
+static cudaError_t launch_rows_n(const norm_fwd_params *p, int cfg, size_t smem, int sm_count, cudaStream_t st)
+{
+    return p->rms ? launch_rows_cfg<X_BF16, YK, 1>(p, cfg, smem, sm_count, st)
+                  : launch_rows_cfg<X_BF16, YK, 0>(p, cfg, smem, sm_count, st);
 }
 
 template <int X_BF16>
-static cudaError_t launch_fwd_rows_y(const norm_fwd_params *p, int64_t blocks, size_t smem, int sm_count,
-                                     cudaStream_t stream)
+static cudaError_t launch_rows_y(const norm_fwd_params *p, int cfg, size_t smem, int sm_count, cudaStream_t st)
 {
     switch (p->y_kind) {
-    case Y_FP32: return launch_fwd_rows_n<X_BF16, Y_FP32>(p, blocks, smem, sm_count, stream);
-    case Y_BF16: return launch_fwd_rows_n<X_BF16, Y_BF16>(p, blocks, smem, sm_count, stream);
-    case Y_E4M3: return launch_fwd_rows_n<X_BF16, Y_E4M3>(p, blocks, smem, sm_count, stream);
-    default: return launch_fwd_rows_n<X_BF16, Y_E5M2>(p, blocks, smem, sm_count, stream);
+    case Y_FP32: return launch_rows_n<X_BF16, Y_FP32>(p, cfg, smem, sm_count, st);
+    case Y_BF16: return launch_rows_n<X_BF16, Y_BF16>(p, cfg, smem, sm_count, st);
+    case Y_E4M3: return launch_rows_n<X_BF16, Y_E4M3>(p, cfg, smem, sm_count, st);
+    default: return launch_rows_n<X_BF16, Y_E5M2>(p, cfg, smem, sm_count, st);
     }
 }
 
@@ -641,12 +668,21 @@ f8_status f8i_cuda_norm_fwd(f8_ctx *ctx, const f8i_norm_fwd_args *a)
         while ((int64_t)tpr * FWD_NV < np) tpr *= 2;
         p.tpr = tpr;
         p.w_y = access_width(a->y, a->cols * y_size, y_size * e < 16 ? y_size * e : 16);
-        const int64_t groups = FWD_THREADS / tpr, blocks = (a->rows + groups - 1) / groups;
-        /* gamma/beta planes: whole spans of 32 pieces (the layout's unit) */
-        const size_t smem = (size_t)((np + 31) / 32 * 32) * e * sizeof(float) * (p.rms ? 1 : 2);
+        const int kn = (int)((np + tpr - 1) / tpr);
+        /* Two stages, in 1024-thread blocks where they can run, else in
+         * 512-thread ones (the fastest measured: design note), unless the
+         * caller names a configuration (a benchmark); one that cannot run
+         * falls back. */
+        int cfg = a->variant > FWD_CFG_AUTO && a->variant < FWD_CFG_COUNT ? a->variant : FWD_CFG_AUTO;
+        if (cfg != FWD_CFG_AUTO && !cfg_fits(cfg, &p, np, e, kn)) cfg = FWD_CFG_AUTO;
+        if (cfg == FWD_CFG_AUTO)
+            cfg = cfg_fits(FWD_CFG_S2_1024, &p, np, e, kn)  ? FWD_CFG_S2_1024
+                  : cfg_fits(FWD_CFG_S2_512, &p, np, e, kn) ? FWD_CFG_S2_512
+                                                            : FWD_CFG_REGS;
+        const size_t smem = cfg_smem(cfg, np, e, p.rms, kn);
         const int sm_count = f8i_cuda(ctx)->sm_count;
-        const cudaError_t err = p.x_bf16 ? launch_fwd_rows_y<1>(&p, blocks, smem, sm_count, stream)
-                                         : launch_fwd_rows_y<0>(&p, blocks, smem, sm_count, stream);
+        const cudaError_t err = p.x_bf16 ? launch_rows_y<1>(&p, cfg, smem, sm_count, stream)
+                                         : launch_rows_y<0>(&p, cfg, smem, sm_count, stream);
         if (err != cudaSuccess) return f8i_cuda_check(ctx, err, "norm_fwd_rows_kernel setup");
         F8I_COUNT_LAUNCHES(ctx, 1);
         return f8i_cuda_launch_check(ctx, "norm_fwd_rows_kernel");

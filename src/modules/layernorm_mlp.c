@@ -5,11 +5,20 @@
  * Design note. FP8 forward: the norm writes fc1's FP8 input (GEMM1_INPUT), fc1
  * writes its pre-activation h1 in the parameter dtype (saved for backward),
  * the activation writes fc2's FP8 input (GEMM2_INPUT) with its amax, and fc2
- * produces y. Backward:
+ * produces y. Training, the activation also writes its codes transposed,
+ * a8ᵀ (saved: fc2's wgrad operand), and the row-major a8 that only fc2's
+ * fprop reads lives in ctx scratch, so the saved state is no larger and the
+ * backward transposes nothing of fc2's. Backward:
  *   dy ─cast+transpose+dbias2→ G8, G8ᵀ (GRAD_OUTPUT1)
  *   da = G8 · W2_8;  dW2 += G8ᵀ · a8ᵀ
  *   d = act'(h1)·da ─fused cast+transpose+dbias1→ D8, D8ᵀ (GRAD_OUTPUT2), one op
  *   dln = D8 · W1_8;  dW1 += D8ᵀ · ln8ᵀ;  norm backward from dln.
+ * da and dln, the dgrad GEMMs' outputs, are in the parameter dtype, as TE
+ * writes them in the activation dtype: with BF16 parameters that halves the
+ * bytes the GEMMs write and the activation and norm backwards read (the
+ * largest of the layer's non-GEMM costs at its benchmark shape), and rounds
+ * them once to BF16 (relative 2^-9, far inside the E5M2 step of d's codes
+ * and the FP32 statistics of the norm backward); FP32 parameters keep FP32.
  * Both weights have their own workspace with the same microbatch rule.
  * Unused slots (GEMM1_OUTPUT, GEMM2_OUTPUT, GRAD_INPUT1, GRAD_INPUT2) are
  * registered, as TE does, and never written, so they never roll.
@@ -42,7 +51,7 @@ struct f8_layernorm_mlp_saved {
     float *ln_sinv;
     float *mu, *rsigma;
     void *h1;         /* (T, F1) param dtype: fc1 output before the activation */
-    void *act;        /* (T, F) FP8 or param dtype */
+    void *act;        /* FP8: the codes transposed (F, T); else (T, F) param dtype */
     float *act_sinv;
     f8_tensor x;
     int64_t tokens;
@@ -140,12 +149,13 @@ f8_status f8_layernorm_mlp_create(f8_ctx *ctx, const f8_layernorm_mlp_config *co
         st = f8i_weight_create(ctx, &m->fc2, &ws);
     }
     if (st == F8_OK) {
-        /* forward without saved: a saved block; backward: G8, G8ᵀ, da (FP32),
-         * a8ᵀ, D8, D8ᵀ (or d in param dtype), dln (FP32), ln8ᵀ, scale_invs */
+        /* forward without saved: a saved block (with saved: a8, smaller);
+         * backward: dln, G8, G8ᵀ, da (param dtype with FP8, else FP32), D8,
+         * D8ᵀ (or d in param dtype), ln8ᵀ, scale_invs: bounded by FP32 sizes */
         const int64_t F1 = m->f1;
         m->reduce_bytes = f8i_reduce_scratch_bytes(T, F1 > H ? F1 : H);
         size_t fwd = saved_place(m, NULL, NULL);
-        size_t bwd = 2 * f8i_align256((size_t)(T * H)) + f8i_align256((size_t)(T * F) * 4) + f8i_align256((size_t)(T * F)) +
+        size_t bwd = 2 * f8i_align256((size_t)(T * H)) + f8i_align256((size_t)(T * F) * 4) +
                      2 * f8i_align256((size_t)(T * F1) * 4) + f8i_align256((size_t)(T * H) * 4) +
                      f8i_align256((size_t)(T * H)) + 4 * 256;
         st = f8i_scratch_reserve(ctx, m->reduce_bytes + (fwd > bwd ? fwd : bwd));
@@ -297,6 +307,10 @@ f8_status f8_layernorm_mlp_forward(f8_layernorm_mlp *m, const f8_tensor *x, f8_t
         s = &tmp;
     }
     const f8_dtype qdt = f8_ctx_slot_dtype(ctx, F8_DIR_FORWARD), adt = fp8 ? qdt : pdt;
+    /* fc2's input: FP8 training keeps its transpose in saved and the codes
+     * themselves, read by fc2's fprop only, in scratch (nothing else of the
+     * forward uses scratch: no dbias, and the GEMMs have their own workspace) */
+    void *a8 = fp8 && saved ? (unsigned char *)ctx->scratch + m->reduce_bytes : s->act;
     if (fp8)
         st = f8i_norm_forward(ctx, &m->norm, x, s->ln, qdt, f8i_slot_scale(ctx, m->fwd[GEMM1_INPUT]),
                               f8i_slot_amax(ctx, m->fwd[GEMM1_INPUT]), s->ln_sinv, s->mu, s->rsigma);
@@ -313,16 +327,17 @@ f8_status f8_layernorm_mlp_forward(f8_layernorm_mlp *m, const f8_tensor *x, f8_t
         a.x_dtype = pdt;
         a.rows = T;
         a.cols = F;
-        a.y = s->act;
+        a.y = a8;
         a.y_dtype = adt;
         if (fp8) {
+            a.y_t = saved ? (uint8_t *)s->act : NULL;
             a.scale = f8i_slot_scale(ctx, m->fwd[GEMM2_INPUT]);
             a.amax = f8i_slot_amax(ctx, m->fwd[GEMM2_INPUT]);
             a.scale_inv = s->act_sinv;
         }
         st = ctx->be->act_fwd(ctx, &a);
     }
-    if (st == F8_OK) st = f8i_weight_fprop(ctx, &m->fc2, s->act, adt, fp8 ? s->act_sinv : NULL, T, y->data, y->dtype);
+    if (st == F8_OK) st = f8i_weight_fprop(ctx, &m->fc2, a8, adt, fp8 ? s->act_sinv : NULL, T, y->data, y->dtype);
     if (st == F8_OK && saved) {
         saved->x = *x;
         saved->tokens = T;
@@ -332,18 +347,19 @@ f8_status f8_layernorm_mlp_forward(f8_layernorm_mlp *m, const f8_tensor *x, f8_t
     return st;
 }
 
-static f8_status backward_fp8(f8_layernorm_mlp *m, f8_layernorm_mlp_saved *s, const f8_tensor *dy, float *dln)
+static f8_status backward_fp8(f8_layernorm_mlp *m, f8_layernorm_mlp_saved *s, const f8_tensor *dy, void *dln)
 {
     f8_ctx *ctx = m->ctx;
     const int64_t T = s->tokens, H = m->cfg.hidden_size, F = m->cfg.ffn_hidden_size, F1 = m->f1;
     const f8_dtype gdt = f8_ctx_slot_dtype(ctx, F8_DIR_BACKWARD), qdt = f8_ctx_slot_dtype(ctx, F8_DIR_FORWARD);
+    const f8_dtype pdt = m->cfg.param_dtype; /* da's and dln's dtype (design note) */
+    const size_t es = f8_dtype_size(pdt);
     /* dln sits at the start of the module scratch; these buffers follow it */
-    unsigned char *cursor = (unsigned char *)ctx->scratch + m->reduce_bytes + f8i_align256((size_t)(T * H) * 4);
+    unsigned char *cursor = (unsigned char *)ctx->scratch + m->reduce_bytes + f8i_align256((size_t)(T * H) * es);
     uint8_t *g8 = (uint8_t *)f8i_carve(&cursor, (size_t)(T * H));
     uint8_t *g8t = (uint8_t *)f8i_carve(&cursor, (size_t)(T * H));
     float *g_sinv = (float *)f8i_carve(&cursor, sizeof(float));
-    float *da = (float *)f8i_carve(&cursor, (size_t)(T * F) * 4);
-    uint8_t *at = (uint8_t *)f8i_carve(&cursor, (size_t)(T * F));
+    void *da = f8i_carve(&cursor, (size_t)(T * F) * es);
     uint8_t *d8 = (uint8_t *)f8i_carve(&cursor, (size_t)(T * F1));
     uint8_t *d8t = (uint8_t *)f8i_carve(&cursor, (size_t)(T * F1));
     float *d_sinv = (float *)f8i_carve(&cursor, sizeof(float));
@@ -365,9 +381,9 @@ static f8_status backward_fp8(f8_layernorm_mlp *m, f8_layernorm_mlp_saved *s, co
     c.dbias_dtype = m->cfg.param_dtype;
     c.dbias_accumulate = 1;
     f8_status st = ctx->be->cast(ctx, &c);
-    if (st == F8_OK) st = f8i_weight_dgrad(ctx, &m->fc2, g8, gdt, g_sinv, T, da, F8_DTYPE_FP32);
-    if (st == F8_OK) st = ctx->be->transpose_u8(ctx, (const uint8_t *)s->act, at, T, F, NULL);
-    if (st == F8_OK) st = f8i_weight_wgrad(ctx, &m->fc2, g8t, gdt, g_sinv, at, qdt, s->act_sinv, T, s->microbatch);
+    if (st == F8_OK) st = f8i_weight_dgrad(ctx, &m->fc2, g8, gdt, g_sinv, T, da, pdt);
+    if (st == F8_OK) /* s->act holds the codes transposed (the forward wrote them) */
+        st = f8i_weight_wgrad(ctx, &m->fc2, g8t, gdt, g_sinv, s->act, qdt, s->act_sinv, T, s->microbatch);
     if (st == F8_OK) {
         f8i_act_bwd_args a;
         memset(&a, 0, sizeof a);
@@ -375,7 +391,7 @@ static f8_status backward_fp8(f8_layernorm_mlp *m, f8_layernorm_mlp_saved *s, co
         a.x = s->h1;
         a.x_dtype = m->cfg.param_dtype;
         a.dy = da;
-        a.dy_dtype = F8_DTYPE_FP32;
+        a.dy_dtype = pdt;
         a.rows = T;
         a.cols = F;
         a.out = d8;
@@ -389,13 +405,13 @@ static f8_status backward_fp8(f8_layernorm_mlp *m, f8_layernorm_mlp_saved *s, co
         a.dbias_accumulate = 1;
         st = ctx->be->act_bwd(ctx, &a);
     }
-    if (st == F8_OK) st = f8i_weight_dgrad(ctx, &m->fc1, d8, gdt, d_sinv, T, dln, F8_DTYPE_FP32);
+    if (st == F8_OK) st = f8i_weight_dgrad(ctx, &m->fc1, d8, gdt, d_sinv, T, dln, pdt);
     if (st == F8_OK) st = ctx->be->transpose_u8(ctx, (const uint8_t *)s->ln, lnt, T, H, NULL);
     if (st == F8_OK) st = f8i_weight_wgrad(ctx, &m->fc1, d8t, gdt, d_sinv, lnt, qdt, s->ln_sinv, T, s->microbatch);
     return st;
 }
 
-static f8_status backward_hp(f8_layernorm_mlp *m, f8_layernorm_mlp_saved *s, const f8_tensor *dy, float *dln)
+static f8_status backward_hp(f8_layernorm_mlp *m, f8_layernorm_mlp_saved *s, const f8_tensor *dy, void *dln)
 {
     f8_ctx *ctx = m->ctx;
     const int64_t T = s->tokens, H = m->cfg.hidden_size, F = m->cfg.ffn_hidden_size, F1 = m->f1;
@@ -441,10 +457,11 @@ f8_status f8_layernorm_mlp_backward(f8_layernorm_mlp *m, f8_layernorm_mlp_saved 
     if (st != F8_OK) return st;
     if (m->cfg.fuse_wgrad_accumulation && (!m->fc1.main_grad || !m->fc2.main_grad))
         return f8i_error(ctx, F8_ERR_STATE, "%s: fuse_wgrad_accumulation is on but the main_grads were not set", fn);
-    float *dln = (float *)((unsigned char *)ctx->scratch + m->reduce_bytes);
+    void *dln = (unsigned char *)ctx->scratch + m->reduce_bytes;
+    const f8_dtype ddt = m->cfg.fp8 ? m->cfg.param_dtype : F8_DTYPE_FP32; /* dln's dtype */
     st = m->cfg.fp8 ? backward_fp8(m, s, dy, dln) : backward_hp(m, s, dy, dln);
     if (st == F8_OK)
-        st = f8i_norm_backward(ctx, &m->norm, dln, F8_DTYPE_FP32, &s->x, s->mu, s->rsigma, dx ? dx->data : NULL,
+        st = f8i_norm_backward(ctx, &m->norm, dln, ddt, &s->x, s->mu, s->rsigma, dx ? dx->data : NULL,
                                dx ? dx->dtype : F8_DTYPE_FP32);
     if (st == F8_OK) s->filled = 0;
     return st;
