@@ -15,14 +15,20 @@
  *  - launch counts (forward 1, backward 2), no backend allocation per call,
  *    zero tokens.
  * Tolerances, per element, against the CPU: |gpu - cpu| <= t·(rms(cpu) +
- * |cpu|). FP32, t = 1e-4: the generic kernels compute the CPU's formulas in
- * its order of operations, differing only in the order of FP32 sums (the
- * CPU sums in double) and exp2f's last bits, ~1e-6 seen. BF16, t = 2e-2:
- * both backends round p, y, dS and the gradients to BF16 (2^-9 relative);
- * the fused kernels round p relative to a running maximum (attention.h) and
- * sum in another order, so a value can land one BF16 ulp (2^-8 relative)
- * away, and dS is made from the backend's own y via D; the worst seen is
- * printed per dtype (the measured numbers are in the commit that set t).
+ * |cpu|), the worst ratio printed per dtype and output. FP32, t = 1e-4: the
+ * generic kernels compute the CPU's formulas in its order of operations,
+ * differing only in the order of FP32 sums (the CPU sums in double) and
+ * exp2f's last bits; 9.5e-6 measured on the H200. BF16 y, t = 2e-2: both
+ * backends round p and y to BF16 (2^-9 relative); the fused kernels round p
+ * relative to a running maximum (attention.h) and sum in another order, so
+ * a y can land one BF16 ulp (2^-8 relative) away; 6.9e-3 measured. BF16 dqkv, t = 5e-2: each
+ * backend's D = Σ dy·y is made from its own BF16 y, so where the two y
+ * differ by an ulp D differs by ~sqrt(hd)·2^-8·|dy||y|, and on peaked rows
+ * (amp 2.5: one key holds nearly all of P) dP - D cancels to about that
+ * size; dS = P·(dP - D)·c then carries the difference whole into the few dq,
+ * dk elements those rows dominate. Measured on the H200: worst 3.24e-2 (6
+ * elements of 128K above 2e-2, all at amp 2.5; amp 1 stays under 2e-2); the
+ * GPU is bitwise deterministic, so the margin covers only changed tests.
  * Without a GPU (or in a CUDA=0 build) the program reports itself skipped.
  */
 #include "check.h"
@@ -209,10 +215,10 @@ static const char *name_of(char *buf, size_t n, f8_dtype dt, shape sh, const cha
 
 /* GPU vs CPU on one shape (qkv `skew` elements off alignment on the GPU);
  * then a second GPU run and the forward without saved state, bitwise. */
-static void test_shape_skew(shape sh, f8_dtype dt, double amp, size_t skew, double *worst)
+static void test_shape_skew(shape sh, f8_dtype dt, double amp, size_t skew, double worst[2])
 {
     const size_t T = (size_t)(sh.B * sh.S), C = (size_t)(sh.nh * sh.hd);
-    const double t = dt == F8_DTYPE_FP32 ? 1e-4 : 2e-2;
+    const double ty = dt == F8_DTYPE_FP32 ? 1e-4 : 2e-2, tg = dt == F8_DTYPE_FP32 ? 1e-4 : 5e-2;
     test_rng r = {(uint64_t)(sh.B * 1000003 + sh.S * 1009 + sh.nh * 31 + sh.hd + dt + (int)(amp * 7))};
     float *qkv = rand_vec(&r, T * 3 * C, amp, dt), *dy = rand_vec(&r, T * C, 1.0, dt);
     float *y[2], *g[2], *y2 = (float *)xmalloc(T * C * 4), *g2 = (float *)xmalloc(T * 3 * C * 4);
@@ -224,10 +230,10 @@ static void test_shape_skew(shape sh, f8_dtype dt, double amp, size_t skew, doub
         rig_run(&rg[i], 1, y[i], g[i]);
     }
     char what[200];
-    double w = compare(name_of(what, sizeof what, dt, sh, skew ? "y (misaligned qkv)" : "y"), y[GPU], y[CPU], T * C, t);
-    if (w > *worst) *worst = w;
-    w = compare(name_of(what, sizeof what, dt, sh, skew ? "dqkv (misaligned qkv)" : "dqkv"), g[GPU], g[CPU], T * 3 * C, t);
-    if (w > *worst) *worst = w;
+    double w = compare(name_of(what, sizeof what, dt, sh, skew ? "y (misaligned qkv)" : "y"), y[GPU], y[CPU], T * C, ty);
+    if (w > worst[0]) worst[0] = w;
+    w = compare(name_of(what, sizeof what, dt, sh, skew ? "dqkv (misaligned qkv)" : "dqkv"), g[GPU], g[CPU], T * 3 * C, tg);
+    if (w > worst[1]) worst[1] = w;
 
     rig_run(&rg[GPU], 1, y2, g2);
     CHECK(same_bits(y2, y[GPU], T * C) && same_bits(g2, g[GPU], T * 3 * C), "%s",
@@ -242,7 +248,7 @@ static void test_shape_skew(shape sh, f8_dtype dt, double amp, size_t skew, doub
     free(qkv), free(dy), free(y2), free(g2);
 }
 
-static void test_shape(shape sh, f8_dtype dt, double amp, double *worst) { test_shape_skew(sh, dt, amp, 0, worst); }
+static void test_shape(shape sh, f8_dtype dt, double amp, double worst[2]) { test_shape_skew(sh, dt, amp, 0, worst); }
 
 /* Future tokens change no earlier output, bitwise: rows > i0 of sequence 1
  * replaced; y of rows <= i0 and of other sequences, and dq of rows <= i0,
@@ -349,18 +355,19 @@ int main(void)
     static const shape model_quick[] = {{1, 256, 2, 64}, {2, 256, 1, 128}};
     for (int k = 0; k < 2; k++) {
         const f8_dtype dt = k ? F8_DTYPE_BF16 : F8_DTYPE_FP32;
-        double worst = 0;
+        double worst[2] = {0, 0};
         for (size_t i = 0; i < sizeof small / sizeof small[0]; i++) {
-            test_shape(small[i], dt, 1.0, &worst);
-            test_shape(small[i], dt, 2.5, &worst);
+            test_shape(small[i], dt, 1.0, worst);
+            test_shape(small[i], dt, 2.5, worst);
         }
         for (size_t i = 0; i < sizeof fused / sizeof fused[0]; i++) {
             if (quick && fused[i].S == 1000) continue;
-            test_shape(fused[i], dt, 1.0, &worst);
-            test_shape(fused[i], dt, 2.5, &worst);
+            test_shape(fused[i], dt, 1.0, worst);
+            test_shape(fused[i], dt, 2.5, worst);
         }
-        for (size_t i = 0; i < 2; i++) test_shape(quick ? model_quick[i] : model[i], dt, 1.0, &worst);
-        printf("  %s GPU vs CPU: worst |gpu - cpu| / (rms + |cpu|) = %.3g\n", f8_dtype_name(dt), worst);
+        for (size_t i = 0; i < 2; i++) test_shape(quick ? model_quick[i] : model[i], dt, 1.0, worst);
+        printf("  %s GPU vs CPU: worst |gpu - cpu| / (rms + |cpu|): y %.3g, dqkv %.3g\n", f8_dtype_name(dt), worst[0],
+               worst[1]);
         const shape causal_small = {2, 40, 3, 16}, causal_fused = {2, 300, 2, 64};
         test_causal(causal_small, 17, dt);
         test_causal(causal_fused, 150, dt);
@@ -369,10 +376,10 @@ int main(void)
         test_counts_and_graph(graph_fused, dt);
     }
     /* a BF16 view 2 bytes off 16-byte alignment: the generic kernels on a fused shape */
-    double worst_skew = 0;
+    double worst_skew[2] = {0, 0};
     const shape skewed = {2, 70, 2, 64};
-    test_shape_skew(skewed, F8_DTYPE_BF16, 1.0, 1, &worst_skew);
-    printf("  bf16 misaligned (generic path) vs CPU: worst %.3g\n", worst_skew);
+    test_shape_skew(skewed, F8_DTYPE_BF16, 1.0, 1, worst_skew);
+    printf("  bf16 misaligned (generic path) vs CPU: worst y %.3g, dqkv %.3g\n", worst_skew[0], worst_skew[1]);
     f8_ctx_destroy(g_ctx[CPU]);
     f8_ctx_destroy(g_ctx[GPU]);
     return test_finish("test_cuda_attention");

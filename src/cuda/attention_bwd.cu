@@ -9,8 +9,9 @@
  * of each (query, key) pair are computed twice, 7 products where the atomic
  * FlashAttention-2 backward has 5.
  *  - dq_kernel, first: one block per (b, h, 128 query rows), 8 warps × 16
- *    rows, walking key blocks of 64 up to the diagonal (k, v double-buffered
- *    by cp.async, as the forward). Per key block a warp computes s = q·kᵀ and
+ *    rows (ATT_BWD_WARPS), walking key blocks of 64 up to the diagonal (k, v
+ *    streamed through 3 stages by cp.async, ATT_BWD_STAGES, as the
+ *    forward). Per key block a warp computes s = q·kᵀ and
  *    dP = dy·vᵀ (q and dy fragments from shared memory), dS = P·(dP - D)·c,
  *    and dq += dS·k with dS, packed to BF16, as the A operand straight from
  *    registers. Before its loop each warp computes D = Σ dy·O for its 16 rows
@@ -19,8 +20,8 @@
  *  - dkv_kernel, second: one block per (b, h, 128 keys), 8 warps × 16 keys,
  *    walking query blocks (64 rows for HD 64, 32 for HD 128, so that dk, dv,
  *    sᵀ and dPᵀ fit in registers) from its diagonal to the end, q, dy, L and
- *    D of the next block loaded during the current one. Per query block a
- *    warp computes sᵀ = k·qᵀ and dPᵀ = v·dyᵀ (k, v fragments from shared
+ *    D streamed through the same number of stages by cp.async. Per query
+ *    block a warp computes sᵀ = k·qᵀ and dPᵀ = v·dyᵀ (k, v fragments from shared
  *    memory), Pᵀ and dSᵀ, then dv += dt(Pᵀ)·dy and dk += dSᵀ·q, again with
  *    the A operands from the score registers.
  * A warp skips the blocks its rows (keys) are entirely masked from. Every
@@ -35,28 +36,33 @@
 
 #include "attention_common.cuh"
 
-#define DQ_BR 128  /* dq: query rows per block (8 warps × 16) */
-#define DQ_BC 64   /* dq: keys per key block */
-#define KV_BC 128  /* dk/dv: keys per block (8 warps × 16) */
+#define BWD_NW ATT_BWD_WARPS    /* warps per block, both kernels */
+#define BWD_THREADS (BWD_NW * 32)
+#define BWD_ST ATT_BWD_STAGES
+#define DQ_BR (16 * BWD_NW)      /* dq: query rows per block */
+#define DQ_BC 64                 /* dq: keys per key block */
+#define KV_BC (16 * BWD_NW)      /* dk/dv: keys per block */
 
 template <int HD>
 struct dq_smem {
     static constexpr int Q_BYTES = DQ_BR * HD * 2, KV_BYTES = DQ_BC * HD * 2;
-    static constexpr int BYTES = 2 * Q_BYTES + 4 * KV_BYTES; /* q, dy, k[2], v[2] */
+    static constexpr int BYTES = 2 * Q_BYTES + 2 * BWD_ST * KV_BYTES; /* q, dy, k[stages], v[stages] */
 };
 
 template <int HD>
 struct kv_smem {
     static constexpr int BR = HD == 64 ? 64 : 32; /* query rows per step */
     static constexpr int KV_BYTES = KV_BC * HD * 2, Q_BYTES = BR * HD * 2;
-    static constexpr int BYTES = 2 * KV_BYTES + 4 * Q_BYTES + 4 * BR * 4; /* k, v, q[2], dy[2], L[2], D[2] */
+    /* k, v, q[stages], dy[stages], L[stages], D[stages] */
+    static constexpr int BYTES = 2 * KV_BYTES + 2 * BWD_ST * Q_BYTES + 2 * BWD_ST * BR * 4;
 };
 
-/* Grid: (B·nh, ceil(S/128)); block ATT_THREADS. Block (bh, y) owns query rows
- * 128·(gridDim.y - 1 - y) + [0, 128) of pair bh, warp w 16 of them; fragment
+
+/* Grid: (B·nh, ceil(S/DQ_BR)); block BWD_THREADS. Block (bh, y) owns query
+ * rows DQ_BR·(gridDim.y - 1 - y) + [0, DQ_BR) of pair bh, warp w 16 of them; fragment
  * ownership as the forward's (lane 4g + t: rows g, g + 8; columns 2t, 2t + 1). */
 template <int HD>
-static __global__ void __launch_bounds__(ATT_THREADS, 1) dq_kernel(att_fast_args a)
+static __global__ void __launch_bounds__(BWD_THREADS, 8 / BWD_NW) dq_kernel(att_fast_args a)
 {
     extern __shared__ __align__(128) unsigned char smem[];
     typedef dq_smem<HD> L;
@@ -66,17 +72,23 @@ static __global__ void __launch_bounds__(ATT_THREADS, 1) dq_kernel(att_fast_args
     const int q0 = (int)(gridDim.y - 1 - blockIdx.y) * DQ_BR;
     const uint16_t *qg = a.qkv + b * S * ld + h * HD, *kg = qg + a.C, *vg = qg + 2 * a.C;
     const int64_t yo = b * S * a.C + h * HD; /* dy and O columns of this head */
-    const uint32_t sq = smem_u32(smem), sdo = sq + L::Q_BYTES, sk = sdo + L::Q_BYTES, sv = sk + 2 * L::KV_BYTES;
+    const uint32_t sq = smem_u32(smem), sdo = sq + L::Q_BYTES, sk = sdo + L::Q_BYTES, sv = sk + BWD_ST * L::KV_BYTES;
     const int last = min(q0 + DQ_BR, S) - 1;
     const int nkb = last / DQ_BC + 1;
     const int wr = warp * 16, r0 = q0 + wr;
     const float c2 = a.scale_log2, c = a.scale;
 
-    load_tile<HD, DQ_BR>(sq, qg, ld, q0, S);
-    load_tile<HD, DQ_BR>(sdo, a.dy + yo, a.C, q0, S);
-    load_tile<HD, DQ_BC>(sk, kg, ld, 0, S);
-    load_tile<HD, DQ_BC>(sv, vg, ld, 0, S);
-    cp_async_commit();
+    /* one commit group per key block (q and dy join block 0's), as the forward */
+    load_tile<HD, DQ_BR, BWD_THREADS>(sq, qg, ld, q0, S);
+    load_tile<HD, DQ_BR, BWD_THREADS>(sdo, a.dy + yo, a.C, q0, S);
+#pragma unroll
+    for (int p = 0; p < BWD_ST - 1; p++) {
+        if (p < nkb) {
+            load_tile<HD, DQ_BC, BWD_THREADS>(sk + p * L::KV_BYTES, kg, ld, p * DQ_BC, S);
+            load_tile<HD, DQ_BC, BWD_THREADS>(sv + p * L::KV_BYTES, vg, ld, p * DQ_BC, S);
+        }
+        cp_async_commit();
+    }
 
     /* D of the warp's rows: lane 2r + half sums half of row r0 + r */
     float dsum = 0.0f;
@@ -109,15 +121,14 @@ static __global__ void __launch_bounds__(ATT_THREADS, 1) dq_kernel(att_fast_args
 #pragma unroll
     for (int n = 0; n < HD / 8; n++) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
 
-    for (int kb = 0; kb < nkb; kb++) {
-        const int st = kb & 1;
-        if (kb + 1 < nkb) {
-            load_tile<HD, DQ_BC>(sk + (st ^ 1) * L::KV_BYTES, kg, ld, (kb + 1) * DQ_BC, S);
-            load_tile<HD, DQ_BC>(sv + (st ^ 1) * L::KV_BYTES, vg, ld, (kb + 1) * DQ_BC, S);
+    for (int kb = 0, st = 0, ls = BWD_ST - 1; kb < nkb; kb++, st = next_stage<BWD_ST>(st), ls = next_stage<BWD_ST>(ls)) {
+        cp_async_wait<BWD_ST - 2>();
+        __syncthreads(); /* block kb is in; block kb - 1's stage (ls) is free */
+        if (kb + BWD_ST - 1 < nkb) {
+            load_tile<HD, DQ_BC, BWD_THREADS>(sk + ls * L::KV_BYTES, kg, ld, (kb + BWD_ST - 1) * DQ_BC, S);
+            load_tile<HD, DQ_BC, BWD_THREADS>(sv + ls * L::KV_BYTES, vg, ld, (kb + BWD_ST - 1) * DQ_BC, S);
         }
         cp_async_commit();
-        cp_async_wait<1>();
-        __syncthreads();
         const int k0 = kb * DQ_BC;
         if (k0 <= r0 + 15) {
             const uint32_t kt = sk + st * L::KV_BYTES, vt = sv + st * L::KV_BYTES;
@@ -165,19 +176,35 @@ static __global__ void __launch_bounds__(ATT_THREADS, 1) dq_kernel(att_fast_args
                 }
             }
         }
-        __syncthreads();
     }
-    stage_rows<HD>(smem, wr, dq, 1.0f, 1.0f, lane); /* into the warp's own q rows */
+    stage_rows<HD>(smem, wr, dq, 1.0f, 1.0f, lane); /* into the warp's own q rows (only it reads them) */
     __syncwarp();
     store_rows<HD>(smem, wr, a.dqkv + b * S * ld + h * HD, NULL, ld, r0, S, lane);
 }
 
-/* Grid: (B·nh, ceil(S/128)); block ATT_THREADS. Block (bh, y) owns keys
- * 128·y + [0, 128) of pair bh, warp w 16 of them (the M dimension of every
+/* Query block rows row0.. of the dk/dv kernel into stage st: q and dy tiles
+ * (swizzled), L and D (BR floats each; thread x < BR moves row x). */
+template <int HD, int BR>
+static __device__ __forceinline__ void load_qblock(uint32_t sq, uint32_t sdo, uint32_t sl, uint32_t sd, int st,
+                                                   const uint16_t *qg, const uint16_t *dyg, const float *lg,
+                                                   const float *dg, int64_t ld, int64_t ldy, int row0, int seq)
+{
+    load_tile<HD, BR, BWD_THREADS>(sq + st * (BR * HD * 2), qg, ld, row0, seq);
+    load_tile<HD, BR, BWD_THREADS>(sdo + st * (BR * HD * 2), dyg, ldy, row0, seq);
+    if ((int)threadIdx.x < BR) {
+        const int row = row0 + (int)threadIdx.x;
+        const bool ok = row < seq;
+        cp_async4(sl + (st * BR + threadIdx.x) * 4, lg + (ok ? row : seq - 1), ok);
+        cp_async4(sd + (st * BR + threadIdx.x) * 4, dg + (ok ? row : seq - 1), ok);
+    }
+}
+
+/* Grid: (B·nh, ceil(S/KV_BC)); block BWD_THREADS. Block (bh, y) owns keys
+ * KV_BC·y + [0, KV_BC) of pair bh, warp w 16 of them (the M dimension of every
  * product here: sᵀ is keys × queries); lane 4g + t owns keys g, g + 8 and
  * query columns 2t, 2t + 1 of each 8-wide tile, and dk, dv of keys g, g + 8. */
 template <int HD>
-static __global__ void __launch_bounds__(ATT_THREADS, 1) dkv_kernel(att_fast_args a)
+static __global__ void __launch_bounds__(BWD_THREADS, 8 / BWD_NW) dkv_kernel(att_fast_args a)
 {
     extern __shared__ __align__(128) unsigned char smem[];
     typedef kv_smem<HD> L;
@@ -189,21 +216,21 @@ static __global__ void __launch_bounds__(ATT_THREADS, 1) dkv_kernel(att_fast_arg
     const uint16_t *qg = a.qkv + b * S * ld + h * HD, *kg = qg + a.C, *vg = qg + 2 * a.C;
     const uint16_t *dyg = a.dy + b * S * a.C + h * HD;
     const float *lg = a.lse + bh * S, *dg = a.d + bh * S;
-    const uint32_t sk = smem_u32(smem), sv = sk + L::KV_BYTES, sq = sv + L::KV_BYTES, sdo = sq + 2 * L::Q_BYTES;
-    float *sl = (float *)(smem + 2 * L::KV_BYTES + 4 * L::Q_BYTES), *sd = sl + 2 * BR; /* [2][BR] each */
+    const uint32_t sk = smem_u32(smem), sv = sk + L::KV_BYTES, sq = sv + L::KV_BYTES, sdo = sq + BWD_ST * L::Q_BYTES;
+    const uint32_t sl = sdo + BWD_ST * L::Q_BYTES, sd = sl + BWD_ST * BR * 4; /* FP32 [stages][BR] each */
+    const float *slf = (const float *)(smem + (sl - sk)), *sdf = (const float *)(smem + (sd - sk));
     const int wr = warp * 16, kw = k0 + wr; /* the warp's first tile row and key */
     const int qb0 = k0 / BR, nqb = (S + BR - 1) / BR;
     const float c2 = a.scale_log2, c = a.scale;
 
-    load_tile<HD, KV_BC>(sk, kg, ld, k0, S);
-    load_tile<HD, KV_BC>(sv, vg, ld, k0, S);
-    load_tile<HD, BR>(sq, qg, ld, qb0 * BR, S);
-    load_tile<HD, BR>(sdo, dyg, a.C, qb0 * BR, S);
-    cp_async_commit();
-    if ((int)threadIdx.x < BR) { /* rows past S: L = D = 0 (their q, dy are zero: dS = 0) */
-        const int row = qb0 * BR + (int)threadIdx.x;
-        sl[threadIdx.x] = row < S ? lg[row] : 0.0f;
-        sd[threadIdx.x] = row < S ? dg[row] : 0.0f;
+    /* one commit group per query block (k and v join the first's); rows past
+     * S are zero-filled, L = D = 0 included (their q, dy are zero: dS = 0) */
+    load_tile<HD, KV_BC, BWD_THREADS>(sk, kg, ld, k0, S);
+    load_tile<HD, KV_BC, BWD_THREADS>(sv, vg, ld, k0, S);
+#pragma unroll
+    for (int p = 0; p < BWD_ST - 1; p++) {
+        if (qb0 + p < nqb) load_qblock<HD, BR>(sq, sdo, sl, sd, p, qg, dyg, lg, dg, ld, a.C, (qb0 + p) * BR, S);
+        cp_async_commit();
     }
 
     float dk[HD / 8][4], dv[HD / 8][4];
@@ -212,26 +239,16 @@ static __global__ void __launch_bounds__(ATT_THREADS, 1) dkv_kernel(att_fast_arg
 #pragma unroll
         for (int e = 0; e < 4; e++) dk[n][e] = dv[n][e] = 0.0f;
 
-    for (int qb = qb0; qb < nqb; qb++) {
-        const int st = (qb - qb0) & 1;
-        const bool more = qb + 1 < nqb;
-        float nl = 0.0f, nd = 0.0f;
-        if (more) {
-            const int nq0 = (qb + 1) * BR;
-            load_tile<HD, BR>(sq + (st ^ 1) * L::Q_BYTES, qg, ld, nq0, S);
-            load_tile<HD, BR>(sdo + (st ^ 1) * L::Q_BYTES, dyg, a.C, nq0, S);
-            if ((int)threadIdx.x < BR && nq0 + (int)threadIdx.x < S) {
-                nl = lg[nq0 + threadIdx.x]; /* lands in shared memory after this step's math */
-                nd = dg[nq0 + threadIdx.x];
-            }
-        }
+    for (int qb = qb0, st = 0, ls = BWD_ST - 1; qb < nqb; qb++, st = next_stage<BWD_ST>(st), ls = next_stage<BWD_ST>(ls)) {
+        cp_async_wait<BWD_ST - 2>();
+        __syncthreads(); /* block qb is in; block qb - 1's stage (ls) is free */
+        if (qb + BWD_ST - 1 < nqb)
+            load_qblock<HD, BR>(sq, sdo, sl, sd, ls, qg, dyg, lg, dg, ld, a.C, (qb + BWD_ST - 1) * BR, S);
         cp_async_commit();
-        cp_async_wait<1>();
-        __syncthreads();
         const int q0 = qb * BR;
         if (q0 + BR - 1 >= kw) {
             const uint32_t qt = sq + st * L::Q_BYTES, dot = sdo + st * L::Q_BYTES;
-            const float *lq = sl + st * BR, *dq_ = sd + st * BR;
+            const float *lq = slf + st * BR, *dq_ = sdf + st * BR;
             float s[BR / 8][4], dp[BR / 8][4];
 #pragma unroll
             for (int n = 0; n < BR / 8; n++)
@@ -285,11 +302,6 @@ static __global__ void __launch_bounds__(ATT_THREADS, 1) dkv_kernel(att_fast_arg
                 }
             }
         }
-        if (more && (int)threadIdx.x < BR) {
-            sl[(st ^ 1) * BR + threadIdx.x] = nl; /* that stage was last read before this step's barrier */
-            sd[(st ^ 1) * BR + threadIdx.x] = nd;
-        }
-        __syncthreads();
     }
     /* the warp's own k and v rows take its dk and dv */
     stage_rows<HD>(smem, wr, dk, 1.0f, 1.0f, lane);
@@ -304,19 +316,21 @@ template <int HD>
 static f8_status launch_bwd(f8_ctx *ctx, const att_fast_args *a, int64_t bh)
 {
     const int dq_bytes = dq_smem<HD>::BYTES, kv_bytes = kv_smem<HD>::BYTES;
-    /* both use over 48 KiB: a per-function opt-in, legal while capturing (norm_fwd.cu does the same) */
-    f8_status st = f8i_cuda_check(ctx, cudaFuncSetAttribute(dq_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, dq_bytes),
-                                  "attention backward: cudaFuncSetAttribute");
-    if (st == F8_OK)
+    /* over 48 KiB: a per-function opt-in, legal while capturing (norm_fwd.cu does the same) */
+    f8_status st = F8_OK;
+    if (dq_bytes > 48 * 1024)
+        st = f8i_cuda_check(ctx, cudaFuncSetAttribute(dq_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, dq_bytes),
+                            "attention backward: cudaFuncSetAttribute");
+    if (st == F8_OK && kv_bytes > 48 * 1024)
         st = f8i_cuda_check(ctx, cudaFuncSetAttribute(dkv_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, kv_bytes),
                             "attention backward: cudaFuncSetAttribute");
     if (st != F8_OK) return st;
     cudaStream_t stream = f8i_stream(ctx);
     F8I_COUNT_LAUNCHES(ctx, 2);
-    dq_kernel<HD><<<dim3((unsigned)bh, (unsigned)((a->seq + DQ_BR - 1) / DQ_BR)), ATT_THREADS, dq_bytes, stream>>>(*a);
+    dq_kernel<HD><<<dim3((unsigned)bh, (unsigned)((a->seq + DQ_BR - 1) / DQ_BR)), BWD_THREADS, dq_bytes, stream>>>(*a);
     st = f8i_cuda_launch_check(ctx, "attention dq_kernel");
     if (st != F8_OK) return st;
-    dkv_kernel<HD><<<dim3((unsigned)bh, (unsigned)((a->seq + KV_BC - 1) / KV_BC)), ATT_THREADS, kv_bytes, stream>>>(*a);
+    dkv_kernel<HD><<<dim3((unsigned)bh, (unsigned)((a->seq + KV_BC - 1) / KV_BC)), BWD_THREADS, kv_bytes, stream>>>(*a);
     return f8i_cuda_launch_check(ctx, "attention dkv_kernel");
 }
 

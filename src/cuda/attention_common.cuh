@@ -30,8 +30,31 @@
 #include "attention.h"
 #include "cuda_state.cuh"
 
-#define ATT_WARPS 8
-#define ATT_THREADS (ATT_WARPS * 32) /* every fast kernel: 8 warps */
+/* Launch shape knobs (-D to try others). Warps per block (4 or 8; each
+ * owns 16 query rows or keys) and
+ * shared-memory stages of the streamed operand (k, v in the forward and dq
+ * kernels; q, dy, L, D in the dk/dv kernel): block i + STAGES - 1 is
+ * requested while block i is used, so each load has STAGES - 1 blocks of
+ * math to land in; one barrier per block, after which every warp is done
+ * with block i - 1, whose stage the next request reuses. Measured on the
+ * H200 (bench_attention, both model shapes): 2 or 3 stages, 4 or 8 warps,
+ * every combination within about ±5% of the others, none best everywhere;
+ * the defaults (8 warps, 3 stages) are the configuration the tests run. */
+#ifndef ATT_FWD_WARPS
+#define ATT_FWD_WARPS 8
+#endif
+#ifndef ATT_BWD_WARPS
+#define ATT_BWD_WARPS 8
+#endif
+#ifndef ATT_FWD_STAGES
+#define ATT_FWD_STAGES 3
+#endif
+#ifndef ATT_BWD_STAGES
+#define ATT_BWD_STAGES 3
+#endif
+static_assert((ATT_FWD_WARPS == 4 || ATT_FWD_WARPS == 8) && (ATT_BWD_WARPS == 4 || ATT_BWD_WARPS == 8),
+              "4 or 8 warps per block");
+static_assert(ATT_FWD_STAGES >= 2 && ATT_BWD_STAGES >= 2, "at least double buffering");
 
 /* The fast kernels' arguments: element pointers and strides of one call. */
 typedef struct att_fast_args {
@@ -63,6 +86,11 @@ static __device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uin
 static __device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, bool valid)
 {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+}
+/* 4 bytes global → shared (L and D rows), zero-filled when !valid. */
+static __device__ __forceinline__ void cp_async4(uint32_t dst, const void *src, bool valid)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0));
 }
 static __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
@@ -139,16 +167,16 @@ static __device__ __forceinline__ uint32_t addr_bk(uint32_t base, int r0, int kk
 }
 
 /* ROWS rows of a head (row r at g + r·ld, HD BF16 each) from row row0 into a
- * swizzled tile, asynchronously; rows >= seq are zero-filled. All
- * ATT_THREADS threads call it; thread x moves chunks x, x + ATT_THREADS, .... */
-template <int HD, int ROWS>
+ * swizzled tile, asynchronously; rows >= seq are zero-filled. All THREADS
+ * threads of the block call it; thread x moves chunks x, x + THREADS, .... */
+template <int HD, int ROWS, int THREADS>
 static __device__ __forceinline__ void load_tile(uint32_t tile, const uint16_t *g, int64_t ld, int row0, int seq)
 {
     constexpr int CH = HD / 8;
-    static_assert((ROWS * CH) % ATT_THREADS == 0, "a tile is a whole number of 16-byte chunks per thread");
+    static_assert((ROWS * CH) % THREADS == 0, "a tile is a whole number of 16-byte chunks per thread");
 #pragma unroll
-    for (int k = 0; k < ROWS * CH / ATT_THREADS; k++) {
-        const int idx = (int)threadIdx.x + k * ATT_THREADS, r = idx / CH, c = idx % CH, row = row0 + r;
+    for (int k = 0; k < ROWS * CH / THREADS; k++) {
+        const int idx = (int)threadIdx.x + k * THREADS, r = idx / CH, c = idx % CH, row = row0 + r;
         const bool ok = row < seq;
         cp_async16(tile + swz<HD>(r, c), g + (int64_t)(ok ? row : seq - 1) * ld + c * 8, ok);
     }
@@ -184,6 +212,13 @@ static __device__ __forceinline__ void stage_rows(unsigned char *tile, int r0, c
         *(uint32_t *)(tile + swz<HD>(r0 + g, n) + 4 * t) = pack_bf16(acc[n][0] * mul0, acc[n][1] * mul0);
         *(uint32_t *)(tile + swz<HD>(r0 + g + 8, n) + 4 * t) = pack_bf16(acc[n][2] * mul1, acc[n][3] * mul1);
     }
+}
+
+/* The next stage of a ring of N. */
+template <int N>
+static __device__ __forceinline__ int next_stage(int st)
+{
+    return st + 1 == N ? 0 : st + 1;
 }
 
 #endif /* F8_CUDA_ATTENTION_COMMON_CUH */

@@ -2,10 +2,11 @@
  * attention_fwd.cu — the fused causal attention forward for BF16 with
  * head_dim 64 or 128: FlashAttention-2's algorithm on mma.sync tensor cores.
  *
- * Design note. One block owns (sequence b, head h, 128 query rows); its 8
- * warps own 16 rows each. The block walks the key blocks of 64 up to its
- * diagonal, K and V double-buffered in shared memory by cp.async (block
- * kb + 1 lands while kb is used). Per key block a warp computes its 16×64
+ * Design note. One block owns (sequence b, head h, BR = 128 query rows);
+ * its 8 warps (ATT_FWD_WARPS) own 16 rows each. The block walks the key
+ * blocks of 64 up to its diagonal, K and V streamed through 3
+ * (ATT_FWD_STAGES) shared-memory stages by cp.async (blocks kb + 1, kb + 2
+ * land while kb is used; one barrier per block, attention_common.cuh). Per key block a warp computes its 16×64
  * scores s = q·kᵀ on tensor cores (q's fragments stay in registers for the
  * whole loop), masks keys above the diagonal, and updates its online softmax
  * in FP32: m_new = max(m, max_j s), every accumulator and the running sum l
@@ -21,28 +22,33 @@
  * it sees every key block) to the first, so the longest blocks start first
  * and the short ones fill the tail. Each sum has one fixed order (the MMA's,
  * then the block order; l's per-thread partials joined by a fixed butterfly),
- * so the kernel is deterministic. Shared memory: q 128 rows + 2 × (k, v) 64
- * rows = 48 KiB (HD 64: two blocks per SM) or 96 KiB (HD 128: one).
+ * so the kernel is deterministic. Shared memory: q 128 rows + 3 × (k, v) 64
+ * rows = 64 KiB (HD 64: two blocks per SM) or 128 KiB (HD 128: one).
  */
 #include <cuda_runtime.h>
 
 #include "attention_common.cuh"
 
-#define FWD_BR 128 /* query rows per block (8 warps × 16) */
-#define FWD_BC 64  /* keys per key block */
+#define FWD_NW ATT_FWD_WARPS      /* warps per block */
+#define FWD_THREADS (FWD_NW * 32)
+#define FWD_BR (16 * FWD_NW)       /* query rows per block */
+#define FWD_BC 64                  /* keys per key block */
+#define FWD_ST ATT_FWD_STAGES
 
 template <int HD>
 struct fwd_smem {
     static constexpr int Q_BYTES = FWD_BR * HD * 2, KV_BYTES = FWD_BC * HD * 2;
-    static constexpr int BYTES = Q_BYTES + 4 * KV_BYTES; /* q, k[2], v[2] */
+    static constexpr int BYTES = Q_BYTES + 2 * FWD_ST * KV_BYTES; /* q, k[stages], v[stages] */
+    /* blocks per SM the registers are capped for: 2 × 8 or 4 × 4 warps at HD 64 (128 registers), 8 warps at 128 */
+    static constexpr int MIN_BLOCKS = (HD == 64 ? 2 : 1) * (8 / FWD_NW);
 };
 
-/* Grid: (B·nh, ceil(S/128)); block ATT_THREADS. Block (bh, y) owns query rows
- * 128·(gridDim.y - 1 - y) + [0, 128) of pair bh; warp w owns 16 of them; in
+/* Grid: (B·nh, ceil(S/BR)); block FWD_THREADS. Block (bh, y) owns query rows
+ * BR·(gridDim.y - 1 - y) + [0, BR) of pair bh (BR = 16 per warp); warp w owns 16 of them; in
  * each MMA fragment lane 4g + t owns rows g and g + 8 of the warp's 16 and
  * columns 2t, 2t + 1 of each 8-wide tile (attention_common.cuh). */
 template <int HD>
-static __global__ void __launch_bounds__(ATT_THREADS, HD == 64 ? 2 : 1) fwd_kernel(att_fast_args a)
+static __global__ void __launch_bounds__(FWD_THREADS, fwd_smem<HD>::MIN_BLOCKS) fwd_kernel(att_fast_args a)
 {
     extern __shared__ __align__(128) unsigned char smem[];
     typedef fwd_smem<HD> L;
@@ -51,16 +57,22 @@ static __global__ void __launch_bounds__(ATT_THREADS, HD == 64 ? 2 : 1) fwd_kern
     const int64_t bh = blockIdx.x, b = bh / a.n_head, h = bh - b * a.n_head, ld = 3 * a.C;
     const int q0 = (int)(gridDim.y - 1 - blockIdx.y) * FWD_BR;
     const uint16_t *qg = a.qkv + b * S * ld + h * HD, *kg = qg + a.C, *vg = qg + 2 * a.C;
-    const uint32_t sq = smem_u32(smem), sk = sq + L::Q_BYTES, sv = sk + 2 * L::KV_BYTES;
+    const uint32_t sq = smem_u32(smem), sk = sq + L::Q_BYTES, sv = sk + FWD_ST * L::KV_BYTES;
     const int last = min(q0 + FWD_BR, S) - 1;
     const int nkb = last / FWD_BC + 1;
     const int wr = warp * 16, r0 = q0 + wr; /* the warp's first tile row and sequence row */
     const float c2 = a.scale_log2;
 
-    load_tile<HD, FWD_BR>(sq, qg, ld, q0, S);
-    load_tile<HD, FWD_BC>(sk, kg, ld, 0, S);
-    load_tile<HD, FWD_BC>(sv, vg, ld, 0, S);
-    cp_async_commit();
+    /* one commit group per key block (q joins block 0's); blocks past nkb are empty groups */
+    load_tile<HD, FWD_BR, FWD_THREADS>(sq, qg, ld, q0, S);
+#pragma unroll
+    for (int p = 0; p < FWD_ST - 1; p++) {
+        if (p < nkb) {
+            load_tile<HD, FWD_BC, FWD_THREADS>(sk + p * L::KV_BYTES, kg, ld, p * FWD_BC, S);
+            load_tile<HD, FWD_BC, FWD_THREADS>(sv + p * L::KV_BYTES, vg, ld, p * FWD_BC, S);
+        }
+        cp_async_commit();
+    }
 
     uint32_t qf[HD / 16][4];
     float o[HD / 8][4];
@@ -68,15 +80,14 @@ static __global__ void __launch_bounds__(ATT_THREADS, HD == 64 ? 2 : 1) fwd_kern
     for (int n = 0; n < HD / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 
-    for (int kb = 0; kb < nkb; kb++) {
-        const int st = kb & 1;
-        if (kb + 1 < nkb) {
-            load_tile<HD, FWD_BC>(sk + (st ^ 1) * L::KV_BYTES, kg, ld, (kb + 1) * FWD_BC, S);
-            load_tile<HD, FWD_BC>(sv + (st ^ 1) * L::KV_BYTES, vg, ld, (kb + 1) * FWD_BC, S);
+    for (int kb = 0, st = 0, ls = FWD_ST - 1; kb < nkb; kb++, st = next_stage<FWD_ST>(st), ls = next_stage<FWD_ST>(ls)) {
+        cp_async_wait<FWD_ST - 2>(); /* block kb has landed (this thread's part) */
+        __syncthreads();             /* everyone's part; and block kb - 1's stage (ls) is free */
+        if (kb + FWD_ST - 1 < nkb) {
+            load_tile<HD, FWD_BC, FWD_THREADS>(sk + ls * L::KV_BYTES, kg, ld, (kb + FWD_ST - 1) * FWD_BC, S);
+            load_tile<HD, FWD_BC, FWD_THREADS>(sv + ls * L::KV_BYTES, vg, ld, (kb + FWD_ST - 1) * FWD_BC, S);
         }
-        cp_async_commit(); /* possibly empty: keeps "all but the newest group" = block kb */
-        cp_async_wait<1>();
-        __syncthreads();
+        cp_async_commit();
         if (kb == 0) {
 #pragma unroll
             for (int kk = 0; kk < HD / 16; kk++) ldsm_x4(qf[kk], addr_a<HD>(sq, wr, kk, lane));
@@ -148,7 +159,6 @@ static __global__ void __launch_bounds__(ATT_THREADS, HD == 64 ? 2 : 1) fwd_kern
                 }
             }
         }
-        __syncthreads(); /* block kb's buffers are refilled by the next iteration */
     }
 
     /* l: the quad's partial sums, joined by a butterfly (every lane gets the same sum) */
@@ -181,7 +191,7 @@ static f8_status launch_fwd(f8_ctx *ctx, const att_fast_args *a, int64_t bh)
     }
     const dim3 grid((unsigned)bh, (unsigned)((a->seq + FWD_BR - 1) / FWD_BR));
     F8I_COUNT_LAUNCHES(ctx, 1);
-    fwd_kernel<HD><<<grid, ATT_THREADS, bytes, f8i_stream(ctx)>>>(*a);
+    fwd_kernel<HD><<<grid, FWD_THREADS, bytes, f8i_stream(ctx)>>>(*a);
     return f8i_cuda_launch_check(ctx, "attention fwd_kernel");
 }
 
