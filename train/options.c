@@ -18,9 +18,13 @@ static const preset PRESETS[] = {
     {"tiny", 4, 4, 128, 64, 4, 2, 3e-3f, "0.8M parameters with byte data; the default (CPU: about 2 minutes)"},
     {"small", 6, 6, 384, 256, 16, 1, 1e-3f, "11M (bytes)"},
     {"50M", 10, 10, 640, 512, 16, 1, 6e-4f, "49M (bytes), 82M with GPT-2 tokens"},
-    {"124M", 12, 12, 768, 1024, 16, 1, 6e-4f, "GPT-2 small: 124M with GPT-2 tokens"},
+    /* The GPU presets step on 64K tokens: microbatch 64 as llm.c trains
+     * GPT-2 small; the 1.3B model accumulates 8 microbatches of 8, so the
+     * optimizer and the FP8 weight casts (first microbatch) are spread over
+     * as many tokens (real runs step on 0.5M-1M tokens: raise --grad-accum). */
+    {"124M", 12, 12, 768, 1024, 64, 1, 6e-4f, "GPT-2 small: 124M with GPT-2 tokens"},
     {"350M", 24, 16, 1024, 1024, 8, 1, 3e-4f, "GPT-2 medium"},
-    {"1.3B", 24, 16, 2048, 1024, 8, 1, 2e-4f, "1.3B (d 2048, 24 layers, 16 heads, seq 1024)"},
+    {"1.3B", 24, 16, 2048, 1024, 8, 8, 2e-4f, "1.3B (d 2048, 24 layers, 16 heads, seq 1024)"},
 };
 
 static const preset *find_preset(const char *name)
