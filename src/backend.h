@@ -118,9 +118,11 @@ static inline size_t f8i_reduce_scratch_bytes(int64_t rows, int64_t cols)
  * mu (LayerNorm) and rsigma [rows] FP32 are written for the backward (either may be NULL).
  * rows may be 0 (then only scale_inv is written for FP8 y). Sums are in FP32 in an
  * order each backend picks: backends agree within a tolerance, not bit for bit.
- * variant: which of a backend's kernels runs (the CUDA row-group kernel's
- * configurations, norm_fwd.cu); every variant gives the same bits, and one
- * that cannot run the shape falls back to the default. Modules pass 0. */
+ * variant: which of a backend's kernels runs (the CUDA row-group kernels'
+ * configurations, norm_fwd.cu); each is deterministic (a re-run gives the
+ * same bits), variants agree within the tolerance above (LayerNorm's
+ * one-merge variants round the statistics differently), and one that cannot
+ * run the shape falls back. Modules pass 0. */
 typedef struct f8i_norm_fwd_args {
     const void *x;
     f8_dtype x_dtype;

@@ -41,7 +41,7 @@ static __device__ __forceinline__ void load_words(uint32_t (&r)[N * (BF16 ? 2 : 
 {
     static_assert(N % 4 == 0, "whole words, 16-byte multiples of FP32");
     if (c + N <= cols) {
-        load_bytes<N *(BF16 ? 2 : 4)>(r, (const char *)row + c * (BF16 ? 2 : 4), w);
+        load_bytes<N *(BF16 ? 2 : 4)>(r, (const char *)row + (int64_t)c * (BF16 ? 2 : 4), w);
     } else if constexpr (BF16) {
         const uint16_t *h = (const uint16_t *)row;
 #pragma unroll
