@@ -17,18 +17,7 @@ bin=./build/f8_train
 out="${OUT:-bench-logs}"
 mkdir -p "$out"
 shard="$out/bench_shard.bin"
-python3 - "$shard" <<'EOF'
-import sys
-import numpy as np
-n = 4_000_000
-# a deterministic token stream over the whole GPT-2 vocabulary
-toks = np.random.default_rng(1).integers(0, 50257, n, dtype=np.uint16)
-hdr = np.zeros(256, dtype='<i4')
-hdr[:3] = (20240520, 1, n)
-with open(sys.argv[1], 'wb') as f:
-    f.write(hdr.tobytes())
-    f.write(toks.astype('<u2').tobytes())
-EOF
+python3 tools/llmc_shard.py "$shard" 4000000
 printf '%-6s %-5s %6s %12s %8s %10s\n' model prec accum "tokens/s" MFU "ms/step"
 for accum in $accums; do
 for model in 124M 1.3B; do
