@@ -1,8 +1,8 @@
 /*
- * norm_common.cuh — what the norm forward (norm_fwd.cu, norm_fwd_rows.cu) and
- * backward (norm_bwd.cu) kernels share: the forward's launch parameters,
- * element and 8-element piece access to rows of FP32/BF16 data with run-time
- * access widths, the stores of each output kind, and a block-wide sum. Only src/cuda/norm_*.cu include it.
+ * norm_common.cuh — what the norm forward (norm_fwd.cu) and backward
+ * (norm_bwd.cu) kernels share: element and 8-element piece access to rows of
+ * FP32/BF16 data with run-time access widths, the stores of each output kind,
+ * and a block-wide sum. Only src/cuda/norm_*.cu include it.
  *
  * Design note. A piece is N consecutive elements of a row (NORM_VEC = 8 in
  * the backward, 16 bytes of x in the forward's row-group kernel: one set of
@@ -23,31 +23,6 @@
 #define NORM_VEC 8 /* elements per piece */
 
 enum { Y_FP32 = 0, Y_BF16 = 1, Y_E4M3 = 2, Y_E5M2 = 3 };
-
-/* The norm forward's launch parameters (norm_fwd.cu fills them; the row-group
- * kernels of norm_fwd_rows.cu take them too). */
-#define FWD_MAX_COLS 8192 /* the row-group kernels' widest row: at most 64 KB of gamma/beta in shared memory */
-
-typedef struct norm_fwd_params {
-    const void *x;             /* (rows, cols) FP32 or BF16 */
-    int64_t rows, cols;
-    const void *gamma, *beta;  /* (cols) param dtype; beta unused for RMS */
-    int x_bf16, p_bf16, y_kind; /* dtypes (the wide kernel reads them at run time) */
-    int rms, zero_centered;
-    float eps;
-    void *y;                   /* (rows, cols) */
-    const float *scale;        /* FP8 y */
-    float *amax, *scale_inv;   /* FP8 y, or NULL */
-    float *mu, *rsigma;        /* (rows) or NULL */
-    int tpr;                   /* threads per row */
-    int w_x, w_y, w_p;         /* access widths (bytes) of x rows, y rows, gamma/beta */
-} norm_fwd_params;
-
-/* Launches the row-group forward for p (0 < rows, 0 <= cols <= FWD_MAX_COLS;
- * every field but tpr and w_y set, which it sets) in configuration variant
- * (f8i_norm_fwd_args.variant: 0 the norm's default; one that cannot run the
- * shape falls back). Returns the launch setup's error. */
-cudaError_t f8i_cuda_norm_fwd_rows(norm_fwd_params *p, int variant, int sm_count, cudaStream_t stream);
 
 static inline int is_fp32_or_bf16(f8_dtype dt) { return dt == F8_DTYPE_FP32 || dt == F8_DTYPE_BF16; }
 
