@@ -6,11 +6,13 @@
  * at creation time or carved from ctx->scratch, which only grows while objects
  * are created (f8i_scratch_reserve). The step path therefore never allocates.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "f8i.h"
+#include "numerics.h"
 
 f8_status f8i_error(f8_ctx *ctx, f8_status status, const char *fmt, ...)
 {
@@ -338,4 +340,39 @@ f8_status f8_tensor_zero(f8_ctx *ctx, f8_tensor *t)
     if (st != F8_OK) return st;
     size_t bytes = (size_t)(t->rows * t->cols) * f8_dtype_size(t->dtype);
     return bytes ? ctx->be->memset_zero(ctx, t->data, bytes) : F8_OK;
+}
+
+f8_status f8_tensor_fill_normal(f8_ctx *ctx, f8_tensor *t, double std, uint64_t seed)
+{
+    static const char fn[] = "f8_tensor_fill_normal";
+    if (!ctx) return F8_ERR_INVALID_ARGUMENT;
+    f8_status st = f8i_check_tensor(ctx, t, "f8_tensor_fill_normal: t");
+    if (st != F8_OK) return st;
+    if (t->dtype != F8_DTYPE_FP32 && t->dtype != F8_DTYPE_BF16)
+        return f8i_error(ctx, F8_ERR_DTYPE, "%s: t must be fp32 or bf16, not %s", fn, f8_dtype_name(t->dtype));
+    if (!(std >= 0.0) || !isfinite(std))
+        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: std %g must be finite and >= 0", fn, std);
+    if (ctx->capturing) return f8i_error(ctx, F8_ERR_STATE, "%s: refused while capturing a graph (it uploads)", fn);
+    const int64_t n = t->rows * t->cols;
+    const size_t es = f8_dtype_size(t->dtype);
+    if (n == 0) return F8_OK;
+    unsigned char *host = (unsigned char *)malloc((size_t)n * es);
+    if (!host) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "%s: out of host memory for %lld values", fn, (long long)n);
+    uint64_t s = seed;
+    for (int64_t i = 0; i < n; i++) {
+        double u[2]; /* two splitmix64 outputs as uniforms in (0, 1) */
+        for (int j = 0; j < 2; j++) {
+            uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+            z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+            z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+            z ^= z >> 31;
+            u[j] = ((double)(z >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+        }
+        const float v = (float)(std * sqrt(-2.0 * log(u[0])) * cos(6.283185307179586 * u[1]));
+        if (es == 2) ((uint16_t *)host)[i] = f8i_bf16_from_float(v);
+        else ((float *)host)[i] = v;
+    }
+    st = ctx->be->upload(ctx, t->data, host, (size_t)n * es);
+    free(host);
+    return st;
 }

@@ -484,6 +484,99 @@ static void test_slots(void)
     f8_ctx_destroy(ctx);
 }
 
+/* f8_tensor_fill_normal: the moments of N(0, std²) (statistical bounds of
+ * many standard errors), repeatable bits, BF16 = the FP32 draws rounded by
+ * the independent bf16_oracle, the very draws a module's weight init takes,
+ * and bad input refused with the memory unchanged. */
+static void test_fill_normal(void)
+{
+    f8_ctx *ctx = cpu_ctx(NULL);
+    if (!ctx) return;
+    enum { R = 256, C = 256, N = R * C };
+    const double sd = 0.5;
+    float *a = NULL, *b = NULL;
+    uint16_t *h16 = NULL;
+    float *x = malloc(sizeof(float) * N), *y = malloc(sizeof(float) * N);
+    uint16_t *z = malloc(sizeof(uint16_t) * N);
+    EXPECT(ctx, f8_ctx_alloc(ctx, sizeof(float) * N, (void **)&a), F8_OK);
+    EXPECT(ctx, f8_ctx_alloc(ctx, sizeof(float) * N, (void **)&b), F8_OK);
+    EXPECT(ctx, f8_ctx_alloc(ctx, sizeof(uint16_t) * N, (void **)&h16), F8_OK);
+    if (!a || !b || !h16 || !x || !y || !z) return;
+    f8_tensor ta = f8_tensor_make(a, F8_DTYPE_FP32, R, C), tb = f8_tensor_make(b, F8_DTYPE_FP32, R, C);
+    f8_tensor th = f8_tensor_make(h16, F8_DTYPE_BF16, R, C);
+    EXPECT(ctx, f8_tensor_fill_normal(ctx, &ta, sd, 7), F8_OK);
+    EXPECT(ctx, f8_ctx_download(ctx, x, a, sizeof(float) * N), F8_OK);
+    double m1 = 0, m2 = 0, m4 = 0;
+    int within = 0, finite = 1;
+    for (int i = 0; i < N; i++) {
+        const double v = x[i];
+        finite &= isfinite(v) != 0;
+        m1 += v, m2 += v * v, m4 += v * v * v * v;
+        within += fabs(v) <= sd;
+    }
+    m1 /= N, m2 /= N, m4 /= N;
+    /* standard errors: mean sd/sqrt(N); E[v²] sd²·sqrt(2/N); the 1-sigma fraction sqrt(p(1-p)/N) */
+    CHECK(finite, "fill_normal: a value is not finite");
+    CHECK(fabs(m1) < 6 * sd / sqrt(N), "fill_normal: mean %g", m1);
+    CHECK(fabs(m2 / (sd * sd) - 1) < 6 * sqrt(2.0 / N), "fill_normal: E[v^2]/sd^2 = %g", m2 / (sd * sd));
+    CHECK(fabs(m4 / (m2 * m2) - 3) < 0.15, "fill_normal: kurtosis %g, wanted 3", m4 / (m2 * m2));
+    CHECK(fabs((double)within / N - 0.682689) < 6 * sqrt(0.2166 / N), "fill_normal: %g within one sd",
+          (double)within / N);
+    /* the same seed gives the same bits; another seed other values */
+    EXPECT(ctx, f8_tensor_fill_normal(ctx, &tb, sd, 7), F8_OK);
+    EXPECT(ctx, f8_ctx_download(ctx, y, b, sizeof(float) * N), F8_OK);
+    CHECK(memcmp(x, y, sizeof(float) * N) == 0, "fill_normal: seed 7 twice differs");
+    EXPECT(ctx, f8_tensor_fill_normal(ctx, &tb, sd, 8), F8_OK);
+    EXPECT(ctx, f8_ctx_download(ctx, y, b, sizeof(float) * N), F8_OK);
+    int same = 0;
+    for (int i = 0; i < N; i++) same += x[i] == y[i];
+    CHECK(same < 16, "fill_normal: seeds 7 and 8 share %d of %d values", same, N);
+    /* BF16: the FP32 draws rounded to nearest even */
+    EXPECT(ctx, f8_tensor_fill_normal(ctx, &th, sd, 7), F8_OK);
+    EXPECT(ctx, f8_ctx_download(ctx, z, h16, sizeof(uint16_t) * N), F8_OK);
+    int bad16 = 0;
+    for (int i = 0; i < N; i++) bad16 += z[i] != bf16_oracle(x[i]);
+    CHECK(bad16 == 0, "fill_normal: %d BF16 values are not the FP32 draws rounded", bad16);
+    /* std 0: zeros */
+    EXPECT(ctx, f8_tensor_fill_normal(ctx, &tb, 0.0, 7), F8_OK);
+    EXPECT(ctx, f8_ctx_download(ctx, y, b, sizeof(float) * N), F8_OK);
+    int nonzero = 0;
+    for (int i = 0; i < N; i++) nonzero += y[i] != 0.0f;
+    CHECK(nonzero == 0, "fill_normal: std 0 left %d non-zero values", nonzero);
+    /* a module's weight init is these draws: std 0.02 and the config's seed */
+    f8_linear_config lc = f8_linear_config_default(48, 40);
+    lc.seed = 1234;
+    f8_linear *lin = NULL;
+    EXPECT(ctx, f8_linear_create(ctx, &lc, &lin), F8_OK);
+    f8_tensor w;
+    if (lin && f8_linear_weight(lin, &w) == F8_OK && w.dtype == F8_DTYPE_FP32) {
+        f8_tensor tw = f8_tensor_make(b, F8_DTYPE_FP32, w.rows, w.cols);
+        EXPECT(ctx, f8_tensor_fill_normal(ctx, &tw, 0.02, lc.seed), F8_OK);
+        const size_t bytes = sizeof(float) * (size_t)(w.rows * w.cols);
+        EXPECT(ctx, f8_ctx_download(ctx, x, w.data, bytes), F8_OK);
+        EXPECT(ctx, f8_ctx_download(ctx, y, b, bytes), F8_OK);
+        CHECK(memcmp(x, y, bytes) == 0, "fill_normal: f8_linear's initial weight is not fill_normal(0.02, seed)");
+    } else {
+        CHECK(0, "fill_normal: no FP32 f8_linear weight to compare (%s)", f8_ctx_last_error(ctx));
+    }
+    f8_linear_destroy(lin);
+    /* bad input: a status, nothing written */
+    EXPECT(ctx, f8_tensor_fill_normal(ctx, &ta, sd, 7), F8_OK);
+    EXPECT(ctx, f8_ctx_download(ctx, x, a, sizeof(float) * N), F8_OK);
+    const double bad_std[] = {-1.0, NAN, INFINITY};
+    for (int k = 0; k < 3; k++) EXPECT(ctx, f8_tensor_fill_normal(ctx, &ta, bad_std[k], 9), F8_ERR_INVALID_ARGUMENT);
+    f8_tensor t8 = f8_tensor_make(a, F8_DTYPE_E4M3, R, C);
+    t8.scale_inv = b;
+    EXPECT(ctx, f8_tensor_fill_normal(ctx, &t8, sd, 9), F8_ERR_DTYPE);
+    EXPECT(ctx, f8_tensor_fill_normal(ctx, NULL, sd, 9), F8_ERR_INVALID_ARGUMENT);
+    EXPECT(NULL, f8_tensor_fill_normal(NULL, &ta, sd, 9), F8_ERR_INVALID_ARGUMENT);
+    EXPECT(ctx, f8_ctx_download(ctx, y, a, sizeof(float) * N), F8_OK);
+    CHECK(memcmp(x, y, sizeof(float) * N) == 0, "fill_normal: a refused call changed the tensor");
+    f8_ctx_free(ctx, a), f8_ctx_free(ctx, b), f8_ctx_free(ctx, h16);
+    free(x), free(y), free(z);
+    f8_ctx_destroy(ctx);
+}
+
 int main(void)
 {
     test_status_strings();
@@ -492,6 +585,7 @@ int main(void)
     test_memory();
     test_convert();
     test_slots();
+    test_fill_normal();
     printf("test_api: %d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;
 }

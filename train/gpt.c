@@ -46,34 +46,6 @@ static f8_tensor slice(const gpt *m, void *base, int64_t i, int64_t cols)
     return t;
 }
 
-/* Host normal(0, std) values in the model dtype, uploaded to dst (creation only). */
-static f8_status init_normal(gpt *m, void *dst, int64_t n, double std, uint64_t seed)
-{
-    unsigned char *h = (unsigned char *)malloc((size_t)n * esize(m) + 1);
-    if (!h) return F8_ERR_OUT_OF_MEMORY;
-    uint64_t s = seed;
-    for (int64_t i = 0; i < n; i++) {
-        double u[2];
-        for (int j = 0; j < 2; j++) {
-            uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-            z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-            z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-            z ^= z >> 31;
-            u[j] = ((double)(z >> 11) + 0.5) * (1.0 / 9007199254740992.0);
-        }
-        float v = (float)(std * sqrt(-2.0 * log(u[0])) * cos(6.283185307179586 * u[1]));
-        if (m->c.dtype == F8_DTYPE_BF16) {
-            uint16_t b = f8_bf16_from_float(v);
-            memcpy(h + 2 * i, &b, 2);
-        } else {
-            memcpy(h + 4 * i, &v, 4);
-        }
-    }
-    f8_status st = f8_ctx_upload(m->ctx, dst, h, (size_t)n * esize(m));
-    free(h);
-    return st;
-}
-
 /* GPT-2 scales the init of the projections into the residual by 1/sqrt(2L). */
 static f8_status scale_weight(gpt *m, f8_tensor *w, float factor, int which_mlp, f8_layernorm_mlp *mlp, f8_linear *lin)
 {
@@ -175,7 +147,8 @@ f8_status gpt_create(f8_ctx *ctx, const gpt_config *c, gpt *m, char *err, size_t
     if (st == F8_OK) st = f8_layernorm_linear_saved_create(m->head, &m->head_s);
     if (st == F8_OK) st = alloc_act(m, &m->wpe, (size_t)(c->seq * C) * es);
     if (st == F8_OK) st = alloc_act(m, &m->dwpe, (size_t)(c->seq * C) * es);
-    if (st == F8_OK) st = init_normal(m, m->wpe, c->seq * C, 0.01, c->seed * 40503u + 11);
+    f8_tensor wpe = view(m, m->wpe, 0, c->seq, C);
+    if (st == F8_OK) st = f8_tensor_fill_normal(ctx, &wpe, 0.01, c->seed * 40503u + 11);
     if (st == F8_OK) st = alloc_act(m, &m->resid, (size_t)((2 * L + 1) * T * C) * es);
     if (st == F8_OK) st = alloc_act(m, &m->qkv, (size_t)(L * T * 3 * C) * es);
     if (st == F8_OK) st = alloc_act(m, &m->atty, (size_t)(L * T * C) * es);

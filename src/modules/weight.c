@@ -11,29 +11,11 @@
 #include "numerics.h"
 #include "weight.h"
 
-/* W ~ N(0, 0.02²) from the seed (splitmix64 + Box-Muller), uploaded. */
+/* W ~ N(0, 0.02²) from the seed: f8_tensor_fill_normal's draws, uploaded. */
 static f8_status init_normal(f8_ctx *ctx, void *dst, f8_dtype dtype, int64_t n, uint64_t seed)
 {
-    const size_t es = f8_dtype_size(dtype);
-    unsigned char *host = (unsigned char *)malloc((size_t)n * es + 1);
-    if (!host) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "weight init: out of host memory");
-    uint64_t s = seed;
-    for (int64_t i = 0; i < n; i++) {
-        double u[2];
-        for (int j = 0; j < 2; j++) {
-            uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-            z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-            z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-            z ^= z >> 31;
-            u[j] = ((double)(z >> 11) + 0.5) * (1.0 / 9007199254740992.0);
-        }
-        float v = (float)(0.02 * sqrt(-2.0 * log(u[0])) * cos(6.283185307179586 * u[1]));
-        if (es == 2) ((uint16_t *)host)[i] = f8i_bf16_from_float(v);
-        else ((float *)host)[i] = v;
-    }
-    f8_status st = ctx->be->upload(ctx, dst, host, (size_t)n * es);
-    free(host);
-    return st;
+    f8_tensor t = f8_tensor_make(dst, dtype, 1, n);
+    return f8_tensor_fill_normal(ctx, &t, 0.02, seed);
 }
 
 /* dst[0..n) = value in dtype (host round trip: creation time only). */
