@@ -57,6 +57,8 @@ typedef struct norm_bwd_params {
     float *partial;            /* (2, row_blocks, cols): Σ dy·xhat, then Σ dy; or NULL */
     int64_t row_blocks, rows_per_block;
     int w_x, w_dy, w_dx, w_p, w_part;
+    int n_pow2;                /* cols is a power of two: inv_n = 1/cols exactly */
+    float inv_n;
 } norm_bwd_params;
 
 /* ------------------------------------------------------------------------ */
@@ -243,6 +245,184 @@ static __global__ void __launch_bounds__(BWD_THREADS, BWD_MIN_BLOCKS(NV)) norm_b
     }
 }
 
+/* A piece of the fast kernel at p (16-byte aligned) as raw words: one uint4
+ * of BF16, two of FP32. */
+template <int BF16>
+static __device__ __forceinline__ void load_fast(uint32_t (&r)[BF16 ? 4 : 8], const char *p)
+{
+#pragma unroll
+    for (int i = 0; i < (BF16 ? 1 : 2); ++i) {
+        const uint4 v = ((const uint4 *)p)[i];
+        r[4 * i] = v.x;
+        r[4 * i + 1] = v.y;
+        r[4 * i + 2] = v.z;
+        r[4 * i + 3] = v.w;
+    }
+}
+
+/* Backward, the common case: x BF16, dy BF16 (DY_BF16) or FP32, dx BF16 or
+ * FP32, rows a whole number of pieces, x, dy and dx 16-byte aligned at every
+ * row, the row block's bytes within 32-bit offsets (the launcher checks).
+ * Grid, block, what a thread owns and every rounding step are those of
+ * norm_bwd_kernel<1, DY_BF16, NV>, so are the bits; see the design note for
+ * what differs. Shared memory besides red and g: rm holds rsigma and mu of
+ * the next tpr rows, loaded by one thread each. */
+template <int DY_BF16, int NV, int RMS>
+static __global__ void __launch_bounds__(BWD_THREADS, BWD_MIN_BLOCKS(NV)) norm_bwd_fast_kernel(norm_bwd_params p)
+{
+    constexpr int DW = DY_BF16 ? 4 : 8;            /* dy words a piece */
+    __shared__ float red[2][2][BWD_THREADS / 32];  /* [slot][sum][warp] */
+    __shared__ float4 gs[NV][2][BWD_THREADS];      /* g, 4 columns at a time: one LDS.128 */
+    __shared__ float rm[2][BWD_THREADS];           /* [rsigma, mu][row - c0] */
+    const int tpr = blockDim.x, t = threadIdx.x, lane = t & 31, nw = tpr >> 5;
+    const int64_t r0 = (int64_t)blockIdx.x * p.rows_per_block;
+    const int nrows = (int)(p.rows - r0 < p.rows_per_block ? p.rows - r0 : p.rows_per_block);
+    const float n = (float)p.cols;
+    /* Levels of the cross-warp butterfly (nw/2 .. 1), known once. */
+    const bool l8 = nw > 8, l4 = nw > 4, l2 = nw > 2, l1 = nw > 1;
+
+    /* Piece k of row i lies at byte i·pitch + k·tpr·16 of a BF16 row past
+     * the thread's first (twice both for FP32), 32-bit since the launcher
+     * bounds the row block. */
+    const uint32_t pitch = (uint32_t)p.cols * 2, step = (uint32_t)tpr * 16;
+    const char *xb = (const char *)p.x + r0 * pitch + t * 16;
+    const char *yb = (const char *)p.dy + (r0 * pitch + t * 16) * (DY_BF16 ? 1 : 2);
+    char *db_ = (char *)p.dx + (r0 * pitch + t * 16) * (p.dx_bf16 ? 1 : 2);
+    const uint32_t dxs = p.dx_bf16 ? 0 : 1; /* dx offsets: BF16 ones shifted */
+
+    bool act[NV]; /* the piece is in the row (else past its end: x = dy = 0, as norm_bwd_kernel) */
+    uint32_t xc[NV][4], dc[NV][DW], xn[NV][4], dn[NV][DW];
+    float dg[NV][NORM_VEC], db[NV][NORM_VEC];
+#pragma unroll
+    for (int k = 0; k < NV; ++k) {
+        act[k] = (t + k * tpr) * NORM_VEC < p.cols;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) xc[k][i] = xn[k][i] = 0u;
+#pragma unroll
+        for (int i = 0; i < DW; ++i) dc[k][i] = dn[k][i] = 0u;
+        if (act[k]) {
+            load_fast<1>(xc[k], xb + k * step);
+            load_fast<DY_BF16>(dc[k], yb + (k * step << (1 - DY_BF16)));
+        }
+        float g[NORM_VEC];
+        if (act[k]) {
+            load_param(g, p.gamma, p.p_bf16, (int64_t)(t + k * tpr) * NORM_VEC, p.cols, p.w_p);
+        } else {
+#pragma unroll
+            for (int j = 0; j < NORM_VEC; ++j) g[j] = 0.0f;
+        }
+#pragma unroll
+        for (int j = 0; j < NORM_VEC; ++j) {
+            g[j] = p.zero_centered ? 1.0f + g[j] : g[j];
+            dg[k][j] = 0.0f;
+            db[k][j] = 0.0f;
+        }
+        gs[k][0][t] = make_float4(g[0], g[1], g[2], g[3]);
+        gs[k][1][t] = make_float4(g[4], g[5], g[6], g[7]);
+    }
+
+    for (int c0 = 0; c0 < nrows; c0 += tpr) {
+        const int c1 = nrows - c0 < tpr ? nrows : c0 + tpr;
+        __syncthreads(); /* the last chunk's reads of rm are done */
+        if (c0 + t < c1) {
+            rm[0][t] = p.rsigma[r0 + c0 + t];
+            if (!RMS) rm[1][t] = p.mu[r0 + c0 + t];
+        }
+        __syncthreads();
+#pragma unroll 2
+        for (int i = c0; i < c1; ++i) {
+            const uint32_t o = (uint32_t)i * pitch; /* row i in a BF16 row block */
+            if (i + 1 < nrows) {
+#pragma unroll
+                for (int k = 0; k < NV; ++k)
+                    if (act[k]) {
+                        load_fast<1>(xn[k], xb + (o + pitch + k * step));
+                        load_fast<DY_BF16>(dn[k], yb + ((o + pitch + k * step) << (1 - DY_BF16)));
+                    }
+            }
+            const float rs = rm[0][i - c0], mu = RMS ? 0.0f : rm[1][i - c0];
+
+            float m0 = 0.0f, m1 = 0.0f, xh[NV][NORM_VEC], gd[NV][NORM_VEC];
+#pragma unroll
+            for (int k = 0; k < NV; ++k) {
+                float x[NORM_VEC], dy[NORM_VEC];
+                words_floats<1>(xc[k], x);
+                words_floats<DY_BF16>(dc[k], dy);
+                const float4 g0 = gs[k][0][t], g1 = gs[k][1][t];
+                const float g[NORM_VEC] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
+#pragma unroll
+                for (int j = 0; j < NORM_VEC; ++j) {
+                    xh[k][j] = (x[j] - mu) * rs;
+                    gd[k][j] = g[j] * dy[j];
+                    m0 += gd[k][j];
+                    m1 = __fmaf_rn(gd[k][j], xh[k][j], m1);
+                    dg[k][j] = __fmaf_rn(dy[j], xh[k][j], dg[k][j]);
+                    db[k][j] += dy[j];
+                }
+            }
+
+            /* norm_bwd_kernel's two butterflies, one sum per half-warp:
+             * lanes 0-15 carry m0, lanes 16-31 m1 (each add has the same
+             * operands as there). */
+            const bool hi = lane >= 16;
+            float v = (hi ? m1 : m0) + __shfl_xor_sync(0xFFFFFFFFu, hi ? m0 : m1, 16);
+#pragma unroll
+            for (int s = 8; s > 0; s >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, s);
+            if (l1) {
+                const int slot = i & 1; /* red[slot] is written again two rows on, past the row between's barrier */
+                if ((lane & 15) == 0) red[slot][lane >> 4][t >> 5] = v;
+                __syncthreads();
+                v = red[slot][lane >> 4][lane & (nw - 1)];
+                if (l8) v += __shfl_xor_sync(0xFFFFFFFFu, v, 8);
+                if (l4) v += __shfl_xor_sync(0xFFFFFFFFu, v, 4);
+                if (l2) v += __shfl_xor_sync(0xFFFFFFFFu, v, 2);
+                v += __shfl_xor_sync(0xFFFFFFFFu, v, 1);
+            }
+            /* Sum / n: one division a lane, or a multiplication by the
+             * exact 1/n when n is a power of two (the same rounding of the
+             * same quotient). */
+            v = p.n_pow2 ? v * p.inv_n : v / n;
+            const float mean_gdy = RMS ? 0.0f : __shfl_sync(0xFFFFFFFFu, v, 0);
+            const float mean_gdy_xhat = __shfl_sync(0xFFFFFFFFu, v, 16);
+
+#pragma unroll
+            for (int k = 0; k < NV; ++k) {
+                if (!act[k]) continue;
+                float y[NORM_VEC];
+#pragma unroll
+                for (int j = 0; j < NORM_VEC; ++j) y[j] = ((gd[k][j] - mean_gdy) - xh[k][j] * mean_gdy_xhat) * rs;
+                uint4 *d = (uint4 *)(db_ + ((o + k * step) << dxs));
+                if (p.dx_bf16) {
+                    d[0] = make_uint4(bf16x2(y[0], y[1]), bf16x2(y[2], y[3]), bf16x2(y[4], y[5]), bf16x2(y[6], y[7]));
+                } else {
+                    d[0] = make_uint4(__float_as_uint(y[0]), __float_as_uint(y[1]), __float_as_uint(y[2]),
+                                      __float_as_uint(y[3]));
+                    d[1] = make_uint4(__float_as_uint(y[4]), __float_as_uint(y[5]), __float_as_uint(y[6]),
+                                      __float_as_uint(y[7]));
+                }
+            }
+#pragma unroll
+            for (int k = 0; k < NV; ++k) {
+#pragma unroll
+                for (int i2 = 0; i2 < 4; ++i2) xc[k][i2] = xn[k][i2];
+#pragma unroll
+                for (int i2 = 0; i2 < DW; ++i2) dc[k][i2] = dn[k][i2];
+            }
+        }
+    }
+
+    if (p.partial == NULL) return;
+    float *pg = p.partial + (int64_t)blockIdx.x * p.cols;
+    float *pb = p.partial + (p.row_blocks + blockIdx.x) * p.cols;
+#pragma unroll
+    for (int k = 0; k < NV; ++k) {
+        const int64_t c = (int64_t)(t + k * tpr) * NORM_VEC;
+        if (!act[k]) continue;
+        store_piece<Y_FP32>(pg, c, p.cols, dg[k], 1.0f, p.w_part);
+        store_piece<Y_FP32>(pb, c, p.cols, db[k], 1.0f, p.w_part);
+    }
+}
+
 /* Backward, any row length.
  * Grid: row_blocks blocks; block BWD_WIDE_THREADS. Block b owns the rows of
  * row block b, one at a time; thread t owns columns t, t + BWD_WIDE_THREADS,
@@ -307,6 +487,17 @@ static void launch_bwd(const norm_bwd_params *p, unsigned blocks, int tpr, cudaS
                    : norm_bwd_kernel<0, 0, NV><<<blocks, tpr, 0, stream>>>(*p);
 }
 
+template <int NV>
+static void launch_bwd_fast(const norm_bwd_params *p, unsigned blocks, int tpr, cudaStream_t stream)
+{
+    if (p->rms)
+        p->dy_bf16 ? norm_bwd_fast_kernel<1, NV, 1><<<blocks, tpr, 0, stream>>>(*p)
+                   : norm_bwd_fast_kernel<0, NV, 1><<<blocks, tpr, 0, stream>>>(*p);
+    else
+        p->dy_bf16 ? norm_bwd_fast_kernel<1, NV, 0><<<blocks, tpr, 0, stream>>>(*p)
+                   : norm_bwd_fast_kernel<0, NV, 0><<<blocks, tpr, 0, stream>>>(*p);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Backend entry point                                                       */
 /* ------------------------------------------------------------------------ */
@@ -364,6 +555,8 @@ f8_status f8i_cuda_norm_bwd(f8_ctx *ctx, const f8i_norm_bwd_args *a)
     p.w_dx = a->dx != NULL ? access_width(a->dx, cols * (p.dx_bf16 ? 2 : 4), 16) : 1;
     p.w_p = access_width(a->gamma, 0, 16);
     p.w_part = 1;
+    p.n_pow2 = (cols & (cols - 1)) == 0;
+    p.inv_n = 1.0f / (float)cols;
 
     if ((a->dgamma != NULL || dbeta != NULL) && row_blocks > 0) {
         /* Checked before any launch, so a failing call writes nothing. */
@@ -379,7 +572,16 @@ f8_status f8i_cuda_norm_bwd(f8_ctx *ctx, const f8i_norm_bwd_args *a)
 
     cudaStream_t stream = f8i_stream(ctx);
     if (row_blocks > 0 && (a->dx != NULL || p.partial != NULL)) {
-        if (nv == 1)
+        /* The fast kernel where it is safe: x BF16, whole pieces, every row
+         * of x, dy and dx 16-byte aligned, the row block within 32-bit
+         * byte offsets (FP32 rows, one row to spare). */
+        const int fast = nv != 0 && p.x_bf16 && a->dx != NULL && cols % NORM_VEC == 0 && p.w_x == 16 &&
+                         p.w_dy == 16 && p.w_dx == 16 && (rows_per_block + 1) * cols * 4 <= (int64_t)UINT32_MAX;
+        if (fast && nv == 1)
+            launch_bwd_fast<1>(&p, (unsigned)row_blocks, tpr, stream);
+        else if (fast)
+            launch_bwd_fast<2>(&p, (unsigned)row_blocks, tpr, stream);
+        else if (nv == 1)
             launch_bwd<1>(&p, (unsigned)row_blocks, tpr, stream);
         else if (nv == 2)
             launch_bwd<2>(&p, (unsigned)row_blocks, tpr, stream);
