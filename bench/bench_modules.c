@@ -230,9 +230,9 @@ typedef struct kcase {
 } kcase;
 
 /* The CUDA norm forward's configurations, by variant (norm_fwd.cu). */
-static const char *NORM_VARIANT[] = {"auto",      "regs",        "s2/512",      "s2/1024",
-                                     "s3/1024",   "chan/regs",   "chan/s2/512", "chan/s2/1024"};
-#define NORM_VARIANTS 8
+static const char *NORM_VARIANT[] = {"auto",      "regs",        "s2/512",       "s2/1024", "s3/1024",
+                                     "chan/regs", "chan/s2/512", "chan/s2/1024", "fit"};
+#define NORM_VARIANTS 9
 
 typedef struct karg {
     f8_ctx *ctx;

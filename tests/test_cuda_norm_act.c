@@ -372,6 +372,8 @@ typedef struct norm_case {
     int variant; /* f8i_norm_fwd_args.variant (the CUDA row-group configurations) */
 } norm_case;
 
+#define NORM_FIT 8 /* the fit kernel's variant (norm_fwd_fit.cu) */
+
 static const float AMAX0 = 0.25f; /* prior accumulator: the ops take max(prior, ...) */
 
 static void run_norm_fwd(env *e, const norm_case *nc)
@@ -392,7 +394,9 @@ static void run_norm_fwd(env *e, const norm_case *nc)
     dual sc = dual_new(e, 4, &scale), amax = dual_new(e, 4, &a0), sinv = dual_new(e, 4, NULL);
     void *y0 = NULL;
     float *mu0 = NULL, *rs0 = NULL;
-    /* i = 2: the GPU again, for the determinism check below */
+    /* i = 2: the GPU again, for the determinism check below; after the fit
+     * kernel (variant 8) the registers kernel (variant 1) instead, whose bits
+     * it must reproduce */
     for (int i = 0; i < 2 + (nc->variant > 0); i++) {
         const int k = i > 1 ? GPU : i;
         f8_ctx *ctx = e->ctx[k];
@@ -402,7 +406,7 @@ static void run_norm_fwd(env *e, const norm_case *nc)
                                .scale = fp8 ? sc.p[k] : NULL, .amax = fp8 ? amax.p[k] : NULL,
                                .scale_inv = fp8 ? sinv.p[k] : NULL,
                                .mu = nc->stats && !nc->rms ? mu.p[k] : NULL, .rsigma = nc->stats ? rs.p[k] : NULL,
-                               .variant = nc->variant};
+                               .variant = i == 2 && nc->variant == NORM_FIT ? 1 : nc->variant};
         CHECK_OK(ctx, ctx->be->norm_fwd(ctx, &a));
         if (i == 1 && nc->variant > 0) { /* the first GPU run's bits, before the re-run overwrites them */
             y0 = xmalloc(n * ysz + 1), mu0 = xmalloc((size_t)R * 4 + 4), rs0 = xmalloc((size_t)R * 4 + 4);
@@ -423,7 +427,7 @@ static void run_norm_fwd(env *e, const norm_case *nc)
         dual_get(e, &sinv, i, &hsi[i]);
     }
 
-    if (y0) { /* a re-run gives the same bits (every variant is deterministic) */
+    if (y0) { /* a re-run gives the same bits (every variant is deterministic; fit = regs) */
         CHECK(memcmp(y0, hy[GPU], n * ysz) == 0, "%s: y differs between two GPU runs", desc);
         CHECK(memcmp(mu0, hmu[GPU], (size_t)R * 4) == 0, "%s: mu differs between two GPU runs", desc);
         CHECK(memcmp(rs0, hrs[GPU], (size_t)R * 4) == 0, "%s: rsigma differs between two GPU runs", desc);
@@ -493,18 +497,23 @@ static void test_norm_fwd(env *e)
  * registers; 2-4: x staged through shared memory, 2 or 3 rows ahead, 512- or
  * 1024-thread blocks; 5-7: 1-3 with LayerNorm's statistics from one Chan
  * merge, which rounds differently from the two-pass sums but within the
- * same TOL_F32, so no tolerance of its own; 0: the launcher's pick), each
- * run twice on the GPU and held to the same bits (deterministic), on shapes they can all run
- * (16-byte rows): many narrow rows, so each row group wraps its ring several
- * times; 64-thread groups (which the 1024-thread blocks leave to the others);
- * 4-warp groups; a row whose last warp holds a partial span (2056 BF16
- * columns: 3 pieces a lane). Below the F8_TEST_QUICK cut, so
+ * same TOL_F32, so no tolerance of its own; 8: the fit kernel, held to
+ * variant 1's bits where it runs (BF16 x, E4M3 or BF16 y, rows of 256·nw·kn
+ * columns) and falling back elsewhere; 0: the launcher's pick), each run
+ * twice on the GPU and held to the same bits (deterministic), on shapes they
+ * can all run (16-byte rows): many narrow rows, so each row group wraps its
+ * ring several times; 64-thread groups (which the 1024-thread blocks leave
+ * to the others); 4-warp groups; a row whose last warp holds a partial span
+ * (2056 BF16 columns: 3 pieces a lane); and the fit kernel's layouts: 2
+ * pieces a lane in one warp (512), 3 in one warp (768), 3 in eight warps
+ * (6144), 4 in eight (8192). Below the F8_TEST_QUICK cut, so
  * compute-sanitizer sees them. */
 static void test_norm_fwd_variants(env *e)
 {
-    static const shape shapes[] = {{16000, 256}, {4000, 1024}, {900, 4096}, {129, 2056}};
+    static const shape shapes[] = {{16000, 256}, {4000, 1024}, {900, 4096}, {129, 2056},
+                                   {1000, 512},  {1001, 768},  {130, 6144}, {67, 8192}};
     for (int s = 0; s < NELEM(shapes); s++)
-        for (int variant = 0; variant <= 7; variant++)
+        for (int variant = 0; variant <= NORM_FIT; variant++)
             for (int k = 0; k < 3; k++) {
                 norm_case nc = {.s = shapes[s], .rms = k == 1, .zc = k != 0, .eps = k == 2 ? 1e-1f : 1e-5f,
                                 .x = k == 1 ? F8_DTYPE_FP32 : F8_DTYPE_BF16,

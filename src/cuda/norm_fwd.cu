@@ -71,11 +71,10 @@
 #include <limits.h>
 #include <stdint.h>
 
-#include "norm_common.cuh"
+#include "norm_fwd.cuh"
 
 #define NORM_THREADS 256     /* the older forward's block (and the wide forward's) */
 #define FWD_NV 4             /* row-group kernel: pieces (16 bytes of x) per thread and row */
-#define FWD_MAX_COLS 8192    /* its widest row: at most 64 KB of gamma/beta in shared memory */
 #define FWD_NV_LARGE 8       /* the older forward: pieces of NORM_VEC per thread, rows up to 16384 */
 #define FWD_SMEM_SM (228 * 1024) /* sm_90's shared memory per SM: the resident blocks share it */
 #define FWD_SMEM_BLOCK 2048       /* what each block takes beside its dynamic part (1 KB reserved, static arrays) */
@@ -95,17 +94,16 @@ enum {
     FWD_CFG_CHAN_REGS,    /* 5 "chan/regs":   1 with one merge */
     FWD_CFG_CHAN_S2_512,  /* 6 "chan/s2/512": 2 with one merge */
     FWD_CFG_CHAN_S2_1024, /* 7 "chan/s2/1024": 3 with one merge */
+    FWD_CFG_FIT,          /* 8 "fit": norm_fwd_fit.cu, where it can run; else the norm's default below */
     FWD_CFG_COUNT
 };
 
-/* The defaults, one per norm: what variant 0 (the modules) runs. Change them
- * here after reading bench_modules' per-variant rows. RMSNorm: registers,
- * the kernel that measured 31.7 us (75.5% of copy) on the H200 before the
- * staging (its code again, 8 bytes of spill as then). LayerNorm: 2 stages in
- * 1024-thread blocks, its fastest measured (38.0 us); the CHAN variants
- * (one barrier a row instead of two; not yet measured) are the candidates
- * to replace it. A default that cannot run a shape falls back
- * (cfg_fallback). */
+/* The defaults, one per norm: what variant 0 (the modules) runs where the
+ * fit kernel (norm_fwd_fit.cu, variant 8) cannot: FP32 x or y, unaligned
+ * rows, widths its layout does not cover. RMSNorm: registers (31.7 us, 75.5%
+ * of copy on the H200 at 8192 x 4096). LayerNorm: 2 stages in 1024-thread
+ * blocks, its fastest measured (38.0 us). A default that cannot run a shape
+ * falls back (cfg_fallback). */
 #define FWD_DEFAULT_LN FWD_CFG_S2_1024
 #define FWD_DEFAULT_RMS FWD_CFG_REGS
 
@@ -115,55 +113,9 @@ static_assert(FWD_MAX_COLS <= 512 * FWD_NV * 4, "a row group fits a 512-thread b
 static_assert(512 / 64 <= 15, "a named barrier (ids 1..15) per multi-warp group of a 512-thread block");
 static_assert(2 * FWD_MAX_COLS * 2 * 4 <= 160 * 1024, "gamma/beta of two resident 512-thread blocks fit an SM");
 
-typedef struct norm_fwd_params {
-    const void *x;             /* (rows, cols) FP32 or BF16 */
-    int64_t rows, cols;
-    const void *gamma, *beta;  /* (cols) param dtype; beta unused for RMS */
-    int x_bf16, p_bf16, y_kind; /* dtypes (the wide kernel reads them at run time) */
-    int rms, zero_centered;
-    float eps;
-    void *y;                   /* (rows, cols) */
-    const float *scale;        /* FP8 y */
-    float *amax, *scale_inv;   /* FP8 y, or NULL */
-    float *mu, *rsigma;        /* (rows) or NULL */
-    int tpr;                   /* threads per row */
-    int w_x, w_y, w_p;         /* access widths (bytes) of x rows, y rows, gamma/beta */
-} norm_fwd_params;
-
 /* ------------------------------------------------------------------------ */
 /* Device helpers                                                            */
 /* ------------------------------------------------------------------------ */
-
-/* a[0] becomes the sum of a[0..N-1], added pairwise in a fixed order. */
-template <int N>
-static __device__ __forceinline__ float pairwise_sum(float (&a)[N])
-{
-#pragma unroll
-    for (int h = N / 2; h > 0; h >>= 1)
-#pragma unroll
-        for (int j = 0; j < h; ++j) a[j] += a[j + h];
-    return a[0];
-}
-
-/* The sum of v over a row group of nw warps (warps first .. first + nw - 1 of
- * the block): a butterfly within the warp (every lane gets the same bits),
- * then, for nw > 1, each warp's total through red[warp] and the group's
- * warps added in index order after a named barrier (id bar, the group's
- * threads only). Every thread of the group calls it. A caller alternates
- * between two red arrays: a warp writes red again only two calls later,
- * after the barrier of the call between, which every thread reaches only
- * after reading this call's words. */
-static __device__ __forceinline__ float group_total(float v, int nw, int first, float *red, int bar)
-{
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
-    if (nw == 1) return v;
-    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
-    asm volatile("bar.sync %0, %1;" ::"r"(bar), "r"(nw * 32) : "memory");
-    float s = 0.0f;
-    for (int k = 0; k < nw; ++k) s += red[first + k];
-    return s;
-}
 
 /* A piece of x (16 bytes) as its E floats (exact). */
 template <int X_BF16>
@@ -290,37 +242,6 @@ static __device__ __forceinline__ void load_row(uint4 (&xr)[FWD_NV], const void 
     }
 }
 
-/* gamma (1 + gamma when zero centred) and, for LayerNorm, beta of the row's
- * np pieces into gb as FP32 planes (the kernels' layout), then a barrier. */
-template <int X_BF16, int RMS, int THREADS>
-static __device__ __forceinline__ void fill_params(float4 *gb, const norm_fwd_params &p, int cols, int np)
-{
-    constexpr int E = X_BF16 ? 8 : 4, NPL = (E / 4) * (RMS ? 1 : 2);
-    constexpr int FILL = (FWD_MAX_COLS / 4 + THREADS - 1) / THREADS; /* pieces a thread fills, at most */
-#pragma unroll 1
-    for (int i = 0; i < FILL; ++i) {
-        const int P = (int)threadIdx.x + i * THREADS;
-        if (P >= np) break;
-        float4 *at = gb + (size_t)((P >> 5) * NPL) * 32 + (P & 31); /* plane h at at[32h] */
-        float g[E];
-        load_param<E, int>(g, p.gamma, p.p_bf16, P * E, cols, p.w_p);
-        if (p.zero_centered) /* gain 0 past the row's end all the same */
-#pragma unroll
-            for (int j = 0; j < E; ++j)
-                if (P * E + j < cols) g[j] = 1.0f + g[j];
-#pragma unroll
-        for (int h = 0; h < E / 4; ++h) at[32 * h] = make_float4(g[4 * h], g[4 * h + 1], g[4 * h + 2], g[4 * h + 3]);
-        if (!RMS) {
-            float b[E];
-            load_param<E, int>(b, p.beta, p.p_bf16, P * E, cols, p.w_p);
-#pragma unroll
-            for (int h = 0; h < E / 4; ++h)
-                at[32 * (E / 4 + h)] = make_float4(b[4 * h], b[4 * h + 1], b[4 * h + 2], b[4 * h + 3]);
-        }
-    }
-    __syncthreads();
-}
-
 /* y of the thread's pieces of a row (o = (x·rs)·g, or fmaf((x - mu)·rs, g,
  * beta)), and their amax. gbt: see the kernels. */
 template <int X_BF16, int YK, int RMS>
@@ -356,23 +277,6 @@ static __device__ __forceinline__ void store_row(char *yrow, const uint4 (&xr)[F
             for (int j = 0; j < E; ++j) amax = fmaxf(amax, fabsf(o[j]));
         store_piece<YK, E, int>(yrow, c, cols, o, s, w);
     }
-}
-
-/* 16 bytes from global to shared memory, asynchronously (cached in L2 only:
- * x is read once), and the group bookkeeping of those copies. */
-static __device__ __forceinline__ void cp_async16(void *smem, const void *gmem)
-{
-    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem) : "memory");
-}
-
-static __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-
-/* Wait until at most N of this thread's committed groups are still in flight. */
-template <int N>
-static __device__ __forceinline__ void cp_async_wait()
-{
-    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
 /* Stage row `row`'s pieces of this thread into its ring slots (slot: piece
@@ -889,13 +793,20 @@ f8_status f8i_cuda_norm_fwd(f8_ctx *ctx, const f8i_norm_fwd_args *a)
         /* The norm's default unless the caller names a configuration (a
          * benchmark); RMSNorm takes a CHAN configuration without CHAN; one
          * that cannot run the shape falls back until one can. */
-        int cfg = a->variant > FWD_CFG_AUTO && a->variant < FWD_CFG_COUNT ? a->variant
-                  : p.rms                                               ? FWD_DEFAULT_RMS
-                                                                        : FWD_DEFAULT_LN;
+        int cfg = a->variant > FWD_CFG_AUTO && a->variant < FWD_CFG_COUNT ? a->variant : FWD_CFG_FIT;
+        const int sm_count = f8i_cuda(ctx)->sm_count;
+        if (cfg == FWD_CFG_FIT) {
+            if (f8i_norm_fwd_fit_fits(&p)) {
+                const cudaError_t err = f8i_norm_fwd_fit_launch(&p, sm_count, stream);
+                if (err != cudaSuccess) return f8i_cuda_check(ctx, err, "norm_fwd_fit_kernel setup");
+                F8I_COUNT_LAUNCHES(ctx, 1);
+                return f8i_cuda_launch_check(ctx, "norm_fwd_fit_kernel");
+            }
+            cfg = p.rms ? FWD_DEFAULT_RMS : FWD_DEFAULT_LN;
+        }
         if (p.rms && cfg >= FWD_CFG_CHAN_REGS) cfg = cfg_fallback(cfg);
         while (cfg != FWD_CFG_REGS && !cfg_fits(cfg, &p, np, e, kn)) cfg = cfg_fallback(cfg);
         const size_t smem = cfg_smem(cfg, np, e, p.rms, kn);
-        const int sm_count = f8i_cuda(ctx)->sm_count;
         const cudaError_t err = p.x_bf16 ? launch_rows_y<1>(&p, cfg, smem, sm_count, stream)
                                          : launch_rows_y<0>(&p, cfg, smem, sm_count, stream);
         if (err != cudaSuccess) return f8i_cuda_check(ctx, err, "norm_fwd_rows_kernel setup");

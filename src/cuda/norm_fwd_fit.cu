@@ -1,0 +1,250 @@
+/*
+ * norm_fwd_fit.cu — the LayerNorm / RMSNorm forward for rows that its layout
+ * covers exactly: BF16 x in 16-byte aligned rows of 256·nw·KN columns
+ * (nw = 1, 2, 4 or 8 warps a row, KN = 2, 3 or 4 pieces a lane: hidden
+ * sizes 512 to 8192, 768, 1536, 3072 and 6144 among them), y E4M3 (what
+ * a norm feeding an FP8 GEMM writes) or BF16.
+ * What the modules run whenever it can (f8i_norm_fwd_args.variant 0 or 8).
+ *
+ * Design note. Nsight Compute on the H200 found the row-group kernels of
+ * norm_fwd.cu issue-bound at 8192 x 4096 BF16 -> E4M3: 0.77 warp
+ * instructions issued per scheduler cycle and 25 instructions per element,
+ * twice what the arithmetic needs. The rest was their generality: a bounds
+ * check per piece (`room`), a run-time access width behind every load and
+ * store, partial-piece paths, 64-bit index arithmetic. This kernel is their
+ * staged configuration with all of that settled at compile time: KN is a
+ * template argument, every piece is whole, x arrives by 16-byte cp.async
+ * into a two-stage ring of the thread's own slots (norm_fwd.cu says why the
+ * ring needs no barrier), y leaves as 8 FP8 codes (or 8 BF16) per store, and
+ * the row is decoded from BF16 once into registers instead of once per pass.
+ * The arithmetic is the row-group kernels', operation for operation (four
+ * partial sums added pairwise, group_total, Σ(x - mu)² with fmaf, rsqrtf,
+ * fmaf((x - mu)·rs, g, beta) or (x·rs)·g, the cast's cvt), so it gives the
+ * same bits as they do. Blocks of FIT_THREADS hold 512 / tpr row groups; a
+ * persistent grid of as many blocks as the SMs' shared memory holds (two a
+ * SM up to 4096 LayerNorm columns).
+ */
+#include "norm_fwd.cuh"
+
+#define FIT_THREADS 512 /* a block: two resident per SM within 64 registers */
+#define FIT_STAGES 2    /* rows of x in flight per row group beside the one in registers */
+
+static_assert(FIT_THREADS / 64 <= 15, "a named barrier (ids 1..15) per multi-warp group");
+
+/* Copy this thread's KN pieces of one row (src: its piece 0; piece k 512
+ * bytes on) into its ring slots (slot: piece 0's; piece k at slot +
+ * k·FIT_THREADS), then close the copy group: one per row, empty past the last
+ * row, since the waits count groups. */
+template <int KN>
+static __device__ __forceinline__ void fit_stage(uint4 *slot, const char *src, bool valid)
+{
+    if (valid) {
+#pragma unroll
+        for (int k = 0; k < KN; ++k) cp_async16(slot + k * FIT_THREADS, src + k * 512);
+    }
+    cp_async_commit();
+}
+
+/* group_total (norm_fwd.cuh) with the group's warps known at compile time:
+ * the same sums in the same order, unrolled. */
+template <int NW>
+static __device__ __forceinline__ float fit_total(float v, int first, float *red, int bar)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
+    if (NW == 1) return v;
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
+    asm volatile("bar.sync %0, %1;" ::"r"(bar), "n"(NW * 32) : "memory");
+    float s = 0.0f;
+#pragma unroll
+    for (int k = 0; k < NW; ++k) s += red[first + k];
+    return s;
+}
+
+/* Grid: the persistent grid of f8i_norm_fwd_fit_launch; block FIT_THREADS,
+ * split into groups of tpr = 32·NW threads. Group g of block b takes rows
+ * b·groups + g, then every gridDim.x·groups rows after. Lane l of the
+ * group's warp w owns pieces 32·KN·w + 32k + l (k < KN) of every row it
+ * takes: columns c0 + 256k .. +7, c0 = 8·(32·KN·w + l). Dynamic shared
+ * memory: the gain/beta planes of fill_params (piece P plane h at float4
+ * ((P / 32)·NPL + h)·32 + P % 32), then the ring, stage s piece k of thread
+ * t at slot (s·KN + k)·FIT_THREADS + t. */
+template <int YK, int RMS, int KN, int NW>
+static __global__ void __launch_bounds__(FIT_THREADS, 2) norm_fwd_fit_kernel(norm_fwd_params p)
+{
+    constexpr int NPL = RMS ? 2 : 4; /* float4 planes per piece: gain, then beta */
+    constexpr int FP8 = YK == Y_E4M3 || YK == Y_E5M2, YS = FP8 ? 1 : 2;
+    static_assert(YK != Y_FP32, "FP32 y takes the row-group kernels");
+    extern __shared__ float4 gb[];
+    __shared__ float red[2][FIT_THREADS / 32]; /* [slot][warp] */
+    constexpr int TPR = 32 * NW, GROUPS = FIT_THREADS / TPR;
+    const int group = threadIdx.x / TPR, lane = threadIdx.x & 31, first = group * NW, bar = 1 + group;
+    const int w = (threadIdx.x >> 5) - first; /* warp within the group */
+    const int cols = (int)p.cols, np = cols >> 3;
+    const int c0 = (32 * KN * w + lane) * 8;
+    const float4 *gbt = gb + KN * w * NPL * 32 + lane; /* piece k plane h: gbt[(k·NPL + h)·32] */
+    uint4 *ring = (uint4 *)(gb + np * NPL) + threadIdx.x;
+    const float inv_n = 1.0f / (float)cols;
+    const int64_t rows = p.rows, stride = (int64_t)gridDim.x * GROUPS;
+    const int64_t x_pitch = (int64_t)cols * 2, y_pitch = (int64_t)cols * YS;
+    const char *xs = (const char *)p.x + c0 * 2; /* this thread's piece 0 of row 0 */
+    int64_t row = (int64_t)blockIdx.x * GROUPS + group;
+
+    /* The first rows' x, in flight while gamma/beta are fetched. */
+#pragma unroll
+    for (int s = 0; s < FIT_STAGES; ++s)
+        fit_stage<KN>(ring + s * KN * FIT_THREADS, xs + (row + s * stride) * x_pitch, row + s * stride < rows);
+    fill_params<1, RMS, FIT_THREADS>(gb, p, cols, np);
+
+    const float s = FP8 ? *p.scale : 1.0f;
+    float amax = 0.0f;
+    int slot = 0, stage = 0;
+    for (; row < rows; row += stride) {
+        uint4 *at = ring + stage * KN * FIT_THREADS;
+        stage = stage + 1 == FIT_STAGES ? 0 : stage + 1;
+        cp_async_wait<FIT_STAGES - 1>(); /* this row's group, the oldest */
+        float v[KN][8];
+#pragma unroll
+        for (int k = 0; k < KN; ++k) {
+            const uint4 u = at[k * FIT_THREADS];
+            const uint32_t wd[4] = {u.x, u.y, u.z, u.w};
+            words_floats<1, 8>(wd, v[k]);
+        }
+        const int64_t ahead = row + FIT_STAGES * stride; /* the row the freed slots take */
+
+        float mu = 0.0f;
+        if (!RMS) {
+            float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+            for (int k = 0; k < KN; ++k)
+#pragma unroll
+                for (int j = 0; j < 8; ++j) acc[j % 4] += v[k][j];
+            const float sum = pairwise_sum(acc);
+            fit_stage<KN>(at, xs + ahead * x_pitch, ahead < rows); /* the slots were read: refill */
+            mu = fit_total<NW>(sum, first, red[slot], bar) * inv_n;
+            slot ^= 1;
+        }
+        float q[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+        for (int k = 0; k < KN; ++k)
+#pragma unroll
+            for (int j = 0; j < 8; ++j) {
+                const float d = RMS ? v[k][j] : v[k][j] - mu; /* x - 0 is x */
+                q[j % 4] = __fmaf_rn(d, d, q[j % 4]);
+            }
+        const float m2 = pairwise_sum(q);
+        if (RMS) fit_stage<KN>(at, xs + ahead * x_pitch, ahead < rows);
+        const float rs = rsqrtf(fit_total<NW>(m2, first, red[slot], bar) * inv_n + p.eps);
+        slot ^= 1;
+        if (threadIdx.x == (unsigned)(first * 32)) {
+            if (!RMS && p.mu != NULL) p.mu[row] = mu;
+            if (p.rsigma != NULL) p.rsigma[row] = rs;
+        }
+
+        char *yrow = (char *)p.y + row * y_pitch + c0 * YS;
+#pragma unroll
+        for (int k = 0; k < KN; ++k) {
+            float o[8];
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const float4 g4 = gbt[(k * NPL + h) * 32];
+                const float g[4] = {g4.x, g4.y, g4.z, g4.w};
+                if (RMS) {
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) o[4 * h + i] = (v[k][4 * h + i] * rs) * g[i];
+                } else {
+                    const float4 b4 = gbt[(k * NPL + 2 + h) * 32];
+                    const float b[4] = {b4.x, b4.y, b4.z, b4.w};
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) o[4 * h + i] = __fmaf_rn((v[k][4 * h + i] - mu) * rs, g[i], b[i]);
+                }
+            }
+            if constexpr (FP8) {
+#pragma unroll
+                for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(o[j]));
+                *(uint2 *)(yrow + k * 256) = make_uint2(fp8x4<YK == Y_E5M2>(o, s), fp8x4<YK == Y_E5M2>(o + 4, s));
+            } else {
+                uint32_t u[4];
+#pragma unroll
+                for (int i = 0; i < 4; ++i)
+                    u[i] = (uint32_t)f8i_bf16_from_float(o[2 * i]) | ((uint32_t)f8i_bf16_from_float(o[2 * i + 1]) << 16);
+                *(uint4 *)(yrow + k * 512) = make_uint4(u[0], u[1], u[2], u[3]);
+            }
+        }
+    }
+    if (FP8) {
+        if (p.scale_inv != NULL && blockIdx.x == 0 && threadIdx.x == 0) *p.scale_inv = 1.0f / s;
+        if (p.amax != NULL) block_amax_atomic<FIT_THREADS>(amax, p.amax);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Launch                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* Pieces a lane when the fit kernel can run p, else 0. */
+static int fit_kn(const norm_fwd_params *p)
+{
+    const int fp8 = p->y_kind == Y_E4M3 || p->y_kind == Y_E5M2;
+    if (!p->x_bf16 || p->w_x != 16 || (fp8 ? p->y_kind != Y_E4M3 || p->w_y < 8 : p->y_kind != Y_BF16 || p->w_y != 16))
+        return 0;
+    if (p->cols <= 0 || p->cols > FWD_MAX_COLS || p->cols % 8 != 0 || p->tpr < 32 || p->tpr > 256) return 0;
+    const int np = (int)(p->cols / 8), kn = np / p->tpr;
+    return np == kn * p->tpr && kn >= 2 && kn <= 4 ? kn : 0;
+}
+
+int f8i_norm_fwd_fit_fits(const norm_fwd_params *p) { return fit_kn(p) != 0; }
+
+template <int YK, int RMS, int KN, int NW>
+static cudaError_t fit_launch(const norm_fwd_params *p, int sm_count, cudaStream_t stream)
+{
+    void (*kernel)(norm_fwd_params) = norm_fwd_fit_kernel<YK, RMS, KN, NW>;
+    const size_t np = (size_t)(p->cols / 8);
+    const size_t smem = np * (RMS ? 2 : 4) * 16 + (size_t)FIT_STAGES * KN * FIT_THREADS * 16;
+    /* Two blocks a SM when their shared memory fits (1 KB reserved + the
+     * static arrays each): the grid is what is resident at once. */
+    const int per_sm = 2 * (smem + 2048) <= 228 * 1024 ? 2 : 1;
+    if (smem > 48 * 1024) {
+        const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (err != cudaSuccess) return err;
+    }
+    const int64_t groups = FIT_THREADS / (32 * NW), need = (p->rows + groups - 1) / groups;
+    const int64_t cap = (int64_t)(sm_count > 0 ? sm_count : 1) * per_sm;
+    kernel<<<(unsigned)(need < cap ? need : cap), FIT_THREADS, smem, stream>>>(*p);
+    return cudaSuccess;
+}
+
+template <int YK, int RMS, int KN>
+static cudaError_t fit_launch_nw(const norm_fwd_params *p, int sm_count, cudaStream_t stream)
+{
+    switch (p->tpr) {
+    case 32: return fit_launch<YK, RMS, KN, 1>(p, sm_count, stream);
+    case 64: return fit_launch<YK, RMS, KN, 2>(p, sm_count, stream);
+    case 128: return fit_launch<YK, RMS, KN, 4>(p, sm_count, stream);
+    default: return fit_launch<YK, RMS, KN, 8>(p, sm_count, stream);
+    }
+}
+
+template <int YK, int RMS>
+static cudaError_t fit_launch_kn(const norm_fwd_params *p, int kn, int sm_count, cudaStream_t stream)
+{
+    switch (kn) {
+    case 2: return fit_launch_nw<YK, RMS, 2>(p, sm_count, stream);
+    case 3: return fit_launch_nw<YK, RMS, 3>(p, sm_count, stream);
+    default: return fit_launch_nw<YK, RMS, 4>(p, sm_count, stream);
+    }
+}
+
+template <int YK>
+static cudaError_t fit_launch_y(const norm_fwd_params *p, int kn, int sm_count, cudaStream_t stream)
+{
+    return p->rms ? fit_launch_kn<YK, 1>(p, kn, sm_count, stream) : fit_launch_kn<YK, 0>(p, kn, sm_count, stream);
+}
+
+cudaError_t f8i_norm_fwd_fit_launch(const norm_fwd_params *p, int sm_count, cudaStream_t stream)
+{
+    const int kn = fit_kn(p);
+    if (kn == 0) return cudaErrorInvalidValue; /* the caller asks f8i_norm_fwd_fit_fits first */
+    return p->y_kind == Y_E4M3 ? fit_launch_y<Y_E4M3>(p, kn, sm_count, stream)
+                               : fit_launch_y<Y_BF16>(p, kn, sm_count, stream);
+}
