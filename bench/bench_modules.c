@@ -41,8 +41,9 @@
  * Inputs are random (never zeros); at these sizes every operand is several
  * times L2, so no rotation is needed. Runs in well under two minutes.
  *
- * Usage: bench_modules [kernels] [gelu] [swiglu]   (no argument: all three
- * parts; `gelu`/`swiglu` select the f8_layernorm_mlp runs)
+ * Usage: bench_modules [kernels] [norm] [gelu] [swiglu]   (no argument: all
+ * three parts; `norm`: only the norm forward rows and its configurations;
+ * `gelu`/`swiglu` select the f8_layernorm_mlp runs)
  */
 #include "bench_util.h"
 #include "f8i.h"
@@ -626,8 +627,9 @@ static int wanted(int argc, char **argv, const char *word)
 int main(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++)
-        if (strcmp(argv[i], "kernels") && strcmp(argv[i], "gelu") && strcmp(argv[i], "swiglu")) {
-            fprintf(stderr, "usage: bench_modules [kernels] [gelu] [swiglu]\n");
+        if (strcmp(argv[i], "kernels") && strcmp(argv[i], "norm") && strcmp(argv[i], "gelu") &&
+            strcmp(argv[i], "swiglu")) {
+            fprintf(stderr, "usage: bench_modules [kernels] [norm] [gelu] [swiglu]\n");
             return 2;
         }
     f8_ctx *ctx = bench_ctx_or_skip("bench_modules");
@@ -660,10 +662,12 @@ int main(int argc, char **argv)
 #undef NB
 #undef AF
 #undef AB
-    if (wanted(argc, argv, "kernels")) {
+    const int all = wanted(argc, argv, "kernels"); /* every kernel, or (`norm`) the norm forward's */
+    if (all || wanted(argc, argv, "norm")) {
         printf("%-22s %-12s %-12s %9s %9s %8s %8s  %s\n", "kernel", "variant", "shape", "MB moved", "GPU us", "GB/s",
                "of copy", "target");
-        for (size_t c = 0; c < sizeof kernels / sizeof kernels[0]; c++) run_kernel(ctx, &log, &kernels[c], copy, 1);
+        for (size_t c = 0; c < sizeof kernels / sizeof kernels[0]; c++)
+            if (all || kernels[c].op == K_NORM_FWD) run_kernel(ctx, &log, &kernels[c], copy, 1);
         run_norm_variants(ctx, &log, copy);
     }
 

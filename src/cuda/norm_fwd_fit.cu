@@ -204,7 +204,7 @@ static cudaError_t fit_launch(const norm_fwd_params *p, int sm_count, cudaStream
     /* Two blocks a SM when their shared memory fits (1 KB reserved + the
      * static arrays each): the grid is what is resident at once. */
     const int per_sm = 2 * (smem + 2048) <= 228 * 1024 ? 2 : 1;
-    if (smem > 48 * 1024) {
+    if (smem + 2048 > 48 * 1024) { /* the static arrays count towards the 48 KB default */
         const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (err != cudaSuccess) return err;
     }
