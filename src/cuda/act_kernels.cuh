@@ -26,6 +26,9 @@
  *    a = x[r, c mod h], dy[r, c mod h] and (c < h) b = x[r, h + c]: a thread's
  *    VEC columns lie in one half (vector loads) unless they straddle h or the
  *    edge (element loads).
+ * Both tile sources also have a FULL kernel (cast_tile.cuh's design note)
+ * for BF16 x, the dtype training uses (dy BF16 or FP32): whole tiles, widest
+ * loads, no dx; it is what the layer runs, the generic one the rest.
  * The plain activations treat x as one flat row (rows = 1, h = rows·cols), the
  * gated ones walk (row, piece) with h = cols; a block is a power-of-two number
  * of threads across a row times the rest down, so narrow rows waste no lanes.
@@ -254,6 +257,7 @@ struct act_fwd_src {
     static constexpr int GATED = act_gated(ACT);
     static constexpr int VEC = XBF16 ? 8 : 4;
     static constexpr int AHEAD = GATED ? 1 : 2;
+    static constexpr int FULL = XBF16; /* FULL kernels only for the BF16 x training uses */
     static constexpr int XW = VEC * (XBF16 ? 2 : 4) / 4; /* words */
     struct raw_t {
         uint32_t a[XW], b[GATED ? XW : 1];
@@ -263,19 +267,30 @@ struct act_fwd_src {
     int w_x;       /* access width (bytes) */
 };
 
-template <int ACT, int XBF16>
+/* FULL: the piece lies inside x and takes one widest load (VEC * 2 or 4
+ * bytes = 16). */
+template <int FULL, int ACT, int XBF16>
 static __device__ __forceinline__ void tile_load(const act_fwd_src<ACT, XBF16> &s,
-                                                 typename act_fwd_src<ACT, XBF16>::raw_t &raw, int64_t row,
-                                                 int64_t col, int64_t rows, int64_t cols)
+                                                 typename act_fwd_src<ACT, XBF16>::raw_t &raw, tile_at at,
+                                                 int64_t rows, int64_t cols)
 {
     typedef act_fwd_src<ACT, XBF16> S;
+    constexpr int XB = S::VEC * (XBF16 ? 2 : 4); /* bytes of a piece */
     const int64_t xpitch = S::GATED ? 2 * s.h : s.h;
+    if constexpr (FULL) {
+        const char *tile = (const char *)s.x + (at.row0 * xpitch + at.col0) * (XBF16 ? 2 : 4);
+        const char *pa = tile + (int64_t)(at.r * (int)xpitch + at.c) * (XBF16 ? 2 : 4);
+        load_bytes<XB>(raw.a, pa, 16);
+        if constexpr (S::GATED) load_bytes<XB>(raw.b, pa + s.h * (XBF16 ? 2 : 4), 16);
+        return;
+    }
+    const int64_t row = at.row0 + at.r, col = at.col0 + at.c;
     const int n = row >= rows || col >= cols ? 0 : col + S::VEC <= cols ? S::VEC : (int)(cols - col);
     load_piece<XBF16, S::VEC>(raw.a, s.x, row * xpitch + col, n, s.w_x);
     if constexpr (S::GATED) load_piece<XBF16, S::VEC>(raw.b, s.x, row * xpitch + s.h + col, n, s.w_x);
 }
 
-template <int ACT, int XBF16>
+template <int FULL, int ACT, int XBF16>
 static __device__ __forceinline__ void tile_values(const act_fwd_src<ACT, XBF16> &,
                                                    const typename act_fwd_src<ACT, XBF16>::raw_t &raw, int64_t,
                                                    float (&v)[act_fwd_src<ACT, XBF16>::VEC])
@@ -293,10 +308,10 @@ static __device__ __forceinline__ void tile_values(const act_fwd_src<ACT, XBF16>
     }
 }
 
-template <int ACT, int XBF16>
+template <int FULL, int ACT, int XBF16>
 static __device__ __forceinline__ void tile_store(const act_fwd_src<ACT, XBF16> &,
-                                                  const float (&)[act_fwd_src<ACT, XBF16>::VEC], int64_t, int64_t,
-                                                  int64_t, int64_t)
+                                                  const float (&)[act_fwd_src<ACT, XBF16>::VEC], tile_at, int64_t,
+                                                  int64_t)
 {
 }
 
@@ -316,6 +331,7 @@ struct act_bwd_src {
     static constexpr int GATED = act_gated(ACT);
     static constexpr int VEC = 4;
     static constexpr int AHEAD = GATED ? 1 : 2;
+    static constexpr int FULL = XBF16; /* FULL kernels only for the BF16 x training uses */
     static constexpr int XW = VEC * (XBF16 ? 2 : 4) / 4, DW = VEC * (DYBF16 ? 2 : 4) / 4; /* words */
     struct raw_t {
         uint32_t a[XW], b[GATED ? XW : 1], dy[DW];
@@ -328,14 +344,36 @@ struct act_bwd_src {
     int w_x, w_dy, w_dx; /* access widths (bytes) */
 };
 
-template <int ACT, int XBF16, int DYBF16>
+/* FULL: the piece lies inside the matrix and in one half (h % VEC == 0
+ * follows from cols % TC == 0), each input takes one widest load. */
+template <int FULL, int ACT, int XBF16, int DYBF16>
 static __device__ __forceinline__ void tile_load(const act_bwd_src<ACT, XBF16, DYBF16> &s,
-                                                 typename act_bwd_src<ACT, XBF16, DYBF16>::raw_t &raw, int64_t row,
-                                                 int64_t col, int64_t rows, int64_t cols)
+                                                 typename act_bwd_src<ACT, XBF16, DYBF16>::raw_t &raw, tile_at at,
+                                                 int64_t rows, int64_t cols)
 {
     typedef act_bwd_src<ACT, XBF16, DYBF16> S;
-    constexpr int VEC = S::VEC;
+    constexpr int VEC = S::VEC, XES = XBF16 ? 2 : 4, DES = DYBF16 ? 2 : 4;
     const int64_t h = s.h;
+    if constexpr (FULL) {
+        /* Column c of d reads x and dy at column c mod h of the half. */
+        const int64_t col = at.col0 + at.c;
+        const bool second = S::GATED && col >= h;
+        const int64_t ca = second ? col - h : col;
+        const char *xa = (const char *)s.x + (at.row0 * cols + ca) * XES + (int64_t)(at.r * (int)cols) * XES;
+        load_bytes<VEC * XES>(raw.a, xa, 16);
+        if constexpr (S::GATED) {
+            if (second) {
+#pragma unroll
+                for (int k = 0; k < S::XW; ++k) raw.b[k] = 0;
+            } else {
+                load_bytes<VEC * XES>(raw.b, xa + h * XES, 16);
+            }
+        }
+        const char *dya = (const char *)s.dy + (at.row0 * h + ca) * DES + (int64_t)(at.r * (int)h) * DES;
+        load_bytes<VEC * DES>(raw.dy, dya, 16);
+        return;
+    }
+    const int64_t row = at.row0 + at.r, col = at.col0 + at.c;
     const bool second = S::GATED && col >= h; /* d_b columns: no b needed */
     if (row < rows && (col + VEC <= h || (second && col + VEC <= cols))) {
         const int64_t ca = second ? col - h : col;
@@ -369,8 +407,9 @@ static __device__ __forceinline__ void tile_load(const act_bwd_src<ACT, XBF16, D
     }
 }
 
-/* plain: d = act'(x)·dy; gated: d_a = act'(a)·b·dy (c < h), d_b = act(a)·dy. */
-template <int ACT, int XBF16, int DYBF16>
+/* plain: d = act'(x)·dy; gated: d_a = act'(a)·b·dy (c < h), d_b = act(a)·dy.
+ * FULL: a piece lies in one half, so the choice is made once for it. */
+template <int FULL, int ACT, int XBF16, int DYBF16>
 static __device__ __forceinline__ void tile_values(const act_bwd_src<ACT, XBF16, DYBF16> &s,
                                                    const typename act_bwd_src<ACT, XBF16, DYBF16>::raw_t &raw,
                                                    int64_t col, float (&v)[act_bwd_src<ACT, XBF16, DYBF16>::VEC])
@@ -383,10 +422,11 @@ static __device__ __forceinline__ void tile_values(const act_bwd_src<ACT, XBF16,
     if constexpr (S::GATED) {
         float b[VEC];
         decode_piece<XBF16, VEC>(raw.b, b);
+        const bool first = col < s.h;
 #pragma unroll
         for (int j = 0; j < VEC; ++j) {
             float g;
-            if (col + j < s.h) {
+            if (FULL ? first : col + j < s.h) {
                 act_eval<ACT>(a[j], NULL, &g);
                 v[j] = g * b[j] * dy[j];
             } else {
@@ -404,13 +444,16 @@ static __device__ __forceinline__ void tile_values(const act_bwd_src<ACT, XBF16,
     }
 }
 
-/* dx, when asked for: d as FP32/BF16. */
-template <int ACT, int XBF16, int DYBF16>
+/* dx, when asked for: d as FP32/BF16. The FULL kernel runs only without dx
+ * (training never asks for it with the codes). */
+template <int FULL, int ACT, int XBF16, int DYBF16>
 static __device__ __forceinline__ void tile_store(const act_bwd_src<ACT, XBF16, DYBF16> &s,
-                                                  const float (&v)[act_bwd_src<ACT, XBF16, DYBF16>::VEC], int64_t row,
-                                                  int64_t col, int64_t rows, int64_t cols)
+                                                  const float (&v)[act_bwd_src<ACT, XBF16, DYBF16>::VEC], tile_at at,
+                                                  int64_t rows, int64_t cols)
 {
     constexpr int VEC = act_bwd_src<ACT, XBF16, DYBF16>::VEC;
+    if constexpr (FULL) return;
+    const int64_t row = at.row0 + at.r, col = at.col0 + at.c;
     if (s.dx == NULL || row >= rows || col >= cols) return;
     const int n = col + VEC <= cols ? VEC : (int)(cols - col);
     store_piece<VEC>(s.dx, s.dx_bf16, row * cols + col, v, n, s.w_dx);
@@ -583,7 +626,10 @@ static f8_status launch_bwd_tile(f8_ctx *ctx, act_job *j)
     src.w_dy = j->w_dy;
     src.w_dx = j->w_dx;
     j->tile.w_out = j->tile.out != NULL ? access_width(j->tile.out, j->tile.cols, src.VEC) : 1;
-    return cast_tile_launch(ctx, &j->tile, src, j->e5m2, "activation backward", "f8i_reduce_scratch_bytes");
+    constexpr int VEC = act_bwd_src<ACT, XBF16, DYBF16>::VEC;
+    const int full_src = j->w_x >= VEC * (XBF16 ? 2 : 4) && j->w_dy >= VEC * (DYBF16 ? 2 : 4) && j->dx == NULL;
+    return cast_tile_launch(ctx, &j->tile, src, j->e5m2, full_src, "activation backward",
+                            "f8i_reduce_scratch_bytes");
 }
 
 template <int ACT, int XBF16>
@@ -594,7 +640,9 @@ static f8_status launch_fwd_tile(f8_ctx *ctx, act_job *j)
     src.h = j->h;
     src.w_x = j->w_x;
     j->tile.w_out = j->tile.out != NULL ? access_width(j->tile.out, j->tile.cols, src.VEC) : 1;
-    return cast_tile_launch(ctx, &j->tile, src, j->e5m2, "activation forward", "f8i_reduce_scratch_bytes");
+    const int full_src = j->w_x >= act_fwd_src<ACT, XBF16>::VEC * (XBF16 ? 2 : 4);
+    return cast_tile_launch(ctx, &j->tile, src, j->e5m2, full_src, "activation forward",
+                            "f8i_reduce_scratch_bytes");
 }
 
 template <int ACT, int XBF16, int DYBF16>

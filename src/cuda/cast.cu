@@ -34,6 +34,7 @@ template <int BF16>
 struct cast_src {
     static constexpr int VEC = BF16 ? 8 : 4;
     static constexpr int AHEAD = 2;
+    static constexpr int FULL = 1;
     typedef uint32_t raw_t[4];
     const void *src; /* (rows, cols) FP32 or BF16 */
     int w_src;       /* access width (bytes) for src rows */
@@ -74,28 +75,35 @@ static __device__ __forceinline__ void load_edge(uint32_t (&w)[4], const void *s
 
 /* cast_tile.cuh's three source functions for cast_src: the row piece at
  * (row, col) as 16 raw bytes (one 16-byte load inside the tensor, load_edge
- * at its edges), decoded exactly; no extra output. */
-template <int BF16>
-static __device__ __forceinline__ void tile_load(const cast_src<BF16> &s, uint32_t (&w)[4], int64_t row,
-                                                 int64_t col, int64_t rows, int64_t cols)
+ * at its edges; FULL: always one 16-byte load), decoded exactly; no extra
+ * output. */
+template <int FULL, int BF16>
+static __device__ __forceinline__ void tile_load(const cast_src<BF16> &s, uint32_t (&w)[4], tile_at at, int64_t rows,
+                                                 int64_t cols)
 {
     constexpr int VEC = BF16 ? 8 : 4, ES = BF16 ? 2 : 4;
+    if constexpr (FULL) {
+        const char *tile = (const char *)s.src + (at.row0 * cols + at.col0) * ES;
+        load_bytes<16>(w, tile + (int64_t)(at.r * (int)cols + at.c) * ES, 16);
+        return;
+    }
+    const int64_t row = at.row0 + at.r, col = at.col0 + at.c;
     if (row < rows && col + VEC <= cols)
         load_bytes<16>(w, (const char *)s.src + (row * cols + col) * ES, s.w_src);
     else
         load_edge<BF16>(w, s.src, row, col, rows, cols);
 }
 
-template <int BF16>
+template <int FULL, int BF16>
 static __device__ __forceinline__ void tile_values(const cast_src<BF16> &, const uint32_t (&w)[4], int64_t,
                                                    float (&v)[BF16 ? 8 : 4])
 {
     decode16<BF16>(w, v);
 }
 
-template <int BF16>
-static __device__ __forceinline__ void tile_store(const cast_src<BF16> &, const float (&)[BF16 ? 8 : 4], int64_t,
-                                                  int64_t, int64_t, int64_t)
+template <int FULL, int BF16>
+static __device__ __forceinline__ void tile_store(const cast_src<BF16> &, const float (&)[BF16 ? 8 : 4], tile_at,
+                                                  int64_t, int64_t)
 {
 }
 
@@ -194,8 +202,9 @@ static f8_status cast_tiled(f8_ctx *ctx, const f8i_cast_args *a, int bf16, int e
     p.w_out_t = a->out_t != NULL ? access_width(a->out_t, a->rows, 16) : 1;
     const int w_src = access_width(a->src, a->cols * (bf16 ? 2 : 4), 16);
     const char *reserve = "f8i_cuda_dbias_scratch_bytes";
-    if (bf16) return cast_tile_launch(ctx, &p, cast_src<1>{a->src, w_src}, e5m2, "cast", reserve);
-    return cast_tile_launch(ctx, &p, cast_src<0>{a->src, w_src}, e5m2, "cast", reserve);
+    const int full_src = w_src == 16;
+    if (bf16) return cast_tile_launch(ctx, &p, cast_src<1>{a->src, w_src}, e5m2, full_src, "cast", reserve);
+    return cast_tile_launch(ctx, &p, cast_src<0>{a->src, w_src}, e5m2, full_src, "cast", reserve);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -19,14 +19,35 @@
  *   SRC::VEC    values per thread-row (4 or 8),
  *   SRC::AHEAD  micro-blocks loaded before the first is used (1 or 2),
  *   SRC::raw_t  what one thread-row load holds until it is decoded,
+ *   SRC::FULL   1 when the FULL kernels below exist for this source,
  * and three functions the including file defines for its SRC type before it
- * launches (found by argument-dependent lookup at instantiation):
- *   tile_load(src, raw, row, col, rows, cols)   load row `row`, columns
- *       col .. col+VEC-1 (zeros outside [rows, cols], which add nothing to
- *       amax or the sums);
- *   tile_values(src, raw, col, v)               decode/compute the VEC values;
- *   tile_store(src, v, row, col, rows, cols)    extra per-value output (the
+ * launches (found by argument-dependent lookup at instantiation), each with
+ * the kernel's FULL flag as its template argument:
+ *   tile_load<FULL>(src, raw, at, rows, cols)   load row at.row0 + at.r,
+ *       columns at.col0 + at.c .. +VEC-1 (zeros outside [rows, cols], which
+ *       add nothing to amax or the sums);
+ *   tile_values<FULL>(src, raw, col, v)         decode/compute the VEC values;
+ *   tile_store<FULL>(src, v, at, rows, cols)    extra per-value output (the
  *       activation's dx), or nothing.
+ *
+ * The FULL path. The generic kernel pays on every access for what only edges
+ * and odd pointers need: a runtime width switch (load_bytes, store_bytes),
+ * a bounds check per row and per piece, 64-bit index arithmetic, and a
+ * division for the tile coordinates. Measured on an H200 this made the fused
+ * GELU backward issue-bound (~50 instructions per element against ~30 of
+ * arithmetic and packing). So each SRC also compiles a FULL kernel (FULL = 1,
+ * for the dtypes training uses: SRC::FULL) that the launcher picks when it
+ * can prove every access is a whole, widest one: the tiles cover the matrix
+ * exactly (rows % TILE_ROWS == 0, cols % TC == 0), both out and out_t are
+ * asked for (no per-row checks) and take VEC-byte and 16-byte stores, the
+ * source says its own inputs take their widest loads (the caller's
+ * `full_src`), and rows, cols <= TILE_FULL_MAX so offsets inside a tile fit
+ * in 32 bits (the tile's origin stays 64-bit). It runs on a 2-D grid (column
+ * tiles x, row tiles y: the same block order, no division) and does the same
+ * arithmetic in the same order as the generic kernel, so its codes, amax
+ * and dbias are bit-identical; only the addressing and the checks differ.
+ * Everything else (edges, odd pointers, FP32 activation inputs, dx) runs
+ * the generic kernel, unchanged.
  */
 #ifndef F8_CUDA_CAST_TILE_CUH
 #define F8_CUDA_CAST_TILE_CUH
@@ -47,6 +68,20 @@ static_assert(TILE_TY * 4 * 2 == TILE_ROWS, "two 4-row micro-blocks per thread c
 static_assert(TILE_ROWS % 16 == 0, "the transposed tile is written in 16-byte pieces");
 static_assert(TILE_TX * 4 * (TILE_ROWS / 16) % CAST_THREADS == 0, "whole 16-byte pieces per thread");
 
+/* The FULL kernels' bound on rows and cols: an offset inside a tile, at most
+ * TILE_ROWS rows of a row pitch of up to 2 * cols elements (a gated x), or
+ * TC rows of out_t, then fits in a signed 32-bit int. */
+#define TILE_FULL_MAX ((int64_t)1 << 22)
+static_assert(TILE_ROWS * 2 * TILE_FULL_MAX < ((int64_t)1 << 31) - 1, "32-bit offsets inside a FULL tile");
+static_assert(TILE_FULL_MAX / TILE_ROWS <= 65535, "a FULL grid's row tiles fit gridDim.y");
+
+/* Where a thread-row lies: the tile's origin (row0, col0) and the row r and
+ * column c inside the tile. */
+typedef struct tile_at {
+    int64_t row0, col0;
+    int r, c;
+} tile_at;
+
 /* The outputs of a tiled cast of a (rows, cols) matrix of values. */
 typedef struct cast_tile_params {
     int64_t rows, cols;
@@ -64,17 +99,26 @@ typedef struct cast_tile_params {
     int w_out, w_out_t;  /* access widths (bytes) for out rows, out_t rows */
 } cast_tile_params;
 
+/* Declared only so that `tile_load<FULL>(src, ...)` parses as a template
+ * call in C++17; the SRC's own overloads are found by argument-dependent
+ * lookup. */
+template <int FULL> void tile_load();
+template <int FULL> void tile_values();
+template <int FULL> void tile_store();
+
 /* Cast + transpose (+ dbias sums) of one TILE_ROWS x TC tile, TC = 16 * VEC.
- * Grid: row_tiles * col_tiles blocks (1-D, column tiles fastest); block
- * CAST_THREADS. Thread (tx, ty) owns columns tx*VEC .. tx*VEC+VEC-1 of the tile
+ * Grid: row_tiles * col_tiles blocks (1-D, column tiles fastest; FULL: 2-D,
+ * (col_tiles, row_tiles)); block CAST_THREADS. Thread (tx, ty) owns columns
+ * tx*VEC .. tx*VEC+VEC-1 of the tile
  * in two micro-blocks of 4 rows (rows 4ty.. and 64+4ty..): it loads them,
  * writes their codes to out, and stores their transposed code words in
  * tile_t[column][row / 4]. Then the block writes out_t: piece q (c = q / 8,
  * part = q % 8) is rows 16*part .. 16*part+15 of output row col0 + c. With
  * DBIAS, thread t < TC adds column t's 16 per-thread sums (fixed order) and
  * writes the tile's partial sum, or dbias itself when partial is NULL.
- * Thread 0 of block 0 writes scale_inv. */
-template <typename SRC, int E5M2, int DBIAS>
+ * Thread 0 of block 0 writes scale_inv. FULL: the tile lies inside the
+ * matrix and every access is the widest (the design note). */
+template <typename SRC, int E5M2, int DBIAS, int FULL>
 static __global__ void __launch_bounds__(CAST_THREADS) cast_tile_kernel(cast_tile_params p, SRC src)
 {
     constexpr int VEC = SRC::VEC;               /* values per thread-row */
@@ -88,18 +132,23 @@ static __global__ void __launch_bounds__(CAST_THREADS) cast_tile_kernel(cast_til
 
     if (noop_set(p.noop)) return;
     const float s = p.scale != NULL ? *p.scale : 1.0f;
-    if (p.scale_inv != NULL && blockIdx.x == 0 && threadIdx.x == 0) *p.scale_inv = 1.0f / s;
+    const bool block0 = FULL ? blockIdx.x == 0 && blockIdx.y == 0 : blockIdx.x == 0;
+    if (p.scale_inv != NULL && block0 && threadIdx.x == 0) *p.scale_inv = 1.0f / s;
 
     /* A warp covers LX column groups x VEC row groups: with the 33-word
      * row pitch of tile_t its word stores fall in 32 different banks. */
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int tx = (warp % (TILE_TX / LX)) * LX + lane % LX;
     const int ty = (warp / (TILE_TX / LX)) * VEC + lane / LX;
-    const int64_t row_tile = blockIdx.x / p.col_tiles;
+    const int64_t row_tile = FULL ? (int64_t)blockIdx.y : blockIdx.x / p.col_tiles;
     const int64_t row0 = row_tile * TILE_ROWS;
-    const int64_t col0 = (int64_t)(blockIdx.x % p.col_tiles) * TC;
+    const int64_t col0 = (int64_t)(FULL ? blockIdx.x : blockIdx.x % p.col_tiles) * TC;
     const int64_t col = col0 + tx * VEC;
-    const bool col_full = col + VEC <= p.cols;
+    const bool col_full = FULL || col + VEC <= p.cols;
+    /* FULL: the thread's first code in out (rows 4ty.., 64-bit once, then
+     * 32-bit steps of a row) and the tile's first in out_t. */
+    uint8_t *const out_thread = FULL ? p.out + (row0 + ty * 4) * p.cols + col : NULL;
+    uint8_t *const out_t_tile = FULL ? p.out_t + col0 * p.rows + row0 : NULL;
 
     /* The first AHEAD micro-blocks' row loads are issued before any is used. */
     typename SRC::raw_t raw[2][4];
@@ -107,7 +156,8 @@ static __global__ void __launch_bounds__(CAST_THREADS) cast_tile_kernel(cast_til
     for (int m = 0; m < SRC::AHEAD; ++m) {
 #pragma unroll
         for (int r = 0; r < 4; ++r)
-            tile_load(src, raw[m][r], row0 + m * (TILE_ROWS / 2) + ty * 4 + r, col, p.rows, p.cols);
+            tile_load<FULL>(src, raw[m][r], tile_at{row0, col0, m * (TILE_ROWS / 2) + ty * 4 + r, tx * VEC}, p.rows,
+                            p.cols);
     }
 
     float a = 0.0f;
@@ -119,15 +169,17 @@ static __global__ void __launch_bounds__(CAST_THREADS) cast_tile_kernel(cast_til
         if (m >= SRC::AHEAD) {
 #pragma unroll
             for (int r = 0; r < 4; ++r)
-                tile_load(src, raw[m][r], row0 + m * (TILE_ROWS / 2) + ty * 4 + r, col, p.rows, p.cols);
+                tile_load<FULL>(src, raw[m][r], tile_at{row0, col0, m * (TILE_ROWS / 2) + ty * 4 + r, tx * VEC},
+                                p.rows, p.cols);
         }
         uint32_t code[4][VEC / 4];
 #pragma unroll
         for (int r = 0; r < 4; ++r) {
-            const int64_t row = row0 + m * (TILE_ROWS / 2) + ty * 4 + r;
+            const tile_at at = {row0, col0, m * (TILE_ROWS / 2) + ty * 4 + r, tx * VEC};
+            const int64_t row = row0 + at.r;
             float v[VEC];
-            tile_values(src, raw[m][r], col, v);
-            tile_store(src, v, row, col, p.rows, p.cols);
+            tile_values<FULL>(src, raw[m][r], col, v);
+            tile_store<FULL>(src, v, at, p.rows, p.cols);
 #pragma unroll
             for (int j = 0; j < VEC; ++j) {
                 a = fmaxf(a, fabsf(v[j]));
@@ -135,7 +187,9 @@ static __global__ void __launch_bounds__(CAST_THREADS) cast_tile_kernel(cast_til
             }
 #pragma unroll
             for (int k = 0; k < VEC / 4; ++k) code[r][k] = fp8x4<E5M2>(v + 4 * k, s);
-            if (p.out != NULL && row < p.rows) {
+            if constexpr (FULL) {
+                store_bytes<VEC>(out_thread + (m * (TILE_ROWS / 2) + r) * (int)p.cols, code[r], VEC);
+            } else if (p.out != NULL && row < p.rows) {
                 uint8_t *dst = p.out + row * p.cols + col;
                 if (col_full) {
                     store_bytes<VEC>(dst, code[r], p.w_out);
@@ -146,7 +200,7 @@ static __global__ void __launch_bounds__(CAST_THREADS) cast_tile_kernel(cast_til
                 }
             }
         }
-        if (p.out_t != NULL) {
+        if (FULL || p.out_t != NULL) {
 #pragma unroll
             for (int k = 0; k < VEC / 4; ++k) {
                 const uint32_t rw[4] = {code[0][k], code[1][k], code[2][k], code[3][k]};
@@ -161,17 +215,21 @@ static __global__ void __launch_bounds__(CAST_THREADS) cast_tile_kernel(cast_til
 #pragma unroll
         for (int j = 0; j < VEC; ++j) col_sum[ty][tx * VEC + j] = dsum[j];
     }
-    if (p.out_t != NULL || DBIAS) __syncthreads(); /* uniform: kernel arguments */
+    if (FULL || p.out_t != NULL || DBIAS) __syncthreads(); /* uniform: kernel arguments */
 
-    if (p.out_t != NULL) {
+    if (FULL || p.out_t != NULL) {
 #pragma unroll
         for (int k = 0; k < TC * PARTS / CAST_THREADS; ++k) {
             const int q = tid + k * CAST_THREADS;
             const int c = q / PARTS, part = q % PARTS;
-            if (col0 + c >= p.cols) continue;
+            if (!FULL && col0 + c >= p.cols) continue;
             uint32_t w[4];
 #pragma unroll
             for (int i = 0; i < 4; ++i) w[i] = tile_t[c][part * 4 + i];
+            if constexpr (FULL) {
+                store_bytes<16>(out_t_tile + (c * (int)p.rows + part * 16), w, 16);
+                continue;
+            }
             const int64_t r = row0 + part * 16;
             uint8_t *dst = p.out_t + (col0 + c) * p.rows + r;
             if (r + 16 <= p.rows) {
@@ -183,7 +241,7 @@ static __global__ void __launch_bounds__(CAST_THREADS) cast_tile_kernel(cast_til
             }
         }
     }
-    if (DBIAS && tid < TC && col0 + tid < p.cols) {
+    if (DBIAS && tid < TC && (FULL || col0 + tid < p.cols)) {
         float sum = 0.0f;
 #pragma unroll
         for (int y = 0; y < TILE_TY; ++y) sum += col_sum[y][tid];
@@ -198,17 +256,44 @@ static __global__ void __launch_bounds__(CAST_THREADS) cast_tile_kernel(cast_til
 /* Row tiles of a tiled cast over `rows`. */
 static inline int64_t cast_tile_row_tiles(int64_t rows) { return (rows + TILE_ROWS - 1) / TILE_ROWS; }
 
+/* The tile kernel for e5m2 and whether p asks for dbias, on `grid`. */
+template <typename SRC, int FULL>
+static void cast_tile_kernel_launch(const cast_tile_params *p, const SRC &src, int e5m2, dim3 grid,
+                                    cudaStream_t stream)
+{
+    if (p->dbias != NULL && e5m2)
+        cast_tile_kernel<SRC, 1, 1, FULL><<<grid, CAST_THREADS, 0, stream>>>(*p, src);
+    else if (p->dbias != NULL)
+        cast_tile_kernel<SRC, 0, 1, FULL><<<grid, CAST_THREADS, 0, stream>>>(*p, src);
+    else if (e5m2)
+        cast_tile_kernel<SRC, 1, 0, FULL><<<grid, CAST_THREADS, 0, stream>>>(*p, src);
+    else
+        cast_tile_kernel<SRC, 0, 0, FULL><<<grid, CAST_THREADS, 0, stream>>>(*p, src);
+}
+
+/* 1 when the FULL kernel may cast p: the tiles cover [rows, cols] exactly,
+ * offsets inside a tile fit in 32 bits, both out and out_t are asked for
+ * (as every training call does) and take their widest stores, and
+ * (full_src, the caller's word) the source's inputs their widest loads. */
+static inline int cast_tile_full(const cast_tile_params *p, int vec, int full_src)
+{
+    return full_src && p->rows % TILE_ROWS == 0 && p->cols % (TILE_TX * vec) == 0 && p->rows <= TILE_FULL_MAX &&
+           p->cols <= TILE_FULL_MAX && p->out != NULL && p->w_out >= vec && p->out_t != NULL && p->w_out_t >= 16;
+}
+
 /* Launch the tile kernel for p (rows, cols > 0; out, out_t, amax, scale_inv,
  * noop, dbias, dbias_bf16, dbias_accumulate, w_out and w_out_t filled in)
- * and src, then dbias_reduce_kernel when there are several row tiles. Fills
- * p->col_tiles and p->partial (ctx scratch; F8_ERR_STATE, before any launch,
- * if fewer than row_tiles * cols * 4 bytes are reserved: `reserve` names the
- * function that sizes it). `op` names the operation in messages. Counts its
- * own launches (1, or 2 with the reduce) in f8_ctx_counters: callers must not
- * count them again. */
+ * and src, then dbias_reduce_kernel when there are several row tiles. The
+ * FULL kernel runs when SRC has one and cast_tile_full(p, VEC, full_src)
+ * holds; full_src says that every source access can be its widest (the
+ * SRC's own widths at their maximum). Fills p->col_tiles and p->partial (ctx
+ * scratch; F8_ERR_STATE, before any launch, if fewer than row_tiles * cols *
+ * 4 bytes are reserved: `reserve` names the function that sizes it). `op`
+ * names the operation in messages. Counts its own launches (1, or 2 with the
+ * reduce) in f8_ctx_counters: callers must not count them again. */
 template <typename SRC>
-static f8_status cast_tile_launch(f8_ctx *ctx, cast_tile_params *p, const SRC &src, int e5m2, const char *op,
-                                  const char *reserve)
+static f8_status cast_tile_launch(f8_ctx *ctx, cast_tile_params *p, const SRC &src, int e5m2, int full_src,
+                                  const char *op, const char *reserve)
 {
     constexpr int TC = TILE_TX * SRC::VEC;
     const int64_t row_tiles = cast_tile_row_tiles(p->rows);
@@ -230,16 +315,16 @@ static f8_status cast_tile_launch(f8_ctx *ctx, cast_tile_params *p, const SRC &s
     }
 
     cudaStream_t stream = f8i_stream(ctx);
-    const unsigned blocks = (unsigned)(row_tiles * col_tiles);
     F8I_COUNT_LAUNCHES(ctx, 1);
-    if (p->dbias != NULL && e5m2)
-        cast_tile_kernel<SRC, 1, 1><<<blocks, CAST_THREADS, 0, stream>>>(*p, src);
-    else if (p->dbias != NULL)
-        cast_tile_kernel<SRC, 0, 1><<<blocks, CAST_THREADS, 0, stream>>>(*p, src);
-    else if (e5m2)
-        cast_tile_kernel<SRC, 1, 0><<<blocks, CAST_THREADS, 0, stream>>>(*p, src);
-    else
-        cast_tile_kernel<SRC, 0, 0><<<blocks, CAST_THREADS, 0, stream>>>(*p, src);
+    bool launched = false;
+    if constexpr (SRC::FULL) {
+        if (cast_tile_full(p, SRC::VEC, full_src)) {
+            /* row_tiles <= TILE_FULL_MAX / TILE_ROWS fits the grid's y. */
+            cast_tile_kernel_launch<SRC, 1>(p, src, e5m2, dim3((unsigned)col_tiles, (unsigned)row_tiles), stream);
+            launched = true;
+        }
+    }
+    if (!launched) cast_tile_kernel_launch<SRC, 0>(p, src, e5m2, dim3((unsigned)(row_tiles * col_tiles)), stream);
     f8_status st = f8i_cuda_launch_check(ctx, "cast_tile_kernel");
     if (st != F8_OK || p->partial == NULL) return st;
 
