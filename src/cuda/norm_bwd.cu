@@ -25,6 +25,21 @@
  *    the row from memory twice (sums, then dx), element by element, and
  *    accumulates its column sums straight into its own partial row in the
  *    scratch (each address touched by one thread only).
+ *  - The fast kernel (norm_bwd_fast_kernel) is the register kernel for what
+ *    training passes: x BF16, rows of whole pieces (cols % 8 == 0), x, dy
+ *    and dx 16-byte aligned at every row, a row block within 32-bit byte
+ *    offsets. The register kernel is issue-bound (H200, 8192 x 4096 BF16:
+ *    44 instructions an element where the arithmetic takes about 14): run-
+ *    time access widths, edge checks and 64-bit indices on every access. The
+ *    fast one has none of these (a piece is whole or past the row's end,
+ *    known before the loop; uint4 moves at 32-bit offsets; RMS and the dtypes
+ *    are template flags) and spends less on the row sums: the two butterflies
+ *    run one sum per half-warp (lanes 0-15 Σ g·dy, 16-31 Σ g·dy·xhat), the
+ *    cross-warp one over red padded with +0 to 16 warps, and each lane
+ *    divides one sum. g is read 4 columns at a time, rsigma and mu are staged
+ *    in shared memory per tpr rows. Grid, block, thread ownership and every
+ *    rounding step are the register kernel's, so the bits are too (the
+ *    comments at each difference say why): about 26 instructions an element.
  * With at most one row block per BWD_MIN_ROWS = 16 rows, the partials,
  * [2, row_blocks, cols] FP32, fit in f8i_reduce_scratch_bytes. Products and
  * sums are FP32 (the register kernel accumulates Σ g·dy·xhat, Σ dy·xhat with
@@ -260,56 +275,49 @@ static __device__ __forceinline__ void load_fast(uint32_t (&r)[BF16 ? 4 : 8], co
     }
 }
 
-/* Backward, the common case: x BF16, dy BF16 (DY_BF16) or FP32, dx BF16 or
- * FP32, rows a whole number of pieces, x, dy and dx 16-byte aligned at every
- * row, the row block's bytes within 32-bit offsets (the launcher checks).
+/* Backward, the common case (the launcher's `fast`): x BF16, dy BF16 (DY_BF16)
+ * or FP32, dx BF16 (DX_BF16) or FP32, RMS or LayerNorm.
  * Grid, block, what a thread owns and every rounding step are those of
- * norm_bwd_kernel<1, DY_BF16, NV>, so are the bits; see the design note for
- * what differs. Shared memory besides red and g: rm holds rsigma and mu of
- * the next tpr rows, loaded by one thread each. */
-template <int DY_BF16, int NV, int RMS>
+ * norm_bwd_kernel<1, DY_BF16, NV>, and so are the bits; the design note says
+ * what differs. A thread's piece k of row i lies i·pitch + (t + k·tpr)·16
+ * bytes into the block's rows of BF16 (twice that for FP32). rm holds rsigma
+ * and mu of the next tpr rows, one loaded by each thread. */
+template <int DY_BF16, int DX_BF16, int NV, int RMS>
 static __global__ void __launch_bounds__(BWD_THREADS, BWD_MIN_BLOCKS(NV)) norm_bwd_fast_kernel(norm_bwd_params p)
 {
-    constexpr int DW = DY_BF16 ? 4 : 8;            /* dy words a piece */
-    __shared__ float red[2][2][BWD_THREADS / 32];  /* [slot][sum][warp] */
-    __shared__ float4 gs[NV][2][BWD_THREADS];      /* g, 4 columns at a time: one LDS.128 */
-    __shared__ float rm[2][BWD_THREADS];           /* [rsigma, mu][row - c0] */
-    const int tpr = blockDim.x, t = threadIdx.x, lane = t & 31, nw = tpr >> 5;
+    constexpr int DW = DY_BF16 ? 4 : 8, YS = DY_BF16 ? 0 : 1, DS = DX_BF16 ? 0 : 1; /* dy words; FP32 shifts */
+    __shared__ float red[2][2][BWD_THREADS / 32]; /* [slot][sum][warp] */
+    __shared__ float4 gs[NV][2][BWD_THREADS];     /* g, 4 columns at a time */
+    __shared__ float rm[2][BWD_THREADS];          /* [rsigma, mu][row - c0] */
+    const int tpr = blockDim.x, t = threadIdx.x, lane = t & 31, cols = (int)p.cols;
     const int64_t r0 = (int64_t)blockIdx.x * p.rows_per_block;
     const int nrows = (int)(p.rows - r0 < p.rows_per_block ? p.rows - r0 : p.rows_per_block);
-    const float n = (float)p.cols;
-    /* Levels of the cross-warp butterfly (nw/2 .. 1), known once. */
-    const bool l8 = nw > 8, l4 = nw > 4, l2 = nw > 2, l1 = nw > 1;
+    const float n = (float)cols;
+    const uint32_t pitch = (uint32_t)cols * 2, step = (uint32_t)tpr * 16;
+    const char *xb = (const char *)p.x + r0 * pitch;
+    const char *yb = (const char *)p.dy + (r0 * pitch << YS);
+    char *dxb = (char *)p.dx + (r0 * pitch << DS);
 
-    /* Piece k of row i lies at byte i·pitch + k·tpr·16 of a BF16 row past
-     * the thread's first (twice both for FP32), 32-bit since the launcher
-     * bounds the row block. */
-    const uint32_t pitch = (uint32_t)p.cols * 2, step = (uint32_t)tpr * 16;
-    const char *xb = (const char *)p.x + r0 * pitch + t * 16;
-    const char *yb = (const char *)p.dy + (r0 * pitch + t * 16) * (DY_BF16 ? 1 : 2);
-    char *db_ = (char *)p.dx + (r0 * pitch + t * 16) * (p.dx_bf16 ? 1 : 2);
-    const uint32_t dxs = p.dx_bf16 ? 0 : 1; /* dx offsets: BF16 ones shifted */
-
-    bool act[NV]; /* the piece is in the row (else past its end: x = dy = 0, as norm_bwd_kernel) */
-    uint32_t xc[NV][4], dc[NV][DW], xn[NV][4], dn[NV][DW];
+    /* act[k]: piece k is in the row; else it lies past the row's end and,
+     * as in norm_bwd_kernel, has x = dy = 0 and is neither read nor written. */
+    bool act[NV];
+    uint32_t xr[NV][4], dr[NV][DW]; /* raw x and dy of the row, then of the next */
     float dg[NV][NORM_VEC], db[NV][NORM_VEC];
 #pragma unroll
     for (int k = 0; k < NV; ++k) {
-        act[k] = (t + k * tpr) * NORM_VEC < p.cols;
+        act[k] = (t + k * tpr) * NORM_VEC < cols;
+        const uint32_t o = (uint32_t)(t + k * tpr) * 16;
 #pragma unroll
-        for (int i = 0; i < 4; ++i) xc[k][i] = xn[k][i] = 0u;
+        for (int i = 0; i < 4; ++i) xr[k][i] = 0u;
 #pragma unroll
-        for (int i = 0; i < DW; ++i) dc[k][i] = dn[k][i] = 0u;
-        if (act[k]) {
-            load_fast<1>(xc[k], xb + k * step);
-            load_fast<DY_BF16>(dc[k], yb + (k * step << (1 - DY_BF16)));
-        }
+        for (int i = 0; i < DW; ++i) dr[k][i] = 0u;
         float g[NORM_VEC];
-        if (act[k]) {
-            load_param(g, p.gamma, p.p_bf16, (int64_t)(t + k * tpr) * NORM_VEC, p.cols, p.w_p);
-        } else {
 #pragma unroll
-            for (int j = 0; j < NORM_VEC; ++j) g[j] = 0.0f;
+        for (int j = 0; j < NORM_VEC; ++j) g[j] = 0.0f;
+        if (act[k]) {
+            load_fast<1>(xr[k], xb + o);
+            load_fast<DY_BF16>(dr[k], yb + (o << YS));
+            load_param(g, p.gamma, p.p_bf16, (int64_t)(t + k * tpr) * NORM_VEC, p.cols, p.w_p);
         }
 #pragma unroll
         for (int j = 0; j < NORM_VEC; ++j) {
@@ -320,6 +328,10 @@ static __global__ void __launch_bounds__(BWD_THREADS, BWD_MIN_BLOCKS(NV)) norm_b
         gs[k][0][t] = make_float4(g[0], g[1], g[2], g[3]);
         gs[k][1][t] = make_float4(g[4], g[5], g[6], g[7]);
     }
+    /* The cross-warp butterfly always runs 4 levels; warps nw .. 15 add +0,
+     * which changes no sum here (none is -0: each starts from +0, and x + y
+     * is -0 only for two -0). */
+    for (int e = t; e < 2 * 2 * (BWD_THREADS / 32); e += tpr) (&red[0][0][0])[e] = 0.0f;
 
     for (int c0 = 0; c0 < nrows; c0 += tpr) {
         const int c1 = nrows - c0 < tpr ? nrows : c0 + tpr;
@@ -329,25 +341,15 @@ static __global__ void __launch_bounds__(BWD_THREADS, BWD_MIN_BLOCKS(NV)) norm_b
             if (!RMS) rm[1][t] = p.mu[r0 + c0 + t];
         }
         __syncthreads();
-#pragma unroll 2
         for (int i = c0; i < c1; ++i) {
-            const uint32_t o = (uint32_t)i * pitch; /* row i in a BF16 row block */
-            if (i + 1 < nrows) {
-#pragma unroll
-                for (int k = 0; k < NV; ++k)
-                    if (act[k]) {
-                        load_fast<1>(xn[k], xb + (o + pitch + k * step));
-                        load_fast<DY_BF16>(dn[k], yb + ((o + pitch + k * step) << (1 - DY_BF16)));
-                    }
-            }
+            const uint32_t o = (uint32_t)i * pitch + (uint32_t)t * 16; /* piece 0 of row i */
             const float rs = rm[0][i - c0], mu = RMS ? 0.0f : rm[1][i - c0];
-
             float m0 = 0.0f, m1 = 0.0f, xh[NV][NORM_VEC], gd[NV][NORM_VEC];
 #pragma unroll
             for (int k = 0; k < NV; ++k) {
                 float x[NORM_VEC], dy[NORM_VEC];
-                words_floats<1>(xc[k], x);
-                words_floats<DY_BF16>(dc[k], dy);
+                words_floats<1>(xr[k], x);
+                words_floats<DY_BF16>(dr[k], dy);
                 const float4 g0 = gs[k][0][t], g1 = gs[k][1][t];
                 const float g[NORM_VEC] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
 #pragma unroll
@@ -360,27 +362,33 @@ static __global__ void __launch_bounds__(BWD_THREADS, BWD_MIN_BLOCKS(NV)) norm_b
                     db[k][j] += dy[j];
                 }
             }
+            /* The next row's loads go into the words just unpacked; the
+             * compiler issues them before this row's arithmetic. */
+            if (i + 1 < nrows) {
+#pragma unroll
+                for (int k = 0; k < NV; ++k)
+                    if (act[k]) {
+                        load_fast<1>(xr[k], xb + (o + pitch + k * step));
+                        load_fast<DY_BF16>(dr[k], yb + ((o + pitch + k * step) << YS));
+                    }
+            }
 
             /* norm_bwd_kernel's two butterflies, one sum per half-warp:
-             * lanes 0-15 carry m0, lanes 16-31 m1 (each add has the same
-             * operands as there). */
+             * lanes 0-15 carry m0, 16-31 m1, and every add has the operands
+             * it has there. */
             const bool hi = lane >= 16;
             float v = (hi ? m1 : m0) + __shfl_xor_sync(0xFFFFFFFFu, hi ? m0 : m1, 16);
 #pragma unroll
             for (int s = 8; s > 0; s >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, s);
-            if (l1) {
-                const int slot = i & 1; /* red[slot] is written again two rows on, past the row between's barrier */
-                if ((lane & 15) == 0) red[slot][lane >> 4][t >> 5] = v;
-                __syncthreads();
-                v = red[slot][lane >> 4][lane & (nw - 1)];
-                if (l8) v += __shfl_xor_sync(0xFFFFFFFFu, v, 8);
-                if (l4) v += __shfl_xor_sync(0xFFFFFFFFu, v, 4);
-                if (l2) v += __shfl_xor_sync(0xFFFFFFFFu, v, 2);
-                v += __shfl_xor_sync(0xFFFFFFFFu, v, 1);
-            }
-            /* Sum / n: one division a lane, or a multiplication by the
-             * exact 1/n when n is a power of two (the same rounding of the
-             * same quotient). */
+            /* red[i & 1] is written again two rows on, after the barrier of
+             * the row between, which every thread passes after this read. */
+            if ((lane & 15) == 0) red[i & 1][lane >> 4][t >> 5] = v;
+            __syncthreads();
+            v = red[i & 1][lane >> 4][lane & 15];
+#pragma unroll
+            for (int s = 8; s > 0; s >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, s);
+            /* Sum / n, one division a lane; times the exact 1/n when n is a
+             * power of two (the same quotient, rounded once either way). */
             v = p.n_pow2 ? v * p.inv_n : v / n;
             const float mean_gdy = RMS ? 0.0f : __shfl_sync(0xFFFFFFFFu, v, 0);
             const float mean_gdy_xhat = __shfl_sync(0xFFFFFFFFu, v, 16);
@@ -388,25 +396,20 @@ static __global__ void __launch_bounds__(BWD_THREADS, BWD_MIN_BLOCKS(NV)) norm_b
 #pragma unroll
             for (int k = 0; k < NV; ++k) {
                 if (!act[k]) continue;
-                float y[NORM_VEC];
+                uint32_t y[NORM_VEC];
 #pragma unroll
-                for (int j = 0; j < NORM_VEC; ++j) y[j] = ((gd[k][j] - mean_gdy) - xh[k][j] * mean_gdy_xhat) * rs;
-                uint4 *d = (uint4 *)(db_ + ((o + k * step) << dxs));
-                if (p.dx_bf16) {
-                    d[0] = make_uint4(bf16x2(y[0], y[1]), bf16x2(y[2], y[3]), bf16x2(y[4], y[5]), bf16x2(y[6], y[7]));
+                for (int j = 0; j < NORM_VEC; ++j)
+                    y[j] = __float_as_uint(((gd[k][j] - mean_gdy) - xh[k][j] * mean_gdy_xhat) * rs);
+                uint4 *d = (uint4 *)(dxb + ((o + k * step) << DS));
+                if (DX_BF16) {
+                    d[0] = make_uint4(bf16x2(__uint_as_float(y[0]), __uint_as_float(y[1])),
+                                      bf16x2(__uint_as_float(y[2]), __uint_as_float(y[3])),
+                                      bf16x2(__uint_as_float(y[4]), __uint_as_float(y[5])),
+                                      bf16x2(__uint_as_float(y[6]), __uint_as_float(y[7])));
                 } else {
-                    d[0] = make_uint4(__float_as_uint(y[0]), __float_as_uint(y[1]), __float_as_uint(y[2]),
-                                      __float_as_uint(y[3]));
-                    d[1] = make_uint4(__float_as_uint(y[4]), __float_as_uint(y[5]), __float_as_uint(y[6]),
-                                      __float_as_uint(y[7]));
+                    d[0] = make_uint4(y[0], y[1], y[2], y[3]);
+                    d[1] = make_uint4(y[4], y[5], y[6], y[7]);
                 }
-            }
-#pragma unroll
-            for (int k = 0; k < NV; ++k) {
-#pragma unroll
-                for (int i2 = 0; i2 < 4; ++i2) xc[k][i2] = xn[k][i2];
-#pragma unroll
-                for (int i2 = 0; i2 < DW; ++i2) dc[k][i2] = dn[k][i2];
             }
         }
     }
@@ -487,15 +490,15 @@ static void launch_bwd(const norm_bwd_params *p, unsigned blocks, int tpr, cudaS
                    : norm_bwd_kernel<0, 0, NV><<<blocks, tpr, 0, stream>>>(*p);
 }
 
-template <int NV>
+template <int DY_BF16, int NV>
 static void launch_bwd_fast(const norm_bwd_params *p, unsigned blocks, int tpr, cudaStream_t stream)
 {
-    if (p->rms)
-        p->dy_bf16 ? norm_bwd_fast_kernel<1, NV, 1><<<blocks, tpr, 0, stream>>>(*p)
-                   : norm_bwd_fast_kernel<0, NV, 1><<<blocks, tpr, 0, stream>>>(*p);
+    if (p->dx_bf16)
+        p->rms ? norm_bwd_fast_kernel<DY_BF16, 1, NV, 1><<<blocks, tpr, 0, stream>>>(*p)
+               : norm_bwd_fast_kernel<DY_BF16, 1, NV, 0><<<blocks, tpr, 0, stream>>>(*p);
     else
-        p->dy_bf16 ? norm_bwd_fast_kernel<1, NV, 0><<<blocks, tpr, 0, stream>>>(*p)
-                   : norm_bwd_fast_kernel<0, NV, 0><<<blocks, tpr, 0, stream>>>(*p);
+        p->rms ? norm_bwd_fast_kernel<DY_BF16, 0, NV, 1><<<blocks, tpr, 0, stream>>>(*p)
+               : norm_bwd_fast_kernel<DY_BF16, 0, NV, 0><<<blocks, tpr, 0, stream>>>(*p);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -572,15 +575,16 @@ f8_status f8i_cuda_norm_bwd(f8_ctx *ctx, const f8i_norm_bwd_args *a)
 
     cudaStream_t stream = f8i_stream(ctx);
     if (row_blocks > 0 && (a->dx != NULL || p.partial != NULL)) {
-        /* The fast kernel where it is safe: x BF16, whole pieces, every row
-         * of x, dy and dx 16-byte aligned, the row block within 32-bit
-         * byte offsets (FP32 rows, one row to spare). */
+        /* The fast kernel where it is safe: x BF16, dx wanted, whole
+         * pieces, every row of x, dy and dx 16-byte aligned (access_width
+         * folds the row pitch in), the row block within 32-bit byte offsets
+         * (FP32 rows, one row to spare). Anything else: the kernels above. */
         const int fast = nv != 0 && p.x_bf16 && a->dx != NULL && cols % NORM_VEC == 0 && p.w_x == 16 &&
                          p.w_dy == 16 && p.w_dx == 16 && (rows_per_block + 1) * cols * 4 <= (int64_t)UINT32_MAX;
-        if (fast && nv == 1)
-            launch_bwd_fast<1>(&p, (unsigned)row_blocks, tpr, stream);
-        else if (fast)
-            launch_bwd_fast<2>(&p, (unsigned)row_blocks, tpr, stream);
+        if (fast)
+            (nv == 1 ? (p.dy_bf16 ? launch_bwd_fast<1, 1> : launch_bwd_fast<0, 1>)
+                     : (p.dy_bf16 ? launch_bwd_fast<1, 2> : launch_bwd_fast<0, 2>))(&p, (unsigned)row_blocks, tpr,
+                                                                                  stream);
         else if (nv == 1)
             launch_bwd<1>(&p, (unsigned)row_blocks, tpr, stream);
         else if (nv == 2)
