@@ -16,7 +16,8 @@
  * template argument, every piece is whole, x arrives by 16-byte cp.async
  * into a two-stage ring of the thread's own slots (norm_fwd.cu says why the
  * ring needs no barrier), y leaves as 8 FP8 codes (or 8 BF16) per store, and
- * the row is decoded from BF16 once into registers instead of once per pass.
+ * the compiler keeps the row decoded from BF16 across the passes where
+ * registers allow.
  * The arithmetic is the row-group kernels', operation for operation (four
  * partial sums added pairwise, group_total, Σ(x - mu)² with fmaf, rsqrtf,
  * fmaf((x - mu)·rs, g, beta) or (x·rs)·g, the cast's cvt), so it gives the
@@ -26,8 +27,18 @@
  */
 #include "norm_fwd.cuh"
 
-#define FIT_THREADS 512 /* a block: two resident per SM within 64 registers */
-#define FIT_STAGES 2    /* rows of x in flight per row group beside the one in registers */
+/* The block, the rows of x in flight per row group beside the one in
+ * registers, and the blocks per SM the launch bounds ask for (registers:
+ * 65536 / (threads · blocks) a thread). Overridable at build time for tuning. */
+#ifndef FIT_THREADS
+#define FIT_THREADS 512
+#endif
+#ifndef FIT_STAGES
+#define FIT_STAGES 2
+#endif
+#ifndef FIT_MIN_BLOCKS
+#define FIT_MIN_BLOCKS 2
+#endif
 
 static_assert(FIT_THREADS / 64 <= 15, "a named barrier (ids 1..15) per multi-warp group");
 
@@ -43,6 +54,13 @@ static __device__ __forceinline__ void fit_stage(uint4 *slot, const char *src, b
         for (int k = 0; k < KN; ++k) cp_async16(slot + k * FIT_THREADS, src + k * 512);
     }
     cp_async_commit();
+}
+
+/* Element j of a piece of 8 BF16 (low half first), exactly. */
+static __device__ __forceinline__ float bf16_at(const uint4 &u, int j)
+{
+    const uint32_t w = j < 2 ? u.x : j < 4 ? u.y : j < 6 ? u.z : u.w;
+    return __uint_as_float(j % 2 ? w & 0xFFFF0000u : w << 16);
 }
 
 /* group_total (norm_fwd.cuh) with the group's warps known at compile time:
@@ -70,7 +88,7 @@ static __device__ __forceinline__ float fit_total(float v, int first, float *red
  * ((P / 32)·NPL + h)·32 + P % 32), then the ring, stage s piece k of thread
  * t at slot (s·KN + k)·FIT_THREADS + t. */
 template <int YK, int RMS, int KN, int NW>
-static __global__ void __launch_bounds__(FIT_THREADS, 2) norm_fwd_fit_kernel(norm_fwd_params p)
+static __global__ void __launch_bounds__(FIT_THREADS, FIT_MIN_BLOCKS) norm_fwd_fit_kernel(norm_fwd_params p)
 {
     constexpr int NPL = RMS ? 2 : 4; /* float4 planes per piece: gain, then beta */
     constexpr int FP8 = YK == Y_E4M3 || YK == Y_E5M2, YS = FP8 ? 1 : 2;
@@ -103,13 +121,9 @@ static __global__ void __launch_bounds__(FIT_THREADS, 2) norm_fwd_fit_kernel(nor
         uint4 *at = ring + stage * KN * FIT_THREADS;
         stage = stage + 1 == FIT_STAGES ? 0 : stage + 1;
         cp_async_wait<FIT_STAGES - 1>(); /* this row's group, the oldest */
-        float v[KN][8];
+        uint4 xr[KN]; /* decoded where used: the compiler keeps floats or re-decodes as registers allow */
 #pragma unroll
-        for (int k = 0; k < KN; ++k) {
-            const uint4 u = at[k * FIT_THREADS];
-            const uint32_t wd[4] = {u.x, u.y, u.z, u.w};
-            words_floats<1, 8>(wd, v[k]);
-        }
+        for (int k = 0; k < KN; ++k) xr[k] = at[k * FIT_THREADS];
         const int64_t ahead = row + FIT_STAGES * stride; /* the row the freed slots take */
 
         float mu = 0.0f;
@@ -118,7 +132,7 @@ static __global__ void __launch_bounds__(FIT_THREADS, 2) norm_fwd_fit_kernel(nor
 #pragma unroll
             for (int k = 0; k < KN; ++k)
 #pragma unroll
-                for (int j = 0; j < 8; ++j) acc[j % 4] += v[k][j];
+                for (int j = 0; j < 8; ++j) acc[j % 4] += bf16_at(xr[k], j);
             const float sum = pairwise_sum(acc);
             fit_stage<KN>(at, xs + ahead * x_pitch, ahead < rows); /* the slots were read: refill */
             mu = fit_total<NW>(sum, first, red[slot], bar) * inv_n;
@@ -129,7 +143,7 @@ static __global__ void __launch_bounds__(FIT_THREADS, 2) norm_fwd_fit_kernel(nor
         for (int k = 0; k < KN; ++k)
 #pragma unroll
             for (int j = 0; j < 8; ++j) {
-                const float d = RMS ? v[k][j] : v[k][j] - mu; /* x - 0 is x */
+                const float d = RMS ? bf16_at(xr[k], j) : bf16_at(xr[k], j) - mu; /* x - 0 is x */
                 q[j % 4] = __fmaf_rn(d, d, q[j % 4]);
             }
         const float m2 = pairwise_sum(q);
@@ -151,12 +165,12 @@ static __global__ void __launch_bounds__(FIT_THREADS, 2) norm_fwd_fit_kernel(nor
                 const float g[4] = {g4.x, g4.y, g4.z, g4.w};
                 if (RMS) {
 #pragma unroll
-                    for (int i = 0; i < 4; ++i) o[4 * h + i] = (v[k][4 * h + i] * rs) * g[i];
+                    for (int i = 0; i < 4; ++i) o[4 * h + i] = (bf16_at(xr[k], 4 * h + i) * rs) * g[i];
                 } else {
                     const float4 b4 = gbt[(k * NPL + 2 + h) * 32];
                     const float b[4] = {b4.x, b4.y, b4.z, b4.w};
 #pragma unroll
-                    for (int i = 0; i < 4; ++i) o[4 * h + i] = __fmaf_rn((v[k][4 * h + i] - mu) * rs, g[i], b[i]);
+                    for (int i = 0; i < 4; ++i) o[4 * h + i] = __fmaf_rn((bf16_at(xr[k], 4 * h + i) - mu) * rs, g[i], b[i]);
                 }
             }
             if constexpr (FP8) {
@@ -201,9 +215,11 @@ static cudaError_t fit_launch(const norm_fwd_params *p, int sm_count, cudaStream
     void (*kernel)(norm_fwd_params) = norm_fwd_fit_kernel<YK, RMS, KN, NW>;
     const size_t np = (size_t)(p->cols / 8);
     const size_t smem = np * (RMS ? 2 : 4) * 16 + (size_t)FIT_STAGES * KN * FIT_THREADS * 16;
-    /* Two blocks a SM when their shared memory fits (1 KB reserved + the
-     * static arrays each): the grid is what is resident at once. */
-    const int per_sm = 2 * (smem + 2048) <= 228 * 1024 ? 2 : 1;
+    /* The grid is what is resident at once: FIT_MIN_BLOCKS a SM (the launch
+     * bounds fit their registers), fewer if their shared memory does not fit
+     * (1 KB reserved and the static arrays beside the dynamic part). */
+    int per_sm = FIT_MIN_BLOCKS;
+    while (per_sm > 1 && (size_t)per_sm * (smem + 2048) > 228 * 1024) per_sm--;
     if (smem + 2048 > 48 * 1024) { /* the static arrays count towards the 48 KB default */
         const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (err != cudaSuccess) return err;
