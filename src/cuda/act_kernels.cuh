@@ -139,7 +139,10 @@ static __device__ __forceinline__ void act_eval(float x, float *f, float *df)
         const float u = GELU_K * (x + GELU_C * (x2 * x));
         const float t = __fmaf_rn(2.0f, sigmoid_scaled(u, -2.0f * LOG2E), -1.0f); /* 2σ(2u) - 1, one rounding */
         if (f) *f = 0.5f * x * (1.0f + t);
-        if (df) *df = 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * (GELU_K * (1.0f + 3.0f * GELU_C * x2));
+        /* 0.5(1 + t) as one fma: halving is exact and commutes with the
+         * rounding, so the bits are those of 0.5f * (1.0f + t) (checked for
+         * every FP32 t), one instruction fewer. */
+        if (df) *df = __fmaf_rn(0.5f, t, 0.5f) + 0.5f * x * (1.0f - t * t) * (GELU_K * (1.0f + 3.0f * GELU_C * x2));
     } else if constexpr (ACT == F8_ACT_RELU || ACT == F8_ACT_REGLU) {
         if (f) *f = x > 0.0f ? x : 0.0f;
         if (df) *df = x > 0.0f ? 1.0f : 0.0f;
@@ -325,13 +328,28 @@ static __device__ __forceinline__ void tile_store(const act_fwd_src<ACT, XBF16> 
  * (H200, 8192 x 16384, us: GELU 287 against 299, SwiGLU 639 against 576);
  * with 4 it runs GELU in 273 and SwiGLU in 568. The gated sources hold
  * three pieces per thread-row, so they load one micro-block ahead
- * (registers); the plain ones both. */
+ * (registers); the plain ones both.
+ * The FULL kernel of a plain activation with BF16 x and dy (act_bwd_vec8)
+ * takes V = 8 again, one micro-block ahead: there the 8 values cost one
+ * 16-byte load of x and one of dy, one 8-byte store of codes, and halve
+ * the per-thread setup and tail per value, where the generic kernel's
+ * per-access overhead had made 8 no better. Its source is a type of its
+ * own (V = 8: FULL == 2, only a FULL kernel); the V = 4 one keeps the
+ * generic kernel and, for BF16 x, its own FULL kernel. */
 template <int ACT, int XBF16, int DYBF16>
+static __host__ __device__ constexpr int act_bwd_vec8()
+{
+    return XBF16 && DYBF16 && !act_gated(ACT);
+}
+
+template <int ACT, int XBF16, int DYBF16, int V = 4>
 struct act_bwd_src {
     static constexpr int GATED = act_gated(ACT);
-    static constexpr int VEC = 4;
-    static constexpr int AHEAD = GATED ? 1 : 2;
-    static constexpr int FULL = XBF16; /* FULL kernels only for the BF16 x training uses */
+    static constexpr int VEC = V;
+    static constexpr int AHEAD = GATED || V == 8 ? 1 : 2;
+    /* FULL kernels only for the BF16 x training uses; V = 8 has nothing else */
+    static constexpr int FULL = V == 8 ? 2 : XBF16;
+    static_assert(V == 4 || act_bwd_vec8<ACT, XBF16, DYBF16>(), "V = 8 only where act_bwd_vec8");
     static constexpr int XW = VEC * (XBF16 ? 2 : 4) / 4, DW = VEC * (DYBF16 ? 2 : 4) / 4; /* words */
     struct raw_t {
         uint32_t a[XW], b[GATED ? XW : 1], dy[DW];
@@ -346,12 +364,12 @@ struct act_bwd_src {
 
 /* FULL: the piece lies inside the matrix and in one half (h % VEC == 0
  * follows from cols % TC == 0), each input takes one widest load. */
-template <int FULL, int ACT, int XBF16, int DYBF16>
-static __device__ __forceinline__ void tile_load(const act_bwd_src<ACT, XBF16, DYBF16> &s,
-                                                 typename act_bwd_src<ACT, XBF16, DYBF16>::raw_t &raw, tile_at at,
+template <int FULL, int ACT, int XBF16, int DYBF16, int V>
+static __device__ __forceinline__ void tile_load(const act_bwd_src<ACT, XBF16, DYBF16, V> &s,
+                                                 typename act_bwd_src<ACT, XBF16, DYBF16, V>::raw_t &raw, tile_at at,
                                                  int64_t rows, int64_t cols)
 {
-    typedef act_bwd_src<ACT, XBF16, DYBF16> S;
+    typedef act_bwd_src<ACT, XBF16, DYBF16, V> S;
     constexpr int VEC = S::VEC, XES = XBF16 ? 2 : 4, DES = DYBF16 ? 2 : 4;
     const int64_t h = s.h;
     if constexpr (FULL) {
@@ -409,12 +427,12 @@ static __device__ __forceinline__ void tile_load(const act_bwd_src<ACT, XBF16, D
 
 /* plain: d = act'(x)·dy; gated: d_a = act'(a)·b·dy (c < h), d_b = act(a)·dy.
  * FULL: a piece lies in one half, so the choice is made once for it. */
-template <int FULL, int ACT, int XBF16, int DYBF16>
-static __device__ __forceinline__ void tile_values(const act_bwd_src<ACT, XBF16, DYBF16> &s,
-                                                   const typename act_bwd_src<ACT, XBF16, DYBF16>::raw_t &raw,
-                                                   int64_t col, float (&v)[act_bwd_src<ACT, XBF16, DYBF16>::VEC])
+template <int FULL, int ACT, int XBF16, int DYBF16, int V>
+static __device__ __forceinline__ void tile_values(const act_bwd_src<ACT, XBF16, DYBF16, V> &s,
+                                                   const typename act_bwd_src<ACT, XBF16, DYBF16, V>::raw_t &raw,
+                                                   int64_t col, float (&v)[V])
 {
-    typedef act_bwd_src<ACT, XBF16, DYBF16> S;
+    typedef act_bwd_src<ACT, XBF16, DYBF16, V> S;
     constexpr int VEC = S::VEC;
     float a[VEC], dy[VEC];
     decode_piece<XBF16, VEC>(raw.a, a);
@@ -446,12 +464,11 @@ static __device__ __forceinline__ void tile_values(const act_bwd_src<ACT, XBF16,
 
 /* dx, when asked for: d as FP32/BF16. The FULL kernel runs only without dx
  * (training never asks for it with the codes). */
-template <int FULL, int ACT, int XBF16, int DYBF16>
-static __device__ __forceinline__ void tile_store(const act_bwd_src<ACT, XBF16, DYBF16> &s,
-                                                  const float (&v)[act_bwd_src<ACT, XBF16, DYBF16>::VEC], tile_at at,
-                                                  int64_t rows, int64_t cols)
+template <int FULL, int ACT, int XBF16, int DYBF16, int V>
+static __device__ __forceinline__ void tile_store(const act_bwd_src<ACT, XBF16, DYBF16, V> &s, const float (&v)[V],
+                                                  tile_at at, int64_t rows, int64_t cols)
 {
-    constexpr int VEC = act_bwd_src<ACT, XBF16, DYBF16>::VEC;
+    constexpr int VEC = V;
     if constexpr (FULL) return;
     const int64_t row = at.row0 + at.r, col = at.col0 + at.c;
     if (s.dx == NULL || row >= rows || col >= cols) return;
@@ -613,10 +630,10 @@ typedef struct act_job {
     int w_x, w_dy, w_dx;
 } act_job;
 
-template <int ACT, int XBF16, int DYBF16>
-static f8_status launch_bwd_tile(f8_ctx *ctx, act_job *j)
+template <int ACT, int XBF16, int DYBF16, int V>
+static act_bwd_src<ACT, XBF16, DYBF16, V> bwd_src(const act_job *j)
 {
-    act_bwd_src<ACT, XBF16, DYBF16> src;
+    act_bwd_src<ACT, XBF16, DYBF16, V> src;
     src.x = j->x;
     src.dy = j->dy;
     src.h = j->h;
@@ -625,11 +642,24 @@ static f8_status launch_bwd_tile(f8_ctx *ctx, act_job *j)
     src.w_x = j->w_x;
     src.w_dy = j->w_dy;
     src.w_dx = j->w_dx;
-    j->tile.w_out = j->tile.out != NULL ? access_width(j->tile.out, j->tile.cols, src.VEC) : 1;
-    constexpr int VEC = act_bwd_src<ACT, XBF16, DYBF16>::VEC;
-    const int full_src = j->w_x >= VEC * (XBF16 ? 2 : 4) && j->w_dy >= VEC * (DYBF16 ? 2 : 4) && j->dx == NULL;
-    return cast_tile_launch(ctx, &j->tile, src, j->e5m2, full_src, "activation backward",
-                            "f8i_reduce_scratch_bytes");
+    return src;
+}
+
+/* The V = 8 FULL kernel where it exists and cast_tile_full holds for it,
+ * else the V = 4 source (its FULL kernel or the generic one). */
+template <int ACT, int XBF16, int DYBF16>
+static f8_status launch_bwd_tile(f8_ctx *ctx, act_job *j)
+{
+    const char *op = "activation backward", *reserve = "f8i_reduce_scratch_bytes";
+    cast_tile_params *t = &j->tile;
+    if constexpr (act_bwd_vec8<ACT, XBF16, DYBF16>()) {
+        t->w_out = t->out != NULL ? access_width(t->out, t->cols, 8) : 1;
+        if (cast_tile_full(t, 8, j->w_x >= 16 && j->w_dy >= 16 && j->dx == NULL))
+            return cast_tile_launch(ctx, t, bwd_src<ACT, XBF16, DYBF16, 8>(j), j->e5m2, 1, op, reserve);
+    }
+    t->w_out = t->out != NULL ? access_width(t->out, t->cols, 4) : 1;
+    const int full_src = j->w_x >= 4 * (XBF16 ? 2 : 4) && j->w_dy >= 4 * (DYBF16 ? 2 : 4) && j->dx == NULL;
+    return cast_tile_launch(ctx, t, bwd_src<ACT, XBF16, DYBF16, 4>(j), j->e5m2, full_src, op, reserve);
 }
 
 template <int ACT, int XBF16>

@@ -19,7 +19,8 @@
  *   SRC::VEC    values per thread-row (4 or 8),
  *   SRC::AHEAD  micro-blocks loaded before the first is used (1 or 2),
  *   SRC::raw_t  what one thread-row load holds until it is decoded,
- *   SRC::FULL   1 when the FULL kernels below exist for this source,
+ *   SRC::FULL   0: only the generic kernels, 1: also the FULL ones below,
+ *               2: only FULL ones (its caller has checked cast_tile_full),
  * and three functions the including file defines for its SRC type before it
  * launches (found by argument-dependent lookup at instantiation), each with
  * the kernel's FULL flag as its template argument:
@@ -286,7 +287,8 @@ static inline int cast_tile_full(const cast_tile_params *p, int vec, int full_sr
  * and src, then dbias_reduce_kernel when there are several row tiles. The
  * FULL kernel runs when SRC has one and cast_tile_full(p, VEC, full_src)
  * holds; full_src says that every source access can be its widest (the
- * SRC's own widths at their maximum). Fills p->col_tiles and p->partial (ctx
+ * SRC's own widths at their maximum). A FULL-only source (SRC::FULL 2)
+ * where it does not hold: F8_ERR_UNSUPPORTED, nothing launched. Fills p->col_tiles and p->partial (ctx
  * scratch; F8_ERR_STATE, before any launch, if fewer than row_tiles * cols *
  * 4 bytes are reserved: `reserve` names the function that sizes it). `op`
  * names the operation in messages. Counts its own launches (1, or 2 with the
@@ -315,16 +317,19 @@ static f8_status cast_tile_launch(f8_ctx *ctx, cast_tile_params *p, const SRC &s
     }
 
     cudaStream_t stream = f8i_stream(ctx);
+    const int full = SRC::FULL && cast_tile_full(p, SRC::VEC, full_src);
+    if (SRC::FULL == 2 && !full)
+        return f8i_error(ctx, F8_ERR_UNSUPPORTED, "%s: [%lld, %lld] launched on a FULL-only source (internal)", op,
+                         (long long)p->rows, (long long)p->cols);
     F8I_COUNT_LAUNCHES(ctx, 1);
-    bool launched = false;
     if constexpr (SRC::FULL) {
-        if (cast_tile_full(p, SRC::VEC, full_src)) {
-            /* row_tiles <= TILE_FULL_MAX / TILE_ROWS fits the grid's y. */
+        /* row_tiles <= TILE_FULL_MAX / TILE_ROWS fits the grid's y. */
+        if (full)
             cast_tile_kernel_launch<SRC, 1>(p, src, e5m2, dim3((unsigned)col_tiles, (unsigned)row_tiles), stream);
-            launched = true;
-        }
     }
-    if (!launched) cast_tile_kernel_launch<SRC, 0>(p, src, e5m2, dim3((unsigned)(row_tiles * col_tiles)), stream);
+    if constexpr (SRC::FULL != 2) {
+        if (!full) cast_tile_kernel_launch<SRC, 0>(p, src, e5m2, dim3((unsigned)(row_tiles * col_tiles)), stream);
+    }
     f8_status st = f8i_cuda_launch_check(ctx, "cast_tile_kernel");
     if (st != F8_OK || p->partial == NULL) return st;
 
