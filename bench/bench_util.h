@@ -13,6 +13,10 @@
  *    median over calls).
  *  - host time: clock_gettime around each call, no synchronization inside,
  *    again behind a spin so no call waits for the GPU (median).
+ *  - back-to-back GPU time: one event pair around `reps` calls queued behind
+ *    a spin, elapsed / reps: the per-call event overhead (a few us, which
+ *    matters for kernels of tens of us) amortised, the gaps between
+ *    consecutive kernels kept (any `prep` work included).
  *  - wall time: `reps` calls back to back, one synchronize, elapsed / reps:
  *    what an eager loop of this call achieves (max of host and GPU, roughly;
  *    it includes any `prep` work).
@@ -161,7 +165,7 @@ static inline void *bench_alloc_random(void *stream, f8_dtype dtype, int64_t cou
 typedef void (*bench_call)(void *arg, int i); /* issue call i on the stream; exit on error */
 
 typedef struct bench_times {
-    double gpu_us, host_us, wall_us;
+    double gpu_us, host_us, wall_us, b2b_us;
 } bench_times;
 
 /* `prep` (may be NULL) runs before every call, outside the host timing and
@@ -210,6 +214,18 @@ static inline bench_times bench_time_prep(void *stream, bench_call prep, bench_c
         v[i] = 1e3 * ms;
     }
     r.gpu_us = bench_median(v, reps);
+
+    bench_gpu_spin(stream, 1.5 * reps * (r.host_us + 10) + 2000);
+    BENCH_CUDA(cudaEventRecord(ev[0], s));
+    for (int i = 0; i < reps; i++) {
+        if (prep) prep(arg, i);
+        call(arg, i);
+    }
+    BENCH_CUDA(cudaEventRecord(ev[1], s));
+    BENCH_CUDA(cudaStreamSynchronize(s));
+    float b2b_ms = 0;
+    BENCH_CUDA(cudaEventElapsedTime(&b2b_ms, ev[0], ev[1]));
+    r.b2b_us = 1e3 * b2b_ms / reps;
     for (int i = 0; i < 2 * reps; i++) BENCH_CUDA(cudaEventDestroy(ev[i]));
 
     t0 = bench_now_us();

@@ -841,7 +841,8 @@ static void run_act_bwd(env *e, const act_case *ac)
     free(xv), free(dyv), free(hx), free(hdy), free(b0), free(rd), free(rb), free(sbias);
 }
 
-static const shape ACT_SHAPES[] = {{7, 11}, {1, 3221}, {2333, 1}, {1481, 677}, {0, 16}, {2048, 4096}};
+/* {256, 384}: whole tiles, so BF16 x takes cast_tile's FULL path. */
+static const shape ACT_SHAPES[] = {{7, 11}, {1, 3221}, {2333, 1}, {1481, 677}, {0, 16}, {256, 384}, {2048, 4096}};
 
 static void test_act(env *e)
 {
@@ -881,6 +882,152 @@ static void test_act(env *e)
     }
 }
 
+/* ------------------------------------------------------------------------ */
+/* CUDA fast paths against the general kernels, bit for bit                  */
+/* ------------------------------------------------------------------------ */
+
+/* A GPU buffer holding `bytes` of host at byte `off` past a 256-byte aligned
+ * allocation: off 0 lets the CUDA backend take its fast paths (16-byte
+ * accesses), one element off sends it to the general kernels. */
+typedef struct gbuf {
+    void *base, *p;
+} gbuf;
+
+static gbuf gbuf_new(env *e, size_t bytes, size_t off, const void *host)
+{
+    f8_ctx *g = e->ctx[GPU];
+    gbuf b = {NULL, NULL};
+    if (f8_ctx_alloc(g, bytes + off + 16, &b.base) != F8_OK) die("f8_ctx_alloc", g);
+    b.p = (char *)b.base + off;
+    uint8_t *img = xmalloc(bytes + 1);
+    if (host)
+        memcpy(img, host, bytes);
+    else
+        memset(img, 0xFF, bytes);
+    CHECK_OK(g, f8_ctx_upload(g, b.p, img, bytes));
+    free(img);
+    return b;
+}
+
+static void *gbuf_get(env *e, const gbuf *b, size_t bytes)
+{
+    void *h = xmalloc(bytes + 1);
+    CHECK_OK(e->ctx[GPU], f8_ctx_download(e->ctx[GPU], h, b->p, bytes));
+    return h;
+}
+
+static void same_bytes(const char *desc, const char *what, const void *a, const void *b, size_t bytes)
+{
+    size_t bad = 0, first = bytes;
+    for (size_t i = 0; i < bytes; i++)
+        if (((const uint8_t *)a)[i] != ((const uint8_t *)b)[i]) bad++, first = first < i ? first : i;
+    CHECK(bad == 0, "%s: %s: %zu bytes differ between the fast and the general kernel (first at byte %zu)", desc, what,
+          bad, first);
+}
+
+/* norm_bwd_fast_kernel against norm_bwd_kernel: the same dx, dgamma and
+ * dbeta bytes. The general run reads x and dy, and writes dx, one element
+ * off 16-byte alignment. */
+static void fast_norm_bwd(env *e, shape sh, int rms, f8_dtype dyt, f8_dtype dxt)
+{
+    const int64_t R = sh.rows, C = sh.cols;
+    const size_t n = (size_t)(R * C), ys = f8_dtype_size(dyt), xs = f8_dtype_size(dxt);
+    char desc[160];
+    snprintf(desc, sizeof desc, "fast norm_bwd [%lld,%lld] %s dy %s dx %s", (long long)R, (long long)C,
+             rms ? "rms" : "ln", f8_dtype_name(dyt), f8_dtype_name(dxt));
+    norm_io io = norm_inputs(e, R, C, F8_DTYPE_BF16, F8_DTYPE_BF16, 0);
+    float *hmu = xmalloc((size_t)R * 4 + 4), *hrs = xmalloc((size_t)R * 4 + 4);
+    for (int64_t r = 0; r < R; r++) {
+        double m, sd;
+        ref_stats(io.xv + r * C, C, rms, 1e-5f, &m, &sd);
+        hmu[r] = (float)m, hrs[r] = (float)sd;
+    }
+    void *hdy = xmalloc(n * 4 + 4);
+    for (size_t i = 0; i < n; i++) store_elem(hdy, dyt, i, (float)rnd_normal(&e->rng));
+    void *out[2][3];
+    for (int k = 0; k < 2; k++) { /* k = 0: aligned (fast), 1: one element off (general) */
+        gbuf x = gbuf_new(e, n * 2, k * 2, io.x), dy = gbuf_new(e, n * ys, k * ys, hdy);
+        gbuf dx = gbuf_new(e, n * xs, k * xs, NULL), g = gbuf_new(e, (size_t)C * 2, 0, io.gamma);
+        gbuf mu = gbuf_new(e, (size_t)R * 4, 0, hmu), rs = gbuf_new(e, (size_t)R * 4, 0, hrs);
+        gbuf dg = gbuf_new(e, (size_t)C * 2, 0, NULL), db = gbuf_new(e, (size_t)C * 2, 0, NULL);
+        f8_ctx *ctx = e->ctx[GPU];
+        f8i_norm_bwd_args a = {.dy = dy.p, .dy_dtype = dyt, .x = x.p, .x_dtype = F8_DTYPE_BF16, .rows = R, .cols = C,
+                               .mu = rms ? NULL : mu.p, .rsigma = rs.p, .gamma = g.p,
+                               .param_dtype = F8_DTYPE_BF16, .rms = rms, .dx = dx.p, .dx_dtype = dxt,
+                               .dgamma = dg.p, .dbeta = rms ? NULL : db.p};
+        CHECK_OK(ctx, ctx->be->norm_bwd(ctx, &a));
+        out[k][0] = gbuf_get(e, &dx, n * xs), out[k][1] = gbuf_get(e, &dg, (size_t)C * 2);
+        out[k][2] = gbuf_get(e, &db, (size_t)C * 2);
+        gbuf all[] = {x, dy, dx, g, mu, rs, dg, db};
+        for (int j = 0; j < NELEM(all); j++) f8_ctx_free(ctx, all[j].base);
+    }
+    same_bytes(desc, "dx", out[0][0], out[1][0], n * xs);
+    same_bytes(desc, "dgamma", out[0][1], out[1][1], (size_t)C * 2);
+    if (!rms) same_bytes(desc, "dbeta", out[0][2], out[1][2], (size_t)C * 2);
+    for (int k = 0; k < 2; k++) free(out[k][0]), free(out[k][1]), free(out[k][2]);
+    free(hmu), free(hrs), free(hdy);
+    norm_io_free(&io);
+}
+
+/* cast_tile_kernel's FULL path (the activation backward of the FP8 module:
+ * codes, transposed codes, amax, scale_inv, dbias) against the general one:
+ * the same bytes. The general run reads x and dy one element off alignment. */
+static void fast_act_bwd(env *e, shape sh, f8_activation act, f8_dtype dyt, f8_dtype odt)
+{
+    const int64_t R = sh.rows, C = sh.cols, Ci = f8_activation_gated(act) ? 2 * C : C;
+    const size_t n = (size_t)(R * C), ni = (size_t)(R * Ci), ys = f8_dtype_size(dyt);
+    char desc[160];
+    snprintf(desc, sizeof desc, "fast act_bwd %s [%lld,%lld] dy %s out %s", ACT_NAME[act], (long long)R, (long long)C,
+             f8_dtype_name(dyt), f8_dtype_name(odt));
+    float *xv = xmalloc(ni * 4 + 4);
+    void *hx = act_x(e, F8_DTYPE_BF16, ni, xv), *hdy = xmalloc(n * 4 + 4);
+    for (size_t i = 0; i < n; i++) store_elem(hdy, dyt, i, (float)rnd_normal(&e->rng));
+    const float scale = odt == F8_DTYPE_E4M3 ? 40.0f : 2000.0f, a0 = AMAX0;
+    void *out[2][4];
+    for (int k = 0; k < 2; k++) {
+        gbuf x = gbuf_new(e, ni * 2, k * 2, hx), dy = gbuf_new(e, n * ys, k * ys, hdy);
+        gbuf o = gbuf_new(e, ni, 0, NULL), ot = gbuf_new(e, ni, 0, NULL), db = gbuf_new(e, (size_t)Ci * 4, 0, NULL);
+        gbuf sc = gbuf_new(e, 4, 0, &scale), am = gbuf_new(e, 4, 0, &a0), si = gbuf_new(e, 4, 0, NULL);
+        f8_ctx *ctx = e->ctx[GPU];
+        f8i_act_bwd_args a = {.act = act, .x = x.p, .x_dtype = F8_DTYPE_BF16, .dy = dy.p, .dy_dtype = dyt,
+                              .rows = R, .cols = C, .out = o.p, .out_t = ot.p, .out_dtype = odt, .scale = sc.p,
+                              .amax = am.p, .scale_inv = si.p, .dbias = db.p, .dbias_dtype = F8_DTYPE_FP32};
+        CHECK_OK(ctx, ctx->be->act_bwd(ctx, &a));
+        out[k][0] = gbuf_get(e, &o, ni), out[k][1] = gbuf_get(e, &ot, ni);
+        out[k][2] = gbuf_get(e, &db, (size_t)Ci * 4), out[k][3] = gbuf_get(e, &am, 4);
+        float sinv = 0.0f;
+        CHECK_OK(ctx, f8_ctx_download(ctx, &sinv, si.p, 4));
+        CHECK(sinv == 1.0f / scale, "%s: scale_inv %.9g, want 1/%g", desc, sinv, scale);
+        gbuf all[] = {x, dy, o, ot, db, sc, am, si};
+        for (int j = 0; j < NELEM(all); j++) f8_ctx_free(ctx, all[j].base);
+    }
+    same_bytes(desc, "codes", out[0][0], out[1][0], ni);
+    same_bytes(desc, "transposed codes", out[0][1], out[1][1], ni);
+    same_bytes(desc, "dbias", out[0][2], out[1][2], (size_t)Ci * 4);
+    same_bytes(desc, "amax", out[0][3], out[1][3], 4);
+    for (int k = 0; k < 2; k++)
+        for (int j = 0; j < 4; j++) free(out[k][j]);
+    free(xv), free(hx), free(hdy);
+}
+
+/* Shapes the fast paths run: whole 128-row tiles; norm widths of one and two
+ * pieces a thread (768: a partly idle block; 5120: two pieces). Small enough
+ * for F8_TEST_QUICK, so compute-sanitizer sees the fast kernels. */
+static void test_fast_paths(env *e)
+{
+    static const shape nsh[] = {{300, 768}, {129, 4096}, {64, 5120}};
+    for (int s = 0; s < NELEM(nsh); s++)
+        for (int v = 0; v < 8; v++)
+            fast_norm_bwd(e, nsh[s], v & 1, (v >> 1) & 1 ? F8_DTYPE_BF16 : F8_DTYPE_FP32,
+                          (v >> 2) & 1 ? F8_DTYPE_BF16 : F8_DTYPE_FP32);
+    static const shape ash[] = {{256, 384}, {384, 512}};
+    for (int s = 0; s < NELEM(ash); s++)
+        for (int act = 0; act < 7; act++)
+            for (int v = 0; v < 2; v++)
+                fast_act_bwd(e, ash[s], (f8_activation)act, v ? F8_DTYPE_BF16 : F8_DTYPE_FP32,
+                             (act + v) & 1 ? F8_DTYPE_E5M2 : F8_DTYPE_E4M3);
+}
+
 int main(void)
 {
     const char *name = "test_cuda_norm_act";
@@ -900,6 +1047,7 @@ int main(void)
     test_norm_fwd_variants(&e);
     test_norm_bwd(&e);
     test_act(&e);
+    test_fast_paths(&e);
     printf("%s: worst err/tol %.3f; largest one-code flip fraction %.2e (allowed %.0e fp8, %.0e bf16)\n", name, e.worst,
            e.max_flip, FLIP_FP8, FLIP_BF16);
 
