@@ -119,7 +119,8 @@ static inline size_t f8i_reduce_scratch_bytes(int64_t rows, int64_t cols)
  * rows may be 0 (then only scale_inv is written for FP8 y). Sums are in FP32 in an
  * order each backend picks: backends agree within a tolerance, not bit for bit.
  * variant: which of a backend's kernels runs (the CUDA row-group kernels'
- * configurations, norm_fwd.cu); each is deterministic (a re-run gives the
+ * configurations, norm_fwd.cu, and 8, the fit kernel of norm_fwd_fit.cu,
+ * which 0 prefers where it runs); each is deterministic (a re-run gives the
  * same bits), variants agree within the tolerance above (LayerNorm's
  * one-merge variants round the statistics differently), and one that cannot
  * run the shape falls back. Modules pass 0. */

@@ -499,19 +499,19 @@ static void test_norm_fwd(env *e)
  * merge, which rounds differently from the two-pass sums but within the
  * same TOL_F32, so no tolerance of its own; 8: the fit kernel, held to
  * variant 1's bits where it runs (BF16 x, E4M3 or BF16 y, rows of 256·nw·kn
- * columns) and falling back elsewhere; 0: the launcher's pick), each run
+ * columns, nw >= 2) and falling back elsewhere; 0: the launcher's pick), each run
  * twice on the GPU and held to the same bits (deterministic), on shapes they
  * can all run (16-byte rows): many narrow rows, so each row group wraps its
  * ring several times; 64-thread groups (which the 1024-thread blocks leave
  * to the others); 4-warp groups; a row whose last warp holds a partial span
- * (2056 BF16 columns: 3 pieces a lane); and the fit kernel's layouts: 2
- * pieces a lane in one warp (512), 3 in one warp (768), 3 in eight warps
- * (6144), 4 in eight (8192). Below the F8_TEST_QUICK cut, so
- * compute-sanitizer sees them. */
+ * (2056 BF16 columns: 3 pieces a lane); and the fit kernel's layouts: 3
+ * pieces a lane in two warps (1536), 4 in two (2048), 4 in four (4096), 3 in
+ * eight (6144), 4 in eight (8192), and one-warp rows it leaves to the others
+ * (768, 1024). Below the F8_TEST_QUICK cut, so compute-sanitizer sees them. */
 static void test_norm_fwd_variants(env *e)
 {
-    static const shape shapes[] = {{16000, 256}, {4000, 1024}, {900, 4096}, {129, 2056},
-                                   {1000, 512},  {1001, 768},  {130, 6144}, {67, 8192}};
+    static const shape shapes[] = {{16000, 256}, {4000, 1024}, {900, 4096}, {129, 2056}, {1001, 768},
+                                   {500, 1536},  {1000, 2048}, {130, 6144}, {67, 8192}};
     for (int s = 0; s < NELEM(shapes); s++)
         for (int variant = 0; variant <= NORM_FIT; variant++)
             for (int k = 0; k < 3; k++) {

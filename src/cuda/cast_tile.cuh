@@ -59,6 +59,15 @@
 #include "kernels_common.cuh"
 
 #define CAST_THREADS 256
+/* Blocks per SM the FULL kernels' launch bounds ask for (registers: 65536 /
+ * (256 · blocks) a thread). Measured on the H200 (bench_modules kernels, us
+ * back to back, for 1 = the compiler's choice / 4 / 5 / 6): GELU backward
+ * with BF16 dy 261 / 225 / 236 / 258, weight cast 75.8 / 72.7 / 73.6 / 74.3,
+ * dy cast 44.0 / 42.4 / 42.5 / 44.5, GELU forward with transposed codes
+ * 150 / 151 / 146 / 152. A tuning knob, overridable at build time. */
+#ifndef CAST_FULL_MIN_BLOCKS
+#define CAST_FULL_MIN_BLOCKS 4
+#endif
 #define TILE_ROWS 128                  /* rows of a tile; fixes the dbias scratch size */
 #define TILE_TX 16                     /* threads across a tile (VEC columns each) */
 #define TILE_TY 16                     /* threads down a tile (two 4-row micro-blocks each) */
@@ -120,7 +129,8 @@ template <int FULL> void tile_store();
  * Thread 0 of block 0 writes scale_inv. FULL: the tile lies inside the
  * matrix and every access is the widest (the design note). */
 template <typename SRC, int E5M2, int DBIAS, int FULL>
-static __global__ void __launch_bounds__(CAST_THREADS) cast_tile_kernel(cast_tile_params p, SRC src)
+static __global__ void __launch_bounds__(CAST_THREADS, FULL ? CAST_FULL_MIN_BLOCKS : 1)
+    cast_tile_kernel(cast_tile_params p, SRC src)
 {
     constexpr int VEC = SRC::VEC;               /* values per thread-row */
     constexpr int TC = TILE_TX * VEC;           /* tile columns */

@@ -1,9 +1,10 @@
 /*
  * norm_fwd_fit.cu — the LayerNorm / RMSNorm forward for rows that its layout
  * covers exactly: BF16 x in 16-byte aligned rows of 256·nw·KN columns
- * (nw = 1, 2, 4 or 8 warps a row, KN = 2, 3 or 4 pieces a lane: hidden
- * sizes 512 to 8192, 768, 1536, 3072 and 6144 among them), y E4M3 (what
- * a norm feeding an FP8 GEMM writes) or BF16.
+ * (nw = 2, 4 or 8 warps a row, KN = 2, 3 or 4 pieces a lane: hidden sizes
+ * 1536, 2048, 3072, 4096, 6144 and 8192 among them; 1024 columns or fewer
+ * keep norm_fwd.cu's kernels), y E4M3 (what a norm feeding an FP8 GEMM
+ * writes) or BF16.
  * What the modules run whenever it can (f8i_norm_fwd_args.variant 0 or 8).
  *
  * Design note. Nsight Compute on the H200 found the row-group kernels of
@@ -12,29 +13,38 @@
  * twice what the arithmetic needs. The rest was their generality: a bounds
  * check per piece (`room`), a run-time access width behind every load and
  * store, partial-piece paths, 64-bit index arithmetic. This kernel is their
- * staged configuration with all of that settled at compile time: KN is a
- * template argument, every piece is whole, x arrives by 16-byte cp.async
- * into a two-stage ring of the thread's own slots (norm_fwd.cu says why the
- * ring needs no barrier), y leaves as 8 FP8 codes (or 8 BF16) per store, and
- * the compiler keeps the row decoded from BF16 across the passes where
- * registers allow.
+ * staged configuration with all of that settled at compile time: KN and the
+ * group's warps are template arguments, every piece is whole, x arrives by
+ * 16-byte cp.async into the thread's own ring slots (norm_fwd.cu says why the
+ * ring needs no barrier), y leaves as 8 FP8 codes (or 8 BF16) per store: 13.9
+ * SASS instructions an element in the loop. Then, no longer issue-bound, it
+ * was limited by latency: 32 warps a SM and a 64-register row held across
+ * the two barrier-separated reductions (spilling to L2). So every pass reads
+ * its pieces from the ring again (an LDS.128 per 8 elements; the slots are
+ * refilled after the last pass), which leaves 40 registers and no spill, and
+ * 768-thread blocks run 48 warps a SM (FIT_THREADS says what was measured).
  * The arithmetic is the row-group kernels', operation for operation (four
  * partial sums added pairwise, group_total, Σ(x - mu)² with fmaf, rsqrtf,
  * fmaf((x - mu)·rs, g, beta) or (x·rs)·g, the cast's cvt), so it gives the
- * same bits as they do. Blocks of FIT_THREADS hold 512 / tpr row groups; a
- * persistent grid of as many blocks as the SMs' shared memory holds (two a
- * SM up to 4096 LayerNorm columns).
+ * same bits as they do. A persistent grid of as many blocks as the SMs hold
+ * (two a SM up to 8192 columns).
  */
 #include "norm_fwd.cuh"
 
-/* The block, the rows of x in flight per row group beside the one in
- * registers, and the blocks per SM the launch bounds ask for (registers:
- * 65536 / (threads · blocks) a thread). Overridable at build time for tuning. */
+/* The block, the rows of x in flight per row group beside the one being
+ * computed, and the blocks per SM the launch bounds ask for (registers:
+ * 65536 / (threads · blocks) a thread: 42 here). Overridable at build time
+ * for tuning; measured on the H200 at 8192 x 4096 LayerNorm, us back to back
+ * (threads/stages/blocks): 512/2/2 with the row held in registers 34.0 (64
+ * registers and 16-24 bytes of spill, which went to L2: smem leaves L1
+ * little room), the same re-reading the ring 32.8-33.6, 512/1/3 32.2-32.5,
+ * 768/1/2 31.9-32.5 (48 warps a SM instead of 32); LayerNorm's one-merge
+ * statistics (group_chan) spilled at 40 registers and ran 34.7. */
 #ifndef FIT_THREADS
-#define FIT_THREADS 512
+#define FIT_THREADS 768
 #endif
 #ifndef FIT_STAGES
-#define FIT_STAGES 2
+#define FIT_STAGES 1
 #endif
 #ifndef FIT_MIN_BLOCKS
 #define FIT_MIN_BLOCKS 2
@@ -70,7 +80,7 @@ static __device__ __forceinline__ float fit_total(float v, int first, float *red
 {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
-    if (NW == 1) return v;
+    static_assert(NW > 1, "one-warp rows take the row-group kernels (fit_kn)");
     if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
     asm volatile("bar.sync %0, %1;" ::"r"(bar), "n"(NW * 32) : "memory");
     float s = 0.0f;
@@ -121,10 +131,7 @@ static __global__ void __launch_bounds__(FIT_THREADS, FIT_MIN_BLOCKS) norm_fwd_f
         uint4 *at = ring + stage * KN * FIT_THREADS;
         stage = stage + 1 == FIT_STAGES ? 0 : stage + 1;
         cp_async_wait<FIT_STAGES - 1>(); /* this row's group, the oldest */
-        uint4 xr[KN]; /* decoded where used: the compiler keeps floats or re-decodes as registers allow */
-#pragma unroll
-        for (int k = 0; k < KN; ++k) xr[k] = at[k * FIT_THREADS];
-        const int64_t ahead = row + FIT_STAGES * stride; /* the row the freed slots take */
+        const int64_t ahead = row + FIT_STAGES * stride; /* the row these slots take next */
 
         float mu = 0.0f;
         if (!RMS) {
@@ -132,9 +139,8 @@ static __global__ void __launch_bounds__(FIT_THREADS, FIT_MIN_BLOCKS) norm_fwd_f
 #pragma unroll
             for (int k = 0; k < KN; ++k)
 #pragma unroll
-                for (int j = 0; j < 8; ++j) acc[j % 4] += bf16_at(xr[k], j);
+                for (int j = 0; j < 8; ++j) acc[j % 4] += bf16_at(at[k * FIT_THREADS], j);
             const float sum = pairwise_sum(acc);
-            fit_stage<KN>(at, xs + ahead * x_pitch, ahead < rows); /* the slots were read: refill */
             mu = fit_total<NW>(sum, first, red[slot], bar) * inv_n;
             slot ^= 1;
         }
@@ -143,11 +149,10 @@ static __global__ void __launch_bounds__(FIT_THREADS, FIT_MIN_BLOCKS) norm_fwd_f
         for (int k = 0; k < KN; ++k)
 #pragma unroll
             for (int j = 0; j < 8; ++j) {
-                const float d = RMS ? bf16_at(xr[k], j) : bf16_at(xr[k], j) - mu; /* x - 0 is x */
+                const float d = RMS ? bf16_at(at[k * FIT_THREADS], j) : bf16_at(at[k * FIT_THREADS], j) - mu; /* x - 0 is x */
                 q[j % 4] = __fmaf_rn(d, d, q[j % 4]);
             }
         const float m2 = pairwise_sum(q);
-        if (RMS) fit_stage<KN>(at, xs + ahead * x_pitch, ahead < rows);
         const float rs = rsqrtf(fit_total<NW>(m2, first, red[slot], bar) * inv_n + p.eps);
         slot ^= 1;
         if (threadIdx.x == (unsigned)(first * 32)) {
@@ -165,12 +170,12 @@ static __global__ void __launch_bounds__(FIT_THREADS, FIT_MIN_BLOCKS) norm_fwd_f
                 const float g[4] = {g4.x, g4.y, g4.z, g4.w};
                 if (RMS) {
 #pragma unroll
-                    for (int i = 0; i < 4; ++i) o[4 * h + i] = (bf16_at(xr[k], 4 * h + i) * rs) * g[i];
+                    for (int i = 0; i < 4; ++i) o[4 * h + i] = (bf16_at(at[k * FIT_THREADS], 4 * h + i) * rs) * g[i];
                 } else {
                     const float4 b4 = gbt[(k * NPL + 2 + h) * 32];
                     const float b[4] = {b4.x, b4.y, b4.z, b4.w};
 #pragma unroll
-                    for (int i = 0; i < 4; ++i) o[4 * h + i] = __fmaf_rn((bf16_at(xr[k], 4 * h + i) - mu) * rs, g[i], b[i]);
+                    for (int i = 0; i < 4; ++i) o[4 * h + i] = __fmaf_rn((bf16_at(at[k * FIT_THREADS], 4 * h + i) - mu) * rs, g[i], b[i]);
                 }
             }
             if constexpr (FP8) {
@@ -185,6 +190,7 @@ static __global__ void __launch_bounds__(FIT_THREADS, FIT_MIN_BLOCKS) norm_fwd_f
                 *(uint4 *)(yrow + k * 512) = make_uint4(u[0], u[1], u[2], u[3]);
             }
         }
+        fit_stage<KN>(at, xs + ahead * x_pitch, ahead < rows); /* the last pass has read the slots: refill */
     }
     if (FP8) {
         if (p.scale_inv != NULL && blockIdx.x == 0 && threadIdx.x == 0) *p.scale_inv = 1.0f / s;
@@ -202,7 +208,10 @@ static int fit_kn(const norm_fwd_params *p)
     const int fp8 = p->y_kind == Y_E4M3 || p->y_kind == Y_E5M2;
     if (!p->x_bf16 || p->w_x != 16 || (fp8 ? p->y_kind != Y_E4M3 || p->w_y < 8 : p->y_kind != Y_BF16 || p->w_y != 16))
         return 0;
-    if (p->cols <= 0 || p->cols > FWD_MAX_COLS || p->cols % 8 != 0 || p->tpr < 32 || p->tpr > 256) return 0;
+    /* One-warp rows (tpr 32: 1024 columns or fewer) need 64-79 registers
+     * here, with no barrier to bound what the compiler keeps live, and
+     * spilled at 40: they keep the row-group kernels. */
+    if (p->cols <= 0 || p->cols > FWD_MAX_COLS || p->cols % 8 != 0 || p->tpr < 64 || p->tpr > 256) return 0;
     const int np = (int)(p->cols / 8), kn = np / p->tpr;
     return np == kn * p->tpr && kn >= 2 && kn <= 4 ? kn : 0;
 }
@@ -234,7 +243,6 @@ template <int YK, int RMS, int KN>
 static cudaError_t fit_launch_nw(const norm_fwd_params *p, int sm_count, cudaStream_t stream)
 {
     switch (p->tpr) {
-    case 32: return fit_launch<YK, RMS, KN, 1>(p, sm_count, stream);
     case 64: return fit_launch<YK, RMS, KN, 2>(p, sm_count, stream);
     case 128: return fit_launch<YK, RMS, KN, 4>(p, sm_count, stream);
     default: return fit_launch<YK, RMS, KN, 8>(p, sm_count, stream);
