@@ -38,8 +38,10 @@
  * (threads/stages/blocks): 512/2/2 with the row held in registers 34.0 (64
  * registers and 16-24 bytes of spill, which went to L2: smem leaves L1
  * little room), the same re-reading the ring 32.8-33.6, 512/1/3 32.2-32.5,
- * 768/1/2 31.9-32.5 (48 warps a SM instead of 32); LayerNorm's one-merge
- * statistics (group_chan) spilled at 40 registers and ran 34.7. */
+ * 768/1/2 31.9-32.6 (48 warps a SM instead of 32); LayerNorm's one-merge
+ * statistics (group_chan) spilled at 40 registers and ran 34.7; 640 and 896
+ * threads (whole groups only, idle threads past them) ran 35.3 and 39.0.
+ * FIT_THREADS must be a multiple of 256 (the widest group). */
 #ifndef FIT_THREADS
 #define FIT_THREADS 768
 #endif
@@ -50,6 +52,7 @@
 #define FIT_MIN_BLOCKS 2
 #endif
 
+static_assert(FIT_THREADS % 256 == 0, "whole groups of every width");
 static_assert(FIT_THREADS / 64 <= 15, "a named barrier (ids 1..15) per multi-warp group");
 
 /* Copy this thread's KN pieces of one row (src: its piece 0; piece k 512
