@@ -316,14 +316,11 @@ template <int HD>
 static f8_status launch_bwd(f8_ctx *ctx, const att_fast_args *a, int64_t bh)
 {
     const int dq_bytes = dq_smem<HD>::BYTES, kv_bytes = kv_smem<HD>::BYTES;
-    /* over 48 KiB: a per-function opt-in, legal while capturing (norm_fwd.cu does the same) */
     f8_status st = F8_OK;
     if (dq_bytes > 48 * 1024)
-        st = f8i_cuda_check(ctx, cudaFuncSetAttribute(dq_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, dq_bytes),
-                            "attention backward: cudaFuncSetAttribute");
+        st = f8i_cuda_smem_optin(ctx, (const void *)dq_kernel<HD>, "attention backward: shared-memory opt-in");
     if (st == F8_OK && kv_bytes > 48 * 1024)
-        st = f8i_cuda_check(ctx, cudaFuncSetAttribute(dkv_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, kv_bytes),
-                            "attention backward: cudaFuncSetAttribute");
+        st = f8i_cuda_smem_optin(ctx, (const void *)dkv_kernel<HD>, "attention backward: shared-memory opt-in");
     if (st != F8_OK) return st;
     cudaStream_t stream = f8i_stream(ctx);
     F8I_COUNT_LAUNCHES(ctx, 2);

@@ -183,10 +183,8 @@ template <int HD>
 static f8_status launch_fwd(f8_ctx *ctx, const att_fast_args *a, int64_t bh)
 {
     const int bytes = fwd_smem<HD>::BYTES;
-    if (bytes > 48 * 1024) { /* a per-function opt-in; legal while capturing (norm_fwd.cu does the same) */
-        const f8_status st = f8i_cuda_check(
-            ctx, cudaFuncSetAttribute(fwd_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
-            "attention forward: cudaFuncSetAttribute");
+    if (bytes > 48 * 1024) {
+        const f8_status st = f8i_cuda_smem_optin(ctx, (const void *)fwd_kernel<HD>, "attention forward: shared-memory opt-in");
         if (st != F8_OK) return st;
     }
     const dim3 grid((unsigned)bh, (unsigned)((a->seq + FWD_BR - 1) / FWD_BR));

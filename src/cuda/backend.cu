@@ -55,6 +55,25 @@ f8_status f8i_cuda_launch_check(f8_ctx *ctx, const char *kernel)
                      cudaGetErrorString(err));
 }
 
+f8_status f8i_cuda_smem_optin(f8_ctx *ctx, const void *fn, const char *what)
+{
+    f8i_cuda_state *s = f8i_cuda(ctx);
+    int free_slot = -1;
+    for (int i = 0; i < F8I_SMEM_OPTINS; i++) {
+        if (s->smem_done[i] == fn) return F8_OK;
+        if (s->smem_done[i] == NULL && free_slot < 0) free_slot = i;
+    }
+    cudaFuncAttributes fa;
+    f8_status st = f8i_cuda_check(ctx, cudaFuncGetAttributes(&fa, fn), what);
+    if (st == F8_OK)
+        st = f8i_cuda_check(ctx,
+                            cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                 s->smem_optin - (int)fa.sharedSizeBytes),
+                            what);
+    if (st == F8_OK && free_slot >= 0) s->smem_done[free_slot] = fn; /* a full table: set again next time */
+    return st;
+}
+
 /* Make the ctx's device current (non-step entries). */
 static f8_status use_device(f8_ctx *ctx)
 {
@@ -121,6 +140,10 @@ static f8_status cuda_state_create(f8_ctx *ctx)
     f8_status st = f8i_cuda_check(
         ctx, cudaDeviceGetAttribute(&s->sm_count, cudaDevAttrMultiProcessorCount, ctx->device),
         "cudaDeviceGetAttribute(MultiProcessorCount)");
+    if (st == F8_OK)
+        st = f8i_cuda_check(ctx,
+                            cudaDeviceGetAttribute(&s->smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, ctx->device),
+                            "cudaDeviceGetAttribute(MaxSharedMemoryPerBlockOptin)");
     if (st == F8_OK)
         st = f8i_cuda_check(ctx, cudaStreamCreateWithFlags(&s->own_stream, cudaStreamNonBlocking),
                             "cudaStreamCreateWithFlags");

@@ -11,12 +11,16 @@
 
 typedef struct f8i_gemm_cache f8i_gemm_cache; /* owned by gemm.cu */
 
+#define F8I_SMEM_OPTINS 64 /* kernels whose shared-memory opt-in a ctx remembers */
+
 typedef struct f8i_cuda_state {
     int device;
     int sm_count;
+    int smem_optin;            /* shared memory a block may opt in to (bytes) */
     cudaStream_t own_stream;   /* created with the ctx (non-blocking) */
     cudaStream_t stream;       /* in use: own_stream or the caller's */
     f8i_gemm_cache *gemm;      /* cuBLASLt handle, workspace, cached plans */
+    const void *smem_done[F8I_SMEM_OPTINS]; /* kernels already opted in (f8i_cuda_smem_optin) */
 } f8i_cuda_state;
 
 static inline f8i_cuda_state *f8i_cuda(const f8_ctx *ctx) { return (f8i_cuda_state *)ctx->be_state; }
@@ -27,6 +31,12 @@ static inline cudaStream_t f8i_stream(const f8_ctx *ctx) { return f8i_cuda(ctx)-
 f8_status f8i_cuda_check(f8_ctx *ctx, cudaError_t err, const char *what);
 /* After a launch: cudaGetLastError() through f8i_cuda_check. */
 f8_status f8i_cuda_launch_check(f8_ctx *ctx, const char *kernel);
+/* Let kernel `fn` launch with more than 48 KB of shared memory: its
+ * MaxDynamicSharedMemorySize set to all the device allows beside its static
+ * arrays, once per kernel and ctx (a host call per launch otherwise). Always
+ * the same value, so ctxs sharing the process never lower it for each other.
+ * Legal while a stream is captured. `what` names the caller in messages. */
+f8_status f8i_cuda_smem_optin(f8_ctx *ctx, const void *fn, const char *what);
 
 /* gemm.cu */
 f8_status f8i_cuda_gemm_create(f8_ctx *ctx);   /* fills f8i_cuda(ctx)->gemm */

@@ -668,63 +668,62 @@ static unsigned rows_grid(const norm_fwd_params *p, int threads, int sm_count)
 /* Opt in to more than 48 KB of shared memory a block, counting the static
  * arrays beside the dynamic part (a 6144-column BF16 LayerNorm's 48 KB of
  * gamma/beta planes alone left the registers kernel unlaunchable). */
-static cudaError_t set_smem(void (*kernel)(norm_fwd_params), size_t smem)
+static f8_status set_smem(f8_ctx *ctx, void (*kernel)(norm_fwd_params), size_t smem)
 {
-    if (smem + FWD_SMEM_BLOCK <= 48 * 1024) return cudaSuccess;
-    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (smem + FWD_SMEM_BLOCK <= 48 * 1024) return F8_OK;
+    return f8i_cuda_smem_optin(ctx, (const void *)kernel, "norm forward: shared-memory opt-in");
 }
 
 template <int X_BF16, int YK, int RMS, int CHAN>
-static cudaError_t launch_regs(const norm_fwd_params *p, size_t smem, int sm_count, cudaStream_t stream)
+static f8_status launch_regs(f8_ctx *ctx, const norm_fwd_params *p, size_t smem)
 {
     void (*kernel)(norm_fwd_params) = norm_fwd_regs_kernel<X_BF16, YK, RMS, CHAN>;
-    const cudaError_t err = set_smem(kernel, smem);
-    if (err != cudaSuccess) return err;
-    kernel<<<rows_grid(p, 512, sm_count), 512, smem, stream>>>(*p);
-    return cudaSuccess;
+    const f8_status st = set_smem(ctx, kernel, smem);
+    if (st != F8_OK) return st;
+    kernel<<<rows_grid(p, 512, f8i_cuda(ctx)->sm_count), 512, smem, f8i_stream(ctx)>>>(*p);
+    return F8_OK;
 }
 
 template <int X_BF16, int YK, int RMS, int THREADS, int STAGES, int CHAN>
-static cudaError_t launch_staged(const norm_fwd_params *p, size_t smem, int sm_count, cudaStream_t stream)
+static f8_status launch_staged(f8_ctx *ctx, const norm_fwd_params *p, size_t smem)
 {
     void (*kernel)(norm_fwd_params) = norm_fwd_staged_kernel<X_BF16, YK, RMS, THREADS, STAGES, CHAN>;
-    const cudaError_t err = set_smem(kernel, smem);
-    if (err != cudaSuccess) return err;
-    kernel<<<rows_grid(p, THREADS, sm_count), THREADS, smem, stream>>>(*p);
-    return cudaSuccess;
+    const f8_status st = set_smem(ctx, kernel, smem);
+    if (st != F8_OK) return st;
+    kernel<<<rows_grid(p, THREADS, f8i_cuda(ctx)->sm_count), THREADS, smem, f8i_stream(ctx)>>>(*p);
+    return F8_OK;
 }
 
 /* cfg fits (CHAN configurations only with LayerNorm). */
 template <int X_BF16, int YK, int RMS>
-static cudaError_t launch_rows_cfg(const norm_fwd_params *p, int cfg, size_t smem, int sm_count, cudaStream_t st)
+static f8_status launch_rows_cfg(f8_ctx *ctx, const norm_fwd_params *p, int cfg, size_t smem)
 {
     constexpr int C = !RMS; /* CHAN where asked, LayerNorm only */
     switch (cfg) {
-    case FWD_CFG_S2_512: return launch_staged<X_BF16, YK, RMS, 512, 2, 0>(p, smem, sm_count, st);
-    case FWD_CFG_S2_1024: return launch_staged<X_BF16, YK, RMS, 1024, 2, 0>(p, smem, sm_count, st);
-    case FWD_CFG_S3_1024: return launch_staged<X_BF16, YK, RMS, 1024, 3, 0>(p, smem, sm_count, st);
-    case FWD_CFG_CHAN_REGS: return launch_regs<X_BF16, YK, RMS, C>(p, smem, sm_count, st);
-    case FWD_CFG_CHAN_S2_512: return launch_staged<X_BF16, YK, RMS, 512, 2, C>(p, smem, sm_count, st);
-    case FWD_CFG_CHAN_S2_1024: return launch_staged<X_BF16, YK, RMS, 1024, 2, C>(p, smem, sm_count, st);
-    default: return launch_regs<X_BF16, YK, RMS, 0>(p, smem, sm_count, st);
+    case FWD_CFG_S2_512: return launch_staged<X_BF16, YK, RMS, 512, 2, 0>(ctx, p, smem);
+    case FWD_CFG_S2_1024: return launch_staged<X_BF16, YK, RMS, 1024, 2, 0>(ctx, p, smem);
+    case FWD_CFG_S3_1024: return launch_staged<X_BF16, YK, RMS, 1024, 3, 0>(ctx, p, smem);
+    case FWD_CFG_CHAN_REGS: return launch_regs<X_BF16, YK, RMS, C>(ctx, p, smem);
+    case FWD_CFG_CHAN_S2_512: return launch_staged<X_BF16, YK, RMS, 512, 2, C>(ctx, p, smem);
+    case FWD_CFG_CHAN_S2_1024: return launch_staged<X_BF16, YK, RMS, 1024, 2, C>(ctx, p, smem);
+    default: return launch_regs<X_BF16, YK, RMS, 0>(ctx, p, smem);
     }
 }
 
 template <int X_BF16, int YK>
-static cudaError_t launch_rows_n(const norm_fwd_params *p, int cfg, size_t smem, int sm_count, cudaStream_t st)
+static f8_status launch_rows_n(f8_ctx *ctx, const norm_fwd_params *p, int cfg, size_t smem)
 {
-    return p->rms ? launch_rows_cfg<X_BF16, YK, 1>(p, cfg, smem, sm_count, st)
-                  : launch_rows_cfg<X_BF16, YK, 0>(p, cfg, smem, sm_count, st);
+    return p->rms ? launch_rows_cfg<X_BF16, YK, 1>(ctx, p, cfg, smem) : launch_rows_cfg<X_BF16, YK, 0>(ctx, p, cfg, smem);
 }
 
 template <int X_BF16>
-static cudaError_t launch_rows_y(const norm_fwd_params *p, int cfg, size_t smem, int sm_count, cudaStream_t st)
+static f8_status launch_rows_y(f8_ctx *ctx, const norm_fwd_params *p, int cfg, size_t smem)
 {
     switch (p->y_kind) {
-    case Y_FP32: return launch_rows_n<X_BF16, Y_FP32>(p, cfg, smem, sm_count, st);
-    case Y_BF16: return launch_rows_n<X_BF16, Y_BF16>(p, cfg, smem, sm_count, st);
-    case Y_E4M3: return launch_rows_n<X_BF16, Y_E4M3>(p, cfg, smem, sm_count, st);
-    default: return launch_rows_n<X_BF16, Y_E5M2>(p, cfg, smem, sm_count, st);
+    case Y_FP32: return launch_rows_n<X_BF16, Y_FP32>(ctx, p, cfg, smem);
+    case Y_BF16: return launch_rows_n<X_BF16, Y_BF16>(ctx, p, cfg, smem);
+    case Y_E4M3: return launch_rows_n<X_BF16, Y_E4M3>(ctx, p, cfg, smem);
+    default: return launch_rows_n<X_BF16, Y_E5M2>(ctx, p, cfg, smem);
     }
 }
 
@@ -797,11 +796,10 @@ f8_status f8i_cuda_norm_fwd(f8_ctx *ctx, const f8i_norm_fwd_args *a)
          * benchmark); RMSNorm takes a CHAN configuration without CHAN; one
          * that cannot run the shape falls back until one can. */
         int cfg = a->variant > FWD_CFG_AUTO && a->variant < FWD_CFG_COUNT ? a->variant : FWD_CFG_FIT;
-        const int sm_count = f8i_cuda(ctx)->sm_count;
         if (cfg == FWD_CFG_FIT) {
             if (f8i_norm_fwd_fit_fits(&p)) {
-                const cudaError_t err = f8i_norm_fwd_fit_launch(&p, sm_count, stream);
-                if (err != cudaSuccess) return f8i_cuda_check(ctx, err, "norm_fwd_fit_kernel setup");
+                const f8_status st = f8i_norm_fwd_fit_launch(ctx, &p);
+                if (st != F8_OK) return st;
                 F8I_COUNT_LAUNCHES(ctx, 1);
                 return f8i_cuda_launch_check(ctx, "norm_fwd_fit_kernel");
             }
@@ -810,9 +808,8 @@ f8_status f8i_cuda_norm_fwd(f8_ctx *ctx, const f8i_norm_fwd_args *a)
         if (p.rms && cfg >= FWD_CFG_CHAN_REGS) cfg = cfg_fallback(cfg);
         while (cfg != FWD_CFG_REGS && !cfg_fits(cfg, &p, np, e, kn)) cfg = cfg_fallback(cfg);
         const size_t smem = cfg_smem(cfg, np, e, p.rms, kn);
-        const cudaError_t err = p.x_bf16 ? launch_rows_y<1>(&p, cfg, smem, sm_count, stream)
-                                         : launch_rows_y<0>(&p, cfg, smem, sm_count, stream);
-        if (err != cudaSuccess) return f8i_cuda_check(ctx, err, "norm_fwd_rows_kernel setup");
+        const f8_status st = p.x_bf16 ? launch_rows_y<1>(ctx, &p, cfg, smem) : launch_rows_y<0>(ctx, &p, cfg, smem);
+        if (st != F8_OK) return st;
         F8I_COUNT_LAUNCHES(ctx, 1);
         return f8i_cuda_launch_check(ctx, "norm_fwd_rows_kernel");
     }

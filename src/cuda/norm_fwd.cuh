@@ -112,6 +112,6 @@ static __device__ __forceinline__ void cp_async_wait()
  * aligned rows that its layout covers exactly, FP8 or BF16 y), and its
  * launch. p->tpr must be the row-group kernels' choice. */
 int f8i_norm_fwd_fit_fits(const norm_fwd_params *p);
-cudaError_t f8i_norm_fwd_fit_launch(const norm_fwd_params *p, int sm_count, cudaStream_t stream);
+f8_status f8i_norm_fwd_fit_launch(f8_ctx *ctx, const norm_fwd_params *p);
 
 #endif /* F8_CUDA_NORM_FWD_CUH */

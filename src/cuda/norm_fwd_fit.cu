@@ -76,22 +76,6 @@ static __device__ __forceinline__ float bf16_at(const uint4 &u, int j)
     return __uint_as_float(j % 2 ? w & 0xFFFF0000u : w << 16);
 }
 
-/* group_total (norm_fwd.cuh) with the group's warps known at compile time:
- * the same sums in the same order, unrolled. */
-template <int NW>
-static __device__ __forceinline__ float fit_total(float v, int first, float *red, int bar)
-{
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
-    static_assert(NW > 1, "one-warp rows take the row-group kernels (fit_kn)");
-    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
-    asm volatile("bar.sync %0, %1;" ::"r"(bar), "n"(NW * 32) : "memory");
-    float s = 0.0f;
-#pragma unroll
-    for (int k = 0; k < NW; ++k) s += red[first + k];
-    return s;
-}
-
 /* Grid: the persistent grid of f8i_norm_fwd_fit_launch; block FIT_THREADS,
  * split into groups of tpr = 32·NW threads. Group g of block b takes rows
  * b·groups + g, then every gridDim.x·groups rows after. Lane l of the
@@ -106,6 +90,7 @@ static __global__ void __launch_bounds__(FIT_THREADS, FIT_MIN_BLOCKS) norm_fwd_f
     constexpr int NPL = RMS ? 2 : 4; /* float4 planes per piece: gain, then beta */
     constexpr int FP8 = YK == Y_E4M3 || YK == Y_E5M2, YS = FP8 ? 1 : 2;
     static_assert(YK != Y_FP32, "FP32 y takes the row-group kernels");
+    static_assert(NW > 1, "one-warp rows take the row-group kernels (fit_kn)");
     extern __shared__ float4 gb[];
     __shared__ float red[2][FIT_THREADS / 32]; /* [slot][warp] */
     constexpr int TPR = 32 * NW, GROUPS = FIT_THREADS / TPR;
@@ -144,7 +129,7 @@ static __global__ void __launch_bounds__(FIT_THREADS, FIT_MIN_BLOCKS) norm_fwd_f
 #pragma unroll
                 for (int j = 0; j < 8; ++j) acc[j % 4] += bf16_at(at[k * FIT_THREADS], j);
             const float sum = pairwise_sum(acc);
-            mu = fit_total<NW>(sum, first, red[slot], bar) * inv_n;
+            mu = group_total(sum, NW, first, red[slot], bar) * inv_n;
             slot ^= 1;
         }
         float q[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -156,7 +141,7 @@ static __global__ void __launch_bounds__(FIT_THREADS, FIT_MIN_BLOCKS) norm_fwd_f
                 q[j % 4] = __fmaf_rn(d, d, q[j % 4]);
             }
         const float m2 = pairwise_sum(q);
-        const float rs = rsqrtf(fit_total<NW>(m2, first, red[slot], bar) * inv_n + p.eps);
+        const float rs = rsqrtf(group_total(m2, NW, first, red[slot], bar) * inv_n + p.eps);
         slot ^= 1;
         if (threadIdx.x == (unsigned)(first * 32)) {
             if (!RMS && p.mu != NULL) p.mu[row] = mu;
@@ -222,7 +207,7 @@ static int fit_kn(const norm_fwd_params *p)
 int f8i_norm_fwd_fit_fits(const norm_fwd_params *p) { return fit_kn(p) != 0; }
 
 template <int YK, int RMS, int KN, int NW>
-static cudaError_t fit_launch(const norm_fwd_params *p, int sm_count, cudaStream_t stream)
+static f8_status fit_launch(f8_ctx *ctx, const norm_fwd_params *p)
 {
     void (*kernel)(norm_fwd_params) = norm_fwd_fit_kernel<YK, RMS, KN, NW>;
     const size_t np = (size_t)(p->cols / 8);
@@ -233,45 +218,46 @@ static cudaError_t fit_launch(const norm_fwd_params *p, int sm_count, cudaStream
     int per_sm = FIT_MIN_BLOCKS;
     while (per_sm > 1 && (size_t)per_sm * (smem + 2048) > 228 * 1024) per_sm--;
     if (smem + 2048 > 48 * 1024) { /* the static arrays count towards the 48 KB default */
-        const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-        if (err != cudaSuccess) return err;
+        const f8_status st = f8i_cuda_smem_optin(ctx, (const void *)kernel, "norm forward: shared-memory opt-in");
+        if (st != F8_OK) return st;
     }
+    const int sm_count = f8i_cuda(ctx)->sm_count;
     const int64_t groups = FIT_THREADS / (32 * NW), need = (p->rows + groups - 1) / groups;
     const int64_t cap = (int64_t)(sm_count > 0 ? sm_count : 1) * per_sm;
-    kernel<<<(unsigned)(need < cap ? need : cap), FIT_THREADS, smem, stream>>>(*p);
-    return cudaSuccess;
+    kernel<<<(unsigned)(need < cap ? need : cap), FIT_THREADS, smem, f8i_stream(ctx)>>>(*p);
+    return F8_OK;
 }
 
 template <int YK, int RMS, int KN>
-static cudaError_t fit_launch_nw(const norm_fwd_params *p, int sm_count, cudaStream_t stream)
+static f8_status fit_launch_nw(f8_ctx *ctx, const norm_fwd_params *p)
 {
     switch (p->tpr) {
-    case 64: return fit_launch<YK, RMS, KN, 2>(p, sm_count, stream);
-    case 128: return fit_launch<YK, RMS, KN, 4>(p, sm_count, stream);
-    default: return fit_launch<YK, RMS, KN, 8>(p, sm_count, stream);
+    case 64: return fit_launch<YK, RMS, KN, 2>(ctx, p);
+    case 128: return fit_launch<YK, RMS, KN, 4>(ctx, p);
+    default: return fit_launch<YK, RMS, KN, 8>(ctx, p);
     }
 }
 
 template <int YK, int RMS>
-static cudaError_t fit_launch_kn(const norm_fwd_params *p, int kn, int sm_count, cudaStream_t stream)
+static f8_status fit_launch_kn(f8_ctx *ctx, const norm_fwd_params *p, int kn)
 {
     switch (kn) {
-    case 2: return fit_launch_nw<YK, RMS, 2>(p, sm_count, stream);
-    case 3: return fit_launch_nw<YK, RMS, 3>(p, sm_count, stream);
-    default: return fit_launch_nw<YK, RMS, 4>(p, sm_count, stream);
+    case 2: return fit_launch_nw<YK, RMS, 2>(ctx, p);
+    case 3: return fit_launch_nw<YK, RMS, 3>(ctx, p);
+    default: return fit_launch_nw<YK, RMS, 4>(ctx, p);
     }
 }
 
 template <int YK>
-static cudaError_t fit_launch_y(const norm_fwd_params *p, int kn, int sm_count, cudaStream_t stream)
+static f8_status fit_launch_y(f8_ctx *ctx, const norm_fwd_params *p, int kn)
 {
-    return p->rms ? fit_launch_kn<YK, 1>(p, kn, sm_count, stream) : fit_launch_kn<YK, 0>(p, kn, sm_count, stream);
+    return p->rms ? fit_launch_kn<YK, 1>(ctx, p, kn) : fit_launch_kn<YK, 0>(ctx, p, kn);
 }
 
-cudaError_t f8i_norm_fwd_fit_launch(const norm_fwd_params *p, int sm_count, cudaStream_t stream)
+f8_status f8i_norm_fwd_fit_launch(f8_ctx *ctx, const norm_fwd_params *p)
 {
     const int kn = fit_kn(p);
-    if (kn == 0) return cudaErrorInvalidValue; /* the caller asks f8i_norm_fwd_fit_fits first */
-    return p->y_kind == Y_E4M3 ? fit_launch_y<Y_E4M3>(p, kn, sm_count, stream)
-                               : fit_launch_y<Y_BF16>(p, kn, sm_count, stream);
+    if (kn == 0) /* the caller asks f8i_norm_fwd_fit_fits first */
+        return f8i_error(ctx, F8_ERR_STATE, "norm forward: the fit kernel cannot run this shape");
+    return p->y_kind == Y_E4M3 ? fit_launch_y<Y_E4M3>(ctx, p, kn) : fit_launch_y<Y_BF16>(ctx, p, kn);
 }
