@@ -39,9 +39,9 @@ CFLAGS_ALL += -DF8_HAVE_BLAS=1
 LDLIBS += $(BLAS_LIB)
 endif
 
-LIB_C := $(wildcard src/*.c src/cpu/*.c src/modules/*.c)
+LIB_C := $(wildcard src/core/*.c src/modules/*.c src/train/*.c src/io/*.c src/cpu/*.c)
 ifeq ($(CUDA),1)
-LIB_C  := $(filter-out src/no_cuda.c,$(LIB_C))
+LIB_C  := $(filter-out src/core/no_cuda.c,$(LIB_C))
 LIB_CU := $(wildcard src/cuda/*.cu)
 LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcudart -lstdc++
 CFLAGS_ALL += -I$(CUDA_HOME)/include
@@ -50,7 +50,7 @@ LIB_CU :=
 endif
 
 LIB_OBJ := $(LIB_C:%.c=$(BUILD)/%.o) $(LIB_CU:%.cu=$(BUILD)/%.o)
-HEADERS := $(wildcard include/*.h src/*.h src/*/*.h src/cuda/*.cuh)
+HEADERS := $(wildcard include/*.h src/*/*.h src/cuda/*.cuh)
 
 TEST_SRC  := $(wildcard tests/test_*.c)
 TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
@@ -113,7 +113,7 @@ install: $(BUILD)/libf8.a $(BUILD)/libf8.so
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBS@|$(LDLIBS)|' f8.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/f8.pc
 
 # The fuzz target is built by clang from the CPU-only library sources.
-FUZZ_LIB_C := $(wildcard src/*.c src/cpu/*.c src/modules/*.c)
+FUZZ_LIB_C := $(wildcard src/core/*.c src/modules/*.c src/train/*.c src/io/*.c src/cpu/*.c)
 fuzz:
 	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_LIB_SRC="$(FUZZ_LIB_C)" sh tools/fuzz.sh run
 

@@ -15,7 +15,7 @@
 #include <math.h>
 
 #include "bench_util.h"
-#include "f8i.h"
+#include "core/f8i.h"
 
 #define NSETS 2
 #define TARGET 0.95

@@ -11,7 +11,7 @@
  * through enough sets to exceed L2 several times over.
  */
 #include "bench_util.h"
-#include "f8i.h"
+#include "core/f8i.h"
 
 #define MAX_SETS 16
 #define TARGET 0.80

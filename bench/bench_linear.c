@@ -21,7 +21,7 @@
  * both measured in this run.
  */
 #include "bench_util.h"
-#include "f8i.h"
+#include "core/f8i.h"
 
 #define MAX_MOD 32
 #define MAX_REC 8

@@ -48,7 +48,7 @@
  * `gelu`/`swiglu` select the f8_layernorm_mlp runs)
  */
 #include "bench_util.h"
-#include "f8i.h"
+#include "core/f8i.h"
 
 #define MAX_REC 16
 #define NORM_TARGET 0.75

@@ -32,7 +32,7 @@
  * Ends with the table of targets, met or missed, and JSON lines.
  */
 #include "bench_util.h"
-#include "f8i.h"
+#include "core/f8i.h"
 
 #define LAYERS 12
 

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "checkpoint.h"
+#include "io/checkpoint.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 void f8_fuzz_teardown(void);

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "checkpoint.h"
+#include "io/checkpoint.h"
 
 static const char *g_dir;
 

@@ -10,7 +10,7 @@
 
 #include <unistd.h>
 
-#include "checkpoint.h"
+#include "io/checkpoint.h"
 #include "stack.h"
 
 static f8_status stack_save(stack *s, const char *path)

@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "checkpoint.h"
+#include "io/checkpoint.h"
 
 static f8_ctx *g_ctx;
 static char g_dir[64];

@@ -19,7 +19,7 @@
 #include <float.h>
 
 #include "check.h"
-#include "f8i.h"
+#include "core/f8i.h"
 
 enum { CPU = 0, GPU = 1 };
 

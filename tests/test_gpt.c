@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "checkpoint.h"
+#include "io/checkpoint.h"
 #include "../train/corpus.c"
 #include "../train/data.c"
 #include "../train/gpt.c"

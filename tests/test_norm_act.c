@@ -20,7 +20,7 @@
 #include <float.h>
 
 #include "check.h"
-#include "f8i.h"
+#include "core/f8i.h"
 
 /* ------------------------------------------------------------------------ */
 /* Helpers                                                                   */

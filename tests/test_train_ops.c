@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "checkpoint.h"
+#include "io/checkpoint.h"
 
 static const double PI = 3.14159265358979323846;
 

@@ -16,8 +16,8 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "f8i.h"
-#include "numerics.h"
+#include "core/f8i.h"
+#include "core/numerics.h"
 
 f8_status f8i_cpu_cast(f8_ctx *ctx, const f8i_cast_args *args); /* cpu/backend.c */
 

@@ -17,8 +17,8 @@
 #include <math.h>
 #include <stddef.h>
 
-#include "attention.h"
-#include "numerics.h"
+#include "train/attention.h"
+#include "core/numerics.h"
 
 static float load(const void *p, f8_dtype dt, int64_t i)
 {

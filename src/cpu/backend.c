@@ -14,9 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "f8i.h"
-#include "train_ops.h"
-#include "numerics.h"
+#include "core/f8i.h"
+#include "train/train_ops.h"
+#include "core/numerics.h"
 
 /* ---- memory ---------------------------------------------------------- */
 

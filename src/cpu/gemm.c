@@ -15,8 +15,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "f8i.h"
-#include "numerics.h"
+#include "core/f8i.h"
+#include "core/numerics.h"
 
 #ifdef F8_HAVE_BLAS
 /* Fortran BLAS, column-major; declared here so no cblas.h is needed. */

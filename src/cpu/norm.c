@@ -21,8 +21,8 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "f8i.h"
-#include "numerics.h"
+#include "core/f8i.h"
+#include "core/numerics.h"
 
 static inline float load(const void *p, f8_dtype dt, int64_t i)
 {

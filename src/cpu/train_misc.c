@@ -1,6 +1,6 @@
 /*
  * cpu/train_misc.c — the reference embedding, cross-entropy and AdamW step
- * (contracts in src/train_misc.h): plain loops, the oracle the CUDA backend is
+ * (contracts in src/train/train_misc.h): plain loops, the oracle the CUDA backend is
  * compared against.
  *
  * Design note. Like the other CPU ops, the reductions pick the most accurate
@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "train_misc.h"
+#include "train/train_misc.h"
 
 static inline float load(const void *p, int dt, int64_t i)
 {

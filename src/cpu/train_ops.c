@@ -1,5 +1,5 @@
 /* cpu/train_ops.c — the CPU backend's train_op: dispatch by family. */
-#include "train_ops.h"
+#include "train/train_ops.h"
 
 f8_status f8i_cpu_train_op(f8_ctx *ctx, int kind, const void *args, size_t args_size)
 {

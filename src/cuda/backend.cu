@@ -25,7 +25,7 @@
 #include <stdlib.h>
 
 #include "cuda_state.cuh"
-#include "train_ops.h"
+#include "train/train_ops.h"
 
 /* ------------------------------------------------------------------------ */
 /* Kernel                                                                    */

@@ -7,7 +7,7 @@
 
 #include <cuda_runtime.h>
 
-#include "f8i.h"
+#include "core/f8i.h"
 
 typedef struct f8i_gemm_cache f8i_gemm_cache; /* owned by gemm.cu */
 

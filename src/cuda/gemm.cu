@@ -74,7 +74,7 @@
 #include <string.h>
 
 #include "cuda_state.cuh"
-#include "numerics.h"
+#include "core/numerics.h"
 
 #define GEMM_WORKSPACE_BYTES ((size_t)32 << 20) /* cuBLAS's advice for sm_90 */
 

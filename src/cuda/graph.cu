@@ -14,7 +14,7 @@
  * rather than instantiating an empty one. No kernels here.
  */
 #include "cuda_state.cuh"
-#include "graph.h"
+#include "core/graph.h"
 
 f8_status f8i_cuda_graph_begin(f8_ctx *ctx)
 {

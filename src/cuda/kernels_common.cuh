@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #include "cuda_state.cuh"
-#include "numerics.h"
+#include "core/numerics.h"
 
 /* Resident blocks per SM assumed when sizing grid-stride launches. */
 #define F8I_BLOCKS_PER_SM 8

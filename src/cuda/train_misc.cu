@@ -1,6 +1,6 @@
 /*
  * train_misc.cu — the misc training ops' dispatcher, and the token + position
- * embedding forward and backward (contracts in src/train_misc.h).
+ * embedding forward and backward (contracts in src/train/train_misc.h).
  *
  * Design note (backward, dwte). The gradient must be bitwise the same on every
  * run, the host may not read the token ids, and no memory may be allocated, so

@@ -15,9 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "norm.h"
-#include "state.h"
-#include "weight.h"
+#include "modules/norm.h"
+#include "modules/state.h"
+#include "modules/weight.h"
 
 enum { SLOT_INPUT = 0, SLOT_WEIGHT = 1 };
 enum { SLOT_GRAD_OUTPUT = 0 };

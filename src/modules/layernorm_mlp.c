@@ -26,9 +26,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "norm.h"
-#include "state.h"
-#include "weight.h"
+#include "modules/norm.h"
+#include "modules/state.h"
+#include "modules/weight.h"
 
 enum { GEMM1_INPUT = 0, GEMM1_WEIGHT = 1, GEMM2_INPUT = 3, GEMM2_WEIGHT = 4 };
 enum { GRAD_OUTPUT1 = 0, GRAD_OUTPUT2 = 2 };

@@ -22,8 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "state.h"
-#include "weight.h"
+#include "modules/state.h"
+#include "modules/weight.h"
 
 enum { SLOT_INPUT = 0, SLOT_WEIGHT = 1, SLOT_OUTPUT = 2 };
 enum { SLOT_GRAD_OUTPUT = 0, SLOT_GRAD_INPUT = 1 };

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "norm.h"
-#include "numerics.h"
+#include "modules/norm.h"
+#include "core/numerics.h"
 
 f8_status f8i_norm_config_check(f8_ctx *ctx, const char *fn, f8_norm kind, float eps)
 {

@@ -6,7 +6,7 @@
 #ifndef F8_MODULES_NORM_H
 #define F8_MODULES_NORM_H
 
-#include "f8i.h"
+#include "core/f8i.h"
 
 typedef struct f8i_norm {
     void *pblock, *gblock;  /* gamma, beta | dgamma, dbeta (each (cols) param dtype) */

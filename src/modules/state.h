@@ -6,8 +6,8 @@
 #ifndef F8_MODULES_STATE_H
 #define F8_MODULES_STATE_H
 
-#include "norm.h"
-#include "weight.h"
+#include "modules/norm.h"
+#include "modules/weight.h"
 
 typedef struct f8i_module_state {
     f8_ctx *ctx;

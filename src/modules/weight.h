@@ -14,7 +14,7 @@
 #ifndef F8_MODULES_WEIGHT_H
 #define F8_MODULES_WEIGHT_H
 
-#include "qtensor.h"
+#include "core/qtensor.h"
 
 typedef struct f8i_weight {
     void *pblock;      /* parameters: w (unless FP8 primary), b, ones */

@@ -6,7 +6,7 @@
 #ifndef F8_SAFETENSORS_H
 #define F8_SAFETENSORS_H
 
-#include "checkpoint.h"
+#include "io/checkpoint.h"
 
 /* Largest header accepted (the reference implementation's limit). */
 #define F8I_ST_MAX_HEADER 100000000u

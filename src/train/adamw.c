@@ -28,8 +28,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "checkpoint.h"
-#include "train_misc.h"
+#include "io/checkpoint.h"
+#include "train/train_misc.h"
 
 typedef struct param_rec {
     f8_tensor param, grad;

@@ -11,7 +11,7 @@
  */
 #include <stdlib.h>
 
-#include "qtensor.h"
+#include "core/qtensor.h"
 
 static int fp8_dtype(f8_dtype dt) { return dt == F8_DTYPE_E4M3 || dt == F8_DTYPE_E5M2; }
 

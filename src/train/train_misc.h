@@ -7,14 +7,14 @@
  *
  * Args hold only pointers to backend memory and scalars: the graph recorder
  * copies the bytes of an args struct and replays them later. Validation
- * happens above (src/train_misc.c, src/adamw.c); ops may assume well-formed
+ * happens above (src/train/train_misc.c, src/train/adamw.c); ops may assume well-formed
  * arguments. Included from C and CUDA.
  */
 #ifndef F8_TRAIN_MISC_H
 #define F8_TRAIN_MISC_H
 
-#include "numerics.h"
-#include "train_ops.h"
+#include "core/numerics.h"
+#include "train/train_ops.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "safetensors.h"
+#include "io/safetensors.h"
 
 static const char *const dtype_names[F8I_CK_DTYPE_COUNT] = {"F32", "BF16", "F8_E4M3", "F8_E5M2", "I32", "I64", "U8"};
 static const size_t dtype_sizes[F8I_CK_DTYPE_COUNT] = {4, 2, 1, 1, 4, 8, 1};

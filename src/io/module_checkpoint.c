@@ -14,9 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "checkpoint.h"
-#include "numerics.h"
-#include "state.h"
+#include "io/checkpoint.h"
+#include "core/numerics.h"
+#include "modules/state.h"
 
 #define NAME_MAX_LEN 512
 

@@ -7,7 +7,7 @@
 #include <float.h>
 #include <math.h>
 
-#include "f8i.h"
+#include "core/f8i.h"
 
 f8_recipe f8_recipe_default(void)
 {

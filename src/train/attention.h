@@ -46,7 +46,7 @@
 #ifndef F8_ATTENTION_H
 #define F8_ATTENTION_H
 
-#include "train_ops.h"
+#include "train/train_ops.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -33,7 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "graph.h"
+#include "core/graph.h"
 
 /* One recorded backend op (CPU capture): its kind and a copy of its args. */
 typedef enum op_kind {

@@ -11,7 +11,7 @@
 #ifndef F8_CHECKPOINT_H
 #define F8_CHECKPOINT_H
 
-#include "f8i.h"
+#include "core/f8i.h"
 
 /* Dtypes a checkpoint stores (safetensors names "F32", "BF16", "F8_E4M3",
  * "F8_E5M2", "I32", "I64", "U8"). Only the first four map to an f8_dtype. */

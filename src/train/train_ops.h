@@ -7,7 +7,7 @@
 #ifndef F8_TRAIN_OPS_H
 #define F8_TRAIN_OPS_H
 
-#include "f8i.h"
+#include "core/f8i.h"
 
 #ifdef __cplusplus
 extern "C" {

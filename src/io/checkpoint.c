@@ -23,8 +23,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "checkpoint.h"
-#include "safetensors.h"
+#include "io/checkpoint.h"
+#include "io/safetensors.h"
 
 typedef struct entry {
     f8i_ck_entry pub;    /* pub.name points at name[], pub.data at data */

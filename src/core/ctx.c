@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "f8i.h"
-#include "numerics.h"
+#include "core/f8i.h"
+#include "core/numerics.h"
 
 f8_status f8i_error(f8_ctx *ctx, f8_status status, const char *fmt, ...)
 {

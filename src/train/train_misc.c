@@ -7,12 +7,12 @@
  * the checks happen here, on the host, from the views alone (token and target
  * ids are device data the host never reads: an id out of range is defined
  * behaviour, not an error). Then one train_op carries an args struct of
- * pointers and scalars to the backend (src/train_misc.h has the contracts).
+ * pointers and scalars to the backend (src/train/train_misc.h has the contracts).
  */
 #include <stdint.h>
 #include <stdio.h>
 
-#include "train_misc.h"
+#include "train/train_misc.h"
 
 static int real_dtype(f8_dtype dt) { return dt == F8_DTYPE_FP32 || dt == F8_DTYPE_BF16; }
 

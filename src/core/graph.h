@@ -6,7 +6,7 @@
 #ifndef F8_GRAPH_H
 #define F8_GRAPH_H
 
-#include "f8i.h"
+#include "core/f8i.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -4,7 +4,7 @@
 #ifndef F8_QTENSOR_H
 #define F8_QTENSOR_H
 
-#include "f8i.h"
+#include "core/f8i.h"
 
 struct f8_qtensor {
     f8_ctx *ctx;

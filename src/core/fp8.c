@@ -4,7 +4,7 @@
  * the host API, the CPU backend and the CUDA kernels share one arithmetic.
  */
 #include "f8.h"
-#include "numerics.h"
+#include "core/numerics.h"
 
 const char *f8_status_string(f8_status status)
 {

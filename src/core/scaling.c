@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "f8i.h"
+#include "core/f8i.h"
 
 static size_t dir_floats(int history_len, int cap) { return (size_t)cap * ((size_t)history_len + 2); }
 

@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attention.h"
+#include "train/attention.h"
 
 struct f8_attention {
     f8_ctx *ctx;

@@ -7,7 +7,7 @@
 
 #include <stdarg.h>
 
-#include "backend.h"
+#include "core/backend.h"
 #include "f8.h"
 
 #ifdef __cplusplus
