@@ -646,7 +646,7 @@ int main(int argc, char **argv)
     bench_json(&log, "{\"bench\":\"copy\",\"bytes\":%.0f,\"gbps\":%.1f}", 2.0 * (1u << 30), copy);
 
     /* the reductions (dgamma/dbeta, dbias) work in ctx scratch a module would reserve */
-    BENCH_F8(ctx, f8i_scratch_reserve(ctx, f8i_reduce_scratch_bytes(8192, 32768)));
+    BENCH_F8(ctx, f8i_scratch_reserve(ctx, f8i_reduce_workspace_bytes(8192, 32768)));
 #define NF(rms_, v_) {.name = "norm_fwd_fp8", .op = K_NORM_FWD, .rms = rms_, .rows = 8192, .cols = 4096, .variant = v_}
 #define NB(rms_, b_) {.name = "norm_bwd", .op = K_NORM_BWD, .rms = rms_, .rows = 8192, .cols = 4096, .bf16_dy = b_}
 #define AF(act_, t_) {.name = "act_fwd_fp8", .op = K_ACT_FWD, .act = act_, .rows = 8192, .cols = 16384, .with_t = t_}

@@ -1040,7 +1040,7 @@ int main(void)
      * module reserves when created; this test calls the backend directly, so
      * it reserves for its largest case (2048 rows, 8192 gated columns). */
     for (int i = 0; i < 2; i++)
-        CHECK_OK(e.ctx[i], f8i_scratch_reserve(e.ctx[i], f8i_reduce_scratch_bytes(2333, 8192)));
+        CHECK_OK(e.ctx[i], f8i_scratch_reserve(e.ctx[i], f8i_reduce_workspace_bytes(2333, 8192)));
 
     if (e.quick) printf("%s: F8_TEST_QUICK: large shapes left out\n", name);
     test_norm_fwd(&e);

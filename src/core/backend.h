@@ -49,6 +49,8 @@ typedef struct f8i_cast_args {
     f8_dtype dbias_dtype;
     int dbias_accumulate;
     const float *noop;    /* scalar or NULL */
+    void *workspace;      /* dbias only: f8i_reduce_workspace_bytes(rows, cols) bytes */
+    size_t workspace_bytes;
 } f8i_cast_args;
 
 /* GEMM in row-major terms: D[m, n] = alpha · Σ_k A(m, k) · B(n, k) (+ bias[n])
@@ -98,11 +100,10 @@ typedef struct f8i_scale_update_args {
                             history/scale/scale_inv (ld wide); NULL = columns 0..count-1 */
 } f8i_scale_update_args;
 
-/* Room an op that reduces over rows (cast's dbias, norm_bwd's dgamma/dbeta)
- * may use at the start of ctx->scratch as a temporary: one FP32 per column
- * per 16-row group, twice, rounded up. Modules reserve it at creation and keep
- * their own scratch buffers after it. */
-static inline size_t f8i_reduce_scratch_bytes(int64_t rows, int64_t cols)
+/* The workspace an op that reduces over rows (cast's and act_bwd's dbias,
+ * norm_bwd's dgamma/dbeta) takes in its args: one FP32 per column per 16-row
+ * group, twice, rounded up; enough for every backend. */
+static inline size_t f8i_reduce_workspace_bytes(int64_t rows, int64_t cols)
 {
     size_t b = (size_t)((rows + 15) / 16) * (size_t)cols * 2 * sizeof(float) + 512;
     return (b + 255u) & ~(size_t)255u;
@@ -148,7 +149,7 @@ typedef struct f8i_norm_fwd_args {
  *   dgamma[c] (+)= Σ_rows dy · xhat;  dbeta[c] (+)= Σ_rows dy (LayerNorm; dbeta may be NULL)
  * dy, x FP32/BF16 [rows, cols]; dx FP32/BF16 (may be NULL); dgamma/dbeta in
  * param_dtype, accumulated when accumulate != 0 (else overwritten). May use
- * ctx->scratch[0, f8i_reduce_scratch_bytes(rows, cols)). */
+ * ctx->scratch[0, f8i_reduce_workspace_bytes(rows, cols)). */
 typedef struct f8i_norm_bwd_args {
     const void *dy;
     f8_dtype dy_dtype;
@@ -163,6 +164,8 @@ typedef struct f8i_norm_bwd_args {
     f8_dtype dx_dtype;
     void *dgamma, *dbeta;
     int accumulate;
+    void *workspace;      /* f8i_reduce_workspace_bytes(rows, cols) bytes */
+    size_t workspace_bytes;
 } f8i_norm_bwd_args;
 
 /* Activation forward: x [rows, cols_in] → v [rows, cols], cols_in = cols, or
@@ -190,7 +193,7 @@ typedef struct f8i_act_fwd_args {
  * Outputs, any subset: dx (FP32/BF16 [rows, cols_in]) stores d; and the fused
  * cast of d exactly as f8i_cast_args says (out [rows, cols_in], out_t
  * [cols_in, rows], *amax, *scale_inv, dbias [cols_in] with dbias_accumulate),
- * which may use ctx->scratch[0, f8i_reduce_scratch_bytes(rows, cols_in)). */
+ * which may use ctx->scratch[0, f8i_reduce_workspace_bytes(rows, cols_in)). */
 typedef struct f8i_act_bwd_args {
     f8_activation act;
     const void *x;
@@ -208,6 +211,8 @@ typedef struct f8i_act_bwd_args {
     void *dbias;
     f8_dtype dbias_dtype;
     int dbias_accumulate;
+    void *workspace;      /* dbias only: f8i_reduce_workspace_bytes(rows, cols_in) bytes */
+    size_t workspace_bytes;
 } f8i_act_bwd_args;
 
 typedef struct f8i_backend {

@@ -650,7 +650,7 @@ static act_bwd_src<ACT, XBF16, DYBF16, V> bwd_src(const act_job *j)
 template <int ACT, int XBF16, int DYBF16>
 static f8_status launch_bwd_tile(f8_ctx *ctx, act_job *j)
 {
-    const char *op = "activation backward", *reserve = "f8i_reduce_scratch_bytes";
+    const char *op = "activation backward", *reserve = "f8i_reduce_workspace_bytes";
     cast_tile_params *t = &j->tile;
     if constexpr (act_bwd_vec8<ACT, XBF16, DYBF16>()) {
         t->w_out = t->out != NULL ? access_width(t->out, t->cols, 8) : 1;
@@ -672,7 +672,7 @@ static f8_status launch_fwd_tile(f8_ctx *ctx, act_job *j)
     j->tile.w_out = j->tile.out != NULL ? access_width(j->tile.out, j->tile.cols, src.VEC) : 1;
     const int full_src = j->w_x >= act_fwd_src<ACT, XBF16>::VEC * (XBF16 ? 2 : 4);
     return cast_tile_launch(ctx, &j->tile, src, j->e5m2, full_src, "activation forward",
-                            "f8i_reduce_scratch_bytes");
+                            "f8i_reduce_workspace_bytes");
 }
 
 template <int ACT, int XBF16, int DYBF16>

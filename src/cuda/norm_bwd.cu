@@ -41,7 +41,7 @@
  *    rounding step are the register kernel's, so the bits are too (the
  *    comments at each difference say why): about 26 instructions an element.
  * With at most one row block per BWD_MIN_ROWS = 16 rows, the partials,
- * [2, row_blocks, cols] FP32, fit in f8i_reduce_scratch_bytes. Products and
+ * [2, row_blocks, cols] FP32, fit in f8i_reduce_workspace_bytes. Products and
  * sums are FP32 (the register kernel accumulates Σ g·dy·xhat, Σ dy·xhat with
  * fmaf); the elementwise dx follows the CPU oracle's order (src/cpu/norm.c).
  */
@@ -59,7 +59,7 @@
 #define BWD_MIN_BLOCKS(NV) ((NV) == 1 ? 2 : 1)
 
 static_assert(BWD_THREADS % 32 == 0 && BWD_THREADS <= 1024 && BWD_THREADS / 32 <= 32, "whole warps, one block");
-static_assert(BWD_MIN_ROWS >= 16, "f8i_reduce_scratch_bytes counts one partial row per 16 rows");
+static_assert(BWD_MIN_ROWS >= 16, "f8i_reduce_workspace_bytes counts one partial row per 16 rows");
 
 typedef struct norm_bwd_params {
     const void *dy, *x;        /* (rows, cols) FP32 or BF16 */
@@ -567,7 +567,7 @@ f8_status f8i_cuda_norm_bwd(f8_ctx *ctx, const f8i_norm_bwd_args *a)
         if (ctx->scratch == NULL || ctx->scratch_bytes < need)
             return f8i_error(ctx, F8_ERR_STATE,
                              "norm backward of [%lld, %lld] needs %zu bytes of ctx scratch, %zu reserved "
-                             "(reserve f8i_reduce_scratch_bytes at creation)",
+                             "(reserve f8i_reduce_workspace_bytes at creation)",
                              (long long)rows, (long long)cols, need, ctx->scratch_bytes);
         p.partial = (float *)ctx->scratch;
         p.w_part = access_width(p.partial, cols * 4, 16);

@@ -121,7 +121,7 @@ f8_status f8_layernorm_linear_create(f8_ctx *ctx, const f8_layernorm_linear_conf
     if (st == F8_OK) {
         /* forward without saved: a saved block's worth; backward: G8, G8ᵀ,
          * scale_inv, dln and a converted dln_out (FP32), the transposed norm output */
-        m->reduce_bytes = f8i_reduce_scratch_bytes(T, N > K ? N : K);
+        m->reduce_bytes = f8i_reduce_workspace_bytes(T, N > K ? N : K);
         size_t fwd = saved_bytes(m) + f8i_align256((size_t)(T * K) * 4);
         size_t bwd = 2 * f8i_align256((size_t)(T * N)) + 256 + 2 * f8i_align256((size_t)(T * K) * 4) +
                      f8i_align256((size_t)(T * K));

@@ -153,7 +153,7 @@ f8_status f8_layernorm_mlp_create(f8_ctx *ctx, const f8_layernorm_mlp_config *co
          * backward: dln, G8, G8ᵀ, da (param dtype with FP8, else FP32), D8,
          * D8ᵀ (or d in param dtype), ln8ᵀ, scale_invs: bounded by FP32 sizes */
         const int64_t F1 = m->f1;
-        m->reduce_bytes = f8i_reduce_scratch_bytes(T, F1 > H ? F1 : H);
+        m->reduce_bytes = f8i_reduce_workspace_bytes(T, F1 > H ? F1 : H);
         size_t fwd = saved_place(m, NULL, NULL);
         size_t bwd = 2 * f8i_align256((size_t)(T * H)) + f8i_align256((size_t)(T * F) * 4) +
                      2 * f8i_align256((size_t)(T * F1) * 4) + f8i_align256((size_t)(T * H) * 4) +

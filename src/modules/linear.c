@@ -101,7 +101,7 @@ f8_status f8_linear_create(f8_ctx *ctx, const f8_linear_config *config, f8_linea
     }
     if (st == F8_OK && config->fp8) {
         /* forward: X8 + its scale_inv; backward: reduction prefix, G8, G8ᵀ, scale_inv */
-        l->reduce_bytes = f8i_reduce_scratch_bytes(T, N);
+        l->reduce_bytes = f8i_reduce_workspace_bytes(T, N);
         size_t fwd = f8i_align256((size_t)(T * K)) + 256;
         size_t bwd = l->reduce_bytes + 2 * f8i_align256((size_t)(T * N)) + 256;
         st = f8i_scratch_reserve(ctx, fwd > bwd ? fwd : bwd);
