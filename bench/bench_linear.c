@@ -1,5 +1,5 @@
 /*
- * bench_linear.c — f8_linear forward and forward+backward, FP8 and BF16
+ * bench_linear.c — f8_module forward and forward+backward, FP8 and BF16
  * (param_dtype BF16, BF16 x/y/dy/dx; FP8 on or off, microbatch NONE so the
  * weight is cast every forward, bias on), at (tokens, in, out) =
  * (64,1024,1024), (512,1024,1024), (2048,4096,4096), (8192,8192,8192).
@@ -107,8 +107,8 @@ static void tap_remove(f8_ctx *ctx) { ctx->be = g_tap.real; }
 typedef struct larg {
     f8_ctx *ctx;
     int fp8, backward, nmod;
-    f8_linear *lin[MAX_MOD];
-    f8_linear_saved *saved[MAX_MOD];
+    f8_module *lin[MAX_MOD];
+    f8_saved *saved[MAX_MOD];
     f8_tensor x[MAX_MOD], y[MAX_MOD], dy[MAX_MOD], dx[MAX_MOD];
     f8i_gemm_args rec[2][MAX_MOD][MAX_REC]; /* [backward][module]: the GEMMs one call issued */
     int nrec[2][MAX_MOD];
@@ -119,8 +119,8 @@ static void layer_call(void *p, int i)
 {
     larg *l = p;
     int m = i % l->nmod;
-    BENCH_F8(l->ctx, f8_linear_forward(l->lin[m], &l->x[m], &l->y[m], F8_MICROBATCH_NONE, l->saved[m]));
-    if (l->backward) BENCH_F8(l->ctx, f8_linear_backward(l->lin[m], l->saved[m], &l->dy[m], &l->dx[m]));
+    BENCH_F8(l->ctx, f8_module_forward(l->lin[m], &l->x[m], &l->y[m], F8_MICROBATCH_NONE, l->saved[m]));
+    if (l->backward) BENCH_F8(l->ctx, f8_module_backward(l->lin[m], l->saved[m], &l->dy[m], &l->dx[m]));
 }
 
 /* The forward of module 0 while the stream is captured: a failing call must
@@ -129,7 +129,7 @@ static void capture_call(void *p, int i)
 {
     larg *l = p;
     (void)i;
-    f8_status st = f8_linear_forward(l->lin[0], &l->x[0], &l->y[0], F8_MICROBATCH_NONE, l->saved[0]);
+    f8_status st = f8_module_forward(l->lin[0], &l->x[0], &l->y[0], F8_MICROBATCH_NONE, l->saved[0]);
     if (l->capture_status == F8_OK) l->capture_status = st;
 }
 
@@ -166,9 +166,9 @@ static lresult run_layer(f8_ctx *ctx, int64_t T, int64_t K, int64_t N, int fp8)
     for (int m = 0; m < l.nmod; m++) {
         cfg.seed = 1 + (uint64_t)m;
         BENCH_F8(ctx, f8_linear_create(ctx, &cfg, &l.lin[m]));
-        BENCH_F8(ctx, f8_linear_saved_create(l.lin[m], &l.saved[m]));
+        BENCH_F8(ctx, f8_module_saved_create(l.lin[m], &l.saved[m]));
         f8_tensor b;
-        BENCH_F8(ctx, f8_linear_bias(l.lin[m], &b));
+        BENCH_F8(ctx, f8_module_param(l.lin[m], F8_PARAM_BIAS, 0, &b));
         BENCH_CUDA((cudaError_t)bench_fill_random(stream, b.data, F8_DTYPE_BF16, N, 500 + (uint64_t)m, 0.1f));
         l.x[m] = rand_tensor(stream, T, K, 1000 + 4 * (uint64_t)m);
         l.dy[m] = rand_tensor(stream, T, N, 1001 + 4 * (uint64_t)m);
@@ -211,8 +211,8 @@ static lresult run_layer(f8_ctx *ctx, int64_t T, int64_t K, int64_t N, int fp8)
     for (int m = 0; m < l.nmod; m++) {
         f8_tensor *t[] = {&l.x[m], &l.y[m], &l.dy[m], &l.dx[m]};
         for (int j = 0; j < 4; j++) BENCH_CUDA(cudaFree(t[j]->data));
-        f8_linear_saved_destroy(l.saved[m]);
-        f8_linear_destroy(l.lin[m]);
+        f8_saved_destroy(l.saved[m]);
+        f8_module_destroy(l.lin[m]);
     }
     return r;
 }

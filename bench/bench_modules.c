@@ -1,5 +1,5 @@
 /*
- * bench_modules.c — the fused modules' kernels and f8_layernorm_mlp on the GPU.
+ * bench_modules.c — the fused modules' kernels and f8_module on the GPU.
  *
  * 1. Memory-bound kernels, called through the backend table (ctx->be) with the
  *    dtypes the modules use, against the measured device-to-device copy
@@ -19,7 +19,7 @@
  *    every output written once. Times: the per-call event pair and calls
  *    back to back (bench_util.h); GB/s and the verdict from the latter,
  *    since the event pair adds a few us that are not the kernel's.
- * 2. f8_layernorm_mlp forward and forward+backward at hidden 4096, ffn 16384,
+ * 2. f8_module forward and forward+backward at hidden 4096, ffn 16384,
  *    tokens 8192, GELU and SwiGLU (fc1 32768 wide), FP8 (param BF16) against
  *    the BF16 path (param BF16, fp8 = 0); x, y, dy, dx BF16; microbatch NONE,
  *    so each forward casts both weights; and FP8 once more with microbatch
@@ -45,7 +45,7 @@
  *
  * Usage: bench_modules [kernels] [norm] [gelu] [swiglu]   (no argument: all
  * three parts; `norm`: only the norm forward rows and its configurations;
- * `gelu`/`swiglu` select the f8_layernorm_mlp runs)
+ * `gelu`/`swiglu` select the f8_module runs)
  */
 #include "bench_util.h"
 #include "core/f8i.h"
@@ -408,8 +408,8 @@ static void run_norm_variants(f8_ctx *ctx, bench_log *log, double copy_gbps)
 
 typedef struct marg {
     f8_ctx *ctx;
-    f8_layernorm_mlp *mlp;
-    f8_layernorm_mlp_saved *saved;
+    f8_module *mlp;
+    f8_saved *saved;
     f8_tensor x, y, dy, dx;
     int backward;
     f8_microbatch mb; /* NONE: every forward casts both weights; NOT_FIRST: the cached workspaces */
@@ -421,8 +421,8 @@ static void mlp_call(void *p, int i)
 {
     marg *m = p;
     (void)i;
-    BENCH_F8(m->ctx, f8_layernorm_mlp_forward(m->mlp, &m->x, &m->y, m->mb, m->saved));
-    if (m->backward) BENCH_F8(m->ctx, f8_layernorm_mlp_backward(m->mlp, m->saved, &m->dy, &m->dx));
+    BENCH_F8(m->ctx, f8_module_forward(m->mlp, &m->x, &m->y, m->mb, m->saved));
+    if (m->backward) BENCH_F8(m->ctx, f8_module_backward(m->mlp, m->saved, &m->dy, &m->dx));
 }
 
 static void gemms_call(void *p, int i)
@@ -567,11 +567,11 @@ static mresult run_mlp(f8_ctx *ctx, int64_t T, int64_t H, int64_t F, f8_activati
     f8_layernorm_mlp_config cfg = f8_layernorm_mlp_config_default(H, F);
     cfg.activation = act, cfg.param_dtype = F8_DTYPE_BF16, cfg.fp8 = fp8, cfg.max_tokens = T;
     BENCH_F8(ctx, f8_layernorm_mlp_create(ctx, &cfg, &m.mlp));
-    BENCH_F8(ctx, f8_layernorm_mlp_saved_create(m.mlp, &m.saved));
+    BENCH_F8(ctx, f8_module_saved_create(m.mlp, &m.saved));
     static const f8_param biases[2] = {F8_PARAM_FC1_BIAS, F8_PARAM_FC2_BIAS};
     for (int b = 0; b < 2; b++) { /* non-zero biases, as in training */
         f8_tensor v;
-        BENCH_F8(ctx, f8_layernorm_mlp_param(m.mlp, biases[b], 0, &v));
+        BENCH_F8(ctx, f8_module_param(m.mlp, biases[b], 0, &v));
         BENCH_CUDA((cudaError_t)bench_fill_random(stream, v.data, v.dtype, v.rows * v.cols, 40 + (uint64_t)b, 0.1f));
     }
     m.x = f8_tensor_make(bench_alloc_random(stream, F8_DTYPE_BF16, T * H, 50, 1.0f), F8_DTYPE_BF16, T, H);
@@ -614,8 +614,8 @@ static mresult run_mlp(f8_ctx *ctx, int64_t T, int64_t H, int64_t F, f8_activati
     if (fp8 && mb == F8_MICROBATCH_NONE) op_breakdown(ctx, &m, &r);
     f8_tensor *t[] = {&m.x, &m.y, &m.dy, &m.dx};
     for (int j = 0; j < 4; j++) BENCH_CUDA(cudaFree(t[j]->data));
-    f8_layernorm_mlp_saved_destroy(m.saved);
-    f8_layernorm_mlp_destroy(m.mlp);
+    f8_saved_destroy(m.saved);
+    f8_module_destroy(m.mlp);
     return r;
 }
 

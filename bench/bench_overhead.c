@@ -1,6 +1,6 @@
 /*
  * bench_overhead.c — what the host costs, eagerly and under f8 graphs: a
- * stack of 12 f8_linear layers [T, H] -> [T, H] (bias on, param_dtype BF16,
+ * stack of 12 f8_module layers [T, H] -> [T, H] (bias on, param_dtype BF16,
  * BF16 activations, microbatch NONE so every forward casts its weight), FP8
  * on and off, at (T, H) = (64, 1024) and (2048, 4096); plus one
  * LayerNormLinear (H -> H) and one LayerNormMLP (H -> 4H -> H, GELU) eagerly.
@@ -211,47 +211,47 @@ static void layer_create(f8_ctx *ctx, layer *l, kind k, int64_t T, int64_t H, in
     if (k == K_LINEAR) {
         f8_linear_config c = f8_linear_config_default(H, H);
         c.param_dtype = F8_DTYPE_BF16, c.fp8 = fp8, c.max_tokens = T, c.seed = seed;
-        BENCH_F8(ctx, f8_linear_create(ctx, &c, (f8_linear **)&l->mod));
-        BENCH_F8(ctx, f8_linear_saved_create(l->mod, (f8_linear_saved **)&l->saved));
+        BENCH_F8(ctx, f8_linear_create(ctx, &c, (f8_module **)&l->mod));
+        BENCH_F8(ctx, f8_module_saved_create(l->mod, (f8_saved **)&l->saved));
     } else if (k == K_LNLINEAR) {
         f8_layernorm_linear_config c = f8_layernorm_linear_config_default(H, H);
         c.param_dtype = F8_DTYPE_BF16, c.fp8 = fp8, c.max_tokens = T, c.seed = seed;
-        BENCH_F8(ctx, f8_layernorm_linear_create(ctx, &c, (f8_layernorm_linear **)&l->mod));
-        BENCH_F8(ctx, f8_layernorm_linear_saved_create(l->mod, (f8_layernorm_linear_saved **)&l->saved));
+        BENCH_F8(ctx, f8_layernorm_linear_create(ctx, &c, (f8_module **)&l->mod));
+        BENCH_F8(ctx, f8_module_saved_create(l->mod, (f8_saved **)&l->saved));
     } else {
         f8_layernorm_mlp_config c = f8_layernorm_mlp_config_default(H, 4 * H);
         c.param_dtype = F8_DTYPE_BF16, c.fp8 = fp8, c.max_tokens = T, c.seed = seed;
-        BENCH_F8(ctx, f8_layernorm_mlp_create(ctx, &c, (f8_layernorm_mlp **)&l->mod));
-        BENCH_F8(ctx, f8_layernorm_mlp_saved_create(l->mod, (f8_layernorm_mlp_saved **)&l->saved));
+        BENCH_F8(ctx, f8_layernorm_mlp_create(ctx, &c, (f8_module **)&l->mod));
+        BENCH_F8(ctx, f8_module_saved_create(l->mod, (f8_saved **)&l->saved));
     }
 }
 
 static void layer_destroy(layer *l)
 {
     if (l->k == K_LINEAR) {
-        f8_linear_saved_destroy(l->saved);
-        f8_linear_destroy(l->mod);
+        f8_saved_destroy(l->saved);
+        f8_module_destroy(l->mod);
     } else if (l->k == K_LNLINEAR) {
-        f8_layernorm_linear_saved_destroy(l->saved);
-        f8_layernorm_linear_destroy(l->mod);
+        f8_saved_destroy(l->saved);
+        f8_module_destroy(l->mod);
     } else {
-        f8_layernorm_mlp_saved_destroy(l->saved);
-        f8_layernorm_mlp_destroy(l->mod);
+        f8_saved_destroy(l->saved);
+        f8_module_destroy(l->mod);
     }
 }
 
 static f8_status layer_forward(layer *l, const f8_tensor *x, f8_tensor *y)
 {
-    if (l->k == K_LINEAR) return f8_linear_forward(l->mod, x, y, F8_MICROBATCH_NONE, l->saved);
+    if (l->k == K_LINEAR) return f8_module_forward(l->mod, x, y, F8_MICROBATCH_NONE, l->saved);
     if (l->k == K_LNLINEAR) return f8_layernorm_linear_forward(l->mod, x, y, NULL, F8_MICROBATCH_NONE, l->saved);
-    return f8_layernorm_mlp_forward(l->mod, x, y, F8_MICROBATCH_NONE, l->saved);
+    return f8_module_forward(l->mod, x, y, F8_MICROBATCH_NONE, l->saved);
 }
 
 static f8_status layer_backward(layer *l, const f8_tensor *dy, f8_tensor *dx)
 {
-    if (l->k == K_LINEAR) return f8_linear_backward(l->mod, l->saved, dy, dx);
+    if (l->k == K_LINEAR) return f8_module_backward(l->mod, l->saved, dy, dx);
     if (l->k == K_LNLINEAR) return f8_layernorm_linear_backward(l->mod, l->saved, dy, NULL, dx);
-    return f8_layernorm_mlp_backward(l->mod, l->saved, dy, dx);
+    return f8_module_backward(l->mod, l->saved, dy, dx);
 }
 
 /* n layers; act[i] is layer i's input, act[i + 1] its output; grad[i] the

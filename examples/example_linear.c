@@ -14,15 +14,15 @@ int main(void)
     }
     f8_linear_config lc = f8_linear_config_default(64, 32); /* in 64, out 32, FP8 on */
     lc.max_tokens = 16;
-    f8_linear *lin = NULL;
-    f8_linear_saved *saved = NULL;
+    f8_module *lin = NULL;
+    f8_saved *saved = NULL;
     float x[16 * 64], y[16 * 32], dy[16 * 32];
     for (int i = 0; i < 16 * 64; i++) x[i] = (float)((i * 37) % 17) / 8.0f - 1.0f;
     for (int i = 0; i < 16 * 32; i++) dy[i] = 0.01f;
 
     void *xb = NULL, *yb = NULL, *dyb = NULL;
     f8_status st = f8_linear_create(ctx, &lc, &lin);
-    if (st == F8_OK) st = f8_linear_saved_create(lin, &saved);
+    if (st == F8_OK) st = f8_module_saved_create(lin, &saved);
     if (st == F8_OK) st = f8_ctx_alloc(ctx, sizeof x, &xb);
     if (st == F8_OK) st = f8_ctx_alloc(ctx, sizeof y, &yb);
     if (st == F8_OK) st = f8_ctx_alloc(ctx, sizeof dy, &dyb);
@@ -32,9 +32,9 @@ int main(void)
     f8_tensor tx = f8_tensor_make(xb, F8_DTYPE_FP32, 16, 64);
     f8_tensor ty = f8_tensor_make(yb, F8_DTYPE_FP32, 16, 32);
     f8_tensor tdy = f8_tensor_make(dyb, F8_DTYPE_FP32, 16, 32);
-    if (st == F8_OK) st = f8_linear_forward(lin, &tx, &ty, F8_MICROBATCH_NONE, saved);
+    if (st == F8_OK) st = f8_module_forward(lin, &tx, &ty, F8_MICROBATCH_NONE, saved);
     if (st == F8_OK) st = f8_ctx_update_scales(ctx, F8_DIR_FORWARD);   /* after the forwards */
-    if (st == F8_OK) st = f8_linear_backward(lin, saved, &tdy, NULL); /* grads accumulate in lin */
+    if (st == F8_OK) st = f8_module_backward(lin, saved, &tdy, NULL); /* grads accumulate in lin */
     if (st == F8_OK) st = f8_ctx_update_scales(ctx, F8_DIR_BACKWARD); /* after the backwards */
     if (st == F8_OK) st = f8_ctx_download(ctx, y, yb, sizeof y);
     if (st != F8_OK)
@@ -45,8 +45,8 @@ int main(void)
     f8_ctx_free(ctx, xb);
     f8_ctx_free(ctx, yb);
     f8_ctx_free(ctx, dyb);
-    f8_linear_saved_destroy(saved);
-    f8_linear_destroy(lin);
+    f8_saved_destroy(saved);
+    f8_module_destroy(lin);
     f8_ctx_destroy(ctx);
     return st == F8_OK ? 0 : 1;
 }

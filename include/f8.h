@@ -366,58 +366,20 @@ int f8_qtensor_transpose_valid(const f8_qtensor *q);
 f8_status f8_qtensor_upload(f8_qtensor *q, const uint8_t *host_codes, float scale_inv);
 
 /* ------------------------------------------------------------------------ */
-/* Linear: y = x · Wᵀ + b                                                    */
+/* Modules: one interface for every layer                                    */
 /* ------------------------------------------------------------------------ */
 
-typedef struct f8_linear f8_linear;
-typedef struct f8_linear_saved f8_linear_saved;
+/* Every layer (Linear, LayerNormLinear, LayerNormMLP) is an f8_module: its
+ * own config and create below, then the same calls for all of them (as a
+ * torch.nn.Module has one interface whatever the layer). A module owns its
+ * parameters (FP32 or BF16 master weights, or FP8 primary weights), their
+ * gradients (or writes the weight gradient into a caller's main_grad), one
+ * FP8 workspace per weight and its scaling slots. */
+typedef struct f8_module f8_module;
 
-typedef struct f8_linear_config {
-    int64_t in_features;    /* K, >= 1 */
-    int64_t out_features;   /* N, >= 1 */
-    int bias;               /* 1: learnable bias [N]; default 1 */
-    f8_dtype param_dtype;   /* master weights: FP32 or BF16; default FP32 */
-    int fp8;                /* 1: FP8 GEMMs (E4M3 forward, recipe format backward); default 1 */
-    int fuse_wgrad_accumulation; /* 1: wgrad goes into the caller's FP32 main_grad; default 0 */
-    int fp8_weights;        /* 1: FP8 primary weight (TE's fp8_model_init): W is kept only in
-                               FP8, no copy in param_dtype; needs fp8; default 0. See
-                               "FP8 primary weights" below */
-    int64_t max_tokens;     /* largest T of any call (sizes scratch and saved state); default 4096 */
-    uint64_t seed;          /* weight init: N(0, 0.02^2) from this seed; bias 0; default 1 */
-} f8_linear_config;
-
-f8_linear_config f8_linear_config_default(int64_t in_features, int64_t out_features);
-
-/* Create a Linear: parameters W [N, K] and b [N] in param_dtype, their
- * gradients (zero), one FP8 weight workspace [N, K] with its transpose, and
- * 3 forward + 2 backward scaling slots (INPUT, WEIGHT, OUTPUT; GRAD_OUTPUT,
- * GRAD_INPUT). All memory is allocated here; forward and backward allocate
- * nothing. */
-f8_status f8_linear_create(f8_ctx *ctx, const f8_linear_config *config, f8_linear **linear);
-void f8_linear_destroy(f8_linear *linear);
-
-/* Views of the parameters and gradients (backend memory owned by the module).
- * Write the parameters through them (f8_ctx_upload) to load weights. */
-f8_status f8_linear_weight(f8_linear *linear, f8_tensor *weight);       /* [N, K] */
-f8_status f8_linear_bias(f8_linear *linear, f8_tensor *bias);           /* [1, N]; F8_ERR_STATE without bias */
-f8_status f8_linear_weight_grad(f8_linear *linear, f8_tensor *grad);    /* [N, K] */
-f8_status f8_linear_bias_grad(f8_linear *linear, f8_tensor *grad);      /* [1, N] */
-
-/* Slot i of a direction (forward: 0 INPUT, 1 WEIGHT, 2 OUTPUT; backward:
- * 0 GRAD_OUTPUT, 1 GRAD_INPUT). */
-f8_status f8_linear_slot(const f8_linear *linear, f8_direction direction, int i, f8_slot *slot);
-
-/* The FP8 weight workspace (owned by the module). */
-const f8_qtensor *f8_linear_weight_workspace(const f8_linear *linear);
-
-/* With fuse_wgrad_accumulation: the FP32 [N, K] buffer (backend memory, owned
- * by the caller, alive while used) that backward writes the weight gradient
- * into: overwritten (beta 0) when the forward ran with F8_MICROBATCH_FIRST,
- * accumulated (beta 1) otherwise. Without it: F8_ERR_STATE. */
-f8_status f8_linear_set_main_grad(f8_linear *linear, float *main_grad);
-
-/* Zero the module's weight and bias gradients. */
-f8_status f8_linear_zero_grad(f8_linear *linear);
+/* What one forward keeps for its backward: one per microbatch in flight,
+ * made from (and usable only with) one module. */
+typedef struct f8_saved f8_saved;
 
 /* How the forward treats the FP8 weight workspace (TE's is_first_microbatch):
  *   NONE      cast the weight every forward (the workspace is refreshed);
@@ -431,36 +393,122 @@ typedef enum f8_microbatch {
     F8_MICROBATCH_NOT_FIRST = 2
 } f8_microbatch;
 
-/* A saved-state object holds what one forward leaves for its backward (FP8:
- * the transposed FP8 input with its own scale_inv; FP8 off: a reference to
- * x, which the caller keeps unchanged until backward). One per microbatch in
- * flight; all memory allocated here, sized by config.max_tokens. */
-f8_status f8_linear_saved_create(f8_linear *linear, f8_linear_saved **saved);
-void f8_linear_saved_destroy(f8_linear_saved *saved);
+/* The parameters a module may have, named as TE's state dicts name them
+ * (f8_param_name). Linear and LayerNormLinear: WEIGHT [N, K], BIAS [1, N];
+ * LayerNormLinear and LayerNormMLP: LN_WEIGHT (gamma) [1, K], LN_BIAS (beta,
+ * LayerNorm only) [1, K]; LayerNormMLP: FC1_WEIGHT [F1, H] (F1 = ffn, 2·ffn
+ * gated), FC1_BIAS [1, F1], FC2_WEIGHT [H, ffn], FC2_BIAS [1, H]. */
+typedef enum f8_param {
+    F8_PARAM_WEIGHT = 0,
+    F8_PARAM_BIAS = 1,
+    F8_PARAM_LN_WEIGHT = 2,
+    F8_PARAM_LN_BIAS = 3,
+    F8_PARAM_FC1_WEIGHT = 4,
+    F8_PARAM_FC1_BIAS = 5,
+    F8_PARAM_FC2_WEIGHT = 6,
+    F8_PARAM_FC2_BIAS = 7
+} f8_param;
 
-/* Forward: y[T, N] = x[T, K] · Wᵀ (+ b).
- * [in] x: FP32 or BF16 (FP8 off: must equal param_dtype), T <= max_tokens.
- * [out] y: FP32 or BF16 [T, N].
+/* "weight", "bias", "layer_norm_weight", "layer_norm_bias", "fc1_weight",
+ * ...; "unknown" otherwise. Static string. */
+const char *f8_param_name(f8_param which);
+
+/* Free a module and all its memory. NULL is a no-op. Saved-state objects
+ * made from it must be destroyed first. */
+void f8_module_destroy(f8_module *module);
+
+/* View of a parameter (grad = 0) or of its gradient (grad = 1), backend
+ * memory owned by the module; write a parameter through it (f8_ctx_upload)
+ * to load weights. F8_ERR_INVALID_ARGUMENT for a parameter this kind of
+ * module does not have; F8_ERR_STATE for one this module was created without
+ * (bias = 0, or beta of an RMSNorm). The view of an FP8 primary weight is
+ * its FP8 data with its private scale_inv (read it; write it only through
+ * f8_module_write_weight). */
+f8_status f8_module_param(f8_module *module, f8_param which, int grad, f8_tensor *view);
+
+/* Slot i of a direction. Linear, LayerNormLinear: forward 0 INPUT, 1 WEIGHT,
+ * 2 OUTPUT; backward 0 GRAD_OUTPUT, 1 GRAD_INPUT. LayerNormMLP: forward
+ * GEMM1_INPUT, GEMM1_WEIGHT, GEMM1_OUTPUT, GEMM2_INPUT, GEMM2_WEIGHT,
+ * GEMM2_OUTPUT; backward GRAD_OUTPUT1, GRAD_INPUT1, GRAD_OUTPUT2,
+ * GRAD_INPUT2 (TE's order). */
+f8_status f8_module_slot(const f8_module *module, f8_direction direction, int i, f8_slot *slot);
+
+/* The FP8 workspace of a weight (WEIGHT, FC1_WEIGHT or FC2_WEIGHT), owned by
+ * the module; NULL for anything else. */
+const f8_qtensor *f8_module_weight_workspace(const f8_module *module, f8_param weight);
+
+/* With fuse_wgrad_accumulation: the FP32 buffer, the weight's shape (backend
+ * memory, owned by the caller, alive while used), that backward writes that
+ * weight's gradient into: overwritten (beta 0) when the forward ran with
+ * F8_MICROBATCH_FIRST, accumulated (beta 1) otherwise. Every weight of the
+ * module needs one before a backward. Without fuse_wgrad_accumulation:
+ * F8_ERR_STATE. */
+f8_status f8_module_set_main_grad(f8_module *module, f8_param weight, float *main_grad);
+
+/* Zero every parameter gradient of the module. */
+f8_status f8_module_zero_grad(f8_module *module);
+
+/* A saved-state object for this module (FP8: what backward needs of the
+ * forward in FP8, with the scale_invs it was cast with; FP8 off: those
+ * tensors in param_dtype). Sized by config.max_tokens: all memory is
+ * allocated here. */
+f8_status f8_module_saved_create(f8_module *module, f8_saved **saved);
+void f8_saved_destroy(f8_saved *saved); /* NULL is a no-op */
+
+/* Forward: y[T, out] = module(x[T, in]).
+ * [in] x: FP32 or BF16 (FP8 off: must equal param_dtype), T <= max_tokens;
+ *   kept unchanged by the caller until backward (FP8 off, and the norms,
+ *   read it there).
+ * [out] y: FP32 or BF16 [T, out].
  * [in,out] saved: NULL for inference (no backward); otherwise filled for
- *   f8_linear_backward.
- * FP8 on: x is cast (+transpose when saved) through the INPUT slot, the
- * weight workspace is handled per `microbatch`, and the GEMM is an FP8 TN GEMM
- * with fast accumulation whose operand scales are the operands' own
- * scale_invs. T = 0 is legal and writes nothing but the weight cast. */
-f8_status f8_linear_forward(f8_linear *linear, const f8_tensor *x, f8_tensor *y,
-                            f8_microbatch microbatch, f8_linear_saved *saved);
+ *   f8_module_backward.
+ * FP8 on: each GEMM input is cast through its INPUT slot (amax recorded, its
+ * own scale_inv written by the same kernel), each weight workspace is handled
+ * per `microbatch`, and the GEMMs are FP8 TN GEMMs with fast accumulation
+ * whose operand scales are the operands' own scale_invs. T = 0 is legal and
+ * writes nothing but the weight casts. A LayerNormLinear created with
+ * return_layernorm_output needs f8_layernorm_linear_forward. */
+f8_status f8_module_forward(f8_module *module, const f8_tensor *x, f8_tensor *y, f8_microbatch microbatch,
+                            f8_saved *saved);
 
 /* Backward of the forward that filled `saved`.
- * [in] dy: FP32 or BF16 [T, N] (FP8 off: must equal param_dtype).
- * [out] dx: FP32 or BF16 [T, K], or NULL to skip dgrad.
- * Gradients: dW = dyᵀ·x is accumulated (+=) into the module's weight gradient
- * (or written into main_grad per f8_linear_set_main_grad); db = Σ_rows dy is
- * accumulated into the bias gradient. FP8 on: dy is cast with its transpose
- * (and the bias gradient) through GRAD_OUTPUT, dgrad uses the weight
- * workspace's transpose and its own scale_inv, wgrad uses the saved FP8 input
- * transpose with the scale_inv it was cast with; both with split accumulation.
- * The saved state may be reused for another forward afterwards. */
-f8_status f8_linear_backward(f8_linear *linear, f8_linear_saved *saved, const f8_tensor *dy, f8_tensor *dx);
+ * [in] dy: FP32 or BF16 [T, out] (FP8 off: must equal param_dtype).
+ * [out] dx: FP32 or BF16 [T, in], or NULL to skip the input gradient.
+ * Every parameter gradient is accumulated (+=), the weight gradients into
+ * main_grad per f8_module_set_main_grad. FP8 on: dy is cast with its
+ * transpose (and the bias gradient) through GRAD_OUTPUT, dgrad uses the
+ * weight workspace's transpose and its own scale_inv, wgrad the saved FP8
+ * input transpose with the scale_inv it was cast with; both with split
+ * accumulation. The saved state may be reused for another forward after. */
+f8_status f8_module_backward(f8_module *module, f8_saved *saved, const f8_tensor *dy, f8_tensor *dx);
+
+/* ------------------------------------------------------------------------ */
+/* Linear: y = x · Wᵀ + b                                                    */
+/* ------------------------------------------------------------------------ */
+
+typedef struct f8_linear_config {
+    int64_t in_features;    /* K, in [1, 2^24] */
+    int64_t out_features;   /* N, in [1, 2^24] */
+    int bias;               /* 1: learnable bias [N]; default 1 */
+    f8_dtype param_dtype;   /* master weights: FP32 or BF16; default FP32 */
+    int fp8;                /* 1: FP8 GEMMs (E4M3 forward, recipe format backward); default 1 */
+    int fuse_wgrad_accumulation; /* 1: wgrad goes into the caller's FP32 main_grad; default 0 */
+    int fp8_weights;        /* 1: FP8 primary weight (TE's fp8_model_init): W is kept only in
+                               FP8, no copy in param_dtype; needs fp8; default 0. See
+                               "FP8 primary weights" below */
+    int64_t max_tokens;     /* largest T of any call (sizes workspaces and saved state); default 4096 */
+    uint64_t seed;          /* weight init: N(0, 0.02^2) from this seed; bias 0; default 1 */
+} f8_linear_config;
+/* Flags (bias, fp8, ...) must be 0 or 1. */
+
+f8_linear_config f8_linear_config_default(int64_t in_features, int64_t out_features);
+
+/* Create a Linear: parameters W [N, K] and b [N] in param_dtype, their
+ * gradients (zero), one FP8 weight workspace [N, K] with its transpose, and
+ * 3 forward + 2 backward scaling slots. All memory is allocated here;
+ * forward and backward allocate nothing. A create that fails leaves the ctx
+ * as it was (no slots registered, no memory held). */
+f8_status f8_linear_create(f8_ctx *ctx, const f8_linear_config *config, f8_module **module);
 
 /* ------------------------------------------------------------------------ */
 /* Norms and activations shared by the fused modules                         */
@@ -486,28 +534,13 @@ typedef enum f8_activation {
  * output features; 0 otherwise (and for unknown values). */
 int f8_activation_gated(f8_activation act);
 
-/* Which parameter (or its gradient) a module view names. */
-typedef enum f8_param {
-    F8_PARAM_WEIGHT = 0,    /* LayerNormLinear: [N, K] */
-    F8_PARAM_BIAS = 1,      /* LayerNormLinear: [1, N] */
-    F8_PARAM_LN_WEIGHT = 2, /* both: gamma [1, K] */
-    F8_PARAM_LN_BIAS = 3,   /* both: beta [1, K] (LayerNorm only) */
-    F8_PARAM_FC1_WEIGHT = 4, /* LayerNormMLP: [F1, H], F1 = ffn (2·ffn gated) */
-    F8_PARAM_FC1_BIAS = 5,  /* LayerNormMLP: [1, F1] */
-    F8_PARAM_FC2_WEIGHT = 6, /* LayerNormMLP: [H, ffn] */
-    F8_PARAM_FC2_BIAS = 7   /* LayerNormMLP: [1, H] */
-} f8_param;
-
 /* ------------------------------------------------------------------------ */
 /* LayerNormLinear: y = norm(x) · Wᵀ + b                                     */
 /* ------------------------------------------------------------------------ */
 
-typedef struct f8_layernorm_linear f8_layernorm_linear;
-typedef struct f8_layernorm_linear_saved f8_layernorm_linear_saved;
-
 typedef struct f8_layernorm_linear_config {
-    int64_t in_features;      /* K, >= 1 */
-    int64_t out_features;     /* N, >= 1 */
+    int64_t in_features;      /* K, in [1, 2^24] */
+    int64_t out_features;     /* N, in [1, 2^24] */
     int bias;                 /* default 1 */
     f8_norm normalization;    /* default F8_NORM_LAYERNORM */
     float eps;                /* default 1e-5 */
@@ -524,51 +557,31 @@ typedef struct f8_layernorm_linear_config {
 f8_layernorm_linear_config f8_layernorm_linear_config_default(int64_t in_features, int64_t out_features);
 
 /* Create: parameters (W, b, gamma, beta), their gradients (zero), one FP8
- * weight workspace, 3 forward + 2 backward slots (as f8_linear). With FP8 the
+ * weight workspace, 3 forward + 2 backward slots (as Linear). With FP8 the
  * norm kernel writes the GEMM input in FP8 directly (slot INPUT, amax of its
  * output) unless return_layernorm_output, where the norm output is high
  * precision and cast separately. All memory is allocated here. */
-f8_status f8_layernorm_linear_create(f8_ctx *ctx, const f8_layernorm_linear_config *config,
-                                     f8_layernorm_linear **module);
-void f8_layernorm_linear_destroy(f8_layernorm_linear *module);
+f8_status f8_layernorm_linear_create(f8_ctx *ctx, const f8_layernorm_linear_config *config, f8_module **module);
 
-/* View of a parameter (grad = 0) or of its gradient (grad = 1): WEIGHT,
- * BIAS, LN_WEIGHT, LN_BIAS. F8_ERR_INVALID_ARGUMENT for any other f8_param;
- * F8_ERR_STATE for one this module lacks (bias = 0, or beta of an RMSNorm). */
-f8_status f8_layernorm_linear_param(f8_layernorm_linear *module, f8_param which, int grad, f8_tensor *view);
-f8_status f8_layernorm_linear_slot(const f8_layernorm_linear *module, f8_direction direction, int i, f8_slot *slot);
-const f8_qtensor *f8_layernorm_linear_weight_workspace(const f8_layernorm_linear *module);
-f8_status f8_layernorm_linear_set_main_grad(f8_layernorm_linear *module, float *main_grad);
-f8_status f8_layernorm_linear_zero_grad(f8_layernorm_linear *module);
-f8_status f8_layernorm_linear_saved_create(f8_layernorm_linear *module, f8_layernorm_linear_saved **saved);
-void f8_layernorm_linear_saved_destroy(f8_layernorm_linear_saved *saved);
+/* f8_module_forward with the norm output: [out] ln_out [T, K] FP32 or BF16,
+ * norm(x), required with return_layernorm_output and NULL otherwise (then
+ * this is f8_module_forward). F8_ERR_INVALID_ARGUMENT on another kind of
+ * module. */
+f8_status f8_layernorm_linear_forward(f8_module *module, const f8_tensor *x, f8_tensor *y, f8_tensor *ln_out,
+                                      f8_microbatch microbatch, f8_saved *saved);
 
-/* Forward. [in] x [T, K] FP32 or BF16 (kept unchanged by the caller until
- * backward: the norm backward reads it). [out] y [T, N] FP32 or BF16.
- * [out] ln_out [T, K] FP32 or BF16: norm(x), required with
- * return_layernorm_output and NULL otherwise. microbatch and saved as
- * f8_linear_forward. FP8 off: x must be in param_dtype. */
-f8_status f8_layernorm_linear_forward(f8_layernorm_linear *module, const f8_tensor *x, f8_tensor *y,
-                                      f8_tensor *ln_out, f8_microbatch microbatch,
-                                      f8_layernorm_linear_saved *saved);
-
-/* Backward. [in] dy [T, N]; [in] dln_out [T, K] the gradient reaching the
- * returned norm output (return_layernorm_output only; NULL = zero); [out] dx
- * [T, K] or NULL. Gradients of W, b (as f8_linear), gamma and beta are
- * accumulated (+=). */
-f8_status f8_layernorm_linear_backward(f8_layernorm_linear *module, f8_layernorm_linear_saved *saved,
-                                       const f8_tensor *dy, const f8_tensor *dln_out, f8_tensor *dx);
+/* f8_module_backward with [in] dln_out [T, K], the gradient reaching the
+ * returned norm output (return_layernorm_output only; NULL = zero). */
+f8_status f8_layernorm_linear_backward(f8_module *module, f8_saved *saved, const f8_tensor *dy,
+                                       const f8_tensor *dln_out, f8_tensor *dx);
 
 /* ------------------------------------------------------------------------ */
 /* LayerNormMLP: y = fc2(act(fc1(norm(x))))                                 */
 /* ------------------------------------------------------------------------ */
 
-typedef struct f8_layernorm_mlp f8_layernorm_mlp;
-typedef struct f8_layernorm_mlp_saved f8_layernorm_mlp_saved;
-
 typedef struct f8_layernorm_mlp_config {
-    int64_t hidden_size;      /* H, >= 1 */
-    int64_t ffn_hidden_size;  /* F, >= 1 */
+    int64_t hidden_size;      /* H, in [1, 2^24] */
+    int64_t ffn_hidden_size;  /* F, in [1, 2^23] */
     int bias;                 /* fc1 and fc2 biases; default 1 */
     f8_norm normalization;    /* default F8_NORM_LAYERNORM */
     float eps;                /* default 1e-5 */
@@ -585,37 +598,13 @@ typedef struct f8_layernorm_mlp_config {
 f8_layernorm_mlp_config f8_layernorm_mlp_config_default(int64_t hidden_size, int64_t ffn_hidden_size);
 
 /* Create: gamma, beta, fc1 [F1, H] (+bias), fc2 [H, F] (+bias), gradients,
- * two FP8 weight workspaces (fc1, fc2), 6 forward + 4 backward slots (TE's
- * GEMM1_INPUT, GEMM1_WEIGHT, GEMM1_OUTPUT, GEMM2_INPUT, GEMM2_WEIGHT,
- * GEMM2_OUTPUT; GRAD_OUTPUT1, GRAD_INPUT1, GRAD_OUTPUT2, GRAD_INPUT2). With FP8
- * the norm writes fc1's FP8 input (GEMM1_INPUT) and the activation writes
- * fc2's FP8 input (GEMM2_INPUT), amax fused. */
-f8_status f8_layernorm_mlp_create(f8_ctx *ctx, const f8_layernorm_mlp_config *config, f8_layernorm_mlp **module);
-void f8_layernorm_mlp_destroy(f8_layernorm_mlp *module);
-
-/* View of LN_WEIGHT, LN_BIAS, FC1_WEIGHT, FC1_BIAS, FC2_WEIGHT, FC2_BIAS (grad = 0)
- * or of its gradient (grad = 1); errors as f8_layernorm_linear_param. */
-f8_status f8_layernorm_mlp_param(f8_layernorm_mlp *module, f8_param which, int grad, f8_tensor *view);
-f8_status f8_layernorm_mlp_slot(const f8_layernorm_mlp *module, f8_direction direction, int i, f8_slot *slot);
-/* which: 0 = fc1, 1 = fc2. */
-const f8_qtensor *f8_layernorm_mlp_weight_workspace(const f8_layernorm_mlp *module, int which);
-/* fc1_main_grad [F1, H], fc2_main_grad [H, F], FP32 backend memory. */
-f8_status f8_layernorm_mlp_set_main_grad(f8_layernorm_mlp *module, float *fc1_main_grad, float *fc2_main_grad);
-f8_status f8_layernorm_mlp_zero_grad(f8_layernorm_mlp *module);
-f8_status f8_layernorm_mlp_saved_create(f8_layernorm_mlp *module, f8_layernorm_mlp_saved **saved);
-void f8_layernorm_mlp_saved_destroy(f8_layernorm_mlp_saved *saved);
-
-/* Forward: x [T, H] (kept unchanged until backward) → y [T, H]. microbatch
- * applies to both weights. FP8 off: x in param_dtype. */
-f8_status f8_layernorm_mlp_forward(f8_layernorm_mlp *module, const f8_tensor *x, f8_tensor *y,
-                                   f8_microbatch microbatch, f8_layernorm_mlp_saved *saved);
-
-/* Backward: dy [T, H] → dx [T, H] (or NULL); all parameter gradients += .
- * With FP8 the two dgrad GEMMs' outputs (the gradients reaching the
- * activation and the norm) are in param_dtype, as TE keeps them in the
- * activation dtype: BF16 parameters round them to BF16 once. */
-f8_status f8_layernorm_mlp_backward(f8_layernorm_mlp *module, f8_layernorm_mlp_saved *saved, const f8_tensor *dy,
-                                    f8_tensor *dx);
+ * two FP8 weight workspaces (fc1, fc2), 6 forward + 4 backward slots. With
+ * FP8 the norm writes fc1's FP8 input (GEMM1_INPUT) and the activation writes
+ * fc2's FP8 input (GEMM2_INPUT), amax fused. microbatch applies to both
+ * weights. In backward with FP8 the two dgrad GEMMs' outputs (the gradients
+ * reaching the activation and the norm) are in param_dtype, as TE keeps them
+ * in the activation dtype: BF16 parameters round them to BF16 once. */
+f8_status f8_layernorm_mlp_create(f8_ctx *ctx, const f8_layernorm_mlp_config *config, f8_module **module);
 
 /* ------------------------------------------------------------------------ */
 /* FP8 primary weights (TE's fp8_model_init)                                 */
@@ -629,11 +618,11 @@ f8_status f8_layernorm_mlp_backward(f8_layernorm_mlp *module, f8_layernorm_mlp_s
  * the FP32 master weights itself and writes them back after each step:
  *
  *   optimizer step on your master copy;
- *   f8_linear_write_weight(l, &master)  (and every other FP8-weight module);
+ *   f8_module_write_weight(m, F8_PARAM_WEIGHT, &master)  (every FP8 weight);
  *   f8_ctx_update_weight_scales(ctx);
  *
  * The param view of such a weight is the FP8 data with its private
- * scale_inv (read it; write only through *_write_weight). The microbatch
+ * scale_inv (read it; write only through f8_module_write_weight). The microbatch
  * argument then only decides main_grad accumulation and whether the forward
  * fills the transpose (FIRST) or backward makes it lazily; in graph mode
  * (f8_ctx_set_weight_noop) every forward re-makes the transpose under the
@@ -646,10 +635,8 @@ f8_status f8_layernorm_mlp_backward(f8_layernorm_mlp *module, f8_layernorm_mlp_s
  *   Master weight in param_dtype: src is converted into it; the workspace is
  *     re-cast by the next forward whatever its microbatch (it is marked
  *     unfilled), so no forward uses values older than the write.
- * Asynchronous on the ctx stream. which (LayerNormMLP): 0 = fc1, 1 = fc2. */
-f8_status f8_linear_write_weight(f8_linear *linear, const f8_tensor *src);
-f8_status f8_layernorm_linear_write_weight(f8_layernorm_linear *module, const f8_tensor *src);
-f8_status f8_layernorm_mlp_write_weight(f8_layernorm_mlp *module, int which, const f8_tensor *src);
+ * Asynchronous on the ctx stream. weight: WEIGHT, FC1_WEIGHT or FC2_WEIGHT. */
+f8_status f8_module_write_weight(f8_module *module, f8_param weight, const f8_tensor *src);
 
 /* The post-optimizer scale update of TE (§2.4 of the spec): the fused
  * delayed-scaling update of f8_ctx_update_scales, over the forward slots of
@@ -690,9 +677,7 @@ typedef struct f8_memory_report {
  * from it that are alive, and its share of the scaling buffer (its slots'
  * (history_len + 2) floats each); scratch is counted only by the ctx. */
 f8_status f8_ctx_memory(const f8_ctx *ctx, f8_memory_report *report);
-f8_status f8_linear_memory(const f8_linear *linear, f8_memory_report *report);
-f8_status f8_layernorm_linear_memory(const f8_layernorm_linear *module, f8_memory_report *report);
-f8_status f8_layernorm_mlp_memory(const f8_layernorm_mlp *module, f8_memory_report *report);
+f8_status f8_module_memory(const f8_module *module, f8_memory_report *report);
 
 /* Counters since the ctx was created (host-side, cheap to read).
  *   allocations: backend allocations made (any object or f8_ctx_alloc);
@@ -836,23 +821,18 @@ int f8_checkpoint_has(const f8_checkpoint *checkpoint, const char *name);
 f8_status f8_checkpoint_set_metadata(f8_checkpoint *checkpoint, const char *key, const char *value);
 const char *f8_checkpoint_metadata(const f8_checkpoint *checkpoint, const char *key);
 
-/* Store a module's parameters and scaling state under prefix (synchronizes). */
-f8_status f8_checkpoint_add_linear(f8_checkpoint *checkpoint, const char *prefix, f8_linear *linear);
-f8_status f8_checkpoint_add_layernorm_linear(f8_checkpoint *checkpoint, const char *prefix,
-                                             f8_layernorm_linear *module);
-f8_status f8_checkpoint_add_layernorm_mlp(f8_checkpoint *checkpoint, const char *prefix, f8_layernorm_mlp *module);
+/* Store a module's parameters and scaling state under prefix (synchronizes).
+ * All or nothing: a name already in the checkpoint is refused before any
+ * entry is added. */
+f8_status f8_checkpoint_add_module(f8_checkpoint *checkpoint, const char *prefix, f8_module *module);
 
 /* Restore a module from the entries under prefix. Every entry is checked
  * (present, dtype, shape, recipe format) before anything is written: on any
  * error the module is unchanged. A module built with fp8_weights takes its
  * weight from an F8 entry with its scale_inv, or quantizes an FP32/BF16 one
- * (as *_write_weight); a high-precision module takes FP32/BF16 entries
+ * (as f8_module_write_weight); a high-precision module takes FP32/BF16 entries
  * converted to its param_dtype, or dequantizes an F8 one. */
-f8_status f8_checkpoint_restore_linear(const f8_checkpoint *checkpoint, const char *prefix, f8_linear *linear);
-f8_status f8_checkpoint_restore_layernorm_linear(const f8_checkpoint *checkpoint, const char *prefix,
-                                                 f8_layernorm_linear *module);
-f8_status f8_checkpoint_restore_layernorm_mlp(const f8_checkpoint *checkpoint, const char *prefix,
-                                              f8_layernorm_mlp *module);
+f8_status f8_checkpoint_restore_module(const f8_checkpoint *checkpoint, const char *prefix, f8_module *module);
 
 /* ------------------------------------------------------------------------ */
 /* Training building blocks: embedding, attention, cross-entropy, AdamW      */

@@ -17,9 +17,9 @@ static f8_status stack_save(stack *s, const char *path)
 {
     f8_checkpoint *ck = NULL;
     f8_status st = f8_checkpoint_create(s->ctx, &ck);
-    if (st == F8_OK) st = f8_checkpoint_add_linear(ck, "blocks.0.proj", s->lin);
-    if (st == F8_OK) st = f8_checkpoint_add_layernorm_linear(ck, "blocks.0.qkv", s->lnl);
-    if (st == F8_OK) st = f8_checkpoint_add_layernorm_mlp(ck, "blocks.0.mlp", s->mlp);
+    if (st == F8_OK) st = f8_checkpoint_add_module(ck, "blocks.0.proj", s->lin);
+    if (st == F8_OK) st = f8_checkpoint_add_module(ck, "blocks.0.qkv", s->lnl);
+    if (st == F8_OK) st = f8_checkpoint_add_module(ck, "blocks.0.mlp", s->mlp);
     for (int w = 0; w < 4 && st == F8_OK; w++) {
         if (!s->master[w]) continue;
         /* the optimizer's FP32 masters travel as the caller's own tensors */
@@ -40,9 +40,9 @@ static f8_status stack_load(stack *s, const char *path)
 {
     f8_checkpoint *ck = NULL;
     f8_status st = f8_checkpoint_load(s->ctx, path, &ck);
-    if (st == F8_OK) st = f8_checkpoint_restore_linear(ck, "blocks.0.proj", s->lin);
-    if (st == F8_OK) st = f8_checkpoint_restore_layernorm_linear(ck, "blocks.0.qkv", s->lnl);
-    if (st == F8_OK) st = f8_checkpoint_restore_layernorm_mlp(ck, "blocks.0.mlp", s->mlp);
+    if (st == F8_OK) st = f8_checkpoint_restore_module(ck, "blocks.0.proj", s->lin);
+    if (st == F8_OK) st = f8_checkpoint_restore_module(ck, "blocks.0.qkv", s->lnl);
+    if (st == F8_OK) st = f8_checkpoint_restore_module(ck, "blocks.0.mlp", s->mlp);
     for (int w = 0; w < 4 && st == F8_OK; w++) {
         if (!s->master[w]) continue;
         f8_tensor v;
@@ -68,9 +68,9 @@ static unsigned char *stack_slots(stack *s, size_t *bytes)
         for (int m = 0; m < 3; m++)
             for (int i = 0; i < counts[m]; i++) {
                 f8_slot sl;
-                if (m == 0) f8_linear_slot(s->lin, (f8_direction)d, i, &sl);
-                else if (m == 1) f8_layernorm_linear_slot(s->lnl, (f8_direction)d, i, &sl);
-                else f8_layernorm_mlp_slot(s->mlp, (f8_direction)d, i, &sl);
+                if (m == 0) f8_module_slot(s->lin, (f8_direction)d, i, &sl);
+                else if (m == 1) f8_module_slot(s->lnl, (f8_direction)d, i, &sl);
+                else f8_module_slot(s->mlp, (f8_direction)d, i, &sl);
                 float *f = (float *)p;
                 if (f8_slot_read(s->ctx, sl, f + L, f + L + 1, f) != F8_OK) die("slot read", s->ctx);
                 p += per;
@@ -155,7 +155,7 @@ static void test_checkpoint_fresh_and_cross(f8_ctx *ctx)
 {
     f8_linear_config lc = f8_linear_config_default(32, 48);
     lc.max_tokens = 16;
-    f8_linear *hp = NULL, *p8 = NULL, *back = NULL;
+    f8_module *hp = NULL, *p8 = NULL, *back = NULL;
     CHECK_OK(ctx, f8_linear_create(ctx, &lc, &hp));
     lc.fp8_weights = 1;
     lc.seed = 7;
@@ -167,16 +167,16 @@ static void test_checkpoint_fresh_and_cross(f8_ctx *ctx)
     f8_checkpoint *ck = NULL;
     CHECK_OK(ctx, f8_checkpoint_create(ctx, &ck));
     f8_tensor w, b;
-    f8_linear_weight(hp, &w);
-    f8_linear_bias(hp, &b);
+    f8_module_param(hp, F8_PARAM_WEIGHT, 0, &w);
+    f8_module_param(hp, F8_PARAM_BIAS, 0, &b);
     CHECK_OK(ctx, f8_checkpoint_add_tensor(ck, "l.weight", &w));
     CHECK_OK(ctx, f8_checkpoint_add_tensor(ck, "l.bias", &b));
     /* dirty p8's slots, then restore: fresh state */
     f8_slot ws;
-    f8_linear_slot(p8, F8_DIR_FORWARD, 1, &ws);
+    f8_module_slot(p8, F8_DIR_FORWARD, 1, &ws);
     float hist[1024] = {5.0f, 6.0f};
     CHECK_OK(ctx, f8_slot_write(ctx, ws, 2.0f, 0.5f, hist));
-    CHECK_OK(ctx, f8_checkpoint_restore_linear(ck, "l", p8));
+    CHECK_OK(ctx, f8_checkpoint_restore_module(ck, "l", p8));
     float sc, si;
     f8_slot_read(ctx, ws, &sc, &si, hist);
     CHECK(sc == 1.0f && si == 1.0f && hist[1] == 0.0f, "no FP8 state in the file: slots start fresh");
@@ -186,7 +186,7 @@ static void test_checkpoint_fresh_and_cross(f8_ctx *ctx)
     uint8_t *codes = (uint8_t *)xmalloc(n);
     f8_ctx_download(ctx, wh, w.data, n * 4);
     f8_tensor v8;
-    f8_linear_weight(p8, &v8);
+    f8_module_param(p8, F8_PARAM_WEIGHT, 0, &v8);
     f8_ctx_download(ctx, codes, v8.data, n);
     int bad = 0;
     for (int i = 0; i < n; i++) bad += codes[i] != f8_fp8_from_float(wh[i], F8_DTYPE_E4M3);
@@ -194,10 +194,10 @@ static void test_checkpoint_fresh_and_cross(f8_ctx *ctx)
     /* and back: an FP8 entry into a high-precision Linear is dequantized */
     f8_checkpoint *ck2 = NULL;
     CHECK_OK(ctx, f8_checkpoint_create(ctx, &ck2));
-    CHECK_OK(ctx, f8_checkpoint_add_linear(ck2, "q", p8));
-    CHECK_OK(ctx, f8_checkpoint_restore_linear(ck2, "q", back));
+    CHECK_OK(ctx, f8_checkpoint_add_module(ck2, "q", p8));
+    CHECK_OK(ctx, f8_checkpoint_restore_module(ck2, "q", back));
     f8_tensor wb;
-    f8_linear_weight(back, &wb);
+    f8_module_param(back, F8_PARAM_WEIGHT, 0, &wb);
     f8_ctx_download(ctx, wh, wb.data, n * 4);
     bad = 0;
     for (int i = 0; i < n; i++) bad += wh[i] != f8_fp8_to_float(codes[i], F8_DTYPE_E4M3);
@@ -206,9 +206,9 @@ static void test_checkpoint_fresh_and_cross(f8_ctx *ctx)
     free(codes);
     f8_checkpoint_destroy(ck);
     f8_checkpoint_destroy(ck2);
-    f8_linear_destroy(hp);
-    f8_linear_destroy(p8);
-    f8_linear_destroy(back);
+    f8_module_destroy(hp);
+    f8_module_destroy(p8);
+    f8_module_destroy(back);
 }
 
 /* Bad inputs: a module of another shape, a missing entry, a truncated file,
@@ -229,25 +229,25 @@ static void test_checkpoint_bad(f8_ctx *ctx, const char *path)
     /* another shape */
     f8_layernorm_mlp_config mc = f8_layernorm_mlp_config_default(c.H, c.F + 16);
     mc.max_tokens = c.T;
-    f8_layernorm_mlp *other = NULL;
+    f8_module *other = NULL;
     CHECK_OK(ctx, f8_layernorm_mlp_create(ctx, &mc, &other));
     f8_tensor g;
-    f8_layernorm_mlp_param(other, F8_PARAM_LN_WEIGHT, 0, &g);
+    f8_module_param(other, F8_PARAM_LN_WEIGHT, 0, &g);
     float before[64], after[64];
     f8_ctx_download(ctx, before, g.data, sizeof before);
-    CHECK_STATUS(ctx, f8_checkpoint_restore_layernorm_mlp(ck, "blocks.0.mlp", other), F8_ERR_SHAPE);
+    CHECK_STATUS(ctx, f8_checkpoint_restore_module(ck, "blocks.0.mlp", other), F8_ERR_SHAPE);
     f8_ctx_download(ctx, after, g.data, sizeof after);
     CHECK(memcmp(before, after, sizeof before) == 0, "a failed restore changed the module");
     /* a missing entry (wrong prefix), an RMSNorm module against a LayerNorm file */
-    CHECK_STATUS(ctx, f8_checkpoint_restore_layernorm_mlp(ck, "blocks.1.mlp", other), F8_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(ctx, f8_checkpoint_restore_module(ck, "blocks.1.mlp", other), F8_ERR_INVALID_ARGUMENT);
     mc = f8_layernorm_mlp_config_default(c.H, c.F);
     mc.max_tokens = c.T;
     mc.normalization = F8_NORM_RMSNORM;
-    f8_layernorm_mlp *rms = NULL;
+    f8_module *rms = NULL;
     CHECK_OK(ctx, f8_layernorm_mlp_create(ctx, &mc, &rms));
-    CHECK_STATUS(ctx, f8_checkpoint_restore_layernorm_mlp(ck, "blocks.0.mlp", rms), F8_ERR_INVALID_ARGUMENT);
-    f8_layernorm_mlp_destroy(rms);
-    f8_layernorm_mlp_destroy(other);
+    CHECK_STATUS(ctx, f8_checkpoint_restore_module(ck, "blocks.0.mlp", rms), F8_ERR_INVALID_ARGUMENT);
+    f8_module_destroy(rms);
+    f8_module_destroy(other);
     f8_checkpoint_destroy(ck);
     /* a recipe of another format in a ctx: E4M3 everywhere */
     f8_recipe r = f8_recipe_default();
@@ -259,10 +259,10 @@ static void test_checkpoint_bad(f8_ctx *ctx, const char *path)
         CHECK_OK(e4, f8_checkpoint_load(e4, path, &ck4));
         f8_linear_config lc = f8_linear_config_default(c.H, c.H);
         lc.max_tokens = c.T;
-        f8_linear *l4 = NULL;
+        f8_module *l4 = NULL;
         CHECK_OK(e4, f8_linear_create(e4, &lc, &l4));
-        CHECK_STATUS(e4, f8_checkpoint_restore_linear(ck4, "blocks.0.proj", l4), F8_ERR_INVALID_ARGUMENT);
-        f8_linear_destroy(l4);
+        CHECK_STATUS(e4, f8_checkpoint_restore_module(ck4, "blocks.0.proj", l4), F8_ERR_INVALID_ARGUMENT);
+        f8_module_destroy(l4);
         f8_checkpoint_destroy(ck4);
         f8_ctx_destroy(e4);
     }

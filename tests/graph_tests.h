@@ -4,7 +4,7 @@
  *
  *  - edges: end without begin, begin twice, an empty graph, NULL arguments,
  *    replay inside a capture, a ctx destroyed while capturing;
- *  - replay against eager: a quantize + f8_linear forward/backward + both
+ *  - replay against eager: a quantize + f8_module forward/backward + both
  *    scale updates, captured once and replayed over new inputs, bitwise equal
  *    to the same calls run eagerly on a second ctx built the same way (every
  *    output, gradient, workspace and slot), the capture itself issuing no
@@ -110,8 +110,8 @@ typedef struct seq {
     int fp8;
     f8_dtype adt; /* x, y, dy, dx: FP32 with FP8, else BF16 (= param_dtype) */
     int64_t T, K, N;
-    f8_linear *lin;
-    f8_linear_saved *saved;
+    f8_module *lin;
+    f8_saved *saved;
     f8_qtensor *q;
     f8_slot qslot;
     void *x, *xq, *y, *dy, *dx; /* backend buffers; xq FP32 [T, K] */
@@ -139,7 +139,7 @@ static void seq_create(seq *s, f8_ctx *ctx, int fp8)
     c.max_tokens = s->T;
     c.seed = 11;
     if (f8_linear_create(ctx, &c, &s->lin) != F8_OK) die("f8_linear_create", ctx);
-    if (f8_linear_saved_create(s->lin, &s->saved) != F8_OK) die("f8_linear_saved_create", ctx);
+    if (f8_module_saved_create(s->lin, &s->saved) != F8_OK) die("f8_module_saved_create", ctx);
     if (f8_ctx_slots_create(ctx, F8_DIR_FORWARD, 1, &s->qslot) != F8_OK) die("f8_ctx_slots_create", ctx);
     if (f8_qtensor_create(ctx, F8_DTYPE_E4M3, s->T, s->K, &s->q) != F8_OK) die("f8_qtensor_create", ctx);
     const size_t es = f8_dtype_size(s->adt);
@@ -158,8 +158,8 @@ static void seq_destroy(seq *s)
     f8_ctx_free(s->ctx, s->dy);
     f8_ctx_free(s->ctx, s->dx);
     f8_qtensor_destroy(s->q);
-    f8_linear_saved_destroy(s->saved);
-    f8_linear_destroy(s->lin);
+    f8_saved_destroy(s->saved);
+    f8_module_destroy(s->lin);
 }
 
 static void upload_values(f8_ctx *ctx, void *dst, f8_dtype dt, const float *v, size_t n)
@@ -201,8 +201,8 @@ static f8_status seq_run(seq *s)
     f8_tensor x = f8_tensor_make(s->x, s->adt, s->T, s->K), y = f8_tensor_make(s->y, s->adt, s->T, s->N);
     f8_tensor dy = f8_tensor_make(s->dy, s->adt, s->T, s->N), dx = f8_tensor_make(s->dx, s->adt, s->T, s->K);
     f8_status st = f8_qtensor_quantize(s->q, &xq, s->qslot, 1, NULL);
-    if (st == F8_OK) st = f8_linear_forward(s->lin, &x, &y, F8_MICROBATCH_NONE, s->saved);
-    if (st == F8_OK) st = f8_linear_backward(s->lin, s->saved, &dy, &dx);
+    if (st == F8_OK) st = f8_module_forward(s->lin, &x, &y, F8_MICROBATCH_NONE, s->saved);
+    if (st == F8_OK) st = f8_module_backward(s->lin, s->saved, &dy, &dx);
     if (st == F8_OK) st = f8_ctx_update_scales(s->ctx, F8_DIR_FORWARD);
     if (st == F8_OK) st = f8_ctx_update_scales(s->ctx, F8_DIR_BACKWARD);
     return st;
@@ -217,18 +217,18 @@ static void seq_snapshot(seq *s, gbuf *b)
     gbuf_tensor(b, ctx, &v);
     v = f8_tensor_make(s->dx, s->adt, s->T, s->K);
     gbuf_tensor(b, ctx, &v);
-    CHECK_OK(ctx, f8_linear_weight(s->lin, &v));
+    CHECK_OK(ctx, f8_module_param(s->lin, F8_PARAM_WEIGHT, 0, &v));
     gbuf_tensor(b, ctx, &v);
-    CHECK_OK(ctx, f8_linear_weight_grad(s->lin, &v));
+    CHECK_OK(ctx, f8_module_param(s->lin, F8_PARAM_WEIGHT, 1, &v));
     gbuf_tensor(b, ctx, &v);
-    CHECK_OK(ctx, f8_linear_bias_grad(s->lin, &v));
+    CHECK_OK(ctx, f8_module_param(s->lin, F8_PARAM_BIAS, 1, &v));
     gbuf_tensor(b, ctx, &v);
     gbuf_qtensor(b, ctx, s->q);
-    if (s->fp8) gbuf_qtensor(b, ctx, f8_linear_weight_workspace(s->lin));
+    if (s->fp8) gbuf_qtensor(b, ctx, f8_module_weight_workspace(s->lin, F8_PARAM_WEIGHT));
     for (int d = 0; d < 2; d++)
         for (int i = 0; i < (d ? 2 : 3); i++) {
             f8_slot sl;
-            CHECK_OK(ctx, f8_linear_slot(s->lin, (f8_direction)d, i, &sl));
+            CHECK_OK(ctx, f8_module_slot(s->lin, (f8_direction)d, i, &sl));
             gbuf_slot(b, ctx, sl);
         }
     gbuf_slot(b, ctx, s->qslot);
@@ -378,21 +378,21 @@ static void test_replay_vs_eager(f8_backend be, int fp8, const char *name)
 
 /* Host copy of the Linear's weight workspace (data, transpose, scale_inv)
  * and its weight slot (scale, scale_inv, history). */
-static void workspace_snapshot(f8_ctx *ctx, f8_linear *lin, gbuf *b)
+static void workspace_snapshot(f8_ctx *ctx, f8_module *lin, gbuf *b)
 {
     b->n = 0;
-    gbuf_qtensor(b, ctx, f8_linear_weight_workspace(lin));
+    gbuf_qtensor(b, ctx, f8_module_weight_workspace(lin, F8_PARAM_WEIGHT));
     f8_slot ws;
-    CHECK_OK(ctx, f8_linear_slot(lin, F8_DIR_FORWARD, 1, &ws));
+    CHECK_OK(ctx, f8_module_slot(lin, F8_DIR_FORWARD, 1, &ws));
     gbuf_slot(b, ctx, ws);
 }
 
-static void set_weight(f8_ctx *ctx, f8_linear *lin, float *w, size_t n, uint64_t seed)
+static void set_weight(f8_ctx *ctx, f8_module *lin, float *w, size_t n, uint64_t seed)
 {
     test_rng r = {seed};
     for (size_t i = 0; i < n; i++) w[i] = (float)(0.05 * rng_normal(&r));
     f8_tensor v;
-    CHECK_OK(ctx, f8_linear_weight(lin, &v));
+    CHECK_OK(ctx, f8_module_param(lin, F8_PARAM_WEIGHT, 0, &v));
     CHECK_OK(ctx, f8_ctx_upload(ctx, v.data, w, n * 4));
 }
 
@@ -408,13 +408,13 @@ static void test_noop_flag(f8_backend be)
     CHECK_OK(ctx, f8_ctx_set_weight_noop(ctx, 1));
     f8_tensor x = f8_tensor_make(s.x, s.adt, s.T, s.K), y = f8_tensor_make(s.y, s.adt, s.T, s.N);
     f8_tensor dy = f8_tensor_make(s.dy, s.adt, s.T, s.N), dx = f8_tensor_make(s.dx, s.adt, s.T, s.K);
-    CHECK_OK(ctx, f8_linear_forward(s.lin, &x, &y, F8_MICROBATCH_FIRST, s.saved)); /* fills the workspace */
-    CHECK_OK(ctx, f8_linear_backward(s.lin, s.saved, &dy, &dx));
+    CHECK_OK(ctx, f8_module_forward(s.lin, &x, &y, F8_MICROBATCH_FIRST, s.saved)); /* fills the workspace */
+    CHECK_OK(ctx, f8_module_backward(s.lin, s.saved, &dy, &dx));
 
     f8_graph *g = NULL;
     CHECK_OK(ctx, f8_graph_begin(ctx));
-    CHECK_OK(ctx, f8_linear_forward(s.lin, &x, &y, F8_MICROBATCH_NONE, s.saved));
-    CHECK_OK(ctx, f8_linear_backward(s.lin, s.saved, &dy, &dx));
+    CHECK_OK(ctx, f8_module_forward(s.lin, &x, &y, F8_MICROBATCH_NONE, s.saved));
+    CHECK_OK(ctx, f8_module_backward(s.lin, s.saved, &dy, &dx));
     CHECK_OK(ctx, f8_graph_end(ctx, &g));
 
     /* New master weight; flag 1: the workspace and its slot stay bitwise. */
@@ -428,12 +428,12 @@ static void test_noop_flag(f8_backend be)
 
     /* Flag 0: re-cast from the new weight, through the slot's scale. */
     f8_slot ws;
-    CHECK_OK(ctx, f8_linear_slot(s.lin, F8_DIR_FORWARD, 1, &ws));
+    CHECK_OK(ctx, f8_module_slot(s.lin, F8_DIR_FORWARD, 1, &ws));
     float scale = 0, hist[G_HIST];
     CHECK_OK(ctx, f8_slot_read(ctx, ws, &scale, NULL, hist));
     CHECK_OK(ctx, f8_ctx_set_noop_flag(ctx, 0.0f));
     CHECK_OK(ctx, f8_graph_replay(g));
-    const f8_qtensor *wq = f8_linear_weight_workspace(s.lin);
+    const f8_qtensor *wq = f8_module_weight_workspace(s.lin, F8_PARAM_WEIGHT);
     f8_tensor v, vt;
     CHECK_OK(ctx, f8_qtensor_data(wq, &v));
     CHECK_OK(ctx, f8_qtensor_transpose_data(wq, &vt));
@@ -460,7 +460,7 @@ static void test_noop_flag(f8_backend be)
     f8_graph *g2 = NULL;
     CHECK_OK(ctx, f8_graph_begin(ctx));
     CHECK_OK(ctx, f8_ctx_set_noop_flag(ctx, 1.0f));
-    CHECK_OK(ctx, f8_linear_forward(s.lin, &x, &y, F8_MICROBATCH_NONE, s.saved));
+    CHECK_OK(ctx, f8_module_forward(s.lin, &x, &y, F8_MICROBATCH_NONE, s.saved));
     CHECK_OK(ctx, f8_graph_end(ctx, &g2));
     CHECK_OK(ctx, f8_ctx_set_noop_flag(ctx, 0.0f));
     set_weight(ctx, s.lin, w, nw, 78);
@@ -632,28 +632,28 @@ static void test_counts(f8_backend be)
     /* A Linear's calls. */
     f8_linear_config lc = f8_linear_config_default(C, 64);
     lc.max_tokens = R;
-    f8_linear *lin = NULL;
-    f8_linear_saved *sv = NULL;
+    f8_module *lin = NULL;
+    f8_saved *sv = NULL;
     CHECK_OK(ctx, f8_linear_create(ctx, &lc, &lin));
-    CHECK_OK(ctx, f8_linear_saved_create(lin, &sv));
+    CHECK_OK(ctx, f8_module_saved_create(lin, &sv));
     void *y = g_alloc(ctx, (size_t)(R * 64) * 4);
     f8_tensor ty = f8_tensor_make(y, F8_DTYPE_FP32, R, 64), tdx = f8_tensor_make(b, F8_DTYPE_FP32, R, C);
     const int cuda = be == F8_BACKEND_CUDA;
-    COUNT_CALL(ctx, f8_linear_forward(lin, &src, &ty, F8_MICROBATCH_FIRST, sv), -1, "f8_linear_forward (first)");
+    COUNT_CALL(ctx, f8_module_forward(lin, &src, &ty, F8_MICROBATCH_FIRST, sv), -1, "f8_module_forward (first)");
     const uint64_t l0 = g_launches(ctx);
-    COUNT_CALL(ctx, f8_linear_forward(lin, &src, &ty, F8_MICROBATCH_NONE, sv), cuda ? -1 : 3,
-               "f8_linear_forward (FP8, bias, saved)");
+    COUNT_CALL(ctx, f8_module_forward(lin, &src, &ty, F8_MICROBATCH_NONE, sv), cuda ? -1 : 3,
+               "f8_module_forward (FP8, bias, saved)");
     const long long fwd = (long long)(g_launches(ctx) - l0);
-    CHECK(fwd == 3 || (cuda && fwd == 4), "f8_linear_forward counted %lld, expected 3 (CUDA: 3 or 4)", fwd);
-    COUNT_CALL(ctx, f8_linear_forward(lin, &src, &ty, F8_MICROBATCH_NOT_FIRST, sv), fwd - 1,
-               "f8_linear_forward (NOT_FIRST: no weight cast)");
-    COUNT_CALL(ctx, f8_linear_backward(lin, sv, &ty, &tdx), cuda ? 4 : 3, "f8_linear_backward (FP8, bias)");
-    CHECK_OK(ctx, f8_linear_forward(lin, &src, &ty, F8_MICROBATCH_NOT_FIRST, sv)); /* backward consumed sv */
-    COUNT_CALL(ctx, f8_linear_backward(lin, sv, &ty, NULL), cuda ? 3 : 2, "f8_linear_backward, no dx");
+    CHECK(fwd == 3 || (cuda && fwd == 4), "f8_module_forward counted %lld, expected 3 (CUDA: 3 or 4)", fwd);
+    COUNT_CALL(ctx, f8_module_forward(lin, &src, &ty, F8_MICROBATCH_NOT_FIRST, sv), fwd - 1,
+               "f8_module_forward (NOT_FIRST: no weight cast)");
+    COUNT_CALL(ctx, f8_module_backward(lin, sv, &ty, &tdx), cuda ? 4 : 3, "f8_module_backward (FP8, bias)");
+    CHECK_OK(ctx, f8_module_forward(lin, &src, &ty, F8_MICROBATCH_NOT_FIRST, sv)); /* backward consumed sv */
+    COUNT_CALL(ctx, f8_module_backward(lin, sv, &ty, NULL), cuda ? 3 : 2, "f8_module_backward, no dx");
 
     f8_ctx_free(ctx, y);
-    f8_linear_saved_destroy(sv);
-    f8_linear_destroy(lin);
+    f8_saved_destroy(sv);
+    f8_module_destroy(lin);
     f8_ctx_free(ctx, a);
     f8_ctx_free(ctx, b);
     f8_ctx_free(ctx, t8);

@@ -20,12 +20,12 @@ typedef struct stack_cfg {
 typedef struct stack {
     f8_ctx *ctx;
     stack_cfg c;
-    f8_linear *lin;
-    f8_layernorm_linear *lnl;
-    f8_layernorm_mlp *mlp;
-    f8_linear_saved *s0;
-    f8_layernorm_linear_saved *s1;
-    f8_layernorm_mlp_saved *s2;
+    f8_module *lin;
+    f8_module *lnl;
+    f8_module *mlp;
+    f8_saved *s0;
+    f8_saved *s1;
+    f8_saved *s2;
     float *x, *h0, *h1, *y;     /* (T, H) backend: input, Linear out, LNLinear out, output */
     float *dy, *dh1, *dh0, *dx; /* (T, H) backend: their gradients */
     float *stage;               /* (max weight elements) backend staging for write_weight */
@@ -37,16 +37,16 @@ enum { STACK_NPARAM = 10 };
 static inline f8_status stack_param(stack *s, int i, int grad, f8_tensor *v)
 {
     switch (i) {
-    case 0: return grad ? f8_linear_weight_grad(s->lin, v) : f8_linear_weight(s->lin, v);
-    case 1: return grad ? f8_linear_bias_grad(s->lin, v) : f8_linear_bias(s->lin, v);
-    case 2: return f8_layernorm_linear_param(s->lnl, F8_PARAM_WEIGHT, grad, v);
-    case 3: return f8_layernorm_linear_param(s->lnl, F8_PARAM_BIAS, grad, v);
-    case 4: return f8_layernorm_linear_param(s->lnl, F8_PARAM_LN_WEIGHT, grad, v);
-    case 5: return f8_layernorm_mlp_param(s->mlp, F8_PARAM_LN_WEIGHT, grad, v);
-    case 6: return f8_layernorm_mlp_param(s->mlp, F8_PARAM_FC1_WEIGHT, grad, v);
-    case 7: return f8_layernorm_mlp_param(s->mlp, F8_PARAM_FC1_BIAS, grad, v);
-    case 8: return f8_layernorm_mlp_param(s->mlp, F8_PARAM_FC2_WEIGHT, grad, v);
-    default: return f8_layernorm_mlp_param(s->mlp, F8_PARAM_FC2_BIAS, grad, v);
+    case 0: return grad ? f8_module_param(s->lin, F8_PARAM_WEIGHT, 1, v) : f8_module_param(s->lin, F8_PARAM_WEIGHT, 0, v);
+    case 1: return grad ? f8_module_param(s->lin, F8_PARAM_BIAS, 1, v) : f8_module_param(s->lin, F8_PARAM_BIAS, 0, v);
+    case 2: return f8_module_param(s->lnl, F8_PARAM_WEIGHT, grad, v);
+    case 3: return f8_module_param(s->lnl, F8_PARAM_BIAS, grad, v);
+    case 4: return f8_module_param(s->lnl, F8_PARAM_LN_WEIGHT, grad, v);
+    case 5: return f8_module_param(s->mlp, F8_PARAM_LN_WEIGHT, grad, v);
+    case 6: return f8_module_param(s->mlp, F8_PARAM_FC1_WEIGHT, grad, v);
+    case 7: return f8_module_param(s->mlp, F8_PARAM_FC1_BIAS, grad, v);
+    case 8: return f8_module_param(s->mlp, F8_PARAM_FC2_WEIGHT, grad, v);
+    default: return f8_module_param(s->mlp, F8_PARAM_FC2_BIAS, grad, v);
     }
 }
 /* Which of the params are weights (0..3 in master[]), -1 otherwise. */
@@ -65,9 +65,9 @@ static inline void stack_write_weight(stack *s, int w, const float *host, int64_
 {
     if (f8_ctx_upload(s->ctx, s->stage, host, (size_t)(rows * cols) * 4) != F8_OK) die("stage upload", s->ctx);
     f8_tensor src = f8_tensor_make(s->stage, F8_DTYPE_FP32, rows, cols);
-    f8_status st = w == 0 ? f8_linear_write_weight(s->lin, &src)
-                 : w == 1 ? f8_layernorm_linear_write_weight(s->lnl, &src)
-                          : f8_layernorm_mlp_write_weight(s->mlp, w - 2, &src);
+    f8_status st = w == 0 ? f8_module_write_weight(s->lin, F8_PARAM_WEIGHT, &src)
+                 : w == 1 ? f8_module_write_weight(s->lnl, F8_PARAM_WEIGHT, &src)
+                          : f8_module_write_weight(s->mlp, (w - 2) ? F8_PARAM_FC2_WEIGHT : F8_PARAM_FC1_WEIGHT, &src);
     if (st != F8_OK) die("write_weight", s->ctx);
 }
 
@@ -106,8 +106,8 @@ static inline void stack_create(stack *s, f8_ctx *ctx, const stack_cfg *c)
     if (f8_linear_create(ctx, &lc, &s->lin) != F8_OK) die("linear create", ctx);
     if (f8_layernorm_linear_create(ctx, &nc, &s->lnl) != F8_OK) die("lnl create", ctx);
     if (f8_layernorm_mlp_create(ctx, &mc, &s->mlp) != F8_OK) die("mlp create", ctx);
-    if (f8_linear_saved_create(s->lin, &s->s0) != F8_OK || f8_layernorm_linear_saved_create(s->lnl, &s->s1) != F8_OK ||
-        f8_layernorm_mlp_saved_create(s->mlp, &s->s2) != F8_OK)
+    if (f8_module_saved_create(s->lin, &s->s0) != F8_OK || f8_module_saved_create(s->lnl, &s->s1) != F8_OK ||
+        f8_module_saved_create(s->mlp, &s->s2) != F8_OK)
         die("saved create", ctx);
     const size_t th = (size_t)(c->T * c->H);
     float **bufs[8] = {&s->x, &s->h0, &s->h1, &s->y, &s->dy, &s->dh1, &s->dh0, &s->dx};
@@ -136,12 +136,12 @@ static inline void stack_destroy(stack *s)
 {
     float *bufs[9] = {s->x, s->h0, s->h1, s->y, s->dy, s->dh1, s->dh0, s->dx, s->stage};
     for (int i = 0; i < 9; i++) f8_ctx_free(s->ctx, bufs[i]);
-    f8_linear_saved_destroy(s->s0);
-    f8_layernorm_linear_saved_destroy(s->s1);
-    f8_layernorm_mlp_saved_destroy(s->s2);
-    f8_linear_destroy(s->lin);
-    f8_layernorm_linear_destroy(s->lnl);
-    f8_layernorm_mlp_destroy(s->mlp);
+    f8_saved_destroy(s->s0);
+    f8_saved_destroy(s->s1);
+    f8_saved_destroy(s->s2);
+    f8_module_destroy(s->lin);
+    f8_module_destroy(s->lnl);
+    f8_module_destroy(s->mlp);
     for (int i = 0; i < 4; i++) free(s->master[i]);
     memset(s, 0, sizeof *s);
 }
@@ -153,12 +153,12 @@ static inline f8_status stack_fwd_bwd(stack *s, f8_microbatch mb)
 {
     f8_tensor x = stack_t(s, s->x), h0 = stack_t(s, s->h0), h1 = stack_t(s, s->h1), y = stack_t(s, s->y);
     f8_tensor dy = stack_t(s, s->dy), dh1 = stack_t(s, s->dh1), dh0 = stack_t(s, s->dh0), dx = stack_t(s, s->dx);
-    f8_status st = f8_linear_forward(s->lin, &x, &h0, mb, s->s0);
+    f8_status st = f8_module_forward(s->lin, &x, &h0, mb, s->s0);
     if (st == F8_OK) st = f8_layernorm_linear_forward(s->lnl, &h0, &h1, NULL, mb, s->s1);
-    if (st == F8_OK) st = f8_layernorm_mlp_forward(s->mlp, &h1, &y, mb, s->s2);
-    if (st == F8_OK) st = f8_layernorm_mlp_backward(s->mlp, s->s2, &dy, &dh1);
+    if (st == F8_OK) st = f8_module_forward(s->mlp, &h1, &y, mb, s->s2);
+    if (st == F8_OK) st = f8_module_backward(s->mlp, s->s2, &dy, &dh1);
     if (st == F8_OK) st = f8_layernorm_linear_backward(s->lnl, s->s1, &dh1, NULL, &dh0);
-    if (st == F8_OK) st = f8_linear_backward(s->lin, s->s0, &dh0, &dx);
+    if (st == F8_OK) st = f8_module_backward(s->lin, s->s0, &dh0, &dx);
     return st;
 }
 
@@ -170,8 +170,8 @@ static inline f8_status stack_update_scales(stack *s)
 
 static inline void stack_zero_grad(stack *s)
 {
-    if (f8_linear_zero_grad(s->lin) != F8_OK || f8_layernorm_linear_zero_grad(s->lnl) != F8_OK ||
-        f8_layernorm_mlp_zero_grad(s->mlp) != F8_OK)
+    if (f8_module_zero_grad(s->lin) != F8_OK || f8_module_zero_grad(s->lnl) != F8_OK ||
+        f8_module_zero_grad(s->mlp) != F8_OK)
         die("zero_grad", s->ctx);
 }
 

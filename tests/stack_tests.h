@@ -40,12 +40,12 @@ static void test_graph_vs_eager(f8_ctx *e_ctx, f8_ctx *g_ctx, int fp8, int fp8_w
         for (int i = 0; i < n; i++) {
             f8_slot s;
             if (i < (d ? 2 : 3)) {
-                f8_linear_slot(G.lin, (f8_direction)d, i, &s);
+                f8_module_slot(G.lin, (f8_direction)d, i, &s);
                 CHECK_OK(g_ctx, f8_slot_write(g_ctx, s, 1.0f, 1.0f, zero_hist));
-                f8_layernorm_linear_slot(G.lnl, (f8_direction)d, i, &s);
+                f8_module_slot(G.lnl, (f8_direction)d, i, &s);
                 CHECK_OK(g_ctx, f8_slot_write(g_ctx, s, 1.0f, 1.0f, zero_hist));
             }
-            f8_layernorm_mlp_slot(G.mlp, (f8_direction)d, i, &s);
+            f8_module_slot(G.mlp, (f8_direction)d, i, &s);
             CHECK_OK(g_ctx, f8_slot_write(g_ctx, s, 1.0f, 1.0f, zero_hist));
         }
     }
@@ -65,7 +65,7 @@ static void test_graph_vs_eager(f8_ctx *e_ctx, f8_ctx *g_ctx, int fp8, int fp8_w
     }
     f8_ctx_counters before, after;
     f8_ctx_counters_read(g_ctx, &before);
-    const f8_qtensor *ws = f8_layernorm_mlp_weight_workspace(G.mlp, 0);
+    const f8_qtensor *ws = f8_module_weight_workspace(G.mlp, F8_PARAM_FC1_WEIGHT);
     const size_t wbytes = (size_t)(c.F * c.H);
     unsigned char *wmb0 = (unsigned char *)xmalloc(wbytes + 4), *wmb1 = (unsigned char *)xmalloc(wbytes + 4);
     int kept = 1;
@@ -198,14 +198,14 @@ static void test_write_weight(f8_ctx *ctx)
     f8_linear_config c = f8_linear_config_default(48, 32);
     c.fp8_weights = 1;
     c.max_tokens = 16;
-    f8_linear *l = NULL, *hp = NULL;
+    f8_module *l = NULL, *hp = NULL;
     CHECK_OK(ctx, f8_linear_create(ctx, &c, &l));
     c.fp8_weights = 0;
     CHECK_OK(ctx, f8_linear_create(ctx, &c, &hp));
     if (!l || !hp) return;
     f8_slot ws, hs;
-    f8_linear_slot(l, F8_DIR_FORWARD, 1, &ws);
-    f8_linear_slot(hp, F8_DIR_FORWARD, 1, &hs);
+    f8_module_slot(l, F8_DIR_FORWARD, 1, &ws);
+    f8_module_slot(hp, F8_DIR_FORWARD, 1, &hs);
     const float scale = 3.0f;
     CHECK_OK(ctx, f8_slot_write(ctx, ws, scale, 1.0f / scale, NULL));
     const int n = 32 * 48;
@@ -219,9 +219,9 @@ static void test_write_weight(f8_ctx *ctx)
     float *dev = stack_buf(ctx, n);
     f8_ctx_upload(ctx, dev, src, n * 4);
     f8_tensor t = f8_tensor_make(dev, F8_DTYPE_FP32, 32, 48);
-    CHECK_OK(ctx, f8_linear_write_weight(l, &t));
+    CHECK_OK(ctx, f8_module_write_weight(l, F8_PARAM_WEIGHT, &t));
     f8_tensor v;
-    CHECK_OK(ctx, f8_linear_weight(l, &v));
+    CHECK_OK(ctx, f8_module_param(l, F8_PARAM_WEIGHT, 0, &v));
     CHECK(v.dtype == F8_DTYPE_E4M3 && v.scale_inv != NULL, "FP8 primary param view is e4m3 with its scale_inv");
     uint8_t *codes = (uint8_t *)xmalloc(n);
     float sinv = 0, hist[1024];
@@ -231,7 +231,7 @@ static void test_write_weight(f8_ctx *ctx)
     for (int i = 0; i < n; i++) bad += codes[i] != f8_fp8_from_float(src[i] * scale, F8_DTYPE_E4M3);
     CHECK(bad == 0, "write_weight: %d codes differ from fp8(src·scale)", bad);
     CHECK(sinv == 1.0f / scale, "write_weight: scale_inv %g, want %g", (double)sinv, (double)(1.0f / scale));
-    CHECK(!f8_qtensor_transpose_valid(f8_linear_weight_workspace(l)), "write_weight invalidates the transpose");
+    CHECK(!f8_qtensor_transpose_valid(f8_module_weight_workspace(l, F8_PARAM_WEIGHT)), "write_weight invalidates the transpose");
     float sc;
     f8_slot_read(ctx, ws, &sc, NULL, hist);
     CHECK(hist[0] == amax, "write_weight records the amax: %g, want %g", (double)hist[0], (double)amax);
@@ -248,17 +248,17 @@ static void test_write_weight(f8_ctx *ctx)
     CHECK(hist2[0] == amax && sc == 1.0f, "update_weight_scales left the high-precision module alone");
     /* bad input changes nothing */
     f8_tensor wrong = f8_tensor_make(dev, F8_DTYPE_FP32, 48, 32);
-    CHECK_STATUS(ctx, f8_linear_write_weight(l, &wrong), F8_ERR_SHAPE);
+    CHECK_STATUS(ctx, f8_module_write_weight(l, F8_PARAM_WEIGHT, &wrong), F8_ERR_SHAPE);
     f8_linear_config bad_cfg = f8_linear_config_default(8, 8);
     bad_cfg.fp8 = 0;
     bad_cfg.fp8_weights = 1;
-    f8_linear *none = NULL;
+    f8_module *none = NULL;
     CHECK_STATUS(ctx, f8_linear_create(ctx, &bad_cfg, &none), F8_ERR_INVALID_ARGUMENT);
     free(src);
     free(codes);
     f8_ctx_free(ctx, dev);
-    f8_linear_destroy(l);
-    f8_linear_destroy(hp);
+    f8_module_destroy(l);
+    f8_module_destroy(hp);
 }
 
 /* Memory: training with caching holds 2 bytes of workspace per weight
@@ -270,12 +270,12 @@ static void test_memory(f8_ctx *ctx)
     const int64_t H = 256, F = 512, T = 64;
     f8_layernorm_mlp_config c = f8_layernorm_mlp_config_default(H, F);
     c.max_tokens = T;
-    f8_layernorm_mlp *m = NULL;
+    f8_module *m = NULL;
     CHECK_OK(ctx, f8_layernorm_mlp_create(ctx, &c, &m));
     if (!m) return;
     const size_t P = (size_t)(2 * H * F); /* fc1 [F, H] + fc2 [H, F] */
     f8_memory_report rep;
-    CHECK_OK(ctx, f8_layernorm_mlp_memory(m, &rep));
+    CHECK_OK(ctx, f8_module_memory(m, &rep));
     CHECK(rep.bytes[F8_MEM_WORKSPACE_TRANSPOSE] == 0, "no transpose before a training step: %zu",
           rep.bytes[F8_MEM_WORKSPACE_TRANSPOSE]);
     CHECK(rep.bytes[F8_MEM_WORKSPACE_DATA] >= P && rep.bytes[F8_MEM_WORKSPACE_DATA] <= P + 2 * 512,
@@ -294,19 +294,19 @@ static void test_memory(f8_ctx *ctx)
     for (int64_t i = 0; i < T * H; i++) host[i] = (float)((i % 17) - 8) * 0.125f;
     f8_ctx_upload(ctx, x, host, (size_t)(T * H) * 4);
     /* inference: still no transpose */
-    CHECK_OK(ctx, f8_layernorm_mlp_forward(m, &xt, &yt, F8_MICROBATCH_FIRST, NULL));
-    CHECK_OK(ctx, f8_layernorm_mlp_memory(m, &rep));
+    CHECK_OK(ctx, f8_module_forward(m, &xt, &yt, F8_MICROBATCH_FIRST, NULL));
+    CHECK_OK(ctx, f8_module_memory(m, &rep));
     CHECK(rep.bytes[F8_MEM_WORKSPACE_TRANSPOSE] == 0, "inference allocates no transpose: %zu",
           rep.bytes[F8_MEM_WORKSPACE_TRANSPOSE]);
     /* training: the first step allocates the transposes, later ones nothing */
-    f8_layernorm_mlp_saved *s = NULL;
-    CHECK_OK(ctx, f8_layernorm_mlp_saved_create(m, &s));
+    f8_saved *s = NULL;
+    CHECK_OK(ctx, f8_module_saved_create(m, &s));
     f8_ctx_counters c0, c1;
     for (int step = 0; step < 4; step++) {
         if (step == 1) f8_ctx_counters_read(ctx, &c0);
         for (int mb = 0; mb < 2; mb++) {
-            CHECK_OK(ctx, f8_layernorm_mlp_forward(m, &xt, &yt, mb ? F8_MICROBATCH_NOT_FIRST : F8_MICROBATCH_FIRST, s));
-            CHECK_OK(ctx, f8_layernorm_mlp_backward(m, s, &yt, &xt));
+            CHECK_OK(ctx, f8_module_forward(m, &xt, &yt, mb ? F8_MICROBATCH_NOT_FIRST : F8_MICROBATCH_FIRST, s));
+            CHECK_OK(ctx, f8_module_backward(m, s, &yt, &xt));
         }
         CHECK_OK(ctx, f8_ctx_update_scales(ctx, F8_DIR_FORWARD));
         CHECK_OK(ctx, f8_ctx_update_scales(ctx, F8_DIR_BACKWARD));
@@ -314,7 +314,7 @@ static void test_memory(f8_ctx *ctx)
     f8_ctx_counters_read(ctx, &c1);
     CHECK(c1.allocations == c0.allocations && c1.frees == c0.frees, "steps 2-4 allocated %llu, freed %llu",
           (unsigned long long)(c1.allocations - c0.allocations), (unsigned long long)(c1.frees - c0.frees));
-    CHECK_OK(ctx, f8_layernorm_mlp_memory(m, &rep));
+    CHECK_OK(ctx, f8_module_memory(m, &rep));
     CHECK(rep.bytes[F8_MEM_WORKSPACE_TRANSPOSE] == P, "training holds the transposes: %zu, want %zu",
           rep.bytes[F8_MEM_WORKSPACE_TRANSPOSE], P);
     const size_t ws = rep.bytes[F8_MEM_WORKSPACE_DATA] + rep.bytes[F8_MEM_WORKSPACE_TRANSPOSE];
@@ -326,25 +326,25 @@ static void test_memory(f8_ctx *ctx)
     f8_memory_report ctx_rep;
     CHECK_OK(ctx, f8_ctx_memory(ctx, &ctx_rep));
     CHECK(ctx_rep.total >= rep.total - rep.bytes[F8_MEM_SCALING_STATE], "the ctx holds at least the module");
-    f8_layernorm_mlp_saved_destroy(s);
-    CHECK_OK(ctx, f8_layernorm_mlp_memory(m, &rep));
+    f8_saved_destroy(s);
+    CHECK_OK(ctx, f8_module_memory(m, &rep));
     CHECK(rep.bytes[F8_MEM_SAVED_ACTIVATIONS] == 0, "destroying the saved state returns its bytes");
 
     /* FP8 primary weights: the FP8 data is the parameter; no FP32 copy */
     c.fp8_weights = 1;
-    f8_layernorm_mlp *p = NULL;
+    f8_module *p = NULL;
     CHECK_OK(ctx, f8_layernorm_mlp_create(ctx, &c, &p));
     if (p) {
-        CHECK_OK(ctx, f8_layernorm_mlp_memory(p, &rep));
+        CHECK_OK(ctx, f8_module_memory(p, &rep));
         CHECK(rep.bytes[F8_MEM_WORKSPACE_DATA] == 0, "an FP8 primary weight has no separate workspace");
         CHECK(rep.bytes[F8_MEM_PARAMETERS] < P + 4 * (size_t)(4 * H + F) + 4096,
               "FP8 primary: parameters %zu bytes, about 1 per weight element", rep.bytes[F8_MEM_PARAMETERS]);
-        f8_layernorm_mlp_destroy(p);
+        f8_module_destroy(p);
     }
     free(host);
     f8_ctx_free(ctx, x);
     f8_ctx_free(ctx, y);
-    f8_layernorm_mlp_destroy(m);
+    f8_module_destroy(m);
 }
 
 static uint64_t launches(f8_ctx *ctx)
@@ -391,17 +391,17 @@ static void test_launch_counts(f8_ctx *ctx, int exact)
             f8_microbatch m = mb == 0 ? F8_MICROBATCH_FIRST : mb == 1 ? F8_MICROBATCH_NOT_FIRST : F8_MICROBATCH_NONE;
             uint64_t t[7];
             t[0] = launches(ctx);
-            CHECK_OK(ctx, f8_linear_forward(s.lin, &x, &h0, m, s.s0));
+            CHECK_OK(ctx, f8_module_forward(s.lin, &x, &h0, m, s.s0));
             t[1] = launches(ctx);
             CHECK_OK(ctx, f8_layernorm_linear_forward(s.lnl, &h0, &h1, NULL, m, s.s1));
             t[2] = launches(ctx);
-            CHECK_OK(ctx, f8_layernorm_mlp_forward(s.mlp, &h1, &y, m, s.s2));
+            CHECK_OK(ctx, f8_module_forward(s.mlp, &h1, &y, m, s.s2));
             t[3] = launches(ctx);
-            CHECK_OK(ctx, f8_layernorm_mlp_backward(s.mlp, s.s2, &dy, &dh1));
+            CHECK_OK(ctx, f8_module_backward(s.mlp, s.s2, &dy, &dh1));
             t[4] = launches(ctx);
             CHECK_OK(ctx, f8_layernorm_linear_backward(s.lnl, s.s1, &dh1, NULL, &dh0));
             t[5] = launches(ctx);
-            CHECK_OK(ctx, f8_linear_backward(s.lin, s.s0, &dh0, &dx));
+            CHECK_OK(ctx, f8_module_backward(s.lin, s.s0, &dh0, &dx));
             t[6] = launches(ctx);
             for (int k = 0; k < 6; k++) got[mb][k] = t[k + 1] - t[k];
             printf("  launches (%s, %s): fwd lin %llu lnl %llu mlp %llu | bwd mlp %llu lnl %llu lin %llu\n",
@@ -425,7 +425,7 @@ static void test_launch_counts(f8_ctx *ctx, int exact)
             f8_qtensor *q = NULL;
             CHECK_OK(ctx, f8_qtensor_create(ctx, F8_DTYPE_E4M3, c.H, c.H, &q));
             f8_slot sl;
-            f8_linear_slot(s.lin, F8_DIR_FORWARD, 0, &sl);
+            f8_module_slot(s.lin, F8_DIR_FORWARD, 0, &sl);
             f8_tensor src = f8_tensor_make(s.x, F8_DTYPE_FP32, c.H, c.H);
             CHECK_OK(ctx, f8_qtensor_quantize(q, &src, sl, 1, NULL)); /* allocates the transpose */
             uint64_t a = launches(ctx);

@@ -208,8 +208,8 @@ static void test_null_handling(void)
 {
     f8_ctx_destroy(NULL);
     f8_qtensor_destroy(NULL);
-    f8_linear_destroy(NULL);
-    f8_linear_saved_destroy(NULL);
+    f8_module_destroy(NULL);
+    f8_saved_destroy(NULL);
     CHECK(f8_ctx_last_error(NULL) != NULL, "last_error(NULL) is NULL");
     CHECK(f8_ctx_recipe(NULL) == NULL, "recipe(NULL)");
     CHECK(f8_ctx_noop_flag(NULL) == NULL, "noop_flag(NULL)");
@@ -228,9 +228,9 @@ static void test_null_handling(void)
     EXPECT(NULL, f8_slot_write(NULL, s, 1.0f, 1.0f, NULL), F8_ERR_INVALID_ARGUMENT);
     EXPECT(NULL, f8_tensor_convert(NULL, NULL, NULL), F8_ERR_INVALID_ARGUMENT);
     f8_linear_config lc = f8_linear_config_default(4, 4);
-    f8_linear *lin = NULL;
+    f8_module *lin = NULL;
     EXPECT(NULL, f8_linear_create(NULL, &lc, &lin), F8_ERR_INVALID_ARGUMENT);
-    CHECK(f8_linear_weight_workspace(NULL) == NULL, "workspace(NULL)");
+    CHECK(f8_module_weight_workspace(NULL, F8_PARAM_WEIGHT) == NULL, "workspace(NULL)");
 }
 
 static void test_memory(void)
@@ -546,20 +546,20 @@ static void test_fill_normal(void)
     /* a module's weight init is these draws: std 0.02 and the config's seed */
     f8_linear_config lc = f8_linear_config_default(48, 40);
     lc.seed = 1234;
-    f8_linear *lin = NULL;
+    f8_module *lin = NULL;
     EXPECT(ctx, f8_linear_create(ctx, &lc, &lin), F8_OK);
     f8_tensor w;
-    if (lin && f8_linear_weight(lin, &w) == F8_OK && w.dtype == F8_DTYPE_FP32) {
+    if (lin && f8_module_param(lin, F8_PARAM_WEIGHT, 0, &w) == F8_OK && w.dtype == F8_DTYPE_FP32) {
         f8_tensor tw = f8_tensor_make(b, F8_DTYPE_FP32, w.rows, w.cols);
         EXPECT(ctx, f8_tensor_fill_normal(ctx, &tw, 0.02, lc.seed), F8_OK);
         const size_t bytes = sizeof(float) * (size_t)(w.rows * w.cols);
         EXPECT(ctx, f8_ctx_download(ctx, x, w.data, bytes), F8_OK);
         EXPECT(ctx, f8_ctx_download(ctx, y, b, bytes), F8_OK);
-        CHECK(memcmp(x, y, bytes) == 0, "fill_normal: f8_linear's initial weight is not fill_normal(0.02, seed)");
+        CHECK(memcmp(x, y, bytes) == 0, "fill_normal: f8_module's initial weight is not fill_normal(0.02, seed)");
     } else {
-        CHECK(0, "fill_normal: no FP32 f8_linear weight to compare (%s)", f8_ctx_last_error(ctx));
+        CHECK(0, "fill_normal: no FP32 f8_module weight to compare (%s)", f8_ctx_last_error(ctx));
     }
-    f8_linear_destroy(lin);
+    f8_module_destroy(lin);
     /* bad input: a status, nothing written */
     EXPECT(ctx, f8_tensor_fill_normal(ctx, &ta, sd, 7), F8_OK);
     EXPECT(ctx, f8_ctx_download(ctx, x, a, sizeof(float) * N), F8_OK);

@@ -1,5 +1,5 @@
 /*
- * test_cuda_linear.c — f8_linear on the CUDA backend against the same module
+ * test_cuda_linear.c — f8_module on the CUDA backend against the same module
  * on the CPU backend: the same weights (copied from the CPU module into the
  * CUDA one), the same x and dy, then forward y, backward dx, weight and bias
  * gradients, and the scaling slots after every f8_ctx_update_scales, which
@@ -129,8 +129,8 @@ typedef struct lin_case {
 /* The same module on both ctxs. */
 typedef struct lin_pair {
     lin_case lc;
-    f8_linear *lin[2];
-    f8_linear_saved *saved[2];
+    f8_module *lin[2];
+    f8_saved *saved[2];
     float *main_grad[2];
 } lin_pair;
 
@@ -139,7 +139,7 @@ typedef struct lin_pair {
 static void pair_sync_params(env *e, lin_pair *p)
 {
     f8_tensor w[2], b[2];
-    for (int i = 0; i < 2; i++) CHECK_OK(e->ctx[i], f8_linear_weight(p->lin[i], &w[i]));
+    for (int i = 0; i < 2; i++) CHECK_OK(e->ctx[i], f8_module_param(p->lin[i], F8_PARAM_WEIGHT, 0, &w[i]));
     size_t bytes = tensor_bytes(&w[CPU]);
     CHECK(bytes == tensor_bytes(&w[GPU]) && w[CPU].dtype == w[GPU].dtype, "weight views differ");
     void *host = xmalloc(bytes);
@@ -147,7 +147,7 @@ static void pair_sync_params(env *e, lin_pair *p)
     upload(e->ctx[GPU], w[GPU].data, host, bytes);
     free(host);
     if (!p->lc.bias) return;
-    for (int i = 0; i < 2; i++) CHECK_OK(e->ctx[i], f8_linear_bias(p->lin[i], &b[i]));
+    for (int i = 0; i < 2; i++) CHECK_OK(e->ctx[i], f8_module_param(p->lin[i], F8_PARAM_BIAS, 0, &b[i]));
     host = gen(&e->rng, b[CPU].dtype, (size_t)b[CPU].cols, 0.1);
     for (int i = 0; i < 2; i++) upload(e->ctx[i], b[i].data, host, tensor_bytes(&b[i]));
     free(host);
@@ -160,7 +160,7 @@ static void compare_slots(env *e, lin_pair *p, const char *desc)
             float s[2], si[2], h[2][HISTORY_LEN];
             for (int i = 0; i < 2; i++) {
                 f8_slot slot;
-                CHECK_OK(e->ctx[i], f8_linear_slot(p->lin[i], (f8_direction)dir, k, &slot));
+                CHECK_OK(e->ctx[i], f8_module_slot(p->lin[i], (f8_direction)dir, k, &slot));
                 CHECK_OK(e->ctx[i], f8_slot_read(e->ctx[i], slot, &s[i], &si[i], h[i]));
             }
             CHECK(memcmp(&s[0], &s[1], 4) == 0 && memcmp(&si[0], &si[1], 4) == 0 && memcmp(h[0], h[1], sizeof h[0]) == 0,
@@ -177,12 +177,12 @@ static void grads_to_host(env *e, lin_pair *p, int i, float **dw, float **db)
     if (p->lc.fused) {
         g = f8_tensor_make(p->main_grad[i], F8_DTYPE_FP32, p->lc.out, p->lc.in);
     } else {
-        CHECK_OK(e->ctx[i], f8_linear_weight_grad(p->lin[i], &g));
+        CHECK_OK(e->ctx[i], f8_module_param(p->lin[i], F8_PARAM_WEIGHT, 1, &g));
     }
     *dw = to_host(e->ctx[i], &g);
     *db = NULL;
     if (p->lc.bias) {
-        CHECK_OK(e->ctx[i], f8_linear_bias_grad(p->lin[i], &g));
+        CHECK_OK(e->ctx[i], f8_module_param(p->lin[i], F8_PARAM_BIAS, 1, &g));
         *db = to_host(e->ctx[i], &g);
     }
 }
@@ -214,8 +214,8 @@ static void pair_step(env *e, lin_pair *p, int64_t T, f8_microbatch mb, int with
         upload(ctx, dy[i].data, hdy, tensor_bytes(&dy[i]));
         fill_nan(e, i, y[i].data, tensor_bytes(&y[i]));
         fill_nan(e, i, dx[i].data, tensor_bytes(&dx[i]));
-        CHECK_OK(ctx, f8_linear_forward(p->lin[i], &x[i], &y[i], mb, p->saved[i]));
-        CHECK_OK(ctx, f8_linear_backward(p->lin[i], p->saved[i], &dy[i], with_dx ? &dx[i] : NULL));
+        CHECK_OK(ctx, f8_module_forward(p->lin[i], &x[i], &y[i], mb, p->saved[i]));
+        CHECK_OK(ctx, f8_module_backward(p->lin[i], p->saved[i], &dy[i], with_dx ? &dx[i] : NULL));
         gy[i] = to_host(ctx, &y[i]);
         if (with_dx) gdx[i] = to_host(ctx, &dx[i]);
         grads_to_host(e, p, i, &gdw[i], &gdb[i]);
@@ -249,8 +249,8 @@ static void pair_zero_tokens(env *e, lin_pair *p, const char *desc)
         f8_tensor x = f8_tensor_make(buf, lc->x, 0, lc->in), y = f8_tensor_make(buf, lc->y, 0, lc->out);
         f8_tensor dy = f8_tensor_make(buf, lc->fp8 ? lc->y : lc->param, 0, lc->out);
         f8_tensor dx = f8_tensor_make(buf, lc->x, 0, lc->in);
-        CHECK_OK(ctx, f8_linear_forward(p->lin[i], &x, &y, F8_MICROBATCH_NONE, p->saved[i]));
-        CHECK_OK(ctx, f8_linear_backward(p->lin[i], p->saved[i], &dy, &dx));
+        CHECK_OK(ctx, f8_module_forward(p->lin[i], &x, &y, F8_MICROBATCH_NONE, p->saved[i]));
+        CHECK_OK(ctx, f8_module_backward(p->lin[i], p->saved[i], &dy, &dx));
         grads_to_host(e, p, i, &dw1, &db1);
         size_t nw = (size_t)(lc->out * lc->in) * sizeof(float);
         CHECK(memcmp(dw0, dw1, nw) == 0 && (!db0 || memcmp(db0, db1, (size_t)lc->out * sizeof(float)) == 0),
@@ -275,7 +275,7 @@ static void run_case(env *e, const lin_case *lc)
     cfg.fuse_wgrad_accumulation = lc->fused, cfg.max_tokens = lc->T;
     for (int i = 0; i < 2; i++) {
         if (f8_linear_create(e->ctx[i], &cfg, &p.lin[i]) != F8_OK) die("f8_linear_create", e->ctx[i]);
-        if (f8_linear_saved_create(p.lin[i], &p.saved[i]) != F8_OK) die("f8_linear_saved_create", e->ctx[i]);
+        if (f8_module_saved_create(p.lin[i], &p.saved[i]) != F8_OK) die("f8_module_saved_create", e->ctx[i]);
     }
     pair_sync_params(e, &p);
     size_t nw = (size_t)(lc->out * lc->in);
@@ -284,7 +284,7 @@ static void run_case(env *e, const lin_case *lc)
         for (int i = 0; i < 2; i++) {
             p.main_grad[i] = balloc(e->ctx[i], nw * sizeof(float));
             upload(e->ctx[i], p.main_grad[i], init, nw * sizeof(float));
-            CHECK_OK(e->ctx[i], f8_linear_set_main_grad(p.lin[i], p.main_grad[i]));
+            CHECK_OK(e->ctx[i], f8_module_set_main_grad(p.lin[i], F8_PARAM_WEIGHT, p.main_grad[i]));
         }
         free(init);
     }
@@ -306,8 +306,8 @@ static void run_case(env *e, const lin_case *lc)
     }
     if (lc->zero_tokens) pair_zero_tokens(e, &p, desc);
     for (int i = 0; i < 2; i++) {
-        f8_linear_saved_destroy(p.saved[i]);
-        f8_linear_destroy(p.lin[i]);
+        f8_saved_destroy(p.saved[i]);
+        f8_module_destroy(p.lin[i]);
         if (p.main_grad[i]) f8_ctx_free(e->ctx[i], p.main_grad[i]);
     }
 }
@@ -341,11 +341,11 @@ static double qdq(float v, float scale, f8_dtype dt)
     return (double)(f8_fp8_to_float(f8_fp8_from_float(v * scale, dt), dt) * (1.0f / scale));
 }
 
-static float slot_scale(f8_ctx *ctx, f8_linear *lin, f8_direction dir, int k, float *amax0)
+static float slot_scale(f8_ctx *ctx, f8_module *lin, f8_direction dir, int k, float *amax0)
 {
     f8_slot slot;
     float s = 0, h[HISTORY_LEN] = {0};
-    CHECK_OK(ctx, f8_linear_slot(lin, dir, k, &slot));
+    CHECK_OK(ctx, f8_module_slot(lin, dir, k, &slot));
     CHECK_OK(ctx, f8_slot_read(ctx, slot, &s, NULL, h));
     if (amax0) *amax0 = h[0];
     return s;
@@ -370,12 +370,12 @@ static void workspace_regression(env *e, int which)
     const size_t nx = (size_t)(T * K), ny = (size_t)(T * N), nw = (size_t)(N * K);
     f8_linear_config cfg = f8_linear_config_default(K, N);
     cfg.max_tokens = T;
-    f8_linear *lin;
-    f8_linear_saved *saved;
-    if (f8_linear_create(ctx, &cfg, &lin) != F8_OK || f8_linear_saved_create(lin, &saved) != F8_OK)
+    f8_module *lin;
+    f8_saved *saved;
+    if (f8_linear_create(ctx, &cfg, &lin) != F8_OK || f8_module_saved_create(lin, &saved) != F8_OK)
         die("f8_linear_create", ctx);
     f8_tensor bview;
-    CHECK_OK(ctx, f8_linear_bias(lin, &bview));
+    CHECK_OK(ctx, f8_module_param(lin, F8_PARAM_BIAS, 0, &bview));
     float *hb = gen(&e->rng, F8_DTYPE_FP32, (size_t)N, 0.1);
     float *hx = gen(&e->rng, F8_DTYPE_FP32, nx, 1.0), *hdy = gen(&e->rng, F8_DTYPE_FP32, ny, 1.0);
     upload(ctx, bview.data, hb, (size_t)N * 4);
@@ -389,14 +389,14 @@ static void workspace_regression(env *e, int which)
 
     /* Step 0 (inference) and an update give the weight slot an amax-based
      * scale, so that mb1 casts with something other than 1. */
-    CHECK_OK(ctx, f8_linear_forward(lin, &x, &y, F8_MICROBATCH_NONE, NULL));
+    CHECK_OK(ctx, f8_module_forward(lin, &x, &y, F8_MICROBATCH_NONE, NULL));
     CHECK_OK(ctx, f8_ctx_update_scales(ctx, F8_DIR_FORWARD));
 
     /* mb1: FIRST fills the workspace with the weight slot's scale sW. */
     float s_cast = slot_scale(ctx, lin, F8_DIR_FORWARD, 1, NULL);
-    CHECK_OK(ctx, f8_linear_forward(lin, &x, &y, F8_MICROBATCH_FIRST, saved));
-    CHECK_OK(ctx, f8_linear_backward(lin, saved, &dy, &dx));
-    const f8_qtensor *ws = f8_linear_weight_workspace(lin);
+    CHECK_OK(ctx, f8_module_forward(lin, &x, &y, F8_MICROBATCH_FIRST, saved));
+    CHECK_OK(ctx, f8_module_backward(lin, saved, &dy, &dx));
+    const f8_qtensor *ws = f8_module_weight_workspace(lin, F8_PARAM_WEIGHT);
     uint8_t *codes1 = xmalloc(nw), *codes2 = xmalloc(nw);
     float sinv1 = workspace_read(ctx, ws, codes1);
     CHECK(sinv1 == 1.0f / s_cast, "%s: workspace scale_inv %.9g, want 1/%.9g", who, sinv1, s_cast);
@@ -406,16 +406,16 @@ static void workspace_regression(env *e, int which)
     CHECK_OK(ctx, f8_ctx_update_scales(ctx, F8_DIR_FORWARD));
     CHECK_OK(ctx, f8_ctx_update_scales(ctx, F8_DIR_BACKWARD));
     f8_slot wslot;
-    CHECK_OK(ctx, f8_linear_slot(lin, F8_DIR_FORWARD, 1, &wslot));
+    CHECK_OK(ctx, f8_module_slot(lin, F8_DIR_FORWARD, 1, &wslot));
     const float s_new = s_cast * 0.25f;
     CHECK_OK(ctx, f8_slot_write(ctx, wslot, s_new, 1.0f / s_new, NULL));
-    CHECK_OK(ctx, f8_linear_zero_grad(lin));
+    CHECK_OK(ctx, f8_module_zero_grad(lin));
 
     /* mb2: NOT_FIRST on the same input. */
     float sx = slot_scale(ctx, lin, F8_DIR_FORWARD, 0, NULL);
-    CHECK_OK(ctx, f8_linear_forward(lin, &x, &y, F8_MICROBATCH_NOT_FIRST, saved));
+    CHECK_OK(ctx, f8_module_forward(lin, &x, &y, F8_MICROBATCH_NOT_FIRST, saved));
     float sg = slot_scale(ctx, lin, F8_DIR_BACKWARD, 0, NULL);
-    CHECK_OK(ctx, f8_linear_backward(lin, saved, &dy, &dx));
+    CHECK_OK(ctx, f8_module_backward(lin, saved, &dy, &dx));
 
     float amax_w;
     float s_now = slot_scale(ctx, lin, F8_DIR_FORWARD, 1, &amax_w);
@@ -431,8 +431,8 @@ static void workspace_regression(env *e, int which)
     for (size_t i = 0; i < nw; i++) exact &= hw[i] == f8_fp8_to_float(codes1[i], F8_DTYPE_E4M3) * sinv1;
     CHECK(exact, "%s: dequantize is not code * own scale_inv", who);
     f8_tensor gw, gb;
-    CHECK_OK(ctx, f8_linear_weight_grad(lin, &gw));
-    CHECK_OK(ctx, f8_linear_bias_grad(lin, &gb));
+    CHECK_OK(ctx, f8_module_param(lin, F8_PARAM_WEIGHT, 1, &gw));
+    CHECK_OK(ctx, f8_module_param(lin, F8_PARAM_BIAS, 1, &gb));
     float *gdw = to_host(ctx, &gw), *gdb = to_host(ctx, &gb);
 
     const f8_dtype gdt = f8_ctx_slot_dtype(ctx, F8_DIR_BACKWARD);
@@ -480,8 +480,8 @@ static void workspace_regression(env *e, int which)
     for (int i = 0; i < 5; i++) f8_ctx_free(ctx, bufs[i]->data);
     free(hb), free(hx), free(hdy), free(codes1), free(codes2), free(hw), free(gy), free(gdx), free(gdw), free(gdb);
     free(xq), free(dyq), free(ry), free(rwrong), free(rdx), free(rdw), free(rdb);
-    f8_linear_saved_destroy(saved);
-    f8_linear_destroy(lin);
+    f8_saved_destroy(saved);
+    f8_module_destroy(lin);
 }
 
 /* The noop-flag form of the same rule, on the qtensor the workspace is (what

@@ -1,5 +1,5 @@
 /*
- * test_cuda_modules.c — f8_layernorm_linear and f8_layernorm_mlp on the CUDA
+ * test_cuda_modules.c — f8_module and f8_module on the CUDA
  * backend against the same modules on the CPU backend: identical parameters
  * (every parameter view copied from the CPU module into the CUDA one, norm
  * and bias parameters set to non-trivial values), the same x, dy (and
@@ -185,10 +185,10 @@ typedef struct mcase {
 
 typedef struct mpair {
     mcase mc;
-    f8_layernorm_linear *lnl[2];
-    f8_layernorm_linear_saved *lnl_saved[2];
-    f8_layernorm_mlp *mlp[2];
-    f8_layernorm_mlp_saved *mlp_saved[2];
+    f8_module *lnl[2];
+    f8_saved *lnl_saved[2];
+    f8_module *mlp[2];
+    f8_saved *mlp_saved[2];
 } mpair;
 
 static const f8_param LNL_PARAMS[] = {F8_PARAM_WEIGHT, F8_PARAM_BIAS, F8_PARAM_LN_WEIGHT, F8_PARAM_LN_BIAS};
@@ -199,8 +199,8 @@ static const char *PARAM_NAME[] = {"weight", "bias", "ln_weight", "ln_bias", "fc
 
 static f8_status mod_param(mpair *p, int i, f8_param which, int grad, f8_tensor *v)
 {
-    return p->mc.mlp ? f8_layernorm_mlp_param(p->mlp[i], which, grad, v)
-                     : f8_layernorm_linear_param(p->lnl[i], which, grad, v);
+    return p->mc.mlp ? f8_module_param(p->mlp[i], which, grad, v)
+                     : f8_module_param(p->lnl[i], which, grad, v);
 }
 
 /* The parameters this module has (no LN_BIAS with RMSNorm). */
@@ -216,8 +216,8 @@ static int mod_params(const mpair *p, f8_param *out)
 
 static f8_status mod_slot(mpair *p, int i, int dir, int k, f8_slot *s)
 {
-    return p->mc.mlp ? f8_layernorm_mlp_slot(p->mlp[i], (f8_direction)dir, k, s)
-                     : f8_layernorm_linear_slot(p->lnl[i], (f8_direction)dir, k, s);
+    return p->mc.mlp ? f8_module_slot(p->mlp[i], (f8_direction)dir, k, s)
+                     : f8_module_slot(p->lnl[i], (f8_direction)dir, k, s);
 }
 
 static void mod_create(env *e, mpair *p)
@@ -230,14 +230,14 @@ static void mod_create(env *e, mpair *p)
             c.normalization = mc->norm, c.zero_centered_gamma = mc->zc, c.activation = mc->act;
             c.param_dtype = mc->param, c.fp8 = mc->fp8, c.max_tokens = mc->T;
             if (f8_layernorm_mlp_create(ctx, &c, &p->mlp[i]) != F8_OK ||
-                f8_layernorm_mlp_saved_create(p->mlp[i], &p->mlp_saved[i]) != F8_OK)
+                f8_module_saved_create(p->mlp[i], &p->mlp_saved[i]) != F8_OK)
                 die("f8_layernorm_mlp_create", ctx);
         } else {
             f8_layernorm_linear_config c = f8_layernorm_linear_config_default(mc->H, mc->N);
             c.normalization = mc->norm, c.zero_centered_gamma = mc->zc, c.return_layernorm_output = mc->ret_ln;
             c.param_dtype = mc->param, c.fp8 = mc->fp8, c.max_tokens = mc->T;
             if (f8_layernorm_linear_create(ctx, &c, &p->lnl[i]) != F8_OK ||
-                f8_layernorm_linear_saved_create(p->lnl[i], &p->lnl_saved[i]) != F8_OK)
+                f8_module_saved_create(p->lnl[i], &p->lnl_saved[i]) != F8_OK)
                 die("f8_layernorm_linear_create", ctx);
         }
     }
@@ -246,10 +246,10 @@ static void mod_create(env *e, mpair *p)
 static void mod_destroy(mpair *p)
 {
     for (int i = 0; i < 2; i++) {
-        f8_layernorm_linear_saved_destroy(p->lnl_saved[i]);
-        f8_layernorm_linear_destroy(p->lnl[i]);
-        f8_layernorm_mlp_saved_destroy(p->mlp_saved[i]);
-        f8_layernorm_mlp_destroy(p->mlp[i]);
+        f8_saved_destroy(p->lnl_saved[i]);
+        f8_module_destroy(p->lnl[i]);
+        f8_saved_destroy(p->mlp_saved[i]);
+        f8_module_destroy(p->mlp[i]);
     }
 }
 
@@ -375,13 +375,13 @@ static void compare_slots(env *e, mpair *p, const char *desc)
 
 static f8_status mod_forward(mpair *p, int i, const f8_tensor *x, f8_tensor *y, f8_tensor *ln, f8_microbatch mb)
 {
-    return p->mc.mlp ? f8_layernorm_mlp_forward(p->mlp[i], x, y, mb, p->mlp_saved[i])
+    return p->mc.mlp ? f8_module_forward(p->mlp[i], x, y, mb, p->mlp_saved[i])
                      : f8_layernorm_linear_forward(p->lnl[i], x, y, ln, mb, p->lnl_saved[i]);
 }
 
 static f8_status mod_backward(mpair *p, int i, const f8_tensor *dy, const f8_tensor *dln, f8_tensor *dx)
 {
-    return p->mc.mlp ? f8_layernorm_mlp_backward(p->mlp[i], p->mlp_saved[i], dy, dx)
+    return p->mc.mlp ? f8_module_backward(p->mlp[i], p->mlp_saved[i], dy, dx)
                      : f8_layernorm_linear_backward(p->lnl[i], p->lnl_saved[i], dy, dln, dx);
 }
 
@@ -658,7 +658,7 @@ static float slot_state(f8_ctx *ctx, mpair *p, int i, int dir, int k, float *ama
 
 static const f8_qtensor *mod_workspace(mpair *p, int i, int w)
 {
-    return p->mc.mlp ? f8_layernorm_mlp_weight_workspace(p->mlp[i], w) : f8_layernorm_linear_weight_workspace(p->lnl[i]);
+    return p->mc.mlp ? f8_module_weight_workspace(p->mlp[i], (w) ? F8_PARAM_FC2_WEIGHT : F8_PARAM_FC1_WEIGHT) : f8_module_weight_workspace(p->lnl[i], F8_PARAM_WEIGHT);
 }
 
 /* A workspace's codes, its scale_inv and its dequantization (FP32, through
@@ -717,13 +717,13 @@ static void workspace_regression(env *e, int which, int mlp)
         f8_layernorm_mlp_config c = f8_layernorm_mlp_config_default(K, N);
         c.activation = act, c.max_tokens = T;
         if (f8_layernorm_mlp_create(ctx, &c, &p.mlp[which]) != F8_OK ||
-            f8_layernorm_mlp_saved_create(p.mlp[which], &p.mlp_saved[which]) != F8_OK)
+            f8_module_saved_create(p.mlp[which], &p.mlp_saved[which]) != F8_OK)
             die("f8_layernorm_mlp_create", ctx);
     } else {
         f8_layernorm_linear_config c = f8_layernorm_linear_config_default(K, N);
         c.max_tokens = T;
         if (f8_layernorm_linear_create(ctx, &c, &p.lnl[which]) != F8_OK ||
-            f8_layernorm_linear_saved_create(p.lnl[which], &p.lnl_saved[which]) != F8_OK)
+            f8_module_saved_create(p.lnl[which], &p.lnl_saved[which]) != F8_OK)
             die("f8_layernorm_linear_create", ctx);
     }
     /* non-trivial norm and bias parameters, kept on the host for the oracle */
@@ -758,7 +758,7 @@ static void workspace_regression(env *e, int which, int mlp)
 
     const int nw = mlp ? 2 : 1, wslot[2] = {1, 4};
     /* An inference step and an update give the weight slots amax-based scales. */
-    if (mlp) CHECK_OK(ctx, f8_layernorm_mlp_forward(p.mlp[which], &x, &y, F8_MICROBATCH_NONE, NULL));
+    if (mlp) CHECK_OK(ctx, f8_module_forward(p.mlp[which], &x, &y, F8_MICROBATCH_NONE, NULL));
     else CHECK_OK(ctx, f8_layernorm_linear_forward(p.lnl[which], &x, &y, NULL, F8_MICROBATCH_NONE, NULL));
     CHECK_OK(ctx, f8_ctx_update_scales(ctx, F8_DIR_FORWARD));
 
@@ -784,7 +784,7 @@ static void workspace_regression(env *e, int which, int mlp)
         s_new[w] = s_cast[w] * 0.25f;
         CHECK_OK(ctx, f8_slot_write(ctx, ws, s_new[w], 1.0f / s_new[w], NULL));
     }
-    CHECK_OK(ctx, mlp ? f8_layernorm_mlp_zero_grad(p.mlp[which]) : f8_layernorm_linear_zero_grad(p.lnl[which]));
+    CHECK_OK(ctx, mlp ? f8_module_zero_grad(p.mlp[which]) : f8_module_zero_grad(p.lnl[which]));
 
     /* mb2: NOT_FIRST on the same input; the scales each cast will use */
     const float s_in = slot_state(ctx, &p, which, 0, 0, NULL), s_in2 = mlp ? slot_state(ctx, &p, which, 0, 3, NULL) : 0;

@@ -1,5 +1,5 @@
 /*
- * test_layernorm_linear.c — f8_layernorm_linear on the CPU backend against
+ * test_layernorm_linear.c — f8_module on the CPU backend against
  * FP64 references: FP8 off to FP32 rounding (BF16 parameters within TE's BF16
  * tolerance) over an eps sweep, both norms and zero-centred gamma; central
  * finite differences of the FP64 forward against the module's backward; FP8
@@ -74,7 +74,7 @@ typedef struct {
 typedef struct {
     f8_ctx *ctx;
     f8_layernorm_linear_config c;
-    f8_layernorm_linear *m;
+    f8_module *m;
     params p; /* the parameter values as stored */
 } fixture;
 
@@ -109,7 +109,7 @@ static void read_all(fixture *f, int grad, params *out)
         memset(dst, 0, n * sizeof(float));
         if (!has_param(&f->c, which)) continue;
         f8_tensor v;
-        CHECK_OK(f->ctx, f8_layernorm_linear_param(f->m, which, grad, &v));
+        CHECK_OK(f->ctx, f8_module_param(f->m, which, grad, &v));
         CHECK(v.rows * v.cols == (int64_t)n && v.dtype == f->c.param_dtype, "param %d view [%lld, %lld] %s", (int)which,
               (long long)v.rows, (long long)v.cols, f8_dtype_name(v.dtype));
         if (v.rows * v.cols == (int64_t)n) load(f->ctx, v.data, v.dtype, dst, n);
@@ -166,7 +166,7 @@ static fixture make(f8_ctx *ctx, const f8_layernorm_linear_config *c, uint64_t s
             continue;
         }
         f8_tensor view;
-        CHECK_OK(ctx, f8_layernorm_linear_param(f.m, which, 0, &view));
+        CHECK_OK(ctx, f8_module_param(f.m, which, 0, &view));
         as_stored(v, n, c->param_dtype);
         store(ctx, view.data, v, n, c->param_dtype);
     }
@@ -175,7 +175,7 @@ static fixture make(f8_ctx *ctx, const f8_layernorm_linear_config *c, uint64_t s
 
 static void unmake(fixture *f)
 {
-    f8_layernorm_linear_destroy(f->m);
+    f8_module_destroy(f->m);
     params_free(&f->p);
 }
 
@@ -247,11 +247,11 @@ static void step(fixture *f, int64_t T, const float *x, const float *dy, const f
     void *dyb = put(ctx, dy, ny, dt), *dlb = dln ? put(ctx, dln, nx, dt) : NULL, *dxb = put(ctx, NULL, nx, dt);
     f8_tensor tx = f8_tensor_make(xb, dt, T, K), ty = f8_tensor_make(yb, dt, T, N), tl = f8_tensor_make(lb, dt, T, K);
     f8_tensor tdy = f8_tensor_make(dyb, dt, T, N), tdl = f8_tensor_make(dlb, dt, T, K), tdx = f8_tensor_make(dxb, dt, T, K);
-    f8_layernorm_linear_saved *s = NULL;
-    CHECK_OK(ctx, f8_layernorm_linear_saved_create(f->m, &s));
+    f8_saved *s = NULL;
+    CHECK_OK(ctx, f8_module_saved_create(f->m, &s));
     CHECK_OK(ctx, f8_layernorm_linear_forward(f->m, &tx, &ty, f->c.return_layernorm_output ? &tl : NULL, mb, s));
     CHECK_OK(ctx, f8_layernorm_linear_backward(f->m, s, &tdy, dln ? &tdl : NULL, &tdx));
-    f8_layernorm_linear_saved_destroy(s);
+    f8_saved_destroy(s);
     load(ctx, yb, dt, o->y, ny);
     load(ctx, lb, dt, o->ln, nx);
     load(ctx, dxb, dt, o->dx, nx);
@@ -378,7 +378,7 @@ static void test_hp(f8_ctx *ctx, f8_norm norm, int zc, float eps, int ret_ln, f8
 /* Dequantized weight workspace [N,K] (host), its codes and scale_inv. */
 static void workspace_host(fixture *f, double *wq, uint8_t *codes, float *sinv)
 {
-    const f8_qtensor *q = f8_layernorm_linear_weight_workspace(f->m);
+    const f8_qtensor *q = f8_module_weight_workspace(f->m, F8_PARAM_WEIGHT);
     NEED(q != NULL, "no weight workspace");
     qtensor_host(f->ctx, q, f->c.out_features, f->c.in_features, wq, codes, sinv);
 }
@@ -448,9 +448,9 @@ static void test_fp8(f8_ctx *ctx, f8_norm norm, int zc, float eps, int ret_ln, f
     double *db = dnew((size_t)N), *dg = dnew((size_t)K), *dbe = dnew((size_t)K);
     uint8_t *codes = (uint8_t *)xmalloc(nw);
     f8_slot s_in, s_w, s_go;
-    CHECK_OK(ctx, f8_layernorm_linear_slot(f.m, F8_DIR_FORWARD, 0, &s_in));
-    CHECK_OK(ctx, f8_layernorm_linear_slot(f.m, F8_DIR_FORWARD, 1, &s_w));
-    CHECK_OK(ctx, f8_layernorm_linear_slot(f.m, F8_DIR_BACKWARD, 0, &s_go));
+    CHECK_OK(ctx, f8_module_slot(f.m, F8_DIR_FORWARD, 0, &s_in));
+    CHECK_OK(ctx, f8_module_slot(f.m, F8_DIR_FORWARD, 1, &s_w));
+    CHECK_OK(ctx, f8_module_slot(f.m, F8_DIR_BACKWARD, 0, &s_go));
     f8_dtype e4 = f8_ctx_slot_dtype(ctx, F8_DIR_FORWARD), e5 = f8_ctx_slot_dtype(ctx, F8_DIR_BACKWARD);
     test_rng r = {(uint64_t)(T * 5 + K * 3 + N) + (uint64_t)(eps * 1e7f)};
     int bf = pdt == F8_DTYPE_BF16;
@@ -468,7 +468,7 @@ static void test_fp8(f8_ctx *ctx, f8_norm norm, int zc, float eps, int ret_ln, f
         CHECK_OK(ctx, f8_slot_read(ctx, s_go, &sc_go, NULL, NULL));
         if (it == 1) CHECK(sc_in != 1.0f && sc_w != 1.0f && sc_go != 1.0f, "%s: scales did not update", tag);
         /* Fresh gradients each step, so BF16 gradients carry one rounding. */
-        CHECK_OK(ctx, f8_layernorm_linear_zero_grad(f.m));
+        CHECK_OK(ctx, f8_module_zero_grad(f.m));
         step(&f, T, x, dy, dln, pdt, F8_MICROBATCH_NONE, &o);
 
         /* The workspace is the cast of W with the weight slot's scale. */
@@ -555,8 +555,8 @@ static void test_slots(f8_ctx *ctx, f8_norm norm, int ret_ln)
     fill_normal(&r, dy, ny, 0.0, 0.1);
     if (dln) fill_normal(&r, dln, nx, 0.0, 0.1);
     f8_slot s[5];
-    for (int i = 0; i < 3; i++) CHECK_OK(ctx, f8_layernorm_linear_slot(f.m, F8_DIR_FORWARD, i, &s[i]));
-    for (int i = 0; i < 2; i++) CHECK_OK(ctx, f8_layernorm_linear_slot(f.m, F8_DIR_BACKWARD, i, &s[3 + i]));
+    for (int i = 0; i < 3; i++) CHECK_OK(ctx, f8_module_slot(f.m, F8_DIR_FORWARD, i, &s[i]));
+    for (int i = 0; i < 2; i++) CHECK_OK(ctx, f8_module_slot(f.m, F8_DIR_BACKWARD, i, &s[3 + i]));
     float a[5], sc[5];
     for (int i = 0; i < 5; i++) a[i] = slot_amax(ctx, s[i], &sc[i]);
     CHECK(a[0] == 0 && a[1] == 0 && a[2] == 0 && a[3] == 0 && a[4] == 0, "slots not empty at creation");
@@ -581,9 +581,9 @@ static void test_slots(f8_ctx *ctx, f8_norm norm, int ret_ln)
     CHECK(sc[2] == 1.0f && sc[4] == 1.0f, "unused slots' scales moved: %g %g", (double)sc[2], (double)sc[4]);
     CHECK(sc[0] != 1.0f && sc[1] != 1.0f && sc[3] != 1.0f, "used slots' scales did not move");
     f8_slot extra;
-    CHECK_STATUS(ctx, f8_layernorm_linear_slot(f.m, F8_DIR_FORWARD, 3, &extra), F8_ERR_INVALID_ARGUMENT);
-    CHECK_STATUS(ctx, f8_layernorm_linear_slot(f.m, F8_DIR_BACKWARD, 2, &extra), F8_ERR_INVALID_ARGUMENT);
-    CHECK_STATUS(ctx, f8_layernorm_linear_slot(f.m, F8_DIR_FORWARD, -1, &extra), F8_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(ctx, f8_module_slot(f.m, F8_DIR_FORWARD, 3, &extra), F8_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(ctx, f8_module_slot(f.m, F8_DIR_BACKWARD, 2, &extra), F8_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(ctx, f8_module_slot(f.m, F8_DIR_FORWARD, -1, &extra), F8_ERR_INVALID_ARGUMENT);
     model_free(&m);
     outputs_free(&o);
     unmake(&f);
@@ -609,9 +609,9 @@ static void test_workspace_regression(f8_ctx *ctx, f8_norm norm)
     fill_normal(&r, dy, ny, 0.0, 1e-2);
     widen(dy, dyd, ny);
     f8_slot s_in, s_w, s_go;
-    CHECK_OK(ctx, f8_layernorm_linear_slot(f.m, F8_DIR_FORWARD, 0, &s_in));
-    CHECK_OK(ctx, f8_layernorm_linear_slot(f.m, F8_DIR_FORWARD, 1, &s_w));
-    CHECK_OK(ctx, f8_layernorm_linear_slot(f.m, F8_DIR_BACKWARD, 0, &s_go));
+    CHECK_OK(ctx, f8_module_slot(f.m, F8_DIR_FORWARD, 0, &s_in));
+    CHECK_OK(ctx, f8_module_slot(f.m, F8_DIR_FORWARD, 1, &s_w));
+    CHECK_OK(ctx, f8_module_slot(f.m, F8_DIR_BACKWARD, 0, &s_go));
     outputs o;
     outputs_alloc(&o, &f, T);
 
@@ -679,11 +679,11 @@ static void test_main_grad(f8_ctx *ctx, int fp8)
     void *dyb = put(ctx, dy, ny, F8_DTYPE_FP32);
     f8_tensor tx = f8_tensor_make(xb, F8_DTYPE_FP32, T, K), ty = f8_tensor_make(yb, F8_DTYPE_FP32, T, N);
     f8_tensor tdy = f8_tensor_make(dyb, F8_DTYPE_FP32, T, N);
-    f8_layernorm_linear_saved *s = NULL;
-    CHECK_OK(ctx, f8_layernorm_linear_saved_create(f.m, &s));
+    f8_saved *s = NULL;
+    CHECK_OK(ctx, f8_module_saved_create(f.m, &s));
     CHECK_OK(ctx, f8_layernorm_linear_forward(f.m, &tx, &ty, NULL, F8_MICROBATCH_FIRST, s));
     CHECK_STATUS(ctx, f8_layernorm_linear_backward(f.m, s, &tdy, NULL, NULL), F8_ERR_STATE); /* no main_grad */
-    CHECK_OK(ctx, f8_layernorm_linear_set_main_grad(f.m, (float *)mgb));
+    CHECK_OK(ctx, f8_module_set_main_grad(f.m, F8_PARAM_WEIGHT, (float *)mgb));
     const f8_microbatch mbs[3] = {F8_MICROBATCH_FIRST, F8_MICROBATCH_NOT_FIRST, F8_MICROBATCH_NONE};
     for (int i = 0; i < 3; i++) {
         g[i] = fnew(nw);
@@ -719,7 +719,7 @@ static void test_main_grad(f8_ctx *ctx, int fp8)
           rel_error(d.be, dbe, (size_t)K));
     params_free(&d);
     model_free(&m);
-    f8_layernorm_linear_saved_destroy(s);
+    f8_saved_destroy(s);
     f8_ctx_free(ctx, mgb), f8_ctx_free(ctx, xb), f8_ctx_free(ctx, yb), f8_ctx_free(ctx, dyb);
     unmake(&f);
     for (int i = 0; i < 3; i++) free(g[i]);
@@ -736,8 +736,8 @@ static void test_zero_tokens(f8_ctx *ctx, int fp8, int ret_ln)
     f8_tensor tx = f8_tensor_make(p, F8_DTYPE_FP32, 0, K), ty = f8_tensor_make(p, F8_DTYPE_FP32, 0, N);
     f8_tensor tl = f8_tensor_make(p, F8_DTYPE_FP32, 0, K), tdy = f8_tensor_make(p, F8_DTYPE_FP32, 0, N);
     f8_tensor tdl = tl, tdx = tl;
-    f8_layernorm_linear_saved *s = NULL;
-    CHECK_OK(ctx, f8_layernorm_linear_saved_create(f.m, &s));
+    f8_saved *s = NULL;
+    CHECK_OK(ctx, f8_module_saved_create(f.m, &s));
     CHECK_OK(ctx, f8_layernorm_linear_forward(f.m, &tx, &ty, ret_ln ? &tl : NULL, F8_MICROBATCH_NONE, s));
     CHECK_OK(ctx, f8_layernorm_linear_backward(f.m, s, &tdy, ret_ln ? &tdl : NULL, &tdx));
     params d;
@@ -749,7 +749,7 @@ static void test_zero_tokens(f8_ctx *ctx, int fp8, int ret_ln)
     for (int64_t i = 0; i < K; i++) zero &= d.g[i] == 0.0f && d.be[i] == 0.0f;
     CHECK(zero, "zero tokens changed the gradients (fp8=%d ret_ln=%d)", fp8, ret_ln);
     params_free(&d);
-    f8_layernorm_linear_saved_destroy(s);
+    f8_saved_destroy(s);
     f8_ctx_free(ctx, p);
     unmake(&f);
 }
@@ -770,7 +770,7 @@ static void snap(fixture *f, void *yb, void *lb, int64_t T, snapshot *s)
     for (int i = 0; i < 5; i++) {
         f8_slot sl;
         float *d = s->slots + i * (L + 2);
-        CHECK_OK(f->ctx, f8_layernorm_linear_slot(f->m, i < 3 ? F8_DIR_FORWARD : F8_DIR_BACKWARD, i < 3 ? i : i - 3, &sl));
+        CHECK_OK(f->ctx, f8_module_slot(f->m, i < 3 ? F8_DIR_FORWARD : F8_DIR_BACKWARD, i < 3 ? i : i - 3, &sl));
         CHECK_OK(f->ctx, f8_slot_read(f->ctx, sl, &d[0], &d[1], d + 2));
     }
     s->y = fnew((size_t)(T * N)), s->ln = fnew((size_t)(T * K));
@@ -815,10 +815,10 @@ static void test_bad_input(f8_ctx *ctx)
     void *big = put(ctx, host, 512, F8_DTYPE_FP32);
     f8_tensor tx = f8_tensor_make(xb, F8_DTYPE_FP32, T, K), ty = f8_tensor_make(yb, F8_DTYPE_FP32, T, N);
     f8_tensor tl = f8_tensor_make(lb, F8_DTYPE_FP32, T, K), bad;
-    f8_layernorm_linear_saved *sf = NULL, *sh = NULL, *sg = NULL;
-    CHECK_OK(ctx, f8_layernorm_linear_saved_create(f.m, &sf));
-    CHECK_OK(ctx, f8_layernorm_linear_saved_create(h.m, &sh));
-    CHECK_OK(ctx, f8_layernorm_linear_saved_create(g.m, &sg));
+    f8_saved *sf = NULL, *sh = NULL, *sg = NULL;
+    CHECK_OK(ctx, f8_module_saved_create(f.m, &sf));
+    CHECK_OK(ctx, f8_module_saved_create(h.m, &sh));
+    CHECK_OK(ctx, f8_module_saved_create(g.m, &sg));
     snapshot before, after;
     snap(&f, yb, lb, T, &before);
 
@@ -863,16 +863,16 @@ static void test_bad_input(f8_ctx *ctx)
 
     /* Views, slots, main_grad. */
     f8_tensor v;
-    CHECK_STATUS(ctx, f8_layernorm_linear_param(g.m, F8_PARAM_LN_BIAS, 0, &v), F8_ERR_STATE); /* RMSNorm: no beta */
-    CHECK_STATUS(ctx, f8_layernorm_linear_param(g.m, F8_PARAM_BIAS, 1, &v), F8_ERR_STATE);    /* bias = 0 */
-    CHECK_STATUS(ctx, f8_layernorm_linear_param(f.m, F8_PARAM_FC1_WEIGHT, 0, &v), F8_ERR_INVALID_ARGUMENT);
-    CHECK_STATUS(ctx, f8_layernorm_linear_param(f.m, (f8_param)42, 0, &v), F8_ERR_INVALID_ARGUMENT);
-    CHECK_STATUS(ctx, f8_layernorm_linear_param(f.m, F8_PARAM_WEIGHT, 0, NULL), F8_ERR_INVALID_ARGUMENT);
-    CHECK_STATUS(ctx, f8_layernorm_linear_set_main_grad(f.m, (float *)big), F8_ERR_STATE); /* not fused */
-    CHECK(f8_layernorm_linear_weight_workspace(NULL) == NULL, "workspace of NULL");
+    CHECK_STATUS(ctx, f8_module_param(g.m, F8_PARAM_LN_BIAS, 0, &v), F8_ERR_STATE); /* RMSNorm: no beta */
+    CHECK_STATUS(ctx, f8_module_param(g.m, F8_PARAM_BIAS, 1, &v), F8_ERR_STATE);    /* bias = 0 */
+    CHECK_STATUS(ctx, f8_module_param(f.m, F8_PARAM_FC1_WEIGHT, 0, &v), F8_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(ctx, f8_module_param(f.m, (f8_param)42, 0, &v), F8_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(ctx, f8_module_param(f.m, F8_PARAM_WEIGHT, 0, NULL), F8_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(ctx, f8_module_set_main_grad(f.m, F8_PARAM_WEIGHT, (float *)big), F8_ERR_STATE); /* not fused */
+    CHECK(f8_module_weight_workspace(NULL, F8_PARAM_WEIGHT) == NULL, "workspace of NULL");
 
     /* Create. */
-    f8_layernorm_linear *l2 = NULL;
+    f8_module *l2 = NULL;
     f8_layernorm_linear_config cc = f8_layernorm_linear_config_default(0, 4);
     CHECK_STATUS(ctx, f8_layernorm_linear_create(ctx, &cc, &l2), F8_ERR_SHAPE);
     cc = f8_layernorm_linear_config_default(4, 0);
@@ -915,11 +915,11 @@ static void test_bad_input(f8_ctx *ctx)
     CHECK_STATUS(ctx, f8_layernorm_linear_backward(f.m, sf, &dy, NULL, &dx), F8_ERR_STATE); /* consumed */
     snap_free(&before), snap_free(&after);
 
-    f8_layernorm_linear_saved_destroy(sf), f8_layernorm_linear_saved_destroy(sh), f8_layernorm_linear_saved_destroy(sg);
+    f8_saved_destroy(sf), f8_saved_destroy(sh), f8_saved_destroy(sg);
     f8_ctx_free(ctx, xb), f8_ctx_free(ctx, yb), f8_ctx_free(ctx, lb), f8_ctx_free(ctx, x16), f8_ctx_free(ctx, big);
     unmake(&f), unmake(&g), unmake(&h);
-    f8_layernorm_linear_destroy(NULL);
-    f8_layernorm_linear_saved_destroy(NULL);
+    f8_module_destroy(NULL);
+    f8_saved_destroy(NULL);
 }
 
 int main(void)

@@ -1,5 +1,5 @@
 /*
- * test_layernorm_mlp.c — f8_layernorm_mlp on the CPU backend against FP64
+ * test_layernorm_mlp.c — f8_module on the CPU backend against FP64
  * references: FP8 off to FP32 rounding (BF16 parameters within TE's 5e-2)
  * for all seven activations (the gated ones on fc1's [a | b] split) and both
  * norms, an eps sweep with zero-centred gamma, central finite differences of
@@ -178,7 +178,7 @@ static const f8_param mlp_params[6] = {F8_PARAM_LN_WEIGHT, F8_PARAM_LN_BIAS, F8_
 typedef struct {
     f8_ctx *ctx;
     f8_layernorm_mlp_config c;
-    f8_layernorm_mlp *m;
+    f8_module *m;
     int64_t F1;
     params p; /* the parameter values as stored */
 } fixture;
@@ -226,7 +226,7 @@ static void read_all(fixture *f, int grad, params *out)
         memset(out->v[which], 0, n * sizeof(float));
         if (!has_param(&f->c, which)) continue;
         f8_tensor v;
-        CHECK_OK(f->ctx, f8_layernorm_mlp_param(f->m, which, grad, &v));
+        CHECK_OK(f->ctx, f8_module_param(f->m, which, grad, &v));
         CHECK(v.rows * v.cols == (int64_t)n && v.dtype == f->c.param_dtype, "param %d view [%lld, %lld] %s", (int)which,
               (long long)v.rows, (long long)v.cols, f8_dtype_name(v.dtype));
         if (v.rows * v.cols == (int64_t)n) load(f->ctx, v.data, v.dtype, out->v[which], n);
@@ -297,7 +297,7 @@ static fixture make(f8_ctx *ctx, const f8_layernorm_mlp_config *c, uint64_t seed
             continue;
         }
         f8_tensor view;
-        CHECK_OK(ctx, f8_layernorm_mlp_param(f.m, which, 0, &view));
+        CHECK_OK(ctx, f8_module_param(f.m, which, 0, &view));
         as_stored(f.p.v[which], n, c->param_dtype);
         store(ctx, view.data, f.p.v[which], n, c->param_dtype);
     }
@@ -306,7 +306,7 @@ static fixture make(f8_ctx *ctx, const f8_layernorm_mlp_config *c, uint64_t seed
 
 static void unmake(fixture *f)
 {
-    f8_layernorm_mlp_destroy(f->m);
+    f8_module_destroy(f->m);
     params_free(&f->p);
 }
 
@@ -359,11 +359,11 @@ static void step(fixture *f, int64_t T, const float *x, const float *dy, f8_dtyp
     void *xb = put(ctx, x, n, dt), *yb = put(ctx, NULL, n, dt), *dyb = put(ctx, dy, n, dt), *dxb = put(ctx, NULL, n, dt);
     f8_tensor tx = f8_tensor_make(xb, dt, T, H), ty = f8_tensor_make(yb, dt, T, H);
     f8_tensor tdy = f8_tensor_make(dyb, dt, T, H), tdx = f8_tensor_make(dxb, dt, T, H);
-    f8_layernorm_mlp_saved *s = NULL;
-    CHECK_OK(ctx, f8_layernorm_mlp_saved_create(f->m, &s));
-    CHECK_OK(ctx, f8_layernorm_mlp_forward(f->m, &tx, &ty, mb, s));
-    CHECK_OK(ctx, f8_layernorm_mlp_backward(f->m, s, &tdy, &tdx));
-    f8_layernorm_mlp_saved_destroy(s);
+    f8_saved *s = NULL;
+    CHECK_OK(ctx, f8_module_saved_create(f->m, &s));
+    CHECK_OK(ctx, f8_module_forward(f->m, &tx, &ty, mb, s));
+    CHECK_OK(ctx, f8_module_backward(f->m, s, &tdy, &tdx));
+    f8_saved_destroy(s);
     load(ctx, yb, dt, o->y, n);
     load(ctx, dxb, dt, o->dx, n);
     read_all(f, 1, &o->d);
@@ -478,7 +478,7 @@ static void test_hp(f8_ctx *ctx, f8_norm norm, int zc, float eps, f8_activation 
 static void workspace_host(fixture *f, int which, double *wq, uint8_t *codes, float *sinv)
 {
     int64_t rows = which ? f->c.hidden_size : f->F1, cols = which ? f->c.ffn_hidden_size : f->c.hidden_size;
-    const f8_qtensor *q = f8_layernorm_mlp_weight_workspace(f->m, which);
+    const f8_qtensor *q = f8_module_weight_workspace(f->m, (which) ? F8_PARAM_FC2_WEIGHT : F8_PARAM_FC1_WEIGHT);
     NEED(q != NULL, "no weight workspace");
     f8_tensor v = qtensor_host(f->ctx, q, rows, cols, wq, codes, sinv);
     CHECK(v.rows == rows && v.cols == cols, "workspace %d is [%lld, %lld]", which, (long long)v.rows, (long long)v.cols);
@@ -563,11 +563,11 @@ static void test_fp8(f8_ctx *ctx, f8_norm norm, int zc, float eps, f8_activation
     double *da = dnew(na), *dh = dnew((size_t)(T * F1)), *db1 = dnew((size_t)F1), *db2 = dnew((size_t)H);
     uint8_t *codes = (uint8_t *)xmalloc(n1 > n2 ? n1 : n2);
     f8_slot s_in, s_w1, s_act, s_w2, s_go;
-    CHECK_OK(ctx, f8_layernorm_mlp_slot(f.m, F8_DIR_FORWARD, 0, &s_in));
-    CHECK_OK(ctx, f8_layernorm_mlp_slot(f.m, F8_DIR_FORWARD, 1, &s_w1));
-    CHECK_OK(ctx, f8_layernorm_mlp_slot(f.m, F8_DIR_FORWARD, 3, &s_act));
-    CHECK_OK(ctx, f8_layernorm_mlp_slot(f.m, F8_DIR_FORWARD, 4, &s_w2));
-    CHECK_OK(ctx, f8_layernorm_mlp_slot(f.m, F8_DIR_BACKWARD, 0, &s_go));
+    CHECK_OK(ctx, f8_module_slot(f.m, F8_DIR_FORWARD, 0, &s_in));
+    CHECK_OK(ctx, f8_module_slot(f.m, F8_DIR_FORWARD, 1, &s_w1));
+    CHECK_OK(ctx, f8_module_slot(f.m, F8_DIR_FORWARD, 3, &s_act));
+    CHECK_OK(ctx, f8_module_slot(f.m, F8_DIR_FORWARD, 4, &s_w2));
+    CHECK_OK(ctx, f8_module_slot(f.m, F8_DIR_BACKWARD, 0, &s_go));
     f8_dtype e4 = f8_ctx_slot_dtype(ctx, F8_DIR_FORWARD), e5 = f8_ctx_slot_dtype(ctx, F8_DIR_BACKWARD);
     int bf = pdt == F8_DTYPE_BF16;
     test_rng r = {(uint64_t)(T * 3 + H * 5 + F) + (uint64_t)act * 101 + (uint64_t)(eps * 1e7f)};
@@ -586,7 +586,7 @@ static void test_fp8(f8_ctx *ctx, f8_norm norm, int zc, float eps, f8_activation
         if (it == 1)
             CHECK(sc_in != 1.0f && sc_w1 != 1.0f && sc_act != 1.0f && sc_w2 != 1.0f && sc_go != 1.0f,
                   "%s: scales did not update", tag);
-        CHECK_OK(ctx, f8_layernorm_mlp_zero_grad(f.m));
+        CHECK_OK(ctx, f8_module_zero_grad(f.m));
         step(&f, T, x, dy, pdt, F8_MICROBATCH_NONE, &o);
 
         /* Each workspace is the cast of its weight with its slot's scale. */
@@ -679,8 +679,8 @@ static void test_slots(f8_ctx *ctx, f8_norm norm, f8_activation act)
     make_input(&r, x, T, H);
     fill_normal(&r, dy, n, 0.0, 0.1);
     f8_slot s[10];
-    for (int i = 0; i < 6; i++) CHECK_OK(ctx, f8_layernorm_mlp_slot(f.m, F8_DIR_FORWARD, i, &s[i]));
-    for (int i = 0; i < 4; i++) CHECK_OK(ctx, f8_layernorm_mlp_slot(f.m, F8_DIR_BACKWARD, i, &s[6 + i]));
+    for (int i = 0; i < 6; i++) CHECK_OK(ctx, f8_module_slot(f.m, F8_DIR_FORWARD, i, &s[i]));
+    for (int i = 0; i < 4; i++) CHECK_OK(ctx, f8_module_slot(f.m, F8_DIR_BACKWARD, i, &s[6 + i]));
     float a[10], sc[10];
     int empty = 1;
     for (int i = 0; i < 10; i++) empty &= slot_amax(ctx, s[i], &sc[i]) == 0.0f;
@@ -726,8 +726,8 @@ static void test_slots(f8_ctx *ctx, f8_norm norm, f8_activation act)
     CHECK(sc[0] != 1.0f && sc[1] != 1.0f && sc[3] != 1.0f && sc[4] != 1.0f && sc[6] != 1.0f && sc[8] != 1.0f,
           "used slots' scales did not move");
     f8_slot extra;
-    CHECK_STATUS(ctx, f8_layernorm_mlp_slot(f.m, F8_DIR_FORWARD, 6, &extra), F8_ERR_INVALID_ARGUMENT);
-    CHECK_STATUS(ctx, f8_layernorm_mlp_slot(f.m, F8_DIR_BACKWARD, 4, &extra), F8_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(ctx, f8_module_slot(f.m, F8_DIR_FORWARD, 6, &extra), F8_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(ctx, f8_module_slot(f.m, F8_DIR_BACKWARD, 4, &extra), F8_ERR_INVALID_ARGUMENT);
     model_free(&m);
     outputs_free(&o);
     unmake(&f);
@@ -754,7 +754,7 @@ static void test_workspace_regression(f8_ctx *ctx, f8_activation act)
     make_input(&r, x, T, H);
     fill_normal(&r, dy, n, 0.0, 1e-2);
     f8_slot sl[5];
-    for (int i = 0; i < 5; i++) CHECK_OK(ctx, f8_layernorm_mlp_slot(f.m, F8_DIR_FORWARD, i, &sl[i]));
+    for (int i = 0; i < 5; i++) CHECK_OK(ctx, f8_module_slot(f.m, F8_DIR_FORWARD, i, &sl[i]));
     outputs o;
     outputs_alloc(&o, &f, T);
     for (int w = 0; w < 2; w++) CHECK_OK(ctx, f8_slot_read(ctx, sl[w ? 4 : 1], &sw1[w], NULL, NULL));
@@ -836,15 +836,16 @@ static void test_main_grad(f8_ctx *ctx, int fp8)
     void *xb = put(ctx, x, n, F8_DTYPE_FP32), *yb = put(ctx, NULL, n, F8_DTYPE_FP32), *dyb = put(ctx, dy, n, F8_DTYPE_FP32);
     f8_tensor tx = f8_tensor_make(xb, F8_DTYPE_FP32, T, H), ty = f8_tensor_make(yb, F8_DTYPE_FP32, T, H);
     f8_tensor tdy = f8_tensor_make(dyb, F8_DTYPE_FP32, T, H);
-    f8_layernorm_mlp_saved *s = NULL;
-    CHECK_OK(ctx, f8_layernorm_mlp_saved_create(f.m, &s));
-    CHECK_OK(ctx, f8_layernorm_mlp_forward(f.m, &tx, &ty, F8_MICROBATCH_FIRST, s));
-    CHECK_STATUS(ctx, f8_layernorm_mlp_backward(f.m, s, &tdy, NULL), F8_ERR_STATE); /* no main_grad yet */
-    CHECK_OK(ctx, f8_layernorm_mlp_set_main_grad(f.m, (float *)mg[0], (float *)mg[1]));
+    f8_saved *s = NULL;
+    CHECK_OK(ctx, f8_module_saved_create(f.m, &s));
+    CHECK_OK(ctx, f8_module_forward(f.m, &tx, &ty, F8_MICROBATCH_FIRST, s));
+    CHECK_STATUS(ctx, f8_module_backward(f.m, s, &tdy, NULL), F8_ERR_STATE); /* no main_grad yet */
+    CHECK_OK(ctx, f8_module_set_main_grad(f.m, F8_PARAM_FC1_WEIGHT, (float *)mg[0]));
+    CHECK_OK(ctx, f8_module_set_main_grad(f.m, F8_PARAM_FC2_WEIGHT, (float *)mg[1]));
     const f8_microbatch mbs[3] = {F8_MICROBATCH_FIRST, F8_MICROBATCH_NOT_FIRST, F8_MICROBATCH_NONE};
     for (int i = 0; i < 3; i++) {
-        if (i > 0) CHECK_OK(ctx, f8_layernorm_mlp_forward(f.m, &tx, &ty, mbs[i], s));
-        CHECK_OK(ctx, f8_layernorm_mlp_backward(f.m, s, &tdy, NULL));
+        if (i > 0) CHECK_OK(ctx, f8_module_forward(f.m, &tx, &ty, mbs[i], s));
+        CHECK_OK(ctx, f8_module_backward(f.m, s, &tdy, NULL));
         for (int w = 0; w < 2; w++) {
             g[w][i] = fnew(nw[w]);
             load(ctx, mg[w], F8_DTYPE_FP32, g[w][i], nw[w]);
@@ -881,7 +882,7 @@ static void test_main_grad(f8_ctx *ctx, int fp8)
     params_free(&p);
     grads64_free(&d);
     model_free(&m);
-    f8_layernorm_mlp_saved_destroy(s);
+    f8_saved_destroy(s);
     for (int w = 0; w < 2; w++) {
         f8_ctx_free(ctx, mg[w]);
         for (int i = 0; i < 3; i++) free(g[w][i]);
@@ -899,10 +900,10 @@ static void test_zero_tokens(f8_ctx *ctx, int fp8)
     fixture f = make(ctx, &c, 9);
     void *p = put(ctx, NULL, 16, F8_DTYPE_FP32);
     f8_tensor t0 = f8_tensor_make(p, F8_DTYPE_FP32, 0, H), y0 = t0, dy0 = t0, dx0 = t0;
-    f8_layernorm_mlp_saved *s = NULL;
-    CHECK_OK(ctx, f8_layernorm_mlp_saved_create(f.m, &s));
-    CHECK_OK(ctx, f8_layernorm_mlp_forward(f.m, &t0, &y0, F8_MICROBATCH_NONE, s));
-    CHECK_OK(ctx, f8_layernorm_mlp_backward(f.m, s, &dy0, &dx0));
+    f8_saved *s = NULL;
+    CHECK_OK(ctx, f8_module_saved_create(f.m, &s));
+    CHECK_OK(ctx, f8_module_forward(f.m, &t0, &y0, F8_MICROBATCH_NONE, s));
+    CHECK_OK(ctx, f8_module_backward(f.m, s, &dy0, &dx0));
     params d;
     params_alloc(&d, &c);
     read_all(&f, 1, &d);
@@ -913,7 +914,7 @@ static void test_zero_tokens(f8_ctx *ctx, int fp8)
     }
     CHECK(zero, "zero tokens changed the gradients (fp8=%d)", fp8);
     params_free(&d);
-    f8_layernorm_mlp_saved_destroy(s);
+    f8_saved_destroy(s);
     f8_ctx_free(ctx, p);
     unmake(&f);
 }
@@ -931,7 +932,7 @@ static void snap(fixture *f, void *yb, int64_t T, snapshot *s)
     for (int i = 0; i < 10; i++) {
         f8_slot sl;
         float *d = s->slots + i * (L + 2);
-        CHECK_OK(f->ctx, f8_layernorm_mlp_slot(f->m, i < 6 ? F8_DIR_FORWARD : F8_DIR_BACKWARD, i < 6 ? i : i - 6, &sl));
+        CHECK_OK(f->ctx, f8_module_slot(f->m, i < 6 ? F8_DIR_FORWARD : F8_DIR_BACKWARD, i < 6 ? i : i - 6, &sl));
         CHECK_OK(f->ctx, f8_slot_read(f->ctx, sl, &d[0], &d[1], d + 2));
     }
     s->y = fnew((size_t)(T * f->c.hidden_size));
@@ -971,63 +972,65 @@ static void test_bad_input(f8_ctx *ctx)
     void *xb = put(ctx, host, n, F8_DTYPE_FP32), *yb = put(ctx, host, n, F8_DTYPE_FP32);
     void *x16 = put(ctx, host, n, F8_DTYPE_BF16), *big = put(ctx, host, 512, F8_DTYPE_FP32);
     f8_tensor tx = f8_tensor_make(xb, F8_DTYPE_FP32, T, H), ty = f8_tensor_make(yb, F8_DTYPE_FP32, T, H), bad;
-    f8_layernorm_mlp_saved *sf = NULL, *sg = NULL;
-    CHECK_OK(ctx, f8_layernorm_mlp_saved_create(f.m, &sf));
-    CHECK_OK(ctx, f8_layernorm_mlp_saved_create(g.m, &sg));
+    f8_saved *sf = NULL, *sg = NULL;
+    CHECK_OK(ctx, f8_module_saved_create(f.m, &sf));
+    CHECK_OK(ctx, f8_module_saved_create(g.m, &sg));
     snapshot before, after;
     snap(&f, yb, T, &before);
     const f8_microbatch none = F8_MICROBATCH_NONE;
-    CHECK_STATUS(ctx, f8_layernorm_mlp_forward(NULL, &tx, &ty, none, sf), F8_ERR_INVALID_ARGUMENT);
-    CHECK_STATUS(ctx, f8_layernorm_mlp_forward(f.m, NULL, &ty, none, sf), F8_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(ctx, f8_module_forward(NULL, &tx, &ty, none, sf), F8_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(ctx, f8_module_forward(f.m, NULL, &ty, none, sf), F8_ERR_INVALID_ARGUMENT);
     CHECK(strlen(f8_ctx_last_error(ctx)) > 0, "no message for a NULL x");
-    CHECK_STATUS(ctx, f8_layernorm_mlp_forward(f.m, &tx, NULL, none, sf), F8_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(ctx, f8_module_forward(f.m, &tx, NULL, none, sf), F8_ERR_INVALID_ARGUMENT);
     bad = tx, bad.data = NULL;
-    CHECK_STATUS(ctx, f8_layernorm_mlp_forward(f.m, &bad, &ty, none, sf), F8_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(ctx, f8_module_forward(f.m, &bad, &ty, none, sf), F8_ERR_INVALID_ARGUMENT);
     bad = tx, bad.cols = H + 1;
-    CHECK_STATUS(ctx, f8_layernorm_mlp_forward(f.m, &bad, &ty, none, sf), F8_ERR_SHAPE);
+    CHECK_STATUS(ctx, f8_module_forward(f.m, &bad, &ty, none, sf), F8_ERR_SHAPE);
     bad = ty, bad.rows = T - 1;
-    CHECK_STATUS(ctx, f8_layernorm_mlp_forward(f.m, &tx, &bad, none, sf), F8_ERR_SHAPE);
+    CHECK_STATUS(ctx, f8_module_forward(f.m, &tx, &bad, none, sf), F8_ERR_SHAPE);
     bad = ty, bad.cols = F;
-    CHECK_STATUS(ctx, f8_layernorm_mlp_forward(f.m, &tx, &bad, none, sf), F8_ERR_SHAPE);
+    CHECK_STATUS(ctx, f8_module_forward(f.m, &tx, &bad, none, sf), F8_ERR_SHAPE);
     {
         f8_tensor xbig = f8_tensor_make(big, F8_DTYPE_FP32, T + 1, H), ybig = xbig;
-        CHECK_STATUS(ctx, f8_layernorm_mlp_forward(f.m, &xbig, &ybig, none, sf), F8_ERR_SHAPE); /* > max_tokens */
+        CHECK_STATUS(ctx, f8_module_forward(f.m, &xbig, &ybig, none, sf), F8_ERR_SHAPE); /* > max_tokens */
     }
     bad = tx, bad.dtype = F8_DTYPE_E4M3, bad.scale_inv = (float *)big;
-    CHECK_STATUS(ctx, f8_layernorm_mlp_forward(f.m, &bad, &ty, none, sf), F8_ERR_DTYPE);
+    CHECK_STATUS(ctx, f8_module_forward(f.m, &bad, &ty, none, sf), F8_ERR_DTYPE);
     bad = ty, bad.dtype = F8_DTYPE_E4M3, bad.scale_inv = (float *)big;
-    CHECK_STATUS(ctx, f8_layernorm_mlp_forward(f.m, &tx, &bad, none, sf), F8_ERR_DTYPE);
-    CHECK_STATUS(ctx, f8_layernorm_mlp_forward(f.m, &tx, &ty, (f8_microbatch)3, sf), F8_ERR_INVALID_ARGUMENT);
-    CHECK_STATUS(ctx, f8_layernorm_mlp_forward(f.m, &tx, &ty, none, sg), F8_ERR_INVALID_ARGUMENT); /* g's saved */
+    CHECK_STATUS(ctx, f8_module_forward(f.m, &tx, &bad, none, sf), F8_ERR_DTYPE);
+    CHECK_STATUS(ctx, f8_module_forward(f.m, &tx, &ty, (f8_microbatch)3, sf), F8_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(ctx, f8_module_forward(f.m, &tx, &ty, none, sg), F8_ERR_INVALID_ARGUMENT); /* g's saved */
     f8_tensor tx16 = f8_tensor_make(x16, F8_DTYPE_BF16, T, H);
-    CHECK_STATUS(ctx, f8_layernorm_mlp_forward(g.m, &tx16, &ty, none, sg), F8_ERR_DTYPE); /* FP8 off: x in param dtype */
-    CHECK_STATUS(ctx, f8_layernorm_mlp_backward(f.m, sf, &ty, NULL), F8_ERR_STATE); /* no forward yet */
-    CHECK_STATUS(ctx, f8_layernorm_mlp_backward(f.m, NULL, &ty, NULL), F8_ERR_INVALID_ARGUMENT);
-    CHECK_STATUS(ctx, f8_layernorm_mlp_backward(NULL, sf, &ty, NULL), F8_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(ctx, f8_module_forward(g.m, &tx16, &ty, none, sg), F8_ERR_DTYPE); /* FP8 off: x in param dtype */
+    CHECK_STATUS(ctx, f8_module_backward(f.m, sf, &ty, NULL), F8_ERR_STATE); /* no forward yet */
+    CHECK_STATUS(ctx, f8_module_backward(f.m, NULL, &ty, NULL), F8_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(ctx, f8_module_backward(NULL, sf, &ty, NULL), F8_ERR_INVALID_ARGUMENT);
 
     f8_tensor v;
-    CHECK_STATUS(ctx, f8_layernorm_mlp_param(g.m, F8_PARAM_LN_BIAS, 0, &v), F8_ERR_STATE); /* RMSNorm */
-    CHECK_STATUS(ctx, f8_layernorm_mlp_param(g.m, F8_PARAM_FC1_BIAS, 0, &v), F8_ERR_STATE); /* bias = 0 */
-    CHECK_STATUS(ctx, f8_layernorm_mlp_param(g.m, F8_PARAM_FC2_BIAS, 1, &v), F8_ERR_STATE);
-    CHECK_STATUS(ctx, f8_layernorm_mlp_param(f.m, F8_PARAM_WEIGHT, 0, &v), F8_ERR_INVALID_ARGUMENT); /* LNLinear's */
-    CHECK_STATUS(ctx, f8_layernorm_mlp_param(f.m, (f8_param)42, 0, &v), F8_ERR_INVALID_ARGUMENT);
-    CHECK_STATUS(ctx, f8_layernorm_mlp_param(f.m, F8_PARAM_FC1_WEIGHT, 0, NULL), F8_ERR_INVALID_ARGUMENT);
-    CHECK_STATUS(ctx, f8_layernorm_mlp_set_main_grad(f.m, (float *)big, (float *)big), F8_ERR_STATE); /* not fused */
-    CHECK(f8_layernorm_mlp_weight_workspace(f.m, 2) == NULL, "workspace 2 exists");
-    CHECK(f8_layernorm_mlp_weight_workspace(NULL, 0) == NULL, "workspace of NULL");
+    CHECK_STATUS(ctx, f8_module_param(g.m, F8_PARAM_LN_BIAS, 0, &v), F8_ERR_STATE); /* RMSNorm */
+    CHECK_STATUS(ctx, f8_module_param(g.m, F8_PARAM_FC1_BIAS, 0, &v), F8_ERR_STATE); /* bias = 0 */
+    CHECK_STATUS(ctx, f8_module_param(g.m, F8_PARAM_FC2_BIAS, 1, &v), F8_ERR_STATE);
+    CHECK_STATUS(ctx, f8_module_param(f.m, F8_PARAM_WEIGHT, 0, &v), F8_ERR_INVALID_ARGUMENT); /* LNLinear's */
+    CHECK_STATUS(ctx, f8_module_param(f.m, (f8_param)42, 0, &v), F8_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(ctx, f8_module_param(f.m, F8_PARAM_FC1_WEIGHT, 0, NULL), F8_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(ctx, f8_module_set_main_grad(f.m, F8_PARAM_FC1_WEIGHT, (float *)big), F8_ERR_STATE); /* not fused */
+    CHECK_STATUS(ctx, f8_module_set_main_grad(f.m, F8_PARAM_WEIGHT, (float *)big), F8_ERR_INVALID_ARGUMENT); /* not an MLP weight */
+    CHECK(f8_module_weight_workspace(f.m, F8_PARAM_WEIGHT) == NULL, "an MLP has a WEIGHT workspace");
+    CHECK(f8_module_weight_workspace(f.m, F8_PARAM_FC2_BIAS) == NULL, "a bias has a workspace");
+    CHECK(f8_module_weight_workspace(NULL, F8_PARAM_FC1_WEIGHT) == NULL, "workspace of NULL");
     {
         /* fc1 is [2F, H] with a gated activation, fc2 [H, F] either way. */
         f8_tensor w1, w2;
         f8_layernorm_mlp_config cg = config(H, F, F8_NORM_LAYERNORM, 0, 1e-5f, F8_ACT_SWIGLU, F8_DTYPE_FP32, 1, T);
-        f8_layernorm_mlp *mg = NULL;
+        f8_module *mg = NULL;
         CHECK_OK(ctx, f8_layernorm_mlp_create(ctx, &cg, &mg));
-        CHECK_OK(ctx, f8_layernorm_mlp_param(mg, F8_PARAM_FC1_WEIGHT, 0, &w1));
-        CHECK_OK(ctx, f8_layernorm_mlp_param(mg, F8_PARAM_FC2_WEIGHT, 0, &w2));
+        CHECK_OK(ctx, f8_module_param(mg, F8_PARAM_FC1_WEIGHT, 0, &w1));
+        CHECK_OK(ctx, f8_module_param(mg, F8_PARAM_FC2_WEIGHT, 0, &w2));
         CHECK(w1.rows == 2 * F && w1.cols == H && w2.rows == H && w2.cols == F, "gated shapes fc1 [%lld,%lld] fc2 [%lld,%lld]",
               (long long)w1.rows, (long long)w1.cols, (long long)w2.rows, (long long)w2.cols);
-        f8_layernorm_mlp_destroy(mg);
+        f8_module_destroy(mg);
     }
-    f8_layernorm_mlp *m2 = NULL;
+    f8_module *m2 = NULL;
     f8_layernorm_mlp_config cc = f8_layernorm_mlp_config_default(0, 4);
     CHECK_STATUS(ctx, f8_layernorm_mlp_create(ctx, &cc, &m2), F8_ERR_SHAPE);
     cc = f8_layernorm_mlp_config_default(4, 0);
@@ -1048,33 +1051,33 @@ static void test_bad_input(f8_ctx *ctx)
     snap_free(&after);
 
     /* A valid forward, then bad backwards change nothing and keep the saved state. */
-    CHECK_OK(ctx, f8_layernorm_mlp_forward(f.m, &tx, &ty, none, sf));
+    CHECK_OK(ctx, f8_module_forward(f.m, &tx, &ty, none, sf));
     snap_free(&before);
     snap(&f, yb, T, &before);
     f8_tensor dy = f8_tensor_make(big, F8_DTYPE_FP32, T, H), dx = f8_tensor_make(xb, F8_DTYPE_FP32, T, H);
     float *xkeep = fnew(n), *xnow = fnew(n);
     load(ctx, xb, F8_DTYPE_FP32, xkeep, n);
     bad = dy, bad.cols = H + 1;
-    CHECK_STATUS(ctx, f8_layernorm_mlp_backward(f.m, sf, &bad, NULL), F8_ERR_SHAPE);
+    CHECK_STATUS(ctx, f8_module_backward(f.m, sf, &bad, NULL), F8_ERR_SHAPE);
     bad = dx, bad.rows = T - 1;
-    CHECK_STATUS(ctx, f8_layernorm_mlp_backward(f.m, sf, &dy, &bad), F8_ERR_SHAPE);
+    CHECK_STATUS(ctx, f8_module_backward(f.m, sf, &dy, &bad), F8_ERR_SHAPE);
     bad = dy, bad.dtype = F8_DTYPE_E5M2, bad.scale_inv = (float *)big;
-    CHECK_STATUS(ctx, f8_layernorm_mlp_backward(f.m, sf, &bad, NULL), F8_ERR_DTYPE);
-    CHECK_STATUS(ctx, f8_layernorm_mlp_backward(f.m, sf, NULL, NULL), F8_ERR_INVALID_ARGUMENT);
-    CHECK_STATUS(ctx, f8_layernorm_mlp_backward(g.m, sf, &dy, NULL), F8_ERR_INVALID_ARGUMENT); /* f's saved */
+    CHECK_STATUS(ctx, f8_module_backward(f.m, sf, &bad, NULL), F8_ERR_DTYPE);
+    CHECK_STATUS(ctx, f8_module_backward(f.m, sf, NULL, NULL), F8_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(ctx, f8_module_backward(g.m, sf, &dy, NULL), F8_ERR_INVALID_ARGUMENT); /* f's saved */
     snap(&f, yb, T, &after);
     load(ctx, xb, F8_DTYPE_FP32, xnow, n);
     CHECK(snap_equal(&f, &before, &after, T) && memcmp(xkeep, xnow, n * 4) == 0,
           "a failed backward changed dx, a slot or a gradient");
-    CHECK_OK(ctx, f8_layernorm_mlp_backward(f.m, sf, &dy, NULL)); /* the saved state survived */
-    CHECK_STATUS(ctx, f8_layernorm_mlp_backward(f.m, sf, &dy, NULL), F8_ERR_STATE); /* consumed */
+    CHECK_OK(ctx, f8_module_backward(f.m, sf, &dy, NULL)); /* the saved state survived */
+    CHECK_STATUS(ctx, f8_module_backward(f.m, sf, &dy, NULL), F8_ERR_STATE); /* consumed */
     snap_free(&before), snap_free(&after);
     free(xkeep), free(xnow);
-    f8_layernorm_mlp_saved_destroy(sf), f8_layernorm_mlp_saved_destroy(sg);
+    f8_saved_destroy(sf), f8_saved_destroy(sg);
     f8_ctx_free(ctx, xb), f8_ctx_free(ctx, yb), f8_ctx_free(ctx, x16), f8_ctx_free(ctx, big);
     unmake(&f), unmake(&g);
-    f8_layernorm_mlp_destroy(NULL);
-    f8_layernorm_mlp_saved_destroy(NULL);
+    f8_module_destroy(NULL);
+    f8_saved_destroy(NULL);
 }
 
 int main(void)

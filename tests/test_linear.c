@@ -1,5 +1,5 @@
 /*
- * test_linear.c — f8_linear on the CPU backend against FP64 references:
+ * test_linear.c — f8_module on the CPU backend against FP64 references:
  * FP8 off to FP32 rounding, FP8 on against a GEMM of the dequantized FP8
  * operands and within TE's FP8 tolerances of FP64, finite differences, the
  * weight-workspace regression of TE PR #820, main_grad accumulation, zero
@@ -9,7 +9,7 @@
 
 typedef struct {
     f8_ctx *ctx;
-    f8_linear *lin;
+    f8_module *lin;
     int64_t T, K, N;
     f8_dtype pdt;
 } fixture;
@@ -128,7 +128,7 @@ static fixture make(f8_ctx *ctx, int64_t T, int64_t K, int64_t N, int fp8, f8_dt
     CHECK_OK(ctx, f8_linear_create(ctx, &c, &f.lin));
     /* A non-zero bias so its path is exercised. */
     f8_tensor b;
-    CHECK_OK(ctx, f8_linear_bias(f.lin, &b));
+    CHECK_OK(ctx, f8_module_param(f.lin, F8_PARAM_BIAS, 0, &b));
     float *hb = fvec((size_t)N);
     test_rng r = {(uint64_t)N};
     randn(&r, hb, (size_t)N, 0.1);
@@ -143,8 +143,8 @@ static fixture make(f8_ctx *ctx, int64_t T, int64_t K, int64_t N, int fp8, f8_dt
 static void params_host(fixture *f, float *w, float *b)
 {
     f8_tensor tw, tb;
-    CHECK_OK(f->ctx, f8_linear_weight(f->lin, &tw));
-    CHECK_OK(f->ctx, f8_linear_bias(f->lin, &tb));
+    CHECK_OK(f->ctx, f8_module_param(f->lin, F8_PARAM_WEIGHT, 0, &tw));
+    CHECK_OK(f->ctx, f8_module_param(f->lin, F8_PARAM_BIAS, 0, &tb));
     download_f32(f->ctx, &tw, w);
     download_f32(f->ctx, &tb, b);
 }
@@ -152,8 +152,8 @@ static void params_host(fixture *f, float *w, float *b)
 static void grads_host(fixture *f, float *dw, float *db)
 {
     f8_tensor tw, tb;
-    CHECK_OK(f->ctx, f8_linear_weight_grad(f->lin, &tw));
-    CHECK_OK(f->ctx, f8_linear_bias_grad(f->lin, &tb));
+    CHECK_OK(f->ctx, f8_module_param(f->lin, F8_PARAM_WEIGHT, 1, &tw));
+    CHECK_OK(f->ctx, f8_module_param(f->lin, F8_PARAM_BIAS, 1, &tb));
     download_f32(f->ctx, &tw, dw);
     download_f32(f->ctx, &tb, db);
 }
@@ -176,10 +176,10 @@ static void test_fp32_exact(f8_ctx *ctx, int64_t T, int64_t K, int64_t N)
     void *yb = upload_as(ctx, y, ny, F8_DTYPE_FP32), *dxb = upload_as(ctx, dx, nx, F8_DTYPE_FP32);
     f8_tensor tx = f8_tensor_make(xb, F8_DTYPE_FP32, T, K), ty = f8_tensor_make(yb, F8_DTYPE_FP32, T, N);
     f8_tensor tdy = f8_tensor_make(dyb, F8_DTYPE_FP32, T, N), tdx = f8_tensor_make(dxb, F8_DTYPE_FP32, T, K);
-    f8_linear_saved *s = NULL;
-    CHECK_OK(ctx, f8_linear_saved_create(f.lin, &s));
-    CHECK_OK(ctx, f8_linear_forward(f.lin, &tx, &ty, F8_MICROBATCH_NONE, s));
-    CHECK_OK(ctx, f8_linear_backward(f.lin, s, &tdy, &tdx));
+    f8_saved *s = NULL;
+    CHECK_OK(ctx, f8_module_saved_create(f.lin, &s));
+    CHECK_OK(ctx, f8_module_forward(f.lin, &tx, &ty, F8_MICROBATCH_NONE, s));
+    CHECK_OK(ctx, f8_module_backward(f.lin, s, &tdy, &tdx));
     download_f32(ctx, &ty, y);
     download_f32(ctx, &tdx, dx);
     grads_host(&f, dw, db);
@@ -222,12 +222,12 @@ static void test_fp32_exact(f8_ctx *ctx, int64_t T, int64_t K, int64_t N)
         CHECK(fabs(gx - dx[i]) < 1e-4 * (1 + fabs(gx)), "FD dx[%lld]: %g vs %g", (long long)i, gx, dx[i]);
         CHECK(fabs(gw - dw[j]) < 1e-4 * (1 + fabs(gw)), "FD dW[%lld]: %g vs %g", (long long)j, gw, dw[j]);
     }
-    f8_linear_saved_destroy(s);
+    f8_saved_destroy(s);
     f8_ctx_free(ctx, xb);
     f8_ctx_free(ctx, dyb);
     f8_ctx_free(ctx, yb);
     f8_ctx_free(ctx, dxb);
-    f8_linear_destroy(f.lin);
+    f8_module_destroy(f.lin);
     free(x), free(dy), free(y), free(dx), free(w), free(b), free(dw), free(db);
     free(xd), free(wd), free(bd), free(dyd), free(yr), free(dxr), free(dwr), free(dbr);
 }
@@ -246,11 +246,11 @@ static void test_fp8(f8_ctx *ctx, int64_t T, int64_t K, int64_t N, f8_dtype pdt,
     double *dyhp = dvec(ny);
     test_rng r = {(uint64_t)(T * 13 + K * 3 + N)};
     f8_slot s_in, s_w, s_go;
-    CHECK_OK(ctx, f8_linear_slot(f.lin, F8_DIR_FORWARD, 0, &s_in));
-    CHECK_OK(ctx, f8_linear_slot(f.lin, F8_DIR_FORWARD, 1, &s_w));
-    CHECK_OK(ctx, f8_linear_slot(f.lin, F8_DIR_BACKWARD, 0, &s_go));
-    f8_linear_saved *s = NULL;
-    CHECK_OK(ctx, f8_linear_saved_create(f.lin, &s));
+    CHECK_OK(ctx, f8_module_slot(f.lin, F8_DIR_FORWARD, 0, &s_in));
+    CHECK_OK(ctx, f8_module_slot(f.lin, F8_DIR_FORWARD, 1, &s_w));
+    CHECK_OK(ctx, f8_module_slot(f.lin, F8_DIR_BACKWARD, 0, &s_go));
+    f8_saved *s = NULL;
+    CHECK_OK(ctx, f8_module_saved_create(f.lin, &s));
     params_host(&f, w, b);
     for (int step = 0; step < 2; step++) {
         randn(&r, x, nx, 1.0);
@@ -267,8 +267,8 @@ static void test_fp8(f8_ctx *ctx, int64_t T, int64_t K, int64_t N, f8_dtype pdt,
         f8_tensor tx = f8_tensor_make(xb, xdt, T, K), ty = f8_tensor_make(yb, F8_DTYPE_FP32, T, N);
         f8_tensor tdy = f8_tensor_make(dyb, xdt, T, N), tdx = f8_tensor_make(dxb, F8_DTYPE_FP32, T, K);
         grads_host(&f, dw_prev, db_prev);
-        CHECK_OK(ctx, f8_linear_forward(f.lin, &tx, &ty, F8_MICROBATCH_NONE, s));
-        CHECK_OK(ctx, f8_linear_backward(f.lin, s, &tdy, &tdx));
+        CHECK_OK(ctx, f8_module_forward(f.lin, &tx, &ty, F8_MICROBATCH_NONE, s));
+        CHECK_OK(ctx, f8_module_backward(f.lin, s, &tdy, &tdx));
         download_f32(ctx, &ty, y);
         download_f32(ctx, &tdx, dx);
         grads_host(&f, dw, db);
@@ -279,7 +279,7 @@ static void test_fp8(f8_ctx *ctx, int64_t T, int64_t K, int64_t N, f8_dtype pdt,
         void *wqb = NULL;
         CHECK_OK(ctx, f8_ctx_alloc(ctx, nw * 4, &wqb));
         twq.data = wqb;
-        CHECK_OK(ctx, f8_qtensor_dequantize(f8_linear_weight_workspace(f.lin), &twq));
+        CHECK_OK(ctx, f8_qtensor_dequantize(f8_module_weight_workspace(f.lin, F8_PARAM_WEIGHT), &twq));
         download_f32(ctx, &twq, wq);
         f8_ctx_free(ctx, wqb);
         /* The weight workspace equals the host cast of W with the weight scale. */
@@ -326,8 +326,8 @@ static void test_fp8(f8_ctx *ctx, int64_t T, int64_t K, int64_t N, f8_dtype pdt,
         f8_ctx_free(ctx, dxb);
     }
     (void)dyd;
-    f8_linear_saved_destroy(s);
-    f8_linear_destroy(f.lin);
+    f8_saved_destroy(s);
+    f8_module_destroy(f.lin);
     free(x), free(dy), free(y), free(dx), free(w), free(b), free(dw), free(db), free(dw_prev), free(db_prev), free(wq);
     free(xq), free(gq), free(wqd), free(bd), free(yr), free(dxr), free(dwr), free(dbr), free(xd), free(wd), free(dyd);
     free(dyhp);
@@ -351,24 +351,24 @@ static void test_workspace_regression(f8_ctx *ctx)
     params_host(&f, w, b);
     to_double(b, bd, (size_t)N);
     f8_slot s_in, s_w, s_go;
-    CHECK_OK(ctx, f8_linear_slot(f.lin, F8_DIR_FORWARD, 0, &s_in));
-    CHECK_OK(ctx, f8_linear_slot(f.lin, F8_DIR_FORWARD, 1, &s_w));
-    CHECK_OK(ctx, f8_linear_slot(f.lin, F8_DIR_BACKWARD, 0, &s_go));
+    CHECK_OK(ctx, f8_module_slot(f.lin, F8_DIR_FORWARD, 0, &s_in));
+    CHECK_OK(ctx, f8_module_slot(f.lin, F8_DIR_FORWARD, 1, &s_w));
+    CHECK_OK(ctx, f8_module_slot(f.lin, F8_DIR_BACKWARD, 0, &s_go));
     void *xb = upload_as(ctx, x, nx, F8_DTYPE_FP32), *dyb = upload_as(ctx, dy, ny, F8_DTYPE_FP32);
     void *yb = upload_as(ctx, y, ny, F8_DTYPE_FP32), *dxb = upload_as(ctx, dx, nx, F8_DTYPE_FP32);
     f8_tensor tx = f8_tensor_make(xb, F8_DTYPE_FP32, T, K), ty = f8_tensor_make(yb, F8_DTYPE_FP32, T, N);
     f8_tensor tdy = f8_tensor_make(dyb, F8_DTYPE_FP32, T, N), tdx = f8_tensor_make(dxb, F8_DTYPE_FP32, T, K);
-    f8_linear_saved *s1 = NULL, *s2 = NULL;
-    CHECK_OK(ctx, f8_linear_saved_create(f.lin, &s1));
-    CHECK_OK(ctx, f8_linear_saved_create(f.lin, &s2));
+    f8_saved *s1 = NULL, *s2 = NULL;
+    CHECK_OK(ctx, f8_module_saved_create(f.lin, &s1));
+    CHECK_OK(ctx, f8_module_saved_create(f.lin, &s2));
 
     /* Microbatch 1 with the initial scale 1 for W. */
     float sw1;
     CHECK_OK(ctx, f8_slot_read(ctx, s_w, &sw1, NULL, NULL));
-    CHECK_OK(ctx, f8_linear_forward(f.lin, &tx, &ty, F8_MICROBATCH_FIRST, s1));
+    CHECK_OK(ctx, f8_module_forward(f.lin, &tx, &ty, F8_MICROBATCH_FIRST, s1));
     float ws_sinv1;
     f8_tensor wsv;
-    CHECK_OK(ctx, f8_qtensor_data(f8_linear_weight_workspace(f.lin), &wsv));
+    CHECK_OK(ctx, f8_qtensor_data(f8_module_weight_workspace(f.lin, F8_PARAM_WEIGHT), &wsv));
     CHECK_OK(ctx, f8_ctx_download(ctx, &ws_sinv1, wsv.scale_inv, 4));
     CHECK(ws_sinv1 == 1.0f / sw1, "workspace scale_inv %g after FIRST, expected %g", ws_sinv1, 1.0f / sw1);
     fake_quant(w, wq1, nw, sw1, F8_DTYPE_E4M3);
@@ -381,7 +381,7 @@ static void test_workspace_regression(f8_ctx *ctx)
     CHECK(sw2 != sw1, "the weight scale did not change (%g), the regression test would prove nothing", sw2);
 
     /* Microbatch 2 reuses the workspace. */
-    CHECK_OK(ctx, f8_linear_forward(f.lin, &tx, &ty, F8_MICROBATCH_NOT_FIRST, s2));
+    CHECK_OK(ctx, f8_module_forward(f.lin, &tx, &ty, F8_MICROBATCH_NOT_FIRST, s2));
     float ws_sinv2;
     CHECK_OK(ctx, f8_ctx_download(ctx, &ws_sinv2, wsv.scale_inv, 4));
     CHECK(ws_sinv2 == ws_sinv1, "NOT_FIRST rewrote the workspace scale_inv: %g -> %g", ws_sinv1, ws_sinv2);
@@ -397,24 +397,24 @@ static void test_workspace_regression(f8_ctx *ctx)
 
     /* dgrad of microbatch 2 uses the same weight bytes and scale_inv. */
     CHECK_OK(ctx, f8_slot_read(ctx, s_go, &sgo, NULL, NULL));
-    CHECK_OK(ctx, f8_linear_backward(f.lin, s2, &tdy, &tdx));
+    CHECK_OK(ctx, f8_module_backward(f.lin, s2, &tdy, &tdx));
     download_f32(ctx, &tdx, dx);
     fake_quant(dy, gq, ny, sgo, F8_DTYPE_E5M2);
     ref_backward(xq, wq1, gq, dxr, dwr, dbr, T, K, N);
     CHECK(rel_error(dx, dxr, nx) < 1e-5, "microbatch 2 dgrad rel err %g vs the microbatch-1 weight",
           rel_error(dx, dxr, nx));
     /* Microbatch 1's backward, after the update, is consistent too. */
-    CHECK_OK(ctx, f8_linear_backward(f.lin, s1, &tdy, &tdx));
+    CHECK_OK(ctx, f8_module_backward(f.lin, s1, &tdy, &tdx));
     download_f32(ctx, &tdx, dx);
     CHECK(rel_error(dx, dxr, nx) < 1e-5, "microbatch 1 dgrad rel err %g", rel_error(dx, dxr, nx));
 
-    f8_linear_saved_destroy(s1);
-    f8_linear_saved_destroy(s2);
+    f8_saved_destroy(s1);
+    f8_saved_destroy(s2);
     f8_ctx_free(ctx, xb);
     f8_ctx_free(ctx, dyb);
     f8_ctx_free(ctx, yb);
     f8_ctx_free(ctx, dxb);
-    f8_linear_destroy(f.lin);
+    f8_module_destroy(f.lin);
     free(x), free(dy), free(y), free(dx), free(w), free(b);
     free(xq), free(gq), free(wq1), free(wq_bug), free(bd), free(yr), free(ybug), free(dxr), free(dwr), free(dbr);
 }
@@ -434,22 +434,22 @@ static void test_main_grad(f8_ctx *ctx, int fp8)
     void *yb = upload_as(ctx, dy, ny, F8_DTYPE_FP32), *mgb = upload_as(ctx, mg, nw, F8_DTYPE_FP32);
     f8_tensor tx = f8_tensor_make(xb, F8_DTYPE_FP32, T, K), ty = f8_tensor_make(yb, F8_DTYPE_FP32, T, N);
     f8_tensor tdy = f8_tensor_make(dyb, F8_DTYPE_FP32, T, N), tmg = f8_tensor_make(mgb, F8_DTYPE_FP32, N, K);
-    f8_linear_saved *s = NULL;
-    CHECK_OK(ctx, f8_linear_saved_create(f.lin, &s));
-    CHECK_STATUS(ctx, f8_linear_forward(f.lin, &tx, &ty, F8_MICROBATCH_FIRST, s), F8_OK);
-    CHECK_STATUS(ctx, f8_linear_backward(f.lin, s, &tdy, NULL), F8_ERR_STATE); /* no main_grad yet */
-    CHECK_OK(ctx, f8_linear_set_main_grad(f.lin, (float *)mgb));
-    CHECK_OK(ctx, f8_linear_backward(f.lin, s, &tdy, NULL));
+    f8_saved *s = NULL;
+    CHECK_OK(ctx, f8_module_saved_create(f.lin, &s));
+    CHECK_STATUS(ctx, f8_module_forward(f.lin, &tx, &ty, F8_MICROBATCH_FIRST, s), F8_OK);
+    CHECK_STATUS(ctx, f8_module_backward(f.lin, s, &tdy, NULL), F8_ERR_STATE); /* no main_grad yet */
+    CHECK_OK(ctx, f8_module_set_main_grad(f.lin, F8_PARAM_WEIGHT, (float *)mgb));
+    CHECK_OK(ctx, f8_module_backward(f.lin, s, &tdy, NULL));
     download_f32(ctx, &tmg, g1);
     int all_garbage_gone = 1;
     for (size_t i = 0; i < nw; i++)
         if (fabsf(g1[i] - 7.0f) < 1.0f) all_garbage_gone = 0;
     CHECK(all_garbage_gone, "FIRST did not overwrite main_grad (fp8=%d)", fp8);
-    CHECK_OK(ctx, f8_linear_forward(f.lin, &tx, &ty, F8_MICROBATCH_NOT_FIRST, s));
-    CHECK_OK(ctx, f8_linear_backward(f.lin, s, &tdy, NULL));
+    CHECK_OK(ctx, f8_module_forward(f.lin, &tx, &ty, F8_MICROBATCH_NOT_FIRST, s));
+    CHECK_OK(ctx, f8_module_backward(f.lin, s, &tdy, NULL));
     download_f32(ctx, &tmg, g2);
-    CHECK_OK(ctx, f8_linear_forward(f.lin, &tx, &ty, F8_MICROBATCH_NONE, s));
-    CHECK_OK(ctx, f8_linear_backward(f.lin, s, &tdy, NULL));
+    CHECK_OK(ctx, f8_module_forward(f.lin, &tx, &ty, F8_MICROBATCH_NONE, s));
+    CHECK_OK(ctx, f8_module_backward(f.lin, s, &tdy, NULL));
     download_f32(ctx, &tmg, g3);
     /* Same inputs and (on the CPU, with unchanged scales) same wgrad each time. */
     int acc_ok = 1;
@@ -464,9 +464,9 @@ static void test_main_grad(f8_ctx *ctx, int fp8)
     for (size_t i = 0; i < nw; i++) zero &= dw[i] == 0.0f;
     CHECK(zero, "fused wgrad also wrote the module's weight gradient");
     free(dw), free(db);
-    f8_linear_saved_destroy(s);
+    f8_saved_destroy(s);
     f8_ctx_free(ctx, xb), f8_ctx_free(ctx, dyb), f8_ctx_free(ctx, yb), f8_ctx_free(ctx, mgb);
-    f8_linear_destroy(f.lin);
+    f8_module_destroy(f.lin);
     free(x), free(dy), free(mg), free(g1), free(g2), free(g3);
 }
 
@@ -487,26 +487,26 @@ static void test_in_flight(f8_ctx *ctx)
         void *d = upload_as(ctx, dy, ny, F8_DTYPE_FP32), *yb = upload_as(ctx, dy, ny, F8_DTYPE_FP32);
         f8_tensor ta = f8_tensor_make(a, F8_DTYPE_FP32, T, K), tb = f8_tensor_make(bb, F8_DTYPE_FP32, T, K);
         f8_tensor td = f8_tensor_make(d, F8_DTYPE_FP32, T, N), ty = f8_tensor_make(yb, F8_DTYPE_FP32, T, N);
-        f8_linear_saved *sa = NULL, *sb = NULL;
-        CHECK_OK(ctx, f8_linear_saved_create(f.lin, &sa));
-        CHECK_OK(ctx, f8_linear_saved_create(f.lin, &sb));
+        f8_saved *sa = NULL, *sb = NULL;
+        CHECK_OK(ctx, f8_module_saved_create(f.lin, &sa));
+        CHECK_OK(ctx, f8_module_saved_create(f.lin, &sb));
         if (mode == 0) {
-            CHECK_OK(ctx, f8_linear_forward(f.lin, &ta, &ty, F8_MICROBATCH_FIRST, sa));
-            CHECK_OK(ctx, f8_linear_backward(f.lin, sa, &td, NULL));
-            CHECK_OK(ctx, f8_linear_forward(f.lin, &tb, &ty, F8_MICROBATCH_NOT_FIRST, sb));
-            CHECK_OK(ctx, f8_linear_backward(f.lin, sb, &td, NULL));
+            CHECK_OK(ctx, f8_module_forward(f.lin, &ta, &ty, F8_MICROBATCH_FIRST, sa));
+            CHECK_OK(ctx, f8_module_backward(f.lin, sa, &td, NULL));
+            CHECK_OK(ctx, f8_module_forward(f.lin, &tb, &ty, F8_MICROBATCH_NOT_FIRST, sb));
+            CHECK_OK(ctx, f8_module_backward(f.lin, sb, &td, NULL));
         } else {
-            CHECK_OK(ctx, f8_linear_forward(f.lin, &ta, &ty, F8_MICROBATCH_FIRST, sa));
-            CHECK_OK(ctx, f8_linear_forward(f.lin, &tb, &ty, F8_MICROBATCH_NOT_FIRST, sb));
-            CHECK_OK(ctx, f8_linear_backward(f.lin, sb, &td, NULL));
-            CHECK_OK(ctx, f8_linear_backward(f.lin, sa, &td, NULL));
-            CHECK_STATUS(ctx, f8_linear_backward(f.lin, sa, &td, NULL), F8_ERR_STATE); /* consumed */
+            CHECK_OK(ctx, f8_module_forward(f.lin, &ta, &ty, F8_MICROBATCH_FIRST, sa));
+            CHECK_OK(ctx, f8_module_forward(f.lin, &tb, &ty, F8_MICROBATCH_NOT_FIRST, sb));
+            CHECK_OK(ctx, f8_module_backward(f.lin, sb, &td, NULL));
+            CHECK_OK(ctx, f8_module_backward(f.lin, sa, &td, NULL));
+            CHECK_STATUS(ctx, f8_module_backward(f.lin, sa, &td, NULL), F8_ERR_STATE); /* consumed */
         }
         grads_host(&f, mode == 0 ? g_seq : g_par, db);
-        f8_linear_saved_destroy(sa);
-        f8_linear_saved_destroy(sb);
+        f8_saved_destroy(sa);
+        f8_saved_destroy(sb);
         f8_ctx_free(ctx, a), f8_ctx_free(ctx, bb), f8_ctx_free(ctx, d), f8_ctx_free(ctx, yb);
-        f8_linear_destroy(f.lin);
+        f8_module_destroy(f.lin);
     }
     double *gs = dvec(nw);
     to_double(g_seq, gs, nw);
@@ -527,10 +527,10 @@ static void test_zero_tokens(f8_ctx *ctx, int fp8)
     void *p = upload_as(ctx, dummy, 4, F8_DTYPE_FP32);
     f8_tensor tx = f8_tensor_make(p, F8_DTYPE_FP32, 0, K), ty = f8_tensor_make(p, F8_DTYPE_FP32, 0, N);
     f8_tensor tdy = f8_tensor_make(p, F8_DTYPE_FP32, 0, N), tdx = f8_tensor_make(p, F8_DTYPE_FP32, 0, K);
-    f8_linear_saved *s = NULL;
-    CHECK_OK(ctx, f8_linear_saved_create(f.lin, &s));
-    CHECK_OK(ctx, f8_linear_forward(f.lin, &tx, &ty, F8_MICROBATCH_NONE, s));
-    CHECK_OK(ctx, f8_linear_backward(f.lin, s, &tdy, &tdx));
+    f8_saved *s = NULL;
+    CHECK_OK(ctx, f8_module_saved_create(f.lin, &s));
+    CHECK_OK(ctx, f8_module_forward(f.lin, &tx, &ty, F8_MICROBATCH_NONE, s));
+    CHECK_OK(ctx, f8_module_backward(f.lin, s, &tdy, &tdx));
     float *dw = fvec((size_t)(N * K)), *db = fvec((size_t)N);
     grads_host(&f, dw, db);
     int zero = 1;
@@ -538,9 +538,9 @@ static void test_zero_tokens(f8_ctx *ctx, int fp8)
     for (int64_t i = 0; i < N; i++) zero &= db[i] == 0.0f;
     CHECK(zero, "zero tokens changed the gradients (fp8=%d)", fp8);
     free(dw), free(db);
-    f8_linear_saved_destroy(s);
+    f8_saved_destroy(s);
     f8_ctx_free(ctx, p);
-    f8_linear_destroy(f.lin);
+    f8_module_destroy(f.lin);
 }
 
 /* Bad input returns a clear status and changes nothing. */
@@ -554,48 +554,48 @@ static void test_bad_input(f8_ctx *ctx)
     void *xb = upload_as(ctx, host, 128, F8_DTYPE_FP32), *yb = upload_as(ctx, host, 128, F8_DTYPE_FP32);
     void *x16 = upload_as(ctx, host, 128, F8_DTYPE_BF16);
     f8_tensor tx = f8_tensor_make(xb, F8_DTYPE_FP32, T, K), ty = f8_tensor_make(yb, F8_DTYPE_FP32, T, N);
-    f8_linear_saved *s = NULL, *sg = NULL;
-    CHECK_OK(ctx, f8_linear_saved_create(f.lin, &s));
-    CHECK_OK(ctx, f8_linear_saved_create(g.lin, &sg));
+    f8_saved *s = NULL, *sg = NULL;
+    CHECK_OK(ctx, f8_module_saved_create(f.lin, &s));
+    CHECK_OK(ctx, f8_module_saved_create(g.lin, &sg));
     float y_before[128], y_after[128], h_before[16], h_after[16];
     f8_slot s_in;
-    CHECK_OK(ctx, f8_linear_slot(f.lin, F8_DIR_FORWARD, 0, &s_in));
+    CHECK_OK(ctx, f8_module_slot(f.lin, F8_DIR_FORWARD, 0, &s_in));
     CHECK_OK(ctx, f8_ctx_download(ctx, y_before, yb, sizeof y_before));
     f8_recipe rc = *f8_ctx_recipe(ctx);
     float *hist_b = fvec((size_t)rc.amax_history_len), *hist_a = fvec((size_t)rc.amax_history_len);
     CHECK_OK(ctx, f8_slot_read(ctx, s_in, &h_before[0], &h_before[1], hist_b));
 
     f8_tensor bad = tx;
-    CHECK_STATUS(ctx, f8_linear_forward(NULL, &tx, &ty, F8_MICROBATCH_NONE, s), F8_ERR_INVALID_ARGUMENT);
-    CHECK_STATUS(ctx, f8_linear_forward(f.lin, NULL, &ty, F8_MICROBATCH_NONE, s), F8_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(ctx, f8_module_forward(NULL, &tx, &ty, F8_MICROBATCH_NONE, s), F8_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(ctx, f8_module_forward(f.lin, NULL, &ty, F8_MICROBATCH_NONE, s), F8_ERR_INVALID_ARGUMENT);
     CHECK(strlen(f8_ctx_last_error(ctx)) > 0, "no message for a NULL x");
-    CHECK_STATUS(ctx, f8_linear_forward(f.lin, &tx, NULL, F8_MICROBATCH_NONE, s), F8_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(ctx, f8_module_forward(f.lin, &tx, NULL, F8_MICROBATCH_NONE, s), F8_ERR_INVALID_ARGUMENT);
     bad.cols = K + 1;
-    CHECK_STATUS(ctx, f8_linear_forward(f.lin, &bad, &ty, F8_MICROBATCH_NONE, s), F8_ERR_SHAPE);
+    CHECK_STATUS(ctx, f8_module_forward(f.lin, &bad, &ty, F8_MICROBATCH_NONE, s), F8_ERR_SHAPE);
     CHECK(strstr(f8_ctx_last_error(ctx), "x") != NULL, "shape message does not name x: %s", f8_ctx_last_error(ctx));
     bad = ty;
     bad.rows = T - 1;
-    CHECK_STATUS(ctx, f8_linear_forward(f.lin, &tx, &bad, F8_MICROBATCH_NONE, s), F8_ERR_SHAPE);
+    CHECK_STATUS(ctx, f8_module_forward(f.lin, &tx, &bad, F8_MICROBATCH_NONE, s), F8_ERR_SHAPE);
     bad = tx;
     bad.rows = T + 1; /* past max_tokens */
     f8_tensor ybig = f8_tensor_make(yb, F8_DTYPE_FP32, T + 1, N);
-    CHECK_STATUS(ctx, f8_linear_forward(f.lin, &bad, &ybig, F8_MICROBATCH_NONE, s), F8_ERR_SHAPE);
+    CHECK_STATUS(ctx, f8_module_forward(f.lin, &bad, &ybig, F8_MICROBATCH_NONE, s), F8_ERR_SHAPE);
     bad = tx;
     bad.dtype = F8_DTYPE_E4M3;
     bad.scale_inv = (float *)yb;
-    CHECK_STATUS(ctx, f8_linear_forward(f.lin, &bad, &ty, F8_MICROBATCH_NONE, s), F8_ERR_DTYPE);
+    CHECK_STATUS(ctx, f8_module_forward(f.lin, &bad, &ty, F8_MICROBATCH_NONE, s), F8_ERR_DTYPE);
     f8_tensor tx16 = f8_tensor_make(x16, F8_DTYPE_BF16, T, K);
-    CHECK_STATUS(ctx, f8_linear_forward(g.lin, &tx16, &ty, F8_MICROBATCH_NONE, sg), F8_ERR_DTYPE); /* FP8 off: fp32 params */
-    CHECK_STATUS(ctx, f8_linear_forward(f.lin, &tx, &ty, (f8_microbatch)7, s), F8_ERR_INVALID_ARGUMENT);
-    CHECK_STATUS(ctx, f8_linear_forward(f.lin, &tx, &ty, F8_MICROBATCH_NONE, sg), F8_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(ctx, f8_module_forward(g.lin, &tx16, &ty, F8_MICROBATCH_NONE, sg), F8_ERR_DTYPE); /* FP8 off: fp32 params */
+    CHECK_STATUS(ctx, f8_module_forward(f.lin, &tx, &ty, (f8_microbatch)7, s), F8_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(ctx, f8_module_forward(f.lin, &tx, &ty, F8_MICROBATCH_NONE, sg), F8_ERR_INVALID_ARGUMENT);
     bad = tx;
     bad.data = NULL;
-    CHECK_STATUS(ctx, f8_linear_forward(f.lin, &bad, &ty, F8_MICROBATCH_NONE, s), F8_ERR_INVALID_ARGUMENT);
-    CHECK_STATUS(ctx, f8_linear_backward(f.lin, s, &ty, NULL), F8_ERR_STATE); /* no forward yet */
-    CHECK_STATUS(ctx, f8_linear_backward(f.lin, NULL, &ty, NULL), F8_ERR_INVALID_ARGUMENT);
-    CHECK_STATUS(ctx, f8_linear_set_main_grad(f.lin, (float *)yb), F8_ERR_STATE);
+    CHECK_STATUS(ctx, f8_module_forward(f.lin, &bad, &ty, F8_MICROBATCH_NONE, s), F8_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(ctx, f8_module_backward(f.lin, s, &ty, NULL), F8_ERR_STATE); /* no forward yet */
+    CHECK_STATUS(ctx, f8_module_backward(f.lin, NULL, &ty, NULL), F8_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(ctx, f8_module_set_main_grad(f.lin, F8_PARAM_WEIGHT, (float *)yb), F8_ERR_STATE);
     f8_linear_config c = f8_linear_config_default(0, 4);
-    f8_linear *l2 = NULL;
+    f8_module *l2 = NULL;
     CHECK_STATUS(ctx, f8_linear_create(ctx, &c, &l2), F8_ERR_SHAPE);
     c = f8_linear_config_default(4, 4);
     c.param_dtype = F8_DTYPE_E4M3;
@@ -611,24 +611,24 @@ static void test_bad_input(f8_ctx *ctx)
           "a failed forward touched the input slot");
 
     /* A valid call after all that, then a backward with a bad dy changes nothing. */
-    CHECK_OK(ctx, f8_linear_forward(f.lin, &tx, &ty, F8_MICROBATCH_NONE, s));
+    CHECK_OK(ctx, f8_module_forward(f.lin, &tx, &ty, F8_MICROBATCH_NONE, s));
     f8_tensor dyb = f8_tensor_make(yb, F8_DTYPE_FP32, T, N + 1);
-    CHECK_STATUS(ctx, f8_linear_backward(f.lin, s, &dyb, NULL), F8_ERR_SHAPE);
+    CHECK_STATUS(ctx, f8_module_backward(f.lin, s, &dyb, NULL), F8_ERR_SHAPE);
     float *dw = fvec((size_t)(N * K)), *db = fvec((size_t)N);
     grads_host(&f, dw, db);
     int zero = 1;
     for (int64_t i = 0; i < N * K; i++) zero &= dw[i] == 0.0f;
     CHECK(zero, "a failed backward wrote the weight gradient");
     dyb.cols = N;
-    CHECK_OK(ctx, f8_linear_backward(f.lin, s, &dyb, NULL)); /* the saved state survived the failure */
+    CHECK_OK(ctx, f8_module_backward(f.lin, s, &dyb, NULL)); /* the saved state survived the failure */
     free(dw), free(db), free(hist_a), free(hist_b);
-    f8_linear_saved_destroy(s);
-    f8_linear_saved_destroy(sg);
+    f8_saved_destroy(s);
+    f8_saved_destroy(sg);
     f8_ctx_free(ctx, xb), f8_ctx_free(ctx, yb), f8_ctx_free(ctx, x16);
-    f8_linear_destroy(f.lin);
-    f8_linear_destroy(g.lin);
-    f8_linear_destroy(NULL);
-    f8_linear_saved_destroy(NULL);
+    f8_module_destroy(f.lin);
+    f8_module_destroy(g.lin);
+    f8_module_destroy(NULL);
+    f8_saved_destroy(NULL);
 }
 
 /* Graph mode (f8_ctx_set_weight_noop): once filled, the weight cast runs
@@ -646,13 +646,13 @@ static void test_weight_noop(f8_ctx *ctx)
     void *xb = upload_as(ctx, x, nx, F8_DTYPE_FP32), *yb = upload_as(ctx, x, ny, F8_DTYPE_FP32);
     f8_tensor tx = f8_tensor_make(xb, F8_DTYPE_FP32, T, K), ty = f8_tensor_make(yb, F8_DTYPE_FP32, T, N);
     f8_slot s_w;
-    CHECK_OK(ctx, f8_linear_slot(f.lin, F8_DIR_FORWARD, 1, &s_w));
+    CHECK_OK(ctx, f8_module_slot(f.lin, F8_DIR_FORWARD, 1, &s_w));
     f8_tensor ws, tw;
-    CHECK_OK(ctx, f8_qtensor_data(f8_linear_weight_workspace(f.lin), &ws));
-    CHECK_OK(ctx, f8_linear_weight(f.lin, &tw));
+    CHECK_OK(ctx, f8_qtensor_data(f8_module_weight_workspace(f.lin, F8_PARAM_WEIGHT), &ws));
+    CHECK_OK(ctx, f8_module_param(f.lin, F8_PARAM_WEIGHT, 0, &tw));
     CHECK_OK(ctx, f8_ctx_set_weight_noop(ctx, 1));
     CHECK_OK(ctx, f8_ctx_set_noop_flag(ctx, 0.0f));
-    CHECK_OK(ctx, f8_linear_forward(f.lin, &tx, &ty, F8_MICROBATCH_FIRST, NULL)); /* fills the workspace */
+    CHECK_OK(ctx, f8_module_forward(f.lin, &tx, &ty, F8_MICROBATCH_FIRST, NULL)); /* fills the workspace */
     float sinv0, sinv1, amax0, amax1;
     CHECK_OK(ctx, f8_ctx_download(ctx, c0, ws.data, nw));
     CHECK_OK(ctx, f8_ctx_download(ctx, &sinv0, ws.scale_inv, 4));
@@ -666,7 +666,7 @@ static void test_weight_noop(f8_ctx *ctx)
     CHECK_OK(ctx, f8_slot_read(ctx, s_w, NULL, NULL, hist));
     amax0 = hist[0];
     CHECK_OK(ctx, f8_ctx_set_noop_flag(ctx, 1.0f));
-    CHECK_OK(ctx, f8_linear_forward(f.lin, &tx, &ty, F8_MICROBATCH_FIRST, NULL));
+    CHECK_OK(ctx, f8_module_forward(f.lin, &tx, &ty, F8_MICROBATCH_FIRST, NULL));
     CHECK_OK(ctx, f8_ctx_download(ctx, c1, ws.data, nw));
     CHECK_OK(ctx, f8_ctx_download(ctx, &sinv1, ws.scale_inv, 4));
     CHECK_OK(ctx, f8_slot_read(ctx, s_w, NULL, NULL, hist));
@@ -677,7 +677,7 @@ static void test_weight_noop(f8_ctx *ctx)
 
     /* The replay says "cast": the workspace follows the new W and scale. */
     CHECK_OK(ctx, f8_ctx_set_noop_flag(ctx, 0.0f));
-    CHECK_OK(ctx, f8_linear_forward(f.lin, &tx, &ty, F8_MICROBATCH_NOT_FIRST, NULL));
+    CHECK_OK(ctx, f8_module_forward(f.lin, &tx, &ty, F8_MICROBATCH_NOT_FIRST, NULL));
     CHECK_OK(ctx, f8_ctx_download(ctx, c1, ws.data, nw));
     CHECK_OK(ctx, f8_ctx_download(ctx, &sinv1, ws.scale_inv, 4));
     int same = 1;
@@ -686,7 +686,7 @@ static void test_weight_noop(f8_ctx *ctx)
     CHECK_OK(ctx, f8_ctx_set_weight_noop(ctx, 0));
     free(hist);
     f8_ctx_free(ctx, xb), f8_ctx_free(ctx, yb);
-    f8_linear_destroy(f.lin);
+    f8_module_destroy(f.lin);
     free(x), free(w), free(b), free(c0), free(c1);
 }
 

@@ -8,7 +8,7 @@
  *    copy of every slot's column: the numeric scenarios through slots, history
  *    lengths 1, 2, 3, 5, columns with row 0 = 0 (no roll), NaN, and a window
  *    whose maximum is the value the roll drops;
- *  - TE's test_amax_and_scale_update through f8_linear on a CPU ctx: history
+ *  - TE's test_amax_and_scale_update through f8_module on a CPU ctx: history
  *    {31, 1024} x algo {MAX, MOST_RECENT} x microbatch {NONE, FIRST, NOT_FIRST};
  *  - an E4M3-only recipe: backward slots are E4M3 and scale with 448.
  * Every history, scale and scale_inv is compared bit for bit.
@@ -361,7 +361,7 @@ static void test_e4m3_format(void)
 }
 
 /* ------------------------------------------------------------------------ */
-/* TE's test_amax_and_scale_update through f8_linear                          */
+/* TE's test_amax_and_scale_update through f8_module                          */
 /* ------------------------------------------------------------------------ */
 
 static float max_abs(const float *v, int n)
@@ -373,11 +373,11 @@ static float max_abs(const float *v, int n)
 }
 
 /* Workspace scale_inv (the weight's own, spec §3.3). */
-static float workspace_scale_inv(f8_ctx *ctx, const f8_linear *lin)
+static float workspace_scale_inv(f8_ctx *ctx, const f8_module *lin)
 {
     f8_tensor v;
     float si = -1.0f;
-    CHECK_OK(ctx, f8_qtensor_data(f8_linear_weight_workspace(lin), &v));
+    CHECK_OK(ctx, f8_qtensor_data(f8_module_weight_workspace(lin, F8_PARAM_WEIGHT), &v));
     CHECK_OK(ctx, f8_ctx_download(ctx, &si, v.scale_inv, sizeof si));
     return si;
 }
@@ -396,14 +396,14 @@ static void linear_scenario(int L, f8_amax_algo algo, f8_microbatch mb, uint64_t
     f8_linear_config cfg = f8_linear_config_default(D, D);
     cfg.fp8 = 1;
     cfg.max_tokens = D;
-    f8_linear *lin = NULL;
-    f8_linear_saved *sv = NULL;
+    f8_module *lin = NULL;
+    f8_saved *sv = NULL;
     float *xb = NULL, *yb = NULL, *dyb = NULL, *dxb = NULL;
     col want[2][3];
     for (int d = 0; d < 2; d++)
         for (int i = 0; i < nslots[d]; i++) want[d][i] = col_new(L);
     CHECK_OK(ctx, f8_linear_create(ctx, &cfg, &lin));
-    if (lin) CHECK_OK(ctx, f8_linear_saved_create(lin, &sv));
+    if (lin) CHECK_OK(ctx, f8_module_saved_create(lin, &sv));
     CHECK_OK(ctx, f8_ctx_alloc(ctx, N * sizeof(float), (void **)&xb));
     CHECK_OK(ctx, f8_ctx_alloc(ctx, N * sizeof(float), (void **)&yb));
     CHECK_OK(ctx, f8_ctx_alloc(ctx, N * sizeof(float), (void **)&dyb));
@@ -412,14 +412,14 @@ static void linear_scenario(int L, f8_amax_algo algo, f8_microbatch mb, uint64_t
 
     f8_slot slots[2][3];
     for (int d = 0; d < 2; d++)
-        for (int i = 0; i < nslots[d]; i++) CHECK_OK(ctx, f8_linear_slot(lin, dirs[d], i, &slots[d][i]));
+        for (int i = 0; i < nslots[d]; i++) CHECK_OK(ctx, f8_module_slot(lin, dirs[d], i, &slots[d][i]));
     f8_tensor xt = f8_tensor_make(xb, F8_DTYPE_FP32, D, D), yt = f8_tensor_make(yb, F8_DTYPE_FP32, D, D);
     f8_tensor dyt = f8_tensor_make(dyb, F8_DTYPE_FP32, D, D), dxt = f8_tensor_make(dxb, F8_DTYPE_FP32, D, D);
 
     /* The master weight, through the public view. */
     float w[N], x[N], dy[N];
     f8_tensor wv;
-    CHECK_OK(ctx, f8_linear_weight(lin, &wv));
+    CHECK_OK(ctx, f8_module_param(lin, F8_PARAM_WEIGHT, 0, &wv));
     CHECK(wv.dtype == F8_DTYPE_FP32 && wv.rows == D && wv.cols == D, "%s: weight view", tag);
     CHECK_OK(ctx, f8_ctx_download(ctx, w, wv.data, sizeof w));
     const float w_amax = max_abs(w, N);
@@ -432,8 +432,8 @@ static void linear_scenario(int L, f8_amax_algo algo, f8_microbatch mb, uint64_t
     memset(dy, 0, sizeof dy);
     CHECK_OK(ctx, f8_ctx_upload(ctx, xb, x, sizeof x));
     CHECK_OK(ctx, f8_ctx_upload(ctx, dyb, dy, sizeof dy));
-    CHECK_OK(ctx, f8_linear_forward(lin, &xt, &yt, F8_MICROBATCH_FIRST, sv));
-    CHECK_OK(ctx, f8_linear_backward(lin, sv, &dyt, &dxt));
+    CHECK_OK(ctx, f8_module_forward(lin, &xt, &yt, F8_MICROBATCH_FIRST, sv));
+    CHECK_OK(ctx, f8_module_backward(lin, sv, &dyt, &dxt));
     want[0][0].h[0] = max_abs(x, N);
     want[0][1].h[0] = w_amax;
     for (int d = 0; d < 2; d++)
@@ -470,8 +470,8 @@ static void linear_scenario(int L, f8_amax_algo algo, f8_microbatch mb, uint64_t
     for (int i = 0; i < N; i++) dy[i] = (float)rng_normal(&rng);
     CHECK_OK(ctx, f8_ctx_upload(ctx, xb, x, sizeof x));
     CHECK_OK(ctx, f8_ctx_upload(ctx, dyb, dy, sizeof dy));
-    CHECK_OK(ctx, f8_linear_forward(lin, &xt, &yt, mb, sv));
-    CHECK_OK(ctx, f8_linear_backward(lin, sv, &dyt, &dxt));
+    CHECK_OK(ctx, f8_module_forward(lin, &xt, &yt, mb, sv));
+    CHECK_OK(ctx, f8_module_backward(lin, sv, &dyt, &dxt));
     const int weight_cast = mb != F8_MICROBATCH_NOT_FIRST;
     want[0][0].h[0] = max_abs(x, N);
     want[0][1].h[0] = weight_cast ? w_amax : 0.0f;
@@ -519,8 +519,8 @@ done:
     f8_ctx_free(ctx, yb);
     f8_ctx_free(ctx, dyb);
     f8_ctx_free(ctx, dxb);
-    f8_linear_saved_destroy(sv);
-    f8_linear_destroy(lin);
+    f8_saved_destroy(sv);
+    f8_module_destroy(lin);
     f8_ctx_destroy(ctx);
 }
 

@@ -47,7 +47,7 @@ static f8_tensor slice(const gpt *m, void *base, int64_t i, int64_t cols)
 }
 
 /* GPT-2 scales the init of the projections into the residual by 1/sqrt(2L). */
-static f8_status scale_weight(gpt *m, f8_tensor *w, float factor, int which_mlp, f8_layernorm_mlp *mlp, f8_linear *lin)
+static f8_status scale_weight(gpt *m, f8_tensor *w, float factor, f8_module *mod, f8_param which)
 {
     const size_t n = (size_t)(w->rows * w->cols), bytes = n * esize(m);
     unsigned char *h = (unsigned char *)malloc(bytes + 1);
@@ -68,7 +68,7 @@ static f8_status scale_weight(gpt *m, f8_tensor *w, float factor, int which_mlp,
     if (st == F8_OK) st = f8_ctx_alloc(m->ctx, n * sizeof(float), &stage);
     if (st == F8_OK) st = f8_ctx_upload(m->ctx, stage, f, n * sizeof(float));
     f8_tensor src = f8_tensor_make(stage, F8_DTYPE_FP32, w->rows, w->cols);
-    if (st == F8_OK) st = mlp ? f8_layernorm_mlp_write_weight(mlp, which_mlp, &src) : f8_linear_write_weight(lin, &src);
+    if (st == F8_OK) st = f8_module_write_weight(mod, which, &src);
     if (st == F8_OK) st = f8_ctx_synchronize(m->ctx);
     f8_ctx_free(m->ctx, stage);
     free(h);
@@ -103,15 +103,15 @@ static f8_status create_blocks(gpt *m)
         TRY(f8_layernorm_linear_create(m->ctx, &qc, &b->qkv));
         TRY(f8_linear_create(m->ctx, &pc, &b->proj));
         TRY(f8_layernorm_mlp_create(m->ctx, &mc, &b->mlp));
-        TRY(f8_layernorm_linear_saved_create(b->qkv, &b->qkv_s));
+        TRY(f8_module_saved_create(b->qkv, &b->qkv_s));
         TRY(f8_attention_saved_create(m->att, &b->att_s));
-        TRY(f8_linear_saved_create(b->proj, &b->proj_s));
-        TRY(f8_layernorm_mlp_saved_create(b->mlp, &b->mlp_s));
+        TRY(f8_module_saved_create(b->proj, &b->proj_s));
+        TRY(f8_module_saved_create(b->mlp, &b->mlp_s));
         f8_tensor w;
-        TRY(f8_linear_weight(b->proj, &w));
-        TRY(scale_weight(m, &w, proj_scale, 0, NULL, b->proj));
-        TRY(f8_layernorm_mlp_param(b->mlp, F8_PARAM_FC2_WEIGHT, 0, &w));
-        TRY(scale_weight(m, &w, proj_scale, 1, b->mlp, NULL));
+        TRY(f8_module_param(b->proj, F8_PARAM_WEIGHT, 0, &w));
+        TRY(scale_weight(m, &w, proj_scale, b->proj, F8_PARAM_WEIGHT));
+        TRY(f8_module_param(b->mlp, F8_PARAM_FC2_WEIGHT, 0, &w));
+        TRY(scale_weight(m, &w, proj_scale, b->mlp, F8_PARAM_FC2_WEIGHT));
     }
     return F8_OK;
 }
@@ -144,7 +144,7 @@ f8_status gpt_create(f8_ctx *ctx, const gpt_config *c, gpt *m, char *err, size_t
     hc.max_tokens = T;
     hc.seed = c->seed * 2654435761u + 7;
     if (st == F8_OK) st = f8_layernorm_linear_create(ctx, &hc, &m->head);
-    if (st == F8_OK) st = f8_layernorm_linear_saved_create(m->head, &m->head_s);
+    if (st == F8_OK) st = f8_module_saved_create(m->head, &m->head_s);
     if (st == F8_OK) st = alloc_act(m, &m->wpe, (size_t)(c->seq * C) * es);
     if (st == F8_OK) st = alloc_act(m, &m->dwpe, (size_t)(c->seq * C) * es);
     f8_tensor wpe = view(m, m->wpe, 0, c->seq, C);
@@ -173,17 +173,17 @@ void gpt_destroy(gpt *m)
     if (!m->ctx) return;
     for (int64_t l = 0; m->blocks && l < m->c.layers; l++) {
         gpt_block *b = &m->blocks[l];
-        f8_layernorm_linear_saved_destroy(b->qkv_s);
+        f8_saved_destroy(b->qkv_s);
         f8_attention_saved_destroy(b->att_s);
-        f8_linear_saved_destroy(b->proj_s);
-        f8_layernorm_mlp_saved_destroy(b->mlp_s);
-        f8_layernorm_linear_destroy(b->qkv);
-        f8_linear_destroy(b->proj);
-        f8_layernorm_mlp_destroy(b->mlp);
+        f8_saved_destroy(b->proj_s);
+        f8_saved_destroy(b->mlp_s);
+        f8_module_destroy(b->qkv);
+        f8_module_destroy(b->proj);
+        f8_module_destroy(b->mlp);
     }
     free(m->blocks);
-    f8_layernorm_linear_saved_destroy(m->head_s);
-    f8_layernorm_linear_destroy(m->head);
+    f8_saved_destroy(m->head_s);
+    f8_module_destroy(m->head);
     f8_attention_destroy(m->att);
     void *bufs[] = {m->wpe, m->dwpe, m->resid, m->qkv, m->atty, m->logits, m->dres, m->dtmp, m->dqkv, m->io};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) f8_ctx_free(m->ctx, bufs[i]);
@@ -219,7 +219,7 @@ f8_status gpt_forward(gpt *m, int64_t batch, int train, float grad_scale, f8_mic
     const int64_t T = batch * c->seq, C = c->channels;
     m->T_call = T;
     f8_tensor wte, wpe = view(m, m->wpe, 0, c->seq, C), x0 = resid(m, 0);
-    TRY(f8_layernorm_linear_param(m->head, F8_PARAM_WEIGHT, 0, &wte));
+    TRY(f8_module_param(m->head, F8_PARAM_WEIGHT, 0, &wte));
     TRY(f8_embedding_forward(m->ctx, m->tokens, c->seq, &wte, &wpe, &x0));
     for (int64_t l = 0; l < c->layers; l++) {
         gpt_block *b = &m->blocks[l];
@@ -229,9 +229,9 @@ f8_status gpt_forward(gpt *m, int64_t batch, int train, float grad_scale, f8_mic
         TRY(f8_attention_forward(m->att, &qkv, batch, c->seq, &a, train ? b->att_s : NULL));
         /* each branch writes into the next residual slot, which then takes
          * the residual: one add, no copy (a + b is commutative in IEEE) */
-        TRY(f8_linear_forward(b->proj, &a, &xm, mb, train ? b->proj_s : NULL));
+        TRY(f8_module_forward(b->proj, &a, &xm, mb, train ? b->proj_s : NULL));
         TRY(f8_tensor_add(m->ctx, &xm, &x));
-        TRY(f8_layernorm_mlp_forward(b->mlp, &xm, &xo, mb, train ? b->mlp_s : NULL));
+        TRY(f8_module_forward(b->mlp, &xm, &xo, mb, train ? b->mlp_s : NULL));
         TRY(f8_tensor_add(m->ctx, &xo, &xm));
     }
     f8_tensor xf = resid(m, 2 * c->layers), logits = slice(m, m->logits, 0, c->padded_vocab);
@@ -248,26 +248,26 @@ f8_status gpt_backward(gpt *m)
     TRY(f8_layernorm_linear_backward(m->head, m->head_s, &dlogits, NULL, &d));
     for (int64_t l = c->layers - 1; l >= 0; l--) {
         gpt_block *b = &m->blocks[l];
-        TRY(f8_layernorm_mlp_backward(b->mlp, b->mlp_s, &d, &tmp));
+        TRY(f8_module_backward(b->mlp, b->mlp_s, &d, &tmp));
         TRY(f8_tensor_add(m->ctx, &d, &tmp)); /* d = ∂loss/∂x' */
-        TRY(f8_linear_backward(b->proj, b->proj_s, &d, &tmp));
+        TRY(f8_module_backward(b->proj, b->proj_s, &d, &tmp));
         TRY(f8_attention_backward(m->att, b->att_s, &tmp, &dqkv));
         TRY(f8_layernorm_linear_backward(b->qkv, b->qkv_s, &dqkv, NULL, &tmp));
         TRY(f8_tensor_add(m->ctx, &d, &tmp)); /* d = ∂loss/∂x */
     }
     f8_tensor dwte, dwpe = view(m, m->dwpe, 0, c->seq, C);
-    TRY(f8_layernorm_linear_param(m->head, F8_PARAM_WEIGHT, 1, &dwte));
+    TRY(f8_module_param(m->head, F8_PARAM_WEIGHT, 1, &dwte));
     return f8_embedding_backward(m->ctx, m->tokens, c->seq, &d, &dwte, &dwpe);
 }
 
 f8_status gpt_zero_grad(gpt *m)
 {
     for (int64_t l = 0; l < m->c.layers; l++) {
-        TRY(f8_layernorm_linear_zero_grad(m->blocks[l].qkv));
-        TRY(f8_linear_zero_grad(m->blocks[l].proj));
-        TRY(f8_layernorm_mlp_zero_grad(m->blocks[l].mlp));
+        TRY(f8_module_zero_grad(m->blocks[l].qkv));
+        TRY(f8_module_zero_grad(m->blocks[l].proj));
+        TRY(f8_module_zero_grad(m->blocks[l].mlp));
     }
-    TRY(f8_layernorm_linear_zero_grad(m->head));
+    TRY(f8_module_zero_grad(m->head));
     f8_tensor dwpe = view(m, m->dwpe, 0, m->c.seq, m->c.channels);
     return f8_tensor_zero(m->ctx, &dwpe);
 }
@@ -283,7 +283,7 @@ f8_status gpt_zero_grad(gpt *m)
 
 f8_status gpt_each_param(gpt *m, gpt_param_fn fn, void *user)
 {
-#define HEAD(w, g, v) f8_layernorm_linear_param(m->head, w, g, v)
+#define HEAD(w, g, v) f8_module_param(m->head, w, g, v)
     EACH(HEAD, F8_PARAM_WEIGHT, 1);
     EACH(HEAD, F8_PARAM_LN_WEIGHT, 0);
     EACH(HEAD, F8_PARAM_LN_BIAS, 0);
@@ -292,10 +292,10 @@ f8_status gpt_each_param(gpt *m, gpt_param_fn fn, void *user)
     TRY(fn(user, &wpe, &dwpe, 1));
     for (int64_t l = 0; l < m->c.layers; l++) {
         gpt_block *b = &m->blocks[l];
-#define QKV(w, g, v) f8_layernorm_linear_param(b->qkv, w, g, v)
-#define MLP(w, g, v) f8_layernorm_mlp_param(b->mlp, w, g, v)
-#define PROJ(w, g, v) ((w) == F8_PARAM_WEIGHT ? ((g) ? f8_linear_weight_grad(b->proj, v) : f8_linear_weight(b->proj, v)) \
-                                              : ((g) ? f8_linear_bias_grad(b->proj, v) : f8_linear_bias(b->proj, v)))
+#define QKV(w, g, v) f8_module_param(b->qkv, w, g, v)
+#define MLP(w, g, v) f8_module_param(b->mlp, w, g, v)
+#define PROJ(w, g, v) ((w) == F8_PARAM_WEIGHT ? ((g) ? f8_module_param(b->proj, F8_PARAM_WEIGHT, 1, v) : f8_module_param(b->proj, F8_PARAM_WEIGHT, 0, v)) \
+                                              : ((g) ? f8_module_param(b->proj, F8_PARAM_BIAS, 1, v) : f8_module_param(b->proj, F8_PARAM_BIAS, 0, v)))
         EACH(QKV, F8_PARAM_LN_WEIGHT, 0);
         EACH(QKV, F8_PARAM_LN_BIAS, 0);
         EACH(QKV, F8_PARAM_WEIGHT, 1);
@@ -320,13 +320,13 @@ f8_status gpt_checkpoint_add(gpt *m, f8_checkpoint *ck)
     char name[64];
     for (int64_t l = 0; l < m->c.layers; l++) {
         snprintf(name, sizeof name, "model.h.%lld.qkv", (long long)l);
-        TRY(f8_checkpoint_add_layernorm_linear(ck, name, m->blocks[l].qkv));
+        TRY(f8_checkpoint_add_module(ck, name, m->blocks[l].qkv));
         snprintf(name, sizeof name, "model.h.%lld.proj", (long long)l);
-        TRY(f8_checkpoint_add_linear(ck, name, m->blocks[l].proj));
+        TRY(f8_checkpoint_add_module(ck, name, m->blocks[l].proj));
         snprintf(name, sizeof name, "model.h.%lld.mlp", (long long)l);
-        TRY(f8_checkpoint_add_layernorm_mlp(ck, name, m->blocks[l].mlp));
+        TRY(f8_checkpoint_add_module(ck, name, m->blocks[l].mlp));
     }
-    TRY(f8_checkpoint_add_layernorm_linear(ck, "model.head", m->head));
+    TRY(f8_checkpoint_add_module(ck, "model.head", m->head));
     f8_tensor wpe = view(m, m->wpe, 0, m->c.seq, m->c.channels);
     return f8_checkpoint_add_tensor(ck, "model.wpe", &wpe);
 }
@@ -336,13 +336,13 @@ f8_status gpt_checkpoint_restore(gpt *m, const f8_checkpoint *ck)
     char name[64];
     for (int64_t l = 0; l < m->c.layers; l++) {
         snprintf(name, sizeof name, "model.h.%lld.qkv", (long long)l);
-        TRY(f8_checkpoint_restore_layernorm_linear(ck, name, m->blocks[l].qkv));
+        TRY(f8_checkpoint_restore_module(ck, name, m->blocks[l].qkv));
         snprintf(name, sizeof name, "model.h.%lld.proj", (long long)l);
-        TRY(f8_checkpoint_restore_linear(ck, name, m->blocks[l].proj));
+        TRY(f8_checkpoint_restore_module(ck, name, m->blocks[l].proj));
         snprintf(name, sizeof name, "model.h.%lld.mlp", (long long)l);
-        TRY(f8_checkpoint_restore_layernorm_mlp(ck, name, m->blocks[l].mlp));
+        TRY(f8_checkpoint_restore_module(ck, name, m->blocks[l].mlp));
     }
-    TRY(f8_checkpoint_restore_layernorm_linear(ck, "model.head", m->head));
+    TRY(f8_checkpoint_restore_module(ck, "model.head", m->head));
     f8_tensor wpe = view(m, m->wpe, 0, m->c.seq, m->c.channels);
     return f8_checkpoint_read_tensor(ck, "model.wpe", &wpe);
 }

@@ -31,13 +31,13 @@ typedef struct gpt_config {
 } gpt_config;
 
 typedef struct gpt_block {
-    f8_layernorm_linear *qkv;
-    f8_linear *proj;
-    f8_layernorm_mlp *mlp;
-    f8_layernorm_linear_saved *qkv_s;
+    f8_module *qkv;
+    f8_module *proj;
+    f8_module *mlp;
+    f8_saved *qkv_s;
     f8_attention_saved *att_s;
-    f8_linear_saved *proj_s;
-    f8_layernorm_mlp_saved *mlp_s;
+    f8_saved *proj_s;
+    f8_saved *mlp_s;
 } gpt_block;
 
 typedef struct gpt {
@@ -47,8 +47,8 @@ typedef struct gpt {
     int64_t T_call;           /* rows of the last forward (batch·S) */
     gpt_block *blocks;        /* (layers) */
     f8_attention *att;
-    f8_layernorm_linear *head; /* final LayerNorm + LM head; its weight [Vp, C] is wte */
-    f8_layernorm_linear_saved *head_s;
+    f8_module *head; /* final LayerNorm + LM head; its weight [Vp, C] is wte */
+    f8_saved *head_s;
     void *wpe, *dwpe;         /* (S, C) position embedding and its gradient */
     void *resid;              /* (2L+1, T, C) residual stream: block inputs and mid-block values */
     void *qkv;                /* (L, T, 3C) attention inputs (kept for its backward) */

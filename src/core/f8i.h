@@ -86,6 +86,14 @@ void f8i_free(f8_ctx *ctx, void *ptr);
  * download (and upload) of the direction; synchronizes. */
 f8_status f8i_slots_io(f8_ctx *ctx, const f8_slot *slots, int n, float *hist, float *scale, float *scale_inv, int write);
 
+/* The slot registry's state before a module create, so that a create that
+ * fails hands back every slot it registered (and the buffer growth). */
+typedef struct f8i_slot_mark {
+    int count[2], cap[2];
+} f8i_slot_mark;
+f8i_slot_mark f8i_slots_mark(const f8_ctx *ctx);
+void f8i_slots_rollback(f8_ctx *ctx, f8i_slot_mark mark);
+
 /* Add forward slots to the set f8_ctx_update_weight_scales updates (module
  * creation with fp8_weights). */
 f8_status f8i_register_fp8_weight_slots(f8_ctx *ctx, const f8_slot *slots, int n);
@@ -98,6 +106,27 @@ f8_status f8i_check_tensor(f8_ctx *ctx, const f8_tensor *t, const char *name);
 
 /* Round a byte count up to 256 (carving buffers from one allocation). */
 static inline size_t f8i_align256(size_t bytes) { return (bytes + 255u) & ~(size_t)255u; }
+
+/* Buffers laid out in one block, each rounded up to 256 bytes. One function
+ * per layout both measures (base NULL: f8i_take returns NULL and only
+ * `bytes` grows) and places (base set: the buffers' addresses). */
+typedef struct f8i_layout {
+    unsigned char *base;
+    size_t bytes;
+} f8i_layout;
+
+static inline f8i_layout f8i_layout_at(void *base)
+{
+    f8i_layout l = {(unsigned char *)base, 0};
+    return l;
+}
+
+static inline void *f8i_take(f8i_layout *l, size_t bytes)
+{
+    void *p = l->base ? l->base + l->bytes : NULL;
+    l->bytes += f8i_align256(bytes ? bytes : 1);
+    return p;
+}
 
 #ifdef __cplusplus
 }

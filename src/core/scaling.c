@@ -51,8 +51,9 @@ static f8_status regrow(f8_ctx *ctx, const int new_cap[2])
     for (int d = 0; d < 2 && st == F8_OK; d++) {
         int oc = ctx->dir[d].cap, nc = new_cap[d];
         float *oh = old_h ? old_h + old_off : NULL, *nh = new_h + new_off;
+        const int keep = oc < nc ? oc : nc; /* a rollback shrinks */
         for (int r = 0; r < L; r++)
-            if (oc) memcpy(nh + (size_t)r * nc, oh + (size_t)r * oc, (size_t)oc * sizeof(float));
+            if (keep) memcpy(nh + (size_t)r * nc, oh + (size_t)r * oc, (size_t)keep * sizeof(float));
         for (int c = 0; c < nc; c++) {
             nh[(size_t)L * nc + c] = c < oc ? oh[(size_t)L * oc + c] : 1.0f;
             nh[(size_t)L * nc + nc + c] = c < oc ? oh[(size_t)L * oc + oc + c] : 1.0f;
@@ -102,6 +103,28 @@ f8_status f8_ctx_slots_create(f8_ctx *ctx, f8_direction direction, int count, f8
     }
     d->count += count;
     return F8_OK;
+}
+
+f8i_slot_mark f8i_slots_mark(const f8_ctx *ctx)
+{
+    f8i_slot_mark m = {{ctx->dir[0].count, ctx->dir[1].count}, {ctx->dir[0].cap, ctx->dir[1].cap}};
+    return m;
+}
+
+void f8i_slots_rollback(f8_ctx *ctx, f8i_slot_mark mark)
+{
+    ctx->dir[0].count = mark.count[0];
+    ctx->dir[1].count = mark.count[1];
+    /* Give back growth too, so a failed create leaves the memory report as it
+     * was. The shrink only copies what stays; should even that fail, the
+     * larger buffer is kept (still consistent, just not smaller). */
+    if (mark.cap[0] == 0 && mark.cap[1] == 0 && ctx->scaling_buf) {
+        f8i_free(ctx, ctx->scaling_buf);
+        ctx->scaling_buf = NULL;
+        memset(ctx->dir, 0, sizeof ctx->dir);
+    } else if (ctx->dir[0].cap != mark.cap[0] || ctx->dir[1].cap != mark.cap[1]) {
+        (void)regrow(ctx, mark.cap);
+    }
 }
 
 int f8i_slot_valid(const f8_ctx *ctx, f8_slot slot)

@@ -1,5 +1,5 @@
 /*
- * modules/checkpoint.c — storing a module in an f8_checkpoint and restoring
+ * io/module_checkpoint.c — storing a module in an f8_checkpoint and restoring
  * it (names and rules in f8.h, "Checkpoints").
  *
  * Design note. Restoring is all-or-nothing: every entry the module needs is
@@ -16,7 +16,7 @@
 
 #include "io/checkpoint.h"
 #include "core/numerics.h"
-#include "modules/state.h"
+#include "modules/module.h"
 
 #define NAME_MAX_LEN 512
 
@@ -78,13 +78,13 @@ static f8_status put_slots(f8_checkpoint *ck, f8_ctx *ctx, const char *prefix, c
     return st;
 }
 
-static f8_status add_module(f8_checkpoint *ck, const char *prefix, const f8i_module_state *m)
+static f8_status add_module(f8_checkpoint *ck, const char *prefix, const f8_module *m)
 {
     f8_ctx *ctx = m->ctx;
     char name[NAME_MAX_LEN];
     f8_status st = F8_OK;
     for (int i = 0; i < m->n_weights && st == F8_OK; i++) {
-        f8i_weight *w = m->weights[i];
+        const f8i_weight *w = &m->w[i];
         f8_tensor v = f8i_weight_view(w, 0);
         st = name_of(ctx, name, prefix, m->weight_names[i]);
         if (st == F8_OK) st = put_backend(ck, ctx, name, v.data, v.dtype, 2, w->rows, w->cols);
@@ -99,12 +99,13 @@ static f8_status add_module(f8_checkpoint *ck, const char *prefix, const f8i_mod
             if (st == F8_OK) st = put_backend(ck, ctx, name, w->b, w->dtype, 1, 1, w->rows);
         }
     }
-    if (m->norm && st == F8_OK) {
+    if (m->has_norm && st == F8_OK) {
+        const f8i_norm *nm = &m->norm;
         st = name_of(ctx, name, prefix, "layer_norm_weight");
-        if (st == F8_OK) st = put_backend(ck, ctx, name, m->norm->gamma, m->norm->dtype, 1, 1, m->norm->cols);
-        if (st == F8_OK && m->norm->beta) {
+        if (st == F8_OK) st = put_backend(ck, ctx, name, nm->gamma, nm->dtype, 1, 1, nm->cols);
+        if (st == F8_OK && nm->beta) {
             st = name_of(ctx, name, prefix, "layer_norm_bias");
-            if (st == F8_OK) st = put_backend(ck, ctx, name, m->norm->beta, m->norm->dtype, 1, 1, m->norm->cols);
+            if (st == F8_OK) st = put_backend(ck, ctx, name, nm->beta, nm->dtype, 1, 1, nm->cols);
         }
     }
     if (m->fp8 && st == F8_OK) {
@@ -255,7 +256,7 @@ static int recipe_format_matches(const char *value, f8_format f)
     return strncmp(k, want, n) == 0 && (k[n] == ' ' || k[n] == '\0');
 }
 
-static f8_status plan_slots(const f8_checkpoint *ck, f8_ctx *ctx, const char *prefix, const f8i_module_state *m, plan *p)
+static f8_status plan_slots(const f8_checkpoint *ck, f8_ctx *ctx, const char *prefix, const f8_module *m, plan *p)
 {
     const int L = ctx->recipe.amax_history_len;
     const char *dirs[2] = {"fwd", "bwd"};
@@ -314,7 +315,7 @@ static f8_status plan_slots(const f8_checkpoint *ck, f8_ctx *ctx, const char *pr
     return st;
 }
 
-static f8_status restore_module(const f8_checkpoint *ck, const char *prefix, const f8i_module_state *m)
+static f8_status restore_module(const f8_checkpoint *ck, const char *prefix, f8_module *m)
 {
     f8_ctx *ctx = m->ctx;
     if (!ck || !prefix) return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "checkpoint restore: checkpoint or prefix is NULL");
@@ -324,7 +325,7 @@ static f8_status restore_module(const f8_checkpoint *ck, const char *prefix, con
     memset(&p, 0, sizeof p);
     f8_status st = F8_OK;
     for (int i = 0; i < m->n_weights && st == F8_OK; i++) {
-        f8i_weight *w = m->weights[i];
+        const f8i_weight *w = &m->w[i];
         const f8i_ck_entry *e = NULL;
         float sinv = 1.0f;
         const int64_t n = w->rows * w->cols;
@@ -351,8 +352,8 @@ static f8_status restore_module(const f8_checkpoint *ck, const char *prefix, con
                 st = add_item(&p, ctx, w->b, to_param(e, sinv, w->rows, w->dtype), (size_t)w->rows * f8_dtype_size(w->dtype));
         }
     }
-    if (m->norm && st == F8_OK) {
-        const f8i_norm *nm = m->norm;
+    if (m->has_norm && st == F8_OK) {
+        const f8i_norm *nm = &m->norm;
         const f8i_ck_entry *e = NULL;
         float sinv = 1.0f;
         const size_t bytes = (size_t)nm->cols * f8_dtype_size(nm->dtype);
@@ -378,7 +379,7 @@ static f8_status restore_module(const f8_checkpoint *ck, const char *prefix, con
     }
     for (int i = 0; i < p.n && st == F8_OK; i++) st = ctx->be->upload(ctx, p.item[i].dst, p.item[i].host, p.item[i].bytes);
     for (int i = 0; i < m->n_weights && st == F8_OK; i++) {
-        f8i_weight *w = m->weights[i];
+        f8i_weight *w = &m->w[i];
         if (p.codes[i]) st = f8_qtensor_upload(w->w8, p.codes[i], p.code_sinv[i]);
         if (p.quantize[i]) {
             void *tmp = NULL;
@@ -398,58 +399,54 @@ static f8_status restore_module(const f8_checkpoint *ck, const char *prefix, con
 
 /* ---- public entry points ------------------------------------------------ */
 
-static f8_status add_checked(f8_checkpoint *ck, const char *prefix, f8i_module_state *s)
+/* The names add_module would write, checked before anything is added so a
+ * collision leaves the checkpoint unchanged. */
+static f8_status check_free(const f8_checkpoint *ck, const char *prefix, const f8_module *m)
 {
-    if (!ck || !prefix) return f8i_error(s->ctx, F8_ERR_INVALID_ARGUMENT, "checkpoint add: checkpoint or prefix is NULL");
-    if (f8i_checkpoint_ctx(ck) != s->ctx)
-        return f8i_error(s->ctx, F8_ERR_INVALID_ARGUMENT, "checkpoint add: the checkpoint belongs to another ctx");
-    return add_module(ck, prefix, s);
+    const char *fields[16];
+    char extra[2][64];
+    int n = 0;
+    for (int i = 0; i < m->n_weights; i++) {
+        fields[n++] = m->weight_names[i];
+        if (m->w[i].fp8_primary) {
+            snprintf(extra[i], sizeof extra[i], "%s_scale_inv", m->weight_names[i]);
+            fields[n++] = extra[i];
+        }
+        if (m->w[i].b) fields[n++] = m->bias_names[i];
+    }
+    if (m->has_norm) fields[n++] = "layer_norm_weight";
+    if (m->has_norm && m->norm.beta) fields[n++] = "layer_norm_bias";
+    if (m->fp8) {
+        static const char *const slots[] = {"fp8.fwd.amax_history", "fp8.fwd.scale", "fp8.fwd.scale_inv",
+                                            "fp8.bwd.amax_history", "fp8.bwd.scale", "fp8.bwd.scale_inv"};
+        for (int i = 0; i < 6; i++) fields[n++] = slots[i];
+    }
+    char name[NAME_MAX_LEN];
+    for (int i = 0; i < n; i++) {
+        f8_status st = name_of(m->ctx, name, prefix, fields[i]);
+        if (st != F8_OK) return st;
+        if (f8i_checkpoint_find(ck, name))
+            return f8i_error(m->ctx, F8_ERR_INVALID_ARGUMENT, "f8_checkpoint_add_module: \"%s\" is already in the "
+                                                              "checkpoint (nothing of the %s was added)", name,
+                             m->cls->name);
+    }
+    return F8_OK;
 }
 
-f8_status f8_checkpoint_add_linear(f8_checkpoint *ck, const char *prefix, f8_linear *l)
-{
-    if (!l) return F8_ERR_INVALID_ARGUMENT;
-    f8i_module_state s;
-    f8i_linear_state(l, &s);
-    return add_checked(ck, prefix, &s);
-}
-
-f8_status f8_checkpoint_add_layernorm_linear(f8_checkpoint *ck, const char *prefix, f8_layernorm_linear *m)
+f8_status f8_checkpoint_add_module(f8_checkpoint *ck, const char *prefix, f8_module *m)
 {
     if (!m) return F8_ERR_INVALID_ARGUMENT;
-    f8i_module_state s;
-    f8i_layernorm_linear_state(m, &s);
-    return add_checked(ck, prefix, &s);
+    if (!ck || !prefix)
+        return f8i_error(m->ctx, F8_ERR_INVALID_ARGUMENT, "f8_checkpoint_add_module: checkpoint or prefix is NULL");
+    if (f8i_checkpoint_ctx(ck) != m->ctx)
+        return f8i_error(m->ctx, F8_ERR_INVALID_ARGUMENT, "f8_checkpoint_add_module: the checkpoint belongs to another "
+                                                          "ctx");
+    f8_status st = check_free(ck, prefix, m);
+    return st == F8_OK ? add_module(ck, prefix, m) : st;
 }
 
-f8_status f8_checkpoint_add_layernorm_mlp(f8_checkpoint *ck, const char *prefix, f8_layernorm_mlp *m)
+f8_status f8_checkpoint_restore_module(const f8_checkpoint *ck, const char *prefix, f8_module *m)
 {
     if (!m) return F8_ERR_INVALID_ARGUMENT;
-    f8i_module_state s;
-    f8i_layernorm_mlp_state(m, &s);
-    return add_checked(ck, prefix, &s);
-}
-
-f8_status f8_checkpoint_restore_linear(const f8_checkpoint *ck, const char *prefix, f8_linear *l)
-{
-    if (!l) return F8_ERR_INVALID_ARGUMENT;
-    f8i_module_state s;
-    f8i_linear_state(l, &s);
-    return restore_module(ck, prefix, &s);
-}
-
-f8_status f8_checkpoint_restore_layernorm_linear(const f8_checkpoint *ck, const char *prefix, f8_layernorm_linear *m)
-{
-    if (!m) return F8_ERR_INVALID_ARGUMENT;
-    f8i_module_state s;
-    f8i_layernorm_linear_state(m, &s);
-    return restore_module(ck, prefix, &s);
-}
-
-f8_status f8_checkpoint_restore_layernorm_mlp(const f8_checkpoint *ck, const char *prefix, f8_layernorm_mlp *m)
-{
-    if (!m) return F8_ERR_INVALID_ARGUMENT;
-    f8i_module_state s;
-    f8i_layernorm_mlp_state(m, &s);
-    return restore_module(ck, prefix, &s);
+    return restore_module(ck, prefix, m);
 }

@@ -6,7 +6,7 @@
 #ifndef F8_MODULES_NORM_H
 #define F8_MODULES_NORM_H
 
-#include "core/f8i.h"
+#include "core/ops.h"
 
 typedef struct f8i_norm {
     void *pblock, *gblock;  /* gamma, beta | dgamma, dbeta (each (cols) param dtype) */
@@ -33,9 +33,10 @@ f8_status f8i_norm_forward(f8_ctx *ctx, const f8i_norm *n, const f8_tensor *x, v
                            const float *scale, float *amax, float *scale_inv, float *mu, float *rsigma);
 
 /* dx (may be NULL) from dy [T, cols] (FP32/BF16), x and the saved statistics;
- * dgamma, dbeta accumulate. Uses the reduction prefix of ctx->scratch. */
+ * dgamma, dbeta accumulate. reduce: the backend's workspace,
+ * f8i_reduce_workspace_bytes(T, cols) bytes. */
 f8_status f8i_norm_backward(f8_ctx *ctx, f8i_norm *n, const void *dy, f8_dtype dy_dtype, const f8_tensor *x,
-                            const float *mu, const float *rsigma, void *dx, f8_dtype dx_dtype);
+                            const float *mu, const float *rsigma, void *dx, f8_dtype dx_dtype, void *reduce);
 
 /* Checks shared by the module configs. */
 f8_status f8i_norm_config_check(f8_ctx *ctx, const char *fn, f8_norm kind, float eps);

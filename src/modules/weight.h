@@ -14,6 +14,7 @@
 #ifndef F8_MODULES_WEIGHT_H
 #define F8_MODULES_WEIGHT_H
 
+#include "core/ops.h"
 #include "core/qtensor.h"
 
 typedef struct f8i_weight {
@@ -85,14 +86,6 @@ f8_status f8i_weight_wgrad(f8_ctx *ctx, f8i_weight *w, const void *g, f8_dtype g
 
 /* FP8 off: db[rows] += Σ_t g[t, :] (g [T, rows] in param dtype). */
 f8_status f8i_weight_bgrad(f8_ctx *ctx, f8i_weight *w, const void *g, int64_t T);
-
-/* Scratch carving: take `bytes` (rounded to 256) from *cursor. */
-static inline void *f8i_carve(unsigned char **cursor, size_t bytes)
-{
-    void *p = *cursor;
-    *cursor += f8i_align256(bytes ? bytes : 1);
-    return p;
-}
 
 /* Module creation: fp8_weights needs fp8. Sets the ctx error. */
 f8_status f8i_check_fp8_weights(f8_ctx *ctx, const char *fn, int fp8, int fp8_weights);

@@ -1,0 +1,432 @@
+/*
+ * modules/module.c — the module base (module.h): creation, the public
+ * f8_module_* calls, argument checks, saved state and the FP8 casts every
+ * module makes. Written once for every module.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "modules/module.h"
+
+/* ------------------------------------------------------------------------ */
+/* Creation and destruction                                                  */
+/* ------------------------------------------------------------------------ */
+
+f8_status f8i_create_check(f8_ctx *ctx, const char *fn, const void *config, f8_module **out)
+{
+    if (!ctx) return F8_ERR_INVALID_ARGUMENT;
+    if (!out) return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: module (the output) is NULL", fn);
+    *out = NULL;
+    if (!config) return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: config is NULL", fn);
+    return F8_OK;
+}
+
+void f8i_spec_single_weight(f8i_module_spec *s, const f8i_module_class *cls, int64_t in, int64_t out, uint64_t seed)
+{
+    s->cls = cls;
+    s->in_features = in;
+    s->out_features = out;
+    s->n_fwd = 3;
+    s->n_bwd = 2;
+    s->n_weights = 1;
+    s->weight_shape[0][0] = out;
+    s->weight_shape[0][1] = in;
+    s->weight_slot[0] = 1; /* WEIGHT */
+    s->weight_seed[0] = seed;
+    s->weight_names[0] = "weight";
+    s->bias_names[0] = "bias";
+    s->shape_names = "in_features and out_features";
+    s->shape[0] = in;
+    s->shape[1] = out;
+    s->shape_max[0] = s->shape_max[1] = 1 << 24;
+}
+
+static f8_status flag_check(f8_ctx *ctx, const char *fn, const char *name, int value)
+{
+    if (value != 0 && value != 1)
+        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: config.%s is %d; it must be 0 or 1", fn, name, value);
+    return F8_OK;
+}
+
+static f8_status spec_check(f8_ctx *ctx, const f8i_module_spec *s, const char *fn)
+{
+    if (s->shape[0] < 1 || s->shape[1] < 1 || s->shape[0] > s->shape_max[0] || s->shape[1] > s->shape_max[1])
+        return f8i_error(ctx, F8_ERR_SHAPE, "%s: %s are %lld and %lld; they must be in [1, %lld] and [1, %lld]", fn,
+                         s->shape_names, (long long)s->shape[0], (long long)s->shape[1], (long long)s->shape_max[0],
+                         (long long)s->shape_max[1]);
+    if (s->max_tokens < 0 || s->max_tokens > (1 << 24))
+        return f8i_error(ctx, F8_ERR_SHAPE, "%s: max_tokens %lld outside [0, 2^24]", fn, (long long)s->max_tokens);
+    if (s->param_dtype != F8_DTYPE_FP32 && s->param_dtype != F8_DTYPE_BF16)
+        return f8i_error(ctx, F8_ERR_DTYPE, "%s: param_dtype must be fp32 or bf16, not %s", fn,
+                         f8_dtype_name(s->param_dtype));
+    f8_status st = flag_check(ctx, fn, "bias", s->bias);
+    if (st == F8_OK) st = flag_check(ctx, fn, "fp8", s->fp8);
+    if (st == F8_OK) st = flag_check(ctx, fn, "fp8_weights", s->fp8_weights);
+    if (st == F8_OK) st = flag_check(ctx, fn, "fuse_wgrad_accumulation", s->fuse_wgrad);
+    if (st == F8_OK && s->has_norm) st = flag_check(ctx, fn, "zero_centered_gamma", s->zero_centered_gamma);
+    if (st == F8_OK && s->has_norm) st = f8i_norm_config_check(ctx, fn, s->normalization, s->eps);
+    if (st == F8_OK) st = f8i_check_fp8_weights(ctx, fn, s->fp8, s->fp8_weights);
+    return st;
+}
+
+/* Everything but the slots (module_release_slots) and the host struct. */
+static void release_memory(f8_module *m)
+{
+    for (int i = 0; i < m->n_weights; i++) f8i_weight_destroy(m->ctx, &m->w[i]);
+    if (m->has_norm) f8i_norm_destroy(m->ctx, &m->norm);
+}
+
+static f8_status module_init(f8_ctx *ctx, f8_module *m, const f8i_module_spec *s, const char *fn)
+{
+    f8_status st = spec_check(ctx, s, fn);
+    if (st != F8_OK) return st;
+    m->cls = s->cls;
+    m->ctx = ctx;
+    m->fp8 = s->fp8;
+    m->param_dtype = s->param_dtype;
+    m->fuse_wgrad = s->fuse_wgrad;
+    m->in_features = s->in_features;
+    m->out_features = s->out_features;
+    m->max_tokens = s->max_tokens;
+    m->n_fwd = s->n_fwd;
+    m->n_bwd = s->n_bwd;
+    m->has_norm = s->has_norm;
+
+    /* Slots first (an FP8 primary weight is quantized with its slot's
+     * scale); a failure later hands them back. */
+    f8i_slot_mark mark = f8i_slots_mark(ctx);
+    st = f8_ctx_slots_create(ctx, F8_DIR_FORWARD, s->n_fwd, m->fwd);
+    if (st == F8_OK) st = f8_ctx_slots_create(ctx, F8_DIR_BACKWARD, s->n_bwd, m->bwd);
+    if (st == F8_OK && s->has_norm)
+        st = f8i_norm_create(ctx, &m->norm, s->in_features, s->normalization, s->eps, s->zero_centered_gamma,
+                             s->param_dtype, &m->mem);
+    for (int i = 0; i < s->n_weights && st == F8_OK; i++) {
+        f8i_weight_spec ws = {s->weight_shape[i][0], s->weight_shape[i][1], s->bias, s->param_dtype, s->fp8,
+                              s->fp8_weights, s->fuse_wgrad, m->fwd[s->weight_slot[i]], s->max_tokens,
+                              s->weight_seed[i], &m->mem};
+        st = f8i_weight_create(ctx, &m->w[i], &ws);
+        if (st == F8_OK) {
+            m->n_weights = i + 1;
+            m->weight_names[i] = s->weight_names[i];
+            m->bias_names[i] = s->bias_names[i];
+        }
+    }
+    if (st == F8_OK) {
+        const size_t f = s->workspace(m, s->max_tokens, 0), b = s->workspace(m, s->max_tokens, 1);
+        m->workspace_bytes = f > b ? f : b;
+        st = f8i_scratch_reserve(ctx, m->workspace_bytes);
+    }
+    /* Last: the only registration outside the slot registry itself. */
+    if (st == F8_OK && s->fp8_weights) st = f8i_register_fp8_weight_slots(ctx, m->fwd, s->n_fwd);
+    if (st == F8_OK) st = ctx->be->synchronize(ctx);
+    if (st != F8_OK) {
+        release_memory(m);
+        f8i_slots_rollback(ctx, mark);
+    }
+    return st;
+}
+
+f8_status f8i_module_create(f8_ctx *ctx, const f8i_module_spec *s, const char *fn, f8_module **out)
+{
+    f8_module *m = (f8_module *)calloc(1, s->module_bytes);
+    if (!m) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    if (s->own_bytes) memcpy((unsigned char *)m + s->own_offset, s->own, s->own_bytes);
+    f8_status st = module_init(ctx, m, s, fn);
+    if (st != F8_OK) {
+        free(m);
+        return st;
+    }
+    *out = m;
+    return F8_OK;
+}
+
+void f8_module_destroy(f8_module *m)
+{
+    if (!m) return;
+    release_memory(m);
+    free(m);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Parameters, slots, workspaces, memory                                     */
+/* ------------------------------------------------------------------------ */
+
+const char *f8_param_name(f8_param which)
+{
+    static const char *const names[] = {"weight",     "bias",    "layer_norm_weight", "layer_norm_bias",
+                                        "fc1_weight", "fc1_bias", "fc2_weight",       "fc2_bias"};
+    return (int)which >= 0 && (int)which < 8 ? names[which] : "unknown";
+}
+
+/* The weight a parameter names (*bias: its bias), or NULL when the module
+ * has no such weight. */
+static f8i_weight *weight_of(f8_module *m, f8_param which, int *bias)
+{
+    int fc = m->cls->fc_names, i = -1;
+    *bias = which == F8_PARAM_BIAS || which == F8_PARAM_FC1_BIAS || which == F8_PARAM_FC2_BIAS;
+    if (!fc && (which == F8_PARAM_WEIGHT || which == F8_PARAM_BIAS)) i = 0;
+    if (fc && (which == F8_PARAM_FC1_WEIGHT || which == F8_PARAM_FC1_BIAS)) i = 0;
+    if (fc && (which == F8_PARAM_FC2_WEIGHT || which == F8_PARAM_FC2_BIAS)) i = 1;
+    return i >= 0 && i < m->n_weights ? &m->w[i] : NULL;
+}
+
+static f8_status no_param(f8_module *m, const char *fn, f8_param which)
+{
+    return f8i_error(m->ctx, F8_ERR_INVALID_ARGUMENT, "%s: %s (%d) is not a parameter of a %s", fn,
+                     f8_param_name(which), (int)which, m->cls->name);
+}
+
+/* The weight (not a bias) a parameter names, or an error naming fn. */
+static f8_status weight_param(f8_module *m, const char *fn, f8_param which, f8i_weight **w)
+{
+    int bias = 0;
+    *w = weight_of(m, which, &bias);
+    if (!*w || bias) return no_param(m, fn, which);
+    return F8_OK;
+}
+
+f8_status f8_module_param(f8_module *m, f8_param which, int grad, f8_tensor *view)
+{
+    static const char fn[] = "f8_module_param";
+    if (!m) return F8_ERR_INVALID_ARGUMENT;
+    if (!view) return f8i_error(m->ctx, F8_ERR_INVALID_ARGUMENT, "%s: view (the output) is NULL", fn);
+    if (grad != 0 && grad != 1) return f8i_error(m->ctx, F8_ERR_INVALID_ARGUMENT, "%s: grad is %d, not 0 or 1", fn, grad);
+    f8_tensor v;
+    int bias = 0;
+    f8i_weight *w = weight_of(m, which, &bias);
+    if (w) {
+        v = bias ? f8i_bias_view(w, grad) : f8i_weight_view(w, grad);
+    } else if (m->has_norm && (which == F8_PARAM_LN_WEIGHT || which == F8_PARAM_LN_BIAS)) {
+        v = f8i_norm_view(&m->norm, which == F8_PARAM_LN_BIAS, grad);
+    } else {
+        return no_param(m, fn, which);
+    }
+    if (!v.data)
+        return f8i_error(m->ctx, F8_ERR_STATE, "%s: this %s has no %s (created without a bias, or an RMSNorm has no beta)",
+                         fn, m->cls->name, f8_param_name(which));
+    *view = v;
+    return F8_OK;
+}
+
+f8_status f8_module_slot(const f8_module *m, f8_direction direction, int i, f8_slot *slot)
+{
+    if (!m) return F8_ERR_INVALID_ARGUMENT;
+    int n = direction == F8_DIR_FORWARD ? m->n_fwd : direction == F8_DIR_BACKWARD ? m->n_bwd : 0;
+    if (!slot || i < 0 || i >= n)
+        return f8i_error(m->ctx, F8_ERR_INVALID_ARGUMENT, "f8_module_slot: a %s has no slot %d in direction %d (or slot "
+                                                          "is NULL)", m->cls->name, i, (int)direction);
+    *slot = direction == F8_DIR_FORWARD ? m->fwd[i] : m->bwd[i];
+    return F8_OK;
+}
+
+const f8_qtensor *f8_module_weight_workspace(const f8_module *m, f8_param which)
+{
+    if (!m) return NULL;
+    int bias = 0;
+    f8i_weight *w = weight_of((f8_module *)m, which, &bias);
+    return w && !bias ? w->w8 : NULL;
+}
+
+f8_status f8_module_write_weight(f8_module *m, f8_param which, const f8_tensor *src)
+{
+    static const char fn[] = "f8_module_write_weight";
+    if (!m) return F8_ERR_INVALID_ARGUMENT;
+    f8i_weight *w = NULL;
+    f8_status st = weight_param(m, fn, which, &w);
+    return st == F8_OK ? f8i_weight_write(m->ctx, w, src, fn) : st;
+}
+
+f8_status f8_module_set_main_grad(f8_module *m, f8_param which, float *main_grad)
+{
+    static const char fn[] = "f8_module_set_main_grad";
+    if (!m) return F8_ERR_INVALID_ARGUMENT;
+    f8i_weight *w = NULL;
+    f8_status st = weight_param(m, fn, which, &w);
+    if (st != F8_OK) return st;
+    if (!m->fuse_wgrad)
+        return f8i_error(m->ctx, F8_ERR_STATE, "%s: the %s was created without fuse_wgrad_accumulation", fn, m->cls->name);
+    w->main_grad = main_grad;
+    return F8_OK;
+}
+
+f8_status f8_module_zero_grad(f8_module *m)
+{
+    if (!m) return F8_ERR_INVALID_ARGUMENT;
+    f8_status st = F8_OK;
+    for (int i = 0; i < m->n_weights && st == F8_OK; i++) st = f8i_weight_zero_grad(m->ctx, &m->w[i]);
+    if (st == F8_OK && m->has_norm) st = f8i_norm_zero_grad(m->ctx, &m->norm);
+    return st;
+}
+
+f8_status f8_module_memory(const f8_module *m, f8_memory_report *report)
+{
+    if (!m) return F8_ERR_INVALID_ARGUMENT;
+    if (!report) return f8i_error(m->ctx, F8_ERR_INVALID_ARGUMENT, "f8_module_memory: report (the output) is NULL");
+    f8i_module_memory(m->ctx, &m->mem, m->n_fwd + m->n_bwd, report);
+    return F8_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Saved state                                                               */
+/* ------------------------------------------------------------------------ */
+
+f8_status f8_module_saved_create(f8_module *m, f8_saved **out)
+{
+    static const char fn[] = "f8_module_saved_create";
+    if (!m) return F8_ERR_INVALID_ARGUMENT;
+    if (!out) return f8i_error(m->ctx, F8_ERR_INVALID_ARGUMENT, "%s: saved (the output) is NULL", fn);
+    *out = NULL;
+    f8_saved *s = (f8_saved *)calloc(1, sizeof *s + m->cls->saved_impl_size);
+    if (!s) return f8i_error(m->ctx, F8_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    s->owner = m;
+    s->impl = s + 1;
+    const int64_t T = m->max_tokens > 0 ? m->max_tokens : 1;
+    f8i_layout l = f8i_layout_at(NULL);
+    const size_t bytes = m->cls->place_saved(m, &l, T, s->impl);
+    f8_status st = F8_OK;
+    if (bytes) st = f8i_alloc(m->ctx, F8_MEM_SAVED_ACTIVATIONS, &m->mem, bytes, &s->block);
+    if (st != F8_OK) {
+        free(s);
+        return st;
+    }
+    l = f8i_layout_at(s->block);
+    if (bytes) m->cls->place_saved(m, &l, T, s->impl);
+    *out = s;
+    return F8_OK;
+}
+
+void f8_saved_destroy(f8_saved *s)
+{
+    if (!s) return;
+    f8i_free(s->owner->ctx, s->block);
+    free(s);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Forward and backward                                                      */
+/* ------------------------------------------------------------------------ */
+
+static f8_status forward_checked(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tensor *aux, f8_microbatch mb,
+                                 f8_saved *saved, const char *fn)
+{
+    f8_ctx *ctx = m->ctx;
+    char name[96];
+    const int must = m->fp8 ? -1 : (int)m->param_dtype;
+    snprintf(name, sizeof name, "%s: x", fn);
+    f8_status st = f8i_check_act(ctx, x, name, -1, m->in_features, must);
+    if (st != F8_OK) return st;
+    const int64_t T = x->rows;
+    if (T > m->max_tokens)
+        return f8i_error(ctx, F8_ERR_SHAPE, "%s: x has %lld tokens, more than config.max_tokens %lld", fn, (long long)T,
+                         (long long)m->max_tokens);
+    snprintf(name, sizeof name, "%s: y", fn);
+    st = f8i_check_act(ctx, y, name, T, m->out_features, -1);
+    if (st != F8_OK) return st;
+    if (mb != F8_MICROBATCH_NONE && mb != F8_MICROBATCH_FIRST && mb != F8_MICROBATCH_NOT_FIRST)
+        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: microbatch %d is not NONE, FIRST or NOT_FIRST", fn, (int)mb);
+    if (saved && saved->owner != m)
+        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: saved belongs to another module", fn);
+    st = m->cls->forward(m, x, y, aux, mb, saved);
+    if (st == F8_OK && saved) {
+        saved->x = *x;
+        saved->tokens = T;
+        saved->microbatch = mb;
+        saved->filled = 1;
+    }
+    return st;
+}
+
+static f8_status backward_checked(f8_module *m, f8_saved *s, const f8_tensor *dy, const f8_tensor *aux, f8_tensor *dx,
+                                  const char *fn)
+{
+    f8_ctx *ctx = m->ctx;
+    if (!s) return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: saved is NULL", fn);
+    if (s->owner != m) return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: saved belongs to another module", fn);
+    if (!s->filled)
+        return f8i_error(ctx, F8_ERR_STATE, "%s: saved holds no forward (never filled, or already consumed by a "
+                                            "backward)", fn);
+    char name[96];
+    const int must = m->fp8 ? -1 : (int)m->param_dtype;
+    snprintf(name, sizeof name, "%s: dy", fn);
+    f8_status st = f8i_check_act(ctx, dy, name, s->tokens, m->out_features, must);
+    snprintf(name, sizeof name, "%s: dx", fn);
+    if (st == F8_OK && dx) st = f8i_check_act(ctx, dx, name, s->tokens, m->in_features, -1);
+    if (st != F8_OK) return st;
+    for (int i = 0; i < m->n_weights; i++)
+        if (m->fuse_wgrad && !m->w[i].main_grad)
+            return f8i_error(ctx, F8_ERR_STATE, "%s: fuse_wgrad_accumulation is on but no main_grad was set for %s "
+                                                "(f8_module_set_main_grad)", fn, m->weight_names[i]);
+    st = m->cls->backward(m, s, dy, aux, dx);
+    if (st == F8_OK) s->filled = 0;
+    return st;
+}
+
+f8_status f8_module_forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_microbatch microbatch, f8_saved *saved)
+{
+    if (!m) return F8_ERR_INVALID_ARGUMENT;
+    return forward_checked(m, x, y, NULL, microbatch, saved, "f8_module_forward");
+}
+
+f8_status f8_module_backward(f8_module *m, f8_saved *saved, const f8_tensor *dy, f8_tensor *dx)
+{
+    if (!m) return F8_ERR_INVALID_ARGUMENT;
+    return backward_checked(m, saved, dy, NULL, dx, "f8_module_backward");
+}
+
+f8_status f8i_module_forward_aux(f8_module *m, const f8i_module_class *cls, const f8_tensor *x, f8_tensor *y,
+                                 f8_tensor *aux, f8_microbatch mb, f8_saved *saved, const char *fn)
+{
+    if (!m) return F8_ERR_INVALID_ARGUMENT;
+    if (m->cls != cls) return f8i_error(m->ctx, F8_ERR_INVALID_ARGUMENT, "%s: the module is a %s", fn, m->cls->name);
+    return forward_checked(m, x, y, aux, mb, saved, fn);
+}
+
+f8_status f8i_module_backward_aux(f8_module *m, const f8i_module_class *cls, f8_saved *s, const f8_tensor *dy,
+                                  const f8_tensor *aux, f8_tensor *dx, const char *fn)
+{
+    if (!m) return F8_ERR_INVALID_ARGUMENT;
+    if (m->cls != cls) return f8i_error(m->ctx, F8_ERR_INVALID_ARGUMENT, "%s: the module is a %s", fn, m->cls->name);
+    return backward_checked(m, s, dy, aux, dx, fn);
+}
+
+/* ------------------------------------------------------------------------ */
+/* FP8 casts                                                                 */
+/* ------------------------------------------------------------------------ */
+
+f8i_qbuf f8i_take_qbuf(f8_module *m, f8i_layout *l, f8_direction dir, int64_t rows, int64_t cols, int t)
+{
+    f8i_qbuf q;
+    q.data = (uint8_t *)f8i_take(l, (size_t)(rows * cols));
+    q.data_t = t ? (uint8_t *)f8i_take(l, (size_t)(rows * cols)) : NULL;
+    q.scale_inv = (float *)f8i_take(l, sizeof(float));
+    q.dtype = f8_ctx_slot_dtype(m->ctx, dir);
+    return q;
+}
+
+f8_status f8i_module_quantize(f8_module *m, const void *src, f8_dtype src_dtype, int64_t rows, int64_t cols,
+                              f8_direction dir, int slot, const f8i_qbuf *out, f8i_weight *dbias_of, void *reduce)
+{
+    f8_ctx *ctx = m->ctx;
+    const f8_slot sl = dir == F8_DIR_FORWARD ? m->fwd[slot] : m->bwd[slot];
+    f8i_cast_args c;
+    memset(&c, 0, sizeof c);
+    c.src = src;
+    c.src_dtype = src_dtype;
+    c.rows = rows;
+    c.cols = cols;
+    c.out_dtype = out->dtype;
+    c.out = out->data;
+    c.out_t = out->data_t;
+    c.scale = f8i_slot_scale(ctx, sl);
+    c.amax = f8i_slot_amax(ctx, sl);
+    c.scale_inv = out->scale_inv;
+    if (dbias_of && dbias_of->db) {
+        c.dbias = dbias_of->db;
+        c.dbias_dtype = dbias_of->dtype;
+        c.dbias_accumulate = 1;
+        c.workspace = reduce;
+        c.workspace_bytes = f8i_reduce_workspace_bytes(rows, cols);
+    }
+    return f8i_op_cast(ctx, &c);
+}

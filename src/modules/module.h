@@ -1,0 +1,168 @@
+/*
+ * modules/module.h — the module base every f8 module is built on.
+ *
+ * Design note. What Linear, LayerNormLinear and LayerNormMLP share lives
+ * here once: the parameters (one or two weights with their biases, an
+ * optional norm), gradients and main_grad, the scaling slots, the memory
+ * report, the saved-state object, the argument checks of forward and
+ * backward, the FP8 casts of inputs and gradients, and creation that is
+ * all-or-nothing. A module file keeps only its own data flow: a class (its
+ * name, its saved-state layout, its forward and backward) and a create that
+ * fills the base spec. The public f8_module_* calls (f8.h) check arguments
+ * here and then call the class.
+ *
+ * Memory a call needs beyond its inputs, outputs and saved state is the
+ * module's per-call workspace: each module lays it out with one function
+ * that measures (base NULL: the layout's size) and places (with a base),
+ * at creation for the largest T (reserved in the ctx, shared by all
+ * modules, since calls on one ctx do not overlap) and at each call for its T.
+ */
+#ifndef F8_MODULES_MODULE_H
+#define F8_MODULES_MODULE_H
+
+#include "core/ops.h"
+#include "modules/norm.h"
+#include "modules/weight.h"
+
+typedef struct f8i_module_class f8i_module_class;
+
+/* The base; each module struct embeds it as its first member. */
+struct f8_module {
+    const f8i_module_class *cls;
+    f8_ctx *ctx;
+    int fp8;
+    f8_dtype param_dtype;
+    int fuse_wgrad;
+    int64_t in_features, out_features; /* x [T, in], y [T, out] */
+    int64_t max_tokens;
+    int n_weights;                     /* 1, or 2 (fc1, fc2) */
+    f8i_weight w[2];
+    const char *weight_names[2];       /* checkpoint names (TE's state-dict names) */
+    const char *bias_names[2];
+    int has_norm;
+    f8i_norm norm;
+    int n_fwd, n_bwd;
+    f8_slot fwd[6], bwd[4];
+    size_t workspace_bytes;            /* the largest per-call workspace (reserved in the ctx) */
+    f8_memory_report mem;              /* its allocations, saved-state objects included */
+};
+
+/* What one forward leaves for its backward. The module's own pointers into
+ * `block` (its class's saved layout) follow the struct, in `impl`. */
+struct f8_saved {
+    f8_module *owner;
+    void *block;                       /* backend memory: the module's saved layout */
+    void *impl;                        /* host: the module's pointers into block */
+    f8_tensor x;                       /* the caller's x, by reference */
+    int64_t tokens;
+    f8_microbatch microbatch;
+    int filled;                        /* a forward filled it and no backward consumed it */
+};
+
+struct f8i_module_class {
+    const char *name;                  /* "Linear": for messages */
+    const char *prefix;                /* "f8_linear": for messages of the module's own calls */
+    int fc_names;                      /* parameters are FC1_* / FC2_* (else WEIGHT / BIAS) */
+    size_t saved_impl_size;            /* host bytes of the module's saved pointers (at most 256) */
+    /* Lay out what a forward keeps for backward, for T tokens, taking from
+     * l and placing the pointers into impl: the saved block (T = max_tokens)
+     * and an inference forward's workspace (its T) share this layout. */
+    size_t (*place_saved)(const f8_module *m, f8i_layout *l, int64_t T, void *impl);
+    /* Arguments are checked by the base: x [T, in] FP32/BF16 (param dtype
+     * with FP8 off), y [T, out], T <= max_tokens, a valid microbatch, saved
+     * NULL or the module's own. aux: the module's extra output (LayerNormLinear's
+     * ln_out) or NULL. */
+    f8_status (*forward)(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tensor *aux, f8_microbatch mb,
+                         f8_saved *saved);
+    /* Checked: saved filled by this module, dy [T, out], dx NULL or [T, in],
+     * main_grads set when fused. aux: the gradient of aux, or NULL. */
+    f8_status (*backward)(f8_module *m, f8_saved *s, const f8_tensor *dy, const f8_tensor *aux, f8_tensor *dx);
+};
+
+/* What a module's create passes to the base. */
+typedef struct f8i_module_spec {
+    const f8i_module_class *cls;
+    const char *shape_names;           /* "in_features and out_features": checked in */
+    int64_t shape[2], shape_max[2];    /* [1, shape_max] */
+    int64_t in_features, out_features, max_tokens;
+    f8_dtype param_dtype;
+    int fp8, fp8_weights, fuse_wgrad, bias;
+    uint64_t seed;
+    int n_fwd, n_bwd;                  /* scaling slots */
+    int n_weights;
+    int64_t weight_shape[2][2];        /* [rows, cols] of each weight */
+    int weight_slot[2];                /* its forward WEIGHT slot */
+    uint64_t weight_seed[2];
+    const char *weight_names[2], *bias_names[2];
+    int has_norm;
+    f8_norm normalization;
+    float eps;
+    int zero_centered_gamma;
+    /* The per-call workspace's size at T, of the forward (its largest case)
+     * or the backward: the base reserves the larger at max_tokens. */
+    size_t (*workspace)(const f8_module *m, int64_t T, int backward);
+    size_t module_bytes;               /* sizeof the module's struct (the base first) */
+    size_t own_offset;                 /* where its own fields start, copied from own */
+    const void *own;
+    size_t own_bytes;
+} f8i_module_spec;
+
+/* Every public module config has these fields under the same names (as
+ * TE's modules share their keyword arguments); these set their defaults and
+ * copy them into a spec, so no module writes them out again. */
+#define F8I_CONFIG_DEFAULTS(c)                                                                                      \
+    ((c).bias = 1, (c).param_dtype = F8_DTYPE_FP32, (c).fp8 = 1, (c).fuse_wgrad_accumulation = 0,                  \
+     (c).fp8_weights = 0, (c).max_tokens = 4096, (c).seed = 1)
+#define F8I_NORM_CONFIG_DEFAULTS(c)                                                                                 \
+    (F8I_CONFIG_DEFAULTS(c), (c).normalization = F8_NORM_LAYERNORM, (c).eps = 1e-5f, (c).zero_centered_gamma = 0)
+#define F8I_SPEC_FROM_CONFIG(s, c)                                                                                  \
+    ((s).max_tokens = (c)->max_tokens, (s).param_dtype = (c)->param_dtype, (s).fp8 = (c)->fp8,                    \
+     (s).fp8_weights = (c)->fp8_weights, (s).fuse_wgrad = (c)->fuse_wgrad_accumulation, (s).bias = (c)->bias)
+#define F8I_SPEC_NORM_FROM_CONFIG(s, c)                                                                             \
+    ((s).has_norm = 1, (s).normalization = (c)->normalization, (s).eps = (c)->eps,                                 \
+     (s).zero_centered_gamma = (c)->zero_centered_gamma)
+
+/* A module with one weight [out, in] (Linear, LayerNormLinear): TE's 3
+ * forward slots (INPUT, WEIGHT, OUTPUT) and 2 backward ones, the names
+ * "weight" and "bias". */
+void f8i_spec_single_weight(f8i_module_spec *s, const f8i_module_class *cls, int64_t in, int64_t out, uint64_t seed);
+
+/* The checks every create starts with (ctx, the output, the config); *out
+ * is set to NULL. */
+f8_status f8i_create_check(f8_ctx *ctx, const char *fn, const void *config, f8_module **out);
+
+/* Allocate the module's struct (its own fields copied in), check what
+ * every module config shares (fn names the create call) and create the
+ * base: slots, norm, weights and the workspace reservation. All-or-nothing:
+ * on failure everything is released and the ctx's slot registry is as
+ * before; on success *out is the module. */
+f8_status f8i_module_create(f8_ctx *ctx, const f8i_module_spec *spec, const char *fn, f8_module **out);
+
+/* The workspace of this call: the ctx reservation (at least workspace_bytes). */
+static inline f8i_layout f8i_module_workspace(const f8_module *m) { return f8i_layout_at(m->ctx->scratch); }
+
+/* An FP8 cast through one of the module's slots: src [rows, cols] →
+ * data [rows, cols] (may be NULL), data_t [cols, rows] (or NULL), its own
+ * scale_inv; amax into the slot. With dbias (a weight with a bias, backward
+ * only): that bias gradient += column sums of src, using `reduce` as the
+ * backend's workspace (f8i_reduce_workspace_bytes(rows, cols)). */
+typedef struct f8i_qbuf {
+    uint8_t *data, *data_t;
+    float *scale_inv;
+    f8_dtype dtype;
+} f8i_qbuf;
+f8_status f8i_module_quantize(f8_module *m, const void *src, f8_dtype src_dtype, int64_t rows, int64_t cols,
+                              f8_direction dir, int slot, const f8i_qbuf *out, f8i_weight *dbias_of, void *reduce);
+
+/* The module-specific forward and backward with an extra output (aux):
+ * checked as f8_module_forward/backward, and that m is of class cls. */
+f8_status f8i_module_forward_aux(f8_module *m, const f8i_module_class *cls, const f8_tensor *x, f8_tensor *y,
+                                 f8_tensor *aux, f8_microbatch mb, f8_saved *saved, const char *fn);
+f8_status f8i_module_backward_aux(f8_module *m, const f8i_module_class *cls, f8_saved *s, const f8_tensor *dy,
+                                  const f8_tensor *aux, f8_tensor *dx, const char *fn);
+
+/* Take an FP8 buffer of [rows, cols] codes (with transpose if t) and its
+ * scale_inv from a layout; dtype from the direction's recipe format. */
+f8i_qbuf f8i_take_qbuf(f8_module *m, f8i_layout *l, f8_direction dir, int64_t rows, int64_t cols, int t);
+
+#endif /* F8_MODULES_MODULE_H */
