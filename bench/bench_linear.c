@@ -6,7 +6,7 @@
  * Per call: GPU time, wall time and host time (bench_util.h says how each is
  * taken), and the ratio to the GEMM-only lower bound: the GEMMs the layer
  * itself issued, recorded from its calls and replayed alone through
- * ctx->be->gemm. Small layers rotate through several modules (and their
+ * f8i_op_gemm. Small layers rotate through several modules (and their
  * inputs) so their weights do not sit in L2.
  *
  * Targets on the H200: forward+backward at 8192³ in FP8 >= 1.6x faster than
@@ -22,6 +22,7 @@
  */
 #include "bench_util.h"
 #include "core/f8i.h"
+#include "core/ops.h"
 
 #define MAX_MOD 32
 #define MAX_REC 8
@@ -137,7 +138,7 @@ static void gemms_call(void *p, int i)
 {
     larg *l = p;
     int m = i % l->nmod;
-    for (int j = 0; j < l->nrec[l->backward][m]; j++) BENCH_F8(l->ctx, l->ctx->be->gemm(l->ctx, &l->rec[l->backward][m][j]));
+    for (int j = 0; j < l->nrec[l->backward][m]; j++) BENCH_F8(l->ctx, f8i_op_gemm(l->ctx, &l->rec[l->backward][m][j]));
 }
 
 static f8_tensor rand_tensor(void *stream, int64_t rows, int64_t cols, uint64_t seed)

@@ -26,7 +26,7 @@
  *    NOT_FIRST (row "fp8c"): the cached workspaces, as every microbatch but
  *    the first of a step runs under gradient accumulation. The ratio to the GEMM-only lower
  *    bound: the GEMMs the module itself issued, recorded by a tap on
- *    ctx->be->gemm and replayed alone. The layer call and the replay are
+ *    f8i_op_gemm and replayed alone. The layer call and the replay are
  *    timed in alternation (pairs, the order flipping each pair, CUDA events
  *    around each, the GPU kept busy so no host gap is timed): timed one after
  *    the other, the replay's time moved by 5-20% between runs (clocks under
@@ -49,6 +49,7 @@
  */
 #include "bench_util.h"
 #include "core/f8i.h"
+#include "core/ops.h"
 
 #define MAX_REC 16
 #define NORM_TARGET 0.75
@@ -258,7 +259,7 @@ static void kcall(void *p, int i)
                                .eps = 1e-5f, .y = k->out[s], .y_dtype = F8_DTYPE_E4M3, .scale = k->scalars,
                                .amax = k->scalars + 1, .scale_inv = k->scalars + 2,
                                .mu = kc->rms ? NULL : k->mu, .rsigma = k->rsigma, .variant = kc->variant};
-        BENCH_F8(ctx, ctx->be->norm_fwd(ctx, &a));
+        BENCH_F8(ctx, f8i_op_norm_fwd(ctx, &a));
         break;
     }
     case K_NORM_BWD: {
@@ -269,7 +270,7 @@ static void kcall(void *p, int i)
                                .rsigma = k->rsigma, .gamma = k->gamma, .param_dtype = F8_DTYPE_BF16,
                                .rms = kc->rms, .dx = k->out[s], .dx_dtype = F8_DTYPE_BF16, .dgamma = k->dgamma,
                                .dbeta = kc->rms ? NULL : k->dbeta, .accumulate = 1};
-        BENCH_F8(ctx, ctx->be->norm_bwd(ctx, &a));
+        BENCH_F8(ctx, f8i_op_norm_bwd(ctx, &a));
         break;
     }
     case K_ACT_FWD: {
@@ -277,7 +278,7 @@ static void kcall(void *p, int i)
                               .cols = kc->cols, .y = k->out[s], .y_dtype = F8_DTYPE_E4M3,
                               .y_t = kc->with_t ? k->out_t[s] : NULL, .scale = k->scalars,
                               .amax = k->scalars + 1, .scale_inv = k->scalars + 2};
-        BENCH_F8(ctx, ctx->be->act_fwd(ctx, &a));
+        BENCH_F8(ctx, f8i_op_act_fwd(ctx, &a));
         break;
     }
     case K_CAST_T: {
@@ -286,11 +287,11 @@ static void kcall(void *p, int i)
                            .out_t = k->out_t[s], .scale = k->scalars, .amax = k->scalars + 1,
                            .scale_inv = k->scalars + 2, .dbias = kc->dbias ? k->dbias : NULL,
                            .dbias_dtype = F8_DTYPE_BF16, .dbias_accumulate = 0};
-        BENCH_F8(ctx, ctx->be->cast(ctx, &a));
+        BENCH_F8(ctx, f8i_op_cast(ctx, &a));
         break;
     }
     case K_TRANSPOSE:
-        BENCH_F8(ctx, ctx->be->transpose_u8(ctx, k->in[s], k->out[s], kc->rows, kc->cols, NULL));
+        BENCH_F8(ctx, f8i_op_transpose_u8(ctx, k->in[s], k->out[s], kc->rows, kc->cols, NULL));
         break;
     default: {
         f8i_act_bwd_args a = {.act = kc->act, .x = k->in[s], .x_dtype = F8_DTYPE_BF16, .dy = k->in2[s],
@@ -298,7 +299,7 @@ static void kcall(void *p, int i)
                               .out_t = k->out_t[s], .out_dtype = F8_DTYPE_E5M2, .scale = k->scalars,
                               .amax = k->scalars + 1, .scale_inv = k->scalars + 2, .dbias = k->dbias,
                               .dbias_dtype = F8_DTYPE_BF16, .dbias_accumulate = 1};
-        BENCH_F8(ctx, ctx->be->act_bwd(ctx, &a));
+        BENCH_F8(ctx, f8i_op_act_bwd(ctx, &a));
     }
     }
 }
@@ -429,7 +430,7 @@ static void gemms_call(void *p, int i)
 {
     marg *m = p;
     (void)i;
-    for (int j = 0; j < m->nrec[m->backward]; j++) BENCH_F8(m->ctx, m->ctx->be->gemm(m->ctx, &m->rec[m->backward][j]));
+    for (int j = 0; j < m->nrec[m->backward]; j++) BENCH_F8(m->ctx, f8i_op_gemm(m->ctx, &m->rec[m->backward][j]));
 }
 
 /* One (layer call, GEMM-only replay) timing over `pairs` pairs. */

@@ -117,7 +117,7 @@ static int g_nlt;
 
 static double lt_floor(void *stream, const f8i_gemm_args *g)
 {
-    const int fp8 = g->a_dtype == F8_DTYPE_E4M3 || g->a_dtype == F8_DTYPE_E5M2;
+    const int fp8 = f8i_dtype_is_fp8(g->a_dtype);
     for (int i = 0; i < g_nlt; i++)
         if (g_lt[i].m == g->m && g_lt[i].n == g->n && g_lt[i].k == g->k && g_lt[i].fp8 == fp8) return g_lt[i].host_us;
     const f8_dtype ab = fp8 ? F8_DTYPE_E4M3 : F8_DTYPE_BF16;

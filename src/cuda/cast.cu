@@ -219,13 +219,13 @@ size_t f8i_cuda_dbias_scratch_bytes(int64_t rows, int64_t cols)
 
 f8_status f8i_cuda_cast(f8_ctx *ctx, const f8i_cast_args *a)
 {
-    if (a->src_dtype != F8_DTYPE_FP32 && a->src_dtype != F8_DTYPE_BF16)
+    if (!f8i_dtype_is_hp(a->src_dtype))
         return f8i_error(ctx, F8_ERR_DTYPE, "cast: source dtype %s, expected fp32 or bf16",
                          f8_dtype_name(a->src_dtype));
-    if (a->out_dtype != F8_DTYPE_E4M3 && a->out_dtype != F8_DTYPE_E5M2)
+    if (!f8i_dtype_is_fp8(a->out_dtype))
         return f8i_error(ctx, F8_ERR_DTYPE, "cast: output dtype %s, expected e4m3 or e5m2",
                          f8_dtype_name(a->out_dtype));
-    if (a->dbias != NULL && a->dbias_dtype != F8_DTYPE_FP32 && a->dbias_dtype != F8_DTYPE_BF16)
+    if (a->dbias != NULL && !f8i_dtype_is_hp(a->dbias_dtype))
         return f8i_error(ctx, F8_ERR_DTYPE, "cast: dbias dtype %s, expected fp32 or bf16",
                          f8_dtype_name(a->dbias_dtype));
     if (a->rows < 0 || a->cols < 0)

@@ -507,8 +507,8 @@ static void launch_bwd_fast(const norm_bwd_params *p, unsigned blocks, int tpr, 
 
 f8_status f8i_cuda_norm_bwd(f8_ctx *ctx, const f8i_norm_bwd_args *a)
 {
-    if (!is_fp32_or_bf16(a->x_dtype) || !is_fp32_or_bf16(a->dy_dtype) || !is_fp32_or_bf16(a->param_dtype) ||
-        (a->dx != NULL && !is_fp32_or_bf16(a->dx_dtype)))
+    if (!f8i_dtype_is_hp(a->x_dtype) || !f8i_dtype_is_hp(a->dy_dtype) || !f8i_dtype_is_hp(a->param_dtype) ||
+        (a->dx != NULL && !f8i_dtype_is_hp(a->dx_dtype)))
         return f8i_error(ctx, F8_ERR_DTYPE, "norm backward: dtypes x %s, dy %s, params %s, dx %s not supported",
                          f8_dtype_name(a->x_dtype), f8_dtype_name(a->dy_dtype), f8_dtype_name(a->param_dtype),
                          f8_dtype_name(a->dx_dtype));

@@ -18,6 +18,7 @@
 #include "modules/norm.h"
 #include "modules/state.h"
 #include "modules/weight.h"
+#include "core/ops.h"
 
 enum { SLOT_INPUT = 0, SLOT_WEIGHT = 1 };
 enum { SLOT_GRAD_OUTPUT = 0 };
@@ -290,11 +291,11 @@ f8_status f8_layernorm_linear_forward(f8_layernorm_linear *m, const f8_tensor *x
         c.scale = in_scale;
         c.amax = in_amax;
         c.scale_inv = s->ln_sinv;
-        if (st == F8_OK) st = ctx->be->cast(ctx, &c);
+        if (st == F8_OK) st = f8i_op_cast(ctx, &c);
     } else {
         st = f8i_norm_forward(ctx, &m->norm, x, s->ln, m->cfg.param_dtype, NULL, NULL, NULL, s->mu, s->rsigma);
         if (st == F8_OK && ln_out && T > 0)
-            st = ctx->be->convert(ctx, s->ln, m->cfg.param_dtype, NULL, ln_out->data, ln_out->dtype, T * K);
+            st = f8i_op_convert(ctx, s->ln, m->cfg.param_dtype, NULL, ln_out->data, ln_out->dtype, T * K);
     }
     if (st == F8_OK && fp8) st = f8i_weight_cast(ctx, &m->w, mb, saved != NULL);
     if (st == F8_OK)
@@ -356,9 +357,11 @@ f8_status f8_layernorm_linear_backward(f8_layernorm_linear *m, f8_layernorm_line
         c.dbias = m->w.db;
         c.dbias_dtype = m->cfg.param_dtype;
         c.dbias_accumulate = 1;
-        st = ctx->be->cast(ctx, &c);
+        c.workspace = ctx->scratch; /* the reduce prefix */
+        c.workspace_bytes = ctx->scratch_bytes;
+        st = f8i_op_cast(ctx, &c);
         if (st == F8_OK) st = f8i_weight_dgrad(ctx, &m->w, g8, gdt, g_sinv, T, dln, F8_DTYPE_FP32);
-        if (st == F8_OK) st = ctx->be->transpose_u8(ctx, (const uint8_t *)s->ln, lnt, T, K, NULL);
+        if (st == F8_OK) st = f8i_op_transpose_u8(ctx, (const uint8_t *)s->ln, lnt, T, K, NULL);
         if (st == F8_OK)
             st = f8i_weight_wgrad(ctx, &m->w, g8t, gdt, g_sinv, lnt, f8_ctx_slot_dtype(ctx, F8_DIR_FORWARD), s->ln_sinv,
                                   T, s->microbatch);
@@ -374,10 +377,10 @@ f8_status f8_layernorm_linear_backward(f8_layernorm_linear *m, f8_layernorm_line
         const void *add = dln_out->data;
         if (dln_out->dtype != F8_DTYPE_FP32) {
             float *tmp = (float *)f8i_carve(&cursor, (size_t)(T * K) * 4);
-            st = ctx->be->convert(ctx, dln_out->data, dln_out->dtype, NULL, tmp, F8_DTYPE_FP32, T * K);
+            st = f8i_op_convert(ctx, dln_out->data, dln_out->dtype, NULL, tmp, F8_DTYPE_FP32, T * K);
             add = tmp;
         }
-        if (st == F8_OK) st = ctx->be->add(ctx, dln, add, F8_DTYPE_FP32, T * K);
+        if (st == F8_OK) st = f8i_op_add(ctx, dln, add, F8_DTYPE_FP32, T * K);
     }
     if (st == F8_OK)
         st = f8i_norm_backward(ctx, &m->norm, dln, F8_DTYPE_FP32, &s->x, s->mu, s->rsigma, dx ? dx->data : NULL,

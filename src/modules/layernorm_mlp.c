@@ -29,6 +29,7 @@
 #include "modules/norm.h"
 #include "modules/state.h"
 #include "modules/weight.h"
+#include "core/ops.h"
 
 enum { GEMM1_INPUT = 0, GEMM1_WEIGHT = 1, GEMM2_INPUT = 3, GEMM2_WEIGHT = 4 };
 enum { GRAD_OUTPUT1 = 0, GRAD_OUTPUT2 = 2 };
@@ -335,7 +336,7 @@ f8_status f8_layernorm_mlp_forward(f8_layernorm_mlp *m, const f8_tensor *x, f8_t
             a.amax = f8i_slot_amax(ctx, m->fwd[GEMM2_INPUT]);
             a.scale_inv = s->act_sinv;
         }
-        st = ctx->be->act_fwd(ctx, &a);
+        st = f8i_op_act_fwd(ctx, &a);
     }
     if (st == F8_OK) st = f8i_weight_fprop(ctx, &m->fc2, a8, adt, fp8 ? s->act_sinv : NULL, T, y->data, y->dtype);
     if (st == F8_OK && saved) {
@@ -380,7 +381,9 @@ static f8_status backward_fp8(f8_layernorm_mlp *m, f8_layernorm_mlp_saved *s, co
     c.dbias = m->fc2.db;
     c.dbias_dtype = m->cfg.param_dtype;
     c.dbias_accumulate = 1;
-    f8_status st = ctx->be->cast(ctx, &c);
+    c.workspace = ctx->scratch; /* the reduce prefix */
+    c.workspace_bytes = ctx->scratch_bytes;
+    f8_status st = f8i_op_cast(ctx, &c);
     if (st == F8_OK) st = f8i_weight_dgrad(ctx, &m->fc2, g8, gdt, g_sinv, T, da, pdt);
     if (st == F8_OK) /* s->act holds the codes transposed (the forward wrote them) */
         st = f8i_weight_wgrad(ctx, &m->fc2, g8t, gdt, g_sinv, s->act, qdt, s->act_sinv, T, s->microbatch);
@@ -403,10 +406,12 @@ static f8_status backward_fp8(f8_layernorm_mlp *m, f8_layernorm_mlp_saved *s, co
         a.dbias = m->fc1.db;
         a.dbias_dtype = m->cfg.param_dtype;
         a.dbias_accumulate = 1;
-        st = ctx->be->act_bwd(ctx, &a);
+        a.workspace = ctx->scratch; /* the reduce prefix */
+        a.workspace_bytes = ctx->scratch_bytes;
+        st = f8i_op_act_bwd(ctx, &a);
     }
     if (st == F8_OK) st = f8i_weight_dgrad(ctx, &m->fc1, d8, gdt, d_sinv, T, dln, pdt);
-    if (st == F8_OK) st = ctx->be->transpose_u8(ctx, (const uint8_t *)s->ln, lnt, T, H, NULL);
+    if (st == F8_OK) st = f8i_op_transpose_u8(ctx, (const uint8_t *)s->ln, lnt, T, H, NULL);
     if (st == F8_OK) st = f8i_weight_wgrad(ctx, &m->fc1, d8t, gdt, d_sinv, lnt, qdt, s->ln_sinv, T, s->microbatch);
     return st;
 }
@@ -434,7 +439,7 @@ static f8_status backward_hp(f8_layernorm_mlp *m, f8_layernorm_mlp_saved *s, con
         a.cols = F;
         a.dx = d;
         a.dx_dtype = pdt;
-        st = ctx->be->act_bwd(ctx, &a);
+        st = f8i_op_act_bwd(ctx, &a);
     }
     if (st == F8_OK) st = f8i_weight_dgrad(ctx, &m->fc1, d, pdt, NULL, T, dln, F8_DTYPE_FP32);
     if (st == F8_OK) st = f8i_weight_wgrad(ctx, &m->fc1, d, pdt, NULL, s->ln, pdt, NULL, T, s->microbatch);

@@ -24,6 +24,7 @@
 
 #include "modules/state.h"
 #include "modules/weight.h"
+#include "core/ops.h"
 
 enum { SLOT_INPUT = 0, SLOT_WEIGHT = 1, SLOT_OUTPUT = 2 };
 enum { SLOT_GRAD_OUTPUT = 0, SLOT_GRAD_INPUT = 1 };
@@ -262,7 +263,7 @@ f8_status f8_linear_forward(f8_linear *l, const f8_tensor *x, f8_tensor *y, f8_m
         c.scale = f8i_slot_scale(ctx, l->fwd[SLOT_INPUT]);
         c.amax = f8i_slot_amax(ctx, l->fwd[SLOT_INPUT]);
         c.scale_inv = x_sinv;
-        if (st == F8_OK) st = ctx->be->cast(ctx, &c);
+        if (st == F8_OK) st = f8i_op_cast(ctx, &c);
         if (st == F8_OK) st = f8i_weight_fprop(ctx, &l->w, x8, c.out_dtype, x_sinv, T, y->data, y->dtype);
     }
     if (st == F8_OK && saved) {
@@ -298,7 +299,9 @@ static f8_status backward_fp8(f8_linear *l, f8_linear_saved *s, const f8_tensor 
     c.dbias = l->w.db;
     c.dbias_dtype = l->cfg.param_dtype;
     c.dbias_accumulate = 1;
-    f8_status st = ctx->be->cast(ctx, &c);
+    c.workspace = ctx->scratch; /* the reduce prefix */
+    c.workspace_bytes = ctx->scratch_bytes;
+    f8_status st = f8i_op_cast(ctx, &c);
     if (st == F8_OK && dx) st = f8i_weight_dgrad(ctx, &l->w, g8, gdt, g_sinv, T, dx->data, dx->dtype);
     if (st == F8_OK)
         st = f8i_weight_wgrad(ctx, &l->w, g8t, gdt, g_sinv, s->xt, f8_ctx_slot_dtype(ctx, F8_DIR_FORWARD),

@@ -8,6 +8,7 @@
 
 #include "modules/norm.h"
 #include "core/numerics.h"
+#include "core/ops.h"
 
 f8_status f8i_norm_config_check(f8_ctx *ctx, const char *fn, f8_norm kind, float eps)
 {
@@ -38,8 +39,8 @@ f8_status f8i_norm_create(f8_ctx *ctx, f8i_norm *n, int64_t cols, f8_norm kind, 
     n->beta = n->rms ? NULL : p + vb;
     n->dgamma = g;
     n->dbeta = n->rms ? NULL : g + vb;
-    st = ctx->be->memset_zero(ctx, n->pblock, nb);
-    if (st == F8_OK) st = ctx->be->memset_zero(ctx, n->gblock, nb);
+    st = f8i_op_memset_zero(ctx, n->pblock, nb);
+    if (st == F8_OK) st = f8i_op_memset_zero(ctx, n->gblock, nb);
     if (st == F8_OK && !n->zero_centered) {
         unsigned char *host = (unsigned char *)malloc((size_t)cols * es + 1);
         if (!host) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "norm init: out of host memory");
@@ -63,7 +64,7 @@ void f8i_norm_destroy(f8_ctx *ctx, f8i_norm *n)
 f8_status f8i_norm_zero_grad(f8_ctx *ctx, f8i_norm *n)
 {
     const size_t vb = f8i_align256((size_t)n->cols * f8_dtype_size(n->dtype));
-    return ctx->be->memset_zero(ctx, n->gblock, n->rms ? vb : 2 * vb);
+    return f8i_op_memset_zero(ctx, n->gblock, n->rms ? vb : 2 * vb);
 }
 
 f8_tensor f8i_norm_view(const f8i_norm *n, int beta, int grad)
@@ -94,7 +95,7 @@ f8_status f8i_norm_forward(f8_ctx *ctx, const f8i_norm *n, const f8_tensor *x, v
     a.scale_inv = scale_inv;
     a.mu = n->rms ? NULL : mu;
     a.rsigma = rsigma;
-    return ctx->be->norm_fwd(ctx, &a);
+    return f8i_op_norm_fwd(ctx, &a);
 }
 
 f8_status f8i_norm_backward(f8_ctx *ctx, f8i_norm *n, const void *dy, f8_dtype dy_dtype, const f8_tensor *x,
@@ -119,5 +120,7 @@ f8_status f8i_norm_backward(f8_ctx *ctx, f8i_norm *n, const void *dy, f8_dtype d
     a.dgamma = n->dgamma;
     a.dbeta = n->dbeta;
     a.accumulate = 1;
-    return ctx->be->norm_bwd(ctx, &a);
+    a.workspace = ctx->scratch; /* the reduce prefix */
+    a.workspace_bytes = ctx->scratch_bytes;
+    return f8i_op_norm_bwd(ctx, &a);
 }

@@ -10,6 +10,7 @@
 
 #include "core/numerics.h"
 #include "modules/weight.h"
+#include "core/ops.h"
 
 /* W ~ N(0, 0.02²) from the seed: f8_tensor_fill_normal's draws, uploaded. */
 static f8_status init_normal(f8_ctx *ctx, void *dst, f8_dtype dtype, int64_t n, uint64_t seed)
@@ -50,7 +51,7 @@ static f8_status init_primary(f8_ctx *ctx, f8i_weight *w, uint64_t seed)
     c.out = w->w8->data;
     c.scale = f8i_slot_scale(ctx, w->slot);
     c.scale_inv = w->w8->scale_inv; /* no amax: TE's init passes a dummy one */
-    if (st == F8_OK) st = ctx->be->cast(ctx, &c);
+    if (st == F8_OK) st = f8i_op_cast(ctx, &c);
     if (st == F8_OK) st = ctx->be->synchronize(ctx);
     f8i_free(ctx, tmp);
     return st;
@@ -82,8 +83,8 @@ f8_status f8i_weight_create(f8_ctx *ctx, f8i_weight *w, const f8i_weight_spec *s
     w->ones = ob ? p + pw + bb : NULL;
     w->dw = g;
     w->db = bb ? g + wb : NULL;
-    st = ctx->be->memset_zero(ctx, w->gblock, wb + bb);
-    if (st == F8_OK && w->b) st = ctx->be->memset_zero(ctx, w->b, bb);
+    st = f8i_op_memset_zero(ctx, w->gblock, wb + bb);
+    if (st == F8_OK && w->b) st = f8i_op_memset_zero(ctx, w->b, bb);
     if (st == F8_OK && w->ones) st = fill_value(ctx, w->ones, sp->dtype, T, 1.0f);
     if (st == F8_OK && w->w) st = init_normal(ctx, w->w, sp->dtype, sp->rows * sp->cols, sp->seed);
     if (st == F8_OK && sp->fp8) {
@@ -131,7 +132,7 @@ f8_status f8i_weight_write(f8_ctx *ctx, f8i_weight *w, const f8_tensor *src, con
     f8_status st = f8i_check_act(ctx, src, name, w->rows, w->cols, -1);
     if (st != F8_OK) return st;
     if (w->fp8_primary) return f8_qtensor_quantize(w->w8, src, w->slot, 0, NULL);
-    st = ctx->be->convert(ctx, src->data, src->dtype, NULL, w->w, w->dtype, w->rows * w->cols);
+    st = f8i_op_convert(ctx, src->data, src->dtype, NULL, w->w, w->dtype, w->rows * w->cols);
     if (st == F8_OK) w->w8_filled = 0; /* the next forward casts, whatever its microbatch */
     return st;
 }
@@ -139,8 +140,8 @@ f8_status f8i_weight_write(f8_ctx *ctx, f8i_weight *w, const f8_tensor *src, con
 f8_status f8i_weight_zero_grad(f8_ctx *ctx, f8i_weight *w)
 {
     const size_t es = f8_dtype_size(w->dtype);
-    f8_status st = ctx->be->memset_zero(ctx, w->dw, (size_t)(w->rows * w->cols) * es);
-    if (st == F8_OK && w->db) st = ctx->be->memset_zero(ctx, w->db, (size_t)w->rows * es);
+    f8_status st = f8i_op_memset_zero(ctx, w->dw, (size_t)(w->rows * w->cols) * es);
+    if (st == F8_OK && w->db) st = f8i_op_memset_zero(ctx, w->db, (size_t)w->rows * es);
     return st;
 }
 
@@ -180,7 +181,7 @@ f8_status f8i_weight_fprop(f8_ctx *ctx, const f8i_weight *w, const void *a, f8_d
     g.d_dtype = y_dtype;
     g.bias = w->b;
     g.bias_dtype = w->dtype;
-    return ctx->be->gemm(ctx, &g);
+    return f8i_op_gemm(ctx, &g);
 }
 
 f8_status f8i_weight_dgrad(f8_ctx *ctx, f8i_weight *w, const void *g_in, f8_dtype g_dtype, const float *g_sinv,
@@ -204,7 +205,7 @@ f8_status f8i_weight_dgrad(f8_ctx *ctx, f8i_weight *w, const void *g_in, f8_dtyp
         g.b_dtype = w->dtype;
         g.b_trans = 1;
     }
-    return ctx->be->gemm(ctx, &g);
+    return f8i_op_gemm(ctx, &g);
 }
 
 f8_status f8i_weight_wgrad(f8_ctx *ctx, f8i_weight *w, const void *g_in, f8_dtype g_dtype, const float *g_sinv,
@@ -232,7 +233,7 @@ f8_status f8i_weight_wgrad(f8_ctx *ctx, f8i_weight *w, const void *g_in, f8_dtyp
         g.d_dtype = w->dtype;
         g.accumulate = 1;
     }
-    return ctx->be->gemm(ctx, &g);
+    return f8i_op_gemm(ctx, &g);
 }
 
 f8_status f8i_weight_bgrad(f8_ctx *ctx, f8i_weight *w, const void *g_in, int64_t T)
@@ -247,7 +248,7 @@ f8_status f8i_weight_bgrad(f8_ctx *ctx, f8i_weight *w, const void *g_in, int64_t
     g.d = w->db;
     g.d_dtype = w->dtype;
     g.accumulate = 1;
-    return ctx->be->gemm(ctx, &g);
+    return f8i_op_gemm(ctx, &g);
 }
 
 f8_status f8i_check_act(f8_ctx *ctx, const f8_tensor *t, const char *name, int64_t rows, int64_t cols, int must)
