@@ -312,7 +312,8 @@ static void run_cast(env *e, const cast_case *cc)
                                .amax = cc->with_amax ? amax.p[i] : NULL,
                                .scale_inv = cc->with_scale_inv ? sinv.p[i] : NULL,
                                .dbias = cc->dbias ? dbias.p[i] : NULL, .dbias_dtype = cc->dbias_dtype,
-                               .dbias_accumulate = cc->dbias_acc, .noop = cc->noop_ptr ? noop.p[i] : NULL};
+                               .dbias_accumulate = cc->dbias_acc, .noop = cc->noop_ptr ? noop.p[i] : NULL,
+                               .workspace = e->ctx[i]->scratch, .workspace_bytes = e->ctx[i]->scratch_bytes};
     }
 
     cast_out o[2], poison;
@@ -799,7 +800,9 @@ static void run_gemm(env *e, const gemm_case *g)
         double *ref = xmalloc(nd * sizeof(double));
         for (size_t j = 0; j < nd; j++) ref[j] = got[CPU][j];
         int cls = g->d == F8_DTYPE_BF16 ? 2 : (f8i_dtype_is_fp8(g->a) && !g->split ? 1 : 0);
-        double tol = cls == 2 ? TOL_BF16_D : (cls == 1 ? TOL_FAST_ACC : f8i_dtype_is_fp8(g->a) ? TOL_FP8_SPLIT : TOL_FP32_ACC);
+        double tol = cls == 2   ? TOL_BF16_D
+                     : cls == 1 ? TOL_FAST_ACC
+                     : f8i_dtype_is_fp8(g->a) ? TOL_FP8_SPLIT : TOL_FP32_ACC;
         double err = rel_error(got[GPU], ref, nd);
         if (err / tol > e->worst[cls] || isnan(err)) e->worst[cls] = isnan(err) ? INFINITY : err / tol;
         CHECK(err <= tol, "%s: ||cuda-cpu||/||cpu|| = %.3g > %.1g", desc, err, tol);
@@ -871,10 +874,9 @@ int main(void)
     int rc = test_ctx_pair(name, NULL, e.ctx);
     if (rc) return rc;
 
-    /* A cast with dbias works in ctx scratch that modules reserve when they
-     * are created (CUDA: ceil(rows / 128)·cols·4 + 256 bytes, 0.5 MiB for the
-     * largest shape here); this test calls the backend directly, so it
-     * reserves with room to spare. */
+    /* A cast with dbias works in its args' workspace
+     * (f8i_reduce_workspace_bytes, 8 MiB for the largest shape here); this
+     * test passes the ctx scratch, reserved with room to spare. */
     for (int i = 0; i < 2; i++) CHECK_OK(e.ctx[i], f8i_scratch_reserve(e.ctx[i], (size_t)16 << 20));
 
     if (e.quick) printf("%s: F8_TEST_QUICK: large shapes left out\n", name);

@@ -7,12 +7,13 @@
  *  - Work ops (everything that puts work on the stream: the (kind, args)
  *    pairs of backend.h's F8I_OP_LIST, all through the one `run` entry) are
  *    recorded on a CPU ctx: the kind and a copy of the args struct are
- *    appended to a list, with no per-op code. Every argument is a pointer to backend memory or a scalar, so
- *    replaying the list through the real table does exactly what the eager
- *    calls would have done, reading the device-side values (scales, noop
- *    flag) of the moment. On a CUDA ctx they go straight to the real op while the stream
- *    is in capture mode (cuda/graph.cu): the stream records the launches; an
- *    op that fails spoils the capture.
+ *    appended to a list, with no per-op code. Every argument is a pointer to
+ *    backend memory or a scalar, so replaying the list through the real
+ *    table does exactly what the eager calls would have done, reading the
+ *    device-side values (scales, noop flag) of the moment. On a CUDA ctx
+ *    they go straight to the real `run` while the stream is in capture mode
+ *    (cuda/graph.cu): the stream records the launches; an op that fails
+ *    spoils the capture.
  *  - Host ops (upload, download, synchronize, set_stream) are refused with
  *    F8_ERR_STATE and spoil the capture; f8i_alloc (ctx.c) refuses
  *    allocations itself and spoils it the same way.
@@ -169,7 +170,8 @@ static f8_status cap_run(f8_ctx *ctx, f8i_op_kind kind, const void *args)
         return st == F8_OK ? st : spoil(ctx, st);
     }
     const size_t size = f8i_op_args_size(kind);
-    if (size == 0) return spoil(ctx, f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "graph capture: unknown op kind %d", (int)kind));
+    if (size == 0)
+        return spoil(ctx, f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "graph capture: unknown op kind %d", (int)kind));
     if (c->n_ops == c->cap_ops) {
         size_t n = c->cap_ops ? 2 * c->cap_ops : 64;
         rec_op *t = (rec_op *)realloc(c->ops, n * sizeof *t);

@@ -257,7 +257,8 @@ static const f8i_op_fn cpu_ops[F8I_OP_COUNT] = {F8I_OP_LIST(ENTRY)};
 
 static f8_status cpu_run(f8_ctx *ctx, f8i_op_kind kind, const void *args)
 {
-    if ((unsigned)kind >= F8I_OP_COUNT) return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "cpu backend: unknown op kind %d", (int)kind);
+    if ((unsigned)kind >= F8I_OP_COUNT)
+        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "cpu backend: unknown op kind %d", (int)kind);
     return cpu_ops[kind](ctx, args);
 }
 

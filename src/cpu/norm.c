@@ -15,8 +15,9 @@
  * fixed order, so a GPU kernel can be compared element by element. FP8 y is
  * the cast's arithmetic: fp8(v · scale) with the FP32 product (the file is
  * built with -ffp-contract=off), amax over |v| with fmaxf (NaN ignored).
- * The column sums allocate a temporary per call: this is the oracle, not a
- * fast path, so it does not carve ctx->scratch.
+ * The column sums allocate a temporary per call (this is the oracle, not a
+ * fast path); the args' workspace is still checked, as the CUDA backend
+ * does, so a caller that passes too little fails on both.
  */
 #include <math.h>
 #include <stdlib.h>

@@ -88,6 +88,8 @@ f8_status f8i_cuda_act_fwd(f8_ctx *ctx, const f8i_act_fwd_args *a)
         t->dbias = NULL;
         t->dbias_bf16 = 0;
         t->dbias_accumulate = 0;
+        t->workspace = NULL;
+        t->workspace_bytes = 0;
         t->w_out_t = access_width(a->y_t, a->rows, 16);
         j.x = a->x;
         j.dy = NULL;
@@ -127,7 +129,8 @@ f8_status f8i_cuda_act_fwd(f8_ctx *ctx, const f8i_act_fwd_args *a)
 f8_status f8i_cuda_act_bwd(f8_ctx *ctx, const f8i_act_bwd_args *a)
 {
     const int want_codes = a->out != NULL || a->out_t != NULL;
-    if (!f8i_dtype_is_hp(a->x_dtype) || !f8i_dtype_is_hp(a->dy_dtype) || (a->dx != NULL && !f8i_dtype_is_hp(a->dx_dtype)) ||
+    if (!f8i_dtype_is_hp(a->x_dtype) || !f8i_dtype_is_hp(a->dy_dtype) ||
+        (a->dx != NULL && !f8i_dtype_is_hp(a->dx_dtype)) ||
         (want_codes && !f8i_dtype_is_fp8(a->out_dtype)) || (a->dbias != NULL && !f8i_dtype_is_hp(a->dbias_dtype)))
         return f8i_error(ctx, F8_ERR_DTYPE,
                          "activation backward: x %s, dy %s, dx %s, out %s, dbias %s; expected fp32/bf16 "
@@ -164,6 +167,8 @@ f8_status f8i_cuda_act_bwd(f8_ctx *ctx, const f8i_act_bwd_args *a)
         t->dbias = a->dbias;
         t->dbias_bf16 = a->dbias_dtype == F8_DTYPE_BF16;
         t->dbias_accumulate = a->dbias_accumulate != 0;
+        t->workspace = a->workspace;
+        t->workspace_bytes = a->workspace_bytes;
         t->w_out_t = a->out_t != NULL ? access_width(a->out_t, a->rows, 16) : 1;
         j.x = a->x;
         j.dy = a->dy;

@@ -19,8 +19,8 @@
  * the CPU oracle's f8i_fp8_encode reproduces bit for bit. amax is an fmaxf
  * reduction (exact, order-free, NaN ignored) ending in one atomicMax on the
  * float's bits per block. dbias is deterministic (per-row-tile partial sums in
- * ctx scratch, added in row-tile order: cast_tile.cuh). Nothing here
- * allocates: the scratch must have been reserved (f8i_cuda_dbias_scratch_bytes).
+ * the args' workspace, added in row-tile order: cast_tile.cuh). Nothing here
+ * allocates: the partials go to the args' workspace (f8i_reduce_workspace_bytes).
  */
 #include <stdint.h>
 
@@ -198,24 +198,19 @@ static f8_status cast_tiled(f8_ctx *ctx, const f8i_cast_args *a, int bf16, int e
     p.dbias = a->dbias;
     p.dbias_bf16 = a->dbias_dtype == F8_DTYPE_BF16;
     p.dbias_accumulate = a->dbias_accumulate != 0;
+    p.workspace = a->workspace;
+    p.workspace_bytes = a->workspace_bytes;
     p.w_out = a->out != NULL ? access_width(a->out, a->cols, bf16 ? 8 : 4) : 1;
     p.w_out_t = a->out_t != NULL ? access_width(a->out_t, a->rows, 16) : 1;
     const int w_src = access_width(a->src, a->cols * (bf16 ? 2 : 4), 16);
-    const char *reserve = "f8i_cuda_dbias_scratch_bytes";
     const int full_src = w_src == 16;
-    if (bf16) return cast_tile_launch(ctx, &p, cast_src<1>{a->src, w_src}, e5m2, full_src, "cast", reserve);
-    return cast_tile_launch(ctx, &p, cast_src<0>{a->src, w_src}, e5m2, full_src, "cast", reserve);
+    if (bf16) return cast_tile_launch(ctx, &p, cast_src<1>{a->src, w_src}, e5m2, full_src, "cast");
+    return cast_tile_launch(ctx, &p, cast_src<0>{a->src, w_src}, e5m2, full_src, "cast");
 }
 
 /* ------------------------------------------------------------------------ */
 /* Backend entry points                                                      */
 /* ------------------------------------------------------------------------ */
-
-size_t f8i_cuda_dbias_scratch_bytes(int64_t rows, int64_t cols)
-{
-    if (rows <= 0 || cols <= 0) return 256;
-    return (size_t)cast_tile_row_tiles(rows) * (size_t)cols * sizeof(float) + 256;
-}
 
 f8_status f8i_cuda_cast(f8_ctx *ctx, const f8i_cast_args *a)
 {

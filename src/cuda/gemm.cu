@@ -491,7 +491,8 @@ static f8_status plan_build(f8_ctx *ctx, f8i_gemm_cache *c, const f8i_gemm_args 
                         : cublasLtMatrixLayoutCreate(&p->lay_b, cuda_type(g->a_dtype), k, m, g->k);
     if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatrixLayoutCreate(&p->lay_d, cuda_type(g->d_dtype), n, m, g->n);
 
-    const int fusable = g->bias && (f8i_dtype_is_fp8(g->a_dtype) ? g->bias_dtype == F8_DTYPE_BF16 : g->bias_dtype == g->d_dtype);
+    const int fusable =
+        g->bias && (f8i_dtype_is_fp8(g->a_dtype) ? g->bias_dtype == F8_DTYPE_BF16 : g->bias_dtype == g->d_dtype);
     int found = 0;
     for (int fuse = fusable; fuse >= 0 && st == CUBLAS_STATUS_SUCCESS && !found; fuse--) {
         if (p->desc) cublasLtMatmulDescDestroy(p->desc);
