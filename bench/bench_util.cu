@@ -13,6 +13,7 @@
 #include <stdlib.h>
 
 #include "bench_util.h"
+#include "core/dtype.h"
 
 /* grid 1, block 1: nothing; its launch is the whole cost. */
 static __global__ void empty_kernel(void) {}

@@ -121,7 +121,7 @@ static __global__ void __launch_bounds__(EW_THREADS)
     convert_kernel(const void *__restrict__ src, const float *scale_inv, void *__restrict__ dst, int64_t n,
                    int64_t nchunk)
 {
-    const float si = f8i_dtype_is_fp8(SRC) ? *scale_inv : 1.0f;
+    const float si = f8i_dtype_is_fp8((f8_dtype)SRC) ? *scale_inv : 1.0f;
     const int64_t stride = (int64_t)gridDim.x * EW_THREADS;
     const int64_t first = (int64_t)blockIdx.x * EW_THREADS + threadIdx.x;
     for (int64_t j = first; j < nchunk; j += stride) {
