@@ -1,5 +1,5 @@
 /*
- * bench_gemm.c — f8's GEMM (ctx->be->gemm, as the modules call it) against
+ * bench_gemm.c — f8's GEMM (f8i_op_gemm, as the modules call it) against
  * raw cuBLASLt set up here: FP8 E4M3 "TN" with fast accumulation, BF16 output,
  * at 4096³, 8192³ and 16384×8192×8192, next to a raw FP8 cuBLASLt matmul
  * (same heuristic, same 32 MiB workspace size) and a raw BF16 one, all in the
@@ -16,6 +16,7 @@
 
 #include "bench_util.h"
 #include "core/f8i.h"
+#include "core/ops.h"
 
 #define NSETS 2
 #define TARGET 0.95
@@ -51,7 +52,7 @@ static void gcall(void *p, int i)
                        .b = fp8 ? g->b8[s] : g->b16[s], .b_dtype = fp8 ? F8_DTYPE_E4M3 : F8_DTYPE_BF16,
                        .b_scale_inv = fp8 ? g->one : NULL, .d = g->d[s], .d_dtype = F8_DTYPE_BF16,
                        .split_accum = g->mode == F8_FP8_SPLIT};
-    BENCH_F8(g->ctx, g->ctx->be->gemm(g->ctx, &a));
+    BENCH_F8(g->ctx, f8i_op_gemm(g->ctx, &a));
 }
 
 static void run_shape(f8_ctx *ctx, bench_log *log, int64_t m, int64_t n, int64_t k)

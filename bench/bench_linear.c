@@ -6,7 +6,7 @@
  * Per call: GPU time, wall time and host time (bench_util.h says how each is
  * taken), and the ratio to the GEMM-only lower bound: the GEMMs the layer
  * itself issued, recorded from its calls and replayed alone through
- * ctx->be->gemm. Small layers rotate through several modules (and their
+ * f8i_op_gemm. Small layers rotate through several modules (and their
  * inputs) so their weights do not sit in L2.
  *
  * Targets on the H200: forward+backward at 8192³ in FP8 >= 1.6x faster than
@@ -22,6 +22,7 @@
  */
 #include "bench_util.h"
 #include "core/f8i.h"
+#include "core/ops.h"
 
 #define MAX_MOD 32
 #define MAX_REC 8
@@ -37,66 +38,23 @@ typedef struct tap {
 } tap;
 static tap g_tap;
 
-static f8_status tap_gemm(f8_ctx *c, const f8i_gemm_args *a)
+/* Counts every work op; records the GEMMs. */
+static f8_status tap_run(f8_ctx *c, f8i_op_kind kind, const void *args)
 {
-    g_tap.gemms++;
-    if (g_tap.nrec < MAX_REC) g_tap.rec[g_tap.nrec++] = *a;
-    return g_tap.real->gemm(c, a);
-}
-static f8_status tap_cast(f8_ctx *c, const f8i_cast_args *a)
-{
-    g_tap.ops++;
-    return g_tap.real->cast(c, a);
-}
-static f8_status tap_convert(f8_ctx *c, const void *s, f8_dtype sd, const float *si, void *d, f8_dtype dd, int64_t n)
-{
-    g_tap.ops++;
-    return g_tap.real->convert(c, s, sd, si, d, dd, n);
-}
-static f8_status tap_transpose(f8_ctx *c, const uint8_t *s, uint8_t *d, int64_t r, int64_t k, const float *f)
-{
-    g_tap.ops++;
-    return g_tap.real->transpose_u8(c, s, d, r, k, f);
-}
-static f8_status tap_reciprocal(f8_ctx *c, const float *s, float *d, const float *f)
-{
-    g_tap.ops++;
-    return g_tap.real->reciprocal(c, s, d, f);
-}
-static f8_status tap_add(f8_ctx *c, void *d, const void *s, f8_dtype t, int64_t n)
-{
-    g_tap.ops++;
-    return g_tap.real->add(c, d, s, t, n);
-}
-static f8_status tap_scale_update(f8_ctx *c, const f8i_scale_update_args *a)
-{
-    g_tap.ops++;
-    return g_tap.real->scale_update(c, a);
-}
-static f8_status tap_memset(f8_ctx *c, void *d, size_t b)
-{
-    g_tap.ops++;
-    return g_tap.real->memset_zero(c, d, b);
-}
-static f8_status tap_fill(f8_ctx *c, float *d, float v, int64_t n)
-{
-    g_tap.ops++;
-    return g_tap.real->fill_f32(c, d, v, n);
-}
-static f8_status tap_copy(f8_ctx *c, void *d, const void *s, size_t b)
-{
-    g_tap.ops++;
-    return g_tap.real->copy(c, d, s, b);
+    if (kind == F8I_OP_GEMM) {
+        g_tap.gemms++;
+        if (g_tap.nrec < MAX_REC) g_tap.rec[g_tap.nrec++] = *(const f8i_gemm_args *)args;
+    } else {
+        g_tap.ops++;
+    }
+    return g_tap.real->run(c, kind, args);
 }
 
 static void tap_install(f8_ctx *ctx)
 {
     g_tap.real = ctx->be;
     g_tap.table = *ctx->be;
-    g_tap.table.gemm = tap_gemm, g_tap.table.cast = tap_cast, g_tap.table.convert = tap_convert;
-    g_tap.table.transpose_u8 = tap_transpose, g_tap.table.reciprocal = tap_reciprocal, g_tap.table.add = tap_add;
-    g_tap.table.scale_update = tap_scale_update, g_tap.table.memset_zero = tap_memset;
-    g_tap.table.fill_f32 = tap_fill, g_tap.table.copy = tap_copy;
+    g_tap.table.run = tap_run;
     ctx->be = &g_tap.table;
 }
 
@@ -137,7 +95,7 @@ static void gemms_call(void *p, int i)
 {
     larg *l = p;
     int m = i % l->nmod;
-    for (int j = 0; j < l->nrec[l->backward][m]; j++) BENCH_F8(l->ctx, l->ctx->be->gemm(l->ctx, &l->rec[l->backward][m][j]));
+    for (int j = 0; j < l->nrec[l->backward][m]; j++) BENCH_F8(l->ctx, f8i_op_gemm(l->ctx, &l->rec[l->backward][m][j]));
 }
 
 static f8_tensor rand_tensor(void *stream, int64_t rows, int64_t cols, uint64_t seed)

@@ -26,7 +26,7 @@
  *    NOT_FIRST (row "fp8c"): the cached workspaces, as every microbatch but
  *    the first of a step runs under gradient accumulation. The ratio to the GEMM-only lower
  *    bound: the GEMMs the module itself issued, recorded by a tap on
- *    ctx->be->gemm and replayed alone. The layer call and the replay are
+ *    f8i_op_gemm and replayed alone. The layer call and the replay are
  *    timed in alternation (pairs, the order flipping each pair, CUDA events
  *    around each, the GPU kept busy so no host gap is timed): timed one after
  *    the other, the replay's time moved by 5-20% between runs (clocks under
@@ -49,6 +49,7 @@
  */
 #include "bench_util.h"
 #include "core/f8i.h"
+#include "core/ops.h"
 
 #define MAX_REC 16
 #define NORM_TARGET 0.75
@@ -92,102 +93,52 @@ static void op_end(void)
     g_tap.nops++;
 }
 
-static f8_status tap_gemm(f8_ctx *c, const f8i_gemm_args *a)
+/* The op's label for the timing table (its name and shape); NULL for the
+ * ops not timed (add, fill, scale updates, training ops), which just run. */
+static const char *tap_label(f8i_op_kind kind, const void *args, char *w, size_t n)
 {
-    if (g_tap.nrec < MAX_REC) g_tap.rec[g_tap.nrec] = *a;
-    g_tap.nrec++;
+    switch (kind) {
+    case F8I_OP_GEMM: {
+        const f8i_gemm_args *a = (const f8i_gemm_args *)args;
+        if (g_tap.nrec < MAX_REC) g_tap.rec[g_tap.nrec] = *a;
+        g_tap.nrec++;
+        snprintf(w, n, "gemm %lldx%lldx%lld %s", (long long)a->m, (long long)a->n, (long long)a->k,
+                 f8_dtype_name(a->d_dtype));
+        return w;
+    }
+    case F8I_OP_CAST: {
+        const f8i_cast_args *a = (const f8i_cast_args *)args;
+        snprintf(w, n, "cast%s%s %lldx%lld", a->out_t ? "+t" : "", a->dbias ? "+dbias" : "", (long long)a->rows,
+                 (long long)a->cols);
+        return w;
+    }
+    case F8I_OP_TRANSPOSE_U8: {
+        const f8i_transpose_u8_args *a = (const f8i_transpose_u8_args *)args;
+        snprintf(w, n, "transpose %lldx%lld", (long long)a->rows, (long long)a->cols);
+        return w;
+    }
+    case F8I_OP_NORM_FWD: return "norm_fwd";
+    case F8I_OP_NORM_BWD:
+        return ((const f8i_norm_bwd_args *)args)->dy_dtype == F8_DTYPE_BF16 ? "norm_bwd (dy bf16)"
+                                                                             : "norm_bwd (dy fp32)";
+    case F8I_OP_ACT_FWD: return ((const f8i_act_fwd_args *)args)->y_t ? "act_fwd +t" : "act_fwd";
+    case F8I_OP_ACT_BWD:
+        return ((const f8i_act_bwd_args *)args)->dy_dtype == F8_DTYPE_BF16 ? "act_bwd (dy bf16)" : "act_bwd (dy fp32)";
+    case F8I_OP_CONVERT: return "convert";
+    case F8I_OP_RECIPROCAL: return "reciprocal";
+    case F8I_OP_MEMSET_ZERO: return "memset";
+    case F8I_OP_COPY: return "copy";
+    default: return NULL;
+    }
+}
+
+static f8_status tap_run(f8_ctx *c, f8i_op_kind kind, const void *args)
+{
     char w[48];
-    snprintf(w, sizeof w, "gemm %lldx%lldx%lld %s", (long long)a->m, (long long)a->n, (long long)a->k,
-             f8_dtype_name(a->d_dtype));
-    op_begin(w);
-    f8_status st = g_tap.real->gemm(c, a);
-    op_end();
-    return st;
-}
-
-static f8_status tap_cast(f8_ctx *c, const f8i_cast_args *a)
-{
-    char w[48];
-    snprintf(w, sizeof w, "cast%s%s %lldx%lld", a->out_t ? "+t" : "", a->dbias ? "+dbias" : "", (long long)a->rows,
-             (long long)a->cols);
-    op_begin(w);
-    f8_status st = g_tap.real->cast(c, a);
-    op_end();
-    return st;
-}
-
-static f8_status tap_transpose(f8_ctx *c, const uint8_t *src, uint8_t *dst, int64_t rows, int64_t cols,
-                               const float *noop)
-{
-    char w[48];
-    snprintf(w, sizeof w, "transpose %lldx%lld", (long long)rows, (long long)cols);
-    op_begin(w);
-    f8_status st = g_tap.real->transpose_u8(c, src, dst, rows, cols, noop);
-    op_end();
-    return st;
-}
-
-static f8_status tap_norm_fwd(f8_ctx *c, const f8i_norm_fwd_args *a)
-{
-    op_begin("norm_fwd");
-    f8_status st = g_tap.real->norm_fwd(c, a);
-    op_end();
-    return st;
-}
-
-static f8_status tap_norm_bwd(f8_ctx *c, const f8i_norm_bwd_args *a)
-{
-    op_begin(a->dy_dtype == F8_DTYPE_BF16 ? "norm_bwd (dy bf16)" : "norm_bwd (dy fp32)");
-    f8_status st = g_tap.real->norm_bwd(c, a);
-    op_end();
-    return st;
-}
-
-static f8_status tap_act_fwd(f8_ctx *c, const f8i_act_fwd_args *a)
-{
-    op_begin(a->y_t ? "act_fwd +t" : "act_fwd");
-    f8_status st = g_tap.real->act_fwd(c, a);
-    op_end();
-    return st;
-}
-
-static f8_status tap_act_bwd(f8_ctx *c, const f8i_act_bwd_args *a)
-{
-    op_begin(a->dy_dtype == F8_DTYPE_BF16 ? "act_bwd (dy bf16)" : "act_bwd (dy fp32)");
-    f8_status st = g_tap.real->act_bwd(c, a);
-    op_end();
-    return st;
-}
-
-static f8_status tap_convert(f8_ctx *c, const void *src, f8_dtype sd, const float *si, void *dst, f8_dtype dd,
-                             int64_t n)
-{
-    op_begin("convert");
-    f8_status st = g_tap.real->convert(c, src, sd, si, dst, dd, n);
-    op_end();
-    return st;
-}
-
-static f8_status tap_reciprocal(f8_ctx *c, const float *src, float *dst, const float *noop)
-{
-    op_begin("reciprocal");
-    f8_status st = g_tap.real->reciprocal(c, src, dst, noop);
-    op_end();
-    return st;
-}
-
-static f8_status tap_memset(f8_ctx *c, void *dst, size_t bytes)
-{
-    op_begin("memset");
-    f8_status st = g_tap.real->memset_zero(c, dst, bytes);
-    op_end();
-    return st;
-}
-
-static f8_status tap_copy(f8_ctx *c, void *dst, const void *src, size_t bytes)
-{
-    op_begin("copy");
-    f8_status st = g_tap.real->copy(c, dst, src, bytes);
+    const char *what = tap_label(kind, args, w, sizeof w);
+    if (!what) return g_tap.real->run(c, kind, args);
+    op_begin(what);
+    f8_status st = g_tap.real->run(c, kind, args);
     op_end();
     return st;
 }
@@ -196,17 +147,7 @@ static void tap_install(f8_ctx *ctx)
 {
     g_tap.real = ctx->be;
     g_tap.table = *ctx->be;
-    g_tap.table.gemm = tap_gemm;
-    g_tap.table.cast = tap_cast;
-    g_tap.table.transpose_u8 = tap_transpose;
-    g_tap.table.norm_fwd = tap_norm_fwd;
-    g_tap.table.norm_bwd = tap_norm_bwd;
-    g_tap.table.act_fwd = tap_act_fwd;
-    g_tap.table.act_bwd = tap_act_bwd;
-    g_tap.table.convert = tap_convert;
-    g_tap.table.reciprocal = tap_reciprocal;
-    g_tap.table.memset_zero = tap_memset;
-    g_tap.table.copy = tap_copy;
+    g_tap.table.run = tap_run;
     g_tap.nrec = 0;
     g_tap.timing = 0;
     ctx->be = &g_tap.table;
@@ -258,7 +199,7 @@ static void kcall(void *p, int i)
                                .eps = 1e-5f, .y = k->out[s], .y_dtype = F8_DTYPE_E4M3, .scale = k->scalars,
                                .amax = k->scalars + 1, .scale_inv = k->scalars + 2,
                                .mu = kc->rms ? NULL : k->mu, .rsigma = k->rsigma, .variant = kc->variant};
-        BENCH_F8(ctx, ctx->be->norm_fwd(ctx, &a));
+        BENCH_F8(ctx, f8i_op_norm_fwd(ctx, &a));
         break;
     }
     case K_NORM_BWD: {
@@ -268,8 +209,9 @@ static void kcall(void *p, int i)
                                .rows = kc->rows, .cols = kc->cols, .mu = kc->rms ? NULL : k->mu,
                                .rsigma = k->rsigma, .gamma = k->gamma, .param_dtype = F8_DTYPE_BF16,
                                .rms = kc->rms, .dx = k->out[s], .dx_dtype = F8_DTYPE_BF16, .dgamma = k->dgamma,
-                               .dbeta = kc->rms ? NULL : k->dbeta, .accumulate = 1};
-        BENCH_F8(ctx, ctx->be->norm_bwd(ctx, &a));
+                               .dbeta = kc->rms ? NULL : k->dbeta, .accumulate = 1,
+                               .workspace = ctx->scratch, .workspace_bytes = ctx->scratch_bytes};
+        BENCH_F8(ctx, f8i_op_norm_bwd(ctx, &a));
         break;
     }
     case K_ACT_FWD: {
@@ -277,7 +219,7 @@ static void kcall(void *p, int i)
                               .cols = kc->cols, .y = k->out[s], .y_dtype = F8_DTYPE_E4M3,
                               .y_t = kc->with_t ? k->out_t[s] : NULL, .scale = k->scalars,
                               .amax = k->scalars + 1, .scale_inv = k->scalars + 2};
-        BENCH_F8(ctx, ctx->be->act_fwd(ctx, &a));
+        BENCH_F8(ctx, f8i_op_act_fwd(ctx, &a));
         break;
     }
     case K_CAST_T: {
@@ -285,20 +227,22 @@ static void kcall(void *p, int i)
                            .out_dtype = kc->dbias ? F8_DTYPE_E5M2 : F8_DTYPE_E4M3, .out = k->out[s],
                            .out_t = k->out_t[s], .scale = k->scalars, .amax = k->scalars + 1,
                            .scale_inv = k->scalars + 2, .dbias = kc->dbias ? k->dbias : NULL,
-                           .dbias_dtype = F8_DTYPE_BF16, .dbias_accumulate = 0};
-        BENCH_F8(ctx, ctx->be->cast(ctx, &a));
+                           .dbias_dtype = F8_DTYPE_BF16, .dbias_accumulate = 0,
+                           .workspace = ctx->scratch, .workspace_bytes = ctx->scratch_bytes};
+        BENCH_F8(ctx, f8i_op_cast(ctx, &a));
         break;
     }
     case K_TRANSPOSE:
-        BENCH_F8(ctx, ctx->be->transpose_u8(ctx, k->in[s], k->out[s], kc->rows, kc->cols, NULL));
+        BENCH_F8(ctx, f8i_op_transpose_u8(ctx, k->in[s], k->out[s], kc->rows, kc->cols, NULL));
         break;
     default: {
         f8i_act_bwd_args a = {.act = kc->act, .x = k->in[s], .x_dtype = F8_DTYPE_BF16, .dy = k->in2[s],
                               .dy_dtype = kc->bf16_dy ? F8_DTYPE_BF16 : F8_DTYPE_FP32, .rows = kc->rows, .cols = kc->cols, .out = k->out[s],
                               .out_t = k->out_t[s], .out_dtype = F8_DTYPE_E5M2, .scale = k->scalars,
                               .amax = k->scalars + 1, .scale_inv = k->scalars + 2, .dbias = k->dbias,
-                              .dbias_dtype = F8_DTYPE_BF16, .dbias_accumulate = 1};
-        BENCH_F8(ctx, ctx->be->act_bwd(ctx, &a));
+                              .dbias_dtype = F8_DTYPE_BF16, .dbias_accumulate = 1,
+                              .workspace = ctx->scratch, .workspace_bytes = ctx->scratch_bytes};
+        BENCH_F8(ctx, f8i_op_act_bwd(ctx, &a));
     }
     }
 }
@@ -429,7 +373,7 @@ static void gemms_call(void *p, int i)
 {
     marg *m = p;
     (void)i;
-    for (int j = 0; j < m->nrec[m->backward]; j++) BENCH_F8(m->ctx, m->ctx->be->gemm(m->ctx, &m->rec[m->backward][j]));
+    for (int j = 0; j < m->nrec[m->backward]; j++) BENCH_F8(m->ctx, f8i_op_gemm(m->ctx, &m->rec[m->backward][j]));
 }
 
 /* One (layer call, GEMM-only replay) timing over `pairs` pairs. */
@@ -645,7 +589,7 @@ int main(int argc, char **argv)
     printf("device-to-device copy: %.1f GB/s (1 GiB cudaMemcpyAsync, read + write)\n\n", copy);
     bench_json(&log, "{\"bench\":\"copy\",\"bytes\":%.0f,\"gbps\":%.1f}", 2.0 * (1u << 30), copy);
 
-    /* the reductions (dgamma/dbeta, dbias) work in ctx scratch a module would reserve */
+    /* the reductions (dgamma/dbeta, dbias) take a workspace; the ctx scratch serves as one */
     BENCH_F8(ctx, f8i_scratch_reserve(ctx, f8i_reduce_workspace_bytes(8192, 32768)));
 #define NF(rms_, v_) {.name = "norm_fwd_fp8", .op = K_NORM_FWD, .rms = rms_, .rows = 8192, .cols = 4096, .variant = v_}
 #define NB(rms_, b_) {.name = "norm_bwd", .op = K_NORM_BWD, .rms = rms_, .rows = 8192, .cols = 4096, .bf16_dy = b_}

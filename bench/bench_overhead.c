@@ -63,42 +63,24 @@ static int tap_pass(void)
     return g_tap.keep == g_tap.period;
 }
 
-#define TAP(name, params, args)                                                          \
-    static f8_status tap_##name params { return tap_pass() ? g_tap.real->name args : F8_OK; }
-TAP(copy, (f8_ctx * c, void *d, const void *s, size_t b), (c, d, s, b))
-TAP(memset_zero, (f8_ctx * c, void *d, size_t b), (c, d, b))
-TAP(fill_f32, (f8_ctx * c, float *d, float v, int64_t n), (c, d, v, n))
-TAP(cast, (f8_ctx * c, const f8i_cast_args *a), (c, a))
-TAP(convert, (f8_ctx * c, const void *s, f8_dtype sd, const float *si, void *d, f8_dtype dd, int64_t n),
-    (c, s, sd, si, d, dd, n))
-TAP(transpose_u8, (f8_ctx * c, const uint8_t *s, uint8_t *d, int64_t r, int64_t k, const float *f), (c, s, d, r, k, f))
-TAP(reciprocal, (f8_ctx * c, const float *s, float *d, const float *f), (c, s, d, f))
-TAP(add, (f8_ctx * c, void *d, const void *s, f8_dtype t, int64_t n), (c, d, s, t, n))
-TAP(scale_update, (f8_ctx * c, const f8i_scale_update_args *a), (c, a))
-TAP(norm_fwd, (f8_ctx * c, const f8i_norm_fwd_args *a), (c, a))
-TAP(norm_bwd, (f8_ctx * c, const f8i_norm_bwd_args *a), (c, a))
-TAP(act_fwd, (f8_ctx * c, const f8i_act_fwd_args *a), (c, a))
-TAP(act_bwd, (f8_ctx * c, const f8i_act_bwd_args *a), (c, a))
-
-static f8_status tap_gemm(f8_ctx *c, const f8i_gemm_args *a)
+/* Every work op through the filter; GEMMs counted and recorded. */
+static f8_status tap_run(f8_ctx *c, f8i_op_kind kind, const void *args)
 {
     if (!tap_pass()) return F8_OK;
-    g_tap.gemm_calls++;
-    if (g_tap.nrec < MAX_REC) g_tap.rec[g_tap.nrec++] = *a;
-    return g_tap.real->gemm(c, a);
+    if (kind == F8I_OP_GEMM) {
+        g_tap.gemm_calls++;
+        if (g_tap.nrec < MAX_REC) g_tap.rec[g_tap.nrec++] = *(const f8i_gemm_args *)args;
+    }
+    return g_tap.real->run(c, kind, args);
 }
 
 static void tap_install(f8_ctx *ctx, int period, int keep)
 {
     g_tap.real = ctx->be;
     g_tap.table = *ctx->be;
-    f8i_backend *t = &g_tap.table;
-    t->copy = tap_copy, t->memset_zero = tap_memset_zero, t->fill_f32 = tap_fill_f32, t->cast = tap_cast;
-    t->convert = tap_convert, t->transpose_u8 = tap_transpose_u8, t->reciprocal = tap_reciprocal, t->add = tap_add;
-    t->gemm = tap_gemm, t->scale_update = tap_scale_update, t->norm_fwd = tap_norm_fwd, t->norm_bwd = tap_norm_bwd;
-    t->act_fwd = tap_act_fwd, t->act_bwd = tap_act_bwd;
+    g_tap.table.run = tap_run;
     g_tap.op = 0, g_tap.period = period, g_tap.keep = keep, g_tap.gemm_calls = 0, g_tap.nrec = 0;
-    ctx->be = t;
+    ctx->be = &g_tap.table;
 }
 
 static void tap_remove(f8_ctx *ctx) { ctx->be = g_tap.real; }
@@ -117,7 +99,7 @@ static int g_nlt;
 
 static double lt_floor(void *stream, const f8i_gemm_args *g)
 {
-    const int fp8 = g->a_dtype == F8_DTYPE_E4M3 || g->a_dtype == F8_DTYPE_E5M2;
+    const int fp8 = f8i_dtype_is_fp8(g->a_dtype);
     for (int i = 0; i < g_nlt; i++)
         if (g_lt[i].m == g->m && g_lt[i].n == g->n && g_lt[i].k == g->k && g_lt[i].fp8 == fp8) return g_lt[i].host_us;
     const f8_dtype ab = fp8 ? F8_DTYPE_E4M3 : F8_DTYPE_BF16;

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 
 #include "bench_util.h"
+#include "core/dtype.h"
 
 /* grid 1, block 1: nothing; its launch is the whole cost. */
 static __global__ void empty_kernel(void) {}
@@ -112,7 +113,7 @@ extern "C" int bench_lt_create(const bench_lt_config *c, void *stream, bench_lt 
     if (!lt) return 1;
     *out = lt;
     lt->stream = (cudaStream_t)stream;
-    const int fp8 = c->ab_dtype == F8_DTYPE_E4M3 || c->ab_dtype == F8_DTYPE_E5M2;
+    const int fp8 = f8i_dtype_is_fp8(c->ab_dtype);
     const uint64_t m = (uint64_t)c->m, n = (uint64_t)c->n, k = (uint64_t)c->k;
     LT_TRY(cublasLtCreate(&lt->handle));
     LT_TRY(cublasLtMatmulDescCreate(&lt->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));

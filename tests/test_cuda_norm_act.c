@@ -54,6 +54,7 @@
 
 #include "check.h"
 #include "core/f8i.h"
+#include "core/ops.h"
 
 enum { CPU = 0, GPU = 1 };
 
@@ -407,7 +408,7 @@ static void run_norm_fwd(env *e, const norm_case *nc)
                                .scale_inv = fp8 ? sinv.p[k] : NULL,
                                .mu = nc->stats && !nc->rms ? mu.p[k] : NULL, .rsigma = nc->stats ? rs.p[k] : NULL,
                                .variant = i == 2 && nc->variant == NORM_FIT ? 1 : nc->variant};
-        CHECK_OK(ctx, ctx->be->norm_fwd(ctx, &a));
+        CHECK_OK(ctx, f8i_op_norm_fwd(ctx, &a));
         if (i == 1 && nc->variant > 0) { /* the first GPU run's bits, before the re-run overwrites them */
             y0 = xmalloc(n * ysz + 1), mu0 = xmalloc((size_t)R * 4 + 4), rs0 = xmalloc((size_t)R * 4 + 4);
             dual_get(e, &y, GPU, y0);
@@ -576,8 +577,9 @@ static void run_norm_bwd(env *e, const normb_case *nc)
                                .mu = nc->rms ? NULL : mu.p[i], .rsigma = rs.p[i], .gamma = gamma.p[i],
                                .param_dtype = nc->param, .rms = nc->rms, .zero_centered = nc->zc,
                                .dx = want_dx ? dx.p[i] : NULL, .dx_dtype = dxt, .dgamma = dg.p[i],
-                               .dbeta = nc->with_dbeta && !nc->rms ? db.p[i] : NULL, .accumulate = nc->accumulate};
-        CHECK_OK(ctx, ctx->be->norm_bwd(ctx, &a));
+                               .dbeta = nc->with_dbeta && !nc->rms ? db.p[i] : NULL, .accumulate = nc->accumulate,
+                               .workspace = ctx->scratch, .workspace_bytes = ctx->scratch_bytes};
+        CHECK_OK(ctx, f8i_op_norm_bwd(ctx, &a));
     }
     /* float64 reference from the float mu/rsigma both backends read */
     double *rdx = xmalloc(n * 8 + 8), *rdg = xmalloc((size_t)C * 8 + 8), *rdb = xmalloc((size_t)C * 8 + 8);
@@ -720,7 +722,7 @@ static void run_act_fwd(env *e, const act_case *ac)
                               .y_dtype = ac->y, .y_t = ac->fwd_t ? (uint8_t *)yt.p[i] : NULL,
                               .scale = fp8 ? sc.p[i] : NULL, .amax = fp8 ? amax.p[i] : NULL,
                               .scale_inv = fp8 ? sinv.p[i] : NULL};
-        CHECK_OK(ctx, ctx->be->act_fwd(ctx, &a));
+        CHECK_OK(ctx, f8i_op_act_fwd(ctx, &a));
     }
     if (ac->fwd_t) { /* each backend's transposed codes are its own codes, transposed */
         uint8_t *hc = xmalloc(n + 1), *ht = xmalloc(n + 1);
@@ -788,8 +790,9 @@ static void run_act_bwd(env *e, const act_case *ac)
                               .out = cast ? out.p[i] : NULL, .out_t = ac->with_t ? out_t.p[i] : NULL,
                               .out_dtype = odt, .scale = sc.p[i], .amax = ac->with_amax ? amax.p[i] : NULL,
                               .scale_inv = ac->with_sinv ? sinv.p[i] : NULL, .dbias = ac->dbias ? db.p[i] : NULL,
-                              .dbias_dtype = bdt, .dbias_accumulate = ac->dbias_acc};
-        CHECK_OK(ctx, ctx->be->act_bwd(ctx, &a));
+                              .dbias_dtype = bdt, .dbias_accumulate = ac->dbias_acc,
+                              .workspace = ctx->scratch, .workspace_bytes = ctx->scratch_bytes};
+        CHECK_OK(ctx, f8i_op_act_bwd(ctx, &a));
     }
     void *hdx[2] = {xmalloc(dxb + 4), xmalloc(dxb + 4)}, *hdb[2] = {xmalloc(bb + 4), xmalloc(bb + 4)};
     uint8_t *ho[2] = {xmalloc(ni + 4), xmalloc(ni + 4)}, *hot[2] = {xmalloc(ni + 4), xmalloc(ni + 4)};
@@ -954,8 +957,9 @@ static void fast_norm_bwd(env *e, shape sh, int rms, f8_dtype dyt, f8_dtype dxt)
         f8i_norm_bwd_args a = {.dy = dy.p, .dy_dtype = dyt, .x = x.p, .x_dtype = F8_DTYPE_BF16, .rows = R, .cols = C,
                                .mu = rms ? NULL : mu.p, .rsigma = rs.p, .gamma = g.p,
                                .param_dtype = F8_DTYPE_BF16, .rms = rms, .dx = dx.p, .dx_dtype = dxt,
-                               .dgamma = dg.p, .dbeta = rms ? NULL : db.p};
-        CHECK_OK(ctx, ctx->be->norm_bwd(ctx, &a));
+                               .dgamma = dg.p, .dbeta = rms ? NULL : db.p,
+                               .workspace = ctx->scratch, .workspace_bytes = ctx->scratch_bytes};
+        CHECK_OK(ctx, f8i_op_norm_bwd(ctx, &a));
         out[k][0] = gbuf_get(e, &dx, n * xs), out[k][1] = gbuf_get(e, &dg, (size_t)C * 2);
         out[k][2] = gbuf_get(e, &db, (size_t)C * 2);
         gbuf all[] = {x, dy, dx, g, mu, rs, dg, db};
@@ -991,8 +995,9 @@ static void fast_act_bwd(env *e, shape sh, f8_activation act, f8_dtype dyt, f8_d
         f8_ctx *ctx = e->ctx[GPU];
         f8i_act_bwd_args a = {.act = act, .x = x.p, .x_dtype = F8_DTYPE_BF16, .dy = dy.p, .dy_dtype = dyt,
                               .rows = R, .cols = C, .out = o.p, .out_t = ot.p, .out_dtype = odt, .scale = sc.p,
-                              .amax = am.p, .scale_inv = si.p, .dbias = db.p, .dbias_dtype = F8_DTYPE_FP32};
-        CHECK_OK(ctx, ctx->be->act_bwd(ctx, &a));
+                              .amax = am.p, .scale_inv = si.p, .dbias = db.p, .dbias_dtype = F8_DTYPE_FP32,
+                              .workspace = ctx->scratch, .workspace_bytes = ctx->scratch_bytes};
+        CHECK_OK(ctx, f8i_op_act_bwd(ctx, &a));
         out[k][0] = gbuf_get(e, &o, ni), out[k][1] = gbuf_get(e, &ot, ni);
         out[k][2] = gbuf_get(e, &db, (size_t)Ci * 4), out[k][3] = gbuf_get(e, &am, 4);
         float sinv = 0.0f;
@@ -1036,9 +1041,9 @@ int main(void)
     int rc = test_ctx_pair(name, NULL, e.ctx);
     if (rc) return rc;
 
-    /* The ops reduce over rows (dgamma/dbeta, dbias) in ctx scratch that a
-     * module reserves when created; this test calls the backend directly, so
-     * it reserves for its largest case (2048 rows, 8192 gated columns). */
+    /* The ops reduce over rows (dgamma/dbeta, dbias) in their args'
+     * workspace; this test passes the ctx scratch, reserved for its largest
+     * case (2048 rows, 8192 gated columns). */
     for (int i = 0; i < 2; i++)
         CHECK_OK(e.ctx[i], f8i_scratch_reserve(e.ctx[i], f8i_reduce_workspace_bytes(2333, 8192)));
 

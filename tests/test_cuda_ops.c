@@ -20,6 +20,7 @@
 
 #include "check.h"
 #include "core/f8i.h"
+#include "core/ops.h"
 
 enum { CPU = 0, GPU = 1 };
 
@@ -311,7 +312,8 @@ static void run_cast(env *e, const cast_case *cc)
                                .amax = cc->with_amax ? amax.p[i] : NULL,
                                .scale_inv = cc->with_scale_inv ? sinv.p[i] : NULL,
                                .dbias = cc->dbias ? dbias.p[i] : NULL, .dbias_dtype = cc->dbias_dtype,
-                               .dbias_accumulate = cc->dbias_acc, .noop = cc->noop_ptr ? noop.p[i] : NULL};
+                               .dbias_accumulate = cc->dbias_acc, .noop = cc->noop_ptr ? noop.p[i] : NULL,
+                               .workspace = e->ctx[i]->scratch, .workspace_bytes = e->ctx[i]->scratch_bytes};
     }
 
     cast_out o[2], poison;
@@ -325,7 +327,7 @@ static void run_cast(env *e, const cast_case *cc)
     memcpy(poison.dbias, dbias0, dbytes);
 
     cast_poison(e, &out, &out_t, &amax, &sinv, &dbias, dbias0);
-    for (int i = 0; i < 2; i++) CHECK_OK(e->ctx[i], e->ctx[i]->be->cast(e->ctx[i], &a[i]));
+    for (int i = 0; i < 2; i++) CHECK_OK(e->ctx[i], f8i_op_cast(e->ctx[i], &a[i]));
     for (int i = 0; i < 2; i++) cast_get(e, i, &out, &out_t, &amax, &sinv, &dbias, &o[i]);
 
     /* Host expectation: codes = fp8(v * scale) per element (FP32 multiply),
@@ -367,7 +369,7 @@ static void run_cast(env *e, const cast_case *cc)
     twin_put(e, &noop, &one);
     for (int i = 0; i < 2; i++) a[i].noop = noop.p[i];
     cast_poison(e, &out, &out_t, &amax, &sinv, &dbias, dbias0);
-    for (int i = 0; i < 2; i++) CHECK_OK(e->ctx[i], e->ctx[i]->be->cast(e->ctx[i], &a[i]));
+    for (int i = 0; i < 2; i++) CHECK_OK(e->ctx[i], f8i_op_cast(e->ctx[i], &a[i]));
     for (int i = 0; i < 2; i++) {
         cast_get(e, i, &out, &out_t, &amax, &sinv, &dbias, &o[i]);
         CHECK(first_diff(o[i].out, poison.out, n) == n && first_diff(o[i].out_t, poison.out_t, n) == n &&
@@ -457,7 +459,7 @@ static void run_transpose(env *e, int64_t rows, int64_t cols)
         twin_put(e, &d, poison);
         for (int i = 0; i < 2; i++) {
             f8_ctx *ctx = e->ctx[i];
-            CHECK_OK(ctx, ctx->be->transpose_u8(ctx, s.p[i], d.p[i], rows, cols, pass ? flag.p[i] : NULL));
+            CHECK_OK(ctx, f8i_op_transpose_u8(ctx, s.p[i], d.p[i], rows, cols, pass ? flag.p[i] : NULL));
             twin_get(e, &d, i, got);
             size_t k = first_diff(got, pass == 2 ? poison : want, n);
             CHECK(k == n, "transpose_u8 [%lld,%lld] pass %d: %s byte %zu differs", (long long)rows, (long long)cols,
@@ -476,7 +478,7 @@ static void convert_expect(const void *src, f8_dtype sd, float sinv, f8_dtype dd
 {
     for (size_t i = 0; i < n; i++) {
         float v;
-        if (sd == F8_DTYPE_E4M3 || sd == F8_DTYPE_E5M2)
+        if (f8i_dtype_is_fp8(sd))
             v = f8_fp8_to_float(((const uint8_t *)src)[i], sd) * sinv;
         else
             v = load_elem(src, sd, i);
@@ -488,7 +490,7 @@ static void run_convert(env *e, f8_dtype sd, f8_dtype dd, float sinv, size_t n)
 {
     const size_t ss = f8_dtype_size(sd), ds = f8_dtype_size(dd);
     void *src = xmalloc(n * ss), *want = xmalloc(n * ds), *got = xmalloc(n * ds), *poison = xmalloc(n * ds);
-    int fp8 = sd == F8_DTYPE_E4M3 || sd == F8_DTYPE_E5M2;
+    int fp8 = f8i_dtype_is_fp8(sd);
     for (size_t i = 0; i < n; i++) {
         uint64_t u = rng_u64(&e->rng);
         if (fp8) {
@@ -512,7 +514,7 @@ static void run_convert(env *e, f8_dtype sd, f8_dtype dd, float sinv, size_t n)
     twin s = twin_new(e, n * ss, src), d = twin_new(e, n * ds, poison), si = twin_new(e, 4, &sinv);
     for (int i = 0; i < 2; i++) {
         f8_ctx *ctx = e->ctx[i];
-        CHECK_OK(ctx, ctx->be->convert(ctx, s.p[i], sd, fp8 ? si.p[i] : NULL, d.p[i], dd, (int64_t)n));
+        CHECK_OK(ctx, f8i_op_convert(ctx, s.p[i], sd, fp8 ? si.p[i] : NULL, d.p[i], dd, (int64_t)n));
         twin_get(e, &d, i, got);
         size_t k = dd == F8_DTYPE_FP32 ? first_diff_f32(got, want, n, nan_any) : first_diff_bf16(got, want, n, nan_any);
         CHECK(k == n, "convert %s->%s n %zu scale_inv %g: %s element %zu = 0x%08x, want 0x%08x", f8_dtype_name(sd),
@@ -560,7 +562,7 @@ static void test_small_ops(env *e)
             float want = noop ? poison : 1.0f / recips[k];
             for (int i = 0; i < 2; i++) {
                 float got = 0;
-                CHECK_OK(e->ctx[i], e->ctx[i]->be->reciprocal(e->ctx[i], src.p[i], dst.p[i], flag.p[i]));
+                CHECK_OK(e->ctx[i], f8i_op_reciprocal(e->ctx[i], src.p[i], dst.p[i], flag.p[i]));
                 twin_get(e, &dst, i, &got);
                 CHECK(fbits(got) == fbits(want), "reciprocal(%g) noop %d: %s gives %g, want %g", recips[k], noop,
                       i == CPU ? "cpu" : "cuda", got, want);
@@ -583,7 +585,7 @@ static void test_small_ops(env *e)
             }
             twin ta = twin_new(e, n * es, a), tb = twin_new(e, n * es, b);
             for (int i = 0; i < 2; i++) {
-                CHECK_OK(e->ctx[i], e->ctx[i]->be->add(e->ctx[i], ta.p[i], tb.p[i], dt, (int64_t)n));
+                CHECK_OK(e->ctx[i], f8i_op_add(e->ctx[i], ta.p[i], tb.p[i], dt, (int64_t)n));
                 twin_get(e, &ta, i, got);
                 size_t k = di ? first_diff_bf16(got, want, n, 1) : first_diff_f32(got, want, n, 1);
                 CHECK(k == n, "add %s n %zu: %s element %zu differs", f8_dtype_name(dt), n, i == CPU ? "cpu" : "cuda", k);
@@ -592,13 +594,13 @@ static void test_small_ops(env *e)
             for (int i = 0; i < 2; i++) {
                 f8_ctx *ctx = e->ctx[i];
                 size_t nf = n * es / 4;
-                CHECK_OK(ctx, ctx->be->fill_f32(ctx, ta.p[i], -3.25f, (int64_t)nf));
-                CHECK_OK(ctx, ctx->be->copy(ctx, tb.p[i], ta.p[i], nf * 4));
+                CHECK_OK(ctx, f8i_op_fill_f32(ctx, ta.p[i], -3.25f, (int64_t)nf));
+                CHECK_OK(ctx, f8i_op_copy(ctx, tb.p[i], ta.p[i], nf * 4));
                 twin_get(e, &tb, i, got);
                 int ok = 1;
                 for (size_t j = 0; j < nf; j++) ok &= ((float *)got)[j] == -3.25f;
                 CHECK(ok, "fill_f32 + copy n %zu: %s wrong", nf, i == CPU ? "cpu" : "cuda");
-                CHECK_OK(ctx, ctx->be->memset_zero(ctx, tb.p[i], n * es));
+                CHECK_OK(ctx, f8i_op_memset_zero(ctx, tb.p[i], n * es));
                 twin_get(e, &tb, i, got);
                 ok = 1;
                 for (size_t j = 0; j < n * es; j++) ok &= ((uint8_t *)got)[j] == 0;
@@ -684,7 +686,7 @@ static void run_scale_update(env *e, int L, f8_amax_algo algo, int margin, float
         f8_ctx *ctx = e->ctx[i];
         f8i_scale_update_args a = {.history = th.p[i], .ld = ld, .history_len = L, .count = count, .scale = ts.p[i],
                                    .scale_inv = ti.p[i], .scaled_max = scaled_max, .algo = algo};
-        CHECK_OK(ctx, ctx->be->scale_update(ctx, &a));
+        CHECK_OK(ctx, f8i_op_scale_update(ctx, &a));
         twin_get(e, &th, i, got_h);
         twin_get(e, &ts, i, got_s);
         twin_get(e, &ti, i, got_i);
@@ -744,7 +746,6 @@ typedef struct gemm_case {
     int has_bias, a_trans, b_trans, accumulate, split;
 } gemm_case;
 
-static int is_fp8(f8_dtype t) { return t == F8_DTYPE_E4M3 || t == F8_DTYPE_E5M2; }
 
 /* Operand host data: FP8 codes of N(0,1)·8 (so that scale_inv matters), or
  * N(0,1) in FP32/BF16. */
@@ -753,7 +754,7 @@ static void *gen_operand(test_rng *r, f8_dtype dt, size_t n)
     void *p = xmalloc(n * f8_dtype_size(dt));
     for (size_t i = 0; i < n; i++) {
         float v = (float)rng_normal(r);
-        if (is_fp8(dt))
+        if (f8i_dtype_is_fp8(dt))
             ((uint8_t *)p)[i] = f8_fp8_from_float(v * 8.0f, dt);
         else
             store_elem(p, dt, i, v);
@@ -785,21 +786,23 @@ static void run_gemm(env *e, const gemm_case *g)
     void *raw = xmalloc(nd * ds);
     for (int i = 0; i < 2; i++) {
         f8_ctx *ctx = e->ctx[i];
-        int fp8 = is_fp8(g->a);
+        int fp8 = f8i_dtype_is_fp8(g->a);
         f8i_gemm_args a = {.m = g->m, .n = g->n, .k = g->k, .a = ta.p[i], .a_dtype = g->a, .a_trans = g->a_trans,
                            .a_scale_inv = fp8 ? tsa.p[i] : NULL, .b = tb.p[i], .b_dtype = g->b,
                            .b_trans = g->b_trans, .b_scale_inv = fp8 ? tsb.p[i] : NULL, .d = td.p[i],
                            .d_dtype = g->d, .accumulate = g->accumulate, .bias = g->has_bias ? tbias.p[i] : NULL,
                            .bias_dtype = g->bias, .split_accum = g->split};
-        CHECK_OK(ctx, ctx->be->gemm(ctx, &a));
+        CHECK_OK(ctx, f8i_op_gemm(ctx, &a));
         twin_get(e, &td, i, raw);
         for (size_t j = 0; j < nd; j++) got[i][j] = load_elem(raw, g->d, j);
     }
     if (nd) {
         double *ref = xmalloc(nd * sizeof(double));
         for (size_t j = 0; j < nd; j++) ref[j] = got[CPU][j];
-        int cls = g->d == F8_DTYPE_BF16 ? 2 : (is_fp8(g->a) && !g->split ? 1 : 0);
-        double tol = cls == 2 ? TOL_BF16_D : (cls == 1 ? TOL_FAST_ACC : is_fp8(g->a) ? TOL_FP8_SPLIT : TOL_FP32_ACC);
+        int cls = g->d == F8_DTYPE_BF16 ? 2 : (f8i_dtype_is_fp8(g->a) && !g->split ? 1 : 0);
+        double tol = cls == 2   ? TOL_BF16_D
+                     : cls == 1 ? TOL_FAST_ACC
+                     : f8i_dtype_is_fp8(g->a) ? TOL_FP8_SPLIT : TOL_FP32_ACC;
         double err = rel_error(got[GPU], ref, nd);
         if (err / tol > e->worst[cls] || isnan(err)) e->worst[cls] = isnan(err) ? INFINITY : err / tol;
         CHECK(err <= tol, "%s: ||cuda-cpu||/||cpu|| = %.3g > %.1g", desc, err, tol);
@@ -871,10 +874,9 @@ int main(void)
     int rc = test_ctx_pair(name, NULL, e.ctx);
     if (rc) return rc;
 
-    /* A cast with dbias works in ctx scratch that modules reserve when they
-     * are created (CUDA: ceil(rows / 128)·cols·4 + 256 bytes, 0.5 MiB for the
-     * largest shape here); this test calls the backend directly, so it
-     * reserves with room to spare. */
+    /* A cast with dbias works in its args' workspace
+     * (f8i_reduce_workspace_bytes, 8 MiB for the largest shape here); this
+     * test passes the ctx scratch, reserved with room to spare. */
     for (int i = 0; i < 2; i++) CHECK_OK(e.ctx[i], f8i_scratch_reserve(e.ctx[i], (size_t)16 << 20));
 
     if (e.quick) printf("%s: F8_TEST_QUICK: large shapes left out\n", name);

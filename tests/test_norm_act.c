@@ -21,6 +21,7 @@
 
 #include "check.h"
 #include "core/f8i.h"
+#include "core/ops.h"
 
 /* ------------------------------------------------------------------------ */
 /* Helpers                                                                   */
@@ -247,7 +248,7 @@ static void test_norm_case(f8_ctx *ctx, test_rng *rng, const norm_case *nc)
         .param_dtype = nc->pdt, .rms = nc->rms, .zero_centered = nc->zc, .eps = nc->eps,
         .y = y32, .y_dtype = F8_DTYPE_FP32, .mu = mu, .rsigma = rs,
     };
-    CHECK_OK(ctx, ctx->be->norm_fwd(ctx, &fa));
+    CHECK_OK(ctx, f8i_op_norm_fwd(ctx, &fa));
 
     /* mu within half an FP32 ulp of the exact mean (+ a hair); rsigma rel 1e-6 (the
      * float add of eps, sqrtf and the division are a few ulps). */
@@ -276,7 +277,7 @@ static void test_norm_case(f8_ctx *ctx, test_rng *rng, const norm_case *nc)
     fa.y = ybf;
     fa.y_dtype = F8_DTYPE_BF16;
     fa.mu = fa.rsigma = NULL; /* optional */
-    CHECK_OK(ctx, ctx->be->norm_fwd(ctx, &fa));
+    CHECK_OK(ctx, f8i_op_norm_fwd(ctx, &fa));
     int64_t bf_bad = 0;
     for (int64_t i = 0; i < n; i++) bf_bad += ybf[i] != f8_bf16_from_float(y32[i]);
     CHECK(bf_bad == 0, "%s y bf16: %lld values differ from bf16(y fp32)", name, (long long)bf_bad);
@@ -293,7 +294,7 @@ static void test_norm_case(f8_ctx *ctx, test_rng *rng, const norm_case *nc)
         fa.scale = &scale;
         fa.amax = f ? NULL : &amax;
         fa.scale_inv = f ? NULL : &sinv;
-        CHECK_OK(ctx, ctx->be->norm_fwd(ctx, &fa));
+        CHECK_OK(ctx, f8i_op_norm_fwd(ctx, &fa));
         check_fp8(name, y8, y32, vref, vtol, n, dt, scale, 1.0f / scale);
         if (!f) {
             CHECK(fbits(amax) == fbits(fmaxf(0.125f, ymax)), "%s amax %.9g, want %.9g", name, amax,
@@ -323,17 +324,20 @@ static void test_norm_case(f8_ctx *ctx, test_rng *rng, const norm_case *nc)
     const f8_dtype dxdt = nc->xdt;
     void *dx = zalloc((size_t)n * f8_dtype_size(dxdt));
     void *dgamma = zalloc((size_t)cols * f8_dtype_size(nc->pdt)), *dbeta = zalloc((size_t)cols * f8_dtype_size(nc->pdt));
+    const size_t wsb = f8i_reduce_workspace_bytes(rows, cols);
+    void *ws = zalloc(wsb);
     f8i_norm_bwd_args ba = {
         .dy = dy, .dy_dtype = nc->xdt, .x = x, .x_dtype = nc->xdt, .rows = rows, .cols = cols, .mu = mu,
         .rsigma = rs, .gamma = gamma, .param_dtype = nc->pdt, .rms = nc->rms, .zero_centered = nc->zc,
         .dx = dx, .dx_dtype = dxdt, .dgamma = dgamma, .dbeta = nc->rms ? NULL : dbeta, .accumulate = 0,
+        .workspace = ws, .workspace_bytes = wsb,
     };
     /* Garbage first: accumulate = 0 must overwrite it. */
     for (int64_t c = 0; c < cols; c++) {
         if (nc->pdt == F8_DTYPE_BF16) ((uint16_t *)dgamma)[c] = ((uint16_t *)dbeta)[c] = 0x4120;
         else ((float *)dgamma)[c] = ((float *)dbeta)[c] = 10.0f;
     }
-    CHECK_OK(ctx, ctx->be->norm_bwd(ctx, &ba));
+    CHECK_OK(ctx, f8i_op_norm_bwd(ctx, &ba));
 
     /* dx against the contract: 1e-6 of S (FP32 steps of a few ulps each); BF16 adds
      * the final rounding (2^-8 relative at most; 2^-7 allowed). dgamma/dbeta likewise with Σ|dy·xhat|, Σ|dy|. */
@@ -439,12 +443,12 @@ static void test_norm_case(f8_ctx *ctx, test_rng *rng, const norm_case *nc)
         ba.dgamma = acc_g;
         ba.dbeta = nc->rms ? NULL : acc_b;
         ba.accumulate = 1;
-        CHECK_OK(ctx, ctx->be->norm_bwd(ctx, &ba));
+        CHECK_OK(ctx, f8i_op_norm_bwd(ctx, &ba));
         ba.dx = NULL;
         ba.dbeta = NULL;
         void *acc_g2 = typed(prevd, cols, nc->pdt);
         ba.dgamma = acc_g2;
-        CHECK_OK(ctx, ctx->be->norm_bwd(ctx, &ba));
+        CHECK_OK(ctx, f8i_op_norm_bwd(ctx, &ba));
         CHECK(memcmp(acc_g, acc_g2, pb) == 0, "%s dgamma differs with dx and dbeta NULL", name);
         int64_t bad = 0;
         for (int64_t c = 0; c < cols; c++) {
@@ -470,7 +474,7 @@ static void test_norm_case(f8_ctx *ctx, test_rng *rng, const norm_case *nc)
     free(xd), free(dyd), free(gam), free(bet), free(g), free(x), free(dy), free(gamma), free(beta);
     free(vref), free(vtol), free(muref), free(rsref), free(y32), free(mu), free(rs), free(ybf);
     free(dxref), free(mag), free(dxex), free(magex), free(dgref), free(dbref), free(dgmag);
-    free(dx), free(dgamma), free(dbeta);
+    free(dx), free(dgamma), free(dbeta), free(ws);
 }
 
 /* rows = 0: FP8 y writes only scale_inv; the backward overwrites dgamma/dbeta with 0
@@ -484,7 +488,7 @@ static void test_norm_empty(f8_ctx *ctx)
         .param_dtype = F8_DTYPE_FP32, .eps = 1e-5f, .y = &y, .y_dtype = F8_DTYPE_E4M3, .scale = &scale,
         .amax = &amax, .scale_inv = &sinv, .mu = &mu, .rsigma = &rs,
     };
-    CHECK_OK(ctx, ctx->be->norm_fwd(ctx, &fa));
+    CHECK_OK(ctx, f8i_op_norm_fwd(ctx, &fa));
     CHECK(y == 0xAB && amax == 0.5f && mu == 7 && rs == 7, "norm rows=0 wrote more than scale_inv");
     CHECK(sinv == 0.25f, "norm rows=0: scale_inv %g", sinv);
 
@@ -494,10 +498,10 @@ static void test_norm_empty(f8_ctx *ctx)
         .mu = &mu, .rsigma = &rs, .gamma = gamma, .param_dtype = F8_DTYPE_FP32, .dx = NULL,
         .dx_dtype = F8_DTYPE_FP32, .dgamma = dg, .dbeta = db, .accumulate = 1,
     };
-    CHECK_OK(ctx, ctx->be->norm_bwd(ctx, &ba));
+    CHECK_OK(ctx, f8i_op_norm_bwd(ctx, &ba));
     CHECK(dg[0] == 5 && dg[2] == 5 && db[1] == 5, "norm bwd rows=0 accumulate changed the gradients");
     ba.accumulate = 0;
-    CHECK_OK(ctx, ctx->be->norm_bwd(ctx, &ba));
+    CHECK_OK(ctx, f8i_op_norm_bwd(ctx, &ba));
     CHECK(dg[0] == 0 && dg[2] == 0 && db[1] == 0, "norm bwd rows=0 overwrite: %g %g %g", dg[0], dg[2], db[1]);
 }
 
@@ -603,7 +607,7 @@ static void test_act_case(f8_ctx *ctx, test_rng *rng, f8_activation act, f8_dtyp
     float *y32 = zalloc((size_t)n * sizeof(float));
     f8i_act_fwd_args fa = {.act = act, .x = x, .x_dtype = xdt, .rows = rows, .cols = cols, .y = y32,
                            .y_dtype = F8_DTYPE_FP32};
-    CHECK_OK(ctx, ctx->be->act_fwd(ctx, &fa));
+    CHECK_OK(ctx, f8i_op_act_fwd(ctx, &fa));
     cmp cy = {0};
     for (int64_t i = 0; i < n; i++) cmp_add(&cy, W_ACT_FWD, i, y32[i], vref[i], vtol[i]);
     CHECK_CMP(cy, "fwd fp32", name);
@@ -612,7 +616,7 @@ static void test_act_case(f8_ctx *ctx, test_rng *rng, f8_activation act, f8_dtyp
     uint16_t *ybf = zalloc((size_t)n * 2);
     fa.y = ybf;
     fa.y_dtype = F8_DTYPE_BF16;
-    CHECK_OK(ctx, ctx->be->act_fwd(ctx, &fa));
+    CHECK_OK(ctx, f8i_op_act_fwd(ctx, &fa));
     int64_t bf_bad = 0;
     for (int64_t i = 0; i < n; i++) bf_bad += ybf[i] != f8_bf16_from_float(y32[i]);
     CHECK(bf_bad == 0, "%s fwd bf16: %lld values differ from bf16(y fp32)", name, (long long)bf_bad);
@@ -629,7 +633,7 @@ static void test_act_case(f8_ctx *ctx, test_rng *rng, f8_activation act, f8_dtyp
         fa.scale = &scale;
         fa.amax = f ? NULL : &amax;
         fa.scale_inv = f ? NULL : &sinv;
-        CHECK_OK(ctx, ctx->be->act_fwd(ctx, &fa));
+        CHECK_OK(ctx, f8i_op_act_fwd(ctx, &fa));
         check_fp8(name, y8, y32, vref, vtol, n, dt, scale, 1.0f / scale);
         if (!f) {
             CHECK(fbits(amax) == fbits(fmaxf(0.125f, ymax)), "%s amax %.9g, want %.9g", name, amax,
@@ -643,7 +647,7 @@ static void test_act_case(f8_ctx *ctx, test_rng *rng, f8_activation act, f8_dtyp
         fa.y = y8b;
         fa.y_t = y8t;
         fa.amax = &amax2;
-        CHECK_OK(ctx, ctx->be->act_fwd(ctx, &fa));
+        CHECK_OK(ctx, f8i_op_act_fwd(ctx, &fa));
         int64_t t_bad = 0;
         for (int64_t r = 0; r < rows; r++)
             for (int64_t c = 0; c < cols; c++)
@@ -658,7 +662,7 @@ static void test_act_case(f8_ctx *ctx, test_rng *rng, f8_activation act, f8_dtyp
     float *dx32 = zalloc((size_t)nin * sizeof(float));
     f8i_act_bwd_args ba = {.act = act, .x = x, .x_dtype = xdt, .dy = dy, .dy_dtype = xdt, .rows = rows,
                            .cols = cols, .dx = dx32, .dx_dtype = F8_DTYPE_FP32};
-    CHECK_OK(ctx, ctx->be->act_bwd(ctx, &ba));
+    CHECK_OK(ctx, f8i_op_act_bwd(ctx, &ba));
     cmp cd = {0}, cfd = {0}, cfdref = {0};
     for (int64_t i = 0; i < nin; i++) {
         cmp_add(&cd, W_ACT_BWD, i, dx32[i], dref[i], dtol[i]);
@@ -675,7 +679,7 @@ static void test_act_case(f8_ctx *ctx, test_rng *rng, f8_activation act, f8_dtyp
     uint16_t *dxbf = zalloc((size_t)nin * 2);
     ba.dx = dxbf;
     ba.dx_dtype = F8_DTYPE_BF16;
-    CHECK_OK(ctx, ctx->be->act_bwd(ctx, &ba));
+    CHECK_OK(ctx, f8i_op_act_bwd(ctx, &ba));
     bf_bad = 0;
     for (int64_t i = 0; i < nin; i++) bf_bad += dxbf[i] != f8_bf16_from_float(dx32[i]);
     CHECK(bf_bad == 0, "%s bwd bf16: %lld values differ from bf16(dx fp32)", name, (long long)bf_bad);
@@ -693,6 +697,8 @@ static void test_act_case(f8_ctx *ctx, test_rng *rng, f8_activation act, f8_dtyp
         double *bias0 = xmalloc((size_t)cin * sizeof(double));
         for (int64_t c = 0; c < cin; c++) bias0[c] = rng_normal(rng);
         void *db1 = typed(bias0, cin, bdt), *db2 = typed(bias0, cin, bdt);
+        const size_t wsb = f8i_reduce_workspace_bytes(rows, cin);
+        void *ws = zalloc(wsb);
         float am1 = 0.25f, am2 = 0.25f, si1 = -1, si2 = -1;
         ba.dx = variant < 2 ? (void *)dxbf : NULL;
         ba.dx_dtype = F8_DTYPE_BF16;
@@ -705,11 +711,14 @@ static void test_act_case(f8_ctx *ctx, test_rng *rng, f8_activation act, f8_dtyp
         ba.dbias = db1;
         ba.dbias_dtype = bdt;
         ba.dbias_accumulate = acc;
-        CHECK_OK(ctx, ctx->be->act_bwd(ctx, &ba));
+        ba.workspace = ws;
+        ba.workspace_bytes = wsb;
+        CHECK_OK(ctx, f8i_op_act_bwd(ctx, &ba));
         f8i_cast_args ca = {.src = dx32, .src_dtype = F8_DTYPE_FP32, .rows = rows, .cols = cin, .out_dtype = odt,
                             .out = o2, .out_t = t2, .scale = &scale, .amax = &am2, .scale_inv = &si2,
-                            .dbias = db2, .dbias_dtype = bdt, .dbias_accumulate = acc, .noop = NULL};
-        CHECK_OK(ctx, ctx->be->cast(ctx, &ca));
+                            .dbias = db2, .dbias_dtype = bdt, .dbias_accumulate = acc, .noop = NULL,
+                            .workspace = ws, .workspace_bytes = wsb};
+        CHECK_OK(ctx, f8i_op_cast(ctx, &ca));
         CHECK(memcmp(o1, o2, (size_t)nin) == 0 && memcmp(t1, t2, (size_t)nin) == 0,
               "%s fused %s out/out_t differ from the cast of dx", name, f8_dtype_name(odt));
         CHECK(fbits(am1) == fbits(am2) && fbits(si1) == fbits(si2), "%s fused amax %.9g/%.9g scale_inv %.9g/%.9g",
@@ -721,7 +730,7 @@ static void test_act_case(f8_ctx *ctx, test_rng *rng, f8_activation act, f8_dtyp
             for (int64_t i = 0; i < nin; i++) bf_bad += dxbf[i] != f8_bf16_from_float(dx32[i]);
             CHECK(bf_bad == 0, "%s fused: dx beside the cast differs", name);
         }
-        free(o1), free(t1), free(o2), free(t2), free(bias0), free(db1), free(db2);
+        free(o1), free(t1), free(o2), free(t2), free(bias0), free(db1), free(db2), free(ws);
     }
 
     free(xd), free(dyd), free(x), free(dy), free(vref), free(vtol), free(dref), free(dtol), free(dfd);
@@ -735,14 +744,14 @@ static void test_act_empty(f8_ctx *ctx)
     uint8_t y = 0xAB, o = 0xAB;
     f8i_act_fwd_args fa = {.act = F8_ACT_SWIGLU, .x = &x, .x_dtype = F8_DTYPE_FP32, .rows = 0, .cols = 1,
                            .y = &y, .y_dtype = F8_DTYPE_E4M3, .scale = &scale, .amax = &amax, .scale_inv = &sinv};
-    CHECK_OK(ctx, ctx->be->act_fwd(ctx, &fa));
+    CHECK_OK(ctx, f8i_op_act_fwd(ctx, &fa));
     CHECK(y == 0xAB && amax == 0.5f && sinv == 0.125f, "act fwd rows=0: y %x amax %g scale_inv %g", y, amax, sinv);
     sinv = -1;
     f8i_act_bwd_args ba = {.act = F8_ACT_SWIGLU, .x = &x, .x_dtype = F8_DTYPE_FP32, .dy = &x,
                            .dy_dtype = F8_DTYPE_FP32, .rows = 0, .cols = 1, .dx = NULL, .out = &o,
                            .out_dtype = F8_DTYPE_E5M2, .scale = &scale, .amax = &amax, .scale_inv = &sinv,
                            .dbias = dbias, .dbias_dtype = F8_DTYPE_FP32, .dbias_accumulate = 0};
-    CHECK_OK(ctx, ctx->be->act_bwd(ctx, &ba));
+    CHECK_OK(ctx, f8i_op_act_bwd(ctx, &ba));
     CHECK(o == 0xAB && amax == 0.5f && sinv == 0.125f && dbias[0] == 3 && dbias[1] == 3,
           "act bwd rows=0 wrote more than scale_inv");
 }

@@ -4,7 +4,9 @@
  * memory (src/cpu, src/cuda).
  *
  * Design note. A module never knows which backend runs it: it fills an args
- * struct and calls ctx->be->op(ctx, &args). Each op has ONE contract, written
+ * struct and calls f8i_op_<name>(ctx, &args) (core/ops.h), which is
+ * ctx->be->run(ctx, F8I_OP_<KIND>, &args): every work op is a (kind, args)
+ * pair (F8I_OP_LIST below), so graph capture records any op alike. Each op has ONE contract, written
  * here, that both backends implement; casts, transposes, amax and scale
  * updates must agree bit for bit (the CPU backend is the oracle the GPU tests
  * compare against), GEMMs within a tolerance. All pointers are backend memory
@@ -102,7 +104,11 @@ typedef struct f8i_scale_update_args {
 
 /* The workspace an op that reduces over rows (cast's and act_bwd's dbias,
  * norm_bwd's dgamma/dbeta) takes in its args: one FP32 per column per 16-row
- * group, twice, rounded up; enough for every backend. */
+ * group, twice, rounded up. The one sizing formula: every backend needs at
+ * most this (the CUDA tile cast writes one partial row per 128-row tile,
+ * cast_tile.cuh; the norm backward two per block of >= 16 rows, norm_bwd.cu;
+ * the CPU column sums one double per column), each checks it before any
+ * work and fails with F8_ERR_STATE when the args give less. */
 static inline size_t f8i_reduce_workspace_bytes(int64_t rows, int64_t cols)
 {
     size_t b = (size_t)((rows + 15) / 16) * (size_t)cols * 2 * sizeof(float) + 512;
@@ -148,8 +154,8 @@ typedef struct f8i_norm_fwd_args {
  *   RMSNorm:   dx = rsigma · (gdy - xhat · mean_c(gdy · xhat))
  *   dgamma[c] (+)= Σ_rows dy · xhat;  dbeta[c] (+)= Σ_rows dy (LayerNorm; dbeta may be NULL)
  * dy, x FP32/BF16 [rows, cols]; dx FP32/BF16 (may be NULL); dgamma/dbeta in
- * param_dtype, accumulated when accumulate != 0 (else overwritten). May use
- * ctx->scratch[0, f8i_reduce_workspace_bytes(rows, cols)). */
+ * param_dtype, accumulated when accumulate != 0 (else overwritten). With
+ * dgamma or dbeta, workspace must hold f8i_reduce_workspace_bytes(rows, cols). */
 typedef struct f8i_norm_bwd_args {
     const void *dy;
     f8_dtype dy_dtype;
@@ -192,8 +198,8 @@ typedef struct f8i_act_fwd_args {
  *   plain: d = act'(x) · dy;  gated: d_a = act'(a)·b·dy, d_b = act(a)·dy.
  * Outputs, any subset: dx (FP32/BF16 [rows, cols_in]) stores d; and the fused
  * cast of d exactly as f8i_cast_args says (out [rows, cols_in], out_t
- * [cols_in, rows], *amax, *scale_inv, dbias [cols_in] with dbias_accumulate),
- * which may use ctx->scratch[0, f8i_reduce_workspace_bytes(rows, cols_in)). */
+ * [cols_in, rows], *amax, *scale_inv, dbias [cols_in] with dbias_accumulate;
+ * with dbias, workspace must hold f8i_reduce_workspace_bytes(rows, cols_in)). */
 typedef struct f8i_act_bwd_args {
     f8_activation act;
     const void *x;
@@ -215,44 +221,119 @@ typedef struct f8i_act_bwd_args {
     size_t workspace_bytes;
 } f8i_act_bwd_args;
 
+/* ---- the simple ops' args ------------------------------------------- */
+
+/* dst[0, bytes) = src[0, bytes) (memmove semantics on the CPU). */
+typedef struct f8i_copy_args {
+    void *dst;
+    const void *src;
+    size_t bytes;
+} f8i_copy_args;
+
+/* dst[0, bytes) = 0. */
+typedef struct f8i_memset_zero_args {
+    void *dst;
+    size_t bytes;
+} f8i_memset_zero_args;
+
+/* dst[i] = value for i < count. */
+typedef struct f8i_fill_f32_args {
+    float *dst;
+    float value;
+    int64_t count;
+} f8i_fill_f32_args;
+
+/* dst[i] = convert((float)src[i] * (src FP8 ? *scale_inv : 1)) for i < count;
+ * src FP32/BF16/E4M3/E5M2, dst FP32/BF16 (BF16: RNE). scale_inv may be NULL
+ * for non-FP8 src. */
+typedef struct f8i_convert_args {
+    const void *src;
+    f8_dtype src_dtype;
+    const float *scale_inv;
+    void *dst;
+    f8_dtype dst_dtype;
+    int64_t count;
+} f8i_convert_args;
+
+/* dst[c, r] = src[r, c] for bytes; nothing if noop && *noop == 1.0f. */
+typedef struct f8i_transpose_u8_args {
+    const uint8_t *src;
+    uint8_t *dst;
+    int64_t rows, cols;
+    const float *noop;
+} f8i_transpose_u8_args;
+
+/* *dst = 1.0f / *src unless noop && *noop == 1.0f (a workspace's scale_inv). */
+typedef struct f8i_reciprocal_args {
+    const float *src;
+    float *dst;
+    const float *noop;
+} f8i_reciprocal_args;
+
+/* dst[i] += src[i] for i < count, both of dtype (FP32 or BF16; BF16 sums in
+ * FP32 then rounds). */
+typedef struct f8i_add_args {
+    void *dst;
+    const void *src;
+    f8_dtype dtype;
+    int64_t count;
+} f8i_add_args;
+
+/* ---- the work ops ------------------------------------------------------ */
+
+/* Every work op (everything that puts work on the stream), listed once as
+ * X(KIND, name, args type, WRAP): the kind is F8I_OP_<KIND>, the args struct
+ * is `args type` (the training ops' in src/train/attention.h and
+ * src/train/train_misc.h), and core/ops.h gives the caller's entry point
+ * f8i_op_<name>: generated as (ctx, const args *) where WRAP is ARGS, written
+ * by hand with the fields as parameters where it is FIELDS. Backends fill
+ * one table indexed by kind; the graph recorder stores (kind, a copy of the
+ * args) and replays it, with no per-op code. Adding an op is one line here,
+ * its args struct, and one implementation per backend. */
+#define F8I_OP_LIST(X)                                               \
+    X(COPY, copy, f8i_copy_args, FIELDS)                             \
+    X(MEMSET_ZERO, memset_zero, f8i_memset_zero_args, FIELDS)        \
+    X(FILL_F32, fill_f32, f8i_fill_f32_args, FIELDS)                 \
+    X(CAST, cast, f8i_cast_args, ARGS)                               \
+    X(CONVERT, convert, f8i_convert_args, FIELDS)                    \
+    X(TRANSPOSE_U8, transpose_u8, f8i_transpose_u8_args, FIELDS)     \
+    X(RECIPROCAL, reciprocal, f8i_reciprocal_args, FIELDS)           \
+    X(ADD, add, f8i_add_args, FIELDS)                                \
+    X(GEMM, gemm, f8i_gemm_args, ARGS)                               \
+    X(SCALE_UPDATE, scale_update, f8i_scale_update_args, ARGS)       \
+    X(NORM_FWD, norm_fwd, f8i_norm_fwd_args, ARGS)                   \
+    X(NORM_BWD, norm_bwd, f8i_norm_bwd_args, ARGS)                   \
+    X(ACT_FWD, act_fwd, f8i_act_fwd_args, ARGS)                      \
+    X(ACT_BWD, act_bwd, f8i_act_bwd_args, ARGS)                      \
+    X(ATTN_FWD, attn_fwd, f8i_attn_fwd_args, ARGS)                   \
+    X(ATTN_BWD, attn_bwd, f8i_attn_bwd_args, ARGS)                   \
+    X(EMBEDDING_FWD, embedding_fwd, f8i_embedding_fwd_args, ARGS)    \
+    X(EMBEDDING_BWD, embedding_bwd, f8i_embedding_bwd_args, ARGS)    \
+    X(CROSS_ENTROPY, cross_entropy, f8i_cross_entropy_args, ARGS)    \
+    X(ADAMW_STEP, adamw_step, f8i_adamw_step_args, ARGS)
+
+#define F8I_OP_ENUM_(K, n, T, W) F8I_OP_##K,
+typedef enum f8i_op_kind { F8I_OP_LIST(F8I_OP_ENUM_) F8I_OP_COUNT } f8i_op_kind;
+#undef F8I_OP_ENUM_
+
+/* One backend's implementation of one op: args points at the kind's args
+ * struct. A backend's table is f8i_op_fn[F8I_OP_COUNT], indexed by kind. */
+typedef f8_status (*f8i_op_fn)(f8_ctx *ctx, const void *args);
+
 typedef struct f8i_backend {
     const char *name;
     /* Memory. alloc returns 256-byte aligned memory. upload/download are
-     * synchronous; memset_zero and copy are ordered on the stream. */
+     * synchronous (host ops, never recorded); the copy and memset work ops
+     * are ordered on the stream. */
     f8_status (*alloc)(f8_ctx *ctx, size_t bytes, void **ptr);
     void (*free)(f8_ctx *ctx, void *ptr);
     f8_status (*upload)(f8_ctx *ctx, void *dst, const void *host_src, size_t bytes);
     f8_status (*download)(f8_ctx *ctx, void *host_dst, const void *src, size_t bytes);
-    f8_status (*copy)(f8_ctx *ctx, void *dst, const void *src, size_t bytes);
-    f8_status (*memset_zero)(f8_ctx *ctx, void *dst, size_t bytes);
-    f8_status (*fill_f32)(f8_ctx *ctx, float *dst, float value, int64_t count);
     f8_status (*synchronize)(f8_ctx *ctx);
 
-    /* Casts and layouts. */
-    f8_status (*cast)(f8_ctx *ctx, const f8i_cast_args *args);
-    /* dst[i] = convert((float)src[i] * (src FP8 ? *scale_inv : 1)) for i < count;
-     * src FP32/BF16/E4M3/E5M2, dst FP32/BF16 (BF16: RNE). scale_inv may be NULL
-     * for non-FP8 src. */
-    f8_status (*convert)(f8_ctx *ctx, const void *src, f8_dtype src_dtype, const float *scale_inv,
-                         void *dst, f8_dtype dst_dtype, int64_t count);
-    /* dst[c, r] = src[r, c] for bytes; nothing if noop && *noop == 1.0f. */
-    f8_status (*transpose_u8)(f8_ctx *ctx, const uint8_t *src, uint8_t *dst, int64_t rows, int64_t cols,
-                              const float *noop);
-    /* *dst = 1.0f / *src unless noop && *noop == 1.0f (a workspace's scale_inv). */
-    f8_status (*reciprocal)(f8_ctx *ctx, const float *src, float *dst, const float *noop);
-    /* dst[i] += src[i] for i < count, both of dtype (FP32 or BF16; BF16 sums in
-     * FP32 then rounds). */
-    f8_status (*add)(f8_ctx *ctx, void *dst, const void *src, f8_dtype dtype, int64_t count);
-
-    /* Matrix products and scaling. */
-    f8_status (*gemm)(f8_ctx *ctx, const f8i_gemm_args *args);
-    f8_status (*scale_update)(f8_ctx *ctx, const f8i_scale_update_args *args);
-
-    /* Norms and activations (fused modules). */
-    f8_status (*norm_fwd)(f8_ctx *ctx, const f8i_norm_fwd_args *args);
-    f8_status (*norm_bwd)(f8_ctx *ctx, const f8i_norm_bwd_args *args);
-    f8_status (*act_fwd)(f8_ctx *ctx, const f8i_act_fwd_args *args);
-    f8_status (*act_bwd)(f8_ctx *ctx, const f8i_act_bwd_args *args);
+    /* Every work op: args points at the args struct of kind (F8I_OP_LIST).
+     * An unknown kind gives F8_ERR_INVALID_ARGUMENT. */
+    f8_status (*run)(f8_ctx *ctx, f8i_op_kind kind, const void *args);
 
     /* Backend state: create fills ctx->be_state (may read ctx->device), destroy
      * frees it. set_stream: NULL = own stream. */
@@ -260,12 +341,6 @@ typedef struct f8i_backend {
     void (*state_destroy)(f8_ctx *ctx);
     f8_status (*set_stream)(f8_ctx *ctx, void *stream);
     void *(*get_stream)(const f8_ctx *ctx);
-
-    /* Training ops (embedding, attention, cross-entropy, AdamW; kinds and
-     * args in src/train_ops.h): one entry that dispatches on kind, so the
-     * graph recorder treats them all alike (it copies args_size bytes of args
-     * and replays them). A work op like the others. */
-    f8_status (*train_op)(f8_ctx *ctx, int kind, const void *args, size_t args_size);
 } f8i_backend;
 
 /* The backends. f8i_cuda_backend() is NULL in a build without CUDA. */

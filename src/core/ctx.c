@@ -13,6 +13,7 @@
 
 #include "core/f8i.h"
 #include "core/numerics.h"
+#include "core/ops.h"
 
 f8_status f8i_error(f8_ctx *ctx, f8_status status, const char *fmt, ...)
 {
@@ -98,7 +99,7 @@ f8_status f8_ctx_create(const f8_ctx_config *config, f8_ctx **ctx, char *error, 
         return st;
     }
     st = f8i_alloc(c, F8_MEM_OTHER, NULL, sizeof(float), (void **)&c->noop);
-    if (st == F8_OK) st = be->fill_f32(c, c->noop, 0.0f, 1);
+    if (st == F8_OK) st = f8i_op_fill_f32(c, c->noop, 0.0f, 1);
     if (st == F8_OK) st = be->synchronize(c);
     if (st != F8_OK) {
         create_fail(st, c->error, error, error_size);
@@ -255,7 +256,7 @@ f8_status f8_ctx_copy(f8_ctx *ctx, void *dst, const void *src, size_t bytes)
 {
     f8_status st = copy_args_ok(ctx, "f8_ctx_copy", dst, src, bytes);
     if (st != F8_OK || !bytes) return st;
-    return ctx->be->copy(ctx, dst, src, bytes);
+    return f8i_op_copy(ctx, dst, src, bytes);
 }
 
 float *f8_ctx_noop_flag(f8_ctx *ctx) { return ctx ? ctx->noop : NULL; }
@@ -263,7 +264,7 @@ float *f8_ctx_noop_flag(f8_ctx *ctx) { return ctx ? ctx->noop : NULL; }
 f8_status f8_ctx_set_noop_flag(f8_ctx *ctx, float value)
 {
     if (!ctx) return F8_ERR_INVALID_ARGUMENT;
-    return ctx->be->fill_f32(ctx, ctx->noop, value, 1);
+    return f8i_op_fill_f32(ctx, ctx->noop, value, 1);
 }
 
 f8_status f8_ctx_set_weight_noop(f8_ctx *ctx, int enabled)
@@ -295,7 +296,7 @@ f8_status f8i_check_tensor(f8_ctx *ctx, const f8_tensor *t, const char *name)
                          (long long)t->cols);
     if (f8_dtype_size(t->dtype) == 0) return f8i_error(ctx, F8_ERR_DTYPE, "%s has unknown dtype %d", name, (int)t->dtype);
     if (t->rows * t->cols > 0 && !t->data) return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s->data is NULL", name);
-    if ((t->dtype == F8_DTYPE_E4M3 || t->dtype == F8_DTYPE_E5M2) && !t->scale_inv)
+    if (f8i_dtype_is_fp8(t->dtype) && !t->scale_inv)
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s is FP8 (%s) but its scale_inv is NULL", name,
                          f8_dtype_name(t->dtype));
     return F8_OK;
@@ -310,11 +311,11 @@ f8_status f8_tensor_convert(f8_ctx *ctx, const f8_tensor *src, f8_tensor *dst)
     if (src->rows != dst->rows || src->cols != dst->cols)
         return f8i_error(ctx, F8_ERR_SHAPE, "f8_tensor_convert: src [%lld, %lld] and dst [%lld, %lld] differ",
                          (long long)src->rows, (long long)src->cols, (long long)dst->rows, (long long)dst->cols);
-    if (dst->dtype != F8_DTYPE_FP32 && dst->dtype != F8_DTYPE_BF16)
+    if (!f8i_dtype_is_hp(dst->dtype))
         return f8i_error(ctx, F8_ERR_DTYPE, "f8_tensor_convert: dst must be fp32 or bf16, not %s", f8_dtype_name(dst->dtype));
     int64_t n = src->rows * src->cols;
     if (n == 0) return F8_OK;
-    return ctx->be->convert(ctx, src->data, src->dtype, src->scale_inv, dst->data, dst->dtype, n);
+    return f8i_op_convert(ctx, src->data, src->dtype, src->scale_inv, dst->data, dst->dtype, n);
 }
 
 f8_status f8_tensor_add(f8_ctx *ctx, f8_tensor *dst, const f8_tensor *src)
@@ -323,14 +324,14 @@ f8_status f8_tensor_add(f8_ctx *ctx, f8_tensor *dst, const f8_tensor *src)
     f8_status st = f8i_check_tensor(ctx, dst, "f8_tensor_add: dst");
     if (st == F8_OK) st = f8i_check_tensor(ctx, src, "f8_tensor_add: src");
     if (st != F8_OK) return st;
-    if (dst->dtype != src->dtype || (dst->dtype != F8_DTYPE_FP32 && dst->dtype != F8_DTYPE_BF16))
+    if (dst->dtype != src->dtype || !f8i_dtype_is_hp(dst->dtype))
         return f8i_error(ctx, F8_ERR_DTYPE, "f8_tensor_add: dst %s and src %s must both be fp32 or both bf16",
                          f8_dtype_name(dst->dtype), f8_dtype_name(src->dtype));
     if (dst->rows != src->rows || dst->cols != src->cols)
         return f8i_error(ctx, F8_ERR_SHAPE, "f8_tensor_add: dst [%lld, %lld] and src [%lld, %lld] differ",
                          (long long)dst->rows, (long long)dst->cols, (long long)src->rows, (long long)src->cols);
     int64_t n = dst->rows * dst->cols;
-    return n ? ctx->be->add(ctx, dst->data, src->data, dst->dtype, n) : F8_OK;
+    return n ? f8i_op_add(ctx, dst->data, src->data, dst->dtype, n) : F8_OK;
 }
 
 f8_status f8_tensor_zero(f8_ctx *ctx, f8_tensor *t)
@@ -339,7 +340,7 @@ f8_status f8_tensor_zero(f8_ctx *ctx, f8_tensor *t)
     f8_status st = f8i_check_tensor(ctx, t, "f8_tensor_zero: t");
     if (st != F8_OK) return st;
     size_t bytes = (size_t)(t->rows * t->cols) * f8_dtype_size(t->dtype);
-    return bytes ? ctx->be->memset_zero(ctx, t->data, bytes) : F8_OK;
+    return bytes ? f8i_op_memset_zero(ctx, t->data, bytes) : F8_OK;
 }
 
 f8_status f8_tensor_fill_normal(f8_ctx *ctx, f8_tensor *t, double std, uint64_t seed)
@@ -348,7 +349,7 @@ f8_status f8_tensor_fill_normal(f8_ctx *ctx, f8_tensor *t, double std, uint64_t 
     if (!ctx) return F8_ERR_INVALID_ARGUMENT;
     f8_status st = f8i_check_tensor(ctx, t, "f8_tensor_fill_normal: t");
     if (st != F8_OK) return st;
-    if (t->dtype != F8_DTYPE_FP32 && t->dtype != F8_DTYPE_BF16)
+    if (!f8i_dtype_is_hp(t->dtype))
         return f8i_error(ctx, F8_ERR_DTYPE, "%s: t must be fp32 or bf16, not %s", fn, f8_dtype_name(t->dtype));
     if (!(std >= 0.0) || !isfinite(std))
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: std %g must be finite and >= 0", fn, std);

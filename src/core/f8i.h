@@ -8,6 +8,7 @@
 #include <stdarg.h>
 
 #include "core/backend.h"
+#include "core/dtype.h"
 #include "f8.h"
 
 #ifdef __cplusplus
@@ -126,6 +127,21 @@ static inline void *f8i_take(f8i_layout *l, size_t bytes)
     void *p = l->base ? l->base + l->bytes : NULL;
     l->bytes += f8i_align256(bytes ? bytes : 1);
     return p;
+}
+
+/* F8_OK if an op's row-reduction workspace (ws, ws_bytes: the args'
+ * workspace fields) holds f8i_reduce_workspace_bytes(rows, cols); else
+ * F8_ERR_STATE naming `op`. Backends check before any work, so a failing
+ * call writes nothing. */
+static inline f8_status f8i_check_reduce_workspace(f8_ctx *ctx, const void *ws, size_t ws_bytes, int64_t rows,
+                                                   int64_t cols, const char *op)
+{
+    const size_t need = f8i_reduce_workspace_bytes(rows, cols);
+    if (ws != NULL && ws_bytes >= need) return F8_OK;
+    return f8i_error(ctx, F8_ERR_STATE,
+                     "%s of [%lld, %lld] reduces over rows: its args' workspace needs "
+                     "f8i_reduce_workspace_bytes(rows, cols) = %zu bytes, it has %zu%s",
+                     op, (long long)rows, (long long)cols, need, ws ? ws_bytes : (size_t)0, ws ? "" : " (NULL)");
 }
 
 #ifdef __cplusplus

@@ -3,16 +3,17 @@
  *
  * Design note. f8_graph_begin points ctx->be at a capture table built from
  * the real one (which the capture state keeps). Modules and objects never
- * know: they call ctx->be as always.
- *  - Work ops (everything that puts work on the stream: casts, GEMMs, scale
- *    updates, norms, activations, copy, memset, fill, the training ops) are
- *    recorded on a CPU ctx: a copy of the op's arguments is appended to a
- *    list. Every argument is a pointer to backend memory or a scalar, so
- *    replaying the list through the real table does exactly what the eager
- *    calls would have done, reading the device-side values (scales, noop
- *    flag) of the moment. On a CUDA ctx they go straight to the real op while the stream
- *    is in capture mode (cuda/graph.cu): the stream records the launches; an
- *    op that fails spoils the capture.
+ * know: they call the f8i_op_* entries (core/ops.h) as always.
+ *  - Work ops (everything that puts work on the stream: the (kind, args)
+ *    pairs of backend.h's F8I_OP_LIST, all through the one `run` entry) are
+ *    recorded on a CPU ctx: the kind and a copy of the args struct are
+ *    appended to a list, with no per-op code. Every argument is a pointer to
+ *    backend memory or a scalar, so replaying the list through the real
+ *    table does exactly what the eager calls would have done, reading the
+ *    device-side values (scales, noop flag) of the moment. On a CUDA ctx
+ *    they go straight to the real `run` while the stream is in capture mode
+ *    (cuda/graph.cu): the stream records the launches; an op that fails
+ *    spoils the capture.
  *  - Host ops (upload, download, synchronize, set_stream) are refused with
  *    F8_ERR_STATE and spoil the capture; f8i_alloc (ctx.c) refuses
  *    allocations itself and spoils it the same way.
@@ -34,84 +35,19 @@
 #include <string.h>
 
 #include "core/graph.h"
+#include "core/ops.h"
 
-/* One recorded backend op (CPU capture): its kind and a copy of its args. */
-typedef enum op_kind {
-    OP_COPY,
-    OP_MEMSET_ZERO,
-    OP_FILL_F32,
-    OP_CAST,
-    OP_CONVERT,
-    OP_TRANSPOSE_U8,
-    OP_RECIPROCAL,
-    OP_ADD,
-    OP_GEMM,
-    OP_SCALE_UPDATE,
-    OP_NORM_FWD,
-    OP_NORM_BWD,
-    OP_ACT_FWD,
-    OP_ACT_BWD,
-    OP_TRAIN
-} op_kind;
-
+/* One recorded work op (CPU capture): its kind and a heap copy of its args
+ * struct (f8i_op_args_size(kind) bytes). */
 typedef struct rec_op {
-    op_kind kind;
-    union {
-        struct {
-            void *dst;
-            const void *src;
-            size_t bytes;
-        } copy; /* copy; memset_zero uses dst and bytes */
-        struct {
-            float *dst;
-            float value;
-            int64_t count;
-        } fill;
-        struct {
-            const void *src;
-            f8_dtype src_dtype;
-            const float *scale_inv;
-            void *dst;
-            f8_dtype dst_dtype;
-            int64_t count;
-        } convert;
-        struct {
-            const uint8_t *src;
-            uint8_t *dst;
-            int64_t rows, cols;
-            const float *noop;
-        } transpose;
-        struct {
-            const float *src;
-            float *dst;
-            const float *noop;
-        } reciprocal;
-        struct {
-            void *dst;
-            const void *src;
-            f8_dtype dtype;
-            int64_t count;
-        } add;
-        f8i_cast_args cast;
-        f8i_gemm_args gemm;
-        f8i_scale_update_args scale_update;
-        f8i_norm_fwd_args norm_fwd;
-        f8i_norm_bwd_args norm_bwd;
-        f8i_act_fwd_args act_fwd;
-        f8i_act_bwd_args act_bwd;
-        struct {
-            int kind;
-            void *args; /* (size) a heap copy of the op's args struct */
-            size_t size;
-        } train;
-    } u;
+    f8i_op_kind kind;
+    void *args;
 } rec_op;
 
-/* Free the recorded ops (their train-op args copies too). */
+/* Free the recorded ops and their args copies. */
 static void ops_free(rec_op *ops, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        if (ops[i].kind == OP_TRAIN) free(ops[i].u.train.args);
+    for (size_t i = 0; i < n; i++) free(ops[i].args);
     free(ops);
 }
 
@@ -223,169 +159,36 @@ static void cap_state_destroy(f8_ctx *ctx)
 /* The capture table: work ops                                               */
 /* ------------------------------------------------------------------------ */
 
-/* The next record of a CPU capture; NULL (capture spoiled) without host memory. */
-static rec_op *record(f8_ctx *ctx, op_kind kind)
+/* Every work op: on CUDA it goes to the real backend while the stream
+ * captures (a failure spoils the capture); on the CPU its kind and a copy of
+ * its args are appended to the list. */
+static f8_status cap_run(f8_ctx *ctx, f8i_op_kind kind, const void *args)
 {
     capture *c = cap(ctx);
+    if (!c->record) {
+        const f8_status st = c->real->run(ctx, kind, args);
+        return st == F8_OK ? st : spoil(ctx, st);
+    }
+    const size_t size = f8i_op_args_size(kind);
+    if (size == 0)
+        return spoil(ctx, f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "graph capture: unknown op kind %d", (int)kind));
     if (c->n_ops == c->cap_ops) {
         size_t n = c->cap_ops ? 2 * c->cap_ops : 64;
         rec_op *t = (rec_op *)realloc(c->ops, n * sizeof *t);
-        if (!t) {
-            spoil(ctx, f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "graph capture: out of host memory recording op %zu",
-                                 c->n_ops));
-            return NULL;
-        }
+        if (!t) goto oom;
         c->ops = t;
         c->cap_ops = n;
     }
-    rec_op *op = &c->ops[c->n_ops++];
-    memset(op, 0, sizeof *op);
-    op->kind = kind;
-    return op;
-}
-
-/* After a CUDA op issued into the capture: a failure spoils it. */
-static f8_status passed(f8_ctx *ctx, f8_status st) { return st == F8_OK ? st : spoil(ctx, st); }
-
-/* Each work op: CUDA passes through; CPU records. */
-#define RECORD_OR_PASS(kind, call)                                              \
-    capture *c = cap(ctx);                                                      \
-    if (!c->record) return passed(ctx, c->real->call);                          \
-    rec_op *op = record(ctx, kind);                                             \
-    if (!op) return ctx->capture_error;
-
-static f8_status cap_copy(f8_ctx *ctx, void *dst, const void *src, size_t bytes)
-{
-    RECORD_OR_PASS(OP_COPY, copy(ctx, dst, src, bytes))
-    op->u.copy.dst = dst;
-    op->u.copy.src = src;
-    op->u.copy.bytes = bytes;
+    void *copy = malloc(size);
+    if (!copy) goto oom;
+    memcpy(copy, args, size);
+    c->ops[c->n_ops].kind = kind;
+    c->ops[c->n_ops].args = copy;
+    c->n_ops++;
     return F8_OK;
-}
-
-static f8_status cap_memset_zero(f8_ctx *ctx, void *dst, size_t bytes)
-{
-    RECORD_OR_PASS(OP_MEMSET_ZERO, memset_zero(ctx, dst, bytes))
-    op->u.copy.dst = dst;
-    op->u.copy.bytes = bytes;
-    return F8_OK;
-}
-
-static f8_status cap_fill_f32(f8_ctx *ctx, float *dst, float value, int64_t count)
-{
-    RECORD_OR_PASS(OP_FILL_F32, fill_f32(ctx, dst, value, count))
-    op->u.fill.dst = dst;
-    op->u.fill.value = value;
-    op->u.fill.count = count;
-    return F8_OK;
-}
-
-static f8_status cap_cast(f8_ctx *ctx, const f8i_cast_args *a)
-{
-    RECORD_OR_PASS(OP_CAST, cast(ctx, a))
-    op->u.cast = *a;
-    return F8_OK;
-}
-
-static f8_status cap_convert(f8_ctx *ctx, const void *src, f8_dtype src_dtype, const float *scale_inv, void *dst,
-                             f8_dtype dst_dtype, int64_t count)
-{
-    RECORD_OR_PASS(OP_CONVERT, convert(ctx, src, src_dtype, scale_inv, dst, dst_dtype, count))
-    op->u.convert.src = src;
-    op->u.convert.src_dtype = src_dtype;
-    op->u.convert.scale_inv = scale_inv;
-    op->u.convert.dst = dst;
-    op->u.convert.dst_dtype = dst_dtype;
-    op->u.convert.count = count;
-    return F8_OK;
-}
-
-static f8_status cap_transpose_u8(f8_ctx *ctx, const uint8_t *src, uint8_t *dst, int64_t rows, int64_t cols,
-                                  const float *noop)
-{
-    RECORD_OR_PASS(OP_TRANSPOSE_U8, transpose_u8(ctx, src, dst, rows, cols, noop))
-    op->u.transpose.src = src;
-    op->u.transpose.dst = dst;
-    op->u.transpose.rows = rows;
-    op->u.transpose.cols = cols;
-    op->u.transpose.noop = noop;
-    return F8_OK;
-}
-
-static f8_status cap_reciprocal(f8_ctx *ctx, const float *src, float *dst, const float *noop)
-{
-    RECORD_OR_PASS(OP_RECIPROCAL, reciprocal(ctx, src, dst, noop))
-    op->u.reciprocal.src = src;
-    op->u.reciprocal.dst = dst;
-    op->u.reciprocal.noop = noop;
-    return F8_OK;
-}
-
-static f8_status cap_add(f8_ctx *ctx, void *dst, const void *src, f8_dtype dtype, int64_t count)
-{
-    RECORD_OR_PASS(OP_ADD, add(ctx, dst, src, dtype, count))
-    op->u.add.dst = dst;
-    op->u.add.src = src;
-    op->u.add.dtype = dtype;
-    op->u.add.count = count;
-    return F8_OK;
-}
-
-static f8_status cap_gemm(f8_ctx *ctx, const f8i_gemm_args *a)
-{
-    RECORD_OR_PASS(OP_GEMM, gemm(ctx, a))
-    op->u.gemm = *a;
-    return F8_OK;
-}
-
-static f8_status cap_scale_update(f8_ctx *ctx, const f8i_scale_update_args *a)
-{
-    RECORD_OR_PASS(OP_SCALE_UPDATE, scale_update(ctx, a))
-    op->u.scale_update = *a;
-    return F8_OK;
-}
-
-static f8_status cap_norm_fwd(f8_ctx *ctx, const f8i_norm_fwd_args *a)
-{
-    RECORD_OR_PASS(OP_NORM_FWD, norm_fwd(ctx, a))
-    op->u.norm_fwd = *a;
-    return F8_OK;
-}
-
-static f8_status cap_norm_bwd(f8_ctx *ctx, const f8i_norm_bwd_args *a)
-{
-    RECORD_OR_PASS(OP_NORM_BWD, norm_bwd(ctx, a))
-    op->u.norm_bwd = *a;
-    return F8_OK;
-}
-
-static f8_status cap_act_fwd(f8_ctx *ctx, const f8i_act_fwd_args *a)
-{
-    RECORD_OR_PASS(OP_ACT_FWD, act_fwd(ctx, a))
-    op->u.act_fwd = *a;
-    return F8_OK;
-}
-
-static f8_status cap_act_bwd(f8_ctx *ctx, const f8i_act_bwd_args *a)
-{
-    RECORD_OR_PASS(OP_ACT_BWD, act_bwd(ctx, a))
-    op->u.act_bwd = *a;
-    return F8_OK;
-}
-
-static f8_status cap_train_op(f8_ctx *ctx, int kind, const void *args, size_t args_size)
-{
-    RECORD_OR_PASS(OP_TRAIN, train_op(ctx, kind, args, args_size))
-    op->u.train.kind = kind;
-    op->u.train.size = args_size;
-    op->u.train.args = malloc(args_size ? args_size : 1);
-    if (!op->u.train.args) {
-        op->kind = OP_FILL_F32; /* an empty record: nothing to free, replays as nothing */
-        return spoil(ctx, f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "graph capture: out of host memory recording a "
-                                                               "training op"));
-    }
-    if (args_size) memcpy(op->u.train.args, args, args_size);
-    return F8_OK;
+oom:
+    return spoil(ctx, f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "graph capture: out of host memory recording op %zu",
+                                c->n_ops));
 }
 
 /* The real table with every entry that issues work or talks to the host
@@ -397,22 +200,8 @@ static f8i_backend capture_table(const f8i_backend *real)
     t.free = cap_free;
     t.upload = cap_upload;
     t.download = cap_download;
-    t.copy = cap_copy;
-    t.memset_zero = cap_memset_zero;
-    t.fill_f32 = cap_fill_f32;
     t.synchronize = cap_synchronize;
-    t.cast = cap_cast;
-    t.convert = cap_convert;
-    t.transpose_u8 = cap_transpose_u8;
-    t.reciprocal = cap_reciprocal;
-    t.add = cap_add;
-    t.gemm = cap_gemm;
-    t.scale_update = cap_scale_update;
-    t.norm_fwd = cap_norm_fwd;
-    t.norm_bwd = cap_norm_bwd;
-    t.act_fwd = cap_act_fwd;
-    t.act_bwd = cap_act_bwd;
-    t.train_op = cap_train_op;
+    t.run = cap_run;
     t.state_destroy = cap_state_destroy;
     t.set_stream = cap_set_stream;
     return t;
@@ -509,35 +298,6 @@ f8_status f8_graph_end(f8_ctx *ctx, f8_graph **graph)
     return F8_OK;
 }
 
-/* Run one recorded op through the real table (CPU replay). */
-static f8_status run_op(f8_ctx *ctx, const rec_op *op)
-{
-    const f8i_backend *be = ctx->be;
-    switch (op->kind) {
-    case OP_COPY: return be->copy(ctx, op->u.copy.dst, op->u.copy.src, op->u.copy.bytes);
-    case OP_MEMSET_ZERO: return be->memset_zero(ctx, op->u.copy.dst, op->u.copy.bytes);
-    case OP_FILL_F32: return be->fill_f32(ctx, op->u.fill.dst, op->u.fill.value, op->u.fill.count);
-    case OP_CAST: return be->cast(ctx, &op->u.cast);
-    case OP_CONVERT:
-        return be->convert(ctx, op->u.convert.src, op->u.convert.src_dtype, op->u.convert.scale_inv,
-                           op->u.convert.dst, op->u.convert.dst_dtype, op->u.convert.count);
-    case OP_TRANSPOSE_U8:
-        return be->transpose_u8(ctx, op->u.transpose.src, op->u.transpose.dst, op->u.transpose.rows,
-                                op->u.transpose.cols, op->u.transpose.noop);
-    case OP_RECIPROCAL:
-        return be->reciprocal(ctx, op->u.reciprocal.src, op->u.reciprocal.dst, op->u.reciprocal.noop);
-    case OP_ADD: return be->add(ctx, op->u.add.dst, op->u.add.src, op->u.add.dtype, op->u.add.count);
-    case OP_GEMM: return be->gemm(ctx, &op->u.gemm);
-    case OP_SCALE_UPDATE: return be->scale_update(ctx, &op->u.scale_update);
-    case OP_NORM_FWD: return be->norm_fwd(ctx, &op->u.norm_fwd);
-    case OP_NORM_BWD: return be->norm_bwd(ctx, &op->u.norm_bwd);
-    case OP_ACT_FWD: return be->act_fwd(ctx, &op->u.act_fwd);
-    case OP_ACT_BWD: return be->act_bwd(ctx, &op->u.act_bwd);
-    case OP_TRAIN: return be->train_op(ctx, op->u.train.kind, op->u.train.args, op->u.train.size);
-    }
-    return f8i_error(ctx, F8_ERR_STATE, "f8_graph_replay: recorded op of unknown kind %d", (int)op->kind);
-}
-
 f8_status f8_graph_replay(f8_graph *graph)
 {
     if (!graph) return F8_ERR_INVALID_ARGUMENT;
@@ -548,7 +308,7 @@ f8_status f8_graph_replay(f8_graph *graph)
                                     "is spoiled (f8_graph_end fails)"));
     if (ctx->kind == F8_BACKEND_CUDA) return graph->exec ? f8i_cuda_graph_launch(ctx, graph->exec) : F8_OK;
     for (size_t i = 0; i < graph->n_ops; i++) {
-        f8_status st = run_op(ctx, &graph->ops[i]);
+        f8_status st = ctx->be->run(ctx, graph->ops[i].kind, graph->ops[i].args);
         if (st != F8_OK) return st;
     }
     return F8_OK;

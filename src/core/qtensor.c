@@ -12,8 +12,8 @@
 #include <stdlib.h>
 
 #include "core/qtensor.h"
+#include "core/ops.h"
 
-static int fp8_dtype(f8_dtype dt) { return dt == F8_DTYPE_E4M3 || dt == F8_DTYPE_E5M2; }
 
 f8_status f8_qtensor_create(f8_ctx *ctx, f8_dtype dtype, int64_t rows, int64_t cols, f8_qtensor **out)
 {
@@ -26,7 +26,7 @@ f8_status f8i_qtensor_create(f8_ctx *ctx, f8_dtype dtype, int64_t rows, int64_t 
     if (!ctx) return F8_ERR_INVALID_ARGUMENT;
     if (!out) return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "f8_qtensor_create: q (the output) is NULL");
     *out = NULL;
-    if (!fp8_dtype(dtype))
+    if (!f8i_dtype_is_fp8(dtype))
         return f8i_error(ctx, F8_ERR_DTYPE, "f8_qtensor_create: dtype %s is not e4m3 or e5m2", f8_dtype_name(dtype));
     if (rows < 0 || cols < 0 || (cols > 0 && rows > INT64_MAX / cols))
         return f8i_error(ctx, F8_ERR_SHAPE, "f8_qtensor_create: bad shape [%lld, %lld]", (long long)rows, (long long)cols);
@@ -44,9 +44,9 @@ f8_status f8i_qtensor_create(f8_ctx *ctx, f8_dtype dtype, int64_t rows, int64_t 
     if (st == F8_OK) {
         q->scale_inv = (float *)q->block;
         q->data = (uint8_t *)q->block + 256;
-        st = ctx->be->fill_f32(ctx, q->scale_inv, 1.0f, 1);
+        st = f8i_op_fill_f32(ctx, q->scale_inv, 1.0f, 1);
     }
-    if (st == F8_OK) st = ctx->be->memset_zero(ctx, q->data, bytes);
+    if (st == F8_OK) st = f8i_op_memset_zero(ctx, q->data, bytes);
     if (st != F8_OK) {
         f8_qtensor_destroy(q);
         return st;
@@ -78,7 +78,7 @@ f8_status f8_qtensor_quantize(f8_qtensor *q, const f8_tensor *src, f8_slot slot,
     f8_ctx *ctx = q->ctx;
     f8_status st = f8i_check_tensor(ctx, src, "f8_qtensor_quantize: src");
     if (st != F8_OK) return st;
-    if (src->dtype != F8_DTYPE_FP32 && src->dtype != F8_DTYPE_BF16)
+    if (!f8i_dtype_is_hp(src->dtype))
         return f8i_error(ctx, F8_ERR_DTYPE, "f8_qtensor_quantize: src must be fp32 or bf16, not %s",
                          f8_dtype_name(src->dtype));
     if (src->rows != q->rows || src->cols != q->cols)
@@ -104,7 +104,7 @@ f8_status f8_qtensor_quantize(f8_qtensor *q, const f8_tensor *src, f8_slot slot,
     a.amax = f8i_slot_amax(ctx, slot);
     a.scale_inv = q->scale_inv;
     a.noop = noop_flag;
-    st = ctx->be->cast(ctx, &a);
+    st = f8i_op_cast(ctx, &a);
     if (st != F8_OK) return st;
     q->t_valid = with_transpose ? 1 : 0;
     return F8_OK;
@@ -119,7 +119,7 @@ f8_status f8_qtensor_transpose(f8_qtensor *q, const float *noop_flag)
         if (st != F8_OK) return st;
         noop_flag = NULL;
     }
-    f8_status st = q->ctx->be->transpose_u8(q->ctx, q->data, q->t, q->rows, q->cols, noop_flag);
+    f8_status st = f8i_op_transpose_u8(q->ctx, q->data, q->t, q->rows, q->cols, noop_flag);
     if (st == F8_OK) q->t_valid = 1;
     return st;
 }
@@ -137,8 +137,8 @@ f8_status f8_qtensor_transpose_into(const f8_qtensor *q, f8_tensor *dst)
                          (long long)dst->rows, (long long)dst->cols, (long long)q->cols, (long long)q->rows);
     if (q->rows * q->cols > 0 && !dst->data)
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "f8_qtensor_transpose_into: dst->data is NULL");
-    f8_status st = ctx->be->transpose_u8(ctx, q->data, (uint8_t *)dst->data, q->rows, q->cols, NULL);
-    if (st == F8_OK && dst->scale_inv) st = ctx->be->copy(ctx, dst->scale_inv, q->scale_inv, sizeof(float));
+    f8_status st = f8i_op_transpose_u8(ctx, q->data, (uint8_t *)dst->data, q->rows, q->cols, NULL);
+    if (st == F8_OK && dst->scale_inv) st = f8i_op_copy(ctx, dst->scale_inv, q->scale_inv, sizeof(float));
     return st;
 }
 
@@ -148,14 +148,14 @@ f8_status f8_qtensor_dequantize(const f8_qtensor *q, f8_tensor *dst)
     f8_ctx *ctx = q->ctx;
     f8_status st = f8i_check_tensor(ctx, dst, "f8_qtensor_dequantize: dst");
     if (st != F8_OK) return st;
-    if (dst->dtype != F8_DTYPE_FP32 && dst->dtype != F8_DTYPE_BF16)
+    if (!f8i_dtype_is_hp(dst->dtype))
         return f8i_error(ctx, F8_ERR_DTYPE, "f8_qtensor_dequantize: dst must be fp32 or bf16, not %s",
                          f8_dtype_name(dst->dtype));
     if (dst->rows != q->rows || dst->cols != q->cols)
         return f8i_error(ctx, F8_ERR_SHAPE, "f8_qtensor_dequantize: dst [%lld, %lld] does not match the tensor [%lld, %lld]",
                          (long long)dst->rows, (long long)dst->cols, (long long)q->rows, (long long)q->cols);
     if (q->rows * q->cols == 0) return F8_OK;
-    return ctx->be->convert(ctx, q->data, q->dtype, q->scale_inv, dst->data, dst->dtype, q->rows * q->cols);
+    return f8i_op_convert(ctx, q->data, q->dtype, q->scale_inv, dst->data, dst->dtype, q->rows * q->cols);
 }
 
 f8_status f8_qtensor_data(const f8_qtensor *q, f8_tensor *view)

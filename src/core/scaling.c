@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "core/f8i.h"
+#include "core/ops.h"
 
 static size_t dir_floats(int history_len, int cap) { return (size_t)cap * ((size_t)history_len + 2); }
 
@@ -256,7 +257,7 @@ f8_status f8_ctx_update_scales(f8_ctx *ctx, f8_direction direction)
                          (int)direction);
     if (ctx->dir[direction].count == 0) return F8_OK;
     f8i_scale_update_args a = update_args(ctx, direction);
-    return ctx->be->scale_update(ctx, &a);
+    return f8i_op_scale_update(ctx, &a);
 }
 
 f8_status f8i_register_fp8_weight_slots(f8_ctx *ctx, const f8_slot *slots, int n)
@@ -287,5 +288,5 @@ f8_status f8_ctx_update_weight_scales(f8_ctx *ctx)
     f8i_scale_update_args a = update_args(ctx, F8_DIR_FORWARD);
     a.count = ctx->n_fp8_weight_slots;
     a.cols = ctx->fp8_weight_cols_dev;
-    return ctx->be->scale_update(ctx, &a);
+    return f8i_op_scale_update(ctx, &a);
 }

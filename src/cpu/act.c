@@ -19,7 +19,7 @@
 #include "core/f8i.h"
 #include "core/numerics.h"
 
-f8_status f8i_cpu_cast(f8_ctx *ctx, const f8i_cast_args *args); /* cpu/backend.c */
+f8_status f8i_cpu_cast_run(f8_ctx *ctx, const f8i_cast_args *args); /* cpu/backend.c: uncounted */
 
 #define GELU_K 0.79788456f /* sqrt(2/pi), as f8.h writes it */
 #define GELU_C 0.044715f
@@ -96,7 +96,7 @@ f8_status f8i_cpu_act_fwd(f8_ctx *ctx, const f8i_act_fwd_args *a)
 {
     const int gated = f8_activation_gated(a->act);
     const int64_t cols = a->cols, cols_in = gated ? 2 * cols : cols;
-    const int fp8 = a->y_dtype == F8_DTYPE_E4M3 || a->y_dtype == F8_DTYPE_E5M2;
+    const int fp8 = f8i_dtype_is_fp8(a->y_dtype);
     if ((a->rows == 0 || cols == 0) && !(fp8 && a->scale_inv)) return F8_OK; /* nothing to write */
     F8I_COUNT_LAUNCHES(ctx, 1);
     const int e5m2 = a->y_dtype == F8_DTYPE_E5M2;
@@ -128,6 +128,11 @@ f8_status f8i_cpu_act_bwd(f8_ctx *ctx, const f8i_act_bwd_args *a)
     const int64_t rows = a->rows, cols = a->cols, cols_in = gated ? 2 * cols : cols;
     const size_t count = (size_t)(rows * cols_in);
     if (count == 0 && !a->scale_inv) return F8_OK; /* nothing to write */
+    if (a->dbias && count > 0) { /* the contract both backends check */
+        f8_status st = f8i_check_reduce_workspace(ctx, a->workspace, a->workspace_bytes, rows, cols_in,
+                                                  "activation backward");
+        if (st != F8_OK) return st;
+    }
     F8I_COUNT_LAUNCHES(ctx, 1); /* one op: the fused cast below is part of it */
     float *d = (float *)malloc((count ? count : 1) * sizeof(float)); /* [rows, cols_in] */
     if (!d) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "cpu activation backward: out of host memory");
@@ -166,7 +171,7 @@ f8_status f8i_cpu_act_bwd(f8_ctx *ctx, const f8i_act_bwd_args *a)
             .dbias_accumulate = a->dbias_accumulate,
             .noop = NULL,
         };
-        st = f8i_cpu_cast(ctx, &c);
+        st = f8i_cpu_cast_run(ctx, &c);
     }
     free(d);
     return st;

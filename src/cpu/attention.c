@@ -150,11 +150,5 @@ static f8_status backward(f8_ctx *ctx, const f8i_attn_bwd_args *a)
     return F8_OK;
 }
 
-f8_status f8i_cpu_attention_op(f8_ctx *ctx, int kind, const void *args)
-{
-    switch (kind) {
-    case F8I_ATTN_FORWARD: return forward(ctx, (const f8i_attn_fwd_args *)args);
-    case F8I_ATTN_BACKWARD: return backward(ctx, (const f8i_attn_bwd_args *)args);
-    default: return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "train op %d: not an attention op", kind);
-    }
-}
+f8_status f8i_cpu_attn_fwd(f8_ctx *ctx, const f8i_attn_fwd_args *a) { return forward(ctx, a); }
+f8_status f8i_cpu_attn_bwd(f8_ctx *ctx, const f8i_attn_bwd_args *a) { return backward(ctx, a); }

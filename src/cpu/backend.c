@@ -15,8 +15,14 @@
 #include <string.h>
 
 #include "core/f8i.h"
-#include "train/train_ops.h"
 #include "core/numerics.h"
+#include "core/ops.h"
+
+/* Every op's implementation, f8i_cpu_<name> (this file, gemm.c, norm.c,
+ * act.c, attention.c, train_misc.c): the table at the end points at them. */
+#define DECLARE(K, n, T, W) f8_status f8i_cpu_##n(f8_ctx *ctx, const T *args);
+F8I_OP_LIST(DECLARE)
+#undef DECLARE
 
 /* ---- memory ---------------------------------------------------------- */
 
@@ -47,27 +53,27 @@ static f8_status cpu_transfer(f8_ctx *ctx, void *dst, const void *src, size_t by
 /* Every op below counts one launch when it has anything to write (the
  * counters' CPU rule: one per backend op run; an op that writes nothing, such
  * as an empty copy, counts none, as on CUDA). */
-static f8_status cpu_copy(f8_ctx *ctx, void *dst, const void *src, size_t bytes)
+f8_status f8i_cpu_copy(f8_ctx *ctx, const f8i_copy_args *a)
 {
-    if (!bytes) return F8_OK;
+    if (!a->bytes) return F8_OK;
     F8I_COUNT_LAUNCHES(ctx, 1);
-    memmove(dst, src, bytes);
+    memmove(a->dst, a->src, a->bytes);
     return F8_OK;
 }
 
-static f8_status cpu_memset_zero(f8_ctx *ctx, void *dst, size_t bytes)
+f8_status f8i_cpu_memset_zero(f8_ctx *ctx, const f8i_memset_zero_args *a)
 {
-    if (!bytes) return F8_OK;
+    if (!a->bytes) return F8_OK;
     F8I_COUNT_LAUNCHES(ctx, 1);
-    memset(dst, 0, bytes);
+    memset(a->dst, 0, a->bytes);
     return F8_OK;
 }
 
-static f8_status cpu_fill_f32(f8_ctx *ctx, float *dst, float value, int64_t count)
+f8_status f8i_cpu_fill_f32(f8_ctx *ctx, const f8i_fill_f32_args *a)
 {
-    if (count <= 0) return F8_OK;
+    if (a->count <= 0) return F8_OK;
     F8I_COUNT_LAUNCHES(ctx, 1);
-    for (int64_t i = 0; i < count; i++) dst[i] = value;
+    for (int64_t i = 0; i < a->count; i++) a->dst[i] = a->value;
     return F8_OK;
 }
 
@@ -95,9 +101,9 @@ static inline void store_f(void *p, f8_dtype dt, int64_t i, float v)
 
 /* ---- casts and layouts -------------------------------------------------- */
 
-/* The cast itself, uncounted: the table's cast and cpu/act.c's fused cast
- * (which its own op counts) both run it. */
-static f8_status cast_run(f8_ctx *ctx, const f8i_cast_args *a)
+/* The cast itself, uncounted and unchecked: the table's cast and
+ * cpu/act.c's fused cast (which its own op counts and checks) both run it. */
+f8_status f8i_cpu_cast_run(f8_ctx *ctx, const f8i_cast_args *a)
 {
     if (a->noop && *a->noop == 1.0f) return F8_OK;
     const float scale = *a->scale;
@@ -130,58 +136,62 @@ static f8_status cast_run(f8_ctx *ctx, const f8i_cast_args *a)
     return F8_OK;
 }
 
-static f8_status cpu_cast(f8_ctx *ctx, const f8i_cast_args *a)
+f8_status f8i_cpu_cast(f8_ctx *ctx, const f8i_cast_args *a)
 {
     /* An empty cast writes only scale_inv (backend.h). */
     if ((a->rows == 0 || a->cols == 0) && !a->scale_inv) return F8_OK;
+    if (a->dbias && a->rows > 0 && a->cols > 0) { /* the contract both backends check */
+        f8_status st = f8i_check_reduce_workspace(ctx, a->workspace, a->workspace_bytes, a->rows, a->cols, "cast");
+        if (st != F8_OK) return st;
+    }
     F8I_COUNT_LAUNCHES(ctx, 1);
-    return cast_run(ctx, a);
+    return f8i_cpu_cast_run(ctx, a);
 }
 
-static f8_status cpu_convert(f8_ctx *ctx, const void *src, f8_dtype src_dtype, const float *scale_inv, void *dst,
-                             f8_dtype dst_dtype, int64_t count)
+f8_status f8i_cpu_convert(f8_ctx *ctx, const f8i_convert_args *a)
 {
-    if (count <= 0) return F8_OK;
+    if (a->count <= 0) return F8_OK;
     F8I_COUNT_LAUNCHES(ctx, 1);
-    const int fp8 = src_dtype == F8_DTYPE_E4M3 || src_dtype == F8_DTYPE_E5M2;
-    const float s = fp8 ? *scale_inv : 1.0f;
-    for (int64_t i = 0; i < count; i++) {
-        float v = load_f(src, src_dtype, i);
-        store_f(dst, dst_dtype, i, fp8 ? v * s : v);
+    const int fp8 = f8i_dtype_is_fp8(a->src_dtype);
+    const float s = fp8 ? *a->scale_inv : 1.0f;
+    for (int64_t i = 0; i < a->count; i++) {
+        float v = load_f(a->src, a->src_dtype, i);
+        store_f(a->dst, a->dst_dtype, i, fp8 ? v * s : v);
     }
     return F8_OK;
 }
 
-static f8_status cpu_transpose_u8(f8_ctx *ctx, const uint8_t *src, uint8_t *dst, int64_t rows, int64_t cols,
-                                  const float *noop)
+f8_status f8i_cpu_transpose_u8(f8_ctx *ctx, const f8i_transpose_u8_args *a)
 {
+    const int64_t rows = a->rows, cols = a->cols;
     if (rows == 0 || cols == 0) return F8_OK;
     F8I_COUNT_LAUNCHES(ctx, 1); /* counted even when the flag skips it (f8.h) */
-    if (noop && *noop == 1.0f) return F8_OK;
+    if (a->noop && *a->noop == 1.0f) return F8_OK;
     for (int64_t r = 0; r < rows; r++)
-        for (int64_t c = 0; c < cols; c++) dst[c * rows + r] = src[r * cols + c];
+        for (int64_t c = 0; c < cols; c++) a->dst[c * rows + r] = a->src[r * cols + c];
     return F8_OK;
 }
 
-static f8_status cpu_reciprocal(f8_ctx *ctx, const float *src, float *dst, const float *noop)
+f8_status f8i_cpu_reciprocal(f8_ctx *ctx, const f8i_reciprocal_args *a)
 {
     F8I_COUNT_LAUNCHES(ctx, 1);
-    if (noop && *noop == 1.0f) return F8_OK;
-    *dst = 1.0f / *src;
+    if (a->noop && *a->noop == 1.0f) return F8_OK;
+    *a->dst = 1.0f / *a->src;
     return F8_OK;
 }
 
-static f8_status cpu_add(f8_ctx *ctx, void *dst, const void *src, f8_dtype dtype, int64_t count)
+f8_status f8i_cpu_add(f8_ctx *ctx, const f8i_add_args *a)
 {
-    if (count <= 0) return F8_OK;
+    if (a->count <= 0) return F8_OK;
     F8I_COUNT_LAUNCHES(ctx, 1);
-    for (int64_t i = 0; i < count; i++) store_f(dst, dtype, i, load_f(dst, dtype, i) + load_f(src, dtype, i));
+    for (int64_t i = 0; i < a->count; i++)
+        store_f(a->dst, a->dtype, i, load_f(a->dst, a->dtype, i) + load_f(a->src, a->dtype, i));
     return F8_OK;
 }
 
 /* ---- scaling ------------------------------------------------------------ */
 
-static f8_status cpu_scale_update(f8_ctx *ctx, const f8i_scale_update_args *a)
+f8_status f8i_cpu_scale_update(f8_ctx *ctx, const f8i_scale_update_args *a)
 {
     if (a->count <= 0) return F8_OK;
     F8I_COUNT_LAUNCHES(ctx, 1);
@@ -233,14 +243,24 @@ static void *cpu_get_stream(const f8_ctx *ctx)
     return NULL;
 }
 
-f8_status f8i_cpu_gemm(f8_ctx *ctx, const f8i_gemm_args *args); /* cpu/gemm.c */
-f8_status f8i_cpu_norm_fwd(f8_ctx *ctx, const f8i_norm_fwd_args *args); /* cpu/norm.c */
-f8_status f8i_cpu_norm_bwd(f8_ctx *ctx, const f8i_norm_bwd_args *args);
-f8_status f8i_cpu_act_fwd(f8_ctx *ctx, const f8i_act_fwd_args *args); /* cpu/act.c */
-f8_status f8i_cpu_act_bwd(f8_ctx *ctx, const f8i_act_bwd_args *args);
-f8_status f8i_cpu_cast(f8_ctx *ctx, const f8i_cast_args *args); /* the uncounted cast, for cpu/act.c */
+/* ---- the table ------------------------------------------------------- */
 
-f8_status f8i_cpu_cast(f8_ctx *ctx, const f8i_cast_args *args) { return cast_run(ctx, args); }
+/* One entry per kind: the typed implementation behind an untyped pointer. */
+#define THUNK(K, n, T, W) \
+    static f8_status run_##n(f8_ctx *ctx, const void *args) { return f8i_cpu_##n(ctx, (const T *)args); }
+F8I_OP_LIST(THUNK)
+#undef THUNK
+
+#define ENTRY(K, n, T, W) [F8I_OP_##K] = run_##n,
+static const f8i_op_fn cpu_ops[F8I_OP_COUNT] = {F8I_OP_LIST(ENTRY)};
+#undef ENTRY
+
+static f8_status cpu_run(f8_ctx *ctx, f8i_op_kind kind, const void *args)
+{
+    if ((unsigned)kind >= F8I_OP_COUNT)
+        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "cpu backend: unknown op kind %d", (int)kind);
+    return cpu_ops[kind](ctx, args);
+}
 
 static const f8i_backend cpu_backend = {
     .name = "cpu",
@@ -248,26 +268,12 @@ static const f8i_backend cpu_backend = {
     .free = cpu_free,
     .upload = cpu_transfer,
     .download = cpu_transfer,
-    .copy = cpu_copy,
-    .memset_zero = cpu_memset_zero,
-    .fill_f32 = cpu_fill_f32,
     .synchronize = cpu_synchronize,
-    .cast = cpu_cast,
-    .convert = cpu_convert,
-    .transpose_u8 = cpu_transpose_u8,
-    .reciprocal = cpu_reciprocal,
-    .add = cpu_add,
-    .gemm = f8i_cpu_gemm,
-    .scale_update = cpu_scale_update,
-    .norm_fwd = f8i_cpu_norm_fwd,
-    .norm_bwd = f8i_cpu_norm_bwd,
-    .act_fwd = f8i_cpu_act_fwd,
-    .act_bwd = f8i_cpu_act_bwd,
+    .run = cpu_run,
     .state_create = cpu_state_create,
     .state_destroy = cpu_state_destroy,
     .set_stream = cpu_set_stream,
     .get_stream = cpu_get_stream,
-    .train_op = f8i_cpu_train_op,
 };
 
 const f8i_backend *f8i_cpu_backend(void) { return &cpu_backend; }

@@ -46,7 +46,6 @@ static void pack(float *out, const void *src, f8_dtype dt, int trans, int64_t ro
         }
 }
 
-static int is_fp8(f8_dtype dt) { return dt == F8_DTYPE_E4M3 || dt == F8_DTYPE_E5M2; }
 
 #ifndef F8_HAVE_BLAS
 /* Rows [r0, r1) of acc = Ap · Bt with the i-k-j loop. Each row's sums run in
@@ -146,7 +145,7 @@ f8_status f8i_cpu_gemm(f8_ctx *ctx, const f8i_gemm_args *g)
 #else
     product(ap, bt, acc, m, n, k);
 #endif
-    const float alpha = is_fp8(g->a_dtype) ? *g->a_scale_inv * *g->b_scale_inv : 1.0f;
+    const float alpha = f8i_dtype_is_fp8(g->a_dtype) ? *g->a_scale_inv * *g->b_scale_inv : 1.0f;
     for (int64_t i = 0; i < m; i++)
         for (int64_t j = 0; j < n; j++) {
             float v = acc[i * n + j];

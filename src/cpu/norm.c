@@ -15,8 +15,9 @@
  * fixed order, so a GPU kernel can be compared element by element. FP8 y is
  * the cast's arithmetic: fp8(v · scale) with the FP32 product (the file is
  * built with -ffp-contract=off), amax over |v| with fmaxf (NaN ignored).
- * The column sums allocate a temporary per call: this is the oracle, not a
- * fast path, so it does not carve ctx->scratch.
+ * The column sums allocate a temporary per call (this is the oracle, not a
+ * fast path); the args' workspace is still checked, as the CUDA backend
+ * does, so a caller that passes too little fails on both.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -47,7 +48,7 @@ f8_status f8i_cpu_norm_fwd(f8_ctx *ctx, const f8i_norm_fwd_args *a)
 {
     const int64_t cols = a->cols;
     const double n = cols > 0 ? (double)cols : 1.0; /* cols = 0: empty means, no NaN */
-    const int fp8 = a->y_dtype == F8_DTYPE_E4M3 || a->y_dtype == F8_DTYPE_E5M2;
+    const int fp8 = f8i_dtype_is_fp8(a->y_dtype);
     if (a->rows <= 0 && !(fp8 && a->scale_inv)) return F8_OK; /* nothing to write */
     F8I_COUNT_LAUNCHES(ctx, 1);
     const int e5m2 = a->y_dtype == F8_DTYPE_E5M2;
@@ -101,6 +102,10 @@ f8_status f8i_cpu_norm_bwd(f8_ctx *ctx, const f8i_norm_bwd_args *a)
     const int64_t rows = a->rows, cols = a->cols;
     const double n = cols > 0 ? (double)cols : 1.0;
     if (cols <= 0) return F8_OK; /* nothing to write */
+    if ((a->dgamma || a->dbeta) && rows > 0) { /* the contract both backends check */
+        f8_status st = f8i_check_reduce_workspace(ctx, a->workspace, a->workspace_bytes, rows, cols, "norm backward");
+        if (st != F8_OK) return st;
+    }
     F8I_COUNT_LAUNCHES(ctx, 1);
     /* colsum[0, cols): Σ dy·xhat (dgamma); colsum[cols, 2·cols): Σ dy (dbeta). */
     double *colsum = (double *)calloc((size_t)(cols > 0 ? 2 * cols : 1), sizeof(double));

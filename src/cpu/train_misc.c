@@ -38,7 +38,7 @@ static f8_status oom(f8_ctx *ctx, const char *what)
 
 /* ---- embedding ---------------------------------------------------------- */
 
-static f8_status embedding_fwd(f8_ctx *ctx, const f8i_embedding_fwd_args *a)
+f8_status f8i_cpu_embedding_fwd(f8_ctx *ctx, const f8i_embedding_fwd_args *a)
 {
     F8I_COUNT_LAUNCHES(ctx, 1);
     const int64_t C = a->channels;
@@ -60,7 +60,7 @@ static int cmp_u64(const void *x, const void *y)
     return a < b ? -1 : a > b;
 }
 
-static f8_status embedding_bwd(f8_ctx *ctx, const f8i_embedding_bwd_args *a)
+f8_status f8i_cpu_embedding_bwd(f8_ctx *ctx, const f8i_embedding_bwd_args *a)
 {
     const int64_t T = a->n_tokens, C = a->channels;
     uint64_t *keys = (uint64_t *)malloc((size_t)T * sizeof *keys + 1); /* token << 32 | t, valid tokens only */
@@ -104,7 +104,7 @@ static f8_status embedding_bwd(f8_ctx *ctx, const f8i_embedding_bwd_args *a)
 
 /* ---- cross-entropy ------------------------------------------------------ */
 
-static f8_status cross_entropy(f8_ctx *ctx, const f8i_cross_entropy_args *a)
+f8_status f8i_cpu_cross_entropy(f8_ctx *ctx, const f8i_cross_entropy_args *a)
 {
     F8I_COUNT_LAUNCHES(ctx, 1);
     const int64_t V = a->vocab, Vp = a->cols;
@@ -137,7 +137,7 @@ static f8_status cross_entropy(f8_ctx *ctx, const f8i_cross_entropy_args *a)
 
 /* ---- AdamW -------------------------------------------------------------- */
 
-static f8_status adamw_step(f8_ctx *ctx, const f8i_adamw_step_args *a)
+f8_status f8i_cpu_adamw_step(f8_ctx *ctx, const f8i_adamw_step_args *a)
 {
     F8I_COUNT_LAUNCHES(ctx, 1);
     double sq = 0.0;
@@ -171,15 +171,4 @@ static f8_status adamw_step(f8_ctx *ctx, const f8i_adamw_step_args *a)
     s->bc1 = bc1;
     s->bc2 = bc2;
     return F8_OK;
-}
-
-f8_status f8i_cpu_misc_op(f8_ctx *ctx, int kind, const void *args)
-{
-    switch (kind) {
-    case F8I_TRAIN_EMBEDDING_FWD: return embedding_fwd(ctx, (const f8i_embedding_fwd_args *)args);
-    case F8I_TRAIN_EMBEDDING_BWD: return embedding_bwd(ctx, (const f8i_embedding_bwd_args *)args);
-    case F8I_TRAIN_CROSS_ENTROPY: return cross_entropy(ctx, (const f8i_cross_entropy_args *)args);
-    case F8I_TRAIN_ADAMW_STEP: return adamw_step(ctx, (const f8i_adamw_step_args *)args);
-    default: return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "train op: unknown misc kind %d", kind);
-    }
 }

@@ -41,8 +41,6 @@ static f8_status act_dispatch(f8_ctx *ctx, f8_activation act, act_job *j)
     return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "activation: unknown f8_activation %d", (int)act);
 }
 
-static int hp_dtype(f8_dtype d) { return d == F8_DTYPE_FP32 || d == F8_DTYPE_BF16; }
-static int fp8_dtype(f8_dtype d) { return d == F8_DTYPE_E4M3 || d == F8_DTYPE_E5M2; }
 static int dtype_bytes(f8_dtype d) { return d == F8_DTYPE_FP32 ? 4 : d == F8_DTYPE_BF16 ? 2 : 1; }
 
 /* *scale_inv = 1 / *scale for an empty tensor (1 when there is no scale, as
@@ -60,13 +58,13 @@ static f8_status empty_scale_inv(f8_ctx *ctx, const float *scale, float *scale_i
 
 f8_status f8i_cuda_act_fwd(f8_ctx *ctx, const f8i_act_fwd_args *a)
 {
-    if (!hp_dtype(a->x_dtype) || (!hp_dtype(a->y_dtype) && !fp8_dtype(a->y_dtype)))
+    if (!f8i_dtype_is_hp(a->x_dtype) || (!f8i_dtype_is_hp(a->y_dtype) && !f8i_dtype_is_fp8(a->y_dtype)))
         return f8i_error(ctx, F8_ERR_DTYPE, "activation forward: x %s, y %s; expected fp32/bf16 x", 
                          f8_dtype_name(a->x_dtype), f8_dtype_name(a->y_dtype));
     if (a->rows < 0 || a->cols < 0)
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "activation forward: negative shape [%lld, %lld]",
                          (long long)a->rows, (long long)a->cols);
-    const int fp8 = fp8_dtype(a->y_dtype);
+    const int fp8 = f8i_dtype_is_fp8(a->y_dtype);
     if (a->rows == 0 || a->cols == 0) return fp8 ? empty_scale_inv(ctx, a->scale, a->scale_inv) : F8_OK;
 
     const int gated = act_gated(a->act), xes = dtype_bytes(a->x_dtype), yes = dtype_bytes(a->y_dtype);
@@ -90,6 +88,8 @@ f8_status f8i_cuda_act_fwd(f8_ctx *ctx, const f8i_act_fwd_args *a)
         t->dbias = NULL;
         t->dbias_bf16 = 0;
         t->dbias_accumulate = 0;
+        t->workspace = NULL;
+        t->workspace_bytes = 0;
         t->w_out_t = access_width(a->y_t, a->rows, 16);
         j.x = a->x;
         j.dy = NULL;
@@ -129,8 +129,9 @@ f8_status f8i_cuda_act_fwd(f8_ctx *ctx, const f8i_act_fwd_args *a)
 f8_status f8i_cuda_act_bwd(f8_ctx *ctx, const f8i_act_bwd_args *a)
 {
     const int want_codes = a->out != NULL || a->out_t != NULL;
-    if (!hp_dtype(a->x_dtype) || !hp_dtype(a->dy_dtype) || (a->dx != NULL && !hp_dtype(a->dx_dtype)) ||
-        (want_codes && !fp8_dtype(a->out_dtype)) || (a->dbias != NULL && !hp_dtype(a->dbias_dtype)))
+    if (!f8i_dtype_is_hp(a->x_dtype) || !f8i_dtype_is_hp(a->dy_dtype) ||
+        (a->dx != NULL && !f8i_dtype_is_hp(a->dx_dtype)) ||
+        (want_codes && !f8i_dtype_is_fp8(a->out_dtype)) || (a->dbias != NULL && !f8i_dtype_is_hp(a->dbias_dtype)))
         return f8i_error(ctx, F8_ERR_DTYPE,
                          "activation backward: x %s, dy %s, dx %s, out %s, dbias %s; expected fp32/bf16 "
                          "x, dy, dx, dbias and e4m3/e5m2 out",
@@ -166,6 +167,8 @@ f8_status f8i_cuda_act_bwd(f8_ctx *ctx, const f8i_act_bwd_args *a)
         t->dbias = a->dbias;
         t->dbias_bf16 = a->dbias_dtype == F8_DTYPE_BF16;
         t->dbias_accumulate = a->dbias_accumulate != 0;
+        t->workspace = a->workspace;
+        t->workspace_bytes = a->workspace_bytes;
         t->w_out_t = a->out_t != NULL ? access_width(a->out_t, a->rows, 16) : 1;
         j.x = a->x;
         j.dy = a->dy;

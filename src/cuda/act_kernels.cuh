@@ -650,16 +650,16 @@ static act_bwd_src<ACT, XBF16, DYBF16, V> bwd_src(const act_job *j)
 template <int ACT, int XBF16, int DYBF16>
 static f8_status launch_bwd_tile(f8_ctx *ctx, act_job *j)
 {
-    const char *op = "activation backward", *reserve = "f8i_reduce_workspace_bytes";
+    const char *op = "activation backward";
     cast_tile_params *t = &j->tile;
     if constexpr (act_bwd_vec8<ACT, XBF16, DYBF16>()) {
         t->w_out = t->out != NULL ? access_width(t->out, t->cols, 8) : 1;
         if (cast_tile_full(t, 8, j->w_x >= 16 && j->w_dy >= 16 && j->dx == NULL))
-            return cast_tile_launch(ctx, t, bwd_src<ACT, XBF16, DYBF16, 8>(j), j->e5m2, 1, op, reserve);
+            return cast_tile_launch(ctx, t, bwd_src<ACT, XBF16, DYBF16, 8>(j), j->e5m2, 1, op);
     }
     t->w_out = t->out != NULL ? access_width(t->out, t->cols, 4) : 1;
     const int full_src = j->w_x >= 4 * (XBF16 ? 2 : 4) && j->w_dy >= 4 * (DYBF16 ? 2 : 4) && j->dx == NULL;
-    return cast_tile_launch(ctx, t, bwd_src<ACT, XBF16, DYBF16, 4>(j), j->e5m2, full_src, op, reserve);
+    return cast_tile_launch(ctx, t, bwd_src<ACT, XBF16, DYBF16, 4>(j), j->e5m2, full_src, op);
 }
 
 template <int ACT, int XBF16>
@@ -671,8 +671,7 @@ static f8_status launch_fwd_tile(f8_ctx *ctx, act_job *j)
     src.w_x = j->w_x;
     j->tile.w_out = j->tile.out != NULL ? access_width(j->tile.out, j->tile.cols, src.VEC) : 1;
     const int full_src = j->w_x >= act_fwd_src<ACT, XBF16>::VEC * (XBF16 ? 2 : 4);
-    return cast_tile_launch(ctx, &j->tile, src, j->e5m2, full_src, "activation forward",
-                            "f8i_reduce_workspace_bytes");
+    return cast_tile_launch(ctx, &j->tile, src, j->e5m2, full_src, "activation forward");
 }
 
 template <int ACT, int XBF16, int DYBF16>

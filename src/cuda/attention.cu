@@ -14,10 +14,10 @@
  * with the same value, so every lane computes the same p and l. The output
  * row is built 128 columns at a time (4 per lane in registers); a head wider
  * than 128 recomputes the row's scores for each further 128 columns (no
- * scratch, and the same values each time). The forward takes m over the
+ * workspace, and the same values each time). The forward takes m over the
  * whole row first (a pass of its own), exactly as the CPU reference does.
  * The backward is two launches, as the fast path's: dq (which also writes
- * D = Σ dy·O to the scratch) and then dk, dv (which reads it).
+ * D = Σ dy·O to the workspace) and then dk, dv (which reads it).
  *
  * Both paths: no atomics, each sum in one fixed order, so the results are
  * bitwise reproducible; forward 1 launch, backward 2.
@@ -295,11 +295,5 @@ static f8_status backward(f8_ctx *ctx, const f8i_attn_bwd_args *a)
     return f8i_cuda_launch_check(ctx, "attention gen_dq_kernel/gen_dkv_kernel");
 }
 
-f8_status f8i_cuda_attention_op(f8_ctx *ctx, int kind, const void *args)
-{
-    switch (kind) {
-    case F8I_ATTN_FORWARD: return forward(ctx, (const f8i_attn_fwd_args *)args);
-    case F8I_ATTN_BACKWARD: return backward(ctx, (const f8i_attn_bwd_args *)args);
-    default: return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "train op %d: not an attention op", kind);
-    }
-}
+f8_status f8i_cuda_attn_fwd(f8_ctx *ctx, const f8i_attn_fwd_args *a) { return forward(ctx, a); }
+f8_status f8i_cuda_attn_bwd(f8_ctx *ctx, const f8i_attn_bwd_args *a) { return backward(ctx, a); }

@@ -15,7 +15,7 @@
  *    dP = dy·vᵀ (q and dy fragments from shared memory), dS = P·(dP - D)·c,
  *    and dq += dS·k with dS, packed to BF16, as the A operand straight from
  *    registers. Before its loop each warp computes D = Σ dy·O for its 16 rows
- *    (two lanes a row, 16-byte loads) and writes it to the scratch for the
+ *    (two lanes a row, 16-byte loads) and writes it to the workspace for the
  *    second kernel.
  *  - dkv_kernel, second: one block per (b, h, 128 keys), 8 warps × 16 keys,
  *    walking query blocks (64 rows for HD 64, 32 for HD 128, so that dk, dv,

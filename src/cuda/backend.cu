@@ -25,7 +25,6 @@
 #include <stdlib.h>
 
 #include "cuda_state.cuh"
-#include "train/train_ops.h"
 
 /* ------------------------------------------------------------------------ */
 /* Kernel                                                                    */
@@ -245,37 +244,82 @@ static f8_status cuda_synchronize(f8_ctx *ctx)
 /* The table                                                                 */
 /* ------------------------------------------------------------------------ */
 
+/* One entry per kind. The ops with an args parameter pass it on typed; the
+ * simple ops unpack theirs into the fields their functions take. */
+#define THUNK_ARGS(n, T) \
+    static f8_status run_##n(f8_ctx *ctx, const void *args) { return f8i_cuda_##n(ctx, (const T *)args); }
+#define THUNK_FIELDS(n, T)
+#define THUNK(K, n, T, W) THUNK_##W(n, T)
+F8I_OP_LIST(THUNK)
+#undef THUNK
+#undef THUNK_FIELDS
+#undef THUNK_ARGS
+
+static f8_status run_copy(f8_ctx *ctx, const void *args)
+{
+    const f8i_copy_args *a = (const f8i_copy_args *)args;
+    return cuda_copy(ctx, a->dst, a->src, a->bytes);
+}
+static f8_status run_memset_zero(f8_ctx *ctx, const void *args)
+{
+    const f8i_memset_zero_args *a = (const f8i_memset_zero_args *)args;
+    return cuda_memset_zero(ctx, a->dst, a->bytes);
+}
+static f8_status run_fill_f32(f8_ctx *ctx, const void *args)
+{
+    const f8i_fill_f32_args *a = (const f8i_fill_f32_args *)args;
+    return f8i_cuda_fill_f32(ctx, a->dst, a->value, a->count);
+}
+static f8_status run_convert(f8_ctx *ctx, const void *args)
+{
+    const f8i_convert_args *a = (const f8i_convert_args *)args;
+    return f8i_cuda_convert(ctx, a->src, a->src_dtype, a->scale_inv, a->dst, a->dst_dtype, a->count);
+}
+static f8_status run_transpose_u8(f8_ctx *ctx, const void *args)
+{
+    const f8i_transpose_u8_args *a = (const f8i_transpose_u8_args *)args;
+    return f8i_cuda_transpose_u8(ctx, a->src, a->dst, a->rows, a->cols, a->noop);
+}
+static f8_status run_reciprocal(f8_ctx *ctx, const void *args)
+{
+    const f8i_reciprocal_args *a = (const f8i_reciprocal_args *)args;
+    return f8i_cuda_reciprocal(ctx, a->src, a->dst, a->noop);
+}
+static f8_status run_add(f8_ctx *ctx, const void *args)
+{
+    const f8i_add_args *a = (const f8i_add_args *)args;
+    return f8i_cuda_add(ctx, a->dst, a->src, a->dtype, a->count);
+}
+
+/* Positional (C++ has no array designators): F8I_OP_LIST's order is the
+ * kinds' order, so entry k is kind k. */
+#define ENTRY(K, n, T, W) run_##n,
+static const f8i_op_fn cuda_ops[] = {F8I_OP_LIST(ENTRY)};
+#undef ENTRY
+static_assert(sizeof cuda_ops / sizeof cuda_ops[0] == F8I_OP_COUNT, "one entry per op kind");
+
+static f8_status cuda_run(f8_ctx *ctx, f8i_op_kind kind, const void *args)
+{
+    if ((unsigned)kind >= F8I_OP_COUNT)
+        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "cuda backend: unknown op kind %d", (int)kind);
+    return cuda_ops[kind](ctx, args);
+}
+
 static const f8i_backend cuda_backend = {
     "cuda",
-    /* memory */
+    /* host ops */
     cuda_alloc,
     cuda_free,
     cuda_upload,
     cuda_download,
-    cuda_copy,
-    cuda_memset_zero,
-    f8i_cuda_fill_f32,
     cuda_synchronize,
-    /* casts and layouts */
-    f8i_cuda_cast,
-    f8i_cuda_convert,
-    f8i_cuda_transpose_u8,
-    f8i_cuda_reciprocal,
-    f8i_cuda_add,
-    /* matrix products and scaling */
-    f8i_cuda_gemm,
-    f8i_cuda_scale_update,
-    /* norms and activations */
-    f8i_cuda_norm_fwd,
-    f8i_cuda_norm_bwd,
-    f8i_cuda_act_fwd,
-    f8i_cuda_act_bwd,
+    /* every work op */
+    cuda_run,
     /* state */
     cuda_state_create,
     cuda_state_destroy,
     cuda_set_stream,
     cuda_get_stream,
-    f8i_cuda_train_op,
 };
 
 const f8i_backend *f8i_cuda_backend(void) { return &cuda_backend; }

@@ -19,8 +19,8 @@
  * the CPU oracle's f8i_fp8_encode reproduces bit for bit. amax is an fmaxf
  * reduction (exact, order-free, NaN ignored) ending in one atomicMax on the
  * float's bits per block. dbias is deterministic (per-row-tile partial sums in
- * ctx scratch, added in row-tile order: cast_tile.cuh). Nothing here
- * allocates: the scratch must have been reserved (f8i_cuda_dbias_scratch_bytes).
+ * the args' workspace, added in row-tile order: cast_tile.cuh). Nothing here
+ * allocates: the partials go to the args' workspace (f8i_reduce_workspace_bytes).
  */
 #include <stdint.h>
 
@@ -198,34 +198,29 @@ static f8_status cast_tiled(f8_ctx *ctx, const f8i_cast_args *a, int bf16, int e
     p.dbias = a->dbias;
     p.dbias_bf16 = a->dbias_dtype == F8_DTYPE_BF16;
     p.dbias_accumulate = a->dbias_accumulate != 0;
+    p.workspace = a->workspace;
+    p.workspace_bytes = a->workspace_bytes;
     p.w_out = a->out != NULL ? access_width(a->out, a->cols, bf16 ? 8 : 4) : 1;
     p.w_out_t = a->out_t != NULL ? access_width(a->out_t, a->rows, 16) : 1;
     const int w_src = access_width(a->src, a->cols * (bf16 ? 2 : 4), 16);
-    const char *reserve = "f8i_cuda_dbias_scratch_bytes";
     const int full_src = w_src == 16;
-    if (bf16) return cast_tile_launch(ctx, &p, cast_src<1>{a->src, w_src}, e5m2, full_src, "cast", reserve);
-    return cast_tile_launch(ctx, &p, cast_src<0>{a->src, w_src}, e5m2, full_src, "cast", reserve);
+    if (bf16) return cast_tile_launch(ctx, &p, cast_src<1>{a->src, w_src}, e5m2, full_src, "cast");
+    return cast_tile_launch(ctx, &p, cast_src<0>{a->src, w_src}, e5m2, full_src, "cast");
 }
 
 /* ------------------------------------------------------------------------ */
 /* Backend entry points                                                      */
 /* ------------------------------------------------------------------------ */
 
-size_t f8i_cuda_dbias_scratch_bytes(int64_t rows, int64_t cols)
-{
-    if (rows <= 0 || cols <= 0) return 256;
-    return (size_t)cast_tile_row_tiles(rows) * (size_t)cols * sizeof(float) + 256;
-}
-
 f8_status f8i_cuda_cast(f8_ctx *ctx, const f8i_cast_args *a)
 {
-    if (a->src_dtype != F8_DTYPE_FP32 && a->src_dtype != F8_DTYPE_BF16)
+    if (!f8i_dtype_is_hp(a->src_dtype))
         return f8i_error(ctx, F8_ERR_DTYPE, "cast: source dtype %s, expected fp32 or bf16",
                          f8_dtype_name(a->src_dtype));
-    if (a->out_dtype != F8_DTYPE_E4M3 && a->out_dtype != F8_DTYPE_E5M2)
+    if (!f8i_dtype_is_fp8(a->out_dtype))
         return f8i_error(ctx, F8_ERR_DTYPE, "cast: output dtype %s, expected e4m3 or e5m2",
                          f8_dtype_name(a->out_dtype));
-    if (a->dbias != NULL && a->dbias_dtype != F8_DTYPE_FP32 && a->dbias_dtype != F8_DTYPE_BF16)
+    if (a->dbias != NULL && !f8i_dtype_is_hp(a->dbias_dtype))
         return f8i_error(ctx, F8_ERR_DTYPE, "cast: dbias dtype %s, expected fp32 or bf16",
                          f8_dtype_name(a->dbias_dtype));
     if (a->rows < 0 || a->cols < 0)

@@ -10,7 +10,7 @@
  * shared memory as words; the block then writes the transposed tile as
  * 16-byte pieces, 128 bytes per output row. Warp lanes are laid out so the
  * word stores into the padded shared tile hit 32 different banks. dbias is
- * deterministic: each row tile writes its column sums to ctx scratch
+ * deterministic: each row tile writes its column sums to the args' workspace
  * [row_tiles, cols] (FP32), and kernels_common.cuh's dbias_reduce_kernel
  * adds them in row-tile order; with a single row tile the tile kernel writes dbias itself.
  *
@@ -68,7 +68,7 @@
 #ifndef CAST_FULL_MIN_BLOCKS
 #define CAST_FULL_MIN_BLOCKS 4
 #endif
-#define TILE_ROWS 128                  /* rows of a tile; fixes the dbias scratch size */
+#define TILE_ROWS 128                  /* rows of a tile; fixes the dbias workspace size */
 #define TILE_TX 16                     /* threads across a tile (VEC columns each) */
 #define TILE_TY 16                     /* threads down a tile (two 4-row micro-blocks each) */
 #define TILE_WORDS (TILE_ROWS / 4 + 1) /* words per transposed-tile row in shared memory (+1 pad) */
@@ -76,6 +76,9 @@
 static_assert(TILE_TX * TILE_TY == CAST_THREADS, "one thread per (tx, ty) of a tile");
 static_assert(TILE_TY * 4 * 2 == TILE_ROWS, "two 4-row micro-blocks per thread cover the tile rows");
 static_assert(TILE_ROWS % 16 == 0, "the transposed tile is written in 16-byte pieces");
+/* dbias partials: one FP32 row per TILE_ROWS rows, where f8i_reduce_workspace_bytes
+ * (backend.h, the one sizing formula) counts two per 16 rows. */
+static_assert(TILE_ROWS >= 16, "f8i_reduce_workspace_bytes bounds the dbias partials (one row per 16 rows)");
 static_assert(TILE_TX * 4 * (TILE_ROWS / 16) % CAST_THREADS == 0, "whole 16-byte pieces per thread");
 
 /* The FULL kernels' bound on rows and cols: an offset inside a tile, at most
@@ -104,7 +107,9 @@ typedef struct cast_tile_params {
     void *dbias;         /* (cols) FP32 or BF16, or NULL */
     int dbias_bf16;
     int dbias_accumulate;
-    float *partial;      /* (row_tiles, cols) scratch, or NULL: write dbias directly */
+    void *workspace;     /* the op's args' workspace (dbias only) */
+    size_t workspace_bytes;
+    float *partial;      /* (row_tiles, cols) in workspace, or NULL: write dbias directly */
     int col_tiles;
     int w_out, w_out_t;  /* access widths (bytes) for out rows, out_t rows */
 } cast_tile_params;
@@ -298,14 +303,14 @@ static inline int cast_tile_full(const cast_tile_params *p, int vec, int full_sr
  * FULL kernel runs when SRC has one and cast_tile_full(p, VEC, full_src)
  * holds; full_src says that every source access can be its widest (the
  * SRC's own widths at their maximum). A FULL-only source (SRC::FULL 2)
- * where it does not hold: F8_ERR_UNSUPPORTED, nothing launched. Fills p->col_tiles and p->partial (ctx
- * scratch; F8_ERR_STATE, before any launch, if fewer than row_tiles * cols *
- * 4 bytes are reserved: `reserve` names the function that sizes it). `op`
- * names the operation in messages. Counts its own launches (1, or 2 with the
+ * where it does not hold: F8_ERR_UNSUPPORTED, nothing launched. Fills p->col_tiles and p->partial (from
+ * p->workspace; with dbias, F8_ERR_STATE before any launch unless the
+ * workspace holds f8i_reduce_workspace_bytes(rows, cols)). `op` names the
+ * operation in messages. Counts its own launches (1, or 2 with the
  * reduce) in f8_ctx_counters: callers must not count them again. */
 template <typename SRC>
 static f8_status cast_tile_launch(f8_ctx *ctx, cast_tile_params *p, const SRC &src, int e5m2, int full_src,
-                                  const char *op, const char *reserve)
+                                  const char *op)
 {
     constexpr int TC = TILE_TX * SRC::VEC;
     const int64_t row_tiles = cast_tile_row_tiles(p->rows);
@@ -315,15 +320,12 @@ static f8_status cast_tile_launch(f8_ctx *ctx, cast_tile_params *p, const SRC &s
                          (long long)p->rows, (long long)p->cols);
     p->col_tiles = (int)col_tiles;
     p->partial = NULL;
-    if (p->dbias != NULL && row_tiles > 1) {
-        /* Checked before any launch, so a failing call writes nothing. */
-        const size_t need = (size_t)row_tiles * (size_t)p->cols * sizeof(float);
-        if (ctx->scratch == NULL || ctx->scratch_bytes < need)
-            return f8i_error(ctx, F8_ERR_STATE,
-                             "%s with dbias of [%lld, %lld] needs %zu bytes of ctx scratch, %zu reserved "
-                             "(reserve %s at creation)",
-                             op, (long long)p->rows, (long long)p->cols, need, ctx->scratch_bytes, reserve);
-        p->partial = (float *)ctx->scratch;
+    if (p->dbias != NULL) {
+        /* The contract both backends check (even when one row tile needs no
+         * partials), before any launch, so a failing call writes nothing. */
+        f8_status st = f8i_check_reduce_workspace(ctx, p->workspace, p->workspace_bytes, p->rows, p->cols, op);
+        if (st != F8_OK) return st;
+        if (row_tiles > 1) p->partial = (float *)p->workspace;
     }
 
     cudaStream_t stream = f8i_stream(ctx);

@@ -121,7 +121,7 @@ static __global__ void __launch_bounds__(EW_THREADS)
     convert_kernel(const void *__restrict__ src, const float *scale_inv, void *__restrict__ dst, int64_t n,
                    int64_t nchunk)
 {
-    const float si = (SRC == F8_DTYPE_E4M3 || SRC == F8_DTYPE_E5M2) ? *scale_inv : 1.0f;
+    const float si = f8i_dtype_is_fp8((f8_dtype)SRC) ? *scale_inv : 1.0f;
     const int64_t stride = (int64_t)gridDim.x * EW_THREADS;
     const int64_t first = (int64_t)blockIdx.x * EW_THREADS + threadIdx.x;
     for (int64_t j = first; j < nchunk; j += stride) {
@@ -210,10 +210,10 @@ static f8_status convert_to(f8_ctx *ctx, const void *src, f8_dtype src_dtype, co
 f8_status f8i_cuda_convert(f8_ctx *ctx, const void *src, f8_dtype src_dtype, const float *scale_inv, void *dst,
                            f8_dtype dst_dtype, int64_t count)
 {
-    const int fp8 = src_dtype == F8_DTYPE_E4M3 || src_dtype == F8_DTYPE_E5M2;
-    if (!fp8 && src_dtype != F8_DTYPE_FP32 && src_dtype != F8_DTYPE_BF16)
+    const int fp8 = f8i_dtype_is_fp8(src_dtype);
+    if (!fp8 && !f8i_dtype_is_hp(src_dtype))
         return f8i_error(ctx, F8_ERR_DTYPE, "convert: source dtype %s", f8_dtype_name(src_dtype));
-    if (dst_dtype != F8_DTYPE_FP32 && dst_dtype != F8_DTYPE_BF16)
+    if (!f8i_dtype_is_hp(dst_dtype))
         return f8i_error(ctx, F8_ERR_DTYPE, "convert: destination dtype %s, expected fp32 or bf16",
                          f8_dtype_name(dst_dtype));
     if (fp8 && scale_inv == NULL)
@@ -233,7 +233,7 @@ f8_status f8i_cuda_convert(f8_ctx *ctx, const void *src, f8_dtype src_dtype, con
 
 f8_status f8i_cuda_add(f8_ctx *ctx, void *dst, const void *src, f8_dtype dtype, int64_t count)
 {
-    if (dtype != F8_DTYPE_FP32 && dtype != F8_DTYPE_BF16)
+    if (!f8i_dtype_is_hp(dtype))
         return f8i_error(ctx, F8_ERR_DTYPE, "add: dtype %s, expected fp32 or bf16", f8_dtype_name(dtype));
     if (count < 0) return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "add: negative count %lld", (long long)count);
     if (count == 0) return F8_OK;

@@ -8,6 +8,8 @@
 #include <cuda_runtime.h>
 
 #include "core/f8i.h"
+#include "train/attention.h"
+#include "train/train_misc.h"
 
 typedef struct f8i_gemm_cache f8i_gemm_cache; /* owned by gemm.cu */
 
@@ -43,12 +45,13 @@ f8_status f8i_cuda_gemm_create(f8_ctx *ctx);   /* fills f8i_cuda(ctx)->gemm */
 void f8i_cuda_gemm_destroy(f8_ctx *ctx);
 f8_status f8i_cuda_gemm(f8_ctx *ctx, const f8i_gemm_args *args);
 
-/* cast.cu, transpose.cu, scale_update.cu, convert.cu: backend entries */
+/* The backend's implementation of each op of F8I_OP_LIST (backend.cu's
+ * table points at them): f8i_cuda_<name>(ctx, const args *) for the ops with
+ * an args parameter; the simple ops keep their fields as parameters (other
+ * kernels files call them directly) and backend.cu unpacks their args. */
+
+/* cast.cu, transpose.cu, scale_update.cu, convert.cu */
 f8_status f8i_cuda_cast(f8_ctx *ctx, const f8i_cast_args *args);
-/* ctx->scratch bytes a cast with dbias of [rows, cols] needs (reserve at object
- * creation): ceil(rows / 128) * cols * 4 + 256. The cast uses the scratch from
- * its start, as a temporary within the call. */
-size_t f8i_cuda_dbias_scratch_bytes(int64_t rows, int64_t cols);
 f8_status f8i_cuda_transpose_u8(f8_ctx *ctx, const uint8_t *src, uint8_t *dst, int64_t rows, int64_t cols,
                                 const float *noop);
 f8_status f8i_cuda_scale_update(f8_ctx *ctx, const f8i_scale_update_args *args);
@@ -63,5 +66,13 @@ f8_status f8i_cuda_norm_fwd(f8_ctx *ctx, const f8i_norm_fwd_args *args);
 f8_status f8i_cuda_norm_bwd(f8_ctx *ctx, const f8i_norm_bwd_args *args);
 f8_status f8i_cuda_act_fwd(f8_ctx *ctx, const f8i_act_fwd_args *args);
 f8_status f8i_cuda_act_bwd(f8_ctx *ctx, const f8i_act_bwd_args *args);
+
+/* attention.cu; train_misc.cu (embedding), cross_entropy.cu, adamw.cu */
+f8_status f8i_cuda_attn_fwd(f8_ctx *ctx, const f8i_attn_fwd_args *args);
+f8_status f8i_cuda_attn_bwd(f8_ctx *ctx, const f8i_attn_bwd_args *args);
+f8_status f8i_cuda_embedding_fwd(f8_ctx *ctx, const f8i_embedding_fwd_args *args);
+f8_status f8i_cuda_embedding_bwd(f8_ctx *ctx, const f8i_embedding_bwd_args *args);
+f8_status f8i_cuda_cross_entropy(f8_ctx *ctx, const f8i_cross_entropy_args *args);
+f8_status f8i_cuda_adamw_step(f8_ctx *ctx, const f8i_adamw_step_args *args);
 
 #endif /* F8_CUDA_STATE_CUH */

@@ -131,7 +131,6 @@ typedef struct fallback_params {
     int a_trans, b_trans, accumulate, fp8;
 } fallback_params;
 
-static int is_fp8(f8_dtype t) { return t == F8_DTYPE_E4M3 || t == F8_DTYPE_E5M2; }
 
 /* ------------------------------------------------------------------------ */
 /* Kernels                                                                   */
@@ -286,7 +285,7 @@ static f8_status launch_fallback(f8_ctx *ctx, const f8i_gemm_args *g)
     p.a_trans = g->a_trans;
     p.b_trans = g->b_trans;
     p.accumulate = g->accumulate;
-    p.fp8 = is_fp8(g->a_dtype);
+    p.fp8 = f8i_dtype_is_fp8(g->a_dtype);
 
     int64_t gx = (g->n + FB_TILE - 1) / FB_TILE, gy = (g->m + FB_TILE - 1) / FB_TILE;
     if (gx > 65535) gx = 65535;
@@ -344,7 +343,7 @@ static uint32_t align_log2(const void *p)
 static gemm_key make_key(const f8i_gemm_args *g)
 {
     gemm_key key;
-    const int fp8 = is_fp8(g->a_dtype);
+    const int fp8 = f8i_dtype_is_fp8(g->a_dtype);
     const uint32_t bias = g->bias ? (uint32_t)g->bias_dtype + 1u : 0u;
     const uint32_t flags = (g->a_trans ? 1u : 0u) | (g->b_trans ? 2u : 0u) | (g->accumulate ? 4u : 0u) |
                            (fp8 && g->split_accum ? 8u : 0u);
@@ -366,7 +365,7 @@ static int key_equal(const gemm_key *x, const gemm_key *y)
  * of the design note)? The heuristic is the second, final judge. */
 static int lt_eligible(const f8i_gemm_args *g)
 {
-    if (is_fp8(g->a_dtype)) {
+    if (f8i_dtype_is_fp8(g->a_dtype)) {
         if (g->a_dtype == F8_DTYPE_E5M2 && g->b_dtype == F8_DTYPE_E5M2) return 0;
         if (g->a_trans || g->b_trans) return 0;
         if (g->k % 16 != 0 || (g->n * (int64_t)dtype_bytes(g->d_dtype)) % 16 != 0) return 0;
@@ -401,7 +400,7 @@ static cublasStatus_t desc_create(gemm_plan *p, const f8i_gemm_args *g, int fuse
     st = cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a);
     if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b);
     if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
-    if (st == CUBLAS_STATUS_SUCCESS && is_fp8(g->a_dtype)) {
+    if (st == CUBLAS_STATUS_SUCCESS && f8i_dtype_is_fp8(g->a_dtype)) {
         const int8_t fast = g->split_accum ? 0 : 1;
         st = cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast);
         /* A' = b, B' = a: the scale pointers swap with the operands. */
@@ -417,7 +416,7 @@ static cublasStatus_t desc_create(gemm_plan *p, const f8i_gemm_args *g, int fuse
     if (st == CUBLAS_STATUS_SUCCESS && fuse_bias) {
         st = cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias, sizeof g->bias);
         p->set_bias = g->bias;
-        if (st == CUBLAS_STATUS_SUCCESS && is_fp8(g->a_dtype)) {
+        if (st == CUBLAS_STATUS_SUCCESS && f8i_dtype_is_fp8(g->a_dtype)) {
             const int32_t bt = CUDA_R_16BF; /* the only FP8 bias type for BF16 or FP32 D */
             st = cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt);
         }
@@ -492,7 +491,8 @@ static f8_status plan_build(f8_ctx *ctx, f8i_gemm_cache *c, const f8i_gemm_args 
                         : cublasLtMatrixLayoutCreate(&p->lay_b, cuda_type(g->a_dtype), k, m, g->k);
     if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatrixLayoutCreate(&p->lay_d, cuda_type(g->d_dtype), n, m, g->n);
 
-    const int fusable = g->bias && (is_fp8(g->a_dtype) ? g->bias_dtype == F8_DTYPE_BF16 : g->bias_dtype == g->d_dtype);
+    const int fusable =
+        g->bias && (f8i_dtype_is_fp8(g->a_dtype) ? g->bias_dtype == F8_DTYPE_BF16 : g->bias_dtype == g->d_dtype);
     int found = 0;
     for (int fuse = fusable; fuse >= 0 && st == CUBLAS_STATUS_SUCCESS && !found; fuse--) {
         if (p->desc) cublasLtMatmulDescDestroy(p->desc);
@@ -550,7 +550,7 @@ static f8_status plan_find(f8_ctx *ctx, f8i_gemm_cache *c, const f8i_gemm_args *
 static cublasStatus_t plan_set_pointers(gemm_plan *p, const f8i_gemm_args *g)
 {
     cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
-    if (is_fp8(g->a_dtype)) {
+    if (f8i_dtype_is_fp8(g->a_dtype)) {
         if (p->set_a_scale != (const void *)g->b_scale_inv) {
             st = cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &g->b_scale_inv,
                                                 sizeof g->b_scale_inv);

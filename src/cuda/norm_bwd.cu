@@ -5,7 +5,7 @@
  * Design note. A block walks a row block of rows_per_block rows one row at a
  * time; each thread owns the same columns in every row, keeps g for them and
  * their column sums Σ dy·xhat and Σ dy across the row block in registers, and
- * writes those once to ctx->scratch as the row block's partial sums.
+ * writes those once to the args' workspace as the row block's partial sums.
  * dbias_reduce_kernel (kernels_common.cuh) then adds the partials in row-block
  * order, so dgamma and dbeta are deterministic.
  *  - Rows up to BWD_THREADS · BWD_MAX_NV · 8 = 8192 columns: a block of tpr
@@ -24,7 +24,7 @@
  *  - Wider rows take the "wide" kernel: a block of BWD_WIDE_THREADS streams
  *    the row from memory twice (sums, then dx), element by element, and
  *    accumulates its column sums straight into its own partial row in the
- *    scratch (each address touched by one thread only).
+ *    workspace (each address touched by one thread only).
  *  - The fast kernel (norm_bwd_fast_kernel) is the register kernel for what
  *    training passes: x BF16, rows of whole pieces (cols % 8 == 0), x, dy
  *    and dx 16-byte aligned at every row, a row block within 32-bit byte
@@ -53,7 +53,7 @@
 #define BWD_THREADS 512      /* the register kernel's largest block */
 #define BWD_MAX_NV 2         /* its pieces of 8 columns per thread: rows up to 512 * 2 * 8 = 8192 */
 #define BWD_WIDE_THREADS 512 /* the wide backward's block */
-#define BWD_MIN_ROWS 16      /* rows per row block, at least on average (the scratch bound) */
+#define BWD_MIN_ROWS 16      /* rows per row block, at least on average (the workspace bound) */
 
 /* Blocks of BWD_THREADS per SM the register kernel's launch bounds guarantee. */
 #define BWD_MIN_BLOCKS(NV) ((NV) == 1 ? 2 : 1)
@@ -507,8 +507,8 @@ static void launch_bwd_fast(const norm_bwd_params *p, unsigned blocks, int tpr, 
 
 f8_status f8i_cuda_norm_bwd(f8_ctx *ctx, const f8i_norm_bwd_args *a)
 {
-    if (!is_fp32_or_bf16(a->x_dtype) || !is_fp32_or_bf16(a->dy_dtype) || !is_fp32_or_bf16(a->param_dtype) ||
-        (a->dx != NULL && !is_fp32_or_bf16(a->dx_dtype)))
+    if (!f8i_dtype_is_hp(a->x_dtype) || !f8i_dtype_is_hp(a->dy_dtype) || !f8i_dtype_is_hp(a->param_dtype) ||
+        (a->dx != NULL && !f8i_dtype_is_hp(a->dx_dtype)))
         return f8i_error(ctx, F8_ERR_DTYPE, "norm backward: dtypes x %s, dy %s, params %s, dx %s not supported",
                          f8_dtype_name(a->x_dtype), f8_dtype_name(a->dy_dtype), f8_dtype_name(a->param_dtype),
                          f8_dtype_name(a->dx_dtype));
@@ -562,14 +562,12 @@ f8_status f8i_cuda_norm_bwd(f8_ctx *ctx, const f8i_norm_bwd_args *a)
     p.inv_n = 1.0f / (float)cols;
 
     if ((a->dgamma != NULL || dbeta != NULL) && row_blocks > 0) {
-        /* Checked before any launch, so a failing call writes nothing. */
-        const size_t need = (size_t)row_blocks * (size_t)cols * 2 * sizeof(float);
-        if (ctx->scratch == NULL || ctx->scratch_bytes < need)
-            return f8i_error(ctx, F8_ERR_STATE,
-                             "norm backward of [%lld, %lld] needs %zu bytes of ctx scratch, %zu reserved "
-                             "(reserve f8i_reduce_workspace_bytes at creation)",
-                             (long long)rows, (long long)cols, need, ctx->scratch_bytes);
-        p.partial = (float *)ctx->scratch;
+        /* The contract both backends check, before any launch, so a failing
+         * call writes nothing. The partials ([2, row_blocks, cols], at most
+         * one row block per 16 rows) fit in what it asks for. */
+        f8_status st = f8i_check_reduce_workspace(ctx, a->workspace, a->workspace_bytes, rows, cols, "norm backward");
+        if (st != F8_OK) return st;
+        p.partial = (float *)a->workspace;
         p.w_part = access_width(p.partial, cols * 4, 16);
     }
 

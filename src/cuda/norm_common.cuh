@@ -24,7 +24,9 @@
 
 enum { Y_FP32 = 0, Y_BF16 = 1, Y_E4M3 = 2, Y_E5M2 = 3 };
 
-static inline int is_fp32_or_bf16(f8_dtype dt) { return dt == F8_DTYPE_FP32 || dt == F8_DTYPE_BF16; }
+/* The name norm_fwd.cu still uses for core/dtype.h's f8i_dtype_is_hp (that
+ * file is being reworked elsewhere); new code calls f8i_dtype_is_hp. */
+static inline int is_fp32_or_bf16(f8_dtype dt) { return f8i_dtype_is_hp(dt); }
 
 static __device__ __forceinline__ float load_one(const void *p, int bf16, int64_t i)
 {

@@ -327,18 +327,3 @@ f8_status f8i_cuda_embedding_bwd(f8_ctx *ctx, const f8i_embedding_bwd_args *a)
     }
     return st;
 }
-
-/* ------------------------------------------------------------------------ */
-/* Backend entry point                                                       */
-/* ------------------------------------------------------------------------ */
-
-f8_status f8i_cuda_misc_op(f8_ctx *ctx, int kind, const void *args)
-{
-    switch (kind) {
-    case F8I_TRAIN_EMBEDDING_FWD: return f8i_cuda_embedding_fwd(ctx, (const f8i_embedding_fwd_args *)args);
-    case F8I_TRAIN_EMBEDDING_BWD: return f8i_cuda_embedding_bwd(ctx, (const f8i_embedding_bwd_args *)args);
-    case F8I_TRAIN_CROSS_ENTROPY: return f8i_cuda_cross_entropy(ctx, (const f8i_cross_entropy_args *)args);
-    case F8I_TRAIN_ADAMW_STEP: return f8i_cuda_adamw_step(ctx, (const f8i_adamw_step_args *)args);
-    default: return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "train op: unknown misc kind %d", kind);
-    }
-}

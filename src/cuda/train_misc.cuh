@@ -75,10 +75,7 @@ static inline bool vec4_ok(const void *p, f8_dtype dt)
     return ((uintptr_t)p & (a - 1)) == 0;
 }
 
-/* Launchers (one per kind): each counts its launches. */
-f8_status f8i_cuda_embedding_fwd(f8_ctx *ctx, const f8i_embedding_fwd_args *a);
-f8_status f8i_cuda_embedding_bwd(f8_ctx *ctx, const f8i_embedding_bwd_args *a);
-f8_status f8i_cuda_cross_entropy(f8_ctx *ctx, const f8i_cross_entropy_args *a);
-f8_status f8i_cuda_adamw_step(f8_ctx *ctx, const f8i_adamw_step_args *a);
+/* The launchers, one per op (each counts its launches), are declared in
+ * cuda_state.cuh with the backend's other ops. */
 
 #endif /* F8_CUDA_TRAIN_MISC_CUH */

@@ -10,6 +10,7 @@
 
 #include "core/numerics.h"
 #include "modules/weight.h"
+#include "core/ops.h"
 
 /* W ~ N(0, 0.02²) from the seed: f8_tensor_fill_normal's draws, uploaded. */
 static f8_status init_normal(f8_ctx *ctx, void *dst, f8_dtype dtype, int64_t n, uint64_t seed)

@@ -7,8 +7,9 @@
  * the norm partials at create, the moments and the descriptor array at add.
  * The descriptor array (f8i_adamw_tensor per parameter: param, grad, m, v,
  * count, dtypes, decay) lives in backend memory and is rebuilt by each add (a
- * new allocation, the old one freed), so a step is one train_op however many
- * parameters there are (CUDA: three launches: norm partials, finalize, update)
+ * new allocation, the old one freed), so a step is one op
+ * (f8i_op_adamw_step) however many parameters there are (CUDA: three
+ * launches: norm partials, finalize, update)
  * and may be captured even before any eager step. Adds are refused once a
  * step has been issued (eagerly or into a graph): a captured step holds the
  * array's address and count. The schedule and the clip factor are computed on
@@ -29,6 +30,7 @@
 #include <string.h>
 
 #include "io/checkpoint.h"
+#include "core/ops.h"
 #include "train/train_misc.h"
 
 typedef struct param_rec {
@@ -127,7 +129,6 @@ void f8_adamw_destroy(f8_adamw *o)
     free(o);
 }
 
-static int real_dtype(f8_dtype dt) { return dt == F8_DTYPE_FP32 || dt == F8_DTYPE_BF16; }
 
 static f8i_adamw_tensor descriptor(const f8_adamw *o, const param_rec *p)
 {
@@ -154,7 +155,7 @@ f8_status f8_adamw_add(f8_adamw *o, const f8_tensor *param, const f8_tensor *gra
     if (st != F8_OK) return st;
     if (o->stepped)
         return f8i_error(ctx, F8_ERR_STATE, "%s: the optimizer has already stepped; register every parameter first", fn);
-    if (!real_dtype(param->dtype) || !real_dtype(grad->dtype))
+    if (!f8i_dtype_is_hp(param->dtype) || !f8i_dtype_is_hp(grad->dtype))
         return f8i_error(ctx, F8_ERR_DTYPE, "%s: param (%s) and grad (%s) must be fp32 or bf16", fn,
                          f8_dtype_name(param->dtype), f8_dtype_name(grad->dtype));
     if (param->rows != grad->rows || param->cols != grad->cols)
@@ -193,7 +194,7 @@ f8_status f8_adamw_add(f8_adamw *o, const f8_tensor *param, const f8_tensor *gra
         host[o->n] = descriptor(o, &p);
         st = ctx->be->upload(ctx, dev, host, (size_t)(o->n + 1) * sizeof *host);
     }
-    if (st == F8_OK && mbytes) st = ctx->be->memset_zero(ctx, moments, mbytes);
+    if (st == F8_OK && mbytes) st = f8i_op_memset_zero(ctx, moments, mbytes);
     if (st == F8_OK) st = ctx->be->synchronize(ctx);
     free(host);
     if (st != F8_OK) {
@@ -225,7 +226,7 @@ f8_status f8_adamw_step(f8_adamw *o)
     a.beta2 = c->beta2;
     a.eps = c->eps;
     a.grad_clip = c->grad_clip;
-    f8_status st = o->ctx->be->train_op(o->ctx, F8I_TRAIN_ADAMW_STEP, &a, sizeof a);
+    f8_status st = f8i_op_adamw_step(o->ctx, &a);
     if (st == F8_OK) o->stepped = 1;
     return st;
 }

@@ -11,9 +11,10 @@
  * not copied: the caller keeps qkv until backward (f8.h says so). O is: the
  * forward writes it beside y (T·C more bytes written, a few microseconds a
  * layer), so the backward does not depend on the caller keeping y too. What
- * lives within a call is ctx->scratch, reserved at create for max_batch,
- * max_seq and carved per call for the actual B, S (attention.h): the
- * backward's row sums D and the CPU reference's two row buffers. Nothing is
+ * lives within a call is the op's workspace (f8i_attn_workspace: measured
+ * at create for max_batch, max_seq and reserved in ctx->scratch, placed per
+ * call for the actual B, S and handed to the op as pointers in its args):
+ * the backward's row sums D and the CPU reference's two row buffers. Nothing is
  * O(S²) any more, and no backend keeps per-object state.
  */
 #include <math.h>
@@ -21,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/ops.h"
 #include "train/attention.h"
 
 struct f8_attention {
@@ -72,7 +74,7 @@ static f8_status config_check(f8_ctx *ctx, const f8_attention_config *c)
                          "%s: max_batch %lld · max_seq %lld tokens with n_head %lld is too large (saved state of %.3g bytes, "
                          "or max_batch · n_head >= 2^31)",
                          fn, (long long)c->max_batch, (long long)c->max_seq, (long long)c->n_head, saved);
-    if (c->dtype != F8_DTYPE_FP32 && c->dtype != F8_DTYPE_BF16)
+    if (!f8i_dtype_is_hp(c->dtype))
         return f8i_error(ctx, F8_ERR_DTYPE, "%s: dtype must be fp32 or bf16, not %s", fn, f8_dtype_name(c->dtype));
     return F8_OK;
 }
@@ -100,8 +102,8 @@ f8_status f8_attention_create(f8_ctx *ctx, const f8_attention_config *config, f8
     a->cfg = *config;
     a->scale = 1.0f / sqrtf((float)config->head_dim);
     a->scale_log2 = a->scale * 1.44269504088896341f; /* one FP32 rounding: attention.h's c2 */
-    st = f8i_scratch_reserve(ctx, f8i_attn_scratch_bytes(config->max_batch * config->max_seq, config->max_seq,
-                                                         config->n_head));
+    st = f8i_scratch_reserve(ctx, f8i_attn_workspace(NULL, config->max_batch * config->max_seq, config->max_seq,
+                                                       config->n_head, NULL, NULL));
     if (st != F8_OK) {
         free(a);
         return st;
@@ -174,12 +176,11 @@ static int overlap(const void *p, size_t n, const void *q, size_t m)
     return n && m && a < b + m && b < a + n;
 }
 
-/* The per-call scratch carve (attention.h): D, then the two rows. */
-static void carve(f8_attention *a, int64_t batch, int64_t seq, float **d, float **rows)
+/* Place one call's workspace (attention.h) in the ctx scratch reserved at
+ * create: D, then the two rows. */
+static void place(f8_attention *a, int64_t batch, int64_t seq, float **d, float **rows)
 {
-    unsigned char *base = (unsigned char *)a->ctx->scratch;
-    *d = (float *)base;
-    *rows = (float *)(base + f8i_attn_d_bytes(batch * seq, a->cfg.n_head));
+    (void)f8i_attn_workspace(a->ctx->scratch, batch * seq, seq, a->cfg.n_head, d, rows);
 }
 
 f8_status f8_attention_forward(f8_attention *a, const f8_tensor *qkv, int64_t batch, int64_t seq, f8_tensor *y,
@@ -217,9 +218,8 @@ f8_status f8_attention_forward(f8_attention *a, const f8_tensor *qkv, int64_t ba
         args.y = y->data;
         args.o = saved ? saved->o : NULL;
         args.lse = saved ? saved->lse : NULL;
-        float *d_unused = NULL;
-        carve(a, batch, seq, &d_unused, &args.rows);
-        st = ctx->be->train_op(ctx, F8I_ATTN_FORWARD, &args, sizeof args);
+        place(a, batch, seq, NULL, &args.rows);
+        st = f8i_op_attn_fwd(ctx, &args);
         if (st != F8_OK) return st;
     }
     if (saved) {
@@ -266,6 +266,6 @@ f8_status f8_attention_backward(f8_attention *a, f8_attention_saved *saved, cons
     args.lse = saved->lse;
     args.dy = dy->data;
     args.dqkv = dqkv->data;
-    carve(a, saved->batch, saved->seq, &args.d, &args.rows);
-    return ctx->be->train_op(ctx, F8I_ATTN_BACKWARD, &args, sizeof args);
+    place(a, saved->batch, saved->seq, &args.d, &args.rows);
+    return f8i_op_attn_bwd(ctx, &args);
 }

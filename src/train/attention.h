@@ -1,8 +1,8 @@
 /*
- * attention.h — the attention family of training ops: kinds
- * F8I_TRAIN_ATTENTION_FIRST + k of f8i_backend.train_op, their args, and the
- * saved-state and scratch layouts attention.c carves for them. Included from
- * C and CUDA.
+ * attention.h — the attention family of training ops: the args of
+ * F8I_OP_ATTN_FWD and F8I_OP_ATTN_BWD (backend.h's op list; called as
+ * f8i_op_attn_fwd/bwd, core/ops.h), and the saved-state and workspace
+ * layouts attention.c carves for them. Included from C and CUDA.
  *
  * Design note: what is computed. Per (sequence b, head h) with S tokens,
  * head dim hd, c = 1/sqrtf(hd) and c2 = c·log2(e) (both FP32, made once on
@@ -37,25 +37,22 @@
  * probabilities were O(B·nh·S²). The forward's qkv is not copied: the
  * caller keeps it until backward (f8.h says so).
  *
- * Scratch (ctx->scratch, reserved at create for max_batch, max_seq, carved
- * per call): D (FP32 [B·nh, S], the backward's row sums: written by its
- * first CUDA kernel, read by its second) and two FP32 rows of S (the CPU
- * reference's row buffers). Every pointer in an args struct is backend
- * memory and lives as long as its object, so recorded args replay exactly.
+ * Workspace (f8i_attn_workspace: measured at create for max_batch, max_seq
+ * and reserved in ctx->scratch, placed per call; the op reads only the
+ * pointers in its args): D (FP32 [B·nh, S], the backward's row sums:
+ * written by its first CUDA kernel, read by its second) and two FP32 rows of
+ * S (the CPU reference's row buffers). Every pointer in an args struct is
+ * backend memory and lives as long as its object, so recorded args replay
+ * exactly.
  */
 #ifndef F8_ATTENTION_H
 #define F8_ATTENTION_H
 
-#include "train/train_ops.h"
+#include "core/f8i.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-enum {
-    F8I_ATTN_FORWARD = F8I_TRAIN_ATTENTION_FIRST + 0, /* f8i_attn_fwd_args */
-    F8I_ATTN_BACKWARD = F8I_TRAIN_ATTENTION_FIRST + 1 /* f8i_attn_bwd_args */
-};
 
 /* One forward over B = batch sequences of S = seq tokens (B·S >= 1). */
 typedef struct f8i_attn_fwd_args {
@@ -67,7 +64,7 @@ typedef struct f8i_attn_fwd_args {
     void *y;                   /* (B·S, C) */
     void *o;                   /* (B·S, C) saved copy of y, or NULL (inference: with lse) */
     float *lse;                /* (B·nh, S) saved L, or NULL */
-    float *rows;               /* scratch (2, S) FP32 (CPU) */
+    float *rows;               /* workspace (2, S) FP32 (CPU) */
 } f8i_attn_fwd_args;
 
 /* One backward of the forward that filled o and lse (same B, S, qkv). */
@@ -80,8 +77,8 @@ typedef struct f8i_attn_bwd_args {
     const float *lse;          /* (B·nh, S) the forward's L */
     const void *dy;            /* (B·S, C) */
     void *dqkv;                /* (B·S, 3C) overwritten; overlaps neither qkv nor dy */
-    float *d;                  /* scratch (B·nh, S) FP32: D */
-    float *rows;               /* scratch (2, S) FP32 (CPU) */
+    float *d;                  /* workspace (B·nh, S) FP32: D */
+    float *rows;               /* workspace (2, S) FP32 (CPU) */
 } f8i_attn_bwd_args;
 
 /* Saved-state bytes for `tokens` = B·S: L, then O at the next 256 bytes. */
@@ -93,14 +90,17 @@ static inline size_t f8i_attn_saved_bytes(int64_t tokens, int64_t n_head, int64_
 {
     return f8i_attn_lse_bytes(tokens, n_head) + (size_t)tokens * (size_t)(n_head * head_dim) * f8_dtype_size(dtype);
 }
-/* Scratch bytes of one call: D, then the two rows at the next 256 bytes. */
-static inline size_t f8i_attn_d_bytes(int64_t tokens, int64_t n_head)
+/* The workspace of one call over `tokens` = B·S: D, then the two rows at the
+ * next 256 bytes. Returns its bytes; with a base (256-byte aligned) also
+ * places it: *d and *rows (either may be NULL) point into base. The one
+ * layout both the create-time reservation (base NULL) and each call use. */
+static inline size_t f8i_attn_workspace(void *base, int64_t tokens, int64_t seq, int64_t n_head, float **d,
+                                        float **rows)
 {
-    return f8i_align256((size_t)tokens * (size_t)n_head * sizeof(float));
-}
-static inline size_t f8i_attn_scratch_bytes(int64_t tokens, int64_t seq, int64_t n_head)
-{
-    return f8i_attn_d_bytes(tokens, n_head) + f8i_align256(2u * (size_t)seq * sizeof(float));
+    const size_t d_bytes = f8i_align256((size_t)tokens * (size_t)n_head * sizeof(float));
+    if (base != NULL && d != NULL) *d = (float *)base;
+    if (base != NULL && rows != NULL) *rows = (float *)((unsigned char *)base + d_bytes);
+    return d_bytes + f8i_align256(2u * (size_t)seq * sizeof(float));
 }
 
 #ifdef __cplusplus

@@ -6,15 +6,15 @@
  * nothing, so they are safe anywhere in a step, eagerly or under capture. All
  * the checks happen here, on the host, from the views alone (token and target
  * ids are device data the host never reads: an id out of range is defined
- * behaviour, not an error). Then one train_op carries an args struct of
+ * behaviour, not an error). Then one op (f8i_op_*) carries an args struct of
  * pointers and scalars to the backend (src/train/train_misc.h has the contracts).
  */
 #include <stdint.h>
 #include <stdio.h>
 
+#include "core/ops.h"
 #include "train/train_misc.h"
 
-static int real_dtype(f8_dtype dt) { return dt == F8_DTYPE_FP32 || dt == F8_DTYPE_BF16; }
 
 /* A view that must be FP32 or BF16 with `cols` columns. */
 static f8_status check_real(f8_ctx *ctx, const char *fn, const char *name, const f8_tensor *t, int64_t cols)
@@ -23,7 +23,7 @@ static f8_status check_real(f8_ctx *ctx, const char *fn, const char *name, const
     snprintf(what, sizeof what, "%s: %s", fn, name);
     f8_status st = f8i_check_tensor(ctx, t, what);
     if (st != F8_OK) return st;
-    if (!real_dtype(t->dtype))
+    if (!f8i_dtype_is_hp(t->dtype))
         return f8i_error(ctx, F8_ERR_DTYPE, "%s: %s must be fp32 or bf16, not %s", fn, name, f8_dtype_name(t->dtype));
     if (cols >= 0 && t->cols != cols)
         return f8i_error(ctx, F8_ERR_SHAPE, "%s: %s has %lld columns, expected %lld (the channels of wte)", fn, name,
@@ -66,7 +66,7 @@ f8_status f8_embedding_forward(f8_ctx *ctx, const int32_t *tokens, int64_t seq_l
     if (y->rows == 0 || y->cols == 0) return F8_OK;
     f8i_embedding_fwd_args a = {tokens, y->rows, seq_len, wte->rows, wte->cols, wte->data, wte->dtype,
                                 wpe->data, wpe->dtype, y->data, y->dtype};
-    return ctx->be->train_op(ctx, F8I_TRAIN_EMBEDDING_FWD, &a, sizeof a);
+    return f8i_op_embedding_fwd(ctx, &a);
 }
 
 f8_status f8_embedding_backward(f8_ctx *ctx, const int32_t *tokens, int64_t seq_len, const f8_tensor *dy,
@@ -88,7 +88,7 @@ f8_status f8_embedding_backward(f8_ctx *ctx, const int32_t *tokens, int64_t seq_
     f8i_embedding_bwd_args a = {tokens, dy->rows, seq_len, dwte->rows, dwte->cols, dy->data, dy->dtype,
                                 dwte->data, dwte->dtype, dwpe ? dwpe->data : NULL,
                                 dwpe ? dwpe->dtype : F8_DTYPE_FP32};
-    return ctx->be->train_op(ctx, F8I_TRAIN_EMBEDDING_BWD, &a, sizeof a);
+    return f8i_op_embedding_bwd(ctx, &a);
 }
 
 f8_status f8_cross_entropy(f8_ctx *ctx, const f8_tensor *logits, int64_t vocab, const int32_t *targets,
@@ -117,5 +117,5 @@ f8_status f8_cross_entropy(f8_ctx *ctx, const f8_tensor *logits, int64_t vocab, 
     if (T == 0) return F8_OK;
     f8i_cross_entropy_args a = {logits->data, logits->dtype, T, logits->cols, vocab, targets, grad_scale, losses,
                                 dlogits ? dlogits->data : NULL, dlogits ? dlogits->dtype : F8_DTYPE_FP32};
-    return ctx->be->train_op(ctx, F8I_TRAIN_CROSS_ENTROPY, &a, sizeof a);
+    return f8i_op_cross_entropy(ctx, &a);
 }

@@ -1,7 +1,8 @@
 /*
- * train_misc.h — the misc family of training ops behind f8i_backend.train_op:
- * token + position embedding, softmax cross-entropy and the AdamW step. Kinds
- * (F8I_TRAIN_MISC_FIRST + k), their args structs, the AdamW device records and
+ * train_misc.h — the misc family of training ops (backend.h's op list:
+ * F8I_OP_EMBEDDING_FWD/BWD, F8I_OP_CROSS_ENTROPY, F8I_OP_ADAMW_STEP):
+ * token + position embedding, softmax cross-entropy and the AdamW step. Their
+ * args structs, the AdamW device records and
  * the scalar formulas both backends run (F8I_HD: the same source for the host
  * and the device, so an update with the same inputs is the same bits).
  *
@@ -14,18 +15,11 @@
 #define F8_TRAIN_MISC_H
 
 #include "core/numerics.h"
-#include "train/train_ops.h"
+#include "core/f8i.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-enum {
-    F8I_TRAIN_EMBEDDING_FWD = F8I_TRAIN_MISC_FIRST + 0, /* f8i_embedding_fwd_args */
-    F8I_TRAIN_EMBEDDING_BWD = F8I_TRAIN_MISC_FIRST + 1, /* f8i_embedding_bwd_args */
-    F8I_TRAIN_CROSS_ENTROPY = F8I_TRAIN_MISC_FIRST + 2, /* f8i_cross_entropy_args */
-    F8I_TRAIN_ADAMW_STEP = F8I_TRAIN_MISC_FIRST + 3     /* f8i_adamw_step_args */
-};
 
 /* y[t, :] = (float)wte[tokens[t], :] + (float)wpe[t mod S, :], stored in y_dtype
  * (one FP32 add, so both backends give the same bits). A token outside
