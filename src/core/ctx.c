@@ -150,6 +150,9 @@ f8_status f8_ctx_alloc(f8_ctx *ctx, size_t bytes, void **ptr)
     if (!ctx) return F8_ERR_INVALID_ARGUMENT;
     if (!ptr) return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "f8_ctx_alloc: ptr (the output) is NULL");
     *ptr = NULL;
+    size_t rounded;
+    f8_status st = f8i_alloc_size(ctx, bytes, "f8_ctx_alloc", &rounded);
+    if (st != F8_OK) return st;
     /* A zero-byte request still gets a distinct, freeable pointer. */
     return f8i_alloc(ctx, F8_MEM_OTHER, NULL, bytes ? bytes : 1, ptr);
 }
@@ -159,9 +162,25 @@ void f8_ctx_free(f8_ctx *ctx, void *ptr)
     if (ctx && ptr) f8i_free(ctx, ptr);
 }
 
+f8_status f8i_alloc_size(f8_ctx *ctx, size_t bytes, const char *who, size_t *rounded)
+{
+    if (bytes > F8I_MAX_BYTES)
+        return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "%s: %zu bytes is more than f8 allocates at once (2^62)", who, bytes);
+    *rounded = f8i_align256(bytes ? bytes : 1); /* no wrap: bytes <= 2^62 */
+    return F8_OK;
+}
+
 f8_status f8i_alloc(f8_ctx *ctx, f8_mem_category category, f8_memory_report *acct, size_t bytes, void **ptr)
 {
     *ptr = NULL;
+    size_t rounded;
+    f8_status st = f8i_alloc_size(ctx, bytes, "backend allocation", &rounded);
+    if (st != F8_OK) return st;
+    /* Live allocations are real memory, so the report's sums stay far below
+     * SIZE_MAX; the check makes that a guarantee, not an observation. */
+    if (bytes > SIZE_MAX - ctx->mem.total)
+        return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "backend allocation of %zu bytes: the memory report would pass "
+                                                    "SIZE_MAX", bytes);
     if (ctx->capturing) {
         if (ctx->capture_error == F8_OK) ctx->capture_error = F8_ERR_STATE; /* spoils the capture (graph.c) */
         return f8i_error(ctx, F8_ERR_STATE, "allocation of %zu bytes while capturing a graph: create objects and run "
@@ -174,7 +193,7 @@ f8_status f8i_alloc(f8_ctx *ctx, f8_mem_category category, f8_memory_report *acc
         ctx->allocs = t;
         ctx->cap_allocs = cap;
     }
-    f8_status st = ctx->be->alloc(ctx, bytes, ptr);
+    st = ctx->be->alloc(ctx, bytes, ptr);
     if (st != F8_OK) return st;
     f8i_alloc_rec r = {*ptr, bytes, (int)category, acct};
     ctx->allocs[ctx->n_allocs++] = r;
@@ -214,16 +233,21 @@ const char *f8_mem_category_name(f8_mem_category c)
     return (unsigned)c < F8_MEM_COUNT ? names[c] : "unknown";
 }
 
+/* The ctx's last error is not part of its observable state: the read-only
+ * calls still report why they failed. */
 f8_status f8_ctx_memory(const f8_ctx *ctx, f8_memory_report *report)
 {
-    if (!ctx || !report) return F8_ERR_INVALID_ARGUMENT;
+    if (!ctx) return F8_ERR_INVALID_ARGUMENT;
+    if (!report) return f8i_error((f8_ctx *)ctx, F8_ERR_INVALID_ARGUMENT, "f8_ctx_memory: report (the output) is NULL");
     *report = ctx->mem;
     return F8_OK;
 }
 
 f8_status f8_ctx_counters_read(const f8_ctx *ctx, f8_ctx_counters *counters)
 {
-    if (!ctx || !counters) return F8_ERR_INVALID_ARGUMENT;
+    if (!ctx) return F8_ERR_INVALID_ARGUMENT;
+    if (!counters)
+        return f8i_error((f8_ctx *)ctx, F8_ERR_INVALID_ARGUMENT, "f8_ctx_counters_read: counters (the output) is NULL");
     *counters = ctx->counters;
     return F8_OK;
 }
@@ -295,7 +319,11 @@ f8_status f8i_check_tensor(f8_ctx *ctx, const f8_tensor *t, const char *name)
         return f8i_error(ctx, F8_ERR_SHAPE, "%s has a negative shape [%lld, %lld]", name, (long long)t->rows,
                          (long long)t->cols);
     if (f8_dtype_size(t->dtype) == 0) return f8i_error(ctx, F8_ERR_DTYPE, "%s has unknown dtype %d", name, (int)t->dtype);
-    if (t->rows * t->cols > 0 && !t->data) return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s->data is NULL", name);
+    size_t bytes;
+    if (!f8i_shape_bytes(t->rows, t->cols, f8_dtype_size(t->dtype), &bytes))
+        return f8i_error(ctx, F8_ERR_SHAPE, "%s [%lld, %lld] of %s is too large: more than 2^62 bytes", name,
+                         (long long)t->rows, (long long)t->cols, f8_dtype_name(t->dtype));
+    if (bytes > 0 && !t->data) return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s->data is NULL", name);
     if (f8i_dtype_is_fp8(t->dtype) && !t->scale_inv)
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s is FP8 (%s) but its scale_inv is NULL", name,
                          f8_dtype_name(t->dtype));
@@ -313,7 +341,7 @@ f8_status f8_tensor_convert(f8_ctx *ctx, const f8_tensor *src, f8_tensor *dst)
                          (long long)src->rows, (long long)src->cols, (long long)dst->rows, (long long)dst->cols);
     if (!f8i_dtype_is_hp(dst->dtype))
         return f8i_error(ctx, F8_ERR_DTYPE, "f8_tensor_convert: dst must be fp32 or bf16, not %s", f8_dtype_name(dst->dtype));
-    int64_t n = src->rows * src->cols;
+    const int64_t n = f8i_tensor_elems(src);
     if (n == 0) return F8_OK;
     return f8i_op_convert(ctx, src->data, src->dtype, src->scale_inv, dst->data, dst->dtype, n);
 }
@@ -330,7 +358,7 @@ f8_status f8_tensor_add(f8_ctx *ctx, f8_tensor *dst, const f8_tensor *src)
     if (dst->rows != src->rows || dst->cols != src->cols)
         return f8i_error(ctx, F8_ERR_SHAPE, "f8_tensor_add: dst [%lld, %lld] and src [%lld, %lld] differ",
                          (long long)dst->rows, (long long)dst->cols, (long long)src->rows, (long long)src->cols);
-    int64_t n = dst->rows * dst->cols;
+    const int64_t n = f8i_tensor_elems(dst);
     return n ? f8i_op_add(ctx, dst->data, src->data, dst->dtype, n) : F8_OK;
 }
 
@@ -339,7 +367,7 @@ f8_status f8_tensor_zero(f8_ctx *ctx, f8_tensor *t)
     if (!ctx) return F8_ERR_INVALID_ARGUMENT;
     f8_status st = f8i_check_tensor(ctx, t, "f8_tensor_zero: t");
     if (st != F8_OK) return st;
-    size_t bytes = (size_t)(t->rows * t->cols) * f8_dtype_size(t->dtype);
+    const size_t bytes = f8i_tensor_bytes(t);
     return bytes ? f8i_op_memset_zero(ctx, t->data, bytes) : F8_OK;
 }
 
@@ -353,11 +381,13 @@ f8_status f8_tensor_fill_normal(f8_ctx *ctx, f8_tensor *t, double std, uint64_t 
         return f8i_error(ctx, F8_ERR_DTYPE, "%s: t must be fp32 or bf16, not %s", fn, f8_dtype_name(t->dtype));
     if (!(std >= 0.0) || !isfinite(std))
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: std %g must be finite and >= 0", fn, std);
-    if (ctx->capturing) return f8i_error(ctx, F8_ERR_STATE, "%s: refused while capturing a graph (it uploads)", fn);
-    const int64_t n = t->rows * t->cols;
+    if (ctx->capturing)
+        return f8i_capture_spoil(ctx, f8i_error(ctx, F8_ERR_STATE, "%s: refused while capturing a graph (it uploads); "
+                                                                   "the capture is spoiled", fn));
+    const int64_t n = f8i_tensor_elems(t);
     const size_t es = f8_dtype_size(t->dtype);
     if (n == 0) return F8_OK;
-    unsigned char *host = (unsigned char *)malloc((size_t)n * es);
+    unsigned char *host = (unsigned char *)malloc(f8i_tensor_bytes(t));
     if (!host) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "%s: out of host memory for %lld values", fn, (long long)n);
     uint64_t s = seed;
     for (int64_t i = 0; i < n; i++) {
@@ -373,7 +403,7 @@ f8_status f8_tensor_fill_normal(f8_ctx *ctx, f8_tensor *t, double std, uint64_t 
         if (es == 2) ((uint16_t *)host)[i] = f8i_bf16_from_float(v);
         else ((float *)host)[i] = v;
     }
-    st = ctx->be->upload(ctx, t->data, host, (size_t)n * es);
+    st = ctx->be->upload(ctx, t->data, host, f8i_tensor_bytes(t));
     free(host);
     return st;
 }

@@ -76,9 +76,49 @@ float *f8i_slot_amax(f8_ctx *ctx, f8_slot slot);
 float *f8i_slot_scale(f8_ctx *ctx, f8_slot slot);
 int f8i_slot_valid(const f8_ctx *ctx, f8_slot slot);
 
+/* The largest backend allocation f8 makes or accepts, and the largest
+ * tensor view (rows · cols · element size): 2^62 bytes, more than any
+ * machine has, small enough that rounding a size up to 256 and summing live
+ * sizes in the memory report cannot wrap a size_t, and that every element
+ * count of a checked view fits an int64. */
+#define F8I_MAX_BYTES ((size_t)1 << 62)
+
+/* Checked size arithmetic, the one place sizes are multiplied and rounded
+ * where a caller chose them: each returns 1 and writes *out when the result
+ * is at most F8I_MAX_BYTES, else returns 0 and leaves *out alone. */
+static inline int f8i_size_mul(size_t a, size_t b, size_t *out)
+{
+    if (b != 0 && a > F8I_MAX_BYTES / b) return 0;
+    *out = a * b;
+    return 1;
+}
+static inline int f8i_size_add(size_t a, size_t b, size_t *out)
+{
+    if (a > F8I_MAX_BYTES || b > F8I_MAX_BYTES - a) return 0;
+    *out = a + b;
+    return 1;
+}
+/* Bytes of a [rows, cols] array of elem_size-byte elements: 1 and *bytes
+ * for rows, cols >= 0 with a product (times elem_size) of at most
+ * F8I_MAX_BYTES; 0 otherwise (a negative or overflowing shape). */
+static inline int f8i_shape_bytes(int64_t rows, int64_t cols, size_t elem_size, size_t *bytes)
+{
+    size_t n;
+    if (rows < 0 || cols < 0) return 0;
+    return f8i_size_mul((size_t)rows, (size_t)cols, &n) && f8i_size_mul(n, elem_size, bytes);
+}
+
+/* The size check of every backend allocation: F8_OK with *rounded = bytes
+ * rounded up to 256 (a 0-byte request counts as 1) when bytes <=
+ * F8I_MAX_BYTES; otherwise F8_ERR_OUT_OF_MEMORY with a message naming
+ * `who`. f8i_alloc runs it on every request and each backend's alloc runs it
+ * again before it rounds, so no size wraps on its way to an allocator. */
+f8_status f8i_alloc_size(f8_ctx *ctx, size_t bytes, const char *who, size_t *rounded);
+
 /* Backend allocation through the ctx's accounting: counted, recorded under
  * `category` in the ctx report and (if acct) in a module's report. Refused
- * with F8_ERR_STATE while capturing a graph. f8i_free(ctx, NULL) is a no-op. */
+ * with F8_ERR_STATE while capturing a graph, and with F8_ERR_OUT_OF_MEMORY
+ * past F8I_MAX_BYTES (f8i_alloc_size). f8i_free(ctx, NULL) is a no-op. */
 f8_status f8i_alloc(f8_ctx *ctx, f8_mem_category category, f8_memory_report *acct, size_t bytes, void **ptr);
 void f8i_free(f8_ctx *ctx, void *ptr);
 
@@ -99,11 +139,27 @@ void f8i_slots_rollback(f8_ctx *ctx, f8i_slot_mark mark);
  * creation with fp8_weights). */
 f8_status f8i_register_fp8_weight_slots(f8_ctx *ctx, const f8_slot *slots, int n);
 
+/* A call refused while capturing a graph (graph.c): records st, with the
+ * ctx's message as the reason, as the error that spoils the capture, so
+ * f8_graph_end fails as the graph contract says; returns st. Outside a
+ * capture it only returns st. */
+f8_status f8i_capture_spoil(f8_ctx *ctx, f8_status st);
+
 /* Grow the ctx scratch to at least `bytes` (object creation time only). */
 f8_status f8i_scratch_reserve(f8_ctx *ctx, size_t bytes);
 
-/* Checks shared by the public entry points; each sets the ctx error. */
+/* Checks shared by the public entry points; each sets the ctx error.
+ * f8i_check_tensor: t not NULL, a known dtype, rows and cols >= 0 with
+ * rows · cols · element size <= F8I_MAX_BYTES (F8_ERR_SHAPE otherwise, so
+ * no count or byte size of the view overflows), data set when it holds any
+ * element, scale_inv set for FP8. Every public call that takes an f8_tensor
+ * runs it first; after it, f8i_tensor_elems and f8i_tensor_bytes are exact. */
 f8_status f8i_check_tensor(f8_ctx *ctx, const f8_tensor *t, const char *name);
+static inline int64_t f8i_tensor_elems(const f8_tensor *t) { return t->rows * t->cols; }
+static inline size_t f8i_tensor_bytes(const f8_tensor *t)
+{
+    return (size_t)(t->rows * t->cols) * f8_dtype_size(t->dtype);
+}
 
 /* Round a byte count up to 256 (carving buffers from one allocation). */
 static inline size_t f8i_align256(size_t bytes) { return (bytes + 255u) & ~(size_t)255u; }

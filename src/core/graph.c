@@ -87,6 +87,8 @@ static f8_status spoil(f8_ctx *ctx, f8_status st)
     return st;
 }
 
+f8_status f8i_capture_spoil(f8_ctx *ctx, f8_status st) { return ctx->capturing ? spoil(ctx, st) : st; }
+
 static f8_status refuse(f8_ctx *ctx, const char *what)
 {
     return spoil(ctx, f8i_error(ctx, F8_ERR_STATE,

@@ -28,8 +28,10 @@ f8_status f8i_qtensor_create(f8_ctx *ctx, f8_dtype dtype, int64_t rows, int64_t 
     *out = NULL;
     if (!f8i_dtype_is_fp8(dtype))
         return f8i_error(ctx, F8_ERR_DTYPE, "f8_qtensor_create: dtype %s is not e4m3 or e5m2", f8_dtype_name(dtype));
-    if (rows < 0 || cols < 0 || (cols > 0 && rows > INT64_MAX / cols))
-        return f8i_error(ctx, F8_ERR_SHAPE, "f8_qtensor_create: bad shape [%lld, %lld]", (long long)rows, (long long)cols);
+    size_t bytes; /* one byte per element */
+    if (!f8i_shape_bytes(rows, cols, 1, &bytes))
+        return f8i_error(ctx, F8_ERR_SHAPE, "f8_qtensor_create: shape [%lld, %lld] is negative or over 2^62 elements",
+                         (long long)rows, (long long)cols);
     f8_qtensor *q = (f8_qtensor *)calloc(1, sizeof *q);
     if (!q) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "f8_qtensor_create: out of host memory");
     q->ctx = ctx;
@@ -39,7 +41,6 @@ f8_status f8i_qtensor_create(f8_ctx *ctx, f8_dtype dtype, int64_t rows, int64_t 
     q->acct = acct;
     q->cat_data = cat_data;
     q->cat_t = cat_t;
-    size_t bytes = (size_t)(rows * cols);
     f8_status st = f8i_alloc(ctx, cat_data, acct, 256 + f8i_align256(bytes), &q->block);
     if (st == F8_OK) {
         q->scale_inv = (float *)q->block;

@@ -28,7 +28,9 @@ F8I_OP_LIST(DECLARE)
 
 static f8_status cpu_alloc(f8_ctx *ctx, size_t bytes, void **ptr)
 {
-    size_t rounded = f8i_align256(bytes ? bytes : 1);
+    size_t rounded; /* aligned_alloc wants a multiple of the alignment */
+    f8_status st = f8i_alloc_size(ctx, bytes, "cpu backend", &rounded);
+    if (st != F8_OK) return st;
     void *p = aligned_alloc(256, rounded);
     if (!p) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "cpu backend: out of host memory (%zu bytes)", bytes);
     *ptr = p;

@@ -174,7 +174,9 @@ static void *cuda_get_stream(const f8_ctx *ctx)
 static f8_status cuda_alloc(f8_ctx *ctx, size_t bytes, void **ptr)
 {
     *ptr = NULL;
-    f8_status st = use_device(ctx);
+    size_t rounded; /* cudaMalloc rounds itself; the check is the shared one */
+    f8_status st = f8i_alloc_size(ctx, bytes, "cudaMalloc", &rounded);
+    if (st == F8_OK) st = use_device(ctx);
     if (st != F8_OK) return st;
     void *p = NULL;
     const cudaError_t err = cudaMalloc(&p, bytes != 0 ? bytes : 1);

@@ -54,6 +54,20 @@
  * shapes are never an error. m or n == 0: nothing; k == 0: D = (accumulate ?
  * D : 0) + (bias or 0), by gemm_bias_kernel or a memset, no cuBLASLt.
  *
+ * Odd FP8 shapes (issue 13). A module whose features or token count are not
+ * multiples of 16 (in/out 1, 17, 33, 250; T 1, 5, 7 in the CUDA tests) has
+ * FP8 GEMMs outside cuBLASLt's rule: k % 16 (fprop: in; dgrad: out; wgrad:
+ * T) or n·sizeof(D) % 16. They run the fallback kernel above, which decodes
+ * each code exactly, accumulates in FP32 and applies the same operand
+ * scale_inv device pointers (read on the device, so a captured graph stays
+ * valid), with the same epilogue order as cuBLASLt: alpha·ΣAB (+ D) (+ bias).
+ * Padding was the alternative: zero-padded copies of both operands to a
+ * multiple of 16 in K (and of D in N), which costs a buffer per GEMM sized
+ * at create, two or three extra launches per call, and the copies' own
+ * edge cases, for shapes no real model has. The fallback is slow (no tensor
+ * cores) but simple and exact in its inputs; shapes that meet the rule keep
+ * the cuBLASLt path unchanged.
+ *
  * Plans. A plan (matmul descriptor, three layouts since C = D, the algorithm,
  * or "use the fallback") is made once per distinct key and kept in a growable
  * array searched linearly (the most recently used plan is tried first). The

@@ -76,7 +76,10 @@ f8_status f8i_weight_create(f8_ctx *ctx, f8i_weight *w, const f8i_weight_spec *s
     f8_status st = F8_OK;
     if (pw + bb + ob) st = f8i_alloc(ctx, F8_MEM_PARAMETERS, sp->acct, pw + bb + ob, &w->pblock);
     if (st == F8_OK) st = f8i_alloc(ctx, F8_MEM_GRADIENTS, sp->acct, wb + bb, &w->gblock);
-    if (st != F8_OK) return st;
+    if (st != F8_OK) {
+        f8i_weight_destroy(ctx, w); /* the caller only destroys weights that were made */
+        return st;
+    }
     unsigned char *p = (unsigned char *)w->pblock, *g = (unsigned char *)w->gblock;
     w->w = pw ? p : NULL;
     w->b = bb ? p + pw : NULL;
@@ -96,6 +99,7 @@ f8_status f8i_weight_create(f8_ctx *ctx, f8i_weight *w, const f8i_weight_spec *s
         st = init_primary(ctx, w, sp->seed);
         w->w8_filled = 1;
     }
+    if (st != F8_OK) f8i_weight_destroy(ctx, w); /* the caller only destroys weights that were made */
     return st;
 }
 
@@ -260,9 +264,12 @@ f8_status f8i_check_act(f8_ctx *ctx, const f8_tensor *t, const char *name, int64
     if (must >= 0 && t->dtype != (f8_dtype)must)
         return f8i_error(ctx, F8_ERR_DTYPE, "%s is %s but FP8 is off and the parameters are %s", name,
                          f8_dtype_name(t->dtype), f8_dtype_name((f8_dtype)must));
-    if ((rows >= 0 && t->rows != rows) || t->cols != cols)
-        return f8i_error(ctx, F8_ERR_SHAPE, "%s is [%lld, %lld], expected [%s%lld, %lld]", name, (long long)t->rows,
-                         (long long)t->cols, rows >= 0 ? "" : "T, ", (long long)(rows >= 0 ? rows : 0), (long long)cols);
+    if (rows < 0 && t->cols != cols) /* any number of tokens */
+        return f8i_error(ctx, F8_ERR_SHAPE, "%s is [%lld, %lld], expected [T, %lld]", name, (long long)t->rows,
+                         (long long)t->cols, (long long)cols);
+    if (rows >= 0 && (t->rows != rows || t->cols != cols))
+        return f8i_error(ctx, F8_ERR_SHAPE, "%s is [%lld, %lld], expected [%lld, %lld]", name, (long long)t->rows,
+                         (long long)t->cols, (long long)rows, (long long)cols);
     return F8_OK;
 }
 

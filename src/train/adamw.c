@@ -161,7 +161,7 @@ f8_status f8_adamw_add(f8_adamw *o, const f8_tensor *param, const f8_tensor *gra
     if (param->rows != grad->rows || param->cols != grad->cols)
         return f8i_error(ctx, F8_ERR_SHAPE, "%s: param [%lld, %lld] and grad [%lld, %lld] differ", fn,
                          (long long)param->rows, (long long)param->cols, (long long)grad->rows, (long long)grad->cols);
-    const int64_t n = param->rows * param->cols;
+    const int64_t n = f8i_tensor_elems(param);
     for (int i = 0; i < o->n && n > 0; i++)
         if (o->params[i].param.data == param->data)
             return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: this param is already registered (parameter %d)", fn, i);
@@ -177,10 +177,16 @@ f8_status f8_adamw_add(f8_adamw *o, const f8_tensor *param, const f8_tensor *gra
     p.param = *param;
     p.grad = *grad;
     p.decay = decay != 0;
-    p.v_offset = (int64_t)(f8i_align256((size_t)n * sizeof(float)) / sizeof(float));
     p.moments = NULL;
     void *moments = NULL, *dev = NULL;
-    const size_t mbytes = 2 * (size_t)p.v_offset * sizeof(float);
+    /* m and v: 2 · n FP32, each rounded to 256; a BF16 view's count may be
+     * past what FP32 moments can hold. */
+    size_t mbytes = 0;
+    if (!f8i_size_mul((size_t)n, 2 * sizeof(float), &mbytes) || !f8i_size_add(mbytes, 512, &mbytes))
+        return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "%s: the moments of a [%lld, %lld] param are more than 2^62 bytes", fn,
+                         (long long)param->rows, (long long)param->cols);
+    p.v_offset = (int64_t)(f8i_align256((size_t)n * sizeof(float)) / sizeof(float));
+    mbytes = 2 * (size_t)p.v_offset * sizeof(float);
     st = f8i_alloc(ctx, F8_MEM_OTHER, NULL, mbytes ? mbytes : 1, &moments);
     if (st == F8_OK) st = f8i_alloc(ctx, F8_MEM_OTHER, NULL, (size_t)(o->n + 1) * sizeof(f8i_adamw_tensor), &dev);
     f8i_adamw_tensor *host = NULL;
