@@ -1035,6 +1035,7 @@ f8_status f8_checkpoint_restore_adamw(const f8_checkpoint *checkpoint, const cha
  *   RMSNorm                    x · 1/sqrt(ReduceMean(x²) + eps) · gain (decomposed;
  *                              RMSNormalization from opset 23)
  *   GELU                       Gelu(approximate="tanh"), f8's tanh form
+ *   ReLU                       Max(x, 0)
  *   gated activations          fc1's output split in [a | b], act(a) · b
  *   values f8 stores in BF16   Cast to bfloat16 and back (round to nearest even)
  *
@@ -1101,9 +1102,10 @@ void f8_onnx_destroy(f8_onnx *graph);
 f8_status f8_onnx_add_input(f8_onnx *graph, const char *name, f8_onnx_type type, const char *shape);
 
 /* Declare the value `name` (an input or an output of an add_* call) a graph
- * output, with shape as for inputs, or NULL to leave its shape unstated.
- * F8_ERR_INVALID_ARGUMENT for an unknown value, one already an output, or a
- * bad shape; F8_ERR_SHAPE for a stated last dimension that is known to
+ * output, with shape as for inputs, or NULL for the rank the graph knows
+ * (its last dimension stated, the others unnamed). F8_ERR_INVALID_ARGUMENT
+ * for an unknown value, one already an output, a bad shape, or NULL where
+ * the rank is not known; F8_ERR_SHAPE for a rank or last dimension known to
  * differ. */
 f8_status f8_onnx_add_output(f8_onnx *graph, const char *name, const char *shape);
 

@@ -444,9 +444,15 @@ f8_status f8_onnx_add_output(f8_onnx *g, const char *name, const char *shape)
     io.name = v->name;
     io.type = v->type;
     io.rank = -1;
-    const int ok = shape ? parse_shape(g, shape, &io) : 1;
+    const int ok = shape ? parse_shape(g, shape, &io) : v->rank > 0;
+    if (!shape && ok) { /* the known rank: unknown dimensions but the last */
+        io.rank = v->rank;
+        for (int d = 0; d < io.rank; d++) io.dims[d] = d == io.rank - 1 ? v->last : -1;
+    }
     f8_status st = F8_OK;
-    if (ok == 0)
+    if (!shape && !ok)
+        st = f8i_error(g->ctx, F8_ERR_INVALID_ARGUMENT, "%s: the rank of '%s' is not known: state its shape", fn, name);
+    else if (ok == 0)
         st = f8i_error(g->ctx, F8_ERR_INVALID_ARGUMENT, "%s: shape '%.140s' of '%s' must be 1 to 8 comma-separated "
                                                         "positive integers or names", fn, shape, name);
     else if (ok == 1 && shape && ((io.dims[io.rank - 1] > 0 && v->last > 0 && io.dims[io.rank - 1] != v->last) ||

@@ -255,7 +255,11 @@ static const char *step_act(f8_onnx *g, f8_status *st, f8_activation act, int64_
         if (y) f8i_onnx_attr_string(n, "approximate", "tanh");
         break;
     case F8_ACT_RELU:
-    case F8_ACT_REGLU: y = OP1("Relu", a); break;
+    case F8_ACT_REGLU: /* Max, not Relu: ONNX Runtime drops a Relu in front of a
+                          QuantizeLinear (right for uint8 with zero point 0, wrong
+                          for float8: measured with 1.23) */
+        y = OP2("Max", a, f8i_onnx_const_float(g, 0.0f));
+        break;
     case F8_ACT_SWIGLU: {
         const char *s = OP1("Sigmoid", a);
         y = s ? OP2("Mul", a, s) : NULL;
@@ -268,7 +272,7 @@ static const char *step_act(f8_onnx *g, f8_status *st, f8_activation act, int64_
         break;
     }
     case F8_ACT_SRELU: {
-        const char *p = OP1("Relu", a);
+        const char *p = OP2("Max", a, f8i_onnx_const_float(g, 0.0f));
         y = p ? OP2("Mul", p, p) : NULL;
         break;
     }

@@ -144,7 +144,7 @@ typedef struct dim_ref {
 static void enc_dim(sink *s, const dim_ref *d)
 {
     if (d->name) f_str(s, 2, d->name);
-    else f_int(s, 1, d->value);
+    else if (d->value >= 0) f_int(s, 1, d->value); /* else: an unknown dimension, no field */
 }
 
 /* TensorShapeProto: dim 1. */
