@@ -15,12 +15,17 @@
  * measures how often QuantizeLinear's division gives another FP8 code than
  * f8's product, on a sweep of values and scales.
  *
+ * The ONNX fuzz target (fuzz/fuzz_onnx.c) replays fuzz/corpus_onnx.
  * Python: $F8_PYTHON, else .venv/bin/python3 (`.ci/run` makes it), else the
  * test skips; with F8_REQUIRE_ONNX=1 it fails instead. The C-side checks
  * (errors, rollback, serialize) run either way.
  */
 #include <sys/stat.h>
 #include <unistd.h>
+
+#define F8_FUZZ_REPLAY_NO_MAIN
+#include "../fuzz/fuzz_onnx.c"
+#include "../fuzz/replay_main.c"
 
 #include "check.h"
 #include "../train/corpus.c"
@@ -553,6 +558,9 @@ int main(void)
     snprintf(dir, sizeof dir, "/tmp/f8_onnx_XXXXXX");
     if (!mkdtemp(dir)) die("mkdtemp", NULL);
     api_checks(ctx);
+    int files = 0; /* the fuzz target's seeds (fuzz/corpus_onnx) */
+    CHECK(f8_fuzz_replay("fuzz/corpus_onnx", &files) == 0 && files >= 8, "fuzz/corpus_onnx: %d inputs", files);
+    f8_fuzz_onnx_teardown();
     const char *py = python();
     const int require = getenv("F8_REQUIRE_ONNX") && !strcmp(getenv("F8_REQUIRE_ONNX"), "1");
     if (!py && !require) {
