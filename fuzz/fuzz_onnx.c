@@ -23,12 +23,12 @@
 #include "f8.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-void f8_fuzz_onnx_teardown(void);
+void f8_fuzz_teardown(void);
 
 static f8_ctx *onnx_ctx_slot;
 static f8_module *onnx_lin_slot;
 
-void f8_fuzz_onnx_teardown(void)
+void f8_fuzz_teardown(void)
 {
     f8_module_destroy(onnx_lin_slot);
     f8_ctx_destroy(onnx_ctx_slot);

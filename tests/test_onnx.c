@@ -560,7 +560,7 @@ int main(void)
     api_checks(ctx);
     int files = 0; /* the fuzz target's seeds (fuzz/corpus_onnx) */
     CHECK(f8_fuzz_replay("fuzz/corpus_onnx", &files) == 0 && files >= 8, "fuzz/corpus_onnx: %d inputs", files);
-    f8_fuzz_onnx_teardown();
+    f8_fuzz_teardown();
     const char *py = python();
     const int require = getenv("F8_REQUIRE_ONNX") && !strcmp(getenv("F8_REQUIRE_ONNX"), "1");
     if (!py && !require) {
