@@ -10,9 +10,7 @@
  *    transposed codes as the layer writes them when training) and the fused
  *    activation backward (h1 BF16 and da BF16 in; d as E5M2 codes, their
  *    transpose, amax, scale_inv and the BF16 bias gradient out) at the MLP's
- *    8192 tokens x ffn 16384, GELU and SwiGLU; the norm forward's CUDA
- *    configurations one by one (f8i_norm_fwd_args.variant: "auto" is what
- *    the modules get and what the target judges); and, for the layer's time
+ *    8192 tokens x ffn 16384, GELU and SwiGLU; and, for the layer's time
  *    budget, its other non-GEMM ops (a weight's cast + transpose, dy's cast +
  *    transpose + dbias, the transposes of the activation and the norm
  *    output). Bytes are the fewest each op must move: every input read once,
@@ -44,7 +42,7 @@
  * times L2, so no rotation is needed. Runs in well under two minutes.
  *
  * Usage: bench_modules [kernels] [norm] [gelu] [swiglu]   (no argument: all
- * three parts; `norm`: only the norm forward rows and its configurations;
+ * three parts; `norm`: only the norm forward rows;
  * `gelu`/`swiglu` select the f8_module runs)
  */
 #include "bench_util.h"
@@ -168,15 +166,9 @@ typedef struct kcase {
     f8_activation act;    /* activations */
     int64_t rows, cols;   /* cols: the norm's width, or the activation's output width (ffn) */
     int dbias;            /* K_CAST_T: with the BF16 dbias (dy's cast) */
-    int variant;          /* K_NORM_FWD: f8i_norm_fwd_args.variant (0: the default, judged) */
     int bf16_dy;          /* K_NORM_BWD, K_ACT_BWD: dy BF16 (else FP32) */
     int with_t;           /* K_ACT_FWD: the transposed codes too */
 } kcase;
-
-/* The CUDA norm forward's configurations, by variant (norm_fwd.cu). */
-static const char *NORM_VARIANT[] = {"auto",      "regs",        "s2/512",       "s2/1024", "s3/1024",
-                                     "chan/regs", "chan/s2/512", "chan/s2/1024", "fit"};
-#define NORM_VARIANTS 9
 
 typedef struct karg {
     f8_ctx *ctx;
@@ -198,7 +190,7 @@ static void kcall(void *p, int i)
                                .gamma = k->gamma, .beta = k->beta, .param_dtype = F8_DTYPE_BF16, .rms = kc->rms,
                                .eps = 1e-5f, .y = k->out[s], .y_dtype = F8_DTYPE_E4M3, .scale = k->scalars,
                                .amax = k->scalars + 1, .scale_inv = k->scalars + 2,
-                               .mu = kc->rms ? NULL : k->mu, .rsigma = k->rsigma, .variant = kc->variant};
+                               .mu = kc->rms ? NULL : k->mu, .rsigma = k->rsigma};
         BENCH_F8(ctx, f8i_op_norm_fwd(ctx, &a));
         break;
     }
@@ -263,8 +255,8 @@ static double kbytes(const kcase *kc)
     }
 }
 
-/* Times kc and returns its GPU us; prints its row (and logs it) when print. */
-static double run_kernel(f8_ctx *ctx, bench_log *log, const kcase *kc, double copy_gbps, int print)
+/* Times kc, prints its row and logs it. */
+static void run_kernel(f8_ctx *ctx, bench_log *log, const kcase *kc, double copy_gbps)
 {
     void *stream = f8_ctx_stream(ctx);
     const int64_t R = kc->rows, C = kc->cols, Ci = kc->op >= K_ACT_FWD && f8_activation_gated(kc->act) ? 2 * C : C;
@@ -296,7 +288,7 @@ static double run_kernel(f8_ctx *ctx, bench_log *log, const kcase *kc, double co
     /* Judged on the back-to-back time: the per-call event pair adds a few us
      * (bench_util.h), which is not the kernel's; both are printed. */
     const double gbps = bytes / (t.b2b_us * 1e-6) / 1e9, frac = gbps / copy_gbps;
-    const int judged = kc->op == K_NORM_FWD && kc->variant == 0;
+    const int judged = kc->op == K_NORM_FWD;
     const char *verdict = judged ? (frac >= NORM_TARGET ? "ok (>= 75%)" : "MISS (< 75%)") : "";
     char variant[32];
     if (kc->op >= K_CAST_T)
@@ -305,11 +297,11 @@ static double run_kernel(f8_ctx *ctx, bench_log *log, const kcase *kc, double co
         snprintf(variant, sizeof variant, "%s%s%s", kc->act == F8_ACT_SWIGLU ? "swiglu" : "gelu",
                  kc->with_t ? "+t" : "", kc->bf16_dy ? "/bf16" : "");
     else if (kc->op == K_NORM_FWD)
-        snprintf(variant, sizeof variant, "%s/%s", kc->rms ? "rms" : "ln", NORM_VARIANT[kc->variant]);
+        snprintf(variant, sizeof variant, "%s", kc->rms ? "rms" : "ln");
     else
         snprintf(variant, sizeof variant, "%s/%s", kc->rms ? "rms" : "ln", kc->bf16_dy ? "bf16" : "fp32");
-    if (print) printf("%-22s %-12s %5lldx%-6lld %9.1f %9.1f %9.1f %8.1f %7.1f%%  %s\n", kc->name, variant,
-           (long long)R, (long long)C, bytes / 1e6, t.gpu_us, t.b2b_us, gbps, 100 * frac, verdict);
+    printf("%-22s %-12s %5lldx%-6lld %9.1f %9.1f %9.1f %8.1f %7.1f%%  %s\n", kc->name, variant, (long long)R,
+           (long long)C, bytes / 1e6, t.gpu_us, t.b2b_us, gbps, 100 * frac, verdict);
     bench_json(log,
                "{\"bench\":\"%s\",\"variant\":\"%s\",\"shape\":[%lld,%lld],\"bytes\":%.0f,\"gpu_us\":%.3f,"
                "\"b2b_us\":%.3f,\"gbps\":%.1f,\"copy_gbps\":%.1f,\"frac_copy\":%.4f%s}",
@@ -323,27 +315,6 @@ static double run_kernel(f8_ctx *ctx, bench_log *log, const kcase *kc, double co
     }
     void *rest[] = {k.gamma, k.beta, k.dgamma, k.dbeta, k.dbias, k.mu, k.rsigma, k.scalars};
     for (int j = 0; j < 8; j++) BENCH_CUDA(cudaFree(rest[j]));
-    return t.b2b_us;
-}
-
-/* The norm forward's CUDA configurations one by one (f8i_norm_fwd_args.variant,
- * norm_fwd.cu), a line each: LayerNorm and RMSNorm us and % of copy. */
-static void run_norm_variants(f8_ctx *ctx, bench_log *log, double copy_gbps)
-{
-    printf("\nnorm_fwd_fp8 8192x4096 bf16 -> e4m3 by variant, b2b us (0 = each norm's default, norm_fwd.cu)\n");
-    printf("%-22s %10s %8s %10s %8s\n", "variant", "LN us", "of copy", "RMS us", "of copy");
-    for (int v = 1; v < NORM_VARIANTS; v++) {
-        double us[2], frac[2];
-        for (int rms = 0; rms < 2; rms++) {
-            const kcase kc = {.name = "norm_fwd_fp8", .op = K_NORM_FWD, .rms = rms, .rows = 8192, .cols = 4096,
-                              .variant = v};
-            us[rms] = run_kernel(ctx, log, &kc, copy_gbps, 0);
-            frac[rms] = kbytes(&kc) / (us[rms] * 1e-6) / 1e9 / copy_gbps;
-        }
-        char label[32];
-        snprintf(label, sizeof label, "%d %s", v, NORM_VARIANT[v]);
-        printf("%-22s %10.1f %7.1f%% %10.1f %7.1f%%\n", label, us[0], 100 * frac[0], us[1], 100 * frac[1]);
-    }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -591,12 +562,12 @@ int main(int argc, char **argv)
 
     /* the reductions (dgamma/dbeta, dbias) take a workspace; the ctx scratch serves as one */
     BENCH_F8(ctx, f8i_scratch_reserve(ctx, f8i_reduce_workspace_bytes(8192, 32768)));
-#define NF(rms_, v_) {.name = "norm_fwd_fp8", .op = K_NORM_FWD, .rms = rms_, .rows = 8192, .cols = 4096, .variant = v_}
+#define NF(rms_) {.name = "norm_fwd_fp8", .op = K_NORM_FWD, .rms = rms_, .rows = 8192, .cols = 4096}
 #define NB(rms_, b_) {.name = "norm_bwd", .op = K_NORM_BWD, .rms = rms_, .rows = 8192, .cols = 4096, .bf16_dy = b_}
 #define AF(act_, t_) {.name = "act_fwd_fp8", .op = K_ACT_FWD, .act = act_, .rows = 8192, .cols = 16384, .with_t = t_}
 #define AB(act_, b_) {.name = "act_bwd_fused", .op = K_ACT_BWD, .act = act_, .rows = 8192, .cols = 16384, .bf16_dy = b_}
     static const kcase kernels[] = {
-        NF(0, 0), NF(1, 0), /* the judged rows: what the modules run (the variants: run_norm_variants) */
+        NF(0), NF(1), /* the judged rows */
         NB(0, 0), NB(1, 0), NB(0, 1), NB(1, 1),
         AF(F8_ACT_GELU, 0), AF(F8_ACT_SWIGLU, 0), AF(F8_ACT_GELU, 1), AF(F8_ACT_SWIGLU, 1),
         AB(F8_ACT_GELU, 0), AB(F8_ACT_SWIGLU, 0), AB(F8_ACT_GELU, 1), AB(F8_ACT_SWIGLU, 1),
@@ -617,8 +588,7 @@ int main(int argc, char **argv)
         printf("%-22s %-12s %-12s %9s %9s %9s %8s %8s  %s\n", "kernel", "variant", "shape", "MB moved", "GPU us",
                "b2b us", "GB/s", "of copy", "target");
         for (size_t c = 0; c < sizeof kernels / sizeof kernels[0]; c++)
-            if (all || kernels[c].op == K_NORM_FWD) run_kernel(ctx, &log, &kernels[c], copy, 1);
-        run_norm_variants(ctx, &log, copy);
+            if (all || kernels[c].op == K_NORM_FWD) run_kernel(ctx, &log, &kernels[c], copy);
     }
 
     const int64_t T = 8192, H = 4096, F = 16384;

@@ -20,27 +20,27 @@
 /* Host buffers and transfers                                                */
 /* ------------------------------------------------------------------------ */
 
-static float *fnew(size_t n) { return (float *)calloc(n ? n : 1, sizeof(float)); }
-static double *dnew(size_t n) { return (double *)calloc(n ? n : 1, sizeof(double)); }
+static inline float *fnew(size_t n) { return (float *)calloc(n ? n : 1, sizeof(float)); }
+static inline double *dnew(size_t n) { return (double *)calloc(n ? n : 1, sizeof(double)); }
 
-static void widen(const float *f, double *d, size_t n)
+static inline void widen(const float *f, double *d, size_t n)
 {
     for (size_t i = 0; i < n; i++) d[i] = f[i];
 }
 
-static void fill_normal(test_rng *r, float *v, size_t n, double mean, double sd)
+static inline void fill_normal(test_rng *r, float *v, size_t n, double mean, double sd)
 {
     for (size_t i = 0; i < n; i++) v[i] = (float)(mean + sd * rng_normal(r));
 }
 
 /* What a tensor of dtype dt holds for v (BF16 rounds in place). */
-static void as_stored(float *v, size_t n, f8_dtype dt)
+static inline void as_stored(float *v, size_t n, f8_dtype dt)
 {
     if (dt == F8_DTYPE_BF16)
         for (size_t i = 0; i < n; i++) v[i] = f8_bf16_to_float(f8_bf16_from_float(v[i]));
 }
 
-static void store(f8_ctx *ctx, void *dst, const float *v, size_t n, f8_dtype dt)
+static inline void store(f8_ctx *ctx, void *dst, const float *v, size_t n, f8_dtype dt)
 {
     if (dt == F8_DTYPE_FP32) {
         CHECK_OK(ctx, f8_ctx_upload(ctx, dst, v, n * 4));
@@ -52,7 +52,7 @@ static void store(f8_ctx *ctx, void *dst, const float *v, size_t n, f8_dtype dt)
     free(h);
 }
 
-static void load(f8_ctx *ctx, const void *src, f8_dtype dt, float *out, size_t n)
+static inline void load(f8_ctx *ctx, const void *src, f8_dtype dt, float *out, size_t n)
 {
     if (dt == F8_DTYPE_FP32) {
         CHECK_OK(ctx, f8_ctx_download(ctx, out, src, n * 4));
@@ -65,7 +65,7 @@ static void load(f8_ctx *ctx, const void *src, f8_dtype dt, float *out, size_t n
 }
 
 /* A backend buffer holding v[n] as dt (v NULL: zeros). */
-static void *put(f8_ctx *ctx, const float *v, size_t n, f8_dtype dt)
+static inline void *put(f8_ctx *ctx, const float *v, size_t n, f8_dtype dt)
 {
     void *p = NULL;
     if (f8_ctx_alloc(ctx, n * 4 + 64, &p) != F8_OK) die("f8_ctx_alloc", ctx);
@@ -80,7 +80,7 @@ static void *put(f8_ctx *ctx, const float *v, size_t n, f8_dtype dt)
 /* ------------------------------------------------------------------------ */
 
 /* c[M,N] = a[M,K]·b[N,K]ᵀ (+ bias); absval: the same of |a|, |b|, |bias|. */
-static void mm_nt(const double *a, const double *b, const double *bias, double *c, int64_t M, int64_t K, int64_t N,
+static inline void mm_nt(const double *a, const double *b, const double *bias, double *c, int64_t M, int64_t K, int64_t N,
                   int absval)
 {
     for (int64_t m = 0; m < M; m++)
@@ -93,7 +93,7 @@ static void mm_nt(const double *a, const double *b, const double *bias, double *
 }
 
 /* c[M,N] = a[M,K]·b[K,N]. */
-static void mm_nn(const double *a, const double *b, double *c, int64_t M, int64_t K, int64_t N, int absval)
+static inline void mm_nn(const double *a, const double *b, double *c, int64_t M, int64_t K, int64_t N, int absval)
 {
     for (int64_t m = 0; m < M; m++)
         for (int64_t n = 0; n < N; n++) {
@@ -104,7 +104,7 @@ static void mm_nn(const double *a, const double *b, double *c, int64_t M, int64_
 }
 
 /* c[M,N] = a[K,M]ᵀ·b[K,N] (weight gradients: dyᵀ·x). */
-static void mm_tn(const double *a, const double *b, double *c, int64_t M, int64_t K, int64_t N, int absval)
+static inline void mm_tn(const double *a, const double *b, double *c, int64_t M, int64_t K, int64_t N, int absval)
 {
     for (int64_t m = 0; m < M; m++)
         for (int64_t n = 0; n < N; n++) {
@@ -115,7 +115,7 @@ static void mm_tn(const double *a, const double *b, double *c, int64_t M, int64_
 }
 
 /* Norm forward with the biased variance; mu/rs [T] may be NULL. */
-static void norm_fwd(const double *x, int64_t T, int64_t K, const double *gamma, const double *beta, int rms, int zc,
+static inline void norm_fwd(const double *x, int64_t T, int64_t K, const double *gamma, const double *beta, int rms, int zc,
                      double eps, double *y, double *mu, double *rs)
 {
     for (int64_t t = 0; t < T; t++) {
@@ -138,7 +138,7 @@ static void norm_fwd(const double *x, int64_t T, int64_t K, const double *gamma,
 }
 
 /* Norm backward: dx, and dgamma/dbeta (overwritten; dbeta ignored for RMS). */
-static void norm_bwd(const double *dy, const double *x, int64_t T, int64_t K, const double *gamma, int rms, int zc,
+static inline void norm_bwd(const double *dy, const double *x, int64_t T, int64_t K, const double *gamma, int rms, int zc,
                      double eps, double *dx, double *dgamma, double *dbeta)
 {
     double *mu = dnew((size_t)T), *rs = dnew((size_t)T), *y = dnew((size_t)(T * K));
@@ -169,7 +169,7 @@ static void norm_bwd(const double *dy, const double *x, int64_t T, int64_t K, co
 
 /* Per-element bound on the library's FP32 norm output ln [T,K] of x: FP32
  * sums of K terms for the statistics, a few roundings elementwise. */
-static void norm_error_bound(const double *x, int64_t T, int64_t K, const double *gamma, const double *beta, int rms,
+static inline void norm_error_bound(const double *x, int64_t T, int64_t K, const double *gamma, const double *beta, int rms,
                              int zc, double eps, const double *ln, double *err)
 {
     double *mu = dnew((size_t)T), *rs = dnew((size_t)T), *tmp = dnew((size_t)(T * K));
@@ -189,14 +189,14 @@ static void norm_error_bound(const double *x, int64_t T, int64_t K, const double
 
 /* The value an FP8 cast of v with `scale` dequantizes to (FP32 product,
  * satfinite RNE, times the tensor's own 1/scale). */
-static double fq(double v, float scale, f8_dtype dt)
+static inline double fq(double v, float scale, f8_dtype dt)
 {
     float code_value = f8_fp8_to_float(f8_fp8_from_float((float)v * scale, dt), dt);
     return (double)(code_value * (1.0f / scale));
 }
 
 /* fq(v), and in *amb how far the result moves when v moves by up to ±w. */
-static double fq_amb(double v, double w, float scale, f8_dtype dt, double *amb)
+static inline double fq_amb(double v, double w, float scale, f8_dtype dt, double *amb)
 {
     double q = fq(v, scale, dt);
     *amb = fmax(fabs(fq(v - w, scale, dt) - q), fabs(fq(v + w, scale, dt) - q));
@@ -205,7 +205,7 @@ static double fq_amb(double v, double w, float scale, f8_dtype dt, double *amb)
 
 /* Elementwise |got - want| <= bound: the number of violations, and the index
  * with the largest |got - want| / bound. */
-static size_t over_bound(const float *got, const double *want, const double *bound, size_t n, size_t *worst)
+static inline size_t over_bound(const float *got, const double *want, const double *bound, size_t n, size_t *worst)
 {
     size_t bad = 0;
     double wr = -1;
@@ -219,7 +219,7 @@ static size_t over_bound(const float *got, const double *want, const double *bou
 }
 
 /* TE's assert_close: |a - b| <= atol + rtol·|b| everywhere; the number of misses. */
-static size_t te_misses(const float *a, const double *b, size_t n, double rtol, double atol, size_t *first)
+static inline size_t te_misses(const float *a, const double *b, size_t n, double rtol, double atol, size_t *first)
 {
     size_t bad = 0;
     *first = 0;
@@ -230,7 +230,7 @@ static size_t te_misses(const float *a, const double *b, size_t n, double rtol, 
 }
 
 /* max over elements of |a - b| / (atol + rtol·|b|): 1 is the tolerance's edge. */
-static double te_ratio(const float *a, const double *b, size_t n, double rtol, double atol)
+static inline double te_ratio(const float *a, const double *b, size_t n, double rtol, double atol)
 {
     double m = 0;
     for (size_t i = 0; i < n; i++) m = fmax(m, fabs((double)a[i] - b[i]) / (atol + rtol * fabs(b[i])));
@@ -243,7 +243,7 @@ static double te_ratio(const float *a, const double *b, size_t n, double rtol, d
 
 
 /* x with a row mean away from 0, so LayerNorm and RMSNorm differ. */
-static void make_input(test_rng *r, float *x, int64_t T, int64_t K)
+static inline void make_input(test_rng *r, float *x, int64_t T, int64_t K)
 {
     for (int64_t t = 0; t < T; t++) {
         double mean = 1.5 * rng_normal(r), sd = 0.5 + rng_uniform(r);
@@ -251,7 +251,7 @@ static void make_input(test_rng *r, float *x, int64_t T, int64_t K)
     }
 }
 
-static double rms_of(const float *v, size_t n)
+static inline double rms_of(const float *v, size_t n)
 {
     double s = 0;
     for (size_t i = 0; i < n; i++) s += (double)v[i] * v[i];
@@ -260,7 +260,7 @@ static double rms_of(const float *v, size_t n)
 
 
 /* Row 0 of a slot's amax history, and its scale. */
-static float slot_amax(f8_ctx *ctx, f8_slot s, float *scale)
+static inline float slot_amax(f8_ctx *ctx, f8_slot s, float *scale)
 {
     int L = f8_ctx_recipe(ctx)->amax_history_len;
     float *h = fnew((size_t)L), a;
@@ -270,14 +270,14 @@ static float slot_amax(f8_ctx *ctx, f8_slot s, float *scale)
     return a;
 }
 
-static double max_abs_d(const double *v, size_t n)
+static inline double max_abs_d(const double *v, size_t n)
 {
     double m = 0;
     for (size_t i = 0; i < n; i++) m = fmax(m, fabs(v[i]));
     return m;
 }
 
-static float max_abs_f(const float *v, size_t n)
+static inline float max_abs_f(const float *v, size_t n)
 {
     float m = 0;
     for (size_t i = 0; i < n; i++) m = fmaxf(m, fabsf(v[i]));
@@ -287,7 +287,7 @@ static float max_abs_f(const float *v, size_t n)
 
 /* A weight workspace q [rows, cols] on the host: dequantized into wq, its
  * codes and scale_inv (each NULL: not read); returns its data view. */
-static f8_tensor qtensor_host(f8_ctx *ctx, const f8_qtensor *q, int64_t rows, int64_t cols, double *wq, uint8_t *codes,
+static inline f8_tensor qtensor_host(f8_ctx *ctx, const f8_qtensor *q, int64_t rows, int64_t cols, double *wq, uint8_t *codes,
                               float *sinv)
 {
     size_t n = (size_t)(rows * cols);

@@ -3,8 +3,8 @@
  * the CPU backend (the oracle) on identical inputs, called through each ctx's
  * backend table (ctx->be) exactly as the fused modules call them: norm_fwd
  * (LayerNorm/RMSNorm, zero-centred gamma on/off, eps 1e-5 and 1e-1, x
- * FP32/BF16, y FP32/BF16/E4M3/E5M2; every configuration of the CUDA
- * row-group kernel), norm_bwd (dx, dgamma, dbeta, accumulate on/off, param
+ * FP32/BF16, y FP32/BF16/E4M3/E5M2; the shapes each CUDA kernel takes, every
+ * GPU run repeated for the same bits), norm_bwd (dx, dgamma, dbeta, accumulate on/off, param
  * FP32/BF16), act_fwd for all seven activations (FP32/BF16/FP8 out, FP8 with
  * and without the transposed codes) and act_bwd for all seven, plain and
  * with the fused FP8 cast (out,
@@ -369,11 +369,8 @@ typedef struct norm_case {
     int rms, zc;
     float eps;
     f8_dtype x, param, y;
-    int stats;   /* pass mu/rsigma */
-    int variant; /* f8i_norm_fwd_args.variant (the CUDA row-group configurations) */
+    int stats; /* pass mu/rsigma */
 } norm_case;
-
-#define NORM_FIT 8 /* the fit kernel's variant (norm_fwd_fit.cu) */
 
 static const float AMAX0 = 0.25f; /* prior accumulator: the ops take max(prior, ...) */
 
@@ -383,9 +380,9 @@ static void run_norm_fwd(env *e, const norm_case *nc)
     const size_t n = (size_t)(R * C), ysz = f8_dtype_size(nc->y), psz = f8_dtype_size(nc->param);
     const int fp8 = is_fp8(nc->y);
     char desc[200];
-    snprintf(desc, sizeof desc, "norm_fwd [%lld,%lld] %s zc %d eps %g x %s param %s y %s stats %d variant %d",
-             (long long)R, (long long)C, nc->rms ? "rms" : "ln", nc->zc, nc->eps, f8_dtype_name(nc->x),
-             f8_dtype_name(nc->param), f8_dtype_name(nc->y), nc->stats, nc->variant);
+    snprintf(desc, sizeof desc, "norm_fwd [%lld,%lld] %s zc %d eps %g x %s param %s y %s stats %d", (long long)R,
+             (long long)C, nc->rms ? "rms" : "ln", nc->zc, nc->eps, f8_dtype_name(nc->x), f8_dtype_name(nc->param),
+             f8_dtype_name(nc->y), nc->stats);
     norm_io io = norm_inputs(e, R, C, nc->x, nc->param, nc->zc);
     const float scale = fp8 ? (nc->y == F8_DTYPE_E4M3 ? 37.5f : 1200.0f) : 1.0f; /* some saturate */
     float a0 = AMAX0;
@@ -393,12 +390,9 @@ static void run_norm_fwd(env *e, const norm_case *nc)
     dual beta = dual_new(e, (size_t)C * psz, io.beta), y = dual_new(e, n * ysz, NULL);
     dual mu = dual_new(e, (size_t)R * 4, NULL), rs = dual_new(e, (size_t)R * 4, NULL);
     dual sc = dual_new(e, 4, &scale), amax = dual_new(e, 4, &a0), sinv = dual_new(e, 4, NULL);
-    void *y0 = NULL;
-    float *mu0 = NULL, *rs0 = NULL;
-    /* i = 2: the GPU again, for the determinism check below; after the fit
-     * kernel (variant 8) the registers kernel (variant 1) instead, whose bits
-     * it must reproduce */
-    for (int i = 0; i < 2 + (nc->variant > 0); i++) {
+    void *y0 = xmalloc(n * ysz + 1);
+    float *mu0 = xmalloc((size_t)R * 4 + 4), *rs0 = xmalloc((size_t)R * 4 + 4);
+    for (int i = 0; i < 3; i++) { /* i = 2: the GPU again, for the determinism check below */
         const int k = i > 1 ? GPU : i;
         f8_ctx *ctx = e->ctx[k];
         f8i_norm_fwd_args a = {.x = x.p[k], .x_dtype = nc->x, .rows = R, .cols = C, .gamma = gamma.p[k],
@@ -406,11 +400,9 @@ static void run_norm_fwd(env *e, const norm_case *nc)
                                .eps = nc->eps, .y = y.p[k], .y_dtype = nc->y,
                                .scale = fp8 ? sc.p[k] : NULL, .amax = fp8 ? amax.p[k] : NULL,
                                .scale_inv = fp8 ? sinv.p[k] : NULL,
-                               .mu = nc->stats && !nc->rms ? mu.p[k] : NULL, .rsigma = nc->stats ? rs.p[k] : NULL,
-                               .variant = i == 2 && nc->variant == NORM_FIT ? 1 : nc->variant};
+                               .mu = nc->stats && !nc->rms ? mu.p[k] : NULL, .rsigma = nc->stats ? rs.p[k] : NULL};
         CHECK_OK(ctx, f8i_op_norm_fwd(ctx, &a));
-        if (i == 1 && nc->variant > 0) { /* the first GPU run's bits, before the re-run overwrites them */
-            y0 = xmalloc(n * ysz + 1), mu0 = xmalloc((size_t)R * 4 + 4), rs0 = xmalloc((size_t)R * 4 + 4);
+        if (i == 1) { /* the first GPU run's bits, before the re-run overwrites them */
             dual_get(e, &y, GPU, y0);
             dual_get(e, &mu, GPU, mu0);
             dual_get(e, &rs, GPU, rs0);
@@ -428,12 +420,11 @@ static void run_norm_fwd(env *e, const norm_case *nc)
         dual_get(e, &sinv, i, &hsi[i]);
     }
 
-    if (y0) { /* a re-run gives the same bits (every variant is deterministic; fit = regs) */
-        CHECK(memcmp(y0, hy[GPU], n * ysz) == 0, "%s: y differs between two GPU runs", desc);
-        CHECK(memcmp(mu0, hmu[GPU], (size_t)R * 4) == 0, "%s: mu differs between two GPU runs", desc);
-        CHECK(memcmp(rs0, hrs[GPU], (size_t)R * 4) == 0, "%s: rsigma differs between two GPU runs", desc);
-        free(y0), free(mu0), free(rs0);
-    }
+    /* a re-run gives the same bits (amax: the max of the same values) */
+    CHECK(memcmp(y0, hy[GPU], n * ysz) == 0, "%s: y differs between two GPU runs", desc);
+    CHECK(memcmp(mu0, hmu[GPU], (size_t)R * 4) == 0, "%s: mu differs between two GPU runs", desc);
+    CHECK(memcmp(rs0, hrs[GPU], (size_t)R * 4) == 0, "%s: rsigma differs between two GPU runs", desc);
+    free(y0), free(mu0), free(rs0);
     /* float64 reference of v, mu, rsigma */
     double *rv = xmalloc(n * 8 + 8), *rmu = xmalloc((size_t)R * 8 + 8), *rrs = xmalloc((size_t)R * 8 + 8);
     double ramax = AMAX0;
@@ -494,35 +485,38 @@ static void test_norm_fwd(env *e)
     }
 }
 
-/* The CUDA row-group kernel's configurations (variant 1: one row ahead in
- * registers; 2-4: x staged through shared memory, 2 or 3 rows ahead, 512- or
- * 1024-thread blocks; 5-7: 1-3 with LayerNorm's statistics from one Chan
- * merge, which rounds differently from the two-pass sums but within the
- * same TOL_F32, so no tolerance of its own; 8: the fit kernel, held to
- * variant 1's bits where it runs (BF16 x, E4M3 or BF16 y, rows of 256·nw·kn
- * columns, nw >= 2) and falling back elsewhere; 0: the launcher's pick), each run
- * twice on the GPU and held to the same bits (deterministic), on shapes they
- * can all run (16-byte rows): many narrow rows, so each row group wraps its
- * ring several times; 64-thread groups (which the 1024-thread blocks leave
- * to the others); 4-warp groups; a row whose last warp holds a partial span
- * (2056 BF16 columns: 3 pieces a lane); and the fit kernel's layouts: 3
- * pieces a lane in two warps (1536), 4 in two (2048), 4 in four (4096), 3 in
- * eight (6144), 4 in eight (8192), and one-warp rows it leaves to the others
- * (768, 1024). Below the F8_TEST_QUICK cut, so compute-sanitizer sees them. */
-static void test_norm_fwd_variants(env *e)
+/* The CUDA kernels' layouts, through the default path against the oracle
+ * (and each re-run for the same bits), on 16-byte rows: many narrow rows, so
+ * each row group wraps its ring several times; 64-thread groups (LayerNorm's
+ * staged kernel takes them in 512-thread blocks); 4-warp groups; a row whose
+ * last warp holds a partial span (2056 BF16 columns: 3 pieces a lane); the
+ * fit kernel's layouts: 3 pieces a lane in two warps (1536), 4 in two
+ * (2048), 4 in four (4096), 3 in eight (6144), 4 in eight (8192); and
+ * one-warp rows it leaves to the row-group kernels (768, 1024). The cases:
+ * the fit kernel's dtypes for both norms (BF16 x, E4M3 or BF16 y), and the
+ * row-group kernels' others (FP32 x or y, E5M2). Below the F8_TEST_QUICK
+ * cut, so compute-sanitizer sees them. */
+static void test_norm_fwd_layouts(env *e)
 {
     static const shape shapes[] = {{16000, 256}, {4000, 1024}, {900, 4096}, {129, 2056}, {1001, 768},
                                    {500, 1536},  {1000, 2048}, {130, 6144}, {67, 8192}};
+    static const struct {
+        int rms, zc;
+        float eps;
+        f8_dtype x, param, y;
+    } cases[] = {
+        {0, 0, 1e-5f, F8_DTYPE_BF16, F8_DTYPE_BF16, F8_DTYPE_E4M3},
+        {1, 0, 1e-5f, F8_DTYPE_BF16, F8_DTYPE_BF16, F8_DTYPE_E4M3},
+        {0, 1, 1e-1f, F8_DTYPE_BF16, F8_DTYPE_FP32, F8_DTYPE_BF16},
+        {1, 1, 1e-5f, F8_DTYPE_FP32, F8_DTYPE_FP32, F8_DTYPE_FP32},
+        {0, 0, 1e-5f, F8_DTYPE_FP32, F8_DTYPE_BF16, F8_DTYPE_E5M2},
+    };
     for (int s = 0; s < NELEM(shapes); s++)
-        for (int variant = 0; variant <= NORM_FIT; variant++)
-            for (int k = 0; k < 3; k++) {
-                norm_case nc = {.s = shapes[s], .rms = k == 1, .zc = k != 0, .eps = k == 2 ? 1e-1f : 1e-5f,
-                                .x = k == 1 ? F8_DTYPE_FP32 : F8_DTYPE_BF16,
-                                .param = k == 0 ? F8_DTYPE_BF16 : F8_DTYPE_FP32,
-                                .y = k == 0 ? F8_DTYPE_E4M3 : k == 1 ? F8_DTYPE_FP32 : F8_DTYPE_BF16,
-                                .stats = 1, .variant = variant};
-                run_norm_fwd(e, &nc);
-            }
+        for (int k = 0; k < NELEM(cases); k++) {
+            norm_case nc = {.s = shapes[s], .rms = cases[k].rms, .zc = cases[k].zc, .eps = cases[k].eps,
+                            .x = cases[k].x, .param = cases[k].param, .y = cases[k].y, .stats = 1};
+            run_norm_fwd(e, &nc);
+        }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1015,11 +1009,73 @@ static void fast_act_bwd(env *e, shape sh, f8_activation act, f8_dtype dyt, f8_d
     free(xv), free(hx), free(hdy);
 }
 
-/* Shapes the fast paths run: whole 128-row tiles; norm widths of one and two
- * pieces a thread (768: a partly idle block; 5120: two pieces). Small enough
- * for F8_TEST_QUICK, so compute-sanitizer sees the fast kernels. */
+/* The norm forward's kernels against each other: the same y, mu, rsigma,
+ * amax and scale_inv bytes with every buffer 16-byte aligned (the fit
+ * kernel where its layout covers the shape, else LayerNorm's staged kernel
+ * or RMSNorm's registers kernel), with x one element off (the registers
+ * kernel, or past 8192 columns the same kernel with narrower loads) and with
+ * y one element off (the staged or registers kernel with narrower stores). */
+static void fast_norm_fwd(env *e, shape sh, int rms, int zc, f8_dtype xdt, f8_dtype ydt)
+{
+    static const char *where[3] = {"aligned", "x one element off", "y one element off"};
+    const int64_t R = sh.rows, C = sh.cols;
+    const size_t n = (size_t)(R * C), xs = f8_dtype_size(xdt), ys = f8_dtype_size(ydt);
+    const int fp8 = is_fp8(ydt);
+    char desc[160];
+    snprintf(desc, sizeof desc, "fast norm_fwd [%lld,%lld] %s zc %d x %s y %s", (long long)R, (long long)C,
+             rms ? "rms" : "ln", zc, f8_dtype_name(xdt), f8_dtype_name(ydt));
+    norm_io io = norm_inputs(e, R, C, xdt, F8_DTYPE_BF16, zc);
+    const float scale = ydt == F8_DTYPE_E4M3 ? 37.5f : 1200.0f, a0 = AMAX0;
+    void *out[3][5];
+    for (int k = 0; k < 3; k++) {
+        gbuf x = gbuf_new(e, n * xs, k == 1 ? xs : 0, io.x), y = gbuf_new(e, n * ys, k == 2 ? ys : 0, NULL);
+        gbuf g = gbuf_new(e, (size_t)C * 2, 0, io.gamma), b = gbuf_new(e, (size_t)C * 2, 0, io.beta);
+        gbuf mu = gbuf_new(e, (size_t)R * 4, 0, NULL), rs = gbuf_new(e, (size_t)R * 4, 0, NULL);
+        gbuf sc = gbuf_new(e, 4, 0, &scale), am = gbuf_new(e, 4, 0, &a0), si = gbuf_new(e, 4, 0, NULL);
+        f8_ctx *ctx = e->ctx[GPU];
+        f8i_norm_fwd_args a = {.x = x.p, .x_dtype = xdt, .rows = R, .cols = C, .gamma = g.p, .beta = b.p,
+                               .param_dtype = F8_DTYPE_BF16, .rms = rms, .zero_centered = zc, .eps = 1e-5f,
+                               .y = y.p, .y_dtype = ydt, .scale = fp8 ? sc.p : NULL, .amax = fp8 ? am.p : NULL,
+                               .scale_inv = fp8 ? si.p : NULL, .mu = rms ? NULL : mu.p, .rsigma = rs.p};
+        CHECK_OK(ctx, f8i_op_norm_fwd(ctx, &a));
+        out[k][0] = gbuf_get(e, &y, n * ys), out[k][1] = gbuf_get(e, &mu, (size_t)R * 4);
+        out[k][2] = gbuf_get(e, &rs, (size_t)R * 4), out[k][3] = gbuf_get(e, &am, 4), out[k][4] = gbuf_get(e, &si, 4);
+        gbuf all[] = {x, y, g, b, mu, rs, sc, am, si};
+        for (int j = 0; j < NELEM(all); j++) f8_ctx_free(ctx, all[j].base);
+    }
+    for (int k = 1; k < 3; k++) {
+        char d[200];
+        snprintf(d, sizeof d, "%s (aligned vs %s)", desc, where[k]);
+        same_bytes(d, "y", out[0][0], out[k][0], n * ys);
+        if (!rms) same_bytes(d, "mu", out[0][1], out[k][1], (size_t)R * 4);
+        same_bytes(d, "rsigma", out[0][2], out[k][2], (size_t)R * 4);
+        if (fp8) {
+            same_bytes(d, "amax", out[0][3], out[k][3], 4);
+            same_bytes(d, "scale_inv", out[0][4], out[k][4], 4);
+        }
+    }
+    for (int k = 0; k < 3; k++)
+        for (int j = 0; j < 5; j++) free(out[k][j]);
+    norm_io_free(&io);
+}
+
+/* Shapes the fast paths run: whole 128-row tiles; norm backward widths of
+ * one and two pieces a thread (768: a partly idle block; 5120: two pieces);
+ * norm forward widths of each kernel (fast_norm_fwd): one-warp row groups
+ * whose ring wraps (9000 x 256) or not (768), 64-thread groups (FP32 1000),
+ * a partial last piece span (2056, 5120), the fit kernel's layouts (1536,
+ * 2048, 3072, 4096, 6144, 8192) and a row past the row-group kernels (8200),
+ * every x and y dtype and both norms on each. Small enough for
+ * F8_TEST_QUICK, so compute-sanitizer sees the fast kernels. */
 static void test_fast_paths(env *e)
 {
+    static const f8_dtype ys[4] = {F8_DTYPE_E4M3, F8_DTYPE_BF16, F8_DTYPE_FP32, F8_DTYPE_E5M2};
+    static const shape fsh[] = {{9000, 256}, {1001, 768}, {77, 1000}, {300, 1536}, {200, 2048}, {129, 2056},
+                                {100, 3072}, {129, 4096}, {64, 5120}, {40, 6144}, {33, 8192}, {17, 8200}};
+    for (int s = 0; s < NELEM(fsh); s++)
+        for (int v = 0; v < 16; v++)
+            fast_norm_fwd(e, fsh[s], v & 1, (v >> 3) & 1, (v >> 1) & 1 ? F8_DTYPE_FP32 : F8_DTYPE_BF16,
+                          ys[((v >> 2) + s) & 3]);
     static const shape nsh[] = {{300, 768}, {129, 4096}, {64, 5120}};
     for (int s = 0; s < NELEM(nsh); s++)
         for (int v = 0; v < 8; v++)
@@ -1049,7 +1105,7 @@ int main(void)
 
     if (e.quick) printf("%s: F8_TEST_QUICK: large shapes left out\n", name);
     test_norm_fwd(&e);
-    test_norm_fwd_variants(&e);
+    test_norm_fwd_layouts(&e);
     test_norm_bwd(&e);
     test_act(&e);
     test_fast_paths(&e);

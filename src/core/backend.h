@@ -124,13 +124,8 @@ static inline size_t f8i_reduce_workspace_bytes(int64_t rows, int64_t cols)
  * *amax = max(*amax, max |v|) and *scale_inv = 1 / *scale, as the cast does.
  * mu (LayerNorm) and rsigma [rows] FP32 are written for the backward (either may be NULL).
  * rows may be 0 (then only scale_inv is written for FP8 y). Sums are in FP32 in an
- * order each backend picks: backends agree within a tolerance, not bit for bit.
- * variant: which of a backend's kernels runs (the CUDA row-group kernels'
- * configurations, norm_fwd.cu, and 8, the fit kernel of norm_fwd_fit.cu,
- * which 0 prefers where it runs); each is deterministic (a re-run gives the
- * same bits), variants agree within the tolerance above (LayerNorm's
- * one-merge variants round the statistics differently), and one that cannot
- * run the shape falls back. Modules pass 0. */
+ * order each backend picks: backends agree within a tolerance, not bit for bit;
+ * a re-run on the same backend gives the same bits. */
 typedef struct f8i_norm_fwd_args {
     const void *x;
     f8_dtype x_dtype;
@@ -145,7 +140,6 @@ typedef struct f8i_norm_fwd_args {
     float *amax;        /* FP8 y only, may be NULL */
     float *scale_inv;   /* FP8 y only, may be NULL */
     float *mu, *rsigma;
-    int variant;        /* 0: the backend picks its kernel; > 0 names one (benchmarks compare them) */
 } f8i_norm_fwd_args;
 
 /* Norm backward, with xhat = (x - mu)·rsigma (LayerNorm) or x·rsigma (RMS) and

@@ -59,15 +59,8 @@
 #include "kernels_common.cuh"
 
 #define CAST_THREADS 256
-/* Blocks per SM the FULL kernels' launch bounds ask for (registers: 65536 /
- * (256 · blocks) a thread). Measured on the H200 (bench_modules kernels, us
- * back to back, for 1 = the compiler's choice / 4 / 5 / 6): GELU backward
- * with BF16 dy 261 / 225 / 236 / 258, weight cast 75.8 / 72.7 / 73.6 / 74.3,
- * dy cast 44.0 / 42.4 / 42.5 / 44.5, GELU forward with transposed codes
- * 150 / 151 / 146 / 152. A tuning knob, overridable at build time. */
-#ifndef CAST_FULL_MIN_BLOCKS
-#define CAST_FULL_MIN_BLOCKS 4
-#endif
+/* Blocks per SM the FULL kernels' launch bounds ask for (registers: 65536 / (256 · blocks) a thread). */
+#define CAST_FULL_MIN_BLOCKS 4 /* best overall against 1 (the compiler's choice), 5 and 6 (bench/RESULTS.md) */
 #define TILE_ROWS 128                  /* rows of a tile; fixes the dbias workspace size */
 #define TILE_TX 16                     /* threads across a tile (VEC columns each) */
 #define TILE_TY 16                     /* threads down a tile (two 4-row micro-blocks each) */

@@ -203,7 +203,7 @@ static __device__ __forceinline__ void dbias_write(void *dbias, int bf16, int ac
  * column 32 * blockIdx.x + x and adds the row tiles y, y + F8I_REDUCE_SPLIT, ...
  * in order; thread (x, 0) then adds the F8I_REDUCE_SPLIT sums in y order. The
  * split keeps several loads in flight per column (one thread per column
- * walking all row tiles was latency bound: ~10 us at 8192 x 8192) while the
+ * walking all row tiles was latency bound; bench/RESULTS.md) while the
  * fixed order keeps the result deterministic. */
 static __global__ void __launch_bounds__(32 * F8I_REDUCE_SPLIT)
     dbias_reduce_kernel(const float *__restrict__ partial, int64_t row_tiles, int64_t cols, void *dbias, int bf16,

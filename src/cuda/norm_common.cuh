@@ -24,10 +24,6 @@
 
 enum { Y_FP32 = 0, Y_BF16 = 1, Y_E4M3 = 2, Y_E5M2 = 3 };
 
-/* The name norm_fwd.cu still uses for core/dtype.h's f8i_dtype_is_hp (that
- * file is being reworked elsewhere); new code calls f8i_dtype_is_hp. */
-static inline int is_fp32_or_bf16(f8_dtype dt) { return f8i_dtype_is_hp(dt); }
-
 static __device__ __forceinline__ float load_one(const void *p, int bf16, int64_t i)
 {
     return bf16 ? f8i_bf16_to_float(((const uint16_t *)p)[i]) : ((const float *)p)[i];

@@ -1,9 +1,10 @@
 /*
- * norm_fwd.cuh — what the norm forward's two files share (norm_fwd.cu: the
- * general row-group kernels and the entry point; norm_fwd_fit.cu: the kernel
- * for rows that fit its layout exactly): the launch parameters, the row-group
- * sums, the gamma/beta planes in shared memory and the cp.async helpers.
- * Only those two files include this.
+ * norm_fwd.cuh — what the norm forward's files share (norm_fwd.cu: the
+ * entry point and the row-group kernels; norm_fwd_fit.cu: the kernel for
+ * rows that fit its layout exactly; norm_fwd_wide.cu: rows wider than
+ * FWD_MAX_COLS): the launch parameters, the row-group sums, the gamma/beta
+ * planes in shared memory, the cp.async helpers and the launchers the entry
+ * point calls. Only those three files include this.
  */
 #ifndef F8_CUDA_NORM_FWD_CUH
 #define F8_CUDA_NORM_FWD_CUH
@@ -113,5 +114,9 @@ static __device__ __forceinline__ void cp_async_wait()
  * launch. p->tpr must be the row-group kernels' choice. */
 int f8i_norm_fwd_fit_fits(const norm_fwd_params *p);
 f8_status f8i_norm_fwd_fit_launch(f8_ctx *ctx, const norm_fwd_params *p);
+
+/* Rows wider than FWD_MAX_COLS (norm_fwd_wide.cu): picks the kernel, sets
+ * p->tpr and p->w_y, launches and checks the launch. */
+f8_status f8i_norm_fwd_wide_launch(f8_ctx *ctx, norm_fwd_params *p);
 
 #endif /* F8_CUDA_NORM_FWD_CUH */

@@ -4,25 +4,24 @@
  * (nw = 2, 4 or 8 warps a row, KN = 2, 3 or 4 pieces a lane: hidden sizes
  * 1536, 2048, 3072, 4096, 6144 and 8192 among them; 1024 columns or fewer
  * keep norm_fwd.cu's kernels), y E4M3 (what a norm feeding an FP8 GEMM
- * writes) or BF16.
- * What the modules run whenever it can (f8i_norm_fwd_args.variant 0 or 8).
+ * writes) or BF16. The entry point (norm_fwd.cu) runs it wherever it can.
  *
  * Design note. Nsight Compute on the H200 found the row-group kernels of
- * norm_fwd.cu issue-bound at 8192 x 4096 BF16 -> E4M3: 0.77 warp
- * instructions issued per scheduler cycle and 25 instructions per element,
- * twice what the arithmetic needs. The rest was their generality: a bounds
- * check per piece (`room`), a run-time access width behind every load and
- * store, partial-piece paths, 64-bit index arithmetic. This kernel is their
+ * norm_fwd.cu issue-bound at 8192 x 4096 BF16 -> E4M3, executing twice the
+ * instructions per element that the arithmetic needs (bench/RESULTS.md has
+ * the counts). The rest was their generality: a bounds check per piece
+ * (`room`), a run-time access width behind every load and store,
+ * partial-piece paths, 64-bit index arithmetic. This kernel is their
  * staged configuration with all of that settled at compile time: KN and the
  * group's warps are template arguments, every piece is whole, x arrives by
  * 16-byte cp.async into the thread's own ring slots (norm_fwd.cu says why the
- * ring needs no barrier), y leaves as 8 FP8 codes (or 8 BF16) per store: 13.9
- * SASS instructions an element in the loop. Then, no longer issue-bound, it
+ * ring needs no barrier), y leaves as 8 FP8 codes (or 8 BF16) per store:
+ * about half the instructions an element. Then, no longer issue-bound, it
  * was limited by latency: 32 warps a SM and a 64-register row held across
  * the two barrier-separated reductions (spilling to L2). So every pass reads
  * its pieces from the ring again (an LDS.128 per 8 elements; the slots are
  * refilled after the last pass), which leaves 40 registers and no spill, and
- * 768-thread blocks run 48 warps a SM (FIT_THREADS says what was measured).
+ * 768-thread blocks run 48 warps a SM.
  * The arithmetic is the row-group kernels', operation for operation (four
  * partial sums added pairwise, group_total, Σ(x - mu)² with fmaf, rsqrtf,
  * fmaf((x - mu)·rs, g, beta) or (x·rs)·g, the cast's cvt), so it gives the
@@ -33,24 +32,10 @@
 
 /* The block, the rows of x in flight per row group beside the one being
  * computed, and the blocks per SM the launch bounds ask for (registers:
- * 65536 / (threads · blocks) a thread: 42 here). Overridable at build time
- * for tuning; measured on the H200 at 8192 x 4096 LayerNorm, us back to back
- * (threads/stages/blocks): 512/2/2 with the row held in registers 34.0 (64
- * registers and 16-24 bytes of spill, which went to L2: smem leaves L1
- * little room), the same re-reading the ring 32.8-33.6, 512/1/3 32.2-32.5,
- * 768/1/2 31.9-32.6 (48 warps a SM instead of 32); LayerNorm's one-merge
- * statistics (group_chan) spilled at 40 registers and ran 34.7; 640 and 896
- * threads (whole groups only, idle threads past them) ran 35.3 and 39.0.
- * FIT_THREADS must be a multiple of 256 (the widest group). */
-#ifndef FIT_THREADS
-#define FIT_THREADS 768
-#endif
-#ifndef FIT_STAGES
-#define FIT_STAGES 1
-#endif
-#ifndef FIT_MIN_BLOCKS
-#define FIT_MIN_BLOCKS 2
-#endif
+ * 65536 / (threads · blocks) a thread: 42 here). */
+#define FIT_THREADS 768  /* the fastest measured (bench/RESULTS.md): 48 warps a SM; a multiple of 256 */
+#define FIT_STAGES 1     /* one row ahead: two measured slower, their ring leaving room for fewer blocks */
+#define FIT_MIN_BLOCKS 2 /* two 768-thread blocks a SM: 42 registers, no spill */
 
 static_assert(FIT_THREADS % 256 == 0, "whole groups of every width");
 static_assert(FIT_THREADS / 64 <= 15, "a named barrier (ids 1..15) per multi-warp group");

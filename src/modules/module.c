@@ -105,12 +105,10 @@ static f8_status module_init(f8_ctx *ctx, f8_module *m, const f8i_module_spec *s
         f8i_weight_spec ws = {s->weight_shape[i][0], s->weight_shape[i][1], s->bias, s->param_dtype, s->fp8,
                               s->fp8_weights, s->fuse_wgrad, m->fwd[s->weight_slot[i]], s->max_tokens,
                               s->weight_seed[i], &m->mem};
+        m->n_weights = i + 1; /* counted before: a failed create leaves parts to free */
+        m->weight_names[i] = s->weight_names[i];
+        m->bias_names[i] = s->bias_names[i];
         st = f8i_weight_create(ctx, &m->w[i], &ws);
-        if (st == F8_OK) {
-            m->n_weights = i + 1;
-            m->weight_names[i] = s->weight_names[i];
-            m->bias_names[i] = s->bias_names[i];
-        }
     }
     if (st == F8_OK) {
         const size_t f = s->workspace(m, s->max_tokens, 0), b = s->workspace(m, s->max_tokens, 1);

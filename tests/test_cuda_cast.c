@@ -1,0 +1,414 @@
+/*
+ * test_cuda_cast.c — the CUDA backend's casts and layout ops against the CPU
+ * backend (the oracle) on identical inputs: casts (plain, +transpose, +dbias,
+ * noop flag), transpose and convert. Ops are called through each ctx's
+ * backend table (ctx->be), so the test sees exactly what the modules see.
+ *
+ * Casts, transposes, amax and converts must agree BIT FOR BIT (DESIGN.md,
+ * numerics contract). Each is also checked against a host expectation built
+ * from f8.h's scalar functions, so a bug the two backends share still fails.
+ * The cast's dbias differs by summation order and is compared with the
+ * tolerance stated next to it. Shapes include one row, one column, odd and
+ * prime sizes, zero sizes, and large ones (left out when F8_TEST_QUICK is
+ * set, for runs under compute-sanitizer). Without a GPU (or in a CUDA=0
+ * build) the program reports itself skipped. The other ops are in
+ * test_cuda_ops.c.
+ */
+#include "cuda_ops_tests.h"
+
+/* Index of the first differing byte, n if none. */
+static size_t first_diff(const void *a, const void *b, size_t n)
+{
+    const uint8_t *x = a, *y = b;
+    for (size_t i = 0; i < n; i++)
+        if (x[i] != y[i]) return i;
+    return n;
+}
+
+/* Fill `host` (n elements of dtype FP32 or BF16) and `vals` with what a kernel
+ * reads back from it ((float) of the stored element). */
+static void gen_src(test_rng *r, int kind, f8_dtype fp8, int bounded, f8_dtype dtype, void *host, float *vals, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float v = gen_value(r, kind, fp8, bounded);
+        if (dtype == F8_DTYPE_BF16) {
+            uint16_t b = f8_bf16_from_float(v);
+            ((uint16_t *)host)[i] = b;
+            vals[i] = f8_bf16_to_float(b);
+        } else {
+            ((float *)host)[i] = v;
+            vals[i] = v;
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Casts                                                                     */
+/* ------------------------------------------------------------------------ */
+
+typedef struct cast_case {
+    int64_t rows, cols;
+    f8_dtype src, out;
+    float scale;
+    int kind;
+    int with_out, with_t, with_amax, with_scale_inv;
+    int dbias;             /* 1: write dbias of dbias_dtype */
+    f8_dtype dbias_dtype;
+    int dbias_acc;
+    int noop_ptr;          /* 1: pass a noop flag that holds 0 */
+} cast_case;
+
+/* The outputs of one cast, downloaded. */
+typedef struct cast_out {
+    uint8_t *out, *out_t;
+    float amax, scale_inv;
+    void *dbias;
+} cast_out;
+
+static const float AMAX0 = 0.5f;            /* prior accumulator: the cast takes max(prior, ...) */
+
+/* Upload the poison images of every output (codes 0xA5/0x5A, amax AMAX0,
+ * scale_inv a NaN pattern, dbias NaN bytes unless it is accumulated into). */
+static void cast_poison(env *e, twin *out, twin *out_t, twin *amax, twin *sinv, twin *dbias, const void *dbias0)
+{
+    size_t n = out->bytes;
+    uint8_t *p = xmalloc(n);
+    memset(p, 0xA5, n);
+    twin_put(e, out, p);
+    memset(p, 0x5A, n);
+    twin_put(e, out_t, p);
+    free(p);
+    float a = AMAX0, s = fval(SINV_POISON);
+    twin_put(e, amax, &a);
+    twin_put(e, sinv, &s);
+    twin_put(e, dbias, dbias0);
+}
+
+static void cast_get(env *e, int i, twin *out, twin *out_t, twin *amax, twin *sinv, twin *dbias, cast_out *o)
+{
+    twin_get(e, out, i, o->out);
+    twin_get(e, out_t, i, o->out_t);
+    twin_get(e, amax, i, &o->amax);
+    twin_get(e, sinv, i, &o->scale_inv);
+    twin_get(e, dbias, i, o->dbias);
+}
+
+static void cast_out_init(cast_out *o, size_t n, size_t dbias_bytes)
+{
+    o->out = xmalloc(n);
+    o->out_t = xmalloc(n);
+    o->dbias = xmalloc(dbias_bytes);
+}
+
+static void cast_out_free(cast_out *o)
+{
+    free(o->out);
+    free(o->out_t);
+    free(o->dbias);
+}
+
+/* dbias is a sum over rows whose order each backend chooses. Any FP32
+ * recursive, pairwise or blocked sum of m terms is within (m-1)·u·Σ|v| of the
+ * exact sum (u = 2^-24); we allow (rows+2)·u·S, S = Σ|v| (+|old| when
+ * accumulating), against a float64 reference, plus one BF16 rounding for a
+ * BF16 dbias (2^-8 relative, or a BF16 subnormal step, 2^-133). Non-finite
+ * sums must match the reference's class, which does not depend on order (the
+ * inputs are `bounded`, so no partial sum overflows). */
+static void check_dbias(const char *desc, const char *who, const cast_case *cc, const float *vals, const void *dbias0,
+                        const void *got)
+{
+    int bad = 0;
+    for (int64_t c = 0; c < cc->cols && !bad; c++) {
+        double ref = cc->dbias_acc ? load_elem(dbias0, cc->dbias_dtype, (size_t)c) : 0.0;
+        double s = fabs(ref);
+        for (int64_t r = 0; r < cc->rows; r++) {
+            ref += vals[r * cc->cols + c];
+            s += fabs(vals[r * cc->cols + c]);
+        }
+        float g = load_elem(got, cc->dbias_dtype, (size_t)c);
+        if (!isfinite(ref) || !isfinite(s)) {
+            int same = isnan(ref) ? isnan(g) : (isinf(g) && (g > 0) == (ref > 0));
+            if (!same) bad = 1;
+            CHECK(same, "%s: %s dbias[%lld] = %g, reference %g", desc, who, (long long)c, g, ref);
+            continue;
+        }
+        double tol = (double)(cc->rows + 2) * ldexp(1.0, -24) * s * 1.01;
+        if (cc->dbias_dtype == F8_DTYPE_BF16) tol += ldexp(1.0, -8) * (fabs(ref) + tol) + ldexp(1.0, -133);
+        if (!(fabs(g - ref) <= tol)) bad = 1;
+        CHECK(fabs(g - ref) <= tol, "%s: %s dbias[%lld] = %.9g, reference %.9g, bound %.3g", desc, who, (long long)c,
+              g, ref, tol);
+    }
+}
+
+static void run_cast(env *e, const cast_case *cc)
+{
+    const size_t n = (size_t)(cc->rows * cc->cols), esz = f8_dtype_size(cc->src);
+    const size_t dsz = f8_dtype_size(cc->dbias_dtype), dbytes = (size_t)cc->cols * dsz;
+    char desc[192];
+    snprintf(desc, sizeof desc, "cast [%lld,%lld] %s->%s scale %g kind %d out %d t %d amax %d sinv %d dbias %d(%s acc %d)",
+             (long long)cc->rows, (long long)cc->cols, f8_dtype_name(cc->src), f8_dtype_name(cc->out), cc->scale,
+             cc->kind, cc->with_out, cc->with_t, cc->with_amax, cc->with_scale_inv, cc->dbias,
+             f8_dtype_name(cc->dbias_dtype), cc->dbias_acc);
+
+    void *src_host = xmalloc(n * esz);
+    float *vals = xmalloc(n * sizeof(float));
+    gen_src(&e->rng, cc->kind, cc->out, cc->dbias, cc->src, src_host, vals, n);
+    void *dbias0 = xmalloc(dbytes);
+    if (cc->dbias_acc) {
+        for (int64_t c = 0; c < cc->cols; c++) store_elem(dbias0, cc->dbias_dtype, (size_t)c, (float)rng_normal(&e->rng));
+    } else {
+        memset(dbias0, 0xFF, dbytes); /* NaN in both dtypes: must be overwritten */
+    }
+
+    float zero = 0.0f, one = 1.0f;
+    twin src = twin_new(e, n * esz, src_host), out = twin_new(e, n, NULL), out_t = twin_new(e, n, NULL);
+    twin scale = twin_new(e, 4, &cc->scale), amax = twin_new(e, 4, NULL), sinv = twin_new(e, 4, NULL);
+    twin dbias = twin_new(e, dbytes, NULL), noop = twin_new(e, 4, &zero);
+
+    f8i_cast_args a[2];
+    for (int i = 0; i < 2; i++) {
+        a[i] = (f8i_cast_args){.src = src.p[i], .src_dtype = cc->src, .rows = cc->rows, .cols = cc->cols,
+                               .out_dtype = cc->out, .out = cc->with_out ? out.p[i] : NULL,
+                               .out_t = cc->with_t ? out_t.p[i] : NULL, .scale = scale.p[i],
+                               .amax = cc->with_amax ? amax.p[i] : NULL,
+                               .scale_inv = cc->with_scale_inv ? sinv.p[i] : NULL,
+                               .dbias = cc->dbias ? dbias.p[i] : NULL, .dbias_dtype = cc->dbias_dtype,
+                               .dbias_accumulate = cc->dbias_acc, .noop = cc->noop_ptr ? noop.p[i] : NULL,
+                               .workspace = e->ctx[i]->scratch, .workspace_bytes = e->ctx[i]->scratch_bytes};
+    }
+
+    cast_out o[2], poison;
+    cast_out_init(&o[0], n, dbytes);
+    cast_out_init(&o[1], n, dbytes);
+    cast_out_init(&poison, n, dbytes);
+    memset(poison.out, 0xA5, n);
+    memset(poison.out_t, 0x5A, n);
+    poison.amax = AMAX0;
+    poison.scale_inv = fval(SINV_POISON);
+    memcpy(poison.dbias, dbias0, dbytes);
+
+    cast_poison(e, &out, &out_t, &amax, &sinv, &dbias, dbias0);
+    for (int i = 0; i < 2; i++) CHECK_OK(e->ctx[i], f8i_op_cast(e->ctx[i], &a[i]));
+    for (int i = 0; i < 2; i++) cast_get(e, i, &out, &out_t, &amax, &sinv, &dbias, &o[i]);
+
+    /* Host expectation: codes = fp8(v * scale) per element (FP32 multiply),
+     * amax = max(prior, max |v|) ignoring NaN, scale_inv = 1/scale; outputs
+     * not asked for stay as poisoned. rows or cols 0: only scale_inv. */
+    uint8_t *want = xmalloc(n), *want_t = xmalloc(n);
+    float want_amax = AMAX0;
+    for (int64_t r = 0; r < cc->rows; r++) {
+        for (int64_t c = 0; c < cc->cols; c++) {
+            float v = vals[r * cc->cols + c];
+            uint8_t code = f8_fp8_from_float(v * cc->scale, cc->out);
+            want[r * cc->cols + c] = cc->with_out ? code : 0xA5;
+            want_t[c * cc->rows + r] = cc->with_t ? code : 0x5A;
+            if (!isnan(v)) want_amax = fmaxf(want_amax, fabsf(v));
+        }
+    }
+    if (!cc->with_amax) want_amax = AMAX0;
+    float want_sinv = cc->with_scale_inv ? 1.0f / cc->scale : fval(SINV_POISON);
+
+    for (int i = 0; i < 2; i++) {
+        const char *who = i == CPU ? "cpu" : "cuda";
+        size_t d = first_diff(o[i].out, want, n);
+        CHECK(d == n, "%s: %s out[%zu] = 0x%02x, want 0x%02x (v = %g)", desc, who, d, d < n ? o[i].out[d] : 0,
+              d < n ? want[d] : 0, d < n ? vals[d] : 0.0f);
+        d = first_diff(o[i].out_t, want_t, n);
+        CHECK(d == n, "%s: %s out_t[%zu] = 0x%02x, want 0x%02x", desc, who, d, d < n ? o[i].out_t[d] : 0,
+              d < n ? want_t[d] : 0);
+        CHECK(fbits(o[i].amax) == fbits(want_amax), "%s: %s amax %.9g, want %.9g", desc, who, o[i].amax, want_amax);
+        CHECK(fbits(o[i].scale_inv) == fbits(want_sinv), "%s: %s scale_inv %.9g (0x%08x), want %.9g", desc, who,
+              o[i].scale_inv, fbits(o[i].scale_inv), want_sinv);
+        if (cc->dbias && n) check_dbias(desc, who, cc, vals, dbias0, o[i].dbias);
+    }
+    /* The GPU against the oracle directly: same bytes everywhere. */
+    CHECK(first_diff(o[GPU].out, o[CPU].out, n) == n && first_diff(o[GPU].out_t, o[CPU].out_t, n) == n &&
+              fbits(o[GPU].amax) == fbits(o[CPU].amax) && fbits(o[GPU].scale_inv) == fbits(o[CPU].scale_inv),
+          "%s: cuda and cpu differ", desc);
+
+    /* noop flag = 1: nothing at all is written, not even amax or scale_inv. */
+    twin_put(e, &noop, &one);
+    for (int i = 0; i < 2; i++) a[i].noop = noop.p[i];
+    cast_poison(e, &out, &out_t, &amax, &sinv, &dbias, dbias0);
+    for (int i = 0; i < 2; i++) CHECK_OK(e->ctx[i], f8i_op_cast(e->ctx[i], &a[i]));
+    for (int i = 0; i < 2; i++) {
+        cast_get(e, i, &out, &out_t, &amax, &sinv, &dbias, &o[i]);
+        CHECK(first_diff(o[i].out, poison.out, n) == n && first_diff(o[i].out_t, poison.out_t, n) == n &&
+                  fbits(o[i].amax) == fbits(poison.amax) && fbits(o[i].scale_inv) == fbits(poison.scale_inv) &&
+                  first_diff(o[i].dbias, poison.dbias, dbytes) == dbytes,
+              "%s: %s wrote something under noop = 1", desc, i == CPU ? "cpu" : "cuda");
+    }
+
+    free(want);
+    free(want_t);
+    cast_out_free(&o[0]);
+    cast_out_free(&o[1]);
+    cast_out_free(&poison);
+    free(src_host);
+    free(vals);
+    free(dbias0);
+    twin *all[] = {&src, &out, &out_t, &scale, &amax, &sinv, &dbias, &noop};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) twin_free(e, all[i]);
+}
+
+typedef struct shape {
+    int64_t rows, cols;
+} shape;
+
+/* The shapes every layout op runs on: one row, one column (prime lengths),
+ * odd/prime 2-D, TE's transpose shapes, an aligned one, zero sizes. */
+static const shape small_shapes[] = {{1, 3221}, {2333, 1}, {1481, 677}, {7, 11}, {33, 41},
+                                     {64, 256}, {0, 17},   {19, 0}};
+/* Large: an aligned one for the vectorized path and an odd one for the tails. */
+static const shape large_shapes[] = {{4096, 4096}, {3001, 2053}};
+
+static void test_casts(env *e)
+{
+    static const float scales[] = {0.375f, 1.0f, 3.5f, FLT_MAX};
+    static const f8_dtype srcs[] = {F8_DTYPE_FP32, F8_DTYPE_BF16}, outs[] = {F8_DTYPE_E4M3, F8_DTYPE_E5M2};
+    int idx = 0;
+    for (int s = 0; s < NELEM(small_shapes); s++)
+        for (int si = 0; si < 2; si++)
+            for (int oi = 0; oi < 2; oi++)
+                for (int sc = 0; sc < NELEM(scales); sc++)
+                    for (int mode = 0; mode < 3; mode++, idx++) {
+                        /* mode 0 quantize, 1 cast+transpose, 2 cast+transpose+dbias; the
+                         * kind cycles with period 4 against a mode period of 3, so every
+                         * (scale, kind) pair occurs; optional outputs rotate likewise. */
+                        int v = idx / 3;
+                        cast_case cc = {.rows = small_shapes[s].rows, .cols = small_shapes[s].cols,
+                                        .src = srcs[si], .out = outs[oi], .scale = scales[sc], .kind = idx % K_COUNT,
+                                        .with_out = !(mode == 1 && idx % 7 == 3), .with_t = mode >= 1,
+                                        .with_amax = idx % 5 != 4, .with_scale_inv = idx % 6 != 5,
+                                        .dbias = mode == 2, .dbias_dtype = (v & 1) ? F8_DTYPE_BF16 : F8_DTYPE_FP32,
+                                        .dbias_acc = (v >> 1) & 1, .noop_ptr = idx & 1};
+                        run_cast(e, &cc);
+                    }
+    /* Large shapes: the three modes once each, on different settings. */
+    for (int s = 0; s < NELEM(large_shapes) && !e->quick; s++) {
+        cast_case base = {.rows = large_shapes[s].rows, .cols = large_shapes[s].cols, .with_out = 1, .with_amax = 1,
+                          .with_scale_inv = 1, .dbias_dtype = F8_DTYPE_FP32};
+        cast_case c1 = base, c2 = base, c3 = base;
+        c1.src = F8_DTYPE_BF16, c1.out = F8_DTYPE_E4M3, c1.scale = 1.0f, c1.kind = K_TIES;
+        c2.src = F8_DTYPE_BF16, c2.out = F8_DTYPE_E4M3, c2.scale = 3.5f, c2.kind = K_SPECIAL, c2.with_t = 1;
+        c3.src = F8_DTYPE_FP32, c3.out = F8_DTYPE_E5M2, c3.scale = 0.375f, c3.kind = K_NORMAL, c3.with_t = 1;
+        c3.dbias = 1, c3.dbias_acc = s & 1, c3.dbias_dtype = s ? F8_DTYPE_BF16 : F8_DTYPE_FP32, c3.noop_ptr = 1;
+        run_cast(e, &c1);
+        run_cast(e, &c2);
+        run_cast(e, &c3);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* transpose_u8, convert                                                     */
+/* ------------------------------------------------------------------------ */
+
+static void run_transpose(env *e, int64_t rows, int64_t cols)
+{
+    const size_t n = (size_t)(rows * cols);
+    uint8_t *src = xmalloc(n), *want = xmalloc(n), *poison = xmalloc(n), *got = xmalloc(n);
+    for (size_t i = 0; i < n; i++) src[i] = (uint8_t)rng_u64(&e->rng);
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++) want[c * rows + r] = src[r * cols + c];
+    memset(poison, 0xC3, n);
+    float zero = 0.0f, one = 1.0f;
+    twin s = twin_new(e, n, src), d = twin_new(e, n, poison), flag = twin_new(e, 4, &zero);
+    for (int pass = 0; pass < 3; pass++) {
+        /* pass 0: no flag; 1: flag 0 (writes); 2: flag 1 (writes nothing) */
+        if (pass == 2) twin_put(e, &flag, &one);
+        twin_put(e, &d, poison);
+        for (int i = 0; i < 2; i++) {
+            f8_ctx *ctx = e->ctx[i];
+            CHECK_OK(ctx, f8i_op_transpose_u8(ctx, s.p[i], d.p[i], rows, cols, pass ? flag.p[i] : NULL));
+            twin_get(e, &d, i, got);
+            size_t k = first_diff(got, pass == 2 ? poison : want, n);
+            CHECK(k == n, "transpose_u8 [%lld,%lld] pass %d: %s byte %zu differs", (long long)rows, (long long)cols,
+                  pass, i == CPU ? "cpu" : "cuda", k);
+        }
+    }
+    twin_free(e, &s);
+    twin_free(e, &d);
+    twin_free(e, &flag);
+    free(src), free(want), free(poison), free(got);
+}
+
+/* The value convert must produce for element i: convert((float)src * (src
+ * FP8 ? scale_inv : 1)), FP32 multiply, BF16 round-to-nearest-even. */
+static void convert_expect(const void *src, f8_dtype sd, float sinv, f8_dtype dd, size_t n, void *want)
+{
+    for (size_t i = 0; i < n; i++) {
+        float v;
+        if (f8i_dtype_is_fp8(sd))
+            v = f8_fp8_to_float(((const uint8_t *)src)[i], sd) * sinv;
+        else
+            v = load_elem(src, sd, i);
+        store_elem(want, dd, i, v);
+    }
+}
+
+static void run_convert(env *e, f8_dtype sd, f8_dtype dd, float sinv, size_t n)
+{
+    const size_t ss = f8_dtype_size(sd), ds = f8_dtype_size(dd);
+    void *src = xmalloc(n * ss), *want = xmalloc(n * ds), *got = xmalloc(n * ds), *poison = xmalloc(n * ds);
+    int fp8 = f8i_dtype_is_fp8(sd);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t u = rng_u64(&e->rng);
+        if (fp8) {
+            ((uint8_t *)src)[i] = (uint8_t)(i < 256 ? i : u); /* every code, NaN and inf included */
+        } else if (sd == F8_DTYPE_FP32) {
+            /* random bits: NaNs with low-only payloads, subnormals; every 3rd
+             * value a BF16 tie (low half exactly 0x8000) */
+            uint32_t b = (uint32_t)u;
+            if (i % 3 == 0) b = (b & 0xFFFF0000u) | 0x8000u;
+            ((float *)src)[i] = fval(b);
+        } else {
+            ((uint16_t *)src)[i] = (uint16_t)u;
+        }
+    }
+    memset(poison, 0xEE, n * ds);
+    convert_expect(src, sd, sinv, dd, n, want);
+    /* NaN payloads of FP32 arithmetic are not part of the contract; a BF16
+     * result of an FP32 NaN is (0x7FC0 | sign), unless the NaN came out of an
+     * FP8 multiply whose sign is open too, or an equal-dtype copy. */
+    int nan_any = dd == F8_DTYPE_FP32 || fp8 || sd == dd; /* equal dtypes may copy raw bits */
+    twin s = twin_new(e, n * ss, src), d = twin_new(e, n * ds, poison), si = twin_new(e, 4, &sinv);
+    for (int i = 0; i < 2; i++) {
+        f8_ctx *ctx = e->ctx[i];
+        CHECK_OK(ctx, f8i_op_convert(ctx, s.p[i], sd, fp8 ? si.p[i] : NULL, d.p[i], dd, (int64_t)n));
+        twin_get(e, &d, i, got);
+        size_t k = dd == F8_DTYPE_FP32 ? first_diff_f32(got, want, n, nan_any) : first_diff_bf16(got, want, n, nan_any);
+        CHECK(k == n, "convert %s->%s n %zu scale_inv %g: %s element %zu = 0x%08x, want 0x%08x", f8_dtype_name(sd),
+              f8_dtype_name(dd), n, sinv, i == CPU ? "cpu" : "cuda", k,
+              k < n ? (dd == F8_DTYPE_FP32 ? fbits(((float *)got)[k]) : ((uint16_t *)got)[k]) : 0,
+              k < n ? (dd == F8_DTYPE_FP32 ? fbits(((float *)want)[k]) : ((uint16_t *)want)[k]) : 0);
+    }
+    twin_free(e, &s), twin_free(e, &d), twin_free(e, &si);
+    free(src), free(want), free(got), free(poison);
+}
+
+static void test_layout_ops(env *e)
+{
+    for (int s = 0; s < NELEM(small_shapes); s++) run_transpose(e, small_shapes[s].rows, small_shapes[s].cols);
+    for (int s = 0; s < NELEM(large_shapes) && !e->quick; s++)
+        run_transpose(e, large_shapes[s].rows, large_shapes[s].cols);
+
+    /* 2^-140 and 1/FLT_MAX make FP32 subnormal results (flush-to-zero fails). */
+    static const float sinvs[] = {1.0f, 0.375f, 3.5f, 0x1p-140f, 1.0f / FLT_MAX};
+    static const f8_dtype fp8s[] = {F8_DTYPE_E4M3, F8_DTYPE_E5M2}, hps[] = {F8_DTYPE_FP32, F8_DTYPE_BF16};
+    static const size_t counts[] = {1, 3221, 1002637, 16777216 + 5};
+    const int ncounts = e->quick ? 3 : 4;
+    for (int c = 0; c < ncounts; c++)
+        for (int f = 0; f < 2; f++)
+            for (int d = 0; d < 2; d++)
+                for (int k = 0; k < NELEM(sinvs); k++)
+                    if (c < 3 || k == 2) run_convert(e, fp8s[f], hps[d], sinvs[k], counts[c]);
+    for (int c = 0; c < ncounts; c++)
+        for (int s = 0; s < 2; s++)
+            for (int d = 0; d < 2; d++) run_convert(e, hps[s], hps[d], 1.0f, counts[c]);
+}
+
+int main(void)
+{
+    static void (*const tests[])(env *) = {test_casts, test_layout_ops};
+    return env_run("test_cuda_cast", tests, NELEM(tests));
+}
