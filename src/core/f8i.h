@@ -6,6 +6,7 @@
 #define F8I_H
 
 #include <stdarg.h>
+#include <stdlib.h>
 
 #include "core/backend.h"
 #include "core/dtype.h"
@@ -104,6 +105,19 @@ f8_status f8i_scratch_reserve(f8_ctx *ctx, size_t bytes);
 
 /* Checks shared by the public entry points; each sets the ctx error. */
 f8_status f8i_check_tensor(f8_ctx *ctx, const f8_tensor *t, const char *name);
+
+/* Grow a host table (realloc, doubling from 16) so that element n fits;
+ * 0 when out of memory (the table is then unchanged). */
+static inline int f8i_grow(void **table, size_t *cap, size_t n, size_t elem)
+{
+    if (n < *cap) return 1;
+    size_t c = *cap ? 2 * *cap : 16;
+    void *t = realloc(*table, c * elem);
+    if (!t) return 0;
+    *table = t;
+    *cap = c;
+    return 1;
+}
 
 /* Round a byte count up to 256 (carving buffers from one allocation). */
 static inline size_t f8i_align256(size_t bytes) { return (bytes + 255u) & ~(size_t)255u; }

@@ -43,18 +43,7 @@ struct f8_onnx {
     uint64_t counter; /* internal names */
 };
 
-/* Make room for one more element of an array. */
-static int grow(void **arr, size_t *cap, size_t n, size_t elem)
-{
-    if (n < *cap) return 1;
-    size_t c = *cap ? 2 * *cap : 16;
-    void *p = realloc(*arr, c * elem);
-    if (!p) return 0;
-    *arr = p;
-    *cap = c;
-    return 1;
-}
-#define GROW(g, arr, n, cap) grow((void **)&(g)->arr, &(g)->cap, (g)->n, sizeof *(g)->arr)
+#define GROW(g, arr, n, cap) f8i_grow((void **)&(g)->arr, &(g)->cap, (g)->n, sizeof *(g)->arr)
 
 f8_status f8i_onnx_oom(f8_onnx *g) { return f8i_error(g->ctx, F8_ERR_OUT_OF_MEMORY, "ONNX export: out of host memory"); }
 
@@ -215,25 +204,26 @@ void f8i_onnx_attr_ints(f8i_onnx_node *n, const char *name, const int64_t *v, in
     a->n_ints = count;
 }
 
+/* Append an initializer (taking data) and its value; 0 on out of memory,
+ * with data freed. */
+static int push_init(f8_onnx *g, const char *name, int type, const int64_t *dims, int ndim, void *data, size_t bytes)
+{
+    if (!name || !data || !GROW(g, inits, n_inits, cap_inits) ||
+        !value_add(g, name, type, ndim, ndim ? dims[ndim - 1] : 1)) {
+        free(data);
+        return 0;
+    }
+    f8i_onnx_tensor t = {name, type, {0, 0, 0, 0}, ndim, data, bytes};
+    memcpy(t.dims, dims, (size_t)ndim * sizeof *dims);
+    g->inits[g->n_inits++] = t;
+    return 1;
+}
+
 const char *f8i_onnx_init(f8_onnx *g, const char *hint, int type, const int64_t *dims, int ndim, void *data,
                           size_t bytes)
 {
     const char *name = data ? f8i_onnx_tmp(g, hint) : NULL;
-    const int rank = ndim;
-    const int64_t last = ndim ? dims[ndim - 1] : 1;
-    if (!name || !GROW(g, inits, n_inits, cap_inits) || !value_add(g, name, type, rank, last)) {
-        free(data);
-        return NULL;
-    }
-    f8i_onnx_tensor *t = &g->inits[g->n_inits++];
-    memset(t, 0, sizeof *t);
-    t->name = name;
-    t->type = type;
-    t->ndim = ndim;
-    for (int d = 0; d < ndim; d++) t->dims[d] = dims[d];
-    t->data = data;
-    t->bytes = bytes;
-    return name;
+    return push_init(g, name, type, dims, ndim, data, bytes) ? name : NULL;
 }
 
 /* A named constant: reused when an initializer of that name exists. */
@@ -243,20 +233,8 @@ static const char *constant(f8_onnx *g, const char *name, int type, const int64_
     for (size_t i = 0; name && i < g->n_inits; i++)
         if (strcmp(g->inits[i].name, name) == 0) return g->inits[i].name;
     void *data = name ? malloc(bytes) : NULL;
-    if (!data || !GROW(g, inits, n_inits, cap_inits) || !value_add(g, name, type, ndim, ndim ? dims[0] : 1)) {
-        free(data);
-        return NULL;
-    }
-    memcpy(data, v, bytes);
-    f8i_onnx_tensor *t = &g->inits[g->n_inits++];
-    memset(t, 0, sizeof *t);
-    t->name = name;
-    t->type = type;
-    t->ndim = ndim;
-    if (ndim) t->dims[0] = dims[0];
-    t->data = data;
-    t->bytes = bytes;
-    return name;
+    if (data) memcpy(data, v, bytes);
+    return push_init(g, name, type, dims, ndim, data, bytes) ? name : NULL;
 }
 
 const char *f8i_onnx_const_float(f8_onnx *g, float v)
@@ -471,21 +449,18 @@ f8_status f8_onnx_add_output(f8_onnx *g, const char *name, const char *shape)
 
 static f8i_onnx_model model_of(const f8_onnx *g)
 {
-    f8i_onnx_model m;
-    m.opset = g->cfg.opset;
-    m.ir_version = g->cfg.opset >= 23 ? 11 : g->cfg.opset >= 21 ? 10 : 9; /* the IR each opset came with */
-    m.producer = "f8";
-    m.producer_version = "0.1.0";
-    m.graph_name = g->cfg.name;
-    m.nodes = g->nodes;
-    m.n_nodes = g->n_nodes;
-    m.inits = g->inits;
-    m.n_inits = g->n_inits;
-    m.inputs = g->inputs;
-    m.n_inputs = g->n_inputs;
-    m.outputs = g->outputs;
-    m.n_outputs = g->n_outputs;
-    return m;
+    const int opset = g->cfg.opset;
+    return (f8i_onnx_model){
+        .ir_version = opset >= 23 ? 11 : opset >= 21 ? 10 : 9, /* the IR each opset came with */
+        .opset = opset,
+        .producer = "f8",
+        .producer_version = "0.1.0",
+        .graph_name = g->cfg.name,
+        .nodes = g->nodes, .n_nodes = g->n_nodes,
+        .inits = g->inits, .n_inits = g->n_inits,
+        .inputs = g->inputs, .n_inputs = g->n_inputs,
+        .outputs = g->outputs, .n_outputs = g->n_outputs,
+    };
 }
 
 static f8_status check_complete(const f8_onnx *g, const char *fn)
