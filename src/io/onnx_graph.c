@@ -214,7 +214,7 @@ static int push_init(f8_onnx *g, const char *name, int type, const int64_t *dims
         return 0;
     }
     f8i_onnx_tensor t = {name, type, {0, 0, 0, 0}, ndim, data, bytes};
-    memcpy(t.dims, dims, (size_t)ndim * sizeof *dims);
+    if (ndim) memcpy(t.dims, dims, (size_t)ndim * sizeof *dims);
     g->inits[g->n_inits++] = t;
     return 1;
 }
