@@ -4,7 +4,8 @@
 #   make run             run the main program on its embedded default
 #   make bench           run the benchmarks (GPU)
 #   make install PREFIX=/usr/local
-#   make fuzz            libFuzzer on the checkpoint loader for FUZZ_SECONDS (clang; tools/fuzz.sh)
+#   make fuzz            libFuzzer on the checkpoint loader for FUZZ_SECONDS (clang; tools/fuzz.sh);
+#                        FUZZ_TARGET=onnx: the ONNX exporter's names and shapes
 # Knobs: CUDA=0|1 (default: 1 when nvcc is on PATH), SM=90, SAN=1 (ASan+UBSan
 # build in build/san), BLAS_LIB=-lopenblas (CPU GEMMs through sgemm_).
 
@@ -117,8 +118,8 @@ FUZZ_LIB_C := $(wildcard src/core/*.c src/modules/*.c src/train/*.c src/io/*.c s
 fuzz:
 	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_LIB_SRC="$(FUZZ_LIB_C)" sh tools/fuzz.sh run
 
-# test_fuzz_replay includes the fuzz target and its replay driver.
-$(BUILD)/tests/test_fuzz_replay: $(wildcard fuzz/*.c)
+# test_fuzz_replay and test_onnx include a fuzz target and its replay driver.
+$(BUILD)/tests/test_fuzz_replay $(BUILD)/tests/test_onnx: $(wildcard fuzz/*.c)
 
 clean:
 	rm -rf build

@@ -1006,6 +1006,150 @@ f8_status f8_adamw_read(f8_adamw *adamw, int64_t *step, float *lr, float *grad_n
 f8_status f8_checkpoint_add_adamw(f8_checkpoint *checkpoint, const char *prefix, f8_adamw *adamw);
 f8_status f8_checkpoint_restore_adamw(const f8_checkpoint *checkpoint, const char *prefix, f8_adamw *adamw);
 
+/* ------------------------------------------------------------------------ */
+/* ONNX export                                                               */
+/* ------------------------------------------------------------------------ */
+
+/* An f8_onnx is an inference graph being built from f8 objects, written as
+ * an ONNX model (protobuf, standard operators of the default domain only) for
+ * ONNX Runtime, TensorRT and other tools. At export time the FP8 scales stop
+ * being state the step updates and become constants of the graph, so the file
+ * computes what f8_module_forward(..., F8_MICROBATCH_NONE, NULL) and the other
+ * forwards compute at that moment:
+ *
+ *   FP8 cast of a GEMM input   QuantizeLinear(x, s_inv, 0 as float8e4m3fn,
+ *                              saturate=1) -> DequantizeLinear(q, s_inv, 0),
+ *                              s_inv = 1/scale of the module's INPUT slot now
+ *   FP8 weight                 an FP8 initializer of 1 byte per weight, stored
+ *                              transposed ([in, out]: MatMul reads it as it is),
+ *                              DequantizeLinear with its own scale_inv: the codes
+ *                              fp8(W · scale) a forward with F8_MICROBATCH_NONE
+ *                              casts from the master weight with the weight
+ *                              slot's scale now (an FP8 primary weight: its
+ *                              codes and scale_inv as they are)
+ *   GEMM                       MatMul (+ Add bias), FP32
+ *   high-precision weight      FP32 or BF16 initializer (as the parameter is
+ *                              held; BF16 through a Cast), [out, in], Transpose
+ *   LayerNorm                  LayerNormalization(axis -1, eps), gain = gamma or
+ *                              1 + gamma (zero_centered_gamma), folded at export
+ *   RMSNorm                    x · 1/sqrt(ReduceMean(x²) + eps) · gain (decomposed;
+ *                              RMSNormalization from opset 23)
+ *   GELU                       Gelu(approximate="tanh"), f8's tanh form
+ *   ReLU                       Max(x, 0)
+ *   gated activations          fc1's output split in [a | b], act(a) · b
+ *   values f8 stores in BF16   Cast to bfloat16 and back (round to nearest even)
+ *
+ * Numerics. f8 casts fp8(x · scale) with an FP32 product; QuantizeLinear
+ * computes x / s_inv. With scale a power of two both are exact and the codes
+ * are identical; otherwise the quotient may differ from the product in the
+ * last FP32 bit, which changes the FP8 code only when x · scale lies within
+ * that bit of a rounding boundary (measured by the tests: about 1 code in
+ * 10^5 to 10^6). config.exact_cast = 1 writes Mul(x, scale) ->
+ * QuantizeLinear(·, 1) -> DequantizeLinear(·, s_inv) instead: the same codes
+ * as f8 always, at the price of a Q/DQ pair whose scales differ (some tools'
+ * FP8 pattern matching expects them equal). GEMM sums, norm statistics and
+ * transcendental functions differ from f8's in FP32 summation order and last
+ * bits only.
+ *
+ * Values. Every graph value has a name: the graph's inputs, and the output
+ * names given to the add_* calls below, each used once (a value is defined
+ * once; a call whose output name exists is refused). Names are 1 to 128
+ * characters of [A-Za-z0-9_./:-] and do not start with "_f8." (the names of
+ * the values the exporter makes itself). Tensors are float32 in the graph
+ * unless said otherwise; config.dtype says whether the f8 tensors they stand
+ * for are FP32 or BF16 (BF16: each module, attention, embedding and add
+ * output is rounded to BF16, as f8 stores it). A module applies to the last
+ * axis of its input: [..., in_features] -> [..., out_features].
+ *
+ * Every call checks its arguments and changes nothing on error (a call that
+ * fails half-way removes what it added); the message is in
+ * f8_ctx_last_error of the graph's ctx. Building downloads what it needs
+ * from backend memory (synchronizes) and keeps host copies: the objects may
+ * change or go after the call. A weight met again (the same backend memory,
+ * e.g. an embedding table tied to the LM head) is stored once. */
+typedef struct f8_onnx f8_onnx;
+
+typedef struct f8_onnx_config {
+    int opset;            /* ONNX opset of the default domain, 20 to 23; default 21 */
+    int fp8;              /* 1: modules created with fp8 export FP8 GEMMs (Q/DQ); 0: every
+                             GEMM in high precision from the master weights (a module
+                             with FP8 primary weights: its dequantized codes); default 1 */
+    int exact_cast;       /* 1: FP8 casts as Mul(x, scale) -> QuantizeLinear(·, 1): the
+                             codes of f8 bit for bit (see above); default 0 */
+    f8_dtype dtype;       /* FP32 (default) or BF16: what the f8 tensors between the
+                             graph's operations hold */
+    const char *name;     /* the graph's name; default "f8" */
+} f8_onnx_config;
+
+f8_onnx_config f8_onnx_config_default(void);
+
+/* Element types of graph inputs and outputs (ONNX TensorProto numbers). */
+typedef enum f8_onnx_type {
+    F8_ONNX_FLOAT = 1,  /* float32 */
+    F8_ONNX_INT64 = 7   /* token ids */
+} f8_onnx_type;
+
+/* Create an empty graph bound to ctx (whose backend memory the added objects
+ * live in). Errors: F8_ERR_INVALID_ARGUMENT for an opset outside [20, 23],
+ * flags other than 0/1, a dtype not FP32/BF16 or a bad name. */
+f8_status f8_onnx_create(f8_ctx *ctx, const f8_onnx_config *config, f8_onnx **graph);
+void f8_onnx_destroy(f8_onnx *graph);
+
+/* A graph input. shape: comma-separated dimensions, each a positive integer
+ * or a symbolic name ([A-Za-z_][A-Za-z0-9_]*, at most 64 characters) for a
+ * dimension chosen at run time, 1 to 8 of them: "tokens,64", "batch,seq".
+ * F8_ERR_INVALID_ARGUMENT for a bad or used name, type or shape. */
+f8_status f8_onnx_add_input(f8_onnx *graph, const char *name, f8_onnx_type type, const char *shape);
+
+/* Declare the value `name` (an input or an output of an add_* call) a graph
+ * output, with shape as for inputs, or NULL for the rank the graph knows
+ * (its last dimension stated, the others unnamed). F8_ERR_INVALID_ARGUMENT
+ * for an unknown value, one already an output, a bad shape, or NULL where
+ * the rank is not known; F8_ERR_SHAPE for a rank or last dimension known to
+ * differ. */
+f8_status f8_onnx_add_output(f8_onnx *graph, const char *name, const char *shape);
+
+/* y = module(x) for any f8_module (Linear, LayerNormLinear, LayerNormMLP),
+ * from the module's data flow, parameters and scaling state now. x: a float
+ * value whose last dimension is in_features (F8_ERR_SHAPE when known to
+ * differ); y: a new name. FP8 GEMMs when the module has fp8 and config.fp8
+ * is 1. F8_ERR_INVALID_ARGUMENT for a module of another ctx. */
+f8_status f8_onnx_add_module(f8_onnx *graph, f8_module *module, const char *x, const char *y);
+
+/* y = causal self-attention(qkv) as f8_attention_forward computes it (its
+ * n_head, head_dim and dtype): qkv is a float value [batch, seq, 3C] (rank 3,
+ * last dimension 3·n_head·head_dim), y [batch, seq, C]. Per head,
+ * s = q·kᵀ, masked above the diagonal, p = exp((s - max s) · c) with
+ * c = 1/sqrt(head_dim), y = (p · v) · (1 / Σ p); BF16 attention rounds p and
+ * y to BF16 as f8 does. */
+f8_status f8_onnx_add_attention(f8_onnx *graph, const f8_attention *attention, const char *qkv, const char *y);
+
+/* y = wte[tokens] + wpe[position] (f8_embedding_forward), position = the
+ * index along tokens' last axis. tokens: an int64 value [..., seq], with
+ * seq <= wpe rows at run time; y [..., seq, C]. wte [V, C], wpe [S, C]:
+ * FP32 or BF16 views of backend memory of the graph's ctx. A token outside
+ * [0, V) is an error of the runtime (f8 gives the position row alone). */
+f8_status f8_onnx_add_embedding(f8_onnx *graph, const f8_tensor *wte, const f8_tensor *wpe, const char *tokens,
+                                const char *y);
+
+/* y = a + b (f8_tensor_add: a residual connection); same last dimension. */
+f8_status f8_onnx_add_add(f8_onnx *graph, const char *a, const char *b, const char *y);
+
+/* y = x[..., begin:end] along the last axis, 0 <= begin < end (e.g. the
+ * real vocabulary of padded logits). F8_ERR_SHAPE when end is past a known
+ * last dimension. */
+f8_status f8_onnx_add_slice(f8_onnx *graph, const char *x, int64_t begin, int64_t end, const char *y);
+
+/* The model as protobuf bytes. buf NULL: *size receives the size needed.
+ * Otherwise the model is written when capacity >= that size (else
+ * F8_ERR_INVALID_ARGUMENT and *size the size needed). Needs at least one
+ * input and one output. */
+f8_status f8_onnx_serialize(const f8_onnx *graph, void *buf, size_t capacity, size_t *size);
+
+/* Write the model to path: to "<path>.tmp.<pid>" first, then renamed over
+ * path (F8_ERR_IO with the system's reason), as f8_checkpoint_save. */
+f8_status f8_onnx_save(const f8_onnx *graph, const char *path);
+
 #ifdef __cplusplus
 }
 

@@ -1,5 +1,6 @@
 #!/bin/sh
-# tools/fuzz.sh — fuzz the checkpoint loader with libFuzzer (called by `make fuzz`).
+# tools/fuzz.sh — fuzz the checkpoint loader (or, FUZZ_TARGET=onnx, the ONNX
+# exporter's names and shapes: fuzz/fuzz_onnx.c) with libFuzzer (`make fuzz`).
 #
 #   tools/fuzz.sh [run]      build build/fuzz/fuzz_checkpoint with clang
 #                            (-fsanitize=fuzzer,address,undefined, the library
@@ -7,15 +8,21 @@
 #   tools/fuzz.sh build      build only
 #   tools/fuzz.sh corpus     regenerate the seeds in fuzz/corpus (fuzz/make_corpus.c)
 #
-# Knobs: FUZZ_SECONDS (600), FUZZ_CC (clang), FUZZ_BUILD (build/fuzz),
+# Knobs: FUZZ_TARGET (checkpoint | onnx), FUZZ_SECONDS (600), FUZZ_CC (clang), FUZZ_BUILD (build/fuzz),
 # FUZZ_MAX_LEN (4096), FUZZ_LIB_SRC (the library's .c files; the Makefile
-# passes its CPU-only list). One worker. New inputs go to $FUZZ_BUILD/corpus,
+# passes its CPU-only list). One worker. New inputs go to $FUZZ_BUILD/corpus_$TARGET,
 # crashes to $FUZZ_BUILD/artifacts/; the run log is $FUZZ_BUILD/fuzz.log.
-# Replay anything with the gcc-built driver: $FUZZ_BUILD/replay FILE_OR_DIR.
+# Replay anything with the gcc-built driver: $FUZZ_BUILD/replay_$TARGET FILE_OR_DIR.
 set -eu
 cd "$(dirname "$0")/.."
 
 MODE=${1:-run}
+TARGET=${FUZZ_TARGET:-checkpoint}
+case $TARGET in
+checkpoint) SEEDS=fuzz/corpus; DICT="-dict=fuzz/checkpoint.dict" ;;
+onnx) SEEDS=fuzz/corpus_onnx; DICT="" ;;
+*) echo "fuzz.sh: FUZZ_TARGET must be checkpoint or onnx" >&2; exit 1 ;;
+esac
 SECONDS_=${FUZZ_SECONDS:-600}
 B=${FUZZ_BUILD:-build/fuzz}
 CC_FUZZ=${FUZZ_CC:-clang}
@@ -44,19 +51,19 @@ if ! command -v "$CC_FUZZ" >/dev/null 2>&1; then
     CC_FUZZ=clang
 fi
 
-echo "fuzz.sh: building $B/fuzz_checkpoint with $CC_FUZZ"
+echo "fuzz.sh: building $B/fuzz_$TARGET with $CC_FUZZ"
 "$CC_FUZZ" $FLAGS -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-    fuzz/fuzz_checkpoint.c $LIB_SRC -o "$B/fuzz_checkpoint" -lm -lpthread
+    fuzz/fuzz_$TARGET.c $LIB_SRC -o "$B/fuzz_$TARGET" -lm -lpthread
 # The same target under the normal compiler, for replaying inputs.
-${CC:-cc} $FLAGS fuzz/fuzz_checkpoint.c fuzz/replay_main.c $LIB_SRC -o "$B/replay" -lm -lpthread
+${CC:-cc} $FLAGS fuzz/fuzz_$TARGET.c fuzz/replay_main.c $LIB_SRC -o "$B/replay_$TARGET" -lm -lpthread
 [ "$MODE" = build ] && exit 0
 
-mkdir -p "$B/corpus" "$B/artifacts"
+mkdir -p "$B/corpus_$TARGET" "$B/artifacts"
 echo "fuzz.sh: running for $SECONDS_ s (log: $B/fuzz.log)"
 # The first directory receives new inputs; fuzz/corpus is read as seeds.
 set +e
-ASAN_OPTIONS="detect_leaks=1:${ASAN_OPTIONS:-}" "$B/fuzz_checkpoint" "$B/corpus" fuzz/corpus \
-    -dict=fuzz/checkpoint.dict -max_total_time="$SECONDS_" -max_len="$MAX_LEN" -timeout=10 \
+ASAN_OPTIONS="detect_leaks=1:${ASAN_OPTIONS:-}" "$B/fuzz_$TARGET" "$B/corpus_$TARGET" $SEEDS \
+    $DICT -max_total_time="$SECONDS_" -max_len="$MAX_LEN" -timeout=10 \
     -rss_limit_mb=2048 -artifact_prefix="$B/artifacts/" -print_final_stats=1 >"$B/fuzz.log" 2>&1
 rc=$?
 set -e

@@ -1,11 +1,13 @@
 /*
  * main.c — f8_train, f8's main program: FP8 training of a GPT (trainer.h),
- * and `f8_train plot OUT.svg LOG...` to overlay loss curves. Exits non-zero
+ * `f8_train plot OUT.svg LOG...` to overlay loss curves, and
+ * `f8_train export CHECKPOINT OUT.onnx` (export.h). Exits non-zero
  * on any error, and when a training run's loss did not fall.
  */
 #include <stdio.h>
 #include <string.h>
 
+#include "export.h"
 #include "plot.h"
 #include "trainer.h"
 
@@ -39,6 +41,7 @@ static int plot_main(int argc, char **argv)
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "plot") == 0) return plot_main(argc, argv);
+    if (argc > 1 && strcmp(argv[1], "export") == 0) return export_main(argc, argv);
     train_options o = train_options_default();
     char err[512] = "";
     int r = train_parse_args(argc, argv, &o, stdout, err, sizeof err);

@@ -79,6 +79,7 @@ void train_print_help(FILE *f)
     fprintf(f,
             "usage: f8_train [options]\n"
             "       f8_train plot OUT.svg LOG.csv [LOG.csv ...]   overlay loss curves\n"
+            "       f8_train export CHECKPOINT OUT.onnx [--fp8 on|off]   the model as ONNX (export --help)\n"
             "Trains a GPT-2-style model with f8 (FP8 or BF16), on the GPU when there is one.\n\n"
             "Model and precision\n"
             "  --model NAME         preset: tiny, small, 50M, 124M, 350M, 1.3B (default %s)\n"

@@ -6,6 +6,7 @@
 #define F8I_H
 
 #include <stdarg.h>
+#include <stdlib.h>
 
 #include "core/backend.h"
 #include "core/dtype.h"
@@ -159,6 +160,19 @@ static inline int64_t f8i_tensor_elems(const f8_tensor *t) { return t->rows * t-
 static inline size_t f8i_tensor_bytes(const f8_tensor *t)
 {
     return (size_t)(t->rows * t->cols) * f8_dtype_size(t->dtype);
+}
+
+/* Grow a host table (realloc, doubling from 16) so that element n fits;
+ * 0 when out of memory (the table is then unchanged). */
+static inline int f8i_grow(void **table, size_t *cap, size_t n, size_t elem)
+{
+    if (n < *cap) return 1;
+    size_t c = *cap ? 2 * *cap : 16;
+    void *t = realloc(*table, c * elem);
+    if (!t) return 0;
+    *table = t;
+    *cap = c;
+    return 1;
 }
 
 /* Round a byte count up to 256 (carving buffers from one allocation). */

@@ -94,17 +94,6 @@ static size_t meta_lower_bound(const f8_checkpoint *ck, const char *key, int *fo
     return lo;
 }
 
-/* Grow a table so that one more element fits (changes nothing visible). */
-static int reserve(void **table, size_t *cap, size_t n, size_t elem)
-{
-    if (n < *cap) return 1;
-    size_t c = *cap ? 2 * *cap : 16;
-    void *t = realloc(*table, c * elem);
-    if (!t) return 0;
-    *table = t;
-    *cap = c;
-    return 1;
-}
 
 static void entry_free(entry *e)
 {
@@ -167,7 +156,7 @@ static f8_status put_check(f8_checkpoint *ck, const char *fn, const char *name, 
                          bytes, want);
     entry_lower_bound(ck, name, &found);
     if (found) return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: a tensor named \"%.64s\" is already stored", fn, name);
-    if (!reserve((void **)&ck->entries, &ck->cap, ck->n, sizeof *ck->entries))
+    if (!f8i_grow((void **)&ck->entries, &ck->cap, ck->n, sizeof *ck->entries))
         return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
     return F8_OK;
 }
@@ -239,7 +228,7 @@ static f8_status meta_put(f8_checkpoint *ck, const char *fn, const char *key, co
     int found;
     size_t at = meta_lower_bound(ck, key, &found);
     char *v = dup_string(value), *k = found ? NULL : dup_string(key);
-    if (!v || (!found && (!k || !reserve((void **)&ck->meta, &ck->cap_meta, ck->n_meta, sizeof *ck->meta)))) {
+    if (!v || (!found && (!k || !f8i_grow((void **)&ck->meta, &ck->cap_meta, ck->n_meta, sizeof *ck->meta)))) {
         free(v);
         free(k);
         return f8i_error(ck->ctx, F8_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);

@@ -164,8 +164,18 @@ static f8_status backward(f8_module *m, f8_saved *sv, const f8_tensor *dy, const
     return st;
 }
 
+/* The norm writes the GEMM input: FP8 through INPUT, else in the param dtype. */
+static int describe(const f8_module *m, int fp8, f8i_step *s)
+{
+    (void)m;
+    s[0] = (f8i_step){F8I_STEP_NORM, 0};
+    s[1] = fp8 ? (f8i_step){F8I_STEP_QUANTIZE, SLOT_INPUT} : (f8i_step){F8I_STEP_ROUND, 0};
+    s[2] = (f8i_step){F8I_STEP_GEMM, 0};
+    return 3;
+}
+
 static const f8i_module_class lnl_class = {"LayerNormLinear", "f8_layernorm_linear", 0, sizeof(lnl_saved),
-                                           place_saved, forward, backward};
+                                           place_saved, forward, backward, describe};
 
 f8_status f8_layernorm_linear_forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tensor *ln_out,
                                       f8_microbatch microbatch, f8_saved *saved)

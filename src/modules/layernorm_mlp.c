@@ -228,8 +228,24 @@ static f8_status backward(f8_module *m, f8_saved *sv, const f8_tensor *dy, const
     return st;
 }
 
+/* norm → fc1 (h1 kept in the param dtype) → activation → fc2; each GEMM
+ * input FP8 through its slot, or in the param dtype with FP8 off. */
+static int describe(const f8_module *m, int fp8, f8i_step *s)
+{
+    const f8i_step in1 = {F8I_STEP_QUANTIZE, GEMM1_INPUT}, in2 = {F8I_STEP_QUANTIZE, GEMM2_INPUT};
+    const f8i_step hp = {F8I_STEP_ROUND, 0};
+    s[0] = (f8i_step){F8I_STEP_NORM, 0};
+    s[1] = fp8 ? in1 : hp;
+    s[2] = (f8i_step){F8I_STEP_GEMM, 0};
+    s[3] = hp;
+    s[4] = (f8i_step){F8I_STEP_ACT, (int)((const mlp *)m)->own.act};
+    s[5] = fp8 ? in2 : hp;
+    s[6] = (f8i_step){F8I_STEP_GEMM, 1};
+    return 7;
+}
+
 static const f8i_module_class mlp_class = {"LayerNormMLP", "f8_layernorm_mlp", 1, sizeof(mlp_saved), place_saved,
-                                           forward, backward};
+                                           forward, backward, describe};
 
 f8_layernorm_mlp_config f8_layernorm_mlp_config_default(int64_t hidden_size, int64_t ffn_hidden_size)
 {

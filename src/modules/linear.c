@@ -113,8 +113,18 @@ static f8_status backward(f8_module *m, f8_saved *s, const f8_tensor *dy, const 
     return st;
 }
 
+/* x ─cast→ X8 ─GEMM→ y (FP8), or the GEMM alone. */
+static int describe(const f8_module *m, int fp8, f8i_step *s)
+{
+    (void)m;
+    int n = 0;
+    if (fp8) s[n++] = (f8i_step){F8I_STEP_QUANTIZE, SLOT_INPUT};
+    s[n++] = (f8i_step){F8I_STEP_GEMM, 0};
+    return n;
+}
+
 static const f8i_module_class linear_class = {"Linear", "f8_linear", 0, sizeof(linear_saved), place_saved, forward,
-                                              backward};
+                                              backward, describe};
 
 f8_linear_config f8_linear_config_default(int64_t in_features, int64_t out_features)
 {

@@ -26,6 +26,25 @@
 
 typedef struct f8i_module_class f8i_module_class;
 
+/* The inference data flow of a module as a short list of steps applied in
+ * turn to one value, from x to y: what the ONNX exporter (io/onnx_modules.c)
+ * maps to operators, so that the knowledge of a module's flow stays in its
+ * file. */
+typedef enum f8i_step_kind {
+    F8I_STEP_NORM,     /* m->norm over the last axis (kind, eps, gain, beta) */
+    F8I_STEP_QUANTIZE, /* FP8 cast through forward slot `arg` (the GEMM that follows reads it) */
+    F8I_STEP_ROUND,    /* f8 stores the value in the param dtype (BF16: rounded) */
+    F8I_STEP_GEMM,     /* x · W[arg]ᵀ + b[arg] (when it has one); FP8 after a QUANTIZE */
+    F8I_STEP_ACT       /* activation `arg` (f8_activation; gated: x = [a | b]) */
+} f8i_step_kind;
+
+typedef struct f8i_step {
+    f8i_step_kind kind;
+    int arg;
+} f8i_step;
+
+enum { F8I_MAX_STEPS = 8 };
+
 /* The base; each module struct embeds it as its first member. */
 struct f8_module {
     const f8i_module_class *cls;
@@ -77,6 +96,9 @@ struct f8i_module_class {
     /* Checked: saved filled by this module, dy [T, out], dx NULL or [T, in],
      * main_grads set when fused. aux: the gradient of aux, or NULL. */
     f8_status (*backward)(f8_module *m, f8_saved *s, const f8_tensor *dy, const f8_tensor *aux, f8_tensor *dx);
+    /* The forward's data flow with FP8 on (fp8 = 1, the module has fp8) or
+     * off: fills steps (at most F8I_MAX_STEPS), returns their count. */
+    int (*describe)(const f8_module *m, int fp8, f8i_step *steps);
 };
 
 /* What a module's create passes to the base. */

@@ -112,6 +112,9 @@ f8_status f8_attention_create(f8_ctx *ctx, const f8_attention_config *config, f8
     return F8_OK;
 }
 
+const f8_attention_config *f8i_attention_config(const f8_attention *a) { return &a->cfg; }
+f8_ctx *f8i_attention_ctx(const f8_attention *a) { return a->ctx; }
+
 void f8_attention_destroy(f8_attention *a)
 {
     if (!a) return;

@@ -54,6 +54,10 @@
 extern "C" {
 #endif
 
+/* The config and ctx an attention was created with (the ONNX exporter reads them). */
+const f8_attention_config *f8i_attention_config(const f8_attention *a);
+f8_ctx *f8i_attention_ctx(const f8_attention *a);
+
 /* One forward over B = batch sequences of S = seq tokens (B·S >= 1). */
 typedef struct f8i_attn_fwd_args {
     int64_t batch, seq, n_head, head_dim;

@@ -1,0 +1,460 @@
+/*
+ * io/onnx_modules.c — f8 objects as ONNX nodes: a module from the steps its
+ * class describes (modules/module.h), attention, the embedding, residual
+ * adds and slices (f8.h, "ONNX export" has the operator table).
+ *
+ * Design note. The exporter reproduces f8's forward arithmetic, not a
+ * textbook one: FP8 weights are cast on the host with f8's own encoder
+ * (numerics.h, fp8(w · scale) with the FP32 product, this file built with
+ * -ffp-contract=off like the CPU backend), so the codes are bit for bit what
+ * a forward with F8_MICROBATCH_NONE casts on either backend; the scales are
+ * read from the slots now; every value f8 keeps in BF16 is rounded where f8
+ * rounds it. What remains are FP32 summation orders and libm's last bits
+ * (and, unless exact_cast, QuantizeLinear's division: f8.h). Each helper
+ * returns its output's name, or NULL with *st set, and the public call rolls
+ * the graph back.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/numerics.h"
+#include "io/onnx.h"
+#include "modules/module.h"
+#include "train/attention.h"
+
+/* Record the first failure: a ctx error already set (st_in), else OOM. */
+static const char *fail(f8_onnx *g, f8_status *st, f8_status st_in)
+{
+    if (*st == F8_OK) *st = st_in != F8_OK ? st_in : f8i_onnx_oom(g);
+    return NULL;
+}
+
+/* A node of one output (named after its type); NULL on failure. node, when
+ * not NULL, receives it for attributes. */
+static const char *opn(f8_onnx *g, f8_status *st, const char *type, f8i_onnx_node **node, int n_in,
+                       const char *const *in)
+{
+    const char *out = f8i_onnx_tmp(g, type);
+    f8i_onnx_node *n = f8i_onnx_node_add(g, type, n_in, in, 1, &out);
+    if (node) *node = n;
+    return n ? out : fail(g, st, F8_OK);
+}
+#define OPN(type, node, ...)                                                                                           \
+    opn(g, st, type, node, (int)(sizeof((const char *[]){__VA_ARGS__}) / sizeof(const char *)),                      \
+        (const char *const[]){__VA_ARGS__})
+#define OP1(type, a) OPN(type, NULL, a)
+#define OP2(type, a, b) OPN(type, NULL, a, b)
+
+/* ---- parameters ---------------------------------------------------------------- */
+
+/* count elements of backend memory (FP32, BF16 or FP8 with *sinv) as host floats. */
+static float *to_host(f8_onnx *g, f8_status *st, const void *src, f8_dtype dt, const float *sinv, size_t count)
+{
+    const size_t es = f8_dtype_size(dt);
+    float *out = (float *)malloc(count * sizeof(float) + 1);
+    unsigned char *raw = (unsigned char *)malloc(count * es + 1);
+    float s = 1.0f;
+    f8_status r = out && raw ? F8_OK : F8_ERR_OUT_OF_MEMORY;
+    if (r == F8_OK) r = f8_ctx_download(f8i_onnx_ctx(g), raw, src, count * es);
+    if (r == F8_OK && sinv) r = f8_ctx_download(f8i_onnx_ctx(g), &s, sinv, sizeof s);
+    for (size_t i = 0; r == F8_OK && i < count; i++) {
+        if (dt == F8_DTYPE_BF16) out[i] = f8i_bf16_to_float((uint16_t)(raw[2 * i] | raw[2 * i + 1] << 8));
+        else if (dt == F8_DTYPE_FP32) memcpy(&out[i], raw + 4 * i, 4);
+        else out[i] = f8i_fp8_decode(raw[i], dt == F8_DTYPE_E5M2) * s;
+    }
+    free(raw);
+    if (r != F8_OK) {
+        free(out);
+        fail(g, st, r == F8_ERR_OUT_OF_MEMORY ? F8_OK : r);
+        return NULL;
+    }
+    return out;
+}
+
+/* A float initializer of a [n] parameter (gain: 1 + x when zero_centered). */
+static const char *vector(f8_onnx *g, f8_status *st, const void *src, f8_dtype dt, int64_t n, int plus_one)
+{
+    float *h = to_host(g, st, src, dt, NULL, (size_t)n);
+    if (!h) return NULL;
+    for (int64_t i = 0; plus_one && i < n; i++) h[i] = 1.0f + h[i];
+    const char *v = f8i_onnx_init(g, "param", F8I_ONNX_FLOAT, &n, 1, h, (size_t)n * 4);
+    return v ? v : fail(g, st, F8_OK);
+}
+
+/* The float value [rows, cols] of a high-precision parameter (FP32 as is,
+ * BF16 stored as BF16 with a Cast), or of FP8 codes with their scale_inv
+ * (DequantizeLinear); stored once per backend pointer. */
+static const char *hp_param(f8_onnx *g, f8_status *st, const void *src, f8_dtype dt, const float *sinv,
+                            int64_t rows, int64_t cols)
+{
+    const char *v = f8i_onnx_cache_find(g, src, F8I_FORM_HP);
+    if (v) return v;
+    const size_t n = (size_t)(rows * cols), es = f8_dtype_size(dt);
+    void *raw = malloc(n * es + 1);
+    f8_status r = raw ? f8_ctx_download(f8i_onnx_ctx(g), raw, src, n * es) : F8_ERR_OUT_OF_MEMORY;
+    if (r != F8_OK) {
+        free(raw);
+        return fail(g, st, r == F8_ERR_OUT_OF_MEMORY ? F8_OK : r);
+    }
+    const int64_t dims[2] = {rows, cols};
+    const int type = dt == F8_DTYPE_FP32   ? F8I_ONNX_FLOAT
+                     : dt == F8_DTYPE_BF16 ? F8I_ONNX_BF16
+                     : dt == F8_DTYPE_E5M2 ? F8I_ONNX_E5M2
+                                           : F8I_ONNX_E4M3;
+    const char *init = f8i_onnx_init(g, "weight", type, dims, 2, raw, n * es);
+    if (!init) return fail(g, st, F8_OK);
+    if (dt == F8_DTYPE_FP32) {
+        v = init;
+    } else if (dt == F8_DTYPE_BF16) {
+        f8i_onnx_node *c = NULL;
+        v = OPN("Cast", &c, init);
+        if (v) f8i_onnx_attr_int(c, "to", F8I_ONNX_FLOAT);
+    } else {
+        float s = 1.0f;
+        r = f8_ctx_download(f8i_onnx_ctx(g), &s, sinv, sizeof s);
+        if (r != F8_OK) return fail(g, st, r);
+        v = OPN("DequantizeLinear", NULL, init, f8i_onnx_const_float(g, s), f8i_onnx_zero_point(g, dt));
+    }
+    if (v && (r = f8i_onnx_cache_add(g, src, F8I_FORM_HP, v)) != F8_OK) return fail(g, st, r);
+    return v;
+}
+
+/* The float value Wᵀ [cols, rows] of a weight in high precision. */
+static const char *hp_weight_t(f8_onnx *g, f8_status *st, const f8i_weight *w)
+{
+    const f8_tensor view = f8i_weight_view(w, 0);
+    const char *v = f8i_onnx_cache_find(g, view.data, F8I_FORM_HP_T);
+    if (v) return v;
+    const char *p = hp_param(g, st, view.data, view.dtype, view.scale_inv, w->rows, w->cols);
+    f8i_onnx_node *t = NULL;
+    v = p ? OPN("Transpose", &t, p) : NULL;
+    const int64_t perm[2] = {1, 0};
+    if (v) f8i_onnx_attr_ints(t, "perm", perm, 2);
+    f8_status r = v ? f8i_onnx_cache_add(g, view.data, F8I_FORM_HP_T, v) : F8_OK;
+    return r == F8_OK ? v : fail(g, st, r);
+}
+
+/* The dequantized FP8 weight Wᵀ [cols, rows]: codes fp8(W · scale) as a
+ * forward with F8_MICROBATCH_NONE casts them (an FP8 primary weight: its
+ * codes), stored transposed with their scale_inv. */
+static const char *fp8_weight_t(f8_onnx *g, f8_status *st, const f8i_weight *w)
+{
+    const f8_tensor view = f8i_weight_view(w, 0);
+    const char *v = f8i_onnx_cache_find(g, view.data, F8I_FORM_FP8_T);
+    if (v) return v;
+    f8_ctx *ctx = f8i_onnx_ctx(g);
+    const f8_dtype qdt = w->fp8_primary ? view.dtype : f8_ctx_slot_dtype(ctx, F8_DIR_FORWARD);
+    const int64_t R = w->rows, C = w->cols;
+    float scale = 1.0f, sinv = 1.0f;
+    f8_status r = F8_OK;
+    if (w->fp8_primary) r = f8_ctx_download(ctx, &sinv, view.scale_inv, sizeof sinv);
+    else r = f8_slot_read(ctx, w->slot, &scale, NULL, NULL), sinv = 1.0f / scale;
+    if (r != F8_OK) return fail(g, st, r);
+    /* the primary's codes decode to code·1 here: scale_inv applies in the graph */
+    const float one = 1.0f;
+    float *h = to_host(g, st, view.data, view.dtype, w->fp8_primary ? &one : NULL, (size_t)(R * C));
+    uint8_t *codes = h ? (uint8_t *)malloc((size_t)(R * C) + 1) : NULL;
+    if (!codes) {
+        free(h);
+        return h ? fail(g, st, F8_OK) : NULL;
+    }
+    const int e5 = qdt == F8_DTYPE_E5M2;
+    for (int64_t i = 0; i < R; i++)
+        for (int64_t j = 0; j < C; j++) {
+            const float x = h[i * C + j];
+            codes[j * R + i] = w->fp8_primary ? f8i_fp8_encode(x, e5) : f8i_fp8_encode(x * scale, e5);
+        }
+    free(h);
+    const int64_t dims[2] = {C, R};
+    const char *init = f8i_onnx_init(g, "weight_fp8", e5 ? F8I_ONNX_E5M2 : F8I_ONNX_E4M3, dims, 2, codes,
+                                     (size_t)(R * C));
+    v = init ? OPN("DequantizeLinear", NULL, init, f8i_onnx_const_float(g, sinv), f8i_onnx_zero_point(g, qdt))
+             : fail(g, st, F8_OK);
+    r = v ? f8i_onnx_cache_add(g, view.data, F8I_FORM_FP8_T, v) : F8_OK;
+    return r == F8_OK ? v : fail(g, st, r);
+}
+
+/* ---- module steps ------------------------------------------------------------------ */
+
+static const char *step_norm(f8_onnx *g, f8_status *st, const f8i_norm *n, const char *x)
+{
+    const char *gain = vector(g, st, n->gamma, n->dtype, n->cols, n->zero_centered);
+    if (!gain) return NULL;
+    if (!n->rms) {
+        const char *beta = vector(g, st, n->beta, n->dtype, n->cols, 0);
+        f8i_onnx_node *node = NULL;
+        const char *y = beta ? OPN("LayerNormalization", &node, x, gain, beta) : NULL;
+        if (y) f8i_onnx_attr_int(node, "axis", -1), f8i_onnx_attr_float(node, "epsilon", n->eps);
+        return y;
+    }
+    if (f8i_onnx_config(g)->opset >= 23) {
+        f8i_onnx_node *node = NULL;
+        const char *y = OPN("RMSNormalization", &node, x, gain);
+        if (y) f8i_onnx_attr_int(node, "axis", -1), f8i_onnx_attr_float(node, "epsilon", n->eps);
+        return y;
+    }
+    /* rsigma = 1/sqrt(mean(x²) + eps); y = (x · rsigma) · gain, as f8 orders it */
+    const int64_t last = -1;
+    const char *x2 = OP2("Mul", x, x);
+    const char *ms = x2 ? OP2("ReduceMean", x2, f8i_onnx_const_ints(g, &last, 1)) : NULL;
+    const char *a = ms ? OP2("Add", ms, f8i_onnx_const_float(g, n->eps)) : NULL;
+    const char *r = a ? OP1("Sqrt", a) : NULL;
+    const char *rs = r ? OP1("Reciprocal", r) : NULL;
+    const char *xr = rs ? OP2("Mul", x, rs) : NULL;
+    return xr ? OP2("Mul", xr, gain) : NULL;
+}
+
+static const char *step_quantize(f8_onnx *g, f8_status *st, const f8_module *m, int slot, const char *x)
+{
+    f8_ctx *ctx = f8i_onnx_ctx(g);
+    float scale = 1.0f;
+    f8_status r = f8_slot_read(ctx, m->fwd[slot], &scale, NULL, NULL);
+    if (r != F8_OK) return fail(g, st, r);
+    const float sinv = 1.0f / scale; /* what the cast writes as the codes' scale_inv */
+    const char *zp = f8i_onnx_zero_point(g, f8_ctx_slot_dtype(ctx, F8_DIR_FORWARD));
+    const char *s = f8i_onnx_const_float(g, sinv), *in = x, *qs = s;
+    if (f8i_onnx_config(g)->exact_cast) { /* fp8(x · scale), the product f8 forms */
+        in = OP2("Mul", x, f8i_onnx_const_float(g, scale));
+        qs = f8i_onnx_const_float(g, 1.0f);
+    }
+    f8i_onnx_node *node = NULL;
+    const char *q = in ? OPN("QuantizeLinear", &node, in, qs, zp) : NULL;
+    if (q) f8i_onnx_attr_int(node, "saturate", 1);
+    return q ? OPN("DequantizeLinear", NULL, q, s, zp) : NULL;
+}
+
+static const char *step_gemm(f8_onnx *g, f8_status *st, const f8i_weight *w, int fp8, const char *x)
+{
+    const char *wt = fp8 ? fp8_weight_t(g, st, w) : hp_weight_t(g, st, w);
+    const char *y = wt ? OP2("MatMul", x, wt) : NULL;
+    if (!y || !w->b) return y;
+    const char *b = vector(g, st, w->b, w->dtype, w->rows, 0);
+    return b ? OP2("Add", y, b) : NULL;
+}
+
+/* act(x), or act(a)·b of x = [a | b] (each ffn wide) for the gated ones. */
+static const char *step_act(f8_onnx *g, f8_status *st, f8_activation act, int64_t ffn, const char *x)
+{
+    const char *a = x, *b = NULL;
+    if (f8_activation_gated(act)) {
+        const int64_t split[2] = {ffn, ffn};
+        const char *in[2] = {x, f8i_onnx_const_ints(g, split, 2)};
+        const char *out[2] = {f8i_onnx_tmp(g, "a"), f8i_onnx_tmp(g, "b")};
+        f8i_onnx_node *n = f8i_onnx_node_add(g, "Split", 2, in, 2, out);
+        if (!n) return fail(g, st, F8_OK);
+        f8i_onnx_attr_int(n, "axis", -1);
+        a = out[0], b = out[1];
+    }
+    const char *y = NULL;
+    f8i_onnx_node *n = NULL;
+    switch (act) {
+    case F8_ACT_GELU:
+    case F8_ACT_GEGLU:
+        y = OPN("Gelu", &n, a);
+        if (y) f8i_onnx_attr_string(n, "approximate", "tanh");
+        break;
+    case F8_ACT_RELU:
+    case F8_ACT_REGLU: /* Max, not Relu: ONNX Runtime drops a Relu in front of a
+                          QuantizeLinear (right for uint8 with zero point 0, wrong
+                          for float8: measured with 1.23) */
+        y = OP2("Max", a, f8i_onnx_const_float(g, 0.0f));
+        break;
+    case F8_ACT_SWIGLU: {
+        const char *s = OP1("Sigmoid", a);
+        y = s ? OP2("Mul", a, s) : NULL;
+        break;
+    }
+    case F8_ACT_QGELU: {
+        const char *k = OP2("Mul", a, f8i_onnx_const_float(g, 1.702f));
+        const char *s = k ? OP1("Sigmoid", k) : NULL;
+        y = s ? OP2("Mul", a, s) : NULL;
+        break;
+    }
+    case F8_ACT_SRELU: {
+        const char *p = OP2("Max", a, f8i_onnx_const_float(g, 0.0f));
+        y = p ? OP2("Mul", p, p) : NULL;
+        break;
+    }
+    }
+    return y && b ? OP2("Mul", y, b) : y;
+}
+
+/* ---- the public calls ------------------------------------------------------------ */
+
+/* The end of a call: cur (rounded to the graph's dtype first when round is
+ * set) becomes the value `name` of rank and last dimension; on failure the
+ * graph goes back to mark. */
+static f8_status finish(f8_onnx *g, f8_status st, f8i_onnx_mark mark, const char *cur, int round, const char *name,
+                        int rank, int64_t last)
+{
+    if (st == F8_OK && cur && round) cur = f8i_onnx_round(g, cur, f8i_onnx_config(g)->dtype);
+    if (st == F8_OK) st = cur ? f8i_onnx_define(g, cur, name, rank, last) : f8i_onnx_oom(g);
+    if (st != F8_OK) f8i_onnx_rollback(g, mark);
+    return st;
+}
+
+/* Checks shared by the calls: graph, an input value of type, a new output name. */
+static f8_status begin(f8_onnx *g, const char *fn, const char *x, int type, const char *y, const f8i_onnx_value **v)
+{
+    if (!g) return F8_ERR_INVALID_ARGUMENT;
+    f8_status st = f8i_onnx_need(g, fn, x, type, v);
+    return st == F8_OK ? f8i_onnx_check_new(g, fn, y) : st;
+}
+
+f8_status f8_onnx_add_module(f8_onnx *g, f8_module *m, const char *x, const char *y)
+{
+    static const char fn[] = "f8_onnx_add_module";
+    const f8i_onnx_value *xv = NULL;
+    f8_status st = begin(g, fn, x, F8I_ONNX_FLOAT, y, &xv);
+    if (st != F8_OK) return st;
+    if (!m || m->ctx != f8i_onnx_ctx(g))
+        return f8i_error(f8i_onnx_ctx(g), F8_ERR_INVALID_ARGUMENT, "%s: the module is NULL or of another ctx", fn);
+    if (xv->last > 0 && xv->last != m->in_features)
+        return f8i_error(f8i_onnx_ctx(g), F8_ERR_SHAPE, "%s: '%s' has last dimension %lld; the %s takes %lld", fn, x,
+                         (long long)xv->last, m->cls->name, (long long)m->in_features);
+    x = xv->name; /* the graph's copy: nodes keep pointers to it */
+    const int rank = xv->rank, fp8 = m->fp8 && f8i_onnx_config(g)->fp8;
+    const f8i_onnx_mark mark = f8i_onnx_mark_now(g);
+    f8i_step steps[F8I_MAX_STEPS];
+    const int n = m->cls->describe(m, fp8, steps);
+    const char *cur = x;
+    for (int i = 0; i < n && cur; i++) {
+        const f8i_step *s = &steps[i];
+        switch (s->kind) {
+        case F8I_STEP_NORM: cur = step_norm(g, &st, &m->norm, cur); break;
+        case F8I_STEP_QUANTIZE: cur = step_quantize(g, &st, m, s->arg, cur); break;
+        case F8I_STEP_ROUND: cur = f8i_onnx_round(g, cur, m->param_dtype); break;
+        case F8I_STEP_GEMM: cur = step_gemm(g, &st, &m->w[s->arg], i > 0 && steps[i - 1].kind == F8I_STEP_QUANTIZE, cur); break;
+        case F8I_STEP_ACT: cur = step_act(g, &st, (f8_activation)s->arg, m->w[1].cols, cur); break;
+        }
+    }
+    return finish(g, st, mark, cur, 1, y, rank, m->out_features);
+}
+
+f8_status f8_onnx_add_attention(f8_onnx *g, const f8_attention *att, const char *qkv, const char *y)
+{
+    static const char fn[] = "f8_onnx_add_attention";
+    const f8i_onnx_value *v = NULL;
+    f8_status chk = begin(g, fn, qkv, F8I_ONNX_FLOAT, y, &v);
+    if (chk != F8_OK) return chk;
+    f8_ctx *ctx = f8i_onnx_ctx(g);
+    if (!att || f8i_attention_ctx(att) != ctx)
+        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: the attention is NULL or of another ctx", fn);
+    const f8_attention_config *c = f8i_attention_config(att);
+    qkv = v->name;
+    const int64_t H = c->n_head, hd = c->head_dim, C = H * hd;
+    if ((v->rank >= 0 && v->rank != 3) || (v->last > 0 && v->last != 3 * C))
+        return f8i_error(ctx, F8_ERR_SHAPE, "%s: '%s' must be [batch, seq, %lld] (rank %d, last dimension %lld)", fn,
+                         qkv, (long long)(3 * C), v->rank, (long long)v->last);
+    const f8i_onnx_mark mark = f8i_onnx_mark_now(g);
+    f8_status status = F8_OK, *st = &status;
+    /* [B, S, 3C] -> [3, B, H, S, hd] -> q, k, v [B, H, S, hd] */
+    const int64_t split_shape[5] = {0, 0, 3, H, hd}, perm5[5] = {2, 0, 3, 1, 4}, perm_k[4] = {0, 1, 3, 2};
+    const int64_t perm_y[4] = {0, 2, 1, 3}, y_shape[3] = {0, 0, C}, last = -1, zero = 0, one = 1;
+    f8i_onnx_node *n = NULL;
+    const char *r = OP2("Reshape", qkv, f8i_onnx_const_ints(g, split_shape, 5));
+    const char *t = r ? OPN("Transpose", &n, r) : NULL;
+    if (t) f8i_onnx_attr_ints(n, "perm", perm5, 5);
+    const char *part[3] = {NULL, NULL, NULL};
+    for (int64_t i = 0; i < 3 && t; i++) part[i] = OP2("Gather", t, f8i_onnx_const_ints(g, &i, -1));
+    const char *kt = part[2] ? OPN("Transpose", &n, part[1]) : NULL;
+    if (kt) f8i_onnx_attr_ints(n, "perm", perm_k, 4);
+    const char *s = kt ? OP2("MatMul", part[0], kt) : NULL;
+    /* the causal mask: key j <= query i, from the run's S */
+    const char *shape = s ? OPN("Shape", &n, qkv) : NULL;
+    if (shape) f8i_onnx_attr_int(n, "start", 1), f8i_onnx_attr_int(n, "end", 2);
+    const char *S = shape ? OP2("Squeeze", shape, f8i_onnx_const_ints(g, &zero, 1)) : NULL;
+    const char *range = S ? OPN("Range", NULL, f8i_onnx_const_ints(g, &zero, -1), S, f8i_onnx_const_ints(g, &one, -1))
+                          : NULL;
+    const char *rows = range ? OP2("Unsqueeze", range, f8i_onnx_const_ints(g, &one, 1)) : NULL;
+    const char *cols = rows ? OP2("Unsqueeze", range, f8i_onnx_const_ints(g, &zero, 1)) : NULL;
+    const char *keep = cols ? OP2("LessOrEqual", cols, rows) : NULL;
+    const char *sm = keep ? OPN("Where", NULL, keep, s, f8i_onnx_const_float(g, -INFINITY)) : NULL;
+    /* p = exp((s - max s) · c), y = (dt(p) · v) · (1 / Σ p) */
+    const char *mx = sm ? OP2("ReduceMax", sm, f8i_onnx_const_ints(g, &last, 1)) : NULL;
+    const char *d = mx ? OP2("Sub", sm, mx) : NULL;
+    const char *e = d ? OP2("Mul", d, f8i_onnx_const_float(g, 1.0f / sqrtf((float)hd))) : NULL;
+    const char *p = e ? OP1("Exp", e) : NULL;
+    const char *l = p ? OP2("ReduceSum", p, f8i_onnx_const_ints(g, &last, 1)) : NULL;
+    const char *pr = l ? f8i_onnx_round(g, p, c->dtype) : NULL;
+    const char *o = pr ? OP2("MatMul", pr, part[2]) : NULL;
+    const char *inv = o ? OP1("Reciprocal", l) : NULL;
+    const char *yh = inv ? OP2("Mul", o, inv) : NULL;
+    const char *yt = yh ? OPN("Transpose", &n, yh) : NULL;
+    if (yt) f8i_onnx_attr_ints(n, "perm", perm_y, 4);
+    const char *yr = yt ? OP2("Reshape", yt, f8i_onnx_const_ints(g, y_shape, 3)) : NULL;
+    const char *out = yr ? f8i_onnx_round(g, yr, c->dtype) : NULL;
+    return finish(g, status, mark, out, 0, y, 3, C);
+}
+
+f8_status f8_onnx_add_embedding(f8_onnx *g, const f8_tensor *wte, const f8_tensor *wpe, const char *tokens,
+                                const char *y)
+{
+    static const char fn[] = "f8_onnx_add_embedding";
+    const f8i_onnx_value *v = NULL;
+    f8_status chk = begin(g, fn, tokens, F8I_ONNX_INT64, y, &v);
+    if (chk != F8_OK) return chk;
+    f8_ctx *ctx = f8i_onnx_ctx(g);
+    if (!wte || !wpe || !wte->data || !wpe->data)
+        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: wte or wpe (or its data) is NULL", fn);
+    if ((wte->dtype != F8_DTYPE_FP32 && wte->dtype != F8_DTYPE_BF16) ||
+        (wpe->dtype != F8_DTYPE_FP32 && wpe->dtype != F8_DTYPE_BF16))
+        return f8i_error(ctx, F8_ERR_DTYPE, "%s: wte and wpe must be fp32 or bf16", fn);
+    if (wte->rows < 1 || wpe->rows < 1 || wte->cols < 1 || wte->cols != wpe->cols)
+        return f8i_error(ctx, F8_ERR_SHAPE, "%s: wte [%lld, %lld] and wpe [%lld, %lld] need rows and the same columns",
+                         fn, (long long)wte->rows, (long long)wte->cols, (long long)wpe->rows, (long long)wpe->cols);
+    const int rank = v->rank < 0 ? -1 : v->rank + 1;
+    tokens = v->name;
+    const f8i_onnx_mark mark = f8i_onnx_mark_now(g);
+    f8_status status = F8_OK, *st = &status;
+    const int64_t zero = 0;
+    f8i_onnx_node *n = NULL;
+    const char *te = hp_param(g, st, wte->data, wte->dtype, NULL, wte->rows, wte->cols);
+    const char *pe = te ? hp_param(g, st, wpe->data, wpe->dtype, NULL, wpe->rows, wpe->cols) : NULL;
+    const char *rows = pe ? OP2("Gather", te, tokens) : NULL;
+    const char *S = rows ? OPN("Shape", &n, tokens) : NULL;
+    if (S) f8i_onnx_attr_int(n, "start", -1);
+    const char *pos = S ? OPN("Slice", NULL, pe, f8i_onnx_const_ints(g, &zero, 1), S) : NULL;
+    const char *sum = pos ? OP2("Add", rows, pos) : NULL;
+    return finish(g, status, mark, sum, 1, y, rank, wte->cols);
+}
+
+f8_status f8_onnx_add_add(f8_onnx *g, const char *a, const char *b, const char *y)
+{
+    static const char fn[] = "f8_onnx_add_add";
+    const f8i_onnx_value *va = NULL, *vb = NULL;
+    f8_status st = begin(g, fn, a, F8I_ONNX_FLOAT, y, &va);
+    if (st == F8_OK) st = f8i_onnx_need(g, fn, b, F8I_ONNX_FLOAT, &vb);
+    if (st != F8_OK) return st;
+    if (va->last > 0 && vb->last > 0 && va->last != vb->last)
+        return f8i_error(f8i_onnx_ctx(g), F8_ERR_SHAPE, "%s: '%s' and '%s' have last dimensions %lld and %lld", fn, a, b,
+                         (long long)va->last, (long long)vb->last);
+    const int rank = va->rank;
+    const int64_t last = va->last > 0 ? va->last : vb->last;
+    a = va->name, b = vb->name;
+    const f8i_onnx_mark mark = f8i_onnx_mark_now(g);
+    f8_status *stp = &st;
+    const char *sum = opn(g, stp, "Add", NULL, 2, (const char *const[]){a, b});
+    return finish(g, st, mark, sum, 1, y, rank, last);
+}
+
+f8_status f8_onnx_add_slice(f8_onnx *g, const char *x, int64_t begin_, int64_t end, const char *y)
+{
+    static const char fn[] = "f8_onnx_add_slice";
+    const f8i_onnx_value *v = NULL;
+    f8_status st = begin(g, fn, x, F8I_ONNX_FLOAT, y, &v);
+    if (st != F8_OK) return st;
+    if (begin_ < 0 || end <= begin_ || (v->last > 0 && end > v->last))
+        return f8i_error(f8i_onnx_ctx(g), F8_ERR_SHAPE, "%s: [%lld, %lld) of '%s' (last dimension %lld) is not a "
+                         "non-empty range inside it", fn, (long long)begin_, (long long)end, x, (long long)v->last);
+    const int rank = v->rank;
+    const int64_t last = -1;
+    x = v->name;
+    const f8i_onnx_mark mark = f8i_onnx_mark_now(g);
+    f8_status *stp = &st;
+    const char *in[4] = {x, f8i_onnx_const_ints(g, &begin_, 1), f8i_onnx_const_ints(g, &end, 1),
+                         f8i_onnx_const_ints(g, &last, 1)};
+    const char *s = opn(g, stp, "Slice", NULL, 4, in);
+    return finish(g, st, mark, s, 0, y, rank, end - begin_);
+}
