@@ -116,8 +116,31 @@ typedef enum f8_amax_algo {
     F8_AMAX_MOST_RECENT = 1 /* amax = the step's own amax */
 } f8_amax_algo;
 
-/* The delayed-scaling recipe (TE's DelayedScaling). A ctx holds one recipe,
- * fixed at creation. */
+/* How the scale of each FP8 cast is chosen (a recipe family of TE):
+ *   DELAYED  TE's DelayedScaling: the scale comes from the slot's amax history
+ *            of earlier steps (f8_ctx_update_scales); the default.
+ *   CURRENT  TE's Float8CurrentScaling: every cast first takes the amax of the
+ *            tensor being cast and scales with it (f8_scale_from_amax with the
+ *            slot's scale as the fallback for an amax of 0, inf or NaN); the
+ *            casts then have no history to wait for. Two passes over the data
+ *            per cast (amax, then the cast), all on the device.
+ *   BLOCK    TE's Float8BlockScaling (DeepSeek-V3: 1x128 tiles, 128x128 weight
+ *            blocks): not in this build; f8_ctx_create refuses it with
+ *            F8_ERR_UNSUPPORTED.
+ * The values after these are kept for the block formats of later GPUs
+ * (MXFP8, NVFP4). A checkpoint records its recipe kind; restoring it into a
+ * ctx of another kind is refused. */
+typedef enum f8_recipe_kind {
+    F8_RECIPE_DELAYED = 0,
+    F8_RECIPE_CURRENT = 1,
+    F8_RECIPE_BLOCK = 2
+} f8_recipe_kind;
+
+/* "delayed", "current", "block"; "unknown" otherwise. Static string. */
+const char *f8_recipe_kind_name(f8_recipe_kind kind);
+
+/* The scaling recipe of a ctx (TE's DelayedScaling and its siblings). A ctx
+ * holds one recipe, fixed at creation. */
 typedef struct f8_recipe {
     f8_format format;           /* default F8_FORMAT_HYBRID */
     int margin;                 /* scale = fp8_max * 2^-margin / amax; default 0 */
@@ -125,9 +148,16 @@ typedef struct f8_recipe {
     f8_amax_algo amax_compute_algo; /* default F8_AMAX_MAX */
     int reduce_amax;            /* all-reduce(MAX) amaxes across ranks; default 1
                                    (no effect with one process) */
+    f8_recipe_kind kind;        /* default F8_RECIPE_DELAYED */
+    int power_2_scales;         /* CURRENT only: each scale rounded down to a power
+                                   of two (its mantissa bits cleared, TE's
+                                   NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES), so
+                                   scale and scale_inv are exact; default 0 */
 } f8_recipe;
 
-/* TE's defaults: HYBRID, margin 0, history 1024, MAX, reduce_amax 1. */
+/* TE's defaults: HYBRID, margin 0, history 1024, MAX, reduce_amax 1, kind
+ * DELAYED, power_2_scales 0. Under CURRENT the history only records the
+ * step's amaxes (and gives the fallback scale), so a short one (1) is fine. */
 f8_recipe f8_recipe_default(void);
 
 /* The delayed-scaling formula for one tensor (pure, host):
@@ -306,7 +336,11 @@ f8_status f8_slot_write(f8_ctx *ctx, f8_slot slot, float scale, float scale_inv,
  *   scale_inv = 1 / scale.
  * Call it for F8_DIR_FORWARD after the forward passes of a step and for
  * F8_DIR_BACKWARD after its backward passes (TE: autocast exit and the end of
- * the first module's backward). Asynchronous; no host sync. */
+ * the first module's backward). Asynchronous; no host sync.
+ * Under F8_RECIPE_CURRENT the update runs the same way: the history then
+ * records the steps' amaxes and the scale it writes is only the fallback a
+ * cast keeps when its tensor's amax is 0, inf or NaN (every other cast
+ * computes its own). */
 f8_status f8_ctx_update_scales(f8_ctx *ctx, f8_direction direction);
 
 /* FP8 dtype of a slot's tensors under the ctx recipe. */
@@ -324,7 +358,11 @@ typedef struct f8_qtensor f8_qtensor;
 f8_status f8_qtensor_create(f8_ctx *ctx, f8_dtype dtype, int64_t rows, int64_t cols, f8_qtensor **q);
 void f8_qtensor_destroy(f8_qtensor *q);
 
-/* Quantize src (FP32 or BF16, same shape) through a scaling slot:
+/* Quantize src (FP32 or BF16, same shape) through a scaling slot. Under
+ * F8_RECIPE_CURRENT the slot's scale is first set from this src (the amax
+ * pass: scale = f8_scale_from_amax(max|src|, slot.scale, fp8_max, margin),
+ * a power of two with power_2_scales; slot.scale_inv = 1/scale); then, under
+ * every recipe:
  *   data      = fp8(src * slot.scale)          (f8_fp8_from_float per element)
  *   slot.amax_history[0] = max(itself, max|src|)   (NaN ignored, before scaling)
  *   scale_inv = 1 / slot.scale                 (the tensor's own, same kernel)

@@ -102,6 +102,27 @@ typedef struct f8i_scale_update_args {
                             history/scale/scale_inv (ld wide); NULL = columns 0..count-1 */
 } f8i_scale_update_args;
 
+/* Current scaling's amax pass (F8_RECIPE_CURRENT), one op before the cast it
+ * serves: over src [count] (FP32 or BF16),
+ *   a          = max |src[i]|   (NaN ignored; 0 when count is 0)
+ *   s          = scaled_max / a if a is finite and a > 0, else *scale (kept);
+ *                FLT_MAX if s is inf; with pow2, s's mantissa bits cleared
+ *   *scale     = s;  *scale_inv = 1.0f / s      (the slot's; IEEE division)
+ *   *amax      = max(*amax, a)                  (if amax: the step's record)
+ * all computed on the device (no host read). If noop && *noop == 1.0f
+ * nothing is written. The cast that follows reads *scale. */
+typedef struct f8i_amax_scale_args {
+    const void *src;
+    f8_dtype src_dtype;
+    int64_t count;
+    float scaled_max;     /* ldexpf(fp8_max, -margin), from the host */
+    int pow2;
+    float *scale;         /* scalar, read (fallback) and written */
+    float *scale_inv;     /* scalar or NULL */
+    float *amax;          /* scalar or NULL */
+    const float *noop;    /* scalar or NULL */
+} f8i_amax_scale_args;
+
 /* The workspace an op that reduces over rows (cast's and act_bwd's dbias,
  * norm_bwd's dgamma/dbeta) takes in its args: one FP32 per column per 16-row
  * group, twice, rounded up. The one sizing formula: every backend needs at
@@ -304,7 +325,8 @@ typedef struct f8i_add_args {
     X(EMBEDDING_FWD, embedding_fwd, f8i_embedding_fwd_args, ARGS)    \
     X(EMBEDDING_BWD, embedding_bwd, f8i_embedding_bwd_args, ARGS)    \
     X(CROSS_ENTROPY, cross_entropy, f8i_cross_entropy_args, ARGS)    \
-    X(ADAMW_STEP, adamw_step, f8i_adamw_step_args, ARGS)
+    X(ADAMW_STEP, adamw_step, f8i_adamw_step_args, ARGS)             \
+    X(AMAX_SCALE, amax_scale, f8i_amax_scale_args, ARGS)
 
 #define F8I_OP_ENUM_(K, n, T, W) F8I_OP_##K,
 typedef enum f8i_op_kind { F8I_OP_LIST(F8I_OP_ENUM_) F8I_OP_COUNT } f8i_op_kind;

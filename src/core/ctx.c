@@ -54,6 +54,18 @@ static int recipe_ok(const f8_recipe *r, char *msg, size_t n)
         snprintf(msg, n, "recipe.margin %d outside [-126, 126]", r->margin);
         return 0;
     }
+    if (r->kind != F8_RECIPE_DELAYED && r->kind != F8_RECIPE_CURRENT && r->kind != F8_RECIPE_BLOCK) {
+        snprintf(msg, n, "recipe.kind %d is not DELAYED (0), CURRENT (1) or BLOCK (2)", (int)r->kind);
+        return 0;
+    }
+    if (r->power_2_scales != 0 && r->power_2_scales != 1) {
+        snprintf(msg, n, "recipe.power_2_scales is %d; it must be 0 or 1", r->power_2_scales);
+        return 0;
+    }
+    if (r->power_2_scales && r->kind == F8_RECIPE_DELAYED) {
+        snprintf(msg, n, "recipe.power_2_scales needs kind CURRENT (delayed scaling has no power-of-two option)");
+        return 0;
+    }
     return 1;
 }
 
@@ -70,6 +82,11 @@ f8_status f8_ctx_create(const f8_ctx_config *config, f8_ctx **ctx, char *error, 
     *ctx = NULL;
     if (!config) return create_fail(F8_ERR_INVALID_ARGUMENT, "f8_ctx_create: config is NULL", error, error_size);
     if (!recipe_ok(&config->recipe, msg, sizeof msg)) return create_fail(F8_ERR_INVALID_ARGUMENT, msg, error, error_size);
+    if (config->recipe.kind == F8_RECIPE_BLOCK)
+        return create_fail(F8_ERR_UNSUPPORTED,
+                           "f8_ctx_create: recipe.kind BLOCK (1x128 / 128x128 block scaling) is not implemented in "
+                           "this build; use DELAYED or CURRENT",
+                           error, error_size);
 
     const f8i_backend *be = NULL;
     if (config->backend == F8_BACKEND_CPU) {

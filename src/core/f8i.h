@@ -77,6 +77,20 @@ float *f8i_slot_amax(f8_ctx *ctx, f8_slot slot);
 float *f8i_slot_scale(f8_ctx *ctx, f8_slot slot);
 int f8i_slot_valid(const f8_ctx *ctx, f8_slot slot);
 
+/* 1 when every cast of the ctx takes its scale from its own tensor
+ * (F8_RECIPE_CURRENT). */
+static inline int f8i_recipe_current(const f8_ctx *ctx) { return ctx->recipe.kind == F8_RECIPE_CURRENT; }
+
+/* What a cast through `slot` into out_dtype runs before it: under
+ * F8_RECIPE_CURRENT the amax pass over src [count] that sets the slot's scale
+ * (for out_dtype's fp8_max and the recipe's margin) and scale_inv from this
+ * tensor (and, if record, maxes its amax into the slot's history row 0);
+ * under DELAYED nothing. *cast_amax receives the amax pointer the cast
+ * itself should take: the slot's accumulator under DELAYED when record,
+ * NULL otherwise (the amax pass already recorded it). */
+f8_status f8i_slot_prepare(f8_ctx *ctx, f8_slot slot, f8_dtype out_dtype, const void *src, f8_dtype src_dtype,
+                           int64_t count, const float *noop, int record, float **cast_amax);
+
 /* The largest backend allocation f8 makes or accepts, and the largest
  * tensor view (rows · cols · element size): 2^62 bytes, more than any
  * machine has, small enough that rounding a size up to 256 and summing live

@@ -91,4 +91,17 @@ F8I_HD float f8i_fp8_decode(uint8_t b, int e5m2)
     return s * ldexpf((float)((1u << mbits) | m), (int)e - bias - mbits);
 }
 
+/* The scale of current scaling (backend.h's f8i_amax_scale_args), the same
+ * expression on the host and the device: scaled_max / amax for a finite
+ * amax > 0, else the old scale; an infinite result becomes FLT_MAX; pow2
+ * clears the mantissa bits (rounds down to a power of two, as TE does). */
+F8I_HD float f8i_current_scale(float amax, float old_scale, float scaled_max, int pow2)
+{
+    float s = old_scale;
+    if (amax > 0.0f && (f8i_float_bits(amax) & 0x7FFFFFFFu) < 0x7F800000u) s = scaled_max / amax;
+    if ((f8i_float_bits(s) & 0x7FFFFFFFu) == 0x7F800000u) s = 3.40282346638528859812e+38f; /* FLT_MAX */
+    if (pow2) s = f8i_bits_float(f8i_float_bits(s) & 0xFF800000u);
+    return s;
+}
+
 #endif /* F8_NUMERICS_H */

@@ -17,6 +17,8 @@ f8_recipe f8_recipe_default(void)
     r.amax_history_len = 1024;
     r.amax_compute_algo = F8_AMAX_MAX;
     r.reduce_amax = 1;
+    r.kind = F8_RECIPE_DELAYED;
+    r.power_2_scales = 0;
     return r;
 }
 
@@ -28,4 +30,14 @@ float f8_scale_from_amax(float amax, float old_scale, float fp8_max, int margin)
     if (isfinite(amax) && amax > 0.0f) scale = scaled_max / amax;
     if (isinf(scale)) scale = FLT_MAX; /* a tiny amax must not give an infinite scale */
     return scale;
+}
+
+const char *f8_recipe_kind_name(f8_recipe_kind kind)
+{
+    switch (kind) {
+    case F8_RECIPE_DELAYED: return "delayed";
+    case F8_RECIPE_CURRENT: return "current";
+    case F8_RECIPE_BLOCK: return "block";
+    }
+    return "unknown";
 }

@@ -138,6 +138,27 @@ float *f8i_slot_amax(f8_ctx *ctx, f8_slot slot) { return ctx->dir[slot.direction
 
 float *f8i_slot_scale(f8_ctx *ctx, f8_slot slot) { return ctx->dir[slot.direction].scale + slot.index; }
 
+f8_status f8i_slot_prepare(f8_ctx *ctx, f8_slot slot, f8_dtype out_dtype, const void *src, f8_dtype src_dtype,
+                           int64_t count, const float *noop, int record, float **cast_amax)
+{
+    float *acc = f8i_slot_amax(ctx, slot);
+    *cast_amax = record ? acc : NULL;
+    if (!f8i_recipe_current(ctx)) return F8_OK;
+    *cast_amax = NULL;
+    f8i_amax_scale_args a;
+    memset(&a, 0, sizeof a);
+    a.src = src;
+    a.src_dtype = src_dtype;
+    a.count = count;
+    a.scaled_max = ldexpf(f8_fp8_max(out_dtype), -ctx->recipe.margin);
+    a.pow2 = ctx->recipe.power_2_scales;
+    a.scale = f8i_slot_scale(ctx, slot);
+    a.scale_inv = ctx->dir[slot.direction].scale_inv + slot.index;
+    a.amax = record ? acc : NULL;
+    a.noop = noop;
+    return f8i_op_amax_scale(ctx, &a);
+}
+
 static f8_status slot_check(f8_ctx *ctx, f8_slot slot, const char *fn)
 {
     if (!ctx) return F8_ERR_INVALID_ARGUMENT;

@@ -223,6 +223,18 @@ f8_status f8i_cpu_scale_update(f8_ctx *ctx, const f8i_scale_update_args *a)
     return F8_OK;
 }
 
+f8_status f8i_cpu_amax_scale(f8_ctx *ctx, const f8i_amax_scale_args *a)
+{
+    F8I_COUNT_LAUNCHES(ctx, 1); /* one launch on CUDA, empty tensors included */
+    if (a->noop && *a->noop == 1.0f) return F8_OK;
+    float amax = 0.0f;
+    for (int64_t i = 0; i < a->count; i++) amax = fmaxf(amax, fabsf(load_f(a->src, a->src_dtype, i)));
+    *a->scale = f8i_current_scale(amax, *a->scale, a->scaled_max, a->pow2);
+    if (a->scale_inv) *a->scale_inv = 1.0f / *a->scale;
+    if (a->amax) *a->amax = fmaxf(*a->amax, amax);
+    return F8_OK;
+}
+
 /* ---- state -------------------------------------------------------------- */
 
 static f8_status cpu_state_create(f8_ctx *ctx)

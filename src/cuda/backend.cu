@@ -94,6 +94,8 @@ static void cuda_state_destroy(f8_ctx *ctx)
     if (s->stream != NULL && s->stream != s->own_stream) (void)cudaStreamSynchronize(s->stream);
     if (s->own_stream != NULL) (void)cudaStreamSynchronize(s->own_stream);
     if (s->gemm != NULL) f8i_cuda_gemm_destroy(ctx);
+    if (s->amax_ticket != NULL) (void)cudaFree(s->amax_ticket);
+    if (s->amax_partials != NULL) (void)cudaFree(s->amax_partials);
     if (s->own_stream != NULL) (void)cudaStreamDestroy(s->own_stream);
     free(s);
     ctx->be_state = NULL;
@@ -150,6 +152,17 @@ static f8_status cuda_state_create(f8_ctx *ctx)
         s->stream = s->own_stream;
         st = f8i_cuda_gemm_create(ctx);
     }
+    /* current scaling's ticket (must start at 0) and partials; backend-internal
+     * like the cuBLASLt workspace, so not in the memory report */
+    if (st == F8_OK)
+        st = f8i_cuda_check(ctx, cudaMalloc((void **)&s->amax_ticket, sizeof(unsigned int)), "cudaMalloc(amax ticket)");
+    if (st == F8_OK)
+        st = f8i_cuda_check(ctx, cudaMalloc((void **)&s->amax_partials, F8I_AMAX_MAX_BLOCKS * sizeof(float)),
+                            "cudaMalloc(amax partials)");
+    if (st == F8_OK)
+        st = f8i_cuda_check(ctx, cudaMemsetAsync(s->amax_ticket, 0, sizeof(unsigned int), s->own_stream),
+                            "cudaMemsetAsync(amax ticket)");
+    if (st == F8_OK) st = f8i_cuda_check(ctx, cudaStreamSynchronize(s->own_stream), "cudaStreamSynchronize");
     if (st != F8_OK) cuda_state_destroy(ctx); /* keeps the error message */
     return st;
 }

@@ -23,7 +23,11 @@ typedef struct f8i_cuda_state {
     cudaStream_t stream;       /* in use: own_stream or the caller's */
     f8i_gemm_cache *gemm;      /* cuBLASLt handle, workspace, cached plans */
     const void *smem_done[F8I_SMEM_OPTINS]; /* kernels already opted in (f8i_cuda_smem_optin) */
+    unsigned int *amax_ticket; /* (1) device, 0 between launches: amax_scale.cu's last-block ticket */
+    float *amax_partials;      /* (F8I_AMAX_MAX_BLOCKS) device: its per-block partial amaxes */
 } f8i_cuda_state;
+
+#define F8I_AMAX_MAX_BLOCKS 1024 /* most blocks an amax_scale launch uses */
 
 static inline f8i_cuda_state *f8i_cuda(const f8_ctx *ctx) { return (f8i_cuda_state *)ctx->be_state; }
 static inline cudaStream_t f8i_stream(const f8_ctx *ctx) { return f8i_cuda(ctx)->stream; }
@@ -55,6 +59,7 @@ f8_status f8i_cuda_cast(f8_ctx *ctx, const f8i_cast_args *args);
 f8_status f8i_cuda_transpose_u8(f8_ctx *ctx, const uint8_t *src, uint8_t *dst, int64_t rows, int64_t cols,
                                 const float *noop);
 f8_status f8i_cuda_scale_update(f8_ctx *ctx, const f8i_scale_update_args *args);
+f8_status f8i_cuda_amax_scale(f8_ctx *ctx, const f8i_amax_scale_args *args); /* amax_scale.cu */
 f8_status f8i_cuda_convert(f8_ctx *ctx, const void *src, f8_dtype src_dtype, const float *scale_inv, void *dst,
                            f8_dtype dst_dtype, int64_t count);
 f8_status f8i_cuda_reciprocal(f8_ctx *ctx, const float *src, float *dst, const float *noop);

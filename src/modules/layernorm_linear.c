@@ -48,6 +48,7 @@ static size_t place_saved(const f8_module *m, f8i_layout *l, int64_t T, void *im
  * reduction workspace, dln (FP32), G8 + G8ᵀ, ln8ᵀ, dln_out in FP32. */
 typedef struct lnl_ws {
     lnl_saved fwd;
+    void *hp;         /* current scaling: the norm output (T, K) in param dtype, then cast */
     void *reduce;
     float *dln, *dln_out;
     f8i_qbuf g8;
@@ -56,7 +57,11 @@ typedef struct lnl_ws {
 
 static size_t fwd_layout(const f8_module *m, int64_t T, f8i_layout *l, lnl_ws *w)
 {
-    return place_saved(m, l, T > 0 ? T : 1, &w->fwd);
+    place_saved(m, l, T > 0 ? T : 1, &w->fwd);
+    w->hp = NULL;
+    if (m->fp8 && f8i_recipe_current(m->ctx))
+        w->hp = f8i_take(l, (size_t)(T * m->in_features) * f8_dtype_size(m->param_dtype));
+    return l->bytes;
 }
 
 static size_t bwd_layout(const f8_module *m, int64_t T, f8i_layout *l, lnl_ws *w)
@@ -97,10 +102,15 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
 
     lnl_ws ws;
     f8i_layout l = f8i_module_workspace(m);
-    if (!saved) fwd_layout(m, T, &l, &ws); /* inference keeps the norm output and statistics here */
+    fwd_layout(m, T, &l, &ws); /* inference keeps the norm output and statistics here */
     const lnl_saved *s = saved ? (const lnl_saved *)saved->impl : &ws.fwd;
     f8i_qbuf q = {(uint8_t *)s->ln, NULL, s->ln_sinv, f8_ctx_slot_dtype(ctx, F8_DIR_FORWARD)};
-    if (fp8 && !return_ln) {
+    if (fp8 && !return_ln && ws.hp) {
+        /* current scaling needs the amax before the cast: norm, amax, cast */
+        st = f8i_norm_forward(ctx, &m->norm, x, ws.hp, m->param_dtype, NULL, NULL, NULL, s->mu, s->rsigma);
+        if (st == F8_OK)
+            st = f8i_module_quantize(m, ws.hp, m->param_dtype, T, K, F8_DIR_FORWARD, SLOT_INPUT, &q, NULL, NULL);
+    } else if (fp8 && !return_ln) {
         st = f8i_norm_forward(ctx, &m->norm, x, s->ln, q.dtype, f8i_slot_scale(ctx, m->fwd[SLOT_INPUT]),
                               f8i_slot_amax(ctx, m->fwd[SLOT_INPUT]), s->ln_sinv, s->mu, s->rsigma);
     } else if (fp8) {

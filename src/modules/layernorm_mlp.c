@@ -72,6 +72,7 @@ static size_t place_saved(const f8_module *m, f8i_layout *l, int64_t T, void *im
 typedef struct mlp_ws {
     mlp_saved fwd;
     void *a8;
+    void *hp; /* current scaling: a norm or activation output, or d, in param dtype, before its cast */
     void *reduce, *dln, *da, *d;
     f8i_qbuf g8, d8;
     uint8_t *lnt;
@@ -79,8 +80,12 @@ typedef struct mlp_ws {
 
 static size_t fwd_layout(const f8_module *m, int64_t T, int training, f8i_layout *l, mlp_ws *w)
 {
-    if (!training) return place_saved(m, l, T > 0 ? T : 1, &w->fwd);
-    w->a8 = f8i_take(l, (size_t)(T * ((const mlp *)m)->own.ffn));
+    const int64_t H = m->in_features, F = ((const mlp *)m)->own.ffn;
+    if (!training) place_saved(m, l, T > 0 ? T : 1, &w->fwd);
+    else w->a8 = f8i_take(l, (size_t)(T * F));
+    w->hp = NULL; /* the norm's output, then the activation's */
+    if (m->fp8 && f8i_recipe_current(m->ctx))
+        w->hp = f8i_take(l, (size_t)(T * (H > F ? H : F)) * f8_dtype_size(m->param_dtype));
     return l->bytes;
 }
 
@@ -95,6 +100,7 @@ static size_t bwd_layout(const f8_module *m, int64_t T, f8i_layout *l, mlp_ws *w
         w->g8 = f8i_take_qbuf((f8_module *)m, l, F8_DIR_BACKWARD, T, H, 1);
         w->d8 = f8i_take_qbuf((f8_module *)m, l, F8_DIR_BACKWARD, T, F1, 1);
         w->lnt = (uint8_t *)f8i_take(l, (size_t)(T * H));
+        w->hp = f8i_recipe_current(m->ctx) ? f8i_take(l, (size_t)(T * F1) * es) : NULL;
     } else {
         w->d = f8i_take(l, (size_t)(T * F1) * es);
     }
@@ -104,8 +110,10 @@ static size_t bwd_layout(const f8_module *m, int64_t T, f8i_layout *l, mlp_ws *w
 static size_t workspace(const f8_module *m, int64_t T, int backward)
 {
     mlp_ws w;
-    f8i_layout l = f8i_layout_at(NULL);
-    return backward ? bwd_layout(m, T, &l, &w) : fwd_layout(m, T, 0, &l, &w);
+    f8i_layout l = f8i_layout_at(NULL), lt = f8i_layout_at(NULL);
+    if (backward) return bwd_layout(m, T, &l, &w);
+    const size_t inference = fwd_layout(m, T, 0, &l, &w), training = fwd_layout(m, T, 1, &lt, &w);
+    return inference > training ? inference : training;
 }
 
 static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tensor *aux, f8_microbatch mb,
@@ -124,7 +132,11 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
      * read by fc2's fprop only, in the workspace */
     void *a8 = fp8 && saved ? ws.a8 : s->act;
     f8_status st;
-    if (fp8)
+    if (fp8 && ws.hp) { /* current scaling: norm, amax, cast */
+        const f8i_qbuf q = {(uint8_t *)s->ln, NULL, s->ln_sinv, qdt};
+        st = f8i_norm_forward(ctx, &m->norm, x, ws.hp, pdt, NULL, NULL, NULL, s->mu, s->rsigma);
+        if (st == F8_OK) st = f8i_module_quantize(m, ws.hp, pdt, T, m->in_features, F8_DIR_FORWARD, GEMM1_INPUT, &q, NULL, NULL);
+    } else if (fp8)
         st = f8i_norm_forward(ctx, &m->norm, x, s->ln, qdt, f8i_slot_scale(ctx, m->fwd[GEMM1_INPUT]),
                               f8i_slot_amax(ctx, m->fwd[GEMM1_INPUT]), s->ln_sinv, s->mu, s->rsigma);
     else
@@ -142,13 +154,22 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
         a.cols = ((mlp *)m)->own.ffn;
         a.y = a8;
         a.y_dtype = adt;
-        if (fp8) {
-            a.y_t = saved ? (uint8_t *)s->act : NULL;
-            a.scale = f8i_slot_scale(ctx, m->fwd[GEMM2_INPUT]);
-            a.amax = f8i_slot_amax(ctx, m->fwd[GEMM2_INPUT]);
-            a.scale_inv = s->act_sinv;
+        if (fp8 && ws.hp) { /* current scaling: the activation in param dtype, then amax and cast */
+            const f8i_qbuf q = {(uint8_t *)a8, saved ? (uint8_t *)s->act : NULL, s->act_sinv, qdt};
+            a.y = ws.hp;
+            a.y_dtype = pdt;
+            st = f8i_op_act_fwd(ctx, &a);
+            if (st == F8_OK)
+                st = f8i_module_quantize(m, ws.hp, pdt, T, a.cols, F8_DIR_FORWARD, GEMM2_INPUT, &q, NULL, NULL);
+        } else {
+            if (fp8) {
+                a.y_t = saved ? (uint8_t *)s->act : NULL;
+                a.scale = f8i_slot_scale(ctx, m->fwd[GEMM2_INPUT]);
+                a.amax = f8i_slot_amax(ctx, m->fwd[GEMM2_INPUT]);
+                a.scale_inv = s->act_sinv;
+            }
+            st = f8i_op_act_fwd(ctx, &a);
         }
-        st = f8i_op_act_fwd(ctx, &a);
     }
     if (st == F8_OK) st = f8i_weight_fprop(ctx, &m->w[1], a8, adt, fp8 ? s->act_sinv : NULL, T, y->data, y->dtype);
     return st;
@@ -168,6 +189,14 @@ static f8_status act_backward(f8_module *m, const mlp_saved *s, int64_t T, const
     a.dy_dtype = m->fp8 ? m->param_dtype : F8_DTYPE_FP32;
     a.rows = T;
     a.cols = ((mlp *)m)->own.ffn;
+    if (m->fp8 && ws->hp) { /* current scaling: d in param dtype, then amax and the cast (+dbias) */
+        a.dx = ws->hp;
+        a.dx_dtype = m->param_dtype;
+        f8_status st = f8i_op_act_bwd(ctx, &a);
+        if (st != F8_OK) return st;
+        return f8i_module_quantize(m, ws->hp, m->param_dtype, T, m->w[0].rows, F8_DIR_BACKWARD, GRAD_OUTPUT2, &ws->d8,
+                                   &m->w[0], ws->reduce);
+    }
     if (m->fp8) {
         a.out = ws->d8.data;
         a.out_t = ws->d8.data_t;

@@ -417,8 +417,9 @@ f8_status f8i_module_quantize(f8_module *m, const void *src, f8_dtype src_dtype,
     c.out = out->data;
     c.out_t = out->data_t;
     c.scale = f8i_slot_scale(ctx, sl);
-    c.amax = f8i_slot_amax(ctx, sl);
     c.scale_inv = out->scale_inv;
+    f8_status st = f8i_slot_prepare(ctx, sl, out->dtype, src, src_dtype, rows * cols, NULL, 1, &c.amax);
+    if (st != F8_OK) return st;
     if (dbias_of && dbias_of->db) {
         c.dbias = dbias_of->db;
         c.dbias_dtype = dbias_of->dtype;

@@ -51,6 +51,7 @@ static f8_status init_primary(f8_ctx *ctx, f8i_weight *w, uint64_t seed)
     c.out = w->w8->data;
     c.scale = f8i_slot_scale(ctx, w->slot);
     c.scale_inv = w->w8->scale_inv; /* no amax: TE's init passes a dummy one */
+    if (st == F8_OK) st = f8i_slot_prepare(ctx, w->slot, c.out_dtype, tmp, w->dtype, n, NULL, 0, &c.amax);
     if (st == F8_OK) st = f8i_op_cast(ctx, &c);
     if (st == F8_OK) st = ctx->be->synchronize(ctx);
     f8i_free(ctx, tmp);
