@@ -794,7 +794,10 @@ int f8_ctx_capturing(const f8_ctx *ctx);
  *   <prefix>.<weight>_scale_inv   the private scale_inv of an FP8 primary weight
  *   <prefix>.fp8.fwd.amax_history [L, n], .fp8.fwd.scale [n], .fp8.fwd.scale_inv [n]
  *   <prefix>.fp8.bwd.*            the same for its backward slots
- * with the recipe in the metadata ("<prefix>.fp8.recipe"). FP8 primary
+ * with the recipe in the metadata ("<prefix>.fp8.recipe": format, margin,
+ * history length, algorithm and, for a kind other than DELAYED,
+ * "scaling=<f8_recipe_kind_name>"); restoring FP8 state written under another
+ * recipe format or kind is refused (F8_ERR_INVALID_ARGUMENT). FP8 primary
  * weights are stored as F8_E4M3/F8_E5M2. Gradients and workspaces are not
  * stored: restoring marks the workspaces unfilled, so the next forward casts.
  * Restoring a module whose file has no fp8.* entries is legal: its slots

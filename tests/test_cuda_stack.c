@@ -4,6 +4,7 @@
  * a same-backend property). Skipped (77) without a GPU.
  */
 #include "checkpoint_tests.h"
+#include "recipe_tests.h"
 #include "stack_tests.h"
 
 int main(void)
@@ -27,5 +28,6 @@ int main(void)
     f8_ctx_destroy(pair[0]);
     f8_ctx_destroy(a);
     f8_ctx_destroy(b);
+    run_recipe_tests(F8_BACKEND_CUDA, "cuda"); /* current scaling */
     return test_finish("test_cuda_stack");
 }

@@ -3,6 +3,7 @@
  * CPU's recorded replays): see stack_tests.h.
  */
 #include "checkpoint_tests.h"
+#include "recipe_tests.h"
 #include "stack_tests.h"
 
 int main(void)
@@ -20,5 +21,6 @@ int main(void)
             for (int inside = 0; inside <= 1; inside++) test_graph_vs_eager(a, b, fp8, fw, inside);
     f8_ctx_destroy(a);
     f8_ctx_destroy(b);
+    run_recipe_tests(F8_BACKEND_CPU, "cpu"); /* current scaling */
     return test_finish("test_stack");
 }

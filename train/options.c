@@ -85,6 +85,7 @@ void train_print_help(FILE *f)
             "  --model NAME         preset: tiny, small, 50M, 124M, 350M, 1.3B (default %s)\n"
             "  --layers N --heads N --channels N --seq N   override the preset (default %lld, %lld, %lld, %lld)\n"
             "  --fp8 on|off         FP8 GEMMs in the blocks; off = BF16 on the GPU, FP32 on the CPU (default on)\n"
+            "  --recipe delayed|current|block   FP8 scaling recipe (default delayed; on --resume the checkpoint's)\n"
             "  --dtype auto|fp32|bf16   parameters and activations (default auto: bf16 on CUDA, fp32 on CPU)\n"
             "  --backend auto|cpu|cuda  (default auto: CUDA when a GPU is usable)\n"
             "  --graph auto|on|off  capture the whole step as one CUDA graph (default auto: on for CUDA)\n\n"
@@ -205,6 +206,8 @@ int train_parse_args(int argc, char **argv, train_options *o, FILE *out, char *e
                 : strcmp(v, "auto") == 0 ? (o->graph = -1, 0) : -1;
         else if (strcmp(a, "--backend") == 0)
             bad = (strcmp(v, "auto") && strcmp(v, "cpu") && strcmp(v, "cuda")) ? -1 : (o->backend = v, 0);
+        else if (strcmp(a, "--recipe") == 0)
+            bad = (strcmp(v, "delayed") && strcmp(v, "current") && strcmp(v, "block")) ? -1 : (o->recipe = v, 0);
         else if (strcmp(a, "--dtype") == 0)
             bad = (strcmp(v, "auto") && strcmp(v, "fp32") && strcmp(v, "bf16")) ? -1 : (o->dtype = v, 0);
         else if (strcmp(a, "--text") == 0) o->text = v;

@@ -188,6 +188,7 @@ f8_status trainer_save(trainer *t, const char *path)
     for (int i = 0; i < 8 && st == F8_OK; i++) st = f8_checkpoint_set_metadata(ck, META_KEYS[i], v[i]);
     snprintf(step, sizeof step, "%lld", (long long)t->step);
     if (st == F8_OK) st = f8_checkpoint_set_metadata(ck, "train.step", step);
+    if (st == F8_OK) st = f8_checkpoint_set_metadata(ck, "train.recipe", f8_recipe_kind_name(f8_ctx_recipe(t->ctx)->kind));
     if (st == F8_OK) st = gpt_checkpoint_add(&t->m, ck);
     if (st == F8_OK) st = f8_checkpoint_add_adamw(ck, "optimizer", t->opt);
     if (st == F8_OK) st = f8_checkpoint_save(ck, path);
@@ -213,6 +214,18 @@ static int config_from_checkpoint(const f8_checkpoint *ck, train_options *o, cha
     o->seq = atoll(v[3]);
     o->fp8 = atoi(v[6]);
     o->dtype = strcmp(v[7], "bf16") == 0 ? "bf16" : "fp32";
+    /* the recipe the run was trained with (older checkpoints: delayed) */
+    const char *r = f8_checkpoint_metadata(ck, "train.recipe");
+    static const char *const kinds[] = {"delayed", "current", "block"};
+    const char *kind = "delayed";
+    for (int i = 0; r && i < 3; i++)
+        if (strcmp(r, kinds[i]) == 0) kind = kinds[i];
+    if (o->recipe && strcmp(o->recipe, kind) != 0) {
+        snprintf(err, n, "the checkpoint was trained with --recipe %s, not %s: resume it with its own recipe", kind,
+                 o->recipe);
+        return -1;
+    }
+    o->recipe = kind;
     return 0;
 }
 
@@ -242,6 +255,10 @@ static f8_status make_ctx(trainer *t, char *err, size_t n)
     f8_ctx_config cfg = f8_ctx_config_default();
     const char *b = t->o.backend;
     cfg.backend = strcmp(b, "cpu") == 0 ? F8_BACKEND_CPU : F8_BACKEND_CUDA;
+    const char *r = t->o.recipe ? t->o.recipe : "delayed";
+    cfg.recipe.kind = strcmp(r, "current") == 0 ? F8_RECIPE_CURRENT
+                    : strcmp(r, "block") == 0   ? F8_RECIPE_BLOCK
+                                                : F8_RECIPE_DELAYED;
     f8_status st = f8_ctx_create(&cfg, &t->ctx, err, n);
     if (st == F8_ERR_NO_DEVICE && strcmp(b, "auto") == 0) {
         cfg.backend = F8_BACKEND_CPU;
@@ -433,7 +450,11 @@ int trainer_run(trainer *t)
     const int64_t tokens_per_step = t->M * t->T;
     char line[256], err[256];
     if (!o->quiet) {
-        printf("f8_train: %s backend, %s, %s, graph %s\n", cuda ? "CUDA" : "CPU", o->fp8 ? "FP8" : "no FP8",
+        const f8_recipe_kind kind = f8_ctx_recipe(t->ctx)->kind;
+        printf("f8_train: %s backend, %s%s%s, %s, graph %s\n", cuda ? "CUDA" : "CPU", o->fp8 ? "FP8" : "no FP8",
+               o->fp8 && kind != F8_RECIPE_DELAYED ? " " : "",
+               o->fp8 && kind != F8_RECIPE_DELAYED ? (kind == F8_RECIPE_CURRENT ? "current scaling" : "block scaling")
+                                                   : "",
                f8_dtype_name(t->m.c.dtype), t->use_graph ? "on" : "off");
         printf("model: %lld layers, %lld heads, %lld channels, seq %lld, vocab %lld: %.2fM parameters\n",
                (long long)t->m.c.layers, (long long)t->m.c.heads, (long long)t->m.c.channels, (long long)t->m.c.seq,

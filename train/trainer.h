@@ -16,6 +16,8 @@
 typedef struct train_options {
     const char *backend;      /* "auto" (CUDA when a GPU is there), "cpu", "cuda" */
     int fp8;                  /* 1: FP8 GEMMs in the blocks; 0: BF16 (GPU) / FP32 (CPU) */
+    const char *recipe;       /* FP8 scaling: "delayed", "current", "block"; NULL: delayed, or on
+                                 --resume the checkpoint's */
     const char *dtype;        /* "auto" (bf16 on CUDA, fp32 on CPU), "fp32", "bf16" */
     const char *model;        /* preset: "tiny", "small", "124M", "350M", "1.3B", or "custom" */
     int64_t layers, heads, channels, seq, batch, grad_accum;

@@ -111,10 +111,15 @@ static f8_status add_module(f8_checkpoint *ck, const char *prefix, const f8_modu
     if (m->fp8 && st == F8_OK) {
         st = put_slots(ck, ctx, prefix, "fwd", m->fwd, m->n_fwd);
         if (st == F8_OK) st = put_slots(ck, ctx, prefix, "bwd", m->bwd, m->n_bwd);
-        char value[160];
-        snprintf(value, sizeof value, "format=%s margin=%d amax_history_len=%d amax_compute_algo=%s",
-                 format_name(ctx->recipe.format), ctx->recipe.margin, ctx->recipe.amax_history_len,
-                 ctx->recipe.amax_compute_algo == F8_AMAX_MAX ? "max" : "most_recent");
+        char value[200];
+        int len = snprintf(value, sizeof value, "format=%s margin=%d amax_history_len=%d amax_compute_algo=%s",
+                           format_name(ctx->recipe.format), ctx->recipe.margin, ctx->recipe.amax_history_len,
+                           ctx->recipe.amax_compute_algo == F8_AMAX_MAX ? "max" : "most_recent");
+        /* delayed scaling writes what it always wrote (a value without
+         * "scaling=" reads as delayed) */
+        if (ctx->recipe.kind != F8_RECIPE_DELAYED && len > 0 && (size_t)len < sizeof value)
+            snprintf(value + len, sizeof value - (size_t)len, " scaling=%s power_2_scales=%d",
+                     f8_recipe_kind_name(ctx->recipe.kind), ctx->recipe.power_2_scales);
         if (st == F8_OK) st = name_of(ctx, name, prefix, "fp8.recipe");
         if (st == F8_OK) st = f8_checkpoint_set_metadata(ck, name, value);
     }
@@ -256,6 +261,21 @@ static int recipe_format_matches(const char *value, f8_format f)
     return strncmp(k, want, n) == 0 && (k[n] == ' ' || k[n] == '\0');
 }
 
+/* The recipe kind a metadata value names ("scaling=X"; none: delayed), or
+ * -1 for a name this build does not know. */
+static int recipe_kind_of(const char *value)
+{
+    const char *k = strstr(value, "scaling=");
+    if (!k) return F8_RECIPE_DELAYED;
+    k += 8;
+    for (int i = F8_RECIPE_DELAYED; i <= F8_RECIPE_BLOCK; i++) {
+        const char *want = f8_recipe_kind_name((f8_recipe_kind)i);
+        size_t n = strlen(want);
+        if (strncmp(k, want, n) == 0 && (k[n] == ' ' || k[n] == '\0')) return i;
+    }
+    return -1;
+}
+
 static f8_status plan_slots(const f8_checkpoint *ck, f8_ctx *ctx, const char *prefix, const f8_module *m, plan *p)
 {
     const int L = ctx->recipe.amax_history_len;
@@ -286,6 +306,11 @@ static f8_status plan_slots(const f8_checkpoint *ck, f8_ctx *ctx, const char *pr
     if (st == F8_OK && recipe && !recipe_format_matches(recipe, ctx->recipe.format))
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "checkpoint: \"%s\" = \"%s\" does not match this ctx's recipe format %s",
                          name, recipe, format_name(ctx->recipe.format));
+    if (st == F8_OK && recipe && recipe_kind_of(recipe) != (int)ctx->recipe.kind)
+        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT,
+                         "checkpoint: \"%s\" = \"%s\" was written under another scaling recipe than this ctx's "
+                         "(%s scaling); create the ctx with that recipe kind to restore it",
+                         name, recipe, f8_recipe_kind_name(ctx->recipe.kind));
     for (int d = 0; d < 2 && st == F8_OK; d++) {
         const int n = counts[d];
         const f8i_ck_entry *e[3];
