@@ -343,6 +343,49 @@ f8_status f8_slot_write(f8_ctx *ctx, f8_slot slot, float scale, float scale_inv,
  * computes its own). */
 f8_status f8_ctx_update_scales(f8_ctx *ctx, f8_direction direction);
 
+/* ------------------------------------------------------------------------ */
+/* FP8 telemetry                                                             */
+/* ------------------------------------------------------------------------ */
+
+/* What the casts through one slot did in one step, counted on the device
+ * inside the casts (no extra pass over the data): */
+typedef struct f8_fp8_stats {
+    float amax;         /* the step's amax (history row 0 when the step ended) */
+    float scale;        /* the slot's scale the step cast with (current scaling:
+                           the last cast's) */
+    uint64_t count;     /* elements cast through the slot in the step */
+    uint64_t saturated; /* of them, |x·scale| > the FP8 max before the clamp
+                           (NaN excluded; ±inf included) */
+    uint64_t flushed;   /* of them, x != 0 whose code is ±0 (underflow) */
+} f8_fp8_stats;
+
+/* Slots per direction the telemetry counts (index < this). */
+#define F8_TELEMETRY_MAX_SLOTS 4096
+
+/* Turn FP8 telemetry on for the ctx; off by default. Must be called before
+ * any slot exists (F8_ERR_STATE otherwise: module workspaces depend on it).
+ * Allocates its counter block (F8_MEM_SCALING_STATE, about 0.5 MB). With
+ * telemetry on, every cast through a slot (module inputs, weights and
+ * gradients) counts its elements, saturated and flushed values with two
+ * atomics per thread block; the norm and activation outputs that delayed
+ * scaling writes in FP8 from their kernels are then written in high
+ * precision and cast (one more pass each: the price of telemetry, on top of
+ * the counting). f8_ctx_update_scales(dir) closes the step of its direction:
+ * one launch copies the counters, history row 0 and the scales into a
+ * snapshot and clears the counters (graph-capturable, no host sync). */
+f8_status f8_ctx_enable_telemetry(f8_ctx *ctx);
+
+/* 1 if telemetry is on. */
+int f8_ctx_telemetry_enabled(const f8_ctx *ctx);
+
+/* Host copy of the last snapshot of `count` slots of a direction, from index
+ * first: stats[count]. One small download (synchronizes: call it after the
+ * step's own download of its losses, where the stream is idle anyway).
+ * F8_ERR_STATE if telemetry is off; F8_ERR_INVALID_ARGUMENT for a range
+ * outside the registered slots or past F8_TELEMETRY_MAX_SLOTS. Before the
+ * first update of a direction the snapshot is all zero. */
+f8_status f8_ctx_telemetry_read(f8_ctx *ctx, f8_direction direction, int first, int count, f8_fp8_stats *stats);
+
 /* FP8 dtype of a slot's tensors under the ctx recipe. */
 f8_dtype f8_ctx_slot_dtype(const f8_ctx *ctx, f8_direction direction);
 

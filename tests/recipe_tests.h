@@ -249,6 +249,127 @@ static void test_current_quantize(f8_backend backend, int pow2, int margin)
     f8_ctx_destroy(ctx);
 }
 
+/* FP8 telemetry of a cast through a slot against the host: elements,
+ * saturated (|x·scale| > max before the clamp) and flushed (x != 0, code
+ * ±0) counts, the amax and scale of the step, for the flat cast and the
+ * tiled cast (with transpose), under both recipes; the snapshot is taken by
+ * f8_ctx_update_scales and the counters start again from 0. */
+static void test_telemetry_cast(f8_backend backend, f8_recipe_kind kind)
+{
+    char why[256] = "";
+    f8_recipe r = f8_recipe_default();
+    r.kind = kind;
+    r.amax_history_len = 2;
+    f8_ctx *ctx = test_ctx(backend, &r, why);
+    if (!ctx) die(why, NULL);
+    f8_fp8_stats st[2];
+    CHECK_STATUS(ctx, f8_ctx_telemetry_read(ctx, F8_DIR_FORWARD, 0, 1, st), F8_ERR_STATE);
+    CHECK_OK(ctx, f8_ctx_enable_telemetry(ctx));
+    CHECK(f8_ctx_telemetry_enabled(ctx) == 1, "telemetry on");
+    f8_slot slot[2];
+    CHECK_OK(ctx, f8_ctx_slots_create(ctx, F8_DIR_FORWARD, 1, &slot[0]));
+    CHECK_OK(ctx, f8_ctx_slots_create(ctx, F8_DIR_BACKWARD, 1, &slot[1]));
+    CHECK_STATUS(ctx, f8_ctx_telemetry_read(ctx, F8_DIR_FORWARD, 0, 2, st), F8_ERR_INVALID_ARGUMENT);
+    const int64_t rows = 131, cols = 67, n = rows * cols;
+    float *h = (float *)xmalloc((size_t)n * 4);
+    void *src = NULL;
+    if (f8_ctx_alloc(ctx, (size_t)n * 4, &src) != F8_OK) die("alloc", ctx);
+    test_rng rng = {991u + (uint64_t)kind};
+    for (int d = 0; d < 2; d++)
+        for (int t = 0; t <= 1; t++) {
+            const f8_dtype dt = f8_ctx_slot_dtype(ctx, (f8_direction)d);
+            const float fmax = f8_fp8_max(dt), sc = kind == F8_RECIPE_DELAYED ? 4.0f : 0.0f;
+            float amax = 0;
+            for (int64_t i = 0; i < n; i++) {
+                float v = (float)rng_normal(&rng) * (i % 3 == 0 ? 1e-6f : i % 3 == 1 ? 1.0f : 300.0f);
+                if (i % 97 == 5) v = i % 2 ? NAN : -INFINITY;
+                if (i % 89 == 3) v = 0.0f;
+                if (kind == F8_RECIPE_CURRENT && i % 97 == 5) v = NAN; /* keep a finite amax */
+                h[i] = v;
+                if (!isnan(v)) amax = fmaxf(amax, fabsf(v));
+            }
+            if (kind == F8_RECIPE_DELAYED) CHECK_OK(ctx, f8_slot_write(ctx, slot[d], sc, 1.0f / sc, NULL));
+            CHECK_OK(ctx, f8_ctx_upload(ctx, src, h, (size_t)n * 4));
+            f8_qtensor *q = NULL;
+            CHECK_OK(ctx, f8_qtensor_create(ctx, dt, rows, cols, &q));
+            f8_tensor x = f8_tensor_make(src, F8_DTYPE_FP32, rows, cols);
+            CHECK_OK(ctx, f8_qtensor_quantize(q, &x, slot[d], t, NULL));
+            float scale = 0;
+            CHECK_OK(ctx, f8_slot_read(ctx, slot[d], &scale, NULL, NULL));
+            uint64_t sat = 0, fl = 0;
+            for (int64_t i = 0; i < n; i++) {
+                const uint8_t code = f8_fp8_from_float(h[i] * scale, dt);
+                sat += fabsf(h[i] * scale) > fmax;
+                fl += h[i] != 0.0f && (code & 0x7F) == 0;
+            }
+            CHECK_OK(ctx, f8_ctx_update_scales(ctx, (f8_direction)d));
+            CHECK_OK(ctx, f8_ctx_telemetry_read(ctx, (f8_direction)d, 0, 1, st));
+            CHECK(st[0].count == (uint64_t)n && st[0].saturated == sat && st[0].flushed == fl,
+                  "telemetry %s dir %d transpose %d: count %llu sat %llu flushed %llu, host %lld %llu %llu",
+                  f8_recipe_kind_name(kind), d, t, (unsigned long long)st[0].count,
+                  (unsigned long long)st[0].saturated, (unsigned long long)st[0].flushed, (long long)n,
+                  (unsigned long long)sat, (unsigned long long)fl);
+            CHECK(st[0].amax == amax && st[0].scale == scale, "telemetry: amax %g (%g), scale %g (%g)", st[0].amax,
+                  amax, st[0].scale, scale);
+            CHECK((kind == F8_RECIPE_CURRENT || sat > 0) && fl > 0, "the test data saturates (%llu) and flushes (%llu)", (unsigned long long)sat,
+                  (unsigned long long)fl);
+            /* the next step starts from zero */
+            CHECK_OK(ctx, f8_ctx_update_scales(ctx, (f8_direction)d));
+            CHECK_OK(ctx, f8_ctx_telemetry_read(ctx, (f8_direction)d, 0, 1, st));
+            CHECK(st[0].count == 0 && st[0].saturated == 0 && st[0].flushed == 0, "telemetry: counters cleared");
+            f8_qtensor_destroy(q);
+        }
+    f8_ctx_free(ctx, src);
+    free(h);
+    f8_ctx_destroy(ctx);
+}
+
+/* The stack with telemetry: every used slot counts its tensor's elements,
+ * the snapshot's amax and scale are the slot's before the update, and (CPU)
+ * the training values are bitwise those of the stack without telemetry. */
+static void test_telemetry_stack(f8_backend backend, f8_recipe_kind kind)
+{
+    char why[256] = "";
+    f8_recipe r = f8_recipe_default();
+    r.kind = kind;
+    f8_ctx *on = test_ctx(backend, &r, why), *off = test_ctx(backend, &r, why);
+    if (!on || !off) die(why, NULL);
+    CHECK_OK(on, f8_ctx_enable_telemetry(on));
+    stack_cfg c = small_cfg(1, 0);
+    stack A, B;
+    stack_create(&A, on, &c);
+    stack_create(&B, off, &c);
+    CHECK_STATUS(on, f8_ctx_enable_telemetry(off), F8_ERR_STATE);
+    stack_data(&A, 0, 0);
+    stack_data(&B, 0, 0);
+    CHECK_OK(on, stack_fwd_bwd(&A, F8_MICROBATCH_FIRST));
+    CHECK_OK(off, stack_fwd_bwd(&B, F8_MICROBATCH_FIRST));
+    float sc[STACK_SLOTS], si[STACK_SLOTS], h0[STACK_SLOTS], fm[STACK_SLOTS];
+    stack_slot_values(&A, sc, si, h0, fm);
+    CHECK_OK(on, stack_update_scales(&A));
+    CHECK_OK(off, stack_update_scales(&B));
+    size_t na, nb;
+    unsigned char *pa = stack_snapshot(&A, &na), *pb = stack_snapshot(&B, &nb);
+    if (backend == F8_BACKEND_CPU) CHECK(na == nb && memcmp(pa, pb, na) == 0, "telemetry changed the training values");
+    free(pa);
+    free(pb);
+    /* The stack's slots in registration order: lin 0-2, lnl 3-5, mlp 6-11 forward; lin 0-1, lnl 2-3, mlp 4-7. */
+    const uint64_t T = (uint64_t)c.T, H = (uint64_t)c.H, F = (uint64_t)c.F;
+    const uint64_t fwd[12] = {T * H, H * H, 0, T * H, H * H, 0, T * H, F * H, 0, T * F, H * F, 0};
+    const uint64_t bwd[8] = {T * H, 0, T * H, 0, T * H, 0, T * F, 0};
+    f8_fp8_stats st[12];
+    CHECK_OK(on, f8_ctx_telemetry_read(on, F8_DIR_FORWARD, 0, 12, st));
+    int ok = 1, j = 0;
+    for (int i = 0; i < 12; i++, j++) ok &= st[i].count == fwd[i] && st[i].amax == h0[j] && st[i].scale == sc[j];
+    CHECK_OK(on, f8_ctx_telemetry_read(on, F8_DIR_BACKWARD, 0, 8, st));
+    for (int i = 0; i < 8; i++, j++) ok &= st[i].count == bwd[i] && st[i].amax == h0[j] && st[i].scale == sc[j];
+    CHECK(ok, "telemetry of the stack (%s): counts, amaxes and scales of every slot", f8_recipe_kind_name(kind));
+    stack_destroy(&A);
+    stack_destroy(&B);
+    f8_ctx_destroy(on);
+    f8_ctx_destroy(off);
+}
+
 /* Everything above on one backend; a second CURRENT ctx for the graph tests. */
 static void run_recipe_tests(f8_backend backend, const char *tag)
 {
@@ -263,6 +384,10 @@ static void run_recipe_tests(f8_backend backend, const char *tag)
     test_current_scales(cur, del, backend == F8_BACKEND_CPU);
     for (int fw = 0; fw <= 1; fw++) test_checkpoint_resume(cur, 1, fw, path);
     test_recipe_refused(cur, del, path);
+    for (int k = 0; k <= 1; k++) {
+        test_telemetry_cast(backend, (f8_recipe_kind)k);
+        test_telemetry_stack(backend, (f8_recipe_kind)k);
+    }
     for (int fw = 0; fw <= 1; fw++)
         for (int inside = 0; inside <= 1; inside++) test_graph_vs_eager(cur, cur2, 1, fw, inside);
     remove(path);

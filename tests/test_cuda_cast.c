@@ -407,8 +407,68 @@ static void test_layout_ops(env *e)
             for (int d = 0; d < 2; d++) run_convert(e, hps[s], hps[d], 1.0f, counts[c]);
 }
 
+/* ------------------------------------------------------------------------ */
+/* Current scaling's amax pass                                               */
+/* ------------------------------------------------------------------------ */
+
+/* f8i_amax_scale_args on both backends over the same values: scale,
+ * scale_inv and the recorded amax bit for bit, and against the host formula
+ * (f8i_current_scale over max |x|). Sizes from empty to many blocks (the
+ * last-block finish and its ticket), a misaligned start (the scalar path),
+ * both source dtypes, NaN/inf/tiny values, the power-of-two option, the
+ * kept scale, and the noop flag. Run twice per case: the ticket resets. */
+static void test_amax_scale(env *e)
+{
+    const int64_t sizes[] = {0, 1, 7, 33, 4099, 65536 + 5, (int64_t)1 << 22};
+    const int nsizes = e->quick ? 5 : NELEM(sizes);
+    for (int si = 0; si < nsizes; si++)
+        for (int bf = 0; bf <= 1; bf++)
+            for (int kind = 0; kind < 4; kind++) {
+                const int64_t n = sizes[si];
+                const f8_dtype dt = bf ? F8_DTYPE_BF16 : F8_DTYPE_FP32;
+                const size_t es = f8_dtype_size(dt), off = (si % 2) ? es : 0; /* odd cases start misaligned */
+                unsigned char *host = (unsigned char *)xmalloc((size_t)n * es + off + 16);
+                float amax = 0.0f;
+                for (int64_t i = 0; i < n; i++) {
+                    float v = gen_value(&e->rng, kind == 3 ? K_NORMAL : kind, F8_DTYPE_E4M3, 0);
+                    store_elem(host + off, dt, (size_t)i, v);
+                    const float back = load_elem(host + off, dt, (size_t)i);
+                    if (!isnan(back)) amax = fmaxf(amax, fabsf(back));
+                }
+                twin src = twin_new(e, (size_t)n * es + off + 16, host);
+                twin cell = twin_new(e, 16, NULL); /* scale, scale_inv, amax, noop */
+                for (int rep = 0; rep < 2; rep++) {
+                    const float init[4] = {0.625f, 1.6f, rep ? 2.0f : 0.0f, kind == 3 && rep ? 1.0f : 0.0f};
+                    twin_put(e, &cell, init);
+                    float got[2][4];
+                    const int pow2 = kind == 2;
+                    const float scaled_max = ldexpf(448.0f, -(kind % 2));
+                    for (int b = 0; b < 2; b++) {
+                        float *c = (float *)cell.p[b];
+                        f8i_amax_scale_args a = {(unsigned char *)src.p[b] + off, dt, n, scaled_max, pow2,
+                                                 c, c + 1, c + 2, kind == 3 ? c + 3 : NULL};
+                        CHECK_OK(e->ctx[b], f8i_op_amax_scale(e->ctx[b], &a));
+                        twin_get(e, &cell, b, got[b]);
+                    }
+                    float want_s = f8i_current_scale(amax, init[0], scaled_max, pow2);
+                    float want[3] = {want_s, 1.0f / want_s, fmaxf(init[2], amax)};
+                    if (init[3] == 1.0f) memcpy(want, init, sizeof want); /* noop: untouched */
+                    CHECK(memcmp(got[GPU], got[CPU], 12) == 0,
+                          "amax_scale n %lld %s kind %d rep %d: GPU (%a %a %a) vs CPU (%a %a %a)", (long long)n,
+                          f8_dtype_name(dt), kind, rep, got[GPU][0], got[GPU][1], got[GPU][2], got[CPU][0],
+                          got[CPU][1], got[CPU][2]);
+                    CHECK(memcmp(got[CPU], want, 12) == 0 || (isinf(want[2]) && got[CPU][0] == want[0]),
+                          "amax_scale n %lld kind %d: CPU (%a %a %a) vs host (%a %a %a)", (long long)n, kind,
+                          got[CPU][0], got[CPU][1], got[CPU][2], want[0], want[1], want[2]);
+                }
+                twin_free(e, &src);
+                twin_free(e, &cell);
+                free(host);
+            }
+}
+
 int main(void)
 {
-    static void (*const tests[])(env *) = {test_casts, test_layout_ops};
+    static void (*const tests[])(env *) = {test_casts, test_layout_ops, test_amax_scale};
     return env_run("test_cuda_cast", tests, NELEM(tests));
 }

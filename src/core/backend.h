@@ -53,6 +53,9 @@ typedef struct f8i_cast_args {
     const float *noop;    /* scalar or NULL */
     void *workspace;      /* dbias only: f8i_reduce_workspace_bytes(rows, cols) bytes */
     size_t workspace_bytes;
+    uint64_t *stats;      /* FP8 telemetry [3] or NULL: += rows·cols, += the count of
+                             |v * scale| > fp8_max (saturated: the product before the
+                             clamp), += the count of v != 0 whose code is +-0 (flushed) */
 } f8i_cast_args;
 
 /* GEMM in row-major terms: D[m, n] = alpha · Σ_k A(m, k) · B(n, k) (+ bias[n])
@@ -122,6 +125,20 @@ typedef struct f8i_amax_scale_args {
     float *amax;          /* scalar or NULL */
     const float *noop;    /* scalar or NULL */
 } f8i_amax_scale_args;
+
+/* FP8 telemetry's step boundary, for columns 0..count-1 of one direction:
+ * snap_f[2j] = amax[j] (history row 0), snap_f[2j+1] = scale[j],
+ * snap_c[3j + k] = live[3j + k], then live[3j + k] = 0. Runs before the
+ * direction's scale update, so it sees the step's amax and the scale the
+ * step cast with. */
+typedef struct f8i_telemetry_snap_args {
+    const float *amax;    /* (count) history row 0 */
+    const float *scale;   /* (count) */
+    uint64_t *live;       /* (count, 3) */
+    float *snap_f;        /* (count, 2) */
+    uint64_t *snap_c;     /* (count, 3) */
+    int count;
+} f8i_telemetry_snap_args;
 
 /* The workspace an op that reduces over rows (cast's and act_bwd's dbias,
  * norm_bwd's dgamma/dbeta) takes in its args: one FP32 per column per 16-row
@@ -326,7 +343,8 @@ typedef struct f8i_add_args {
     X(EMBEDDING_BWD, embedding_bwd, f8i_embedding_bwd_args, ARGS)    \
     X(CROSS_ENTROPY, cross_entropy, f8i_cross_entropy_args, ARGS)    \
     X(ADAMW_STEP, adamw_step, f8i_adamw_step_args, ARGS)             \
-    X(AMAX_SCALE, amax_scale, f8i_amax_scale_args, ARGS)
+    X(AMAX_SCALE, amax_scale, f8i_amax_scale_args, ARGS)             \
+    X(TELEMETRY_SNAP, telemetry_snap, f8i_telemetry_snap_args, ARGS)
 
 #define F8I_OP_ENUM_(K, n, T, W) F8I_OP_##K,
 typedef enum f8i_op_kind { F8I_OP_LIST(F8I_OP_ENUM_) F8I_OP_COUNT } f8i_op_kind;

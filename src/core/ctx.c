@@ -135,6 +135,7 @@ void f8_ctx_destroy(f8_ctx *ctx)
     f8i_free(ctx, ctx->scaling_buf);
     f8i_free(ctx, ctx->scratch);
     f8i_free(ctx, ctx->fp8_weight_cols_dev);
+    f8i_free(ctx, ctx->tel_block);
     ctx->be->state_destroy(ctx);
     free(ctx->allocs);
     free(ctx->fp8_weight_cols);

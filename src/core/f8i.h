@@ -57,6 +57,8 @@ struct f8_ctx {
     int n_fp8_weight_slots; /* forward slots of FP8-primary-weight modules, for */
     int32_t *fp8_weight_cols; /* (n) host list of their columns (f8_ctx_update_weight_scales) */
     int32_t *fp8_weight_cols_dev; /* (n) backend copy */
+    int telemetry;          /* f8_ctx_enable_telemetry was called */
+    void *tel_block;        /* backend memory: live counters, snapshots (f8i_tel_* below) */
     char error[512];
 };
 
@@ -80,6 +82,39 @@ int f8i_slot_valid(const f8_ctx *ctx, f8_slot slot);
 /* 1 when every cast of the ctx takes its scale from its own tensor
  * (F8_RECIPE_CURRENT). */
 static inline int f8i_recipe_current(const f8_ctx *ctx) { return ctx->recipe.kind == F8_RECIPE_CURRENT; }
+
+/* 1 when the modules write norm and activation outputs (and d of the
+ * activation backward) in high precision and cast them after, instead of the
+ * fused FP8 outputs: current scaling needs their amax first, telemetry counts
+ * in the casts. Fixed before any module exists. */
+static inline int f8i_casts_unfused(const f8_ctx *ctx) { return f8i_recipe_current(ctx) || ctx->telemetry; }
+
+/* FP8 telemetry's block (backend memory, F8_TELEMETRY_MAX_SLOTS per
+ * direction): live counters [2][MAX][3] u64 (the casts add to them), then
+ * the last step's snapshot: counters [2][MAX][3] u64, amax and scale
+ * [2][MAX][2] f32. */
+static inline uint64_t *f8i_tel_live(const f8_ctx *ctx, int dir)
+{
+    return (uint64_t *)ctx->tel_block + (size_t)dir * F8_TELEMETRY_MAX_SLOTS * 3;
+}
+static inline uint64_t *f8i_tel_snap_c(const f8_ctx *ctx, int dir)
+{
+    return (uint64_t *)ctx->tel_block + (size_t)(2 + dir) * F8_TELEMETRY_MAX_SLOTS * 3;
+}
+static inline float *f8i_tel_snap_f(const f8_ctx *ctx, int dir)
+{
+    return (float *)((uint64_t *)ctx->tel_block + (size_t)4 * F8_TELEMETRY_MAX_SLOTS * 3) +
+           (size_t)dir * F8_TELEMETRY_MAX_SLOTS * 2;
+}
+#define F8I_TEL_BYTES ((size_t)F8_TELEMETRY_MAX_SLOTS * 2 * (3 * 8 * 2 + 2 * 4))
+
+/* The live counters a cast through slot adds to, or NULL (telemetry off, or
+ * a slot past F8_TELEMETRY_MAX_SLOTS). */
+static inline uint64_t *f8i_slot_stats(const f8_ctx *ctx, f8_slot slot)
+{
+    if (!ctx->telemetry || slot.index >= F8_TELEMETRY_MAX_SLOTS) return NULL;
+    return f8i_tel_live(ctx, slot.direction) + (size_t)slot.index * 3;
+}
 
 /* What a cast through `slot` into out_dtype runs before it: under
  * F8_RECIPE_CURRENT the amax pass over src [count] that sets the slot's scale

@@ -104,6 +104,7 @@ f8_status f8_qtensor_quantize(f8_qtensor *q, const f8_tensor *src, f8_slot slot,
     a.scale = f8i_slot_scale(ctx, slot);
     a.scale_inv = q->scale_inv;
     a.noop = noop_flag;
+    a.stats = f8i_slot_stats(ctx, slot);
     st = f8i_slot_prepare(ctx, slot, q->dtype, src->data, src->dtype, q->rows * q->cols, noop_flag, 1, &a.amax);
     if (st == F8_OK) st = f8i_op_cast(ctx, &a);
     if (st != F8_OK) return st;

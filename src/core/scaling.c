@@ -278,7 +278,71 @@ f8_status f8_ctx_update_scales(f8_ctx *ctx, f8_direction direction)
                          (int)direction);
     if (ctx->dir[direction].count == 0) return F8_OK;
     f8i_scale_update_args a = update_args(ctx, direction);
+    if (ctx->telemetry) { /* the step's counters, amaxes and scales, before the update moves them */
+        const f8i_scaling_dir *d = &ctx->dir[direction];
+        f8i_telemetry_snap_args t = {d->history, d->scale, f8i_tel_live(ctx, direction),
+                                     f8i_tel_snap_f(ctx, direction), f8i_tel_snap_c(ctx, direction),
+                                     d->count < F8_TELEMETRY_MAX_SLOTS ? d->count : F8_TELEMETRY_MAX_SLOTS};
+        f8_status st = f8i_op_telemetry_snap(ctx, &t);
+        if (st != F8_OK) return st;
+    }
     return f8i_op_scale_update(ctx, &a);
+}
+
+f8_status f8_ctx_enable_telemetry(f8_ctx *ctx)
+{
+    if (!ctx) return F8_ERR_INVALID_ARGUMENT;
+    if (ctx->telemetry) return F8_OK;
+    if (ctx->dir[0].count || ctx->dir[1].count)
+        return f8i_error(ctx, F8_ERR_STATE, "f8_ctx_enable_telemetry: the ctx already has scaling slots (modules); "
+                                            "turn telemetry on before creating any");
+    void *block = NULL;
+    f8_status st = f8i_alloc(ctx, F8_MEM_SCALING_STATE, NULL, F8I_TEL_BYTES, &block);
+    if (st == F8_OK) st = f8i_op_memset_zero(ctx, block, F8I_TEL_BYTES);
+    if (st == F8_OK) st = ctx->be->synchronize(ctx);
+    if (st != F8_OK) {
+        f8i_free(ctx, block);
+        return st;
+    }
+    ctx->tel_block = block;
+    ctx->telemetry = 1;
+    return F8_OK;
+}
+
+int f8_ctx_telemetry_enabled(const f8_ctx *ctx) { return ctx ? ctx->telemetry : 0; }
+
+f8_status f8_ctx_telemetry_read(f8_ctx *ctx, f8_direction direction, int first, int count, f8_fp8_stats *stats)
+{
+    static const char fn[] = "f8_ctx_telemetry_read";
+    if (!ctx) return F8_ERR_INVALID_ARGUMENT;
+    if (!ctx->telemetry) return f8i_error(ctx, F8_ERR_STATE, "%s: telemetry is off (f8_ctx_enable_telemetry)", fn);
+    if (direction != F8_DIR_FORWARD && direction != F8_DIR_BACKWARD)
+        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: direction %d is not FORWARD or BACKWARD", fn,
+                         (int)direction);
+    const int have = ctx->dir[direction].count;
+    if (first < 0 || count < 0 || first > have - count || first + count > F8_TELEMETRY_MAX_SLOTS)
+        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT,
+                         "%s: slots [%d, %d + %d) outside the %d registered (at most %d are counted)", fn, first, first,
+                         count, have, F8_TELEMETRY_MAX_SLOTS);
+    if (count == 0) return F8_OK;
+    if (!stats) return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: stats (the output) is NULL", fn);
+    uint64_t *c = (uint64_t *)malloc((size_t)count * 3 * sizeof *c);
+    float *f = (float *)malloc((size_t)count * 2 * sizeof *f);
+    f8_status st = c && f ? F8_OK : f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    if (st == F8_OK)
+        st = ctx->be->download(ctx, c, f8i_tel_snap_c(ctx, direction) + (size_t)first * 3, (size_t)count * 3 * sizeof *c);
+    if (st == F8_OK)
+        st = ctx->be->download(ctx, f, f8i_tel_snap_f(ctx, direction) + (size_t)first * 2, (size_t)count * 2 * sizeof *f);
+    for (int j = 0; j < count && st == F8_OK; j++) {
+        stats[j].amax = f[2 * j];
+        stats[j].scale = f[2 * j + 1];
+        stats[j].count = c[3 * j];
+        stats[j].saturated = c[3 * j + 1];
+        stats[j].flushed = c[3 * j + 2];
+    }
+    free(c);
+    free(f);
+    return st;
 }
 
 f8_status f8i_register_fp8_weight_slots(f8_ctx *ctx, const f8_slot *slots, int n)

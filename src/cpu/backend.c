@@ -116,11 +116,15 @@ f8_status f8i_cpu_cast_run(f8_ctx *ctx, const f8i_cast_args *a)
         if (!colsum) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "cpu cast: out of host memory for the bias gradient");
     }
     float amax = 0.0f;
+    const float fmax = e5m2 ? 57344.0f : 448.0f;
+    uint64_t sat = 0, flushed = 0;
     for (int64_t r = 0; r < a->rows; r++) {
         for (int64_t c = 0; c < a->cols; c++) {
             float v = load_f(a->src, a->src_dtype, r * a->cols + c);
             amax = fmaxf(amax, fabsf(v));
             uint8_t q = f8i_fp8_encode(v * scale, e5m2);
+            sat += fabsf(v * scale) > fmax;
+            flushed += v != 0.0f && (q & 0x7Fu) == 0;
             if (a->out) a->out[r * a->cols + c] = q;
             if (a->out_t) a->out_t[c * a->rows + r] = q;
             if (colsum) colsum[c] += v; /* double: an oracle more precise than any GPU order */
@@ -128,6 +132,11 @@ f8_status f8i_cpu_cast_run(f8_ctx *ctx, const f8i_cast_args *a)
     }
     if (a->amax) *a->amax = fmaxf(*a->amax, amax);
     if (a->scale_inv) *a->scale_inv = 1.0f / scale;
+    if (a->stats) {
+        a->stats[0] += (uint64_t)(a->rows * a->cols);
+        a->stats[1] += sat;
+        a->stats[2] += flushed;
+    }
     if (colsum) {
         for (int64_t c = 0; c < a->cols; c++) {
             float prev = a->dbias_accumulate ? load_f(a->dbias, a->dbias_dtype, c) : 0.0f;
@@ -232,6 +241,21 @@ f8_status f8i_cpu_amax_scale(f8_ctx *ctx, const f8i_amax_scale_args *a)
     *a->scale = f8i_current_scale(amax, *a->scale, a->scaled_max, a->pow2);
     if (a->scale_inv) *a->scale_inv = 1.0f / *a->scale;
     if (a->amax) *a->amax = fmaxf(*a->amax, amax);
+    return F8_OK;
+}
+
+f8_status f8i_cpu_telemetry_snap(f8_ctx *ctx, const f8i_telemetry_snap_args *a)
+{
+    if (a->count <= 0) return F8_OK;
+    F8I_COUNT_LAUNCHES(ctx, 1);
+    for (int j = 0; j < a->count; j++) {
+        a->snap_f[2 * j] = a->amax[j];
+        a->snap_f[2 * j + 1] = a->scale[j];
+        for (int k = 0; k < 3; k++) {
+            a->snap_c[3 * j + k] = a->live[3 * j + k];
+            a->live[3 * j + k] = 0;
+        }
+    }
     return F8_OK;
 }
 

@@ -85,6 +85,7 @@ f8_status f8i_cuda_act_fwd(f8_ctx *ctx, const f8i_act_fwd_args *a)
         t->amax = a->amax;
         t->scale_inv = a->scale_inv;
         t->noop = NULL;
+        t->stats = NULL;
         t->dbias = NULL;
         t->dbias_bf16 = 0;
         t->dbias_accumulate = 0;
@@ -164,6 +165,7 @@ f8_status f8i_cuda_act_bwd(f8_ctx *ctx, const f8i_act_bwd_args *a)
         t->amax = a->amax;
         t->scale_inv = a->scale_inv;
         t->noop = NULL;
+        t->stats = NULL;
         t->dbias = a->dbias;
         t->dbias_bf16 = a->dbias_dtype == F8_DTYPE_BF16;
         t->dbias_accumulate = a->dbias_accumulate != 0;

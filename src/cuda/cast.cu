@@ -120,7 +120,8 @@ static __device__ __forceinline__ void tile_store(const cast_src<BF16> &, const 
 template <int BF16, int E5M2>
 static __global__ void __launch_bounds__(CAST_THREADS)
     cast_flat_kernel(const void *__restrict__ src, uint8_t *__restrict__ out, int64_t n, int64_t nchunk,
-                     const float *scale, float *amax, float *scale_inv, const float *noop)
+                     const float *scale, float *amax, float *scale_inv, const float *noop,
+                     unsigned long long *stats)
 {
     constexpr int LOADS = BF16 ? 2 : 4; /* 16-byte loads per chunk */
     if (noop_set(noop)) return;
@@ -130,6 +131,8 @@ static __global__ void __launch_bounds__(CAST_THREADS)
     const int64_t stride = (int64_t)gridDim.x * CAST_THREADS;
     const int64_t first = (int64_t)blockIdx.x * CAST_THREADS + threadIdx.x;
     float a = 0.0f;
+    unsigned sat = 0, flushed = 0;
+    const bool counting = stats != NULL; /* uniform */
     for (int64_t i = first; i < nchunk; i += stride) {
         const uint4 *p = (const uint4 *)src + i * LOADS;
         float v[FLAT_ELEMS];
@@ -148,14 +151,21 @@ static __global__ void __launch_bounds__(CAST_THREADS)
         for (int k = 0; k < 4; ++k) code[k] = fp8x4<E5M2>(v + 4 * k, s);
 #pragma unroll
         for (int j = 0; j < FLAT_ELEMS; ++j) a = fmaxf(a, fabsf(v[j]));
+        if (counting) {
+#pragma unroll
+            for (int j = 0; j < FLAT_ELEMS; ++j) code_stats<E5M2>(v[j], s, code[j / 4] >> (8 * (j % 4)), sat, flushed);
+        }
         if (out != NULL) ((uint4 *)out)[i] = make_uint4(code[0], code[1], code[2], code[3]);
     }
     for (int64_t i = nchunk * FLAT_ELEMS + first; i < n; i += stride) {
         float v = load_elem<BF16>(src, i);
         a = fmaxf(a, fabsf(v));
-        if (out != NULL) out[i] = (uint8_t)fp8x2<E5M2>(v * s, 0.0f);
+        const uint32_t code = fp8x2<E5M2>(v * s, 0.0f) & 0xFFu;
+        if (counting) code_stats<E5M2>(v, s, code, sat, flushed);
+        if (out != NULL) out[i] = (uint8_t)code;
     }
     if (amax != NULL) block_amax_atomic<CAST_THREADS>(a, amax);
+    if (counting) block_stats_atomic<CAST_THREADS>(sat, flushed, stats, n, blockIdx.x == 0);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -166,7 +176,8 @@ template <int BF16, int E5M2>
 static void launch_flat(const f8i_cast_args *a, int64_t n, int64_t nchunk, int blocks, cudaStream_t stream)
 {
     cast_flat_kernel<BF16, E5M2><<<blocks, CAST_THREADS, 0, stream>>>(a->src, a->out, n, nchunk, a->scale, a->amax,
-                                                                     a->scale_inv, a->noop);
+                                                                     a->scale_inv, a->noop,
+                                                                     (unsigned long long *)a->stats);
 }
 
 static f8_status cast_flat(f8_ctx *ctx, const f8i_cast_args *a, int bf16, int e5m2)
@@ -195,6 +206,7 @@ static f8_status cast_tiled(f8_ctx *ctx, const f8i_cast_args *a, int bf16, int e
     p.amax = a->amax;
     p.scale_inv = a->scale_inv;
     p.noop = a->noop;
+    p.stats = (unsigned long long *)a->stats;
     p.dbias = a->dbias;
     p.dbias_bf16 = a->dbias_dtype == F8_DTYPE_BF16;
     p.dbias_accumulate = a->dbias_accumulate != 0;

@@ -105,6 +105,7 @@ typedef struct cast_tile_params {
     float *partial;      /* (row_tiles, cols) in workspace, or NULL: write dbias directly */
     int col_tiles;
     int w_out, w_out_t;  /* access widths (bytes) for out rows, out_t rows */
+    unsigned long long *stats; /* FP8 telemetry [3] (f8i_cast_args.stats) or NULL */
 } cast_tile_params;
 
 /* Declared only so that `tile_load<FULL>(src, ...)` parses as a template
@@ -170,6 +171,8 @@ static __global__ void __launch_bounds__(CAST_THREADS, FULL ? CAST_FULL_MIN_BLOC
     }
 
     float a = 0.0f;
+    unsigned sat = 0, flushed = 0;
+    const bool counting = p.stats != NULL; /* uniform */
     float dsum[VEC];
 #pragma unroll
     for (int j = 0; j < VEC; ++j) dsum[j] = 0.0f;
@@ -196,6 +199,10 @@ static __global__ void __launch_bounds__(CAST_THREADS, FULL ? CAST_FULL_MIN_BLOC
             }
 #pragma unroll
             for (int k = 0; k < VEC / 4; ++k) code[r][k] = fp8x4<E5M2>(v + 4 * k, s);
+            if (counting) { /* values outside the matrix are +0: neither saturated nor flushed */
+#pragma unroll
+                for (int j = 0; j < VEC; ++j) code_stats<E5M2>(v[j], s, code[r][j / 4] >> (8 * (j % 4)), sat, flushed);
+            }
             if constexpr (FULL) {
                 store_bytes<VEC>(out_thread + (m * (TILE_ROWS / 2) + r) * (int)p.cols, code[r], VEC);
             } else if (p.out != NULL && row < p.rows) {
@@ -260,6 +267,7 @@ static __global__ void __launch_bounds__(CAST_THREADS, FULL ? CAST_FULL_MIN_BLOC
             dbias_write(p.dbias, p.dbias_bf16, p.dbias_accumulate, col0 + tid, sum);
     }
     if (p.amax != NULL) block_amax_atomic<CAST_THREADS>(a, p.amax);
+    if (counting) block_stats_atomic<CAST_THREADS>(sat, flushed, p.stats, p.rows * p.cols, block0);
 }
 
 /* Row tiles of a tiled cast over `rows`. */

@@ -181,6 +181,44 @@ static __device__ __forceinline__ void block_amax_atomic(float a, float *amax)
     }
 }
 
+/* FP8 telemetry of one code: 1 when |v * s| passed the format's max before
+ * the clamp (saturated), and when a nonzero v got the code +-0 (flushed). */
+template <int E5M2>
+static __device__ __forceinline__ void code_stats(float v, float s, uint32_t code, unsigned &sat, unsigned &flushed)
+{
+    sat += fabsf(v * s) > (E5M2 ? 57344.0f : 448.0f);
+    flushed += v != 0.0f && (code & 0x7Fu) == 0u;
+}
+
+/* Block-wide sums of sat and flushed, added to stats[1] and stats[2] with
+ * one atomic each; stats[0] += n by thread 0 of the block `first` marks.
+ * Every thread of the 1-D block of THREADS threads calls it. */
+template <int THREADS>
+static __device__ __forceinline__ void block_stats_atomic(unsigned sat, unsigned flushed, unsigned long long *stats,
+                                                          int64_t n, bool first)
+{
+    static_assert(THREADS % 32 == 0 && THREADS <= 1024, "whole warps");
+    __shared__ unsigned warp_sum[2][THREADS / 32];
+    sat = __reduce_add_sync(0xFFFFFFFFu, sat);
+    flushed = __reduce_add_sync(0xFFFFFFFFu, flushed);
+    if ((threadIdx.x & 31) == 0) {
+        warp_sum[0][threadIdx.x >> 5] = sat;
+        warp_sum[1][threadIdx.x >> 5] = flushed;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned long long a = 0, b = 0;
+#pragma unroll
+        for (int w = 0; w < THREADS / 32; ++w) {
+            a += warp_sum[0][w];
+            b += warp_sum[1][w];
+        }
+        if (first) atomicAdd(&stats[0], (unsigned long long)n);
+        if (a) atomicAdd(&stats[1], a);
+        if (b) atomicAdd(&stats[2], b);
+    }
+}
+
 /* Row-tile strides per column in dbias_reduce_kernel. */
 #define F8I_REDUCE_SPLIT 8
 

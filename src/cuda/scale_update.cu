@@ -84,9 +84,32 @@ static __global__ void __launch_bounds__(SU_COLS * SU_ROWS) scale_update_kernel(
     a.scale_inv[c] = 1.0f / s;
 }
 
+/* FP8 telemetry's step boundary (f8i_telemetry_snap_args).
+ * Grid: ceil(count / 256) blocks; block 256. Thread j owns slot j. */
+static __global__ void __launch_bounds__(256) telemetry_snap_kernel(f8i_telemetry_snap_args a)
+{
+    const int j = blockIdx.x * 256 + threadIdx.x;
+    if (j >= a.count) return;
+    a.snap_f[2 * j] = a.amax[j];
+    a.snap_f[2 * j + 1] = a.scale[j];
+#pragma unroll
+    for (int k = 0; k < 3; ++k) {
+        a.snap_c[3 * j + k] = a.live[3 * j + k];
+        a.live[3 * j + k] = 0;
+    }
+}
+
 /* ------------------------------------------------------------------------ */
-/* Backend entry point                                                       */
+/* Backend entry points                                                      */
 /* ------------------------------------------------------------------------ */
+
+f8_status f8i_cuda_telemetry_snap(f8_ctx *ctx, const f8i_telemetry_snap_args *args)
+{
+    if (args->count <= 0) return F8_OK;
+    F8I_COUNT_LAUNCHES(ctx, 1);
+    telemetry_snap_kernel<<<(args->count + 255) / 256, 256, 0, f8i_stream(ctx)>>>(*args);
+    return f8i_cuda_launch_check(ctx, "telemetry_snap_kernel");
+}
 
 f8_status f8i_cuda_scale_update(f8_ctx *ctx, const f8i_scale_update_args *args)
 {

@@ -48,7 +48,7 @@ static size_t place_saved(const f8_module *m, f8i_layout *l, int64_t T, void *im
  * reduction workspace, dln (FP32), G8 + G8ᵀ, ln8ᵀ, dln_out in FP32. */
 typedef struct lnl_ws {
     lnl_saved fwd;
-    void *hp;         /* current scaling: the norm output (T, K) in param dtype, then cast */
+    void *hp;         /* current scaling or telemetry: the norm output (T, K) in param dtype */
     void *reduce;
     float *dln, *dln_out;
     f8i_qbuf g8;
@@ -59,7 +59,7 @@ static size_t fwd_layout(const f8_module *m, int64_t T, f8i_layout *l, lnl_ws *w
 {
     place_saved(m, l, T > 0 ? T : 1, &w->fwd);
     w->hp = NULL;
-    if (m->fp8 && f8i_recipe_current(m->ctx))
+    if (m->fp8 && f8i_casts_unfused(m->ctx))
         w->hp = f8i_take(l, (size_t)(T * m->in_features) * f8_dtype_size(m->param_dtype));
     return l->bytes;
 }
@@ -106,7 +106,7 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
     const lnl_saved *s = saved ? (const lnl_saved *)saved->impl : &ws.fwd;
     f8i_qbuf q = {(uint8_t *)s->ln, NULL, s->ln_sinv, f8_ctx_slot_dtype(ctx, F8_DIR_FORWARD)};
     if (fp8 && !return_ln && ws.hp) {
-        /* current scaling needs the amax before the cast: norm, amax, cast */
+        /* current scaling (the amax before the cast) or telemetry (counted in the cast) */
         st = f8i_norm_forward(ctx, &m->norm, x, ws.hp, m->param_dtype, NULL, NULL, NULL, s->mu, s->rsigma);
         if (st == F8_OK)
             st = f8i_module_quantize(m, ws.hp, m->param_dtype, T, K, F8_DIR_FORWARD, SLOT_INPUT, &q, NULL, NULL);

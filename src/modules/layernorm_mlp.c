@@ -72,7 +72,7 @@ static size_t place_saved(const f8_module *m, f8i_layout *l, int64_t T, void *im
 typedef struct mlp_ws {
     mlp_saved fwd;
     void *a8;
-    void *hp; /* current scaling: a norm or activation output, or d, in param dtype, before its cast */
+    void *hp; /* current scaling or telemetry: a norm or activation output, or d, in param dtype */
     void *reduce, *dln, *da, *d;
     f8i_qbuf g8, d8;
     uint8_t *lnt;
@@ -84,7 +84,7 @@ static size_t fwd_layout(const f8_module *m, int64_t T, int training, f8i_layout
     if (!training) place_saved(m, l, T > 0 ? T : 1, &w->fwd);
     else w->a8 = f8i_take(l, (size_t)(T * F));
     w->hp = NULL; /* the norm's output, then the activation's */
-    if (m->fp8 && f8i_recipe_current(m->ctx))
+    if (m->fp8 && f8i_casts_unfused(m->ctx))
         w->hp = f8i_take(l, (size_t)(T * (H > F ? H : F)) * f8_dtype_size(m->param_dtype));
     return l->bytes;
 }
@@ -100,7 +100,7 @@ static size_t bwd_layout(const f8_module *m, int64_t T, f8i_layout *l, mlp_ws *w
         w->g8 = f8i_take_qbuf((f8_module *)m, l, F8_DIR_BACKWARD, T, H, 1);
         w->d8 = f8i_take_qbuf((f8_module *)m, l, F8_DIR_BACKWARD, T, F1, 1);
         w->lnt = (uint8_t *)f8i_take(l, (size_t)(T * H));
-        w->hp = f8i_recipe_current(m->ctx) ? f8i_take(l, (size_t)(T * F1) * es) : NULL;
+        w->hp = f8i_casts_unfused(m->ctx) ? f8i_take(l, (size_t)(T * F1) * es) : NULL;
     } else {
         w->d = f8i_take(l, (size_t)(T * F1) * es);
     }
@@ -132,7 +132,7 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
      * read by fc2's fprop only, in the workspace */
     void *a8 = fp8 && saved ? ws.a8 : s->act;
     f8_status st;
-    if (fp8 && ws.hp) { /* current scaling: norm, amax, cast */
+    if (fp8 && ws.hp) { /* current scaling or telemetry: norm, then the cast */
         const f8i_qbuf q = {(uint8_t *)s->ln, NULL, s->ln_sinv, qdt};
         st = f8i_norm_forward(ctx, &m->norm, x, ws.hp, pdt, NULL, NULL, NULL, s->mu, s->rsigma);
         if (st == F8_OK) st = f8i_module_quantize(m, ws.hp, pdt, T, m->in_features, F8_DIR_FORWARD, GEMM1_INPUT, &q, NULL, NULL);
@@ -154,7 +154,7 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
         a.cols = ((mlp *)m)->own.ffn;
         a.y = a8;
         a.y_dtype = adt;
-        if (fp8 && ws.hp) { /* current scaling: the activation in param dtype, then amax and cast */
+        if (fp8 && ws.hp) { /* current scaling or telemetry: the activation in param dtype, then the cast */
             const f8i_qbuf q = {(uint8_t *)a8, saved ? (uint8_t *)s->act : NULL, s->act_sinv, qdt};
             a.y = ws.hp;
             a.y_dtype = pdt;
@@ -189,7 +189,7 @@ static f8_status act_backward(f8_module *m, const mlp_saved *s, int64_t T, const
     a.dy_dtype = m->fp8 ? m->param_dtype : F8_DTYPE_FP32;
     a.rows = T;
     a.cols = ((mlp *)m)->own.ffn;
-    if (m->fp8 && ws->hp) { /* current scaling: d in param dtype, then amax and the cast (+dbias) */
+    if (m->fp8 && ws->hp) { /* current scaling or telemetry: d in param dtype, then the cast (+dbias) */
         a.dx = ws->hp;
         a.dx_dtype = m->param_dtype;
         f8_status st = f8i_op_act_bwd(ctx, &a);

@@ -418,6 +418,7 @@ f8_status f8i_module_quantize(f8_module *m, const void *src, f8_dtype src_dtype,
     c.out_t = out->data_t;
     c.scale = f8i_slot_scale(ctx, sl);
     c.scale_inv = out->scale_inv;
+    c.stats = f8i_slot_stats(ctx, sl);
     f8_status st = f8i_slot_prepare(ctx, sl, out->dtype, src, src_dtype, rows * cols, NULL, 1, &c.amax);
     if (st != F8_OK) return st;
     if (dbias_of && dbias_of->db) {
