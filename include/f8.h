@@ -375,6 +375,9 @@ typedef struct f8_fp8_stats {
  * snapshot and clears the counters (graph-capturable, no host sync). */
 f8_status f8_ctx_enable_telemetry(f8_ctx *ctx);
 
+/* Slots registered in a direction (0 for a NULL ctx or a bad direction). */
+int f8_ctx_slot_count(const f8_ctx *ctx, f8_direction direction);
+
 /* 1 if telemetry is on. */
 int f8_ctx_telemetry_enabled(const f8_ctx *ctx);
 

@@ -11,6 +11,7 @@
 #include "io/checkpoint.h"
 #include "../train/corpus.c"
 #include "../train/data.c"
+#include "../train/fp8_report.c"
 #include "../train/gpt.c"
 #include "../train/log.c"
 #include "../train/options.c"

@@ -31,6 +31,7 @@
 #include "../train/corpus.c"
 #include "../train/data.c"
 #include "../train/export.c"
+#include "../train/fp8_report.c"
 #include "../train/gpt.c"
 #include "../train/log.c"
 #include "../train/options.c"

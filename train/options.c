@@ -114,6 +114,8 @@ void train_print_help(FILE *f)
             "  --prompt TEXT        start the sample with TEXT\n"
             "  --temperature X      (default %g)\n"
             "  --quiet              only errors and the final line\n"
+            "  --fp8-report         FP8 telemetry: per tensor and step amax, scale, saturated and flushed\n"
+            "                       fractions to <log>_fp8.csv and <plot>_fp8.svg, the worst tensors at the end\n"
             "  --help               this text\n",
             d.model, (long long)d.layers, (long long)d.heads, (long long)d.channels, (long long)d.seq,
             (long long)d.steps, (long long)d.batch, (long long)d.grad_accum, (double)d.lr, (double)d.lr_min,
@@ -166,6 +168,10 @@ int train_parse_args(int argc, char **argv, train_options *o, FILE *out, char *e
         }
         if (strcmp(a, "--quiet") == 0) {
             o->quiet = 1;
+            continue;
+        }
+        if (strcmp(a, "--fp8-report") == 0) {
+            o->fp8_report = 1;
             continue;
         }
         if (strncmp(a, "--", 2) != 0) {

@@ -24,6 +24,7 @@
 #include <time.h>
 
 #include "plot.h"
+#include "fp8_report.h"
 #include "trainer.h"
 
 struct trainer {
@@ -264,6 +265,8 @@ static f8_status make_ctx(trainer *t, char *err, size_t n)
         cfg.backend = F8_BACKEND_CPU;
         st = f8_ctx_create(&cfg, &t->ctx, err, n);
     }
+    if (st == F8_OK && t->o.fp8_report && t->o.fp8 && (st = f8_ctx_enable_telemetry(t->ctx)) != F8_OK)
+        snprintf(err, n, "FP8 telemetry: %s", f8_ctx_last_error(t->ctx));
     return st;
 }
 
@@ -441,6 +444,17 @@ static void fmt_time(char *b, size_t n, double s)
     else snprintf(b, n, "%dh%02dm", (int)s / 3600, ((int)s % 3600) / 60);
 }
 
+/* base without its extension (".csv", ".svg") + suffix; "" when base is empty. */
+static void sibling_path(char *out, size_t n, const char *base, const char *suffix)
+{
+    out[0] = '\0';
+    if (!base || !base[0]) return;
+    size_t len = strlen(base);
+    const char *dot = strrchr(base, '.'), *slash = strrchr(base, '/');
+    if (dot && (!slash || dot > slash)) len = (size_t)(dot - base);
+    snprintf(out, n, "%.*s%s", (int)len, base, suffix);
+}
+
 int trainer_run(trainer *t)
 {
     const train_options *o = &t->o;
@@ -471,6 +485,16 @@ int trainer_run(trainer *t)
     if (o->log && o->log[0] && tlog_create(o->log, t->step > 0, &log, err, sizeof err) != F8_OK) {
         fprintf(stderr, "f8_train: %s\n", err);
         return 1;
+    }
+    fp8_report *rep = NULL;
+    char path[512];
+    if (o->fp8_report && f8_ctx_telemetry_enabled(t->ctx)) {
+        sibling_path(path, sizeof path, o->log, "_fp8.csv");
+        if (fp8_report_create(t->ctx, &t->m, path, t->step > 0, &rep, err, sizeof err) != F8_OK) {
+            fprintf(stderr, "f8_train: %s\n", err);
+            tlog_destroy(log);
+            return 1;
+        }
     }
     double first = 0, last = 0, start = now_s(), t0 = start;
     int64_t n_first = 0, n_last = 0, first_step = t->step;
@@ -507,6 +531,8 @@ int trainer_run(trainer *t)
             if (trainer_eval(t, &vl) == F8_OK) r.val_loss = vl;
         }
         if (log) tlog_write(log, &r);
+        if (rep && (st = fp8_report_step(rep, t->step)) != F8_OK)
+            fprintf(stderr, "f8_train: FP8 telemetry: %s\n", f8_ctx_last_error(t->ctx));
         if (!o->quiet && (t->step % 10 == 0 || t->step == o->steps || t->step == first_step + 1 || !isnan(r.val_loss))) {
             double el = now_s() - t0, eta = el / (double)(t->step - first_step) * (double)(o->steps - t->step);
             tlog_progress(line, sizeof line, &r, o->steps, eta);
@@ -518,6 +544,17 @@ int trainer_run(trainer *t)
             fprintf(stderr, "f8_train: checkpoint '%s': %s\n", o->checkpoint, f8_ctx_last_error(t->ctx));
     }
     tlog_destroy(log);
+    if (rep) {
+        if (!rc) fp8_report_print(rep, stdout, 8);
+        char csv[512];
+        sibling_path(csv, sizeof csv, o->log, "_fp8.csv");
+        sibling_path(path, sizeof path, o->plot, "_fp8.svg");
+        if (!rc && path[0] && fp8_report_plot(rep, path, err, sizeof err) != F8_OK)
+            fprintf(stderr, "f8_train: FP8 telemetry plot: %s\n", err);
+        else if (!rc && !o->quiet && (csv[0] || path[0]))
+            printf("FP8 telemetry: %s%s%s\n", csv, csv[0] && path[0] ? ", " : "", path);
+        fp8_report_destroy(rep);
+    }
     if (rc) return rc;
     char el[32];
     fmt_time(el, sizeof el, now_s() - start);

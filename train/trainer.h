@@ -38,6 +38,7 @@ typedef struct train_options {
     float temperature;
     const char *prompt;
     int quiet;
+    int fp8_report;           /* FP8 telemetry: <log>_fp8.csv, <plot>_fp8.svg, worst tensors at the end */
 } train_options;
 
 train_options train_options_default(void);

@@ -311,6 +311,12 @@ f8_status f8_ctx_enable_telemetry(f8_ctx *ctx)
 
 int f8_ctx_telemetry_enabled(const f8_ctx *ctx) { return ctx ? ctx->telemetry : 0; }
 
+int f8_ctx_slot_count(const f8_ctx *ctx, f8_direction direction)
+{
+    if (!ctx || (direction != F8_DIR_FORWARD && direction != F8_DIR_BACKWARD)) return 0;
+    return ctx->dir[direction].count;
+}
+
 f8_status f8_ctx_telemetry_read(f8_ctx *ctx, f8_direction direction, int first, int count, f8_fp8_stats *stats)
 {
     static const char fn[] = "f8_ctx_telemetry_read";
