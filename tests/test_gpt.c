@@ -154,10 +154,14 @@ static void test_determinism_and_graph(void)
 
 static void test_resume(void)
 {
-    for (int fp8 = 0; fp8 <= 1; fp8++) {
+    /* FP8 off; delayed; current scaling; current scaling with telemetry */
+    for (int v = 0; v < 4; v++) {
+        const int fp8 = v > 0;
         char path[128];
-        snprintf(path, sizeof path, "/tmp/f8_test_gpt_%d_%d.safetensors", fp8, (int)getpid());
+        snprintf(path, sizeof path, "/tmp/f8_test_gpt_%d_%d.safetensors", v, (int)getpid());
         train_options o = tiny_options(fp8);
+        if (v >= 2) o.recipe = "current";
+        o.fp8_report = v == 3;
         double full[4], part[4];
         trainer *u = make(&o);
         for (int s = 0; s < 4; s++) CHECK_OK(NULL, trainer_step(u, &full[s]));
@@ -169,7 +173,8 @@ static void test_resume(void)
         trainer *r = make(&o);
         CHECK(trainer_steps_done(r) == 2, "resumed at step %lld", (long long)trainer_steps_done(r));
         for (int s = 2; s < 4; s++) CHECK_OK(NULL, trainer_step(r, &part[s]));
-        CHECK(memcmp(full, part, sizeof full) == 0, "fp8 %d: resumed losses differ (%.9g vs %.9g)", fp8, part[3], full[3]);
+        CHECK(memcmp(full, part, sizeof full) == 0, "variant %d: resumed losses differ (%.9g vs %.9g)", v, part[3],
+              full[3]);
         /* and the parameters */
         f8_checkpoint *a = NULL, *b = NULL;
         gpt *mu = trainer_model(u), *mr = trainer_model(r);
@@ -181,7 +186,7 @@ static void test_resume(void)
         size_t na = 0, nb = 0;
         CHECK_OK(NULL, f8i_checkpoint_serialize(a, &sa, &na));
         CHECK_OK(NULL, f8i_checkpoint_serialize(b, &sb, &nb));
-        CHECK(na == nb && sa && sb && memcmp(sa, sb, na) == 0, "fp8 %d: resumed parameters differ", fp8);
+        CHECK(na == nb && sa && sb && memcmp(sa, sb, na) == 0, "variant %d: resumed parameters differ", v);
         free(sa);
         free(sb);
         f8_checkpoint_destroy(a);

@@ -100,10 +100,29 @@ static int config_of(const f8_checkpoint *ck, gpt_config *c, char *err, size_t n
     return 0;
 }
 
+/* The scaling recipe a checkpoint was trained with (train.recipe; none:
+ * delayed), read with a CPU ctx of its own: the ctx that restores the model
+ * must have the same kind. */
+static f8_recipe_kind recipe_of(const char *path)
+{
+    f8_ctx_config cc = f8_ctx_config_default();
+    f8_ctx *tmp = NULL;
+    f8_checkpoint *ck = NULL;
+    f8_recipe_kind kind = F8_RECIPE_DELAYED;
+    if (f8_ctx_create(&cc, &tmp, NULL, 0) == F8_OK && f8_checkpoint_load(tmp, path, &ck) == F8_OK) {
+        const char *r = f8_checkpoint_metadata(ck, "train.recipe");
+        if (r && strcmp(r, "current") == 0) kind = F8_RECIPE_CURRENT;
+    }
+    f8_checkpoint_destroy(ck);
+    f8_ctx_destroy(tmp);
+    return kind;
+}
+
 int export_run(const export_options *o, char *err, size_t n)
 {
     f8_ctx_config cc = f8_ctx_config_default();
     cc.backend = strcmp(o->backend, "cpu") == 0 ? F8_BACKEND_CPU : F8_BACKEND_CUDA;
+    cc.recipe.kind = recipe_of(o->checkpoint);
     f8_ctx *ctx = NULL;
     f8_status st = f8_ctx_create(&cc, &ctx, err, n);
     if (st == F8_ERR_NO_DEVICE && strcmp(o->backend, "auto") == 0) {
