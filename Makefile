@@ -118,6 +118,14 @@ FUZZ_LIB_C := $(wildcard src/core/*.c src/modules/*.c src/train/*.c src/io/*.c s
 fuzz:
 	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_LIB_SRC="$(FUZZ_LIB_C)" sh tools/fuzz.sh run
 
+# test_python runs python/tests/run_cpu.py over this build's shared library
+# (a sanitizer build's needs the ASan runtime preloaded into Python).
+PY_ASAN := $(if $(filter 1,$(SAN)),-DF8_ASAN_RT='"$(shell $(CC) -print-file-name=libasan.so)"')
+$(BUILD)/tests/test_python: tests/test_python.c tests/check.h $(BUILD)/libf8.a $(BUILD)/libf8.so \
+		$(wildcard python/f8/*.py python/tests/*.py)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Itests -DF8_LIBSO='"$(BUILD)/libf8.so"' $(PY_ASAN) $< -o $@ $(BUILD)/libf8.a $(LDLIBS)
+
 # test_fuzz_replay and test_onnx include a fuzz target and its replay driver.
 $(BUILD)/tests/test_fuzz_replay $(BUILD)/tests/test_onnx: $(wildcard fuzz/*.c)
 
