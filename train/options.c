@@ -80,6 +80,8 @@ void train_print_help(FILE *f)
             "usage: f8_train [options]\n"
             "       f8_train plot OUT.svg LOG.csv [LOG.csv ...]   overlay loss curves\n"
             "       f8_train export CHECKPOINT OUT.onnx [--fp8 on|off]   the model as ONNX (export --help)\n"
+            "       f8_train export-hf CHECKPOINT OUT_DIR        the model as a Hugging Face GPT-2\n"
+            "       f8_train eval-hf DIR --tokens FILE           loss of a Hugging Face GPT-2 on token ids\n"
             "Trains a GPT-2-style model with f8 (FP8 or BF16), on the GPU when there is one.\n\n"
             "Model and precision\n"
             "  --model NAME         preset: tiny, small, 50M, 124M, 350M, 1.3B (default %s)\n"
@@ -109,7 +111,10 @@ void train_print_help(FILE *f)
             "  --checkpoint FILE    save a checkpoint (safetensors) at the end (default none)\n"
             "  --checkpoint-every N also every N steps (default 0 = only at the end)\n"
             "  --resume FILE        continue a run from its checkpoint, exactly\n"
-            "  --sample N           sample N bytes at the end (byte-level data; default %lld)\n"
+            "  --init-from PATH     start from a Hugging Face GPT-2 (a save_pretrained directory or its\n"
+            "                       model.safetensors): layers, heads, channels and weights from it\n"
+            "  --tokenizer FILE     llm.c's gpt2_tokenizer.bin: samples of GPT-2 token data as text\n"
+            "  --sample N           sample N bytes (or GPT-2 tokens with --tokenizer) at the end (default %lld)\n"
             "  --prompt TEXT        start the sample with TEXT\n"
             "  --temperature X      (default %g)\n"
             "  --quiet              only errors and the final line\n"
@@ -214,6 +219,8 @@ int train_parse_args(int argc, char **argv, train_options *o, FILE *out, char *e
         else if (strcmp(a, "--plot") == 0) o->plot = v;
         else if (strcmp(a, "--checkpoint") == 0) o->checkpoint = v;
         else if (strcmp(a, "--resume") == 0) o->resume = v;
+        else if (strcmp(a, "--init-from") == 0) o->init_from = v;
+        else if (strcmp(a, "--tokenizer") == 0) o->tokenizer = v;
         else if (strcmp(a, "--prompt") == 0) o->prompt = v;
         else if (strcmp(a, "--compare") == 0) {
             if (o->n_compare == 4) {
@@ -229,6 +236,10 @@ int train_parse_args(int argc, char **argv, train_options *o, FILE *out, char *e
             snprintf(err, n, "bad value '%s' for %s (see --help)", v, a);
             return -1;
         }
+    }
+    if (o->init_from && o->init_from[0] && o->resume && o->resume[0]) {
+        snprintf(err, n, "--init-from and --resume: give one (a resumed run has its own weights)");
+        return -1;
     }
     if (o->channels % o->heads) {
         snprintf(err, n, "--channels %lld must be a multiple of --heads %lld", (long long)o->channels, (long long)o->heads);

@@ -23,7 +23,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "hf.h"
 #include "plot.h"
+#include "tokenizer.h"
 #include "trainer.h"
 
 struct trainer {
@@ -269,6 +271,20 @@ f8_status trainer_create(const train_options *opt, trainer **out, char *err, siz
         f8_checkpoint_destroy(ck);
         f8_ctx_destroy(tmp);
     }
+    hf_config hc;
+    const int from_hf = t->o.init_from && t->o.init_from[0];
+    if (st == F8_OK && from_hf) {
+        /* the model's shape is the GPT-2's */
+        if (hf_read_config(t->o.init_from, &hc, err, n) != 0) st = F8_ERR_INVALID_ARGUMENT;
+        else if (t->o.seq > hc.positions) {
+            snprintf(err, n, "--seq %lld is longer than the GPT-2's %lld positions", (long long)t->o.seq,
+                     (long long)hc.positions);
+            st = F8_ERR_INVALID_ARGUMENT;
+        } else {
+            t->o.model = "custom";
+            t->o.layers = hc.layers, t->o.heads = hc.heads, t->o.channels = hc.channels;
+        }
+    }
     if (st == F8_OK) st = make_ctx(t, err, n);
     data_config dc = data_config_default();
     dc.sample_seed = t->o.seed;
@@ -285,6 +301,11 @@ f8_status trainer_create(const train_options *opt, trainer **out, char *err, siz
         gpt_config c;
         const int cuda = f8_ctx_backend(t->ctx) == F8_BACKEND_CUDA;
         c.vocab = data_vocab_size(t->data);
+        if (from_hf && c.vocab > hc.vocab) {
+            snprintf(err, n, "the data has %lld token ids, the GPT-2 only %lld", (long long)c.vocab, (long long)hc.vocab);
+            st = F8_ERR_INVALID_ARGUMENT;
+        }
+        if (from_hf) c.vocab = hc.vocab; /* byte data fits GPT-2's vocabulary too */
         c.padded_vocab = (c.vocab + 127) / 128 * 128;
         c.seq = t->o.seq;
         c.layers = t->o.layers;
@@ -295,7 +316,8 @@ f8_status trainer_create(const train_options *opt, trainer **out, char *err, siz
         c.dtype = strcmp(t->o.dtype, "bf16") == 0 || (strcmp(t->o.dtype, "auto") == 0 && cuda) ? F8_DTYPE_BF16
                                                                                                  : F8_DTYPE_FP32;
         c.seed = t->o.seed;
-        st = gpt_create(t->ctx, &c, &t->m, err, n);
+        if (st == F8_OK) st = gpt_create(t->ctx, &c, &t->m, err, n);
+        if (st == F8_OK && from_hf) st = hf_import(&t->m, t->o.init_from, err, n);
         t->use_graph = t->o.graph < 0 ? cuda : t->o.graph;
     }
     f8_adamw_config ac = f8_adamw_config_default();
@@ -360,22 +382,21 @@ static float logit_at(const trainer *t, const unsigned char *row, int64_t v)
     return f;
 }
 
-f8_status trainer_sample(trainer *t, const char *prompt, int64_t n, float temperature, uint64_t seed, char *out)
+/* Sample n token ids after the len ids in ctx_tok (room for seq), each from
+ * softmax(logits / temperature) of the last position, sliding the window when
+ * it is full. */
+static f8_status sample_ids(trainer *t, int32_t *ctx_tok, int64_t len, int64_t n, float temperature, uint64_t seed,
+                            int32_t *out)
 {
     const int64_t S = t->m.c.seq, V = t->m.c.vocab, Vp = t->m.c.padded_vocab;
     const size_t es = f8_dtype_size(t->m.c.dtype);
-    int32_t *ctx_tok = (int32_t *)calloc((size_t)S, 4);
     unsigned char *row = (unsigned char *)malloc((size_t)Vp * es);
     double *p = (double *)malloc((size_t)V * sizeof(double));
-    if (!ctx_tok || !row || !p) {
-        free(ctx_tok);
+    if (!row || !p) {
         free(row);
         free(p);
         return F8_ERR_OUT_OF_MEMORY;
     }
-    int64_t len = 0;
-    for (const char *c = prompt ? prompt : ""; *c && len < S; c++) ctx_tok[len++] = (unsigned char)*c;
-    if (len == 0) ctx_tok[len++] = '\n';
     uint64_t s = seed;
     f8_status st = F8_OK;
     for (int64_t i = 0; i < n && st == F8_OK; i++) {
@@ -401,17 +422,67 @@ f8_status trainer_sample(trainer *t, const char *prompt, int64_t n, float temper
                 break;
             }
         }
-        out[i] = (char)(pick < 256 ? pick : '?');
+        out[i] = (int32_t)pick;
         if (len == S) { /* slide the window */
             memmove(ctx_tok, ctx_tok + 1, (size_t)(S - 1) * 4);
             len--;
         }
         ctx_tok[len++] = (int32_t)pick;
     }
-    out[st == F8_OK ? n : 0] = '\0';
-    free(ctx_tok);
     free(row);
     free(p);
+    return st;
+}
+
+f8_status trainer_sample(trainer *t, const char *prompt, int64_t n, float temperature, uint64_t seed, char *out)
+{
+    const int64_t S = t->m.c.seq;
+    int32_t *ctx_tok = (int32_t *)calloc((size_t)S, 4), *ids = (int32_t *)malloc((size_t)n * 4 + 4);
+    f8_status st = ctx_tok && ids ? F8_OK : F8_ERR_OUT_OF_MEMORY;
+    int64_t len = 0;
+    for (const char *c = prompt ? prompt : ""; *c && len < S; c++) ctx_tok[len++] = (unsigned char)*c;
+    if (len == 0) ctx_tok[len++] = '\n';
+    if (st == F8_OK) st = sample_ids(t, ctx_tok, len, n, temperature, seed, ids);
+    for (int64_t i = 0; st == F8_OK && i < n; i++) out[i] = (char)(ids[i] < 256 ? ids[i] : '?');
+    out[st == F8_OK ? n : 0] = '\0';
+    free(ctx_tok);
+    free(ids);
+    return st;
+}
+
+f8_status trainer_sample_text(trainer *t, const char *tokenizer_path, int64_t n, float temperature, uint64_t seed,
+                              char **text)
+{
+    *text = NULL;
+    tokenizer *tok = NULL;
+    char why[256];
+    if (tokenizer_load(tokenizer_path, &tok, why, sizeof why) != 0) {
+        snprintf(t->error, sizeof t->error, "%s", why);
+        return F8_ERR_IO;
+    }
+    const int64_t S = t->m.c.seq;
+    int32_t *ctx_tok = (int32_t *)calloc((size_t)S, 4), *ids = (int32_t *)malloc((size_t)n * 4 + 4);
+    char *buf = (char *)malloc((size_t)n * 255 + 1);
+    f8_status st = ctx_tok && ids && buf ? F8_OK : F8_ERR_OUT_OF_MEMORY;
+    if (st == F8_OK) ctx_tok[0] = tokenizer_eot(tok) < t->m.c.vocab ? tokenizer_eot(tok) : 0; /* from end-of-text */
+    if (st == F8_OK) st = sample_ids(t, ctx_tok, 1, n, temperature, seed, ids);
+    size_t k = 0;
+    for (int64_t i = 0; st == F8_OK && i < n; i++) {
+        size_t len = 0;
+        const char *piece = tokenizer_decode(tok, ids[i], &len);
+        if (!piece) piece = "?", len = 1; /* a padded or unknown id */
+        memcpy(buf + k, piece, len);
+        k += len;
+    }
+    if (st == F8_OK) {
+        buf[k] = '\0';
+        *text = buf;
+    } else {
+        free(buf);
+    }
+    free(ctx_tok);
+    free(ids);
+    tokenizer_destroy(tok);
     return st;
 }
 
@@ -517,7 +588,14 @@ int trainer_run(trainer *t)
             fprintf(stderr, "f8_train: plot: %s\n", err);
         else if (!o->quiet) printf("plot: %s\n", o->plot);
     }
-    if (o->sample > 0 && t->m.c.vocab <= 256) {
+    if (o->sample > 0 && t->m.c.vocab > 256 && o->tokenizer && o->tokenizer[0]) {
+        char *text = NULL;
+        if (trainer_sample_text(t, o->tokenizer, o->sample, o->temperature, o->seed, &text) == F8_OK)
+            printf("sample:\n%s\n", text);
+        else
+            fprintf(stderr, "f8_train: sample: %s\n", trainer_error(t));
+        free(text);
+    } else if (o->sample > 0 && t->m.c.vocab <= 256) {
         char *text = (char *)malloc((size_t)o->sample + 1);
         if (text && trainer_sample(t, o->prompt, o->sample, o->temperature, o->seed, text) == F8_OK)
             printf("sample:\n%s%s\n", o->prompt ? o->prompt : "", text);

@@ -31,6 +31,8 @@ typedef struct train_options {
     const char *checkpoint;   /* save here ("" = none) every checkpoint_every steps and at the end */
     int64_t checkpoint_every;
     const char *resume;       /* continue from this checkpoint */
+    const char *init_from;    /* start from a Hugging Face GPT-2 (hf.h): its shape and weights */
+    const char *tokenizer;    /* llm.c gpt2_tokenizer.bin: decode samples of GPT-2 token data */
     int graph;                /* -1 auto (on for CUDA), 0 off, 1 on */
     int64_t sample;           /* tokens to sample at the end (byte data only) */
     float temperature;
@@ -58,6 +60,11 @@ f8_status trainer_save(trainer *t, const char *path);
 int trainer_run(trainer *t);
 /* Sample n tokens after prompt into out (bytes; n + 1 room). */
 f8_status trainer_sample(trainer *t, const char *prompt, int64_t n, float temperature, uint64_t seed, char *out);
+
+/* Sample n GPT-2 tokens after end-of-text and decode them with llm.c's
+ * tokenizer file: *text (malloc'd, NUL-terminated) for the caller to free. */
+f8_status trainer_sample_text(trainer *t, const char *tokenizer_path, int64_t n, float temperature, uint64_t seed,
+                              char **text);
 
 /* Introspection for the tests. */
 gpt *trainer_model(trainer *t);
