@@ -12,9 +12,11 @@
 #include "../train/corpus.c"
 #include "../train/data.c"
 #include "../train/gpt.c"
+#include "../train/hf.c"
 #include "../train/log.c"
 #include "../train/options.c"
 #include "../train/plot.c"
+#include "../train/tokenizer.c"
 #include "../train/trainer.c"
 
 static train_options tiny_options(int fp8)

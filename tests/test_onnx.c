@@ -32,9 +32,11 @@
 #include "../train/data.c"
 #include "../train/export.c"
 #include "../train/gpt.c"
+#include "../train/hf.c"
 #include "../train/log.c"
 #include "../train/options.c"
 #include "../train/plot.c"
+#include "../train/tokenizer.c"
 #include "../train/trainer.c"
 
 static char dir[256];

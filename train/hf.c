@@ -2,7 +2,7 @@
  * hf.c — GPT-2 checkpoints of Hugging Face transformers in and out (hf.h).
  *
  * Design note. The file is read on a CPU ctx (host memory) with f8's
- * safetensors reader, each tensor transposed on the host where GPT-2's
+ * safetensors hf_reader, each tensor transposed on the host where GPT-2's
  * Conv1D stores [in, out], then uploaded through one FP32 staging buffer and
  * converted into the model's dtype on its own ctx; weights go through
  * f8_module_write_weight so no FP8 workspace keeps a cast of the old values.
@@ -132,15 +132,15 @@ static int json_shape(const char *hdr, const char *name, int64_t d[2])
 
 /* ---- the checkpoint's tensors ----------------------------------------------- */
 
-typedef struct reader {
+typedef struct hf_reader {
     f8_ctx *ctx;          /* CPU: the tensors land in host memory */
     f8_checkpoint *ck;
     const char *prefix;   /* "transformer." or "" (the hub's original files) */
     uint16_t *bf16;       /* scratch for BF16 files */
-} reader;
+} hf_reader;
 
 /* Read name ([rows, cols], or [n] as [1, n]) into host FP32. */
-static f8_status read_f32(reader *r, const char *name, int64_t rows, int64_t cols, float *out, char *err, size_t n)
+static f8_status read_f32(hf_reader *r, const char *name, int64_t rows, int64_t cols, float *out, char *err, size_t n)
 {
     char full[128];
     snprintf(full, sizeof full, "%s%s", r->prefix, name);
@@ -162,7 +162,7 @@ static f8_status read_f32(reader *r, const char *name, int64_t rows, int64_t col
     return st;
 }
 
-static void transpose(const float *src, int64_t rows, int64_t cols, float *dst) /* dst [cols, rows] */
+static void transpose_host(const float *src, int64_t rows, int64_t cols, float *dst) /* dst [cols, rows] */
 {
     for (int64_t i = 0; i < rows; i++)
         for (int64_t j = 0; j < cols; j++) dst[j * rows + i] = src[i * cols + j];
@@ -170,34 +170,34 @@ static void transpose(const float *src, int64_t rows, int64_t cols, float *dst) 
 
 /* ---- the mapping ----------------------------------------------------------------- */
 
-typedef enum { QKV, PROJ, MLP, HEAD } part;
+typedef enum { AT_QKV, AT_PROJ, AT_MLP, AT_HEAD } hf_part;
 
-typedef struct entry {
+typedef struct hf_entry {
     const char *name;  /* after "h.N." for block entries, "%s" marks none */
-    part where;
+    hf_part where;
     f8_param which;
     int conv1d;        /* stored [in, out]: transposed */
-} entry;
+} hf_entry;
 
-static const entry BLOCK[] = {
-    {"ln_1.weight", QKV, F8_PARAM_LN_WEIGHT, 0},     {"ln_1.bias", QKV, F8_PARAM_LN_BIAS, 0},
-    {"attn.c_attn.weight", QKV, F8_PARAM_WEIGHT, 1}, {"attn.c_attn.bias", QKV, F8_PARAM_BIAS, 0},
-    {"attn.c_proj.weight", PROJ, F8_PARAM_WEIGHT, 1}, {"attn.c_proj.bias", PROJ, F8_PARAM_BIAS, 0},
-    {"ln_2.weight", MLP, F8_PARAM_LN_WEIGHT, 0},     {"ln_2.bias", MLP, F8_PARAM_LN_BIAS, 0},
-    {"mlp.c_fc.weight", MLP, F8_PARAM_FC1_WEIGHT, 1}, {"mlp.c_fc.bias", MLP, F8_PARAM_FC1_BIAS, 0},
-    {"mlp.c_proj.weight", MLP, F8_PARAM_FC2_WEIGHT, 1}, {"mlp.c_proj.bias", MLP, F8_PARAM_FC2_BIAS, 0},
+static const hf_entry BLOCK[] = {
+    {"ln_1.weight", AT_QKV, F8_PARAM_LN_WEIGHT, 0},     {"ln_1.bias", AT_QKV, F8_PARAM_LN_BIAS, 0},
+    {"attn.c_attn.weight", AT_QKV, F8_PARAM_WEIGHT, 1}, {"attn.c_attn.bias", AT_QKV, F8_PARAM_BIAS, 0},
+    {"attn.c_proj.weight", AT_PROJ, F8_PARAM_WEIGHT, 1}, {"attn.c_proj.bias", AT_PROJ, F8_PARAM_BIAS, 0},
+    {"ln_2.weight", AT_MLP, F8_PARAM_LN_WEIGHT, 0},     {"ln_2.bias", AT_MLP, F8_PARAM_LN_BIAS, 0},
+    {"mlp.c_fc.weight", AT_MLP, F8_PARAM_FC1_WEIGHT, 1}, {"mlp.c_fc.bias", AT_MLP, F8_PARAM_FC1_BIAS, 0},
+    {"mlp.c_proj.weight", AT_MLP, F8_PARAM_FC2_WEIGHT, 1}, {"mlp.c_proj.bias", AT_MLP, F8_PARAM_FC2_BIAS, 0},
 };
-static const entry FINAL[] = {{"ln_f.weight", HEAD, F8_PARAM_LN_WEIGHT, 0}, {"ln_f.bias", HEAD, F8_PARAM_LN_BIAS, 0}};
+static const hf_entry FINAL[] = {{"ln_f.weight", AT_HEAD, F8_PARAM_LN_WEIGHT, 0}, {"ln_f.bias", AT_HEAD, F8_PARAM_LN_BIAS, 0}};
 
-static f8_module *module_of(gpt *m, int64_t l, part p)
+static f8_module *module_of(gpt *m, int64_t l, hf_part p)
 {
-    return p == QKV ? m->blocks[l].qkv : p == PROJ ? m->blocks[l].proj : p == MLP ? m->blocks[l].mlp : m->head;
+    return p == AT_QKV ? m->blocks[l].qkv : p == AT_PROJ ? m->blocks[l].proj : p == AT_MLP ? m->blocks[l].mlp : m->head;
 }
 
 static int is_weight(f8_param w) { return w == F8_PARAM_WEIGHT || w == F8_PARAM_FC1_WEIGHT || w == F8_PARAM_FC2_WEIGHT; }
 
 /* host FP32 [view's shape] -> a parameter (or any view) of the model. */
-static f8_status put(gpt *m, f8_module *mod, f8_param which, f8_tensor *view, const float *host, void *stage)
+static f8_status param_put(gpt *m, f8_module *mod, f8_param which, f8_tensor *view, const float *host, void *stage)
 {
     const size_t bytes = (size_t)(view->rows * view->cols) * 4;
     f8_tensor src = f8_tensor_make(stage, F8_DTYPE_FP32, view->rows, view->cols);
@@ -208,7 +208,7 @@ static f8_status put(gpt *m, f8_module *mod, f8_param which, f8_tensor *view, co
 }
 
 /* a view of the model -> host FP32. */
-static f8_status get(gpt *m, const f8_tensor *view, float *host, void *stage)
+static f8_status param_get(gpt *m, const f8_tensor *view, float *host, void *stage)
 {
     f8_tensor dst = f8_tensor_make(stage, F8_DTYPE_FP32, view->rows, view->cols);
     TRY(f8_tensor_convert(m->ctx, view, &dst));
@@ -290,7 +290,7 @@ f8_status hf_import(gpt *m, const char *path, char *err, size_t n)
     }
     char ws[1024];
     weights_path(path, ws, sizeof ws);
-    reader r = {NULL, NULL, "", NULL};
+    hf_reader r = {NULL, NULL, "", NULL};
     f8_ctx_config cc = f8_ctx_config_default();
     f8_status st = f8_ctx_create(&cc, &r.ctx, err, n);
     if (st != F8_OK) return st;
@@ -304,7 +304,7 @@ f8_status hf_import(gpt *m, const char *path, char *err, size_t n)
     if (st == F8_OK) st = f8_ctx_alloc(m->ctx, big * 4, &stage);
     char name[128];
     for (int64_t l = 0; st == F8_OK && l < c->layers + 1; l++) {
-        const entry *tab = l < c->layers ? BLOCK : FINAL;
+        const hf_entry *tab = l < c->layers ? BLOCK : FINAL;
         const size_t count = l < c->layers ? sizeof BLOCK / sizeof BLOCK[0] : 2;
         for (size_t e = 0; st == F8_OK && e < count; e++) {
             f8_module *mod = module_of(m, l, tab[e].where);
@@ -314,11 +314,11 @@ f8_status hf_import(gpt *m, const char *path, char *err, size_t n)
             else snprintf(name, sizeof name, "%s", tab[e].name);
             if (tab[e].conv1d) {
                 st = read_f32(&r, name, v.cols, v.rows, b, err, n); /* [in, out] */
-                if (st == F8_OK) transpose(b, v.cols, v.rows, a);
+                if (st == F8_OK) transpose_host(b, v.cols, v.rows, a);
             } else {
                 st = read_f32(&r, name, v.rows, v.cols, a, err, n);
             }
-            if (st == F8_OK && (st = put(m, mod, tab[e].which, &v, a, stage)) != F8_OK)
+            if (st == F8_OK && (st = param_put(m, mod, tab[e].which, &v, a, stage)) != F8_OK)
                 snprintf(err, n, "%s: %s", name, f8_ctx_last_error(m->ctx));
         }
     }
@@ -329,10 +329,10 @@ f8_status hf_import(gpt *m, const char *path, char *err, size_t n)
     }
     f8_tensor w;
     if (st == F8_OK) st = f8_module_param(m->head, F8_PARAM_WEIGHT, 0, &w);
-    if (st == F8_OK) st = put(m, m->head, F8_PARAM_WEIGHT, &w, a, stage);
+    if (st == F8_OK) st = param_put(m, m->head, F8_PARAM_WEIGHT, &w, a, stage);
     if (st == F8_OK) st = read_f32(&r, "wpe.weight", hc.positions, C, a, err, n);
     f8_tensor wpe = f8_tensor_make(m->wpe, c->dtype, c->seq, C);
-    if (st == F8_OK) st = put(m, NULL, F8_PARAM_WEIGHT, &wpe, a, stage);
+    if (st == F8_OK) st = param_put(m, NULL, F8_PARAM_WEIGHT, &wpe, a, stage);
     if (st == F8_OK && f8_checkpoint_has(r.ck, "lm_head.weight")) {
         /* f8's head is tied: an lm_head.weight that is not wte is refused, not dropped */
         const char *pre = r.prefix;
@@ -415,7 +415,7 @@ f8_status hf_export(gpt *m, const char *dir, char *err, size_t n)
     if (st == F8_OK) st = f8_ctx_alloc(m->ctx, (size_t)(c->padded_vocab * C + 16 * C * C) * 4, &stage);
     size_t k = 0;
     for (int64_t l = 0; st == F8_OK && l <= L; l++) {
-        const entry *tab = l < L ? BLOCK : FINAL;
+        const hf_entry *tab = l < L ? BLOCK : FINAL;
         const size_t cnt = l < L ? per : 2;
         for (size_t e = 0; st == F8_OK && e < cnt; e++, k++) {
             f8_tensor v;
@@ -424,8 +424,8 @@ f8_status hf_export(gpt *m, const char *dir, char *err, size_t n)
             else snprintf(t[k].name, sizeof t[k].name, "transformer.%s", tab[e].name);
             t[k].data = (float *)malloc((size_t)(v.rows * v.cols) * 4 + 4);
             if (st == F8_OK && !t[k].data) st = F8_ERR_OUT_OF_MEMORY;
-            if (st == F8_OK) st = get(m, &v, tab[e].conv1d ? tmp : t[k].data, stage);
-            if (st == F8_OK && tab[e].conv1d) transpose(tmp, v.rows, v.cols, t[k].data); /* [in, out] */
+            if (st == F8_OK) st = param_get(m, &v, tab[e].conv1d ? tmp : t[k].data, stage);
+            if (st == F8_OK && tab[e].conv1d) transpose_host(tmp, v.rows, v.cols, t[k].data); /* [in, out] */
             t[k].ndim = tab[e].conv1d ? 2 : 1;
             t[k].dims[0] = tab[e].conv1d ? v.cols : v.rows * v.cols;
             t[k].dims[1] = v.rows;
@@ -437,14 +437,14 @@ f8_status hf_export(gpt *m, const char *dir, char *err, size_t n)
         snprintf(t[k].name, sizeof t[k].name, "transformer.wte.weight");
         t[k].ndim = 2, t[k].dims[0] = c->vocab, t[k].dims[1] = C;
         t[k].data = (float *)malloc((size_t)(w.rows * C) * 4);
-        st = t[k].data ? get(m, &w, t[k].data, stage) : F8_ERR_OUT_OF_MEMORY; /* the first V of Vp rows */
+        st = t[k].data ? param_get(m, &w, t[k].data, stage) : F8_ERR_OUT_OF_MEMORY; /* the first V of Vp rows */
         k++;
     }
     if (st == F8_OK) {
         snprintf(t[k].name, sizeof t[k].name, "transformer.wpe.weight");
         t[k].ndim = 2, t[k].dims[0] = c->seq, t[k].dims[1] = C;
         t[k].data = (float *)malloc((size_t)(c->seq * C) * 4);
-        st = t[k].data ? get(m, &wpe, t[k].data, stage) : F8_ERR_OUT_OF_MEMORY;
+        st = t[k].data ? param_get(m, &wpe, t[k].data, stage) : F8_ERR_OUT_OF_MEMORY;
         k++;
     }
     if (st != F8_OK && !err[0]) snprintf(err, n, "%s", f8_ctx_last_error(m->ctx));
@@ -487,7 +487,7 @@ f8_status hf_export(gpt *m, const char *dir, char *err, size_t n)
 
 /* ---- the commands ---------------------------------------------------------------- */
 
-static f8_ctx *make_ctx(const char *backend, char *err, size_t n)
+static f8_ctx *cmd_ctx(const char *backend, char *err, size_t n)
 {
     f8_ctx_config cc = f8_ctx_config_default();
     cc.backend = strcmp(backend, "cpu") == 0 ? F8_BACKEND_CPU : F8_BACKEND_CUDA;
@@ -557,7 +557,7 @@ int eval_hf_main(int argc, char **argv)
         return 1;
     }
     if (n - 1 > hc.positions) n = hc.positions + 1; /* one window */
-    f8_ctx *ctx = make_ctx(backend, err, sizeof err);
+    f8_ctx *ctx = cmd_ctx(backend, err, sizeof err);
     gpt m;
     memset(&m, 0, sizeof m);
     gpt_config c;
@@ -607,7 +607,7 @@ int export_hf_main(int argc, char **argv)
     static const char *const KEYS[] = {"train.layers", "train.heads", "train.channels", "train.seq",
                                        "train.vocab", "train.padded_vocab", "train.dtype", "train.fp8"};
     char err[512] = "";
-    f8_ctx *ctx = make_ctx("cpu", err, sizeof err);
+    f8_ctx *ctx = cmd_ctx("cpu", err, sizeof err);
     f8_checkpoint *ck = NULL;
     gpt m;
     memset(&m, 0, sizeof m);
