@@ -13,6 +13,7 @@
 #include "../train/corpus.c"
 #include "../train/data.c"
 #include "../train/log.c"
+#include "../train/parse.c"
 #include "../train/plot.c"
 
 static char tmpdir[64];
