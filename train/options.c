@@ -257,7 +257,8 @@ int train_parse_args(int argc, char **argv, train_options *o, FILE *out, char *e
             if (!bad) o->backend = backends[w];
         } else if (strcmp(a, "--dtype") == 0) {
             bad = opt_word(a, v, dtypes, 3, &w, err, n);
-            if (!bad) o->dtype = dtypes[w], bit = w ? TRAIN_GIVEN_DTYPE : 0; /* auto: whatever the checkpoint has */
+            if (!bad) o->dtype = dtypes[w], bit = TRAIN_GIVEN_DTYPE;
+            if (!bad && w == 0) o->given &= ~bit, bit = 0; /* auto: whatever the checkpoint has */
         }
         else if (strcmp(a, "--text") == 0) o->text = v;
         else if (strcmp(a, "--data") == 0) o->data = v;

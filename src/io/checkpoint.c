@@ -785,8 +785,9 @@ static void remove_stale_temps(const char *path)
     DIR *d = opendir(dir);
     struct dirent *de;
     while (d && (de = readdir(d)) != NULL) {
-        const char *n = de->d_name, *digits = n + blen + 5;
+        const char *n = de->d_name;
         if (strncmp(n, base, blen) || strncmp(n + blen, ".tmp.", 5)) continue;
+        const char *digits = n + blen + 5;
         size_t nd = strspn(digits, "0123456789");
         if (nd == 0 || nd > 9 || digits[nd] || digits[0] == '0') continue;
         long pid = strtol(digits, NULL, 10);
