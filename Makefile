@@ -4,6 +4,7 @@
 #   make run             run the main program on its embedded default
 #   make bench           run the benchmarks (GPU)
 #   make install PREFIX=/usr/local
+#   make config          print the knobs as resolved here (CUDA=0|1 ...)
 #   make fuzz            libFuzzer for FUZZ_SECONDS on FUZZ_TARGET: checkpoint (default),
 #                        shards, text or meta (clang; tools/fuzz.sh)
 # Knobs: CUDA=0|1 (default: 1 only where the GPU code can run: nvcc on PATH and
@@ -70,7 +71,7 @@ BENCH_CU_OBJ := $(if $(filter 1,$(CUDA)),$(patsubst %.cu,$(BUILD)/%.o,$(wildcard
 TRAIN_BIN := $(BUILD)/f8_train
 EXAMPLE_BIN := $(BUILD)/examples/example_linear
 
-.PHONY: all test run bench install clean fuzz
+.PHONY: all test run bench install clean fuzz config
 .SECONDARY: $(BENCH_CU_OBJ)
 all: $(BUILD)/libf8.a $(BUILD)/libf8.so $(TEST_BIN) $(BENCH_BIN) $(TRAIN_BIN) $(EXAMPLE_BIN)
 
@@ -138,6 +139,10 @@ fuzz:
 # The fuzz replay tests include their fuzz target and the replay driver.
 $(BUILD)/tests/test_fuzz_replay $(BUILD)/tests/test_fuzz_shards $(BUILD)/tests/test_fuzz_text \
 $(BUILD)/tests/test_fuzz_meta: $(wildcard fuzz/*.c)
+
+# The knobs as this machine resolves them (tools/check_build.sh reads CUDA).
+config:
+	@echo CUDA=$(CUDA); echo SM=$(SM); echo SAN=$(SAN); echo BLAS_LIB=$(BLAS_LIB); echo PREFIX=$(PREFIX)
 
 clean:
 	rm -rf build
