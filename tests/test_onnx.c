@@ -34,6 +34,7 @@
 #include "../train/gpt.c"
 #include "../train/log.c"
 #include "../train/options.c"
+#include "../train/parse.c"
 #include "../train/plot.c"
 #include "../train/trainer.c"
 
