@@ -15,6 +15,7 @@
 #include "../train/hf.c"
 #include "../train/log.c"
 #include "../train/options.c"
+#include "../train/parse.c"
 #include "../train/plot.c"
 #include "../train/tokenizer.c"
 #include "../train/trainer.c"

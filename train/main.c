@@ -2,8 +2,9 @@
  * main.c — f8_train, f8's main program: FP8 training of a GPT (trainer.h),
  * `f8_train plot OUT.svg LOG...` to overlay loss curves, and
  * `f8_train export CHECKPOINT OUT.onnx` (export.h), `f8_train export-hf` and
- * `f8_train eval-hf` (hf.h: GPT-2 checkpoints of transformers). Exits non-zero
- * on any error, and when a training run's loss did not fall.
+ * `f8_train eval-hf` (hf.h: GPT-2 checkpoints of transformers). Exit status:
+ * 0 the loss fell, 1 any error (bad option or input: nothing trained), 2 the
+ * loss did not fall, 3 fewer than 2 steps trained (too few to tell).
  */
 #include <stdio.h>
 #include <string.h>
