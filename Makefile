@@ -4,19 +4,28 @@
 #   make run             run the main program on its embedded default
 #   make bench           run the benchmarks (GPU)
 #   make install PREFIX=/usr/local
-#   make fuzz            libFuzzer on the checkpoint loader for FUZZ_SECONDS (clang; tools/fuzz.sh);
-#                        FUZZ_TARGET=onnx: the ONNX exporter's names and shapes
-# Knobs: CUDA=0|1 (default: 1 when nvcc is on PATH), SM=90, SAN=1 (ASan+UBSan
-# build in build/san), BLAS_LIB=-lopenblas (CPU GEMMs through sgemm_).
+#   make config          print the knobs as resolved here (CUDA=0|1 ...)
+#   make fuzz            libFuzzer for FUZZ_SECONDS on FUZZ_TARGET: checkpoint (default),
+#                        shards, text, meta or onnx (clang; tools/fuzz.sh)
+# Knobs: CUDA=0|1 (default: 1 only where the GPU code can run: nvcc on PATH and
+# a GPU visible, i.e. /dev/nvidia0 exists or `nvidia-smi -L` succeeds; CUDA=1
+# builds it anyway, as CI does), SM=90, SAN=1 (ASan+UBSan build in build/san),
+# BLAS_LIB=-lopenblas (CPU GEMMs through sgemm_).
 
 CC       ?= cc
 NVCC     ?= nvcc
 CUDA_HOME ?= /usr/local/cuda
-CUDA     ?= $(if $(shell command -v $(NVCC) 2>/dev/null),1,0)
+# Probed once (:=), and only when not given.
+ifeq ($(origin CUDA),undefined)
+CUDA := $(shell command -v $(NVCC) >/dev/null 2>&1 && \
+          { [ -e /dev/nvidia0 ] || nvidia-smi -L >/dev/null 2>&1; } && echo 1 || echo 0)
+endif
 SM       ?= 90
 SAN      ?= 0
 BLAS_LIB ?=
 PREFIX   ?= /usr/local
+VERSION  := 0.1.0
+SOMAJOR  := 0
 FUZZ_SECONDS ?= 600
 
 BUILD := build
@@ -62,7 +71,7 @@ BENCH_CU_OBJ := $(if $(filter 1,$(CUDA)),$(patsubst %.cu,$(BUILD)/%.o,$(wildcard
 TRAIN_BIN := $(BUILD)/f8_train
 EXAMPLE_BIN := $(BUILD)/examples/example_linear
 
-.PHONY: all test run bench install clean fuzz
+.PHONY: all test run bench install clean fuzz config
 .SECONDARY: $(BENCH_CU_OBJ)
 all: $(BUILD)/libf8.a $(BUILD)/libf8.so $(TEST_BIN) $(BENCH_BIN) $(TRAIN_BIN) $(EXAMPLE_BIN)
 
@@ -78,8 +87,10 @@ $(BUILD)/libf8.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
+# The shared library carries its SONAME (libf8.so.0): programs linked
+# against it depend on the major version, not on the development link.
 $(BUILD)/libf8.so: $(LIB_OBJ)
-	$(CC) -shared $(SANFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) -shared $(SANFLAGS) -Wl,-soname,libf8.so.$(SOMAJOR) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/tests/%: tests/%.c $(wildcard tests/*.h train/*.c train/*.h) $(BUILD)/libf8.a
 	@mkdir -p $(dir $@)
@@ -106,20 +117,40 @@ run: $(TRAIN_BIN)
 bench: $(BENCH_BIN)
 	@set -e; for b in $(BENCH_BIN); do ./$$b; done
 
+# lib/: libf8.a, libf8.so.$(VERSION) with the links libf8.so.0 (the SONAME,
+# what programs load) and libf8.so (what -lf8 finds); f8.pc (see f8.pc.in
+# for how --static picks libf8.a).
 install: $(BUILD)/libf8.a $(BUILD)/libf8.so
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 644 include/f8.h $(DESTDIR)$(PREFIX)/include/f8.h
 	install -m 644 $(BUILD)/libf8.a $(DESTDIR)$(PREFIX)/lib/libf8.a
-	install -m 755 $(BUILD)/libf8.so $(DESTDIR)$(PREFIX)/lib/libf8.so
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBS@|$(LDLIBS)|' f8.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/f8.pc
+	install -m 755 $(BUILD)/libf8.so $(DESTDIR)$(PREFIX)/lib/libf8.so.$(VERSION)
+	ln -sf libf8.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libf8.so.$(SOMAJOR)
+	ln -sf libf8.so.$(SOMAJOR) $(DESTDIR)$(PREFIX)/lib/libf8.so
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@LIBS@|$(LDLIBS)|' f8.pc.in \
+	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/f8.pc
 
 # The fuzz target is built by clang from the CPU-only library sources.
 FUZZ_LIB_C := $(wildcard src/core/*.c src/modules/*.c src/train/*.c src/io/*.c src/cpu/*.c)
+FUZZ_TARGET ?= checkpoint
 fuzz:
-	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_LIB_SRC="$(FUZZ_LIB_C)" sh tools/fuzz.sh run
+	FUZZ_TARGET=$(FUZZ_TARGET) FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_LIB_SRC="$(FUZZ_LIB_C)" sh tools/fuzz.sh run
 
-# test_fuzz_replay and test_onnx include a fuzz target and its replay driver.
-$(BUILD)/tests/test_fuzz_replay $(BUILD)/tests/test_onnx: $(wildcard fuzz/*.c)
+# test_python runs python/tests/run_cpu.py over this build's shared library
+# (a sanitizer build's needs the ASan runtime preloaded into Python).
+PY_ASAN := $(if $(filter 1,$(SAN)),-DF8_ASAN_RT='"$(shell $(CC) -print-file-name=libasan.so)"')
+$(BUILD)/tests/test_python: tests/test_python.c tests/check.h $(BUILD)/libf8.a $(BUILD)/libf8.so \
+		$(wildcard python/f8/*.py python/tests/*.py)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Itests -DF8_LIBSO='"$(BUILD)/libf8.so"' $(PY_ASAN) $< -o $@ $(BUILD)/libf8.a $(LDLIBS)
+
+# The fuzz replay tests (and test_onnx) include their fuzz target and the replay driver.
+$(BUILD)/tests/test_fuzz_replay $(BUILD)/tests/test_fuzz_shards $(BUILD)/tests/test_fuzz_text \
+$(BUILD)/tests/test_fuzz_meta $(BUILD)/tests/test_onnx: $(wildcard fuzz/*.c)
+
+# The knobs as this machine resolves them (tools/check_build.sh reads CUDA).
+config:
+	@echo CUDA=$(CUDA); echo SM=$(SM); echo SAN=$(SAN); echo BLAS_LIB=$(BLAS_LIB); echo PREFIX=$(PREFIX)
 
 clean:
 	rm -rf build

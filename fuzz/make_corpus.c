@@ -2,7 +2,8 @@
  * make_corpus.c — writes the seed corpus of the checkpoint fuzz target into
  * a directory (tools/fuzz.sh corpus DIR; fuzz/corpus holds its output):
  * valid f8 files made through the library (every dtype, 0-D to 4-D shapes,
- * empty tensors, escaped and Unicode metadata), plain safetensors as other
+ * empty tensors, escaped and Unicode metadata, per-tensor checksums), an f8
+ * file from before checksums and one with a wrong checksum, plain safetensors as other
  * tools write them (spaces after ':' and ',', no f8 metadata), and a few
  * invalid files one step from valid ones. Small on purpose: libFuzzer
  * mutates better from small seeds.
@@ -102,6 +103,14 @@ int main(int argc, char **argv)
     check(f8i_checkpoint_put(ck, "l.fp8.fwd.scale_inv", F8I_CK_F32, 1, n3, bytes, 12), ctx);
     put_checkpoint("valid-module", ck);
     f8_checkpoint_destroy(ck);
+
+    /* An f8 file from before the per-tensor checksums (loads unchecked), and
+     * one whose checksum does not match its bytes. */
+    put_json("legacy-f8", "{\"__metadata__\":{\"format\":\"f8\",\"f8.format_version\":\"1\"},"
+             "\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", bytes, 8);
+    put_json("bad-checksum", "{\"__metadata__\":{\"format\":\"f8\",\"f8.format_version\":\"1\","
+             "\"f8.xxh64.a\":\"0123456789abcdef\"},\"a\":{\"dtype\":\"F32\",\"shape\":[2],"
+             "\"data_offsets\":[0,8]}}", bytes, 8);
 
     /* As other tools write them. */
     put_json("foreign-spaces", "{\"__metadata__\": {\"format\": \"pt\"}, \"a\": {\"dtype\": \"F32\", \"shape\": [2], "

@@ -824,7 +824,9 @@ int f8_ctx_capturing(const f8_ctx *ctx);
  * little-endian header length, a JSON header naming each tensor's dtype
  * ("F32", "BF16", "F8_E4M3", "F8_E5M2", "I32", "I64", "U8"), shape (0 to 8
  * dimensions) and byte range, then the data. __metadata__ holds "format" =
- * "f8" and "f8.format_version" = "1" plus the caller's pairs.
+ * "f8" and "f8.format_version" = "1", an integrity checksum of every
+ * tensor's bytes ("f8.xxh64.<tensor name>" = XXH64, seed 0, as 16 lowercase
+ * hex digits), plus the caller's pairs.
  *
  * Files written by f8 are canonical (the same checkpoint gives the same
  * bytes): the JSON lists tensors by name (byte order) and is padded with
@@ -868,7 +870,12 @@ void f8_checkpoint_destroy(f8_checkpoint *checkpoint);
  * ranges that overlap, leave a gap or leave bytes at the end of the file;
  * duplicate names or metadata keys; and, in an f8 file ("format" = "f8" or
  * an f8.format_version key), a version that is missing, not a positive
- * integer, or newer than 1. Those give F8_ERR_INVALID_ARGUMENT; a file that
+ * integer, or newer than 1; a tensor whose bytes do not match its
+ * "f8.xxh64.<name>" checksum (the message names the tensor), a checksum that
+ * is not 16 hex digits, or one for a tensor the file does not hold. Files
+ * without checksums (f8 files written before they were added, safetensors
+ * of other tools) load unchecked. Checksums are not kept as metadata of the
+ * loaded checkpoint (f8_checkpoint_metadata does not return them). Those give F8_ERR_INVALID_ARGUMENT; a file that
  * cannot be opened or read (or is not a regular file) gives F8_ERR_IO; the
  * reason is in f8_ctx_last_error and *checkpoint is NULL. */
 f8_status f8_checkpoint_load(f8_ctx *ctx, const char *path, f8_checkpoint **checkpoint);
@@ -876,7 +883,11 @@ f8_status f8_checkpoint_load_memory(f8_ctx *ctx, const void *bytes, size_t size,
 
 /* Write the checkpoint to path: to "<path>.tmp.<pid>" first, flushed to
  * disk, then renamed over path, so a failed save leaves any old file intact
- * (and removes the temporary). F8_ERR_IO with the system's reason when the
+ * (and removes the temporary). A save that was killed leaves its temporary
+ * behind; the next save to the same path removes every "<path>.tmp.<pid>"
+ * whose pid is not a running process on this machine (a process of another
+ * pid namespace writing into the same directory is not seen: give such
+ * writers distinct paths). Every tensor's checksum is computed here. F8_ERR_IO with the system's reason when the
  * temporary cannot be created or written or the rename fails. The file
  * always says "format" = "f8", "f8.format_version" = "1", whatever the
  * checkpoint was loaded from. */
@@ -1087,7 +1098,9 @@ f8_status f8_adamw_read(f8_adamw *adamw, int64_t *step, float *lr, float *grad_n
  * shape), <prefix>.step (I64 [1]), <prefix>.lr and <prefix>.grad_norm (F32
  * [1], what f8_adamw_read returns). Parameters are not stored: add them as
  * tensors. Restoring checks every entry first (a missing one, another dtype
- * or shape, or more parameters stored than registered change nothing) and
+ * or shape, more parameters stored than registered, a NaN or infinite
+ * moment, lr or grad_norm, or a negative second moment, lr or grad_norm
+ * (F8_ERR_INVALID_ARGUMENT naming the tensor and element) change nothing) and
  * then continues the run bit for bit. Adding refuses a name already in the
  * checkpoint before adding anything. */
 f8_status f8_checkpoint_add_adamw(f8_checkpoint *checkpoint, const char *prefix, f8_adamw *adamw);

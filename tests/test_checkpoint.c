@@ -17,8 +17,14 @@
  *  - read_tensor's dtype/shape rules; a refused read leaves dst unchanged;
  *    both copies are refused while a graph is captured;
  *  - saving over an old file: a failed save gives F8_ERR_IO, leaves the old
- *    file as it was and no temporary behind.
+ *    file as it was and no temporary behind; a save removes the temporaries
+ *    of killed saves (dead pids) and nothing else;
+ *  - integrity: every tensor's XXH64 in the metadata; a flipped bit refused
+ *    naming the tensor (memory and file loads), bad or orphaned checksums
+ *    refused, files without checksums loading as before.
+ * Value checks on restore are in test_checkpoint_values.c.
  */
+#include <sys/wait.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -269,7 +275,9 @@ static void test_layout(void)
     CHECK_OK(g_ctx, f8i_checkpoint_serialize(ck, &b, &n));
     /* Hand-built: JSON, padded with spaces so that 8 + length is a multiple
      * of 8, then the two floats little-endian. */
-    const char *json = "{\"__metadata__\":{\"format\":\"f8\",\"f8.format_version\":\"1\"},"
+    /* f8.xxh64.w is XXH64 of the 8 data bytes (xxhsum -H64 gives the same) */
+    const char *json = "{\"__metadata__\":{\"format\":\"f8\",\"f8.format_version\":\"1\","
+                       "\"f8.xxh64.w\":\"54ba68ca061b22ef\"},"
                        "\"w\":{\"dtype\":\"F32\",\"shape\":[1,2],\"data_offsets\":[0,8]}}";
     size_t jl = strlen(json), hl = (jl + 7) / 8 * 8;
     unsigned char want[256];
@@ -302,7 +310,10 @@ static void test_layout(void)
     CHECK_OK(g_ctx, f8i_checkpoint_put(ck, "e", F8I_CK_F32, 1, s1, zeros, 4));
     CHECK_OK(g_ctx, f8_checkpoint_set_metadata(ck, "k", "v"));
     CHECK_OK(g_ctx, f8i_checkpoint_serialize(ck, &b, &n));
-    const char *json2 = "{\"__metadata__\":{\"format\":\"f8\",\"f8.format_version\":\"1\",\"k\":\"v\"},"
+    const char *json2 = "{\"__metadata__\":{\"format\":\"f8\",\"f8.format_version\":\"1\",\"k\":\"v\","
+                        "\"f8.xxh64.a\":\"31886f2e7daf8ca4\",\"f8.xxh64.b\":\"3aefa6fd5cf2deb4\","
+                        "\"f8.xxh64.c\":\"c0dcf27516acb324\",\"f8.xxh64.d\":\"34c96acdcadb1bbb\","
+                        "\"f8.xxh64.e\":\"3aefa6fd5cf2deb4\"},"
                         "\"a\":{\"dtype\":\"U8\",\"shape\":[3],\"data_offsets\":[22,25]},"
                         "\"b\":{\"dtype\":\"F32\",\"shape\":[1,1],\"data_offsets\":[8,12]},"
                         "\"c\":{\"dtype\":\"BF16\",\"shape\":[3],\"data_offsets\":[16,22]},"
@@ -818,6 +829,121 @@ static void test_save_failures(void)
     f8_checkpoint_destroy(b);
 }
 
+/* Saves remove "<path>.tmp.<pid>" of dead pids only, of the same path only. */
+static void test_stale_temps(void)
+{
+    f8_checkpoint *ck = NULL;
+    CHECK_OK(g_ctx, f8_checkpoint_create(g_ctx, &ck));
+    if (!ck) return;
+    pid_t child = fork();
+    if (child == 0) _exit(0);
+    waitpid(child, NULL, 0); /* a pid that is surely not running now */
+    char path[128], names[6][192];
+    path_in_dir(path, sizeof path, "stale.safetensors");
+    snprintf(names[0], sizeof names[0], "%s.tmp.%ld", path, (long)child);        /* stale: removed */
+    snprintf(names[1], sizeof names[1], "%s.tmp.%ld", path, (long)getppid());    /* a live process's: kept */
+    snprintf(names[2], sizeof names[2], "%s.tmp.x%ld", path, (long)child);       /* not a pid: kept */
+    snprintf(names[3], sizeof names[3], "%s/other.safetensors.tmp.%ld", g_dir, (long)child); /* other base: kept */
+    snprintf(names[4], sizeof names[4], "%s.tmp.%ld.bak", path, (long)child);    /* more after the pid: kept */
+    snprintf(names[5], sizeof names[5], "%s.tmp.0%ld", path, (long)child);       /* leading zero: kept */
+    for (int i = 0; i < 6; i++) write_file(names[i], "partial", 7);
+    CHECK_OK(g_ctx, f8_checkpoint_save(ck, path));
+    CHECK(access(names[0], F_OK) != 0, "the stale temporary %s is still there", names[0]);
+    for (int i = 1; i < 6; i++) CHECK(access(names[i], F_OK) == 0, "%s was removed", names[i]);
+    for (int i = 1; i < 6; i++) unlink(names[i]);
+    unlink(path);
+    f8_checkpoint_destroy(ck);
+}
+
+/* ---- integrity ------------------------------------------------------------------ */
+
+static void test_checksums(void)
+{
+    f8_checkpoint *ck = NULL, *back = NULL;
+    CHECK_OK(g_ctx, f8_checkpoint_create(g_ctx, &ck));
+    if (!ck) return;
+    float a[4] = {1, 2, 3, 4};
+    uint16_t b[3] = {0x3F80, 0x4000, 0xC040};
+    int64_t s4[1] = {4}, s3[1] = {3};
+    CHECK_OK(g_ctx, f8i_checkpoint_put(ck, "a", F8I_CK_F32, 1, s4, a, sizeof a));
+    CHECK_OK(g_ctx, f8i_checkpoint_put(ck, "b", F8I_CK_BF16, 1, s3, b, sizeof b));
+    unsigned char *bytes = NULL;
+    size_t n = 0;
+    CHECK_OK(g_ctx, f8i_checkpoint_serialize(ck, &bytes, &n));
+    if (!bytes) return;
+    /* the writer's checksums are XXH64 of the bytes; not kept as metadata */
+    char want[17];
+    snprintf(want, sizeof want, "%016llx", (unsigned long long)f8i_xxh64(a, sizeof a));
+    CHECK(strstr((const char *)bytes + 8, "\"f8.xxh64.a\":\"") && strstr((const char *)bytes + 8, want),
+          "no checksum of \"a\" (%s) in the header", want);
+    CHECK(f8i_xxh64("", 0) == 0xEF46DB3751D8E999ull && f8i_xxh64("abc", 3) == 0x44BC2CF5AD770999ull,
+          "XXH64 reference values");
+    CHECK_OK(g_ctx, f8_checkpoint_load_memory(g_ctx, bytes, n, &back));
+    CHECK(back && !f8_checkpoint_metadata(back, "f8.xxh64.a") && f8i_checkpoint_meta_count(back) == 2,
+          "checksums kept as metadata");
+    f8_checkpoint_destroy(back);
+    back = NULL;
+    /* every single-bit flip in the data region is refused, naming the tensor */
+    uint64_t hl = 0;
+    for (int i = 7; i >= 0; i--) hl = (hl << 8) | bytes[i];
+    int refused = 0, named = 0, flips = 0;
+    for (size_t at = 8 + (size_t)hl; at < n; at++)
+        for (int bit = 0; bit < 8; bit++, flips++) {
+            bytes[at] ^= (unsigned char)(1u << bit);
+            f8_status st = f8_checkpoint_load_memory(g_ctx, bytes, n, &back);
+            refused += st == F8_ERR_INVALID_ARGUMENT && back == NULL;
+            named += strstr(f8_ctx_last_error(g_ctx), at < 8 + hl + 16 ? "tensor \"a\": checksum mismatch"
+                                                                       : "tensor \"b\": checksum mismatch") != NULL;
+            f8_checkpoint_destroy(back);
+            back = NULL;
+            bytes[at] ^= (unsigned char)(1u << bit);
+        }
+    CHECK(refused == flips && named == flips, "%d of %d bit flips refused, %d named the tensor", refused, flips, named);
+    /* through a file too (the pread path) */
+    char path[128];
+    path_in_dir(path, sizeof path, "flipped.safetensors");
+    bytes[n - 1] ^= 1;
+    write_file(path, bytes, n);
+    bytes[n - 1] ^= 1;
+    CHECK_STATUS(g_ctx, f8_checkpoint_load(g_ctx, path, &back), F8_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(f8_ctx_last_error(g_ctx), "\"b\": checksum mismatch"), "file load: %s", f8_ctx_last_error(g_ctx));
+    unlink(path);
+    free(bytes);
+    f8_checkpoint_destroy(ck);
+
+    /* hand-written files: no checksums (an older f8 file) loads; a right one
+     * loads; a wrong, malformed or orphaned one is refused */
+    const char *head = "{\"__metadata__\":{\"format\":\"f8\",\"f8.format_version\":\"1\"%s},"
+                       "\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}";
+    char extra[160], json[512];
+    struct {
+        const char *extra, *error;
+    } cases[] = {
+        {"", NULL},
+        {",\"f8.xxh64.a\":\"%s\"", NULL},
+        {",\"f8.xxh64.a\":\"0000000000000000\"", "checksum mismatch"},
+        {",\"f8.xxh64.a\":\"%.15s\"", "not a checksum"},
+        {",\"f8.xxh64.a\":\"%sX\"", "not a checksum"},
+        {",\"f8.xxh64.a\":\"%s\",\"f8.xxh64.gone\":\"%s\"", "does not hold"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(extra, sizeof extra, cases[i].extra, want, want);
+        snprintf(json, sizeof json, head, extra);
+        size_t fn = 0;
+        unsigned char *file = file_of(json, a, sizeof a, &fn);
+        f8_status st = f8_checkpoint_load_memory(g_ctx, file, fn, &back);
+        if (cases[i].error)
+            CHECK(st == F8_ERR_INVALID_ARGUMENT && !back && strstr(f8_ctx_last_error(g_ctx), cases[i].error),
+                  "case %zu: %s: %s", i, f8_status_string(st), f8_ctx_last_error(g_ctx));
+        else
+            CHECK(st == F8_OK && back && f8_checkpoint_has(back, "a"), "case %zu: %s", i, f8_ctx_last_error(g_ctx));
+        f8_checkpoint_destroy(back);
+        back = NULL;
+        free(file);
+    }
+}
+
+/* f8i_checkpoint_check_finite's rules on every float dtype's codes. */
 /* Remove the files the test made (names it knows). */
 static void cleanup_dir(void)
 {
@@ -848,6 +974,8 @@ int main(void)
     test_malformed();
     test_read_rules();
     test_save_failures();
+    test_stale_temps();
+    test_checksums();
     cleanup_dir();
     f8_ctx_destroy(g_ctx);
     return test_finish("test_checkpoint");

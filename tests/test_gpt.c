@@ -13,9 +13,12 @@
 #include "../train/data.c"
 #include "../train/fp8_report.c"
 #include "../train/gpt.c"
+#include "../train/hf.c"
 #include "../train/log.c"
 #include "../train/options.c"
+#include "../train/parse.c"
 #include "../train/plot.c"
+#include "../train/tokenizer.c"
 #include "../train/trainer.c"
 
 static train_options tiny_options(int fp8)

@@ -33,9 +33,12 @@
 #include "../train/export.c"
 #include "../train/fp8_report.c"
 #include "../train/gpt.c"
+#include "../train/hf.c"
 #include "../train/log.c"
 #include "../train/options.c"
+#include "../train/parse.c"
 #include "../train/plot.c"
+#include "../train/tokenizer.c"
 #include "../train/trainer.c"
 
 static char dir[256];

@@ -13,6 +13,7 @@
 #include "../train/corpus.c"
 #include "../train/data.c"
 #include "../train/log.c"
+#include "../train/parse.c"
 #include "../train/plot.c"
 
 static char tmpdir[64];
@@ -655,6 +656,23 @@ static void test_log(void)
     CHECK(tlog_read(bad, &rows, err, sizeof err) == F8_ERR_IO, "empty log read: %s", err);
     CHECK(tlog_read(tmp_path("missing.csv"), &rows, err, sizeof err) == F8_ERR_IO && strstr(err, "cannot open"),
           "missing log: %s", err);
+    /* Numbers through parse.h: hex, trailing text and "infinity" spelled out
+     * are not numbers; a diverged run's "inf"/"nan" losses are what they say. */
+    static const char *const not_numbers[] = {"0x10", "2.5abc", "infinity", "1e", "+-1", "."};
+    for (size_t i = 0; i < sizeof not_numbers / sizeof not_numbers[0]; i++) {
+        char text[96];
+        int len = snprintf(text, sizeof text, "step,train_loss\n1,2.5\n2,%s\n3,2.0\n", not_numbers[i]);
+        write_bytes(bad, text, (size_t)len);
+        CHECK(tlog_read(bad, &rows, err, sizeof err) == F8_ERR_IO && strstr(err, "line 3"), "'%s' read as a number: %s",
+              not_numbers[i], err);
+    }
+    const char *special = "step,train_loss\n1, inf\n2,-inf \n3,nan\n4,-2.5e-1\n";
+    write_bytes(bad, special, strlen(special));
+    CHECK(tlog_read(bad, &rows, err, sizeof err) == F8_OK && rows.n == 4 && isinf(rows.rows[0].train_loss) &&
+              rows.rows[1].train_loss < 0 && isinf(rows.rows[1].train_loss) && isnan(rows.rows[2].train_loss) &&
+              rows.rows[3].train_loss == -0.25,
+          "inf/nan/exponent rows: %s", err);
+    tlog_rows_free(&rows);
     /* A reordered hand-written file with an extra column. */
     write_bytes(bad, "lr,note,step,train_loss\n0.001,a,5,2.5\n0.002,b,6,2.25", 52);
     CHECK(tlog_read(bad, &rows, err, sizeof err) == F8_OK && rows.n == 2 && rows.rows[1].step == 6 &&

@@ -9,6 +9,7 @@
  * so the plot shows one curve per run whatever restarts happened.
  */
 #include "log.h"
+#include "parse.h"
 
 #include <errno.h>
 #include <math.h>
@@ -194,15 +195,25 @@ static int split_fields(char *line, char **fields, int max)
     return n;
 }
 
-/* A number filling the whole field (spaces around allowed); empty -> NAN. */
+/* A number filling the whole field (spaces around allowed; parse.h's strict
+ * rules inside); empty -> NAN, and the words printf writes for a diverged
+ * run's loss ("inf", "-inf", "nan", "-nan") as such. */
 static int parse_double(const char *s, double *v)
 {
+    char buf[64], err[8];
     while (*s == ' ') s++;
-    if (!*s) return *v = NAN, 1;
-    char *end;
-    *v = strtod(s, &end);
-    while (*end == ' ') end++;
-    return end != s && *end == 0;
+    size_t n = strlen(s);
+    while (n && s[n - 1] == ' ') n--;
+    if (n == 0) return *v = NAN, 1;
+    if (n >= sizeof buf) return 0;
+    memcpy(buf, s, n);
+    buf[n] = 0;
+    const char *word = buf + (buf[0] == '-');
+    if (!strcmp(word, "inf") || !strcmp(word, "nan")) {
+        *v = word[0] == 'n' ? NAN : buf[0] == '-' ? -INFINITY : INFINITY;
+        return 1;
+    }
+    return parse_real("log", buf, -HUGE_VAL, HUGE_VAL, v, err, sizeof err) == 0;
 }
 
 static void merge(tlog_row *into, const tlog_row *r)

@@ -1,13 +1,16 @@
 /*
  * main.c — f8_train, f8's main program: FP8 training of a GPT (trainer.h),
  * `f8_train plot OUT.svg LOG...` to overlay loss curves, and
- * `f8_train export CHECKPOINT OUT.onnx` (export.h). Exits non-zero
- * on any error, and when a training run's loss did not fall.
+ * `f8_train export CHECKPOINT OUT.onnx` (export.h), `f8_train export-hf` and
+ * `f8_train eval-hf` (hf.h: GPT-2 checkpoints of transformers). Exit status:
+ * 0 the loss fell, 1 any error (bad option or input: nothing trained), 2 the
+ * loss did not fall, 3 fewer than 2 steps trained (too few to tell).
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "export.h"
+#include "hf.h"
 #include "plot.h"
 #include "trainer.h"
 
@@ -42,6 +45,8 @@ int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "plot") == 0) return plot_main(argc, argv);
     if (argc > 1 && strcmp(argv[1], "export") == 0) return export_main(argc, argv);
+    if (argc > 1 && strcmp(argv[1], "export-hf") == 0) return export_hf_main(argc, argv);
+    if (argc > 1 && strcmp(argv[1], "eval-hf") == 0) return eval_hf_main(argc, argv);
     train_options o = train_options_default();
     char err[512] = "";
     int r = train_parse_args(argc, argv, &o, stdout, err, sizeof err);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "parse.h"
 #include "trainer.h"
 
 typedef struct preset {
@@ -80,6 +81,8 @@ void train_print_help(FILE *f)
             "usage: f8_train [options]\n"
             "       f8_train plot OUT.svg LOG.csv [LOG.csv ...]   overlay loss curves\n"
             "       f8_train export CHECKPOINT OUT.onnx [--fp8 on|off]   the model as ONNX (export --help)\n"
+            "       f8_train export-hf CHECKPOINT OUT_DIR        the model as a Hugging Face GPT-2\n"
+            "       f8_train eval-hf DIR --tokens FILE           loss of a Hugging Face GPT-2 on token ids\n"
             "Trains a GPT-2-style model with f8 (FP8 or BF16), on the GPU when there is one.\n\n"
             "Model and precision\n"
             "  --model NAME         preset: tiny, small, 50M, 124M, 350M, 1.3B (default %s)\n"
@@ -88,9 +91,11 @@ void train_print_help(FILE *f)
             "  --recipe delayed|current|block   FP8 scaling recipe (default delayed; on --resume the checkpoint's)\n"
             "  --dtype auto|fp32|bf16   parameters and activations (default auto: bf16 on CUDA, fp32 on CPU)\n"
             "  --backend auto|cpu|cuda  (default auto: CUDA when a GPU is usable)\n"
-            "  --graph auto|on|off  capture the whole step as one CUDA graph (default auto: on for CUDA)\n\n"
+            "  --graph auto|on|off  capture the whole step as one CUDA graph (default auto: on for CUDA; on the CPU\n"
+            "                       backend \"on\" records and replays the step: same losses, no speedup)\n\n"
             "Optimization\n"
-            "  --steps N            optimizer steps (default %lld)\n"
+            "  --steps N            optimizer steps, >= 1 (default %lld; a run that trains fewer than 2 exits 3:\n"
+            "                       too few steps to tell whether the loss fell)\n"
             "  --batch N            sequences per microbatch (default %lld)\n"
             "  --grad-accum N       microbatches per step (default %lld)\n"
             "  --lr X --lr-min X    AdamW peak and final learning rate (default %g, %g)\n"
@@ -107,10 +112,15 @@ void train_print_help(FILE *f)
             "  --log FILE           CSV log, one row per step (default %s; \"\" = none)\n"
             "  --plot FILE          SVG of the loss curves at the end (default %s; \"\" = none)\n"
             "  --compare LOG        overlay another run's log in the plot (repeatable, up to 4)\n"
-            "  --checkpoint FILE    save a checkpoint (safetensors) at the end (default none)\n"
+            "  --checkpoint FILE    save a checkpoint (safetensors) at the end (default none; its directory must\n"
+            "                       be writable: checked before training)\n"
             "  --checkpoint-every N also every N steps (default 0 = only at the end)\n"
-            "  --resume FILE        continue a run from its checkpoint, exactly\n"
-            "  --sample N           sample N bytes at the end (byte-level data; default %lld)\n"
+            "  --resume FILE        continue a run from its checkpoint, exactly (the model comes from the file;\n"
+            "                       --model/--layers/--heads/--channels/--seq/--fp8/--dtype must match it)\n"
+            "  --init-from PATH     start from a Hugging Face GPT-2 (a save_pretrained directory or its\n"
+            "                       model.safetensors): layers, heads, channels and weights from it\n"
+            "  --tokenizer FILE     llm.c's gpt2_tokenizer.bin: samples of GPT-2 token data as text\n"
+            "  --sample N           sample N bytes (or GPT-2 tokens with --tokenizer) at the end (default %lld)\n"
             "  --prompt TEXT        start the sample with TEXT\n"
             "  --temperature X      (default %g)\n"
             "  --quiet              only errors and the final line\n"
@@ -130,26 +140,72 @@ void train_print_help(FILE *f)
     }
 }
 
-static int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
+/* --name value, through the one parser (parse.h); err names the option. */
+static int opt_i64(const char *a, const char *v, int64_t lo, int64_t hi, int64_t *out, char *err, size_t n)
 {
-    char *end = NULL;
-    long long v = strtoll(s, &end, 10);
-    if (!*s || *end || v < lo || v > hi) return -1;
-    *out = v;
+    return parse_int(a, v, lo, hi, out, err, n);
+}
+
+static int opt_f(const char *a, const char *v, double lo, double hi, float *out, char *err, size_t n)
+{
+    double d;
+    if (parse_real(a, v, lo, hi, &d, err, n) != 0) return -1;
+    *out = (float)d;
     return 0;
 }
 
-static int parse_f(const char *s, float lo, float hi, float *out)
+/* One of a fixed set of words. */
+static int opt_word(const char *a, const char *v, const char *const *words, int count, int *index, char *err, size_t n)
 {
-    char *end = NULL;
-    double v = strtod(s, &end);
-    if (!*s || *end || !(v >= lo && v <= hi)) return -1;
-    *out = (float)v;
+    for (int i = 0; i < count; i++)
+        if (strcmp(v, words[i]) == 0) return *index = i, 0;
+    int k = snprintf(err, n, "%s = '%.40s': expected", a, v);
+    for (int i = 0; i < count && k > 0 && (size_t)k < n; i++)
+        k += snprintf(err + k, n - (size_t)k, "%s%s", i ? (i + 1 == count ? " or " : ", ") : " ", words[i]);
+    return -1;
+}
+
+/* Options that contradict each other, refused rather than resolved silently. */
+static int check_conflicts(const train_options *o, char *err, size_t n)
+{
+    static const char *const names[3] = {"--text", "--data", "--val-data"};
+    const char *vals[3] = {o->text, o->data, o->val_data};
+    for (int i = 0; i < 3; i++)
+        if (vals[i] && !vals[i][0]) {
+            snprintf(err, n, "%s \"\": an empty path (leave the option out for the default data)", names[i]);
+            return -1;
+        }
+    if (o->text && o->data) {
+        snprintf(err, n, "--text and --data both given: choose one data source");
+        return -1;
+    }
+    if (o->val_data && !o->data) {
+        snprintf(err, n, "--val-data needs --data (validation shards go with training shards; --text holds out "
+                         "its last 10%%)");
+        return -1;
+    }
+    if (o->resume && !o->resume[0]) {
+        snprintf(err, n, "--resume \"\": an empty path");
+        return -1;
+    }
+    if (o->init_from && (!o->init_from[0] || o->resume)) {
+        snprintf(err, n, o->resume ? "--init-from and --resume both given: a resumed run has its own weights"
+                                   : "--init-from \"\": an empty path");
+        return -1;
+    }
+    if (o->channels % o->heads) {
+        snprintf(err, n, "--channels %lld must be a multiple of --heads %lld", (long long)o->channels, (long long)o->heads);
+        return -1;
+    }
     return 0;
 }
 
 int train_parse_args(int argc, char **argv, train_options *o, FILE *out, char *err, size_t n)
 {
+    static const char *const on_off[2] = {"off", "on"}, *const graph_words[3] = {"off", "on", "auto"};
+    static const char *const backends[3] = {"auto", "cpu", "cuda"}, *const dtypes[3] = {"auto", "fp32", "bf16"};
+    static const char *const recipes[3] = {"delayed", "current", "block"};
+    static const unsigned shape_bits = TRAIN_GIVEN_LAYERS | TRAIN_GIVEN_HEADS | TRAIN_GIVEN_CHANNELS | TRAIN_GIVEN_SEQ;
     /* a preset first, so explicit sizes given before or after it win */
     for (int i = 1; i + 1 < argc; i++)
         if (strcmp(argv[i], "--model") == 0) {
@@ -159,6 +215,8 @@ int train_parse_args(int argc, char **argv, train_options *o, FILE *out, char *e
                 return -1;
             }
             apply_preset(o, p);
+            o->given |= shape_bits;
+            o->from_preset |= shape_bits;
         }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -183,39 +241,47 @@ int train_parse_args(int argc, char **argv, train_options *o, FILE *out, char *e
             return -1;
         }
         const char *v = argv[++i];
-        int bad = 0;
+        int bad = 0, w = 0;
+        unsigned bit = 0;
         int64_t k = 0;
-        const int64_t BIG = (int64_t)1 << 40;
+        const int64_t BIG = TRAIN_MAX_STEPS;
         if (strcmp(a, "--model") == 0) continue;
-        else if (strcmp(a, "--layers") == 0) bad = parse_i64(v, 1, 1024, &o->layers);
-        else if (strcmp(a, "--heads") == 0) bad = parse_i64(v, 1, 1024, &o->heads);
-        else if (strcmp(a, "--channels") == 0) bad = parse_i64(v, 1, 1 << 16, &o->channels);
-        else if (strcmp(a, "--seq") == 0) bad = parse_i64(v, 2, 1 << 16, &o->seq);
-        else if (strcmp(a, "--batch") == 0) bad = parse_i64(v, 1, 1 << 16, &o->batch);
-        else if (strcmp(a, "--grad-accum") == 0) bad = parse_i64(v, 1, 1 << 16, &o->grad_accum);
-        else if (strcmp(a, "--steps") == 0) bad = parse_i64(v, 0, BIG, &o->steps);
-        else if (strcmp(a, "--warmup") == 0) bad = parse_i64(v, 0, BIG, &o->warmup);
-        else if (strcmp(a, "--val-every") == 0) bad = parse_i64(v, 0, BIG, &o->val_every);
-        else if (strcmp(a, "--val-batches") == 0) bad = parse_i64(v, 1, BIG, &o->val_batches);
-        else if (strcmp(a, "--checkpoint-every") == 0) bad = parse_i64(v, 0, BIG, &o->checkpoint_every);
-        else if (strcmp(a, "--sample") == 0) bad = parse_i64(v, 0, 1 << 20, &o->sample);
-        else if (strcmp(a, "--seed") == 0) bad = parse_i64(v, 0, BIG, &k), o->seed = (uint64_t)k;
-        else if (strcmp(a, "--lr") == 0) bad = parse_f(v, 0.0f, 10.0f, &o->lr);
-        else if (strcmp(a, "--lr-min") == 0) bad = parse_f(v, 0.0f, 10.0f, &o->lr_min);
-        else if (strcmp(a, "--weight-decay") == 0) bad = parse_f(v, 0.0f, 10.0f, &o->weight_decay);
-        else if (strcmp(a, "--grad-clip") == 0) bad = parse_f(v, 0.0f, 1e6f, &o->grad_clip);
-        else if (strcmp(a, "--temperature") == 0) bad = parse_f(v, 1e-3f, 100.0f, &o->temperature);
-        else if (strcmp(a, "--fp8") == 0) bad = strcmp(v, "on") == 0 ? (o->fp8 = 1, 0) : strcmp(v, "off") == 0 ? (o->fp8 = 0, 0) : -1;
-        else if (strcmp(a, "--graph") == 0)
-            bad = strcmp(v, "on") == 0 ? (o->graph = 1, 0)
-                : strcmp(v, "off") == 0 ? (o->graph = 0, 0)
-                : strcmp(v, "auto") == 0 ? (o->graph = -1, 0) : -1;
-        else if (strcmp(a, "--backend") == 0)
-            bad = (strcmp(v, "auto") && strcmp(v, "cpu") && strcmp(v, "cuda")) ? -1 : (o->backend = v, 0);
-        else if (strcmp(a, "--recipe") == 0)
-            bad = (strcmp(v, "delayed") && strcmp(v, "current") && strcmp(v, "block")) ? -1 : (o->recipe = v, 0);
-        else if (strcmp(a, "--dtype") == 0)
-            bad = (strcmp(v, "auto") && strcmp(v, "fp32") && strcmp(v, "bf16")) ? -1 : (o->dtype = v, 0);
+        else if (strcmp(a, "--layers") == 0) bad = opt_i64(a, v, 1, TRAIN_MAX_LAYERS, &o->layers, err, n), bit = TRAIN_GIVEN_LAYERS;
+        else if (strcmp(a, "--heads") == 0) bad = opt_i64(a, v, 1, TRAIN_MAX_HEADS, &o->heads, err, n), bit = TRAIN_GIVEN_HEADS;
+        else if (strcmp(a, "--channels") == 0)
+            bad = opt_i64(a, v, 1, TRAIN_MAX_CHANNELS, &o->channels, err, n), bit = TRAIN_GIVEN_CHANNELS;
+        else if (strcmp(a, "--seq") == 0) bad = opt_i64(a, v, 2, TRAIN_MAX_SEQ, &o->seq, err, n), bit = TRAIN_GIVEN_SEQ;
+        else if (strcmp(a, "--batch") == 0) bad = opt_i64(a, v, 1, 1 << 16, &o->batch, err, n);
+        else if (strcmp(a, "--grad-accum") == 0) bad = opt_i64(a, v, 1, 1 << 16, &o->grad_accum, err, n);
+        else if (strcmp(a, "--steps") == 0) bad = opt_i64(a, v, 1, BIG, &o->steps, err, n);
+        else if (strcmp(a, "--warmup") == 0) bad = opt_i64(a, v, 0, BIG, &o->warmup, err, n);
+        else if (strcmp(a, "--val-every") == 0) bad = opt_i64(a, v, 0, BIG, &o->val_every, err, n);
+        else if (strcmp(a, "--val-batches") == 0) bad = opt_i64(a, v, 1, BIG, &o->val_batches, err, n);
+        else if (strcmp(a, "--checkpoint-every") == 0) bad = opt_i64(a, v, 0, BIG, &o->checkpoint_every, err, n);
+        else if (strcmp(a, "--sample") == 0) bad = opt_i64(a, v, 0, 1 << 20, &o->sample, err, n);
+        else if (strcmp(a, "--seed") == 0) bad = opt_i64(a, v, 0, BIG, &k, err, n), o->seed = bad ? o->seed : (uint64_t)k;
+        else if (strcmp(a, "--lr") == 0) bad = opt_f(a, v, 0.0, 10.0, &o->lr, err, n);
+        else if (strcmp(a, "--lr-min") == 0) bad = opt_f(a, v, 0.0, 10.0, &o->lr_min, err, n);
+        else if (strcmp(a, "--weight-decay") == 0) bad = opt_f(a, v, 0.0, 10.0, &o->weight_decay, err, n);
+        else if (strcmp(a, "--grad-clip") == 0) bad = opt_f(a, v, 0.0, 1e6, &o->grad_clip, err, n);
+        else if (strcmp(a, "--temperature") == 0) bad = opt_f(a, v, 1e-3, 100.0, &o->temperature, err, n);
+        else if (strcmp(a, "--fp8") == 0) {
+            bad = opt_word(a, v, on_off, 2, &w, err, n), bit = TRAIN_GIVEN_FP8;
+            if (!bad) o->fp8 = w;
+        } else if (strcmp(a, "--graph") == 0) {
+            bad = opt_word(a, v, graph_words, 3, &w, err, n);
+            if (!bad) o->graph = w == 2 ? -1 : w;
+        } else if (strcmp(a, "--backend") == 0) {
+            bad = opt_word(a, v, backends, 3, &w, err, n);
+            if (!bad) o->backend = backends[w];
+        } else if (strcmp(a, "--recipe") == 0) {
+            bad = opt_word(a, v, recipes, 3, &w, err, n);
+            if (!bad) o->recipe = recipes[w];
+        } else if (strcmp(a, "--dtype") == 0) {
+            bad = opt_word(a, v, dtypes, 3, &w, err, n);
+            if (!bad) o->dtype = dtypes[w], bit = TRAIN_GIVEN_DTYPE;
+            if (!bad && w == 0) o->given &= ~bit, bit = 0; /* auto: whatever the checkpoint has */
+        }
         else if (strcmp(a, "--text") == 0) o->text = v;
         else if (strcmp(a, "--data") == 0) o->data = v;
         else if (strcmp(a, "--val-data") == 0) o->val_data = v;
@@ -223,6 +289,8 @@ int train_parse_args(int argc, char **argv, train_options *o, FILE *out, char *e
         else if (strcmp(a, "--plot") == 0) o->plot = v;
         else if (strcmp(a, "--checkpoint") == 0) o->checkpoint = v;
         else if (strcmp(a, "--resume") == 0) o->resume = v;
+        else if (strcmp(a, "--init-from") == 0) o->init_from = v;
+        else if (strcmp(a, "--tokenizer") == 0) o->tokenizer = v;
         else if (strcmp(a, "--prompt") == 0) o->prompt = v;
         else if (strcmp(a, "--compare") == 0) {
             if (o->n_compare == 4) {
@@ -235,17 +303,101 @@ int train_parse_args(int argc, char **argv, train_options *o, FILE *out, char *e
             return -1;
         }
         if (bad) {
-            snprintf(err, n, "bad value '%s' for %s (see --help)", v, a);
+            size_t k2 = strlen(err);
+            if (k2 + 16 < n) snprintf(err + k2, n - k2, " (see --help)");
             return -1;
         }
+        o->given |= bit;
+        o->from_preset &= ~bit;
     }
-    if (o->channels % o->heads) {
-        snprintf(err, n, "--channels %lld must be a multiple of --heads %lld", (long long)o->channels, (long long)o->heads);
+    return check_conflicts(o, err, n);
+}
+
+/* ---- a checkpoint's model ------------------------------------------------------ */
+
+static int meta_int(train_meta_fn get, void *user, const char *key, int64_t lo, int64_t hi, int64_t *out, char *err,
+                    size_t n)
+{
+    const char *v = get(user, key);
+    if (!v) {
+        snprintf(err, n, "the checkpoint has no %s: not written by f8_train", key);
         return -1;
     }
-    if (!(o->graph == 0) && strcmp(o->backend, "cpu") == 0 && o->graph == 1) {
-        snprintf(err, n, "--graph on needs the CUDA backend");
+    return parse_int(key, v, lo, hi, out, err, n);
+}
+
+int train_options_from_metadata(train_options *o, train_meta_fn get, void *user, int64_t *vocab,
+                                int64_t *padded_vocab, int64_t *step, char *err, size_t n)
+{
+    static const char *const flags[4] = {"--layers", "--heads", "--channels", "--seq"};
+    static const char *const keys[4] = {"train.layers", "train.heads", "train.channels", "train.seq"};
+    static const unsigned bits[4] = {TRAIN_GIVEN_LAYERS, TRAIN_GIVEN_HEADS, TRAIN_GIVEN_CHANNELS, TRAIN_GIVEN_SEQ};
+    const int64_t lo[4] = {1, 1, 1, 2}, hi[4] = {TRAIN_MAX_LAYERS, TRAIN_MAX_HEADS, TRAIN_MAX_CHANNELS, TRAIN_MAX_SEQ};
+    int64_t *cur[4] = {&o->layers, &o->heads, &o->channels, &o->seq};
+    int64_t shape[4], fp8, v, pv, s;
+    for (int i = 0; i < 4; i++)
+        if (meta_int(get, user, keys[i], lo[i], hi[i], &shape[i], err, n)) return -1;
+    if (meta_int(get, user, "train.vocab", 1, TRAIN_MAX_VOCAB, &v, err, n) ||
+        meta_int(get, user, "train.padded_vocab", 1, TRAIN_MAX_VOCAB, &pv, err, n) ||
+        meta_int(get, user, "train.fp8", 0, 1, &fp8, err, n) ||
+        meta_int(get, user, "train.step", 0, TRAIN_MAX_STEPS, &s, err, n))
+        return -1;
+    if (shape[2] % shape[1]) {
+        snprintf(err, n, "train.channels = %lld is not a multiple of train.heads = %lld", (long long)shape[2],
+                 (long long)shape[1]);
         return -1;
     }
+    if (pv != (v + 127) / 128 * 128) {
+        snprintf(err, n, "train.padded_vocab = %lld is not train.vocab = %lld rounded up to 128", (long long)pv,
+                 (long long)v);
+        return -1;
+    }
+    const char *dt = get(user, "train.dtype");
+    if (!dt || (strcmp(dt, "fp32") && strcmp(dt, "bf16"))) {
+        snprintf(err, n, dt ? "train.dtype = '%.40s': expected fp32 or bf16" : "the checkpoint has no train.dtype%.0s: "
+                              "not written by f8_train", dt ? dt : "");
+        return -1;
+    }
+    const char *dtype = strcmp(dt, "bf16") == 0 ? "bf16" : "fp32";
+    /* The scaling recipe the run was trained with (none: delayed, as before recipes existed). */
+    static const char *const kinds[3] = {"delayed", "current", "block"};
+    const char *rv = get(user, "train.recipe"), *kind = rv ? NULL : kinds[0];
+    for (int i = 0; rv && i < 3; i++)
+        if (strcmp(rv, kinds[i]) == 0) kind = kinds[i];
+    if (!kind) {
+        snprintf(err, n, "train.recipe = '%.40s': expected delayed, current or block", rv);
+        return -1;
+    }
+    if (o->recipe && strcmp(o->recipe, kind) != 0) {
+        snprintf(err, n, "--recipe %s conflicts with the checkpoint's train.recipe = %s: a resumed run keeps its "
+                         "recipe (leave --recipe out or make it match)", o->recipe, kind);
+        return -1;
+    }
+    /* What the command line asked for must be what the checkpoint holds. */
+    for (int i = 0; i < 4; i++)
+        if ((o->given & bits[i]) && *cur[i] != shape[i]) {
+            snprintf(err, n, "%s %lld%s conflicts with the checkpoint's %s = %lld: a resumed run keeps its model "
+                             "(leave the option out or make it match)", flags[i], (long long)*cur[i],
+                     (o->from_preset & bits[i]) ? " (from --model)" : "", keys[i], (long long)shape[i]);
+            return -1;
+        }
+    if ((o->given & TRAIN_GIVEN_FP8) && o->fp8 != (int)fp8) {
+        snprintf(err, n, "--fp8 %s conflicts with the checkpoint's train.fp8 = %lld (leave --fp8 out or make it match)",
+                 o->fp8 ? "on" : "off", (long long)fp8);
+        return -1;
+    }
+    if ((o->given & TRAIN_GIVEN_DTYPE) && strcmp(o->dtype, dtype)) {
+        snprintf(err, n, "--dtype %s conflicts with the checkpoint's train.dtype = %s (leave --dtype out or make it "
+                         "match)", o->dtype, dtype);
+        return -1;
+    }
+    o->model = "custom";
+    for (int i = 0; i < 4; i++) *cur[i] = shape[i];
+    o->fp8 = (int)fp8;
+    o->dtype = dtype;
+    o->recipe = kind;
+    *vocab = v;
+    *padded_vocab = pv;
+    *step = s;
     return 0;
 }

@@ -16,15 +16,27 @@
  * Resume: a checkpoint holds the model (parameters and FP8 scaling state),
  * the optimizer (moments, step) and the step count; batches are a pure
  * function of (seed, step, microbatch), so a resumed run is bitwise the
- * uninterrupted one.
+ * uninterrupted one. A checkpoint is untrusted input: its metadata is
+ * parsed strictly and its shape bounded (train_options_from_metadata) before
+ * anything is allocated, the model's memory is estimated against the
+ * machine's before it is created, and every tensor's values are checked
+ * (finite; scales > 0; amaxes and second moments >= 0) before any is
+ * restored. Checksums (f8_checkpoint_load) catch corruption on the way.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "hf.h"
+#include "io/checkpoint.h"
 #include "plot.h"
 #include "fp8_report.h"
+#include "tokenizer.h"
 #include "trainer.h"
 
 struct trainer {
@@ -41,6 +53,7 @@ struct trainer {
     float *host_losses;      /* (M, T) */
     f8_graph *graph;
     int use_graph;
+    int64_t ck_vocab, ck_padded_vocab, ck_step; /* from a --resume checkpoint's metadata */
     char error[512];
 };
 
@@ -197,36 +210,39 @@ f8_status trainer_save(trainer *t, const char *path)
     return st;
 }
 
-/* Model shape from a checkpoint's metadata (for --resume and sampling). */
-static int config_from_checkpoint(const f8_checkpoint *ck, train_options *o, char *err, size_t n)
+static const char *meta_get(void *ck, const char *key) { return f8_checkpoint_metadata((const f8_checkpoint *)ck, key); }
+
+/* What the tensors of a checkpoint must hold, by name: scales > 0, amax
+ * histories and second moments >= 0, every other float finite. */
+static f8i_ck_rule rule_for(const char *name)
 {
-    const char *v[8];
-    for (int i = 0; i < 8; i++) {
-        v[i] = f8_checkpoint_metadata(ck, META_KEYS[i]);
-        if (!v[i]) {
-            snprintf(err, n, "checkpoint has no %s: not written by f8_train", META_KEYS[i]);
-            return -1;
-        }
-    }
-    o->model = "custom";
-    o->layers = atoll(v[0]);
-    o->heads = atoll(v[1]);
-    o->channels = atoll(v[2]);
-    o->seq = atoll(v[3]);
-    o->fp8 = atoi(v[6]);
-    o->dtype = strcmp(v[7], "bf16") == 0 ? "bf16" : "fp32";
-    /* the recipe the run was trained with (older checkpoints: delayed) */
-    const char *r = f8_checkpoint_metadata(ck, "train.recipe");
-    static const char *const kinds[] = {"delayed", "current", "block"};
-    const char *kind = "delayed";
-    for (int i = 0; r && i < 3; i++)
-        if (strcmp(r, kinds[i]) == 0) kind = kinds[i];
-    if (o->recipe && strcmp(o->recipe, kind) != 0) {
-        snprintf(err, n, "the checkpoint was trained with --recipe %s, not %s: resume it with its own recipe", kind,
-                 o->recipe);
+    size_t n = strlen(name);
+#define ENDS(s) (n >= sizeof(s) - 1 && strcmp(name + n - (sizeof(s) - 1), s) == 0)
+    if (ENDS(".scale") || ENDS("scale_inv")) return F8I_CK_POSITIVE;
+    if (ENDS(".amax_history") || strncmp(name, "optimizer.v.", 12) == 0) return F8I_CK_NONNEGATIVE;
+#undef ENDS
+    return F8I_CK_FINITE;
+}
+
+/* Model shape from a checkpoint's metadata (for --resume), checked against
+ * the command line and against the checkpoint's own tensors. */
+static int config_from_checkpoint(trainer *t, const f8_checkpoint *ck, char *err, size_t n)
+{
+    if (train_options_from_metadata(&t->o, meta_get, (void *)ck, &t->ck_vocab, &t->ck_padded_vocab, &t->ck_step, err,
+                                    n) != 0)
+        return -1;
+    /* train.fp8 must say what the tensors say: FP8 blocks store scaling state */
+    const int has_fp8 = f8_checkpoint_has(ck, "model.h.0.qkv.fp8.fwd.amax_history");
+    if (has_fp8 != t->o.fp8) {
+        snprintf(err, n, "train.fp8 = %d but the checkpoint %s FP8 scaling state (model.h.0.qkv.fp8.*): the metadata "
+                         "does not match the tensors", t->o.fp8, has_fp8 ? "holds" : "has no");
         return -1;
     }
-    o->recipe = kind;
+    if (t->ck_step >= t->o.steps) {
+        snprintf(err, n, "the checkpoint is at step %lld and --steps is %lld: nothing left to train (raise --steps)",
+                 (long long)t->ck_step, (long long)t->o.steps);
+        return -1;
+    }
     return 0;
 }
 
@@ -234,14 +250,78 @@ static f8_status resume(trainer *t, const char *path)
 {
     f8_checkpoint *ck = NULL;
     TRY(f8_checkpoint_load(t->ctx, path, &ck));
-    const char *step = f8_checkpoint_metadata(ck, "train.step");
-    f8_status st = step ? F8_OK : F8_ERR_INVALID_ARGUMENT;
+    f8_status st = F8_OK;
+    /* values first: nothing is restored from a file holding a NaN */
+    for (size_t i = 0; st == F8_OK && i < f8i_checkpoint_count(ck); i++) {
+        const char *name = f8i_checkpoint_entry(ck, i)->name;
+        st = f8i_checkpoint_check_finite(ck, "--resume", name, rule_for(name));
+    }
     if (st == F8_OK) st = gpt_checkpoint_restore(&t->m, ck);
     if (st == F8_OK) st = f8_checkpoint_restore_adamw(ck, "optimizer", t->opt);
-    if (st == F8_OK) t->step = atoll(step);
-    else if (!step) snprintf(t->error, sizeof t->error, "checkpoint '%s' has no train.step", path);
+    int64_t done = -1;
+    if (st == F8_OK) st = f8_adamw_read(t->opt, &done, NULL, NULL);
+    if (st == F8_OK && done != t->ck_step) {
+        snprintf(t->error, sizeof t->error, "checkpoint '%s': train.step = %lld but the optimizer has done %lld steps",
+                 path, (long long)t->ck_step, (long long)done);
+        st = F8_ERR_INVALID_ARGUMENT;
+    }
+    if (st == F8_OK) t->step = t->ck_step;
     f8_checkpoint_destroy(ck);
     return st;
+}
+
+/* --checkpoint must be writable before the run, not after it: create (and
+ * remove) the temporary f8_checkpoint_save would write next to it. */
+static int check_writable(const char *path, char *err, size_t n)
+{
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        snprintf(err, n, "--checkpoint '%s' is a directory (give a file name)", path);
+        return -1;
+    }
+    size_t len = strlen(path) + 32;
+    char *tmp = (char *)malloc(len);
+    if (!tmp) return snprintf(err, n, "out of memory"), -1;
+    snprintf(tmp, len, "%s.tmp.%ld", path, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644), e = errno;
+    if (fd >= 0) {
+        close(fd);
+        unlink(tmp);
+    } else
+        snprintf(err, n, "--checkpoint '%s': cannot create files there: %s (checked before training)", path,
+                 strerror(e));
+    free(tmp);
+    return fd >= 0 ? 0 : -1;
+}
+
+/* A bound on the model's memory before it is made: parameters with their
+ * gradients and the two AdamW moments, the FP8 weight workspaces, and the
+ * activation buffers gpt_create allocates (the modules' saved activations
+ * come on top). On the CPU it must fit the machine's memory; anywhere it
+ * must fit 1 TiB (a checkpoint's metadata is untrusted: this stops
+ * train.layers = 1000000 before anything is allocated). */
+static int check_memory(const gpt_config *c, int cuda, char *err, size_t n)
+{
+    const double C = (double)c->channels, L = (double)c->layers, S = (double)c->seq, Vp = (double)c->padded_vocab;
+    const double T = (double)c->batch * S, es = (double)f8_dtype_size(c->dtype);
+    const double block = 12 * C * C + 13 * C, params = L * block + Vp * C + S * C + 2 * C;
+    const double acts = T * ((2 * L + 1) * C + 3 * L * C + L * C + Vp + 5 * C) * es + T * 12;
+    const double bytes = params * (2 * es + 8) + (c->fp8 ? L * 12 * C * C * 2 : 0) + acts;
+    double limit = 1099511627776.0;
+    const char *what = "the 1 TiB sanity bound";
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (!cuda && pages > 0 && page > 0 && (double)pages * (double)page < limit) {
+        limit = (double)pages * (double)page;
+        what = "this machine's memory";
+    }
+    if (bytes > limit) {
+        snprintf(err, n, "the model (%lld layers, %lld channels, seq %lld, batch %lld, vocab %lld: %.3g parameters) "
+                         "needs at least %.1f GiB, more than %s (%.1f GiB)", (long long)c->layers,
+                 (long long)c->channels, (long long)c->seq, (long long)c->batch, (long long)c->vocab, params,
+                 bytes / 1073741824.0, what, limit / 1073741824.0);
+        return -1;
+    }
+    return 0;
 }
 
 /* ---- creation --------------------------------------------------------------- */
@@ -277,7 +357,14 @@ f8_status trainer_create(const train_options *opt, trainer **out, char *err, siz
     if (!t) return F8_ERR_OUT_OF_MEMORY;
     t->o = *opt;
     f8_status st = F8_OK;
-    if (t->o.resume && t->o.resume[0]) {
+    err[0] = 0;
+    if (t->o.steps < 1) {
+        snprintf(err, n, "--steps %lld: nothing to train (at least 1)", (long long)t->o.steps);
+        st = F8_ERR_INVALID_ARGUMENT;
+    }
+    if (st == F8_OK && t->o.checkpoint && t->o.checkpoint[0] && check_writable(t->o.checkpoint, err, n) != 0)
+        st = F8_ERR_IO;
+    if (st == F8_OK && t->o.resume && t->o.resume[0]) {
         /* the model shape comes from the checkpoint (a CPU ctx reads it) */
         f8_ctx_config cc = f8_ctx_config_default();
         f8_ctx *tmp = NULL;
@@ -285,9 +372,23 @@ f8_status trainer_create(const train_options *opt, trainer **out, char *err, siz
         st = f8_ctx_create(&cc, &tmp, err, n);
         if (st == F8_OK && (st = f8_checkpoint_load(tmp, t->o.resume, &ck)) != F8_OK)
             snprintf(err, n, "cannot load '%s': %s", t->o.resume, f8_ctx_last_error(tmp));
-        if (st == F8_OK && config_from_checkpoint(ck, &t->o, err, n) != 0) st = F8_ERR_INVALID_ARGUMENT;
+        if (st == F8_OK && config_from_checkpoint(t, ck, err, n) != 0) st = F8_ERR_INVALID_ARGUMENT;
         f8_checkpoint_destroy(ck);
         f8_ctx_destroy(tmp);
+    }
+    hf_config hc;
+    const int from_hf = t->o.init_from && t->o.init_from[0];
+    if (st == F8_OK && from_hf) {
+        /* the model's shape is the GPT-2's */
+        if (hf_read_config(t->o.init_from, &hc, err, n) != 0) st = F8_ERR_INVALID_ARGUMENT;
+        else if (t->o.seq > hc.positions) {
+            snprintf(err, n, "--seq %lld is longer than the GPT-2's %lld positions", (long long)t->o.seq,
+                     (long long)hc.positions);
+            st = F8_ERR_INVALID_ARGUMENT;
+        } else {
+            t->o.model = "custom";
+            t->o.layers = hc.layers, t->o.heads = hc.heads, t->o.channels = hc.channels;
+        }
     }
     if (st == F8_OK) st = make_ctx(t, err, n);
     data_config dc = data_config_default();
@@ -305,6 +406,11 @@ f8_status trainer_create(const train_options *opt, trainer **out, char *err, siz
         gpt_config c;
         const int cuda = f8_ctx_backend(t->ctx) == F8_BACKEND_CUDA;
         c.vocab = data_vocab_size(t->data);
+        if (from_hf && c.vocab > hc.vocab) {
+            snprintf(err, n, "the data has %lld token ids, the GPT-2 only %lld", (long long)c.vocab, (long long)hc.vocab);
+            st = F8_ERR_INVALID_ARGUMENT;
+        }
+        if (from_hf) c.vocab = hc.vocab; /* byte data fits GPT-2's vocabulary too */
         c.padded_vocab = (c.vocab + 127) / 128 * 128;
         c.seq = t->o.seq;
         c.layers = t->o.layers;
@@ -315,7 +421,14 @@ f8_status trainer_create(const train_options *opt, trainer **out, char *err, siz
         c.dtype = strcmp(t->o.dtype, "bf16") == 0 || (strcmp(t->o.dtype, "auto") == 0 && cuda) ? F8_DTYPE_BF16
                                                                                                  : F8_DTYPE_FP32;
         c.seed = t->o.seed;
-        st = gpt_create(t->ctx, &c, &t->m, err, n);
+        if (t->o.resume && t->o.resume[0] && t->ck_vocab != c.vocab) {
+            snprintf(err, n, "the checkpoint's model has a vocabulary of %lld (train.vocab), the data %lld: resume with "
+                             "the same kind of data", (long long)t->ck_vocab, (long long)c.vocab);
+            st = F8_ERR_INVALID_ARGUMENT;
+        }
+        if (st == F8_OK && check_memory(&c, cuda, err, n) != 0) st = F8_ERR_OUT_OF_MEMORY;
+        if (st == F8_OK) st = gpt_create(t->ctx, &c, &t->m, err, n);
+        if (st == F8_OK && from_hf) st = hf_import(&t->m, t->o.init_from, err, n);
         t->use_graph = t->o.graph < 0 ? cuda : t->o.graph;
     }
     f8_adamw_config ac = f8_adamw_config_default();
@@ -332,9 +445,11 @@ f8_status trainer_create(const train_options *opt, trainer **out, char *err, siz
     t->T = t->m.T;
     if (st == F8_OK) st = f8_ctx_alloc(t->ctx, (size_t)(t->M * 2 * t->T) * 4, (void **)&t->stage);
     if (st == F8_OK) st = f8_ctx_alloc(t->ctx, (size_t)(t->M * t->T) * 4, (void **)&t->losses);
-    t->host_stage = (int32_t *)malloc((size_t)(t->M * 2 * t->T) * 4 + 4);
-    t->host_losses = (float *)malloc((size_t)(t->M * t->T) * 4 + 4);
-    if (st == F8_OK && (!t->host_stage || !t->host_losses)) st = F8_ERR_OUT_OF_MEMORY;
+    if (st == F8_OK) {
+        t->host_stage = (int32_t *)malloc((size_t)(t->M * 2 * t->T) * 4 + 4);
+        t->host_losses = (float *)malloc((size_t)(t->M * t->T) * 4 + 4);
+        if (!t->host_stage || !t->host_losses) st = F8_ERR_OUT_OF_MEMORY;
+    }
     if (st == F8_OK && t->o.resume && t->o.resume[0]) st = resume(t, t->o.resume);
     if (st != F8_OK) {
         if (t->ctx && !err[0]) snprintf(err, n, "%s", t->error[0] ? t->error : f8_ctx_last_error(t->ctx));
@@ -380,22 +495,21 @@ static float logit_at(const trainer *t, const unsigned char *row, int64_t v)
     return f;
 }
 
-f8_status trainer_sample(trainer *t, const char *prompt, int64_t n, float temperature, uint64_t seed, char *out)
+/* Sample n token ids after the len ids in ctx_tok (room for seq), each from
+ * softmax(logits / temperature) of the last position, sliding the window when
+ * it is full. */
+static f8_status sample_ids(trainer *t, int32_t *ctx_tok, int64_t len, int64_t n, float temperature, uint64_t seed,
+                            int32_t *out)
 {
     const int64_t S = t->m.c.seq, V = t->m.c.vocab, Vp = t->m.c.padded_vocab;
     const size_t es = f8_dtype_size(t->m.c.dtype);
-    int32_t *ctx_tok = (int32_t *)calloc((size_t)S, 4);
     unsigned char *row = (unsigned char *)malloc((size_t)Vp * es);
     double *p = (double *)malloc((size_t)V * sizeof(double));
-    if (!ctx_tok || !row || !p) {
-        free(ctx_tok);
+    if (!row || !p) {
         free(row);
         free(p);
         return F8_ERR_OUT_OF_MEMORY;
     }
-    int64_t len = 0;
-    for (const char *c = prompt ? prompt : ""; *c && len < S; c++) ctx_tok[len++] = (unsigned char)*c;
-    if (len == 0) ctx_tok[len++] = '\n';
     uint64_t s = seed;
     f8_status st = F8_OK;
     for (int64_t i = 0; i < n && st == F8_OK; i++) {
@@ -421,17 +535,67 @@ f8_status trainer_sample(trainer *t, const char *prompt, int64_t n, float temper
                 break;
             }
         }
-        out[i] = (char)(pick < 256 ? pick : '?');
+        out[i] = (int32_t)pick;
         if (len == S) { /* slide the window */
             memmove(ctx_tok, ctx_tok + 1, (size_t)(S - 1) * 4);
             len--;
         }
         ctx_tok[len++] = (int32_t)pick;
     }
-    out[st == F8_OK ? n : 0] = '\0';
-    free(ctx_tok);
     free(row);
     free(p);
+    return st;
+}
+
+f8_status trainer_sample(trainer *t, const char *prompt, int64_t n, float temperature, uint64_t seed, char *out)
+{
+    const int64_t S = t->m.c.seq;
+    int32_t *ctx_tok = (int32_t *)calloc((size_t)S, 4), *ids = (int32_t *)malloc((size_t)n * 4 + 4);
+    f8_status st = ctx_tok && ids ? F8_OK : F8_ERR_OUT_OF_MEMORY;
+    int64_t len = 0;
+    for (const char *c = prompt ? prompt : ""; *c && len < S; c++) ctx_tok[len++] = (unsigned char)*c;
+    if (len == 0) ctx_tok[len++] = '\n';
+    if (st == F8_OK) st = sample_ids(t, ctx_tok, len, n, temperature, seed, ids);
+    for (int64_t i = 0; st == F8_OK && i < n; i++) out[i] = (char)(ids[i] < 256 ? ids[i] : '?');
+    out[st == F8_OK ? n : 0] = '\0';
+    free(ctx_tok);
+    free(ids);
+    return st;
+}
+
+f8_status trainer_sample_text(trainer *t, const char *tokenizer_path, int64_t n, float temperature, uint64_t seed,
+                              char **text)
+{
+    *text = NULL;
+    tokenizer *tok = NULL;
+    char why[256];
+    if (tokenizer_load(tokenizer_path, &tok, why, sizeof why) != 0) {
+        snprintf(t->error, sizeof t->error, "%s", why);
+        return F8_ERR_IO;
+    }
+    const int64_t S = t->m.c.seq;
+    int32_t *ctx_tok = (int32_t *)calloc((size_t)S, 4), *ids = (int32_t *)malloc((size_t)n * 4 + 4);
+    char *buf = (char *)malloc((size_t)n * 255 + 1);
+    f8_status st = ctx_tok && ids && buf ? F8_OK : F8_ERR_OUT_OF_MEMORY;
+    if (st == F8_OK) ctx_tok[0] = tokenizer_eot(tok) < t->m.c.vocab ? tokenizer_eot(tok) : 0; /* from end-of-text */
+    if (st == F8_OK) st = sample_ids(t, ctx_tok, 1, n, temperature, seed, ids);
+    size_t k = 0;
+    for (int64_t i = 0; st == F8_OK && i < n; i++) {
+        size_t len = 0;
+        const char *piece = tokenizer_decode(tok, ids[i], &len);
+        if (!piece) piece = "?", len = 1; /* a padded or unknown id */
+        memcpy(buf + k, piece, len);
+        k += len;
+    }
+    if (st == F8_OK) {
+        buf[k] = '\0';
+        *text = buf;
+    } else {
+        free(buf);
+    }
+    free(ctx_tok);
+    free(ids);
+    tokenizer_destroy(tok);
     return st;
 }
 
@@ -575,13 +739,26 @@ int trainer_run(trainer *t)
             fprintf(stderr, "f8_train: plot: %s\n", err);
         else if (!o->quiet) printf("plot: %s\n", o->plot);
     }
-    if (o->sample > 0 && t->m.c.vocab <= 256) {
+    if (o->sample > 0 && t->m.c.vocab > 256 && o->tokenizer && o->tokenizer[0]) {
+        char *text = NULL;
+        if (trainer_sample_text(t, o->tokenizer, o->sample, o->temperature, o->seed, &text) == F8_OK)
+            printf("sample:\n%s\n", text);
+        else
+            fprintf(stderr, "f8_train: sample: %s\n", trainer_error(t));
+        free(text);
+    } else if (o->sample > 0 && t->m.c.vocab <= 256) {
         char *text = (char *)malloc((size_t)o->sample + 1);
         if (text && trainer_sample(t, o->prompt, o->sample, o->temperature, o->seed, text) == F8_OK)
             printf("sample:\n%s%s\n", o->prompt ? o->prompt : "", text);
         free(text);
     }
-    if (n_first && n_last && o->steps - first_step >= 2) {
+    if (o->steps - first_step < 2) {
+        /* one step has nothing to compare its loss with: not a success */
+        printf("done in %s: trained %lld step%s: too few to tell whether the loss fell (2 are needed; exit status 3)\n",
+               el, (long long)(o->steps - first_step), o->steps - first_step == 1 ? "" : "s");
+        return 3;
+    }
+    if (n_first && n_last) {
         first /= (double)n_first;
         last /= (double)n_last;
         printf("done in %s: mean loss %.4f over the first %lld steps, %.4f over the last %lld: %s\n", el, first,

@@ -13,6 +13,27 @@
 #include "gpt.h"
 #include "log.h"
 
+/* Limits of the model shape, from the command line and from a checkpoint's
+ * metadata alike (a checkpoint is untrusted input: its shape is checked
+ * before anything is allocated). */
+#define TRAIN_MAX_LAYERS 1024
+#define TRAIN_MAX_HEADS 1024
+#define TRAIN_MAX_CHANNELS 65536
+#define TRAIN_MAX_SEQ 65536
+#define TRAIN_MAX_VOCAB (1 << 20)
+#define TRAIN_MAX_STEPS ((int64_t)1 << 40)
+
+/* Bits of train_options.given: the model options the command line set
+ * (directly or through --model), checked against a --resume checkpoint. */
+enum {
+    TRAIN_GIVEN_LAYERS = 1 << 0,
+    TRAIN_GIVEN_HEADS = 1 << 1,
+    TRAIN_GIVEN_CHANNELS = 1 << 2,
+    TRAIN_GIVEN_SEQ = 1 << 3,
+    TRAIN_GIVEN_FP8 = 1 << 4,
+    TRAIN_GIVEN_DTYPE = 1 << 5
+};
+
 typedef struct train_options {
     const char *backend;      /* "auto" (CUDA when a GPU is there), "cpu", "cuda" */
     int fp8;                  /* 1: FP8 GEMMs in the blocks; 0: BF16 (GPU) / FP32 (CPU) */
@@ -33,12 +54,16 @@ typedef struct train_options {
     const char *checkpoint;   /* save here ("" = none) every checkpoint_every steps and at the end */
     int64_t checkpoint_every;
     const char *resume;       /* continue from this checkpoint */
+    const char *init_from;    /* start from a Hugging Face GPT-2 (hf.h): its shape and weights */
+    const char *tokenizer;    /* llm.c gpt2_tokenizer.bin: decode samples of GPT-2 token data */
     int graph;                /* -1 auto (on for CUDA), 0 off, 1 on */
     int64_t sample;           /* tokens to sample at the end (byte data only) */
     float temperature;
     const char *prompt;
     int quiet;
     int fp8_report;           /* FP8 telemetry: <log>_fp8.csv, <plot>_fp8.svg, worst tensors at the end */
+    unsigned given;           /* TRAIN_GIVEN_* set by train_parse_args (0 when filled in code) */
+    unsigned from_preset;     /* of those, the ones that came from --model */
 } train_options;
 
 train_options train_options_default(void);
@@ -46,6 +71,18 @@ train_options train_options_default(void);
  * a bad option (message in err). */
 int train_parse_args(int argc, char **argv, train_options *o, FILE *out, char *err, size_t err_size);
 void train_print_help(FILE *out);
+
+/* The model a checkpoint's metadata describes (train.layers, train.heads,
+ * train.channels, train.seq, train.vocab, train.padded_vocab, train.fp8,
+ * train.dtype, train.step), read through get(user, key) (NULL: absent).
+ * Every value is parsed strictly (parse.h) and checked against the
+ * command line's limits; a shape option the command line gave (o->given)
+ * with another value is a conflict naming both. On success o's model fields
+ * hold the checkpoint's (model "custom") and *vocab, *padded_vocab, *step
+ * are set; returns 0. Otherwise -1 with the reason in err, o unchanged. */
+typedef const char *(*train_meta_fn)(void *user, const char *key);
+int train_options_from_metadata(train_options *o, train_meta_fn get, void *user, int64_t *vocab,
+                                int64_t *padded_vocab, int64_t *step, char *err, size_t err_size);
 
 typedef struct trainer trainer;
 
@@ -57,10 +94,17 @@ f8_status trainer_step(trainer *t, double *loss);
 f8_status trainer_eval(trainer *t, double *loss);
 f8_status trainer_save(trainer *t, const char *path);
 /* The whole run as the command line asked: steps, progress lines, log,
- * checkpoints, plot, samples. Returns the process exit code. */
+ * checkpoints, plot, samples. Returns the process exit code: 0 the loss
+ * fell, 1 an error, 2 the loss did not fall, 3 fewer than 2 steps trained
+ * (too few to tell). */
 int trainer_run(trainer *t);
 /* Sample n tokens after prompt into out (bytes; n + 1 room). */
 f8_status trainer_sample(trainer *t, const char *prompt, int64_t n, float temperature, uint64_t seed, char *out);
+
+/* Sample n GPT-2 tokens after end-of-text and decode them with llm.c's
+ * tokenizer file: *text (malloc'd, NUL-terminated) for the caller to free. */
+f8_status trainer_sample_text(trainer *t, const char *tokenizer_path, int64_t n, float temperature, uint64_t seed,
+                              char **text);
 
 /* Introspection for the tests. */
 gpt *trainer_model(trainer *t);

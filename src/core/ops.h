@@ -15,7 +15,7 @@
 
 #include "core/f8i.h"
 #include "train/attention.h"
-#include "train/train_misc.h"
+#include "train/embed_xent_adamw.h"
 
 /* Run one op of kind `kind`; args points at its args struct. */
 static inline f8_status f8i_op_run(f8_ctx *ctx, f8i_op_kind kind, const void *args)

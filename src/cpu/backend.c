@@ -19,7 +19,7 @@
 #include "core/ops.h"
 
 /* Every op's implementation, f8i_cpu_<name> (this file, gemm.c, norm.c,
- * act.c, attention.c, train_misc.c): the table at the end points at them. */
+ * act.c, attention.c, embed_xent_adamw.c): the table at the end points at them. */
 #define DECLARE(K, n, T, W) f8_status f8i_cpu_##n(f8_ctx *ctx, const T *args);
 F8I_OP_LIST(DECLARE)
 #undef DECLARE

@@ -9,7 +9,7 @@
 
 #include "core/f8i.h"
 #include "train/attention.h"
-#include "train/train_misc.h"
+#include "train/embed_xent_adamw.h"
 
 typedef struct f8i_gemm_cache f8i_gemm_cache; /* owned by gemm.cu */
 
@@ -73,7 +73,7 @@ f8_status f8i_cuda_norm_bwd(f8_ctx *ctx, const f8i_norm_bwd_args *args);
 f8_status f8i_cuda_act_fwd(f8_ctx *ctx, const f8i_act_fwd_args *args);
 f8_status f8i_cuda_act_bwd(f8_ctx *ctx, const f8i_act_bwd_args *args);
 
-/* attention.cu; train_misc.cu (embedding), cross_entropy.cu, adamw.cu */
+/* attention.cu; embedding.cu (embedding), cross_entropy.cu, adamw.cu */
 f8_status f8i_cuda_attn_fwd(f8_ctx *ctx, const f8i_attn_fwd_args *args);
 f8_status f8i_cuda_attn_bwd(f8_ctx *ctx, const f8i_attn_bwd_args *args);
 f8_status f8i_cuda_embedding_fwd(f8_ctx *ctx, const f8i_embedding_fwd_args *args);

@@ -10,13 +10,19 @@
  * malloc'd buffer), so pointers handed to module code stay valid as the
  * table grows; the table is kept sorted by name for binary search and for
  * the writer. A loaded file is checked whole before any tensor byte is
- * read. The writer lays the data out without gaps (the reference
+ * read. The writer adds an XXH64 checksum of every tensor's bytes to the
+ * metadata ("f8.xxh64.<name>"); the loader checks each one it finds, so a
+ * flipped bit is refused with the tensor's name, while files without them
+ * (older f8 files, other tools' safetensors) load as before. The writer lays the data out without gaps (the reference
  * implementation rejects them) and aligned: the header is padded to 8 bytes,
  * and tensors go by element size, largest first, so each starts at a
  * multiple of its element size; the JSON lists them by name.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +50,58 @@ struct f8_checkpoint {
 #define KEY_FORMAT "format"
 #define KEY_VERSION "f8.format_version"
 #define FORMAT_VERSION 1
+#define KEY_CHECKSUM "f8.xxh64." /* + the tensor's name */
+
+/* ---- checksums ---------------------------------------------------------- */
+
+#define XXP1 0x9E3779B185EBCA87ull
+#define XXP2 0xC2B2AE3D27D4EB4Full
+#define XXP3 0x165667B19E3779F9ull
+#define XXP4 0x85EBCA77C2B2AE63ull
+#define XXP5 0x27D4EB2F165667C5ull
+
+static uint64_t rotl64(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+
+static uint64_t le64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+
+static uint64_t xx_round(uint64_t acc, uint64_t in) { return rotl64(acc + in * XXP2, 31) * XXP1; }
+static uint64_t xx_merge(uint64_t h, uint64_t v) { return (h ^ xx_round(0, v)) * XXP1 + XXP4; }
+
+uint64_t f8i_xxh64(const void *data, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)data, *end = p + n;
+    uint64_t h;
+    if (n >= 32) {
+        uint64_t v1 = XXP1 + XXP2, v2 = XXP2, v3 = 0, v4 = 0 - XXP1;
+        for (; end - p >= 32; p += 32) {
+            v1 = xx_round(v1, le64(p));
+            v2 = xx_round(v2, le64(p + 8));
+            v3 = xx_round(v3, le64(p + 16));
+            v4 = xx_round(v4, le64(p + 24));
+        }
+        h = rotl64(v1, 1) + rotl64(v2, 7) + rotl64(v3, 12) + rotl64(v4, 18);
+        h = xx_merge(xx_merge(xx_merge(xx_merge(h, v1), v2), v3), v4);
+    } else
+        h = XXP5;
+    h += (uint64_t)n;
+    for (; end - p >= 8; p += 8) h = rotl64(h ^ xx_round(0, le64(p)), 27) * XXP1 + XXP4;
+    if (end - p >= 4) {
+        uint64_t w = (uint64_t)p[0] | (uint64_t)p[1] << 8 | (uint64_t)p[2] << 16 | (uint64_t)p[3] << 24;
+        h = rotl64(h ^ w * XXP1, 23) * XXP2 + XXP3;
+        p += 4;
+    }
+    for (; p < end; p++) h = rotl64(h ^ *p * XXP5, 11) * XXP1;
+    h ^= h >> 33;
+    h *= XXP2;
+    h ^= h >> 29;
+    h *= XXP3;
+    return h ^ (h >> 32);
+}
 
 int f8i_ck_dtype_from_f8(f8_dtype dtype, f8i_ck_dtype *out)
 {
@@ -276,6 +334,46 @@ const char *f8_checkpoint_metadata(const f8_checkpoint *ck, const char *key)
     return found ? ck->meta[at].value : NULL;
 }
 
+/* ---- values -------------------------------------------------------------- */
+
+static const char *const rule_text[3] = {"must be finite", "must be finite and > 0", "must be finite and >= 0"};
+
+f8_status f8i_checkpoint_check_finite(const f8_checkpoint *ck, const char *fn, const char *name, f8i_ck_rule rule)
+{
+    if (!ck) return F8_ERR_INVALID_ARGUMENT;
+    const f8i_ck_entry *e = f8i_checkpoint_find(ck, name);
+    if (!e) return f8i_error(ck->ctx, F8_ERR_INVALID_ARGUMENT, "%s: no tensor \"%.64s\"", fn, name ? name : "(null)");
+    if ((unsigned)rule > F8I_CK_NONNEGATIVE) rule = F8I_CK_FINITE;
+    const size_t size = f8i_ck_dtype_size(e->dtype), count = size ? e->bytes / size : 0;
+    for (size_t i = 0; i < count; i++) {
+        const unsigned char *p = e->data + i * size;
+        float v;
+        int bad;
+        if (e->dtype == F8I_CK_F32 || e->dtype == F8I_CK_BF16) {
+            uint32_t u = e->dtype == F8I_CK_F32 ? (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+                                                       (uint32_t)p[3] << 24
+                                                 : ((uint32_t)p[0] | (uint32_t)p[1] << 8) << 16;
+            memcpy(&v, &u, sizeof v);
+            bad = !isfinite(v) || (rule == F8I_CK_POSITIVE && !(v > 0)) || (rule == F8I_CK_NONNEGATIVE && v < 0);
+        } else if (e->dtype == F8I_CK_F8_E4M3 || e->dtype == F8I_CK_F8_E5M2) {
+            /* the codes themselves: E4M3 has NaN at S.1111.111, E5M2 inf/NaN at S.11111.xx */
+            const unsigned b = p[0], mag = b & 0x7Fu;
+            const int nonfinite = e->dtype == F8I_CK_F8_E4M3 ? mag == 0x7F : (mag & 0x7C) == 0x7C;
+            const int neg = (b & 0x80u) && mag;
+            v = nonfinite ? NAN : neg ? -1.0f : mag ? 1.0f : 0.0f; /* sign and zero are what the rules need */
+            bad = nonfinite || (rule == F8I_CK_POSITIVE && (neg || !mag)) || (rule == F8I_CK_NONNEGATIVE && neg);
+            if (bad && !nonfinite)
+                return f8i_error(ck->ctx, F8_ERR_INVALID_ARGUMENT, "%s: tensor \"%.64s\": element %zu (FP8 code 0x%02x) "
+                                 "%s", fn, e->name, i, b, rule_text[rule]);
+        } else
+            return F8_OK; /* integers */
+        if (bad)
+            return f8i_error(ck->ctx, F8_ERR_INVALID_ARGUMENT, "%s: tensor \"%.64s\": element %zu is %g (%s)", fn,
+                             e->name, i, (double)v, rule_text[rule]);
+    }
+    return F8_OK;
+}
+
 /* ---- lifetime ---------------------------------------------------------- */
 
 static f8_checkpoint *checkpoint_alloc(f8_ctx *ctx)
@@ -371,6 +469,41 @@ static f8_status check_version(f8_ctx *ctx, const char *fn, const f8i_st_header 
     return F8_OK;
 }
 
+/* The header's checksum of tensor `name` (NULL when it has none); the
+ * metadata is sorted by key, so a binary search that compares the key with
+ * KEY_CHECKSUM + name without building the string. */
+static const char *find_checksum(const f8i_st_header *h, const char *name)
+{
+    const size_t plen = strlen(KEY_CHECKSUM);
+    size_t lo = 0, hi = h->n_meta;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const char *k = h->meta[mid].key;
+        int c = strncmp(k, KEY_CHECKSUM, plen);
+        if (!c) c = strcmp(k + plen, name);
+        if (!c) return h->meta[mid].value;
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return NULL;
+}
+
+/* A tensor's bytes against its checksum, if the file has one. */
+static f8_status check_checksum(f8_ctx *ctx, const char *fn, const f8i_st_header *h, const entry *e)
+{
+    const char *want = find_checksum(h, e->pub.name);
+    if (!want) return F8_OK;
+    if (strlen(want) != 16 || strspn(want, "0123456789abcdef") != 16)
+        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: metadata \"" KEY_CHECKSUM "%.64s\" = \"%.32s\" is not a "
+                         "checksum (16 lowercase hex digits)", fn, e->pub.name, want);
+    char got[17];
+    snprintf(got, sizeof got, "%016llx", (unsigned long long)f8i_xxh64(e->pub.data, e->pub.bytes));
+    if (strcmp(got, want))
+        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: tensor \"%.64s\": checksum mismatch (the file says %s, "
+                         "its %zu bytes hash to %s): the file is corrupt", fn, e->pub.name, want, e->pub.bytes, got);
+    return F8_OK;
+}
+
 /* Make the checkpoint of a checked header, reading each tensor's bytes from
  * src. Takes the header's metadata; frees the header in all cases. */
 static f8_status build(f8_ctx *ctx, const char *fn, f8i_st_header *h, const source *src, f8_checkpoint **out)
@@ -402,11 +535,33 @@ static f8_status build(f8_ctx *ctx, const char *fn, f8i_st_header *h, const sour
             int err = pread_full(src->fd, e->data, bytes, src->base + t->begin);
             if (err) st = f8i_error(ctx, F8_ERR_IO, "%s: reading tensor \"%.64s\": %s", fn, t->name, read_error(err));
         }
+        if (st == F8_OK) st = check_checksum(ctx, fn, h, e);
     }
-    /* The metadata moves over as parsed (sorted, checked for duplicates). */
+    /* A checksum of a tensor the file does not hold: one was taken out. */
+    for (size_t i = 0; st == F8_OK && i < h->n_meta; i++) {
+        const char *k = h->meta[i].key;
+        int found;
+        if (strncmp(k, KEY_CHECKSUM, strlen(KEY_CHECKSUM)) == 0) {
+            entry_lower_bound(ck, k + strlen(KEY_CHECKSUM), &found);
+            if (!found)
+                st = f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: metadata has a checksum for tensor \"%.64s\", which "
+                               "the file does not hold: the file is corrupt", fn, k + strlen(KEY_CHECKSUM));
+        }
+    }
+    /* The metadata moves over as parsed (sorted, checked for duplicates),
+     * less the checksums: they belong to the file, and a save writes new ones. */
     if (st == F8_OK) {
+        size_t kept = 0;
+        for (size_t i = 0; i < h->n_meta; i++) {
+            if (strncmp(h->meta[i].key, KEY_CHECKSUM, strlen(KEY_CHECKSUM)) == 0) {
+                free(h->meta[i].key);
+                free(h->meta[i].value);
+            } else
+                h->meta[kept++] = h->meta[i];
+        }
         ck->meta = h->meta;
-        ck->n_meta = ck->cap_meta = h->n_meta;
+        ck->n_meta = kept;
+        ck->cap_meta = h->n_meta;
         h->meta = NULL;
         h->n_meta = 0;
     }
@@ -499,15 +654,17 @@ typedef struct layout {
 
 static f8_status layout_make(const f8_checkpoint *ck, const char *fn, layout *l)
 {
-    size_t n = ck->n, nm = 0;
+    size_t n = ck->n, nm = 0, names = 0;
+    for (size_t i = 0; i < n; i++) names += strlen(KEY_CHECKSUM) + strlen(ck->entries[i]->pub.name) + 1;
     memset(l, 0, sizeof *l);
     l->order = (entry **)malloc((n + 1) * sizeof *l->order);
     uint64_t *begin = (uint64_t *)malloc((n + 1) * sizeof *begin);
     const f8i_ck_entry **pub = (const f8i_ck_entry **)malloc((n + 1) * sizeof *pub);
-    const char **keys = (const char **)malloc((ck->n_meta + 2) * sizeof *keys);
-    const char **values = (const char **)malloc((ck->n_meta + 2) * sizeof *values);
+    const char **keys = (const char **)malloc((ck->n_meta + n + 2) * sizeof *keys);
+    const char **values = (const char **)malloc((ck->n_meta + n + 2) * sizeof *values);
+    char *sum_keys = (char *)malloc(names + 1), (*sums)[17] = (char (*)[17])malloc((n + 1) * sizeof *sums);
     f8_status st = F8_OK;
-    if (!l->order || !begin || !pub || !keys || !values) {
+    if (!l->order || !begin || !pub || !keys || !values || !sum_keys || !sums) {
         st = f8i_error(ck->ctx, F8_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
         goto done;
     }
@@ -527,9 +684,19 @@ static f8_status layout_make(const f8_checkpoint *ck, const char *fn, layout *l)
     snprintf(version, sizeof version, "%d", FORMAT_VERSION);
     keys[nm] = KEY_FORMAT, values[nm++] = "f8";
     keys[nm] = KEY_VERSION, values[nm++] = version;
+    /* The caller's pairs; checksums a loaded file brought are recomputed. */
     for (size_t i = 0; i < ck->n_meta; i++)
-        if (strcmp(ck->meta[i].key, KEY_FORMAT) && strcmp(ck->meta[i].key, KEY_VERSION))
+        if (strcmp(ck->meta[i].key, KEY_FORMAT) && strcmp(ck->meta[i].key, KEY_VERSION) &&
+            strncmp(ck->meta[i].key, KEY_CHECKSUM, strlen(KEY_CHECKSUM)))
             keys[nm] = ck->meta[i].key, values[nm++] = ck->meta[i].value;
+    char *k = sum_keys;
+    for (size_t i = 0; i < n; i++) {
+        const f8i_ck_entry *e = &ck->entries[i]->pub;
+        keys[nm] = k;
+        k += sprintf(k, "%s%s", KEY_CHECKSUM, e->name) + 1;
+        snprintf(sums[i], sizeof sums[i], "%016llx", (unsigned long long)f8i_xxh64(e->data, e->bytes));
+        values[nm++] = sums[i];
+    }
     l->header = f8i_st_write_header(pub, begin, n, keys, values, nm, &l->header_size);
     if (!l->header) st = f8i_error(ck->ctx, F8_ERR_OUT_OF_MEMORY, "%s: out of host memory for the header", fn);
     l->total = l->header_size + (size_t)off;
@@ -538,6 +705,8 @@ done:
     free(pub);
     free(keys);
     free(values);
+    free(sum_keys);
+    free(sums);
     if (st != F8_OK) {
         free(l->order);
         l->order = NULL;
@@ -589,6 +758,39 @@ static int write_full(int fd, const void *src, size_t n)
     return 0;
 }
 
+/* Remove the "<path>.tmp.<pid>" files of saves that were killed: those next
+ * to path, of the same base name, whose pid is no running process (kill(pid,
+ * 0) fails with ESRCH). Other files, and the temporaries of live processes,
+ * stay. Best effort: the save reports its own errors, not these. */
+static void remove_stale_temps(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    size_t dlen = slash ? (size_t)(slash - path) + (slash == path) : 1, blen = strlen(base);
+    char *dir = (char *)malloc(dlen + 1);
+    if (!dir) return;
+    memcpy(dir, slash ? path : ".", dlen);
+    dir[dlen] = 0;
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    while (d && (de = readdir(d)) != NULL) {
+        const char *n = de->d_name;
+        if (strncmp(n, base, blen) || strncmp(n + blen, ".tmp.", 5)) continue;
+        const char *digits = n + blen + 5;
+        size_t nd = strspn(digits, "0123456789");
+        if (nd == 0 || nd > 9 || digits[nd] || digits[0] == '0') continue;
+        long pid = strtol(digits, NULL, 10);
+        if (pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        char *full = (char *)malloc(dlen + strlen(n) + 2);
+        if (!full) break;
+        sprintf(full, "%s/%s", dir, n);
+        unlink(full);
+        free(full);
+    }
+    if (d) closedir(d);
+    free(dir);
+}
+
 f8_status f8_checkpoint_save(const f8_checkpoint *ck, const char *path)
 {
     static const char fn[] = "f8_checkpoint_save";
@@ -605,7 +807,9 @@ f8_status f8_checkpoint_save(const f8_checkpoint *ck, const char *path)
         return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
     }
     /* The temporary sits next to path, so the rename stays on one file
-     * system and is atomic; the pid keeps two processes apart. */
+     * system and is atomic; the pid keeps two processes apart, and tells
+     * which temporaries were left by a save that was killed. */
+    remove_stale_temps(path);
     snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
     const char *step = "creating";
     int err = 0, fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

@@ -78,6 +78,28 @@ f8_status f8i_checkpoint_set_meta(f8_checkpoint *ck, const char *key, const char
 size_t f8i_checkpoint_meta_count(const f8_checkpoint *ck);
 void f8i_checkpoint_meta_at(const f8_checkpoint *ck, size_t i, const char **key, const char **value);
 
+/* What f8i_checkpoint_check_finite requires of every element of an entry. */
+typedef enum f8i_ck_rule {
+    F8I_CK_FINITE,     /* parameters, first moments: no NaN, no infinity */
+    F8I_CK_POSITIVE,   /* scales and scale_invs: finite and > 0 */
+    F8I_CK_NONNEGATIVE /* amax histories, second moments: finite and >= 0 (-0 counts as 0) */
+} f8i_ck_rule;
+
+/* Check the values of the entry `name` against rule, for the restore paths
+ * (a checkpoint file is untrusted input: a NaN weight or a zero scale would
+ * load silently and poison the run). F32, BF16, F8_E4M3 (0x7F/0xFF are NaN)
+ * and F8_E5M2 (exponent all ones is inf/NaN) are read; I32, I64 and U8
+ * entries always pass. F8_OK, or F8_ERR_INVALID_ARGUMENT with a message
+ * on ck's ctx naming fn, the tensor, the element and its value, e.g.
+ *   "f8_checkpoint_restore_adamw: tensor \"optimizer.v.3\": element 17 is
+ *    nan (must be finite and >= 0)"
+ * A missing entry is F8_ERR_INVALID_ARGUMENT too. Reads host bytes only. */
+f8_status f8i_checkpoint_check_finite(const f8_checkpoint *ck, const char *fn, const char *name, f8i_ck_rule rule);
+
+/* 64-bit XXH64 (seed 0) of n bytes: the per-tensor checksum of f8 files
+ * (metadata "f8.xxh64.<tensor name>" = 16 lowercase hex digits). */
+uint64_t f8i_xxh64(const void *data, size_t n);
+
 /* The whole file f8_checkpoint_save would write, in one malloc'd buffer
  * (*bytes, *size; free() it). For tests and the fuzz target. */
 f8_status f8i_checkpoint_serialize(const f8_checkpoint *ck, unsigned char **bytes, size_t *size);

@@ -204,6 +204,8 @@ static f8_status check_values(const f8_checkpoint *ck, f8_ctx *ctx, const char *
     const f8i_ck_entry *x = *e;
     if (x->dtype != F8I_CK_F32 && x->dtype != F8I_CK_BF16 && !is_fp8(x->dtype))
         return f8i_error(ctx, F8_ERR_DTYPE, "checkpoint: \"%s\" is not F32, BF16 or F8", x->name);
+    st = f8i_checkpoint_check_finite(ck, "f8_checkpoint_restore_module", x->name, F8I_CK_FINITE);
+    if (st != F8_OK) return st;
     int ok = ndim == 2 ? (x->ndim == 2 && x->shape[0] == rows && x->shape[1] == cols)
                        : (elements(x) == cols && (x->ndim == 1 || (x->ndim == 2 && x->shape[0] == 1)));
     if (!ok)
@@ -218,6 +220,8 @@ static f8_status check_values(const f8_checkpoint *ck, f8_ctx *ctx, const char *
         if (st != F8_OK) return st;
         if (s->dtype != F8I_CK_F32 || elements(s) != 1)
             return f8i_error(ctx, F8_ERR_SHAPE, "checkpoint: \"%s\" must be one F32", s->name);
+        st = f8i_checkpoint_check_finite(ck, "f8_checkpoint_restore_module", s->name, F8I_CK_POSITIVE);
+        if (st != F8_OK) return st;
         memcpy(sinv, s->data, 4);
     }
     return F8_OK;
@@ -326,6 +330,9 @@ static f8_status plan_slots(const f8_checkpoint *ck, f8_ctx *ctx, const char *pr
             if (!ok)
                 st = f8i_error(ctx, F8_ERR_SHAPE, "checkpoint: \"%s\" is not F32 %s with %d slots", e[i]->name,
                                i ? "[n]" : "[L, n]", n);
+            if (st == F8_OK) /* amaxes >= 0; scales and scale_invs > 0 */
+                st = f8i_checkpoint_check_finite(ck, "f8_checkpoint_restore_module", e[i]->name,
+                                                 i ? F8I_CK_POSITIVE : F8I_CK_NONNEGATIVE);
         }
         if (st != F8_OK) break;
         float *h = (float *)calloc(((size_t)L + 2) * (size_t)n + 1, sizeof(float));

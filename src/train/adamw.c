@@ -31,7 +31,7 @@
 
 #include "io/checkpoint.h"
 #include "core/ops.h"
-#include "train/train_misc.h"
+#include "train/embed_xent_adamw.h"
 
 typedef struct param_rec {
     f8_tensor param, grad;
@@ -359,6 +359,12 @@ f8_status f8_checkpoint_restore_adamw(const f8_checkpoint *ck, const char *prefi
     if (st == F8_OK) st = find_checked(ck, ctx, name, F8I_CK_F32, 1, 1, &elr);
     if (st == F8_OK) st = name_of(ctx, name, prefix, "grad_norm", -1);
     if (st == F8_OK) st = find_checked(ck, ctx, name, F8I_CK_F32, 1, 1, &en);
+    /* Values: a NaN moment or a negative second moment would poison every
+     * later step (the file is untrusted; checksums catch only corruption). */
+    for (int i = 0; i < 2 * o->n && st == F8_OK; i++)
+        st = f8i_checkpoint_check_finite(ck, fn, mv[i]->name, i % 2 ? F8I_CK_NONNEGATIVE : F8I_CK_FINITE);
+    if (st == F8_OK) st = f8i_checkpoint_check_finite(ck, fn, elr->name, F8I_CK_NONNEGATIVE);
+    if (st == F8_OK) st = f8i_checkpoint_check_finite(ck, fn, en->name, F8I_CK_NONNEGATIVE);
     f8i_adamw_state s;
     memset(&s, 0, sizeof s);
     if (st == F8_OK) {

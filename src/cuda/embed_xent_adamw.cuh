@@ -1,7 +1,7 @@
 /*
- * train_misc.cuh — what the CUDA misc training ops (train_misc.cu: embedding;
- * cross_entropy.cu; adamw.cu) share: FP32/BF16 element access by a runtime
- * dtype flag, four elements at a time, and the launchers the dispatcher calls.
+ * embed_xent_adamw.cuh — what the CUDA embedding, cross-entropy and AdamW
+ * ops (embedding.cu, cross_entropy.cu, adamw.cu) share: FP32/BF16 element
+ * access by a runtime dtype flag, four elements at a time, and their launchers.
  *
  * Design note. These ops take FP32 or BF16 on each operand independently, so
  * the dtype is a uniform runtime flag rather than a template (a branch every
@@ -14,7 +14,7 @@
 #define F8_CUDA_TRAIN_MISC_CUH
 
 #include "kernels_common.cuh"
-#include "train/train_misc.h"
+#include "train/embed_xent_adamw.h"
 
 static __device__ __forceinline__ float ld1(const void *p, int bf16, int64_t i)
 {

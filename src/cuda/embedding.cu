@@ -1,6 +1,6 @@
 /*
- * train_misc.cu — the misc training ops' dispatcher, and the token + position
- * embedding forward and backward (contracts in src/train/train_misc.h).
+ * embedding.cu — the token + position
+ * embedding forward and backward (contracts in src/train/embed_xent_adamw.h).
  *
  * Design note (backward, dwte). The gradient must be bitwise the same on every
  * run, the host may not read the token ids, and no memory may be allocated, so
@@ -29,7 +29,7 @@
  */
 #include <stdint.h>
 
-#include "train_misc.cuh"
+#include "embed_xent_adamw.cuh"
 
 #define EMB_THREADS 256
 #define EB_WARPS (EMB_THREADS / 32)

@@ -1,5 +1,5 @@
 /*
- * train_misc.h — the misc family of training ops (backend.h's op list:
+ * embed_xent_adamw.h — the embedding, cross-entropy and AdamW ops (backend.h's op list:
  * F8I_OP_EMBEDDING_FWD/BWD, F8I_OP_CROSS_ENTROPY, F8I_OP_ADAMW_STEP):
  * token + position embedding, softmax cross-entropy and the AdamW step. Their
  * args structs, the AdamW device records and
@@ -8,11 +8,11 @@
  *
  * Args hold only pointers to backend memory and scalars: the graph recorder
  * copies the bytes of an args struct and replays them later. Validation
- * happens above (src/train/train_misc.c, src/train/adamw.c); ops may assume well-formed
+ * happens above (src/train/embedding_xent.c, src/train/adamw.c); ops may assume well-formed
  * arguments. Included from C and CUDA.
  */
-#ifndef F8_TRAIN_MISC_H
-#define F8_TRAIN_MISC_H
+#ifndef F8_TRAIN_EMBED_XENT_ADAMW_H
+#define F8_TRAIN_EMBED_XENT_ADAMW_H
 
 #include "core/numerics.h"
 #include "core/f8i.h"
@@ -165,4 +165,4 @@ F8I_HD void f8i_adamw_update(float *p, float grad, float *m, float *v, float c, 
     *p = *p - lr * step;
 }
 
-#endif /* F8_TRAIN_MISC_H */
+#endif /* F8_TRAIN_EMBED_XENT_ADAMW_H */

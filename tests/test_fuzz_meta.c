@@ -1,0 +1,23 @@
+/*
+ * test_fuzz_meta.c — the checkpoint-metadata and command-line target (fuzz/fuzz_meta.c)
+ * over every seed of fuzz/corpus_meta, under the normal build and SAN=1: each
+ * input must pass the target's own checks (which abort otherwise). A missing
+ * corpus is a failure. Run from the repository root by `make test`.
+ */
+#define F8_FUZZ_REPLAY_NO_MAIN
+#include "../fuzz/fuzz_meta.c"
+#include "../fuzz/replay_main.c"
+
+#include "check.h"
+
+int main(void)
+{
+    const char *dir = "fuzz/corpus_meta";
+    int files = 0;
+    int rc = f8_fuzz_replay(dir, &files);
+    CHECK(rc == 0, "cannot read the corpus %s", dir);
+    CHECK(files >= 10, "%s holds %d inputs; the corpus is missing", dir, files);
+    f8_fuzz_teardown();
+    printf("test_fuzz_meta: %d inputs from %s\n", files, dir);
+    return test_finish("test_fuzz_meta");
+}

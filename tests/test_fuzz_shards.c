@@ -1,0 +1,24 @@
+/*
+ * test_fuzz_shards.c — the llm.c shard loader target (fuzz/fuzz_data.c)
+ * over every seed of fuzz/corpus_shards, under the normal build and SAN=1: each
+ * input must pass the target's own checks (which abort otherwise). A missing
+ * corpus is a failure. Run from the repository root by `make test`.
+ */
+#define F8_FUZZ_REPLAY_NO_MAIN
+#define FUZZ_DATA_SHARDS 1
+#include "../fuzz/fuzz_data.c"
+#include "../fuzz/replay_main.c"
+
+#include "check.h"
+
+int main(void)
+{
+    const char *dir = "fuzz/corpus_shards";
+    int files = 0;
+    int rc = f8_fuzz_replay(dir, &files);
+    CHECK(rc == 0, "cannot read the corpus %s", dir);
+    CHECK(files >= 8, "%s holds %d inputs; the corpus is missing", dir, files);
+    f8_fuzz_teardown();
+    printf("test_fuzz_shards: %d inputs from %s\n", files, dir);
+    return test_finish("test_fuzz_shards");
+}

@@ -1,0 +1,48 @@
+/*
+ * hf.h — Hugging Face GPT-2 checkpoints in and out of the trainer's model,
+ * and the two commands built on them:
+ *   f8_train eval-hf DIR --tokens FILE     loss of a GPT-2 checkpoint on tokens
+ *   f8_train export-hf CHECKPOINT OUT_DIR  an f8_train checkpoint as a GPT-2
+ * plus f8_train's --init-from (trainer.c).
+ *
+ * The layout is the one `transformers` writes (save_pretrained of a
+ * GPT2LMHeadModel): model.safetensors with [transformer.]wte.weight [V, C],
+ * wpe.weight [P, C], h.N.ln_1 / ln_2 / ln_f .weight/.bias [C],
+ * h.N.attn.c_attn [C, 3C] (+ bias), h.N.attn.c_proj [C, C], h.N.mlp.c_fc
+ * [C, 4C], h.N.mlp.c_proj [4C, C]: Conv1D weights are [in, out], so each is
+ * transposed into f8's [out, in]. lm_head.weight is tied to wte (absent, or
+ * equal). config.json (n_layer, n_head, n_embd, n_positions, vocab_size,
+ * layer_norm_epsilon 1e-5, activation_function gelu_new) gives the shape.
+ */
+#ifndef F8_TRAIN_HF_H
+#define F8_TRAIN_HF_H
+
+#include "gpt.h"
+
+typedef struct hf_config {
+    int64_t layers, heads, channels, positions, vocab;
+} hf_config;
+
+/* The shape of the GPT-2 at path (a directory holding model.safetensors and
+ * config.json, or the .safetensors file itself, config.json beside it).
+ * Without config.json it is read off the tensors, heads = channels / 64.
+ * Returns 0, or -1 with the reason in err (an unsupported activation, eps
+ * or inner size, a missing file). */
+int hf_read_config(const char *path, hf_config *c, char *err, size_t err_size);
+
+/* Load the GPT-2 at path into m (same layers and channels; m->c.seq <=
+ * positions: the first seq rows of wpe; m->c.vocab == the file's vocab, the
+ * padded head rows are zeroed). Parameters in FP32 or BF16 files, written in
+ * the model's dtype. Returns F8_OK, or a status with the reason in err. */
+f8_status hf_import(gpt *m, const char *path, char *err, size_t err_size);
+
+/* Write m as dir/model.safetensors (FP32, metadata format "pt") and
+ * dir/config.json (positions = m->c.seq), creating dir if needed. */
+f8_status hf_export(gpt *m, const char *dir, char *err, size_t err_size);
+
+/* `f8_train eval-hf ...` and `f8_train export-hf ...` (argv[1] is the
+ * command). They print and return the exit code. */
+int eval_hf_main(int argc, char **argv);
+int export_hf_main(int argc, char **argv);
+
+#endif /* F8_TRAIN_HF_H */
