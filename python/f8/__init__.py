@@ -56,18 +56,27 @@ def microbatch_code(is_first_microbatch):
     return _lib.MICROBATCH_FIRST if is_first_microbatch else _lib.MICROBATCH_NOT_FIRST
 
 
+_SCALINGS = ("delayed", "current", "block")
+
+
 class Recipe:
-    """The delayed-scaling recipe (f8_recipe, TE's DelayedScaling); fixed per
-    ctx at creation. format: "HYBRID" or "E4M3"; amax_compute_algo: "max" or
-    "most_recent"."""
+    """The scaling recipe (f8_recipe: TE's DelayedScaling, or its
+    Float8CurrentScaling with scaling="current"); fixed per ctx at creation.
+    format: "HYBRID" or "E4M3"; amax_compute_algo: "max" or "most_recent";
+    scaling: "delayed" (default), "current" or "block" (refused by this build);
+    power_2_scales: current scaling only."""
 
     def __init__(self, margin=0, fp8_format="HYBRID", amax_history_len=1024, amax_compute_algo="max",
-                 reduce_amax=True):
+                 reduce_amax=True, scaling="delayed", power_2_scales=False):
         self.margin = int(margin)
         self.fp8_format = str(fp8_format).upper()
         self.amax_history_len = int(amax_history_len)
         self.amax_compute_algo = str(amax_compute_algo).lower()
         self.reduce_amax = bool(reduce_amax)
+        self.scaling = str(scaling).lower()
+        self.power_2_scales = bool(power_2_scales)
+        if self.scaling not in _SCALINGS:
+            raise ValueError("scaling %r: delayed, current or block" % (scaling,))
         if self.fp8_format not in ("HYBRID", "E4M3"):
             raise ValueError("fp8_format %r: HYBRID or E4M3" % (fp8_format,))
         if self.amax_compute_algo not in ("max", "most_recent"):
@@ -80,10 +89,13 @@ class Recipe:
         r.amax_history_len = self.amax_history_len
         r.amax_compute_algo = _lib.AMAX_MAX if self.amax_compute_algo == "max" else _lib.AMAX_MOST_RECENT
         r.reduce_amax = int(self.reduce_amax)
+        r.kind = _SCALINGS.index(self.scaling)
+        r.power_2_scales = int(self.power_2_scales)
         return r
 
     def key(self):
-        return (self.fp8_format, self.margin, self.amax_history_len, self.amax_compute_algo, self.reduce_amax)
+        return (self.fp8_format, self.margin, self.amax_history_len, self.amax_compute_algo, self.reduce_amax,
+                self.scaling, self.power_2_scales)
 
     def __eq__(self, other):
         return isinstance(other, Recipe) and self.key() == other.key()
@@ -92,8 +104,10 @@ class Recipe:
         return hash(self.key())
 
     def __repr__(self):
-        return "Recipe(margin=%d, fp8_format=%r, amax_history_len=%d, amax_compute_algo=%r, reduce_amax=%r)" % (
-            self.margin, self.fp8_format, self.amax_history_len, self.amax_compute_algo, self.reduce_amax)
+        return ("Recipe(margin=%d, fp8_format=%r, amax_history_len=%d, amax_compute_algo=%r, reduce_amax=%r, "
+                "scaling=%r, power_2_scales=%r)" % (self.margin, self.fp8_format, self.amax_history_len,
+                                                    self.amax_compute_algo, self.reduce_amax, self.scaling,
+                                                    self.power_2_scales))
 
 
 class Context:

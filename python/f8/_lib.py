@@ -62,7 +62,8 @@ class Tensor_t(C.Structure):
 
 class Recipe_t(C.Structure):
     _fields_ = [("format", C.c_int), ("margin", C.c_int), ("amax_history_len", C.c_int),
-                ("amax_compute_algo", C.c_int), ("reduce_amax", C.c_int)]
+                ("amax_compute_algo", C.c_int), ("reduce_amax", C.c_int), ("kind", C.c_int),
+                ("power_2_scales", C.c_int)]
 
 
 class CtxConfig_t(C.Structure):
