@@ -178,7 +178,10 @@ f8_backend f8_ctx_backend(const f8_ctx *ctx);
 const f8_recipe *f8_ctx_recipe(const f8_ctx *ctx);
 
 /* Make the ctx issue its work on `stream` (a cudaStream_t passed as void*;
- * NULL restores the ctx's own stream). CPU ctx: F8_ERR_UNSUPPORTED. */
+ * NULL restores the ctx's own stream, a non-blocking one: work on it is not
+ * ordered against the legacy default stream; pass cudaStreamLegacy, (void *)1,
+ * for that one). Stores the handle only: no synchronization. CPU ctx:
+ * F8_ERR_UNSUPPORTED. */
 f8_status f8_ctx_set_stream(f8_ctx *ctx, void *stream);
 /* The cudaStream_t in use (NULL for a CPU ctx). */
 void *f8_ctx_stream(const f8_ctx *ctx);
