@@ -6,7 +6,9 @@
  * with all seven activations; FP8 on and off; FP32 and BF16 parameters; an
  * FP8 primary weight; shapes 5 x 17 / 33 / 250), attention (FP32, BF16),
  * the embedding, a small GPT (train/gpt.c: FP8, BF16, FP8 off, dynamic batch
- * and sequence) and `f8_train export` of a trained checkpoint are exported
+ * and sequence; the tied table as per-row FP8, fp8_embedding, against f8's
+ * forward, against f8's forward with the table rounded the same way, and
+ * the bytes it saves) and `f8_train export` of a trained checkpoint are exported
  * after a forward and a scale update (so the scales are not powers of two);
  * their inputs and f8's outputs go to .npy files beside the models and a
  * manifest, and tests/onnx_check.py checks each model (onnx.checker full
@@ -309,6 +311,45 @@ static void attention_case(f8_ctx *ctx, const char *name, int64_t B, int64_t S, 
     free(y);
 }
 
+/* Each row of the host table h [R, C] as the fp8_embedding export stores it:
+ * fp8(x · s_r) / s_r with s_r = 448 / max |row| (1 for a row of zeros; f8.h,
+ * "FP8 embedding table"), from the public FP8 conversions, independently of
+ * the exporter. */
+static void round_rows_fp8(float *h, int64_t R, int64_t C)
+{
+    for (int64_t r = 0; r < R; r++) {
+        float amax = 0.0f, *row = h + r * C;
+        for (int64_t c = 0; c < C; c++) amax = fmaxf(amax, fabsf(row[c]));
+        const float scale = amax > 0.0f ? 448.0f / amax : 1.0f, sinv = 1.0f / scale;
+        for (int64_t c = 0; c < C; c++)
+            row[c] = f8_fp8_to_float(f8_fp8_from_float(row[c] * scale, F8_DTYPE_E4M3), F8_DTYPE_E4M3) * sinv;
+    }
+}
+
+/* Export the embedding of wte, wpe as name.onnx (fp8_table: config
+ * fp8_embedding) with the case's tokens [B, S] and expected y [B, S, C]. */
+static void embedding_export(f8_ctx *ctx, const char *name, int fp8_table, const f8_tensor *wte, const f8_tensor *wpe,
+                             const int64_t *tok64, const float *y, int64_t B, int64_t S)
+{
+    f8_onnx_config cfg = f8_onnx_config_default();
+    cfg.fp8_embedding = fp8_table;
+    f8_onnx *g = NULL;
+    char shape[64], xf[128], yf[128];
+    snprintf(shape, sizeof shape, "batch,seq,%lld", (long long)wte->cols);
+    CHECK_OK(ctx, f8_onnx_create(ctx, &cfg, &g));
+    CHECK_OK(ctx, f8_onnx_add_input(g, "tokens", F8_ONNX_INT64, "batch,seq"));
+    CHECK_OK(ctx, f8_onnx_add_embedding(g, wte, wpe, "tokens", "y"));
+    CHECK_OK(ctx, f8_onnx_add_output(g, "y", shape));
+    CHECK_OK(ctx, f8_onnx_save(g, path_of(name, ".onnx")));
+    f8_onnx_destroy(g);
+    const int64_t st[2] = {B, S}, sy[3] = {B, S, wte->cols};
+    snprintf(xf, sizeof xf, "%s.x.npy", name);
+    snprintf(yf, sizeof yf, "%s.y.npy", name);
+    write_npy(xf, tok64, "<i8", 8, st, 2);
+    write_npy(yf, y, "<f4", 4, sy, 3);
+    add_case(name, "hp", "tokens", xf, yf);
+}
+
 static void embedding_case(f8_ctx *ctx)
 {
     const int64_t V = 50, C = 17, S = 9, B = 2, T = B * S;
@@ -326,20 +367,21 @@ static void embedding_case(f8_ctx *ctx)
     CHECK_OK(ctx, f8_ctx_upload(ctx, tb, tok, sizeof tok));
     CHECK_OK(ctx, f8_embedding_forward(ctx, (const int32_t *)tb, S, &wte, &wpe, &ty));
     download(ctx, y, ty.data, T * C, F8_DTYPE_FP32);
-    f8_onnx_config cfg = f8_onnx_config_default();
-    f8_onnx *g = NULL;
-    CHECK_OK(ctx, f8_onnx_create(ctx, &cfg, &g));
-    CHECK_OK(ctx, f8_onnx_add_input(g, "tokens", F8_ONNX_INT64, "batch,seq"));
-    CHECK_OK(ctx, f8_onnx_add_embedding(g, &wte, &wpe, "tokens", "y"));
-    CHECK_OK(ctx, f8_onnx_add_output(g, "y", "batch,seq,17"));
-    CHECK_OK(ctx, f8_onnx_save(g, path_of("embedding", ".onnx")));
-    f8_onnx_destroy(g);
-    const int64_t st[2] = {B, S}, sy[3] = {B, S, C};
-    write_npy("embedding.x.npy", tok64, "<i8", 8, st, 2);
-    write_npy("embedding.y.npy", y, "<f4", 4, sy, 3);
-    add_case("embedding", "hp", "tokens", "embedding.x.npy", "embedding.y.npy");
-    void *bufs[] = {wte.data, wpe.data, ty.data, tb};
-    for (int i = 0; i < 4; i++) f8_ctx_free(ctx, bufs[i]);
+    embedding_export(ctx, "embedding", 0, &wte, &wpe, tok64, y, B, S);
+    /* fp8_embedding: an FP32 table with a row of zeros and a row of tiny
+     * values, against f8's embedding of the table rounded per row on the
+     * host: the same sums, bit for bit */
+    for (int64_t c = 0; c < C; c++) te[3 * C + c] = 0.0f, te[5 * C + c] *= 1e-30f;
+    tok[0] = 3, tok[1] = 5, tok64[0] = 3, tok64[1] = 5;
+    f8_tensor wte32 = f8_tensor_make(upload(ctx, te, V * C, F8_DTYPE_FP32), F8_DTYPE_FP32, V, C);
+    round_rows_fp8(te, V, C);
+    f8_tensor wtr = f8_tensor_make(upload(ctx, te, V * C, F8_DTYPE_FP32), F8_DTYPE_FP32, V, C);
+    CHECK_OK(ctx, f8_ctx_upload(ctx, tb, tok, sizeof tok));
+    CHECK_OK(ctx, f8_embedding_forward(ctx, (const int32_t *)tb, S, &wtr, &wpe, &ty));
+    download(ctx, y, ty.data, T * C, F8_DTYPE_FP32);
+    embedding_export(ctx, "embedding_fp8", 1, &wte32, &wpe, tok64, y, B, S);
+    void *bufs[] = {wte.data, wpe.data, ty.data, tb, wte32.data, wtr.data};
+    for (int i = 0; i < 6; i++) f8_ctx_free(ctx, bufs[i]);
     free(te);
     free(pe);
     free(y);
@@ -364,10 +406,10 @@ static void gpt_logits(gpt *m, const int64_t *tok, float *out)
     free(t32);
 }
 
-/* Write tokens and f8's logits for a model exported as name.onnx; also the
- * first `part` positions alone (a shorter sequence: causal attention and
- * the position embedding make them the same). */
-static void gpt_files(gpt *m, const char *name, const char *kind)
+/* Write tokens and f8's logits for the case `name` of the model exported as
+ * model.onnx; also the first `part` positions alone (a shorter sequence:
+ * causal attention and the position embedding make them the same). */
+static void gpt_files(gpt *m, const char *model, const char *name, const char *kind)
 {
     const int64_t B = m->c.batch, S = m->c.seq, V = m->c.vocab, T = B * S;
     int64_t *tok = (int64_t *)xmalloc((size_t)T * 8);
@@ -375,26 +417,45 @@ static void gpt_files(gpt *m, const char *name, const char *kind)
     for (int64_t i = 0; i < T; i++) tok[i] = (int64_t)(rng_u64(&rng) % (uint64_t)V);
     gpt_logits(m, tok, lg);
     char xf[128], yf[128];
-    snprintf(xf, sizeof xf, "%s.x.npy", name);
-    snprintf(yf, sizeof yf, "%s.y.npy", name);
-    const int64_t st[2] = {B, S}, sy[3] = {B, S, V};
-    write_npy(xf, tok, "<i8", 8, st, 2);
-    write_npy(yf, lg, "<f4", 4, sy, 3);
-    add_case(name, kind, "tokens", xf, yf);
-    /* batch 1, seq S - 3: the dynamic axes */
-    const int64_t s2 = S - 3, st2[2] = {1, s2}, sy2[3] = {1, s2, V};
-    float *lg2 = (float *)xmalloc((size_t)(s2 * V) * 4);
-    for (int64_t t = 0; t < s2; t++) memcpy(lg2 + t * V, lg + t * V, (size_t)V * 4);
-    snprintf(xf, sizeof xf, "%s.short.x.npy", name);
-    snprintf(yf, sizeof yf, "%s.short.y.npy", name);
-    write_npy(xf, tok, "<i8", 8, st2, 2);
-    write_npy(yf, lg2, "<f4", 4, sy2, 3);
-    fprintf(manifest, ",{\"name\": \"%s.short\", \"model\": \"%s.onnx\", \"kind\": \"%s\", \"inputs\": {\"tokens\": \"%s\"}, "
-                      "\"outputs\": [\"%s\"]}\n", name, name, kind, xf, yf);
-    n_cases++;
-    free(lg2);
+    for (int part = 0; part < 2; part++) {
+        /* part 1: batch 1, seq S - 3 (the dynamic axes) */
+        const int64_t b = part ? 1 : B, s = part ? S - 3 : S, st[2] = {b, s}, sy[3] = {b, s, V};
+        float *y = (float *)xmalloc((size_t)(b * s * V) * 4);
+        for (int64_t t = 0; t < b * s; t++) memcpy(y + t * V, lg + t * V, (size_t)V * 4);
+        snprintf(xf, sizeof xf, "%s%s.x.npy", name, part ? ".short" : "");
+        snprintf(yf, sizeof yf, "%s%s.y.npy", name, part ? ".short" : "");
+        write_npy(xf, tok, "<i8", 8, st, 2);
+        write_npy(yf, y, "<f4", 4, sy, 3);
+        fprintf(manifest, "%s{\"name\": \"%s%s\", \"model\": \"%s.onnx\", \"kind\": \"%s\", \"inputs\": {\"tokens\": "
+                          "\"%s\"}, \"outputs\": [\"%s\"]}\n", n_cases++ ? "," : "", name, part ? ".short" : "", model,
+                kind, xf, yf);
+        free(y);
+    }
     free(tok);
     free(lg);
+}
+
+static long file_size(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 ? (long)sb.st_size : -1;
+}
+
+/* The tied table of m (wte = the LM head's weight) replaced by what the
+ * fp8_embedding export stores (round_rows_fp8). */
+static void round_table_fp8(gpt *m)
+{
+    f8_ctx *ctx = m->ctx;
+    f8_tensor wte;
+    CHECK_OK(ctx, f8_module_param(m->head, F8_PARAM_WEIGHT, 0, &wte));
+    const int64_t R = wte.rows, C = wte.cols;
+    float *h = (float *)xmalloc((size_t)(R * C) * 4);
+    download(ctx, h, wte.data, (size_t)(R * C), wte.dtype);
+    round_rows_fp8(h, R, C);
+    void *tmp = upload(ctx, h, (size_t)(R * C), wte.dtype);
+    CHECK_OK(ctx, f8_ctx_copy(ctx, wte.data, tmp, (size_t)(R * C) * f8_dtype_size(wte.dtype)));
+    f8_ctx_free(ctx, tmp);
+    free(h);
 }
 
 static void gpt_case(f8_ctx *ctx, const char *name, int fp8, f8_dtype dt, int export_fp8)
@@ -409,8 +470,32 @@ static void gpt_case(f8_ctx *ctx, const char *name, int fp8, f8_dtype dt, int ex
     for (int i = 0; i < 22; i++) tok[i] = (int64_t)(rng_u64(&rng) % 256);
     gpt_logits(&m, tok, lg);
     CHECK_OK(ctx, f8_ctx_update_scales(ctx, F8_DIR_FORWARD));
-    CHECK(gpt_export_onnx(&m, export_fp8, 0, path_of(name, ".onnx"), err, sizeof err) == F8_OK, "export: %s", err);
-    gpt_files(&m, name, export_fp8 ? (dt == F8_DTYPE_BF16 ? "gpt_fp8_bf16" : "gpt_fp8") : dt == F8_DTYPE_BF16 ? "gpt_bf16" : "gpt");
+    const char *kind = export_fp8 ? (dt == F8_DTYPE_BF16 ? "gpt_fp8_bf16" : "gpt_fp8") : dt == F8_DTYPE_BF16 ? "gpt_bf16" : "gpt";
+    CHECK(gpt_export_onnx(&m, export_fp8, 0, 0, path_of(name, ".onnx"), err, sizeof err) == F8_OK, "export: %s", err);
+    gpt_files(&m, name, name, kind);
+    if (export_fp8) {
+        /* the tied table as per-row FP8 (fp8_embedding): against f8's forward
+         * (its table in high precision: kind gpt_fp8_emb, a looser bound),
+         * then against f8's forward with the table rounded as the export
+         * rounds it (the FP8 graph's own bound); and the bytes it saves */
+        char emb[64], hp[64];
+        snprintf(emb, sizeof emb, "%s_emb", name);
+        snprintf(hp, sizeof hp, "%s_hp", name);
+        CHECK(gpt_export_onnx(&m, 1, 0, 1, path_of(emb, ".onnx"), err, sizeof err) == F8_OK, "export: %s", err);
+        CHECK(gpt_export_onnx(&m, 0, 0, 0, path_of(hp, ".onnx"), err, sizeof err) == F8_OK, "export: %s", err);
+        const long b_fp8 = file_size(path_of(name, ".onnx")), b_emb = file_size(path_of(emb, ".onnx"));
+        const long b_hp = file_size(path_of(hp, ".onnx")), es = (long)f8_dtype_size(dt);
+        /* the table [256, 32]: es bytes an element become 1, plus a 4-byte scale a row */
+        CHECK(b_fp8 - b_emb >= 256 * 32 * (es - 1) - 256 * 4 - 256, "fp8_embedding saved %ld bytes", b_fp8 - b_emb);
+        printf("  %s: %ld bytes high precision, %ld FP8, %ld FP8 + FP8 table (%.3f, %.3f of high precision)\n", name,
+               b_hp, b_fp8, b_emb, (double)b_fp8 / (double)b_hp, (double)b_emb / (double)b_hp);
+        gpt_files(&m, emb, emb, "gpt_fp8_emb");
+        if (dt == F8_DTYPE_FP32) { /* a BF16 table could not hold code / s_r exactly */
+            round_table_fp8(&m);
+            snprintf(hp, sizeof hp, "%s_emb.rounded", name);
+            gpt_files(&m, emb, hp, kind);
+        }
+    }
     free(tok);
     free(lg);
     gpt_destroy(&m);
@@ -432,11 +517,11 @@ static void trainer_case(void)
     for (int i = 0; i < 3; i++) CHECK_OK(t->ctx, trainer_step(t, &loss));
     snprintf(ck, sizeof ck, "%s/ck.safetensors", dir);
     CHECK_OK(t->ctx, trainer_save(t, ck));
-    export_options eo = {ck, NULL, -1, 0, "cpu", 1};
+    export_options eo = {ck, NULL, -1, 0, "cpu", 1, 0};
     eo.out = strdup(path_of("train_export", ".onnx"));
     CHECK(export_run(&eo, err, sizeof err) == 0, "export_run: %s", err);
     free((void *)eo.out);
-    gpt_files(trainer_model(t), "train_export", "gpt_fp8");
+    gpt_files(trainer_model(t), "train_export", "train_export", "gpt_fp8");
     trainer_destroy(t);
     /* an FP8-off checkpoint cannot be exported with --fp8 on */
     o.fp8 = 0;
@@ -481,6 +566,51 @@ static void sweep_case(void)
 
 /* ---- the API's own checks (no Python needed) ------------------------------------ */
 
+/* fp8_embedding refuses a table a high-precision module stored first (the
+ * tie would be lost) and one holding a non-finite value, changing nothing. */
+static void fp8_embedding_checks(f8_ctx *ctx)
+{
+    f8_onnx_config cfg = f8_onnx_config_default();
+    cfg.fp8_embedding = 1;
+    f8_onnx *g = NULL;
+    CHECK_OK(ctx, f8_onnx_create(ctx, &cfg, &g));
+    f8_linear_config lc = f8_linear_config_default(16, 8);
+    lc.max_tokens = 4;
+    lc.fp8 = 0;
+    f8_module *head = NULL;
+    CHECK_OK(ctx, f8_linear_create(ctx, &lc, &head));
+    f8_tensor wte, wpe;
+    CHECK_OK(ctx, f8_module_param(head, F8_PARAM_WEIGHT, 0, &wte)); /* [8, 16]: a "vocabulary" of 8 */
+    float h[4 * 16];
+    for (int i = 0; i < 4 * 16; i++) h[i] = (float)i;
+    wpe = f8_tensor_make(upload(ctx, h, 4 * 16, F8_DTYPE_FP32), F8_DTYPE_FP32, 4, 16);
+    CHECK_OK(ctx, f8_onnx_add_input(g, "tokens", F8_ONNX_INT64, "batch,seq"));
+    CHECK_OK(ctx, f8_onnx_add_input(g, "x", F8_ONNX_FLOAT, "batch,seq,16"));
+    CHECK_OK(ctx, f8_onnx_add_module(g, head, "x", "logits"));
+    CHECK_STATUS(ctx, f8_onnx_add_embedding(g, &wte, &wpe, "tokens", "e"), F8_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(f8_ctx_last_error(ctx), "before the tied LM head") != NULL, "message: %s", f8_ctx_last_error(ctx));
+    f8_onnx_destroy(g);
+    /* in the right order the head reads the FP8 table; a non-finite row is refused */
+    CHECK_OK(ctx, f8_onnx_create(ctx, &cfg, &g));
+    CHECK_OK(ctx, f8_onnx_add_input(g, "tokens", F8_ONNX_INT64, "batch,seq"));
+    CHECK_OK(ctx, f8_onnx_add_embedding(g, &wte, &wpe, "tokens", "e"));
+    CHECK_OK(ctx, f8_onnx_add_module(g, head, "e", "logits"));
+    CHECK_OK(ctx, f8_onnx_add_output(g, "logits", NULL));
+    size_t before = 0, after = 0;
+    CHECK_OK(ctx, f8_onnx_serialize(g, NULL, 0, &before));
+    const float inf = INFINITY;
+    f8_tensor bad = f8_tensor_make(upload(ctx, h, 64, F8_DTYPE_FP32), F8_DTYPE_FP32, 4, 16);
+    CHECK_OK(ctx, f8_ctx_upload(ctx, (float *)bad.data + 37, &inf, sizeof inf));
+    CHECK_STATUS(ctx, f8_onnx_add_embedding(g, &bad, &wpe, "tokens", "e2"), F8_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(f8_ctx_last_error(ctx), "row 2") != NULL, "message: %s", f8_ctx_last_error(ctx));
+    CHECK_OK(ctx, f8_onnx_serialize(g, NULL, 0, &after));
+    CHECK(before == after, "a refused fp8_embedding call changed the graph (%zu -> %zu bytes)", before, after);
+    f8_onnx_destroy(g);
+    f8_ctx_free(ctx, wpe.data);
+    f8_ctx_free(ctx, bad.data);
+    f8_module_destroy(head);
+}
+
 static void api_checks(f8_ctx *ctx)
 {
     f8_onnx_config cfg = f8_onnx_config_default();
@@ -491,6 +621,10 @@ static void api_checks(f8_ctx *ctx)
     cfg = f8_onnx_config_default();
     cfg.dtype = F8_DTYPE_E4M3;
     CHECK_STATUS(ctx, f8_onnx_create(ctx, &cfg, &g), F8_ERR_INVALID_ARGUMENT);
+    cfg = f8_onnx_config_default();
+    cfg.fp8_embedding = 2;
+    CHECK_STATUS(ctx, f8_onnx_create(ctx, &cfg, &g), F8_ERR_INVALID_ARGUMENT);
+    fp8_embedding_checks(ctx);
     cfg = f8_onnx_config_default();
     CHECK_OK(ctx, f8_onnx_create(ctx, &cfg, &g));
     size_t size = 0;

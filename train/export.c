@@ -5,10 +5,13 @@
  * block LayerNormLinear → attention → Linear + residual → LayerNormMLP +
  * residual, the tied LM head), so the file computes what an inference
  * forward computes, in the model's dtype; the padded vocabulary columns are
- * sliced off. The checkpoint's model is built with batch 1 (the graph's
- * batch is dynamic) and the checkpoint is freed before the export, so the
- * peak memory is the model (parameters and gradients) plus the graph's host
- * copy of the weights.
+ * sliced off. --fp8-embedding (off by default) trades that exactness for a
+ * smaller file: the tied table as per-row FP8 (f8.h, "FP8 embedding
+ * table"); the embedding is added first, so the head reads the same FP8
+ * table. The checkpoint's model is built with batch 1 (the graph's batch is
+ * dynamic) and the checkpoint is freed before the export, so the peak
+ * memory is the model (parameters and gradients) plus the graph's host copy
+ * of the weights.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,11 +57,12 @@ static f8_status build(gpt *m, f8_onnx *g)
     return st;
 }
 
-f8_status gpt_export_onnx(gpt *m, int fp8, int exact_cast, const char *path, char *err, size_t n)
+f8_status gpt_export_onnx(gpt *m, int fp8, int exact_cast, int fp8_embedding, const char *path, char *err, size_t n)
 {
     f8_onnx_config cfg = f8_onnx_config_default();
     cfg.fp8 = fp8;
     cfg.exact_cast = exact_cast;
+    cfg.fp8_embedding = fp8_embedding;
     cfg.dtype = m->c.dtype;
     cfg.name = "f8_gpt";
     f8_onnx *g = NULL;
@@ -153,7 +157,7 @@ int export_run(const export_options *o, char *err, size_t n)
         f8_checkpoint_destroy(ck);
         ck = NULL;
         fp8 = o->fp8 < 0 ? c.fp8 : o->fp8;
-        rc = gpt_export_onnx(&m, fp8, o->exact_cast, o->out, err, n) == F8_OK ? 0 : 1;
+        rc = gpt_export_onnx(&m, fp8, o->exact_cast, o->fp8_embedding, o->out, err, n) == F8_OK ? 0 : 1;
     }
     clock_gettime(CLOCK_MONOTONIC, &w1);
     if (rc == 0 && !o->quiet) {
@@ -161,8 +165,9 @@ int export_run(const export_options *o, char *err, size_t n)
         long bytes = -1;
         if (f && fseek(f, 0, SEEK_END) == 0) bytes = ftell(f);
         if (f) fclose(f);
-        printf("export: %s (%s GEMMs, %s, %lld layers, vocab %lld): %.1f MB in %.2f s (%.2f s CPU)\n", o->out,
-               fp8 ? "FP8" : "high-precision", f8_dtype_name(c.dtype), (long long)c.layers, (long long)c.vocab,
+        printf("export: %s (%s GEMMs, %s, %s embedding, %lld layers, vocab %lld): %.1f MB in %.2f s (%.2f s CPU)\n",
+               o->out, fp8 ? "FP8" : "high-precision", f8_dtype_name(c.dtype),
+               o->fp8_embedding ? "per-row FP8" : f8_dtype_name(c.dtype), (long long)c.layers, (long long)c.vocab,
                (double)bytes / 1e6, (double)(w1.tv_sec - w0.tv_sec) + 1e-9 * (double)(w1.tv_nsec - w0.tv_nsec),
                (double)clock() / CLOCKS_PER_SEC - t0);
     }
@@ -174,21 +179,24 @@ int export_run(const export_options *o, char *err, size_t n)
 
 int export_main(int argc, char **argv)
 {
-    export_options o = {NULL, NULL, -1, 0, "auto", 0};
-    const char *usage = "usage: f8_train export CHECKPOINT OUT.onnx [--fp8 on|off] [--exact-cast] "
+    export_options o = {NULL, NULL, -1, 0, "auto", 0, 0};
+    const char *usage = "usage: f8_train export CHECKPOINT OUT.onnx [--fp8 on|off] [--exact-cast] [--fp8-embedding] "
                         "[--backend auto|cpu|cuda] [--quiet]\n";
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             printf("%s  writes the GPT of an f8_train checkpoint as an ONNX model: input tokens int64 [batch, seq],\n"
                    "  output logits float32 [batch, seq, vocab]; --fp8 defaults to the checkpoint's precision,\n"
-                   "  --exact-cast casts to FP8 as Mul(x, scale) -> QuantizeLinear(1): f8's codes bit for bit\n", usage);
+                   "  --exact-cast casts to FP8 as Mul(x, scale) -> QuantizeLinear(1): f8's codes bit for bit,\n"
+                   "  --fp8-embedding stores the tied embedding / LM head as FP8 with a scale per row (smaller;\n"
+                   "  the logits then differ from f8's, which keeps that table in high precision)\n", usage);
             return 0;
         }
         if (strcmp(a, "--fp8") == 0 && v && (!strcmp(v, "on") || !strcmp(v, "off"))) o.fp8 = !strcmp(v, "on"), i++;
         else if (strcmp(a, "--backend") == 0 && v && (!strcmp(v, "auto") || !strcmp(v, "cpu") || !strcmp(v, "cuda")))
             o.backend = v, i++;
         else if (strcmp(a, "--exact-cast") == 0) o.exact_cast = 1;
+        else if (strcmp(a, "--fp8-embedding") == 0) o.fp8_embedding = 1;
         else if (strcmp(a, "--quiet") == 0) o.quiet = 1;
         else if (a[0] != '-' && !o.checkpoint) o.checkpoint = a;
         else if (a[0] != '-' && !o.out) o.out = a;

@@ -10,8 +10,11 @@
 #include "gpt.h"
 
 /* Build the graph of m and write it to path. fp8: FP8 GEMMs (the model must
- * have them) or every GEMM in high precision. exact_cast as f8_onnx_config. */
-f8_status gpt_export_onnx(gpt *m, int fp8, int exact_cast, const char *path, char *err, size_t err_size);
+ * have them) or every GEMM in high precision. exact_cast and fp8_embedding
+ * (the tied embedding / LM head as per-row FP8: not f8's logits) as
+ * f8_onnx_config. */
+f8_status gpt_export_onnx(gpt *m, int fp8, int exact_cast, int fp8_embedding, const char *path, char *err,
+                          size_t err_size);
 
 typedef struct export_options {
     const char *checkpoint, *out;
@@ -19,6 +22,7 @@ typedef struct export_options {
     int exact_cast;
     const char *backend; /* "auto", "cpu", "cuda" */
     int quiet;
+    int fp8_embedding;   /* the tied embedding / LM head as per-row FP8 */
 } export_options;
 
 /* Load the checkpoint's model on a fresh ctx and export it. Returns 0, or 1

@@ -91,9 +91,16 @@ def fp8_autocast(enabled=True, recipe=None):
                 ctx.update_scales("forward")
 
 
+# cudaStreamLegacy: torch reports its legacy default stream as handle 0, which
+# f8_ctx_set_stream would take as "the ctx's own stream" (a non-blocking one
+# that does not order against torch's work); the legacy stream's own handle
+# keeps f8's work in torch's order.
+_CUDA_STREAM_LEGACY = 1
+
+
 def _on_stream(ctx):
     if ctx.backend == "cuda":
-        s = torch.cuda.current_stream(ctx.device).cuda_stream
+        s = torch.cuda.current_stream(ctx.device).cuda_stream or _CUDA_STREAM_LEGACY
         if s != ctx._torch_stream:
             ctx.set_stream(s)
             ctx._torch_stream = s

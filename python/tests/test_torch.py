@@ -219,10 +219,10 @@ def overhead():
     te._on_stream(m._ctx)
 
     def c_step():  # a training step of the layer as C code writes it
-        lib.f8_module_forward(ref.ptr, C.byref(tx), C.byref(ty), 1, saved._p)
-        lib.f8_ctx_update_scales(m._ctx.ptr, 0)
-        lib.f8_module_backward(ref.ptr, saved._p, C.byref(tdy), C.byref(tdx))
-        lib.f8_ctx_update_scales(m._ctx.ptr, 1)
+        m._ctx.check(lib.f8_module_forward(ref.ptr, C.byref(tx), C.byref(ty), 1, saved._p))
+        m._ctx.check(lib.f8_ctx_update_scales(m._ctx.ptr, 0))
+        m._ctx.check(lib.f8_module_backward(ref.ptr, saved._p, C.byref(tdy), C.byref(tdx)))
+        m._ctx.check(lib.f8_ctx_update_scales(m._ctx.ptr, 1))
 
     def torch_step():
         x.grad = None  # dx handed over, not added

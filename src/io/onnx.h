@@ -94,7 +94,9 @@ typedef struct f8i_onnx_value {
 typedef enum f8i_onnx_form {
     F8I_FORM_HP = 0,   /* float value of the parameter as held, [rows, cols] */
     F8I_FORM_HP_T = 1, /* its transpose [cols, rows] */
-    F8I_FORM_FP8_T = 2 /* dequantized FP8 codes, transposed [cols, rows] */
+    F8I_FORM_FP8_T = 2, /* dequantized FP8 codes, transposed [cols, rows] */
+    F8I_FORM_FP8_ROWS = 3 /* an embedding table as per-row FP8 codes (fp8_embedding), [rows, cols];
+                             also cached as F8I_FORM_HP, which a tied LM head then reads */
 } f8i_onnx_form;
 
 f8_ctx *f8i_onnx_ctx(const f8_onnx *g);

@@ -330,6 +330,7 @@ f8_onnx_config f8_onnx_config_default(void)
     c.opset = 21;
     c.fp8 = 1;
     c.exact_cast = 0;
+    c.fp8_embedding = 0;
     c.dtype = F8_DTYPE_FP32;
     c.name = "f8";
     return c;
@@ -344,9 +345,10 @@ f8_status f8_onnx_create(f8_ctx *ctx, const f8_onnx_config *config, f8_onnx **gr
     const f8_onnx_config *c = config;
     if (c->opset < 20 || c->opset > 23)
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: opset %d is not in [20, 23]", fn, c->opset);
-    if ((c->fp8 != 0 && c->fp8 != 1) || (c->exact_cast != 0 && c->exact_cast != 1))
-        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: fp8 (%d) and exact_cast (%d) must be 0 or 1", fn, c->fp8,
-                         c->exact_cast);
+    if ((c->fp8 != 0 && c->fp8 != 1) || (c->exact_cast != 0 && c->exact_cast != 1) ||
+        (c->fp8_embedding != 0 && c->fp8_embedding != 1))
+        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: fp8 (%d), exact_cast (%d) and fp8_embedding (%d) must be 0 "
+                         "or 1", fn, c->fp8, c->exact_cast, c->fp8_embedding);
     if (c->dtype != F8_DTYPE_FP32 && c->dtype != F8_DTYPE_BF16)
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: dtype must be fp32 or bf16, not %s", fn,
                          f8_dtype_name(c->dtype));

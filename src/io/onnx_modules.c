@@ -10,7 +10,9 @@
  * a forward with F8_MICROBATCH_NONE casts on either backend; the scales are
  * read from the slots now; every value f8 keeps in BF16 is rounded where f8
  * rounds it. What remains are FP32 summation orders and libm's last bits
- * (and, unless exact_cast, QuantizeLinear's division: f8.h). Each helper
+ * (and, unless exact_cast, QuantizeLinear's division: f8.h). The one
+ * deliberate departure is config.fp8_embedding: the embedding table as
+ * per-row FP8, which f8 never computes with (fp8_rows_param). Each helper
  * returns its output's name, or NULL with *st set, and the public call rolls
  * the graph back.
  */
@@ -172,6 +174,52 @@ static const char *fp8_weight_t(f8_onnx *g, f8_status *st, const f8i_weight *w)
     v = init ? OPN("DequantizeLinear", NULL, init, f8i_onnx_const_float(g, sinv), f8i_onnx_zero_point(g, qdt))
              : fail(g, st, F8_OK);
     r = v ? f8i_onnx_cache_add(g, view.data, F8I_FORM_FP8_T, v) : F8_OK;
+    return r == F8_OK ? v : fail(g, st, r);
+}
+
+/* An embedding table [V, C] as per-row FP8 (config.fp8_embedding): E4M3
+ * codes fp8(x · s_r) with s_r = 448 / max |row r| (1 for a row of zeros; at
+ * most 2^126, so 1/s_r stays a normal float), f8's encoder with the FP32
+ * product, and DequantizeLinear(codes, 1/s_r, axis 0). Cached as
+ * F8I_FORM_FP8_ROWS and as F8I_FORM_HP: a module whose weight is the same
+ * memory (the tied LM head) reads this value. */
+static const char *fp8_rows_param(f8_onnx *g, f8_status *st, const f8_tensor *t)
+{
+    const char *v = f8i_onnx_cache_find(g, t->data, F8I_FORM_FP8_ROWS);
+    if (v) return v;
+    const int64_t R = t->rows, C = t->cols;
+    float *h = to_host(g, st, t->data, t->dtype, NULL, (size_t)(R * C));
+    if (!h) return NULL;
+    uint8_t *codes = (uint8_t *)malloc((size_t)(R * C) + 1);
+    float *sinv = (float *)malloc((size_t)R * sizeof(float) + 1);
+    if (!codes || !sinv) {
+        free(h), free(codes), free(sinv);
+        return fail(g, st, F8_OK);
+    }
+    for (int64_t i = 0; i < R; i++) {
+        const float *row = h + i * C;
+        float amax = 0.0f;
+        for (int64_t j = 0; j < C; j++) amax = fmaxf(amax, fabsf(row[j]));
+        if (!isfinite(amax)) {
+            free(h), free(codes), free(sinv);
+            return fail(g, st, f8i_error(f8i_onnx_ctx(g), F8_ERR_INVALID_ARGUMENT,
+                                         "ONNX export: fp8_embedding: row %lld of the table holds a non-finite value",
+                                         (long long)i));
+        }
+        const float scale = amax > 0.0f ? fminf(448.0f / amax, 0x1p126f) : 1.0f;
+        for (int64_t j = 0; j < C; j++) codes[i * C + j] = f8i_fp8_encode(row[j] * scale, 0);
+        sinv[i] = 1.0f / scale;
+    }
+    free(h);
+    const int64_t dims[2] = {R, C};
+    const char *init = f8i_onnx_init(g, "embedding_fp8", F8I_ONNX_E4M3, dims, 2, codes, (size_t)(R * C));
+    const char *s = init ? f8i_onnx_init(g, "embedding_scale_inv", F8I_ONNX_FLOAT, &R, 1, sinv, (size_t)R * 4) : NULL;
+    if (!init) free(sinv);
+    f8i_onnx_node *n = NULL;
+    v = s ? OPN("DequantizeLinear", &n, init, s) : fail(g, st, F8_OK); /* zero point: 0 when absent */
+    if (v) f8i_onnx_attr_int(n, "axis", 0);
+    f8_status r = v ? f8i_onnx_cache_add(g, t->data, F8I_FORM_FP8_ROWS, v) : F8_OK;
+    if (r == F8_OK && v) r = f8i_onnx_cache_add(g, t->data, F8I_FORM_HP, v);
     return r == F8_OK ? v : fail(g, st, r);
 }
 
@@ -410,7 +458,13 @@ f8_status f8_onnx_add_embedding(f8_onnx *g, const f8_tensor *wte, const f8_tenso
     f8_status status = F8_OK, *st = &status;
     const int64_t zero = 0;
     f8i_onnx_node *n = NULL;
-    const char *te = hp_param(g, st, wte->data, wte->dtype, NULL, wte->rows, wte->cols);
+    const int fp8_table = f8i_onnx_config(g)->fp8_embedding;
+    if (fp8_table && !f8i_onnx_cache_find(g, wte->data, F8I_FORM_FP8_ROWS) &&
+        (f8i_onnx_cache_find(g, wte->data, F8I_FORM_HP) || f8i_onnx_cache_find(g, wte->data, F8I_FORM_HP_T)))
+        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: fp8_embedding: wte is in the graph in high precision "
+                         "already (a module using it was added first): add the embedding before the tied LM head", fn);
+    const char *te = fp8_table ? fp8_rows_param(g, st, wte)
+                               : hp_param(g, st, wte->data, wte->dtype, NULL, wte->rows, wte->cols);
     const char *pe = te ? hp_param(g, st, wpe->data, wpe->dtype, NULL, wpe->rows, wpe->cols) : NULL;
     const char *rows = pe ? OP2("Gather", te, tokens) : NULL;
     const char *S = rows ? OPN("Shape", &n, tokens) : NULL;
