@@ -157,13 +157,13 @@ static void test_determinism_and_graph(void)
 
 static void test_resume(void)
 {
-    /* FP8 off; delayed; current scaling; current scaling with telemetry */
-    for (int v = 0; v < 4; v++) {
+    /* FP8 off; delayed; current scaling; current scaling with telemetry; block scaling */
+    for (int v = 0; v < 5; v++) {
         const int fp8 = v > 0;
         char path[128];
         snprintf(path, sizeof path, "/tmp/f8_test_gpt_%d_%d.safetensors", v, (int)getpid());
         train_options o = tiny_options(fp8);
-        if (v >= 2) o.recipe = "current";
+        if (v >= 2) o.recipe = v == 4 ? "block" : "current";
         o.fp8_report = v == 3;
         double full[4], part[4];
         trainer *u = make(&o);
@@ -202,8 +202,11 @@ static void test_resume(void)
 
 static void test_learns(void)
 {
-    for (int fp8 = 0; fp8 <= 1; fp8++) {
+    for (int v = 0; v <= 2; v++) { /* FP32, FP8 delayed, FP8 block scaling */
+        const int fp8 = v > 0;
+        const char *name = v == 2 ? "FP8 block" : fp8 ? "FP8" : "FP32";
         train_options o = tiny_options(fp8);
+        if (v == 2) o.recipe = "block";
         o.steps = 30;
         o.warmup = 3;
         trainer *t = make(&o);
@@ -215,9 +218,8 @@ static void test_learns(void)
         }
         double val;
         CHECK_OK(NULL, trainer_eval(t, &val));
-        printf("  %s: mean loss %.3f over the first 3 steps, %.3f over the last 3, val %.3f\n", fp8 ? "FP8" : "FP32",
-               first, last, val);
-        CHECK(last < first - 0.5, "%s did not learn: %.3f -> %.3f", fp8 ? "FP8" : "FP32", first, last);
+        printf("  %s: mean loss %.3f over the first 3 steps, %.3f over the last 3, val %.3f\n", name, first, last, val);
+        CHECK(last < first - 0.5, "%s did not learn: %.3f -> %.3f", name, first, last);
         char text[33];
         CHECK_OK(NULL, trainer_sample(t, "The ", 32, 0.8f, 1, text));
         CHECK(strlen(text) == 32, "sampled %zu bytes", strlen(text));

@@ -2,6 +2,7 @@
  * test_stack.c — the workspace system on the CPU backend (graphs are the
  * CPU's recorded replays): see stack_tests.h.
  */
+#include "block_tests.h"
 #include "checkpoint_tests.h"
 #include "recipe_tests.h"
 #include "stack_tests.h"
@@ -22,5 +23,6 @@ int main(void)
     f8_ctx_destroy(a);
     f8_ctx_destroy(b);
     run_recipe_tests(F8_BACKEND_CPU, "cpu"); /* current scaling */
+    run_block_tests();                        /* block scaling: CPU only so far */
     return test_finish("test_stack");
 }

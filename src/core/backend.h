@@ -253,6 +253,98 @@ typedef struct f8i_act_bwd_args {
     size_t workspace_bytes;
 } f8i_act_bwd_args;
 
+/* Block scaling (F8_RECIPE_BLOCK, DeepSeek-V3's recipe, TE's
+ * Float8BlockScaling): the tile edge along the reduction dimension. */
+#define F8I_BLOCK 128
+
+/* Scale tiles of a [rows, cols] operand whose tiles are block_rows x 128
+ * (block_rows 1: 1x128 tiles; 128: 128x128 blocks): the scale grid is
+ * [ceil(rows / block_rows), ceil(cols / 128)], row-major. Partial tiles at
+ * the right and bottom edges hold fewer elements and one scale each. */
+static inline int64_t f8i_block_grid(int64_t rows, int64_t cols, int block_rows)
+{
+    return ((rows + block_rows - 1) / block_rows) * ((cols + F8I_BLOCK - 1) / F8I_BLOCK);
+}
+
+/* The block-scaled cast of src [rows, cols] (FP32 or BF16), one pass, every
+ * orientation quantized from the high-precision values (TE, DeepSeek: the
+ * column-wise copy is not the transpose of the row-wise codes, whose scales
+ * belong to other tiles). For one tile t with values v (v = (float)src):
+ *   a(t)      = max |v| over t        (NaN ignored)
+ *   s(t)      = scaled_max / a(t) if a(t) is finite and > 0, else 1.0f
+ *               (an all-zero, inf or NaN tile keeps scale 1); FLT_MAX if
+ *               that is inf; with pow2 its mantissa bits are cleared (rounded
+ *               down to a power of two, so codes · scale_inv are exact)
+ *   codes     = fp8(v * s(t))          (FP32 multiply; satfinite RNE, as the cast)
+ *   scale_inv = 1.0f / s(t)            (IEEE division; the GEMM's dequant factor)
+ * block_rows 1 (activations, gradients):
+ *   out [rows, cols], scale_inv [rows, ceil(cols/128)]: 1x128 tiles of src's rows;
+ *   out_t [cols, rows], scale_inv_t [cols, ceil(rows/128)]: 1x128 tiles of the
+ *   rows of srcᵀ (128x1 tiles of src), scaled on their own.
+ * block_rows 128 (weights): one scale per 128x128 block of src: out and
+ *   scale_inv [ceil(rows/128), ceil(cols/128)]; out_t is the same codes
+ *   transposed and scale_inv_t the grid transposed (both orientations share
+ *   the block scale, so each is exact in either GEMM).
+ * Any of out, out_t may be NULL (with its scale grid). Also, like the cast:
+ *   *amax = max(*amax, max |v|) (if amax: the slot's record), dbias as
+ *   f8i_cast_args says (workspace f8i_reduce_workspace_bytes(rows, cols)),
+ *   stats += (count, saturated |v·s(t)| > fp8_max, flushed) of each element
+ *   once (its row-wise code; the column-wise one when out is NULL), nothing
+ *   if noop && *noop == 1.0f. rows or cols may be 0 (nothing is written). */
+typedef struct f8i_block_cast_args {
+    const void *src;
+    f8_dtype src_dtype;
+    int64_t rows, cols;
+    int block_rows;       /* 1 or 128 */
+    f8_dtype out_dtype;   /* E4M3 or E5M2 */
+    float scaled_max;     /* ldexpf(fp8_max, -margin), from the host */
+    int pow2;
+    uint8_t *out;         /* [rows, cols] or NULL */
+    float *scale_inv;     /* out's grid, or NULL */
+    uint8_t *out_t;       /* [cols, rows] or NULL */
+    float *scale_inv_t;   /* out_t's grid, or NULL */
+    float *amax;          /* scalar or NULL */
+    void *dbias;          /* [cols] or NULL */
+    f8_dtype dbias_dtype;
+    int dbias_accumulate;
+    void *workspace;
+    size_t workspace_bytes;
+    uint64_t *stats;      /* [3] or NULL */
+    const float *noop;    /* scalar or NULL */
+} f8i_block_cast_args;
+
+/* The block-scaled GEMM (DeepSeek-V3 / DeepGEMM / TE's blockwise GEMM), TN
+ * in row-major terms like f8i_gemm_args with a_trans = b_trans = 0: A stored
+ * [m, k], B stored [n, k], both FP8 (any mix of E4M3/E5M2), with scale grids
+ * in f8i_block_grid's layout (a_block_rows, b_block_rows 1 or 128; at least
+ * one of them 1: 128x128 by 128x128 is not a GEMM of the recipe):
+ *   P(i, j, kb) = Σ_{k in K-block kb} A(i, k)·B(j, k)          (FP32; the
+ *                 products of FP8 codes are exact in FP32)
+ *   acc(i, j)   = Σ_kb P(i, j, kb) · (sa(i / a_block_rows, kb) · sb(j / b_block_rows, kb))
+ *                 (FP32, K-blocks in order: the scales are applied per
+ *                 128-deep block as the tensor-core partial sums are
+ *                 promoted, DeepGEMM's two-level accumulation)
+ *   D(i, j)     = acc (+ D if accumulate) (+ bias[j])
+ * D FP32 or BF16, bias FP32/BF16 or NULL. m, n or k may be 0 (k = 0: D =
+ * bias, or unchanged when accumulating). Backends agree within a tolerance
+ * (the order inside a K-block is theirs). */
+typedef struct f8i_gemm_block_args {
+    int64_t m, n, k;
+    const uint8_t *a;
+    f8_dtype a_dtype;
+    const float *a_scale_inv;
+    int a_block_rows;
+    const uint8_t *b;
+    f8_dtype b_dtype;
+    const float *b_scale_inv;
+    int b_block_rows;
+    void *d;
+    f8_dtype d_dtype;
+    int accumulate;
+    const void *bias;
+    f8_dtype bias_dtype;
+} f8i_gemm_block_args;
+
 /* ---- the simple ops' args ------------------------------------------- */
 
 /* dst[0, bytes) = src[0, bytes) (memmove semantics on the CPU). */
@@ -344,7 +436,9 @@ typedef struct f8i_add_args {
     X(CROSS_ENTROPY, cross_entropy, f8i_cross_entropy_args, ARGS)    \
     X(ADAMW_STEP, adamw_step, f8i_adamw_step_args, ARGS)             \
     X(AMAX_SCALE, amax_scale, f8i_amax_scale_args, ARGS)             \
-    X(TELEMETRY_SNAP, telemetry_snap, f8i_telemetry_snap_args, ARGS)
+    X(TELEMETRY_SNAP, telemetry_snap, f8i_telemetry_snap_args, ARGS) \
+    X(BLOCK_CAST, block_cast, f8i_block_cast_args, ARGS)             \
+    X(GEMM_BLOCK, gemm_block, f8i_gemm_block_args, ARGS)
 
 #define F8I_OP_ENUM_(K, n, T, W) F8I_OP_##K,
 typedef enum f8i_op_kind { F8I_OP_LIST(F8I_OP_ENUM_) F8I_OP_COUNT } f8i_op_kind;

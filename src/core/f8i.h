@@ -83,11 +83,18 @@ int f8i_slot_valid(const f8_ctx *ctx, f8_slot slot);
  * (F8_RECIPE_CURRENT). */
 static inline int f8i_recipe_current(const f8_ctx *ctx) { return ctx->recipe.kind == F8_RECIPE_CURRENT; }
 
+/* 1 under F8_RECIPE_BLOCK: every module cast is a block-scaled cast
+ * (1x128 tiles, 128x128 weight blocks) and every FP8 GEMM a block GEMM. */
+static inline int f8i_recipe_block(const f8_ctx *ctx) { return ctx->recipe.kind == F8_RECIPE_BLOCK; }
+
 /* 1 when the modules write norm and activation outputs (and d of the
  * activation backward) in high precision and cast them after, instead of the
- * fused FP8 outputs: current scaling needs their amax first, telemetry counts
- * in the casts. Fixed before any module exists. */
-static inline int f8i_casts_unfused(const f8_ctx *ctx) { return f8i_recipe_current(ctx) || ctx->telemetry; }
+ * fused FP8 outputs: current scaling needs their amax first, block scaling
+ * their tiles' amaxes, telemetry counts in the casts. Fixed before any module exists. */
+static inline int f8i_casts_unfused(const f8_ctx *ctx)
+{
+    return f8i_recipe_current(ctx) || f8i_recipe_block(ctx) || ctx->telemetry;
+}
 
 /* FP8 telemetry's block (backend memory, F8_TELEMETRY_MAX_SLOTS per
  * direction): live counters [2][MAX][3] u64 (the casts add to them), then

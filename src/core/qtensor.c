@@ -15,6 +15,15 @@
 #include "core/ops.h"
 
 
+/* The public per-tensor calls do not apply to a block-scaled weight
+ * workspace (its scales are per 128x128 block; module-internal so far). */
+static f8_status block_refuse(const f8_qtensor *q, const char *fn)
+{
+    return f8i_error(q->ctx, F8_ERR_UNSUPPORTED, "%s: the tensor is block scaled (a weight workspace under "
+                                                 "F8_RECIPE_BLOCK: one scale per 128x128 block, used by the modules "
+                                                 "only so far)", fn);
+}
+
 f8_status f8_qtensor_create(f8_ctx *ctx, f8_dtype dtype, int64_t rows, int64_t cols, f8_qtensor **out)
 {
     return f8i_qtensor_create(ctx, dtype, rows, cols, NULL, F8_MEM_OTHER, F8_MEM_OTHER, out);
@@ -61,6 +70,7 @@ void f8_qtensor_destroy(f8_qtensor *q)
     if (!q) return;
     f8i_free(q->ctx, q->block);
     f8i_free(q->ctx, q->t);
+    f8i_free(q->ctx, q->bsinv);
     free(q);
 }
 
@@ -72,10 +82,22 @@ f8_status f8i_qtensor_reserve_transpose(f8_qtensor *q)
     return f8i_alloc(q->ctx, q->cat_t, q->acct, bytes ? bytes : 1, (void **)&q->t);
 }
 
+f8_status f8i_qtensor_reserve_blocks(f8_qtensor *q)
+{
+    f8_status st = f8i_qtensor_reserve_transpose(q);
+    if (st != F8_OK || q->bsinv) return st;
+    const int64_t g = f8i_block_grid(q->rows, q->cols, F8I_BLOCK);
+    st = f8i_alloc(q->ctx, q->cat_data, q->acct, (size_t)(2 * g + 1) * sizeof(float), (void **)&q->bsinv);
+    if (st != F8_OK) return st;
+    q->bsinv_t = q->bsinv + g;
+    return f8i_op_fill_f32(q->ctx, q->bsinv, 1.0f, 2 * g);
+}
+
 f8_status f8_qtensor_quantize(f8_qtensor *q, const f8_tensor *src, f8_slot slot, int with_transpose,
                               const float *noop_flag)
 {
     if (!q) return F8_ERR_INVALID_ARGUMENT;
+    if (q->bsinv) return block_refuse(q, "f8_qtensor_quantize");
     f8_ctx *ctx = q->ctx;
     f8_status st = f8i_check_tensor(ctx, src, "f8_qtensor_quantize: src");
     if (st != F8_OK) return st;
@@ -115,6 +137,7 @@ f8_status f8_qtensor_quantize(f8_qtensor *q, const f8_tensor *src, f8_slot slot,
 f8_status f8_qtensor_transpose(f8_qtensor *q, const float *noop_flag)
 {
     if (!q) return F8_ERR_INVALID_ARGUMENT;
+    if (q->bsinv) return block_refuse(q, "f8_qtensor_transpose");
     if (q->t_valid && !noop_flag) return F8_OK;
     if (!q->t) {
         f8_status st = f8i_qtensor_reserve_transpose(q);
@@ -129,6 +152,7 @@ f8_status f8_qtensor_transpose(f8_qtensor *q, const float *noop_flag)
 f8_status f8_qtensor_transpose_into(const f8_qtensor *q, f8_tensor *dst)
 {
     if (!q) return F8_ERR_INVALID_ARGUMENT;
+    if (q->bsinv) return block_refuse(q, "f8_qtensor_transpose_into");
     f8_ctx *ctx = q->ctx;
     if (!dst) return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "f8_qtensor_transpose_into: dst is NULL");
     if (dst->dtype != q->dtype)
@@ -147,6 +171,7 @@ f8_status f8_qtensor_transpose_into(const f8_qtensor *q, f8_tensor *dst)
 f8_status f8_qtensor_dequantize(const f8_qtensor *q, f8_tensor *dst)
 {
     if (!q) return F8_ERR_INVALID_ARGUMENT;
+    if (q->bsinv) return block_refuse(q, "f8_qtensor_dequantize");
     f8_ctx *ctx = q->ctx;
     f8_status st = f8i_check_tensor(ctx, dst, "f8_qtensor_dequantize: dst");
     if (st != F8_OK) return st;
@@ -163,6 +188,7 @@ f8_status f8_qtensor_dequantize(const f8_qtensor *q, f8_tensor *dst)
 f8_status f8_qtensor_data(const f8_qtensor *q, f8_tensor *view)
 {
     if (!q) return F8_ERR_INVALID_ARGUMENT;
+    if (q->bsinv) return block_refuse(q, "f8_qtensor_data");
     if (!view) return f8i_error(q->ctx, F8_ERR_INVALID_ARGUMENT, "f8_qtensor_data: view is NULL");
     *view = f8_tensor_make(q->data, q->dtype, q->rows, q->cols);
     view->scale_inv = q->scale_inv;
@@ -172,6 +198,7 @@ f8_status f8_qtensor_data(const f8_qtensor *q, f8_tensor *view)
 f8_status f8_qtensor_transpose_data(const f8_qtensor *q, f8_tensor *view)
 {
     if (!q) return F8_ERR_INVALID_ARGUMENT;
+    if (q->bsinv) return block_refuse(q, "f8_qtensor_transpose_data");
     if (!view) return f8i_error(q->ctx, F8_ERR_INVALID_ARGUMENT, "f8_qtensor_transpose_data: view is NULL");
     if (!q->t_valid)
         return f8i_error(q->ctx, F8_ERR_STATE, "f8_qtensor_transpose_data: the cached transpose is not valid "
@@ -186,6 +213,7 @@ int f8_qtensor_transpose_valid(const f8_qtensor *q) { return q ? q->t_valid : 0;
 f8_status f8_qtensor_upload(f8_qtensor *q, const uint8_t *host_codes, float scale_inv)
 {
     if (!q) return F8_ERR_INVALID_ARGUMENT;
+    if (q->bsinv) return block_refuse(q, "f8_qtensor_upload");
     size_t bytes = (size_t)(q->rows * q->cols);
     if (bytes && !host_codes) return f8i_error(q->ctx, F8_ERR_INVALID_ARGUMENT, "f8_qtensor_upload: host_codes is NULL");
     f8_status st = bytes ? q->ctx->be->upload(q->ctx, q->data, host_codes, bytes) : F8_OK;

@@ -15,6 +15,9 @@ struct f8_qtensor {
     uint8_t *data;    /* (rows, cols) */
     uint8_t *t;       /* (cols, rows) lazily allocated transpose, or NULL */
     int t_valid;      /* t holds the transpose of the current data */
+    float *bsinv;     /* block scaling's weights: scale_inv per 128x128 block
+                         [ceil(rows/128), ceil(cols/128)], or NULL (then scale_inv) */
+    float *bsinv_t;   /* the same grid transposed, t's: [ceil(cols/128), ceil(rows/128)] */
     f8_memory_report *acct; /* the owning module's report, or NULL */
     f8_mem_category cat_data, cat_t; /* where its memory is reported */
 };
@@ -23,6 +26,11 @@ struct f8_qtensor {
  * (and in acct, a module's report, when not NULL). */
 f8_status f8i_qtensor_create(f8_ctx *ctx, f8_dtype dtype, int64_t rows, int64_t cols, f8_memory_report *acct,
                              f8_mem_category cat_data, f8_mem_category cat_t, f8_qtensor **q);
+
+/* Block scaling (a module weight's workspace under F8_RECIPE_BLOCK): allocate
+ * the transpose and the two block scale grids (scale_inv 1), so the tensor's
+ * dequantization factor is per 128x128 block from then on. */
+f8_status f8i_qtensor_reserve_blocks(f8_qtensor *q);
 
 /* Allocate the transpose now (module creation), so no step allocates. */
 f8_status f8i_qtensor_reserve_transpose(f8_qtensor *q);

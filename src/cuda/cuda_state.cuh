@@ -61,6 +61,9 @@ f8_status f8i_cuda_transpose_u8(f8_ctx *ctx, const uint8_t *src, uint8_t *dst, i
 f8_status f8i_cuda_scale_update(f8_ctx *ctx, const f8i_scale_update_args *args);
 f8_status f8i_cuda_amax_scale(f8_ctx *ctx, const f8i_amax_scale_args *args); /* amax_scale.cu */
 f8_status f8i_cuda_telemetry_snap(f8_ctx *ctx, const f8i_telemetry_snap_args *args);
+/* Block scaling runs on the CPU backend so far: both give F8_ERR_UNSUPPORTED (backend.cu). */
+f8_status f8i_cuda_block_cast(f8_ctx *ctx, const f8i_block_cast_args *args);
+f8_status f8i_cuda_gemm_block(f8_ctx *ctx, const f8i_gemm_block_args *args);
 f8_status f8i_cuda_convert(f8_ctx *ctx, const void *src, f8_dtype src_dtype, const float *scale_inv, void *dst,
                            f8_dtype dst_dtype, int64_t count);
 f8_status f8i_cuda_reciprocal(f8_ctx *ctx, const float *src, float *dst, const float *noop);

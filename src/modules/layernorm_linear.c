@@ -31,6 +31,8 @@ typedef struct lnl_saved {
     void *ln;         /* (T, K) FP8 or param dtype */
     float *ln_sinv;
     float *mu, *rsigma; /* (T) */
+    uint8_t *lnt;     /* block scaling: ln8ᵀ (K, T), its own 1x128 tiles (wgrad's operand), else NULL */
+    float *lnt_sinv;
 } lnl_saved;
 
 static size_t place_saved(const f8_module *m, f8i_layout *l, int64_t T, void *impl)
@@ -38,9 +40,15 @@ static size_t place_saved(const f8_module *m, f8i_layout *l, int64_t T, void *im
     lnl_saved *s = (lnl_saved *)impl;
     const size_t es = m->fp8 ? 1 : f8_dtype_size(m->param_dtype);
     s->ln = f8i_take(l, (size_t)(T * m->in_features) * es);
-    s->ln_sinv = (float *)f8i_take(l, 256);
+    s->ln_sinv = f8i_take_sinv(m, l, T, m->in_features, 256);
     s->mu = (float *)f8i_take(l, (size_t)T * sizeof(float));
     s->rsigma = (float *)f8i_take(l, (size_t)T * sizeof(float));
+    s->lnt = NULL;
+    s->lnt_sinv = NULL;
+    if (m->fp8 && f8i_recipe_block(m->ctx)) { /* the column-wise copy is quantized, not transposed */
+        s->lnt = (uint8_t *)f8i_take(l, (size_t)(T * m->in_features));
+        s->lnt_sinv = f8i_take_sinv(m, l, T, m->in_features, 256);
+    }
     return l->bytes;
 }
 
@@ -104,7 +112,9 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
     f8i_layout l = f8i_module_workspace(m);
     fwd_layout(m, T, &l, &ws); /* inference keeps the norm output and statistics here */
     const lnl_saved *s = saved ? (const lnl_saved *)saved->impl : &ws.fwd;
-    f8i_qbuf q = {(uint8_t *)s->ln, NULL, s->ln_sinv, f8_ctx_slot_dtype(ctx, F8_DIR_FORWARD)};
+    /* block scaling training: also ln8ᵀ with its own tiles, for wgrad */
+    f8i_qbuf q = {(uint8_t *)s->ln, saved ? s->lnt : NULL, s->ln_sinv, f8_ctx_slot_dtype(ctx, F8_DIR_FORWARD),
+                  s->lnt_sinv};
     if (fp8 && !return_ln && ws.hp) {
         /* current scaling (the amax before the cast) or telemetry (counted in the cast) */
         st = f8i_norm_forward(ctx, &m->norm, x, ws.hp, m->param_dtype, NULL, NULL, NULL, s->mu, s->rsigma);
@@ -149,10 +159,12 @@ static f8_status backward(f8_module *m, f8_saved *sv, const f8_tensor *dy, const
         const f8i_qbuf *g = &ws.g8;
         st = f8i_module_quantize(m, dy->data, dy->dtype, T, N, F8_DIR_BACKWARD, SLOT_GRAD_OUTPUT, g, w, ws.reduce);
         if (st == F8_OK) st = f8i_weight_dgrad(ctx, w, g->data, g->dtype, g->scale_inv, T, ws.dln, F8_DTYPE_FP32);
-        if (st == F8_OK) st = f8i_op_transpose_u8(ctx, (const uint8_t *)s->ln, ws.lnt, T, K, NULL);
+        const uint8_t *lnt = s->lnt ? s->lnt : ws.lnt; /* block scaling saved it; else transpose the codes */
+        if (st == F8_OK && !s->lnt) st = f8i_op_transpose_u8(ctx, (const uint8_t *)s->ln, ws.lnt, T, K, NULL);
         if (st == F8_OK)
-            st = f8i_weight_wgrad(ctx, w, g->data_t, g->dtype, g->scale_inv, ws.lnt,
-                                  f8_ctx_slot_dtype(ctx, F8_DIR_FORWARD), s->ln_sinv, T, sv->microbatch);
+            st = f8i_weight_wgrad(ctx, w, g->data_t, g->dtype, f8i_qbuf_sinv_t(g), lnt,
+                                  f8_ctx_slot_dtype(ctx, F8_DIR_FORWARD), s->lnt ? s->lnt_sinv : s->ln_sinv, T,
+                                  sv->microbatch);
     } else {
         st = f8i_weight_dgrad(ctx, w, dy->data, dy->dtype, NULL, T, ws.dln, F8_DTYPE_FP32);
         if (st == F8_OK)

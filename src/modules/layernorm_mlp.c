@@ -48,7 +48,9 @@ typedef struct mlp_saved {
     float *mu, *rsigma;
     void *h1;         /* (T, F1) param dtype: fc1 output before the activation */
     void *act;        /* FP8: the codes transposed (F, T); else (T, F) param dtype */
-    float *act_sinv;
+    float *act_sinv;  /* block scaling: the grid of act (its own 1x128 tiles of the transposed codes) */
+    uint8_t *lnt;     /* block scaling: ln8ᵀ (H, T) with its own tiles (fc1's wgrad operand), else NULL */
+    float *lnt_sinv;
 } mlp_saved;
 
 static size_t place_saved(const f8_module *m, f8i_layout *l, int64_t T, void *impl)
@@ -57,12 +59,18 @@ static size_t place_saved(const f8_module *m, f8i_layout *l, int64_t T, void *im
     const int64_t H = m->in_features, F = ((const mlp *)m)->own.ffn, F1 = m->w[0].rows;
     const size_t es = f8_dtype_size(m->param_dtype), qs = m->fp8 ? 1 : es;
     s->ln = f8i_take(l, (size_t)(T * H) * qs);
-    s->ln_sinv = (float *)f8i_take(l, sizeof(float));
+    s->ln_sinv = f8i_take_sinv(m, l, T, H, sizeof(float));
     s->mu = (float *)f8i_take(l, (size_t)T * sizeof(float));
     s->rsigma = (float *)f8i_take(l, (size_t)T * sizeof(float));
     s->h1 = f8i_take(l, (size_t)(T * F1) * es);
     s->act = f8i_take(l, (size_t)(T * F) * qs);
-    s->act_sinv = (float *)f8i_take(l, sizeof(float));
+    s->act_sinv = f8i_take_sinv(m, l, T, F, sizeof(float));
+    s->lnt = NULL;
+    s->lnt_sinv = NULL;
+    if (m->fp8 && f8i_recipe_block(m->ctx)) { /* the column-wise copy is quantized, not transposed */
+        s->lnt = (uint8_t *)f8i_take(l, (size_t)(T * H));
+        s->lnt_sinv = f8i_take_sinv(m, l, T, H, sizeof(float));
+    }
     return l->bytes;
 }
 
@@ -72,6 +80,7 @@ static size_t place_saved(const f8_module *m, f8i_layout *l, int64_t T, void *im
 typedef struct mlp_ws {
     mlp_saved fwd;
     void *a8;
+    float *a8_sinv; /* block scaling training: a8's row-wise grid (act_sinv is the saved column-wise one) */
     void *hp; /* current scaling or telemetry: a norm or activation output, or d, in param dtype */
     void *reduce, *dln, *da, *d;
     f8i_qbuf g8, d8;
@@ -83,6 +92,9 @@ static size_t fwd_layout(const f8_module *m, int64_t T, int training, f8i_layout
     const int64_t H = m->in_features, F = ((const mlp *)m)->own.ffn;
     if (!training) place_saved(m, l, T > 0 ? T : 1, &w->fwd);
     else w->a8 = f8i_take(l, (size_t)(T * F));
+    w->a8_sinv = NULL;
+    if (training && m->fp8 && f8i_recipe_block(m->ctx))
+        w->a8_sinv = (float *)f8i_take(l, (size_t)f8i_block_grid(T, F, 1) * sizeof(float));
     w->hp = NULL; /* the norm's output, then the activation's */
     if (m->fp8 && f8i_casts_unfused(m->ctx))
         w->hp = f8i_take(l, (size_t)(T * (H > F ? H : F)) * f8_dtype_size(m->param_dtype));
@@ -131,9 +143,10 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
     /* fc2's input: FP8 training saves its transpose and keeps the codes,
      * read by fc2's fprop only, in the workspace */
     void *a8 = fp8 && saved ? ws.a8 : s->act;
+    float *a8_sinv = ws.a8_sinv ? ws.a8_sinv : s->act_sinv;
     f8_status st;
     if (fp8 && ws.hp) { /* current scaling or telemetry: norm, then the cast */
-        const f8i_qbuf q = {(uint8_t *)s->ln, NULL, s->ln_sinv, qdt};
+        const f8i_qbuf q = {(uint8_t *)s->ln, saved ? s->lnt : NULL, s->ln_sinv, qdt, s->lnt_sinv};
         st = f8i_norm_forward(ctx, &m->norm, x, ws.hp, pdt, NULL, NULL, NULL, s->mu, s->rsigma);
         if (st == F8_OK) st = f8i_module_quantize(m, ws.hp, pdt, T, m->in_features, F8_DIR_FORWARD, GEMM1_INPUT, &q, NULL, NULL);
     } else if (fp8)
@@ -155,7 +168,7 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
         a.y = a8;
         a.y_dtype = adt;
         if (fp8 && ws.hp) { /* current scaling or telemetry: the activation in param dtype, then the cast */
-            const f8i_qbuf q = {(uint8_t *)a8, saved ? (uint8_t *)s->act : NULL, s->act_sinv, qdt};
+            const f8i_qbuf q = {(uint8_t *)a8, saved ? (uint8_t *)s->act : NULL, a8_sinv, qdt, s->act_sinv};
             a.y = ws.hp;
             a.y_dtype = pdt;
             st = f8i_op_act_fwd(ctx, &a);
@@ -171,7 +184,7 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
             st = f8i_op_act_fwd(ctx, &a);
         }
     }
-    if (st == F8_OK) st = f8i_weight_fprop(ctx, &m->w[1], a8, adt, fp8 ? s->act_sinv : NULL, T, y->data, y->dtype);
+    if (st == F8_OK) st = f8i_weight_fprop(ctx, &m->w[1], a8, adt, fp8 ? a8_sinv : NULL, T, y->data, y->dtype);
     return st;
 }
 
@@ -233,14 +246,15 @@ static f8_status backward(f8_module *m, f8_saved *sv, const f8_tensor *dy, const
         st = f8i_module_quantize(m, dy->data, dy->dtype, T, H, F8_DIR_BACKWARD, GRAD_OUTPUT1, g, fc2, ws.reduce);
         if (st == F8_OK) st = f8i_weight_dgrad(ctx, fc2, g->data, g->dtype, g->scale_inv, T, ws.da, pdt);
         if (st == F8_OK) /* s->act holds the codes transposed (the forward wrote them) */
-            st = f8i_weight_wgrad(ctx, fc2, g->data_t, g->dtype, g->scale_inv, s->act, qdt, s->act_sinv, T,
+            st = f8i_weight_wgrad(ctx, fc2, g->data_t, g->dtype, f8i_qbuf_sinv_t(g), s->act, qdt, s->act_sinv, T,
                                   sv->microbatch);
         if (st == F8_OK) st = act_backward(m, s, T, &ws);
         if (st == F8_OK) st = f8i_weight_dgrad(ctx, fc1, d->data, d->dtype, d->scale_inv, T, ws.dln, pdt);
-        if (st == F8_OK) st = f8i_op_transpose_u8(ctx, (const uint8_t *)s->ln, ws.lnt, T, H, NULL);
+        const uint8_t *lnt = s->lnt ? s->lnt : ws.lnt; /* block scaling saved it; else transpose the codes */
+        if (st == F8_OK && !s->lnt) st = f8i_op_transpose_u8(ctx, (const uint8_t *)s->ln, ws.lnt, T, H, NULL);
         if (st == F8_OK)
-            st = f8i_weight_wgrad(ctx, fc1, d->data_t, d->dtype, d->scale_inv, ws.lnt, qdt, s->ln_sinv, T,
-                                  sv->microbatch);
+            st = f8i_weight_wgrad(ctx, fc1, d->data_t, d->dtype, f8i_qbuf_sinv_t(d), lnt, qdt,
+                                  s->lnt ? s->lnt_sinv : s->ln_sinv, T, sv->microbatch);
     } else {
         st = f8i_weight_dgrad(ctx, fc2, dy->data, pdt, NULL, T, ws.da, F8_DTYPE_FP32);
         if (st == F8_OK) st = f8i_weight_wgrad(ctx, fc2, dy->data, pdt, NULL, s->act, pdt, NULL, T, sv->microbatch);

@@ -21,7 +21,7 @@ enum { SLOT_INPUT = 0 };
 enum { SLOT_GRAD_OUTPUT = 0 };
 
 typedef struct linear_saved {
-    float *x_scale_inv; /* (1) the scale_inv X8ᵀ was cast with */
+    float *x_scale_inv; /* (1) the scale_inv X8ᵀ was cast with; block scaling: its grid (K, ceil(T/128)) */
     uint8_t *xt;        /* (K, max_tokens) */
 } linear_saved;
 
@@ -30,7 +30,7 @@ static size_t place_saved(const f8_module *m, f8i_layout *l, int64_t T, void *im
 {
     if (!m->fp8) return l->bytes;
     linear_saved *s = (linear_saved *)impl;
-    s->x_scale_inv = (float *)f8i_take(l, sizeof(float));
+    s->x_scale_inv = f8i_take_sinv(m, l, T, m->in_features, sizeof(float));
     s->xt = (uint8_t *)f8i_take(l, (size_t)(m->in_features * T));
     return l->bytes;
 }
@@ -75,7 +75,8 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
     if (saved) { /* X8ᵀ and its scale_inv outlive the call */
         const linear_saved *s = (const linear_saved *)saved->impl;
         ws.x8.data_t = s->xt;
-        ws.x8.scale_inv = s->x_scale_inv;
+        if (f8i_recipe_block(ctx)) ws.x8.scale_inv_t = s->x_scale_inv; /* X8ᵀ has its own tiles */
+        else ws.x8.scale_inv = s->x_scale_inv;
     }
     f8_status st = f8i_weight_cast(ctx, w, mb, saved != NULL);
     if (st == F8_OK)
@@ -108,7 +109,7 @@ static f8_status backward(f8_module *m, f8_saved *s, const f8_tensor *dy, const 
                              ws.reduce);
     if (st == F8_OK && dx) st = f8i_weight_dgrad(ctx, w, g->data, g->dtype, g->scale_inv, T, dx->data, dx->dtype);
     if (st == F8_OK)
-        st = f8i_weight_wgrad(ctx, w, g->data_t, g->dtype, g->scale_inv, ls->xt, f8_ctx_slot_dtype(ctx, F8_DIR_FORWARD),
+        st = f8i_weight_wgrad(ctx, w, g->data_t, g->dtype, f8i_qbuf_sinv_t(g), ls->xt, f8_ctx_slot_dtype(ctx, F8_DIR_FORWARD),
                               ls->x_scale_inv, T, s->microbatch);
     return st;
 }

@@ -3,6 +3,7 @@
  * f8_module_* calls, argument checks, saved state and the FP8 casts every
  * module makes. Written once for every module.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -392,14 +393,61 @@ f8_status f8i_module_backward_aux(f8_module *m, const f8i_module_class *cls, f8_
 /* FP8 casts                                                                 */
 /* ------------------------------------------------------------------------ */
 
+float *f8i_take_sinv(const f8_module *m, f8i_layout *l, int64_t rows, int64_t cols, size_t bytes)
+{
+    if (f8i_recipe_block(m->ctx)) {
+        const int64_t r = f8i_block_grid(rows, cols, 1), c = f8i_block_grid(cols, rows, 1);
+        const size_t grid = (size_t)(r > c ? r : c) * sizeof(float);
+        if (grid > bytes) bytes = grid;
+    }
+    return (float *)f8i_take(l, bytes);
+}
+
 f8i_qbuf f8i_take_qbuf(f8_module *m, f8i_layout *l, f8_direction dir, int64_t rows, int64_t cols, int t)
 {
     f8i_qbuf q;
     q.data = (uint8_t *)f8i_take(l, (size_t)(rows * cols));
     q.data_t = t ? (uint8_t *)f8i_take(l, (size_t)(rows * cols)) : NULL;
-    q.scale_inv = (float *)f8i_take(l, sizeof(float));
+    if (f8i_recipe_block(m->ctx)) {
+        q.scale_inv = (float *)f8i_take(l, (size_t)f8i_block_grid(rows, cols, 1) * sizeof(float));
+        q.scale_inv_t = t ? (float *)f8i_take(l, (size_t)f8i_block_grid(cols, rows, 1) * sizeof(float)) : NULL;
+    } else {
+        q.scale_inv = (float *)f8i_take(l, sizeof(float));
+        q.scale_inv_t = NULL;
+    }
     q.dtype = f8_ctx_slot_dtype(m->ctx, dir);
     return q;
+}
+
+/* Block scaling's module cast: 1x128 tiles, both orientations from src. */
+static f8_status block_quantize(f8_module *m, const void *src, f8_dtype src_dtype, int64_t rows, int64_t cols,
+                                f8_slot sl, const f8i_qbuf *out, f8i_weight *dbias_of, void *reduce)
+{
+    f8_ctx *ctx = m->ctx;
+    f8i_block_cast_args c;
+    memset(&c, 0, sizeof c);
+    c.src = src;
+    c.src_dtype = src_dtype;
+    c.rows = rows;
+    c.cols = cols;
+    c.block_rows = 1;
+    c.out_dtype = out->dtype;
+    c.scaled_max = ldexpf(f8_fp8_max(out->dtype), -ctx->recipe.margin);
+    c.pow2 = ctx->recipe.power_2_scales;
+    c.out = out->data;
+    c.scale_inv = out->data ? out->scale_inv : NULL;
+    c.out_t = out->data_t;
+    c.scale_inv_t = out->data_t ? out->scale_inv_t : NULL;
+    c.amax = f8i_slot_amax(ctx, sl); /* the step's record, as under current scaling */
+    c.stats = f8i_slot_stats(ctx, sl);
+    if (dbias_of && dbias_of->db) {
+        c.dbias = dbias_of->db;
+        c.dbias_dtype = dbias_of->dtype;
+        c.dbias_accumulate = 1;
+        c.workspace = reduce;
+        c.workspace_bytes = f8i_reduce_workspace_bytes(rows, cols);
+    }
+    return f8i_op_block_cast(ctx, &c);
 }
 
 f8_status f8i_module_quantize(f8_module *m, const void *src, f8_dtype src_dtype, int64_t rows, int64_t cols,
@@ -407,6 +455,7 @@ f8_status f8i_module_quantize(f8_module *m, const void *src, f8_dtype src_dtype,
 {
     f8_ctx *ctx = m->ctx;
     const f8_slot sl = dir == F8_DIR_FORWARD ? m->fwd[slot] : m->bwd[slot];
+    if (f8i_recipe_block(ctx)) return block_quantize(m, src, src_dtype, rows, cols, sl, out, dbias_of, reduce);
     f8i_cast_args c;
     memset(&c, 0, sizeof c);
     c.src = src;

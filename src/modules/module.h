@@ -167,12 +167,26 @@ static inline f8i_layout f8i_module_workspace(const f8_module *m) { return f8i_l
  * data [rows, cols] (may be NULL), data_t [cols, rows] (or NULL), its own
  * scale_inv; amax into the slot. With dbias (a weight with a bias, backward
  * only): that bias gradient += column sums of src, using `reduce` as the
- * backend's workspace (f8i_reduce_workspace_bytes(rows, cols)). */
+ * backend's workspace (f8i_reduce_workspace_bytes(rows, cols)).
+ * Under F8_RECIPE_BLOCK the cast is the block cast (1x128 tiles): scale_inv
+ * is data's grid [rows, ceil(cols/128)] and scale_inv_t data_t's own
+ * [cols, ceil(rows/128)] (quantized from src, not transposed); otherwise
+ * scale_inv_t is unused and both codes share scale_inv. */
 typedef struct f8i_qbuf {
     uint8_t *data, *data_t;
     float *scale_inv;
     f8_dtype dtype;
+    float *scale_inv_t;
 } f8i_qbuf;
+
+/* The scale_inv the GEMMs read with data_t: scale_inv_t under block
+ * scaling, else the one scale_inv. */
+static inline float *f8i_qbuf_sinv_t(const f8i_qbuf *q) { return q->scale_inv_t ? q->scale_inv_t : q->scale_inv; }
+
+/* Take the scale_inv of an FP8 [rows, cols] tensor from a layout: `bytes`
+ * (the recipe's one scalar, as the layout had it) or, under block scaling,
+ * a grid large enough for either orientation's 1x128 tiles. */
+float *f8i_take_sinv(const f8_module *m, f8i_layout *l, int64_t rows, int64_t cols, size_t bytes);
 f8_status f8i_module_quantize(f8_module *m, const void *src, f8_dtype src_dtype, int64_t rows, int64_t cols,
                               f8_direction dir, int slot, const f8i_qbuf *out, f8i_weight *dbias_of, void *reduce);
 

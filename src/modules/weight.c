@@ -96,6 +96,7 @@ f8_status f8i_weight_create(f8_ctx *ctx, f8i_weight *w, const f8i_weight_spec *s
         st = f8i_qtensor_create(ctx, f8_ctx_slot_dtype(ctx, F8_DIR_FORWARD), sp->rows, sp->cols, sp->acct, cat,
                                 F8_MEM_WORKSPACE_TRANSPOSE, &w->w8);
     }
+    if (st == F8_OK && sp->fp8 && f8i_recipe_block(ctx)) st = f8i_qtensor_reserve_blocks(w->w8);
     if (st == F8_OK && w->fp8_primary) {
         st = init_primary(ctx, w, sp->seed);
         w->w8_filled = 1;
@@ -112,6 +113,32 @@ void f8i_weight_destroy(f8_ctx *ctx, f8i_weight *w)
     memset(w, 0, sizeof *w);
 }
 
+/* Block scaling: W → codes and their transpose with one scale per 128x128
+ * block (both grids), the amax into the WEIGHT slot's record. */
+static f8_status block_cast(f8_ctx *ctx, f8i_weight *w, const float *noop)
+{
+    f8i_block_cast_args c;
+    memset(&c, 0, sizeof c);
+    c.src = w->w;
+    c.src_dtype = w->dtype;
+    c.rows = w->rows;
+    c.cols = w->cols;
+    c.block_rows = F8I_BLOCK;
+    c.out_dtype = w->w8->dtype;
+    c.scaled_max = ldexpf(f8_fp8_max(c.out_dtype), -ctx->recipe.margin);
+    c.pow2 = ctx->recipe.power_2_scales;
+    c.out = w->w8->data;
+    c.scale_inv = w->w8->bsinv;
+    c.out_t = w->w8->t;
+    c.scale_inv_t = w->w8->bsinv_t;
+    c.amax = f8i_slot_amax(ctx, w->slot);
+    c.stats = f8i_slot_stats(ctx, w->slot);
+    c.noop = noop;
+    f8_status st = f8i_op_block_cast(ctx, &c);
+    if (st == F8_OK) w->w8->t_valid = 1;
+    return st;
+}
+
 f8_status f8i_weight_cast(f8_ctx *ctx, f8i_weight *w, f8_microbatch mb, int with_transpose)
 {
     if (w->fp8_primary) {
@@ -124,6 +151,11 @@ f8_status f8i_weight_cast(f8_ctx *ctx, f8i_weight *w, f8_microbatch mb, int with
     const float *noop = NULL;
     if (w->w8_filled && ctx->weight_noop) noop = ctx->noop; /* graph mode: the device flag decides */
     else if (mb == F8_MICROBATCH_NOT_FIRST && w->w8_filled) return F8_OK;
+    if (w->w8->bsinv) {
+        f8_status st = block_cast(ctx, w, noop);
+        if (st == F8_OK) w->w8_filled = 1;
+        return st;
+    }
     f8_tensor src = f8i_weight_view(w, 0);
     f8_status st = f8_qtensor_quantize(w->w8, &src, w->slot, with_transpose, noop);
     if (st == F8_OK) w->w8_filled = 1;
@@ -162,6 +194,23 @@ f8_tensor f8i_weight_view(const f8i_weight *w, int grad)
 
 f8_tensor f8i_bias_view(const f8i_weight *w, int grad) { return f8_tensor_make(grad ? w->db : w->b, w->dtype, 1, w->rows); }
 
+/* Block scaling's GEMM of a (A [m, k], 1x128 tiles) with b (B [n, k],
+ * b_block_rows 128 for the weight's codes, 1 for an activation's). */
+static f8i_gemm_block_args gemm_block(int64_t m, int64_t n, int64_t k, const void *a, f8_dtype a_dtype,
+                                      const float *a_sinv)
+{
+    f8i_gemm_block_args g;
+    memset(&g, 0, sizeof g);
+    g.m = m;
+    g.n = n;
+    g.k = k;
+    g.a = (const uint8_t *)a;
+    g.a_dtype = a_dtype;
+    g.a_scale_inv = a_sinv;
+    g.a_block_rows = 1;
+    return g;
+}
+
 static f8i_gemm_args gemm(int64_t m, int64_t n, int64_t k)
 {
     f8i_gemm_args g;
@@ -175,6 +224,18 @@ static f8i_gemm_args gemm(int64_t m, int64_t n, int64_t k)
 f8_status f8i_weight_fprop(f8_ctx *ctx, const f8i_weight *w, const void *a, f8_dtype a_dtype, const float *a_sinv,
                            int64_t T, void *y, f8_dtype y_dtype)
 {
+    if (w->fp8 && w->w8->bsinv) {
+        f8i_gemm_block_args b = gemm_block(T, w->rows, w->cols, a, a_dtype, a_sinv);
+        b.b = w->w8->data;
+        b.b_dtype = w->w8->dtype;
+        b.b_scale_inv = w->w8->bsinv;
+        b.b_block_rows = F8I_BLOCK;
+        b.d = y;
+        b.d_dtype = y_dtype;
+        b.bias = w->b;
+        b.bias_dtype = w->dtype;
+        return f8i_op_gemm_block(ctx, &b);
+    }
     f8i_gemm_args g = gemm(T, w->rows, w->cols);
     g.a = a;
     g.a_dtype = a_dtype;
@@ -192,6 +253,16 @@ f8_status f8i_weight_fprop(f8_ctx *ctx, const f8i_weight *w, const void *a, f8_d
 f8_status f8i_weight_dgrad(f8_ctx *ctx, f8i_weight *w, const void *g_in, f8_dtype g_dtype, const float *g_sinv,
                            int64_t T, void *dx, f8_dtype dx_dtype)
 {
+    if (w->fp8 && w->w8->bsinv) { /* B = W8ᵀ [cols, rows], its block grid transposed */
+        f8i_gemm_block_args b = gemm_block(T, w->cols, w->rows, g_in, g_dtype, g_sinv);
+        b.b = w->w8->t;
+        b.b_dtype = w->w8->dtype;
+        b.b_scale_inv = w->w8->bsinv_t;
+        b.b_block_rows = F8I_BLOCK;
+        b.d = dx;
+        b.d_dtype = dx_dtype;
+        return f8i_op_gemm_block(ctx, &b);
+    }
     f8i_gemm_args g = gemm(T, w->cols, w->rows);
     g.a = g_in;
     g.a_dtype = g_dtype;
@@ -216,6 +287,17 @@ f8_status f8i_weight_dgrad(f8_ctx *ctx, f8i_weight *w, const void *g_in, f8_dtyp
 f8_status f8i_weight_wgrad(f8_ctx *ctx, f8i_weight *w, const void *g_in, f8_dtype g_dtype, const float *g_sinv,
                            const void *a, f8_dtype a_dtype, const float *a_sinv, int64_t T, f8_microbatch mb)
 {
+    if (w->fp8 && w->w8->bsinv) { /* gᵀ and aᵀ, each in 1x128 tiles along T */
+        f8i_gemm_block_args b = gemm_block(w->rows, w->cols, T, g_in, g_dtype, g_sinv);
+        b.b = (const uint8_t *)a;
+        b.b_dtype = a_dtype;
+        b.b_scale_inv = a_sinv;
+        b.b_block_rows = 1;
+        b.d = w->fuse_wgrad ? (void *)w->main_grad : w->dw;
+        b.d_dtype = w->fuse_wgrad ? F8_DTYPE_FP32 : w->dtype;
+        b.accumulate = w->fuse_wgrad ? mb != F8_MICROBATCH_FIRST : 1;
+        return f8i_op_gemm_block(ctx, &b);
+    }
     f8i_gemm_args g = gemm(w->rows, w->cols, T);
     g.a = g_in;
     g.a_dtype = g_dtype;
@@ -276,6 +358,10 @@ f8_status f8i_check_act(f8_ctx *ctx, const f8_tensor *t, const char *name, int64
 
 f8_status f8i_check_fp8_weights(f8_ctx *ctx, const char *fn, int fp8, int fp8_weights)
 {
+    if (fp8_weights && f8i_recipe_block(ctx))
+        return f8i_error(ctx, F8_ERR_UNSUPPORTED, "%s: fp8_weights = 1 is not supported under block scaling yet (a "
+                                                  "block-scaled primary weight would carry a scale per 128x128 block "
+                                                  "through checkpoints and the optimizer); use fp8_weights = 0", fn);
     if (fp8_weights && !fp8)
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: fp8_weights = 1 needs fp8 = 1 (an FP8 primary weight is "
                                                        "only used by FP8 GEMMs)", fn);

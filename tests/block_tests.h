@@ -1,0 +1,135 @@
+/*
+ * block_tests.h — the modules under block scaling (F8_RECIPE_BLOCK) on the
+ * CPU backend, the only one that runs it so far (test_stack.c):
+ *  - the Linear → LayerNormLinear → LayerNormMLP stack (each activation; a
+ *    shape of several partial tiles; power-of-two scales too) forward and
+ *    backward against the same stack in high precision, within relative
+ *    errors of 0.05 (forward) and 0.15 (gradients), see stack_vs_hp;
+ *  - graphed against eager, checkpoint resume, a checkpoint refused across
+ *    recipes (recipe_tests.h), fp8_weights refused.
+ * The block cast and GEMM themselves: test_block.c.
+ */
+#ifndef F8_TESTS_BLOCK_TESTS_H
+#define F8_TESTS_BLOCK_TESTS_H
+
+#include "recipe_tests.h"
+
+/* Relative Frobenius error of a backend tensor against another. */
+static double tensor_rel(f8_ctx *ca, const void *a, f8_ctx *cb, const void *b, size_t n)
+{
+    float *x = (float *)xmalloc(n * 4), *y = (float *)xmalloc(n * 4);
+    double *ref = (double *)xmalloc(n * 8);
+    f8_ctx_download(ca, x, a, n * 4);
+    f8_ctx_download(cb, y, b, n * 4);
+    for (size_t i = 0; i < n; i++) ref[i] = y[i];
+    const double e = rel_error(x, ref, n);
+    free(x);
+    free(y);
+    free(ref);
+    return e;
+}
+
+/* The stack under `fp8` (a BLOCK or CURRENT ctx) against the same stack in
+ * high precision (FP8 off on `hp`), one forward and backward, per
+ * activation and on a shape of several partial tiles: y within a relative
+ * Frobenius error ||fp8 - hp|| / ||hp|| of 0.12, dx and every gradient of
+ * 0.35. The bounds come from the formats over the stack's five GEMMs in a
+ * row: E4M3 rounds each input by up to 2^-4 relative (~3.6% RMS on one GEMM
+ * output, ~7-10% on y measured), E5M2 gradients by up to 2^-3 (measured up
+ * to 0.25 on the ReLU-family MLPs, whose kinks pass a whole step on). Both
+ * recipes are measured here and block scaling must not be worse than
+ * per-tensor current scaling (run_block_tests). Elementwise bounds such as
+ * TE's (0.125, 0.0675) are for FP8 against FP8. Returns the worst gradient
+ * error. */
+static double stack_vs_hp(f8_ctx *fp8, f8_ctx *hp, const char *tag)
+{
+    double worst_y = 0, worst_g = 0;
+    for (int a = F8_ACT_GELU; a <= F8_ACT_SRELU; a++)
+        for (int shape = 0; shape < (a == F8_ACT_GELU ? 2 : 1); shape++) {
+            stack_cfg c = small_cfg(1, 0), h;
+            c.act = (f8_activation)a;
+            if (shape) { /* several tiles each way, the last partial */
+                c.T = 150;
+                c.H = 200;
+                c.F = 136;
+            }
+            h = c;
+            h.fp8 = 0;
+            stack Bk, Hp;
+            stack_create(&Bk, fp8, &c);
+            stack_create(&Hp, hp, &h);
+            stack_data(&Bk, 0, 0);
+            stack_data(&Hp, 0, 0);
+            CHECK_OK(fp8, stack_fwd_bwd(&Bk, F8_MICROBATCH_FIRST));
+            CHECK_OK(hp, stack_fwd_bwd(&Hp, F8_MICROBATCH_FIRST));
+            const size_t n = (size_t)(c.T * c.H);
+            const double ey = tensor_rel(fp8, Bk.y, hp, Hp.y, n), edx = tensor_rel(fp8, Bk.dx, hp, Hp.dx, n);
+            CHECK(ey <= 0.12 && edx <= 0.35, "%s vs hp, act %d shape %d: y %.4f, dx %.4f", tag, a, shape, ey, edx);
+            if (ey > worst_y) worst_y = ey;
+            if (edx > worst_g) worst_g = edx;
+            for (int i = 0; i < STACK_NPARAM; i++) {
+                f8_tensor gb, gh;
+                stack_param(&Bk, i, 1, &gb);
+                stack_param(&Hp, i, 1, &gh);
+                const double e = tensor_rel(fp8, gb.data, hp, gh.data, (size_t)(gb.rows * gb.cols));
+                CHECK(e <= 0.35, "%s vs hp, act %d shape %d: gradient of param %d %.4f", tag, a, shape, i, e);
+                if (e > worst_g) worst_g = e;
+            }
+            CHECK(ey > 0, "%s should differ a little from high precision", tag);
+            stack_destroy(&Bk);
+            stack_destroy(&Hp);
+        }
+    printf("  %s vs high precision (6 activations, T/H/F 64/64/128 and 150/200/136): worst relative error "
+           "y %.4f, gradients %.4f\n", tag, worst_y, worst_g);
+    return worst_g;
+}
+
+/* What the recipe refuses: fp8_weights on a BLOCK ctx, the public
+ * per-tensor calls on a block-scaled weight workspace. */
+static void test_block_refusals(f8_ctx *blk)
+{
+    f8_linear_config c = f8_linear_config_default(32, 16);
+    c.fp8_weights = 1;
+    f8_module *m = NULL;
+    CHECK_STATUS(blk, f8_linear_create(blk, &c, &m), F8_ERR_UNSUPPORTED);
+    CHECK(m == NULL && strstr(f8_ctx_last_error(blk), "block scaling") != NULL, "fp8_weights refused: %s",
+          f8_ctx_last_error(blk));
+    c.fp8_weights = 0;
+    CHECK_OK(blk, f8_linear_create(blk, &c, &m));
+    const f8_qtensor *w8 = f8_module_weight_workspace(m, F8_PARAM_WEIGHT);
+    f8_tensor view;
+    CHECK_STATUS(blk, f8_qtensor_data(w8, &view), F8_ERR_UNSUPPORTED);
+    f8_module_destroy(m);
+}
+
+static void run_block_tests(void)
+{
+    char why[256] = "", path[256];
+    snprintf(path, sizeof path, "/tmp/f8_test_block_%d.safetensors", (int)getpid());
+    f8_recipe r = f8_recipe_default(), r2 = f8_recipe_default();
+    r.kind = F8_RECIPE_BLOCK;
+    r2.kind = F8_RECIPE_BLOCK;
+    r2.power_2_scales = 1;
+    f8_ctx *blk = test_ctx(F8_BACKEND_CPU, &r, why), *blk2 = test_ctx(F8_BACKEND_CPU, &r, why);
+    f8_recipe rc = f8_recipe_default();
+    rc.kind = F8_RECIPE_CURRENT;
+    f8_ctx *p2 = test_ctx(F8_BACKEND_CPU, &r2, why), *del = test_ctx(F8_BACKEND_CPU, NULL, why);
+    f8_ctx *cur = test_ctx(F8_BACKEND_CPU, &rc, why);
+    if (!blk || !blk2 || !p2 || !del || !cur) die(why, NULL);
+    const double eb = stack_vs_hp(blk, del, "block scaling");
+    stack_vs_hp(p2, del, "block scaling, power-of-two scales");
+    const double ec = stack_vs_hp(cur, del, "current scaling");
+    CHECK(eb <= ec * 1.05, "block scaling's worst gradient error %.4f is above current scaling's %.4f", eb, ec);
+    f8_ctx_destroy(cur);
+    test_block_refusals(blk);
+    test_checkpoint_resume(blk, 1, 0, path);
+    test_recipe_refused(blk, del, path);
+    for (int inside = 0; inside <= 1; inside++) test_graph_vs_eager(blk, blk2, 1, 0, inside);
+    remove(path);
+    f8_ctx_destroy(blk);
+    f8_ctx_destroy(blk2);
+    f8_ctx_destroy(p2);
+    f8_ctx_destroy(del);
+}
+
+#endif /* F8_TESTS_BLOCK_TESTS_H */
