@@ -419,6 +419,12 @@ f8i_qbuf f8i_take_qbuf(f8_module *m, f8i_layout *l, f8_direction dir, int64_t ro
     return q;
 }
 
+/* The bias gradient a cast adds up (the per-tensor and the block cast args
+ * name these fields alike): += column sums of src, reduce as the workspace. */
+#define SET_DBIAS(c, w, reduce, rows, cols)                                                                         \
+    ((c).dbias = (w)->db, (c).dbias_dtype = (w)->dtype, (c).dbias_accumulate = 1, (c).workspace = (reduce),          \
+     (c).workspace_bytes = f8i_reduce_workspace_bytes((rows), (cols)))
+
 /* Block scaling's module cast: 1x128 tiles, both orientations from src. */
 static f8_status block_quantize(f8_module *m, const void *src, f8_dtype src_dtype, int64_t rows, int64_t cols,
                                 f8_slot sl, const f8i_qbuf *out, f8i_weight *dbias_of, void *reduce)
@@ -440,13 +446,7 @@ static f8_status block_quantize(f8_module *m, const void *src, f8_dtype src_dtyp
     c.scale_inv_t = out->data_t ? out->scale_inv_t : NULL;
     c.amax = f8i_slot_amax(ctx, sl); /* the step's record, as under current scaling */
     c.stats = f8i_slot_stats(ctx, sl);
-    if (dbias_of && dbias_of->db) {
-        c.dbias = dbias_of->db;
-        c.dbias_dtype = dbias_of->dtype;
-        c.dbias_accumulate = 1;
-        c.workspace = reduce;
-        c.workspace_bytes = f8i_reduce_workspace_bytes(rows, cols);
-    }
+    if (dbias_of && dbias_of->db) SET_DBIAS(c, dbias_of, reduce, rows, cols);
     return f8i_op_block_cast(ctx, &c);
 }
 
@@ -470,12 +470,6 @@ f8_status f8i_module_quantize(f8_module *m, const void *src, f8_dtype src_dtype,
     c.stats = f8i_slot_stats(ctx, sl);
     f8_status st = f8i_slot_prepare(ctx, sl, out->dtype, src, src_dtype, rows * cols, NULL, 1, &c.amax);
     if (st != F8_OK) return st;
-    if (dbias_of && dbias_of->db) {
-        c.dbias = dbias_of->db;
-        c.dbias_dtype = dbias_of->dtype;
-        c.dbias_accumulate = 1;
-        c.workspace = reduce;
-        c.workspace_bytes = f8i_reduce_workspace_bytes(rows, cols);
-    }
+    if (dbias_of && dbias_of->db) SET_DBIAS(c, dbias_of, reduce, rows, cols);
     return f8i_op_cast(ctx, &c);
 }
