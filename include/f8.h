@@ -124,9 +124,11 @@ typedef enum f8_amax_algo {
  *            slot's scale as the fallback for an amax of 0, inf or NaN); the
  *            casts then have no history to wait for. Two passes over the data
  *            per cast (amax, then the cast), all on the device.
- *   BLOCK    TE's Float8BlockScaling (DeepSeek-V3: 1x128 tiles, 128x128 weight
- *            blocks): not in this build; f8_ctx_create refuses it with
- *            F8_ERR_UNSUPPORTED.
+ *   BLOCK    TE's Float8BlockScaling (DeepSeek-V3: 1x128 tiles for
+ *            activations and gradients, 128x128 blocks for weights, one FP32
+ *            scale each, from the tile's own amax): runs on the CPU backend
+ *            (the oracle); a CUDA ctx refuses it with F8_ERR_UNSUPPORTED until
+ *            its kernels exist, and modules with fp8_weights refuse it too.
  * The values after these are kept for the block formats of later GPUs
  * (MXFP8, NVFP4). A checkpoint records its recipe kind; restoring it into a
  * ctx of another kind is refused. */
