@@ -55,6 +55,7 @@
 #include <float.h>
 
 #include "check.h"
+#include "device_buffers.h"
 
 enum { CPU = 0, GPU = 1 };
 #define HISTORY_LEN 16
@@ -85,32 +86,6 @@ typedef struct env {
     double worst[C_COUNT];
     double flip; /* extra tolerance of the odd-shape sweep: one flipped FP8 code (test_odd_shapes) */
 } env;
-
-static void *balloc(f8_ctx *ctx, size_t bytes)
-{
-    void *p = NULL;
-    if (f8_ctx_alloc(ctx, bytes ? bytes : 1, &p) != F8_OK) die("f8_ctx_alloc", ctx);
-    return p;
-}
-
-static void upload(f8_ctx *ctx, void *dst, const void *src, size_t bytes)
-{
-    if (bytes) CHECK_OK(ctx, f8_ctx_upload(ctx, dst, src, bytes));
-}
-
-static size_t tensor_bytes(const f8_tensor *t) { return (size_t)(t->rows * t->cols) * f8_dtype_size(t->dtype); }
-
-static float *to_host(f8_ctx *ctx, const f8_tensor *t)
-{
-    size_t n = (size_t)(t->rows * t->cols), bytes = tensor_bytes(t);
-    void *raw = xmalloc(bytes);
-    float *out = xmalloc(n * sizeof(float));
-    if (bytes) CHECK_OK(ctx, f8_ctx_download(ctx, raw, t->data, bytes));
-    for (size_t i = 0; i < n; i++)
-        out[i] = t->dtype == F8_DTYPE_BF16 ? f8_bf16_to_float(((uint16_t *)raw)[i]) : ((float *)raw)[i];
-    free(raw);
-    return out;
-}
 
 /* Host data of n values mean + N(0,1)·sd in dtype (FP32 or BF16); `vals`
  * (may be NULL) receives what a kernel reads back. */
