@@ -372,10 +372,10 @@ typedef struct f8_fp8_stats {
  * Allocates its counter block (F8_MEM_SCALING_STATE, about 0.5 MB). With
  * telemetry on, every cast through a slot (module inputs, weights and
  * gradients) counts its elements, saturated and flushed values with two
- * atomics per thread block; the norm and activation outputs that delayed
- * scaling writes in FP8 from their kernels are then written in high
- * precision and cast (one more pass each: the price of telemetry, on top of
- * the counting). f8_ctx_update_scales(dir) closes the step of its direction:
+ * atomics per thread block, inside the kernel that writes the FP8 codes
+ * (the cast, and the norm and activation kernels with fused FP8 outputs):
+ * no extra pass over any tensor; the price is the counting arithmetic.
+ * f8_ctx_update_scales(dir) closes the step of its direction:
  * one launch copies the counters, history row 0 and the scales into a
  * snapshot and clears the counters (graph-capturable, no host sync). */
 f8_status f8_ctx_enable_telemetry(f8_ctx *ctx);

@@ -298,6 +298,20 @@ static void cmp_amax(env *e, const char *desc, float gpu, float cpu, int exact, 
     }
 }
 
+/* FP8 telemetry of a fused cast, CUDA against the CPU: the same element
+ * count; saturated and flushed counts differ only where the codes do (a
+ * one-code flip at the saturation or flush edge), so by at most the codes'
+ * flip allowance (none where the op is exact). */
+static void cmp_stats(const char *desc, const uint64_t *cpu, const uint64_t *gpu, size_t n, int exact)
+{
+    const double allow = exact ? 0.0 : FLIP_FP8 * (double)n + 1.0;
+    const double ds = fabs((double)gpu[1] - (double)cpu[1]), df = fabs((double)gpu[2] - (double)cpu[2]);
+    CHECK(gpu[0] == cpu[0] && gpu[0] == (uint64_t)n && ds <= allow && df <= allow,
+          "%s telemetry: cuda count %llu sat %llu flushed %llu, cpu %llu %llu %llu (n %zu)", desc,
+          (unsigned long long)gpu[0], (unsigned long long)gpu[1], (unsigned long long)gpu[2],
+          (unsigned long long)cpu[0], (unsigned long long)cpu[1], (unsigned long long)cpu[2], n);
+}
+
 /* Roughly N(0, 1): Irwin-Hall of four uniforms (tails cut at ±3.46), a few
  * times cheaper than Box-Muller on the millions of values drawn here. */
 static double rnd_normal(test_rng *r)

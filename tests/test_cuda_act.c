@@ -88,14 +88,25 @@ static void run_act_fwd(env *e, const act_case *ac)
     dual x = dual_new(e, ni * f8_dtype_size(ac->x), hx), y = dual_new(e, n * ysz, NULL);
     dual sc = dual_new(e, 4, &scale), amax = dual_new(e, 4, &a0), sinv = dual_new(e, 4, NULL);
     dual yt = dual_new(e, ac->fwd_t ? n : 0, NULL);
+    /* telemetry on the training path and on odd row counts (so the codes-only
+     * kernel keeps its own cases) */
+    const int counting = fp8 && (ac->fwd_t || (R & 1));
+    const uint64_t zero3[3] = {0, 0, 0};
+    dual st = dual_new(e, sizeof zero3, zero3);
     for (int i = 0; i < 2; i++) {
         f8_ctx *ctx = e->ctx[i];
         f8i_act_fwd_args a = {.act = ac->act, .x = x.p[i], .x_dtype = ac->x, .rows = R, .cols = C, .y = y.p[i],
                               .y_dtype = ac->y, .y_t = ac->fwd_t ? (uint8_t *)yt.p[i] : NULL,
                               .scale = fp8 ? sc.p[i] : NULL, .amax = fp8 ? amax.p[i] : NULL,
-                              .scale_inv = fp8 ? sinv.p[i] : NULL};
+                              .scale_inv = fp8 ? sinv.p[i] : NULL, .stats = counting ? st.p[i] : NULL};
         CHECK_OK(ctx, f8i_op_act_fwd(ctx, &a));
     }
+    if (counting) {
+        uint64_t hs[2][3];
+        for (int i = 0; i < 2; i++) dual_get(e, &st, i, hs[i]);
+        cmp_stats(desc, hs[CPU], hs[GPU], n, exact);
+    }
+    dual_free(e, &st);
     if (ac->fwd_t) { /* each backend's transposed codes are its own codes, transposed */
         uint8_t *hc = xmalloc(n + 1), *ht = xmalloc(n + 1);
         for (int i = 0; i < 2; i++) {
@@ -155,6 +166,9 @@ static void run_act_bwd(env *e, const act_case *ac)
     dual dx = dual_new(e, dxb, NULL), out = dual_new(e, ni, NULL), out_t = dual_new(e, ni, NULL);
     dual sc = dual_new(e, 4, &scale), amax = dual_new(e, 4, &a0), sinv = dual_new(e, 4, NULL);
     dual db = dual_new(e, bb, ac->dbias_acc ? b0 : NULL);
+    const int counting = cast && (ac->with_t || (R & 1)); /* as the forward: both kernels keep cases */
+    const uint64_t zero3[3] = {0, 0, 0};
+    dual st = dual_new(e, sizeof zero3, zero3);
     for (int i = 0; i < 2; i++) {
         f8_ctx *ctx = e->ctx[i];
         f8i_act_bwd_args a = {.act = ac->act, .x = x.p[i], .x_dtype = ac->x, .dy = dy.p[i], .dy_dtype = ac->y,
@@ -163,9 +177,16 @@ static void run_act_bwd(env *e, const act_case *ac)
                               .out_dtype = odt, .scale = sc.p[i], .amax = ac->with_amax ? amax.p[i] : NULL,
                               .scale_inv = ac->with_sinv ? sinv.p[i] : NULL, .dbias = ac->dbias ? db.p[i] : NULL,
                               .dbias_dtype = bdt, .dbias_accumulate = ac->dbias_acc,
-                              .workspace = ctx->scratch, .workspace_bytes = ctx->scratch_bytes};
+                              .workspace = ctx->scratch, .workspace_bytes = ctx->scratch_bytes,
+                              .stats = counting ? st.p[i] : NULL};
         CHECK_OK(ctx, f8i_op_act_bwd(ctx, &a));
     }
+    if (counting) {
+        uint64_t hs[2][3];
+        for (int i = 0; i < 2; i++) dual_get(e, &st, i, hs[i]);
+        cmp_stats(desc, hs[CPU], hs[GPU], ni, exact);
+    }
+    dual_free(e, &st);
     void *hdx[2] = {xmalloc(dxb + 4), xmalloc(dxb + 4)}, *hdb[2] = {xmalloc(bb + 4), xmalloc(bb + 4)};
     uint8_t *ho[2] = {xmalloc(ni + 4), xmalloc(ni + 4)}, *hot[2] = {xmalloc(ni + 4), xmalloc(ni + 4)};
     float ham[2], hsi[2];

@@ -13,7 +13,10 @@
  *    central finite differences of the FP64 forward, accumulate semantics;
  *  - all seven activations forward and backward against FP64 formulas and
  *    finite differences of the FP64 forward, gated [a | b] splitting, and the
- *    fused FP8 outputs of act_bwd bit for bit against the cast op on its dx.
+ *    fused FP8 outputs of act_bwd bit for bit against the cast op on its dx;
+ *  - FP8 telemetry counted inside the fused casts (norm and activation
+ *    forward against counts taken here from their FP32 outputs, the
+ *    activation backward against the cast op's).
  * Tolerances (err <= tol element by element) are stated where they are used;
  * the worst err/tol seen per family is printed.
  */
@@ -32,6 +35,26 @@ enum { W_NORM_FWD, W_NORM_STATS, W_NORM_BWD, W_NORM_FD, W_ACT_FWD, W_ACT_BWD, W_
 static const char *worst_name[W_COUNT] = {"norm fwd y", "norm mu/rsigma", "norm bwd", "norm bwd vs FD",
                                           "act fwd", "act bwd", "act bwd vs FD"};
 static double worst[W_COUNT];
+
+/* FP8 telemetry counted on the host from the FP32 values v the codes were
+ * cast from (FP32 product, as the contract says): elements, saturated
+ * (|v·scale| > the format's max), flushed (v != 0 with code +-0). */
+static void host_stats(const float *v, const uint8_t *code, int64_t n, float scale, f8_dtype dt, uint64_t st[3])
+{
+    const float fmax = dt == F8_DTYPE_E5M2 ? 57344.0f : 448.0f;
+    st[0] = (uint64_t)n, st[1] = st[2] = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const float p = v[i] * scale;
+        st[1] += fabsf(p) > fmax;
+        st[2] += v[i] != 0.0f && (code[i] & 0x7Fu) == 0;
+    }
+}
+
+#define CHECK_STATS(got, want, what, name)                                                                       \
+    CHECK((got)[0] == (want)[0] && (got)[1] == (want)[1] && (got)[2] == (want)[2],                               \
+          "%s %s telemetry: count %llu sat %llu flushed %llu, host %llu %llu %llu", name, what,                   \
+          (unsigned long long)(got)[0], (unsigned long long)(got)[1], (unsigned long long)(got)[2],              \
+          (unsigned long long)(want)[0], (unsigned long long)(want)[1], (unsigned long long)(want)[2])
 
 /* Element-wise comparison state of one quantity: one CHECK per quantity. */
 typedef struct cmp {
@@ -288,14 +311,19 @@ static void test_norm_case(f8_ctx *ctx, test_rng *rng, const norm_case *nc)
     for (int f = 0; f < 2; f++) {
         f8_dtype dt = f ? F8_DTYPE_E5M2 : F8_DTYPE_E4M3;
         uint8_t *y8 = zalloc((size_t)n);
-        float scale = f ? 1000.0f : 37.5f, amax = 0.125f, sinv = -1.0f;
+        float scale = f ? 1000.0f : 150.0f, amax = 0.125f, sinv = -1.0f; /* E4M3: |v| > 3 saturates */
+        uint64_t st[3] = {0, 0, 0}, want[3];
         fa.y = y8;
         fa.y_dtype = dt;
         fa.scale = &scale;
         fa.amax = f ? NULL : &amax;
         fa.scale_inv = f ? NULL : &sinv;
+        fa.stats = st;
         CHECK_OK(ctx, f8i_op_norm_fwd(ctx, &fa));
+        fa.stats = NULL;
         check_fp8(name, y8, y32, vref, vtol, n, dt, scale, 1.0f / scale);
+        host_stats(y32, y8, n, scale, dt, want);
+        CHECK_STATS(st, want, "norm fwd fp8", name);
         if (!f) {
             CHECK(fbits(amax) == fbits(fmaxf(0.125f, ymax)), "%s amax %.9g, want %.9g", name, amax,
                   fmaxf(0.125f, ymax));
@@ -628,13 +656,18 @@ static void test_act_case(f8_ctx *ctx, test_rng *rng, f8_activation act, f8_dtyp
         f8_dtype dt = f ? F8_DTYPE_E5M2 : F8_DTYPE_E4M3;
         uint8_t *y8 = zalloc((size_t)n);
         float scale = f ? 300.0f : 2.5f, amax = 0.125f, sinv = -1.0f;
+        uint64_t st[3] = {0, 0, 0}, want[3];
         fa.y = y8;
         fa.y_dtype = dt;
         fa.scale = &scale;
         fa.amax = f ? NULL : &amax;
         fa.scale_inv = f ? NULL : &sinv;
+        fa.stats = st;
         CHECK_OK(ctx, f8i_op_act_fwd(ctx, &fa));
+        fa.stats = NULL;
         check_fp8(name, y8, y32, vref, vtol, n, dt, scale, 1.0f / scale);
+        host_stats(y32, y8, n, scale, dt, want);
+        CHECK_STATS(st, want, "act fwd fp8", name);
         if (!f) {
             CHECK(fbits(amax) == fbits(fmaxf(0.125f, ymax)), "%s amax %.9g, want %.9g", name, amax,
                   fmaxf(0.125f, ymax));
@@ -713,14 +746,18 @@ static void test_act_case(f8_ctx *ctx, test_rng *rng, f8_activation act, f8_dtyp
         ba.dbias_accumulate = acc;
         ba.workspace = ws;
         ba.workspace_bytes = wsb;
+        uint64_t st1[3] = {0, 0, 0}, st2[3] = {0, 0, 0};
+        ba.stats = st1;
         CHECK_OK(ctx, f8i_op_act_bwd(ctx, &ba));
+        ba.stats = NULL;
         f8i_cast_args ca = {.src = dx32, .src_dtype = F8_DTYPE_FP32, .rows = rows, .cols = cin, .out_dtype = odt,
                             .out = o2, .out_t = t2, .scale = &scale, .amax = &am2, .scale_inv = &si2,
                             .dbias = db2, .dbias_dtype = bdt, .dbias_accumulate = acc, .noop = NULL,
-                            .workspace = ws, .workspace_bytes = wsb};
+                            .workspace = ws, .workspace_bytes = wsb, .stats = st2};
         CHECK_OK(ctx, f8i_op_cast(ctx, &ca));
         CHECK(memcmp(o1, o2, (size_t)nin) == 0 && memcmp(t1, t2, (size_t)nin) == 0,
               "%s fused %s out/out_t differ from the cast of dx", name, f8_dtype_name(odt));
+        CHECK_STATS(st1, st2, "act bwd fused cast (against the cast op)", name);
         CHECK(fbits(am1) == fbits(am2) && fbits(si1) == fbits(si2), "%s fused amax %.9g/%.9g scale_inv %.9g/%.9g",
               name, am1, am2, si1, si2);
         CHECK(memcmp(db1, db2, bb) == 0, "%s fused dbias (%s, accumulate %d) differs from the cast's", name,

@@ -161,6 +161,8 @@ static inline size_t f8i_reduce_workspace_bytes(int64_t rows, int64_t cols)
  * y [rows, cols]: y_dtype FP32/BF16 stores v; E4M3/E5M2 stores fp8(v · *scale) with
  * *amax = max(*amax, max |v|) and *scale_inv = 1 / *scale, as the cast does.
  * mu (LayerNorm) and rsigma [rows] FP32 are written for the backward (either may be NULL).
+ * With FP8 y, stats (if not NULL) counts the codes as f8i_cast_args.stats says
+ * (telemetry inside the fused cast: no extra pass over y).
  * rows may be 0 (then only scale_inv is written for FP8 y). Sums are in FP32 in an
  * order each backend picks: backends agree within a tolerance, not bit for bit;
  * a re-run on the same backend gives the same bits. */
@@ -178,6 +180,7 @@ typedef struct f8i_norm_fwd_args {
     float *amax;        /* FP8 y only, may be NULL */
     float *scale_inv;   /* FP8 y only, may be NULL */
     float *mu, *rsigma;
+    uint64_t *stats;    /* FP8 y only: telemetry [3] or NULL, counted as the cast counts */
 } f8i_norm_fwd_args;
 
 /* Norm backward, with xhat = (x - mu)·rsigma (LayerNorm) or x·rsigma (RMS) and
@@ -210,7 +213,8 @@ typedef struct f8i_norm_bwd_args {
  * 2·cols for the gated ones (x = [a | b] along each row; v = act(a)·b).
  * f8.h's f8_activation gives each formula (GELU in the tanh form). y_dtype
  * FP32/BF16 stores v; FP8 stores fp8(v · *scale) with amax and scale_inv as
- * the cast, and, if y_t, the same codes transposed (y_t[c, r] = y[r, c]: the
+ * the cast (and stats, the cast's telemetry counts, if not NULL), and, if
+ * y_t, the same codes transposed (y_t[c, r] = y[r, c]: the
  * operand fc2's wgrad reads, so no separate transpose is needed; y may then
  * be NULL). Transcendentals differ between libm and CUDA: a tolerance. */
 typedef struct f8i_act_fwd_args {
@@ -224,13 +228,14 @@ typedef struct f8i_act_fwd_args {
     const float *scale;
     float *amax;
     float *scale_inv;
+    uint64_t *stats;    /* FP8 y only: telemetry [3] or NULL, counted as the cast counts */
 } f8i_act_fwd_args;
 
 /* Activation backward: d [rows, cols_in] = ∂(act)/∂x · dy, dy [rows, cols]:
  *   plain: d = act'(x) · dy;  gated: d_a = act'(a)·b·dy, d_b = act(a)·dy.
  * Outputs, any subset: dx (FP32/BF16 [rows, cols_in]) stores d; and the fused
  * cast of d exactly as f8i_cast_args says (out [rows, cols_in], out_t
- * [cols_in, rows], *amax, *scale_inv, dbias [cols_in] with dbias_accumulate;
+ * [cols_in, rows], *amax, *scale_inv, stats, dbias [cols_in] with dbias_accumulate;
  * with dbias, workspace must hold f8i_reduce_workspace_bytes(rows, cols_in)). */
 typedef struct f8i_act_bwd_args {
     f8_activation act;
@@ -251,6 +256,7 @@ typedef struct f8i_act_bwd_args {
     int dbias_accumulate;
     void *workspace;      /* dbias only: f8i_reduce_workspace_bytes(rows, cols_in) bytes */
     size_t workspace_bytes;
+    uint64_t *stats;      /* with codes (out or out_t): telemetry [3] or NULL, as the cast */
 } f8i_act_bwd_args;
 
 /* Block scaling (F8_RECIPE_BLOCK, DeepSeek-V3's recipe, TE's

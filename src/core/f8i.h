@@ -90,10 +90,11 @@ static inline int f8i_recipe_block(const f8_ctx *ctx) { return ctx->recipe.kind 
 /* 1 when the modules write norm and activation outputs (and d of the
  * activation backward) in high precision and cast them after, instead of the
  * fused FP8 outputs: current scaling needs their amax first, block scaling
- * their tiles' amaxes, telemetry counts in the casts. Fixed before any module exists. */
+ * their tiles' amaxes. (Telemetry does not: the fused norm and activation
+ * kernels count as the cast does.) Fixed before any module exists. */
 static inline int f8i_casts_unfused(const f8_ctx *ctx)
 {
-    return f8i_recipe_current(ctx) || f8i_recipe_block(ctx) || ctx->telemetry;
+    return f8i_recipe_current(ctx) || f8i_recipe_block(ctx);
 }
 
 /* FP8 telemetry's block (backend memory, F8_TELEMETRY_MAX_SLOTS per

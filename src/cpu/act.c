@@ -101,7 +101,9 @@ f8_status f8i_cpu_act_fwd(f8_ctx *ctx, const f8i_act_fwd_args *a)
     F8I_COUNT_LAUNCHES(ctx, 1);
     const int e5m2 = a->y_dtype == F8_DTYPE_E5M2;
     const float scale = fp8 ? *a->scale : 1.0f;
+    const float fmax = e5m2 ? 57344.0f : 448.0f;
     float amax = 0.0f;
+    uint64_t sat = 0, flushed = 0; /* telemetry, counted as the cast counts */
     for (int64_t r = 0; r < a->rows; r++) {
         for (int64_t c = 0; c < cols; c++) {
             float v = act_f(a->act, load(a->x, a->x_dtype, r * cols_in + c));
@@ -110,6 +112,8 @@ f8_status f8i_cpu_act_fwd(f8_ctx *ctx, const f8i_act_fwd_args *a)
             if (fp8) {
                 const uint8_t code = f8i_fp8_encode(v * scale, e5m2);
                 amax = fmaxf(amax, fabsf(v));
+                sat += fabsf(v * scale) > fmax;
+                flushed += v != 0.0f && (code & 0x7Fu) == 0;
                 if (a->y) ((uint8_t *)a->y)[i] = code;
                 if (a->y_t) a->y_t[c * a->rows + r] = code;
             } else {
@@ -119,6 +123,11 @@ f8_status f8i_cpu_act_fwd(f8_ctx *ctx, const f8i_act_fwd_args *a)
     }
     if (fp8 && a->amax) *a->amax = fmaxf(*a->amax, amax);
     if (fp8 && a->scale_inv) *a->scale_inv = 1.0f / scale;
+    if (fp8 && a->stats) {
+        a->stats[0] += (uint64_t)(a->rows * cols);
+        a->stats[1] += sat;
+        a->stats[2] += flushed;
+    }
     return F8_OK;
 }
 
@@ -170,6 +179,7 @@ f8_status f8i_cpu_act_bwd(f8_ctx *ctx, const f8i_act_bwd_args *a)
             .dbias_dtype = a->dbias_dtype,
             .dbias_accumulate = a->dbias_accumulate,
             .noop = NULL,
+            .stats = a->out || a->out_t ? a->stats : NULL, /* counted only where codes are written */
         };
         st = f8i_cpu_cast_run(ctx, &c);
     }

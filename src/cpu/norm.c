@@ -53,7 +53,9 @@ f8_status f8i_cpu_norm_fwd(f8_ctx *ctx, const f8i_norm_fwd_args *a)
     F8I_COUNT_LAUNCHES(ctx, 1);
     const int e5m2 = a->y_dtype == F8_DTYPE_E5M2;
     const float scale = fp8 ? *a->scale : 1.0f;
+    const float fmax = e5m2 ? 57344.0f : 448.0f;
     float amax = 0.0f;
+    uint64_t sat = 0, flushed = 0; /* telemetry, counted as the cast counts */
     for (int64_t r = 0; r < a->rows; r++) {
         const int64_t base = r * cols;
         float mu = 0.0f, ms; /* ms: the mean square around mu (LN) or around 0 (RMS) */
@@ -85,8 +87,11 @@ f8_status f8i_cpu_norm_fwd(f8_ctx *ctx, const f8i_norm_fwd_args *a)
             if (a->rms) v = (x * rsigma) * g;
             else v = ((x - mu) * rsigma) * g + load(a->beta, a->param_dtype, c);
             if (fp8) {
+                const uint8_t q = f8i_fp8_encode(v * scale, e5m2);
                 amax = fmaxf(amax, fabsf(v));
-                ((uint8_t *)a->y)[base + c] = f8i_fp8_encode(v * scale, e5m2);
+                sat += fabsf(v * scale) > fmax;
+                flushed += v != 0.0f && (q & 0x7Fu) == 0;
+                ((uint8_t *)a->y)[base + c] = q;
             } else {
                 store(a->y, a->y_dtype, base + c, v);
             }
@@ -94,6 +99,11 @@ f8_status f8i_cpu_norm_fwd(f8_ctx *ctx, const f8i_norm_fwd_args *a)
     }
     if (fp8 && a->amax) *a->amax = fmaxf(*a->amax, amax);
     if (fp8 && a->scale_inv) *a->scale_inv = 1.0f / scale;
+    if (fp8 && a->stats) {
+        a->stats[0] += (uint64_t)(a->rows * cols);
+        a->stats[1] += sat;
+        a->stats[2] += flushed;
+    }
     return F8_OK;
 }
 

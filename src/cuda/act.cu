@@ -69,8 +69,9 @@ f8_status f8i_cuda_act_fwd(f8_ctx *ctx, const f8i_act_fwd_args *a)
 
     const int gated = act_gated(a->act), xes = dtype_bytes(a->x_dtype), yes = dtype_bytes(a->y_dtype);
     act_job j;
-    if (fp8 && a->y_t != NULL) {
-        /* Codes and transposed codes: the tile kernel. */
+    if (fp8 && (a->y_t != NULL || a->stats != NULL)) {
+        /* Codes and transposed codes, or codes with telemetry: the tile
+         * kernel (it counts as the cast counts; the rows kernel does not). */
         j.op = ACT_OP_FWD_TILE;
         j.x_bf16 = a->x_dtype == F8_DTYPE_BF16;
         j.dy_bf16 = 0;
@@ -85,7 +86,7 @@ f8_status f8i_cuda_act_fwd(f8_ctx *ctx, const f8i_act_fwd_args *a)
         t->amax = a->amax;
         t->scale_inv = a->scale_inv;
         t->noop = NULL;
-        t->stats = NULL;
+        t->stats = (unsigned long long *)a->stats;
         t->dbias = NULL;
         t->dbias_bf16 = 0;
         t->dbias_accumulate = 0;
@@ -153,8 +154,9 @@ f8_status f8i_cuda_act_bwd(f8_ctx *ctx, const f8i_act_bwd_args *a)
     j.yk = 0;
     j.e5m2 = want_codes && a->out_dtype == F8_DTYPE_E5M2;
 
-    if (a->out_t != NULL || a->dbias != NULL) {
-        /* The fused tile: d's codes row-major and transposed, amax, dbias, dx. */
+    if (a->out_t != NULL || a->dbias != NULL || (want_codes && a->stats != NULL)) {
+        /* The fused tile: d's codes row-major and transposed, amax, dbias,
+         * dx, and telemetry (which the rows kernel does not count). */
         j.op = ACT_OP_BWD_TILE;
         cast_tile_params *t = &j.tile;
         t->rows = a->rows;
@@ -165,7 +167,7 @@ f8_status f8i_cuda_act_bwd(f8_ctx *ctx, const f8i_act_bwd_args *a)
         t->amax = a->amax;
         t->scale_inv = a->scale_inv;
         t->noop = NULL;
-        t->stats = NULL;
+        t->stats = want_codes ? (unsigned long long *)a->stats : NULL;
         t->dbias = a->dbias;
         t->dbias_bf16 = a->dbias_dtype == F8_DTYPE_BF16;
         t->dbias_accumulate = a->dbias_accumulate != 0;

@@ -145,6 +145,19 @@ static __device__ __forceinline__ void store_piece(void *row, I c, I cols, const
     }
 }
 
+/* FP8 telemetry of the N outputs o at column c (those before cols), as the
+ * cast counts them: the code of o · s is recomputed (the same product and
+ * rounding as the store), so only the counting launches pay for it. */
+template <int YK, int N, typename I>
+static __device__ __forceinline__ void piece_stats(const float (&o)[N], float s, I c, I cols, unsigned &sat,
+                                                   unsigned &flushed)
+{
+    constexpr int E5M2 = YK == Y_E5M2;
+#pragma unroll
+    for (int j = 0; j < N; ++j)
+        if (c + j < cols) code_stats<E5M2>(o[j], s, fp8x2<E5M2>(o[j] * s, 0.0f) & 0xFFu, sat, flushed);
+}
+
 /* One element of y of any kind (the wide kernels). */
 static __device__ __forceinline__ void store_one(void *y, int kind, int64_t i, float v, float s)
 {

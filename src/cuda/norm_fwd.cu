@@ -147,7 +147,8 @@ static __device__ __forceinline__ void load_row(uint4 (&xr)[FWD_NV], const void 
  * beta)), and their amax. gbt: see the kernels. */
 template <int X_BF16, int YK, int RMS>
 static __device__ __forceinline__ void store_row(char *yrow, const uint4 (&xr)[FWD_NV], const float4 *gbt, float mu,
-                                                 float rs, float s, float &amax, int c0, int cols, int room, int w)
+                                                 float rs, float s, float &amax, int c0, int cols, int room, int w,
+                                                 bool counting, unsigned &sat, unsigned &flushed)
 {
     constexpr int E = X_BF16 ? 8 : 4, NPL = (E / 4) * (RMS ? 1 : 2);
     constexpr int FP8 = YK == Y_E4M3 || YK == Y_E5M2;
@@ -177,6 +178,7 @@ static __device__ __forceinline__ void store_row(char *yrow, const uint4 (&xr)[F
 #pragma unroll
             for (int j = 0; j < E; ++j) amax = fmaxf(amax, fabsf(o[j]));
         store_piece<YK, E, int>(yrow, c, cols, o, s, w);
+        if (FP8 && counting) piece_stats<YK, E, int>(o, s, c, cols, sat, flushed);
     }
 }
 
@@ -236,7 +238,7 @@ static __device__ __forceinline__ void stage_row(uint4 *slot, const void *x, int
 /* Forward, rows up to FWD_MAX_COLS columns, x one row ahead in registers
  * (RMSNorm; LayerNorm where the staged kernel cannot run). Layout:
  * ROWS_LAYOUT, THREADS = 512; the next row's x in xn. */
-template <int X_BF16, int YK, int RMS>
+template <int X_BF16, int YK, int RMS, int COUNT>
 static __global__ void __launch_bounds__(512, 2) norm_fwd_regs_kernel(norm_fwd_params p)
 {
     constexpr int THREADS = 512, E = X_BF16 ? 8 : 4, YS = YK == Y_FP32 ? 4 : YK == Y_BF16 ? 2 : 1;
@@ -255,6 +257,8 @@ static __global__ void __launch_bounds__(512, 2) norm_fwd_regs_kernel(norm_fwd_p
 
     const float s = FP8 ? *p.scale : 1.0f;
     float amax = 0.0f;
+    constexpr bool counting = FP8 && COUNT; /* telemetry: its own instances (no registers taken from the others) */
+    unsigned sat = 0, flushed = 0;
     int slot = 0; /* which red array the next group total uses */
     while (row < rows) {
         /* The next row's loads go out before this row's arithmetic. */
@@ -276,7 +280,8 @@ static __global__ void __launch_bounds__(512, 2) norm_fwd_regs_kernel(norm_fwd_p
             if (!RMS && p.mu != NULL) p.mu[row] = mu;
             if (p.rsigma != NULL) p.rsigma[row] = rs;
         }
-        store_row<X_BF16, YK, RMS>((char *)p.y + row * cols * YS, xr, gbt, mu, rs, s, amax, c0, cols, room, p.w_y);
+        store_row<X_BF16, YK, RMS>((char *)p.y + row * cols * YS, xr, gbt, mu, rs, s, amax, c0, cols, room, p.w_y,
+                                   counting, sat, flushed);
 #pragma unroll
         for (int k = 0; k < FWD_NV; ++k) xr[k] = xn[k];
         row = next;
@@ -284,6 +289,7 @@ static __global__ void __launch_bounds__(512, 2) norm_fwd_regs_kernel(norm_fwd_p
     if (FP8) {
         if (p.scale_inv != NULL && blockIdx.x == 0 && threadIdx.x == 0) *p.scale_inv = 1.0f / s;
         if (p.amax != NULL) block_amax_atomic<THREADS>(amax, p.amax);
+        if (counting) block_stats_atomic<THREADS>(sat, flushed, p.stats, p.rows * p.cols, blockIdx.x == 0);
     }
 }
 
@@ -295,7 +301,7 @@ static __global__ void __launch_bounds__(512, 2) norm_fwd_regs_kernel(norm_fwd_p
  * with cp.async and reads back only what it copied (cp.async.wait_group
  * orders it), so the ring needs no barrier. A slot is refilled only after
  * the row's first pass has consumed the registers read from it. */
-template <int X_BF16, int YK, int THREADS>
+template <int X_BF16, int YK, int THREADS, int COUNT>
 static __global__ void __launch_bounds__(THREADS, 1024 / THREADS) norm_fwd_staged_kernel(norm_fwd_params p)
 {
     constexpr int E = X_BF16 ? 8 : 4, YS = YK == Y_FP32 ? 4 : YK == Y_BF16 ? 2 : 1;
@@ -314,6 +320,8 @@ static __global__ void __launch_bounds__(THREADS, 1024 / THREADS) norm_fwd_stage
 
     const float s = FP8 ? *p.scale : 1.0f;
     float amax = 0.0f;
+    constexpr bool counting = FP8 && COUNT; /* telemetry: its own instances (no registers taken from the others) */
+    unsigned sat = 0, flushed = 0;
     int slot = 0;  /* which red array the next group total uses */
     int stage = 0; /* the ring stage holding this row */
     while (row < rows) {
@@ -336,12 +344,14 @@ static __global__ void __launch_bounds__(THREADS, 1024 / THREADS) norm_fwd_stage
             if (p.mu != NULL) p.mu[row] = mu;
             if (p.rsigma != NULL) p.rsigma[row] = rs;
         }
-        store_row<X_BF16, YK, 0>((char *)p.y + row * cols * YS, xr, gbt, mu, rs, s, amax, c0, cols, room, p.w_y);
+        store_row<X_BF16, YK, 0>((char *)p.y + row * cols * YS, xr, gbt, mu, rs, s, amax, c0, cols, room, p.w_y,
+                                 counting, sat, flushed);
         row += stride;
     }
     if (FP8) {
         if (p.scale_inv != NULL && blockIdx.x == 0 && threadIdx.x == 0) *p.scale_inv = 1.0f / s;
         if (p.amax != NULL) block_amax_atomic<THREADS>(amax, p.amax);
+        if (counting) block_stats_atomic<THREADS>(sat, flushed, p.stats, p.rows * p.cols, blockIdx.x == 0);
     }
 }
 #undef ROWS_LAYOUT
@@ -393,43 +403,47 @@ static f8_status set_smem(f8_ctx *ctx, void (*kernel)(norm_fwd_params), size_t s
     return f8i_cuda_smem_optin(ctx, (const void *)kernel, "norm forward: shared-memory opt-in");
 }
 
-template <int X_BF16, int YK, int RMS>
+template <int X_BF16, int YK, int RMS, int COUNT>
 static f8_status launch_regs(f8_ctx *ctx, const norm_fwd_params *p, size_t smem)
 {
-    void (*kernel)(norm_fwd_params) = norm_fwd_regs_kernel<X_BF16, YK, RMS>;
+    void (*kernel)(norm_fwd_params) = norm_fwd_regs_kernel<X_BF16, YK, RMS, COUNT>;
     const f8_status st = set_smem(ctx, kernel, smem);
     if (st != F8_OK) return st;
     kernel<<<rows_grid(p, 512, f8i_cuda(ctx)->sm_count), 512, smem, f8i_stream(ctx)>>>(*p);
     return F8_OK;
 }
 
-template <int X_BF16, int YK, int THREADS>
+template <int X_BF16, int YK, int THREADS, int COUNT>
 static f8_status launch_staged(f8_ctx *ctx, const norm_fwd_params *p, size_t smem)
 {
-    void (*kernel)(norm_fwd_params) = norm_fwd_staged_kernel<X_BF16, YK, THREADS>;
+    void (*kernel)(norm_fwd_params) = norm_fwd_staged_kernel<X_BF16, YK, THREADS, COUNT>;
     const f8_status st = set_smem(ctx, kernel, smem);
     if (st != F8_OK) return st;
     kernel<<<rows_grid(p, THREADS, f8i_cuda(ctx)->sm_count), THREADS, smem, f8i_stream(ctx)>>>(*p);
     return F8_OK;
 }
 
-/* staged: staged_threads' choice. */
-template <int X_BF16, int YK>
+/* staged: staged_threads' choice. COUNT: FP8 telemetry (p->stats). */
+template <int X_BF16, int YK, int COUNT>
 static f8_status launch_rows(f8_ctx *ctx, const norm_fwd_params *p, int staged, size_t smem)
 {
-    if (staged == 1024) return launch_staged<X_BF16, YK, 1024>(ctx, p, smem);
-    if (staged == 512) return launch_staged<X_BF16, YK, 512>(ctx, p, smem);
-    return p->rms ? launch_regs<X_BF16, YK, 1>(ctx, p, smem) : launch_regs<X_BF16, YK, 0>(ctx, p, smem);
+    if (staged == 1024) return launch_staged<X_BF16, YK, 1024, COUNT>(ctx, p, smem);
+    if (staged == 512) return launch_staged<X_BF16, YK, 512, COUNT>(ctx, p, smem);
+    return p->rms ? launch_regs<X_BF16, YK, 1, COUNT>(ctx, p, smem) : launch_regs<X_BF16, YK, 0, COUNT>(ctx, p, smem);
 }
 
 template <int X_BF16>
 static f8_status launch_rows_y(f8_ctx *ctx, const norm_fwd_params *p, int staged, size_t smem)
 {
     switch (p->y_kind) {
-    case Y_FP32: return launch_rows<X_BF16, Y_FP32>(ctx, p, staged, smem);
-    case Y_BF16: return launch_rows<X_BF16, Y_BF16>(ctx, p, staged, smem);
-    case Y_E4M3: return launch_rows<X_BF16, Y_E4M3>(ctx, p, staged, smem);
-    default: return launch_rows<X_BF16, Y_E5M2>(ctx, p, staged, smem);
+    case Y_FP32: return launch_rows<X_BF16, Y_FP32, 0>(ctx, p, staged, smem);
+    case Y_BF16: return launch_rows<X_BF16, Y_BF16, 0>(ctx, p, staged, smem);
+    case Y_E4M3:
+        return p->stats ? launch_rows<X_BF16, Y_E4M3, 1>(ctx, p, staged, smem)
+                        : launch_rows<X_BF16, Y_E4M3, 0>(ctx, p, staged, smem);
+    default:
+        return p->stats ? launch_rows<X_BF16, Y_E5M2, 1>(ctx, p, staged, smem)
+                        : launch_rows<X_BF16, Y_E5M2, 0>(ctx, p, staged, smem);
     }
 }
 
@@ -468,6 +482,7 @@ f8_status f8i_cuda_norm_fwd(f8_ctx *ctx, const f8i_norm_fwd_args *a)
     p.scale = a->scale;
     p.amax = fp8 ? a->amax : NULL;
     p.scale_inv = fp8 ? a->scale_inv : NULL;
+    p.stats = fp8 ? (unsigned long long *)a->stats : NULL;
     p.mu = a->mu;
     p.rsigma = a->rsigma;
     const int y_size = p.y_kind == Y_FP32 ? 4 : p.y_kind == Y_BF16 ? 2 : 1;
@@ -484,7 +499,7 @@ f8_status f8i_cuda_norm_fwd(f8_ctx *ctx, const f8i_norm_fwd_args *a)
         while ((int64_t)tpr * FWD_NV < np) tpr *= 2;
         p.tpr = tpr;
         p.w_y = access_width(a->y, a->cols * y_size, y_size * e < 16 ? y_size * e : 16);
-        if (f8i_norm_fwd_fit_fits(&p)) {
+        if (p.stats == NULL && f8i_norm_fwd_fit_fits(&p)) { /* the fit kernel does not count telemetry */
             const f8_status st = f8i_norm_fwd_fit_launch(ctx, &p);
             if (st != F8_OK) return st;
             F8I_COUNT_LAUNCHES(ctx, 1);

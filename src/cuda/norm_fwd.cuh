@@ -25,6 +25,7 @@ typedef struct norm_fwd_params {
     void *y;                   /* (rows, cols) */
     const float *scale;        /* FP8 y */
     float *amax, *scale_inv;   /* FP8 y, or NULL */
+    unsigned long long *stats; /* FP8 y: telemetry [3] (f8i_norm_fwd_args.stats) or NULL */
     float *mu, *rsigma;        /* (rows) or NULL */
     int tpr;                   /* threads per row */
     int w_x, w_y, w_p;         /* access widths (bytes) of x rows, y rows, gamma/beta */

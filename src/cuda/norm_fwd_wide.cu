@@ -88,6 +88,8 @@ static __global__ void __launch_bounds__(NORM_THREADS) norm_fwd_kernel(norm_fwd_
     const float s = FP8 ? *p.scale : 1.0f;
     void *yrow = (char *)p.y + base * (YK == Y_FP32 ? 4 : YK == Y_BF16 ? 2 : 1);
     float a = 0.0f;
+    const bool counting = FP8 && p.stats != NULL; /* uniform */
+    unsigned sat = 0, flushed = 0;
 #pragma unroll
     for (int k = 0; k < NV; ++k) {
         const int64_t c = (int64_t)(t + k * tpr) * NORM_VEC;
@@ -102,10 +104,12 @@ static __global__ void __launch_bounds__(NORM_THREADS) norm_fwd_kernel(norm_fwd_
             if (FP8 && c + j < cols) a = fmaxf(a, fabsf(o[j]));
         }
         store_piece<YK>(yrow, c, cols, o, s, p.w_y);
+        if (FP8 && counting) piece_stats<YK, NORM_VEC, int64_t>(o, s, c, cols, sat, flushed);
     }
     if (FP8) {
         if (p.scale_inv != NULL && blockIdx.x == 0 && threadIdx.x == 0) *p.scale_inv = 1.0f / s;
         if (p.amax != NULL) block_amax_atomic<NORM_THREADS>(a, p.amax);
+        if (counting) block_stats_atomic<NORM_THREADS>(sat, flushed, p.stats, p.rows * p.cols, blockIdx.x == 0);
     }
 }
 
@@ -139,6 +143,8 @@ static __global__ void __launch_bounds__(NORM_THREADS) norm_fwd_wide_kernel(norm
     }
     const float s = fp8 ? *p.scale : 1.0f;
     float a = 0.0f;
+    const bool counting = fp8 && p.stats != NULL; /* uniform */
+    unsigned sat = 0, flushed = 0;
     for (int64_t c = threadIdx.x; c < cols; c += NORM_THREADS) {
         const float x = load_one(p.x, p.x_bf16, base + c);
         const float g0 = load_one(p.gamma, p.p_bf16, c);
@@ -146,10 +152,17 @@ static __global__ void __launch_bounds__(NORM_THREADS) norm_fwd_wide_kernel(norm
         const float o = p.rms ? (x * rs) * g : ((x - mu) * rs) * g + load_one(p.beta, p.p_bf16, c);
         a = fmaxf(a, fabsf(o));
         store_one(p.y, p.y_kind, base + c, o, s);
+        if (counting) {
+            const int e5m2 = p.y_kind == Y_E5M2;
+            const uint32_t code = (e5m2 ? fp8x2<1>(o * s, 0.0f) : fp8x2<0>(o * s, 0.0f)) & 0xFFu;
+            if (e5m2) code_stats<1>(o, s, code, sat, flushed);
+            else code_stats<0>(o, s, code, sat, flushed);
+        }
     }
     if (fp8) {
         if (p.scale_inv != NULL && blockIdx.x == 0 && threadIdx.x == 0) *p.scale_inv = 1.0f / s;
         if (p.amax != NULL) block_amax_atomic<NORM_THREADS>(a, p.amax);
+        if (counting) block_stats_atomic<NORM_THREADS>(sat, flushed, p.stats, p.rows * p.cols, blockIdx.x == 0);
     }
 }
 

@@ -56,7 +56,7 @@ static size_t place_saved(const f8_module *m, f8i_layout *l, int64_t T, void *im
  * reduction workspace, dln (FP32), G8 + G8ᵀ, ln8ᵀ, dln_out in FP32. */
 typedef struct lnl_ws {
     lnl_saved fwd;
-    void *hp;         /* current scaling or telemetry: the norm output (T, K) in param dtype */
+    void *hp;         /* current or block scaling: the norm output (T, K) in param dtype */
     void *reduce;
     float *dln, *dln_out;
     f8i_qbuf g8;
@@ -116,19 +116,18 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
     f8i_qbuf q = {(uint8_t *)s->ln, saved ? s->lnt : NULL, s->ln_sinv, f8_ctx_slot_dtype(ctx, F8_DIR_FORWARD),
                   s->lnt_sinv};
     if (fp8 && !return_ln && ws.hp) {
-        /* current scaling (the amax before the cast) or telemetry (counted in the cast) */
-        st = f8i_norm_forward(ctx, &m->norm, x, ws.hp, m->param_dtype, NULL, NULL, NULL, s->mu, s->rsigma);
+        /* current scaling (the amax before the cast) or block scaling (tile amaxes) */
+        st = f8i_norm_forward(ctx, &m->norm, x, ws.hp, m->param_dtype, NULL, NULL, s->mu, s->rsigma);
         if (st == F8_OK)
             st = f8i_module_quantize(m, ws.hp, m->param_dtype, T, K, F8_DIR_FORWARD, SLOT_INPUT, &q, NULL, NULL);
     } else if (fp8 && !return_ln) {
-        st = f8i_norm_forward(ctx, &m->norm, x, s->ln, q.dtype, f8i_slot_scale(ctx, m->fwd[SLOT_INPUT]),
-                              f8i_slot_amax(ctx, m->fwd[SLOT_INPUT]), s->ln_sinv, s->mu, s->rsigma);
+        st = f8i_norm_forward(ctx, &m->norm, x, s->ln, q.dtype, &m->fwd[SLOT_INPUT], s->ln_sinv, s->mu, s->rsigma);
     } else if (fp8) {
-        st = f8i_norm_forward(ctx, &m->norm, x, ln_out->data, ln_out->dtype, NULL, NULL, NULL, s->mu, s->rsigma);
+        st = f8i_norm_forward(ctx, &m->norm, x, ln_out->data, ln_out->dtype, NULL, NULL, s->mu, s->rsigma);
         if (st == F8_OK)
             st = f8i_module_quantize(m, ln_out->data, ln_out->dtype, T, K, F8_DIR_FORWARD, SLOT_INPUT, &q, NULL, NULL);
     } else {
-        st = f8i_norm_forward(ctx, &m->norm, x, s->ln, m->param_dtype, NULL, NULL, NULL, s->mu, s->rsigma);
+        st = f8i_norm_forward(ctx, &m->norm, x, s->ln, m->param_dtype, NULL, NULL, s->mu, s->rsigma);
         if (st == F8_OK && ln_out && T > 0)
             st = f8i_op_convert(ctx, s->ln, m->param_dtype, NULL, ln_out->data, ln_out->dtype, T * K);
     }

@@ -81,7 +81,7 @@ typedef struct mlp_ws {
     mlp_saved fwd;
     void *a8;
     float *a8_sinv; /* block scaling training: a8's row-wise grid (act_sinv is the saved column-wise one) */
-    void *hp; /* current scaling or telemetry: a norm or activation output, or d, in param dtype */
+    void *hp; /* current or block scaling: a norm or activation output, or d, in param dtype */
     void *reduce, *dln, *da, *d;
     f8i_qbuf g8, d8;
     uint8_t *lnt;
@@ -145,15 +145,14 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
     void *a8 = fp8 && saved ? ws.a8 : s->act;
     float *a8_sinv = ws.a8_sinv ? ws.a8_sinv : s->act_sinv;
     f8_status st;
-    if (fp8 && ws.hp) { /* current scaling or telemetry: norm, then the cast */
+    if (fp8 && ws.hp) { /* current or block scaling: norm, then the cast */
         const f8i_qbuf q = {(uint8_t *)s->ln, saved ? s->lnt : NULL, s->ln_sinv, qdt, s->lnt_sinv};
-        st = f8i_norm_forward(ctx, &m->norm, x, ws.hp, pdt, NULL, NULL, NULL, s->mu, s->rsigma);
+        st = f8i_norm_forward(ctx, &m->norm, x, ws.hp, pdt, NULL, NULL, s->mu, s->rsigma);
         if (st == F8_OK) st = f8i_module_quantize(m, ws.hp, pdt, T, m->in_features, F8_DIR_FORWARD, GEMM1_INPUT, &q, NULL, NULL);
     } else if (fp8)
-        st = f8i_norm_forward(ctx, &m->norm, x, s->ln, qdt, f8i_slot_scale(ctx, m->fwd[GEMM1_INPUT]),
-                              f8i_slot_amax(ctx, m->fwd[GEMM1_INPUT]), s->ln_sinv, s->mu, s->rsigma);
+        st = f8i_norm_forward(ctx, &m->norm, x, s->ln, qdt, &m->fwd[GEMM1_INPUT], s->ln_sinv, s->mu, s->rsigma);
     else
-        st = f8i_norm_forward(ctx, &m->norm, x, s->ln, pdt, NULL, NULL, NULL, s->mu, s->rsigma);
+        st = f8i_norm_forward(ctx, &m->norm, x, s->ln, pdt, NULL, NULL, s->mu, s->rsigma);
     if (st == F8_OK && fp8) st = f8i_weight_cast(ctx, &m->w[0], mb, saved != NULL);
     if (st == F8_OK && fp8) st = f8i_weight_cast(ctx, &m->w[1], mb, saved != NULL);
     if (st == F8_OK) st = f8i_weight_fprop(ctx, &m->w[0], s->ln, adt, fp8 ? s->ln_sinv : NULL, T, s->h1, pdt);
@@ -167,7 +166,7 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
         a.cols = ((mlp *)m)->own.ffn;
         a.y = a8;
         a.y_dtype = adt;
-        if (fp8 && ws.hp) { /* current scaling or telemetry: the activation in param dtype, then the cast */
+        if (fp8 && ws.hp) { /* current or block scaling: the activation in param dtype, then the cast */
             const f8i_qbuf q = {(uint8_t *)a8, saved ? (uint8_t *)s->act : NULL, a8_sinv, qdt, s->act_sinv};
             a.y = ws.hp;
             a.y_dtype = pdt;
@@ -179,6 +178,7 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
                 a.y_t = saved ? (uint8_t *)s->act : NULL;
                 a.scale = f8i_slot_scale(ctx, m->fwd[GEMM2_INPUT]);
                 a.amax = f8i_slot_amax(ctx, m->fwd[GEMM2_INPUT]);
+                a.stats = f8i_slot_stats(ctx, m->fwd[GEMM2_INPUT]);
                 a.scale_inv = s->act_sinv;
             }
             st = f8i_op_act_fwd(ctx, &a);
@@ -202,7 +202,7 @@ static f8_status act_backward(f8_module *m, const mlp_saved *s, int64_t T, const
     a.dy_dtype = m->fp8 ? m->param_dtype : F8_DTYPE_FP32;
     a.rows = T;
     a.cols = ((mlp *)m)->own.ffn;
-    if (m->fp8 && ws->hp) { /* current scaling or telemetry: d in param dtype, then the cast (+dbias) */
+    if (m->fp8 && ws->hp) { /* current or block scaling: d in param dtype, then the cast (+dbias) */
         a.dx = ws->hp;
         a.dx_dtype = m->param_dtype;
         f8_status st = f8i_op_act_bwd(ctx, &a);
@@ -216,6 +216,7 @@ static f8_status act_backward(f8_module *m, const mlp_saved *s, int64_t T, const
         a.out_dtype = ws->d8.dtype;
         a.scale = f8i_slot_scale(ctx, m->bwd[GRAD_OUTPUT2]);
         a.amax = f8i_slot_amax(ctx, m->bwd[GRAD_OUTPUT2]);
+        a.stats = f8i_slot_stats(ctx, m->bwd[GRAD_OUTPUT2]);
         a.scale_inv = ws->d8.scale_inv;
         a.dbias = m->w[0].db;
         a.dbias_dtype = m->param_dtype;

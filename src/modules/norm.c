@@ -73,7 +73,7 @@ f8_tensor f8i_norm_view(const f8i_norm *n, int beta, int grad)
 }
 
 f8_status f8i_norm_forward(f8_ctx *ctx, const f8i_norm *n, const f8_tensor *x, void *y, f8_dtype y_dtype,
-                           const float *scale, float *amax, float *scale_inv, float *mu, float *rsigma)
+                           const f8_slot *slot, float *scale_inv, float *mu, float *rsigma)
 {
     f8i_norm_fwd_args a;
     memset(&a, 0, sizeof a);
@@ -89,9 +89,12 @@ f8_status f8i_norm_forward(f8_ctx *ctx, const f8i_norm *n, const f8_tensor *x, v
     a.eps = n->eps;
     a.y = y;
     a.y_dtype = y_dtype;
-    a.scale = scale;
-    a.amax = amax;
-    a.scale_inv = scale_inv;
+    if (slot) {
+        a.scale = f8i_slot_scale(ctx, *slot);
+        a.amax = f8i_slot_amax(ctx, *slot);
+        a.stats = f8i_slot_stats(ctx, *slot);
+        a.scale_inv = scale_inv;
+    }
     a.mu = n->rms ? NULL : mu;
     a.rsigma = rsigma;
     return f8i_op_norm_fwd(ctx, &a);

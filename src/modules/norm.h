@@ -27,10 +27,11 @@ f8_status f8i_norm_zero_grad(f8_ctx *ctx, f8i_norm *n);
  * data for beta of an RMSNorm. */
 f8_tensor f8i_norm_view(const f8i_norm *n, int beta, int grad);
 
-/* y = norm(x) [T, cols] in y_dtype; FP8 y goes through (scale, amax,
- * scale_inv); mu and rsigma (T) FP32. */
+/* y = norm(x) [T, cols] in y_dtype; FP8 y is cast through slot (its scale,
+ * amax and telemetry counters; NULL for FP32/BF16 y) and writes scale_inv;
+ * mu and rsigma (T) FP32. */
 f8_status f8i_norm_forward(f8_ctx *ctx, const f8i_norm *n, const f8_tensor *x, void *y, f8_dtype y_dtype,
-                           const float *scale, float *amax, float *scale_inv, float *mu, float *rsigma);
+                           const f8_slot *slot, float *scale_inv, float *mu, float *rsigma);
 
 /* dx (may be NULL) from dy [T, cols] (FP32/BF16), x and the saved statistics;
  * dgamma, dbeta accumulate. reduce: the backend's workspace,
