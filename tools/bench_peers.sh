@@ -23,42 +23,46 @@
 # .whl/ holds a torchao wheel, it is installed into /tmp/site first. Without
 # it the FP8 peer reports itself skipped and the rest still runs.
 # Budget: about 5-7 minutes at the defaults on an H200 (the f8 build, 4 f8
-# runs, 4 torch runs of which each compiles for 30-90 s). Logs and
-# results.jsonl go to $OUT (or ./bench-logs).
+# runs, 4 torch runs of which each compiles for 30-90 s). Three files go to
+# $OUT (or ./bench-logs): results.jsonl (one line per configuration, written as
+# each finishes: `tools/peer_gpt.py --compare results.jsonl` prints the table
+# again, also from a cut-off run), table.txt and peers_logs.tgz (every log; the
+# logs are written under $WORK, default /tmp/f8_bench_peers).
 set -u
 steps="${1:-10}"
 warm="${2:-3}"
 models="${MODELS:-124M 1.3B}"
 out="${OUT:-bench-logs}"
-mkdir -p "$out"
+work="${WORK:-/tmp/f8_bench_peers}"
+mkdir -p "$out" "$work"
 res="$out/results.jsonl"
 : > "$res"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -n 1
 t0=$(date +%s)
-if ! make -j16 build/f8_train > "$out/build.log" 2>&1; then
-    echo "f8 build failed"; tail -n 30 "$out/build.log"; exit 1
+if ! make -j16 build/f8_train > "$work/build.log" 2>&1; then
+    echo "f8 build failed"; tail -n 30 "$work/build.log"; exit 1
 fi
 echo "f8_train built in $(( $(date +%s) - t0 )) s"
 if ! python3 -c "import torchao" > /dev/null 2>&1 && ls .whl/torchao-*.whl > /dev/null 2>&1; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-        .whl/*.whl > "$out/pip.log" 2>&1 && export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
+        .whl/*.whl > "$work/pip.log" 2>&1 && export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
 fi
 python3 -c "import torch, sys; print('torch', torch.__version__, 'python', sys.version.split()[0])" 2>&1
 TORCHAO_FORCE_SKIP_LOADING_SO_FILES=1 python3 -c "import torchao; print('torchao', torchao.__version__)" 2>&1 |
     grep -v "^Skipping" | tail -n 1
-shard="$out/bench_shard.bin"
+shard="$work/bench_shard.bin"
 python3 tools/llmc_shard.py "$shard" 2000000
 for model in $models; do
     for fp8 in on off; do
-        log="$out/peers_${model}_f8_fp8${fp8}.csv"
+        log="$work/peers_${model}_f8_fp8${fp8}.csv"
         rm -f "$log"
         mode=$([ "$fp8" = on ] && echo fp8 || echo bf16)
         ./build/f8_train --model "$model" --fp8 "$fp8" --data "$shard" --steps $((steps + warm)) --val-every 0 \
-            --sample 0 --log "$log" --plot "" --quiet > "$out/peers_${model}_f8_fp8${fp8}.txt" 2>&1
+            --sample 0 --log "$log" --plot "" --quiet > "$work/peers_${model}_f8_fp8${fp8}.txt" 2>&1
         rc=$?
         # exit 2 (the loss did not fall: random tokens, few steps) and 3 still timed every step
         if [ $rc -ne 0 ] && [ $rc -ne 2 ] && [ $rc -ne 3 ]; then
-            why=$(tail -n 1 "$out/peers_${model}_f8_fp8${fp8}.txt" | tr -d '"\\' | cut -c 1-200)
+            why=$(tail -n 1 "$work/peers_${model}_f8_fp8${fp8}.txt" | tr -d '"\\' | cut -c 1-200)
             echo "{\"impl\": \"f8\", \"model\": \"$model\", \"mode\": \"$mode\", \"status\": \"failed: $why\"}" >> "$res"
             continue
         fi
@@ -72,9 +76,10 @@ for model in $models; do
     done
     echo "f8 $model done at $(( $(date +%s) - t0 )) s"
     PYTHONUNBUFFERED=1 python3 tools/peer_gpt.py --model "$model" --modes bf16,fp8 --steps "$steps" --warmup "$warm" \
-        --data "$shard" --timeout "${PEER_TIMEOUT:-240}" ${PEER_ARGS:-} > "$out/peers_${model}_torch.txt" 2> "$out/peers_${model}_torch.err"
-    grep '^PEER_RESULT ' "$out/peers_${model}_torch.txt" | sed 's/^PEER_RESULT //' >> "$res"
+        --data "$shard" --timeout "${PEER_TIMEOUT:-240}" ${PEER_ARGS:-} 2> "$work/peers_${model}_torch.err" |
+        tee "$work/peers_${model}_torch.txt" | grep --line-buffered '^PEER_RESULT ' | sed -u 's/^PEER_RESULT //' >> "$res"
     echo "torch $model done at $(( $(date +%s) - t0 )) s"
 done
 echo
-python3 tools/peer_gpt.py --compare "$res"
+python3 tools/peer_gpt.py --compare "$res" | tee "$out/table.txt"
+tar czf "$out/peers_logs.tgz" -C "$work" --exclude bench_shard.bin . 2> /dev/null

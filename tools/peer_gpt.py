@@ -469,8 +469,12 @@ def compare(path):
                                                          "peak GiB", "f8FP8/this", "f8BF16/this", "status"))
     for m in models:
         f8_fp8, f8_bf16 = speed("f8", "fp8", m), speed("f8", "bf16", m)
+        f8_tps = next((r.get("tokens_per_step") for r in rows if r["model"] == m and r["impl"] == "f8"
+                       and r.get("tokens_per_step")), None)
         for r in [r for r in rows if r["model"] == m]:
             ok = r.get("status") == "ok"
+            if ok and f8_tps and r.get("tokens_per_step") != f8_tps:  # not the same work: say so
+                r["status"] = "ok, but %s tokens/step against f8's %d" % (r.get("tokens_per_step"), f8_tps)
             t = r.get("tokens_per_s") if ok else None
             print("%-6s %-20s %12s %10s %7s %9s %10s %10s  %s" % (
                 m, LABELS.get((r["impl"], r["mode"]), r["impl"] + " " + r["mode"]), "%.0f" % t if t else "-",
