@@ -36,8 +36,8 @@ torchao on the GPU machine (torch 2.11.0+cu130, Python 3.12, no network there): 
 wheel. torchao 0.17.0 is the release built against torch 2.11 (its __init__ wants torch >= 2.11.0
 for its C++ extensions; the float8 training path is pure Python over torch._scaled_mm, and this
 script sets TORCHAO_FORCE_SKIP_LOADING_SO_FILES=1 so no compiled extension is loaded). The wheel
-has no required dependencies. In the repository root, on a machine with PyPI:
-  grep -qx '/.whl/' .git/info/exclude || echo /.whl/ >> .git/info/exclude
+has no required dependencies. In the repository root, on a machine with PyPI (.whl/ is in .gitignore, so
+nothing of it is tracked; the device call carries it when named in carry):
   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \\
       --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \\
       --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \\
