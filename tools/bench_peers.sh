@@ -13,6 +13,8 @@
 #   bounds each torch configuration in seconds, compile included; PEER_ARGS adds
 #   options to peer_gpt.py (e.g. "--compile full"; "--device cpu --compile none"
 #   tries the script out on a machine without a GPU, with MODELS=tiny).
+#   F8_TRAIN=PATH runs a prebuilt f8_train instead of building one (a CUDA=1
+#   build from elsewhere, carried: it saves the build's minute or two).
 # tokens/s = tokens per step / the mean step time of the timed steps, for f8 and
 # torch alike. Peak memory: f8's is its own allocations (the peak_mem_mib
 # column of f8_train's log); torch's is torch.cuda.max_memory_allocated().
@@ -39,10 +41,13 @@ res="$out/results.jsonl"
 : > "$res"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -n 1
 t0=$(date +%s)
-if ! make -j16 build/f8_train > "$work/build.log" 2>&1; then
-    echo "f8 build failed"; tail -n 30 "$work/build.log"; exit 1
+bin="${F8_TRAIN:-./build/f8_train}"
+if [ -z "${F8_TRAIN:-}" ]; then
+    if ! make -j16 build/f8_train > "$work/build.log" 2>&1; then
+        echo "f8 build failed"; tail -n 30 "$work/build.log"; exit 1
+    fi
+    echo "f8_train built in $(( $(date +%s) - t0 )) s"
 fi
-echo "f8_train built in $(( $(date +%s) - t0 )) s"
 if ! python3 -c "import torchao" > /dev/null 2>&1 && ls .whl/torchao-*.whl > /dev/null 2>&1; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
         .whl/*.whl > "$work/pip.log" 2>&1 && export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
@@ -57,7 +62,7 @@ for model in $models; do
         log="$work/peers_${model}_f8_fp8${fp8}.csv"
         rm -f "$log"
         mode=$([ "$fp8" = on ] && echo fp8 || echo bf16)
-        ./build/f8_train --model "$model" --fp8 "$fp8" --data "$shard" --steps $((steps + warm)) --val-every 0 \
+        "$bin" --model "$model" --fp8 "$fp8" --data "$shard" --steps $((steps + warm)) --val-every 0 \
             --sample 0 --log "$log" --plot "" --quiet > "$work/peers_${model}_f8_fp8${fp8}.txt" 2>&1
         rc=$?
         # exit 2 (the loss did not fall: random tokens, few steps) and 3 still timed every step
