@@ -776,11 +776,17 @@ f8_status f8_module_memory(const f8_module *module, f8_memory_report *report);
  *     asynchronous memsets/copies put on the stream (a graph replay counts 1).
  *     CPU: backend operations run (each one is at least one CUDA launch).
  *     Work skipped on the host (a cached workspace) is not counted; work
- *     skipped on the device by the noop flag is. */
+ *     skipped on the device by the noop flag is.
+ *   peak_bytes: the largest f8_ctx_memory total since creation (what f8
+ *     asked the allocator for, at its high point; backend-internal memory,
+ *     such as the cuBLASLt workspace, a CUDA graph's own memory and the CUDA
+ *     context, is not counted). Allocation happens at creation and in a
+ *     first step, so after one step it is the memory a training run needs. */
 typedef struct f8_ctx_counters {
     uint64_t allocations;
     uint64_t frees;
     uint64_t launches;
+    uint64_t peak_bytes; /* the highest f8_ctx_memory total so far: a high-water mark of backend memory */
 } f8_ctx_counters;
 
 f8_status f8_ctx_counters_read(const f8_ctx *ctx, f8_ctx_counters *counters);

@@ -288,8 +288,24 @@ static void test_memory(void)
         EXPECT(ctx, f8_ctx_download(ctx, &fv, flag, sizeof fv), F8_OK);
         CHECK(fv == 1.0f, "noop flag set to %g", (double)fv);
     }
-    f8_ctx_free(ctx, a);
+    /* The high-water mark: it rises with the total and stays when memory is freed. */
+    f8_memory_report rep;
+    f8_ctx_counters c0, c1;
+    EXPECT(ctx, f8_ctx_memory(ctx, &rep), F8_OK);
+    EXPECT(ctx, f8_ctx_counters_read(ctx, &c0), F8_OK);
+    CHECK(c0.peak_bytes >= rep.total, "peak %llu below the total %zu", (unsigned long long)c0.peak_bytes, rep.total);
     f8_ctx_free(ctx, b);
+    b = NULL;
+    void *big = NULL;
+    EXPECT(ctx, f8_ctx_alloc(ctx, 3 * B, &big), F8_OK);
+    EXPECT(ctx, f8_ctx_counters_read(ctx, &c1), F8_OK);
+    CHECK(c1.peak_bytes == (c0.peak_bytes > rep.total - B + 3 * B ? c0.peak_bytes : rep.total - B + 3 * B),
+          "peak %llu after freeing %d bytes and allocating %d (total was %zu)", (unsigned long long)c1.peak_bytes, B,
+          3 * B, rep.total);
+    f8_ctx_free(ctx, big);
+    EXPECT(ctx, f8_ctx_counters_read(ctx, &c0), F8_OK);
+    CHECK(c0.peak_bytes == c1.peak_bytes, "a free lowered the peak");
+    f8_ctx_free(ctx, a);
     f8_ctx_destroy(ctx);
 }
 

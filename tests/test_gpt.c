@@ -3,7 +3,8 @@
  * central finite differences of its own loss (FP32, FP8 off), determinism
  * (two runs give bitwise the same losses), exact resume (interrupted + resumed
  * = uninterrupted, bitwise, losses and parameters), FP8 and FP32 runs both
- * learning, the graphed step equal to the eager one, and bad options.
+ * learning, the graphed step equal to the eager one, the reported peak
+ * memory, and bad options.
  */
 #include <unistd.h>
 
@@ -227,6 +228,34 @@ static void test_learns(void)
     }
 }
 
+/* The peak memory f8_train reports: at least the parameters, their gradients
+ * and the two FP32 AdamW moments, and the same on every step after the first
+ * (a step allocates nothing). */
+static void test_peak_memory(void)
+{
+    for (int fp8 = 0; fp8 <= 1; fp8++) {
+        train_options o = tiny_options(fp8);
+        trainer *t = make(&o);
+        const double n = (double)gpt_param_count(trainer_model(t));
+        const double es = (double)f8_dtype_size(trainer_model(t)->c.dtype), floor_bytes = n * (2 * es + 8);
+        double l;
+        size_t peak[4];
+        for (int s = 0; s < 4; s++) {
+            CHECK_OK(NULL, trainer_step(t, &l));
+            peak[s] = trainer_peak_memory(t);
+        }
+        f8_memory_report now;
+        CHECK_OK(NULL, f8_ctx_memory(trainer_model(t)->ctx, &now));
+        CHECK((double)peak[0] >= floor_bytes, "fp8 %d: peak %zu bytes < parameters + gradients + moments %.0f", fp8,
+              peak[0], floor_bytes);
+        CHECK(peak[0] >= now.total, "fp8 %d: peak %zu below the memory held now %zu", fp8, peak[0], now.total);
+        CHECK(peak[1] == peak[0] && peak[2] == peak[0] && peak[3] == peak[0],
+              "fp8 %d: the peak moved after step 1: %zu %zu %zu %zu", fp8, peak[0], peak[1], peak[2], peak[3]);
+        trainer_destroy(t);
+    }
+    CHECK(trainer_peak_memory(NULL) == 0, "NULL trainer");
+}
+
 static void test_options(void)
 {
     train_options o = train_options_default();
@@ -256,6 +285,7 @@ static void test_options(void)
 int main(void)
 {
     test_options();
+    test_peak_memory();
     test_gradients();
     test_determinism_and_graph();
     test_resume();

@@ -570,6 +570,7 @@ static tlog_row row_at(int64_t step, double loss)
     r.step = step, r.tokens = step * 4096;
     r.train_loss = loss, r.lr = 6e-4 * (double)step / 100.0, r.grad_norm = 1.0 / (double)(step + 1);
     r.ms_per_step = 45.678, r.tokens_per_s = 123456.7, r.mfu = (step % 2) ? 0.38212 : NAN;
+    r.peak_mem_mib = (step % 3) ? 1234.5 : NAN;
     if (step % 5 == 0) r.val_loss = loss + 0.0123456789;
     return r;
 }
@@ -606,7 +607,7 @@ static void test_log(void)
         ok &= g.step == w.step && g.tokens == w.tokens && close_to(g.train_loss, w.train_loss) &&
               close_to(g.val_loss, w.val_loss) && close_to(g.lr, w.lr) && close_to(g.grad_norm, w.grad_norm) &&
               close_to(g.ms_per_step, w.ms_per_step) && close_to(g.tokens_per_s, w.tokens_per_s) &&
-              close_to(g.mfu, w.mfu);
+              close_to(g.mfu, w.mfu) && close_to(g.peak_mem_mib, w.peak_mem_mib);
     }
     CHECK(ok, "CSV round trip changed a value");
     tlog_rows_free(&rows);

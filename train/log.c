@@ -19,9 +19,9 @@
 #include <string.h>
 #include <unistd.h>
 
-enum { NCOLS = 9 };
-static const char *const COLUMNS[NCOLS] = {"step",      "tokens",      "train_loss",   "val_loss", "lr",
-                                           "grad_norm", "ms_per_step", "tokens_per_s", "mfu"};
+enum { NCOLS = 10 };
+static const char *const COLUMNS[NCOLS] = {"step",        "tokens",       "train_loss", "val_loss",    "lr",
+                                           "grad_norm",   "ms_per_step",  "tokens_per_s", "mfu", "peak_mem_mib"};
 
 struct tlog {
     FILE *f;
@@ -144,12 +144,12 @@ f8_status tlog_write(tlog *log, const tlog_row *r)
         snprintf(log->err, sizeof log->err, "tlog_write: row is NULL");
         return F8_ERR_INVALID_ARGUMENT;
     }
-    char f[7][40];
-    int rc = fprintf(log->f, "%lld,%lld,%s,%s,%s,%s,%s,%s,%s\n", (long long)r->step, (long long)r->tokens,
+    char f[8][40];
+    int rc = fprintf(log->f, "%lld,%lld,%s,%s,%s,%s,%s,%s,%s,%s\n", (long long)r->step, (long long)r->tokens,
                      field(f[0], 40, "%.9g", r->train_loss), field(f[1], 40, "%.9g", r->val_loss),
                      field(f[2], 40, "%.9g", r->lr), field(f[3], 40, "%.9g", r->grad_norm),
                      field(f[4], 40, "%.3f", r->ms_per_step), field(f[5], 40, "%.1f", r->tokens_per_s),
-                     field(f[6], 40, "%.5f", r->mfu));
+                     field(f[6], 40, "%.5f", r->mfu), field(f[7], 40, "%.1f", r->peak_mem_mib));
     if (rc < 0 || fflush(log->f) != 0) {
         snprintf(log->err, sizeof log->err, "log write failed: %s", strerror(errno));
         return F8_ERR_IO;
@@ -170,7 +170,7 @@ tlog_row tlog_row_empty(void)
 {
     tlog_row r;
     r.step = 0, r.tokens = 0;
-    r.train_loss = r.val_loss = r.lr = r.grad_norm = r.ms_per_step = r.tokens_per_s = r.mfu = NAN;
+    r.train_loss = r.val_loss = r.lr = r.grad_norm = r.ms_per_step = r.tokens_per_s = r.mfu = r.peak_mem_mib = NAN;
     return r;
 }
 
@@ -219,11 +219,11 @@ static int parse_double(const char *s, double *v)
 static void merge(tlog_row *into, const tlog_row *r)
 {
     into->tokens = r->tokens;
-    const double *src[7] = {&r->train_loss, &r->val_loss, &r->lr, &r->grad_norm, &r->ms_per_step,
-                            &r->tokens_per_s, &r->mfu};
-    double *dst[7] = {&into->train_loss, &into->val_loss, &into->lr, &into->grad_norm, &into->ms_per_step,
-                      &into->tokens_per_s, &into->mfu};
-    for (int i = 0; i < 7; i++)
+    const double *src[8] = {&r->train_loss, &r->val_loss,     &r->lr,  &r->grad_norm,
+                            &r->ms_per_step, &r->tokens_per_s, &r->mfu, &r->peak_mem_mib};
+    double *dst[8] = {&into->train_loss,  &into->val_loss,     &into->lr,  &into->grad_norm,
+                      &into->ms_per_step, &into->tokens_per_s, &into->mfu, &into->peak_mem_mib};
+    for (int i = 0; i < 8; i++)
         if (!isnan(*src[i])) *dst[i] = *src[i];
 }
 
@@ -287,7 +287,7 @@ f8_status tlog_read(const char *path, tlog_rows *out, char *error, size_t error_
         }
         r.step = (int64_t)v[0], r.tokens = isnan(v[1]) ? 0 : (int64_t)v[1];
         r.train_loss = v[2], r.val_loss = v[3], r.lr = v[4], r.grad_norm = v[5];
-        r.ms_per_step = v[6], r.tokens_per_s = v[7], r.mfu = v[8];
+        r.ms_per_step = v[6], r.tokens_per_s = v[7], r.mfu = v[8], r.peak_mem_mib = v[9];
         while (n > 0 && rows[n - 1].step > r.step) n--; /* a resumed run rewrote these steps */
         if (n > 0 && rows[n - 1].step == r.step) {
             merge(&rows[n - 1], &r);

@@ -3,12 +3,13 @@
  * one-line progress report printed to the terminal.
  *
  * The CSV has one header line and then one row per logged step:
- *   step,tokens,train_loss,val_loss,lr,grad_norm,ms_per_step,tokens_per_s,mfu
+ *   step,tokens,train_loss,val_loss,lr,grad_norm,ms_per_step,tokens_per_s,mfu,peak_mem_mib
  * A field is empty where its value is NAN (val_loss on steps without an
  * evaluation, mfu when the peak is unknown). Losses, lr and grad_norm are
  * written with 9 significant digits (FP32 round-trips), ms_per_step with 3
  * decimals, tokens_per_s with 1, mfu (a fraction of peak, 0.382 for 38.2%)
- * with 5. Every row is flushed as it is written, so a crash loses at most the
+ * with 5, peak_mem_mib (MiB of backend memory f8 allocated at its high point,
+ * f8_ctx_counters.peak_bytes) with 1. Every row is flushed as it is written, so a crash loses at most the
  * row being written.
  *
  * Resumed runs append to the same file. Reading gives the last word to the
@@ -25,7 +26,7 @@
 
 #include "f8.h"
 
-#define TLOG_HEADER "step,tokens,train_loss,val_loss,lr,grad_norm,ms_per_step,tokens_per_s,mfu"
+#define TLOG_HEADER "step,tokens,train_loss,val_loss,lr,grad_norm,ms_per_step,tokens_per_s,mfu,peak_mem_mib"
 
 typedef struct tlog_row {
     int64_t step;        /* optimizer steps done (>= 0) */
@@ -37,6 +38,7 @@ typedef struct tlog_row {
     double ms_per_step;  /* wall time of the step */
     double tokens_per_s; /* training throughput */
     double mfu;          /* model FLOPs utilisation, fraction of peak; NAN: unknown */
+    double peak_mem_mib; /* peak backend memory of f8's allocations so far, MiB; NAN: unknown */
 } tlog_row;
 
 /* step 0, tokens 0, every double NAN. */

@@ -477,6 +477,12 @@ void trainer_destroy(trainer *t)
     free(t);
 }
 
+size_t trainer_peak_memory(const trainer *t)
+{
+    f8_ctx_counters c;
+    return t && t->ctx && f8_ctx_counters_read(t->ctx, &c) == F8_OK ? (size_t)c.peak_bytes : 0;
+}
+
 gpt *trainer_model(trainer *t) { return &t->m; }
 int64_t trainer_steps_done(const trainer *t) { return t->step; }
 const char *trainer_error(const trainer *t) { return t->error[0] ? t->error : f8_ctx_last_error(t->ctx); }
@@ -684,6 +690,7 @@ int trainer_run(trainer *t)
         r.ms_per_step = dt * 1e3;
         r.tokens_per_s = (double)tokens_per_step / dt;
         if (cuda) r.mfu = fpt * r.tokens_per_s / peak;
+        r.peak_mem_mib = (double)trainer_peak_memory(t) / 1048576.0;
         int64_t done;
         float lr, gn;
         if (f8_adamw_read(t->opt, &done, &lr, &gn) == F8_OK) {
@@ -720,8 +727,12 @@ int trainer_run(trainer *t)
         fp8_report_destroy(rep);
     }
     if (rc) return rc;
-    char el[32];
-    fmt_time(el, sizeof el, now_s() - start);
+    char el[48];
+    fmt_time(el, 32, now_s() - start);
+    /* the run's memory joins its time in the final line: "done in 1m02s, peak memory 2.41 GiB" */
+    const double peak_mib = (double)trainer_peak_memory(t) / 1048576.0;
+    snprintf(el + strlen(el), sizeof el - strlen(el), ", peak memory %.*f %s", peak_mib < 1024 ? 1 : 2,
+             peak_mib < 1024 ? peak_mib : peak_mib / 1024, peak_mib < 1024 ? "MiB" : "GiB");
     if (o->checkpoint && o->checkpoint[0]) {
         if (trainer_save(t, o->checkpoint) != F8_OK) {
             fprintf(stderr, "f8_train: checkpoint '%s': %s\n", o->checkpoint, f8_ctx_last_error(t->ctx));

@@ -106,6 +106,15 @@ f8_status trainer_sample(trainer *t, const char *prompt, int64_t n, float temper
 f8_status trainer_sample_text(trainer *t, const char *tokenizer_path, int64_t n, float temperature, uint64_t seed,
                               char **text);
 
+/* Peak backend memory of the run so far, in bytes: the high point of what f8
+ * allocated from the trainer's ctx (f8_ctx_counters.peak_bytes: parameters,
+ * gradients, AdamW moments, FP8 workspaces and scaling state, activations,
+ * scratch, staging). Device memory on CUDA, host memory on the CPU backend;
+ * the CUDA context, cuBLASLt's workspace and a CUDA graph's own memory are
+ * not counted. A step allocates nothing after the first, so it is the same
+ * from step 1 on. 0 if unknown. */
+size_t trainer_peak_memory(const trainer *t);
+
 /* Introspection for the tests. */
 gpt *trainer_model(trainer *t);
 int64_t trainer_steps_done(const trainer *t);

@@ -218,6 +218,7 @@ f8_status f8i_alloc(f8_ctx *ctx, f8_mem_category category, f8_memory_report *acc
     ctx->counters.allocations++;
     ctx->mem.bytes[category] += bytes;
     ctx->mem.total += bytes;
+    if (ctx->mem.total > ctx->counters.peak_bytes) ctx->counters.peak_bytes = ctx->mem.total;
     if (acct) {
         acct->bytes[category] += bytes;
         acct->total += bytes;
