@@ -566,11 +566,12 @@ f8_status f8i_cuda_gemm_block(f8_ctx *ctx, const f8i_gemm_block_args *g)
     if ((g->a_block_rows != 1 && g->a_block_rows != F8I_BLOCK) || (g->b_block_rows != 1 && g->b_block_rows != F8I_BLOCK))
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "block gemm: block rows %d x %d, expected 1 or %d",
                          g->a_block_rows, g->b_block_rows, F8I_BLOCK);
-    if (g->m == 0 || g->n == 0) return F8_OK;
-    if (g->k == 0 && !g->bias && g->accumulate) return F8_OK;
     f8i_gemm_block_cache *c = NULL;
     f8_status st = cache_get(ctx, &c);
     if (st != F8_OK) return st;
+    c->last_path = 0; /* nothing to do: no path */
+    if (g->m == 0 || g->n == 0) return F8_OK;
+    if (g->k == 0 && !g->bias && g->accumulate) return F8_OK;
     bg_plan *p = NULL;
     st = plan_find(ctx, c, g, &p);
     if (st != F8_OK) return st;
