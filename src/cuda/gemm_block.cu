@@ -14,12 +14,14 @@
  * (n x m, ld n), so A' takes b's scales and B' a's.
  *
  * Scale layout. cuBLASLt does not read f8's grid ([ceil(rows/br), nkb]
- * row-major, nkb = ceil(k/128)). It wants what TransformerEngine's
- * Float8BlockQuantizer stores as "GEMM-ready" (TE's get_scale_shape):
- *   1x128 (VEC128): [nkb, roundup(rows, 4)] row-major — the operand's rows
- *                   contiguous, each K-block's column padded to 16 bytes;
+ * row-major, nkb = ceil(k/128)). It wants (cuBLAS docs, "scaling factors
+ * layouts", as quoted in PyTorch PR 166752; and what TransformerEngine's
+ * Float8BlockQuantizer stores as "GEMM-ready", TE's get_scale_shape):
+ *   1x128 (VEC128): [nkb, rows] row-major — the operand's rows contiguous
+ *                   (TE pads rows to a multiple of 4, PyTorch does not, so
+ *                   this path takes only rows % 4 == 0, where both agree);
  *   128x128 (BLK):  [ceil(rows/128), roundup(nkb, 4)] row-major — f8's grid
- *                   with its rows padded to 16 bytes.
+ *                   with each row padded to a multiple of 4 (16 bytes).
  * Rather than a second scale layout through the cast, the qtensor and the
  * modules, each call relayouts both grids with one small kernel
  * (gemm_block_scales_kernel: a few KB to a few MB, far below the GEMM's own
@@ -31,15 +33,19 @@
  *
  * Which path each case takes (plan_build):
  *  - cuBLASLt: both operands FP8 and not E5M2 x E5M2 (cuBLASLt's FP8 type
- *    table), k % 16 == 0, n·sizeof(D) % 16 == 0, a, b, d 16-byte aligned
- *    (gemm.cu's TN rule), the two relaid grids fit BG_SCALE_BYTES, and the
+ *    table), n·sizeof(D) % 16 == 0, a, b, d 16-byte aligned (gemm.cu's TN
+ *    rule), k % 128 == 0 (whole K-blocks: what every documented use of
+ *    these modes has; a partial last block is left to the own kernel), the
+ *    rows of a 1x128 operand % 4 == 0 (above), the two relaid grids fit
+ *    BG_SCALE_BYTES, and the
  *    heuristic returns an algorithm (FAST_ACCUM off: cuBLASLt has no fast
  *    accumulation with block scales). bias is then added by
  *    gemm_block_bias_kernel after the matmul (the block-scaled kernels on
  *    sm_90 take no bias epilogue); accumulate is beta = 1 with C = D.
  *  - the fallback kernel (gemm_block_fallback_kernel) for everything else:
- *    odd k or n (the CUDA module tests' 1/17/33/250 features), E5M2 x E5M2,
- *    huge scale grids, k == 0, and any shape cuBLASLt refuses (no
+ *    k not a multiple of 128, odd n or token counts (the CUDA module
+ *    tests' 1/17/33/250 features), E5M2 x E5M2, huge scale grids, k == 0,
+ *    and any shape cuBLASLt refuses (no
  *    algorithm, or NOT_SUPPORTED from the matmul itself: the plan then turns
  *    to the fallback for good). It evaluates the contract's formula
  *    literally: per 128-deep K-block an FP32 partial sum of decoded codes,
@@ -356,7 +362,9 @@ static int lt_eligible(const f8i_gemm_block_args *g)
     if (g->m == 0 || g->n == 0 || g->k == 0) return 0;
     if (g->a_dtype == F8_DTYPE_E5M2 && g->b_dtype == F8_DTYPE_E5M2) return 0;
     if (g->a_block_rows != 1 && g->b_block_rows != 1) return 0;
-    if (g->k % 16 != 0 || (g->n * dsize) % 16 != 0) return 0;
+    if (g->k % F8I_BLOCK != 0 || (g->n * dsize) % 16 != 0) return 0;
+    /* a 1x128 operand's rows % 4 == 0: its padded and unpadded layouts coincide */
+    if ((g->a_block_rows == 1 && g->m % 4 != 0) || (g->b_block_rows == 1 && g->n % 4 != 0)) return 0;
     if (align_log2(g->a) < 4 || align_log2(g->b) < 4 || align_log2(g->d) < 4) return 0;
     return scale_bytes_a(g) + scale_bytes_b(g) <= BG_SCALE_BYTES;
 }
