@@ -40,8 +40,9 @@
  *    BG_SCALE_BYTES, and the
  *    heuristic returns an algorithm (FAST_ACCUM off: cuBLASLt has no fast
  *    accumulation with block scales). bias is then added by
- *    gemm_block_bias_kernel after the matmul (the block-scaled kernels on
- *    sm_90 take no bias epilogue); accumulate is beta = 1 with C = D.
+ *    gemm_block_bias_kernel after the matmul (one launch more; the fused
+ *    CUBLASLT_EPILOGUE_BIAS with block scales on sm_90 is not established,
+ *    and would take only a BF16 bias); accumulate is beta = 1 with C = D.
  *  - the fallback kernel (gemm_block_fallback_kernel) for everything else:
  *    k not a multiple of 128, odd n or token counts (the CUDA module
  *    tests' 1/17/33/250 features), E5M2 x E5M2, huge scale grids, k == 0,
