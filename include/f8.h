@@ -126,9 +126,11 @@ typedef enum f8_amax_algo {
  *            per cast (amax, then the cast), all on the device.
  *   BLOCK    TE's Float8BlockScaling (DeepSeek-V3: 1x128 tiles for
  *            activations and gradients, 128x128 blocks for weights, one FP32
- *            scale each, from the tile's own amax): runs on the CPU backend
- *            (the oracle); a CUDA ctx refuses it with F8_ERR_UNSUPPORTED until
- *            its kernels exist, and modules with fp8_weights refuse it too.
+ *            scale each, from the tile's own amax): on both backends (the
+ *            CPU one is the oracle; on CUDA the block GEMMs run cuBLASLt's
+ *            block-scaled matmul where it takes the shape, an own kernel
+ *            elsewhere); modules with fp8_weights refuse it
+ *            (F8_ERR_UNSUPPORTED).
  * The values after these are kept for the block formats of later GPUs
  * (MXFP8, NVFP4). A checkpoint records its recipe kind; restoring it into a
  * ctx of another kind is refused. */

@@ -1,6 +1,7 @@
 /*
- * block_tests.h — the modules under block scaling (F8_RECIPE_BLOCK) on the
- * CPU backend, the only one that runs it so far (test_stack.c):
+ * block_tests.h — the modules under block scaling (F8_RECIPE_BLOCK) on one
+ * backend (test_stack.c: the CPU; test_cuda_stack.c: CUDA, and there also
+ * CUDA against the CPU):
  *  - the Linear → LayerNormLinear → LayerNormMLP stack (each activation; a
  *    shape of several partial tiles; power-of-two scales too) forward and
  *    backward against the same stack in high precision, within relative
@@ -102,19 +103,20 @@ static void test_block_refusals(f8_ctx *blk)
     f8_module_destroy(m);
 }
 
-static void run_block_tests(void)
+static void run_block_tests(f8_backend be)
 {
     char why[256] = "", path[256];
-    snprintf(path, sizeof path, "/tmp/f8_test_block_%d.safetensors", (int)getpid());
+    snprintf(path, sizeof path, "/tmp/f8_test_block_%s_%d.safetensors", be == F8_BACKEND_CPU ? "cpu" : "cuda",
+             (int)getpid());
     f8_recipe r = f8_recipe_default(), r2 = f8_recipe_default();
     r.kind = F8_RECIPE_BLOCK;
     r2.kind = F8_RECIPE_BLOCK;
     r2.power_2_scales = 1;
-    f8_ctx *blk = test_ctx(F8_BACKEND_CPU, &r, why), *blk2 = test_ctx(F8_BACKEND_CPU, &r, why);
+    f8_ctx *blk = test_ctx(be, &r, why), *blk2 = test_ctx(be, &r, why);
     f8_recipe rc = f8_recipe_default();
     rc.kind = F8_RECIPE_CURRENT;
-    f8_ctx *p2 = test_ctx(F8_BACKEND_CPU, &r2, why), *del = test_ctx(F8_BACKEND_CPU, NULL, why);
-    f8_ctx *cur = test_ctx(F8_BACKEND_CPU, &rc, why);
+    f8_ctx *p2 = test_ctx(be, &r2, why), *del = test_ctx(be, NULL, why);
+    f8_ctx *cur = test_ctx(be, &rc, why);
     if (!blk || !blk2 || !p2 || !del || !cur) die(why, NULL);
     const double eb = stack_vs_hp(blk, del, "block scaling");
     stack_vs_hp(p2, del, "block scaling, power-of-two scales");

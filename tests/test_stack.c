@@ -23,6 +23,6 @@ int main(void)
     f8_ctx_destroy(a);
     f8_ctx_destroy(b);
     run_recipe_tests(F8_BACKEND_CPU, "cpu"); /* current scaling */
-    run_block_tests();                        /* block scaling: CPU only so far */
+    run_block_tests(F8_BACKEND_CPU);          /* block scaling (CUDA: test_cuda_stack.c) */
     return test_finish("test_stack");
 }

@@ -351,6 +351,14 @@ typedef struct f8i_gemm_block_args {
     f8_dtype bias_dtype;
 } f8i_gemm_block_args;
 
+/* Test hooks of the CUDA block GEMM (src/cuda/gemm_block.cu; no-ops in a
+ * CUDA=0 build, and on a CPU ctx): force != 0 sends every later call of the
+ * ctx to the own fallback kernel, 0 restores the per-shape choice; last_path
+ * names the path the ctx's last call took: 0 none yet, 1 the fallback
+ * kernel, 2 cuBLASLt's block-scaled matmul. Never on the step path. */
+void f8i_cuda_gemm_block_force_fallback(f8_ctx *ctx, int force);
+int f8i_cuda_gemm_block_last_path(const f8_ctx *ctx);
+
 /* ---- the simple ops' args ------------------------------------------- */
 
 /* dst[0, bytes) = src[0, bytes) (memmove semantics on the CPU). */

@@ -82,11 +82,6 @@ f8_status f8_ctx_create(const f8_ctx_config *config, f8_ctx **ctx, char *error, 
     *ctx = NULL;
     if (!config) return create_fail(F8_ERR_INVALID_ARGUMENT, "f8_ctx_create: config is NULL", error, error_size);
     if (!recipe_ok(&config->recipe, msg, sizeof msg)) return create_fail(F8_ERR_INVALID_ARGUMENT, msg, error, error_size);
-    if (config->recipe.kind == F8_RECIPE_BLOCK && config->backend == F8_BACKEND_CUDA)
-        return create_fail(F8_ERR_UNSUPPORTED,
-                           "f8_ctx_create: recipe.kind BLOCK (1x128 / 128x128 block scaling) runs on the CPU backend "
-                           "so far (no CUDA kernels yet); use DELAYED or CURRENT on CUDA",
-                           error, error_size);
 
     const f8i_backend *be = NULL;
     if (config->backend == F8_BACKEND_CPU) {

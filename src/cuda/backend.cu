@@ -93,6 +93,7 @@ static void cuda_state_destroy(f8_ctx *ctx)
     (void)cudaSetDevice(s->device);
     if (s->stream != NULL && s->stream != s->own_stream) (void)cudaStreamSynchronize(s->stream);
     if (s->own_stream != NULL) (void)cudaStreamSynchronize(s->own_stream);
+    f8i_cuda_gemm_block_destroy(ctx);
     if (s->gemm != NULL) f8i_cuda_gemm_destroy(ctx);
     if (s->amax_ticket != NULL) (void)cudaFree(s->amax_ticket);
     if (s->amax_partials != NULL) (void)cudaFree(s->amax_partials);
@@ -258,21 +259,6 @@ static f8_status cuda_synchronize(f8_ctx *ctx)
 /* ------------------------------------------------------------------------ */
 /* The table                                                                 */
 /* ------------------------------------------------------------------------ */
-
-/* Block scaling (F8_RECIPE_BLOCK) has no kernels yet: f8_ctx_create refuses
- * the recipe on a CUDA ctx, and these entries refuse the ops should they be
- * reached another way. */
-f8_status f8i_cuda_block_cast(f8_ctx *ctx, const f8i_block_cast_args *args)
-{
-    (void)args;
-    return f8i_error(ctx, F8_ERR_UNSUPPORTED, "cuda backend: the block-scaled cast runs on the CPU backend so far");
-}
-
-f8_status f8i_cuda_gemm_block(f8_ctx *ctx, const f8i_gemm_block_args *args)
-{
-    (void)args;
-    return f8i_error(ctx, F8_ERR_UNSUPPORTED, "cuda backend: the block-scaled GEMM runs on the CPU backend so far");
-}
 
 /* One entry per kind. The ops with an args parameter pass it on typed; the
  * simple ops unpack theirs into the fields their functions take. */

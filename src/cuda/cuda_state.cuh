@@ -22,6 +22,7 @@ typedef struct f8i_cuda_state {
     cudaStream_t own_stream;   /* created with the ctx (non-blocking) */
     cudaStream_t stream;       /* in use: own_stream or the caller's */
     f8i_gemm_cache *gemm;      /* cuBLASLt handle, workspace, cached plans */
+    struct f8i_gemm_block_cache *gemm_block; /* gemm_block.cu's plans (lazily created) */
     const void *smem_done[F8I_SMEM_OPTINS]; /* kernels already opted in (f8i_cuda_smem_optin) */
     unsigned int *amax_ticket; /* (1) device, 0 between launches: amax_scale.cu's last-block ticket */
     float *amax_partials;      /* (F8I_AMAX_MAX_BLOCKS) device: its per-block partial amaxes */
@@ -48,6 +49,9 @@ f8_status f8i_cuda_smem_optin(f8_ctx *ctx, const void *fn, const char *what);
 f8_status f8i_cuda_gemm_create(f8_ctx *ctx);   /* fills f8i_cuda(ctx)->gemm */
 void f8i_cuda_gemm_destroy(f8_ctx *ctx);
 f8_status f8i_cuda_gemm(f8_ctx *ctx, const f8i_gemm_args *args);
+/* The cuBLASLt handle (a cublasLtHandle_t) and the ctx's GEMM workspace, lent
+ * to gemm_block.cu, whose calls run on the same stream (never concurrently). */
+f8_status f8i_cuda_gemm_lt(f8_ctx *ctx, void **handle, void **workspace, size_t *workspace_bytes);
 
 /* The backend's implementation of each op of F8I_OP_LIST (backend.cu's
  * table points at them): f8i_cuda_<name>(ctx, const args *) for the ops with
@@ -61,9 +65,11 @@ f8_status f8i_cuda_transpose_u8(f8_ctx *ctx, const uint8_t *src, uint8_t *dst, i
 f8_status f8i_cuda_scale_update(f8_ctx *ctx, const f8i_scale_update_args *args);
 f8_status f8i_cuda_amax_scale(f8_ctx *ctx, const f8i_amax_scale_args *args); /* amax_scale.cu */
 f8_status f8i_cuda_telemetry_snap(f8_ctx *ctx, const f8i_telemetry_snap_args *args);
-/* Block scaling runs on the CPU backend so far: both give F8_ERR_UNSUPPORTED (backend.cu). */
+/* Block scaling: block_cast.cu, gemm_block.cu (the latter's plan cache is
+ * freed by f8i_cuda_gemm_block_destroy before the GEMM cache it borrows from). */
 f8_status f8i_cuda_block_cast(f8_ctx *ctx, const f8i_block_cast_args *args);
 f8_status f8i_cuda_gemm_block(f8_ctx *ctx, const f8i_gemm_block_args *args);
+void f8i_cuda_gemm_block_destroy(f8_ctx *ctx);
 f8_status f8i_cuda_convert(f8_ctx *ctx, const void *src, f8_dtype src_dtype, const float *scale_inv, void *dst,
                            f8_dtype dst_dtype, int64_t count);
 f8_status f8i_cuda_reciprocal(f8_ctx *ctx, const float *src, float *dst, const float *noop);

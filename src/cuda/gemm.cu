@@ -627,6 +627,16 @@ void f8i_cuda_gemm_destroy(f8_ctx *ctx)
     f8i_cuda(ctx)->gemm = NULL;
 }
 
+f8_status f8i_cuda_gemm_lt(f8_ctx *ctx, void **handle, void **workspace, size_t *workspace_bytes)
+{
+    f8i_gemm_cache *c = f8i_cuda(ctx)->gemm;
+    if (!c) return f8i_error(ctx, F8_ERR_STATE, "gemm: the CUDA state has no GEMM cache (f8i_cuda_gemm_create not run)");
+    *handle = (void *)c->lt;
+    *workspace = c->workspace;
+    *workspace_bytes = GEMM_WORKSPACE_BYTES;
+    return F8_OK;
+}
+
 f8_status f8i_cuda_gemm(f8_ctx *ctx, const f8i_gemm_args *g)
 {
     if (g->m == 0 || g->n == 0) return F8_OK;

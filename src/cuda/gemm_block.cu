@@ -1,0 +1,621 @@
+/*
+ * gemm_block.cu — the block-scaled FP8 GEMM (f8i_gemm_block_args, backend.h):
+ * cuBLASLt's block-scaled matmul where it takes the shape, an own CUDA-core
+ * kernel everywhere else, chosen once per shape and cached.
+ *
+ * Design note.
+ *
+ * cuBLASLt (CUDA 12.9+, sm_90). CUBLASLT_MATMUL_DESC_A/B_SCALE_MODE set to
+ * CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F (one FP32 per 128 elements along
+ * K: our 1x128 tiles) or ..._BLK128x128_32F (one FP32 per 128x128 block),
+ * with A/B_SCALE_POINTER at the scale tensors: D = Σ_kb (sA·sB)·P_kb, the
+ * contract's two-level sum. The row-major/column-major mapping is gemm.cu's:
+ * cuBLASLt's A' is our b (n x k, op T), its B' our a (m x k, op N), D' = D
+ * (n x m, ld n), so A' takes b's scales and B' a's.
+ *
+ * Scale layout. cuBLASLt does not read f8's grid ([ceil(rows/br), nkb]
+ * row-major, nkb = ceil(k/128)). It wants (cuBLAS docs, "scaling factors
+ * layouts", as quoted in PyTorch PR 166752; and what TransformerEngine's
+ * Float8BlockQuantizer stores as "GEMM-ready", TE's get_scale_shape):
+ *   1x128 (VEC128): [nkb, rows] row-major — the operand's rows contiguous
+ *                   (TE pads rows to a multiple of 4, PyTorch does not, so
+ *                   this path takes only rows % 4 == 0, where both agree);
+ *   128x128 (BLK):  [ceil(rows/128), roundup(nkb, 4)] row-major — f8's grid
+ *                   with each row padded to a multiple of 4 (16 bytes).
+ * Rather than a second scale layout through the cast, the qtensor and the
+ * modules, each call relayouts both grids with one small kernel
+ * (gemm_block_scales_kernel: a few KB to a few MB, far below the GEMM's own
+ * traffic) into the last BG_SCALE_BYTES of the ctx's cuBLASLt workspace,
+ * lent by gemm.cu (same stream, so never in use by another GEMM at the same
+ * time); cuBLASLt gets the rest as its workspace. The scale pointers are then
+ * fixed per ctx and set once per plan, and a captured graph replays the
+ * relayout with the step's scales.
+ *
+ * Which path each case takes (plan_build):
+ *  - cuBLASLt: both operands FP8 and not E5M2 x E5M2 (cuBLASLt's FP8 type
+ *    table), n·sizeof(D) % 16 == 0, a, b, d 16-byte aligned (gemm.cu's TN
+ *    rule), k % 128 == 0 (whole K-blocks: what every documented use of
+ *    these modes has; a partial last block is left to the own kernel), the
+ *    rows of a 1x128 operand % 4 == 0 (above), the two relaid grids fit
+ *    BG_SCALE_BYTES, and the
+ *    heuristic returns an algorithm (FAST_ACCUM off: cuBLASLt has no fast
+ *    accumulation with block scales). bias is then added by
+ *    gemm_block_bias_kernel after the matmul (one launch more; the fused
+ *    CUBLASLT_EPILOGUE_BIAS with block scales on sm_90 is not established,
+ *    and would take only a BF16 bias); accumulate is beta = 1 with C = D.
+ *  - the fallback kernel (gemm_block_fallback_kernel) for everything else:
+ *    k not a multiple of 128, odd n or token counts (the CUDA module
+ *    tests' 1/17/33/250 features), E5M2 x E5M2, huge scale grids, k == 0,
+ *    and any shape cuBLASLt refuses (no
+ *    algorithm, or NOT_SUPPORTED from the matmul itself: the plan then turns
+ *    to the fallback for good). It evaluates the contract's formula
+ *    literally: per 128-deep K-block an FP32 partial sum of decoded codes,
+ *    promoted into the FP32 accumulator times sa·sb. CUDA cores, no tensor
+ *    cores: correct for every shape, slow for big ones.
+ *
+ * Plans are cached per key (m, n, k, dtypes, block rows, accumulate, the
+ * alignment class of a, b, d), as gemm.cu's: host memory and descriptors
+ * once per shape, nothing created on a hit. The cache itself is created on
+ * the first call (host memory only).
+ */
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_state.cuh"
+#include "core/numerics.h"
+
+#define BG_SCALE_BYTES ((size_t)8 << 20) /* workspace tail for the relaid scale grids */
+
+/* Fallback tiling: a 16x16 block computes a 64x64 tile of D, each thread a
+ * 4x4 sub-tile (rows ty + 16·r, cols tx + 16·c), stepping K by 16 inside
+ * each 128-deep K-block. */
+#define BG_THREADS 16
+#define BG_TILE 64
+#define BG_PER (BG_TILE / BG_THREADS)
+#define BG_K 16
+static_assert(BG_TILE * BG_K == 4 * BG_THREADS * BG_THREADS, "each thread loads 4 elements of a tile");
+static_assert(F8I_BLOCK % BG_K == 0, "K steps never straddle a K-block");
+
+/* ------------------------------------------------------------------------ */
+/* Types                                                                     */
+/* ------------------------------------------------------------------------ */
+
+typedef struct bg_key {
+    int64_t m, n, k;
+    uint32_t types;  /* a | b << 4 | d << 8 | (a_br == 1) << 12 | (b_br == 1) << 13 | accumulate << 14 */
+    uint32_t aligns; /* log2 alignment (0..8) of a | b << 4 | d << 8 */
+} bg_key;
+
+typedef struct bg_plan {
+    bg_key key;
+    int lt;                        /* 1: cuBLASLt, 0: the fallback kernel */
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t lay_a;  /* cuBLASLt's A' = our b */
+    cublasLtMatrixLayout_t lay_b;  /* cuBLASLt's B' = our a */
+    cublasLtMatrixLayout_t lay_d;  /* C' = D' */
+    cublasLtMatmulAlgo_t algo;
+} bg_plan;
+
+typedef struct f8i_gemm_block_cache {
+    bg_plan *plans; /* (cap) host, count used */
+    int count, cap, last;
+    int force_fallback; /* test hook: every call takes the fallback kernel */
+    int last_path;      /* test hook: 0 none yet, 1 fallback kernel, 2 cuBLASLt */
+} f8i_gemm_block_cache;
+
+typedef struct bg_params {
+    const uint8_t *a, *b;          /* [m, k], [n, k] codes */
+    const float *sa, *sb;          /* f8 grids [ceil(m/a_br), nkb], [ceil(n/b_br), nkb] */
+    int a_br, b_br;
+    void *d;                       /* [m, n] */
+    const void *bias;              /* [n] or NULL */
+    int64_t m, n, k, nkb;
+    f8_dtype d_dtype, bias_dtype;
+    int accumulate;
+} bg_params;
+
+/* ------------------------------------------------------------------------ */
+/* Kernels                                                                   */
+/* ------------------------------------------------------------------------ */
+
+static __device__ __forceinline__ float bg_load(const void *p, int64_t i, f8_dtype dt)
+{
+    return dt == F8_DTYPE_BF16 ? f8i_bf16_to_float(((const uint16_t *)p)[i]) : ((const float *)p)[i];
+}
+
+static __device__ __forceinline__ void bg_store(void *p, int64_t i, f8_dtype dt, float v)
+{
+    if (dt == F8_DTYPE_BF16)
+        ((uint16_t *)p)[i] = f8i_bf16_from_float(v);
+    else
+        ((float *)p)[i] = v;
+}
+
+/* The contract's formula on CUDA cores: D = Σ_kb P_kb·(sa·sb) (+ D) (+ bias).
+ * Grid: x over 64-column tiles of D, y over 64-row tiles (grid-stride in
+ * both). Block: 16x16 threads. Thread (tx, ty) owns D rows i0 + ty + 16·r and
+ * columns j0 + tx + 16·c (r, c < 4): one FP32 partial per K-block and one
+ * accumulator each; it loads 4 codes of each 64x16 operand tile per K step,
+ * k fastest across neighbouring threads (both operands are K-contiguous). */
+template <int AE5, int BE5>
+static __global__ void __launch_bounds__(BG_THREADS *BG_THREADS) gemm_block_fallback_kernel(bg_params p)
+{
+    __shared__ float as[BG_K][BG_TILE + 1]; /* as[kk][i] = A(i0 + i, k0 + kk) */
+    __shared__ float bs[BG_K][BG_TILE + 1]; /* bs[kk][j] = B(j0 + j, k0 + kk) */
+    const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * BG_THREADS + tx;
+    const int64_t tiles_m = (p.m + BG_TILE - 1) / BG_TILE, tiles_n = (p.n + BG_TILE - 1) / BG_TILE;
+
+    for (int64_t tm = blockIdx.y; tm < tiles_m; tm += gridDim.y) {
+        for (int64_t tn = blockIdx.x; tn < tiles_n; tn += gridDim.x) {
+            const int64_t i0 = tm * BG_TILE, j0 = tn * BG_TILE;
+            float acc[BG_PER][BG_PER];
+#pragma unroll
+            for (int r = 0; r < BG_PER; r++)
+#pragma unroll
+                for (int c = 0; c < BG_PER; c++) acc[r][c] = 0.0f;
+
+            for (int64_t kb = 0; kb < p.nkb; kb++) {
+                float part[BG_PER][BG_PER];
+#pragma unroll
+                for (int r = 0; r < BG_PER; r++)
+#pragma unroll
+                    for (int c = 0; c < BG_PER; c++) part[r][c] = 0.0f;
+                const int64_t k_end = (kb + 1) * F8I_BLOCK < p.k ? (kb + 1) * F8I_BLOCK : p.k;
+                for (int64_t k0 = kb * F8I_BLOCK; k0 < k_end; k0 += BG_K) {
+#pragma unroll
+                    for (int l = 0; l < 4; l++) {
+                        const int e = tid + l * BG_THREADS * BG_THREADS;
+                        const int ii = e / BG_K, kk = e % BG_K;
+                        const int64_t gk = k0 + kk, gi = i0 + ii, gj = j0 + ii;
+                        as[kk][ii] = gi < p.m && gk < p.k ? f8i_fp8_decode(p.a[gi * p.k + gk], AE5) : 0.0f;
+                        bs[kk][ii] = gj < p.n && gk < p.k ? f8i_fp8_decode(p.b[gj * p.k + gk], BE5) : 0.0f;
+                    }
+                    __syncthreads();
+#pragma unroll
+                    for (int kk = 0; kk < BG_K; kk++) {
+                        float av[BG_PER], bv[BG_PER];
+#pragma unroll
+                        for (int r = 0; r < BG_PER; r++) av[r] = as[kk][ty + BG_THREADS * r];
+#pragma unroll
+                        for (int c = 0; c < BG_PER; c++) bv[c] = bs[kk][tx + BG_THREADS * c];
+#pragma unroll
+                        for (int r = 0; r < BG_PER; r++)
+#pragma unroll
+                            for (int c = 0; c < BG_PER; c++) part[r][c] = __fmaf_rn(av[r], bv[c], part[r][c]);
+                    }
+                    __syncthreads();
+                }
+                /* promote: acc += P · (sa · sb), a product then a sum (-fmad=false) */
+                float sa[BG_PER], sb[BG_PER];
+#pragma unroll
+                for (int r = 0; r < BG_PER; r++) {
+                    const int64_t i = i0 + ty + BG_THREADS * r;
+                    sa[r] = i < p.m ? p.sa[(i / p.a_br) * p.nkb + kb] : 0.0f;
+                }
+#pragma unroll
+                for (int c = 0; c < BG_PER; c++) {
+                    const int64_t j = j0 + tx + BG_THREADS * c;
+                    sb[c] = j < p.n ? p.sb[(j / p.b_br) * p.nkb + kb] : 0.0f;
+                }
+#pragma unroll
+                for (int r = 0; r < BG_PER; r++)
+#pragma unroll
+                    for (int c = 0; c < BG_PER; c++) acc[r][c] = acc[r][c] + part[r][c] * (sa[r] * sb[c]);
+            }
+
+#pragma unroll
+            for (int r = 0; r < BG_PER; r++) {
+                const int64_t i = i0 + ty + BG_THREADS * r;
+#pragma unroll
+                for (int c = 0; c < BG_PER; c++) {
+                    const int64_t j = j0 + tx + BG_THREADS * c;
+                    if (i >= p.m || j >= p.n) continue;
+                    float v = acc[r][c];
+                    if (p.accumulate) v = v + bg_load(p.d, i * p.n + j, p.d_dtype);
+                    if (p.bias) v = v + bg_load(p.bias, j, p.bias_dtype);
+                    bg_store(p.d, i * p.n + j, p.d_dtype, v);
+                }
+            }
+        }
+    }
+}
+
+/* One operand's relaid grid size in floats (the design note's layouts). */
+static __host__ __device__ __forceinline__ int64_t lt_scale_count(int64_t rows, int br, int64_t nkb)
+{
+    if (br == 1) return nkb * ((rows + 3) / 4 * 4);
+    return (rows + F8I_BLOCK - 1) / F8I_BLOCK * ((nkb + 3) / 4 * 4);
+}
+
+/* Element `e` of one operand's relaid grid from its f8 grid; padding
+ * entries (never read by cuBLASLt) get 1. */
+static __device__ __forceinline__ float lt_scale_at(const float *src, int64_t rows, int br, int64_t nkb, int64_t e)
+{
+    if (br == 1) {
+        const int64_t ld = (rows + 3) / 4 * 4, kb = e / ld, i = e % ld;
+        return i < rows ? src[i * nkb + kb] : 1.0f;
+    }
+    const int64_t ld = (nkb + 3) / 4 * 4, rb = e / ld, kb = e % ld;
+    return kb < nkb ? src[rb * nkb + kb] : 1.0f;
+}
+
+/* Both operands' scale grids into cuBLASLt's layout.
+ * Grid: 1-D, grid-stride. Block: 256 threads. A thread owns elements
+ * idx = global id + s·(grid size) of the concatenation [a's | b's]. */
+static __global__ void __launch_bounds__(256)
+    gemm_block_scales_kernel(const float *sa, float *da, int64_t m, int a_br, const float *sb, float *db, int64_t n,
+                             int b_br, int64_t nkb)
+{
+    const int64_t na = lt_scale_count(m, a_br, nkb), total = na + lt_scale_count(n, b_br, nkb);
+    for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
+         idx += (int64_t)gridDim.x * blockDim.x) {
+        if (idx < na)
+            da[idx] = lt_scale_at(sa, m, a_br, nkb, idx);
+        else
+            db[idx - na] = lt_scale_at(sb, n, b_br, nkb, idx - na);
+    }
+}
+
+/* d[i, j] += bias[j] over D[m, n] after the cuBLASLt matmul.
+ * Grid: 1-D, grid-stride. Block: 256 threads. A thread owns elements
+ * idx = global id + s·(grid size). */
+static __global__ void __launch_bounds__(256)
+    gemm_block_bias_kernel(void *d, f8_dtype d_dtype, const void *bias, f8_dtype bias_dtype, int64_t m, int64_t n)
+{
+    for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < m * n;
+         idx += (int64_t)gridDim.x * blockDim.x)
+        bg_store(d, idx, d_dtype, bg_load(d, idx, d_dtype) + bg_load(bias, idx % n, bias_dtype));
+}
+
+/* ------------------------------------------------------------------------ */
+/* Launchers                                                                 */
+/* ------------------------------------------------------------------------ */
+
+static unsigned grid_1d(const f8_ctx *ctx, int64_t work)
+{
+    int64_t blocks = (work + 255) / 256;
+    const int64_t cap = (int64_t)(f8i_cuda(ctx)->sm_count > 0 ? f8i_cuda(ctx)->sm_count : 132) * 16;
+    if (blocks > cap) blocks = cap;
+    return blocks < 1 ? 1u : (unsigned)blocks;
+}
+
+static f8_status launch_fallback(f8_ctx *ctx, const f8i_gemm_block_args *g)
+{
+    bg_params p;
+    p.a = g->a;
+    p.b = g->b;
+    p.sa = g->a_scale_inv;
+    p.sb = g->b_scale_inv;
+    p.a_br = g->a_block_rows;
+    p.b_br = g->b_block_rows;
+    p.d = g->d;
+    p.bias = g->bias;
+    p.m = g->m;
+    p.n = g->n;
+    p.k = g->k;
+    p.nkb = (g->k + F8I_BLOCK - 1) / F8I_BLOCK;
+    p.d_dtype = g->d_dtype;
+    p.bias_dtype = g->bias_dtype;
+    p.accumulate = g->accumulate;
+    int64_t gx = (g->n + BG_TILE - 1) / BG_TILE, gy = (g->m + BG_TILE - 1) / BG_TILE;
+    if (gx > 65535) gx = 65535;
+    if (gy > 65535) gy = 65535;
+    const dim3 grid((unsigned)gx, (unsigned)gy), block(BG_THREADS, BG_THREADS);
+    cudaStream_t s = f8i_stream(ctx);
+    const int ae5 = g->a_dtype == F8_DTYPE_E5M2, be5 = g->b_dtype == F8_DTYPE_E5M2;
+    F8I_COUNT_LAUNCHES(ctx, 1);
+    if (ae5)
+        be5 ? gemm_block_fallback_kernel<1, 1><<<grid, block, 0, s>>>(p)
+            : gemm_block_fallback_kernel<1, 0><<<grid, block, 0, s>>>(p);
+    else
+        be5 ? gemm_block_fallback_kernel<0, 1><<<grid, block, 0, s>>>(p)
+            : gemm_block_fallback_kernel<0, 0><<<grid, block, 0, s>>>(p);
+    return f8i_cuda_launch_check(ctx, "gemm_block_fallback_kernel");
+}
+
+/* ------------------------------------------------------------------------ */
+/* Plans                                                                     */
+/* ------------------------------------------------------------------------ */
+
+static uint32_t align_log2(const void *p)
+{
+    const uintptr_t u = (uintptr_t)p;
+    if (u == 0) return 8;
+    const uint32_t tz = (uint32_t)__builtin_ctzll((unsigned long long)u);
+    return tz > 8 ? 8 : tz;
+}
+
+static size_t round256(size_t b) { return (b + 255u) & ~(size_t)255u; }
+
+static bg_key make_key(const f8i_gemm_block_args *g)
+{
+    bg_key key;
+    key.m = g->m;
+    key.n = g->n;
+    key.k = g->k;
+    key.types = (uint32_t)g->a_dtype | (uint32_t)g->b_dtype << 4 | (uint32_t)g->d_dtype << 8 |
+                (uint32_t)(g->a_block_rows == 1) << 12 | (uint32_t)(g->b_block_rows == 1) << 13 |
+                (uint32_t)(g->accumulate != 0) << 14;
+    key.aligns = align_log2(g->a) | align_log2(g->b) << 4 | align_log2(g->d) << 8;
+    return key;
+}
+
+static int key_equal(const bg_key *x, const bg_key *y)
+{
+    return x->m == y->m && x->n == y->n && x->k == y->k && x->types == y->types && x->aligns == y->aligns;
+}
+
+/* Bytes of the two relaid grids: a's at the start of the tail, b's after. */
+static size_t scale_bytes_a(const f8i_gemm_block_args *g)
+{
+    return round256((size_t)lt_scale_count(g->m, g->a_block_rows, (g->k + F8I_BLOCK - 1) / F8I_BLOCK) * 4);
+}
+static size_t scale_bytes_b(const f8i_gemm_block_args *g)
+{
+    return round256((size_t)lt_scale_count(g->n, g->b_block_rows, (g->k + F8I_BLOCK - 1) / F8I_BLOCK) * 4);
+}
+
+static int lt_eligible(const f8i_gemm_block_args *g)
+{
+    const int64_t dsize = g->d_dtype == F8_DTYPE_BF16 ? 2 : 4;
+    if (g->m == 0 || g->n == 0 || g->k == 0) return 0;
+    if (g->a_dtype == F8_DTYPE_E5M2 && g->b_dtype == F8_DTYPE_E5M2) return 0;
+    if (g->a_block_rows != 1 && g->b_block_rows != 1) return 0;
+    if (g->k % F8I_BLOCK != 0 || (g->n * dsize) % 16 != 0) return 0;
+    /* a 1x128 operand's rows % 4 == 0: its padded and unpadded layouts coincide */
+    if ((g->a_block_rows == 1 && g->m % 4 != 0) || (g->b_block_rows == 1 && g->n % 4 != 0)) return 0;
+    if (align_log2(g->a) < 4 || align_log2(g->b) < 4 || align_log2(g->d) < 4) return 0;
+    return scale_bytes_a(g) + scale_bytes_b(g) <= BG_SCALE_BYTES;
+}
+
+static void plan_release(bg_plan *p)
+{
+    if (p->desc) cublasLtMatmulDescDestroy(p->desc);
+    if (p->lay_a) cublasLtMatrixLayoutDestroy(p->lay_a);
+    if (p->lay_b) cublasLtMatrixLayoutDestroy(p->lay_b);
+    if (p->lay_d) cublasLtMatrixLayoutDestroy(p->lay_d);
+    p->desc = NULL;
+    p->lay_a = p->lay_b = p->lay_d = NULL;
+    p->lt = 0;
+}
+
+static cudaDataType_t cuda_type(f8_dtype t)
+{
+    switch (t) {
+    case F8_DTYPE_BF16: return CUDA_R_16BF;
+    case F8_DTYPE_E4M3: return CUDA_R_8F_E4M3;
+    case F8_DTYPE_E5M2: return CUDA_R_8F_E5M2;
+    default: return CUDA_R_32F;
+    }
+}
+
+/* Descriptor, layouts and algorithm for g, or p->lt = 0 (the fallback). The
+ * scale pointers are the workspace tail's, the same for every call. */
+static f8_status plan_build(f8_ctx *ctx, const f8i_gemm_block_args *g, bg_plan *p)
+{
+    memset(p, 0, sizeof *p);
+    p->key = make_key(g);
+    if (!lt_eligible(g)) return F8_OK;
+    void *handle = NULL, *ws = NULL;
+    size_t ws_bytes = 0;
+    f8_status fs = f8i_cuda_gemm_lt(ctx, &handle, &ws, &ws_bytes);
+    if (fs != F8_OK) return fs;
+    const uint64_t lt_ws = ws_bytes - BG_SCALE_BYTES;
+    const float *scale_a = (const float *)((char *)ws + lt_ws);             /* our a's: cuBLASLt's B' */
+    const float *scale_b = (const float *)((char *)ws + lt_ws + scale_bytes_a(g)); /* our b's: its A' */
+
+    const uint64_t m = (uint64_t)g->m, n = (uint64_t)g->n, k = (uint64_t)g->k;
+    cublasStatus_t st = cublasLtMatrixLayoutCreate(&p->lay_a, cuda_type(g->b_dtype), k, n, g->k);
+    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatrixLayoutCreate(&p->lay_b, cuda_type(g->a_dtype), k, m, g->k);
+    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatrixLayoutCreate(&p->lay_d, cuda_type(g->d_dtype), n, m, g->n);
+    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    const cublasOperation_t op_t = CUBLAS_OP_T, op_n = CUBLAS_OP_N;
+    const int8_t fast = 0;
+    const int32_t mode_a = g->b_block_rows == 1 ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F
+                                                : CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
+    const int32_t mode_b = g->a_block_rows == 1 ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F
+                                                : CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
+    cublasLtMatmulDesc_t d = p->desc;
+    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSA, &op_t, sizeof op_t);
+    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSB, &op_n, sizeof op_n);
+    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode_a, sizeof mode_a);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode_b, sizeof mode_b);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scale_b, sizeof scale_b);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scale_a, sizeof scale_a);
+    /* Any refusal while describing a block-scaled matmul (an older cuBLASLt
+     * without the scale modes answers INVALID_VALUE) means: the fallback. */
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        plan_release(p);
+        return F8_OK;
+    }
+
+    cublasLtMatmulPreference_t pref = NULL;
+    st = cublasLtMatmulPreferenceCreate(&pref);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        plan_release(p);
+        return f8i_error(ctx, F8_ERR_CUBLAS, "block gemm: cublasLtMatmulPreferenceCreate: %s",
+                         cublasLtGetStatusName(st));
+    }
+    const uint32_t al_a = 1u << align_log2(g->b), al_b = 1u << align_log2(g->a), al_d = 1u << align_log2(g->d);
+    const uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_MASK & ~(uint32_t)CUBLASLT_REDUCTION_SCHEME_INPLACE;
+    st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &lt_ws, sizeof lt_ws);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_d, sizeof al_d);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d, sizeof al_d);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes,
+                                                  sizeof schemes);
+    int found = 0;
+    if (st == CUBLAS_STATUS_SUCCESS) {
+        cublasLtMatmulHeuristicResult_t res;
+        int n_res = 0;
+        memset(&res, 0, sizeof res);
+        st = cublasLtMatmulAlgoGetHeuristic((cublasLtHandle_t)handle, p->desc, p->lay_a, p->lay_b, p->lay_d, p->lay_d,
+                                            pref, 1, &res, &n_res);
+        if (st == CUBLAS_STATUS_SUCCESS && n_res > 0 && res.state == CUBLAS_STATUS_SUCCESS &&
+            res.workspaceSize <= lt_ws) {
+            p->algo = res.algo;
+            found = 1;
+        }
+        /* "No algorithm for this configuration" is an answer, not an error. */
+        if (st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE ||
+            st == CUBLAS_STATUS_ARCH_MISMATCH)
+            st = CUBLAS_STATUS_SUCCESS;
+    }
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        plan_release(p);
+        return f8i_error(ctx, F8_ERR_CUBLAS, "block gemm %lldx%lldx%lld: cublasLt preference/heuristic: %s",
+                         (long long)g->m, (long long)g->n, (long long)g->k, cublasLtGetStatusName(st));
+    }
+    if (found)
+        p->lt = 1;
+    else
+        plan_release(p);
+    return F8_OK;
+}
+
+static f8_status cache_get(f8_ctx *ctx, f8i_gemm_block_cache **out)
+{
+    f8i_cuda_state *s = f8i_cuda(ctx);
+    if (s->gemm_block == NULL) {
+        s->gemm_block = (f8i_gemm_block_cache *)calloc(1, sizeof(f8i_gemm_block_cache));
+        if (s->gemm_block == NULL) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "block gemm: no host memory for its cache");
+    }
+    *out = s->gemm_block;
+    return F8_OK;
+}
+
+static f8_status plan_find(f8_ctx *ctx, f8i_gemm_block_cache *c, const f8i_gemm_block_args *g, bg_plan **out)
+{
+    const bg_key key = make_key(g);
+    if (c->last < c->count && key_equal(&c->plans[c->last].key, &key)) {
+        *out = &c->plans[c->last];
+        return F8_OK;
+    }
+    for (int i = 0; i < c->count; i++)
+        if (key_equal(&c->plans[i].key, &key)) {
+            c->last = i;
+            *out = &c->plans[i];
+            return F8_OK;
+        }
+    if (c->count == c->cap) {
+        const int cap = c->cap ? 2 * c->cap : 32;
+        bg_plan *grown = (bg_plan *)realloc(c->plans, (size_t)cap * sizeof *grown);
+        if (!grown) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "block gemm: no host memory for %d plans", cap);
+        c->plans = grown;
+        c->cap = cap;
+    }
+    f8_status st = plan_build(ctx, g, &c->plans[c->count]);
+    if (st != F8_OK) return st;
+    c->last = c->count++;
+    *out = &c->plans[c->last];
+    return F8_OK;
+}
+
+/* The cuBLASLt path: relayout the scales, matmul, bias. NOT_SUPPORTED from
+ * the matmul (nothing enqueued by it) is reported in *refused. */
+static f8_status run_lt(f8_ctx *ctx, const bg_plan *p, const f8i_gemm_block_args *g, int *refused)
+{
+    void *handle = NULL, *ws = NULL;
+    size_t ws_bytes = 0;
+    *refused = 0;
+    f8_status fs = f8i_cuda_gemm_lt(ctx, &handle, &ws, &ws_bytes);
+    if (fs != F8_OK) return fs;
+    const size_t lt_ws = ws_bytes - BG_SCALE_BYTES;
+    float *scale_a = (float *)((char *)ws + lt_ws), *scale_b = (float *)((char *)ws + lt_ws + scale_bytes_a(g));
+    const int64_t nkb = (g->k + F8I_BLOCK - 1) / F8I_BLOCK;
+    const int64_t total = lt_scale_count(g->m, g->a_block_rows, nkb) + lt_scale_count(g->n, g->b_block_rows, nkb);
+    cudaStream_t s = f8i_stream(ctx);
+    F8I_COUNT_LAUNCHES(ctx, 1);
+    gemm_block_scales_kernel<<<grid_1d(ctx, total), 256, 0, s>>>(g->a_scale_inv, scale_a, g->m, g->a_block_rows,
+                                                                g->b_scale_inv, scale_b, g->n, g->b_block_rows, nkb);
+    fs = f8i_cuda_launch_check(ctx, "gemm_block_scales_kernel");
+    if (fs != F8_OK) return fs;
+    const float alpha = 1.0f, beta = g->accumulate ? 1.0f : 0.0f;
+    cublasStatus_t st = cublasLtMatmul((cublasLtHandle_t)handle, p->desc, &alpha, g->b, p->lay_a, g->a, p->lay_b, &beta,
+                                       g->d, p->lay_d, g->d, p->lay_d, &p->algo, ws, lt_ws, s);
+    if (st == CUBLAS_STATUS_NOT_SUPPORTED) {
+        *refused = 1;
+        return F8_OK;
+    }
+    if (st != CUBLAS_STATUS_SUCCESS)
+        return f8i_error(ctx, F8_ERR_CUBLAS, "block gemm %lldx%lldx%lld (%s x %s -> %s): cublasLtMatmul: %s",
+                         (long long)g->m, (long long)g->n, (long long)g->k, f8_dtype_name(g->a_dtype),
+                         f8_dtype_name(g->b_dtype), f8_dtype_name(g->d_dtype), cublasLtGetStatusName(st));
+    F8I_COUNT_LAUNCHES(ctx, 1);
+    if (!g->bias) return F8_OK;
+    F8I_COUNT_LAUNCHES(ctx, 1);
+    gemm_block_bias_kernel<<<grid_1d(ctx, g->m * g->n), 256, 0, s>>>(g->d, g->d_dtype, g->bias, g->bias_dtype, g->m,
+                                                                     g->n);
+    return f8i_cuda_launch_check(ctx, "gemm_block_bias_kernel");
+}
+
+/* ------------------------------------------------------------------------ */
+/* Entry points                                                              */
+/* ------------------------------------------------------------------------ */
+
+f8_status f8i_cuda_gemm_block(f8_ctx *ctx, const f8i_gemm_block_args *g)
+{
+    if (!f8i_dtype_is_fp8(g->a_dtype) || !f8i_dtype_is_fp8(g->b_dtype))
+        return f8i_error(ctx, F8_ERR_DTYPE, "block gemm: operands %s x %s, expected e4m3/e5m2",
+                         f8_dtype_name(g->a_dtype), f8_dtype_name(g->b_dtype));
+    if ((g->a_block_rows != 1 && g->a_block_rows != F8I_BLOCK) || (g->b_block_rows != 1 && g->b_block_rows != F8I_BLOCK))
+        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "block gemm: block rows %d x %d, expected 1 or %d",
+                         g->a_block_rows, g->b_block_rows, F8I_BLOCK);
+    f8i_gemm_block_cache *c = NULL;
+    f8_status st = cache_get(ctx, &c);
+    if (st != F8_OK) return st;
+    c->last_path = 0; /* nothing to do: no path */
+    if (g->m == 0 || g->n == 0) return F8_OK;
+    if (g->k == 0 && !g->bias && g->accumulate) return F8_OK;
+    bg_plan *p = NULL;
+    st = plan_find(ctx, c, g, &p);
+    if (st != F8_OK) return st;
+    if (p->lt && !c->force_fallback) {
+        int refused = 0;
+        st = run_lt(ctx, p, g, &refused);
+        if (st != F8_OK || !refused) {
+            c->last_path = 2;
+            return st;
+        }
+        plan_release(p); /* NOT_SUPPORTED: this key takes the fallback from now on */
+    }
+    c->last_path = 1;
+    return launch_fallback(ctx, g);
+}
+
+void f8i_cuda_gemm_block_destroy(f8_ctx *ctx)
+{
+    if (!ctx || !ctx->be_state) return;
+    f8i_gemm_block_cache *c = f8i_cuda(ctx)->gemm_block;
+    if (!c) return;
+    for (int i = 0; i < c->count; i++) plan_release(&c->plans[i]);
+    free(c->plans);
+    free(c);
+    f8i_cuda(ctx)->gemm_block = NULL;
+}
+
+void f8i_cuda_gemm_block_force_fallback(f8_ctx *ctx, int force)
+{
+    f8i_gemm_block_cache *c = NULL;
+    if (ctx && ctx->kind == F8_BACKEND_CUDA && ctx->be_state && cache_get(ctx, &c) == F8_OK) c->force_fallback = force;
+}
+
+int f8i_cuda_gemm_block_last_path(const f8_ctx *ctx)
+{
+    if (!ctx || ctx->kind != F8_BACKEND_CUDA || !ctx->be_state || !f8i_cuda(ctx)->gemm_block) return 0;
+    return f8i_cuda(ctx)->gemm_block->last_path;
+}
