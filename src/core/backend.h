@@ -67,7 +67,13 @@ typedef struct f8i_cast_args {
  * or both BF16. FP8 operands come with a_trans = b_trans = 0 ("TN"). D is FP32
  * or BF16; bias (FP32 or BF16) may be NULL. split_accum: for FP8, 1 asks for
  * the precise (non fast-accumulation) mode used by dgrad and wgrad. m, n or
- * k may be 0 (k = 0 gives D = bias or D unchanged when accumulating). */
+ * k may be 0 (k = 0 gives D = bias or D unchanged when accumulating).
+ * workspace: scratch the backend may use to run an FP8 shape outside the
+ * tensor-core rule (k % 16, n·sizeof(D) % 16) at tensor-core speed, by
+ * zero-padded copies of the operands (and of D): f8i_gemm_workspace_bytes
+ * bytes, 16-byte aligned, or NULL. Padding adds exact zeros to each sum, so
+ * the result is the unpadded math. Without it such a shape still runs,
+ * slowly; the CPU backend never needs it. */
 typedef struct f8i_gemm_args {
     int64_t m, n, k;
     const void *a;
@@ -84,7 +90,37 @@ typedef struct f8i_gemm_args {
     const void *bias;
     f8_dtype bias_dtype;
     int split_accum;
+    void *workspace;      /* f8i_gemm_workspace_bytes(&args) bytes, or NULL */
+    size_t workspace_bytes;
 } f8i_gemm_args;
+
+/* The one sizing formula of f8i_gemm_args' workspace; it reads only m, n, k,
+ * a_dtype, d_dtype, accumulate and whether bias is set (not the pointers, so
+ * a layout can measure before it places). 0 for non-FP8 GEMMs and for FP8
+ * shapes inside the rule (k % 16 == 0 and n·sizeof(D) % 16 == 0), which cost
+ * nothing. Otherwise, with k16 = k and n16 = n rounded up to 16 where they
+ * break the rule, in this order, each rounded up to 256 bytes:
+ *   A padded [m, k16]          when k breaks the rule
+ *   B padded [n16, k16]        (zero rows n..n16, zero columns k..k16)
+ *   D padded [m, n16]          when n breaks it: FP32 when accumulating or
+ *                              with a bias (added with D in the slice back,
+ *                              one rounding), else D's dtype.
+ * A backend that meets operands it must pad beyond this (an operand pointer
+ * not 16-byte aligned) may run such a call its slow way. */
+static inline size_t f8i_gemm_workspace_bytes(const f8i_gemm_args *g)
+{
+    const int fp8 = g->a_dtype == F8_DTYPE_E4M3 || g->a_dtype == F8_DTYPE_E5M2;
+    if (!fp8 || g->m <= 0 || g->n <= 0 || g->k <= 0) return 0;
+    const size_t ds = g->d_dtype == F8_DTYPE_FP32 ? 4 : 2;
+    const int pad_k = g->k % 16 != 0, pad_d = ((size_t)g->n * ds) % 16 != 0;
+    if (!pad_k && !pad_d) return 0;
+    const size_t k16 = (size_t)(g->k + 15) / 16 * 16, n16 = pad_d ? (size_t)(g->n + 15) / 16 * 16 : (size_t)g->n;
+    const size_t pd = (g->accumulate || g->bias) ? 4 : ds;
+    size_t b = ((n16 * k16 + 255u) & ~(size_t)255u);
+    if (pad_k) b += ((size_t)g->m * k16 + 255u) & ~(size_t)255u;
+    if (pad_d) b += ((size_t)g->m * n16 * pd + 255u) & ~(size_t)255u;
+    return b;
+}
 
 /* The fused delayed-scaling update over `count` slots (columns) of one
  * direction. history is [L, ld] (row-major, row 0 = current accumulators),

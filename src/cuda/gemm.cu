@@ -92,6 +92,12 @@
 
 #define GEMM_WORKSPACE_BYTES ((size_t)32 << 20) /* cuBLAS's advice for sm_90 */
 
+/* 1: an FP8 shape whose only fault is D (n·sizeof(D) % 16, d's alignment)
+ * asks cuBLASLt's heuristic for it unpadded first; 0: straight to padding. */
+#ifndef GEMM_DIRECT_D
+#define GEMM_DIRECT_D 1
+#endif
+
 /* Fallback tiling: a 16×16 block computes a 64×64 tile of D, each thread a
  * 4×4 sub-tile (rows ty + 16·r, cols tx + 16·c), stepping K by 16. */
 #define FB_THREADS 16
@@ -110,12 +116,15 @@ typedef struct gemm_key {
     uint32_t aligns; /* log2 alignment (0..8) of a | b << 4 | d << 8 | bias << 12 */
 } gemm_key;
 
-typedef enum plan_mode { PLAN_LT = 0, PLAN_FALLBACK = 1 } plan_mode;
+/* PLAN_PAD: an FP8 TN shape outside the rule, run on padded copies in the
+ * caller's workspace (run_padded), whose own plan is an ordinary PLAN_LT. */
+typedef enum plan_mode { PLAN_LT = 0, PLAN_FALLBACK = 1, PLAN_PAD = 2 } plan_mode;
 typedef enum bias_mode { BIAS_NONE = 0, BIAS_FUSED = 1, BIAS_AFTER = 2 } bias_mode;
 
 typedef struct gemm_plan {
     gemm_key key;
     plan_mode mode;
+    plan_mode otherwise;            /* what mode becomes if cublasLtMatmul says NOT_SUPPORTED */
     bias_mode bias;                 /* PLAN_LT only; the fallback does bias itself */
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t lay_a;   /* cuBLASLt's A' = our b */
@@ -266,6 +275,71 @@ static __global__ void __launch_bounds__(256)
     }
 }
 
+/* Zero-padded copy of an FP8 operand: dst [dst_rows, dst_cols] (dst_cols a
+ * multiple of 16, dst 16-byte aligned) = src [rows, cols] with zeros in
+ * columns >= cols and rows >= rows. V (1, 2, 4, 8 or 16) divides cols and
+ * src's address, so each V-byte piece of a row is one aligned load.
+ * Grid: 1-D, grid-stride. Block: 256 threads. A thread owns one 16-byte
+ * chunk of dst (row r, columns col0..col0+15) per step and stores it whole. */
+typedef struct pad_job {
+    const uint8_t *src;
+    int64_t rows, cols;
+    uint8_t *dst;
+    int64_t dst_rows, dst_cols;
+} pad_job;
+
+template <int V>
+static __global__ void __launch_bounds__(256) gemm_pad_kernel(pad_job j)
+{
+    const int64_t per_row = j.dst_cols / 16, total = j.dst_rows * per_row;
+    for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < total; c += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t r = c / per_row, col0 = (c - r * per_row) * 16;
+        union {
+            uint4 v;
+            unsigned long long q[2];
+            uint32_t w[4];
+            uint16_t h[8];
+            uint8_t b[16];
+        } u;
+        u.v = make_uint4(0u, 0u, 0u, 0u);
+        if (r < j.rows) {
+            const uint8_t *s = j.src + r * j.cols + col0;
+            if (V == 16 && col0 < j.cols) {
+                u.v = *(const uint4 *)s;
+            } else {
+#pragma unroll
+                for (int t = 0; t < 16 / (V < 16 ? V : 16); t++) {
+                    if (col0 + t * V >= j.cols) break; /* V divides cols: a piece is all in or all out */
+                    if (V == 8) u.q[t] = *(const unsigned long long *)(s + 8 * t);
+                    if (V == 4) u.w[t] = *(const uint32_t *)(s + 4 * t);
+                    if (V == 2) u.h[t] = *(const uint16_t *)(s + 2 * t);
+                    if (V == 1) u.b[t] = s[t];
+                }
+            }
+        }
+        *(uint4 *)(j.dst + c * 16) = u.v;
+    }
+}
+
+/* The slice back from a padded D: d[i, j] = dp[i, j] (+ d[i, j] if
+ * accumulate) (+ bias[j]) over D [m, n], dp [m, ldp] in FP32 or D's dtype:
+ * the epilogue order of cuBLASLt and of the fallback (alpha·ΣAB + D + bias).
+ * Grid: x over 256-column strips, y over rows (grid-stride in both). Block:
+ * 256 threads; a thread owns column j of rows i = blockIdx.y + s·gridDim.y. */
+static __global__ void __launch_bounds__(256)
+    gemm_slice_kernel(void *d, f8_dtype d_dtype, const void *dp, f8_dtype dp_dtype, int64_t ldp, const void *bias,
+                      f8_dtype bias_dtype, int64_t m, int64_t n, int accumulate)
+{
+    for (int64_t i = blockIdx.y; i < m; i += gridDim.y) {
+        for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < n; j += (int64_t)gridDim.x * blockDim.x) {
+            float v = load_vec(dp, i * ldp + j, dp_dtype);
+            if (accumulate) v = v + load_vec(d, i * n + j, d_dtype);
+            if (bias) v = v + load_vec(bias, j, bias_dtype);
+            store_vec(d, i * n + j, d_dtype, v);
+        }
+    }
+}
+
 /* ------------------------------------------------------------------------ */
 /* Launchers                                                                 */
 /* ------------------------------------------------------------------------ */
@@ -320,6 +394,40 @@ static f8_status launch_fallback(f8_ctx *ctx, const f8i_gemm_args *g)
                          f8_dtype_name(g->a_dtype), f8_dtype_name(g->b_dtype));
     }
     return f8i_cuda_launch_check(ctx, "gemm_fallback_kernel");
+}
+
+static unsigned grid_1d(f8_ctx *ctx, int64_t items)
+{
+    int64_t blocks = (items + 255) / 256;
+    const int64_t cap = (int64_t)(f8i_cuda(ctx)->sm_count > 0 ? f8i_cuda(ctx)->sm_count : 132) * 16;
+    if (blocks > cap) blocks = cap;
+    return (unsigned)(blocks > 0 ? blocks : 1);
+}
+
+/* One padded copy; V is the widest piece that divides cols and src's address. */
+static f8_status launch_pad(f8_ctx *ctx, const pad_job *j)
+{
+    const unsigned grid = grid_1d(ctx, j->dst_rows * (j->dst_cols / 16));
+    const uintptr_t u = (uintptr_t)j->src | (uintptr_t)j->cols;
+    cudaStream_t s = f8i_stream(ctx);
+    F8I_COUNT_LAUNCHES(ctx, 1);
+    if (u % 16 == 0) gemm_pad_kernel<16><<<grid, 256, 0, s>>>(*j);
+    else if (u % 8 == 0) gemm_pad_kernel<8><<<grid, 256, 0, s>>>(*j);
+    else if (u % 4 == 0) gemm_pad_kernel<4><<<grid, 256, 0, s>>>(*j);
+    else if (u % 2 == 0) gemm_pad_kernel<2><<<grid, 256, 0, s>>>(*j);
+    else gemm_pad_kernel<1><<<grid, 256, 0, s>>>(*j);
+    return f8i_cuda_launch_check(ctx, "gemm_pad_kernel");
+}
+
+static f8_status launch_slice(f8_ctx *ctx, const f8i_gemm_args *g, const void *dp, f8_dtype dp_dtype, int64_t ldp)
+{
+    int64_t gx = (g->n + 255) / 256, gy = g->m;
+    if (gx > 1024) gx = 1024;
+    if (gy > 65535) gy = 65535;
+    F8I_COUNT_LAUNCHES(ctx, 1);
+    gemm_slice_kernel<<<dim3((unsigned)gx, (unsigned)gy), 256, 0, f8i_stream(ctx)>>>(
+        g->d, g->d_dtype, dp, dp_dtype, ldp, g->bias, g->bias_dtype, g->m, g->n, g->accumulate);
+    return f8i_cuda_launch_check(ctx, "gemm_slice_kernel");
 }
 
 /* ------------------------------------------------------------------------ */
@@ -387,6 +495,20 @@ static int lt_eligible(const f8i_gemm_args *g)
     }
     if (g->a_dtype == F8_DTYPE_FP32 && g->d_dtype != F8_DTYPE_FP32) return 0;
     return 1;
+}
+
+/* An FP8 GEMM cuBLASLt could take once padded: TN and a type pair it has. */
+static int pad_eligible(const f8i_gemm_args *g)
+{
+    if (!f8i_dtype_is_fp8(g->a_dtype) || g->a_trans || g->b_trans) return 0;
+    return !(g->a_dtype == F8_DTYPE_E5M2 && g->b_dtype == F8_DTYPE_E5M2);
+}
+
+/* Only D is outside the rule (n·sizeof(D) or d's alignment): cuBLASLt's
+ * heuristic is asked for it as it is before D is padded (GEMM_DIRECT_D). */
+static int only_d_unaligned(const f8i_gemm_args *g)
+{
+    return GEMM_DIRECT_D && pad_eligible(g) && g->k % 16 == 0 && align_log2(g->a) >= 4 && align_log2(g->b) >= 4;
 }
 
 static void plan_release(gemm_plan *p)
@@ -491,9 +613,12 @@ static f8_status plan_build(f8_ctx *ctx, f8i_gemm_cache *c, const f8i_gemm_args 
 {
     memset(p, 0, sizeof *p);
     p->key = make_key(g);
-    p->mode = PLAN_FALLBACK;
+    /* what a shape cuBLASLt will not take runs: padded if it can be, else the kernel */
+    const plan_mode none = pad_eligible(g) && !lt_eligible(g) ? PLAN_PAD : PLAN_FALLBACK;
+    p->mode = none;
+    p->otherwise = none;
     p->bias = BIAS_NONE;
-    if (!lt_eligible(g)) return F8_OK;
+    if (!lt_eligible(g) && !only_d_unaligned(g)) return F8_OK;
 
     /* A' = b, B' = a, D' = d: see the mapping in the design note. */
     const char *what = "cublasLtMatrixLayoutCreate";
@@ -525,6 +650,7 @@ static f8_status plan_build(f8_ctx *ctx, f8i_gemm_cache *c, const f8i_gemm_args 
     if (found) {
         p->mode = PLAN_LT;
     } else {
+        p->mode = none;
         plan_release(p);
         p->bias = BIAS_NONE;
     }
@@ -627,6 +753,84 @@ void f8i_cuda_gemm_destroy(f8_ctx *ctx)
     f8i_cuda(ctx)->gemm = NULL;
 }
 
+/* Run g on its PLAN_LT plan p. *unsupported = 1 when cublasLtMatmul says
+ * NOT_SUPPORTED: nothing was enqueued, and the plan becomes p->otherwise
+ * for good (the caller then runs g that way). */
+static f8_status run_lt(f8_ctx *ctx, f8i_gemm_cache *c, gemm_plan *p, const f8i_gemm_args *g, int *unsupported)
+{
+    *unsupported = 0;
+    cublasStatus_t st = plan_set_pointers(p, g);
+    if (st != CUBLAS_STATUS_SUCCESS) return lt_error(ctx, st, "cublasLtMatmulDescSetAttribute", g);
+    const float alpha = 1.0f, beta = g->accumulate ? 1.0f : 0.0f;
+    st = cublasLtMatmul(c->lt, p->desc, &alpha, g->b, p->lay_a, g->a, p->lay_b, &beta, g->d, p->lay_d, g->d, p->lay_d,
+                        &p->algo, c->workspace, GEMM_WORKSPACE_BYTES, f8i_stream(ctx));
+    if (st == CUBLAS_STATUS_NOT_SUPPORTED) {
+        plan_release(p);
+        p->mode = p->otherwise;
+        p->bias = BIAS_NONE;
+        *unsupported = 1;
+        return F8_OK;
+    }
+    if (st != CUBLAS_STATUS_SUCCESS) return lt_error(ctx, st, "cublasLtMatmul", g);
+    F8I_COUNT_LAUNCHES(ctx, 1); /* counted once enqueued (NOT_SUPPORTED enqueues nothing) */
+    if (p->bias == BIAS_AFTER) return launch_bias(ctx, g, 0);
+    return F8_OK;
+}
+
+/* g (FP8 TN, outside the rule) on zero-padded copies in g's workspace, laid
+ * out as f8i_gemm_workspace_bytes says: A [m, k16] if k or a is off the
+ * rule, B [n16, k16] if k, n or b is, D [m, n16] if n or d is; then cuBLASLt
+ * on the padded shape (an ordinary plan of its own), then the slice of D
+ * back, with the accumulate and the bias. The slow kernel runs g instead
+ * when the workspace is missing or short, or cuBLASLt has no plan. */
+static f8_status run_padded(f8_ctx *ctx, f8i_gemm_cache *c, const f8i_gemm_args *g)
+{
+    const size_t ds = dtype_bytes(g->d_dtype);
+    const int pad_k = g->k % 16 != 0;
+    const int pad_d = ((size_t)g->n * ds) % 16 != 0 || align_log2(g->d) < 4;
+    const int pad_a = pad_k || align_log2(g->a) < 4;
+    const int64_t k16 = (g->k + 15) / 16 * 16, n16 = pad_d ? (g->n + 15) / 16 * 16 : g->n;
+    const int pad_b = pad_k || n16 != g->n || align_log2(g->b) < 4;
+    const f8_dtype dp_dtype = (g->accumulate || g->bias) ? F8_DTYPE_FP32 : g->d_dtype;
+    const size_t a_bytes = pad_a ? f8i_align256((size_t)(g->m * k16)) : 0;
+    const size_t b_bytes = pad_b ? f8i_align256((size_t)(n16 * k16)) : 0;
+    const size_t d_bytes = pad_d ? f8i_align256((size_t)(g->m * n16) * dtype_bytes(dp_dtype)) : 0;
+    if (!g->workspace || align_log2(g->workspace) < 4 || a_bytes + b_bytes + d_bytes > g->workspace_bytes)
+        return launch_fallback(ctx, g);
+
+    uint8_t *ws = (uint8_t *)g->workspace;
+    f8i_gemm_args e = *g; /* the padded GEMM: inside the rule */
+    e.workspace = NULL;
+    e.workspace_bytes = 0;
+    e.k = k16;
+    if (pad_a) e.a = ws;
+    if (pad_b) e.b = ws + a_bytes;
+    if (pad_d) {
+        e.d = ws + a_bytes + b_bytes;
+        e.n = n16;
+        e.d_dtype = dp_dtype;
+        e.accumulate = 0;
+        e.bias = NULL;
+    }
+    gemm_plan *p = NULL;
+    f8_status s = plan_find(ctx, c, &e, &p);
+    if (s != F8_OK) return s;
+    if (p->mode != PLAN_LT) return launch_fallback(ctx, g);
+    if (pad_a) {
+        const pad_job j = {(const uint8_t *)g->a, g->m, g->k, (uint8_t *)e.a, g->m, k16};
+        s = launch_pad(ctx, &j);
+    }
+    if (s == F8_OK && pad_b) {
+        const pad_job j = {(const uint8_t *)g->b, g->n, g->k, (uint8_t *)e.b, n16, k16};
+        s = launch_pad(ctx, &j);
+    }
+    int unsupported = 0;
+    if (s == F8_OK) s = run_lt(ctx, c, p, &e, &unsupported);
+    if (s == F8_OK && unsupported) return launch_fallback(ctx, g); /* the copies were harmless */
+    if (s == F8_OK && pad_d) s = launch_slice(ctx, g, e.d, dp_dtype, n16);
+    return s;
+}
+
 f8_status f8i_cuda_gemm(f8_ctx *ctx, const f8i_gemm_args *g)
 {
     if (g->m == 0 || g->n == 0) return F8_OK;
@@ -645,21 +849,9 @@ f8_status f8i_cuda_gemm(f8_ctx *ctx, const f8i_gemm_args *g)
     f8_status s = plan_find(ctx, c, g, &p);
     if (s != F8_OK) return s;
     if (p->mode == PLAN_FALLBACK) return launch_fallback(ctx, g);
-
-    cublasStatus_t st = plan_set_pointers(p, g);
-    if (st != CUBLAS_STATUS_SUCCESS) return lt_error(ctx, st, "cublasLtMatmulDescSetAttribute", g);
-    const float alpha = 1.0f, beta = g->accumulate ? 1.0f : 0.0f;
-    st = cublasLtMatmul(c->lt, p->desc, &alpha, g->b, p->lay_a, g->a, p->lay_b, &beta, g->d, p->lay_d, g->d, p->lay_d,
-                        &p->algo, c->workspace, GEMM_WORKSPACE_BYTES, f8i_stream(ctx));
-    if (st == CUBLAS_STATUS_NOT_SUPPORTED) {
-        /* Nothing was enqueued; this key goes to the fallback from now on. */
-        plan_release(p);
-        p->mode = PLAN_FALLBACK;
-        p->bias = BIAS_NONE;
-        return launch_fallback(ctx, g);
-    }
-    if (st != CUBLAS_STATUS_SUCCESS) return lt_error(ctx, st, "cublasLtMatmul", g);
-    F8I_COUNT_LAUNCHES(ctx, 1); /* counted once enqueued (NOT_SUPPORTED enqueues nothing) */
-    if (p->bias == BIAS_AFTER) return launch_bias(ctx, g, 0);
-    return F8_OK;
+    if (p->mode == PLAN_PAD) return run_padded(ctx, c, g);
+    int unsupported = 0;
+    s = run_lt(ctx, c, p, g, &unsupported);
+    if (s != F8_OK || !unsupported) return s;
+    return p->mode == PLAN_PAD ? run_padded(ctx, c, g) : launch_fallback(ctx, g);
 }
