@@ -69,7 +69,7 @@ typedef struct f8i_cast_args {
  * the precise (non fast-accumulation) mode used by dgrad and wgrad. m, n or
  * k may be 0 (k = 0 gives D = bias or D unchanged when accumulating).
  * workspace: scratch the backend may use to run an FP8 shape outside the
- * tensor-core rule (k % 16, n·sizeof(D) % 16) at tensor-core speed, by
+ * tensor-core rule (k % 16, n % 16; below) at tensor-core speed, by
  * zero-padded copies of the operands (and of D): f8i_gemm_workspace_bytes
  * bytes, 16-byte aligned, or NULL. Padding adds exact zeros to each sum, so
  * the result is the unpadded math. Without it such a shape still runs,
@@ -94,31 +94,35 @@ typedef struct f8i_gemm_args {
     size_t workspace_bytes;
 } f8i_gemm_args;
 
-/* The one sizing formula of f8i_gemm_args' workspace; it reads only m, n, k,
- * a_dtype, d_dtype, accumulate and whether bias is set (not the pointers, so
- * a layout can measure before it places). 0 for non-FP8 GEMMs and for FP8
- * shapes inside the rule (k % 16 == 0 and n·sizeof(D) % 16 == 0), which cost
- * nothing. Otherwise, with k16 = k and n16 = n rounded up to 16 where they
- * break the rule, in this order, each rounded up to 256 bytes:
+/* The one sizing formula of f8i_gemm_args' workspace; it reads only m, n,
+ * k, a_dtype, d_dtype, accumulate, bias_dtype and whether bias is set (not
+ * the pointers, so a layout can measure before it places). The FP8 rule it
+ * pads to is cuBLASLt's for TN FP8: k % 16 == 0 and n % 16 == 0 (cuBLASLt's
+ * M; the documented n·sizeof(D) % 16 is not enough for FP8, whose heuristic
+ * asks M % 16), m free. 0 for non-FP8 GEMMs and for shapes inside the rule,
+ * which cost nothing. Otherwise, with k16 and n16 = k and n rounded up to 16
+ * where they break the rule, in this order, each rounded up to 256 bytes:
  *   A padded [m, k16]          when k breaks the rule
  *   B padded [n16, k16]        (zero rows n..n16, zero columns k..k16)
  *   D padded [m, n16]          when n breaks it: FP32 when accumulating or
- *                              with a bias (added with D in the slice back,
- *                              one rounding), else D's dtype.
+ *                              with a bias the epilogue cannot take (the slice
+ *                              back adds them, one rounding), else D's dtype
+ *   bias padded [n16] BF16     when n breaks it and a BF16 bias is fused
  * A backend that meets operands it must pad beyond this (an operand pointer
  * not 16-byte aligned) may run such a call its slow way. */
 static inline size_t f8i_gemm_workspace_bytes(const f8i_gemm_args *g)
 {
     const int fp8 = g->a_dtype == F8_DTYPE_E4M3 || g->a_dtype == F8_DTYPE_E5M2;
     if (!fp8 || g->m <= 0 || g->n <= 0 || g->k <= 0) return 0;
-    const size_t ds = g->d_dtype == F8_DTYPE_FP32 ? 4 : 2;
-    const int pad_k = g->k % 16 != 0, pad_d = ((size_t)g->n * ds) % 16 != 0;
+    const int pad_k = g->k % 16 != 0, pad_d = g->n % 16 != 0;
     if (!pad_k && !pad_d) return 0;
-    const size_t k16 = (size_t)(g->k + 15) / 16 * 16, n16 = pad_d ? (size_t)(g->n + 15) / 16 * 16 : (size_t)g->n;
-    const size_t pd = (g->accumulate || g->bias) ? 4 : ds;
-    size_t b = ((n16 * k16 + 255u) & ~(size_t)255u);
+    const size_t k16 = (size_t)(g->k + 15) / 16 * 16, n16 = (size_t)(g->n + 15) / 16 * 16;
+    const int fuse = g->bias && g->bias_dtype == F8_DTYPE_BF16 && !g->accumulate;
+    const size_t pe = (g->accumulate || (g->bias && !fuse) || g->d_dtype == F8_DTYPE_FP32) ? 4 : 2;
+    size_t b = (n16 * k16 + 255u) & ~(size_t)255u;
     if (pad_k) b += ((size_t)g->m * k16 + 255u) & ~(size_t)255u;
-    if (pad_d) b += ((size_t)g->m * n16 * pd + 255u) & ~(size_t)255u;
+    if (pad_d) b += ((size_t)g->m * n16 * pe + 255u) & ~(size_t)255u;
+    if (pad_d && fuse) b += (n16 * 2 + 255u) & ~(size_t)255u;
     return b;
 }
 

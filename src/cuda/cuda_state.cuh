@@ -48,6 +48,18 @@ f8_status f8i_cuda_smem_optin(f8_ctx *ctx, const void *fn, const char *what);
 f8_status f8i_cuda_gemm_create(f8_ctx *ctx);   /* fills f8i_cuda(ctx)->gemm */
 void f8i_cuda_gemm_destroy(f8_ctx *ctx);
 f8_status f8i_cuda_gemm(f8_ctx *ctx, const f8i_gemm_args *args);
+/* gemm_kernels.cu: the GEMM's own kernels, launched on the ctx stream.
+ * fallback: all of args on CUDA cores (FP32 sums of exactly decoded codes).
+ * bias: D[m, n] = (overwrite ? 0 : D) + bias[n]. pad: dst [dst_rows,
+ * dst_cols] = src [rows, cols] bytes with zeros beyond (dst 16-byte aligned,
+ * dst_cols % 16 == 0). slice: D = dp[:, :n] (ld ldp, FP32 or BF16) (+ D if
+ * args->accumulate) (+ bias[n] unless NULL), over args' m x n. */
+f8_status f8i_cuda_gemm_fallback(f8_ctx *ctx, const f8i_gemm_args *args);
+f8_status f8i_cuda_gemm_bias(f8_ctx *ctx, const f8i_gemm_args *args, int overwrite);
+f8_status f8i_cuda_gemm_pad(f8_ctx *ctx, const uint8_t *src, int64_t rows, int64_t cols, uint8_t *dst,
+                           int64_t dst_rows, int64_t dst_cols);
+f8_status f8i_cuda_gemm_slice(f8_ctx *ctx, const f8i_gemm_args *args, const void *dp, f8_dtype dp_dtype, int64_t ldp,
+                             const void *bias);
 
 /* The backend's implementation of each op of F8I_OP_LIST (backend.cu's
  * table points at them): f8i_cuda_<name>(ctx, const args *) for the ops with

@@ -1,6 +1,7 @@
 /*
  * gemm.cu — the backend GEMM (f8i_gemm_args, backend.h) on cuBLASLt, with one
- * cached plan per shape, and a plain CUDA kernel for what cuBLASLt cannot take.
+ * cached plan per shape, zero-padded copies for odd FP8 shapes, and a plain
+ * CUDA kernel for what cuBLASLt cannot take.
  *
  * Design note.
  *
@@ -33,6 +34,9 @@
  * M·sizeC, lda·sizeA, ldb·sizeB, ldc·sizeC all % 16 == 0 and A, B, C 16-byte
  * aligned). With TN, M = n, lda = ldb = k, ldc = n, that is:
  *     k % 16 == 0,  n·sizeof(D) % 16 == 0,  a, b, d 16-byte aligned;
+ * and the FP8 heuristic is stricter than that page: its log says "M must be
+ * divisible by 16" (so n % 16 == 0 whatever D's size; PyTorch's _scaled_mm
+ * asks the same of its output columns), which is the rule gemm.cu keeps.
  * m is free. The same page's FP8 type table allows E4M3×E4M3, E4M3×E5M2 and
  * E5M2×E4M3 (never E5M2×E5M2) with C = D = BF16 or FP32, bias BF16 for both.
  * The non-FP8 table allows BF16×BF16 -> BF16 (bias BF16) or FP32 (bias FP32),
@@ -46,30 +50,63 @@
  * would round it). For a BF16 D this rounds twice (GEMM, then + bias); a
  * module that wants the fused path passes a BF16 bias.
  *
- * Fallback. Everything cuBLASLt cannot take (a shape or alignment outside the
- * FP8 rule, E5M2×E5M2, FP8 not TN, FP32×FP32 -> BF16, or no algorithm from the
- * heuristic, or NOT_SUPPORTED from the matmul) runs gemm_fallback_kernel: a
- * tiled shared-memory FP32 GEMM that decodes FP8 codes exactly, honours the
- * trans flags, and does scale, bias and accumulate in its epilogue. Legal
- * shapes are never an error. m or n == 0: nothing; k == 0: D = (accumulate ?
- * D : 0) + (bias or 0), by gemm_bias_kernel or a memset, no cuBLASLt.
+ * Odd FP8 shapes (issue 16). An FP8 TN shape outside the rule (k % 16:
+ * fprop's in, dgrad's out, wgrad's T; n % 16: the output features) runs on
+ * zero-padded copies in a workspace its caller lays out (f8i_gemm_args'
+ * workspace, sized by backend.h's f8i_gemm_workspace_bytes, 0 for aligned
+ * shapes): gemm_pad_kernel copies A to [m, k16] and B to [n16, k16] (zeros
+ * in the new rows and columns, so every sum gains exact zeros and nothing
+ * else), cuBLASLt runs the padded shape under an ordinary plan of its own,
+ * and when n is odd D [m, n16] is sliced back by gemm_slice_kernel, which
+ * adds D (accumulate) and a bias the epilogue could not take (a BF16 bias is
+ * copied padded and fused, one rounding as unpadded). A shape whose only
+ * fault is D asks the heuristic for itself first (GEMM_DIRECT_D): where it
+ * says yes no slice is needed. Everything is on the stream from pointers
+ * the caller laid out, so a captured graph replays it.
  *
- * Odd FP8 shapes (issue 13). A module whose features or token count are not
- * multiples of 16 (in/out 1, 17, 33, 250; T 1, 5, 7 in the CUDA tests) has
- * FP8 GEMMs outside cuBLASLt's rule: k % 16 (fprop: in; dgrad: out; wgrad:
- * T) or n·sizeof(D) % 16. They run the fallback kernel above, which decodes
- * each code exactly, accumulates in FP32 and applies the same operand
- * scale_inv device pointers (read on the device, so a captured graph stays
- * valid), with the same epilogue order as cuBLASLt: alpha·ΣAB (+ D) (+ bias).
- * Padding was the alternative: zero-padded copies of both operands to a
- * multiple of 16 in K (and of D in N), which costs a buffer per GEMM sized
- * at create, two or three extra launches per call, and the copies' own
- * edge cases, for shapes no real model has. The fallback is slow (no tensor
- * cores) but simple and exact in its inputs; shapes that meet the rule keep
- * the cuBLASLt path unchanged.
+ * Why this design, by bytes moved (FP8 Linear fwd+bwd, BF16 x/y/dy/dx and
+ * parameters, as bench_linear runs it, at ~4 TB/s; the aligned shape's time
+ * in brackets). Extra traffic of the padded path:
+ *   T 4096, K = N = 4104 [~0.38 ms]: operands X8, W8 (fprop), G8, W8ᵀ
+ *     (dgrad), 16.8 MB each read + written = 134 MB; n = 4104 is odd for
+ *     the heuristic, so D too: y and dx sliced (+67 MB each), dW sliced
+ *     with the accumulate (+135 MB: FP32 pad read, dW read and written)
+ *     and X8ᵀ's rows padded (+34 MB): 437 MB, ~0.11 ms (~1.3x); 134 MB,
+ *     ~34 us (~1.09x) if the heuristic takes n = 4104 unpadded.
+ *   T 4096, K = N = 4095 [~0.38 ms]: the same 437 MB (~1.3x).
+ *   T 8192, K 768, N 50257 [~1.98 ms]: y sliced (read the padded D and write
+ *     y, +1.65 GB), W8 rows (+77 MB), dgrad's G8 (+824 MB) and W8ᵀ (+77 MB):
+ *     2.6 GB, ~0.66 ms (~1.33x); ~0.98 GB, ~0.25 ms (~1.12x) without the
+ *     slice.
+ * Against the slow kernel (47-75x) that is the bulk of the issue. What is
+ * left is mostly D's slice, which no padding of the operands removes: y, dx
+ * and dW are the caller's and the parameters' tensors with leading
+ * dimension n, which cuBLASLt cannot write for odd n; only a GEMM with its
+ * own epilogue (or a heuristic that takes odd n) writes them in place. The
+ * alternative of padded leading dimensions written by the producers (the
+ * casts, norms and activations write operands [rows, round16(cols)] with
+ * zeros, f8i_gemm_args gains lda/ldb) saves the operand copies only (134 MB
+ * of the 437; 0.9 GB of the LM head's 2.6 GB, in dgrad's G8 and W8ᵀ), and
+ * touches every kernel that writes an FP8 operand, the weight workspace
+ * (a public qtensor), the transposes and the CPU oracle: the next step if
+ * measurement says the operand copies matter, not one to make without a
+ * GPU to test it on. Caching the weight's padded copies per workspace
+ * refresh would save W8's and W8ᵀ's copies on NOT_FIRST microbatches only
+ * (bench_linear casts every forward), so it waits for the same measurement.
+ *
+ * Fallback. What cuBLASLt cannot take even padded (E5M2×E5M2, FP8 not TN,
+ * FP32×FP32 -> BF16), an odd FP8 shape without a large enough workspace (or
+ * an operand pointer not 16-byte aligned that the formula did not count),
+ * no algorithm from the heuristic, or NOT_SUPPORTED from the matmul, runs
+ * gemm_fallback_kernel: a tiled shared-memory FP32 GEMM that decodes FP8
+ * codes exactly, honours the trans flags, and does scale, bias and
+ * accumulate in its epilogue (alpha·ΣAB (+ D) (+ bias), cuBLASLt's order).
+ * It is slow (no tensor cores) but exact in its inputs: legal shapes are
+ * never an error. m or n == 0: nothing; k == 0: D = (accumulate ? D : 0) +
+ * (bias or 0), by gemm_bias_kernel or a memset, no cuBLASLt.
  *
  * Plans. A plan (matmul descriptor, three layouts since C = D, the algorithm,
- * or "use the fallback") is made once per distinct key and kept in a growable
+ * or "pad" or "use the fallback") is made once per distinct key and kept in a growable
  * array searched linearly (the most recently used plan is tried first). The
  * key is (m, n, k, a/b/d dtypes, bias dtype or none, a_trans, b_trans,
  * accumulate, split_accum for FP8, and the alignment class — the largest power
@@ -97,14 +134,6 @@
 #ifndef GEMM_DIRECT_D
 #define GEMM_DIRECT_D 1
 #endif
-
-/* Fallback tiling: a 16×16 block computes a 64×64 tile of D, each thread a
- * 4×4 sub-tile (rows ty + 16·r, cols tx + 16·c), stepping K by 16. */
-#define FB_THREADS 16
-#define FB_TILE 64
-#define FB_PER_THREAD (FB_TILE / FB_THREADS)
-#define FB_K 16
-static_assert(FB_TILE * FB_K == 4 * FB_THREADS * FB_THREADS, "each thread loads 4 elements of a tile");
 
 /* ------------------------------------------------------------------------ */
 /* Types                                                                     */
@@ -143,292 +172,6 @@ struct f8i_gemm_cache {
     int count, cap;
     int last;          /* index of the most recently used plan */
 };
-
-typedef struct fallback_params {
-    const void *a, *b;
-    const float *a_scale_inv, *b_scale_inv; /* NULL = 1; read only for FP8 */
-    void *d;
-    const void *bias;                       /* NULL = none */
-    int64_t m, n, k;
-    f8_dtype d_dtype, bias_dtype;
-    int a_trans, b_trans, accumulate, fp8;
-} fallback_params;
-
-
-/* ------------------------------------------------------------------------ */
-/* Kernels                                                                   */
-/* ------------------------------------------------------------------------ */
-
-/* One operand element as FP32; DT is an f8_dtype. FP8 and BF16 decode exactly. */
-template <int DT>
-static __device__ __forceinline__ float load_operand(const void *p, int64_t i)
-{
-    if (DT == F8_DTYPE_FP32) return ((const float *)p)[i];
-    if (DT == F8_DTYPE_BF16) return f8i_bf16_to_float(((const uint16_t *)p)[i]);
-    return f8i_fp8_decode(((const uint8_t *)p)[i], DT == F8_DTYPE_E5M2);
-}
-
-/* D / bias element access for FP32 or BF16 (BF16 stores round to nearest even). */
-static __device__ __forceinline__ float load_vec(const void *p, int64_t i, f8_dtype dt)
-{
-    return dt == F8_DTYPE_BF16 ? f8i_bf16_to_float(((const uint16_t *)p)[i]) : ((const float *)p)[i];
-}
-
-static __device__ __forceinline__ void store_vec(void *p, int64_t i, f8_dtype dt, float v)
-{
-    if (dt == F8_DTYPE_BF16)
-        ((uint16_t *)p)[i] = f8i_bf16_from_float(v);
-    else
-        ((float *)p)[i] = v;
-}
-
-/* Fallback GEMM, D[m, n] = alpha·Σ_k A(i, k)·B(j, k) (+ D) (+ bias[j]).
- * Grid: x over 64-column tiles of D, y over 64-row tiles (grid-stride in both,
- * so any m, n fits the grid limits). Block: 16×16 threads. Thread (tx, ty)
- * owns D rows i0 + ty + 16·r and columns j0 + tx + 16·c, r, c < 4, and loads 4
- * elements of each 64×16 operand tile per K step, walking the operand's
- * contiguous dimension across neighbouring threads (coalesced either way). */
-template <int ADT, int BDT>
-static __global__ void __launch_bounds__(FB_THREADS * FB_THREADS) gemm_fallback_kernel(fallback_params p)
-{
-    __shared__ float as[FB_K][FB_TILE + 1]; /* as[kk][i] = A(i0 + i, k0 + kk) */
-    __shared__ float bs[FB_K][FB_TILE + 1]; /* bs[kk][j] = B(j0 + j, k0 + kk) */
-    const int tx = threadIdx.x, ty = threadIdx.y;
-    const int tid = ty * FB_THREADS + tx;
-    float alpha = 1.0f;
-    if (p.fp8) alpha = (p.a_scale_inv ? *p.a_scale_inv : 1.0f) * (p.b_scale_inv ? *p.b_scale_inv : 1.0f);
-    const int64_t tiles_m = (p.m + FB_TILE - 1) / FB_TILE, tiles_n = (p.n + FB_TILE - 1) / FB_TILE;
-
-    for (int64_t tm = blockIdx.y; tm < tiles_m; tm += gridDim.y) {
-        for (int64_t tn = blockIdx.x; tn < tiles_n; tn += gridDim.x) {
-            const int64_t i0 = tm * FB_TILE, j0 = tn * FB_TILE;
-            float acc[FB_PER_THREAD][FB_PER_THREAD];
-#pragma unroll
-            for (int r = 0; r < FB_PER_THREAD; r++)
-#pragma unroll
-                for (int c = 0; c < FB_PER_THREAD; c++) acc[r][c] = 0.0f;
-
-            for (int64_t k0 = 0; k0 < p.k; k0 += FB_K) {
-                for (int l = 0; l < 4; l++) {
-                    const int e = tid + l * FB_THREADS * FB_THREADS;
-                    /* K-contiguous operands walk k fastest, the others walk i/j. */
-                    int ii = p.a_trans ? e % FB_TILE : e / FB_K;
-                    int kk = p.a_trans ? e / FB_TILE : e % FB_K;
-                    int64_t gi = i0 + ii, gk = k0 + kk;
-                    float v = 0.0f;
-                    if (gi < p.m && gk < p.k) v = load_operand<ADT>(p.a, p.a_trans ? gk * p.m + gi : gi * p.k + gk);
-                    as[kk][ii] = v;
-                    ii = p.b_trans ? e % FB_TILE : e / FB_K;
-                    kk = p.b_trans ? e / FB_TILE : e % FB_K;
-                    gi = j0 + ii;
-                    gk = k0 + kk;
-                    v = 0.0f;
-                    if (gi < p.n && gk < p.k) v = load_operand<BDT>(p.b, p.b_trans ? gk * p.n + gi : gi * p.k + gk);
-                    bs[kk][ii] = v;
-                }
-                __syncthreads();
-#pragma unroll
-                for (int kk = 0; kk < FB_K; kk++) {
-                    float av[FB_PER_THREAD], bv[FB_PER_THREAD];
-#pragma unroll
-                    for (int r = 0; r < FB_PER_THREAD; r++) av[r] = as[kk][ty + FB_THREADS * r];
-#pragma unroll
-                    for (int c = 0; c < FB_PER_THREAD; c++) bv[c] = bs[kk][tx + FB_THREADS * c];
-#pragma unroll
-                    for (int r = 0; r < FB_PER_THREAD; r++)
-#pragma unroll
-                        for (int c = 0; c < FB_PER_THREAD; c++) acc[r][c] = __fmaf_rn(av[r], bv[c], acc[r][c]);
-                }
-                __syncthreads();
-            }
-
-#pragma unroll
-            for (int r = 0; r < FB_PER_THREAD; r++) {
-                const int64_t i = i0 + ty + FB_THREADS * r;
-#pragma unroll
-                for (int c = 0; c < FB_PER_THREAD; c++) {
-                    const int64_t j = j0 + tx + FB_THREADS * c;
-                    if (i >= p.m || j >= p.n) continue;
-                    float v = alpha * acc[r][c];
-                    if (p.accumulate) v = v + load_vec(p.d, i * p.n + j, p.d_dtype);
-                    if (p.bias) v = v + load_vec(p.bias, j, p.bias_dtype);
-                    store_vec(p.d, i * p.n + j, p.d_dtype, v);
-                }
-            }
-        }
-    }
-}
-
-/* d[i, j] = (overwrite ? 0 : d[i, j]) + bias[j] over D[m, n]: the bias when the
- * cuBLASLt epilogue cannot take its dtype, and k == 0.
- * Grid: 1-D, grid-stride. Block: 256 threads. A thread owns elements
- * idx = global thread id + s·(grid size). */
-static __global__ void __launch_bounds__(256)
-    gemm_bias_kernel(void *d, f8_dtype d_dtype, const void *bias, f8_dtype bias_dtype, int64_t m, int64_t n,
-                    int overwrite)
-{
-    const int64_t total = m * n;
-    for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
-         idx += (int64_t)gridDim.x * blockDim.x) {
-        const float old = overwrite ? 0.0f : load_vec(d, idx, d_dtype);
-        store_vec(d, idx, d_dtype, old + load_vec(bias, idx % n, bias_dtype));
-    }
-}
-
-/* Zero-padded copy of an FP8 operand: dst [dst_rows, dst_cols] (dst_cols a
- * multiple of 16, dst 16-byte aligned) = src [rows, cols] with zeros in
- * columns >= cols and rows >= rows. V (1, 2, 4, 8 or 16) divides cols and
- * src's address, so each V-byte piece of a row is one aligned load.
- * Grid: 1-D, grid-stride. Block: 256 threads. A thread owns one 16-byte
- * chunk of dst (row r, columns col0..col0+15) per step and stores it whole. */
-typedef struct pad_job {
-    const uint8_t *src;
-    int64_t rows, cols;
-    uint8_t *dst;
-    int64_t dst_rows, dst_cols;
-} pad_job;
-
-template <int V>
-static __global__ void __launch_bounds__(256) gemm_pad_kernel(pad_job j)
-{
-    const int64_t per_row = j.dst_cols / 16, total = j.dst_rows * per_row;
-    for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < total; c += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t r = c / per_row, col0 = (c - r * per_row) * 16;
-        union {
-            uint4 v;
-            unsigned long long q[2];
-            uint32_t w[4];
-            uint16_t h[8];
-            uint8_t b[16];
-        } u;
-        u.v = make_uint4(0u, 0u, 0u, 0u);
-        if (r < j.rows) {
-            const uint8_t *s = j.src + r * j.cols + col0;
-            if (V == 16 && col0 < j.cols) {
-                u.v = *(const uint4 *)s;
-            } else {
-#pragma unroll
-                for (int t = 0; t < 16 / (V < 16 ? V : 16); t++) {
-                    if (col0 + t * V >= j.cols) break; /* V divides cols: a piece is all in or all out */
-                    if (V == 8) u.q[t] = *(const unsigned long long *)(s + 8 * t);
-                    if (V == 4) u.w[t] = *(const uint32_t *)(s + 4 * t);
-                    if (V == 2) u.h[t] = *(const uint16_t *)(s + 2 * t);
-                    if (V == 1) u.b[t] = s[t];
-                }
-            }
-        }
-        *(uint4 *)(j.dst + c * 16) = u.v;
-    }
-}
-
-/* The slice back from a padded D: d[i, j] = dp[i, j] (+ d[i, j] if
- * accumulate) (+ bias[j]) over D [m, n], dp [m, ldp] in FP32 or D's dtype:
- * the epilogue order of cuBLASLt and of the fallback (alpha·ΣAB + D + bias).
- * Grid: x over 256-column strips, y over rows (grid-stride in both). Block:
- * 256 threads; a thread owns column j of rows i = blockIdx.y + s·gridDim.y. */
-static __global__ void __launch_bounds__(256)
-    gemm_slice_kernel(void *d, f8_dtype d_dtype, const void *dp, f8_dtype dp_dtype, int64_t ldp, const void *bias,
-                      f8_dtype bias_dtype, int64_t m, int64_t n, int accumulate)
-{
-    for (int64_t i = blockIdx.y; i < m; i += gridDim.y) {
-        for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < n; j += (int64_t)gridDim.x * blockDim.x) {
-            float v = load_vec(dp, i * ldp + j, dp_dtype);
-            if (accumulate) v = v + load_vec(d, i * n + j, d_dtype);
-            if (bias) v = v + load_vec(bias, j, bias_dtype);
-            store_vec(d, i * n + j, d_dtype, v);
-        }
-    }
-}
-
-/* ------------------------------------------------------------------------ */
-/* Launchers                                                                 */
-/* ------------------------------------------------------------------------ */
-
-static f8_status launch_bias(f8_ctx *ctx, const f8i_gemm_args *g, int overwrite)
-{
-    const int64_t total = g->m * g->n;
-    int64_t blocks = (total + 255) / 256;
-    const int64_t cap = (int64_t)(f8i_cuda(ctx)->sm_count > 0 ? f8i_cuda(ctx)->sm_count : 132) * 16;
-    if (blocks > cap) blocks = cap;
-    F8I_COUNT_LAUNCHES(ctx, 1);
-    gemm_bias_kernel<<<(unsigned)blocks, 256, 0, f8i_stream(ctx)>>>(g->d, g->d_dtype, g->bias, g->bias_dtype, g->m,
-                                                                    g->n, overwrite);
-    return f8i_cuda_launch_check(ctx, "gemm_bias_kernel");
-}
-
-static f8_status launch_fallback(f8_ctx *ctx, const f8i_gemm_args *g)
-{
-    fallback_params p;
-    p.a = g->a;
-    p.b = g->b;
-    p.a_scale_inv = g->a_scale_inv;
-    p.b_scale_inv = g->b_scale_inv;
-    p.d = g->d;
-    p.bias = g->bias;
-    p.m = g->m;
-    p.n = g->n;
-    p.k = g->k;
-    p.d_dtype = g->d_dtype;
-    p.bias_dtype = g->bias_dtype;
-    p.a_trans = g->a_trans;
-    p.b_trans = g->b_trans;
-    p.accumulate = g->accumulate;
-    p.fp8 = f8i_dtype_is_fp8(g->a_dtype);
-
-    int64_t gx = (g->n + FB_TILE - 1) / FB_TILE, gy = (g->m + FB_TILE - 1) / FB_TILE;
-    if (gx > 65535) gx = 65535;
-    if (gy > 65535) gy = 65535;
-    const dim3 grid((unsigned)gx, (unsigned)gy), block(FB_THREADS, FB_THREADS);
-    cudaStream_t s = f8i_stream(ctx);
-    const int pair = (int)g->a_dtype * 4 + (int)g->b_dtype;
-    F8I_COUNT_LAUNCHES(ctx, 1); /* (the default case below launches nothing; it is an error anyway) */
-    switch (pair) {
-    case F8_DTYPE_FP32 * 4 + F8_DTYPE_FP32: gemm_fallback_kernel<F8_DTYPE_FP32, F8_DTYPE_FP32><<<grid, block, 0, s>>>(p); break;
-    case F8_DTYPE_BF16 * 4 + F8_DTYPE_BF16: gemm_fallback_kernel<F8_DTYPE_BF16, F8_DTYPE_BF16><<<grid, block, 0, s>>>(p); break;
-    case F8_DTYPE_E4M3 * 4 + F8_DTYPE_E4M3: gemm_fallback_kernel<F8_DTYPE_E4M3, F8_DTYPE_E4M3><<<grid, block, 0, s>>>(p); break;
-    case F8_DTYPE_E4M3 * 4 + F8_DTYPE_E5M2: gemm_fallback_kernel<F8_DTYPE_E4M3, F8_DTYPE_E5M2><<<grid, block, 0, s>>>(p); break;
-    case F8_DTYPE_E5M2 * 4 + F8_DTYPE_E4M3: gemm_fallback_kernel<F8_DTYPE_E5M2, F8_DTYPE_E4M3><<<grid, block, 0, s>>>(p); break;
-    case F8_DTYPE_E5M2 * 4 + F8_DTYPE_E5M2: gemm_fallback_kernel<F8_DTYPE_E5M2, F8_DTYPE_E5M2><<<grid, block, 0, s>>>(p); break;
-    default:
-        return f8i_error(ctx, F8_ERR_DTYPE, "gemm: operand dtypes %s x %s are not one class (FP8, FP32 or BF16)",
-                         f8_dtype_name(g->a_dtype), f8_dtype_name(g->b_dtype));
-    }
-    return f8i_cuda_launch_check(ctx, "gemm_fallback_kernel");
-}
-
-static unsigned grid_1d(f8_ctx *ctx, int64_t items)
-{
-    int64_t blocks = (items + 255) / 256;
-    const int64_t cap = (int64_t)(f8i_cuda(ctx)->sm_count > 0 ? f8i_cuda(ctx)->sm_count : 132) * 16;
-    if (blocks > cap) blocks = cap;
-    return (unsigned)(blocks > 0 ? blocks : 1);
-}
-
-/* One padded copy; V is the widest piece that divides cols and src's address. */
-static f8_status launch_pad(f8_ctx *ctx, const pad_job *j)
-{
-    const unsigned grid = grid_1d(ctx, j->dst_rows * (j->dst_cols / 16));
-    const uintptr_t u = (uintptr_t)j->src | (uintptr_t)j->cols;
-    cudaStream_t s = f8i_stream(ctx);
-    F8I_COUNT_LAUNCHES(ctx, 1);
-    if (u % 16 == 0) gemm_pad_kernel<16><<<grid, 256, 0, s>>>(*j);
-    else if (u % 8 == 0) gemm_pad_kernel<8><<<grid, 256, 0, s>>>(*j);
-    else if (u % 4 == 0) gemm_pad_kernel<4><<<grid, 256, 0, s>>>(*j);
-    else if (u % 2 == 0) gemm_pad_kernel<2><<<grid, 256, 0, s>>>(*j);
-    else gemm_pad_kernel<1><<<grid, 256, 0, s>>>(*j);
-    return f8i_cuda_launch_check(ctx, "gemm_pad_kernel");
-}
-
-static f8_status launch_slice(f8_ctx *ctx, const f8i_gemm_args *g, const void *dp, f8_dtype dp_dtype, int64_t ldp)
-{
-    int64_t gx = (g->n + 255) / 256, gy = g->m;
-    if (gx > 1024) gx = 1024;
-    if (gy > 65535) gy = 65535;
-    F8I_COUNT_LAUNCHES(ctx, 1);
-    gemm_slice_kernel<<<dim3((unsigned)gx, (unsigned)gy), 256, 0, f8i_stream(ctx)>>>(
-        g->d, g->d_dtype, dp, dp_dtype, ldp, g->bias, g->bias_dtype, g->m, g->n, g->accumulate);
-    return f8i_cuda_launch_check(ctx, "gemm_slice_kernel");
-}
 
 /* ------------------------------------------------------------------------ */
 /* Plans                                                                     */
@@ -490,7 +233,7 @@ static int lt_eligible(const f8i_gemm_args *g)
     if (f8i_dtype_is_fp8(g->a_dtype)) {
         if (g->a_dtype == F8_DTYPE_E5M2 && g->b_dtype == F8_DTYPE_E5M2) return 0;
         if (g->a_trans || g->b_trans) return 0;
-        if (g->k % 16 != 0 || (g->n * (int64_t)dtype_bytes(g->d_dtype)) % 16 != 0) return 0;
+        if (g->k % 16 != 0 || g->n % 16 != 0) return 0;
         return align_log2(g->a) >= 4 && align_log2(g->b) >= 4 && align_log2(g->d) >= 4;
     }
     if (g->a_dtype == F8_DTYPE_FP32 && g->d_dtype != F8_DTYPE_FP32) return 0;
@@ -504,8 +247,9 @@ static int pad_eligible(const f8i_gemm_args *g)
     return !(g->a_dtype == F8_DTYPE_E5M2 && g->b_dtype == F8_DTYPE_E5M2);
 }
 
-/* Only D is outside the rule (n·sizeof(D) or d's alignment): cuBLASLt's
- * heuristic is asked for it as it is before D is padded (GEMM_DIRECT_D). */
+/* Called for a shape outside the rule: is D its only fault (n % 16 or d's
+ * alignment)? Then cuBLASLt's heuristic is asked for it as it is before D is
+ * padded (GEMM_DIRECT_D): if it takes it, no slice pass is needed. */
 static int only_d_unaligned(const f8i_gemm_args *g)
 {
     return GEMM_DIRECT_D && pad_eligible(g) && g->k % 16 == 0 && align_log2(g->a) >= 4 && align_log2(g->b) >= 4;
@@ -614,7 +358,7 @@ static f8_status plan_build(f8_ctx *ctx, f8i_gemm_cache *c, const f8i_gemm_args 
     memset(p, 0, sizeof *p);
     p->key = make_key(g);
     /* what a shape cuBLASLt will not take runs: padded if it can be, else the kernel */
-    const plan_mode none = pad_eligible(g) && !lt_eligible(g) ? PLAN_PAD : PLAN_FALLBACK;
+    const plan_mode none = pad_eligible(g) ? PLAN_PAD : PLAN_FALLBACK;
     p->mode = none;
     p->otherwise = none;
     p->bias = BIAS_NONE;
@@ -773,33 +517,39 @@ static f8_status run_lt(f8_ctx *ctx, f8i_gemm_cache *c, gemm_plan *p, const f8i_
     }
     if (st != CUBLAS_STATUS_SUCCESS) return lt_error(ctx, st, "cublasLtMatmul", g);
     F8I_COUNT_LAUNCHES(ctx, 1); /* counted once enqueued (NOT_SUPPORTED enqueues nothing) */
-    if (p->bias == BIAS_AFTER) return launch_bias(ctx, g, 0);
+    if (p->bias == BIAS_AFTER) return f8i_cuda_gemm_bias(ctx, g, 0);
     return F8_OK;
 }
 
-/* g (FP8 TN, outside the rule) on zero-padded copies in g's workspace, laid
- * out as f8i_gemm_workspace_bytes says: A [m, k16] if k or a is off the
- * rule, B [n16, k16] if k, n or b is, D [m, n16] if n or d is; then cuBLASLt
- * on the padded shape (an ordinary plan of its own), then the slice of D
- * back, with the accumulate and the bias. The slow kernel runs g instead
- * when the workspace is missing or short, or cuBLASLt has no plan. */
+/* g (FP8 TN, outside the rule or refused by the heuristic) on zero-padded
+ * copies in g's workspace, laid out as f8i_gemm_workspace_bytes says: A
+ * [m, k16] if k or a is off the rule, B [n16, k16] if k, n or b is, D
+ * [m, n16] and the BF16 bias [n16] if n or d is; then cuBLASLt on the padded
+ * shape (an ordinary plan of its own), then the slice of D back, adding D
+ * (accumulate) and a bias the epilogue could not take. The slow kernel runs
+ * g instead when the workspace is missing or short, or cuBLASLt has no plan
+ * for the padded shape either. */
 static f8_status run_padded(f8_ctx *ctx, f8i_gemm_cache *c, const f8i_gemm_args *g)
 {
-    const size_t ds = dtype_bytes(g->d_dtype);
     const int pad_k = g->k % 16 != 0;
-    const int pad_d = ((size_t)g->n * ds) % 16 != 0 || align_log2(g->d) < 4;
+    const int pad_d = g->n % 16 != 0 || align_log2(g->d) < 4;
     const int pad_a = pad_k || align_log2(g->a) < 4;
-    const int64_t k16 = (g->k + 15) / 16 * 16, n16 = pad_d ? (g->n + 15) / 16 * 16 : g->n;
-    const int pad_b = pad_k || n16 != g->n || align_log2(g->b) < 4;
-    const f8_dtype dp_dtype = (g->accumulate || g->bias) ? F8_DTYPE_FP32 : g->d_dtype;
+    const int64_t k16 = (g->k + 15) / 16 * 16, n16 = (g->n + 15) / 16 * 16;
+    const int pad_b = pad_k || (pad_d && n16 != g->n) || align_log2(g->b) < 4;
+    /* a BF16 bias goes into the padded D's epilogue (one rounding, as unpadded) */
+    const int fuse = pad_d && g->bias && g->bias_dtype == F8_DTYPE_BF16 && !g->accumulate;
+    const f8_dtype dp_dtype =
+        (g->accumulate || (g->bias && !fuse) || g->d_dtype == F8_DTYPE_FP32) ? F8_DTYPE_FP32 : F8_DTYPE_BF16;
+    const int64_t nd = pad_d ? n16 : g->n; /* D's columns (and B's rows) in the padded GEMM */
     const size_t a_bytes = pad_a ? f8i_align256((size_t)(g->m * k16)) : 0;
-    const size_t b_bytes = pad_b ? f8i_align256((size_t)(n16 * k16)) : 0;
-    const size_t d_bytes = pad_d ? f8i_align256((size_t)(g->m * n16) * dtype_bytes(dp_dtype)) : 0;
-    if (!g->workspace || align_log2(g->workspace) < 4 || a_bytes + b_bytes + d_bytes > g->workspace_bytes)
-        return launch_fallback(ctx, g);
+    const size_t b_bytes = pad_b ? f8i_align256((size_t)(nd * k16)) : 0;
+    const size_t d_bytes = pad_d ? f8i_align256((size_t)(g->m * nd) * dtype_bytes(dp_dtype)) : 0;
+    const size_t bias_bytes = fuse ? f8i_align256((size_t)nd * 2) : 0;
+    if (!g->workspace || align_log2(g->workspace) < 4 || a_bytes + b_bytes + d_bytes + bias_bytes > g->workspace_bytes)
+        return f8i_cuda_gemm_fallback(ctx, g);
 
     uint8_t *ws = (uint8_t *)g->workspace;
-    f8i_gemm_args e = *g; /* the padded GEMM: inside the rule */
+    f8i_gemm_args e = *g; /* the padded GEMM, inside the rule */
     e.workspace = NULL;
     e.workspace_bytes = 0;
     e.k = k16;
@@ -807,27 +557,23 @@ static f8_status run_padded(f8_ctx *ctx, f8i_gemm_cache *c, const f8i_gemm_args 
     if (pad_b) e.b = ws + a_bytes;
     if (pad_d) {
         e.d = ws + a_bytes + b_bytes;
-        e.n = n16;
+        e.n = nd;
         e.d_dtype = dp_dtype;
         e.accumulate = 0;
-        e.bias = NULL;
+        e.bias = fuse ? (const void *)(ws + a_bytes + b_bytes + d_bytes) : NULL;
     }
     gemm_plan *p = NULL;
     f8_status s = plan_find(ctx, c, &e, &p);
     if (s != F8_OK) return s;
-    if (p->mode != PLAN_LT) return launch_fallback(ctx, g);
-    if (pad_a) {
-        const pad_job j = {(const uint8_t *)g->a, g->m, g->k, (uint8_t *)e.a, g->m, k16};
-        s = launch_pad(ctx, &j);
-    }
-    if (s == F8_OK && pad_b) {
-        const pad_job j = {(const uint8_t *)g->b, g->n, g->k, (uint8_t *)e.b, n16, k16};
-        s = launch_pad(ctx, &j);
-    }
+    if (p->mode != PLAN_LT) return f8i_cuda_gemm_fallback(ctx, g);
+    if (pad_a) s = f8i_cuda_gemm_pad(ctx, (const uint8_t *)g->a, g->m, g->k, (uint8_t *)e.a, g->m, k16);
+    if (s == F8_OK && pad_b) s = f8i_cuda_gemm_pad(ctx, (const uint8_t *)g->b, g->n, g->k, (uint8_t *)e.b, nd, k16);
+    if (s == F8_OK && fuse) /* the bias as one row of bytes, zeros past n */
+        s = f8i_cuda_gemm_pad(ctx, (const uint8_t *)g->bias, 1, g->n * 2, (uint8_t *)e.bias, 1, nd * 2);
     int unsupported = 0;
     if (s == F8_OK) s = run_lt(ctx, c, p, &e, &unsupported);
-    if (s == F8_OK && unsupported) return launch_fallback(ctx, g); /* the copies were harmless */
-    if (s == F8_OK && pad_d) s = launch_slice(ctx, g, e.d, dp_dtype, n16);
+    if (s == F8_OK && unsupported) return f8i_cuda_gemm_fallback(ctx, g); /* the copies were harmless */
+    if (s == F8_OK && pad_d) s = f8i_cuda_gemm_slice(ctx, g, e.d, dp_dtype, nd, fuse ? NULL : g->bias);
     return s;
 }
 
@@ -836,7 +582,7 @@ f8_status f8i_cuda_gemm(f8_ctx *ctx, const f8i_gemm_args *g)
     if (g->m == 0 || g->n == 0) return F8_OK;
     if (g->k == 0) {
         /* D = (accumulate ? D : 0) + bias, without cuBLASLt. */
-        if (g->bias) return launch_bias(ctx, g, !g->accumulate);
+        if (g->bias) return f8i_cuda_gemm_bias(ctx, g, !g->accumulate);
         if (g->accumulate) return F8_OK;
         const size_t bytes = (size_t)g->m * (size_t)g->n * dtype_bytes(g->d_dtype);
         F8I_COUNT_LAUNCHES(ctx, 1);
@@ -848,10 +594,10 @@ f8_status f8i_cuda_gemm(f8_ctx *ctx, const f8i_gemm_args *g)
     gemm_plan *p = NULL;
     f8_status s = plan_find(ctx, c, g, &p);
     if (s != F8_OK) return s;
-    if (p->mode == PLAN_FALLBACK) return launch_fallback(ctx, g);
+    if (p->mode == PLAN_FALLBACK) return f8i_cuda_gemm_fallback(ctx, g);
     if (p->mode == PLAN_PAD) return run_padded(ctx, c, g);
     int unsupported = 0;
     s = run_lt(ctx, c, p, g, &unsupported);
     if (s != F8_OK || !unsupported) return s;
-    return p->mode == PLAN_PAD ? run_padded(ctx, c, g) : launch_fallback(ctx, g);
+    return p->mode == PLAN_PAD ? run_padded(ctx, c, g) : f8i_cuda_gemm_fallback(ctx, g);
 }

@@ -223,12 +223,13 @@ static f8i_gemm_args gemm(int64_t m, int64_t n, int64_t k)
 
 /* The workspace of one FP8 GEMM shape, the larger over an FP32 and a BF16 D
  * (they break the n rule at different n). */
-static size_t gemm_ws(int64_t m, int64_t n, int64_t k, int accumulate, int bias)
+static size_t gemm_ws(int64_t m, int64_t n, int64_t k, int accumulate, const f8i_weight *bias_of)
 {
     f8i_gemm_args g = gemm(m, n, k);
     g.a_dtype = F8_DTYPE_E4M3;
     g.accumulate = accumulate;
-    g.bias = bias ? (const void *)&g : NULL; /* only its presence counts */
+    g.bias = bias_of ? bias_of->b : NULL; /* only its presence and dtype count */
+    g.bias_dtype = bias_of ? bias_of->dtype : F8_DTYPE_FP32;
     g.d_dtype = F8_DTYPE_FP32;
     const size_t f = f8i_gemm_workspace_bytes(&g);
     g.d_dtype = F8_DTYPE_BF16;
@@ -243,10 +244,10 @@ static size_t gemm_ws(int64_t m, int64_t n, int64_t k, int accumulate, int bias)
 size_t f8i_weight_gemm_workspace(const f8i_weight *w, int64_t T, int backward)
 {
     if (!w->fp8) return 0;
-    if (!backward) return gemm_ws(T, w->rows, w->cols, 0, w->b != NULL);
-    size_t most = gemm_ws(T, w->cols, w->rows, 0, 0); /* dgrad */
-    const size_t wgrad = gemm_ws(w->rows, w->cols, T, 1, 0);
-    const size_t below = T % 16 == 0 && T > 1 ? gemm_ws(w->rows, w->cols, T - 1, 1, 0) : 0;
+    if (!backward) return gemm_ws(T, w->rows, w->cols, 0, w);
+    size_t most = gemm_ws(T, w->cols, w->rows, 0, NULL); /* dgrad */
+    const size_t wgrad = gemm_ws(w->rows, w->cols, T, 1, NULL);
+    const size_t below = T % 16 == 0 && T > 1 ? gemm_ws(w->rows, w->cols, T - 1, 1, NULL) : 0;
     if (wgrad > most) most = wgrad;
     return below > most ? below : most;
 }
