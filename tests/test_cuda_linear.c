@@ -304,9 +304,9 @@ static void test_against_cpu(env *e)
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
         if (!e->quick || cases[c].T * cases[c].in * cases[c].out < ((int64_t)1 << 26)) run_case(e, &cases[c]);
-    /* FP8 on odd shapes (issue 13): in and out features 1, 17, 33, 250 with
-     * 1, 5 and 7 tokens. None is a multiple of 16, so every GEMM takes
-     * gemm.cu's fallback kernel; x, W and dy are cast bit-identically on both
+    /* FP8 on odd shapes (issues 13, 16): in and out features 1, 17, 33, 250
+     * with 1, 5 and 7 tokens. None is a multiple of 16, so every GEMM runs
+     * padded (gemm.cu); x, W and dy are cast bit-identically on both
      * backends, so only the FP32 summation order differs and the usual bounds
      * hold. Dtypes, bias and fused wgrad vary across the sweep. */
     static const int64_t feats[4] = {1, 17, 33, 250}, toks[3] = {1, 5, 7};

@@ -326,10 +326,11 @@ static void test_against_cpu(env *e)
         }
 }
 
-/* FP8 on odd shapes (issue 13): in / hidden and out / ffn features 1, 17, 33
- * and 250 with 1, 5 and 7 tokens, as the CPU tests run odd shapes. None is a
- * multiple of 16, so every GEMM here takes gemm.cu's fallback kernel (FP32
- * accumulation of the exactly decoded codes, the operands' own scale_invs).
+/* FP8 on odd shapes (issues 13, 16): in / hidden and out / ffn features 1,
+ * 17, 33 and 250 with 1, 5 and 7 tokens, as the CPU tests run odd shapes.
+ * None is a multiple of 16, so every GEMM here runs on gemm.cu's zero-padded
+ * copies in the module's workspace (cuBLASLt on the padded shape, the
+ * operands' own scale_invs; padding adds exact zeros).
  * The FP8 inputs of the GEMMs come from the norm and the activation, whose
  * FP32 inputs differ between the backends by ~1e-6: a code may flip (p ~
  * 1e-5 per element), and in tensors this small one flip of a relative 2^-3

@@ -100,14 +100,17 @@ typedef struct f8i_gemm_args {
  * pads to is cuBLASLt's for TN FP8: k % 16 == 0 and n % 16 == 0 (cuBLASLt's
  * M; the documented n·sizeof(D) % 16 is not enough for FP8, whose heuristic
  * asks M % 16), m free. 0 for non-FP8 GEMMs and for shapes inside the rule,
- * which cost nothing. Otherwise, with k16 and n16 = k and n rounded up to 16
- * where they break the rule, in this order, each rounded up to 256 bytes:
- *   A padded [m, k16]          when k breaks the rule
- *   B padded [n16, k16]        (zero rows n..n16, zero columns k..k16)
- *   D padded [m, n16]          when n breaks it: FP32 when accumulating or
- *                              with a bias the epilogue cannot take (the slice
- *                              back adds them, one rounding), else D's dtype
- *   bias padded [n16] BF16     when n breaks it and a BF16 bias is fused
+ * which cost nothing. Otherwise, with k16 and n16 = k and n rounded up to
+ * 16, in this order, each rounded up to 256 bytes:
+ *   A padded [m, k16]            when k is off the rule
+ *   B padded [n16, k16]          when k is, else [16, k] (its last rows)
+ *                                when n is and D splits, else [n16, k]
+ *   D: when n is off the rule, either the split (D's rows are 16-byte
+ *   aligned, n·sizeof(D) % 16 == 0 and n > 16, and the bias is absent or
+ *   BF16: the GEMM writes columns [0, n & ~15) of D in place) with a
+ *   [m, 16] FP32 tail, or a whole padded D [m, n16]: FP32 when
+ *   accumulating, when D is FP32 or with an FP32 bias, else BF16; then also
+ *   a padded BF16 bias [n16] when there is one and no accumulate.
  * A backend that meets operands it must pad beyond this (an operand pointer
  * not 16-byte aligned) may run such a call its slow way. */
 static inline size_t f8i_gemm_workspace_bytes(const f8i_gemm_args *g)
@@ -116,13 +119,16 @@ static inline size_t f8i_gemm_workspace_bytes(const f8i_gemm_args *g)
     if (!fp8 || g->m <= 0 || g->n <= 0 || g->k <= 0) return 0;
     const int pad_k = g->k % 16 != 0, pad_d = g->n % 16 != 0;
     if (!pad_k && !pad_d) return 0;
-    const size_t k16 = (size_t)(g->k + 15) / 16 * 16, n16 = (size_t)(g->n + 15) / 16 * 16;
-    const int fuse = g->bias && g->bias_dtype == F8_DTYPE_BF16 && !g->accumulate;
-    const size_t pe = (g->accumulate || (g->bias && !fuse) || g->d_dtype == F8_DTYPE_FP32) ? 4 : 2;
-    size_t b = (n16 * k16 + 255u) & ~(size_t)255u;
-    if (pad_k) b += ((size_t)g->m * k16 + 255u) & ~(size_t)255u;
-    if (pad_d) b += ((size_t)g->m * n16 * pe + 255u) & ~(size_t)255u;
-    if (pad_d && fuse) b += (n16 * 2 + 255u) & ~(size_t)255u;
+    const size_t m = (size_t)g->m, k = (size_t)g->k, n = (size_t)g->n, ds = g->d_dtype == F8_DTYPE_FP32 ? 4 : 2;
+    const size_t k16 = (k + 15) / 16 * 16, n16 = (n + 15) / 16 * 16;
+    const int split = pad_d && n > 16 && (n * ds) % 16 == 0 && (!g->bias || g->bias_dtype == F8_DTYPE_BF16);
+    const int fuse = pad_d && !split && g->bias && g->bias_dtype == F8_DTYPE_BF16 && !g->accumulate;
+    const size_t pe = (g->accumulate || (g->bias && !fuse) || ds == 4) ? 4 : 2;
+    size_t b = pad_k ? (m * k16 + 255u) & ~(size_t)255u : 0;
+    b += ((pad_k ? n16 * k16 : split ? 16 * k : n16 * k) + 255u) & ~(size_t)255u;
+    if (split) b += (m * 16 * 4 + 255u) & ~(size_t)255u;
+    if (pad_d && !split) b += (m * n16 * pe + 255u) & ~(size_t)255u;
+    if (fuse) b += (n16 * 2 + 255u) & ~(size_t)255u;
     return b;
 }
 

@@ -54,45 +54,50 @@
  * fprop's in, dgrad's out, wgrad's T; n % 16: the output features) runs on
  * zero-padded copies in a workspace its caller lays out (f8i_gemm_args'
  * workspace, sized by backend.h's f8i_gemm_workspace_bytes, 0 for aligned
- * shapes): gemm_pad_kernel copies A to [m, k16] and B to [n16, k16] (zeros
- * in the new rows and columns, so every sum gains exact zeros and nothing
- * else), cuBLASLt runs the padded shape under an ordinary plan of its own,
- * and when n is odd D [m, n16] is sliced back by gemm_slice_kernel, which
- * adds D (accumulate) and a bias the epilogue could not take (a BF16 bias is
- * copied padded and fused, one rounding as unpadded). A shape whose only
- * fault is D asks the heuristic for itself first (GEMM_DIRECT_D): where it
- * says yes no slice is needed. Everything is on the stream from pointers
- * the caller laid out, so a captured graph replays it.
+ * shapes; run_padded): gemm_pad_kernel copies A to [m, k16] and B to
+ * [n16, k16] (zeros in the new rows and columns, so every sum gains exact
+ * zeros and nothing else) and cuBLASLt runs the padded shape under an
+ * ordinary plan of its own. An odd n needs D's help too, as cuBLASLt cannot
+ * write M % 16 != 0. Where D's rows are 16-byte aligned anyway (n·sizeof(D)
+ * % 16 == 0: n = 4104, say) the GEMM is split: cuBLASLt writes columns
+ * [0, n & ~15) in place (leading dimension n, with the accumulate and the
+ * bias) and only the last < 16 columns go through a 16-wide padded D and
+ * gemm_slice_kernel. Otherwise (odd n) the whole D is padded [m, n16] and
+ * sliced back, the slice adding D (accumulate) and a bias the epilogue
+ * could not take (a BF16 bias is copied padded and fused: one rounding, as
+ * unpadded). A shape whose only fault is D asks the heuristic for itself
+ * first (GEMM_DIRECT_D), in case a cuBLASLt takes it. Everything runs on
+ * the stream from pointers the caller laid out: graphs capture it.
  *
  * Why this design, by bytes moved (FP8 Linear fwd+bwd, BF16 x/y/dy/dx and
- * parameters, as bench_linear runs it, at ~4 TB/s; the aligned shape's time
- * in brackets). Extra traffic of the padded path:
+ * parameters, as bench_linear runs it, at ~4 TB/s; the next aligned shape's
+ * time in brackets). Extra traffic of the padded path:
  *   T 4096, K = N = 4104 [~0.38 ms]: operands X8, W8 (fprop), G8, W8ᵀ
- *     (dgrad), 16.8 MB each read + written = 134 MB; n = 4104 is odd for
- *     the heuristic, so D too: y and dx sliced (+67 MB each), dW sliced
- *     with the accumulate (+135 MB: FP32 pad read, dW read and written)
- *     and X8ᵀ's rows padded (+34 MB): 437 MB, ~0.11 ms (~1.3x); 134 MB,
- *     ~34 us (~1.09x) if the heuristic takes n = 4104 unpadded.
- *   T 4096, K = N = 4095 [~0.38 ms]: the same 437 MB (~1.3x).
- *   T 8192, K 768, N 50257 [~1.98 ms]: y sliced (read the padded D and write
- *     y, +1.65 GB), W8 rows (+77 MB), dgrad's G8 (+824 MB) and W8ᵀ (+77 MB):
- *     2.6 GB, ~0.66 ms (~1.33x); ~0.98 GB, ~0.25 ms (~1.12x) without the
- *     slice.
- * Against the slow kernel (47-75x) that is the bulk of the issue. What is
- * left is mostly D's slice, which no padding of the operands removes: y, dx
- * and dW are the caller's and the parameters' tensors with leading
- * dimension n, which cuBLASLt cannot write for odd n; only a GEMM with its
- * own epilogue (or a heuristic that takes odd n) writes them in place. The
- * alternative of padded leading dimensions written by the producers (the
- * casts, norms and activations write operands [rows, round16(cols)] with
- * zeros, f8i_gemm_args gains lda/ldb) saves the operand copies only (134 MB
- * of the 437; 0.9 GB of the LM head's 2.6 GB, in dgrad's G8 and W8ᵀ), and
- * touches every kernel that writes an FP8 operand, the weight workspace
- * (a public qtensor), the transposes and the CPU oracle: the next step if
- * measurement says the operand copies matter, not one to make without a
- * GPU to test it on. Caching the weight's padded copies per workspace
- * refresh would save W8's and W8ᵀ's copies on NOT_FIRST microbatches only
- * (bench_linear casts every forward), so it waits for the same measurement.
+ *     (dgrad), 16.8 MB each read + written = 134 MB; D splits (tails of 8
+ *     columns, < 1 MB): ~34 us, ~1.09x.
+ *   T 4096, K = N = 4095 [~0.38 ms]: the same 134 MB, and D cannot split: y
+ *     and dx sliced (+67 MB each: read the padded D, write D), dW sliced
+ *     with the accumulate (+135 MB: FP32 pad read, dW read and written),
+ *     X8ᵀ's rows padded (+34 MB): 437 MB, ~0.11 ms, ~1.3x.
+ *   T 8192, K 768, N 50257 [~1.98 ms]: y sliced (+1.65 GB), W8's rows
+ *     (+77 MB), dgrad's G8 (+824 MB) and W8ᵀ (+77 MB): 2.6 GB, ~0.66 ms,
+ *     ~1.33x.
+ * Against the slow kernel (47-75x) that is the bulk of the issue; what is
+ * left is mostly odd n's slice, which no padding of the operands removes: y,
+ * dx and dW are the caller's and the parameters' tensors with leading
+ * dimension n, which cuBLASLt cannot write for odd n (only a GEMM with its
+ * own epilogue, or a heuristic that takes odd n, writes them in place; even
+ * an L2-sized chunking of the slice leaves its D write unoverlapped with the
+ * GEMM). The alternative of padded leading dimensions written by the
+ * producers (the casts, norms and activations write operands
+ * [rows, round16(cols)] with zeros; f8i_gemm_args gains lda/ldb) saves the
+ * operand copies only (134 MB of 4095's 437; 0.98 GB of the LM head's
+ * 2.6 GB) and touches every kernel that writes an FP8 operand, the weight
+ * workspace (a public qtensor), the transposes and the CPU oracle: the next
+ * step if measurement says the operand copies matter, not one to make
+ * without a GPU to test it on. Caching the weight's padded copies per
+ * workspace refresh saves W8's and W8ᵀ's copies on NOT_FIRST microbatches
+ * only (bench_linear casts every forward): it waits for the same numbers.
  *
  * Fallback. What cuBLASLt cannot take even padded (E5M2×E5M2, FP8 not TN,
  * FP32×FP32 -> BF16), an odd FP8 shape without a large enough workspace (or
@@ -129,8 +134,8 @@
 
 #define GEMM_WORKSPACE_BYTES ((size_t)32 << 20) /* cuBLAS's advice for sm_90 */
 
-/* 1: an FP8 shape whose only fault is D (n·sizeof(D) % 16, d's alignment)
- * asks cuBLASLt's heuristic for it unpadded first; 0: straight to padding. */
+/* 1: an FP8 shape whose only fault is D (n % 16, d's alignment) asks
+ * cuBLASLt's heuristic for it unpadded first; 0: straight to padding. */
 #ifndef GEMM_DIRECT_D
 #define GEMM_DIRECT_D 1
 #endif
@@ -141,6 +146,7 @@
 
 typedef struct gemm_key {
     int64_t m, n, k;
+    int64_t ldd;     /* D's leading dimension: n, or wider (run_padded's split) */
     uint32_t types;  /* a | b << 4 | d << 8 | (bias ? dtype + 1 : 0) << 12 | flags << 16 */
     uint32_t aligns; /* log2 alignment (0..8) of a | b << 4 | d << 8 | bias << 12 */
 } gemm_key;
@@ -205,9 +211,10 @@ static uint32_t align_log2(const void *p)
     return tz > 8 ? 8 : tz;
 }
 
-static gemm_key make_key(const f8i_gemm_args *g)
+static gemm_key make_key(const f8i_gemm_args *g, int64_t ldd)
 {
     gemm_key key;
+    key.ldd = ldd;
     const int fp8 = f8i_dtype_is_fp8(g->a_dtype);
     const uint32_t bias = g->bias ? (uint32_t)g->bias_dtype + 1u : 0u;
     const uint32_t flags = (g->a_trans ? 1u : 0u) | (g->b_trans ? 2u : 0u) | (g->accumulate ? 4u : 0u) |
@@ -223,7 +230,8 @@ static gemm_key make_key(const f8i_gemm_args *g)
 
 static int key_equal(const gemm_key *x, const gemm_key *y)
 {
-    return x->m == y->m && x->n == y->n && x->k == y->k && x->types == y->types && x->aligns == y->aligns;
+    return x->m == y->m && x->n == y->n && x->k == y->k && x->ldd == y->ldd && x->types == y->types &&
+           x->aligns == y->aligns;
 }
 
 /* Can cuBLASLt take these operands at all (the type tables and the FP8 rule
@@ -353,10 +361,10 @@ static cublasStatus_t plan_query(f8i_gemm_cache *c, gemm_plan *p, const f8i_gemm
  * fallback. With a bias the table allows, the fused epilogue is tried first;
  * if the heuristic has nothing for it, a fresh descriptor without epilogue is
  * tried (bias added after), then the fallback. */
-static f8_status plan_build(f8_ctx *ctx, f8i_gemm_cache *c, const f8i_gemm_args *g, gemm_plan *p)
+static f8_status plan_build(f8_ctx *ctx, f8i_gemm_cache *c, const f8i_gemm_args *g, int64_t ldd, gemm_plan *p)
 {
     memset(p, 0, sizeof *p);
-    p->key = make_key(g);
+    p->key = make_key(g, ldd);
     /* what a shape cuBLASLt will not take runs: padded if it can be, else the kernel */
     const plan_mode none = pad_eligible(g) ? PLAN_PAD : PLAN_FALLBACK;
     p->mode = none;
@@ -372,7 +380,7 @@ static f8_status plan_build(f8_ctx *ctx, f8i_gemm_cache *c, const f8i_gemm_args 
     if (st == CUBLAS_STATUS_SUCCESS)
         st = g->a_trans ? cublasLtMatrixLayoutCreate(&p->lay_b, cuda_type(g->a_dtype), m, k, g->m)
                         : cublasLtMatrixLayoutCreate(&p->lay_b, cuda_type(g->a_dtype), k, m, g->k);
-    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatrixLayoutCreate(&p->lay_d, cuda_type(g->d_dtype), n, m, g->n);
+    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatrixLayoutCreate(&p->lay_d, cuda_type(g->d_dtype), n, m, ldd);
 
     const int fusable =
         g->bias && (f8i_dtype_is_fp8(g->a_dtype) ? g->bias_dtype == F8_DTYPE_BF16 : g->bias_dtype == g->d_dtype);
@@ -401,10 +409,11 @@ static f8_status plan_build(f8_ctx *ctx, f8i_gemm_cache *c, const f8i_gemm_args 
     return F8_OK;
 }
 
-/* The plan for g's key: the last one used, a cached one, or a new one. */
-static f8_status plan_find(f8_ctx *ctx, f8i_gemm_cache *c, const f8i_gemm_args *g, gemm_plan **out)
+/* The plan for g's key with D's leading dimension ldd (g->n but in
+ * run_padded's split): the last one used, a cached one, or a new one. */
+static f8_status plan_find(f8_ctx *ctx, f8i_gemm_cache *c, const f8i_gemm_args *g, int64_t ldd, gemm_plan **out)
 {
-    const gemm_key key = make_key(g);
+    const gemm_key key = make_key(g, ldd);
     if (c->last < c->count && key_equal(&c->plans[c->last].key, &key)) {
         *out = &c->plans[c->last];
         return F8_OK;
@@ -423,7 +432,7 @@ static f8_status plan_find(f8_ctx *ctx, f8i_gemm_cache *c, const f8i_gemm_args *
         c->plans = grown;
         c->cap = cap;
     }
-    f8_status s = plan_build(ctx, c, g, &c->plans[c->count]);
+    f8_status s = plan_build(ctx, c, g, ldd, &c->plans[c->count]);
     if (s != F8_OK) return s;
     c->last = c->count++;
     *out = &c->plans[c->last];
@@ -497,10 +506,11 @@ void f8i_cuda_gemm_destroy(f8_ctx *ctx)
     f8i_cuda(ctx)->gemm = NULL;
 }
 
-/* Run g on its PLAN_LT plan p. *unsupported = 1 when cublasLtMatmul says
- * NOT_SUPPORTED: nothing was enqueued, and the plan becomes p->otherwise
- * for good (the caller then runs g that way). */
-static f8_status run_lt(f8_ctx *ctx, f8i_gemm_cache *c, gemm_plan *p, const f8i_gemm_args *g, int *unsupported)
+/* Run g on its PLAN_LT plan p, D with leading dimension ldd. *unsupported
+ * = 1 when cublasLtMatmul says NOT_SUPPORTED: nothing was enqueued, and the
+ * plan becomes p->otherwise for good (the caller then runs g that way). */
+static f8_status run_lt(f8_ctx *ctx, f8i_gemm_cache *c, gemm_plan *p, const f8i_gemm_args *g, int64_t ldd,
+                        int *unsupported)
 {
     *unsupported = 0;
     cublasStatus_t st = plan_set_pointers(p, g);
@@ -517,64 +527,103 @@ static f8_status run_lt(f8_ctx *ctx, f8i_gemm_cache *c, gemm_plan *p, const f8i_
     }
     if (st != CUBLAS_STATUS_SUCCESS) return lt_error(ctx, st, "cublasLtMatmul", g);
     F8I_COUNT_LAUNCHES(ctx, 1); /* counted once enqueued (NOT_SUPPORTED enqueues nothing) */
-    if (p->bias == BIAS_AFTER) return f8i_cuda_gemm_bias(ctx, g, 0);
-    return F8_OK;
+    if (p->bias != BIAS_AFTER) return F8_OK;
+    if (ldd == g->n) return f8i_cuda_gemm_bias(ctx, g, 0);
+    /* a strided D (run_padded's split): the slice kernel in place adds it */
+    const f8i_gemm_slice_args sl = {g->d, g->d_dtype, ldd, g->d, g->d_dtype, ldd, g->bias, g->bias_dtype, g->m, g->n, 0};
+    return f8i_cuda_gemm_slice(ctx, &sl);
 }
 
 /* g (FP8 TN, outside the rule or refused by the heuristic) on zero-padded
- * copies in g's workspace, laid out as f8i_gemm_workspace_bytes says: A
- * [m, k16] if k or a is off the rule, B [n16, k16] if k, n or b is, D
- * [m, n16] and the BF16 bias [n16] if n or d is; then cuBLASLt on the padded
- * shape (an ordinary plan of its own), then the slice of D back, adding D
- * (accumulate) and a bias the epilogue could not take. The slow kernel runs
- * g instead when the workspace is missing or short, or cuBLASLt has no plan
- * for the padded shape either. */
+ * copies in g's workspace, laid out as f8i_gemm_workspace_bytes says (A,
+ * then B, then D, then the bias), then cuBLASLt on the padded shape under
+ * an ordinary plan of its own. When n is off the rule, either
+ *   split: D's rows are 16-byte aligned anyway (n·sizeof(D) % 16 == 0, d
+ *     aligned, no FP32 bias): cuBLASLt writes columns [0, n0 = n & ~15) of
+ *     D in place (ld n, with the accumulate and a BF16 bias), and only the
+ *     last n - n0 < 16 columns go through a 16-wide FP32 D and a slice; B
+ *     is copied whole only when k is odd, else just its last rows;
+ *   full: D [m, n16] (and a BF16 bias [n16], fused: one rounding, as
+ *     unpadded) in the workspace, sliced back with the accumulate and any
+ *     other bias.
+ * The slow kernel runs g instead when the workspace is missing or short, or
+ * cuBLASLt has no plan for the padded shapes either; nothing is written to
+ * D before every plan is known and the padded GEMMs have been accepted. */
 static f8_status run_padded(f8_ctx *ctx, f8i_gemm_cache *c, const f8i_gemm_args *g)
 {
+    const size_t ds = dtype_bytes(g->d_dtype);
     const int pad_k = g->k % 16 != 0;
     const int pad_d = g->n % 16 != 0 || align_log2(g->d) < 4;
     const int pad_a = pad_k || align_log2(g->a) < 4;
     const int64_t k16 = (g->k + 15) / 16 * 16, n16 = (g->n + 15) / 16 * 16;
-    const int pad_b = pad_k || (pad_d && n16 != g->n) || align_log2(g->b) < 4;
-    /* a BF16 bias goes into the padded D's epilogue (one rounding, as unpadded) */
-    const int fuse = pad_d && g->bias && g->bias_dtype == F8_DTYPE_BF16 && !g->accumulate;
-    const f8_dtype dp_dtype =
-        (g->accumulate || (g->bias && !fuse) || g->d_dtype == F8_DTYPE_FP32) ? F8_DTYPE_FP32 : F8_DTYPE_BF16;
-    const int64_t nd = pad_d ? n16 : g->n; /* D's columns (and B's rows) in the padded GEMM */
+    const int split = pad_d && g->n > 16 && ((size_t)g->n * ds) % 16 == 0 && align_log2(g->d) >= 4 &&
+                      (!g->bias || g->bias_dtype == F8_DTYPE_BF16);
+    const int64_t n0 = split ? g->n / 16 * 16 : g->n; /* the columns the main GEMM writes */
+    const int full_b = pad_k || align_log2(g->b) < 4 || (pad_d && !split);
+    const int64_t b_rows = full_b ? (pad_d ? n16 : g->n) : split ? 16 : 0;
+    const int fuse = pad_d && !split && g->bias && g->bias_dtype == F8_DTYPE_BF16 && !g->accumulate;
+    const f8_dtype dp_dtype = (split || g->accumulate || (g->bias && !fuse) || g->d_dtype == F8_DTYPE_FP32)
+                                  ? F8_DTYPE_FP32
+                                  : F8_DTYPE_BF16;
+    const int64_t dp_cols = split ? 16 : n16;
     const size_t a_bytes = pad_a ? f8i_align256((size_t)(g->m * k16)) : 0;
-    const size_t b_bytes = pad_b ? f8i_align256((size_t)(nd * k16)) : 0;
-    const size_t d_bytes = pad_d ? f8i_align256((size_t)(g->m * nd) * dtype_bytes(dp_dtype)) : 0;
-    const size_t bias_bytes = fuse ? f8i_align256((size_t)nd * 2) : 0;
+    const size_t b_bytes = b_rows ? f8i_align256((size_t)(b_rows * k16)) : 0;
+    const size_t d_bytes = pad_d ? f8i_align256((size_t)(g->m * dp_cols) * dtype_bytes(dp_dtype)) : 0;
+    const size_t bias_bytes = fuse ? f8i_align256((size_t)n16 * 2) : 0;
     if (!g->workspace || align_log2(g->workspace) < 4 || a_bytes + b_bytes + d_bytes + bias_bytes > g->workspace_bytes)
         return f8i_cuda_gemm_fallback(ctx, g);
 
-    uint8_t *ws = (uint8_t *)g->workspace;
-    f8i_gemm_args e = *g; /* the padded GEMM, inside the rule */
+    uint8_t *ws = (uint8_t *)g->workspace, *bp = ws + a_bytes, *dp = bp + b_bytes;
+    f8i_gemm_args e = *g; /* the main padded GEMM, inside the rule */
     e.workspace = NULL;
     e.workspace_bytes = 0;
     e.k = k16;
     if (pad_a) e.a = ws;
-    if (pad_b) e.b = ws + a_bytes;
-    if (pad_d) {
-        e.d = ws + a_bytes + b_bytes;
-        e.n = nd;
+    if (full_b) e.b = bp;
+    int64_t ldd = g->n;
+    if (split) {
+        e.n = n0;
+    } else if (pad_d) {
+        e.n = n16;
+        ldd = n16;
+        e.d = dp;
         e.d_dtype = dp_dtype;
         e.accumulate = 0;
-        e.bias = fuse ? (const void *)(ws + a_bytes + b_bytes + d_bytes) : NULL;
+        e.bias = fuse ? (const void *)(dp + d_bytes) : NULL;
     }
-    gemm_plan *p = NULL;
-    f8_status s = plan_find(ctx, c, &e, &p);
+    f8i_gemm_args t = e; /* split: the last columns, into the 16-wide FP32 D */
+    t.n = 16;
+    t.b = full_b ? bp + n0 * k16 : bp;
+    t.d = dp;
+    t.d_dtype = F8_DTYPE_FP32;
+    t.accumulate = 0;
+    t.bias = NULL;
+    gemm_plan *p = NULL, *pt = NULL;
+    f8_status s = plan_find(ctx, c, &e, ldd, &p);
+    if (s == F8_OK && split) s = plan_find(ctx, c, &t, 16, &pt);
+    if (s == F8_OK && split) s = plan_find(ctx, c, &e, ldd, &p); /* found again: the array may have moved */
     if (s != F8_OK) return s;
-    if (p->mode != PLAN_LT) return f8i_cuda_gemm_fallback(ctx, g);
+    if (p->mode != PLAN_LT || (split && pt->mode != PLAN_LT)) return f8i_cuda_gemm_fallback(ctx, g);
+
     if (pad_a) s = f8i_cuda_gemm_pad(ctx, (const uint8_t *)g->a, g->m, g->k, (uint8_t *)e.a, g->m, k16);
-    if (s == F8_OK && pad_b) s = f8i_cuda_gemm_pad(ctx, (const uint8_t *)g->b, g->n, g->k, (uint8_t *)e.b, nd, k16);
+    if (s == F8_OK && full_b) s = f8i_cuda_gemm_pad(ctx, (const uint8_t *)g->b, g->n, g->k, bp, b_rows, k16);
+    if (s == F8_OK && split && !full_b) /* B's last rows, zeros below */
+        s = f8i_cuda_gemm_pad(ctx, (const uint8_t *)g->b + n0 * g->k, g->n - n0, g->k, bp, 16, k16);
     if (s == F8_OK && fuse) /* the bias as one row of bytes, zeros past n */
-        s = f8i_cuda_gemm_pad(ctx, (const uint8_t *)g->bias, 1, g->n * 2, (uint8_t *)e.bias, 1, nd * 2);
+        s = f8i_cuda_gemm_pad(ctx, (const uint8_t *)g->bias, 1, g->n * 2, (uint8_t *)e.bias, 1, n16 * 2);
     int unsupported = 0;
-    if (s == F8_OK) s = run_lt(ctx, c, p, &e, &unsupported);
-    if (s == F8_OK && unsupported) return f8i_cuda_gemm_fallback(ctx, g); /* the copies were harmless */
-    if (s == F8_OK && pad_d) s = f8i_cuda_gemm_slice(ctx, g, e.d, dp_dtype, nd, fuse ? NULL : g->bias);
-    return s;
+    if (s == F8_OK && split) s = run_lt(ctx, c, pt, &t, 16, &unsupported); /* D untouched so far */
+    if (s == F8_OK && !unsupported) s = run_lt(ctx, c, p, &e, ldd, &unsupported);
+    if (s == F8_OK && unsupported) return f8i_cuda_gemm_fallback(ctx, g); /* D untouched: the copies were harmless */
+    if (s != F8_OK || !pad_d) return s;
+    f8i_gemm_slice_args sl = {g->d, g->d_dtype, g->n, dp, dp_dtype, dp_cols, fuse ? NULL : g->bias, g->bias_dtype,
+                              g->m, g->n, g->accumulate};
+    if (split) { /* columns n0..n-1 from the tail's 16 */
+        sl.d = (uint8_t *)g->d + n0 * (int64_t)ds;
+        sl.bias = g->bias ? (const uint8_t *)g->bias + n0 * 2 : NULL; /* split has BF16 biases only */
+        sl.cols = g->n - n0;
+    }
+    return f8i_cuda_gemm_slice(ctx, &sl);
 }
 
 f8_status f8i_cuda_gemm(f8_ctx *ctx, const f8i_gemm_args *g)
@@ -592,12 +641,12 @@ f8_status f8i_cuda_gemm(f8_ctx *ctx, const f8i_gemm_args *g)
     f8i_gemm_cache *c = f8i_cuda(ctx)->gemm;
     if (!c) return f8i_error(ctx, F8_ERR_STATE, "gemm: the CUDA state has no GEMM cache (f8i_cuda_gemm_create not run)");
     gemm_plan *p = NULL;
-    f8_status s = plan_find(ctx, c, g, &p);
+    f8_status s = plan_find(ctx, c, g, g->n, &p);
     if (s != F8_OK) return s;
     if (p->mode == PLAN_FALLBACK) return f8i_cuda_gemm_fallback(ctx, g);
     if (p->mode == PLAN_PAD) return run_padded(ctx, c, g);
     int unsupported = 0;
-    s = run_lt(ctx, c, p, g, &unsupported);
+    s = run_lt(ctx, c, p, g, g->n, &unsupported);
     if (s != F8_OK || !unsupported) return s;
     return p->mode == PLAN_PAD ? run_padded(ctx, c, g) : f8i_cuda_gemm_fallback(ctx, g);
 }

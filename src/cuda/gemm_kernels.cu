@@ -201,34 +201,32 @@ static __global__ void __launch_bounds__(256) gemm_pad_kernel(pad_job j)
     }
 }
 
-/* The slice back from a padded D: d[i, j] = dp[i, j] (+ d[i, j] if
- * accumulate) (+ bias[j]) over D [m, n], dp [m, ldp] in FP32 or BF16: the
- * epilogue order of cuBLASLt and of the fallback (alpha·ΣAB + D + bias).
+/* The slice back from a padded D (f8i_gemm_slice_args): d[i, j] = dp[i, j]
+ * (+ d[i, j] if accumulate) (+ bias[j]) over D [m, cols]: the epilogue
+ * order of cuBLASLt and of the fallback (alpha·ΣAB + D + bias).
  * Grid: x over SLICE_STRIP-column strips, y over rows (grid-stride in both).
  * Block: 256 threads; a thread owns columns j + 256·u (u < 4) of its strip in
  * rows i = blockIdx.y + s·gridDim.y, loading all four before it stores (odd
  * n leaves rows unaligned, so the bytes in flight come from ILP, not width). */
 #define SLICE_STRIP 1024
-static __global__ void __launch_bounds__(256)
-    gemm_slice_kernel(void *d, f8_dtype d_dtype, const void *dp, f8_dtype dp_dtype, int64_t ldp, const void *bias,
-                      f8_dtype bias_dtype, int64_t m, int64_t n, int accumulate)
+static __global__ void __launch_bounds__(256) gemm_slice_kernel(f8i_gemm_slice_args a)
 {
-    for (int64_t i = blockIdx.y; i < m; i += gridDim.y) {
-        for (int64_t j0 = (int64_t)blockIdx.x * SLICE_STRIP + threadIdx.x; j0 < n;
+    for (int64_t i = blockIdx.y; i < a.m; i += gridDim.y) {
+        for (int64_t j0 = (int64_t)blockIdx.x * SLICE_STRIP + threadIdx.x; j0 < a.cols;
              j0 += (int64_t)gridDim.x * SLICE_STRIP) {
             float v[4];
 #pragma unroll
             for (int u = 0; u < 4; u++) {
                 const int64_t j = j0 + 256 * u;
                 v[u] = 0.0f;
-                if (j >= n) continue;
-                v[u] = load_vec(dp, i * ldp + j, dp_dtype);
-                if (accumulate) v[u] = v[u] + load_vec(d, i * n + j, d_dtype);
-                if (bias) v[u] = v[u] + load_vec(bias, j, bias_dtype);
+                if (j >= a.cols) continue;
+                v[u] = load_vec(a.dp, i * a.ldp + j, a.dp_dtype);
+                if (a.accumulate) v[u] = v[u] + load_vec(a.d, i * a.ldd + j, a.d_dtype);
+                if (a.bias) v[u] = v[u] + load_vec(a.bias, j, a.bias_dtype);
             }
 #pragma unroll
             for (int u = 0; u < 4; u++)
-                if (j0 + 256 * u < n) store_vec(d, i * n + j0 + 256 * u, d_dtype, v[u]);
+                if (j0 + 256 * u < a.cols) store_vec(a.d, i * a.ldd + j0 + 256 * u, a.d_dtype, v[u]);
         }
     }
 }
@@ -310,15 +308,13 @@ f8_status f8i_cuda_gemm_pad(f8_ctx *ctx, const uint8_t *src, int64_t rows, int64
     return f8i_cuda_launch_check(ctx, "gemm_pad_kernel");
 }
 
-f8_status f8i_cuda_gemm_slice(f8_ctx *ctx, const f8i_gemm_args *g, const void *dp, f8_dtype dp_dtype, int64_t ldp,
-                             const void *bias)
+f8_status f8i_cuda_gemm_slice(f8_ctx *ctx, const f8i_gemm_slice_args *args)
 {
-    int64_t gx = (g->n + SLICE_STRIP - 1) / SLICE_STRIP, gy = g->m;
+    if (args->m == 0 || args->cols == 0) return F8_OK;
+    int64_t gx = (args->cols + SLICE_STRIP - 1) / SLICE_STRIP, gy = args->m;
     if (gx > 16) gx = 16;
     if (gy > 65535) gy = 65535;
     F8I_COUNT_LAUNCHES(ctx, 1);
-    gemm_slice_kernel<<<dim3((unsigned)gx, (unsigned)gy), 256, 0, f8i_stream(ctx)>>>(
-        g->d, g->d_dtype, dp, dp_dtype, ldp, bias, g->bias_dtype, g->m, g->n, g->accumulate);
+    gemm_slice_kernel<<<dim3((unsigned)gx, (unsigned)gy), 256, 0, f8i_stream(ctx)>>>(*args);
     return f8i_cuda_launch_check(ctx, "gemm_slice_kernel");
 }
-
