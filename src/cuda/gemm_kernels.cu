@@ -157,8 +157,15 @@ static __global__ void __launch_bounds__(256)
 
 /* Zero-padded copy of an FP8 operand: dst [dst_rows, dst_cols] (dst_cols a
  * multiple of 16, dst 16-byte aligned) = src [rows, cols] with zeros in
- * columns >= cols and rows >= rows. V (1, 2, 4, 8 or 16) divides cols and
- * src's address, so each V-byte piece of a row is one aligned load.
+ * columns >= cols and rows >= rows. V (2, 4, 8 or 16) divides cols and
+ * src's address, so each V-byte piece of a row is one aligned load. V = 0
+ * (cols odd, the common odd case, src 4-byte aligned): the 16 bytes come
+ * from the up to 5 aligned words that hold them, joined by funnel shifts,
+ * bytes past the row's end cleared; a word is loaded only if it holds a
+ * byte of the row, so no load leaves the 4-byte-aligned span of the data.
+ * (Byte loads would cost 16 load instructions per chunk, each touching a
+ * 512-byte span across the warp: L1-bound at about half of HBM bandwidth.)
+ * V = 1: byte loads, for a source not 4-byte aligned.
  * Grid: 1-D, grid-stride. Block: 256 threads. A thread owns one 16-byte
  * chunk of dst (row r, columns col0..col0+15) per step and stores it whole. */
 typedef struct pad_job {
@@ -168,27 +175,65 @@ typedef struct pad_job {
     int64_t dst_rows, dst_cols;
 } pad_job;
 
+typedef union pad_chunk {
+    uint4 v;
+    unsigned long long q[2];
+    uint32_t w[4];
+    uint16_t h[8];
+    uint8_t b[16];
+} pad_chunk;
+
+/* The chunk of row bytes s[0 .. nvalid) (nvalid in 1..16), zeros after; s
+ * lies in a source that starts 4-byte aligned and ends at `end`. The last
+ * word of a source whose size is not a multiple of 4 is read byte by byte,
+ * so nothing past `end` is touched. */
+static __device__ __forceinline__ void pad_shifted(pad_chunk *u, const uint8_t *s, int nvalid, const uint8_t *end)
+{
+    const uintptr_t a = (uintptr_t)s;
+    const uint8_t *w = (const uint8_t *)(a & ~(uintptr_t)3);
+    const unsigned sh = (unsigned)(a & 3) * 8;
+    const int need = (int)((a & 3) + (unsigned)nvalid + 3) / 4; /* words holding s[0 .. nvalid) */
+    uint32_t x[5];
+#pragma unroll
+    for (int q = 0; q < 5; q++) {
+        x[q] = 0u;
+        if (q >= need) continue;
+        const uint8_t *p = w + 4 * q;
+        if (p + 4 <= end) {
+            x[q] = *(const uint32_t *)p;
+        } else {
+            for (int b = 0; p + b < end; b++) x[q] |= (uint32_t)p[b] << (8 * b);
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        /* bytes sh/8.. of x[i] continued by x[i + 1] (little-endian): a funnel shift */
+        uint32_t v = (uint32_t)((((unsigned long long)x[i + 1] << 32) | x[i]) >> sh);
+        const int keep = nvalid - 4 * i; /* bytes of this word inside the row */
+        if (keep <= 0) v = 0u;
+        else if (keep < 4) v &= (1u << (8 * keep)) - 1u;
+        u->w[i] = v;
+    }
+}
+
 template <int V>
 static __global__ void __launch_bounds__(256) gemm_pad_kernel(pad_job j)
 {
     const int64_t per_row = j.dst_cols / 16, total = j.dst_rows * per_row;
     for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < total; c += (int64_t)gridDim.x * blockDim.x) {
         const int64_t r = c / per_row, col0 = (c - r * per_row) * 16;
-        union {
-            uint4 v;
-            unsigned long long q[2];
-            uint32_t w[4];
-            uint16_t h[8];
-            uint8_t b[16];
-        } u;
+        pad_chunk u;
         u.v = make_uint4(0u, 0u, 0u, 0u);
-        if (r < j.rows) {
+        if (r < j.rows && col0 < j.cols) {
             const uint8_t *s = j.src + r * j.cols + col0;
-            if (V == 16 && col0 < j.cols) {
+            if (V == 16) {
                 u.v = *(const uint4 *)s;
+            } else if (V == 0) {
+                const int64_t left = j.cols - col0;
+                pad_shifted(&u, s, left < 16 ? (int)left : 16, j.src + j.rows * j.cols);
             } else {
 #pragma unroll
-                for (int t = 0; t < 16 / (V < 16 ? V : 16); t++) {
+                for (int t = 0; t < 16 / (V > 0 && V < 16 ? V : 16); t++) {
                     if (col0 + t * V >= j.cols) break; /* V divides cols: a piece is all in or all out */
                     if (V == 8) u.q[t] = *(const unsigned long long *)(s + 8 * t);
                     if (V == 4) u.w[t] = *(const uint32_t *)(s + 4 * t);
@@ -303,6 +348,7 @@ f8_status f8i_cuda_gemm_pad(f8_ctx *ctx, const uint8_t *src, int64_t rows, int64
     if (u % 16 == 0) gemm_pad_kernel<16><<<grid, 256, 0, s>>>(j);
     else if (u % 8 == 0) gemm_pad_kernel<8><<<grid, 256, 0, s>>>(j);
     else if (u % 4 == 0) gemm_pad_kernel<4><<<grid, 256, 0, s>>>(j);
+    else if ((uintptr_t)src % 4 == 0) gemm_pad_kernel<0><<<grid, 256, 0, s>>>(j); /* odd or 2 mod 4 cols */
     else if (u % 2 == 0) gemm_pad_kernel<2><<<grid, 256, 0, s>>>(j);
     else gemm_pad_kernel<1><<<grid, 256, 0, s>>>(j);
     return f8i_cuda_launch_check(ctx, "gemm_pad_kernel");
