@@ -110,10 +110,11 @@
  * never an error. m or n == 0: nothing; k == 0: D = (accumulate ? D : 0) +
  * (bias or 0), by gemm_bias_kernel or a memset, no cuBLASLt.
  *
- * Plans. A plan (matmul descriptor, three layouts since C = D, the algorithm,
- * or "pad" or "use the fallback") is made once per distinct key and kept in a growable
- * array searched linearly (the most recently used plan is tried first). The
- * key is (m, n, k, a/b/d dtypes, bias dtype or none, a_trans, b_trans,
+ * Plans. A plan (matmul descriptor, three layouts since C = D, the algorithm;
+ * or "pad", or "use the fallback") is made once per distinct key and kept in
+ * a growable array searched linearly (the most recently used plan is tried
+ * first). The key is (m, n, k, D's leading dimension (n, but for the split
+ * above), a/b/d dtypes, bias dtype or none, a_trans, b_trans,
  * accumulate, split_accum for FP8, and the alignment class — the largest power
  * of two up to 256 dividing the address — of a, b, d and bias), because the
  * heuristic's choice depends on alignment (MIN_ALIGNMENT_*_BYTES, and the bias
