@@ -276,6 +276,22 @@ static __global__ void __launch_bounds__(256) gemm_slice_kernel(f8i_gemm_slice_a
     }
 }
 
+/* The same slice for a narrow D (cols < 256: the split's tail of < 16
+ * columns), where a block per row would leave most threads idle.
+ * Grid: 1-D, grid-stride. Block: 256 threads. A thread owns element
+ * e = global thread id + s·(grid size) of the m x cols slice, row e / cols. */
+static __global__ void __launch_bounds__(256) gemm_slice_narrow_kernel(f8i_gemm_slice_args a)
+{
+    const int64_t total = a.m * a.cols;
+    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t i = e / a.cols, j = e - i * a.cols;
+        float v = load_vec(a.dp, i * a.ldp + j, a.dp_dtype);
+        if (a.accumulate) v = v + load_vec(a.d, i * a.ldd + j, a.d_dtype);
+        if (a.bias) v = v + load_vec(a.bias, j, a.bias_dtype);
+        store_vec(a.d, i * a.ldd + j, a.d_dtype, v);
+    }
+}
+
 /* ------------------------------------------------------------------------ */
 /* Launchers                                                                 */
 /* ------------------------------------------------------------------------ */
@@ -357,6 +373,11 @@ f8_status f8i_cuda_gemm_pad(f8_ctx *ctx, const uint8_t *src, int64_t rows, int64
 f8_status f8i_cuda_gemm_slice(f8_ctx *ctx, const f8i_gemm_slice_args *args)
 {
     if (args->m == 0 || args->cols == 0) return F8_OK;
+    if (args->cols < 256) {
+        F8I_COUNT_LAUNCHES(ctx, 1);
+        gemm_slice_narrow_kernel<<<grid_1d(ctx, args->m * args->cols), 256, 0, f8i_stream(ctx)>>>(*args);
+        return f8i_cuda_launch_check(ctx, "gemm_slice_narrow_kernel");
+    }
     int64_t gx = (args->cols + SLICE_STRIP - 1) / SLICE_STRIP, gy = args->m;
     if (gx > 16) gx = 16;
     if (gy > 65535) gy = 65535;
