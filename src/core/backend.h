@@ -103,8 +103,10 @@ typedef struct f8i_gemm_args {
  * which cost nothing. Otherwise, with k16 and n16 = k and n rounded up to
  * 16, in this order, each rounded up to 256 bytes:
  *   A padded [m, k16]            when k is off the rule
- *   B padded [n16, k16]          when k is, else [16, k] (its last rows)
- *                                when n is and D splits, else [n16, k]
+ *   B padded [n16, k16]          when k is; else, n being off the rule,
+ *                                [16, k] (its last rows, zeros below: the
+ *                                rest is read in place) if n > 16, else
+ *                                [n16, k]
  *   D: when n is off the rule, either the split (D's rows are 16-byte
  *   aligned, n·sizeof(D) % 16 == 0 and n > 16, and the bias is absent or
  *   BF16: the GEMM writes columns [0, n & ~15) of D in place) with a
@@ -125,7 +127,7 @@ static inline size_t f8i_gemm_workspace_bytes(const f8i_gemm_args *g)
     const int fuse = pad_d && !split && g->bias && g->bias_dtype == F8_DTYPE_BF16 && !g->accumulate;
     const size_t pe = (g->accumulate || (g->bias && !fuse) || ds == 4) ? 4 : 2;
     size_t b = pad_k ? (m * k16 + 255u) & ~(size_t)255u : 0;
-    b += ((pad_k ? n16 * k16 : split ? 16 * k : n16 * k) + 255u) & ~(size_t)255u;
+    b += ((pad_k ? n16 * k16 : n > 16 ? 16 * k : n16 * k) + 255u) & ~(size_t)255u;
     if (split) b += (m * 16 * 4 + 255u) & ~(size_t)255u;
     if (pad_d && !split) b += (m * n16 * pe + 255u) & ~(size_t)255u;
     if (fuse) b += (n16 * 2 + 255u) & ~(size_t)255u;

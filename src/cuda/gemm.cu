@@ -65,7 +65,9 @@
  * gemm_slice_kernel. Otherwise (odd n) the whole D is padded [m, n16] and
  * sliced back, the slice adding D (accumulate) and a bias the epilogue
  * could not take (a BF16 bias is copied padded and fused: one rounding, as
- * unpadded). A shape whose only fault is D asks the heuristic for itself
+ * unpadded). Either way, when k is inside the rule B is not copied: the
+ * main GEMM reads its first n & ~15 rows in place and a 16-row tail GEMM
+ * the copied rest. A shape whose only fault is D asks the heuristic for itself
  * first (GEMM_DIRECT_D), in case a cuBLASLt takes it. Everything runs on
  * the stream from pointers the caller laid out: graphs capture it.
  *
@@ -77,11 +79,10 @@
  *     columns, < 1 MB): ~34 us, ~1.09x.
  *   T 4096, K = N = 4095 [~0.38 ms]: the same 134 MB, and D cannot split: y
  *     and dx sliced (+67 MB each: read the padded D, write D), dW sliced
- *     with the accumulate (+135 MB: FP32 pad read, dW read and written),
- *     X8ᵀ's rows padded (+34 MB): 437 MB, ~0.11 ms, ~1.3x.
- *   T 8192, K 768, N 50257 [~1.98 ms]: y sliced (+1.65 GB), W8's rows
- *     (+77 MB), dgrad's G8 (+824 MB) and W8ᵀ (+77 MB): 2.6 GB, ~0.66 ms,
- *     ~1.33x.
+ *     with the accumulate (+135 MB: FP32 pad read, dW read and written):
+ *     403 MB, ~0.10 ms, ~1.27x.
+ *   T 8192, K 768, N 50257 [~1.98 ms]: y sliced (+1.65 GB), dgrad's G8
+ *     (+824 MB) and W8ᵀ (+77 MB): 2.55 GB, ~0.64 ms, ~1.32x.
  * Against the slow kernel (47-75x) that is the bulk of the issue; what is
  * left is mostly odd n's slice, which no padding of the operands removes: y,
  * dx and dW are the caller's and the parameters' tensors with leading
@@ -91,8 +92,8 @@
  * GEMM). The alternative of padded leading dimensions written by the
  * producers (the casts, norms and activations write operands
  * [rows, round16(cols)] with zeros; f8i_gemm_args gains lda/ldb) saves the
- * operand copies only (134 MB of 4095's 437; 0.98 GB of the LM head's
- * 2.6 GB) and touches every kernel that writes an FP8 operand, the weight
+ * operand copies only (134 MB of 4095's 403; 0.9 GB of the LM head's
+ * 2.55 GB) and touches every kernel that writes an FP8 operand, the weight
  * workspace (a public qtensor), the transposes and the CPU oracle: the next
  * step if measurement says the operand copies matter, not one to make
  * without a GPU to test it on. Caching the weight's padded copies per
@@ -559,9 +560,13 @@ static f8_status run_padded(f8_ctx *ctx, f8i_gemm_cache *c, const f8i_gemm_args 
     const int64_t k16 = (g->k + 15) / 16 * 16, n16 = (g->n + 15) / 16 * 16;
     const int split = pad_d && g->n > 16 && ((size_t)g->n * ds) % 16 == 0 && align_log2(g->d) >= 4 &&
                       (!g->bias || g->bias_dtype == F8_DTYPE_BF16);
-    const int64_t n0 = split ? g->n / 16 * 16 : g->n; /* the columns the main GEMM writes */
-    const int full_b = pad_k || align_log2(g->b) < 4 || (pad_d && !split);
-    const int64_t b_rows = full_b ? (pad_d ? n16 : g->n) : split ? 16 : 0;
+    /* with k inside the rule, B is not copied for an odd n: the main GEMM
+     * reads its first n0 rows in place and a 16-row tail GEMM the rest */
+    const int b_tail = pad_d && !pad_k && g->n > 16 && align_log2(g->b) >= 4;
+    const int two = split || b_tail; /* a main GEMM over n0 columns and a 16-wide tail */
+    const int64_t n0 = two ? g->n / 16 * 16 : g->n;
+    const int full_b = !b_tail && (pad_k || align_log2(g->b) < 4 || pad_d);
+    const int64_t b_rows = full_b ? (pad_d ? n16 : g->n) : b_tail ? 16 : 0;
     const int fuse = pad_d && !split && g->bias && g->bias_dtype == F8_DTYPE_BF16 && !g->accumulate;
     const f8_dtype dp_dtype = (split || g->accumulate || (g->bias && !fuse) || g->d_dtype == F8_DTYPE_FP32)
                                   ? F8_DTYPE_FP32
@@ -582,38 +587,48 @@ static f8_status run_padded(f8_ctx *ctx, f8i_gemm_cache *c, const f8i_gemm_args 
     if (pad_a) e.a = ws;
     if (full_b) e.b = bp;
     int64_t ldd = g->n;
-    if (split) {
-        e.n = n0;
-    } else if (pad_d) {
-        e.n = n16;
+    const uint8_t *pbias = dp + d_bytes; /* the padded BF16 bias (fuse) */
+    if (pad_d && !split) {
+        e.n = two ? n0 : n16;
         ldd = n16;
         e.d = dp;
         e.d_dtype = dp_dtype;
         e.accumulate = 0;
-        e.bias = fuse ? (const void *)(dp + d_bytes) : NULL;
+        e.bias = fuse ? (const void *)pbias : NULL;
+    } else {
+        e.n = n0;
     }
-    f8i_gemm_args t = e; /* split: the last columns, into the 16-wide FP32 D */
+    /* the tail: columns n0..n0+15 of the padded D (the split's own 16-wide
+     * FP32 one), from B's rows n0.. */
+    f8i_gemm_args t = e;
+    int64_t ldt = ldd;
     t.n = 16;
     t.b = full_b ? bp + n0 * k16 : bp;
-    t.d = dp;
-    t.d_dtype = F8_DTYPE_FP32;
-    t.accumulate = 0;
-    t.bias = NULL;
+    if (split) {
+        t.d = dp;
+        t.d_dtype = F8_DTYPE_FP32;
+        t.accumulate = 0;
+        t.bias = NULL;
+        ldt = 16;
+    } else {
+        t.d = dp + n0 * (int64_t)dtype_bytes(dp_dtype);
+        t.bias = fuse ? (const void *)(pbias + n0 * 2) : NULL;
+    }
     gemm_plan *p = NULL, *pt = NULL;
     f8_status s = plan_find(ctx, c, &e, ldd, &p);
-    if (s == F8_OK && split) s = plan_find(ctx, c, &t, 16, &pt);
-    if (s == F8_OK && split) s = plan_find(ctx, c, &e, ldd, &p); /* found again: the array may have moved */
+    if (s == F8_OK && two) s = plan_find(ctx, c, &t, ldt, &pt);
+    if (s == F8_OK && two) s = plan_find(ctx, c, &e, ldd, &p); /* found again: the array may have moved */
     if (s != F8_OK) return s;
-    if (p->mode != PLAN_LT || (split && pt->mode != PLAN_LT)) return f8i_cuda_gemm_fallback(ctx, g);
+    if (p->mode != PLAN_LT || (two && pt->mode != PLAN_LT)) return f8i_cuda_gemm_fallback(ctx, g);
 
     if (pad_a) s = f8i_cuda_gemm_pad(ctx, (const uint8_t *)g->a, g->m, g->k, (uint8_t *)e.a, g->m, k16);
     if (s == F8_OK && full_b) s = f8i_cuda_gemm_pad(ctx, (const uint8_t *)g->b, g->n, g->k, bp, b_rows, k16);
-    if (s == F8_OK && split && !full_b) /* B's last rows, zeros below */
+    if (s == F8_OK && b_tail) /* B's last rows, zeros below */
         s = f8i_cuda_gemm_pad(ctx, (const uint8_t *)g->b + n0 * g->k, g->n - n0, g->k, bp, 16, k16);
     if (s == F8_OK && fuse) /* the bias as one row of bytes, zeros past n */
-        s = f8i_cuda_gemm_pad(ctx, (const uint8_t *)g->bias, 1, g->n * 2, (uint8_t *)e.bias, 1, n16 * 2);
+        s = f8i_cuda_gemm_pad(ctx, (const uint8_t *)g->bias, 1, g->n * 2, (uint8_t *)pbias, 1, n16 * 2);
     int unsupported = 0;
-    if (s == F8_OK && split) s = run_lt(ctx, c, pt, &t, 16, &unsupported); /* D untouched so far */
+    if (s == F8_OK && two) s = run_lt(ctx, c, pt, &t, ldt, &unsupported); /* D untouched so far */
     if (s == F8_OK && !unsupported) s = run_lt(ctx, c, p, &e, ldd, &unsupported);
     if (s == F8_OK && unsupported) return f8i_cuda_gemm_fallback(ctx, g); /* D untouched: the copies were harmless */
     if (s != F8_OK || !pad_d) return s;
