@@ -112,6 +112,36 @@ static inline double rel_error(const float *a, const double *ref, size_t n)
     return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
+/* After a failed norm check of got against ref ([n / cols, cols] row-major):
+ * print the first element off by more than 4·tol·rms(ref) (or NaN on one
+ * side only), with its row, column and both values, and the worst one. */
+static inline void report_mismatch(const char *desc, const char *what, const float *got, const double *ref, size_t n,
+                                   size_t cols, double tol)
+{
+    double ss = 0;
+    for (size_t i = 0; i < n; i++) ss += ref[i] * ref[i];
+    const double bound = 4.0 * tol * (n ? sqrt(ss / (double)n) : 0.0);
+    size_t first = n, worst = n, count = 0;
+    double wd = -1;
+    if (!cols) cols = 1;
+    for (size_t i = 0; i < n; i++) {
+        const double d = fabs((double)got[i] - ref[i]);
+        const int bad = isnan(got[i]) != isnan(ref[i]) || d > bound;
+        if (!bad) continue;
+        count++;
+        if (first == n) first = i;
+        if (isnan(d) || d > wd) wd = isnan(d) ? INFINITY : d, worst = i;
+    }
+    if (first == n) {
+        printf("    %s %s: no single element off by more than %.3g\n", desc, what, bound);
+        return;
+    }
+    printf("    %s %s: %zu of %zu elements off by more than %.3g; first [%zu, %zu] got %.9g want %.9g; "
+           "worst [%zu, %zu] got %.9g want %.9g\n",
+           desc, what, count, n, bound, first / cols, first % cols, (double)got[first], ref[first], worst / cols,
+           worst % cols, (double)got[worst], ref[worst]);
+}
+
 /* Create a ctx of the given backend with the default recipe (or `recipe`). On
  * failure returns NULL and writes the reason into why[256]. */
 static inline f8_ctx *test_ctx(f8_backend backend, const f8_recipe *recipe, char *why)

@@ -23,7 +23,7 @@ static void fill_nan(f8_ctx *ctx, void *dst, size_t bytes)
 /* ‖gpu − cpu‖/‖cpu‖ <= tol; the CPU result must be finite (outputs start as
  * NaN, so an element nobody wrote shows). */
 static void compare(env *e, int cls, const char *desc, const char *what, const float *gpu, const float *cpu, size_t n,
-                    double tol)
+                    size_t cols, double tol)
 {
     if (!n) return;
     double *ref = xmalloc(n * sizeof(double));
@@ -36,6 +36,7 @@ static void compare(env *e, int cls, const char *desc, const char *what, const f
     tol += e->flip;
     note(e, cls, err, tol);
     CHECK(err <= tol, "%s %s: ||cuda-cpu||/||cpu|| = %.3g > %.0e", desc, what, err, tol);
+    if (!(err <= tol)) report_mismatch(desc, what, gpu, ref, n, cols, tol);
     CHECK(finite, "%s %s: cpu result not finite", desc, what);
     free(ref);
 }
@@ -201,20 +202,20 @@ static void pair_step(env *e, mpair *p, int64_t T, f8_microbatch mb, int with_dl
     }
     int cls;
     double tol = mod_tol(mc, Q_Y, mc->y, &cls);
-    compare(e, cls, desc, "y", gy[GPU], gy[CPU], (size_t)(T * O), tol);
+    compare(e, cls, desc, "y", gy[GPU], gy[CPU], (size_t)(T * O), (size_t)O, tol);
     if (ret_ln) {
         tol = mod_tol(mc, Q_LN, mc->x, &cls);
-        compare(e, cls, desc, "ln_out", gln[GPU], gln[CPU], (size_t)(T * H), tol);
+        compare(e, cls, desc, "ln_out", gln[GPU], gln[CPU], (size_t)(T * H), (size_t)H, tol);
     }
     tol = mod_tol(mc, Q_DX, mc->x, &cls);
-    compare(e, cls, desc, "dx", gdx[GPU], gdx[CPU], (size_t)(T * H), tol);
+    compare(e, cls, desc, "dx", gdx[GPU], gdx[CPU], (size_t)(T * H), (size_t)H, tol);
     for (int k = 0; k < np; k++) {
         f8_tensor v;
         CHECK_OK(e->ctx[CPU], mod_param(p, CPU, ps[k], 1, &v));
         char what[48];
         snprintf(what, sizeof what, "%s grad", PARAM_NAME[ps[k]]);
         tol = mod_tol(mc, param_quantity(ps[k]), v.dtype, &cls);
-        compare(e, cls, desc, what, gg[GPU][k], gg[CPU][k], (size_t)(v.rows * v.cols), tol);
+        compare(e, cls, desc, what, gg[GPU][k], gg[CPU][k], (size_t)(v.rows * v.cols), (size_t)v.cols, tol);
     }
     for (int i = 0; i < 2; i++) {
         f8_tensor *all[] = {&x[i], &y[i], &ln[i], &dy[i], &dx[i], &dln[i]};
@@ -325,10 +326,11 @@ static void test_against_cpu(env *e)
         }
 }
 
-/* FP8 on odd shapes (issue 13): in / hidden and out / ffn features 1, 17, 33
- * and 250 with 1, 5 and 7 tokens, as the CPU tests run odd shapes. None is a
- * multiple of 16, so every GEMM here takes gemm.cu's fallback kernel (FP32
- * accumulation of the exactly decoded codes, the operands' own scale_invs).
+/* FP8 on odd shapes (issues 13, 16): in / hidden and out / ffn features 1,
+ * 17, 33 and 250 with 1, 5 and 7 tokens, as the CPU tests run odd shapes.
+ * None is a multiple of 16, so every GEMM here runs on gemm.cu's zero-padded
+ * copies in the module's workspace (cuBLASLt on the padded shape, the
+ * operands' own scale_invs; padding adds exact zeros).
  * The FP8 inputs of the GEMMs come from the norm and the activation, whose
  * FP32 inputs differ between the backends by ~1e-6: a code may flip (p ~
  * 1e-5 per element), and in tensors this small one flip of a relative 2^-3
@@ -353,6 +355,21 @@ static void test_odd_shapes(env *e)
                     e->flip = 0.25 / sqrt((double)(toks[t] * small));
                     run_case(e, &mc);
                 }
+    /* Issue 16: shapes large enough for gemm.cu's padded path (operands
+     * zero-padded to k % 16 == 0, D padded and sliced back), primes, and a
+     * tied LM head (LayerNormLinear, N = 50257) scaled down by 8. */
+    const mcase big[] = {
+        {0, 37, 257, 520, 1, F, F, F, F8_NORM_LAYERNORM, 0, 0, F8_ACT_GELU, 2, 0},
+        {1, 37, 257, 520, 1, F, F, F, F8_NORM_RMSNORM, 0, 0, F8_ACT_SWIGLU, 2, 0},
+        {1, 64, 131, 1009, 1, B, B, B, F8_NORM_LAYERNORM, 1, 0, F8_ACT_GELU, 2, 0},
+        {0, 256, 96, 6283, 1, F, F, B, F8_NORM_LAYERNORM, 0, 1, F8_ACT_GELU, 2, 0},
+        {0, 4095, 48, 40, 1, F, F, F, F8_NORM_RMSNORM, 0, 0, F8_ACT_GELU, 2, 0},
+    };
+    for (size_t c = 0; c < sizeof big / sizeof big[0]; c++) {
+        const int64_t small = big[c].H < big[c].N ? big[c].H : big[c].N;
+        e->flip = 0.25 / sqrt((double)(big[c].T * small));
+        run_case(e, &big[c]);
+    }
     e->flip = 0.0;
 }
 

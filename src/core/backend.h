@@ -67,7 +67,13 @@ typedef struct f8i_cast_args {
  * or both BF16. FP8 operands come with a_trans = b_trans = 0 ("TN"). D is FP32
  * or BF16; bias (FP32 or BF16) may be NULL. split_accum: for FP8, 1 asks for
  * the precise (non fast-accumulation) mode used by dgrad and wgrad. m, n or
- * k may be 0 (k = 0 gives D = bias or D unchanged when accumulating). */
+ * k may be 0 (k = 0 gives D = bias or D unchanged when accumulating).
+ * workspace: scratch the backend may use to run an FP8 shape outside the
+ * tensor-core rule (k % 16, n % 16; below) at tensor-core speed, by
+ * zero-padded copies of the operands (and of D): f8i_gemm_workspace_bytes
+ * bytes, 16-byte aligned, or NULL. Padding adds exact zeros to each sum, so
+ * the result is the unpadded math. Without it such a shape still runs,
+ * slowly; the CPU backend never needs it. */
 typedef struct f8i_gemm_args {
     int64_t m, n, k;
     const void *a;
@@ -84,7 +90,49 @@ typedef struct f8i_gemm_args {
     const void *bias;
     f8_dtype bias_dtype;
     int split_accum;
+    void *workspace;      /* f8i_gemm_workspace_bytes(&args) bytes, or NULL */
+    size_t workspace_bytes;
 } f8i_gemm_args;
+
+/* The one sizing formula of f8i_gemm_args' workspace; it reads only m, n,
+ * k, a_dtype, d_dtype, accumulate, bias_dtype and whether bias is set (not
+ * the pointers, so a layout can measure before it places). The FP8 rule it
+ * pads to is cuBLASLt's for TN FP8: k % 16 == 0 and n % 16 == 0 (cuBLASLt's
+ * M; the documented n·sizeof(D) % 16 is not enough for FP8, whose heuristic
+ * asks M % 16), m free. 0 for non-FP8 GEMMs and for shapes inside the rule,
+ * which cost nothing. Otherwise, with k16 and n16 = k and n rounded up to
+ * 16, in this order, each rounded up to 256 bytes:
+ *   A padded [m, k16]            when k is off the rule
+ *   B padded [n16, k16]          when k is; else, n being off the rule,
+ *                                [16, k] (its last rows, zeros below: the
+ *                                rest is read in place) if n > 16, else
+ *                                [n16, k]
+ *   D: when n is off the rule, either the split (D's rows are 16-byte
+ *   aligned, n·sizeof(D) % 16 == 0 and n > 16, and the bias is absent or
+ *   BF16: the GEMM writes columns [0, n & ~15) of D in place) with a
+ *   [m, 16] FP32 tail, or a whole padded D [m, n16]: FP32 when
+ *   accumulating, when D is FP32 or with an FP32 bias, else BF16; then also
+ *   a padded BF16 bias [n16] when there is one and no accumulate.
+ * A backend that meets operands it must pad beyond this (an operand pointer
+ * not 16-byte aligned) may run such a call its slow way. */
+static inline size_t f8i_gemm_workspace_bytes(const f8i_gemm_args *g)
+{
+    const int fp8 = g->a_dtype == F8_DTYPE_E4M3 || g->a_dtype == F8_DTYPE_E5M2;
+    if (!fp8 || g->m <= 0 || g->n <= 0 || g->k <= 0) return 0;
+    const int pad_k = g->k % 16 != 0, pad_d = g->n % 16 != 0;
+    if (!pad_k && !pad_d) return 0;
+    const size_t m = (size_t)g->m, k = (size_t)g->k, n = (size_t)g->n, ds = g->d_dtype == F8_DTYPE_FP32 ? 4 : 2;
+    const size_t k16 = (k + 15) / 16 * 16, n16 = (n + 15) / 16 * 16;
+    const int split = pad_d && n > 16 && (n * ds) % 16 == 0 && (!g->bias || g->bias_dtype == F8_DTYPE_BF16);
+    const int fuse = pad_d && !split && g->bias && g->bias_dtype == F8_DTYPE_BF16 && !g->accumulate;
+    const size_t pe = (g->accumulate || (g->bias && !fuse) || ds == 4) ? 4 : 2;
+    size_t b = pad_k ? (m * k16 + 255u) & ~(size_t)255u : 0;
+    b += ((pad_k ? n16 * k16 : n > 16 ? 16 * k : n16 * k) + 255u) & ~(size_t)255u;
+    if (split) b += (m * 16 * 4 + 255u) & ~(size_t)255u;
+    if (pad_d && !split) b += (m * n16 * pe + 255u) & ~(size_t)255u;
+    if (fuse) b += (n16 * 2 + 255u) & ~(size_t)255u;
+    return b;
+}
 
 /* The fused delayed-scaling update over `count` slots (columns) of one
  * direction. history is [L, ld] (row-major, row 0 = current accumulators),

@@ -52,6 +52,28 @@ f8_status f8i_cuda_gemm(f8_ctx *ctx, const f8i_gemm_args *args);
 /* The cuBLASLt handle (a cublasLtHandle_t) and the ctx's GEMM workspace, lent
  * to gemm_block.cu, whose calls run on the same stream (never concurrently). */
 f8_status f8i_cuda_gemm_lt(f8_ctx *ctx, void **handle, void **workspace, size_t *workspace_bytes);
+/* gemm_kernels.cu: the GEMM's own kernels, launched on the ctx stream.
+ * fallback: all of args on CUDA cores (FP32 sums of exactly decoded codes).
+ * bias: D[m, n] = (overwrite ? 0 : D) + bias[n]. pad: dst [dst_rows,
+ * dst_cols] = src [rows, cols] bytes with zeros beyond (dst 16-byte aligned,
+ * dst_cols % 16 == 0). slice: below. */
+typedef struct f8i_gemm_slice_args {
+    void *d;              /* D [m, cols], leading dimension ldd: D = dp (+ D if accumulate) (+ bias) */
+    f8_dtype d_dtype;
+    int64_t ldd;
+    const void *dp;       /* [m, ldp] FP32 or BF16: the padded GEMM's output */
+    f8_dtype dp_dtype;
+    int64_t ldp;
+    const void *bias;     /* [cols] or NULL */
+    f8_dtype bias_dtype;
+    int64_t m, cols;
+    int accumulate;
+} f8i_gemm_slice_args;
+f8_status f8i_cuda_gemm_fallback(f8_ctx *ctx, const f8i_gemm_args *args);
+f8_status f8i_cuda_gemm_bias(f8_ctx *ctx, const f8i_gemm_args *args, int overwrite);
+f8_status f8i_cuda_gemm_pad(f8_ctx *ctx, const uint8_t *src, int64_t rows, int64_t cols, uint8_t *dst,
+                           int64_t dst_rows, int64_t dst_cols);
+f8_status f8i_cuda_gemm_slice(f8_ctx *ctx, const f8i_gemm_slice_args *args);
 
 /* The backend's implementation of each op of F8I_OP_LIST (backend.cu's
  * table points at them): f8i_cuda_<name>(ctx, const args *) for the ops with

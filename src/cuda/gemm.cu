@@ -1,6 +1,7 @@
 /*
  * gemm.cu — the backend GEMM (f8i_gemm_args, backend.h) on cuBLASLt, with one
- * cached plan per shape, and a plain CUDA kernel for what cuBLASLt cannot take.
+ * cached plan per shape, zero-padded copies for odd FP8 shapes, and a plain
+ * CUDA kernel for what cuBLASLt cannot take.
  *
  * Design note.
  *
@@ -33,6 +34,9 @@
  * M·sizeC, lda·sizeA, ldb·sizeB, ldc·sizeC all % 16 == 0 and A, B, C 16-byte
  * aligned). With TN, M = n, lda = ldb = k, ldc = n, that is:
  *     k % 16 == 0,  n·sizeof(D) % 16 == 0,  a, b, d 16-byte aligned;
+ * and the FP8 heuristic is stricter than that page: its log says "M must be
+ * divisible by 16" (so n % 16 == 0 whatever D's size; PyTorch's _scaled_mm
+ * asks the same of its output columns), which is the rule gemm.cu keeps.
  * m is free. The same page's FP8 type table allows E4M3×E4M3, E4M3×E5M2 and
  * E5M2×E4M3 (never E5M2×E5M2) with C = D = BF16 or FP32, bias BF16 for both.
  * The non-FP8 table allows BF16×BF16 -> BF16 (bias BF16) or FP32 (bias FP32),
@@ -46,32 +50,72 @@
  * would round it). For a BF16 D this rounds twice (GEMM, then + bias); a
  * module that wants the fused path passes a BF16 bias.
  *
- * Fallback. Everything cuBLASLt cannot take (a shape or alignment outside the
- * FP8 rule, E5M2×E5M2, FP8 not TN, FP32×FP32 -> BF16, or no algorithm from the
- * heuristic, or NOT_SUPPORTED from the matmul) runs gemm_fallback_kernel: a
- * tiled shared-memory FP32 GEMM that decodes FP8 codes exactly, honours the
- * trans flags, and does scale, bias and accumulate in its epilogue. Legal
- * shapes are never an error. m or n == 0: nothing; k == 0: D = (accumulate ?
- * D : 0) + (bias or 0), by gemm_bias_kernel or a memset, no cuBLASLt.
+ * Odd FP8 shapes (issue 16). An FP8 TN shape outside the rule (k % 16:
+ * fprop's in, dgrad's out, wgrad's T; n % 16: the output features) runs on
+ * zero-padded copies in a workspace its caller lays out (f8i_gemm_args'
+ * workspace, sized by backend.h's f8i_gemm_workspace_bytes, 0 for aligned
+ * shapes; run_padded): gemm_pad_kernel copies A to [m, k16] and B to
+ * [n16, k16] (zeros in the new rows and columns, so every sum gains exact
+ * zeros and nothing else) and cuBLASLt runs the padded shape under an
+ * ordinary plan of its own. An odd n needs D's help too, as cuBLASLt cannot
+ * write M % 16 != 0. Where D's rows are 16-byte aligned anyway (n·sizeof(D)
+ * % 16 == 0: n = 4104, say) the GEMM is split: cuBLASLt writes columns
+ * [0, n & ~15) in place (leading dimension n, with the accumulate and the
+ * bias) and only the last < 16 columns go through a 16-wide padded D and
+ * gemm_slice_kernel. Otherwise (odd n) the whole D is padded [m, n16] and
+ * sliced back, the slice adding D (accumulate) and a bias the epilogue
+ * could not take (a BF16 bias is copied padded and fused: one rounding, as
+ * unpadded). Either way, when k is inside the rule B is not copied: the
+ * main GEMM reads its first n & ~15 rows in place and a 16-row tail GEMM
+ * the copied rest. A shape whose only fault is D asks the heuristic for itself
+ * first (GEMM_DIRECT_D), in case a cuBLASLt takes it. Everything runs on
+ * the stream from pointers the caller laid out: graphs capture it.
  *
- * Odd FP8 shapes (issue 13). A module whose features or token count are not
- * multiples of 16 (in/out 1, 17, 33, 250; T 1, 5, 7 in the CUDA tests) has
- * FP8 GEMMs outside cuBLASLt's rule: k % 16 (fprop: in; dgrad: out; wgrad:
- * T) or n·sizeof(D) % 16. They run the fallback kernel above, which decodes
- * each code exactly, accumulates in FP32 and applies the same operand
- * scale_inv device pointers (read on the device, so a captured graph stays
- * valid), with the same epilogue order as cuBLASLt: alpha·ΣAB (+ D) (+ bias).
- * Padding was the alternative: zero-padded copies of both operands to a
- * multiple of 16 in K (and of D in N), which costs a buffer per GEMM sized
- * at create, two or three extra launches per call, and the copies' own
- * edge cases, for shapes no real model has. The fallback is slow (no tensor
- * cores) but simple and exact in its inputs; shapes that meet the rule keep
- * the cuBLASLt path unchanged.
+ * Why this design, by bytes moved (FP8 Linear fwd+bwd, BF16 x/y/dy/dx and
+ * parameters, as bench_linear runs it, at ~4 TB/s; the next aligned shape's
+ * time in brackets). Extra traffic of the padded path:
+ *   T 4096, K = N = 4104 [~0.38 ms]: operands X8, W8 (fprop), G8, W8ᵀ
+ *     (dgrad), 16.8 MB each read + written = 134 MB; D splits (tails of 8
+ *     columns, < 1 MB): ~34 us, ~1.09x.
+ *   T 4096, K = N = 4095 [~0.38 ms]: the same 134 MB, and D cannot split: y
+ *     and dx sliced (+67 MB each: read the padded D, write D), dW sliced
+ *     with the accumulate (+135 MB: FP32 pad read, dW read and written):
+ *     403 MB, ~0.10 ms, ~1.27x.
+ *   T 8192, K 768, N 50257 [~1.98 ms]: y sliced (+1.65 GB), dgrad's G8
+ *     (+824 MB) and W8ᵀ (+77 MB): 2.55 GB, ~0.64 ms, ~1.32x.
+ * Against the slow kernel (47-75x) that is the bulk of the issue; what is
+ * left is mostly odd n's slice, which no padding of the operands removes: y,
+ * dx and dW are the caller's and the parameters' tensors with leading
+ * dimension n, which cuBLASLt cannot write for odd n (only a GEMM with its
+ * own epilogue, or a heuristic that takes odd n, writes them in place; even
+ * an L2-sized chunking of the slice leaves its D write unoverlapped with the
+ * GEMM). The alternative of padded leading dimensions written by the
+ * producers (the casts, norms and activations write operands
+ * [rows, round16(cols)] with zeros; f8i_gemm_args gains lda/ldb) saves the
+ * operand copies only (134 MB of 4095's 403; 0.9 GB of the LM head's
+ * 2.55 GB) and touches every kernel that writes an FP8 operand, the weight
+ * workspace (a public qtensor), the transposes and the CPU oracle: the next
+ * step if measurement says the operand copies matter, not one to make
+ * without a GPU to test it on. Caching the weight's padded copies per
+ * workspace refresh saves W8's and W8ᵀ's copies on NOT_FIRST microbatches
+ * only (bench_linear casts every forward): it waits for the same numbers.
  *
- * Plans. A plan (matmul descriptor, three layouts since C = D, the algorithm,
- * or "use the fallback") is made once per distinct key and kept in a growable
- * array searched linearly (the most recently used plan is tried first). The
- * key is (m, n, k, a/b/d dtypes, bias dtype or none, a_trans, b_trans,
+ * Fallback. What cuBLASLt cannot take even padded (E5M2×E5M2, FP8 not TN,
+ * FP32×FP32 -> BF16), an odd FP8 shape without a large enough workspace (or
+ * an operand pointer not 16-byte aligned that the formula did not count),
+ * no algorithm from the heuristic, or NOT_SUPPORTED from the matmul, runs
+ * gemm_fallback_kernel: a tiled shared-memory FP32 GEMM that decodes FP8
+ * codes exactly, honours the trans flags, and does scale, bias and
+ * accumulate in its epilogue (alpha·ΣAB (+ D) (+ bias), cuBLASLt's order).
+ * It is slow (no tensor cores) but exact in its inputs: legal shapes are
+ * never an error. m or n == 0: nothing; k == 0: D = (accumulate ? D : 0) +
+ * (bias or 0), by gemm_bias_kernel or a memset, no cuBLASLt.
+ *
+ * Plans. A plan (matmul descriptor, three layouts since C = D, the algorithm;
+ * or "pad", or "use the fallback") is made once per distinct key and kept in
+ * a growable array searched linearly (the most recently used plan is tried
+ * first). The key is (m, n, k, D's leading dimension (n, but for the split
+ * above), a/b/d dtypes, bias dtype or none, a_trans, b_trans,
  * accumulate, split_accum for FP8, and the alignment class — the largest power
  * of two up to 256 dividing the address — of a, b, d and bias), because the
  * heuristic's choice depends on alignment (MIN_ALIGNMENT_*_BYTES, and the bias
@@ -92,13 +136,11 @@
 
 #define GEMM_WORKSPACE_BYTES ((size_t)32 << 20) /* cuBLAS's advice for sm_90 */
 
-/* Fallback tiling: a 16×16 block computes a 64×64 tile of D, each thread a
- * 4×4 sub-tile (rows ty + 16·r, cols tx + 16·c), stepping K by 16. */
-#define FB_THREADS 16
-#define FB_TILE 64
-#define FB_PER_THREAD (FB_TILE / FB_THREADS)
-#define FB_K 16
-static_assert(FB_TILE * FB_K == 4 * FB_THREADS * FB_THREADS, "each thread loads 4 elements of a tile");
+/* 1: an FP8 shape whose only fault is D (n % 16, d's alignment) asks
+ * cuBLASLt's heuristic for it unpadded first; 0: straight to padding. */
+#ifndef GEMM_DIRECT_D
+#define GEMM_DIRECT_D 1
+#endif
 
 /* ------------------------------------------------------------------------ */
 /* Types                                                                     */
@@ -106,16 +148,20 @@ static_assert(FB_TILE * FB_K == 4 * FB_THREADS * FB_THREADS, "each thread loads 
 
 typedef struct gemm_key {
     int64_t m, n, k;
+    int64_t ldd;     /* D's leading dimension: n, or wider (run_padded's split) */
     uint32_t types;  /* a | b << 4 | d << 8 | (bias ? dtype + 1 : 0) << 12 | flags << 16 */
     uint32_t aligns; /* log2 alignment (0..8) of a | b << 4 | d << 8 | bias << 12 */
 } gemm_key;
 
-typedef enum plan_mode { PLAN_LT = 0, PLAN_FALLBACK = 1 } plan_mode;
+/* PLAN_PAD: an FP8 TN shape outside the rule, run on padded copies in the
+ * caller's workspace (run_padded), whose own plan is an ordinary PLAN_LT. */
+typedef enum plan_mode { PLAN_LT = 0, PLAN_FALLBACK = 1, PLAN_PAD = 2 } plan_mode;
 typedef enum bias_mode { BIAS_NONE = 0, BIAS_FUSED = 1, BIAS_AFTER = 2 } bias_mode;
 
 typedef struct gemm_plan {
     gemm_key key;
     plan_mode mode;
+    plan_mode otherwise;            /* what mode becomes if cublasLtMatmul says NOT_SUPPORTED */
     bias_mode bias;                 /* PLAN_LT only; the fallback does bias itself */
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t lay_a;   /* cuBLASLt's A' = our b */
@@ -134,193 +180,6 @@ struct f8i_gemm_cache {
     int count, cap;
     int last;          /* index of the most recently used plan */
 };
-
-typedef struct fallback_params {
-    const void *a, *b;
-    const float *a_scale_inv, *b_scale_inv; /* NULL = 1; read only for FP8 */
-    void *d;
-    const void *bias;                       /* NULL = none */
-    int64_t m, n, k;
-    f8_dtype d_dtype, bias_dtype;
-    int a_trans, b_trans, accumulate, fp8;
-} fallback_params;
-
-
-/* ------------------------------------------------------------------------ */
-/* Kernels                                                                   */
-/* ------------------------------------------------------------------------ */
-
-/* One operand element as FP32; DT is an f8_dtype. FP8 and BF16 decode exactly. */
-template <int DT>
-static __device__ __forceinline__ float load_operand(const void *p, int64_t i)
-{
-    if (DT == F8_DTYPE_FP32) return ((const float *)p)[i];
-    if (DT == F8_DTYPE_BF16) return f8i_bf16_to_float(((const uint16_t *)p)[i]);
-    return f8i_fp8_decode(((const uint8_t *)p)[i], DT == F8_DTYPE_E5M2);
-}
-
-/* D / bias element access for FP32 or BF16 (BF16 stores round to nearest even). */
-static __device__ __forceinline__ float load_vec(const void *p, int64_t i, f8_dtype dt)
-{
-    return dt == F8_DTYPE_BF16 ? f8i_bf16_to_float(((const uint16_t *)p)[i]) : ((const float *)p)[i];
-}
-
-static __device__ __forceinline__ void store_vec(void *p, int64_t i, f8_dtype dt, float v)
-{
-    if (dt == F8_DTYPE_BF16)
-        ((uint16_t *)p)[i] = f8i_bf16_from_float(v);
-    else
-        ((float *)p)[i] = v;
-}
-
-/* Fallback GEMM, D[m, n] = alpha·Σ_k A(i, k)·B(j, k) (+ D) (+ bias[j]).
- * Grid: x over 64-column tiles of D, y over 64-row tiles (grid-stride in both,
- * so any m, n fits the grid limits). Block: 16×16 threads. Thread (tx, ty)
- * owns D rows i0 + ty + 16·r and columns j0 + tx + 16·c, r, c < 4, and loads 4
- * elements of each 64×16 operand tile per K step, walking the operand's
- * contiguous dimension across neighbouring threads (coalesced either way). */
-template <int ADT, int BDT>
-static __global__ void __launch_bounds__(FB_THREADS * FB_THREADS) gemm_fallback_kernel(fallback_params p)
-{
-    __shared__ float as[FB_K][FB_TILE + 1]; /* as[kk][i] = A(i0 + i, k0 + kk) */
-    __shared__ float bs[FB_K][FB_TILE + 1]; /* bs[kk][j] = B(j0 + j, k0 + kk) */
-    const int tx = threadIdx.x, ty = threadIdx.y;
-    const int tid = ty * FB_THREADS + tx;
-    float alpha = 1.0f;
-    if (p.fp8) alpha = (p.a_scale_inv ? *p.a_scale_inv : 1.0f) * (p.b_scale_inv ? *p.b_scale_inv : 1.0f);
-    const int64_t tiles_m = (p.m + FB_TILE - 1) / FB_TILE, tiles_n = (p.n + FB_TILE - 1) / FB_TILE;
-
-    for (int64_t tm = blockIdx.y; tm < tiles_m; tm += gridDim.y) {
-        for (int64_t tn = blockIdx.x; tn < tiles_n; tn += gridDim.x) {
-            const int64_t i0 = tm * FB_TILE, j0 = tn * FB_TILE;
-            float acc[FB_PER_THREAD][FB_PER_THREAD];
-#pragma unroll
-            for (int r = 0; r < FB_PER_THREAD; r++)
-#pragma unroll
-                for (int c = 0; c < FB_PER_THREAD; c++) acc[r][c] = 0.0f;
-
-            for (int64_t k0 = 0; k0 < p.k; k0 += FB_K) {
-                for (int l = 0; l < 4; l++) {
-                    const int e = tid + l * FB_THREADS * FB_THREADS;
-                    /* K-contiguous operands walk k fastest, the others walk i/j. */
-                    int ii = p.a_trans ? e % FB_TILE : e / FB_K;
-                    int kk = p.a_trans ? e / FB_TILE : e % FB_K;
-                    int64_t gi = i0 + ii, gk = k0 + kk;
-                    float v = 0.0f;
-                    if (gi < p.m && gk < p.k) v = load_operand<ADT>(p.a, p.a_trans ? gk * p.m + gi : gi * p.k + gk);
-                    as[kk][ii] = v;
-                    ii = p.b_trans ? e % FB_TILE : e / FB_K;
-                    kk = p.b_trans ? e / FB_TILE : e % FB_K;
-                    gi = j0 + ii;
-                    gk = k0 + kk;
-                    v = 0.0f;
-                    if (gi < p.n && gk < p.k) v = load_operand<BDT>(p.b, p.b_trans ? gk * p.n + gi : gi * p.k + gk);
-                    bs[kk][ii] = v;
-                }
-                __syncthreads();
-#pragma unroll
-                for (int kk = 0; kk < FB_K; kk++) {
-                    float av[FB_PER_THREAD], bv[FB_PER_THREAD];
-#pragma unroll
-                    for (int r = 0; r < FB_PER_THREAD; r++) av[r] = as[kk][ty + FB_THREADS * r];
-#pragma unroll
-                    for (int c = 0; c < FB_PER_THREAD; c++) bv[c] = bs[kk][tx + FB_THREADS * c];
-#pragma unroll
-                    for (int r = 0; r < FB_PER_THREAD; r++)
-#pragma unroll
-                        for (int c = 0; c < FB_PER_THREAD; c++) acc[r][c] = __fmaf_rn(av[r], bv[c], acc[r][c]);
-                }
-                __syncthreads();
-            }
-
-#pragma unroll
-            for (int r = 0; r < FB_PER_THREAD; r++) {
-                const int64_t i = i0 + ty + FB_THREADS * r;
-#pragma unroll
-                for (int c = 0; c < FB_PER_THREAD; c++) {
-                    const int64_t j = j0 + tx + FB_THREADS * c;
-                    if (i >= p.m || j >= p.n) continue;
-                    float v = alpha * acc[r][c];
-                    if (p.accumulate) v = v + load_vec(p.d, i * p.n + j, p.d_dtype);
-                    if (p.bias) v = v + load_vec(p.bias, j, p.bias_dtype);
-                    store_vec(p.d, i * p.n + j, p.d_dtype, v);
-                }
-            }
-        }
-    }
-}
-
-/* d[i, j] = (overwrite ? 0 : d[i, j]) + bias[j] over D[m, n]: the bias when the
- * cuBLASLt epilogue cannot take its dtype, and k == 0.
- * Grid: 1-D, grid-stride. Block: 256 threads. A thread owns elements
- * idx = global thread id + s·(grid size). */
-static __global__ void __launch_bounds__(256)
-    gemm_bias_kernel(void *d, f8_dtype d_dtype, const void *bias, f8_dtype bias_dtype, int64_t m, int64_t n,
-                    int overwrite)
-{
-    const int64_t total = m * n;
-    for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
-         idx += (int64_t)gridDim.x * blockDim.x) {
-        const float old = overwrite ? 0.0f : load_vec(d, idx, d_dtype);
-        store_vec(d, idx, d_dtype, old + load_vec(bias, idx % n, bias_dtype));
-    }
-}
-
-/* ------------------------------------------------------------------------ */
-/* Launchers                                                                 */
-/* ------------------------------------------------------------------------ */
-
-static f8_status launch_bias(f8_ctx *ctx, const f8i_gemm_args *g, int overwrite)
-{
-    const int64_t total = g->m * g->n;
-    int64_t blocks = (total + 255) / 256;
-    const int64_t cap = (int64_t)(f8i_cuda(ctx)->sm_count > 0 ? f8i_cuda(ctx)->sm_count : 132) * 16;
-    if (blocks > cap) blocks = cap;
-    F8I_COUNT_LAUNCHES(ctx, 1);
-    gemm_bias_kernel<<<(unsigned)blocks, 256, 0, f8i_stream(ctx)>>>(g->d, g->d_dtype, g->bias, g->bias_dtype, g->m,
-                                                                    g->n, overwrite);
-    return f8i_cuda_launch_check(ctx, "gemm_bias_kernel");
-}
-
-static f8_status launch_fallback(f8_ctx *ctx, const f8i_gemm_args *g)
-{
-    fallback_params p;
-    p.a = g->a;
-    p.b = g->b;
-    p.a_scale_inv = g->a_scale_inv;
-    p.b_scale_inv = g->b_scale_inv;
-    p.d = g->d;
-    p.bias = g->bias;
-    p.m = g->m;
-    p.n = g->n;
-    p.k = g->k;
-    p.d_dtype = g->d_dtype;
-    p.bias_dtype = g->bias_dtype;
-    p.a_trans = g->a_trans;
-    p.b_trans = g->b_trans;
-    p.accumulate = g->accumulate;
-    p.fp8 = f8i_dtype_is_fp8(g->a_dtype);
-
-    int64_t gx = (g->n + FB_TILE - 1) / FB_TILE, gy = (g->m + FB_TILE - 1) / FB_TILE;
-    if (gx > 65535) gx = 65535;
-    if (gy > 65535) gy = 65535;
-    const dim3 grid((unsigned)gx, (unsigned)gy), block(FB_THREADS, FB_THREADS);
-    cudaStream_t s = f8i_stream(ctx);
-    const int pair = (int)g->a_dtype * 4 + (int)g->b_dtype;
-    F8I_COUNT_LAUNCHES(ctx, 1); /* (the default case below launches nothing; it is an error anyway) */
-    switch (pair) {
-    case F8_DTYPE_FP32 * 4 + F8_DTYPE_FP32: gemm_fallback_kernel<F8_DTYPE_FP32, F8_DTYPE_FP32><<<grid, block, 0, s>>>(p); break;
-    case F8_DTYPE_BF16 * 4 + F8_DTYPE_BF16: gemm_fallback_kernel<F8_DTYPE_BF16, F8_DTYPE_BF16><<<grid, block, 0, s>>>(p); break;
-    case F8_DTYPE_E4M3 * 4 + F8_DTYPE_E4M3: gemm_fallback_kernel<F8_DTYPE_E4M3, F8_DTYPE_E4M3><<<grid, block, 0, s>>>(p); break;
-    case F8_DTYPE_E4M3 * 4 + F8_DTYPE_E5M2: gemm_fallback_kernel<F8_DTYPE_E4M3, F8_DTYPE_E5M2><<<grid, block, 0, s>>>(p); break;
-    case F8_DTYPE_E5M2 * 4 + F8_DTYPE_E4M3: gemm_fallback_kernel<F8_DTYPE_E5M2, F8_DTYPE_E4M3><<<grid, block, 0, s>>>(p); break;
-    case F8_DTYPE_E5M2 * 4 + F8_DTYPE_E5M2: gemm_fallback_kernel<F8_DTYPE_E5M2, F8_DTYPE_E5M2><<<grid, block, 0, s>>>(p); break;
-    default:
-        return f8i_error(ctx, F8_ERR_DTYPE, "gemm: operand dtypes %s x %s are not one class (FP8, FP32 or BF16)",
-                         f8_dtype_name(g->a_dtype), f8_dtype_name(g->b_dtype));
-    }
-    return f8i_cuda_launch_check(ctx, "gemm_fallback_kernel");
-}
 
 /* ------------------------------------------------------------------------ */
 /* Plans                                                                     */
@@ -354,9 +213,10 @@ static uint32_t align_log2(const void *p)
     return tz > 8 ? 8 : tz;
 }
 
-static gemm_key make_key(const f8i_gemm_args *g)
+static gemm_key make_key(const f8i_gemm_args *g, int64_t ldd)
 {
     gemm_key key;
+    key.ldd = ldd;
     const int fp8 = f8i_dtype_is_fp8(g->a_dtype);
     const uint32_t bias = g->bias ? (uint32_t)g->bias_dtype + 1u : 0u;
     const uint32_t flags = (g->a_trans ? 1u : 0u) | (g->b_trans ? 2u : 0u) | (g->accumulate ? 4u : 0u) |
@@ -372,7 +232,8 @@ static gemm_key make_key(const f8i_gemm_args *g)
 
 static int key_equal(const gemm_key *x, const gemm_key *y)
 {
-    return x->m == y->m && x->n == y->n && x->k == y->k && x->types == y->types && x->aligns == y->aligns;
+    return x->m == y->m && x->n == y->n && x->k == y->k && x->ldd == y->ldd && x->types == y->types &&
+           x->aligns == y->aligns;
 }
 
 /* Can cuBLASLt take these operands at all (the type tables and the FP8 rule
@@ -382,11 +243,26 @@ static int lt_eligible(const f8i_gemm_args *g)
     if (f8i_dtype_is_fp8(g->a_dtype)) {
         if (g->a_dtype == F8_DTYPE_E5M2 && g->b_dtype == F8_DTYPE_E5M2) return 0;
         if (g->a_trans || g->b_trans) return 0;
-        if (g->k % 16 != 0 || (g->n * (int64_t)dtype_bytes(g->d_dtype)) % 16 != 0) return 0;
+        if (g->k % 16 != 0 || g->n % 16 != 0) return 0;
         return align_log2(g->a) >= 4 && align_log2(g->b) >= 4 && align_log2(g->d) >= 4;
     }
     if (g->a_dtype == F8_DTYPE_FP32 && g->d_dtype != F8_DTYPE_FP32) return 0;
     return 1;
+}
+
+/* An FP8 GEMM cuBLASLt could take once padded: TN and a type pair it has. */
+static int pad_eligible(const f8i_gemm_args *g)
+{
+    if (!f8i_dtype_is_fp8(g->a_dtype) || g->a_trans || g->b_trans) return 0;
+    return !(g->a_dtype == F8_DTYPE_E5M2 && g->b_dtype == F8_DTYPE_E5M2);
+}
+
+/* Called for a shape outside the rule: is D its only fault (n % 16 or d's
+ * alignment)? Then cuBLASLt's heuristic is asked for it as it is before D is
+ * padded (GEMM_DIRECT_D): if it takes it, no slice pass is needed. */
+static int only_d_unaligned(const f8i_gemm_args *g)
+{
+    return GEMM_DIRECT_D && pad_eligible(g) && g->k % 16 == 0 && align_log2(g->a) >= 4 && align_log2(g->b) >= 4;
 }
 
 static void plan_release(gemm_plan *p)
@@ -487,13 +363,16 @@ static cublasStatus_t plan_query(f8i_gemm_cache *c, gemm_plan *p, const f8i_gemm
  * fallback. With a bias the table allows, the fused epilogue is tried first;
  * if the heuristic has nothing for it, a fresh descriptor without epilogue is
  * tried (bias added after), then the fallback. */
-static f8_status plan_build(f8_ctx *ctx, f8i_gemm_cache *c, const f8i_gemm_args *g, gemm_plan *p)
+static f8_status plan_build(f8_ctx *ctx, f8i_gemm_cache *c, const f8i_gemm_args *g, int64_t ldd, gemm_plan *p)
 {
     memset(p, 0, sizeof *p);
-    p->key = make_key(g);
-    p->mode = PLAN_FALLBACK;
+    p->key = make_key(g, ldd);
+    /* what a shape cuBLASLt will not take runs: padded if it can be, else the kernel */
+    const plan_mode none = pad_eligible(g) ? PLAN_PAD : PLAN_FALLBACK;
+    p->mode = none;
+    p->otherwise = none;
     p->bias = BIAS_NONE;
-    if (!lt_eligible(g)) return F8_OK;
+    if (!lt_eligible(g) && !only_d_unaligned(g)) return F8_OK;
 
     /* A' = b, B' = a, D' = d: see the mapping in the design note. */
     const char *what = "cublasLtMatrixLayoutCreate";
@@ -503,7 +382,7 @@ static f8_status plan_build(f8_ctx *ctx, f8i_gemm_cache *c, const f8i_gemm_args 
     if (st == CUBLAS_STATUS_SUCCESS)
         st = g->a_trans ? cublasLtMatrixLayoutCreate(&p->lay_b, cuda_type(g->a_dtype), m, k, g->m)
                         : cublasLtMatrixLayoutCreate(&p->lay_b, cuda_type(g->a_dtype), k, m, g->k);
-    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatrixLayoutCreate(&p->lay_d, cuda_type(g->d_dtype), n, m, g->n);
+    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatrixLayoutCreate(&p->lay_d, cuda_type(g->d_dtype), n, m, ldd);
 
     const int fusable =
         g->bias && (f8i_dtype_is_fp8(g->a_dtype) ? g->bias_dtype == F8_DTYPE_BF16 : g->bias_dtype == g->d_dtype);
@@ -525,16 +404,18 @@ static f8_status plan_build(f8_ctx *ctx, f8i_gemm_cache *c, const f8i_gemm_args 
     if (found) {
         p->mode = PLAN_LT;
     } else {
+        p->mode = none;
         plan_release(p);
         p->bias = BIAS_NONE;
     }
     return F8_OK;
 }
 
-/* The plan for g's key: the last one used, a cached one, or a new one. */
-static f8_status plan_find(f8_ctx *ctx, f8i_gemm_cache *c, const f8i_gemm_args *g, gemm_plan **out)
+/* The plan for g's key with D's leading dimension ldd (g->n but in
+ * run_padded's split): the last one used, a cached one, or a new one. */
+static f8_status plan_find(f8_ctx *ctx, f8i_gemm_cache *c, const f8i_gemm_args *g, int64_t ldd, gemm_plan **out)
 {
-    const gemm_key key = make_key(g);
+    const gemm_key key = make_key(g, ldd);
     if (c->last < c->count && key_equal(&c->plans[c->last].key, &key)) {
         *out = &c->plans[c->last];
         return F8_OK;
@@ -553,7 +434,7 @@ static f8_status plan_find(f8_ctx *ctx, f8i_gemm_cache *c, const f8i_gemm_args *
         c->plans = grown;
         c->cap = cap;
     }
-    f8_status s = plan_build(ctx, c, g, &c->plans[c->count]);
+    f8_status s = plan_build(ctx, c, g, ldd, &c->plans[c->count]);
     if (s != F8_OK) return s;
     c->last = c->count++;
     *out = &c->plans[c->last];
@@ -637,12 +518,146 @@ f8_status f8i_cuda_gemm_lt(f8_ctx *ctx, void **handle, void **workspace, size_t 
     return F8_OK;
 }
 
+/* Run g on its PLAN_LT plan p, D with leading dimension ldd. *unsupported
+ * = 1 when cublasLtMatmul says NOT_SUPPORTED: nothing was enqueued, and the
+ * plan becomes p->otherwise for good (the caller then runs g that way). */
+static f8_status run_lt(f8_ctx *ctx, f8i_gemm_cache *c, gemm_plan *p, const f8i_gemm_args *g, int64_t ldd,
+                        int *unsupported)
+{
+    *unsupported = 0;
+    cublasStatus_t st = plan_set_pointers(p, g);
+    if (st != CUBLAS_STATUS_SUCCESS) return lt_error(ctx, st, "cublasLtMatmulDescSetAttribute", g);
+    const float alpha = 1.0f, beta = g->accumulate ? 1.0f : 0.0f;
+    st = cublasLtMatmul(c->lt, p->desc, &alpha, g->b, p->lay_a, g->a, p->lay_b, &beta, g->d, p->lay_d, g->d, p->lay_d,
+                        &p->algo, c->workspace, GEMM_WORKSPACE_BYTES, f8i_stream(ctx));
+    if (st == CUBLAS_STATUS_NOT_SUPPORTED) {
+        plan_release(p);
+        p->mode = p->otherwise;
+        p->bias = BIAS_NONE;
+        *unsupported = 1;
+        return F8_OK;
+    }
+    if (st != CUBLAS_STATUS_SUCCESS) return lt_error(ctx, st, "cublasLtMatmul", g);
+    F8I_COUNT_LAUNCHES(ctx, 1); /* counted once enqueued (NOT_SUPPORTED enqueues nothing) */
+    if (p->bias != BIAS_AFTER) return F8_OK;
+    if (ldd == g->n) return f8i_cuda_gemm_bias(ctx, g, 0);
+    /* a strided D (run_padded's split): the slice kernel in place adds it */
+    const f8i_gemm_slice_args sl = {g->d, g->d_dtype, ldd, g->d, g->d_dtype, ldd, g->bias, g->bias_dtype, g->m, g->n, 0};
+    return f8i_cuda_gemm_slice(ctx, &sl);
+}
+
+/* g (FP8 TN, outside the rule or refused by the heuristic) on zero-padded
+ * copies in g's workspace, laid out as f8i_gemm_workspace_bytes says (A,
+ * then B, then D, then the bias), then cuBLASLt on the padded shape under
+ * an ordinary plan of its own. When n is off the rule, either
+ *   split: D's rows are 16-byte aligned anyway (n·sizeof(D) % 16 == 0, d
+ *     aligned, no FP32 bias): cuBLASLt writes columns [0, n0 = n & ~15) of
+ *     D in place (ld n, with the accumulate and a BF16 bias), and only the
+ *     last n - n0 < 16 columns go through a 16-wide FP32 D and a slice; B
+ *     is copied whole only when k is odd, else just its last rows;
+ *   full: D [m, n16] (and a BF16 bias [n16], fused: one rounding, as
+ *     unpadded) in the workspace, sliced back with the accumulate and any
+ *     other bias.
+ * The slow kernel runs g instead when the workspace is missing or short, or
+ * cuBLASLt has no plan for the padded shapes either; nothing is written to
+ * D before every plan is known and the padded GEMMs have been accepted. */
+static f8_status run_padded(f8_ctx *ctx, f8i_gemm_cache *c, const f8i_gemm_args *g)
+{
+    const size_t ds = dtype_bytes(g->d_dtype);
+    const int pad_k = g->k % 16 != 0;
+    const int pad_d = g->n % 16 != 0 || align_log2(g->d) < 4;
+    const int pad_a = pad_k || align_log2(g->a) < 4;
+    const int64_t k16 = (g->k + 15) / 16 * 16, n16 = (g->n + 15) / 16 * 16;
+    const int split = pad_d && g->n > 16 && ((size_t)g->n * ds) % 16 == 0 && align_log2(g->d) >= 4 &&
+                      (!g->bias || g->bias_dtype == F8_DTYPE_BF16);
+    /* with k inside the rule, B is not copied for an odd n: the main GEMM
+     * reads its first n0 rows in place and a 16-row tail GEMM the rest */
+    const int b_tail = pad_d && !pad_k && g->n > 16 && align_log2(g->b) >= 4;
+    const int two = split || b_tail; /* a main GEMM over n0 columns and a 16-wide tail */
+    const int64_t n0 = two ? g->n / 16 * 16 : g->n;
+    const int full_b = !b_tail && (pad_k || align_log2(g->b) < 4 || pad_d);
+    const int64_t b_rows = full_b ? (pad_d ? n16 : g->n) : b_tail ? 16 : 0;
+    const int fuse = pad_d && !split && g->bias && g->bias_dtype == F8_DTYPE_BF16 && !g->accumulate;
+    const f8_dtype dp_dtype = (split || g->accumulate || (g->bias && !fuse) || g->d_dtype == F8_DTYPE_FP32)
+                                  ? F8_DTYPE_FP32
+                                  : F8_DTYPE_BF16;
+    const int64_t dp_cols = split ? 16 : n16;
+    const size_t a_bytes = pad_a ? f8i_align256((size_t)(g->m * k16)) : 0;
+    const size_t b_bytes = b_rows ? f8i_align256((size_t)(b_rows * k16)) : 0;
+    const size_t d_bytes = pad_d ? f8i_align256((size_t)(g->m * dp_cols) * dtype_bytes(dp_dtype)) : 0;
+    const size_t bias_bytes = fuse ? f8i_align256((size_t)n16 * 2) : 0;
+    if (!g->workspace || align_log2(g->workspace) < 4 || a_bytes + b_bytes + d_bytes + bias_bytes > g->workspace_bytes)
+        return f8i_cuda_gemm_fallback(ctx, g);
+
+    uint8_t *ws = (uint8_t *)g->workspace, *bp = ws + a_bytes, *dp = bp + b_bytes;
+    f8i_gemm_args e = *g; /* the main padded GEMM, inside the rule */
+    e.workspace = NULL;
+    e.workspace_bytes = 0;
+    e.k = k16;
+    if (pad_a) e.a = ws;
+    if (full_b) e.b = bp;
+    int64_t ldd = g->n;
+    const uint8_t *pbias = dp + d_bytes; /* the padded BF16 bias (fuse) */
+    if (pad_d && !split) {
+        e.n = two ? n0 : n16;
+        ldd = n16;
+        e.d = dp;
+        e.d_dtype = dp_dtype;
+        e.accumulate = 0;
+        e.bias = fuse ? (const void *)pbias : NULL;
+    } else {
+        e.n = n0;
+    }
+    /* the tail: columns n0..n0+15 of the padded D (the split's own 16-wide
+     * FP32 one), from B's rows n0.. */
+    f8i_gemm_args t = e;
+    int64_t ldt = ldd;
+    t.n = 16;
+    t.b = full_b ? bp + n0 * k16 : bp;
+    if (split) {
+        t.d = dp;
+        t.d_dtype = F8_DTYPE_FP32;
+        t.accumulate = 0;
+        t.bias = NULL;
+        ldt = 16;
+    } else {
+        t.d = dp + n0 * (int64_t)dtype_bytes(dp_dtype);
+        t.bias = fuse ? (const void *)(pbias + n0 * 2) : NULL;
+    }
+    gemm_plan *p = NULL, *pt = NULL;
+    f8_status s = plan_find(ctx, c, &e, ldd, &p);
+    if (s == F8_OK && two) s = plan_find(ctx, c, &t, ldt, &pt);
+    if (s == F8_OK && two) s = plan_find(ctx, c, &e, ldd, &p); /* found again: the array may have moved */
+    if (s != F8_OK) return s;
+    if (p->mode != PLAN_LT || (two && pt->mode != PLAN_LT)) return f8i_cuda_gemm_fallback(ctx, g);
+
+    if (pad_a) s = f8i_cuda_gemm_pad(ctx, (const uint8_t *)g->a, g->m, g->k, (uint8_t *)e.a, g->m, k16);
+    if (s == F8_OK && full_b) s = f8i_cuda_gemm_pad(ctx, (const uint8_t *)g->b, g->n, g->k, bp, b_rows, k16);
+    if (s == F8_OK && b_tail) /* B's last rows, zeros below */
+        s = f8i_cuda_gemm_pad(ctx, (const uint8_t *)g->b + n0 * g->k, g->n - n0, g->k, bp, 16, k16);
+    if (s == F8_OK && fuse) /* the bias as one row of bytes, zeros past n */
+        s = f8i_cuda_gemm_pad(ctx, (const uint8_t *)g->bias, 1, g->n * 2, (uint8_t *)pbias, 1, n16 * 2);
+    int unsupported = 0;
+    if (s == F8_OK && two) s = run_lt(ctx, c, pt, &t, ldt, &unsupported); /* D untouched so far */
+    if (s == F8_OK && !unsupported) s = run_lt(ctx, c, p, &e, ldd, &unsupported);
+    if (s == F8_OK && unsupported) return f8i_cuda_gemm_fallback(ctx, g); /* D untouched: the copies were harmless */
+    if (s != F8_OK || !pad_d) return s;
+    f8i_gemm_slice_args sl = {g->d, g->d_dtype, g->n, dp, dp_dtype, dp_cols, fuse ? NULL : g->bias, g->bias_dtype,
+                              g->m, g->n, g->accumulate};
+    if (split) { /* columns n0..n-1 from the tail's 16 */
+        sl.d = (uint8_t *)g->d + n0 * (int64_t)ds;
+        sl.bias = g->bias ? (const uint8_t *)g->bias + n0 * 2 : NULL; /* split has BF16 biases only */
+        sl.cols = g->n - n0;
+    }
+    return f8i_cuda_gemm_slice(ctx, &sl);
+}
+
 f8_status f8i_cuda_gemm(f8_ctx *ctx, const f8i_gemm_args *g)
 {
     if (g->m == 0 || g->n == 0) return F8_OK;
     if (g->k == 0) {
         /* D = (accumulate ? D : 0) + bias, without cuBLASLt. */
-        if (g->bias) return launch_bias(ctx, g, !g->accumulate);
+        if (g->bias) return f8i_cuda_gemm_bias(ctx, g, !g->accumulate);
         if (g->accumulate) return F8_OK;
         const size_t bytes = (size_t)g->m * (size_t)g->n * dtype_bytes(g->d_dtype);
         F8I_COUNT_LAUNCHES(ctx, 1);
@@ -652,24 +667,12 @@ f8_status f8i_cuda_gemm(f8_ctx *ctx, const f8i_gemm_args *g)
     f8i_gemm_cache *c = f8i_cuda(ctx)->gemm;
     if (!c) return f8i_error(ctx, F8_ERR_STATE, "gemm: the CUDA state has no GEMM cache (f8i_cuda_gemm_create not run)");
     gemm_plan *p = NULL;
-    f8_status s = plan_find(ctx, c, g, &p);
+    f8_status s = plan_find(ctx, c, g, g->n, &p);
     if (s != F8_OK) return s;
-    if (p->mode == PLAN_FALLBACK) return launch_fallback(ctx, g);
-
-    cublasStatus_t st = plan_set_pointers(p, g);
-    if (st != CUBLAS_STATUS_SUCCESS) return lt_error(ctx, st, "cublasLtMatmulDescSetAttribute", g);
-    const float alpha = 1.0f, beta = g->accumulate ? 1.0f : 0.0f;
-    st = cublasLtMatmul(c->lt, p->desc, &alpha, g->b, p->lay_a, g->a, p->lay_b, &beta, g->d, p->lay_d, g->d, p->lay_d,
-                        &p->algo, c->workspace, GEMM_WORKSPACE_BYTES, f8i_stream(ctx));
-    if (st == CUBLAS_STATUS_NOT_SUPPORTED) {
-        /* Nothing was enqueued; this key goes to the fallback from now on. */
-        plan_release(p);
-        p->mode = PLAN_FALLBACK;
-        p->bias = BIAS_NONE;
-        return launch_fallback(ctx, g);
-    }
-    if (st != CUBLAS_STATUS_SUCCESS) return lt_error(ctx, st, "cublasLtMatmul", g);
-    F8I_COUNT_LAUNCHES(ctx, 1); /* counted once enqueued (NOT_SUPPORTED enqueues nothing) */
-    if (p->bias == BIAS_AFTER) return launch_bias(ctx, g, 0);
-    return F8_OK;
+    if (p->mode == PLAN_FALLBACK) return f8i_cuda_gemm_fallback(ctx, g);
+    if (p->mode == PLAN_PAD) return run_padded(ctx, c, g);
+    int unsupported = 0;
+    s = run_lt(ctx, c, p, g, g->n, &unsupported);
+    if (s != F8_OK || !unsupported) return s;
+    return p->mode == PLAN_PAD ? run_padded(ctx, c, g) : f8i_cuda_gemm_fallback(ctx, g);
 }

@@ -61,6 +61,7 @@ typedef struct lnl_ws {
     float *dln, *dln_out;
     f8i_qbuf g8;
     uint8_t *lnt;
+    void *gemm;       /* the GEMMs' padding workspace (nothing for aligned shapes) */
 } lnl_ws;
 
 static size_t fwd_layout(const f8_module *m, int64_t T, f8i_layout *l, lnl_ws *w)
@@ -69,6 +70,7 @@ static size_t fwd_layout(const f8_module *m, int64_t T, f8i_layout *l, lnl_ws *w
     w->hp = NULL;
     if (m->fp8 && f8i_casts_unfused(m->ctx))
         w->hp = f8i_take(l, (size_t)(T * m->in_features) * f8_dtype_size(m->param_dtype));
+    w->gemm = f8i_take(l, f8i_weight_gemm_workspace(&m->w[0], T, 0));
     return l->bytes;
 }
 
@@ -82,6 +84,7 @@ static size_t bwd_layout(const f8_module *m, int64_t T, f8i_layout *l, lnl_ws *w
         w->lnt = (uint8_t *)f8i_take(l, (size_t)(T * K));
     }
     w->dln_out = (float *)f8i_take(l, (size_t)(T * K) * 4);
+    w->gemm = f8i_take(l, f8i_weight_gemm_workspace(&m->w[0], T, 1));
     return l->bytes;
 }
 
@@ -134,7 +137,7 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
     if (st == F8_OK && fp8) st = f8i_weight_cast(ctx, &m->w[0], mb, saved != NULL);
     if (st == F8_OK)
         st = f8i_weight_fprop(ctx, &m->w[0], s->ln, fp8 ? q.dtype : m->param_dtype, fp8 ? s->ln_sinv : NULL, T,
-                              y->data, y->dtype);
+                              y->data, y->dtype, ws.gemm);
     return st;
 }
 
@@ -157,17 +160,18 @@ static f8_status backward(f8_module *m, f8_saved *sv, const f8_tensor *dy, const
     if (m->fp8) {
         const f8i_qbuf *g = &ws.g8;
         st = f8i_module_quantize(m, dy->data, dy->dtype, T, N, F8_DIR_BACKWARD, SLOT_GRAD_OUTPUT, g, w, ws.reduce);
-        if (st == F8_OK) st = f8i_weight_dgrad(ctx, w, g->data, g->dtype, g->scale_inv, T, ws.dln, F8_DTYPE_FP32);
+        if (st == F8_OK) st = f8i_weight_dgrad(ctx, w, g->data, g->dtype, g->scale_inv, T, ws.dln, F8_DTYPE_FP32, ws.gemm);
         const uint8_t *lnt = s->lnt ? s->lnt : ws.lnt; /* block scaling saved it; else transpose the codes */
         if (st == F8_OK && !s->lnt) st = f8i_op_transpose_u8(ctx, (const uint8_t *)s->ln, ws.lnt, T, K, NULL);
         if (st == F8_OK)
             st = f8i_weight_wgrad(ctx, w, g->data_t, g->dtype, f8i_qbuf_sinv_t(g), lnt,
                                   f8_ctx_slot_dtype(ctx, F8_DIR_FORWARD), s->lnt ? s->lnt_sinv : s->ln_sinv, T,
-                                  sv->microbatch);
+                                  sv->microbatch, ws.gemm);
     } else {
-        st = f8i_weight_dgrad(ctx, w, dy->data, dy->dtype, NULL, T, ws.dln, F8_DTYPE_FP32);
+        st = f8i_weight_dgrad(ctx, w, dy->data, dy->dtype, NULL, T, ws.dln, F8_DTYPE_FP32, NULL);
         if (st == F8_OK)
-            st = f8i_weight_wgrad(ctx, w, dy->data, dy->dtype, NULL, s->ln, m->param_dtype, NULL, T, sv->microbatch);
+            st = f8i_weight_wgrad(ctx, w, dy->data, dy->dtype, NULL, s->ln, m->param_dtype, NULL, T, sv->microbatch,
+                                  NULL);
         if (st == F8_OK) st = f8i_weight_bgrad(ctx, w, dy->data, T);
     }
     if (st == F8_OK && dln_out && T > 0) {

@@ -85,7 +85,14 @@ typedef struct mlp_ws {
     void *reduce, *dln, *da, *d;
     f8i_qbuf g8, d8;
     uint8_t *lnt;
+    void *gemm;     /* the GEMMs' padding workspace, the larger of fc1's and fc2's */
 } mlp_ws;
+
+static size_t gemm_ws(const f8_module *m, int64_t T, int backward)
+{
+    const size_t a = f8i_weight_gemm_workspace(&m->w[0], T, backward), b = f8i_weight_gemm_workspace(&m->w[1], T, backward);
+    return a > b ? a : b;
+}
 
 static size_t fwd_layout(const f8_module *m, int64_t T, int training, f8i_layout *l, mlp_ws *w)
 {
@@ -98,6 +105,7 @@ static size_t fwd_layout(const f8_module *m, int64_t T, int training, f8i_layout
     w->hp = NULL; /* the norm's output, then the activation's */
     if (m->fp8 && f8i_casts_unfused(m->ctx))
         w->hp = f8i_take(l, (size_t)(T * (H > F ? H : F)) * f8_dtype_size(m->param_dtype));
+    w->gemm = f8i_take(l, gemm_ws(m, T, 0));
     return l->bytes;
 }
 
@@ -116,6 +124,7 @@ static size_t bwd_layout(const f8_module *m, int64_t T, f8i_layout *l, mlp_ws *w
     } else {
         w->d = f8i_take(l, (size_t)(T * F1) * es);
     }
+    w->gemm = f8i_take(l, gemm_ws(m, T, 1));
     return l->bytes;
 }
 
@@ -155,7 +164,7 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
         st = f8i_norm_forward(ctx, &m->norm, x, s->ln, pdt, NULL, NULL, s->mu, s->rsigma);
     if (st == F8_OK && fp8) st = f8i_weight_cast(ctx, &m->w[0], mb, saved != NULL);
     if (st == F8_OK && fp8) st = f8i_weight_cast(ctx, &m->w[1], mb, saved != NULL);
-    if (st == F8_OK) st = f8i_weight_fprop(ctx, &m->w[0], s->ln, adt, fp8 ? s->ln_sinv : NULL, T, s->h1, pdt);
+    if (st == F8_OK) st = f8i_weight_fprop(ctx, &m->w[0], s->ln, adt, fp8 ? s->ln_sinv : NULL, T, s->h1, pdt, ws.gemm);
     if (st == F8_OK) {
         f8i_act_fwd_args a;
         memset(&a, 0, sizeof a);
@@ -184,7 +193,7 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
             st = f8i_op_act_fwd(ctx, &a);
         }
     }
-    if (st == F8_OK) st = f8i_weight_fprop(ctx, &m->w[1], a8, adt, fp8 ? a8_sinv : NULL, T, y->data, y->dtype);
+    if (st == F8_OK) st = f8i_weight_fprop(ctx, &m->w[1], a8, adt, fp8 ? a8_sinv : NULL, T, y->data, y->dtype, ws.gemm);
     return st;
 }
 
@@ -245,24 +254,24 @@ static f8_status backward(f8_module *m, f8_saved *sv, const f8_tensor *dy, const
     if (m->fp8) {
         const f8i_qbuf *g = &ws.g8, *d = &ws.d8;
         st = f8i_module_quantize(m, dy->data, dy->dtype, T, H, F8_DIR_BACKWARD, GRAD_OUTPUT1, g, fc2, ws.reduce);
-        if (st == F8_OK) st = f8i_weight_dgrad(ctx, fc2, g->data, g->dtype, g->scale_inv, T, ws.da, pdt);
+        if (st == F8_OK) st = f8i_weight_dgrad(ctx, fc2, g->data, g->dtype, g->scale_inv, T, ws.da, pdt, ws.gemm);
         if (st == F8_OK) /* s->act holds the codes transposed (the forward wrote them) */
             st = f8i_weight_wgrad(ctx, fc2, g->data_t, g->dtype, f8i_qbuf_sinv_t(g), s->act, qdt, s->act_sinv, T,
-                                  sv->microbatch);
+                                  sv->microbatch, ws.gemm);
         if (st == F8_OK) st = act_backward(m, s, T, &ws);
-        if (st == F8_OK) st = f8i_weight_dgrad(ctx, fc1, d->data, d->dtype, d->scale_inv, T, ws.dln, pdt);
+        if (st == F8_OK) st = f8i_weight_dgrad(ctx, fc1, d->data, d->dtype, d->scale_inv, T, ws.dln, pdt, ws.gemm);
         const uint8_t *lnt = s->lnt ? s->lnt : ws.lnt; /* block scaling saved it; else transpose the codes */
         if (st == F8_OK && !s->lnt) st = f8i_op_transpose_u8(ctx, (const uint8_t *)s->ln, ws.lnt, T, H, NULL);
         if (st == F8_OK)
             st = f8i_weight_wgrad(ctx, fc1, d->data_t, d->dtype, f8i_qbuf_sinv_t(d), lnt, qdt,
-                                  s->lnt ? s->lnt_sinv : s->ln_sinv, T, sv->microbatch);
+                                  s->lnt ? s->lnt_sinv : s->ln_sinv, T, sv->microbatch, ws.gemm);
     } else {
-        st = f8i_weight_dgrad(ctx, fc2, dy->data, pdt, NULL, T, ws.da, F8_DTYPE_FP32);
-        if (st == F8_OK) st = f8i_weight_wgrad(ctx, fc2, dy->data, pdt, NULL, s->act, pdt, NULL, T, sv->microbatch);
+        st = f8i_weight_dgrad(ctx, fc2, dy->data, pdt, NULL, T, ws.da, F8_DTYPE_FP32, NULL);
+        if (st == F8_OK) st = f8i_weight_wgrad(ctx, fc2, dy->data, pdt, NULL, s->act, pdt, NULL, T, sv->microbatch, NULL);
         if (st == F8_OK) st = f8i_weight_bgrad(ctx, fc2, dy->data, T);
         if (st == F8_OK) st = act_backward(m, s, T, &ws);
-        if (st == F8_OK) st = f8i_weight_dgrad(ctx, fc1, ws.d, pdt, NULL, T, ws.dln, F8_DTYPE_FP32);
-        if (st == F8_OK) st = f8i_weight_wgrad(ctx, fc1, ws.d, pdt, NULL, s->ln, pdt, NULL, T, sv->microbatch);
+        if (st == F8_OK) st = f8i_weight_dgrad(ctx, fc1, ws.d, pdt, NULL, T, ws.dln, F8_DTYPE_FP32, NULL);
+        if (st == F8_OK) st = f8i_weight_wgrad(ctx, fc1, ws.d, pdt, NULL, s->ln, pdt, NULL, T, sv->microbatch, NULL);
         if (st == F8_OK) st = f8i_weight_bgrad(ctx, fc1, ws.d, T);
     }
     const f8_dtype ddt = m->fp8 ? pdt : F8_DTYPE_FP32; /* dln's dtype */

@@ -35,15 +35,18 @@ static size_t place_saved(const f8_module *m, f8i_layout *l, int64_t T, void *im
     return l->bytes;
 }
 
-/* Per call: forward X8 (+ scale_inv); backward the reduction workspace, G8, G8ᵀ. */
+/* Per call: forward X8 (+ scale_inv); backward the reduction workspace, G8,
+ * G8ᵀ; each the GEMMs' padding workspace (nothing for aligned shapes). */
 typedef struct linear_ws {
     f8i_qbuf x8, g8;
     void *reduce;
+    void *gemm;
 } linear_ws;
 
 static size_t fwd_layout(const f8_module *m, int64_t T, f8i_layout *l, linear_ws *w)
 {
     w->x8 = f8i_take_qbuf((f8_module *)m, l, F8_DIR_FORWARD, T, m->in_features, 0);
+    w->gemm = f8i_take(l, f8i_weight_gemm_workspace(&m->w[0], T, 0));
     return l->bytes;
 }
 
@@ -51,6 +54,7 @@ static size_t bwd_layout(const f8_module *m, int64_t T, f8i_layout *l, linear_ws
 {
     w->reduce = f8i_take(l, f8i_reduce_workspace_bytes(T, m->out_features));
     w->g8 = f8i_take_qbuf((f8_module *)m, l, F8_DIR_BACKWARD, T, m->out_features, 1);
+    w->gemm = f8i_take(l, f8i_weight_gemm_workspace(&m->w[0], T, 1));
     return l->bytes;
 }
 
@@ -68,7 +72,7 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
     (void)aux;
     f8_ctx *ctx = m->ctx;
     f8i_weight *w = &m->w[0];
-    if (!m->fp8) return f8i_weight_fprop(ctx, w, x->data, x->dtype, NULL, x->rows, y->data, y->dtype);
+    if (!m->fp8) return f8i_weight_fprop(ctx, w, x->data, x->dtype, NULL, x->rows, y->data, y->dtype, NULL);
     linear_ws ws;
     f8i_layout l = f8i_module_workspace(m);
     fwd_layout(m, x->rows, &l, &ws);
@@ -82,7 +86,8 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
     if (st == F8_OK)
         st = f8i_module_quantize(m, x->data, x->dtype, x->rows, m->in_features, F8_DIR_FORWARD, SLOT_INPUT, &ws.x8, NULL,
                                  NULL);
-    if (st == F8_OK) st = f8i_weight_fprop(ctx, w, ws.x8.data, ws.x8.dtype, ws.x8.scale_inv, x->rows, y->data, y->dtype);
+    if (st == F8_OK) st = f8i_weight_fprop(ctx, w, ws.x8.data, ws.x8.dtype, ws.x8.scale_inv, x->rows, y->data, y->dtype,
+                                               ws.gemm);
     return st;
 }
 
@@ -94,9 +99,10 @@ static f8_status backward(f8_module *m, f8_saved *s, const f8_tensor *dy, const 
     const int64_t T = s->tokens;
     f8_status st = F8_OK;
     if (!m->fp8) {
-        if (dx) st = f8i_weight_dgrad(ctx, w, dy->data, dy->dtype, NULL, T, dx->data, dx->dtype);
+        if (dx) st = f8i_weight_dgrad(ctx, w, dy->data, dy->dtype, NULL, T, dx->data, dx->dtype, NULL);
         if (st == F8_OK)
-            st = f8i_weight_wgrad(ctx, w, dy->data, dy->dtype, NULL, s->x.data, s->x.dtype, NULL, T, s->microbatch);
+            st = f8i_weight_wgrad(ctx, w, dy->data, dy->dtype, NULL, s->x.data, s->x.dtype, NULL, T, s->microbatch,
+                                  NULL);
         if (st == F8_OK) st = f8i_weight_bgrad(ctx, w, dy->data, T);
         return st;
     }
@@ -107,10 +113,10 @@ static f8_status backward(f8_module *m, f8_saved *s, const f8_tensor *dy, const 
     const f8i_qbuf *g = &ws.g8;
     st = f8i_module_quantize(m, dy->data, dy->dtype, T, m->out_features, F8_DIR_BACKWARD, SLOT_GRAD_OUTPUT, g, w,
                              ws.reduce);
-    if (st == F8_OK && dx) st = f8i_weight_dgrad(ctx, w, g->data, g->dtype, g->scale_inv, T, dx->data, dx->dtype);
+    if (st == F8_OK && dx) st = f8i_weight_dgrad(ctx, w, g->data, g->dtype, g->scale_inv, T, dx->data, dx->dtype, ws.gemm);
     if (st == F8_OK)
         st = f8i_weight_wgrad(ctx, w, g->data_t, g->dtype, f8i_qbuf_sinv_t(g), ls->xt, f8_ctx_slot_dtype(ctx, F8_DIR_FORWARD),
-                              ls->x_scale_inv, T, s->microbatch);
+                              ls->x_scale_inv, T, s->microbatch, ws.gemm);
     return st;
 }
 

@@ -221,8 +221,46 @@ static f8i_gemm_args gemm(int64_t m, int64_t n, int64_t k)
     return g;
 }
 
+/* The workspace of one FP8 GEMM shape, the larger over an FP32 and a BF16 D
+ * (they break the n rule at different n). */
+static size_t gemm_ws(int64_t m, int64_t n, int64_t k, int accumulate, const f8i_weight *bias_of)
+{
+    f8i_gemm_args g = gemm(m, n, k);
+    g.a_dtype = F8_DTYPE_E4M3;
+    g.accumulate = accumulate;
+    g.bias = bias_of ? bias_of->b : NULL; /* only its presence and dtype count */
+    g.bias_dtype = bias_of ? bias_of->dtype : F8_DTYPE_FP32;
+    g.d_dtype = F8_DTYPE_FP32;
+    const size_t f = f8i_gemm_workspace_bytes(&g);
+    g.d_dtype = F8_DTYPE_BF16;
+    const size_t h = f8i_gemm_workspace_bytes(&g);
+    return f > h ? f : h;
+}
+
+/* Monotonic in T, as the base needs (it reserves the size at max_tokens for
+ * every call): fprop and dgrad have T as m, which only scales sizes, but
+ * wgrad has T as k, so an aligned T needs nothing where T - 1 needs its
+ * operands padded to T; the size at T is the largest over T' <= T. */
+size_t f8i_weight_gemm_workspace(const f8i_weight *w, int64_t T, int backward)
+{
+    if (!w->fp8) return 0;
+    if (!backward) return gemm_ws(T, w->rows, w->cols, 0, w);
+    size_t most = gemm_ws(T, w->cols, w->rows, 0, NULL); /* dgrad */
+    const size_t wgrad = gemm_ws(w->rows, w->cols, T, 1, NULL);
+    const size_t below = T % 16 == 0 && T > 1 ? gemm_ws(w->rows, w->cols, T - 1, 1, NULL) : 0;
+    if (wgrad > most) most = wgrad;
+    return below > most ? below : most;
+}
+
+/* Hand a GEMM its workspace (the pass's, sized by f8i_weight_gemm_workspace). */
+static void set_ws(f8i_gemm_args *g, void *gws, size_t bytes)
+{
+    g->workspace = gws;
+    g->workspace_bytes = gws ? bytes : 0;
+}
+
 f8_status f8i_weight_fprop(f8_ctx *ctx, const f8i_weight *w, const void *a, f8_dtype a_dtype, const float *a_sinv,
-                           int64_t T, void *y, f8_dtype y_dtype)
+                           int64_t T, void *y, f8_dtype y_dtype, void *gws)
 {
     if (w->fp8 && w->w8->bsinv) {
         f8i_gemm_block_args b = gemm_block(T, w->rows, w->cols, a, a_dtype, a_sinv);
@@ -247,11 +285,12 @@ f8_status f8i_weight_fprop(f8_ctx *ctx, const f8i_weight *w, const void *a, f8_d
     g.d_dtype = y_dtype;
     g.bias = w->b;
     g.bias_dtype = w->dtype;
+    if (w->fp8) set_ws(&g, gws, f8i_weight_gemm_workspace(w, T, 0));
     return f8i_op_gemm(ctx, &g);
 }
 
 f8_status f8i_weight_dgrad(f8_ctx *ctx, f8i_weight *w, const void *g_in, f8_dtype g_dtype, const float *g_sinv,
-                           int64_t T, void *dx, f8_dtype dx_dtype)
+                           int64_t T, void *dx, f8_dtype dx_dtype, void *gws)
 {
     if (w->fp8 && w->w8->bsinv) { /* B = W8ᵀ [cols, rows], its block grid transposed */
         f8i_gemm_block_args b = gemm_block(T, w->cols, w->rows, g_in, g_dtype, g_sinv);
@@ -276,6 +315,7 @@ f8_status f8i_weight_dgrad(f8_ctx *ctx, f8i_weight *w, const void *g_in, f8_dtyp
         g.b_dtype = w->w8->dtype;
         g.b_scale_inv = w->w8->scale_inv;
         g.split_accum = 1;
+        set_ws(&g, gws, f8i_weight_gemm_workspace(w, T, 1));
     } else {
         g.b = w->w; /* B(k, n) = W stored [rows, cols] */
         g.b_dtype = w->dtype;
@@ -285,7 +325,8 @@ f8_status f8i_weight_dgrad(f8_ctx *ctx, f8i_weight *w, const void *g_in, f8_dtyp
 }
 
 f8_status f8i_weight_wgrad(f8_ctx *ctx, f8i_weight *w, const void *g_in, f8_dtype g_dtype, const float *g_sinv,
-                           const void *a, f8_dtype a_dtype, const float *a_sinv, int64_t T, f8_microbatch mb)
+                           const void *a, f8_dtype a_dtype, const float *a_sinv, int64_t T, f8_microbatch mb,
+                           void *gws)
 {
     if (w->fp8 && w->w8->bsinv) { /* gᵀ and aᵀ, each in 1x128 tiles along T */
         f8i_gemm_block_args b = gemm_block(w->rows, w->cols, T, g_in, g_dtype, g_sinv);
@@ -307,6 +348,7 @@ f8_status f8i_weight_wgrad(f8_ctx *ctx, f8i_weight *w, const void *g_in, f8_dtyp
     g.b_scale_inv = a_sinv;
     if (w->fp8) {
         g.split_accum = 1; /* gᵀ [rows, T] and aᵀ [cols, T] are K-contiguous */
+        set_ws(&g, gws, f8i_weight_gemm_workspace(w, T, 1));
     } else {
         g.a_trans = 1; /* A(n, t) = g stored [T, rows] */
         g.b_trans = 1; /* B(k, t) = a stored [T, cols] */
