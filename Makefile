@@ -49,13 +49,18 @@ CFLAGS_ALL += -DF8_HAVE_BLAS=1
 LDLIBS += $(BLAS_LIB)
 endif
 
-LIB_C := $(wildcard src/core/*.c src/modules/*.c src/train/*.c src/io/*.c src/cpu/*.c)
+LIB_C := $(wildcard src/core/*.c src/modules/*.c src/train/*.c src/io/*.c src/cpu/*.c src/comm/*.c)
+# NCCL (src/comm/nccl.c) ships with the CUDA toolkit here and on CI
+# (include/nccl.h, lib64/libnccl.so); NCCL_HOME points elsewhere if not.
+NCCL_HOME ?= $(CUDA_HOME)
 ifeq ($(CUDA),1)
-LIB_C  := $(filter-out src/core/no_cuda.c,$(LIB_C))
+LIB_C  := $(filter-out src/core/no_cuda.c src/comm/no_nccl.c,$(LIB_C))
 LIB_CU := $(wildcard src/cuda/*.cu)
 LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcudart -lstdc++
-CFLAGS_ALL += -I$(CUDA_HOME)/include
+LDLIBS += -L$(NCCL_HOME)/lib64 -Wl,-rpath,$(NCCL_HOME)/lib64 -lnccl
+CFLAGS_ALL += -I$(CUDA_HOME)/include -I$(NCCL_HOME)/include
 else
+LIB_C  := $(filter-out src/comm/nccl.c,$(LIB_C))
 LIB_CU :=
 endif
 
@@ -131,7 +136,7 @@ install: $(BUILD)/libf8.a $(BUILD)/libf8.so
 	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/f8.pc
 
 # The fuzz target is built by clang from the CPU-only library sources.
-FUZZ_LIB_C := $(wildcard src/core/*.c src/modules/*.c src/train/*.c src/io/*.c src/cpu/*.c)
+FUZZ_LIB_C := $(filter-out src/comm/nccl.c,$(wildcard src/core/*.c src/modules/*.c src/train/*.c src/io/*.c src/cpu/*.c src/comm/*.c))
 FUZZ_TARGET ?= checkpoint
 fuzz:
 	FUZZ_TARGET=$(FUZZ_TARGET) FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_LIB_SRC="$(FUZZ_LIB_C)" sh tools/fuzz.sh run
