@@ -824,6 +824,10 @@ typedef enum f8_reduce_op {
  * *group is NULL and a message goes to `error` (when not NULL). */
 f8_status f8_comm_group_create(int size, f8_comm_group **group, char *error, size_t error_size);
 void f8_comm_group_destroy(f8_comm_group *group);
+/* Break the group without a comm: every rank waiting in or entering a
+ * collective fails with F8_ERR_COMM (a launcher calls it for a rank that
+ * failed before it could join, so the others do not wait for it). */
+void f8_comm_group_abort(f8_comm_group *group);
 
 /* Rank `rank` of group, on a CPU ctx (F8_ERR_UNSUPPORTED for a CUDA ctx).
  * Each rank is taken once (F8_ERR_STATE for a rank already joined).

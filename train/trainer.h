@@ -64,6 +64,13 @@ typedef struct train_options {
     int fp8_report;           /* FP8 telemetry: <log>_fp8.csv, <plot>_fp8.svg, worst tensors at the end */
     unsigned given;           /* TRAIN_GIVEN_* set by train_parse_args (0 when filled in code) */
     unsigned from_preset;     /* of those, the ones that came from --model */
+    /* Data parallelism (dp.h): --ranks N in-process CPU ranks, --gpus N one process per GPU
+     * (launch.c); --grad-accum microbatches are split among the ranks. */
+    int64_t ranks, gpus;
+    /* Set per rank by the launcher, not by the command line (world <= 1: no communicator). */
+    int rank, world, device;
+    f8_comm_group *comm_group; /* CPU ranks */
+    const f8_comm_id *comm_id; /* NCCL ranks */
 } train_options;
 
 train_options train_options_default(void);
@@ -105,6 +112,11 @@ f8_status trainer_sample(trainer *t, const char *prompt, int64_t n, float temper
  * tokenizer file: *text (malloc'd, NUL-terminated) for the caller to free. */
 f8_status trainer_sample_text(trainer *t, const char *tokenizer_path, int64_t n, float temperature, uint64_t seed,
                               char **text);
+
+/* Run the ranks the options ask for (o->ranks CPU threads or o->gpus
+ * processes, launch.c), each a trainer_run; the exit code of rank 0, or 1
+ * when any rank failed (the others are then stopped, not left hanging). */
+int train_launch(const train_options *o);
 
 /* Introspection for the tests. */
 gpt *trainer_model(trainer *t);

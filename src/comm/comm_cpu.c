@@ -99,6 +99,14 @@ static void break_locked(f8_comm_group *g, const char *why)
     pthread_cond_broadcast(&g->cv);
 }
 
+void f8_comm_group_abort(f8_comm_group *g)
+{
+    if (!g) return;
+    pthread_mutex_lock(&g->mu);
+    break_locked(g, "the group was aborted (a rank failed before it joined)");
+    pthread_mutex_unlock(&g->mu);
+}
+
 static f8_status fail(f8_comm *c, const char *why)
 {
     cpu_state *s = (cpu_state *)c->state;

@@ -1,0 +1,38 @@
+/*
+ * dp.h — data parallelism with a sharded optimizer (ZeRO-1) for f8_train:
+ * every rank holds the whole model and runs its own microbatches; after the
+ * backward the gradients are reduce-scattered so each rank owns the summed
+ * gradient of one contiguous shard of the flattened parameters, AdamW
+ * updates that shard only (its moments are the only ones the rank keeps),
+ * and the updated shards are all-gathered back into every rank's model.
+ */
+#ifndef F8_TRAIN_DP_H
+#define F8_TRAIN_DP_H
+
+#include "gpt.h"
+
+typedef struct dp dp;
+
+/* The layout and the sharded optimizer (config ac) of rank f8_comm_rank(comm)
+ * for model m on comm's ctx. Allocates everything the step needs. */
+f8_status dp_create(f8_comm *comm, gpt *m, const f8_adamw_config *ac, dp **out, char *err, size_t err_size);
+void dp_destroy(dp *d);
+
+/* The rank's optimizer (owned by d): registered with its shard. */
+f8_adamw *dp_optimizer(dp *d);
+
+/* After the last microbatch's backward: reduce-scatter the gradients, AdamW
+ * on the shard (global-norm clipping across ranks), all-gather the
+ * parameters. Device work only: capturable. A collective: every rank. */
+f8_status dp_step(dp *d);
+
+/* The optimizer state in the one-rank layout, "<prefix>.m.<i>" and
+ * "<prefix>.v.<i>" per parameter of m (registration order) plus step, lr and
+ * grad_norm, as f8_checkpoint_add_adamw writes it: a checkpoint of any rank
+ * count restores into any other. add is a collective (the shards are
+ * gathered); every rank gets the full state in its ck. restore is local:
+ * each rank takes its shard from the full state. */
+f8_status dp_checkpoint_add(dp *d, f8_checkpoint *ck, const char *prefix);
+f8_status dp_checkpoint_restore(dp *d, const f8_checkpoint *ck, const char *prefix, char *err, size_t err_size);
+
+#endif /* F8_TRAIN_DP_H */
