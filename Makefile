@@ -10,7 +10,8 @@
 # Knobs: CUDA=0|1 (default: 1 only where the GPU code can run: nvcc on PATH and
 # a GPU visible, i.e. /dev/nvidia0 exists or `nvidia-smi -L` succeeds; CUDA=1
 # builds it anyway, as CI does), SM=90, SAN=1 (ASan+UBSan build in build/san),
-# BLAS_LIB=-lopenblas (CPU GEMMs through sgemm_).
+# BLAS_LIB=-lopenblas (CPU GEMMs through sgemm_), NCCL_HOME (where NCCL is,
+# when neither next to the toolkit nor in the system's directories).
 
 CC       ?= cc
 NVCC     ?= nvcc
@@ -50,15 +51,21 @@ LDLIBS += $(BLAS_LIB)
 endif
 
 LIB_C := $(wildcard src/core/*.c src/modules/*.c src/train/*.c src/io/*.c src/cpu/*.c src/comm/*.c)
-# NCCL (src/comm/nccl.c) ships with the CUDA toolkit here and on CI
-# (include/nccl.h, lib64/libnccl.so); NCCL_HOME points elsewhere if not.
-NCCL_HOME ?= $(CUDA_HOME)
+# NCCL (src/comm/nccl.c, CUDA builds only): found next to the toolkit
+# ($(CUDA_HOME)/include/nccl.h, lib64/libnccl.so: this machine and CI) or in
+# the system's directories (/usr/include, /usr/lib/x86_64-linux-gnu: the
+# libnccl-dev package, as on the GPU machine); NCCL_HOME=DIR for another
+# place (DIR/include, DIR/lib).
+NCCL_HOME ?=
 ifeq ($(CUDA),1)
 LIB_C  := $(filter-out src/core/no_cuda.c src/comm/no_nccl.c,$(LIB_C))
 LIB_CU := $(wildcard src/cuda/*.cu)
-LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcudart -lstdc++
-LDLIBS += -L$(NCCL_HOME)/lib64 -Wl,-rpath,$(NCCL_HOME)/lib64 -lnccl
-CFLAGS_ALL += -I$(CUDA_HOME)/include -I$(NCCL_HOME)/include
+ifneq ($(NCCL_HOME),)
+LDLIBS += -L$(NCCL_HOME)/lib -Wl,-rpath,$(NCCL_HOME)/lib
+CFLAGS_ALL += -I$(NCCL_HOME)/include
+endif
+LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcudart -lnccl -lstdc++
+CFLAGS_ALL += -I$(CUDA_HOME)/include
 else
 LIB_C  := $(filter-out src/comm/nccl.c,$(LIB_C))
 LIB_CU :=

@@ -140,8 +140,9 @@ static void *rank_thread(void *arg)
     return NULL;
 }
 
-/* One run: P ranks (0: one rank without a communicator). out[P or 1]. */
-static void run(int P, const train_options *base, int steps, const char *save, run_rank_out *out)
+/* One run: P ranks (0: one rank without a communicator). out[P or 1].
+ * bad_rank >= 0: that rank is given --steps 0, so it fails to start. */
+static void run_bad(int P, const train_options *base, int steps, const char *save, run_rank_out *out, int bad_rank)
 {
     const int n = P ? P : 1;
     f8_comm_group *g = NULL;
@@ -154,11 +155,18 @@ static void run(int P, const train_options *base, int steps, const char *save, r
         out[r].o.comm_group = g;
         out[r].steps = steps;
         out[r].save = save;
+        if (r == bad_rank) out[r].o.steps = 0;
         if (pthread_create(&th[r], NULL, rank_thread, &out[r]) != 0) die("pthread_create", NULL);
     }
     for (int r = 0; r < n; r++) pthread_join(th[r], NULL);
     f8_comm_group_destroy(g);
-    for (int r = 0; r < n; r++) CHECK(out[r].st == F8_OK, "P=%d rank %d: %s: %s", P, r, f8_status_string(out[r].st), out[r].err);
+    for (int r = 0; r < n && bad_rank < 0; r++)
+        CHECK(out[r].st == F8_OK, "P=%d rank %d: %s: %s", P, r, f8_status_string(out[r].st), out[r].err);
+}
+
+static void run(int P, const train_options *base, int steps, const char *save, run_rank_out *out)
+{
+    run_bad(P, base, steps, save, out, -1);
 }
 
 static void release(run_rank_out *out, int n)
@@ -257,6 +265,20 @@ int main(void)
     check_close("2-rank checkpoint resumed into 4", &r4[0], &dp2[0], 2, 2);
     check_ranks_agree("resumed into 4", r4, 4);
     unlink(path);
+    /* a rank that fails to start: the other ends with F8_ERR_COMM, not a hang */
+    static run_rank_out bad[2];
+    run_bad(2, &base, STEPS, NULL, bad, 1);
+    CHECK(bad[1].st == F8_ERR_INVALID_ARGUMENT, "the bad rank: %s", f8_status_string(bad[1].st));
+    CHECK(bad[0].st == F8_ERR_COMM && strstr(bad[0].err, "aborted") != NULL, "the other rank: %s: %s",
+          f8_status_string(bad[0].st), bad[0].err);
+    release(bad, 2);
+    /* the launcher of f8_train --ranks 2 */
+    train_options lo = base;
+    lo.ranks = 2;
+    const int rc = train_launch(&lo);
+    CHECK(rc == 0 || rc == 2, "f8_train --ranks 2: exit status %d (0 or 2: it trained)", rc);
+    lo.steps = 0;
+    CHECK(train_launch(&lo) == 1, "f8_train --ranks 2 --steps 0: exit status 1");
     release(one, 1), release(dp1, 1), release(dp2, 2), release(dp2b, 2), release(dp2g, 2), release(dp4, 4);
     release(half, 2), release(r2, 2), release(r1, 1), release(r4, 4);
     return test_finish("test_dp");

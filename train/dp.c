@@ -72,6 +72,20 @@ static f8_status collect(void *user, const f8_tensor *p, const f8_tensor *g, int
     return F8_OK;
 }
 
+f8_status dp_comm_create(f8_ctx *ctx, f8_comm_group *g, const f8_comm_id *id, int rank, int world, f8_comm **comm,
+                         char *err, size_t n)
+{
+    const int cpu = f8_ctx_backend(ctx) == F8_BACKEND_CPU;
+    if (cpu != (g != NULL)) {
+        snprintf(err, n, "%s", cpu ? "--gpus needs the CUDA backend" : "--ranks runs CPU ranks: use --backend cpu");
+        return F8_ERR_INVALID_ARGUMENT;
+    }
+    f8_status st = cpu ? f8_comm_create_cpu(ctx, g, rank, comm) : f8_comm_create_nccl(ctx, id, rank, world, comm);
+    if (st == F8_OK) st = f8_ctx_set_comm(ctx, *comm);
+    if (st != F8_OK) snprintf(err, n, "rank %d of %d: %s", rank, world, f8_ctx_last_error(ctx));
+    return st;
+}
+
 static size_t es(f8_dtype t) { return f8_dtype_size(t); }
 
 f8_status dp_create(f8_comm *comm, gpt *m, const f8_adamw_config *ac, dp **out, char *err, size_t n)

@@ -13,6 +13,11 @@
 
 typedef struct dp dp;
 
+/* Rank `rank` of `world` on ctx: a CPU rank of group (CPU ctx) or an NCCL
+ * rank joined by id (CUDA ctx); also the ctx's amax-reduction group. */
+f8_status dp_comm_create(f8_ctx *ctx, f8_comm_group *group, const f8_comm_id *id, int rank, int world, f8_comm **comm,
+                         char *err, size_t err_size);
+
 /* The layout and the sharded optimizer (config ac) of rank f8_comm_rank(comm)
  * for model m on comm's ctx. Allocates everything the step needs. */
 f8_status dp_create(f8_comm *comm, gpt *m, const f8_adamw_config *ac, dp **out, char *err, size_t err_size);

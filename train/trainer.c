@@ -358,18 +358,8 @@ static f8_status make_ctx(trainer *t, char *err, size_t n)
     }
     if (st == F8_OK && t->o.fp8_report && t->o.fp8 && (st = f8_ctx_enable_telemetry(t->ctx)) != F8_OK)
         snprintf(err, n, "FP8 telemetry: %s", f8_ctx_last_error(t->ctx));
-    if (st == F8_OK && (t->o.comm_group || t->o.comm_id)) { /* data parallel (any size, 1 included):
-                                                               this rank's communicator, also the amax group */
-        const int cpu = f8_ctx_backend(t->ctx) == F8_BACKEND_CPU;
-        if (cpu != (t->o.comm_group != NULL)) {
-            snprintf(err, n, "%s", cpu ? "--gpus needs the CUDA backend" : "--ranks runs CPU ranks: use --backend cpu");
-            return F8_ERR_INVALID_ARGUMENT;
-        }
-        st = cpu ? f8_comm_create_cpu(t->ctx, t->o.comm_group, t->o.rank, &t->comm)
-                 : f8_comm_create_nccl(t->ctx, t->o.comm_id, t->o.rank, t->o.world, &t->comm);
-        if (st == F8_OK) st = f8_ctx_set_comm(t->ctx, t->comm);
-        if (st != F8_OK) snprintf(err, n, "rank %d of %d: %s", t->o.rank, t->o.world, f8_ctx_last_error(t->ctx));
-    }
+    if (st == F8_OK && (t->o.comm_group || t->o.comm_id)) /* data parallel, any size (1 included) */
+        st = dp_comm_create(t->ctx, t->o.comm_group, t->o.comm_id, t->o.rank, t->o.world, &t->comm, err, n);
     return st;
 }
 
