@@ -272,6 +272,24 @@ int main(void)
     CHECK(bad[0].st == F8_ERR_COMM && strstr(bad[0].err, "aborted") != NULL, "the other rank: %s: %s",
           f8_status_string(bad[0].st), bad[0].err);
     release(bad, 2);
+    /* the multi-node bootstrap: rank 0 serves the id over TCP, rank 1 fetches it */
+    {
+        f8_comm_id id0, id1;
+        for (int i = 0; i < F8_COMM_ID_BYTES; i++) id0.bytes[i] = (unsigned char)(i * 7 + 3);
+        char port[16];
+        snprintf(port, sizeof port, "%d", 20000 + (int)(getpid() % 20000));
+        fflush(stdout);
+        pid_t kid = fork();
+        if (kid == 0) {
+            memset(&id1, 0, sizeof id1);
+            int ok = tcp_share_id(1, 2, "127.0.0.1", port, &id1) == 0 && memcmp(&id0, &id1, sizeof id0) == 0;
+            _exit(ok ? 0 : 1);
+        }
+        CHECK(tcp_share_id(0, 2, NULL, port, &id0) == 0, "rank 0 serving the id on port %s", port);
+        int status = 1;
+        waitpid(kid, &status, 0);
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "rank 1 did not get rank 0's id over TCP");
+    }
     /* the launcher of f8_train --ranks 2 */
     train_options lo = base;
     lo.ranks = 2;

@@ -12,7 +12,8 @@
  *    rank and how, so a dead rank never leaves the rest hanging in a
  *    collective.
  *  - RANK, WORLD_SIZE (and LOCAL_RANK, MASTER_ADDR, MASTER_PORT) in the
- *    environment, as torchrun or an mpirun wrapper sets them: this process is
+ *    environment, as torchrun sets them (or mpirun's OMPI_COMM_WORLD_* /
+ *    PMI_* with MASTER_ADDR and MASTER_PORT exported): this process is
  *    one rank on GPU LOCAL_RANK; rank 0 makes the id and serves it over TCP
  *    on MASTER_PORT, the others fetch it from MASTER_ADDR:MASTER_PORT.
  * Ranks other than 0 are quiet and write no log, plot or sample; all ranks
@@ -259,9 +260,19 @@ static int tcp_share_id(int rank, int world, const char *addr, const char *port,
     return ok;
 }
 
+/* The first of these variables that is set: torchrun's, Open MPI's, MPICH/Intel MPI's. */
+static const char *env_any(const char *a, const char *b, const char *c)
+{
+    const char *v = getenv(a);
+    if (!v) v = getenv(b);
+    if (!v) v = getenv(c);
+    return v;
+}
+
 static int launch_env(const train_options *o, int rank, int world)
 {
-    const char *local = getenv("LOCAL_RANK"), *addr = getenv("MASTER_ADDR"), *port = getenv("MASTER_PORT");
+    const char *local = env_any("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID");
+    const char *addr = getenv("MASTER_ADDR"), *port = getenv("MASTER_PORT");
     if (!addr || !port) {
         fprintf(stderr, "f8_train: RANK and WORLD_SIZE are set but MASTER_ADDR or MASTER_PORT is not\n");
         return 1;
@@ -280,15 +291,19 @@ static int launch_env(const train_options *o, int rank, int world)
     return run_rank(&x);
 }
 
+int train_launch_from_env(void) { return env_any("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE") != NULL; }
+
 int train_launch(const train_options *o)
 {
     if (o->ranks > 0) return launch_cpu(o);
     if (o->gpus > 0) return launch_gpus(o);
-    const char *r = getenv("RANK"), *w = getenv("WORLD_SIZE");
+    const char *r = env_any("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK"),
+               *w = env_any("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE");
     const int rank = r ? atoi(r) : 0, world = w ? atoi(w) : 0;
     if (r && w && world >= 1 && rank >= 0 && rank < world) return launch_env(o, rank, world);
     if (r || w) {
-        fprintf(stderr, "f8_train: RANK=%s WORLD_SIZE=%s: need 0 <= RANK < WORLD_SIZE\n", r ? r : "(unset)",
+        fprintf(stderr, "f8_train: rank %s of world size %s (from the environment): need 0 <= rank < size\n",
+                r ? r : "(unset)",
                 w ? w : "(unset)");
         return 1;
     }

@@ -7,7 +7,6 @@
  * loss did not fall, 3 fewer than 2 steps trained (too few to tell).
  */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "export.h"
@@ -57,7 +56,7 @@ int main(int argc, char **argv)
         return 1;
     }
     /* data parallel: --ranks, --gpus, or RANK/WORLD_SIZE from a launcher */
-    if (o.ranks > 0 || o.gpus > 0 || getenv("WORLD_SIZE")) return train_launch(&o);
+    if (o.ranks > 0 || o.gpus > 0 || train_launch_from_env()) return train_launch(&o);
     trainer *t = NULL;
     f8_status st = trainer_create(&o, &t, err, sizeof err);
     if (st != F8_OK) {

@@ -117,6 +117,8 @@ f8_status trainer_sample_text(trainer *t, const char *tokenizer_path, int64_t n,
  * processes, launch.c), each a trainer_run; the exit code of rank 0, or 1
  * when any rank failed (the others are then stopped, not left hanging). */
 int train_launch(const train_options *o);
+/* 1 when the environment names a world size (torchrun, Open MPI, PMI). */
+int train_launch_from_env(void);
 
 /* Introspection for the tests. */
 gpt *trainer_model(trainer *t);
