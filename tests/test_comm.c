@@ -144,8 +144,8 @@ static void adamw_shard(rank_job *j, f8_ctx *ctx, f8_comm *comm)
     fill(hg, 0, AW_N, 7);
     f8_ctx_alloc(ctx, sizeof hp, (void **)&p);
     f8_ctx_alloc(ctx, sizeof hg, (void **)&g);
-    f8_ctx_upload(ctx, p, hp + lo, sizeof(float) * (size_t)n + 4);
-    f8_ctx_upload(ctx, g, hg + lo, sizeof(float) * (size_t)n + 4);
+    f8_ctx_upload(ctx, p, hp + lo, sizeof(float) * (size_t)n);
+    f8_ctx_upload(ctx, g, hg + lo, sizeof(float) * (size_t)n);
     f8_adamw_config c = f8_adamw_config_default();
     c.grad_clip = j->count ? 0.5f : 0.0f; /* count: clip (the norm matters) or not */
     f8_adamw *o = NULL;
@@ -154,7 +154,7 @@ static void adamw_shard(rank_job *j, f8_ctx *ctx, f8_comm *comm)
     j->st[1] = f8_adamw_add(o, &tp, &tg, 1);
     j->st[2] = f8_adamw_set_comm(o, comm);
     for (int s = 0; s < 3 && j->st[3] == F8_OK; s++) j->st[3] = f8_adamw_step(o);
-    f8_ctx_download(ctx, j->out[0], p, sizeof(float) * (size_t)n + 4);
+    f8_ctx_download(ctx, j->out[0], p, sizeof(float) * (size_t)n);
     f8_adamw_read(o, NULL, NULL, &j->out[1][0]);
     j->out[1][1] = (float)lo, j->out[1][2] = (float)n;
     f8_adamw_destroy(o);
