@@ -374,9 +374,11 @@ static void test_bad_arguments(void)
     CHECK_STATUS(ctx, f8_comm_broadcast(c, a, a, 4, F8_DTYPE_FP32, 1), F8_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(ctx, f8_comm_reduce_scatter(c, a, a, 4, F8_DTYPE_E4M3), F8_ERR_DTYPE);
     CHECK(f8_comm_all_reduce(NULL, a, a, 4, F8_DTYPE_FP32, F8_REDUCE_SUM) == F8_ERR_INVALID_ARGUMENT, "NULL comm");
+    /* no NCCL call here (it would start NCCL's bootstrap thread in a CPU test):
+     * a CPU ctx is refused before the id is read */
     f8_comm_id id;
-    f8_status st = f8_comm_id_create(&id, err, sizeof err);
-    CHECK(st == F8_OK || st == F8_ERR_NO_DEVICE || st == F8_ERR_COMM, "f8_comm_id_create: %s", f8_status_string(st));
+    memset(&id, 0, sizeof id);
+    CHECK(f8_comm_id_create(NULL, err, sizeof err) == F8_ERR_INVALID_ARGUMENT, "f8_comm_id_create(NULL)");
     CHECK_STATUS(ctx, f8_comm_create_nccl(ctx, &id, 0, 1, &c2), F8_ERR_UNSUPPORTED);
     CHECK_STATUS(ctx, f8_comm_create_nccl(ctx, &id, 1, 1, &c2), F8_ERR_INVALID_ARGUMENT);
     f8_ctx *other = test_ctx(F8_BACKEND_CPU, NULL, why);

@@ -8,7 +8,10 @@
 
 f8_status f8_comm_id_create(f8_comm_id *id, char *error, size_t error_size)
 {
-    (void)id;
+    if (!id) {
+        if (error && error_size) snprintf(error, error_size, "f8_comm_id_create: id is NULL");
+        return F8_ERR_INVALID_ARGUMENT;
+    }
     if (error && error_size) snprintf(error, error_size, "f8_comm_id_create: this build of f8 has no NCCL (CUDA=0)");
     return F8_ERR_NO_DEVICE;
 }
