@@ -145,21 +145,32 @@ static int gpu_child(const train_options *o, int r, int n, int (*fds)[2])
 {
     f8_comm_id id;
     char err[256];
+    signal(SIGPIPE, SIG_IGN); /* a rank that died before reading: write fails, rank 0 says so */
     train_options x = rank_options(o, r, n);
     x.device = r;
     if (strcmp(x.backend, "auto") == 0) x.backend = "cuda";
+    /* keep only the ends this rank uses: a reader then sees end-of-file, not
+     * a hang, when rank 0 dies before it writes */
+    for (int k = 0; k < n; k++) {
+        if (r != 0 || k == 0) close(fds[k][1]);
+        if (k != r || r == 0) close(fds[k][0]);
+    }
     if (r == 0) {
-        if (f8_comm_id_create(&id, err, sizeof err) != F8_OK) {
-            fprintf(stderr, "f8_train: rank 0: %s\n", err);
+        int ok = f8_comm_id_create(&id, err, sizeof err) == F8_OK;
+        if (!ok) fprintf(stderr, "f8_train: rank 0: %s\n", err);
+        for (int k = 1; k < n; k++) {
+            if (ok && write_all(fds[k][1], &id, sizeof id) != 0) ok = 0;
+            close(fds[k][1]);
+        }
+        if (!ok) return 1;
+    } else {
+        const int got = read_all(fds[r][0], &id, sizeof id);
+        close(fds[r][0]);
+        if (got != 0) {
+            fprintf(stderr, "f8_train: rank %d: rank 0 sent no NCCL id (it failed first)\n", r);
             return 1;
         }
-        for (int k = 1; k < n; k++)
-            if (write_all(fds[k][1], &id, sizeof id) != 0) return 1;
-    } else if (read_all(fds[r][0], &id, sizeof id) != 0) {
-        fprintf(stderr, "f8_train: rank %d: rank 0 sent no NCCL id (it failed first)\n", r);
-        return 1;
     }
-    for (int k = 0; k < n; k++) close(fds[k][0]), close(fds[k][1]);
     x.comm_id = &id;
     return run_rank(&x);
 }
