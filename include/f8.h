@@ -1199,7 +1199,9 @@ f8_status f8_adamw_read(f8_adamw *adamw, int64_t *step, float *lr, float *grad_n
  * step computes Σ g² over its own tensors, all-reduces it (SUM) over comm,
  * and then takes norm = sqrt of that (FP32) and updates as above. Three ops
  * instead of one, all on the stream (graph-capturable). comm must be made on
- * the optimizer's ctx; NULL unsets. Refused (F8_ERR_STATE) while capturing. */
+ * the optimizer's ctx and outlive the optimizer's steps (and any graph that
+ * recorded them); NULL unsets. Refused (F8_ERR_STATE) while capturing. Every
+ * rank must step together (the all-reduce is a collective). */
 f8_status f8_adamw_set_comm(f8_adamw *adamw, f8_comm *comm);
 /* Checkpoint the optimizer (moments and step) under prefix / restore it
  * (same parameter shapes registered in the same order). Entries, with i the
