@@ -177,6 +177,12 @@ static int check_conflicts(const train_options *o, char *err, size_t n)
         snprintf(err, n, "--ranks (CPU ranks) and --gpus both given: choose one");
         return -1;
     }
+    const int64_t ranks = o->ranks > 0 ? o->ranks : o->gpus;
+    if (ranks > 0 && o->grad_accum % ranks != 0) {
+        snprintf(err, n, "--grad-accum %lld does not split evenly over %lld ranks (each rank runs grad-accum / ranks "
+                         "microbatches)", (long long)o->grad_accum, (long long)ranks);
+        return -1;
+    }
     static const char *const names[3] = {"--text", "--data", "--val-data"};
     const char *vals[3] = {o->text, o->data, o->val_data};
     for (int i = 0; i < 3; i++)
