@@ -835,7 +835,8 @@ void f8_comm_group_abort(f8_comm_group *group);
 f8_status f8_comm_create_cpu(f8_ctx *ctx, f8_comm_group *group, int rank, f8_comm **comm);
 
 /* The bootstrap token of an NCCL communicator (ncclUniqueId): made once by
- * rank 0 with f8_comm_id_create, copied as plain bytes to every other rank. */
+ * rank 0 with f8_comm_id_create, copied as plain bytes to every other rank.
+ * One id makes one communicator: make a new one for each. */
 #define F8_COMM_ID_BYTES 128
 typedef struct f8_comm_id {
     unsigned char bytes[F8_COMM_ID_BYTES];

@@ -170,7 +170,7 @@ int main(void)
     f8_ctx *ctx = test_ctx(F8_BACKEND_CUDA, NULL, why);
     if (!ctx) return test_skip("test_cuda_dp", why);
     f8_comm_id id;
-    char err[256];
+    char err[256] = "";
     f8_status st = f8_comm_id_create(&id, err, sizeof err);
     CHECK(st == F8_OK, "f8_comm_id_create: %s", err);
     f8_comm *c = NULL;
@@ -179,14 +179,18 @@ int main(void)
     f8_comm_destroy(c);
     f8_ctx_destroy(ctx);
 
+    /* an NCCL id serves one communicator (its bootstrap ends with the init):
+     * a fresh one for each run */
     run_out plain, dp, dp_eager;
+    memset(&dp, 0, sizeof dp), memset(&dp_eager, 0, sizeof dp_eager);
     o.graph = 1;
     int ok = run(&o, &plain) == 0;
     o.comm_id = &id;
     o.world = 1;
-    ok = ok && run(&o, &dp) == 0;
+    ok = ok && f8_comm_id_create(&id, err, sizeof err) == F8_OK && run(&o, &dp) == 0;
     o.graph = 0;
-    ok = ok && run(&o, &dp_eager) == 0;
+    ok = ok && f8_comm_id_create(&id, err, sizeof err) == F8_OK && run(&o, &dp_eager) == 0;
+    CHECK(ok, "the three runs: %s", err);
     if (ok) {
         CHECK(dp.loss[0] == plain.loss[0], "step 1 loss %.9g with the NCCL comm, %.9g without: not bitwise", dp.loss[0],
               plain.loss[0]);
