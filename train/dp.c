@@ -5,11 +5,15 @@
  * each starting at a multiple of ALIGN elements (256-byte aligned FP32, so
  * every piece suits the vector paths); the space is padded to a multiple of
  * ranks x ALIGN and cut into `size` equal shards. Rank r owns shard r:
- *   gflat  (N) FP32   every gradient, converted from its dtype (padding 0)
+ *   gflat  (N) FP32   every gradient, converted from its dtype
  *   gshard (S) FP32   reduce-scatter of gflat: the summed gradient of shard r
  *   pflat  (N) dtype  the parameters; shard r is what AdamW updates, then the
  *                     all-gather fills the rest, and each parameter is
- *                     copied back into the model.
+ *                     copied back into the model. pflat is gflat's memory
+ *                     (free once reduce-scattered; N x 4 bytes hold N of any
+ *                     dtype), so DP adds N FP32 and S moments, not 2N.
+ * Padding (between pieces, at the end) is never registered with the
+ * optimizer nor copied back, so whatever the two uses leave there is inert.
  * The optimizer registers one piece per parameter that meets shard r (the
  * piece's weight decay is its parameter's), so it keeps moments for the
  * shard only, and takes its global norm over the ranks (f8_adamw_set_comm).
@@ -119,10 +123,10 @@ f8_status dp_create(f8_comm *comm, gpt *m, const f8_adamw_config *ac, dp **out, 
     }
     if (st == F8_OK) st = f8_ctx_alloc(d->ctx, (size_t)d->N * 4, (void **)&d->gflat);
     if (st == F8_OK) st = f8_ctx_alloc(d->ctx, (size_t)d->S * 4, (void **)&d->gshard);
-    if (st == F8_OK) st = f8_ctx_alloc(d->ctx, (size_t)d->N * es(d->dtype), &d->pflat);
+    d->pflat = d->gflat; /* see the note: the two uses never overlap within a step */
     if (st == F8_OK) {
         f8_tensor z = f8_tensor_make(d->gflat, F8_DTYPE_FP32, 1, d->N);
-        st = f8_tensor_zero(d->ctx, &z); /* the padding stays 0: it adds nothing to sums and norms */
+        st = f8_tensor_zero(d->ctx, &z); /* defined bytes in the padding (it is never read as a value) */
     }
     if (st == F8_OK) st = f8_adamw_create(d->ctx, ac, &d->opt);
     if (st == F8_OK) st = f8_adamw_set_comm(d->opt, comm);
@@ -152,7 +156,6 @@ void dp_destroy(dp *d)
     f8_adamw_destroy(d->opt);
     f8_ctx_free(d->ctx, d->gflat);
     f8_ctx_free(d->ctx, d->gshard);
-    f8_ctx_free(d->ctx, d->pflat);
     free(d->params);
     free(d->pieces);
     free(d);
@@ -218,11 +221,6 @@ f8_status dp_checkpoint_add(dp *d, f8_checkpoint *ck, const char *prefix)
             snprintf(name, sizeof name, "%s.%s.%d", prefix, w ? "v" : "m", i);
             st = f8i_checkpoint_put(ck, name, F8I_CK_F32, 2, shape, host + q->off, (size_t)q->n * 4);
         }
-    }
-    /* gflat held moments: zero it again (its padding must stay 0) */
-    if (st == F8_OK) {
-        f8_tensor z = f8_tensor_make(d->gflat, F8_DTYPE_FP32, 1, d->N);
-        st = f8_tensor_zero(d->ctx, &z);
     }
     for (int s = 0; s < 3 && st == F8_OK; s++) { /* the same on every rank */
         snprintf(name, sizeof name, "shard.%s", SCALARS[s]);
