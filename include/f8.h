@@ -876,6 +876,19 @@ f8_status f8_comm_reduce_scatter(f8_comm *comm, const void *src, void *dst, int6
 f8_status f8_comm_all_gather(f8_comm *comm, const void *src, void *dst, int64_t count, f8_dtype dtype);
 f8_status f8_comm_broadcast(f8_comm *comm, const void *src, void *dst, int64_t count, f8_dtype dtype, int root);
 
+/* Overlap (gradient buckets reduced while the backward goes on): with async
+ * on, the collectives this comm issues next run, on NCCL, on the comm's own
+ * stream: each starts after the ctx's work issued before it and runs
+ * concurrently with the ctx's later work, which must leave its buffers
+ * alone; f8_comm_wait orders the ctx's later work after every async
+ * collective issued before it (call it before reading their results, and
+ * before a graph capture ends). The flag is read when a collective is
+ * issued (a recorded graph keeps it). CPU ranks complete each collective in
+ * order, so async changes nothing there and wait is a no-op. Local calls:
+ * no rank waits for another in f8_comm_wait. */
+f8_status f8_comm_set_async(f8_comm *comm, int enabled);
+f8_status f8_comm_wait(f8_comm *comm);
+
 /* The ctx's amax-reduction group (TE's amax_reduction_group): with a comm
  * set, f8_ctx_update_scales first all-reduces (MAX) the direction's current
  * amaxes (history row 0 of every slot, one collective per direction), so

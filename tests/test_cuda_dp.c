@@ -12,7 +12,9 @@
  *    bitwise the same, later losses within 1e-3 and parameters within 1e-2
  *    relative of the largest (BF16 parameters; the global norm is summed in
  *    another order, so the clip factor may move by an ulp); and the graphed
- *    run against an eager one with the comm: bitwise.
+ *    run against an eager one with the comm: bitwise; the same with
+ *    --dp-overlap (bucket reduce-scatters on the comm's stream, forked and
+ *    joined by events inside the captured graph).
  */
 #include <unistd.h>
 
@@ -181,8 +183,9 @@ int main(void)
 
     /* an NCCL id serves one communicator (its bootstrap ends with the init):
      * a fresh one for each run */
-    run_out plain, dp, dp_eager;
+    run_out plain, dp, dp_eager, ov, ov_eager;
     memset(&dp, 0, sizeof dp), memset(&dp_eager, 0, sizeof dp_eager);
+    memset(&ov, 0, sizeof ov), memset(&ov_eager, 0, sizeof ov_eager);
     o.graph = 1;
     int ok = run(&o, &plain) == 0;
     o.comm_id = &id;
@@ -190,7 +193,13 @@ int main(void)
     ok = ok && f8_comm_id_create(&id, err, sizeof err) == F8_OK && run(&o, &dp) == 0;
     o.graph = 0;
     ok = ok && f8_comm_id_create(&id, err, sizeof err) == F8_OK && run(&o, &dp_eager) == 0;
-    CHECK(ok, "the three runs: %s", err);
+    /* --dp-overlap: buckets reduce-scattered on the comm's stream during the backward (fork/join events,
+     * captured into the step's graph) */
+    o.dp_overlap = 1;
+    ok = ok && f8_comm_id_create(&id, err, sizeof err) == F8_OK && run(&o, &ov_eager) == 0;
+    o.graph = 1;
+    ok = ok && f8_comm_id_create(&id, err, sizeof err) == F8_OK && run(&o, &ov) == 0;
+    CHECK(ok, "the five runs: %s", err);
     if (ok) {
         CHECK(dp.loss[0] == plain.loss[0], "step 1 loss %.9g with the NCCL comm, %.9g without: not bitwise", dp.loss[0],
               plain.loss[0]);
@@ -207,7 +216,18 @@ int main(void)
         CHECK(memcmp(dp.loss, dp_eager.loss, sizeof dp.loss) == 0 && dp.n == dp_eager.n &&
                   memcmp(dp.params, dp_eager.params, (size_t)dp.n * 4) == 0,
               "the graphed NCCL step differs from the eager one");
+        CHECK(ov.loss[0] == plain.loss[0], "overlap: step 1 loss %.9g vs %.9g: not bitwise", ov.loss[0], plain.loss[0]);
+        double wo = 0;
+        for (int64_t i = 0; i < plain.n && i < ov.n; i++) wo = fmax(wo, fabs((double)ov.params[i] - plain.params[i]) / big);
+        CHECK(ov.n == plain.n && wo <= 1e-2, "overlap: parameters %.3g of the largest apart", wo);
+        for (int s = 1; s < STEPS; s++)
+            CHECK(fabs(ov.loss[s] - plain.loss[s]) <= 1e-3 * fabs(plain.loss[s]), "overlap: step %d loss %.9g vs %.9g",
+                  s + 1, ov.loss[s], plain.loss[s]);
+        CHECK(memcmp(ov.loss, ov_eager.loss, sizeof ov.loss) == 0 && ov.n == ov_eager.n &&
+                  memcmp(ov.params, ov_eager.params, (size_t)ov.n * 4) == 0,
+              "overlap: the graphed step (side stream captured) differs from the eager one");
+        printf("  NCCL size 1 with --dp-overlap: parameters %.2e apart from no comm\n", wo);
     }
-    free(plain.params), free(dp.params), free(dp_eager.params);
+    free(plain.params), free(dp.params), free(dp_eager.params), free(ov.params), free(ov_eager.params);
     return test_finish("test_cuda_dp");
 }

@@ -11,6 +11,9 @@
  *      microbatch-by-microbatch accumulation), so the bits differ from step 1's
  *      update on;
  *      every rank holds bitwise the same parameters, amaxes and scales;
+ *  - --dp-overlap (a bucket per block, reduced from the backward): 2 and 4
+ *    ranks within the tolerance, ranks agree, graph bitwise eager, and its
+ *    checkpoint resumes into one rank;
  *  - determinism: a 2-rank run repeated gives the same bits; the CPU graph
  *    (record and replay, collectives included) gives the eager bits;
  *  - a BF16 model, 2 ranks: within BF16_TOL (one rank accumulates its
@@ -265,6 +268,34 @@ int main(void)
               BF16_TOL);
         check_ranks_agree("bf16, 2 ranks", b2, 2);
         release(b1, 1), release(b2, 2);
+    }
+    /* overlap: one bucket per block, reduce-scattered from the backward's
+     * grads_ready (the same sums in the same rank order; only the norm's
+     * partition into shards differs), eager and graphed */
+    {
+        static run_rank_out o2[2], o4[4], o2g[2], oh[2], o1[1];
+        train_options ov = base;
+        ov.dp_overlap = 1;
+        run(2, &ov, STEPS, NULL, o2);
+        run(4, &ov, STEPS, NULL, o4);
+        check_close("2 ranks, overlap, vs one rank", &o2[0], one, STEPS, 0);
+        check_close("4 ranks, overlap, vs one rank", &o4[0], one, STEPS, 0);
+        check_ranks_agree("2 ranks, overlap", o2, 2);
+        check_ranks_agree("4 ranks, overlap", o4, 4);
+        ov.graph = 1;
+        run(2, &ov, STEPS, NULL, o2g);
+        CHECK(same(&o2g[0], &o2[0], STEPS), "2 ranks with overlap: the CPU graph is not bitwise the eager run");
+        /* its checkpoint is the one-rank layout too: into one rank without overlap */
+        char opath[64];
+        snprintf(opath, sizeof opath, "/tmp/f8_test_dp_ov_%ld.safetensors", (long)getpid());
+        ov.graph = 0;
+        run(2, &ov, 2, opath, oh);
+        train_options ro1 = base;
+        ro1.resume = opath;
+        run(0, &ro1, 2, NULL, o1);
+        check_close("overlap checkpoint resumed into 1", &o1[0], &o2[0], 2, 2);
+        unlink(opath);
+        release(o2, 2), release(o4, 4), release(o2g, 2), release(oh, 2), release(o1, 1);
     }
     /* determinism, and the CPU graph (collectives recorded and replayed) */
     run(2, &base, STEPS, NULL, dp2b);

@@ -20,8 +20,18 @@ f8_status dp_comm_create(f8_ctx *ctx, f8_comm_group *group, const f8_comm_id *id
 
 /* The layout and the sharded optimizer (config ac) of rank f8_comm_rank(comm)
  * for model m on comm's ctx. Allocates everything the step needs. */
-f8_status dp_create(f8_comm *comm, gpt *m, const f8_adamw_config *ac, dp **out, char *err, size_t err_size);
+f8_status dp_create(f8_comm *comm, gpt *m, int overlap, const f8_adamw_config *ac, dp **out, char *err,
+                    size_t err_size);
 void dp_destroy(dp *d);
+
+/* overlap != 0: one bucket per transformer block (and one for the embeddings
+ * and head), each reduce-scattered as soon as gpt's grads_ready says its
+ * gradients are complete: set m->grads_ready = dp_grads_ready, grads_user =
+ * d for the last microbatch's backward. On NCCL the buckets run on the
+ * comm's stream while the backward goes on (f8_comm_set_async); dp_step
+ * waits for them. overlap 0: one bucket, reduced by dp_step. */
+f8_status dp_grads_ready(void *user, int64_t layer);
+int dp_overlap(const dp *d);
 
 /* The rank's optimizer (owned by d): registered with its shard. */
 f8_adamw *dp_optimizer(dp *d);

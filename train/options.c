@@ -134,6 +134,8 @@ void train_print_help(FILE *f)
     fprintf(f, "\nData parallel (ZeRO-1: sharded AdamW; --grad-accum microbatches split among the ranks)\n"
                "  --gpus N             over N GPUs of this machine: one process per GPU, NCCL\n"
                "  --ranks N            over N in-process CPU ranks (threads; the CPU backend)\n"
+               "  --dp-overlap on|off  one gradient bucket per block, reduce-scattered while the backward\n"
+               "                       goes on (NCCL: on a second stream); default off: one bucket after it\n"
                "  Across machines: one f8_train per GPU with RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and\n"
                "  MASTER_PORT set (torchrun style); rank 0 serves the NCCL id on MASTER_PORT.\n");
     fprintf(f, "\nPresets (--model): layers/heads/channels/seq, batch x microbatches, lr\n");
@@ -285,6 +287,9 @@ int train_parse_args(int argc, char **argv, train_options *o, FILE *out, char *e
         else if (strcmp(a, "--fp8") == 0) {
             bad = opt_word(a, v, on_off, 2, &w, err, n), bit = TRAIN_GIVEN_FP8;
             if (!bad) o->fp8 = w;
+        } else if (strcmp(a, "--dp-overlap") == 0) {
+            bad = opt_word(a, v, on_off, 2, &w, err, n);
+            if (!bad) o->dp_overlap = w;
         } else if (strcmp(a, "--graph") == 0) {
             bad = opt_word(a, v, graph_words, 3, &w, err, n);
             if (!bad) o->graph = w == 2 ? -1 : w;

@@ -92,7 +92,12 @@ static f8_status step_work(trainer *t)
         m->targets = m->tokens + t->T;
         m->losses = t->losses + (size_t)((t->mb0 + mb) * t->T);
         st = gpt_forward(m, m->c.batch, 1, scale, mb == 0 ? F8_MICROBATCH_FIRST : F8_MICROBATCH_NOT_FIRST);
+        /* data parallel with overlap: the last backward reduces each block's bucket as it completes */
+        const int hook = t->dp && dp_overlap(t->dp) && mb == t->Ml - 1;
+        m->grads_ready = hook ? dp_grads_ready : NULL;
+        m->grads_user = hook ? t->dp : NULL;
         if (st == F8_OK) st = gpt_backward(m);
+        m->grads_ready = NULL;
     }
     m->tokens = own_tokens;
     m->targets = own_targets;
@@ -453,7 +458,7 @@ f8_status trainer_create(const train_options *opt, trainer **out, char *err, siz
     ac.weight_decay = t->o.weight_decay;
     ac.grad_clip = t->o.grad_clip;
     if (st == F8_OK && t->comm) {
-        st = dp_create(t->comm, &t->m, &ac, &t->dp, err, n);
+        st = dp_create(t->comm, &t->m, t->o.dp_overlap, &ac, &t->dp, err, n);
         if (st == F8_OK) t->opt = dp_optimizer(t->dp);
     } else if (st == F8_OK) {
         st = f8_adamw_create(t->ctx, &ac, &t->opt);

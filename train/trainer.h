@@ -67,6 +67,7 @@ typedef struct train_options {
     /* Data parallelism (dp.h): --ranks N in-process CPU ranks, --gpus N one process per GPU
      * (launch.c); --grad-accum microbatches are split among the ranks. */
     int64_t ranks, gpus;
+    int dp_overlap;           /* --dp-overlap: per-block gradient buckets reduced during the backward */
     /* Set per rank by the launcher, not by the command line (world <= 1: no communicator). */
     int rank, world, device;
     f8_comm_group *comm_group; /* CPU ranks */

@@ -65,8 +65,8 @@ int f8_comm_rank(const f8_comm *comm) { return comm ? comm->rank : -1; }
 int f8_comm_size(const f8_comm *comm) { return comm ? comm->size : 0; }
 f8_ctx *f8_comm_ctx(const f8_comm *comm) { return comm ? comm->ctx : NULL; }
 
-static const char *const KIND_NAME[4] = {"f8_comm_all_reduce", "f8_comm_reduce_scatter", "f8_comm_all_gather",
-                                         "f8_comm_broadcast"};
+static const char *const KIND_NAME[5] = {"f8_comm_all_reduce", "f8_comm_reduce_scatter", "f8_comm_all_gather",
+                                         "f8_comm_broadcast", "f8_comm_wait"};
 
 /* Check one call and issue it. */
 static f8_status issue(f8_comm *comm, int kind, const void *src, void *dst, int64_t count, f8_dtype dtype, int op,
@@ -104,7 +104,26 @@ static f8_status issue(f8_comm *comm, int kind, const void *src, void *dst, int6
     a.count = count;
     a.dtype = dtype;
     a.root = root;
+    a.async = comm->async;
     return f8i_op_collective(ctx, &a);
+}
+
+f8_status f8_comm_set_async(f8_comm *comm, int enabled)
+{
+    if (!comm) return F8_ERR_INVALID_ARGUMENT;
+    comm->async = enabled != 0;
+    return F8_OK;
+}
+
+f8_status f8_comm_wait(f8_comm *comm)
+{
+    if (!comm) return F8_ERR_INVALID_ARGUMENT;
+    f8i_collective_args a;
+    memset(&a, 0, sizeof a);
+    a.comm = comm;
+    a.kind = F8I_COLL_WAIT;
+    a.dtype = F8_DTYPE_FP32;
+    return f8i_op_collective(comm->ctx, &a);
 }
 
 f8_status f8_comm_all_reduce(f8_comm *comm, const void *src, void *dst, int64_t count, f8_dtype dtype, f8_reduce_op op)

@@ -23,6 +23,7 @@ struct f8_comm {
     int rank, size;
     const f8i_comm_transport *tr;
     void *state; /* the transport's */
+    int async;   /* f8_comm_set_async */
 };
 
 /* NCCL (nccl.c in a CUDA build, no_nccl.c otherwise): fill c->tr and

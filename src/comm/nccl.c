@@ -9,8 +9,15 @@
  * Collectives that move bytes without arithmetic (all-gather, broadcast) go
  * as ncclUint8 for FP8, so FP8 weights travel as one byte each. NCCL errors
  * become F8_ERR_COMM with NCCL's own message.
+ *
+ * Async collectives (f8_comm_set_async) go on the comm's own stream: an
+ * event recorded on the ctx stream makes that stream wait for the work
+ * before (fork); f8_comm_wait records an event on it and makes the ctx
+ * stream wait (join). Under stream capture this is CUDA's fork/join pattern:
+ * the side stream joins the capture at the fork and leaves it at the join.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cuda_runtime_api.h>
@@ -53,13 +60,46 @@ static ncclDataType_t nccl_type(f8_dtype t)
     }
 }
 
+typedef struct nccl_state {
+    ncclComm_t nc;
+    cudaStream_t side;     /* async collectives */
+    cudaEvent_t fork, join;
+    int pending;           /* async work issued since the last join */
+} nccl_state;
+
+static f8_status cuda_ok(f8_ctx *ctx, cudaError_t e, const char *what)
+{
+    if (e == cudaSuccess) return F8_OK;
+    (void)cudaGetLastError();
+    return f8i_error(ctx, F8_ERR_CUDA, "NCCL transport: %s: %s", what, cudaGetErrorString(e));
+}
+
 static f8_status nccl_run(f8_comm *c, const f8i_collective_args *a)
 {
-    ncclComm_t nc = (ncclComm_t)c->state;
+    nccl_state *ns = (nccl_state *)c->state;
+    ncclComm_t nc = ns->nc;
     f8_ctx *ctx = c->ctx;
     if (cudaSetDevice(ctx->device) != cudaSuccess)
         return f8i_error(ctx, F8_ERR_CUDA, "NCCL collective: cudaSetDevice(%d) failed", ctx->device);
     cudaStream_t s = (cudaStream_t)f8_ctx_stream(ctx);
+    f8_status st = F8_OK;
+    /* join: later ctx work after the side stream's. Also before a collective
+     * on the ctx stream: two of one communicator's collectives must not run
+     * concurrently (each rank could start a different one: a deadlock). */
+    if ((a->kind == F8I_COLL_WAIT || !a->async) && ns->pending) {
+        st = cuda_ok(ctx, cudaEventRecord(ns->join, ns->side), "cudaEventRecord(join)");
+        if (st == F8_OK) st = cuda_ok(ctx, cudaStreamWaitEvent(s, ns->join, 0), "cudaStreamWaitEvent(join)");
+        if (st != F8_OK) return st;
+        ns->pending = 0;
+    }
+    if (a->kind == F8I_COLL_WAIT) return F8_OK;
+    if (a->async) { /* fork: the side stream starts after the ctx's work so far */
+        st = cuda_ok(ctx, cudaEventRecord(ns->fork, s), "cudaEventRecord(fork)");
+        if (st == F8_OK) st = cuda_ok(ctx, cudaStreamWaitEvent(ns->side, ns->fork, 0), "cudaStreamWaitEvent(fork)");
+        if (st != F8_OK) return st;
+        s = ns->side;
+        ns->pending = 1;
+    }
     const ncclDataType_t t = nccl_type(a->dtype);
     const size_t n = (size_t)a->count;
     const ncclRedOp_t op = a->op == F8_REDUCE_MAX ? ncclMax : ncclSum;
@@ -75,7 +115,14 @@ static f8_status nccl_run(f8_comm *c, const f8i_collective_args *a)
 
 static void nccl_destroy(f8_comm *c)
 {
-    if (c->state) (void)ncclCommDestroy((ncclComm_t)c->state);
+    nccl_state *ns = (nccl_state *)c->state;
+    if (!ns) return;
+    if (ns->side) (void)cudaStreamSynchronize(ns->side);
+    if (ns->nc) (void)ncclCommDestroy(ns->nc);
+    if (ns->fork) (void)cudaEventDestroy(ns->fork);
+    if (ns->join) (void)cudaEventDestroy(ns->join);
+    if (ns->side) (void)cudaStreamDestroy(ns->side);
+    free(ns);
 }
 
 static const f8i_comm_transport NCCL_TRANSPORT = {"nccl", nccl_run, nccl_destroy};
@@ -85,12 +132,21 @@ f8_status f8i_comm_nccl_init(f8_comm *c, const f8_comm_id *id)
     f8_ctx *ctx = c->ctx;
     if (cudaSetDevice(ctx->device) != cudaSuccess)
         return f8i_error(ctx, F8_ERR_CUDA, "f8_comm_create_nccl: cudaSetDevice(%d) failed", ctx->device);
+    nccl_state *ns = (nccl_state *)calloc(1, sizeof *ns);
+    if (!ns) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "f8_comm_create_nccl: out of host memory");
+    c->state = ns;
+    f8_status st = cuda_ok(ctx, cudaStreamCreateWithFlags(&ns->side, cudaStreamNonBlocking), "cudaStreamCreate");
+    if (st == F8_OK) st = cuda_ok(ctx, cudaEventCreateWithFlags(&ns->fork, cudaEventDisableTiming), "cudaEventCreate");
+    if (st == F8_OK) st = cuda_ok(ctx, cudaEventCreateWithFlags(&ns->join, cudaEventDisableTiming), "cudaEventCreate");
     ncclUniqueId u;
     memcpy(&u, id->bytes, sizeof u);
-    ncclComm_t nc = NULL;
-    f8_status st = nccl_check(ctx, ncclCommInitRank(&nc, c->size, u, c->rank), NULL, "f8_comm_create_nccl: ncclCommInitRank");
-    if (st != F8_OK) return st;
+    if (st == F8_OK)
+        st = nccl_check(ctx, ncclCommInitRank(&ns->nc, c->size, u, c->rank), NULL, "f8_comm_create_nccl: ncclCommInitRank");
+    if (st != F8_OK) {
+        nccl_destroy(c);
+        c->state = NULL;
+        return st;
+    }
     c->tr = &NCCL_TRANSPORT;
-    c->state = nc;
     return F8_OK;
 }

@@ -411,7 +411,8 @@ typedef enum f8i_collective {
     F8I_COLL_ALL_REDUCE = 0,
     F8I_COLL_REDUCE_SCATTER = 1,
     F8I_COLL_ALL_GATHER = 2,
-    F8I_COLL_BROADCAST = 3
+    F8I_COLL_BROADCAST = 3,
+    F8I_COLL_WAIT = 4     /* local: later ctx work after the async collectives (f8_comm_wait) */
 } f8i_collective;
 
 typedef struct f8i_collective_args {
@@ -423,6 +424,7 @@ typedef struct f8i_collective_args {
     int64_t count;        /* elements per rank */
     f8_dtype dtype;
     int32_t root;         /* broadcast */
+    int32_t async;        /* f8_comm_set_async when issued: NCCL runs it on the comm's stream */
 } f8i_collective_args;
 
 /* ---- the work ops ------------------------------------------------------ */
