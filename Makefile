@@ -10,7 +10,8 @@
 # Knobs: CUDA=0|1 (default: 1 only where the GPU code can run: nvcc on PATH and
 # a GPU visible, i.e. /dev/nvidia0 exists or `nvidia-smi -L` succeeds; CUDA=1
 # builds it anyway, as CI does), SM=90, SAN=1 (ASan+UBSan build in build/san),
-# BLAS_LIB=-lopenblas (CPU GEMMs through sgemm_).
+# BLAS_LIB=-lopenblas (CPU GEMMs through sgemm_), NCCL_HOME (where NCCL is,
+# when neither next to the toolkit nor in the system's directories).
 
 CC       ?= cc
 NVCC     ?= nvcc
@@ -49,13 +50,24 @@ CFLAGS_ALL += -DF8_HAVE_BLAS=1
 LDLIBS += $(BLAS_LIB)
 endif
 
-LIB_C := $(wildcard src/core/*.c src/modules/*.c src/train/*.c src/io/*.c src/cpu/*.c)
+LIB_C := $(wildcard src/core/*.c src/modules/*.c src/train/*.c src/io/*.c src/cpu/*.c src/comm/*.c)
+# NCCL (src/comm/nccl.c, CUDA builds only): found next to the toolkit
+# ($(CUDA_HOME)/include/nccl.h, lib64/libnccl.so: this machine and CI) or in
+# the system's directories (/usr/include, /usr/lib/x86_64-linux-gnu: the
+# libnccl-dev package, as on the GPU machine); NCCL_HOME=DIR for another
+# place (DIR/include, DIR/lib).
+NCCL_HOME ?=
 ifeq ($(CUDA),1)
-LIB_C  := $(filter-out src/core/no_cuda.c,$(LIB_C))
+LIB_C  := $(filter-out src/core/no_cuda.c src/comm/no_nccl.c,$(LIB_C))
 LIB_CU := $(wildcard src/cuda/*.cu)
-LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcudart -lstdc++
+ifneq ($(NCCL_HOME),)
+LDLIBS += -L$(NCCL_HOME)/lib -Wl,-rpath,$(NCCL_HOME)/lib
+CFLAGS_ALL += -I$(NCCL_HOME)/include
+endif
+LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcudart -lnccl -lstdc++
 CFLAGS_ALL += -I$(CUDA_HOME)/include
 else
+LIB_C  := $(filter-out src/comm/nccl.c,$(LIB_C))
 LIB_CU :=
 endif
 
@@ -131,7 +143,7 @@ install: $(BUILD)/libf8.a $(BUILD)/libf8.so
 	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/f8.pc
 
 # The fuzz target is built by clang from the CPU-only library sources.
-FUZZ_LIB_C := $(wildcard src/core/*.c src/modules/*.c src/train/*.c src/io/*.c src/cpu/*.c)
+FUZZ_LIB_C := $(filter-out src/comm/nccl.c,$(wildcard src/core/*.c src/modules/*.c src/train/*.c src/io/*.c src/cpu/*.c src/comm/*.c))
 FUZZ_TARGET ?= checkpoint
 fuzz:
 	FUZZ_TARGET=$(FUZZ_TARGET) FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_LIB_SRC="$(FUZZ_LIB_C)" sh tools/fuzz.sh run

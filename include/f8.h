@@ -54,7 +54,9 @@ typedef enum f8_status {
     F8_ERR_CUDA = 7,             /* a CUDA runtime call failed (message has the CUDA error) */
     F8_ERR_CUBLAS = 8,           /* a cuBLASLt call failed (message has the status) */
     F8_ERR_UNSUPPORTED = 9,      /* legal request this build or device cannot run */
-    F8_ERR_IO = 10               /* reading or writing a file failed */
+    F8_ERR_IO = 10,              /* reading or writing a file failed */
+    F8_ERR_COMM = 11             /* a collective failed: a peer rank left, the ranks' calls disagree, or
+                                    NCCL reported an error (message has which) */
 } f8_status;
 
 /* Name of a status ("F8_OK", "F8_ERR_SHAPE", ...). Never NULL; unknown codes
@@ -794,6 +796,115 @@ typedef struct f8_ctx_counters {
 f8_status f8_ctx_counters_read(const f8_ctx *ctx, f8_ctx_counters *counters);
 
 /* ------------------------------------------------------------------------ */
+/* Communicators: collectives across ranks (data and tensor parallelism)     */
+/* ------------------------------------------------------------------------ */
+
+/* An f8_comm joins `size` ranks, each with its own ctx, for collectives over
+ * backend memory of that ctx, issued on its stream like any other work (so
+ * they are recorded by f8_graph_begin on either backend: a CUDA graph
+ * captures the NCCL calls). Every rank must issue the same collectives in the
+ * same order with the same count, dtype, op and root.
+ *
+ * Two transports, one set of semantics:
+ *  - CPU: `size` in-process ranks, one host thread per rank, each with its
+ *    own CPU ctx, joined by an f8_comm_group. Reductions add in a FIXED order,
+ *    rank 0 + rank 1 + ... + rank size-1 (left to right, FP32), so results are
+ *    bitwise reproducible and equal to the sum one rank computes in that order.
+ *    This is the oracle the parallel code paths are tested against.
+ *  - NCCL (CUDA ctx; a build with CUDA): one rank per GPU, any number of
+ *    processes or nodes, joined by an f8_comm_id that rank 0 makes and the
+ *    caller hands to the others (pipe, file, TCP). NCCL's reduction order
+ *    depends on its algorithm and topology: deterministic run to run on the
+ *    same machine and rank count, not the CPU order.
+ * A collective that cannot complete because a CPU peer has left (destroyed
+ * its comm, e.g. after an error) or whose ranks disagree fails with
+ * F8_ERR_COMM on every waiting rank instead of hanging. */
+typedef struct f8_comm f8_comm;
+typedef struct f8_comm_group f8_comm_group;
+
+typedef enum f8_reduce_op {
+    F8_REDUCE_SUM = 0,
+    F8_REDUCE_MAX = 1
+} f8_reduce_op;
+
+/* The rendezvous of `size` (1..1024) CPU ranks. Thread-safe: it is shared by
+ * the ranks' threads; destroy it after every comm made from it. On error
+ * *group is NULL and a message goes to `error` (when not NULL). */
+f8_status f8_comm_group_create(int size, f8_comm_group **group, char *error, size_t error_size);
+void f8_comm_group_destroy(f8_comm_group *group);
+/* Break the group without a comm: every rank waiting in or entering a
+ * collective fails with F8_ERR_COMM (a launcher calls it for a rank that
+ * failed before it could join, so the others do not wait for it). */
+void f8_comm_group_abort(f8_comm_group *group);
+
+/* Rank `rank` of group, on a CPU ctx (F8_ERR_UNSUPPORTED for a CUDA ctx).
+ * Each rank is taken once (F8_ERR_STATE for a rank already joined).
+ * [out] *comm: owned by the caller; destroy it before its ctx. */
+f8_status f8_comm_create_cpu(f8_ctx *ctx, f8_comm_group *group, int rank, f8_comm **comm);
+
+/* The bootstrap token of an NCCL communicator (ncclUniqueId): made once by
+ * rank 0 with f8_comm_id_create, copied as plain bytes to every other rank.
+ * One id makes one communicator: make a new one for each. */
+#define F8_COMM_ID_BYTES 128
+typedef struct f8_comm_id {
+    unsigned char bytes[F8_COMM_ID_BYTES];
+} f8_comm_id;
+
+/* F8_ERR_NO_DEVICE in a build without CUDA; F8_ERR_COMM if NCCL fails. */
+f8_status f8_comm_id_create(f8_comm_id *id, char *error, size_t error_size);
+
+/* Rank `rank` of `size` over NCCL on a CUDA ctx (ncclCommInitRank on the
+ * ctx's device; blocks until all `size` ranks have joined with the same id).
+ * F8_ERR_UNSUPPORTED for a CPU ctx, F8_ERR_NO_DEVICE without CUDA. */
+f8_status f8_comm_create_nccl(f8_ctx *ctx, const f8_comm_id *id, int rank, int size, f8_comm **comm);
+
+/* Leaves the group: CPU peers still waiting in (or later entering) a
+ * collective fail with F8_ERR_COMM. Waits for the ctx's work first. */
+void f8_comm_destroy(f8_comm *comm);
+int f8_comm_rank(const f8_comm *comm);
+int f8_comm_size(const f8_comm *comm);
+f8_ctx *f8_comm_ctx(const f8_comm *comm);
+
+/* The collectives. Pointers are backend memory of the comm's ctx; counts are
+ * elements per rank, >= 0. Reductions take FP32 (SUM and MAX; MAX ignores
+ * NaN as amax does: fmaxf); all_gather and broadcast move any dtype's bytes
+ * (FP8 moves one byte per element). Asynchronous, ordered on the stream.
+ *  all_reduce:     dst[i] = src_0[i] op src_1[i] op ... (count each; dst may be src)
+ *  reduce_scatter: dst[i] = Σ_r src_r[rank·count + i]    (src: size·count, dst: count)
+ *  all_gather:     dst[r·count + i] = src_r[i]            (src: count, dst: size·count;
+ *                  in place when src == dst + rank·count)
+ *  broadcast:      dst[i] = src_root[i]                   (src is read on root only;
+ *                  dst may be src)
+ * Errors (nothing issued): F8_ERR_INVALID_ARGUMENT for NULL pointers with
+ * count > 0, a negative count or a bad root or op; F8_ERR_DTYPE for a
+ * reduction of a dtype other than FP32; F8_ERR_COMM when the ranks' calls
+ * disagree or a peer has left (CPU: detected when the collective runs). */
+f8_status f8_comm_all_reduce(f8_comm *comm, const void *src, void *dst, int64_t count, f8_dtype dtype, f8_reduce_op op);
+f8_status f8_comm_reduce_scatter(f8_comm *comm, const void *src, void *dst, int64_t count, f8_dtype dtype);
+f8_status f8_comm_all_gather(f8_comm *comm, const void *src, void *dst, int64_t count, f8_dtype dtype);
+f8_status f8_comm_broadcast(f8_comm *comm, const void *src, void *dst, int64_t count, f8_dtype dtype, int root);
+
+/* Overlap (gradient buckets reduced while the backward goes on): with async
+ * on, the collectives this comm issues next run, on NCCL, on the comm's own
+ * stream: each starts after the ctx's work issued before it and runs
+ * concurrently with the ctx's later work, which must leave its buffers
+ * alone; f8_comm_wait orders the ctx's later work after every async
+ * collective issued before it (call it before reading their results, and
+ * before a graph capture ends). The flag is read when a collective is
+ * issued (a recorded graph keeps it). CPU ranks complete each collective in
+ * order, so async changes nothing there and wait is a no-op. Local calls:
+ * no rank waits for another in f8_comm_wait. */
+f8_status f8_comm_set_async(f8_comm *comm, int enabled);
+f8_status f8_comm_wait(f8_comm *comm);
+
+/* The ctx's amax-reduction group (TE's amax_reduction_group): with a comm
+ * set, f8_ctx_update_scales first all-reduces (MAX) the direction's current
+ * amaxes (history row 0 of every slot, one collective per direction), so
+ * every rank computes the same scales. comm must be made on this ctx; NULL
+ * unsets. Every rank must have the same slots in the same order. */
+f8_status f8_ctx_set_comm(f8_ctx *ctx, f8_comm *comm);
+
+/* ------------------------------------------------------------------------ */
 /* Graphs: capture a sequence of f8 calls once, replay it cheaply            */
 /* ------------------------------------------------------------------------ */
 
@@ -1105,6 +1216,15 @@ f8_status f8_adamw_step(f8_adamw *adamw);
  * output may be NULL: steps done, the lr used by the last step, the
  * gradient norm before clipping of the last step (0, 0, 0 before any step). */
 f8_status f8_adamw_read(f8_adamw *adamw, int64_t *step, float *lr, float *grad_norm);
+/* Sharded optimizer (ZeRO-1): the registered tensors are this rank's shard of
+ * the model, and the norm that clipping uses is global: with a comm set, a
+ * step computes Σ g² over its own tensors, all-reduces it (SUM) over comm,
+ * and then takes norm = sqrt of that (FP32) and updates as above. Three ops
+ * instead of one, all on the stream (graph-capturable). comm must be made on
+ * the optimizer's ctx and outlive the optimizer's steps (and any graph that
+ * recorded them); NULL unsets. Refused (F8_ERR_STATE) while capturing. Every
+ * rank must step together (the all-reduce is a collective). */
+f8_status f8_adamw_set_comm(f8_adamw *adamw, f8_comm *comm);
 /* Checkpoint the optimizer (moments and step) under prefix / restore it
  * (same parameter shapes registered in the same order). Entries, with i the
  * registration order: <prefix>.m.<i> and <prefix>.v.<i> (F32, the parameter's

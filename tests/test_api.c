@@ -106,16 +106,16 @@ static void test_status_strings(void)
     static const char *const names[] = {"F8_OK",          "F8_ERR_INVALID_ARGUMENT", "F8_ERR_SHAPE",
                                         "F8_ERR_DTYPE",   "F8_ERR_STATE",            "F8_ERR_OUT_OF_MEMORY",
                                         "F8_ERR_NO_DEVICE", "F8_ERR_CUDA",           "F8_ERR_CUBLAS",
-                                        "F8_ERR_UNSUPPORTED", "F8_ERR_IO"};
+                                        "F8_ERR_UNSUPPORTED", "F8_ERR_IO", "F8_ERR_COMM"};
     const f8_status codes[] = {F8_OK,        F8_ERR_INVALID_ARGUMENT, F8_ERR_SHAPE, F8_ERR_DTYPE,
                                F8_ERR_STATE, F8_ERR_OUT_OF_MEMORY,    F8_ERR_NO_DEVICE, F8_ERR_CUDA,
-                               F8_ERR_CUBLAS, F8_ERR_UNSUPPORTED,     F8_ERR_IO};
-    for (int i = 0; i < 11; i++) {
+                               F8_ERR_CUBLAS, F8_ERR_UNSUPPORTED,     F8_ERR_IO, F8_ERR_COMM};
+    for (int i = 0; i < 12; i++) {
         CHECK((int)codes[i] == i, "status %s has value %d", names[i], (int)codes[i]);
         const char *s = f8_status_string(codes[i]);
         CHECK(s && strcmp(s, names[i]) == 0, "f8_status_string(%d) = '%s', wanted '%s'", i, s ? s : "(null)", names[i]);
     }
-    const int unknown[3] = {11, -1, 1000};
+    const int unknown[3] = {12, -1, 1000};
     for (int i = 0; i < 3; i++) {
         const char *s = f8_status_string((f8_status)unknown[i]);
         CHECK(s && strcmp(s, "F8_ERR_UNKNOWN") == 0, "f8_status_string(%d) = '%s'", unknown[i], s ? s : "(null)");

@@ -14,6 +14,8 @@
 #include "check.h"
 #include "../train/corpus.c"
 #include "../train/data.c"
+#include "../train/dp.c"
+#include "../train/launch.c"
 #include "../train/gpt.c"
 #include "../train/hf.c"
 #include "../train/log.c"

@@ -32,6 +32,8 @@
 #include "check.h"
 #include "../train/corpus.c"
 #include "../train/data.c"
+#include "../train/dp.c"
+#include "../train/launch.c"
 #include "../train/export.c"
 #include "../train/fp8_report.c"
 #include "../train/gpt.c"

@@ -21,6 +21,8 @@
 #include "io/checkpoint.h"
 #include "../train/corpus.c"
 #include "../train/data.c"
+#include "../train/dp.c"
+#include "../train/launch.c"
 #include "../train/gpt.c"
 #include "../train/hf.c"
 #include "../train/log.c"

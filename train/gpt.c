@@ -254,10 +254,12 @@ f8_status gpt_backward(gpt *m)
         TRY(f8_attention_backward(m->att, b->att_s, &tmp, &dqkv));
         TRY(f8_layernorm_linear_backward(b->qkv, b->qkv_s, &dqkv, NULL, &tmp));
         TRY(f8_tensor_add(m->ctx, &d, &tmp)); /* d = ∂loss/∂x */
+        if (m->grads_ready) TRY(m->grads_ready(m->grads_user, l));
     }
     f8_tensor dwte, dwpe = view(m, m->dwpe, 0, c->seq, C);
     TRY(f8_module_param(m->head, F8_PARAM_WEIGHT, 1, &dwte));
-    return f8_embedding_backward(m->ctx, m->tokens, c->seq, &d, &dwte, &dwpe);
+    TRY(f8_embedding_backward(m->ctx, m->tokens, c->seq, &d, &dwte, &dwpe));
+    return m->grads_ready ? m->grads_ready(m->grads_user, -1) : F8_OK;
 }
 
 f8_status gpt_zero_grad(gpt *m)
@@ -283,6 +285,7 @@ f8_status gpt_zero_grad(gpt *m)
 
 f8_status gpt_each_param(gpt *m, gpt_param_fn fn, void *user)
 {
+    m->param_layer = -1;
 #define HEAD(w, g, v) f8_module_param(m->head, w, g, v)
     EACH(HEAD, F8_PARAM_WEIGHT, 1);
     EACH(HEAD, F8_PARAM_LN_WEIGHT, 0);
@@ -292,6 +295,7 @@ f8_status gpt_each_param(gpt *m, gpt_param_fn fn, void *user)
     TRY(fn(user, &wpe, &dwpe, 1));
     for (int64_t l = 0; l < m->c.layers; l++) {
         gpt_block *b = &m->blocks[l];
+        m->param_layer = l;
 #define QKV(w, g, v) f8_module_param(b->qkv, w, g, v)
 #define MLP(w, g, v) f8_module_param(b->mlp, w, g, v)
 #define PROJ(w, g, v) ((w) == F8_PARAM_WEIGHT ? ((g) ? f8_module_param(b->proj, F8_PARAM_WEIGHT, 1, v) : f8_module_param(b->proj, F8_PARAM_WEIGHT, 0, v)) \

@@ -61,6 +61,13 @@ typedef struct gpt {
     int32_t *tokens, *targets; /* (T) backend, what gpt_forward reads: its own buffers in io, or
                                   the caller may point them at its own (a staging buffer) */
     float *losses;            /* (T) backend, where gpt_forward writes (same rule) */
+    /* When set, gpt_backward calls grads_ready(grads_user, l) after block l's
+     * backward and (l = -1) after the embedding's: that part's gradients are
+     * then complete for this backward (data parallel: reduce its bucket). */
+    f8_status (*grads_ready)(void *user, int64_t layer);
+    void *grads_user;
+    int64_t param_layer;      /* during gpt_each_param: the visited parameter's block, or -1
+                                 (embeddings, final norm, LM head) */
 } gpt;
 
 /* Create (parameters initialised from c.seed), with its activations. */

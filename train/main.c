@@ -55,6 +55,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "f8_train: %s\n", err);
         return 1;
     }
+    /* data parallel: --ranks, --gpus, or RANK/WORLD_SIZE from a launcher */
+    if (o.ranks > 0 || o.gpus > 0 || train_launch_from_env()) return train_launch(&o);
     trainer *t = NULL;
     f8_status st = trainer_create(&o, &t, err, sizeof err);
     if (st != F8_OK) {

@@ -131,6 +131,13 @@ void train_print_help(FILE *f)
             (long long)d.steps, (long long)d.batch, (long long)d.grad_accum, (double)d.lr, (double)d.lr_min,
             (long long)d.warmup, (double)d.weight_decay, (double)d.grad_clip, (unsigned long long)d.seed,
             (long long)d.val_every, (long long)d.val_batches, d.log, d.plot, (long long)d.sample, (double)d.temperature);
+    fprintf(f, "\nData parallel (ZeRO-1: sharded AdamW; --grad-accum microbatches split among the ranks)\n"
+               "  --gpus N             over N GPUs of this machine: one process per GPU, NCCL\n"
+               "  --ranks N            over N in-process CPU ranks (threads; the CPU backend)\n"
+               "  --dp-overlap on|off  one gradient bucket per block, reduce-scattered while the backward\n"
+               "                       goes on (NCCL: on a second stream); default off: one bucket after it\n"
+               "  Across machines: one f8_train per GPU with RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and\n"
+               "  MASTER_PORT set (torchrun style); rank 0 serves the NCCL id on MASTER_PORT.\n");
     fprintf(f, "\nPresets (--model): layers/heads/channels/seq, batch x microbatches, lr\n");
     for (size_t i = 0; i < sizeof PRESETS / sizeof PRESETS[0]; i++) {
         const preset *p = &PRESETS[i];
@@ -168,6 +175,16 @@ static int opt_word(const char *a, const char *v, const char *const *words, int 
 /* Options that contradict each other, refused rather than resolved silently. */
 static int check_conflicts(const train_options *o, char *err, size_t n)
 {
+    if (o->ranks > 0 && o->gpus > 0) {
+        snprintf(err, n, "--ranks (CPU ranks) and --gpus both given: choose one");
+        return -1;
+    }
+    const int64_t ranks = o->ranks > 0 ? o->ranks : o->gpus;
+    if (ranks > 0 && o->grad_accum % ranks != 0) {
+        snprintf(err, n, "--grad-accum %lld does not split evenly over %lld ranks (each rank runs grad-accum / ranks "
+                         "microbatches)", (long long)o->grad_accum, (long long)ranks);
+        return -1;
+    }
     static const char *const names[3] = {"--text", "--data", "--val-data"};
     const char *vals[3] = {o->text, o->data, o->val_data};
     for (int i = 0; i < 3; i++)
@@ -253,6 +270,8 @@ int train_parse_args(int argc, char **argv, train_options *o, FILE *out, char *e
         else if (strcmp(a, "--seq") == 0) bad = opt_i64(a, v, 2, TRAIN_MAX_SEQ, &o->seq, err, n), bit = TRAIN_GIVEN_SEQ;
         else if (strcmp(a, "--batch") == 0) bad = opt_i64(a, v, 1, 1 << 16, &o->batch, err, n);
         else if (strcmp(a, "--grad-accum") == 0) bad = opt_i64(a, v, 1, 1 << 16, &o->grad_accum, err, n);
+        else if (strcmp(a, "--ranks") == 0) bad = opt_i64(a, v, 1, 1024, &o->ranks, err, n);
+        else if (strcmp(a, "--gpus") == 0) bad = opt_i64(a, v, 1, 1024, &o->gpus, err, n);
         else if (strcmp(a, "--steps") == 0) bad = opt_i64(a, v, 1, BIG, &o->steps, err, n);
         else if (strcmp(a, "--warmup") == 0) bad = opt_i64(a, v, 0, BIG, &o->warmup, err, n);
         else if (strcmp(a, "--val-every") == 0) bad = opt_i64(a, v, 0, BIG, &o->val_every, err, n);
@@ -268,6 +287,9 @@ int train_parse_args(int argc, char **argv, train_options *o, FILE *out, char *e
         else if (strcmp(a, "--fp8") == 0) {
             bad = opt_word(a, v, on_off, 2, &w, err, n), bit = TRAIN_GIVEN_FP8;
             if (!bad) o->fp8 = w;
+        } else if (strcmp(a, "--dp-overlap") == 0) {
+            bad = opt_word(a, v, on_off, 2, &w, err, n);
+            if (!bad) o->dp_overlap = w;
         } else if (strcmp(a, "--graph") == 0) {
             bad = opt_word(a, v, graph_words, 3, &w, err, n);
             if (!bad) o->graph = w == 2 ? -1 : w;

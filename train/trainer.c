@@ -32,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dp.h"
 #include "hf.h"
 #include "io/checkpoint.h"
 #include "plot.h"
@@ -44,12 +45,15 @@ struct trainer {
     f8_ctx *ctx;
     data_set *data;
     gpt m;
-    f8_adamw *opt;
+    f8_adamw *opt;           /* the whole model's, or with dp the rank's shard's (owned by dp) */
+    f8_comm *comm;           /* data-parallel ranks, or NULL */
+    dp *dp;
     int64_t step;            /* optimizer steps done */
-    int64_t M, T;            /* microbatches per step, tokens per microbatch */
-    int32_t *stage;          /* (M, 2, T) backend: tokens then targets per microbatch */
-    float *losses;           /* (M, T) backend */
-    int32_t *host_stage;     /* (M, 2, T) */
+    int64_t M, T;            /* microbatches per step (all ranks), tokens per microbatch */
+    int64_t Ml, mb0;         /* this rank's microbatches: mb0 .. mb0 + Ml - 1 */
+    int32_t *stage;          /* (Ml, 2, T) backend: tokens then targets per microbatch */
+    float *losses;           /* (M, T) backend: every rank's, gathered after the step */
+    int32_t *host_stage;     /* (Ml, 2, T) */
     float *host_losses;      /* (M, T) */
     f8_graph *graph;
     int use_graph;
@@ -81,14 +85,19 @@ static f8_status step_work(trainer *t)
     int32_t *own_tokens = m->tokens, *own_targets = m->targets;
     float *own_losses = m->losses;
     f8_status st = F8_OK;
-    for (int64_t mb = 0; mb < t->M && st == F8_OK; mb++) {
+    for (int64_t mb = 0; mb < t->Ml && st == F8_OK; mb++) {
         /* the model reads this microbatch's staged tokens and writes its
          * losses in place (captured by address: no copies) */
         m->tokens = t->stage + (size_t)(mb * 2 * t->T);
         m->targets = m->tokens + t->T;
-        m->losses = t->losses + (size_t)(mb * t->T);
+        m->losses = t->losses + (size_t)((t->mb0 + mb) * t->T);
         st = gpt_forward(m, m->c.batch, 1, scale, mb == 0 ? F8_MICROBATCH_FIRST : F8_MICROBATCH_NOT_FIRST);
+        /* data parallel with overlap: the last backward reduces each block's bucket as it completes */
+        const int hook = t->dp && dp_overlap(t->dp) && mb == t->Ml - 1;
+        m->grads_ready = hook ? dp_grads_ready : NULL;
+        m->grads_user = hook ? t->dp : NULL;
         if (st == F8_OK) st = gpt_backward(m);
+        m->grads_ready = NULL;
     }
     m->tokens = own_tokens;
     m->targets = own_targets;
@@ -96,21 +105,24 @@ static f8_status step_work(trainer *t)
     TRY(st);
     TRY(f8_ctx_update_scales(t->ctx, F8_DIR_FORWARD));
     TRY(f8_ctx_update_scales(t->ctx, F8_DIR_BACKWARD));
-    return f8_adamw_step(t->opt);
+    if (!t->dp) return f8_adamw_step(t->opt);
+    TRY(dp_step(t->dp));
+    /* every rank's losses, in microbatch order: the mean is the one-rank one */
+    return f8_comm_all_gather(t->comm, t->losses + t->mb0 * t->T, t->losses, t->Ml * t->T, F8_DTYPE_FP32);
 }
 
 static f8_status stage_batches(trainer *t, int64_t step)
 {
     const int B = (int)t->m.c.batch, S = (int)t->m.c.seq;
-    for (int64_t mb = 0; mb < t->M; mb++) {
+    for (int64_t mb = 0; mb < t->Ml; mb++) {
         int32_t *x = t->host_stage + (size_t)(mb * 2 * t->T);
-        f8_status st = data_train_batch(t->data, step, (int)mb, B, S, x, x + t->T);
+        f8_status st = data_train_batch(t->data, step, (int)(t->mb0 + mb), B, S, x, x + t->T);
         if (st != F8_OK) {
             snprintf(t->error, sizeof t->error, "%s", data_last_error(t->data));
             return st;
         }
     }
-    return f8_ctx_upload(t->ctx, t->stage, t->host_stage, (size_t)(t->M * 2 * t->T) * 4);
+    return f8_ctx_upload(t->ctx, t->stage, t->host_stage, (size_t)(t->Ml * 2 * t->T) * 4);
 }
 
 /* The in-memory snapshot used around the capture warm-up. */
@@ -204,8 +216,9 @@ f8_status trainer_save(trainer *t, const char *path)
     if (st == F8_OK) st = f8_checkpoint_set_metadata(ck, "train.step", step);
     if (st == F8_OK) st = f8_checkpoint_set_metadata(ck, "train.recipe", f8_recipe_kind_name(f8_ctx_recipe(t->ctx)->kind));
     if (st == F8_OK) st = gpt_checkpoint_add(&t->m, ck);
-    if (st == F8_OK) st = f8_checkpoint_add_adamw(ck, "optimizer", t->opt);
-    if (st == F8_OK) st = f8_checkpoint_save(ck, path);
+    if (st == F8_OK) st = t->dp ? dp_checkpoint_add(t->dp, ck, "optimizer") : f8_checkpoint_add_adamw(ck, "optimizer", t->opt);
+    /* one file per model: every rank took part in gathering it, rank 0 writes it */
+    if (st == F8_OK && t->o.rank == 0) st = f8_checkpoint_save(ck, path);
     f8_checkpoint_destroy(ck);
     return st;
 }
@@ -257,7 +270,9 @@ static f8_status resume(trainer *t, const char *path)
         st = f8i_checkpoint_check_finite(ck, "--resume", name, rule_for(name));
     }
     if (st == F8_OK) st = gpt_checkpoint_restore(&t->m, ck);
-    if (st == F8_OK) st = f8_checkpoint_restore_adamw(ck, "optimizer", t->opt);
+    if (st == F8_OK)
+        st = t->dp ? dp_checkpoint_restore(t->dp, ck, "optimizer", t->error, sizeof t->error)
+                   : f8_checkpoint_restore_adamw(ck, "optimizer", t->opt);
     int64_t done = -1;
     if (st == F8_OK) st = f8_adamw_read(t->opt, &done, NULL, NULL);
     if (st == F8_OK && done != t->ck_step) {
@@ -336,6 +351,7 @@ static f8_status make_ctx(trainer *t, char *err, size_t n)
     f8_ctx_config cfg = f8_ctx_config_default();
     const char *b = t->o.backend;
     cfg.backend = strcmp(b, "cpu") == 0 ? F8_BACKEND_CPU : F8_BACKEND_CUDA;
+    cfg.device = t->o.device;
     const char *r = t->o.recipe ? t->o.recipe : "delayed";
     cfg.recipe.kind = strcmp(r, "current") == 0 ? F8_RECIPE_CURRENT
                     : strcmp(r, "block") == 0   ? F8_RECIPE_BLOCK
@@ -347,6 +363,8 @@ static f8_status make_ctx(trainer *t, char *err, size_t n)
     }
     if (st == F8_OK && t->o.fp8_report && t->o.fp8 && (st = f8_ctx_enable_telemetry(t->ctx)) != F8_OK)
         snprintf(err, n, "FP8 telemetry: %s", f8_ctx_last_error(t->ctx));
+    if (st == F8_OK && (t->o.comm_group || t->o.comm_id)) /* data parallel, any size (1 included) */
+        st = dp_comm_create(t->ctx, t->o.comm_group, t->o.comm_id, t->o.rank, t->o.world, &t->comm, err, n);
     return st;
 }
 
@@ -439,14 +457,27 @@ f8_status trainer_create(const train_options *opt, trainer **out, char *err, siz
     ac.total_steps = t->o.steps > ac.warmup_steps ? t->o.steps : 0;
     ac.weight_decay = t->o.weight_decay;
     ac.grad_clip = t->o.grad_clip;
-    if (st == F8_OK) st = f8_adamw_create(t->ctx, &ac, &t->opt);
-    if (st == F8_OK) st = gpt_each_param(&t->m, add_param, t->opt);
+    if (st == F8_OK && t->comm) {
+        st = dp_create(t->comm, &t->m, t->o.dp_overlap, &ac, &t->dp, err, n);
+        if (st == F8_OK) t->opt = dp_optimizer(t->dp);
+    } else if (st == F8_OK) {
+        st = f8_adamw_create(t->ctx, &ac, &t->opt);
+        if (st == F8_OK) st = gpt_each_param(&t->m, add_param, t->opt);
+    }
     t->M = t->o.grad_accum;
     t->T = t->m.T;
-    if (st == F8_OK) st = f8_ctx_alloc(t->ctx, (size_t)(t->M * 2 * t->T) * 4, (void **)&t->stage);
+    const int64_t world = t->comm ? f8_comm_size(t->comm) : 1;
+    if (st == F8_OK && t->M % world != 0) {
+        snprintf(err, n, "--grad-accum %lld does not split evenly over %lld ranks (each rank runs grad-accum / ranks "
+                         "microbatches)", (long long)t->M, (long long)world);
+        st = F8_ERR_INVALID_ARGUMENT;
+    }
+    t->Ml = t->M / world;
+    t->mb0 = t->o.rank * t->Ml;
+    if (st == F8_OK) st = f8_ctx_alloc(t->ctx, (size_t)(t->Ml * 2 * t->T) * 4, (void **)&t->stage);
     if (st == F8_OK) st = f8_ctx_alloc(t->ctx, (size_t)(t->M * t->T) * 4, (void **)&t->losses);
     if (st == F8_OK) {
-        t->host_stage = (int32_t *)malloc((size_t)(t->M * 2 * t->T) * 4 + 4);
+        t->host_stage = (int32_t *)malloc((size_t)(t->Ml * 2 * t->T) * 4 + 4);
         t->host_losses = (float *)malloc((size_t)(t->M * t->T) * 4 + 4);
         if (!t->host_stage || !t->host_losses) st = F8_ERR_OUT_OF_MEMORY;
     }
@@ -467,8 +498,10 @@ void trainer_destroy(trainer *t)
     if (t->ctx) {
         f8_ctx_free(t->ctx, t->stage);
         f8_ctx_free(t->ctx, t->losses);
-        f8_adamw_destroy(t->opt);
+        if (t->dp) dp_destroy(t->dp);
+        else f8_adamw_destroy(t->opt);
         gpt_destroy(&t->m);
+        f8_comm_destroy(t->comm); /* peers still waiting in a collective fail instead of hanging */
         f8_ctx_destroy(t->ctx);
     }
     data_destroy(t->data);
@@ -649,6 +682,9 @@ int trainer_run(trainer *t)
             printf("unigram entropy of the training data: %.3f nats/token\n", h);
         printf("batch: %lld microbatches x %lld sequences x %lld tokens = %lld tokens/step\n", (long long)t->M,
                (long long)t->m.c.batch, (long long)t->m.c.seq, (long long)tokens_per_step);
+        if (t->comm)
+            printf("data parallel: %d ranks (%s), %lld microbatches each, ZeRO-1 sharded AdamW\n", t->o.world,
+                   cuda ? "NCCL" : "CPU threads", (long long)t->Ml);
         fflush(stdout);
     }
     tlog *log = NULL;
@@ -740,6 +776,7 @@ int trainer_run(trainer *t)
         }
         if (!o->quiet) printf("checkpoint: %s (step %lld)\n", o->checkpoint, (long long)t->step);
     }
+    if (t->o.rank > 0) return 0; /* rank 0 reports the run */
     if (o->plot && o->plot[0] && o->log && o->log[0]) {
         const char *paths[5], *names[5];
         paths[0] = o->log;

@@ -64,6 +64,14 @@ typedef struct train_options {
     int fp8_report;           /* FP8 telemetry: <log>_fp8.csv, <plot>_fp8.svg, worst tensors at the end */
     unsigned given;           /* TRAIN_GIVEN_* set by train_parse_args (0 when filled in code) */
     unsigned from_preset;     /* of those, the ones that came from --model */
+    /* Data parallelism (dp.h): --ranks N in-process CPU ranks, --gpus N one process per GPU
+     * (launch.c); --grad-accum microbatches are split among the ranks. */
+    int64_t ranks, gpus;
+    int dp_overlap;           /* --dp-overlap: per-block gradient buckets reduced during the backward */
+    /* Set per rank by the launcher, not by the command line (world <= 1: no communicator). */
+    int rank, world, device;
+    f8_comm_group *comm_group; /* CPU ranks */
+    const f8_comm_id *comm_id; /* NCCL ranks */
 } train_options;
 
 train_options train_options_default(void);
@@ -114,6 +122,12 @@ f8_status trainer_sample_text(trainer *t, const char *tokenizer_path, int64_t n,
  * not counted. A step allocates nothing after the first, so it is the same
  * from step 1 on. 0 if unknown. */
 size_t trainer_peak_memory(const trainer *t);
+/* Run the ranks the options ask for (o->ranks CPU threads or o->gpus
+ * processes, launch.c), each a trainer_run; the exit code of rank 0, or 1
+ * when any rank failed (the others are then stopped, not left hanging). */
+int train_launch(const train_options *o);
+/* 1 when the environment names a world size (torchrun, Open MPI, PMI). */
+int train_launch_from_env(void);
 
 /* Introspection for the tests. */
 gpt *trainer_model(trainer *t);

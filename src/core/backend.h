@@ -465,6 +465,30 @@ typedef struct f8i_add_args {
     int64_t count;
 } f8i_add_args;
 
+/* One collective of a communicator (f8.h's f8_comm_* contracts), issued on
+ * the comm's ctx. Both backends hand it to the comm's transport (CPU ranks or
+ * NCCL, src/comm), which knows how to move bytes for its ctx; being a work
+ * op, it is recorded and replayed like the others. */
+typedef enum f8i_collective {
+    F8I_COLL_ALL_REDUCE = 0,
+    F8I_COLL_REDUCE_SCATTER = 1,
+    F8I_COLL_ALL_GATHER = 2,
+    F8I_COLL_BROADCAST = 3,
+    F8I_COLL_WAIT = 4     /* local: later ctx work after the async collectives (f8_comm_wait) */
+} f8i_collective;
+
+typedef struct f8i_collective_args {
+    f8_comm *comm;
+    int32_t kind;         /* f8i_collective */
+    int32_t op;           /* f8_reduce_op (reductions) */
+    const void *src;
+    void *dst;
+    int64_t count;        /* elements per rank */
+    f8_dtype dtype;
+    int32_t root;         /* broadcast */
+    int32_t async;        /* f8_comm_set_async when issued: NCCL runs it on the comm's stream */
+} f8i_collective_args;
+
 /* ---- the work ops ------------------------------------------------------ */
 
 /* Every work op (everything that puts work on the stream), listed once as
@@ -500,7 +524,8 @@ typedef struct f8i_add_args {
     X(AMAX_SCALE, amax_scale, f8i_amax_scale_args, ARGS)             \
     X(TELEMETRY_SNAP, telemetry_snap, f8i_telemetry_snap_args, ARGS) \
     X(BLOCK_CAST, block_cast, f8i_block_cast_args, ARGS)             \
-    X(GEMM_BLOCK, gemm_block, f8i_gemm_block_args, ARGS)
+    X(GEMM_BLOCK, gemm_block, f8i_gemm_block_args, ARGS)             \
+    X(COLLECTIVE, collective, f8i_collective_args, ARGS)
 
 #define F8I_OP_ENUM_(K, n, T, W) F8I_OP_##K,
 typedef enum f8i_op_kind { F8I_OP_LIST(F8I_OP_ENUM_) F8I_OP_COUNT } f8i_op_kind;

@@ -59,6 +59,7 @@ struct f8_ctx {
     int32_t *fp8_weight_cols_dev; /* (n) backend copy */
     int telemetry;          /* f8_ctx_enable_telemetry was called */
     void *tel_block;        /* backend memory: live counters, snapshots (f8i_tel_* below) */
+    f8_comm *comm;          /* amax-reduction group (f8_ctx_set_comm) or NULL */
     char error[512];
 };
 

@@ -20,6 +20,7 @@ const char *f8_status_string(f8_status status)
     case F8_ERR_CUBLAS: return "F8_ERR_CUBLAS";
     case F8_ERR_UNSUPPORTED: return "F8_ERR_UNSUPPORTED";
     case F8_ERR_IO: return "F8_ERR_IO";
+    case F8_ERR_COMM: return "F8_ERR_COMM";
     }
     /* Not `default:`, so that -Wswitch names a code added without a name. */
     return "F8_ERR_UNKNOWN";

@@ -277,6 +277,11 @@ f8_status f8_ctx_update_scales(f8_ctx *ctx, f8_direction direction)
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "f8_ctx_update_scales: direction %d is not FORWARD or BACKWARD",
                          (int)direction);
     if (ctx->dir[direction].count == 0) return F8_OK;
+    if (ctx->comm) { /* every rank's amaxes: history row 0 is contiguous across the direction's slots */
+        float *row0 = ctx->dir[direction].history;
+        f8_status st = f8_comm_all_reduce(ctx->comm, row0, row0, ctx->dir[direction].count, F8_DTYPE_FP32, F8_REDUCE_MAX);
+        if (st != F8_OK) return st;
+    }
     f8i_scale_update_args a = update_args(ctx, direction);
     if (ctx->telemetry) { /* the step's counters, amaxes and scales, before the update moves them */
         const f8i_scaling_dir *d = &ctx->dir[direction];

@@ -141,13 +141,18 @@ f8_status f8i_cpu_adamw_step(f8_ctx *ctx, const f8i_adamw_step_args *a)
 {
     F8I_COUNT_LAUNCHES(ctx, 1);
     double sq = 0.0;
-    for (int k = 0; k < a->n_tensors; k++) {
+    for (int k = 0; k < a->n_tensors && a->mode != F8I_ADAMW_UPDATE; k++) {
         const f8i_adamw_tensor *d = &a->tensors[k];
         for (int64_t i = 0; i < d->n; i++) {
             const double g = load(d->grad, d->grad_dtype, i);
             sq += g * g;
         }
     }
+    if (a->mode == F8I_ADAMW_NORM) { /* a shard's part of the global sum */
+        *a->sumsq = (float)sq;
+        return F8_OK;
+    }
+    if (a->mode == F8I_ADAMW_UPDATE) sq = (double)*a->sumsq;
     f8i_adamw_state *s = a->state;
     const int64_t step = s->step, t = step + 1;
     const float norm = (float)sqrt(sq);

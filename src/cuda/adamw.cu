@@ -80,9 +80,15 @@ static __global__ void __launch_bounds__(AW_THREADS) adamw_norm_kernel(f8i_adamw
 static __global__ void __launch_bounds__(AW_THREADS) adamw_finalize_kernel(f8i_adamw_step_args a)
 {
     float acc = 0.0f;
-    for (int i = threadIdx.x; i < F8I_ADAMW_NORM_BLOCKS; i += AW_THREADS) acc += a.partials[i];
-    const float total = block_sum(acc);
+    for (int i = threadIdx.x; i < F8I_ADAMW_NORM_BLOCKS && a.mode != F8I_ADAMW_UPDATE; i += AW_THREADS)
+        acc += a.partials[i];
+    float total = block_sum(acc);
     if (threadIdx.x != 0) return;
+    if (a.mode == F8I_ADAMW_NORM) { /* a shard's part of the global sum: the comm adds the rest */
+        *a.sumsq = total;
+        return;
+    }
+    if (a.mode == F8I_ADAMW_UPDATE) total = *a.sumsq;
     f8i_adamw_state *st = a.state;
     const int64_t step = st->step, t = step + 1;
     const float norm = sqrtf(total);
@@ -142,13 +148,17 @@ static __global__ void __launch_bounds__(AW_THREADS, 4) adamw_update_kernel(f8i_
 f8_status f8i_cuda_adamw_step(f8_ctx *ctx, const f8i_adamw_step_args *a)
 {
     cudaStream_t s = f8i_stream(ctx);
-    F8I_COUNT_LAUNCHES(ctx, 3);
-    adamw_norm_kernel<<<F8I_ADAMW_NORM_BLOCKS, AW_THREADS, 0, s>>>(*a);
-    f8_status st = f8i_cuda_launch_check(ctx, "adamw_norm_kernel");
-    if (st != F8_OK) return st;
+    const int norm = a->mode != F8I_ADAMW_UPDATE, update = a->mode != F8I_ADAMW_NORM;
+    F8I_COUNT_LAUNCHES(ctx, norm + 1 + update);
+    f8_status st = F8_OK;
+    if (norm) {
+        adamw_norm_kernel<<<F8I_ADAMW_NORM_BLOCKS, AW_THREADS, 0, s>>>(*a);
+        st = f8i_cuda_launch_check(ctx, "adamw_norm_kernel");
+        if (st != F8_OK) return st;
+    }
     adamw_finalize_kernel<<<1, AW_THREADS, 0, s>>>(*a);
     st = f8i_cuda_launch_check(ctx, "adamw_finalize_kernel");
-    if (st != F8_OK) return st;
+    if (st != F8_OK || !update) return st;
     adamw_update_kernel<<<grid_size(ctx, INT64_MAX / 2, AW_THREADS), AW_THREADS, 0, s>>>(*a);
     return f8i_cuda_launch_check(ctx, "adamw_update_kernel");
 }

@@ -112,4 +112,7 @@ f8_status f8i_cuda_embedding_bwd(f8_ctx *ctx, const f8i_embedding_bwd_args *args
 f8_status f8i_cuda_cross_entropy(f8_ctx *ctx, const f8i_cross_entropy_args *args);
 f8_status f8i_cuda_adamw_step(f8_ctx *ctx, const f8i_adamw_step_args *args);
 
+/* src/comm/comm.c (C): a collective goes to its comm's transport (NCCL). */
+extern "C" f8_status f8i_cuda_collective(f8_ctx *ctx, const f8i_collective_args *args);
+
 #endif /* F8_CUDA_STATE_CUH */

@@ -50,6 +50,8 @@ struct f8_adamw {
     param_rec *params;       /* (n) host */
     int n, cap;
     int stepped;             /* a step was issued: the set of parameters is frozen */
+    f8_comm *comm;           /* sharded (ZeRO-1): Σ g² is all-reduced over it; or NULL */
+    float *sumsq;            /* (1) backend, inside block's first 256 B: this shard's Σ g² */
 };
 
 f8_adamw_config f8_adamw_config_default(void)
@@ -107,6 +109,7 @@ f8_status f8_adamw_create(f8_ctx *ctx, const f8_adamw_config *config, f8_adamw *
     if (st == F8_OK) {
         o->state = (f8i_adamw_state *)o->block;
         o->partials = (float *)((char *)o->block + 256);
+        o->sumsq = (float *)((char *)o->block + 128); /* the state is 32 bytes */
         f8i_adamw_state zero;
         memset(&zero, 0, sizeof zero);
         st = ctx->be->upload(ctx, o->state, &zero, sizeof zero);
@@ -232,9 +235,31 @@ f8_status f8_adamw_step(f8_adamw *o)
     a.beta2 = c->beta2;
     a.eps = c->eps;
     a.grad_clip = c->grad_clip;
-    f8_status st = f8i_op_adamw_step(o->ctx, &a);
+    a.sumsq = o->sumsq;
+    f8_status st;
+    if (o->comm) { /* the shard's Σ g², summed over the ranks, then the update */
+        a.mode = F8I_ADAMW_NORM;
+        st = f8i_op_adamw_step(o->ctx, &a);
+        if (st == F8_OK) st = f8_comm_all_reduce(o->comm, o->sumsq, o->sumsq, 1, F8_DTYPE_FP32, F8_REDUCE_SUM);
+        a.mode = F8I_ADAMW_UPDATE;
+    } else {
+        st = F8_OK;
+        a.mode = F8I_ADAMW_WHOLE;
+    }
+    if (st == F8_OK) st = f8i_op_adamw_step(o->ctx, &a);
     if (st == F8_OK) o->stepped = 1;
     return st;
+}
+
+f8_status f8_adamw_set_comm(f8_adamw *o, f8_comm *comm)
+{
+    if (!o) return F8_ERR_INVALID_ARGUMENT;
+    if (o->ctx->capturing)
+        return f8i_error(o->ctx, F8_ERR_STATE, "f8_adamw_set_comm: refused while capturing a graph");
+    if (comm && f8_comm_ctx(comm) != o->ctx)
+        return f8i_error(o->ctx, F8_ERR_INVALID_ARGUMENT, "f8_adamw_set_comm: the comm belongs to another ctx");
+    o->comm = comm;
+    return F8_OK;
 }
 
 f8_status f8_adamw_read(f8_adamw *o, int64_t *step, float *lr, float *grad_norm)

@@ -109,7 +109,13 @@ typedef struct f8i_adamw_state {
  *      bc1 = 1 - β1^t, bc2 = 1 - β2^t (f8i_adamw_bias_corrections);
  *      state = {t, lr, norm, c, bc1, bc2};
  *   3. every element through f8i_adamw_update.
- * n_tensors may be 0 (the step counter still advances). */
+ * n_tensors may be 0 (the step counter still advances).
+ * A sharded optimizer (f8_adamw_set_comm) splits the step around an
+ * all-reduce of Σ g²: mode NORM does only 1's sum and writes it (FP32) to
+ * *sumsq (nothing else changes); mode UPDATE takes Σ g² from *sumsq instead
+ * of computing it and does 2 and 3. mode WHOLE (0) is all of it. */
+enum { F8I_ADAMW_WHOLE = 0, F8I_ADAMW_NORM = 1, F8I_ADAMW_UPDATE = 2 };
+
 typedef struct f8i_adamw_step_args {
     const f8i_adamw_tensor *tensors; /* (n_tensors) backend memory */
     int32_t n_tensors;
@@ -118,6 +124,8 @@ typedef struct f8i_adamw_step_args {
     float lr_max, lr_min;
     int64_t warmup_steps, total_steps;
     float beta1, beta2, eps, grad_clip;
+    int32_t mode;          /* F8I_ADAMW_WHOLE, _NORM or _UPDATE */
+    float *sumsq;          /* (1) backend memory: NORM writes it, UPDATE reads it */
 } f8i_adamw_step_args;
 
 #ifdef __cplusplus

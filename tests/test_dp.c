@@ -1,0 +1,363 @@
+/*
+ * test_dp.c — data parallelism with ZeRO-1 (train/dp.c) on CPU ranks
+ * (threads, f8_comm_group), against one rank:
+ *  - 1 rank through a communicator of size 1, 2 and 4 ranks (DP), with
+ *    --grad-accum 4 split among them, FP8 delayed scaling:
+ *      step 1's loss is bitwise the one-rank loss (same weights, and the
+ *      amax MAX-reduction gives every rank the one-rank scales);
+ *      later losses and the parameters after STEPS steps agree within
+ *      LOSS_TOL / PARAM_TOL (relative): the gradient sum runs in another
+ *      order (rank 0 + rank 1 + ... of per-rank sums, against one rank's
+ *      microbatch-by-microbatch accumulation), so the bits differ from step 1's
+ *      update on;
+ *      every rank holds bitwise the same parameters, amaxes and scales;
+ *  - --dp-overlap (a bucket per block, reduced from the backward): 2 and 4
+ *    ranks within the tolerance, ranks agree, graph bitwise eager, and its
+ *    checkpoint resumes into one rank;
+ *  - determinism: a 2-rank run repeated gives the same bits; the CPU graph
+ *    (record and replay, collectives included) gives the eager bits;
+ *  - a BF16 model, 2 ranks: within BF16_TOL (one rank accumulates its
+ *    gradients in BF16, the ranks' reduction is FP32);
+ *  - resume: a checkpoint written by a 2-rank run after 2 steps resumes into
+ *    2 ranks bitwise, and into 1 and 4 ranks within the tolerance, against
+ *    the uninterrupted 2-rank run.
+ */
+#include <pthread.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "io/checkpoint.h"
+#include "../train/corpus.c"
+#include "../train/data.c"
+#include "../train/dp.c"
+#include "../train/launch.c"
+#include "../train/fp8_report.c"
+#include "../train/gpt.c"
+#include "../train/hf.c"
+#include "../train/log.c"
+#include "../train/options.c"
+#include "../train/parse.c"
+#include "../train/plot.c"
+#include "../train/tokenizer.c"
+#include "../train/trainer.c"
+
+#define STEPS 4
+#define MAXP 4
+#define LOSS_TOL 1e-5
+#define PARAM_TOL 1e-5
+#define BF16_TOL 2e-2
+
+static train_options base_options(void)
+{
+    train_options o = train_options_default();
+    o.backend = "cpu";
+    o.fp8 = 1;
+    o.layers = 1;
+    o.heads = 2;
+    o.channels = 32;
+    o.seq = 16;
+    o.batch = 2;
+    o.grad_accum = 4;
+    o.steps = STEPS;
+    o.warmup = 1;
+    o.lr = 3e-3f;
+    o.lr_min = 3e-4f;
+    o.val_every = 0;
+    o.log = "";
+    o.plot = "";
+    o.sample = 0;
+    o.quiet = 1;
+    o.graph = 0;
+    return o;
+}
+
+/* What one rank saw. */
+typedef struct run_rank_out {
+    train_options o;
+    int steps;              /* optimizer steps to take */
+    const char *save;       /* checkpoint after the steps (collective), or NULL */
+    double loss[STEPS];
+    int64_t first;          /* steps done before (resumed) */
+    float *params;          /* every parameter, end to end */
+    int64_t n_params;
+    float *scales;          /* every slot's scale then amax history row 0, both directions */
+    int n_scales;
+    f8_status st;
+    char err[512];
+} run_rank_out;
+
+/* gpt_each_param callback: append the parameter's values (as FP32). */
+typedef struct filler {
+    run_rank_out *r;
+    f8_ctx *ctx;
+} filler;
+
+static f8_status grab(void *user, const f8_tensor *p, const f8_tensor *g, int decay)
+{
+    (void)g, (void)decay;
+    filler *f = (filler *)user;
+    run_rank_out *r = f->r;
+    const int64_t n = p->rows * p->cols;
+    float *t = (float *)realloc(r->params, (size_t)(r->n_params + n) * 4);
+    if (!t) return F8_ERR_OUT_OF_MEMORY;
+    r->params = t;
+    void *tmp = NULL; /* FP32 copy: the model may be BF16 */
+    f8_status st = f8_ctx_alloc(f->ctx, (size_t)n * 4, &tmp);
+    f8_tensor src = f8_tensor_make(p->data, p->dtype, 1, n), dst = f8_tensor_make(tmp, F8_DTYPE_FP32, 1, n);
+    if (st == F8_OK) st = f8_tensor_convert(f->ctx, &src, &dst);
+    if (st == F8_OK) st = f8_ctx_download(f->ctx, r->params + r->n_params, tmp, (size_t)n * 4);
+    f8_ctx_free(f->ctx, tmp);
+    r->n_params += n;
+    return st;
+}
+
+/* Every slot's scale and current amax (history row 0), both directions. */
+static f8_status grab_scales(run_rank_out *r, f8_ctx *ctx)
+{
+    const int nf = f8_ctx_slot_count(ctx, F8_DIR_FORWARD), nb = f8_ctx_slot_count(ctx, F8_DIR_BACKWARD);
+    const int L = f8_ctx_recipe(ctx)->amax_history_len;
+    r->n_scales = 2 * (nf + nb);
+    r->scales = (float *)xmalloc(sizeof(float) * (size_t)(r->n_scales + 1));
+    float *hist = (float *)xmalloc(sizeof(float) * (size_t)L);
+    f8_status st = F8_OK;
+    for (int k = 0; k < nf + nb && st == F8_OK; k++) {
+        f8_slot s = {k < nf ? F8_DIR_FORWARD : F8_DIR_BACKWARD, k < nf ? k : k - nf};
+        st = f8_slot_read(ctx, s, &r->scales[2 * k], NULL, hist);
+        r->scales[2 * k + 1] = hist[1]; /* the last step's amax, after the roll */
+    }
+    free(hist);
+    return st;
+}
+
+static void *rank_thread(void *arg)
+{
+    run_rank_out *r = (run_rank_out *)arg;
+    trainer *t = NULL;
+    r->st = trainer_create(&r->o, &t, r->err, sizeof r->err);
+    if (r->st != F8_OK) {
+        if (r->o.comm_group) f8_comm_group_abort(r->o.comm_group);
+        return NULL;
+    }
+    r->first = trainer_steps_done(t);
+    for (int s = 0; s < r->steps && r->st == F8_OK; s++) r->st = trainer_step(t, &r->loss[s]);
+    if (r->st == F8_OK && r->save) r->st = trainer_save(t, r->save);
+    gpt *m = trainer_model(t);
+    filler f = {r, m->ctx};
+    if (r->st == F8_OK) r->st = gpt_each_param(m, grab, &f);
+    if (r->st == F8_OK) r->st = grab_scales(r, m->ctx);
+    if (r->st != F8_OK) snprintf(r->err, sizeof r->err, "%s", trainer_error(t));
+    if (r->st != F8_OK && r->o.comm_group) f8_comm_group_abort(r->o.comm_group);
+    trainer_destroy(t);
+    return NULL;
+}
+
+/* One run: P ranks (0: one rank without a communicator). out[P or 1].
+ * bad_rank >= 0: that rank is given --steps 0, so it fails to start. */
+static void run_bad(int P, const train_options *base, int steps, const char *save, run_rank_out *out, int bad_rank)
+{
+    const int n = P ? P : 1;
+    f8_comm_group *g = NULL;
+    char err[256];
+    if (P && f8_comm_group_create(P, &g, err, sizeof err) != F8_OK) die(err, NULL);
+    pthread_t th[MAXP];
+    for (int r = 0; r < n; r++) {
+        memset(&out[r], 0, sizeof out[r]);
+        out[r].o = P ? rank_options(base, r, P) : *base;
+        out[r].o.comm_group = g;
+        out[r].steps = steps;
+        out[r].save = save;
+        if (r == bad_rank) out[r].o.steps = 0;
+        if (pthread_create(&th[r], NULL, rank_thread, &out[r]) != 0) die("pthread_create", NULL);
+    }
+    for (int r = 0; r < n; r++) pthread_join(th[r], NULL);
+    f8_comm_group_destroy(g);
+    for (int r = 0; r < n && bad_rank < 0; r++)
+        CHECK(out[r].st == F8_OK, "P=%d rank %d: %s: %s", P, r, f8_status_string(out[r].st), out[r].err);
+}
+
+static void run(int P, const train_options *base, int steps, const char *save, run_rank_out *out)
+{
+    run_bad(P, base, steps, save, out, -1);
+}
+
+static void release(run_rank_out *out, int n)
+{
+    for (int r = 0; r < n; r++) free(out[r].params), free(out[r].scales);
+}
+
+static double max_rel(const float *a, const float *b, int64_t n)
+{
+    double w = 0, scale = 0;
+    for (int64_t i = 0; i < n; i++) scale = fmax(scale, fabs((double)b[i]));
+    for (int64_t i = 0; i < n; i++) w = fmax(w, fabs((double)a[i] - b[i]) / scale);
+    return w;
+}
+
+/* Every rank of a run equal to its rank 0 (parameters, scales, losses). */
+static void check_ranks_agree(const char *what, run_rank_out *out, int P)
+{
+    for (int r = 1; r < P; r++) {
+        CHECK(out[r].n_params == out[0].n_params &&
+                  memcmp(out[r].params, out[0].params, (size_t)out[0].n_params * 4) == 0,
+              "%s: rank %d's parameters differ from rank 0's", what, r);
+        CHECK(out[r].n_scales == out[0].n_scales && memcmp(out[r].scales, out[0].scales, (size_t)out[0].n_scales * 4) == 0,
+              "%s: rank %d's amaxes or scales differ from rank 0's", what, r);
+        CHECK(memcmp(out[r].loss, out[0].loss, sizeof out[0].loss) == 0, "%s: rank %d reports other losses", what, r);
+    }
+}
+
+/* run against the reference: losses and parameters within the tolerance. */
+static void check_close(const char *what, const run_rank_out *a, const run_rank_out *ref, int steps, int ref_from)
+{
+    for (int s = 0; s < steps; s++) {
+        const double d = fabs(a->loss[s] - ref->loss[ref_from + s]) / fabs(ref->loss[ref_from + s]);
+        CHECK(d <= LOSS_TOL, "%s: step %d loss %.9g vs %.9g (rel %.3g > %g)", what, s + 1, a->loss[s],
+              ref->loss[ref_from + s], d, LOSS_TOL);
+    }
+    CHECK(a->n_params == ref->n_params, "%s: %lld parameters vs %lld", what, (long long)a->n_params, (long long)ref->n_params);
+    if (a->n_params == ref->n_params) {
+        const double e = max_rel(a->params, ref->params, a->n_params);
+        CHECK(e <= PARAM_TOL, "%s: parameters differ by %.3g of the largest (> %g)", what, e, PARAM_TOL);
+        printf("  %-34s max |dp - ref| / max |ref| = %.2e, step losses rel <= %.2e\n", what, e,
+               fabs(a->loss[steps - 1] - ref->loss[ref_from + steps - 1]) / ref->loss[ref_from + steps - 1]);
+    }
+}
+
+static int same(const run_rank_out *a, const run_rank_out *b, int steps)
+{
+    return memcmp(a->loss, b->loss, sizeof(double) * (size_t)steps) == 0 && a->n_params == b->n_params &&
+           memcmp(a->params, b->params, (size_t)a->n_params * 4) == 0 && a->n_scales == b->n_scales &&
+           memcmp(a->scales, b->scales, (size_t)a->n_scales * 4) == 0;
+}
+
+int main(void)
+{
+    const train_options base = base_options();
+    static run_rank_out one[1], dp1[1], dp2[2], dp2b[2], dp2g[2], dp4[4];
+    run(0, &base, STEPS, NULL, one);
+    run(1, &base, STEPS, NULL, dp1);
+    run(2, &base, STEPS, NULL, dp2);
+    run(4, &base, STEPS, NULL, dp4);
+    const int Ps[3] = {1, 2, 4};
+    run_rank_out *runs[3] = {dp1, dp2, dp4};
+    for (int k = 0; k < 3; k++) {
+        char what[64];
+        snprintf(what, sizeof what, "%d rank%s vs one rank", Ps[k], Ps[k] > 1 ? "s" : "");
+        CHECK(runs[k][0].loss[0] == one[0].loss[0], "%s: step 1 loss %.9g vs %.9g: not bitwise", what,
+              runs[k][0].loss[0], one[0].loss[0]);
+        check_close(what, &runs[k][0], one, STEPS, 0);
+        check_ranks_agree(what, runs[k], Ps[k]);
+    }
+    /* a BF16 model (the GPU default): gradients converted to FP32 for the
+     * reduce-scatter, BF16 parameters all-gathered. One rank accumulates its
+     * microbatches' gradients in BF16 (rounded at every add); the ranks' sums
+     * are FP32, so the gradients differ at BF16 rounding, and the updates,
+     * rounded to BF16 again, by a few BF16 ulps (seen: 7e-3 of the largest
+     * parameter after 4 steps; 2^-8 = 3.9e-3 is one ulp) */
+    {
+        static run_rank_out b1[1], b2[2];
+        train_options bb = base;
+        bb.dtype = "bf16";
+        run(0, &bb, STEPS, NULL, b1);
+        run(2, &bb, STEPS, NULL, b2);
+        CHECK(b2[0].loss[0] == b1[0].loss[0], "bf16, 2 ranks: step 1 loss not bitwise");
+        double e = b2[0].n_params == b1[0].n_params ? max_rel(b2[0].params, b1[0].params, b1[0].n_params) : 1;
+        double dl = fabs(b2[0].loss[STEPS - 1] - b1[0].loss[STEPS - 1]) / b1[0].loss[STEPS - 1];
+        printf("  %-34s max |dp - ref| / max |ref| = %.2e, step losses rel <= %.2e\n", "bf16: 2 ranks vs one rank", e, dl);
+        CHECK(e <= BF16_TOL && dl <= BF16_TOL, "bf16, 2 ranks: parameters %.3g, last loss %.3g apart (> %g)", e, dl,
+              BF16_TOL);
+        check_ranks_agree("bf16, 2 ranks", b2, 2);
+        release(b1, 1), release(b2, 2);
+    }
+    /* overlap: one bucket per block, reduce-scattered from the backward's
+     * grads_ready (the same sums in the same rank order; only the norm's
+     * partition into shards differs), eager and graphed */
+    {
+        static run_rank_out o2[2], o4[4], o2g[2], oh[2], o1[1];
+        train_options ov = base;
+        ov.dp_overlap = 1;
+        run(2, &ov, STEPS, NULL, o2);
+        run(4, &ov, STEPS, NULL, o4);
+        check_close("2 ranks, overlap, vs one rank", &o2[0], one, STEPS, 0);
+        check_close("4 ranks, overlap, vs one rank", &o4[0], one, STEPS, 0);
+        check_ranks_agree("2 ranks, overlap", o2, 2);
+        check_ranks_agree("4 ranks, overlap", o4, 4);
+        ov.graph = 1;
+        run(2, &ov, STEPS, NULL, o2g);
+        CHECK(same(&o2g[0], &o2[0], STEPS), "2 ranks with overlap: the CPU graph is not bitwise the eager run");
+        /* its checkpoint is the one-rank layout too: into one rank without overlap */
+        char opath[64];
+        snprintf(opath, sizeof opath, "/tmp/f8_test_dp_ov_%ld.safetensors", (long)getpid());
+        ov.graph = 0;
+        run(2, &ov, 2, opath, oh);
+        train_options ro1 = base;
+        ro1.resume = opath;
+        run(0, &ro1, 2, NULL, o1);
+        check_close("overlap checkpoint resumed into 1", &o1[0], &o2[0], 2, 2);
+        unlink(opath);
+        release(o2, 2), release(o4, 4), release(o2g, 2), release(oh, 2), release(o1, 1);
+    }
+    /* determinism, and the CPU graph (collectives recorded and replayed) */
+    run(2, &base, STEPS, NULL, dp2b);
+    CHECK(same(&dp2b[0], &dp2[0], STEPS), "2 ranks run twice: not bitwise the same");
+    train_options g = base;
+    g.graph = 1;
+    run(2, &g, STEPS, NULL, dp2g);
+    CHECK(same(&dp2g[0], &dp2[0], STEPS), "2 ranks with the CPU graph: not bitwise the eager run");
+    check_ranks_agree("2 ranks, graph", dp2g, 2);
+    /* resume: 2 ranks write a checkpoint after 2 steps; resume into 2, 1 and 4 ranks */
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/f8_test_dp_%ld.safetensors", (long)getpid());
+    static run_rank_out half[2], r2[2], r1[1], r4[4];
+    run(2, &base, 2, path, half);
+    train_options ro = base;
+    ro.resume = path;
+    ro.given = 0;
+    run(2, &ro, 2, NULL, r2);
+    CHECK(r2[0].first == 2, "resumed at step %lld", (long long)r2[0].first);
+    CHECK(memcmp(r2[0].loss, dp2[0].loss + 2, 2 * sizeof(double)) == 0 && r2[0].n_params == dp2[0].n_params &&
+              memcmp(r2[0].params, dp2[0].params, (size_t)dp2[0].n_params * 4) == 0,
+          "2 ranks resumed into 2: not bitwise the uninterrupted run");
+    check_ranks_agree("resumed into 2", r2, 2);
+    run(0, &ro, 2, NULL, r1);
+    check_close("2-rank checkpoint resumed into 1", &r1[0], &dp2[0], 2, 2);
+    run(4, &ro, 2, NULL, r4);
+    check_close("2-rank checkpoint resumed into 4", &r4[0], &dp2[0], 2, 2);
+    check_ranks_agree("resumed into 4", r4, 4);
+    unlink(path);
+    /* a rank that fails to start: the other ends with F8_ERR_COMM, not a hang */
+    static run_rank_out bad[2];
+    run_bad(2, &base, STEPS, NULL, bad, 1);
+    CHECK(bad[1].st == F8_ERR_INVALID_ARGUMENT, "the bad rank: %s", f8_status_string(bad[1].st));
+    CHECK(bad[0].st == F8_ERR_COMM && strstr(bad[0].err, "aborted") != NULL, "the other rank: %s: %s",
+          f8_status_string(bad[0].st), bad[0].err);
+    release(bad, 2);
+    /* the multi-node bootstrap: rank 0 serves the id over TCP, rank 1 fetches it */
+    {
+        f8_comm_id id0, id1;
+        for (int i = 0; i < F8_COMM_ID_BYTES; i++) id0.bytes[i] = (unsigned char)(i * 7 + 3);
+        char port[16];
+        snprintf(port, sizeof port, "%d", 20000 + (int)(getpid() % 20000));
+        fflush(stdout);
+        pid_t kid = fork();
+        if (kid == 0) {
+            memset(&id1, 0, sizeof id1);
+            int ok = tcp_share_id(1, 2, "127.0.0.1", port, &id1) == 0 && memcmp(&id0, &id1, sizeof id0) == 0;
+            _exit(ok ? 0 : 1);
+        }
+        CHECK(tcp_share_id(0, 2, NULL, port, &id0) == 0, "rank 0 serving the id on port %s", port);
+        int status = 1;
+        waitpid(kid, &status, 0);
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "rank 1 did not get rank 0's id over TCP");
+    }
+    /* the launcher of f8_train --ranks 2 */
+    train_options lo = base;
+    lo.ranks = 2;
+    const int rc = train_launch(&lo);
+    CHECK(rc == 0 || rc == 2, "f8_train --ranks 2: exit status %d (0 or 2: it trained)", rc);
+    lo.steps = 0;
+    CHECK(train_launch(&lo) == 1, "f8_train --ranks 2 --steps 0: exit status 1");
+    release(one, 1), release(dp1, 1), release(dp2, 2), release(dp2b, 2), release(dp2g, 2), release(dp4, 4);
+    release(half, 2), release(r2, 2), release(r1, 1), release(r4, 4);
+    return test_finish("test_dp");
+}

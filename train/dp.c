@@ -1,0 +1,346 @@
+/*
+ * dp.c — ZeRO-1 data parallelism (dp.h).
+ *
+ * Design note. The parameters are laid end to end in one flat index space,
+ * each starting at a multiple of ALIGN elements (256-byte aligned FP32, so
+ * every piece suits the vector paths); the space is padded to a multiple of
+ * ranks x ALIGN and cut into `size` equal shards. Rank r owns shard r:
+ *   gflat  (N) FP32   every gradient, converted from its dtype
+ *   gshard (S) FP32   reduce-scatter of gflat: the summed gradient of shard r
+ *   pflat  (N) dtype  the parameters; shard r is what AdamW updates, then the
+ *                     all-gather fills the rest, and each parameter is
+ *                     copied back into the model. pflat is gflat's memory
+ *                     (free once reduce-scattered; N x 4 bytes hold N of any
+ *                     dtype), so DP adds N FP32 and S moments, not 2N.
+ * Padding (between pieces, at the end) is never registered with the
+ * optimizer nor copied back, so whatever the two uses leave there is inert.
+ * The optimizer registers one piece per parameter that meets shard r (the
+ * piece's weight decay is its parameter's), so it keeps moments for the
+ * shard only, and takes its global norm over the ranks (f8_adamw_set_comm).
+ * Buckets: by default one, reduced after the backward. With overlap, one
+ * per transformer block plus one for the embeddings and head, each sharded
+ * on its own (rank r owns slice r of every bucket) and reduce-scattered
+ * from gpt's grads_ready as soon as the last microbatch's backward has
+ * passed its block; on NCCL those run on the comm's stream alongside the
+ * rest of the backward (f8_comm_set_async), and dp_step joins them
+ * (f8_comm_wait) before the optimizer. Summation: CPU ranks add rank 0 + rank 1 + ... in FP32; the
+ * one-rank trainer accumulates microbatch by microbatch in the modules, so
+ * the two agree within rounding, not bit for bit (the test's tolerance).
+ * The model parameters all have one dtype (FP32 or BF16): pflat moves it.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dp.h"
+#include "io/checkpoint.h"
+
+#define ALIGN 64
+
+typedef struct dp_param {
+    f8_tensor p, g;
+    int decay;
+    int64_t n, off;  /* elements, offset in the flat space */
+    int64_t layer;   /* gpt's block of the parameter, -1 for the embeddings and head */
+} dp_param;
+
+/* A bucket: consecutive parameters reduced by one reduce-scatter, sharded on
+ * its own (rank r owns [base + r·slice, base + (r+1)·slice) of it). */
+typedef struct dp_bucket {
+    int64_t base, size, slice; /* flat offset, elements (a multiple of ranks x ALIGN), size / ranks */
+    int64_t gs_off;            /* where this rank's slice sits in gshard */
+    int p0, p1;                /* its parameters [p0, p1) */
+    int64_t layer;
+} dp_bucket;
+
+typedef struct dp_piece {
+    int param;       /* index into params */
+    int64_t lo, hi;  /* flat range [lo, hi) inside this rank's shard */
+} dp_piece;
+
+struct dp {
+    gpt *model;
+    f8_comm *comm;
+    f8_ctx *ctx;
+    int rank, size;
+    f8_dtype dtype;
+    dp_param *params;
+    int n_params, cap;
+    dp_piece *pieces;
+    int n_pieces;
+    dp_bucket *buckets;
+    int n_buckets;
+    int overlap;     /* one bucket per block, reduced from gpt's grads_ready */
+    int64_t N, S;    /* flat elements, shard elements */
+    float *gflat, *gshard;
+    void *pflat;
+    f8_adamw *opt;
+};
+
+static f8_status collect(void *user, const f8_tensor *p, const f8_tensor *g, int decay)
+{
+    dp *d = (dp *)user;
+    if (d->n_params == d->cap) {
+        int cap = d->cap ? 2 * d->cap : 64;
+        dp_param *t = (dp_param *)realloc(d->params, (size_t)cap * sizeof *t);
+        if (!t) return F8_ERR_OUT_OF_MEMORY;
+        d->params = t;
+        d->cap = cap;
+    }
+    dp_param *q = &d->params[d->n_params++];
+    q->p = *p;
+    q->g = *g;
+    q->decay = decay;
+    q->n = p->rows * p->cols;
+    q->layer = d->model->param_layer;
+    return F8_OK;
+}
+
+f8_status dp_comm_create(f8_ctx *ctx, f8_comm_group *g, const f8_comm_id *id, int rank, int world, f8_comm **comm,
+                         char *err, size_t n)
+{
+    const int cpu = f8_ctx_backend(ctx) == F8_BACKEND_CPU;
+    if (cpu != (g != NULL)) {
+        snprintf(err, n, "%s", cpu ? "--gpus needs the CUDA backend" : "--ranks runs CPU ranks: use --backend cpu");
+        return F8_ERR_INVALID_ARGUMENT;
+    }
+    f8_status st = cpu ? f8_comm_create_cpu(ctx, g, rank, comm) : f8_comm_create_nccl(ctx, id, rank, world, comm);
+    if (st == F8_OK) st = f8_ctx_set_comm(ctx, *comm);
+    if (st != F8_OK) snprintf(err, n, "rank %d of %d: %s", rank, world, f8_ctx_last_error(ctx));
+    return st;
+}
+
+static size_t es(f8_dtype t) { return f8_dtype_size(t); }
+
+f8_status dp_create(f8_comm *comm, gpt *m, int overlap, const f8_adamw_config *ac, dp **out, char *err, size_t n)
+{
+    *out = NULL;
+    dp *d = (dp *)calloc(1, sizeof *d);
+    if (!d) return F8_ERR_OUT_OF_MEMORY;
+    d->model = m;
+    d->overlap = overlap != 0;
+    d->comm = comm;
+    d->ctx = f8_comm_ctx(comm);
+    d->rank = f8_comm_rank(comm);
+    d->size = f8_comm_size(comm);
+    f8_status st = gpt_each_param(m, collect, d);
+    if (st == F8_OK && d->n_params == 0) st = F8_ERR_INVALID_ARGUMENT;
+    if (st == F8_OK) {
+        d->buckets = (dp_bucket *)calloc((size_t)d->n_params, sizeof *d->buckets);
+        d->pieces = (dp_piece *)calloc((size_t)d->n_params, sizeof *d->pieces);
+        if (!d->buckets || !d->pieces) st = F8_ERR_OUT_OF_MEMORY;
+    }
+    /* buckets: one for everything, or (overlap) a new one where the block changes */
+    const int64_t unit = (int64_t)ALIGN * d->size;
+    int64_t off = 0;
+    for (int i = 0; st == F8_OK && i < d->n_params; i++) {
+        if (d->params[i].p.dtype != d->params[0].p.dtype) {
+            snprintf(err, n, "data parallel: parameters of mixed dtypes (%s and %s)",
+                     f8_dtype_name(d->params[0].p.dtype), f8_dtype_name(d->params[i].p.dtype));
+            st = F8_ERR_DTYPE;
+        }
+        if (i == 0 || (d->overlap && d->params[i].layer != d->params[i - 1].layer)) {
+            if (i > 0) off = (off + unit - 1) / unit * unit; /* close the previous bucket */
+            dp_bucket *b = &d->buckets[d->n_buckets++];
+            b->base = off, b->p0 = i, b->layer = d->params[i].layer;
+        }
+        dp_bucket *b = &d->buckets[d->n_buckets - 1];
+        b->p1 = i + 1;
+        d->params[i].off = off;
+        off += (d->params[i].n + ALIGN - 1) / ALIGN * ALIGN;
+        b->size = (off - b->base + unit - 1) / unit * unit;
+    }
+    if (st == F8_OK) {
+        d->dtype = d->params[0].p.dtype;
+        for (int k = 0; k < d->n_buckets; k++) {
+            dp_bucket *b = &d->buckets[k];
+            b->slice = b->size / d->size;
+            b->gs_off = d->S;
+            d->S += b->slice;
+            d->N = b->base + b->size;
+        }
+    }
+    if (st == F8_OK) st = f8_ctx_alloc(d->ctx, (size_t)d->N * 4, (void **)&d->gflat);
+    if (st == F8_OK) st = f8_ctx_alloc(d->ctx, (size_t)d->S * 4, (void **)&d->gshard);
+    d->pflat = d->gflat; /* see the note: the two uses never overlap within a step */
+    if (st == F8_OK) {
+        f8_tensor z = f8_tensor_make(d->gflat, F8_DTYPE_FP32, 1, d->N);
+        st = f8_tensor_zero(d->ctx, &z); /* defined bytes in the padding (it is never read as a value) */
+    }
+    if (st == F8_OK) st = f8_adamw_create(d->ctx, ac, &d->opt);
+    if (st == F8_OK) st = f8_adamw_set_comm(d->opt, comm);
+    for (int k = 0; st == F8_OK && k < d->n_buckets; k++) {
+        const dp_bucket *b = &d->buckets[k];
+        const int64_t s0 = b->base + d->rank * b->slice, s1 = s0 + b->slice;
+        for (int i = b->p0; st == F8_OK && i < b->p1; i++) {
+            const dp_param *q = &d->params[i];
+            const int64_t lo = q->off > s0 ? q->off : s0, hi = q->off + q->n < s1 ? q->off + q->n : s1;
+            if (lo >= hi) continue;
+            dp_piece *pc = &d->pieces[d->n_pieces++];
+            pc->param = i, pc->lo = lo, pc->hi = hi;
+            f8_tensor pv = f8_tensor_make((char *)d->pflat + (size_t)lo * es(d->dtype), d->dtype, 1, hi - lo);
+            f8_tensor gv = f8_tensor_make(d->gshard + b->gs_off + (lo - s0), F8_DTYPE_FP32, 1, hi - lo);
+            st = f8_adamw_add(d->opt, &pv, &gv, q->decay);
+        }
+    }
+    if (st != F8_OK) {
+        if (!err[0]) snprintf(err, n, "data parallel setup: %s", f8_ctx_last_error(d->ctx));
+        dp_destroy(d);
+        return st;
+    }
+    *out = d;
+    return F8_OK;
+}
+
+void dp_destroy(dp *d)
+{
+    if (!d) return;
+    f8_adamw_destroy(d->opt);
+    f8_ctx_free(d->ctx, d->gflat);
+    f8_ctx_free(d->ctx, d->gshard);
+    free(d->params);
+    free(d->pieces);
+    free(d->buckets);
+    free(d);
+}
+
+f8_adamw *dp_optimizer(dp *d) { return d->opt; }
+
+#define TRY(call)                                                                                                      \
+    do {                                                                                                               \
+        f8_status st_ = (call);                                                                                        \
+        if (st_ != F8_OK) return st_;                                                                                  \
+    } while (0)
+
+/* Bucket k's gradients into the flat FP32 space, then its reduce-scatter
+ * (async under overlap: it runs while the backward goes on). */
+static f8_status bucket_reduce(dp *d, int k)
+{
+    const dp_bucket *b = &d->buckets[k];
+    for (int i = b->p0; i < b->p1; i++) {
+        const dp_param *q = &d->params[i];
+        f8_tensor src = f8_tensor_make(q->g.data, q->g.dtype, 1, q->n), dst = f8_tensor_make(d->gflat + q->off, F8_DTYPE_FP32, 1, q->n);
+        TRY(f8_tensor_convert(d->ctx, &src, &dst));
+    }
+    TRY(f8_comm_set_async(d->comm, d->overlap));
+    f8_status st = f8_comm_reduce_scatter(d->comm, d->gflat + b->base, d->gshard + b->gs_off, b->slice, F8_DTYPE_FP32);
+    f8_comm_set_async(d->comm, 0);
+    return st;
+}
+
+f8_status dp_grads_ready(void *user, int64_t layer)
+{
+    dp *d = (dp *)user;
+    for (int k = 0; k < d->n_buckets; k++)
+        if (d->buckets[k].layer == layer) TRY(bucket_reduce(d, k));
+    return F8_OK;
+}
+
+int dp_overlap(const dp *d) { return d->overlap; }
+
+f8_status dp_step(dp *d)
+{
+    const size_t e = es(d->dtype);
+    if (d->overlap) TRY(f8_comm_wait(d->comm)); /* the buckets, reduced during the backward */
+    else TRY(bucket_reduce(d, 0));
+    for (int k = 0; k < d->n_pieces; k++) { /* the shard's current parameters */
+        const dp_piece *pc = &d->pieces[k];
+        const dp_param *q = &d->params[pc->param];
+        TRY(f8_ctx_copy(d->ctx, (char *)d->pflat + (size_t)pc->lo * e, (char *)q->p.data + (size_t)(pc->lo - q->off) * e,
+                        (size_t)(pc->hi - pc->lo) * e));
+    }
+    TRY(f8_adamw_step(d->opt));
+    for (int k = 0; k < d->n_buckets; k++) {
+        const dp_bucket *b = &d->buckets[k];
+        char *base = (char *)d->pflat + (size_t)b->base * e;
+        TRY(f8_comm_all_gather(d->comm, base + (size_t)(d->rank * b->slice) * e, base, b->slice, d->dtype));
+    }
+    for (int i = 0; i < d->n_params; i++) {
+        const dp_param *q = &d->params[i];
+        TRY(f8_ctx_copy(d->ctx, q->p.data, (char *)d->pflat + (size_t)q->off * e, (size_t)q->n * e));
+    }
+    return F8_OK;
+}
+
+/* ---- checkpoints ------------------------------------------------------------ */
+
+static const char *const SCALARS[3] = {"step", "lr", "grad_norm"};
+
+f8_status dp_checkpoint_add(dp *d, f8_checkpoint *ck, const char *prefix)
+{
+    f8_checkpoint *mine = NULL;
+    float *host = (float *)malloc((size_t)d->N * 4 + 4);
+    f8_status st = host ? f8_checkpoint_create(d->ctx, &mine) : F8_ERR_OUT_OF_MEMORY;
+    if (st == F8_OK) st = f8_checkpoint_add_adamw(mine, "shard", d->opt);
+    char name[256];
+    for (int w = 0; w < 2 && st == F8_OK; w++) { /* m, then v: the shards into gflat, gathered */
+        for (int k = 0; k < d->n_pieces && st == F8_OK; k++) {
+            snprintf(name, sizeof name, "shard.%s.%d", w ? "v" : "m", k);
+            const f8i_ck_entry *e = f8i_checkpoint_find(mine, name);
+            if (!e) st = F8_ERR_STATE;
+            else st = f8_ctx_upload(d->ctx, d->gflat + d->pieces[k].lo, e->data, e->bytes);
+        }
+        for (int k = 0; k < d->n_buckets && st == F8_OK; k++) {
+            const dp_bucket *b = &d->buckets[k];
+            st = f8_comm_all_gather(d->comm, d->gflat + b->base + d->rank * b->slice, d->gflat + b->base, b->slice,
+                                    F8_DTYPE_FP32);
+        }
+        if (st == F8_OK) st = f8_ctx_download(d->ctx, host, d->gflat, (size_t)d->N * 4);
+        for (int i = 0; i < d->n_params && st == F8_OK; i++) {
+            const dp_param *q = &d->params[i];
+            const int64_t shape[2] = {q->p.rows, q->p.cols};
+            snprintf(name, sizeof name, "%s.%s.%d", prefix, w ? "v" : "m", i);
+            st = f8i_checkpoint_put(ck, name, F8I_CK_F32, 2, shape, host + q->off, (size_t)q->n * 4);
+        }
+    }
+    for (int s = 0; s < 3 && st == F8_OK; s++) { /* the same on every rank */
+        snprintf(name, sizeof name, "shard.%s", SCALARS[s]);
+        const f8i_ck_entry *e = f8i_checkpoint_find(mine, name);
+        snprintf(name, sizeof name, "%s.%s", prefix, SCALARS[s]);
+        st = e ? f8i_checkpoint_put(ck, name, e->dtype, e->ndim, e->shape, e->data, e->bytes) : F8_ERR_STATE;
+    }
+    f8_checkpoint_destroy(mine);
+    free(host);
+    return st;
+}
+
+f8_status dp_checkpoint_restore(dp *d, const f8_checkpoint *ck, const char *prefix, char *err, size_t n)
+{
+    f8_checkpoint *mine = NULL;
+    f8_status st = f8_checkpoint_create(d->ctx, &mine);
+    char name[256], shard[64];
+    /* every parameter's moments must be there, whole; this rank takes its pieces */
+    for (int w = 0; w < 2 && st == F8_OK; w++)
+        for (int k = 0; k < d->n_pieces && st == F8_OK; k++) {
+            const dp_piece *pc = &d->pieces[k];
+            const dp_param *q = &d->params[pc->param];
+            snprintf(name, sizeof name, "%s.%s.%d", prefix, w ? "v" : "m", pc->param);
+            const f8i_ck_entry *e = f8i_checkpoint_find(ck, name);
+            if (!e || e->dtype != F8I_CK_F32 || e->bytes != (size_t)q->n * 4) {
+                snprintf(err, n, "optimizer state: \"%s\" is missing or not F32 of %lld elements", name,
+                         (long long)q->n);
+                st = F8_ERR_SHAPE;
+            }
+            if (st != F8_OK) break;
+            const int64_t shape[2] = {1, pc->hi - pc->lo};
+            snprintf(shard, sizeof shard, "shard.%s.%d", w ? "v" : "m", k);
+            st = f8i_checkpoint_put(mine, shard, F8I_CK_F32, 2, shape, e->data + (size_t)(pc->lo - q->off) * 4,
+                                    (size_t)(pc->hi - pc->lo) * 4);
+        }
+    for (int s = 0; s < 3 && st == F8_OK; s++) {
+        snprintf(name, sizeof name, "%s.%s", prefix, SCALARS[s]);
+        const f8i_ck_entry *e = f8i_checkpoint_find(ck, name);
+        snprintf(shard, sizeof shard, "shard.%s", SCALARS[s]);
+        if (!e) snprintf(err, n, "optimizer state: no \"%s\"", name);
+        st = e ? f8i_checkpoint_put(mine, shard, e->dtype, e->ndim, e->shape, e->data, e->bytes) : F8_ERR_SHAPE;
+    }
+    /* a checkpoint of a larger model: one more parameter than this one has */
+    snprintf(name, sizeof name, "%s.m.%d", prefix, d->n_params);
+    if (st == F8_OK && f8i_checkpoint_find(ck, name)) {
+        snprintf(err, n, "optimizer state: \"%s\": more parameters than the model has", name);
+        st = F8_ERR_SHAPE;
+    }
+    if (st == F8_OK) st = f8_checkpoint_restore_adamw(mine, "shard", d->opt);
+    f8_checkpoint_destroy(mine);
+    return st;
+}

@@ -1,0 +1,53 @@
+/*
+ * dp.h — data parallelism with a sharded optimizer (ZeRO-1) for f8_train:
+ * every rank holds the whole model and runs its own microbatches; after the
+ * backward the gradients are reduce-scattered so each rank owns the summed
+ * gradient of one contiguous shard of the flattened parameters, AdamW
+ * updates that shard only (its moments are the only ones the rank keeps),
+ * and the updated shards are all-gathered back into every rank's model.
+ */
+#ifndef F8_TRAIN_DP_H
+#define F8_TRAIN_DP_H
+
+#include "gpt.h"
+
+typedef struct dp dp;
+
+/* Rank `rank` of `world` on ctx: a CPU rank of group (CPU ctx) or an NCCL
+ * rank joined by id (CUDA ctx); also the ctx's amax-reduction group. */
+f8_status dp_comm_create(f8_ctx *ctx, f8_comm_group *group, const f8_comm_id *id, int rank, int world, f8_comm **comm,
+                         char *err, size_t err_size);
+
+/* The layout and the sharded optimizer (config ac) of rank f8_comm_rank(comm)
+ * for model m on comm's ctx. Allocates everything the step needs. */
+f8_status dp_create(f8_comm *comm, gpt *m, int overlap, const f8_adamw_config *ac, dp **out, char *err,
+                    size_t err_size);
+void dp_destroy(dp *d);
+
+/* overlap != 0: one bucket per transformer block (and one for the embeddings
+ * and head), each reduce-scattered as soon as gpt's grads_ready says its
+ * gradients are complete: set m->grads_ready = dp_grads_ready, grads_user =
+ * d for the last microbatch's backward. On NCCL the buckets run on the
+ * comm's stream while the backward goes on (f8_comm_set_async); dp_step
+ * waits for them. overlap 0: one bucket, reduced by dp_step. */
+f8_status dp_grads_ready(void *user, int64_t layer);
+int dp_overlap(const dp *d);
+
+/* The rank's optimizer (owned by d): registered with its shard. */
+f8_adamw *dp_optimizer(dp *d);
+
+/* After the last microbatch's backward: reduce-scatter the gradients, AdamW
+ * on the shard (global-norm clipping across ranks), all-gather the
+ * parameters. Device work only: capturable. A collective: every rank. */
+f8_status dp_step(dp *d);
+
+/* The optimizer state in the one-rank layout, "<prefix>.m.<i>" and
+ * "<prefix>.v.<i>" per parameter of m (registration order) plus step, lr and
+ * grad_norm, as f8_checkpoint_add_adamw writes it: a checkpoint of any rank
+ * count restores into any other. add is a collective (the shards are
+ * gathered); every rank gets the full state in its ck. restore is local:
+ * each rank takes its shard from the full state. */
+f8_status dp_checkpoint_add(dp *d, f8_checkpoint *ck, const char *prefix);
+f8_status dp_checkpoint_restore(dp *d, const f8_checkpoint *ck, const char *prefix, char *err, size_t err_size);
+
+#endif /* F8_TRAIN_DP_H */
