@@ -537,6 +537,43 @@ static void trainer_case(void)
           err);
     CHECK(access(eo.out, F_OK) != 0, "a refused export left a file");
     free((void *)eo.out);
+
+    /* the other recipes: each checkpoint restores under its own recipe
+     * (train.recipe) for `export` and `export-hf`; block scaling's per-tile
+     * scales have no per-tensor FP8 graph: refused with the way out, which
+     * works (--fp8 off) */
+    static const char *const recipes[2] = {"current", "block"};
+    for (int r = 0; r < 2; r++) {
+        o.fp8 = 1;
+        o.recipe = recipes[r];
+        CHECK(trainer_create(&o, &t, err, sizeof err) == F8_OK, "trainer_create (%s): %s", recipes[r], err);
+        if (!t) return;
+        for (int i = 0; i < 2; i++) CHECK_OK(t->ctx, trainer_step(t, &loss));
+        CHECK_OK(t->ctx, trainer_save(t, ck));
+        trainer_destroy(t);
+        eo.fp8 = -1;
+        eo.out = strdup(path_of(r ? "never_block" : "train_export_current", ".onnx"));
+        const int rc = export_run(&eo, err, sizeof err);
+        if (r == 0) {
+            CHECK(rc == 0 && access(eo.out, F_OK) == 0, "export of a current-scaling checkpoint: %s", err);
+        } else {
+            CHECK(rc != 0 && strstr(err, "block scaling") && strstr(err, "--fp8 off"),
+                  "FP8 export of a block-scaling checkpoint not refused as it should be: %s", err);
+            CHECK(access(eo.out, F_OK) != 0, "a refused export left a file");
+            free((void *)eo.out);
+            eo.fp8 = 0;
+            eo.out = strdup(path_of("train_export_block_hp", ".onnx"));
+            CHECK(export_run(&eo, err, sizeof err) == 0 && access(eo.out, F_OK) == 0,
+                  "--fp8 off export of a block-scaling checkpoint: %s", err);
+        }
+        free((void *)eo.out);
+        char hf_dir[600], cfg[700];
+        snprintf(hf_dir, sizeof hf_dir, "%s/hf_%s", dir, recipes[r]);
+        char *argv[4] = {"f8_train", "export-hf", ck, hf_dir};
+        CHECK(export_hf_main(4, argv) == 0, "export-hf of a %s-scaling checkpoint failed", recipes[r]);
+        snprintf(cfg, sizeof cfg, "%s/config.json", hf_dir);
+        CHECK(access(cfg, F_OK) == 0, "export-hf (%s) wrote no config.json", recipes[r]);
+    }
 }
 
 /* ---- FP8 code agreement: QuantizeLinear's x / s_inv against f8's x · scale --------- */

@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "export.h"
+#include "trainer.h"
 
 #define TRY_G(call)                                                                                                    \
     do {                                                                                                               \
@@ -104,29 +105,11 @@ static int config_of(const f8_checkpoint *ck, gpt_config *c, char *err, size_t n
     return 0;
 }
 
-/* The scaling recipe a checkpoint was trained with (train.recipe; none:
- * delayed), read with a CPU ctx of its own: the ctx that restores the model
- * must have the same kind. */
-static f8_recipe_kind recipe_of(const char *path)
-{
-    f8_ctx_config cc = f8_ctx_config_default();
-    f8_ctx *tmp = NULL;
-    f8_checkpoint *ck = NULL;
-    f8_recipe_kind kind = F8_RECIPE_DELAYED;
-    if (f8_ctx_create(&cc, &tmp, NULL, 0) == F8_OK && f8_checkpoint_load(tmp, path, &ck) == F8_OK) {
-        const char *r = f8_checkpoint_metadata(ck, "train.recipe");
-        if (r && strcmp(r, "current") == 0) kind = F8_RECIPE_CURRENT;
-    }
-    f8_checkpoint_destroy(ck);
-    f8_ctx_destroy(tmp);
-    return kind;
-}
-
 int export_run(const export_options *o, char *err, size_t n)
 {
     f8_ctx_config cc = f8_ctx_config_default();
     cc.backend = strcmp(o->backend, "cpu") == 0 ? F8_BACKEND_CPU : F8_BACKEND_CUDA;
-    cc.recipe.kind = recipe_of(o->checkpoint);
+    cc.recipe.kind = train_checkpoint_recipe(o->checkpoint);
     f8_ctx *ctx = NULL;
     f8_status st = f8_ctx_create(&cc, &ctx, err, n);
     if (st == F8_ERR_NO_DEVICE && strcmp(o->backend, "auto") == 0) {
@@ -148,6 +131,13 @@ int export_run(const export_options *o, char *err, size_t n)
         ;
     else if (o->fp8 == 1 && !c.fp8)
         snprintf(err, n, "'%s' was trained with --fp8 off: it holds no FP8 scaling state to export; use --fp8 off",
+                 o->checkpoint);
+    else if (o->fp8 != 0 && c.fp8 && cc.recipe.kind == F8_RECIPE_BLOCK)
+        /* ONNX's FP8 QuantizeLinear takes one scale per tensor here; block
+         * scaling has one per 1x128 tile or 128x128 block, made on the fly */
+        snprintf(err, n, "'%s' was trained with block scaling (--recipe block): its FP8 scales are per tile, made "
+                         "from each tensor as it is cast, and an ONNX graph of per-tensor FP8 casts would not compute "
+                         "what it trained; export it with --fp8 off (the same weights, every GEMM in high precision)",
                  o->checkpoint);
     else if (gpt_create(ctx, &c, &m, err, n) != F8_OK)
         ;

@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 
 #include "hf.h"
+#include "trainer.h"
 
 #define TRY(call)                                                                                                      \
     do {                                                                                                               \
@@ -487,9 +488,10 @@ f8_status hf_export(gpt *m, const char *dir, char *err, size_t n)
 
 /* ---- the commands ---------------------------------------------------------------- */
 
-static f8_ctx *cmd_ctx(const char *backend, char *err, size_t n)
+static f8_ctx *cmd_ctx(const char *backend, f8_recipe_kind recipe, char *err, size_t n)
 {
     f8_ctx_config cc = f8_ctx_config_default();
+    cc.recipe.kind = recipe;
     cc.backend = strcmp(backend, "cpu") == 0 ? F8_BACKEND_CPU : F8_BACKEND_CUDA;
     f8_ctx *ctx = NULL;
     f8_status st = f8_ctx_create(&cc, &ctx, err, n);
@@ -557,7 +559,7 @@ int eval_hf_main(int argc, char **argv)
         return 1;
     }
     if (n - 1 > hc.positions) n = hc.positions + 1; /* one window */
-    f8_ctx *ctx = cmd_ctx(backend, err, sizeof err);
+    f8_ctx *ctx = cmd_ctx(backend, F8_RECIPE_DELAYED, err, sizeof err);
     gpt m;
     memset(&m, 0, sizeof m);
     gpt_config c;
@@ -607,7 +609,8 @@ int export_hf_main(int argc, char **argv)
     static const char *const KEYS[] = {"train.layers", "train.heads", "train.channels", "train.seq",
                                        "train.vocab", "train.padded_vocab", "train.dtype", "train.fp8"};
     char err[512] = "";
-    f8_ctx *ctx = cmd_ctx("cpu", err, sizeof err);
+    /* the checkpoint's recipe, so its FP8 state restores (only parameters go out) */
+    f8_ctx *ctx = cmd_ctx("cpu", train_checkpoint_recipe(argv[2]), err, sizeof err);
     f8_checkpoint *ck = NULL;
     gpt m;
     memset(&m, 0, sizeof m);

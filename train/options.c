@@ -348,6 +348,22 @@ static int meta_int(train_meta_fn get, void *user, const char *key, int64_t lo, 
     return parse_int(key, v, lo, hi, out, err, n);
 }
 
+f8_recipe_kind train_checkpoint_recipe(const char *path)
+{
+    f8_ctx_config cc = f8_ctx_config_default();
+    f8_ctx *tmp = NULL;
+    f8_checkpoint *ck = NULL;
+    f8_recipe_kind kind = F8_RECIPE_DELAYED;
+    if (f8_ctx_create(&cc, &tmp, NULL, 0) == F8_OK && f8_checkpoint_load(tmp, path, &ck) == F8_OK) {
+        const char *r = f8_checkpoint_metadata(ck, "train.recipe");
+        for (int k = F8_RECIPE_DELAYED; r && k <= F8_RECIPE_BLOCK; k++)
+            if (strcmp(r, f8_recipe_kind_name((f8_recipe_kind)k)) == 0) kind = (f8_recipe_kind)k;
+    }
+    f8_checkpoint_destroy(ck);
+    f8_ctx_destroy(tmp);
+    return kind;
+}
+
 int train_options_from_metadata(train_options *o, train_meta_fn get, void *user, int64_t *vocab,
                                 int64_t *padded_vocab, int64_t *step, char *err, size_t n)
 {

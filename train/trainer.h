@@ -75,6 +75,12 @@ typedef struct train_options {
 } train_options;
 
 train_options train_options_default(void);
+
+/* The scaling recipe an f8_train checkpoint was trained with (its
+ * train.recipe; delayed when absent or unreadable: the restore then says
+ * what is wrong), read through a CPU ctx of its own: a ctx that restores the
+ * model must be created with the same kind. */
+f8_recipe_kind train_checkpoint_recipe(const char *path);
 /* Fill o from argv. Returns 0 to run, 1 when --help was printed to out, -1 on
  * a bad option (message in err). */
 int train_parse_args(int argc, char **argv, train_options *o, FILE *out, char *err, size_t err_size);
