@@ -1252,13 +1252,20 @@ f8_status f8_checkpoint_restore_adamw(const f8_checkpoint *checkpoint, const cha
  *
  *   FP8 cast of a GEMM input   QuantizeLinear(x, s_inv, 0 as float8e4m3fn,
  *                              saturate=1) -> DequantizeLinear(q, s_inv, 0),
- *                              s_inv = 1/scale of the module's INPUT slot now
+ *                              s_inv = 1/scale of the module's INPUT slot now;
+ *                              under F8_RECIPE_CURRENT computed in the graph
+ *                              from x as the cast does (scale = scaled_max /
+ *                              ReduceMax(|x|), kept when that is 0 or not
+ *                              finite, FLT_MAX clamp, power-of-two option);
+ *                              F8_RECIPE_BLOCK: F8_ERR_UNSUPPORTED with fp8 (its
+ *                              scales are per tile; config.fp8 = 0 works)
  *   FP8 weight                 an FP8 initializer of 1 byte per weight, stored
  *                              transposed ([in, out]: MatMul reads it as it is),
  *                              DequantizeLinear with its own scale_inv: the codes
  *                              fp8(W · scale) a forward with F8_MICROBATCH_NONE
  *                              casts from the master weight with the weight
- *                              slot's scale now (an FP8 primary weight: its
+ *                              slot's scale now (current scaling: the scale
+ *                              from the weight's amax now; an FP8 primary weight: its
  *                              codes and scale_inv as they are)
  *   GEMM                       MatMul (+ Add bias), FP32
  *   high-precision weight      FP32 or BF16 initializer (as the parameter is

@@ -156,6 +156,13 @@ static const char *fp8_weight_t(f8_onnx *g, f8_status *st, const f8i_weight *w)
     /* the primary's codes decode to code·1 here: scale_inv applies in the graph */
     const float one = 1.0f;
     float *h = to_host(g, st, view.data, view.dtype, w->fp8_primary ? &one : NULL, (size_t)(R * C));
+    if (h && !w->fp8_primary && f8i_recipe_current(ctx)) {
+        /* current scaling: the scale from the weight now, as its cast takes it */
+        float amax = 0.0f;
+        for (int64_t i = 0; i < R * C; i++) amax = fmaxf(amax, fabsf(h[i]));
+        scale = f8i_current_scale(amax, scale, ldexpf(f8_fp8_max(qdt), -ctx->recipe.margin), ctx->recipe.power_2_scales);
+        sinv = 1.0f / scale;
+    }
     uint8_t *codes = h ? (uint8_t *)malloc((size_t)(R * C) + 1) : NULL;
     if (!codes) {
         free(h);
@@ -253,14 +260,67 @@ static const char *step_norm(f8_onnx *g, f8_status *st, const f8i_norm *n, const
     return xr ? OP2("Mul", xr, gain) : NULL;
 }
 
+/* 2^floor(log2 s) for a normal positive s: f8i_current_scale's power-of-two
+ * rounding (the mantissa bits cleared), exactly: a first guess from the
+ * logarithm, then one halving or doubling where it rounded across. */
+static const char *pow2_below(f8_onnx *g, f8_status *st, const char *s)
+{
+    const char *l = OP1("Log", s);
+    const char *e = l ? OP2("Div", l, f8i_onnx_const_float(g, 0.693147180559945309f)) : NULL;
+    const char *f = e ? OP1("Floor", e) : NULL;
+    const char *p = f ? OP2("Pow", f8i_onnx_const_float(g, 2.0f), f) : NULL;
+    const char *half = p ? OP2("Mul", p, f8i_onnx_const_float(g, 0.5f)) : NULL;
+    const char *over = half ? OP2("Greater", p, s) : NULL;
+    const char *p1 = over ? OPN("Where", NULL, over, half, p) : NULL;
+    const char *twice = p1 ? OP2("Mul", p1, f8i_onnx_const_float(g, 2.0f)) : NULL;
+    const char *under = twice ? OP2("LessOrEqual", twice, s) : NULL;
+    return under ? OPN("Where", NULL, under, twice, p1) : NULL;
+}
+
+/* Current scaling's scale of x, computed in the graph as the amax pass
+ * computes it (backend.h, f8i_amax_scale_args): a = max |x| over the whole
+ * tensor, s = scaled_max / a where a is finite and > 0 (else the slot's
+ * scale now, kept), FLT_MAX for an infinite quotient, power-of-two rounding
+ * with the recipe's option. A scalar value. */
+static const char *current_scale(f8_onnx *g, f8_status *st, f8_ctx *ctx, float kept, const char *x)
+{
+    const char *ax = OP1("Abs", x);
+    f8i_onnx_node *rn = NULL;
+    const char *a = ax ? OPN("ReduceMax", &rn, ax) : NULL;
+    if (a) f8i_onnx_attr_int(rn, "keepdims", 0);
+    const float scaled_max = ldexpf(f8_fp8_max(f8_ctx_slot_dtype(ctx, F8_DIR_FORWARD)), -ctx->recipe.margin);
+    const char *q = a ? OP2("Div", f8i_onnx_const_float(g, scaled_max), a) : NULL;
+    const char *s = q ? OP2("Min", q, f8i_onnx_const_float(g, 3.40282346638528859812e+38f)) : NULL;
+    if (s && ctx->recipe.power_2_scales) s = pow2_below(g, st, s);
+    const char *pos = s ? OP2("Greater", a, f8i_onnx_const_float(g, 0.0f)) : NULL;
+    const char *inf = pos ? OP1("IsInf", a) : NULL;
+    const char *fin = inf ? OP1("Not", inf) : NULL;
+    const char *ok = fin ? OP2("And", pos, fin) : NULL;
+    return ok ? OPN("Where", NULL, ok, s, f8i_onnx_const_float(g, kept)) : NULL;
+}
+
 static const char *step_quantize(f8_onnx *g, f8_status *st, const f8_module *m, int slot, const char *x)
 {
     f8_ctx *ctx = f8i_onnx_ctx(g);
     float scale = 1.0f;
     f8_status r = f8_slot_read(ctx, m->fwd[slot], &scale, NULL, NULL);
     if (r != F8_OK) return fail(g, st, r);
-    const float sinv = 1.0f / scale; /* what the cast writes as the codes' scale_inv */
     const char *zp = f8i_onnx_zero_point(g, f8_ctx_slot_dtype(ctx, F8_DIR_FORWARD));
+    if (f8i_recipe_current(ctx)) {
+        /* the scale comes from x itself, as f8's cast takes it */
+        const char *sc = current_scale(g, st, ctx, scale, x);
+        const char *sinv = sc ? OP1("Reciprocal", sc) : NULL; /* 1/s, the codes' scale_inv */
+        const char *in = x, *qs = sinv;
+        if (sinv && f8i_onnx_config(g)->exact_cast) {
+            in = OP2("Mul", x, sc);
+            qs = f8i_onnx_const_float(g, 1.0f);
+        }
+        f8i_onnx_node *node = NULL;
+        const char *q = in && qs ? OPN("QuantizeLinear", &node, in, qs, zp) : NULL;
+        if (q) f8i_onnx_attr_int(node, "saturate", 1);
+        return q ? OPN("DequantizeLinear", NULL, q, sinv, zp) : fail(g, st, F8_OK);
+    }
+    const float sinv = 1.0f / scale; /* what the cast writes as the codes' scale_inv */
     const char *s = f8i_onnx_const_float(g, sinv), *in = x, *qs = s;
     if (f8i_onnx_config(g)->exact_cast) { /* fp8(x · scale), the product f8 forms */
         in = OP2("Mul", x, f8i_onnx_const_float(g, scale));
@@ -363,6 +423,11 @@ f8_status f8_onnx_add_module(f8_onnx *g, f8_module *m, const char *x, const char
                          (long long)xv->last, m->cls->name, (long long)m->in_features);
     x = xv->name; /* the graph's copy: nodes keep pointers to it */
     const int rank = xv->rank, fp8 = m->fp8 && f8i_onnx_config(g)->fp8;
+    if (fp8 && f8i_recipe_block(m->ctx))
+        return f8i_error(m->ctx, F8_ERR_UNSUPPORTED,
+                         "%s: block scaling's FP8 scales are per 1x128 tile or 128x128 block, made from each tensor "
+                         "as it is cast; this export writes per-tensor FP8 casts (config.fp8 = 0 exports the module "
+                         "in high precision)", fn);
     const f8i_onnx_mark mark = f8i_onnx_mark_now(g);
     f8i_step steps[F8I_MAX_STEPS];
     const int n = m->cls->describe(m, fp8, steps);

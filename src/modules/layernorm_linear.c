@@ -192,11 +192,14 @@ static f8_status backward(f8_module *m, f8_saved *sv, const f8_tensor *dy, const
 /* The norm writes the GEMM input: FP8 through INPUT, else in the param dtype. */
 static int describe(const f8_module *m, int fp8, f8i_step *s)
 {
-    (void)m;
-    s[0] = (f8i_step){F8I_STEP_NORM, 0};
-    s[1] = fp8 ? (f8i_step){F8I_STEP_QUANTIZE, SLOT_INPUT} : (f8i_step){F8I_STEP_ROUND, 0};
-    s[2] = (f8i_step){F8I_STEP_GEMM, 0};
-    return 3;
+    int n = 0;
+    s[n++] = (f8i_step){F8I_STEP_NORM, 0};
+    /* current or block scaling store the norm output in the parameter dtype
+     * before its cast (f8i_casts_unfused): rounded first */
+    if (fp8 && f8i_casts_unfused(m->ctx)) s[n++] = (f8i_step){F8I_STEP_ROUND, 0};
+    s[n++] = fp8 ? (f8i_step){F8I_STEP_QUANTIZE, SLOT_INPUT} : (f8i_step){F8I_STEP_ROUND, 0};
+    s[n++] = (f8i_step){F8I_STEP_GEMM, 0};
+    return n;
 }
 
 static const f8i_module_class lnl_class = {"LayerNormLinear", "f8_layernorm_linear", 0, sizeof(lnl_saved),

@@ -287,14 +287,20 @@ static int describe(const f8_module *m, int fp8, f8i_step *s)
 {
     const f8i_step in1 = {F8I_STEP_QUANTIZE, GEMM1_INPUT}, in2 = {F8I_STEP_QUANTIZE, GEMM2_INPUT};
     const f8i_step hp = {F8I_STEP_ROUND, 0};
-    s[0] = (f8i_step){F8I_STEP_NORM, 0};
-    s[1] = fp8 ? in1 : hp;
-    s[2] = (f8i_step){F8I_STEP_GEMM, 0};
-    s[3] = hp;
-    s[4] = (f8i_step){F8I_STEP_ACT, (int)((const mlp *)m)->own.act};
-    s[5] = fp8 ? in2 : hp;
-    s[6] = (f8i_step){F8I_STEP_GEMM, 1};
-    return 7;
+    /* current or block scaling store the norm and activation outputs in the
+     * parameter dtype before their casts (f8i_casts_unfused): rounded first */
+    const int unfused = fp8 && f8i_casts_unfused(m->ctx);
+    int n = 0;
+    s[n++] = (f8i_step){F8I_STEP_NORM, 0};
+    if (unfused) s[n++] = hp;
+    s[n++] = fp8 ? in1 : hp;
+    s[n++] = (f8i_step){F8I_STEP_GEMM, 0};
+    s[n++] = hp;
+    s[n++] = (f8i_step){F8I_STEP_ACT, (int)((const mlp *)m)->own.act};
+    if (unfused) s[n++] = hp;
+    s[n++] = fp8 ? in2 : hp;
+    s[n++] = (f8i_step){F8I_STEP_GEMM, 1};
+    return n;
 }
 
 static const f8i_module_class mlp_class = {"LayerNormMLP", "f8_layernorm_mlp", 1, sizeof(mlp_saved), place_saved,

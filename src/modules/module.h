@@ -43,7 +43,7 @@ typedef struct f8i_step {
     int arg;
 } f8i_step;
 
-enum { F8I_MAX_STEPS = 8 };
+enum { F8I_MAX_STEPS = 10 };
 
 /* The base; each module struct embeds it as its first member. */
 struct f8_module {
