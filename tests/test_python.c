@@ -77,10 +77,14 @@ static f8_module *create(f8_ctx *ctx, kind k, int64_t in, int64_t out, int fp8, 
 
 /* One case: two steps through the C API, every result written out. For the
  * MLP `out` is the ffn width (its output is `in` wide). */
-static void module_case(const char *name, kind k, int64_t in, int64_t out, int fp8, f8_dtype dt, int64_t T)
+static void module_case_r(const char *name, kind k, int64_t in, int64_t out, int fp8, f8_dtype dt, int64_t T,
+                          f8_recipe_kind rk, int pow2)
 {
     char why[256];
-    f8_ctx *ctx = test_ctx(F8_BACKEND_CPU, NULL, why);
+    f8_recipe r = f8_recipe_default();
+    r.kind = rk;
+    r.power_2_scales = pow2;
+    f8_ctx *ctx = test_ctx(F8_BACKEND_CPU, &r, why);
     if (!ctx) die(why, NULL);
     const uint64_t seed = 1000 + (uint64_t)k * 10 + (uint64_t)fp8;
     f8_module *m = create(ctx, k, in, out, fp8, dt, T, seed);
@@ -118,13 +122,18 @@ static void module_case(const char *name, kind k, int64_t in, int64_t out, int f
     CHECK_OK(ctx, f8_checkpoint_create(ctx, &ck));
     CHECK_OK(ctx, f8_checkpoint_add_module(ck, "m", m));
     CHECK_OK(ctx, f8_checkpoint_save(ck, path));
-    fprintf(manifest, "%s %s %lld %lld %d %s %lld %llu\n", name, KIND_NAMES[k], (long long)in, (long long)out, fp8,
-            f8_dtype_name(dt), (long long)T, (unsigned long long)seed);
+    fprintf(manifest, "%s %s %lld %lld %d %s %lld %llu %s %d\n", name, KIND_NAMES[k], (long long)in, (long long)out,
+            fp8, f8_dtype_name(dt), (long long)T, (unsigned long long)seed, f8_recipe_kind_name(rk), pow2);
     f8_checkpoint_destroy(ck);
     f8_saved_destroy(saved);
     f8_module_destroy(m);
     f8_ctx_destroy(ctx);
     free(x), free(dy), free(y), free(dx);
+}
+
+static void module_case(const char *name, kind k, int64_t in, int64_t out, int fp8, f8_dtype dt, int64_t T)
+{
+    module_case_r(name, k, in, out, fp8, dt, T, F8_RECIPE_DELAYED, 0);
 }
 
 static const char *python(void)
@@ -156,6 +165,11 @@ int main(void)
     module_case("lnl_bf16", LNL, 40, 24, 0, F8_DTYPE_BF16, 9);
     module_case("mlp_fp8", MLP, 64, 128, 1, F8_DTYPE_FP32, 16);
     module_case("mlp_fp32", MLP, 24, 40, 0, F8_DTYPE_FP32, 5);
+    /* the other recipes, through f8.Recipe(scaling=...) */
+    module_case_r("lnl_fp8_current", LNL, 64, 96, 1, F8_DTYPE_FP32, 32, F8_RECIPE_CURRENT, 0);
+    module_case_r("mlp_fp8_current_pow2_bf16", MLP, 64, 128, 1, F8_DTYPE_BF16, 16, F8_RECIPE_CURRENT, 1);
+    module_case_r("linear_fp8_block", LINEAR, 160, 136, 1, F8_DTYPE_FP32, 24, F8_RECIPE_BLOCK, 0);
+    module_case_r("mlp_fp8_block_pow2", MLP, 64, 200, 1, F8_DTYPE_FP32, 16, F8_RECIPE_BLOCK, 1);
     fclose(manifest);
 
     char abi[512], cmd[1024];

@@ -63,8 +63,8 @@ class Recipe:
     """The scaling recipe (f8_recipe: TE's DelayedScaling, or its
     Float8CurrentScaling with scaling="current"); fixed per ctx at creation.
     format: "HYBRID" or "E4M3"; amax_compute_algo: "max" or "most_recent";
-    scaling: "delayed" (default), "current" or "block" (refused by this build);
-    power_2_scales: current scaling only."""
+    scaling: "delayed" (default), "current" or "block" (1x128 / 128x128 tiles);
+    power_2_scales: current and block scaling only."""
 
     def __init__(self, margin=0, fp8_format="HYBRID", amax_history_len=1024, amax_compute_algo="max",
                  reduce_amax=True, scaling="delayed", power_2_scales=False):

@@ -41,9 +41,21 @@ import f8 as _f8
 from f8 import _lib
 from f8._lib import lib
 
-__all__ = ["Linear", "LayerNormLinear", "LayerNormMLP", "fp8_autocast", "DelayedScaling", "context"]
+__all__ = ["Linear", "LayerNormLinear", "LayerNormMLP", "fp8_autocast", "DelayedScaling", "Float8CurrentScaling",
+           "Float8BlockScaling", "context"]
 
+# The recipes under the names TransformerEngine's users know them by.
 DelayedScaling = _f8.Recipe
+
+
+def Float8CurrentScaling(**kw):
+    """Per-tensor current scaling: each cast's scale from the tensor it casts."""
+    return _f8.Recipe(scaling="current", **kw)
+
+
+def Float8BlockScaling(**kw):
+    """Block scaling: 1x128 tiles for activations and gradients, 128x128 blocks for weights."""
+    return _f8.Recipe(scaling="block", **kw)
 
 _CTXS = {}
 

@@ -57,12 +57,12 @@ def make(ctx, kind, a, b, fp8, dtype, T, seed):
 
 
 def run_case(d, line):
-    name, kind, a, b, fp8, dtype, T, seed = line.split()
+    name, kind, a, b, fp8, dtype, T, seed, scaling, pow2 = line.split()
     a, b, fp8, T, seed = int(a), int(b), int(fp8), int(T), int(seed)
     npdt = np.uint16 if dtype == "bf16" else np.float32
     ny = a if kind == "layernorm_mlp" else b
     load = lambda ext, shape: np.fromfile(os.path.join(d, "%s.%s" % (name, ext)), dtype=npdt).reshape(shape)
-    ctx = f8.Context()
+    ctx = f8.Context(recipe=f8.Recipe(scaling=scaling, power_2_scales=bool(int(pow2))))
     m = make(ctx, kind, a, b, fp8, dtype, T, seed)
     x, dy = load("x", (T, a)), load("dy", (T, ny))
     # the 3-D shape of a torch-style batch: leading dims are flattened

@@ -65,22 +65,24 @@ def train(device):
     check(last < 0.5 * first, "%s: loss fell (%.4f -> %.4f)" % (device, first, last))
 
 
-def pair(kind, device, dtype, seed):
+def pair(kind, device, dtype, seed, recipe=None):
     kw = dict(max_tokens=64, seed=seed)
+    tkw = dict(kw, recipe=recipe)
     if kind == "linear":
-        return te.Linear(48, 32, params_dtype=dtype, device=device, **kw), lambda ctx: f8.Linear(
+        return te.Linear(48, 32, params_dtype=dtype, device=device, **tkw), lambda ctx: f8.Linear(
             ctx, 48, 32, params_dtype="bf16" if dtype == torch.bfloat16 else "fp32", **kw)
     if kind == "lnl":
-        return te.LayerNormLinear(64, 48, params_dtype=dtype, device=device, **kw), lambda ctx: f8.LayerNormLinear(
+        return te.LayerNormLinear(64, 48, params_dtype=dtype, device=device, **tkw), lambda ctx: f8.LayerNormLinear(
             ctx, 64, 48, params_dtype="bf16" if dtype == torch.bfloat16 else "fp32", **kw)
-    return te.LayerNormMLP(64, 128, params_dtype=dtype, device=device, **kw), lambda ctx: f8.LayerNormMLP(
+    return te.LayerNormMLP(64, 128, params_dtype=dtype, device=device, **tkw), lambda ctx: f8.LayerNormMLP(
         ctx, 64, 128, params_dtype="bf16" if dtype == torch.bfloat16 else "fp32", **kw)
 
 
-def match(kind, device, dtype):
-    """The torch module and the package's module (same config and seed: the same init) on one ctx kind."""
+def match(kind, device, dtype, recipe=None):
+    """The torch module and the package's module (same config and seed: the same init) on one ctx kind;
+    recipe: te.Float8CurrentScaling() and the like (None: delayed)."""
     torch.manual_seed(1)
-    m, make = pair(kind, device, dtype, 11)
+    m, make = pair(kind, device, dtype, 11, recipe)
     with torch.no_grad():  # move the weights off their init, the same in both
         for p in m.parameters():
             p.add_(torch.randn_like(p) * 0.01)
@@ -90,7 +92,7 @@ def match(kind, device, dtype):
         y = m(x, is_first_microbatch=True)
     y.backward(dy)
     for ref_device in sorted({device, "cpu"}):
-        ctx = te.context(ref_device) if ref_device == "cpu" else m._ctx
+        ctx = te.context(ref_device, m.recipe) if ref_device == "cpu" else m._ctx
         ref = make(ctx)
         for name, p in m.named_parameters():  # the same weights
             rv = ref.param(name)
@@ -129,8 +131,8 @@ def match(kind, device, dtype):
                 r = rel(a.float(), b.float().view(a.shape))
                 worst = max(worst, r)
                 check(r <= tol, "%s %s vs CPU: %s relative %.2e > %.0e" % (kind, device, what, r, tol))
-        print("  %s %s %s vs the C API on %s: %s" % (kind, device, str(dtype)[6:], ref_device,
-                                                     "bit for bit" if exact else "worst relative %.1e" % worst))
+        print("  %s %s %s %s vs the C API on %s: %s" % (kind, device, str(dtype)[6:], m.recipe.scaling, ref_device,
+                                                        "bit for bit" if exact else "worst relative %.1e" % worst))
 
 
 def state_dict_round_trip(device):
@@ -211,6 +213,9 @@ def main():
         for kind in ("linear", "lnl", "mlp"):
             for dtype in (torch.float32, torch.bfloat16):
                 match(kind, device, dtype)
+        for recipe in (te.Float8CurrentScaling(), te.Float8BlockScaling(power_2_scales=True)):
+            match("mlp", device, torch.float32, recipe)
+            match("lnl", device, torch.bfloat16, recipe)
         state_dict_round_trip(device)
     if torch.cuda.is_available():
         graph_capture()
