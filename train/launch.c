@@ -32,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "parse.h"
 #include "trainer.h"
 
 /* The options of rank r of world. */
@@ -284,19 +285,24 @@ static int launch_env(const train_options *o, int rank, int world)
 {
     const char *local = env_any("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID");
     const char *addr = getenv("MASTER_ADDR"), *port = getenv("MASTER_PORT");
-    if (!addr || !port) {
+    int64_t dev = 0;
+    char err[256];
+    if (local && parse_int("LOCAL_RANK (environment)", local, 0, 1023, &dev, err, sizeof err) != 0) {
+        fprintf(stderr, "f8_train: %s\n", err);
+        return 1;
+    }
+    if (world > 1 && (!addr || !port)) { /* one rank has nobody to share the id with */
         fprintf(stderr, "f8_train: RANK and WORLD_SIZE are set but MASTER_ADDR or MASTER_PORT is not\n");
         return 1;
     }
     f8_comm_id id;
-    char err[256];
     if (rank == 0 && f8_comm_id_create(&id, err, sizeof err) != F8_OK) {
         fprintf(stderr, "f8_train: rank 0: %s\n", err);
         return 1;
     }
     if (world > 1 && tcp_share_id(rank, world, addr, port, &id) != 0) return 1;
     train_options x = rank_options(o, rank, world);
-    x.device = local ? atoi(local) : 0;
+    x.device = (int)dev;
     if (strcmp(x.backend, "auto") == 0) x.backend = "cuda";
     x.comm_id = &id;
     return run_rank(&x);
@@ -310,8 +316,15 @@ int train_launch(const train_options *o)
     if (o->gpus > 0) return launch_gpus(o);
     const char *r = env_any("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK"),
                *w = env_any("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE");
-    const int rank = r ? atoi(r) : 0, world = w ? atoi(w) : 0;
-    if (r && w && world >= 1 && rank >= 0 && rank < world) return launch_env(o, rank, world);
+    int64_t rank = -1, world = 0;
+    char err[256];
+    /* strictly: "abc" is not rank 0 */
+    if ((r && parse_int("RANK (environment)", r, 0, 1 << 20, &rank, err, sizeof err) != 0) ||
+        (w && parse_int("WORLD_SIZE (environment)", w, 1, 1 << 20, &world, err, sizeof err) != 0)) {
+        fprintf(stderr, "f8_train: %s\n", err);
+        return 1;
+    }
+    if (r && w && rank < world) return launch_env(o, (int)rank, (int)world);
     if (r || w) {
         fprintf(stderr, "f8_train: rank %s of world size %s (from the environment): need 0 <= rank < size\n",
                 r ? r : "(unset)",

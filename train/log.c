@@ -364,3 +364,11 @@ int tlog_progress(char *buf, size_t size, const tlog_row *row, int64_t total_ste
     }
     return b.len;
 }
+
+void tlog_print_text(FILE *f, const char *text)
+{
+    for (const unsigned char *c = (const unsigned char *)text; c && *c; c++) {
+        if ((*c < 0x20 && *c != '\n' && *c != '\t') || *c == 0x7F) fprintf(f, "\\x%02x", *c);
+        else fputc(*c, f);
+    }
+}

@@ -21,6 +21,7 @@
 #ifndef F8_TRAIN_LOG_H
 #define F8_TRAIN_LOG_H
 
+#include <stdio.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -90,5 +91,10 @@ void tlog_rows_free(tlog_rows *rows);
  * row: (total_steps - step) * ms_per_step. Returns the length the full line
  * has (as snprintf does; >= size means it was cut). */
 int tlog_progress(char *buf, size_t size, const tlog_row *row, int64_t total_steps, double eta_s);
+
+/* Print text to f as a terminal shows it safely: control bytes other than
+ * '\n' and '\t' (a byte-level model samples any byte: '\r', escape
+ * sequences) as \xNN; other bytes as they are. */
+void tlog_print_text(FILE *f, const char *text);
 
 #endif /* F8_TRAIN_LOG_H */

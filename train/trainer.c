@@ -789,15 +789,22 @@ int trainer_run(trainer *t)
     }
     if (o->sample > 0 && t->m.c.vocab > 256 && o->tokenizer && o->tokenizer[0]) {
         char *text = NULL;
-        if (trainer_sample_text(t, o->tokenizer, o->sample, o->temperature, o->seed, &text) == F8_OK)
-            printf("sample:\n%s\n", text);
+        if (trainer_sample_text(t, o->tokenizer, o->sample, o->temperature, o->seed, &text) == F8_OK) {
+            printf("sample:\n");
+            tlog_print_text(stdout, text);
+            printf("\n");
+        }
         else
             fprintf(stderr, "f8_train: sample: %s\n", trainer_error(t));
         free(text);
     } else if (o->sample > 0 && t->m.c.vocab <= 256) {
         char *text = (char *)malloc((size_t)o->sample + 1);
-        if (text && trainer_sample(t, o->prompt, o->sample, o->temperature, o->seed, text) == F8_OK)
-            printf("sample:\n%s%s\n", o->prompt ? o->prompt : "", text);
+        if (text && trainer_sample(t, o->prompt, o->sample, o->temperature, o->seed, text) == F8_OK) {
+            printf("sample:\n");
+            tlog_print_text(stdout, o->prompt ? o->prompt : "");
+            tlog_print_text(stdout, text);
+            printf("\n");
+        }
         free(text);
     }
     if (o->steps - first_step < 2) {
