@@ -46,8 +46,10 @@ static train_options rank_options(const train_options *o, int r, int world)
         x.log = "";
         x.plot = "";
         x.fp8_report = 0;
-        x.val_every = 0;
-        x.sample = 0;
+        if (o->tp <= 1) { /* with TP the whole group runs every forward (its collectives): rank 0 alone prints */
+            x.val_every = 0;
+            x.sample = 0;
+        }
     }
     return x;
 }

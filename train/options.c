@@ -198,6 +198,11 @@ int train_check_tp(const train_options *o, char *err, size_t n)
                  (long long)(ranks / o->tp));
         return -1;
     }
+    if (o->init_from && o->init_from[0]) {
+        snprintf(err, n, "--init-from with --tp %lld is not supported (the GPT-2 import writes whole modules): import "
+                         "with one rank, checkpoint, then --resume with --tp", (long long)o->tp);
+        return -1;
+    }
     if (o->dp_overlap) {
         snprintf(err, n, "--dp-overlap with --tp %lld is not supported (the LayerNorm gradients are reduced over the "
                          "tensor-parallel group after the backward)", (long long)o->tp);

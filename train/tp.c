@@ -82,6 +82,14 @@ f8_status tp_comms_create(f8_ctx *ctx, const train_options *o, f8_comm **tp, f8_
     const int P = (int)o->tp, r = o->rank;
     f8_status st;
     *tp = *dp = NULL;
+    /* what the launcher checks (train_check_tp), again for a trainer made in code */
+    if (o->world % P != 0 || o->dp_overlap || (o->init_from && o->init_from[0])) {
+        snprintf(err, n, "--tp %d: %s", P,
+                 o->world % P ? "the ranks are not a multiple of it"
+                 : o->dp_overlap ? "--dp-overlap with it is not supported"
+                                 : "--init-from with it is not supported (import with one rank, then --resume)");
+        return F8_ERR_INVALID_ARGUMENT;
+    }
     if (f8_ctx_backend(ctx) == F8_BACKEND_CPU) {
         st = f8_comm_create_cpu(ctx, o->tp_group, r % P, tp);
         if (st == F8_OK) st = f8_comm_create_cpu(ctx, o->dp_group, r / P, dp);

@@ -743,8 +743,10 @@ int trainer_run(trainer *t)
         }
         if (!o->quiet) printf("checkpoint: %s (step %lld)\n", o->checkpoint, (long long)t->step);
     }
-    if (t->o.rank > 0) return 0; /* rank 0 reports the run */
-    if (o->plot && o->plot[0] && o->log && o->log[0]) {
+    /* rank 0 reports the run; with TP every rank samples (the forward's collectives), rank 0 prints */
+    if (t->o.rank > 0 && !t->m.tp) return 0;
+    const int say = t->o.rank == 0;
+    if (say && o->plot && o->plot[0] && o->log && o->log[0]) {
         const char *paths[5], *names[5];
         paths[0] = o->log;
         names[0] = o->fp8 ? "FP8" : "BF16";
@@ -756,17 +758,19 @@ int trainer_run(trainer *t)
     }
     if (o->sample > 0 && t->m.c.vocab > 256 && o->tokenizer && o->tokenizer[0]) {
         char *text = NULL;
-        if (trainer_sample_text(t, o->tokenizer, o->sample, o->temperature, o->seed, &text) == F8_OK)
-            printf("sample:\n%s\n", text);
-        else
+        if (trainer_sample_text(t, o->tokenizer, o->sample, o->temperature, o->seed, &text) == F8_OK) {
+            if (say) printf("sample:\n%s\n", text);
+        } else {
             fprintf(stderr, "f8_train: sample: %s\n", trainer_error(t));
+        }
         free(text);
     } else if (o->sample > 0 && t->m.c.vocab <= 256) {
         char *text = (char *)malloc((size_t)o->sample + 1);
-        if (text && trainer_sample(t, o->prompt, o->sample, o->temperature, o->seed, text) == F8_OK)
+        if (text && trainer_sample(t, o->prompt, o->sample, o->temperature, o->seed, text) == F8_OK && say)
             printf("sample:\n%s%s\n", o->prompt ? o->prompt : "", text);
         free(text);
     }
+    if (!say) return 0;
     if (o->steps - first_step < 2) {
         /* one step has nothing to compare its loss with: not a success */
         printf("done in %s: trained %lld step%s: too few to tell whether the loss fell (2 are needed; exit status 3)\n",
