@@ -222,7 +222,7 @@ static void check_ranks_agree(const char *what, const rank_out *out, int R, int 
 {
     for (int r = 1; r < R; r++) {
         CHECK(out[r].n_scales == out[0].n_scales &&
-                  memcmp(out[r].scales, out[0].scales, sizeof(float) * (size_t)out[0].n_scales) == 0,
+                  (!out[0].n_scales || memcmp(out[r].scales, out[0].scales, sizeof(float) * (size_t)out[0].n_scales) == 0),
               "%s: rank %d's amaxes or scales differ from rank 0's", what, r);
         CHECK(memcmp(out[r].loss, out[0].loss, sizeof out[0].loss) == 0, "%s: rank %d reports other losses", what, r);
         CHECK(out[r].n_shared == out[0].n_shared &&
@@ -256,7 +256,7 @@ static int same(const rank_out *a, const rank_out *b, int steps)
 {
     return memcmp(a->loss, b->loss, sizeof(double) * (size_t)steps) == 0 && a->n_params == b->n_params &&
            memcmp(a->params, b->params, sizeof(float) * (size_t)a->n_params) == 0 && a->n_scales == b->n_scales &&
-           memcmp(a->scales, b->scales, sizeof(float) * (size_t)a->n_scales) == 0;
+           (!a->n_scales || memcmp(a->scales, b->scales, sizeof(float) * (size_t)a->n_scales) == 0);
 }
 
 static void refused(train_options o, const char *needle)
