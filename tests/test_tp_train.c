@@ -21,6 +21,8 @@
  *    restores into one rank with bitwise the TP run's parameters, resumes
  *    into TP 2 bitwise the uninterrupted run, and into one rank within the
  *    tolerance;
+ *  - the slicing itself: q|k|v (3 parts) and a gated fc1 (2 parts) along rows
+ *    and columns, P = 1, 2, 4: each rank's share, and the shards put back;
  *  - refused: heads or the MLP width not divisible by --tp, ranks not a
  *    multiple of it, --dp-overlap with it: each with a message saying so;
  *    the launcher (train_launch) runs --ranks 4 --tp 2 and refuses 3 ranks.
@@ -267,8 +269,34 @@ static void refused(train_options o, const char *needle)
           needle, err);
 }
 
+/* tp.c's slicing: for stacked parts (q|k|v, a gated fc1's a|b) along rows or columns, rank t's
+ * shard holds rows/columns t·n/P.. of each part, and the P shards put back give the whole. */
+static void check_shard_copy(void)
+{
+    enum { R = 24, K = 48 }; /* divisible by parts x P for every case */
+    float full[R * K], back[R * K], local[R * K];
+    for (int i = 0; i < R * K; i++) full[i] = (float)i;
+    for (int dim = 0; dim < 2; dim++)
+        for (int parts = 1; parts <= 3; parts++)
+            for (int P = 1; P <= 4; P *= 2) {
+                const int nf = (dim ? K : R) / parts, nl = nf / P;
+                memset(back, 0, sizeof back);
+                for (int t = 0; t < P; t++) {
+                    shard_copy((unsigned char *)full, (unsigned char *)local, R, K, dim, parts, P, t, 4, 1);
+                    for (int j = 0; j < parts; j++) /* the first element of each part's share */
+                        CHECK(local[dim ? j * nl : j * nl * K] == full[dim ? j * nf + t * nl : (j * nf + t * nl) * K],
+                              "shard_copy dim %d parts %d P %d rank %d: part %d starts at the wrong element", dim,
+                              parts, P, t, j);
+                    shard_copy((unsigned char *)back, (unsigned char *)local, R, K, dim, parts, P, t, 4, 0);
+                }
+                CHECK(memcmp(back, full, sizeof full) == 0, "shard_copy dim %d parts %d P %d: the shards put back "
+                      "are not the whole", dim, parts, P);
+            }
+}
+
 int main(void)
 {
+    check_shard_copy();
     const train_options base = base_options();
     static rank_out one[1], init1[1], init2[2], tp2[2], tp2b[2], tp2g[2], tp4[4], dt[4];
     /* creation: the shards are one rank's parameters, bitwise */
