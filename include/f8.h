@@ -211,6 +211,9 @@ void f8_ctx_destroy(f8_ctx *ctx);
 const char *f8_ctx_last_error(const f8_ctx *ctx);
 
 f8_backend f8_ctx_backend(const f8_ctx *ctx);
+/* The CUDA device ordinal the ctx was created on (0 for a CPU ctx): another
+ * ctx made with it runs the same kernels on the same device. */
+int f8_ctx_device(const f8_ctx *ctx);
 const f8_recipe *f8_ctx_recipe(const f8_ctx *ctx);
 
 /* Make the ctx issue its work on `stream` (a cudaStream_t passed as void*;

@@ -32,6 +32,7 @@
 #include "../train/parse.c"
 #include "../train/plot.c"
 #include "../train/tokenizer.c"
+#include "../train/tp.c"
 #include "../train/trainer.c"
 
 #define STEPS 4

@@ -22,6 +22,7 @@
 #include "../train/parse.c"
 #include "../train/plot.c"
 #include "../train/tokenizer.c"
+#include "../train/tp.c"
 #include "../train/trainer.c"
 
 static train_options tiny_options(int fp8)

@@ -23,6 +23,7 @@
 #include "../train/parse.c"
 #include "../train/plot.c"
 #include "../train/tokenizer.c"
+#include "../train/tp.c"
 #include "../train/fp8_report.c"
 #include "../train/trainer.c"
 

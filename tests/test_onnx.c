@@ -43,6 +43,7 @@
 #include "../train/parse.c"
 #include "../train/plot.c"
 #include "../train/tokenizer.c"
+#include "../train/tp.c"
 #include "../train/trainer.c"
 
 static char dir[256];

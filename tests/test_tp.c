@@ -23,8 +23,8 @@
  *    all-reduced over the replicas, and the reference is one rank over
  *    both replicas' 2T tokens: scales and column outputs bitwise, the rest
  *    (weight gradients included: their token sum is split) within 1e-5.
- * This is the TP building block the trainer's attention/MLP split would use;
- * the trainer itself runs data parallel only so far.
+ * This is the TP building block; the trainer's split (train/tp.c) is
+ * tested in test_tp_train.c.
  */
 #include <pthread.h>
 

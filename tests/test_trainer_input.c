@@ -30,6 +30,7 @@
 #include "../train/parse.c"
 #include "../train/plot.c"
 #include "../train/tokenizer.c"
+#include "../train/tp.c"
 #include "../train/fp8_report.c"
 #include "../train/trainer.c"
 

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "gpt.h"
+#include "tp.h"
 
 #define TRY(call)                                                                                                      \
     do {                                                                                                               \
@@ -47,13 +48,13 @@ static f8_tensor slice(const gpt *m, void *base, int64_t i, int64_t cols)
 }
 
 /* GPT-2 scales the init of the projections into the residual by 1/sqrt(2L). */
-static f8_status scale_weight(gpt *m, f8_tensor *w, float factor, f8_module *mod, f8_param which)
+static f8_status scale_weight(gpt *m, f8_ctx *ctx, f8_tensor *w, float factor, f8_module *mod, f8_param which)
 {
     const size_t n = (size_t)(w->rows * w->cols), bytes = n * esize(m);
     unsigned char *h = (unsigned char *)malloc(bytes + 1);
     float *f = (float *)malloc(n * sizeof(float) + 1);
     void *stage = NULL;
-    f8_status st = (h && f) ? f8_ctx_download(m->ctx, h, w->data, bytes) : F8_ERR_OUT_OF_MEMORY;
+    f8_status st = (h && f) ? f8_ctx_download(ctx, h, w->data, bytes) : F8_ERR_OUT_OF_MEMORY;
     for (size_t i = 0; st == F8_OK && i < n; i++) {
         float v;
         if (m->c.dtype == F8_DTYPE_BF16) {
@@ -65,12 +66,12 @@ static f8_status scale_weight(gpt *m, f8_tensor *w, float factor, f8_module *mod
         }
         f[i] = v * factor;
     }
-    if (st == F8_OK) st = f8_ctx_alloc(m->ctx, n * sizeof(float), &stage);
-    if (st == F8_OK) st = f8_ctx_upload(m->ctx, stage, f, n * sizeof(float));
+    if (st == F8_OK) st = f8_ctx_alloc(ctx, n * sizeof(float), &stage);
+    if (st == F8_OK) st = f8_ctx_upload(ctx, stage, f, n * sizeof(float));
     f8_tensor src = f8_tensor_make(stage, F8_DTYPE_FP32, w->rows, w->cols);
     if (st == F8_OK) st = f8_module_write_weight(mod, which, &src);
-    if (st == F8_OK) st = f8_ctx_synchronize(m->ctx);
-    f8_ctx_free(m->ctx, stage);
+    if (st == F8_OK) st = f8_ctx_synchronize(ctx);
+    f8_ctx_free(ctx, stage);
     free(h);
     free(f);
     return st;
@@ -78,7 +79,9 @@ static f8_status scale_weight(gpt *m, f8_tensor *w, float factor, f8_module *mod
 
 static f8_status alloc_act(gpt *m, void **p, size_t bytes) { return f8_ctx_alloc(m->ctx, bytes ? bytes : 1, p); }
 
-static f8_status create_blocks(gpt *m)
+/* init: where the one-rank modules a TP rank takes its shards from are made
+ * (its own ctx of the same device, so their FP8 slots do not join m's). */
+static f8_status create_blocks(gpt *m, f8_ctx *init)
 {
     const gpt_config *c = &m->c;
     const int64_t C = c->channels, T = m->T;
@@ -100,23 +103,47 @@ static f8_status create_blocks(gpt *m)
         mc.fp8 = c->fp8;
         mc.max_tokens = T;
         mc.seed = c->seed * 1315423911u + (uint64_t)l * 4 + 3;
-        TRY(f8_layernorm_linear_create(m->ctx, &qc, &b->qkv));
-        TRY(f8_linear_create(m->ctx, &pc, &b->proj));
-        TRY(f8_layernorm_mlp_create(m->ctx, &mc, &b->mlp));
+        if (m->tp) { /* the full block as one rank makes it, this rank's shard kept */
+            f8_layernorm_linear_config fq = qc;
+            f8_linear_config fp = pc;
+            f8_layernorm_mlp_config fm = mc;
+            fq.fp8 = fp.fp8 = fm.fp8 = 0;
+            f8_module *full[3] = {NULL, NULL, NULL}; /* high precision: only the parameters are wanted */
+            f8_tensor w;
+            f8_status st = f8_layernorm_linear_create(init, &fq, &full[0]);
+            if (st == F8_OK) st = f8_linear_create(init, &fp, &full[1]);
+            if (st == F8_OK) st = f8_layernorm_mlp_create(init, &fm, &full[2]);
+            if (st == F8_OK) st = f8_module_param(full[1], F8_PARAM_WEIGHT, 0, &w);
+            if (st == F8_OK) st = scale_weight(m, init, &w, proj_scale, full[1], F8_PARAM_WEIGHT);
+            if (st == F8_OK) st = f8_module_param(full[2], F8_PARAM_FC2_WEIGHT, 0, &w);
+            if (st == F8_OK) st = scale_weight(m, init, &w, proj_scale, full[2], F8_PARAM_FC2_WEIGHT);
+            if (st == F8_OK) st = tp_block_create(m, b, &qc, &pc, &mc, init, full);
+            for (int k = 0; k < 3; k++) f8_module_destroy(full[k]);
+            TRY(st);
+        } else {
+            TRY(f8_layernorm_linear_create(m->ctx, &qc, &b->qkv));
+            TRY(f8_linear_create(m->ctx, &pc, &b->proj));
+            TRY(f8_layernorm_mlp_create(m->ctx, &mc, &b->mlp));
+            f8_tensor w;
+            TRY(f8_module_param(b->proj, F8_PARAM_WEIGHT, 0, &w));
+            TRY(scale_weight(m, m->ctx, &w, proj_scale, b->proj, F8_PARAM_WEIGHT));
+            TRY(f8_module_param(b->mlp, F8_PARAM_FC2_WEIGHT, 0, &w));
+            TRY(scale_weight(m, m->ctx, &w, proj_scale, b->mlp, F8_PARAM_FC2_WEIGHT));
+        }
         TRY(f8_module_saved_create(b->qkv, &b->qkv_s));
         TRY(f8_attention_saved_create(m->att, &b->att_s));
         TRY(f8_module_saved_create(b->proj, &b->proj_s));
         TRY(f8_module_saved_create(b->mlp, &b->mlp_s));
-        f8_tensor w;
-        TRY(f8_module_param(b->proj, F8_PARAM_WEIGHT, 0, &w));
-        TRY(scale_weight(m, &w, proj_scale, b->proj, F8_PARAM_WEIGHT));
-        TRY(f8_module_param(b->mlp, F8_PARAM_FC2_WEIGHT, 0, &w));
-        TRY(scale_weight(m, &w, proj_scale, b->mlp, F8_PARAM_FC2_WEIGHT));
     }
     return F8_OK;
 }
 
 f8_status gpt_create(f8_ctx *ctx, const gpt_config *c, gpt *m, char *err, size_t err_size)
+{
+    return gpt_create_tp(ctx, c, NULL, m, err, err_size);
+}
+
+f8_status gpt_create_tp(f8_ctx *ctx, const gpt_config *c, f8_comm *tp, gpt *m, char *err, size_t err_size)
 {
     memset(m, 0, sizeof *m);
     m->ctx = ctx;
@@ -128,15 +155,31 @@ f8_status gpt_create(f8_ctx *ctx, const gpt_config *c, gpt *m, char *err, size_t
                  (long long)c->channels, (long long)c->heads, (long long)c->padded_vocab, (long long)c->vocab);
         return F8_ERR_INVALID_ARGUMENT;
     }
-    const int64_t C = c->channels, T = m->T, L = c->layers;
+    m->tp = tp && f8_comm_size(tp) > 1 ? tp : NULL; /* a group of one is one rank */
+    m->tp_size = m->tp ? f8_comm_size(tp) : 1;
+    m->tp_rank = m->tp ? f8_comm_rank(tp) : 0;
+    if (tp_check_shape(c->heads, c->channels, m->tp_size, err, err_size) != 0) return F8_ERR_INVALID_ARGUMENT;
+    m->Cl = c->channels / m->tp_size;
+    m->Fl = 4 * c->channels / m->tp_size;
+    const int64_t C = c->channels, T = m->T, L = c->layers, Cl = m->Cl;
     const size_t es = esize(m);
     f8_status st = F8_OK;
     m->blocks = (gpt_block *)calloc((size_t)L, sizeof *m->blocks);
     if (!m->blocks) st = F8_ERR_OUT_OF_MEMORY;
-    f8_attention_config ac = f8_attention_config_default(c->heads, C / c->heads, c->batch, c->seq);
+    f8_attention_config ac = f8_attention_config_default(c->heads / m->tp_size, C / c->heads, c->batch, c->seq);
     ac.dtype = c->dtype;
     if (st == F8_OK) st = f8_attention_create(ctx, &ac, &m->att);
-    if (st == F8_OK) st = create_blocks(m);
+    f8_ctx *init = NULL;
+    if (st == F8_OK && m->tp) {
+        f8_ctx_config ic = f8_ctx_config_default();
+        ic.backend = f8_ctx_backend(ctx);
+        ic.device = f8_ctx_device(ctx);
+        st = f8_ctx_create(&ic, &init, err, err_size);
+    }
+    if (st == F8_OK) st = create_blocks(m, init);
+    char init_err[256] = "";
+    if (st != F8_OK && init) snprintf(init_err, sizeof init_err, "%s", f8_ctx_last_error(init));
+    f8_ctx_destroy(init);
     f8_layernorm_linear_config hc = f8_layernorm_linear_config_default(C, c->padded_vocab);
     hc.bias = 0;
     hc.param_dtype = c->dtype;
@@ -150,12 +193,13 @@ f8_status gpt_create(f8_ctx *ctx, const gpt_config *c, gpt *m, char *err, size_t
     f8_tensor wpe = view(m, m->wpe, 0, c->seq, C);
     if (st == F8_OK) st = f8_tensor_fill_normal(ctx, &wpe, 0.01, c->seed * 40503u + 11);
     if (st == F8_OK) st = alloc_act(m, &m->resid, (size_t)((2 * L + 1) * T * C) * es);
-    if (st == F8_OK) st = alloc_act(m, &m->qkv, (size_t)(L * T * 3 * C) * es);
-    if (st == F8_OK) st = alloc_act(m, &m->atty, (size_t)(L * T * C) * es);
+    if (st == F8_OK) st = alloc_act(m, &m->qkv, (size_t)(L * T * 3 * Cl) * es);
+    if (st == F8_OK) st = alloc_act(m, &m->atty, (size_t)(L * T * Cl) * es);
     if (st == F8_OK) st = alloc_act(m, &m->logits, (size_t)(T * c->padded_vocab) * es);
     if (st == F8_OK) st = alloc_act(m, &m->dres, (size_t)(T * C) * es);
     if (st == F8_OK) st = alloc_act(m, &m->dtmp, (size_t)(T * C) * es);
-    if (st == F8_OK) st = alloc_act(m, &m->dqkv, (size_t)(T * 3 * C) * es);
+    if (st == F8_OK) st = alloc_act(m, &m->dqkv, (size_t)(T * 3 * Cl) * es);
+    if (st == F8_OK && m->tp) st = alloc_act(m, (void **)&m->tp_buf, (size_t)(T * C) * 4);
     if (st == F8_OK) st = alloc_act(m, &m->io, (size_t)T * 12);
     if (st == F8_OK) {
         m->tokens = (int32_t *)m->io;
@@ -164,7 +208,7 @@ f8_status gpt_create(f8_ctx *ctx, const gpt_config *c, gpt *m, char *err, size_t
     }
     if (st == F8_OK) st = gpt_zero_grad(m);
     if (st == F8_OK) st = f8_ctx_synchronize(ctx);
-    if (st != F8_OK) snprintf(err, err_size, "%s", f8_ctx_last_error(ctx));
+    if (st != F8_OK) snprintf(err, err_size, "%s", init_err[0] ? init_err : f8_ctx_last_error(ctx));
     return st;
 }
 
@@ -185,7 +229,7 @@ void gpt_destroy(gpt *m)
     f8_saved_destroy(m->head_s);
     f8_module_destroy(m->head);
     f8_attention_destroy(m->att);
-    void *bufs[] = {m->wpe, m->dwpe, m->resid, m->qkv, m->atty, m->logits, m->dres, m->dtmp, m->dqkv, m->io};
+    void *bufs[] = {m->wpe, m->dwpe, m->resid, m->qkv, m->atty, m->logits, m->dres, m->dtmp, m->dqkv, m->io, m->tp_buf};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) f8_ctx_free(m->ctx, bufs[i]);
     memset(m, 0, sizeof *m);
 }
@@ -224,14 +268,16 @@ f8_status gpt_forward(gpt *m, int64_t batch, int train, float grad_scale, f8_mic
     for (int64_t l = 0; l < c->layers; l++) {
         gpt_block *b = &m->blocks[l];
         f8_tensor x = resid(m, 2 * l), xm = resid(m, 2 * l + 1), xo = resid(m, 2 * l + 2);
-        f8_tensor qkv = slice(m, m->qkv, l, 3 * C), a = slice(m, m->atty, l, C);
+        f8_tensor qkv = slice(m, m->qkv, l, 3 * m->Cl), a = slice(m, m->atty, l, m->Cl);
         TRY(f8_layernorm_linear_forward(b->qkv, &x, &qkv, NULL, mb, train ? b->qkv_s : NULL));
         TRY(f8_attention_forward(m->att, &qkv, batch, c->seq, &a, train ? b->att_s : NULL));
         /* each branch writes into the next residual slot, which then takes
          * the residual: one add, no copy (a + b is commutative in IEEE) */
         TRY(f8_module_forward(b->proj, &a, &xm, mb, train ? b->proj_s : NULL));
+        if (m->tp) TRY(tp_all_reduce(m, &xm)); /* row parallel: the ranks' partial sums */
         TRY(f8_tensor_add(m->ctx, &xm, &x));
         TRY(f8_module_forward(b->mlp, &xm, &xo, mb, train ? b->mlp_s : NULL));
+        if (m->tp) TRY(tp_all_reduce(m, &xo));
         TRY(f8_tensor_add(m->ctx, &xo, &xm));
     }
     f8_tensor xf = resid(m, 2 * c->layers), logits = slice(m, m->logits, 0, c->padded_vocab);
@@ -244,15 +290,19 @@ f8_status gpt_backward(gpt *m)
     const gpt_config *c = &m->c;
     const int64_t C = c->channels;
     f8_tensor d = slice(m, m->dres, 0, C), tmp = slice(m, m->dtmp, 0, C);
-    f8_tensor dlogits = slice(m, m->logits, 0, c->padded_vocab), dqkv = slice(m, m->dqkv, 0, 3 * C);
+    f8_tensor dlogits = slice(m, m->logits, 0, c->padded_vocab), dqkv = slice(m, m->dqkv, 0, 3 * m->Cl);
+    f8_tensor datt = slice(m, m->dtmp, 0, m->Cl); /* the local heads' share of tmp */
     TRY(f8_layernorm_linear_backward(m->head, m->head_s, &dlogits, NULL, &d));
     for (int64_t l = c->layers - 1; l >= 0; l--) {
         gpt_block *b = &m->blocks[l];
         TRY(f8_module_backward(b->mlp, b->mlp_s, &d, &tmp));
+        /* column parallel: each rank's fc1 rows give part of the input gradient */
+        if (m->tp) TRY(tp_all_reduce(m, &tmp));
         TRY(f8_tensor_add(m->ctx, &d, &tmp)); /* d = ∂loss/∂x' */
-        TRY(f8_module_backward(b->proj, b->proj_s, &d, &tmp));
-        TRY(f8_attention_backward(m->att, b->att_s, &tmp, &dqkv));
+        TRY(f8_module_backward(b->proj, b->proj_s, &d, &datt));
+        TRY(f8_attention_backward(m->att, b->att_s, &datt, &dqkv));
         TRY(f8_layernorm_linear_backward(b->qkv, b->qkv_s, &dqkv, NULL, &tmp));
+        if (m->tp) TRY(tp_all_reduce(m, &tmp));
         TRY(f8_tensor_add(m->ctx, &d, &tmp)); /* d = ∂loss/∂x */
         if (m->grads_ready) TRY(m->grads_ready(m->grads_user, l));
     }
@@ -274,25 +324,28 @@ f8_status gpt_zero_grad(gpt *m)
     return f8_tensor_zero(m->ctx, &dwpe);
 }
 
-/* One parameter of a module through its (param, grad) views. */
-#define EACH(getter, which, decay)                                                                                     \
+/* One parameter of a module through its (param, grad) views; replicated
+ * ones (rep) are skipped while m->skip_replicated is set. */
+#define EACH_R(getter, which, decay, rep)                                                                              \
     do {                                                                                                               \
         f8_tensor p_, g_;                                                                                              \
+        if ((rep) && m->skip_replicated) break;                                                                        \
         TRY(getter(which, 0, &p_));                                                                                    \
         TRY(getter(which, 1, &g_));                                                                                    \
         TRY(fn(user, &p_, &g_, decay));                                                                                \
     } while (0)
+#define EACH(getter, which, decay) EACH_R(getter, which, decay, 0)
 
 f8_status gpt_each_param(gpt *m, gpt_param_fn fn, void *user)
 {
     m->param_layer = -1;
 #define HEAD(w, g, v) f8_module_param(m->head, w, g, v)
-    EACH(HEAD, F8_PARAM_WEIGHT, 1);
-    EACH(HEAD, F8_PARAM_LN_WEIGHT, 0);
-    EACH(HEAD, F8_PARAM_LN_BIAS, 0);
+    EACH_R(HEAD, F8_PARAM_WEIGHT, 1, 1);
+    EACH_R(HEAD, F8_PARAM_LN_WEIGHT, 0, 1);
+    EACH_R(HEAD, F8_PARAM_LN_BIAS, 0, 1);
 #undef HEAD
     f8_tensor wpe = view(m, m->wpe, 0, m->c.seq, m->c.channels), dwpe = view(m, m->dwpe, 0, m->c.seq, m->c.channels);
-    TRY(fn(user, &wpe, &dwpe, 1));
+    if (!m->skip_replicated) TRY(fn(user, &wpe, &dwpe, 1));
     for (int64_t l = 0; l < m->c.layers; l++) {
         gpt_block *b = &m->blocks[l];
         m->param_layer = l;
@@ -300,18 +353,18 @@ f8_status gpt_each_param(gpt *m, gpt_param_fn fn, void *user)
 #define MLP(w, g, v) f8_module_param(b->mlp, w, g, v)
 #define PROJ(w, g, v) ((w) == F8_PARAM_WEIGHT ? ((g) ? f8_module_param(b->proj, F8_PARAM_WEIGHT, 1, v) : f8_module_param(b->proj, F8_PARAM_WEIGHT, 0, v)) \
                                               : ((g) ? f8_module_param(b->proj, F8_PARAM_BIAS, 1, v) : f8_module_param(b->proj, F8_PARAM_BIAS, 0, v)))
-        EACH(QKV, F8_PARAM_LN_WEIGHT, 0);
-        EACH(QKV, F8_PARAM_LN_BIAS, 0);
+        EACH_R(QKV, F8_PARAM_LN_WEIGHT, 0, 1);
+        EACH_R(QKV, F8_PARAM_LN_BIAS, 0, 1);
         EACH(QKV, F8_PARAM_WEIGHT, 1);
         EACH(QKV, F8_PARAM_BIAS, 0);
         EACH(PROJ, F8_PARAM_WEIGHT, 1);
-        EACH(PROJ, F8_PARAM_BIAS, 0);
-        EACH(MLP, F8_PARAM_LN_WEIGHT, 0);
-        EACH(MLP, F8_PARAM_LN_BIAS, 0);
+        EACH_R(PROJ, F8_PARAM_BIAS, 0, 1);
+        EACH_R(MLP, F8_PARAM_LN_WEIGHT, 0, 1);
+        EACH_R(MLP, F8_PARAM_LN_BIAS, 0, 1);
         EACH(MLP, F8_PARAM_FC1_WEIGHT, 1);
         EACH(MLP, F8_PARAM_FC1_BIAS, 0);
         EACH(MLP, F8_PARAM_FC2_WEIGHT, 1);
-        EACH(MLP, F8_PARAM_FC2_BIAS, 0);
+        EACH_R(MLP, F8_PARAM_FC2_BIAS, 0, 1);
 #undef QKV
 #undef MLP
 #undef PROJ
@@ -321,6 +374,7 @@ f8_status gpt_each_param(gpt *m, gpt_param_fn fn, void *user)
 
 f8_status gpt_checkpoint_add(gpt *m, f8_checkpoint *ck)
 {
+    if (m->tp) return tp_checkpoint_add(m, ck);
     char name[64];
     for (int64_t l = 0; l < m->c.layers; l++) {
         snprintf(name, sizeof name, "model.h.%lld.qkv", (long long)l);
@@ -337,6 +391,7 @@ f8_status gpt_checkpoint_add(gpt *m, f8_checkpoint *ck)
 
 f8_status gpt_checkpoint_restore(gpt *m, const f8_checkpoint *ck)
 {
+    if (m->tp) return tp_checkpoint_restore(m, ck);
     char name[64];
     for (int64_t l = 0; l < m->c.layers; l++) {
         snprintf(name, sizeof name, "model.h.%lld.qkv", (long long)l);

@@ -68,10 +68,23 @@ typedef struct gpt {
     void *grads_user;
     int64_t param_layer;      /* during gpt_each_param: the visited parameter's block, or -1
                                  (embeddings, final norm, LM head) */
+    /* Tensor parallelism (tp.h): this rank holds heads tp_rank·H/P .. of
+     * every block's attention and the same share of the MLP; NULL, 0, 1
+     * without it. */
+    f8_comm *tp;
+    int tp_rank, tp_size;
+    int64_t Cl;               /* channels / tp_size: the local heads' width */
+    int64_t Fl;               /* 4·channels / tp_size: the local MLP width */
+    int skip_replicated;      /* gpt_each_param visits only the sharded parameters (tp.h) */
+    float *tp_buf;            /* (T, C) FP32 staging of a BF16 all-reduce (tp.c) */
 } gpt;
 
 /* Create (parameters initialised from c.seed), with its activations. */
 f8_status gpt_create(f8_ctx *ctx, const gpt_config *c, gpt *m, char *err, size_t err_size);
+/* The same model as rank tp_rank of the tensor-parallel group tp (NULL: one
+ * rank, as gpt_create): the full parameters are initialised as gpt_create
+ * does and this rank keeps its shard (tp.h). */
+f8_status gpt_create_tp(f8_ctx *ctx, const gpt_config *c, f8_comm *tp, gpt *m, char *err, size_t err_size);
 void gpt_destroy(gpt *m);
 
 /* Number of parameters (wte counted once). */

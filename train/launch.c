@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "parse.h"
+#include "tp.h"
 #include "trainer.h"
 
 /* The options of rank r of world. */
@@ -46,8 +47,10 @@ static train_options rank_options(const train_options *o, int r, int world)
         x.log = "";
         x.plot = "";
         x.fp8_report = 0;
-        x.val_every = 0;
-        x.sample = 0;
+        if (o->tp <= 1) { /* with TP the whole group runs every forward (its collectives): rank 0 alone prints */
+            x.val_every = 0;
+            x.sample = 0;
+        }
     }
     return x;
 }
@@ -71,25 +74,40 @@ static int run_rank(const train_options *o)
 
 typedef struct cpu_rank {
     train_options o;
+    f8_comm_group **groups; /* every group of the run (world, TP, DP) */
+    int n_groups;
     int rc;
 } cpu_rank;
+
+static void abort_all(f8_comm_group **g, int n)
+{
+    for (int k = 0; k < n; k++) f8_comm_group_abort(g[k]);
+}
 
 static void *cpu_rank_main(void *arg)
 {
     cpu_rank *r = (cpu_rank *)arg;
     r->rc = run_rank(&r->o);
-    /* a rank that stopped early (or never joined) must not leave the others waiting */
-    if (r->rc == 1) f8_comm_group_abort(r->o.comm_group);
+    /* a rank that stopped early (or never joined) must not leave the others
+     * waiting, in whichever group they wait */
+    if (r->rc == 1) abort_all(r->groups, r->n_groups);
     return NULL;
 }
 
 static int launch_cpu(const train_options *o)
 {
-    const int n = (int)o->ranks;
+    const int n = (int)o->ranks, P = o->tp > 1 ? (int)o->tp : 1, D = n / P;
     char err[256];
-    f8_comm_group *g = NULL;
-    if (f8_comm_group_create(n, &g, err, sizeof err) != F8_OK) {
-        fprintf(stderr, "f8_train: %s\n", err);
+    /* groups[0] is the world; with --tp, then D TP groups of P ranks and P DP groups of D ranks */
+    const int n_groups = P > 1 ? 1 + D + P : 1;
+    f8_comm_group **g = (f8_comm_group **)calloc((size_t)n_groups, sizeof *g);
+    int made = 0;
+    for (; g && made < n_groups; made++)
+        if (f8_comm_group_create(made == 0 ? n : made <= D ? P : D, &g[made], err, sizeof err) != F8_OK) break;
+    if (!g || made < n_groups) {
+        fprintf(stderr, "f8_train: %s\n", g ? err : "out of memory");
+        for (int k = 0; g && k < made; k++) f8_comm_group_destroy(g[k]);
+        free(g);
         return 1;
     }
     cpu_rank *ranks = (cpu_rank *)calloc((size_t)n, sizeof *ranks);
@@ -98,10 +116,13 @@ static int launch_cpu(const train_options *o)
     for (int r = 0; ranks && th && r < n; r++, started++) {
         ranks[r].o = rank_options(o, r, n);
         if (strcmp(ranks[r].o.backend, "auto") == 0) ranks[r].o.backend = "cpu";
-        ranks[r].o.comm_group = g;
+        ranks[r].o.comm_group = g[0];
+        if (P > 1) ranks[r].o.tp_group = g[1 + r / P], ranks[r].o.dp_group = g[1 + D + r % P];
+        ranks[r].groups = g;
+        ranks[r].n_groups = n_groups;
         if (pthread_create(&th[r], NULL, cpu_rank_main, &ranks[r]) != 0) {
             fprintf(stderr, "f8_train: cannot start rank %d's thread\n", r);
-            f8_comm_group_abort(g);
+            abort_all(g, n_groups);
             rc = 1;
             break;
         }
@@ -113,7 +134,8 @@ static int launch_cpu(const train_options *o)
     if (!rc && started) rc = ranks[0].rc;
     free(ranks);
     free(th);
-    f8_comm_group_destroy(g);
+    for (int k = 0; k < n_groups; k++) f8_comm_group_destroy(g[k]);
+    free(g);
     return rc;
 }
 
@@ -141,10 +163,13 @@ static int read_all(int fd, void *p, size_t n)
     return 0;
 }
 
-/* Child r: get the id (rank 0 makes it and sends it on), then run. */
+/* Child r: get the ids (rank 0 makes them and sends them on), then run.
+ * ids[0] joins the world; with --tp (untested on GPUs so far) ids[1 + d]
+ * the TP group of replica d and ids[1 + D + t] the DP group of TP index t. */
 static int gpu_child(const train_options *o, int r, int n, int (*fds)[2])
 {
-    f8_comm_id id;
+    const int P = o->tp > 1 ? (int)o->tp : 1, D = n / P, n_ids = P > 1 ? 1 + D + P : 1;
+    f8_comm_id ids[1 + 2 * 1024];
     char err[256];
     signal(SIGPIPE, SIG_IGN); /* a rank that died before reading: write fails, rank 0 says so */
     train_options x = rank_options(o, r, n);
@@ -157,22 +182,24 @@ static int gpu_child(const train_options *o, int r, int n, int (*fds)[2])
         if (k != r || r == 0) close(fds[k][0]);
     }
     if (r == 0) {
-        int ok = f8_comm_id_create(&id, err, sizeof err) == F8_OK;
+        int ok = 1;
+        for (int k = 0; k < n_ids && ok; k++) ok = f8_comm_id_create(&ids[k], err, sizeof err) == F8_OK;
         if (!ok) fprintf(stderr, "f8_train: rank 0: %s\n", err);
         for (int k = 1; k < n; k++) {
-            if (ok && write_all(fds[k][1], &id, sizeof id) != 0) ok = 0;
+            if (ok && write_all(fds[k][1], ids, sizeof ids[0] * (size_t)n_ids) != 0) ok = 0;
             close(fds[k][1]);
         }
         if (!ok) return 1;
     } else {
-        const int got = read_all(fds[r][0], &id, sizeof id);
+        const int got = read_all(fds[r][0], ids, sizeof ids[0] * (size_t)n_ids);
         close(fds[r][0]);
         if (got != 0) {
             fprintf(stderr, "f8_train: rank %d: rank 0 sent no NCCL id (it failed first)\n", r);
             return 1;
         }
     }
-    x.comm_id = &id;
+    x.comm_id = &ids[0];
+    if (P > 1) x.tp_id = &ids[1 + r / P], x.dp_id = &ids[1 + D + r % P];
     return run_rank(&x);
 }
 
@@ -312,6 +339,11 @@ int train_launch_from_env(void) { return env_any("WORLD_SIZE", "OMPI_COMM_WORLD_
 
 int train_launch(const train_options *o)
 {
+    char err[256];
+    if (train_check_tp(o, err, sizeof err) != 0) {
+        fprintf(stderr, "f8_train: %s\n", err);
+        return 1;
+    }
     if (o->ranks > 0) return launch_cpu(o);
     if (o->gpus > 0) return launch_gpus(o);
     const char *r = env_any("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK"),
@@ -322,6 +354,11 @@ int train_launch(const train_options *o)
     if ((r && parse_int("RANK (environment)", r, 0, 1 << 20, &rank, err, sizeof err) != 0) ||
         (w && parse_int("WORLD_SIZE (environment)", w, 1, 1 << 20, &world, err, sizeof err) != 0)) {
         fprintf(stderr, "f8_train: %s\n", err);
+        return 1;
+    }
+    if (r && w && o->tp > 1) {
+        fprintf(stderr, "f8_train: --tp with RANK/WORLD_SIZE (one process per GPU, started outside) is not supported "
+                        "yet: use --gpus N --tp K on one machine\n");
         return 1;
     }
     if (r && w && rank < world) return launch_env(o, (int)rank, (int)world);

@@ -2,8 +2,12 @@
  * options.c — f8_train's command line: defaults, presets, parsing, --help.
  * Every option is listed in train_print_help with its default.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "parse.h"
 #include "trainer.h"
@@ -68,6 +72,7 @@ train_options train_options_default(void)
     o.checkpoint = "";
     o.checkpoint_every = 0;
     o.graph = -1;
+    o.tp = 1;
     o.sample = 120;
     o.temperature = 0.8f;
     o.prompt = "";
@@ -136,6 +141,8 @@ void train_print_help(FILE *f)
                "  --ranks N            over N in-process CPU ranks (threads; the CPU backend)\n"
                "  --dp-overlap on|off  one gradient bucket per block, reduce-scattered while the backward\n"
                "                       goes on (NCCL: on a second stream); default off: one bucket after it\n"
+               "  --tp N               tensor parallel over groups of N of those ranks (heads, MLP split;\n"
+               "                       data parallel = ranks / N); amaxes reduced over all ranks\n"
                "  Across machines: one f8_train per GPU with RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and\n"
                "  MASTER_PORT set (torchrun style); rank 0 serves the NCCL id on MASTER_PORT.\n");
     fprintf(f, "\nPresets (--model): layers/heads/channels/seq, batch x microbatches, lr\n");
@@ -172,6 +179,43 @@ static int opt_word(const char *a, const char *v, const char *const *words, int 
     return -1;
 }
 
+int train_check_tp(const train_options *o, char *err, size_t n)
+{
+    const int64_t ranks = o->ranks > 0 ? o->ranks : o->gpus;
+    if (o->tp < 1) return snprintf(err, n, "--tp %lld: at least 1", (long long)o->tp), -1;
+    if (o->tp == 1) return 0;
+    if (ranks <= 0) {
+        snprintf(err, n, "--tp %lld needs --ranks N or --gpus N with N a multiple of it", (long long)o->tp);
+        return -1;
+    }
+    if (ranks % o->tp != 0) {
+        snprintf(err, n, "--tp %lld does not divide the %lld ranks (data parallel = ranks / tp)", (long long)o->tp,
+                 (long long)ranks);
+        return -1;
+    }
+    if (o->grad_accum % (ranks / o->tp) != 0) {
+        snprintf(err, n, "--grad-accum %lld does not split evenly over %lld data-parallel replicas", (long long)o->grad_accum,
+                 (long long)(ranks / o->tp));
+        return -1;
+    }
+    if (o->init_from && o->init_from[0]) {
+        snprintf(err, n, "--init-from with --tp %lld is not supported (the GPT-2 import writes whole modules): import "
+                         "with one rank, checkpoint, then --resume with --tp", (long long)o->tp);
+        return -1;
+    }
+    if (o->dp_overlap) {
+        snprintf(err, n, "--dp-overlap with --tp %lld is not supported (the LayerNorm gradients are reduced over the "
+                         "tensor-parallel group after the backward)", (long long)o->tp);
+        return -1;
+    }
+    if (o->heads % o->tp != 0 || (4 * o->channels) % o->tp != 0) {
+        snprintf(err, n, "--tp %lld: the %lld heads and the MLP width %lld (4 x channels) must divide by it",
+                 (long long)o->tp, (long long)o->heads, (long long)(4 * o->channels));
+        return -1;
+    }
+    return 0;
+}
+
 /* Options that contradict each other, refused rather than resolved silently. */
 static int check_conflicts(const train_options *o, char *err, size_t n)
 {
@@ -180,7 +224,8 @@ static int check_conflicts(const train_options *o, char *err, size_t n)
         return -1;
     }
     const int64_t ranks = o->ranks > 0 ? o->ranks : o->gpus;
-    if (ranks > 0 && o->grad_accum % ranks != 0) {
+    if (o->tp > 1 && train_check_tp(o, err, n) != 0) return -1;
+    if (o->tp <= 1 && ranks > 0 && o->grad_accum % ranks != 0) {
         snprintf(err, n, "--grad-accum %lld does not split evenly over %lld ranks (each rank runs grad-accum / ranks "
                          "microbatches)", (long long)o->grad_accum, (long long)ranks);
         return -1;
@@ -272,6 +317,7 @@ int train_parse_args(int argc, char **argv, train_options *o, FILE *out, char *e
         else if (strcmp(a, "--grad-accum") == 0) bad = opt_i64(a, v, 1, 1 << 16, &o->grad_accum, err, n);
         else if (strcmp(a, "--ranks") == 0) bad = opt_i64(a, v, 1, 1024, &o->ranks, err, n);
         else if (strcmp(a, "--gpus") == 0) bad = opt_i64(a, v, 1, 1024, &o->gpus, err, n);
+        else if (strcmp(a, "--tp") == 0) bad = opt_i64(a, v, 1, 1024, &o->tp, err, n);
         else if (strcmp(a, "--steps") == 0) bad = opt_i64(a, v, 1, BIG, &o->steps, err, n);
         else if (strcmp(a, "--warmup") == 0) bad = opt_i64(a, v, 0, BIG, &o->warmup, err, n);
         else if (strcmp(a, "--val-every") == 0) bad = opt_i64(a, v, 0, BIG, &o->val_every, err, n);
@@ -437,5 +483,61 @@ int train_options_from_metadata(train_options *o, train_meta_fn get, void *user,
     *vocab = v;
     *padded_vocab = pv;
     *step = s;
+    return 0;
+}
+
+/* ---- run preconditions (trainer_create) ------------------------------------ */
+
+/* --checkpoint must be writable before the run, not after it: create (and
+ * remove) the temporary f8_checkpoint_save would write next to it. */
+int train_check_writable(const char *path, char *err, size_t n)
+{
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        snprintf(err, n, "--checkpoint '%s' is a directory (give a file name)", path);
+        return -1;
+    }
+    size_t len = strlen(path) + 32;
+    char *tmp = (char *)malloc(len);
+    if (!tmp) return snprintf(err, n, "out of memory"), -1;
+    snprintf(tmp, len, "%s.tmp.%ld", path, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644), e = errno;
+    if (fd >= 0) {
+        close(fd);
+        unlink(tmp);
+    } else
+        snprintf(err, n, "--checkpoint '%s': cannot create files there: %s (checked before training)", path,
+                 strerror(e));
+    free(tmp);
+    return fd >= 0 ? 0 : -1;
+}
+
+/* A bound on the model's memory before it is made: parameters with their
+ * gradients and the two AdamW moments, the FP8 weight workspaces, and the
+ * activation buffers gpt_create allocates (the modules' saved activations
+ * come on top). On the CPU it must fit the machine's memory; anywhere it
+ * must fit 1 TiB (a checkpoint's metadata is untrusted: this stops
+ * train.layers = 1000000 before anything is allocated). */
+int train_check_memory(const gpt_config *c, int cuda, char *err, size_t n)
+{
+    const double C = (double)c->channels, L = (double)c->layers, S = (double)c->seq, Vp = (double)c->padded_vocab;
+    const double T = (double)c->batch * S, es = (double)f8_dtype_size(c->dtype);
+    const double block = 12 * C * C + 13 * C, params = L * block + Vp * C + S * C + 2 * C;
+    const double acts = T * ((2 * L + 1) * C + 3 * L * C + L * C + Vp + 5 * C) * es + T * 12;
+    const double bytes = params * (2 * es + 8) + (c->fp8 ? L * 12 * C * C * 2 : 0) + acts;
+    double limit = 1099511627776.0;
+    const char *what = "the 1 TiB sanity bound";
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (!cuda && pages > 0 && page > 0 && (double)pages * (double)page < limit) {
+        limit = (double)pages * (double)page;
+        what = "this machine's memory";
+    }
+    if (bytes > limit) {
+        snprintf(err, n, "the model (%lld layers, %lld channels, seq %lld, batch %lld, vocab %lld: %.3g parameters) "
+                         "needs at least %.1f GiB, more than %s (%.1f GiB)", (long long)c->layers,
+                 (long long)c->channels, (long long)c->seq, (long long)c->batch, (long long)c->vocab, params,
+                 bytes / 1073741824.0, what, limit / 1073741824.0);
+        return -1;
+    }
     return 0;
 }

@@ -38,6 +38,7 @@
 #include "plot.h"
 #include "fp8_report.h"
 #include "tokenizer.h"
+#include "tp.h"
 #include "trainer.h"
 
 struct trainer {
@@ -46,7 +47,8 @@ struct trainer {
     data_set *data;
     gpt m;
     f8_adamw *opt;           /* the whole model's, or with dp the rank's shard's (owned by dp) */
-    f8_comm *comm;           /* data-parallel ranks, or NULL */
+    f8_comm *comm;           /* all ranks (amaxes, gradient norm), or NULL */
+    f8_comm *tp_comm, *dp_comm; /* with --tp: this rank's TP and DP groups (else NULL: comm is the DP group) */
     dp *dp;
     int64_t step;            /* optimizer steps done */
     int64_t M, T;            /* microbatches per step (all ranks), tokens per microbatch */
@@ -103,12 +105,15 @@ static f8_status step_work(trainer *t)
     m->targets = own_targets;
     m->losses = own_losses;
     TRY(st);
+    if (m->tp) TRY(tp_reduce_grads(m)); /* the column-parallel LayerNorms' shares */
     TRY(f8_ctx_update_scales(t->ctx, F8_DIR_FORWARD));
     TRY(f8_ctx_update_scales(t->ctx, F8_DIR_BACKWARD));
     if (!t->dp) return f8_adamw_step(t->opt);
     TRY(dp_step(t->dp));
-    /* every rank's losses, in microbatch order: the mean is the one-rank one */
-    return f8_comm_all_gather(t->comm, t->losses + t->mb0 * t->T, t->losses, t->Ml * t->T, F8_DTYPE_FP32);
+    if (m->tp) TRY(tp_sync_replicated(m)); /* updated on TP rank 0 only */
+    /* every replica's losses, in microbatch order: the mean is the one-rank one */
+    f8_comm *dpc = t->dp_comm ? t->dp_comm : t->comm;
+    return f8_comm_all_gather(dpc, t->losses + t->mb0 * t->T, t->losses, t->Ml * t->T, F8_DTYPE_FP32);
 }
 
 static f8_status stage_batches(trainer *t, int64_t step)
@@ -216,7 +221,10 @@ f8_status trainer_save(trainer *t, const char *path)
     if (st == F8_OK) st = f8_checkpoint_set_metadata(ck, "train.step", step);
     if (st == F8_OK) st = f8_checkpoint_set_metadata(ck, "train.recipe", f8_recipe_kind_name(f8_ctx_recipe(t->ctx)->kind));
     if (st == F8_OK) st = gpt_checkpoint_add(&t->m, ck);
-    if (st == F8_OK) st = t->dp ? dp_checkpoint_add(t->dp, ck, "optimizer") : f8_checkpoint_add_adamw(ck, "optimizer", t->opt);
+    if (st == F8_OK)
+        st = t->m.tp ? tp_optimizer_add(&t->m, t->dp, ck, "optimizer")
+           : t->dp   ? dp_checkpoint_add(t->dp, ck, "optimizer")
+                     : f8_checkpoint_add_adamw(ck, "optimizer", t->opt);
     /* one file per model: every rank took part in gathering it, rank 0 writes it */
     if (st == F8_OK && t->o.rank == 0) st = f8_checkpoint_save(ck, path);
     f8_checkpoint_destroy(ck);
@@ -271,8 +279,9 @@ static f8_status resume(trainer *t, const char *path)
     }
     if (st == F8_OK) st = gpt_checkpoint_restore(&t->m, ck);
     if (st == F8_OK)
-        st = t->dp ? dp_checkpoint_restore(t->dp, ck, "optimizer", t->error, sizeof t->error)
-                   : f8_checkpoint_restore_adamw(ck, "optimizer", t->opt);
+        st = t->m.tp ? tp_optimizer_restore(&t->m, t->dp, ck, "optimizer", t->error, sizeof t->error)
+           : t->dp   ? dp_checkpoint_restore(t->dp, ck, "optimizer", t->error, sizeof t->error)
+                     : f8_checkpoint_restore_adamw(ck, "optimizer", t->opt);
     int64_t done = -1;
     if (st == F8_OK) st = f8_adamw_read(t->opt, &done, NULL, NULL);
     if (st == F8_OK && done != t->ck_step) {
@@ -283,60 +292,6 @@ static f8_status resume(trainer *t, const char *path)
     if (st == F8_OK) t->step = t->ck_step;
     f8_checkpoint_destroy(ck);
     return st;
-}
-
-/* --checkpoint must be writable before the run, not after it: create (and
- * remove) the temporary f8_checkpoint_save would write next to it. */
-static int check_writable(const char *path, char *err, size_t n)
-{
-    struct stat sb;
-    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-        snprintf(err, n, "--checkpoint '%s' is a directory (give a file name)", path);
-        return -1;
-    }
-    size_t len = strlen(path) + 32;
-    char *tmp = (char *)malloc(len);
-    if (!tmp) return snprintf(err, n, "out of memory"), -1;
-    snprintf(tmp, len, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644), e = errno;
-    if (fd >= 0) {
-        close(fd);
-        unlink(tmp);
-    } else
-        snprintf(err, n, "--checkpoint '%s': cannot create files there: %s (checked before training)", path,
-                 strerror(e));
-    free(tmp);
-    return fd >= 0 ? 0 : -1;
-}
-
-/* A bound on the model's memory before it is made: parameters with their
- * gradients and the two AdamW moments, the FP8 weight workspaces, and the
- * activation buffers gpt_create allocates (the modules' saved activations
- * come on top). On the CPU it must fit the machine's memory; anywhere it
- * must fit 1 TiB (a checkpoint's metadata is untrusted: this stops
- * train.layers = 1000000 before anything is allocated). */
-static int check_memory(const gpt_config *c, int cuda, char *err, size_t n)
-{
-    const double C = (double)c->channels, L = (double)c->layers, S = (double)c->seq, Vp = (double)c->padded_vocab;
-    const double T = (double)c->batch * S, es = (double)f8_dtype_size(c->dtype);
-    const double block = 12 * C * C + 13 * C, params = L * block + Vp * C + S * C + 2 * C;
-    const double acts = T * ((2 * L + 1) * C + 3 * L * C + L * C + Vp + 5 * C) * es + T * 12;
-    const double bytes = params * (2 * es + 8) + (c->fp8 ? L * 12 * C * C * 2 : 0) + acts;
-    double limit = 1099511627776.0;
-    const char *what = "the 1 TiB sanity bound";
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    if (!cuda && pages > 0 && page > 0 && (double)pages * (double)page < limit) {
-        limit = (double)pages * (double)page;
-        what = "this machine's memory";
-    }
-    if (bytes > limit) {
-        snprintf(err, n, "the model (%lld layers, %lld channels, seq %lld, batch %lld, vocab %lld: %.3g parameters) "
-                         "needs at least %.1f GiB, more than %s (%.1f GiB)", (long long)c->layers,
-                 (long long)c->channels, (long long)c->seq, (long long)c->batch, (long long)c->vocab, params,
-                 bytes / 1073741824.0, what, limit / 1073741824.0);
-        return -1;
-    }
-    return 0;
 }
 
 /* ---- creation --------------------------------------------------------------- */
@@ -365,6 +320,7 @@ static f8_status make_ctx(trainer *t, char *err, size_t n)
         snprintf(err, n, "FP8 telemetry: %s", f8_ctx_last_error(t->ctx));
     if (st == F8_OK && (t->o.comm_group || t->o.comm_id)) /* data parallel, any size (1 included) */
         st = dp_comm_create(t->ctx, t->o.comm_group, t->o.comm_id, t->o.rank, t->o.world, &t->comm, err, n);
+    if (st == F8_OK && t->comm && t->o.tp > 1) st = tp_comms_create(t->ctx, &t->o, &t->tp_comm, &t->dp_comm, err, n);
     return st;
 }
 
@@ -380,7 +336,7 @@ f8_status trainer_create(const train_options *opt, trainer **out, char *err, siz
         snprintf(err, n, "--steps %lld: nothing to train (at least 1)", (long long)t->o.steps);
         st = F8_ERR_INVALID_ARGUMENT;
     }
-    if (st == F8_OK && t->o.checkpoint && t->o.checkpoint[0] && check_writable(t->o.checkpoint, err, n) != 0)
+    if (st == F8_OK && t->o.checkpoint && t->o.checkpoint[0] && train_check_writable(t->o.checkpoint, err, n) != 0)
         st = F8_ERR_IO;
     if (st == F8_OK && t->o.resume && t->o.resume[0]) {
         /* the model shape comes from the checkpoint (a CPU ctx reads it) */
@@ -444,8 +400,8 @@ f8_status trainer_create(const train_options *opt, trainer **out, char *err, siz
                              "the same kind of data", (long long)t->ck_vocab, (long long)c.vocab);
             st = F8_ERR_INVALID_ARGUMENT;
         }
-        if (st == F8_OK && check_memory(&c, cuda, err, n) != 0) st = F8_ERR_OUT_OF_MEMORY;
-        if (st == F8_OK) st = gpt_create(t->ctx, &c, &t->m, err, n);
+        if (st == F8_OK && train_check_memory(&c, cuda, err, n) != 0) st = F8_ERR_OUT_OF_MEMORY;
+        if (st == F8_OK) st = gpt_create_tp(t->ctx, &c, t->tp_comm, &t->m, err, n);
         if (st == F8_OK && from_hf) st = hf_import(&t->m, t->o.init_from, err, n);
         t->use_graph = t->o.graph < 0 ? cuda : t->o.graph;
     }
@@ -458,22 +414,28 @@ f8_status trainer_create(const train_options *opt, trainer **out, char *err, siz
     ac.weight_decay = t->o.weight_decay;
     ac.grad_clip = t->o.grad_clip;
     if (st == F8_OK && t->comm) {
-        st = dp_create(t->comm, &t->m, t->o.dp_overlap, &ac, &t->dp, err, n);
+        /* with TP: ZeRO-1 over the DP group of this rank's parameters, the replicated ones on
+         * TP rank 0 only; the gradient norm over every rank (tp.h) */
+        t->m.skip_replicated = t->m.tp_rank > 0;
+        st = dp_create(t->dp_comm ? t->dp_comm : t->comm, &t->m, t->o.dp_overlap, &ac, &t->dp, err, n);
+        t->m.skip_replicated = 0;
         if (st == F8_OK) t->opt = dp_optimizer(t->dp);
+        if (st == F8_OK && t->tp_comm) st = f8_adamw_set_comm(t->opt, t->comm);
     } else if (st == F8_OK) {
         st = f8_adamw_create(t->ctx, &ac, &t->opt);
         if (st == F8_OK) st = gpt_each_param(&t->m, add_param, t->opt);
     }
     t->M = t->o.grad_accum;
     t->T = t->m.T;
-    const int64_t world = t->comm ? f8_comm_size(t->comm) : 1;
+    f8_comm *dpc = t->dp_comm ? t->dp_comm : t->comm; /* the replicas split the microbatches */
+    const int64_t world = dpc ? f8_comm_size(dpc) : 1;
     if (st == F8_OK && t->M % world != 0) {
         snprintf(err, n, "--grad-accum %lld does not split evenly over %lld ranks (each rank runs grad-accum / ranks "
                          "microbatches)", (long long)t->M, (long long)world);
         st = F8_ERR_INVALID_ARGUMENT;
     }
     t->Ml = t->M / world;
-    t->mb0 = t->o.rank * t->Ml;
+    t->mb0 = (dpc ? f8_comm_rank(dpc) : 0) * t->Ml;
     if (st == F8_OK) st = f8_ctx_alloc(t->ctx, (size_t)(t->Ml * 2 * t->T) * 4, (void **)&t->stage);
     if (st == F8_OK) st = f8_ctx_alloc(t->ctx, (size_t)(t->M * t->T) * 4, (void **)&t->losses);
     if (st == F8_OK) {
@@ -501,6 +463,8 @@ void trainer_destroy(trainer *t)
         if (t->dp) dp_destroy(t->dp);
         else f8_adamw_destroy(t->opt);
         gpt_destroy(&t->m);
+        f8_comm_destroy(t->tp_comm);
+        f8_comm_destroy(t->dp_comm);
         f8_comm_destroy(t->comm); /* peers still waiting in a collective fail instead of hanging */
         f8_ctx_destroy(t->ctx);
     }
@@ -683,8 +647,11 @@ int trainer_run(trainer *t)
         printf("batch: %lld microbatches x %lld sequences x %lld tokens = %lld tokens/step\n", (long long)t->M,
                (long long)t->m.c.batch, (long long)t->m.c.seq, (long long)tokens_per_step);
         if (t->comm)
-            printf("data parallel: %d ranks (%s), %lld microbatches each, ZeRO-1 sharded AdamW\n", t->o.world,
-                   cuda ? "NCCL" : "CPU threads", (long long)t->Ml);
+            printf("data parallel: %d ranks (%s), %lld microbatches each, ZeRO-1 sharded AdamW\n",
+                   t->o.world / t->m.tp_size, cuda ? "NCCL" : "CPU threads", (long long)t->Ml);
+        if (t->m.tp)
+            printf("tensor parallel: %d ranks per replica, %lld heads and %lld MLP columns each\n", t->m.tp_size,
+                   (long long)(t->m.c.heads / t->m.tp_size), (long long)t->m.Fl);
         fflush(stdout);
     }
     tlog *log = NULL;
@@ -776,8 +743,10 @@ int trainer_run(trainer *t)
         }
         if (!o->quiet) printf("checkpoint: %s (step %lld)\n", o->checkpoint, (long long)t->step);
     }
-    if (t->o.rank > 0) return 0; /* rank 0 reports the run */
-    if (o->plot && o->plot[0] && o->log && o->log[0]) {
+    /* rank 0 reports the run; with TP every rank samples (the forward's collectives), rank 0 prints */
+    if (t->o.rank > 0 && !t->m.tp) return 0;
+    const int say = t->o.rank == 0;
+    if (say && o->plot && o->plot[0] && o->log && o->log[0]) {
         const char *paths[5], *names[5];
         paths[0] = o->log;
         names[0] = o->fp8 ? "FP8" : "BF16";
@@ -790,16 +759,18 @@ int trainer_run(trainer *t)
     if (o->sample > 0 && t->m.c.vocab > 256 && o->tokenizer && o->tokenizer[0]) {
         char *text = NULL;
         if (trainer_sample_text(t, o->tokenizer, o->sample, o->temperature, o->seed, &text) == F8_OK) {
-            printf("sample:\n");
-            tlog_print_text(stdout, text);
-            printf("\n");
-        }
-        else
+            if (say) {
+                printf("sample:\n");
+                tlog_print_text(stdout, text);
+                printf("\n");
+            }
+        } else {
             fprintf(stderr, "f8_train: sample: %s\n", trainer_error(t));
+        }
         free(text);
     } else if (o->sample > 0 && t->m.c.vocab <= 256) {
         char *text = (char *)malloc((size_t)o->sample + 1);
-        if (text && trainer_sample(t, o->prompt, o->sample, o->temperature, o->seed, text) == F8_OK) {
+        if (text && trainer_sample(t, o->prompt, o->sample, o->temperature, o->seed, text) == F8_OK && say) {
             printf("sample:\n");
             tlog_print_text(stdout, o->prompt ? o->prompt : "");
             tlog_print_text(stdout, text);
@@ -807,6 +778,7 @@ int trainer_run(trainer *t)
         }
         free(text);
     }
+    if (!say) return 0;
     if (o->steps - first_step < 2) {
         /* one step has nothing to compare its loss with: not a success */
         printf("done in %s: trained %lld step%s: too few to tell whether the loss fell (2 are needed; exit status 3)\n",

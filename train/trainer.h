@@ -68,10 +68,16 @@ typedef struct train_options {
      * (launch.c); --grad-accum microbatches are split among the ranks. */
     int64_t ranks, gpus;
     int dp_overlap;           /* --dp-overlap: per-block gradient buckets reduced during the backward */
+    int64_t tp;               /* --tp N: tensor parallel over groups of N of the ranks (tp.h); 1: none */
     /* Set per rank by the launcher, not by the command line (world <= 1: no communicator). */
     int rank, world, device;
     f8_comm_group *comm_group; /* CPU ranks */
     const f8_comm_id *comm_id; /* NCCL ranks */
+    /* With tp > 1, also this rank's tensor-parallel group (ranks d·tp .. d·tp + tp - 1 of the world)
+     * and data-parallel group (the ranks of its TP index): CPU groups or NCCL ids. comm_group /
+     * comm_id stay the whole world (amax reduction, gradient norm). */
+    f8_comm_group *tp_group, *dp_group;
+    const f8_comm_id *tp_id, *dp_id;
 } train_options;
 
 train_options train_options_default(void);
@@ -97,6 +103,17 @@ void train_print_help(FILE *out);
 typedef const char *(*train_meta_fn)(void *user, const char *key);
 int train_options_from_metadata(train_options *o, train_meta_fn get, void *user, int64_t *vocab,
                                 int64_t *padded_vocab, int64_t *step, char *err, size_t err_size);
+
+/* Preconditions trainer_create checks before it allocates (options.c):
+ * --checkpoint's directory takes files (a temporary is created and
+ * removed); the model c fits (the machine's memory on the CPU, 1 TiB
+ * anywhere). 0, or -1 with the reason in err. */
+int train_check_writable(const char *path, char *err, size_t err_size);
+int train_check_memory(const gpt_config *c, int cuda, char *err, size_t err_size);
+/* --tp against the rest: ranks (--ranks or --gpus) a multiple of it, the
+ * replicas splitting --grad-accum evenly, heads and the MLP width divisible
+ * by it, no --dp-overlap with it. 0, or -1 with the reason in err. */
+int train_check_tp(const train_options *o, char *err, size_t err_size);
 
 typedef struct trainer trainer;
 

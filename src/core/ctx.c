@@ -141,6 +141,8 @@ const char *f8_ctx_last_error(const f8_ctx *ctx) { return ctx ? ctx->error : "ct
 
 f8_backend f8_ctx_backend(const f8_ctx *ctx) { return ctx ? ctx->kind : F8_BACKEND_CPU; }
 
+int f8_ctx_device(const f8_ctx *ctx) { return ctx ? ctx->device : 0; }
+
 const f8_recipe *f8_ctx_recipe(const f8_ctx *ctx) { return ctx ? &ctx->recipe : NULL; }
 
 f8_status f8_ctx_set_stream(f8_ctx *ctx, void *stream)

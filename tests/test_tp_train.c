@@ -1,0 +1,410 @@
+/*
+ * test_tp_train.c — tensor parallelism in the GPT trainer (train/tp.c) on
+ * CPU ranks (threads, f8_comm_group), against one rank. A GPT of 2 layers,
+ * 4 heads, 64 channels, seq 16, 4 microbatches of 2 sequences, 4 steps:
+ *  - TP 2, TP 4 and DP 2 x TP 2, FP8 delayed scaling; TP 2 with FP8 off
+ *    (FP32; and a BF16 model within BF16_TOL, a few BF16 ulps):
+ *      the step losses and the parameters after 4 steps (gathered into the
+ *      one-rank layout) within LOSS_TOL / PARAM_TOL relative of one rank.
+ *      Not bitwise: the row-parallel modules (proj, fc2) sum their output
+ *      over the ranks (rank 0's partial GEMM + rank 1's + ...) where one rank
+ *      sums the whole reduction dimension in one GEMM, and the column-parallel
+ *      input gradients and LayerNorm gradients are likewise summed in parts;
+ *      with DP the gradients are also summed over replicas (test_dp's
+ *      difference). The parameters at creation are bitwise one rank's.
+ *    every rank holds bitwise the same amaxes and scales (MAX over all
+ *    ranks), the same replicated parameters and losses; the DP replicas of
+ *    one TP index the same shards;
+ *  - determinism: TP 2 run twice gives the same bits, and so does the CPU
+ *    graph (collectives recorded and replayed);
+ *  - checkpoints: written by TP 2 after 2 steps in the one-rank layout, it
+ *    restores into one rank with bitwise the TP run's parameters, resumes
+ *    into TP 2 bitwise the uninterrupted run, and into one rank within the
+ *    tolerance;
+ *  - the slicing itself: q|k|v (3 parts) and a gated fc1 (2 parts) along rows
+ *    and columns, P = 1, 2, 4: each rank's share, and the shards put back;
+ *  - refused: heads or the MLP width not divisible by --tp, ranks not a
+ *    multiple of it, --dp-overlap with it: each with a message saying so;
+ *    the launcher (train_launch) runs --ranks 4 --tp 2 and refuses 3 ranks.
+ */
+#include <pthread.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "io/checkpoint.h"
+#include "../train/corpus.c"
+#include "../train/data.c"
+#include "../train/dp.c"
+#include "../train/launch.c"
+#include "../train/fp8_report.c"
+#include "../train/gpt.c"
+#include "../train/hf.c"
+#include "../train/log.c"
+#include "../train/options.c"
+#include "../train/parse.c"
+#include "../train/plot.c"
+#include "../train/tokenizer.c"
+#include "../train/tp.c"
+#include "../train/trainer.c"
+
+#define STEPS 4
+#define MAXR 4
+#define LOSS_TOL 1e-4
+#define PARAM_TOL 1e-4
+#define BF16_TOL 3e-2
+
+static train_options base_options(void)
+{
+    train_options o = train_options_default();
+    o.backend = "cpu";
+    o.fp8 = 1;
+    o.layers = 2;
+    o.heads = 4;
+    o.channels = 64;
+    o.seq = 16;
+    o.batch = 2;
+    o.grad_accum = 4;
+    o.steps = STEPS;
+    o.warmup = 1;
+    o.lr = 3e-3f;
+    o.lr_min = 3e-4f;
+    o.val_every = 0;
+    o.log = "";
+    o.plot = "";
+    o.sample = 0;
+    o.quiet = 1;
+    o.graph = 0;
+    return o;
+}
+
+typedef struct run_groups {
+    f8_comm_group *g[1 + 2 * MAXR];
+    int n;
+} run_groups;
+
+typedef struct rank_out {
+    train_options o;
+    const run_groups *groups; /* every group of the run, aborted when this rank fails */
+    int steps;
+    const char *save;
+    double loss[STEPS];
+    int64_t first;
+    float *params;   /* the model in the one-rank layout (every "model." tensor, name order) */
+    int64_t n_params;
+    float *shared;   /* the same without the row-parallel biases (zero off TP rank 0) */
+    int64_t n_shared;
+    float *scales;   /* every slot's scale and last amax */
+    int n_scales;
+    f8_status st;
+    char err[512];
+} rank_out;
+
+static void append(float **v, int64_t *n, const float *src, int64_t k)
+{
+    *v = (float *)realloc(*v, sizeof(float) * (size_t)(*n + k + 1));
+    if (!*v) die("out of memory", NULL);
+    memcpy(*v + *n, src, sizeof(float) * (size_t)k);
+    *n += k;
+}
+
+/* The model as one rank would checkpoint it (TP: gathered, a collective). */
+static f8_status grab_model(rank_out *r, gpt *m)
+{
+    f8_checkpoint *ck = NULL;
+    f8_status st = f8_checkpoint_create(m->ctx, &ck);
+    if (st == F8_OK) st = gpt_checkpoint_add(m, ck);
+    for (size_t i = 0; st == F8_OK && i < f8i_checkpoint_count(ck); i++) {
+        const f8i_ck_entry *e = f8i_checkpoint_entry(ck, i);
+        if ((e->dtype != F8I_CK_F32 && e->dtype != F8I_CK_BF16) || strncmp(e->name, "model.", 6) != 0 ||
+            strstr(e->name, "amax") || strstr(e->name, "scale"))
+            continue;
+        const int64_t k = (int64_t)(e->bytes / (e->dtype == F8I_CK_F32 ? 4 : 2));
+        float *v = (float *)xmalloc(sizeof(float) * (size_t)(k + 1));
+        for (int64_t j = 0; j < k; j++) {
+            uint16_t h;
+            if (e->dtype == F8I_CK_F32) memcpy(&v[j], e->data + 4 * j, 4);
+            else memcpy(&h, e->data + 2 * j, 2), v[j] = f8_bf16_to_float(h);
+        }
+        append(&r->params, &r->n_params, v, k);
+        const size_t n = strlen(e->name);
+        const int rank0_bias = (n > 9 && strcmp(e->name + n - 9, "proj.bias") == 0) || strstr(e->name, "fc2_bias");
+        if (!rank0_bias) append(&r->shared, &r->n_shared, v, k);
+        free(v);
+    }
+    f8_checkpoint_destroy(ck);
+    return st;
+}
+
+static f8_status grab_scales(rank_out *r, f8_ctx *ctx)
+{
+    const int nf = f8_ctx_slot_count(ctx, F8_DIR_FORWARD), nb = f8_ctx_slot_count(ctx, F8_DIR_BACKWARD);
+    const int L = f8_ctx_recipe(ctx)->amax_history_len;
+    r->n_scales = 2 * (nf + nb);
+    r->scales = (float *)xmalloc(sizeof(float) * (size_t)(r->n_scales + 1));
+    float *hist = (float *)xmalloc(sizeof(float) * (size_t)L);
+    f8_status st = F8_OK;
+    for (int k = 0; k < nf + nb && st == F8_OK; k++) {
+        f8_slot s = {k < nf ? F8_DIR_FORWARD : F8_DIR_BACKWARD, k < nf ? k : k - nf};
+        st = f8_slot_read(ctx, s, &r->scales[2 * k], NULL, hist);
+        r->scales[2 * k + 1] = L > 1 ? hist[1] : hist[0];
+    }
+    free(hist);
+    return st;
+}
+
+static void *rank_thread(void *arg)
+{
+    rank_out *r = (rank_out *)arg;
+    trainer *t = NULL;
+    r->st = trainer_create(&r->o, &t, r->err, sizeof r->err);
+    if (r->st == F8_OK) {
+        r->first = trainer_steps_done(t);
+        for (int s = 0; s < r->steps && r->st == F8_OK; s++) r->st = trainer_step(t, &r->loss[s]);
+        if (r->st == F8_OK && r->save) r->st = trainer_save(t, r->save);
+        gpt *m = trainer_model(t);
+        if (r->st == F8_OK) r->st = grab_model(r, m);
+        if (r->st == F8_OK && r->o.fp8) r->st = grab_scales(r, m->ctx);
+        if (r->st != F8_OK) snprintf(r->err, sizeof r->err, "%s", trainer_error(t));
+    }
+    if (r->st != F8_OK) { /* leave nobody waiting */
+        for (int k = 0; r->groups && k < r->groups->n; k++) f8_comm_group_abort(r->groups->g[k]);
+    }
+    trainer_destroy(t);
+    return NULL;
+}
+
+/* R ranks in TP groups of P (R = 0: one rank, no communicator). */
+static void run(int R, int P, const train_options *base, int steps, const char *save, rank_out *out, int expect_ok)
+{
+    const int n = R ? R : 1, D = R ? R / P : 1;
+    static run_groups rg;
+    char err[256];
+    memset(&rg, 0, sizeof rg);
+    if (R) {
+        rg.n = P > 1 ? 1 + D + P : 1;
+        for (int k = 0; k < rg.n; k++)
+            if (f8_comm_group_create(k == 0 ? R : k <= D ? P : D, &rg.g[k], err, sizeof err) != F8_OK) die(err, NULL);
+    }
+    pthread_t th[MAXR];
+    for (int r = 0; r < n; r++) {
+        memset(&out[r], 0, sizeof out[r]);
+        out[r].o = R ? rank_options(base, r, R) : *base;
+        out[r].o.tp = P;
+        if (R) {
+            out[r].o.comm_group = rg.g[0];
+            if (P > 1) out[r].o.tp_group = rg.g[1 + r / P], out[r].o.dp_group = rg.g[1 + D + r % P];
+        }
+        out[r].steps = steps;
+        out[r].save = save;
+        out[r].groups = &rg;
+        if (pthread_create(&th[r], NULL, rank_thread, &out[r]) != 0) die("pthread_create", NULL);
+    }
+    for (int r = 0; r < n; r++) pthread_join(th[r], NULL);
+    for (int k = 0; k < rg.n; k++) f8_comm_group_destroy(rg.g[k]);
+    for (int r = 0; r < n && expect_ok; r++)
+        CHECK(out[r].st == F8_OK, "R=%d TP=%d rank %d: %s: %s", R, P, r, f8_status_string(out[r].st), out[r].err);
+}
+
+static void release(rank_out *out, int n)
+{
+    for (int r = 0; r < n; r++) free(out[r].params), free(out[r].shared), free(out[r].scales);
+}
+
+static double max_rel(const float *a, const float *b, int64_t n)
+{
+    double w = 0, scale = 0;
+    for (int64_t i = 0; i < n; i++) scale = fmax(scale, fabs((double)b[i]));
+    for (int64_t i = 0; i < n; i++) w = fmax(w, fabs((double)a[i] - b[i]) / scale);
+    return w;
+}
+
+/* Every rank: the same scales, losses and replicated parameters; R > P: the
+ * replicas of one TP index the same model. */
+static void check_ranks_agree(const char *what, const rank_out *out, int R, int P)
+{
+    for (int r = 1; r < R; r++) {
+        CHECK(out[r].n_scales == out[0].n_scales &&
+                  (!out[0].n_scales || memcmp(out[r].scales, out[0].scales, sizeof(float) * (size_t)out[0].n_scales) == 0),
+              "%s: rank %d's amaxes or scales differ from rank 0's", what, r);
+        CHECK(memcmp(out[r].loss, out[0].loss, sizeof out[0].loss) == 0, "%s: rank %d reports other losses", what, r);
+        CHECK(out[r].n_shared == out[0].n_shared &&
+                  memcmp(out[r].shared, out[0].shared, sizeof(float) * (size_t)out[0].n_shared) == 0,
+              "%s: rank %d's model differs from rank 0's", what, r);
+        const rank_out *twin = &out[r % P]; /* same TP index, replica 0 */
+        CHECK(out[r].n_params == twin->n_params &&
+                  memcmp(out[r].params, twin->params, sizeof(float) * (size_t)twin->n_params) == 0,
+              "%s: rank %d's parameters differ from its TP twin's in replica 0", what, r);
+    }
+}
+
+static void check_close(const char *what, const rank_out *a, const rank_out *ref, int steps, int ref_from)
+{
+    double worst = 0;
+    for (int s = 0; s < steps; s++) {
+        const double d = fabs(a->loss[s] - ref->loss[ref_from + s]) / fabs(ref->loss[ref_from + s]);
+        worst = fmax(worst, d);
+        CHECK(d <= LOSS_TOL, "%s: step %d loss %.9g vs %.9g (rel %.3g > %g)", what, s + 1, a->loss[s],
+              ref->loss[ref_from + s], d, LOSS_TOL);
+    }
+    CHECK(a->n_params == ref->n_params, "%s: %lld parameters vs %lld", what, (long long)a->n_params,
+          (long long)ref->n_params);
+    if (a->n_params != ref->n_params) return;
+    const double e = max_rel(a->params, ref->params, a->n_params);
+    CHECK(e <= PARAM_TOL, "%s: parameters differ by %.3g of the largest (> %g)", what, e, PARAM_TOL);
+    printf("  %-36s parameters %.2e, losses %.2e (max |x - ref| / max |ref|)\n", what, e, worst);
+}
+
+static int same(const rank_out *a, const rank_out *b, int steps)
+{
+    return memcmp(a->loss, b->loss, sizeof(double) * (size_t)steps) == 0 && a->n_params == b->n_params &&
+           memcmp(a->params, b->params, sizeof(float) * (size_t)a->n_params) == 0 && a->n_scales == b->n_scales &&
+           (!a->n_scales || memcmp(a->scales, b->scales, sizeof(float) * (size_t)a->n_scales) == 0);
+}
+
+static void refused(train_options o, const char *needle)
+{
+    char err[256] = "";
+    CHECK(train_check_tp(&o, err, sizeof err) != 0 && strstr(err, needle), "--tp %lld --ranks %lld --heads %lld: "
+          "expected a refusal naming \"%s\", got \"%s\"", (long long)o.tp, (long long)o.ranks, (long long)o.heads,
+          needle, err);
+}
+
+/* tp.c's slicing: for stacked parts (q|k|v, a gated fc1's a|b) along rows or columns, rank t's
+ * shard holds rows/columns t·n/P.. of each part, and the P shards put back give the whole. */
+static void check_shard_copy(void)
+{
+    enum { R = 24, K = 48 }; /* divisible by parts x P for every case */
+    float full[R * K], back[R * K], local[R * K];
+    for (int i = 0; i < R * K; i++) full[i] = (float)i;
+    for (int dim = 0; dim < 2; dim++)
+        for (int parts = 1; parts <= 3; parts++)
+            for (int P = 1; P <= 4; P *= 2) {
+                const int nf = (dim ? K : R) / parts, nl = nf / P;
+                memset(back, 0, sizeof back);
+                for (int t = 0; t < P; t++) {
+                    shard_copy((unsigned char *)full, (unsigned char *)local, R, K, dim, parts, P, t, 4, 1);
+                    for (int j = 0; j < parts; j++) /* the first element of each part's share */
+                        CHECK(local[dim ? j * nl : j * nl * K] == full[dim ? j * nf + t * nl : (j * nf + t * nl) * K],
+                              "shard_copy dim %d parts %d P %d rank %d: part %d starts at the wrong element", dim,
+                              parts, P, t, j);
+                    shard_copy((unsigned char *)back, (unsigned char *)local, R, K, dim, parts, P, t, 4, 0);
+                }
+                CHECK(memcmp(back, full, sizeof full) == 0, "shard_copy dim %d parts %d P %d: the shards put back "
+                      "are not the whole", dim, parts, P);
+            }
+}
+
+int main(void)
+{
+    check_shard_copy();
+    const train_options base = base_options();
+    static rank_out one[1], init1[1], init2[2], tp2[2], tp2b[2], tp2g[2], tp4[4], dt[4];
+    /* creation: the shards are one rank's parameters, bitwise */
+    run(0, 1, &base, 0, NULL, init1, 1);
+    run(2, 2, &base, 0, NULL, init2, 1);
+    CHECK(init1[0].n_params > 0 && init2[0].n_params == init1[0].n_params &&
+              memcmp(init2[0].params, init1[0].params, sizeof(float) * (size_t)init1[0].n_params) == 0,
+          "TP 2 at creation: the gathered model is not bitwise one rank's");
+    run(0, 1, &base, STEPS, NULL, one, 1);
+    run(2, 2, &base, STEPS, NULL, tp2, 1);
+    run(4, 4, &base, STEPS, NULL, tp4, 1);
+    run(4, 2, &base, STEPS, NULL, dt, 1);
+    check_close("TP 2 vs one rank", &tp2[0], one, STEPS, 0);
+    check_close("TP 4 vs one rank", &tp4[0], one, STEPS, 0);
+    check_close("DP 2 x TP 2 vs one rank", &dt[0], one, STEPS, 0);
+    check_ranks_agree("TP 2", tp2, 2, 2);
+    check_ranks_agree("TP 4", tp4, 4, 4);
+    check_ranks_agree("DP 2 x TP 2", dt, 4, 2);
+    CHECK(tp2[0].n_scales == one[0].n_scales && tp2[0].n_scales > 0, "TP 2: %d FP8 slots, one rank %d",
+          tp2[0].n_scales, one[0].n_scales);
+    if (tp2[0].n_scales == one[0].n_scales)
+        printf("  %-36s scales and amaxes %.2e of one rank's (the same slots)\n", "TP 2",
+               max_rel(tp2[0].scales, one[0].scales, one[0].n_scales));
+    /* FP8 off (FP32 GEMMs) */
+    {
+        static rank_out h1[1], h2[2];
+        train_options hp = base;
+        hp.fp8 = 0;
+        run(0, 1, &hp, STEPS, NULL, h1, 1);
+        run(2, 2, &hp, STEPS, NULL, h2, 1);
+        check_close("FP8 off: TP 2 vs one rank", &h2[0], h1, STEPS, 0);
+        check_ranks_agree("FP8 off: TP 2", h2, 2, 2);
+        release(h1, 1), release(h2, 2);
+    }
+    /* a BF16 model (the GPU default): the all-reduces convert to FP32 and back, so each
+     * row-parallel output is rounded to BF16 once after the sum where one rank rounds the whole
+     * GEMM once too, but from other partial sums; BF16 activations and gradients then differ by
+     * BF16 ulps. AdamW turns an element whose gradient is at that noise into an update of about
+     * ±lr either way: after 4 steps up to 2·4·lr = 2.4e-2 apart, against the largest parameter
+     * (LayerNorm gamma, ~1): BF16_TOL 3e-2 (seen: 1.6e-2) */
+    {
+        static rank_out b1[1], b2[2];
+        train_options bb = base;
+        bb.dtype = "bf16";
+        run(0, 1, &bb, STEPS, NULL, b1, 1);
+        run(2, 2, &bb, STEPS, NULL, b2, 1);
+        const double e = b2[0].n_params == b1[0].n_params ? max_rel(b2[0].params, b1[0].params, b1[0].n_params) : 1;
+        const double dl = fabs(b2[0].loss[STEPS - 1] - b1[0].loss[STEPS - 1]) / b1[0].loss[STEPS - 1];
+        printf("  %-36s parameters %.2e, last loss %.2e\n", "BF16: TP 2 vs one rank", e, dl);
+        CHECK(e <= BF16_TOL && dl <= BF16_TOL, "BF16 TP 2: parameters %.3g, last loss %.3g apart (> %g)", e, dl,
+              BF16_TOL);
+        check_ranks_agree("BF16: TP 2", b2, 2, 2);
+        release(b1, 1), release(b2, 2);
+    }
+    /* determinism and the CPU graph */
+    run(2, 2, &base, STEPS, NULL, tp2b, 1);
+    CHECK(same(&tp2b[0], &tp2[0], STEPS), "TP 2 run twice: not bitwise the same");
+    train_options g = base;
+    g.graph = 1;
+    run(2, 2, &g, STEPS, NULL, tp2g, 1);
+    CHECK(same(&tp2g[0], &tp2[0], STEPS), "TP 2 with the CPU graph: not bitwise the eager run");
+    /* checkpoints: TP 2 writes the one-rank layout after 2 steps */
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/f8_test_tp_%ld.safetensors", (long)getpid());
+    static rank_out half[2], into1[1], r2[2], r1[1], r4[4];
+    run(2, 2, &base, 2, path, half, 1);
+    train_options ro = base;
+    ro.resume = path;
+    run(0, 1, &ro, 0, NULL, into1, 1);
+    CHECK(into1[0].first == 2 && into1[0].n_params == half[0].n_params &&
+              memcmp(into1[0].params, half[0].params, sizeof(float) * (size_t)half[0].n_params) == 0,
+          "the TP 2 checkpoint restored into one rank: not bitwise the TP 2 model");
+    run(2, 2, &ro, 2, NULL, r2, 1);
+    CHECK(r2[0].first == 2 && memcmp(r2[0].loss, tp2[0].loss + 2, 2 * sizeof(double)) == 0 &&
+              r2[0].n_params == tp2[0].n_params &&
+              memcmp(r2[0].params, tp2[0].params, sizeof(float) * (size_t)tp2[0].n_params) == 0,
+          "TP 2 resumed into TP 2: not bitwise the uninterrupted run");
+    run(0, 1, &ro, 2, NULL, r1, 1);
+    check_close("TP 2 checkpoint resumed into 1", &r1[0], &tp2[0], 2, 2);
+    run(4, 4, &ro, 2, NULL, r4, 1);
+    check_close("TP 2 checkpoint resumed into TP 4", &r4[0], &tp2[0], 2, 2);
+    unlink(path);
+    /* refusals */
+    train_options bad = base;
+    bad.ranks = 3, bad.tp = 3;
+    refused(bad, "heads");
+    bad.ranks = 3, bad.tp = 2;
+    refused(bad, "does not divide the 3 ranks");
+    bad.ranks = 4, bad.tp = 2, bad.dp_overlap = 1;
+    refused(bad, "--dp-overlap");
+    bad = base;
+    bad.tp = 2;
+    refused(bad, "needs --ranks");
+    bad = base;
+    bad.heads = 6, bad.channels = 60;
+    static rank_out b4[4];
+    run(4, 4, &bad, 1, NULL, b4, 0);
+    CHECK(b4[0].st == F8_ERR_INVALID_ARGUMENT && strstr(b4[0].err, "must divide by it"),
+          "6 heads over TP 4: %s: %s", f8_status_string(b4[0].st), b4[0].err);
+    release(b4, 4);
+    /* the launcher: f8_train --ranks 4 --tp 2 (its groups made by launch.c) */
+    train_options lo = base;
+    lo.ranks = 4, lo.tp = 2;
+    const int rc = train_launch(&lo);
+    CHECK(rc == 0 || rc == 2, "f8_train --ranks 4 --tp 2: exit status %d (0 or 2: it trained)", rc);
+    lo.ranks = 3;
+    CHECK(train_launch(&lo) == 1, "f8_train --ranks 3 --tp 2: exit status not 1");
+    release(one, 1), release(init1, 1), release(init2, 2), release(tp2, 2), release(tp2b, 2), release(tp2g, 2);
+    release(tp4, 4), release(dt, 4), release(half, 2), release(into1, 1), release(r2, 2), release(r1, 1), release(r4, 4);
+    return test_finish("test_tp_train");
+}

@@ -1,0 +1,77 @@
+/*
+ * tp.h — tensor parallelism (Megatron-style) for the GPT of gpt.h: a group
+ * of P ranks holds one model between them.
+ *
+ *   qkv   LayerNormLinear, column parallel: rank t keeps the q, k and v rows
+ *         of heads t·H/P .. (t+1)·H/P - 1 (and their bias entries);
+ *         attention runs on those heads only
+ *   proj  Linear, row parallel: the input columns of the same heads; the
+ *         ranks' outputs are all-reduced (SUM) before the residual add; the
+ *         bias lives on rank 0 (zero elsewhere), so it is added once
+ *   mlp   LayerNormMLP: fc1 rows (both halves of a gated fc1 alike) column
+ *         parallel, fc2 columns row parallel, all-reduced like proj
+ *   rest  embeddings, final norm, LM head: replicated
+ * Backward: the input gradient of the two column-parallel modules is a sum
+ * over the ranks (all-reduced before the residual add), and so are their
+ * LayerNorms' gamma/beta gradients (each rank saw only its share of the
+ * output gradient: tp_reduce_grads). Every other replicated parameter
+ * (embeddings, head, the row-parallel biases) gets the full, bitwise equal
+ * gradient on every rank, because the residual stream and its gradient are
+ * identical on all ranks after each all-reduce.
+ * The optimizer: rank 0 of the group updates the replicated parameters, the
+ * others skip them (gpt.skip_replicated), so the global gradient norm counts
+ * each parameter once when Σ g² is summed over the ranks; after the update
+ * tp_sync_replicated broadcasts them from rank 0.
+ * Checkpoints are in the one-rank layout: tp_checkpoint_add gathers the
+ * shards (a collective of the group), tp_checkpoint_restore takes this
+ * rank's shard of a one-rank checkpoint, so any TP size restores any other.
+ */
+#ifndef F8_TRAIN_TP_H
+#define F8_TRAIN_TP_H
+
+#include <stddef.h>
+
+#include "gpt.h"
+
+struct train_options;
+struct dp;
+
+/* 0 when heads and the MLP width (4·channels) divide by tp; else -1 with the
+ * reason in err. */
+int tp_check_shape(int64_t heads, int64_t channels, int tp, char *err, size_t err_size);
+
+/* Rank world_rank's tensor-parallel and data-parallel communicators: its TP
+ * group is ranks d·tp .. d·tp + tp - 1 (d = world_rank / tp), its DP group
+ * the ranks of the same TP index. CPU ranks: from the launcher's groups;
+ * NCCL: from its ids (untested: no GPU run yet). */
+f8_status tp_comms_create(f8_ctx *ctx, const struct train_options *o, f8_comm **tp, f8_comm **dp, char *err,
+                          size_t err_size);
+
+/* Block b of m (rank m->tp_rank of m->tp_size) from the one-rank configs:
+ * full[0..2] are the one-rank qkv, proj and mlp modules (initialised as
+ * gpt_create makes them) on ctx init; this rank's modules get their shards. */
+f8_status tp_block_create(gpt *m, gpt_block *b, const f8_layernorm_linear_config *qc, const f8_linear_config *pc,
+                          const f8_layernorm_mlp_config *mc, f8_ctx *init, f8_module *const full[3]);
+
+/* x = Σ over the group of x (every rank gets the same bits); FP32 or BF16
+ * (BF16 through m->tp_buf, summed in FP32). */
+f8_status tp_all_reduce(gpt *m, f8_tensor *x);
+/* After the step's last backward: the column-parallel LayerNorms' gamma and
+ * beta gradients summed over the group. */
+f8_status tp_reduce_grads(gpt *m);
+/* After the optimizer: the replicated parameters from rank 0. */
+f8_status tp_sync_replicated(gpt *m);
+
+/* The model in the one-rank layout (collective: every rank of the group
+ * calls it; each gets the whole model in ck) / this rank's shard of one. */
+f8_status tp_checkpoint_add(gpt *m, f8_checkpoint *ck);
+f8_status tp_checkpoint_restore(gpt *m, const f8_checkpoint *ck);
+
+/* The optimizer state of d (dp.h, registered with m->skip_replicated on
+ * ranks > 0) in the one-rank layout under prefix, and back. add is a
+ * collective of the TP and DP groups; restore is local. */
+f8_status tp_optimizer_add(gpt *m, struct dp *d, f8_checkpoint *ck, const char *prefix);
+f8_status tp_optimizer_restore(gpt *m, struct dp *d, const f8_checkpoint *ck, const char *prefix, char *err,
+                               size_t err_size);
+
+#endif /* F8_TRAIN_TP_H */
