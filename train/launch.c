@@ -349,7 +349,6 @@ int train_launch(const train_options *o)
     const char *r = env_any("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK"),
                *w = env_any("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE");
     int64_t rank = -1, world = 0;
-    char err[256];
     /* strictly: "abc" is not rank 0 */
     if ((r && parse_int("RANK (environment)", r, 0, 1 << 20, &rank, err, sizeof err) != 0) ||
         (w && parse_int("WORLD_SIZE (environment)", w, 1, 1 << 20, &world, err, sizeof err) != 0)) {
