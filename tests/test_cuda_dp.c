@@ -34,29 +34,19 @@
 #include "../train/tokenizer.c"
 #include "../train/tp.c"
 #include "../train/trainer.c"
+#include "trainer_options.h"
 
 #define STEPS 4
 
 static train_options gpu_options(void)
 {
-    train_options o = train_options_default();
-    o.backend = "cuda";
-    o.fp8 = 1;
+    train_options o = quiet_run_options("cuda", STEPS);
     o.layers = 2;
     o.heads = 2;
     o.channels = 64;
     o.seq = 32;
     o.batch = 4;
     o.grad_accum = 2;
-    o.steps = STEPS;
-    o.warmup = 1;
-    o.lr = 3e-3f;
-    o.lr_min = 3e-4f;
-    o.val_every = 0;
-    o.log = "";
-    o.plot = "";
-    o.sample = 0;
-    o.quiet = 1;
     return o;
 }
 

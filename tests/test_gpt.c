@@ -24,11 +24,11 @@
 #include "../train/tokenizer.c"
 #include "../train/tp.c"
 #include "../train/trainer.c"
+#include "trainer_options.h"
 
 static train_options tiny_options(int fp8)
 {
-    train_options o = train_options_default();
-    o.backend = "cpu";
+    train_options o = quiet_run_options("cpu", 6);
     o.fp8 = fp8;
     o.layers = 2;
     o.heads = 2;
@@ -36,15 +36,7 @@ static train_options tiny_options(int fp8)
     o.seq = 16;
     o.batch = 4;
     o.grad_accum = 2;
-    o.steps = 6;
     o.warmup = 2;
-    o.lr = 3e-3f;
-    o.lr_min = 3e-4f;
-    o.val_every = 0;
-    o.log = "";
-    o.plot = "";
-    o.sample = 0;
-    o.quiet = 1;
     return o;
 }
 

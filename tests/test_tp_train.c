@@ -46,6 +46,7 @@
 #include "../train/tokenizer.c"
 #include "../train/tp.c"
 #include "../train/trainer.c"
+#include "trainer_options.h"
 
 #define STEPS 4
 #define MAXR 4
@@ -55,24 +56,13 @@
 
 static train_options base_options(void)
 {
-    train_options o = train_options_default();
-    o.backend = "cpu";
-    o.fp8 = 1;
+    train_options o = quiet_run_options("cpu", STEPS);
     o.layers = 2;
     o.heads = 4;
     o.channels = 64;
     o.seq = 16;
     o.batch = 2;
     o.grad_accum = 4;
-    o.steps = STEPS;
-    o.warmup = 1;
-    o.lr = 3e-3f;
-    o.lr_min = 3e-4f;
-    o.val_every = 0;
-    o.log = "";
-    o.plot = "";
-    o.sample = 0;
-    o.quiet = 1;
     o.graph = 0;
     return o;
 }
