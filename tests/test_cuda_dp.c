@@ -34,7 +34,7 @@
 #include "../train/tokenizer.c"
 #include "../train/tp.c"
 #include "../train/trainer.c"
-#include "trainer_options.h"
+#include "trainer_fixture.h"
 
 #define STEPS 4
 

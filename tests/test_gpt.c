@@ -24,7 +24,7 @@
 #include "../train/tokenizer.c"
 #include "../train/tp.c"
 #include "../train/trainer.c"
-#include "trainer_options.h"
+#include "trainer_fixture.h"
 
 static train_options tiny_options(int fp8)
 {

@@ -46,7 +46,7 @@
 #include "../train/tokenizer.c"
 #include "../train/tp.c"
 #include "../train/trainer.c"
-#include "trainer_options.h"
+#include "trainer_fixture.h"
 
 #define STEPS 4
 #define MAXR 4
@@ -198,14 +198,6 @@ static void run(int R, int P, const train_options *base, int steps, const char *
 static void release(rank_out *out, int n)
 {
     for (int r = 0; r < n; r++) free(out[r].params), free(out[r].shared), free(out[r].scales);
-}
-
-static double max_rel(const float *a, const float *b, int64_t n)
-{
-    double w = 0, scale = 0;
-    for (int64_t i = 0; i < n; i++) scale = fmax(scale, fabs((double)b[i]));
-    for (int64_t i = 0; i < n; i++) w = fmax(w, fabs((double)a[i] - b[i]) / scale);
-    return w;
 }
 
 /* Every rank: the same scales, losses and replicated parameters; R > P: the
