@@ -28,7 +28,7 @@ static inline train_options quiet_run_options(const char *backend, int64_t steps
     return o;
 }
 
-/* max |a - b| / max |b| over n values (0/0 reads as 0 only when both are 0). */
+/* max |a - b| / max |b| over n values (an all-zero b: 0 where a is zero too, inf elsewhere). */
 static inline double max_rel(const float *a, const float *b, int64_t n)
 {
     double w = 0, scale = 0;
