@@ -179,4 +179,24 @@ static inline int test_ctx_pair(const char *name, const f8_recipe *recipe, f8_ct
     return 1;
 }
 
+/* FP8 telemetry counted on the host from the FP32 values v a cast took (the
+ * contract's FP32 product v·scale): elements, saturated (|v·scale| > the
+ * format's max, before the clamp), flushed (v != 0 whose code is +-0). */
+static inline void fp8_host_stats(const float *v, int64_t n, float scale, f8_dtype dt, uint64_t st[3])
+{
+    const float fmax = f8_fp8_max(dt);
+    st[0] = (uint64_t)n, st[1] = st[2] = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const float p = v[i] * scale;
+        st[1] += fabsf(p) > fmax;
+        st[2] += v[i] != 0.0f && (f8_fp8_from_float(p, dt) & 0x7Fu) == 0;
+    }
+}
+
+#define CHECK_STATS(got, want, what, name)                                                                        \
+    CHECK((got)[0] == (want)[0] && (got)[1] == (want)[1] && (got)[2] == (want)[2],                                \
+          "%s %s telemetry: count %llu sat %llu flushed %llu, expected %llu %llu %llu", name, what,               \
+          (unsigned long long)(got)[0], (unsigned long long)(got)[1], (unsigned long long)(got)[2],               \
+          (unsigned long long)(want)[0], (unsigned long long)(want)[1], (unsigned long long)(want)[2])
+
 #endif /* F8_TESTS_CHECK_H */

@@ -36,26 +36,6 @@ static const char *worst_name[W_COUNT] = {"norm fwd y", "norm mu/rsigma", "norm 
                                           "act fwd", "act bwd", "act bwd vs FD"};
 static double worst[W_COUNT];
 
-/* FP8 telemetry counted on the host from the FP32 values v the codes were
- * cast from (FP32 product, as the contract says): elements, saturated
- * (|v·scale| > the format's max), flushed (v != 0 with code +-0). */
-static void host_stats(const float *v, const uint8_t *code, int64_t n, float scale, f8_dtype dt, uint64_t st[3])
-{
-    const float fmax = dt == F8_DTYPE_E5M2 ? 57344.0f : 448.0f;
-    st[0] = (uint64_t)n, st[1] = st[2] = 0;
-    for (int64_t i = 0; i < n; i++) {
-        const float p = v[i] * scale;
-        st[1] += fabsf(p) > fmax;
-        st[2] += v[i] != 0.0f && (code[i] & 0x7Fu) == 0;
-    }
-}
-
-#define CHECK_STATS(got, want, what, name)                                                                       \
-    CHECK((got)[0] == (want)[0] && (got)[1] == (want)[1] && (got)[2] == (want)[2],                               \
-          "%s %s telemetry: count %llu sat %llu flushed %llu, host %llu %llu %llu", name, what,                   \
-          (unsigned long long)(got)[0], (unsigned long long)(got)[1], (unsigned long long)(got)[2],              \
-          (unsigned long long)(want)[0], (unsigned long long)(want)[1], (unsigned long long)(want)[2])
-
 /* Element-wise comparison state of one quantity: one CHECK per quantity. */
 typedef struct cmp {
     int64_t n, bad, at;
@@ -322,7 +302,7 @@ static void test_norm_case(f8_ctx *ctx, test_rng *rng, const norm_case *nc)
         CHECK_OK(ctx, f8i_op_norm_fwd(ctx, &fa));
         fa.stats = NULL;
         check_fp8(name, y8, y32, vref, vtol, n, dt, scale, 1.0f / scale);
-        host_stats(y32, y8, n, scale, dt, want);
+        fp8_host_stats(y32, n, scale, dt, want);
         CHECK_STATS(st, want, "norm fwd fp8", name);
         if (!f) {
             CHECK(fbits(amax) == fbits(fmaxf(0.125f, ymax)), "%s amax %.9g, want %.9g", name, amax,
@@ -666,7 +646,7 @@ static void test_act_case(f8_ctx *ctx, test_rng *rng, f8_activation act, f8_dtyp
         CHECK_OK(ctx, f8i_op_act_fwd(ctx, &fa));
         fa.stats = NULL;
         check_fp8(name, y8, y32, vref, vtol, n, dt, scale, 1.0f / scale);
-        host_stats(y32, y8, n, scale, dt, want);
+        fp8_host_stats(y32, n, scale, dt, want);
         CHECK_STATS(st, want, "act fwd fp8", name);
         if (!f) {
             CHECK(fbits(amax) == fbits(fmaxf(0.125f, ymax)), "%s amax %.9g, want %.9g", name, amax,
