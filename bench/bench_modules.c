@@ -43,7 +43,12 @@
  *
  * Usage: bench_modules [kernels] [norm] [gelu] [swiglu]   (no argument: all
  * three parts; `norm`: only the norm forward rows;
- * `gelu`/`swiglu` select the f8_module runs)
+ * `gelu`/`swiglu` select the f8_module runs). F8_BENCH_RECIPE=current|block
+ * runs the same under another recipe (bench_util.h); the op table then names
+ * the amax passes, the block casts and, per block GEMM, the path it took
+ * (lt: cuBLASLt's block-scaled matmul, own: f8's CUDA-core kernel). Under
+ * block the GEMM-only replay has nothing to replay (it records per-tensor
+ * GEMMs only): read the op table, not the ratio.
  */
 #include "bench_util.h"
 #include "core/f8i.h"
@@ -61,7 +66,7 @@
 /* The backend table with gemm wrapped to record its arguments. File-scope
  * state is fine in a benchmark program (the library keeps none): the wrapper
  * has no other way to find it. */
-#define MAX_OPS 40 /* backend ops of one timed layer call, at most */
+#define MAX_OPS 60 /* backend ops of one timed layer call, at most */
 
 typedef struct tap {
     const f8i_backend *real;
@@ -72,7 +77,7 @@ typedef struct tap {
     int timing, nops;
     cudaStream_t stream;
     cudaEvent_t ev[2 * MAX_OPS];
-    char what[MAX_OPS][48];
+    char what[MAX_OPS][64];
 } tap;
 static tap g_tap;
 
@@ -115,6 +120,19 @@ static const char *tap_label(f8i_op_kind kind, const void *args, char *w, size_t
         snprintf(w, n, "transpose %lldx%lld", (long long)a->rows, (long long)a->cols);
         return w;
     }
+    case F8I_OP_GEMM_BLOCK: {
+        const f8i_gemm_block_args *a = (const f8i_gemm_block_args *)args;
+        snprintf(w, n, "gemm_block %lldx%lldx%lld %dx%d", (long long)a->m, (long long)a->n, (long long)a->k,
+                 a->a_block_rows, a->b_block_rows);
+        return w;
+    }
+    case F8I_OP_BLOCK_CAST: {
+        const f8i_block_cast_args *a = (const f8i_block_cast_args *)args;
+        snprintf(w, n, "block_cast%s%s%s %lldx%lld /%d", a->out ? "" : " (t only)", a->out_t ? "+t" : "",
+                 a->dbias ? "+dbias" : "", (long long)a->rows, (long long)a->cols, a->block_rows);
+        return w;
+    }
+    case F8I_OP_AMAX_SCALE: return "amax_scale";
     case F8I_OP_NORM_FWD: return "norm_fwd";
     case F8I_OP_NORM_BWD:
         return ((const f8i_norm_bwd_args *)args)->dy_dtype == F8_DTYPE_BF16 ? "norm_bwd (dy bf16)"
@@ -132,12 +150,19 @@ static const char *tap_label(f8i_op_kind kind, const void *args, char *w, size_t
 
 static f8_status tap_run(f8_ctx *c, f8i_op_kind kind, const void *args)
 {
-    char w[48];
+    char w[64];
     const char *what = tap_label(kind, args, w, sizeof w);
     if (!what) return g_tap.real->run(c, kind, args);
     op_begin(what);
     f8_status st = g_tap.real->run(c, kind, args);
     op_end();
+    /* which path a block GEMM took: cuBLASLt (lt) or the CUDA-core fallback (own) */
+    if (kind == F8I_OP_GEMM_BLOCK && g_tap.timing && g_tap.nops > 0) {
+        const int path = f8i_cuda_gemm_block_last_path(c);
+        char *lab = g_tap.what[g_tap.nops - 1];
+        const size_t used = strlen(lab);
+        snprintf(lab + used, sizeof g_tap.what[0] - used, "%s", path == 2 ? " lt" : path == 1 ? " own" : "");
+    }
     return st;
 }
 
@@ -407,7 +432,7 @@ typedef struct mresult {
     int ngemm[2];
     /* FP8 forward+backward, op by op (op_breakdown) */
     int nops;
-    char what[MAX_OPS][48];
+    char what[MAX_OPS][64];
     double op_us[MAX_OPS]; /* median GPU time of each op */
     double span_us;        /* median from the first op's start to the last op's end */
 } mresult;
@@ -545,6 +570,7 @@ static int wanted(int argc, char **argv, const char *word)
 
 int main(int argc, char **argv)
 {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* each line as it is printed, even into a file */
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "kernels") && strcmp(argv[i], "norm") && strcmp(argv[i], "gelu") &&
             strcmp(argv[i], "swiglu")) {

@@ -129,6 +129,10 @@ static inline f8_ctx *bench_ctx_or_skip(const char *name)
     char why[256] = "";
     f8_ctx_config cfg = f8_ctx_config_default();
     cfg.backend = F8_BACKEND_CUDA;
+    /* F8_BENCH_RECIPE=current|block: the same benches under another recipe */
+    const char *rk = getenv("F8_BENCH_RECIPE");
+    if (rk && strcmp(rk, "current") == 0) cfg.recipe.kind = F8_RECIPE_CURRENT;
+    if (rk && strcmp(rk, "block") == 0) cfg.recipe.kind = F8_RECIPE_BLOCK;
     f8_ctx *ctx = NULL;
     f8_status st = f8_ctx_create(&cfg, &ctx, why, sizeof why);
     if (st == F8_ERR_NO_DEVICE) {
