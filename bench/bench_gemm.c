@@ -4,7 +4,11 @@
  * at 4096³, 8192³ and 16384×8192×8192, next to a raw FP8 cuBLASLt matmul
  * (same heuristic, same 32 MiB workspace size) and a raw BF16 one, all in the
  * same run. Target on the H200: f8's FP8 GEMM >= 95% of raw cuBLASLt FP8.
- * Also the floor of host time: an empty kernel launch and a bare cached
+ * Block scaling's GEMM (f8i_op_gemm_block on cuBLASLt's block-scaled
+ * matmul) in the same run: a 1x128 activation against 128x128 weight blocks
+ * (the forward and dgrad) and two 1x128 operands (wgrad), scale grids of 1,
+ * each checked to have taken cuBLASLt and to agree with the split-accumulation
+ * FP8 GEMM. Also the floor of host time: an empty kernel launch and a bare cached
  * cublasLtMatmul call.
  *
  * (m, n, k) in f8's row-major terms: D[m, n] = A[m, k]·B[n, k]ᵀ, 2·m·n·k
@@ -21,16 +25,18 @@
 #define NSETS 2
 #define TARGET 0.95
 
-enum mode { F8_FP8_FAST, RAW_FP8_FAST, F8_FP8_SPLIT, F8_BF16, RAW_BF16, NMODES };
+enum mode { F8_FP8_FAST, RAW_FP8_FAST, F8_FP8_SPLIT, F8_BF16, RAW_BF16, F8_BLOCK_W, F8_BLOCK_G, NMODES };
 static const char *mode_name[NMODES] = {"f8 fp8 (fast accum)", "raw cuBLASLt fp8", "f8 fp8 (split accum)",
-                                        "f8 bf16", "raw cuBLASLt bf16"};
+                                        "f8 bf16",             "raw cuBLASLt bf16", "f8 block 1x128.128^2",
+                                        "f8 block 1x128.1x128"};
 
 typedef struct garg {
     f8_ctx *ctx;
     enum mode mode;
     int64_t m, n, k;
     void *a8[NSETS], *b8[NSETS], *a16[NSETS], *b16[NSETS], *d[NSETS];
-    float *one; /* scale_inv of both FP8 operands */
+    float *one;  /* scale_inv of both FP8 operands */
+    float *ones; /* the block modes' scale grids: all 1 */
     bench_lt *lt;
 } garg;
 
@@ -42,6 +48,19 @@ static void gcall(void *p, int i)
         int fp8 = g->mode == RAW_FP8_FAST;
         if (bench_lt_run(g->lt, fp8 ? g->a8[s] : g->a16[s], fp8 ? g->b8[s] : g->b16[s], g->d[s]) != 0) {
             fprintf(stderr, "raw cublasLtMatmul failed\n");
+            exit(1);
+        }
+        return;
+    }
+    if (g->mode == F8_BLOCK_W || g->mode == F8_BLOCK_G) { /* x·Wᵀ (forward) or a wgrad-like pair of 1x128 */
+        f8i_gemm_block_args b = {.m = g->m, .n = g->n, .k = g->k, .a = g->a8[s], .a_dtype = F8_DTYPE_E4M3,
+                                 .a_scale_inv = g->ones, .a_block_rows = 1, .b = g->b8[s],
+                                 .b_dtype = F8_DTYPE_E4M3, .b_scale_inv = g->ones,
+                                 .b_block_rows = g->mode == F8_BLOCK_W ? 128 : 1, .d = g->d[s],
+                                 .d_dtype = F8_DTYPE_BF16};
+        BENCH_F8(g->ctx, f8i_op_gemm_block(g->ctx, &b));
+        if (f8i_cuda_gemm_block_last_path(g->ctx) != 2) {
+            fprintf(stderr, "bench_gemm: the block GEMM did not take cuBLASLt\n");
             exit(1);
         }
         return;
@@ -69,6 +88,13 @@ static void run_shape(f8_ctx *ctx, bench_log *log, int64_t m, int64_t n, int64_t
     const float one = 1.0f;
     BENCH_CUDA(cudaMalloc((void **)&g.one, 4));
     BENCH_CUDA(cudaMemcpy(g.one, &one, 4, cudaMemcpyHostToDevice));
+    const int64_t ngrid = ((m > n ? m : n) + 127) / 128 * 128 * ((k + 127) / 128);
+    float *ones = malloc((size_t)ngrid * 4);
+    if (!ones) exit(1);
+    for (int64_t i = 0; i < ngrid; i++) ones[i] = 1.0f;
+    BENCH_CUDA(cudaMalloc((void **)&g.ones, (size_t)ngrid * 4));
+    BENCH_CUDA(cudaMemcpy(g.ones, ones, (size_t)ngrid * 4, cudaMemcpyHostToDevice));
+    free(ones);
     const double flop = 2.0 * (double)m * (double)n * (double)k;
     double tflops[NMODES];
     bench_times t[NMODES];
@@ -99,9 +125,13 @@ static void run_shape(f8_ctx *ctx, bench_log *log, int64_t m, int64_t n, int64_t
     /* BF16 outputs of the same products: within a few BF16 roundings (1e-2);
      * split against fast accumulation also differs by the fast mode's error
      * (5e-2: a mis-set-up problem is off by O(1)). */
-    static const int pairs[3][2] = {{F8_FP8_FAST, RAW_FP8_FAST}, {F8_FP8_SPLIT, RAW_FP8_FAST}, {F8_BF16, RAW_BF16}};
-    static const double pair_tol[3] = {1e-2, 5e-2, 1e-2};
-    for (int p = 0; p < 3; p++) {
+    static const int pairs[5][2] = {{F8_FP8_FAST, RAW_FP8_FAST},
+                                    {F8_FP8_SPLIT, RAW_FP8_FAST},
+                                    {F8_BF16, RAW_BF16},
+                                    {F8_BLOCK_W, F8_FP8_SPLIT},
+                                    {F8_BLOCK_G, F8_FP8_SPLIT}};
+    static const double pair_tol[5] = {1e-2, 5e-2, 1e-2, 1e-2, 1e-2};
+    for (int p = 0; p < 5; p++) {
         double num = 0, den = 0;
         for (size_t i = 0; i < nchk; i++) {
             double x = f8_bf16_to_float(chk[pairs[p][0]][i]), y = f8_bf16_to_float(chk[pairs[p][1]][i]);
@@ -142,6 +172,7 @@ static void run_shape(f8_ctx *ctx, bench_log *log, int64_t m, int64_t n, int64_t
         for (int j = 0; j < 5; j++) BENCH_CUDA(cudaFree(all[j]));
     }
     BENCH_CUDA(cudaFree(g.one));
+    BENCH_CUDA(cudaFree(g.ones));
 }
 
 int main(void)
