@@ -153,14 +153,16 @@ static void test_determinism_and_graph(void)
 
 static void test_resume(void)
 {
-    /* FP8 off; delayed; current scaling; current scaling with telemetry; block scaling */
-    for (int v = 0; v < 5; v++) {
+    /* FP8 off; delayed; current scaling; current scaling with telemetry; block scaling; delayed with the
+     * LM head in FP8 */
+    for (int v = 0; v < 6; v++) {
         const int fp8 = v > 0;
         char path[128];
         snprintf(path, sizeof path, "/tmp/f8_test_gpt_%d_%d.safetensors", v, (int)getpid());
         train_options o = tiny_options(fp8);
         if (v >= 2) o.recipe = v == 4 ? "block" : "current";
         o.fp8_report = v == 3;
+        o.fp8_head = v == 5;
         double full[4], part[4];
         trainer *u = make(&o);
         for (int s = 0; s < 4; s++) CHECK_OK(NULL, trainer_step(u, &full[s]));
@@ -171,6 +173,8 @@ static void test_resume(void)
         o.resume = path;
         trainer *r = make(&o);
         CHECK(trainer_steps_done(r) == 2, "resumed at step %lld", (long long)trainer_steps_done(r));
+        const int head_fp8 = f8_module_weight_workspace(trainer_model(r)->head, F8_PARAM_WEIGHT) != NULL;
+        CHECK(head_fp8 == (v == 5), "variant %d: the resumed LM head is %sFP8", v, head_fp8 ? "" : "not ");
         for (int s = 2; s < 4; s++) CHECK_OK(NULL, trainer_step(r, &part[s]));
         CHECK(memcmp(full, part, sizeof full) == 0, "variant %d: resumed losses differ (%.9g vs %.9g)", v, part[3],
               full[3]);
@@ -192,6 +196,14 @@ static void test_resume(void)
         f8_checkpoint_destroy(b);
         trainer_destroy(u);
         trainer_destroy(r);
+        if (fp8) { /* the other --fp8-head than the checkpoint's, asked for on the command line: refused */
+            char err[256] = "";
+            trainer *x = NULL;
+            o.fp8_head = v != 5;
+            o.given |= TRAIN_GIVEN_FP8_HEAD;
+            CHECK(trainer_create(&o, &x, err, sizeof err) != F8_OK && x == NULL && strstr(err, "train.fp8_head"),
+                  "variant %d: --fp8-head against the checkpoint: %s", v, err);
+        }
         remove(path);
     }
 }
@@ -260,6 +272,10 @@ static void test_options(void)
     char *bad2[] = {"f8_train", "--frobnicate", "1"};
     CHECK(train_parse_args(3, bad2, &o, stdout, err, sizeof err) == -1 && strstr(err, "unknown option"), "unknown: %s",
           err);
+    char *bad4[] = {"f8_train", "--fp8", "off", "--fp8-head", "on"};
+    o = train_options_default();
+    CHECK(train_parse_args(5, bad4, &o, stdout, err, sizeof err) == -1 && strstr(err, "--fp8-head"),
+          "--fp8-head on with --fp8 off: %s", err);
     char *bad3[] = {"f8_train", "--model", "7B"};
     CHECK(train_parse_args(3, bad3, &o, stdout, err, sizeof err) == -1, "unknown preset");
     char *ok[] = {"f8_train", "--model", "small", "--layers", "3", "--fp8", "off"};

@@ -95,6 +95,8 @@ static int config_of(const f8_checkpoint *ck, gpt_config *c, char *err, size_t n
     c->vocab = atoll(v[4]);
     c->padded_vocab = atoll(v[5]);
     c->fp8 = atoi(v[6]) != 0;
+    const char *head = f8_checkpoint_metadata(ck, "train.fp8_head"); /* absent: a high-precision head */
+    c->fp8_head = c->fp8 && head && strcmp(head, "1") == 0;
     c->dtype = strcmp(v[7], "bf16") == 0 ? F8_DTYPE_BF16 : F8_DTYPE_FP32;
     c->batch = 1;
     c->seed = 1;

@@ -183,7 +183,9 @@ f8_status gpt_create_tp(f8_ctx *ctx, const gpt_config *c, f8_comm *tp, gpt *m, c
     f8_layernorm_linear_config hc = f8_layernorm_linear_config_default(C, c->padded_vocab);
     hc.bias = 0;
     hc.param_dtype = c->dtype;
-    hc.fp8 = 0; /* the LM head stays in high precision, as TE recipes do */
+    /* The LM head stays in high precision by default, as TE recipes keep it;
+     * --fp8-head casts it too (its GEMMs are a quarter of a 124M step's FLOPs). */
+    hc.fp8 = c->fp8 && c->fp8_head;
     hc.max_tokens = T;
     hc.seed = c->seed * 2654435761u + 7;
     if (st == F8_OK) st = f8_layernorm_linear_create(ctx, &hc, &m->head);

@@ -28,6 +28,7 @@ typedef struct gpt_config {
     int fp8;              /* FP8 GEMMs in the blocks */
     f8_dtype dtype;       /* parameters and activations: FP32 (CPU) or BF16 (GPU) */
     uint64_t seed;
+    int fp8_head;         /* FP8 GEMMs in the LM head too (with fp8 only; last, so older initializers leave it 0) */
 } gpt_config;
 
 typedef struct gpt_block {

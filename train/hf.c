@@ -629,6 +629,8 @@ int export_hf_main(int argc, char **argv)
         c.vocab = atoll(v[4]), c.padded_vocab = atoll(v[5]);
         c.dtype = strcmp(v[6], "bf16") == 0 ? F8_DTYPE_BF16 : F8_DTYPE_FP32;
         c.fp8 = atoi(v[7]) != 0; /* as trained, so the checkpoint restores; only parameters go out */
+        const char *head = f8_checkpoint_metadata(ck, "train.fp8_head");
+        c.fp8_head = c.fp8 && head && strcmp(head, "1") == 0;
         c.batch = 1;
         c.seed = 1;
         if (c.layers < 1 || c.heads < 1 || c.channels < 1 || c.seq < 1 || c.vocab < 1 || c.padded_vocab < c.vocab) {

@@ -93,6 +93,8 @@ void train_print_help(FILE *f)
             "  --model NAME         preset: tiny, small, 50M, 124M, 350M, 1.3B (default %s)\n"
             "  --layers N --heads N --channels N --seq N   override the preset (default %lld, %lld, %lld, %lld)\n"
             "  --fp8 on|off         FP8 GEMMs in the blocks; off = BF16 on the GPU, FP32 on the CPU (default on)\n"
+            "  --fp8-head on|off    the LM head's GEMMs in FP8 too (default off: high precision, as TE keeps it;\n"
+            "                       needs --fp8 on; on --resume the checkpoint's)\n"
             "  --recipe delayed|current|block   FP8 scaling recipe (default delayed; on --resume the checkpoint's)\n"
             "  --dtype auto|fp32|bf16   parameters and activations (default auto: bf16 on CUDA, fp32 on CPU)\n"
             "  --backend auto|cpu|cuda  (default auto: CUDA when a GPU is usable)\n"
@@ -223,6 +225,10 @@ static int check_conflicts(const train_options *o, char *err, size_t n)
         snprintf(err, n, "--ranks (CPU ranks) and --gpus both given: choose one");
         return -1;
     }
+    if (o->fp8_head && !o->fp8) {
+        snprintf(err, n, "--fp8-head on needs --fp8 on (the head in FP8 and the blocks not is not a configuration)");
+        return -1;
+    }
     const int64_t ranks = o->ranks > 0 ? o->ranks : o->gpus;
     if (o->tp > 1 && train_check_tp(o, err, n) != 0) return -1;
     if (o->tp <= 1 && ranks > 0 && o->grad_accum % ranks != 0) {
@@ -333,6 +339,9 @@ int train_parse_args(int argc, char **argv, train_options *o, FILE *out, char *e
         else if (strcmp(a, "--fp8") == 0) {
             bad = opt_word(a, v, on_off, 2, &w, err, n), bit = TRAIN_GIVEN_FP8;
             if (!bad) o->fp8 = w;
+        } else if (strcmp(a, "--fp8-head") == 0) {
+            bad = opt_word(a, v, on_off, 2, &w, err, n), bit = TRAIN_GIVEN_FP8_HEAD;
+            if (!bad) o->fp8_head = w;
         } else if (strcmp(a, "--dp-overlap") == 0) {
             bad = opt_word(a, v, on_off, 2, &w, err, n);
             if (!bad) o->dp_overlap = w;
@@ -470,6 +479,14 @@ int train_options_from_metadata(train_options *o, train_meta_fn get, void *user,
                  o->fp8 ? "on" : "off", (long long)fp8);
         return -1;
     }
+    /* the LM head in FP8 (absent: off, as before the option existed) */
+    int64_t head = 0;
+    if (get(user, "train.fp8_head") && meta_int(get, user, "train.fp8_head", 0, 1, &head, err, n)) return -1;
+    if ((o->given & TRAIN_GIVEN_FP8_HEAD) && o->fp8_head != (int)head) {
+        snprintf(err, n, "--fp8-head %s conflicts with the checkpoint's train.fp8_head = %lld (leave --fp8-head out or "
+                         "make it match)", o->fp8_head ? "on" : "off", (long long)head);
+        return -1;
+    }
     if ((o->given & TRAIN_GIVEN_DTYPE) && strcmp(o->dtype, dtype)) {
         snprintf(err, n, "--dtype %s conflicts with the checkpoint's train.dtype = %s (leave --dtype out or make it "
                          "match)", o->dtype, dtype);
@@ -478,6 +495,7 @@ int train_options_from_metadata(train_options *o, train_meta_fn get, void *user,
     o->model = "custom";
     for (int i = 0; i < 4; i++) *cur[i] = shape[i];
     o->fp8 = (int)fp8;
+    o->fp8_head = (int)head;
     o->dtype = dtype;
     o->recipe = kind;
     *vocab = v;

@@ -220,6 +220,7 @@ f8_status trainer_save(trainer *t, const char *path)
     snprintf(step, sizeof step, "%lld", (long long)t->step);
     if (st == F8_OK) st = f8_checkpoint_set_metadata(ck, "train.step", step);
     if (st == F8_OK) st = f8_checkpoint_set_metadata(ck, "train.recipe", f8_recipe_kind_name(f8_ctx_recipe(t->ctx)->kind));
+    if (st == F8_OK) st = f8_checkpoint_set_metadata(ck, "train.fp8_head", t->m.c.fp8_head ? "1" : "0");
     if (st == F8_OK) st = gpt_checkpoint_add(&t->m, ck);
     if (st == F8_OK)
         st = t->m.tp ? tp_optimizer_add(&t->m, t->dp, ck, "optimizer")
@@ -392,6 +393,7 @@ f8_status trainer_create(const train_options *opt, trainer **out, char *err, siz
         c.channels = t->o.channels;
         c.batch = t->o.batch;
         c.fp8 = t->o.fp8;
+        c.fp8_head = t->o.fp8_head;
         c.dtype = strcmp(t->o.dtype, "bf16") == 0 || (strcmp(t->o.dtype, "auto") == 0 && cuda) ? F8_DTYPE_BF16
                                                                                                  : F8_DTYPE_FP32;
         c.seed = t->o.seed;

@@ -31,12 +31,14 @@ enum {
     TRAIN_GIVEN_CHANNELS = 1 << 2,
     TRAIN_GIVEN_SEQ = 1 << 3,
     TRAIN_GIVEN_FP8 = 1 << 4,
-    TRAIN_GIVEN_DTYPE = 1 << 5
+    TRAIN_GIVEN_DTYPE = 1 << 5,
+    TRAIN_GIVEN_FP8_HEAD = 1 << 6
 };
 
 typedef struct train_options {
     const char *backend;      /* "auto" (CUDA when a GPU is there), "cpu", "cuda" */
     int fp8;                  /* 1: FP8 GEMMs in the blocks; 0: BF16 (GPU) / FP32 (CPU) */
+    int fp8_head;             /* 1: the LM head's GEMMs in FP8 too (needs fp8; on --resume the checkpoint's) */
     const char *recipe;       /* FP8 scaling: "delayed", "current", "block"; NULL: delayed, or on
                                  --resume the checkpoint's */
     const char *dtype;        /* "auto" (bf16 on CUDA, fp32 on CPU), "fp32", "bf16" */
