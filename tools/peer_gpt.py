@@ -444,8 +444,8 @@ def check_params(args):
     return 1 if bad else 0
 
 
-LABELS = {("f8", "fp8"): "f8 FP8", ("f8", "bf16"): "f8 BF16", ("torch", "bf16"): "torch BF16+compile",
-          ("torch", "fp8"): "torchao FP8+compile"}
+LABELS = {("f8", "fp8"): "f8 FP8", ("f8", "bf16"): "f8 BF16", ("f8", "fp8_head"): "f8 FP8, FP8 head",
+          ("torch", "bf16"): "torch BF16+compile", ("torch", "fp8"): "torchao FP8+compile"}
 
 
 def compare(path):
@@ -487,6 +487,8 @@ def compare(path):
                  ("f8 BF16 / torch BF16", speed("f8", "bf16", m), speed("torch", "bf16", m)),
                  ("f8 FP8 / torch BF16", speed("f8", "fp8", m), speed("torch", "bf16", m)),
                  ("torchao FP8 / torch BF16", speed("torch", "fp8", m), speed("torch", "bf16", m))]
+        if speed("f8", "fp8_head", m):
+            pairs.append(("f8 FP8 + FP8 head / f8 FP8", speed("f8", "fp8_head", m), speed("f8", "fp8", m)))
         print("%-6s " % m + "; ".join("%s %s" % (k, ratio(a, b)) for k, a, b in pairs))
     return 0
 
