@@ -64,7 +64,7 @@ ifneq ($(NCCL_HOME),)
 LDLIBS += -L$(NCCL_HOME)/lib -Wl,-rpath,$(NCCL_HOME)/lib
 CFLAGS_ALL += -I$(NCCL_HOME)/include
 endif
-LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcudart -lnccl -lstdc++
+LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcudart -lnccl -ldl -lstdc++
 CFLAGS_ALL += -I$(CUDA_HOME)/include
 else
 LIB_C  := $(filter-out src/comm/nccl.c,$(LIB_C))

@@ -1,7 +1,10 @@
 /*
  * bench_attention.c — f8_attention forward and backward on the GPU, BF16, at
  * the GPT trainer's two shapes: GPT-2 124M (B 16, 12 heads, S 1024, head_dim
- * 64) and the 1.3B configuration (B 8, 16 heads, S 1024, head_dim 128).
+ * 64) and the 1.3B configuration (B 8, 16 heads, S 1024, head_dim 128), and
+ * two long-sequence ones (B 4 S 4096, B 2 S 8192; 16 heads, head_dim 128),
+ * each on f8's own kernels, on cuDNN (deterministic backward: the default
+ * path) and on cuDNN with its atomic backward, side by side.
  *
  * Per call: the GPU time (median of CUDA-event intervals, bench_util.h) and
  * TFLOP/s with causal FLOPs counted as FlashAttention does: forward
@@ -14,6 +17,7 @@
  * every operand of these shapes is larger than L2 (qkv 75-100 MB).
  */
 #include "bench_util.h"
+#include "core/backend.h"
 
 typedef struct att_bench {
     f8_attention *a;
@@ -70,6 +74,16 @@ static double gemm_ceiling(void *stream)
     return 2.0 * (double)n * n * n / (t.gpu_us * 1e-6) * 1e-12;
 }
 
+static const char *mode_name(int mode)
+{
+    return mode == F8I_ATTN_OWN ? "f8-own" : mode == F8I_ATTN_AUTO ? "cuDNN" : "cuDNN-nondet";
+}
+
+static const char *path_name(int path) { return path == F8I_ATTN_PATH_CUDNN ? "cuDNN" : path == F8I_ATTN_PATH_OWN ? "own" : "?"; }
+
+/* One shape on each path: f8's kernels, cuDNN (deterministic backward, the
+ * default), cuDNN with its atomic backward (opt-in). The path each call
+ * actually took is printed beside its times. */
 static void run_shape(f8_ctx *ctx, bench_log *log, int64_t B, int64_t nh, int64_t S, int64_t hd, double ceiling)
 {
     void *stream = f8_ctx_stream(ctx);
@@ -93,17 +107,35 @@ static void run_shape(f8_ctx *ctx, bench_log *log, int64_t B, int64_t nh, int64_
     b.dqkv = f8_tensor_make(dqkv, F8_DTYPE_BF16, T, 3 * C);
 
     const double fwd_flop = 2.0 * (double)B * nh * (double)S * S * hd, bwd_flop = 2.5 * fwd_flop;
-    const bench_times tf = bench_time(stream, fwd_call, &b, 50);
-    const bench_times tb = bench_time(stream, bwd_call, &b, 50);
-    const double ff = fwd_flop / (tf.gpu_us * 1e-6) * 1e-12, fb = bwd_flop / (tb.gpu_us * 1e-6) * 1e-12;
-    printf("B %2lld nh %2lld S %4lld hd %3lld | forward %8.1f us %6.1f TFLOP/s (%4.1f%% of GEMM) | backward %8.1f us %6.1f "
-           "TFLOP/s (%4.1f%%) | fwd+bwd %8.1f us, host %.1f + %.1f us/call\n",
-           (long long)B, (long long)nh, (long long)S, (long long)hd, tf.gpu_us, ff, 100 * ff / ceiling, tb.gpu_us, fb,
-           100 * fb / ceiling, tf.gpu_us + tb.gpu_us, tf.host_us, tb.host_us);
-    bench_json(log,
-               "{\"bench\":\"attention\",\"B\":%lld,\"nh\":%lld,\"S\":%lld,\"hd\":%lld,\"fwd_us\":%.2f,\"fwd_tflops\":%.1f,"
-               "\"bwd_us\":%.2f,\"bwd_tflops\":%.1f,\"gemm_tflops\":%.1f}",
-               (long long)B, (long long)nh, (long long)S, (long long)hd, tf.gpu_us, ff, tb.gpu_us, fb, ceiling);
+    static const int modes[3] = {F8I_ATTN_OWN, F8I_ATTN_AUTO, F8I_ATTN_CUDNN_NONDET};
+    double ff_own = 0, fb_own = 0;
+    for (int m = 0; m < 3; m++) {
+        f8i_cuda_attn_set_mode(ctx, modes[m]);
+        fwd_call(&b, 0); /* plans are built on the first call of a shape: outside the timing */
+        const int pf = f8i_cuda_attn_last_path(ctx);
+        bwd_call(&b, 0);
+        const int pb = f8i_cuda_attn_last_path(ctx);
+        BENCH_CUDA(cudaStreamSynchronize((cudaStream_t)stream));
+        const bench_times tf = bench_time(stream, fwd_call, &b, 50);
+        const bench_times tb = bench_time(stream, bwd_call, &b, 50);
+        const double ff = fwd_flop / (tf.gpu_us * 1e-6) * 1e-12, fb = bwd_flop / (tb.gpu_us * 1e-6) * 1e-12;
+        if (m == 0) ff_own = ff, fb_own = fb;
+        printf("B %2lld nh %2lld S %4lld hd %3lld %-12s (ran fwd %-5s bwd %-5s) | forward %8.1f us %6.1f TFLOP/s (%4.1f%% "
+               "of GEMM, %4.2fx own) | backward %8.1f us %6.1f TFLOP/s (%4.1f%%, %4.2fx own) | host %.1f + %.1f us/call\n",
+               (long long)B, (long long)nh, (long long)S, (long long)hd, mode_name(modes[m]), path_name(pf), path_name(pb),
+               tf.gpu_us, ff, 100 * ff / ceiling, ff / ff_own, tb.gpu_us, fb, 100 * fb / ceiling, fb / fb_own, tf.host_us,
+               tb.host_us);
+        if (modes[m] != F8I_ATTN_OWN && (pf != F8I_ATTN_PATH_CUDNN || pb != F8I_ATTN_PATH_CUDNN))
+            printf("    cuDNN did not take every call: %s\n", f8i_cuda_attn_info(ctx, NULL));
+        bench_json(log,
+                   "{\"bench\":\"attention\",\"path\":\"%s\",\"ran_fwd\":\"%s\",\"ran_bwd\":\"%s\",\"B\":%lld,\"nh\":%lld,"
+                   "\"S\":%lld,\"hd\":%lld,\"fwd_us\":%.2f,\"fwd_tflops\":%.1f,\"bwd_us\":%.2f,\"bwd_tflops\":%.1f,"
+                   "\"gemm_tflops\":%.1f}",
+                   mode_name(modes[m]), path_name(pf), path_name(pb), (long long)B, (long long)nh, (long long)S, (long long)hd,
+                   tf.gpu_us, ff, tb.gpu_us, fb, ceiling);
+    }
+    printf("    %s\n", f8i_cuda_attn_info(ctx, NULL));
+    f8i_cuda_attn_set_mode(ctx, -1);
     f8_attention_saved_destroy(b.s);
     f8_attention_destroy(b.a);
     BENCH_CUDA(cudaFree(qkv));
@@ -121,8 +153,12 @@ int main(void)
     const double ceiling = gemm_ceiling(f8_ctx_stream(ctx));
     printf("ceiling: raw cuBLASLt BF16 GEMM 8192^3 %.1f TFLOP/s\n", ceiling);
     printf("causal FLOPs: forward 2*B*nh*S^2*hd, backward 2.5x forward; targets (hd 128): forward >= 300, backward >= 200\n");
+    printf("paths: f8-own (F8_ATTN=own), cuDNN (the default: deterministic backward), cuDNN-nondet (F8_ATTN=cudnn-nondet:"
+           " atomic dQ, not reproducible); the cuDNN rates include f8's small L/O kernels around cuDNN's\n");
     run_shape(ctx, &log, 16, 12, 1024, 64, ceiling);
     run_shape(ctx, &log, 8, 16, 1024, 128, ceiling);
+    run_shape(ctx, &log, 4, 16, 4096, 128, ceiling);
+    run_shape(ctx, &log, 2, 16, 8192, 128, ceiling);
     bench_log_flush(&log);
     f8_ctx_destroy(ctx);
     return 0;

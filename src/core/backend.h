@@ -407,6 +407,23 @@ typedef struct f8i_gemm_block_args {
 void f8i_cuda_gemm_block_force_fallback(f8_ctx *ctx, int force);
 int f8i_cuda_gemm_block_last_path(const f8_ctx *ctx);
 
+/* Test and benchmark hooks of the CUDA attention (src/cuda/attention_cudnn.cu;
+ * no-ops in a CUDA=0 build and on a CPU ctx). set_mode picks the path of the
+ * ctx's later calls: F8I_ATTN_AUTO (cuDNN where it takes the call, its
+ * deterministic backward; f8's kernels elsewhere), F8I_ATTN_OWN (f8's kernels
+ * only), F8I_ATTN_CUDNN_NONDET (as AUTO with cuDNN's faster, atomic,
+ * non-reproducible backward); a negative mode goes back to the environment's
+ * choice, F8_ATTN=own|cudnn|cudnn-nondet (default cudnn = AUTO). last_path
+ * names the path the ctx's last attention call took; info describes the
+ * cuDNN state in words (version, plans, why a plan or the library was
+ * refused), valid until the next call on ctx; *loaded (may be NULL) says
+ * whether the library and a handle are ready. Never on the step path. */
+enum { F8I_ATTN_AUTO = 0, F8I_ATTN_OWN = 1, F8I_ATTN_CUDNN_NONDET = 2 };
+enum { F8I_ATTN_PATH_NONE = 0, F8I_ATTN_PATH_OWN = 1, F8I_ATTN_PATH_CUDNN = 2 };
+void f8i_cuda_attn_set_mode(f8_ctx *ctx, int mode);
+int f8i_cuda_attn_last_path(const f8_ctx *ctx);
+const char *f8i_cuda_attn_info(f8_ctx *ctx, int *loaded);
+
 /* ---- the simple ops' args ------------------------------------------- */
 
 /* dst[0, bytes) = src[0, bytes) (memmove semantics on the CPU). */

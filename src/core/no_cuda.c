@@ -36,3 +36,22 @@ int f8i_cuda_gemm_block_last_path(const f8_ctx *ctx)
     (void)ctx;
     return 0;
 }
+
+void f8i_cuda_attn_set_mode(f8_ctx *ctx, int mode)
+{
+    (void)ctx;
+    (void)mode;
+}
+
+int f8i_cuda_attn_last_path(const f8_ctx *ctx)
+{
+    (void)ctx;
+    return 0;
+}
+
+const char *f8i_cuda_attn_info(f8_ctx *ctx, int *loaded)
+{
+    (void)ctx;
+    if (loaded) *loaded = 0;
+    return "this build of f8 has no CUDA backend (built with CUDA=0)";
+}

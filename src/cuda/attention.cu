@@ -21,6 +21,11 @@
  *
  * Both paths: no atomics, each sum in one fixed order, so the results are
  * bitwise reproducible; forward 1 launch, backward 2.
+ *
+ * Before either, attention_cudnn.cu is asked: cuDNN's fused attention takes
+ * BF16 calls it has a plan for (head_dim a multiple of 8 up to 128, 16-byte
+ * aligned views), and these kernels run everything it declines. The ctx
+ * remembers which path the last call took (f8i_cuda_attn_last_path).
  */
 #include <cuda_runtime.h>
 #include <string.h>
@@ -233,6 +238,10 @@ static gen_shape shape_of(int64_t B, int64_t S, int64_t nh, int64_t hd, float c,
 static f8_status forward(f8_ctx *ctx, const f8i_attn_fwd_args *a)
 {
     const int64_t BH = a->batch * a->n_head;
+    int ran = 0;
+    const f8_status cs = f8i_cudnn_attn_fwd(ctx, a, &ran);
+    if (cs != F8_OK || ran) return cs;
+    f8i_cuda(ctx)->attn_last_path = F8I_ATTN_PATH_OWN;
     if (fast_shape(a->dtype, a->head_dim) && aligned16(a->qkv) && aligned16(a->y) && aligned16(a->o)) {
         att_fast_args f;
         memset(&f, 0, sizeof f);
@@ -262,6 +271,10 @@ static f8_status forward(f8_ctx *ctx, const f8i_attn_fwd_args *a)
 static f8_status backward(f8_ctx *ctx, const f8i_attn_bwd_args *a)
 {
     const int64_t BH = a->batch * a->n_head;
+    int ran = 0;
+    const f8_status cs = f8i_cudnn_attn_bwd(ctx, a, &ran);
+    if (cs != F8_OK || ran) return cs;
+    f8i_cuda(ctx)->attn_last_path = F8I_ATTN_PATH_OWN;
     if (fast_shape(a->dtype, a->head_dim) && aligned16(a->qkv) && aligned16(a->o) && aligned16(a->dy) &&
         aligned16(a->dqkv)) {
         att_fast_args f;

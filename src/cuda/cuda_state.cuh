@@ -12,6 +12,7 @@
 #include "train/embed_xent_adamw.h"
 
 typedef struct f8i_gemm_cache f8i_gemm_cache; /* owned by gemm.cu */
+typedef struct f8i_attn_cudnn f8i_attn_cudnn; /* owned by attention_cudnn.cu */
 
 #define F8I_SMEM_OPTINS 64 /* kernels whose shared-memory opt-in a ctx remembers */
 
@@ -26,6 +27,10 @@ typedef struct f8i_cuda_state {
     const void *smem_done[F8I_SMEM_OPTINS]; /* kernels already opted in (f8i_cuda_smem_optin) */
     unsigned int *amax_ticket; /* (1) device, 0 between launches: amax_scale.cu's last-block ticket */
     float *amax_partials;      /* (F8I_AMAX_MAX_BLOCKS) device: its per-block partial amaxes */
+    f8i_attn_cudnn *attn_cudnn; /* cuDNN library, handle and attention plans (lazily created) */
+    int attn_mode;             /* F8I_ATTN_* (backend.h): F8_ATTN, read once, or a test's choice */
+    int attn_mode_set;         /* attn_mode is valid */
+    int attn_last_path;        /* F8I_ATTN_PATH_* of the last attention call */
 } f8i_cuda_state;
 
 #define F8I_AMAX_MAX_BLOCKS 1024 /* most blocks an amax_scale launch uses */
@@ -103,6 +108,13 @@ f8_status f8i_cuda_norm_fwd(f8_ctx *ctx, const f8i_norm_fwd_args *args);
 f8_status f8i_cuda_norm_bwd(f8_ctx *ctx, const f8i_norm_bwd_args *args);
 f8_status f8i_cuda_act_fwd(f8_ctx *ctx, const f8i_act_fwd_args *args);
 f8_status f8i_cuda_act_bwd(f8_ctx *ctx, const f8i_act_bwd_args *args);
+
+/* attention_cudnn.cu: the cuDNN path attention.cu asks first. *ran = 1 when
+ * cuDNN took the call; 0 (with F8_OK) when f8's kernels must run it: cuDNN
+ * absent or refusing the shape, the mode, or no plan while capturing. */
+f8_status f8i_cudnn_attn_fwd(f8_ctx *ctx, const f8i_attn_fwd_args *args, int *ran);
+f8_status f8i_cudnn_attn_bwd(f8_ctx *ctx, const f8i_attn_bwd_args *args, int *ran);
+void f8i_cuda_attn_cudnn_destroy(f8_ctx *ctx); /* plans, buffers, handle, library */
 
 /* attention.cu; embedding.cu (embedding), cross_entropy.cu, adamw.cu */
 f8_status f8i_cuda_attn_fwd(f8_ctx *ctx, const f8i_attn_fwd_args *args);

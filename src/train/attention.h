@@ -30,6 +30,18 @@
  * online softmax). Either way p is rounded once to the dtype before its
  * product, so the two agree to about one BF16 rounding of p per term.
  *
+ * The CUDA backend's BF16 calls run on cuDNN's fused flash attention when
+ * it is installed and takes them (cuda/attention_cudnn.cu; F8_ATTN=own
+ * forces f8's kernels). cuDNN computes the same quantities in natural-log
+ * form on the scaled scores (softmax of c·s, Stats = c·m + ln l), with its
+ * own block order and BF16 rounding of p and dS; its results differ from
+ * the CPU's by a few BF16 roundings, as the fused kernels' do, and are
+ * bitwise reproducible run to run (its deterministic backward, unless
+ * F8_ATTN=cudnn-nondet). The saved L keeps the meaning above on every path:
+ * L = Stats / c after a cuDNN forward, Stats = L·c before a cuDNN backward,
+ * so a forward and a backward may take different paths. cuDNN's D (its
+ * softmax_sum) is written to the same workspace D.
+ *
  * Saved state (per f8_attention_saved, sized for max_batch, max_seq): L
  * (FP32 [B·nh, S]) and O, a copy of y ([B·S, C] dtype) that the forward
  * writes beside y, so the backward's D does not depend on the caller

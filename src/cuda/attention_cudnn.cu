@@ -1,0 +1,1033 @@
+/*
+ * attention_cudnn.cu — causal attention through cuDNN 9's fused flash
+ * attention (the backend "graph" API of cudnn_graph.h), with libcudnn
+ * loaded at run time. attention.cu asks here first; wherever this file says
+ * no, f8's own kernels run.
+ *
+ * Design note.
+ *  - Loading. No link-time dependency: libcudnn.so.9 (then libcudnn.so) is
+ *    dlopen'ed per ctx, the first time an attention call runs outside a
+ *    capture, and the dozen functions used are resolved with dlsym. The
+ *    backend API's enums are declared below by value (the ABI numbers of
+ *    cudnn_graph.h), so f8 builds without cuDNN's headers; where the header
+ *    is present the numbers are checked against it at compile time. A
+ *    missing library, a cuDNN older than 9.0 or a failed cudnnCreate leaves
+ *    the reason in the state (f8i_cuda_attn_info) and every call on f8's
+ *    kernels; nothing is printed and nothing is an error.
+ *  - The graphs are the decomposition cuDNN's pattern matcher fuses into its
+ *    flash-attention engines, as cudnn-frontend's SDPA nodes build them (the
+ *    frontend is not used; its node code was read for the facts):
+ *      forward  S = Q·Kᵀ; S·c; causal select(row >= col, S, -inf) from two
+ *               GEN_INDEX and CMP_GE; m = max_j; e = exp(S - m); l = Σ_j e;
+ *               Stats = m + log l; P = e / l (BF16); O = P·V.
+ *      backward Σ = reduce_d(dO ⊙ O)·1 (the D of attention.h, written to the
+ *               op's d workspace); P = exp(select(S·c - Stats)); dV = Pᵀ·dO;
+ *               dS = (dO·Vᵀ - Σ)·P·c; dK = dSᵀ·Q; dQ = dS·K.
+ *    Q, K, V, dQ, dK, dV are strided views of f8's (B·S, 3C) rows (no
+ *    copies); Kᵀ and Vᵀ are the same memory with the last two dims swapped.
+ *  - Determinism. The backward exists in two forms: with dQ accumulated in
+ *    an FP32 dQ_accum tensor (atomics: fast, not reproducible) or with dQ
+ *    written directly (cuDNN's "dP workspace" algorithm: dS kept in a
+ *    B·nh·S²·2-byte workspace, each gradient a plain product: bitwise
+ *    reproducible). cudnn-frontend's set_deterministic_algorithm(true) picks
+ *    the second on Hopper exactly by leaving dQ_accum out of the graph; f8
+ *    promises reproducible runs, so that is the default, and the atomic
+ *    form is an opt-in (F8_ATTN=cudnn-nondet, or the test hook).
+ *  - Saved state keeps attention.h's meaning on either path: cuDNN's Stats
+ *    are c·m + ln l (natural log of the scaled scores); f8's L is
+ *    m + log2(l)/c2 = Stats / c. The forward converts in place after cuDNN
+ *    (one small kernel, which also copies y to the saved O), the backward
+ *    converts back into its own workspace before cuDNN runs (a second small
+ *    kernel), so a forward on one path and a backward on the other agree.
+ *  - Plans: one per (direction, B, S, n_head, head_dim, deterministic), built
+ *    on the first eager call of that shape (heuristics mode A, the first
+ *    engine config that finalizes), cached in the ctx with its own device
+ *    buffer (cuDNN's workspace, then the Stats it reads or writes, then
+ *    dQ_accum), and never freed before the ctx: a captured graph keeps
+ *    pointing at it. A shape that fails to build is remembered as refused.
+ *    While a stream captures nothing is loaded, built or allocated: a call
+ *    with no ready plan runs f8's kernels (the trainer warms up eagerly
+ *    before it captures, so its captured step takes the plans).
+ *  - Launch counters: cuDNN's execute counts as one launch, whatever it
+ *    issues; each small kernel of this file as one more.
+ */
+#include <dlfcn.h>
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_state.cuh"
+#include "kernels_common.cuh"
+
+/* ------------------------------------------------------------------------ */
+/* The backend API by value                                                  */
+/* ------------------------------------------------------------------------ */
+
+typedef int dn_status; /* cudnnStatus_t */
+enum { DN_OK = 0 };
+
+enum dn_desc_type {
+    DN_D_POINTWISE = 0, DN_D_ENGINE = 2, DN_D_ENGINECFG = 3, DN_D_ENGINEHEUR = 4, DN_D_PLAN = 5,
+    DN_D_OP_POINTWISE = 13, DN_D_OPGRAPH = 15, DN_D_VARIANT_PACK = 16, DN_D_TENSOR = 17, DN_D_MATMUL = 18,
+    DN_D_OP_MATMUL = 19, DN_D_REDUCTION = 21, DN_D_OP_REDUCTION = 22, DN_D_OP_RESHAPE = 31
+};
+enum dn_attr {
+    DN_A_PW_MODE = 0, DN_A_PW_MATH_PREC = 1, DN_A_PW_AXIS = 9,
+    DN_A_HEUR_MODE = 200, DN_A_HEUR_OPGRAPH = 201, DN_A_HEUR_RESULTS = 202,
+    DN_A_CFG_ENGINE = 300,
+    DN_A_PLAN_HANDLE = 400, DN_A_PLAN_CONFIG = 401, DN_A_PLAN_WORKSPACE = 402,
+    DN_A_OP_PW_DESC = 750, DN_A_OP_PW_X = 751, DN_A_OP_PW_B = 752, DN_A_OP_PW_Y = 753, DN_A_OP_PW_ALPHA1 = 754,
+    DN_A_OP_PW_ALPHA2 = 755, DN_A_OP_PW_T = 758,
+    DN_A_OPGRAPH_HANDLE = 800, DN_A_OPGRAPH_OPS = 801,
+    DN_A_T_ALIGN = 900, DN_A_T_DTYPE = 901, DN_A_T_DIMS = 902, DN_A_T_STRIDES = 903, DN_A_T_UID = 906,
+    DN_A_T_VIRTUAL = 907, DN_A_T_BY_VALUE = 908,
+    DN_A_VP_UIDS = 1000, DN_A_VP_PTRS = 1001, DN_A_VP_WORKSPACE = 1003,
+    DN_A_ENGINE_INDEX = 1301, DN_A_ENGINE_NUMERICAL_NOTE = 1303,
+    DN_A_MM_COMP_TYPE = 1500, DN_A_OP_MM_A = 1520, DN_A_OP_MM_B = 1521, DN_A_OP_MM_C = 1522, DN_A_OP_MM_DESC = 1523,
+    DN_A_RED_OPERATOR = 1600, DN_A_RED_COMP_TYPE = 1601, DN_A_OP_RED_X = 1610, DN_A_OP_RED_Y = 1611,
+    DN_A_OP_RED_DESC = 1612,
+    DN_A_OP_RESHAPE_X = 2200, DN_A_OP_RESHAPE_Y = 2201
+};
+enum dn_attr_type {
+    DN_T_HANDLE = 0, DN_T_DATA_TYPE = 1, DN_T_BOOLEAN = 2, DN_T_INT64 = 3, DN_T_FLOAT = 4, DN_T_VOID_PTR = 6,
+    DN_T_HEUR_MODE = 8, DN_T_NUMERICAL_NOTE = 11, DN_T_POINTWISE_MODE = 14, DN_T_DESCRIPTOR = 15,
+    DN_T_REDUCTION_OPERATOR = 18
+};
+enum dn_dtype { DN_FLOAT = 0, DN_INT32 = 4, DN_BF16 = 9, DN_BOOLEAN = 11 };
+enum dn_pw_mode {
+    DN_PW_ADD = 0, DN_PW_MUL = 1, DN_PW_DIV = 6, DN_PW_SUB = 9, DN_PW_EXP = 13, DN_PW_LOG = 15, DN_PW_IDENTITY = 21,
+    DN_PW_CMP_GE = 303, DN_PW_GEN_INDEX = 501, DN_PW_BINARY_SELECT = 601
+};
+enum { DN_REDUCE_ADD = 0, DN_REDUCE_MAX = 3, DN_HEUR_MODE_A = 3, DN_NOTE_NONDETERMINISTIC = 4 };
+
+#if defined(__has_include)
+#if __has_include(<cudnn_graph.h>)
+#include <cudnn_graph.h>
+#define DN_CHECK(a, b) static_assert((int)(a) == (int)(b), #a " is not " #b " in cudnn_graph.h")
+DN_CHECK(DN_D_POINTWISE, CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
+DN_CHECK(DN_D_ENGINE, CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+DN_CHECK(DN_D_ENGINECFG, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+DN_CHECK(DN_D_ENGINEHEUR, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+DN_CHECK(DN_D_PLAN, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+DN_CHECK(DN_D_OP_POINTWISE, CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
+DN_CHECK(DN_D_OPGRAPH, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+DN_CHECK(DN_D_VARIANT_PACK, CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+DN_CHECK(DN_D_TENSOR, CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+DN_CHECK(DN_D_MATMUL, CUDNN_BACKEND_MATMUL_DESCRIPTOR);
+DN_CHECK(DN_D_OP_MATMUL, CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR);
+DN_CHECK(DN_D_REDUCTION, CUDNN_BACKEND_REDUCTION_DESCRIPTOR);
+DN_CHECK(DN_D_OP_REDUCTION, CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR);
+DN_CHECK(DN_D_OP_RESHAPE, CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR);
+DN_CHECK(DN_A_PW_MODE, CUDNN_ATTR_POINTWISE_MODE);
+DN_CHECK(DN_A_PW_MATH_PREC, CUDNN_ATTR_POINTWISE_MATH_PREC);
+DN_CHECK(DN_A_PW_AXIS, CUDNN_ATTR_POINTWISE_AXIS);
+DN_CHECK(DN_A_HEUR_MODE, CUDNN_ATTR_ENGINEHEUR_MODE);
+DN_CHECK(DN_A_HEUR_OPGRAPH, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH);
+DN_CHECK(DN_A_HEUR_RESULTS, CUDNN_ATTR_ENGINEHEUR_RESULTS);
+DN_CHECK(DN_A_CFG_ENGINE, CUDNN_ATTR_ENGINECFG_ENGINE);
+DN_CHECK(DN_A_PLAN_CONFIG, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG);
+DN_CHECK(DN_A_PLAN_WORKSPACE, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE);
+DN_CHECK(DN_A_OP_PW_DESC, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR);
+DN_CHECK(DN_A_OP_PW_X, CUDNN_ATTR_OPERATION_POINTWISE_XDESC);
+DN_CHECK(DN_A_OP_PW_B, CUDNN_ATTR_OPERATION_POINTWISE_BDESC);
+DN_CHECK(DN_A_OP_PW_Y, CUDNN_ATTR_OPERATION_POINTWISE_YDESC);
+DN_CHECK(DN_A_OP_PW_ALPHA1, CUDNN_ATTR_OPERATION_POINTWISE_ALPHA1);
+DN_CHECK(DN_A_OP_PW_ALPHA2, CUDNN_ATTR_OPERATION_POINTWISE_ALPHA2);
+DN_CHECK(DN_A_OP_PW_T, CUDNN_ATTR_OPERATION_POINTWISE_TDESC);
+DN_CHECK(DN_A_OPGRAPH_OPS, CUDNN_ATTR_OPERATIONGRAPH_OPS);
+DN_CHECK(DN_A_T_ALIGN, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT);
+DN_CHECK(DN_A_T_DTYPE, CUDNN_ATTR_TENSOR_DATA_TYPE);
+DN_CHECK(DN_A_T_DIMS, CUDNN_ATTR_TENSOR_DIMENSIONS);
+DN_CHECK(DN_A_T_STRIDES, CUDNN_ATTR_TENSOR_STRIDES);
+DN_CHECK(DN_A_T_UID, CUDNN_ATTR_TENSOR_UNIQUE_ID);
+DN_CHECK(DN_A_T_VIRTUAL, CUDNN_ATTR_TENSOR_IS_VIRTUAL);
+DN_CHECK(DN_A_T_BY_VALUE, CUDNN_ATTR_TENSOR_IS_BY_VALUE);
+DN_CHECK(DN_A_VP_UIDS, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS);
+DN_CHECK(DN_A_VP_PTRS, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS);
+DN_CHECK(DN_A_VP_WORKSPACE, CUDNN_ATTR_VARIANT_PACK_WORKSPACE);
+DN_CHECK(DN_A_ENGINE_INDEX, CUDNN_ATTR_ENGINE_GLOBAL_INDEX);
+DN_CHECK(DN_A_ENGINE_NUMERICAL_NOTE, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE);
+DN_CHECK(DN_A_MM_COMP_TYPE, CUDNN_ATTR_MATMUL_COMP_TYPE);
+DN_CHECK(DN_A_OP_MM_A, CUDNN_ATTR_OPERATION_MATMUL_ADESC);
+DN_CHECK(DN_A_OP_MM_B, CUDNN_ATTR_OPERATION_MATMUL_BDESC);
+DN_CHECK(DN_A_OP_MM_C, CUDNN_ATTR_OPERATION_MATMUL_CDESC);
+DN_CHECK(DN_A_OP_MM_DESC, CUDNN_ATTR_OPERATION_MATMUL_DESC);
+DN_CHECK(DN_A_RED_OPERATOR, CUDNN_ATTR_REDUCTION_OPERATOR);
+DN_CHECK(DN_A_RED_COMP_TYPE, CUDNN_ATTR_REDUCTION_COMP_TYPE);
+DN_CHECK(DN_A_OP_RED_X, CUDNN_ATTR_OPERATION_REDUCTION_XDESC);
+DN_CHECK(DN_A_OP_RED_Y, CUDNN_ATTR_OPERATION_REDUCTION_YDESC);
+DN_CHECK(DN_A_OP_RED_DESC, CUDNN_ATTR_OPERATION_REDUCTION_DESC);
+DN_CHECK(DN_A_OP_RESHAPE_X, CUDNN_ATTR_OPERATION_RESHAPE_XDESC);
+DN_CHECK(DN_A_OP_RESHAPE_Y, CUDNN_ATTR_OPERATION_RESHAPE_YDESC);
+DN_CHECK(DN_T_HANDLE, CUDNN_TYPE_HANDLE);
+DN_CHECK(DN_T_DATA_TYPE, CUDNN_TYPE_DATA_TYPE);
+DN_CHECK(DN_T_BOOLEAN, CUDNN_TYPE_BOOLEAN);
+DN_CHECK(DN_T_INT64, CUDNN_TYPE_INT64);
+DN_CHECK(DN_T_FLOAT, CUDNN_TYPE_FLOAT);
+DN_CHECK(DN_T_VOID_PTR, CUDNN_TYPE_VOID_PTR);
+DN_CHECK(DN_T_HEUR_MODE, CUDNN_TYPE_HEUR_MODE);
+DN_CHECK(DN_T_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE);
+DN_CHECK(DN_T_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE);
+DN_CHECK(DN_T_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR);
+DN_CHECK(DN_T_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE);
+DN_CHECK(DN_FLOAT, CUDNN_DATA_FLOAT);
+DN_CHECK(DN_INT32, CUDNN_DATA_INT32);
+DN_CHECK(DN_BF16, CUDNN_DATA_BFLOAT16);
+DN_CHECK(DN_BOOLEAN, CUDNN_DATA_BOOLEAN);
+DN_CHECK(DN_PW_ADD, CUDNN_POINTWISE_ADD);
+DN_CHECK(DN_PW_MUL, CUDNN_POINTWISE_MUL);
+DN_CHECK(DN_PW_DIV, CUDNN_POINTWISE_DIV);
+DN_CHECK(DN_PW_SUB, CUDNN_POINTWISE_SUB);
+DN_CHECK(DN_PW_EXP, CUDNN_POINTWISE_EXP);
+DN_CHECK(DN_PW_LOG, CUDNN_POINTWISE_LOG);
+DN_CHECK(DN_PW_IDENTITY, CUDNN_POINTWISE_IDENTITY);
+DN_CHECK(DN_PW_CMP_GE, CUDNN_POINTWISE_CMP_GE);
+DN_CHECK(DN_PW_GEN_INDEX, CUDNN_POINTWISE_GEN_INDEX);
+DN_CHECK(DN_PW_BINARY_SELECT, CUDNN_POINTWISE_BINARY_SELECT);
+DN_CHECK(DN_REDUCE_ADD, CUDNN_REDUCE_TENSOR_ADD);
+DN_CHECK(DN_REDUCE_MAX, CUDNN_REDUCE_TENSOR_MAX);
+DN_CHECK(DN_HEUR_MODE_A, CUDNN_HEUR_MODE_A);
+DN_CHECK(DN_NOTE_NONDETERMINISTIC, CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC);
+#undef DN_CHECK
+#endif
+#endif
+
+/* The functions resolved from the library (cuDNN's enums and handles passed as int and void *). */
+typedef struct dn_api {
+    void *lib;
+    size_t (*get_version)(void);
+    dn_status (*create)(void **handle);
+    dn_status (*destroy)(void *handle);
+    dn_status (*set_stream)(void *handle, cudaStream_t stream);
+    const char *(*error_string)(dn_status status);
+    void (*last_error)(char *message, size_t max_size);
+    dn_status (*b_create)(int type, void **desc);
+    dn_status (*b_destroy)(void *desc);
+    dn_status (*b_set)(void *desc, int attr, int type, int64_t count, const void *values);
+    dn_status (*b_get)(void *desc, int attr, int type, int64_t requested, int64_t *count, void *values);
+    dn_status (*b_finalize)(void *desc);
+    dn_status (*b_execute)(void *handle, void *plan, void *variant_pack);
+} dn_api;
+
+/* ------------------------------------------------------------------------ */
+/* State                                                                     */
+/* ------------------------------------------------------------------------ */
+
+#define DN_WHY 384          /* bytes of a reason */
+#define DN_MAX_CONFIGS 8    /* engine configs tried per plan, in heuristics order */
+
+/* Tensor uids of a graph's real (non-virtual) tensors; virtual ones count from DN_UID_VIRTUAL. */
+enum {
+    U_Q = 1, U_K, U_V, U_O, U_STATS, U_DO, U_DQ, U_DK, U_DV, U_SUM, U_DQ_ACC, U_SCALE, U_ONE, U_NEG_INF,
+    DN_UID_VIRTUAL = 100
+};
+
+typedef struct dn_key {
+    int64_t dir;      /* 0 forward, 1 backward */
+    int64_t det;      /* backward: 1 deterministic form, 0 dQ_accum form; forward: 1 */
+    int64_t B, S, nh, hd;
+} dn_key;
+
+typedef struct dn_plan {
+    dn_key key;
+    int ok;              /* 1: usable; 0: refused for good (why) */
+    void *plan;          /* the execution plan (one of descs) */
+    void **descs;        /* (n_descs) every descriptor made for it, destroyed with it */
+    int n_descs, cap_descs;
+    void *buf;           /* device: cuDNN workspace [0, ws_bytes), Stats at stats_off, dQ_accum at acc_off */
+    size_t ws_bytes, stats_off, acc_off, acc_bytes;
+    int64_t engine;      /* global index of the engine that finalized (-1 unknown) */
+    int nondet_note;     /* its numerical notes say NONDETERMINISTIC */
+    float neg_inf;       /* the masked score: -inf from cuDNN 9.10 on, -FLT_MAX before (as the frontend) */
+    char why[DN_WHY];
+} dn_plan;
+
+struct f8i_attn_cudnn {
+    dn_api api;
+    int ready;           /* library loaded and handle created; else why says why not */
+    void *handle;        /* cudnnHandle_t */
+    cudaStream_t stream; /* the handle's stream */
+    size_t version;      /* cudnnGetVersion() */
+    const char *lib_name;
+    dn_plan *plans;      /* (cap) host, count used */
+    int count, cap, last;
+    char why[DN_WHY];
+    char info[3 * DN_WHY]; /* f8i_cuda_attn_info's text */
+    char last_plan[2 * DN_WHY]; /* the most recent plan built or refused, in words */
+};
+
+static void plan_release(const dn_api *api, dn_plan *p)
+{
+    for (int i = p->n_descs - 1; i >= 0; i--)
+        if (p->descs[i]) (void)api->b_destroy(p->descs[i]);
+    free(p->descs);
+    if (p->buf) (void)cudaFree(p->buf);
+    p->descs = NULL, p->n_descs = p->cap_descs = 0, p->buf = NULL, p->plan = NULL;
+}
+
+void f8i_cuda_attn_cudnn_destroy(f8_ctx *ctx)
+{
+    if (!ctx || !ctx->be_state) return;
+    f8i_attn_cudnn *c = f8i_cuda(ctx)->attn_cudnn;
+    if (!c) return;
+    for (int i = 0; i < c->count; i++) plan_release(&c->api, &c->plans[i]);
+    free(c->plans);
+    if (c->handle) (void)c->api.destroy(c->handle);
+    if (c->api.lib) (void)dlclose(c->api.lib);
+    free(c);
+    f8i_cuda(ctx)->attn_cudnn = NULL;
+    (void)cudaGetLastError();
+}
+
+/* dlopen + dlsym + version check + cudnnCreate; on failure c->why says why. */
+static void state_load(f8_ctx *ctx, f8i_attn_cudnn *c)
+{
+    dn_api *a = &c->api;
+    static const char *const names[] = {"libcudnn.so.9", "libcudnn.so"};
+    char err[DN_WHY / 2] = "";
+    for (int i = 0; i < 2 && !a->lib; i++) {
+        a->lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+        if (a->lib) c->lib_name = names[i];
+        else if (i == 0) {
+            const char *e = dlerror();
+            snprintf(err, sizeof err, "%s", e ? e : "?");
+        }
+    }
+    if (!a->lib) {
+        snprintf(c->why, sizeof c->why, "cuDNN not loaded: dlopen(libcudnn.so.9) failed: %s", err);
+        return;
+    }
+#define DN_SYM(field, name)                                                                                 \
+    do {                                                                                                  \
+        a->field = (decltype(a->field))dlsym(a->lib, name);                                               \
+        if (!a->field) {                                                                                  \
+            snprintf(c->why, sizeof c->why, "cuDNN from %s lacks %s (not cuDNN 9?)", c->lib_name, name); \
+            return;                                                                                       \
+        }                                                                                                 \
+    } while (0)
+    DN_SYM(get_version, "cudnnGetVersion");
+    DN_SYM(create, "cudnnCreate");
+    DN_SYM(destroy, "cudnnDestroy");
+    DN_SYM(set_stream, "cudnnSetStream");
+    DN_SYM(error_string, "cudnnGetErrorString");
+    DN_SYM(b_create, "cudnnBackendCreateDescriptor");
+    DN_SYM(b_destroy, "cudnnBackendDestroyDescriptor");
+    DN_SYM(b_set, "cudnnBackendSetAttribute");
+    DN_SYM(b_get, "cudnnBackendGetAttribute");
+    DN_SYM(b_finalize, "cudnnBackendFinalize");
+    DN_SYM(b_execute, "cudnnBackendExecute");
+#undef DN_SYM
+    a->last_error = (void (*)(char *, size_t))dlsym(a->lib, "cudnnGetLastErrorString"); /* 9.0+; optional */
+    c->version = a->get_version();
+    if (c->version < 90000) {
+        snprintf(c->why, sizeof c->why, "cuDNN %zu from %s is older than 9.0", c->version, c->lib_name);
+        return;
+    }
+    if (cudaSetDevice(f8i_cuda(ctx)->device) != cudaSuccess) {
+        (void)cudaGetLastError();
+        snprintf(c->why, sizeof c->why, "cudaSetDevice(%d) failed before cudnnCreate", f8i_cuda(ctx)->device);
+        return;
+    }
+    void *h = NULL;
+    const dn_status st = a->create(&h);
+    if (st != DN_OK) {
+        snprintf(c->why, sizeof c->why, "cudnnCreate failed: %s (%d)", a->error_string(st), st);
+        (void)cudaGetLastError();
+        return;
+    }
+    c->handle = h;
+    c->stream = f8i_stream(ctx);
+    const dn_status ss = a->set_stream(h, c->stream);
+    if (ss != DN_OK) {
+        snprintf(c->why, sizeof c->why, "cudnnSetStream failed: %s (%d)", a->error_string(ss), ss);
+        return;
+    }
+    c->ready = 1;
+}
+
+/* The ctx's mode: F8_ATTN read once ("own", "cudnn" (the default), "cudnn-nondet"), unless a test set it. */
+static int mode_of(f8i_cuda_state *s)
+{
+    if (!s->attn_mode_set) {
+        const char *e = getenv("F8_ATTN");
+        s->attn_mode = F8I_ATTN_AUTO;
+        if (e && strcmp(e, "own") == 0) s->attn_mode = F8I_ATTN_OWN;
+        if (e && strcmp(e, "cudnn-nondet") == 0) s->attn_mode = F8I_ATTN_CUDNN_NONDET;
+        s->attn_mode_set = 1;
+    }
+    return s->attn_mode;
+}
+
+static int capturing(f8_ctx *ctx)
+{
+    if (ctx->capturing) return 1;
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(f8i_stream(ctx), &cs) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 1; /* unknown: behave as if capturing (nothing built, nothing allocated) */
+    }
+    return cs != cudaStreamCaptureStatusNone;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Graph building                                                            */
+/* ------------------------------------------------------------------------ */
+
+/* A plan under construction: every call is a no-op once one has failed, so
+ * the graphs below read straight through and the first failure is kept. */
+typedef struct gb {
+    const dn_api *api;
+    dn_plan *p;
+    void *ops[32];
+    int n_ops;
+    int64_t next_uid;
+    int failed;
+} gb;
+
+static void gb_fail(gb *g, dn_status st, const char *what, const char *obj)
+{
+    if (g->failed) return;
+    g->failed = 1;
+    char detail[DN_WHY / 2] = "";
+    if (g->api->last_error) g->api->last_error(detail, sizeof detail);
+    snprintf(g->p->why, sizeof g->p->why, "%s of '%s': %s (%d)%s%s", what, obj, g->api->error_string(st), st,
+             detail[0] ? "; " : "", detail);
+}
+
+static void *gb_new(gb *g, int type, const char *obj)
+{
+    if (g->failed) return NULL;
+    dn_plan *p = g->p;
+    if (p->n_descs == p->cap_descs) {
+        const int cap = p->cap_descs ? 2 * p->cap_descs : 64;
+        void **grown = (void **)realloc(p->descs, (size_t)cap * sizeof *grown);
+        if (!grown) {
+            g->failed = 1;
+            snprintf(p->why, sizeof p->why, "out of host memory building '%s'", obj);
+            return NULL;
+        }
+        p->descs = grown, p->cap_descs = cap;
+    }
+    void *d = NULL;
+    const dn_status st = g->api->b_create(type, &d);
+    if (st != DN_OK) {
+        gb_fail(g, st, "cudnnBackendCreateDescriptor", obj);
+        return NULL;
+    }
+    p->descs[p->n_descs++] = d;
+    return d;
+}
+
+static void gb_set_(gb *g, void *d, int attr, int type, int64_t n, const void *v, const char *obj, const char *name)
+{
+    if (g->failed) return;
+    const dn_status st = g->api->b_set(d, attr, type, n, v);
+    if (st != DN_OK) gb_fail(g, st, name, obj);
+}
+#define gb_set(g, d, attr, type, n, v, obj) gb_set_(g, d, attr, type, n, v, obj, "set " #attr)
+
+static void gb_fin(gb *g, void *d, const char *obj)
+{
+    if (g->failed) return;
+    const dn_status st = g->api->b_finalize(d);
+    if (st != DN_OK) gb_fail(g, st, "cudnnBackendFinalize", obj);
+}
+
+static void *gb_tensor(gb *g, const char *name, int64_t uid, int dtype, const int64_t dim[4], const int64_t str[4],
+                       int is_virtual, int by_value)
+{
+    void *t = gb_new(g, DN_D_TENSOR, name);
+    const int64_t align = 16;
+    const bool yes = true;
+    gb_set(g, t, DN_A_T_DTYPE, DN_T_DATA_TYPE, 1, &dtype, name);
+    gb_set(g, t, DN_A_T_DIMS, DN_T_INT64, 4, dim, name);
+    gb_set(g, t, DN_A_T_STRIDES, DN_T_INT64, 4, str, name);
+    gb_set(g, t, DN_A_T_UID, DN_T_INT64, 1, &uid, name);
+    gb_set(g, t, DN_A_T_ALIGN, DN_T_INT64, 1, &align, name);
+    if (is_virtual) gb_set(g, t, DN_A_T_VIRTUAL, DN_T_BOOLEAN, 1, &yes, name);
+    if (by_value) gb_set(g, t, DN_A_T_BY_VALUE, DN_T_BOOLEAN, 1, &yes, name);
+    gb_fin(g, t, name);
+    return t;
+}
+
+static void *gb_virtual(gb *g, const char *name, int dtype, const int64_t dim[4], const int64_t str[4])
+{
+    return gb_tensor(g, name, g->next_uid++, dtype, dim, str, 1, 0);
+}
+
+/* A by-value FP32 scalar [1,1,1,1] (its value is a host pointer in the variant pack). */
+static void *gb_scalar(gb *g, const char *name, int64_t uid)
+{
+    static const int64_t one[4] = {1, 1, 1, 1};
+    return gb_tensor(g, name, uid, DN_FLOAT, one, one, 0, 1);
+}
+
+static void gb_op(gb *g, void *op, const char *name)
+{
+    if (g->failed) return;
+    if (g->n_ops == (int)(sizeof g->ops / sizeof g->ops[0])) {
+        g->failed = 1;
+        snprintf(g->p->why, sizeof g->p->why, "too many operations at '%s'", name);
+        return;
+    }
+    g->ops[g->n_ops++] = op;
+}
+
+/* y = mode(x[, b][, t]) at math precision prec; axis >= 0 for GEN_INDEX. */
+static void gb_pw(gb *g, const char *name, int mode, int prec, void *x, void *b, void *t, void *y, int64_t axis)
+{
+    void *pd = gb_new(g, DN_D_POINTWISE, name);
+    gb_set(g, pd, DN_A_PW_MODE, DN_T_POINTWISE_MODE, 1, &mode, name);
+    gb_set(g, pd, DN_A_PW_MATH_PREC, DN_T_DATA_TYPE, 1, &prec, name);
+    if (axis >= 0) gb_set(g, pd, DN_A_PW_AXIS, DN_T_INT64, 1, &axis, name);
+    gb_fin(g, pd, name);
+    void *op = gb_new(g, DN_D_OP_POINTWISE, name);
+    const float alpha = 1.0f;
+    gb_set(g, op, DN_A_OP_PW_DESC, DN_T_DESCRIPTOR, 1, &pd, name);
+    gb_set(g, op, DN_A_OP_PW_X, DN_T_DESCRIPTOR, 1, &x, name);
+    if (b) gb_set(g, op, DN_A_OP_PW_B, DN_T_DESCRIPTOR, 1, &b, name);
+    if (t) gb_set(g, op, DN_A_OP_PW_T, DN_T_DESCRIPTOR, 1, &t, name);
+    gb_set(g, op, DN_A_OP_PW_Y, DN_T_DESCRIPTOR, 1, &y, name);
+    gb_set(g, op, DN_A_OP_PW_ALPHA1, DN_T_FLOAT, 1, &alpha, name);
+    if (b) gb_set(g, op, DN_A_OP_PW_ALPHA2, DN_T_FLOAT, 1, &alpha, name);
+    gb_fin(g, op, name);
+    gb_op(g, op, name);
+}
+
+/* c = a·b (batched over the first two dims), FP32 accumulation. */
+static void gb_mm(gb *g, const char *name, void *a, void *b, void *c)
+{
+    void *md = gb_new(g, DN_D_MATMUL, name);
+    const int comp = DN_FLOAT;
+    gb_set(g, md, DN_A_MM_COMP_TYPE, DN_T_DATA_TYPE, 1, &comp, name);
+    gb_fin(g, md, name);
+    void *op = gb_new(g, DN_D_OP_MATMUL, name);
+    gb_set(g, op, DN_A_OP_MM_A, DN_T_DESCRIPTOR, 1, &a, name);
+    gb_set(g, op, DN_A_OP_MM_B, DN_T_DESCRIPTOR, 1, &b, name);
+    gb_set(g, op, DN_A_OP_MM_C, DN_T_DESCRIPTOR, 1, &c, name);
+    gb_set(g, op, DN_A_OP_MM_DESC, DN_T_DESCRIPTOR, 1, &md, name);
+    gb_fin(g, op, name);
+    gb_op(g, op, name);
+}
+
+/* y = reduce(x) over the dims where y has extent 1, FP32. */
+static void gb_reduce(gb *g, const char *name, int op_kind, void *x, void *y)
+{
+    void *rd = gb_new(g, DN_D_REDUCTION, name);
+    const int comp = DN_FLOAT;
+    gb_set(g, rd, DN_A_RED_OPERATOR, DN_T_REDUCTION_OPERATOR, 1, &op_kind, name);
+    gb_set(g, rd, DN_A_RED_COMP_TYPE, DN_T_DATA_TYPE, 1, &comp, name);
+    gb_fin(g, rd, name);
+    void *op = gb_new(g, DN_D_OP_REDUCTION, name);
+    gb_set(g, op, DN_A_OP_RED_X, DN_T_DESCRIPTOR, 1, &x, name);
+    gb_set(g, op, DN_A_OP_RED_Y, DN_T_DESCRIPTOR, 1, &y, name);
+    gb_set(g, op, DN_A_OP_RED_DESC, DN_T_DESCRIPTOR, 1, &rd, name);
+    gb_fin(g, op, name);
+    gb_op(g, op, name);
+}
+
+/* y = x seen with y's dims and strides (a transpose view). */
+static void gb_reshape(gb *g, const char *name, void *x, void *y)
+{
+    void *op = gb_new(g, DN_D_OP_RESHAPE, name);
+    gb_set(g, op, DN_A_OP_RESHAPE_X, DN_T_DESCRIPTOR, 1, &x, name);
+    gb_set(g, op, DN_A_OP_RESHAPE_Y, DN_T_DESCRIPTOR, 1, &y, name);
+    gb_fin(g, op, name);
+    gb_op(g, op, name);
+}
+
+/* Dims and strides of the graphs' tensors for one key (element strides). */
+typedef struct dn_dims {
+    int64_t qkv[4], qkv_s[4];   /* Q, K, V, dQ, dK, dV: [b, h, s, d] in the (B·S, 3C) rows */
+    int64_t kt[4], kt_s[4];     /* Kᵀ, Vᵀ: [b, h, d, s] */
+    int64_t o[4], o_s[4];       /* O, dO: [b, h, s, d] in (B·S, C) rows */
+    int64_t ss[4], ss_s[4];     /* scores [b, h, s, s] */
+    int64_t sst_s[4];           /* scores transposed (same dims) */
+    int64_t row[4], row_s[4];   /* per-row [b, h, s, 1]: Stats, max, sum (f8's (B·nh, S) layout) */
+    int64_t acc_s[4];           /* dQ_accum [b, h, s, d] packed */
+    int64_t dot_s[4];           /* dO ⊙ O before its reduction (the frontend's strides) */
+} dn_dims;
+
+static void dims_of(const dn_key *k, dn_dims *d)
+{
+    const int64_t b = k->B, h = k->nh, s = k->S, e = k->hd, C = h * e;
+    const int64_t qkv[4] = {b, h, s, e}, qkv_s[4] = {s * 3 * C, e, 3 * C, 1};
+    const int64_t kt[4] = {b, h, e, s}, kt_s[4] = {s * 3 * C, e, 1, 3 * C};
+    const int64_t o_s[4] = {s * C, e, C, 1}, ss[4] = {b, h, s, s}, ss_s[4] = {h * s * s, s * s, s, 1};
+    const int64_t sst_s[4] = {h * s * s, s * s, 1, s}, row[4] = {b, h, s, 1}, row_s[4] = {h * s, s, 1, 1};
+    const int64_t acc_s[4] = {h * s * e, s * e, e, 1}, dot_s[4] = {h * s * e, s * e, h * e, 1};
+    memcpy(d->qkv, qkv, sizeof qkv), memcpy(d->qkv_s, qkv_s, sizeof qkv_s);
+    memcpy(d->kt, kt, sizeof kt), memcpy(d->kt_s, kt_s, sizeof kt_s);
+    memcpy(d->o, qkv, sizeof qkv), memcpy(d->o_s, o_s, sizeof o_s);
+    memcpy(d->ss, ss, sizeof ss), memcpy(d->ss_s, ss_s, sizeof ss_s), memcpy(d->sst_s, sst_s, sizeof sst_s);
+    memcpy(d->row, row, sizeof row), memcpy(d->row_s, row_s, sizeof row_s);
+    memcpy(d->acc_s, acc_s, sizeof acc_s), memcpy(d->dot_s, dot_s, sizeof dot_s);
+}
+
+/* The causal mask on scores x: select(row >= col, x, -inf) into a new virtual. */
+static void *gb_causal(gb *g, const dn_dims *d, void *x, void *neg_inf)
+{
+    void *row = gb_virtual(g, "row index", DN_INT32, d->ss, d->ss_s);
+    void *col = gb_virtual(g, "col index", DN_INT32, d->ss, d->ss_s);
+    void *keep = gb_virtual(g, "row >= col", DN_BOOLEAN, d->ss, d->ss_s);
+    void *y = gb_virtual(g, "masked scores", DN_FLOAT, d->ss, d->ss_s);
+    gb_pw(g, "gen_index(row)", DN_PW_GEN_INDEX, DN_FLOAT, x, NULL, NULL, row, 2);
+    gb_pw(g, "gen_index(col)", DN_PW_GEN_INDEX, DN_FLOAT, x, NULL, NULL, col, 3);
+    gb_pw(g, "row >= col", DN_PW_CMP_GE, DN_BOOLEAN, row, col, NULL, keep, -1);
+    gb_pw(g, "causal select", DN_PW_BINARY_SELECT, DN_FLOAT, x, neg_inf, keep, y, -1);
+    return y;
+}
+
+static void graph_forward(gb *g, const dn_dims *d)
+{
+    void *q = gb_tensor(g, "Q", U_Q, DN_BF16, d->qkv, d->qkv_s, 0, 0);
+    void *kt = gb_tensor(g, "K^T", U_K, DN_BF16, d->kt, d->kt_s, 0, 0);
+    void *v = gb_tensor(g, "V", U_V, DN_BF16, d->qkv, d->qkv_s, 0, 0);
+    void *o = gb_tensor(g, "O", U_O, DN_BF16, d->o, d->o_s, 0, 0);
+    void *stats = gb_tensor(g, "Stats", U_STATS, DN_FLOAT, d->row, d->row_s, 0, 0);
+    void *scale = gb_scalar(g, "attn_scale", U_SCALE), *neg_inf = gb_scalar(g, "-inf", U_NEG_INF);
+
+    void *s = gb_virtual(g, "S = Q K^T", DN_FLOAT, d->ss, d->ss_s);
+    void *sc = gb_virtual(g, "S c", DN_FLOAT, d->ss, d->ss_s);
+    gb_mm(g, "Q K^T", q, kt, s);
+    gb_pw(g, "S c", DN_PW_MUL, DN_FLOAT, s, scale, NULL, sc, -1);
+    void *sm = gb_causal(g, d, sc, neg_inf);
+    void *mx = gb_virtual(g, "max", DN_FLOAT, d->row, d->row_s);
+    void *sub = gb_virtual(g, "S - max", DN_FLOAT, d->ss, d->ss_s);
+    void *e = gb_virtual(g, "exp", DN_FLOAT, d->ss, d->ss_s);
+    void *sum = gb_virtual(g, "sum exp", DN_FLOAT, d->row, d->row_s);
+    void *lg = gb_virtual(g, "log sum", DN_FLOAT, d->row, d->row_s);
+    void *p = gb_virtual(g, "P", DN_BF16, d->ss, d->ss_s);
+    gb_reduce(g, "max", DN_REDUCE_MAX, sm, mx);
+    gb_pw(g, "S - max", DN_PW_SUB, DN_FLOAT, sm, mx, NULL, sub, -1);
+    gb_pw(g, "exp", DN_PW_EXP, DN_FLOAT, sub, NULL, NULL, e, -1);
+    gb_reduce(g, "sum exp", DN_REDUCE_ADD, e, sum);
+    gb_pw(g, "log sum", DN_PW_LOG, DN_FLOAT, sum, NULL, NULL, lg, -1);
+    gb_pw(g, "Stats = max + log sum", DN_PW_ADD, DN_FLOAT, mx, lg, NULL, stats, -1);
+    gb_pw(g, "P = exp / sum", DN_PW_DIV, DN_FLOAT, e, sum, NULL, p, -1);
+    gb_mm(g, "O = P V", p, v, o);
+}
+
+static void graph_backward(gb *g, const dn_dims *d, int det)
+{
+    void *q = gb_tensor(g, "Q", U_Q, DN_BF16, d->qkv, d->qkv_s, 0, 0);
+    void *kt = gb_tensor(g, "K^T", U_K, DN_BF16, d->kt, d->kt_s, 0, 0);
+    void *vt = gb_tensor(g, "V^T", U_V, DN_BF16, d->kt, d->kt_s, 0, 0);
+    void *o = gb_tensor(g, "O", U_O, DN_BF16, d->o, d->o_s, 0, 0);
+    void *dout = gb_tensor(g, "dO", U_DO, DN_BF16, d->o, d->o_s, 0, 0);
+    void *stats = gb_tensor(g, "Stats", U_STATS, DN_FLOAT, d->row, d->row_s, 0, 0);
+    void *dq = gb_tensor(g, "dQ", U_DQ, DN_BF16, d->qkv, d->qkv_s, 0, 0);
+    void *dk = gb_tensor(g, "dK", U_DK, DN_BF16, d->qkv, d->qkv_s, 0, 0);
+    void *dv = gb_tensor(g, "dV", U_DV, DN_BF16, d->qkv, d->qkv_s, 0, 0);
+    void *rsum = gb_tensor(g, "softmax_sum (D)", U_SUM, DN_FLOAT, d->row, d->row_s, 0, 0);
+    void *scale = gb_scalar(g, "attn_scale", U_SCALE), *one = gb_scalar(g, "1", U_ONE);
+    void *neg_inf = gb_scalar(g, "-inf", U_NEG_INF);
+
+    /* D = Σ_d dO ⊙ O (times the dropout scale, here 1: the pattern wants the multiply) */
+    void *dot = gb_virtual(g, "dO O", DN_FLOAT, d->o, d->dot_s);
+    void *red = gb_virtual(g, "sum dO O", DN_FLOAT, d->row, d->row_s);
+    gb_pw(g, "dO O", DN_PW_MUL, DN_FLOAT, dout, o, NULL, dot, -1);
+    gb_reduce(g, "sum dO O", DN_REDUCE_ADD, dot, red);
+    gb_pw(g, "D = sum 1", DN_PW_MUL, DN_FLOAT, red, one, NULL, rsum, -1);
+
+    /* P recomputed from Stats */
+    void *s = gb_virtual(g, "S = Q K^T", DN_FLOAT, d->ss, d->ss_s);
+    void *sc = gb_virtual(g, "S c", DN_FLOAT, d->ss, d->ss_s);
+    void *sub = gb_virtual(g, "S c - Stats", DN_FLOAT, d->ss, d->ss_s);
+    gb_mm(g, "Q K^T", q, kt, s);
+    gb_pw(g, "S c", DN_PW_MUL, DN_FLOAT, s, scale, NULL, sc, -1);
+    gb_pw(g, "S c - Stats", DN_PW_SUB, DN_FLOAT, sc, stats, NULL, sub, -1);
+    void *sm = gb_causal(g, d, sub, neg_inf);
+    void *p = gb_virtual(g, "P", DN_FLOAT, d->ss, d->ss_s);
+    gb_pw(g, "P = exp", DN_PW_EXP, DN_FLOAT, sm, NULL, NULL, p, -1);
+
+    /* dV = Pᵀ dO */
+    void *pt = gb_virtual(g, "P^T", DN_BF16, d->ss, d->sst_s);
+    gb_reshape(g, "P^T", p, pt);
+    gb_mm(g, "dV = P^T dO", pt, dout, dv);
+
+    /* dS = (dO Vᵀ - D) P c */
+    void *dp = gb_virtual(g, "dP = dO V^T", DN_FLOAT, d->ss, d->ss_s);
+    void *t1 = gb_virtual(g, "dP - D", DN_FLOAT, d->ss, d->ss_s);
+    void *t2 = gb_virtual(g, "(dP - D) P", DN_FLOAT, d->ss, d->ss_s);
+    void *ds = gb_virtual(g, "dS", DN_FLOAT, d->ss, d->ss_s);
+    gb_mm(g, "dP = dO V^T", dout, vt, dp);
+    gb_pw(g, "dP - D", DN_PW_SUB, DN_FLOAT, dp, rsum, NULL, t1, -1);
+    gb_pw(g, "(dP - D) P", DN_PW_MUL, DN_FLOAT, t1, p, NULL, t2, -1);
+    gb_pw(g, "dS = (dP - D) P c", DN_PW_MUL, DN_FLOAT, t2, scale, NULL, ds, -1);
+
+    /* dK = dSᵀ Q */
+    void *dst = gb_virtual(g, "dS^T", DN_BF16, d->ss, d->sst_s);
+    gb_reshape(g, "dS^T", ds, dst);
+    gb_mm(g, "dK = dS^T Q", dst, q, dk);
+
+    /* dQ = dS K: straight into dQ (deterministic), or through the FP32 dQ_accum (atomics) */
+    void *kk = gb_virtual(g, "K", DN_FLOAT, d->qkv, d->qkv_s);
+    gb_reshape(g, "K", kt, kk);
+    if (det) {
+        gb_mm(g, "dQ = dS K", ds, kk, dq);
+    } else {
+        void *acc = gb_tensor(g, "dQ_accum", U_DQ_ACC, DN_FLOAT, d->qkv, d->acc_s, 0, 0);
+        gb_mm(g, "dQ_accum = dS K", ds, kk, acc);
+        gb_pw(g, "dQ = dQ_accum", DN_PW_IDENTITY, DN_FLOAT, acc, NULL, NULL, dq, -1);
+    }
+}
+
+/* The engine behind config cfg: its global index and whether its notes say nondeterministic. */
+static void engine_facts(gb *g, void *cfg)
+{
+    const dn_api *a = g->api;
+    dn_plan *p = g->p;
+    void *eng = gb_new(g, DN_D_ENGINE, "engine");
+    if (!eng) return;
+    int64_t n = 0, idx = -1;
+    if (a->b_get(cfg, DN_A_CFG_ENGINE, DN_T_DESCRIPTOR, 1, &n, &eng) != DN_OK || n != 1) return;
+    if (a->b_get(eng, DN_A_ENGINE_INDEX, DN_T_INT64, 1, &n, &idx) == DN_OK) p->engine = idx;
+    int notes[16];
+    n = 0;
+    if (a->b_get(eng, DN_A_ENGINE_NUMERICAL_NOTE, DN_T_NUMERICAL_NOTE, 16, &n, notes) == DN_OK)
+        for (int64_t i = 0; i < n && i < 16; i++)
+            if (notes[i] == DN_NOTE_NONDETERMINISTIC) p->nondet_note = 1;
+}
+
+/* Build p for p->key: graph, heuristics, the first config that finalizes,
+ * its buffer. p->ok = 1 on success; else p->why. */
+static void plan_build(f8_ctx *ctx, f8i_attn_cudnn *c, dn_plan *p)
+{
+    gb g;
+    memset(&g, 0, sizeof g);
+    g.api = &c->api;
+    g.p = p;
+    g.next_uid = DN_UID_VIRTUAL;
+    p->engine = -1;
+    p->neg_inf = c->version >= 91000 ? -INFINITY : -FLT_MAX;
+    dn_dims d;
+    dims_of(&p->key, &d);
+    if (p->key.dir == 0)
+        graph_forward(&g, &d);
+    else
+        graph_backward(&g, &d, (int)p->key.det);
+
+    void *opg = gb_new(&g, DN_D_OPGRAPH, "operation graph");
+    gb_set(&g, opg, DN_A_OPGRAPH_HANDLE, DN_T_HANDLE, 1, &c->handle, "operation graph");
+    gb_set(&g, opg, DN_A_OPGRAPH_OPS, DN_T_DESCRIPTOR, g.n_ops, g.ops, "operation graph");
+    gb_fin(&g, opg, "operation graph");
+    void *heur = gb_new(&g, DN_D_ENGINEHEUR, "heuristics");
+    const int mode = DN_HEUR_MODE_A;
+    gb_set(&g, heur, DN_A_HEUR_OPGRAPH, DN_T_DESCRIPTOR, 1, &opg, "heuristics");
+    gb_set(&g, heur, DN_A_HEUR_MODE, DN_T_HEUR_MODE, 1, &mode, "heuristics");
+    gb_fin(&g, heur, "heuristics");
+    if (g.failed) return;
+
+    int64_t n_cfg = 0;
+    dn_status st = c->api.b_get(heur, DN_A_HEUR_RESULTS, DN_T_DESCRIPTOR, 0, &n_cfg, NULL);
+    if (st != DN_OK) {
+        gb_fail(&g, st, "get ENGINEHEUR_RESULTS count", "heuristics");
+        return;
+    }
+    if (n_cfg <= 0) {
+        snprintf(p->why, sizeof p->why, "heuristics offer no engine for this graph (cuDNN %zu does not fuse it)", c->version);
+        return;
+    }
+    if (n_cfg > DN_MAX_CONFIGS) n_cfg = DN_MAX_CONFIGS;
+    void *cfg[DN_MAX_CONFIGS];
+    for (int64_t i = 0; i < n_cfg; i++) cfg[i] = gb_new(&g, DN_D_ENGINECFG, "engine config");
+    int64_t got = 0;
+    if (!g.failed) {
+        st = c->api.b_get(heur, DN_A_HEUR_RESULTS, DN_T_DESCRIPTOR, n_cfg, &got, cfg);
+        if (st != DN_OK) gb_fail(&g, st, "get ENGINEHEUR_RESULTS", "heuristics");
+    }
+    if (g.failed) return;
+
+    char tried[DN_WHY] = "";
+    for (int64_t i = 0; i < got && !p->plan; i++) {
+        void *plan = gb_new(&g, DN_D_PLAN, "execution plan");
+        gb_set(&g, plan, DN_A_PLAN_HANDLE, DN_T_HANDLE, 1, &c->handle, "execution plan");
+        gb_set(&g, plan, DN_A_PLAN_CONFIG, DN_T_DESCRIPTOR, 1, &cfg[i], "execution plan");
+        if (g.failed) return;
+        st = c->api.b_finalize(plan);
+        if (st == DN_OK) {
+            p->plan = plan;
+            engine_facts(&g, cfg[i]);
+        } else {
+            char detail[DN_WHY / 2] = "";
+            if (c->api.last_error) c->api.last_error(detail, sizeof detail);
+            snprintf(tried, sizeof tried, "config %lld of %lld: %s (%d) %s", (long long)i, (long long)got,
+                     c->api.error_string(st), st, detail);
+        }
+    }
+    if (!p->plan) {
+        snprintf(p->why, sizeof p->why, "no engine config finalized (last %s)", tried);
+        return;
+    }
+    int64_t ws = 0, n = 0;
+    st = c->api.b_get(p->plan, DN_A_PLAN_WORKSPACE, DN_T_INT64, 1, &n, &ws);
+    if (st != DN_OK || ws < 0) {
+        gb_fail(&g, st, "get EXECUTION_PLAN_WORKSPACE_SIZE", "execution plan");
+        p->plan = NULL;
+        return;
+    }
+    const dn_key *k = &p->key;
+    p->ws_bytes = (size_t)ws;
+    p->stats_off = f8i_align256(p->ws_bytes);
+    p->acc_off = p->stats_off + f8i_align256((size_t)(k->B * k->nh * k->S) * sizeof(float));
+    p->acc_bytes = k->dir == 1 && !k->det ? (size_t)(k->B * k->nh * k->S * k->hd) * sizeof(float) : 0;
+    const cudaError_t err = cudaMalloc(&p->buf, p->acc_off + p->acc_bytes);
+    if (err != cudaSuccess) {
+        (void)cudaGetLastError();
+        p->buf = NULL;
+        p->plan = NULL;
+        snprintf(p->why, sizeof p->why, "cudaMalloc of its %zu-byte buffer (workspace %zu): %s", p->acc_off + p->acc_bytes,
+                 p->ws_bytes, cudaGetErrorString(err));
+        return;
+    }
+    (void)ctx;
+    p->ok = 1;
+}
+
+static int key_equal(const dn_key *a, const dn_key *b) { return memcmp(a, b, sizeof *a) == 0; }
+
+static void describe(f8i_attn_cudnn *c, const dn_plan *p)
+{
+    const dn_key *k = &p->key;
+    if (p->ok)
+        snprintf(c->last_plan, sizeof c->last_plan,
+                 "%s%s B%lld S%lld nh%lld hd%lld: engine %lld, workspace %.1f MiB (+%.1f MiB f8 buffers), "
+                 "engine notes nondeterministic: %s",
+                 k->dir ? "backward" : "forward", k->dir ? (k->det ? " (deterministic)" : " (dQ atomics)") : "",
+                 (long long)k->B, (long long)k->S, (long long)k->nh, (long long)k->hd, (long long)p->engine,
+                 (double)p->ws_bytes / 1048576.0, (double)(p->acc_off + p->acc_bytes - p->ws_bytes) / 1048576.0,
+                 p->nondet_note ? "yes" : "no");
+    else
+        snprintf(c->last_plan, sizeof c->last_plan, "%s B%lld S%lld nh%lld hd%lld refused: %s",
+                 k->dir ? (k->det ? "backward (deterministic)" : "backward (dQ atomics)") : "forward", (long long)k->B,
+                 (long long)k->S, (long long)k->nh, (long long)k->hd, p->why);
+}
+
+/* The ready plan for key, built now if new and allowed; NULL: run f8's kernels. */
+static dn_plan *plan_for(f8_ctx *ctx, const dn_key *key)
+{
+    f8i_cuda_state *s = f8i_cuda(ctx);
+    f8i_attn_cudnn *c = s->attn_cudnn;
+    const int cap = capturing(ctx);
+    if (!c) {
+        if (cap) return NULL;
+        c = (f8i_attn_cudnn *)calloc(1, sizeof *c);
+        if (!c) return NULL;
+        s->attn_cudnn = c;
+        state_load(ctx, c);
+    }
+    if (!c->ready) return NULL;
+    if (c->last < c->count && key_equal(&c->plans[c->last].key, key)) return c->plans[c->last].ok ? &c->plans[c->last] : NULL;
+    for (int i = 0; i < c->count; i++)
+        if (key_equal(&c->plans[i].key, key)) {
+            c->last = i;
+            return c->plans[i].ok ? &c->plans[i] : NULL;
+        }
+    if (cap) return NULL;
+    if (c->count == c->cap) {
+        const int n = c->cap ? 2 * c->cap : 8;
+        dn_plan *grown = (dn_plan *)realloc(c->plans, (size_t)n * sizeof *grown);
+        if (!grown) return NULL;
+        c->plans = grown, c->cap = n;
+    }
+    dn_plan *p = &c->plans[c->count++];
+    memset(p, 0, sizeof *p);
+    p->key = *key;
+    plan_build(ctx, c, p);
+    if (!p->ok) plan_release(&c->api, p);
+    describe(c, p);
+    c->last = c->count - 1;
+    (void)cudaGetLastError(); /* nothing sticky from cuDNN's internals leaks into f8's launch checks */
+    return p->ok ? p : NULL;
+}
+
+/* Execute p with the given (uid, pointer) pairs; the workspace is p's buffer. */
+static dn_status run_plan(f8_ctx *ctx, f8i_attn_cudnn *c, dn_plan *p, int n, const int64_t *uids, void *const *ptrs)
+{
+    const dn_api *a = &c->api;
+    if (c->stream != f8i_stream(ctx)) {
+        const dn_status st = a->set_stream(c->handle, f8i_stream(ctx));
+        if (st != DN_OK) return st;
+        c->stream = f8i_stream(ctx);
+    }
+    void *vp = NULL;
+    dn_status st = a->b_create(DN_D_VARIANT_PACK, &vp);
+    if (st != DN_OK) return st;
+    st = a->b_set(vp, DN_A_VP_UIDS, DN_T_INT64, n, uids);
+    if (st == DN_OK) st = a->b_set(vp, DN_A_VP_PTRS, DN_T_VOID_PTR, n, ptrs);
+    if (st == DN_OK) st = a->b_set(vp, DN_A_VP_WORKSPACE, DN_T_VOID_PTR, 1, &p->buf);
+    if (st == DN_OK) st = a->b_finalize(vp);
+    if (st == DN_OK) st = a->b_execute(c->handle, p->plan, vp);
+    (void)a->b_destroy(vp);
+    return st;
+}
+
+/* Execution failed: the plan is refused from now on (its reason kept), and the caller falls back. */
+static void refuse(f8i_attn_cudnn *c, dn_plan *p, dn_status st)
+{
+    char detail[DN_WHY / 2] = "";
+    if (c->api.last_error) c->api.last_error(detail, sizeof detail);
+    snprintf(p->why, sizeof p->why, "cudnnBackendExecute: %s (%d) %s", c->api.error_string(st), st, detail);
+    p->ok = 0;
+    describe(c, p);
+    (void)cudaGetLastError();
+}
+
+/* ------------------------------------------------------------------------ */
+/* Kernels                                                                   */
+/* ------------------------------------------------------------------------ */
+
+#define DN_THREADS 256
+
+/* After cuDNN's forward: lse[i] = Stats[i] / c in place (attention.h's L),
+ * and o = y (n16 16-byte chunks). Grid: 1-D, grid-stride over
+ * max(n_lse, n16); block DN_THREADS; a thread owns item i of each array. */
+static __global__ void __launch_bounds__(DN_THREADS)
+    fwd_finish_kernel(float *lse, int64_t n_lse, float c, const uint4 *y, uint4 *o, int64_t n16)
+{
+    const int64_t n = n_lse > n16 ? n_lse : n16, step = (int64_t)gridDim.x * DN_THREADS;
+    for (int64_t i = (int64_t)blockIdx.x * DN_THREADS + threadIdx.x; i < n; i += step) {
+        if (i < n_lse) lse[i] = __fdiv_rn(lse[i], c);
+        if (i < n16) o[i] = y[i];
+    }
+}
+
+/* Before cuDNN's backward: stats[i] = L[i]·c (cuDNN's units). Grid: 1-D,
+ * grid-stride over n; block DN_THREADS; a thread owns element i. */
+static __global__ void __launch_bounds__(DN_THREADS) bwd_stats_kernel(const float *lse, float *stats, int64_t n, float c)
+{
+    for (int64_t i = (int64_t)blockIdx.x * DN_THREADS + threadIdx.x; i < n; i += (int64_t)gridDim.x * DN_THREADS)
+        stats[i] = __fmul_rn(lse[i], c);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Entry points (attention.cu)                                               */
+/* ------------------------------------------------------------------------ */
+
+static bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+/* What cuDNN's fused attention is asked to take: BF16, head_dim a multiple of 8 up to 128. */
+static bool cudnn_shape(f8_dtype dt, int64_t hd) { return dt == F8_DTYPE_BF16 && hd % 8 == 0 && hd >= 8 && hd <= 128; }
+
+f8_status f8i_cudnn_attn_fwd(f8_ctx *ctx, const f8i_attn_fwd_args *a, int *ran)
+{
+    *ran = 0;
+    f8i_cuda_state *s = f8i_cuda(ctx);
+    if (mode_of(s) == F8I_ATTN_OWN || !cudnn_shape(a->dtype, a->head_dim) || !aligned16(a->qkv) || !aligned16(a->y) ||
+        !aligned16(a->o))
+        return F8_OK;
+    const dn_key key = {0, 1, a->batch, a->seq, a->n_head, a->head_dim};
+    dn_plan *p = plan_for(ctx, &key);
+    if (!p) return F8_OK;
+    f8i_attn_cudnn *c = s->attn_cudnn;
+    const int64_t C = a->n_head * a->head_dim, rows = a->batch * a->n_head * a->seq;
+    const size_t es = 2;
+    const unsigned char *qkv = (const unsigned char *)a->qkv;
+    float *stats = a->lse ? a->lse : (float *)((unsigned char *)p->buf + p->stats_off);
+    float scale = a->scale, neg_inf = p->neg_inf;
+    const int64_t uids[7] = {U_Q, U_K, U_V, U_O, U_STATS, U_SCALE, U_NEG_INF};
+    void *const ptrs[7] = {(void *)qkv, (void *)(qkv + C * es), (void *)(qkv + 2 * C * es), a->y, stats, &scale, &neg_inf};
+    const dn_status st = run_plan(ctx, c, p, 7, uids, ptrs);
+    if (st != DN_OK) {
+        refuse(c, p, st);
+        return F8_OK;
+    }
+    F8I_COUNT_LAUNCHES(ctx, 1);
+    s->attn_last_path = F8I_ATTN_PATH_CUDNN;
+    *ran = 1;
+    const int64_t n_lse = a->lse ? rows : 0, n16 = a->o ? a->batch * a->seq * C * (int64_t)es / 16 : 0;
+    if (n_lse == 0 && n16 == 0) return F8_OK;
+    const int64_t n = n_lse > n16 ? n_lse : n16;
+    F8I_COUNT_LAUNCHES(ctx, 1);
+    fwd_finish_kernel<<<grid_size(ctx, n, DN_THREADS), DN_THREADS, 0, f8i_stream(ctx)>>>(
+        a->lse, n_lse, a->scale, (const uint4 *)a->y, (uint4 *)a->o, n16);
+    return f8i_cuda_launch_check(ctx, "attention (cuDNN) fwd_finish_kernel");
+}
+
+f8_status f8i_cudnn_attn_bwd(f8_ctx *ctx, const f8i_attn_bwd_args *a, int *ran)
+{
+    *ran = 0;
+    f8i_cuda_state *s = f8i_cuda(ctx);
+    const int mode = mode_of(s);
+    if (mode == F8I_ATTN_OWN || !cudnn_shape(a->dtype, a->head_dim) || !aligned16(a->qkv) || !aligned16(a->o) ||
+        !aligned16(a->dy) || !aligned16(a->dqkv) || !aligned16(a->d))
+        return F8_OK;
+    const dn_key key = {1, mode == F8I_ATTN_CUDNN_NONDET ? 0 : 1, a->batch, a->seq, a->n_head, a->head_dim};
+    dn_plan *p = plan_for(ctx, &key);
+    if (!p) return F8_OK;
+    f8i_attn_cudnn *c = s->attn_cudnn;
+    cudaStream_t stream = f8i_stream(ctx);
+    const int64_t C = a->n_head * a->head_dim, rows = a->batch * a->n_head * a->seq;
+    const size_t es = 2;
+    float *stats = (float *)((unsigned char *)p->buf + p->stats_off);
+    void *acc = p->acc_bytes ? (unsigned char *)p->buf + p->acc_off : NULL;
+
+    F8I_COUNT_LAUNCHES(ctx, 1);
+    bwd_stats_kernel<<<grid_size(ctx, rows, DN_THREADS), DN_THREADS, 0, stream>>>(a->lse, stats, rows, a->scale);
+    f8_status fs = f8i_cuda_launch_check(ctx, "attention (cuDNN) bwd_stats_kernel");
+    if (fs == F8_OK && acc && c->version < 90600) { /* cuDNN zeroes dQ_accum itself from 9.6 (the frontend's note) */
+        F8I_COUNT_LAUNCHES(ctx, 1);
+        fs = f8i_cuda_check(ctx, cudaMemsetAsync(acc, 0, p->acc_bytes, stream), "attention (cuDNN) dQ_accum memset");
+    }
+    if (fs != F8_OK) return fs;
+
+    const unsigned char *qkv = (const unsigned char *)a->qkv;
+    unsigned char *dqkv = (unsigned char *)a->dqkv;
+    float scale = a->scale, one = 1.0f, neg_inf = p->neg_inf;
+    const int64_t uids[14] = {U_Q,  U_K,  U_V,   U_O,     U_DO,  U_STATS,   U_DQ,
+                              U_DK, U_DV, U_SUM, U_SCALE, U_ONE, U_NEG_INF, U_DQ_ACC};
+    void *const ptrs[14] = {(void *)qkv,  (void *)(qkv + C * es), (void *)(qkv + 2 * C * es), (void *)a->o,
+                            (void *)a->dy, stats,                  dqkv,                      dqkv + C * es,
+                            dqkv + 2 * C * es, a->d,               &scale,                    &one,
+                            &neg_inf,      acc};
+    const dn_status st = run_plan(ctx, c, p, acc ? 14 : 13, uids, ptrs);
+    if (st != DN_OK) {
+        refuse(c, p, st);
+        return F8_OK;
+    }
+    F8I_COUNT_LAUNCHES(ctx, 1);
+    s->attn_last_path = F8I_ATTN_PATH_CUDNN;
+    *ran = 1;
+    return F8_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Test and benchmark hooks (backend.h)                                      */
+/* ------------------------------------------------------------------------ */
+
+static f8i_cuda_state *cuda_of(const f8_ctx *ctx)
+{
+    return ctx && ctx->kind == F8_BACKEND_CUDA && ctx->be_state ? f8i_cuda(ctx) : NULL;
+}
+
+void f8i_cuda_attn_set_mode(f8_ctx *ctx, int mode)
+{
+    f8i_cuda_state *s = cuda_of(ctx);
+    if (!s) return;
+    s->attn_mode = mode;
+    s->attn_mode_set = mode >= 0;
+}
+
+int f8i_cuda_attn_last_path(const f8_ctx *ctx)
+{
+    const f8i_cuda_state *s = cuda_of(ctx);
+    return s ? s->attn_last_path : 0;
+}
+
+const char *f8i_cuda_attn_info(f8_ctx *ctx, int *loaded)
+{
+    f8i_cuda_state *s = cuda_of(ctx);
+    if (loaded) *loaded = s && s->attn_cudnn && s->attn_cudnn->ready;
+    if (!s) return "not a CUDA ctx";
+    f8i_attn_cudnn *c = s->attn_cudnn;
+    if (!c) return "cuDNN not loaded yet (no eager BF16 attention call has asked for it)";
+    if (!c->ready) return c->why;
+    int ok = 0, refused = 0;
+    for (int i = 0; i < c->count; i++) ok += c->plans[i].ok, refused += !c->plans[i].ok;
+    snprintf(c->info, sizeof c->info, "cuDNN %zu (%s), %d plans ready, %d refused; last plan: %s", c->version,
+             c->lib_name, ok, refused, c->count ? c->last_plan : "none");
+    return c->info;
+}
