@@ -1130,14 +1130,17 @@ typedef struct f8_attention_config {
     int64_t max_batch;  /* largest B of any call; sizes the saved state */
     int64_t max_seq;    /* largest S */
     f8_dtype dtype;     /* qkv, y and their gradients: FP32 or BF16; default BF16 */
+    int output_kept;    /* 1: the caller keeps each forward's y, unchanged, until its backward (as it
+                           keeps qkv): the saved state then holds no copy of y (T·C elements less) and the
+                           forward writes none; default 0 (the saved state copies y) */
 } f8_attention_config;
 
 /* The given sizes and dtype BF16. */
 f8_attention_config f8_attention_config_default(int64_t n_head, int64_t head_dim, int64_t max_batch, int64_t max_seq);
 f8_status f8_attention_create(f8_ctx *ctx, const f8_attention_config *config, f8_attention **attention);
 void f8_attention_destroy(f8_attention *attention);
-/* What one forward keeps for its backward (L and a copy of y, allocated
- * here). Any number may be in flight; each holds the last forward written
+/* What one forward keeps for its backward (L and, unless output_kept, a copy
+ * of y, allocated here). Any number may be in flight; each holds the last forward written
  * into it. */
 f8_status f8_attention_saved_create(f8_attention *attention, f8_attention_saved **saved);
 void f8_attention_saved_destroy(f8_attention_saved *saved);

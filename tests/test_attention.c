@@ -151,10 +151,13 @@ static void dev_get(f8_ctx *ctx, const void *p, size_t n, f8_dtype dt, float *ou
     free(h);
 }
 
+static int g_kept; /* f8_attention_config.output_kept of the objects att_new makes */
+
 static f8_attention *att_new(f8_ctx *ctx, shape sh, f8_dtype dt)
 {
     f8_attention_config cfg = f8_attention_config_default(sh.nh, sh.hd, sh.B, sh.S);
     cfg.dtype = dt;
+    cfg.output_kept = g_kept;
     f8_attention *a = NULL;
     if (f8_attention_create(ctx, &cfg, &a) != F8_OK) die("f8_attention_create", ctx);
     return a;
@@ -662,6 +665,78 @@ static void test_graph(f8_ctx *ctx, f8_dtype dt)
     free(q0), free(q1), free(dy), free(y), free(gr), free(ye), free(ge);
 }
 
+/* output_kept: the backward reads the caller's y instead of a saved copy.
+ * Same y and dqkv bit for bit as with the copy; the saved state is L alone;
+ * the backward really reads y (a changed y changes dqkv: the caller's promise
+ * matters); dqkv over y is refused; output_kept outside {0, 1} is refused. */
+static void test_output_kept(f8_ctx *ctx, f8_dtype dt)
+{
+    const shape sh = {2, 37, 3, 16};
+    const size_t T = (size_t)sh_T(sh), C = (size_t)sh_C(sh);
+    test_rng r = {77};
+    float *qkv = rand_vec(&r, T * 3 * C, 1.0, dt), *dy = rand_vec(&r, T * C, 1.0, dt);
+    float *y[2], *g[2];
+    for (int k = 0; k < 2; k++) {
+        y[k] = (float *)xmalloc(T * C * sizeof(float));
+        g[k] = (float *)xmalloc(T * 3 * C * sizeof(float));
+        g_kept = k;
+        run(ctx, sh, dt, qkv, dy, y[k], g[k], 1);
+    }
+    g_kept = 0;
+    CHECK(memcmp(y[0], y[1], T * C * sizeof(float)) == 0, "%s: output_kept changed y", dt_name(dt));
+    CHECK(memcmp(g[0], g[1], T * 3 * C * sizeof(float)) == 0, "%s: output_kept changed dqkv", dt_name(dt));
+
+    /* the saved state's bytes: L and y's copy, then L alone */
+    f8_attention *a[2];
+    f8_attention_saved *s[2];
+    size_t used[2];
+    for (int k = 0; k < 2; k++) {
+        f8_memory_report m0, m1;
+        g_kept = k;
+        a[k] = att_new(ctx, sh, dt);
+        CHECK_OK(ctx, f8_ctx_memory(ctx, &m0));
+        CHECK_OK(ctx, f8_attention_saved_create(a[k], &s[k]));
+        CHECK_OK(ctx, f8_ctx_memory(ctx, &m1));
+        used[k] = m1.total - m0.total;
+    }
+    g_kept = 0;
+    CHECK(used[0] >= used[1] + T * C * f8_dtype_size(dt) && used[1] >= T * (size_t)sh.nh * 4,
+          "%s: saved state %zu bytes with the copy, %zu without (y is %zu bytes)", dt_name(dt), used[0], used[1],
+          T * C * f8_dtype_size(dt));
+
+    /* the kept backward reads y: another y after the forward changes dqkv; dqkv over y is refused */
+    void *dq = dev_put(ctx, qkv, T * 3 * C, dt), *ddy = dev_put(ctx, dy, T * C, dt);
+    void *dyo = dev_put(ctx, NULL, 4 * T * C, dt), *dg = dev_put(ctx, NULL, T * 3 * C, dt);
+    f8_tensor tq = f8_tensor_make(dq, dt, (int64_t)T, (int64_t)(3 * C)), ty = f8_tensor_make(dyo, dt, (int64_t)T, (int64_t)C);
+    f8_tensor tdy = f8_tensor_make(ddy, dt, (int64_t)T, (int64_t)C), tg = f8_tensor_make(dg, dt, (int64_t)T, (int64_t)(3 * C));
+    CHECK_OK(ctx, f8_attention_forward(a[1], &tq, sh.B, sh.S, &ty, s[1]));
+    void *junk = dev_put(ctx, NULL, T * C, dt); /* 0x5A bytes: another y */
+    CHECK_OK(ctx, f8_ctx_copy(ctx, dyo, junk, T * C * f8_dtype_size(dt)));
+    f8_ctx_free(ctx, junk);
+    CHECK_OK(ctx, f8_attention_backward(a[1], s[1], &tdy, &tg));
+    float *gz = (float *)xmalloc(T * 3 * C * sizeof(float));
+    dev_get(ctx, dg, T * 3 * C, dt, gz);
+    CHECK(memcmp(gz, g[1], T * 3 * C * sizeof(float)) != 0, "%s: the kept backward did not read y", dt_name(dt));
+    f8_tensor over = f8_tensor_make(dyo, dt, (int64_t)T, (int64_t)(3 * C)); /* starts at y */
+    CHECK(f8_attention_backward(a[1], s[1], &tdy, &over) == F8_ERR_INVALID_ARGUMENT, "%s: dqkv over the kept y",
+          dt_name(dt));
+    f8_attention_config bad = f8_attention_config_default(sh.nh, sh.hd, sh.B, sh.S);
+    bad.output_kept = 2;
+    f8_attention *b = NULL;
+    CHECK(f8_attention_create(ctx, &bad, &b) == F8_ERR_INVALID_ARGUMENT && b == NULL, "output_kept 2 accepted");
+    void *bufs[] = {dq, ddy, dyo, dg};
+    for (int k = 0; k < 4; k++) f8_ctx_free(ctx, bufs[k]);
+    for (int k = 0; k < 2; k++) {
+        f8_attention_saved_destroy(s[k]);
+        f8_attention_destroy(a[k]);
+        free(y[k]);
+        free(g[k]);
+    }
+    free(gz);
+    free(qkv);
+    free(dy);
+}
+
 int main(void)
 {
     char why[256] = "";
@@ -681,6 +756,7 @@ int main(void)
     }
     test_library_fd(ctx);
     test_bad_arguments(ctx);
+    for (int k = 0; k < 2; k++) test_output_kept(ctx, k ? F8_DTYPE_BF16 : F8_DTYPE_FP32);
     f8_ctx_destroy(ctx);
     return test_finish("test_attention");
 }

@@ -55,6 +55,7 @@ typedef struct shape {
 static f8_ctx *g_ctx[2];
 static int g_mode = F8I_ATTN_OWN; /* the GPU ctx's attention path mode (f8i_cuda_attn_set_mode) */
 static int g_cudnn;               /* cuDNN loaded and taking calls (probed) */
+static int g_kept;                /* f8_attention_config.output_kept of the rigs (both ctxs) */
 
 static const char *mode_name(int mode)
 {
@@ -157,6 +158,7 @@ static void rig_new_skew(rig *g, f8_ctx *ctx, shape sh, f8_dtype dt, const float
     g->dt = dt;
     f8_attention_config cfg = f8_attention_config_default(sh.nh, sh.hd, sh.B, sh.S);
     cfg.dtype = dt;
+    cfg.output_kept = g_kept;
     if (f8_attention_create(ctx, &cfg, &g->a) != F8_OK) die("f8_attention_create", ctx);
     if (f8_attention_saved_create(g->a, &g->s) != F8_OK) die("f8_attention_saved_create", ctx);
     g->qkv = dev_put_at(ctx, qkv, T * 3 * C, dt, skew, &g->qkv_alloc);
@@ -521,6 +523,11 @@ int main(void)
         const shape nd[] = {{2, 129, 2, 128}, {1, 1024, 4, 64}};
         for (size_t i = 0; i < 2; i++) test_shape(nd[i], F8_DTYPE_BF16, 1.0, worst_nd);
         printf("  [cudnn-nondet] bf16 GPU vs CPU: worst y %.3g, dqkv %.3g\n", worst_nd[0], worst_nd[1]);
+        /* the trainer's configuration: the backward reads the caller's y (no saved copy) */
+        set_mode(F8I_ATTN_AUTO);
+        g_kept = 1;
+        run_suite(F8_DTYPE_BF16, 1);
+        g_kept = 0;
         printf("  cuDNN after the checks: %s\n", f8i_cuda_attn_info(g_ctx[GPU], NULL));
     } else if (getenv("F8_REQUIRE_CUDNN") && strcmp(getenv("F8_REQUIRE_CUDNN"), "0") != 0) {
         CHECK(0, "F8_REQUIRE_CUDNN is set but cuDNN did not take a BF16 hd64 call: %s", f8i_cuda_attn_info(g_ctx[GPU], NULL));

@@ -168,6 +168,7 @@ f8_status gpt_create_tp(f8_ctx *ctx, const gpt_config *c, f8_comm *tp, gpt *m, c
     if (!m->blocks) st = F8_ERR_OUT_OF_MEMORY;
     f8_attention_config ac = f8_attention_config_default(c->heads / m->tp_size, C / c->heads, c->batch, c->seq);
     ac.dtype = c->dtype;
+    ac.output_kept = 1; /* each layer's y stays in atty until its backward: no copy saved */
     if (st == F8_OK) st = f8_attention_create(ctx, &ac, &m->att);
     f8_ctx *init = NULL;
     if (st == F8_OK && m->tp) {

@@ -37,7 +37,8 @@ struct f8_attention_saved {
     f8_ctx *ctx;         /* destroy needs no owner: it may go first */
     void *mem;           /* one allocation: lse, then o (attention.h) */
     float *lse;          /* (max_batch·nh·max_seq) FP32; used as (B·nh, S) */
-    void *o;             /* (max_batch·max_seq, C) dtype; used as (B·S, C) */
+    void *o;             /* (max_batch·max_seq, C) dtype; used as (B·S, C); NULL with output_kept */
+    const void *y;       /* the last forward's y (read by the backward with output_kept) */
     const void *qkv;     /* the forward's qkv (the caller's) */
     int64_t batch, seq;
     int filled;          /* a forward has written it */
@@ -51,6 +52,7 @@ f8_attention_config f8_attention_config_default(int64_t n_head, int64_t head_dim
     c.max_batch = max_batch;
     c.max_seq = max_seq;
     c.dtype = F8_DTYPE_BF16;
+    c.output_kept = 0;
     return c;
 }
 
@@ -65,6 +67,8 @@ static f8_status config_check(f8_ctx *ctx, const f8_attention_config *c)
     if (c->max_batch < 1 || c->max_seq < 1 || c->max_batch > (1 << 24) || c->max_seq > (1 << 20))
         return f8i_error(ctx, F8_ERR_SHAPE, "%s: max_batch %lld must be in [1, 2^24] and max_seq %lld in [1, 2^20]", fn,
                          (long long)c->max_batch, (long long)c->max_seq);
+    if (c->output_kept != 0 && c->output_kept != 1)
+        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: output_kept %d must be 0 or 1", fn, c->output_kept);
     /* The saved state grows as T·(nh·4 + C·es): refuse what no address space
      * holds; B·nh is a CUDA grid dimension (< 2^31). */
     const double tokens = (double)c->max_batch * (double)c->max_seq;
@@ -136,14 +140,16 @@ f8_status f8_attention_saved_create(f8_attention *a, f8_attention_saved **out)
     if (!s) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "f8_attention_saved_create: out of host memory");
     const f8_attention_config *c = &a->cfg;
     const int64_t T = c->max_batch * c->max_seq;
-    f8_status st = f8i_alloc(ctx, F8_MEM_SAVED_ACTIVATIONS, NULL, f8i_attn_saved_bytes(T, c->n_head, c->head_dim, c->dtype),
-                             &s->mem);
+    /* with output_kept the backward reads the caller's y: L alone */
+    const size_t bytes = c->output_kept ? f8i_attn_lse_bytes(T, c->n_head)
+                                        : f8i_attn_saved_bytes(T, c->n_head, c->head_dim, c->dtype);
+    f8_status st = f8i_alloc(ctx, F8_MEM_SAVED_ACTIVATIONS, NULL, bytes, &s->mem);
     if (st != F8_OK) {
         free(s);
         return st;
     }
     s->lse = (float *)s->mem;
-    s->o = (unsigned char *)s->mem + f8i_attn_lse_bytes(T, c->n_head);
+    s->o = c->output_kept ? NULL : (unsigned char *)s->mem + f8i_attn_lse_bytes(T, c->n_head);
     s->owner = a;
     s->ctx = ctx;
     *out = s;
@@ -227,6 +233,7 @@ f8_status f8_attention_forward(f8_attention *a, const f8_tensor *qkv, int64_t ba
     }
     if (saved) {
         saved->qkv = qkv->data;
+        saved->y = y->data;
         saved->batch = batch;
         saved->seq = seq;
         saved->filled = 1;
@@ -253,6 +260,8 @@ f8_status f8_attention_backward(f8_attention *a, f8_attention_saved *saved, cons
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "f8_attention_backward: dqkv overlaps the forward's qkv");
     if (overlap(dqkv->data, (size_t)(T * 3 * C) * es, dy->data, (size_t)(T * C) * es))
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "f8_attention_backward: dqkv overlaps dy");
+    if (c->output_kept && overlap(dqkv->data, (size_t)(T * 3 * C) * es, saved->y, (size_t)(T * C) * es))
+        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "f8_attention_backward: dqkv overlaps the forward's y (output_kept)");
     if (T == 0) return F8_OK;
 
     f8i_attn_bwd_args args;
@@ -265,7 +274,7 @@ f8_status f8_attention_backward(f8_attention *a, f8_attention_saved *saved, cons
     args.scale = a->scale;
     args.scale_log2 = a->scale_log2;
     args.qkv = saved->qkv;
-    args.o = saved->o;
+    args.o = c->output_kept ? saved->y : saved->o; /* the caller's y, or the copy of it */
     args.lse = saved->lse;
     args.dy = dy->data;
     args.dqkv = dqkv->data;
