@@ -18,7 +18,10 @@
  * rank derives from all the rows (a max is exact). Block scaling's column-
  * wise copy (wgrad's operand) has 1x128 tiles along the tokens, which
  * straddle the shards: there the norm output is gathered in the param dtype
- * and every rank casts the whole tensor, as one rank does.
+ * and every rank casts the whole tensor, as one rank does. The saved state
+ * keeps the gathered codes (wgrad's operand, all T rows): TE keeps the
+ * shard and gathers again in the backward; one byte per element buys a
+ * collective less.
  */
 #include <math.h>
 #include <string.h>
