@@ -907,6 +907,34 @@ f8_status f8_comm_wait(f8_comm *comm);
  * unsets. Every rank must have the same slots in the same order. */
 f8_status f8_ctx_set_comm(f8_ctx *ctx, f8_comm *comm);
 
+/* Sequence parallelism (Megatron's, TE's sequence_parallel=True) for a
+ * column-parallel LayerNormLinear or LayerNormMLP over the tensor-parallel
+ * group `group` of P ranks (NULL: off, the default). With it, a forward's
+ * x and a backward's dx are this rank's share of the T tokens, rows
+ * rank·T/P .. (rank+1)·T/P - 1, while y and dy stay [T, out]:
+ *   forward   ln_r = norm(x_r);  ln = all-gather(ln_0 .. ln_{P-1})  [T, in];
+ *             y = ln · Wᵀ (+ b, then the MLP's activation and fc2)
+ *   backward  dln = dy-side dgrad [T, in] (this rank's partial sum);
+ *             dln_r = reduce-scatter(dln) (FP32, rank 0 + 1 + ... on CPU ranks);
+ *             dx, dgamma, dbeta from dln_r and x_r (gamma and beta see only
+ *             x_r: the caller sums their gradients over the group)
+ * The gather moves FP8 codes when the module runs FP8 (delayed scaling: the
+ * shared last-step scale; current scaling: the amax is reduced (MAX) over
+ * the group before the cast, so one scale serves all ranks), and the param
+ * dtype under block scaling, whose column-wise tiles span the shards (each
+ * rank then casts the whole tensor). The amaxes a rank records are its own
+ * tensors': set the ctx's amax-reduction group (f8_ctx_set_comm) to a
+ * group that contains `group`, so every rank keeps the same scales.
+ * Every rank of `group` must make the same calls with the same T. The
+ * row-parallel side (reduce-scatter of a Linear's or fc2's partial output,
+ * all-gather of its dy) is the caller's. config.max_tokens bounds T (all
+ * ranks' tokens). Call it before a forward, not between a forward and its
+ * backward. The per-call workspace grows (reduce-scatter buffers).
+ * Errors: F8_ERR_INVALID_ARGUMENT for a Linear (no norm) or a group made on
+ * another ctx; a LayerNormLinear with return_layernorm_output then fails
+ * its forward with F8_ERR_UNSUPPORTED. */
+f8_status f8_module_set_sequence_parallel(f8_module *module, f8_comm *group);
+
 /* ------------------------------------------------------------------------ */
 /* Graphs: capture a sequence of f8 calls once, replay it cheaply            */
 /* ------------------------------------------------------------------------ */

@@ -31,11 +31,15 @@ static f8_tensor view(const gpt *m, void *base, int64_t index, int64_t rows, int
     return f8_tensor_make((unsigned char *)base + (size_t)(index * rows * cols) * esize(m), m->c.dtype, rows, cols);
 }
 
-/* Residual-stream tensor i of the current call (T_call rows; slots are T apart). */
+/* This rank's rows of the residual stream in the current call: T_call, or
+ * T_call / P with sequence parallelism. */
+static int64_t local_rows(const gpt *m) { return m->sp ? m->T_call / m->tp_size : m->T_call; }
+
+/* Residual-stream tensor i of the current call (local_rows; slots are Tr apart). */
 static f8_tensor resid(const gpt *m, int64_t i)
 {
-    f8_tensor t = view(m, m->resid, i, m->T, m->c.channels);
-    t.rows = m->T_call;
+    f8_tensor t = view(m, m->resid, i, m->Tr, m->c.channels);
+    t.rows = local_rows(m);
     return t;
 }
 
@@ -120,6 +124,10 @@ static f8_status create_blocks(gpt *m, f8_ctx *init)
             if (st == F8_OK) st = tp_block_create(m, b, &qc, &pc, &mc, init, full);
             for (int k = 0; k < 3; k++) f8_module_destroy(full[k]);
             TRY(st);
+            if (m->sp) { /* the column-parallel modules take this rank's tokens and gather their norm output */
+                TRY(f8_module_set_sequence_parallel(b->qkv, m->tp));
+                TRY(f8_module_set_sequence_parallel(b->mlp, m->tp));
+            }
         } else {
             TRY(f8_layernorm_linear_create(m->ctx, &qc, &b->qkv));
             TRY(f8_linear_create(m->ctx, &pc, &b->proj));
@@ -140,10 +148,10 @@ static f8_status create_blocks(gpt *m, f8_ctx *init)
 
 f8_status gpt_create(f8_ctx *ctx, const gpt_config *c, gpt *m, char *err, size_t err_size)
 {
-    return gpt_create_tp(ctx, c, NULL, m, err, err_size);
+    return gpt_create_tp(ctx, c, NULL, 0, m, err, err_size);
 }
 
-f8_status gpt_create_tp(f8_ctx *ctx, const gpt_config *c, f8_comm *tp, gpt *m, char *err, size_t err_size)
+f8_status gpt_create_tp(f8_ctx *ctx, const gpt_config *c, f8_comm *tp, int sp, gpt *m, char *err, size_t err_size)
 {
     memset(m, 0, sizeof *m);
     m->ctx = ctx;
@@ -159,6 +167,9 @@ f8_status gpt_create_tp(f8_ctx *ctx, const gpt_config *c, f8_comm *tp, gpt *m, c
     m->tp_size = m->tp ? f8_comm_size(tp) : 1;
     m->tp_rank = m->tp ? f8_comm_rank(tp) : 0;
     if (tp_check_shape(c->heads, c->channels, m->tp_size, err, err_size) != 0) return F8_ERR_INVALID_ARGUMENT;
+    if (sp && tp_check_sp(c->seq, m->tp_size, err, err_size) != 0) return F8_ERR_INVALID_ARGUMENT;
+    m->sp = sp != 0;
+    m->Tr = m->sp ? m->T / m->tp_size : m->T;
     m->Cl = c->channels / m->tp_size;
     m->Fl = 4 * c->channels / m->tp_size;
     const int64_t C = c->channels, T = m->T, L = c->layers, Cl = m->Cl;
@@ -195,14 +206,16 @@ f8_status gpt_create_tp(f8_ctx *ctx, const gpt_config *c, f8_comm *tp, gpt *m, c
     if (st == F8_OK) st = alloc_act(m, &m->dwpe, (size_t)(c->seq * C) * es);
     f8_tensor wpe = view(m, m->wpe, 0, c->seq, C);
     if (st == F8_OK) st = f8_tensor_fill_normal(ctx, &wpe, 0.01, c->seed * 40503u + 11);
-    if (st == F8_OK) st = alloc_act(m, &m->resid, (size_t)((2 * L + 1) * T * C) * es);
+    if (st == F8_OK) st = alloc_act(m, &m->resid, (size_t)((2 * L + 1) * m->Tr * C) * es);
     if (st == F8_OK) st = alloc_act(m, &m->qkv, (size_t)(L * T * 3 * Cl) * es);
     if (st == F8_OK) st = alloc_act(m, &m->atty, (size_t)(L * T * Cl) * es);
     if (st == F8_OK) st = alloc_act(m, &m->logits, (size_t)(T * c->padded_vocab) * es);
     if (st == F8_OK) st = alloc_act(m, &m->dres, (size_t)(T * C) * es);
     if (st == F8_OK) st = alloc_act(m, &m->dtmp, (size_t)(T * C) * es);
     if (st == F8_OK) st = alloc_act(m, &m->dqkv, (size_t)(T * 3 * Cl) * es);
-    if (st == F8_OK && m->tp) st = alloc_act(m, (void **)&m->tp_buf, (size_t)(T * C) * 4);
+    if (st == F8_OK && m->tp) st = alloc_act(m, (void **)&m->tp_buf, (size_t)((T + (m->sp ? m->Tr : 0)) * C) * 4);
+    if (st == F8_OK && m->sp) st = alloc_act(m, &m->full, (size_t)(T * C) * es);
+    if (st == F8_OK && m->sp) st = alloc_act(m, &m->xf, (size_t)(T * C) * es);
     if (st == F8_OK) st = alloc_act(m, &m->io, (size_t)T * 12);
     if (st == F8_OK) {
         m->tokens = (int32_t *)m->io;
@@ -232,7 +245,8 @@ void gpt_destroy(gpt *m)
     f8_saved_destroy(m->head_s);
     f8_module_destroy(m->head);
     f8_attention_destroy(m->att);
-    void *bufs[] = {m->wpe, m->dwpe, m->resid, m->qkv, m->atty, m->logits, m->dres, m->dtmp, m->dqkv, m->io, m->tp_buf};
+    void *bufs[] = {m->wpe, m->dwpe, m->resid, m->qkv, m->atty, m->logits, m->dres, m->dtmp, m->dqkv, m->io, m->tp_buf,
+                    m->full, m->xf};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) f8_ctx_free(m->ctx, bufs[i]);
     memset(m, 0, sizeof *m);
 }
@@ -259,6 +273,20 @@ double gpt_flops_per_token(const gpt *m)
     return 6.0 * (double)gpt_param_count(m) + 12.0 * (double)(m->c.layers * m->c.channels * m->c.seq);
 }
 
+/* A row-parallel branch's output: its partial sums over the ranks, all of
+ * them (TP: in place in y) or this rank's rows (SP: y gets them, through
+ * m->full). Then y += residual. */
+static f8_status row_parallel(gpt *m, f8_module *mod, const f8_tensor *in, f8_saved *saved, f8_microbatch mb,
+                              f8_tensor *y, const f8_tensor *residual)
+{
+    f8_tensor out = m->sp ? f8_tensor_make(m->full, m->c.dtype, m->T_call, m->c.channels) : *y;
+    TRY(f8_module_forward(mod, in, &out, mb, saved));
+    if (m->sp) TRY(tp_reduce_scatter(m, &out, y));
+    else if (m->tp) TRY(tp_all_reduce(m, y));
+    /* the branch output takes the residual: one add, no copy (a + b is commutative in IEEE) */
+    return f8_tensor_add(m->ctx, y, residual);
+}
+
 f8_status gpt_forward(gpt *m, int64_t batch, int train, float grad_scale, f8_microbatch mb)
 {
     const gpt_config *c = &m->c;
@@ -267,48 +295,68 @@ f8_status gpt_forward(gpt *m, int64_t batch, int train, float grad_scale, f8_mic
     m->T_call = T;
     f8_tensor wte, wpe = view(m, m->wpe, 0, c->seq, C), x0 = resid(m, 0);
     TRY(f8_module_param(m->head, F8_PARAM_WEIGHT, 0, &wte));
-    TRY(f8_embedding_forward(m->ctx, m->tokens, c->seq, &wte, &wpe, &x0));
+    if (m->sp) { /* every rank embeds all tokens (cheap, replicated) and keeps its rows */
+        f8_tensor e = f8_tensor_make(m->full, c->dtype, T, C);
+        TRY(f8_embedding_forward(m->ctx, m->tokens, c->seq, &wte, &wpe, &e));
+        const size_t bytes = (size_t)(x0.rows * C) * esize(m);
+        TRY(f8_ctx_copy(m->ctx, x0.data, (unsigned char *)m->full + (size_t)m->tp_rank * bytes, bytes));
+    } else {
+        TRY(f8_embedding_forward(m->ctx, m->tokens, c->seq, &wte, &wpe, &x0));
+    }
     for (int64_t l = 0; l < c->layers; l++) {
         gpt_block *b = &m->blocks[l];
         f8_tensor x = resid(m, 2 * l), xm = resid(m, 2 * l + 1), xo = resid(m, 2 * l + 2);
         f8_tensor qkv = slice(m, m->qkv, l, 3 * m->Cl), a = slice(m, m->atty, l, m->Cl);
+        /* SP: x holds this rank's tokens; the module gathers its norm output, qkv is all T */
         TRY(f8_layernorm_linear_forward(b->qkv, &x, &qkv, NULL, mb, train ? b->qkv_s : NULL));
         TRY(f8_attention_forward(m->att, &qkv, batch, c->seq, &a, train ? b->att_s : NULL));
-        /* each branch writes into the next residual slot, which then takes
-         * the residual: one add, no copy (a + b is commutative in IEEE) */
-        TRY(f8_module_forward(b->proj, &a, &xm, mb, train ? b->proj_s : NULL));
-        if (m->tp) TRY(tp_all_reduce(m, &xm)); /* row parallel: the ranks' partial sums */
-        TRY(f8_tensor_add(m->ctx, &xm, &x));
-        TRY(f8_module_forward(b->mlp, &xm, &xo, mb, train ? b->mlp_s : NULL));
-        if (m->tp) TRY(tp_all_reduce(m, &xo));
-        TRY(f8_tensor_add(m->ctx, &xo, &xm));
+        TRY(row_parallel(m, b->proj, &a, train ? b->proj_s : NULL, mb, &xm, &x));
+        TRY(row_parallel(m, b->mlp, &xm, train ? b->mlp_s : NULL, mb, &xo, &xm));
     }
     f8_tensor xf = resid(m, 2 * c->layers), logits = slice(m, m->logits, 0, c->padded_vocab);
+    if (m->sp) { /* the head is replicated: all T tokens on every rank */
+        f8_tensor all = f8_tensor_make(m->xf, c->dtype, T, C);
+        TRY(f8_comm_all_gather(m->tp, xf.data, all.data, xf.rows * C, c->dtype));
+        xf = all;
+    }
     TRY(f8_layernorm_linear_forward(m->head, &xf, &logits, NULL, mb, train ? m->head_s : NULL));
     return f8_cross_entropy(m->ctx, &logits, c->vocab, m->targets, grad_scale, m->losses, train ? &logits : NULL);
+}
+
+/* SP: d (all T rows) from every rank's own rows dl, gathered in place. */
+static f8_status gather_grad(gpt *m, const f8_tensor *dl, f8_tensor *d)
+{
+    return m->sp ? f8_comm_all_gather(m->tp, dl->data, d->data, dl->rows * dl->cols, dl->dtype) : F8_OK;
 }
 
 f8_status gpt_backward(gpt *m)
 {
     const gpt_config *c = &m->c;
-    const int64_t C = c->channels;
+    const int64_t C = c->channels, Tl = local_rows(m);
     f8_tensor d = slice(m, m->dres, 0, C), tmp = slice(m, m->dtmp, 0, C);
     f8_tensor dlogits = slice(m, m->logits, 0, c->padded_vocab), dqkv = slice(m, m->dqkv, 0, 3 * m->Cl);
     f8_tensor datt = slice(m, m->dtmp, 0, m->Cl); /* the local heads' share of tmp */
-    TRY(f8_layernorm_linear_backward(m->head, m->head_s, &dlogits, NULL, &d));
+    /* dl: this rank's rows of d, where the gather puts them (SP), or d */
+    f8_tensor dl = view(m, m->dres, 0, 1, C);
+    dl.data = (unsigned char *)m->dres + (size_t)((m->sp ? m->tp_rank : 0) * Tl * C) * esize(m);
+    dl.rows = tmp.rows = Tl;
+    TRY(f8_layernorm_linear_backward(m->head, m->head_s, &dlogits, NULL, &d)); /* every row, every rank */
     for (int64_t l = c->layers - 1; l >= 0; l--) {
         gpt_block *b = &m->blocks[l];
+        if (l < c->layers - 1) TRY(gather_grad(m, &dl, &d)); /* after the head, d is whole already */
         TRY(f8_module_backward(b->mlp, b->mlp_s, &d, &tmp));
-        /* column parallel: each rank's fc1 rows give part of the input gradient */
-        if (m->tp) TRY(tp_all_reduce(m, &tmp));
-        TRY(f8_tensor_add(m->ctx, &d, &tmp)); /* d = ∂loss/∂x' */
+        /* column parallel: each rank's fc1 rows give part of the input gradient (SP: summed in the module) */
+        if (m->tp && !m->sp) TRY(tp_all_reduce(m, &tmp));
+        TRY(f8_tensor_add(m->ctx, &dl, &tmp)); /* d = ∂loss/∂x' */
+        TRY(gather_grad(m, &dl, &d));
         TRY(f8_module_backward(b->proj, b->proj_s, &d, &datt));
         TRY(f8_attention_backward(m->att, b->att_s, &datt, &dqkv));
         TRY(f8_layernorm_linear_backward(b->qkv, b->qkv_s, &dqkv, NULL, &tmp));
-        if (m->tp) TRY(tp_all_reduce(m, &tmp));
-        TRY(f8_tensor_add(m->ctx, &d, &tmp)); /* d = ∂loss/∂x */
+        if (m->tp && !m->sp) TRY(tp_all_reduce(m, &tmp));
+        TRY(f8_tensor_add(m->ctx, &dl, &tmp)); /* d = ∂loss/∂x */
         if (m->grads_ready) TRY(m->grads_ready(m->grads_user, l));
     }
+    TRY(gather_grad(m, &dl, &d));
     f8_tensor dwte, dwpe = view(m, m->dwpe, 0, c->seq, C);
     TRY(f8_module_param(m->head, F8_PARAM_WEIGHT, 1, &dwte));
     TRY(f8_embedding_backward(m->ctx, m->tokens, c->seq, &d, &dwte, &dwpe));

@@ -77,15 +77,26 @@ typedef struct gpt {
     int64_t Cl;               /* channels / tp_size: the local heads' width */
     int64_t Fl;               /* 4·channels / tp_size: the local MLP width */
     int skip_replicated;      /* gpt_each_param visits only the sharded parameters (tp.h) */
-    float *tp_buf;            /* (T, C) FP32 staging of a BF16 all-reduce (tp.c) */
+    float *tp_buf;            /* (T, C) FP32 staging of a BF16 all-reduce (tp.c); with sp
+                                 (T + T/P, C): the reduce-scatter's source and destination */
+    /* Sequence parallelism (tp.h, with TP only): the residual stream, the
+     * LayerNorms and the dropout-free adds hold this rank's T/P tokens; 0, T
+     * and NULL without it. */
+    int sp;
+    int64_t Tr;               /* rows of a residual slot: T, or T / tp_size with sp */
+    void *full;               /* sp: (T, C) the embedding, then each row-parallel output before its
+                                 reduce-scatter */
+    void *xf;                 /* sp: (T, C) the last residual gathered: the head's input, kept for its
+                                 backward */
 } gpt;
 
 /* Create (parameters initialised from c.seed), with its activations. */
 f8_status gpt_create(f8_ctx *ctx, const gpt_config *c, gpt *m, char *err, size_t err_size);
 /* The same model as rank tp_rank of the tensor-parallel group tp (NULL: one
  * rank, as gpt_create): the full parameters are initialised as gpt_create
- * does and this rank keeps its shard (tp.h). */
-f8_status gpt_create_tp(f8_ctx *ctx, const gpt_config *c, f8_comm *tp, gpt *m, char *err, size_t err_size);
+ * does and this rank keeps its shard (tp.h). sp: sequence parallel too
+ * (needs a group of 2 or more and c->seq divisible by its size). */
+f8_status gpt_create_tp(f8_ctx *ctx, const gpt_config *c, f8_comm *tp, int sp, gpt *m, char *err, size_t err_size);
 void gpt_destroy(gpt *m);
 
 /* Number of parameters (wte counted once). */

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "parse.h"
+#include "tp.h"
 #include "trainer.h"
 
 typedef struct preset {
@@ -145,6 +146,9 @@ void train_print_help(FILE *f)
                "                       goes on (NCCL: on a second stream); default off: one bucket after it\n"
                "  --tp N               tensor parallel over groups of N of those ranks (heads, MLP split;\n"
                "                       data parallel = ranks / N); amaxes reduced over all ranks\n"
+               "  --sequence-parallel  with --tp N: the residual stream and LayerNorms keep 1/N of the tokens\n"
+               "                       per rank; norm outputs all-gathered (FP8), proj/fc2 reduce-scattered\n"
+               "                       (--seq must divide by N; checkpoints as without it)\n"
                "  Across machines: one f8_train per GPU with RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and\n"
                "  MASTER_PORT set (torchrun style); rank 0 serves the NCCL id on MASTER_PORT.\n");
     fprintf(f, "\nPresets (--model): layers/heads/channels/seq, batch x microbatches, lr\n");
@@ -185,6 +189,7 @@ int train_check_tp(const train_options *o, char *err, size_t n)
 {
     const int64_t ranks = o->ranks > 0 ? o->ranks : o->gpus;
     if (o->tp < 1) return snprintf(err, n, "--tp %lld: at least 1", (long long)o->tp), -1;
+    if (o->sequence_parallel && tp_check_sp(o->seq, o->tp, err, n) != 0) return -1;
     if (o->tp == 1) return 0;
     if (ranks <= 0) {
         snprintf(err, n, "--tp %lld needs --ranks N or --gpus N with N a multiple of it", (long long)o->tp);
@@ -230,7 +235,7 @@ static int check_conflicts(const train_options *o, char *err, size_t n)
         return -1;
     }
     const int64_t ranks = o->ranks > 0 ? o->ranks : o->gpus;
-    if (o->tp > 1 && train_check_tp(o, err, n) != 0) return -1;
+    if ((o->tp > 1 || o->sequence_parallel) && train_check_tp(o, err, n) != 0) return -1;
     if (o->tp <= 1 && ranks > 0 && o->grad_accum % ranks != 0) {
         snprintf(err, n, "--grad-accum %lld does not split evenly over %lld ranks (each rank runs grad-accum / ranks "
                          "microbatches)", (long long)o->grad_accum, (long long)ranks);
@@ -298,6 +303,10 @@ int train_parse_args(int argc, char **argv, train_options *o, FILE *out, char *e
         }
         if (strcmp(a, "--fp8-report") == 0) {
             o->fp8_report = 1;
+            continue;
+        }
+        if (strcmp(a, "--sequence-parallel") == 0 || strcmp(a, "--sp") == 0) {
+            o->sequence_parallel = 1;
             continue;
         }
         if (strncmp(a, "--", 2) != 0) {

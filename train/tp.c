@@ -174,6 +174,18 @@ f8_status tp_all_reduce(gpt *m, f8_tensor *x)
     return f8_tensor_convert(m->ctx, &s, x);
 }
 
+f8_status tp_reduce_scatter(gpt *m, const f8_tensor *x, f8_tensor *y)
+{
+    const int64_t n = y->rows * y->cols;
+    if (x->dtype == F8_DTYPE_FP32) return f8_comm_reduce_scatter(m->tp, x->data, y->data, n, F8_DTYPE_FP32);
+    /* the collectives reduce FP32: BF16 through the staging buffer, source then destination */
+    float *src = m->tp_buf, *dst = m->tp_buf + x->rows * x->cols;
+    f8_tensor s = f8_tensor_make(src, F8_DTYPE_FP32, x->rows, x->cols), d = f8_tensor_make(dst, F8_DTYPE_FP32, y->rows, y->cols);
+    TRY(f8_tensor_convert(m->ctx, x, &s));
+    TRY(f8_comm_reduce_scatter(m->tp, src, dst, n, F8_DTYPE_FP32));
+    return f8_tensor_convert(m->ctx, &d, y);
+}
+
 f8_status tp_reduce_grads(gpt *m)
 {
     for (int64_t l = 0; l < m->c.layers; l++)

@@ -25,11 +25,29 @@
  * Checkpoints are in the one-rank layout: tp_checkpoint_add gathers the
  * shards (a collective of the group), tp_checkpoint_restore takes this
  * rank's shard of a one-rank checkpoint, so any TP size restores any other.
+ *
+ * Sequence parallelism (--sequence-parallel, gpt.sp): outside the two
+ * tensor-parallel regions the tokens are split too. Rank t keeps rows
+ * t·T/P .. (t+1)·T/P - 1 of the residual stream (T = batch·seq; seq must
+ * divide by P so every forward's tokens do); qkv and the MLP normalise
+ * those rows and all-gather the result (FP8 codes under FP8, the module
+ * does it: f8_module_set_sequence_parallel); proj's and fc2's partial
+ * outputs are reduce-scattered (SUM, rank order) into the rank's rows
+ * instead of all-reduced; backward all-gathers the residual gradient before
+ * proj's and the MLP's backward, and the modules reduce-scatter their norm
+ * input gradients. The embedding (computed whole, rows kept), the final
+ * norm and the LM head (input gathered) stay replicated over all T tokens,
+ * so their gradients are whole on every rank as without SP; the blocks'
+ * LayerNorm gradients are summed by tp_reduce_grads as before (each rank
+ * now saw its tokens instead of its share of the output gradient). The
+ * parameters, their layout and the checkpoints do not change: SP and
+ * non-SP runs resume from each other's checkpoints.
  */
 #ifndef F8_TRAIN_TP_H
 #define F8_TRAIN_TP_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "gpt.h"
 
@@ -39,6 +57,24 @@ struct dp;
 /* 0 when heads and the MLP width (4·channels) divide by tp; else -1 with the
  * reason in err. */
 int tp_check_shape(int64_t heads, int64_t channels, int tp, char *err, size_t err_size);
+
+/* 0 when sequence parallelism can split seq over tp ranks (tp > 1, seq
+ * divisible by it); else -1 with the reason in err. Inline: the option
+ * checks (options.c) use it without the rest of tp.c. */
+static inline int tp_check_sp(int64_t seq, int64_t tp, char *err, size_t n)
+{
+    if (tp < 2) {
+        snprintf(err, n, "--sequence-parallel needs --tp 2 or more (it splits the tokens over the tensor-parallel "
+                         "group)");
+        return -1;
+    }
+    if (seq % tp != 0) {
+        snprintf(err, n, "--sequence-parallel with --tp %lld: --seq %lld must divide by it (every forward's tokens, "
+                         "a sampled sequence's too, split evenly over the group)", (long long)tp, (long long)seq);
+        return -1;
+    }
+    return 0;
+}
 
 /* Rank world_rank's tensor-parallel and data-parallel communicators: its TP
  * group is ranks d·tp .. d·tp + tp - 1 (d = world_rank / tp), its DP group
@@ -56,6 +92,9 @@ f8_status tp_block_create(gpt *m, gpt_block *b, const f8_layernorm_linear_config
 /* x = Σ over the group of x (every rank gets the same bits); FP32 or BF16
  * (BF16 through m->tp_buf, summed in FP32). */
 f8_status tp_all_reduce(gpt *m, f8_tensor *x);
+/* SP: y (this rank's T/P rows) = its rows of Σ over the group of x (T
+ * rows); FP32 or BF16 (BF16 through m->tp_buf, summed in FP32). */
+f8_status tp_reduce_scatter(gpt *m, const f8_tensor *x, f8_tensor *y);
 /* After the step's last backward: the column-parallel LayerNorms' gamma and
  * beta gradients summed over the group. */
 f8_status tp_reduce_grads(gpt *m);

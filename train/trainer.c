@@ -403,7 +403,7 @@ f8_status trainer_create(const train_options *opt, trainer **out, char *err, siz
             st = F8_ERR_INVALID_ARGUMENT;
         }
         if (st == F8_OK && train_check_memory(&c, cuda, err, n) != 0) st = F8_ERR_OUT_OF_MEMORY;
-        if (st == F8_OK) st = gpt_create_tp(t->ctx, &c, t->tp_comm, &t->m, err, n);
+        if (st == F8_OK) st = gpt_create_tp(t->ctx, &c, t->tp_comm, t->o.sequence_parallel, &t->m, err, n);
         if (st == F8_OK && from_hf) st = hf_import(&t->m, t->o.init_from, err, n);
         t->use_graph = t->o.graph < 0 ? cuda : t->o.graph;
     }
@@ -652,8 +652,9 @@ int trainer_run(trainer *t)
             printf("data parallel: %d ranks (%s), %lld microbatches each, ZeRO-1 sharded AdamW\n",
                    t->o.world / t->m.tp_size, cuda ? "NCCL" : "CPU threads", (long long)t->Ml);
         if (t->m.tp)
-            printf("tensor parallel: %d ranks per replica, %lld heads and %lld MLP columns each\n", t->m.tp_size,
-                   (long long)(t->m.c.heads / t->m.tp_size), (long long)t->m.Fl);
+            printf("tensor parallel: %d ranks per replica, %lld heads and %lld MLP columns each%s\n", t->m.tp_size,
+                   (long long)(t->m.c.heads / t->m.tp_size), (long long)t->m.Fl,
+                   t->m.sp ? "; sequence parallel: the residual stream split by tokens" : "");
         fflush(stdout);
     }
     tlog *log = NULL;

@@ -71,6 +71,8 @@ typedef struct train_options {
     int64_t ranks, gpus;
     int dp_overlap;           /* --dp-overlap: per-block gradient buckets reduced during the backward */
     int64_t tp;               /* --tp N: tensor parallel over groups of N of the ranks (tp.h); 1: none */
+    int sequence_parallel;    /* --sequence-parallel: with --tp, tokens split over the TP group outside the
+                                 tensor-parallel regions (tp.h) */
     /* Set per rank by the launcher, not by the command line (world <= 1: no communicator). */
     int rank, world, device;
     f8_comm_group *comm_group; /* CPU ranks */
@@ -114,7 +116,8 @@ int train_check_writable(const char *path, char *err, size_t err_size);
 int train_check_memory(const gpt_config *c, int cuda, char *err, size_t err_size);
 /* --tp against the rest: ranks (--ranks or --gpus) a multiple of it, the
  * replicas splitting --grad-accum evenly, heads and the MLP width divisible
- * by it, no --dp-overlap with it. 0, or -1 with the reason in err. */
+ * by it, no --dp-overlap with it; --sequence-parallel only with --tp > 1
+ * and --seq divisible by it. 0, or -1 with the reason in err. */
 int train_check_tp(const train_options *o, char *err, size_t err_size);
 
 typedef struct trainer trainer;

@@ -62,6 +62,8 @@ typedef struct lnl_ws {
     f8i_qbuf g8;
     uint8_t *lnt;
     void *gemm;       /* the GEMMs' padding workspace (nothing for aligned shapes) */
+    float *amax;      /* sequence parallel: the group amax (current scaling) */
+    float *dln_local; /* sequence parallel: this rank's rows of dln summed over the group (T/P, K) */
 } lnl_ws;
 
 static size_t fwd_layout(const f8_module *m, int64_t T, f8i_layout *l, lnl_ws *w)
@@ -71,6 +73,7 @@ static size_t fwd_layout(const f8_module *m, int64_t T, f8i_layout *l, lnl_ws *w
     if (m->fp8 && f8i_casts_unfused(m->ctx))
         w->hp = f8i_take(l, (size_t)(T * m->in_features) * f8_dtype_size(m->param_dtype));
     w->gemm = f8i_take(l, f8i_weight_gemm_workspace(&m->w[0], T, 0));
+    w->amax = m->sp ? (float *)f8i_take(l, 2 * sizeof(float)) : NULL;
     return l->bytes;
 }
 
@@ -85,6 +88,7 @@ static size_t bwd_layout(const f8_module *m, int64_t T, f8i_layout *l, lnl_ws *w
     }
     w->dln_out = (float *)f8i_take(l, (size_t)(T * K) * 4);
     w->gemm = f8i_take(l, f8i_weight_gemm_workspace(&m->w[0], T, 1));
+    w->dln_local = m->sp ? (float *)f8i_take(l, (size_t)(T / f8i_sp_size(m) * K) * 4) : NULL;
     return l->bytes;
 }
 
@@ -99,8 +103,11 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
                          f8_saved *saved)
 {
     f8_ctx *ctx = m->ctx;
-    const int64_t T = x->rows, K = m->in_features;
+    const int64_t T = f8i_sp_tokens(m, x->rows), K = m->in_features;
     const int fp8 = m->fp8, return_ln = ((lnl *)m)->own.return_ln;
+    if (return_ln && m->sp)
+        return f8i_error(ctx, F8_ERR_UNSUPPORTED, "f8_layernorm_linear_forward: return_layernorm_output with "
+                                                  "sequence parallel is not supported");
     if (return_ln && !ln_out)
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "f8_layernorm_linear_forward: ln_out is NULL but the module "
                                                        "returns its norm output (return_layernorm_output; call "
@@ -118,20 +125,15 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
     /* block scaling training: also ln8ᵀ with its own tiles, for wgrad */
     f8i_qbuf q = {(uint8_t *)s->ln, saved ? s->lnt : NULL, s->ln_sinv, f8_ctx_slot_dtype(ctx, F8_DIR_FORWARD),
                   s->lnt_sinv};
-    if (fp8 && !return_ln && ws.hp) {
-        /* current scaling (the amax before the cast) or block scaling (tile amaxes) */
-        st = f8i_norm_forward(ctx, &m->norm, x, ws.hp, m->param_dtype, NULL, NULL, s->mu, s->rsigma);
-        if (st == F8_OK)
-            st = f8i_module_quantize(m, ws.hp, m->param_dtype, T, K, F8_DIR_FORWARD, SLOT_INPUT, &q, NULL, NULL);
-    } else if (fp8 && !return_ln) {
-        st = f8i_norm_forward(ctx, &m->norm, x, s->ln, q.dtype, &m->fwd[SLOT_INPUT], s->ln_sinv, s->mu, s->rsigma);
+    if (!return_ln) { /* FP8 (the cast fused with the norm, or after it) or the param dtype; gathered */
+        st = f8i_module_norm_input(m, x, SLOT_INPUT, &q, ws.hp, s->mu, s->rsigma, ws.amax);
     } else if (fp8) {
         st = f8i_norm_forward(ctx, &m->norm, x, ln_out->data, ln_out->dtype, NULL, NULL, s->mu, s->rsigma);
         if (st == F8_OK)
             st = f8i_module_quantize(m, ln_out->data, ln_out->dtype, T, K, F8_DIR_FORWARD, SLOT_INPUT, &q, NULL, NULL);
     } else {
         st = f8i_norm_forward(ctx, &m->norm, x, s->ln, m->param_dtype, NULL, NULL, s->mu, s->rsigma);
-        if (st == F8_OK && ln_out && T > 0)
+        if (st == F8_OK && T > 0)
             st = f8i_op_convert(ctx, s->ln, m->param_dtype, NULL, ln_out->data, ln_out->dtype, T * K);
     }
     if (st == F8_OK && fp8) st = f8i_weight_cast(ctx, &m->w[0], mb, saved != NULL);
@@ -183,9 +185,8 @@ static f8_status backward(f8_module *m, f8_saved *sv, const f8_tensor *dy, const
         }
         if (st == F8_OK) st = f8i_op_add(ctx, ws.dln, add, F8_DTYPE_FP32, T * K);
     }
-    if (st == F8_OK)
-        st = f8i_norm_backward(ctx, &m->norm, ws.dln, F8_DTYPE_FP32, &sv->x, s->mu, s->rsigma, dx ? dx->data : NULL,
-                               dx ? dx->dtype : F8_DTYPE_FP32, ws.reduce);
+    if (st == F8_OK) /* dln is FP32: no staging */
+        st = f8i_module_norm_backward(m, sv, ws.dln, F8_DTYPE_FP32, s->mu, s->rsigma, dx, ws.reduce, NULL, ws.dln_local);
     return st;
 }
 

@@ -86,6 +86,9 @@ typedef struct mlp_ws {
     f8i_qbuf g8, d8;
     uint8_t *lnt;
     void *gemm;     /* the GEMMs' padding workspace, the larger of fc1's and fc2's */
+    float *amax;    /* sequence parallel: the group amax (current scaling) */
+    float *dln_stage, *dln_local; /* sequence parallel: dln in FP32 (T, H) when it is not, and this
+                                     rank's rows summed over the group (T/P, H) */
 } mlp_ws;
 
 static size_t gemm_ws(const f8_module *m, int64_t T, int backward)
@@ -106,6 +109,7 @@ static size_t fwd_layout(const f8_module *m, int64_t T, int training, f8i_layout
     if (m->fp8 && f8i_casts_unfused(m->ctx))
         w->hp = f8i_take(l, (size_t)(T * (H > F ? H : F)) * f8_dtype_size(m->param_dtype));
     w->gemm = f8i_take(l, gemm_ws(m, T, 0));
+    w->amax = m->sp ? (float *)f8i_take(l, 2 * sizeof(float)) : NULL;
     return l->bytes;
 }
 
@@ -125,6 +129,8 @@ static size_t bwd_layout(const f8_module *m, int64_t T, f8i_layout *l, mlp_ws *w
         w->d = f8i_take(l, (size_t)(T * F1) * es);
     }
     w->gemm = f8i_take(l, gemm_ws(m, T, 1));
+    w->dln_stage = m->sp && gs != 4 ? (float *)f8i_take(l, (size_t)(T * H) * 4) : NULL;
+    w->dln_local = m->sp ? (float *)f8i_take(l, (size_t)(T / f8i_sp_size(m) * H) * 4) : NULL;
     return l->bytes;
 }
 
@@ -142,7 +148,7 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
 {
     (void)aux;
     f8_ctx *ctx = m->ctx;
-    const int64_t T = x->rows;
+    const int64_t T = f8i_sp_tokens(m, x->rows); /* sequence parallel: x holds T / P */
     const int fp8 = m->fp8;
     const f8_dtype pdt = m->param_dtype, qdt = f8_ctx_slot_dtype(ctx, F8_DIR_FORWARD), adt = fp8 ? qdt : pdt;
     mlp_ws ws;
@@ -153,15 +159,9 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
      * read by fc2's fprop only, in the workspace */
     void *a8 = fp8 && saved ? ws.a8 : s->act;
     float *a8_sinv = ws.a8_sinv ? ws.a8_sinv : s->act_sinv;
-    f8_status st;
-    if (fp8 && ws.hp) { /* current or block scaling: norm, then the cast */
-        const f8i_qbuf q = {(uint8_t *)s->ln, saved ? s->lnt : NULL, s->ln_sinv, qdt, s->lnt_sinv};
-        st = f8i_norm_forward(ctx, &m->norm, x, ws.hp, pdt, NULL, NULL, s->mu, s->rsigma);
-        if (st == F8_OK) st = f8i_module_quantize(m, ws.hp, pdt, T, m->in_features, F8_DIR_FORWARD, GEMM1_INPUT, &q, NULL, NULL);
-    } else if (fp8)
-        st = f8i_norm_forward(ctx, &m->norm, x, s->ln, qdt, &m->fwd[GEMM1_INPUT], s->ln_sinv, s->mu, s->rsigma);
-    else
-        st = f8i_norm_forward(ctx, &m->norm, x, s->ln, pdt, NULL, NULL, s->mu, s->rsigma);
+    /* the norm's output: FP8 (fused, or cast after it under current and block scaling) or the param dtype */
+    const f8i_qbuf q = {(uint8_t *)s->ln, saved ? s->lnt : NULL, s->ln_sinv, qdt, s->lnt_sinv};
+    f8_status st = f8i_module_norm_input(m, x, GEMM1_INPUT, &q, ws.hp, s->mu, s->rsigma, ws.amax);
     if (st == F8_OK && fp8) st = f8i_weight_cast(ctx, &m->w[0], mb, saved != NULL);
     if (st == F8_OK && fp8) st = f8i_weight_cast(ctx, &m->w[1], mb, saved != NULL);
     if (st == F8_OK) st = f8i_weight_fprop(ctx, &m->w[0], s->ln, adt, fp8 ? s->ln_sinv : NULL, T, s->h1, pdt, ws.gemm);
@@ -276,8 +276,7 @@ static f8_status backward(f8_module *m, f8_saved *sv, const f8_tensor *dy, const
     }
     const f8_dtype ddt = m->fp8 ? pdt : F8_DTYPE_FP32; /* dln's dtype */
     if (st == F8_OK)
-        st = f8i_norm_backward(ctx, &m->norm, ws.dln, ddt, &sv->x, s->mu, s->rsigma, dx ? dx->data : NULL,
-                               dx ? dx->dtype : F8_DTYPE_FP32, ws.reduce);
+        st = f8i_module_norm_backward(m, sv, ws.dln, ddt, s->mu, s->rsigma, dx, ws.reduce, ws.dln_stage, ws.dln_local);
     return st;
 }
 

@@ -93,6 +93,7 @@ static f8_status module_init(f8_ctx *ctx, f8_module *m, const f8i_module_spec *s
     m->n_fwd = s->n_fwd;
     m->n_bwd = s->n_bwd;
     m->has_norm = s->has_norm;
+    m->workspace = s->workspace;
 
     /* Slots first (an FP8 primary weight is quantized with its slot's
      * scale); a failure later hands them back. */
@@ -315,10 +316,10 @@ static f8_status forward_checked(f8_module *m, const f8_tensor *x, f8_tensor *y,
     snprintf(name, sizeof name, "%s: x", fn);
     f8_status st = f8i_check_act(ctx, x, name, -1, m->in_features, must);
     if (st != F8_OK) return st;
-    const int64_t T = x->rows;
+    const int64_t T = f8i_sp_tokens(m, x->rows); /* sequence parallel: x holds T / P of them */
     if (T > m->max_tokens)
-        return f8i_error(ctx, F8_ERR_SHAPE, "%s: x has %lld tokens, more than config.max_tokens %lld", fn, (long long)T,
-                         (long long)m->max_tokens);
+        return f8i_error(ctx, F8_ERR_SHAPE, "%s: x has %lld tokens%s, more than config.max_tokens %lld", fn,
+                         (long long)T, m->sp ? " over the sequence-parallel group" : "", (long long)m->max_tokens);
     snprintf(name, sizeof name, "%s: y", fn);
     st = f8i_check_act(ctx, y, name, T, m->out_features, -1);
     if (st != F8_OK) return st;
@@ -350,7 +351,7 @@ static f8_status backward_checked(f8_module *m, f8_saved *s, const f8_tensor *dy
     snprintf(name, sizeof name, "%s: dy", fn);
     f8_status st = f8i_check_act(ctx, dy, name, s->tokens, m->out_features, must);
     snprintf(name, sizeof name, "%s: dx", fn);
-    if (st == F8_OK && dx) st = f8i_check_act(ctx, dx, name, s->tokens, m->in_features, -1);
+    if (st == F8_OK && dx) st = f8i_check_act(ctx, dx, name, s->x.rows, m->in_features, -1); /* x's rows: T / P */
     if (st != F8_OK) return st;
     for (int i = 0; i < m->n_weights; i++)
         if (m->fuse_wgrad && !m->w[i].main_grad)

@@ -63,6 +63,9 @@ struct f8_module {
     int n_fwd, n_bwd;
     f8_slot fwd[6], bwd[4];
     size_t workspace_bytes;            /* the largest per-call workspace (reserved in the ctx) */
+    size_t (*workspace)(const f8_module *m, int64_t T, int backward); /* the spec's, kept to re-measure */
+    f8_comm *sp;                       /* f8_module_set_sequence_parallel: x and dx are this rank's
+                                          tokens, the norm output is gathered (sequence.c); NULL: off */
     f8_memory_report mem;              /* its allocations, saved-state objects included */
 };
 
@@ -160,6 +163,11 @@ f8_status f8i_create_check(f8_ctx *ctx, const char *fn, const void *config, f8_m
  * before; on success *out is the module. */
 f8_status f8i_module_create(f8_ctx *ctx, const f8i_module_spec *spec, const char *fn, f8_module **out);
 
+/* Sequence parallel (sequence.c): the group's size (1 without), and the
+ * tokens T of a call whose x holds `rows` of them (this rank's share). */
+static inline int64_t f8i_sp_size(const f8_module *m) { return m->sp ? f8_comm_size(m->sp) : 1; }
+static inline int64_t f8i_sp_tokens(const f8_module *m, int64_t rows) { return rows * f8i_sp_size(m); }
+
 /* The workspace of this call: the ctx reservation (at least workspace_bytes). */
 static inline f8i_layout f8i_module_workspace(const f8_module *m) { return f8i_layout_at(m->ctx->scratch); }
 
@@ -200,5 +208,27 @@ f8_status f8i_module_backward_aux(f8_module *m, const f8i_module_class *cls, f8_
 /* Take an FP8 buffer of [rows, cols] codes (with transpose if t) and its
  * scale_inv from a layout; dtype from the direction's recipe format. */
 f8i_qbuf f8i_take_qbuf(f8_module *m, f8i_layout *l, f8_direction dir, int64_t rows, int64_t cols, int t);
+
+/* The GEMM input of a norm module, ln = norm(x) [T, K] with x this rank's
+ * T/P rows (P = f8i_sp_size; P = 1 without sequence parallel), into q:
+ * FP8 codes (q->data, and q->data_t when the block cast writes the
+ * column-wise copy) with q->scale_inv, or with FP8 off the param dtype in
+ * q->data. slot: the forward INPUT slot. hp: [T, K] param dtype staging of
+ * the unfused casts (current, block), else NULL. mu, rsigma: x's rows.
+ * amax: 2 floats of workspace (current scaling with a group). With a group,
+ * rank r's rows are r·T/P.. of ln and the rest come from the other ranks
+ * (all-gather): FP8 codes under delayed and current scaling (one scale for
+ * the group), the param dtype before the cast under block scaling. */
+f8_status f8i_module_norm_input(f8_module *m, const f8_tensor *x, int slot, const f8i_qbuf *q, void *hp, float *mu,
+                                float *rsigma, float *amax);
+
+/* The norm backward from dln [T, K] (FP32 or BF16), the input gradient of
+ * the module's first GEMM: with a group, dln is each rank's partial sum and
+ * is reduce-scattered (FP32, in rank order) to this rank's rows first,
+ * through stage (FP32 [T, K], used when dln is not FP32) and local (FP32
+ * [T/P, K]). dx: NULL or [T/P, K]; gamma/beta gradients accumulate. */
+f8_status f8i_module_norm_backward(f8_module *m, const f8_saved *sv, const void *dln, f8_dtype dln_dtype,
+                                   const float *mu, const float *rsigma, f8_tensor *dx, void *reduce, float *stage,
+                                   float *local);
 
 #endif /* F8_MODULES_MODULE_H */
