@@ -481,14 +481,14 @@ f8_status f8i_cuda_gemm_create(f8_ctx *ctx)
         free(c);
         return f8i_error(ctx, F8_ERR_CUBLAS, "gemm: cublasLtCreate: %s", cublasLtGetStatusName(st));
     }
-    cudaError_t err = cudaMalloc(&c->workspace, GEMM_WORKSPACE_BYTES);
+    cudaError_t err = cudaMalloc(&c->workspace, GEMM_WORKSPACE_BYTES + F8I_GEMM_SCALE_TAIL_BYTES);
     if (err != cudaSuccess) {
         (void)cudaGetLastError(); /* a failed allocation must not leak into later launch checks */
         cublasLtDestroy(c->lt);
         free(c);
         if (err == cudaErrorMemoryAllocation)
             return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "gemm: cudaMalloc of the %zu-byte cuBLASLt workspace failed",
-                             GEMM_WORKSPACE_BYTES);
+                             GEMM_WORKSPACE_BYTES + F8I_GEMM_SCALE_TAIL_BYTES);
         return f8i_cuda_check(ctx, err, "gemm: cudaMalloc of the cuBLASLt workspace");
     }
     cs->gemm = c;
@@ -514,7 +514,7 @@ f8_status f8i_cuda_gemm_lt(f8_ctx *ctx, void **handle, void **workspace, size_t 
     if (!c) return f8i_error(ctx, F8_ERR_STATE, "gemm: the CUDA state has no GEMM cache (f8i_cuda_gemm_create not run)");
     *handle = (void *)c->lt;
     *workspace = c->workspace;
-    *workspace_bytes = GEMM_WORKSPACE_BYTES;
+    *workspace_bytes = GEMM_WORKSPACE_BYTES + F8I_GEMM_SCALE_TAIL_BYTES; /* the block GEMM's tail included */
     return F8_OK;
 }
 

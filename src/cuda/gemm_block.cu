@@ -66,7 +66,7 @@
 #include "cuda_state.cuh"
 #include "core/numerics.h"
 
-#define BG_SCALE_BYTES ((size_t)8 << 20) /* workspace tail for the relaid scale grids */
+#define BG_SCALE_BYTES F8I_GEMM_SCALE_TAIL_BYTES /* workspace tail for the relaid scale grids (cuda_state.cuh) */
 
 /* Fallback tiling: a 16x16 block computes a 64x64 tile of D, each thread a
  * 4x4 sub-tile (rows ty + 16·r, cols tx + 16·c), stepping K by 16 inside
