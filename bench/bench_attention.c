@@ -14,7 +14,11 @@
  * ceiling is a raw cuBLASLt BF16 GEMM (8192³) measured in the same run.
  * Targets on the H200: forward >= 300 TFLOP/s and backward >= 200 at
  * head_dim 128; as high as we can at 64. Inputs are random (never zeros);
- * every operand of these shapes is larger than L2 (qkv 75-100 MB).
+ * every operand of these shapes is larger than L2 (qkv 75-100 MB). The
+ * attention is configured as the GPT trainer configures it (output_kept: the
+ * backward reads y, no copy of it is saved). tools/peer_attention.py times
+ * PyTorch's cuDNN and FlashAttention-2 SDPA at the same shapes and prints
+ * f8's ratio to cuDNN's from this program's JSON lines.
  */
 #include "bench_util.h"
 #include "core/backend.h"
@@ -94,6 +98,7 @@ static void run_shape(f8_ctx *ctx, bench_log *log, int64_t B, int64_t nh, int64_
     b.B = B;
     b.S = S;
     f8_attention_config cfg = f8_attention_config_default(nh, hd, B, S);
+    cfg.output_kept = 1; /* as the GPT trainer runs it: no copy of y saved for the backward */
     BENCH_F8(ctx, f8_attention_create(ctx, &cfg, &b.a));
     BENCH_F8(ctx, f8_attention_saved_create(b.a, &b.s));
     void *qkv = bench_alloc_random(stream, F8_DTYPE_BF16, T * 3 * C, 1, 1.0f);
