@@ -183,20 +183,7 @@ int main(void)
     const train_options base = base_options(), sp = with_sp(base);
     static rank_out one[1], sp2[2], sp2b[2], sp2g[2], sp4[4], dt[4];
     run(0, 1, &base, STEPS, NULL, one, 1);
-    run(2, 2, &sp, STEPS, NULL, sp2, 1);
-    run(4, 4, &sp, STEPS, NULL, sp4, 1);
-    run(4, 2, &sp, STEPS, NULL, dt, 1);
-    check_close("SP TP 2 vs one rank", &sp2[0], one, STEPS, 0);
-    check_close("SP TP 4 vs one rank", &sp4[0], one, STEPS, 0);
-    check_close("SP DP 2 x TP 2 vs one rank", &dt[0], one, STEPS, 0);
-    check_ranks_agree("SP TP 2", sp2, 2, 2);
-    check_ranks_agree("SP TP 4", sp4, 4, 4);
-    check_ranks_agree("SP DP 2 x TP 2", dt, 4, 2);
-    CHECK(sp2[0].n_scales == one[0].n_scales && sp2[0].n_scales > 0, "SP TP 2: %d FP8 slots, one rank %d",
-          sp2[0].n_scales, one[0].n_scales);
-    if (sp2[0].n_scales == one[0].n_scales)
-        printf("  %-36s scales and amaxes %.2e of one rank's (the same slots)\n", "SP TP 2",
-               max_rel(sp2[0].scales, one[0].scales, one[0].n_scales));
+    check_tp_layouts("SP ", &sp, STEPS, one, sp2, sp4, dt);
     /* the recipes and dtypes, each against its own one-rank and TP runs. Current and block
      * scaling derive each cast's scale from the tensor a rank holds, and under TP that is its
      * shard (proj's input columns, the dgrad inputs...): TP itself is then 1.6e-2 from one

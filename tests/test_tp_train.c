@@ -116,20 +116,7 @@ int main(void)
               memcmp(init2[0].params, init1[0].params, sizeof(float) * (size_t)init1[0].n_params) == 0,
           "TP 2 at creation: the gathered model is not bitwise one rank's");
     run(0, 1, &base, STEPS, NULL, one, 1);
-    run(2, 2, &base, STEPS, NULL, tp2, 1);
-    run(4, 4, &base, STEPS, NULL, tp4, 1);
-    run(4, 2, &base, STEPS, NULL, dt, 1);
-    check_close("TP 2 vs one rank", &tp2[0], one, STEPS, 0);
-    check_close("TP 4 vs one rank", &tp4[0], one, STEPS, 0);
-    check_close("DP 2 x TP 2 vs one rank", &dt[0], one, STEPS, 0);
-    check_ranks_agree("TP 2", tp2, 2, 2);
-    check_ranks_agree("TP 4", tp4, 4, 4);
-    check_ranks_agree("DP 2 x TP 2", dt, 4, 2);
-    CHECK(tp2[0].n_scales == one[0].n_scales && tp2[0].n_scales > 0, "TP 2: %d FP8 slots, one rank %d",
-          tp2[0].n_scales, one[0].n_scales);
-    if (tp2[0].n_scales == one[0].n_scales)
-        printf("  %-36s scales and amaxes %.2e of one rank's (the same slots)\n", "TP 2",
-               max_rel(tp2[0].scales, one[0].scales, one[0].n_scales));
+    check_tp_layouts("", &base, STEPS, one, tp2, tp4, dt);
     /* FP8 off (FP32 GEMMs) */
     {
         static rank_out h1[1], h2[2];

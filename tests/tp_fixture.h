@@ -183,6 +183,36 @@ static void check_close(const char *what, const rank_out *a, const rank_out *ref
     printf("  %-36s parameters %.2e, losses %.2e (max |x - ref| / max |ref|)\n", what, e, worst);
 }
 
+/* The three layouts every TP test holds against one rank (one[0]): TP 2,
+ * TP 4 and DP 2 x TP 2 of o for `steps` steps (into tp2[2], tp4[4], dt[4];
+ * the caller releases them). Each close to one rank, its ranks in agreement,
+ * and TP 2 with one rank's FP8 slots. tag prefixes the names ("" or "SP "). */
+static void check_tp_layouts(const char *tag, const train_options *o, int steps, const rank_out *one, rank_out *tp2,
+                             rank_out *tp4, rank_out *dt)
+{
+    const struct {
+        const char *name;
+        rank_out *r;
+        int R, P;
+    } lay[3] = {{"TP 2", tp2, 2, 2}, {"TP 4", tp4, 4, 4}, {"DP 2 x TP 2", dt, 4, 2}};
+    char what[64];
+    for (int k = 0; k < 3; k++) run(lay[k].R, lay[k].P, o, steps, NULL, lay[k].r, 1);
+    for (int k = 0; k < 3; k++) {
+        snprintf(what, sizeof what, "%s%s vs one rank", tag, lay[k].name);
+        check_close(what, &lay[k].r[0], one, steps, 0);
+    }
+    for (int k = 0; k < 3; k++) {
+        snprintf(what, sizeof what, "%s%s", tag, lay[k].name);
+        check_ranks_agree(what, lay[k].r, lay[k].R, lay[k].P);
+    }
+    CHECK(tp2[0].n_scales == one[0].n_scales && tp2[0].n_scales > 0, "%sTP 2: %d FP8 slots, one rank %d", tag,
+          tp2[0].n_scales, one[0].n_scales);
+    snprintf(what, sizeof what, "%sTP 2", tag);
+    if (tp2[0].n_scales == one[0].n_scales)
+        printf("  %-36s scales and amaxes %.2e of one rank's (the same slots)\n", what,
+               max_rel(tp2[0].scales, one[0].scales, one[0].n_scales));
+}
+
 static int same(const rank_out *a, const rank_out *b, int steps)
 {
     return memcmp(a->loss, b->loss, sizeof(double) * (size_t)steps) == 0 && a->n_params == b->n_params &&
