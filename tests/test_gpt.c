@@ -105,10 +105,13 @@ static f8_status fd_param(void *user, const f8_tensor *p, const f8_tensor *g, in
     return F8_OK;
 }
 
-static void test_gradients(void)
+/* head_chunk 0: the LM head in one pass; 24 of the 64 tokens: three passes
+ * (24, 24, 16), the head's backward run by the forward pass by pass. */
+static void test_gradients(int64_t head_chunk)
 {
     train_options o = tiny_options(0);
     o.grad_accum = 1;
+    o.head_chunk = head_chunk;
     trainer *t = make(&o);
     gpt *m = trainer_model(t);
     /* one batch into the model, forward + backward with grad_scale 1/T: the
@@ -119,12 +122,14 @@ static void test_gradients(void)
     f8_ctx_upload(m->ctx, m->targets, x + m->T, (size_t)m->T * 4);
     CHECK_OK(m->ctx, gpt_zero_grad(m));
     CHECK_OK(m->ctx, gpt_forward(m, m->c.batch, 1, 1.0f / (float)m->T, F8_MICROBATCH_FIRST));
+    CHECK(m->head_done == (head_chunk > 0), "head_chunk %lld: the head's backward ran %s the forward",
+          (long long)head_chunk, m->head_done ? "in" : "after");
     CHECK_OK(m->ctx, gpt_backward(m));
     fd_ctx f = {m, 0, 0, 0, 0};
     CHECK_OK(m->ctx, gpt_each_param(m, fd_param, &f));
     CHECK(f.bad == 0, "%d of %d gradient elements differ from finite differences", f.bad, f.checked);
-    printf("  gradients vs finite differences: %d elements of %d parameters, worst relative error %.3g\n", f.checked,
-           f.index, f.worst);
+    printf("  gradients vs finite differences (head in passes of %lld): %d elements of %d parameters, worst relative "
+           "error %.3g\n", (long long)(head_chunk ? head_chunk : m->T), f.checked, f.index, f.worst);
     free(x);
     trainer_destroy(t);
 }
@@ -134,6 +139,41 @@ static void run_losses(const train_options *o, int steps, double *losses)
     trainer *t = make(o);
     for (int s = 0; s < steps; s++) CHECK_OK(NULL, trainer_step(t, &losses[s]));
     trainer_destroy(t);
+}
+
+/* The LM head in passes (--head-chunk): the same losses as one pass within
+ * FP32 rounding (the head's weight gradient sums the passes), bitwise
+ * repeatable, the CPU graph equal to eager, and a smaller peak. */
+static void test_head_chunk(void)
+{
+    for (int fp8 = 0; fp8 <= 1; fp8++) {
+        train_options o = tiny_options(fp8);
+        double one[4], parts[4], again[4], graph[4];
+        trainer *t = make(&o);
+        for (int s = 0; s < 4; s++) CHECK_OK(NULL, trainer_step(t, &one[s]));
+        const size_t peak_one = trainer_peak_memory(t);
+        trainer_destroy(t);
+        o.head_chunk = 24; /* 64 tokens: passes of 24, 24, 16 */
+        t = make(&o);
+        for (int s = 0; s < 4; s++) CHECK_OK(NULL, trainer_step(t, &parts[s]));
+        const size_t peak_parts = trainer_peak_memory(t);
+        trainer_destroy(t);
+        run_losses(&o, 4, again);
+        o.graph = 1;
+        run_losses(&o, 4, graph);
+        double worst = 0;
+        for (int s = 0; s < 4; s++) worst = fmax(worst, fabs(parts[s] - one[s]) / fabs(one[s]));
+        /* FP32 sums in another order; FP8 also rounds the codes of slightly other values */
+        CHECK(worst <= (fp8 ? 1e-3 : 1e-5), "fp8 %d: losses in passes differ from one pass by %.3g", fp8, worst);
+        CHECK(memcmp(parts, again, sizeof parts) == 0, "fp8 %d: two chunked runs differ", fp8);
+        CHECK(memcmp(parts, graph, sizeof parts) == 0, "fp8 %d: the graphed chunked step differs from eager", fp8);
+        /* logits and the head's saved state: 64 rows become 24 */
+        const size_t saved = (size_t)(64 - 24) * 256 * 4; /* FP32 on the CPU */
+        CHECK(peak_parts + saved <= peak_one, "fp8 %d: peak %zu in passes, %zu in one (expected %zu less at least)", fp8,
+              peak_parts, peak_one, saved);
+        printf("  head in passes of 24 (fp8 %d): losses within %.2g of one pass, peak %zu -> %zu bytes\n", fp8, worst,
+               peak_one, peak_parts);
+    }
 }
 
 static void test_determinism_and_graph(void)
@@ -297,7 +337,9 @@ int main(void)
 {
     test_options();
     test_peak_memory();
-    test_gradients();
+    test_gradients(0);
+    test_gradients(24);
+    test_head_chunk();
     test_determinism_and_graph();
     test_resume();
     test_learns();

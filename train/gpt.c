@@ -198,7 +198,10 @@ f8_status gpt_create_tp(f8_ctx *ctx, const gpt_config *c, f8_comm *tp, int sp, g
     /* The LM head stays in high precision by default, as TE recipes keep it;
      * --fp8-head casts it too (its GEMMs are a quarter of a 124M step's FLOPs). */
     hc.fp8 = c->fp8 && c->fp8_head;
-    hc.max_tokens = T;
+    const int64_t pass = c->head_chunk > 0 ? c->head_chunk : GPT_HEAD_CHUNK; /* tokens per LM-head pass */
+    /* at least one sequence: the sampler reads a batch-1 forward's logits whole */
+    m->head_rows = pass < T ? (pass > c->seq ? pass : c->seq) : T;
+    hc.max_tokens = m->head_rows;
     hc.seed = c->seed * 2654435761u + 7;
     if (st == F8_OK) st = f8_layernorm_linear_create(ctx, &hc, &m->head);
     if (st == F8_OK) st = f8_module_saved_create(m->head, &m->head_s);
@@ -209,7 +212,7 @@ f8_status gpt_create_tp(f8_ctx *ctx, const gpt_config *c, f8_comm *tp, int sp, g
     if (st == F8_OK) st = alloc_act(m, &m->resid, (size_t)((2 * L + 1) * m->Tr * C) * es);
     if (st == F8_OK) st = alloc_act(m, &m->qkv, (size_t)(L * T * 3 * Cl) * es);
     if (st == F8_OK) st = alloc_act(m, &m->atty, (size_t)(L * T * Cl) * es);
-    if (st == F8_OK) st = alloc_act(m, &m->logits, (size_t)(T * c->padded_vocab) * es);
+    if (st == F8_OK) st = alloc_act(m, &m->logits, (size_t)(m->head_rows * c->padded_vocab) * es);
     if (st == F8_OK) st = alloc_act(m, &m->dres, (size_t)(T * C) * es);
     if (st == F8_OK) st = alloc_act(m, &m->dtmp, (size_t)(T * C) * es);
     if (st == F8_OK) st = alloc_act(m, &m->dqkv, (size_t)(T * 3 * Cl) * es);
@@ -287,6 +290,35 @@ static f8_status row_parallel(gpt *m, f8_module *mod, const f8_tensor *in, f8_sa
     return f8_tensor_add(m->ctx, y, residual);
 }
 
+/* The LM head and cross-entropy over xf (all T_call rows), head_rows at a
+ * time. More than one pass: each pass's head backward runs at once (its
+ * dlogits would be overwritten by the next pass) into the residual
+ * gradient's rows, and head_done tells gpt_backward so. The head's weight
+ * gradient then sums the passes in order (deterministic; rounded per pass,
+ * not once). Passes after the first reuse an FP8 head's weight cast. */
+static f8_status head_forward(gpt *m, const f8_tensor *xf, int train, float grad_scale, f8_microbatch mb)
+{
+    const gpt_config *c = &m->c;
+    const int64_t T = xf->rows, C = c->channels, R = m->head_rows;
+    const int chunked = T > R;
+    m->head_done = 0;
+    for (int64_t t0 = 0; t0 < T; t0 += R) {
+        const int64_t n = T - t0 < R ? T - t0 : R;
+        f8_tensor x = view(m, xf->data, 0, n, C), lg = view(m, m->logits, 0, n, c->padded_vocab);
+        x.data = (unsigned char *)xf->data + (size_t)(t0 * C) * esize(m);
+        const f8_microbatch hmb = t0 == 0 || mb == F8_MICROBATCH_NONE ? mb : F8_MICROBATCH_NOT_FIRST;
+        TRY(f8_layernorm_linear_forward(m->head, &x, &lg, NULL, hmb, train ? m->head_s : NULL));
+        TRY(f8_cross_entropy(m->ctx, &lg, c->vocab, m->targets + t0, grad_scale, m->losses + t0, train ? &lg : NULL));
+        if (train && chunked) {
+            f8_tensor d = view(m, m->dres, 0, n, C);
+            d.data = (unsigned char *)m->dres + (size_t)(t0 * C) * esize(m);
+            TRY(f8_layernorm_linear_backward(m->head, m->head_s, &lg, NULL, &d));
+        }
+    }
+    m->head_done = train && chunked;
+    return F8_OK;
+}
+
 f8_status gpt_forward(gpt *m, int64_t batch, int train, float grad_scale, f8_microbatch mb)
 {
     const gpt_config *c = &m->c;
@@ -313,14 +345,13 @@ f8_status gpt_forward(gpt *m, int64_t batch, int train, float grad_scale, f8_mic
         TRY(row_parallel(m, b->proj, &a, train ? b->proj_s : NULL, mb, &xm, &x));
         TRY(row_parallel(m, b->mlp, &xm, train ? b->mlp_s : NULL, mb, &xo, &xm));
     }
-    f8_tensor xf = resid(m, 2 * c->layers), logits = slice(m, m->logits, 0, c->padded_vocab);
+    f8_tensor xf = resid(m, 2 * c->layers);
     if (m->sp) { /* the head is replicated: all T tokens on every rank */
         f8_tensor all = f8_tensor_make(m->xf, c->dtype, T, C);
         TRY(f8_comm_all_gather(m->tp, xf.data, all.data, xf.rows * C, c->dtype));
         xf = all;
     }
-    TRY(f8_layernorm_linear_forward(m->head, &xf, &logits, NULL, mb, train ? m->head_s : NULL));
-    return f8_cross_entropy(m->ctx, &logits, c->vocab, m->targets, grad_scale, m->losses, train ? &logits : NULL);
+    return head_forward(m, &xf, train, grad_scale, mb);
 }
 
 /* SP: d (all T rows) from every rank's own rows dl, gathered in place. */
@@ -340,7 +371,8 @@ f8_status gpt_backward(gpt *m)
     f8_tensor dl = view(m, m->dres, 0, 1, C);
     dl.data = (unsigned char *)m->dres + (size_t)((m->sp ? m->tp_rank : 0) * Tl * C) * esize(m);
     dl.rows = tmp.rows = Tl;
-    TRY(f8_layernorm_linear_backward(m->head, m->head_s, &dlogits, NULL, &d)); /* every row, every rank */
+    /* every row, every rank; already done, pass by pass, by a chunked forward */
+    if (!m->head_done) TRY(f8_layernorm_linear_backward(m->head, m->head_s, &dlogits, NULL, &d));
     for (int64_t l = c->layers - 1; l >= 0; l--) {
         gpt_block *b = &m->blocks[l];
         if (l < c->layers - 1) TRY(gather_grad(m, &dl, &d)); /* after the head, d is whole already */

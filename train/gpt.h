@@ -29,7 +29,13 @@ typedef struct gpt_config {
     f8_dtype dtype;       /* parameters and activations: FP32 (CPU) or BF16 (GPU) */
     uint64_t seed;
     int fp8_head;         /* FP8 GEMMs in the LM head too (with fp8 only; last, so older initializers leave it 0) */
+    int64_t head_chunk;   /* tokens per LM-head pass (logits buffer rows; at least seq); 0: GPT_HEAD_CHUNK */
 } gpt_config;
+
+/* The LM head and cross-entropy run over at most this many tokens at a time
+ * by default: the BF16 logits of a 124M microbatch of 64 x 1024 tokens are
+ * 6.6 GB whole, 0.8 GB per 8192-token chunk. */
+#define GPT_HEAD_CHUNK 8192
 
 typedef struct gpt_block {
     f8_module *qkv;
@@ -54,7 +60,9 @@ typedef struct gpt {
     void *resid;              /* (2L+1, T, C) residual stream: block inputs and mid-block values */
     void *qkv;                /* (L, T, 3C) attention inputs (kept for its backward) */
     void *atty;               /* (L, T, C) attention outputs (the proj input) */
-    void *logits;             /* (T, Vp), overwritten by dlogits */
+    void *logits;             /* (head_rows, Vp): one chunk's logits, overwritten by its dlogits */
+    int64_t head_rows;        /* tokens per LM-head pass: min(T, the config's head_chunk) */
+    int head_done;            /* the last training forward ran the head's backward (chunked) */
     void *dres;               /* (T, C) the residual-stream gradient */
     void *dtmp;               /* (T, C) branch input gradient */
     void *dqkv;               /* (T, 3C) */
@@ -105,7 +113,12 @@ int64_t gpt_param_count(const gpt *m);
 /* Forward of the first batch·S of m->tokens (batch <= c.batch) against
  * m->targets: losses (batch·S) are written; with train != 0 it keeps what
  * backward needs and the logits are replaced by dlogits · grad_scale.
- * microbatch as the modules. */
+ * microbatch as the modules. The LM head and cross-entropy run over
+ * head_rows tokens at a time; when that takes more than one pass, a
+ * training forward also runs each pass's head backward right away (its
+ * logits are then gone) into the residual gradient, and gpt_backward
+ * starts below the head. m->logits holds the last pass's logits (all of
+ * them when one pass covers the call: the sampler's and tests' case). */
 f8_status gpt_forward(gpt *m, int64_t batch, int train, float grad_scale, f8_microbatch mb);
 /* Backward of the last training forward: all parameter gradients +=. */
 f8_status gpt_backward(gpt *m);

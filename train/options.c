@@ -106,6 +106,8 @@ void train_print_help(FILE *f)
             "                       too few steps to tell whether the loss fell)\n"
             "  --batch N            sequences per microbatch (default %lld)\n"
             "  --grad-accum N       microbatches per step (default %lld)\n"
+            "  --head-chunk N       tokens per LM-head + cross-entropy pass: the logits buffer's rows\n"
+            "                       (default 0: 8192; a microbatch of more runs the head in passes)\n"
             "  --lr X --lr-min X    AdamW peak and final learning rate (default %g, %g)\n"
             "  --warmup N           linear warmup steps, then cosine to --lr-min (default %lld)\n"
             "  --weight-decay X     (default %g)   --grad-clip X   global norm, 0 = off (default %g)\n"
@@ -339,6 +341,7 @@ int train_parse_args(int argc, char **argv, train_options *o, FILE *out, char *e
         else if (strcmp(a, "--val-batches") == 0) bad = opt_i64(a, v, 1, BIG, &o->val_batches, err, n);
         else if (strcmp(a, "--checkpoint-every") == 0) bad = opt_i64(a, v, 0, BIG, &o->checkpoint_every, err, n);
         else if (strcmp(a, "--sample") == 0) bad = opt_i64(a, v, 0, 1 << 20, &o->sample, err, n);
+        else if (strcmp(a, "--head-chunk") == 0) bad = opt_i64(a, v, 0, BIG, &o->head_chunk, err, n);
         else if (strcmp(a, "--seed") == 0) bad = opt_i64(a, v, 0, BIG, &k, err, n), o->seed = bad ? o->seed : (uint64_t)k;
         else if (strcmp(a, "--lr") == 0) bad = opt_f(a, v, 0.0, 10.0, &o->lr, err, n);
         else if (strcmp(a, "--lr-min") == 0) bad = opt_f(a, v, 0.0, 10.0, &o->lr_min, err, n);
@@ -550,7 +553,10 @@ int train_check_memory(const gpt_config *c, int cuda, char *err, size_t n)
     const double C = (double)c->channels, L = (double)c->layers, S = (double)c->seq, Vp = (double)c->padded_vocab;
     const double T = (double)c->batch * S, es = (double)f8_dtype_size(c->dtype);
     const double block = 12 * C * C + 13 * C, params = L * block + Vp * C + S * C + 2 * C;
-    const double acts = T * ((2 * L + 1) * C + 3 * L * C + L * C + Vp + 5 * C) * es + T * 12;
+    /* the logits buffer: one LM-head pass (gpt_create's head_rows) */
+    const double pass = c->head_chunk > 0 ? (double)c->head_chunk : (double)GPT_HEAD_CHUNK;
+    const double head = pass < T ? (pass > S ? pass : S) : T;
+    const double acts = T * ((2 * L + 1) * C + 3 * L * C + L * C + 5 * C) * es + head * Vp * es + T * 12;
     const double bytes = params * (2 * es + 8) + (c->fp8 ? L * 12 * C * C * 2 : 0) + acts;
     double limit = 1099511627776.0;
     const char *what = "the 1 TiB sanity bound";

@@ -394,6 +394,7 @@ f8_status trainer_create(const train_options *opt, trainer **out, char *err, siz
         c.batch = t->o.batch;
         c.fp8 = t->o.fp8;
         c.fp8_head = t->o.fp8_head;
+        c.head_chunk = t->o.head_chunk;
         c.dtype = strcmp(t->o.dtype, "bf16") == 0 || (strcmp(t->o.dtype, "auto") == 0 && cuda) ? F8_DTYPE_BF16
                                                                                                  : F8_DTYPE_FP32;
         c.seed = t->o.seed;

@@ -60,6 +60,7 @@ typedef struct train_options {
     const char *tokenizer;    /* llm.c gpt2_tokenizer.bin: decode samples of GPT-2 token data */
     int graph;                /* -1 auto (on for CUDA), 0 off, 1 on */
     int64_t sample;           /* tokens to sample at the end (byte data only) */
+    int64_t head_chunk;       /* tokens per LM-head pass; 0: gpt.h's GPT_HEAD_CHUNK */
     float temperature;
     const char *prompt;
     int quiet;
