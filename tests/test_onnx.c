@@ -33,6 +33,7 @@
 #include "../train/corpus.c"
 #include "../train/data.c"
 #include "../train/dp.c"
+#include "../train/fp8w.c"
 #include "../train/launch.c"
 #include "../train/export.c"
 #include "../train/fp8_report.c"
