@@ -117,7 +117,7 @@ f8_status fp8w_checkpoint_add(fp8w *w, f8_checkpoint *ck, const char *prefix)
 f8_status fp8w_checkpoint_restore(fp8w *w, const f8_checkpoint *ck, const char *prefix, char *err, size_t n)
 {
     char name[256];
-    for (int k = 0; k < w->n; k++) { /* every one checked before any is written */
+    for (int k = 0; k < w->n; k++) { /* all present before any is read in */
         snprintf(name, sizeof name, "%s.master.%d", prefix, k);
         if (!f8_checkpoint_has(ck, name)) {
             snprintf(err, n, "FP8 weights: the checkpoint has no master weight \"%s\"", name);
