@@ -381,10 +381,11 @@ f8_status dp_step(dp *d)
             TRY(f8_ctx_copy(d->ctx, q->p.data, (char *)d->pflat + (size_t)q->off * e, (size_t)q->n * e));
             continue;
         }
+        const dp_bucket *b = &d->buckets[q->bucket];
         f8_module *mod;
         f8_param which;
         fp8_weight(d, q, &mod, &which);
-        TRY(f8i_module_write_weight_codes(mod, which, d->p8 + d->buckets[q->bucket].p8_off + (q->off - d->buckets[q->bucket].base)));
+        TRY(f8i_module_write_weight_codes(mod, which, d->p8 + b->p8_off + (q->off - b->base)));
     }
     /* TE's post-optimizer update, from the pieces' amaxes MAX-reduced over the ranks */
     return d->n8 ? f8_ctx_update_weight_scales(d->ctx) : F8_OK;
@@ -409,7 +410,8 @@ static f8_status piece_to_flat(dp *d, const f8_checkpoint *mine, int w, int k)
 {
     const dp_piece *pc = &d->pieces[k];
     const int64_t len = pc->hi - pc->lo;
-    if (w == 2) return d->params[pc->param].fp8 < 0 ? F8_OK : f8_ctx_copy(d->ctx, d->gflat + pc->lo, d->master + pc->moff, (size_t)len * 4);
+    if (w == 2 && d->params[pc->param].fp8 < 0) return F8_OK;
+    if (w == 2) return f8_ctx_copy(d->ctx, d->gflat + pc->lo, d->master + pc->moff, (size_t)len * 4);
     char name[64];
     snprintf(name, sizeof name, "shard.%s.%d", STATE[w], k);
     const f8i_ck_entry *e = f8i_checkpoint_find(mine, name);

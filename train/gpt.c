@@ -351,6 +351,71 @@ double gpt_flops_per_token(const gpt *m)
     return 6.0 * (double)gpt_param_count(m) + 12.0 * (double)(m->c.layers * m->c.channels * m->c.seq);
 }
 
+/* ---- sampling (gpt.h) ------------------------------------------------------- */
+
+static float logit_at(const gpt *m, const unsigned char *row, int64_t v)
+{
+    if (m->c.dtype == F8_DTYPE_BF16) {
+        uint16_t b;
+        memcpy(&b, row + 2 * v, 2);
+        return f8_bf16_to_float(b);
+    }
+    float f;
+    memcpy(&f, row + 4 * v, 4);
+    return f;
+}
+
+/* Sample n token ids after the len ids in ctx_tok (room for seq), each from
+ * softmax(logits / temperature) of the last position, sliding the window when
+ * it is full. */
+f8_status gpt_sample(gpt *m, int32_t *ctx_tok, int64_t len, int64_t n, float temperature, uint64_t seed, int32_t *out)
+{
+    const int64_t S = m->c.seq, V = m->c.vocab, Vp = m->c.padded_vocab;
+    const size_t es = f8_dtype_size(m->c.dtype);
+    unsigned char *row = (unsigned char *)malloc((size_t)Vp * es);
+    double *p = (double *)malloc((size_t)V * sizeof(double));
+    if (!row || !p) {
+        free(row);
+        free(p);
+        return F8_ERR_OUT_OF_MEMORY;
+    }
+    uint64_t s = seed;
+    f8_status st = F8_OK;
+    for (int64_t i = 0; i < n && st == F8_OK; i++) {
+        st = f8_ctx_upload(m->ctx, m->tokens, ctx_tok, (size_t)S * 4);
+        if (st == F8_OK) st = f8_ctx_upload(m->ctx, m->targets, ctx_tok, (size_t)S * 4);
+        if (st == F8_OK) st = gpt_forward(m, 1, 0, 1.0f, F8_MICROBATCH_NONE);
+        if (st == F8_OK)
+            st = f8_ctx_download(m->ctx, row, (unsigned char *)m->logits + (size_t)((len - 1) * Vp) * es, (size_t)Vp * es);
+        if (st != F8_OK) break;
+        double mx = -INFINITY, sum = 0;
+        for (int64_t v = 0; v < V; v++) mx = fmax(mx, (double)logit_at(m, row, v));
+        for (int64_t v = 0; v < V; v++) sum += p[v] = exp(((double)logit_at(m, row, v) - mx) / (double)temperature);
+        uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        z ^= z >> 31;
+        double u = ((double)(z >> 11) + 0.5) * (1.0 / 9007199254740992.0) * sum, acc = 0;
+        int64_t pick = V - 1;
+        for (int64_t v = 0; v < V; v++) {
+            acc += p[v];
+            if (acc >= u) {
+                pick = v;
+                break;
+            }
+        }
+        out[i] = (int32_t)pick;
+        if (len == S) { /* slide the window */
+            memmove(ctx_tok, ctx_tok + 1, (size_t)(S - 1) * 4);
+            len--;
+        }
+        ctx_tok[len++] = (int32_t)pick;
+    }
+    free(row);
+    free(p);
+    return st;
+}
+
 /* A row-parallel branch's output: its partial sums over the ranks, all of
  * them (TP: in place in y) or this rank's rows (SP: y gets them, through
  * m->full). Then y += residual. */

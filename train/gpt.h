@@ -135,6 +135,11 @@ f8_status gpt_fp8_master_init(gpt *m, int k, float *host);
 f8_status gpt_checkpoint_add(gpt *m, f8_checkpoint *ck);
 f8_status gpt_checkpoint_restore(gpt *m, const f8_checkpoint *ck);
 
+/* Sample n token ids after the len ids in ctx_tok (room for c.seq), each
+ * from softmax(logits / temperature) of the last position, sliding the
+ * window when it is full (seed: the sampler's stream). */
+f8_status gpt_sample(gpt *m, int32_t *ctx_tok, int64_t len, int64_t n, float temperature, uint64_t seed, int32_t *out);
+
 /* FLOPs of one training token (forward + backward), for MFU. */
 double gpt_flops_per_token(const gpt *m);
 

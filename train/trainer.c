@@ -518,70 +518,6 @@ const char *trainer_error(const trainer *t) { return t->error[0] ? t->error : f8
 
 /* ---- sampling ----------------------------------------------------------------- */
 
-static float logit_at(const trainer *t, const unsigned char *row, int64_t v)
-{
-    if (t->m.c.dtype == F8_DTYPE_BF16) {
-        uint16_t b;
-        memcpy(&b, row + 2 * v, 2);
-        return f8_bf16_to_float(b);
-    }
-    float f;
-    memcpy(&f, row + 4 * v, 4);
-    return f;
-}
-
-/* Sample n token ids after the len ids in ctx_tok (room for seq), each from
- * softmax(logits / temperature) of the last position, sliding the window when
- * it is full. */
-static f8_status sample_ids(trainer *t, int32_t *ctx_tok, int64_t len, int64_t n, float temperature, uint64_t seed,
-                            int32_t *out)
-{
-    const int64_t S = t->m.c.seq, V = t->m.c.vocab, Vp = t->m.c.padded_vocab;
-    const size_t es = f8_dtype_size(t->m.c.dtype);
-    unsigned char *row = (unsigned char *)malloc((size_t)Vp * es);
-    double *p = (double *)malloc((size_t)V * sizeof(double));
-    if (!row || !p) {
-        free(row);
-        free(p);
-        return F8_ERR_OUT_OF_MEMORY;
-    }
-    uint64_t s = seed;
-    f8_status st = F8_OK;
-    for (int64_t i = 0; i < n && st == F8_OK; i++) {
-        st = f8_ctx_upload(t->ctx, t->m.tokens, ctx_tok, (size_t)S * 4);
-        if (st == F8_OK) st = f8_ctx_upload(t->ctx, t->m.targets, ctx_tok, (size_t)S * 4);
-        if (st == F8_OK) st = gpt_forward(&t->m, 1, 0, 1.0f, F8_MICROBATCH_NONE);
-        if (st == F8_OK)
-            st = f8_ctx_download(t->ctx, row, (unsigned char *)t->m.logits + (size_t)((len - 1) * Vp) * es, (size_t)Vp * es);
-        if (st != F8_OK) break;
-        double mx = -INFINITY, sum = 0;
-        for (int64_t v = 0; v < V; v++) mx = fmax(mx, (double)logit_at(t, row, v));
-        for (int64_t v = 0; v < V; v++) sum += p[v] = exp(((double)logit_at(t, row, v) - mx) / (double)temperature);
-        uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        z ^= z >> 31;
-        double u = ((double)(z >> 11) + 0.5) * (1.0 / 9007199254740992.0) * sum, acc = 0;
-        int64_t pick = V - 1;
-        for (int64_t v = 0; v < V; v++) {
-            acc += p[v];
-            if (acc >= u) {
-                pick = v;
-                break;
-            }
-        }
-        out[i] = (int32_t)pick;
-        if (len == S) { /* slide the window */
-            memmove(ctx_tok, ctx_tok + 1, (size_t)(S - 1) * 4);
-            len--;
-        }
-        ctx_tok[len++] = (int32_t)pick;
-    }
-    free(row);
-    free(p);
-    return st;
-}
-
 f8_status trainer_sample(trainer *t, const char *prompt, int64_t n, float temperature, uint64_t seed, char *out)
 {
     const int64_t S = t->m.c.seq;
@@ -590,7 +526,7 @@ f8_status trainer_sample(trainer *t, const char *prompt, int64_t n, float temper
     int64_t len = 0;
     for (const char *c = prompt ? prompt : ""; *c && len < S; c++) ctx_tok[len++] = (unsigned char)*c;
     if (len == 0) ctx_tok[len++] = '\n';
-    if (st == F8_OK) st = sample_ids(t, ctx_tok, len, n, temperature, seed, ids);
+    if (st == F8_OK) st = gpt_sample(&t->m, ctx_tok, len, n, temperature, seed, ids);
     for (int64_t i = 0; st == F8_OK && i < n; i++) out[i] = (char)(ids[i] < 256 ? ids[i] : '?');
     out[st == F8_OK ? n : 0] = '\0';
     free(ctx_tok);
@@ -613,7 +549,7 @@ f8_status trainer_sample_text(trainer *t, const char *tokenizer_path, int64_t n,
     char *buf = (char *)malloc((size_t)n * 255 + 1);
     f8_status st = ctx_tok && ids && buf ? F8_OK : F8_ERR_OUT_OF_MEMORY;
     if (st == F8_OK) ctx_tok[0] = tokenizer_eot(tok) < t->m.c.vocab ? tokenizer_eot(tok) : 0; /* from end-of-text */
-    if (st == F8_OK) st = sample_ids(t, ctx_tok, 1, n, temperature, seed, ids);
+    if (st == F8_OK) st = gpt_sample(&t->m, ctx_tok, 1, n, temperature, seed, ids);
     size_t k = 0;
     for (int64_t i = 0; st == F8_OK && i < n; i++) {
         size_t len = 0;
