@@ -197,6 +197,7 @@ f8_status f8i_weight_write_codes(f8_ctx *ctx, f8i_weight *w, const void *codes)
     /* scale_inv = 1/scale as the cast that made the codes writes it: an empty
      * cast writes only its scale_inv (backend.h), so the bits are the cast's */
     f8i_cast_args c = {0};
+    c.src_dtype = F8_DTYPE_FP32;
     c.cols = w->cols;
     c.out_dtype = w->w8->dtype;
     c.scale = f8i_slot_scale(ctx, w->slot);
