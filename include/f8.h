@@ -738,7 +738,10 @@ f8_status f8_module_write_weight(f8_module *module, f8_param weight, const f8_te
  * delayed-scaling update of f8_ctx_update_scales, over the forward slots of
  * the modules created with fp8_weights only (all their forward slots, as TE
  * does; slots whose accumulator is 0 keep their scale and do not roll).
- * Nothing runs when the ctx has no such module. Asynchronous. */
+ * With a comm (f8_ctx_set_comm) the forward amaxes are first MAX-reduced
+ * over its ranks, as TE does, so ranks that each wrote a part of a weight
+ * get the same scale: a collective then, every rank calls it. Nothing runs
+ * when the ctx has no such module. Asynchronous. */
 f8_status f8_ctx_update_weight_scales(f8_ctx *ctx);
 
 /* ------------------------------------------------------------------------ */

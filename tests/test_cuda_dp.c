@@ -14,7 +14,13 @@
  *    another order, so the clip factor may move by an ulp); and the graphed
  *    run against an eager one with the comm: bitwise; the same with
  *    --dp-overlap (bucket reduce-scatters on the comm's stream, forked and
- *    joined by events inside the captured graph).
+ *    joined by events inside the captured graph);
+ *  - --fp8-weights (FP32 masters, the FP8 codes all-gathered as bytes and
+ *    written into the modules, the weight scales from MAX-reduced amaxes)
+ *    with the NCCL comm against the same run without a comm: step 1
+ *    bitwise, later losses within 1e-3, parameters within 0.13 of the
+ *    largest (a code may round one E4M3 step the other way: at most 2^-3
+ *    of its value); graphed bitwise eager.
  */
 #include <unistd.h>
 
@@ -23,6 +29,7 @@
 #include "../train/corpus.c"
 #include "../train/data.c"
 #include "../train/dp.c"
+#include "../train/fp8w.c"
 #include "../train/launch.c"
 #include "../train/fp8_report.c"
 #include "../train/gpt.c"
@@ -74,6 +81,7 @@ static f8_status grab(void *user, const f8_tensor *p, const f8_tensor *g, int de
     f8_status st = f8_ctx_alloc(c->ctx, (size_t)n * 4, &dev);
     dst.data = dev;
     f8_tensor src = f8_tensor_make(p->data, p->dtype, 1, n);
+    src.scale_inv = p->scale_inv; /* an FP8 weight: dequantized */
     if (st == F8_OK) st = f8_tensor_convert(c->ctx, &src, &dst);
     if (st == F8_OK) st = f8_ctx_download(c->ctx, t + c->r->n, dev, (size_t)n * 4);
     f8_ctx_free(c->ctx, dev);
@@ -220,5 +228,35 @@ int main(void)
         printf("  NCCL size 1 with --dp-overlap: parameters %.2e apart from no comm\n", wo);
     }
     free(plain.params), free(dp.params), free(dp_eager.params), free(ov.params), free(ov_eager.params);
+    /* --fp8-weights: no comm, then NCCL size 1 graphed and eager */
+    run_out wp, wd, wde;
+    memset(&wd, 0, sizeof wd), memset(&wde, 0, sizeof wde);
+    o.dp_overlap = 0;
+    o.fp8_weights = 1;
+    o.comm_id = NULL;
+    o.world = 0;
+    ok = run(&o, &wp) == 0;
+    o.comm_id = &id;
+    o.world = 1;
+    ok = ok && f8_comm_id_create(&id, err, sizeof err) == F8_OK && run(&o, &wd) == 0;
+    o.graph = 0;
+    ok = ok && f8_comm_id_create(&id, err, sizeof err) == F8_OK && run(&o, &wde) == 0;
+    CHECK(ok, "the three --fp8-weights runs: %s", err);
+    if (ok) {
+        CHECK(wd.loss[0] == wp.loss[0], "fp8 weights: step 1 loss %.9g vs %.9g: not bitwise", wd.loss[0], wp.loss[0]);
+        for (int s = 1; s < STEPS; s++)
+            CHECK(fabs(wd.loss[s] - wp.loss[s]) <= 1e-3 * fabs(wp.loss[s]), "fp8 weights: step %d loss %.9g vs %.9g",
+                  s + 1, wd.loss[s], wp.loss[s]);
+        double big = 0, w8 = 0;
+        for (int64_t i = 0; i < wp.n; i++) big = fmax(big, fabs((double)wp.params[i]));
+        for (int64_t i = 0; i < wp.n && i < wd.n; i++) w8 = fmax(w8, fabs((double)wd.params[i] - wp.params[i]) / big);
+        CHECK(wd.n == wp.n && w8 <= 0.13, "fp8 weights: parameters %.3g of the largest apart", w8);
+        CHECK(memcmp(wd.loss, wde.loss, sizeof wd.loss) == 0 && wd.n == wde.n &&
+                  memcmp(wd.params, wde.params, (size_t)wd.n * 4) == 0,
+              "fp8 weights: the graphed NCCL step differs from the eager one");
+        printf("  NCCL size 1 with --fp8-weights: losses %.6f .. %.6f, parameters %.2e apart from no comm\n",
+               wd.loss[0], wd.loss[STEPS - 1], w8);
+    }
+    free(wp.params), free(wd.params), free(wde.params);
     return test_finish("test_cuda_dp");
 }

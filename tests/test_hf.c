@@ -15,6 +15,7 @@
 #include "../train/corpus.c"
 #include "../train/data.c"
 #include "../train/dp.c"
+#include "../train/fp8w.c"
 #include "../train/launch.c"
 #include "../train/gpt.c"
 #include "../train/hf.c"

@@ -27,6 +27,20 @@
  * one-rank trainer accumulates microbatch by microbatch in the modules, so
  * the two agree within rounding, not bit for bit (the test's tolerance).
  * The model parameters all have one dtype (FP32 or BF16): pflat moves it.
+ *
+ * FP8 primary weights (--fp8-weights, gpt_fp8_weight): their gradients are
+ * reduce-scattered with the rest, but they sit in buckets of their own
+ * (after the other parameters of the same bucket group), so their gather
+ * moves codes: rank r keeps FP32 masters for its pieces only (master, S8
+ * floats), AdamW updates those, each piece is cast into p8 (1 byte per
+ * element, the flat layout of the FP8 buckets) with the weight slot's scale
+ * (f8i_module_quantize_weight_part: the slot's scale is the same on every
+ * rank, since f8_ctx_update_weight_scales MAX-reduces the amaxes), the
+ * FP8 buckets are all-gathered as bytes, and every rank writes the whole
+ * weight's codes into its module (f8i_module_write_weight_codes: scale_inv
+ * and the transpose as f8_module_write_weight leaves them). Then the weight
+ * scales are updated from the reduced amaxes of all the pieces: the same
+ * codes and scales as one rank writing its masters, for the same masters.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +48,7 @@
 
 #include "dp.h"
 #include "io/checkpoint.h"
+#include "modules/module.h"
 
 #define ALIGN 64
 
@@ -42,6 +57,9 @@ typedef struct dp_param {
     int decay;
     int64_t n, off;  /* elements, offset in the flat space */
     int64_t layer;   /* gpt's block of the parameter, -1 for the embeddings and head */
+    int fp8;         /* its FP8 weight index k (gpt_fp8_weight), or -1 */
+    int order;       /* its index in gpt_each_param's order (the checkpoint's names) */
+    int bucket;
 } dp_param;
 
 /* A bucket: consecutive parameters reduced by one reduce-scatter, sharded on
@@ -51,11 +69,14 @@ typedef struct dp_bucket {
     int64_t gs_off;            /* where this rank's slice sits in gshard */
     int p0, p1;                /* its parameters [p0, p1) */
     int64_t layer;
+    int fp8;                   /* FP8 weights only: gathered as codes from p8 */
+    int64_t p8_off;            /* fp8: where the bucket's codes start in p8 */
 } dp_bucket;
 
 typedef struct dp_piece {
     int param;       /* index into params */
     int64_t lo, hi;  /* flat range [lo, hi) inside this rank's shard */
+    int64_t moff;    /* an FP8 weight's piece: where its masters start in master */
 } dp_piece;
 
 struct dp {
@@ -75,6 +96,11 @@ struct dp {
     float *gflat, *gshard;
     void *pflat;
     f8_adamw *opt;
+    float *master;   /* (S8) FP32 masters of this rank's FP8 weight pieces, or NULL */
+    int64_t S8;
+    uint8_t *p8;     /* the FP8 buckets' codes, end to end (n8 bytes) */
+    int64_t n8;
+    int64_t gathered[2]; /* bytes handed to dp_step's all-gathers: high precision, FP8 codes */
 };
 
 static f8_status collect(void *user, const f8_tensor *p, const f8_tensor *g, int decay)
@@ -93,7 +119,54 @@ static f8_status collect(void *user, const f8_tensor *p, const f8_tensor *g, int
     q->decay = decay;
     q->n = p->rows * p->cols;
     q->layer = d->model->param_layer;
+    q->fp8 = d->model->param_fp8;
+    q->order = d->n_params - 1;
     return F8_OK;
+}
+
+/* Within each bucket group (everything, or with overlap each block's run of
+ * parameters) the high-precision parameters first, then the FP8 weights,
+ * each in gpt's order: the FP8 weights get buckets of their own. */
+static f8_status group_fp8_last(dp *d)
+{
+    dp_param *t = (dp_param *)malloc((size_t)d->n_params * sizeof *t);
+    if (!t) return F8_ERR_OUT_OF_MEMORY;
+    int n = 0;
+    for (int i0 = 0, i1; i0 < d->n_params; i0 = i1) {
+        for (i1 = i0 + 1; i1 < d->n_params && (!d->overlap || d->params[i1].layer == d->params[i0].layer); i1++) {}
+        for (int pass = 0; pass < 2; pass++)
+            for (int i = i0; i < i1; i++)
+                if ((d->params[i].fp8 >= 0) == pass) t[n++] = d->params[i];
+    }
+    memcpy(d->params, t, (size_t)n * sizeof *t);
+    free(t);
+    return F8_OK;
+}
+
+/* FP8 weight k's module and parameter. */
+static void fp8_weight(const dp *d, const dp_param *q, f8_module **mod, f8_param *which)
+{
+    gpt_fp8_weight(d->model, q->fp8, mod, which);
+}
+
+/* This rank's masters: each FP8 weight piece from gpt_fp8_master_init (the
+ * values the modules hold quantized, as one rank's fp8w.c starts). */
+static f8_status init_masters(dp *d)
+{
+    float *host = NULL;
+    f8_status st = F8_OK;
+    for (int k = 0; k < d->n_pieces && st == F8_OK; k++) {
+        const dp_piece *pc = &d->pieces[k];
+        const dp_param *q = &d->params[pc->param];
+        if (q->fp8 < 0) continue;
+        float *h = (float *)realloc(host, (size_t)q->n * 4);
+        if (!h) st = F8_ERR_OUT_OF_MEMORY;
+        else host = h, st = gpt_fp8_master_init(d->model, q->fp8, host);
+        if (st == F8_OK)
+            st = f8_ctx_upload(d->ctx, d->master + pc->moff, host + (pc->lo - q->off), (size_t)(pc->hi - pc->lo) * 4);
+    }
+    free(host);
+    return st;
 }
 
 f8_status dp_comm_create(f8_ctx *ctx, f8_comm_group *g, const f8_comm_id *id, int rank, int world, f8_comm **comm,
@@ -125,6 +198,9 @@ f8_status dp_create(f8_comm *comm, gpt *m, int overlap, const f8_adamw_config *a
     d->size = f8_comm_size(comm);
     f8_status st = gpt_each_param(m, collect, d);
     if (st == F8_OK && d->n_params == 0) st = F8_ERR_INVALID_ARGUMENT;
+    if (st == F8_OK) st = group_fp8_last(d);
+    const dp_param *first = d->params; /* the first high-precision parameter: its dtype is pflat's */
+    while (st == F8_OK && first < d->params + d->n_params - 1 && first->fp8 >= 0) first++;
     if (st == F8_OK) {
         d->buckets = (dp_bucket *)calloc((size_t)d->n_params, sizeof *d->buckets);
         d->pieces = (dp_piece *)calloc((size_t)d->n_params, sizeof *d->pieces);
@@ -134,30 +210,33 @@ f8_status dp_create(f8_comm *comm, gpt *m, int overlap, const f8_adamw_config *a
     const int64_t unit = (int64_t)ALIGN * d->size;
     int64_t off = 0;
     for (int i = 0; st == F8_OK && i < d->n_params; i++) {
-        if (d->params[i].p.dtype != d->params[0].p.dtype) {
-            snprintf(err, n, "data parallel: parameters of mixed dtypes (%s and %s)",
-                     f8_dtype_name(d->params[0].p.dtype), f8_dtype_name(d->params[i].p.dtype));
+        const dp_param *q = &d->params[i];
+        if (q->fp8 < 0 && q->p.dtype != first->p.dtype) {
+            snprintf(err, n, "data parallel: parameters of mixed dtypes (%s and %s)", f8_dtype_name(first->p.dtype),
+                     f8_dtype_name(q->p.dtype));
             st = F8_ERR_DTYPE;
         }
-        if (i == 0 || (d->overlap && d->params[i].layer != d->params[i - 1].layer)) {
+        if (i == 0 || (d->overlap && q->layer != q[-1].layer) || (q->fp8 >= 0) != (q[-1].fp8 >= 0)) {
             if (i > 0) off = (off + unit - 1) / unit * unit; /* close the previous bucket */
             dp_bucket *b = &d->buckets[d->n_buckets++];
-            b->base = off, b->p0 = i, b->layer = d->params[i].layer;
+            b->base = off, b->p0 = i, b->layer = q->layer, b->fp8 = q->fp8 >= 0;
         }
         dp_bucket *b = &d->buckets[d->n_buckets - 1];
+        d->params[i].bucket = d->n_buckets - 1;
         b->p1 = i + 1;
         d->params[i].off = off;
         off += (d->params[i].n + ALIGN - 1) / ALIGN * ALIGN;
         b->size = (off - b->base + unit - 1) / unit * unit;
     }
     if (st == F8_OK) {
-        d->dtype = d->params[0].p.dtype;
+        d->dtype = first->p.dtype;
         for (int k = 0; k < d->n_buckets; k++) {
             dp_bucket *b = &d->buckets[k];
             b->slice = b->size / d->size;
             b->gs_off = d->S;
             d->S += b->slice;
             d->N = b->base + b->size;
+            if (b->fp8) b->p8_off = d->n8, d->n8 += b->size;
         }
     }
     if (st == F8_OK) st = f8_ctx_alloc(d->ctx, (size_t)d->N * 4, (void **)&d->gflat);
@@ -169,19 +248,31 @@ f8_status dp_create(f8_comm *comm, gpt *m, int overlap, const f8_adamw_config *a
     }
     if (st == F8_OK) st = f8_adamw_create(d->ctx, ac, &d->opt);
     if (st == F8_OK) st = f8_adamw_set_comm(d->opt, comm);
-    for (int k = 0; st == F8_OK && k < d->n_buckets; k++) {
+    for (int k = 0; st == F8_OK && k < d->n_buckets; k++) { /* this rank's pieces */
         const dp_bucket *b = &d->buckets[k];
         const int64_t s0 = b->base + d->rank * b->slice, s1 = s0 + b->slice;
-        for (int i = b->p0; st == F8_OK && i < b->p1; i++) {
+        for (int i = b->p0; i < b->p1; i++) {
             const dp_param *q = &d->params[i];
             const int64_t lo = q->off > s0 ? q->off : s0, hi = q->off + q->n < s1 ? q->off + q->n : s1;
             if (lo >= hi) continue;
             dp_piece *pc = &d->pieces[d->n_pieces++];
-            pc->param = i, pc->lo = lo, pc->hi = hi;
-            f8_tensor pv = f8_tensor_make((char *)d->pflat + (size_t)lo * es(d->dtype), d->dtype, 1, hi - lo);
-            f8_tensor gv = f8_tensor_make(d->gshard + b->gs_off + (lo - s0), F8_DTYPE_FP32, 1, hi - lo);
-            st = f8_adamw_add(d->opt, &pv, &gv, q->decay);
+            pc->param = i, pc->lo = lo, pc->hi = hi, pc->moff = d->S8;
+            if (q->fp8 >= 0) d->S8 += hi - lo;
         }
+    }
+    if (st == F8_OK && d->S8) st = f8_ctx_alloc(d->ctx, (size_t)d->S8 * 4, (void **)&d->master);
+    if (st == F8_OK && d->n8) st = f8_ctx_alloc(d->ctx, (size_t)d->n8, (void **)&d->p8);
+    if (st == F8_OK && d->S8) st = init_masters(d);
+    for (int k = 0; st == F8_OK && k < d->n_pieces; k++) { /* AdamW: the masters in place of FP8 weights */
+        const dp_piece *pc = &d->pieces[k];
+        const dp_param *q = &d->params[pc->param];
+        const dp_bucket *b = &d->buckets[q->bucket];
+        f8_tensor pv = q->fp8 >= 0
+                         ? f8_tensor_make(d->master + pc->moff, F8_DTYPE_FP32, 1, pc->hi - pc->lo)
+                         : f8_tensor_make((char *)d->pflat + (size_t)pc->lo * es(d->dtype), d->dtype, 1, pc->hi - pc->lo);
+        f8_tensor gv = f8_tensor_make(d->gshard + b->gs_off + (pc->lo - (b->base + d->rank * b->slice)), F8_DTYPE_FP32, 1,
+                                      pc->hi - pc->lo);
+        st = f8_adamw_add(d->opt, &pv, &gv, q->decay);
     }
     if (st != F8_OK) {
         if (!err[0]) snprintf(err, n, "data parallel setup: %s", f8_ctx_last_error(d->ctx));
@@ -198,6 +289,8 @@ void dp_destroy(dp *d)
     f8_adamw_destroy(d->opt);
     f8_ctx_free(d->ctx, d->gflat);
     f8_ctx_free(d->ctx, d->gshard);
+    f8_ctx_free(d->ctx, d->master);
+    f8_ctx_free(d->ctx, d->p8);
     free(d->params);
     free(d->pieces);
     free(d->buckets);
@@ -238,33 +331,92 @@ f8_status dp_grads_ready(void *user, int64_t layer)
 
 int dp_overlap(const dp *d) { return d->overlap; }
 
-f8_status dp_step(dp *d)
+/* This rank's FP8 weight pieces: masters cast into their place in p8. */
+static f8_status quantize_pieces(dp *d)
 {
-    const size_t e = es(d->dtype);
-    if (d->overlap) TRY(f8_comm_wait(d->comm)); /* the buckets, reduced during the backward */
-    else TRY(bucket_reduce(d, 0));
-    for (int k = 0; k < d->n_pieces; k++) { /* the shard's current parameters */
+    for (int k = 0; k < d->n_pieces; k++) {
         const dp_piece *pc = &d->pieces[k];
         const dp_param *q = &d->params[pc->param];
-        TRY(f8_ctx_copy(d->ctx, (char *)d->pflat + (size_t)pc->lo * e, (char *)q->p.data + (size_t)(pc->lo - q->off) * e,
-                        (size_t)(pc->hi - pc->lo) * e));
-    }
-    TRY(f8_adamw_step(d->opt));
-    for (int k = 0; k < d->n_buckets; k++) {
-        const dp_bucket *b = &d->buckets[k];
-        char *base = (char *)d->pflat + (size_t)b->base * e;
-        TRY(f8_comm_all_gather(d->comm, base + (size_t)(d->rank * b->slice) * e, base, b->slice, d->dtype));
-    }
-    for (int i = 0; i < d->n_params; i++) {
-        const dp_param *q = &d->params[i];
-        TRY(f8_ctx_copy(d->ctx, q->p.data, (char *)d->pflat + (size_t)q->off * e, (size_t)q->n * e));
+        if (q->fp8 < 0) continue;
+        const dp_bucket *b = &d->buckets[q->bucket];
+        f8_module *mod;
+        f8_param which;
+        fp8_weight(d, q, &mod, &which);
+        f8_tensor src = f8_tensor_make(d->master + pc->moff, F8_DTYPE_FP32, 1, pc->hi - pc->lo);
+        TRY(f8i_module_quantize_weight_part(mod, which, &src, d->p8 + b->p8_off + (pc->lo - b->base)));
     }
     return F8_OK;
 }
 
+/* Bucket k's shards from every rank: parameters in their dtype, or FP8 codes. */
+static f8_status bucket_gather(dp *d, const dp_bucket *b)
+{
+    const int fp8 = b->fp8;
+    const f8_dtype t = fp8 ? d->params[b->p0].p.dtype : d->dtype; /* the FP8 view's dtype: E4M3 */
+    const size_t e = es(t);
+    char *base = fp8 ? (char *)d->p8 + b->p8_off : (char *)d->pflat + (size_t)b->base * e;
+    d->gathered[fp8] += b->slice * d->size * (int64_t)e;
+    return f8_comm_all_gather(d->comm, base + (size_t)(d->rank * b->slice) * e, base, b->slice, t);
+}
+
+f8_status dp_step(dp *d)
+{
+    const size_t e = es(d->dtype);
+    if (d->overlap) TRY(f8_comm_wait(d->comm)); /* the buckets, reduced during the backward */
+    else
+        for (int k = 0; k < d->n_buckets; k++) TRY(bucket_reduce(d, k));
+    for (int k = 0; k < d->n_pieces; k++) { /* the shard's current parameters (FP8 weights: the masters are) */
+        const dp_piece *pc = &d->pieces[k];
+        const dp_param *q = &d->params[pc->param];
+        if (q->fp8 >= 0) continue;
+        TRY(f8_ctx_copy(d->ctx, (char *)d->pflat + (size_t)pc->lo * e, (char *)q->p.data + (size_t)(pc->lo - q->off) * e,
+                        (size_t)(pc->hi - pc->lo) * e));
+    }
+    TRY(f8_adamw_step(d->opt));
+    if (d->S8 || d->n8) TRY(quantize_pieces(d));
+    for (int k = 0; k < d->n_buckets; k++) TRY(bucket_gather(d, &d->buckets[k]));
+    for (int i = 0; i < d->n_params; i++) {
+        const dp_param *q = &d->params[i];
+        if (q->fp8 < 0) {
+            TRY(f8_ctx_copy(d->ctx, q->p.data, (char *)d->pflat + (size_t)q->off * e, (size_t)q->n * e));
+            continue;
+        }
+        const dp_bucket *b = &d->buckets[q->bucket];
+        f8_module *mod;
+        f8_param which;
+        fp8_weight(d, q, &mod, &which);
+        TRY(f8i_module_write_weight_codes(mod, which, d->p8 + b->p8_off + (q->off - b->base)));
+    }
+    /* TE's post-optimizer update, from the pieces' amaxes MAX-reduced over the ranks */
+    return d->n8 ? f8_ctx_update_weight_scales(d->ctx) : F8_OK;
+}
+
+void dp_gathered_bytes(const dp *d, int64_t *hp, int64_t *fp8)
+{
+    *hp = d->gathered[0];
+    *fp8 = d->gathered[1];
+}
+
+f8_tensor dp_masters(const dp *d) { return f8_tensor_make(d->master, F8_DTYPE_FP32, 1, d->S8); }
+
 /* ---- checkpoints ------------------------------------------------------------ */
 
 static const char *const SCALARS[3] = {"step", "lr", "grad_norm"};
+static const char *const STATE[3] = {"m", "v", "master"};
+
+/* This rank's piece k of state w (0 m, 1 v: from its shard checkpoint; 2
+ * the FP8 weight masters) into gflat at its flat place. */
+static f8_status piece_to_flat(dp *d, const f8_checkpoint *mine, int w, int k)
+{
+    const dp_piece *pc = &d->pieces[k];
+    const int64_t len = pc->hi - pc->lo;
+    if (w == 2 && d->params[pc->param].fp8 < 0) return F8_OK;
+    if (w == 2) return f8_ctx_copy(d->ctx, d->gflat + pc->lo, d->master + pc->moff, (size_t)len * 4);
+    char name[64];
+    snprintf(name, sizeof name, "shard.%s.%d", STATE[w], k);
+    const f8i_ck_entry *e = f8i_checkpoint_find(mine, name);
+    return e ? f8_ctx_upload(d->ctx, d->gflat + pc->lo, e->data, e->bytes) : F8_ERR_STATE;
+}
 
 f8_status dp_checkpoint_add(dp *d, f8_checkpoint *ck, const char *prefix)
 {
@@ -273,13 +425,9 @@ f8_status dp_checkpoint_add(dp *d, f8_checkpoint *ck, const char *prefix)
     f8_status st = host ? f8_checkpoint_create(d->ctx, &mine) : F8_ERR_OUT_OF_MEMORY;
     if (st == F8_OK) st = f8_checkpoint_add_adamw(mine, "shard", d->opt);
     char name[256];
-    for (int w = 0; w < 2 && st == F8_OK; w++) { /* m, then v: the shards into gflat, gathered */
-        for (int k = 0; k < d->n_pieces && st == F8_OK; k++) {
-            snprintf(name, sizeof name, "shard.%s.%d", w ? "v" : "m", k);
-            const f8i_ck_entry *e = f8i_checkpoint_find(mine, name);
-            if (!e) st = F8_ERR_STATE;
-            else st = f8_ctx_upload(d->ctx, d->gflat + d->pieces[k].lo, e->data, e->bytes);
-        }
+    /* m, v, and with FP8 weights their masters: the shards into gflat, gathered (FP32, whole buckets) */
+    for (int w = 0; w < (d->n8 ? 3 : 2) && st == F8_OK; w++) {
+        for (int k = 0; k < d->n_pieces && st == F8_OK; k++) st = piece_to_flat(d, mine, w, k);
         for (int k = 0; k < d->n_buckets && st == F8_OK; k++) {
             const dp_bucket *b = &d->buckets[k];
             st = f8_comm_all_gather(d->comm, d->gflat + b->base + d->rank * b->slice, d->gflat + b->base, b->slice,
@@ -289,7 +437,8 @@ f8_status dp_checkpoint_add(dp *d, f8_checkpoint *ck, const char *prefix)
         for (int i = 0; i < d->n_params && st == F8_OK; i++) {
             const dp_param *q = &d->params[i];
             const int64_t shape[2] = {q->p.rows, q->p.cols};
-            snprintf(name, sizeof name, "%s.%s.%d", prefix, w ? "v" : "m", i);
+            if (w == 2 && q->fp8 < 0) continue;
+            snprintf(name, sizeof name, "%s.%s.%d", prefix, STATE[w], w == 2 ? q->fp8 : q->order);
             st = f8i_checkpoint_put(ck, name, F8I_CK_F32, 2, shape, host + q->off, (size_t)q->n * 4);
         }
     }
@@ -304,26 +453,37 @@ f8_status dp_checkpoint_add(dp *d, f8_checkpoint *ck, const char *prefix)
     return st;
 }
 
+/* The whole-parameter entry "<prefix>.<state>.<index>" of q, checked. */
+static const f8i_ck_entry *whole(const f8_checkpoint *ck, const char *prefix, int w, const dp_param *q, char *err,
+                                 size_t n)
+{
+    char name[256];
+    snprintf(name, sizeof name, "%s.%s.%d", prefix, STATE[w], w == 2 ? q->fp8 : q->order);
+    const f8i_ck_entry *e = f8i_checkpoint_find(ck, name);
+    if (!e || e->dtype != F8I_CK_F32 || e->bytes != (size_t)q->n * 4) {
+        snprintf(err, n, "%s: \"%s\" is missing or not F32 of %lld elements",
+                 w == 2 ? "FP8 weights' masters" : "optimizer state", name, (long long)q->n);
+        return NULL;
+    }
+    return e;
+}
+
 f8_status dp_checkpoint_restore(dp *d, const f8_checkpoint *ck, const char *prefix, char *err, size_t n)
 {
     f8_checkpoint *mine = NULL;
     f8_status st = f8_checkpoint_create(d->ctx, &mine);
     char name[256], shard[64];
-    /* every parameter's moments must be there, whole; this rank takes its pieces */
-    for (int w = 0; w < 2 && st == F8_OK; w++)
+    /* every parameter's moments (and FP8 weights' masters) must be there, whole; this rank takes its pieces */
+    for (int w = 0; w < 3 && st == F8_OK; w++)
         for (int k = 0; k < d->n_pieces && st == F8_OK; k++) {
             const dp_piece *pc = &d->pieces[k];
             const dp_param *q = &d->params[pc->param];
-            snprintf(name, sizeof name, "%s.%s.%d", prefix, w ? "v" : "m", pc->param);
-            const f8i_ck_entry *e = f8i_checkpoint_find(ck, name);
-            if (!e || e->dtype != F8I_CK_F32 || e->bytes != (size_t)q->n * 4) {
-                snprintf(err, n, "optimizer state: \"%s\" is missing or not F32 of %lld elements", name,
-                         (long long)q->n);
-                st = F8_ERR_SHAPE;
-            }
+            if (w == 2 && q->fp8 < 0) continue;
+            const f8i_ck_entry *e = whole(ck, prefix, w, q, err, n);
+            if (!e) st = F8_ERR_SHAPE;
             if (st != F8_OK) break;
             const int64_t shape[2] = {1, pc->hi - pc->lo};
-            snprintf(shard, sizeof shard, "shard.%s.%d", w ? "v" : "m", k);
+            snprintf(shard, sizeof shard, "shard.%s.%d", STATE[w], k);
             st = f8i_checkpoint_put(mine, shard, F8I_CK_F32, 2, shape, e->data + (size_t)(pc->lo - q->off) * 4,
                                     (size_t)(pc->hi - pc->lo) * 4);
         }
@@ -341,6 +501,12 @@ f8_status dp_checkpoint_restore(dp *d, const f8_checkpoint *ck, const char *pref
         st = F8_ERR_SHAPE;
     }
     if (st == F8_OK) st = f8_checkpoint_restore_adamw(mine, "shard", d->opt);
+    for (int k = 0; k < d->n_pieces && st == F8_OK; k++) { /* the masters last: nothing written before every check */
+        const dp_piece *pc = &d->pieces[k];
+        snprintf(shard, sizeof shard, "shard.master.%d", k);
+        const f8i_ck_entry *e = d->params[pc->param].fp8 >= 0 ? f8i_checkpoint_find(mine, shard) : NULL;
+        if (e) st = f8_ctx_upload(d->ctx, d->master + pc->moff, e->data, e->bytes);
+    }
     f8_checkpoint_destroy(mine);
     return st;
 }

@@ -41,9 +41,18 @@ f8_adamw *dp_optimizer(dp *d);
  * parameters. Device work only: capturable. A collective: every rank. */
 f8_status dp_step(dp *d);
 
+/* Bytes dp_step has handed to its all-gathers so far (counted as each is
+ * issued: a graph replay issues none): hp the parameters in their dtype,
+ * fp8 the FP8 weights' codes (1 byte per element of their buckets). */
+void dp_gathered_bytes(const dp *d, int64_t *hp, int64_t *fp8);
+/* This rank's FP32 masters of its FP8 weight pieces, [1, S8] (cols 0 and
+ * data NULL without FP8 weights): the capture warm-up's snapshot. */
+f8_tensor dp_masters(const dp *d);
+
 /* The optimizer state in the one-rank layout, "<prefix>.m.<i>" and
  * "<prefix>.v.<i>" per parameter of m (registration order) plus step, lr and
- * grad_norm, as f8_checkpoint_add_adamw writes it: a checkpoint of any rank
+ * grad_norm, as f8_checkpoint_add_adamw writes it, and with FP8 weights
+ * "<prefix>.master.<k>" as fp8w.c writes them: a checkpoint of any rank
  * count restores into any other. add is a collective (the shards are
  * gathered); every rank gets the full state in its ck. restore is local:
  * each rank takes its shard from the full state. */

@@ -83,6 +83,34 @@ static f8_status scale_weight(gpt *m, f8_ctx *ctx, f8_tensor *w, float factor, f
 
 static f8_status alloc_act(gpt *m, void **p, size_t bytes) { return f8_ctx_alloc(m->ctx, bytes ? bytes : 1, p); }
 
+/* The seed of block l's module j (1 qkv, 2 proj, 3 mlp): one place, so the
+ * FP8 weights' master init (gpt_fp8_master_init) draws what the modules drew. */
+static uint64_t module_seed(const gpt_config *c, int64_t l, int j) { return c->seed * 1315423911u + (uint64_t)l * 4 + (uint64_t)j; }
+
+/* Every FP8 primary weight from its master init (gpt_fp8_master_init). */
+static f8_status write_fp8_weights(gpt *m)
+{
+    const int64_t C = m->c.channels, most = 4 * C * C; /* fc1 and fc2 are the largest */
+    float *host = (float *)malloc((size_t)most * 4 + 4);
+    void *stage = NULL;
+    f8_status st = host ? f8_ctx_alloc(m->ctx, (size_t)most * 4 + 4, &stage) : F8_ERR_OUT_OF_MEMORY;
+    for (int k = 0; st == F8_OK && k < gpt_fp8_weight_count(m); k++) {
+        f8_module *mod;
+        f8_param which;
+        f8_tensor g;
+        gpt_fp8_weight(m, k, &mod, &which);
+        st = f8_module_param(mod, which, 1, &g);
+        if (st == F8_OK) st = gpt_fp8_master_init(m, k, host);
+        if (st == F8_OK) st = f8_ctx_upload(m->ctx, stage, host, (size_t)(g.rows * g.cols) * 4);
+        f8_tensor src = f8_tensor_make(stage, F8_DTYPE_FP32, g.rows, g.cols);
+        if (st == F8_OK) st = f8_module_write_weight(mod, which, &src);
+    }
+    if (st == F8_OK) st = f8_ctx_synchronize(m->ctx);
+    f8_ctx_free(m->ctx, stage);
+    free(host);
+    return st;
+}
+
 /* init: where the one-rank modules a TP rank takes its shards from are made
  * (its own ctx of the same device, so their FP8 slots do not join m's). */
 static f8_status create_blocks(gpt *m, f8_ctx *init)
@@ -96,17 +124,20 @@ static f8_status create_blocks(gpt *m, f8_ctx *init)
         qc.param_dtype = c->dtype;
         qc.fp8 = c->fp8;
         qc.max_tokens = T;
-        qc.seed = c->seed * 1315423911u + (uint64_t)l * 4 + 1;
+        qc.seed = module_seed(c, l, 1);
+        qc.fp8_weights = c->fp8_weights;
         f8_linear_config pc = f8_linear_config_default(C, C);
         pc.param_dtype = c->dtype;
         pc.fp8 = c->fp8;
         pc.max_tokens = T;
-        pc.seed = c->seed * 1315423911u + (uint64_t)l * 4 + 2;
+        pc.seed = module_seed(c, l, 2);
+        pc.fp8_weights = c->fp8_weights;
         f8_layernorm_mlp_config mc = f8_layernorm_mlp_config_default(C, 4 * C);
         mc.param_dtype = c->dtype;
         mc.fp8 = c->fp8;
         mc.max_tokens = T;
-        mc.seed = c->seed * 1315423911u + (uint64_t)l * 4 + 3;
+        mc.seed = module_seed(c, l, 3);
+        mc.fp8_weights = c->fp8_weights;
         if (m->tp) { /* the full block as one rank makes it, this rank's shard kept */
             f8_layernorm_linear_config fq = qc;
             f8_linear_config fp = pc;
@@ -133,10 +164,12 @@ static f8_status create_blocks(gpt *m, f8_ctx *init)
             TRY(f8_linear_create(m->ctx, &pc, &b->proj));
             TRY(f8_layernorm_mlp_create(m->ctx, &mc, &b->mlp));
             f8_tensor w;
-            TRY(f8_module_param(b->proj, F8_PARAM_WEIGHT, 0, &w));
-            TRY(scale_weight(m, m->ctx, &w, proj_scale, b->proj, F8_PARAM_WEIGHT));
-            TRY(f8_module_param(b->mlp, F8_PARAM_FC2_WEIGHT, 0, &w));
-            TRY(scale_weight(m, m->ctx, &w, proj_scale, b->mlp, F8_PARAM_FC2_WEIGHT));
+            if (!c->fp8_weights) { /* FP8 weights: scaled in their master init (write_fp8_weights) */
+                TRY(f8_module_param(b->proj, F8_PARAM_WEIGHT, 0, &w));
+                TRY(scale_weight(m, m->ctx, &w, proj_scale, b->proj, F8_PARAM_WEIGHT));
+                TRY(f8_module_param(b->mlp, F8_PARAM_FC2_WEIGHT, 0, &w));
+                TRY(scale_weight(m, m->ctx, &w, proj_scale, b->mlp, F8_PARAM_FC2_WEIGHT));
+            }
         }
         TRY(f8_module_saved_create(b->qkv, &b->qkv_s));
         TRY(f8_attention_saved_create(m->att, &b->att_s));
@@ -168,6 +201,10 @@ f8_status gpt_create_tp(f8_ctx *ctx, const gpt_config *c, f8_comm *tp, int sp, g
     m->tp_rank = m->tp ? f8_comm_rank(tp) : 0;
     if (tp_check_shape(c->heads, c->channels, m->tp_size, err, err_size) != 0) return F8_ERR_INVALID_ARGUMENT;
     if (sp && tp_check_sp(c->seq, m->tp_size, err, err_size) != 0) return F8_ERR_INVALID_ARGUMENT;
+    if (c->fp8_weights && (!c->fp8 || m->tp)) {
+        snprintf(err, err_size, "FP8 primary weights need fp8 and no tensor parallelism");
+        return F8_ERR_INVALID_ARGUMENT;
+    }
     m->sp = sp != 0;
     m->Tr = m->sp ? m->T / m->tp_size : m->T;
     m->Cl = c->channels / m->tp_size;
@@ -189,6 +226,13 @@ f8_status gpt_create_tp(f8_ctx *ctx, const gpt_config *c, f8_comm *tp, int sp, g
         st = f8_ctx_create(&ic, &init, err, err_size);
     }
     if (st == F8_OK) st = create_blocks(m, init);
+    for (int pass = 0; pass < 2 && st == F8_OK && c->fp8_weights; pass++) {
+        /* quantized with scale 1 (the slot's at creation, TE's fp8_model_init),
+         * then again with the scale of their amax: training starts from codes
+         * that use the E4M3 range, not its subnormals */
+        st = write_fp8_weights(m);
+        if (st == F8_OK) st = f8_ctx_update_weight_scales(ctx);
+    }
     char init_err[256] = "";
     if (st != F8_OK && init) snprintf(init_err, sizeof init_err, "%s", f8_ctx_last_error(init));
     f8_ctx_destroy(init);
@@ -262,6 +306,40 @@ static f8_status count_fn(void *user, const f8_tensor *p, const f8_tensor *g, in
     return F8_OK;
 }
 
+int gpt_fp8_weight_count(const gpt *m) { return m->c.fp8_weights ? (int)(4 * m->c.layers) : 0; }
+
+void gpt_fp8_weight(const gpt *m, int k, f8_module **module, f8_param *which)
+{
+    const gpt_block *b = &m->blocks[k / 4];
+    static const f8_param params[4] = {F8_PARAM_WEIGHT, F8_PARAM_WEIGHT, F8_PARAM_FC1_WEIGHT, F8_PARAM_FC2_WEIGHT};
+    *module = k % 4 == 0 ? b->qkv : k % 4 == 1 ? b->proj : b->mlp;
+    *which = params[k % 4];
+}
+
+f8_status gpt_fp8_master_init(gpt *m, int k, float *host)
+{
+    f8_module *mod;
+    f8_param which;
+    gpt_fp8_weight(m, k, &mod, &which);
+    f8_tensor g; /* the gradient's view: the weight's shape in the param dtype */
+    TRY(f8_module_param(mod, which, 1, &g));
+    const int64_t l = k / 4, j = k % 4, n = g.rows * g.cols;
+    uint64_t seed = module_seed(&m->c, l, j == 0 ? 1 : j == 1 ? 2 : 3);
+    if (j == 3) seed += 0x5bd1e995u; /* LayerNormMLP's fc2 seed (layernorm_mlp.c) */
+    const float factor = j == 1 || j == 3 ? 1.0f / sqrtf(2.0f * (float)m->c.layers) : 1.0f;
+    void *draw = NULL, *f32 = NULL;
+    f8_status st = f8_ctx_alloc(m->ctx, (size_t)n * esize(m) + 1, &draw);
+    if (st == F8_OK) st = f8_ctx_alloc(m->ctx, (size_t)n * 4 + 1, &f32);
+    f8_tensor d = f8_tensor_make(draw, m->c.dtype, 1, n), f = f8_tensor_make(f32, F8_DTYPE_FP32, 1, n);
+    if (st == F8_OK) st = f8_tensor_fill_normal(m->ctx, &d, 0.02, seed); /* the module's own draw (weight.c) */
+    if (st == F8_OK) st = f8_tensor_convert(m->ctx, &d, &f);
+    if (st == F8_OK) st = f8_ctx_download(m->ctx, host, f32, (size_t)n * 4);
+    for (int64_t i = 0; st == F8_OK && i < n; i++) host[i] *= factor; /* as scale_weight: v · factor in FP32 */
+    f8_ctx_free(m->ctx, draw);
+    f8_ctx_free(m->ctx, f32);
+    return st;
+}
+
 int64_t gpt_param_count(const gpt *m)
 {
     int64_t n = 0;
@@ -274,6 +352,71 @@ double gpt_flops_per_token(const gpt *m)
     /* 6 per parameter (forward 2, backward 4) plus attention's two S-long
      * products per layer (12·L·C·S, the usual MFU convention). */
     return 6.0 * (double)gpt_param_count(m) + 12.0 * (double)(m->c.layers * m->c.channels * m->c.seq);
+}
+
+/* ---- sampling (gpt.h) ------------------------------------------------------- */
+
+static float logit_at(const gpt *m, const unsigned char *row, int64_t v)
+{
+    if (m->c.dtype == F8_DTYPE_BF16) {
+        uint16_t b;
+        memcpy(&b, row + 2 * v, 2);
+        return f8_bf16_to_float(b);
+    }
+    float f;
+    memcpy(&f, row + 4 * v, 4);
+    return f;
+}
+
+/* Sample n token ids after the len ids in ctx_tok (room for seq), each from
+ * softmax(logits / temperature) of the last position, sliding the window when
+ * it is full. */
+f8_status gpt_sample(gpt *m, int32_t *ctx_tok, int64_t len, int64_t n, float temperature, uint64_t seed, int32_t *out)
+{
+    const int64_t S = m->c.seq, V = m->c.vocab, Vp = m->c.padded_vocab;
+    const size_t es = f8_dtype_size(m->c.dtype);
+    unsigned char *row = (unsigned char *)malloc((size_t)Vp * es);
+    double *p = (double *)malloc((size_t)V * sizeof(double));
+    if (!row || !p) {
+        free(row);
+        free(p);
+        return F8_ERR_OUT_OF_MEMORY;
+    }
+    uint64_t s = seed;
+    f8_status st = F8_OK;
+    for (int64_t i = 0; i < n && st == F8_OK; i++) {
+        st = f8_ctx_upload(m->ctx, m->tokens, ctx_tok, (size_t)S * 4);
+        if (st == F8_OK) st = f8_ctx_upload(m->ctx, m->targets, ctx_tok, (size_t)S * 4);
+        if (st == F8_OK) st = gpt_forward(m, 1, 0, 1.0f, F8_MICROBATCH_NONE);
+        if (st == F8_OK)
+            st = f8_ctx_download(m->ctx, row, (unsigned char *)m->logits + (size_t)((len - 1) * Vp) * es, (size_t)Vp * es);
+        if (st != F8_OK) break;
+        double mx = -INFINITY, sum = 0;
+        for (int64_t v = 0; v < V; v++) mx = fmax(mx, (double)logit_at(m, row, v));
+        for (int64_t v = 0; v < V; v++) sum += p[v] = exp(((double)logit_at(m, row, v) - mx) / (double)temperature);
+        uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        z ^= z >> 31;
+        double u = ((double)(z >> 11) + 0.5) * (1.0 / 9007199254740992.0) * sum, acc = 0;
+        int64_t pick = V - 1;
+        for (int64_t v = 0; v < V; v++) {
+            acc += p[v];
+            if (acc >= u) {
+                pick = v;
+                break;
+            }
+        }
+        out[i] = (int32_t)pick;
+        if (len == S) { /* slide the window */
+            memmove(ctx_tok, ctx_tok + 1, (size_t)(S - 1) * 4);
+            len--;
+        }
+        ctx_tok[len++] = (int32_t)pick;
+    }
+    free(row);
+    free(p);
+    return st;
 }
 
 /* A row-parallel branch's output: its partial sums over the ranks, all of
@@ -418,10 +561,18 @@ f8_status gpt_zero_grad(gpt *m)
         TRY(fn(user, &p_, &g_, decay));                                                                                \
     } while (0)
 #define EACH(getter, which, decay) EACH_R(getter, which, decay, 0)
+/* Block weight j (gpt_fp8_weight's order): FP8 primary with fp8_weights. */
+#define EACH_W(getter, which, j)                                                                                       \
+    do {                                                                                                               \
+        m->param_fp8 = m->c.fp8_weights ? (int)(4 * l + (j)) : -1;                                                     \
+        EACH(getter, which, 1);                                                                                        \
+        m->param_fp8 = -1;                                                                                             \
+    } while (0)
 
 f8_status gpt_each_param(gpt *m, gpt_param_fn fn, void *user)
 {
     m->param_layer = -1;
+    m->param_fp8 = -1;
 #define HEAD(w, g, v) f8_module_param(m->head, w, g, v)
     EACH_R(HEAD, F8_PARAM_WEIGHT, 1, 1);
     EACH_R(HEAD, F8_PARAM_LN_WEIGHT, 0, 1);
@@ -438,15 +589,15 @@ f8_status gpt_each_param(gpt *m, gpt_param_fn fn, void *user)
                                               : ((g) ? f8_module_param(b->proj, F8_PARAM_BIAS, 1, v) : f8_module_param(b->proj, F8_PARAM_BIAS, 0, v)))
         EACH_R(QKV, F8_PARAM_LN_WEIGHT, 0, 1);
         EACH_R(QKV, F8_PARAM_LN_BIAS, 0, 1);
-        EACH(QKV, F8_PARAM_WEIGHT, 1);
+        EACH_W(QKV, F8_PARAM_WEIGHT, 0);
         EACH(QKV, F8_PARAM_BIAS, 0);
-        EACH(PROJ, F8_PARAM_WEIGHT, 1);
+        EACH_W(PROJ, F8_PARAM_WEIGHT, 1);
         EACH_R(PROJ, F8_PARAM_BIAS, 0, 1);
         EACH_R(MLP, F8_PARAM_LN_WEIGHT, 0, 1);
         EACH_R(MLP, F8_PARAM_LN_BIAS, 0, 1);
-        EACH(MLP, F8_PARAM_FC1_WEIGHT, 1);
+        EACH_W(MLP, F8_PARAM_FC1_WEIGHT, 2);
         EACH(MLP, F8_PARAM_FC1_BIAS, 0);
-        EACH(MLP, F8_PARAM_FC2_WEIGHT, 1);
+        EACH_W(MLP, F8_PARAM_FC2_WEIGHT, 3);
         EACH_R(MLP, F8_PARAM_FC2_BIAS, 0, 1);
 #undef QKV
 #undef MLP

@@ -29,6 +29,7 @@ typedef struct gpt_config {
     f8_dtype dtype;       /* parameters and activations: FP32 (CPU) or BF16 (GPU) */
     uint64_t seed;
     int fp8_head;         /* FP8 GEMMs in the LM head too (with fp8 only; last, so older initializers leave it 0) */
+    int fp8_weights;      /* the blocks' four weights FP8 primary (fp8w.h; with fp8, no TP) */
     int64_t head_chunk;   /* tokens per LM-head pass (logits buffer rows; at least seq); 0: GPT_HEAD_CHUNK */
 } gpt_config;
 
@@ -77,6 +78,8 @@ typedef struct gpt {
     void *grads_user;
     int64_t param_layer;      /* during gpt_each_param: the visited parameter's block, or -1
                                  (embeddings, final norm, LM head) */
+    int param_fp8;            /* during gpt_each_param: the visited parameter's FP8 weight index k
+                                 (gpt_fp8_weight), or -1; its param view is then FP8 */
     /* Tensor parallelism (tp.h): this rank holds heads tp_rank·H/P .. of
      * every block's attention and the same share of the MLP; NULL, 0, 1
      * without it. */
@@ -129,9 +132,26 @@ f8_status gpt_zero_grad(gpt *m);
 typedef f8_status (*gpt_param_fn)(void *user, const f8_tensor *param, const f8_tensor *grad, int decay);
 f8_status gpt_each_param(gpt *m, gpt_param_fn fn, void *user);
 
+/* With c.fp8_weights: the FP8 primary weights, k = 4·layer + j for the
+ * block's qkv, proj, fc1 and fc2 weights (gpt_each_param's order). count:
+ * 0 without them. weight: its module and parameter. master_init: the FP32
+ * values it was created from (host, rows·cols): the draw of the
+ * high-precision model in c.dtype, proj and fc2 scaled as there, so the
+ * trainer's masters start where a model without FP8 weights starts; the
+ * module holds them quantized with the amax-based scale (gpt_create writes
+ * them, updates the weight scales, and writes them again). */
+int gpt_fp8_weight_count(const gpt *m);
+void gpt_fp8_weight(const gpt *m, int k, f8_module **module, f8_param *which);
+f8_status gpt_fp8_master_init(gpt *m, int k, float *host);
+
 /* Checkpoint the model under "model." / restore it. */
 f8_status gpt_checkpoint_add(gpt *m, f8_checkpoint *ck);
 f8_status gpt_checkpoint_restore(gpt *m, const f8_checkpoint *ck);
+
+/* Sample n token ids after the len ids in ctx_tok (room for c.seq), each
+ * from softmax(logits / temperature) of the last position, sliding the
+ * window when it is full (seed: the sampler's stream). */
+f8_status gpt_sample(gpt *m, int32_t *ctx_tok, int64_t len, int64_t n, float temperature, uint64_t seed, int32_t *out);
 
 /* FLOPs of one training token (forward + backward), for MFU. */
 double gpt_flops_per_token(const gpt *m);

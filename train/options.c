@@ -96,11 +96,17 @@ void train_print_help(FILE *f)
             "  --fp8 on|off         FP8 GEMMs in the blocks; off = BF16 on the GPU, FP32 on the CPU (default on)\n"
             "  --fp8-head on|off    the LM head's GEMMs in FP8 too (default off: high precision, as TE keeps it;\n"
             "                       needs --fp8 on; on --resume the checkpoint's)\n"
+            "  --fp8-weights on|off the blocks' weights kept only in FP8 (TE's fp8_model_init): AdamW steps FP32\n"
+            "                       masters and writes them back as FP8 codes; with --ranks/--gpus the masters\n"
+            "                       are sharded and the all-gather moves 1 byte per weight (default off; needs\n"
+            "                       --fp8 on, not --recipe block or --tp; on --resume the checkpoint's)\n"
             "  --recipe delayed|current|block   FP8 scaling recipe (default delayed; on --resume the checkpoint's)\n"
             "  --dtype auto|fp32|bf16   parameters and activations (default auto: bf16 on CUDA, fp32 on CPU)\n"
             "  --backend auto|cpu|cuda  (default auto: CUDA when a GPU is usable)\n"
             "  --graph auto|on|off  capture the whole step as one CUDA graph (default auto: on for CUDA; on the CPU\n"
-            "                       backend \"on\" records and replays the step: same losses, no speedup)\n\n"
+            "                       backend \"on\" records and replays the step: same losses, no speedup)\n\n",
+            d.model, (long long)d.layers, (long long)d.heads, (long long)d.channels, (long long)d.seq);
+    fprintf(f,
             "Optimization\n"
             "  --steps N            optimizer steps, >= 1 (default %lld; a run that trains fewer than 2 exits 3:\n"
             "                       too few steps to tell whether the loss fell)\n"
@@ -137,7 +143,6 @@ void train_print_help(FILE *f)
             "  --fp8-report         FP8 telemetry: per tensor and step amax, scale, saturated and flushed\n"
             "                       fractions to <log>_fp8.csv and <plot>_fp8.svg, the worst tensors at the end\n"
             "  --help               this text\n",
-            d.model, (long long)d.layers, (long long)d.heads, (long long)d.channels, (long long)d.seq,
             (long long)d.steps, (long long)d.batch, (long long)d.grad_accum, (double)d.lr, (double)d.lr_min,
             (long long)d.warmup, (double)d.weight_decay, (double)d.grad_clip, (unsigned long long)d.seed,
             (long long)d.val_every, (long long)d.val_batches, d.log, d.plot, (long long)d.sample, (double)d.temperature);
@@ -225,6 +230,25 @@ int train_check_tp(const train_options *o, char *err, size_t n)
     return 0;
 }
 
+int train_check_fp8_weights(const train_options *o, const char *recipe, char *err, size_t n)
+{
+    const int64_t ranks = o->ranks > 0 ? o->ranks : o->gpus > 0 ? o->gpus : o->world;
+    const char *why = NULL;
+    if (!o->fp8_weights) return 0;
+    if (!o->fp8) why = "needs --fp8 on (an FP8 primary weight is only read by FP8 GEMMs)";
+    else if (recipe && strcmp(recipe, "block") == 0)
+        why = "is not supported with --recipe block (a block-scaled primary weight would carry a scale per 128x128 "
+              "block through the optimizer and checkpoints; the modules refuse it)";
+    else if (o->tp > 1) why = "is not supported with --tp (the tensor-parallel shards are made from high-precision weights)";
+    else if (o->init_from && o->init_from[0])
+        why = "is not supported with --init-from (the masters would not hold the imported weights)";
+    else if (ranks > 1 && recipe && strcmp(recipe, "current") == 0)
+        why = "with data parallel ranks needs --recipe delayed (current scaling takes the scale from the whole "
+              "weight's amax at the cast; a rank casts only its shard)";
+    if (why) snprintf(err, n, "--fp8-weights on %s", why);
+    return why ? -1 : 0;
+}
+
 /* Options that contradict each other, refused rather than resolved silently. */
 static int check_conflicts(const train_options *o, char *err, size_t n)
 {
@@ -236,6 +260,7 @@ static int check_conflicts(const train_options *o, char *err, size_t n)
         snprintf(err, n, "--fp8-head on needs --fp8 on (the head in FP8 and the blocks not is not a configuration)");
         return -1;
     }
+    if (o->fp8_weights && train_check_fp8_weights(o, o->recipe, err, n) != 0) return -1;
     const int64_t ranks = o->ranks > 0 ? o->ranks : o->gpus;
     if ((o->tp > 1 || o->sequence_parallel) && train_check_tp(o, err, n) != 0) return -1;
     if (o->tp <= 1 && ranks > 0 && o->grad_accum % ranks != 0) {
@@ -354,6 +379,9 @@ int train_parse_args(int argc, char **argv, train_options *o, FILE *out, char *e
         } else if (strcmp(a, "--fp8-head") == 0) {
             bad = opt_word(a, v, on_off, 2, &w, err, n), bit = TRAIN_GIVEN_FP8_HEAD;
             if (!bad) o->fp8_head = w;
+        } else if (strcmp(a, "--fp8-weights") == 0) {
+            bad = opt_word(a, v, on_off, 2, &w, err, n), bit = TRAIN_GIVEN_FP8_WEIGHTS;
+            if (!bad) o->fp8_weights = w;
         } else if (strcmp(a, "--dp-overlap") == 0) {
             bad = opt_word(a, v, on_off, 2, &w, err, n);
             if (!bad) o->dp_overlap = w;
@@ -499,6 +527,14 @@ int train_options_from_metadata(train_options *o, train_meta_fn get, void *user,
                          "make it match)", o->fp8_head ? "on" : "off", (long long)head);
         return -1;
     }
+    /* the blocks' weights FP8 primary (absent: off, as before the option existed) */
+    int64_t fp8w = 0;
+    if (get(user, "train.fp8_weights") && meta_int(get, user, "train.fp8_weights", 0, 1, &fp8w, err, n)) return -1;
+    if ((o->given & TRAIN_GIVEN_FP8_WEIGHTS) && o->fp8_weights != (int)fp8w) {
+        snprintf(err, n, "--fp8-weights %s conflicts with the checkpoint's train.fp8_weights = %lld (leave "
+                         "--fp8-weights out or make it match)", o->fp8_weights ? "on" : "off", (long long)fp8w);
+        return -1;
+    }
     if ((o->given & TRAIN_GIVEN_DTYPE) && strcmp(o->dtype, dtype)) {
         snprintf(err, n, "--dtype %s conflicts with the checkpoint's train.dtype = %s (leave --dtype out or make it "
                          "match)", o->dtype, dtype);
@@ -508,6 +544,7 @@ int train_options_from_metadata(train_options *o, train_meta_fn get, void *user,
     for (int i = 0; i < 4; i++) *cur[i] = shape[i];
     o->fp8 = (int)fp8;
     o->fp8_head = (int)head;
+    o->fp8_weights = (int)fp8w;
     o->dtype = dtype;
     o->recipe = kind;
     *vocab = v;

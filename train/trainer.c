@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "dp.h"
+#include "fp8w.h"
 #include "hf.h"
 #include "io/checkpoint.h"
 #include "plot.h"
@@ -50,6 +51,7 @@ struct trainer {
     f8_comm *comm;           /* all ranks (amaxes, gradient norm), or NULL */
     f8_comm *tp_comm, *dp_comm; /* with --tp: this rank's TP and DP groups (else NULL: comm is the DP group) */
     dp *dp;
+    fp8w *fw;                /* --fp8-weights on one rank: the FP32 masters (with dp: dp's shards) */
     int64_t step;            /* optimizer steps done */
     int64_t M, T;            /* microbatches per step (all ranks), tokens per microbatch */
     int64_t Ml, mb0;         /* this rank's microbatches: mb0 .. mb0 + Ml - 1 */
@@ -108,7 +110,10 @@ static f8_status step_work(trainer *t)
     if (m->tp) TRY(tp_reduce_grads(m)); /* the column-parallel LayerNorms' shares */
     TRY(f8_ctx_update_scales(t->ctx, F8_DIR_FORWARD));
     TRY(f8_ctx_update_scales(t->ctx, F8_DIR_BACKWARD));
-    if (!t->dp) return f8_adamw_step(t->opt);
+    if (!t->dp) {
+        TRY(f8_adamw_step(t->opt));
+        return t->fw ? fp8w_write(t->fw) : F8_OK; /* the FP8 weights from their masters */
+    }
     TRY(dp_step(t->dp));
     if (m->tp) TRY(tp_sync_replicated(m)); /* updated on TP rank 0 only */
     /* every replica's losses, in microbatch order: the mean is the one-rank one */
@@ -130,12 +135,20 @@ static f8_status stage_batches(trainer *t, int64_t step)
     return f8_ctx_upload(t->ctx, t->stage, t->host_stage, (size_t)(t->Ml * 2 * t->T) * 4);
 }
 
+/* This rank's FP8 weight masters (all, or its shards'); cols 0 without. */
+static f8_tensor masters(const trainer *t)
+{
+    return t->fw ? fp8w_all(t->fw) : t->dp ? dp_masters(t->dp) : f8_tensor_make(NULL, F8_DTYPE_FP32, 1, 0);
+}
+
 /* The in-memory snapshot used around the capture warm-up. */
 static f8_status snapshot(trainer *t, f8_checkpoint **ck)
 {
     TRY(f8_checkpoint_create(t->ctx, ck));
     f8_status st = gpt_checkpoint_add(&t->m, *ck);
     if (st == F8_OK) st = f8_checkpoint_add_adamw(*ck, "optimizer", t->opt);
+    f8_tensor v = masters(t);
+    if (st == F8_OK && v.cols) st = f8_checkpoint_add_tensor(*ck, "masters", &v);
     return st;
 }
 
@@ -147,6 +160,8 @@ static f8_status capture(trainer *t)
     if (st == F8_OK) st = step_work(t); /* warm-up: plans and lazy buffers */
     if (st == F8_OK) st = gpt_checkpoint_restore(&t->m, ck);
     if (st == F8_OK) st = f8_checkpoint_restore_adamw(ck, "optimizer", t->opt);
+    f8_tensor v = masters(t);
+    if (st == F8_OK && v.cols) st = f8_checkpoint_read_tensor(ck, "masters", &v);
     f8_checkpoint_destroy(ck);
     if (st == F8_OK) st = f8_graph_begin(t->ctx);
     if (st == F8_OK) {
@@ -221,11 +236,13 @@ f8_status trainer_save(trainer *t, const char *path)
     if (st == F8_OK) st = f8_checkpoint_set_metadata(ck, "train.step", step);
     if (st == F8_OK) st = f8_checkpoint_set_metadata(ck, "train.recipe", f8_recipe_kind_name(f8_ctx_recipe(t->ctx)->kind));
     if (st == F8_OK) st = f8_checkpoint_set_metadata(ck, "train.fp8_head", t->m.c.fp8_head ? "1" : "0");
+    if (st == F8_OK) st = f8_checkpoint_set_metadata(ck, "train.fp8_weights", t->m.c.fp8_weights ? "1" : "0");
     if (st == F8_OK) st = gpt_checkpoint_add(&t->m, ck);
     if (st == F8_OK)
         st = t->m.tp ? tp_optimizer_add(&t->m, t->dp, ck, "optimizer")
            : t->dp   ? dp_checkpoint_add(t->dp, ck, "optimizer")
                      : f8_checkpoint_add_adamw(ck, "optimizer", t->opt);
+    if (st == F8_OK && t->fw) st = fp8w_checkpoint_add(t->fw, ck, "optimizer");
     /* one file per model: every rank took part in gathering it, rank 0 writes it */
     if (st == F8_OK && t->o.rank == 0) st = f8_checkpoint_save(ck, path);
     f8_checkpoint_destroy(ck);
@@ -260,6 +277,12 @@ static int config_from_checkpoint(trainer *t, const f8_checkpoint *ck, char *err
                          "does not match the tensors", t->o.fp8, has_fp8 ? "holds" : "has no");
         return -1;
     }
+    const int has_masters = f8_checkpoint_has(ck, "optimizer.master.0"); /* FP8 weights keep FP32 masters */
+    if (has_masters != t->o.fp8_weights) {
+        snprintf(err, n, "train.fp8_weights = %d but the checkpoint %s FP8 weight masters (optimizer.master.*): the "
+                         "metadata does not match the tensors", t->o.fp8_weights, has_masters ? "holds" : "has no");
+        return -1;
+    }
     if (t->ck_step >= t->o.steps) {
         snprintf(err, n, "the checkpoint is at step %lld and --steps is %lld: nothing left to train (raise --steps)",
                  (long long)t->ck_step, (long long)t->o.steps);
@@ -283,6 +306,7 @@ static f8_status resume(trainer *t, const char *path)
         st = t->m.tp ? tp_optimizer_restore(&t->m, t->dp, ck, "optimizer", t->error, sizeof t->error)
            : t->dp   ? dp_checkpoint_restore(t->dp, ck, "optimizer", t->error, sizeof t->error)
                      : f8_checkpoint_restore_adamw(ck, "optimizer", t->opt);
+    if (st == F8_OK && t->fw) st = fp8w_checkpoint_restore(t->fw, ck, "optimizer", t->error, sizeof t->error);
     int64_t done = -1;
     if (st == F8_OK) st = f8_adamw_read(t->opt, &done, NULL, NULL);
     if (st == F8_OK && done != t->ck_step) {
@@ -299,7 +323,9 @@ static f8_status resume(trainer *t, const char *path)
 
 static f8_status add_param(void *user, const f8_tensor *p, const f8_tensor *g, int decay)
 {
-    return f8_adamw_add((f8_adamw *)user, p, g, decay);
+    trainer *t = (trainer *)user;
+    f8_tensor master = t->m.param_fp8 >= 0 ? fp8w_master(t->fw, t->m.param_fp8) : *p; /* AdamW steps the master */
+    return f8_adamw_add(t->opt, &master, g, decay);
 }
 
 static f8_status make_ctx(trainer *t, char *err, size_t n)
@@ -351,6 +377,7 @@ f8_status trainer_create(const train_options *opt, trainer **out, char *err, siz
         f8_checkpoint_destroy(ck);
         f8_ctx_destroy(tmp);
     }
+    if (st == F8_OK && train_check_fp8_weights(&t->o, t->o.recipe, err, n) != 0) st = F8_ERR_INVALID_ARGUMENT;
     hf_config hc;
     const int from_hf = t->o.init_from && t->o.init_from[0];
     if (st == F8_OK && from_hf) {
@@ -394,6 +421,7 @@ f8_status trainer_create(const train_options *opt, trainer **out, char *err, siz
         c.batch = t->o.batch;
         c.fp8 = t->o.fp8;
         c.fp8_head = t->o.fp8_head;
+        c.fp8_weights = t->o.fp8_weights;
         c.head_chunk = t->o.head_chunk;
         c.dtype = strcmp(t->o.dtype, "bf16") == 0 || (strcmp(t->o.dtype, "auto") == 0 && cuda) ? F8_DTYPE_BF16
                                                                                                  : F8_DTYPE_FP32;
@@ -426,7 +454,8 @@ f8_status trainer_create(const train_options *opt, trainer **out, char *err, siz
         if (st == F8_OK && t->tp_comm) st = f8_adamw_set_comm(t->opt, t->comm);
     } else if (st == F8_OK) {
         st = f8_adamw_create(t->ctx, &ac, &t->opt);
-        if (st == F8_OK) st = gpt_each_param(&t->m, add_param, t->opt);
+        if (st == F8_OK && t->m.c.fp8_weights) st = fp8w_create(&t->m, &t->fw);
+        if (st == F8_OK) st = gpt_each_param(&t->m, add_param, t);
     }
     t->M = t->o.grad_accum;
     t->T = t->m.T;
@@ -465,6 +494,7 @@ void trainer_destroy(trainer *t)
         f8_ctx_free(t->ctx, t->losses);
         if (t->dp) dp_destroy(t->dp);
         else f8_adamw_destroy(t->opt);
+        fp8w_destroy(t->fw);
         gpt_destroy(&t->m);
         f8_comm_destroy(t->tp_comm);
         f8_comm_destroy(t->dp_comm);
@@ -489,70 +519,6 @@ const char *trainer_error(const trainer *t) { return t->error[0] ? t->error : f8
 
 /* ---- sampling ----------------------------------------------------------------- */
 
-static float logit_at(const trainer *t, const unsigned char *row, int64_t v)
-{
-    if (t->m.c.dtype == F8_DTYPE_BF16) {
-        uint16_t b;
-        memcpy(&b, row + 2 * v, 2);
-        return f8_bf16_to_float(b);
-    }
-    float f;
-    memcpy(&f, row + 4 * v, 4);
-    return f;
-}
-
-/* Sample n token ids after the len ids in ctx_tok (room for seq), each from
- * softmax(logits / temperature) of the last position, sliding the window when
- * it is full. */
-static f8_status sample_ids(trainer *t, int32_t *ctx_tok, int64_t len, int64_t n, float temperature, uint64_t seed,
-                            int32_t *out)
-{
-    const int64_t S = t->m.c.seq, V = t->m.c.vocab, Vp = t->m.c.padded_vocab;
-    const size_t es = f8_dtype_size(t->m.c.dtype);
-    unsigned char *row = (unsigned char *)malloc((size_t)Vp * es);
-    double *p = (double *)malloc((size_t)V * sizeof(double));
-    if (!row || !p) {
-        free(row);
-        free(p);
-        return F8_ERR_OUT_OF_MEMORY;
-    }
-    uint64_t s = seed;
-    f8_status st = F8_OK;
-    for (int64_t i = 0; i < n && st == F8_OK; i++) {
-        st = f8_ctx_upload(t->ctx, t->m.tokens, ctx_tok, (size_t)S * 4);
-        if (st == F8_OK) st = f8_ctx_upload(t->ctx, t->m.targets, ctx_tok, (size_t)S * 4);
-        if (st == F8_OK) st = gpt_forward(&t->m, 1, 0, 1.0f, F8_MICROBATCH_NONE);
-        if (st == F8_OK)
-            st = f8_ctx_download(t->ctx, row, (unsigned char *)t->m.logits + (size_t)((len - 1) * Vp) * es, (size_t)Vp * es);
-        if (st != F8_OK) break;
-        double mx = -INFINITY, sum = 0;
-        for (int64_t v = 0; v < V; v++) mx = fmax(mx, (double)logit_at(t, row, v));
-        for (int64_t v = 0; v < V; v++) sum += p[v] = exp(((double)logit_at(t, row, v) - mx) / (double)temperature);
-        uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        z ^= z >> 31;
-        double u = ((double)(z >> 11) + 0.5) * (1.0 / 9007199254740992.0) * sum, acc = 0;
-        int64_t pick = V - 1;
-        for (int64_t v = 0; v < V; v++) {
-            acc += p[v];
-            if (acc >= u) {
-                pick = v;
-                break;
-            }
-        }
-        out[i] = (int32_t)pick;
-        if (len == S) { /* slide the window */
-            memmove(ctx_tok, ctx_tok + 1, (size_t)(S - 1) * 4);
-            len--;
-        }
-        ctx_tok[len++] = (int32_t)pick;
-    }
-    free(row);
-    free(p);
-    return st;
-}
-
 f8_status trainer_sample(trainer *t, const char *prompt, int64_t n, float temperature, uint64_t seed, char *out)
 {
     const int64_t S = t->m.c.seq;
@@ -561,7 +527,7 @@ f8_status trainer_sample(trainer *t, const char *prompt, int64_t n, float temper
     int64_t len = 0;
     for (const char *c = prompt ? prompt : ""; *c && len < S; c++) ctx_tok[len++] = (unsigned char)*c;
     if (len == 0) ctx_tok[len++] = '\n';
-    if (st == F8_OK) st = sample_ids(t, ctx_tok, len, n, temperature, seed, ids);
+    if (st == F8_OK) st = gpt_sample(&t->m, ctx_tok, len, n, temperature, seed, ids);
     for (int64_t i = 0; st == F8_OK && i < n; i++) out[i] = (char)(ids[i] < 256 ? ids[i] : '?');
     out[st == F8_OK ? n : 0] = '\0';
     free(ctx_tok);
@@ -584,7 +550,7 @@ f8_status trainer_sample_text(trainer *t, const char *tokenizer_path, int64_t n,
     char *buf = (char *)malloc((size_t)n * 255 + 1);
     f8_status st = ctx_tok && ids && buf ? F8_OK : F8_ERR_OUT_OF_MEMORY;
     if (st == F8_OK) ctx_tok[0] = tokenizer_eot(tok) < t->m.c.vocab ? tokenizer_eot(tok) : 0; /* from end-of-text */
-    if (st == F8_OK) st = sample_ids(t, ctx_tok, 1, n, temperature, seed, ids);
+    if (st == F8_OK) st = gpt_sample(&t->m, ctx_tok, 1, n, temperature, seed, ids);
     size_t k = 0;
     for (int64_t i = 0; st == F8_OK && i < n; i++) {
         size_t len = 0;

@@ -32,13 +32,16 @@ enum {
     TRAIN_GIVEN_SEQ = 1 << 3,
     TRAIN_GIVEN_FP8 = 1 << 4,
     TRAIN_GIVEN_DTYPE = 1 << 5,
-    TRAIN_GIVEN_FP8_HEAD = 1 << 6
+    TRAIN_GIVEN_FP8_HEAD = 1 << 6,
+    TRAIN_GIVEN_FP8_WEIGHTS = 1 << 7
 };
 
 typedef struct train_options {
     const char *backend;      /* "auto" (CUDA when a GPU is there), "cpu", "cuda" */
     int fp8;                  /* 1: FP8 GEMMs in the blocks; 0: BF16 (GPU) / FP32 (CPU) */
     int fp8_head;             /* 1: the LM head's GEMMs in FP8 too (needs fp8; on --resume the checkpoint's) */
+    int fp8_weights;          /* 1: the blocks' weights FP8 primary, FP32 masters in the optimizer (fp8w.h;
+                                 needs fp8, delayed or current scaling, no --tp; on --resume the checkpoint's) */
     const char *recipe;       /* FP8 scaling: "delayed", "current", "block"; NULL: delayed, or on
                                  --resume the checkpoint's */
     const char *dtype;        /* "auto" (bf16 on CUDA, fp32 on CPU), "fp32", "bf16" */
@@ -120,6 +123,13 @@ int train_check_memory(const gpt_config *c, int cuda, char *err, size_t err_size
  * by it, no --dp-overlap with it; --sequence-parallel only with --tp > 1
  * and --seq divisible by it. 0, or -1 with the reason in err. */
 int train_check_tp(const train_options *o, char *err, size_t err_size);
+/* --fp8-weights against the rest: --fp8 on, not --recipe block (the modules
+ * refuse FP8 primary weights under block scaling), no --tp > 1, no
+ * --init-from, and with more than one data-parallel rank not --recipe
+ * current (its scale comes from the amax of the whole weight at the cast; a
+ * rank casts only its shard). recipe: the one the run will use (NULL:
+ * delayed). 0, or -1 with the reason in err. */
+int train_check_fp8_weights(const train_options *o, const char *recipe, char *err, size_t err_size);
 
 typedef struct trainer trainer;
 

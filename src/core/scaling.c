@@ -381,6 +381,18 @@ f8_status f8_ctx_update_weight_scales(f8_ctx *ctx)
 {
     if (!ctx) return F8_ERR_INVALID_ARGUMENT;
     if (ctx->n_fp8_weight_slots == 0) return F8_OK;
+    if (ctx->comm) {
+        /* TE reduces these too (§2.4): a data-parallel rank that cast only its
+         * shard of a weight holds that shard's amax, and the MAX over the ranks
+         * is the weight's, so every rank gets the same scale. All of row 0 goes
+         * (it is contiguous): the other forward slots hold 0 there after the
+         * step's update, or values their own update reduces again (MAX twice
+         * is MAX once). */
+        float *row0 = ctx->dir[F8_DIR_FORWARD].history;
+        f8_status st = f8_comm_all_reduce(ctx->comm, row0, row0, ctx->dir[F8_DIR_FORWARD].count, F8_DTYPE_FP32,
+                                          F8_REDUCE_MAX);
+        if (st != F8_OK) return st;
+    }
     f8i_scale_update_args a = update_args(ctx, F8_DIR_FORWARD);
     a.count = ctx->n_fp8_weight_slots;
     a.cols = ctx->fp8_weight_cols_dev;

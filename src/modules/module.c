@@ -237,6 +237,39 @@ f8_status f8_module_write_weight(f8_module *m, f8_param which, const f8_tensor *
     return st == F8_OK ? f8i_weight_write(m->ctx, w, src, fn) : st;
 }
 
+/* The FP8 primary weight `which` of m, or an error naming fn. */
+static f8_status primary_param(f8_module *m, const char *fn, f8_param which, f8i_weight **w)
+{
+    if (!m) return F8_ERR_INVALID_ARGUMENT;
+    f8_status st = weight_param(m, fn, which, w);
+    if (st == F8_OK && !(*w)->fp8_primary)
+        return f8i_error(m->ctx, F8_ERR_STATE, "%s: the %s's %s is not an FP8 primary weight (fp8_weights = 0)", fn,
+                         m->cls->name, f8_param_name(which));
+    if (st == F8_OK && f8i_recipe_current(m->ctx))
+        return f8i_error(m->ctx, F8_ERR_UNSUPPORTED, "%s: current scaling casts with the whole weight's amax; a part "
+                                                     "of it cannot be cast alone", fn);
+    return st;
+}
+
+f8_status f8i_module_quantize_weight_part(f8_module *m, f8_param which, const f8_tensor *src, void *codes)
+{
+    static const char fn[] = "f8i_module_quantize_weight_part";
+    f8i_weight *w = NULL;
+    f8_status st = primary_param(m, fn, which, &w);
+    if (st == F8_OK) st = f8i_check_act(m->ctx, src, "f8i_module_quantize_weight_part: src", 1, src->cols, -1);
+    if (st == F8_OK && src->cols > w->rows * w->cols)
+        st = f8i_error(m->ctx, F8_ERR_SHAPE, "%s: %lld values, the weight has %lld", fn, (long long)src->cols,
+                       (long long)(w->rows * w->cols));
+    return st == F8_OK ? f8i_weight_quantize_part(m->ctx, w, src->data, src->dtype, src->cols, codes) : st;
+}
+
+f8_status f8i_module_write_weight_codes(f8_module *m, f8_param which, const void *codes)
+{
+    f8i_weight *w = NULL;
+    f8_status st = primary_param(m, "f8i_module_write_weight_codes", which, &w);
+    return st == F8_OK ? f8i_weight_write_codes(m->ctx, w, codes) : st;
+}
+
 f8_status f8_module_set_main_grad(f8_module *m, f8_param which, float *main_grad)
 {
     static const char fn[] = "f8_module_set_main_grad";

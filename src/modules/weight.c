@@ -174,6 +174,39 @@ f8_status f8i_weight_write(f8_ctx *ctx, f8i_weight *w, const f8_tensor *src, con
     return st;
 }
 
+f8_status f8i_weight_quantize_part(f8_ctx *ctx, f8i_weight *w, const void *src, f8_dtype src_dtype, int64_t n,
+                                   void *codes)
+{
+    if (n == 0) return F8_OK;
+    f8i_cast_args c = {0};
+    c.src = src;
+    c.src_dtype = src_dtype;
+    c.rows = 1;
+    c.cols = n;
+    c.out_dtype = w->w8->dtype;
+    c.out = (uint8_t *)codes;
+    c.scale = f8i_slot_scale(ctx, w->slot);
+    c.stats = f8i_slot_stats(ctx, w->slot);
+    f8_status st = f8i_slot_prepare(ctx, w->slot, c.out_dtype, src, src_dtype, n, NULL, 1, &c.amax);
+    return st == F8_OK ? f8i_op_cast(ctx, &c) : st;
+}
+
+f8_status f8i_weight_write_codes(f8_ctx *ctx, f8i_weight *w, const void *codes)
+{
+    f8_status st = f8i_op_copy(ctx, w->w8->data, codes, (size_t)(w->rows * w->cols));
+    /* scale_inv = 1/scale as the cast that made the codes writes it: an empty
+     * cast writes only its scale_inv (backend.h), so the bits are the cast's */
+    f8i_cast_args c = {0};
+    c.src_dtype = F8_DTYPE_FP32;
+    c.cols = w->cols;
+    c.out_dtype = w->w8->dtype;
+    c.scale = f8i_slot_scale(ctx, w->slot);
+    c.scale_inv = w->w8->scale_inv;
+    if (st == F8_OK) st = f8i_op_cast(ctx, &c);
+    if (st == F8_OK) w->w8->t_valid = 0; /* as after f8i_weight_write: the next FIRST forward or dgrad remakes it */
+    return st;
+}
+
 f8_status f8i_weight_zero_grad(f8_ctx *ctx, f8i_weight *w)
 {
     const size_t es = f8_dtype_size(w->dtype);

@@ -62,6 +62,20 @@ f8_status f8i_weight_cast(f8_ctx *ctx, f8i_weight *w, f8_microbatch mb, int with
 /* f8_*_write_weight: src checked here (name for messages). */
 f8_status f8i_weight_write(f8_ctx *ctx, f8i_weight *w, const f8_tensor *src, const char *fn);
 
+/* FP8 primary weight, written in parts (data-parallel ranks that each hold
+ * the master values of a shard; train/dp.c). quantize_part: n values of the
+ * weight's row-major elements, src (FP32/BF16, backend), cast into codes (n
+ * bytes, backend) with the weight slot's scale, its amax MAX-recorded into
+ * the slot: the same codes and amax as f8i_weight_write's cast of those
+ * elements; the weight is not touched. Delayed scaling only (a current
+ * scale would come from the part's amax, not the weight's). write_codes:
+ * the whole weight's codes (rows·cols bytes, backend) copied in, its private
+ * scale_inv = 1/slot scale (the bits the cast writes), the transpose
+ * invalidated: f8i_weight_write's effect without the cast. */
+f8_status f8i_weight_quantize_part(f8_ctx *ctx, f8i_weight *w, const void *src, f8_dtype src_dtype, int64_t n,
+                                   void *codes);
+f8_status f8i_weight_write_codes(f8_ctx *ctx, f8i_weight *w, const void *codes);
+
 f8_status f8i_weight_zero_grad(f8_ctx *ctx, f8i_weight *w);
 
 /* Views: param (grad 0) or gradient (grad 1); bias ones are [1, rows]. The
