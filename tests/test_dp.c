@@ -72,7 +72,7 @@ typedef struct run_rank_out {
     int64_t first;          /* steps done before (resumed) */
     float *params;          /* every parameter, end to end */
     int64_t n_params;
-    float *scales;          /* every slot's scale then amax history row 0, both directions */
+    float *scales;          /* every slot's scale then its newest amax, both directions */
     int n_scales;
     f8_status st;
     char err[512];
@@ -115,7 +115,7 @@ static f8_status grab_scales(run_rank_out *r, f8_ctx *ctx)
     for (int k = 0; k < nf + nb && st == F8_OK; k++) {
         f8_slot s = {k < nf ? F8_DIR_FORWARD : F8_DIR_BACKWARD, k < nf ? k : k - nf};
         st = f8_slot_read(ctx, s, &r->scales[2 * k], NULL, hist);
-        r->scales[2 * k + 1] = hist[1]; /* the last step's amax, after the roll */
+        r->scales[2 * k + 1] = hist[L - 1]; /* the newest amax, rolled to the end */
     }
     free(hist);
     return st;

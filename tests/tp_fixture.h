@@ -83,7 +83,7 @@ static f8_status grab_scales(rank_out *r, f8_ctx *ctx)
     for (int k = 0; k < nf + nb && st == F8_OK; k++) {
         f8_slot s = {k < nf ? F8_DIR_FORWARD : F8_DIR_BACKWARD, k < nf ? k : k - nf};
         st = f8_slot_read(ctx, s, &r->scales[2 * k], NULL, hist);
-        r->scales[2 * k + 1] = L > 1 ? hist[1] : hist[0];
+        r->scales[2 * k + 1] = hist[L - 1]; /* the newest amax, rolled to the end */
     }
     free(hist);
     return st;
