@@ -21,8 +21,9 @@
  *  - resume: a checkpoint written by a 2-rank run after 2 steps resumes into
  *    2 ranks bitwise, and into 1 and 4 ranks within the tolerance, against
  *    the uninterrupted 2-rank run.
+ * The ranks' runner is rank_fixture.h's; this test keeps each rank's
+ * parameters (gpt_each_param) and FP8 scales.
  */
-#include <pthread.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -45,185 +46,64 @@
 #include "trainer_fixture.h"
 
 #define STEPS 4
-#define MAXP 4
+#define MAXR 4
 #define LOSS_TOL 1e-5
 #define PARAM_TOL 1e-5
 #define BF16_TOL 2e-2
 
+#include "rank_fixture.h"
+
 static train_options base_options(void)
 {
-    train_options o = quiet_run_options("cpu", STEPS);
+    train_options o = cpu_rank_options(STEPS);
     o.layers = 1;
     o.heads = 2;
     o.channels = 32;
-    o.seq = 16;
-    o.batch = 2;
-    o.grad_accum = 4;
-    o.graph = 0;
     return o;
 }
 
-/* What one rank saw. */
-typedef struct run_rank_out {
-    train_options o;
-    int steps;              /* optimizer steps to take */
-    const char *save;       /* checkpoint after the steps (collective), or NULL */
-    double loss[STEPS];
-    int64_t first;          /* steps done before (resumed) */
-    float *params;          /* every parameter, end to end */
-    int64_t n_params;
-    float *scales;          /* every slot's scale then amax history row 0, both directions */
-    int n_scales;
-    f8_status st;
-    char err[512];
-} run_rank_out;
-
-/* gpt_each_param callback: append the parameter's values (as FP32). */
-typedef struct filler {
-    run_rank_out *r;
-    f8_ctx *ctx;
-} filler;
-
-static f8_status grab(void *user, const f8_tensor *p, const f8_tensor *g, int decay)
+/* rank_capture: every parameter end to end, and every slot's scale and amax. */
+static f8_status keep_rank(rank_out *r, trainer *t)
 {
-    (void)g, (void)decay;
-    filler *f = (filler *)user;
-    run_rank_out *r = f->r;
-    const int64_t n = p->rows * p->cols;
-    float *t = (float *)realloc(r->params, (size_t)(r->n_params + n) * 4);
-    if (!t) return F8_ERR_OUT_OF_MEMORY;
-    r->params = t;
-    void *tmp = NULL; /* FP32 copy: the model may be BF16 */
-    f8_status st = f8_ctx_alloc(f->ctx, (size_t)n * 4, &tmp);
-    f8_tensor src = f8_tensor_make(p->data, p->dtype, 1, n), dst = f8_tensor_make(tmp, F8_DTYPE_FP32, 1, n);
-    if (st == F8_OK) st = f8_tensor_convert(f->ctx, &src, &dst);
-    if (st == F8_OK) st = f8_ctx_download(f->ctx, r->params + r->n_params, tmp, (size_t)n * 4);
-    f8_ctx_free(f->ctx, tmp);
-    r->n_params += n;
-    return st;
-}
-
-/* Every slot's scale and current amax (history row 0), both directions. */
-static f8_status grab_scales(run_rank_out *r, f8_ctx *ctx)
-{
-    const int nf = f8_ctx_slot_count(ctx, F8_DIR_FORWARD), nb = f8_ctx_slot_count(ctx, F8_DIR_BACKWARD);
-    const int L = f8_ctx_recipe(ctx)->amax_history_len;
-    r->n_scales = 2 * (nf + nb);
-    r->scales = (float *)xmalloc(sizeof(float) * (size_t)(r->n_scales + 1));
-    float *hist = (float *)xmalloc(sizeof(float) * (size_t)L);
-    f8_status st = F8_OK;
-    for (int k = 0; k < nf + nb && st == F8_OK; k++) {
-        f8_slot s = {k < nf ? F8_DIR_FORWARD : F8_DIR_BACKWARD, k < nf ? k : k - nf};
-        st = f8_slot_read(ctx, s, &r->scales[2 * k], NULL, hist);
-        r->scales[2 * k + 1] = hist[1]; /* the last step's amax, after the roll */
-    }
-    free(hist);
-    return st;
-}
-
-static void *rank_thread(void *arg)
-{
-    run_rank_out *r = (run_rank_out *)arg;
-    trainer *t = NULL;
-    r->st = trainer_create(&r->o, &t, r->err, sizeof r->err);
-    if (r->st != F8_OK) {
-        if (r->o.comm_group) f8_comm_group_abort(r->o.comm_group);
-        return NULL;
-    }
-    r->first = trainer_steps_done(t);
-    for (int s = 0; s < r->steps && r->st == F8_OK; s++) r->st = trainer_step(t, &r->loss[s]);
-    if (r->st == F8_OK && r->save) r->st = trainer_save(t, r->save);
     gpt *m = trainer_model(t);
-    filler f = {r, m->ctx};
-    if (r->st == F8_OK) r->st = gpt_each_param(m, grab, &f);
-    if (r->st == F8_OK) r->st = grab_scales(r, m->ctx);
-    if (r->st != F8_OK) snprintf(r->err, sizeof r->err, "%s", trainer_error(t));
-    if (r->st != F8_OK && r->o.comm_group) f8_comm_group_abort(r->o.comm_group);
-    trainer_destroy(t);
-    return NULL;
+    f8_status st = grab_params(r, m);
+    return st == F8_OK ? grab_scales(r, m->ctx) : st;
 }
 
 /* One run: P ranks (0: one rank without a communicator). out[P or 1].
  * bad_rank >= 0: that rank is given --steps 0, so it fails to start. */
-static void run_bad(int P, const train_options *base, int steps, const char *save, run_rank_out *out, int bad_rank)
+static void run_bad(int P, const train_options *base, int steps, const char *save, rank_out *out, int bad_rank)
 {
-    const int n = P ? P : 1;
-    f8_comm_group *g = NULL;
-    char err[256];
-    if (P && f8_comm_group_create(P, &g, err, sizeof err) != F8_OK) die(err, NULL);
-    pthread_t th[MAXP];
-    for (int r = 0; r < n; r++) {
-        memset(&out[r], 0, sizeof out[r]);
-        out[r].o = P ? rank_options(base, r, P) : *base;
-        out[r].o.comm_group = g;
-        out[r].steps = steps;
-        out[r].save = save;
-        if (r == bad_rank) out[r].o.steps = 0;
-        if (pthread_create(&th[r], NULL, rank_thread, &out[r]) != 0) die("pthread_create", NULL);
-    }
-    for (int r = 0; r < n; r++) pthread_join(th[r], NULL);
-    f8_comm_group_destroy(g);
-    for (int r = 0; r < n && bad_rank < 0; r++)
-        CHECK(out[r].st == F8_OK, "P=%d rank %d: %s: %s", P, r, f8_status_string(out[r].st), out[r].err);
+    const rank_run run = {.R = P, .P = 1, .steps = steps, .save = save, .capture = keep_rank, .bad_rank = bad_rank,
+                          .expect_ok = bad_rank < 0};
+    run_ranks(&run, base, out);
 }
 
-static void run(int P, const train_options *base, int steps, const char *save, run_rank_out *out)
+static void run(int P, const train_options *base, int steps, const char *save, rank_out *out)
 {
     run_bad(P, base, steps, save, out, -1);
 }
 
-static void release(run_rank_out *out, int n)
-{
-    for (int r = 0; r < n; r++) free(out[r].params), free(out[r].scales);
-}
-
 /* Every rank of a run equal to its rank 0 (parameters, scales, losses). */
-static void check_ranks_agree(const char *what, run_rank_out *out, int P)
+static void check_ranks_agree(const char *what, rank_out *out, int P)
 {
     for (int r = 1; r < P; r++) {
-        CHECK(out[r].n_params == out[0].n_params &&
-                  memcmp(out[r].params, out[0].params, (size_t)out[0].n_params * 4) == 0,
-              "%s: rank %d's parameters differ from rank 0's", what, r);
-        CHECK(out[r].n_scales == out[0].n_scales && memcmp(out[r].scales, out[0].scales, (size_t)out[0].n_scales * 4) == 0,
-              "%s: rank %d's amaxes or scales differ from rank 0's", what, r);
+        CHECK(same_params(&out[r], &out[0]), "%s: rank %d's parameters differ from rank 0's", what, r);
+        CHECK(same_scales(&out[r], &out[0]), "%s: rank %d's amaxes or scales differ from rank 0's", what, r);
         CHECK(memcmp(out[r].loss, out[0].loss, sizeof out[0].loss) == 0, "%s: rank %d reports other losses", what, r);
     }
-}
-
-/* run against the reference: losses and parameters within the tolerance. */
-static void check_close(const char *what, const run_rank_out *a, const run_rank_out *ref, int steps, int ref_from)
-{
-    for (int s = 0; s < steps; s++) {
-        const double d = fabs(a->loss[s] - ref->loss[ref_from + s]) / fabs(ref->loss[ref_from + s]);
-        CHECK(d <= LOSS_TOL, "%s: step %d loss %.9g vs %.9g (rel %.3g > %g)", what, s + 1, a->loss[s],
-              ref->loss[ref_from + s], d, LOSS_TOL);
-    }
-    CHECK(a->n_params == ref->n_params, "%s: %lld parameters vs %lld", what, (long long)a->n_params, (long long)ref->n_params);
-    if (a->n_params == ref->n_params) {
-        const double e = max_rel(a->params, ref->params, a->n_params);
-        CHECK(e <= PARAM_TOL, "%s: parameters differ by %.3g of the largest (> %g)", what, e, PARAM_TOL);
-        printf("  %-34s max |dp - ref| / max |ref| = %.2e, step losses rel <= %.2e\n", what, e,
-               fabs(a->loss[steps - 1] - ref->loss[ref_from + steps - 1]) / ref->loss[ref_from + steps - 1]);
-    }
-}
-
-static int same(const run_rank_out *a, const run_rank_out *b, int steps)
-{
-    return memcmp(a->loss, b->loss, sizeof(double) * (size_t)steps) == 0 && a->n_params == b->n_params &&
-           memcmp(a->params, b->params, (size_t)a->n_params * 4) == 0 && a->n_scales == b->n_scales &&
-           memcmp(a->scales, b->scales, (size_t)a->n_scales * 4) == 0;
 }
 
 int main(void)
 {
     const train_options base = base_options();
-    static run_rank_out one[1], dp1[1], dp2[2], dp2b[2], dp2g[2], dp4[4];
+    static rank_out one[1], dp1[1], dp2[2], dp2b[2], dp2g[2], dp4[4];
     run(0, &base, STEPS, NULL, one);
     run(1, &base, STEPS, NULL, dp1);
     run(2, &base, STEPS, NULL, dp2);
     run(4, &base, STEPS, NULL, dp4);
     const int Ps[3] = {1, 2, 4};
-    run_rank_out *runs[3] = {dp1, dp2, dp4};
+    rank_out *runs[3] = {dp1, dp2, dp4};
     for (int k = 0; k < 3; k++) {
         char what[64];
         snprintf(what, sizeof what, "%d rank%s vs one rank", Ps[k], Ps[k] > 1 ? "s" : "");
@@ -239,7 +119,7 @@ int main(void)
      * rounded to BF16 again, by a few BF16 ulps (seen: 7e-3 of the largest
      * parameter after 4 steps; 2^-8 = 3.9e-3 is one ulp) */
     {
-        static run_rank_out b1[1], b2[2];
+        static rank_out b1[1], b2[2];
         train_options bb = base;
         bb.dtype = "bf16";
         run(0, &bb, STEPS, NULL, b1);
@@ -257,7 +137,7 @@ int main(void)
      * grads_ready (the same sums in the same rank order; only the norm's
      * partition into shards differs), eager and graphed */
     {
-        static run_rank_out o2[2], o4[4], o2g[2], oh[2], o1[1];
+        static rank_out o2[2], o4[4], o2g[2], oh[2], o1[1];
         train_options ov = base;
         ov.dp_overlap = 1;
         run(2, &ov, STEPS, NULL, o2);
@@ -292,15 +172,14 @@ int main(void)
     /* resume: 2 ranks write a checkpoint after 2 steps; resume into 2, 1 and 4 ranks */
     char path[64];
     snprintf(path, sizeof path, "/tmp/f8_test_dp_%ld.safetensors", (long)getpid());
-    static run_rank_out half[2], r2[2], r1[1], r4[4];
+    static rank_out half[2], r2[2], r1[1], r4[4];
     run(2, &base, 2, path, half);
     train_options ro = base;
     ro.resume = path;
     ro.given = 0;
     run(2, &ro, 2, NULL, r2);
     CHECK(r2[0].first == 2, "resumed at step %lld", (long long)r2[0].first);
-    CHECK(memcmp(r2[0].loss, dp2[0].loss + 2, 2 * sizeof(double)) == 0 && r2[0].n_params == dp2[0].n_params &&
-              memcmp(r2[0].params, dp2[0].params, (size_t)dp2[0].n_params * 4) == 0,
+    CHECK(memcmp(r2[0].loss, dp2[0].loss + 2, 2 * sizeof(double)) == 0 && same_params(&r2[0], &dp2[0]),
           "2 ranks resumed into 2: not bitwise the uninterrupted run");
     check_ranks_agree("resumed into 2", r2, 2);
     run(0, &ro, 2, NULL, r1);
@@ -310,7 +189,7 @@ int main(void)
     check_ranks_agree("resumed into 4", r4, 4);
     unlink(path);
     /* a rank that fails to start: the other ends with F8_ERR_COMM, not a hang */
-    static run_rank_out bad[2];
+    static rank_out bad[2];
     run_bad(2, &base, STEPS, NULL, bad, 1);
     CHECK(bad[1].st == F8_ERR_INVALID_ARGUMENT, "the bad rank: %s", f8_status_string(bad[1].st));
     CHECK(bad[0].st == F8_ERR_COMM && strstr(bad[0].err, "aborted") != NULL, "the other rank: %s: %s",

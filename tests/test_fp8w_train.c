@@ -22,8 +22,9 @@
  *  - checkpoints of 2 ranks resume into 2 (bitwise), 1 and 4 (tolerance);
  *    --dp-overlap and the graph with ranks;
  *  - refusals: --recipe block, --fp8 off, --tp, a conflicting --resume.
+ * The ranks' runner is rank_fixture.h's (test_dp's); keep_rank adds the FP8
+ * codes, the masters and the gathers' byte counts to what a rank keeps.
  */
-#include <pthread.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -46,64 +47,22 @@
 #include "trainer_fixture.h"
 
 #define STEPS 4
-#define MAXP 4
+#define MAXR 4
 #define LOSS_TOL 1e-5
 #define PARAM_TOL 1e-5
 #define LEARN_TOL 0.02
 #define CODE_FLIPS 8
 
+#include "rank_fixture.h"
+
 static train_options base_options(void)
 {
-    train_options o = quiet_run_options("cpu", STEPS);
+    train_options o = cpu_rank_options(STEPS);
     o.layers = 2;
     o.heads = 2;
     o.channels = 32;
-    o.seq = 16;
-    o.batch = 2;
-    o.grad_accum = 4;
-    o.graph = 0;
     o.fp8_weights = 1;
     return o;
-}
-
-/* What one rank saw. */
-typedef struct rank_out {
-    train_options o;
-    int steps;
-    const char *save;
-    double loss[64];
-    int64_t first;
-    float *params, *scales, *masters;
-    int64_t n_params, n_masters;
-    int n_scales;
-    uint8_t *codes;          /* every FP8 weight's codes, then its scale_inv's 4 bytes */
-    int64_t n_codes;
-    int64_t hp_bytes, fp8_bytes, n8; /* dp_gathered_bytes after the run; the FP8 buckets' elements */
-    f8_status st;
-    char err[512];
-} rank_out;
-
-typedef struct filler {
-    rank_out *r;
-    f8_ctx *ctx;
-} filler;
-
-/* gpt_each_param: the parameter as FP32 (an FP8 weight dequantized with its scale_inv). */
-static f8_status grab(void *user, const f8_tensor *p, const f8_tensor *g, int decay)
-{
-    (void)g, (void)decay;
-    filler *f = (filler *)user;
-    rank_out *r = f->r;
-    const int64_t n = p->rows * p->cols;
-    r->params = (float *)realloc(r->params, (size_t)(r->n_params + n) * 4);
-    void *tmp = NULL;
-    f8_status st = f8_ctx_alloc(f->ctx, (size_t)n * 4, &tmp);
-    f8_tensor src = *p, dst = f8_tensor_make(tmp, F8_DTYPE_FP32, p->rows, p->cols);
-    if (st == F8_OK) st = f8_tensor_convert(f->ctx, &src, &dst);
-    if (st == F8_OK) st = f8_ctx_download(f->ctx, r->params + r->n_params, tmp, (size_t)n * 4);
-    f8_ctx_free(f->ctx, tmp);
-    r->n_params += n;
-    return st;
 }
 
 static f8_status grab_codes(rank_out *r, gpt *m)
@@ -121,23 +80,6 @@ static f8_status grab_codes(rank_out *r, gpt *m)
         r->n_codes += n + 4;
     }
     return F8_OK;
-}
-
-static f8_status grab_scales(rank_out *r, f8_ctx *ctx)
-{
-    const int nf = f8_ctx_slot_count(ctx, F8_DIR_FORWARD), nb = f8_ctx_slot_count(ctx, F8_DIR_BACKWARD);
-    const int L = f8_ctx_recipe(ctx)->amax_history_len;
-    r->n_scales = 2 * (nf + nb);
-    r->scales = (float *)xmalloc(sizeof(float) * (size_t)(r->n_scales + 1));
-    float *hist = (float *)xmalloc(sizeof(float) * (size_t)L);
-    f8_status st = F8_OK;
-    for (int k = 0; k < nf + nb && st == F8_OK; k++) {
-        f8_slot s = {k < nf ? F8_DIR_FORWARD : F8_DIR_BACKWARD, k < nf ? k : k - nf};
-        st = f8_slot_read(ctx, s, &r->scales[2 * k], NULL, hist);
-        r->scales[2 * k + 1] = hist[L - 1]; /* the newest amax, rolled to the end */
-    }
-    free(hist);
-    return st;
 }
 
 /* The whole masters, in the one-rank layout (a collective with ranks). */
@@ -160,70 +102,24 @@ static f8_status grab_masters(rank_out *r, trainer *t)
     return st;
 }
 
-static void *rank_thread(void *arg)
+/* rank_capture: the parameters (FP8 weights dequantized), scales and
+ * amaxes, the FP8 codes, the masters, and with ranks the gathers' bytes. */
+static f8_status keep_rank(rank_out *r, trainer *t)
 {
-    rank_out *r = (rank_out *)arg;
-    trainer *t = NULL;
-    r->st = trainer_create(&r->o, &t, r->err, sizeof r->err);
-    if (r->st != F8_OK) {
-        if (r->o.comm_group) f8_comm_group_abort(r->o.comm_group);
-        return NULL;
-    }
-    r->first = trainer_steps_done(t);
-    for (int s = 0; s < r->steps && r->st == F8_OK; s++) r->st = trainer_step(t, &r->loss[s]);
-    if (r->st == F8_OK && r->save) r->st = trainer_save(t, r->save);
-    filler f = {r, t->ctx};
-    if (r->st == F8_OK) r->st = gpt_each_param(&t->m, grab, &f);
-    if (r->st == F8_OK) r->st = grab_scales(r, t->ctx);
-    if (r->st == F8_OK) r->st = grab_codes(r, &t->m);
-    if (r->st == F8_OK && t->m.c.fp8_weights) r->st = grab_masters(r, t);
+    TRY(grab_params(r, &t->m));
+    TRY(grab_scales(r, t->ctx));
+    TRY(grab_codes(r, &t->m));
+    if (t->m.c.fp8_weights) TRY(grab_masters(r, t));
     if (t->dp) dp_gathered_bytes(t->dp, &r->hp_bytes, &r->fp8_bytes), r->n8 = t->dp->n8;
-    if (r->st != F8_OK) snprintf(r->err, sizeof r->err, "%s", trainer_error(t));
-    if (r->st != F8_OK && r->o.comm_group) f8_comm_group_abort(r->o.comm_group);
-    trainer_destroy(t);
-    return NULL;
+    return F8_OK;
 }
 
 /* P ranks (0: one rank without a communicator) into out[P or 1]. */
 static void run(int P, const train_options *base, int steps, const char *save, rank_out *out)
 {
-    const int n = P ? P : 1;
-    f8_comm_group *g = NULL;
-    char err[256];
-    if (P && f8_comm_group_create(P, &g, err, sizeof err) != F8_OK) die(err, NULL);
-    pthread_t th[MAXP];
-    for (int r = 0; r < n; r++) {
-        memset(&out[r], 0, sizeof out[r]);
-        out[r].o = P ? rank_options(base, r, P) : *base;
-        out[r].o.comm_group = g;
-        out[r].steps = steps;
-        out[r].save = save;
-        if (pthread_create(&th[r], NULL, rank_thread, &out[r]) != 0) die("pthread_create", NULL);
-    }
-    for (int r = 0; r < n; r++) pthread_join(th[r], NULL);
-    f8_comm_group_destroy(g);
-    for (int r = 0; r < n; r++)
-        CHECK(out[r].st == F8_OK, "P=%d rank %d: %s: %s", P, r, f8_status_string(out[r].st), out[r].err);
-}
-
-static void release(rank_out *out, int n)
-{
-    for (int r = 0; r < n; r++) free(out[r].params), free(out[r].scales), free(out[r].masters), free(out[r].codes);
-}
-
-/* The state after the run bitwise: parameters, scales, codes, masters. */
-static int same_state(const rank_out *a, const rank_out *b)
-{
-    return a->n_params == b->n_params && memcmp(a->params, b->params, (size_t)a->n_params * 4) == 0 &&
-           a->n_scales == b->n_scales &&
-           memcmp(a->scales, b->scales, (size_t)a->n_scales * 4) == 0 && a->n_codes == b->n_codes &&
-           memcmp(a->codes, b->codes, (size_t)a->n_codes) == 0 && a->n_masters == b->n_masters &&
-           memcmp(a->masters, b->masters, (size_t)a->n_masters * 4) == 0;
-}
-
-static int same(const rank_out *a, const rank_out *b, int steps)
-{
-    return memcmp(a->loss, b->loss, sizeof(double) * (size_t)steps) == 0 && same_state(a, b);
+    const rank_run run = {.R = P, .P = 1, .steps = steps, .save = save, .capture = keep_rank, .bad_rank = -1,
+                          .expect_ok = 1};
+    run_ranks(&run, base, out);
 }
 
 /* Every rank bitwise its rank 0: codes with their scale_invs, amaxes and scales, parameters, losses, masters. */
@@ -249,13 +145,9 @@ static int64_t code_flips(const uint8_t *a, const uint8_t *b, int64_t n, int *fa
 }
 
 /* A run against the reference: losses, parameters, masters, codes. */
-static void check_close(const char *what, const rank_out *a, const rank_out *ref, int steps, int ref_from)
+static void check_fp8w_close(const char *what, const rank_out *a, const rank_out *ref, int steps, int ref_from)
 {
-    for (int s = 0; s < steps; s++) {
-        const double d = fabs(a->loss[s] - ref->loss[ref_from + s]) / fabs(ref->loss[ref_from + s]);
-        CHECK(d <= LOSS_TOL, "%s: step %d loss %.9g vs %.9g (rel %.3g > %g)", what, s + 1, a->loss[s],
-              ref->loss[ref_from + s], d, LOSS_TOL);
-    }
+    check_losses_close(what, a, ref, steps, ref_from);
     CHECK(a->n_params == ref->n_params && a->n_masters == ref->n_masters && a->n_codes == ref->n_codes,
           "%s: sizes differ", what);
     if (a->n_params != ref->n_params || a->n_masters != ref->n_masters || a->n_codes != ref->n_codes) return;
@@ -415,7 +307,7 @@ int main(void)
         snprintf(what, sizeof what, "%d ranks vs one rank", P);
         CHECK(runs[k][0].loss[0] == one[0].loss[0], "%s: step 1 loss %.9g vs %.9g: not bitwise", what,
               runs[k][0].loss[0], one[0].loss[0]);
-        check_close(what, &runs[k][0], &one[0], STEPS, 0);
+        check_fp8w_close(what, &runs[k][0], &one[0], STEPS, 0);
         check_ranks_agree(what, runs[k], P);
         check_codes_are_masters(what, &runs[k][0]);
         CHECK(runs[k][0].fp8_bytes == STEPS * runs[k][0].n8, "%s: %lld FP8 bytes gathered in %d steps of %lld", what,
@@ -425,7 +317,7 @@ int main(void)
     train_options ov = base;
     ov.dp_overlap = 1;
     run(2, &ov, STEPS, NULL, ov2);
-    check_close("2 ranks, overlap, vs one rank", &ov2[0], &one[0], STEPS, 0);
+    check_fp8w_close("2 ranks, overlap, vs one rank", &ov2[0], &one[0], STEPS, 0);
     check_ranks_agree("2 ranks, overlap", ov2, 2);
     run(2, &g, STEPS, NULL, gr2);
     CHECK(same(&gr2[0], &dp2[0], STEPS), "2 ranks: the CPU graph is not bitwise the eager run");
@@ -440,12 +332,12 @@ int main(void)
           "2 ranks resumed into 2: not bitwise the uninterrupted run");
     check_ranks_agree("resumed into 2", r2, 2);
     run(0, &rp, 2, NULL, r1);
-    check_close("2-rank checkpoint resumed into 1", &r1[0], &dp2[0], 2, 2);
+    check_fp8w_close("2-rank checkpoint resumed into 1", &r1[0], &dp2[0], 2, 2);
     run(4, &rp, 2, NULL, r4);
-    check_close("2-rank checkpoint resumed into 4", &r4[0], &dp2[0], 2, 2);
+    check_fp8w_close("2-rank checkpoint resumed into 4", &r4[0], &dp2[0], 2, 2);
     check_ranks_agree("resumed into 4", r4, 4);
     run(2, &ro, 2, NULL, o2);
-    check_close("1-rank checkpoint resumed into 2", &o2[0], &one[0], 2, 2);
+    check_fp8w_close("1-rank checkpoint resumed into 2", &o2[0], &one[0], 2, 2);
     check_refusals(&base, path1, hpath);
     unlink(path), unlink(path1), unlink(hpath);
     release(one, 1), release(half, 1), release(res, 1), release(g1, 1), release(dp2, 2), release(dp4, 4);

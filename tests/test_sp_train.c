@@ -31,7 +31,6 @@
  *    --seq the TP size does not divide (the options and trainer_create);
  *    f8_module_set_sequence_parallel on a Linear.
  */
-#include <pthread.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -60,19 +59,6 @@
 #define NOISE_TOL 3e-2 /* BF16, current and block scaling: see main */
 
 #include "tp_fixture.h"
-
-static train_options base_options(void)
-{
-    train_options o = quiet_run_options("cpu", STEPS);
-    o.layers = 2;
-    o.heads = 4;
-    o.channels = 64;
-    o.seq = 16;
-    o.batch = 2;
-    o.grad_accum = 4;
-    o.graph = 0;
-    return o;
-}
 
 static train_options with_sp(train_options o)
 {
@@ -124,11 +110,7 @@ static void check_refusals(const train_options *base)
     /* a trainer made in code (no option check): gpt_create_tp refuses */
     o = with_sp(*base);
     o.seq = 18, o.grad_accum = 2;
-    static rank_out bad[4];
-    run(4, 4, &o, 1, NULL, bad, 0);
-    CHECK(bad[0].st == F8_ERR_INVALID_ARGUMENT && strstr(bad[0].err, "--seq 18 must divide"),
-          "SP TP 4 with seq 18: %s: %s", f8_status_string(bad[0].st), bad[0].err);
-    release(bad, 4);
+    check_run_refused("SP TP 4 with seq 18", &o, 4, 4, "--seq 18 must divide");
     /* the module call: a Linear has no norm to gather */
     f8_ctx *ctx = NULL;
     f8_ctx_config cc = f8_ctx_config_default();
@@ -154,21 +136,16 @@ static void check_checkpoints(const train_options *base, const rank_out *sp2, co
     char path[64];
     snprintf(path, sizeof path, "/tmp/f8_test_sp_%ld.safetensors", (long)getpid());
     const train_options s = with_sp(*base);
-    static rank_out half[2], into1[1], r1[1], r2[2], onehalf[1], back[2];
+    static rank_out half[2], r1[1], r2[2], onehalf[1], back[2];
     run(2, 2, &s, 2, path, half, 1);
     train_options ro = *base;
     ro.resume = path;
-    run(0, 1, &ro, 0, NULL, into1, 1);
-    CHECK(into1[0].first == 2 && into1[0].n_params == half[0].n_params &&
-              memcmp(into1[0].params, half[0].params, sizeof(float) * (size_t)half[0].n_params) == 0,
-          "the SP TP 2 checkpoint restored into one rank: not bitwise the SP model");
+    check_restored_into_one("SP TP 2", &ro, &half[0]);
     run(0, 1, &ro, 2, NULL, r1, 1);
     check_close("SP TP 2 checkpoint resumed into 1", &r1[0], sp2, 2, 2);
     train_options rs = with_sp(ro);
     run(2, 2, &rs, 2, NULL, r2, 1);
-    CHECK(r2[0].first == 2 && memcmp(r2[0].loss, sp2->loss + 2, 2 * sizeof(double)) == 0 &&
-              r2[0].n_params == sp2->n_params &&
-              memcmp(r2[0].params, sp2->params, sizeof(float) * (size_t)sp2->n_params) == 0,
+    CHECK(r2[0].first == 2 && memcmp(r2[0].loss, sp2->loss + 2, 2 * sizeof(double)) == 0 && same_params(&r2[0], sp2),
           "SP TP 2 resumed into SP TP 2: not bitwise the uninterrupted run");
     /* and back: one rank writes, SP resumes */
     run(0, 1, base, 2, path, onehalf, 1);
@@ -176,13 +153,13 @@ static void check_checkpoints(const train_options *base, const rank_out *sp2, co
     check_close("one-rank checkpoint resumed into SP TP 2", &back[0], one, 2, 2);
     check_ranks_agree("resumed SP TP 2", back, 2, 2);
     unlink(path);
-    release(half, 2), release(into1, 1), release(r1, 1), release(r2, 2), release(onehalf, 1), release(back, 2);
+    release(half, 2), release(r1, 1), release(r2, 2), release(onehalf, 1), release(back, 2);
 }
 
 int main(void)
 {
-    const train_options base = base_options(), sp = with_sp(base);
-    static rank_out one[1], sp2[2], sp2b[2], sp2g[2], sp4[4], dt[4];
+    const train_options base = tp_base_options(), sp = with_sp(base);
+    static rank_out one[1], sp2[2], sp4[4], dt[4];
     run(0, 1, &base, STEPS, NULL, one, 1);
     check_tp_layouts("SP ", &sp, STEPS, one, sp2, sp4, dt);
     /* the recipes and dtypes, each against its own one-rank and TP runs. Current and block
@@ -206,14 +183,9 @@ int main(void)
     o.dtype = "bf16";
     check_recipe("BF16", o, NOISE_TOL, NOISE_TOL);
     /* determinism and the CPU graph */
-    run(2, 2, &sp, STEPS, NULL, sp2b, 1);
-    CHECK(same(&sp2b[0], &sp2[0], STEPS), "SP TP 2 run twice: not bitwise the same");
-    train_options g = sp;
-    g.graph = 1;
-    run(2, 2, &g, STEPS, NULL, sp2g, 1);
-    CHECK(same(&sp2g[0], &sp2[0], STEPS), "SP TP 2 with the CPU graph: not bitwise the eager run");
+    check_tp2_repeats("SP ", &sp, &sp2[0]);
     check_checkpoints(&base, &sp2[0], one);
     check_refusals(&base);
-    release(one, 1), release(sp2, 2), release(sp2b, 2), release(sp2g, 2), release(sp4, 4), release(dt, 4);
+    release(one, 1), release(sp2, 2), release(sp4, 4), release(dt, 4);
     return test_finish("test_sp_train");
 }

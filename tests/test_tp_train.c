@@ -27,9 +27,8 @@
  *    multiple of it, --dp-overlap with it: each with a message saying so;
  *    the launcher (train_launch) runs --ranks 4 --tp 2 and refuses 3 ranks.
  * The ranks' runner and the comparisons are tp_fixture.h's (test_sp_train
- * shares them).
+ * shares them), on rank_fixture.h's.
  */
-#include <pthread.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -56,19 +55,6 @@
 #define LOSS_TOL 1e-4
 #define PARAM_TOL 1e-4
 #define BF16_TOL 3e-2
-
-static train_options base_options(void)
-{
-    train_options o = quiet_run_options("cpu", STEPS);
-    o.layers = 2;
-    o.heads = 4;
-    o.channels = 64;
-    o.seq = 16;
-    o.batch = 2;
-    o.grad_accum = 4;
-    o.graph = 0;
-    return o;
-}
 
 #include "tp_fixture.h"
 
@@ -108,13 +94,12 @@ static void check_shard_copy(void)
 int main(void)
 {
     check_shard_copy();
-    const train_options base = base_options();
-    static rank_out one[1], init1[1], init2[2], tp2[2], tp2b[2], tp2g[2], tp4[4], dt[4];
+    const train_options base = tp_base_options();
+    static rank_out one[1], init1[1], init2[2], tp2[2], tp4[4], dt[4];
     /* creation: the shards are one rank's parameters, bitwise */
     run(0, 1, &base, 0, NULL, init1, 1);
     run(2, 2, &base, 0, NULL, init2, 1);
-    CHECK(init1[0].n_params > 0 && init2[0].n_params == init1[0].n_params &&
-              memcmp(init2[0].params, init1[0].params, sizeof(float) * (size_t)init1[0].n_params) == 0,
+    CHECK(init1[0].n_params > 0 && same_params(&init2[0], &init1[0]),
           "TP 2 at creation: the gathered model is not bitwise one rank's");
     run(0, 1, &base, STEPS, NULL, one, 1);
     check_tp_layouts("", &base, STEPS, one, tp2, tp4, dt);
@@ -150,27 +135,18 @@ int main(void)
         release(b1, 1), release(b2, 2);
     }
     /* determinism and the CPU graph */
-    run(2, 2, &base, STEPS, NULL, tp2b, 1);
-    CHECK(same(&tp2b[0], &tp2[0], STEPS), "TP 2 run twice: not bitwise the same");
-    train_options g = base;
-    g.graph = 1;
-    run(2, 2, &g, STEPS, NULL, tp2g, 1);
-    CHECK(same(&tp2g[0], &tp2[0], STEPS), "TP 2 with the CPU graph: not bitwise the eager run");
+    check_tp2_repeats("", &base, &tp2[0]);
     /* checkpoints: TP 2 writes the one-rank layout after 2 steps */
     char path[64];
     snprintf(path, sizeof path, "/tmp/f8_test_tp_%ld.safetensors", (long)getpid());
-    static rank_out half[2], into1[1], r2[2], r1[1], r4[4];
+    static rank_out half[2], r2[2], r1[1], r4[4];
     run(2, 2, &base, 2, path, half, 1);
     train_options ro = base;
     ro.resume = path;
-    run(0, 1, &ro, 0, NULL, into1, 1);
-    CHECK(into1[0].first == 2 && into1[0].n_params == half[0].n_params &&
-              memcmp(into1[0].params, half[0].params, sizeof(float) * (size_t)half[0].n_params) == 0,
-          "the TP 2 checkpoint restored into one rank: not bitwise the TP 2 model");
+    check_restored_into_one("TP 2", &ro, &half[0]);
     run(2, 2, &ro, 2, NULL, r2, 1);
     CHECK(r2[0].first == 2 && memcmp(r2[0].loss, tp2[0].loss + 2, 2 * sizeof(double)) == 0 &&
-              r2[0].n_params == tp2[0].n_params &&
-              memcmp(r2[0].params, tp2[0].params, sizeof(float) * (size_t)tp2[0].n_params) == 0,
+              same_params(&r2[0], &tp2[0]),
           "TP 2 resumed into TP 2: not bitwise the uninterrupted run");
     run(0, 1, &ro, 2, NULL, r1, 1);
     check_close("TP 2 checkpoint resumed into 1", &r1[0], &tp2[0], 2, 2);
@@ -190,11 +166,7 @@ int main(void)
     refused(bad, "needs --ranks");
     bad = base;
     bad.heads = 6, bad.channels = 60;
-    static rank_out b4[4];
-    run(4, 4, &bad, 1, NULL, b4, 0);
-    CHECK(b4[0].st == F8_ERR_INVALID_ARGUMENT && strstr(b4[0].err, "must divide by it"),
-          "6 heads over TP 4: %s: %s", f8_status_string(b4[0].st), b4[0].err);
-    release(b4, 4);
+    check_run_refused("6 heads over TP 4", &bad, 4, 4, "must divide by it");
     /* the launcher: f8_train --ranks 4 --tp 2 (its groups made by launch.c) */
     train_options lo = base;
     lo.ranks = 4, lo.tp = 2;
@@ -202,7 +174,7 @@ int main(void)
     CHECK(rc == 0 || rc == 2, "f8_train --ranks 4 --tp 2: exit status %d (0 or 2: it trained)", rc);
     lo.ranks = 3;
     CHECK(train_launch(&lo) == 1, "f8_train --ranks 3 --tp 2: exit status not 1");
-    release(one, 1), release(init1, 1), release(init2, 2), release(tp2, 2), release(tp2b, 2), release(tp2g, 2);
-    release(tp4, 4), release(dt, 4), release(half, 2), release(into1, 1), release(r2, 2), release(r1, 1), release(r4, 4);
+    release(one, 1), release(init1, 1), release(init2, 2), release(tp2, 2);
+    release(tp4, 4), release(dt, 4), release(half, 2), release(r2, 2), release(r1, 1), release(r4, 4);
     return test_finish("test_tp_train");
 }
