@@ -484,24 +484,31 @@ static f8_status block_quantize(f8_module *m, const void *src, f8_dtype src_dtyp
     return f8i_op_block_cast(ctx, &c);
 }
 
-f8_status f8i_module_quantize(f8_module *m, const void *src, f8_dtype src_dtype, int64_t rows, int64_t cols,
-                              f8_direction dir, int slot, const f8i_qbuf *out, f8i_weight *dbias_of, void *reduce)
+f8i_cast_args f8i_module_cast_args(f8_ctx *ctx, f8_slot sl, const void *src, f8_dtype src_dtype, int64_t rows,
+                                   int64_t cols, const f8i_qbuf *out)
 {
-    f8_ctx *ctx = m->ctx;
-    const f8_slot sl = dir == F8_DIR_FORWARD ? m->fwd[slot] : m->bwd[slot];
-    if (f8i_recipe_block(ctx)) return block_quantize(m, src, src_dtype, rows, cols, sl, out, dbias_of, reduce);
     f8i_cast_args c;
-    memset(&c, 0, sizeof c);
+    memset(&c, 0, sizeof c); /* recorded byte for byte while capturing */
     c.src = src;
     c.src_dtype = src_dtype;
     c.rows = rows;
     c.cols = cols;
     c.out_dtype = out->dtype;
     c.out = out->data;
-    c.out_t = out->data_t;
     c.scale = f8i_slot_scale(ctx, sl);
     c.scale_inv = out->scale_inv;
     c.stats = f8i_slot_stats(ctx, sl);
+    return c;
+}
+
+f8_status f8i_module_quantize(f8_module *m, const void *src, f8_dtype src_dtype, int64_t rows, int64_t cols,
+                              f8_direction dir, int slot, const f8i_qbuf *out, f8i_weight *dbias_of, void *reduce)
+{
+    f8_ctx *ctx = m->ctx;
+    const f8_slot sl = dir == F8_DIR_FORWARD ? m->fwd[slot] : m->bwd[slot];
+    if (f8i_recipe_block(ctx)) return block_quantize(m, src, src_dtype, rows, cols, sl, out, dbias_of, reduce);
+    f8i_cast_args c = f8i_module_cast_args(ctx, sl, src, src_dtype, rows, cols, out);
+    c.out_t = out->data_t;
     f8_status st = f8i_slot_prepare(ctx, sl, out->dtype, src, src_dtype, rows * cols, NULL, 1, &c.amax);
     if (st != F8_OK) return st;
     if (dbias_of && dbias_of->db) SET_DBIAS(c, dbias_of, reduce, rows, cols);

@@ -197,6 +197,12 @@ static inline float *f8i_qbuf_sinv_t(const f8i_qbuf *q) { return q->scale_inv_t 
 float *f8i_take_sinv(const f8_module *m, f8i_layout *l, int64_t rows, int64_t cols, size_t bytes);
 f8_status f8i_module_quantize(f8_module *m, const void *src, f8_dtype src_dtype, int64_t rows, int64_t cols,
                               f8_direction dir, int slot, const f8i_qbuf *out, f8i_weight *dbias_of, void *reduce);
+/* The per-tensor cast of src [rows, cols] into out's codes (no transpose,
+ * no amax, no dbias) with slot sl's scale as it stands: the args every
+ * module cast starts from (f8i_module_quantize adds the transpose, the
+ * amax and dbias; sequence parallel moves out to this rank's rows). */
+f8i_cast_args f8i_module_cast_args(f8_ctx *ctx, f8_slot sl, const void *src, f8_dtype src_dtype, int64_t rows,
+                                   int64_t cols, const f8i_qbuf *out);
 
 /* The module-specific forward and backward with an extra output (aux):
  * checked as f8_module_forward/backward, and that m is of class cls. */

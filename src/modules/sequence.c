@@ -61,23 +61,13 @@ static f8_status group_scale(f8_module *m, f8_slot sl, const void *src, f8_dtype
     return st;
 }
 
-/* src [rows, cols] cast with the slot's scale as it stands (no amax pass). */
+/* src [rows, cols] cast with the slot's scale as it stands (no amax pass) into out. */
 static f8_status cast_with_scale(f8_module *m, f8_slot sl, const void *src, f8_dtype src_dtype, int64_t rows,
                                  int64_t cols, uint8_t *out, const f8i_qbuf *q)
 {
-    f8_ctx *ctx = m->ctx;
-    f8i_cast_args c;
-    memset(&c, 0, sizeof c);
-    c.src = src;
-    c.src_dtype = src_dtype;
-    c.rows = rows;
-    c.cols = cols;
-    c.out_dtype = q->dtype;
+    f8i_cast_args c = f8i_module_cast_args(m->ctx, sl, src, src_dtype, rows, cols, q);
     c.out = out;
-    c.scale = f8i_slot_scale(ctx, sl);
-    c.scale_inv = q->scale_inv;
-    c.stats = f8i_slot_stats(ctx, sl);
-    return f8i_op_cast(ctx, &c);
+    return f8i_op_cast(m->ctx, &c);
 }
 
 f8_status f8i_module_norm_input(f8_module *m, const f8_tensor *x, int slot, const f8i_qbuf *q, void *hp, float *mu,
