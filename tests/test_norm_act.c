@@ -135,6 +135,23 @@ static void check_fp8(const char *name, const uint8_t *q, const float *v32, cons
           (long long)deq_bad);
 }
 
+/* After a forward with FP8 output (norm or activation) at `scale`: the
+ * codes (check_fp8), the telemetry the op counted (st), and, where the call
+ * asked for them (amax non-NULL), the amax grown from its start of 0.125 to
+ * max |y| and scale_inv = 1/scale, bit for bit. */
+static void check_fp8_out(const char *name, const char *what, const uint8_t *y8, const float *y32, const double *ref,
+                          const double *tol, int64_t n, f8_dtype dt, float scale, const uint64_t st[3],
+                          const float *amax, const float *sinv, float ymax)
+{
+    uint64_t want[3];
+    check_fp8(name, y8, y32, ref, tol, n, dt, scale, 1.0f / scale);
+    fp8_host_stats(y32, n, scale, dt, want);
+    CHECK_STATS(st, want, what, name);
+    if (!amax) return;
+    CHECK(fbits(*amax) == fbits(fmaxf(0.125f, ymax)), "%s amax %.9g, want %.9g", name, *amax, fmaxf(0.125f, ymax));
+    CHECK(fbits(*sinv) == fbits(1.0f / scale), "%s scale_inv %.9g", name, *sinv);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Norms: FP64 reference                                                     */
 /* ------------------------------------------------------------------------ */
@@ -292,7 +309,7 @@ static void test_norm_case(f8_ctx *ctx, test_rng *rng, const norm_case *nc)
         f8_dtype dt = f ? F8_DTYPE_E5M2 : F8_DTYPE_E4M3;
         uint8_t *y8 = zalloc((size_t)n);
         float scale = f ? 1000.0f : 150.0f, amax = 0.125f, sinv = -1.0f; /* E4M3: |v| > 3 saturates */
-        uint64_t st[3] = {0, 0, 0}, want[3];
+        uint64_t st[3] = {0, 0, 0};
         fa.y = y8;
         fa.y_dtype = dt;
         fa.scale = &scale;
@@ -301,14 +318,7 @@ static void test_norm_case(f8_ctx *ctx, test_rng *rng, const norm_case *nc)
         fa.stats = st;
         CHECK_OK(ctx, f8i_op_norm_fwd(ctx, &fa));
         fa.stats = NULL;
-        check_fp8(name, y8, y32, vref, vtol, n, dt, scale, 1.0f / scale);
-        fp8_host_stats(y32, n, scale, dt, want);
-        CHECK_STATS(st, want, "norm fwd fp8", name);
-        if (!f) {
-            CHECK(fbits(amax) == fbits(fmaxf(0.125f, ymax)), "%s amax %.9g, want %.9g", name, amax,
-                  fmaxf(0.125f, ymax));
-            CHECK(fbits(sinv) == fbits(1.0f / scale), "%s scale_inv %.9g", name, sinv);
-        }
+        check_fp8_out(name, "norm fwd fp8", y8, y32, vref, vtol, n, dt, scale, st, f ? NULL : &amax, &sinv, ymax);
         free(y8);
     }
 
