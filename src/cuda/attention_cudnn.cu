@@ -90,6 +90,8 @@ typedef struct dn_plan {
     void *buf;           /* device: cuDNN workspace [0, ws_bytes), Stats at stats_off, dQ_accum at acc_off */
     size_t ws_bytes, stats_off, acc_off, acc_bytes;
     int64_t engine;      /* global index of the engine that finalized (-1 unknown) */
+    int64_t config;      /* its place in the heuristics' list, of n_configs offered */
+    int64_t n_configs;
     int nondet_note;     /* its numerical notes say NONDETERMINISTIC */
     float neg_inf;       /* the masked score: -inf from cuDNN 9.10 on, -FLT_MAX before (as the frontend) */
     char why[DN_WHY];
@@ -291,7 +293,12 @@ static void plan_build(f8_ctx *ctx, f8i_attn_cudnn *c, dn_plan *p)
     if (g.failed) return;
 
     char tried[DN_WHY] = "";
-    for (int64_t i = 0; i < got && !p->plan; i++) {
+    /* F8_CUDNN_CONFIG=i (a benchmarking knob, not for training runs): start at
+     * the heuristics' i-th config instead of the first, to time the others. */
+    const char *first = getenv("F8_CUDNN_CONFIG");
+    const int64_t i0 = first ? strtoll(first, NULL, 10) : 0;
+    p->n_configs = got;
+    for (int64_t i = i0 > 0 && i0 < got ? i0 : 0; i < got && !p->plan; i++) {
         void *plan = gb_new(&g, DN_D_PLAN, "execution plan");
         gb_set(&g, plan, DN_A_PLAN_HANDLE, DN_T_HANDLE, 1, &c->handle, "execution plan");
         gb_set(&g, plan, DN_A_PLAN_CONFIG, DN_T_DESCRIPTOR, 1, &cfg[i], "execution plan");
@@ -299,6 +306,7 @@ static void plan_build(f8_ctx *ctx, f8i_attn_cudnn *c, dn_plan *p)
         st = c->api.b_finalize(plan);
         if (st == DN_OK) {
             p->plan = plan;
+            p->config = i;
             engine_facts(&g, cfg[i]);
         } else {
             char detail[DN_WHY / 2] = "";
@@ -343,11 +351,11 @@ static void describe(f8i_attn_cudnn *c, const dn_plan *p)
     const dn_key *k = &p->key;
     if (p->ok)
         snprintf(c->last_plan, sizeof c->last_plan,
-                 "%s%s B%lld S%lld nh%lld hd%lld: engine %lld, workspace %.1f MiB (+%.1f MiB f8 buffers), "
+                 "%s%s B%lld S%lld nh%lld hd%lld: engine %lld (config %lld of %lld), workspace %.1f MiB (+%.1f MiB f8 buffers), "
                  "engine notes nondeterministic: %s",
                  k->dir ? "backward" : "forward", k->dir ? (k->det ? " (deterministic)" : " (dQ atomics)") : "",
                  (long long)k->B, (long long)k->S, (long long)k->nh, (long long)k->hd, (long long)p->engine,
-                 (double)p->ws_bytes / 1048576.0, (double)(p->acc_off + p->acc_bytes - p->ws_bytes) / 1048576.0,
+                 (long long)p->config, (long long)p->n_configs, (double)p->ws_bytes / 1048576.0, (double)(p->acc_off + p->acc_bytes - p->ws_bytes) / 1048576.0,
                  p->nondet_note ? "yes" : "no");
     else
         snprintf(c->last_plan, sizeof c->last_plan, "%s B%lld S%lld nh%lld hd%lld refused: %s",
