@@ -2,7 +2,10 @@
 # Where a GPT training step spends its GPU time: runs f8_train eagerly (no
 # graph) for 2 steps under Nsight Compute, timing every kernel, and prints
 # the kernels of the second step grouped by name, largest total first.
-# Usage: tools/profile_gpt.sh MODEL FP8(on|off) [ncu path]. Needs a built
+# Usage: tools/profile_gpt.sh MODEL FP8(on|off) [ncu path]; EXTRA="..." adds
+# f8_train options (e.g. EXTRA="--grad-accum 1" to profile one 1.3B
+# microbatch per step). ncu runs at the GPU's own clocks (--clock-control
+# none), so kernel times compare with graphed steps. Needs a built
 # ./build/f8_train and ncu; logs go to $OUT (or ./profile-logs).
 set -u
 model="${1:-124M}"; fp8="${2:-on}"
@@ -12,8 +15,9 @@ mkdir -p "$out"
 shard="$out/profile_shard.bin"
 [ -f "$shard" ] || python3 tools/llmc_shard.py "$shard" 1000000
 csv="$out/ncu_${model}_fp8${fp8}.csv"
-"$ncu" --metrics gpu__time_duration.sum --csv --print-units base \
-    ./build/f8_train --model "$model" --fp8 "$fp8" --graph off --data "$shard" --steps 2 \
+# shellcheck disable=SC2086 # EXTRA is a list of options
+"$ncu" --metrics gpu__time_duration.sum --clock-control none --csv --print-units base \
+    ./build/f8_train --model "$model" --fp8 "$fp8" --graph off --data "$shard" --steps 2 ${EXTRA:-} \
     --val-every 0 --sample 0 --log "" --plot "" --quiet > "$csv" 2> "$out/ncu_${model}_fp8${fp8}.err"
 echo "ncu exit $? ($model fp8 $fp8)"
 python3 - "$csv" <<'PY'
