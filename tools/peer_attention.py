@@ -10,6 +10,10 @@ over calls back to back; the backward is timed alone (torch.autograd.grad of a k
 Given bench_attention's output (its JSON lines), it prints f8's TFLOP/s over cuDNN SDPA's per
 shape and direction: the issue's target is >= 0.95 at each. Run it in the same GPU call as
 bench_attention so the clocks are the same machine's.
+
+f8's default backward is deterministic; torch's cuDNN backward is timed twice: as torch runs it by
+default, and under torch.use_deterministic_algorithms(True) ("cuDNN det"), so f8's deterministic
+path has a like-for-like peer where torch offers one (if torch refuses, the row says so).
 """
 import json
 import sys
@@ -50,7 +54,9 @@ def peer_rows():
         q, k, v = (torch.randn(B, nh, S, hd, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
         dy = torch.randn(B, nh, S, hd, device="cuda", dtype=torch.bfloat16)
         fwd_flop = 2.0 * B * nh * S * S * hd
-        for name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("flash", SDPBackend.FLASH_ATTENTION)):
+        for name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("cudnn-det", SDPBackend.CUDNN_ATTENTION),
+                              ("flash", SDPBackend.FLASH_ATTENTION)):
+            torch.use_deterministic_algorithms(name == "cudnn-det")
             try:
                 with sdpa_kernel([backend]):
                     reps = max(5, int(2e5 / (fwd_flop / 3e8)))
@@ -61,6 +67,7 @@ def peer_rows():
             except Exception as e:  # a backend that refuses the shape: say so, go on
                 rows[(B, nh, S, hd, name)] = None
                 print("  %s refused B%d nh%d S%d hd%d: %s" % (name, B, nh, S, hd, str(e).splitlines()[0][:120]))
+        torch.use_deterministic_algorithms(False)
         del q, k, v, dy
         torch.cuda.empty_cache()
     return rows
@@ -79,17 +86,19 @@ def main():
     for B, nh, S, hd in SHAPES:
         tag = "B%d nh%d S%d hd%d" % (B, nh, S, hd)
         ref = rows.get((B, nh, S, hd, "cudnn"))
-        for name in ("cudnn", "flash"):
+        for name in ("cudnn", "cudnn-det", "flash"):
             r = rows.get((B, nh, S, hd, name))
-            label = "torch " + ("cuDNN SDPA" if name == "cudnn" else "flash (FA2)")
+            label = "torch " + {"cudnn": "cuDNN SDPA", "cudnn-det": "cuDNN det", "flash": "flash (FA2)"}[name]
             if r:
                 print("%-24s %-14s %11.1f %11.1f %9s %9s" % (tag, label, r[0], r[1],
                       "%.2fx" % (r[0] / ref[0]) if ref else "-", "%.2fx" % (r[1] / ref[1]) if ref else "-"))
         for path in ("f8-own", "cuDNN", "cuDNN-nondet"):
             r = f8.get((B, nh, S, hd, path))
             if r:
-                print("%-24s %-14s %11.1f %11.1f %9s %9s" % (tag, "f8 " + path, r[0], r[1],
-                      "%.2fx" % (r[0] / ref[0]) if ref else "-", "%.2fx" % (r[1] / ref[1]) if ref else "-"))
+                det = rows.get((B, nh, S, hd, "cudnn-det"))
+                print("%-24s %-14s %11.1f %11.1f %9s %9s%s" % (tag, "f8 " + path, r[0], r[1],
+                      "%.2fx" % (r[0] / ref[0]) if ref else "-", "%.2fx" % (r[1] / ref[1]) if ref else "-",
+                      "   bwd/cuDNN det %.2fx" % (r[1] / det[1]) if det else ""))
     return 0
 
 
