@@ -578,6 +578,43 @@ f8_status f8_module_forward(f8_module *module, const f8_tensor *x, f8_tensor *y,
  * accumulation. The saved state may be reused for another forward after. */
 f8_status f8_module_backward(f8_module *module, f8_saved *saved, const f8_tensor *dy, f8_tensor *dx);
 
+/* Residual connections fused into the module (a transformer block's
+ * x + attn(x) and x + mlp(x), and their gradients), with no separate add
+ * kernel and one rounding of each sum.
+ *
+ * f8_module_forward_add: y = module(x) + residual. The residual is added in
+ * FP32 in the epilogue of the module's last GEMM (Linear's and
+ * LayerNormLinear's GEMM, LayerNormMLP's fc2): y = alpha·Σ x·W + residual
+ * + b, rounded once to y's dtype (f8_module_forward followed by
+ * f8_tensor_add rounds a BF16 y twice). Everything else, and the saved
+ * state, is as f8_module_forward.
+ * [in] residual: [T, out] in y's dtype (FP32 or BF16). It may be y itself
+ *   (the same view: then y += module(x)) or memory apart from y; it may be
+ *   x. Block scaling (F8_RECIPE_BLOCK) copies a residual apart from y into
+ *   y first, then accumulates (its GEMM has no separate addend).
+ * Errors, with nothing written: F8_ERR_INVALID_ARGUMENT for a NULL residual
+ * or one that overlaps y in part; F8_ERR_DTYPE for a dtype other than y's;
+ * F8_ERR_SHAPE for a shape other than y's; and every f8_module_forward
+ * error. A LayerNormLinear created with return_layernorm_output is refused,
+ * as by f8_module_forward. With sequence parallelism y holds all T tokens,
+ * so does the residual. */
+f8_status f8_module_forward_add(f8_module *module, const f8_tensor *x, f8_tensor *y, const f8_tensor *residual,
+                                f8_microbatch microbatch, f8_saved *saved);
+
+/* f8_module_backward_add: f8_module_backward with dx += the input gradient
+ * (dx is read and written): FP32 math, one rounding of the sum. Linear: its
+ * dgrad GEMM accumulates into dx; LayerNormLinear and LayerNormMLP: the norm
+ * backward adds dx as it stores it. The parameter gradients are as
+ * f8_module_backward's.
+ * [in,out] dx: FP32 or BF16 [T, in] (sequence parallel: this rank's rows),
+ *   required. LayerNormLinear and LayerNormMLP read dy before they write dx,
+ *   so dx may be dy itself (the same bytes, in == out); a Linear reads dy
+ *   while it writes dx, so there dx must not overlap dy.
+ * Errors, with nothing written: F8_ERR_INVALID_ARGUMENT for a NULL dx, or a
+ * dx overlapping dy other than as allowed above; every f8_module_backward
+ * error. */
+f8_status f8_module_backward_add(f8_module *module, f8_saved *saved, const f8_tensor *dy, f8_tensor *dx);
+
 /* ------------------------------------------------------------------------ */
 /* Linear: y = x · Wᵀ + b                                                    */
 /* ------------------------------------------------------------------------ */

@@ -123,6 +123,8 @@ typedef struct mcase {
     int ret_ln;              /* LNLinear: return_layernorm_output */
     f8_activation act;       /* MLP */
     int steps, zero_tokens;
+    int resid;               /* 1: f8_module_forward_add, residual apart from y; 2: y itself; with
+                                f8_module_backward_add into dx (not with ret_ln) */
 } mcase;
 
 typedef struct mpair {

@@ -59,6 +59,14 @@ static f8_status c_bwd_null_saved(fx *f) { f8_tensor dy = tview(f, B_DY, F8_DTYP
 static f8_status c_bwd_dy_shape(fx *f) { f8_tensor dy = tview(f, B_DY, F8_DTYPE_FP32, H_T, H_N + 1); return f8_module_backward(f->lnl, f->s_lnl, &dy, NULL); }
 static f8_status c_bwd_dy_huge(fx *f) { f8_tensor dy = tview(f, B_DY, F8_DTYPE_FP32, H_HUGE + 1, H_N); return f8_module_backward(f->lnl, f->s_lnl, &dy, NULL); }
 static f8_status c_bwd_dx_shape(fx *f) { f8_tensor dy = tview(f, B_DY, F8_DTYPE_FP32, H_T, H_N), dx = tview(f, B_DX, F8_DTYPE_BF16, H_T, H_K + 1); return f8_module_backward(f->lnl, f->s_lnl, &dy, &dx); }
+/* the fused residual calls: bad addends refused before any work */
+static f8_status c_fwda_null(fx *f) { f8_tensor x = X32(f), y = Y32(f); return f8_module_forward_add(f->lin, &x, &y, NULL, F8_MICROBATCH_NONE, NULL); }
+static f8_status c_fwda_shape(fx *f) { f8_tensor x = X32(f), y = Y32(f), r = tview(f, B_DX, F8_DTYPE_FP32, H_T, H_N + 1); return f8_module_forward_add(f->lin, &x, &y, &r, F8_MICROBATCH_NONE, NULL); }
+static f8_status c_fwda_dtype(fx *f) { f8_tensor x = X32(f), y = Y32(f), r = tview(f, B_DX, F8_DTYPE_BF16, H_T, H_N); return f8_module_forward_add(f->lin, &x, &y, &r, F8_MICROBATCH_NONE, NULL); }
+static f8_status c_fwda_overlap(fx *f) { f8_tensor x = X32(f), y = Y32(f), r = Y32(f); r.data = (char *)r.data + 4; return f8_module_forward_add(f->lnl, &x, &y, &r, F8_MICROBATCH_NONE, NULL); }
+static f8_status c_bwda_null_dx(fx *f) { f8_tensor dy = tview(f, B_DY, F8_DTYPE_FP32, H_T, H_N); return f8_module_backward_add(f->lnl, f->s_lnl, &dy, NULL); }
+static f8_status c_bwda_overlap(fx *f) { f8_tensor dy = tview(f, B_DY, F8_DTYPE_FP32, H_T, H_N), dx = tview(f, B_DY, F8_DTYPE_FP32, H_T, H_K); return f8_module_backward_add(f->lnl, f->s_lnl, &dy, &dx); }
+static f8_status c_bwda_unfilled(fx *f) { f8_tensor dy = tview(f, B_DY, F8_DTYPE_FP32, H_T, H_N), dx = tview(f, B_DX, F8_DTYPE_FP32, H_T, H_K); return f8_module_backward_add(f->lin, f->s_fresh, &dy, &dx); }
 static f8_status c_lnl_fwd_on_linear(fx *f) { f8_tensor x = X32(f), y = Y32(f); return f8_layernorm_linear_forward(f->lin, &x, &y, NULL, F8_MICROBATCH_NONE, NULL); }
 static f8_status c_lnl_fwd_lnout(fx *f) { f8_tensor x = X32(f), y = Y32(f), ln = tview(f, B_DX, F8_DTYPE_FP32, H_T, H_K); return f8_layernorm_linear_forward(f->lnl, &x, &y, &ln, F8_MICROBATCH_NONE, NULL); }
 static f8_status c_lnl_bwd_on_mlp(fx *f) { f8_tensor dy = tview(f, B_DY, F8_DTYPE_FP32, H_T, H_K); return f8_layernorm_linear_backward(f->mlp, f->s_lnl, &dy, NULL, NULL); }
@@ -285,6 +293,13 @@ static const hcase MODULE_CASES[] = {
     {"backward dy cols", c_bwd_dy_shape, F8_ERR_SHAPE, "f8_module_backward: dy"},
     {"backward dy [2^62+1, 32]", c_bwd_dy_huge, F8_ERR_SHAPE, "f8_module_backward: dy"},
     {"backward dx cols", c_bwd_dx_shape, F8_ERR_SHAPE, "f8_module_backward: dx"},
+    {"forward_add NULL residual", c_fwda_null, F8_ERR_INVALID_ARGUMENT, "residual is NULL"},
+    {"forward_add residual cols", c_fwda_shape, F8_ERR_SHAPE, "f8_module_forward_add: residual"},
+    {"forward_add residual bf16, y fp32", c_fwda_dtype, F8_ERR_DTYPE, "f8_module_forward_add: residual"},
+    {"forward_add residual 4 bytes into y", c_fwda_overlap, F8_ERR_INVALID_ARGUMENT, "overlaps y in part"},
+    {"backward_add NULL dx", c_bwda_null_dx, F8_ERR_INVALID_ARGUMENT, "dx is NULL"},
+    {"backward_add dx over dy in part", c_bwda_overlap, F8_ERR_INVALID_ARGUMENT, "dx overlaps dy in part"},
+    {"backward_add before forward", c_bwda_unfilled, F8_ERR_STATE, "f8_module_backward_add"},
     {"layernorm_linear_forward on a Linear", c_lnl_fwd_on_linear, F8_ERR_INVALID_ARGUMENT, "f8_layernorm_linear_forward"},
     {"layernorm_linear_forward ln_out unasked", c_lnl_fwd_lnout, F8_ERR_INVALID_ARGUMENT, "ln_out"},
     {"layernorm_linear_backward on an MLP", c_lnl_bwd_on_mlp, F8_ERR_INVALID_ARGUMENT, "f8_layernorm_linear_backward"},

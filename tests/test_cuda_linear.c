@@ -100,6 +100,7 @@ typedef struct lin_case {
     int fp8, bias, fused; /* fused: wgrad into a caller main_grad */
     f8_dtype param, x, y;
     int steps, zero_tokens;
+    int resid; /* 1: f8_module_forward_add with a residual apart from y, 2: y itself; backward_add into dx */
 } lin_case;
 
 /* The same module on both ctxs. */
@@ -178,7 +179,10 @@ static void pair_step(env *e, lin_pair *p, int64_t T, f8_microbatch mb, int with
     const lin_case *lc = &p->lc;
     const f8_dtype dyt = lc->fp8 ? lc->y : lc->param; /* FP8 off: dy in param_dtype */
     void *hx = gen(&e->rng, lc->x, (size_t)(T * lc->in), 1.0), *hdy = gen(&e->rng, dyt, (size_t)(T * lc->out), 1.0);
-    f8_tensor x[2], y[2], dy[2], dx[2];
+    /* the fused residual calls: the residual (y's dtype) and the old dx they add to */
+    void *hr = gen(&e->rng, lc->y, (size_t)(T * lc->out), 1.0), *hold = gen(&e->rng, lc->x, (size_t)(T * lc->in), 1.0);
+    const int add_dx = lc->resid && with_dx;
+    f8_tensor x[2], y[2], dy[2], dx[2], res[2];
     float *gy[2], *gdx[2] = {NULL, NULL}, *gdw[2], *gdb[2];
     for (int i = 0; i < 2; i++) {
         f8_ctx *ctx = e->ctx[i];
@@ -188,10 +192,21 @@ static void pair_step(env *e, lin_pair *p, int64_t T, f8_microbatch mb, int with
         dx[i] = f8_tensor_make(balloc(ctx, (size_t)(T * lc->in) * f8_dtype_size(lc->x)), lc->x, T, lc->in);
         upload(ctx, x[i].data, hx, tensor_bytes(&x[i]));
         upload(ctx, dy[i].data, hdy, tensor_bytes(&dy[i]));
-        fill_nan(e, i, y[i].data, tensor_bytes(&y[i]));
-        fill_nan(e, i, dx[i].data, tensor_bytes(&dx[i]));
-        CHECK_OK(ctx, f8_module_forward(p->lin[i], &x[i], &y[i], mb, p->saved[i]));
-        CHECK_OK(ctx, f8_module_backward(p->lin[i], p->saved[i], &dy[i], with_dx ? &dx[i] : NULL));
+        res[i] = f8_tensor_make(balloc(ctx, (size_t)(T * lc->out) * f8_dtype_size(lc->y)), lc->y, T, lc->out);
+        upload(ctx, res[i].data, hr, tensor_bytes(&res[i]));
+        if (lc->resid == 2) upload(ctx, y[i].data, hr, tensor_bytes(&y[i])); /* y += the output */
+        else fill_nan(e, i, y[i].data, tensor_bytes(&y[i]));
+        if (add_dx) upload(ctx, dx[i].data, hold, tensor_bytes(&dx[i]));
+        else fill_nan(e, i, dx[i].data, tensor_bytes(&dx[i]));
+        if (lc->resid)
+            CHECK_OK(ctx, f8_module_forward_add(p->lin[i], &x[i], &y[i], lc->resid == 2 ? &y[i] : &res[i], mb,
+                                                p->saved[i]));
+        else
+            CHECK_OK(ctx, f8_module_forward(p->lin[i], &x[i], &y[i], mb, p->saved[i]));
+        if (add_dx)
+            CHECK_OK(ctx, f8_module_backward_add(p->lin[i], p->saved[i], &dy[i], &dx[i]));
+        else
+            CHECK_OK(ctx, f8_module_backward(p->lin[i], p->saved[i], &dy[i], with_dx ? &dx[i] : NULL));
         gy[i] = to_host(ctx, &y[i]);
         if (with_dx) gdx[i] = to_host(ctx, &dx[i]);
         grads_to_host(e, p, i, &gdw[i], &gdb[i]);
@@ -205,11 +220,11 @@ static void pair_step(env *e, lin_pair *p, int64_t T, f8_microbatch mb, int with
         compare(e, "bias grad", desc, gdb[GPU], gdb[CPU], (size_t)lc->out, (size_t)lc->out,
                 lc->param == F8_DTYPE_BF16 ? TOL_BF16 : TOL_DBIAS);
     for (int i = 0; i < 2; i++) {
-        f8_tensor *all[] = {&x[i], &y[i], &dy[i], &dx[i]};
-        for (int k = 0; k < 4; k++) f8_ctx_free(e->ctx[i], all[k]->data);
+        f8_tensor *all[] = {&x[i], &y[i], &dy[i], &dx[i], &res[i]};
+        for (int k = 0; k < 5; k++) f8_ctx_free(e->ctx[i], all[k]->data);
         free(gy[i]), free(gdx[i]), free(gdw[i]), free(gdb[i]);
     }
-    free(hx), free(hdy);
+    free(hx), free(hdy), free(hr), free(hold);
 }
 
 /* T = 0 is legal: nothing is written but the weight cast, so the gradients
@@ -266,9 +281,10 @@ static void run_case(env *e, const lin_case *lc)
     }
     for (int s = 0; s < lc->steps; s++) {
         f8_microbatch mb = seq[s % 4];
-        snprintf(desc, sizeof desc, "linear T%lld in%lld out%lld fp8 %d param %s x %s y %s bias %d fused %d step %d mb %d",
+        snprintf(desc, sizeof desc,
+                 "linear T%lld in%lld out%lld fp8 %d param %s x %s y %s bias %d fused %d resid %d step %d mb %d",
                  (long long)lc->T, (long long)lc->in, (long long)lc->out, lc->fp8, f8_dtype_name(lc->param),
-                 f8_dtype_name(lc->x), f8_dtype_name(lc->y), lc->bias, lc->fused, s, (int)mb);
+                 f8_dtype_name(lc->x), f8_dtype_name(lc->y), lc->bias, lc->fused, lc->resid, s, (int)mb);
         /* FIRST overwrites main_grad (beta 0): NaN there must vanish. */
         if (lc->fused && mb == F8_MICROBATCH_FIRST)
             for (int i = 0; i < 2; i++) fill_nan(e, i, p.main_grad[i], nw * sizeof(float));
@@ -293,14 +309,24 @@ static void test_against_cpu(env *e)
     const f8_dtype F = F8_DTYPE_FP32, B = F8_DTYPE_BF16;
     const lin_case cases[] = {
         /*  T     in    out  fp8 bias fused param x  y  steps zero */
-        {32, 64, 48, 1, 1, 1, F, F, F, 4, 1},
-        {32, 64, 48, 1, 0, 0, F, B, F, 2, 0},
-        {128, 256, 512, 1, 1, 0, B, B, B, 4, 1},
-        {13, 677, 33, 1, 1, 0, F, F, B, 4, 1},
-        {2048, 1024, 1024, 1, 1, 0, F, B, F, 2, 0},
-        {128, 256, 512, 0, 1, 0, F, F, F, 3, 1},
-        {13, 677, 33, 0, 0, 0, B, B, B, 3, 1},
-        {32, 64, 48, 0, 1, 1, B, B, F, 3, 0},
+        {32, 64, 48, 1, 1, 1, F, F, F, 4, 1, 0},
+        {32, 64, 48, 1, 0, 0, F, B, F, 2, 0, 0},
+        {128, 256, 512, 1, 1, 0, B, B, B, 4, 1, 0},
+        {13, 677, 33, 1, 1, 0, F, F, B, 4, 1, 0},
+        {2048, 1024, 1024, 1, 1, 0, F, B, F, 2, 0, 0},
+        {128, 256, 512, 0, 1, 0, F, F, F, 3, 1, 0},
+        {13, 677, 33, 0, 0, 0, B, B, B, 3, 1, 0},
+        {32, 64, 48, 0, 1, 1, B, B, F, 3, 0, 0},
+        /* the fused residual (f8_module_forward_add, _backward_add): cuBLASLt's C
+         * apart from D, in place, odd shapes (C copied into D, then the padded
+         * GEMM accumulates), FP8 off */
+        {128, 256, 512, 1, 1, 0, B, B, B, 3, 0, 1},
+        {128, 256, 512, 1, 1, 0, F, F, F, 2, 0, 2},
+        {64, 128, 96, 1, 0, 0, F, B, B, 2, 0, 1},
+        {13, 677, 33, 1, 1, 0, F, F, B, 3, 0, 1},
+        {7, 17, 250, 1, 1, 0, B, B, F, 2, 0, 2},
+        {128, 256, 512, 0, 1, 0, F, F, F, 2, 0, 1},
+        {13, 677, 33, 0, 1, 0, B, B, B, 2, 0, 2},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
         if (!e->quick || cases[c].T * cases[c].in * cases[c].out < ((int64_t)1 << 26)) run_case(e, &cases[c]);
@@ -315,7 +341,7 @@ static void test_against_cpu(env *e)
         for (int o = 0; o < 4; o++)
             for (int t = 0; t < 3; t++, n++) {
                 const lin_case lc = {toks[t], feats[i], feats[o], 1, n % 2, n % 5 == 2, n % 3 ? F : B, n % 4 ? F : B,
-                                     n % 5 ? F : B, 2, n % 7 == 0};
+                                     n % 5 ? F : B, 2, n % 7 == 0, 0};
                 run_case(e, &lc);
             }
     /* Issue 16: odd shapes at tensor-core speed. These are large enough for
@@ -327,12 +353,12 @@ static void test_against_cpu(env *e)
      * left out with F8_TEST_QUICK. */
     const lin_case big[] = {
         /*  T     in    out  fp8 bias fused param x  y  steps zero */
-        {37, 520, 264, 1, 1, 0, F, F, F, 3, 0},    /* k 520 padded; wgrad k = T = 37 */
-        {64, 257, 131, 1, 1, 1, F, F, F, 3, 0},    /* every GEMM padded; D [64, 131] sliced */
-        {200, 1031, 1009, 1, 0, 0, B, F, B, 2, 0}, /* primes */
-        {256, 96, 6283, 1, 1, 0, F, B, F, 2, 0},   /* LM head / 8: D-only fault in the fprop */
-        {4095, 48, 40, 1, 1, 1, F, F, F, 2, 0},    /* T = 4095: wgrad k padded */
-        {64, 4104, 4095, 1, 1, 0, F, B, B, 2, 0},  /* the bench's odd K and N */
+        {37, 520, 264, 1, 1, 0, F, F, F, 3, 0, 0},    /* k 520 padded; wgrad k = T = 37 */
+        {64, 257, 131, 1, 1, 1, F, F, F, 3, 0, 0},    /* every GEMM padded; D [64, 131] sliced */
+        {200, 1031, 1009, 1, 0, 0, B, F, B, 2, 0, 0}, /* primes */
+        {256, 96, 6283, 1, 1, 0, F, B, F, 2, 0, 0},   /* LM head / 8: D-only fault in the fprop */
+        {4095, 48, 40, 1, 1, 1, F, F, F, 2, 0, 0},    /* T = 4095: wgrad k padded */
+        {64, 4104, 4095, 1, 1, 0, F, B, B, 2, 0, 0},  /* the bench's odd K and N */
     };
     for (size_t c = 0; c < sizeof big / sizeof big[0]; c++)
         if (!e->quick || big[c].in * big[c].out < 4000 * 4000) run_case(e, &big[c]);

@@ -175,7 +175,10 @@ static void pair_step(env *e, mpair *p, int64_t T, f8_microbatch mb, int with_dl
     void *hx = gen(&e->rng, mc->x, (size_t)(T * H), 0.0, 1.0, NULL);
     void *hdy = gen(&e->rng, dyt, (size_t)(T * O), 0.0, 1.0, NULL);
     void *hdln = gen(&e->rng, mc->x, (size_t)(T * H), 0.0, 0.5, NULL);
-    f8_tensor x[2], y[2], ln[2], dy[2], dx[2], dln[2];
+    /* the fused residual calls: the residual (y's dtype), the old dx they add to */
+    void *hr = gen(&e->rng, mc->y, (size_t)(T * O), 0.0, 1.0, NULL);
+    void *hold = gen(&e->rng, mc->x, (size_t)(T * H), 0.0, 1.0, NULL);
+    f8_tensor x[2], y[2], ln[2], dy[2], dx[2], dln[2], res[2];
     float *gy[2], *gln[2] = {NULL, NULL}, *gdx[2], *gg[2][8];
     f8_param ps[8];
     const int np = mod_params(p, ps);
@@ -190,11 +193,23 @@ static void pair_step(env *e, mpair *p, int64_t T, f8_microbatch mb, int with_dl
         upload(ctx, x[i].data, hx, tensor_bytes(&x[i]));
         upload(ctx, dy[i].data, hdy, tensor_bytes(&dy[i]));
         upload(ctx, dln[i].data, hdln, tensor_bytes(&dln[i]));
+        res[i] = f8_tensor_make(balloc(ctx, (size_t)(T * O) * f8_dtype_size(mc->y)), mc->y, T, O);
+        upload(ctx, res[i].data, hr, tensor_bytes(&res[i]));
         fill_nan(ctx, y[i].data, tensor_bytes(&y[i]));
         fill_nan(ctx, ln[i].data, tensor_bytes(&ln[i]));
         fill_nan(ctx, dx[i].data, tensor_bytes(&dx[i]));
-        CHECK_OK(ctx, mod_forward(p, i, &x[i], &y[i], ret_ln ? &ln[i] : NULL, mb));
-        CHECK_OK(ctx, mod_backward(p, i, &dy[i], ret_ln && with_dln ? &dln[i] : NULL, &dx[i]));
+        if (mc->resid == 2) upload(ctx, y[i].data, hr, tensor_bytes(&y[i])); /* y += the output */
+        if (mc->resid) upload(ctx, dx[i].data, hold, tensor_bytes(&dx[i]));  /* dx += the input gradient */
+        f8_module *m = mc->mlp ? p->mlp[i] : p->lnl[i];
+        f8_saved *sv = mc->mlp ? p->mlp_saved[i] : p->lnl_saved[i];
+        if (mc->resid)
+            CHECK_OK(ctx, f8_module_forward_add(m, &x[i], &y[i], mc->resid == 2 ? &y[i] : &res[i], mb, sv));
+        else
+            CHECK_OK(ctx, mod_forward(p, i, &x[i], &y[i], ret_ln ? &ln[i] : NULL, mb));
+        if (mc->resid)
+            CHECK_OK(ctx, f8_module_backward_add(m, sv, &dy[i], &dx[i]));
+        else
+            CHECK_OK(ctx, mod_backward(p, i, &dy[i], ret_ln && with_dln ? &dln[i] : NULL, &dx[i]));
         gy[i] = to_host(ctx, &y[i]);
         if (ret_ln) gln[i] = to_host(ctx, &ln[i]);
         gdx[i] = to_host(ctx, &dx[i]);
@@ -218,12 +233,12 @@ static void pair_step(env *e, mpair *p, int64_t T, f8_microbatch mb, int with_dl
         compare(e, cls, desc, what, gg[GPU][k], gg[CPU][k], (size_t)(v.rows * v.cols), (size_t)v.cols, tol);
     }
     for (int i = 0; i < 2; i++) {
-        f8_tensor *all[] = {&x[i], &y[i], &ln[i], &dy[i], &dx[i], &dln[i]};
+        f8_tensor *all[] = {&x[i], &y[i], &ln[i], &dy[i], &dx[i], &dln[i], &res[i]};
         for (int k = 0; k < NELEM(all); k++) f8_ctx_free(e->ctx[i], all[k]->data);
         free(gy[i]), free(gln[i]), free(gdx[i]);
         for (int k = 0; k < np; k++) free(gg[i][k]);
     }
-    free(hx), free(hdy), free(hdln);
+    free(hx), free(hdy), free(hdln), free(hr), free(hold);
 }
 
 /* T = 0: nothing is written but the weight casts, so no gradient moves and
@@ -274,15 +289,17 @@ static void run_case(env *e, const mcase *mc)
     for (int s = 0; s < mc->steps; s++) {
         f8_microbatch mb = seq[s % 4];
         if (mc->mlp)
-            snprintf(desc, sizeof desc, "mlp T%lld H%lld F%lld %s fp8 %d param %s x %s y %s %s zc %d step %d mb %d",
+            snprintf(desc, sizeof desc,
+                     "mlp T%lld H%lld F%lld %s fp8 %d param %s x %s y %s %s zc %d resid %d step %d mb %d",
                      (long long)mc->T, (long long)mc->H, (long long)mc->N, ACT_NAME[mc->act], mc->fp8,
                      f8_dtype_name(mc->param), f8_dtype_name(mc->x), f8_dtype_name(mc->y),
-                     mc->norm == F8_NORM_RMSNORM ? "rms" : "ln", mc->zc, s, (int)mb);
+                     mc->norm == F8_NORM_RMSNORM ? "rms" : "ln", mc->zc, mc->resid, s, (int)mb);
         else
-            snprintf(desc, sizeof desc, "lnlinear T%lld K%lld N%lld fp8 %d param %s x %s y %s %s zc %d ret_ln %d step %d mb %d",
+            snprintf(desc, sizeof desc,
+                     "lnlinear T%lld K%lld N%lld fp8 %d param %s x %s y %s %s zc %d ret_ln %d resid %d step %d mb %d",
                      (long long)mc->T, (long long)mc->H, (long long)mc->N, mc->fp8, f8_dtype_name(mc->param),
                      f8_dtype_name(mc->x), f8_dtype_name(mc->y), mc->norm == F8_NORM_RMSNORM ? "rms" : "ln", mc->zc,
-                     mc->ret_ln, s, (int)mb);
+                     mc->ret_ln, mc->resid, s, (int)mb);
         pair_step(e, &p, mc->T, mb, s % 2 == 0, desc);
         for (int i = 0; i < 2; i++) {
             CHECK_OK(e->ctx[i], f8_ctx_update_scales(e->ctx[i], F8_DIR_FORWARD));
@@ -300,28 +317,42 @@ static void test_against_cpu(env *e)
     const f8_norm LN = F8_NORM_LAYERNORM, RMS = F8_NORM_RMSNORM;
     const mcase cases[] = {
         /* mlp  T    H     N   fp8 param x  y  norm zc ret act            steps zero */
-        {0, 32, 64, 48, 1, F, F, F, LN, 0, 0, F8_ACT_GELU, 4, 1},
-        {0, 13, 40, 24, 1, F, B, F, RMS, 1, 0, F8_ACT_GELU, 4, 0},
-        {0, 128, 256, 512, 1, B, B, B, LN, 1, 1, F8_ACT_GELU, 4, 1},
-        {0, 13, 677, 33, 1, F, F, B, RMS, 0, 1, F8_ACT_GELU, 4, 1},
-        {0, 64, 128, 96, 0, F, F, F, LN, 0, 1, F8_ACT_GELU, 3, 1},
-        {0, 13, 40, 24, 0, B, B, B, RMS, 1, 0, F8_ACT_GELU, 3, 1},
-        {1, 32, 64, 96, 1, F, F, F, LN, 0, 0, F8_ACT_GELU, 4, 1},
-        {1, 13, 40, 56, 1, F, B, F, RMS, 1, 0, F8_ACT_SWIGLU, 4, 0},
-        {1, 64, 128, 192, 1, B, B, B, LN, 1, 0, F8_ACT_RELU, 4, 1},
-        {1, 32, 64, 96, 0, F, F, F, LN, 0, 0, F8_ACT_GELU, 3, 1},
-        {1, 13, 40, 56, 0, B, B, B, RMS, 0, 0, F8_ACT_SWIGLU, 3, 0},
-        {1, 32, 64, 96, 0, F, F, F, RMS, 1, 0, F8_ACT_RELU, 3, 0},
+        {0, 32, 64, 48, 1, F, F, F, LN, 0, 0, F8_ACT_GELU, 4, 1, 0},
+        {0, 13, 40, 24, 1, F, B, F, RMS, 1, 0, F8_ACT_GELU, 4, 0, 0},
+        {0, 128, 256, 512, 1, B, B, B, LN, 1, 1, F8_ACT_GELU, 4, 1, 0},
+        {0, 13, 677, 33, 1, F, F, B, RMS, 0, 1, F8_ACT_GELU, 4, 1, 0},
+        {0, 64, 128, 96, 0, F, F, F, LN, 0, 1, F8_ACT_GELU, 3, 1, 0},
+        {0, 13, 40, 24, 0, B, B, B, RMS, 1, 0, F8_ACT_GELU, 3, 1, 0},
+        {1, 32, 64, 96, 1, F, F, F, LN, 0, 0, F8_ACT_GELU, 4, 1, 0},
+        {1, 13, 40, 56, 1, F, B, F, RMS, 1, 0, F8_ACT_SWIGLU, 4, 0, 0},
+        {1, 64, 128, 192, 1, B, B, B, LN, 1, 0, F8_ACT_RELU, 4, 1, 0},
+        {1, 32, 64, 96, 0, F, F, F, LN, 0, 0, F8_ACT_GELU, 3, 1, 0},
+        {1, 13, 40, 56, 0, B, B, B, RMS, 0, 0, F8_ACT_SWIGLU, 3, 0, 0},
+        {1, 32, 64, 96, 0, F, F, F, RMS, 1, 0, F8_ACT_RELU, 3, 0, 0},
         /* the larger ones (left out under F8_TEST_QUICK) */
-        {0, 512, 1024, 4096, 1, B, B, B, LN, 0, 0, F8_ACT_GELU, 1, 0},
-        {1, 512, 1024, 4096, 1, B, B, B, LN, 0, 0, F8_ACT_GELU, 2, 0},
+        {0, 512, 1024, 4096, 1, B, B, B, LN, 0, 0, F8_ACT_GELU, 1, 0, 0},
+        {1, 512, 1024, 4096, 1, B, B, B, LN, 0, 0, F8_ACT_GELU, 2, 0, 0},
+        /* the fused residual (f8_module_forward_add, _backward_add): cuBLASLt's
+         * C apart from D and in place, the norm backward's dx accumulate in its
+         * register, fast (x BF16, aligned rows) and wide (H > 8192) kernels,
+         * odd shapes (C copied into D, the padded GEMM accumulating), FP8 off */
+        {0, 128, 256, 512, 1, B, B, B, LN, 0, 0, F8_ACT_GELU, 3, 0, 1},
+        {0, 64, 128, 96, 1, F, F, F, RMS, 1, 0, F8_ACT_GELU, 2, 0, 2},
+        {0, 13, 40, 24, 1, F, B, B, LN, 0, 0, F8_ACT_GELU, 2, 0, 1},
+        {0, 16, 9000, 32, 1, F, F, F, LN, 0, 0, F8_ACT_GELU, 2, 0, 1},
+        {0, 32, 64, 48, 0, B, B, B, LN, 0, 0, F8_ACT_GELU, 2, 0, 2},
+        {1, 64, 128, 192, 1, B, B, B, LN, 0, 0, F8_ACT_GELU, 3, 0, 1},
+        {1, 64, 128, 192, 1, B, B, B, RMS, 1, 0, F8_ACT_SWIGLU, 2, 0, 2},
+        {1, 13, 40, 56, 1, F, F, F, LN, 0, 0, F8_ACT_RELU, 2, 0, 1},
+        {1, 32, 64, 96, 0, F, F, F, LN, 0, 0, F8_ACT_GELU, 2, 0, 2},
+        {1, 13, 40, 56, 0, B, B, B, RMS, 0, 0, F8_ACT_SWIGLU, 2, 0, 1},
     };
     for (int c = 0; c < NELEM(cases); c++)
         if (!e->quick || cases[c].T * cases[c].H * cases[c].N < ((int64_t)1 << 26)) run_case(e, &cases[c]);
     /* every activation, FP8 and FP32, at a small shape */
     for (int act = 0; act < 7; act++)
         for (int fp8 = 0; fp8 < 2; fp8++) {
-            mcase mc = {1, 16, 32, 48, fp8, F, F, F, act & 1 ? RMS : LN, act == 5, 0, (f8_activation)act, 2, 0};
+            mcase mc = {1, 16, 32, 48, fp8, F, F, F, act & 1 ? RMS : LN, act == 5, 0, (f8_activation)act, 2, 0, 0};
             run_case(e, &mc);
         }
 }
@@ -350,7 +381,7 @@ static void test_odd_shapes(env *e)
                     const f8_norm norm = n % 2 ? F8_NORM_RMSNORM : F8_NORM_LAYERNORM;
                     const f8_dtype param = n % 3 ? F : B, x = n % 4 ? F : B, y = n % 5 ? F : B;
                     mcase mc = {mlp, toks[t], feats[h], feats[o], 1, param, x, y, norm, n % 3 == 1,
-                                !mlp && n % 4 == 1, (f8_activation)(n % 7), 2, 0};
+                                !mlp && n % 4 == 1, (f8_activation)(n % 7), 2, 0, 0};
                     const int64_t small = feats[h] < feats[o] ? feats[h] : feats[o];
                     e->flip = 0.25 / sqrt((double)(toks[t] * small));
                     run_case(e, &mc);
@@ -359,11 +390,11 @@ static void test_odd_shapes(env *e)
      * zero-padded to k % 16 == 0, D padded and sliced back), primes, and a
      * tied LM head (LayerNormLinear, N = 50257) scaled down by 8. */
     const mcase big[] = {
-        {0, 37, 257, 520, 1, F, F, F, F8_NORM_LAYERNORM, 0, 0, F8_ACT_GELU, 2, 0},
-        {1, 37, 257, 520, 1, F, F, F, F8_NORM_RMSNORM, 0, 0, F8_ACT_SWIGLU, 2, 0},
-        {1, 64, 131, 1009, 1, B, B, B, F8_NORM_LAYERNORM, 1, 0, F8_ACT_GELU, 2, 0},
-        {0, 256, 96, 6283, 1, F, F, B, F8_NORM_LAYERNORM, 0, 1, F8_ACT_GELU, 2, 0},
-        {0, 4095, 48, 40, 1, F, F, F, F8_NORM_RMSNORM, 0, 0, F8_ACT_GELU, 2, 0},
+        {0, 37, 257, 520, 1, F, F, F, F8_NORM_LAYERNORM, 0, 0, F8_ACT_GELU, 2, 0, 0},
+        {1, 37, 257, 520, 1, F, F, F, F8_NORM_RMSNORM, 0, 0, F8_ACT_SWIGLU, 2, 0, 0},
+        {1, 64, 131, 1009, 1, B, B, B, F8_NORM_LAYERNORM, 1, 0, F8_ACT_GELU, 2, 0, 0},
+        {0, 256, 96, 6283, 1, F, F, B, F8_NORM_LAYERNORM, 0, 1, F8_ACT_GELU, 2, 0, 0},
+        {0, 4095, 48, 40, 1, F, F, F, F8_NORM_RMSNORM, 0, 0, F8_ACT_GELU, 2, 0, 0},
     };
     for (size_t c = 0; c < sizeof big / sizeof big[0]; c++) {
         const int64_t small = big[c].H < big[c].N ? big[c].H : big[c].N;

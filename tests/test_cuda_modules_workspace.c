@@ -163,7 +163,7 @@ static void workspace_regression(env *e, int which, int mlp)
     const f8_activation act = F8_ACT_GELU;
     mpair p;
     memset(&p, 0, sizeof p);
-    p.mc = (mcase){mlp, T, K, N, 1, F8_DTYPE_FP32, F8_DTYPE_FP32, F8_DTYPE_FP32, F8_NORM_LAYERNORM, 0, 0, act, 0, 0};
+    p.mc = (mcase){mlp, T, K, N, 1, F8_DTYPE_FP32, F8_DTYPE_FP32, F8_DTYPE_FP32, F8_NORM_LAYERNORM, 0, 0, act, 0, 0, 0};
     f8_param ps[8];
     const int np = mod_params(&p, ps);
     float *pv[8];

@@ -217,6 +217,7 @@ typedef struct gemm_case {
     int64_t m, n, k;
     f8_dtype a, b, d, bias;
     int has_bias, a_trans, b_trans, accumulate, split;
+    int addend; /* f8i_gemm_args.c: 1 a buffer apart from D, 2 D itself */
 } gemm_case;
 
 /* Operand host data: FP8 codes of N(0,1)·8 (so that scale_inv matters), or
@@ -261,20 +262,23 @@ static void run_gemm(env *e, const gemm_case *g)
     const size_t na = (size_t)(g->m * g->k), nb = (size_t)(g->n * g->k), nd = (size_t)(g->m * g->n);
     const size_t ds = f8_dtype_size(g->d);
     char desc[160];
-    snprintf(desc, sizeof desc, "gemm %lldx%lldx%lld %s%s x %s%s -> %s bias %s acc %d split %d", (long long)g->m,
-             (long long)g->n, (long long)g->k, f8_dtype_name(g->a), g->a_trans ? "^T" : "", f8_dtype_name(g->b),
-             g->b_trans ? "^T" : "", f8_dtype_name(g->d), g->has_bias ? f8_dtype_name(g->bias) : "none", g->accumulate,
-             g->split);
+    snprintf(desc, sizeof desc, "gemm %lldx%lldx%lld %s%s x %s%s -> %s bias %s acc %d split %d addend %d",
+             (long long)g->m, (long long)g->n, (long long)g->k, f8_dtype_name(g->a), g->a_trans ? "^T" : "",
+             f8_dtype_name(g->b), g->b_trans ? "^T" : "", f8_dtype_name(g->d),
+             g->has_bias ? f8_dtype_name(g->bias) : "none", g->accumulate, g->split, g->addend);
     void *ha = gen_operand(&e->rng, g->a, na), *hb = gen_operand(&e->rng, g->b, nb);
     void *hbias = gen_operand(&e->rng, g->bias, (size_t)g->n), *hd = xmalloc(nd * ds);
-    if (g->accumulate) {
+    void *hc = xmalloc(nd * ds + 1); /* the addend apart from D */
+    for (size_t i = 0; i < nd; i++) store_elem(hc, g->d, i, (float)rng_normal(&e->rng));
+    if (g->accumulate || g->addend == 2) {
         for (size_t i = 0; i < nd; i++) store_elem(hd, g->d, i, (float)rng_normal(&e->rng));
     } else {
-        memset(hd, 0xFF, nd * ds); /* NaN: beta 0 must neither read nor keep it */
+        memset(hd, 0xFF, nd * ds); /* NaN: beta 0, or an addend apart, must neither read nor keep it */
     }
     const float sa = 0.0625f, sb = 0.375f;
     twin ta = twin_new(e, na * f8_dtype_size(g->a), ha), tb = twin_new(e, nb * f8_dtype_size(g->b), hb);
     twin tbias = twin_new(e, (size_t)g->n * f8_dtype_size(g->bias), hbias), td = twin_new(e, nd * ds, hd);
+    twin tc = twin_new(e, nd * ds + 1, hc);
     twin tsa = twin_new(e, 4, &sa), tsb = twin_new(e, 4, &sb);
     float *got[2] = {xmalloc(nd * 4), xmalloc(nd * 4)};
     void *raw = xmalloc(nd * ds);
@@ -285,7 +289,7 @@ static void run_gemm(env *e, const gemm_case *g)
     {
         const f8i_gemm_args probe = {.m = g->m, .n = g->n, .k = g->k, .a_dtype = g->a, .d_dtype = g->d,
                                      .accumulate = g->accumulate, .bias = g->has_bias ? (void *)&wsb : NULL,
-                                     .bias_dtype = g->bias};
+                                     .bias_dtype = g->bias, .c = g->addend ? (void *)&wsb : NULL};
         wsb = f8i_gemm_workspace_bytes(&probe);
     }
     twin tws = twin_new(e, wsb ? wsb : 16, NULL);
@@ -301,16 +305,17 @@ static void run_gemm(env *e, const gemm_case *g)
                                .d = td.p[i], .d_dtype = g->d, .accumulate = g->accumulate,
                                .bias = g->has_bias ? tbias.p[i] : NULL, .bias_dtype = g->bias,
                                .split_accum = g->split, .workspace = wsb && !pass ? tws.p[i] : NULL,
-                               .workspace_bytes = pass ? 0 : wsb};
+                               .workspace_bytes = pass ? 0 : wsb,
+                               .c = g->addend == 1 ? tc.p[i] : g->addend == 2 ? td.p[i] : NULL};
             CHECK_OK(ctx, f8i_op_gemm(ctx, &a));
             twin_get(e, &td, i, raw);
             for (size_t j = 0; j < nd; j++) got[i][j] = load_elem(raw, g->d, j);
         }
         gemm_compare(e, g, desc, !wsb ? "" : pass ? " (no workspace)" : " (padded in the workspace)", got, nd);
     }
-    twin *all[] = {&ta, &tb, &tbias, &td, &tsa, &tsb, &tws};
+    twin *all[] = {&ta, &tb, &tbias, &td, &tsa, &tsb, &tws, &tc};
     for (int i = 0; i < NELEM(all); i++) twin_free(e, all[i]);
-    free(ha), free(hb), free(hbias), free(hd), free(got[0]), free(got[1]), free(raw);
+    free(ha), free(hb), free(hbias), free(hd), free(hc), free(got[0]), free(got[1]), free(raw);
 }
 
 typedef struct gemm_shape {
@@ -364,6 +369,25 @@ static void test_gemm(env *e)
             }
         }
     }
+    /* The addend C (f8i_gemm_args.c, the fused residual): apart from D
+     * (cuBLASLt's C operand; on odd FP8 shapes, k = 0 and the fallback, C
+     * copied into D first) and D itself, over every shape: FP8 (E4M3 pairs,
+     * fast and split), BF16 (B transposed) and FP32, both D dtypes, biases
+     * of either dtype or none. */
+    for (int s = 0; s < NELEM(shapes) - (e->quick ? 1 : 0); s++)
+        for (int v = 0; v < 8; v++) {
+            static const f8_dtype ops[4][2] = {{F8_DTYPE_E4M3, F8_DTYPE_E4M3}, {F8_DTYPE_E4M3, F8_DTYPE_E5M2},
+                                               {F8_DTYPE_BF16, F8_DTYPE_BF16}, {F8_DTYPE_FP32, F8_DTYPE_FP32}};
+            gemm_case g = {.m = shapes[s].m, .n = shapes[s].n, .k = shapes[s].k};
+            g.a = ops[v & 3][0], g.b = ops[v & 3][1];
+            g.b_trans = (v & 3) == 2;
+            g.split = (v & 3) < 2 && (v >> 2);
+            g.addend = 1 + ((v + s) & 1);
+            g.d = (s + v) % 3 == 0 ? F8_DTYPE_FP32 : F8_DTYPE_BF16; /* FP32 x FP32 -> BF16: the fallback kernel */
+            g.has_bias = (s + v) % 4 != 0;
+            g.bias = (v & 1) ? F8_DTYPE_BF16 : F8_DTYPE_FP32;
+            run_gemm(e, &g);
+        }
     printf("gemm: worst err/tol: fp32-accumulate %.3f (tol %.0e), fast-accumulate %.3f (tol %.0e), bf16 D %.3f (tol %.0e)\n",
            e->worst[0], TOL_FP32_ACC, e->worst[1], TOL_FAST_ACC, e->worst[2], TOL_BF16_D);
 }

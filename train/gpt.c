@@ -421,10 +421,13 @@ f8_status gpt_sample(gpt *m, int32_t *ctx_tok, int64_t len, int64_t n, float tem
 
 /* A row-parallel branch's output: its partial sums over the ranks, all of
  * them (TP: in place in y) or this rank's rows (SP: y gets them, through
- * m->full). Then y += residual. */
+ * m->full). Then y += residual. On one rank the residual joins in the
+ * module's last GEMM (f8_module_forward_add: no add kernel, one rounding);
+ * with ranks it must wait for the sum of the partials. */
 static f8_status row_parallel(gpt *m, f8_module *mod, const f8_tensor *in, f8_saved *saved, f8_microbatch mb,
                               f8_tensor *y, const f8_tensor *residual)
 {
+    if (!m->tp && !m->sp) return f8_module_forward_add(mod, in, y, residual, mb, saved);
     f8_tensor out = m->sp ? f8_tensor_make(m->full, m->c.dtype, m->T_call, m->c.channels) : *y;
     TRY(f8_module_forward(mod, in, &out, mb, saved));
     if (m->sp) TRY(tp_reduce_scatter(m, &out, y));
@@ -514,21 +517,32 @@ f8_status gpt_backward(gpt *m)
     f8_tensor dl = view(m, m->dres, 0, 1, C);
     dl.data = (unsigned char *)m->dres + (size_t)((m->sp ? m->tp_rank : 0) * Tl * C) * esize(m);
     dl.rows = tmp.rows = Tl;
+    /* one rank: the residual's gradient joins in the blocks' input-gradient
+     * stores (f8_module_backward_add); with ranks it waits for their sum */
+    const int fused = !m->tp && !m->sp;
     /* every row, every rank; already done, pass by pass, by a chunked forward */
     if (!m->head_done) TRY(f8_layernorm_linear_backward(m->head, m->head_s, &dlogits, NULL, &d));
     for (int64_t l = c->layers - 1; l >= 0; l--) {
         gpt_block *b = &m->blocks[l];
         if (l < c->layers - 1) TRY(gather_grad(m, &dl, &d)); /* after the head, d is whole already */
-        TRY(f8_module_backward(b->mlp, b->mlp_s, &d, &tmp));
-        /* column parallel: each rank's fc1 rows give part of the input gradient (SP: summed in the module) */
-        if (m->tp && !m->sp) TRY(tp_all_reduce(m, &tmp));
-        TRY(f8_tensor_add(m->ctx, &dl, &tmp)); /* d = ∂loss/∂x' */
+        if (fused) { /* the norm backward adds into d as it stores; d is also dy, read before */
+            TRY(f8_module_backward_add(b->mlp, b->mlp_s, &d, &d)); /* d = ∂loss/∂x' */
+        } else {
+            TRY(f8_module_backward(b->mlp, b->mlp_s, &d, &tmp));
+            /* column parallel: each rank's fc1 rows give part of the input gradient (SP: summed in the module) */
+            if (m->tp && !m->sp) TRY(tp_all_reduce(m, &tmp));
+            TRY(f8_tensor_add(m->ctx, &dl, &tmp)); /* d = ∂loss/∂x' */
+        }
         TRY(gather_grad(m, &dl, &d));
         TRY(f8_module_backward(b->proj, b->proj_s, &d, &datt));
         TRY(f8_attention_backward(m->att, b->att_s, &datt, &dqkv));
-        TRY(f8_layernorm_linear_backward(b->qkv, b->qkv_s, &dqkv, NULL, &tmp));
-        if (m->tp && !m->sp) TRY(tp_all_reduce(m, &tmp));
-        TRY(f8_tensor_add(m->ctx, &dl, &tmp)); /* d = ∂loss/∂x */
+        if (fused) {
+            TRY(f8_module_backward_add(b->qkv, b->qkv_s, &dqkv, &d)); /* d = ∂loss/∂x */
+        } else {
+            TRY(f8_layernorm_linear_backward(b->qkv, b->qkv_s, &dqkv, NULL, &tmp));
+            if (m->tp && !m->sp) TRY(tp_all_reduce(m, &tmp));
+            TRY(f8_tensor_add(m->ctx, &dl, &tmp)); /* d = ∂loss/∂x */
+        }
         if (m->grads_ready) TRY(m->grads_ready(m->grads_user, l));
     }
     TRY(gather_grad(m, &dl, &d));

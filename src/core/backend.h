@@ -58,8 +58,8 @@ typedef struct f8i_cast_args {
                              clamp), += the count of v != 0 whose code is +-0 (flushed) */
 } f8i_cast_args;
 
-/* GEMM in row-major terms: D[m, n] = alpha · Σ_k A(m, k) · B(n, k) (+ bias[n])
- * (+ D if accumulate), where
+/* GEMM in row-major terms: D[m, n] = alpha · Σ_k A(m, k) · B(n, k) (+ C) (+ bias[n]),
+ * with C = D if accumulate, C = c[m, n] if c is set, else no C, where
  *   A(m, k) = a[m * k + k']  (a_trans == 0: a stored [m, k])  or a[k * m + m'] (a_trans: [k, m])
  *   B(n, k) = b[n * k + k']  (b_trans == 0: b stored [n, k])  or b[k * n + n'] (b_trans: [k, n])
  *   alpha   = (*a_scale_inv) · (*b_scale_inv) for FP8 operands, 1 otherwise.
@@ -67,7 +67,12 @@ typedef struct f8i_cast_args {
  * or both BF16. FP8 operands come with a_trans = b_trans = 0 ("TN"). D is FP32
  * or BF16; bias (FP32 or BF16) may be NULL. split_accum: for FP8, 1 asks for
  * the precise (non fast-accumulation) mode used by dgrad and wgrad. m, n or
- * k may be 0 (k = 0 gives D = bias or D unchanged when accumulating).
+ * k may be 0 (k = 0 gives D = C (+ bias), or D = bias without C).
+ * c: an addend (the residual a module's output takes, f8_module_forward_add)
+ * with D's dtype and layout [m, n]: the sum is in FP32 and D is rounded once,
+ * in the same place as the accumulate (alpha·ΣAB + C, then + bias). c may be
+ * d itself (then it is the accumulate) but must not overlap D partly, nor A
+ * or B; accumulate must be 0 when c is set.
  * workspace: scratch the backend may use to run an FP8 shape outside the
  * tensor-core rule (k % 16, n % 16; below) at tensor-core speed, by
  * zero-padded copies of the operands (and of D): f8i_gemm_workspace_bytes
@@ -92,11 +97,14 @@ typedef struct f8i_gemm_args {
     int split_accum;
     void *workspace;      /* f8i_gemm_workspace_bytes(&args) bytes, or NULL */
     size_t workspace_bytes;
+    const void *c;        /* [m, n] in d_dtype, the addend C, or NULL (see above) */
 } f8i_gemm_args;
 
 /* The one sizing formula of f8i_gemm_args' workspace; it reads only m, n,
- * k, a_dtype, d_dtype, accumulate, bias_dtype and whether bias is set (not
- * the pointers, so a layout can measure before it places). The FP8 rule it
+ * k, a_dtype, d_dtype, accumulate, bias_dtype and whether bias and c are set
+ * (not the pointers, so a layout can measure before it places). An addend c
+ * counts as accumulate: a backend may run such a call as D = C, then
+ * D += alpha·ΣAB, the padded path's way (the CUDA backend does). The FP8 rule it
  * pads to is cuBLASLt's for TN FP8: k % 16 == 0 and n % 16 == 0 (cuBLASLt's
  * M; the documented n·sizeof(D) % 16 is not enough for FP8, whose heuristic
  * asks M % 16), m free. 0 for non-FP8 GEMMs and for shapes inside the rule,
@@ -123,9 +131,10 @@ static inline size_t f8i_gemm_workspace_bytes(const f8i_gemm_args *g)
     if (!pad_k && !pad_d) return 0;
     const size_t m = (size_t)g->m, k = (size_t)g->k, n = (size_t)g->n, ds = g->d_dtype == F8_DTYPE_FP32 ? 4 : 2;
     const size_t k16 = (k + 15) / 16 * 16, n16 = (n + 15) / 16 * 16;
+    const int acc = g->accumulate || g->c;
     const int split = pad_d && n > 16 && (n * ds) % 16 == 0 && (!g->bias || g->bias_dtype == F8_DTYPE_BF16);
-    const int fuse = pad_d && !split && g->bias && g->bias_dtype == F8_DTYPE_BF16 && !g->accumulate;
-    const size_t pe = (g->accumulate || (g->bias && !fuse) || ds == 4) ? 4 : 2;
+    const int fuse = pad_d && !split && g->bias && g->bias_dtype == F8_DTYPE_BF16 && !acc;
+    const size_t pe = (acc || (g->bias && !fuse) || ds == 4) ? 4 : 2;
     size_t b = pad_k ? (m * k16 + 255u) & ~(size_t)255u : 0;
     b += ((pad_k ? n16 * k16 : n > 16 ? 16 * k : n16 * k) + 255u) & ~(size_t)255u;
     if (split) b += (m * 16 * 4 + 255u) & ~(size_t)255u;
@@ -238,7 +247,10 @@ typedef struct f8i_norm_fwd_args {
  *   dgamma[c] (+)= Σ_rows dy · xhat;  dbeta[c] (+)= Σ_rows dy (LayerNorm; dbeta may be NULL)
  * dy, x FP32/BF16 [rows, cols]; dx FP32/BF16 (may be NULL); dgamma/dbeta in
  * param_dtype, accumulated when accumulate != 0 (else overwritten). With
- * dgamma or dbeta, workspace must hold f8i_reduce_workspace_bytes(rows, cols). */
+ * dgamma or dbeta, workspace must hold f8i_reduce_workspace_bytes(rows, cols).
+ * dx_accumulate != 0: dx (+)= the value above: the FP32 dx of the formula
+ * plus dx as it was (read in dx_dtype), rounded once (f8_module_backward_add:
+ * the residual's gradient joins in the store). dx must not overlap dy or x. */
 typedef struct f8i_norm_bwd_args {
     const void *dy;
     f8_dtype dy_dtype;
@@ -252,9 +264,10 @@ typedef struct f8i_norm_bwd_args {
     void *dx;
     f8_dtype dx_dtype;
     void *dgamma, *dbeta;
-    int accumulate;
+    int accumulate;       /* dgamma, dbeta */
     void *workspace;      /* f8i_reduce_workspace_bytes(rows, cols) bytes */
     size_t workspace_bytes;
+    int dx_accumulate;    /* dx += (else dx =) */
 } f8i_norm_bwd_args;
 
 /* Activation forward: x [rows, cols_in] → v [rows, cols], cols_in = cols, or

@@ -7,8 +7,10 @@
  * tensor cores do. Both operands are first packed K-contiguous as FP32
  * (A as [m, k], B as Bt [k, n] so the inner loop streams rows), which also
  * resolves the trans flags. With BLAS_LIB set at build time the product goes
- * through sgemm_; otherwise an i-k-j loop. This is the oracle, not a fast
- * path: it allocates its packing buffers per call.
+ * through sgemm_; otherwise an i-k-j loop. The epilogue adds, in FP32 and in
+ * this order, the scale, C (D when accumulating, or the addend c) and the
+ * bias, and rounds once. This is the oracle, not a fast path: it allocates
+ * its packing buffers per call.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -120,7 +122,7 @@ f8_status f8i_cpu_gemm(f8_ctx *ctx, const f8i_gemm_args *g)
 {
     const int64_t m = g->m, n = g->n, k = g->k;
     if (m == 0 || n == 0) return F8_OK;
-    if (k == 0 && !g->bias && g->accumulate) return F8_OK; /* D += 0: nothing to write */
+    if (k == 0 && !g->bias && (g->accumulate || g->c == g->d)) return F8_OK; /* D += 0: nothing to write */
     F8I_COUNT_LAUNCHES(ctx, 1);
     float *acc = (float *)calloc((size_t)(m * n), sizeof(float));
     float *ap = (float *)malloc((size_t)(m * k + 1) * sizeof(float));
@@ -151,6 +153,7 @@ f8_status f8i_cpu_gemm(f8_ctx *ctx, const f8i_gemm_args *g)
             float v = acc[i * n + j];
             if (alpha != 1.0f) v = alpha * v;
             if (g->accumulate) v += element(g->d, g->d_dtype, i * n + j);
+            if (g->c) v += element(g->c, g->d_dtype, i * n + j); /* the addend, before the one rounding */
             if (g->bias) v += element(g->bias, g->bias_dtype, j);
             if (g->d_dtype == F8_DTYPE_BF16) ((uint16_t *)g->d)[i * n + j] = f8i_bf16_from_float(v);
             else ((float *)g->d)[i * n + j] = v;

@@ -146,7 +146,8 @@ f8_status f8i_cpu_norm_bwd(f8_ctx *ctx, const f8i_norm_bwd_args *a)
             const float gdy = gain(a->gamma, a->param_dtype, a->zero_centered, c) * dy;
             /* rsigma · (gdy - mean(gdy) - xhat · mean(gdy·xhat)); RMS has no mean(gdy) term (0 here). */
             const float d = ((gdy - mean_gdy) - xhat * mean_gdy_xhat) * rs;
-            store(a->dx, a->dx_dtype, base + c, d);
+            /* dx_accumulate: the old dx joins the FP32 value, one rounding */
+            store(a->dx, a->dx_dtype, base + c, a->dx_accumulate ? d + load(a->dx, a->dx_dtype, base + c) : d);
         }
     }
     /* Per the formula: with rows = 0 the sums are 0, so overwriting writes 0. */

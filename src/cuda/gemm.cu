@@ -27,6 +27,18 @@
  * D = sA·sB·ΣAB with the operands' own scale_inv device pointers, alpha = 1,
  * FAST_ACCUM = !split_accum. accumulate is beta = 1 with C = D.
  *
+ * Addend (f8i_gemm_args.c, the residual of f8_module_forward_add). c == d
+ * is the accumulate. A distinct c is beta = 1 with C' = c under D's layout
+ * (cuBLASLt allows C != D with ldc == ldd and one type): the sum is FP32 in
+ * the epilogue and D is rounded once. The plan key tells it apart from the
+ * accumulate (a flag and c's alignment class, which the heuristic reads as
+ * MIN_ALIGNMENT_C_BYTES). Wherever cuBLASLt does not run the call as it is
+ * (k == 0, a padded odd shape, the fallback kernel, a NOT_SUPPORTED matmul)
+ * C is first copied into D (one cudaMemcpyAsync, exact) and the call runs
+ * as an accumulate: the same formula with the same single rounding, for one
+ * extra pass over D on those slow paths only, and no addend logic in
+ * run_padded, the slice or the fallback kernel.
+ *
  * FP8 eligibility (cuBLAS docs, cublasLtMatmul, "To use tensor- or
  * block-scaled FP8 kernels": TN only on sm_90, COMPUTE_32F, scale 32F, and
  * "all matrix dimensions must meet the optimal requirements listed in Tensor
@@ -219,14 +231,14 @@ static gemm_key make_key(const f8i_gemm_args *g, int64_t ldd)
     key.ldd = ldd;
     const int fp8 = f8i_dtype_is_fp8(g->a_dtype);
     const uint32_t bias = g->bias ? (uint32_t)g->bias_dtype + 1u : 0u;
-    const uint32_t flags = (g->a_trans ? 1u : 0u) | (g->b_trans ? 2u : 0u) | (g->accumulate ? 4u : 0u) |
-                           (fp8 && g->split_accum ? 8u : 0u);
+    const uint32_t flags = (g->a_trans ? 1u : 0u) | (g->b_trans ? 2u : 0u) | (g->accumulate || g->c ? 4u : 0u) |
+                           (fp8 && g->split_accum ? 8u : 0u) | (g->c ? 16u : 0u); /* 16: C is the addend, not D */
     key.m = g->m;
     key.n = g->n;
     key.k = g->k;
     key.types = (uint32_t)g->a_dtype | (uint32_t)g->b_dtype << 4 | (uint32_t)g->d_dtype << 8 | bias << 12 | flags << 16;
     key.aligns = align_log2(g->a) | align_log2(g->b) << 4 | align_log2(g->d) << 8 |
-                 (g->bias ? align_log2(g->bias) : 0u) << 12;
+                 (g->bias ? align_log2(g->bias) : 0u) << 12 | (g->c ? align_log2(g->c) : 0u) << 16;
     return key;
 }
 
@@ -244,6 +256,7 @@ static int lt_eligible(const f8i_gemm_args *g)
         if (g->a_dtype == F8_DTYPE_E5M2 && g->b_dtype == F8_DTYPE_E5M2) return 0;
         if (g->a_trans || g->b_trans) return 0;
         if (g->k % 16 != 0 || g->n % 16 != 0) return 0;
+        if (g->c && align_log2(g->c) < 4) return 0; /* C, like D, 16-byte aligned */
         return align_log2(g->a) >= 4 && align_log2(g->b) >= 4 && align_log2(g->d) >= 4;
     }
     if (g->a_dtype == F8_DTYPE_FP32 && g->d_dtype != F8_DTYPE_FP32) return 0;
@@ -324,13 +337,14 @@ static cublasStatus_t plan_query(f8i_gemm_cache *c, gemm_plan *p, const f8i_gemm
     if (st != CUBLAS_STATUS_SUCCESS) return st;
     const uint64_t ws = GEMM_WORKSPACE_BYTES;
     const uint32_t al_a = 1u << align_log2(g->b), al_b = 1u << align_log2(g->a), al_d = 1u << align_log2(g->d);
+    const uint32_t al_c = g->c ? 1u << align_log2(g->c) : al_d;
     st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
     if (st == CUBLAS_STATUS_SUCCESS)
         st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a);
     if (st == CUBLAS_STATUS_SUCCESS)
         st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b);
     if (st == CUBLAS_STATUS_SUCCESS)
-        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_d, sizeof al_d);
+        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c);
     if (st == CUBLAS_STATUS_SUCCESS)
         st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d, sizeof al_d);
     /* No in-place split-K: its counters need a memset before every matmul,
@@ -527,8 +541,9 @@ static f8_status run_lt(f8_ctx *ctx, f8i_gemm_cache *c, gemm_plan *p, const f8i_
     *unsupported = 0;
     cublasStatus_t st = plan_set_pointers(p, g);
     if (st != CUBLAS_STATUS_SUCCESS) return lt_error(ctx, st, "cublasLtMatmulDescSetAttribute", g);
-    const float alpha = 1.0f, beta = g->accumulate ? 1.0f : 0.0f;
-    st = cublasLtMatmul(c->lt, p->desc, &alpha, g->b, p->lay_a, g->a, p->lay_b, &beta, g->d, p->lay_d, g->d, p->lay_d,
+    const float alpha = 1.0f, beta = g->accumulate || g->c ? 1.0f : 0.0f;
+    const void *cp = g->c ? g->c : g->d; /* the addend under D's layout, or D itself */
+    st = cublasLtMatmul(c->lt, p->desc, &alpha, g->b, p->lay_a, g->a, p->lay_b, &beta, cp, p->lay_d, g->d, p->lay_d,
                         &p->algo, c->workspace, GEMM_WORKSPACE_BYTES, f8i_stream(ctx));
     if (st == CUBLAS_STATUS_NOT_SUPPORTED) {
         plan_release(p);
@@ -652,9 +667,37 @@ static f8_status run_padded(f8_ctx *ctx, f8i_gemm_cache *c, const f8i_gemm_args 
     return f8i_cuda_gemm_slice(ctx, &sl);
 }
 
-f8_status f8i_cuda_gemm(f8_ctx *ctx, const f8i_gemm_args *g)
+/* A distinct addend where cuBLASLt does not take it (the design note): D = C
+ * (an exact copy on the stream), then *e is g as an accumulate. */
+static f8_status addend_into_d(f8_ctx *ctx, const f8i_gemm_args *g, f8i_gemm_args *e)
 {
+    const size_t bytes = (size_t)g->m * (size_t)g->n * dtype_bytes(g->d_dtype);
+    const void *src = g->c;
+    *e = *g;
+    e->c = NULL;
+    e->accumulate = 1;
+    F8I_COUNT_LAUNCHES(ctx, 1);
+    return f8i_cuda_check(ctx, cudaMemcpyAsync(e->d, src, bytes, cudaMemcpyDeviceToDevice, f8i_stream(ctx)),
+                          "gemm: cudaMemcpyAsync of the addend C into D");
+}
+
+f8_status f8i_cuda_gemm(f8_ctx *ctx, const f8i_gemm_args *args)
+{
+    f8i_gemm_args e;
+    const f8i_gemm_args *g = args;
+    if (args->c && args->c == args->d) { /* D + D's own addend: the accumulate */
+        e = *args;
+        e.c = NULL;
+        e.accumulate = 1;
+        g = &e;
+    }
     if (g->m == 0 || g->n == 0) return F8_OK;
+    f8_status s = F8_OK;
+    if (g->c && g->k == 0) {
+        s = addend_into_d(ctx, g, &e);
+        if (s != F8_OK) return s;
+        g = &e;
+    }
     if (g->k == 0) {
         /* D = (accumulate ? D : 0) + bias, without cuBLASLt. */
         if (g->bias) return f8i_cuda_gemm_bias(ctx, g, !g->accumulate);
@@ -667,12 +710,18 @@ f8_status f8i_cuda_gemm(f8_ctx *ctx, const f8i_gemm_args *g)
     f8i_gemm_cache *c = f8i_cuda(ctx)->gemm;
     if (!c) return f8i_error(ctx, F8_ERR_STATE, "gemm: the CUDA state has no GEMM cache (f8i_cuda_gemm_create not run)");
     gemm_plan *p = NULL;
-    f8_status s = plan_find(ctx, c, g, g->n, &p);
+    s = plan_find(ctx, c, g, g->n, &p);
     if (s != F8_OK) return s;
-    if (p->mode == PLAN_FALLBACK) return f8i_cuda_gemm_fallback(ctx, g);
-    if (p->mode == PLAN_PAD) return run_padded(ctx, c, g);
-    int unsupported = 0;
-    s = run_lt(ctx, c, p, g, g->n, &unsupported);
-    if (s != F8_OK || !unsupported) return s;
-    return p->mode == PLAN_PAD ? run_padded(ctx, c, g) : f8i_cuda_gemm_fallback(ctx, g);
+    if (p->mode == PLAN_LT) {
+        int unsupported = 0;
+        s = run_lt(ctx, c, p, g, g->n, &unsupported);
+        if (s != F8_OK || !unsupported) return s; /* else nothing was enqueued; p->mode is the way now */
+    }
+    const plan_mode mode = p->mode; /* (run_padded's plan_find may move the plans) */
+    if (g->c) {
+        s = addend_into_d(ctx, g, &e);
+        if (s != F8_OK) return s;
+        g = &e;
+    }
+    return mode == PLAN_PAD ? run_padded(ctx, c, g) : f8i_cuda_gemm_fallback(ctx, g);
 }

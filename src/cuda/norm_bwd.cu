@@ -44,6 +44,10 @@
  * [2, row_blocks, cols] FP32, fit in f8i_reduce_workspace_bytes. Products and
  * sums are FP32 (the register kernel accumulates Σ g·dy·xhat, Σ dy·xhat with
  * fmaf); the elementwise dx follows the CPU oracle's order (src/cpu/norm.c).
+ * dx_accumulate (f8_module_backward_add: the residual's gradient joins the
+ * input gradient in the store) has every kernel read dx's piece where it is
+ * about to store it and add it to the FP32 value before the one rounding,
+ * as the oracle does: a uniform branch, no extra pass over dx.
  */
 #include <limits.h>
 #include <stdint.h>
@@ -69,6 +73,7 @@ typedef struct norm_bwd_params {
     int x_bf16, dy_bf16, p_bf16, dx_bf16;
     int rms, zero_centered;
     void *dx;                  /* (rows, cols) or NULL */
+    int dx_acc;                /* dx += the value (read in dx's dtype, FP32 add, one rounding) */
     float *partial;            /* (2, row_blocks, cols): Σ dy·xhat, then Σ dy; or NULL */
     int64_t row_blocks, rows_per_block;
     int w_x, w_dy, w_dx, w_p, w_part;
@@ -234,6 +239,13 @@ static __global__ void __launch_bounds__(BWD_THREADS, BWD_MIN_BLOCKS(NV)) norm_b
                     const float gdy = gs[k][j][t] * dy[j];
                     o[j] = ((gdy - mean_gdy) - xhat * mean_gdy_xhat) * rs;
                 }
+                if (p.dx_acc) { /* the old dx joins before the rounding */
+                    float old[NORM_VEC];
+                    if (p.dx_bf16) load_piece<1>(old, dxrow, c, cols, p.w_dx);
+                    else load_piece<0>(old, dxrow, c, cols, p.w_dx);
+#pragma unroll
+                    for (int j = 0; j < NORM_VEC; ++j) o[j] = o[j] + old[j];
+                }
                 store_dx(dxrow, p.dx_bf16, c, cols, o, p.w_dx);
             }
         }
@@ -397,10 +409,20 @@ static __global__ void __launch_bounds__(BWD_THREADS, BWD_MIN_BLOCKS(NV)) norm_b
             for (int k = 0; k < NV; ++k) {
                 if (!act[k]) continue;
                 uint32_t y[NORM_VEC];
-#pragma unroll
-                for (int j = 0; j < NORM_VEC; ++j)
-                    y[j] = __float_as_uint(((gd[k][j] - mean_gdy) - xh[k][j] * mean_gdy_xhat) * rs);
                 uint4 *d = (uint4 *)(dxb + ((o + k * step) << DS));
+                float old[NORM_VEC];
+#pragma unroll
+                for (int j = 0; j < NORM_VEC; ++j) old[j] = 0.0f;
+                if (p.dx_acc) { /* the old dx joins before the rounding (the register kernel's order) */
+                    uint32_t r[DX_BF16 ? 4 : 8];
+                    load_fast<DX_BF16>(r, (const char *)d);
+                    words_floats<DX_BF16>(r, old);
+                }
+#pragma unroll
+                for (int j = 0; j < NORM_VEC; ++j) {
+                    const float v = ((gd[k][j] - mean_gdy) - xh[k][j] * mean_gdy_xhat) * rs;
+                    y[j] = __float_as_uint(p.dx_acc ? v + old[j] : v);
+                }
                 if (DX_BF16) {
                     d[0] = make_uint4(bf16x2(__uint_as_float(y[0]), __uint_as_float(y[1])),
                                       bf16x2(__uint_as_float(y[2]), __uint_as_float(y[3])),
@@ -469,8 +491,9 @@ static __global__ void __launch_bounds__(BWD_WIDE_THREADS) norm_bwd_wide_kernel(
             const float g = p.zero_centered ? 1.0f + g0 : g0;
             const float xhat = (load_one(p.x, p.x_bf16, base + c) - mu) * rs;
             const float gdy = g * load_one(p.dy, p.dy_bf16, base + c);
-            store_one(p.dx, p.dx_bf16 ? Y_BF16 : Y_FP32, base + c, ((gdy - mean_gdy) - xhat * mean_gdy_xhat) * rs,
-                      1.0f);
+            float v = ((gdy - mean_gdy) - xhat * mean_gdy_xhat) * rs;
+            if (p.dx_acc) v = v + load_one(p.dx, p.dx_bf16, base + c); /* the old dx, before the rounding */
+            store_one(p.dx, p.dx_bf16 ? Y_BF16 : Y_FP32, base + c, v, 1.0f);
         }
     }
 }
@@ -550,6 +573,7 @@ f8_status f8i_cuda_norm_bwd(f8_ctx *ctx, const f8i_norm_bwd_args *a)
     p.rms = a->rms != 0;
     p.zero_centered = a->zero_centered != 0;
     p.dx = a->dx;
+    p.dx_acc = a->dx != NULL && a->dx_accumulate != 0;
     p.partial = NULL;
     p.row_blocks = row_blocks;
     p.rows_per_block = rows_per_block;

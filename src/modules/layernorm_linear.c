@@ -100,7 +100,7 @@ static size_t workspace(const f8_module *m, int64_t T, int backward)
 }
 
 static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tensor *ln_out, f8_microbatch mb,
-                         f8_saved *saved)
+                         f8_saved *saved, const f8_tensor *residual)
 {
     f8_ctx *ctx = m->ctx;
     const int64_t T = f8i_sp_tokens(m, x->rows), K = m->in_features;
@@ -139,11 +139,12 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
     if (st == F8_OK && fp8) st = f8i_weight_cast(ctx, &m->w[0], mb, saved != NULL);
     if (st == F8_OK)
         st = f8i_weight_fprop(ctx, &m->w[0], s->ln, fp8 ? q.dtype : m->param_dtype, fp8 ? s->ln_sinv : NULL, T,
-                              y->data, y->dtype, ws.gemm);
+                              y->data, y->dtype, residual ? residual->data : NULL, ws.gemm);
     return st;
 }
 
-static f8_status backward(f8_module *m, f8_saved *sv, const f8_tensor *dy, const f8_tensor *dln_out, f8_tensor *dx)
+static f8_status backward(f8_module *m, f8_saved *sv, const f8_tensor *dy, const f8_tensor *dln_out, f8_tensor *dx,
+                          int dx_add)
 {
     static const char fn[] = "f8_layernorm_linear_backward";
     f8_ctx *ctx = m->ctx;
@@ -162,7 +163,8 @@ static f8_status backward(f8_module *m, f8_saved *sv, const f8_tensor *dy, const
     if (m->fp8) {
         const f8i_qbuf *g = &ws.g8;
         st = f8i_module_quantize(m, dy->data, dy->dtype, T, N, F8_DIR_BACKWARD, SLOT_GRAD_OUTPUT, g, w, ws.reduce);
-        if (st == F8_OK) st = f8i_weight_dgrad(ctx, w, g->data, g->dtype, g->scale_inv, T, ws.dln, F8_DTYPE_FP32, ws.gemm);
+        if (st == F8_OK)
+            st = f8i_weight_dgrad(ctx, w, g->data, g->dtype, g->scale_inv, T, ws.dln, F8_DTYPE_FP32, 0, ws.gemm);
         const uint8_t *lnt = s->lnt ? s->lnt : ws.lnt; /* block scaling saved it; else transpose the codes */
         if (st == F8_OK && !s->lnt) st = f8i_op_transpose_u8(ctx, (const uint8_t *)s->ln, ws.lnt, T, K, NULL);
         if (st == F8_OK)
@@ -170,7 +172,7 @@ static f8_status backward(f8_module *m, f8_saved *sv, const f8_tensor *dy, const
                                   f8_ctx_slot_dtype(ctx, F8_DIR_FORWARD), s->lnt ? s->lnt_sinv : s->ln_sinv, T,
                                   sv->microbatch, ws.gemm);
     } else {
-        st = f8i_weight_dgrad(ctx, w, dy->data, dy->dtype, NULL, T, ws.dln, F8_DTYPE_FP32, NULL);
+        st = f8i_weight_dgrad(ctx, w, dy->data, dy->dtype, NULL, T, ws.dln, F8_DTYPE_FP32, 0, NULL);
         if (st == F8_OK)
             st = f8i_weight_wgrad(ctx, w, dy->data, dy->dtype, NULL, s->ln, m->param_dtype, NULL, T, sv->microbatch,
                                   NULL);
@@ -185,8 +187,9 @@ static f8_status backward(f8_module *m, f8_saved *sv, const f8_tensor *dy, const
         }
         if (st == F8_OK) st = f8i_op_add(ctx, ws.dln, add, F8_DTYPE_FP32, T * K);
     }
-    if (st == F8_OK) /* dln is FP32: no staging */
-        st = f8i_module_norm_backward(m, sv, ws.dln, F8_DTYPE_FP32, s->mu, s->rsigma, dx, ws.reduce, NULL, ws.dln_local);
+    if (st == F8_OK) /* dln is FP32: no staging; the norm backward's store adds the residual's dx (dx_add) */
+        st = f8i_module_norm_backward(m, sv, ws.dln, F8_DTYPE_FP32, s->mu, s->rsigma, dx, dx_add, ws.reduce, NULL,
+                                      ws.dln_local);
     return st;
 }
 

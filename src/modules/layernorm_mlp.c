@@ -144,7 +144,7 @@ static size_t workspace(const f8_module *m, int64_t T, int backward)
 }
 
 static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tensor *aux, f8_microbatch mb,
-                         f8_saved *saved)
+                         f8_saved *saved, const f8_tensor *residual)
 {
     (void)aux;
     f8_ctx *ctx = m->ctx;
@@ -164,7 +164,8 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
     f8_status st = f8i_module_norm_input(m, x, GEMM1_INPUT, &q, ws.hp, s->mu, s->rsigma, ws.amax);
     if (st == F8_OK && fp8) st = f8i_weight_cast(ctx, &m->w[0], mb, saved != NULL);
     if (st == F8_OK && fp8) st = f8i_weight_cast(ctx, &m->w[1], mb, saved != NULL);
-    if (st == F8_OK) st = f8i_weight_fprop(ctx, &m->w[0], s->ln, adt, fp8 ? s->ln_sinv : NULL, T, s->h1, pdt, ws.gemm);
+    if (st == F8_OK)
+        st = f8i_weight_fprop(ctx, &m->w[0], s->ln, adt, fp8 ? s->ln_sinv : NULL, T, s->h1, pdt, NULL, ws.gemm);
     if (st == F8_OK) {
         f8i_act_fwd_args a;
         memset(&a, 0, sizeof a);
@@ -193,7 +194,9 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
             st = f8i_op_act_fwd(ctx, &a);
         }
     }
-    if (st == F8_OK) st = f8i_weight_fprop(ctx, &m->w[1], a8, adt, fp8 ? a8_sinv : NULL, T, y->data, y->dtype, ws.gemm);
+    if (st == F8_OK) /* the residual (forward_add) joins in fc2's epilogue */
+        st = f8i_weight_fprop(ctx, &m->w[1], a8, adt, fp8 ? a8_sinv : NULL, T, y->data, y->dtype,
+                              residual ? residual->data : NULL, ws.gemm);
     return st;
 }
 
@@ -239,7 +242,8 @@ static f8_status act_backward(f8_module *m, const mlp_saved *s, int64_t T, const
     return f8i_op_act_bwd(ctx, &a);
 }
 
-static f8_status backward(f8_module *m, f8_saved *sv, const f8_tensor *dy, const f8_tensor *aux, f8_tensor *dx)
+static f8_status backward(f8_module *m, f8_saved *sv, const f8_tensor *dy, const f8_tensor *aux, f8_tensor *dx,
+                          int dx_add)
 {
     (void)aux;
     f8_ctx *ctx = m->ctx;
@@ -254,29 +258,30 @@ static f8_status backward(f8_module *m, f8_saved *sv, const f8_tensor *dy, const
     if (m->fp8) {
         const f8i_qbuf *g = &ws.g8, *d = &ws.d8;
         st = f8i_module_quantize(m, dy->data, dy->dtype, T, H, F8_DIR_BACKWARD, GRAD_OUTPUT1, g, fc2, ws.reduce);
-        if (st == F8_OK) st = f8i_weight_dgrad(ctx, fc2, g->data, g->dtype, g->scale_inv, T, ws.da, pdt, ws.gemm);
+        if (st == F8_OK) st = f8i_weight_dgrad(ctx, fc2, g->data, g->dtype, g->scale_inv, T, ws.da, pdt, 0, ws.gemm);
         if (st == F8_OK) /* s->act holds the codes transposed (the forward wrote them) */
             st = f8i_weight_wgrad(ctx, fc2, g->data_t, g->dtype, f8i_qbuf_sinv_t(g), s->act, qdt, s->act_sinv, T,
                                   sv->microbatch, ws.gemm);
         if (st == F8_OK) st = act_backward(m, s, T, &ws);
-        if (st == F8_OK) st = f8i_weight_dgrad(ctx, fc1, d->data, d->dtype, d->scale_inv, T, ws.dln, pdt, ws.gemm);
+        if (st == F8_OK) st = f8i_weight_dgrad(ctx, fc1, d->data, d->dtype, d->scale_inv, T, ws.dln, pdt, 0, ws.gemm);
         const uint8_t *lnt = s->lnt ? s->lnt : ws.lnt; /* block scaling saved it; else transpose the codes */
         if (st == F8_OK && !s->lnt) st = f8i_op_transpose_u8(ctx, (const uint8_t *)s->ln, ws.lnt, T, H, NULL);
         if (st == F8_OK)
             st = f8i_weight_wgrad(ctx, fc1, d->data_t, d->dtype, f8i_qbuf_sinv_t(d), lnt, qdt,
                                   s->lnt ? s->lnt_sinv : s->ln_sinv, T, sv->microbatch, ws.gemm);
     } else {
-        st = f8i_weight_dgrad(ctx, fc2, dy->data, pdt, NULL, T, ws.da, F8_DTYPE_FP32, NULL);
+        st = f8i_weight_dgrad(ctx, fc2, dy->data, pdt, NULL, T, ws.da, F8_DTYPE_FP32, 0, NULL);
         if (st == F8_OK) st = f8i_weight_wgrad(ctx, fc2, dy->data, pdt, NULL, s->act, pdt, NULL, T, sv->microbatch, NULL);
         if (st == F8_OK) st = f8i_weight_bgrad(ctx, fc2, dy->data, T);
         if (st == F8_OK) st = act_backward(m, s, T, &ws);
-        if (st == F8_OK) st = f8i_weight_dgrad(ctx, fc1, ws.d, pdt, NULL, T, ws.dln, F8_DTYPE_FP32, NULL);
+        if (st == F8_OK) st = f8i_weight_dgrad(ctx, fc1, ws.d, pdt, NULL, T, ws.dln, F8_DTYPE_FP32, 0, NULL);
         if (st == F8_OK) st = f8i_weight_wgrad(ctx, fc1, ws.d, pdt, NULL, s->ln, pdt, NULL, T, sv->microbatch, NULL);
         if (st == F8_OK) st = f8i_weight_bgrad(ctx, fc1, ws.d, T);
     }
     const f8_dtype ddt = m->fp8 ? pdt : F8_DTYPE_FP32; /* dln's dtype */
-    if (st == F8_OK)
-        st = f8i_module_norm_backward(m, sv, ws.dln, ddt, s->mu, s->rsigma, dx, ws.reduce, ws.dln_stage, ws.dln_local);
+    if (st == F8_OK) /* dy is read by now: dx may be dy itself (backward_add) */
+        st = f8i_module_norm_backward(m, sv, ws.dln, ddt, s->mu, s->rsigma, dx, dx_add, ws.reduce, ws.dln_stage,
+                                      ws.dln_local);
     return st;
 }
 

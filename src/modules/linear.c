@@ -67,12 +67,13 @@ static size_t workspace(const f8_module *m, int64_t T, int backward)
 }
 
 static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tensor *aux, f8_microbatch mb,
-                         f8_saved *saved)
+                         f8_saved *saved, const f8_tensor *residual)
 {
     (void)aux;
     f8_ctx *ctx = m->ctx;
     f8i_weight *w = &m->w[0];
-    if (!m->fp8) return f8i_weight_fprop(ctx, w, x->data, x->dtype, NULL, x->rows, y->data, y->dtype, NULL);
+    const void *r = residual ? residual->data : NULL;
+    if (!m->fp8) return f8i_weight_fprop(ctx, w, x->data, x->dtype, NULL, x->rows, y->data, y->dtype, r, NULL);
     linear_ws ws;
     f8i_layout l = f8i_module_workspace(m);
     fwd_layout(m, x->rows, &l, &ws);
@@ -87,11 +88,12 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
         st = f8i_module_quantize(m, x->data, x->dtype, x->rows, m->in_features, F8_DIR_FORWARD, SLOT_INPUT, &ws.x8, NULL,
                                  NULL);
     if (st == F8_OK) st = f8i_weight_fprop(ctx, w, ws.x8.data, ws.x8.dtype, ws.x8.scale_inv, x->rows, y->data, y->dtype,
-                                               ws.gemm);
+                                               r, ws.gemm);
     return st;
 }
 
-static f8_status backward(f8_module *m, f8_saved *s, const f8_tensor *dy, const f8_tensor *aux, f8_tensor *dx)
+static f8_status backward(f8_module *m, f8_saved *s, const f8_tensor *dy, const f8_tensor *aux, f8_tensor *dx,
+                          int dx_add)
 {
     (void)aux;
     f8_ctx *ctx = m->ctx;
@@ -99,7 +101,7 @@ static f8_status backward(f8_module *m, f8_saved *s, const f8_tensor *dy, const 
     const int64_t T = s->tokens;
     f8_status st = F8_OK;
     if (!m->fp8) {
-        if (dx) st = f8i_weight_dgrad(ctx, w, dy->data, dy->dtype, NULL, T, dx->data, dx->dtype, NULL);
+        if (dx) st = f8i_weight_dgrad(ctx, w, dy->data, dy->dtype, NULL, T, dx->data, dx->dtype, dx_add, NULL);
         if (st == F8_OK)
             st = f8i_weight_wgrad(ctx, w, dy->data, dy->dtype, NULL, s->x.data, s->x.dtype, NULL, T, s->microbatch,
                                   NULL);
@@ -113,7 +115,8 @@ static f8_status backward(f8_module *m, f8_saved *s, const f8_tensor *dy, const 
     const f8i_qbuf *g = &ws.g8;
     st = f8i_module_quantize(m, dy->data, dy->dtype, T, m->out_features, F8_DIR_BACKWARD, SLOT_GRAD_OUTPUT, g, w,
                              ws.reduce);
-    if (st == F8_OK && dx) st = f8i_weight_dgrad(ctx, w, g->data, g->dtype, g->scale_inv, T, dx->data, dx->dtype, ws.gemm);
+    if (st == F8_OK && dx)
+        st = f8i_weight_dgrad(ctx, w, g->data, g->dtype, g->scale_inv, T, dx->data, dx->dtype, dx_add, ws.gemm);
     if (st == F8_OK)
         st = f8i_weight_wgrad(ctx, w, g->data_t, g->dtype, f8i_qbuf_sinv_t(g), ls->xt, f8_ctx_slot_dtype(ctx, F8_DIR_FORWARD),
                               ls->x_scale_inv, T, s->microbatch, ws.gemm);

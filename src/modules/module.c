@@ -340,8 +340,37 @@ void f8_saved_destroy(f8_saved *s)
 /* Forward and backward                                                      */
 /* ------------------------------------------------------------------------ */
 
+/* Do the bytes of a and b (checked tensors) share any address? */
+static int overlap(const f8_tensor *a, const f8_tensor *b)
+{
+    const uintptr_t a0 = (uintptr_t)a->data, b0 = (uintptr_t)b->data;
+    const size_t na = f8i_tensor_bytes(a), nb = f8i_tensor_bytes(b);
+    return na && nb && a0 < b0 + nb && b0 < a0 + na;
+}
+
+/* An addend (the residual of forward_add, the old dx of backward_add) of
+ * the output out [rows, cols] (checked): same dtype and shape, and either
+ * out itself (identical view) or apart from it. Sets the ctx error. */
+static f8_status addend_check(f8_ctx *ctx, const f8_tensor *r, const f8_tensor *out, const char *name, const char *fn)
+{
+    char what[96];
+    snprintf(what, sizeof what, "%s: %s", fn, name);
+    f8_status st = f8i_check_tensor(ctx, r, what);
+    if (st != F8_OK) return st;
+    if (r->dtype != out->dtype)
+        return f8i_error(ctx, F8_ERR_DTYPE, "%s is %s but y is %s: the residual takes y's dtype", what,
+                         f8_dtype_name(r->dtype), f8_dtype_name(out->dtype));
+    if (r->rows != out->rows || r->cols != out->cols)
+        return f8i_error(ctx, F8_ERR_SHAPE, "%s is [%lld, %lld], y is [%lld, %lld]: they must match", what,
+                         (long long)r->rows, (long long)r->cols, (long long)out->rows, (long long)out->cols);
+    if (r->data != out->data && overlap(r, out))
+        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s overlaps y in part: it must be y itself (y += the "
+                                                       "output) or apart from it", what);
+    return F8_OK;
+}
+
 static f8_status forward_checked(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tensor *aux, f8_microbatch mb,
-                                 f8_saved *saved, const char *fn)
+                                 f8_saved *saved, const f8_tensor *residual, const char *fn)
 {
     f8_ctx *ctx = m->ctx;
     char name[96];
@@ -360,7 +389,9 @@ static f8_status forward_checked(f8_module *m, const f8_tensor *x, f8_tensor *y,
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: microbatch %d is not NONE, FIRST or NOT_FIRST", fn, (int)mb);
     if (saved && saved->owner != m)
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: saved belongs to another module", fn);
-    st = m->cls->forward(m, x, y, aux, mb, saved);
+    if (residual) st = addend_check(ctx, residual, y, "residual", fn);
+    if (st != F8_OK) return st;
+    st = m->cls->forward(m, x, y, aux, mb, saved, residual);
     if (st == F8_OK && saved) {
         saved->x = *x;
         saved->tokens = T;
@@ -371,7 +402,7 @@ static f8_status forward_checked(f8_module *m, const f8_tensor *x, f8_tensor *y,
 }
 
 static f8_status backward_checked(f8_module *m, f8_saved *s, const f8_tensor *dy, const f8_tensor *aux, f8_tensor *dx,
-                                  const char *fn)
+                                  int dx_add, const char *fn)
 {
     f8_ctx *ctx = m->ctx;
     if (!s) return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: saved is NULL", fn);
@@ -386,11 +417,19 @@ static f8_status backward_checked(f8_module *m, f8_saved *s, const f8_tensor *dy
     snprintf(name, sizeof name, "%s: dx", fn);
     if (st == F8_OK && dx) st = f8i_check_act(ctx, dx, name, s->x.rows, m->in_features, -1); /* x's rows: T / P */
     if (st != F8_OK) return st;
+    /* dx is read and written. A norm module reads dy before its last op
+     * (the norm backward) writes dx, so dx may be dy itself; a Linear's
+     * dgrad reads dy (FP8 off) while it writes dx, and wgrad reads it after. */
+    const int same = dx && dx->data == dy->data && f8i_tensor_bytes(dx) == f8i_tensor_bytes(dy);
+    if (dx_add && overlap(dx, dy) && !(m->has_norm && same))
+        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: dx overlaps dy%s", fn,
+                         m->has_norm ? " in part: it may be dy itself (same bytes) or apart from it"
+                                     : ": a Linear reads dy while it writes dx; pass them apart");
     for (int i = 0; i < m->n_weights; i++)
         if (m->fuse_wgrad && !m->w[i].main_grad)
             return f8i_error(ctx, F8_ERR_STATE, "%s: fuse_wgrad_accumulation is on but no main_grad was set for %s "
                                                 "(f8_module_set_main_grad)", fn, m->weight_names[i]);
-    st = m->cls->backward(m, s, dy, aux, dx);
+    st = m->cls->backward(m, s, dy, aux, dx, dx_add);
     if (st == F8_OK) s->filled = 0;
     return st;
 }
@@ -398,13 +437,31 @@ static f8_status backward_checked(f8_module *m, f8_saved *s, const f8_tensor *dy
 f8_status f8_module_forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_microbatch microbatch, f8_saved *saved)
 {
     if (!m) return F8_ERR_INVALID_ARGUMENT;
-    return forward_checked(m, x, y, NULL, microbatch, saved, "f8_module_forward");
+    return forward_checked(m, x, y, NULL, microbatch, saved, NULL, "f8_module_forward");
+}
+
+f8_status f8_module_forward_add(f8_module *m, const f8_tensor *x, f8_tensor *y, const f8_tensor *residual,
+                                f8_microbatch microbatch, f8_saved *saved)
+{
+    static const char fn[] = "f8_module_forward_add";
+    if (!m) return F8_ERR_INVALID_ARGUMENT;
+    if (!residual)
+        return f8i_error(m->ctx, F8_ERR_INVALID_ARGUMENT, "%s: residual is NULL (f8_module_forward has none)", fn);
+    return forward_checked(m, x, y, NULL, microbatch, saved, residual, fn);
 }
 
 f8_status f8_module_backward(f8_module *m, f8_saved *saved, const f8_tensor *dy, f8_tensor *dx)
 {
     if (!m) return F8_ERR_INVALID_ARGUMENT;
-    return backward_checked(m, saved, dy, NULL, dx, "f8_module_backward");
+    return backward_checked(m, saved, dy, NULL, dx, 0, "f8_module_backward");
+}
+
+f8_status f8_module_backward_add(f8_module *m, f8_saved *saved, const f8_tensor *dy, f8_tensor *dx)
+{
+    static const char fn[] = "f8_module_backward_add";
+    if (!m) return F8_ERR_INVALID_ARGUMENT;
+    if (!dx) return f8i_error(m->ctx, F8_ERR_INVALID_ARGUMENT, "%s: dx is NULL (it is read and added to)", fn);
+    return backward_checked(m, saved, dy, NULL, dx, 1, fn);
 }
 
 f8_status f8i_module_forward_aux(f8_module *m, const f8i_module_class *cls, const f8_tensor *x, f8_tensor *y,
@@ -412,7 +469,7 @@ f8_status f8i_module_forward_aux(f8_module *m, const f8i_module_class *cls, cons
 {
     if (!m) return F8_ERR_INVALID_ARGUMENT;
     if (m->cls != cls) return f8i_error(m->ctx, F8_ERR_INVALID_ARGUMENT, "%s: the module is a %s", fn, m->cls->name);
-    return forward_checked(m, x, y, aux, mb, saved, fn);
+    return forward_checked(m, x, y, aux, mb, saved, NULL, fn);
 }
 
 f8_status f8i_module_backward_aux(f8_module *m, const f8i_module_class *cls, f8_saved *s, const f8_tensor *dy,
@@ -420,7 +477,7 @@ f8_status f8i_module_backward_aux(f8_module *m, const f8i_module_class *cls, f8_
 {
     if (!m) return F8_ERR_INVALID_ARGUMENT;
     if (m->cls != cls) return f8i_error(m->ctx, F8_ERR_INVALID_ARGUMENT, "%s: the module is a %s", fn, m->cls->name);
-    return backward_checked(m, s, dy, aux, dx, fn);
+    return backward_checked(m, s, dy, aux, dx, 0, fn);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -93,12 +93,17 @@ struct f8i_module_class {
     /* Arguments are checked by the base: x [T, in] FP32/BF16 (param dtype
      * with FP8 off), y [T, out], T <= max_tokens, a valid microbatch, saved
      * NULL or the module's own. aux: the module's extra output (LayerNormLinear's
-     * ln_out) or NULL. */
+     * ln_out) or NULL. residual: NULL, or (checked) [T, out] in y's dtype, y
+     * itself or apart from it: y = the module's output + residual, added in
+     * the last GEMM's epilogue (f8_module_forward_add). */
     f8_status (*forward)(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tensor *aux, f8_microbatch mb,
-                         f8_saved *saved);
+                         f8_saved *saved, const f8_tensor *residual);
     /* Checked: saved filled by this module, dy [T, out], dx NULL or [T, in],
-     * main_grads set when fused. aux: the gradient of aux, or NULL. */
-    f8_status (*backward)(f8_module *m, f8_saved *s, const f8_tensor *dy, const f8_tensor *aux, f8_tensor *dx);
+     * main_grads set when fused. aux: the gradient of aux, or NULL. dx_add
+     * (dx set, checked): dx += the input gradient, in the op that stores it
+     * (f8_module_backward_add). */
+    f8_status (*backward)(f8_module *m, f8_saved *s, const f8_tensor *dy, const f8_tensor *aux, f8_tensor *dx,
+                          int dx_add);
     /* The forward's data flow with FP8 on (fp8 = 1, the module has fp8) or
      * off: fills steps (at most F8I_MAX_STEPS), returns their count. */
     int (*describe)(const f8_module *m, int fp8, f8i_step *steps);
@@ -232,10 +237,11 @@ f8_status f8i_module_norm_input(f8_module *m, const f8_tensor *x, int slot, cons
  * the module's first GEMM: with a group, dln is each rank's partial sum and
  * is reduce-scattered (FP32, in rank order) to this rank's rows first,
  * through stage (FP32 [T, K], used when dln is not FP32) and local (FP32
- * [T/P, K]). dx: NULL or [T/P, K]; gamma/beta gradients accumulate. */
+ * [T/P, K]). dx: NULL or [T/P, K], overwritten or (dx_add) added to;
+ * gamma/beta gradients accumulate. */
 f8_status f8i_module_norm_backward(f8_module *m, const f8_saved *sv, const void *dln, f8_dtype dln_dtype,
-                                   const float *mu, const float *rsigma, f8_tensor *dx, void *reduce, float *stage,
-                                   float *local);
+                                   const float *mu, const float *rsigma, f8_tensor *dx, int dx_add, void *reduce,
+                                   float *stage, float *local);
 
 /* FP8 primary weights written by parts (f8i_weight_quantize_part and
  * f8i_weight_write_codes, weight.h), for a data-parallel trainer whose

@@ -101,7 +101,8 @@ f8_status f8i_norm_forward(f8_ctx *ctx, const f8i_norm *n, const f8_tensor *x, v
 }
 
 f8_status f8i_norm_backward(f8_ctx *ctx, f8i_norm *n, const void *dy, f8_dtype dy_dtype, const f8_tensor *x,
-                            const float *mu, const float *rsigma, void *dx, f8_dtype dx_dtype, void *reduce)
+                            const float *mu, const float *rsigma, void *dx, f8_dtype dx_dtype, int dx_add,
+                            void *reduce)
 {
     f8i_norm_bwd_args a;
     memset(&a, 0, sizeof a);
@@ -122,6 +123,7 @@ f8_status f8i_norm_backward(f8_ctx *ctx, f8i_norm *n, const void *dy, f8_dtype d
     a.dgamma = n->dgamma;
     a.dbeta = n->dbeta;
     a.accumulate = 1;
+    a.dx_accumulate = dx_add;
     a.workspace = reduce;
     a.workspace_bytes = f8i_reduce_workspace_bytes(x->rows, n->cols);
     return f8i_op_norm_bwd(ctx, &a);

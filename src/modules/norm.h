@@ -33,11 +33,12 @@ f8_tensor f8i_norm_view(const f8i_norm *n, int beta, int grad);
 f8_status f8i_norm_forward(f8_ctx *ctx, const f8i_norm *n, const f8_tensor *x, void *y, f8_dtype y_dtype,
                            const f8_slot *slot, float *scale_inv, float *mu, float *rsigma);
 
-/* dx (may be NULL) from dy [T, cols] (FP32/BF16), x and the saved statistics;
- * dgamma, dbeta accumulate. reduce: the backend's workspace,
- * f8i_reduce_workspace_bytes(T, cols) bytes. */
+/* dx (may be NULL; dx_add: dx += it, one rounding) from dy [T, cols]
+ * (FP32/BF16), x and the saved statistics; dgamma, dbeta accumulate.
+ * reduce: the backend's workspace, f8i_reduce_workspace_bytes(T, cols) bytes. */
 f8_status f8i_norm_backward(f8_ctx *ctx, f8i_norm *n, const void *dy, f8_dtype dy_dtype, const f8_tensor *x,
-                            const float *mu, const float *rsigma, void *dx, f8_dtype dx_dtype, void *reduce);
+                            const float *mu, const float *rsigma, void *dx, f8_dtype dx_dtype, int dx_add,
+                            void *reduce);
 
 /* Checks shared by the module configs. */
 f8_status f8i_norm_config_check(f8_ctx *ctx, const char *fn, f8_norm kind, float eps);

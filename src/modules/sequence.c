@@ -104,8 +104,8 @@ f8_status f8i_module_norm_input(f8_module *m, const f8_tensor *x, int slot, cons
 }
 
 f8_status f8i_module_norm_backward(f8_module *m, const f8_saved *sv, const void *dln, f8_dtype dln_dtype,
-                                   const float *mu, const float *rsigma, f8_tensor *dx, void *reduce, float *stage,
-                                   float *local)
+                                   const float *mu, const float *rsigma, f8_tensor *dx, int dx_add, void *reduce,
+                                   float *stage, float *local)
 {
     f8_ctx *ctx = m->ctx;
     f8_status st = F8_OK;
@@ -121,7 +121,7 @@ f8_status f8i_module_norm_backward(f8_module *m, const f8_saved *sv, const void 
     }
     if (st == F8_OK)
         st = f8i_norm_backward(ctx, &m->norm, dln, dln_dtype, &sv->x, mu, rsigma, dx ? dx->data : NULL,
-                               dx ? dx->dtype : F8_DTYPE_FP32, reduce);
+                               dx ? dx->dtype : F8_DTYPE_FP32, dx_add, reduce);
     return st;
 }
 

@@ -277,8 +277,15 @@ static size_t gemm_ws(int64_t m, int64_t n, int64_t k, int accumulate, const f8i
 size_t f8i_weight_gemm_workspace(const f8i_weight *w, int64_t T, int backward)
 {
     if (!w->fp8) return 0;
-    if (!backward) return gemm_ws(T, w->rows, w->cols, 0, w);
+    /* fprop and dgrad with or without their *_add addend (which may pad D
+     * in FP32 where the plain call pads it in BF16) */
+    if (!backward) {
+        const size_t plain = gemm_ws(T, w->rows, w->cols, 0, w), add = gemm_ws(T, w->rows, w->cols, 1, w);
+        return plain > add ? plain : add;
+    }
     size_t most = gemm_ws(T, w->cols, w->rows, 0, NULL); /* dgrad */
+    const size_t dgrad_add = gemm_ws(T, w->cols, w->rows, 1, NULL);
+    if (dgrad_add > most) most = dgrad_add;
     const size_t wgrad = gemm_ws(w->rows, w->cols, T, 1, NULL);
     const size_t below = T % 16 == 0 && T > 1 ? gemm_ws(w->rows, w->cols, T - 1, 1, NULL) : 0;
     if (wgrad > most) most = wgrad;
@@ -293,10 +300,15 @@ static void set_ws(f8i_gemm_args *g, void *gws, size_t bytes)
 }
 
 f8_status f8i_weight_fprop(f8_ctx *ctx, const f8i_weight *w, const void *a, f8_dtype a_dtype, const float *a_sinv,
-                           int64_t T, void *y, f8_dtype y_dtype, void *gws)
+                           int64_t T, void *y, f8_dtype y_dtype, const void *residual, void *gws)
 {
     if (w->fp8 && w->w8->bsinv) {
         f8i_gemm_block_args b = gemm_block(T, w->rows, w->cols, a, a_dtype, a_sinv);
+        if (residual && residual != y && T > 0) { /* the block GEMM has no addend: y = residual, then += */
+            f8_status st = f8i_op_copy(ctx, y, residual, (size_t)(T * w->rows) * f8_dtype_size(y_dtype));
+            if (st != F8_OK) return st;
+        }
+        b.accumulate = residual != NULL;
         b.b = w->w8->data;
         b.b_dtype = w->w8->dtype;
         b.b_scale_inv = w->w8->bsinv;
@@ -316,6 +328,7 @@ f8_status f8i_weight_fprop(f8_ctx *ctx, const f8i_weight *w, const void *a, f8_d
     g.b_scale_inv = w->fp8 ? w->w8->scale_inv : NULL;
     g.d = y;
     g.d_dtype = y_dtype;
+    g.c = residual;
     g.bias = w->b;
     g.bias_dtype = w->dtype;
     if (w->fp8) set_ws(&g, gws, f8i_weight_gemm_workspace(w, T, 0));
@@ -323,7 +336,7 @@ f8_status f8i_weight_fprop(f8_ctx *ctx, const f8i_weight *w, const void *a, f8_d
 }
 
 f8_status f8i_weight_dgrad(f8_ctx *ctx, f8i_weight *w, const void *g_in, f8_dtype g_dtype, const float *g_sinv,
-                           int64_t T, void *dx, f8_dtype dx_dtype, void *gws)
+                           int64_t T, void *dx, f8_dtype dx_dtype, int accumulate, void *gws)
 {
     if (w->fp8 && w->w8->bsinv) { /* B = W8ᵀ [cols, rows], its block grid transposed */
         f8i_gemm_block_args b = gemm_block(T, w->cols, w->rows, g_in, g_dtype, g_sinv);
@@ -333,6 +346,7 @@ f8_status f8i_weight_dgrad(f8_ctx *ctx, f8i_weight *w, const void *g_in, f8_dtyp
         b.b_block_rows = F8I_BLOCK;
         b.d = dx;
         b.d_dtype = dx_dtype;
+        b.accumulate = accumulate;
         return f8i_op_gemm_block(ctx, &b);
     }
     f8i_gemm_args g = gemm(T, w->cols, w->rows);
@@ -341,6 +355,7 @@ f8_status f8i_weight_dgrad(f8_ctx *ctx, f8i_weight *w, const void *g_in, f8_dtyp
     g.a_scale_inv = g_sinv;
     g.d = dx;
     g.d_dtype = dx_dtype;
+    g.accumulate = accumulate;
     if (w->fp8) {
         f8_status st = f8_qtensor_transpose(w->w8, NULL); /* a no-op when the forward cast made it */
         if (st != F8_OK) return st;

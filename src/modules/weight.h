@@ -86,21 +86,25 @@ f8_tensor f8i_bias_view(const f8i_weight *w, int grad);
 /* The GEMM workspace (f8i_gemm_args.workspace) the weight's FP8 GEMMs at T
  * tokens need: the forward's (fprop) or the backward's (dgrad, wgrad), the
  * largest f8i_gemm_workspace_bytes of them for either output dtype (FP32 or
- * BF16, the caller's choice at call time). 0 when every shape is inside the
+ * BF16, the caller's choice at call time), with or without the residual or
+ * the accumulate of the *_add calls (f8_module_forward_add, _backward_add). 0 when every shape is inside the
  * tensor-core rule or FP8 is off. A module takes this (its largest over its
  * weights) in each pass's layout and hands it to the calls below as gws;
  * one region serves every GEMM of a pass, since they run one after another. */
 size_t f8i_weight_gemm_workspace(const f8i_weight *w, int64_t T, int backward);
 
-/* y[T, rows] = a[T, cols] · Wᵀ + b. FP8: a is FP8 with a_sinv; hp: a in param dtype.
+/* y[T, rows] = a[T, cols] · Wᵀ (+ residual) + b, the sum in FP32 and y
+ * rounded once. FP8: a is FP8 with a_sinv; hp: a in param dtype. residual:
+ * NULL, or [T, rows] in y_dtype, y itself or not overlapping it.
  * gws: f8i_weight_gemm_workspace(w, T, 0) bytes, or NULL (the slow path for odd shapes). */
 f8_status f8i_weight_fprop(f8_ctx *ctx, const f8i_weight *w, const void *a, f8_dtype a_dtype, const float *a_sinv,
-                           int64_t T, void *y, f8_dtype y_dtype, void *gws);
+                           int64_t T, void *y, f8_dtype y_dtype, const void *residual, void *gws);
 
-/* dx[T, cols] = g[T, rows] · W. FP8: g FP8 with g_sinv (the transpose of the
- * workspace is made valid here); hp: g in param dtype. gws as for wgrad. */
+/* dx[T, cols] (+)= g[T, rows] · W (accumulate: dx + the product in FP32,
+ * rounded once). FP8: g FP8 with g_sinv (the transpose of the workspace is
+ * made valid here); hp: g in param dtype. gws as for wgrad. */
 f8_status f8i_weight_dgrad(f8_ctx *ctx, f8i_weight *w, const void *g, f8_dtype g_dtype, const float *g_sinv,
-                           int64_t T, void *dx, f8_dtype dx_dtype, void *gws);
+                           int64_t T, void *dx, f8_dtype dx_dtype, int accumulate, void *gws);
 
 /* dW (+)= gᵀ · a into the gradient (accumulate) or main_grad (beta 0 after a
  * FIRST forward). FP8: gt [rows, T] and at [cols, T] with their scale_invs;
