@@ -56,7 +56,11 @@ typedef struct cast_case {
     f8_dtype dbias_dtype;
     int dbias_acc;
     int noop_ptr;          /* 1: pass a noop flag that holds 0 */
+    int off_src, off_out;  /* bytes from the allocation's start to src, to out and out_t */
 } cast_case;
+
+/* Bytes after out and out_t that a cast must leave as poisoned. */
+enum { GUARD = 16 };
 
 /* The outputs of one cast, downloaded. */
 typedef struct cast_out {
@@ -140,19 +144,24 @@ static void check_dbias(const char *desc, const char *who, const cast_case *cc, 
     }
 }
 
+/* out and out_t are checked as whole images of their allocations: off_out
+ * poisoned bytes, the n codes, GUARD poisoned bytes. */
 static void run_cast(env *e, const cast_case *cc)
 {
     const size_t n = (size_t)(cc->rows * cc->cols), esz = f8_dtype_size(cc->src);
     const size_t dsz = f8_dtype_size(cc->dbias_dtype), dbytes = (size_t)cc->cols * dsz;
-    char desc[192];
-    snprintf(desc, sizeof desc, "cast [%lld,%lld] %s->%s scale %g kind %d out %d t %d amax %d sinv %d dbias %d(%s acc %d)",
+    const size_t os = (size_t)cc->off_src, oo = (size_t)cc->off_out, nb = oo + n + GUARD;
+    char desc[224];
+    snprintf(desc, sizeof desc,
+             "cast [%lld,%lld] %s->%s scale %g kind %d out %d t %d amax %d sinv %d dbias %d(%s acc %d) off %zu/%zu",
              (long long)cc->rows, (long long)cc->cols, f8_dtype_name(cc->src), f8_dtype_name(cc->out), cc->scale,
              cc->kind, cc->with_out, cc->with_t, cc->with_amax, cc->with_scale_inv, cc->dbias,
-             f8_dtype_name(cc->dbias_dtype), cc->dbias_acc);
+             f8_dtype_name(cc->dbias_dtype), cc->dbias_acc, os, oo);
 
-    void *src_host = xmalloc(n * esz);
+    char *src_host = xmalloc(os + n * esz);
+    memset(src_host, 0, os);
     float *vals = xmalloc(n * sizeof(float));
-    gen_src(&e->rng, cc->kind, cc->out, cc->dbias, cc->src, src_host, vals, n);
+    gen_src(&e->rng, cc->kind, cc->out, cc->dbias, cc->src, src_host + os, vals, n);
     void *dbias0 = xmalloc(dbytes);
     if (cc->dbias_acc) {
         for (int64_t c = 0; c < cc->cols; c++) store_elem(dbias0, cc->dbias_dtype, (size_t)c, (float)rng_normal(&e->rng));
@@ -161,15 +170,16 @@ static void run_cast(env *e, const cast_case *cc)
     }
 
     float zero = 0.0f, one = 1.0f;
-    twin src = twin_new(e, n * esz, src_host), out = twin_new(e, n, NULL), out_t = twin_new(e, n, NULL);
+    twin src = twin_new(e, os + n * esz, src_host), out = twin_new(e, nb, NULL), out_t = twin_new(e, nb, NULL);
     twin scale = twin_new(e, 4, &cc->scale), amax = twin_new(e, 4, NULL), sinv = twin_new(e, 4, NULL);
     twin dbias = twin_new(e, dbytes, NULL), noop = twin_new(e, 4, &zero);
 
     f8i_cast_args a[2];
     for (int i = 0; i < 2; i++) {
-        a[i] = (f8i_cast_args){.src = src.p[i], .src_dtype = cc->src, .rows = cc->rows, .cols = cc->cols,
-                               .out_dtype = cc->out, .out = cc->with_out ? out.p[i] : NULL,
-                               .out_t = cc->with_t ? out_t.p[i] : NULL, .scale = scale.p[i],
+        a[i] = (f8i_cast_args){.src = (char *)src.p[i] + os, .src_dtype = cc->src, .rows = cc->rows,
+                               .cols = cc->cols, .out_dtype = cc->out,
+                               .out = cc->with_out ? (uint8_t *)out.p[i] + oo : NULL,
+                               .out_t = cc->with_t ? (uint8_t *)out_t.p[i] + oo : NULL, .scale = scale.p[i],
                                .amax = cc->with_amax ? amax.p[i] : NULL,
                                .scale_inv = cc->with_scale_inv ? sinv.p[i] : NULL,
                                .dbias = cc->dbias ? dbias.p[i] : NULL, .dbias_dtype = cc->dbias_dtype,
@@ -178,11 +188,11 @@ static void run_cast(env *e, const cast_case *cc)
     }
 
     cast_out o[2], poison;
-    cast_out_init(&o[0], n, dbytes);
-    cast_out_init(&o[1], n, dbytes);
-    cast_out_init(&poison, n, dbytes);
-    memset(poison.out, 0xA5, n);
-    memset(poison.out_t, 0x5A, n);
+    cast_out_init(&o[0], nb, dbytes);
+    cast_out_init(&o[1], nb, dbytes);
+    cast_out_init(&poison, nb, dbytes);
+    memset(poison.out, 0xA5, nb);
+    memset(poison.out_t, 0x5A, nb);
     poison.amax = AMAX0;
     poison.scale_inv = fval(SINV_POISON);
     memcpy(poison.dbias, dbias0, dbytes);
@@ -194,14 +204,16 @@ static void run_cast(env *e, const cast_case *cc)
     /* Host expectation: codes = fp8(v * scale) per element (FP32 multiply),
      * amax = max(prior, max |v|) ignoring NaN, scale_inv = 1/scale; outputs
      * not asked for stay as poisoned. rows or cols 0: only scale_inv. */
-    uint8_t *want = xmalloc(n), *want_t = xmalloc(n);
+    uint8_t *want = xmalloc(nb), *want_t = xmalloc(nb);
+    memset(want, 0xA5, nb);
+    memset(want_t, 0x5A, nb);
     float want_amax = AMAX0;
     for (int64_t r = 0; r < cc->rows; r++) {
         for (int64_t c = 0; c < cc->cols; c++) {
             float v = vals[r * cc->cols + c];
             uint8_t code = f8_fp8_from_float(v * cc->scale, cc->out);
-            want[r * cc->cols + c] = cc->with_out ? code : 0xA5;
-            want_t[c * cc->rows + r] = cc->with_t ? code : 0x5A;
+            if (cc->with_out) want[oo + r * cc->cols + c] = code;
+            if (cc->with_t) want_t[oo + c * cc->rows + r] = code;
             if (!isnan(v)) want_amax = fmaxf(want_amax, fabsf(v));
         }
     }
@@ -210,19 +222,20 @@ static void run_cast(env *e, const cast_case *cc)
 
     for (int i = 0; i < 2; i++) {
         const char *who = i == CPU ? "cpu" : "cuda";
-        size_t d = first_diff(o[i].out, want, n);
-        CHECK(d == n, "%s: %s out[%zu] = 0x%02x, want 0x%02x (v = %g)", desc, who, d, d < n ? o[i].out[d] : 0,
-              d < n ? want[d] : 0, d < n ? vals[d] : 0.0f);
-        d = first_diff(o[i].out_t, want_t, n);
-        CHECK(d == n, "%s: %s out_t[%zu] = 0x%02x, want 0x%02x", desc, who, d, d < n ? o[i].out_t[d] : 0,
-              d < n ? want_t[d] : 0);
+        /* d is a byte of the image: out[d - oo] (before 0 or past n: a poisoned byte written) */
+        size_t d = first_diff(o[i].out, want, nb);
+        CHECK(d == nb, "%s: %s out[%lld] = 0x%02x, want 0x%02x (v = %g)", desc, who, (long long)d - (long long)oo,
+              d < nb ? o[i].out[d] : 0, d < nb ? want[d] : 0, d >= oo && d < oo + n ? vals[d - oo] : 0.0f);
+        d = first_diff(o[i].out_t, want_t, nb);
+        CHECK(d == nb, "%s: %s out_t[%lld] = 0x%02x, want 0x%02x", desc, who, (long long)d - (long long)oo,
+              d < nb ? o[i].out_t[d] : 0, d < nb ? want_t[d] : 0);
         CHECK(fbits(o[i].amax) == fbits(want_amax), "%s: %s amax %.9g, want %.9g", desc, who, o[i].amax, want_amax);
         CHECK(fbits(o[i].scale_inv) == fbits(want_sinv), "%s: %s scale_inv %.9g (0x%08x), want %.9g", desc, who,
               o[i].scale_inv, fbits(o[i].scale_inv), want_sinv);
         if (cc->dbias && n) check_dbias(desc, who, cc, vals, dbias0, o[i].dbias);
     }
     /* The GPU against the oracle directly: same bytes everywhere. */
-    CHECK(first_diff(o[GPU].out, o[CPU].out, n) == n && first_diff(o[GPU].out_t, o[CPU].out_t, n) == n &&
+    CHECK(first_diff(o[GPU].out, o[CPU].out, nb) == nb && first_diff(o[GPU].out_t, o[CPU].out_t, nb) == nb &&
               fbits(o[GPU].amax) == fbits(o[CPU].amax) && fbits(o[GPU].scale_inv) == fbits(o[CPU].scale_inv),
           "%s: cuda and cpu differ", desc);
 
@@ -233,7 +246,7 @@ static void run_cast(env *e, const cast_case *cc)
     for (int i = 0; i < 2; i++) CHECK_OK(e->ctx[i], f8i_op_cast(e->ctx[i], &a[i]));
     for (int i = 0; i < 2; i++) {
         cast_get(e, i, &out, &out_t, &amax, &sinv, &dbias, &o[i]);
-        CHECK(first_diff(o[i].out, poison.out, n) == n && first_diff(o[i].out_t, poison.out_t, n) == n &&
+        CHECK(first_diff(o[i].out, poison.out, nb) == nb && first_diff(o[i].out_t, poison.out_t, nb) == nb &&
                   fbits(o[i].amax) == fbits(poison.amax) && fbits(o[i].scale_inv) == fbits(poison.scale_inv) &&
                   first_diff(o[i].dbias, poison.dbias, dbytes) == dbytes,
               "%s: %s wrote something under noop = 1", desc, i == CPU ? "cpu" : "cuda");
@@ -256,9 +269,11 @@ typedef struct shape {
 } shape;
 
 /* The shapes every layout op runs on: one row, one column (prime lengths),
- * odd/prime 2-D, TE's transpose shapes, an aligned one, zero sizes. */
+ * odd/prime 2-D, TE's transpose shapes, an aligned one, zero sizes, and the
+ * LM head's odd vocabulary scaled down (300 x 1001: rows at every byte
+ * offset, partial tiles both ways). */
 static const shape small_shapes[] = {{1, 3221}, {2333, 1}, {1481, 677}, {7, 11}, {33, 41},
-                                     {64, 256}, {0, 17},   {19, 0}};
+                                     {64, 256}, {0, 17},   {19, 0},    {300, 1001}};
 /* Large: an aligned one for the vectorized path and an odd one for the tails. */
 static const shape large_shapes[] = {{4096, 4096}, {3001, 2053}};
 
@@ -284,6 +299,22 @@ static void test_casts(env *e)
                                         .dbias_acc = (v >> 1) & 1, .noop_ptr = idx & 1};
                         run_cast(e, &cc);
                     }
+    /* Pointers off their allocation's alignment (src by whole elements, the
+     * codes by any byte), on shapes whose rows are aligned (256 columns:
+     * only the pointers are not) and unaligned: every cast mode. */
+    static const shape off_shapes[] = {{300, 1001}, {129, 256}, {33, 41}, {1, 3221}, {2333, 1}};
+    static const int off_outs[] = {3, 1, 8, 15};
+    for (int s = 0; s < NELEM(off_shapes); s++)
+        for (int si = 0; si < 2; si++)
+            for (int mode = 0; mode < 3; mode++, idx++) {
+                const int esz = si ? 2 : 4;
+                cast_case cc = {.rows = off_shapes[s].rows, .cols = off_shapes[s].cols, .src = srcs[si],
+                                .out = outs[idx & 1], .scale = scales[idx % 3], .kind = idx % K_COUNT,
+                                .with_out = 1, .with_t = mode >= 1, .with_amax = 1, .with_scale_inv = 1,
+                                .dbias = mode == 2, .dbias_dtype = F8_DTYPE_FP32, .dbias_acc = idx & 1,
+                                .off_src = esz * (1 + idx % 3), .off_out = off_outs[idx % NELEM(off_outs)]};
+                run_cast(e, &cc);
+            }
     /* Large shapes: the three modes once each, on different settings. */
     for (int s = 0; s < NELEM(large_shapes) && !e->quick; s++) {
         cast_case base = {.rows = large_shapes[s].rows, .cols = large_shapes[s].cols, .with_out = 1, .with_amax = 1,
@@ -303,27 +334,31 @@ static void test_casts(env *e)
 /* transpose_u8, convert                                                     */
 /* ------------------------------------------------------------------------ */
 
-static void run_transpose(env *e, int64_t rows, int64_t cols)
+/* src and dst lie off_src and off_dst bytes into their allocations; dst's
+ * is checked whole (GUARD poisoned bytes after it too). */
+static void run_transpose(env *e, int64_t rows, int64_t cols, size_t off_src, size_t off_dst)
 {
-    const size_t n = (size_t)(rows * cols);
-    uint8_t *src = xmalloc(n), *want = xmalloc(n), *poison = xmalloc(n), *got = xmalloc(n);
-    for (size_t i = 0; i < n; i++) src[i] = (uint8_t)rng_u64(&e->rng);
+    const size_t n = (size_t)(rows * cols), nb = off_dst + n + GUARD;
+    uint8_t *src = xmalloc(off_src + n), *want = xmalloc(nb), *poison = xmalloc(nb), *got = xmalloc(nb);
+    for (size_t i = 0; i < off_src + n; i++) src[i] = (uint8_t)rng_u64(&e->rng);
+    memset(poison, 0xC3, nb);
+    memcpy(want, poison, nb);
     for (int64_t r = 0; r < rows; r++)
-        for (int64_t c = 0; c < cols; c++) want[c * rows + r] = src[r * cols + c];
-    memset(poison, 0xC3, n);
+        for (int64_t c = 0; c < cols; c++) want[off_dst + c * rows + r] = src[off_src + r * cols + c];
     float zero = 0.0f, one = 1.0f;
-    twin s = twin_new(e, n, src), d = twin_new(e, n, poison), flag = twin_new(e, 4, &zero);
+    twin s = twin_new(e, off_src + n, src), d = twin_new(e, nb, poison), flag = twin_new(e, 4, &zero);
     for (int pass = 0; pass < 3; pass++) {
         /* pass 0: no flag; 1: flag 0 (writes); 2: flag 1 (writes nothing) */
         if (pass == 2) twin_put(e, &flag, &one);
         twin_put(e, &d, poison);
         for (int i = 0; i < 2; i++) {
             f8_ctx *ctx = e->ctx[i];
-            CHECK_OK(ctx, f8i_op_transpose_u8(ctx, s.p[i], d.p[i], rows, cols, pass ? flag.p[i] : NULL));
+            CHECK_OK(ctx, f8i_op_transpose_u8(ctx, (const uint8_t *)s.p[i] + off_src, (uint8_t *)d.p[i] + off_dst,
+                                              rows, cols, pass ? flag.p[i] : NULL));
             twin_get(e, &d, i, got);
-            size_t k = first_diff(got, pass == 2 ? poison : want, n);
-            CHECK(k == n, "transpose_u8 [%lld,%lld] pass %d: %s byte %zu differs", (long long)rows, (long long)cols,
-                  pass, i == CPU ? "cpu" : "cuda", k);
+            size_t k = first_diff(got, pass == 2 ? poison : want, nb);
+            CHECK(k == nb, "transpose_u8 [%lld,%lld] off %zu/%zu pass %d: %s byte %lld differs", (long long)rows,
+                  (long long)cols, off_src, off_dst, pass, i == CPU ? "cpu" : "cuda", (long long)k - (long long)off_dst);
         }
     }
     twin_free(e, &s);
@@ -388,9 +423,14 @@ static void run_convert(env *e, f8_dtype sd, f8_dtype dd, float sinv, size_t n)
 
 static void test_layout_ops(env *e)
 {
-    for (int s = 0; s < NELEM(small_shapes); s++) run_transpose(e, small_shapes[s].rows, small_shapes[s].cols);
+    for (int s = 0; s < NELEM(small_shapes); s++) {
+        run_transpose(e, small_shapes[s].rows, small_shapes[s].cols, 0, 0);
+        run_transpose(e, small_shapes[s].rows, small_shapes[s].cols, 1 + s % 15, 15 - s % 15); /* any byte offset */
+    }
+    run_transpose(e, 256, 384, 8, 0); /* aligned rows, pointers not */
+    run_transpose(e, 256, 384, 0, 3);
     for (int s = 0; s < NELEM(large_shapes) && !e->quick; s++)
-        run_transpose(e, large_shapes[s].rows, large_shapes[s].cols);
+        run_transpose(e, large_shapes[s].rows, large_shapes[s].cols, 0, 0);
 
     /* 2^-140 and 1/FLT_MAX make FP32 subnormal results (flush-to-zero fails). */
     static const float sinvs[] = {1.0f, 0.375f, 3.5f, 0x1p-140f, 1.0f / FLT_MAX};

@@ -29,12 +29,16 @@
 #define FLAT_ELEMS 16 /* elements a flat-kernel thread converts per step */
 
 /* The tile kernel's values are the source tensor itself: 16 source bytes
- * (4 FP32 or 8 BF16 values) per thread-row, both micro-blocks loaded ahead. */
-template <int BF16>
+ * (4 FP32 or 8 BF16 values) per thread-row, both micro-blocks loaded ahead.
+ * SHIFTED: rows aligned to 4 bytes or less (odd cols), read from their
+ * aligned chunks (tile_load); a kernel of its own, as the second chunk of
+ * every row piece in flight takes ~30 more registers (~90 -> 128), which
+ * would cost aligned sources occupancy. */
+template <int BF16, int SHIFTED>
 struct cast_src {
     static constexpr int VEC = BF16 ? 8 : 4;
     static constexpr int AHEAD = 2;
-    static constexpr int FULL = 1;
+    static constexpr int FULL = SHIFTED ? 0 : 1;
     typedef uint32_t raw_t[4];
     const void *src; /* (rows, cols) FP32 or BF16 */
     int w_src;       /* access width (bytes) for src rows */
@@ -76,10 +80,11 @@ static __device__ __forceinline__ void load_edge(uint32_t (&w)[4], const void *s
 /* cast_tile.cuh's three source functions for cast_src: the row piece at
  * (row, col) as 16 raw bytes (one 16-byte load inside the tensor, load_edge
  * at its edges; FULL: always one 16-byte load), decoded exactly; no extra
- * output. */
-template <int FULL, int BF16>
-static __device__ __forceinline__ void tile_load(const cast_src<BF16> &s, uint32_t (&w)[4], tile_at at, int64_t rows,
-                                                 int64_t cols)
+ * output. SHIFTED reads the piece from its aligned chunks (load16_any): 2
+ * loads where 4-byte accesses take 4 and 2-byte ones 8. */
+template <int FULL, int BF16, int SHIFTED>
+static __device__ __forceinline__ void tile_load(const cast_src<BF16, SHIFTED> &s, uint32_t (&w)[4], tile_at at,
+                                                 int64_t rows, int64_t cols)
 {
     constexpr int VEC = BF16 ? 8 : 4, ES = BF16 ? 2 : 4;
     if constexpr (FULL) {
@@ -88,21 +93,23 @@ static __device__ __forceinline__ void tile_load(const cast_src<BF16> &s, uint32
         return;
     }
     const int64_t row = at.row0 + at.r, col = at.col0 + at.c;
-    if (row < rows && col + VEC <= cols)
+    if (row < rows && col + VEC <= cols && SHIFTED)
+        load16_any(w, (const char *)s.src + (row * cols + col) * ES, s.src, (const char *)s.src + rows * cols * ES);
+    else if (row < rows && col + VEC <= cols)
         load_bytes<16>(w, (const char *)s.src + (row * cols + col) * ES, s.w_src);
     else
         load_edge<BF16>(w, s.src, row, col, rows, cols);
 }
 
-template <int FULL, int BF16>
-static __device__ __forceinline__ void tile_values(const cast_src<BF16> &, const uint32_t (&w)[4], int64_t,
+template <int FULL, int BF16, int SHIFTED>
+static __device__ __forceinline__ void tile_values(const cast_src<BF16, SHIFTED> &, const uint32_t (&w)[4], int64_t,
                                                    float (&v)[BF16 ? 8 : 4])
 {
     decode16<BF16>(w, v);
 }
 
-template <int FULL, int BF16>
-static __device__ __forceinline__ void tile_store(const cast_src<BF16> &, const float (&)[BF16 ? 8 : 4], tile_at,
+template <int FULL, int BF16, int SHIFTED>
+static __device__ __forceinline__ void tile_store(const cast_src<BF16, SHIFTED> &, const float (&)[BF16 ? 8 : 4], tile_at,
                                                   int64_t, int64_t)
 {
 }
@@ -216,8 +223,10 @@ static f8_status cast_tiled(f8_ctx *ctx, const f8i_cast_args *a, int bf16, int e
     p.w_out_t = a->out_t != NULL ? access_width(a->out_t, a->rows, 16) : 1;
     const int w_src = access_width(a->src, a->cols * (bf16 ? 2 : 4), 16);
     const int full_src = w_src == 16;
-    if (bf16) return cast_tile_launch(ctx, &p, cast_src<1>{a->src, w_src}, e5m2, full_src, "cast");
-    return cast_tile_launch(ctx, &p, cast_src<0>{a->src, w_src}, e5m2, full_src, "cast");
+    if (w_src <= 4 && bf16) return cast_tile_launch(ctx, &p, cast_src<1, 1>{a->src, w_src}, e5m2, 0, "cast");
+    if (w_src <= 4) return cast_tile_launch(ctx, &p, cast_src<0, 1>{a->src, w_src}, e5m2, 0, "cast");
+    if (bf16) return cast_tile_launch(ctx, &p, cast_src<1, 0>{a->src, w_src}, e5m2, full_src, "cast");
+    return cast_tile_launch(ctx, &p, cast_src<0, 0>{a->src, w_src}, e5m2, full_src, "cast");
 }
 
 /* ------------------------------------------------------------------------ */

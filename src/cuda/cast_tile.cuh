@@ -49,6 +49,18 @@
  * and dbias are bit-identical; only the addressing and the checks differ.
  * Everything else (edges, odd pointers, FP32 activation inputs, dx) runs
  * the generic kernel, unchanged.
+ *
+ * Unaligned rows (issue 16: an odd cols, or an odd rows for out_t, leaves
+ * the rows of out or out_t at any byte offset). Written thread-row by
+ * thread-row with 1-byte stores, each touching as many lines as a 16-byte
+ * one, the generic kernel was bound by its store instructions at about a
+ * third of its aligned bandwidth. So where out's rows are not VEC-aligned
+ * (w_out < VEC) the block parks its codes row-major in dynamic shared memory
+ * (cast_tile_stage_bytes) and writes each tile row's TC bytes as 16-byte
+ * pieces through kernels_common.cuh's store_pieces_unaligned: aligned
+ * 16-byte stores, narrow ones only at the tile row's two ends; where out_t's
+ * rows are not 16-byte aligned its pieces go the same way. Aligned rows keep
+ * the code paths above unchanged (and no dynamic shared memory).
  */
 #ifndef F8_CUDA_CAST_TILE_CUH
 #define F8_CUDA_CAST_TILE_CUH
@@ -73,6 +85,12 @@ static_assert(TILE_ROWS % 16 == 0, "the transposed tile is written in 16-byte pi
  * (backend.h, the one sizing formula) counts two per 16 rows. */
 static_assert(TILE_ROWS >= 16, "f8i_reduce_workspace_bytes bounds the dbias partials (one row per 16 rows)");
 static_assert(TILE_TX * 4 * (TILE_ROWS / 16) % CAST_THREADS == 0, "whole 16-byte pieces per thread");
+static_assert(TILE_ROWS * TILE_TX * 4 / 16 % CAST_THREADS == 0, "whole staged 16-byte pieces per thread");
+
+/* Row pitch (bytes) of the staged codes for a tile of TC columns: TC + 8
+ * puts the 4 rows (4 apart) of a half-warp's 8-byte stores and the 2 rows
+ * of a half-warp's 8-byte loads in different banks (for TC = 128). */
+#define TILE_STAGE_PITCH(TC) ((TC) + 8)
 
 /* The FULL kernels' bound on rows and cols: an offset inside a tile, at most
  * TILE_ROWS rows of a row pitch of up to 2 * cols elements (a gated x), or
@@ -115,6 +133,17 @@ template <int FULL> void tile_load();
 template <int FULL> void tile_values();
 template <int FULL> void tile_store();
 
+/* 1 when out's rows take narrower stores than a thread-row's VEC codes: the
+ * generic kernel then stages them (the design note). */
+static inline int cast_tile_stages(const cast_tile_params *p, int vec) { return p->out != NULL && p->w_out < vec; }
+
+/* Dynamic shared memory of the generic kernel for p: the staged codes,
+ * (TILE_ROWS, TILE_STAGE_PITCH(TC)) bytes, or none. */
+static inline size_t cast_tile_stage_bytes(const cast_tile_params *p, int vec)
+{
+    return cast_tile_stages(p, vec) ? (size_t)TILE_ROWS * TILE_STAGE_PITCH(TILE_TX * vec) : 0;
+}
+
 /* Cast + transpose (+ dbias sums) of one TILE_ROWS x TC tile, TC = 16 * VEC.
  * Grid: row_tiles * col_tiles blocks (1-D, column tiles fastest; FULL: 2-D,
  * (col_tiles, row_tiles)); block CAST_THREADS. Thread (tx, ty) owns columns
@@ -126,7 +155,10 @@ template <int FULL> void tile_store();
  * DBIAS, thread t < TC adds column t's 16 per-thread sums (fixed order) and
  * writes the tile's partial sum, or dbias itself when partial is NULL.
  * Thread 0 of block 0 writes scale_inv. FULL: the tile lies inside the
- * matrix and every access is the widest (the design note). */
+ * matrix and every access is the widest (the design note). Staged out
+ * (cast_tile_stages): the thread parks its codes in stage[row][column]
+ * instead, and the block writes tile row q / G, piece q % G (G = TC / 16
+ * pieces of 16 bytes a row) for q = tid + k * CAST_THREADS. */
 template <typename SRC, int E5M2, int DBIAS, int FULL>
 static __global__ void __launch_bounds__(CAST_THREADS, FULL ? CAST_FULL_MIN_BLOCKS : 1)
     cast_tile_kernel(cast_tile_params p, SRC src)
@@ -139,6 +171,9 @@ static __global__ void __launch_bounds__(CAST_THREADS, FULL ? CAST_FULL_MIN_BLOC
     static_assert(SRC::AHEAD == 1 || SRC::AHEAD == 2, "one or both micro-blocks loaded ahead");
     __shared__ uint32_t tile_t[TC][TILE_WORDS]; /* (TC, TILE_ROWS/4 + 1) code words */
     __shared__ float col_sum[DBIAS ? TILE_TY : 1][DBIAS ? TC + 1 : 1]; /* (TILE_TY, TC + 1) */
+    extern __shared__ __align__(16) uint8_t cast_tile_stage[]; /* staged: (TILE_ROWS, STAGE_PITCH) codes */
+    constexpr int STAGE_PITCH = TILE_STAGE_PITCH(TC);
+    const bool stage_out = !FULL && p.out != NULL && p.w_out < VEC; /* cast_tile_stages: uniform */
 
     if (noop_set(p.noop)) return;
     const float s = p.scale != NULL ? *p.scale : 1.0f;
@@ -205,6 +240,8 @@ static __global__ void __launch_bounds__(CAST_THREADS, FULL ? CAST_FULL_MIN_BLOC
             }
             if constexpr (FULL) {
                 store_bytes<VEC>(out_thread + (m * (TILE_ROWS / 2) + r) * (int)p.cols, code[r], VEC);
+            } else if (stage_out) {
+                store_bytes<VEC>(cast_tile_stage + at.r * STAGE_PITCH + at.c, code[r], VEC);
             } else if (p.out != NULL && row < p.rows) {
                 uint8_t *dst = p.out + row * p.cols + col;
                 if (col_full) {
@@ -231,9 +268,38 @@ static __global__ void __launch_bounds__(CAST_THREADS, FULL ? CAST_FULL_MIN_BLOC
 #pragma unroll
         for (int j = 0; j < VEC; ++j) col_sum[ty][tx * VEC + j] = dsum[j];
     }
-    if (FULL || p.out_t != NULL || DBIAS) __syncthreads(); /* uniform: kernel arguments */
+    if (FULL || p.out_t != NULL || DBIAS || stage_out) __syncthreads(); /* uniform: kernel arguments */
 
-    if (FULL || p.out_t != NULL) {
+    /* The unaligned writes are not unrolled: unrolled, their shuffles and
+     * shifts raised the generic kernel from ~80 to 128 registers. */
+    if (stage_out) {
+        constexpr int G = TC / 16; /* 16-byte pieces per tile row */
+#pragma unroll 1
+        for (int k = 0; k < TILE_ROWS * G / CAST_THREADS; ++k) {
+            const int q = tid + k * CAST_THREADS;
+            const int tr = q / G, piece = q % G;
+            const int64_t row = row0 + tr, c = col0 + piece * 16;
+            uint32_t w[4];
+            load_bytes<16>(w, cast_tile_stage + tr * STAGE_PITCH + piece * 16, 8);
+            const int64_t left = row < p.rows ? p.cols - c : 0;
+            const int valid = left >= 16 ? 16 : left > 0 ? (int)left : 0;
+            store_pieces_unaligned<16, G>(p.out + row * p.cols + c, w, valid);
+        }
+    }
+
+    if (!FULL && p.out_t != NULL && p.w_out_t < 16) { /* uniform: every lane stores (it shuffles) */
+#pragma unroll 1
+        for (int k = 0; k < TC * PARTS / CAST_THREADS; ++k) {
+            const int q = tid + k * CAST_THREADS;
+            const int c = q / PARTS, part = q % PARTS;
+            uint32_t w[4];
+#pragma unroll
+            for (int i = 0; i < 4; ++i) w[i] = tile_t[c][part * 4 + i];
+            const int64_t r = row0 + part * 16, left = col0 + c < p.cols ? p.rows - r : 0;
+            const int valid = left >= 16 ? 16 : left > 0 ? (int)left : 0;
+            store_pieces_unaligned<16, PARTS>(p.out_t + (col0 + c) * p.rows + r, w, valid);
+        }
+    } else if (FULL || p.out_t != NULL) {
 #pragma unroll
         for (int k = 0; k < TC * PARTS / CAST_THREADS; ++k) {
             const int q = tid + k * CAST_THREADS;
@@ -278,14 +344,16 @@ template <typename SRC, int FULL>
 static void cast_tile_kernel_launch(const cast_tile_params *p, const SRC &src, int e5m2, dim3 grid,
                                     cudaStream_t stream)
 {
+    /* FULL never stages (cast_tile_full asks for w_out >= VEC) */
+    const size_t smem = FULL ? 0 : cast_tile_stage_bytes(p, SRC::VEC);
     if (p->dbias != NULL && e5m2)
-        cast_tile_kernel<SRC, 1, 1, FULL><<<grid, CAST_THREADS, 0, stream>>>(*p, src);
+        cast_tile_kernel<SRC, 1, 1, FULL><<<grid, CAST_THREADS, smem, stream>>>(*p, src);
     else if (p->dbias != NULL)
-        cast_tile_kernel<SRC, 0, 1, FULL><<<grid, CAST_THREADS, 0, stream>>>(*p, src);
+        cast_tile_kernel<SRC, 0, 1, FULL><<<grid, CAST_THREADS, smem, stream>>>(*p, src);
     else if (e5m2)
-        cast_tile_kernel<SRC, 1, 0, FULL><<<grid, CAST_THREADS, 0, stream>>>(*p, src);
+        cast_tile_kernel<SRC, 1, 0, FULL><<<grid, CAST_THREADS, smem, stream>>>(*p, src);
     else
-        cast_tile_kernel<SRC, 0, 0, FULL><<<grid, CAST_THREADS, 0, stream>>>(*p, src);
+        cast_tile_kernel<SRC, 0, 0, FULL><<<grid, CAST_THREADS, smem, stream>>>(*p, src);
 }
 
 /* 1 when the FULL kernel may cast p: the tiles cover [rows, cols] exactly,

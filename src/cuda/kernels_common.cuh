@@ -6,8 +6,15 @@
  * pointer or a row pitch is not 16-byte aligned, the same code path moves the
  * piece with narrower accesses (8, 4, 2 or 1 bytes): the launcher computes the
  * widest legal access once per launch (access_width) and the kernels switch on
- * it, a uniform branch. A 4x4 byte block is transposed in registers with
- * __byte_perm so that transposes go through shared memory as 32-bit words.
+ * it, a uniform branch. Narrow accesses are slow where a whole row is
+ * unaligned (an odd FP8 row, an odd-length BF16 one): one instruction per 1
+ * or 2 bytes, each touching as many cache lines as a 16-byte one. Such rows
+ * go through the helpers at the end instead (load16_any,
+ * store_pieces_unaligned): aligned 16-byte loads of the chunks that hold a
+ * piece, shifted into place, and aligned stores of pieces joined across
+ * neighbouring lanes, with narrow stores only at a row segment's two ends.
+ * A 4x4 byte block is transposed in registers with __byte_perm so that
+ * transposes go through shared memory as 32-bit words.
  */
 #ifndef F8_CUDA_KERNELS_COMMON_CUH
 #define F8_CUDA_KERNELS_COMMON_CUH
@@ -216,6 +223,124 @@ static __device__ __forceinline__ void block_stats_atomic(unsigned sat, unsigned
         if (first) atomicAdd(&stats[0], (unsigned long long)n);
         if (a) atomicAdd(&stats[1], a);
         if (b) atomicAdd(&stats[2], b);
+    }
+}
+
+/* Bytes s .. s + 4W - 1 (s < 4W) of the 8W-byte little-endian x, as W
+ * words: whole-word steps by selects (indexing registers by a runtime value
+ * would put them in local memory), then one funnel shift per word. */
+template <int W>
+static __device__ __forceinline__ void bytes_at(const uint32_t (&x)[2 * W], unsigned s, uint32_t (&w)[W])
+{
+    static_assert(W == 1 || W == 2 || W == 4, "4, 8 or 16 bytes");
+    uint32_t y[2 * W];
+#pragma unroll
+    for (int j = 0; j < 2 * W; ++j) y[j] = x[j];
+#pragma unroll
+    for (int step = W / 2; step >= 1; step /= 2) {
+        const bool take = ((s >> 2) & (unsigned)step) != 0;
+#pragma unroll
+        for (int j = 0; j + step < 2 * W; ++j) y[j] = take ? y[j + step] : y[j];
+    }
+#pragma unroll
+    for (int i = 0; i < W; ++i) w[i] = __funnelshift_r(y[i], y[i + 1], 8 * (s & 3));
+}
+
+/* The 16 bytes at p (any alignment; [p, p + 16) inside [lo, hi)) as 4
+ * little-endian words, read with the aligned 16-byte loads of the one or two
+ * chunks that hold them. A chunk reaching outside [lo, hi) (a buffer whose
+ * first or last piece is not aligned) is not loaded: those 16 bytes are read
+ * one by one. A warp of lanes on consecutive pieces reads each chunk twice,
+ * the second time from L1: half the load instructions of 8-byte accesses,
+ * an eighth of 2-byte ones. */
+static __device__ __forceinline__ void load16_any(uint32_t (&w)[4], const void *p, const void *lo, const void *hi)
+{
+    const unsigned s = (unsigned)((uintptr_t)p & 15);
+    const char *c = (const char *)p - s;
+    if (s == 0) {
+        load_bytes<16>(w, p, 16);
+    } else if (c < (const char *)lo || c + 32 > (const char *)hi) {
+        load_bytes<16>(w, p, 1);
+    } else {
+        uint32_t a[4], b[4];
+        load_bytes<16>(a, c, 16);
+        load_bytes<16>(b, c + 16, 16);
+        const uint32_t x[8] = {a[0], a[1], a[2], a[3], b[0], b[1], b[2], b[3]};
+        bytes_at<4>(x, s, w);
+    }
+}
+
+/* 8 bytes from byte o (o < 16) of the 16-byte little-endian value lo, hi. */
+static __device__ __forceinline__ unsigned long long bytes8_at(unsigned long long lo, unsigned long long hi, unsigned o)
+{
+    if (o >= 8) return hi >> (8 * (o - 8));
+    return o == 0 ? lo : (lo >> (8 * o)) | (hi << (64 - 8 * o));
+}
+
+/* Bytes [o, o + n) of the value lo, hi at dst + o, n < 16, in aligned
+ * pieces of 1, 2, 4 and 8 bytes: ascending sizes when dst + o + n is
+ * 8-aligned (a head that ends at an aligned address), descending when
+ * dst + o is (a tail that starts at one). */
+template <int N, bool ASCENDING>
+static __device__ __forceinline__ void store_span(uint8_t *dst, unsigned long long lo, unsigned long long hi,
+                                                  unsigned o, unsigned n)
+{
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const unsigned z = ASCENDING ? 1u << i : 8u >> i;
+        if (z >= N || !(n & z)) continue;
+        const unsigned long long v = bytes8_at(lo, hi, o);
+        if (z == 8) *(unsigned long long *)(dst + o) = v;
+        if (z == 4) *(uint32_t *)(dst + o) = (uint32_t)v;
+        if (z == 2) *(uint16_t *)(dst + o) = (uint16_t)v;
+        if (z == 1) dst[o] = (uint8_t)v;
+        o += z;
+    }
+}
+
+/* Warp-cooperative store of a row's consecutive N-byte pieces (N = 4, 8 or
+ * 16) where the row is not N-byte aligned; every lane of the warp calls it
+ * (it shuffles). Groups of G consecutive lanes (G divides 32) hold
+ * consecutive pieces of one row: lane k = lane % G holds w, due at dst (lane
+ * k + 1's is due at dst + N), of which the first `valid` bytes are written
+ * (N inside the matrix, fewer at its edge, 0 outside; the lanes of a group
+ * with valid == N are a prefix of it). A lane stores the aligned N bytes
+ * that start in its piece, s = -dst mod N bytes in: its bytes from s on and
+ * the next lane's first s, in one access. What no such store covers goes in
+ * aligned pieces of at most 8 bytes (store_span): the group's head (the
+ * first lane's bytes before s) and its tail (the bytes from s on of the
+ * last whole piece, whose next piece is in another group or not whole);
+ * a piece cut by the matrix's edge goes byte by byte. */
+template <int N, int G>
+static __device__ __forceinline__ void store_pieces_unaligned(uint8_t *dst, const uint32_t (&w)[N / 4], int valid)
+{
+    constexpr int W = N / 4;
+    static_assert(N == 4 || N == 8 || N == 16, "4, 8 or 16-byte pieces");
+    static_assert(G >= 1 && 32 % G == 0, "groups of lanes tile the warp");
+    const int k = (int)(threadIdx.x & 31) % G;
+    uint32_t x[2 * W];
+#pragma unroll
+    for (int i = 0; i < W; ++i) {
+        x[i] = w[i];
+        x[W + i] = __shfl_down_sync(0xFFFFFFFFu, w[i], 1);
+    }
+    const int next_valid = __shfl_down_sync(0xFFFFFFFFu, valid, 1);
+    const unsigned s = (unsigned)(N - (uintptr_t)dst % N) % N;
+    const bool whole = valid == N && (s == 0 || (k + 1 < G && next_valid == N));
+    if (whole) {
+        uint32_t o[W];
+        bytes_at<W>(x, s, o);
+        store_bytes<N>(dst + s, o, N);
+    }
+    unsigned long long lo = x[0], hi = 0ull; /* w as 16 bytes, zeros past N */
+    if constexpr (W >= 2) lo |= (unsigned long long)x[1] << 32;
+    if constexpr (W == 4) hi = (unsigned long long)x[2] | (unsigned long long)x[3] << 32;
+    if (valid == N && s != 0 && k == 0) store_span<N, true>(dst, lo, hi, 0, s);
+    if (valid == N && !whole) store_span<N, false>(dst, lo, hi, s, N - s);
+    if (valid > 0 && valid < N) {
+#pragma unroll
+        for (int b = 0; b < N; ++b)
+            if (b < valid) dst[b] = (uint8_t)(w[b / 4] >> (8 * (b % 4)));
     }
 }
 

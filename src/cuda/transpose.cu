@@ -13,7 +13,11 @@
  * with (column / 16) * 4, which puts the 32 word stores of a warp in 32 banks
  * and keeps each 16-byte piece contiguous, so the read side uses 16-byte
  * shared loads without conflicts. Unaligned pointers or pitches fall back to
- * narrower accesses (access_width); tile edges move single bytes.
+ * narrower accesses (access_width); tile edges move single bytes. Rows of
+ * an odd length (any byte offset) would make those 1-byte accesses, 16
+ * instructions a piece: such rows are read from their aligned chunks
+ * (load16_any) and written as aligned pieces joined across the 8 lanes of
+ * a transposed row (store_pieces_unaligned), kernels_common.cuh's helpers.
  */
 #include <limits.h>
 #include <stdint.h>
@@ -71,8 +75,10 @@ static __global__ void __launch_bounds__(TR_THREADS) transpose_u8_kernel(transpo
     for (int r = 0; r < 4; ++r) {
         const int64_t row = row0 + ty * 4 + r;
         const uint8_t *s = p.src + row * p.cols + col;
-        if (row < p.rows && col_full) {
+        if (row < p.rows && col_full && p.w_src > 4) {
             load_bytes<16>(raw[r], s, p.w_src);
+        } else if (row < p.rows && col_full) {
+            load16_any(raw[r], s, p.src, p.src + p.rows * p.cols);
         } else {
 #pragma unroll
             for (int i = 0; i < 4; ++i) raw[r][i] = 0;
@@ -100,11 +106,16 @@ static __global__ void __launch_bounds__(TR_THREADS) transpose_u8_kernel(transpo
     for (int k = 0; k < TR_TILE * TR_PARTS / TR_THREADS; ++k) {
         const int q = tid + k * TR_THREADS;
         const int c = q / TR_PARTS, part = q % TR_PARTS;
-        if (col0 + c >= p.cols) continue;
         const uint4 t = *(const uint4 *)&tile_t[c][swizzle(c, part * 4)];
         const uint32_t w[4] = {t.x, t.y, t.z, t.w};
         const int64_t r = row0 + part * 16;
         uint8_t *d = p.dst + (col0 + c) * p.rows + r;
+        if (p.w_dst < 16) { /* uniform; every lane stores (it shuffles) */
+            const int64_t left = col0 + c < p.cols ? p.rows - r : 0;
+            store_pieces_unaligned<16, TR_PARTS>(d, w, left >= 16 ? 16 : left > 0 ? (int)left : 0);
+            continue;
+        }
+        if (col0 + c >= p.cols) continue;
         if (r + 16 <= p.rows) {
             store_bytes<16>(d, w, p.w_dst);
         } else {
