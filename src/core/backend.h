@@ -420,13 +420,6 @@ typedef struct f8i_gemm_block_args {
 void f8i_cuda_gemm_block_force_fallback(f8_ctx *ctx, int force);
 int f8i_cuda_gemm_block_last_path(const f8_ctx *ctx);
 
-/* Test hook of the CUDA cross-entropy (src/cuda/cross_entropy.cu; a no-op in
- * a CUDA=0 build and on a CPU ctx): force != 0 sends the ctx's later calls
- * that the pipelined shared-memory kernel would take to the register kernel
- * instead (the two must give the same bits); 0 goes back. Never on the step
- * path. */
-void f8i_cuda_xent_force_regs(f8_ctx *ctx, int force);
-
 /* Test and benchmark hooks of the CUDA attention (src/cuda/attention_cudnn.cu;
  * no-ops in a CUDA=0 build and on a CPU ctx). set_mode picks the path of the
  * ctx's later calls: F8I_ATTN_AUTO (cuDNN where it takes the call, its

@@ -37,12 +37,6 @@ int f8i_cuda_gemm_block_last_path(const f8_ctx *ctx)
     return 0;
 }
 
-void f8i_cuda_xent_force_regs(f8_ctx *ctx, int force)
-{
-    (void)ctx;
-    (void)force;
-}
-
 void f8i_cuda_attn_set_mode(f8_ctx *ctx, int mode)
 {
     (void)ctx;

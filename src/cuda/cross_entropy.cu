@@ -22,20 +22,16 @@
  * Its exponentials are __expf (ex2.approx of x·log2(e), relative error about
  * 2^-21, next to the CPU's expf): the loss and gradient stay within 1e-5
  * relative of the CPU reference, and the reductions keep a fixed order, so
- * the bits repeat run to run.
+ * the bits repeat run to run. It is what GPT-2 shapes take.
  *
- * The pipelined path (cross_entropy_smem_kernel), what GPT-2 shapes take
- * now. The register kernel ran at about half the H200's bandwidth (8.4 ms of
- * a 92 ms 124M step for 6.6 GB of logits read and written): its 1024-thread
- * block owns the SM, so while a row is reduced and its gradient computed
- * (two passes of exponentials) no load is in flight. This kernel is
- * persistent (one 1024-thread block per SM, rows r = block, block + grid,
- * ...) and keeps two rows in shared memory: row i+1 is copied in by
- * cp.async while row i is reduced and written, so the loads overlap the
- * arithmetic. Thread tid owns the same pieces (tid + j·CE_REG_THREADS) and
- * does the same operations in the same order as the register kernel, so the
- * two give the same bits; it is taken when two rows fit the shared memory a
- * block may opt in to (BF16 up to ~58K columns on the H200, FP32 ~29K).
+ * What bounds it (H200, 2026-12-01). At the 124M step's head passes (8192
+ * rows of 50304 BF16) a pass takes 1.05-1.08 ms, about half the HBM rate,
+ * and that is not load latency: a persistent variant that kept two rows in
+ * shared memory and copied row i+1 in with cp.async while row i was worked
+ * on (same bits) measured the same 1.08 ms under ncu. At ~17 us a row per
+ * SM against ~8 us of bytes, the three passes over 49 values per thread
+ * (bounds checks, unpacking, two __expf, the BF16 rounding of each
+ * gradient) are the cost: fewer instructions per value is the lever.
  */
 #include <math.h>
 #include <stdint.h>
@@ -283,93 +279,6 @@ static __global__ void __launch_bounds__(CE_REG_THREADS, 1) cross_entropy_regs_k
     }
 }
 
-/* Copy row r's pieces into buf (16 bytes each, cp.async; nothing if r is
- * past the end). The caller commits the group. */
-static __device__ __forceinline__ void ce_row_async(const char *x, int64_t r, int64_t rows, int64_t row_bytes,
-                                                    int64_t pieces, char *buf)
-{
-    if (r >= rows) return;
-    const char *src = x + r * row_bytes;
-    const uint32_t dst = (uint32_t)__cvta_generic_to_shared(buf);
-    for (int64_t p = threadIdx.x; p < pieces; p += CE_REG_THREADS)
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst + (uint32_t)(p * 16)), "l"(src + p * 16));
-}
-
-/* Grid: min(rows, SMs) blocks of CE_REG_THREADS, 2 · row bytes (rounded to
- * 16) of dynamic shared memory. Launched only as the register kernel is
- * (same dtype, aligned rows), when two rows fit. See the design note. */
-template <int BF>
-static __global__ void __launch_bounds__(CE_REG_THREADS, 1) cross_entropy_smem_kernel(f8i_cross_entropy_args a)
-{
-    extern __shared__ uint4 ce_rows[];
-    __shared__ float red[CE_REG_THREADS / 32];
-    __shared__ float s_out;
-    constexpr int per = BF ? 8 : 4, es = BF ? 2 : 4;
-    const int64_t V = a.vocab, Vp = a.cols, rows = a.rows, row_bytes = Vp * es, pieces = row_bytes / 16;
-    const int64_t buf_pieces = pieces; /* row_bytes is a multiple of 16 (aligned pitch) */
-    const char *x = (const char *)a.logits;
-    const int tid = threadIdx.x;
-    int64_t r = blockIdx.x;
-    ce_row_async(x, r, rows, row_bytes, pieces, (char *)ce_rows);
-    asm volatile("cp.async.commit_group;\n" ::);
-    for (int i = 0; r < rows; ++i, r += gridDim.x) {
-        const uint4 *row = ce_rows + (i & 1) * buf_pieces;
-        /* the next row streams in while this one is worked on (its buffer was
-         * last read in iteration i - 1, which ended with a barrier) */
-        ce_row_async(x, r + gridDim.x, rows, row_bytes, pieces, (char *)(ce_rows + ((i + 1) & 1) * buf_pieces));
-        asm volatile("cp.async.commit_group;\n" ::);
-        asm volatile("cp.async.wait_group 1;\n" ::);
-        __syncthreads();
-        const int32_t y = a.targets[r];
-        char *d = a.dlogits ? (char *)a.dlogits + r * row_bytes : NULL;
-        if (y < 0 || y >= V) { /* ignored row (uniform in the block) */
-            if (tid == 0) a.losses[r] = 0.0f;
-            if (d)
-                for (int64_t p = tid; p < pieces; p += CE_REG_THREADS) ((uint4 *)d)[p] = make_uint4(0u, 0u, 0u, 0u);
-        } else {
-            const char *rb = (const char *)row;
-            const float xy = BF ? __uint_as_float((uint32_t)((const uint16_t *)rb)[y] << 16) : ((const float *)rb)[y];
-            float m = -INFINITY;
-            for (int64_t p = tid; p < pieces; p += CE_REG_THREADS) {
-                const uint4 q = row[p];
-                const int64_t c = p * per;
-#pragma unroll
-                for (int k = 0; k < 8; ++k)
-                    if (k < per && c + k < V) m = fmaxf(m, piece_at<BF>(q, k));
-            }
-            m = block_reduce<true>(m, red, &s_out);
-            float s = 0.0f;
-            for (int64_t p = tid; p < pieces; p += CE_REG_THREADS) {
-                const uint4 q = row[p];
-                const int64_t c = p * per;
-#pragma unroll
-                for (int k = 0; k < 8; ++k)
-                    if (k < per && c + k < V) s += __expf(piece_at<BF>(q, k) - m);
-            }
-            s = block_reduce<false>(s, red, &s_out);
-            if (tid == 0) a.losses[r] = logf(s) - (xy - m);
-            if (d) {
-                const float inv = 1.0f / s;
-                for (int64_t p = tid; p < pieces; p += CE_REG_THREADS) {
-                    const uint4 q = row[p];
-                    const int64_t c = p * per;
-                    float g[8];
-#pragma unroll
-                    for (int k = 0; k < 8; ++k) {
-                        const int64_t col = c + k;
-                        g[k] = k < per && col < V
-                                   ? (__expf(piece_at<BF>(q, k) - m) * inv - (col == y ? 1.0f : 0.0f)) * a.grad_scale
-                                   : 0.0f;
-                    }
-                    store_piece(d, BF, c, per, true, g);
-                }
-            }
-        }
-        __syncthreads(); /* every read of this buffer done before it is refilled */
-    }
-    asm volatile("cp.async.wait_group 0;\n" ::);
-}
-
 f8_status f8i_cuda_cross_entropy(f8_ctx *ctx, const f8i_cross_entropy_args *a)
 {
     const int xs = a->logits_dtype == F8_DTYPE_BF16 ? 2 : 4, ds = a->dlogits_dtype == F8_DTYPE_BF16 ? 2 : 4;
@@ -377,29 +286,12 @@ f8_status f8i_cuda_cross_entropy(f8_ctx *ctx, const f8i_cross_entropy_args *a)
     const bool vec_d = a->dlogits && (((uintptr_t)a->dlogits | (uintptr_t)(a->cols * ds)) & 15) == 0;
     F8I_COUNT_LAUNCHES(ctx, 1);
     const int64_t pieces = (a->cols * xs + 15) / 16;
-    const bool same = vec_x && (!a->dlogits || (vec_d && a->dlogits_dtype == a->logits_dtype));
-    f8i_cuda_state *s = f8i_cuda(ctx);
-    const size_t two_rows = 2 * (size_t)pieces * 16;
-    if (same && !s->xent_force_regs && a->rows > 0 &&
-        two_rows + (CE_REG_THREADS / 32 + 1) * sizeof(float) <= (size_t)s->smem_optin) {
-        const void *fn = xs == 2 ? (const void *)cross_entropy_smem_kernel<1> : (const void *)cross_entropy_smem_kernel<0>;
-        const f8_status st = f8i_cuda_smem_optin(ctx, fn, "cross_entropy_smem_kernel");
-        if (st != F8_OK) return st;
-        const unsigned grid = (unsigned)(a->rows < s->sm_count ? a->rows : s->sm_count);
-        if (xs == 2) cross_entropy_smem_kernel<1><<<grid, CE_REG_THREADS, two_rows, f8i_stream(ctx)>>>(*a);
-        else cross_entropy_smem_kernel<0><<<grid, CE_REG_THREADS, two_rows, f8i_stream(ctx)>>>(*a);
-        return f8i_cuda_launch_check(ctx, "cross_entropy_smem_kernel");
-    }
-    if (same && pieces <= (int64_t)CE_REG_THREADS * CE_REG_PIECES) {
+    if (vec_x && (!a->dlogits || (vec_d && a->dlogits_dtype == a->logits_dtype)) &&
+        pieces <= (int64_t)CE_REG_THREADS * CE_REG_PIECES) {
         if (xs == 2) cross_entropy_regs_kernel<1><<<(unsigned)a->rows, CE_REG_THREADS, 0, f8i_stream(ctx)>>>(*a);
         else cross_entropy_regs_kernel<0><<<(unsigned)a->rows, CE_REG_THREADS, 0, f8i_stream(ctx)>>>(*a);
         return f8i_cuda_launch_check(ctx, "cross_entropy_regs_kernel");
     }
     cross_entropy_kernel<<<(unsigned)a->rows, CE_THREADS, 0, f8i_stream(ctx)>>>(*a, vec_x, vec_d);
     return f8i_cuda_launch_check(ctx, "cross_entropy_kernel");
-}
-
-void f8i_cuda_xent_force_regs(f8_ctx *ctx, int force)
-{
-    if (ctx && ctx->kind == F8_BACKEND_CUDA && ctx->be_state) f8i_cuda(ctx)->xent_force_regs = force != 0;
 }

@@ -31,7 +31,6 @@ typedef struct f8i_cuda_state {
     int attn_mode;             /* F8I_ATTN_* (backend.h): F8_ATTN, read once, or a test's choice */
     int attn_mode_set;         /* attn_mode is valid */
     int attn_last_path;        /* F8I_ATTN_PATH_* of the last attention call */
-    int xent_force_regs;       /* test hook: cross-entropy's register kernel, not the pipelined one */
 } f8i_cuda_state;
 
 #define F8I_AMAX_MAX_BLOCKS 1024 /* most blocks an amax_scale launch uses */
