@@ -62,6 +62,9 @@ struct trainer {
     f8_graph *graph;
     int use_graph;
     int64_t ck_vocab, ck_padded_vocab, ck_step; /* from a --resume checkpoint's metadata */
+    /* where trainer_create's time went, seconds: a large model spends tens of
+     * seconds before its first step, and this says in which part */
+    double t_ctx, t_data, t_model, t_opt;
     char error[512];
 };
 
@@ -392,7 +395,9 @@ f8_status trainer_create(const train_options *opt, trainer **out, char *err, siz
             t->o.layers = hc.layers, t->o.heads = hc.heads, t->o.channels = hc.channels;
         }
     }
+    double mark = now_s();
     if (st == F8_OK) st = make_ctx(t, err, n);
+    t->t_ctx = now_s() - mark, mark = now_s();
     data_config dc = data_config_default();
     dc.sample_seed = t->o.seed;
     if (t->o.data && t->o.data[0]) {
@@ -404,6 +409,7 @@ f8_status trainer_create(const train_options *opt, trainer **out, char *err, siz
         dc.path = t->o.text;
     }
     if (st == F8_OK) st = data_create(&dc, &t->data, err, n);
+    t->t_data = now_s() - mark, mark = now_s();
     if (st == F8_OK) {
         gpt_config c;
         const int cuda = f8_ctx_backend(t->ctx) == F8_BACKEND_CUDA;
@@ -436,6 +442,7 @@ f8_status trainer_create(const train_options *opt, trainer **out, char *err, siz
         if (st == F8_OK && from_hf) st = hf_import(&t->m, t->o.init_from, err, n);
         t->use_graph = t->o.graph < 0 ? cuda : t->o.graph;
     }
+    t->t_model = now_s() - mark, mark = now_s();
     f8_adamw_config ac = f8_adamw_config_default();
     ac.lr_max = t->o.lr;
     ac.lr_min = t->o.lr_min;
@@ -476,6 +483,7 @@ f8_status trainer_create(const train_options *opt, trainer **out, char *err, siz
         if (!t->host_stage || !t->host_losses) st = F8_ERR_OUT_OF_MEMORY;
     }
     if (st == F8_OK && t->o.resume && t->o.resume[0]) st = resume(t, t->o.resume);
+    t->t_opt = now_s() - mark;
     if (st != F8_OK) {
         if (t->ctx && !err[0]) snprintf(err, n, "%s", t->error[0] ? t->error : f8_ctx_last_error(t->ctx));
         trainer_destroy(t);
@@ -622,6 +630,8 @@ int trainer_run(trainer *t)
             printf("tensor parallel: %d ranks per replica, %lld heads and %lld MLP columns each%s\n", t->m.tp_size,
                    (long long)(t->m.c.heads / t->m.tp_size), (long long)t->m.Fl,
                    t->m.sp ? "; sequence parallel: the residual stream split by tokens" : "");
+        printf("startup: device %.1f s, data %.1f s, model %.1f s, optimizer and state %.1f s\n", t->t_ctx, t->t_data,
+               t->t_model, t->t_opt);
         fflush(stdout);
     }
     tlog *log = NULL;
