@@ -319,30 +319,46 @@ class Module:
     def saved(self):
         return Saved(self)
 
-    def forward(self, x, y=None, is_first_microbatch=None, saved=None):
+    def forward(self, x, y=None, is_first_microbatch=None, saved=None, residual=None):
         """y = module(x). x: [..., in] NumPy float32 (or a Tensor); y: an
         output array, or None for a new one of x's dtype. saved: a Saved
-        from this module, or None (inference)."""
+        from this module, or None (inference). residual: an array (or
+        Tensor) [..., out] of y's dtype, or None: y = module(x) + residual,
+        added in the last GEMM's epilogue with one rounding
+        (f8_module_forward_add); it may be y itself."""
         xt = _tensor(x)
         if y is None:
             if not isinstance(x, np.ndarray):
                 raise ValueError("forward: give y for a non-NumPy x")
             y = np.empty(x.shape[:-1] + (self.out_features,), dtype=x.dtype)
-        yt = _tensor(y, "bf16" if xt.dtype == _lib.BF16 else None)
-        self.ctx.check(lib.f8_module_forward(self._p, xt.ref(), yt.ref(), microbatch_code(is_first_microbatch),
-                                             saved._p if saved is not None else None))
+        bf16 = "bf16" if xt.dtype == _lib.BF16 else None
+        yt = _tensor(y, bf16)
+        mb, sp = microbatch_code(is_first_microbatch), saved._p if saved is not None else None
+        if residual is None:
+            self.ctx.check(lib.f8_module_forward(self._p, xt.ref(), yt.ref(), mb, sp))
+        else:
+            rt = yt if residual is y else _tensor(residual, bf16)
+            self.ctx.check(lib.f8_module_forward_add(self._p, xt.ref(), yt.ref(), rt.ref(), mb, sp))
         return y
 
-    def backward(self, saved, dy, dx=True):
+    def backward(self, saved, dy, dx=True, add=False):
         """Gradients of the forward that filled saved. dx: True for a new
-        array like the forward's x ([..., in]), an array, or None to skip."""
+        array like the forward's x ([..., in]), an array, or None to skip.
+        add=True: dx (an array, required) is an existing gradient and the
+        input gradient is added into it in place, with one rounding
+        (f8_module_backward_add)."""
         dyt = _tensor(dy)
+        if add and (dx is None or dx is True):
+            raise ValueError("backward(add=True): give dx, the gradient to add into")
         if dx is True:
             if not isinstance(dy, np.ndarray):
                 raise ValueError("backward: give dx for a non-NumPy dy")
             dx = np.empty(dy.shape[:-1] + (self.in_features,), dtype=dy.dtype)
         dxt = _tensor(dx, "bf16" if dyt.dtype == _lib.BF16 else None) if dx is not None else None
-        self.ctx.check(lib.f8_module_backward(self._p, saved._p, dyt.ref(), dxt.ref() if dxt else None))
+        if add:
+            self.ctx.check(lib.f8_module_backward_add(self._p, saved._p, dyt.ref(), dxt.ref()))
+        else:
+            self.ctx.check(lib.f8_module_backward(self._p, saved._p, dyt.ref(), dxt.ref() if dxt else None))
         return dx
 
     # ---- FP8 scaling state -------------------------------------------------

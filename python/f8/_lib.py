@@ -137,6 +137,8 @@ _PROTOS = {
     "f8_saved_destroy": (None, [P]),
     "f8_module_forward": (st, [P, pT, pT, C.c_int, P]),
     "f8_module_backward": (st, [P, P, pT, pT]),
+    "f8_module_forward_add": (st, [P, pT, pT, pT, C.c_int, P]),
+    "f8_module_backward_add": (st, [P, P, pT, pT]),
     "f8_linear_config_default": (LinearConfig_t, [C.c_int64, C.c_int64]),
     "f8_linear_create": (st, [P, C.POINTER(LinearConfig_t), C.POINTER(P)]),
     "f8_layernorm_linear_config_default": (LayerNormLinearConfig_t, [C.c_int64, C.c_int64]),

@@ -166,15 +166,20 @@ class _Saved:
 
 class _Function(torch.autograd.Function):
     @staticmethod
-    def forward(actx, mod, x, microbatch, holder, *params):
+    def forward(actx, mod, x, microbatch, holder, residual, *params):
         ctx = mod._ctx
         _on_stream(ctx)
         x = x.contiguous()
         rows = x.numel() // mod.in_features
         y = torch.empty(x.shape[:-1] + (mod.out_features,), dtype=x.dtype, device=x.device)
         tx, ty = _t(x, rows, mod.in_features), _t(y, rows, mod.out_features)
-        ctx.check(lib.f8_module_forward(mod._f8.ptr, C.byref(tx), C.byref(ty), microbatch,
-                                        holder.saved._p if holder is not None else None))
+        saved = holder.saved._p if holder is not None else None
+        if residual is None:
+            ctx.check(lib.f8_module_forward(mod._f8.ptr, C.byref(tx), C.byref(ty), microbatch, saved))
+        else:  # y = module(x) + residual in the last GEMM's epilogue: one rounding, no add kernel
+            tr = _t(residual.contiguous(), rows, mod.out_features)
+            ctx.check(lib.f8_module_forward_add(mod._f8.ptr, C.byref(tx), C.byref(ty), C.byref(tr), microbatch,
+                                                saved))
         actx.mod, actx.holder = mod, holder
         actx.save_for_backward(x)  # f8 reads x again in backward: kept, and torch checks it is unchanged
         return y
@@ -196,7 +201,9 @@ class _Function(torch.autograd.Function):
         if holder.update_bwd is not None:
             holder.update_bwd.update_scales("backward")
         holder.release()
-        return (None, dx, None, None) + (None,) * len(mod._names)
+        # y = module(x) + residual: the residual's gradient is dy itself
+        dres = dy if actx.needs_input_grad[4] else None
+        return (None, dx, None, None, dres) + (None,) * len(mod._names)
 
 
 class _Module(torch.nn.Module):
@@ -252,14 +259,24 @@ class _Module(torch.nn.Module):
                              (enabled.recipe, self.recipe))
         return enabled
 
-    def forward(self, x, is_first_microbatch=None):
+    def forward(self, x, is_first_microbatch=None, residual=None):
+        """y = layer(x), or layer(x) + residual (a tensor of y's shape and
+        dtype: added in the layer's last GEMM with one rounding, no separate
+        add; its gradient is the output's)."""
         auto = self._fp8_now()
+        if residual is not None:
+            want = tuple(x.shape[:-1]) + (self.out_features,)
+            if tuple(residual.shape) != want or residual.dtype != x.dtype or residual.device != x.device:
+                raise ValueError("residual: %s %s on %s, the output is %s %s on %s" %
+                                 (tuple(residual.shape), residual.dtype, residual.device, want, x.dtype, x.device))
         if self.fp8 and auto is None:
-            return self._native(x)
+            y = self._native(x)
+            return y if residual is None else y + residual
         if x.shape[-1] != self.in_features:
             raise ValueError("input has %d features, the module takes %d" % (x.shape[-1], self.in_features))
         params = [getattr(self, n) for n in self._names]
-        grad = torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in params))
+        grad = torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in params) or
+                                            (residual is not None and residual.requires_grad))
         holder = _Saved(self) if grad else None
         if auto is not None:
             if self._ctx not in auto.ctxs:
@@ -270,8 +287,8 @@ class _Module(torch.nn.Module):
         mb = _f8.microbatch_code(is_first_microbatch)
         if not grad:
             with torch.no_grad():
-                return _Function.forward(_NoCtx(), self, x, mb, None)
-        return _Function.apply(self, x, mb, holder, *params)
+                return _Function.forward(_NoCtx(), self, x, mb, None, residual)
+        return _Function.apply(self, x, mb, holder, residual, *params)
 
     # ---- FP8 state in the state dict ----------------------------------------
     def get_extra_state(self):

@@ -161,6 +161,55 @@ def check_errors():
     check(v.shape == (4, 8) and np.isfinite(v).all() and float(np.abs(v).max()) > 0, "a view outlives its module")
 
 
+def check_residual():
+    """forward(..., residual=) and backward(..., add=True) (f8_module_forward_add
+    / _backward_add) against an FP64 NumPy oracle: the plain call's result
+    plus the residual (or the old dx), within FP32 rounding; in place equals
+    apart bit for bit; a residual of the wrong shape raises."""
+    rng = np.random.default_rng(7)
+    T = 16
+    for kind, a, b in (("linear", 64, 32), ("layernorm_linear", 64, 48), ("layernorm_mlp", 64, 128)):
+        for fp8 in (1, 0):
+            ctx = f8.Context()
+            ny = a if kind == "layernorm_mlp" else b
+            m1, m2, m3 = (make(ctx, kind, a, b, fp8, "fp32", T, 11) for _ in range(3))
+            x = rng.standard_normal((T, a)).astype(np.float32)
+            r = rng.standard_normal((T, ny)).astype(np.float32)
+            dy = rng.standard_normal((T, ny)).astype(np.float32)
+            dx0 = rng.standard_normal((T, a)).astype(np.float32)
+            s1, s2, s3 = m1.saved(), m2.saved(), m3.saved()
+            y = m1.forward(x, is_first_microbatch=None, saved=s1)
+            ya = m2.forward(x, is_first_microbatch=None, saved=s2, residual=r)
+            want = y.astype(np.float64) + r
+            tag = "%s fp8 %d" % (kind, fp8)
+            check(np.abs(ya - want).max() <= 1e-5 * (1 + np.abs(want).max()),
+                  "%s: forward with residual is off y + residual by %g" % (tag, np.abs(ya - want).max()))
+            yi = r.copy()
+            m3.forward(x, yi, is_first_microbatch=None, saved=s3, residual=yi)
+            check(same_bits(yi, ya), "%s: forward with the residual in place differs from apart" % tag)
+            dx = m1.backward(s1, dy)
+            dxa = dx0.copy()
+            m2.backward(s2, dy, dxa, add=True)
+            want = dx.astype(np.float64) + dx0
+            check(np.abs(dxa - want).max() <= 1e-5 * (1 + np.abs(want).max()),
+                  "%s: backward add is off dx + old dx by %g" % (tag, np.abs(dxa - want).max()))
+            check(same_bits(m1.numpy("weight" if kind != "layernorm_mlp" else "fc2_weight", grad=True),
+                            m2.numpy("weight" if kind != "layernorm_mlp" else "fc2_weight", grad=True)),
+                  "%s: the weight gradient depends on the add" % tag)
+            before = ya.copy()
+            try:
+                m2.forward(x, ya, residual=np.zeros((T, ny + 1), np.float32))
+                check(False, "%s: a residual of the wrong shape did not raise" % tag)
+            except f8.Error as e:
+                check(e.status_name == "F8_ERR_SHAPE", "%s: wrong residual shape: %s" % (tag, e))
+            check(same_bits(ya, before), "%s: a refused forward wrote y" % tag)
+            try:
+                m2.backward(s2, dy, add=True)
+                check(False, "%s: backward(add=True) without dx did not raise" % tag)
+            except ValueError:
+                check(True, "")
+
+
 def main():
     d = sys.argv[1]
     check_abi()
@@ -169,6 +218,7 @@ def main():
             if line.strip():
                 run_case(d, line)
     check_errors()
+    check_residual()
     print("run_cpu.py: %d checks, %d failed" % (checks, failures))
     return 1 if failures else 0
 

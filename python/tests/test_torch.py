@@ -6,6 +6,8 @@
 2. each module's outputs and gradients equal the package's (the C API through
    ctypes) on the same weights and inputs: bit for bit on the same backend
    (CPU; and CUDA against CUDA), and within FP8 tolerance CUDA against CPU;
+   likewise with a residual added inside the module (forward(x, residual=r),
+   the C API's f8_module_forward_add), whose gradient must be the output's;
 3. state_dict (parameters and FP8 extra state) round-trips through torch.save;
 4. CUDA: forward + backward captured in torch.cuda.graph and replayed equal
    the eager step bit for bit;
@@ -78,9 +80,10 @@ def pair(kind, device, dtype, seed, recipe=None):
         ctx, 64, 128, params_dtype="bf16" if dtype == torch.bfloat16 else "fp32", **kw)
 
 
-def match(kind, device, dtype, recipe=None):
+def match(kind, device, dtype, recipe=None, residual=False):
     """The torch module and the package's module (same config and seed: the same init) on one ctx kind;
-    recipe: te.Float8CurrentScaling() and the like (None: delayed)."""
+    recipe: te.Float8CurrentScaling() and the like (None: delayed); residual: both add a residual in
+    the module (forward(..., residual=r)), and torch's gradient of r must be dy."""
     torch.manual_seed(1)
     m, make = pair(kind, device, dtype, 11, recipe)
     with torch.no_grad():  # move the weights off their init, the same in both
@@ -88,8 +91,9 @@ def match(kind, device, dtype, recipe=None):
             p.add_(torch.randn_like(p) * 0.01)
     x = torch.randn(2, 16, m.in_features, device=device).to(dtype).requires_grad_(True)
     dy = (torch.randn(2, 16, m.out_features, device=device) * 0.1).to(dtype)
+    r = torch.randn(2, 16, m.out_features, device=device).to(dtype).requires_grad_(True) if residual else None
     with te.fp8_autocast():
-        y = m(x, is_first_microbatch=True)
+        y = m(x, is_first_microbatch=True, residual=r)
     y.backward(dy)
     for ref_device in sorted({device, "cpu"}):
         ctx = te.context(ref_device, m.recipe) if ref_device == "cpu" else m._ctx
@@ -107,13 +111,14 @@ def match(kind, device, dtype, recipe=None):
         dxr = torch.empty_like(xs)
         saved = ref.saved()
         ctx.synchronize() if ref_device != "cpu" else None
-        ref.forward(f8.Tensor(xs), f8.Tensor(yr), is_first_microbatch=True, saved=saved)
+        rs = f8.Tensor(r.detach().to(ref_device)) if residual else None
+        ref.forward(f8.Tensor(xs), f8.Tensor(yr), is_first_microbatch=True, saved=saved, residual=rs)
         ref.backward(saved, f8.Tensor(dys), f8.Tensor(dxr))
         if ref_device != "cpu":
             ctx.synchronize()
         exact = ref_device == device
         tol = 0 if exact else (3e-2 if dtype == torch.bfloat16 else 2e-2)
-        pairs = [("y", y.detach(), yr), ("dx", x.grad, dxr)]
+        pairs = [("y", y.detach(), yr), ("dx", x.grad, dxr)] + ([("d residual", r.grad, dys)] if residual else [])
         for name, p in m.named_parameters():
             g = ref.param(name, grad=True)
             if ref_device == "cpu":
@@ -131,8 +136,9 @@ def match(kind, device, dtype, recipe=None):
                 r = rel(a.float(), b.float().view(a.shape))
                 worst = max(worst, r)
                 check(r <= tol, "%s %s vs CPU: %s relative %.2e > %.0e" % (kind, device, what, r, tol))
-        print("  %s %s %s %s vs the C API on %s: %s" % (kind, device, str(dtype)[6:], m.recipe.scaling, ref_device,
-                                                        "bit for bit" if exact else "worst relative %.1e" % worst))
+        print("  %s %s %s %s%s vs the C API on %s: %s" % (kind, device, str(dtype)[6:], m.recipe.scaling,
+                                                          " + residual" if residual else "", ref_device,
+                                                          "bit for bit" if exact else "worst relative %.1e" % worst))
 
 
 def state_dict_round_trip(device):
@@ -213,6 +219,8 @@ def main():
         for kind in ("linear", "lnl", "mlp"):
             for dtype in (torch.float32, torch.bfloat16):
                 match(kind, device, dtype)
+            match(kind, device, torch.bfloat16, residual=True)
+        match("linear", device, torch.float32, residual=True)
         for recipe in (te.Float8CurrentScaling(), te.Float8BlockScaling(power_2_scales=True)):
             match("mlp", device, torch.float32, recipe)
             match("lnl", device, torch.bfloat16, recipe)
