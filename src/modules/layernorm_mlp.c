@@ -162,7 +162,7 @@ static size_t bwd_layout(const f8_module *m, int64_t T, f8i_layout *l, mlp_ws *w
         rln_layout(m, T, l, w);
         /* current scaling stages the norm output; d's staging hp is free by
          * then (the recompute follows the activation backward) when as large */
-        if (m->fp8 && w->hp) w->rhp = F1 >= H ? w->hp : f8i_take(l, (size_t)(T * H) * es);
+        if (m->fp8 && f8i_casts_unfused(m->ctx)) w->rhp = F1 >= H ? w->hp : f8i_take(l, (size_t)(T * H) * es);
     }
     return l->bytes;
 }
