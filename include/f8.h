@@ -752,9 +752,11 @@ f8_status f8_layernorm_mlp_create(f8_ctx *ctx, const f8_layernorm_mlp_config *co
  * per-call workspace, with that scale, and continues as without the flag.
  * f8_module_memory's saved activations shrink by the norm output's bytes
  * per saved-state object (124M GPT, T = 65536, H = 768, FP8: 48 MiB per
- * module, two modules a layer); the ctx workspace grows by one norm output
- * (shared by all modules); each backward costs one more norm forward (and
- * with current scaling one more cast, from a param_dtype staging buffer).
+ * module, two modules a layer); the ctx workspace, shared by all modules,
+ * grows by at most one FP8 norm output (LayerNormMLP's backward; with
+ * current scaling and ffn < hidden also its param_dtype staging); each
+ * backward costs one more norm forward (and with current scaling one more
+ * cast).
  * Results are bit for bit those without the flag: the same kernel on the
  * same inputs, the same scale (saved at the forward, so scale updates, or
  * another microbatch's current-scaling amax, between a forward and its
