@@ -685,6 +685,8 @@ typedef struct f8_layernorm_linear_config {
     int fp8_weights;          /* FP8 primary weight W (as f8_linear_config); default 0 */
     int64_t max_tokens;       /* default 4096 */
     uint64_t seed;            /* W ~ N(0, 0.02²); default 1 */
+    int recompute_norm_output; /* 1: backward re-runs the norm instead of saving its output
+                                  (see "Recomputing the norm output" below); default 0 */
 } f8_layernorm_linear_config;
 
 f8_layernorm_linear_config f8_layernorm_linear_config_default(int64_t in_features, int64_t out_features);
@@ -726,6 +728,7 @@ typedef struct f8_layernorm_mlp_config {
     int fp8_weights;          /* FP8 primary fc1 and fc2 weights (as f8_linear_config); default 0 */
     int64_t max_tokens;       /* default 4096 */
     uint64_t seed;            /* default 1 */
+    int recompute_norm_output; /* as f8_layernorm_linear_config's; default 0 */
 } f8_layernorm_mlp_config;
 
 f8_layernorm_mlp_config f8_layernorm_mlp_config_default(int64_t hidden_size, int64_t ffn_hidden_size);
@@ -738,6 +741,33 @@ f8_layernorm_mlp_config f8_layernorm_mlp_config_default(int64_t hidden_size, int
  * reaching the activation and the norm) are in param_dtype, as TE keeps them
  * in the activation dtype: BF16 parameters round them to BF16 once. */
 f8_status f8_layernorm_mlp_create(f8_ctx *ctx, const f8_layernorm_mlp_config *config, f8_module **module);
+
+/* Recomputing the norm output (recompute_norm_output = 1, LayerNormLinear
+ * and LayerNormMLP). A training forward normally keeps the norm output, the
+ * first GEMM's input (T·H bytes in FP8, T·H·size(param_dtype) with FP8
+ * off), in the saved state for that GEMM's wgrad. With the flag the saved
+ * state keeps x by reference (as always: the norm backward reads it), the
+ * statistics mu and rsigma and, with FP8, the one float the cast scaled by;
+ * the backward runs the norm forward again from x and gamma/beta into the
+ * per-call workspace, with that scale, and continues as without the flag.
+ * f8_module_memory's saved activations shrink by the norm output's bytes
+ * per saved-state object (124M GPT, T = 65536, H = 768, FP8: 48 MiB per
+ * module, two modules a layer); the ctx workspace, shared by all modules,
+ * grows by at most one FP8 norm output (LayerNormMLP's backward; with
+ * current scaling and ffn < hidden also its param_dtype staging); each
+ * backward costs one more norm forward (and with current scaling one more
+ * cast).
+ * Results are bit for bit those without the flag: the same kernel on the
+ * same inputs, the same scale (saved at the forward, so scale updates, or
+ * another microbatch's current-scaling amax, between a forward and its
+ * backward change nothing) and so the same codes and scale_inv. The
+ * recompute records nothing: no amax, no FP8 telemetry counts. Delayed and
+ * current scaling, and FP8 off, are supported. Refused at create with
+ * F8_ERR_UNSUPPORTED: block scaling (F8_RECIPE_BLOCK; it saves a column-
+ * wise copy quantized from the high-precision output) and
+ * return_layernorm_output; f8_module_set_sequence_parallel refuses such a
+ * module with F8_ERR_UNSUPPORTED (the norm output is gathered over the
+ * group). Flag values other than 0 or 1: F8_ERR_INVALID_ARGUMENT. */
 
 /* ------------------------------------------------------------------------ */
 /* FP8 primary weights (TE's fp8_model_init)                                 */
@@ -971,8 +1001,9 @@ f8_status f8_ctx_set_comm(f8_ctx *ctx, f8_comm *comm);
  * ranks' tokens). Call it before a forward, not between a forward and its
  * backward. The per-call workspace grows (reduce-scatter buffers).
  * Errors: F8_ERR_INVALID_ARGUMENT for a Linear (no norm) or a group made on
- * another ctx; a LayerNormLinear with return_layernorm_output then fails
- * its forward with F8_ERR_UNSUPPORTED. */
+ * another ctx; F8_ERR_UNSUPPORTED (nothing changed) for a module created
+ * with recompute_norm_output and a non-NULL group; a LayerNormLinear with
+ * return_layernorm_output then fails its forward with F8_ERR_UNSUPPORTED. */
 f8_status f8_module_set_sequence_parallel(f8_module *module, f8_comm *group);
 
 /* ------------------------------------------------------------------------ */

@@ -192,6 +192,38 @@ static void test_determinism_and_graph(void)
     }
 }
 
+/* --recompute-norm on: bitwise the losses of off (eager and graphed), FP8
+ * under delayed and current scaling and FP8 off, and a lower peak with FP8
+ * (the norm outputs leave the saved state). */
+static void test_recompute_norm(void)
+{
+    static const char *const recipes[2] = {"delayed", "current"};
+    for (int v = 0; v < 3; v++) {
+        train_options o = tiny_options(v < 2);
+        o.recipe = v < 2 ? recipes[v] : NULL;
+        double off[4], on[4], graph[4];
+        trainer *t = make(&o);
+        for (int s = 0; s < 4; s++) CHECK_OK(NULL, trainer_step(t, &off[s]));
+        const size_t peak_off = trainer_peak_memory(t);
+        trainer_destroy(t);
+        o.recompute_norm = 1;
+        t = make(&o);
+        for (int s = 0; s < 4; s++) CHECK_OK(NULL, trainer_step(t, &on[s]));
+        const size_t peak_on = trainer_peak_memory(t);
+        trainer_destroy(t);
+        o.graph = 1;
+        run_losses(&o, 4, graph);
+        CHECK(memcmp(off, on, sizeof off) == 0, "variant %d: --recompute-norm on changes the losses (%.9g vs %.9g)", v,
+              on[3], off[3]);
+        CHECK(memcmp(off, graph, sizeof off) == 0, "variant %d: graphed --recompute-norm on differs (%.9g vs %.9g)",
+              v, graph[3], off[3]);
+        CHECK(v == 2 || peak_on < peak_off, "variant %d: peak %zu with --recompute-norm, %zu without", v, peak_on,
+              peak_off);
+        printf("  --recompute-norm on (%s): losses bitwise those of off, peak %zu -> %zu bytes\n",
+               v < 2 ? recipes[v] : "fp8 off", peak_off, peak_on);
+    }
+}
+
 static void test_resume(void)
 {
     /* FP8 off; delayed; current scaling; current scaling with telemetry; block scaling; delayed with the
@@ -327,6 +359,20 @@ static void test_options(void)
     char *help[] = {"f8_train", "--help"};
     CHECK(train_parse_args(2, help, &o, devnull, err, sizeof err) == 1, "--help");
     fclose(devnull);
+    char *rn[] = {"f8_train", "--recompute-norm", "on"};
+    o = train_options_default();
+    CHECK(train_parse_args(3, rn, &o, stdout, err, sizeof err) == 0 && o.recompute_norm == 1, "--recompute-norm on");
+    char *rn_block[] = {"f8_train", "--recompute-norm", "on", "--recipe", "block"};
+    o = train_options_default();
+    CHECK(train_parse_args(5, rn_block, &o, stdout, err, sizeof err) == -1 && strstr(err, "--recompute-norm"),
+          "--recompute-norm on with --recipe block: %s", err);
+    char *rn_sp[] = {"f8_train", "--recompute-norm", "on", "--tp", "2", "--ranks", "2", "--sequence-parallel"};
+    o = train_options_default();
+    CHECK(train_parse_args(8, rn_sp, &o, stdout, err, sizeof err) == -1 && strstr(err, "--recompute-norm"),
+          "--recompute-norm on with --sequence-parallel: %s", err);
+    char *rn_bad[] = {"f8_train", "--recompute-norm", "maybe"};
+    o = train_options_default();
+    CHECK(train_parse_args(3, rn_bad, &o, stdout, err, sizeof err) == -1, "--recompute-norm maybe");
     train_options m = tiny_options(1);
     m.text = "/nonexistent/file.txt";
     trainer *t = NULL;
@@ -342,6 +388,7 @@ int main(void)
     test_gradients(24);
     test_head_chunk();
     test_determinism_and_graph();
+    test_recompute_norm();
     test_resume();
     test_learns();
     return test_finish("test_gpt");

@@ -126,6 +126,7 @@ static f8_status create_blocks(gpt *m, f8_ctx *init)
         qc.max_tokens = T;
         qc.seed = module_seed(c, l, 1);
         qc.fp8_weights = c->fp8_weights;
+        qc.recompute_norm_output = c->recompute_norm;
         f8_linear_config pc = f8_linear_config_default(C, C);
         pc.param_dtype = c->dtype;
         pc.fp8 = c->fp8;
@@ -138,6 +139,7 @@ static f8_status create_blocks(gpt *m, f8_ctx *init)
         mc.max_tokens = T;
         mc.seed = module_seed(c, l, 3);
         mc.fp8_weights = c->fp8_weights;
+        mc.recompute_norm_output = c->recompute_norm;
         if (m->tp) { /* the full block as one rank makes it, this rank's shard kept */
             f8_layernorm_linear_config fq = qc;
             f8_linear_config fp = pc;

@@ -31,6 +31,8 @@ typedef struct gpt_config {
     int fp8_head;         /* FP8 GEMMs in the LM head too (with fp8 only; last, so older initializers leave it 0) */
     int fp8_weights;      /* the blocks' four weights FP8 primary (fp8w.h; with fp8, no TP) */
     int64_t head_chunk;   /* tokens per LM-head pass (logits buffer rows; at least seq); 0: GPT_HEAD_CHUNK */
+    int recompute_norm;   /* qkv's and the MLP's norm output made again in backward, not saved
+                             (recompute_norm_output, f8.h); not with sequence parallel or block scaling */
 } gpt_config;
 
 /* The LM head and cross-entropy run over at most this many tokens at a time

@@ -100,6 +100,10 @@ void train_print_help(FILE *f)
             "                       masters and writes them back as FP8 codes; with --ranks/--gpus the masters\n"
             "                       are sharded and the all-gather moves 1 byte per weight (default off; needs\n"
             "                       --fp8 on, not --recipe block or --tp; on --resume the checkpoint's)\n"
+            "  --recompute-norm on|off  make the norm outputs of qkv and the MLP again in backward instead of\n"
+            "                       saving them: 2 x tokens x channels bytes less per layer in FP8, one more\n"
+            "                       norm forward each; bitwise the same (default off; not with\n"
+            "                       --sequence-parallel or --recipe block)\n"
             "  --recipe delayed|current|block   FP8 scaling recipe (default delayed; on --resume the checkpoint's)\n"
             "  --dtype auto|fp32|bf16   parameters and activations (default auto: bf16 on CUDA, fp32 on CPU)\n"
             "  --backend auto|cpu|cuda  (default auto: CUDA when a GPU is usable)\n"
@@ -250,6 +254,20 @@ int train_check_fp8_weights(const train_options *o, const char *recipe, char *er
     return why ? -1 : 0;
 }
 
+int train_check_recompute_norm(const train_options *o, const char *recipe, char *err, size_t n)
+{
+    const char *why = NULL;
+    if (!o->recompute_norm) return 0;
+    if (o->sequence_parallel)
+        why = "is not supported with --sequence-parallel (the norm output is gathered over the group; the modules "
+              "refuse it)";
+    else if (o->fp8 && recipe && strcmp(recipe, "block") == 0)
+        why = "is not supported with --recipe block (its column-wise copy of the norm output is not recomputed; the "
+              "modules refuse it)";
+    if (why) snprintf(err, n, "--recompute-norm on %s", why);
+    return why ? -1 : 0;
+}
+
 /* Options that contradict each other, refused rather than resolved silently. */
 static int check_conflicts(const train_options *o, char *err, size_t n)
 {
@@ -262,6 +280,7 @@ static int check_conflicts(const train_options *o, char *err, size_t n)
         return -1;
     }
     if (o->fp8_weights && train_check_fp8_weights(o, o->recipe, err, n) != 0) return -1;
+    if (train_check_recompute_norm(o, o->recipe, err, n) != 0) return -1;
     const int64_t ranks = o->ranks > 0 ? o->ranks : o->gpus;
     if ((o->tp > 1 || o->sequence_parallel) && train_check_tp(o, err, n) != 0) return -1;
     if (o->tp <= 1 && ranks > 0 && o->grad_accum % ranks != 0) {
@@ -383,6 +402,9 @@ int train_parse_args(int argc, char **argv, train_options *o, FILE *out, char *e
         } else if (strcmp(a, "--fp8-weights") == 0) {
             bad = opt_word(a, v, on_off, 2, &w, err, n), bit = TRAIN_GIVEN_FP8_WEIGHTS;
             if (!bad) o->fp8_weights = w;
+        } else if (strcmp(a, "--recompute-norm") == 0) {
+            bad = opt_word(a, v, on_off, 2, &w, err, n);
+            if (!bad) o->recompute_norm = w;
         } else if (strcmp(a, "--dp-overlap") == 0) {
             bad = opt_word(a, v, on_off, 2, &w, err, n);
             if (!bad) o->dp_overlap = w;

@@ -42,6 +42,9 @@ typedef struct train_options {
     int fp8_head;             /* 1: the LM head's GEMMs in FP8 too (needs fp8; on --resume the checkpoint's) */
     int fp8_weights;          /* 1: the blocks' weights FP8 primary, FP32 masters in the optimizer (fp8w.h;
                                  needs fp8, delayed or current scaling, no --tp; on --resume the checkpoint's) */
+    int recompute_norm;       /* --recompute-norm: the norm outputs of qkv and the MLP made again in backward
+                                 instead of saved (memory; bitwise the same; not with --sequence-parallel or
+                                 --recipe block) */
     const char *recipe;       /* FP8 scaling: "delayed", "current", "block"; NULL: delayed, or on
                                  --resume the checkpoint's */
     const char *dtype;        /* "auto" (bf16 on CUDA, fp32 on CPU), "fp32", "bf16" */
@@ -130,6 +133,10 @@ int train_check_tp(const train_options *o, char *err, size_t err_size);
  * rank casts only its shard). recipe: the one the run will use (NULL:
  * delayed). 0, or -1 with the reason in err. */
 int train_check_fp8_weights(const train_options *o, const char *recipe, char *err, size_t err_size);
+/* --recompute-norm on against the rest: the modules refuse it with sequence
+ * parallelism and, with --fp8 on, under --recipe block. recipe: as above.
+ * 0, or -1 with the reason in err. */
+int train_check_recompute_norm(const train_options *o, const char *recipe, char *err, size_t err_size);
 
 typedef struct trainer trainer;
 

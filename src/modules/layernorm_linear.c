@@ -12,6 +12,7 @@
  *   dW += G8ᵀ · ln8ᵀ;  norm backward (dx, dgamma, dbeta) from dln.
  */
 #include <stddef.h>
+#include <string.h>
 
 #include "modules/module.h"
 
@@ -28,19 +29,22 @@ typedef struct lnl {
 } lnl;
 
 typedef struct lnl_saved {
-    void *ln;         /* (T, K) FP8 or param dtype */
-    float *ln_sinv;
+    void *ln;         /* (T, K) FP8 or param dtype; NULL with recompute_norm */
+    float *ln_sinv;   /* NULL with recompute_norm */
+    float *scale;     /* recompute_norm: the scale INPUT's cast used (scalar), else NULL */
     float *mu, *rsigma; /* (T) */
     uint8_t *lnt;     /* block scaling: ln8ᵀ (K, T), its own 1x128 tiles (wgrad's operand), else NULL */
     float *lnt_sinv;
 } lnl_saved;
 
-static size_t place_saved(const f8_module *m, f8i_layout *l, int64_t T, void *impl)
+/* keep_ln 0 (recompute_norm training): the scale in ln_sinv's place, and
+ * no ln: the saved state is smaller by exactly ln's bytes. */
+static size_t place(const f8_module *m, f8i_layout *l, int64_t T, int keep_ln, lnl_saved *s)
 {
-    lnl_saved *s = (lnl_saved *)impl;
     const size_t es = m->fp8 ? 1 : f8_dtype_size(m->param_dtype);
-    s->ln = f8i_take(l, (size_t)(T * m->in_features) * es);
-    s->ln_sinv = f8i_take_sinv(m, l, T, m->in_features, 256);
+    s->ln = keep_ln ? f8i_take(l, (size_t)(T * m->in_features) * es) : NULL;
+    s->ln_sinv = keep_ln ? f8i_take_sinv(m, l, T, m->in_features, 256) : NULL;
+    s->scale = keep_ln ? NULL : (float *)f8i_take(l, 256);
     s->mu = (float *)f8i_take(l, (size_t)T * sizeof(float));
     s->rsigma = (float *)f8i_take(l, (size_t)T * sizeof(float));
     s->lnt = NULL;
@@ -52,10 +56,18 @@ static size_t place_saved(const f8_module *m, f8i_layout *l, int64_t T, void *im
     return l->bytes;
 }
 
-/* Per call. Forward: (inference) what saved would hold. Backward: the
- * reduction workspace, dln (FP32), G8 + G8ᵀ, ln8ᵀ, dln_out in FP32. */
+static size_t place_saved(const f8_module *m, f8i_layout *l, int64_t T, void *impl)
+{
+    return place(m, l, T, !m->recompute_norm, (lnl_saved *)impl);
+}
+
+/* Per call. Forward: (inference) what saved would hold; training with
+ * recompute_norm, its ln and ln_sinv. Backward: the reduction workspace,
+ * dln (FP32), G8 + G8ᵀ, ln8ᵀ, dln_out in FP32; with recompute_norm also
+ * the recomputed ln (rln) and its staging (hp, current scaling). */
 typedef struct lnl_ws {
     lnl_saved fwd;
+    f8i_qbuf rln;     /* recompute_norm backward: ln again (FP8 or param dtype in data) */
     void *hp;         /* current or block scaling: the norm output (T, K) in param dtype */
     void *reduce;
     float *dln, *dln_out;
@@ -68,7 +80,7 @@ typedef struct lnl_ws {
 
 static size_t fwd_layout(const f8_module *m, int64_t T, f8i_layout *l, lnl_ws *w)
 {
-    place_saved(m, l, T > 0 ? T : 1, &w->fwd);
+    place(m, l, T > 0 ? T : 1, 1, &w->fwd);
     w->hp = NULL;
     if (m->fp8 && f8i_casts_unfused(m->ctx))
         w->hp = f8i_take(l, (size_t)(T * m->in_features) * f8_dtype_size(m->param_dtype));
@@ -86,7 +98,18 @@ static size_t bwd_layout(const f8_module *m, int64_t T, f8i_layout *l, lnl_ws *w
         w->g8 = f8i_take_qbuf((f8_module *)m, l, F8_DIR_BACKWARD, T, N, 1);
         w->lnt = (uint8_t *)f8i_take(l, (size_t)(T * K));
     }
-    w->dln_out = (float *)f8i_take(l, (size_t)(T * K) * 4);
+    w->hp = NULL;
+    w->dln_out = NULL;
+    memset(&w->rln, 0, sizeof w->rln);
+    if (!m->recompute_norm) {
+        w->dln_out = (float *)f8i_take(l, (size_t)(T * K) * 4);
+    } else { /* in dln_out's place (no return_layernorm_output with it): about as many bytes */
+        const size_t es = f8_dtype_size(m->param_dtype);
+        w->rln.data = (uint8_t *)f8i_take(l, (size_t)(T * K) * (m->fp8 ? 1 : es));
+        w->rln.scale_inv = (float *)f8i_take(l, sizeof(float));
+        w->rln.dtype = f8_ctx_slot_dtype(m->ctx, F8_DIR_FORWARD);
+        if (m->fp8 && f8i_casts_unfused(m->ctx)) w->hp = f8i_take(l, (size_t)(T * K) * es);
+    }
     w->gemm = f8i_take(l, f8i_weight_gemm_workspace(&m->w[0], T, 1));
     w->dln_local = m->sp ? (float *)f8i_take(l, (size_t)(T / f8i_sp_size(m) * K) * 4) : NULL;
     return l->bytes;
@@ -122,8 +145,11 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
     f8i_layout l = f8i_module_workspace(m);
     fwd_layout(m, T, &l, &ws); /* inference keeps the norm output and statistics here */
     const lnl_saved *s = saved ? (const lnl_saved *)saved->impl : &ws.fwd;
+    /* recompute_norm training: the GEMM input lives in the workspace (the
+     * statistics and the scale are saved; backward makes it again) */
+    const lnl_saved *o = saved && m->recompute_norm ? &ws.fwd : s;
     /* block scaling training: also ln8ᵀ with its own tiles, for wgrad */
-    f8i_qbuf q = {(uint8_t *)s->ln, saved ? s->lnt : NULL, s->ln_sinv, f8_ctx_slot_dtype(ctx, F8_DIR_FORWARD),
+    f8i_qbuf q = {(uint8_t *)o->ln, saved ? s->lnt : NULL, o->ln_sinv, f8_ctx_slot_dtype(ctx, F8_DIR_FORWARD),
                   s->lnt_sinv};
     if (!return_ln) { /* FP8 (the cast fused with the norm, or after it) or the param dtype; gathered */
         st = f8i_module_norm_input(m, x, SLOT_INPUT, &q, ws.hp, s->mu, s->rsigma, ws.amax);
@@ -136,9 +162,10 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
         if (st == F8_OK && T > 0)
             st = f8i_op_convert(ctx, s->ln, m->param_dtype, NULL, ln_out->data, ln_out->dtype, T * K);
     }
+    if (st == F8_OK && s->scale) st = f8i_module_norm_keep_scale(m, SLOT_INPUT, s->scale);
     if (st == F8_OK && fp8) st = f8i_weight_cast(ctx, &m->w[0], mb, saved != NULL);
     if (st == F8_OK)
-        st = f8i_weight_fprop(ctx, &m->w[0], s->ln, fp8 ? q.dtype : m->param_dtype, fp8 ? s->ln_sinv : NULL, T,
+        st = f8i_weight_fprop(ctx, &m->w[0], o->ln, fp8 ? q.dtype : m->param_dtype, fp8 ? o->ln_sinv : NULL, T,
                               y->data, y->dtype, residual ? residual->data : NULL, ws.gemm);
     return st;
 }
@@ -160,21 +187,30 @@ static f8_status backward(f8_module *m, f8_saved *sv, const f8_tensor *dy, const
     lnl_ws ws;
     f8i_layout l = f8i_module_workspace(m);
     bwd_layout(m, T, &l, &ws);
+    /* the norm output: saved, or made again as the forward made it */
+    const void *ln = s->ln;
+    const float *ln_sinv = s->ln_sinv;
+    if (m->recompute_norm) {
+        st = f8i_module_norm_recompute(m, sv, s->scale, &ws.rln, ws.hp);
+        ln = ws.rln.data;
+        ln_sinv = ws.rln.scale_inv;
+    }
+    if (st != F8_OK) return st;
     if (m->fp8) {
         const f8i_qbuf *g = &ws.g8;
         st = f8i_module_quantize(m, dy->data, dy->dtype, T, N, F8_DIR_BACKWARD, SLOT_GRAD_OUTPUT, g, w, ws.reduce);
         if (st == F8_OK)
             st = f8i_weight_dgrad(ctx, w, g->data, g->dtype, g->scale_inv, T, ws.dln, F8_DTYPE_FP32, 0, ws.gemm);
         const uint8_t *lnt = s->lnt ? s->lnt : ws.lnt; /* block scaling saved it; else transpose the codes */
-        if (st == F8_OK && !s->lnt) st = f8i_op_transpose_u8(ctx, (const uint8_t *)s->ln, ws.lnt, T, K, NULL);
+        if (st == F8_OK && !s->lnt) st = f8i_op_transpose_u8(ctx, (const uint8_t *)ln, ws.lnt, T, K, NULL);
         if (st == F8_OK)
             st = f8i_weight_wgrad(ctx, w, g->data_t, g->dtype, f8i_qbuf_sinv_t(g), lnt,
-                                  f8_ctx_slot_dtype(ctx, F8_DIR_FORWARD), s->lnt ? s->lnt_sinv : s->ln_sinv, T,
+                                  f8_ctx_slot_dtype(ctx, F8_DIR_FORWARD), s->lnt ? s->lnt_sinv : ln_sinv, T,
                                   sv->microbatch, ws.gemm);
     } else {
         st = f8i_weight_dgrad(ctx, w, dy->data, dy->dtype, NULL, T, ws.dln, F8_DTYPE_FP32, 0, NULL);
         if (st == F8_OK)
-            st = f8i_weight_wgrad(ctx, w, dy->data, dy->dtype, NULL, s->ln, m->param_dtype, NULL, T, sv->microbatch,
+            st = f8i_weight_wgrad(ctx, w, dy->data, dy->dtype, NULL, ln, m->param_dtype, NULL, T, sv->microbatch,
                                   NULL);
         if (st == F8_OK) st = f8i_weight_bgrad(ctx, w, dy->data, T);
     }
@@ -235,6 +271,9 @@ f8_status f8_layernorm_linear_create(f8_ctx *ctx, const f8_layernorm_linear_conf
     if (st == F8_OK && c->return_layernorm_output != 0 && c->return_layernorm_output != 1)
         st = f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: config.return_layernorm_output is %d; it must be 0 or 1", fn,
                        c->return_layernorm_output);
+    if (st == F8_OK && c->return_layernorm_output == 1 && c->recompute_norm_output == 1)
+        st = f8i_error(ctx, F8_ERR_UNSUPPORTED, "%s: config.recompute_norm_output with return_layernorm_output is "
+                                                "not supported", fn);
     if (st != F8_OK) return st;
     f8i_module_spec s = {0};
     f8i_spec_single_weight(&s, &lnl_class, c->in_features, c->out_features, c->seed);

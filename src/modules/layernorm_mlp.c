@@ -43,8 +43,9 @@ typedef struct mlp {
 } mlp;
 
 typedef struct mlp_saved {
-    void *ln;         /* (T, H) FP8 or param dtype */
-    float *ln_sinv;
+    void *ln;         /* (T, H) FP8 or param dtype; NULL with recompute_norm */
+    float *ln_sinv;   /* NULL with recompute_norm */
+    float *scale;     /* recompute_norm: the scale GEMM1_INPUT's cast used (scalar), else NULL */
     float *mu, *rsigma;
     void *h1;         /* (T, F1) param dtype: fc1 output before the activation */
     void *act;        /* FP8: the codes transposed (F, T); else (T, F) param dtype */
@@ -53,13 +54,15 @@ typedef struct mlp_saved {
     float *lnt_sinv;
 } mlp_saved;
 
-static size_t place_saved(const f8_module *m, f8i_layout *l, int64_t T, void *impl)
+/* keep_ln 0 (recompute_norm training): the scale in ln_sinv's place, and
+ * no ln: the saved state is smaller by exactly ln's bytes. */
+static size_t place(const f8_module *m, f8i_layout *l, int64_t T, int keep_ln, mlp_saved *s)
 {
-    mlp_saved *s = (mlp_saved *)impl;
     const int64_t H = m->in_features, F = ((const mlp *)m)->own.ffn, F1 = m->w[0].rows;
     const size_t es = f8_dtype_size(m->param_dtype), qs = m->fp8 ? 1 : es;
-    s->ln = f8i_take(l, (size_t)(T * H) * qs);
-    s->ln_sinv = f8i_take_sinv(m, l, T, H, sizeof(float));
+    s->ln = keep_ln ? f8i_take(l, (size_t)(T * H) * qs) : NULL;
+    s->ln_sinv = keep_ln ? f8i_take_sinv(m, l, T, H, sizeof(float)) : NULL;
+    s->scale = keep_ln ? NULL : (float *)f8i_take(l, sizeof(float));
     s->mu = (float *)f8i_take(l, (size_t)T * sizeof(float));
     s->rsigma = (float *)f8i_take(l, (size_t)T * sizeof(float));
     s->h1 = f8i_take(l, (size_t)(T * F1) * es);
@@ -74,11 +77,20 @@ static size_t place_saved(const f8_module *m, f8i_layout *l, int64_t T, void *im
     return l->bytes;
 }
 
+static size_t place_saved(const f8_module *m, f8i_layout *l, int64_t T, void *impl)
+{
+    return place(m, l, T, !m->recompute_norm, (mlp_saved *)impl);
+}
+
 /* Per call. Forward: what saved would hold (inference), or a8 alone
- * (training). Backward: the reduction workspace, dln, G8 + G8ᵀ, da, D8 + D8ᵀ
- * and ln8ᵀ with FP8; da and d in FP32 / param dtype without. */
+ * (training; with recompute_norm also the norm output, fc1's input).
+ * Backward: the reduction workspace, dln, G8 + G8ᵀ, da, D8 + D8ᵀ and ln8ᵀ
+ * with FP8; da and d in FP32 / param dtype without; with recompute_norm
+ * the norm output made again (rln) and its staging (rhp, current scaling). */
 typedef struct mlp_ws {
     mlp_saved fwd;
+    f8i_qbuf rln;   /* recompute_norm: the norm output (training forward, backward) */
+    void *rhp;
     void *a8;
     float *a8_sinv; /* block scaling training: a8's row-wise grid (act_sinv is the saved column-wise one) */
     void *hp; /* current or block scaling: a norm or activation output, or d, in param dtype */
@@ -97,11 +109,24 @@ static size_t gemm_ws(const f8_module *m, int64_t T, int backward)
     return a > b ? a : b;
 }
 
+/* recompute_norm's norm output [T, H]: FP8 with its scale_inv, or the
+ * param dtype. */
+static void rln_layout(const f8_module *m, int64_t T, f8i_layout *l, mlp_ws *w)
+{
+    const int64_t H = m->in_features;
+    const size_t es = f8_dtype_size(m->param_dtype);
+    w->rln.data = (uint8_t *)f8i_take(l, (size_t)(T * H) * (m->fp8 ? 1 : es));
+    w->rln.scale_inv = (float *)f8i_take(l, sizeof(float));
+    w->rln.dtype = f8_ctx_slot_dtype(m->ctx, F8_DIR_FORWARD);
+}
+
 static size_t fwd_layout(const f8_module *m, int64_t T, int training, f8i_layout *l, mlp_ws *w)
 {
     const int64_t H = m->in_features, F = ((const mlp *)m)->own.ffn;
-    if (!training) place_saved(m, l, T > 0 ? T : 1, &w->fwd);
+    memset(&w->rln, 0, sizeof w->rln);
+    if (!training) place(m, l, T > 0 ? T : 1, 1, &w->fwd);
     else w->a8 = f8i_take(l, (size_t)(T * F));
+    if (training && m->recompute_norm) rln_layout(m, T, l, w);
     w->a8_sinv = NULL;
     if (training && m->fp8 && f8i_recipe_block(m->ctx))
         w->a8_sinv = (float *)f8i_take(l, (size_t)f8i_block_grid(T, F, 1) * sizeof(float));
@@ -131,6 +156,14 @@ static size_t bwd_layout(const f8_module *m, int64_t T, f8i_layout *l, mlp_ws *w
     w->gemm = f8i_take(l, gemm_ws(m, T, 1));
     w->dln_stage = m->sp && gs != 4 ? (float *)f8i_take(l, (size_t)(T * H) * 4) : NULL;
     w->dln_local = m->sp ? (float *)f8i_take(l, (size_t)(T / f8i_sp_size(m) * H) * 4) : NULL;
+    memset(&w->rln, 0, sizeof w->rln);
+    w->rhp = NULL;
+    if (m->recompute_norm) {
+        rln_layout(m, T, l, w);
+        /* current scaling stages the norm output; d's staging hp is free by
+         * then (the recompute follows the activation backward) when as large */
+        if (m->fp8 && f8i_casts_unfused(m->ctx)) w->rhp = F1 >= H ? w->hp : f8i_take(l, (size_t)(T * H) * es);
+    }
     return l->bytes;
 }
 
@@ -159,13 +192,19 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
      * read by fc2's fprop only, in the workspace */
     void *a8 = fp8 && saved ? ws.a8 : s->act;
     float *a8_sinv = ws.a8_sinv ? ws.a8_sinv : s->act_sinv;
-    /* the norm's output: FP8 (fused, or cast after it under current and block scaling) or the param dtype */
-    const f8i_qbuf q = {(uint8_t *)s->ln, saved ? s->lnt : NULL, s->ln_sinv, qdt, s->lnt_sinv};
+    /* the norm's output: FP8 (fused, or cast after it under current and
+     * block scaling) or the param dtype; recompute_norm training keeps it
+     * in the workspace (saving the statistics and the scale instead) */
+    const int rec = saved && m->recompute_norm;
+    void *ln = rec ? ws.rln.data : s->ln;
+    float *ln_sinv = rec ? ws.rln.scale_inv : s->ln_sinv;
+    const f8i_qbuf q = {(uint8_t *)ln, saved ? s->lnt : NULL, ln_sinv, qdt, s->lnt_sinv};
     f8_status st = f8i_module_norm_input(m, x, GEMM1_INPUT, &q, ws.hp, s->mu, s->rsigma, ws.amax);
+    if (st == F8_OK && rec) st = f8i_module_norm_keep_scale(m, GEMM1_INPUT, s->scale);
     if (st == F8_OK && fp8) st = f8i_weight_cast(ctx, &m->w[0], mb, saved != NULL);
     if (st == F8_OK && fp8) st = f8i_weight_cast(ctx, &m->w[1], mb, saved != NULL);
     if (st == F8_OK)
-        st = f8i_weight_fprop(ctx, &m->w[0], s->ln, adt, fp8 ? s->ln_sinv : NULL, T, s->h1, pdt, NULL, ws.gemm);
+        st = f8i_weight_fprop(ctx, &m->w[0], ln, adt, fp8 ? ln_sinv : NULL, T, s->h1, pdt, NULL, ws.gemm);
     if (st == F8_OK) {
         f8i_act_fwd_args a;
         memset(&a, 0, sizeof a);
@@ -242,6 +281,20 @@ static f8_status act_backward(f8_module *m, const mlp_saved *s, int64_t T, const
     return f8i_op_act_bwd(ctx, &a);
 }
 
+/* fc1's wgrad operand: the saved norm output, or (recompute_norm) the
+ * forward's made again in the workspace, late in the backward so that it
+ * may share d's staging. */
+static f8_status saved_ln(f8_module *m, const f8_saved *sv, const mlp_ws *ws, const void **ln, const float **ln_sinv)
+{
+    const mlp_saved *s = (const mlp_saved *)sv->impl;
+    *ln = s->ln;
+    *ln_sinv = s->ln_sinv;
+    if (!m->recompute_norm) return F8_OK;
+    *ln = ws->rln.data;
+    *ln_sinv = ws->rln.scale_inv;
+    return f8i_module_norm_recompute(m, sv, s->scale, &ws->rln, ws->rhp);
+}
+
 static f8_status backward(f8_module *m, f8_saved *sv, const f8_tensor *dy, const f8_tensor *aux, f8_tensor *dx,
                           int dx_add)
 {
@@ -254,6 +307,8 @@ static f8_status backward(f8_module *m, f8_saved *sv, const f8_tensor *dy, const
     mlp_ws ws;
     f8i_layout l = f8i_module_workspace(m);
     bwd_layout(m, T, &l, &ws);
+    const void *ln = NULL;
+    const float *ln_sinv = NULL;
     f8_status st;
     if (m->fp8) {
         const f8i_qbuf *g = &ws.g8, *d = &ws.d8;
@@ -264,18 +319,20 @@ static f8_status backward(f8_module *m, f8_saved *sv, const f8_tensor *dy, const
                                   sv->microbatch, ws.gemm);
         if (st == F8_OK) st = act_backward(m, s, T, &ws);
         if (st == F8_OK) st = f8i_weight_dgrad(ctx, fc1, d->data, d->dtype, d->scale_inv, T, ws.dln, pdt, 0, ws.gemm);
+        if (st == F8_OK) st = saved_ln(m, sv, &ws, &ln, &ln_sinv);
         const uint8_t *lnt = s->lnt ? s->lnt : ws.lnt; /* block scaling saved it; else transpose the codes */
-        if (st == F8_OK && !s->lnt) st = f8i_op_transpose_u8(ctx, (const uint8_t *)s->ln, ws.lnt, T, H, NULL);
+        if (st == F8_OK && !s->lnt) st = f8i_op_transpose_u8(ctx, (const uint8_t *)ln, ws.lnt, T, H, NULL);
         if (st == F8_OK)
             st = f8i_weight_wgrad(ctx, fc1, d->data_t, d->dtype, f8i_qbuf_sinv_t(d), lnt, qdt,
-                                  s->lnt ? s->lnt_sinv : s->ln_sinv, T, sv->microbatch, ws.gemm);
+                                  s->lnt ? s->lnt_sinv : ln_sinv, T, sv->microbatch, ws.gemm);
     } else {
         st = f8i_weight_dgrad(ctx, fc2, dy->data, pdt, NULL, T, ws.da, F8_DTYPE_FP32, 0, NULL);
         if (st == F8_OK) st = f8i_weight_wgrad(ctx, fc2, dy->data, pdt, NULL, s->act, pdt, NULL, T, sv->microbatch, NULL);
         if (st == F8_OK) st = f8i_weight_bgrad(ctx, fc2, dy->data, T);
         if (st == F8_OK) st = act_backward(m, s, T, &ws);
         if (st == F8_OK) st = f8i_weight_dgrad(ctx, fc1, ws.d, pdt, NULL, T, ws.dln, F8_DTYPE_FP32, 0, NULL);
-        if (st == F8_OK) st = f8i_weight_wgrad(ctx, fc1, ws.d, pdt, NULL, s->ln, pdt, NULL, T, sv->microbatch, NULL);
+        if (st == F8_OK) st = saved_ln(m, sv, &ws, &ln, &ln_sinv);
+        if (st == F8_OK) st = f8i_weight_wgrad(ctx, fc1, ws.d, pdt, NULL, ln, pdt, NULL, T, sv->microbatch, NULL);
         if (st == F8_OK) st = f8i_weight_bgrad(ctx, fc1, ws.d, T);
     }
     const f8_dtype ddt = m->fp8 ? pdt : F8_DTYPE_FP32; /* dln's dtype */

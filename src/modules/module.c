@@ -67,6 +67,12 @@ static f8_status spec_check(f8_ctx *ctx, const f8i_module_spec *s, const char *f
     if (st == F8_OK) st = flag_check(ctx, fn, "fuse_wgrad_accumulation", s->fuse_wgrad);
     if (st == F8_OK && s->has_norm) st = flag_check(ctx, fn, "zero_centered_gamma", s->zero_centered_gamma);
     if (st == F8_OK && s->has_norm) st = f8i_norm_config_check(ctx, fn, s->normalization, s->eps);
+    if (st == F8_OK && s->has_norm) st = flag_check(ctx, fn, "recompute_norm_output", s->recompute_norm);
+    /* Block scaling saves a column-wise copy quantized from the norm's
+     * high-precision output; re-creating it is not implemented. */
+    if (st == F8_OK && s->recompute_norm && s->fp8 && f8i_recipe_block(ctx))
+        st = f8i_error(ctx, F8_ERR_UNSUPPORTED, "%s: config.recompute_norm_output is not supported under block "
+                                                "scaling (F8_RECIPE_BLOCK); use delayed or current scaling", fn);
     if (st == F8_OK) st = f8i_check_fp8_weights(ctx, fn, s->fp8, s->fp8_weights);
     return st;
 }
@@ -93,6 +99,7 @@ static f8_status module_init(f8_ctx *ctx, f8_module *m, const f8i_module_spec *s
     m->n_fwd = s->n_fwd;
     m->n_bwd = s->n_bwd;
     m->has_norm = s->has_norm;
+    m->recompute_norm = s->recompute_norm;
     m->workspace = s->workspace;
 
     /* Slots first (an FP8 primary weight is quantized with its slot's

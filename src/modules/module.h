@@ -60,6 +60,8 @@ struct f8_module {
     const char *bias_names[2];
     int has_norm;
     f8i_norm norm;
+    int recompute_norm;                /* config.recompute_norm_output: the saved state holds no norm
+                                          output; backward re-runs the norm (f8i_module_norm_recompute) */
     int n_fwd, n_bwd;
     f8_slot fwd[6], bwd[4];
     size_t workspace_bytes;            /* the largest per-call workspace (reserved in the ctx) */
@@ -128,6 +130,7 @@ typedef struct f8i_module_spec {
     f8_norm normalization;
     float eps;
     int zero_centered_gamma;
+    int recompute_norm;
     /* The per-call workspace's size at T, of the forward (its largest case)
      * or the backward: the base reserves the larger at max_tokens. */
     size_t (*workspace)(const f8_module *m, int64_t T, int backward);
@@ -144,13 +147,14 @@ typedef struct f8i_module_spec {
     ((c).bias = 1, (c).param_dtype = F8_DTYPE_FP32, (c).fp8 = 1, (c).fuse_wgrad_accumulation = 0,                  \
      (c).fp8_weights = 0, (c).max_tokens = 4096, (c).seed = 1)
 #define F8I_NORM_CONFIG_DEFAULTS(c)                                                                                 \
-    (F8I_CONFIG_DEFAULTS(c), (c).normalization = F8_NORM_LAYERNORM, (c).eps = 1e-5f, (c).zero_centered_gamma = 0)
+    (F8I_CONFIG_DEFAULTS(c), (c).normalization = F8_NORM_LAYERNORM, (c).eps = 1e-5f, (c).zero_centered_gamma = 0,     \
+     (c).recompute_norm_output = 0)
 #define F8I_SPEC_FROM_CONFIG(s, c)                                                                                  \
     ((s).max_tokens = (c)->max_tokens, (s).param_dtype = (c)->param_dtype, (s).fp8 = (c)->fp8,                    \
      (s).fp8_weights = (c)->fp8_weights, (s).fuse_wgrad = (c)->fuse_wgrad_accumulation, (s).bias = (c)->bias)
 #define F8I_SPEC_NORM_FROM_CONFIG(s, c)                                                                             \
     ((s).has_norm = 1, (s).normalization = (c)->normalization, (s).eps = (c)->eps,                                 \
-     (s).zero_centered_gamma = (c)->zero_centered_gamma)
+     (s).zero_centered_gamma = (c)->zero_centered_gamma, (s).recompute_norm = (c)->recompute_norm_output)
 
 /* A module with one weight [out, in] (Linear, LayerNormLinear): TE's 3
  * forward slots (INPUT, WEIGHT, OUTPUT) and 2 backward ones, the names
@@ -232,6 +236,21 @@ f8i_qbuf f8i_take_qbuf(f8_module *m, f8i_layout *l, f8_direction dir, int64_t ro
  * the group), the param dtype before the cast under block scaling. */
 f8_status f8i_module_norm_input(f8_module *m, const f8_tensor *x, int slot, const f8i_qbuf *q, void *hp, float *mu,
                                 float *rsigma, float *amax);
+
+/* recompute_norm: the norm output of the forward that filled sv, again,
+ * from sv's x and the norm's parameters (with the same kernels, so the same
+ * bits), into q (FP8 codes with q->scale_inv, or the param dtype in
+ * q->data with FP8 off). scale: the FP8 cast's scale as the forward saved
+ * it. hp: [T, K] param dtype staging for the unfused cast (current
+ * scaling), else NULL. Records no amax and no telemetry, writes no slot and
+ * nothing of sv. */
+f8_status f8i_module_norm_recompute(f8_module *m, const f8_saved *sv, const float *scale, const f8i_qbuf *q,
+                                    void *hp);
+
+/* The forward's half of it: after f8i_module_norm_input, keep the scale
+ * the INPUT slot cast with (a device copy of one float) in saved. No-op
+ * with FP8 off. */
+f8_status f8i_module_norm_keep_scale(f8_module *m, int slot, float *saved_scale);
 
 /* The norm backward from dln [T, K] (FP32 or BF16), the input gradient of
  * the module's first GEMM: with a group, dln is each rank's partial sum and

@@ -72,8 +72,8 @@ f8_tensor f8i_norm_view(const f8i_norm *n, int beta, int grad)
     return f8_tensor_make(p, n->dtype, 1, n->cols);
 }
 
-f8_status f8i_norm_forward(f8_ctx *ctx, const f8i_norm *n, const f8_tensor *x, void *y, f8_dtype y_dtype,
-                           const f8_slot *slot, float *scale_inv, float *mu, float *rsigma)
+static f8i_norm_fwd_args fwd_args(const f8i_norm *n, const f8_tensor *x, void *y, f8_dtype y_dtype, float *mu,
+                                  float *rsigma)
 {
     f8i_norm_fwd_args a;
     memset(&a, 0, sizeof a);
@@ -89,14 +89,30 @@ f8_status f8i_norm_forward(f8_ctx *ctx, const f8i_norm *n, const f8_tensor *x, v
     a.eps = n->eps;
     a.y = y;
     a.y_dtype = y_dtype;
+    a.mu = n->rms ? NULL : mu;
+    a.rsigma = rsigma;
+    return a;
+}
+
+f8_status f8i_norm_forward(f8_ctx *ctx, const f8i_norm *n, const f8_tensor *x, void *y, f8_dtype y_dtype,
+                           const f8_slot *slot, float *scale_inv, float *mu, float *rsigma)
+{
+    f8i_norm_fwd_args a = fwd_args(n, x, y, y_dtype, mu, rsigma);
     if (slot) {
         a.scale = f8i_slot_scale(ctx, *slot);
         a.amax = f8i_slot_amax(ctx, *slot);
         a.stats = f8i_slot_stats(ctx, *slot);
         a.scale_inv = scale_inv;
     }
-    a.mu = n->rms ? NULL : mu;
-    a.rsigma = rsigma;
+    return f8i_op_norm_fwd(ctx, &a);
+}
+
+f8_status f8i_norm_forward_scaled(f8_ctx *ctx, const f8i_norm *n, const f8_tensor *x, void *y, f8_dtype y_dtype,
+                                  const float *scale, float *scale_inv)
+{
+    f8i_norm_fwd_args a = fwd_args(n, x, y, y_dtype, NULL, NULL);
+    a.scale = scale; /* no amax, no stats: the forward counted this tensor */
+    a.scale_inv = scale_inv;
     return f8i_op_norm_fwd(ctx, &a);
 }
 

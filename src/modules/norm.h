@@ -33,6 +33,12 @@ f8_tensor f8i_norm_view(const f8i_norm *n, int beta, int grad);
 f8_status f8i_norm_forward(f8_ctx *ctx, const f8i_norm *n, const f8_tensor *x, void *y, f8_dtype y_dtype,
                            const f8_slot *slot, float *scale_inv, float *mu, float *rsigma);
 
+/* The same norm into FP8 y cast with `scale` (device scalar), scale_inv
+ * written, recording nothing (no amax, no telemetry, no statistics): the
+ * backward's recompute of a forward's output (recompute_norm_output). */
+f8_status f8i_norm_forward_scaled(f8_ctx *ctx, const f8i_norm *n, const f8_tensor *x, void *y, f8_dtype y_dtype,
+                                  const float *scale, float *scale_inv);
+
 /* dx (may be NULL; dx_add: dx += it, one rounding) from dy [T, cols]
  * (FP32/BF16), x and the saved statistics; dgamma, dbeta accumulate.
  * reduce: the backend's workspace, f8i_reduce_workspace_bytes(T, cols) bytes. */

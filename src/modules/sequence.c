@@ -103,6 +103,38 @@ f8_status f8i_module_norm_input(f8_module *m, const f8_tensor *x, int slot, cons
     return st;
 }
 
+f8_status f8i_module_norm_keep_scale(f8_module *m, int slot, float *saved_scale)
+{
+    if (!m->fp8) return F8_OK;
+    return f8i_op_copy(m->ctx, saved_scale, f8i_slot_scale(m->ctx, m->fwd[slot]), sizeof(float));
+}
+
+/* The forward's casts (f8i_module_norm_input without a group) with the
+ * saved scale in place of the slot's: delayed scaling's fused norm, current
+ * scaling's norm into hp and then the cast, whose kernel the forward ran
+ * after its amax pass (that pass, which set the scale, is not repeated). */
+f8_status f8i_module_norm_recompute(f8_module *m, const f8_saved *sv, const float *scale, const f8i_qbuf *q,
+                                    void *hp)
+{
+    f8_ctx *ctx = m->ctx;
+    const int64_t T = sv->tokens, K = m->in_features;
+    if (!m->fp8) return f8i_norm_forward_scaled(ctx, &m->norm, &sv->x, q->data, m->param_dtype, NULL, NULL);
+    if (!hp) return f8i_norm_forward_scaled(ctx, &m->norm, &sv->x, q->data, q->dtype, scale, q->scale_inv);
+    f8_status st = f8i_norm_forward_scaled(ctx, &m->norm, &sv->x, hp, m->param_dtype, NULL, NULL);
+    if (st != F8_OK) return st;
+    f8i_cast_args c;
+    memset(&c, 0, sizeof c);
+    c.src = hp;
+    c.src_dtype = m->param_dtype;
+    c.rows = T;
+    c.cols = K;
+    c.out_dtype = q->dtype;
+    c.out = q->data;
+    c.scale = scale;
+    c.scale_inv = q->scale_inv;
+    return f8i_op_cast(ctx, &c);
+}
+
 f8_status f8i_module_norm_backward(f8_module *m, const f8_saved *sv, const void *dln, f8_dtype dln_dtype,
                                    const float *mu, const float *rsigma, f8_tensor *dx, int dx_add, void *reduce,
                                    float *stage, float *local)
@@ -135,6 +167,9 @@ f8_status f8_module_set_sequence_parallel(f8_module *m, f8_comm *group)
                                                           "reduce-scatter is the caller's)", fn, m->cls->name);
     if (group && f8_comm_ctx(group) != m->ctx)
         return f8i_error(m->ctx, F8_ERR_INVALID_ARGUMENT, "%s: the group was made on another ctx", fn);
+    if (group && m->recompute_norm) /* the gathered output would have to be gathered again in backward */
+        return f8i_error(m->ctx, F8_ERR_UNSUPPORTED, "%s: the %s was created with recompute_norm_output, which "
+                                                     "sequence parallelism does not support", fn, m->cls->name);
     f8_comm *old = m->sp;
     const size_t old_bytes = m->workspace_bytes;
     m->sp = group; /* the layouts grow by the reduce-scatter's buffers and the group amax */
