@@ -122,16 +122,11 @@ f8_status f8i_module_norm_recompute(f8_module *m, const f8_saved *sv, const floa
     if (!hp) return f8i_norm_forward_scaled(ctx, &m->norm, &sv->x, q->data, q->dtype, scale, q->scale_inv);
     f8_status st = f8i_norm_forward_scaled(ctx, &m->norm, &sv->x, hp, m->param_dtype, NULL, NULL);
     if (st != F8_OK) return st;
-    f8i_cast_args c;
-    memset(&c, 0, sizeof c);
-    c.src = hp;
-    c.src_dtype = m->param_dtype;
-    c.rows = T;
-    c.cols = K;
-    c.out_dtype = q->dtype;
-    c.out = q->data;
+    /* the forward's cast args (slot 0 is both modules' norm INPUT), with the saved scale and no
+     * telemetry: the forward counted these codes */
+    f8i_cast_args c = f8i_module_cast_args(ctx, m->fwd[0], hp, m->param_dtype, T, K, q);
     c.scale = scale;
-    c.scale_inv = q->scale_inv;
+    c.stats = NULL;
     return f8i_op_cast(ctx, &c);
 }
 
