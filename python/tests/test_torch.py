@@ -133,9 +133,9 @@ def match(kind, device, dtype, recipe=None, residual=False):
                 check(torch.equal(a.cpu(), b.cpu().view(a.shape)), "%s %s %s vs the C API: %s differs" % (
                     kind, device, dtype, what))
             else:
-                r = rel(a.float(), b.float().view(a.shape))
-                worst = max(worst, r)
-                check(r <= tol, "%s %s vs CPU: %s relative %.2e > %.0e" % (kind, device, what, r, tol))
+                err = rel(a.float(), b.float().view(a.shape))  # not r: that is the residual, used again
+                worst = max(worst, err)
+                check(err <= tol, "%s %s vs CPU: %s relative %.2e > %.0e" % (kind, device, what, err, tol))
         print("  %s %s %s %s%s vs the C API on %s: %s" % (kind, device, str(dtype)[6:], m.recipe.scaling,
                                                           " + residual" if residual else "", ref_device,
                                                           "bit for bit" if exact else "worst relative %.1e" % worst))
