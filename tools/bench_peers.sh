@@ -14,6 +14,8 @@
 #   options to peer_gpt.py (e.g. "--compile full"; "--device cpu --compile none"
 #   tries the script out on a machine without a GPU, with MODELS=tiny).
 #   F8_HEAD=1 adds f8 FP8 with the LM head in FP8 too (f8_train --fp8-head on).
+#   F8_RECOMPUTE=1 adds f8 FP8 with --recompute-norm on (less memory, one more
+#   norm forward per LayerNorm module in the backward).
 #   F8_TRAIN=PATH runs a prebuilt f8_train instead of building one (a CUDA=1
 #   build from elsewhere, carried: it saves the build's minute or two).
 # tokens/s = tokens per step / the mean step time of the timed steps, for f8 and
@@ -59,12 +61,15 @@ TORCHAO_FORCE_SKIP_LOADING_SO_FILES=1 python3 -c "import torchao; print('torchao
 shard="$work/bench_shard.bin"
 python3 tools/llmc_shard.py "$shard" 2000000
 for model in $models; do
-    for fp8 in on off ${F8_HEAD:+head}; do
+    for fp8 in on off ${F8_HEAD:+head} ${F8_RECOMPUTE:+recompute}; do
         log="$work/peers_${model}_f8_fp8${fp8}.csv"
         rm -f "$log"
-        mode=$([ "$fp8" = on ] && echo fp8 || { [ "$fp8" = head ] && echo fp8_head || echo bf16; })
-        flags="--fp8 $fp8"
-        [ "$fp8" = head ] && flags="--fp8 on --fp8-head on"
+        case "$fp8" in
+            on) mode=fp8 flags="--fp8 on" ;;
+            head) mode=fp8_head flags="--fp8 on --fp8-head on" ;;
+            recompute) mode=fp8_recompute flags="--fp8 on --recompute-norm on" ;;
+            *) mode=bf16 flags="--fp8 off" ;;
+        esac
         "$bin" --model "$model" $flags --data "$shard" --steps $((steps + warm)) --val-every 0 \
             --sample 0 --log "$log" --plot "" --quiet > "$work/peers_${model}_f8_fp8${fp8}.txt" 2>&1
         rc=$?

@@ -445,6 +445,7 @@ def check_params(args):
 
 
 LABELS = {("f8", "fp8"): "f8 FP8", ("f8", "bf16"): "f8 BF16", ("f8", "fp8_head"): "f8 FP8, FP8 head",
+          ("f8", "fp8_recompute"): "f8 FP8, recompute",
           ("torch", "bf16"): "torch BF16+compile", ("torch", "fp8"): "torchao FP8+compile"}
 
 
@@ -489,7 +490,16 @@ def compare(path):
                  ("torchao FP8 / torch BF16", speed("torch", "fp8", m), speed("torch", "bf16", m))]
         if speed("f8", "fp8_head", m):
             pairs.append(("f8 FP8 + FP8 head / f8 FP8", speed("f8", "fp8_head", m), speed("f8", "fp8", m)))
+        if speed("f8", "fp8_recompute", m):
+            pairs.append(("f8 FP8 recompute / f8 FP8", speed("f8", "fp8_recompute", m), speed("f8", "fp8", m)))
         print("%-6s " % m + "; ".join("%s %s" % (k, ratio(a, b)) for k, a, b in pairs))
+        # peak memory, f8 over torch at the same precision (the bound: no higher than PyTorch's)
+        mem = lambda impl, mode: next((r.get("peak_mem_bytes") for r in rows if r["model"] == m and r["impl"] == impl
+                                       and r["mode"] == mode and r.get("status") == "ok"), None)
+        mpairs = [("f8 BF16 / torch BF16", mem("f8", "bf16"), mem("torch", "bf16")),
+                  ("f8 FP8 / torchao FP8", mem("f8", "fp8"), mem("torch", "fp8")),
+                  ("f8 FP8 recompute / torchao FP8", mem("f8", "fp8_recompute"), mem("torch", "fp8"))]
+        print("%-6s peak memory: " % m + "; ".join("%s %s" % (k, ratio(a, b)) for k, a, b in mpairs if a and b))
     return 0
 
 
