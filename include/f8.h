@@ -297,8 +297,9 @@ f8_status f8_tensor_zero(f8_ctx *ctx, f8_tensor *t);
  * stream started at seed, computed in double, rounded to float and then to
  * the dtype (nearest even). These are the draws the modules initialise
  * their weights with (std 0.02, the config's seed), so the same (seed, std)
- * gives the same bits on every backend. Made on the host and uploaded
- * (synchronous): for set-up, not for a step. F8_ERR_INVALID_ARGUMENT for a
+ * gives the same bits on every backend. Made on the host (over up to 16
+ * threads for a big tensor, the same bits) and uploaded (synchronous): for
+ * set-up, not for a step. F8_ERR_INVALID_ARGUMENT for a
  * std that is negative or not finite; F8_ERR_STATE while capturing a graph
  * (nothing is issued). */
 f8_status f8_tensor_fill_normal(f8_ctx *ctx, f8_tensor *t, double std, uint64_t seed);

@@ -500,6 +500,21 @@ static void test_slots(void)
     f8_ctx_destroy(ctx);
 }
 
+/* Value i of f8_tensor_fill_normal(seed) as f8.h specifies it, straight
+ * from the index: splitmix64's state before its output j is seed + j·golden. */
+static float normal_spec(uint64_t seed, int64_t i, double sd)
+{
+    double u[2];
+    for (int k = 0; k < 2; k++) {
+        uint64_t z = seed + (uint64_t)(2 * i + k + 1) * 0x9E3779B97F4A7C15ull;
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        z ^= z >> 31;
+        u[k] = ((double)(z >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+    }
+    return (float)(sd * sqrt(-2.0 * log(u[0])) * cos(6.283185307179586 * u[1]));
+}
+
 /* f8_tensor_fill_normal: the moments of N(0, std²) (statistical bounds of
  * many standard errors), repeatable bits, BF16 = the FP32 draws rounded by
  * the independent bf16_oracle, the very draws a module's weight init takes,
@@ -553,6 +568,26 @@ static void test_fill_normal(void)
     int bad16 = 0;
     for (int i = 0; i < N; i++) bad16 += z[i] != bf16_oracle(x[i]);
     CHECK(bad16 == 0, "fill_normal: %d BF16 values are not the FP32 draws rounded", bad16);
+    /* a fill big enough to be split over threads: every value the spec's
+     * (value i from splitmix64 outputs 2i+1 and 2i+2 of the seed, computed
+     * here one by one), so the split changes no bit */
+    {
+        const int64_t big = 3 * ((int64_t)1 << 20) + 7;
+        float *g = NULL, *hg = malloc(sizeof(float) * (size_t)big);
+        EXPECT(ctx, f8_ctx_alloc(ctx, sizeof(float) * (size_t)big, (void **)&g), F8_OK);
+        if (g && hg) {
+            f8_tensor tg = f8_tensor_make(g, F8_DTYPE_FP32, 1, big);
+            EXPECT(ctx, f8_tensor_fill_normal(ctx, &tg, sd, 7), F8_OK);
+            EXPECT(ctx, f8_ctx_download(ctx, hg, g, sizeof(float) * (size_t)big), F8_OK);
+            int64_t off = 0;
+            for (int64_t i = 0; i < big; i++) off += hg[i] != normal_spec(7, i, sd);
+            CHECK(off == 0, "fill_normal: %lld of %lld values of a threaded fill differ from the spec", (long long)off,
+                  (long long)big);
+            CHECK(memcmp(hg, x, sizeof(float) * N) == 0, "fill_normal: the first values depend on the fill's size");
+        }
+        f8_ctx_free(ctx, g);
+        free(hg);
+    }
     /* std 0: zeros */
     EXPECT(ctx, f8_tensor_fill_normal(ctx, &tb, 0.0, 7), F8_OK);
     EXPECT(ctx, f8_ctx_download(ctx, y, b, sizeof(float) * N), F8_OK);

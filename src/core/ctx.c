@@ -405,20 +405,7 @@ f8_status f8_tensor_fill_normal(f8_ctx *ctx, f8_tensor *t, double std, uint64_t 
     if (n == 0) return F8_OK;
     unsigned char *host = (unsigned char *)malloc(f8i_tensor_bytes(t));
     if (!host) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "%s: out of host memory for %lld values", fn, (long long)n);
-    uint64_t s = seed;
-    for (int64_t i = 0; i < n; i++) {
-        double u[2]; /* two splitmix64 outputs as uniforms in (0, 1) */
-        for (int j = 0; j < 2; j++) {
-            uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-            z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-            z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-            z ^= z >> 31;
-            u[j] = ((double)(z >> 11) + 0.5) * (1.0 / 9007199254740992.0);
-        }
-        const float v = (float)(std * sqrt(-2.0 * log(u[0])) * cos(6.283185307179586 * u[1]));
-        if (es == 2) ((uint16_t *)host)[i] = f8i_bf16_from_float(v);
-        else ((float *)host)[i] = v;
-    }
+    f8i_normal_fill(host, es, n, std, seed);
     st = ctx->be->upload(ctx, t->data, host, f8i_tensor_bytes(t));
     free(host);
     return st;

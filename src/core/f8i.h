@@ -220,6 +220,10 @@ static inline size_t f8i_tensor_bytes(const f8_tensor *t)
     return (size_t)(t->rows * t->cols) * f8_dtype_size(t->dtype);
 }
 
+/* f8_tensor_fill_normal's n values (N(0, std²), FP32 or BF16 by elem_size)
+ * from seed into host memory, over several threads (normal_fill.c). */
+void f8i_normal_fill(void *host, size_t elem_size, int64_t n, double std, uint64_t seed);
+
 /* Grow a host table (realloc, doubling from 16) so that element n fits;
  * 0 when out of memory (the table is then unchanged). */
 static inline int f8i_grow(void **table, size_t *cap, size_t n, size_t elem)
