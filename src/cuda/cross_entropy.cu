@@ -217,13 +217,21 @@ static __device__ __forceinline__ float piece_at(const uint4 &q, int k)
  * the 16-byte pieces i + j·CE_REG_THREADS, j < CE_REG_PIECES, held in
  * registers from the single read to the gradient's write. Launched only when
  * logits and dlogits (if any) share a dtype, are 16-byte aligned with an
- * aligned pitch, and the row fits (see the design note). */
+ * aligned pitch, and the row fits (see the design note); so columns fit in
+ * 32 bits. Per value it does as little as it can, since instructions are
+ * what bound it: a piece wholly inside the vocabulary (all but one per row)
+ * skips the per-column bounds checks, the target's piece alone subtracts
+ * the one-hot (x - 0 is x, so the others' bits are unchanged), and a BF16
+ * gradient is rounded two at a time by the hardware's cvt.rn.bf16x2 when
+ * the row's statistics and grad_scale are finite (then no gradient is NaN,
+ * and the two roundings agree), else by f8i_bf16_from_float. */
 template <int BF>
 static __global__ void __launch_bounds__(CE_REG_THREADS, 1) cross_entropy_regs_kernel(f8i_cross_entropy_args a)
 {
     __shared__ float red[CE_REG_THREADS / 32];
     __shared__ float s_out, s_xy;
-    const int64_t r = blockIdx.x, V = a.vocab, Vp = a.cols;
+    const int64_t r = blockIdx.x;
+    const int V = (int)a.vocab, Vp = (int)a.cols;
     constexpr int per = BF ? 8 : 4, es = BF ? 2 : 4;
     const char *x = (const char *)a.logits + r * Vp * es;
     char *d = a.dlogits ? (char *)a.dlogits + r * Vp * es : NULL;
@@ -232,50 +240,72 @@ static __global__ void __launch_bounds__(CE_REG_THREADS, 1) cross_entropy_regs_k
     if (y < 0 || y >= V) { /* ignored row (uniform in the block) */
         if (tid == 0) a.losses[r] = 0.0f;
         if (!d) return;
-        for (int64_t c = (int64_t)tid * per; c < Vp; c += (int64_t)CE_REG_THREADS * per)
-            *(uint4 *)(d + c * es) = make_uint4(0u, 0u, 0u, 0u);
+        for (int c = tid * per; c < Vp; c += CE_REG_THREADS * per)
+            *(uint4 *)(d + (int64_t)c * es) = make_uint4(0u, 0u, 0u, 0u);
         return;
     }
     uint4 q[CE_REG_PIECES];
 #pragma unroll
     for (int j = 0; j < CE_REG_PIECES; ++j) {
-        const int64_t c = ((int64_t)j * CE_REG_THREADS + tid) * per;
-        q[j] = c < Vp ? *(const uint4 *)(x + c * es) : make_uint4(0u, 0u, 0u, 0u);
+        const int c = (j * CE_REG_THREADS + tid) * per;
+        q[j] = c < Vp ? *(const uint4 *)(x + (int64_t)c * es) : make_uint4(0u, 0u, 0u, 0u);
     }
     if (tid == 0) s_xy = BF ? __uint_as_float((uint32_t)((const uint16_t *)x)[y] << 16) : ((const float *)x)[y];
     float m = -INFINITY;
 #pragma unroll
     for (int j = 0; j < CE_REG_PIECES; ++j) {
-        const int64_t c = ((int64_t)j * CE_REG_THREADS + tid) * per;
+        const int c = (j * CE_REG_THREADS + tid) * per;
+        if (c + per <= V) {
 #pragma unroll
-        for (int k = 0; k < 8; ++k)
-            if (k < per && c + k < V) m = fmaxf(m, piece_at<BF>(q[j], k));
+            for (int k = 0; k < per; ++k) m = fmaxf(m, piece_at<BF>(q[j], k));
+        } else {
+#pragma unroll
+            for (int k = 0; k < per; ++k)
+                if (c + k < V) m = fmaxf(m, piece_at<BF>(q[j], k));
+        }
     }
     m = block_reduce<true>(m, red, &s_out); /* its barriers also order s_xy and every read before any write */
     float s = 0.0f;
 #pragma unroll
     for (int j = 0; j < CE_REG_PIECES; ++j) {
-        const int64_t c = ((int64_t)j * CE_REG_THREADS + tid) * per;
+        const int c = (j * CE_REG_THREADS + tid) * per;
+        if (c + per <= V) {
 #pragma unroll
-        for (int k = 0; k < 8; ++k)
-            if (k < per && c + k < V) s += __expf(piece_at<BF>(q[j], k) - m);
+            for (int k = 0; k < per; ++k) s += __expf(piece_at<BF>(q[j], k) - m);
+        } else {
+#pragma unroll
+            for (int k = 0; k < per; ++k)
+                if (c + k < V) s += __expf(piece_at<BF>(q[j], k) - m);
+        }
     }
     s = block_reduce<false>(s, red, &s_out);
     if (tid == 0) a.losses[r] = logf(s) - (s_xy - m);
     if (!d) return;
-    const float inv = 1.0f / s;
+    const float inv = 1.0f / s, gs = a.grad_scale;
+    const bool fast_round = isfinite(m) && isfinite(s) && isfinite(gs); /* uniform in the block */
 #pragma unroll
     for (int j = 0; j < CE_REG_PIECES; ++j) {
-        const int64_t c = ((int64_t)j * CE_REG_THREADS + tid) * per;
+        const int c = (j * CE_REG_THREADS + tid) * per;
         if (c >= Vp) break;
         float g[8];
+        if (c + per <= V) {
 #pragma unroll
-        for (int k = 0; k < 8; ++k) {
-            const int64_t col = c + k;
-            g[k] = k < per && col < V ? (__expf(piece_at<BF>(q[j], k) - m) * inv - (col == y ? 1.0f : 0.0f)) * a.grad_scale
-                                      : 0.0f;
+            for (int k = 0; k < per; ++k) g[k] = __expf(piece_at<BF>(q[j], k) - m) * inv * gs;
+        } else {
+#pragma unroll
+            for (int k = 0; k < per; ++k) g[k] = c + k < V ? __expf(piece_at<BF>(q[j], k) - m) * inv * gs : 0.0f;
         }
-        store_piece(d, BF, c, per, true, g);
+        if ((unsigned)(y - c) < (unsigned)per) { /* the target's piece: its one-hot, in the general order */
+#pragma unroll
+            for (int k = 0; k < per; ++k)
+                if (c + k == y) g[k] = (__expf(piece_at<BF>(q[j], k) - m) * inv - 1.0f) * gs;
+        }
+        if (BF && fast_round) {
+            *(uint4 *)(d + (int64_t)c * es) =
+                make_uint4(bf16x2(g[0], g[1]), bf16x2(g[2], g[3]), bf16x2(g[4], g[5]), bf16x2(g[6], g[7]));
+        } else {
+            store_piece(d, BF, c, per, true, g);
+        }
     }
 }
 

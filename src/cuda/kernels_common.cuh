@@ -168,6 +168,15 @@ static __device__ __forceinline__ void decode16(const uint32_t (&w)[4], float (&
     }
 }
 
+/* Two BF16 codes (lo in the low half), round to nearest even: the hardware
+ * conversion, equal to f8i_bf16_from_float except for a NaN's payload. */
+static __device__ __forceinline__ uint32_t bf16x2(float lo, float hi)
+{
+    uint32_t r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
 /* Block-wide fmaxf of `a`, then one atomicMax of its bits into *amax (valid
  * for non-negative floats, +inf included). Every thread of the 1-D block of
  * THREADS threads calls it. */

@@ -89,15 +89,6 @@ static __device__ __forceinline__ void load_param(float (&v)[N], const void *p, 
         load_piece<0, N, I>(v, p, c, cols, w);
 }
 
-/* Two BF16 codes (lo in the low half), round to nearest even: the hardware
- * conversion, equal to f8i_bf16_from_float except for a NaN's payload. */
-static __device__ __forceinline__ uint32_t bf16x2(float lo, float hi)
-{
-    uint32_t r;
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-    return r;
-}
-
 /* Store the N outputs o at column c of a row of kind YK (FP8: codes of
  * o · s), with accesses of w bytes when whole, else element by element. */
 template <int YK, int N = NORM_VEC, typename I = int64_t>
