@@ -1232,6 +1232,8 @@ typedef struct f8_attention_config {
     int output_kept;    /* 1: the caller keeps each forward's y, unchanged, until its backward (as it
                            keeps qkv): the saved state then holds no copy of y (T·C elements less) and the
                            forward writes none; default 0 (the saved state copies y) */
+    int fp8;            /* 1: FP8 attention (TE's fp8_dpa, with its F16 backward): see "FP8" above;
+                           needs dtype BF16 and a ctx with F8_RECIPE_DELAYED; default 0 */
 } f8_attention_config;
 
 /* The given sizes and dtype BF16. */
@@ -1259,6 +1261,11 @@ f8_status f8_attention_forward(f8_attention *attention, const f8_tensor *qkv, in
  * F8_ERR_STATE if no forward was recorded in saved. */
 f8_status f8_attention_backward(f8_attention *attention, f8_attention_saved *saved, const f8_tensor *dy,
                                 f8_tensor *dqkv);
+/* The forward scaling slots of an attention created with fp8 = 1: [out]
+ * slots[0] QKV (q, k and v share it), slots[1] S (the softmax output),
+ * slots[2] O (the output), in the ctx registry with the modules' (read,
+ * write and update them as any slot). F8_ERR_STATE for fp8 = 0. */
+f8_status f8_attention_fp8_slots(const f8_attention *attention, f8_slot slots[3]);
 
 /* Softmax cross-entropy of logits [T, Vp] (FP32 or BF16) against targets [T]
  * (int32 backend), over the first `vocab` columns (the rest are padding:
