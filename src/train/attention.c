@@ -275,7 +275,7 @@ static void fp8_args(f8_attention *a, f8i_attn_fwd_args *args, const f8i_attn_ws
     args->s_amax = f8i_slot_amax(ctx, s);
     args->o_amax = f8i_slot_amax(ctx, o);
     args->o8 = w->o8;
-    args->amax = w->amax;
+    args->scalars = w->scalars;
 }
 
 f8_status f8_attention_forward(f8_attention *a, const f8_tensor *qkv, int64_t batch, int64_t seq, f8_tensor *y,
@@ -317,7 +317,7 @@ f8_status f8_attention_forward(f8_attention *a, const f8_tensor *qkv, int64_t ba
         args.rows = w.rows;
         if (c->fp8) { /* the codes go to the saved state, or (inference) to the workspace */
             uint8_t *codes = saved ? saved->qkv8 : (uint8_t *)w.qkv_hp;
-            float *sinv = saved ? saved->qkv_sinv : w.amax + 2;
+            float *sinv = saved ? saved->qkv_sinv : w.scalars + F8I_ATTN_SC_DQ_INFER;
             st = cast_qkv(a, qkv->data, T, codes, sinv);
             if (st != F8_OK) return st;
             args.qkv = codes;

@@ -80,7 +80,7 @@
  * and runs the op above with the saved o and L. FP8 workspace, after the
  * rows: qkv_hp (BF16 [B·S, 3C]: the backward's input; the forward's codes
  * when there is no saved state), O8 ([B·S, C] bytes, cuDNN's output) and
- * four FP32 (cuDNN's amax_s, amax_o; an inference forward's dq).
+ * the scalars below (F8I_ATTN_SC_*).
  */
 #ifndef F8_ATTENTION_H
 #define F8_ATTENTION_H
@@ -117,8 +117,17 @@ typedef struct f8i_attn_fwd_args {
     const float *o_scale, *o_scale_inv; /* (1) each: the O slot's */
     float *s_amax, *o_amax;    /* (1) each: the slots' accumulators, maxed into */
     uint8_t *o8;               /* workspace (B·S, C) E4M3 (cuDNN's O8) */
-    float *amax;               /* workspace (2) FP32 (cuDNN's amax_s, amax_o) */
+    float *scalars;            /* workspace (32) FP32: F8I_ATTN_SC_* (the CUDA cuDNN path) */
 } f8i_attn_fwd_args;
+
+/* The FP8 workspace's scalars, each at its own 16 bytes (cuDNN's tensors
+ * are 16-byte aligned): cuDNN's amax_s and amax_o outputs, an inference
+ * forward's dq (no saved state to hold it), and the aligned copies of dq,
+ * scale_s, descale_s and scale_o the cuDNN graph reads. */
+enum {
+    F8I_ATTN_SC_AMAX_S = 0, F8I_ATTN_SC_AMAX_O = 4, F8I_ATTN_SC_DQ_INFER = 8, F8I_ATTN_SC_DQ = 12,
+    F8I_ATTN_SC_SCALE_S = 16, F8I_ATTN_SC_DESCALE_S = 20, F8I_ATTN_SC_SCALE_O = 24, F8I_ATTN_SC_COUNT = 32
+};
 
 /* One backward of the forward that filled o and lse (same B, S, qkv). */
 typedef struct f8i_attn_bwd_args {
@@ -166,7 +175,7 @@ typedef struct f8i_attn_ws {
     float *rows;       /* (2, S) FP32 (CPU) */
     void *qkv_hp;      /* FP8 only: (B·S, 3C) BF16; an inference forward's codes */
     uint8_t *o8;       /* FP8 only: (B·S, C) E4M3 */
-    float *amax;       /* FP8 only: (4) FP32: amax_s, amax_o, an inference forward's dq */
+    float *scalars;    /* FP8 only: (F8I_ATTN_SC_COUNT) FP32 */
 } f8i_attn_ws;
 
 /* Measures (base NULL) or places (base 256-byte aligned; w may then be
@@ -182,9 +191,9 @@ static inline size_t f8i_attn_workspace(void *base, int64_t tokens, int64_t seq,
     void *rows = f8i_take(&l, 2u * (size_t)seq * sizeof(float));
     void *hp = fp8 ? f8i_take(&l, T * 3 * C * 2) : NULL;
     void *o8 = fp8 ? f8i_take(&l, T * C) : NULL;
-    void *amax = fp8 ? f8i_take(&l, 4 * sizeof(float)) : NULL;
+    void *sc = fp8 ? f8i_take(&l, F8I_ATTN_SC_COUNT * sizeof(float)) : NULL;
     if (base != NULL && w != NULL) {
-        w->d = (float *)d, w->rows = (float *)rows, w->qkv_hp = hp, w->o8 = (uint8_t *)o8, w->amax = (float *)amax;
+        w->d = (float *)d, w->rows = (float *)rows, w->qkv_hp = hp, w->o8 = (uint8_t *)o8, w->scalars = (float *)sc;
     }
     return l.bytes;
 }
