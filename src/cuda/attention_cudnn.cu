@@ -450,6 +450,20 @@ static void refuse(f8i_attn_cudnn *c, dn_plan *p, dn_status st)
     (void)cudaGetLastError();
 }
 
+/* run_plan, counted and recorded as the ctx's path; 1 if it ran, 0 if
+ * cuDNN refused (the plan is then refused for good and the caller falls back). */
+static int execute(f8_ctx *ctx, f8i_attn_cudnn *c, dn_plan *p, int n, const int64_t *uids, void *const *ptrs)
+{
+    const dn_status st = run_plan(ctx, c, p, n, uids, ptrs);
+    if (st != DN_OK) {
+        refuse(c, p, st);
+        return 0;
+    }
+    F8I_COUNT_LAUNCHES(ctx, 1);
+    f8i_cuda(ctx)->attn_last_path = F8I_ATTN_PATH_CUDNN;
+    return 1;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Kernels                                                                   */
 /* ------------------------------------------------------------------------ */
@@ -551,14 +565,8 @@ static f8_status cudnn_fp8_fwd(f8_ctx *ctx, const f8i_attn_fwd_args *a, int *ran
     void *const ptrs[15] = {(void *)qkv, (void *)(qkv + C), (void *)(qkv + 2 * C), a->o8, stats, &scale, &neg_inf, dq, dq, dq,
                             sc + F8I_ATTN_SC_SCALE_S, sc + F8I_ATTN_SC_DESCALE_S, sc + F8I_ATTN_SC_SCALE_O,
                             sc + F8I_ATTN_SC_AMAX_S, sc + F8I_ATTN_SC_AMAX_O};
-    const dn_status st = run_plan(ctx, c, p, 15, uids, ptrs);
-    if (st != DN_OK) {
-        refuse(c, p, st);
-        return F8_OK;
-    }
-    F8I_COUNT_LAUNCHES(ctx, 2);
-    s->attn_last_path = F8I_ATTN_PATH_CUDNN;
-    *ran = 1;
+    if (!(*ran = execute(ctx, c, p, 15, uids, ptrs))) return F8_OK;
+    F8I_COUNT_LAUNCHES(ctx, 1);
     const int64_t n_lse = a->lse ? rows : 0, m = n_lse > n ? n_lse : n;
     fp8_finish_kernel<<<grid_size(ctx, m, DN_THREADS), DN_THREADS, 0, stream>>>(
         a->lse, n_lse, a->scale, a->o8, n, a->o_scale_inv, (uint16_t *)a->y, (uint16_t *)a->o, sc, a->s_amax, a->o_amax);
@@ -584,14 +592,7 @@ f8_status f8i_cudnn_attn_fwd(f8_ctx *ctx, const f8i_attn_fwd_args *a, int *ran)
     float scale = a->scale, neg_inf = p->neg_inf;
     const int64_t uids[7] = {U_Q, U_K, U_V, U_O, U_STATS, U_SCALE, U_NEG_INF};
     void *const ptrs[7] = {(void *)qkv, (void *)(qkv + C * es), (void *)(qkv + 2 * C * es), a->y, stats, &scale, &neg_inf};
-    const dn_status st = run_plan(ctx, c, p, 7, uids, ptrs);
-    if (st != DN_OK) {
-        refuse(c, p, st);
-        return F8_OK;
-    }
-    F8I_COUNT_LAUNCHES(ctx, 1);
-    s->attn_last_path = F8I_ATTN_PATH_CUDNN;
-    *ran = 1;
+    if (!(*ran = execute(ctx, c, p, 7, uids, ptrs))) return F8_OK;
     const int64_t n_lse = a->lse ? rows : 0, n16 = a->o ? a->batch * a->seq * C * (int64_t)es / 16 : 0;
     if (n_lse == 0 && n16 == 0) return F8_OK;
     const int64_t n = n_lse > n16 ? n_lse : n16;
@@ -637,14 +638,7 @@ f8_status f8i_cudnn_attn_bwd(f8_ctx *ctx, const f8i_attn_bwd_args *a, int *ran)
                             (void *)a->dy, stats,                  dqkv,                      dqkv + C * es,
                             dqkv + 2 * C * es, a->d,               &scale,                    &one,
                             &neg_inf,      acc};
-    const dn_status st = run_plan(ctx, c, p, acc ? 14 : 13, uids, ptrs);
-    if (st != DN_OK) {
-        refuse(c, p, st);
-        return F8_OK;
-    }
-    F8I_COUNT_LAUNCHES(ctx, 1);
-    s->attn_last_path = F8I_ATTN_PATH_CUDNN;
-    *ran = 1;
+    *ran = execute(ctx, c, p, acc ? 14 : 13, uids, ptrs);
     return F8_OK;
 }
 

@@ -248,19 +248,28 @@ static void *gb_mul(gb *g, const char *name, void *x, void *t, const int64_t dim
     return y;
 }
 
+/* A forward's real tensors: Q, Kᵀ, V, O of the I/O dtype, Stats, and the
+ * by-value attn_scale and mask value; t[] in that order. */
+enum { FW_Q, FW_KT, FW_V, FW_O, FW_STATS, FW_SCALE, FW_NEG_INF, FW_COUNT };
+static void gb_forward_io(gb *g, const dn_dims *d, int dtype, void *t[FW_COUNT])
+{
+    t[FW_Q] = gb_tensor(g, "Q", U_Q, dtype, d->qkv, d->qkv_s, 0, 0);
+    t[FW_KT] = gb_tensor(g, "K^T", U_K, dtype, d->kt, d->kt_s, 0, 0);
+    t[FW_V] = gb_tensor(g, "V", U_V, dtype, d->qkv, d->qkv_s, 0, 0);
+    t[FW_O] = gb_tensor(g, "O", U_O, dtype, d->o, d->o_s, 0, 0);
+    t[FW_STATS] = gb_tensor(g, "Stats", U_STATS, DN_FLOAT, d->row, d->row_s, 0, 0);
+    t[FW_SCALE] = gb_scalar(g, "attn_scale", U_SCALE);
+    t[FW_NEG_INF] = gb_scalar(g, "-inf", U_NEG_INF);
+}
+
 static void graph_forward(gb *g, const dn_dims *d)
 {
-    void *q = gb_tensor(g, "Q", U_Q, DN_BF16, d->qkv, d->qkv_s, 0, 0);
-    void *kt = gb_tensor(g, "K^T", U_K, DN_BF16, d->kt, d->kt_s, 0, 0);
-    void *v = gb_tensor(g, "V", U_V, DN_BF16, d->qkv, d->qkv_s, 0, 0);
-    void *o = gb_tensor(g, "O", U_O, DN_BF16, d->o, d->o_s, 0, 0);
-    void *stats = gb_tensor(g, "Stats", U_STATS, DN_FLOAT, d->row, d->row_s, 0, 0);
-    void *scale = gb_scalar(g, "attn_scale", U_SCALE), *neg_inf = gb_scalar(g, "-inf", U_NEG_INF);
-
+    void *t[FW_COUNT];
+    gb_forward_io(g, d, DN_BF16, t);
     void *s = gb_virtual(g, "S = Q K^T", DN_FLOAT, d->ss, d->ss_s);
-    gb_mm(g, "Q K^T", q, kt, s);
-    void *sm = gb_causal(g, d, gb_mul(g, "S c", s, scale, d->ss, d->ss_s), neg_inf);
-    gb_mm(g, "O = P V", gb_softmax(g, d, sm, stats, DN_BF16), v, o);
+    gb_mm(g, "Q K^T", t[FW_Q], t[FW_KT], s);
+    void *sm = gb_causal(g, d, gb_mul(g, "S c", s, t[FW_SCALE], d->ss, d->ss_s), t[FW_NEG_INF]);
+    gb_mm(g, "O = P V", gb_softmax(g, d, sm, t[FW_STATS], DN_BF16), t[FW_V], t[FW_O]);
 }
 
 /* A [1,1,1,1] FP32 tensor in device memory (a scale, descale or amax: they change every step). */
@@ -278,29 +287,25 @@ static void *gb_dev_scalar(gb *g, const char *name, int64_t uid)
  *   O = P8·V8 · descale_s · descale_v; O8 = O · scale_o; amax_o = AMAX(O). */
 static void graph_forward_fp8(gb *g, const dn_dims *d)
 {
-    void *q = gb_tensor(g, "Q8", U_Q, DN_FP8_E4M3, d->qkv, d->qkv_s, 0, 0);
-    void *kt = gb_tensor(g, "K8^T", U_K, DN_FP8_E4M3, d->kt, d->kt_s, 0, 0);
-    void *v = gb_tensor(g, "V8", U_V, DN_FP8_E4M3, d->qkv, d->qkv_s, 0, 0);
-    void *o = gb_tensor(g, "O8", U_O, DN_FP8_E4M3, d->o, d->o_s, 0, 0);
-    void *stats = gb_tensor(g, "Stats", U_STATS, DN_FLOAT, d->row, d->row_s, 0, 0);
-    void *scale = gb_scalar(g, "attn_scale", U_SCALE), *neg_inf = gb_scalar(g, "-inf", U_NEG_INF);
+    void *t[FW_COUNT];
+    gb_forward_io(g, d, DN_FP8_E4M3, t);
     void *dsq = gb_dev_scalar(g, "descale_q", U_DESCALE_Q), *dsk = gb_dev_scalar(g, "descale_k", U_DESCALE_K);
     void *dsv = gb_dev_scalar(g, "descale_v", U_DESCALE_V), *ss = gb_dev_scalar(g, "scale_s", U_SCALE_S);
     void *dss = gb_dev_scalar(g, "descale_s", U_DESCALE_S), *so = gb_dev_scalar(g, "scale_o", U_SCALE_O);
     void *amax_s = gb_dev_scalar(g, "amax_s", U_AMAX_S), *amax_o = gb_dev_scalar(g, "amax_o", U_AMAX_O);
 
     void *s = gb_virtual(g, "S = Q8 K8^T", DN_FLOAT, d->ss, d->ss_s);
-    gb_mm(g, "Q8 K8^T", q, kt, s);
-    void *sd = gb_mul(g, "S descale_k", gb_mul(g, "S descale_q", gb_mul(g, "S c", s, scale, d->ss, d->ss_s), dsq, d->ss, d->ss_s),
-                      dsk, d->ss, d->ss_s);
-    void *p = gb_softmax(g, d, gb_causal(g, d, sd, neg_inf), stats, DN_FLOAT);
+    gb_mm(g, "Q8 K8^T", t[FW_Q], t[FW_KT], s);
+    void *sc = gb_mul(g, "S c", s, t[FW_SCALE], d->ss, d->ss_s);
+    void *sd = gb_mul(g, "S descale_k", gb_mul(g, "S descale_q", sc, dsq, d->ss, d->ss_s), dsk, d->ss, d->ss_s);
+    void *p = gb_softmax(g, d, gb_causal(g, d, sd, t[FW_NEG_INF]), t[FW_STATS], DN_FLOAT);
     gb_reduce(g, "amax_s", DN_REDUCE_AMAX, p, amax_s);
     void *p8 = gb_virtual(g, "P8 = P scale_s", DN_FP8_E4M3, d->ss, d->ss_s);
     gb_pw(g, "P8 = P scale_s", DN_PW_MUL, DN_FLOAT, p, ss, NULL, p8, -1);
     void *pv = gb_virtual(g, "P8 V8", DN_FLOAT, d->o, d->acc_s);
-    gb_mm(g, "P8 V8", p8, v, pv);
+    gb_mm(g, "P8 V8", p8, t[FW_V], pv);
     void *od = gb_mul(g, "O", gb_mul(g, "P8 V8 descale_s", pv, dss, d->o, d->acc_s), dsv, d->o, d->acc_s);
-    gb_pw(g, "O8 = O scale_o", DN_PW_MUL, DN_FLOAT, od, so, NULL, o, -1);
+    gb_pw(g, "O8 = O scale_o", DN_PW_MUL, DN_FLOAT, od, so, NULL, t[FW_O], -1);
     gb_reduce(g, "amax_o", DN_REDUCE_AMAX, od, amax_o);
 }
 
