@@ -159,14 +159,17 @@ static inline size_t f8i_attn_saved_layout(void *base, int64_t tokens, int64_t n
 {
     const size_t T = (size_t)tokens, C = (size_t)(n_head * head_dim);
     f8i_layout l = f8i_layout_at(base);
-    void *lse = f8i_take(&l, T * (size_t)n_head * sizeof(float));
-    void *o = kept ? NULL : f8i_take(&l, T * C * f8_dtype_size(dtype));
+    const size_t lse_b = T * (size_t)n_head * sizeof(float), o_b = kept ? 0 : T * C * f8_dtype_size(dtype);
+    void *lse = f8i_take(&l, lse_b);
+    void *o = kept ? NULL : f8i_take(&l, o_b);
     void *sinv = fp8 ? f8i_take(&l, sizeof(float)) : NULL;
     void *qkv8 = fp8 ? f8i_take(&l, T * 3 * C) : NULL;
     if (base != NULL && at != NULL) {
         at->lse = (float *)lse, at->o = o, at->qkv_scale_inv = (float *)sinv, at->qkv8 = (uint8_t *)qkv8;
     }
-    return l.bytes;
+    /* the allocation asks for the last part unrounded (the memory report counts requests) */
+    const size_t last = fp8 ? T * 3 * C : kept ? lse_b : o_b;
+    return l.bytes - f8i_align256(last ? last : 1) + last;
 }
 
 /* The workspace of one call over `tokens` = B·S (C = n_head · head_dim). */
