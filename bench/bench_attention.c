@@ -4,7 +4,9 @@
  * 64) and the 1.3B configuration (B 8, 16 heads, S 1024, head_dim 128), and
  * two long-sequence ones (B 4 S 4096, B 2 S 8192; 16 heads, head_dim 128),
  * each on f8's own kernels, on cuDNN (deterministic backward: the default
- * path) and on cuDNN with its atomic backward, side by side.
+ * path) and on cuDNN with its atomic backward, side by side; then FP8
+ * attention (f8_attention_config.fp8: the qkv cast + cuDNN's FP8 forward,
+ * and a dequantize + cuDNN's BF16 backward), its FLOPs counted as BF16's.
  *
  * Per call: the GPU time (median of CUDA-event intervals, bench_util.h) and
  * TFLOP/s with causal FLOPs counted as FlashAttention does: forward
@@ -78,9 +80,12 @@ static double gemm_ceiling(void *stream)
     return 2.0 * (double)n * n * n / (t.gpu_us * 1e-6) * 1e-12;
 }
 
-static const char *mode_name(int mode)
+/* The rows of a shape: three BF16 paths, then FP8 attention on the default path. */
+enum { ROW_FP8 = 3, N_ROWS = 4 };
+
+static const char *mode_name(int row)
 {
-    return mode == F8I_ATTN_OWN ? "f8-own" : mode == F8I_ATTN_AUTO ? "cuDNN" : "cuDNN-nondet";
+    return row == ROW_FP8 ? "FP8-cuDNN" : row == F8I_ATTN_OWN ? "f8-own" : row == F8I_ATTN_AUTO ? "cuDNN" : "cuDNN-nondet";
 }
 
 static const char *path_name(int path) { return path == F8I_ATTN_PATH_CUDNN ? "cuDNN" : path == F8I_ATTN_PATH_OWN ? "own" : "?"; }
@@ -101,6 +106,11 @@ static void run_shape(f8_ctx *ctx, bench_log *log, int64_t B, int64_t nh, int64_
     cfg.output_kept = 1; /* as the GPT trainer runs it: no copy of y saved for the backward */
     BENCH_F8(ctx, f8_attention_create(ctx, &cfg, &b.a));
     BENCH_F8(ctx, f8_attention_saved_create(b.a, &b.s));
+    f8_attention *a8 = NULL;
+    f8_attention_saved *s8 = NULL;
+    cfg.fp8 = 1;
+    BENCH_F8(ctx, f8_attention_create(ctx, &cfg, &a8));
+    BENCH_F8(ctx, f8_attention_saved_create(a8, &s8));
     void *qkv = bench_alloc_random(stream, F8_DTYPE_BF16, T * 3 * C, 1, 1.0f);
     void *dy = bench_alloc_random(stream, F8_DTYPE_BF16, T * C, 2, 1.0f);
     void *y = NULL, *dqkv = NULL;
@@ -112,10 +122,14 @@ static void run_shape(f8_ctx *ctx, bench_log *log, int64_t B, int64_t nh, int64_
     b.dqkv = f8_tensor_make(dqkv, F8_DTYPE_BF16, T, 3 * C);
 
     const double fwd_flop = 2.0 * (double)B * nh * (double)S * S * hd, bwd_flop = 2.5 * fwd_flop;
-    static const int modes[3] = {F8I_ATTN_OWN, F8I_ATTN_AUTO, F8I_ATTN_CUDNN_NONDET};
+    static const int modes[N_ROWS] = {F8I_ATTN_OWN, F8I_ATTN_AUTO, F8I_ATTN_CUDNN_NONDET, ROW_FP8};
     double ff_own = 0, fb_own = 0;
-    for (int m = 0; m < 3; m++) {
-        f8i_cuda_attn_set_mode(ctx, modes[m]);
+    f8_attention *bf16 = b.a;
+    f8_attention_saved *bf16_s = b.s;
+    for (int m = 0; m < N_ROWS; m++) {
+        f8i_cuda_attn_set_mode(ctx, modes[m] == ROW_FP8 ? F8I_ATTN_AUTO : modes[m]);
+        b.a = modes[m] == ROW_FP8 ? a8 : bf16;
+        b.s = modes[m] == ROW_FP8 ? s8 : bf16_s;
         fwd_call(&b, 0); /* plans are built on the first call of a shape: outside the timing */
         const int pf = f8i_cuda_attn_last_path(ctx);
         bwd_call(&b, 0);
@@ -141,8 +155,10 @@ static void run_shape(f8_ctx *ctx, bench_log *log, int64_t B, int64_t nh, int64_
     }
     printf("    %s\n", f8i_cuda_attn_info(ctx, NULL));
     f8i_cuda_attn_set_mode(ctx, -1);
-    f8_attention_saved_destroy(b.s);
-    f8_attention_destroy(b.a);
+    f8_attention_saved_destroy(bf16_s);
+    f8_attention_destroy(bf16);
+    f8_attention_saved_destroy(s8);
+    f8_attention_destroy(a8);
     BENCH_CUDA(cudaFree(qkv));
     BENCH_CUDA(cudaFree(dy));
     BENCH_CUDA(cudaFree(y));

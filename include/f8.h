@@ -1220,7 +1220,33 @@ f8_status f8_embedding_backward(f8_ctx *ctx, const int32_t *tokens, int64_t seq_
  * C > 2^24, max_batch outside [1, 2^24], max_seq outside [1, 2^20],
  * max_batch · n_head >= 2^31 or a saved state over 2^40 bytes; F8_ERR_DTYPE
  * for a dtype not FP32/BF16;
- * F8_ERR_STATE while capturing a graph (saved_create too). */
+ * F8_ERR_STATE while capturing a graph (saved_create too).
+ *
+ * FP8 (config.fp8 = 1: TE's fp8_dpa with its F16 backward, NVTE_FP8_DPA_BWD=0).
+ * Create registers three forward scaling slots in the ctx (f8_attention_fp8_slots:
+ * QKV, shared by q, k and v; S, the softmax output; O, the output), updated,
+ * all-reduced and read like a module's; module checkpoints do not hold them
+ * (a restored run starts them fresh, scale 1, as a new layer's). The forward:
+ *   q8 = e4m3(qkv · scale_qkv), its amax into QKV's accumulator, dq = 1/scale_qkv
+ *   s  = FP32(Σ q8·k8)·dq·dk;  m, p, l, L as above;  P = p / l  (normalized)
+ *   P8 = e4m3(P · scale_s),  O = FP32(Σ P8·v8)·descale_s·dv
+ *   y  = dt(e4m3(O · scale_o) · descale_o)
+ * with amax_s = max P (1 for any causal call) and amax_o = max |O| maxed into
+ * S's and O's accumulators; scale and descale are the slots' (descale = their
+ * scale_inv). The backward is the BF16 one above run on dt(q8·dq) (the
+ * inputs the forward used), the saved y and L: gradients are BF16 and the
+ * caller's qkv is not read after the forward. On the GPU the forward runs
+ * cuDNN's FP8 flash attention (cuDNN 9.1+, head_dim a multiple of 16 up to
+ * 128, aligned tensors: 4 launches with the cast), which takes P in its own
+ * blocked order (a P or O8 code may land an E4M3 step away from the CPU's);
+ * elsewhere a plain FP8 kernel computes the formulas above (2 launches). The
+ * backward is a dequantize plus the BF16 backward. Memory: the saved state
+ * adds the codes (T·3C bytes) and the reservation the backward's BF16 qkv
+ * (T·3C·2 bytes) and cuDNN's O8 (T·C bytes). Errors: create with fp8 = 1:
+ * F8_ERR_DTYPE unless dtype is BF16, F8_ERR_UNSUPPORTED unless the ctx's
+ * recipe is F8_RECIPE_DELAYED (S and O have no tensor to measure before the
+ * fused cast), F8_ERR_INVALID_ARGUMENT for fp8 not 0 or 1; a refused create
+ * registers nothing. */
 typedef struct f8_attention f8_attention;
 typedef struct f8_attention_saved f8_attention_saved;
 
@@ -1233,6 +1259,8 @@ typedef struct f8_attention_config {
     int output_kept;    /* 1: the caller keeps each forward's y, unchanged, until its backward (as it
                            keeps qkv): the saved state then holds no copy of y (T·C elements less) and the
                            forward writes none; default 0 (the saved state copies y) */
+    int fp8;            /* 1: FP8 attention (TE's fp8_dpa, with its F16 backward): see "FP8" above;
+                           needs dtype BF16 and a ctx with F8_RECIPE_DELAYED; default 0 */
 } f8_attention_config;
 
 /* The given sizes and dtype BF16. */
@@ -1260,6 +1288,11 @@ f8_status f8_attention_forward(f8_attention *attention, const f8_tensor *qkv, in
  * F8_ERR_STATE if no forward was recorded in saved. */
 f8_status f8_attention_backward(f8_attention *attention, f8_attention_saved *saved, const f8_tensor *dy,
                                 f8_tensor *dqkv);
+/* The forward scaling slots of an attention created with fp8 = 1: [out]
+ * slots[0] QKV (q, k and v share it), slots[1] S (the softmax output),
+ * slots[2] O (the output), in the ctx registry with the modules' (read,
+ * write and update them as any slot). F8_ERR_STATE for fp8 = 0. */
+f8_status f8_attention_fp8_slots(const f8_attention *attention, f8_slot slots[3]);
 
 /* Softmax cross-entropy of logits [T, Vp] (FP32 or BF16) against targets [T]
  * (int32 backend), over the first `vocab` columns (the rest are padding:

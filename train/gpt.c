@@ -174,7 +174,9 @@ static f8_status create_blocks(gpt *m, f8_ctx *init)
             }
         }
         TRY(f8_module_saved_create(b->qkv, &b->qkv_s));
-        TRY(f8_attention_saved_create(m->att, &b->att_s));
+        b->att = m->att;
+        if (m->c.fp8_attention) TRY(f8_attention_create(m->ctx, &m->att_cfg, &b->att));
+        TRY(f8_attention_saved_create(b->att, &b->att_s));
         TRY(f8_module_saved_create(b->proj, &b->proj_s));
         TRY(f8_module_saved_create(b->mlp, &b->mlp_s));
     }
@@ -219,6 +221,8 @@ f8_status gpt_create_tp(f8_ctx *ctx, const gpt_config *c, f8_comm *tp, int sp, g
     f8_attention_config ac = f8_attention_config_default(c->heads / m->tp_size, C / c->heads, c->batch, c->seq);
     ac.dtype = c->dtype;
     ac.output_kept = 1; /* each layer's y stays in atty until its backward: no copy saved */
+    m->att_cfg = ac;
+    m->att_cfg.fp8 = c->fp8_attention; /* the layers' own; m->att (shared, exported) stays BF16 */
     if (st == F8_OK) st = f8_attention_create(ctx, &ac, &m->att);
     f8_ctx *init = NULL;
     if (st == F8_OK && m->tp) {
@@ -284,6 +288,7 @@ void gpt_destroy(gpt *m)
         gpt_block *b = &m->blocks[l];
         f8_saved_destroy(b->qkv_s);
         f8_attention_saved_destroy(b->att_s);
+        if (b->att != m->att) f8_attention_destroy(b->att);
         f8_saved_destroy(b->proj_s);
         f8_saved_destroy(b->mlp_s);
         f8_module_destroy(b->qkv);
@@ -489,7 +494,7 @@ f8_status gpt_forward(gpt *m, int64_t batch, int train, float grad_scale, f8_mic
         f8_tensor qkv = slice(m, m->qkv, l, 3 * m->Cl), a = slice(m, m->atty, l, m->Cl);
         /* SP: x holds this rank's tokens; the module gathers its norm output, qkv is all T */
         TRY(f8_layernorm_linear_forward(b->qkv, &x, &qkv, NULL, mb, train ? b->qkv_s : NULL));
-        TRY(f8_attention_forward(m->att, &qkv, batch, c->seq, &a, train ? b->att_s : NULL));
+        TRY(f8_attention_forward(b->att, &qkv, batch, c->seq, &a, train ? b->att_s : NULL));
         TRY(row_parallel(m, b->proj, &a, train ? b->proj_s : NULL, mb, &xm, &x));
         TRY(row_parallel(m, b->mlp, &xm, train ? b->mlp_s : NULL, mb, &xo, &xm));
     }
@@ -537,7 +542,7 @@ f8_status gpt_backward(gpt *m)
         }
         TRY(gather_grad(m, &dl, &d));
         TRY(f8_module_backward(b->proj, b->proj_s, &d, &datt));
-        TRY(f8_attention_backward(m->att, b->att_s, &datt, &dqkv));
+        TRY(f8_attention_backward(b->att, b->att_s, &datt, &dqkv));
         if (fused) {
             TRY(f8_module_backward_add(b->qkv, b->qkv_s, &dqkv, &d)); /* d = ∂loss/∂x */
         } else {

@@ -33,6 +33,8 @@ typedef struct gpt_config {
     int64_t head_chunk;   /* tokens per LM-head pass (logits buffer rows; at least seq); 0: GPT_HEAD_CHUNK */
     int recompute_norm;   /* qkv's and the MLP's norm output made again in backward, not saved
                              (recompute_norm_output, f8.h); not with sequence parallel or block scaling */
+    int fp8_attention;    /* FP8 attention forward (f8_attention_config.fp8): one attention per layer,
+                             each with its own QKV, S and O slots; BF16 and delayed scaling only */
 } gpt_config;
 
 /* The LM head and cross-entropy run over at most this many tokens at a time
@@ -45,6 +47,7 @@ typedef struct gpt_block {
     f8_module *proj;
     f8_module *mlp;
     f8_saved *qkv_s;
+    f8_attention *att;        /* this layer's attention: the shared m->att, or its own with fp8_attention */
     f8_attention_saved *att_s;
     f8_saved *proj_s;
     f8_saved *mlp_s;
@@ -57,6 +60,7 @@ typedef struct gpt {
     int64_t T_call;           /* rows of the last forward (batch·S) */
     gpt_block *blocks;        /* (layers) */
     f8_attention *att;
+    f8_attention_config att_cfg; /* the config of the layers' own attentions (fp8_attention: att's with fp8 = 1) */
     f8_module *head; /* final LayerNorm + LM head; its weight [Vp, C] is wte */
     f8_saved *head_s;
     void *wpe, *dwpe;         /* (S, C) position embedding and its gradient */

@@ -104,6 +104,9 @@ void train_print_help(FILE *f)
             "                       saving them: 2 x tokens x channels bytes less per layer in FP8, one more\n"
             "                       norm forward each; bitwise the same (default off; not with\n"
             "                       --sequence-parallel or --recipe block)\n"
+            "  --fp8-attention on|off  attention's forward in FP8 (TE's fp8_dpa: Q, K, V, P and O in E4M3 with\n"
+            "                       per-layer delayed scaling; the backward in BF16 on the dequantized inputs)\n"
+            "                       (default off; needs --fp8 on, --recipe delayed and bf16)\n"
             "  --recipe delayed|current|block   FP8 scaling recipe (default delayed; on --resume the checkpoint's)\n"
             "  --dtype auto|fp32|bf16   parameters and activations (default auto: bf16 on CUDA, fp32 on CPU)\n"
             "  --backend auto|cpu|cuda  (default auto: CUDA when a GPU is usable)\n"
@@ -268,6 +271,21 @@ int train_check_recompute_norm(const train_options *o, const char *recipe, char 
     return why ? -1 : 0;
 }
 
+int train_check_fp8_attention(const train_options *o, const char *recipe, char *err, size_t n)
+{
+    const char *why = NULL;
+    if (!o->fp8_attention) return 0;
+    if (!o->fp8)
+        why = "needs --fp8 on (FP8 attention with BF16 GEMMs around it is not a configuration)";
+    else if (recipe && strcmp(recipe, "delayed") != 0)
+        why = "needs --recipe delayed (the attention's S and O scales come from the amax history: current and "
+              "block scaling have no tensor to measure before the fused graph casts them)";
+    else if (strcmp(o->dtype, "fp32") == 0)
+        why = "needs bf16 activations (--dtype bf16, or auto on a GPU)";
+    if (why) snprintf(err, n, "--fp8-attention on %s", why);
+    return why ? -1 : 0;
+}
+
 /* Options that contradict each other, refused rather than resolved silently. */
 static int check_conflicts(const train_options *o, char *err, size_t n)
 {
@@ -281,6 +299,7 @@ static int check_conflicts(const train_options *o, char *err, size_t n)
     }
     if (o->fp8_weights && train_check_fp8_weights(o, o->recipe, err, n) != 0) return -1;
     if (train_check_recompute_norm(o, o->recipe, err, n) != 0) return -1;
+    if (train_check_fp8_attention(o, o->recipe, err, n) != 0) return -1;
     const int64_t ranks = o->ranks > 0 ? o->ranks : o->gpus;
     if ((o->tp > 1 || o->sequence_parallel) && train_check_tp(o, err, n) != 0) return -1;
     if (o->tp <= 1 && ranks > 0 && o->grad_accum % ranks != 0) {
@@ -402,6 +421,9 @@ int train_parse_args(int argc, char **argv, train_options *o, FILE *out, char *e
         } else if (strcmp(a, "--fp8-weights") == 0) {
             bad = opt_word(a, v, on_off, 2, &w, err, n), bit = TRAIN_GIVEN_FP8_WEIGHTS;
             if (!bad) o->fp8_weights = w;
+        } else if (strcmp(a, "--fp8-attention") == 0) {
+            bad = opt_word(a, v, on_off, 2, &w, err, n);
+            if (!bad) o->fp8_attention = w;
         } else if (strcmp(a, "--recompute-norm") == 0) {
             bad = opt_word(a, v, on_off, 2, &w, err, n);
             if (!bad) o->recompute_norm = w;

@@ -382,6 +382,7 @@ f8_status trainer_create(const train_options *opt, trainer **out, char *err, siz
     }
     if (st == F8_OK && train_check_fp8_weights(&t->o, t->o.recipe, err, n) != 0) st = F8_ERR_INVALID_ARGUMENT;
     if (st == F8_OK && train_check_recompute_norm(&t->o, t->o.recipe, err, n) != 0) st = F8_ERR_INVALID_ARGUMENT;
+    if (st == F8_OK && train_check_fp8_attention(&t->o, t->o.recipe, err, n) != 0) st = F8_ERR_INVALID_ARGUMENT;
     hf_config hc;
     const int from_hf = t->o.init_from && t->o.init_from[0];
     if (st == F8_OK && from_hf) {
@@ -430,6 +431,7 @@ f8_status trainer_create(const train_options *opt, trainer **out, char *err, siz
         c.fp8_head = t->o.fp8_head;
         c.fp8_weights = t->o.fp8_weights;
         c.recompute_norm = t->o.recompute_norm;
+        c.fp8_attention = t->o.fp8_attention;
         c.head_chunk = t->o.head_chunk;
         c.dtype = strcmp(t->o.dtype, "bf16") == 0 || (strcmp(t->o.dtype, "auto") == 0 && cuda) ? F8_DTYPE_BF16
                                                                                                  : F8_DTYPE_FP32;

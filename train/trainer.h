@@ -45,6 +45,8 @@ typedef struct train_options {
     int recompute_norm;       /* --recompute-norm: the norm outputs of qkv and the MLP made again in backward
                                  instead of saved (memory; bitwise the same; not with --sequence-parallel or
                                  --recipe block) */
+    int fp8_attention;        /* --fp8-attention: FP8 attention forward (f8_attention_config.fp8, TE's
+                                 fp8_dpa with its BF16 backward); needs --fp8 on, --recipe delayed, bf16 */
     const char *recipe;       /* FP8 scaling: "delayed", "current", "block"; NULL: delayed, or on
                                  --resume the checkpoint's */
     const char *dtype;        /* "auto" (bf16 on CUDA, fp32 on CPU), "fp32", "bf16" */
@@ -137,6 +139,10 @@ int train_check_fp8_weights(const train_options *o, const char *recipe, char *er
  * parallelism and, with --fp8 on, under --recipe block. recipe: as above.
  * 0, or -1 with the reason in err. */
 int train_check_recompute_norm(const train_options *o, const char *recipe, char *err, size_t err_size);
+/* --fp8-attention on against the rest: it needs --fp8 on and delayed
+ * scaling (the attention's S and O slots have no tensor to measure before
+ * their cast). recipe: as above. 0, or -1 with the reason in err. */
+int train_check_fp8_attention(const train_options *o, const char *recipe, char *err, size_t err_size);
 
 typedef struct trainer trainer;
 

@@ -13,6 +13,12 @@
  * saved L, dq row by row and dk, dv key by key (each pair's s and dP are
  * computed twice, as the GPU does; no S×S matrix is ever held). Scratch: the
  * two rows of S floats attention.h carves.
+ *
+ * The FP8 forward (fp8_forward) is attention.h's FP8 chain in the same
+ * style, the oracle of cuDNN's FP8 graph: E4M3 codes decoded exactly, each
+ * dot product a double sum rounded to FP32 then descaled, P normalized
+ * before it is scaled and rounded to E4M3 (the graph's order), O's amax
+ * taken before scale_o.
  */
 #include <math.h>
 #include <stddef.h>
@@ -102,6 +108,66 @@ static f8_status forward(f8_ctx *ctx, const f8i_attn_fwd_args *a)
     return F8_OK;
 }
 
+static float e4m3(float v) { return f8i_fp8_decode(f8i_fp8_encode(v, 0), 0); }
+
+/* FP32 of the double sum Σ_d x[xo + d]·y[yo + d] over E4M3 codes. */
+static float dot8(const uint8_t *x, int64_t xo, const uint8_t *y, int64_t yo, int64_t n)
+{
+    double acc = 0.0;
+    for (int64_t d = 0; d < n; d++) acc += (double)f8i_fp8_decode(x[xo + d], 0) * f8i_fp8_decode(y[yo + d], 0);
+    return (float)acc;
+}
+
+/* Max into an amax accumulator, NaN ignored. */
+static void amax_into(float *acc, float v)
+{
+    if (fabsf(v) > *acc) *acc = fabsf(v);
+}
+
+static f8_status fp8_forward(f8_ctx *ctx, const f8i_attn_fwd_args *a)
+{
+    const int64_t B = a->batch, S = a->seq, nh = a->n_head, hd = a->head_dim;
+    const float c2 = a->scale_log2, dq = *a->qkv_scale_inv, ss = *a->s_scale, ds = *a->s_scale_inv;
+    const float so = *a->o_scale, dso = *a->o_scale_inv;
+    const uint8_t *qkv = (const uint8_t *)a->qkv;
+    float *srow = a->rows, *prow = a->rows + S, amax_s = 0.0f, amax_o = 0.0f;
+    F8I_COUNT_LAUNCHES(ctx, 1);
+    for (int64_t b = 0; b < B; b++) {
+        for (int64_t h = 0; h < nh; h++) {
+            const head_view w = view_of(b, h, S, nh, hd, F8_DTYPE_E4M3);
+            for (int64_t i = 0; i < S; i++) {
+                float m = -INFINITY, l = 0.0f;
+                for (int64_t j = 0; j <= i; j++) {
+                    srow[j] = dot8(qkv, w.q + i * w.ld3, qkv, w.k + j * w.ld3, hd) * dq * dq;
+                    if (srow[j] > m) m = srow[j];
+                }
+                for (int64_t j = 0; j <= i; j++) {
+                    srow[j] = exp2f((srow[j] - m) * c2);
+                    l += srow[j];
+                }
+                for (int64_t j = 0; j <= i; j++) {
+                    const float pn = srow[j] / l;
+                    amax_into(&amax_s, pn);
+                    prow[j] = e4m3(pn * ss);
+                }
+                for (int64_t d = 0; d < hd; d++) {
+                    double acc = 0.0;
+                    for (int64_t j = 0; j <= i; j++) acc += (double)prow[j] * f8i_fp8_decode(qkv[w.v + j * w.ld3 + d], 0);
+                    const float o = (float)acc * ds * dq;
+                    amax_into(&amax_o, o);
+                    const float yv = e4m3(o * so) * dso;
+                    store(a->y, F8_DTYPE_BF16, w.y + i * w.ld1 + d, yv);
+                    if (a->o) store(a->o, F8_DTYPE_BF16, w.y + i * w.ld1 + d, yv);
+                }
+                if (a->lse) a->lse[w.lse + i] = m + log2f(l) / c2;
+            }
+        }
+    }
+    amax_into(a->s_amax, amax_s);
+    amax_into(a->o_amax, amax_o);
+    return F8_OK;
+}
+
 /* dS of the pair (i, j) and P rounded to dt (attention.h). */
 static float pair_grad(const f8i_attn_bwd_args *a, const head_view *w, int64_t i, int64_t j, float *p_dt)
 {
@@ -150,5 +216,5 @@ static f8_status backward(f8_ctx *ctx, const f8i_attn_bwd_args *a)
     return F8_OK;
 }
 
-f8_status f8i_cpu_attn_fwd(f8_ctx *ctx, const f8i_attn_fwd_args *a) { return forward(ctx, a); }
+f8_status f8i_cpu_attn_fwd(f8_ctx *ctx, const f8i_attn_fwd_args *a) { return a->fp8 ? fp8_forward(ctx, a) : forward(ctx, a); }
 f8_status f8i_cpu_attn_bwd(f8_ctx *ctx, const f8i_attn_bwd_args *a) { return backward(ctx, a); }

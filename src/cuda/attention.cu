@@ -228,6 +228,72 @@ static bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
 static bool fast_shape(f8_dtype dt, int64_t hd) { return dt == F8_DTYPE_BF16 && (hd == 64 || hd == 128); }
 
+/* The FP8 forward (attention.h's FP8 chain), the fallback of cuDNN's FP8
+ * graph and the CPU oracle's order of operations: three passes over the
+ * keys of a row (m; l; then P normalized, scaled and rounded to E4M3, and
+ * its product with v8). Codes are decoded exactly; sums are FP32.
+ * Grid, block and ownership as gen_fwd_kernel; each thread keeps its
+ * running amaxes of P and O, and the block maxes them into the slots once. */
+typedef struct fp8_scales {
+    const float *dq, *s_scale, *s_scale_inv, *o_scale, *o_scale_inv;
+    float *s_amax, *o_amax;
+} fp8_scales;
+
+static __device__ __forceinline__ float e4m3(uint8_t b) { return f8i_fp8_decode(b, 0); }
+
+static __device__ __forceinline__ float warp_dot8(const uint8_t *x, const uint8_t *y, int64_t n, int lane)
+{
+    float acc = 0.0f;
+    for (int64_t d = lane; d < n; d += 32) acc = __fmaf_rn(e4m3(x[d]), e4m3(y[d]), acc);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xFFFFFFFFu, acc, o);
+    return acc;
+}
+
+static __global__ void __launch_bounds__(GEN_THREADS)
+    gen_fwd_fp8_kernel(gen_shape sh, fp8_scales f, const uint8_t *qkv, uint16_t *y, uint16_t *o_save, float *lse)
+{
+    const int lane = threadIdx.x & 31;
+    const int64_t ld = 3 * sh.C, warps = (int64_t)gridDim.x * (GEN_THREADS / 32);
+    const float dq = *f.dq, ss = *f.s_scale, ds = *f.s_scale_inv, so = *f.o_scale, dso = *f.o_scale_inv;
+    float amax_s = 0.0f, amax_o = 0.0f;
+    for (int64_t r = (int64_t)blockIdx.x * (GEN_THREADS / 32) + (threadIdx.x >> 5); r < sh.B * sh.nh * sh.S; r += warps) {
+        const int64_t bh = r / sh.S, i = r - bh * sh.S, b = bh / sh.nh, h = bh - b * sh.nh;
+        const uint8_t *q = qkv + (b * sh.S + i) * ld + h * sh.hd, *k = qkv + b * sh.S * ld + sh.C + h * sh.hd, *v = k + sh.C;
+        float m = -INFINITY, l = 0.0f;
+        for (int64_t j = 0; j <= i; j++) m = fmaxf(m, __fmul_rn(__fmul_rn(warp_dot8(q, k + j * ld, sh.hd, lane), dq), dq));
+        for (int64_t j = 0; j <= i; j++)
+            l += exp2f((__fmul_rn(__fmul_rn(warp_dot8(q, k + j * ld, sh.hd, lane), dq), dq) - m) * sh.c2);
+        for (int64_t d0 = 0; d0 < sh.hd; d0 += 32 * GEN_PER_LANE) {
+            float acc[GEN_PER_LANE] = {0.0f, 0.0f, 0.0f, 0.0f};
+            for (int64_t j = 0; j <= i; j++) {
+                const float s = __fmul_rn(__fmul_rn(warp_dot8(q, k + j * ld, sh.hd, lane), dq), dq);
+                const float pn = __fdiv_rn(exp2f((s - m) * sh.c2), l);
+                amax_s = fmaxf(amax_s, pn);
+                const float p8 = e4m3(f8i_fp8_encode(__fmul_rn(pn, ss), 0));
+#pragma unroll
+                for (int u = 0; u < GEN_PER_LANE; u++) {
+                    const int64_t d = d0 + lane + 32 * u;
+                    if (d < sh.hd) acc[u] = __fmaf_rn(p8, e4m3(v[j * ld + d]), acc[u]);
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < GEN_PER_LANE; u++) {
+                const int64_t d = d0 + lane + 32 * u;
+                if (d >= sh.hd) continue;
+                const float ov = __fmul_rn(__fmul_rn(acc[u], ds), dq);
+                amax_o = fmaxf(amax_o, fabsf(ov));
+                const uint16_t yv = f8i_bf16_from_float(__fmul_rn(e4m3(f8i_fp8_encode(__fmul_rn(ov, so), 0)), dso));
+                y[(b * sh.S + i) * sh.C + h * sh.hd + d] = yv;
+                if (o_save) o_save[(b * sh.S + i) * sh.C + h * sh.hd + d] = yv;
+            }
+        }
+        if (lse && lane == 0) lse[r] = m + log2f(l) / sh.c2;
+    }
+    block_amax_atomic<GEN_THREADS>(amax_s, f.s_amax);
+    block_amax_atomic<GEN_THREADS>(amax_o, f.o_amax);
+}
+
 static gen_shape shape_of(int64_t B, int64_t S, int64_t nh, int64_t hd, float c, float c2)
 {
     gen_shape sh;
@@ -242,6 +308,14 @@ static f8_status forward(f8_ctx *ctx, const f8i_attn_fwd_args *a)
     const f8_status cs = f8i_cudnn_attn_fwd(ctx, a, &ran);
     if (cs != F8_OK || ran) return cs;
     f8i_cuda(ctx)->attn_last_path = F8I_ATTN_PATH_OWN;
+    if (a->fp8) {
+        const gen_shape sh = shape_of(a->batch, a->seq, a->n_head, a->head_dim, a->scale, a->scale_log2);
+        const fp8_scales f = {a->qkv_scale_inv, a->s_scale, a->s_scale_inv, a->o_scale, a->o_scale_inv, a->s_amax, a->o_amax};
+        F8I_COUNT_LAUNCHES(ctx, 1);
+        gen_fwd_fp8_kernel<<<grid_size(ctx, BH * a->seq * 32, GEN_THREADS), GEN_THREADS, 0, f8i_stream(ctx)>>>(
+            sh, f, (const uint8_t *)a->qkv, (uint16_t *)a->y, (uint16_t *)a->o, a->lse);
+        return f8i_cuda_launch_check(ctx, "attention gen_fwd_fp8_kernel");
+    }
     if (fast_shape(a->dtype, a->head_dim) && aligned16(a->qkv) && aligned16(a->y) && aligned16(a->o)) {
         att_fast_args f;
         memset(&f, 0, sizeof f);

@@ -3,7 +3,8 @@
  * attention_cudnn.cu: a small builder over the backend API (every call a
  * no-op after the first failure, which is kept as the plan's reason), the
  * tensors' dims and strides as views of f8's buffers, and the forward and
- * backward SDPA graphs (the operations cudnn-frontend's SDPA nodes use).
+ * backward SDPA graphs and the FP8 forward (the operations cudnn-frontend's
+ * SDPA and SDPA FP8 nodes use).
  * Included once, by attention_cudnn.cu, after its state types.
  */
 #ifndef F8_ATTENTION_CUDNN_GRAPHS_CUH
@@ -218,26 +219,17 @@ static void *gb_causal(gb *g, const dn_dims *d, void *x, void *neg_inf)
     return y;
 }
 
-static void graph_forward(gb *g, const dn_dims *d)
+/* The softmax of masked scores sm with its Stats (max + log sum), as
+ * cudnn-frontend's softmax node with stats: P = exp(sm - max) / sum, a new
+ * virtual of p_dtype. */
+static void *gb_softmax(gb *g, const dn_dims *d, void *sm, void *stats, int p_dtype)
 {
-    void *q = gb_tensor(g, "Q", U_Q, DN_BF16, d->qkv, d->qkv_s, 0, 0);
-    void *kt = gb_tensor(g, "K^T", U_K, DN_BF16, d->kt, d->kt_s, 0, 0);
-    void *v = gb_tensor(g, "V", U_V, DN_BF16, d->qkv, d->qkv_s, 0, 0);
-    void *o = gb_tensor(g, "O", U_O, DN_BF16, d->o, d->o_s, 0, 0);
-    void *stats = gb_tensor(g, "Stats", U_STATS, DN_FLOAT, d->row, d->row_s, 0, 0);
-    void *scale = gb_scalar(g, "attn_scale", U_SCALE), *neg_inf = gb_scalar(g, "-inf", U_NEG_INF);
-
-    void *s = gb_virtual(g, "S = Q K^T", DN_FLOAT, d->ss, d->ss_s);
-    void *sc = gb_virtual(g, "S c", DN_FLOAT, d->ss, d->ss_s);
-    gb_mm(g, "Q K^T", q, kt, s);
-    gb_pw(g, "S c", DN_PW_MUL, DN_FLOAT, s, scale, NULL, sc, -1);
-    void *sm = gb_causal(g, d, sc, neg_inf);
     void *mx = gb_virtual(g, "max", DN_FLOAT, d->row, d->row_s);
     void *sub = gb_virtual(g, "S - max", DN_FLOAT, d->ss, d->ss_s);
     void *e = gb_virtual(g, "exp", DN_FLOAT, d->ss, d->ss_s);
     void *sum = gb_virtual(g, "sum exp", DN_FLOAT, d->row, d->row_s);
     void *lg = gb_virtual(g, "log sum", DN_FLOAT, d->row, d->row_s);
-    void *p = gb_virtual(g, "P", DN_BF16, d->ss, d->ss_s);
+    void *p = gb_virtual(g, "P", p_dtype, d->ss, d->ss_s);
     gb_reduce(g, "max", DN_REDUCE_MAX, sm, mx);
     gb_pw(g, "S - max", DN_PW_SUB, DN_FLOAT, sm, mx, NULL, sub, -1);
     gb_pw(g, "exp", DN_PW_EXP, DN_FLOAT, sub, NULL, NULL, e, -1);
@@ -245,7 +237,76 @@ static void graph_forward(gb *g, const dn_dims *d)
     gb_pw(g, "log sum", DN_PW_LOG, DN_FLOAT, sum, NULL, NULL, lg, -1);
     gb_pw(g, "Stats = max + log sum", DN_PW_ADD, DN_FLOAT, mx, lg, NULL, stats, -1);
     gb_pw(g, "P = exp / sum", DN_PW_DIV, DN_FLOAT, e, sum, NULL, p, -1);
-    gb_mm(g, "O = P V", p, v, o);
+    return p;
+}
+
+/* y = x · t for a [1,1,1,1] tensor t, into a new FP32 virtual of dims (dim, str). */
+static void *gb_mul(gb *g, const char *name, void *x, void *t, const int64_t dim[4], const int64_t str[4])
+{
+    void *y = gb_virtual(g, name, DN_FLOAT, dim, str);
+    gb_pw(g, name, DN_PW_MUL, DN_FLOAT, x, t, NULL, y, -1);
+    return y;
+}
+
+/* A forward's real tensors: Q, Kᵀ, V, O of the I/O dtype, Stats, and the
+ * by-value attn_scale and mask value; t[] in that order. */
+enum { FW_Q, FW_KT, FW_V, FW_O, FW_STATS, FW_SCALE, FW_NEG_INF, FW_COUNT };
+static void gb_forward_io(gb *g, const dn_dims *d, int dtype, void *t[FW_COUNT])
+{
+    t[FW_Q] = gb_tensor(g, "Q", U_Q, dtype, d->qkv, d->qkv_s, 0, 0);
+    t[FW_KT] = gb_tensor(g, "K^T", U_K, dtype, d->kt, d->kt_s, 0, 0);
+    t[FW_V] = gb_tensor(g, "V", U_V, dtype, d->qkv, d->qkv_s, 0, 0);
+    t[FW_O] = gb_tensor(g, "O", U_O, dtype, d->o, d->o_s, 0, 0);
+    t[FW_STATS] = gb_tensor(g, "Stats", U_STATS, DN_FLOAT, d->row, d->row_s, 0, 0);
+    t[FW_SCALE] = gb_scalar(g, "attn_scale", U_SCALE);
+    t[FW_NEG_INF] = gb_scalar(g, "-inf", U_NEG_INF);
+}
+
+static void graph_forward(gb *g, const dn_dims *d)
+{
+    void *t[FW_COUNT];
+    gb_forward_io(g, d, DN_BF16, t);
+    void *s = gb_virtual(g, "S = Q K^T", DN_FLOAT, d->ss, d->ss_s);
+    gb_mm(g, "Q K^T", t[FW_Q], t[FW_KT], s);
+    void *sm = gb_causal(g, d, gb_mul(g, "S c", s, t[FW_SCALE], d->ss, d->ss_s), t[FW_NEG_INF]);
+    gb_mm(g, "O = P V", gb_softmax(g, d, sm, t[FW_STATS], DN_BF16), t[FW_V], t[FW_O]);
+}
+
+/* A [1,1,1,1] FP32 tensor in device memory (a scale, descale or amax: they change every step). */
+static void *gb_dev_scalar(gb *g, const char *name, int64_t uid)
+{
+    static const int64_t one[4] = {1, 1, 1, 1};
+    return gb_tensor(g, name, uid, DN_FLOAT, one, one, 0, 0);
+}
+
+/* The FP8 forward, the operations of cudnn-frontend's SDPA FP8 node (its
+ * bmm1 a plain matmul of the E4M3 operands; its bmm2 the matmul_fp8 node:
+ * descales, then scale_o into O8 and the AMAX of the descaled O beside it):
+ *   S = Q8·K8ᵀ · c · descale_q · descale_k; causal mask; softmax with Stats;
+ *   amax_s = AMAX(P); P8 = P · scale_s (E4M3 virtual: bmm2's A takes the I/O type);
+ *   O = P8·V8 · descale_s · descale_v; O8 = O · scale_o; amax_o = AMAX(O). */
+static void graph_forward_fp8(gb *g, const dn_dims *d)
+{
+    void *t[FW_COUNT];
+    gb_forward_io(g, d, DN_FP8_E4M3, t);
+    void *dsq = gb_dev_scalar(g, "descale_q", U_DESCALE_Q), *dsk = gb_dev_scalar(g, "descale_k", U_DESCALE_K);
+    void *dsv = gb_dev_scalar(g, "descale_v", U_DESCALE_V), *ss = gb_dev_scalar(g, "scale_s", U_SCALE_S);
+    void *dss = gb_dev_scalar(g, "descale_s", U_DESCALE_S), *so = gb_dev_scalar(g, "scale_o", U_SCALE_O);
+    void *amax_s = gb_dev_scalar(g, "amax_s", U_AMAX_S), *amax_o = gb_dev_scalar(g, "amax_o", U_AMAX_O);
+
+    void *s = gb_virtual(g, "S = Q8 K8^T", DN_FLOAT, d->ss, d->ss_s);
+    gb_mm(g, "Q8 K8^T", t[FW_Q], t[FW_KT], s);
+    void *sc = gb_mul(g, "S c", s, t[FW_SCALE], d->ss, d->ss_s);
+    void *sd = gb_mul(g, "S descale_k", gb_mul(g, "S descale_q", sc, dsq, d->ss, d->ss_s), dsk, d->ss, d->ss_s);
+    void *p = gb_softmax(g, d, gb_causal(g, d, sd, t[FW_NEG_INF]), t[FW_STATS], DN_FLOAT);
+    gb_reduce(g, "amax_s", DN_REDUCE_AMAX, p, amax_s);
+    void *p8 = gb_virtual(g, "P8 = P scale_s", DN_FP8_E4M3, d->ss, d->ss_s);
+    gb_pw(g, "P8 = P scale_s", DN_PW_MUL, DN_FLOAT, p, ss, NULL, p8, -1);
+    void *pv = gb_virtual(g, "P8 V8", DN_FLOAT, d->o, d->acc_s);
+    gb_mm(g, "P8 V8", p8, t[FW_V], pv);
+    void *od = gb_mul(g, "O", gb_mul(g, "P8 V8 descale_s", pv, dss, d->o, d->acc_s), dsv, d->o, d->acc_s);
+    gb_pw(g, "O8 = O scale_o", DN_PW_MUL, DN_FLOAT, od, so, NULL, t[FW_O], -1);
+    gb_reduce(g, "amax_o", DN_REDUCE_AMAX, od, amax_o);
 }
 
 static void graph_backward(gb *g, const dn_dims *d, int det)

@@ -16,6 +16,17 @@
  * call for the actual B, S and handed to the op as pointers in its args):
  * the backward's row sums D and the CPU reference's two row buffers. Nothing is
  * O(S²) any more, and no backend keeps per-object state.
+ *
+ * FP8 (config.fp8; attention.h's note has the chain). Create registers three
+ * forward slots in the ctx registry, QKV, S and O, so the delayed update, the
+ * amax all-reduce and telemetry take them as any module's (a create that
+ * fails hands them back). The forward is two ops: the cast of qkv into the
+ * saved codes (with their own scale_inv, written by the cast: the one rule),
+ * then the FP8 forward op, which reads the S and O slots' scale and
+ * scale_inv by pointer (they change on the device every step). The
+ * backward is two ops too: the codes dequantized into the workspace, then
+ * the BF16 backward op on them. The caller's qkv is not read after the
+ * forward.
  */
 #include <math.h>
 #include <stdint.h>
@@ -25,19 +36,24 @@
 #include "core/ops.h"
 #include "train/attention.h"
 
+enum { SLOT_QKV = 0, SLOT_S = 1, SLOT_O = 2, N_SLOTS = 3 };
+
 struct f8_attention {
     f8_ctx *ctx;
     f8_attention_config cfg;
     float scale;      /* c = 1/sqrtf(head_dim) */
     float scale_log2; /* c2 = c·log2(e) */
+    f8_slot slots[N_SLOTS]; /* FP8 only: forward QKV, S, O */
 };
 
 struct f8_attention_saved {
     f8_attention *owner;
     f8_ctx *ctx;         /* destroy needs no owner: it may go first */
-    void *mem;           /* one allocation: lse, then o (attention.h) */
+    void *mem;           /* one allocation: f8i_attn_saved_layout */
     float *lse;          /* (max_batch·nh·max_seq) FP32; used as (B·nh, S) */
     void *o;             /* (max_batch·max_seq, C) dtype; used as (B·S, C); NULL with output_kept */
+    float *qkv_sinv;     /* FP8: (1) the codes' scale_inv, written by their cast */
+    uint8_t *qkv8;       /* FP8: (max_batch·max_seq, 3C) E4M3; used as (B·S, 3C) */
     const void *y;       /* the last forward's y (read by the backward with output_kept) */
     const void *qkv;     /* the forward's qkv (the caller's) */
     int64_t batch, seq;
@@ -53,6 +69,7 @@ f8_attention_config f8_attention_config_default(int64_t n_head, int64_t head_dim
     c.max_seq = max_seq;
     c.dtype = F8_DTYPE_BF16;
     c.output_kept = 0;
+    c.fp8 = 0;
     return c;
 }
 
@@ -80,6 +97,16 @@ static f8_status config_check(f8_ctx *ctx, const f8_attention_config *c)
                          fn, (long long)c->max_batch, (long long)c->max_seq, (long long)c->n_head, saved);
     if (!f8i_dtype_is_hp(c->dtype))
         return f8i_error(ctx, F8_ERR_DTYPE, "%s: dtype must be fp32 or bf16, not %s", fn, f8_dtype_name(c->dtype));
+    if (c->fp8 != 0 && c->fp8 != 1)
+        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: fp8 %d must be 0 or 1", fn, c->fp8);
+    if (c->fp8 && c->dtype != F8_DTYPE_BF16)
+        return f8i_error(ctx, F8_ERR_DTYPE, "%s: fp8 attention takes bf16 qkv and y, not %s", fn, f8_dtype_name(c->dtype));
+    /* S and O have no tensor of their own to measure before their cast: only
+     * delayed scaling's per-tensor scales fit the fused graph (TE's fp8_dpa
+     * takes DelayedScaling alone too). */
+    if (c->fp8 && ctx->recipe.kind != F8_RECIPE_DELAYED)
+        return f8i_error(ctx, F8_ERR_UNSUPPORTED, "%s: fp8 attention needs the ctx recipe's delayed scaling, not %s", fn,
+                         f8_recipe_kind_name(ctx->recipe.kind));
     return F8_OK;
 }
 
@@ -106,14 +133,33 @@ f8_status f8_attention_create(f8_ctx *ctx, const f8_attention_config *config, f8
     a->cfg = *config;
     a->scale = 1.0f / sqrtf((float)config->head_dim);
     a->scale_log2 = a->scale * 1.44269504088896341f; /* one FP32 rounding: attention.h's c2 */
-    st = f8i_scratch_reserve(ctx, f8i_attn_workspace(NULL, config->max_batch * config->max_seq, config->max_seq,
-                                                       config->n_head, NULL, NULL));
+    const f8i_slot_mark mark = f8i_slots_mark(ctx);
+    if (config->fp8) st = f8_ctx_slots_create(ctx, F8_DIR_FORWARD, N_SLOTS, a->slots);
+    if (st == F8_OK)
+        st = f8i_scratch_reserve(ctx, f8i_attn_workspace(NULL, config->max_batch * config->max_seq, config->max_seq,
+                                                           config->n_head, config->head_dim, config->fp8, NULL));
     if (st != F8_OK) {
+        f8i_slots_rollback(ctx, mark);
         free(a);
         return st;
     }
     *out = a;
     return F8_OK;
+}
+
+f8_status f8_attention_fp8_slots(const f8_attention *a, f8_slot slots[3])
+{
+    if (!a) return F8_ERR_INVALID_ARGUMENT;
+    if (!slots) return f8i_error(a->ctx, F8_ERR_INVALID_ARGUMENT, "f8_attention_fp8_slots: slots is NULL");
+    if (!a->cfg.fp8)
+        return f8i_error(a->ctx, F8_ERR_STATE, "f8_attention_fp8_slots: this attention was created with fp8 = 0");
+    memcpy(slots, a->slots, sizeof a->slots);
+    return F8_OK;
+}
+
+void f8i_attention_saved_parts(const f8_attention_saved *s, struct f8i_attn_saved_at *at)
+{
+    at->lse = s->lse, at->o = s->o, at->qkv_scale_inv = s->qkv_sinv, at->qkv8 = s->qkv8;
 }
 
 const f8_attention_config *f8i_attention_config(const f8_attention *a) { return &a->cfg; }
@@ -140,16 +186,16 @@ f8_status f8_attention_saved_create(f8_attention *a, f8_attention_saved **out)
     if (!s) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "f8_attention_saved_create: out of host memory");
     const f8_attention_config *c = &a->cfg;
     const int64_t T = c->max_batch * c->max_seq;
-    /* with output_kept the backward reads the caller's y: L alone */
-    const size_t bytes = c->output_kept ? f8i_attn_lse_bytes(T, c->n_head)
-                                        : f8i_attn_saved_bytes(T, c->n_head, c->head_dim, c->dtype);
+    /* with output_kept the backward reads the caller's y: no copy of it */
+    const size_t bytes = f8i_attn_saved_layout(NULL, T, c->n_head, c->head_dim, c->dtype, c->output_kept, c->fp8, NULL);
     f8_status st = f8i_alloc(ctx, F8_MEM_SAVED_ACTIVATIONS, NULL, bytes, &s->mem);
     if (st != F8_OK) {
         free(s);
         return st;
     }
-    s->lse = (float *)s->mem;
-    s->o = c->output_kept ? NULL : (unsigned char *)s->mem + f8i_attn_lse_bytes(T, c->n_head);
+    f8i_attn_saved_at at = {NULL, NULL, NULL, NULL};
+    (void)f8i_attn_saved_layout(s->mem, T, c->n_head, c->head_dim, c->dtype, c->output_kept, c->fp8, &at);
+    s->lse = at.lse, s->o = at.o, s->qkv_sinv = at.qkv_scale_inv, s->qkv8 = at.qkv8;
     s->owner = a;
     s->ctx = ctx;
     *out = s;
@@ -185,11 +231,51 @@ static int overlap(const void *p, size_t n, const void *q, size_t m)
     return n && m && a < b + m && b < a + n;
 }
 
-/* Place one call's workspace (attention.h) in the ctx scratch reserved at
- * create: D, then the two rows. */
-static void place(f8_attention *a, int64_t batch, int64_t seq, float **d, float **rows)
+/* Place one call's workspace (attention.h) in the ctx scratch reserved at create. */
+static f8i_attn_ws place(f8_attention *a, int64_t batch, int64_t seq)
 {
-    (void)f8i_attn_workspace(a->ctx->scratch, batch * seq, seq, a->cfg.n_head, d, rows);
+    f8i_attn_ws w;
+    (void)f8i_attn_workspace(a->ctx->scratch, batch * seq, seq, a->cfg.n_head, a->cfg.head_dim, a->cfg.fp8, &w);
+    return w;
+}
+
+/* The FP8 forward's first op: qkv [T, 3C] to E4M3 codes with the QKV slot's
+ * scale, its amax into the slot's accumulator, the codes' scale_inv beside
+ * them (and the telemetry counts, if on). */
+static f8_status cast_qkv(f8_attention *a, const void *qkv, int64_t T, uint8_t *codes, float *scale_inv)
+{
+    f8_ctx *ctx = a->ctx;
+    f8i_cast_args c;
+    memset(&c, 0, sizeof c); /* recorded byte for byte while capturing */
+    c.src = qkv;
+    c.src_dtype = a->cfg.dtype;
+    c.rows = T;
+    c.cols = 3 * a->cfg.n_head * a->cfg.head_dim;
+    c.out_dtype = F8_DTYPE_E4M3;
+    c.out = codes;
+    c.scale = f8i_slot_scale(ctx, a->slots[SLOT_QKV]);
+    c.amax = f8i_slot_amax(ctx, a->slots[SLOT_QKV]);
+    c.scale_inv = scale_inv;
+    c.stats = f8i_slot_stats(ctx, a->slots[SLOT_QKV]);
+    return f8i_op_cast(ctx, &c);
+}
+
+/* The FP8 fields of a forward's args: the slots' pointers, resolved per
+ * call (registering slots may move the buffer), and the workspace. */
+static void fp8_args(f8_attention *a, f8i_attn_fwd_args *args, const f8i_attn_ws *w, const float *qkv_sinv)
+{
+    f8_ctx *ctx = a->ctx;
+    const f8_slot s = a->slots[SLOT_S], o = a->slots[SLOT_O];
+    args->fp8 = 1;
+    args->qkv_scale_inv = qkv_sinv;
+    args->s_scale = f8i_slot_scale(ctx, s);
+    args->s_scale_inv = ctx->dir[F8_DIR_FORWARD].scale_inv + s.index;
+    args->o_scale = f8i_slot_scale(ctx, o);
+    args->o_scale_inv = ctx->dir[F8_DIR_FORWARD].scale_inv + o.index;
+    args->s_amax = f8i_slot_amax(ctx, s);
+    args->o_amax = f8i_slot_amax(ctx, o);
+    args->o8 = w->o8;
+    args->scalars = w->scalars;
 }
 
 f8_status f8_attention_forward(f8_attention *a, const f8_tensor *qkv, int64_t batch, int64_t seq, f8_tensor *y,
@@ -227,7 +313,16 @@ f8_status f8_attention_forward(f8_attention *a, const f8_tensor *qkv, int64_t ba
         args.y = y->data;
         args.o = saved ? saved->o : NULL;
         args.lse = saved ? saved->lse : NULL;
-        place(a, batch, seq, NULL, &args.rows);
+        const f8i_attn_ws w = place(a, batch, seq);
+        args.rows = w.rows;
+        if (c->fp8) { /* the codes go to the saved state, or (inference) to the workspace */
+            uint8_t *codes = saved ? saved->qkv8 : (uint8_t *)w.qkv_hp;
+            float *sinv = saved ? saved->qkv_sinv : w.scalars + F8I_ATTN_SC_DQ_INFER;
+            st = cast_qkv(a, qkv->data, T, codes, sinv);
+            if (st != F8_OK) return st;
+            args.qkv = codes;
+            fp8_args(a, &args, &w, sinv);
+        }
         st = f8i_op_attn_fwd(ctx, &args);
         if (st != F8_OK) return st;
     }
@@ -256,7 +351,8 @@ f8_status f8_attention_backward(f8_attention *a, f8_attention_saved *saved, cons
     if (st == F8_OK) st = check_act(a, dqkv, "f8_attention_backward: dqkv", T, 3 * C);
     if (st != F8_OK) return st;
     const size_t es = f8_dtype_size(c->dtype);
-    if (overlap(dqkv->data, (size_t)(T * 3 * C) * es, saved->qkv, (size_t)(T * 3 * C) * es))
+    /* FP8 reads the saved codes, not the caller's qkv: dqkv may then be anywhere */
+    if (!c->fp8 && overlap(dqkv->data, (size_t)(T * 3 * C) * es, saved->qkv, (size_t)(T * 3 * C) * es))
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "f8_attention_backward: dqkv overlaps the forward's qkv");
     if (overlap(dqkv->data, (size_t)(T * 3 * C) * es, dy->data, (size_t)(T * C) * es))
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "f8_attention_backward: dqkv overlaps dy");
@@ -278,6 +374,13 @@ f8_status f8_attention_backward(f8_attention *a, f8_attention_saved *saved, cons
     args.lse = saved->lse;
     args.dy = dy->data;
     args.dqkv = dqkv->data;
-    place(a, saved->batch, saved->seq, &args.d, &args.rows);
+    const f8i_attn_ws w = place(a, saved->batch, saved->seq);
+    args.d = w.d;
+    args.rows = w.rows;
+    if (c->fp8) { /* TE's F16 backward of FP8 DPA: BF16 on the inputs the forward used */
+        f8_status st2 = f8i_op_convert(ctx, saved->qkv8, F8_DTYPE_E4M3, saved->qkv_sinv, w.qkv_hp, F8_DTYPE_BF16, T * 3 * C);
+        if (st2 != F8_OK) return st2;
+        args.qkv = w.qkv_hp;
+    }
     return f8i_op_attn_bwd(ctx, &args);
 }

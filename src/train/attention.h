@@ -56,6 +56,31 @@
  * S (the CPU reference's row buffers). Every pointer in an args struct is
  * backend memory and lives as long as its object, so recorded args replay
  * exactly.
+ *
+ * FP8 (f8_attention_config.fp8; TE's fp8_dpa with its F16 backward,
+ * NVTE_FP8_DPA_BWD=0). attention.c casts qkv (BF16) to E4M3 codes with the
+ * QKV slot's scale (the cast op: codes, the slot's amax, and the codes' own
+ * scale_inv dq, saved with them), then the forward op runs the chain of
+ * cuDNN's FP8 SDPA graph (cudnn-frontend's SDPA FP8 node), per row i, keys
+ * j <= i, with q8, k8, v8 the codes' values and dq their scale_inv:
+ *   s[i, j] = FP32(Σ_d q8·k8)·dq·dk                   (raw-score units, as above)
+ *   m, p, l, L as above (p unnormalized, FP32)
+ *   P[i, j] = p / l                                    (normalized: the graph's softmax output)
+ *   amax_s  = max P                                    (1 for any causal call: row 0 is P = 1)
+ *   P8      = e4m3(P · scale_s)                        (satfinite RNE)
+ *   O[i, :] = FP32(Σ_j P8·v8)·descale_s·dv             (descale_s = the S slot's scale_inv)
+ *   amax_o  = max |O|                                  (before scale_o, as the frontend's matmul_fp8)
+ *   O8      = e4m3(O · scale_o);  y = o = dt(O8 · descale_o)
+ * amax_s and amax_o are maxed into the S and O slots' accumulators. cuDNN's
+ * kernels take P in their own blocked, online order (and may round the
+ * unnormalized p), so a P code may land one E4M3 step away and y a step or
+ * two of O8; f8's fallback kernel and the CPU follow the formulas above. The
+ * backward is the BF16 one on the dequantized inputs the forward used:
+ * attention.c converts the saved codes to qkv_hp = dt(q8·dq) (workspace)
+ * and runs the op above with the saved o and L. FP8 workspace, after the
+ * rows: qkv_hp (BF16 [B·S, 3C]: the backward's input; the forward's codes
+ * when there is no saved state), O8 ([B·S, C] bytes, cuDNN's output) and
+ * the scalars below (F8I_ATTN_SC_*).
  */
 #ifndef F8_ATTENTION_H
 #define F8_ATTENTION_H
@@ -70,6 +95,10 @@ extern "C" {
 const f8_attention_config *f8i_attention_config(const f8_attention *a);
 f8_ctx *f8i_attention_ctx(const f8_attention *a);
 
+/* Where a saved state's parts are (tests read the saved L, o and codes). */
+struct f8i_attn_saved_at;
+void f8i_attention_saved_parts(const f8_attention_saved *s, struct f8i_attn_saved_at *at);
+
 /* One forward over B = batch sequences of S = seq tokens (B·S >= 1). */
 typedef struct f8i_attn_fwd_args {
     int64_t batch, seq, n_head, head_dim;
@@ -81,7 +110,24 @@ typedef struct f8i_attn_fwd_args {
     void *o;                   /* (B·S, C) saved copy of y, or NULL (inference: with lse) */
     float *lse;                /* (B·nh, S) saved L, or NULL */
     float *rows;               /* workspace (2, S) FP32 (CPU) */
+    /* FP8 (the chain in the note; dtype is then BF16, qkv E4M3 codes): */
+    int fp8;
+    const float *qkv_scale_inv; /* (1) dq = dk = dv: the codes' own scale_inv */
+    const float *s_scale, *s_scale_inv; /* (1) each: the S slot's */
+    const float *o_scale, *o_scale_inv; /* (1) each: the O slot's */
+    float *s_amax, *o_amax;    /* (1) each: the slots' accumulators, maxed into */
+    uint8_t *o8;               /* workspace (B·S, C) E4M3 (cuDNN's O8) */
+    float *scalars;            /* workspace (32) FP32: F8I_ATTN_SC_* (the CUDA cuDNN path) */
 } f8i_attn_fwd_args;
+
+/* The FP8 workspace's scalars, each at its own 16 bytes (cuDNN's tensors
+ * are 16-byte aligned): cuDNN's amax_s and amax_o outputs, an inference
+ * forward's dq (no saved state to hold it), and the aligned copies of dq,
+ * scale_s, descale_s and scale_o the cuDNN graph reads. */
+enum {
+    F8I_ATTN_SC_AMAX_S = 0, F8I_ATTN_SC_AMAX_O = 4, F8I_ATTN_SC_DQ_INFER = 8, F8I_ATTN_SC_DQ = 12,
+    F8I_ATTN_SC_SCALE_S = 16, F8I_ATTN_SC_DESCALE_S = 20, F8I_ATTN_SC_SCALE_O = 24, F8I_ATTN_SC_COUNT = 32
+};
 
 /* One backward of the forward that filled o and lse (same B, S, qkv). */
 typedef struct f8i_attn_bwd_args {
@@ -97,26 +143,62 @@ typedef struct f8i_attn_bwd_args {
     float *rows;               /* workspace (2, S) FP32 (CPU) */
 } f8i_attn_bwd_args;
 
-/* Saved-state bytes for `tokens` = B·S: L, then O at the next 256 bytes. */
-static inline size_t f8i_attn_lse_bytes(int64_t tokens, int64_t n_head)
+/* The saved state of one f8_attention_saved for `tokens` = B·S, in this
+ * order, each at 256 bytes: L (FP32 [B·nh, S]); o (dtype [B·S, C]) unless
+ * kept; FP8 only: dq (1 FP32) and the codes qkv8 ([B·S, 3C] bytes). Returns
+ * its bytes; with a base (256-byte aligned) also places it (any output may
+ * be NULL). The one layout create (base NULL) and saved_create use. */
+typedef struct f8i_attn_saved_at {
+    float *lse;
+    void *o;
+    float *qkv_scale_inv;
+    uint8_t *qkv8;
+} f8i_attn_saved_at;
+static inline size_t f8i_attn_saved_layout(void *base, int64_t tokens, int64_t n_head, int64_t head_dim, f8_dtype dtype,
+                                           int kept, int fp8, f8i_attn_saved_at *at)
 {
-    return f8i_align256((size_t)tokens * (size_t)n_head * sizeof(float));
+    const size_t T = (size_t)tokens, C = (size_t)(n_head * head_dim);
+    f8i_layout l = f8i_layout_at(base);
+    const size_t lse_b = T * (size_t)n_head * sizeof(float), o_b = kept ? 0 : T * C * f8_dtype_size(dtype);
+    void *lse = f8i_take(&l, lse_b);
+    void *o = kept ? NULL : f8i_take(&l, o_b);
+    void *sinv = fp8 ? f8i_take(&l, sizeof(float)) : NULL;
+    void *qkv8 = fp8 ? f8i_take(&l, T * 3 * C) : NULL;
+    if (base != NULL && at != NULL) {
+        at->lse = (float *)lse, at->o = o, at->qkv_scale_inv = (float *)sinv, at->qkv8 = (uint8_t *)qkv8;
+    }
+    /* the allocation asks for the last part unrounded (the memory report counts requests) */
+    const size_t last = fp8 ? T * 3 * C : kept ? lse_b : o_b;
+    return l.bytes - f8i_align256(last ? last : 1) + last;
 }
-static inline size_t f8i_attn_saved_bytes(int64_t tokens, int64_t n_head, int64_t head_dim, f8_dtype dtype)
+
+/* The workspace of one call over `tokens` = B·S (C = n_head · head_dim). */
+typedef struct f8i_attn_ws {
+    float *d;          /* (B·nh, S) FP32: D */
+    float *rows;       /* (2, S) FP32 (CPU) */
+    void *qkv_hp;      /* FP8 only: (B·S, 3C) BF16; an inference forward's codes */
+    uint8_t *o8;       /* FP8 only: (B·S, C) E4M3 */
+    float *scalars;    /* FP8 only: (F8I_ATTN_SC_COUNT) FP32 */
+} f8i_attn_ws;
+
+/* Measures (base NULL) or places (base 256-byte aligned; w may then be
+ * filled) that workspace, in the order of the struct, each at 256 bytes;
+ * returns its bytes. The one layout both the create-time reservation and
+ * each call use. */
+static inline size_t f8i_attn_workspace(void *base, int64_t tokens, int64_t seq, int64_t n_head, int64_t head_dim, int fp8,
+                                        f8i_attn_ws *w)
 {
-    return f8i_attn_lse_bytes(tokens, n_head) + (size_t)tokens * (size_t)(n_head * head_dim) * f8_dtype_size(dtype);
-}
-/* The workspace of one call over `tokens` = B·S: D, then the two rows at the
- * next 256 bytes. Returns its bytes; with a base (256-byte aligned) also
- * places it: *d and *rows (either may be NULL) point into base. The one
- * layout both the create-time reservation (base NULL) and each call use. */
-static inline size_t f8i_attn_workspace(void *base, int64_t tokens, int64_t seq, int64_t n_head, float **d,
-                                        float **rows)
-{
-    const size_t d_bytes = f8i_align256((size_t)tokens * (size_t)n_head * sizeof(float));
-    if (base != NULL && d != NULL) *d = (float *)base;
-    if (base != NULL && rows != NULL) *rows = (float *)((unsigned char *)base + d_bytes);
-    return d_bytes + f8i_align256(2u * (size_t)seq * sizeof(float));
+    const size_t T = (size_t)tokens, C = (size_t)(n_head * head_dim);
+    f8i_layout l = f8i_layout_at(base);
+    void *d = f8i_take(&l, T * (size_t)n_head * sizeof(float));
+    void *rows = f8i_take(&l, 2u * (size_t)seq * sizeof(float));
+    void *hp = fp8 ? f8i_take(&l, T * 3 * C * 2) : NULL;
+    void *o8 = fp8 ? f8i_take(&l, T * C) : NULL;
+    void *sc = fp8 ? f8i_take(&l, F8I_ATTN_SC_COUNT * sizeof(float)) : NULL;
+    if (base != NULL && w != NULL) {
+        w->d = (float *)d, w->rows = (float *)rows, w->qkv_hp = hp, w->o8 = (uint8_t *)o8, w->scalars = (float *)sc;
+    }
+    return l.bytes;
 }
 
 #ifdef __cplusplus

@@ -1,0 +1,181 @@
+/*
+ * attention_fp8_rig.h — what the FP8 attention tests share (test_attention_fp8.c
+ * on the CPU, test_cuda_attention_fp8.c against it): an FP64 reference of
+ * attention.h's FP8 chain, written from the formulas, independent of the
+ * library's loops; and a rig that runs one FP8 forward (and backward) on a
+ * ctx with chosen slot scales and brings everything back as host values.
+ *
+ * The reference takes the codes as the cast's contract defines them (the
+ * FP32 product v·scale rounded by f8_fp8_from_float; dq = 1.0f / scale) and
+ * does everything else in double: scores, the softmax normalized before its
+ * scale (P·scale_s rounded to E4M3 from its FP32 value), O = Σ P8·v8 ·
+ * descale_s · dv, O's amax before scale_o, O8 = e4m3(O·scale_o) and y =
+ * bf16(O8·descale_o).
+ */
+#ifndef F8_TESTS_ATTENTION_FP8_RIG_H
+#define F8_TESTS_ATTENTION_FP8_RIG_H
+
+#include <math.h>
+
+#include "device_buffers.h"
+
+typedef struct fp8_shape {
+    int64_t B, S, nh, hd;
+} fp8_shape;
+
+/* The scales a run is given (written into the slots before the forward). */
+typedef struct fp8_scales {
+    float qkv, s, o;
+} fp8_scales;
+
+/* What one run (or the reference) produced, host values. */
+typedef struct fp8_run {
+    float *y;        /* [T, C] */
+    float *dqkv;     /* [T, 3C] (runs with dy) */
+    float amax[3];   /* the QKV, S and O slots' accumulators after the forward (reference: its amaxes) */
+    float scale[3];  /* the slots' scales after f8_ctx_update_scales(FORWARD) (runs only) */
+} fp8_run;
+
+static inline int64_t fp8_T(fp8_shape s) { return s.B * s.S; }
+static inline int64_t fp8_C(fp8_shape s) { return s.nh * s.hd; }
+
+static inline float e4m3_of(float v) { return f8_fp8_to_float(f8_fp8_from_float(v, F8_DTYPE_E4M3), F8_DTYPE_E4M3); }
+
+/* The spacing of E4M3 values at |v| (2^-9 below the smallest normal 2^-6). */
+static inline double e4m3_step(double v)
+{
+    const double a = fabs(v);
+    return a < 0x1p-6 ? 0x1p-9 : ldexp(1.0, (int)floor(log2(a)) - 3);
+}
+
+/* FP64 reference of the chain: y [T, C] (BF16-rounded) and amax[3]. */
+static inline void fp8_reference(fp8_shape sh, const float *qkv, fp8_scales sc, float *y, float amax[3])
+{
+    const int64_t T = fp8_T(sh), C = fp8_C(sh), S = sh.S, hd = sh.hd;
+    const float dq = 1.0f / sc.qkv, ds = 1.0f / sc.s, dso = 1.0f / sc.o;
+    const double c = 1.0 / sqrt((double)hd);
+    double *v8 = (double *)xmalloc((size_t)(T * 3 * C) * sizeof(double));
+    double *p = (double *)xmalloc((size_t)S * sizeof(double));
+    amax[0] = amax[1] = amax[2] = 0.0f;
+    for (int64_t i = 0; i < T * 3 * C; i++) {
+        v8[i] = f8_fp8_to_float(f8_fp8_from_float(qkv[i] * sc.qkv, F8_DTYPE_E4M3), F8_DTYPE_E4M3);
+        amax[0] = fmaxf(amax[0], fabsf(qkv[i]));
+    }
+    double amax_o = 0.0;
+    for (int64_t b = 0; b < sh.B; b++)
+        for (int64_t h = 0; h < sh.nh; h++)
+            for (int64_t i = 0; i < S; i++) {
+                const double *q = v8 + (b * S + i) * 3 * C + h * hd;
+                double m = -INFINITY, l = 0.0;
+                for (int64_t j = 0; j <= i; j++) {
+                    const double *k = v8 + (b * S + j) * 3 * C + C + h * hd;
+                    double s = 0.0;
+                    for (int64_t d = 0; d < hd; d++) s += q[d] * k[d];
+                    p[j] = s * dq * dq * c;
+                    m = fmax(m, p[j]);
+                }
+                for (int64_t j = 0; j <= i; j++) l += (p[j] = exp(p[j] - m));
+                for (int64_t j = 0; j <= i; j++) {
+                    amax[1] = fmaxf(amax[1], (float)(p[j] / l));
+                    p[j] = e4m3_of((float)(p[j] / l) * sc.s);
+                }
+                for (int64_t d = 0; d < hd; d++) {
+                    double o = 0.0;
+                    for (int64_t j = 0; j <= i; j++) o += p[j] * v8[(b * S + j) * 3 * C + 2 * C + h * hd + d];
+                    o *= (double)ds * dq;
+                    amax_o = fmax(amax_o, fabs(o));
+                    y[(b * S + i) * C + h * hd + d] = f8_bf16_to_float(f8_bf16_from_float(e4m3_of((float)o * sc.o) * dso));
+                }
+            }
+    amax[2] = (float)amax_o;
+    free(v8);
+    free(p);
+}
+
+/* Compare y with the reference: every element within `steps` E4M3 steps of
+ * O8 (in y's units, plus one BF16 rounding); returns the worst distance in
+ * steps and sets *exact to the fraction of bitwise-equal elements. */
+static inline double fp8_compare(const float *y, const float *ref, int64_t n, fp8_scales sc, double *exact)
+{
+    double worst = 0.0;
+    int64_t same = 0;
+    for (int64_t i = 0; i < n; i++) {
+        same += y[i] == ref[i];
+        const double step = e4m3_step((double)ref[i] * sc.o) / sc.o;
+        const double dist = (fabs((double)y[i] - ref[i]) - 0x1p-8 * fabs(ref[i])) / step;
+        if (dist > worst || y[i] != y[i]) worst = y[i] != y[i] ? INFINITY : dist;
+    }
+    *exact = n ? (double)same / (double)n : 1.0;
+    return worst;
+}
+
+/* An FP8 attention (BF16, fp8 = 1) on ctx for sh; dies if refused. */
+static inline f8_attention *fp8_att_new(f8_ctx *ctx, fp8_shape sh, int kept)
+{
+    f8_attention_config cfg = f8_attention_config_default(sh.nh, sh.hd, sh.B, sh.S);
+    cfg.fp8 = 1;
+    cfg.output_kept = kept;
+    f8_attention *a = NULL;
+    if (f8_attention_create(ctx, &cfg, &a) != F8_OK) die("f8_attention_create (fp8)", ctx);
+    return a;
+}
+
+/* BF16 backend buffer of n host floats. */
+static inline void *fp8_put_bf16(f8_ctx *ctx, const float *v, size_t n)
+{
+    uint16_t *h = (uint16_t *)xmalloc(n * 2 + 2);
+    for (size_t i = 0; i < n; i++) h[i] = f8_bf16_from_float(v[i]);
+    void *p = balloc(ctx, n * 2);
+    upload(ctx, p, h, n * 2);
+    free(h);
+    return p;
+}
+
+/* One forward (and, with dy, backward) on a fresh FP8 attention with the
+ * slots' scales set to sc: y, dqkv, the slots' accumulators after the
+ * forward and their scales after the forward update. */
+static inline void fp8_run_once(f8_ctx *ctx, fp8_shape sh, const float *qkv, const float *dy, fp8_scales sc, fp8_run *r)
+{
+    const int64_t T = fp8_T(sh), C = fp8_C(sh);
+    f8_attention *a = fp8_att_new(ctx, sh, 0);
+    f8_attention_saved *sv = NULL;
+    CHECK_OK(ctx, f8_attention_saved_create(a, &sv));
+    f8_slot sl[3];
+    CHECK_OK(ctx, f8_attention_fp8_slots(a, sl));
+    const float scales[3] = {sc.qkv, sc.s, sc.o};
+    for (int k = 0; k < 3; k++) CHECK_OK(ctx, f8_slot_write(ctx, sl[k], scales[k], 1.0f / scales[k], NULL));
+    f8_tensor tq = f8_tensor_make(fp8_put_bf16(ctx, qkv, (size_t)(T * 3 * C)), F8_DTYPE_BF16, T, 3 * C);
+    f8_tensor ty = f8_tensor_make(balloc(ctx, (size_t)(T * C) * 2), F8_DTYPE_BF16, T, C);
+    CHECK_OK(ctx, f8_attention_forward(a, &tq, sh.B, sh.S, &ty, sv));
+    r->y = to_host(ctx, &ty);
+    r->dqkv = NULL;
+    if (dy) {
+        f8_tensor td = f8_tensor_make(fp8_put_bf16(ctx, dy, (size_t)(T * C)), F8_DTYPE_BF16, T, C);
+        f8_tensor tg = f8_tensor_make(balloc(ctx, (size_t)(T * 3 * C) * 2), F8_DTYPE_BF16, T, 3 * C);
+        CHECK_OK(ctx, f8_attention_backward(a, sv, &td, &tg));
+        r->dqkv = to_host(ctx, &tg);
+        f8_ctx_free(ctx, td.data);
+        f8_ctx_free(ctx, tg.data);
+    }
+    const int L = f8_ctx_recipe(ctx)->amax_history_len;
+    float *hist = (float *)xmalloc((size_t)L * sizeof(float));
+    for (int k = 0; k < 3; k++) {
+        CHECK_OK(ctx, f8_slot_read(ctx, sl[k], NULL, NULL, hist));
+        r->amax[k] = hist[0];
+    }
+    CHECK_OK(ctx, f8_ctx_update_scales(ctx, F8_DIR_FORWARD));
+    for (int k = 0; k < 3; k++) CHECK_OK(ctx, f8_slot_read(ctx, sl[k], &r->scale[k], NULL, NULL));
+    free(hist);
+    f8_ctx_free(ctx, tq.data);
+    f8_ctx_free(ctx, ty.data);
+    f8_attention_saved_destroy(sv);
+    f8_attention_destroy(a);
+}
+
+static inline void fp8_run_free(fp8_run *r)
+{
+    free(r->y);
+    free(r->dqkv);
+}
+
+#endif /* F8_TESTS_ATTENTION_FP8_RIG_H */

@@ -1,0 +1,222 @@
+/*
+ * test_attention_fp8.c — f8_attention with fp8 = 1 on the CPU backend (the
+ * oracle the GPU is held to, test_cuda_attention_fp8.c):
+ *  - y against the FP64 reference of attention.h's FP8 chain
+ *    (attention_fp8_rig.h) on odd shapes, S = 1 included, with the slots'
+ *    initial scales (1) and with realistic ones (QKV 448/amax, S 448, O
+ *    from a first step): every element within 2 E4M3 steps of O8 and nearly
+ *    all bitwise equal (the CPU differs from FP64 only where an FP32 value
+ *    lands on a rounding boundary);
+ *  - the slots: QKV's accumulator is max|qkv| bitwise, S's is 1 (row 0 of a
+ *    causal call is P = 1), O's the reference's amax within 1e-5; after the
+ *    forward update each scale is 448 / amax (FP32 division, margin 0);
+ *  - the saved codes are the cast's, bit for bit, with scale_inv = 1/scale;
+ *    the backward is bitwise the BF16 backward op run on the codes
+ *    dequantized on the host, with the saved o and L; a forward without a
+ *    saved state gives the same y;
+ *  - refusals change nothing (slot counts, memory): FP32 dtype, a ctx with
+ *    current or block scaling, fp8 = 2; f8_attention_fp8_slots on a BF16
+ *    attention; zero tokens issue nothing.
+ */
+#include "attention_fp8_rig.h"
+#include "core/ops.h"
+
+static float *rand_bf16(test_rng *r, size_t n, double amp)
+{
+    float *v = (float *)xmalloc(n * sizeof *v);
+    for (size_t i = 0; i < n; i++) v[i] = f8_bf16_to_float(f8_bf16_from_float((float)(amp * rng_normal(r))));
+    return v;
+}
+
+static float max_abs(const float *v, size_t n)
+{
+    float m = 0.0f;
+    for (size_t i = 0; i < n; i++) m = fmaxf(m, fabsf(v[i]));
+    return m;
+}
+
+/* One shape at scales sc: y, the amaxes and the updated scales against the reference. */
+static void check_shape(f8_ctx *ctx, fp8_shape sh, fp8_scales sc, const float *qkv, const char *what)
+{
+    const int64_t T = fp8_T(sh), C = fp8_C(sh);
+    float *ref = (float *)xmalloc((size_t)(T * C) * sizeof(float));
+    float amax[3];
+    fp8_reference(sh, qkv, sc, ref, amax);
+    fp8_run r;
+    fp8_run_once(ctx, sh, qkv, NULL, sc, &r);
+    double exact = 0.0;
+    const double worst = fp8_compare(r.y, ref, T * C, sc, &exact);
+    printf("  B%lld S%lld nh%lld hd%lld %s: y worst %.3g E4M3 steps, %.4f bitwise equal; amax_o %.6g (ref %.6g)\n",
+           (long long)sh.B, (long long)sh.S, (long long)sh.nh, (long long)sh.hd, what, worst, exact, (double)r.amax[2],
+           (double)amax[2]);
+    CHECK(worst <= 2.0 && exact >= 0.99, "%s: y worst %.3g steps, %.4f exact", what, worst, exact);
+    CHECK(r.amax[0] == amax[0], "%s: QKV amax %.9g, expected max|qkv| %.9g", what, (double)r.amax[0], (double)amax[0]);
+    CHECK(r.amax[1] == 1.0f && amax[1] == 1.0f, "%s: S amax %.9g (reference %.9g), expected 1", what, (double)r.amax[1],
+          (double)amax[1]);
+    CHECK(fabs((double)r.amax[2] - amax[2]) <= 1e-5 * amax[2], "%s: O amax %.9g, reference %.9g", what, (double)r.amax[2],
+          (double)amax[2]);
+    for (int k = 0; k < 3; k++)
+        CHECK(r.scale[k] == 448.0f / r.amax[k], "%s: slot %d scale %.9g after the update, expected 448/%.9g", what, k,
+              (double)r.scale[k], (double)r.amax[k]);
+    fp8_run_free(&r);
+    free(ref);
+}
+
+static void test_reference(f8_ctx *ctx)
+{
+    const fp8_shape shapes[] = {{1, 1, 1, 16}, {3, 1, 2, 8}, {2, 7, 3, 16}, {1, 13, 2, 32}, {2, 33, 1, 64}};
+    test_rng r = {0xF8A77E};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        const fp8_shape sh = shapes[i];
+        const size_t n = (size_t)(fp8_T(sh) * 3 * fp8_C(sh));
+        float *qkv = rand_bf16(&r, n, 1.5);
+        const fp8_scales initial = {1.0f, 1.0f, 1.0f};
+        check_shape(ctx, sh, initial, qkv, "scales 1");
+        /* the scales a second step would use: QKV and S from their amaxes, O near its own */
+        const fp8_scales tuned = {448.0f / max_abs(qkv, n), 448.0f, 448.0f / 1.7f};
+        check_shape(ctx, sh, tuned, qkv, "scales tuned");
+        free(qkv);
+    }
+}
+
+/* The saved codes, the backward against the BF16 op on dequantized codes,
+ * and the forward without a saved state. */
+static void test_backward(f8_ctx *ctx)
+{
+    const fp8_shape sh = {2, 19, 2, 16};
+    const int64_t T = fp8_T(sh), C = fp8_C(sh);
+    const size_t n3 = (size_t)(T * 3 * C), n1 = (size_t)(T * C);
+    test_rng r = {0xBAC4};
+    float *qkv = rand_bf16(&r, n3, 1.0), *dy = rand_bf16(&r, n1, 1.0);
+    const float sq = 448.0f / max_abs(qkv, n3);
+    f8_attention *a = fp8_att_new(ctx, sh, 0);
+    f8_attention_saved *sv = NULL;
+    CHECK_OK(ctx, f8_attention_saved_create(a, &sv));
+    f8_slot sl[3];
+    CHECK_OK(ctx, f8_attention_fp8_slots(a, sl));
+    CHECK_OK(ctx, f8_slot_write(ctx, sl[0], sq, 1.0f / sq, NULL));
+    CHECK_OK(ctx, f8_slot_write(ctx, sl[1], 448.0f, 1.0f / 448.0f, NULL));
+    f8_tensor tq = f8_tensor_make(fp8_put_bf16(ctx, qkv, n3), F8_DTYPE_BF16, T, 3 * C);
+    f8_tensor ty = f8_tensor_make(balloc(ctx, n1 * 2), F8_DTYPE_BF16, T, C);
+    f8_tensor ty2 = f8_tensor_make(balloc(ctx, n1 * 2), F8_DTYPE_BF16, T, C);
+    f8_tensor td = f8_tensor_make(fp8_put_bf16(ctx, dy, n1), F8_DTYPE_BF16, T, C);
+    f8_tensor tg = f8_tensor_make(balloc(ctx, n3 * 2), F8_DTYPE_BF16, T, 3 * C);
+    CHECK_OK(ctx, f8_attention_forward(a, &tq, sh.B, sh.S, &ty, sv));
+    CHECK_OK(ctx, f8_attention_forward(a, &tq, sh.B, sh.S, &ty2, NULL));
+    float *y = to_host(ctx, &ty), *y2 = to_host(ctx, &ty2);
+    CHECK(memcmp(y, y2, n1 * sizeof *y) == 0, "fp8 forward without a saved state: y differs");
+    /* the caller's qkv is not read by the backward: spoil it */
+    f8_ctx_free(ctx, tq.data);
+    CHECK_OK(ctx, f8_attention_backward(a, sv, &td, &tg));
+    float *g = to_host(ctx, &tg);
+
+    f8i_attn_saved_at at;
+    f8i_attention_saved_parts(sv, &at); /* CPU backend memory is host memory */
+    CHECK(*at.qkv_scale_inv == 1.0f / sq, "saved scale_inv %.9g, expected 1/%.9g", (double)*at.qkv_scale_inv, (double)sq);
+    size_t bad = 0;
+    float *hp = (float *)xmalloc(n3 * sizeof(float));
+    for (size_t i = 0; i < n3; i++) {
+        bad += at.qkv8[i] != f8_fp8_from_float(qkv[i] * sq, F8_DTYPE_E4M3);
+        hp[i] = f8_fp8_to_float(at.qkv8[i], F8_DTYPE_E4M3) * *at.qkv_scale_inv;
+    }
+    CHECK(bad == 0, "saved codes: %zu of %zu differ from the cast's", bad, n3);
+
+    /* the BF16 backward op itself on the host-dequantized codes */
+    f8i_attn_bwd_args b;
+    memset(&b, 0, sizeof b);
+    b.batch = sh.B, b.seq = sh.S, b.n_head = sh.nh, b.head_dim = sh.hd, b.dtype = F8_DTYPE_BF16;
+    b.scale = 1.0f / sqrtf((float)sh.hd);
+    b.scale_log2 = b.scale * 1.44269504088896341f;
+    b.qkv = fp8_put_bf16(ctx, hp, n3);
+    b.o = at.o;
+    b.lse = at.lse;
+    b.dy = td.data;
+    f8_tensor tg2 = f8_tensor_make(balloc(ctx, n3 * 2), F8_DTYPE_BF16, T, 3 * C);
+    b.dqkv = tg2.data;
+    b.d = (float *)balloc(ctx, (size_t)(T * sh.nh) * sizeof(float));
+    b.rows = (float *)balloc(ctx, (size_t)(2 * sh.S) * sizeof(float));
+    CHECK_OK(ctx, f8i_op_attn_bwd(ctx, &b));
+    float *g2 = to_host(ctx, &tg2);
+    CHECK(memcmp(g, g2, n3 * sizeof *g) == 0, "fp8 backward is not the BF16 backward on the dequantized codes");
+    f8_ctx_free(ctx, (void *)b.qkv);
+    f8_ctx_free(ctx, b.d);
+    f8_ctx_free(ctx, b.rows);
+    f8_ctx_free(ctx, tg2.data);
+    f8_ctx_free(ctx, ty.data);
+    f8_ctx_free(ctx, ty2.data);
+    f8_ctx_free(ctx, td.data);
+    f8_ctx_free(ctx, tg.data);
+    free(qkv), free(dy), free(y), free(y2), free(g), free(g2), free(hp);
+    f8_attention_saved_destroy(sv);
+    f8_attention_destroy(a);
+}
+
+/* A refused create leaves the ctx as it was. */
+static void expect_refused(f8_ctx *ctx, const f8_attention_config *cfg, f8_status want, const char *what)
+{
+    f8_memory_report before, after;
+    CHECK_OK(ctx, f8_ctx_memory(ctx, &before));
+    const int n0 = f8_ctx_slot_count(ctx, F8_DIR_FORWARD), n1 = f8_ctx_slot_count(ctx, F8_DIR_BACKWARD);
+    f8_attention *a = (f8_attention *)&a;
+    CHECK_STATUS(ctx, f8_attention_create(ctx, cfg, &a), want);
+    CHECK(a == NULL, "%s: the output is not NULL after a refusal", what);
+    CHECK_OK(ctx, f8_ctx_memory(ctx, &after));
+    CHECK(f8_ctx_slot_count(ctx, F8_DIR_FORWARD) == n0 && f8_ctx_slot_count(ctx, F8_DIR_BACKWARD) == n1,
+          "%s: the refusal registered slots", what);
+    CHECK(memcmp(&before, &after, sizeof before) == 0, "%s: the refusal changed the memory report", what);
+    printf("  refused (%s): %s\n", what, f8_ctx_last_error(ctx));
+}
+
+static void test_refusals(f8_ctx *ctx)
+{
+    f8_attention_config cfg = f8_attention_config_default(2, 16, 2, 8);
+    cfg.fp8 = 1;
+    cfg.dtype = F8_DTYPE_FP32;
+    expect_refused(ctx, &cfg, F8_ERR_DTYPE, "fp32");
+    cfg.dtype = F8_DTYPE_BF16;
+    cfg.fp8 = 2;
+    expect_refused(ctx, &cfg, F8_ERR_INVALID_ARGUMENT, "fp8 = 2");
+    cfg.fp8 = 1;
+    const f8_recipe_kind kinds[2] = {F8_RECIPE_CURRENT, F8_RECIPE_BLOCK};
+    for (int k = 0; k < 2; k++) {
+        f8_recipe rec = f8_recipe_default();
+        rec.kind = kinds[k];
+        char why[256] = "";
+        f8_ctx *c2 = test_ctx(F8_BACKEND_CPU, &rec, why);
+        if (!c2) die(why, NULL);
+        expect_refused(c2, &cfg, F8_ERR_UNSUPPORTED, f8_recipe_kind_name(kinds[k]));
+        f8_ctx_destroy(c2);
+    }
+    /* a BF16 attention has no slots; zero tokens issue nothing and touch no slot */
+    cfg.fp8 = 0;
+    f8_attention *plain = NULL;
+    CHECK_OK(ctx, f8_attention_create(ctx, &cfg, &plain));
+    f8_slot sl[3];
+    CHECK_STATUS(ctx, f8_attention_fp8_slots(plain, sl), F8_ERR_STATE);
+    f8_attention_destroy(plain);
+    const fp8_shape sh = {2, 8, 2, 16};
+    f8_attention *a = fp8_att_new(ctx, sh, 0);
+    CHECK_OK(ctx, f8_attention_fp8_slots(a, sl));
+    f8_tensor tq = f8_tensor_make(NULL, F8_DTYPE_BF16, 0, 3 * fp8_C(sh)), ty = f8_tensor_make(NULL, F8_DTYPE_BF16, 0, fp8_C(sh));
+    f8_ctx_counters c0, c1;
+    CHECK_OK(ctx, f8_ctx_counters_read(ctx, &c0));
+    CHECK_OK(ctx, f8_attention_forward(a, &tq, 0, 8, &ty, NULL));
+    CHECK_OK(ctx, f8_ctx_counters_read(ctx, &c1));
+    CHECK(c1.launches == c0.launches, "zero tokens issued %llu ops", (unsigned long long)(c1.launches - c0.launches));
+    f8_attention_destroy(a);
+}
+
+int main(void)
+{
+    char why[256] = "";
+    f8_ctx *ctx = test_ctx(F8_BACKEND_CPU, NULL, why);
+    if (!ctx) {
+        fprintf(stderr, "test_attention_fp8: cannot create the CPU ctx: %s\n", why);
+        return 1;
+    }
+    test_reference(ctx);
+    test_backward(ctx);
+    test_refusals(ctx);
+    f8_ctx_destroy(ctx);
+    return test_finish("test_attention_fp8");
+}
