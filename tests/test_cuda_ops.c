@@ -392,8 +392,98 @@ static void test_gemm(env *e)
            e->worst[0], TOL_FP32_ACC, e->worst[1], TOL_FAST_ACC, e->worst[2], TOL_BF16_D);
 }
 
+/* Odd FP8 shapes bit for bit: gemm.cu's padded path (the operand pads, the
+ * padded GEMM, gemm_slice_kernel back into D) against the CPU. The operands
+ * are small integers (codes of -3..3) and the scales powers of two, so every
+ * sum is exact in any order and cuBLASLt's padded D equals the oracle's sum;
+ * D (when accumulating) and the bias are ordinary values, so the slice's
+ * FP32 adds (D, then the bias) and its one rounding are compared bit for
+ * bit. D sits at element offset 0, 1 or 3 of its buffer and the bias at 0
+ * or 1 (rows at every 2- or 4-byte offset of a 16-byte chunk), with guard
+ * elements around both that must come back unchanged. Widths: < 16 (odd n,
+ * and the split's tail of an n whose D rows are 16-byte aligned), 16..255
+ * and > 256 columns, odd and even (an even n with D off its alignment is
+ * padded whole: the workspace here is larger than f8i_gemm_workspace_bytes,
+ * which assumes an aligned D). Every D dtype, accumulate and bias dtype. */
+static void gemm_slice_case(env *e, int64_t m, int64_t n, int64_t k, f8_dtype dt, int acc, int bias, int doff, int boff,
+                            int split)
+{
+    const f8_dtype bdt = bias == 2 ? F8_DTYPE_BF16 : F8_DTYPE_FP32, b8 = (n & 1) ? F8_DTYPE_E5M2 : F8_DTYPE_E4M3;
+    const size_t ds = f8_dtype_size(dt), bs = f8_dtype_size(bdt), nd = (size_t)(m * n), guard = 5;
+    const size_t dn = (size_t)doff + nd + guard, bn = (size_t)boff + (size_t)n + guard;
+    const size_t k16 = (size_t)(k + 15) / 16 * 16, n16 = (size_t)(n + 15) / 16 * 16;
+    const size_t wsb = ((size_t)m * k16 + n16 * k16 + (size_t)m * n16 * 4 + n16 * 2 + 16 * k16) + 8 * 256;
+    char desc[160];
+    snprintf(desc, sizeof desc, "gemm slice %lldx%lldx%lld -> %s at +%d, acc %d, bias %s at +%d, split %d", (long long)m,
+             (long long)n, (long long)k, f8_dtype_name(dt), doff, acc, bias ? f8_dtype_name(bdt) : "none", boff, split);
+    uint8_t *ha = xmalloc((size_t)(m * k)), *hb = xmalloc((size_t)(n * k));
+    for (int64_t i = 0; i < m * k; i++) ha[i] = f8_fp8_from_float((float)(int)(rng_u64(&e->rng) % 7) - 3.0f, F8_DTYPE_E4M3);
+    for (int64_t i = 0; i < n * k; i++) hb[i] = f8_fp8_from_float((float)(int)(rng_u64(&e->rng) % 7) - 3.0f, b8);
+    void *hd = xmalloc(dn * ds), *hbias = xmalloc(bn * bs), *got[2] = {xmalloc(dn * ds), xmalloc(dn * ds)};
+    for (size_t i = 0; i < dn; i++) store_elem(hd, dt, i, gen_value(&e->rng, K_NORMAL, F8_DTYPE_E4M3, 1));
+    if (!acc) memset((uint8_t *)hd + doff * ds, 0xFF, nd * ds); /* NaN: D must be neither read nor kept */
+    for (size_t i = 0; i < bn; i++) store_elem(hbias, bdt, i, gen_value(&e->rng, K_NORMAL, F8_DTYPE_E4M3, 1));
+    const float sa = 0.5f, sb = 0.25f;
+    twin ta = twin_new(e, (size_t)(m * k), ha), tb = twin_new(e, (size_t)(n * k), hb), td = twin_new(e, dn * ds, hd);
+    twin tbias = twin_new(e, bn * bs, hbias), tsa = twin_new(e, 4, &sa), tsb = twin_new(e, 4, &sb);
+    twin tws = twin_new(e, wsb, NULL);
+    uint64_t launches = 0;
+    for (int i = 0; i < 2; i++) {
+        f8i_gemm_args a = {.m = m, .n = n, .k = k, .a = ta.p[i], .a_dtype = F8_DTYPE_E4M3, .a_scale_inv = tsa.p[i],
+                           .b = tb.p[i], .b_dtype = b8, .b_scale_inv = tsb.p[i],
+                           .d = (uint8_t *)td.p[i] + doff * ds, .d_dtype = dt, .accumulate = acc,
+                           .bias = bias ? (const uint8_t *)tbias.p[i] + boff * bs : NULL, .bias_dtype = bdt,
+                           .split_accum = split, .workspace = tws.p[i], .workspace_bytes = wsb};
+        f8_ctx_counters c0, c1;
+        f8_ctx_counters_read(e->ctx[i], &c0);
+        CHECK_OK(e->ctx[i], f8i_op_gemm(e->ctx[i], &a));
+        f8_ctx_counters_read(e->ctx[i], &c1);
+        launches = c1.launches - c0.launches;
+        twin_get(e, &td, i, got[i]);
+    }
+    /* the fallback kernel is one launch; the padded path pads, multiplies and slices */
+    CHECK(launches > 1, "%s: %llu launch on the GPU: the slow kernel, not the padded path", desc,
+          (unsigned long long)launches);
+    const size_t bad = dt == F8_DTYPE_BF16 ? first_diff_bf16(got[GPU], got[CPU], dn, 0)
+                                           : first_diff_f32(got[GPU], got[CPU], dn, 0);
+    if (bad < dn) {
+        const int64_t el = (int64_t)bad - doff;
+        CHECK(0, "%s: element %lld (row %lld col %lld%s): cuda %.9g, cpu %.9g", desc, (long long)el,
+              (long long)(el >= 0 ? el / n : -1), (long long)(el >= 0 ? el % n : -1),
+              el < 0 || el >= (int64_t)nd ? ", a guard" : "", load_elem(got[GPU], dt, bad), load_elem(got[CPU], dt, bad));
+    }
+    const size_t tail = (size_t)doff + nd;
+    CHECK(memcmp(got[GPU], hd, doff * ds) == 0 && memcmp((uint8_t *)got[GPU] + tail * ds, (uint8_t *)hd + tail * ds,
+                                                          guard * ds) == 0,
+          "%s: a guard element around D changed", desc);
+    twin *all[] = {&ta, &tb, &td, &tbias, &tsa, &tsb, &tws};
+    for (int i = 0; i < NELEM(all); i++) twin_free(e, all[i]);
+    free(ha), free(hb), free(hd), free(hbias), free(got[0]), free(got[1]);
+}
+
+static void test_gemm_slice(env *e)
+{
+    /* (m, n): 5 and 13 < 16; 24, 44 and 200 split (a tail of 8 or 12
+     * columns) where D's rows are 16-byte aligned, else padded whole; 131
+     * and 4095 odd; 1000 even, > 256 */
+    static const gemm_shape widths[] = {{37, 5, 0},   {37, 13, 0},   {37, 24, 0}, {37, 44, 0},
+                                        {37, 131, 0}, {37, 200, 0},  {9, 1000, 0}, {9, 4095, 0}};
+    static const int64_t ks[] = {33, 46, 40}; /* the operand pads' byte paths: odd, 2 mod 4, 8 mod 16 */
+    static const int doffs[] = {0, 1, 3};
+    int run = 0;
+    for (int w = 0; w < NELEM(widths); w++)
+        for (int v = 0; v < 2 * 2 * 3 * 3; v++) {
+            const f8_dtype dt = v & 1 ? F8_DTYPE_BF16 : F8_DTYPE_FP32;
+            const int acc = (v >> 1) & 1, bias = (v >> 2) % 3, doff = doffs[(v / 12) % 3];
+            gemm_slice_case(e, widths[w].m, widths[w].n, ks[(w + v) % 3], dt, acc, bias, doff, (v + w) & 1,
+                            (v / 3) & 1);
+            run++;
+        }
+    printf("gemm slice: %d odd-shape GEMMs compared bit for bit\n", run);
+}
+
 int main(void)
 {
-    static void (*const tests[])(env *) = {test_small_ops, test_scale_update, test_gemm};
+    static void (*const tests[])(env *) = {test_small_ops, test_scale_update, test_gemm, test_gemm_slice};
     return env_run("test_cuda_ops", tests, NELEM(tests));
 }

@@ -95,6 +95,15 @@
  *     403 MB, ~0.10 ms, ~1.27x.
  *   T 8192, K 768, N 50257 [~1.98 ms]: y sliced (+1.65 GB), dgrad's G8
  *     (+824 MB) and W8ᵀ (+77 MB): 2.55 GB, ~0.64 ms, ~1.32x.
+ * That is every pass at copy bandwidth, which the pad and the slice are
+ * written for: whatever byte offset a row of the unpadded side starts at,
+ * a thread moves whole aligned 16-byte chunks (the slice: D's chunks,
+ * stored whole, the padded D and the bias read by aligned 16-byte loads
+ * shifted into place; only a row's two ragged ends element by element;
+ * gemm_kernels.cu). The first slice, one element per thread with 2- or
+ * 4-byte accesses, ran at about a third of copy bandwidth, the bulk of what
+ * kept 4095 and 50257 near 1.9x of their aligned shapes (bench/RESULTS.md,
+ * "Odd FP8 shapes").
  * Against the slow kernel (47-75x) that is the bulk of the issue; what is
  * left is mostly odd n's slice, which no padding of the operands removes: y,
  * dx and dW are the caller's and the parameters' tensors with leading

@@ -6,16 +6,22 @@
  *
  * Design note. These are the GEMM's memory-bound helpers and its slow
  * path; gemm.cu's note says when each runs and why (the byte estimates of
- * the padded path are there). The pad and slice kernels move whole 16-byte
- * pieces where the layout allows (the padded side is always 16-byte aligned
- * and 16 wide), so they run near copy bandwidth; the fallback is a plain
- * tiled FP32 GEMM that decodes FP8 codes exactly.
+ * the padded path are there). The pad and slice kernels move whole aligned
+ * 16-byte chunks at any layout, so they run near copy bandwidth: the padded
+ * side is always 16-byte aligned and 16 wide, and where a row of the
+ * unpadded side (an odd K's operand, an odd N's D) starts inside a chunk its
+ * bytes are read by the aligned 16-byte loads of the chunks that hold them,
+ * shifted into place (kernels_common.cuh's load16_any and bytes_at), and
+ * the slice writes D's own chunks whole, only a row's two ragged ends
+ * element by element. The fallback is a plain tiled FP32 GEMM that decodes
+ * FP8 codes exactly.
  */
 #include <cuda_runtime.h>
 #include <stdint.h>
 
 #include "cuda_state.cuh"
 #include "core/numerics.h"
+#include "kernels_common.cuh"
 
 /* Fallback tiling: a 16×16 block computes a 64×64 tile of D, each thread a
  * 4×4 sub-tile (rows ty + 16·r, cols tx + 16·c), stepping K by 16. */
@@ -157,15 +163,14 @@ static __global__ void __launch_bounds__(256)
 
 /* Zero-padded copy of an FP8 operand: dst [dst_rows, dst_cols] (dst_cols a
  * multiple of 16, dst 16-byte aligned) = src [rows, cols] with zeros in
- * columns >= cols and rows >= rows. V (2, 4, 8 or 16) divides cols and
- * src's address, so each V-byte piece of a row is one aligned load. V = 0
- * (cols odd, the common odd case, src 4-byte aligned): the 16 bytes come
- * from the up to 5 aligned words that hold them, joined by funnel shifts,
- * bytes past the row's end cleared; a word is loaded only if it holds a
- * byte of the row, so no load leaves the 4-byte-aligned span of the data.
- * (Byte loads would cost 16 load instructions per chunk, each touching a
- * 512-byte span across the warp: L1-bound at about half of HBM bandwidth.)
- * V = 1: byte loads, for a source not 4-byte aligned.
+ * columns >= cols and rows >= rows. V (4, 8 or 16) divides cols and src's
+ * address, so each V-byte piece of a row is one aligned load. V = 0 (any
+ * other cols or src: odd K, the common odd case): the 16 bytes at the row's
+ * offset come from the aligned 16-byte chunks that hold them (load16_any),
+ * and the bytes past the row's end are cleared. (Word or byte loads cost 5
+ * or 16 load instructions per chunk, each touching a 512-byte span across
+ * the warp: L1-bound at about half of HBM bandwidth.) The source's last
+ * bytes, where a 16-byte read would run past its end, are read one by one.
  * Grid: 1-D, grid-stride. Block: 256 threads. A thread owns one 16-byte
  * chunk of dst (row r, columns col0..col0+15) per step and stores it whole. */
 typedef struct pad_job {
@@ -179,47 +184,14 @@ typedef union pad_chunk {
     uint4 v;
     unsigned long long q[2];
     uint32_t w[4];
-    uint16_t h[8];
-    uint8_t b[16];
 } pad_chunk;
-
-/* The chunk of row bytes s[0 .. nvalid) (nvalid in 1..16), zeros after; s
- * lies in a source that starts 4-byte aligned and ends at `end`. The last
- * word of a source whose size is not a multiple of 4 is read byte by byte,
- * so nothing past `end` is touched. */
-static __device__ __forceinline__ void pad_shifted(pad_chunk *u, const uint8_t *s, int nvalid, const uint8_t *end)
-{
-    const uintptr_t a = (uintptr_t)s;
-    const uint8_t *w = (const uint8_t *)(a & ~(uintptr_t)3);
-    const unsigned sh = (unsigned)(a & 3) * 8;
-    const int need = (int)((a & 3) + (unsigned)nvalid + 3) / 4; /* words holding s[0 .. nvalid) */
-    uint32_t x[5];
-#pragma unroll
-    for (int q = 0; q < 5; q++) {
-        x[q] = 0u;
-        if (q >= need) continue;
-        const uint8_t *p = w + 4 * q;
-        if (p + 4 <= end) {
-            x[q] = *(const uint32_t *)p;
-        } else {
-            for (int b = 0; p + b < end; b++) x[q] |= (uint32_t)p[b] << (8 * b);
-        }
-    }
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        /* bytes sh/8.. of x[i] continued by x[i + 1] (little-endian): a funnel shift */
-        uint32_t v = (uint32_t)((((unsigned long long)x[i + 1] << 32) | x[i]) >> sh);
-        const int keep = nvalid - 4 * i; /* bytes of this word inside the row */
-        if (keep <= 0) v = 0u;
-        else if (keep < 4) v &= (1u << (8 * keep)) - 1u;
-        u->w[i] = v;
-    }
-}
 
 template <int V>
 static __global__ void __launch_bounds__(256) gemm_pad_kernel(pad_job j)
 {
+    static_assert(V == 0 || V == 4 || V == 8 || V == 16, "V: 16, 8 or 4-byte pieces, or 0 for shifted chunks");
     const int64_t per_row = j.dst_cols / 16, total = j.dst_rows * per_row;
+    const uint8_t *end = j.src + j.rows * j.cols;
     for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < total; c += (int64_t)gridDim.x * blockDim.x) {
         const int64_t r = c / per_row, col0 = (c - r * per_row) * 16;
         pad_chunk u;
@@ -230,15 +202,26 @@ static __global__ void __launch_bounds__(256) gemm_pad_kernel(pad_job j)
                 u.v = *(const uint4 *)s;
             } else if (V == 0) {
                 const int64_t left = j.cols - col0;
-                pad_shifted(&u, s, left < 16 ? (int)left : 16, j.src + j.rows * j.cols);
+                const int nvalid = left < 16 ? (int)left : 16;
+                if (s + 16 <= end) {
+                    load16_any(u.w, s, j.src, end); /* may hold the next row's first bytes */
+                } else {
+#pragma unroll
+                    for (int b = 0; b < 16; b++)
+                        if (b < nvalid) u.w[b / 4] |= (uint32_t)s[b] << (8 * (b % 4));
+                }
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    const int keep = nvalid - 4 * i; /* bytes of this word inside the row */
+                    if (keep <= 0) u.w[i] = 0u;
+                    else if (keep < 4) u.w[i] &= (1u << (8 * keep)) - 1u;
+                }
             } else {
 #pragma unroll
-                for (int t = 0; t < 16 / (V > 0 && V < 16 ? V : 16); t++) {
+                for (int t = 0; t < 16 / (V ? V : 16); t++) {
                     if (col0 + t * V >= j.cols) break; /* V divides cols: a piece is all in or all out */
                     if (V == 8) u.q[t] = *(const unsigned long long *)(s + 8 * t);
                     if (V == 4) u.w[t] = *(const uint32_t *)(s + 4 * t);
-                    if (V == 2) u.h[t] = *(const uint16_t *)(s + 2 * t);
-                    if (V == 1) u.b[t] = s[t];
                 }
             }
         }
@@ -246,49 +229,183 @@ static __global__ void __launch_bounds__(256) gemm_pad_kernel(pad_job j)
     }
 }
 
-/* The slice back from a padded D (f8i_gemm_slice_args): d[i, j] = dp[i, j]
- * (+ d[i, j] if accumulate) (+ bias[j]) over D [m, cols]: the epilogue
- * order of cuBLASLt and of the fallback (alpha·ΣAB + D + bias).
- * Grid: x over SLICE_STRIP-column strips, y over rows (grid-stride in both).
- * Block: 256 threads; a thread owns columns j + 256·u (u < 4) of its strip in
- * rows i = blockIdx.y + s·gridDim.y, loading all four before it stores (odd
- * n leaves rows unaligned, so the bytes in flight come from ILP, not width). */
-#define SLICE_STRIP 1024
-static __global__ void __launch_bounds__(256) gemm_slice_kernel(f8i_gemm_slice_args a)
+/* NB bytes (8, 16 or 32) at p (2-byte aligned, any offset in its 16-byte
+ * chunk; [p, p + NB) inside [lo, hi)) as little-endian words, from aligned
+ * 16-byte loads of the chunks that hold them, shifted into place. Where one
+ * of those chunks reaches outside [lo, hi) (the first or last bytes of a
+ * buffer not 16-byte aligned at that end) the bytes come 2 at a time. */
+template <int NB>
+static __device__ __forceinline__ void load_span(uint32_t (&w)[NB / 4], const uint8_t *p, const uint8_t *lo,
+                                                 const uint8_t *hi)
 {
-    for (int64_t i = blockIdx.y; i < a.m; i += gridDim.y) {
-        for (int64_t j0 = (int64_t)blockIdx.x * SLICE_STRIP + threadIdx.x; j0 < a.cols;
-             j0 += (int64_t)gridDim.x * SLICE_STRIP) {
-            float v[4];
+    static_assert(NB == 8 || NB == 16 || NB == 32, "8, 16 or 32 bytes");
+    constexpr int WIN = (NB + 15) / 16, NC = WIN + 1; /* 16-byte windows; chunks they can touch */
+    const unsigned s = (unsigned)((uintptr_t)p & 15);
+    const uint8_t *c = p - s;
+    const int need = (int)(s + NB + 15) / 16; /* chunks holding [p, p + NB) */
+    if (c < lo || c + 16 * need > hi) {
 #pragma unroll
-            for (int u = 0; u < 4; u++) {
-                const int64_t j = j0 + 256 * u;
-                v[u] = 0.0f;
-                if (j >= a.cols) continue;
-                v[u] = load_vec(a.dp, i * a.ldp + j, a.dp_dtype);
-                if (a.accumulate) v[u] = v[u] + load_vec(a.d, i * a.ldd + j, a.d_dtype);
-                if (a.bias) v[u] = v[u] + load_vec(a.bias, j, a.bias_dtype);
-            }
-#pragma unroll
-            for (int u = 0; u < 4; u++)
-                if (j0 + 256 * u < a.cols) store_vec(a.d, i * a.ldd + j0 + 256 * u, a.d_dtype, v[u]);
+        for (int q = 0; q < NB / 8; ++q) {
+            uint32_t t[2];
+            load_bytes<8>(t, p + 8 * q, 2);
+            w[2 * q] = t[0];
+            w[2 * q + 1] = t[1];
         }
+        return;
+    }
+    uint32_t x[4 * NC];
+#pragma unroll
+    for (int q = 0; q < NC; ++q) {
+        uint4 t = make_uint4(0u, 0u, 0u, 0u);
+        if (q < need) t = *(const uint4 *)(c + 16 * q);
+        x[4 * q] = t.x;
+        x[4 * q + 1] = t.y;
+        x[4 * q + 2] = t.z;
+        x[4 * q + 3] = t.w;
+    }
+#pragma unroll
+    for (int h = 0; h < WIN; ++h) {
+        const uint32_t y[8] = {x[4 * h], x[4 * h + 1], x[4 * h + 2], x[4 * h + 3],
+                               x[4 * h + 4], x[4 * h + 5], x[4 * h + 6], x[4 * h + 7]};
+        uint32_t o[4];
+        bytes_at<4>(y, s, o);
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+            if (4 * h + i < NB / 4) w[4 * h + i] = o[i];
     }
 }
 
-/* The same slice for a narrow D (cols < 256: the split's tail of < 16
- * columns), where a block per row would leave most threads idle.
- * Grid: 1-D, grid-stride. Block: 256 threads. A thread owns element
- * e = global thread id + s·(grid size) of the m x cols slice, row e / cols. */
-static __global__ void __launch_bounds__(256) gemm_slice_narrow_kernel(f8i_gemm_slice_args a)
+/* E consecutive BF16 or FP32 values held in words w, as FP32 (exact). */
+template <int E, int BF16>
+static __device__ __forceinline__ void decode_values(float (&v)[E], const uint32_t *w)
 {
-    const int64_t total = a.m * a.cols;
-    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t i = e / a.cols, j = e - i * a.cols;
-        float v = load_vec(a.dp, i * a.ldp + j, a.dp_dtype);
-        if (a.accumulate) v = v + load_vec(a.d, i * a.ldd + j, a.d_dtype);
-        if (a.bias) v = v + load_vec(a.bias, j, a.bias_dtype);
-        store_vec(a.d, i * a.ldd + j, a.d_dtype, v);
+#pragma unroll
+    for (int t = 0; t < E; ++t) {
+        if constexpr (BF16) v[t] = __uint_as_float(t % 2 ? w[t / 2] & 0xFFFF0000u : w[t / 2] << 16);
+        else v[t] = __uint_as_float(w[t]);
+    }
+}
+
+/* E consecutive BF16 or FP32 values at p, any element offset (load_span). */
+template <int E, int BF16>
+static __device__ __forceinline__ void load_values(float (&v)[E], const uint8_t *p, const uint8_t *lo,
+                                                   const uint8_t *hi)
+{
+    uint32_t w[E * (BF16 ? 2 : 4) / 4];
+    load_span<E * (BF16 ? 2 : 4)>(w, p, lo, hi);
+    decode_values<E, BF16>(v, w);
+}
+
+/* Element i of a BF16 or FP32 array, as FP32: the ragged ends' loads. */
+template <int BF16>
+static __device__ __forceinline__ float value_at(const void *p, int64_t i)
+{
+    if constexpr (BF16) return f8i_bf16_to_float(((const uint16_t *)p)[i]);
+    else return ((const float *)p)[i];
+}
+
+/* The slice back from a padded D (f8i_gemm_slice_args): d[i, j] = dp[i, j]
+ * (+ d[i, j] if accumulate) (+ bias[j]) over D [m, cols]: the epilogue
+ * order of cuBLASLt and of the fallback (alpha·ΣAB + D + bias), in FP32,
+ * rounded once to D's dtype (DBF: BF16, else FP32; PBF: dp's).
+ * D's rows start at any element offset (ld n odd), so the work is D's own
+ * aligned 16-byte chunks, E = 16 / sizeof(D) elements each: one 16-byte
+ * store, and one 16-byte load of D for the accumulate. dp (rows 16-byte
+ * aligned) and the bias are read at the chunk's first column, wherever that
+ * falls in their chunks: aligned 16-byte loads shifted into place
+ * (load_span; a warp's neighbours load each chunk twice, the second time
+ * from L1). A chunk that the row fills only partly (its first and last, the
+ * rest being another row's or outside the slice) goes element by element.
+ * In place (dp == d, same layout: run_lt's bias after a strided GEMM) the
+ * shift is 0, so a thread reads only the bytes it writes.
+ * Grid: 1-D, grid-stride over m·cpr chunk slots (cpr: the most chunks a row
+ * of cols elements can touch; a slot past its row's end does nothing), so
+ * a tall-thin D and a short-wide one fill the SMs alike. Block: 256
+ * threads. A thread owns slots c + 256·u (u < SLICE_UNROLL) of each step,
+ * slot c being row c / cpr, chunk c % cpr of that row, and loads all of its
+ * chunks' inputs before it stores any (the bytes in flight). */
+#define SLICE_UNROLL 2
+template <int DBF, int PBF>
+static __global__ void __launch_bounds__(256) gemm_slice_kernel(f8i_gemm_slice_args a, int64_t cpr)
+{
+    constexpr int DS = DBF ? 2 : 4, PS = PBF ? 2 : 4, E = 16 / DS;
+    const int bias_bf16 = a.bias_dtype == F8_DTYPE_BF16;
+    uint8_t *const d = (uint8_t *)a.d;
+    const uint8_t *const dp = (const uint8_t *)a.dp, *const bias = (const uint8_t *)a.bias;
+    const uint8_t *const dp_hi = dp + ((a.m - 1) * a.ldp + a.cols) * PS;
+    const uint8_t *const bias_hi = bias ? bias + a.cols * (bias_bf16 ? 2 : 4) : NULL;
+    const int64_t total = a.m * cpr, step = (int64_t)gridDim.x * (256 * SLICE_UNROLL);
+    const bool idx32 = total <= (int64_t)UINT32_MAX; /* 32-bit division when it fits */
+    for (int64_t base = (int64_t)blockIdx.x * (256 * SLICE_UNROLL) + threadIdx.x; base < total; base += step) {
+        float v[SLICE_UNROLL][E];
+        int64_t row[SLICE_UNROLL], e0[SLICE_UNROLL]; /* the chunk's row and first column (< 0: before the row) */
+        int kind[SLICE_UNROLL];                      /* 0 nothing, 1 whole chunk, 2 part of one */
+#pragma unroll
+        for (int u = 0; u < SLICE_UNROLL; ++u) {
+            const int64_t c = base + 256 * u;
+            kind[u] = 0;
+            row[u] = e0[u] = 0;
+            if (c >= total) continue;
+            const int64_t i = idx32 ? (int64_t)((uint32_t)c / (uint32_t)cpr) : c / cpr;
+            const int64_t k = c - i * cpr;
+            const int ph = (int)((uintptr_t)(d + i * a.ldd * DS) & 15); /* the row's offset in its chunk */
+            if (16 * k >= ph + a.cols * DS) continue;                   /* past the row's last chunk */
+            const int64_t j0 = (16 * k - ph) / DS;
+            row[u] = i;
+            e0[u] = j0;
+            if (j0 >= 0 && j0 + E <= a.cols) {
+                kind[u] = 1;
+                load_values<E, PBF>(v[u], dp + (i * a.ldp + j0) * PS, dp, dp_hi);
+                if (a.accumulate) {
+                    const uint4 q = *(const uint4 *)(d + (i * a.ldd + j0) * DS); /* the chunk itself: aligned */
+                    const uint32_t w[4] = {q.x, q.y, q.z, q.w};
+                    float o[E];
+                    decode_values<E, DBF>(o, w);
+#pragma unroll
+                    for (int t = 0; t < E; ++t) v[u][t] = v[u][t] + o[t];
+                }
+                if (bias) {
+                    float b[E];
+                    if (bias_bf16) load_values<E, 1>(b, bias + j0 * 2, bias, bias_hi);
+                    else load_values<E, 0>(b, bias + j0 * 4, bias, bias_hi);
+#pragma unroll
+                    for (int t = 0; t < E; ++t) v[u][t] = v[u][t] + b[t];
+                }
+            } else {
+                kind[u] = 2;
+#pragma unroll
+                for (int t = 0; t < E; ++t) {
+                    const int64_t j = j0 + t;
+                    if (j < 0 || j >= a.cols) continue;
+                    float x = value_at<PBF>(dp, i * a.ldp + j);
+                    if (a.accumulate) x = x + value_at<DBF>(d, i * a.ldd + j);
+                    if (bias) x = x + (bias_bf16 ? value_at<1>(bias, j) : value_at<0>(bias, j));
+                    v[u][t] = x;
+                }
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < SLICE_UNROLL; ++u) {
+            const int64_t at = row[u] * a.ldd + e0[u]; /* D's element at the chunk's start */
+            if (kind[u] == 1) {
+                uint32_t w[4];
+#pragma unroll
+                for (int q = 0; q < 4; ++q) {
+                    if constexpr (DBF)
+                        w[q] = (uint32_t)f8i_bf16_from_float(v[u][2 * q]) |
+                               ((uint32_t)f8i_bf16_from_float(v[u][2 * q + 1]) << 16);
+                    else w[q] = __float_as_uint(v[u][q]);
+                }
+                *(uint4 *)(d + at * DS) = make_uint4(w[0], w[1], w[2], w[3]);
+            } else if (kind[u] == 2) {
+#pragma unroll
+                for (int t = 0; t < E; ++t) {
+                    if (e0[u] + t < 0 || e0[u] + t >= a.cols) continue;
+                    if constexpr (DBF) ((uint16_t *)d)[at + t] = f8i_bf16_from_float(v[u][t]);
+                    else ((float *)d)[at + t] = v[u][t];
+                }
+            }
+        }
     }
 }
 
@@ -364,24 +481,23 @@ f8_status f8i_cuda_gemm_pad(f8_ctx *ctx, const uint8_t *src, int64_t rows, int64
     if (u % 16 == 0) gemm_pad_kernel<16><<<grid, 256, 0, s>>>(j);
     else if (u % 8 == 0) gemm_pad_kernel<8><<<grid, 256, 0, s>>>(j);
     else if (u % 4 == 0) gemm_pad_kernel<4><<<grid, 256, 0, s>>>(j);
-    else if ((uintptr_t)src % 4 == 0) gemm_pad_kernel<0><<<grid, 256, 0, s>>>(j); /* odd or 2 mod 4 cols */
-    else if (u % 2 == 0) gemm_pad_kernel<2><<<grid, 256, 0, s>>>(j);
-    else gemm_pad_kernel<1><<<grid, 256, 0, s>>>(j);
+    else gemm_pad_kernel<0><<<grid, 256, 0, s>>>(j); /* odd or 2 mod 4 cols, or src not 4-byte aligned */
     return f8i_cuda_launch_check(ctx, "gemm_pad_kernel");
 }
 
 f8_status f8i_cuda_gemm_slice(f8_ctx *ctx, const f8i_gemm_slice_args *args)
 {
     if (args->m == 0 || args->cols == 0) return F8_OK;
-    if (args->cols < 256) {
-        F8I_COUNT_LAUNCHES(ctx, 1);
-        gemm_slice_narrow_kernel<<<grid_1d(ctx, args->m * args->cols), 256, 0, f8i_stream(ctx)>>>(*args);
-        return f8i_cuda_launch_check(ctx, "gemm_slice_narrow_kernel");
-    }
-    int64_t gx = (args->cols + SLICE_STRIP - 1) / SLICE_STRIP, gy = args->m;
-    if (gx > 16) gx = 16;
-    if (gy > 65535) gy = 65535;
+    const int dbf = args->d_dtype == F8_DTYPE_BF16, pbf = args->dp_dtype == F8_DTYPE_BF16;
+    const int64_t ds = dbf ? 2 : 4;
+    /* a row starting at the last element slot of a chunk touches the most */
+    const int64_t cpr = (16 - ds + args->cols * ds + 15) / 16;
+    const unsigned grid = grid_1d(ctx, (args->m * cpr + SLICE_UNROLL - 1) / SLICE_UNROLL);
+    cudaStream_t s = f8i_stream(ctx);
     F8I_COUNT_LAUNCHES(ctx, 1);
-    gemm_slice_kernel<<<dim3((unsigned)gx, (unsigned)gy), 256, 0, f8i_stream(ctx)>>>(*args);
+    if (dbf && pbf) gemm_slice_kernel<1, 1><<<grid, 256, 0, s>>>(*args, cpr);
+    else if (dbf) gemm_slice_kernel<1, 0><<<grid, 256, 0, s>>>(*args, cpr);
+    else if (pbf) gemm_slice_kernel<0, 1><<<grid, 256, 0, s>>>(*args, cpr);
+    else gemm_slice_kernel<0, 0><<<grid, 256, 0, s>>>(*args, cpr);
     return f8i_cuda_launch_check(ctx, "gemm_slice_kernel");
 }
