@@ -6,7 +6,9 @@
  * each on f8's own kernels, on cuDNN (deterministic backward: the default
  * path) and on cuDNN with its atomic backward, side by side; then FP8
  * attention (f8_attention_config.fp8: the qkv cast + cuDNN's FP8 forward,
- * and a dequantize + cuDNN's BF16 backward), its FLOPs counted as BF16's.
+ * which the library takes only under F8_ATTN_FP8=cudnn, set here unless the
+ * caller chose; and a dequantize + cuDNN's BF16 backward), its FLOPs
+ * counted as BF16's.
  *
  * Per call: the GPU time (median of CUDA-event intervals, bench_util.h) and
  * TFLOP/s with causal FLOPs counted as FlashAttention does: forward
@@ -167,6 +169,7 @@ static void run_shape(f8_ctx *ctx, bench_log *log, int64_t B, int64_t nh, int64_
 
 int main(void)
 {
+    setenv("F8_ATTN_FP8", "cudnn", 0); /* the FP8 row times cuDNN's FP8 forward (opt-in in the library) */
     f8_ctx *ctx = bench_ctx_or_skip("bench_attention");
     if (!ctx) return 0;
     bench_print_device("bench_attention");

@@ -1236,10 +1236,14 @@ f8_status f8_embedding_backward(f8_ctx *ctx, const int32_t *tokens, int64_t seq_
  * scale_inv). The backward is the BF16 one above run on dt(q8·dq) (the
  * inputs the forward used), the saved y and L: gradients are BF16 and the
  * caller's qkv is not read after the forward. On the GPU the forward runs
- * cuDNN's FP8 flash attention (cuDNN 9.1+, head_dim a multiple of 16 up to
- * 128, aligned tensors: 4 launches with the cast), which takes P in its own
- * blocked order (a P or O8 code may land an E4M3 step away from the CPU's);
- * elsewhere a plain FP8 kernel computes the formulas above (2 launches). The
+ * f8's FP8 kernel, the formulas above (2 launches with the cast; correct,
+ * and far slower than the BF16 attention: for study, not speed). cuDNN's
+ * FP8 flash attention (cuDNN 9.1+, head_dim a multiple of 16 up to 128,
+ * aligned tensors: 4 launches) is taken only under the environment
+ * variable F8_ATTN_FP8=cudnn, experimental: op by op it is as close to the
+ * BF16 attention as the formulas are (it rounds P in its own blocked,
+ * online order), but a 50M training run with it diverged after ~200 steps
+ * on the H200 where the same run on f8's kernel trained. The
  * backward is a dequantize plus the BF16 backward. Memory: the saved state
  * adds the codes (T·3C bytes) and the reservation the backward's BF16 qkv
  * (T·3C·2 bytes) and cuDNN's O8 (T·C bytes). Errors: create with fp8 = 1:
