@@ -172,6 +172,45 @@ static inline void fp8_run_once(f8_ctx *ctx, fp8_shape sh, const float *qkv, con
     f8_attention_destroy(a);
 }
 
+/* The BF16 attention (fp8 = 0) on ctx, forward and backward: what FP8
+ * attention approximates. *dqkv gets its gradient for dy. */
+static inline float *fp8_bf16_run(f8_ctx *ctx, fp8_shape sh, const float *qkv, const float *dy, float **dqkv)
+{
+    const int64_t T = fp8_T(sh), C = fp8_C(sh);
+    f8_attention_config cfg = f8_attention_config_default(sh.nh, sh.hd, sh.B, sh.S);
+    f8_attention *a = NULL;
+    f8_attention_saved *sv = NULL;
+    if (f8_attention_create(ctx, &cfg, &a) != F8_OK) die("f8_attention_create (bf16)", ctx);
+    CHECK_OK(ctx, f8_attention_saved_create(a, &sv));
+    f8_tensor tq = f8_tensor_make(fp8_put_bf16(ctx, qkv, (size_t)(T * 3 * C)), F8_DTYPE_BF16, T, 3 * C);
+    f8_tensor ty = f8_tensor_make(balloc(ctx, (size_t)(T * C) * 2), F8_DTYPE_BF16, T, C);
+    f8_tensor td = f8_tensor_make(fp8_put_bf16(ctx, dy, (size_t)(T * C)), F8_DTYPE_BF16, T, C);
+    f8_tensor tg = f8_tensor_make(balloc(ctx, (size_t)(T * 3 * C) * 2), F8_DTYPE_BF16, T, 3 * C);
+    CHECK_OK(ctx, f8_attention_forward(a, &tq, sh.B, sh.S, &ty, sv));
+    CHECK_OK(ctx, f8_attention_backward(a, sv, &td, &tg));
+    float *y = to_host(ctx, &ty);
+    *dqkv = to_host(ctx, &tg);
+    f8_ctx_free(ctx, tq.data), f8_ctx_free(ctx, ty.data), f8_ctx_free(ctx, td.data), f8_ctx_free(ctx, tg.data);
+    f8_attention_saved_destroy(sv);
+    f8_attention_destroy(a);
+    return y;
+}
+
+/* sqrt(Σ (g - c)² / Σ c²) over the elements where |c| <= lim (lim 0: all):
+ * the whole tensor's relative error, which single small elements do not
+ * dominate (FP8's steps are relative to the tensor's scale, not to each value). */
+static inline double fp8_rel_global(const float *g, const float *c, size_t n, float lim)
+{
+    double e = 0.0, r = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        if (lim > 0.0f && fabsf(c[i]) > lim) continue;
+        e += ((double)g[i] - c[i]) * ((double)g[i] - c[i]);
+        r += (double)c[i] * c[i];
+        if (g[i] != g[i]) return INFINITY;
+    }
+    return r > 0.0 ? sqrt(e / r) : sqrt(e);
+}
+
 static inline void fp8_run_free(fp8_run *r)
 {
     free(r->y);
