@@ -32,6 +32,10 @@
  * SM against ~8 us of bytes, the three passes over 49 values per thread
  * (bounds checks, unpacking, two __expf, the BF16 rounding of each
  * gradient) are the cost: fewer instructions per value is the lever.
+ * Pulling it (2026-12-02: no bounds checks on whole pieces, the one-hot
+ * only in the target's piece, hardware BF16 pair rounding) made the whole
+ * 124M step 1.035x faster (FP8; BF16 1.032x) in one H200 call against the
+ * build before; the kernel alone was not timed.
  */
 #include <math.h>
 #include <stdint.h>
