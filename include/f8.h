@@ -1077,7 +1077,8 @@ int f8_ctx_capturing(const f8_ctx *ctx);
  * stored: restoring marks the workspaces unfilled, so the next forward casts.
  * Restoring a module whose file has no fp8.* entries is legal: its slots
  * start fresh (history 0, scale 1). A history of another length is cut or
- * zero-padded at the end (TE's rule). */
+ * zero-padded at the end (TE's rule). An FP8 attention's slots are stored
+ * the same way by f8_checkpoint_add_attention (with f8_attention). */
 typedef struct f8_checkpoint f8_checkpoint;
 
 /* An empty checkpoint bound to ctx (whose memory the tensors come from and
@@ -1225,8 +1226,9 @@ f8_status f8_embedding_backward(f8_ctx *ctx, const int32_t *tokens, int64_t seq_
  * FP8 (config.fp8 = 1: TE's fp8_dpa with its F16 backward, NVTE_FP8_DPA_BWD=0).
  * Create registers three forward scaling slots in the ctx (f8_attention_fp8_slots:
  * QKV, shared by q, k and v; S, the softmax output; O, the output), updated,
- * all-reduced and read like a module's; module checkpoints do not hold them
- * (a restored run starts them fresh, scale 1, as a new layer's). The forward:
+ * all-reduced and read like a module's, and checkpointed by
+ * f8_checkpoint_add_attention / f8_checkpoint_restore_attention (below: a
+ * module checkpoint does not hold them). The forward:
  *   q8 = e4m3(qkv · scale_qkv), its amax into QKV's accumulator, dq = 1/scale_qkv
  *   s  = FP32(Σ q8·k8)·dq·dk;  m, p, l, L as above;  P = p / l  (normalized)
  *   P8 = e4m3(P · scale_s),  O = FP32(Σ P8·v8)·descale_s·dv
@@ -1297,6 +1299,29 @@ f8_status f8_attention_backward(f8_attention *attention, f8_attention_saved *sav
  * slots[2] O (the output), in the ctx registry with the modules' (read,
  * write and update them as any slot). F8_ERR_STATE for fp8 = 0. */
 f8_status f8_attention_fp8_slots(const f8_attention *attention, f8_slot slots[3]);
+/* Checkpoint an attention's FP8 scaling state under prefix ("model.h.3.attn")
+ * / restore it (synchronizes; F8_ERR_STATE while capturing, as
+ * f8_checkpoint_add_tensor). An attention has no parameters: what it stores
+ * is its three slots, laid out as a module's forward slots ("Checkpoints"):
+ *   <prefix>.fp8.fwd.amax_history (F32 [L, 3]), .fp8.fwd.scale and
+ *   .fp8.fwd.scale_inv (F32 [3]), in f8_attention_fp8_slots' order (QKV, S, O),
+ * with the recipe in the metadata ("<prefix>.fp8.recipe"). With fp8 = 0
+ * there is nothing to store: add adds nothing and returns F8_OK, so a
+ * model may call it for every attention. Add refuses a name already in
+ * the checkpoint before adding anything (F8_ERR_INVALID_ARGUMENT).
+ * Restore checks every entry (present; F32 of 3 slots, else F8_ERR_SHAPE;
+ * amaxes finite and >= 0, scales and scale_invs finite and > 0; the recipe
+ * format the ctx's) before it writes, and changes nothing on an error.
+ * F8_ERR_INVALID_ARGUMENT also when the checkpoint and the attention
+ * disagree on fp8: state stored under prefix and an attention with fp8 = 0
+ * (it would be dropped), or fp8 = 1 and none stored (a checkpoint of a BF16
+ * attention, or one written before attentions were stored: create the
+ * attention as the checkpoint's was). fp8 = 0 and none stored: F8_OK,
+ * nothing to do. A history of another length is cut or zero-padded at the
+ * end, as a module's (TE's rule: its attention keeps its FP8 state as its
+ * modules do). */
+f8_status f8_checkpoint_add_attention(f8_checkpoint *checkpoint, const char *prefix, const f8_attention *attention);
+f8_status f8_checkpoint_restore_attention(const f8_checkpoint *checkpoint, const char *prefix, f8_attention *attention);
 
 /* Softmax cross-entropy of logits [T, Vp] (FP32 or BF16) against targets [T]
  * (int32 backend), over the first `vocab` columns (the rest are padding:

@@ -1,7 +1,8 @@
 /*
- * checkpoint_fixture.h — what test_checkpoint.c and test_checkpoint_faults.c
- * share: the CPU ctx (g_ctx) and scratch directory (g_dir) with their
- * harness, files as bytes (read, built from JSON, loaded).
+ * checkpoint_fixture.h — what test_checkpoint.c, test_checkpoint_faults.c and
+ * test_checkpoint_attention.c share: the CPU ctx (g_ctx) and scratch
+ * directory (g_dir) with their harness, files as bytes (read, built from
+ * JSON, loaded; inline: not every test uses them).
  */
 #ifndef F8_TESTS_CHECKPOINT_FIXTURE_H
 #define F8_TESTS_CHECKPOINT_FIXTURE_H
@@ -16,7 +17,7 @@ static char g_dir[64];
 
 static void path_in_dir(char *out, size_t n, const char *name) { snprintf(out, n, "%s/%s", g_dir, name); }
 
-static unsigned char *read_file(const char *path, size_t *size)
+static inline unsigned char *read_file(const char *path, size_t *size)
 {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
@@ -30,7 +31,7 @@ static unsigned char *read_file(const char *path, size_t *size)
 }
 
 /* A file made of an 8-byte length, the given JSON (unpadded) and data. */
-static unsigned char *file_of(const char *json, const void *data, size_t data_len, size_t *size)
+static inline unsigned char *file_of(const char *json, const void *data, size_t data_len, size_t *size)
 {
     size_t n = strlen(json);
     unsigned char *b = (unsigned char *)xmalloc(8 + n + data_len);
@@ -41,7 +42,7 @@ static unsigned char *file_of(const char *json, const void *data, size_t data_le
     return b;
 }
 
-static f8_checkpoint *load_json(const char *json, const void *data, size_t data_len)
+static inline f8_checkpoint *load_json(const char *json, const void *data, size_t data_len)
 {
     size_t n;
     unsigned char *b = file_of(json, data, data_len, &n);

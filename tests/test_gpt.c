@@ -2,9 +2,10 @@
  * test_gpt.c — the GPT trainer on the CPU: the model's backward against
  * central finite differences of its own loss (FP32, FP8 off), determinism
  * (two runs give bitwise the same losses), exact resume (interrupted + resumed
- * = uninterrupted, bitwise, losses and parameters), FP8 and FP32 runs both
- * learning, the graphed step equal to the eager one, the reported peak
- * memory, and bad options.
+ * = uninterrupted, bitwise, losses, parameters and scaling state, FP8
+ * attention's slots included), FP8 and FP32 runs both learning, the graphed
+ * step equal to the eager one (FP8 attention too), the reported peak memory,
+ * and bad options.
  */
 #include <unistd.h>
 
@@ -179,15 +180,18 @@ static void test_head_chunk(void)
 
 static void test_determinism_and_graph(void)
 {
-    for (int fp8 = 0; fp8 <= 1; fp8++) {
-        train_options o = tiny_options(fp8);
+    for (int v = 0; v < 3; v++) { /* FP8 off, on, on with FP8 attention */
+        train_options o = tiny_options(v > 0);
+        if (v == 2) o.fp8_attention = 1, o.dtype = "bf16";
         double a[4], b[4], g[4];
         run_losses(&o, 4, a);
         run_losses(&o, 4, b);
-        CHECK(memcmp(a, b, sizeof a) == 0, "fp8 %d: two runs with one seed differ", fp8);
-        o.graph = 1; /* the CPU's recorded replay of the whole step */
+        CHECK(memcmp(a, b, sizeof a) == 0, "variant %d: two runs with one seed differ", v);
+        /* the CPU's recorded replay of the whole step; its eager warm-up is
+         * undone by a snapshot (the attention slots included) */
+        o.graph = 1;
         run_losses(&o, 4, g);
-        CHECK(memcmp(a, g, sizeof a) == 0, "fp8 %d: the graphed step differs from the eager one (%.9g vs %.9g)", fp8,
+        CHECK(memcmp(a, g, sizeof a) == 0, "variant %d: the graphed step differs from the eager one (%.9g vs %.9g)", v,
               g[3], a[3]);
     }
 }
@@ -227,15 +231,17 @@ static void test_recompute_norm(void)
 static void test_resume(void)
 {
     /* FP8 off; delayed; current scaling; current scaling with telemetry; block scaling; delayed with the
-     * LM head in FP8 */
-    for (int v = 0; v < 6; v++) {
+     * LM head in FP8; delayed with FP8 attention (BF16; its slots in the checkpoint) */
+    for (int v = 0; v < 7; v++) {
         const int fp8 = v > 0;
         char path[128];
         snprintf(path, sizeof path, "/tmp/f8_test_gpt_%d_%d.safetensors", v, (int)getpid());
         train_options o = tiny_options(fp8);
-        if (v >= 2) o.recipe = v == 4 ? "block" : "current";
+        if (v >= 2 && v <= 4) o.recipe = v == 4 ? "block" : "current";
         o.fp8_report = v == 3;
         o.fp8_head = v == 5;
+        o.fp8_attention = v == 6;
+        if (v == 6) o.dtype = "bf16";
         double full[4], part[4];
         trainer *u = make(&o);
         for (int s = 0; s < 4; s++) CHECK_OK(NULL, trainer_step(u, &full[s]));
@@ -248,6 +254,7 @@ static void test_resume(void)
         CHECK(trainer_steps_done(r) == 2, "resumed at step %lld", (long long)trainer_steps_done(r));
         const int head_fp8 = f8_module_weight_workspace(trainer_model(r)->head, F8_PARAM_WEIGHT) != NULL;
         CHECK(head_fp8 == (v == 5), "variant %d: the resumed LM head is %sFP8", v, head_fp8 ? "" : "not ");
+        CHECK(trainer_model(r)->c.fp8_attention == (v == 6), "variant %d: the resumed run's FP8 attention", v);
         for (int s = 2; s < 4; s++) CHECK_OK(NULL, trainer_step(r, &part[s]));
         CHECK(memcmp(full, part, sizeof full) == 0, "variant %d: resumed losses differ (%.9g vs %.9g)", v, part[3],
               full[3]);
@@ -276,6 +283,11 @@ static void test_resume(void)
             o.given |= TRAIN_GIVEN_FP8_HEAD;
             CHECK(trainer_create(&o, &x, err, sizeof err) != F8_OK && x == NULL && strstr(err, "train.fp8_head"),
                   "variant %d: --fp8-head against the checkpoint: %s", v, err);
+            o.fp8_head = v == 5; /* and the other --fp8-attention */
+            o.fp8_attention = v != 6;
+            o.given |= TRAIN_GIVEN_FP8_ATTENTION;
+            CHECK(trainer_create(&o, &x, err, sizeof err) != F8_OK && x == NULL && strstr(err, "train.fp8_attention"),
+                  "variant %d: --fp8-attention against the checkpoint: %s", v, err);
         }
         remove(path);
     }

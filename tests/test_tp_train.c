@@ -20,7 +20,8 @@
  *  - checkpoints: written by TP 2 after 2 steps in the one-rank layout, it
  *    restores into one rank with bitwise the TP run's parameters, resumes
  *    into TP 2 bitwise the uninterrupted run, and into one rank within the
- *    tolerance;
+ *    tolerance; with FP8 attention (BF16) TP 2 resumes bitwise too, every
+ *    slot's scale and amax included;
  *  - the slicing itself: q|k|v (3 parts) and a gated fc1 (2 parts) along rows
  *    and columns, P = 1, 2, 4: each rank's share, and the shards put back;
  *  - refused: heads or the MLP width not divisible by --tp, ranks not a
@@ -153,6 +154,22 @@ int main(void)
     run(4, 4, &ro, 2, NULL, r4, 1);
     check_close("TP 2 checkpoint resumed into TP 4", &r4[0], &tp2[0], 2, 2);
     unlink(path);
+    /* FP8 attention (BF16): its slots are whole on every rank and in the checkpoint */
+    {
+        static rank_out a2[2], ahalf[2], ar2[2];
+        train_options fa = base;
+        fa.dtype = "bf16", fa.fp8_attention = 1;
+        run(2, 2, &fa, STEPS, NULL, a2, 1);
+        run(2, 2, &fa, 2, path, ahalf, 1);
+        fa.resume = path;
+        run(2, 2, &fa, 2, NULL, ar2, 1);
+        CHECK(ar2[0].first == 2 && memcmp(ar2[0].loss, a2[0].loss + 2, 2 * sizeof(double)) == 0 &&
+                  same_state(&ar2[0], &a2[0]),
+              "FP8 attention: TP 2 resumed into TP 2: not bitwise the uninterrupted run");
+        check_ranks_agree("FP8 attention: TP 2 resumed", ar2, 2, 2);
+        release(a2, 2), release(ahalf, 2), release(ar2, 2);
+        unlink(path);
+    }
     /* refusals */
     train_options bad = base;
     bad.ranks = 3, bad.tp = 3;

@@ -627,8 +627,24 @@ f8_status gpt_each_param(gpt *m, gpt_param_fn fn, void *user)
     return F8_OK;
 }
 
+/* With fp8_attention each layer's own attention has FP8 slots, stored as
+ * model.h.<l>.attn (whole on every rank: they are all-reduced, not split):
+ * added to `add`, or else restored from `from`. The shared BF16 attention
+ * has none. */
+static f8_status attentions_checkpoint(gpt *m, f8_checkpoint *add, const f8_checkpoint *from)
+{
+    char name[64];
+    for (int64_t l = 0; m->c.fp8_attention && l < m->c.layers; l++) {
+        snprintf(name, sizeof name, "model.h.%lld.attn", (long long)l);
+        TRY(add ? f8_checkpoint_add_attention(add, name, m->blocks[l].att)
+                : f8_checkpoint_restore_attention(from, name, m->blocks[l].att));
+    }
+    return F8_OK;
+}
+
 f8_status gpt_checkpoint_add(gpt *m, f8_checkpoint *ck)
 {
+    TRY(attentions_checkpoint(m, ck, NULL));
     if (m->tp) return tp_checkpoint_add(m, ck);
     char name[64];
     for (int64_t l = 0; l < m->c.layers; l++) {
@@ -646,6 +662,7 @@ f8_status gpt_checkpoint_add(gpt *m, f8_checkpoint *ck)
 
 f8_status gpt_checkpoint_restore(gpt *m, const f8_checkpoint *ck)
 {
+    TRY(attentions_checkpoint(m, NULL, ck));
     if (m->tp) return tp_checkpoint_restore(m, ck);
     char name[64];
     for (int64_t l = 0; l < m->c.layers; l++) {

@@ -150,7 +150,8 @@ int gpt_fp8_weight_count(const gpt *m);
 void gpt_fp8_weight(const gpt *m, int k, f8_module **module, f8_param *which);
 f8_status gpt_fp8_master_init(gpt *m, int k, float *host);
 
-/* Checkpoint the model under "model." / restore it. */
+/* Checkpoint the model under "model." / restore it (with fp8_attention the
+ * layers' attention slots too, as model.h.<l>.attn). */
 f8_status gpt_checkpoint_add(gpt *m, f8_checkpoint *ck);
 f8_status gpt_checkpoint_restore(gpt *m, const f8_checkpoint *ck);
 

@@ -108,7 +108,8 @@ void train_print_help(FILE *f)
             "                       per-layer delayed scaling; the backward in BF16 on the dequantized inputs)\n"
             "                       (default off; needs --fp8 on, --recipe delayed and bf16). Experimental:\n"
             "                       f8's FP8 kernel, slower than BF16 attention (F8_ATTN_FP8=cudnn: cuDNN's,\n"
-            "                       which diverged in training on the H200; see docs/FP8_ATTENTION.md)\n"
+            "                       which diverged in training on the H200; see docs/FP8_ATTENTION.md; on\n"
+            "                       --resume the checkpoint's)\n"
             "  --recipe delayed|current|block   FP8 scaling recipe (default delayed; on --resume the checkpoint's)\n"
             "  --dtype auto|fp32|bf16   parameters and activations (default auto: bf16 on CUDA, fp32 on CPU)\n"
             "  --backend auto|cpu|cuda  (default auto: CUDA when a GPU is usable)\n"
@@ -142,7 +143,7 @@ void train_print_help(FILE *f)
             "  --checkpoint-every N also every N steps (default 0 = only at the end)\n"
             "  --resume FILE        continue a run from its checkpoint, exactly (the model comes from the file;\n"
             "                       --model/--layers/--heads/--channels/--seq/--fp8/--fp8-head/--fp8-weights/\n"
-            "                       --dtype/--recipe, when given, must match it)\n"
+            "                       --fp8-attention/--dtype/--recipe, when given, must match it)\n"
             "  --init-from PATH     start from a Hugging Face GPT-2 (a save_pretrained directory or its\n"
             "                       model.safetensors): layers, heads, channels and weights from it\n"
             "  --tokenizer FILE     llm.c's gpt2_tokenizer.bin: samples of GPT-2 token data as text\n"
@@ -424,7 +425,7 @@ int train_parse_args(int argc, char **argv, train_options *o, FILE *out, char *e
             bad = opt_word(a, v, on_off, 2, &w, err, n), bit = TRAIN_GIVEN_FP8_WEIGHTS;
             if (!bad) o->fp8_weights = w;
         } else if (strcmp(a, "--fp8-attention") == 0) {
-            bad = opt_word(a, v, on_off, 2, &w, err, n);
+            bad = opt_word(a, v, on_off, 2, &w, err, n), bit = TRAIN_GIVEN_FP8_ATTENTION;
             if (!bad) o->fp8_attention = w;
         } else if (strcmp(a, "--recompute-norm") == 0) {
             bad = opt_word(a, v, on_off, 2, &w, err, n);
@@ -488,6 +489,22 @@ static int meta_int(train_meta_fn get, void *user, const char *key, int64_t lo, 
         return -1;
     }
     return parse_int(key, v, lo, hi, out, err, n);
+}
+
+/* An on/off option recorded as metadata `key` (absent: off, as before the
+ * option existed) into *out; the command line's value, if `flag` was given,
+ * must match it. */
+static int meta_flag(train_meta_fn get, void *user, const train_options *o, const char *key, const char *flag,
+                     unsigned bit, int given, int64_t *out, char *err, size_t n)
+{
+    *out = 0;
+    if (get(user, key) && meta_int(get, user, key, 0, 1, out, err, n)) return -1;
+    if ((o->given & bit) && given != (int)*out) {
+        snprintf(err, n, "%s %s conflicts with the checkpoint's %s = %lld (leave %s out or make it match)", flag,
+                 given ? "on" : "off", key, (long long)*out, flag);
+        return -1;
+    }
+    return 0;
 }
 
 f8_recipe_kind train_checkpoint_recipe(const char *path)
@@ -566,22 +583,14 @@ int train_options_from_metadata(train_options *o, train_meta_fn get, void *user,
                  o->fp8 ? "on" : "off", (long long)fp8);
         return -1;
     }
-    /* the LM head in FP8 (absent: off, as before the option existed) */
-    int64_t head = 0;
-    if (get(user, "train.fp8_head") && meta_int(get, user, "train.fp8_head", 0, 1, &head, err, n)) return -1;
-    if ((o->given & TRAIN_GIVEN_FP8_HEAD) && o->fp8_head != (int)head) {
-        snprintf(err, n, "--fp8-head %s conflicts with the checkpoint's train.fp8_head = %lld (leave --fp8-head out or "
-                         "make it match)", o->fp8_head ? "on" : "off", (long long)head);
+    /* the LM head in FP8, the blocks' weights FP8 primary, FP8 attention */
+    int64_t head, fp8w, att;
+    if (meta_flag(get, user, o, "train.fp8_head", "--fp8-head", TRAIN_GIVEN_FP8_HEAD, o->fp8_head, &head, err, n) ||
+        meta_flag(get, user, o, "train.fp8_weights", "--fp8-weights", TRAIN_GIVEN_FP8_WEIGHTS, o->fp8_weights, &fp8w,
+                  err, n) ||
+        meta_flag(get, user, o, "train.fp8_attention", "--fp8-attention", TRAIN_GIVEN_FP8_ATTENTION, o->fp8_attention,
+                  &att, err, n))
         return -1;
-    }
-    /* the blocks' weights FP8 primary (absent: off, as before the option existed) */
-    int64_t fp8w = 0;
-    if (get(user, "train.fp8_weights") && meta_int(get, user, "train.fp8_weights", 0, 1, &fp8w, err, n)) return -1;
-    if ((o->given & TRAIN_GIVEN_FP8_WEIGHTS) && o->fp8_weights != (int)fp8w) {
-        snprintf(err, n, "--fp8-weights %s conflicts with the checkpoint's train.fp8_weights = %lld (leave "
-                         "--fp8-weights out or make it match)", o->fp8_weights ? "on" : "off", (long long)fp8w);
-        return -1;
-    }
     if ((o->given & TRAIN_GIVEN_DTYPE) && strcmp(o->dtype, dtype)) {
         snprintf(err, n, "--dtype %s conflicts with the checkpoint's train.dtype = %s (leave --dtype out or make it "
                          "match)", o->dtype, dtype);
@@ -592,6 +601,7 @@ int train_options_from_metadata(train_options *o, train_meta_fn get, void *user,
     o->fp8 = (int)fp8;
     o->fp8_head = (int)head;
     o->fp8_weights = (int)fp8w;
+    o->fp8_attention = (int)att;
     o->dtype = dtype;
     o->recipe = kind;
     *vocab = v;

@@ -13,10 +13,10 @@
  * and an eager one start from the same state. The host uploads the next
  * step's tokens and downloads the losses: one synchronization per step.
  *
- * Resume: a checkpoint holds the model (parameters and FP8 scaling state),
- * the optimizer (moments, step) and the step count; batches are a pure
- * function of (seed, step, microbatch), so a resumed run is bitwise the
- * uninterrupted one. A checkpoint is untrusted input: its metadata is
+ * Resume: a checkpoint holds the model (parameters and FP8 scaling state,
+ * the FP8 attentions' slots included), the optimizer (moments, step) and the
+ * step count; batches are a pure function of (seed, step, microbatch), so a
+ * resumed run is bitwise the uninterrupted one. A checkpoint is untrusted input: its metadata is
  * parsed strictly and its shape bounded (train_options_from_metadata) before
  * anything is allocated, the model's memory is estimated against the
  * machine's before it is created, and every tensor's values are checked
@@ -240,6 +240,7 @@ f8_status trainer_save(trainer *t, const char *path)
     if (st == F8_OK) st = f8_checkpoint_set_metadata(ck, "train.recipe", f8_recipe_kind_name(f8_ctx_recipe(t->ctx)->kind));
     if (st == F8_OK) st = f8_checkpoint_set_metadata(ck, "train.fp8_head", t->m.c.fp8_head ? "1" : "0");
     if (st == F8_OK) st = f8_checkpoint_set_metadata(ck, "train.fp8_weights", t->m.c.fp8_weights ? "1" : "0");
+    if (st == F8_OK) st = f8_checkpoint_set_metadata(ck, "train.fp8_attention", t->m.c.fp8_attention ? "1" : "0");
     if (st == F8_OK) st = gpt_checkpoint_add(&t->m, ck);
     if (st == F8_OK)
         st = t->m.tp ? tp_optimizer_add(&t->m, t->dp, ck, "optimizer")
@@ -284,6 +285,12 @@ static int config_from_checkpoint(trainer *t, const f8_checkpoint *ck, char *err
     if (has_masters != t->o.fp8_weights) {
         snprintf(err, n, "train.fp8_weights = %d but the checkpoint %s FP8 weight masters (optimizer.master.*): the "
                          "metadata does not match the tensors", t->o.fp8_weights, has_masters ? "holds" : "has no");
+        return -1;
+    }
+    const int has_att = f8_checkpoint_has(ck, "model.h.0.attn.fp8.fwd.amax_history"); /* FP8 attention's slots */
+    if (has_att != t->o.fp8_attention) {
+        snprintf(err, n, "train.fp8_attention = %d but the checkpoint %s FP8 attention state (model.h.0.attn.fp8.*): "
+                         "the metadata does not match the tensors", t->o.fp8_attention, has_att ? "holds" : "has no");
         return -1;
     }
     if (t->ck_step >= t->o.steps) {

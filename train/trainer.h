@@ -33,7 +33,8 @@ enum {
     TRAIN_GIVEN_FP8 = 1 << 4,
     TRAIN_GIVEN_DTYPE = 1 << 5,
     TRAIN_GIVEN_FP8_HEAD = 1 << 6,
-    TRAIN_GIVEN_FP8_WEIGHTS = 1 << 7
+    TRAIN_GIVEN_FP8_WEIGHTS = 1 << 7,
+    TRAIN_GIVEN_FP8_ATTENTION = 1 << 8
 };
 
 typedef struct train_options {
@@ -46,7 +47,8 @@ typedef struct train_options {
                                  instead of saved (memory; bitwise the same; not with --sequence-parallel or
                                  --recipe block) */
     int fp8_attention;        /* --fp8-attention: FP8 attention forward (f8_attention_config.fp8, TE's
-                                 fp8_dpa with its BF16 backward); needs --fp8 on, --recipe delayed, bf16 */
+                                 fp8_dpa with its BF16 backward); needs --fp8 on, --recipe delayed, bf16;
+                                 on --resume the checkpoint's */
     const char *recipe;       /* FP8 scaling: "delayed", "current", "block"; NULL: delayed, or on
                                  --resume the checkpoint's */
     const char *dtype;        /* "auto" (bf16 on CUDA, fp32 on CPU), "fp32", "bf16" */

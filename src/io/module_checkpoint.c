@@ -1,6 +1,7 @@
 /*
  * io/module_checkpoint.c — storing a module in an f8_checkpoint and restoring
- * it (names and rules in f8.h, "Checkpoints").
+ * it, and an FP8 attention's slots the same way (names and rules in f8.h,
+ * "Checkpoints" and f8_checkpoint_add_attention).
  *
  * Design note. Restoring is all-or-nothing: every entry the module needs is
  * found, type-checked and converted into host buffers first; only then is
@@ -17,6 +18,7 @@
 #include "io/checkpoint.h"
 #include "core/numerics.h"
 #include "modules/module.h"
+#include "train/attention.h"
 
 #define NAME_MAX_LEN 512
 
@@ -78,6 +80,22 @@ static f8_status put_slots(f8_checkpoint *ck, f8_ctx *ctx, const char *prefix, c
     return st;
 }
 
+/* "<prefix>.fp8.recipe": what the stored slots were scaled under. */
+static f8_status put_recipe(f8_checkpoint *ck, f8_ctx *ctx, const char *prefix)
+{
+    char name[NAME_MAX_LEN], value[200];
+    int len = snprintf(value, sizeof value, "format=%s margin=%d amax_history_len=%d amax_compute_algo=%s",
+                       format_name(ctx->recipe.format), ctx->recipe.margin, ctx->recipe.amax_history_len,
+                       ctx->recipe.amax_compute_algo == F8_AMAX_MAX ? "max" : "most_recent");
+    /* delayed scaling writes what it always wrote (a value without
+     * "scaling=" reads as delayed) */
+    if (ctx->recipe.kind != F8_RECIPE_DELAYED && len > 0 && (size_t)len < sizeof value)
+        snprintf(value + len, sizeof value - (size_t)len, " scaling=%s power_2_scales=%d",
+                 f8_recipe_kind_name(ctx->recipe.kind), ctx->recipe.power_2_scales);
+    f8_status st = name_of(ctx, name, prefix, "fp8.recipe");
+    return st == F8_OK ? f8_checkpoint_set_metadata(ck, name, value) : st;
+}
+
 static f8_status add_module(f8_checkpoint *ck, const char *prefix, const f8_module *m)
 {
     f8_ctx *ctx = m->ctx;
@@ -111,17 +129,7 @@ static f8_status add_module(f8_checkpoint *ck, const char *prefix, const f8_modu
     if (m->fp8 && st == F8_OK) {
         st = put_slots(ck, ctx, prefix, "fwd", m->fwd, m->n_fwd);
         if (st == F8_OK) st = put_slots(ck, ctx, prefix, "bwd", m->bwd, m->n_bwd);
-        char value[200];
-        int len = snprintf(value, sizeof value, "format=%s margin=%d amax_history_len=%d amax_compute_algo=%s",
-                           format_name(ctx->recipe.format), ctx->recipe.margin, ctx->recipe.amax_history_len,
-                           ctx->recipe.amax_compute_algo == F8_AMAX_MAX ? "max" : "most_recent");
-        /* delayed scaling writes what it always wrote (a value without
-         * "scaling=" reads as delayed) */
-        if (ctx->recipe.kind != F8_RECIPE_DELAYED && len > 0 && (size_t)len < sizeof value)
-            snprintf(value + len, sizeof value - (size_t)len, " scaling=%s power_2_scales=%d",
-                     f8_recipe_kind_name(ctx->recipe.kind), ctx->recipe.power_2_scales);
-        if (st == F8_OK) st = name_of(ctx, name, prefix, "fp8.recipe");
-        if (st == F8_OK) st = f8_checkpoint_set_metadata(ck, name, value);
+        if (st == F8_OK) st = put_recipe(ck, ctx, prefix);
     }
     return st;
 }
@@ -280,6 +288,59 @@ static int recipe_kind_of(const char *value)
     return -1;
 }
 
+/* The stored recipe ("<prefix>.fp8.recipe", if any) must be the ctx's format and kind. */
+static f8_status check_recipe(const f8_checkpoint *ck, f8_ctx *ctx, const char *prefix)
+{
+    char name[NAME_MAX_LEN];
+    f8_status st = name_of(ctx, name, prefix, "fp8.recipe");
+    const char *recipe = st == F8_OK ? f8_checkpoint_metadata(ck, name) : NULL;
+    if (st == F8_OK && recipe && !recipe_format_matches(recipe, ctx->recipe.format))
+        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "checkpoint: \"%s\" = \"%s\" does not match this ctx's recipe format %s",
+                         name, recipe, format_name(ctx->recipe.format));
+    if (st == F8_OK && recipe && recipe_kind_of(recipe) != (int)ctx->recipe.kind)
+        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT,
+                         "checkpoint: \"%s\" = \"%s\" was written under another scaling recipe than this ctx's "
+                         "(%s scaling); create the ctx with that recipe kind to restore it",
+                         name, recipe, f8_recipe_kind_name(ctx->recipe.kind));
+    return st;
+}
+
+/* n slots of direction dir ("fwd"/"bwd") from the checkpoint into a new host
+ * image *out: hist [L, n], scale [n], scale_inv [n] (f8i_slots_io's), every
+ * entry checked first (fn names the caller in the errors). */
+static f8_status read_slots(const f8_checkpoint *ck, f8_ctx *ctx, const char *fn, const char *prefix, const char *dir,
+                            int n, float **out)
+{
+    const int L = ctx->recipe.amax_history_len;
+    const f8i_ck_entry *e[3];
+    const char *parts[3] = {"amax_history", "scale", "scale_inv"};
+    f8_status st = F8_OK;
+    for (int i = 0; i < 3 && st == F8_OK; i++) {
+        char field[64];
+        snprintf(field, sizeof field, "fp8.%s.%s", dir, parts[i]);
+        st = find(ck, ctx, prefix, field, &e[i]);
+        if (st != F8_OK) break;
+        int ok = e[i]->dtype == F8I_CK_F32 &&
+                 (i ? (e[i]->ndim == 1 && e[i]->shape[0] == n)
+                    : (e[i]->ndim == 2 && e[i]->shape[1] == n && e[i]->shape[0] >= 1));
+        if (!ok)
+            st = f8i_error(ctx, F8_ERR_SHAPE, "checkpoint: \"%s\" is not F32 %s with %d slots", e[i]->name,
+                           i ? "[n]" : "[L, n]", n);
+        if (st == F8_OK) /* amaxes >= 0; scales and scale_invs > 0 */
+            st = f8i_checkpoint_check_finite(ck, fn, e[i]->name, i ? F8I_CK_POSITIVE : F8I_CK_NONNEGATIVE);
+    }
+    if (st != F8_OK) return st;
+    float *h = (float *)calloc(((size_t)L + 2) * (size_t)n + 1, sizeof(float));
+    if (!h) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "checkpoint restore: out of host memory");
+    /* TE's history-length rule: cut or zero-pad rows at the end */
+    const int64_t Ls = e[0]->shape[0], rows = Ls < L ? Ls : L;
+    memcpy(h, e[0]->data, (size_t)(rows * n) * sizeof(float));
+    memcpy(h + (size_t)L * n, e[1]->data, (size_t)n * sizeof(float));
+    memcpy(h + (size_t)L * n + n, e[2]->data, (size_t)n * sizeof(float));
+    *out = h;
+    return F8_OK;
+}
+
 static f8_status plan_slots(const f8_checkpoint *ck, f8_ctx *ctx, const char *prefix, const f8_module *m, plan *p)
 {
     const int L = ctx->recipe.amax_history_len;
@@ -305,45 +366,9 @@ static f8_status plan_slots(const f8_checkpoint *ck, f8_ctx *ctx, const char *pr
         }
         return F8_OK;
     }
-    st = name_of(ctx, name, prefix, "fp8.recipe");
-    const char *recipe = st == F8_OK ? f8_checkpoint_metadata(ck, name) : NULL;
-    if (st == F8_OK && recipe && !recipe_format_matches(recipe, ctx->recipe.format))
-        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "checkpoint: \"%s\" = \"%s\" does not match this ctx's recipe format %s",
-                         name, recipe, format_name(ctx->recipe.format));
-    if (st == F8_OK && recipe && recipe_kind_of(recipe) != (int)ctx->recipe.kind)
-        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT,
-                         "checkpoint: \"%s\" = \"%s\" was written under another scaling recipe than this ctx's "
-                         "(%s scaling); create the ctx with that recipe kind to restore it",
-                         name, recipe, f8_recipe_kind_name(ctx->recipe.kind));
-    for (int d = 0; d < 2 && st == F8_OK; d++) {
-        const int n = counts[d];
-        const f8i_ck_entry *e[3];
-        const char *parts[3] = {"amax_history", "scale", "scale_inv"};
-        for (int i = 0; i < 3 && st == F8_OK; i++) {
-            char field[64];
-            snprintf(field, sizeof field, "fp8.%s.%s", dirs[d], parts[i]);
-            st = find(ck, ctx, prefix, field, &e[i]);
-            if (st != F8_OK) break;
-            int ok = e[i]->dtype == F8I_CK_F32 &&
-                     (i ? (e[i]->ndim == 1 && e[i]->shape[0] == n)
-                        : (e[i]->ndim == 2 && e[i]->shape[1] == n && e[i]->shape[0] >= 1));
-            if (!ok)
-                st = f8i_error(ctx, F8_ERR_SHAPE, "checkpoint: \"%s\" is not F32 %s with %d slots", e[i]->name,
-                               i ? "[n]" : "[L, n]", n);
-            if (st == F8_OK) /* amaxes >= 0; scales and scale_invs > 0 */
-                st = f8i_checkpoint_check_finite(ck, "f8_checkpoint_restore_module", e[i]->name,
-                                                 i ? F8I_CK_POSITIVE : F8I_CK_NONNEGATIVE);
-        }
-        if (st != F8_OK) break;
-        float *h = (float *)calloc(((size_t)L + 2) * (size_t)n + 1, sizeof(float));
-        if (!h) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "checkpoint restore: out of host memory");
-        p->slot_host[d] = h;
-        /* TE's history-length rule: cut or zero-pad rows at the end */
-        const int64_t Ls = e[0]->shape[0], rows = Ls < L ? Ls : L;
-        memcpy(h, e[0]->data, (size_t)(rows * n) * sizeof(float));
-        memcpy(h + (size_t)L * n, e[1]->data, (size_t)n * sizeof(float));
-        memcpy(h + (size_t)L * n + n, e[2]->data, (size_t)n * sizeof(float));
-    }
+    st = check_recipe(ck, ctx, prefix);
+    for (int d = 0; d < 2 && st == F8_OK; d++)
+        st = read_slots(ck, ctx, "f8_checkpoint_restore_module", prefix, dirs[d], counts[d], &p->slot_host[d]);
     return st;
 }
 
@@ -431,6 +456,22 @@ static f8_status restore_module(const f8_checkpoint *ck, const char *prefix, f8_
 
 /* ---- public entry points ------------------------------------------------ */
 
+/* None of the n names prefix.fields[i] is in the checkpoint yet (fn adds
+ * the object `what`). */
+static f8_status names_free(const f8_checkpoint *ck, f8_ctx *ctx, const char *fn, const char *what, const char *prefix,
+                            const char *const *fields, int n)
+{
+    char name[NAME_MAX_LEN];
+    for (int i = 0; i < n; i++) {
+        f8_status st = name_of(ctx, name, prefix, fields[i]);
+        if (st != F8_OK) return st;
+        if (f8i_checkpoint_find(ck, name))
+            return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: \"%s\" is already in the checkpoint (nothing of the %s "
+                                                           "was added)", fn, name, what);
+    }
+    return F8_OK;
+}
+
 /* The names add_module would write, checked before anything is added so a
  * collision leaves the checkpoint unchanged. */
 static f8_status check_free(const f8_checkpoint *ck, const char *prefix, const f8_module *m)
@@ -453,16 +494,7 @@ static f8_status check_free(const f8_checkpoint *ck, const char *prefix, const f
                                             "fp8.bwd.amax_history", "fp8.bwd.scale", "fp8.bwd.scale_inv"};
         for (int i = 0; i < 6; i++) fields[n++] = slots[i];
     }
-    char name[NAME_MAX_LEN];
-    for (int i = 0; i < n; i++) {
-        f8_status st = name_of(m->ctx, name, prefix, fields[i]);
-        if (st != F8_OK) return st;
-        if (f8i_checkpoint_find(ck, name))
-            return f8i_error(m->ctx, F8_ERR_INVALID_ARGUMENT, "f8_checkpoint_add_module: \"%s\" is already in the "
-                                                              "checkpoint (nothing of the %s was added)", name,
-                             m->cls->name);
-    }
-    return F8_OK;
+    return names_free(ck, m->ctx, "f8_checkpoint_add_module", m->cls->name, prefix, fields, n);
 }
 
 f8_status f8_checkpoint_add_module(f8_checkpoint *ck, const char *prefix, f8_module *m)
@@ -481,4 +513,63 @@ f8_status f8_checkpoint_restore_module(const f8_checkpoint *ck, const char *pref
 {
     if (!m) return F8_ERR_INVALID_ARGUMENT;
     return restore_module(ck, prefix, m);
+}
+
+/* ---- an attention's FP8 slots ------------------------------------------- */
+
+/* Its three forward slots are stored as a module's forward slots are, so
+ * whatever reads a module's by name (the trainer's value rules, the
+ * history-length rule) reads them alike. */
+static const char *const ATT_FIELDS[3] = {"fp8.fwd.amax_history", "fp8.fwd.scale", "fp8.fwd.scale_inv"};
+
+/* The checks both entry points share: arguments, and the checkpoint's ctx. */
+static f8_status att_args(const f8_checkpoint *ck, const char *prefix, f8_ctx *ctx, const char *fn)
+{
+    if (!ck || !prefix) return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: checkpoint or prefix is NULL", fn);
+    if (f8i_checkpoint_ctx(ck) != ctx)
+        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: the checkpoint belongs to another ctx", fn);
+    return F8_OK;
+}
+
+f8_status f8_checkpoint_add_attention(f8_checkpoint *ck, const char *prefix, const f8_attention *a)
+{
+    if (!a) return F8_ERR_INVALID_ARGUMENT;
+    f8_ctx *ctx = f8i_attention_ctx(a);
+    const char *fn = "f8_checkpoint_add_attention";
+    f8_status st = att_args(ck, prefix, ctx, fn);
+    if (st != F8_OK || !f8i_attention_config(a)->fp8) return st; /* BF16: no state to store */
+    f8_slot slots[3];
+    st = names_free(ck, ctx, fn, "attention", prefix, ATT_FIELDS, 3);
+    if (st == F8_OK) st = f8_attention_fp8_slots(a, slots);
+    if (st == F8_OK) st = put_slots(ck, ctx, prefix, "fwd", slots, 3);
+    return st == F8_OK ? put_recipe(ck, ctx, prefix) : st;
+}
+
+f8_status f8_checkpoint_restore_attention(const f8_checkpoint *ck, const char *prefix, f8_attention *a)
+{
+    if (!a) return F8_ERR_INVALID_ARGUMENT;
+    f8_ctx *ctx = f8i_attention_ctx(a);
+    const char *fn = "f8_checkpoint_restore_attention";
+    char name[NAME_MAX_LEN];
+    f8_status st = att_args(ck, prefix, ctx, fn);
+    if (st == F8_OK) st = name_of(ctx, name, prefix, ATT_FIELDS[0]);
+    if (st != F8_OK) return st;
+    const int stored = f8i_checkpoint_find(ck, name) != NULL, fp8 = f8i_attention_config(a)->fp8;
+    /* a mismatch either way would lose state or invent it: refused */
+    if (stored && !fp8)
+        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: \"%s\" holds FP8 attention state but this attention was "
+                                                       "created with fp8 = 0 (create it with fp8 = 1)", fn, name);
+    if (!stored && fp8)
+        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: no tensor \"%s\": the checkpoint holds no FP8 state for "
+                                                       "this fp8 = 1 attention (a BF16 attention's checkpoint?)", fn, name);
+    if (!fp8) return F8_OK;
+    f8_slot slots[3];
+    float *h = NULL;
+    const int L = ctx->recipe.amax_history_len;
+    st = f8_attention_fp8_slots(a, slots);
+    if (st == F8_OK) st = check_recipe(ck, ctx, prefix);
+    if (st == F8_OK) st = read_slots(ck, ctx, fn, prefix, "fwd", 3, &h);
+    if (st == F8_OK) st = f8i_slots_io(ctx, slots, 3, h, h + (size_t)L * 3, h + (size_t)L * 3 + 3, 1);
+    free(h);
+    return st;
 }
