@@ -250,9 +250,12 @@ static inline bench_times bench_time(void *stream, bench_call call, void *arg, i
     return bench_time_prep(stream, NULL, call, arg, reps);
 }
 
-/* Repetitions so that one pass takes about `budget_ms` of `us_per_call`. */
+/* Repetitions so that one pass takes about `budget_ms` of `us_per_call`;
+ * F8_BENCH_REPS=n forces n (a profiler run wants few). */
 static inline int bench_reps(double us_per_call, double budget_ms, int lo, int hi)
 {
+    const char *force = getenv("F8_BENCH_REPS");
+    if (force && atoi(force) > 0) return atoi(force);
     int n = (int)(budget_ms * 1e3 / (us_per_call > 0.1 ? us_per_call : 0.1));
     return n < lo ? lo : (n > hi ? hi : n);
 }

@@ -131,6 +131,16 @@ static inline void *fp8_put_bf16(f8_ctx *ctx, const float *v, size_t n)
     return p;
 }
 
+/* Called (when set) just before fp8_run_once's forward: a test's chance to
+ * dirty what the forward must not read, such as the ctx scratch. */
+static void (*fp8_before_forward)(f8_ctx *ctx);
+/* Called (when set) just after that forward, before the backward. */
+static void (*fp8_after_forward)(f8_ctx *ctx);
+/* When set: fp8_run_once first runs a forward of these inputs (same shape)
+ * on the same attention, saved state and y, so that its forward meets
+ * outputs that already hold another call's values, as a training step's do. */
+static const float *fp8_earlier_qkv;
+
 /* One forward (and, with dy, backward) on a fresh FP8 attention with the
  * slots' scales set to sc: y, dqkv, the slots' accumulators after the
  * forward and their scales after the forward update. */
@@ -146,7 +156,17 @@ static inline void fp8_run_once(f8_ctx *ctx, fp8_shape sh, const float *qkv, con
     for (int k = 0; k < 3; k++) CHECK_OK(ctx, f8_slot_write(ctx, sl[k], scales[k], 1.0f / scales[k], NULL));
     f8_tensor tq = f8_tensor_make(fp8_put_bf16(ctx, qkv, (size_t)(T * 3 * C)), F8_DTYPE_BF16, T, 3 * C);
     f8_tensor ty = f8_tensor_make(balloc(ctx, (size_t)(T * C) * 2), F8_DTYPE_BF16, T, C);
+    if (fp8_earlier_qkv) {
+        f8_tensor te = f8_tensor_make(fp8_put_bf16(ctx, fp8_earlier_qkv, (size_t)(T * 3 * C)), F8_DTYPE_BF16, T, 3 * C);
+        CHECK_OK(ctx, f8_attention_forward(a, &te, sh.B, sh.S, &ty, sv));
+        f8_ctx_free(ctx, te.data);
+        float *zero = (float *)calloc((size_t)f8_ctx_recipe(ctx)->amax_history_len, sizeof(float));
+        for (int k = 0; k < 3; k++) CHECK_OK(ctx, f8_slot_write(ctx, sl[k], scales[k], 1.0f / scales[k], zero));
+        free(zero);
+    }
+    if (fp8_before_forward) fp8_before_forward(ctx);
     CHECK_OK(ctx, f8_attention_forward(a, &tq, sh.B, sh.S, &ty, sv));
+    if (fp8_after_forward) fp8_after_forward(ctx);
     r->y = to_host(ctx, &ty);
     r->dqkv = NULL;
     if (dy) {

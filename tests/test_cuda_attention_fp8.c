@@ -4,7 +4,9 @@
  * test_attention_fp8.c), on the same inputs and slot scales:
  *  - y: f8's fallback kernel (F8I_ATTN_OWN) computes the CPU's chain in
  *    FP32 (its dot products FP32 where the CPU sums in double): every
- *    element within 3 E4M3 steps of O8, 99% bitwise equal, dqkv within 0.1.
+ *    element within 3 E4M3 steps of O8 (or, at millions of elements, 99.99%
+ *    bitwise equal with the CPU's whole-tensor error), 99% bitwise equal,
+ *    dqkv within 0.1.
  *    cuDNN's FP8 flash kernels take P in their own blocked, online order,
  *    so their codes of P (and O8) differ from the oracle's by more than a
  *    few steps on the H200 (seen: 13-28% of the elements' worst rms-relative
@@ -18,18 +20,29 @@
  *  - dqkv (the BF16 backward on the dequantized codes) within t = 0.1 of
  *    rms + |cpu| (the BF16 attention test's measure; its y differs from the
  *    CPU's by the steps above, and D = Σ dy·y with it);
- *  - bitwise determinism (a second run), the path each call took (cuDNN
- *    must take B2 S64 nh2 hd64 when it is loaded, or the test fails with its
- *    reason), launch counts (fallback: cast + kernel = 2; cuDNN: cast +
- *    scalars + execute + finish = 4).
- * Shapes: generic (head_dim 16, 32, S = 1, 7, 13) and cuDNN's (head_dim 64
- * and 128, S = 1, 64, 129, 200, 1024; F8_TEST_QUICK: 256). Where cuDNN
- * cannot be loaded its half reports itself skipped (F8_REQUIRE_CUDNN=1:
- * fails). Without a GPU (or in a CUDA=0 build) the program reports itself
- * skipped.
+ *  - bitwise determinism (a second run), and the same bits after the ctx
+ *    scratch was filled with 1e30 and after an earlier forward of other
+ *    inputs into the same outputs and saved state (what a training step's
+ *    forward meets); y finite and within O8's range; the worst (query,
+ *    head) row of y against the BF16 attention within 2x the chain's
+ *    (cuDNN), which a fault in a few rows cannot hide from;
+ *  - the path each forward took (cuDNN must take B2 S64 nh2 hd64 when it is
+ *    loaded and F8_ATTN_FP8=cudnn is set, and must not without it), launch
+ *    counts (fallback: cast + kernel = 2; cuDNN: cast + scalars + execute +
+ *    finish = 4).
+ * Inputs of amplitude 1 and 4 (peaked rows, as trained attention has).
+ * Shapes: generic (head_dim 16, 32, S = 1, 7, 13), cuDNN's (head_dim 64
+ * and 128, S = 1, 64, 129, 200, 1024; F8_TEST_QUICK: 256) and f8_train's
+ * 50M attention (B16 S512 nh10 hd64, on the default path: f8's FP8 forward,
+ * cuDNN's BF16 backward). cuDNN's FP8 forward is not run at that shape:
+ * there it is wrong (F8_ATTN_FP8_PROBE="B,S,nh,hd;..." runs any shapes on
+ * it; docs/FP8_ATTENTION.md). Where cuDNN cannot be loaded its half reports
+ * itself skipped (F8_REQUIRE_CUDNN=1: fails). Without a GPU (or in a CUDA=0
+ * build) the program reports itself skipped.
  */
 #include "attention_fp8_rig.h"
 #include "core/backend.h"
+#include "core/f8i.h"
 
 enum { CPU = 0, GPU = 1 };
 
@@ -55,22 +68,75 @@ static double rel_to_rms(const float *g, const float *c, size_t n)
     return worst;
 }
 
-/* One shape: GPU (in the ctx's current mode) against the CPU. want_cudnn:
- * the call must have taken cuDNN. Returns the path taken. */
-static int check_shape(fp8_shape sh, int mode, int want_cudnn)
+/* Fill the whole ctx scratch (where the FP8 forward keeps its scalars and
+ * cuDNN's amax outputs) with 1e30f: a forward that reads anything there it
+ * did not write first, such as an amax output cuDNN maxes into, shows it. */
+static void poison_scratch(f8_ctx *ctx)
+{
+    const size_t n = ctx->scratch_bytes / sizeof(float);
+    float *h = (float *)xmalloc(n * sizeof *h);
+    for (size_t i = 0; i < n; i++) h[i] = 1e30f;
+    upload(ctx, ctx->scratch, h, n * sizeof *h);
+    free(h);
+}
+
+/* The worst (query, head) row of y against ref: max over rows of
+ * |g - ref| / |ref| (Euclidean over the head's hd values), leaving out rows
+ * that reach O8's saturation (|ref| element above lim). A fault in a few
+ * rows (a tile's edge, one batch or head) shows here while the whole-tensor
+ * error hardly moves. *where gets the row (b·S + i)·nh + h. */
+static double worst_row(const float *g, const float *ref, fp8_shape sh, float lim, int64_t *where)
+{
+    const int64_t rows = fp8_T(sh) * sh.nh, hd = sh.hd;
+    double worst = 0.0;
+    *where = -1;
+    for (int64_t r = 0; r < rows; r++) {
+        double e = 0.0, n = 0.0;
+        int sat = 0;
+        for (int64_t d = 0; d < hd; d++) {
+            const double c = ref[r * hd + d], x = g[r * hd + d];
+            sat |= fabs(c) > lim;
+            e += (x - c) * (x - c), n += c * c;
+        }
+        const double v = n > 0.0 ? sqrt(e / n) : sqrt(e);
+        if (!sat && (v > worst || v != v)) worst = v != v ? INFINITY : v, *where = r;
+    }
+    return worst;
+}
+
+/* The path of the forward (the backward, BF16, records its own after it). */
+static int g_fwd_path;
+static void note_fwd_path(f8_ctx *ctx) { g_fwd_path = f8i_cuda_attn_last_path(ctx); }
+
+/* One shape: GPU (in the ctx's current mode) against the CPU, on inputs of
+ * amplitude amp (1: scores of spread about 1, a near-uniform softmax; 4:
+ * spread about 16, rows dominated by a few keys, as trained attention is).
+ * want_cudnn: the forward must have taken cuDNN. Returns its path. */
+static int check_shape_amp(fp8_shape sh, int mode, int want_cudnn, double amp)
 {
     const int64_t T = fp8_T(sh), C = fp8_C(sh);
     const size_t n3 = (size_t)(T * 3 * C), n1 = (size_t)(T * C);
-    test_rng r = {0xF8C0DE + (uint64_t)(sh.S * 31 + sh.hd)};
-    float *qkv = rand_bf16(&r, n3, 1.0), *dy = rand_bf16(&r, n1, 1.0);
+    test_rng r = {0xF8C0DE + (uint64_t)(sh.S * 31 + sh.hd) + (uint64_t)(amp * 1000)};
+    float *qkv = rand_bf16(&r, n3, amp), *dy = rand_bf16(&r, n1, 1.0);
     float amax = 0.0f;
     for (size_t i = 0; i < n3; i++) amax = fmaxf(amax, fabsf(qkv[i]));
-    const fp8_scales sc = {448.0f / amax, 448.0f, 448.0f / 1.5f};
+    const fp8_scales sc = {448.0f / amax, 448.0f, 448.0f / (1.5f * (float)amp)};
     fp8_run cpu, gpu, again;
     fp8_run_once(g_ctx[CPU], sh, qkv, dy, sc, &cpu);
+    fp8_after_forward = note_fwd_path;
     fp8_run_once(g_ctx[GPU], sh, qkv, dy, sc, &gpu);
-    const int path = f8i_cuda_attn_last_path(g_ctx[GPU]);
+    fp8_after_forward = NULL;
+    const int path = g_fwd_path;
     fp8_run_once(g_ctx[GPU], sh, qkv, dy, sc, &again);
+    fp8_run dirty, reused;
+    fp8_before_forward = poison_scratch;
+    fp8_run_once(g_ctx[GPU], sh, qkv, dy, sc, &dirty);
+    fp8_before_forward = NULL;
+    float *other = rand_bf16(&r, n3, 2.0 * amp); /* another call's inputs, first, into the same outputs */
+    fp8_earlier_qkv = other;
+    fp8_run_once(g_ctx[GPU], sh, qkv, dy, sc, &reused);
+    fp8_earlier_qkv = NULL;
+    free(other);
 
     double exact = 0.0;
     const double steps = fp8_compare(gpu.y, cpu.y, (int64_t)n1, sc, &exact);
@@ -84,25 +150,38 @@ static int check_shape(fp8_shape sh, int mode, int want_cudnn)
     const float lim = (448.0f / sc.o) * (1.0f - 0x1p-4f);
     const double eg = fp8_rel_global(gpu.y, yb, n1, lim), ec = fp8_rel_global(cpu.y, yb, n1, lim);
     const double dgg = fp8_rel_global(gpu.dqkv, gb, n3, 0.0f), dgc = fp8_rel_global(cpu.dqkv, gb, n3, 0.0f);
-    printf("  [%s] B%lld S%lld nh%lld hd%lld: y %.3g steps (%.4f equal), dqkv %.3g; amax S %.9g O %.6g (cpu %.6g); "
+    int64_t wg_at, wc_at;
+    const double wg = worst_row(gpu.y, yb, sh, lim, &wg_at), wc = worst_row(cpu.y, yb, sh, lim, &wc_at);
+    printf("  [%s] worst row of y against the BF16 attention: %.4f at row %lld (cpu chain %.4f at %lld)\n",
+           path == F8I_ATTN_PATH_CUDNN ? "cudnn" : "own", wg, (long long)wg_at, wc, (long long)wc_at);
+    printf("  [%s] B%lld S%lld nh%lld hd%lld amp %g: y %.3g steps (%.4f equal), dqkv %.3g; amax S %.9g O %.6g (cpu %.6g); "
            "relative error against the BF16 attention: y %.4f (cpu %.4f), dqkv %.4f (cpu %.4f)\n",
-           name, (long long)sh.B, (long long)sh.S, (long long)sh.nh, (long long)sh.hd, steps, exact, dg,
+           name, (long long)sh.B, (long long)sh.S, (long long)sh.nh, (long long)sh.hd, amp, steps, exact, dg,
            (double)gpu.amax[1], (double)gpu.amax[2], (double)cpu.amax[2], eg, ec, dgg, dgc);
     CHECK(!want_cudnn || cudnn, "B%lld S%lld hd%lld: cuDNN did not take the FP8 call: %s", (long long)sh.B, (long long)sh.S,
           (long long)sh.hd, f8i_cuda_attn_info(g_ctx[GPU], NULL));
     CHECK(mode != F8I_ATTN_OWN || !cudnn, "F8I_ATTN_OWN but the call took cuDNN");
     /* The oracle and FP8 itself: the CPU chain within 10% (y) and 20% (dqkv) of
      * the BF16 attention (measured 4.5-6% and 5-16% on these shapes). */
-    CHECK(sh.S == 1 || (ec <= 0.1 && dgc <= 0.2), "[cpu] y %.3g, dqkv %.3g from the BF16 attention", ec, dgc);
+    CHECK(sh.S == 1 || amp != 1.0 || (ec <= 0.1 && dgc <= 0.2), "[cpu] y %.3g, dqkv %.3g from the BF16 attention", ec,
+          dgc);
     if (cudnn && sh.S > 1) {
         /* cuDNN rounds P in its own blocked, online order (the steps printed
          * above are against the oracle's order): held to the oracle's own
          * accuracy against the BF16 attention, forward and backward. */
         CHECK(eg <= 1.25 * ec + 0.01, "[cudnn] y %.4f from the BF16 attention, the CPU chain %.4f", eg, ec);
         CHECK(dgg <= 1.25 * dgc + 0.02, "[cudnn] dqkv %.4f from the BF16 attention, the CPU chain %.4f", dgg, dgc);
+        CHECK(wg <= 2.0 * wc + 0.02, "[cudnn] worst row of y %.4f from the BF16 attention (row %lld), the CPU chain's %.4f",
+              wg, (long long)wg_at, wc);
     } else if (!cudnn) {
         /* f8's kernel is the CPU's chain with FP32 dot products */
-        CHECK(steps <= 3.0, "[own] y %.3g E4M3 steps from the CPU", steps);
+        /* At millions of elements the FP32 dot products (the CPU sums in
+         * double) flip a few P8 roundings; each moves an O element by one P8
+         * step times its v, many of that element's own E4M3 steps when O is
+         * near 0 (seen: 12 steps at B16 S512 nh10, with every other element
+         * bitwise equal and the whole-tensor error the CPU's to 4 digits). */
+        CHECK(steps <= 3.0 || (exact >= 0.9999 && fabs(eg - ec) <= 1e-3 * ec), "[own] y %.3g E4M3 steps from the CPU",
+              steps);
         CHECK(exact >= 0.99, "[own] only %.4f of y bitwise equal to the CPU", exact);
         CHECK(dg <= 0.1, "[own] dqkv %.3g from the CPU", dg);
     }
@@ -113,10 +192,29 @@ static int check_shape(fp8_shape sh, int mode, int want_cudnn)
           (double)cpu.amax[2]);
     CHECK(memcmp(gpu.y, again.y, n1 * sizeof(float)) == 0 && memcmp(gpu.dqkv, again.dqkv, n3 * sizeof(float)) == 0,
           "[%s] a second run differs", name);
-    fp8_run_free(&cpu), fp8_run_free(&gpu), fp8_run_free(&again);
+    /* a scratch full of 1e30 changes nothing: not y, not dqkv, not the amaxes */
+    CHECK(memcmp(gpu.y, dirty.y, n1 * sizeof(float)) == 0 && memcmp(gpu.dqkv, dirty.dqkv, n3 * sizeof(float)) == 0,
+          "[%s] a run after the scratch was filled with 1e30 differs", name);
+    /* a forward into outputs (y, the saved codes, O, L) that hold an earlier call's values: the same */
+    CHECK(memcmp(gpu.y, reused.y, n1 * sizeof(float)) == 0, "[%s] y differs after an earlier forward into the same outputs",
+          name);
+    CHECK(memcmp(gpu.dqkv, reused.dqkv, n3 * sizeof(float)) == 0,
+          "[%s] dqkv differs after an earlier forward into the same saved state (rms-relative %.3g)", name,
+          rel_to_rms(reused.dqkv, gpu.dqkv, n3));
+    CHECK(memcmp(gpu.amax, reused.amax, sizeof gpu.amax) == 0, "[%s] amaxes differ after an earlier forward", name);
+    CHECK(memcmp(gpu.amax, dirty.amax, sizeof gpu.amax) == 0,
+          "[%s] amaxes after the scratch was filled with 1e30: S %.9g O %.9g, clean S %.9g O %.9g", name,
+          (double)dirty.amax[1], (double)dirty.amax[2], (double)gpu.amax[1], (double)gpu.amax[2]);
+    /* saturated O8 stays finite (E4M3 has no infinity: an unsaturated overflow would be NaN) */
+    size_t bad = 0;
+    for (size_t i = 0; i < n1; i++) bad += !isfinite(gpu.y[i]) || fabsf(gpu.y[i]) > 448.0f / sc.o * 1.01f;
+    CHECK(bad == 0, "[%s] %zu y elements not finite or beyond O8's range", name, bad);
+    fp8_run_free(&cpu), fp8_run_free(&gpu), fp8_run_free(&again), fp8_run_free(&dirty), fp8_run_free(&reused);
     free(qkv), free(dy);
     return path;
 }
+
+static int check_shape(fp8_shape sh, int mode, int want_cudnn) { return check_shape_amp(sh, mode, want_cudnn, 1.0); }
 
 /* Launches of one FP8 forward: 2 on the fallback, 4 on cuDNN. */
 static void check_launches(fp8_shape sh, int cudnn)
@@ -148,9 +246,30 @@ static void check_launches(fp8_shape sh, int cudnn)
 
 int main(void)
 {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* lines survive a timeout's kill */
     const int rc = test_ctx_pair("test_cuda_attention_fp8", NULL, g_ctx);
     if (rc) return rc;
     const int quick = getenv("F8_TEST_QUICK") != NULL;
+    /* F8_ATTN_FP8_PROBE="B,S,nh,hd;B,S,nh,hd;...": only these shapes, on
+     * cuDNN's FP8 forward (amplitude 1), for finding which dimension a fault
+     * of that path follows */
+    const char *probe = getenv("F8_ATTN_FP8_PROBE");
+    if (probe && *probe) {
+        f8i_cuda_attn_set_mode(g_ctx[GPU], F8I_ATTN_AUTO);
+        setenv("F8_ATTN_FP8", "cudnn", 1);
+        for (const char *c = probe; *c;) {
+            long long v[4];
+            int used = 0;
+            if (sscanf(c, "%lld,%lld,%lld,%lld%n", &v[0], &v[1], &v[2], &v[3], &used) != 4) break;
+            const fp8_shape sh = {v[0], v[1], v[2], v[3]};
+            check_shape_amp(sh, F8I_ATTN_AUTO, 1, 1.0);
+            c += used;
+            while (*c == ';' || *c == ' ') c++;
+        }
+        f8_ctx_destroy(g_ctx[CPU]);
+        f8_ctx_destroy(g_ctx[GPU]);
+        return test_finish("test_cuda_attention_fp8");
+    }
     const fp8_shape generic[] = {{2, 7, 3, 16}, {1, 13, 2, 32}, {3, 1, 2, 16}};
     const fp8_shape fused[] = {{2, 64, 2, 64},  {1, 1, 2, 64},   {1, 129, 2, 128},
                                {2, 200, 3, 64}, {1, quick ? 256 : 1024, 4, 64}, {1, quick ? 256 : 1024, 2, 128}};
@@ -158,11 +277,17 @@ int main(void)
     f8i_cuda_attn_set_mode(g_ctx[GPU], F8I_ATTN_OWN);
     for (size_t i = 0; i < sizeof generic / sizeof generic[0]; i++) check_shape(generic[i], F8I_ATTN_OWN, 0);
     for (size_t i = 0; i < sizeof fused / sizeof fused[0]; i++) check_shape(fused[i], F8I_ATTN_OWN, 0);
+    check_shape_amp(fused[0], F8I_ATTN_OWN, 0, 4.0);
+    check_shape_amp(fused[4], F8I_ATTN_OWN, 0, 4.0);
     check_launches(fused[0], 0);
     /* by default FP8 attention runs f8's kernel, also in AUTO mode (cuDNN's FP8 forward is opt-in) */
     f8i_cuda_attn_set_mode(g_ctx[GPU], F8I_ATTN_AUTO);
     unsetenv("F8_ATTN_FP8");
     CHECK(check_shape(fused[0], F8I_ATTN_AUTO, 0) == F8I_ATTN_PATH_OWN, "FP8 attention took cuDNN without F8_ATTN_FP8=cudnn");
+    check_shape_amp(fused[4], F8I_ATTN_AUTO, 0, 4.0); /* f8's FP8 forward, cuDNN's BF16 backward */
+    /* the default path at f8_train's 50M attention (batch 16, 10 heads of 64, seq 512) */
+    const fp8_shape train50m = {quick ? 2 : 16, 512, 10, 64};
+    check_shape_amp(train50m, F8I_ATTN_AUTO, 0, 1.0);
     /* the opt-in path: cuDNN's FP8 graph where it takes the call */
     setenv("F8_ATTN_FP8", "cudnn", 1);
     const int first = check_shape(fused[0], F8I_ATTN_AUTO, 0);
@@ -172,6 +297,12 @@ int main(void)
     if (first == F8I_ATTN_PATH_CUDNN) {
         for (size_t i = 1; i < sizeof fused / sizeof fused[0]; i++) check_shape(fused[i], F8I_ATTN_AUTO, 0);
         for (size_t i = 0; i < sizeof generic / sizeof generic[0]; i++) check_shape(generic[i], F8I_ATTN_AUTO, 0);
+        check_shape_amp(fused[0], F8I_ATTN_AUTO, 0, 4.0);
+        check_shape_amp(fused[4], F8I_ATTN_AUTO, 0, 4.0);
+        /* Not f8_train's 50M shape (B16 S512 nh10 hd64): there cuDNN 9.14's FP8
+         * forward, as f8 drives it, gives wrong and run-to-run different y on
+         * the H200 (docs/FP8_ATTENTION.md); F8_ATTN_FP8_PROBE=16,512,10,64
+         * reproduces it. */
         check_launches(fused[0], 1);
         printf("  cuDNN after the checks: %s\n", f8i_cuda_attn_info(g_ctx[GPU], NULL));
     } else {

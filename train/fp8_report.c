@@ -81,6 +81,13 @@ f8_status fp8_report_create(f8_ctx *ctx, const gpt *m, const char *csv_path, int
         name_module(r, m->blocks[l].proj, prefix, 0);
         snprintf(prefix, sizeof prefix, "blocks.%lld.mlp", (long long)l);
         name_module(r, m->blocks[l].mlp, prefix, 1);
+        f8_slot as[3]; /* FP8 attention's QKV, S and O slots (forward) */
+        static const char *const what[3] = {"qkv", "s", "o"};
+        if (m->c.fp8_attention && m->blocks[l].att && f8_attention_fp8_slots(m->blocks[l].att, as) == F8_OK)
+            for (int k = 0; k < 3; k++)
+                if (as[k].index < r->n[as[k].direction])
+                    snprintf(r->names[as[k].direction] + (size_t)as[k].index * NAME_LEN, NAME_LEN, "blocks.%lld.attn.%s",
+                             (long long)l, what[k]);
     }
     name_module(r, m->head, "head", 0);
     if (csv_path && csv_path[0]) {
@@ -119,14 +126,17 @@ f8_status fp8_report_step(fp8_report *r, int64_t step)
         if (st != F8_OK) return st;
         for (int i = 0; i < r->n[d]; i++) {
             const f8_fp8_stats *s = &r->buf[i];
-            if (s->count == 0) continue;
+            /* a slot whose values were quantized uncounted (FP8 attention's S
+             * and O) still has its amax and scale to show */
+            if (s->count == 0 && !(s->amax > 0.0f)) continue;
             slot_total *t = &r->tot[d][i];
             t->count += s->count;
             t->saturated += s->saturated;
             t->flushed += s->flushed;
             t->amax = s->amax;
             t->scale = s->scale;
-            const double fs = (double)s->saturated / (double)s->count, ff = (double)s->flushed / (double)s->count;
+            const double fs = s->count ? (double)s->saturated / (double)s->count : 0.0,
+                         ff = s->count ? (double)s->flushed / (double)s->count : 0.0;
             if (fs > wsat) wsat = fs;
             if (ff > wflush) wflush = ff;
             if (r->csv)

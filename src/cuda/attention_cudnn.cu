@@ -492,10 +492,17 @@ static __global__ void __launch_bounds__(DN_THREADS) bwd_stats_kernel(const floa
 }
 
 /* Before cuDNN's FP8 forward: the scalars it reads, copied where each has
- * 16 bytes of its own (the slots' sit 4 bytes apart). One thread. */
+ * 16 bytes of its own (the slots' sit 4 bytes apart), and its two amax
+ * outputs zeroed. The scalars live in the ctx scratch, which other ops
+ * overwrite between calls, and the graph's AMAX reductions are not promised
+ * to overwrite their output rather than max into it: left as they were, a
+ * stale or foreign value could stand in for the call's amax and shrink the
+ * S and O scales of the next steps. One thread. */
 static __global__ void fp8_prep_kernel(const float *dq, const float *s_scale, const float *s_scale_inv, const float *o_scale,
                                        float *sc)
 {
+    sc[F8I_ATTN_SC_AMAX_S] = 0.0f;
+    sc[F8I_ATTN_SC_AMAX_O] = 0.0f;
     sc[F8I_ATTN_SC_DQ] = *dq;
     sc[F8I_ATTN_SC_SCALE_S] = *s_scale;
     sc[F8I_ATTN_SC_DESCALE_S] = *s_scale_inv;
@@ -542,11 +549,13 @@ static bool cudnn_shape(f8_dtype dt, int64_t hd) { return dt == F8_DTYPE_BF16 &&
 static f8_status cudnn_fp8_fwd(f8_ctx *ctx, const f8i_attn_fwd_args *a, int *ran)
 {
     f8i_cuda_state *s = f8i_cuda(ctx);
-    /* Opt-in only (F8_ATTN_FP8=cudnn): on the H200 (cuDNN 9.14) its forward is
-     * as accurate as the CPU chain op by op (test_cuda_attention_fp8), yet a
-     * 50M training run with it diverged after ~200 steps where the same run
-     * on f8's kernel trained (bench/RESULTS.md, 2026-12-02); until that is
-     * understood FP8 attention runs f8's kernel unless asked. */
+    /* Opt-in only (F8_ATTN_FP8=cudnn, for investigation): on the H200 (cuDNN
+     * 9.14) this forward is as accurate as the CPU chain at small shapes
+     * (B <= 2, up to 4 heads), but at f8_train's 50M shape (B16 S512 nh10
+     * hd64) and at B8 S512 nh8 its y is wrong and differs from run to run,
+     * and 50M training with it diverges (test_cuda_attention_fp8's probe,
+     * docs/FP8_ATTENTION.md). Whether f8's graph or cuDNN is at fault is
+     * not known, so FP8 attention runs f8's kernel unless asked. */
     const char *optin = getenv("F8_ATTN_FP8");
     if (!optin || strcmp(optin, "cudnn") != 0) return F8_OK;
     if (mode_of(s) == F8I_ATTN_OWN || a->head_dim % 16 != 0 || a->head_dim > 128 || !aligned16(a->qkv) ||
@@ -614,6 +623,10 @@ f8_status f8i_cudnn_attn_bwd(f8_ctx *ctx, const f8i_attn_bwd_args *a, int *ran)
     *ran = 0;
     f8i_cuda_state *s = f8i_cuda(ctx);
     const int mode = mode_of(s);
+    /* F8_ATTN_BWD=own: the backward alone on f8's kernels (a diagnostic, to
+     * tell a forward's numerics from a backward's; read per eager call) */
+    const char *bwd = getenv("F8_ATTN_BWD");
+    if (bwd && strcmp(bwd, "own") == 0) return F8_OK;
     if (mode == F8I_ATTN_OWN || !cudnn_shape(a->dtype, a->head_dim) || !aligned16(a->qkv) || !aligned16(a->o) ||
         !aligned16(a->dy) || !aligned16(a->dqkv) || !aligned16(a->d))
         return F8_OK;
