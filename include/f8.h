@@ -1242,11 +1242,11 @@ f8_status f8_embedding_backward(f8_ctx *ctx, const int32_t *tokens, int64_t seq_
  * and far slower than the BF16 attention: for study, not speed). cuDNN's
  * FP8 flash attention (cuDNN 9.1+, head_dim a multiple of 16 up to 128,
  * aligned tensors: 4 launches) is taken only under the environment
- * variable F8_ATTN_FP8=cudnn, experimental: op by op it is as close to the
- * BF16 attention as the formulas are (it rounds P in its own blocked,
- * online order), but a 50M training run with it diverged after ~200 steps
- * on the H200 where the same run on f8's kernel trained. The
- * backward is a dequantize plus the BF16 backward. Memory: the saved state
+ * variable F8_ATTN_FP8=cudnn, for investigation only: on the H200 (cuDNN
+ * 9.14) it is as close to the BF16 attention as the formulas are at small
+ * shapes (B <= 2, up to 4 heads), but at B16 S512 nh10 hd64 (f8_train's
+ * 50M) its y is wrong and differs from run to run, and training with it
+ * diverges. The backward is a dequantize plus the BF16 backward. Memory: the saved state
  * adds the codes (T·3C bytes) and the reservation the backward's BF16 qkv
  * (T·3C·2 bytes) and cuDNN's O8 (T·C bytes). Errors: create with fp8 = 1:
  * F8_ERR_DTYPE unless dtype is BF16, F8_ERR_UNSUPPORTED unless the ctx's

@@ -19,6 +19,9 @@ The model is f8's (train/gpt.h, train/gpt.c), checked here by its parameter coun
   AdamW beta (0.9, 0.95), eps 1e-8, weight decay 0.1 on wte, wpe and the Linear weights (not on
   biases and norms), global grad-norm clipping at 1.0, warmup + cosine learning rate
   parameters = L*(12C^2 + 13C) + Vp*C + S*C + 2C   (124M: 124,475,904; 1.3B: 1,313,722,368)
+--bf16 autocast (FP32 parameters, gradients and moments; BF16 compute) is the configuration issue 16's
+PyTorch figures were taken in (1.3B: 35.9 / 29.2 GiB measured against its 36.7 / 29.9); f8's state
+(BF16 weights, FP32 moments) sits between that and the default --bf16 weights.
 What differs, by design of each library: f8 keeps FP32 AdamW moments (torch: BF16, the params'
 dtype), casts FP8 weights once per step (torchao: every microbatch), scales by delayed amax
 history (torchao: the current amax), and replays the whole step as one CUDA graph.
