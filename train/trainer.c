@@ -625,6 +625,10 @@ int trainer_run(trainer *t)
                o->fp8 && kind != F8_RECIPE_DELAYED ? (kind == F8_RECIPE_CURRENT ? "current scaling" : "block scaling")
                                                    : "",
                f8_dtype_name(t->m.c.dtype), t->use_graph ? "on" : "off");
+        if (t->m.c.fp8_attention) /* the option's cost, before anyone waits on it */
+            printf("FP8 attention: experimental%s\n",
+                   cuda ? ", on f8's own FP8 kernel: far slower than BF16 attention (about 35x a 50M step on an H200)"
+                        : "");
         printf("model: %lld layers, %lld heads, %lld channels, seq %lld, vocab %lld: %.2fM parameters\n",
                (long long)t->m.c.layers, (long long)t->m.c.heads, (long long)t->m.c.channels, (long long)t->m.c.seq,
                (long long)t->m.c.vocab, (double)gpt_param_count(&t->m) / 1e6);
