@@ -108,6 +108,45 @@ static double worst_row(const float *g, const float *ref, fp8_shape sh, float li
 static int g_fwd_path;
 static void note_fwd_path(f8_ctx *ctx) { g_fwd_path = f8i_cuda_attn_last_path(ctx); }
 
+/* The probe's fast check of one shape on cuDNN's FP8 forward: two runs
+ * (bitwise equal?) and the GPU's BF16 attention as the reference (no CPU
+ * oracle, so large shapes take seconds). Prints one line; the checks are
+ * the ones check_shape_amp makes of cuDNN (same bits, whole-tensor error,
+ * worst row), against the BF16 attention alone. */
+static void probe_shape(fp8_shape sh)
+{
+    const int64_t T = fp8_T(sh), C = fp8_C(sh);
+    const size_t n3 = (size_t)(T * 3 * C), n1 = (size_t)(T * C);
+    test_rng r = {0xF8C0DE + (uint64_t)(sh.S * 31 + sh.hd)};
+    float *qkv = rand_bf16(&r, n3, 1.0);
+    float amax = 0.0f;
+    for (size_t i = 0; i < n3; i++) amax = fmaxf(amax, fabsf(qkv[i]));
+    const fp8_scales sc = {448.0f / amax, 448.0f, 448.0f / 1.5f};
+    fp8_run a, b;
+    fp8_after_forward = note_fwd_path;
+    fp8_run_once(g_ctx[GPU], sh, qkv, NULL, sc, &a);
+    fp8_after_forward = NULL;
+    const int path = g_fwd_path;
+    fp8_run_once(g_ctx[GPU], sh, qkv, NULL, sc, &b);
+    float *dq = rand_bf16(&r, n1, 1.0), *gb = NULL, *yb = fp8_bf16_run(g_ctx[GPU], sh, qkv, dq, &gb);
+    const float lim = (448.0f / sc.o) * (1.0f - 0x1p-4f);
+    int64_t at;
+    const double e = fp8_rel_global(a.y, yb, n1, lim), w = worst_row(a.y, yb, sh, lim, &at);
+    const int same = memcmp(a.y, b.y, n1 * sizeof(float)) == 0;
+    printf("  probe B%lld S%lld nh%lld hd%lld (%lld tiles of 128 rows): %s, runs %s, y %.4f from the BF16 attention, "
+           "worst row %.4f (row %lld)\n",
+           (long long)sh.B, (long long)sh.S, (long long)sh.nh, (long long)sh.hd,
+           (long long)(sh.B * sh.nh * ((sh.S + 127) / 128)), path == F8I_ATTN_PATH_CUDNN ? "cudnn" : "NOT cudnn",
+           same ? "equal" : "DIFFER", e, w, (long long)at);
+    CHECK(path == F8I_ATTN_PATH_CUDNN, "probe B%lld S%lld nh%lld: cuDNN did not take it", (long long)sh.B, (long long)sh.S,
+          (long long)sh.nh);
+    CHECK(same, "probe B%lld S%lld nh%lld: two runs differ", (long long)sh.B, (long long)sh.S, (long long)sh.nh);
+    CHECK(e <= 0.1 && w <= 0.5, "probe B%lld S%lld nh%lld: y %.4f, worst row %.4f from the BF16 attention", (long long)sh.B,
+          (long long)sh.S, (long long)sh.nh, e, w);
+    fp8_run_free(&a), fp8_run_free(&b);
+    free(qkv), free(dq), free(gb), free(yb);
+}
+
 /* One shape: GPU (in the ctx's current mode) against the CPU, on inputs of
  * amplitude amp (1: scores of spread about 1, a near-uniform softmax; 4:
  * spread about 16, rows dominated by a few keys, as trained attention is).
@@ -251,8 +290,9 @@ int main(void)
     if (rc) return rc;
     const int quick = getenv("F8_TEST_QUICK") != NULL;
     /* F8_ATTN_FP8_PROBE="B,S,nh,hd;B,S,nh,hd;...": only these shapes, on
-     * cuDNN's FP8 forward (amplitude 1), for finding which dimension a fault
-     * of that path follows */
+     * cuDNN's FP8 forward (amplitude 1) against the GPU's BF16 attention
+     * (probe_shape: no CPU oracle), for finding which dimension a fault of
+     * that path follows */
     const char *probe = getenv("F8_ATTN_FP8_PROBE");
     if (probe && *probe) {
         f8i_cuda_attn_set_mode(g_ctx[GPU], F8I_ATTN_AUTO);
@@ -262,7 +302,7 @@ int main(void)
             int used = 0;
             if (sscanf(c, "%lld,%lld,%lld,%lld%n", &v[0], &v[1], &v[2], &v[3], &used) != 4) break;
             const fp8_shape sh = {v[0], v[1], v[2], v[3]};
-            check_shape_amp(sh, F8I_ATTN_AUTO, 1, 1.0);
+            probe_shape(sh);
             c += used;
             while (*c == ';' || *c == ' ') c++;
         }
