@@ -8,7 +8,8 @@
  * attention (f8_attention_config.fp8: the qkv cast + cuDNN's FP8 forward,
  * which the library takes only under F8_ATTN_FP8=cudnn, set here unless the
  * caller chose; and a dequantize + cuDNN's BF16 backward), its FLOPs
- * counted as BF16's.
+ * counted as BF16's. That row times a path whose output is wrong at larger
+ * shapes (docs/FP8_ATTENTION.md): a speed figure, not a usable one.
  *
  * Per call: the GPU time (median of CUDA-event intervals, bench_util.h) and
  * TFLOP/s with causal FLOPs counted as FlashAttention does: forward

@@ -1244,7 +1244,7 @@ f8_status f8_embedding_backward(f8_ctx *ctx, const int32_t *tokens, int64_t seq_
  * aligned tensors: 4 launches) is taken only under the environment
  * variable F8_ATTN_FP8=cudnn, for investigation only: on the H200 (cuDNN
  * 9.14) it is as close to the BF16 attention as the formulas are at small
- * shapes (B <= 2, up to 4 heads), but at B16 S512 nh10 hd64 (f8_train's
+ * shapes (B·nh up to 6, S up to 1024), but at B16 S512 nh10 hd64 (f8_train's
  * 50M) its y is wrong and differs from run to run, and training with it
  * diverges. The backward is a dequantize plus the BF16 backward. Memory: the saved state
  * adds the codes (T·3C bytes) and the reservation the backward's BF16 qkv

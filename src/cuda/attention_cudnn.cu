@@ -550,8 +550,8 @@ static f8_status cudnn_fp8_fwd(f8_ctx *ctx, const f8i_attn_fwd_args *a, int *ran
 {
     f8i_cuda_state *s = f8i_cuda(ctx);
     /* Opt-in only (F8_ATTN_FP8=cudnn, for investigation): on the H200 (cuDNN
-     * 9.14) this forward is as accurate as the CPU chain at small shapes
-     * (B <= 2, up to 4 heads), but at f8_train's 50M shape (B16 S512 nh10
+     * 9.14) this forward is as accurate as the CPU chain at its test's small
+     * shapes (B·nh up to 6, S up to 1024), but at f8_train's 50M shape (B16 S512 nh10
      * hd64) and at B8 S512 nh8 its y is wrong and differs from run to run,
      * and 50M training with it diverges (test_cuda_attention_fp8's probe,
      * docs/FP8_ATTENTION.md). Whether f8's graph or cuDNN is at fault is
