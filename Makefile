@@ -50,7 +50,7 @@ CFLAGS_ALL += -DF8_HAVE_BLAS=1
 LDLIBS += $(BLAS_LIB)
 endif
 
-LIB_C := $(wildcard src/core/*.c src/modules/*.c src/train/*.c src/io/*.c src/cpu/*.c src/comm/*.c)
+LIB_C := $(wildcard src/core/*.c src/modules/*.c src/nn/*.c src/optim/*.c src/io/*.c src/cpu/*.c src/comm/*.c)
 # NCCL (src/comm/nccl.c, CUDA builds only): found next to the toolkit
 # ($(CUDA_HOME)/include/nccl.h, lib64/libnccl.so: this machine and CI) or in
 # the system's directories (/usr/include, /usr/lib/x86_64-linux-gnu: the
@@ -143,7 +143,7 @@ install: $(BUILD)/libf8.a $(BUILD)/libf8.so
 	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/f8.pc
 
 # The fuzz target is built by clang from the CPU-only library sources.
-FUZZ_LIB_C := $(filter-out src/comm/nccl.c,$(wildcard src/core/*.c src/modules/*.c src/train/*.c src/io/*.c src/cpu/*.c src/comm/*.c))
+FUZZ_LIB_C := $(filter-out src/comm/nccl.c,$(wildcard src/core/*.c src/modules/*.c src/nn/*.c src/optim/*.c src/io/*.c src/cpu/*.c src/comm/*.c))
 FUZZ_TARGET ?= checkpoint
 fuzz:
 	FUZZ_TARGET=$(FUZZ_TARGET) FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_LIB_SRC="$(FUZZ_LIB_C)" sh tools/fuzz.sh run

@@ -31,7 +31,7 @@ B0=${FUZZ_BUILD:-build/fuzz}
 B=$B0/$TARGET
 CC_FUZZ=${FUZZ_CC:-clang}
 MAX_LEN=${FUZZ_MAX_LEN:-4096}
-LIB_SRC=${FUZZ_LIB_SRC:-$(ls src/core/*.c src/modules/*.c src/train/*.c src/io/*.c src/cpu/*.c src/comm/comm.c src/comm/comm_cpu.c src/comm/no_nccl.c)}
+LIB_SRC=${FUZZ_LIB_SRC:-$(ls src/core/*.c src/modules/*.c src/nn/*.c src/optim/*.c src/io/*.c src/cpu/*.c src/comm/comm.c src/comm/comm_cpu.c src/comm/no_nccl.c)}
 FLAGS="-std=c11 -g -O1 -fno-omit-frame-pointer -ffp-contract=off -D_POSIX_C_SOURCE=200809L -Iinclude -Isrc -Itrain"
 case "$TARGET" in
 checkpoint) SRC=fuzz/fuzz_checkpoint.c; SEEDS=fuzz/corpus; DEFS="" ;;

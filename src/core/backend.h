@@ -523,8 +523,8 @@ typedef struct f8i_collective_args {
 
 /* Every work op (everything that puts work on the stream), listed once as
  * X(KIND, name, args type, WRAP): the kind is F8I_OP_<KIND>, the args struct
- * is `args type` (the training ops' in src/train/attention.h and
- * src/train/embed_xent_adamw.h), and core/ops.h gives the caller's entry point
+ * is `args type` (the training ops' in src/nn/attention.h and
+ * src/nn/embed_xent_adamw.h), and core/ops.h gives the caller's entry point
  * f8i_op_<name>: generated as (ctx, const args *) where WRAP is ARGS, written
  * by hand with the fields as parameters where it is FIELDS. Backends fill
  * one table indexed by kind; the graph recorder stores (kind, a copy of the

@@ -14,8 +14,8 @@
 #define F8_CORE_OPS_H
 
 #include "core/f8i.h"
-#include "train/attention.h"
-#include "train/embed_xent_adamw.h"
+#include "nn/attention.h"
+#include "nn/embed_xent_adamw.h"
 
 /* Run one op of kind `kind`; args points at its args struct. */
 static inline f8_status f8i_op_run(f8_ctx *ctx, f8i_op_kind kind, const void *args)

@@ -23,7 +23,7 @@
 #include <math.h>
 #include <stddef.h>
 
-#include "train/attention.h"
+#include "nn/attention.h"
 #include "core/numerics.h"
 
 static float load(const void *p, f8_dtype dt, int64_t i)

@@ -1,6 +1,6 @@
 /*
  * cpu/embed_xent_adamw.c — the reference embedding, cross-entropy and AdamW step
- * (contracts in src/train/embed_xent_adamw.h): plain loops, the oracle the CUDA backend is
+ * (contracts in src/nn/embed_xent_adamw.h): plain loops, the oracle the CUDA backend is
  * compared against.
  *
  * Design note. Like the other CPU ops, the reductions pick the most accurate
@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "train/embed_xent_adamw.h"
+#include "nn/embed_xent_adamw.h"
 
 static inline float load(const void *p, int dt, int64_t i)
 {

@@ -1,6 +1,6 @@
 /*
  * adamw.cu — the AdamW step over every registered parameter in three
- * launches (contract: f8i_adamw_step_args in src/train/embed_xent_adamw.h).
+ * launches (contract: f8i_adamw_step_args in src/nn/embed_xent_adamw.h).
  *
  * Design note. The parameters are a device array of descriptors (param, grad,
  * m, v, count, dtypes, decay), so the step does not grow with the number of

@@ -27,7 +27,7 @@
 
 #include <stdint.h>
 
-#include "train/attention.h"
+#include "nn/attention.h"
 #include "cuda_state.cuh"
 
 /* Launch shape knobs (-D to try others). Warps per block (4 or 8; each

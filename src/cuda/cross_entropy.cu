@@ -1,6 +1,6 @@
 /*
  * cross_entropy.cu — softmax cross-entropy with its gradient, one block per
- * row (contract: f8i_cross_entropy_args in src/train/embed_xent_adamw.h).
+ * row (contract: f8i_cross_entropy_args in src/nn/embed_xent_adamw.h).
  *
  * Design note. At GPT-2 shapes a row is 50304 logits (100 KB in BF16) and
  * there are 16k rows, so the kernel is a streaming pass: a block reads its row

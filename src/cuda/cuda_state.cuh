@@ -8,8 +8,8 @@
 #include <cuda_runtime.h>
 
 #include "core/f8i.h"
-#include "train/attention.h"
-#include "train/embed_xent_adamw.h"
+#include "nn/attention.h"
+#include "nn/embed_xent_adamw.h"
 
 typedef struct f8i_gemm_cache f8i_gemm_cache; /* owned by gemm.cu */
 typedef struct f8i_attn_cudnn f8i_attn_cudnn; /* owned by attention_cudnn.cu */

@@ -14,7 +14,7 @@
 #define F8_CUDA_TRAIN_MISC_CUH
 
 #include "kernels_common.cuh"
-#include "train/embed_xent_adamw.h"
+#include "nn/embed_xent_adamw.h"
 
 static __device__ __forceinline__ float ld1(const void *p, int bf16, int64_t i)
 {

@@ -1,6 +1,6 @@
 /*
  * embedding.cu — the token + position
- * embedding forward and backward (contracts in src/train/embed_xent_adamw.h).
+ * embedding forward and backward (contracts in src/nn/embed_xent_adamw.h).
  *
  * Design note (backward, dwte). The gradient must be bitwise the same on every
  * run, the host may not read the token ids, and no memory may be allocated, so

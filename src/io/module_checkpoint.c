@@ -18,7 +18,7 @@
 #include "io/checkpoint.h"
 #include "core/numerics.h"
 #include "modules/module.h"
-#include "train/attention.h"
+#include "nn/attention.h"
 
 #define NAME_MAX_LEN 512
 

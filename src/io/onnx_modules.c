@@ -23,7 +23,7 @@
 #include "core/numerics.h"
 #include "io/onnx.h"
 #include "modules/module.h"
-#include "train/attention.h"
+#include "nn/attention.h"
 
 /* Record the first failure: a ctx error already set (st_in), else OOM. */
 static const char *fail(f8_onnx *g, f8_status *st, f8_status st_in)

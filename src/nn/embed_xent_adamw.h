@@ -8,11 +8,11 @@
  *
  * Args hold only pointers to backend memory and scalars: the graph recorder
  * copies the bytes of an args struct and replays them later. Validation
- * happens above (src/train/embedding_xent.c, src/train/adamw.c); ops may assume well-formed
+ * happens above (src/nn/embedding_xent.c, src/optim/adamw.c); ops may assume well-formed
  * arguments. Included from C and CUDA.
  */
-#ifndef F8_TRAIN_EMBED_XENT_ADAMW_H
-#define F8_TRAIN_EMBED_XENT_ADAMW_H
+#ifndef F8_NN_EMBED_XENT_ADAMW_H
+#define F8_NN_EMBED_XENT_ADAMW_H
 
 #include "core/numerics.h"
 #include "core/f8i.h"
@@ -173,4 +173,4 @@ F8I_HD void f8i_adamw_update(float *p, float grad, float *m, float *v, float c, 
     *p = *p - lr * step;
 }
 
-#endif /* F8_TRAIN_EMBED_XENT_ADAMW_H */
+#endif /* F8_NN_EMBED_XENT_ADAMW_H */

@@ -34,7 +34,7 @@
 #include <string.h>
 
 #include "core/ops.h"
-#include "train/attention.h"
+#include "nn/attention.h"
 
 enum { SLOT_QKV = 0, SLOT_S = 1, SLOT_O = 2, N_SLOTS = 3 };
 

@@ -7,13 +7,13 @@
  * the checks happen here, on the host, from the views alone (token and target
  * ids are device data the host never reads: an id out of range is defined
  * behaviour, not an error). Then one op (f8i_op_*) carries an args struct of
- * pointers and scalars to the backend (src/train/embed_xent_adamw.h has the contracts).
+ * pointers and scalars to the backend (src/nn/embed_xent_adamw.h has the contracts).
  */
 #include <stdint.h>
 #include <stdio.h>
 
 #include "core/ops.h"
-#include "train/embed_xent_adamw.h"
+#include "nn/embed_xent_adamw.h"
 
 
 /* A view that must be FP32 or BF16 with `cols` columns. */

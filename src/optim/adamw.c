@@ -31,7 +31,7 @@
 
 #include "io/checkpoint.h"
 #include "core/ops.h"
-#include "train/embed_xent_adamw.h"
+#include "nn/embed_xent_adamw.h"
 
 typedef struct param_rec {
     f8_tensor param, grad;
