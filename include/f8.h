@@ -186,10 +186,27 @@ typedef enum f8_backend {
     F8_BACKEND_CUDA = 1 /* an NVIDIA GPU (sm_90 build by default); device memory */
 } f8_backend;
 
+/* Which implementation runs a CUDA ctx's attention (f8_attention_*). As a
+ * config choice: AUTO (the default) runs cuDNN's fused flash attention where
+ * cuDNN is installed and takes the call (libcudnn.so.9 found at run time;
+ * BF16, head_dim a multiple of 8 up to 128, 16-byte aligned tensors) and
+ * f8's own kernels everywhere else; OWN runs f8's kernels only. As an
+ * answer (f8_attention_query_path): OWN or CUDNN, the path a call takes. */
+typedef enum f8_attention_path {
+    F8_ATTENTION_PATH_AUTO = 0,
+    F8_ATTENTION_PATH_OWN = 1,  /* f8's kernels (every call of a CPU ctx) */
+    F8_ATTENTION_PATH_CUDNN = 2 /* cuDNN's fused flash attention (an answer only) */
+} f8_attention_path;
+
 typedef struct f8_ctx_config {
     f8_backend backend; /* default F8_BACKEND_CPU */
     int device;         /* CUDA device ordinal; default 0; ignored for CPU */
     f8_recipe recipe;   /* default f8_recipe_default() */
+    f8_attention_path attention_path; /* AUTO (default) or OWN; ignored for CPU */
+    int attention_nondeterministic;   /* 1: cuDNN's attention backward accumulates dQ with atomics
+                                         (faster, not bitwise reproducible); default 0: its
+                                         deterministic form (a B·nh·S² BF16 workspace); ignored
+                                         where cuDNN does not run */
 } f8_ctx_config;
 
 f8_ctx_config f8_ctx_config_default(void);
@@ -1239,16 +1256,11 @@ f8_status f8_embedding_backward(f8_ctx *ctx, const int32_t *tokens, int64_t seq_
  * inputs the forward used), the saved y and L: gradients are BF16 and the
  * caller's qkv is not read after the forward. On the GPU the forward runs
  * f8's FP8 kernel, the formulas above (2 launches with the cast; correct,
- * and far slower than the BF16 attention: for study, not speed). cuDNN's
- * FP8 flash attention (cuDNN 9.1+, head_dim a multiple of 16 up to 128,
- * aligned tensors: 4 launches) is taken only under the environment
- * variable F8_ATTN_FP8=cudnn, for investigation only: on the H200 (cuDNN
- * 9.14) it is as close to the BF16 attention as the formulas are at small
- * shapes (B·nh up to 6, S up to 1024), but at B16 S512 nh10 hd64 (f8_train's
- * 50M) its y is wrong and differs from run to run, and training with it
- * diverges. The backward is a dequantize plus the BF16 backward. Memory: the saved state
+ * and far slower than the BF16 attention: for study, not speed; cuDNN's
+ * FP8 forward is an experiment in dev/, not part of the library). The
+ * backward is a dequantize plus the BF16 backward. Memory: the saved state
  * adds the codes (T·3C bytes) and the reservation the backward's BF16 qkv
- * (T·3C·2 bytes) and cuDNN's O8 (T·C bytes). Errors: create with fp8 = 1:
+ * (T·3C·2 bytes). Errors: create with fp8 = 1:
  * F8_ERR_DTYPE unless dtype is BF16, F8_ERR_UNSUPPORTED unless the ctx's
  * recipe is F8_RECIPE_DELAYED (S and O have no tensor to measure before the
  * fused cast), F8_ERR_INVALID_ARGUMENT for fp8 not 0 or 1; a refused create
@@ -1299,6 +1311,17 @@ f8_status f8_attention_backward(f8_attention *attention, f8_attention_saved *sav
  * slots[2] O (the output), in the ctx registry with the modules' (read,
  * write and update them as any slot). F8_ERR_STATE for fp8 = 0. */
 f8_status f8_attention_fp8_slots(const f8_attention *attention, f8_slot slots[3]);
+/* [out] *path: the implementation a forward (backward = 0) or backward
+ * (backward = 1) of this attention at (batch, seq) takes on its ctx, for
+ * 16-byte aligned tensors: F8_ATTENTION_PATH_CUDNN or F8_ATTENTION_PATH_OWN
+ * (a CPU ctx, FP32, a head_dim cuDNN does not take, config attention_path
+ * OWN, no cuDNN, a plan cuDNN refused; an FP8 forward is always OWN).
+ * Outside a graph capture the answer is final: it loads cuDNN and builds the
+ * call's plan as the call itself would (asking is warming up). While a graph
+ * is captured nothing is built: a shape not built before reports OWN, as the
+ * captured call runs. F8_ERR_SHAPE for batch or seq outside [1, max]. */
+f8_status f8_attention_query_path(f8_attention *attention, int64_t batch, int64_t seq, int backward,
+                                  f8_attention_path *path);
 /* Checkpoint an attention's FP8 scaling state under prefix ("model.h.3.attn")
  * / restore it (synchronizes; F8_ERR_STATE while capturing, as
  * f8_checkpoint_add_tensor). An attention has no parameters: what it stores

@@ -67,7 +67,8 @@ class Recipe_t(C.Structure):
 
 
 class CtxConfig_t(C.Structure):
-    _fields_ = [("backend", C.c_int), ("device", C.c_int), ("recipe", Recipe_t)]
+    _fields_ = [("backend", C.c_int), ("device", C.c_int), ("recipe", Recipe_t), ("attention_path", C.c_int),
+                ("attention_nondeterministic", C.c_int)]
 
 
 class Slot_t(C.Structure):

@@ -425,16 +425,22 @@ int f8i_cuda_gemm_block_last_path(const f8_ctx *ctx);
  * ctx's later calls: F8I_ATTN_AUTO (cuDNN where it takes the call, its
  * deterministic backward; f8's kernels elsewhere), F8I_ATTN_OWN (f8's kernels
  * only), F8I_ATTN_CUDNN_NONDET (as AUTO with cuDNN's faster, atomic,
- * non-reproducible backward); a negative mode goes back to the environment's
- * choice, F8_ATTN=own|cudnn|cudnn-nondet (default cudnn = AUTO). last_path
+ * non-reproducible backward); a negative mode goes back to the ctx config's
+ * choice (attention_path, attention_nondeterministic). last_path
  * names the path the ctx's last attention call took; info describes the
  * cuDNN state in words (version, plans, why a plan or the library was
  * refused), valid until the next call on ctx; *loaded (may be NULL) says
- * whether the library and a handle are ready. Never on the step path. */
+ * whether the library and a handle are ready. Never on the step path.
+ * takes (f8_attention_query_path's answer on a CUDA ctx): 1 when cuDNN runs
+ * a non-FP8 forward (backward 0) or backward (1) of that shape for 16-byte
+ * aligned tensors under the ctx's mode, its plan built now if new (not while
+ * a graph is captured); 0 otherwise (and on a CPU ctx). */
 enum { F8I_ATTN_AUTO = 0, F8I_ATTN_OWN = 1, F8I_ATTN_CUDNN_NONDET = 2 };
 enum { F8I_ATTN_PATH_NONE = 0, F8I_ATTN_PATH_OWN = 1, F8I_ATTN_PATH_CUDNN = 2 };
 void f8i_cuda_attn_set_mode(f8_ctx *ctx, int mode);
 int f8i_cuda_attn_last_path(const f8_ctx *ctx);
+int f8i_cuda_attn_takes(f8_ctx *ctx, f8_dtype dtype, int64_t batch, int64_t seq, int64_t n_head, int64_t head_dim,
+                        int backward);
 const char *f8i_cuda_attn_info(f8_ctx *ctx, int *loaded);
 
 /* ---- the simple ops' args ------------------------------------------- */

@@ -32,6 +32,8 @@ f8_ctx_config f8_ctx_config_default(void)
     c.backend = F8_BACKEND_CPU;
     c.device = 0;
     c.recipe = f8_recipe_default();
+    c.attention_path = F8_ATTENTION_PATH_AUTO;
+    c.attention_nondeterministic = 0;
     return c;
 }
 
@@ -82,6 +84,15 @@ f8_status f8_ctx_create(const f8_ctx_config *config, f8_ctx **ctx, char *error, 
     *ctx = NULL;
     if (!config) return create_fail(F8_ERR_INVALID_ARGUMENT, "f8_ctx_create: config is NULL", error, error_size);
     if (!recipe_ok(&config->recipe, msg, sizeof msg)) return create_fail(F8_ERR_INVALID_ARGUMENT, msg, error, error_size);
+    if (config->attention_path != F8_ATTENTION_PATH_AUTO && config->attention_path != F8_ATTENTION_PATH_OWN) {
+        snprintf(msg, sizeof msg, "f8_ctx_create: attention_path %d is not AUTO (0) or OWN (1)", (int)config->attention_path);
+        return create_fail(F8_ERR_INVALID_ARGUMENT, msg, error, error_size);
+    }
+    if (config->attention_nondeterministic != 0 && config->attention_nondeterministic != 1) {
+        snprintf(msg, sizeof msg, "f8_ctx_create: attention_nondeterministic is %d; it must be 0 or 1",
+                 config->attention_nondeterministic);
+        return create_fail(F8_ERR_INVALID_ARGUMENT, msg, error, error_size);
+    }
 
     const f8i_backend *be = NULL;
     if (config->backend == F8_BACKEND_CPU) {
@@ -103,6 +114,8 @@ f8_status f8_ctx_create(const f8_ctx_config *config, f8_ctx **ctx, char *error, 
     c->kind = config->backend;
     c->device = config->backend == F8_BACKEND_CUDA ? config->device : 0;
     c->recipe = config->recipe;
+    c->attn_path = config->attention_path;
+    c->attn_nondet = config->attention_nondeterministic;
 
     f8_status st = be->state_create(c);
     if (st != F8_OK) {

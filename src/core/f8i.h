@@ -41,6 +41,8 @@ struct f8_ctx {
     f8_backend kind;
     int device;
     f8_recipe recipe;
+    f8_attention_path attn_path; /* f8_ctx_config.attention_path: AUTO or OWN */
+    int attn_nondet;    /* f8_ctx_config.attention_nondeterministic */
     float *noop;        /* (1) backend memory: the ctx noop flag */
     int weight_noop;    /* weight casts take the noop flag (graph mode) */
     float *scaling_buf; /* backend memory holding both directions */

@@ -25,15 +25,8 @@
  *               dS = (dO·Vᵀ - Σ)·P·c; dK = dSᵀ·Q; dQ = dS·K.
  *    Q, K, V, dQ, dK, dV are strided views of f8's (B·S, 3C) rows (no
  *    copies); Kᵀ and Vᵀ are the same memory with the last two dims swapped.
- *    The FP8 forward (f8_attention_config.fp8) is cudnn-frontend's SDPA
- *    FP8 node: the same chain on E4M3 views of the saved codes, with the
- *    descales after Q·Kᵀ, amax_s (AMAX of P), P·scale_s as an E4M3
- *    virtual, descale_s and descale_v after P·V, O8 = O·scale_o and amax_o
- *    (AMAX of O before scale_o). Its scales are [1,1,1,1] device tensors
- *    (they change every step): a one-thread kernel copies them where each
- *    has 16 bytes of its own, and a finish kernel dequantizes O8 into y
- *    and the saved O, converts the Stats, and maxes the amaxes into the
- *    slots (3 launches; the cast before them is attention.c's).
+ *    The FP8 forward (f8_attention_config.fp8) runs f8's kernel: cuDNN's
+ *    FP8 graph, wrong at training shapes, is a record in dev/.
  *  - Determinism. The backward exists in two forms: with dQ accumulated in
  *    an FP32 dQ_accum tensor (atomics: fast, not reproducible) or with dQ
  *    written directly (cuDNN's "dP workspace" algorithm: dS kept in a
@@ -41,7 +34,8 @@
  *    reproducible). cudnn-frontend's set_deterministic_algorithm(true) picks
  *    the second on Hopper exactly by leaving dQ_accum out of the graph; f8
  *    promises reproducible runs, so that is the default, and the atomic
- *    form is an opt-in (F8_ATTN=cudnn-nondet, or the test hook).
+ *    form is an opt-in (f8_ctx_config.attention_nondeterministic, or the
+ *    test hook).
  *  - Saved state keeps attention.h's meaning on either path: cuDNN's Stats
  *    are c·m + ln l (natural log of the scaled scores); f8's L is
  *    m + log2(l)/c2 = Stats / c. The forward converts in place after cuDNN
@@ -81,12 +75,11 @@
 /* Tensor uids of a graph's real (non-virtual) tensors; virtual ones count from DN_UID_VIRTUAL. */
 enum {
     U_Q = 1, U_K, U_V, U_O, U_STATS, U_DO, U_DQ, U_DK, U_DV, U_SUM, U_DQ_ACC, U_SCALE, U_ONE, U_NEG_INF,
-    U_DESCALE_Q, U_DESCALE_K, U_DESCALE_V, U_SCALE_S, U_DESCALE_S, U_SCALE_O, U_AMAX_S, U_AMAX_O,
     DN_UID_VIRTUAL = 100
 };
 
 typedef struct dn_key {
-    int64_t dir;      /* 0 forward, 1 backward, 2 FP8 forward */
+    int64_t dir;      /* 0 forward, 1 backward */
     int64_t det;      /* backward: 1 deterministic form, 0 dQ_accum form; forward: 1 */
     int64_t B, S, nh, hd;
 } dn_key;
@@ -210,17 +203,14 @@ static void state_load(f8_ctx *ctx, f8i_attn_cudnn *c)
     c->ready = 1;
 }
 
-/* The ctx's mode: F8_ATTN read once ("own", "cudnn" (the default), "cudnn-nondet"), unless a test set it. */
-static int mode_of(f8i_cuda_state *s)
+/* The ctx's mode: a test's choice (f8i_cuda_attn_set_mode) or the ctx
+ * config's (attention_path, attention_nondeterministic). */
+static int mode_of(const f8_ctx *ctx)
 {
-    if (!s->attn_mode_set) {
-        const char *e = getenv("F8_ATTN");
-        s->attn_mode = F8I_ATTN_AUTO;
-        if (e && strcmp(e, "own") == 0) s->attn_mode = F8I_ATTN_OWN;
-        if (e && strcmp(e, "cudnn-nondet") == 0) s->attn_mode = F8I_ATTN_CUDNN_NONDET;
-        s->attn_mode_set = 1;
-    }
-    return s->attn_mode;
+    const f8i_cuda_state *s = f8i_cuda(ctx);
+    if (s->attn_mode_set) return s->attn_mode;
+    if (ctx->attn_path == F8_ATTENTION_PATH_OWN) return F8I_ATTN_OWN;
+    return ctx->attn_nondet ? F8I_ATTN_CUDNN_NONDET : F8I_ATTN_AUTO;
 }
 
 static int capturing(f8_ctx *ctx)
@@ -266,14 +256,8 @@ static void plan_build(f8_ctx *ctx, f8i_attn_cudnn *c, dn_plan *p)
     p->neg_inf = c->version >= 91000 ? -INFINITY : -FLT_MAX;
     dn_dims d;
     dims_of(&p->key, &d);
-    if (p->key.dir == 2 && c->version < 90100) { /* the frontend's floor for the FP8 forward */
-        snprintf(p->why, sizeof p->why, "cuDNN %zu: the FP8 forward needs 9.1 or later", c->version);
-        return;
-    }
     if (p->key.dir == 0)
         graph_forward(&g, &d);
-    else if (p->key.dir == 2)
-        graph_forward_fp8(&g, &d);
     else
         graph_backward(&g, &d, (int)p->key.det);
 
@@ -309,12 +293,8 @@ static void plan_build(f8_ctx *ctx, f8i_attn_cudnn *c, dn_plan *p)
     if (g.failed) return;
 
     char tried[DN_WHY] = "";
-    /* F8_CUDNN_CONFIG=i (a benchmarking knob, not for training runs): start at
-     * the heuristics' i-th config instead of the first, to time the others. */
-    const char *first = getenv("F8_CUDNN_CONFIG");
-    const int64_t i0 = first ? strtoll(first, NULL, 10) : 0;
     p->n_configs = got;
-    for (int64_t i = i0 > 0 && i0 < got ? i0 : 0; i < got && !p->plan; i++) {
+    for (int64_t i = 0; i < got && !p->plan; i++) {
         void *plan = gb_new(&g, DN_D_PLAN, "execution plan");
         gb_set(&g, plan, DN_A_PLAN_HANDLE, DN_T_HANDLE, 1, &c->handle, "execution plan");
         gb_set(&g, plan, DN_A_PLAN_CONFIG, DN_T_DESCRIPTOR, 1, &cfg[i], "execution plan");
@@ -365,7 +345,7 @@ static int key_equal(const dn_key *a, const dn_key *b) { return memcmp(a, b, siz
 static void describe(f8i_attn_cudnn *c, const dn_plan *p)
 {
     const dn_key *k = &p->key;
-    const char *dir = k->dir == 2 ? "FP8 forward" : k->dir ? "backward" : "forward";
+    const char *dir = k->dir ? "backward" : "forward";
     if (p->ok)
         snprintf(c->last_plan, sizeof c->last_plan,
                  "%s%s B%lld S%lld nh%lld hd%lld: engine %lld (config %lld of %lld), workspace %.1f MiB (+%.1f MiB f8 buffers), "
@@ -491,49 +471,6 @@ static __global__ void __launch_bounds__(DN_THREADS) bwd_stats_kernel(const floa
         stats[i] = __fmul_rn(lse[i], c);
 }
 
-/* Before cuDNN's FP8 forward: the scalars it reads, copied where each has
- * 16 bytes of its own (the slots' sit 4 bytes apart), and its two amax
- * outputs zeroed. The scalars live in the ctx scratch, which other ops
- * overwrite between calls, and the graph's AMAX reductions are not promised
- * to overwrite their output rather than max into it: left as they were, a
- * stale or foreign value could stand in for the call's amax and shrink the
- * S and O scales of the next steps. One thread. */
-static __global__ void fp8_prep_kernel(const float *dq, const float *s_scale, const float *s_scale_inv, const float *o_scale,
-                                       float *sc)
-{
-    sc[F8I_ATTN_SC_AMAX_S] = 0.0f;
-    sc[F8I_ATTN_SC_AMAX_O] = 0.0f;
-    sc[F8I_ATTN_SC_DQ] = *dq;
-    sc[F8I_ATTN_SC_SCALE_S] = *s_scale;
-    sc[F8I_ATTN_SC_DESCALE_S] = *s_scale_inv;
-    sc[F8I_ATTN_SC_SCALE_O] = *o_scale;
-}
-
-/* After cuDNN's FP8 forward: lse[i] = Stats[i] / c in place; y = o =
- * bf16(O8 · descale_o) (o may be NULL); the call's amax_s and amax_o maxed
- * into the slots' accumulators (thread 0). Grid: 1-D, grid-stride over
- * max(n_lse, n); block DN_THREADS; a thread owns item i of each array. */
-static __global__ void __launch_bounds__(DN_THREADS)
-    fp8_finish_kernel(float *lse, int64_t n_lse, float c, const uint8_t *o8, int64_t n, const float *o_scale_inv,
-                      uint16_t *y, uint16_t *o, const float *sc, float *s_amax, float *o_amax)
-{
-    const float dso = *o_scale_inv;
-    const int64_t m = n_lse > n ? n_lse : n, step = (int64_t)gridDim.x * DN_THREADS;
-    const int64_t first = (int64_t)blockIdx.x * DN_THREADS + threadIdx.x;
-    for (int64_t i = first; i < m; i += step) {
-        if (i < n_lse) lse[i] = __fdiv_rn(lse[i], c);
-        if (i < n) {
-            const uint16_t v = f8i_bf16_from_float(__fmul_rn(f8i_fp8_decode(o8[i], 0), dso));
-            y[i] = v;
-            if (o) o[i] = v;
-        }
-    }
-    if (first == 0) { /* amaxes are non-negative: their bits order as the floats do */
-        atomicMax((int *)s_amax, __float_as_int(sc[F8I_ATTN_SC_AMAX_S]));
-        atomicMax((int *)o_amax, __float_as_int(sc[F8I_ATTN_SC_AMAX_O]));
-    }
-}
-
 /* ------------------------------------------------------------------------ */
 /* Entry points (attention.cu)                                               */
 /* ------------------------------------------------------------------------ */
@@ -543,58 +480,12 @@ static bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 /* What cuDNN's fused attention is asked to take: BF16, head_dim a multiple of 8 up to 128. */
 static bool cudnn_shape(f8_dtype dt, int64_t hd) { return dt == F8_DTYPE_BF16 && hd % 8 == 0 && hd >= 8 && hd <= 128; }
 
-/* The FP8 forward on cuDNN: the scalars' copies, its execute, the finish
- * kernel (3 launches). Shapes: head_dim a multiple of 16 up to 128 (FP8
- * rows of 16-byte chunks), aligned codes and workspace. */
-static f8_status cudnn_fp8_fwd(f8_ctx *ctx, const f8i_attn_fwd_args *a, int *ran)
-{
-    f8i_cuda_state *s = f8i_cuda(ctx);
-    /* Opt-in only (F8_ATTN_FP8=cudnn, for investigation): on the H200 (cuDNN
-     * 9.14) this forward is as accurate as the CPU chain at its test's small
-     * shapes (B·nh up to 6, S up to 1024), but at f8_train's 50M shape (B16 S512 nh10
-     * hd64) and at B8 S512 nh8 its y is wrong and differs from run to run,
-     * and 50M training with it diverges (test_cuda_attention_fp8's probe,
-     * docs/FP8_ATTENTION.md). Whether f8's graph or cuDNN is at fault is
-     * not known, so FP8 attention runs f8's kernel unless asked. */
-    const char *optin = getenv("F8_ATTN_FP8");
-    if (!optin || strcmp(optin, "cudnn") != 0) return F8_OK;
-    if (mode_of(s) == F8I_ATTN_OWN || a->head_dim % 16 != 0 || a->head_dim > 128 || !aligned16(a->qkv) ||
-        !aligned16(a->o8) || !aligned16(a->scalars))
-        return F8_OK;
-    const dn_key key = {2, 1, a->batch, a->seq, a->n_head, a->head_dim};
-    dn_plan *p = plan_for(ctx, &key);
-    if (!p) return F8_OK;
-    f8i_attn_cudnn *c = s->attn_cudnn;
-    cudaStream_t stream = f8i_stream(ctx);
-    float *sc = a->scalars;
-    F8I_COUNT_LAUNCHES(ctx, 1);
-    fp8_prep_kernel<<<1, 1, 0, stream>>>(a->qkv_scale_inv, a->s_scale, a->s_scale_inv, a->o_scale, sc);
-    const f8_status ps = f8i_cuda_launch_check(ctx, "attention (cuDNN) fp8_prep_kernel");
-    if (ps != F8_OK) return ps;
-    const int64_t C = a->n_head * a->head_dim, rows = a->batch * a->n_head * a->seq, n = a->batch * a->seq * C;
-    const uint8_t *qkv = (const uint8_t *)a->qkv;
-    float *stats = a->lse ? a->lse : (float *)((unsigned char *)p->buf + p->stats_off);
-    float scale = a->scale, neg_inf = p->neg_inf;
-    float *dq = sc + F8I_ATTN_SC_DQ;
-    const int64_t uids[15] = {U_Q,         U_K,         U_V,         U_O,         U_STATS,     U_SCALE,  U_NEG_INF, U_DESCALE_Q,
-                              U_DESCALE_K, U_DESCALE_V, U_SCALE_S,   U_DESCALE_S, U_SCALE_O,   U_AMAX_S, U_AMAX_O};
-    void *const ptrs[15] = {(void *)qkv, (void *)(qkv + C), (void *)(qkv + 2 * C), a->o8, stats, &scale, &neg_inf, dq, dq, dq,
-                            sc + F8I_ATTN_SC_SCALE_S, sc + F8I_ATTN_SC_DESCALE_S, sc + F8I_ATTN_SC_SCALE_O,
-                            sc + F8I_ATTN_SC_AMAX_S, sc + F8I_ATTN_SC_AMAX_O};
-    if (!(*ran = execute(ctx, c, p, 15, uids, ptrs))) return F8_OK;
-    F8I_COUNT_LAUNCHES(ctx, 1);
-    const int64_t n_lse = a->lse ? rows : 0, m = n_lse > n ? n_lse : n;
-    fp8_finish_kernel<<<grid_size(ctx, m, DN_THREADS), DN_THREADS, 0, stream>>>(
-        a->lse, n_lse, a->scale, a->o8, n, a->o_scale_inv, (uint16_t *)a->y, (uint16_t *)a->o, sc, a->s_amax, a->o_amax);
-    return f8i_cuda_launch_check(ctx, "attention (cuDNN) fp8_finish_kernel");
-}
-
 f8_status f8i_cudnn_attn_fwd(f8_ctx *ctx, const f8i_attn_fwd_args *a, int *ran)
 {
     *ran = 0;
-    if (a->fp8) return cudnn_fp8_fwd(ctx, a, ran);
+    if (a->fp8) return F8_OK; /* f8's FP8 kernel (cuDNN's FP8 forward: dev/cuda/attention_cudnn_fp8.cu) */
     f8i_cuda_state *s = f8i_cuda(ctx);
-    if (mode_of(s) == F8I_ATTN_OWN || !cudnn_shape(a->dtype, a->head_dim) || !aligned16(a->qkv) || !aligned16(a->y) ||
+    if (mode_of(ctx) == F8I_ATTN_OWN || !cudnn_shape(a->dtype, a->head_dim) || !aligned16(a->qkv) || !aligned16(a->y) ||
         !aligned16(a->o))
         return F8_OK;
     const dn_key key = {0, 1, a->batch, a->seq, a->n_head, a->head_dim};
@@ -622,11 +513,7 @@ f8_status f8i_cudnn_attn_bwd(f8_ctx *ctx, const f8i_attn_bwd_args *a, int *ran)
 {
     *ran = 0;
     f8i_cuda_state *s = f8i_cuda(ctx);
-    const int mode = mode_of(s);
-    /* F8_ATTN_BWD=own: the backward alone on f8's kernels (a diagnostic, to
-     * tell a forward's numerics from a backward's; read per eager call) */
-    const char *bwd = getenv("F8_ATTN_BWD");
-    if (bwd && strcmp(bwd, "own") == 0) return F8_OK;
+    const int mode = mode_of(ctx);
     if (mode == F8I_ATTN_OWN || !cudnn_shape(a->dtype, a->head_dim) || !aligned16(a->qkv) || !aligned16(a->o) ||
         !aligned16(a->dy) || !aligned16(a->dqkv) || !aligned16(a->d))
         return F8_OK;
@@ -683,6 +570,16 @@ int f8i_cuda_attn_last_path(const f8_ctx *ctx)
 {
     const f8i_cuda_state *s = cuda_of(ctx);
     return s ? s->attn_last_path : 0;
+}
+
+int f8i_cuda_attn_takes(f8_ctx *ctx, f8_dtype dtype, int64_t batch, int64_t seq, int64_t n_head, int64_t head_dim,
+                        int backward)
+{
+    if (!cuda_of(ctx)) return 0;
+    const int mode = mode_of(ctx);
+    if (mode == F8I_ATTN_OWN || !cudnn_shape(dtype, head_dim)) return 0;
+    const dn_key key = {backward ? 1 : 0, backward && mode == F8I_ATTN_CUDNN_NONDET ? 0 : 1, batch, seq, n_head, head_dim};
+    return plan_for(ctx, &key) != NULL;
 }
 
 const char *f8i_cuda_attn_info(f8_ctx *ctx, int *loaded)

@@ -272,43 +272,6 @@ static void graph_forward(gb *g, const dn_dims *d)
     gb_mm(g, "O = P V", gb_softmax(g, d, sm, t[FW_STATS], DN_BF16), t[FW_V], t[FW_O]);
 }
 
-/* A [1,1,1,1] FP32 tensor in device memory (a scale, descale or amax: they change every step). */
-static void *gb_dev_scalar(gb *g, const char *name, int64_t uid)
-{
-    static const int64_t one[4] = {1, 1, 1, 1};
-    return gb_tensor(g, name, uid, DN_FLOAT, one, one, 0, 0);
-}
-
-/* The FP8 forward, the operations of cudnn-frontend's SDPA FP8 node (its
- * bmm1 a plain matmul of the E4M3 operands; its bmm2 the matmul_fp8 node:
- * descales, then scale_o into O8 and the AMAX of the descaled O beside it):
- *   S = Q8·K8ᵀ · c · descale_q · descale_k; causal mask; softmax with Stats;
- *   amax_s = AMAX(P); P8 = P · scale_s (E4M3 virtual: bmm2's A takes the I/O type);
- *   O = P8·V8 · descale_s · descale_v; O8 = O · scale_o; amax_o = AMAX(O). */
-static void graph_forward_fp8(gb *g, const dn_dims *d)
-{
-    void *t[FW_COUNT];
-    gb_forward_io(g, d, DN_FP8_E4M3, t);
-    void *dsq = gb_dev_scalar(g, "descale_q", U_DESCALE_Q), *dsk = gb_dev_scalar(g, "descale_k", U_DESCALE_K);
-    void *dsv = gb_dev_scalar(g, "descale_v", U_DESCALE_V), *ss = gb_dev_scalar(g, "scale_s", U_SCALE_S);
-    void *dss = gb_dev_scalar(g, "descale_s", U_DESCALE_S), *so = gb_dev_scalar(g, "scale_o", U_SCALE_O);
-    void *amax_s = gb_dev_scalar(g, "amax_s", U_AMAX_S), *amax_o = gb_dev_scalar(g, "amax_o", U_AMAX_O);
-
-    void *s = gb_virtual(g, "S = Q8 K8^T", DN_FLOAT, d->ss, d->ss_s);
-    gb_mm(g, "Q8 K8^T", t[FW_Q], t[FW_KT], s);
-    void *sc = gb_mul(g, "S c", s, t[FW_SCALE], d->ss, d->ss_s);
-    void *sd = gb_mul(g, "S descale_k", gb_mul(g, "S descale_q", sc, dsq, d->ss, d->ss_s), dsk, d->ss, d->ss_s);
-    void *p = gb_softmax(g, d, gb_causal(g, d, sd, t[FW_NEG_INF]), t[FW_STATS], DN_FLOAT);
-    gb_reduce(g, "amax_s", DN_REDUCE_AMAX, p, amax_s);
-    void *p8 = gb_virtual(g, "P8 = P scale_s", DN_FP8_E4M3, d->ss, d->ss_s);
-    gb_pw(g, "P8 = P scale_s", DN_PW_MUL, DN_FLOAT, p, ss, NULL, p8, -1);
-    void *pv = gb_virtual(g, "P8 V8", DN_FLOAT, d->o, d->acc_s);
-    gb_mm(g, "P8 V8", p8, t[FW_V], pv);
-    void *od = gb_mul(g, "O", gb_mul(g, "P8 V8 descale_s", pv, dss, d->o, d->acc_s), dsv, d->o, d->acc_s);
-    gb_pw(g, "O8 = O scale_o", DN_PW_MUL, DN_FLOAT, od, so, NULL, t[FW_O], -1);
-    gb_reduce(g, "amax_o", DN_REDUCE_AMAX, od, amax_o);
-}
-
 static void graph_backward(gb *g, const dn_dims *d, int det)
 {
     void *q = gb_tensor(g, "Q", U_Q, DN_BF16, d->qkv, d->qkv_s, 0, 0);

@@ -80,7 +80,7 @@
  * unpadded). Either way, when k is inside the rule B is not copied: the
  * main GEMM reads its first n & ~15 rows in place and a 16-row tail GEMM
  * the copied rest. A shape whose only fault is D asks the heuristic for itself
- * first (GEMM_DIRECT_D), in case a cuBLASLt takes it. Everything runs on
+ * first, in case a cuBLASLt takes it. Everything runs on
  * the stream from pointers the caller laid out: graphs capture it.
  *
  * Why this design, by bytes moved (FP8 Linear fwd+bwd, BF16 x/y/dy/dx and
@@ -156,12 +156,6 @@
 #include "core/numerics.h"
 
 #define GEMM_WORKSPACE_BYTES ((size_t)32 << 20) /* cuBLAS's advice for sm_90 */
-
-/* 1: an FP8 shape whose only fault is D (n % 16, d's alignment) asks
- * cuBLASLt's heuristic for it unpadded first; 0: straight to padding. */
-#ifndef GEMM_DIRECT_D
-#define GEMM_DIRECT_D 1
-#endif
 
 /* ------------------------------------------------------------------------ */
 /* Types                                                                     */
@@ -281,10 +275,10 @@ static int pad_eligible(const f8i_gemm_args *g)
 
 /* Called for a shape outside the rule: is D its only fault (n % 16 or d's
  * alignment)? Then cuBLASLt's heuristic is asked for it as it is before D is
- * padded (GEMM_DIRECT_D): if it takes it, no slice pass is needed. */
+ * padded: if it takes it, no slice pass is needed. */
 static int only_d_unaligned(const f8i_gemm_args *g)
 {
-    return GEMM_DIRECT_D && pad_eligible(g) && g->k % 16 == 0 && align_log2(g->a) >= 4 && align_log2(g->b) >= 4;
+    return pad_eligible(g) && g->k % 16 == 0 && align_log2(g->a) >= 4 && align_log2(g->b) >= 4;
 }
 
 static void plan_release(gemm_plan *p)

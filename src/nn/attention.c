@@ -157,6 +157,22 @@ f8_status f8_attention_fp8_slots(const f8_attention *a, f8_slot slots[3])
     return F8_OK;
 }
 
+f8_status f8_attention_query_path(f8_attention *a, int64_t batch, int64_t seq, int backward, f8_attention_path *path)
+{
+    if (!a) return F8_ERR_INVALID_ARGUMENT;
+    if (!path) return f8i_error(a->ctx, F8_ERR_INVALID_ARGUMENT, "f8_attention_query_path: path is NULL");
+    if (batch < 1 || batch > a->cfg.max_batch || seq < 1 || seq > a->cfg.max_seq)
+        return f8i_error(a->ctx, F8_ERR_SHAPE, "f8_attention_query_path: batch %lld, seq %lld outside [1, %lld], [1, %lld]",
+                         (long long)batch, (long long)seq, (long long)a->cfg.max_batch, (long long)a->cfg.max_seq);
+    if (backward != 0 && backward != 1)
+        return f8i_error(a->ctx, F8_ERR_INVALID_ARGUMENT, "f8_attention_query_path: backward is %d, not 0 or 1", backward);
+    /* An FP8 forward runs f8's FP8 kernel; its backward is the BF16 one. */
+    const int takes = (backward || !a->cfg.fp8) &&
+                      f8i_cuda_attn_takes(a->ctx, a->cfg.dtype, batch, seq, a->cfg.n_head, a->cfg.head_dim, backward);
+    *path = takes ? F8_ATTENTION_PATH_CUDNN : F8_ATTENTION_PATH_OWN;
+    return F8_OK;
+}
+
 void f8i_attention_saved_parts(const f8_attention_saved *s, struct f8i_attn_saved_at *at)
 {
     at->lse = s->lse, at->o = s->o, at->qkv_scale_inv = s->qkv_sinv, at->qkv8 = s->qkv8;
@@ -261,8 +277,8 @@ static f8_status cast_qkv(f8_attention *a, const void *qkv, int64_t T, uint8_t *
 }
 
 /* The FP8 fields of a forward's args: the slots' pointers, resolved per
- * call (registering slots may move the buffer), and the workspace. */
-static void fp8_args(f8_attention *a, f8i_attn_fwd_args *args, const f8i_attn_ws *w, const float *qkv_sinv)
+ * call (registering slots may move the buffer). */
+static void fp8_args(f8_attention *a, f8i_attn_fwd_args *args, const float *qkv_sinv)
 {
     f8_ctx *ctx = a->ctx;
     const f8_slot s = a->slots[SLOT_S], o = a->slots[SLOT_O];
@@ -274,8 +290,6 @@ static void fp8_args(f8_attention *a, f8i_attn_fwd_args *args, const f8i_attn_ws
     args->o_scale_inv = ctx->dir[F8_DIR_FORWARD].scale_inv + o.index;
     args->s_amax = f8i_slot_amax(ctx, s);
     args->o_amax = f8i_slot_amax(ctx, o);
-    args->o8 = w->o8;
-    args->scalars = w->scalars;
 }
 
 f8_status f8_attention_forward(f8_attention *a, const f8_tensor *qkv, int64_t batch, int64_t seq, f8_tensor *y,
@@ -317,11 +331,11 @@ f8_status f8_attention_forward(f8_attention *a, const f8_tensor *qkv, int64_t ba
         args.rows = w.rows;
         if (c->fp8) { /* the codes go to the saved state, or (inference) to the workspace */
             uint8_t *codes = saved ? saved->qkv8 : (uint8_t *)w.qkv_hp;
-            float *sinv = saved ? saved->qkv_sinv : w.scalars + F8I_ATTN_SC_DQ_INFER;
+            float *sinv = saved ? saved->qkv_sinv : w.dq_infer;
             st = cast_qkv(a, qkv->data, T, codes, sinv);
             if (st != F8_OK) return st;
             args.qkv = codes;
-            fp8_args(a, &args, &w, sinv);
+            fp8_args(a, &args, sinv);
         }
         st = f8i_op_attn_fwd(ctx, &args);
         if (st != F8_OK) return st;

@@ -31,13 +31,13 @@
  * product, so the two agree to about one BF16 rounding of p per term.
  *
  * The CUDA backend's BF16 calls run on cuDNN's fused flash attention when
- * it is installed and takes them (cuda/attention_cudnn.cu; F8_ATTN=own
- * forces f8's kernels). cuDNN computes the same quantities in natural-log
+ * it is installed and takes them (cuda/attention_cudnn.cu; the ctx config's
+ * attention_path OWN forces f8's kernels). cuDNN computes the same quantities in natural-log
  * form on the scaled scores (softmax of c·s, Stats = c·m + ln l), with its
  * own block order and BF16 rounding of p and dS; its results differ from
  * the CPU's by a few BF16 roundings, as the fused kernels' do, and are
  * bitwise reproducible run to run (its deterministic backward, unless
- * F8_ATTN=cudnn-nondet). The saved L keeps the meaning above on every path:
+ * the ctx config's attention_nondeterministic). The saved L keeps the meaning above on every path:
  * L = Stats / c after a cuDNN forward, Stats = L·c before a cuDNN backward,
  * so a forward and a backward may take different paths. cuDNN's D (its
  * softmax_sum) is written to the same workspace D.
@@ -79,8 +79,8 @@
  * attention.c converts the saved codes to qkv_hp = dt(q8·dq) (workspace)
  * and runs the op above with the saved o and L. FP8 workspace, after the
  * rows: qkv_hp (BF16 [B·S, 3C]: the backward's input; the forward's codes
- * when there is no saved state), O8 ([B·S, C] bytes, cuDNN's output) and
- * the scalars below (F8I_ATTN_SC_*).
+ * when there is no saved state) and dq_infer (an inference forward's dq:
+ * no saved state holds it).
  */
 #ifndef F8_ATTENTION_H
 #define F8_ATTENTION_H
@@ -116,18 +116,7 @@ typedef struct f8i_attn_fwd_args {
     const float *s_scale, *s_scale_inv; /* (1) each: the S slot's */
     const float *o_scale, *o_scale_inv; /* (1) each: the O slot's */
     float *s_amax, *o_amax;    /* (1) each: the slots' accumulators, maxed into */
-    uint8_t *o8;               /* workspace (B·S, C) E4M3 (cuDNN's O8) */
-    float *scalars;            /* workspace (32) FP32: F8I_ATTN_SC_* (the CUDA cuDNN path) */
 } f8i_attn_fwd_args;
-
-/* The FP8 workspace's scalars, each at its own 16 bytes (cuDNN's tensors
- * are 16-byte aligned): cuDNN's amax_s and amax_o outputs, an inference
- * forward's dq (no saved state to hold it), and the aligned copies of dq,
- * scale_s, descale_s and scale_o the cuDNN graph reads. */
-enum {
-    F8I_ATTN_SC_AMAX_S = 0, F8I_ATTN_SC_AMAX_O = 4, F8I_ATTN_SC_DQ_INFER = 8, F8I_ATTN_SC_DQ = 12,
-    F8I_ATTN_SC_SCALE_S = 16, F8I_ATTN_SC_DESCALE_S = 20, F8I_ATTN_SC_SCALE_O = 24, F8I_ATTN_SC_COUNT = 32
-};
 
 /* One backward of the forward that filled o and lse (same B, S, qkv). */
 typedef struct f8i_attn_bwd_args {
@@ -177,8 +166,7 @@ typedef struct f8i_attn_ws {
     float *d;          /* (B·nh, S) FP32: D */
     float *rows;       /* (2, S) FP32 (CPU) */
     void *qkv_hp;      /* FP8 only: (B·S, 3C) BF16; an inference forward's codes */
-    uint8_t *o8;       /* FP8 only: (B·S, C) E4M3 */
-    float *scalars;    /* FP8 only: (F8I_ATTN_SC_COUNT) FP32 */
+    float *dq_infer;   /* FP8 only: (1) FP32, an inference forward's dq */
 } f8i_attn_ws;
 
 /* Measures (base NULL) or places (base 256-byte aligned; w may then be
@@ -193,10 +181,9 @@ static inline size_t f8i_attn_workspace(void *base, int64_t tokens, int64_t seq,
     void *d = f8i_take(&l, T * (size_t)n_head * sizeof(float));
     void *rows = f8i_take(&l, 2u * (size_t)seq * sizeof(float));
     void *hp = fp8 ? f8i_take(&l, T * 3 * C * 2) : NULL;
-    void *o8 = fp8 ? f8i_take(&l, T * C) : NULL;
-    void *sc = fp8 ? f8i_take(&l, F8I_ATTN_SC_COUNT * sizeof(float)) : NULL;
+    void *dq = fp8 ? f8i_take(&l, sizeof(float)) : NULL;
     if (base != NULL && w != NULL) {
-        w->d = (float *)d, w->rows = (float *)rows, w->qkv_hp = hp, w->o8 = (uint8_t *)o8, w->scalars = (float *)sc;
+        w->d = (float *)d, w->rows = (float *)rows, w->qkv_hp = hp, w->dq_infer = (float *)dq;
     }
     return l.bytes;
 }
