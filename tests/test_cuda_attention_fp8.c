@@ -199,38 +199,11 @@ static int check_shape_amp(fp8_shape sh, int mode, int want_cudnn, double amp)
 
 static int check_shape(fp8_shape sh, int mode, int want_cudnn) { return check_shape_amp(sh, mode, want_cudnn, 1.0); }
 
-/* Launches of one FP8 forward: 2 (the cast and f8's kernel). */
-static void check_launches(fp8_shape sh, int cudnn)
-{
-    f8_ctx *ctx = g_ctx[GPU];
-    const int64_t T = fp8_T(sh), C = fp8_C(sh);
-    f8_attention *a = fp8_att_new(ctx, sh, 0);
-    f8_attention_saved *sv = NULL;
-    CHECK_OK(ctx, f8_attention_saved_create(a, &sv));
-    f8_tensor tq = f8_tensor_make(balloc(ctx, (size_t)(T * 3 * C) * 2), F8_DTYPE_BF16, T, 3 * C);
-    f8_tensor ty = f8_tensor_make(balloc(ctx, (size_t)(T * C) * 2), F8_DTYPE_BF16, T, C);
-    float *zero = (float *)calloc((size_t)(T * 3 * C), sizeof(float));
-    upload(ctx, tq.data, zero, (size_t)(T * 3 * C) * 2);
-    free(zero);
-    CHECK_OK(ctx, f8_attention_forward(a, &tq, sh.B, sh.S, &ty, sv)); /* builds the plan */
-    f8_ctx_counters c0, c1;
-    CHECK_OK(ctx, f8_ctx_counters_read(ctx, &c0));
-    CHECK_OK(ctx, f8_attention_forward(a, &tq, sh.B, sh.S, &ty, sv));
-    CHECK_OK(ctx, f8_ctx_counters_read(ctx, &c1));
-    const uint64_t want = cudnn ? 4 : 2, got = c1.launches - c0.launches;
-    CHECK(got == want, "FP8 forward on %s: %llu launches, expected %llu", cudnn ? "cuDNN" : "the fallback",
-          (unsigned long long)got, (unsigned long long)want);
-    CHECK(c1.allocations == c0.allocations, "FP8 forward allocated");
-    f8_ctx_free(ctx, tq.data);
-    f8_ctx_free(ctx, ty.data);
-    f8_attention_saved_destroy(sv);
-    f8_attention_destroy(a);
-}
-
-/* f8_attention_query_path against the path the calls take: an FP8
- * forward is OWN; the backward (BF16) is CUDNN exactly where a backward of
- * that shape ran on cuDNN (last_path after it). */
-static void check_query(fp8_shape sh)
+/* One FP8 attention's calls at sh: a forward is 2 launches (the cast and
+ * f8's kernel) and allocates nothing; f8_attention_query_path against the
+ * paths the calls take: the forward OWN, the backward (BF16) CUDNN exactly
+ * where it ran on cuDNN (last_path after it). */
+static void check_calls(fp8_shape sh)
 {
     f8_ctx *ctx = g_ctx[GPU];
     const int64_t T = fp8_T(sh), C = fp8_C(sh);
@@ -242,13 +215,19 @@ static void check_query(fp8_shape sh)
     f8_tensor tg = f8_tensor_make(balloc(ctx, (size_t)(T * 3 * C) * 2), F8_DTYPE_BF16, T, 3 * C);
     float *zero = (float *)calloc((size_t)(T * 3 * C), sizeof(float));
     upload(ctx, tq.data, zero, (size_t)(T * 3 * C) * 2);
-    upload(ctx, ty.data, zero, (size_t)(T * C) * 2);
     free(zero);
     f8_attention_path qf = F8_ATTENTION_PATH_AUTO, qb = F8_ATTENTION_PATH_AUTO;
     CHECK_OK(ctx, f8_attention_query_path(a, sh.B, sh.S, 0, &qf));
     CHECK_OK(ctx, f8_attention_query_path(a, sh.B, sh.S, 1, &qb));
     CHECK_OK(ctx, f8_attention_forward(a, &tq, sh.B, sh.S, &ty, sv));
+    f8_ctx_counters c0, c1;
+    CHECK_OK(ctx, f8_ctx_counters_read(ctx, &c0));
+    CHECK_OK(ctx, f8_attention_forward(a, &tq, sh.B, sh.S, &ty, sv));
+    CHECK_OK(ctx, f8_ctx_counters_read(ctx, &c1));
     const int pf = f8i_cuda_attn_last_path(ctx);
+    const uint64_t got = c1.launches - c0.launches;
+    CHECK(got == 2, "FP8 forward: %llu launches, expected 2", (unsigned long long)got);
+    CHECK(c1.allocations == c0.allocations, "FP8 forward allocated");
     CHECK_OK(ctx, f8_attention_backward(a, sv, &ty, &tg));
     const int pb = f8i_cuda_attn_last_path(ctx);
     CHECK(qf == F8_ATTENTION_PATH_OWN && pf == F8I_ATTN_PATH_OWN, "FP8 forward B%lld S%lld: query %d, ran %d (want own)",
@@ -279,7 +258,7 @@ int main(void)
     for (size_t i = 0; i < sizeof fused / sizeof fused[0]; i++) check_shape(fused[i], F8I_ATTN_OWN, 0);
     check_shape_amp(fused[0], F8I_ATTN_OWN, 0, 4.0);
     check_shape_amp(fused[4], F8I_ATTN_OWN, 0, 4.0);
-    check_launches(fused[0], 0);
+    check_calls(fused[0]);
     /* FP8 attention runs f8's kernel in AUTO mode too (no cuDNN FP8 forward) */
     f8i_cuda_attn_set_mode(g_ctx[GPU], F8I_ATTN_AUTO);
     CHECK(check_shape(fused[0], F8I_ATTN_AUTO, 0) == F8I_ATTN_PATH_OWN, "FP8 attention took cuDNN");
@@ -287,9 +266,8 @@ int main(void)
     /* the default path at f8_train's 50M attention (batch 16, 10 heads of 64, seq 512) */
     const fp8_shape train50m = {quick ? 2 : 16, 512, 10, 64};
     check_shape_amp(train50m, F8I_ATTN_AUTO, 0, 1.0);
-    check_launches(fused[0], 0);
-    check_query(fused[0]);
-    check_query(train50m);
+    check_calls(fused[0]);
+    check_calls(train50m);
     printf("  cuDNN: %s\n", f8i_cuda_attn_info(g_ctx[GPU], NULL));
     f8_ctx_destroy(g_ctx[CPU]);
     f8_ctx_destroy(g_ctx[GPU]);
