@@ -4,7 +4,7 @@
  * at 4096³, 8192³ and 16384×8192×8192, next to a raw FP8 cuBLASLt matmul
  * (same heuristic, same 32 MiB workspace size) and a raw BF16 one, all in the
  * same run. Target on the H200: f8's FP8 GEMM >= 95% of raw cuBLASLt FP8.
- * Block scaling's GEMM (f8i_op_gemm_block on cuBLASLt's block-scaled
+ * Block scaling's GEMM (f8i_op_gemm in block modes on cuBLASLt's block-scaled
  * matmul) in the same run: a 1x128 activation against 128x128 weight blocks
  * (the forward and dgrad) and two 1x128 operands (wgrad), scale grids of 1,
  * each checked to have taken cuBLASLt and to agree with the split-accumulation
@@ -53,12 +53,12 @@ static void gcall(void *p, int i)
         return;
     }
     if (g->mode == F8_BLOCK_W || g->mode == F8_BLOCK_G) { /* x·Wᵀ (forward) or a wgrad-like pair of 1x128 */
-        f8i_gemm_block_args b = {.m = g->m, .n = g->n, .k = g->k, .a = g->a8[s], .a_dtype = F8_DTYPE_E4M3,
-                                 .a_scale_inv = g->ones, .a_block_rows = 1, .b = g->b8[s],
+        f8i_gemm_args b = {.m = g->m, .n = g->n, .k = g->k, .a = g->a8[s], .a_dtype = F8_DTYPE_E4M3,
+                                 .a_scale_inv = g->ones, .a_mode = F8I_SCALING_BLOCK_1X128, .b = g->b8[s],
                                  .b_dtype = F8_DTYPE_E4M3, .b_scale_inv = g->ones,
-                                 .b_block_rows = g->mode == F8_BLOCK_W ? 128 : 1, .d = g->d[s],
+                                 .b_mode = g->mode == F8_BLOCK_W ? F8I_SCALING_BLOCK_128X128 : F8I_SCALING_BLOCK_1X128, .d = g->d[s],
                                  .d_dtype = F8_DTYPE_BF16};
-        BENCH_F8(g->ctx, f8i_op_gemm_block(g->ctx, &b));
+        BENCH_F8(g->ctx, f8i_op_gemm(g->ctx, &b));
         if (f8i_cuda_gemm_block_last_path(g->ctx) != 2) {
             fprintf(stderr, "bench_gemm: the block GEMM did not take cuBLASLt\n");
             exit(1);

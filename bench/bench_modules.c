@@ -103,6 +103,11 @@ static const char *tap_label(f8i_op_kind kind, const void *args, char *w, size_t
     switch (kind) {
     case F8I_OP_GEMM: {
         const f8i_gemm_args *a = (const f8i_gemm_args *)args;
+        if (a->a_mode != F8I_SCALING_TENSOR) {
+            snprintf(w, n, "gemm_block %lldx%lldx%lld %dx%d", (long long)a->m, (long long)a->n, (long long)a->k,
+                     f8i_mode_block_rows(a->a_mode), f8i_mode_block_rows(a->b_mode));
+            return w;
+        }
         if (g_tap.nrec < MAX_REC) g_tap.rec[g_tap.nrec] = *a;
         g_tap.nrec++;
         snprintf(w, n, "gemm %lldx%lldx%lld %s", (long long)a->m, (long long)a->n, (long long)a->k,
@@ -111,6 +116,11 @@ static const char *tap_label(f8i_op_kind kind, const void *args, char *w, size_t
     }
     case F8I_OP_CAST: {
         const f8i_cast_args *a = (const f8i_cast_args *)args;
+        if (a->mode != F8I_SCALING_TENSOR) {
+            snprintf(w, n, "block_cast%s%s%s %lldx%lld /%d", a->out ? "" : " (t only)", a->out_t ? "+t" : "",
+                     a->dbias ? "+dbias" : "", (long long)a->rows, (long long)a->cols, f8i_mode_block_rows(a->mode));
+            return w;
+        }
         snprintf(w, n, "cast%s%s %lldx%lld", a->out_t ? "+t" : "", a->dbias ? "+dbias" : "", (long long)a->rows,
                  (long long)a->cols);
         return w;
@@ -118,18 +128,6 @@ static const char *tap_label(f8i_op_kind kind, const void *args, char *w, size_t
     case F8I_OP_TRANSPOSE_U8: {
         const f8i_transpose_u8_args *a = (const f8i_transpose_u8_args *)args;
         snprintf(w, n, "transpose %lldx%lld", (long long)a->rows, (long long)a->cols);
-        return w;
-    }
-    case F8I_OP_GEMM_BLOCK: {
-        const f8i_gemm_block_args *a = (const f8i_gemm_block_args *)args;
-        snprintf(w, n, "gemm_block %lldx%lldx%lld %dx%d", (long long)a->m, (long long)a->n, (long long)a->k,
-                 a->a_block_rows, a->b_block_rows);
-        return w;
-    }
-    case F8I_OP_BLOCK_CAST: {
-        const f8i_block_cast_args *a = (const f8i_block_cast_args *)args;
-        snprintf(w, n, "block_cast%s%s%s %lldx%lld /%d", a->out ? "" : " (t only)", a->out_t ? "+t" : "",
-                 a->dbias ? "+dbias" : "", (long long)a->rows, (long long)a->cols, a->block_rows);
         return w;
     }
     case F8I_OP_AMAX_SCALE: return "amax_scale";
@@ -157,7 +155,7 @@ static f8_status tap_run(f8_ctx *c, f8i_op_kind kind, const void *args)
     f8_status st = g_tap.real->run(c, kind, args);
     op_end();
     /* which path a block GEMM took: cuBLASLt (lt) or the CUDA-core fallback (own) */
-    if (kind == F8I_OP_GEMM_BLOCK && g_tap.timing && g_tap.nops > 0) {
+    if (kind == F8I_OP_GEMM && ((const f8i_gemm_args *)args)->a_mode != F8I_SCALING_TENSOR && g_tap.timing && g_tap.nops > 0) {
         const int path = f8i_cuda_gemm_block_last_path(c);
         char *lab = g_tap.what[g_tap.nops - 1];
         const size_t used = strlen(lab);

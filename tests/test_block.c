@@ -93,13 +93,13 @@ static void test_block_cast(f8_ctx *ctx)
             for (int v = 0; v < 4; v++) {
                 const int block_rows = v & 1 ? B : 1, pow2 = v >> 1, margin = v == 1 ? 1 : 0;
                 const f8_dtype dt = v == 2 ? F8_DTYPE_E5M2 : F8_DTYPE_E4M3;
-                f8i_block_cast_args a;
+                f8i_cast_args a;
                 memset(&a, 0, sizeof a);
                 a.src = src;
                 a.src_dtype = F8_DTYPE_FP32;
                 a.rows = R;
                 a.cols = C;
-                a.block_rows = block_rows;
+                a.mode = block_rows == 1 ? F8I_SCALING_BLOCK_1X128 : F8I_SCALING_BLOCK_128X128;
                 a.out_dtype = dt;
                 a.scaled_max = ldexpf(f8_fp8_max(dt), -margin);
                 a.pow2 = pow2;
@@ -109,7 +109,7 @@ static void test_block_cast(f8_ctx *ctx)
                 a.scale_inv_t = sgt;
                 float amax = 0.0f;
                 a.amax = &amax;
-                CHECK_OK(ctx, f8i_op_block_cast(ctx, &a));
+                CHECK_OK(ctx, f8i_op_cast(ctx, &a));
                 int ok = 1;
                 if (block_rows == 1) {
                     oracle_cast(h, R, C, 1, B, dt, margin, pow2, want, wg);
@@ -211,7 +211,7 @@ static void test_block_gemm(f8_ctx *ctx)
             uint16_t *d0b = (uint16_t *)xmalloc((size_t)(m * n) * 2);
             for (int64_t i = 0; i < m * n; i++) d0b[i] = f8_bf16_from_float(d0[i]);
             f8_ctx_upload(ctx, dd, ddt == F8_DTYPE_BF16 ? (void *)d0b : (void *)d0, (size_t)(m * n) * es);
-            f8i_gemm_block_args g;
+            f8i_gemm_args g;
             memset(&g, 0, sizeof g);
             g.m = m;
             g.n = n;
@@ -219,17 +219,17 @@ static void test_block_gemm(f8_ctx *ctx)
             g.a = (const uint8_t *)da;
             g.a_dtype = adt;
             g.a_scale_inv = (const float *)dsa;
-            g.a_block_rows = 1;
+            g.a_mode = F8I_SCALING_BLOCK_1X128;
             g.b = (const uint8_t *)db;
             g.b_dtype = bdt;
             g.b_scale_inv = (const float *)dsb;
-            g.b_block_rows = brows;
+            g.b_mode = brows == 1 ? F8I_SCALING_BLOCK_1X128 : F8I_SCALING_BLOCK_128X128;
             g.d = dd;
             g.d_dtype = ddt;
             g.accumulate = v == 2;
             g.bias = v == 2 ? dbias : NULL;
             g.bias_dtype = F8_DTYPE_FP32;
-            CHECK_OK(ctx, f8i_op_gemm_block(ctx, &g));
+            CHECK_OK(ctx, f8i_op_gemm(ctx, &g));
             unsigned char *got = (unsigned char *)xmalloc((size_t)(m * n) * es);
             f8_ctx_download(ctx, got, dd, (size_t)(m * n) * es);
             int ok = 1;
@@ -301,6 +301,96 @@ static void test_cuda_accepted(void)
     f8_ctx_destroy(cu);
 }
 
+/* The block GEMM's addend c (f8_module_forward_add's residual), the
+ * per-tensor GEMM's contract: D = acc + c (+ bias), one FP32 sum, against
+ * an FP64 reference of the two-level formula, and bitwise the same as the
+ * old route (c copied into D, then accumulate); c == d is the accumulate. */
+static void test_block_gemm_addend(f8_ctx *ctx)
+{
+    test_rng rng = {27};
+    const int64_t dims[][3] = {{17, 129, 250}, {64, 200, 300}, {3, 16, 128}};
+    for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++)
+        for (int v = 0; v < 2; v++) { /* B 128x128 (fprop) with bias; B 1x128 without */
+            const int64_t m = dims[di][0], n = dims[di][1], k = dims[di][2], nkb = (k + B - 1) / B;
+            const int brows = v ? 1 : B;
+            const int64_t ga = m * nkb, gb = f8i_block_grid(n, k, brows);
+            uint8_t *ha = (uint8_t *)xmalloc((size_t)(m * k)), *hb = (uint8_t *)xmalloc((size_t)(n * k));
+            float *sa = (float *)xmalloc((size_t)ga * 4), *sb = (float *)xmalloc((size_t)gb * 4);
+            float *bias = (float *)xmalloc((size_t)n * 4), *c = (float *)xmalloc((size_t)(m * n) * 4);
+            for (int64_t i = 0; i < m * k; i++) ha[i] = (uint8_t)(rng_u64(&rng) & 0xF7);
+            for (int64_t i = 0; i < n * k; i++) hb[i] = (uint8_t)(rng_u64(&rng) & 0xF7);
+            for (int64_t i = 0; i < ga; i++) sa[i] = ldexpf((float)(0.5 + rng_uniform(&rng)), (int)(rng_u64(&rng) % 9) - 4);
+            for (int64_t i = 0; i < gb; i++) sb[i] = ldexpf((float)(0.5 + rng_uniform(&rng)), (int)(rng_u64(&rng) % 9) - 4);
+            for (int64_t i = 0; i < n; i++) bias[i] = (float)rng_normal(&rng);
+            for (int64_t i = 0; i < m * n; i++) c[i] = (float)rng_normal(&rng) * 100.0f;
+            void *da = NULL, *db = NULL, *dsa = NULL, *dsb = NULL, *dc = NULL, *d1 = NULL, *d2 = NULL, *dbias = NULL;
+            CHECK_OK(ctx, f8_ctx_alloc(ctx, (size_t)(m * k), &da));
+            CHECK_OK(ctx, f8_ctx_alloc(ctx, (size_t)(n * k), &db));
+            CHECK_OK(ctx, f8_ctx_alloc(ctx, (size_t)ga * 4, &dsa));
+            CHECK_OK(ctx, f8_ctx_alloc(ctx, (size_t)gb * 4, &dsb));
+            CHECK_OK(ctx, f8_ctx_alloc(ctx, (size_t)(m * n) * 4, &dc));
+            CHECK_OK(ctx, f8_ctx_alloc(ctx, (size_t)(m * n) * 4, &d1));
+            CHECK_OK(ctx, f8_ctx_alloc(ctx, (size_t)(m * n) * 4, &d2));
+            CHECK_OK(ctx, f8_ctx_alloc(ctx, (size_t)n * 4, &dbias));
+            f8_ctx_upload(ctx, da, ha, (size_t)(m * k));
+            f8_ctx_upload(ctx, db, hb, (size_t)(n * k));
+            f8_ctx_upload(ctx, dsa, sa, (size_t)ga * 4);
+            f8_ctx_upload(ctx, dsb, sb, (size_t)gb * 4);
+            f8_ctx_upload(ctx, dbias, bias, (size_t)n * 4);
+            f8_ctx_upload(ctx, dc, c, (size_t)(m * n) * 4);
+            f8_ctx_upload(ctx, d2, c, (size_t)(m * n) * 4);
+            f8i_gemm_args g;
+            memset(&g, 0, sizeof g);
+            g.m = m, g.n = n, g.k = k;
+            g.a = da, g.a_dtype = F8_DTYPE_E4M3, g.a_scale_inv = (const float *)dsa, g.a_mode = F8I_SCALING_BLOCK_1X128;
+            g.b = db, g.b_dtype = F8_DTYPE_E4M3, g.b_scale_inv = (const float *)dsb;
+            g.b_mode = brows == 1 ? F8I_SCALING_BLOCK_1X128 : F8I_SCALING_BLOCK_128X128;
+            g.d_dtype = F8_DTYPE_FP32;
+            g.bias = v ? NULL : dbias;
+            g.bias_dtype = F8_DTYPE_FP32;
+            f8i_gemm_args with_c = g, acc = g, self = g;
+            with_c.d = d1, with_c.c = dc;
+            acc.d = d2, acc.accumulate = 1;
+            CHECK_OK(ctx, f8i_op_gemm(ctx, &with_c));
+            CHECK_OK(ctx, f8i_op_gemm(ctx, &acc));
+            float *got = (float *)xmalloc((size_t)(m * n) * 4), *old = (float *)xmalloc((size_t)(m * n) * 4);
+            f8_ctx_download(ctx, got, d1, (size_t)(m * n) * 4);
+            f8_ctx_download(ctx, old, d2, (size_t)(m * n) * 4);
+            CHECK(memcmp(got, old, (size_t)(m * n) * 4) == 0, "block gemm %lldx%lldx%lld /%d: c differs from copy + accumulate",
+                  (long long)m, (long long)n, (long long)k, brows);
+            f8_ctx_upload(ctx, d2, c, (size_t)(m * n) * 4);
+            self.d = d2, self.c = d2;
+            CHECK_OK(ctx, f8i_op_gemm(ctx, &self));
+            f8_ctx_download(ctx, old, d2, (size_t)(m * n) * 4);
+            CHECK(memcmp(got, old, (size_t)(m * n) * 4) == 0, "block gemm %lldx%lldx%lld /%d: c == d differs",
+                  (long long)m, (long long)n, (long long)k, brows);
+            double worst = 0.0;
+            for (int64_t i = 0; i < m; i++)
+                for (int64_t j = 0; j < n; j++) {
+                    double ref = 0.0, mag = 0.0;
+                    for (int64_t kb = 0; kb < nkb; kb++) {
+                        double p = 0.0, pm = 0.0;
+                        for (int64_t kk = kb * B; kk < k && kk < (kb + 1) * B; kk++) {
+                            const double t = (double)f8_fp8_to_float(ha[i * k + kk], F8_DTYPE_E4M3) *
+                                             (double)f8_fp8_to_float(hb[j * k + kk], F8_DTYPE_E4M3);
+                            p += t, pm += fabs(t);
+                        }
+                        const double s = (double)sa[i * nkb + kb] * (double)sb[(j / brows) * nkb + kb];
+                        ref += p * s, mag += pm * s;
+                    }
+                    ref += c[i * n + j] + (v ? 0.0 : bias[j]);
+                    mag += fabs(c[i * n + j]) + (v ? 0.0 : fabs(bias[j]));
+                    const double e = fabs((double)got[i * n + j] - ref) / (mag + 1e-30);
+                    if (e > worst) worst = e;
+                }
+            CHECK(worst <= 1e-5, "block gemm %lldx%lldx%lld /%d with c: relative error %.3g", (long long)m, (long long)n,
+                  (long long)k, brows, worst);
+            free(ha), free(hb), free(sa), free(sb), free(bias), free(c), free(got), free(old);
+            f8_ctx_free(ctx, da), f8_ctx_free(ctx, db), f8_ctx_free(ctx, dsa), f8_ctx_free(ctx, dsb);
+            f8_ctx_free(ctx, dc), f8_ctx_free(ctx, d1), f8_ctx_free(ctx, d2), f8_ctx_free(ctx, dbias);
+        }
+}
+
 int main(void)
 {
     char why[256] = "";
@@ -310,6 +400,7 @@ int main(void)
     if (!blk) die(why, NULL);
     test_block_cast(blk);
     test_block_gemm(blk);
+    test_block_gemm_addend(blk);
     test_cuda_accepted();
     f8_ctx_destroy(blk);
     return test_finish("test_block");

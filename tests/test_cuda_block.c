@@ -1,14 +1,14 @@
 /*
  * test_cuda_block.c — block scaling's two ops on the CUDA backend against the
  * CPU backend (src/cpu/block.c, the oracle) on identical inputs:
- *  - BLOCK_CAST: 1x128 tiles (out, and the column-wise out_t quantized on its
+ *  - CAST in block modes: 1x128 tiles (out, and the column-wise out_t quantized on its
  *    own) and 128x128 blocks (out_t = the codes transposed), each with out
  *    only, out_t only, both and neither; FP32 and BF16 sources, E4M3 and
  *    E5M2, power-of-two scales, a margin, amax, telemetry stats, dbias (FP32
  *    or BF16, accumulated or not), a noop flag holding 0 or 1, empty, odd,
  *    prime and partial-tile shapes. Codes, both scale grids, amax and stats
  *    must agree BIT FOR BIT; dbias within a summation-order tolerance.
- *  - GEMM_BLOCK: the three block-row mixes of the recipe (1x1, 1x128,
+ *  - GEMM in block modes: the three block-row mixes of the recipe (1x1, 1x128,
  *    128x1), every FP8 pair, FP32/BF16 D, accumulate, bias none/FP32/BF16,
  *    odd/prime/partial shapes and k = 0, by the scale-free error
  *    ||cuda - cpu|| / ||cpu||. Where the CUDA backend picks cuBLASLt's
@@ -125,12 +125,12 @@ static void run_bcast(env *e, const bcast_case *c)
     for (int i = 0; i < 2; i++) {
         f8_ctx *ctx = e->ctx[i];
         float *cl = (float *)tcell.p[i];
-        f8i_block_cast_args a = {0};
+        f8i_cast_args a = {0};
         a.src = ts.p[i];
         a.src_dtype = c->src;
         a.rows = R;
         a.cols = C;
-        a.block_rows = c->br;
+        a.mode = c->br == 1 ? F8I_SCALING_BLOCK_1X128 : F8I_SCALING_BLOCK_128X128;
         a.out_dtype = c->out;
         a.scaled_max = ldexpf(c->out == F8_DTYPE_E5M2 ? 57344.0f : 448.0f, -c->margin);
         a.pow2 = c->pow2;
@@ -146,7 +146,7 @@ static void run_bcast(env *e, const bcast_case *c)
         a.workspace_bytes = wsb;
         a.stats = c->stats ? (uint64_t *)tst.p[i] : NULL;
         a.noop = c->noop ? cl + 1 : NULL;
-        CHECK_OK(ctx, f8i_op_block_cast(ctx, &a));
+        CHECK_OK(ctx, f8i_op_cast(ctx, &a));
         out[i] = xmalloc(n + 1);
         out_t[i] = xmalloc(n + 1);
         grid[i] = xmalloc((size_t)g_n * 4 + 4);
@@ -254,15 +254,15 @@ typedef struct bgemm_stats {
 
 /* One run on the GPU (force: the fallback kernel) and its error against the
  * CPU result ref; returns the path taken. */
-static int bgemm_gpu(env *e, const f8i_gemm_block_args *tmpl, twin *td, const void *hd, f8_dtype ddt, size_t nd,
+static int bgemm_gpu(env *e, const f8i_gemm_args *tmpl, twin *td, const void *hd, f8_dtype ddt, size_t nd,
                      const double *ref, int force, double *err, int64_t *worst_i)
 {
     f8_ctx *ctx = e->ctx[GPU];
     twin_put(e, td, hd);
-    f8i_gemm_block_args a = *tmpl;
+    f8i_gemm_args a = *tmpl;
     a.d = td->p[GPU];
     f8i_cuda_gemm_block_force_fallback(ctx, force);
-    CHECK_OK(ctx, f8i_op_gemm_block(ctx, &a));
+    CHECK_OK(ctx, f8i_op_gemm(ctx, &a));
     f8i_cuda_gemm_block_force_fallback(ctx, 0);
     const int path = f8i_cuda_gemm_block_last_path(ctx);
     void *raw = xmalloc(nd * 4 + 4);
@@ -300,19 +300,24 @@ static void run_bgemm(env *e, bgemm_stats *st, int64_t m, int64_t n, int64_t k, 
     for (size_t i = 0; i < nsb; i++) hsb[i] = ldexpf(1.0f + (float)rng_uniform(&e->rng), (int)(rng_u64(&e->rng) % 9) - 6);
     void *hbias = xmalloc((size_t)n * 4 + 4), *hd = xmalloc(nd * ds + 4);
     for (int64_t j = 0; j < n; j++) store_elem(hbias, bdtype, (size_t)j, (float)rng_normal(&e->rng) * 4.0f);
-    if (acc)
+    if (acc == 1)
         for (size_t i = 0; i < nd; i++) store_elem(hd, ddt, i, (float)rng_normal(&e->rng) * 4.0f);
     else
         memset(hd, 0xFF, nd * ds + 4); /* NaN: must be neither read nor kept */
     twin ta = twin_new(e, na, ha), tb = twin_new(e, nb, hb), tsa = twin_new(e, nsa * 4, hsa), tsb = twin_new(e, nsb * 4, hsb);
     twin tbias = twin_new(e, (size_t)n * f8_dtype_size(bdtype), hbias), td = twin_new(e, nd * ds, hd);
+    /* acc 2: the addend c (a distinct C, f8_module_forward_add's residual), D not read */
+    void *hc = xmalloc(nd * ds + 4);
+    for (size_t i = 0; i < nd; i++) store_elem(hc, ddt, i, (float)rng_normal(&e->rng) * 4.0f);
+    twin tc = twin_new(e, nd * ds, hc);
 
-    f8i_gemm_block_args a = {.m = m, .n = n, .k = k, .a_dtype = adt, .a_block_rows = abr, .b_dtype = bdt,
-                             .b_block_rows = bbr, .d_dtype = ddt, .accumulate = acc, .bias_dtype = bdtype};
+    f8i_gemm_args a = {.m = m, .n = n, .k = k, .a_dtype = adt, .a_mode = abr == 1 ? F8I_SCALING_BLOCK_1X128 : F8I_SCALING_BLOCK_128X128, .b_dtype = bdt,
+                             .b_mode = bbr == 1 ? F8I_SCALING_BLOCK_1X128 : F8I_SCALING_BLOCK_128X128, .d_dtype = ddt, .accumulate = acc == 1, .bias_dtype = bdtype};
     /* the oracle */
     a.a = ta.p[CPU], a.b = tb.p[CPU], a.a_scale_inv = tsa.p[CPU], a.b_scale_inv = tsb.p[CPU], a.d = td.p[CPU];
     a.bias = bias ? tbias.p[CPU] : NULL;
-    CHECK_OK(e->ctx[CPU], f8i_op_gemm_block(e->ctx[CPU], &a));
+    a.c = acc == 2 ? tc.p[CPU] : NULL;
+    CHECK_OK(e->ctx[CPU], f8i_op_gemm(e->ctx[CPU], &a));
     void *raw = xmalloc(nd * ds + 4);
     twin_get(e, &td, CPU, raw);
     double *ref = xmalloc(nd * sizeof(double) + 8);
@@ -325,6 +330,7 @@ static void run_bgemm(env *e, bgemm_stats *st, int64_t m, int64_t n, int64_t k, 
 
     a.a = ta.p[GPU], a.b = tb.p[GPU], a.a_scale_inv = tsa.p[GPU], a.b_scale_inv = tsb.p[GPU];
     a.bias = bias ? tbias.p[GPU] : NULL;
+    a.c = acc == 2 ? tc.p[GPU] : NULL;
     double err = 0;
     int64_t wi = 0;
     for (int force = 0; force <= 1; force++) {
@@ -352,9 +358,9 @@ static void run_bgemm(env *e, bgemm_stats *st, int64_t m, int64_t n, int64_t k, 
         st->lt_fallback_checked++;
     }
 
-    twin *all[] = {&ta, &tb, &tsa, &tsb, &tbias, &td};
+    twin *all[] = {&ta, &tb, &tsa, &tsb, &tbias, &td, &tc};
     for (int i = 0; i < NELEM(all); i++) twin_free(e, all[i]);
-    free(ha), free(hb), free(hsa), free(hsb), free(hbias), free(hd), free(raw), free(ref);
+    free(hc), free(ha), free(hb), free(hsa), free(hsb), free(hbias), free(hd), free(raw), free(ref);
 }
 
 static void test_block_gemms(env *e)
@@ -383,6 +389,12 @@ static void test_block_gemms(env *e)
         run_bgemm(e, &st, shapes[s][0], shapes[s][1], shapes[s][2], F8_DTYPE_E4M3, F8_DTYPE_E4M3, 1, 128,
                   F8_DTYPE_BF16, 0, 0);
     }
+    /* the addend c: on cuBLASLt's path (whole K-blocks, aligned) and the fallback's */
+    run_bgemm(e, &st, 64, 48, 128, F8_DTYPE_E4M3, F8_DTYPE_E4M3, 1, 128, F8_DTYPE_BF16, 2, 2);
+    run_bgemm(e, &st, 256, 512, 1024, F8_DTYPE_E4M3, F8_DTYPE_E4M3, 1, 128, F8_DTYPE_BF16, 2, 1);
+    run_bgemm(e, &st, 128, 128, 128, F8_DTYPE_E4M3, F8_DTYPE_E5M2, 1, 1, F8_DTYPE_FP32, 2, 0);
+    run_bgemm(e, &st, 129, 257, 300, F8_DTYPE_E4M3, F8_DTYPE_E4M3, 128, 1, F8_DTYPE_FP32, 2, 2);
+    run_bgemm(e, &st, 16, 32, 0, F8_DTYPE_E4M3, F8_DTYPE_E4M3, 1, 128, F8_DTYPE_BF16, 2, 1);
     printf("block gemm: %d cases on cuBLASLt (worst err/tol %.3f; each also forced onto the fallback: %d), "
            "%d on the fallback kernel (worst err/tol %.3f)\n",
            st.cases[2], st.worst[2], st.lt_fallback_checked, st.cases[1], st.worst[1]);

@@ -26,7 +26,30 @@
 extern "C" {
 #endif
 
-/* One FP8 cast of src [rows, cols] (FP32 or BF16), in one pass:
+/* How an FP8 operand's codes are scaled: the mode travels with the operand
+ * in every op's args (a_mode, b_mode of the GEMM; mode of the cast), and each
+ * backend dispatches on it, so a new recipe is a new mode and its backend
+ * cases, not a new op. 0 is per-tensor, so args zeroed then filled as
+ * before keep their meaning; high-precision operands ignore the mode.
+ *   TENSOR         one scale_inv (a scalar) for the whole tensor
+ *   BLOCK_1X128    1x128 tiles along the rows: scale_inv is the grid
+ *                  [rows, ceil(cols/128)] (f8i_block_grid, block_rows 1)
+ *   BLOCK_128X128  128x128 blocks: grid [ceil(rows/128), ceil(cols/128)]
+ * (Room for the next: one scale per row, MX 1x32 blocks.) */
+typedef enum f8i_scaling_mode {
+    F8I_SCALING_TENSOR = 0,
+    F8I_SCALING_BLOCK_1X128 = 1,
+    F8I_SCALING_BLOCK_128X128 = 2
+} f8i_scaling_mode;
+
+/* The rows of one scale tile of a block mode (1 or 128); 0 for TENSOR. */
+static inline int f8i_mode_block_rows(f8i_scaling_mode m)
+{
+    return m == F8I_SCALING_BLOCK_1X128 ? 1 : m == F8I_SCALING_BLOCK_128X128 ? 128 : 0;
+}
+
+/* One FP8 cast of src [rows, cols] (FP32 or BF16), in one pass. mode
+ * TENSOR (per-tensor scaling, delayed or current):
  *   v        = (float)src[r, c]
  *   out[r,c] = fp8(v * (*scale))            (FP32 multiply, no FMA; satfinite RNE)
  *   out_t[c,r] = the same code                (if out_t)
@@ -36,7 +59,10 @@ extern "C" {
  *   dbias[c] = (dbias_accumulate ? dbias[c] : 0) + Σ_r v   (if dbias; dbias_dtype
  *                                            FP32 or BF16; sum order is backend's)
  * If noop && *noop == 1.0f nothing at all is written. rows or cols may be 0
- * (then only scale_inv is written). */
+ * (then only scale_inv is written). The block modes are the block-scaled
+ * cast below (after F8I_BLOCK): scale is unused, scaled_max and pow2 set
+ * each tile's scale, scale_inv and scale_inv_t are the grids of out and
+ * out_t. */
 typedef struct f8i_cast_args {
     const void *src;
     f8_dtype src_dtype;
@@ -56,9 +82,15 @@ typedef struct f8i_cast_args {
     uint64_t *stats;      /* FP8 telemetry [3] or NULL: += rows·cols, += the count of
                              |v * scale| > fp8_max (saturated: the product before the
                              clamp), += the count of v != 0 whose code is +-0 (flushed) */
+    f8i_scaling_mode mode; /* TENSOR, or a block mode (below) */
+    float scaled_max;     /* block modes: ldexpf(fp8_max, -margin), from the host */
+    int pow2;             /* block modes: power-of-two tile scales */
+    float *scale_inv_t;   /* block modes: out_t's grid, or NULL */
 } f8i_cast_args;
 
-/* GEMM in row-major terms: D[m, n] = alpha · Σ_k A(m, k) · B(n, k) (+ C) (+ bias[n]),
+/* GEMM in row-major terms, for per-tensor operands (a_mode = b_mode =
+ * TENSOR; block-scaled operands are the block GEMM below, the same op):
+ * D[m, n] = alpha · Σ_k A(m, k) · B(n, k) (+ C) (+ bias[n]),
  * with C = D if accumulate, C = c[m, n] if c is set, else no C, where
  *   A(m, k) = a[m * k + k']  (a_trans == 0: a stored [m, k])  or a[k * m + m'] (a_trans: [k, m])
  *   B(n, k) = b[n * k + k']  (b_trans == 0: b stored [n, k])  or b[k * n + n'] (b_trans: [k, n])
@@ -98,10 +130,11 @@ typedef struct f8i_gemm_args {
     void *workspace;      /* f8i_gemm_workspace_bytes(&args) bytes, or NULL */
     size_t workspace_bytes;
     const void *c;        /* [m, n] in d_dtype, the addend C, or NULL (see above) */
+    f8i_scaling_mode a_mode, b_mode; /* TENSOR (both), or the block GEMM's modes */
 } f8i_gemm_args;
 
-/* The one sizing formula of f8i_gemm_args' workspace; it reads only m, n,
- * k, a_dtype, d_dtype, accumulate, bias_dtype and whether bias and c are set
+/* The one sizing formula of f8i_gemm_args' workspace (0 for the block
+ * GEMM, which takes none); it reads only m, n, k, a_dtype, a_mode, d_dtype, accumulate, bias_dtype and whether bias and c are set
  * (not the pointers, so a layout can measure before it places). An addend c
  * counts as accumulate: a backend may run such a call as D = C, then
  * D += alpha·ΣAB, the padded path's way (the CUDA backend does). The FP8 rule it
@@ -126,7 +159,7 @@ typedef struct f8i_gemm_args {
 static inline size_t f8i_gemm_workspace_bytes(const f8i_gemm_args *g)
 {
     const int fp8 = g->a_dtype == F8_DTYPE_E4M3 || g->a_dtype == F8_DTYPE_E5M2;
-    if (!fp8 || g->m <= 0 || g->n <= 0 || g->k <= 0) return 0;
+    if (!fp8 || g->a_mode != F8I_SCALING_TENSOR || g->m <= 0 || g->n <= 0 || g->k <= 0) return 0;
     const int pad_k = g->k % 16 != 0, pad_d = g->n % 16 != 0;
     if (!pad_k && !pad_d) return 0;
     const size_t m = (size_t)g->m, k = (size_t)g->k, n = (size_t)g->n, ds = g->d_dtype == F8_DTYPE_FP32 ? 4 : 2;
@@ -333,7 +366,9 @@ static inline int64_t f8i_block_grid(int64_t rows, int64_t cols, int block_rows)
     return ((rows + block_rows - 1) / block_rows) * ((cols + F8I_BLOCK - 1) / F8I_BLOCK);
 }
 
-/* The block-scaled cast of src [rows, cols] (FP32 or BF16), one pass, every
+/* The block-scaled cast (f8i_cast_args with mode BLOCK_1X128 or
+ * BLOCK_128X128; block_rows below is f8i_mode_block_rows(mode)) of src
+ * [rows, cols] (FP32 or BF16), one pass, every
  * orientation quantized from the high-precision values (TE, DeepSeek: the
  * column-wise copy is not the transpose of the row-wise codes, whose scales
  * belong to other tiles). For one tile t with values v (v = (float)src):
@@ -358,59 +393,25 @@ static inline int64_t f8i_block_grid(int64_t rows, int64_t cols, int block_rows)
  *   stats += (count, saturated |v·s(t)| > fp8_max, flushed) of each element
  *   once (its row-wise code; the column-wise one when out is NULL), nothing
  *   if noop && *noop == 1.0f. rows or cols may be 0 (nothing is written). */
-typedef struct f8i_block_cast_args {
-    const void *src;
-    f8_dtype src_dtype;
-    int64_t rows, cols;
-    int block_rows;       /* 1 or 128 */
-    f8_dtype out_dtype;   /* E4M3 or E5M2 */
-    float scaled_max;     /* ldexpf(fp8_max, -margin), from the host */
-    int pow2;
-    uint8_t *out;         /* [rows, cols] or NULL */
-    float *scale_inv;     /* out's grid, or NULL */
-    uint8_t *out_t;       /* [cols, rows] or NULL */
-    float *scale_inv_t;   /* out_t's grid, or NULL */
-    float *amax;          /* scalar or NULL */
-    void *dbias;          /* [cols] or NULL */
-    f8_dtype dbias_dtype;
-    int dbias_accumulate;
-    void *workspace;
-    size_t workspace_bytes;
-    uint64_t *stats;      /* [3] or NULL */
-    const float *noop;    /* scalar or NULL */
-} f8i_block_cast_args;
-
-/* The block-scaled GEMM (DeepSeek-V3 / DeepGEMM / TE's blockwise GEMM), TN
- * in row-major terms like f8i_gemm_args with a_trans = b_trans = 0: A stored
- * [m, k], B stored [n, k], both FP8 (any mix of E4M3/E5M2), with scale grids
- * in f8i_block_grid's layout (a_block_rows, b_block_rows 1 or 128; at least
- * one of them 1: 128x128 by 128x128 is not a GEMM of the recipe):
+/* The block-scaled GEMM (DeepSeek-V3 / DeepGEMM / TE's blockwise GEMM):
+ * f8i_gemm_args with a_mode and b_mode block modes (at least one of them
+ * BLOCK_1X128: 128x128 by 128x128 is not a GEMM of the recipe; a_block_rows
+ * below is f8i_mode_block_rows(a_mode), b's alike), TN in row-major terms
+ * (a_trans = b_trans = 0): A stored [m, k], B stored [n, k], both FP8 (any
+ * mix of E4M3/E5M2), a_scale_inv and b_scale_inv grids in f8i_block_grid's
+ * layout:
  *   P(i, j, kb) = Σ_{k in K-block kb} A(i, k)·B(j, k)          (FP32; the
  *                 products of FP8 codes are exact in FP32)
  *   acc(i, j)   = Σ_kb P(i, j, kb) · (sa(i / a_block_rows, kb) · sb(j / b_block_rows, kb))
  *                 (FP32, K-blocks in order: the scales are applied per
  *                 128-deep block as the tensor-core partial sums are
  *                 promoted, DeepGEMM's two-level accumulation)
- *   D(i, j)     = acc (+ D if accumulate) (+ bias[j])
- * D FP32 or BF16, bias FP32/BF16 or NULL. m, n or k may be 0 (k = 0: D =
- * bias, or unchanged when accumulating). Backends agree within a tolerance
- * (the order inside a K-block is theirs). */
-typedef struct f8i_gemm_block_args {
-    int64_t m, n, k;
-    const uint8_t *a;
-    f8_dtype a_dtype;
-    const float *a_scale_inv;
-    int a_block_rows;
-    const uint8_t *b;
-    f8_dtype b_dtype;
-    const float *b_scale_inv;
-    int b_block_rows;
-    void *d;
-    f8_dtype d_dtype;
-    int accumulate;
-    const void *bias;
-    f8_dtype bias_dtype;
-} f8i_gemm_block_args;
+ *   D(i, j)     = acc (+ C(i, j)) (+ bias[j])
+ * with C as the per-tensor GEMM's (D if accumulate, the addend c if set:
+ * FP32 sum, D rounded once). D FP32 or BF16, bias FP32/BF16 or NULL. m, n or
+ * k may be 0 (k = 0: D = C (+ bias)). split_accum and workspace are not
+ * read. Backends agree within a tolerance (the order inside a K-block is
+ * theirs). */
 
 /* Test hooks of the CUDA block GEMM (src/cuda/gemm_block.cu; no-ops in a
  * CUDA=0 build, and on a CPU ctx): force != 0 sends every later call of the
@@ -559,8 +560,6 @@ typedef struct f8i_collective_args {
     X(ADAMW_STEP, adamw_step, f8i_adamw_step_args, ARGS)             \
     X(AMAX_SCALE, amax_scale, f8i_amax_scale_args, ARGS)             \
     X(TELEMETRY_SNAP, telemetry_snap, f8i_telemetry_snap_args, ARGS) \
-    X(BLOCK_CAST, block_cast, f8i_block_cast_args, ARGS)             \
-    X(GEMM_BLOCK, gemm_block, f8i_gemm_block_args, ARGS)             \
     X(COLLECTIVE, collective, f8i_collective_args, ARGS)
 
 #define F8I_OP_ENUM_(K, n, T, W) F8I_OP_##K,

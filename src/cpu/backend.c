@@ -147,8 +147,12 @@ f8_status f8i_cpu_cast_run(f8_ctx *ctx, const f8i_cast_args *a)
     return F8_OK;
 }
 
+/* The block modes' cast (block.c). */
+f8_status f8i_cpu_cast_block(f8_ctx *ctx, const f8i_cast_args *a);
+
 f8_status f8i_cpu_cast(f8_ctx *ctx, const f8i_cast_args *a)
 {
+    if (a->mode != F8I_SCALING_TENSOR) return f8i_cpu_cast_block(ctx, a);
     /* An empty cast writes only scale_inv (backend.h). */
     if ((a->rows == 0 || a->cols == 0) && !a->scale_inv) return F8_OK;
     if (a->dbias && a->rows > 0 && a->cols > 0) { /* the contract both backends check */

@@ -51,7 +51,7 @@ static inline uint8_t encode(float v, float s, cast_tally *t)
 }
 
 /* One tile: rows [r0, r1) x cols [c0, c1) of src. */
-static float tile_amax(const f8i_block_cast_args *a, int64_t r0, int64_t r1, int64_t c0, int64_t c1)
+static float tile_amax(const f8i_cast_args *a, int64_t r0, int64_t r1, int64_t c0, int64_t c1)
 {
     float m = 0.0f;
     for (int64_t r = r0; r < r1; r++)
@@ -60,7 +60,7 @@ static float tile_amax(const f8i_block_cast_args *a, int64_t r0, int64_t r1, int
 }
 
 /* 1x128 tiles along each row: out and its grid. */
-static void rowwise(const f8i_block_cast_args *a, cast_tally *t, int count)
+static void rowwise(const f8i_cast_args *a, cast_tally *t, int count)
 {
     const int64_t R = a->rows, C = a->cols, nb = (C + F8I_BLOCK - 1) / F8I_BLOCK;
     for (int64_t r = 0; r < R; r++)
@@ -77,7 +77,7 @@ static void rowwise(const f8i_block_cast_args *a, cast_tally *t, int count)
 }
 
 /* 128x1 tiles down each column, stored as out_t's 1x128 tiles. */
-static void colwise(const f8i_block_cast_args *a, cast_tally *t, int count)
+static void colwise(const f8i_cast_args *a, cast_tally *t, int count)
 {
     const int64_t R = a->rows, C = a->cols, nb = (R + F8I_BLOCK - 1) / F8I_BLOCK;
     for (int64_t c = 0; c < C; c++)
@@ -94,7 +94,7 @@ static void colwise(const f8i_block_cast_args *a, cast_tally *t, int count)
 }
 
 /* 128x128 blocks: codes and grid, both orientations from one scale. */
-static void blockwise(const f8i_block_cast_args *a, cast_tally *t)
+static void blockwise(const f8i_cast_args *a, cast_tally *t)
 {
     const int64_t R = a->rows, C = a->cols;
     const int64_t nbr = (R + F8I_BLOCK - 1) / F8I_BLOCK, nbc = (C + F8I_BLOCK - 1) / F8I_BLOCK;
@@ -114,7 +114,7 @@ static void blockwise(const f8i_block_cast_args *a, cast_tally *t)
         }
 }
 
-f8_status f8i_cpu_block_cast(f8_ctx *ctx, const f8i_block_cast_args *a)
+f8_status f8i_cpu_cast_block(f8_ctx *ctx, const f8i_cast_args *a)
 {
     const int64_t R = a->rows, C = a->cols;
     if (R == 0 || C == 0) return F8_OK;
@@ -130,7 +130,7 @@ f8_status f8i_cpu_block_cast(f8_ctx *ctx, const f8i_block_cast_args *a)
         if (!colsum) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "cpu block cast: out of host memory for dbias");
     }
     cast_tally t = {0, 0, a->out_dtype == F8_DTYPE_E5M2 ? 57344.0f : 448.0f, a->out_dtype == F8_DTYPE_E5M2};
-    if (a->block_rows == F8I_BLOCK) {
+    if (a->mode == F8I_SCALING_BLOCK_128X128) {
         blockwise(a, &t);
     } else {
         /* the statistics count each element once: from the row-wise codes,
@@ -161,12 +161,14 @@ f8_status f8i_cpu_block_cast(f8_ctx *ctx, const f8i_block_cast_args *a)
     return F8_OK;
 }
 
-f8_status f8i_cpu_gemm_block(f8_ctx *ctx, const f8i_gemm_block_args *g)
+f8_status f8i_cpu_gemm_block(f8_ctx *ctx, const f8i_gemm_args *g)
 {
     const int64_t m = g->m, n = g->n, k = g->k;
     if (m == 0 || n == 0) return F8_OK;
-    if (k == 0 && !g->bias && g->accumulate) return F8_OK;
+    if (k == 0 && !g->bias && (g->accumulate || g->c == g->d)) return F8_OK;
     F8I_COUNT_LAUNCHES(ctx, 1);
+    const int a_br = f8i_mode_block_rows(g->a_mode), b_br = f8i_mode_block_rows(g->b_mode);
+    const uint8_t *a8 = (const uint8_t *)g->a, *b8 = (const uint8_t *)g->b;
     const int64_t nkb = (k + F8I_BLOCK - 1) / F8I_BLOCK;
     const int ea = g->a_dtype == F8_DTYPE_E5M2, eb = g->b_dtype == F8_DTYPE_E5M2;
     float *af = (float *)malloc((size_t)(k + 1) * sizeof(float));
@@ -177,12 +179,12 @@ f8_status f8i_cpu_gemm_block(f8_ctx *ctx, const f8i_gemm_block_args *g)
         return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "cpu block gemm: out of host memory for %lldx%lldx%lld",
                          (long long)m, (long long)n, (long long)k);
     }
-    for (int64_t i = 0; i < n * k; i++) bf[i] = f8i_fp8_decode(g->b[i], eb);
+    for (int64_t i = 0; i < n * k; i++) bf[i] = f8i_fp8_decode(b8[i], eb);
     for (int64_t i = 0; i < m; i++) {
-        for (int64_t kk = 0; kk < k; kk++) af[kk] = f8i_fp8_decode(g->a[i * k + kk], ea);
-        const float *sa = g->a_scale_inv + (i / g->a_block_rows) * nkb;
+        for (int64_t kk = 0; kk < k; kk++) af[kk] = f8i_fp8_decode(a8[i * k + kk], ea);
+        const float *sa = g->a_scale_inv + (i / a_br) * nkb;
         for (int64_t j = 0; j < n; j++) {
-            const float *sb = g->b_scale_inv + (j / g->b_block_rows) * nkb, *bj = bf + j * k;
+            const float *sb = g->b_scale_inv + (j / b_br) * nkb, *bj = bf + j * k;
             float acc = 0.0f;
             for (int64_t kb = 0; kb < nkb; kb++) {
                 const int64_t k0 = kb * F8I_BLOCK, k1 = k0 + F8I_BLOCK < k ? k0 + F8I_BLOCK : k;
@@ -192,6 +194,7 @@ f8_status f8i_cpu_gemm_block(f8_ctx *ctx, const f8i_gemm_block_args *g)
             }
             float v = acc;
             if (g->accumulate) v += load_hp(g->d, g->d_dtype, i * n + j);
+            else if (g->c) v += load_hp(g->c, g->d_dtype, i * n + j); /* the addend (c may be d) */
             if (g->bias) v += load_hp(g->bias, g->bias_dtype, j);
             store_hp(g->d, g->d_dtype, i * n + j, v);
         }

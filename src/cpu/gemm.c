@@ -118,8 +118,12 @@ static void product(const float *ap, const float *bt, float *acc, int64_t m, int
 }
 #endif
 
+/* Block-scaled operands' GEMM (block.c). */
+f8_status f8i_cpu_gemm_block(f8_ctx *ctx, const f8i_gemm_args *g);
+
 f8_status f8i_cpu_gemm(f8_ctx *ctx, const f8i_gemm_args *g)
 {
+    if (g->a_mode != F8I_SCALING_TENSOR || g->b_mode != F8I_SCALING_TENSOR) return f8i_cpu_gemm_block(ctx, g);
     const int64_t m = g->m, n = g->n, k = g->k;
     if (m == 0 || n == 0) return F8_OK;
     if (k == 0 && !g->bias && (g->accumulate || g->c == g->d)) return F8_OK; /* D += 0: nothing to write */

@@ -1,5 +1,5 @@
 /*
- * block_cast.cu — the block-scaled cast (f8i_block_cast_args, backend.h):
+ * block_cast.cu — the block-scaled cast (f8i_cast_args in a block mode, backend.h):
  * FP32/BF16 -> E4M3/E5M2 with one FP32 scale per 1x128 tile (activations,
  * gradients; the column-wise copy quantized on its own from 128x1 tiles) or
  * per 128x128 block (weights), plus amax, dbias and FP8 telemetry, bit for
@@ -292,23 +292,9 @@ static f8_status launch_cast(f8_ctx *ctx, const block_cast_params &p, int bf16, 
 /* Backend entry point                                                       */
 /* ------------------------------------------------------------------------ */
 
-f8_status f8i_cuda_block_cast(f8_ctx *ctx, const f8i_block_cast_args *a)
+/* cast.cu's f8i_cuda_cast checked the dtypes and the shape. */
+f8_status f8i_cuda_cast_block(f8_ctx *ctx, const f8i_cast_args *a)
 {
-    if (!f8i_dtype_is_hp(a->src_dtype))
-        return f8i_error(ctx, F8_ERR_DTYPE, "block cast: source dtype %s, expected fp32 or bf16",
-                         f8_dtype_name(a->src_dtype));
-    if (!f8i_dtype_is_fp8(a->out_dtype))
-        return f8i_error(ctx, F8_ERR_DTYPE, "block cast: output dtype %s, expected e4m3 or e5m2",
-                         f8_dtype_name(a->out_dtype));
-    if (a->dbias != NULL && !f8i_dtype_is_hp(a->dbias_dtype))
-        return f8i_error(ctx, F8_ERR_DTYPE, "block cast: dbias dtype %s, expected fp32 or bf16",
-                         f8_dtype_name(a->dbias_dtype));
-    if (a->block_rows != 1 && a->block_rows != F8I_BLOCK)
-        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "block cast: block_rows %d, expected 1 or %d", a->block_rows,
-                         F8I_BLOCK);
-    if (a->rows < 0 || a->cols < 0)
-        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "block cast: negative shape [%lld, %lld]", (long long)a->rows,
-                         (long long)a->cols);
     if (a->rows == 0 || a->cols == 0) return F8_OK; /* nothing is written (backend.h) */
 
     block_cast_params p;
@@ -343,7 +329,7 @@ f8_status f8i_cuda_block_cast(f8_ctx *ctx, const f8i_block_cast_args *a)
 
     const unsigned blocks = (unsigned)(p.nbr * p.nbc);
     f8_status st = launch_cast(ctx, p, a->src_dtype == F8_DTYPE_BF16, a->out_dtype == F8_DTYPE_E5M2,
-                               a->block_rows == F8I_BLOCK, blocks);
+                               a->mode == F8I_SCALING_BLOCK_128X128, blocks);
     if (st != F8_OK || p.partial == NULL) return st;
 
     const unsigned rblocks = (unsigned)((a->cols + 31) / 32);

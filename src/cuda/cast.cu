@@ -247,6 +247,9 @@ f8_status f8i_cuda_cast(f8_ctx *ctx, const f8i_cast_args *a)
     if (a->rows < 0 || a->cols < 0)
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "cast: negative shape [%lld, %lld]", (long long)a->rows,
                          (long long)a->cols);
+    if (a->mode == F8I_SCALING_BLOCK_1X128 || a->mode == F8I_SCALING_BLOCK_128X128) return f8i_cuda_cast_block(ctx, a);
+    if (a->mode != F8I_SCALING_TENSOR)
+        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "cast: scaling mode %d unknown", (int)a->mode);
 
     if (a->rows == 0 || a->cols == 0) {
         /* An empty tensor still gets its own scale_inv (unless noop). */

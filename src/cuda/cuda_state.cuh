@@ -99,8 +99,8 @@ f8_status f8i_cuda_amax_scale(f8_ctx *ctx, const f8i_amax_scale_args *args); /* 
 f8_status f8i_cuda_telemetry_snap(f8_ctx *ctx, const f8i_telemetry_snap_args *args);
 /* Block scaling: block_cast.cu, gemm_block.cu (the latter's plan cache is
  * freed by f8i_cuda_gemm_block_destroy before the GEMM cache it borrows from). */
-f8_status f8i_cuda_block_cast(f8_ctx *ctx, const f8i_block_cast_args *args);
-f8_status f8i_cuda_gemm_block(f8_ctx *ctx, const f8i_gemm_block_args *args);
+f8_status f8i_cuda_cast_block(f8_ctx *ctx, const f8i_cast_args *args); /* cast.cu's block modes */
+f8_status f8i_cuda_gemm_block(f8_ctx *ctx, const f8i_gemm_args *args); /* gemm.cu's block modes */
 void f8i_cuda_gemm_block_destroy(f8_ctx *ctx);
 f8_status f8i_cuda_convert(f8_ctx *ctx, const void *src, f8_dtype src_dtype, const float *scale_inv, void *dst,
                            f8_dtype dst_dtype, int64_t count);

@@ -153,6 +153,7 @@
 #include <string.h>
 
 #include "cuda_state.cuh"
+#include "gemm_lt.cuh"
 #include "core/numerics.h"
 
 #define GEMM_WORKSPACE_BYTES ((size_t)32 << 20) /* cuBLAS's advice for sm_90 */
@@ -209,25 +210,6 @@ static f8_status lt_error(f8_ctx *ctx, cublasStatus_t st, const char *what, cons
 
 static size_t dtype_bytes(f8_dtype t) { return t == F8_DTYPE_FP32 ? 4 : t == F8_DTYPE_BF16 ? 2 : 1; }
 
-static cudaDataType_t cuda_type(f8_dtype t)
-{
-    switch (t) {
-    case F8_DTYPE_BF16: return CUDA_R_16BF;
-    case F8_DTYPE_E4M3: return CUDA_R_8F_E4M3;
-    case F8_DTYPE_E5M2: return CUDA_R_8F_E5M2;
-    default: return CUDA_R_32F;
-    }
-}
-
-/* log2 of the largest power of two <= 256 dividing the address (8 for NULL). */
-static uint32_t align_log2(const void *p)
-{
-    const uintptr_t u = (uintptr_t)p;
-    if (u == 0) return 8;
-    const uint32_t tz = (uint32_t)__builtin_ctzll((unsigned long long)u);
-    return tz > 8 ? 8 : tz;
-}
-
 static gemm_key make_key(const f8i_gemm_args *g, int64_t ldd)
 {
     gemm_key key;
@@ -240,8 +222,8 @@ static gemm_key make_key(const f8i_gemm_args *g, int64_t ldd)
     key.n = g->n;
     key.k = g->k;
     key.types = (uint32_t)g->a_dtype | (uint32_t)g->b_dtype << 4 | (uint32_t)g->d_dtype << 8 | bias << 12 | flags << 16;
-    key.aligns = align_log2(g->a) | align_log2(g->b) << 4 | align_log2(g->d) << 8 |
-                 (g->bias ? align_log2(g->bias) : 0u) << 12 | (g->c ? align_log2(g->c) : 0u) << 16;
+    key.aligns = f8i_lt_align_log2(g->a) | f8i_lt_align_log2(g->b) << 4 | f8i_lt_align_log2(g->d) << 8 |
+                 (g->bias ? f8i_lt_align_log2(g->bias) : 0u) << 12 | (g->c ? f8i_lt_align_log2(g->c) : 0u) << 16;
     return key;
 }
 
@@ -259,8 +241,8 @@ static int lt_eligible(const f8i_gemm_args *g)
         if (g->a_dtype == F8_DTYPE_E5M2 && g->b_dtype == F8_DTYPE_E5M2) return 0;
         if (g->a_trans || g->b_trans) return 0;
         if (g->k % 16 != 0 || g->n % 16 != 0) return 0;
-        if (g->c && align_log2(g->c) < 4) return 0; /* C, like D, 16-byte aligned */
-        return align_log2(g->a) >= 4 && align_log2(g->b) >= 4 && align_log2(g->d) >= 4;
+        if (g->c && f8i_lt_align_log2(g->c) < 4) return 0; /* C, like D, 16-byte aligned */
+        return f8i_lt_align_log2(g->a) >= 4 && f8i_lt_align_log2(g->b) >= 4 && f8i_lt_align_log2(g->d) >= 4;
     }
     if (g->a_dtype == F8_DTYPE_FP32 && g->d_dtype != F8_DTYPE_FP32) return 0;
     return 1;
@@ -278,17 +260,12 @@ static int pad_eligible(const f8i_gemm_args *g)
  * padded: if it takes it, no slice pass is needed. */
 static int only_d_unaligned(const f8i_gemm_args *g)
 {
-    return pad_eligible(g) && g->k % 16 == 0 && align_log2(g->a) >= 4 && align_log2(g->b) >= 4;
+    return pad_eligible(g) && g->k % 16 == 0 && f8i_lt_align_log2(g->a) >= 4 && f8i_lt_align_log2(g->b) >= 4;
 }
 
 static void plan_release(gemm_plan *p)
 {
-    if (p->desc) cublasLtMatmulDescDestroy(p->desc);
-    if (p->lay_a) cublasLtMatrixLayoutDestroy(p->lay_a);
-    if (p->lay_b) cublasLtMatrixLayoutDestroy(p->lay_b);
-    if (p->lay_d) cublasLtMatrixLayoutDestroy(p->lay_d);
-    p->desc = NULL;
-    p->lay_a = p->lay_b = p->lay_d = NULL;
+    f8i_lt_release(&p->desc, &p->lay_a, &p->lay_b, &p->lay_d);
 }
 
 /* A matmul descriptor for g, with or without the bias epilogue. The scale and
@@ -334,46 +311,10 @@ static cublasStatus_t desc_create(gemm_plan *p, const f8i_gemm_args *g, int fuse
  * *found = 0 (and CUBLAS_STATUS_SUCCESS) when cuBLASLt has none for it. */
 static cublasStatus_t plan_query(f8i_gemm_cache *c, gemm_plan *p, const f8i_gemm_args *g, int *found)
 {
-    *found = 0;
-    cublasLtMatmulPreference_t pref = NULL;
-    cublasStatus_t st = cublasLtMatmulPreferenceCreate(&pref);
-    if (st != CUBLAS_STATUS_SUCCESS) return st;
-    const uint64_t ws = GEMM_WORKSPACE_BYTES;
-    const uint32_t al_a = 1u << align_log2(g->b), al_b = 1u << align_log2(g->a), al_d = 1u << align_log2(g->d);
-    const uint32_t al_c = g->c ? 1u << align_log2(g->c) : al_d;
-    st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-    if (st == CUBLAS_STATUS_SUCCESS)
-        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a);
-    if (st == CUBLAS_STATUS_SUCCESS)
-        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b);
-    if (st == CUBLAS_STATUS_SUCCESS)
-        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c);
-    if (st == CUBLAS_STATUS_SUCCESS)
-        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d, sizeof al_d);
-    /* No in-place split-K: its counters need a memset before every matmul,
-     * which costs a graph node (and host time) per GEMM on each replay. */
-    const uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_MASK & ~(uint32_t)CUBLASLT_REDUCTION_SCHEME_INPLACE;
-    if (st == CUBLAS_STATUS_SUCCESS)
-        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes,
-                                                  sizeof schemes);
-    if (st == CUBLAS_STATUS_SUCCESS) {
-        cublasLtMatmulHeuristicResult_t res;
-        int n_res = 0;
-        memset(&res, 0, sizeof res);
-        st = cublasLtMatmulAlgoGetHeuristic(c->lt, p->desc, p->lay_a, p->lay_b, p->lay_d, p->lay_d, pref, 1, &res,
-                                            &n_res);
-        if (st == CUBLAS_STATUS_SUCCESS && n_res > 0 && res.state == CUBLAS_STATUS_SUCCESS &&
-            res.workspaceSize <= GEMM_WORKSPACE_BYTES) {
-            p->algo = res.algo;
-            *found = 1;
-        }
-        /* "No algorithm for this configuration" is an answer, not an error. */
-        if (st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE ||
-            st == CUBLAS_STATUS_ARCH_MISMATCH)
-            st = CUBLAS_STATUS_SUCCESS;
-    }
-    cublasLtMatmulPreferenceDestroy(pref);
-    return st;
+    const uint32_t al_a = 1u << f8i_lt_align_log2(g->b), al_b = 1u << f8i_lt_align_log2(g->a);
+    const uint32_t al_d = 1u << f8i_lt_align_log2(g->d), al_c = g->c ? 1u << f8i_lt_align_log2(g->c) : al_d;
+    return f8i_lt_heuristic(c->lt, p->desc, p->lay_a, p->lay_b, p->lay_d, GEMM_WORKSPACE_BYTES, al_a, al_b, al_c, al_d,
+                            &p->algo, found);
 }
 
 /* Fill *p for the key of g: layouts, descriptor and algorithm, or the
@@ -394,12 +335,12 @@ static f8_status plan_build(f8_ctx *ctx, f8i_gemm_cache *c, const f8i_gemm_args 
     /* A' = b, B' = a, D' = d: see the mapping in the design note. */
     const char *what = "cublasLtMatrixLayoutCreate";
     const uint64_t m = (uint64_t)g->m, n = (uint64_t)g->n, k = (uint64_t)g->k;
-    cublasStatus_t st = g->b_trans ? cublasLtMatrixLayoutCreate(&p->lay_a, cuda_type(g->b_dtype), n, k, g->n)
-                                   : cublasLtMatrixLayoutCreate(&p->lay_a, cuda_type(g->b_dtype), k, n, g->k);
+    cublasStatus_t st = g->b_trans ? cublasLtMatrixLayoutCreate(&p->lay_a, f8i_lt_type(g->b_dtype), n, k, g->n)
+                                   : cublasLtMatrixLayoutCreate(&p->lay_a, f8i_lt_type(g->b_dtype), k, n, g->k);
     if (st == CUBLAS_STATUS_SUCCESS)
-        st = g->a_trans ? cublasLtMatrixLayoutCreate(&p->lay_b, cuda_type(g->a_dtype), m, k, g->m)
-                        : cublasLtMatrixLayoutCreate(&p->lay_b, cuda_type(g->a_dtype), k, m, g->k);
-    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatrixLayoutCreate(&p->lay_d, cuda_type(g->d_dtype), n, m, ldd);
+        st = g->a_trans ? cublasLtMatrixLayoutCreate(&p->lay_b, f8i_lt_type(g->a_dtype), m, k, g->m)
+                        : cublasLtMatrixLayoutCreate(&p->lay_b, f8i_lt_type(g->a_dtype), k, m, g->k);
+    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatrixLayoutCreate(&p->lay_d, f8i_lt_type(g->d_dtype), n, m, ldd);
 
     const int fusable =
         g->bias && (f8i_dtype_is_fp8(g->a_dtype) ? g->bias_dtype == F8_DTYPE_BF16 : g->bias_dtype == g->d_dtype);
@@ -583,17 +524,17 @@ static f8_status run_padded(f8_ctx *ctx, f8i_gemm_cache *c, const f8i_gemm_args 
 {
     const size_t ds = dtype_bytes(g->d_dtype);
     const int pad_k = g->k % 16 != 0;
-    const int pad_d = g->n % 16 != 0 || align_log2(g->d) < 4;
-    const int pad_a = pad_k || align_log2(g->a) < 4;
+    const int pad_d = g->n % 16 != 0 || f8i_lt_align_log2(g->d) < 4;
+    const int pad_a = pad_k || f8i_lt_align_log2(g->a) < 4;
     const int64_t k16 = (g->k + 15) / 16 * 16, n16 = (g->n + 15) / 16 * 16;
-    const int split = pad_d && g->n > 16 && ((size_t)g->n * ds) % 16 == 0 && align_log2(g->d) >= 4 &&
+    const int split = pad_d && g->n > 16 && ((size_t)g->n * ds) % 16 == 0 && f8i_lt_align_log2(g->d) >= 4 &&
                       (!g->bias || g->bias_dtype == F8_DTYPE_BF16);
     /* with k inside the rule, B is not copied for an odd n: the main GEMM
      * reads its first n0 rows in place and a 16-row tail GEMM the rest */
-    const int b_tail = pad_d && !pad_k && g->n > 16 && align_log2(g->b) >= 4;
+    const int b_tail = pad_d && !pad_k && g->n > 16 && f8i_lt_align_log2(g->b) >= 4;
     const int two = split || b_tail; /* a main GEMM over n0 columns and a 16-wide tail */
     const int64_t n0 = two ? g->n / 16 * 16 : g->n;
-    const int full_b = !b_tail && (pad_k || align_log2(g->b) < 4 || pad_d);
+    const int full_b = !b_tail && (pad_k || f8i_lt_align_log2(g->b) < 4 || pad_d);
     const int64_t b_rows = full_b ? (pad_d ? n16 : g->n) : b_tail ? 16 : 0;
     const int fuse = pad_d && !split && g->bias && g->bias_dtype == F8_DTYPE_BF16 && !g->accumulate;
     const f8_dtype dp_dtype = (split || g->accumulate || (g->bias && !fuse) || g->d_dtype == F8_DTYPE_FP32)
@@ -604,7 +545,7 @@ static f8_status run_padded(f8_ctx *ctx, f8i_gemm_cache *c, const f8i_gemm_args 
     const size_t b_bytes = b_rows ? f8i_align256((size_t)(b_rows * k16)) : 0;
     const size_t d_bytes = pad_d ? f8i_align256((size_t)(g->m * dp_cols) * dtype_bytes(dp_dtype)) : 0;
     const size_t bias_bytes = fuse ? f8i_align256((size_t)n16 * 2) : 0;
-    if (!g->workspace || align_log2(g->workspace) < 4 || a_bytes + b_bytes + d_bytes + bias_bytes > g->workspace_bytes)
+    if (!g->workspace || f8i_lt_align_log2(g->workspace) < 4 || a_bytes + b_bytes + d_bytes + bias_bytes > g->workspace_bytes)
         return f8i_cuda_gemm_fallback(ctx, g);
 
     uint8_t *ws = (uint8_t *)g->workspace, *bp = ws + a_bytes, *dp = bp + b_bytes;
@@ -686,6 +627,7 @@ static f8_status addend_into_d(f8_ctx *ctx, const f8i_gemm_args *g, f8i_gemm_arg
 
 f8_status f8i_cuda_gemm(f8_ctx *ctx, const f8i_gemm_args *args)
 {
+    if (args->a_mode != F8I_SCALING_TENSOR || args->b_mode != F8I_SCALING_TENSOR) return f8i_cuda_gemm_block(ctx, args);
     f8i_gemm_args e;
     const f8i_gemm_args *g = args;
     if (args->c && args->c == args->d) { /* D + D's own addend: the accumulate */

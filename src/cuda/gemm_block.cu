@@ -1,5 +1,5 @@
 /*
- * gemm_block.cu — the block-scaled FP8 GEMM (f8i_gemm_block_args, backend.h):
+ * gemm_block.cu — the block-scaled FP8 GEMM (f8i_gemm_args in block modes, backend.h):
  * cuBLASLt's block-scaled matmul where it takes the shape, an own CUDA-core
  * kernel everywhere else, chosen once per shape and cached.
  *
@@ -42,7 +42,9 @@
  *    accumulation with block scales). bias is then added by
  *    gemm_block_bias_kernel after the matmul (one launch more; the fused
  *    CUBLASLT_EPILOGUE_BIAS with block scales on sm_90 is not established,
- *    and would take only a BF16 bias); accumulate is beta = 1 with C = D.
+ *    and would take only a BF16 bias); accumulate is beta = 1 with C = D,
+ *    the addend c (f8_module_forward_add's residual) beta = 1 with C = c
+ *    (one FP32 sum in the epilogue, as gemm.cu's), so no copy of it.
  *  - the fallback kernel (gemm_block_fallback_kernel) for everything else:
  *    k not a multiple of 128, odd n or token counts (the CUDA module
  *    tests' 1/17/33/250 features), E5M2 x E5M2, huge scale grids, k == 0,
@@ -64,6 +66,7 @@
 #include <string.h>
 
 #include "cuda_state.cuh"
+#include "gemm_lt.cuh"
 #include "core/numerics.h"
 
 #define BG_SCALE_BYTES F8I_GEMM_SCALE_TAIL_BYTES /* workspace tail for the relaid scale grids (cuda_state.cuh) */
@@ -84,8 +87,8 @@ static_assert(F8I_BLOCK % BG_K == 0, "K steps never straddle a K-block");
 
 typedef struct bg_key {
     int64_t m, n, k;
-    uint32_t types;  /* a | b << 4 | d << 8 | (a_br == 1) << 12 | (b_br == 1) << 13 | accumulate << 14 */
-    uint32_t aligns; /* log2 alignment (0..8) of a | b << 4 | d << 8 */
+    uint32_t types;  /* a | b << 4 | d << 8 | (a_br == 1) << 12 | (b_br == 1) << 13 | accumulate << 14 | c << 15 */
+    uint32_t aligns; /* log2 alignment (0..8) of a | b << 4 | d << 8 | c << 12 */
 } bg_key;
 
 typedef struct bg_plan {
@@ -110,6 +113,7 @@ typedef struct bg_params {
     const float *sa, *sb;          /* f8 grids [ceil(m/a_br), nkb], [ceil(n/b_br), nkb] */
     int a_br, b_br;
     void *d;                       /* [m, n] */
+    const void *c;                 /* [m, n] addend in d's dtype, or NULL */
     const void *bias;              /* [n] or NULL */
     int64_t m, n, k, nkb;
     f8_dtype d_dtype, bias_dtype;
@@ -119,19 +123,6 @@ typedef struct bg_params {
 /* ------------------------------------------------------------------------ */
 /* Kernels                                                                   */
 /* ------------------------------------------------------------------------ */
-
-static __device__ __forceinline__ float bg_load(const void *p, int64_t i, f8_dtype dt)
-{
-    return dt == F8_DTYPE_BF16 ? f8i_bf16_to_float(((const uint16_t *)p)[i]) : ((const float *)p)[i];
-}
-
-static __device__ __forceinline__ void bg_store(void *p, int64_t i, f8_dtype dt, float v)
-{
-    if (dt == F8_DTYPE_BF16)
-        ((uint16_t *)p)[i] = f8i_bf16_from_float(v);
-    else
-        ((float *)p)[i] = v;
-}
 
 /* The contract's formula on CUDA cores: D = Σ_kb P_kb·(sa·sb) (+ D) (+ bias).
  * Grid: x over 64-column tiles of D, y over 64-row tiles (grid-stride in
@@ -213,9 +204,10 @@ static __global__ void __launch_bounds__(BG_THREADS *BG_THREADS) gemm_block_fall
                     const int64_t j = j0 + tx + BG_THREADS * c;
                     if (i >= p.m || j >= p.n) continue;
                     float v = acc[r][c];
-                    if (p.accumulate) v = v + bg_load(p.d, i * p.n + j, p.d_dtype);
-                    if (p.bias) v = v + bg_load(p.bias, j, p.bias_dtype);
-                    bg_store(p.d, i * p.n + j, p.d_dtype, v);
+                    if (p.accumulate) v = v + f8i_lt_load(p.d, i * p.n + j, p.d_dtype);
+                    else if (p.c) v = v + f8i_lt_load(p.c, i * p.n + j, p.d_dtype);
+                    if (p.bias) v = v + f8i_lt_load(p.bias, j, p.bias_dtype);
+                    f8i_lt_store(p.d, i * p.n + j, p.d_dtype, v);
                 }
             }
         }
@@ -266,7 +258,7 @@ static __global__ void __launch_bounds__(256)
 {
     for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < m * n;
          idx += (int64_t)gridDim.x * blockDim.x)
-        bg_store(d, idx, d_dtype, bg_load(d, idx, d_dtype) + bg_load(bias, idx % n, bias_dtype));
+        f8i_lt_store(d, idx, d_dtype, f8i_lt_load(d, idx, d_dtype) + f8i_lt_load(bias, idx % n, bias_dtype));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -281,15 +273,16 @@ static unsigned grid_1d(const f8_ctx *ctx, int64_t work)
     return blocks < 1 ? 1u : (unsigned)blocks;
 }
 
-static f8_status launch_fallback(f8_ctx *ctx, const f8i_gemm_block_args *g)
+static f8_status launch_fallback(f8_ctx *ctx, const f8i_gemm_args *g)
 {
     bg_params p;
-    p.a = g->a;
-    p.b = g->b;
+    p.a = (const uint8_t *)g->a;
+    p.b = (const uint8_t *)g->b;
+    p.c = g->c;
     p.sa = g->a_scale_inv;
     p.sb = g->b_scale_inv;
-    p.a_br = g->a_block_rows;
-    p.b_br = g->b_block_rows;
+    p.a_br = f8i_mode_block_rows(g->a_mode);
+    p.b_br = f8i_mode_block_rows(g->b_mode);
     p.d = g->d;
     p.bias = g->bias;
     p.m = g->m;
@@ -319,26 +312,19 @@ static f8_status launch_fallback(f8_ctx *ctx, const f8i_gemm_block_args *g)
 /* Plans                                                                     */
 /* ------------------------------------------------------------------------ */
 
-static uint32_t align_log2(const void *p)
-{
-    const uintptr_t u = (uintptr_t)p;
-    if (u == 0) return 8;
-    const uint32_t tz = (uint32_t)__builtin_ctzll((unsigned long long)u);
-    return tz > 8 ? 8 : tz;
-}
-
 static size_t round256(size_t b) { return (b + 255u) & ~(size_t)255u; }
 
-static bg_key make_key(const f8i_gemm_block_args *g)
+static bg_key make_key(const f8i_gemm_args *g)
 {
     bg_key key;
     key.m = g->m;
     key.n = g->n;
     key.k = g->k;
     key.types = (uint32_t)g->a_dtype | (uint32_t)g->b_dtype << 4 | (uint32_t)g->d_dtype << 8 |
-                (uint32_t)(g->a_block_rows == 1) << 12 | (uint32_t)(g->b_block_rows == 1) << 13 |
-                (uint32_t)(g->accumulate != 0) << 14;
-    key.aligns = align_log2(g->a) | align_log2(g->b) << 4 | align_log2(g->d) << 8;
+                (uint32_t)(f8i_mode_block_rows(g->a_mode) == 1) << 12 | (uint32_t)(f8i_mode_block_rows(g->b_mode) == 1) << 13 |
+                (uint32_t)(g->accumulate != 0) << 14 | (uint32_t)(g->c != NULL) << 15;
+    key.aligns = f8i_lt_align_log2(g->a) | f8i_lt_align_log2(g->b) << 4 | f8i_lt_align_log2(g->d) << 8 |
+                 (g->c ? f8i_lt_align_log2(g->c) : 0u) << 12;
     return key;
 }
 
@@ -348,52 +334,38 @@ static int key_equal(const bg_key *x, const bg_key *y)
 }
 
 /* Bytes of the two relaid grids: a's at the start of the tail, b's after. */
-static size_t scale_bytes_a(const f8i_gemm_block_args *g)
+static size_t scale_bytes_a(const f8i_gemm_args *g)
 {
-    return round256((size_t)lt_scale_count(g->m, g->a_block_rows, (g->k + F8I_BLOCK - 1) / F8I_BLOCK) * 4);
+    return round256((size_t)lt_scale_count(g->m, f8i_mode_block_rows(g->a_mode), (g->k + F8I_BLOCK - 1) / F8I_BLOCK) * 4);
 }
-static size_t scale_bytes_b(const f8i_gemm_block_args *g)
+static size_t scale_bytes_b(const f8i_gemm_args *g)
 {
-    return round256((size_t)lt_scale_count(g->n, g->b_block_rows, (g->k + F8I_BLOCK - 1) / F8I_BLOCK) * 4);
+    return round256((size_t)lt_scale_count(g->n, f8i_mode_block_rows(g->b_mode), (g->k + F8I_BLOCK - 1) / F8I_BLOCK) * 4);
 }
 
-static int lt_eligible(const f8i_gemm_block_args *g)
+static int lt_eligible(const f8i_gemm_args *g)
 {
     const int64_t dsize = g->d_dtype == F8_DTYPE_BF16 ? 2 : 4;
     if (g->m == 0 || g->n == 0 || g->k == 0) return 0;
     if (g->a_dtype == F8_DTYPE_E5M2 && g->b_dtype == F8_DTYPE_E5M2) return 0;
-    if (g->a_block_rows != 1 && g->b_block_rows != 1) return 0;
+    if (f8i_mode_block_rows(g->a_mode) != 1 && f8i_mode_block_rows(g->b_mode) != 1) return 0;
     if (g->k % F8I_BLOCK != 0 || (g->n * dsize) % 16 != 0) return 0;
     /* a 1x128 operand's rows % 4 == 0: its padded and unpadded layouts coincide */
-    if ((g->a_block_rows == 1 && g->m % 4 != 0) || (g->b_block_rows == 1 && g->n % 4 != 0)) return 0;
-    if (align_log2(g->a) < 4 || align_log2(g->b) < 4 || align_log2(g->d) < 4) return 0;
+    if ((f8i_mode_block_rows(g->a_mode) == 1 && g->m % 4 != 0) || (f8i_mode_block_rows(g->b_mode) == 1 && g->n % 4 != 0)) return 0;
+    if (f8i_lt_align_log2(g->a) < 4 || f8i_lt_align_log2(g->b) < 4 || f8i_lt_align_log2(g->d) < 4) return 0;
+    if (g->c && f8i_lt_align_log2(g->c) < 4) return 0; /* C, like D, 16-byte aligned */
     return scale_bytes_a(g) + scale_bytes_b(g) <= BG_SCALE_BYTES;
 }
 
 static void plan_release(bg_plan *p)
 {
-    if (p->desc) cublasLtMatmulDescDestroy(p->desc);
-    if (p->lay_a) cublasLtMatrixLayoutDestroy(p->lay_a);
-    if (p->lay_b) cublasLtMatrixLayoutDestroy(p->lay_b);
-    if (p->lay_d) cublasLtMatrixLayoutDestroy(p->lay_d);
-    p->desc = NULL;
-    p->lay_a = p->lay_b = p->lay_d = NULL;
+    f8i_lt_release(&p->desc, &p->lay_a, &p->lay_b, &p->lay_d);
     p->lt = 0;
-}
-
-static cudaDataType_t cuda_type(f8_dtype t)
-{
-    switch (t) {
-    case F8_DTYPE_BF16: return CUDA_R_16BF;
-    case F8_DTYPE_E4M3: return CUDA_R_8F_E4M3;
-    case F8_DTYPE_E5M2: return CUDA_R_8F_E5M2;
-    default: return CUDA_R_32F;
-    }
 }
 
 /* Descriptor, layouts and algorithm for g, or p->lt = 0 (the fallback). The
  * scale pointers are the workspace tail's, the same for every call. */
-static f8_status plan_build(f8_ctx *ctx, const f8i_gemm_block_args *g, bg_plan *p)
+static f8_status plan_build(f8_ctx *ctx, const f8i_gemm_args *g, bg_plan *p)
 {
     memset(p, 0, sizeof *p);
     p->key = make_key(g);
@@ -407,15 +379,15 @@ static f8_status plan_build(f8_ctx *ctx, const f8i_gemm_block_args *g, bg_plan *
     const float *scale_b = (const float *)((char *)ws + lt_ws + scale_bytes_a(g)); /* our b's: its A' */
 
     const uint64_t m = (uint64_t)g->m, n = (uint64_t)g->n, k = (uint64_t)g->k;
-    cublasStatus_t st = cublasLtMatrixLayoutCreate(&p->lay_a, cuda_type(g->b_dtype), k, n, g->k);
-    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatrixLayoutCreate(&p->lay_b, cuda_type(g->a_dtype), k, m, g->k);
-    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatrixLayoutCreate(&p->lay_d, cuda_type(g->d_dtype), n, m, g->n);
+    cublasStatus_t st = cublasLtMatrixLayoutCreate(&p->lay_a, f8i_lt_type(g->b_dtype), k, n, g->k);
+    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatrixLayoutCreate(&p->lay_b, f8i_lt_type(g->a_dtype), k, m, g->k);
+    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatrixLayoutCreate(&p->lay_d, f8i_lt_type(g->d_dtype), n, m, g->n);
     if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
     const cublasOperation_t op_t = CUBLAS_OP_T, op_n = CUBLAS_OP_N;
     const int8_t fast = 0;
-    const int32_t mode_a = g->b_block_rows == 1 ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F
+    const int32_t mode_a = f8i_mode_block_rows(g->b_mode) == 1 ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F
                                                 : CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
-    const int32_t mode_b = g->a_block_rows == 1 ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F
+    const int32_t mode_b = f8i_mode_block_rows(g->a_mode) == 1 ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F
                                                 : CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
     cublasLtMatmulDesc_t d = p->desc;
     if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSA, &op_t, sizeof op_t);
@@ -436,45 +408,11 @@ static f8_status plan_build(f8_ctx *ctx, const f8i_gemm_block_args *g, bg_plan *
         return F8_OK;
     }
 
-    cublasLtMatmulPreference_t pref = NULL;
-    st = cublasLtMatmulPreferenceCreate(&pref);
-    if (st != CUBLAS_STATUS_SUCCESS) {
-        plan_release(p);
-        return f8i_error(ctx, F8_ERR_CUBLAS, "block gemm: cublasLtMatmulPreferenceCreate: %s",
-                         cublasLtGetStatusName(st));
-    }
-    const uint32_t al_a = 1u << align_log2(g->b), al_b = 1u << align_log2(g->a), al_d = 1u << align_log2(g->d);
-    const uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_MASK & ~(uint32_t)CUBLASLT_REDUCTION_SCHEME_INPLACE;
-    st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &lt_ws, sizeof lt_ws);
-    if (st == CUBLAS_STATUS_SUCCESS)
-        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a);
-    if (st == CUBLAS_STATUS_SUCCESS)
-        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b);
-    if (st == CUBLAS_STATUS_SUCCESS)
-        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_d, sizeof al_d);
-    if (st == CUBLAS_STATUS_SUCCESS)
-        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d, sizeof al_d);
-    if (st == CUBLAS_STATUS_SUCCESS)
-        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes,
-                                                  sizeof schemes);
+    const uint32_t al_a = 1u << f8i_lt_align_log2(g->b), al_b = 1u << f8i_lt_align_log2(g->a);
+    const uint32_t al_d = 1u << f8i_lt_align_log2(g->d), al_c = 1u << f8i_lt_align_log2(g->c ? g->c : g->d);
     int found = 0;
-    if (st == CUBLAS_STATUS_SUCCESS) {
-        cublasLtMatmulHeuristicResult_t res;
-        int n_res = 0;
-        memset(&res, 0, sizeof res);
-        st = cublasLtMatmulAlgoGetHeuristic((cublasLtHandle_t)handle, p->desc, p->lay_a, p->lay_b, p->lay_d, p->lay_d,
-                                            pref, 1, &res, &n_res);
-        if (st == CUBLAS_STATUS_SUCCESS && n_res > 0 && res.state == CUBLAS_STATUS_SUCCESS &&
-            res.workspaceSize <= lt_ws) {
-            p->algo = res.algo;
-            found = 1;
-        }
-        /* "No algorithm for this configuration" is an answer, not an error. */
-        if (st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE ||
-            st == CUBLAS_STATUS_ARCH_MISMATCH)
-            st = CUBLAS_STATUS_SUCCESS;
-    }
-    cublasLtMatmulPreferenceDestroy(pref);
+    st = f8i_lt_heuristic((cublasLtHandle_t)handle, p->desc, p->lay_a, p->lay_b, p->lay_d, lt_ws, al_a, al_b, al_c, al_d,
+                          &p->algo, &found);
     if (st != CUBLAS_STATUS_SUCCESS) {
         plan_release(p);
         return f8i_error(ctx, F8_ERR_CUBLAS, "block gemm %lldx%lldx%lld: cublasLt preference/heuristic: %s",
@@ -498,7 +436,7 @@ static f8_status cache_get(f8_ctx *ctx, f8i_gemm_block_cache **out)
     return F8_OK;
 }
 
-static f8_status plan_find(f8_ctx *ctx, f8i_gemm_block_cache *c, const f8i_gemm_block_args *g, bg_plan **out)
+static f8_status plan_find(f8_ctx *ctx, f8i_gemm_block_cache *c, const f8i_gemm_args *g, bg_plan **out)
 {
     const bg_key key = make_key(g);
     if (c->last < c->count && key_equal(&c->plans[c->last].key, &key)) {
@@ -527,7 +465,7 @@ static f8_status plan_find(f8_ctx *ctx, f8i_gemm_block_cache *c, const f8i_gemm_
 
 /* The cuBLASLt path: relayout the scales, matmul, bias. NOT_SUPPORTED from
  * the matmul (nothing enqueued by it) is reported in *refused. */
-static f8_status run_lt(f8_ctx *ctx, const bg_plan *p, const f8i_gemm_block_args *g, int *refused)
+static f8_status run_lt(f8_ctx *ctx, const bg_plan *p, const f8i_gemm_args *g, int *refused)
 {
     void *handle = NULL, *ws = NULL;
     size_t ws_bytes = 0;
@@ -537,16 +475,18 @@ static f8_status run_lt(f8_ctx *ctx, const bg_plan *p, const f8i_gemm_block_args
     const size_t lt_ws = ws_bytes - BG_SCALE_BYTES;
     float *scale_a = (float *)((char *)ws + lt_ws), *scale_b = (float *)((char *)ws + lt_ws + scale_bytes_a(g));
     const int64_t nkb = (g->k + F8I_BLOCK - 1) / F8I_BLOCK;
-    const int64_t total = lt_scale_count(g->m, g->a_block_rows, nkb) + lt_scale_count(g->n, g->b_block_rows, nkb);
+    const int64_t total = lt_scale_count(g->m, f8i_mode_block_rows(g->a_mode), nkb) + lt_scale_count(g->n, f8i_mode_block_rows(g->b_mode), nkb);
     cudaStream_t s = f8i_stream(ctx);
     F8I_COUNT_LAUNCHES(ctx, 1);
-    gemm_block_scales_kernel<<<grid_1d(ctx, total), 256, 0, s>>>(g->a_scale_inv, scale_a, g->m, g->a_block_rows,
-                                                                g->b_scale_inv, scale_b, g->n, g->b_block_rows, nkb);
+    gemm_block_scales_kernel<<<grid_1d(ctx, total), 256, 0, s>>>(g->a_scale_inv, scale_a, g->m, f8i_mode_block_rows(g->a_mode),
+                                                                g->b_scale_inv, scale_b, g->n, f8i_mode_block_rows(g->b_mode), nkb);
     fs = f8i_cuda_launch_check(ctx, "gemm_block_scales_kernel");
     if (fs != F8_OK) return fs;
-    const float alpha = 1.0f, beta = g->accumulate ? 1.0f : 0.0f;
+    /* C: D itself (accumulate) or the addend c, beta 1: the FP32 sum in the epilogue, D rounded once */
+    const float alpha = 1.0f, beta = g->accumulate || g->c ? 1.0f : 0.0f;
+    const void *cmat = g->c ? g->c : g->d;
     cublasStatus_t st = cublasLtMatmul((cublasLtHandle_t)handle, p->desc, &alpha, g->b, p->lay_a, g->a, p->lay_b, &beta,
-                                       g->d, p->lay_d, g->d, p->lay_d, &p->algo, ws, lt_ws, s);
+                                       cmat, p->lay_d, g->d, p->lay_d, &p->algo, ws, lt_ws, s);
     if (st == CUBLAS_STATUS_NOT_SUPPORTED) {
         *refused = 1;
         return F8_OK;
@@ -567,14 +507,17 @@ static f8_status run_lt(f8_ctx *ctx, const bg_plan *p, const f8i_gemm_block_args
 /* Entry points                                                              */
 /* ------------------------------------------------------------------------ */
 
-f8_status f8i_cuda_gemm_block(f8_ctx *ctx, const f8i_gemm_block_args *g)
+f8_status f8i_cuda_gemm_block(f8_ctx *ctx, const f8i_gemm_args *args)
 {
+    f8i_gemm_args e = *args;
+    if (e.c && e.c == e.d) e.c = NULL, e.accumulate = 1; /* D's own addend: the accumulate */
+    const f8i_gemm_args *g = &e;
     if (!f8i_dtype_is_fp8(g->a_dtype) || !f8i_dtype_is_fp8(g->b_dtype))
         return f8i_error(ctx, F8_ERR_DTYPE, "block gemm: operands %s x %s, expected e4m3/e5m2",
                          f8_dtype_name(g->a_dtype), f8_dtype_name(g->b_dtype));
-    if ((g->a_block_rows != 1 && g->a_block_rows != F8I_BLOCK) || (g->b_block_rows != 1 && g->b_block_rows != F8I_BLOCK))
-        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "block gemm: block rows %d x %d, expected 1 or %d",
-                         g->a_block_rows, g->b_block_rows, F8I_BLOCK);
+    if (f8i_mode_block_rows(g->a_mode) == 0 || f8i_mode_block_rows(g->b_mode) == 0)
+        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "block gemm: scaling modes %d x %d, expected block modes",
+                         (int)g->a_mode, (int)g->b_mode);
     f8i_gemm_block_cache *c = NULL;
     f8_status st = cache_get(ctx, &c);
     if (st != F8_OK) return st;

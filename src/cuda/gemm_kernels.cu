@@ -21,6 +21,7 @@
 
 #include "cuda_state.cuh"
 #include "core/numerics.h"
+#include "gemm_lt.cuh"
 #include "kernels_common.cuh"
 
 /* Fallback tiling: a 16×16 block computes a 64×64 tile of D, each thread a
@@ -52,20 +53,6 @@ static __device__ __forceinline__ float load_operand(const void *p, int64_t i)
     if (DT == F8_DTYPE_FP32) return ((const float *)p)[i];
     if (DT == F8_DTYPE_BF16) return f8i_bf16_to_float(((const uint16_t *)p)[i]);
     return f8i_fp8_decode(((const uint8_t *)p)[i], DT == F8_DTYPE_E5M2);
-}
-
-/* D / bias element access for FP32 or BF16 (BF16 stores round to nearest even). */
-static __device__ __forceinline__ float load_vec(const void *p, int64_t i, f8_dtype dt)
-{
-    return dt == F8_DTYPE_BF16 ? f8i_bf16_to_float(((const uint16_t *)p)[i]) : ((const float *)p)[i];
-}
-
-static __device__ __forceinline__ void store_vec(void *p, int64_t i, f8_dtype dt, float v)
-{
-    if (dt == F8_DTYPE_BF16)
-        ((uint16_t *)p)[i] = f8i_bf16_from_float(v);
-    else
-        ((float *)p)[i] = v;
 }
 
 /* Fallback GEMM, D[m, n] = alpha·Σ_k A(i, k)·B(j, k) (+ D) (+ bias[j]).
@@ -136,9 +123,9 @@ static __global__ void __launch_bounds__(FB_THREADS * FB_THREADS) gemm_fallback_
                     const int64_t j = j0 + tx + FB_THREADS * c;
                     if (i >= p.m || j >= p.n) continue;
                     float v = alpha * acc[r][c];
-                    if (p.accumulate) v = v + load_vec(p.d, i * p.n + j, p.d_dtype);
-                    if (p.bias) v = v + load_vec(p.bias, j, p.bias_dtype);
-                    store_vec(p.d, i * p.n + j, p.d_dtype, v);
+                    if (p.accumulate) v = v + f8i_lt_load(p.d, i * p.n + j, p.d_dtype);
+                    if (p.bias) v = v + f8i_lt_load(p.bias, j, p.bias_dtype);
+                    f8i_lt_store(p.d, i * p.n + j, p.d_dtype, v);
                 }
             }
         }
@@ -156,8 +143,8 @@ static __global__ void __launch_bounds__(256)
     const int64_t total = m * n;
     for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
          idx += (int64_t)gridDim.x * blockDim.x) {
-        const float old = overwrite ? 0.0f : load_vec(d, idx, d_dtype);
-        store_vec(d, idx, d_dtype, old + load_vec(bias, idx % n, bias_dtype));
+        const float old = overwrite ? 0.0f : f8i_lt_load(d, idx, d_dtype);
+        f8i_lt_store(d, idx, d_dtype, old + f8i_lt_load(bias, idx % n, bias_dtype));
     }
 }
 

@@ -517,8 +517,8 @@ f8i_qbuf f8i_take_qbuf(f8_module *m, f8i_layout *l, f8_direction dir, int64_t ro
     return q;
 }
 
-/* The bias gradient a cast adds up (the per-tensor and the block cast args
- * name these fields alike): += column sums of src, reduce as the workspace. */
+/* The bias gradient a cast adds up: += column sums of src, reduce as the
+ * workspace. */
 #define SET_DBIAS(c, w, reduce, rows, cols)                                                                         \
     ((c).dbias = (w)->db, (c).dbias_dtype = (w)->dtype, (c).dbias_accumulate = 1, (c).workspace = (reduce),          \
      (c).workspace_bytes = f8i_reduce_workspace_bytes((rows), (cols)))
@@ -528,13 +528,13 @@ static f8_status block_quantize(f8_module *m, const void *src, f8_dtype src_dtyp
                                 f8_slot sl, const f8i_qbuf *out, f8i_weight *dbias_of, void *reduce)
 {
     f8_ctx *ctx = m->ctx;
-    f8i_block_cast_args c;
+    f8i_cast_args c;
     memset(&c, 0, sizeof c);
     c.src = src;
     c.src_dtype = src_dtype;
     c.rows = rows;
     c.cols = cols;
-    c.block_rows = 1;
+    c.mode = F8I_SCALING_BLOCK_1X128;
     c.out_dtype = out->dtype;
     c.scaled_max = ldexpf(f8_fp8_max(out->dtype), -ctx->recipe.margin);
     c.pow2 = ctx->recipe.power_2_scales;
@@ -545,7 +545,7 @@ static f8_status block_quantize(f8_module *m, const void *src, f8_dtype src_dtyp
     c.amax = f8i_slot_amax(ctx, sl); /* the step's record, as under current scaling */
     c.stats = f8i_slot_stats(ctx, sl);
     if (dbias_of && dbias_of->db) SET_DBIAS(c, dbias_of, reduce, rows, cols);
-    return f8i_op_block_cast(ctx, &c);
+    return f8i_op_cast(ctx, &c);
 }
 
 f8i_cast_args f8i_module_cast_args(f8_ctx *ctx, f8_slot sl, const void *src, f8_dtype src_dtype, int64_t rows,

@@ -117,13 +117,13 @@ void f8i_weight_destroy(f8_ctx *ctx, f8i_weight *w)
  * block (both grids), the amax into the WEIGHT slot's record. */
 static f8_status block_cast(f8_ctx *ctx, f8i_weight *w, const float *noop)
 {
-    f8i_block_cast_args c;
+    f8i_cast_args c;
     memset(&c, 0, sizeof c);
     c.src = w->w;
     c.src_dtype = w->dtype;
     c.rows = w->rows;
     c.cols = w->cols;
-    c.block_rows = F8I_BLOCK;
+    c.mode = F8I_SCALING_BLOCK_128X128;
     c.out_dtype = w->w8->dtype;
     c.scaled_max = ldexpf(f8_fp8_max(c.out_dtype), -ctx->recipe.margin);
     c.pow2 = ctx->recipe.power_2_scales;
@@ -134,7 +134,7 @@ static f8_status block_cast(f8_ctx *ctx, f8i_weight *w, const float *noop)
     c.amax = f8i_slot_amax(ctx, w->slot);
     c.stats = f8i_slot_stats(ctx, w->slot);
     c.noop = noop;
-    f8_status st = f8i_op_block_cast(ctx, &c);
+    f8_status st = f8i_op_cast(ctx, &c);
     if (st == F8_OK) w->w8->t_valid = 1;
     return st;
 }
@@ -229,20 +229,9 @@ f8_tensor f8i_bias_view(const f8i_weight *w, int grad) { return f8_tensor_make(g
 
 /* Block scaling's GEMM of a (A [m, k], 1x128 tiles) with b (B [n, k],
  * b_block_rows 128 for the weight's codes, 1 for an activation's). */
-static f8i_gemm_block_args gemm_block(int64_t m, int64_t n, int64_t k, const void *a, f8_dtype a_dtype,
-                                      const float *a_sinv)
-{
-    f8i_gemm_block_args g;
-    memset(&g, 0, sizeof g);
-    g.m = m;
-    g.n = n;
-    g.k = k;
-    g.a = (const uint8_t *)a;
-    g.a_dtype = a_dtype;
-    g.a_scale_inv = a_sinv;
-    g.a_block_rows = 1;
-    return g;
-}
+/* The weight's workspace holds 128x128 blocks (block scaling): its GEMMs
+ * take block-scaled operands. */
+static int blocked(const f8i_weight *w) { return w->fp8 && w->w8->bsinv != NULL; }
 
 static f8i_gemm_args gemm(int64_t m, int64_t n, int64_t k)
 {
@@ -302,23 +291,6 @@ static void set_ws(f8i_gemm_args *g, void *gws, size_t bytes)
 f8_status f8i_weight_fprop(f8_ctx *ctx, const f8i_weight *w, const void *a, f8_dtype a_dtype, const float *a_sinv,
                            int64_t T, void *y, f8_dtype y_dtype, const void *residual, void *gws)
 {
-    if (w->fp8 && w->w8->bsinv) {
-        f8i_gemm_block_args b = gemm_block(T, w->rows, w->cols, a, a_dtype, a_sinv);
-        if (residual && residual != y && T > 0) { /* the block GEMM has no addend: y = residual, then += */
-            f8_status st = f8i_op_copy(ctx, y, residual, (size_t)(T * w->rows) * f8_dtype_size(y_dtype));
-            if (st != F8_OK) return st;
-        }
-        b.accumulate = residual != NULL;
-        b.b = w->w8->data;
-        b.b_dtype = w->w8->dtype;
-        b.b_scale_inv = w->w8->bsinv;
-        b.b_block_rows = F8I_BLOCK;
-        b.d = y;
-        b.d_dtype = y_dtype;
-        b.bias = w->b;
-        b.bias_dtype = w->dtype;
-        return f8i_op_gemm_block(ctx, &b);
-    }
     f8i_gemm_args g = gemm(T, w->rows, w->cols);
     g.a = a;
     g.a_dtype = a_dtype;
@@ -331,6 +303,11 @@ f8_status f8i_weight_fprop(f8_ctx *ctx, const f8i_weight *w, const void *a, f8_d
     g.c = residual;
     g.bias = w->b;
     g.bias_dtype = w->dtype;
+    if (blocked(w)) { /* 1x128 tiles of the input, the weight's 128x128 blocks */
+        g.a_mode = F8I_SCALING_BLOCK_1X128;
+        g.b_mode = F8I_SCALING_BLOCK_128X128;
+        g.b_scale_inv = w->w8->bsinv;
+    }
     if (w->fp8) set_ws(&g, gws, f8i_weight_gemm_workspace(w, T, 0));
     return f8i_op_gemm(ctx, &g);
 }
@@ -338,17 +315,6 @@ f8_status f8i_weight_fprop(f8_ctx *ctx, const f8i_weight *w, const void *a, f8_d
 f8_status f8i_weight_dgrad(f8_ctx *ctx, f8i_weight *w, const void *g_in, f8_dtype g_dtype, const float *g_sinv,
                            int64_t T, void *dx, f8_dtype dx_dtype, int accumulate, void *gws)
 {
-    if (w->fp8 && w->w8->bsinv) { /* B = W8ᵀ [cols, rows], its block grid transposed */
-        f8i_gemm_block_args b = gemm_block(T, w->cols, w->rows, g_in, g_dtype, g_sinv);
-        b.b = w->w8->t;
-        b.b_dtype = w->w8->dtype;
-        b.b_scale_inv = w->w8->bsinv_t;
-        b.b_block_rows = F8I_BLOCK;
-        b.d = dx;
-        b.d_dtype = dx_dtype;
-        b.accumulate = accumulate;
-        return f8i_op_gemm_block(ctx, &b);
-    }
     f8i_gemm_args g = gemm(T, w->cols, w->rows);
     g.a = g_in;
     g.a_dtype = g_dtype;
@@ -357,12 +323,18 @@ f8_status f8i_weight_dgrad(f8_ctx *ctx, f8i_weight *w, const void *g_in, f8_dtyp
     g.d_dtype = dx_dtype;
     g.accumulate = accumulate;
     if (w->fp8) {
-        f8_status st = f8_qtensor_transpose(w->w8, NULL); /* a no-op when the forward cast made it */
+        /* a no-op when the forward cast made it (the block cast always makes it) */
+        f8_status st = blocked(w) ? F8_OK : f8_qtensor_transpose(w->w8, NULL);
         if (st != F8_OK) return st;
         g.b = w->w8->t; /* W8ᵀ [cols, rows] */
         g.b_dtype = w->w8->dtype;
         g.b_scale_inv = w->w8->scale_inv;
         g.split_accum = 1;
+        if (blocked(w)) { /* the gradient's 1x128 tiles, W8ᵀ's block grid transposed */
+            g.a_mode = F8I_SCALING_BLOCK_1X128;
+            g.b_mode = F8I_SCALING_BLOCK_128X128;
+            g.b_scale_inv = w->w8->bsinv_t;
+        }
         set_ws(&g, gws, f8i_weight_gemm_workspace(w, T, 1));
     } else {
         g.b = w->w; /* B(k, n) = W stored [rows, cols] */
@@ -376,17 +348,6 @@ f8_status f8i_weight_wgrad(f8_ctx *ctx, f8i_weight *w, const void *g_in, f8_dtyp
                            const void *a, f8_dtype a_dtype, const float *a_sinv, int64_t T, f8_microbatch mb,
                            void *gws)
 {
-    if (w->fp8 && w->w8->bsinv) { /* gᵀ and aᵀ, each in 1x128 tiles along T */
-        f8i_gemm_block_args b = gemm_block(w->rows, w->cols, T, g_in, g_dtype, g_sinv);
-        b.b = (const uint8_t *)a;
-        b.b_dtype = a_dtype;
-        b.b_scale_inv = a_sinv;
-        b.b_block_rows = 1;
-        b.d = w->fuse_wgrad ? (void *)w->main_grad : w->dw;
-        b.d_dtype = w->fuse_wgrad ? F8_DTYPE_FP32 : w->dtype;
-        b.accumulate = w->fuse_wgrad ? mb != F8_MICROBATCH_FIRST : 1;
-        return f8i_op_gemm_block(ctx, &b);
-    }
     f8i_gemm_args g = gemm(w->rows, w->cols, T);
     g.a = g_in;
     g.a_dtype = g_dtype;
@@ -396,6 +357,7 @@ f8_status f8i_weight_wgrad(f8_ctx *ctx, f8i_weight *w, const void *g_in, f8_dtyp
     g.b_scale_inv = a_sinv;
     if (w->fp8) {
         g.split_accum = 1; /* gᵀ [rows, T] and aᵀ [cols, T] are K-contiguous */
+        if (blocked(w)) g.a_mode = g.b_mode = F8I_SCALING_BLOCK_1X128; /* each in 1x128 tiles along T */
         set_ws(&g, gws, f8i_weight_gemm_workspace(w, T, 1));
     } else {
         g.a_trans = 1; /* A(n, t) = g stored [T, rows] */
