@@ -28,31 +28,12 @@ typedef struct lnl {
     lnl_own own;
 } lnl;
 
-typedef struct lnl_saved {
-    void *ln;         /* (T, K) FP8 or param dtype; NULL with recompute_norm */
-    float *ln_sinv;   /* NULL with recompute_norm */
-    float *scale;     /* recompute_norm: the scale INPUT's cast used (scalar), else NULL */
-    float *mu, *rsigma; /* (T) */
-    uint8_t *lnt;     /* block scaling: ln8ᵀ (K, T), its own 1x128 tiles (wgrad's operand), else NULL */
-    float *lnt_sinv;
-} lnl_saved;
+/* The saved state is the norm's alone (modules/norm.h). */
+typedef f8i_norm_saved lnl_saved;
 
-/* keep_ln 0 (recompute_norm training): the scale in ln_sinv's place, and
- * no ln: the saved state is smaller by exactly ln's bytes. */
 static size_t place(const f8_module *m, f8i_layout *l, int64_t T, int keep_ln, lnl_saved *s)
 {
-    const size_t es = m->fp8 ? 1 : f8_dtype_size(m->param_dtype);
-    s->ln = keep_ln ? f8i_take(l, (size_t)(T * m->in_features) * es) : NULL;
-    s->ln_sinv = keep_ln ? f8i_take_sinv(m, l, T, m->in_features, 256) : NULL;
-    s->scale = keep_ln ? NULL : (float *)f8i_take(l, 256);
-    s->mu = (float *)f8i_take(l, (size_t)T * sizeof(float));
-    s->rsigma = (float *)f8i_take(l, (size_t)T * sizeof(float));
-    s->lnt = NULL;
-    s->lnt_sinv = NULL;
-    if (m->fp8 && f8i_recipe_block(m->ctx)) { /* the column-wise copy is quantized, not transposed */
-        s->lnt = (uint8_t *)f8i_take(l, (size_t)(T * m->in_features));
-        s->lnt_sinv = f8i_take_sinv(m, l, T, m->in_features, 256);
-    }
+    f8i_norm_saved_place(m, l, T, keep_ln, s);
     return l->bytes;
 }
 

@@ -42,38 +42,22 @@ typedef struct mlp {
     mlp_own own;
 } mlp;
 
+/* The norm's saved state (modules/norm.h), then the MLP's own. */
 typedef struct mlp_saved {
-    void *ln;         /* (T, H) FP8 or param dtype; NULL with recompute_norm */
-    float *ln_sinv;   /* NULL with recompute_norm */
-    float *scale;     /* recompute_norm: the scale GEMM1_INPUT's cast used (scalar), else NULL */
-    float *mu, *rsigma;
+    f8i_norm_saved n;
     void *h1;         /* (T, F1) param dtype: fc1 output before the activation */
     void *act;        /* FP8: the codes transposed (F, T); else (T, F) param dtype */
     float *act_sinv;  /* block scaling: the grid of act (its own 1x128 tiles of the transposed codes) */
-    uint8_t *lnt;     /* block scaling: ln8ᵀ (H, T) with its own tiles (fc1's wgrad operand), else NULL */
-    float *lnt_sinv;
 } mlp_saved;
 
-/* keep_ln 0 (recompute_norm training): the scale in ln_sinv's place, and
- * no ln: the saved state is smaller by exactly ln's bytes. */
 static size_t place(const f8_module *m, f8i_layout *l, int64_t T, int keep_ln, mlp_saved *s)
 {
-    const int64_t H = m->in_features, F = ((const mlp *)m)->own.ffn, F1 = m->w[0].rows;
+    const int64_t F = ((const mlp *)m)->own.ffn, F1 = m->w[0].rows;
     const size_t es = f8_dtype_size(m->param_dtype), qs = m->fp8 ? 1 : es;
-    s->ln = keep_ln ? f8i_take(l, (size_t)(T * H) * qs) : NULL;
-    s->ln_sinv = keep_ln ? f8i_take_sinv(m, l, T, H, sizeof(float)) : NULL;
-    s->scale = keep_ln ? NULL : (float *)f8i_take(l, sizeof(float));
-    s->mu = (float *)f8i_take(l, (size_t)T * sizeof(float));
-    s->rsigma = (float *)f8i_take(l, (size_t)T * sizeof(float));
+    f8i_norm_saved_place(m, l, T, keep_ln, &s->n);
     s->h1 = f8i_take(l, (size_t)(T * F1) * es);
     s->act = f8i_take(l, (size_t)(T * F) * qs);
     s->act_sinv = f8i_take_sinv(m, l, T, F, sizeof(float));
-    s->lnt = NULL;
-    s->lnt_sinv = NULL;
-    if (m->fp8 && f8i_recipe_block(m->ctx)) { /* the column-wise copy is quantized, not transposed */
-        s->lnt = (uint8_t *)f8i_take(l, (size_t)(T * H));
-        s->lnt_sinv = f8i_take_sinv(m, l, T, H, sizeof(float));
-    }
     return l->bytes;
 }
 
@@ -196,11 +180,11 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
      * block scaling) or the param dtype; recompute_norm training keeps it
      * in the workspace (saving the statistics and the scale instead) */
     const int rec = saved && m->recompute_norm;
-    void *ln = rec ? ws.rln.data : s->ln;
-    float *ln_sinv = rec ? ws.rln.scale_inv : s->ln_sinv;
-    const f8i_qbuf q = {(uint8_t *)ln, saved ? s->lnt : NULL, ln_sinv, qdt, s->lnt_sinv};
-    f8_status st = f8i_module_norm_input(m, x, GEMM1_INPUT, &q, ws.hp, s->mu, s->rsigma, ws.amax);
-    if (st == F8_OK && rec) st = f8i_module_norm_keep_scale(m, GEMM1_INPUT, s->scale);
+    void *ln = rec ? ws.rln.data : s->n.ln;
+    float *ln_sinv = rec ? ws.rln.scale_inv : s->n.ln_sinv;
+    const f8i_qbuf q = {(uint8_t *)ln, saved ? s->n.lnt : NULL, ln_sinv, qdt, s->n.lnt_sinv};
+    f8_status st = f8i_module_norm_input(m, x, GEMM1_INPUT, &q, ws.hp, s->n.mu, s->n.rsigma, ws.amax);
+    if (st == F8_OK && rec) st = f8i_module_norm_keep_scale(m, GEMM1_INPUT, s->n.scale);
     if (st == F8_OK && fp8) st = f8i_weight_cast(ctx, &m->w[0], mb, saved != NULL);
     if (st == F8_OK && fp8) st = f8i_weight_cast(ctx, &m->w[1], mb, saved != NULL);
     if (st == F8_OK)
@@ -287,12 +271,12 @@ static f8_status act_backward(f8_module *m, const mlp_saved *s, int64_t T, const
 static f8_status saved_ln(f8_module *m, const f8_saved *sv, const mlp_ws *ws, const void **ln, const float **ln_sinv)
 {
     const mlp_saved *s = (const mlp_saved *)sv->impl;
-    *ln = s->ln;
-    *ln_sinv = s->ln_sinv;
+    *ln = s->n.ln;
+    *ln_sinv = s->n.ln_sinv;
     if (!m->recompute_norm) return F8_OK;
     *ln = ws->rln.data;
     *ln_sinv = ws->rln.scale_inv;
-    return f8i_module_norm_recompute(m, sv, s->scale, &ws->rln, ws->rhp);
+    return f8i_module_norm_recompute(m, sv, s->n.scale, &ws->rln, ws->rhp);
 }
 
 static f8_status backward(f8_module *m, f8_saved *sv, const f8_tensor *dy, const f8_tensor *aux, f8_tensor *dx,
@@ -320,11 +304,11 @@ static f8_status backward(f8_module *m, f8_saved *sv, const f8_tensor *dy, const
         if (st == F8_OK) st = act_backward(m, s, T, &ws);
         if (st == F8_OK) st = f8i_weight_dgrad(ctx, fc1, d->data, d->dtype, d->scale_inv, T, ws.dln, pdt, 0, ws.gemm);
         if (st == F8_OK) st = saved_ln(m, sv, &ws, &ln, &ln_sinv);
-        const uint8_t *lnt = s->lnt ? s->lnt : ws.lnt; /* block scaling saved it; else transpose the codes */
-        if (st == F8_OK && !s->lnt) st = f8i_op_transpose_u8(ctx, (const uint8_t *)ln, ws.lnt, T, H, NULL);
+        const uint8_t *lnt = s->n.lnt ? s->n.lnt : ws.lnt; /* block scaling saved it; else transpose the codes */
+        if (st == F8_OK && !s->n.lnt) st = f8i_op_transpose_u8(ctx, (const uint8_t *)ln, ws.lnt, T, H, NULL);
         if (st == F8_OK)
             st = f8i_weight_wgrad(ctx, fc1, d->data_t, d->dtype, f8i_qbuf_sinv_t(d), lnt, qdt,
-                                  s->lnt ? s->lnt_sinv : ln_sinv, T, sv->microbatch, ws.gemm);
+                                  s->n.lnt ? s->n.lnt_sinv : ln_sinv, T, sv->microbatch, ws.gemm);
     } else {
         st = f8i_weight_dgrad(ctx, fc2, dy->data, pdt, NULL, T, ws.da, F8_DTYPE_FP32, 0, NULL);
         if (st == F8_OK) st = f8i_weight_wgrad(ctx, fc2, dy->data, pdt, NULL, s->act, pdt, NULL, T, sv->microbatch, NULL);
@@ -337,7 +321,7 @@ static f8_status backward(f8_module *m, f8_saved *sv, const f8_tensor *dy, const
     }
     const f8_dtype ddt = m->fp8 ? pdt : F8_DTYPE_FP32; /* dln's dtype */
     if (st == F8_OK) /* dy is read by now: dx may be dy itself (backward_add) */
-        st = f8i_module_norm_backward(m, sv, ws.dln, ddt, s->mu, s->rsigma, dx, dx_add, ws.reduce, ws.dln_stage,
+        st = f8i_module_norm_backward(m, sv, ws.dln, ddt, s->n.mu, s->n.rsigma, dx, dx_add, ws.reduce, ws.dln_stage,
                                       ws.dln_local);
     return st;
 }

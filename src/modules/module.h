@@ -204,6 +204,11 @@ static inline float *f8i_qbuf_sinv_t(const f8i_qbuf *q) { return q->scale_inv_t 
  * (the recipe's one scalar, as the layout had it) or, under block scaling,
  * a grid large enough for either orientation's 1x128 tiles. */
 float *f8i_take_sinv(const f8_module *m, f8i_layout *l, int64_t rows, int64_t cols, size_t bytes);
+
+/* Place (or measure, l's base NULL) the norm's saved state for T tokens of
+ * m's in_features: keep_ln 0 (recompute_norm training) puts the scale in
+ * ln_sinv's place and no ln, so the state is smaller by exactly ln's bytes. */
+void f8i_norm_saved_place(const f8_module *m, f8i_layout *l, int64_t T, int keep_ln, f8i_norm_saved *s);
 f8_status f8i_module_quantize(f8_module *m, const void *src, f8_dtype src_dtype, int64_t rows, int64_t cols,
                               f8_direction dir, int slot, const f8i_qbuf *out, f8i_weight *dbias_of, void *reduce);
 /* The per-tensor cast of src [rows, cols] into out's codes (no transpose,

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "modules/module.h"
 #include "modules/norm.h"
 #include "core/numerics.h"
 
@@ -143,4 +144,21 @@ f8_status f8i_norm_backward(f8_ctx *ctx, f8i_norm *n, const void *dy, f8_dtype d
     a.workspace = reduce;
     a.workspace_bytes = f8i_reduce_workspace_bytes(x->rows, n->cols);
     return f8i_op_norm_bwd(ctx, &a);
+}
+
+void f8i_norm_saved_place(const f8_module *m, f8i_layout *l, int64_t T, int keep_ln, f8i_norm_saved *s)
+{
+    const int64_t K = m->in_features;
+    const size_t es = m->fp8 ? 1 : f8_dtype_size(m->param_dtype);
+    s->ln = keep_ln ? f8i_take(l, (size_t)(T * K) * es) : NULL;
+    s->ln_sinv = keep_ln ? f8i_take_sinv(m, l, T, K, sizeof(float)) : NULL;
+    s->scale = keep_ln ? NULL : (float *)f8i_take(l, sizeof(float));
+    s->mu = (float *)f8i_take(l, (size_t)T * sizeof(float));
+    s->rsigma = (float *)f8i_take(l, (size_t)T * sizeof(float));
+    s->lnt = NULL;
+    s->lnt_sinv = NULL;
+    if (m->fp8 && f8i_recipe_block(m->ctx)) { /* the column-wise copy is quantized, not transposed */
+        s->lnt = (uint8_t *)f8i_take(l, (size_t)(T * K));
+        s->lnt_sinv = f8i_take_sinv(m, l, T, K, sizeof(float));
+    }
 }

@@ -17,6 +17,22 @@ typedef struct f8i_norm {
     float eps;
 } f8i_norm;
 
+/* What the norm's forward keeps for the backward, the same in LayerNormLinear
+ * and LayerNormMLP (placed by f8i_norm_saved_place, module.h): the norm
+ * output ln [T, K] (FP8 codes, or the param dtype without FP8) with its
+ * scale_inv; under recompute_norm no ln, and the scale its cast used
+ * instead; the statistics; under block scaling the column-wise copy lnt
+ * [K, T] with its own 1x128 tiles (the wgrad operand: quantized, not
+ * transposed). */
+typedef struct f8i_norm_saved {
+    void *ln;           /* (T, K) FP8 or param dtype; NULL with recompute_norm */
+    float *ln_sinv;     /* NULL with recompute_norm */
+    float *scale;       /* recompute_norm: the scale the input cast used (scalar), else NULL */
+    float *mu, *rsigma; /* (T) */
+    uint8_t *lnt;       /* block scaling: ln8ᵀ (K, T), else NULL */
+    float *lnt_sinv;
+} f8i_norm_saved;
+
 /* gamma = 1 (0 when zero-centred, so g = 1 either way), beta = 0, grads 0. */
 f8_status f8i_norm_create(f8_ctx *ctx, f8i_norm *n, int64_t cols, f8_norm kind, float eps, int zero_centered,
                           f8_dtype dtype, f8_memory_report *acct);
