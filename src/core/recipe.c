@@ -8,6 +8,7 @@
 #include <math.h>
 
 #include "core/f8i.h"
+#include "core/quantizer.h"
 
 f8_recipe f8_recipe_default(void)
 {
@@ -40,4 +41,14 @@ const char *f8_recipe_kind_name(f8_recipe_kind kind)
     case F8_RECIPE_BLOCK: return "block";
     }
     return "unknown";
+}
+
+f8i_quantizer f8i_quantizer_for(const f8_ctx *ctx)
+{
+    f8i_quantizer q;
+    q.act = f8i_recipe_block(ctx) ? F8I_SCALING_BLOCK_1X128 : F8I_SCALING_TENSOR;
+    q.weight = f8i_recipe_block(ctx) ? F8I_SCALING_BLOCK_128X128 : F8I_SCALING_TENSOR;
+    q.current = f8i_recipe_current(ctx);
+    q.unfused = f8i_casts_unfused(ctx);
+    return q;
 }

@@ -63,7 +63,7 @@ static size_t fwd_layout(const f8_module *m, int64_t T, f8i_layout *l, lnl_ws *w
 {
     place(m, l, T > 0 ? T : 1, 1, &w->fwd);
     w->hp = NULL;
-    if (m->fp8 && f8i_casts_unfused(m->ctx))
+    if (m->fp8 && m->q.unfused)
         w->hp = f8i_take(l, (size_t)(T * m->in_features) * f8_dtype_size(m->param_dtype));
     w->gemm = f8i_take(l, f8i_weight_gemm_workspace(&m->w[0], T, 0));
     w->amax = m->sp ? (float *)f8i_take(l, 2 * sizeof(float)) : NULL;
@@ -89,7 +89,7 @@ static size_t bwd_layout(const f8_module *m, int64_t T, f8i_layout *l, lnl_ws *w
         w->rln.data = (uint8_t *)f8i_take(l, (size_t)(T * K) * (m->fp8 ? 1 : es));
         w->rln.scale_inv = (float *)f8i_take(l, sizeof(float));
         w->rln.dtype = f8_ctx_slot_dtype(m->ctx, F8_DIR_FORWARD);
-        if (m->fp8 && f8i_casts_unfused(m->ctx)) w->hp = f8i_take(l, (size_t)(T * K) * es);
+        if (m->fp8 && m->q.unfused) w->hp = f8i_take(l, (size_t)(T * K) * es);
     }
     w->gemm = f8i_take(l, f8i_weight_gemm_workspace(&m->w[0], T, 1));
     w->dln_local = m->sp ? (float *)f8i_take(l, (size_t)(T / f8i_sp_size(m) * K) * 4) : NULL;
@@ -216,8 +216,8 @@ static int describe(const f8_module *m, int fp8, f8i_step *s)
     int n = 0;
     s[n++] = (f8i_step){F8I_STEP_NORM, 0};
     /* current or block scaling store the norm output in the parameter dtype
-     * before its cast (f8i_casts_unfused): rounded first */
-    if (fp8 && f8i_casts_unfused(m->ctx)) s[n++] = (f8i_step){F8I_STEP_ROUND, 0};
+     * before its cast (the quantizer's unfused): rounded first */
+    if (fp8 && m->q.unfused) s[n++] = (f8i_step){F8I_STEP_ROUND, 0};
     s[n++] = fp8 ? (f8i_step){F8I_STEP_QUANTIZE, SLOT_INPUT} : (f8i_step){F8I_STEP_ROUND, 0};
     s[n++] = (f8i_step){F8I_STEP_GEMM, 0};
     return n;

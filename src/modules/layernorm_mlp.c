@@ -112,10 +112,10 @@ static size_t fwd_layout(const f8_module *m, int64_t T, int training, f8i_layout
     else w->a8 = f8i_take(l, (size_t)(T * F));
     if (training && m->recompute_norm) rln_layout(m, T, l, w);
     w->a8_sinv = NULL;
-    if (training && m->fp8 && f8i_recipe_block(m->ctx))
+    if (training && m->fp8 && f8i_quantizer_blocked(&m->q))
         w->a8_sinv = (float *)f8i_take(l, (size_t)f8i_block_grid(T, F, 1) * sizeof(float));
     w->hp = NULL; /* the norm's output, then the activation's */
-    if (m->fp8 && f8i_casts_unfused(m->ctx))
+    if (m->fp8 && m->q.unfused)
         w->hp = f8i_take(l, (size_t)(T * (H > F ? H : F)) * f8_dtype_size(m->param_dtype));
     w->gemm = f8i_take(l, gemm_ws(m, T, 0));
     w->amax = m->sp ? (float *)f8i_take(l, 2 * sizeof(float)) : NULL;
@@ -133,7 +133,7 @@ static size_t bwd_layout(const f8_module *m, int64_t T, f8i_layout *l, mlp_ws *w
         w->g8 = f8i_take_qbuf((f8_module *)m, l, F8_DIR_BACKWARD, T, H, 1);
         w->d8 = f8i_take_qbuf((f8_module *)m, l, F8_DIR_BACKWARD, T, F1, 1);
         w->lnt = (uint8_t *)f8i_take(l, (size_t)(T * H));
-        w->hp = f8i_casts_unfused(m->ctx) ? f8i_take(l, (size_t)(T * F1) * es) : NULL;
+        w->hp = m->q.unfused ? f8i_take(l, (size_t)(T * F1) * es) : NULL;
     } else {
         w->d = f8i_take(l, (size_t)(T * F1) * es);
     }
@@ -146,7 +146,7 @@ static size_t bwd_layout(const f8_module *m, int64_t T, f8i_layout *l, mlp_ws *w
         rln_layout(m, T, l, w);
         /* current scaling stages the norm output; d's staging hp is free by
          * then (the recompute follows the activation backward) when as large */
-        if (m->fp8 && f8i_casts_unfused(m->ctx)) w->rhp = F1 >= H ? w->hp : f8i_take(l, (size_t)(T * H) * es);
+        if (m->fp8 && m->q.unfused) w->rhp = F1 >= H ? w->hp : f8i_take(l, (size_t)(T * H) * es);
     }
     return l->bytes;
 }
@@ -333,8 +333,8 @@ static int describe(const f8_module *m, int fp8, f8i_step *s)
     const f8i_step in1 = {F8I_STEP_QUANTIZE, GEMM1_INPUT}, in2 = {F8I_STEP_QUANTIZE, GEMM2_INPUT};
     const f8i_step hp = {F8I_STEP_ROUND, 0};
     /* current or block scaling store the norm and activation outputs in the
-     * parameter dtype before their casts (f8i_casts_unfused): rounded first */
-    const int unfused = fp8 && f8i_casts_unfused(m->ctx);
+     * parameter dtype before their casts (the quantizer's unfused): rounded first */
+    const int unfused = fp8 && m->q.unfused;
     int n = 0;
     s[n++] = (f8i_step){F8I_STEP_NORM, 0};
     if (unfused) s[n++] = hp;

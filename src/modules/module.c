@@ -70,7 +70,8 @@ static f8_status spec_check(f8_ctx *ctx, const f8i_module_spec *s, const char *f
     if (st == F8_OK && s->has_norm) st = flag_check(ctx, fn, "recompute_norm_output", s->recompute_norm);
     /* Block scaling saves a column-wise copy quantized from the norm's
      * high-precision output; re-creating it is not implemented. */
-    if (st == F8_OK && s->recompute_norm && s->fp8 && f8i_recipe_block(ctx))
+    const f8i_quantizer q = f8i_quantizer_for(ctx);
+    if (st == F8_OK && s->recompute_norm && s->fp8 && f8i_quantizer_blocked(&q))
         st = f8i_error(ctx, F8_ERR_UNSUPPORTED, "%s: config.recompute_norm_output is not supported under block "
                                                 "scaling (F8_RECIPE_BLOCK); use delayed or current scaling", fn);
     if (st == F8_OK) st = f8i_check_fp8_weights(ctx, fn, s->fp8, s->fp8_weights);
@@ -101,6 +102,7 @@ static f8_status module_init(f8_ctx *ctx, f8_module *m, const f8i_module_spec *s
     m->has_norm = s->has_norm;
     m->recompute_norm = s->recompute_norm;
     m->workspace = s->workspace;
+    m->q = f8i_quantizer_for(ctx);
 
     /* Slots first (an FP8 primary weight is quantized with its slot's
      * scale); a failure later hands them back. */
@@ -113,7 +115,7 @@ static f8_status module_init(f8_ctx *ctx, f8_module *m, const f8i_module_spec *s
     for (int i = 0; i < s->n_weights && st == F8_OK; i++) {
         f8i_weight_spec ws = {s->weight_shape[i][0], s->weight_shape[i][1], s->bias, s->param_dtype, s->fp8,
                               s->fp8_weights, s->fuse_wgrad, m->fwd[s->weight_slot[i]], s->max_tokens,
-                              s->weight_seed[i], &m->mem};
+                              s->weight_seed[i], &m->mem, m->q.weight};
         m->n_weights = i + 1; /* counted before: a failed create leaves parts to free */
         m->weight_names[i] = s->weight_names[i];
         m->bias_names[i] = s->bias_names[i];
@@ -252,7 +254,7 @@ static f8_status primary_param(f8_module *m, const char *fn, f8_param which, f8i
     if (st == F8_OK && !(*w)->fp8_primary)
         return f8i_error(m->ctx, F8_ERR_STATE, "%s: the %s's %s is not an FP8 primary weight (fp8_weights = 0)", fn,
                          m->cls->name, f8_param_name(which));
-    if (st == F8_OK && f8i_recipe_current(m->ctx))
+    if (st == F8_OK && m->q.current)
         return f8i_error(m->ctx, F8_ERR_UNSUPPORTED, "%s: current scaling casts with the whole weight's amax; a part "
                                                      "of it cannot be cast alone", fn);
     return st;
@@ -493,7 +495,7 @@ f8_status f8i_module_backward_aux(f8_module *m, const f8i_module_class *cls, f8_
 
 float *f8i_take_sinv(const f8_module *m, f8i_layout *l, int64_t rows, int64_t cols, size_t bytes)
 {
-    if (f8i_recipe_block(m->ctx)) {
+    if (f8i_quantizer_blocked(&m->q)) {
         const int64_t r = f8i_block_grid(rows, cols, 1), c = f8i_block_grid(cols, rows, 1);
         const size_t grid = (size_t)(r > c ? r : c) * sizeof(float);
         if (grid > bytes) bytes = grid;
@@ -506,7 +508,7 @@ f8i_qbuf f8i_take_qbuf(f8_module *m, f8i_layout *l, f8_direction dir, int64_t ro
     f8i_qbuf q;
     q.data = (uint8_t *)f8i_take(l, (size_t)(rows * cols));
     q.data_t = t ? (uint8_t *)f8i_take(l, (size_t)(rows * cols)) : NULL;
-    if (f8i_recipe_block(m->ctx)) {
+    if (f8i_quantizer_blocked(&m->q)) {
         q.scale_inv = (float *)f8i_take(l, (size_t)f8i_block_grid(rows, cols, 1) * sizeof(float));
         q.scale_inv_t = t ? (float *)f8i_take(l, (size_t)f8i_block_grid(cols, rows, 1) * sizeof(float)) : NULL;
     } else {
@@ -570,7 +572,7 @@ f8_status f8i_module_quantize(f8_module *m, const void *src, f8_dtype src_dtype,
 {
     f8_ctx *ctx = m->ctx;
     const f8_slot sl = dir == F8_DIR_FORWARD ? m->fwd[slot] : m->bwd[slot];
-    if (f8i_recipe_block(ctx)) return block_quantize(m, src, src_dtype, rows, cols, sl, out, dbias_of, reduce);
+    if (f8i_quantizer_blocked(&m->q)) return block_quantize(m, src, src_dtype, rows, cols, sl, out, dbias_of, reduce);
     f8i_cast_args c = f8i_module_cast_args(ctx, sl, src, src_dtype, rows, cols, out);
     c.out_t = out->data_t;
     f8_status st = f8i_slot_prepare(ctx, sl, out->dtype, src, src_dtype, rows * cols, NULL, 1, &c.amax);

@@ -69,6 +69,7 @@ struct f8_module {
     f8_comm *sp;                       /* f8_module_set_sequence_parallel: x and dx are this rank's
                                           tokens, the norm output is gathered (sequence.c); NULL: off */
     f8_memory_report mem;              /* its allocations, saved-state objects included */
+    f8i_quantizer q;                   /* how its slots quantize: chosen from the recipe at creation */
 };
 
 /* What one forward leaves for its backward. The module's own pointers into

@@ -96,7 +96,7 @@ f8_status f8i_weight_create(f8_ctx *ctx, f8i_weight *w, const f8i_weight_spec *s
         st = f8i_qtensor_create(ctx, f8_ctx_slot_dtype(ctx, F8_DIR_FORWARD), sp->rows, sp->cols, sp->acct, cat,
                                 F8_MEM_WORKSPACE_TRANSPOSE, &w->w8);
     }
-    if (st == F8_OK && sp->fp8 && f8i_recipe_block(ctx)) st = f8i_qtensor_reserve_blocks(w->w8);
+    if (st == F8_OK && sp->fp8 && sp->mode != F8I_SCALING_TENSOR) st = f8i_qtensor_reserve_blocks(w->w8);
     if (st == F8_OK && w->fp8_primary) {
         st = init_primary(ctx, w, sp->seed);
         w->w8_filled = 1;
@@ -410,7 +410,8 @@ f8_status f8i_check_act(f8_ctx *ctx, const f8_tensor *t, const char *name, int64
 
 f8_status f8i_check_fp8_weights(f8_ctx *ctx, const char *fn, int fp8, int fp8_weights)
 {
-    if (fp8_weights && f8i_recipe_block(ctx))
+    const f8i_quantizer q = f8i_quantizer_for(ctx);
+    if (fp8_weights && q.weight != F8I_SCALING_TENSOR)
         return f8i_error(ctx, F8_ERR_UNSUPPORTED, "%s: fp8_weights = 1 is not supported under block scaling yet (a "
                                                   "block-scaled primary weight would carry a scale per 128x128 block "
                                                   "through checkpoints and the optimizer); use fp8_weights = 0", fn);

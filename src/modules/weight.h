@@ -16,6 +16,7 @@
 
 #include "core/ops.h"
 #include "core/qtensor.h"
+#include "core/quantizer.h"
 
 typedef struct f8i_weight {
     void *pblock;      /* parameters: w (unless FP8 primary), b, ones */
@@ -44,6 +45,7 @@ typedef struct f8i_weight_spec {
     int64_t max_tokens;
     uint64_t seed;
     f8_memory_report *acct;
+    f8i_scaling_mode mode; /* the weight quantizer's: TENSOR or BLOCK_128X128 (its workspace holds blocks) */
 } f8i_weight_spec;
 
 /* Allocate and initialise (W ~ N(0, 0.02²) from seed, b = 0, grads 0). An
