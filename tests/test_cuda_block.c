@@ -23,7 +23,7 @@
 #include "cuda_ops_tests.h"
 
 /* ------------------------------------------------------------------------ */
-/* BLOCK_CAST                                                                */
+/* CAST in block modes                                                       */
 /* ------------------------------------------------------------------------ */
 
 typedef struct bcast_case {
@@ -234,7 +234,7 @@ static void test_block_casts(env *e)
 }
 
 /* ------------------------------------------------------------------------ */
-/* GEMM_BLOCK                                                                */
+/* GEMM in block modes                                                       */
 /* ------------------------------------------------------------------------ */
 
 /* Tolerances on ||cuda - cpu|| / ||cpu||: the own kernel accumulates in FP32
