@@ -389,18 +389,19 @@ static f8_status plan_build(f8_ctx *ctx, const f8i_gemm_args *g, bg_plan *p)
                                                 : CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
     const int32_t mode_b = f8i_mode_block_rows(g->a_mode) == 1 ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F
                                                 : CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
-    cublasLtMatmulDesc_t d = p->desc;
-    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSA, &op_t, sizeof op_t);
-    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSB, &op_n, sizeof op_n);
-    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast);
-    if (st == CUBLAS_STATUS_SUCCESS)
-        st = cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode_a, sizeof mode_a);
-    if (st == CUBLAS_STATUS_SUCCESS)
-        st = cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode_b, sizeof mode_b);
-    if (st == CUBLAS_STATUS_SUCCESS)
-        st = cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scale_b, sizeof scale_b);
-    if (st == CUBLAS_STATUS_SUCCESS)
-        st = cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scale_a, sizeof scale_a);
+    const struct {
+        cublasLtMatmulDescAttributes_t attr;
+        const void *value;
+        size_t bytes;
+    } attrs[] = {{CUBLASLT_MATMUL_DESC_TRANSA, &op_t, sizeof op_t},
+                 {CUBLASLT_MATMUL_DESC_TRANSB, &op_n, sizeof op_n},
+                 {CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast},
+                 {CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode_a, sizeof mode_a},
+                 {CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode_b, sizeof mode_b},
+                 {CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scale_b, sizeof scale_b},
+                 {CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scale_a, sizeof scale_a}};
+    for (size_t i = 0; i < sizeof attrs / sizeof attrs[0] && st == CUBLAS_STATUS_SUCCESS; i++)
+        st = cublasLtMatmulDescSetAttribute(p->desc, attrs[i].attr, attrs[i].value, attrs[i].bytes);
     /* Any refusal while describing a block-scaled matmul (an older cuBLASLt
      * without the scale modes answers INVALID_VALUE) means: the fallback. */
     if (st != CUBLAS_STATUS_SUCCESS) {
