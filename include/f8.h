@@ -1319,7 +1319,9 @@ f8_status f8_attention_fp8_slots(const f8_attention *attention, f8_slot slots[3]
  * Outside a graph capture the answer is final: it loads cuDNN and builds the
  * call's plan as the call itself would (asking is warming up). While a graph
  * is captured nothing is built: a shape not built before reports OWN, as the
- * captured call runs. F8_ERR_SHAPE for batch or seq outside [1, max]. */
+ * captured call runs. F8_ERR_SHAPE for batch or seq outside [1, max];
+ * F8_ERR_OUT_OF_MEMORY when the call's cuDNN plan cannot be allocated (the
+ * call would fail the same way: a plan is never quietly replaced). */
 f8_status f8_attention_query_path(f8_attention *attention, int64_t batch, int64_t seq, int backward,
                                   f8_attention_path *path);
 /* Checkpoint an attention's FP8 scaling state under prefix ("model.h.3.attn")

@@ -432,16 +432,18 @@ int f8i_cuda_gemm_block_last_path(const f8_ctx *ctx);
  * cuDNN state in words (version, plans, why a plan or the library was
  * refused), valid until the next call on ctx; *loaded (may be NULL) says
  * whether the library and a handle are ready. Never on the step path.
- * takes (f8_attention_query_path's answer on a CUDA ctx): 1 when cuDNN runs
- * a non-FP8 forward (backward 0) or backward (1) of that shape for 16-byte
- * aligned tensors under the ctx's mode, its plan built now if new (not while
- * a graph is captured); 0 otherwise (and on a CPU ctx). */
+ * takes (f8_attention_query_path's answer on a CUDA ctx): *takes = 1 when
+ * cuDNN runs a non-FP8 forward (backward 0) or backward (1) of that shape
+ * for 16-byte aligned tensors under the ctx's mode, its plan built now if
+ * new (not while a graph is captured); 0 otherwise (and on a CPU ctx).
+ * F8_ERR_OUT_OF_MEMORY when the plan cannot be allocated (as the call
+ * itself would fail). */
 enum { F8I_ATTN_AUTO = 0, F8I_ATTN_OWN = 1, F8I_ATTN_CUDNN_NONDET = 2 };
 enum { F8I_ATTN_PATH_NONE = 0, F8I_ATTN_PATH_OWN = 1, F8I_ATTN_PATH_CUDNN = 2 };
 void f8i_cuda_attn_set_mode(f8_ctx *ctx, int mode);
 int f8i_cuda_attn_last_path(const f8_ctx *ctx);
-int f8i_cuda_attn_takes(f8_ctx *ctx, f8_dtype dtype, int64_t batch, int64_t seq, int64_t n_head, int64_t head_dim,
-                        int backward);
+f8_status f8i_cuda_attn_takes(f8_ctx *ctx, f8_dtype dtype, int64_t batch, int64_t seq, int64_t n_head,
+                              int64_t head_dim, int backward, int *takes);
 const char *f8i_cuda_attn_info(f8_ctx *ctx, int *loaded);
 
 /* ---- the simple ops' args ------------------------------------------- */

@@ -96,6 +96,7 @@ typedef struct dn_plan {
     int64_t config;      /* its place in the heuristics' list, of n_configs offered */
     int64_t n_configs;
     int nondet_note;     /* its numerical notes say NONDETERMINISTIC */
+    int oom;             /* its buffer could not be allocated (an error, not a refusal) */
     float neg_inf;       /* the masked score: -inf from cuDNN 9.10 on, -FLT_MAX before (as the frontend) */
     char why[DN_WHY];
 } dn_plan;
@@ -334,6 +335,7 @@ static void plan_build(f8_ctx *ctx, f8i_attn_cudnn *c, dn_plan *p)
         p->plan = NULL;
         snprintf(p->why, sizeof p->why, "cudaMalloc of its %zu-byte buffer (workspace %zu): %s", p->acc_off + p->acc_bytes,
                  p->ws_bytes, cudaGetErrorString(err));
+        p->oom = 1;
         return;
     }
     (void)ctx;
@@ -360,16 +362,24 @@ static void describe(f8i_attn_cudnn *c, const dn_plan *p)
                  (long long)k->S, (long long)k->nh, (long long)k->hd, p->why);
 }
 
-/* The ready plan for key, built now if new and allowed; NULL: run f8's kernels. */
-static dn_plan *plan_for(f8_ctx *ctx, const dn_key *key)
+/* The ready plan for key, built now if new and allowed; NULL: run f8's
+ * kernels, unless *st is an error: a plan that cannot be allocated (host
+ * memory for the cache, device memory for its buffer) is an error with a
+ * message, never a quiet switch to the other path (the shape is not
+ * remembered, so a later call tries again). */
+static dn_plan *plan_for(f8_ctx *ctx, const dn_key *key, f8_status *st)
 {
     f8i_cuda_state *s = f8i_cuda(ctx);
     f8i_attn_cudnn *c = s->attn_cudnn;
     const int cap = capturing(ctx);
+    *st = F8_OK;
     if (!c) {
         if (cap) return NULL;
         c = (f8i_attn_cudnn *)calloc(1, sizeof *c);
-        if (!c) return NULL;
+        if (!c) {
+            *st = f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "attention (cuDNN): no host memory for its state");
+            return NULL;
+        }
         s->attn_cudnn = c;
         state_load(ctx, c);
     }
@@ -384,7 +394,10 @@ static dn_plan *plan_for(f8_ctx *ctx, const dn_key *key)
     if (c->count == c->cap) {
         const int n = c->cap ? 2 * c->cap : 8;
         dn_plan *grown = (dn_plan *)realloc(c->plans, (size_t)n * sizeof *grown);
-        if (!grown) return NULL;
+        if (!grown) {
+            *st = f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "attention (cuDNN): no host memory for %d plans", n);
+            return NULL;
+        }
         c->plans = grown, c->cap = n;
     }
     dn_plan *p = &c->plans[c->count++];
@@ -393,6 +406,13 @@ static dn_plan *plan_for(f8_ctx *ctx, const dn_key *key)
     plan_build(ctx, c, p);
     if (!p->ok) plan_release(&c->api, p);
     describe(c, p);
+    if (p->oom) {
+        *st = f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "attention (cuDNN): %s", c->last_plan);
+        c->count--; /* not remembered as refused: a later call builds it again */
+        c->last = 0;
+        (void)cudaGetLastError();
+        return NULL;
+    }
     c->last = c->count - 1;
     (void)cudaGetLastError(); /* nothing sticky from cuDNN's internals leaks into f8's launch checks */
     return p->ok ? p : NULL;
@@ -489,8 +509,9 @@ f8_status f8i_cudnn_attn_fwd(f8_ctx *ctx, const f8i_attn_fwd_args *a, int *ran)
         !aligned16(a->o))
         return F8_OK;
     const dn_key key = {0, 1, a->batch, a->seq, a->n_head, a->head_dim};
-    dn_plan *p = plan_for(ctx, &key);
-    if (!p) return F8_OK;
+    f8_status ps = F8_OK;
+    dn_plan *p = plan_for(ctx, &key, &ps);
+    if (!p) return ps;
     f8i_attn_cudnn *c = s->attn_cudnn;
     const int64_t C = a->n_head * a->head_dim, rows = a->batch * a->n_head * a->seq;
     const size_t es = 2;
@@ -518,8 +539,9 @@ f8_status f8i_cudnn_attn_bwd(f8_ctx *ctx, const f8i_attn_bwd_args *a, int *ran)
         !aligned16(a->dy) || !aligned16(a->dqkv) || !aligned16(a->d))
         return F8_OK;
     const dn_key key = {1, mode == F8I_ATTN_CUDNN_NONDET ? 0 : 1, a->batch, a->seq, a->n_head, a->head_dim};
-    dn_plan *p = plan_for(ctx, &key);
-    if (!p) return F8_OK;
+    f8_status ps = F8_OK;
+    dn_plan *p = plan_for(ctx, &key, &ps);
+    if (!p) return ps;
     f8i_attn_cudnn *c = s->attn_cudnn;
     cudaStream_t stream = f8i_stream(ctx);
     const int64_t C = a->n_head * a->head_dim, rows = a->batch * a->n_head * a->seq;
@@ -572,14 +594,17 @@ int f8i_cuda_attn_last_path(const f8_ctx *ctx)
     return s ? s->attn_last_path : 0;
 }
 
-int f8i_cuda_attn_takes(f8_ctx *ctx, f8_dtype dtype, int64_t batch, int64_t seq, int64_t n_head, int64_t head_dim,
-                        int backward)
+f8_status f8i_cuda_attn_takes(f8_ctx *ctx, f8_dtype dtype, int64_t batch, int64_t seq, int64_t n_head,
+                              int64_t head_dim, int backward, int *takes)
 {
-    if (!cuda_of(ctx)) return 0;
+    *takes = 0;
+    if (!cuda_of(ctx)) return F8_OK;
     const int mode = mode_of(ctx);
-    if (mode == F8I_ATTN_OWN || !cudnn_shape(dtype, head_dim)) return 0;
+    if (mode == F8I_ATTN_OWN || !cudnn_shape(dtype, head_dim)) return F8_OK;
     const dn_key key = {backward ? 1 : 0, backward && mode == F8I_ATTN_CUDNN_NONDET ? 0 : 1, batch, seq, n_head, head_dim};
-    return plan_for(ctx, &key) != NULL;
+    f8_status st = F8_OK;
+    *takes = plan_for(ctx, &key, &st) != NULL;
+    return st;
 }
 
 const char *f8i_cuda_attn_info(f8_ctx *ctx, int *loaded)

@@ -167,8 +167,12 @@ f8_status f8_attention_query_path(f8_attention *a, int64_t batch, int64_t seq, i
     if (backward != 0 && backward != 1)
         return f8i_error(a->ctx, F8_ERR_INVALID_ARGUMENT, "f8_attention_query_path: backward is %d, not 0 or 1", backward);
     /* An FP8 forward runs f8's FP8 kernel; its backward is the BF16 one. */
-    const int takes = (backward || !a->cfg.fp8) &&
-                      f8i_cuda_attn_takes(a->ctx, a->cfg.dtype, batch, seq, a->cfg.n_head, a->cfg.head_dim, backward);
+    int takes = 0;
+    if (backward || !a->cfg.fp8) {
+        const f8_status st =
+            f8i_cuda_attn_takes(a->ctx, a->cfg.dtype, batch, seq, a->cfg.n_head, a->cfg.head_dim, backward, &takes);
+        if (st != F8_OK) return st;
+    }
     *path = takes ? F8_ATTENTION_PATH_CUDNN : F8_ATTENTION_PATH_OWN;
     return F8_OK;
 }
