@@ -6,7 +6,7 @@
 #   make install PREFIX=/usr/local
 #   make config          print the knobs as resolved here (CUDA=0|1 ...)
 #   make fuzz            libFuzzer for FUZZ_SECONDS on FUZZ_TARGET: checkpoint (default),
-#                        shards, text, meta or onnx (clang; tools/fuzz.sh)
+#                        shards, text, meta, onnx or json (clang; tools/fuzz.sh)
 # Knobs: CUDA=0|1 (default: 1 only where the GPU code can run: nvcc on PATH and
 # a GPU visible, i.e. /dev/nvidia0 exists or `nvidia-smi -L` succeeds; CUDA=1
 # builds it anyway, as CI does), SM=90, SAN=1 (ASan+UBSan build in build/san),
@@ -158,7 +158,7 @@ $(BUILD)/tests/test_python: tests/test_python.c tests/check.h $(BUILD)/libf8.a $
 
 # The fuzz replay tests (and test_onnx) include their fuzz target and the replay driver.
 $(BUILD)/tests/test_fuzz_replay $(BUILD)/tests/test_fuzz_shards $(BUILD)/tests/test_fuzz_text \
-$(BUILD)/tests/test_fuzz_meta $(BUILD)/tests/test_onnx: $(wildcard fuzz/*.c)
+$(BUILD)/tests/test_fuzz_meta $(BUILD)/tests/test_fuzz_json $(BUILD)/tests/test_onnx: $(wildcard fuzz/*.c)
 
 # The knobs as this machine resolves them (tools/check_build.sh reads CUDA).
 config:
