@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "export.h"
+#include "hf.h"
 #include "trainer.h"
 
 #define TRY_G(call)                                                                                                    \
@@ -104,7 +105,8 @@ static int config_of(const f8_checkpoint *ck, gpt_config *c, char *err, size_t n
         snprintf(err, n, "the checkpoint's model metadata is not valid");
         return -1;
     }
-    return 0;
+    /* its wpe's rows (more than seq for an imported GPT-2); the graph uses the first seq */
+    return (c->positions = hf_checkpoint_positions(ck, c->seq, err, n)) < 0 ? -1 : 0;
 }
 
 int export_run(const export_options *o, char *err, size_t n)
