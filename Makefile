@@ -156,6 +156,11 @@ $(BUILD)/tests/test_python: tests/test_python.c tests/check.h $(BUILD)/libf8.a $
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Itests -DF8_LIBSO='"$(BUILD)/libf8.so"' $(PY_ASAN) $< -o $@ $(BUILD)/libf8.a $(LDLIBS)
 
+# test_hf_doors runs this build's f8_train on hostile files (a subprocess).
+$(BUILD)/tests/test_hf_doors: tests/test_hf_doors.c tests/check.h $(BUILD)/libf8.a $(TRAIN_BIN)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Itests -DF8_TRAIN='"$(TRAIN_BIN)"' $< -o $@ $(BUILD)/libf8.a $(LDLIBS)
+
 # The fuzz replay tests (and test_onnx) include their fuzz target and the replay driver.
 $(BUILD)/tests/test_fuzz_replay $(BUILD)/tests/test_fuzz_shards $(BUILD)/tests/test_fuzz_text \
 $(BUILD)/tests/test_fuzz_meta $(BUILD)/tests/test_fuzz_json $(BUILD)/tests/test_onnx: $(wildcard fuzz/*.c)

@@ -459,6 +459,9 @@ f8_status trainer_create(const train_options *opt, trainer **out, char *err, siz
         c.dtype = strcmp(t->o.dtype, "bf16") == 0 || (strcmp(t->o.dtype, "auto") == 0 && cuda) ? F8_DTYPE_BF16
                                                                                                  : F8_DTYPE_FP32;
         c.seed = t->o.seed;
+        /* a model with the larger vocabulary (a fine-tuned GPT-2) resumes on byte data too, as --init-from took it */
+        if (t->o.resume && t->o.resume[0] && t->ck_vocab > c.vocab && c.vocab <= 256) c.vocab = t->ck_vocab;
+        c.padded_vocab = (c.vocab + 127) / 128 * 128;
         if (t->o.resume && t->o.resume[0] && t->ck_vocab != c.vocab) {
             snprintf(err, n, "the checkpoint's model has a vocabulary of %lld (train.vocab), the data %lld: resume with "
                              "the same kind of data", (long long)t->ck_vocab, (long long)c.vocab);
