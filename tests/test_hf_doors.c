@@ -10,7 +10,9 @@
  *   - model.safetensors with a NaN or an infinite weight (tensor, element);
  *   - eval-hf token files: an id >= vocab, negative, not a number, past
  *     64 bits, more tokens than positions + 1;
- *   - --tokenizer with a file that is not one: refused before training.
+ *   - --tokenizer with a file that is not one: refused before training;
+ *   - export and export-hf of a checkpoint whose train.* metadata is out of
+ *     range, inconsistent or too large for memory.
  * And nothing lost: a GPT-2 of P positions fine-tuned at --seq S < P, saved,
  * resumed, saved again and exported with export-hf keeps all P rows of wpe:
  * the first S trained (changed), the other P - S bit for bit the import's,
@@ -208,6 +210,50 @@ static void tokenizer_door(void)
     CHECK(!strstr(out, "step "), "refused before any step:\n%s", out);
 }
 
+/* The exporters read an f8_train checkpoint's train.* metadata strictly and
+ * estimate the model's memory before making it. */
+static void export_doors(void)
+{
+    static char out[1 << 16];
+    struct {
+        const char *key, *value, *w1, *w2;
+    } bad[] = {
+        {"train.layers", "1000000", "train.layers", "1000000"},
+        {"train.layers", "2.5", "train.layers", "2.5"},
+        {"train.heads", "3", "multiple of train.heads", "3"},
+        {"train.padded_vocab", "300", "train.padded_vocab = 300", "rounded up"},
+        {"train.dtype", "fp16", "train.dtype", "fp16"},
+        {"train.positions", "4", "train.positions", "4"},
+        /* within every limit, but past the 1 TiB bound: refused before allocation */
+        {"train.channels", "65536", "needs at least", "GiB"},
+    };
+    const char *keys[] = {"train.layers", "train.heads", "train.channels", "train.seq", "train.vocab",
+                          "train.padded_vocab", "train.fp8", "train.dtype"};
+    const char *good[] = {"2", "2", "64", "8", "300", "384", "0", "fp32"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        f8_checkpoint *ck = NULL;
+        CHECK_OK(ctx, f8_checkpoint_create(ctx, &ck));
+        for (int k = 0; k < 8; k++) {
+            const int big = !strcmp(bad[i].key, "train.channels");
+            const char *v = !strcmp(keys[k], bad[i].key) ? bad[i].value
+                          : big && !strcmp(keys[k], "train.layers") ? "1024"
+                          : big && !strcmp(keys[k], "train.heads") ? "1024" : good[k];
+            CHECK_OK(ctx, f8_checkpoint_set_metadata(ck, keys[k], v));
+        }
+        if (!strcmp(bad[i].key, "train.positions")) CHECK_OK(ctx, f8_checkpoint_set_metadata(ck, bad[i].key, bad[i].value));
+        char path[256], args[768];
+        snprintf(path, sizeof path, "%s/meta.safetensors", dir);
+        CHECK_OK(ctx, f8_checkpoint_save(ck, path));
+        f8_checkpoint_destroy(ck);
+        snprintf(args, sizeof args, "export-hf %s %s/meta_out", path, dir);
+        int rc = run(args, out, sizeof out);
+        refused(bad[i].key, rc, out, bad[i].w1, bad[i].w2, NULL);
+        snprintf(args, sizeof args, "export %s %s/meta.onnx --backend cpu", path, dir);
+        rc = run(args, out, sizeof out);
+        refused(bad[i].key, rc, out, bad[i].w1, bad[i].w2, NULL);
+    }
+}
+
 /* wpe [P, C] of a safetensors file as FP32 (names with or without "transformer.") */
 static int read_wpe(const char *path, const char *name, float *w)
 {
@@ -281,6 +327,7 @@ int main(void)
     config_doors();
     token_doors();
     tokenizer_door();
+    export_doors();
     nothing_lost();
     f8_ctx_destroy(ctx);
     if (!test_failures) {

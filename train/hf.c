@@ -539,6 +539,40 @@ int64_t hf_checkpoint_positions(const f8_checkpoint *ck, int64_t seq, char *err,
     return p;
 }
 
+int hf_checkpoint_model(const f8_checkpoint *ck, int cuda, gpt_config *c, char *err, size_t n)
+{
+    static const char *const KEYS[7] = {"train.layers", "train.heads", "train.channels", "train.seq",
+                                        "train.vocab", "train.padded_vocab", "train.fp8"};
+    static const int64_t LO[7] = {1, 1, 1, 1, 1, 1, 0};
+    static const int64_t HI[7] = {TRAIN_MAX_LAYERS, TRAIN_MAX_HEADS, TRAIN_MAX_CHANNELS, TRAIN_MAX_SEQ,
+                                  TRAIN_MAX_VOCAB, TRAIN_MAX_VOCAB, 1};
+    int64_t v[7];
+    memset(c, 0, sizeof *c);
+    for (int i = 0; i < 7; i++) {
+        const char *s = f8_checkpoint_metadata(ck, KEYS[i]);
+        if (!s) return snprintf(err, n, "the checkpoint has no %s: not written by f8_train", KEYS[i]), -1;
+        if (parse_int(KEYS[i], s, LO[i], HI[i], &v[i], err, n) != 0) return -1;
+    }
+    c->layers = v[0], c->heads = v[1], c->channels = v[2], c->seq = v[3], c->vocab = v[4], c->padded_vocab = v[5];
+    c->fp8 = (int)v[6]; /* as trained, so the checkpoint restores */
+    if (c->channels % c->heads)
+        return snprintf(err, n, "train.channels = %lld is not a multiple of train.heads = %lld", (long long)c->channels,
+                        (long long)c->heads), -1;
+    if (c->padded_vocab != (c->vocab + 127) / 128 * 128)
+        return snprintf(err, n, "train.padded_vocab = %lld is not train.vocab = %lld rounded up to 128",
+                        (long long)c->padded_vocab, (long long)c->vocab), -1;
+    const char *dt = f8_checkpoint_metadata(ck, "train.dtype"), *head = f8_checkpoint_metadata(ck, "train.fp8_head");
+    if (!dt || (strcmp(dt, "fp32") && strcmp(dt, "bf16")))
+        return snprintf(err, n, "train.dtype = '%.40s': expected fp32 or bf16", dt ? dt : "(none)"), -1;
+    c->dtype = strcmp(dt, "bf16") == 0 ? F8_DTYPE_BF16 : F8_DTYPE_FP32;
+    c->fp8_head = c->fp8 && head && strcmp(head, "1") == 0; /* absent: a high-precision head */
+    c->batch = 1;
+    c->seed = 1;
+    if ((c->positions = hf_checkpoint_positions(ck, c->seq, err, n)) < 0) return -1;
+    /* untrusted sizes: the memory they need against what there is, before gpt_create */
+    return train_check_memory(c, cuda, err, n);
+}
+
 f8_status hf_checkpoint_set_positions(const gpt *m, f8_checkpoint *ck)
 {
     if (gpt_positions(&m->c) == m->c.seq) return F8_OK; /* checkpoints of models without more stay as they were */
@@ -722,8 +756,6 @@ int export_hf_main(int argc, char **argv)
                         "  GPT2LMHeadModel.from_pretrained(OUT_DIR) loads (FP32; n_positions = the model's, an import's own)\n");
         return 1;
     }
-    static const char *const KEYS[] = {"train.layers", "train.heads", "train.channels", "train.seq",
-                                       "train.vocab", "train.padded_vocab", "train.dtype", "train.fp8"};
     char err[512] = "";
     /* the checkpoint's recipe, so its FP8 state restores (only parameters go out) */
     f8_ctx *ctx = cmd_ctx("cpu", train_checkpoint_recipe(argv[2]), err, sizeof err);
@@ -732,31 +764,9 @@ int export_hf_main(int argc, char **argv)
     memset(&m, 0, sizeof m);
     f8_status st = ctx ? f8_checkpoint_load(ctx, argv[2], &ck) : F8_ERR_NO_DEVICE;
     if (st != F8_OK && ctx) snprintf(err, sizeof err, "cannot load '%s': %s", argv[2], f8_ctx_last_error(ctx));
-    const char *v[8] = {0};
-    for (int i = 0; st == F8_OK && i < 8; i++)
-        if (!(v[i] = f8_checkpoint_metadata(ck, KEYS[i]))) {
-            snprintf(err, sizeof err, "'%s' has no %s: not written by f8_train", argv[2], KEYS[i]);
-            st = F8_ERR_INVALID_ARGUMENT;
-        }
-    if (st == F8_OK) {
-        gpt_config c;
-        memset(&c, 0, sizeof c);
-        c.layers = atoll(v[0]), c.heads = atoll(v[1]), c.channels = atoll(v[2]), c.seq = atoll(v[3]);
-        c.vocab = atoll(v[4]), c.padded_vocab = atoll(v[5]);
-        c.dtype = strcmp(v[6], "bf16") == 0 ? F8_DTYPE_BF16 : F8_DTYPE_FP32;
-        c.fp8 = atoi(v[7]) != 0; /* as trained, so the checkpoint restores; only parameters go out */
-        const char *head = f8_checkpoint_metadata(ck, "train.fp8_head");
-        c.fp8_head = c.fp8 && head && strcmp(head, "1") == 0;
-        c.batch = 1;
-        c.seed = 1;
-        if (c.layers < 1 || c.heads < 1 || c.channels < 1 || c.seq < 1 || c.vocab < 1 || c.padded_vocab < c.vocab) {
-            snprintf(err, sizeof err, "'%s': the model metadata is not valid", argv[2]);
-            st = F8_ERR_INVALID_ARGUMENT;
-        }
-        if (st == F8_OK && (c.positions = hf_checkpoint_positions(ck, c.seq, err, sizeof err)) < 0)
-            st = F8_ERR_INVALID_ARGUMENT;
-        if (st == F8_OK) st = gpt_create(ctx, &c, &m, err, sizeof err);
-    }
+    gpt_config c;
+    if (st == F8_OK && hf_checkpoint_model(ck, 1, &c, err, sizeof err) != 0) st = F8_ERR_INVALID_ARGUMENT;
+    if (st == F8_OK) st = gpt_create(ctx, &c, &m, err, sizeof err);
     if (st == F8_OK) st = gpt_checkpoint_restore(&m, ck);
     if (st != F8_OK && !err[0]) snprintf(err, sizeof err, "%s", f8_ctx_last_error(ctx));
     f8_checkpoint_destroy(ck);

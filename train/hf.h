@@ -55,6 +55,15 @@ f8_status hf_export(gpt *m, const char *dir, char *err, size_t err_size);
 int64_t hf_checkpoint_positions(const f8_checkpoint *ck, int64_t seq, char *err, size_t err_size);
 f8_status hf_checkpoint_set_positions(const gpt *m, f8_checkpoint *ck);
 
+/* The model of an f8_train checkpoint from its train.* metadata, for the
+ * exporters (batch 1): every size an integer within f8_train's limits,
+ * channels a multiple of heads, padded_vocab the vocabulary rounded up to
+ * 128, and the memory it needs within train_check_memory's bound (cuda 1:
+ * the 1 TiB sanity bound only, what the exporters pass: the estimate counts
+ * optimizer state they do not hold), all before anything is allocated. 0,
+ * or -1 with the key and value in err. */
+int hf_checkpoint_model(const f8_checkpoint *ck, int cuda, gpt_config *c, char *err, size_t err_size);
+
 /* `f8_train eval-hf ...` and `f8_train export-hf ...` (argv[1] is the
  * command). They print and return the exit code. */
 int eval_hf_main(int argc, char **argv);

@@ -57,13 +57,13 @@ static int fail(cursor *c, const char *fmt, ...)
 {
     if (c->st != F8_OK) return 0;
     c->st = F8_ERR_INVALID_ARGUMENT;
-    int k = c->at != SIZE_MAX ? snprintf(c->err, c->err_size, "header byte %zu: ", c->at) : 0;
-    if (k >= 0 && (size_t)k < c->err_size) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(c->err + k, c->err_size - (size_t)k, fmt, ap);
-        va_end(ap);
-    }
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (c->at == SIZE_MAX) snprintf(c->err, c->err_size, "%s", msg);
+    else snprintf(c->err, c->err_size, "header byte %zu: %s", c->at, msg);
     return 0;
 }
 
