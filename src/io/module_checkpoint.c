@@ -540,9 +540,33 @@ f8_status f8_checkpoint_add_module(f8_checkpoint *ck, const char *prefix, f8_mod
         return f8i_error(m->ctx, F8_ERR_INVALID_ARGUMENT, "f8_checkpoint_add_module: the checkpoint belongs to another "
                                                           "ctx");
     f8_status st = check_free(ck, prefix, m);
-    if (st == F8_OK && m->fp8) st = slots_storable(m->ctx, "f8_checkpoint_add_module", prefix, "fwd", m->fwd, m->n_fwd);
-    if (st == F8_OK && m->fp8) st = slots_storable(m->ctx, "f8_checkpoint_add_module", prefix, "bwd", m->bwd, m->n_bwd);
-    return st == F8_OK ? add_module(ck, prefix, m) : st;
+    if (st != F8_OK) return st;
+    /* Into a scratch checkpoint first, held to restore_module's value rules
+     * (parameters finite, amaxes >= 0, scales > 0), then moved: a module
+     * restore would refuse adds nothing (each tensor is downloaded once;
+     * the move is a host copy). */
+    f8_checkpoint *tmp = NULL;
+    st = f8_checkpoint_create(m->ctx, &tmp);
+    if (st == F8_OK) st = add_module(tmp, prefix, m);
+    const size_t n = tmp ? f8i_checkpoint_count(tmp) : 0;
+    for (size_t i = 0; i < n && st == F8_OK; i++) {
+        const char *name = f8i_checkpoint_entry(tmp, i)->name;
+        const size_t len = strlen(name);
+        const int amax = len >= 13 && !strcmp(name + len - 13, ".amax_history");
+        const int scale = (len >= 6 && !strcmp(name + len - 6, ".scale")) || (len >= 9 && !strcmp(name + len - 9, "scale_inv"));
+        st = f8i_checkpoint_check_finite(tmp, "f8_checkpoint_add_module (a restore would refuse it; nothing was added)",
+                                         name, amax ? F8I_CK_NONNEGATIVE : scale ? F8I_CK_POSITIVE : F8I_CK_FINITE);
+    }
+    for (size_t i = 0; i < n && st == F8_OK; i++) {
+        const f8i_ck_entry *e = f8i_checkpoint_entry(tmp, i);
+        st = f8i_checkpoint_put(ck, e->name, e->dtype, e->ndim, e->shape, e->data, e->bytes);
+    }
+    char key[NAME_MAX_LEN]; /* the one metadata add_module writes: "<prefix>.fp8.recipe" */
+    if (st == F8_OK) st = name_of(m->ctx, key, prefix, "fp8.recipe");
+    const char *recipe = st == F8_OK ? f8_checkpoint_metadata(tmp, key) : NULL;
+    if (recipe) st = f8_checkpoint_set_metadata(ck, key, recipe);
+    f8_checkpoint_destroy(tmp);
+    return st;
 }
 
 f8_status f8_checkpoint_restore_module(const f8_checkpoint *ck, const char *prefix, f8_module *m)
