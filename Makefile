@@ -6,7 +6,7 @@
 #   make install PREFIX=/usr/local
 #   make config          print the knobs as resolved here (CUDA=0|1 ...)
 #   make fuzz            libFuzzer for FUZZ_SECONDS on FUZZ_TARGET: checkpoint (default),
-#                        shards, text, meta or onnx (clang; tools/fuzz.sh)
+#                        shards, text, meta, onnx or json (clang; tools/fuzz.sh)
 # Knobs: CUDA=0|1 (default: 1 only where the GPU code can run: nvcc on PATH and
 # a GPU visible, i.e. /dev/nvidia0 exists or `nvidia-smi -L` succeeds; CUDA=1
 # builds it anyway, as CI does), SM=90, SAN=1 (ASan+UBSan build in build/san),
@@ -156,9 +156,14 @@ $(BUILD)/tests/test_python: tests/test_python.c tests/check.h $(BUILD)/libf8.a $
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Itests -DF8_LIBSO='"$(BUILD)/libf8.so"' $(PY_ASAN) $< -o $@ $(BUILD)/libf8.a $(LDLIBS)
 
+# test_hf_doors runs this build's f8_train on hostile files (a subprocess).
+$(BUILD)/tests/test_hf_doors: tests/test_hf_doors.c tests/check.h $(BUILD)/libf8.a $(TRAIN_BIN)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Itests -DF8_TRAIN='"$(TRAIN_BIN)"' $< -o $@ $(BUILD)/libf8.a $(LDLIBS)
+
 # The fuzz replay tests (and test_onnx) include their fuzz target and the replay driver.
 $(BUILD)/tests/test_fuzz_replay $(BUILD)/tests/test_fuzz_shards $(BUILD)/tests/test_fuzz_text \
-$(BUILD)/tests/test_fuzz_meta $(BUILD)/tests/test_onnx: $(wildcard fuzz/*.c)
+$(BUILD)/tests/test_fuzz_meta $(BUILD)/tests/test_fuzz_json $(BUILD)/tests/test_onnx: $(wildcard fuzz/*.c)
 
 # The knobs as this machine resolves them (tools/check_build.sh reads CUDA).
 config:

@@ -152,13 +152,16 @@ typedef struct f8_recipe {
     int margin;                 /* scale = fp8_max * 2^-margin / amax; default 0 */
     int amax_history_len;       /* rows of amax history per slot, >= 1; default 1024 */
     f8_amax_algo amax_compute_algo; /* default F8_AMAX_MAX */
-    int reduce_amax;            /* all-reduce(MAX) amaxes across ranks; default 1
+    int reduce_amax;            /* 0 or 1: all-reduce(MAX) amaxes across ranks; default 1
                                    (no effect with one process) */
     f8_recipe_kind kind;        /* default F8_RECIPE_DELAYED */
-    int power_2_scales;         /* CURRENT only: each scale rounded down to a power
-                                   of two (its mantissa bits cleared, TE's
-                                   NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES), so
-                                   scale and scale_inv are exact; default 0 */
+    int power_2_scales;         /* 0 or 1, CURRENT or BLOCK (DELAYED refuses it):
+                                   each scale (BLOCK: each tile's and block's)
+                                   rounded down to a power of two (its mantissa
+                                   bits cleared, TE's
+                                   NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES; TE's
+                                   block scaling uses such scales), so scale and
+                                   scale_inv are exact; default 0 */
 } f8_recipe;
 
 /* TE's defaults: HYBRID, margin 0, history 1024, MAX, reduce_amax 1, kind
@@ -556,7 +559,8 @@ const f8_qtensor *f8_module_weight_workspace(const f8_module *module, f8_param w
  * weight's gradient into: overwritten (beta 0) when the forward ran with
  * F8_MICROBATCH_FIRST, accumulated (beta 1) otherwise. Every weight of the
  * module needs one before a backward. Without fuse_wgrad_accumulation:
- * F8_ERR_STATE. */
+ * F8_ERR_STATE; main_grad NULL: F8_ERR_INVALID_ARGUMENT (it cannot be unset,
+ * only replaced). */
 f8_status f8_module_set_main_grad(f8_module *module, f8_param weight, float *main_grad);
 
 /* Zero every parameter gradient of the module. */
@@ -573,7 +577,8 @@ void f8_saved_destroy(f8_saved *saved); /* NULL is a no-op */
  * [in] x: FP32 or BF16 (FP8 off: must equal param_dtype), T <= max_tokens;
  *   kept unchanged by the caller until backward (FP8 off, and the norms,
  *   read it there).
- * [out] y: FP32 or BF16 [T, out].
+ * [out] y: FP32 or BF16 [T, out], apart from x (any overlap:
+ *   F8_ERR_INVALID_ARGUMENT; a GEMM's output must not alias its input).
  * [in,out] saved: NULL for inference (no backward); otherwise filled for
  *   f8_module_backward.
  * FP8 on: each GEMM input is cast through its INPUT slot (amax recorded, its

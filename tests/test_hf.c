@@ -60,6 +60,29 @@ static int specs(spec *s, const char *prefix)
     return k;
 }
 
+/* The JSON header of a safetensors file (NUL-terminated), or NULL. */
+static char *read_header(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    unsigned char len8[8];
+    char *h = NULL;
+    if (fread(len8, 1, 8, f) == 8) {
+        uint64_t len = 0;
+        for (int i = 7; i >= 0; i--) len = len << 8 | len8[i];
+        if (len < (100u << 20) && (h = (char *)malloc((size_t)len + 1))) {
+            if (fread(h, 1, (size_t)len, f) != (size_t)len) {
+                free(h);
+                h = NULL;
+            } else {
+                h[len] = '\0';
+            }
+        }
+    }
+    fclose(f);
+    return h;
+}
+
 /* Write a GPT-2 (transformers' layout) into sub/, with or without config.json. */
 static void write_gpt2(const char *sub, const char *prefix, const char *config, int lm_head)
 {

@@ -15,6 +15,8 @@
 #               metadata (train/options.c)
 #   onnx        the ONNX exporter's names     fuzz/fuzz_onnx.c        fuzz/corpus_onnx
 #               and shapes (src/io/onnx_*.c)
+#   json        the strict JSON reader        fuzz/fuzz_json.c        fuzz/corpus_json
+#               (src/io/json.c)
 # Knobs: FUZZ_SECONDS (600), FUZZ_CC (clang), FUZZ_BUILD (build/fuzz),
 # FUZZ_MAX_LEN (4096), FUZZ_LIB_SRC (the library's .c files; the Makefile
 # passes its CPU-only list). One worker. New inputs go to
@@ -39,7 +41,8 @@ shards) SRC=fuzz/fuzz_data.c; SEEDS=fuzz/corpus_shards; DEFS="-DFUZZ_DATA_SHARDS
 text) SRC=fuzz/fuzz_data.c; SEEDS=fuzz/corpus_text; DEFS="-DFUZZ_DATA_TEXT" ;;
 meta) SRC=fuzz/fuzz_meta.c; SEEDS=fuzz/corpus_meta; DEFS="" ;;
 onnx) SRC=fuzz/fuzz_onnx.c; SEEDS=fuzz/corpus_onnx; DEFS="" ;;
-*) echo "fuzz.sh: unknown FUZZ_TARGET '$TARGET' (checkpoint, shards, text, meta, onnx)" >&2; exit 2 ;;
+json) SRC=fuzz/fuzz_json.c; SEEDS=fuzz/corpus_json; DEFS="" ;;
+*) echo "fuzz.sh: unknown FUZZ_TARGET '$TARGET' (checkpoint, shards, text, meta, onnx, json)" >&2; exit 2 ;;
 esac
 DICT=""
 [ -f "fuzz/$TARGET.dict" ] && DICT="-dict=fuzz/$TARGET.dict"

@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "export.h"
+#include "hf.h"
 #include "trainer.h"
 
 #define TRY_G(call)                                                                                                    \
@@ -75,38 +76,6 @@ f8_status gpt_export_onnx(gpt *m, int fp8, int exact_cast, int fp8_embedding, co
     return st;
 }
 
-static const char *const KEYS[] = {"train.layers", "train.heads", "train.channels", "train.seq",
-                                   "train.vocab", "train.padded_vocab", "train.fp8", "train.dtype"};
-
-/* The model of a checkpoint written by f8_train (its train.* metadata). */
-static int config_of(const f8_checkpoint *ck, gpt_config *c, char *err, size_t n)
-{
-    const char *v[8];
-    for (int i = 0; i < 8; i++)
-        if (!(v[i] = f8_checkpoint_metadata(ck, KEYS[i]))) {
-            snprintf(err, n, "the checkpoint has no %s: not written by f8_train", KEYS[i]);
-            return -1;
-        }
-    memset(c, 0, sizeof *c);
-    c->layers = atoll(v[0]);
-    c->heads = atoll(v[1]);
-    c->channels = atoll(v[2]);
-    c->seq = atoll(v[3]);
-    c->vocab = atoll(v[4]);
-    c->padded_vocab = atoll(v[5]);
-    c->fp8 = atoi(v[6]) != 0;
-    const char *head = f8_checkpoint_metadata(ck, "train.fp8_head"); /* absent: a high-precision head */
-    c->fp8_head = c->fp8 && head && strcmp(head, "1") == 0;
-    c->dtype = strcmp(v[7], "bf16") == 0 ? F8_DTYPE_BF16 : F8_DTYPE_FP32;
-    c->batch = 1;
-    c->seed = 1;
-    if (c->layers < 1 || c->heads < 1 || c->channels < 1 || c->seq < 1 || c->vocab < 1 || c->padded_vocab < c->vocab) {
-        snprintf(err, n, "the checkpoint's model metadata is not valid");
-        return -1;
-    }
-    return 0;
-}
-
 int export_run(const export_options *o, char *err, size_t n)
 {
     f8_ctx_config cc = f8_ctx_config_default();
@@ -129,7 +98,7 @@ int export_run(const export_options *o, char *err, size_t n)
     int rc = 1, fp8 = 0;
     if (f8_checkpoint_load(ctx, o->checkpoint, &ck) != F8_OK)
         snprintf(err, n, "cannot load '%s': %s", o->checkpoint, f8_ctx_last_error(ctx));
-    else if (config_of(ck, &c, err, n) != 0)
+    else if (hf_checkpoint_model(ck, 1, &c, err, n) != 0) /* the sanity bound (hf.h) */
         ;
     else if (o->fp8 == 1 && !c.fp8)
         snprintf(err, n, "'%s' was trained with --fp8 off: it holds no FP8 scaling state to export; use --fp8 off",

@@ -255,9 +255,10 @@ f8_status gpt_create_tp(f8_ctx *ctx, const gpt_config *c, f8_comm *tp, int sp, g
     hc.seed = c->seed * 2654435761u + 7;
     if (st == F8_OK) st = f8_layernorm_linear_create(ctx, &hc, &m->head);
     if (st == F8_OK) st = f8_module_saved_create(m->head, &m->head_s);
-    if (st == F8_OK) st = alloc_act(m, &m->wpe, (size_t)(c->seq * C) * es);
+    /* all the model's positions (an imported GPT-2's); a run trains the first seq rows */
+    if (st == F8_OK) st = alloc_act(m, &m->wpe, (size_t)(gpt_positions(c) * C) * es);
     if (st == F8_OK) st = alloc_act(m, &m->dwpe, (size_t)(c->seq * C) * es);
-    f8_tensor wpe = view(m, m->wpe, 0, c->seq, C);
+    f8_tensor wpe = view(m, m->wpe, 0, gpt_positions(c), C);
     if (st == F8_OK) st = f8_tensor_fill_normal(ctx, &wpe, 0.01, c->seed * 40503u + 11);
     if (st == F8_OK) st = alloc_act(m, &m->resid, (size_t)((2 * L + 1) * m->Tr * C) * es);
     if (st == F8_OK) st = alloc_act(m, &m->qkv, (size_t)(L * T * 3 * Cl) * es);
@@ -656,7 +657,7 @@ f8_status gpt_checkpoint_add(gpt *m, f8_checkpoint *ck)
         TRY(f8_checkpoint_add_module(ck, name, m->blocks[l].mlp));
     }
     TRY(f8_checkpoint_add_module(ck, "model.head", m->head));
-    f8_tensor wpe = view(m, m->wpe, 0, m->c.seq, m->c.channels);
+    f8_tensor wpe = view(m, m->wpe, 0, gpt_positions(&m->c), m->c.channels); /* every row, used or not */
     return f8_checkpoint_add_tensor(ck, "model.wpe", &wpe);
 }
 
@@ -674,6 +675,6 @@ f8_status gpt_checkpoint_restore(gpt *m, const f8_checkpoint *ck)
         TRY(f8_checkpoint_restore_module(ck, name, m->blocks[l].mlp));
     }
     TRY(f8_checkpoint_restore_module(ck, "model.head", m->head));
-    f8_tensor wpe = view(m, m->wpe, 0, m->c.seq, m->c.channels);
+    f8_tensor wpe = view(m, m->wpe, 0, gpt_positions(&m->c), m->c.channels);
     return f8_checkpoint_read_tensor(ck, "model.wpe", &wpe);
 }

@@ -35,7 +35,13 @@ typedef struct gpt_config {
                              (recompute_norm_output, f8.h); not with sequence parallel or block scaling */
     int fp8_attention;    /* FP8 attention forward (f8_attention_config.fp8): one attention per layer,
                              each with its own QKV, S and O slots; BF16 and delayed scaling only */
+    int64_t positions;    /* rows of wpe, the positions the model has (an imported GPT-2's n_positions);
+                             0 or <= seq: seq. A run uses and trains the first seq rows and carries
+                             the rest unchanged through checkpoints and exports (gpt_positions) */
 } gpt_config;
+
+/* The rows of wpe: the most of seq and c->positions. */
+static inline int64_t gpt_positions(const gpt_config *c) { return c->positions > c->seq ? c->positions : c->seq; }
 
 /* The LM head and cross-entropy run over at most this many tokens at a time
  * by default: the BF16 logits of a 124M microbatch of 64 x 1024 tokens are
@@ -63,7 +69,7 @@ typedef struct gpt {
     f8_attention_config att_cfg; /* the config of the layers' own attentions (fp8_attention: att's with fp8 = 1) */
     f8_module *head; /* final LayerNorm + LM head; its weight [Vp, C] is wte */
     f8_saved *head_s;
-    void *wpe, *dwpe;         /* (S, C) position embedding and its gradient */
+    void *wpe, *dwpe;         /* (P, C) position embedding (P = gpt_positions) and (S, C) its gradient */
     void *resid;              /* (2L+1, T, C) residual stream: block inputs and mid-block values */
     void *qkv;                /* (L, T, 3C) attention inputs (kept for its backward) */
     void *atty;               /* (L, T, C) attention outputs (the proj input) */

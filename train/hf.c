@@ -12,6 +12,7 @@
  * metadata "format": "pt" and 1-D biases, and f8 checkpoints say "f8" and
  * store [rows, cols].
  */
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -20,6 +21,8 @@
 #include <sys/stat.h>
 
 #include "hf.h"
+#include "io/json.h"
+#include "parse.h"
 #include "trainer.h"
 
 #define TRY(call)                                                                                                      \
@@ -54,83 +57,6 @@ static void weights_path(const char *path, char *out, size_t n)
     else snprintf(out, n, "%s", path);
 }
 
-static char *read_text(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *buf = NULL;
-    long size = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
-    if (size >= 0 && size < (1 << 24) && fseek(f, 0, SEEK_SET) == 0 && (buf = (char *)malloc((size_t)size + 1))) {
-        if (fread(buf, 1, (size_t)size, f) != (size_t)size) {
-            free(buf);
-            buf = NULL;
-        } else {
-            buf[size] = '\0';
-        }
-    }
-    fclose(f);
-    return buf;
-}
-
-/* The value after "key": in a flat JSON object (config.json is one): a
- * pointer at its first character, or NULL when the key is absent. */
-static const char *json_value(const char *text, const char *key)
-{
-    char pat[80];
-    snprintf(pat, sizeof pat, "\"%s\"", key);
-    const char *p = strstr(text, pat);
-    if (!p) return NULL;
-    p += strlen(pat);
-    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
-    if (*p++ != ':') return NULL;
-    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
-    return p;
-}
-
-static int json_int(const char *text, const char *key, int64_t *out)
-{
-    const char *v = json_value(text, key);
-    if (!v) return 0;
-    char *end;
-    long long x = strtoll(v, &end, 10);
-    if (end == v) return 0;
-    *out = x;
-    return 1;
-}
-
-/* The JSON header of a safetensors file (NUL-terminated), or NULL. */
-static char *read_header(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    unsigned char len8[8];
-    char *h = NULL;
-    if (fread(len8, 1, 8, f) == 8) {
-        uint64_t len = 0;
-        for (int i = 7; i >= 0; i--) len = len << 8 | len8[i];
-        if (len < (100u << 20) && (h = (char *)malloc((size_t)len + 1))) {
-            if (fread(h, 1, (size_t)len, f) != (size_t)len) {
-                free(h);
-                h = NULL;
-            } else {
-                h[len] = '\0';
-            }
-        }
-    }
-    fclose(f);
-    return h;
-}
-
-/* The 2-D "shape" of tensor name in a safetensors header. */
-static int json_shape(const char *hdr, const char *name, int64_t d[2])
-{
-    char pat[160];
-    snprintf(pat, sizeof pat, "\"%s\"", name);
-    const char *p = strstr(hdr, pat);
-    if (!p || !(p = strstr(p, "\"shape\"")) || !(p = strchr(p, '['))) return 0;
-    return sscanf(p, "[%lld ,%lld]", (long long *)&d[0], (long long *)&d[1]) == 2;
-}
-
 /* ---- the checkpoint's tensors ----------------------------------------------- */
 
 typedef struct hf_reader {
@@ -159,8 +85,19 @@ static f8_status read_f32(hf_reader *r, const char *name, int64_t rows, int64_t 
         st = f8_checkpoint_read_tensor(r->ck, full, &t);
         for (int64_t i = 0; st == F8_OK && i < rows * cols; i++) out[i] = f8_bf16_to_float(b[i]);
     }
-    if (st != F8_OK) snprintf(err, n, "%s: %s (FP32 or BF16 expected)", full, f8_ctx_last_error(r->ctx));
-    return st;
+    if (st != F8_OK) {
+        snprintf(err, n, "%s: %s (FP32 or BF16 expected)", full, f8_ctx_last_error(r->ctx));
+        return st;
+    }
+    /* a NaN or infinity would train (or evaluate) to NaN: refused by name and place, as checkpoints are */
+    for (int64_t i = 0; i < rows * cols; i++)
+        if (!isfinite(out[i])) {
+            snprintf(err, n, "%s: element %lld ([%lld, %lld] of [%lld, %lld]) is %s", full, (long long)i,
+                     (long long)(i / cols), (long long)(i % cols), (long long)rows, (long long)cols,
+                     isnan(out[i]) ? "NaN" : out[i] > 0 ? "+inf" : "-inf");
+            return F8_ERR_INVALID_ARGUMENT;
+        }
+    return F8_OK;
 }
 
 static void transpose_host(const float *src, int64_t rows, int64_t cols, float *dst) /* dst [cols, rows] */
@@ -216,55 +153,137 @@ static f8_status param_get(gpt *m, const f8_tensor *view, float *host, void *sta
     return f8_ctx_download(m->ctx, host, stage, (size_t)(view->rows * view->cols) * 4);
 }
 
-int hf_read_config(const char *path, hf_config *c, char *err, size_t n)
+/* A whole small file (config.json, a safetensors header's prefix), or NULL
+ * with the reason in err. */
+static char *read_small(const char *path, size_t limit, size_t *len, char *err, size_t n)
 {
-    char p[1024];
-    memset(c, 0, sizeof *c);
-    sibling(path, "config.json", p, sizeof p);
-    char *text = read_text(p);
-    if (text) {
-        int64_t inner = -1, pos = 0;
-        int ok = json_int(text, "n_layer", &c->layers) && json_int(text, "n_head", &c->heads) &&
-                 json_int(text, "n_embd", &c->channels) && json_int(text, "vocab_size", &c->vocab);
-        if (json_int(text, "n_positions", &pos) || json_int(text, "n_ctx", &pos)) c->positions = pos;
-        const char *act = json_value(text, "activation_function"), *eps = json_value(text, "layer_norm_epsilon");
-        json_int(text, "n_inner", &inner);
-        const char *why = !ok ? "n_layer, n_head, n_embd or vocab_size missing"
-                        : c->positions < 1 ? "n_positions missing"
-                        : (act && strncmp(act, "\"gelu_new\"", 10) && strncmp(act, "\"gelu_pytorch_tanh\"", 19))
-                            ? "activation_function is not gelu_new (f8's GELU is the tanh form)"
-                        : (eps && fabs(strtod(eps, NULL) - 1e-5) > 1e-12) ? "layer_norm_epsilon is not 1e-5"
-                        : (inner != -1 && inner != 4 * c->channels) ? "n_inner is not 4 * n_embd"
-                        : (c->channels % c->heads) ? "n_embd is not a multiple of n_head"
-                        : NULL;
-        free(text);
-        if (why) {
-            snprintf(err, n, "%s: %s", p, why);
-            return -1;
-        }
-        return 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, n, "cannot open '%s': %s", path, strerror(errno));
+        return NULL;
     }
-    /* no config.json: the shape from the safetensors header, head_dim 64 as
-     * every GPT-2 size has */
-    char ws[1024];
-    weights_path(path, ws, sizeof ws);
-    char *hdr = read_header(ws);
-    if (!hdr) {
-        snprintf(err, n, "no %s and cannot read the header of '%s'", p, ws);
+    char *buf = NULL;
+    long size = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    if (size < 0 || (size_t)size > limit) snprintf(err, n, "'%s': %ld bytes, more than the %zu a config may have", path, size, limit);
+    else if (fseek(f, 0, SEEK_SET) != 0 || !(buf = (char *)malloc((size_t)size + 1)))
+        snprintf(err, n, "cannot read '%s'", path);
+    else if (fread(buf, 1, (size_t)size, f) != (size_t)size) {
+        snprintf(err, n, "cannot read '%s': %s", path, strerror(errno));
+        free(buf);
+        buf = NULL;
+    } else {
+        buf[size] = '\0';
+        *len = (size_t)size;
+    }
+    fclose(f);
+    return buf;
+}
+
+/* config.json's integer `key` into *out, in [lo, hi]: absent (-> 0 when
+ * optional), not a number, a fraction, out of range are refused by name and
+ * value. */
+static int config_int(const char *path, const f8i_json *root, const char *key, int64_t lo, int64_t hi, int optional,
+                      int64_t *out, char *err, size_t n)
+{
+    const f8i_json *v = f8i_json_get(root, key);
+    if (!v && optional) return 0;
+    if (!v) return snprintf(err, n, "%s: no \"%s\"", path, key), -1;
+    if (v->kind != F8I_JSON_NUMBER)
+        return snprintf(err, n, "%s: \"%s\" is %s %s, not an integer", path, key,
+                        v->kind == F8I_JSON_ARRAY || v->kind == F8I_JSON_OBJECT ? "an" : "a", f8i_json_kind_name(v->kind)), -1;
+    if (!v->is_int)
+        return snprintf(err, n, "%s: \"%s\" is %.40s, not an integer%s", path, key, v->str,
+                        strpbrk(v->str, ".eE") ? "" : " in range"), -1;
+    if (v->i < lo || v->i > hi)
+        return snprintf(err, n, "%s: \"%s\" is %lld, outside [%lld, %lld]", path, key, (long long)v->i, (long long)lo,
+                        (long long)hi), -1;
+    *out = v->i;
+    return 0;
+}
+
+static int read_config_json(const char *p, const char *text, size_t len, hf_config *c, char *err, size_t n)
+{
+    f8i_json *root = NULL;
+    char why[320];
+    if (f8i_json_parse(text, len, 0, &root, why, sizeof why) != F8_OK) {
+        snprintf(err, n, "%s: not valid JSON: %s", p, why);
         return -1;
     }
-    const char *pre = strstr(hdr, "\"transformer.wte.weight\"") ? "transformer." : "";
-    int64_t d[2], e[2];
+    int64_t inner = 0;
+    int rc = root->kind == F8I_JSON_OBJECT ? 0 : (snprintf(err, n, "%s: not a JSON object", p), -1);
+    if (!rc) rc = config_int(p, root, "n_layer", 1, TRAIN_MAX_LAYERS, 0, &c->layers, err, n);
+    if (!rc) rc = config_int(p, root, "n_head", 1, TRAIN_MAX_HEADS, 0, &c->heads, err, n);
+    if (!rc) rc = config_int(p, root, "n_embd", 1, TRAIN_MAX_CHANNELS, 0, &c->channels, err, n);
+    if (!rc) rc = config_int(p, root, "vocab_size", 1, TRAIN_MAX_VOCAB, 0, &c->vocab, err, n);
+    /* n_positions, or the older n_ctx; both given must agree */
+    int64_t ctx = 0;
+    if (!rc) rc = config_int(p, root, "n_positions", 1, TRAIN_MAX_SEQ, 1, &c->positions, err, n);
+    if (!rc) rc = config_int(p, root, "n_ctx", 1, TRAIN_MAX_SEQ, 1, &ctx, err, n);
+    if (!rc && !c->positions) c->positions = ctx;
+    if (!rc && !c->positions) rc = (snprintf(err, n, "%s: no \"n_positions\" (or \"n_ctx\")", p), -1);
+    if (!rc && ctx && ctx != c->positions)
+        rc = (snprintf(err, n, "%s: \"n_ctx\" %lld differs from \"n_positions\" %lld", p, (long long)ctx,
+                       (long long)c->positions), -1);
+    const f8i_json *in = f8i_json_get(root, "n_inner"), *act = f8i_json_get(root, "activation_function"),
+                   *eps = f8i_json_get(root, "layer_norm_epsilon");
+    if (!rc && in && in->kind != F8I_JSON_NULL) rc = config_int(p, root, "n_inner", 1, INT64_MAX, 0, &inner, err, n);
+    if (!rc && inner && inner != 4 * c->channels)
+        rc = (snprintf(err, n, "%s: \"n_inner\" %lld is not 4 * n_embd (%lld)", p, (long long)inner,
+                       (long long)(4 * c->channels)), -1);
+    if (!rc && act && (act->kind != F8I_JSON_STRING || (strcmp(act->str, "gelu_new") && strcmp(act->str, "gelu_pytorch_tanh"))))
+        rc = (snprintf(err, n, "%s: \"activation_function\" is %.40s, not gelu_new (f8's GELU is the tanh form)", p,
+                       act->kind == F8I_JSON_STRING ? act->str : f8i_json_kind_name(act->kind)), -1);
+    if (!rc && eps && (eps->kind != F8I_JSON_NUMBER || fabs(eps->num - 1e-5) > 1e-12))
+        rc = (snprintf(err, n, "%s: \"layer_norm_epsilon\" is %.40s, not 1e-5", p,
+                       eps->kind == F8I_JSON_NUMBER ? eps->str : f8i_json_kind_name(eps->kind)), -1);
+    if (!rc && c->channels % c->heads)
+        rc = (snprintf(err, n, "%s: \"n_embd\" %lld is not a multiple of \"n_head\" %lld", p, (long long)c->channels,
+                       (long long)c->heads), -1);
+    f8i_json_free(root);
+    return rc;
+}
+
+/* The [rows, cols] of a 2-D tensor in a parsed safetensors header. */
+static int header_shape(const f8i_json *root, const char *name, int64_t d[2])
+{
+    const f8i_json *t = f8i_json_get(root, name), *s = f8i_json_get(t, "shape");
+    if (!s || s->kind != F8I_JSON_ARRAY || s->count != 2 || !s->child->is_int || !s->child->next->is_int) return 0;
+    d[0] = s->child->i, d[1] = s->child->next->i;
+    return d[0] > 0 && d[1] > 0;
+}
+
+/* No config.json: the shape from the safetensors header, head_dim 64 as
+ * every GPT-2 size has. */
+static int read_header_shape(const char *p, const char *ws, hf_config *c, char *err, size_t n)
+{
+    FILE *f = fopen(ws, "rb");
+    unsigned char len8[8];
+    int ok = f && fread(len8, 1, 8, f) == 8;
+    uint64_t len = 0;
+    for (int i = 7; ok && i >= 0; i--) len = len << 8 | len8[i];
+    char *hdr = ok && len <= 100000000u ? (char *)malloc((size_t)len + 1) : NULL;
+    ok = hdr && fread(hdr, 1, (size_t)len, f) == (size_t)len;
+    if (f) fclose(f);
+    f8i_json *root = NULL;
+    char why[320] = "";
+    if (ok && f8i_json_parse(hdr, (size_t)len, 3, &root, why, sizeof why) != F8_OK) ok = 0;
+    free(hdr);
+    if (!ok) {
+        snprintf(err, n, "no %s and cannot read the header of '%s'%s%s", p, ws, why[0] ? ": " : "", why);
+        return -1;
+    }
+    const char *pre = f8i_json_get(root, "transformer.wte.weight") ? "transformer." : "";
+    int64_t d[2] = {0, 0}, e[2] = {0, 0};
     char name[128];
     snprintf(name, sizeof name, "%swte.weight", pre);
-    int ok = json_shape(hdr, name, d);
+    ok = header_shape(root, name, d);
     snprintf(name, sizeof name, "%swpe.weight", pre);
-    ok = ok && json_shape(hdr, name, e);
-    for (c->layers = 0; ok; c->layers++) {
-        snprintf(name, sizeof name, "\"%sh.%lld.ln_1.weight\"", pre, (long long)c->layers);
-        if (!strstr(hdr, name)) break;
+    ok = ok && header_shape(root, name, e) && e[1] == d[1];
+    for (c->layers = 0; ok && c->layers <= TRAIN_MAX_LAYERS; c->layers++) {
+        snprintf(name, sizeof name, "%sh.%lld.ln_1.weight", pre, (long long)c->layers);
+        if (!f8i_json_get(root, name)) break;
     }
-    free(hdr);
+    f8i_json_free(root);
     if (!ok || c->layers == 0 || d[1] % 64) {
         snprintf(err, n, "no %s, and '%s' does not look like a GPT-2 (wte, wpe, h.N.*)", p, ws);
         return -1;
@@ -273,7 +292,29 @@ int hf_read_config(const char *path, hf_config *c, char *err, size_t n)
     c->channels = d[1];
     c->positions = e[0];
     c->heads = c->channels / 64;
+    if (c->vocab > TRAIN_MAX_VOCAB || c->channels > TRAIN_MAX_CHANNELS || c->positions > TRAIN_MAX_SEQ ||
+        c->layers > TRAIN_MAX_LAYERS) {
+        snprintf(err, n, "'%s': a GPT-2 of %lld layers, %lld channels, vocab %lld, %lld positions is past f8_train's "
+                 "limits", ws, (long long)c->layers, (long long)c->channels, (long long)c->vocab, (long long)c->positions);
+        return -1;
+    }
     return 0;
+}
+
+int hf_read_config(const char *path, hf_config *c, char *err, size_t n)
+{
+    char p[1024], ws[1024];
+    memset(c, 0, sizeof *c);
+    sibling(path, "config.json", p, sizeof p);
+    weights_path(path, ws, sizeof ws);
+    struct stat sb;
+    if (stat(p, &sb) != 0) return read_header_shape(p, ws, c, err, n);
+    size_t len = 0;
+    char *text = read_small(p, (size_t)1 << 24, &len, err, n);
+    int rc = text ? read_config_json(p, text, len, c, err, n) : -1;
+    free(text);
+    if (rc) memset(c, 0, sizeof *c);
+    return rc;
 }
 
 f8_status hf_import(gpt *m, const char *path, char *err, size_t n)
@@ -282,11 +323,11 @@ f8_status hf_import(gpt *m, const char *path, char *err, size_t n)
     const int64_t C = c->channels, V = c->vocab, Vp = c->padded_vocab;
     hf_config hc;
     if (hf_read_config(path, &hc, err, n) != 0) return F8_ERR_INVALID_ARGUMENT;
-    if (hc.layers != c->layers || hc.channels != C || hc.vocab != V || hc.heads != c->heads || c->seq > hc.positions) {
+    if (hc.layers != c->layers || hc.channels != C || hc.vocab != V || hc.heads != c->heads || gpt_positions(c) > hc.positions) {
         snprintf(err, n, "the GPT-2 has %lld layers, %lld heads, %lld channels, vocab %lld, %lld positions; the model "
-                 "%lld, %lld, %lld, %lld, seq %lld", (long long)hc.layers, (long long)hc.heads, (long long)hc.channels,
+                 "%lld, %lld, %lld, %lld, %lld positions", (long long)hc.layers, (long long)hc.heads, (long long)hc.channels,
                  (long long)hc.vocab, (long long)hc.positions, (long long)c->layers, (long long)c->heads, (long long)C,
-                 (long long)V, (long long)c->seq);
+                 (long long)V, (long long)gpt_positions(c));
         return F8_ERR_SHAPE;
     }
     char ws[1024];
@@ -323,7 +364,7 @@ f8_status hf_import(gpt *m, const char *path, char *err, size_t n)
                 snprintf(err, n, "%s: %s", name, f8_ctx_last_error(m->ctx));
         }
     }
-    /* wte into the tied head's weight [Vp, C], padding rows zero; wpe's first seq rows */
+    /* wte into the tied head's weight [Vp, C], padding rows zero; wpe's first rows, as many as the model has */
     if (st == F8_OK) {
         memset(a, 0, (size_t)(Vp * C) * 4);
         st = read_f32(&r, "wte.weight", V, C, a, err, n);
@@ -332,7 +373,7 @@ f8_status hf_import(gpt *m, const char *path, char *err, size_t n)
     if (st == F8_OK) st = f8_module_param(m->head, F8_PARAM_WEIGHT, 0, &w);
     if (st == F8_OK) st = param_put(m, m->head, F8_PARAM_WEIGHT, &w, a, stage);
     if (st == F8_OK) st = read_f32(&r, "wpe.weight", hc.positions, C, a, err, n);
-    f8_tensor wpe = f8_tensor_make(m->wpe, c->dtype, c->seq, C);
+    f8_tensor wpe = f8_tensor_make(m->wpe, c->dtype, gpt_positions(c), C);
     if (st == F8_OK) st = param_put(m, NULL, F8_PARAM_WEIGHT, &wpe, a, stage);
     if (st == F8_OK && f8_checkpoint_has(r.ck, "lm_head.weight")) {
         /* f8's head is tied: an lm_head.weight that is not wte is refused, not dropped */
@@ -411,9 +452,10 @@ f8_status hf_export(gpt *m, const char *dir, char *err, size_t n)
     const size_t per = sizeof BLOCK / sizeof BLOCK[0], count = (size_t)L * per + 4;
     out_tensor *t = (out_tensor *)calloc(count, sizeof *t);
     void *stage = NULL;
-    float *tmp = (float *)malloc((size_t)(c->padded_vocab * C + 16 * C * C) * 4);
+    const int64_t rows = c->padded_vocab > gpt_positions(c) ? c->padded_vocab : gpt_positions(c);
+    float *tmp = (float *)malloc((size_t)(rows * C + 16 * C * C) * 4);
     f8_status st = t && tmp ? F8_OK : F8_ERR_OUT_OF_MEMORY;
-    if (st == F8_OK) st = f8_ctx_alloc(m->ctx, (size_t)(c->padded_vocab * C + 16 * C * C) * 4, &stage);
+    if (st == F8_OK) st = f8_ctx_alloc(m->ctx, (size_t)(rows * C + 16 * C * C) * 4, &stage);
     size_t k = 0;
     for (int64_t l = 0; st == F8_OK && l <= L; l++) {
         const hf_entry *tab = l < L ? BLOCK : FINAL;
@@ -432,7 +474,8 @@ f8_status hf_export(gpt *m, const char *dir, char *err, size_t n)
             t[k].dims[1] = v.rows;
         }
     }
-    f8_tensor w, wpe = f8_tensor_make(m->wpe, c->dtype, c->seq, C);
+    const int64_t P = gpt_positions(c); /* every row of wpe: an import's shape, whatever seq trained */
+    f8_tensor w, wpe = f8_tensor_make(m->wpe, c->dtype, P, C);
     if (st == F8_OK) st = f8_module_param(m->head, F8_PARAM_WEIGHT, 0, &w);
     if (st == F8_OK) {
         snprintf(t[k].name, sizeof t[k].name, "transformer.wte.weight");
@@ -443,8 +486,8 @@ f8_status hf_export(gpt *m, const char *dir, char *err, size_t n)
     }
     if (st == F8_OK) {
         snprintf(t[k].name, sizeof t[k].name, "transformer.wpe.weight");
-        t[k].ndim = 2, t[k].dims[0] = c->seq, t[k].dims[1] = C;
-        t[k].data = (float *)malloc((size_t)(c->seq * C) * 4);
+        t[k].ndim = 2, t[k].dims[0] = P, t[k].dims[1] = C;
+        t[k].data = (float *)malloc((size_t)(P * C) * 4);
         st = t[k].data ? param_get(m, &wpe, t[k].data, stage) : F8_ERR_OUT_OF_MEMORY;
         k++;
     }
@@ -472,7 +515,7 @@ f8_status hf_export(gpt *m, const char *dir, char *err, size_t n)
                 "  \"resid_pdrop\": 0.0,\n  \"embd_pdrop\": 0.0,\n  \"attn_pdrop\": 0.0,\n"
                 "  \"tie_word_embeddings\": true,\n  \"bos_token_id\": %lld,\n  \"eos_token_id\": %lld,\n"
                 "  \"torch_dtype\": \"float32\"\n}\n",
-                (long long)c->vocab, (long long)c->seq, (long long)c->seq, (long long)C, (long long)L,
+                (long long)c->vocab, (long long)P, (long long)P, (long long)C, (long long)L,
                 (long long)c->heads, eot, eot);
         if (fclose(f) != 0) {
             snprintf(err, n, "cannot write '%s'", path);
@@ -484,6 +527,58 @@ f8_status hf_export(gpt *m, const char *dir, char *err, size_t n)
     free(tmp);
     f8_ctx_free(m->ctx, stage);
     return st;
+}
+
+/* ---- positions through f8_train checkpoints -------------------------------------- */
+
+int64_t hf_checkpoint_positions(const f8_checkpoint *ck, int64_t seq, char *err, size_t n)
+{
+    const char *v = f8_checkpoint_metadata(ck, "train.positions");
+    int64_t p = seq;
+    if (v && parse_int("train.positions", v, seq, TRAIN_MAX_SEQ, &p, err, n) != 0) return -1;
+    return p;
+}
+
+int hf_checkpoint_model(const f8_checkpoint *ck, int cuda, gpt_config *c, char *err, size_t n)
+{
+    static const char *const KEYS[7] = {"train.layers", "train.heads", "train.channels", "train.seq",
+                                        "train.vocab", "train.padded_vocab", "train.fp8"};
+    static const int64_t LO[7] = {1, 1, 1, 1, 1, 1, 0};
+    static const int64_t HI[7] = {TRAIN_MAX_LAYERS, TRAIN_MAX_HEADS, TRAIN_MAX_CHANNELS, TRAIN_MAX_SEQ,
+                                  TRAIN_MAX_VOCAB, TRAIN_MAX_VOCAB, 1};
+    int64_t v[7];
+    memset(c, 0, sizeof *c);
+    for (int i = 0; i < 7; i++) {
+        const char *s = f8_checkpoint_metadata(ck, KEYS[i]);
+        if (!s) return snprintf(err, n, "the checkpoint has no %s: not written by f8_train", KEYS[i]), -1;
+        if (parse_int(KEYS[i], s, LO[i], HI[i], &v[i], err, n) != 0) return -1;
+    }
+    c->layers = v[0], c->heads = v[1], c->channels = v[2], c->seq = v[3], c->vocab = v[4], c->padded_vocab = v[5];
+    c->fp8 = (int)v[6]; /* as trained, so the checkpoint restores */
+    if (c->channels % c->heads)
+        return snprintf(err, n, "train.channels = %lld is not a multiple of train.heads = %lld", (long long)c->channels,
+                        (long long)c->heads), -1;
+    if (c->padded_vocab != (c->vocab + 127) / 128 * 128)
+        return snprintf(err, n, "train.padded_vocab = %lld is not train.vocab = %lld rounded up to 128",
+                        (long long)c->padded_vocab, (long long)c->vocab), -1;
+    const char *dt = f8_checkpoint_metadata(ck, "train.dtype"), *head = f8_checkpoint_metadata(ck, "train.fp8_head");
+    if (!dt || (strcmp(dt, "fp32") && strcmp(dt, "bf16")))
+        return snprintf(err, n, "train.dtype = '%.40s': expected fp32 or bf16", dt ? dt : "(none)"), -1;
+    c->dtype = strcmp(dt, "bf16") == 0 ? F8_DTYPE_BF16 : F8_DTYPE_FP32;
+    c->fp8_head = c->fp8 && head && strcmp(head, "1") == 0; /* absent: a high-precision head */
+    c->batch = 1;
+    c->seed = 1;
+    if ((c->positions = hf_checkpoint_positions(ck, c->seq, err, n)) < 0) return -1;
+    /* untrusted sizes: the memory they need against what there is, before gpt_create */
+    return train_check_memory(c, cuda, err, n);
+}
+
+f8_status hf_checkpoint_set_positions(const gpt *m, f8_checkpoint *ck)
+{
+    if (gpt_positions(&m->c) == m->c.seq) return F8_OK; /* checkpoints of models without more stay as they were */
+    char v[32];
+    snprintf(v, sizeof v, "%lld", (long long)gpt_positions(&m->c));
+    return f8_checkpoint_set_metadata(ck, "train.positions", v);
 }
 
 /* ---- the commands ---------------------------------------------------------------- */
@@ -502,24 +597,76 @@ static f8_ctx *cmd_ctx(const char *backend, f8_recipe_kind recipe, char *err, si
     return st == F8_OK ? ctx : NULL;
 }
 
-/* Whitespace-separated token ids. */
-static int32_t *read_tokens(const char *path, int64_t *count)
+/* FILE's token ids: decimal integers separated by whitespace, each in
+ * [0, vocab), at most max_count of them. NULL with the reason in err (the
+ * file, the token's index and line, its text): a negative id, one at or past
+ * the vocabulary, one past 64 bits, a word that is not a number, too many
+ * tokens. Nothing out of range ever reaches the model's embedding. */
+static int32_t *read_tokens(const char *path, int64_t vocab, int64_t max_count, int64_t *count, char *err, size_t n)
 {
     FILE *f = fopen(path, "r");
-    if (!f) return NULL;
-    int64_t cap = 1024, k = 0;
+    if (!f) {
+        snprintf(err, n, "'%s': %s", path, strerror(errno));
+        return NULL;
+    }
+    int64_t cap = 1024, k = 0, line = 1;
     int32_t *t = (int32_t *)malloc((size_t)cap * 4);
-    long long v;
-    while (t && fscanf(f, "%lld", &v) == 1) {
+    const char *why = t ? NULL : "out of memory";
+    char word[40];
+    int ch = fgetc(f);
+    while (!why) {
+        while (ch != EOF && isspace(ch)) {
+            if (ch == '\n') line++;
+            ch = fgetc(f);
+        }
+        if (ch == EOF) break;
+        size_t len = 0, all = 0; /* the word's first bytes, and its length */
+        int sign = 0, other = 0, over = 0;
+        uint64_t v = 0;
+        for (; ch != EOF && !isspace(ch); ch = fgetc(f), all++) {
+            if (len + 1 < sizeof word) word[len++] = isprint(ch) ? (char)ch : '?';
+            if (all == 0 && ch == '-') sign = 1;
+            else if (ch < '0' || ch > '9') other = 1;
+            else if (!over && v > ((uint64_t)INT64_MAX - (uint64_t)(ch - '0')) / 10) over = 1;
+            else if (!over) v = v * 10 + (uint64_t)(ch - '0');
+        }
+        word[len] = '\0';
+        const char *ell = all > len ? "..." : "";
+        if (other || all == (size_t)sign) why = "is not a token id (a decimal integer)";
+        else if (over) why = "overflows 64 bits";
+        else if (sign) why = "is negative";
+        else if ((int64_t)v >= vocab) why = "is not below the vocabulary size";
+        else if (k == max_count) why = "is one token more than the model's positions take (positions + 1)";
+        if (why) {
+            snprintf(err, n, "'%s': token %lld (line %lld) '%s%s' %s (vocabulary %lld, at most %lld tokens)", path,
+                     (long long)k, (long long)line, word, ell, why, (long long)vocab, (long long)max_count);
+            break;
+        }
         if (k == cap) {
             int32_t *g = (int32_t *)realloc(t, (size_t)(cap *= 2) * 4);
-            if (!g) free(t);
+            if (!g) {
+                why = "out of memory";
+                snprintf(err, n, "'%s': out of memory", path);
+                break;
+            }
             t = g;
-            if (!t) break;
         }
         t[k++] = (int32_t)v;
     }
+    if (!why && ferror(f)) {
+        why = "read";
+        snprintf(err, n, "cannot read '%s'", path);
+    }
     fclose(f);
+    if (!why && k < 2) {
+        why = "few";
+        snprintf(err, n, "'%s': %lld token ids; at least 2 are needed (token i+1 is the target of token i)", path,
+                 (long long)k);
+    }
+    if (why) {
+        free(t);
+        return NULL;
+    }
     *count = k;
     return t;
 }
@@ -547,18 +694,16 @@ int eval_hf_main(int argc, char **argv)
     char err[512] = "";
     hf_config hc;
     int64_t n = 0;
-    int32_t *tok = read_tokens(tokens_path, &n);
-    if (!tok || n < 2) {
-        fprintf(stderr, "f8_train eval-hf: '%s': need at least 2 token ids\n", tokens_path);
-        free(tok);
-        return 1;
-    }
     if (hf_read_config(dir, &hc, err, sizeof err) != 0) {
         fprintf(stderr, "f8_train eval-hf: %s\n", err);
-        free(tok);
         return 1;
     }
-    if (n - 1 > hc.positions) n = hc.positions + 1; /* one window */
+    /* one window: at most positions + 1 tokens (positions targets) */
+    int32_t *tok = read_tokens(tokens_path, hc.vocab, hc.positions + 1, &n, err, sizeof err);
+    if (!tok) {
+        fprintf(stderr, "f8_train eval-hf: %s\n", err);
+        return 1;
+    }
     f8_ctx *ctx = cmd_ctx(backend, F8_RECIPE_DELAYED, err, sizeof err);
     gpt m;
     memset(&m, 0, sizeof m);
@@ -572,7 +717,12 @@ int eval_hf_main(int argc, char **argv)
     c.fp8 = fp8;
     c.dtype = strcmp(dtype, "bf16") == 0 ? F8_DTYPE_BF16 : F8_DTYPE_FP32;
     c.seed = 1;
-    f8_status st = ctx ? gpt_create(ctx, &c, &m, err, sizeof err) : F8_ERR_NO_DEVICE;
+    c.positions = hc.positions;
+    f8_status st = ctx ? F8_OK : F8_ERR_NO_DEVICE;
+    /* the model's memory against what there is, before anything is allocated */
+    if (st == F8_OK && train_check_memory(&c, f8_ctx_backend(ctx) == F8_BACKEND_CUDA, err, sizeof err) != 0)
+        st = F8_ERR_OUT_OF_MEMORY;
+    if (st == F8_OK) st = gpt_create(ctx, &c, &m, err, sizeof err);
     if (st == F8_OK) st = hf_import(&m, dir, err, sizeof err);
     if (st == F8_OK) st = f8_ctx_upload(ctx, m.tokens, tok, (size_t)(n - 1) * 4);
     if (st == F8_OK) st = f8_ctx_upload(ctx, m.targets, tok + 1, (size_t)(n - 1) * 4);
@@ -603,11 +753,9 @@ int export_hf_main(int argc, char **argv)
     if (argc != 4) {
         fprintf(stderr, "usage: f8_train export-hf CHECKPOINT OUT_DIR\n"
                         "  writes OUT_DIR/model.safetensors and config.json: a GPT-2 that transformers'\n"
-                        "  GPT2LMHeadModel.from_pretrained(OUT_DIR) loads (FP32; n_positions = the trained seq)\n");
+                        "  GPT2LMHeadModel.from_pretrained(OUT_DIR) loads (FP32; n_positions = the model's, an import's own)\n");
         return 1;
     }
-    static const char *const KEYS[] = {"train.layers", "train.heads", "train.channels", "train.seq",
-                                       "train.vocab", "train.padded_vocab", "train.dtype", "train.fp8"};
     char err[512] = "";
     /* the checkpoint's recipe, so its FP8 state restores (only parameters go out) */
     f8_ctx *ctx = cmd_ctx("cpu", train_checkpoint_recipe(argv[2]), err, sizeof err);
@@ -616,29 +764,9 @@ int export_hf_main(int argc, char **argv)
     memset(&m, 0, sizeof m);
     f8_status st = ctx ? f8_checkpoint_load(ctx, argv[2], &ck) : F8_ERR_NO_DEVICE;
     if (st != F8_OK && ctx) snprintf(err, sizeof err, "cannot load '%s': %s", argv[2], f8_ctx_last_error(ctx));
-    const char *v[8] = {0};
-    for (int i = 0; st == F8_OK && i < 8; i++)
-        if (!(v[i] = f8_checkpoint_metadata(ck, KEYS[i]))) {
-            snprintf(err, sizeof err, "'%s' has no %s: not written by f8_train", argv[2], KEYS[i]);
-            st = F8_ERR_INVALID_ARGUMENT;
-        }
-    if (st == F8_OK) {
-        gpt_config c;
-        memset(&c, 0, sizeof c);
-        c.layers = atoll(v[0]), c.heads = atoll(v[1]), c.channels = atoll(v[2]), c.seq = atoll(v[3]);
-        c.vocab = atoll(v[4]), c.padded_vocab = atoll(v[5]);
-        c.dtype = strcmp(v[6], "bf16") == 0 ? F8_DTYPE_BF16 : F8_DTYPE_FP32;
-        c.fp8 = atoi(v[7]) != 0; /* as trained, so the checkpoint restores; only parameters go out */
-        const char *head = f8_checkpoint_metadata(ck, "train.fp8_head");
-        c.fp8_head = c.fp8 && head && strcmp(head, "1") == 0;
-        c.batch = 1;
-        c.seed = 1;
-        if (c.layers < 1 || c.heads < 1 || c.channels < 1 || c.seq < 1 || c.vocab < 1 || c.padded_vocab < c.vocab) {
-            snprintf(err, sizeof err, "'%s': the model metadata is not valid", argv[2]);
-            st = F8_ERR_INVALID_ARGUMENT;
-        }
-        if (st == F8_OK) st = gpt_create(ctx, &c, &m, err, sizeof err);
-    }
+    gpt_config c;
+    if (st == F8_OK && hf_checkpoint_model(ck, 1, &c, err, sizeof err) != 0) st = F8_ERR_INVALID_ARGUMENT;
+    if (st == F8_OK) st = gpt_create(ctx, &c, &m, err, sizeof err);
     if (st == F8_OK) st = gpt_checkpoint_restore(&m, ck);
     if (st != F8_OK && !err[0]) snprintf(err, sizeof err, "%s", f8_ctx_last_error(ctx));
     f8_checkpoint_destroy(ck);

@@ -25,20 +25,44 @@ typedef struct hf_config {
 
 /* The shape of the GPT-2 at path (a directory holding model.safetensors and
  * config.json, or the .safetensors file itself, config.json beside it).
- * Without config.json it is read off the tensors, heads = channels / 64.
- * Returns 0, or -1 with the reason in err (an unsupported activation, eps
- * or inner size, a missing file). */
+ * config.json is read strictly (io/json.h): n_layer, n_head, n_embd,
+ * vocab_size and n_positions (or n_ctx) integers within f8_train's limits
+ * (trainer.h), no fraction, no other kind. Without config.json the shape is
+ * read off the tensors, heads = channels / 64. Returns 0, or -1 with the
+ * reason in err naming the file, the key and the value (an unsupported
+ * activation, eps or inner size, a missing file). */
 int hf_read_config(const char *path, hf_config *c, char *err, size_t err_size);
 
-/* Load the GPT-2 at path into m (same layers and channels; m->c.seq <=
- * positions: the first seq rows of wpe; m->c.vocab == the file's vocab, the
- * padded head rows are zeroed). Parameters in FP32 or BF16 files, written in
- * the model's dtype. Returns F8_OK, or a status with the reason in err. */
+/* Load the GPT-2 at path into m (same layers and channels; the model's
+ * gpt_positions <= the file's: that many first rows of wpe, all of them when
+ * m->c.positions is the file's; m->c.vocab == the file's vocab, the padded
+ * head rows are zeroed). Parameters in FP32 or BF16 files, written in the
+ * model's dtype; a NaN or infinite element is refused naming the tensor and
+ * the element. Returns F8_OK, or a status with the reason in err. */
 f8_status hf_import(gpt *m, const char *path, char *err, size_t err_size);
 
 /* Write m as dir/model.safetensors (FP32, metadata format "pt") and
- * dir/config.json (positions = m->c.seq), creating dir if needed. */
+ * dir/config.json (n_positions = gpt_positions: every row of wpe, so an
+ * import trained at a shorter seq goes out with the shape it came in with),
+ * creating dir if needed. */
 f8_status hf_export(gpt *m, const char *dir, char *err, size_t err_size);
+
+/* The rows of wpe of an f8_train checkpoint's model: its train.positions
+ * (written by hf_checkpoint_set_positions when the model has more positions
+ * than its seq: an imported GPT-2 trained on shorter sequences), else seq.
+ * -1 with the reason in err when the value is not an integer in
+ * [seq, TRAIN_MAX_SEQ]. */
+int64_t hf_checkpoint_positions(const f8_checkpoint *ck, int64_t seq, char *err, size_t err_size);
+f8_status hf_checkpoint_set_positions(const gpt *m, f8_checkpoint *ck);
+
+/* The model of an f8_train checkpoint from its train.* metadata, for the
+ * exporters (batch 1): every size an integer within f8_train's limits,
+ * channels a multiple of heads, padded_vocab the vocabulary rounded up to
+ * 128, and the memory it needs within train_check_memory's bound (cuda 1:
+ * the 1 TiB sanity bound only, what the exporters pass: the estimate counts
+ * optimizer state they do not hold), all before anything is allocated. 0,
+ * or -1 with the key and value in err. */
+int hf_checkpoint_model(const f8_checkpoint *ck, int cuda, gpt_config *c, char *err, size_t err_size);
 
 /* `f8_train eval-hf ...` and `f8_train export-hf ...` (argv[1] is the
  * command). They print and return the exit code. */

@@ -644,8 +644,9 @@ int train_check_writable(const char *path, char *err, size_t n)
 int train_check_memory(const gpt_config *c, int cuda, char *err, size_t n)
 {
     const double C = (double)c->channels, L = (double)c->layers, S = (double)c->seq, Vp = (double)c->padded_vocab;
+    const double P = (double)gpt_positions(c); /* wpe's rows */
     const double T = (double)c->batch * S, es = (double)f8_dtype_size(c->dtype);
-    const double block = 12 * C * C + 13 * C, params = L * block + Vp * C + S * C + 2 * C;
+    const double block = 12 * C * C + 13 * C, params = L * block + Vp * C + P * C + 2 * C;
     /* the logits buffer: one LM-head pass (gpt_create's head_rows) */
     const double pass = c->head_chunk > 0 ? (double)c->head_chunk : (double)GPT_HEAD_CHUNK;
     const double head = pass < T ? (pass > S ? pass : S) : T;

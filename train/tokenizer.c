@@ -36,21 +36,30 @@ int tokenizer_load(const char *path, tokenizer **out, char *err, size_t n)
     else if (le32(h) != 20240328u) why = "not an llm.c tokenizer file (magic is not 20240328)";
     else if (le32(h + 4) != 1 && le32(h + 4) != 2) why = "version is not 1 or 2";
     else if (le32(h + 8) == 0 || le32(h + 8) > (1u << 24)) why = "vocabulary size out of range";
+    /* the rest of the file bounds the table: one length byte and 1..255
+     * bytes per token, nothing after the last (a hostile vocabulary size
+     * allocates nothing) */
+    long end = !why && fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    const int64_t v = le32(h + 8), rest = end - 1024;
+    if (!why && (end < 0 || fseek(f, 1024, SEEK_SET) != 0)) why = "cannot be read to its end";
+    else if (!why && rest < 2 * v) why = "shorter than its vocabulary size says (2 bytes or more per token)";
     if (!why) {
-        const int64_t v = le32(h + 8);
         t = (tokenizer *)calloc(1, sizeof *t);
-        if (t) t->offset = (uint32_t *)malloc((size_t)(v + 1) * 4), t->text = (char *)malloc((size_t)v * 255);
+        if (t) t->offset = (uint32_t *)malloc((size_t)(v + 1) * 4), t->text = (char *)malloc((size_t)(rest - v));
         if (!t || !t->offset || !t->text) why = "out of memory";
         for (int64_t i = 0; !why && i < v; i++) {
             unsigned char len;
             if (i == 0) t->offset[0] = 0;
             if (fread(&len, 1, 1, f) != 1 || len == 0) why = "a token has no bytes or the file ends early";
+            else if ((int64_t)t->offset[i] + len > rest - v) why = "the file ends inside a token";
             else if (fread(t->text + t->offset[i], 1, len, f) != len) why = "the file ends inside a token";
             else t->offset[i + 1] = t->offset[i] + len;
         }
+        if (!why && (int64_t)t->offset[v] + v != rest) why = "bytes follow the last token (not a tokenizer file)";
         if (!why) {
             t->vocab = v;
             t->eot = le32(h + 4) == 2 ? (int32_t)le32(h + 12) : 50256;
+            if (le32(h + 4) == 2 && le32(h + 12) >= (uint32_t)v) why = "the end-of-text id is outside the vocabulary";
         }
     }
     fclose(f);

@@ -14,7 +14,9 @@
 typedef struct tokenizer tokenizer;
 
 /* Returns 0, or -1 with the reason in err (a missing file, a bad magic or
- * version, a token of length 0, a short file). */
+ * version, a token of length 0, a file shorter or longer than its tokens, a
+ * version-2 end-of-text id outside the vocabulary). Allocates no more than
+ * the file's size, whatever its header says. */
 int tokenizer_load(const char *path, tokenizer **tok, char *err, size_t err_size);
 void tokenizer_destroy(tokenizer *tok);
 int64_t tokenizer_vocab(const tokenizer *tok);

@@ -209,7 +209,7 @@ f8_status tp_sync_replicated(gpt *m)
         TRY(f8_module_param(m->head, HEAD[k], 0, &v));
         TRY(f8_comm_broadcast(m->tp, v.data, v.data, v.rows * v.cols, v.dtype, 0));
     }
-    TRY(f8_comm_broadcast(m->tp, m->wpe, m->wpe, m->c.seq * m->c.channels, m->c.dtype, 0));
+    TRY(f8_comm_broadcast(m->tp, m->wpe, m->wpe, gpt_positions(&m->c) * m->c.channels, m->c.dtype, 0));
     for (int64_t l = 0; l < m->c.layers; l++)
         for (int k = 0; k < N_SPLITS; k++) {
             if (SPLITS[k].dim != REPL) continue;
@@ -306,7 +306,7 @@ f8_status tp_checkpoint_add(gpt *m, f8_checkpoint *ck)
     }
     f8_checkpoint_destroy(tmp);
     if (st == F8_OK) st = f8_checkpoint_add_module(ck, "model.head", m->head);
-    f8_tensor wpe = f8_tensor_make(m->wpe, m->c.dtype, m->c.seq, m->c.channels);
+    f8_tensor wpe = f8_tensor_make(m->wpe, m->c.dtype, gpt_positions(&m->c), m->c.channels);
     if (st == F8_OK) st = f8_checkpoint_add_tensor(ck, "model.wpe", &wpe);
     return st;
 }
@@ -371,7 +371,7 @@ f8_status tp_checkpoint_restore(gpt *m, const f8_checkpoint *ck)
             f8_checkpoint_destroy(tmp);
         }
     if (st == F8_OK) st = f8_checkpoint_restore_module(ck, "model.head", m->head);
-    f8_tensor wpe = f8_tensor_make(m->wpe, m->c.dtype, m->c.seq, m->c.channels);
+    f8_tensor wpe = f8_tensor_make(m->wpe, m->c.dtype, gpt_positions(&m->c), m->c.channels);
     if (st == F8_OK) st = f8_checkpoint_read_tensor(ck, "model.wpe", &wpe);
     return st;
 }

@@ -62,6 +62,7 @@ struct trainer {
     f8_graph *graph;
     int use_graph;
     int64_t ck_vocab, ck_padded_vocab, ck_step; /* from a --resume checkpoint's metadata */
+    int64_t ck_positions;    /* its train.positions (hf.h): wpe's rows, 0 without a checkpoint */
     /* where trainer_create's time went, seconds: a large model spends tens of
      * seconds before its first step, and this says in which part */
     double t_ctx, t_data, t_model, t_opt;
@@ -241,6 +242,7 @@ f8_status trainer_save(trainer *t, const char *path)
     if (st == F8_OK) st = f8_checkpoint_set_metadata(ck, "train.fp8_head", t->m.c.fp8_head ? "1" : "0");
     if (st == F8_OK) st = f8_checkpoint_set_metadata(ck, "train.fp8_weights", t->m.c.fp8_weights ? "1" : "0");
     if (st == F8_OK) st = f8_checkpoint_set_metadata(ck, "train.fp8_attention", t->m.c.fp8_attention ? "1" : "0");
+    if (st == F8_OK) st = hf_checkpoint_set_positions(&t->m, ck);
     if (st == F8_OK) st = gpt_checkpoint_add(&t->m, ck);
     if (st == F8_OK)
         st = t->m.tp ? tp_optimizer_add(&t->m, t->dp, ck, "optimizer")
@@ -274,6 +276,7 @@ static int config_from_checkpoint(trainer *t, const f8_checkpoint *ck, char *err
     if (train_options_from_metadata(&t->o, meta_get, (void *)ck, &t->ck_vocab, &t->ck_padded_vocab, &t->ck_step, err,
                                     n) != 0)
         return -1;
+    if ((t->ck_positions = hf_checkpoint_positions(ck, t->o.seq, err, n)) < 0) return -1;
     /* train.fp8 must say what the tensors say: FP8 blocks store scaling state */
     const int has_fp8 = f8_checkpoint_has(ck, "model.h.0.qkv.fp8.fwd.amax_history");
     if (has_fp8 != t->o.fp8) {
@@ -418,6 +421,17 @@ f8_status trainer_create(const train_options *opt, trainer **out, char *err, siz
         dc.path = t->o.text;
     }
     if (st == F8_OK) st = data_create(&dc, &t->data, err, n);
+    if (st == F8_OK && t->o.tokenizer && t->o.tokenizer[0]) {
+        /* a file that is not a tokenizer is refused now, not after the run when it samples */
+        tokenizer *tok = NULL;
+        if (tokenizer_load(t->o.tokenizer, &tok, err, n) != 0) st = F8_ERR_INVALID_ARGUMENT;
+        else if (data_vocab_size(t->data) > 256 && tokenizer_vocab(tok) < data_vocab_size(t->data)) {
+            snprintf(err, n, "--tokenizer '%s' has %lld tokens, the data's ids go to %lld", t->o.tokenizer,
+                     (long long)tokenizer_vocab(tok), (long long)data_vocab_size(t->data) - 1);
+            st = F8_ERR_INVALID_ARGUMENT;
+        }
+        tokenizer_destroy(tok);
+    }
     t->t_data = now_s() - mark, mark = now_s();
     if (st == F8_OK) {
         gpt_config c;
@@ -440,9 +454,14 @@ f8_status trainer_create(const train_options *opt, trainer **out, char *err, siz
         c.recompute_norm = t->o.recompute_norm;
         c.fp8_attention = t->o.fp8_attention;
         c.head_chunk = t->o.head_chunk;
+        /* every position of an imported GPT-2 (or of the checkpoint's model) is kept */
+        c.positions = from_hf ? hc.positions : t->ck_positions;
         c.dtype = strcmp(t->o.dtype, "bf16") == 0 || (strcmp(t->o.dtype, "auto") == 0 && cuda) ? F8_DTYPE_BF16
                                                                                                  : F8_DTYPE_FP32;
         c.seed = t->o.seed;
+        /* a model with the larger vocabulary (a fine-tuned GPT-2) resumes on byte data too, as --init-from took it */
+        if (t->o.resume && t->o.resume[0] && t->ck_vocab > c.vocab && c.vocab <= 256) c.vocab = t->ck_vocab;
+        c.padded_vocab = (c.vocab + 127) / 128 * 128;
         if (t->o.resume && t->o.resume[0] && t->ck_vocab != c.vocab) {
             snprintf(err, n, "the checkpoint's model has a vocabulary of %lld (train.vocab), the data %lld: resume with "
                              "the same kind of data", (long long)t->ck_vocab, (long long)c.vocab);

@@ -242,6 +242,11 @@ def _tensor(x, dtype=None):
     return x if isinstance(x, Tensor) else Tensor(x, dtype)
 
 
+def _alive(obj):
+    """Not yet closed (a Context, Module: its C object still exists)."""
+    return getattr(obj, "_p", None) is not None
+
+
 class Saved:
     """An f8_saved: what one forward keeps for its backward."""
 
@@ -252,8 +257,12 @@ class Saved:
         self._p = p
 
     def close(self):
+        # Garbage in a reference cycle (a traceback's frames, at exit) is
+        # finalized in any order: what a dead module or ctx owned is gone
+        # with it, and touching it would crash.
         if getattr(self, "_p", None):
-            lib.f8_saved_destroy(self._p)
+            if _alive(self.module) and _alive(self.module.ctx):
+                lib.f8_saved_destroy(self._p)
             self._p = None
 
     def __del__(self):
@@ -279,7 +288,8 @@ class Module:
 
     def close(self):
         if getattr(self, "_p", None):
-            lib.f8_module_destroy(self._p)
+            if _alive(self.ctx):  # see Saved.close
+                lib.f8_module_destroy(self._p)
             self._p = None
 
     def __del__(self):
@@ -516,7 +526,8 @@ class Checkpoint:
 
     def close(self):
         if getattr(self, "_p", None):
-            lib.f8_checkpoint_destroy(self._p)
+            if _alive(self.ctx):  # see Saved.close
+                lib.f8_checkpoint_destroy(self._p)
             self._p = None
 
     def __del__(self):

@@ -1,9 +1,10 @@
 """ctypes prototypes of include/f8.h, and f8_status -> Python exception.
 
 The library is found, in order: the F8_LIBRARY environment variable (a path
-to libf8.so); build/libf8.so of the repository this package sits in
-(python/f8/../../build); the system loader ("libf8.so", e.g. after
-`make install`). The structs below mirror f8.h field by field: when f8.h
+to libf8.so); libf8.so inside this package (what `pip install ./python`
+builds and installs); build/libf8.so of the repository this package sits in
+(python/f8/../../build, running from a checkout); the system loader
+("libf8.so", e.g. after `make install`). The structs below mirror f8.h field by field: when f8.h
 changes a struct, change it here too (tests/test_python.c passes the C sizes
 to the tests, which compare them with these).
 """
@@ -19,9 +20,10 @@ def _find():
         if not os.path.exists(env):
             raise OSError("F8_LIBRARY=%s: no such file" % env)
         return env
-    repo = os.path.normpath(os.path.join(_HERE, "..", "..", "build", "libf8.so"))
-    if os.path.exists(repo):
-        return repo
+    for path in (os.path.join(_HERE, "libf8.so"),
+                 os.path.normpath(os.path.join(_HERE, "..", "..", "build", "libf8.so"))):
+        if os.path.exists(path):
+            return path
     return "libf8.so"
 
 
@@ -31,8 +33,8 @@ def _load():
         return C.CDLL(path), path
     except OSError as e:
         raise OSError(
-            "f8: cannot load the f8 library (%s): %s. Build it with `make` in the f8 repository, "
-            "or set F8_LIBRARY=/path/to/libf8.so" % (path, e)) from None
+            "f8: cannot load the f8 library (%s): %s. Install the package with `pip install ./python` "
+            "from the f8 repository (it builds the library), or set F8_LIBRARY=/path/to/libf8.so" % (path, e)) from None
 
 
 lib, path = _load()

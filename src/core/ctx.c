@@ -60,6 +60,10 @@ static int recipe_ok(const f8_recipe *r, char *msg, size_t n)
         snprintf(msg, n, "recipe.kind %d is not DELAYED (0), CURRENT (1) or BLOCK (2)", (int)r->kind);
         return 0;
     }
+    if (r->reduce_amax != 0 && r->reduce_amax != 1) {
+        snprintf(msg, n, "recipe.reduce_amax is %d; it must be 0 or 1", r->reduce_amax);
+        return 0;
+    }
     if (r->power_2_scales != 0 && r->power_2_scales != 1) {
         snprintf(msg, n, "recipe.power_2_scales is %d; it must be 0 or 1", r->power_2_scales);
         return 0;

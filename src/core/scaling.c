@@ -297,10 +297,11 @@ f8_status f8_ctx_update_scales(f8_ctx *ctx, f8_direction direction)
 f8_status f8_ctx_enable_telemetry(f8_ctx *ctx)
 {
     if (!ctx) return F8_ERR_INVALID_ARGUMENT;
-    if (ctx->telemetry) return F8_OK;
+    /* the manual's rule holds whether or not it is on already: after slots exist, F8_ERR_STATE */
     if (ctx->dir[0].count || ctx->dir[1].count)
         return f8i_error(ctx, F8_ERR_STATE, "f8_ctx_enable_telemetry: the ctx already has scaling slots (modules); "
                                             "turn telemetry on before creating any");
+    if (ctx->telemetry) return F8_OK;
     void *block = NULL;
     f8_status st = f8i_alloc(ctx, F8_MEM_SCALING_STATE, NULL, F8I_TEL_BYTES, &block);
     if (st == F8_OK) st = f8i_op_memset_zero(ctx, block, F8I_TEL_BYTES);

@@ -11,6 +11,7 @@
  * forward casts whatever its microbatch, and no cached FP8 copy can outlive
  * the weights it came from.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,6 +76,32 @@ static f8_status put_slots(f8_checkpoint *ck, f8_ctx *ctx, const char *prefix, c
         if (st == F8_OK)
             st = f8i_checkpoint_put(ck, name, F8I_CK_F32, i ? 1 : 2, i ? shape + 1 : shape, data[i],
                                     (size_t)(i ? n : (int64_t)L * n) * sizeof(float));
+    }
+    free(h);
+    return st;
+}
+
+/* What restore refuses is refused before anything is added, so f8 never
+ * writes a checkpoint it will not read back: every slot's amaxes finite and
+ * >= 0, its scale and scale_inv finite and > 0 (read_slots' rules). */
+static f8_status slots_storable(f8_ctx *ctx, const char *fn, const char *prefix, const char *dir, const f8_slot *slots,
+                                int n)
+{
+    const int L = ctx->recipe.amax_history_len;
+    float *h = (float *)malloc(((size_t)L + 2) * (size_t)n * sizeof(float) + 1);
+    if (!h) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    float *scale = h + (size_t)L * n, *sinv = scale + n;
+    f8_status st = f8i_slots_io(ctx, slots, n, h, scale, sinv, 0);
+    for (int i = 0; i < n && st == F8_OK; i++) {
+        const char *what = NULL;
+        float x = 0;
+        for (int r = 0; r < L && !what; r++)
+            if (!(h[(size_t)r * n + i] >= 0.0f) || isinf(h[(size_t)r * n + i])) what = "an amax", x = h[(size_t)r * n + i];
+        if (!what && (!(scale[i] > 0.0f) || isinf(scale[i]))) what = "the scale", x = scale[i];
+        if (!what && (!(sinv[i] > 0.0f) || isinf(sinv[i]))) what = "the scale_inv", x = sinv[i];
+        if (what)
+            st = f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: \"%s\" fp8.%s slot %d: %s is %g (a restore would refuse "
+                                                         "it; nothing was added)", fn, prefix, dir, i, what, (double)x);
     }
     free(h);
     return st;
@@ -497,21 +524,54 @@ static f8_status check_free(const f8_checkpoint *ck, const char *prefix, const f
     return names_free(ck, m->ctx, "f8_checkpoint_add_module", m->cls->name, prefix, fields, n);
 }
 
+/* A NULL object: the checkpoint's ctx (when there is one) says so. */
+static f8_status null_object(const f8_checkpoint *ck, const char *fn, const char *what)
+{
+    f8_ctx *ctx = ck ? f8i_checkpoint_ctx(ck) : NULL;
+    return ctx ? f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn, what) : F8_ERR_INVALID_ARGUMENT;
+}
+
 f8_status f8_checkpoint_add_module(f8_checkpoint *ck, const char *prefix, f8_module *m)
 {
-    if (!m) return F8_ERR_INVALID_ARGUMENT;
+    if (!m) return null_object(ck, "f8_checkpoint_add_module", "module");
     if (!ck || !prefix)
         return f8i_error(m->ctx, F8_ERR_INVALID_ARGUMENT, "f8_checkpoint_add_module: checkpoint or prefix is NULL");
     if (f8i_checkpoint_ctx(ck) != m->ctx)
         return f8i_error(m->ctx, F8_ERR_INVALID_ARGUMENT, "f8_checkpoint_add_module: the checkpoint belongs to another "
                                                           "ctx");
     f8_status st = check_free(ck, prefix, m);
-    return st == F8_OK ? add_module(ck, prefix, m) : st;
+    if (st != F8_OK) return st;
+    /* Into a scratch checkpoint first, held to restore_module's value rules
+     * (parameters finite, amaxes >= 0, scales > 0), then moved: a module
+     * restore would refuse adds nothing (each tensor is downloaded once;
+     * the move is a host copy). */
+    f8_checkpoint *tmp = NULL;
+    st = f8_checkpoint_create(m->ctx, &tmp);
+    if (st == F8_OK) st = add_module(tmp, prefix, m);
+    const size_t n = tmp ? f8i_checkpoint_count(tmp) : 0;
+    for (size_t i = 0; i < n && st == F8_OK; i++) {
+        const char *name = f8i_checkpoint_entry(tmp, i)->name;
+        const size_t len = strlen(name);
+        const int amax = len >= 13 && !strcmp(name + len - 13, ".amax_history");
+        const int scale = (len >= 6 && !strcmp(name + len - 6, ".scale")) || (len >= 9 && !strcmp(name + len - 9, "scale_inv"));
+        st = f8i_checkpoint_check_finite(tmp, "f8_checkpoint_add_module (a restore would refuse it; nothing was added)",
+                                         name, amax ? F8I_CK_NONNEGATIVE : scale ? F8I_CK_POSITIVE : F8I_CK_FINITE);
+    }
+    for (size_t i = 0; i < n && st == F8_OK; i++) {
+        const f8i_ck_entry *e = f8i_checkpoint_entry(tmp, i);
+        st = f8i_checkpoint_put(ck, e->name, e->dtype, e->ndim, e->shape, e->data, e->bytes);
+    }
+    char key[NAME_MAX_LEN]; /* the one metadata add_module writes: "<prefix>.fp8.recipe" */
+    if (st == F8_OK) st = name_of(m->ctx, key, prefix, "fp8.recipe");
+    const char *recipe = st == F8_OK ? f8_checkpoint_metadata(tmp, key) : NULL;
+    if (recipe) st = f8_checkpoint_set_metadata(ck, key, recipe);
+    f8_checkpoint_destroy(tmp);
+    return st;
 }
 
 f8_status f8_checkpoint_restore_module(const f8_checkpoint *ck, const char *prefix, f8_module *m)
 {
-    if (!m) return F8_ERR_INVALID_ARGUMENT;
+    if (!m) return null_object(ck, "f8_checkpoint_restore_module", "module");
     return restore_module(ck, prefix, m);
 }
 
@@ -533,7 +593,7 @@ static f8_status att_args(const f8_checkpoint *ck, const char *prefix, f8_ctx *c
 
 f8_status f8_checkpoint_add_attention(f8_checkpoint *ck, const char *prefix, const f8_attention *a)
 {
-    if (!a) return F8_ERR_INVALID_ARGUMENT;
+    if (!a) return null_object(ck, "f8_checkpoint_add_attention", "attention");
     f8_ctx *ctx = f8i_attention_ctx(a);
     const char *fn = "f8_checkpoint_add_attention";
     f8_status st = att_args(ck, prefix, ctx, fn);
@@ -541,13 +601,14 @@ f8_status f8_checkpoint_add_attention(f8_checkpoint *ck, const char *prefix, con
     f8_slot slots[3];
     st = names_free(ck, ctx, fn, "attention", prefix, ATT_FIELDS, 3);
     if (st == F8_OK) st = f8_attention_fp8_slots(a, slots);
+    if (st == F8_OK) st = slots_storable(ctx, fn, prefix, "fwd", slots, 3);
     if (st == F8_OK) st = put_slots(ck, ctx, prefix, "fwd", slots, 3);
     return st == F8_OK ? put_recipe(ck, ctx, prefix) : st;
 }
 
 f8_status f8_checkpoint_restore_attention(const f8_checkpoint *ck, const char *prefix, f8_attention *a)
 {
-    if (!a) return F8_ERR_INVALID_ARGUMENT;
+    if (!a) return null_object(ck, "f8_checkpoint_restore_attention", "attention");
     f8_ctx *ctx = f8i_attention_ctx(a);
     const char *fn = "f8_checkpoint_restore_attention";
     char name[NAME_MAX_LEN];

@@ -206,12 +206,17 @@ static const char *fp8_rows_param(f8_onnx *g, f8_status *st, const f8_tensor *t)
     for (int64_t i = 0; i < R; i++) {
         const float *row = h + i * C;
         float amax = 0.0f;
-        for (int64_t j = 0; j < C; j++) amax = fmaxf(amax, fabsf(row[j]));
-        if (!isfinite(amax)) {
+        int64_t bad = -1; /* fmaxf skips a NaN: each element is checked itself */
+        for (int64_t j = 0; j < C; j++) {
+            if (!isfinite(row[j]) && bad < 0) bad = j;
+            amax = fmaxf(amax, fabsf(row[j]));
+        }
+        if (bad >= 0) {
+            const float x = row[bad];
             free(h), free(codes), free(sinv);
             return fail(g, st, f8i_error(f8i_onnx_ctx(g), F8_ERR_INVALID_ARGUMENT,
-                                         "ONNX export: fp8_embedding: row %lld of the table holds a non-finite value",
-                                         (long long)i));
+                                         "ONNX export: fp8_embedding: row %lld, column %lld of the table is %s",
+                                         (long long)i, (long long)bad, isnan(x) ? "NaN" : x > 0 ? "+inf" : "-inf"));
         }
         const float scale = amax > 0.0f ? fminf(448.0f / amax, 0x1p126f) : 1.0f;
         for (int64_t j = 0; j < C; j++) codes[i * C + j] = f8i_fp8_encode(row[j] * scale, 0);

@@ -1,27 +1,27 @@
 /*
  * safetensors.c — the safetensors header: a strict reader and a writer.
  *
- * Design note. A checkpoint file is untrusted input, so the reader is a
- * recursive-descent parser for exactly the JSON the format allows and no
- * more: one object of tensor objects (and __metadata__, an object of
- * strings), arrays of non-negative integers, strings. The grammar fixes the
- * nesting (root → tensor → shape: depth 3), so nothing recurses on input and
- * no depth counter is needed. Every byte read goes through the cursor's
- * bound; a string is measured first and decoded into one allocation of its
- * raw length (decoding never grows it); integers are checked for overflow
- * digit by digit. After parsing, the header's claims are checked against the
- * data region as the reference implementation does: the byte ranges must
- * tile it exactly. Anything else is an error naming the header byte, never a
- * guess.
+ * Design note. A checkpoint file is untrusted input. The header's JSON is
+ * read by f8's one strict JSON reader (io/json.h: UTF-8, escapes, no
+ * duplicate keys, numbers that say whether they are integers) with the
+ * nesting the format has (root -> tensor -> shape: depth 3), and the tree is
+ * then held to exactly what the format allows and no more: one object of
+ * tensor objects (and __metadata__, an object of strings), arrays of
+ * non-negative integers, strings without NUL. After that, the header's
+ * claims are checked against the data region as the reference
+ * implementation does: the byte ranges must tile it exactly. Anything else
+ * is an error naming the header byte, never a guess.
  *
  * The writer emits compact JSON with the same escaping rules, padded with
  * spaces to 8 bytes (so the data starts 8-byte aligned in the file).
  */
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "io/json.h"
 #include "io/safetensors.h"
 
 static const char *const dtype_names[F8I_CK_DTYPE_COUNT] = {"F32", "BF16", "F8_E4M3", "F8_E5M2", "I32", "I64", "U8"};
@@ -37,50 +37,17 @@ size_t f8i_ck_dtype_size(f8i_ck_dtype dtype)
     return (unsigned)dtype < F8I_CK_DTYPE_COUNT ? dtype_sizes[dtype] : 0;
 }
 
-/* Length of the valid UTF-8 sequence at s (n bytes available), 0 if none. */
-static size_t utf8_seq(const unsigned char *s, size_t n)
-{
-    unsigned char b = s[0], lo = 0x80, hi = 0xBF;
-    size_t len;
-    if (b < 0x80) return 1;
-    if (b >= 0xC2 && b <= 0xDF) len = 2;
-    else if (b >= 0xE0 && b <= 0xEF) {
-        len = 3;
-        if (b == 0xE0) lo = 0xA0; /* no overlongs */
-        if (b == 0xED) hi = 0x9F; /* no surrogates */
-    } else if (b >= 0xF0 && b <= 0xF4) {
-        len = 4;
-        if (b == 0xF0) lo = 0x90;
-        if (b == 0xF4) hi = 0x8F; /* nothing past U+10FFFF */
-    } else
-        return 0;
-    if (n < len || s[1] < lo || s[1] > hi) return 0;
-    for (size_t i = 2; i < len; i++)
-        if (s[i] < 0x80 || s[i] > 0xBF) return 0;
-    return len;
-}
-
-int f8i_utf8_valid(const unsigned char *s, size_t n)
-{
-    for (size_t i = 0; i < n;) {
-        size_t k = utf8_seq(s + i, n - i);
-        if (!k) return 0;
-        i += k;
-    }
-    return 1;
-}
-
 /* ---- reader ------------------------------------------------------------ */
 
 typedef struct cursor {
-    const unsigned char *base, *p, *end;
+    size_t at;    /* the header byte of the value being checked; SIZE_MAX: none */
     char *err;
     size_t err_size;
     f8_status st; /* first error */
 } cursor;
 
 /* Record the first error, prefixed with the header byte it was found at
- * (unless base is NULL: the checks after parsing have no position). */
+ * (unless at is SIZE_MAX: the checks across tensors have no position). */
 static int fail(cursor *c, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
@@ -90,13 +57,13 @@ static int fail(cursor *c, const char *fmt, ...)
 {
     if (c->st != F8_OK) return 0;
     c->st = F8_ERR_INVALID_ARGUMENT;
-    int k = c->base ? snprintf(c->err, c->err_size, "header byte %zu: ", (size_t)(c->p - c->base)) : 0;
-    if (k >= 0 && (size_t)k < c->err_size) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(c->err + k, c->err_size - (size_t)k, fmt, ap);
-        va_end(ap);
-    }
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (c->at == SIZE_MAX) snprintf(c->err, c->err_size, "%s", msg);
+    else snprintf(c->err, c->err_size, "header byte %zu: %s", c->at, msg);
     return 0;
 }
 
@@ -109,280 +76,101 @@ static int out_of_memory(cursor *c)
     return 0;
 }
 
-static void skip_ws(cursor *c)
+/* v must be of kind k; what names it in the message. */
+static int want(cursor *c, const f8i_json *v, f8i_json_kind k, const char *what)
 {
-    while (c->p < c->end && (*c->p == ' ' || *c->p == '\t' || *c->p == '\n' || *c->p == '\r')) c->p++;
+    c->at = v->offset;
+    if (v->kind == k) return 1;
+    return fail(c, "%s must be a%s %s, not %s %s", what, k == F8I_JSON_ARRAY || k == F8I_JSON_OBJECT ? "n" : "",
+                f8i_json_kind_name(k), v->kind == F8I_JSON_ARRAY || v->kind == F8I_JSON_OBJECT ? "an" : "a",
+                f8i_json_kind_name(v->kind));
 }
 
-/* After whitespace, is the next byte ch? (Does not consume it.) */
-static int peek(cursor *c, unsigned char ch)
+/* A string usable as a C string (names and metadata are C strings). */
+static char *c_string(cursor *c, const f8i_json *v, const char *what)
 {
-    skip_ws(c);
-    return c->p < c->end && *c->p == ch;
-}
-
-static int expect(cursor *c, unsigned char ch, const char *where)
-{
-    if (peek(c, ch)) {
-        c->p++;
-        return 1;
-    }
-    if (c->p == c->end) return fail(c, "expected '%c' %s, found the end of the header", ch, where);
-    return fail(c, "expected '%c' %s, found byte 0x%02x", ch, where, *c->p);
-}
-
-static int hex4(const unsigned char *s, uint32_t *v)
-{
-    *v = 0;
-    for (int i = 0; i < 4; i++) {
-        unsigned char h = s[i];
-        uint32_t d = (h >= '0' && h <= '9') ? (uint32_t)(h - '0')
-                   : (h >= 'a' && h <= 'f') ? (uint32_t)(h - 'a' + 10)
-                   : (h >= 'A' && h <= 'F') ? (uint32_t)(h - 'A' + 10) : 16u;
-        if (d == 16) return 0;
-        *v = *v * 16 + d;
-    }
-    return 1;
-}
-
-static size_t utf8_put(unsigned char *o, uint32_t cp)
-{
-    if (cp < 0x80) { o[0] = (unsigned char)cp; return 1; }
-    if (cp < 0x800) {
-        o[0] = (unsigned char)(0xC0 | (cp >> 6));
-        o[1] = (unsigned char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        o[0] = (unsigned char)(0xE0 | (cp >> 12));
-        o[1] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
-        o[2] = (unsigned char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    o[0] = (unsigned char)(0xF0 | (cp >> 18));
-    o[1] = (unsigned char)(0x80 | ((cp >> 12) & 0x3F));
-    o[2] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
-    o[3] = (unsigned char)(0x80 | (cp & 0x3F));
-    return 4;
-}
-
-/* Decode one \uXXXX escape (or a surrogate pair) starting after "\u" at r,
- * with q the end of the string. Returns the bytes consumed, 0 on error. */
-static size_t decode_u(cursor *c, const unsigned char *r, const unsigned char *q, uint32_t *cp)
-{
-    if (q - r < 4 || !hex4(r, cp)) return (size_t)fail(c, "\\u needs four hex digits");
-    if (*cp >= 0xDC00 && *cp <= 0xDFFF) return (size_t)fail(c, "unpaired low surrogate \\u%04X", (unsigned)*cp);
-    if (*cp >= 0xD800 && *cp <= 0xDBFF) {
-        uint32_t lo;
-        if (q - r < 10 || r[4] != '\\' || r[5] != 'u' || !hex4(r + 6, &lo) || lo < 0xDC00 || lo > 0xDFFF)
-            return (size_t)fail(c, "high surrogate \\u%04X not followed by a low one", (unsigned)*cp);
-        *cp = 0x10000 + ((*cp - 0xD800) << 10) + (lo - 0xDC00);
-        return 10;
-    }
-    if (*cp == 0) return (size_t)fail(c, "\\u0000 in a string (names and metadata are C strings)");
-    return 4;
-}
-
-/* A JSON string, decoded to a malloc'd NUL-terminated UTF-8 string. */
-static char *parse_string(cursor *c, const char *what)
-{
-    if (!peek(c, '"')) {
-        if (c->p == c->end) fail(c, "expected a string (%s), found the end of the header", what);
-        else fail(c, "expected a string (%s), found byte 0x%02x", what, *c->p);
+    if (!want(c, v, F8I_JSON_STRING, what)) return NULL;
+    if (strlen(v->str) != v->len) {
+        fail(c, "\\u0000 in %s (names and metadata are C strings)", what);
         return NULL;
     }
-    /* Measure: find the closing quote, stepping over escaped pairs. */
-    const unsigned char *s = ++c->p, *q = s;
-    while (q < c->end && *q != '"') {
-        if (*q == '\\' && c->end - q < 2) break;
-        q += *q == '\\' ? 2 : 1;
-    }
-    if (q >= c->end) {
-        fail(c, "unterminated string (%s)", what);
-        return NULL;
-    }
-    /* Decode: every escape is at least as long as what it decodes to. */
-    unsigned char *out = (unsigned char *)malloc((size_t)(q - s) + 1);
-    if (!out) {
+    char *s = (char *)malloc(v->len + 1);
+    if (!s) {
         out_of_memory(c);
         return NULL;
     }
-    size_t n = 0;
-    for (const unsigned char *r = s; r < q;) {
-        c->p = r; /* error positions point into the string */
-        unsigned char b = *r;
-        if (b < 0x20) {
-            fail(c, "control byte 0x%02x in a string (%s)", b, what);
-            break;
-        }
-        if (b >= 0x80) {
-            size_t k = utf8_seq(r, (size_t)(q - r));
-            if (!k) {
-                fail(c, "invalid UTF-8 in a string (%s)", what);
-                break;
-            }
-            memcpy(out + n, r, k);
-            n += k;
-            r += k;
-            continue;
-        }
-        if (b != '\\') {
-            out[n++] = b;
-            r++;
-            continue;
-        }
-        unsigned char e = r[1];
-        const char *simple = strchr("\"\\/bfnrt", e);
-        if (e && simple) {
-            static const char decoded[] = "\"\\/\b\f\n\r\t";
-            out[n++] = (unsigned char)decoded[simple - "\"\\/bfnrt"];
-            r += 2;
-        } else if (e == 'u') {
-            uint32_t cp;
-            size_t k = decode_u(c, r + 2, q, &cp);
-            if (!k) break;
-            n += utf8_put(out + n, cp);
-            r += 2 + k;
-        } else {
-            fail(c, "unknown escape \\%c in a string (%s)", e >= 0x20 && e < 0x7F ? e : '?', what);
-            break;
-        }
-    }
-    if (c->st != F8_OK) {
-        free(out);
-        return NULL;
-    }
-    out[n] = 0;
-    c->p = q + 1;
-    return (char *)out;
+    memcpy(s, v->str, v->len + 1);
+    return s;
 }
 
-/* A non-negative integer up to INT64_MAX, in JSON's form (no leading zeros,
- * no sign, fraction or exponent). */
-static int parse_uint(cursor *c, uint64_t *v, const char *what)
+/* A non-negative integer up to INT64_MAX. */
+static int get_uint(cursor *c, const f8i_json *v, uint64_t *out, const char *what)
 {
-    skip_ws(c);
-    if (c->p < c->end && *c->p == '-') return fail(c, "negative number (%s)", what);
-    if (c->p == c->end || *c->p < '0' || *c->p > '9') return fail(c, "expected a non-negative integer (%s)", what);
-    if (*c->p == '0' && c->end - c->p > 1 && c->p[1] >= '0' && c->p[1] <= '9')
-        return fail(c, "number with a leading zero (%s)", what);
-    *v = 0;
-    while (c->p < c->end && *c->p >= '0' && *c->p <= '9') {
-        uint64_t d = (uint64_t)(*c->p - '0');
-        if (*v > ((uint64_t)INT64_MAX - d) / 10) return fail(c, "number past 2^63 - 1 (%s)", what);
-        *v = *v * 10 + d;
-        c->p++;
+    if (!want(c, v, F8I_JSON_NUMBER, what)) return 0;
+    if (v->str[0] == '-') return fail(c, "negative number %.32s (%s)", v->str, what);
+    if (!v->is_int) {
+        if (strpbrk(v->str, ".eE")) return fail(c, "number with a fraction or exponent %.32s (%s)", v->str, what);
+        return fail(c, "number past 2^63 - 1 (%s)", what);
     }
-    if (c->p < c->end && (*c->p == '.' || *c->p == 'e' || *c->p == 'E'))
-        return fail(c, "number with a fraction or exponent (%s)", what);
+    *out = (uint64_t)v->i;
     return 1;
 }
 
-/* After an element: ',' (more follow; returns 1) or `close` (returns 0). */
-static int more(cursor *c, unsigned char close, const char *where, int *ok)
-{
-    if (peek(c, ',')) {
-        c->p++;
-        return 1;
-    }
-    *ok = expect(c, close, where);
-    return 0;
-}
-
-static int parse_shape(cursor *c, f8i_st_tensor *t)
-{
-    if (!expect(c, '[', "to open a shape")) return 0;
-    t->ndim = 0;
-    if (peek(c, ']')) {
-        c->p++;
-        return 1;
-    }
-    int ok = 1;
-    do {
-        uint64_t d;
-        if (t->ndim == F8I_CK_MAX_DIMS)
-            return fail(c, "tensor \"%.64s\": more than %d dimensions", t->name, F8I_CK_MAX_DIMS);
-        if (!parse_uint(c, &d, "a dimension")) return 0;
-        t->shape[t->ndim++] = (int64_t)d;
-    } while (more(c, ']', "after a dimension", &ok));
-    return ok;
-}
-
-static int parse_tensor(cursor *c, f8i_st_tensor *t)
+static int parse_tensor(cursor *c, const f8i_json *desc, f8i_st_tensor *t)
 {
     static const char *const fields[3] = {"dtype", "shape", "data_offsets"};
-    int seen[3] = {0, 0, 0};
-    if (!expect(c, '{', "to open a tensor's description")) return 0;
-    int ok = 1;
-    if (peek(c, '}')) c->p++;
-    else do {
-        char *key = parse_string(c, "a tensor field");
-        if (!key) return 0;
+    if (!want(c, desc, F8I_JSON_OBJECT, "a tensor's description")) return 0;
+    for (const f8i_json *m = desc->child; m; m = m->next) {
         int f = 0;
-        while (f < 3 && strcmp(key, fields[f])) f++;
-        if (f == 3) {
-            fail(c, "tensor \"%.64s\": unknown field \"%.32s\"", t->name, key);
-            free(key);
-            return 0;
-        }
-        free(key);
-        if (seen[f]) return fail(c, "tensor \"%.64s\": field \"%s\" given twice", t->name, fields[f]);
-        seen[f] = 1;
-        if (!expect(c, ':', "after a field name")) return 0;
-        if (f == 0) {
-            char *s = parse_string(c, "a dtype");
-            if (!s) return 0;
-            int d = 0;
-            while (d < F8I_CK_DTYPE_COUNT && strcmp(s, dtype_names[d])) d++;
-            if (d == F8I_CK_DTYPE_COUNT) {
-                fail(c, "tensor \"%.64s\": unknown dtype \"%.16s\" (f8 reads F32, BF16, F8_E4M3, F8_E5M2, I32, I64, "
-                        "U8)", t->name, s);
-                free(s);
-                return 0;
-            }
-            free(s);
-            t->dtype = (f8i_ck_dtype)d;
-        } else if (f == 1) {
-            if (!parse_shape(c, t)) return 0;
-        } else {
-            if (!expect(c, '[', "to open data_offsets") || !parse_uint(c, &t->begin, "a data offset") ||
-                !expect(c, ',', "between the two data offsets") || !parse_uint(c, &t->end, "a data offset") ||
-                !expect(c, ']', "after two data offsets"))
-                return 0;
-        }
-    } while (more(c, '}', "after a tensor field", &ok));
-    if (!ok) return 0;
+        while (f < 3 && strcmp(m->key, fields[f])) f++;
+        c->at = m->offset;
+        if (f == 3 || strlen(m->key) != m->key_len)
+            return fail(c, "tensor \"%.64s\": unknown field \"%.32s\"", t->name, m->key);
+    }
+    c->at = desc->offset;
     for (int f = 0; f < 3; f++)
-        if (!seen[f]) return fail(c, "tensor \"%.64s\": no \"%s\"", t->name, fields[f]);
-    return 1;
+        if (!f8i_json_get(desc, fields[f])) return fail(c, "tensor \"%.64s\": no \"%s\"", t->name, fields[f]);
+    const f8i_json *dtype = f8i_json_get(desc, "dtype"), *shape = f8i_json_get(desc, "shape"),
+                   *offsets = f8i_json_get(desc, "data_offsets");
+    if (!want(c, dtype, F8I_JSON_STRING, "a dtype")) return 0;
+    int d = 0;
+    while (d < F8I_CK_DTYPE_COUNT && strcmp(dtype->str, dtype_names[d])) d++;
+    if (d == F8I_CK_DTYPE_COUNT || strlen(dtype->str) != dtype->len)
+        return fail(c, "tensor \"%.64s\": unknown dtype \"%.16s\" (f8 reads F32, BF16, F8_E4M3, F8_E5M2, I32, I64, U8)",
+                    t->name, dtype->str);
+    t->dtype = (f8i_ck_dtype)d;
+    if (!want(c, shape, F8I_JSON_ARRAY, "a shape")) return 0;
+    if (shape->count > F8I_CK_MAX_DIMS)
+        return fail(c, "tensor \"%.64s\": more than %d dimensions", t->name, F8I_CK_MAX_DIMS);
+    t->ndim = 0;
+    for (const f8i_json *e = shape->child; e; e = e->next) {
+        uint64_t v;
+        if (!get_uint(c, e, &v, "a dimension")) return 0;
+        t->shape[t->ndim++] = (int64_t)v;
+    }
+    if (!want(c, offsets, F8I_JSON_ARRAY, "data_offsets")) return 0;
+    if (offsets->count != 2) return fail(c, "tensor \"%.64s\": data_offsets holds %zu numbers, not 2", t->name,
+                                         offsets->count);
+    return get_uint(c, offsets->child, &t->begin, "a data offset") &&
+           get_uint(c, offsets->child->next, &t->end, "a data offset");
 }
 
-static int parse_metadata(cursor *c, f8i_st_header *h)
+static int parse_metadata(cursor *c, const f8i_json *obj, f8i_st_header *h)
 {
-    if (!expect(c, '{', "to open __metadata__")) return 0;
-    int ok = 1;
-    if (peek(c, '}')) {
-        c->p++;
-        return 1;
-    }
-    do {
-        if (h->n_meta == h->cap_meta) {
-            size_t cap = h->cap_meta ? 2 * h->cap_meta : 8;
-            f8i_st_pair *m = (f8i_st_pair *)realloc(h->meta, cap * sizeof *m);
-            if (!m) return out_of_memory(c);
-            h->meta = m;
-            h->cap_meta = cap;
-        }
-        f8i_st_pair *m = &h->meta[h->n_meta];
-        m->key = parse_string(c, "a metadata key");
-        if (!m->key) return 0;
-        m->value = NULL;
+    if (!want(c, obj, F8I_JSON_OBJECT, "__metadata__")) return 0;
+    h->meta = (f8i_st_pair *)calloc(obj->count + 1, sizeof *h->meta);
+    if (!h->meta) return out_of_memory(c);
+    h->cap_meta = obj->count + 1;
+    for (const f8i_json *m = obj->child; m; m = m->next) {
+        f8i_st_pair *p = &h->meta[h->n_meta];
+        c->at = m->offset;
+        if (strlen(m->key) != m->key_len) return fail(c, "\\u0000 in a metadata key (keys are C strings)");
+        if (!(p->key = (char *)malloc(m->key_len + 1))) return out_of_memory(c);
+        memcpy(p->key, m->key, m->key_len + 1);
         h->n_meta++; /* freed with the header from here on (value may be NULL) */
-        if (!expect(c, ':', "after a metadata key")) return 0;
-        m->value = parse_string(c, "a metadata value (values are strings)");
-        if (!m->value) return 0;
-    } while (more(c, '}', "after a metadata pair", &ok));
-    return ok;
+        if (!(p->value = c_string(c, m, "a metadata value (values are strings)"))) return 0;
+    }
+    return 1;
 }
 
 static int cmp_tensor_name(const void *a, const void *b)
@@ -406,7 +194,7 @@ static int cmp_tensor_range(const void *a, const void *b)
 /* What the header claims, against itself and the data region. */
 static int check_claims(cursor *c, f8i_st_header *h, uint64_t data_size)
 {
-    c->base = NULL; /* no byte position from here on */
+    c->at = SIZE_MAX; /* no byte position from here on */
     for (size_t i = 0; i < h->n_tensors; i++) {
         const f8i_st_tensor *t = &h->tensors[i];
         uint64_t count = 1, size = f8i_ck_dtype_size(t->dtype);
@@ -500,47 +288,40 @@ void f8i_st_header_free(f8i_st_header *h)
 f8_status f8i_st_parse(const unsigned char *json, size_t len, uint64_t data_size, f8i_st_header *h, char *err,
                        size_t err_size)
 {
-    cursor c = {json, json, json + len, err, err_size, F8_OK};
+    cursor c = {SIZE_MAX, err, err_size, F8_OK};
     memset(h, 0, sizeof *h);
-    int ok = expect(&c, '{', "to open the header (it must be a JSON object)");
-    if (ok && peek(&c, '}')) c.p++;
-    else while (ok) {
-        char *key = parse_string(&c, "a tensor name");
-        if (!key || !expect(&c, ':', "after a tensor name")) {
-            free(key);
-            break;
-        }
-        if (!strcmp(key, "__metadata__")) {
-            free(key);
-            if (h->has_meta) {
-                fail(&c, "__metadata__ appears twice");
+    /* the grammar nests three deep: root -> tensor -> shape */
+    f8i_json *root = NULL;
+    char why[400];
+    f8_status st = f8i_json_parse((const char *)json, len, 3, &root, why, sizeof why);
+    if (st != F8_OK) {
+        snprintf(err, err_size, "header %s", why);
+        return st;
+    }
+    if (want(&c, root, F8I_JSON_OBJECT, "the header")) {
+        h->tensors = (f8i_st_tensor *)calloc(root->count + 1, sizeof *h->tensors);
+        h->cap_tensors = root->count + 1;
+        if (!h->tensors) out_of_memory(&c);
+    }
+    for (const f8i_json *e = c.st == F8_OK ? root->child : NULL; e && c.st == F8_OK; e = e->next) {
+        c.at = e->offset;
+        if (strlen(e->key) != e->key_len) {
+            fail(&c, "\\u0000 in a tensor name (names are C strings)");
+        } else if (!strcmp(e->key, "__metadata__")) {
+            h->has_meta = 1;
+            parse_metadata(&c, e, h);
+        } else {
+            f8i_st_tensor *t = &h->tensors[h->n_tensors];
+            if (!(t->name = (char *)malloc(e->key_len + 1))) {
+                out_of_memory(&c);
                 break;
             }
-            h->has_meta = 1;
-            if (!parse_metadata(&c, h)) break;
-        } else {
-            if (h->n_tensors == h->cap_tensors) {
-                size_t cap = h->cap_tensors ? 2 * h->cap_tensors : 16;
-                f8i_st_tensor *t = (f8i_st_tensor *)realloc(h->tensors, cap * sizeof *t);
-                if (!t) {
-                    free(key);
-                    out_of_memory(&c);
-                    break;
-                }
-                h->tensors = t;
-                h->cap_tensors = cap;
-            }
-            f8i_st_tensor *t = &h->tensors[h->n_tensors++];
-            memset(t, 0, sizeof *t);
-            t->name = key;
-            if (!parse_tensor(&c, t)) break;
+            memcpy(t->name, e->key, e->key_len + 1);
+            h->n_tensors++;
+            parse_tensor(&c, e, t);
         }
-        if (!more(&c, '}', "after a header entry", &ok)) break;
     }
-    if (c.st == F8_OK) {
-        skip_ws(&c);
-        if (c.p != c.end) fail(&c, "bytes after the header object (only whitespace may follow it)");
-    }
+    f8i_json_free(root);
     if (c.st == F8_OK) check_claims(&c, h, data_size);
     if (c.st != F8_OK) f8i_st_header_free(h);
     return c.st;

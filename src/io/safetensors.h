@@ -7,6 +7,7 @@
 #define F8_SAFETENSORS_H
 
 #include "io/checkpoint.h"
+#include "io/json.h" /* f8i_utf8_valid */
 
 /* Largest header accepted (the reference implementation's limit). */
 #define F8I_ST_MAX_HEADER 100000000u
@@ -42,9 +43,9 @@ f8_status f8i_st_header_length(const unsigned char *prefix, uint64_t file_size, 
 
 /* Parse the len bytes of header JSON of a file whose data region (after the
  * header) has data_size bytes, and check everything the header claims:
- *   - the JSON is one object; values are objects, arrays, strings and
- *     non-negative integers only, strings valid UTF-8 (escapes included,
- *     \u0000 refused), nothing after the object but whitespace;
+ *   - the JSON is strict (io/json.h) and one object; values are objects,
+ *     arrays, strings and non-negative integers only, \u0000 refused in
+ *     names and metadata;
  *   - each tensor is {"dtype", "shape", "data_offsets"}, each exactly once,
  *     no other key, a known dtype, at most F8I_CK_MAX_DIMS dims, an element
  *     count that fits int64 bytes, end - begin == count × element size;
@@ -65,9 +66,5 @@ void f8i_st_header_free(f8i_st_header *h);
 unsigned char *f8i_st_write_header(const f8i_ck_entry *const *entries, const uint64_t *begin, size_t n,
                                    const char *const *meta_keys, const char *const *meta_values, size_t n_meta,
                                    size_t *size);
-
-/* 1 when s[0, n) is valid UTF-8 (RFC 3629: no overlongs, surrogates or
- * code points past U+10FFFF). */
-int f8i_utf8_valid(const unsigned char *s, size_t n);
 
 #endif /* F8_SAFETENSORS_H */

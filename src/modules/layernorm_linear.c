@@ -66,7 +66,7 @@ static size_t fwd_layout(const f8_module *m, int64_t T, f8i_layout *l, lnl_ws *w
     if (m->fp8 && m->q.unfused)
         w->hp = f8i_take(l, (size_t)(T * m->in_features) * f8_dtype_size(m->param_dtype));
     w->gemm = f8i_take(l, f8i_weight_gemm_workspace(&m->w[0], T, 0));
-    w->amax = m->sp ? (float *)f8i_take(l, 2 * sizeof(float)) : NULL;
+    w->amax = m->sp ? (float *)f8i_take(l, F8I_SP_AMAX_FLOATS * sizeof(float)) : NULL;
     return l->bytes;
 }
 

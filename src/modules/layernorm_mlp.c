@@ -118,7 +118,7 @@ static size_t fwd_layout(const f8_module *m, int64_t T, int training, f8i_layout
     if (m->fp8 && m->q.unfused)
         w->hp = f8i_take(l, (size_t)(T * (H > F ? H : F)) * f8_dtype_size(m->param_dtype));
     w->gemm = f8i_take(l, gemm_ws(m, T, 0));
-    w->amax = m->sp ? (float *)f8i_take(l, 2 * sizeof(float)) : NULL;
+    w->amax = m->sp ? (float *)f8i_take(l, F8I_SP_AMAX_FLOATS * sizeof(float)) : NULL;
     return l->bytes;
 }
 

@@ -288,6 +288,8 @@ f8_status f8_module_set_main_grad(f8_module *m, f8_param which, float *main_grad
     if (st != F8_OK) return st;
     if (!m->fuse_wgrad)
         return f8i_error(m->ctx, F8_ERR_STATE, "%s: the %s was created without fuse_wgrad_accumulation", fn, m->cls->name);
+    if (!main_grad) /* not a way to unset it: a backward would then fail, or write nowhere */
+        return f8i_error(m->ctx, F8_ERR_INVALID_ARGUMENT, "%s: main_grad is NULL", fn);
     w->main_grad = main_grad;
     return F8_OK;
 }
@@ -394,6 +396,8 @@ static f8_status forward_checked(f8_module *m, const f8_tensor *x, f8_tensor *y,
     snprintf(name, sizeof name, "%s: y", fn);
     st = f8i_check_act(ctx, y, name, T, m->out_features, -1);
     if (st != F8_OK) return st;
+    /* the GEMMs' D must not alias their inputs (cuBLASLt), and the norm reads x while writing its output */
+    if (overlap(x, y)) return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: y overlaps x: pass them apart", fn);
     if (mb != F8_MICROBATCH_NONE && mb != F8_MICROBATCH_FIRST && mb != F8_MICROBATCH_NOT_FIRST)
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: microbatch %d is not NONE, FIRST or NOT_FIRST", fn, (int)mb);
     if (saved && saved->owner != m)

@@ -236,10 +236,14 @@ f8i_qbuf f8i_take_qbuf(f8_module *m, f8i_layout *l, f8_direction dir, int64_t ro
  * column-wise copy) with q->scale_inv, or with FP8 off the param dtype in
  * q->data. slot: the forward INPUT slot. hp: [T, K] param dtype staging of
  * the unfused casts (current, block), else NULL. mu, rsigma: x's rows.
- * amax: 2 floats of workspace (current scaling with a group). With a group,
- * rank r's rows are r·T/P.. of ln and the rest come from the other ranks
- * (all-gather): FP8 codes under delayed and current scaling (one scale for
- * the group), the param dtype before the cast under block scaling. */
+ * amax: F8I_SP_AMAX_FLOATS floats of workspace with a group (current
+ * scaling's group amax, and the slot's state kept across the collectives).
+ * With a group, rank r's rows are r·T/P.. of ln and the rest come from the
+ * other ranks (all-gather): FP8 codes under delayed and current scaling (one
+ * scale for the group), the param dtype before the cast under block
+ * scaling. A collective that fails (F8_ERR_COMM) leaves the slot as it was:
+ * no amax of the failed call reaches the next scale update. */
+#define F8I_SP_AMAX_FLOATS 5
 f8_status f8i_module_norm_input(f8_module *m, const f8_tensor *x, int slot, const f8i_qbuf *q, void *hp, float *mu,
                                 float *rsigma, float *amax);
 

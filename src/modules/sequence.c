@@ -70,8 +70,35 @@ static f8_status cast_with_scale(f8_module *m, f8_slot sl, const void *src, f8_d
     return f8i_op_cast(m->ctx, &c);
 }
 
+/* The slot's amax accumulator, scale and scale_inv copied to keep[3]
+ * (restore 0) or back from it (restore 1): a failed collective must leave
+ * nothing of its call in the slot (the norm kernel records the amax before
+ * the gather). Three small copies, with a group only. */
+static f8_status keep_slot(f8_module *m, f8_slot sl, float *keep, int restore)
+{
+    f8_ctx *ctx = m->ctx;
+    float *at[3] = {f8i_slot_amax(ctx, sl), f8i_slot_scale(ctx, sl), ctx->dir[sl.direction].scale_inv + sl.index};
+    f8_status st = F8_OK;
+    for (int i = 0; i < 3 && st == F8_OK; i++)
+        st = restore ? f8i_op_copy(ctx, at[i], keep + i, sizeof(float)) : f8i_op_copy(ctx, keep + i, at[i], sizeof(float));
+    return st;
+}
+
+static f8_status norm_input(f8_module *m, const f8_tensor *x, int slot, const f8i_qbuf *q, void *hp, float *mu,
+                            float *rsigma, float *amax);
+
 f8_status f8i_module_norm_input(f8_module *m, const f8_tensor *x, int slot, const f8i_qbuf *q, void *hp, float *mu,
                                 float *rsigma, float *amax)
+{
+    if (!m->sp || !m->fp8) return norm_input(m, x, slot, q, hp, mu, rsigma, amax);
+    f8_status st = keep_slot(m, m->fwd[slot], amax + 2, 0);
+    if (st == F8_OK) st = norm_input(m, x, slot, q, hp, mu, rsigma, amax);
+    if (st != F8_OK) (void)keep_slot(m, m->fwd[slot], amax + 2, 1); /* the first failure is the one reported */
+    return st;
+}
+
+static f8_status norm_input(f8_module *m, const f8_tensor *x, int slot, const f8i_qbuf *q, void *hp, float *mu,
+                            float *rsigma, float *amax)
 {
     f8_ctx *ctx = m->ctx;
     const int64_t rows = x->rows, K = m->in_features, T = f8i_sp_tokens(m, rows), n = rows * K;

@@ -289,7 +289,10 @@ static f8_status name_of(f8_ctx *ctx, char *out, const char *prefix, const char 
 
 static f8_status check_pair(const f8_checkpoint *ck, const char *prefix, f8_adamw *o, const char *fn)
 {
-    if (!o) return F8_ERR_INVALID_ARGUMENT;
+    if (!o) {
+        f8_ctx *ctx = ck ? f8i_checkpoint_ctx(ck) : NULL; /* its ctx says so, where there is one */
+        return ctx ? f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: the optimizer is NULL", fn) : F8_ERR_INVALID_ARGUMENT;
+    }
     if (!ck || !prefix) return f8i_error(o->ctx, F8_ERR_INVALID_ARGUMENT, "%s: checkpoint or prefix is NULL", fn);
     if (f8i_checkpoint_ctx(ck) != o->ctx)
         return f8i_error(o->ctx, F8_ERR_INVALID_ARGUMENT, "%s: the checkpoint belongs to another ctx", fn);
