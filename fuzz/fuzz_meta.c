@@ -19,11 +19,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../train/options.c"
-#include "../train/parse.c"
+#include "parse.h"
+#include "trainer.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-void f8_fuzz_teardown(void);
+#include "fuzz.h"
 
 #define MAX_LINES 64
 

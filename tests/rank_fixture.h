@@ -117,7 +117,7 @@ static inline void run_ranks(const rank_run *run, const train_options *base, ran
     pthread_t th[MAXR];
     for (int r = 0; r < n; r++) {
         memset(&out[r], 0, sizeof out[r]);
-        out[r].o = R ? rank_options(base, r, R) : *base;
+        out[r].o = R ? train_rank_options(base, r, R) : *base;
         out[r].o.tp = P;
         if (R) {
             out[r].o.comm_group = rg.g[0];

@@ -29,21 +29,7 @@
 
 #include "check.h"
 #include "io/checkpoint.h"
-#include "../train/corpus.c"
-#include "../train/data.c"
-#include "../train/dp.c"
-#include "../train/fp8w.c"
-#include "../train/launch.c"
-#include "../train/fp8_report.c"
-#include "../train/gpt.c"
-#include "../train/hf.c"
-#include "../train/log.c"
-#include "../train/options.c"
-#include "../train/parse.c"
-#include "../train/plot.c"
-#include "../train/tokenizer.c"
-#include "../train/tp.c"
-#include "../train/trainer.c"
+#include "f8train.h"
 #include "trainer_fixture.h"
 
 #define STEPS 4
@@ -110,7 +96,7 @@ static f8_status keep_rank(rank_out *r, trainer *t)
     TRY(grab_scales(r, t->ctx));
     TRY(grab_codes(r, &t->m));
     if (t->m.c.fp8_weights) TRY(grab_masters(r, t));
-    if (t->dp) dp_gathered_bytes(t->dp, &r->hp_bytes, &r->fp8_bytes), r->n8 = t->dp->n8;
+    if (t->dp) dp_gathered_bytes(t->dp, &r->hp_bytes, &r->fp8_bytes), r->n8 = dp_fp8_code_bytes(t->dp);
     return F8_OK;
 }
 

@@ -49,6 +49,7 @@
 #include "dp.h"
 #include "io/checkpoint.h"
 #include "modules/module.h"
+#include "try.h"
 
 #define ALIGN 64
 
@@ -299,11 +300,6 @@ void dp_destroy(dp *d)
 
 f8_adamw *dp_optimizer(dp *d) { return d->opt; }
 
-#define TRY(call)                                                                                                      \
-    do {                                                                                                               \
-        f8_status st_ = (call);                                                                                        \
-        if (st_ != F8_OK) return st_;                                                                                  \
-    } while (0)
 
 /* Bucket k's gradients into the flat FP32 space, then its reduce-scatter
  * (async under overlap: it runs while the backward goes on). */
@@ -396,6 +392,8 @@ void dp_gathered_bytes(const dp *d, int64_t *hp, int64_t *fp8)
     *hp = d->gathered[0];
     *fp8 = d->gathered[1];
 }
+
+int64_t dp_fp8_code_bytes(const dp *d) { return d->n8; }
 
 f8_tensor dp_masters(const dp *d) { return f8_tensor_make(d->master, F8_DTYPE_FP32, 1, d->S8); }
 

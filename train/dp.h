@@ -45,6 +45,9 @@ f8_status dp_step(dp *d);
  * issued: a graph replay issues none): hp the parameters in their dtype,
  * fp8 the FP8 weights' codes (1 byte per element of their buckets). */
 void dp_gathered_bytes(const dp *d, int64_t *hp, int64_t *fp8);
+/* Bytes of FP8 codes in the buckets, all ranks' shards together (0 without
+ * FP8 primary weights): what one step's FP8 all-gathers carry in all. */
+int64_t dp_fp8_code_bytes(const dp *d);
 /* This rank's FP32 masters of its FP8 weight pieces, [1, S8] (cols 0 and
  * data NULL without FP8 weights): the capture warm-up's snapshot. */
 f8_tensor dp_masters(const dp *d);

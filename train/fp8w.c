@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "fp8w.h"
+#include "try.h"
 
 struct fp8w {
     gpt *m;
@@ -27,11 +28,6 @@ struct fp8w {
     float *master;   /* (total) FP32 backend */
 };
 
-#define TRY(call)                                                                                                      \
-    do {                                                                                                               \
-        f8_status st_ = (call);                                                                                        \
-        if (st_ != F8_OK) return st_;                                                                                  \
-    } while (0)
 
 /* Weight k's shape, from its gradient view (param dtype, the weight's shape). */
 static f8_status shape_of(gpt *m, int k, int64_t *rows, int64_t *cols)

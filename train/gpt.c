@@ -17,12 +17,8 @@
 
 #include "gpt.h"
 #include "tp.h"
+#include "try.h"
 
-#define TRY(call)                                                                                                      \
-    do {                                                                                                               \
-        f8_status st_ = (call);                                                                                        \
-        if (st_ != F8_OK) return st_;                                                                                  \
-    } while (0)
 
 static size_t esize(const gpt *m) { return f8_dtype_size(m->c.dtype); }
 

@@ -21,12 +21,8 @@
 
 #include "hf.h"
 #include "trainer.h"
+#include "try.h"
 
-#define TRY(call)                                                                                                      \
-    do {                                                                                                               \
-        f8_status st_ = (call);                                                                                        \
-        if (st_ != F8_OK) return st_;                                                                                  \
-    } while (0)
 
 /* ---- paths and config.json -------------------------------------------------- */
 
@@ -98,8 +94,7 @@ static int json_int(const char *text, const char *key, int64_t *out)
     return 1;
 }
 
-/* The JSON header of a safetensors file (NUL-terminated), or NULL. */
-static char *read_header(const char *path)
+char *hf_read_header(const char *path)
 {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
@@ -171,16 +166,8 @@ static void transpose_host(const float *src, int64_t rows, int64_t cols, float *
 
 /* ---- the mapping ----------------------------------------------------------------- */
 
-typedef enum { AT_QKV, AT_PROJ, AT_MLP, AT_HEAD } hf_part;
 
-typedef struct hf_entry {
-    const char *name;  /* after "h.N." for block entries, "%s" marks none */
-    hf_part where;
-    f8_param which;
-    int conv1d;        /* stored [in, out]: transposed */
-} hf_entry;
-
-static const hf_entry BLOCK[] = {
+const hf_entry hf_block_entries[HF_BLOCK_ENTRIES] = {
     {"ln_1.weight", AT_QKV, F8_PARAM_LN_WEIGHT, 0},     {"ln_1.bias", AT_QKV, F8_PARAM_LN_BIAS, 0},
     {"attn.c_attn.weight", AT_QKV, F8_PARAM_WEIGHT, 1}, {"attn.c_attn.bias", AT_QKV, F8_PARAM_BIAS, 0},
     {"attn.c_proj.weight", AT_PROJ, F8_PARAM_WEIGHT, 1}, {"attn.c_proj.bias", AT_PROJ, F8_PARAM_BIAS, 0},
@@ -188,9 +175,10 @@ static const hf_entry BLOCK[] = {
     {"mlp.c_fc.weight", AT_MLP, F8_PARAM_FC1_WEIGHT, 1}, {"mlp.c_fc.bias", AT_MLP, F8_PARAM_FC1_BIAS, 0},
     {"mlp.c_proj.weight", AT_MLP, F8_PARAM_FC2_WEIGHT, 1}, {"mlp.c_proj.bias", AT_MLP, F8_PARAM_FC2_BIAS, 0},
 };
-static const hf_entry FINAL[] = {{"ln_f.weight", AT_HEAD, F8_PARAM_LN_WEIGHT, 0}, {"ln_f.bias", AT_HEAD, F8_PARAM_LN_BIAS, 0}};
+const hf_entry hf_final_entries[HF_FINAL_ENTRIES] = {{"ln_f.weight", AT_HEAD, F8_PARAM_LN_WEIGHT, 0},
+                                                     {"ln_f.bias", AT_HEAD, F8_PARAM_LN_BIAS, 0}};
 
-static f8_module *module_of(gpt *m, int64_t l, hf_part p)
+f8_module *hf_module_of(gpt *m, int64_t l, hf_part p)
 {
     return p == AT_QKV ? m->blocks[l].qkv : p == AT_PROJ ? m->blocks[l].proj : p == AT_MLP ? m->blocks[l].mlp : m->head;
 }
@@ -248,7 +236,7 @@ int hf_read_config(const char *path, hf_config *c, char *err, size_t n)
      * every GPT-2 size has */
     char ws[1024];
     weights_path(path, ws, sizeof ws);
-    char *hdr = read_header(ws);
+    char *hdr = hf_read_header(ws);
     if (!hdr) {
         snprintf(err, n, "no %s and cannot read the header of '%s'", p, ws);
         return -1;
@@ -305,10 +293,10 @@ f8_status hf_import(gpt *m, const char *path, char *err, size_t n)
     if (st == F8_OK) st = f8_ctx_alloc(m->ctx, big * 4, &stage);
     char name[128];
     for (int64_t l = 0; st == F8_OK && l < c->layers + 1; l++) {
-        const hf_entry *tab = l < c->layers ? BLOCK : FINAL;
-        const size_t count = l < c->layers ? sizeof BLOCK / sizeof BLOCK[0] : 2;
+        const hf_entry *tab = l < c->layers ? hf_block_entries : hf_final_entries;
+        const size_t count = l < c->layers ? HF_BLOCK_ENTRIES : HF_FINAL_ENTRIES;
         for (size_t e = 0; st == F8_OK && e < count; e++) {
-            f8_module *mod = module_of(m, l, tab[e].where);
+            f8_module *mod = hf_module_of(m, l, tab[e].where);
             f8_tensor v;
             if ((st = f8_module_param(mod, tab[e].which, 0, &v)) != F8_OK) break;
             if (l < c->layers) snprintf(name, sizeof name, "h.%lld.%s", (long long)l, tab[e].name);
@@ -358,18 +346,9 @@ f8_status hf_import(gpt *m, const char *path, char *err, size_t n)
 
 /* ---- export ------------------------------------------------------------------------ */
 
-typedef struct out_tensor {
-    char name[96];
-    int64_t dims[2];
-    int ndim;
-    float *data;
-} out_tensor;
+static int by_name(const void *a, const void *b) { return strcmp(((const hf_out_tensor *)a)->name, ((const hf_out_tensor *)b)->name); }
 
-static int by_name(const void *a, const void *b) { return strcmp(((const out_tensor *)a)->name, ((const out_tensor *)b)->name); }
-
-/* A safetensors file as transformers writes it: F32, metadata format "pt",
- * tensors by name, header padded with spaces to a multiple of 8. */
-static int write_safetensors(const char *path, out_tensor *t, size_t count, char *err, size_t n)
+int hf_write_safetensors(const char *path, hf_out_tensor *t, size_t count, char *err, size_t n)
 {
     qsort(t, count, sizeof *t, by_name);
     size_t cap = 256 + count * 200, len = 0, off = 0;
@@ -408,19 +387,19 @@ f8_status hf_export(gpt *m, const char *dir, char *err, size_t n)
 {
     const gpt_config *c = &m->c;
     const int64_t C = c->channels, L = c->layers;
-    const size_t per = sizeof BLOCK / sizeof BLOCK[0], count = (size_t)L * per + 4;
-    out_tensor *t = (out_tensor *)calloc(count, sizeof *t);
+    const size_t per = HF_BLOCK_ENTRIES, count = (size_t)L * per + 4;
+    hf_out_tensor *t = (hf_out_tensor *)calloc(count, sizeof *t);
     void *stage = NULL;
     float *tmp = (float *)malloc((size_t)(c->padded_vocab * C + 16 * C * C) * 4);
     f8_status st = t && tmp ? F8_OK : F8_ERR_OUT_OF_MEMORY;
     if (st == F8_OK) st = f8_ctx_alloc(m->ctx, (size_t)(c->padded_vocab * C + 16 * C * C) * 4, &stage);
     size_t k = 0;
     for (int64_t l = 0; st == F8_OK && l <= L; l++) {
-        const hf_entry *tab = l < L ? BLOCK : FINAL;
+        const hf_entry *tab = l < L ? hf_block_entries : hf_final_entries;
         const size_t cnt = l < L ? per : 2;
         for (size_t e = 0; st == F8_OK && e < cnt; e++, k++) {
             f8_tensor v;
-            st = f8_module_param(module_of(m, l, tab[e].where), tab[e].which, 0, &v);
+            st = f8_module_param(hf_module_of(m, l, tab[e].where), tab[e].which, 0, &v);
             if (l < L) snprintf(t[k].name, sizeof t[k].name, "transformer.h.%lld.%s", (long long)l, tab[e].name);
             else snprintf(t[k].name, sizeof t[k].name, "transformer.%s", tab[e].name);
             t[k].data = (float *)malloc((size_t)(v.rows * v.cols) * 4 + 4);
@@ -455,7 +434,7 @@ f8_status hf_export(gpt *m, const char *dir, char *err, size_t n)
         st = F8_ERR_IO;
     }
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    if (st == F8_OK && write_safetensors(path, t, k, err, n) != 0) st = F8_ERR_IO;
+    if (st == F8_OK && hf_write_safetensors(path, t, k, err, n) != 0) st = F8_ERR_IO;
     snprintf(path, sizeof path, "%s/config.json", dir);
     FILE *f = st == F8_OK ? fopen(path, "w") : NULL;
     if (st == F8_OK && !f) {

@@ -22,12 +22,8 @@
 #include "io/checkpoint.h"
 #include "tp.h"
 #include "trainer.h"
+#include "try.h"
 
-#define TRY(call)                                                                                                      \
-    do {                                                                                                               \
-        f8_status st_ = (call);                                                                                        \
-        if (st_ != F8_OK) return st_;                                                                                  \
-    } while (0)
 
 enum { REPL = -1, RANK0 = -2 };
 
@@ -106,8 +102,8 @@ f8_status tp_comms_create(f8_ctx *ctx, const train_options *o, f8_comm **tp, f8_
 /* Copy between a full tensor [R, K] and rank t's shard of it (elements of es
  * bytes): along dim, in parts stacked blocks, each split in P. to_local
  * picks the direction. */
-static void shard_copy(unsigned char *full, unsigned char *local, int64_t R, int64_t K, int dim, int parts, int P, int t,
-                       size_t es, int to_local)
+void tp_shard_copy(unsigned char *full, unsigned char *local, int64_t R, int64_t K, int dim, int parts, int P, int t,
+                   size_t es, int to_local)
 {
     const int64_t nf = (dim == 0 ? R : K) / parts, nl = nf / P;
     /* dim 0: whole rows j·nf + t·nl + i; dim 1: per row, the runs of nl columns at j·nf + t·nl */
@@ -150,7 +146,7 @@ f8_status tp_block_create(gpt *m, gpt_block *b, const f8_layernorm_linear_config
         unsigned char *hf = (unsigned char *)malloc(fb + 1), *hl = (unsigned char *)calloc(1, lb + 1);
         st = hf && hl ? f8_ctx_download(init, hf, fv.data, fb) : F8_ERR_OUT_OF_MEMORY;
         if (st == F8_OK) {
-            if (s->dim >= 0) shard_copy(hf, hl, fv.rows, fv.cols, s->dim, parts_of(m, s, &lv), P, t, es, 1);
+            if (s->dim >= 0) tp_shard_copy(hf, hl, fv.rows, fv.cols, s->dim, parts_of(m, s, &lv), P, t, es, 1);
             else if (s->dim == REPL || t == 0) memcpy(hl, hf, lb); /* RANK0 elsewhere: zero */
             st = f8_ctx_upload(m->ctx, lv.data, hl, lb);
         }
@@ -255,7 +251,7 @@ static f8_status gather_shards(gpt *m, const tp_split *s, const f8_tensor *v, un
     if (st == F8_OK) st = f8_comm_all_gather(m->tp, v->data, dev, v->rows * v->cols, v->dtype);
     if (st == F8_OK) st = f8_ctx_download(m->ctx, all, dev, lb * (size_t)P);
     for (int t = 0; t < P && st == F8_OK; t++)
-        shard_copy(host, all + lb * (size_t)t, full_rows(s, v, P), full_cols(s, v, P), s->dim, parts_of(m, s, v), P, t,
+        tp_shard_copy(host, all + lb * (size_t)t, full_rows(s, v, P), full_cols(s, v, P), s->dim, parts_of(m, s, v), P, t,
                    es, 0);
     f8_ctx_free(m->ctx, dev);
     free(all);
@@ -323,7 +319,7 @@ static f8_status put_shard(gpt *m, const tp_split *s, const f8_tensor *v, const 
         return f8i_checkpoint_put(tmp, name, e->dtype, e->ndim, e->shape, e->data, e->bytes);
     unsigned char *h = (unsigned char *)calloc(1, lb + 1);
     if (!h) return F8_ERR_OUT_OF_MEMORY;
-    shard_copy((unsigned char *)e->data, h, full_rows(s, v, P), full_cols(s, v, P), s->dim, parts_of(m, s, v), P,
+    tp_shard_copy((unsigned char *)e->data, h, full_rows(s, v, P), full_cols(s, v, P), s->dim, parts_of(m, s, v), P,
                    m->tp_rank, es, 1);
     int64_t shape[2] = {v->rows, v->cols};
     if (e->ndim == 1) shape[0] = v->rows * v->cols;

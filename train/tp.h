@@ -113,4 +113,10 @@ f8_status tp_optimizer_add(gpt *m, struct dp *d, f8_checkpoint *ck, const char *
 f8_status tp_optimizer_restore(gpt *m, struct dp *d, const f8_checkpoint *ck, const char *prefix, char *err,
                                size_t err_size);
 
+/* Host slicing: copy between a full tensor [R, K] and rank t's shard of it
+ * (elements of es bytes) along dim, the tensor being parts stacked blocks
+ * (qkv: 3), each split in P. to_local = 1 full -> local, 0 local -> full. */
+void tp_shard_copy(unsigned char *full, unsigned char *local, int64_t R, int64_t K, int dim, int parts, int P, int t,
+                   size_t es, int to_local);
+
 #endif /* F8_TRAIN_TP_H */

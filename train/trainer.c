@@ -41,38 +41,7 @@
 #include "tokenizer.h"
 #include "tp.h"
 #include "trainer.h"
-
-struct trainer {
-    train_options o;
-    f8_ctx *ctx;
-    data_set *data;
-    gpt m;
-    f8_adamw *opt;           /* the whole model's, or with dp the rank's shard's (owned by dp) */
-    f8_comm *comm;           /* all ranks (amaxes, gradient norm), or NULL */
-    f8_comm *tp_comm, *dp_comm; /* with --tp: this rank's TP and DP groups (else NULL: comm is the DP group) */
-    dp *dp;
-    fp8w *fw;                /* --fp8-weights on one rank: the FP32 masters (with dp: dp's shards) */
-    int64_t step;            /* optimizer steps done */
-    int64_t M, T;            /* microbatches per step (all ranks), tokens per microbatch */
-    int64_t Ml, mb0;         /* this rank's microbatches: mb0 .. mb0 + Ml - 1 */
-    int32_t *stage;          /* (Ml, 2, T) backend: tokens then targets per microbatch */
-    float *losses;           /* (M, T) backend: every rank's, gathered after the step */
-    int32_t *host_stage;     /* (Ml, 2, T) */
-    float *host_losses;      /* (M, T) */
-    f8_graph *graph;
-    int use_graph;
-    int64_t ck_vocab, ck_padded_vocab, ck_step; /* from a --resume checkpoint's metadata */
-    /* where trainer_create's time went, seconds: a large model spends tens of
-     * seconds before its first step, and this says in which part */
-    double t_ctx, t_data, t_model, t_opt;
-    char error[512];
-};
-
-#define TRY(call)                                                                                                      \
-    do {                                                                                                               \
-        f8_status st_ = (call);                                                                                        \
-        if (st_ != F8_OK) return st_;                                                                                  \
-    } while (0)
+#include "try.h"
 
 static double now_s(void)
 {

@@ -10,6 +10,8 @@
 #include <stdio.h>
 
 #include "data.h"
+#include "dp.h"
+#include "fp8w.h"
 #include "gpt.h"
 #include "log.h"
 
@@ -148,6 +150,34 @@ int train_check_fp8_attention(const train_options *o, const char *recipe, char *
 
 typedef struct trainer trainer;
 
+/* A rank's whole training state. Visible for the trainer's tests, which
+ * inspect it; programs go through the calls below. */
+struct trainer {
+    train_options o;
+    f8_ctx *ctx;
+    data_set *data;
+    gpt m;
+    f8_adamw *opt;           /* the whole model's, or with dp the rank's shard's (owned by dp) */
+    f8_comm *comm;           /* all ranks (amaxes, gradient norm), or NULL */
+    f8_comm *tp_comm, *dp_comm; /* with --tp: this rank's TP and DP groups (else NULL: comm is the DP group) */
+    dp *dp;
+    fp8w *fw;                /* --fp8-weights on one rank: the FP32 masters (with dp: dp's shards) */
+    int64_t step;            /* optimizer steps done */
+    int64_t M, T;            /* microbatches per step (all ranks), tokens per microbatch */
+    int64_t Ml, mb0;         /* this rank's microbatches: mb0 .. mb0 + Ml - 1 */
+    int32_t *stage;          /* (Ml, 2, T) backend: tokens then targets per microbatch */
+    float *losses;           /* (M, T) backend: every rank's, gathered after the step */
+    int32_t *host_stage;     /* (Ml, 2, T) */
+    float *host_losses;      /* (M, T) */
+    f8_graph *graph;
+    int use_graph;
+    int64_t ck_vocab, ck_padded_vocab, ck_step; /* from a --resume checkpoint's metadata */
+    /* where trainer_create's time went, seconds: a large model spends tens of
+     * seconds before its first step, and this says in which part */
+    double t_ctx, t_data, t_model, t_opt;
+    char error[512];
+};
+
 f8_status trainer_create(const train_options *o, trainer **t, char *err, size_t err_size);
 void trainer_destroy(trainer *t);
 /* One optimizer step (all microbatches); *loss = mean train loss. */
@@ -182,6 +212,13 @@ size_t trainer_peak_memory(const trainer *t);
 int train_launch(const train_options *o);
 /* 1 when the environment names a world size (torchrun, Open MPI, PMI). */
 int train_launch_from_env(void);
+/* The options of rank r of a world of ranks (launch.c): rank, world and the
+ * per-rank paths and outputs (only rank 0 prints and writes). */
+train_options train_rank_options(const train_options *o, int r, int world);
+/* Rank 0 serves the communicator id to world - 1 TCP connections on port;
+ * the others fetch it from addr:port, retrying for up to a minute while
+ * rank 0 starts. 0, or -1 (a message on stderr). */
+int train_tcp_share_id(int rank, int world, const char *addr, const char *port, f8_comm_id *id);
 
 /* Introspection for the tests. */
 gpt *trainer_model(trainer *t);
