@@ -36,9 +36,10 @@ ifeq ($(SAN),1)
 BUILD := build/san
 endif
 
-CFLAGS_BASE := -std=c11 -O2 -g -Wall -Wextra -Wpedantic -Werror -ffp-contract=off -fPIC \
+# -fvisibility=hidden: libf8.so exports only what f8.h marks F8_API.
+CFLAGS_BASE := -std=c11 -O2 -g -Wall -Wextra -Wpedantic -Werror -ffp-contract=off -fPIC -fvisibility=hidden \
                -D_POSIX_C_SOURCE=200809L -Iinclude -Isrc
-NVFLAGS  := -std=c++17 -O3 -g -fmad=false -Xcompiler -fPIC -Iinclude -Isrc \
+NVFLAGS  := -std=c++17 -O3 -g -fmad=false -Xcompiler -fPIC -Xcompiler -fvisibility=hidden -Iinclude -Isrc \
             -gencode=arch=compute_$(SM),code=sm_$(SM) -Werror all-warnings
 LDLIBS   := -lm -lpthread
 SANFLAGS :=
@@ -110,7 +111,8 @@ $(BUILD)/%.o: %.cu
 	$(NVCC) $(NVFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/tests/%.o: CFLAGS_ALL += -Itests -Itrain
-$(BUILD)/train/%.o: CFLAGS_ALL += -Itrain
+# The trainer sees the public API only: include/, not src/.
+$(BUILD)/train/%.o: CFLAGS_ALL := $(filter-out -Isrc,$(CFLAGS_ALL)) -Itrain
 $(BUILD)/fuzz/%.o: CFLAGS_ALL += -Itrain
 $(BUILD)/fuzz/fuzz_data_%.o: fuzz/fuzz_data.c
 	@mkdir -p $(dir $@)
@@ -178,6 +180,9 @@ fuzz:
 PY_ASAN := $(if $(filter 1,$(SAN)),-DF8_ASAN_RT='"$(shell $(CC) -print-file-name=libasan.so)"')
 $(BUILD)/tests/test_python.o: CFLAGS_ALL += -DF8_LIBSO='"$(BUILD)/libf8.so"' $(PY_ASAN)
 $(BUILD)/tests/test_python: $(BUILD)/libf8.so $(wildcard python/f8/*.py python/tests/*.py)
+# test_exports reads libf8.so's dynamic symbols (nm) against the headers' F8_API list.
+$(BUILD)/tests/test_exports.o: CFLAGS_ALL += -DF8_LIBSO='"$(BUILD)/libf8.so"'
+$(BUILD)/tests/test_exports: $(BUILD)/libf8.so
 
 # The fuzz replay tests (and test_onnx) link their fuzz target and the replay driver.
 $(BUILD)/tests/test_fuzz_replay: $(BUILD)/fuzz/fuzz_checkpoint.o $(BUILD)/fuzz/replay.o

@@ -39,6 +39,14 @@ extern "C" {
 #define F8_VERSION_MINOR 1
 #define F8_VERSION_PATCH 0
 
+/* F8_API marks the library's calls: libf8.so is built with hidden
+ * visibility and exports exactly these (all named f8_...). */
+#if defined(__GNUC__) || defined(__clang__)
+#define F8_API __attribute__((visibility("default")))
+#else
+#define F8_API
+#endif
+
 /* ------------------------------------------------------------------------ */
 /* Status                                                                    */
 /* ------------------------------------------------------------------------ */
@@ -61,7 +69,7 @@ typedef enum f8_status {
 
 /* Name of a status ("F8_OK", "F8_ERR_SHAPE", ...). Never NULL; unknown codes
  * give "F8_ERR_UNKNOWN". The string is static. */
-const char *f8_status_string(f8_status status);
+F8_API const char *f8_status_string(f8_status status);
 
 /* ------------------------------------------------------------------------ */
 /* Data types and FP8 numerics                                               */
@@ -75,13 +83,13 @@ typedef enum f8_dtype {
 } f8_dtype;
 
 /* Bytes per element: 4, 2, 1, 1; 0 for an unknown dtype. */
-size_t f8_dtype_size(f8_dtype dtype);
+F8_API size_t f8_dtype_size(f8_dtype dtype);
 
 /* "fp32", "bf16", "e4m3", "e5m2"; "unknown" otherwise. Static string. */
-const char *f8_dtype_name(f8_dtype dtype);
+F8_API const char *f8_dtype_name(f8_dtype dtype);
 
 /* Largest finite value of an FP8 dtype: 448 (E4M3), 57344 (E5M2); 0 otherwise. */
-float f8_fp8_max(f8_dtype dtype);
+F8_API float f8_fp8_max(f8_dtype dtype);
 
 /* Encode x as FP8 with the semantics of PTX cvt.rn.satfinite:
  *   - round to nearest, ties to even; subnormals kept;
@@ -90,19 +98,19 @@ float f8_fp8_max(f8_dtype dtype);
  *   - NaN gives 0x7F for both formats.
  * dtype must be F8_DTYPE_E4M3 or F8_DTYPE_E5M2; any other dtype returns 0x7F
  * (a NaN code of both formats). Pure; no ctx. */
-uint8_t f8_fp8_from_float(float x, f8_dtype dtype);
+F8_API uint8_t f8_fp8_from_float(float x, f8_dtype dtype);
 
 /* Exact value of an FP8 code (every FP8 value is an FP32 value). E4M3 0x7F/0xFF
  * decode to NaN; E5M2 0x7C/0xFC to +-inf and 0x7D..0x7F/0xFD..0xFF to NaN.
  * Any other dtype returns NaN. */
-float f8_fp8_to_float(uint8_t bits, f8_dtype dtype);
+F8_API float f8_fp8_to_float(uint8_t bits, f8_dtype dtype);
 
 /* FP32 -> BF16 (upper 16 bits), round to nearest even; NaN gives a quiet NaN
  * with the input's sign (0x7FC0 | sign); +-inf stays +-inf. */
-uint16_t f8_bf16_from_float(float x);
+F8_API uint16_t f8_bf16_from_float(float x);
 
 /* BF16 -> FP32, exact. */
-float f8_bf16_to_float(uint16_t bits);
+F8_API float f8_bf16_to_float(uint16_t bits);
 
 /* ------------------------------------------------------------------------ */
 /* Delayed-scaling recipe                                                    */
@@ -143,7 +151,7 @@ typedef enum f8_recipe_kind {
 } f8_recipe_kind;
 
 /* "delayed", "current", "block"; "unknown" otherwise. Static string. */
-const char *f8_recipe_kind_name(f8_recipe_kind kind);
+F8_API const char *f8_recipe_kind_name(f8_recipe_kind kind);
 
 /* The scaling recipe of a ctx (TE's DelayedScaling and its siblings). A ctx
  * holds one recipe, fixed at creation. */
@@ -164,7 +172,7 @@ typedef struct f8_recipe {
 /* TE's defaults: HYBRID, margin 0, history 1024, MAX, reduce_amax 1, kind
  * DELAYED, power_2_scales 0. Under CURRENT the history only records the
  * step's amaxes (and gives the fallback scale), so a short one (1) is fine. */
-f8_recipe f8_recipe_default(void);
+F8_API f8_recipe f8_recipe_default(void);
 
 /* The delayed-scaling formula for one tensor (pure, host):
  *   scaled_max = fp8_max * 2^-margin                       (exact: ldexpf)
@@ -173,7 +181,7 @@ f8_recipe f8_recipe_default(void);
  *   scale      = FLT_MAX              if the scale so far is inf (a tiny amax)
  * scale_inv is then 1/scale (FP32 division). Every backend's fused update
  * computes exactly this, bit for bit. */
-float f8_scale_from_amax(float amax, float old_scale, float fp8_max, int margin);
+F8_API float f8_scale_from_amax(float amax, float old_scale, float fp8_max, int margin);
 
 /* ------------------------------------------------------------------------ */
 /* Context                                                                   */
@@ -192,7 +200,7 @@ typedef struct f8_ctx_config {
     f8_recipe recipe;   /* default f8_recipe_default() */
 } f8_ctx_config;
 
-f8_ctx_config f8_ctx_config_default(void);
+F8_API f8_ctx_config f8_ctx_config_default(void);
 
 /* Create a ctx. [out] *ctx receives it (owned by the caller; f8_ctx_destroy).
  * A CUDA ctx creates its stream (non-blocking), cuBLASLt handle and a 32 MiB
@@ -201,48 +209,48 @@ f8_ctx_config f8_ctx_config_default(void);
  * works); F8_ERR_INVALID_ARGUMENT for a bad config. On error *ctx is NULL and,
  * when `error` is not NULL, a message of at most error_size-1 characters is
  * written there (there is no ctx yet to hold it). */
-f8_status f8_ctx_create(const f8_ctx_config *config, f8_ctx **ctx, char *error, size_t error_size);
+F8_API f8_status f8_ctx_create(const f8_ctx_config *config, f8_ctx **ctx, char *error, size_t error_size);
 
 /* Waits for the ctx's work, then frees everything the ctx owns. */
-void f8_ctx_destroy(f8_ctx *ctx);
+F8_API void f8_ctx_destroy(f8_ctx *ctx);
 
 /* Detailed message of the last error on this ctx ("" if none). Owned by ctx,
  * valid until the next failing call on it. */
-const char *f8_ctx_last_error(const f8_ctx *ctx);
+F8_API const char *f8_ctx_last_error(const f8_ctx *ctx);
 
-f8_backend f8_ctx_backend(const f8_ctx *ctx);
+F8_API f8_backend f8_ctx_backend(const f8_ctx *ctx);
 /* The CUDA device ordinal the ctx was created on (0 for a CPU ctx): another
  * ctx made with it runs the same kernels on the same device. */
-int f8_ctx_device(const f8_ctx *ctx);
-const f8_recipe *f8_ctx_recipe(const f8_ctx *ctx);
+F8_API int f8_ctx_device(const f8_ctx *ctx);
+F8_API const f8_recipe *f8_ctx_recipe(const f8_ctx *ctx);
 
 /* Make the ctx issue its work on `stream` (a cudaStream_t passed as void*;
  * NULL restores the ctx's own stream, a non-blocking one: work on it is not
  * ordered against the legacy default stream; pass cudaStreamLegacy, (void *)1,
  * for that one). Stores the handle only: no synchronization. CPU ctx:
  * F8_ERR_UNSUPPORTED. */
-f8_status f8_ctx_set_stream(f8_ctx *ctx, void *stream);
+F8_API f8_status f8_ctx_set_stream(f8_ctx *ctx, void *stream);
 /* The cudaStream_t in use (NULL for a CPU ctx). */
-void *f8_ctx_stream(const f8_ctx *ctx);
+F8_API void *f8_ctx_stream(const f8_ctx *ctx);
 
 /* Block until all work issued on the ctx has finished. */
-f8_status f8_ctx_synchronize(f8_ctx *ctx);
+F8_API f8_status f8_ctx_synchronize(f8_ctx *ctx);
 
 /* Backend memory. alloc: [out] *ptr, 256-byte aligned, uninitialised; free it
  * with f8_ctx_free. upload/download copy `bytes` between host and backend
  * memory and synchronize; copy is backend-to-backend, asynchronous. */
-f8_status f8_ctx_alloc(f8_ctx *ctx, size_t bytes, void **ptr);
-void f8_ctx_free(f8_ctx *ctx, void *ptr);
-f8_status f8_ctx_upload(f8_ctx *ctx, void *dst, const void *host_src, size_t bytes);
-f8_status f8_ctx_download(f8_ctx *ctx, void *host_dst, const void *src, size_t bytes);
-f8_status f8_ctx_copy(f8_ctx *ctx, void *dst, const void *src, size_t bytes);
+F8_API f8_status f8_ctx_alloc(f8_ctx *ctx, size_t bytes, void **ptr);
+F8_API void f8_ctx_free(f8_ctx *ctx, void *ptr);
+F8_API f8_status f8_ctx_upload(f8_ctx *ctx, void *dst, const void *host_src, size_t bytes);
+F8_API f8_status f8_ctx_download(f8_ctx *ctx, void *host_dst, const void *src, size_t bytes);
+F8_API f8_status f8_ctx_copy(f8_ctx *ctx, void *dst, const void *src, size_t bytes);
 
 /* The ctx's noop flag: one FP32 in backend memory, 0.0f after creation.
  * Any write given a noop flag does nothing at all (no data, amax or scale_inv)
  * when *flag == 1.0f. Set it with f8_ctx_set_noop_flag (asynchronous, ordered
  * on the stream), e.g. 0 before the first microbatch's graph replay, 1 after. */
-float *f8_ctx_noop_flag(f8_ctx *ctx);
-f8_status f8_ctx_set_noop_flag(f8_ctx *ctx, float value);
+F8_API float *f8_ctx_noop_flag(f8_ctx *ctx);
+F8_API f8_status f8_ctx_set_noop_flag(f8_ctx *ctx, float value);
 
 /* Graph mode of the weight workspaces (TE's fp8_weight_caching under CUDA
  * graphs). enabled != 0: once a module's workspace has been filled, every
@@ -251,7 +259,7 @@ f8_status f8_ctx_set_noop_flag(f8_ctx *ctx, float value);
  * to 0 before the first microbatch's replay (cast) and 1 after (reuse). The
  * microbatch argument then only decides main_grad accumulation. Off by
  * default. Host-side switch; takes effect at the next forward. */
-f8_status f8_ctx_set_weight_noop(f8_ctx *ctx, int enabled);
+F8_API f8_status f8_ctx_set_weight_noop(f8_ctx *ctx, int enabled);
 
 /* ------------------------------------------------------------------------ */
 /* Tensor views                                                              */
@@ -283,14 +291,14 @@ static inline f8_tensor f8_tensor_make(void *data, f8_dtype dtype, int64_t rows,
 
 /* dst = src converted between FP32 and BF16 (BF16 rounds to nearest even);
  * same shape. Equal dtypes copy. */
-f8_status f8_tensor_convert(f8_ctx *ctx, const f8_tensor *src, f8_tensor *dst);
+F8_API f8_status f8_tensor_convert(f8_ctx *ctx, const f8_tensor *src, f8_tensor *dst);
 
 /* dst += src elementwise (FP32 or BF16, same dtype and shape; BF16 sums in
  * FP32 and rounds to nearest even). For residual connections. */
-f8_status f8_tensor_add(f8_ctx *ctx, f8_tensor *dst, const f8_tensor *src);
+F8_API f8_status f8_tensor_add(f8_ctx *ctx, f8_tensor *dst, const f8_tensor *src);
 
 /* Set every element of t (FP32 or BF16) to zero. */
-f8_status f8_tensor_zero(f8_ctx *ctx, f8_tensor *t);
+F8_API f8_status f8_tensor_zero(f8_ctx *ctx, f8_tensor *t);
 
 /* Fill t (FP32 or BF16, row-major from its first element) with draws of
  * N(0, std²): element i takes the i-th Box-Muller draw of a splitmix64
@@ -302,7 +310,7 @@ f8_status f8_tensor_zero(f8_ctx *ctx, f8_tensor *t);
  * set-up, not for a step. F8_ERR_INVALID_ARGUMENT for a
  * std that is negative or not finite; F8_ERR_STATE while capturing a graph
  * (nothing is issued). */
-f8_status f8_tensor_fill_normal(f8_ctx *ctx, f8_tensor *t, double std, uint64_t seed);
+F8_API f8_status f8_tensor_fill_normal(f8_ctx *ctx, f8_tensor *t, double std, uint64_t seed);
 
 /* ------------------------------------------------------------------------ */
 /* Scaling slots                                                             */
@@ -327,16 +335,16 @@ typedef struct f8_slot {
 /* Register `count` new slots of a direction, scale 1, scale_inv 1, history 0;
  * [out] slots[count]. Registering may move the scaling buffer: capture CUDA
  * graphs only after every module and slot exists. */
-f8_status f8_ctx_slots_create(f8_ctx *ctx, f8_direction direction, int count, f8_slot *slots);
+F8_API f8_status f8_ctx_slots_create(f8_ctx *ctx, f8_direction direction, int count, f8_slot *slots);
 
 /* Host copies of a slot's state (synchronizes). Any output may be NULL;
  * amax_history receives recipe.amax_history_len floats, row 0 first. */
-f8_status f8_slot_read(f8_ctx *ctx, f8_slot slot, float *scale, float *scale_inv, float *amax_history);
+F8_API f8_status f8_slot_read(f8_ctx *ctx, f8_slot slot, float *scale, float *scale_inv, float *amax_history);
 
 /* Overwrite a slot's state from the host (synchronizes). scale and scale_inv
  * are written as given (pass 1/scale for a consistent pair); amax_history
  * (amax_history_len floats) may be NULL to leave the history as it is. */
-f8_status f8_slot_write(f8_ctx *ctx, f8_slot slot, float scale, float scale_inv, const float *amax_history);
+F8_API f8_status f8_slot_write(f8_ctx *ctx, f8_slot slot, float scale, float scale_inv, const float *amax_history);
 
 /* The delayed-scaling update of every slot of one direction, in one fused
  * launch. For each slot, with last = history[0]:
@@ -354,7 +362,7 @@ f8_status f8_slot_write(f8_ctx *ctx, f8_slot slot, float scale, float scale_inv,
  * records the steps' amaxes and the scale it writes is only the fallback a
  * cast keeps when its tensor's amax is 0, inf or NaN (every other cast
  * computes its own). */
-f8_status f8_ctx_update_scales(f8_ctx *ctx, f8_direction direction);
+F8_API f8_status f8_ctx_update_scales(f8_ctx *ctx, f8_direction direction);
 
 /* ------------------------------------------------------------------------ */
 /* FP8 telemetry                                                             */
@@ -386,13 +394,13 @@ typedef struct f8_fp8_stats {
  * f8_ctx_update_scales(dir) closes the step of its direction:
  * one launch copies the counters, history row 0 and the scales into a
  * snapshot and clears the counters (graph-capturable, no host sync). */
-f8_status f8_ctx_enable_telemetry(f8_ctx *ctx);
+F8_API f8_status f8_ctx_enable_telemetry(f8_ctx *ctx);
 
 /* Slots registered in a direction (0 for a NULL ctx or a bad direction). */
-int f8_ctx_slot_count(const f8_ctx *ctx, f8_direction direction);
+F8_API int f8_ctx_slot_count(const f8_ctx *ctx, f8_direction direction);
 
 /* 1 if telemetry is on. */
-int f8_ctx_telemetry_enabled(const f8_ctx *ctx);
+F8_API int f8_ctx_telemetry_enabled(const f8_ctx *ctx);
 
 /* Host copy of the last snapshot of `count` slots of a direction, from index
  * first: stats[count]. One small download (synchronizes: call it after the
@@ -400,10 +408,10 @@ int f8_ctx_telemetry_enabled(const f8_ctx *ctx);
  * F8_ERR_STATE if telemetry is off; F8_ERR_INVALID_ARGUMENT for a range
  * outside the registered slots or past F8_TELEMETRY_MAX_SLOTS. Before the
  * first update of a direction the snapshot is all zero. */
-f8_status f8_ctx_telemetry_read(f8_ctx *ctx, f8_direction direction, int first, int count, f8_fp8_stats *stats);
+F8_API f8_status f8_ctx_telemetry_read(f8_ctx *ctx, f8_direction direction, int first, int count, f8_fp8_stats *stats);
 
 /* FP8 dtype of a slot's tensors under the ctx recipe. */
-f8_dtype f8_ctx_slot_dtype(const f8_ctx *ctx, f8_direction direction);
+F8_API f8_dtype f8_ctx_slot_dtype(const f8_ctx *ctx, f8_direction direction);
 
 /* ------------------------------------------------------------------------ */
 /* Quantized tensor (TE's Float8Tensor)                                      */
@@ -414,8 +422,8 @@ typedef struct f8_qtensor f8_qtensor;
 /* Create an FP8 tensor [rows, cols] of dtype E4M3 or E5M2, owning its data and
  * a private scale_inv (1.0 at creation; data zero). The transpose [cols, rows]
  * is allocated lazily, on the first call that needs it. rows, cols >= 0. */
-f8_status f8_qtensor_create(f8_ctx *ctx, f8_dtype dtype, int64_t rows, int64_t cols, f8_qtensor **q);
-void f8_qtensor_destroy(f8_qtensor *q);
+F8_API f8_status f8_qtensor_create(f8_ctx *ctx, f8_dtype dtype, int64_t rows, int64_t cols, f8_qtensor **q);
+F8_API void f8_qtensor_destroy(f8_qtensor *q);
 
 /* Quantize src (FP32 or BF16, same shape) through a scaling slot. Under
  * F8_RECIPE_CURRENT the slot's scale is first set from this src (the amax
@@ -430,37 +438,37 @@ void f8_qtensor_destroy(f8_qtensor *q);
  * memory, may be NULL): when *noop_flag == 1.0f nothing is written; the flag is
  * ignored when the transpose buffer is allocated by this call (a fresh buffer
  * is always filled). The slot's dtype need not match the tensor's. */
-f8_status f8_qtensor_quantize(f8_qtensor *q, const f8_tensor *src, f8_slot slot,
-                              int with_transpose, const float *noop_flag);
+F8_API f8_status f8_qtensor_quantize(f8_qtensor *q, const f8_tensor *src, f8_slot slot,
+                                     int with_transpose, const float *noop_flag);
 
 /* Make the cached transpose valid: if it is valid and no noop flag is given,
  * nothing runs; otherwise the transpose [cols, rows] is computed from the data
  * (allocating it on first use, in which case the flag is ignored). */
-f8_status f8_qtensor_transpose(f8_qtensor *q, const float *noop_flag);
+F8_API f8_status f8_qtensor_transpose(f8_qtensor *q, const float *noop_flag);
 
 /* Write the transpose of the data into dst (FP8 of the same dtype,
  * [cols, rows], dst->scale_inv may be NULL) without touching the cache. */
-f8_status f8_qtensor_transpose_into(const f8_qtensor *q, f8_tensor *dst);
+F8_API f8_status f8_qtensor_transpose_into(const f8_qtensor *q, f8_tensor *dst);
 
 /* dst = data * scale_inv (its own), FP32 or BF16, same shape. */
-f8_status f8_qtensor_dequantize(const f8_qtensor *q, f8_tensor *dst);
+F8_API f8_status f8_qtensor_dequantize(const f8_qtensor *q, f8_tensor *dst);
 
 /* Views of the data ([rows, cols]) and of the cached transpose ([cols, rows]),
  * both with scale_inv pointing at the tensor's private scale_inv. The
  * transpose view is F8_ERR_STATE while the cache is invalid. */
-f8_status f8_qtensor_data(const f8_qtensor *q, f8_tensor *view);
-f8_status f8_qtensor_transpose_data(const f8_qtensor *q, f8_tensor *view);
+F8_API f8_status f8_qtensor_data(const f8_qtensor *q, f8_tensor *view);
+F8_API f8_status f8_qtensor_transpose_data(const f8_qtensor *q, f8_tensor *view);
 
 /* 1 if the cached transpose holds the transpose of the current data. The
  * host cannot read a device noop flag, so a write skipped by the flag still
  * leaves the cache marked as the call would have (TE does the same): the flag
  * is meant to skip only work an earlier run of the same calls already did,
  * as on graph replays after the first microbatch. */
-int f8_qtensor_transpose_valid(const f8_qtensor *q);
+F8_API int f8_qtensor_transpose_valid(const f8_qtensor *q);
 
 /* Overwrite data and scale_inv from the host (FP8 codes, rows*cols bytes);
  * invalidates the transpose. For checkpoints and tests. Synchronizes. */
-f8_status f8_qtensor_upload(f8_qtensor *q, const uint8_t *host_codes, float scale_inv);
+F8_API f8_status f8_qtensor_upload(f8_qtensor *q, const uint8_t *host_codes, float scale_inv);
 
 /* ------------------------------------------------------------------------ */
 /* Modules: one interface for every layer                                    */
@@ -508,11 +516,11 @@ typedef enum f8_param {
 
 /* "weight", "bias", "layer_norm_weight", "layer_norm_bias", "fc1_weight",
  * ...; "unknown" otherwise. Static string. */
-const char *f8_param_name(f8_param which);
+F8_API const char *f8_param_name(f8_param which);
 
 /* Free a module and all its memory. NULL is a no-op. Saved-state objects
  * made from it must be destroyed first. */
-void f8_module_destroy(f8_module *module);
+F8_API void f8_module_destroy(f8_module *module);
 
 /* View of a parameter (grad = 0) or of its gradient (grad = 1), backend
  * memory owned by the module; write a parameter through it (f8_ctx_upload)
@@ -521,18 +529,18 @@ void f8_module_destroy(f8_module *module);
  * (bias = 0, or beta of an RMSNorm). The view of an FP8 primary weight is
  * its FP8 data with its private scale_inv (read it; write it only through
  * f8_module_write_weight). */
-f8_status f8_module_param(f8_module *module, f8_param which, int grad, f8_tensor *view);
+F8_API f8_status f8_module_param(f8_module *module, f8_param which, int grad, f8_tensor *view);
 
 /* Slot i of a direction. Linear, LayerNormLinear: forward 0 INPUT, 1 WEIGHT,
  * 2 OUTPUT; backward 0 GRAD_OUTPUT, 1 GRAD_INPUT. LayerNormMLP: forward
  * GEMM1_INPUT, GEMM1_WEIGHT, GEMM1_OUTPUT, GEMM2_INPUT, GEMM2_WEIGHT,
  * GEMM2_OUTPUT; backward GRAD_OUTPUT1, GRAD_INPUT1, GRAD_OUTPUT2,
  * GRAD_INPUT2 (TE's order). */
-f8_status f8_module_slot(const f8_module *module, f8_direction direction, int i, f8_slot *slot);
+F8_API f8_status f8_module_slot(const f8_module *module, f8_direction direction, int i, f8_slot *slot);
 
 /* The FP8 workspace of a weight (WEIGHT, FC1_WEIGHT or FC2_WEIGHT), owned by
  * the module; NULL for anything else. */
-const f8_qtensor *f8_module_weight_workspace(const f8_module *module, f8_param weight);
+F8_API const f8_qtensor *f8_module_weight_workspace(const f8_module *module, f8_param weight);
 
 /* With fuse_wgrad_accumulation: the FP32 buffer, the weight's shape (backend
  * memory, owned by the caller, alive while used), that backward writes that
@@ -540,20 +548,20 @@ const f8_qtensor *f8_module_weight_workspace(const f8_module *module, f8_param w
  * F8_MICROBATCH_FIRST, accumulated (beta 1) otherwise. Every weight of the
  * module needs one before a backward. Without fuse_wgrad_accumulation:
  * F8_ERR_STATE. */
-f8_status f8_module_set_main_grad(f8_module *module, f8_param weight, float *main_grad);
+F8_API f8_status f8_module_set_main_grad(f8_module *module, f8_param weight, float *main_grad);
 
 /* Zero every parameter gradient of the module. */
-f8_status f8_module_zero_grad(f8_module *module);
+F8_API f8_status f8_module_zero_grad(f8_module *module);
 
 /* A saved-state object for this module (FP8: what backward needs of the
  * forward in FP8, with the scale_invs it was cast with; FP8 off: those
  * tensors in param_dtype). Sized by config.max_tokens: all memory is
  * allocated here. */
-f8_status f8_module_saved_create(f8_module *module, f8_saved **saved);
-void f8_saved_destroy(f8_saved *saved); /* NULL is a no-op */
+F8_API f8_status f8_module_saved_create(f8_module *module, f8_saved **saved);
+F8_API void f8_saved_destroy(f8_saved *saved); /* NULL is a no-op */
 
 /* Forward: y[T, out] = module(x[T, in]).
- * [in] x: FP32 or BF16 (FP8 off: must equal param_dtype), T <= max_tokens;
+        * [in] x: FP32 or BF16 (FP8 off: must equal param_dtype), T <= max_tokens;
  *   kept unchanged by the caller until backward (FP8 off, and the norms,
  *   read it there).
  * [out] y: FP32 or BF16 [T, out].
@@ -565,8 +573,8 @@ void f8_saved_destroy(f8_saved *saved); /* NULL is a no-op */
  * whose operand scales are the operands' own scale_invs. T = 0 is legal and
  * writes nothing but the weight casts. A LayerNormLinear created with
  * return_layernorm_output needs f8_layernorm_linear_forward. */
-f8_status f8_module_forward(f8_module *module, const f8_tensor *x, f8_tensor *y, f8_microbatch microbatch,
-                            f8_saved *saved);
+F8_API f8_status f8_module_forward(f8_module *module, const f8_tensor *x, f8_tensor *y, f8_microbatch microbatch,
+                                   f8_saved *saved);
 
 /* Backward of the forward that filled `saved`.
  * [in] dy: FP32 or BF16 [T, out] (FP8 off: must equal param_dtype).
@@ -577,7 +585,7 @@ f8_status f8_module_forward(f8_module *module, const f8_tensor *x, f8_tensor *y,
  * weight workspace's transpose and its own scale_inv, wgrad the saved FP8
  * input transpose with the scale_inv it was cast with; both with split
  * accumulation. The saved state may be reused for another forward after. */
-f8_status f8_module_backward(f8_module *module, f8_saved *saved, const f8_tensor *dy, f8_tensor *dx);
+F8_API f8_status f8_module_backward(f8_module *module, f8_saved *saved, const f8_tensor *dy, f8_tensor *dx);
 
 /* Residual connections fused into the module (a transformer block's
  * x + attn(x) and x + mlp(x), and their gradients), with no separate add
@@ -599,8 +607,8 @@ f8_status f8_module_backward(f8_module *module, f8_saved *saved, const f8_tensor
  * error. A LayerNormLinear created with return_layernorm_output is refused,
  * as by f8_module_forward. With sequence parallelism y holds all T tokens,
  * so does the residual. */
-f8_status f8_module_forward_add(f8_module *module, const f8_tensor *x, f8_tensor *y, const f8_tensor *residual,
-                                f8_microbatch microbatch, f8_saved *saved);
+F8_API f8_status f8_module_forward_add(f8_module *module, const f8_tensor *x, f8_tensor *y, const f8_tensor *residual,
+                                       f8_microbatch microbatch, f8_saved *saved);
 
 /* f8_module_backward_add: f8_module_backward with dx += the input gradient
  * (dx is read and written): FP32 math, one rounding of the sum. Linear: its
@@ -614,7 +622,7 @@ f8_status f8_module_forward_add(f8_module *module, const f8_tensor *x, f8_tensor
  * Errors, with nothing written: F8_ERR_INVALID_ARGUMENT for a NULL dx, or a
  * dx overlapping dy other than as allowed above; every f8_module_backward
  * error. */
-f8_status f8_module_backward_add(f8_module *module, f8_saved *saved, const f8_tensor *dy, f8_tensor *dx);
+F8_API f8_status f8_module_backward_add(f8_module *module, f8_saved *saved, const f8_tensor *dy, f8_tensor *dx);
 
 /* ------------------------------------------------------------------------ */
 /* Linear: y = x · Wᵀ + b                                                    */
@@ -635,14 +643,14 @@ typedef struct f8_linear_config {
 } f8_linear_config;
 /* Flags (bias, fp8, ...) must be 0 or 1. */
 
-f8_linear_config f8_linear_config_default(int64_t in_features, int64_t out_features);
+F8_API f8_linear_config f8_linear_config_default(int64_t in_features, int64_t out_features);
 
 /* Create a Linear: parameters W [N, K] and b [N] in param_dtype, their
  * gradients (zero), one FP8 weight workspace [N, K] with its transpose, and
  * 3 forward + 2 backward scaling slots. All memory is allocated here;
  * forward and backward allocate nothing. A create that fails leaves the ctx
  * as it was (no slots registered, no memory held). */
-f8_status f8_linear_create(f8_ctx *ctx, const f8_linear_config *config, f8_module **module);
+F8_API f8_status f8_linear_create(f8_ctx *ctx, const f8_linear_config *config, f8_module **module);
 
 /* ------------------------------------------------------------------------ */
 /* Norms and activations shared by the fused modules                         */
@@ -666,7 +674,7 @@ typedef enum f8_activation {
 
 /* 1 for the gated activations (GEGLU, REGLU, SWIGLU), whose fc1 has 2·ffn
  * output features; 0 otherwise (and for unknown values). */
-int f8_activation_gated(f8_activation act);
+F8_API int f8_activation_gated(f8_activation act);
 
 /* ------------------------------------------------------------------------ */
 /* LayerNormLinear: y = norm(x) · Wᵀ + b                                     */
@@ -690,26 +698,26 @@ typedef struct f8_layernorm_linear_config {
                                   (see "Recomputing the norm output" below); default 0 */
 } f8_layernorm_linear_config;
 
-f8_layernorm_linear_config f8_layernorm_linear_config_default(int64_t in_features, int64_t out_features);
+F8_API f8_layernorm_linear_config f8_layernorm_linear_config_default(int64_t in_features, int64_t out_features);
 
 /* Create: parameters (W, b, gamma, beta), their gradients (zero), one FP8
  * weight workspace, 3 forward + 2 backward slots (as Linear). With FP8 the
  * norm kernel writes the GEMM input in FP8 directly (slot INPUT, amax of its
  * output) unless return_layernorm_output, where the norm output is high
  * precision and cast separately. All memory is allocated here. */
-f8_status f8_layernorm_linear_create(f8_ctx *ctx, const f8_layernorm_linear_config *config, f8_module **module);
+F8_API f8_status f8_layernorm_linear_create(f8_ctx *ctx, const f8_layernorm_linear_config *config, f8_module **module);
 
 /* f8_module_forward with the norm output: [out] ln_out [T, K] FP32 or BF16,
  * norm(x), required with return_layernorm_output and NULL otherwise (then
  * this is f8_module_forward). F8_ERR_INVALID_ARGUMENT on another kind of
  * module. */
-f8_status f8_layernorm_linear_forward(f8_module *module, const f8_tensor *x, f8_tensor *y, f8_tensor *ln_out,
-                                      f8_microbatch microbatch, f8_saved *saved);
+F8_API f8_status f8_layernorm_linear_forward(f8_module *module, const f8_tensor *x, f8_tensor *y, f8_tensor *ln_out,
+                                             f8_microbatch microbatch, f8_saved *saved);
 
 /* f8_module_backward with [in] dln_out [T, K], the gradient reaching the
  * returned norm output (return_layernorm_output only; NULL = zero). */
-f8_status f8_layernorm_linear_backward(f8_module *module, f8_saved *saved, const f8_tensor *dy,
-                                       const f8_tensor *dln_out, f8_tensor *dx);
+F8_API f8_status f8_layernorm_linear_backward(f8_module *module, f8_saved *saved, const f8_tensor *dy,
+                                              const f8_tensor *dln_out, f8_tensor *dx);
 
 /* ------------------------------------------------------------------------ */
 /* LayerNormMLP: y = fc2(act(fc1(norm(x))))                                 */
@@ -732,7 +740,7 @@ typedef struct f8_layernorm_mlp_config {
     int recompute_norm_output; /* as f8_layernorm_linear_config's; default 0 */
 } f8_layernorm_mlp_config;
 
-f8_layernorm_mlp_config f8_layernorm_mlp_config_default(int64_t hidden_size, int64_t ffn_hidden_size);
+F8_API f8_layernorm_mlp_config f8_layernorm_mlp_config_default(int64_t hidden_size, int64_t ffn_hidden_size);
 
 /* Create: gamma, beta, fc1 [F1, H] (+bias), fc2 [H, F] (+bias), gradients,
  * two FP8 weight workspaces (fc1, fc2), 6 forward + 4 backward slots. With
@@ -741,7 +749,7 @@ f8_layernorm_mlp_config f8_layernorm_mlp_config_default(int64_t hidden_size, int
  * weights. In backward with FP8 the two dgrad GEMMs' outputs (the gradients
  * reaching the activation and the norm) are in param_dtype, as TE keeps them
  * in the activation dtype: BF16 parameters round them to BF16 once. */
-f8_status f8_layernorm_mlp_create(f8_ctx *ctx, const f8_layernorm_mlp_config *config, f8_module **module);
+F8_API f8_status f8_layernorm_mlp_create(f8_ctx *ctx, const f8_layernorm_mlp_config *config, f8_module **module);
 
 /* Recomputing the norm output (recompute_norm_output = 1, LayerNormLinear
  * and LayerNormMLP). A training forward normally keeps the norm output, the
@@ -800,7 +808,22 @@ f8_status f8_layernorm_mlp_create(f8_ctx *ctx, const f8_layernorm_mlp_config *co
  *     re-cast by the next forward whatever its microbatch (it is marked
  *     unfilled), so no forward uses values older than the write.
  * Asynchronous on the ctx stream. weight: WEIGHT, FC1_WEIGHT or FC2_WEIGHT. */
-f8_status f8_module_write_weight(f8_module *module, f8_param weight, const f8_tensor *src);
+F8_API f8_status f8_module_write_weight(f8_module *module, f8_param weight, const f8_tensor *src);
+
+/* An FP8 primary weight written by parts, for a data-parallel trainer whose
+ * ranks each keep the master values of one shard of the weight (ZeRO; TE
+ * casts a master-weight shard the same way): each rank casts its part (src
+ * [1, n], FP32 or BF16, n <= the weight's elements) into codes (n bytes)
+ * with the weight slot's scale, recording the part's amax; the ranks
+ * all-gather the codes (1 byte per element); every rank writes the whole
+ * weight's codes in, with scale_inv = 1/scale; then
+ * f8_ctx_update_weight_scales (it reduces the amaxes over the ctx's comm).
+ * F8_ERR_STATE for a weight that is not FP8 primary, F8_ERR_UNSUPPORTED
+ * under current scaling (a part cannot be cast with the whole weight's
+ * amax), F8_ERR_SHAPE for more values than the weight has. Asynchronous,
+ * capturable. */
+F8_API f8_status f8_module_quantize_weight_part(f8_module *module, f8_param weight, const f8_tensor *src, void *codes);
+F8_API f8_status f8_module_write_weight_codes(f8_module *module, f8_param weight, const void *codes);
 
 /* The post-optimizer scale update of TE (§2.4 of the spec): the fused
  * delayed-scaling update of f8_ctx_update_scales, over the forward slots of
@@ -810,7 +833,7 @@ f8_status f8_module_write_weight(f8_module *module, f8_param weight, const f8_te
  * over its ranks, as TE does, so ranks that each wrote a part of a weight
  * get the same scale: a collective then, every rank calls it. Nothing runs
  * when the ctx has no such module. Asynchronous. */
-f8_status f8_ctx_update_weight_scales(f8_ctx *ctx);
+F8_API f8_status f8_ctx_update_weight_scales(f8_ctx *ctx);
 
 /* ------------------------------------------------------------------------ */
 /* Memory report and counters                                                */
@@ -829,7 +852,7 @@ typedef enum f8_mem_category {
 } f8_mem_category;
 
 /* "parameters", "gradients", ...; "unknown" otherwise. Static string. */
-const char *f8_mem_category_name(f8_mem_category category);
+F8_API const char *f8_mem_category_name(f8_mem_category category);
 
 /* Backend memory in bytes, by category (the sizes requested from the
  * allocator; backend-internal memory such as the cuBLASLt workspace is not
@@ -843,8 +866,8 @@ typedef struct f8_memory_report {
  * its own parameters, gradients, workspaces and the saved-state objects made
  * from it that are alive, and its share of the scaling buffer (its slots'
  * (history_len + 2) floats each); scratch is counted only by the ctx. */
-f8_status f8_ctx_memory(const f8_ctx *ctx, f8_memory_report *report);
-f8_status f8_module_memory(const f8_module *module, f8_memory_report *report);
+F8_API f8_status f8_ctx_memory(const f8_ctx *ctx, f8_memory_report *report);
+F8_API f8_status f8_module_memory(const f8_module *module, f8_memory_report *report);
 
 /* Counters since the ctx was created (host-side, cheap to read).
  *   allocations: backend allocations made (any object or f8_ctx_alloc);
@@ -867,7 +890,7 @@ typedef struct f8_ctx_counters {
     uint64_t peak_bytes; /* the highest f8_ctx_memory total so far: a high-water mark of backend memory */
 } f8_ctx_counters;
 
-f8_status f8_ctx_counters_read(const f8_ctx *ctx, f8_ctx_counters *counters);
+F8_API f8_status f8_ctx_counters_read(const f8_ctx *ctx, f8_ctx_counters *counters);
 
 /* ------------------------------------------------------------------------ */
 /* Communicators: collectives across ranks (data and tensor parallelism)     */
@@ -904,17 +927,17 @@ typedef enum f8_reduce_op {
 /* The rendezvous of `size` (1..1024) CPU ranks. Thread-safe: it is shared by
  * the ranks' threads; destroy it after every comm made from it. On error
  * *group is NULL and a message goes to `error` (when not NULL). */
-f8_status f8_comm_group_create(int size, f8_comm_group **group, char *error, size_t error_size);
-void f8_comm_group_destroy(f8_comm_group *group);
+F8_API f8_status f8_comm_group_create(int size, f8_comm_group **group, char *error, size_t error_size);
+F8_API void f8_comm_group_destroy(f8_comm_group *group);
 /* Break the group without a comm: every rank waiting in or entering a
  * collective fails with F8_ERR_COMM (a launcher calls it for a rank that
  * failed before it could join, so the others do not wait for it). */
-void f8_comm_group_abort(f8_comm_group *group);
+F8_API void f8_comm_group_abort(f8_comm_group *group);
 
 /* Rank `rank` of group, on a CPU ctx (F8_ERR_UNSUPPORTED for a CUDA ctx).
  * Each rank is taken once (F8_ERR_STATE for a rank already joined).
  * [out] *comm: owned by the caller; destroy it before its ctx. */
-f8_status f8_comm_create_cpu(f8_ctx *ctx, f8_comm_group *group, int rank, f8_comm **comm);
+F8_API f8_status f8_comm_create_cpu(f8_ctx *ctx, f8_comm_group *group, int rank, f8_comm **comm);
 
 /* The bootstrap token of an NCCL communicator (ncclUniqueId): made once by
  * rank 0 with f8_comm_id_create, copied as plain bytes to every other rank.
@@ -925,19 +948,19 @@ typedef struct f8_comm_id {
 } f8_comm_id;
 
 /* F8_ERR_NO_DEVICE in a build without CUDA; F8_ERR_COMM if NCCL fails. */
-f8_status f8_comm_id_create(f8_comm_id *id, char *error, size_t error_size);
+F8_API f8_status f8_comm_id_create(f8_comm_id *id, char *error, size_t error_size);
 
 /* Rank `rank` of `size` over NCCL on a CUDA ctx (ncclCommInitRank on the
  * ctx's device; blocks until all `size` ranks have joined with the same id).
  * F8_ERR_UNSUPPORTED for a CPU ctx, F8_ERR_NO_DEVICE without CUDA. */
-f8_status f8_comm_create_nccl(f8_ctx *ctx, const f8_comm_id *id, int rank, int size, f8_comm **comm);
+F8_API f8_status f8_comm_create_nccl(f8_ctx *ctx, const f8_comm_id *id, int rank, int size, f8_comm **comm);
 
 /* Leaves the group: CPU peers still waiting in (or later entering) a
  * collective fail with F8_ERR_COMM. Waits for the ctx's work first. */
-void f8_comm_destroy(f8_comm *comm);
-int f8_comm_rank(const f8_comm *comm);
-int f8_comm_size(const f8_comm *comm);
-f8_ctx *f8_comm_ctx(const f8_comm *comm);
+F8_API void f8_comm_destroy(f8_comm *comm);
+F8_API int f8_comm_rank(const f8_comm *comm);
+F8_API int f8_comm_size(const f8_comm *comm);
+F8_API f8_ctx *f8_comm_ctx(const f8_comm *comm);
 
 /* The collectives. Pointers are backend memory of the comm's ctx; counts are
  * elements per rank, >= 0. Reductions take FP32 (SUM and MAX; MAX ignores
@@ -953,10 +976,11 @@ f8_ctx *f8_comm_ctx(const f8_comm *comm);
  * count > 0, a negative count or a bad root or op; F8_ERR_DTYPE for a
  * reduction of a dtype other than FP32; F8_ERR_COMM when the ranks' calls
  * disagree or a peer has left (CPU: detected when the collective runs). */
-f8_status f8_comm_all_reduce(f8_comm *comm, const void *src, void *dst, int64_t count, f8_dtype dtype, f8_reduce_op op);
-f8_status f8_comm_reduce_scatter(f8_comm *comm, const void *src, void *dst, int64_t count, f8_dtype dtype);
-f8_status f8_comm_all_gather(f8_comm *comm, const void *src, void *dst, int64_t count, f8_dtype dtype);
-f8_status f8_comm_broadcast(f8_comm *comm, const void *src, void *dst, int64_t count, f8_dtype dtype, int root);
+F8_API f8_status f8_comm_all_reduce(f8_comm *comm, const void *src, void *dst, int64_t count, f8_dtype dtype,
+                                    f8_reduce_op op);
+F8_API f8_status f8_comm_reduce_scatter(f8_comm *comm, const void *src, void *dst, int64_t count, f8_dtype dtype);
+F8_API f8_status f8_comm_all_gather(f8_comm *comm, const void *src, void *dst, int64_t count, f8_dtype dtype);
+F8_API f8_status f8_comm_broadcast(f8_comm *comm, const void *src, void *dst, int64_t count, f8_dtype dtype, int root);
 
 /* Overlap (gradient buckets reduced while the backward goes on): with async
  * on, the collectives this comm issues next run, on NCCL, on the comm's own
@@ -968,15 +992,15 @@ f8_status f8_comm_broadcast(f8_comm *comm, const void *src, void *dst, int64_t c
  * issued (a recorded graph keeps it). CPU ranks complete each collective in
  * order, so async changes nothing there and wait is a no-op. Local calls:
  * no rank waits for another in f8_comm_wait. */
-f8_status f8_comm_set_async(f8_comm *comm, int enabled);
-f8_status f8_comm_wait(f8_comm *comm);
+F8_API f8_status f8_comm_set_async(f8_comm *comm, int enabled);
+F8_API f8_status f8_comm_wait(f8_comm *comm);
 
 /* The ctx's amax-reduction group (TE's amax_reduction_group): with a comm
  * set, f8_ctx_update_scales first all-reduces (MAX) the direction's current
  * amaxes (history row 0 of every slot, one collective per direction), so
  * every rank computes the same scales. comm must be made on this ctx; NULL
  * unsets. Every rank must have the same slots in the same order. */
-f8_status f8_ctx_set_comm(f8_ctx *ctx, f8_comm *comm);
+F8_API f8_status f8_ctx_set_comm(f8_ctx *ctx, f8_comm *comm);
 
 /* Sequence parallelism (Megatron's, TE's sequence_parallel=True) for a
  * column-parallel LayerNormLinear or LayerNormMLP over the tensor-parallel
@@ -1005,7 +1029,7 @@ f8_status f8_ctx_set_comm(f8_ctx *ctx, f8_comm *comm);
  * another ctx; F8_ERR_UNSUPPORTED (nothing changed) for a module created
  * with recompute_norm_output and a non-NULL group; a LayerNormLinear with
  * return_layernorm_output then fails its forward with F8_ERR_UNSUPPORTED. */
-f8_status f8_module_set_sequence_parallel(f8_module *module, f8_comm *group);
+F8_API f8_status f8_module_set_sequence_parallel(f8_module *module, f8_comm *group);
 
 /* ------------------------------------------------------------------------ */
 /* Graphs: capture a sequence of f8 calls once, replay it cheaply            */
@@ -1033,14 +1057,14 @@ f8_status f8_module_set_sequence_parallel(f8_module *module, f8_comm *group);
  * capture (the update is replayed) or outside, between replays. */
 typedef struct f8_graph f8_graph;
 
-f8_status f8_graph_begin(f8_ctx *ctx);
+F8_API f8_status f8_graph_begin(f8_ctx *ctx);
 /* [out] *graph: owned by the caller (f8_graph_destroy); NULL on error. */
-f8_status f8_graph_end(f8_ctx *ctx, f8_graph **graph);
+F8_API f8_status f8_graph_end(f8_ctx *ctx, f8_graph **graph);
 /* Issue the recorded work again on the ctx stream (asynchronous on CUDA). */
-f8_status f8_graph_replay(f8_graph *graph);
-void f8_graph_destroy(f8_graph *graph);
+F8_API f8_status f8_graph_replay(f8_graph *graph);
+F8_API void f8_graph_destroy(f8_graph *graph);
 /* 1 between f8_graph_begin and f8_graph_end. */
-int f8_ctx_capturing(const f8_ctx *ctx);
+F8_API int f8_ctx_capturing(const f8_ctx *ctx);
 
 /* ------------------------------------------------------------------------ */
 /* Checkpoints (safetensors)                                                 */
@@ -1083,8 +1107,8 @@ typedef struct f8_checkpoint f8_checkpoint;
 
 /* An empty checkpoint bound to ctx (whose memory the tensors come from and
  * go to). */
-f8_status f8_checkpoint_create(f8_ctx *ctx, f8_checkpoint **checkpoint);
-void f8_checkpoint_destroy(f8_checkpoint *checkpoint);
+F8_API f8_status f8_checkpoint_create(f8_ctx *ctx, f8_checkpoint **checkpoint);
+F8_API void f8_checkpoint_destroy(f8_checkpoint *checkpoint);
 
 /* Parse a file (or bytes in memory) into a new checkpoint. The whole header
  * is checked before any tensor byte is read, as strictly as the reference
@@ -1106,8 +1130,8 @@ void f8_checkpoint_destroy(f8_checkpoint *checkpoint);
  * loaded checkpoint (f8_checkpoint_metadata does not return them). Those give F8_ERR_INVALID_ARGUMENT; a file that
  * cannot be opened or read (or is not a regular file) gives F8_ERR_IO; the
  * reason is in f8_ctx_last_error and *checkpoint is NULL. */
-f8_status f8_checkpoint_load(f8_ctx *ctx, const char *path, f8_checkpoint **checkpoint);
-f8_status f8_checkpoint_load_memory(f8_ctx *ctx, const void *bytes, size_t size, f8_checkpoint **checkpoint);
+F8_API f8_status f8_checkpoint_load(f8_ctx *ctx, const char *path, f8_checkpoint **checkpoint);
+F8_API f8_status f8_checkpoint_load_memory(f8_ctx *ctx, const void *bytes, size_t size, f8_checkpoint **checkpoint);
 
 /* Write the checkpoint to path: to "<path>.tmp.<pid>" first, flushed to
  * disk, then renamed over path, so a failed save leaves any old file intact
@@ -1119,14 +1143,14 @@ f8_status f8_checkpoint_load_memory(f8_ctx *ctx, const void *bytes, size_t size,
  * temporary cannot be created or written or the rename fails. The file
  * always says "format" = "f8", "f8.format_version" = "1", whatever the
  * checkpoint was loaded from. */
-f8_status f8_checkpoint_save(const f8_checkpoint *checkpoint, const char *path);
+F8_API f8_status f8_checkpoint_save(const f8_checkpoint *checkpoint, const char *path);
 
 /* Add a copy of a tensor in backend memory (synchronizes), stored with
  * shape [rows, cols]. FP8 tensors are stored as their codes; their scale_inv
  * is not (store it as its own tensor). name: valid UTF-8, not
  * "__metadata__", used once: F8_ERR_INVALID_ARGUMENT otherwise. While a graph
  * is being captured: F8_ERR_STATE (it reads back). */
-f8_status f8_checkpoint_add_tensor(f8_checkpoint *checkpoint, const char *name, const f8_tensor *tensor);
+F8_API f8_status f8_checkpoint_add_tensor(f8_checkpoint *checkpoint, const char *name, const f8_tensor *tensor);
 /* Copy a stored tensor into dst (backend memory; synchronizes). The dtype
  * must be dst's (I32/I64/U8 entries fit no f8_tensor), and the stored shape
  * must fit dst [rows, cols]: [rows, cols] itself; [n] fits [1, n]; a scalar
@@ -1134,9 +1158,9 @@ f8_status f8_checkpoint_add_tensor(f8_checkpoint *checkpoint, const char *name, 
  * the last, last]. Missing name, other dtype or shape:
  * F8_ERR_INVALID_ARGUMENT / F8_ERR_DTYPE / F8_ERR_SHAPE, dst unchanged.
  * dst->scale_inv is neither read nor written. */
-f8_status f8_checkpoint_read_tensor(const f8_checkpoint *checkpoint, const char *name, f8_tensor *dst);
+F8_API f8_status f8_checkpoint_read_tensor(const f8_checkpoint *checkpoint, const char *name, f8_tensor *dst);
 /* 1 if a tensor of that name is stored. */
-int f8_checkpoint_has(const f8_checkpoint *checkpoint, const char *name);
+F8_API int f8_checkpoint_has(const f8_checkpoint *checkpoint, const char *name);
 
 /* Metadata: key/value strings, valid UTF-8. "format" and keys starting with
  * "f8." are the library's: set refuses them (F8_ERR_INVALID_ARGUMENT), as
@@ -1144,13 +1168,13 @@ int f8_checkpoint_has(const f8_checkpoint *checkpoint, const char *name);
  * get returns NULL when absent; the string is owned by the checkpoint and
  * valid until the key is set again or the checkpoint is destroyed. A new
  * checkpoint already has "format" = "f8" and "f8.format_version" = "1". */
-f8_status f8_checkpoint_set_metadata(f8_checkpoint *checkpoint, const char *key, const char *value);
-const char *f8_checkpoint_metadata(const f8_checkpoint *checkpoint, const char *key);
+F8_API f8_status f8_checkpoint_set_metadata(f8_checkpoint *checkpoint, const char *key, const char *value);
+F8_API const char *f8_checkpoint_metadata(const f8_checkpoint *checkpoint, const char *key);
 
 /* Store a module's parameters and scaling state under prefix (synchronizes).
  * All or nothing: a name already in the checkpoint is refused before any
  * entry is added. */
-f8_status f8_checkpoint_add_module(f8_checkpoint *checkpoint, const char *prefix, f8_module *module);
+F8_API f8_status f8_checkpoint_add_module(f8_checkpoint *checkpoint, const char *prefix, f8_module *module);
 
 /* Restore a module from the entries under prefix. Every entry is checked
  * (present, dtype, shape, recipe format) before anything is written: on any
@@ -1158,7 +1182,61 @@ f8_status f8_checkpoint_add_module(f8_checkpoint *checkpoint, const char *prefix
  * weight from an F8 entry with its scale_inv, or quantizes an FP32/BF16 one
  * (as f8_module_write_weight); a high-precision module takes FP32/BF16 entries
  * converted to its param_dtype, or dequantizes an F8 one. */
-f8_status f8_checkpoint_restore_module(const f8_checkpoint *checkpoint, const char *prefix, f8_module *module);
+F8_API f8_status f8_checkpoint_restore_module(const f8_checkpoint *checkpoint, const char *prefix, f8_module *module);
+
+/* ---- Entries: the host-side table, for programs that reshape checkpoints --
+ * (split a tensor into shards, merge shards, copy what they do not know).
+ * An entry is a tensor's host bytes as stored in the file (little-endian),
+ * with its safetensors dtype and shape; nothing here touches backend memory. */
+typedef enum f8_ck_dtype {
+    F8_CK_F32,
+    F8_CK_BF16,
+    F8_CK_F8_E4M3,
+    F8_CK_F8_E5M2,
+    F8_CK_I32,
+    F8_CK_I64,
+    F8_CK_U8
+} f8_ck_dtype;
+#define F8_CK_MAX_DIMS 8
+typedef struct f8_ck_entry {
+    const char *name;
+    f8_ck_dtype dtype;
+    int ndim;                     /* 0..F8_CK_MAX_DIMS; 0 = a scalar (1 element) */
+    int64_t shape[F8_CK_MAX_DIMS];
+    const unsigned char *data;    /* host bytes, little-endian as stored; never NULL */
+    size_t bytes;                 /* element count x element size */
+} f8_ck_entry;
+/* Bytes per element; 0 for a bad value. */
+F8_API size_t f8_ck_dtype_size(f8_ck_dtype dtype);
+/* Add an entry, copying data (bytes must equal the element count of shape
+ * x the element size; data may be NULL when bytes == 0). The name: valid
+ * UTF-8, not "__metadata__", not yet used. Otherwise F8_ERR_INVALID_ARGUMENT,
+ * nothing changed. */
+F8_API f8_status f8_checkpoint_put_entry(f8_checkpoint *checkpoint, const char *name, f8_ck_dtype dtype, int ndim,
+                                         const int64_t *shape, const void *data, size_t bytes);
+/* The entry of that name, or NULL; valid until the checkpoint is destroyed
+ * (adding entries does not move it). */
+F8_API const f8_ck_entry *f8_checkpoint_find_entry(const f8_checkpoint *checkpoint, const char *name);
+/* Entries in name order (byte-wise strcmp): i in [0, count); NULL past it. */
+F8_API size_t f8_checkpoint_entry_count(const f8_checkpoint *checkpoint);
+F8_API const f8_ck_entry *f8_checkpoint_entry_at(const f8_checkpoint *checkpoint, size_t i);
+/* Metadata pairs in key order, the library's own ("format", "f8.*") too:
+ * i in [0, count); past it *key = *value = NULL. */
+F8_API size_t f8_checkpoint_metadata_count(const f8_checkpoint *checkpoint);
+F8_API void f8_checkpoint_metadata_at(const f8_checkpoint *checkpoint, size_t i, const char **key, const char **value);
+/* What f8_checkpoint_check_entry requires of every element. */
+typedef enum f8_ck_rule {
+    F8_CK_FINITE,     /* parameters, first moments: no NaN, no infinity */
+    F8_CK_POSITIVE,   /* scales and scale_invs: finite and > 0 */
+    F8_CK_NONNEGATIVE /* amax histories, second moments: finite and >= 0 (-0 counts as 0) */
+} f8_ck_rule;
+/* Check the values of the entry `name` against rule (a checkpoint file is
+ * untrusted input: a NaN weight or a zero scale would load silently). F32,
+ * BF16 and both FP8 formats are read; I32, I64 and U8 entries pass. F8_OK,
+ * or F8_ERR_INVALID_ARGUMENT (a missing entry too) with a message on the
+ * checkpoint's ctx naming fn, the tensor, the element and its value. */
+F8_API f8_status f8_checkpoint_check_entry(const f8_checkpoint *checkpoint, const char *fn, const char *name,
+                                           f8_ck_rule rule);
 
 /* ------------------------------------------------------------------------ */
 /* Training building blocks: embedding, attention, cross-entropy, AdamW      */
@@ -1173,8 +1251,8 @@ f8_status f8_checkpoint_restore_module(const f8_checkpoint *checkpoint, const ch
  * wte [V, C], wpe [>= S, C], y [T, C]: FP32 or BF16 (y may differ; sums in
  * FP32). A token outside [0, V) cannot be reported by the device: its row of
  * y is the position embedding alone, and backward ignores it. */
-f8_status f8_embedding_forward(f8_ctx *ctx, const int32_t *tokens, int64_t seq_len, const f8_tensor *wte,
-                               const f8_tensor *wpe, f8_tensor *y);
+F8_API f8_status f8_embedding_forward(f8_ctx *ctx, const int32_t *tokens, int64_t seq_len, const f8_tensor *wte,
+                                      const f8_tensor *wpe, f8_tensor *y);
 /* dwte[tokens[t], :] += dy[t, :], dwpe[t mod S, :] += dy[t, :]; deterministic:
  * every sum is taken in the same order on every run. dwpe may be NULL.
  * dy [T, C], dwte [V, C], dwpe [>= S, C]: FP32 or BF16, not overlapping.
@@ -1184,8 +1262,8 @@ f8_status f8_embedding_forward(f8_ctx *ctx, const int32_t *tokens, int64_t seq_l
  * then added in a few pieces (positions in ascending chunks), each rounded.
  * Rows no token names are not written. T may be any count (a last, partial
  * sequence is fine). Allocates nothing. */
-f8_status f8_embedding_backward(f8_ctx *ctx, const int32_t *tokens, int64_t seq_len, const f8_tensor *dy,
-                                f8_tensor *dwte, f8_tensor *dwpe);
+F8_API f8_status f8_embedding_backward(f8_ctx *ctx, const int32_t *tokens, int64_t seq_len, const f8_tensor *dy,
+                                       f8_tensor *dwte, f8_tensor *dwpe);
 
 /* Causal multi-head self-attention, as in GPT-2. qkv [T, 3C] holds per row
  * [q | k | v], each C = n_head · head_dim wide, head h in columns
@@ -1270,14 +1348,15 @@ typedef struct f8_attention_config {
 } f8_attention_config;
 
 /* The given sizes and dtype BF16. */
-f8_attention_config f8_attention_config_default(int64_t n_head, int64_t head_dim, int64_t max_batch, int64_t max_seq);
-f8_status f8_attention_create(f8_ctx *ctx, const f8_attention_config *config, f8_attention **attention);
-void f8_attention_destroy(f8_attention *attention);
+F8_API f8_attention_config f8_attention_config_default(int64_t n_head, int64_t head_dim, int64_t max_batch,
+                                                       int64_t max_seq);
+F8_API f8_status f8_attention_create(f8_ctx *ctx, const f8_attention_config *config, f8_attention **attention);
+F8_API void f8_attention_destroy(f8_attention *attention);
 /* What one forward keeps for its backward (L and, unless output_kept, a copy
  * of y, allocated here). Any number may be in flight; each holds the last forward written
  * into it. */
-f8_status f8_attention_saved_create(f8_attention *attention, f8_attention_saved **saved);
-void f8_attention_saved_destroy(f8_attention_saved *saved);
+F8_API f8_status f8_attention_saved_create(f8_attention *attention, f8_attention_saved **saved);
+F8_API void f8_attention_saved_destroy(f8_attention_saved *saved);
 /* qkv [B·S, 3C] and y [B·S, C] in the config dtype, 0 <= batch <= max_batch,
  * 0 <= seq <= max_seq (zero tokens: nothing is issued); y must not overlap
  * qkv. saved may be NULL (inference: y is bitwise the same); otherwise it
@@ -1285,20 +1364,20 @@ void f8_attention_saved_destroy(f8_attention_saved *saved);
  * backward. F8_ERR_SHAPE / F8_ERR_DTYPE for a tensor that does not match,
  * F8_ERR_INVALID_ARGUMENT for NULLs, overlap or a saved state of another
  * attention. */
-f8_status f8_attention_forward(f8_attention *attention, const f8_tensor *qkv, int64_t batch, int64_t seq,
-                               f8_tensor *y, f8_attention_saved *saved);
+F8_API f8_status f8_attention_forward(f8_attention *attention, const f8_tensor *qkv, int64_t batch, int64_t seq,
+                                      f8_tensor *y, f8_attention_saved *saved);
 /* The backward of the forward recorded in saved (same B, S; reads that
  * forward's qkv, which must be unchanged): dy [B·S, C], dqkv [B·S, 3C] in the
  * config dtype; dqkv is overwritten (dq, dk, dv in qkv's layout) and must
  * overlap neither qkv nor dy. saved is not consumed: it may be used again.
  * F8_ERR_STATE if no forward was recorded in saved. */
-f8_status f8_attention_backward(f8_attention *attention, f8_attention_saved *saved, const f8_tensor *dy,
-                                f8_tensor *dqkv);
+F8_API f8_status f8_attention_backward(f8_attention *attention, f8_attention_saved *saved, const f8_tensor *dy,
+                                       f8_tensor *dqkv);
 /* The forward scaling slots of an attention created with fp8 = 1: [out]
  * slots[0] QKV (q, k and v share it), slots[1] S (the softmax output),
  * slots[2] O (the output), in the ctx registry with the modules' (read,
  * write and update them as any slot). F8_ERR_STATE for fp8 = 0. */
-f8_status f8_attention_fp8_slots(const f8_attention *attention, f8_slot slots[3]);
+F8_API f8_status f8_attention_fp8_slots(const f8_attention *attention, f8_slot slots[3]);
 /* Checkpoint an attention's FP8 scaling state under prefix ("model.h.3.attn")
  * / restore it (synchronizes; F8_ERR_STATE while capturing, as
  * f8_checkpoint_add_tensor). An attention has no parameters: what it stores
@@ -1320,8 +1399,10 @@ f8_status f8_attention_fp8_slots(const f8_attention *attention, f8_slot slots[3]
  * nothing to do. A history of another length is cut or zero-padded at the
  * end, as a module's (TE's rule: its attention keeps its FP8 state as its
  * modules do). */
-f8_status f8_checkpoint_add_attention(f8_checkpoint *checkpoint, const char *prefix, const f8_attention *attention);
-f8_status f8_checkpoint_restore_attention(const f8_checkpoint *checkpoint, const char *prefix, f8_attention *attention);
+F8_API f8_status f8_checkpoint_add_attention(f8_checkpoint *checkpoint, const char *prefix,
+                                             const f8_attention *attention);
+F8_API f8_status f8_checkpoint_restore_attention(const f8_checkpoint *checkpoint, const char *prefix,
+                                                 f8_attention *attention);
 
 /* Softmax cross-entropy of logits [T, Vp] (FP32 or BF16) against targets [T]
  * (int32 backend), over the first `vocab` columns (the rest are padding:
@@ -1335,8 +1416,8 @@ f8_status f8_checkpoint_restore_attention(const f8_checkpoint *checkpoint, const
  * same bits every run). dlogits is FP32 or BF16;
  * in place it must be the same pointer and dtype (any other overlap:
  * F8_ERR_INVALID_ARGUMENT). 1 <= vocab <= Vp (F8_ERR_SHAPE). */
-f8_status f8_cross_entropy(f8_ctx *ctx, const f8_tensor *logits, int64_t vocab, const int32_t *targets,
-                           float grad_scale, float *losses, f8_tensor *dlogits);
+F8_API f8_status f8_cross_entropy(f8_ctx *ctx, const f8_tensor *logits, int64_t vocab, const int32_t *targets,
+                                  float grad_scale, float *losses, f8_tensor *dlogits);
 
 /* AdamW (decoupled weight decay) over a set of parameters, with global
  * gradient-norm clipping and a warmup + cosine learning-rate schedule, all
@@ -1362,13 +1443,13 @@ typedef struct f8_adamw_config {
     float grad_clip;     /* default 1.0; 0 = no clipping */
 } f8_adamw_config;
 
-f8_adamw_config f8_adamw_config_default(void);
+F8_API f8_adamw_config f8_adamw_config_default(void);
 /* Errors: F8_ERR_INVALID_ARGUMENT for a negative or non-finite lr, eps,
  * weight_decay or grad_clip, a beta outside [0, 1), negative step counts, or
  * total_steps neither 0 nor greater than warmup_steps. The device state
  * (F8_MEM_OTHER) is allocated here. */
-f8_status f8_adamw_create(f8_ctx *ctx, const f8_adamw_config *config, f8_adamw **adamw);
-void f8_adamw_destroy(f8_adamw *adamw);
+F8_API f8_status f8_adamw_create(f8_ctx *ctx, const f8_adamw_config *config, f8_adamw **adamw);
+F8_API void f8_adamw_destroy(f8_adamw *adamw);
 /* Register a parameter and its gradient (same shape; views must stay valid
  * while the optimizer is used). decay != 0 applies weight decay to it.
  * Param and grad are FP32 or BF16, independently. Allocates its moments
@@ -1376,14 +1457,14 @@ void f8_adamw_destroy(f8_adamw *adamw);
  * so every step, the first included, may be captured in a graph. Refused with
  * F8_ERR_STATE once a step has been issued (eagerly or into a graph); a
  * parameter registered twice is F8_ERR_INVALID_ARGUMENT. */
-f8_status f8_adamw_add(f8_adamw *adamw, const f8_tensor *param, const f8_tensor *grad, int decay);
+F8_API f8_status f8_adamw_add(f8_adamw *adamw, const f8_tensor *param, const f8_tensor *grad, int decay);
 /* One update of every registered parameter (asynchronous; CUDA: three
  * launches however many parameters). */
-f8_status f8_adamw_step(f8_adamw *adamw);
+F8_API f8_status f8_adamw_step(f8_adamw *adamw);
 /* Host copies of the device state after the last step (synchronizes); any
  * output may be NULL: steps done, the lr used by the last step, the
  * gradient norm before clipping of the last step (0, 0, 0 before any step). */
-f8_status f8_adamw_read(f8_adamw *adamw, int64_t *step, float *lr, float *grad_norm);
+F8_API f8_status f8_adamw_read(f8_adamw *adamw, int64_t *step, float *lr, float *grad_norm);
 /* Sharded optimizer (ZeRO-1): the registered tensors are this rank's shard of
  * the model, and the norm that clipping uses is global: with a comm set, a
  * step computes Σ g² over its own tensors, all-reduces it (SUM) over comm,
@@ -1392,7 +1473,7 @@ f8_status f8_adamw_read(f8_adamw *adamw, int64_t *step, float *lr, float *grad_n
  * the optimizer's ctx and outlive the optimizer's steps (and any graph that
  * recorded them); NULL unsets. Refused (F8_ERR_STATE) while capturing. Every
  * rank must step together (the all-reduce is a collective). */
-f8_status f8_adamw_set_comm(f8_adamw *adamw, f8_comm *comm);
+F8_API f8_status f8_adamw_set_comm(f8_adamw *adamw, f8_comm *comm);
 /* Checkpoint the optimizer (moments and step) under prefix / restore it
  * (same parameter shapes registered in the same order). Entries, with i the
  * registration order: <prefix>.m.<i> and <prefix>.v.<i> (F32, the parameter's
@@ -1404,8 +1485,8 @@ f8_status f8_adamw_set_comm(f8_adamw *adamw, f8_comm *comm);
  * (F8_ERR_INVALID_ARGUMENT naming the tensor and element) change nothing) and
  * then continues the run bit for bit. Adding refuses a name already in the
  * checkpoint before adding anything. */
-f8_status f8_checkpoint_add_adamw(f8_checkpoint *checkpoint, const char *prefix, f8_adamw *adamw);
-f8_status f8_checkpoint_restore_adamw(const f8_checkpoint *checkpoint, const char *prefix, f8_adamw *adamw);
+F8_API f8_status f8_checkpoint_add_adamw(f8_checkpoint *checkpoint, const char *prefix, f8_adamw *adamw);
+F8_API f8_status f8_checkpoint_restore_adamw(const f8_checkpoint *checkpoint, const char *prefix, f8_adamw *adamw);
 
 /* ------------------------------------------------------------------------ */
 /* ONNX export                                                               */
@@ -1516,7 +1597,7 @@ typedef struct f8_onnx_config {
     const char *name;     /* the graph's name; default "f8" */
 } f8_onnx_config;
 
-f8_onnx_config f8_onnx_config_default(void);
+F8_API f8_onnx_config f8_onnx_config_default(void);
 
 /* Element types of graph inputs and outputs (ONNX TensorProto numbers). */
 typedef enum f8_onnx_type {
@@ -1527,14 +1608,14 @@ typedef enum f8_onnx_type {
 /* Create an empty graph bound to ctx (whose backend memory the added objects
  * live in). Errors: F8_ERR_INVALID_ARGUMENT for an opset outside [20, 23],
  * flags other than 0/1, a dtype not FP32/BF16 or a bad name. */
-f8_status f8_onnx_create(f8_ctx *ctx, const f8_onnx_config *config, f8_onnx **graph);
-void f8_onnx_destroy(f8_onnx *graph);
+F8_API f8_status f8_onnx_create(f8_ctx *ctx, const f8_onnx_config *config, f8_onnx **graph);
+F8_API void f8_onnx_destroy(f8_onnx *graph);
 
 /* A graph input. shape: comma-separated dimensions, each a positive integer
  * or a symbolic name ([A-Za-z_][A-Za-z0-9_]*, at most 64 characters) for a
  * dimension chosen at run time, 1 to 8 of them: "tokens,64", "batch,seq".
  * F8_ERR_INVALID_ARGUMENT for a bad or used name, type or shape. */
-f8_status f8_onnx_add_input(f8_onnx *graph, const char *name, f8_onnx_type type, const char *shape);
+F8_API f8_status f8_onnx_add_input(f8_onnx *graph, const char *name, f8_onnx_type type, const char *shape);
 
 /* Declare the value `name` (an input or an output of an add_* call) a graph
  * output, with shape as for inputs, or NULL for the rank the graph knows
@@ -1542,14 +1623,14 @@ f8_status f8_onnx_add_input(f8_onnx *graph, const char *name, f8_onnx_type type,
  * for an unknown value, one already an output, a bad shape, or NULL where
  * the rank is not known; F8_ERR_SHAPE for a rank or last dimension known to
  * differ. */
-f8_status f8_onnx_add_output(f8_onnx *graph, const char *name, const char *shape);
+F8_API f8_status f8_onnx_add_output(f8_onnx *graph, const char *name, const char *shape);
 
 /* y = module(x) for any f8_module (Linear, LayerNormLinear, LayerNormMLP),
  * from the module's data flow, parameters and scaling state now. x: a float
  * value whose last dimension is in_features (F8_ERR_SHAPE when known to
  * differ); y: a new name. FP8 GEMMs when the module has fp8 and config.fp8
  * is 1. F8_ERR_INVALID_ARGUMENT for a module of another ctx. */
-f8_status f8_onnx_add_module(f8_onnx *graph, f8_module *module, const char *x, const char *y);
+F8_API f8_status f8_onnx_add_module(f8_onnx *graph, f8_module *module, const char *x, const char *y);
 
 /* y = causal self-attention(qkv) as f8_attention_forward computes it (its
  * n_head, head_dim and dtype): qkv is a float value [batch, seq, 3C] (rank 3,
@@ -1557,7 +1638,7 @@ f8_status f8_onnx_add_module(f8_onnx *graph, f8_module *module, const char *x, c
  * s = q·kᵀ, masked above the diagonal, p = exp((s - max s) · c) with
  * c = 1/sqrt(head_dim), y = (p · v) · (1 / Σ p); BF16 attention rounds p and
  * y to BF16 as f8 does. */
-f8_status f8_onnx_add_attention(f8_onnx *graph, const f8_attention *attention, const char *qkv, const char *y);
+F8_API f8_status f8_onnx_add_attention(f8_onnx *graph, const f8_attention *attention, const char *qkv, const char *y);
 
 /* y = wte[tokens] + wpe[position] (f8_embedding_forward), position = the
  * index along tokens' last axis. tokens: an int64 value [..., seq], with
@@ -1567,26 +1648,26 @@ f8_status f8_onnx_add_attention(f8_onnx *graph, const f8_attention *attention, c
  * config.fp8_embedding, wte is stored as per-row FP8 (above; not f8's
  * values); F8_ERR_INVALID_ARGUMENT for a non-finite wte element then, or a
  * wte already stored in high precision by an earlier call. */
-f8_status f8_onnx_add_embedding(f8_onnx *graph, const f8_tensor *wte, const f8_tensor *wpe, const char *tokens,
-                                const char *y);
+F8_API f8_status f8_onnx_add_embedding(f8_onnx *graph, const f8_tensor *wte, const f8_tensor *wpe, const char *tokens,
+                                       const char *y);
 
 /* y = a + b (f8_tensor_add: a residual connection); same last dimension. */
-f8_status f8_onnx_add_add(f8_onnx *graph, const char *a, const char *b, const char *y);
+F8_API f8_status f8_onnx_add_add(f8_onnx *graph, const char *a, const char *b, const char *y);
 
 /* y = x[..., begin:end] along the last axis, 0 <= begin < end (e.g. the
  * real vocabulary of padded logits). F8_ERR_SHAPE when end is past a known
  * last dimension. */
-f8_status f8_onnx_add_slice(f8_onnx *graph, const char *x, int64_t begin, int64_t end, const char *y);
+F8_API f8_status f8_onnx_add_slice(f8_onnx *graph, const char *x, int64_t begin, int64_t end, const char *y);
 
 /* The model as protobuf bytes. buf NULL: *size receives the size needed.
  * Otherwise the model is written when capacity >= that size (else
  * F8_ERR_INVALID_ARGUMENT and *size the size needed). Needs at least one
  * input and one output. */
-f8_status f8_onnx_serialize(const f8_onnx *graph, void *buf, size_t capacity, size_t *size);
+F8_API f8_status f8_onnx_serialize(const f8_onnx *graph, void *buf, size_t capacity, size_t *size);
 
 /* Write the model to path: to "<path>.tmp.<pid>" first, then renamed over
  * path (F8_ERR_IO with the system's reason), as f8_checkpoint_save. */
-f8_status f8_onnx_save(const f8_onnx *graph, const char *path);
+F8_API f8_status f8_onnx_save(const f8_onnx *graph, const char *path);
 
 #ifdef __cplusplus
 }

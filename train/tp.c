@@ -19,7 +19,6 @@
 #include <string.h>
 
 #include "dp.h"
-#include "io/checkpoint.h"
 #include "tp.h"
 #include "trainer.h"
 #include "try.h"
@@ -279,7 +278,7 @@ f8_status tp_checkpoint_add(gpt *m, f8_checkpoint *ck)
             st = f8_module_param(mod_of(&m->blocks[l], s->mod), s->which, 0, &v);
             block_prefix(prefix, sizeof prefix, l, s->mod);
             snprintf(name, sizeof name, "%s.%s", prefix, s->field);
-            const f8i_ck_entry *e = f8i_checkpoint_find(tmp, name);
+            const f8_ck_entry *e = f8_checkpoint_find_entry(tmp, name);
             if (st == F8_OK && !e) st = F8_ERR_STATE;
             if (st != F8_OK) break;
             const size_t bytes = (size_t)(v.rows * v.cols) * f8_dtype_size(v.dtype) * (size_t)P;
@@ -287,17 +286,17 @@ f8_status tp_checkpoint_add(gpt *m, f8_checkpoint *ck)
             st = host ? gather_shards(m, s, &v, host) : F8_ERR_OUT_OF_MEMORY;
             int64_t shape[2] = {full_rows(s, &v, P), full_cols(s, &v, P)};
             if (e->ndim == 1) shape[0] = shape[0] * shape[1]; /* biases and norms are stored 1-D */
-            if (st == F8_OK) st = f8i_checkpoint_put(ck, name, e->dtype, e->ndim, shape, host, bytes);
+            if (st == F8_OK) st = f8_checkpoint_put_entry(ck, name, e->dtype, e->ndim, shape, host, bytes);
             free(host);
         }
-    for (size_t i = 0; i < f8i_checkpoint_count(tmp) && st == F8_OK; i++) { /* the rest as it is */
-        const f8i_ck_entry *e = f8i_checkpoint_entry(tmp, i);
-        if (!f8i_checkpoint_find(ck, e->name))
-            st = f8i_checkpoint_put(ck, e->name, e->dtype, e->ndim, e->shape, e->data, e->bytes);
+    for (size_t i = 0; i < f8_checkpoint_entry_count(tmp) && st == F8_OK; i++) { /* the rest as it is */
+        const f8_ck_entry *e = f8_checkpoint_entry_at(tmp, i);
+        if (!f8_checkpoint_find_entry(ck, e->name))
+            st = f8_checkpoint_put_entry(ck, e->name, e->dtype, e->ndim, e->shape, e->data, e->bytes);
     }
-    for (size_t i = 0; i < f8i_checkpoint_meta_count(tmp) && st == F8_OK; i++) { /* each module's fp8.recipe */
+    for (size_t i = 0; i < f8_checkpoint_metadata_count(tmp) && st == F8_OK; i++) { /* each module's fp8.recipe */
         const char *key, *value;
-        f8i_checkpoint_meta_at(tmp, i, &key, &value);
+        f8_checkpoint_metadata_at(tmp, i, &key, &value);
         if (strncmp(key, "model.", 6) == 0) st = f8_checkpoint_set_metadata(ck, key, value);
     }
     f8_checkpoint_destroy(tmp);
@@ -310,20 +309,20 @@ f8_status tp_checkpoint_add(gpt *m, f8_checkpoint *ck)
 /* This rank's shard of entry e (a whole tensor of split s) into tmp under
  * name, for a local tensor shaped like v. A whole tensor of another size is
  * put as it is: restoring it then fails on its shape, naming it. */
-static f8_status put_shard(gpt *m, const tp_split *s, const f8_tensor *v, const f8i_ck_entry *e, f8_checkpoint *tmp,
+static f8_status put_shard(gpt *m, const tp_split *s, const f8_tensor *v, const f8_ck_entry *e, f8_checkpoint *tmp,
                            const char *name)
 {
     const int P = m->tp_size;
-    const size_t es = f8i_ck_dtype_size(e->dtype), lb = (size_t)(v->rows * v->cols) * es;
+    const size_t es = f8_ck_dtype_size(e->dtype), lb = (size_t)(v->rows * v->cols) * es;
     if (e->bytes != lb * (size_t)P)
-        return f8i_checkpoint_put(tmp, name, e->dtype, e->ndim, e->shape, e->data, e->bytes);
+        return f8_checkpoint_put_entry(tmp, name, e->dtype, e->ndim, e->shape, e->data, e->bytes);
     unsigned char *h = (unsigned char *)calloc(1, lb + 1);
     if (!h) return F8_ERR_OUT_OF_MEMORY;
     tp_shard_copy((unsigned char *)e->data, h, full_rows(s, v, P), full_cols(s, v, P), s->dim, parts_of(m, s, v), P,
                    m->tp_rank, es, 1);
     int64_t shape[2] = {v->rows, v->cols};
     if (e->ndim == 1) shape[0] = v->rows * v->cols;
-    f8_status st = f8i_checkpoint_put(tmp, name, e->dtype, e->ndim, shape, h, lb);
+    f8_status st = f8_checkpoint_put_entry(tmp, name, e->dtype, e->ndim, shape, h, lb);
     free(h);
     return st;
 }
@@ -344,21 +343,21 @@ f8_status tp_checkpoint_restore(gpt *m, const f8_checkpoint *ck)
                 if (s->mod != k || s->dim == REPL || (s->dim == RANK0 && m->tp_rank == 0)) continue;
                 f8_tensor v;
                 snprintf(name, sizeof name, "%s.%s", prefix, s->field);
-                const f8i_ck_entry *e = f8i_checkpoint_find(ck, name);
+                const f8_ck_entry *e = f8_checkpoint_find_entry(ck, name);
                 if (!e) continue; /* restore_module names what is missing */
                 st = f8_module_param(mod, s->which, 0, &v);
                 if (st == F8_OK && s->dim == RANK0 && m->tp_rank != 0) { /* zero off rank 0 */
                     unsigned char *z = (unsigned char *)calloc(1, e->bytes + 1);
-                    st = z ? f8i_checkpoint_put(tmp, name, e->dtype, e->ndim, e->shape, z, e->bytes) : F8_ERR_OUT_OF_MEMORY;
+                    st = z ? f8_checkpoint_put_entry(tmp, name, e->dtype, e->ndim, e->shape, z, e->bytes) : F8_ERR_OUT_OF_MEMORY;
                     free(z);
                 } else if (st == F8_OK) {
                     st = put_shard(m, s, &v, e, tmp, name);
                 }
             }
-            for (size_t i = 0; i < f8i_checkpoint_count(ck) && st == F8_OK; i++) { /* the rest of the module */
-                const f8i_ck_entry *e = f8i_checkpoint_entry(ck, i);
-                if (strncmp(e->name, prefix, plen) == 0 && e->name[plen] == '.' && !f8i_checkpoint_find(tmp, e->name))
-                    st = f8i_checkpoint_put(tmp, e->name, e->dtype, e->ndim, e->shape, e->data, e->bytes);
+            for (size_t i = 0; i < f8_checkpoint_entry_count(ck) && st == F8_OK; i++) { /* the rest of the module */
+                const f8_ck_entry *e = f8_checkpoint_entry_at(ck, i);
+                if (strncmp(e->name, prefix, plen) == 0 && e->name[plen] == '.' && !f8_checkpoint_find_entry(tmp, e->name))
+                    st = f8_checkpoint_put_entry(tmp, e->name, e->dtype, e->ndim, e->shape, e->data, e->bytes);
             }
             snprintf(name, sizeof name, "%s.fp8.recipe", prefix);
             const char *recipe = f8_checkpoint_metadata(ck, name);
@@ -427,10 +426,10 @@ f8_status tp_optimizer_add(gpt *m, dp *d, f8_checkpoint *ck, const char *prefix)
         if (!s && m->tp_rank != 0) continue; /* not in this rank's list */
         for (int w = 0; w < 2 && st == F8_OK; w++) {
             snprintf(name, sizeof name, "local.%s.%d", w ? "v" : "m", li);
-            const f8i_ck_entry *e = f8i_checkpoint_find(tmp, name);
+            const f8_ck_entry *e = f8_checkpoint_find_entry(tmp, name);
             snprintf(name, sizeof name, "%s.%s.%d", prefix, w ? "v" : "m", i);
             if (!e) st = F8_ERR_STATE;
-            else if (!s) st = f8i_checkpoint_put(ck, name, e->dtype, e->ndim, e->shape, e->data, e->bytes);
+            else if (!s) st = f8_checkpoint_put_entry(ck, name, e->dtype, e->ndim, e->shape, e->data, e->bytes);
             if (!s || st != F8_OK) continue;
             /* the moments (FP32, the parameter's shape) gathered like the parameter */
             f8_tensor v = f8_tensor_make(NULL, F8_DTYPE_FP32, l.p[i].rows, l.p[i].cols);
@@ -439,7 +438,7 @@ f8_status tp_optimizer_add(gpt *m, dp *d, f8_checkpoint *ck, const char *prefix)
             if (st == F8_OK) st = f8_ctx_upload(m->ctx, v.data, e->data, e->bytes);
             if (st == F8_OK) st = gather_shards(m, s, &v, host);
             const int64_t shape[2] = {full_rows(s, &v, P), full_cols(s, &v, P)};
-            if (st == F8_OK) st = f8i_checkpoint_put(ck, name, F8I_CK_F32, 2, shape, host, e->bytes * (size_t)P);
+            if (st == F8_OK) st = f8_checkpoint_put_entry(ck, name, F8_CK_F32, 2, shape, host, e->bytes * (size_t)P);
             f8_ctx_free(m->ctx, v.data);
             free(host);
         }
@@ -447,9 +446,9 @@ f8_status tp_optimizer_add(gpt *m, dp *d, f8_checkpoint *ck, const char *prefix)
     }
     for (int k = 0; k < 3 && st == F8_OK; k++) {
         snprintf(name, sizeof name, "local.%s", OPT_SCALARS[k]);
-        const f8i_ck_entry *e = f8i_checkpoint_find(tmp, name);
+        const f8_ck_entry *e = f8_checkpoint_find_entry(tmp, name);
         snprintf(name, sizeof name, "%s.%s", prefix, OPT_SCALARS[k]);
-        st = e ? f8i_checkpoint_put(ck, name, e->dtype, e->ndim, e->shape, e->data, e->bytes) : F8_ERR_STATE;
+        st = e ? f8_checkpoint_put_entry(ck, name, e->dtype, e->ndim, e->shape, e->data, e->bytes) : F8_ERR_STATE;
     }
     f8_checkpoint_destroy(tmp);
     free(l.p);
@@ -469,13 +468,13 @@ f8_status tp_optimizer_restore(gpt *m, dp *d, const f8_checkpoint *ck, const cha
         for (int w = 0; w < 2 && st == F8_OK; w++) {
             snprintf(name, sizeof name, "%s.%s.%d", prefix, w ? "v" : "m", i);
             snprintf(local, sizeof local, "local.%s.%d", w ? "v" : "m", li);
-            const f8i_ck_entry *e = f8i_checkpoint_find(ck, name);
+            const f8_ck_entry *e = f8_checkpoint_find_entry(ck, name);
             const size_t want = (size_t)(l.p[i].rows * l.p[i].cols) * 4 * (size_t)(s ? m->tp_size : 1);
-            if (!e || e->dtype != F8I_CK_F32 || e->bytes != want) {
+            if (!e || e->dtype != F8_CK_F32 || e->bytes != want) {
                 snprintf(err, n, "optimizer state: \"%s\" is missing or not F32 of %zu elements", name, want / 4);
                 st = F8_ERR_SHAPE;
             } else if (!s) {
-                st = f8i_checkpoint_put(tmp, local, e->dtype, e->ndim, e->shape, e->data, e->bytes);
+                st = f8_checkpoint_put_entry(tmp, local, e->dtype, e->ndim, e->shape, e->data, e->bytes);
             } else {
                 f8_tensor v = f8_tensor_make(NULL, F8_DTYPE_FP32, l.p[i].rows, l.p[i].cols);
                 st = put_shard(m, s, &v, e, tmp, local);
@@ -484,16 +483,16 @@ f8_status tp_optimizer_restore(gpt *m, dp *d, const f8_checkpoint *ck, const cha
         li++;
     }
     snprintf(name, sizeof name, "%s.m.%d", prefix, l.n);
-    if (st == F8_OK && f8i_checkpoint_find(ck, name)) {
+    if (st == F8_OK && f8_checkpoint_find_entry(ck, name)) {
         snprintf(err, n, "optimizer state: \"%s\": more parameters than the model has", name);
         st = F8_ERR_SHAPE;
     }
     for (int k = 0; k < 3 && st == F8_OK; k++) {
         snprintf(name, sizeof name, "%s.%s", prefix, OPT_SCALARS[k]);
-        const f8i_ck_entry *e = f8i_checkpoint_find(ck, name);
+        const f8_ck_entry *e = f8_checkpoint_find_entry(ck, name);
         snprintf(local, sizeof local, "local.%s", OPT_SCALARS[k]);
         if (!e) snprintf(err, n, "optimizer state: no \"%s\"", name);
-        st = e ? f8i_checkpoint_put(tmp, local, e->dtype, e->ndim, e->shape, e->data, e->bytes) : F8_ERR_SHAPE;
+        st = e ? f8_checkpoint_put_entry(tmp, local, e->dtype, e->ndim, e->shape, e->data, e->bytes) : F8_ERR_SHAPE;
     }
     if (st == F8_OK) st = dp_checkpoint_restore(d, tmp, "local", err, n);
     f8_checkpoint_destroy(tmp);

@@ -35,7 +35,6 @@
 #include "dp.h"
 #include "fp8w.h"
 #include "hf.h"
-#include "io/checkpoint.h"
 #include "plot.h"
 #include "fp8_report.h"
 #include "tokenizer.h"
@@ -226,14 +225,14 @@ static const char *meta_get(void *ck, const char *key) { return f8_checkpoint_me
 
 /* What the tensors of a checkpoint must hold, by name: scales > 0, amax
  * histories and second moments >= 0, every other float finite. */
-static f8i_ck_rule rule_for(const char *name)
+static f8_ck_rule rule_for(const char *name)
 {
     size_t n = strlen(name);
 #define ENDS(s) (n >= sizeof(s) - 1 && strcmp(name + n - (sizeof(s) - 1), s) == 0)
-    if (ENDS(".scale") || ENDS("scale_inv")) return F8I_CK_POSITIVE;
-    if (ENDS(".amax_history") || strncmp(name, "optimizer.v.", 12) == 0) return F8I_CK_NONNEGATIVE;
+    if (ENDS(".scale") || ENDS("scale_inv")) return F8_CK_POSITIVE;
+    if (ENDS(".amax_history") || strncmp(name, "optimizer.v.", 12) == 0) return F8_CK_NONNEGATIVE;
 #undef ENDS
-    return F8I_CK_FINITE;
+    return F8_CK_FINITE;
 }
 
 /* Model shape from a checkpoint's metadata (for --resume), checked against
@@ -276,9 +275,9 @@ static f8_status resume(trainer *t, const char *path)
     TRY(f8_checkpoint_load(t->ctx, path, &ck));
     f8_status st = F8_OK;
     /* values first: nothing is restored from a file holding a NaN */
-    for (size_t i = 0; st == F8_OK && i < f8i_checkpoint_count(ck); i++) {
-        const char *name = f8i_checkpoint_entry(ck, i)->name;
-        st = f8i_checkpoint_check_finite(ck, "--resume", name, rule_for(name));
+    for (size_t i = 0; st == F8_OK && i < f8_checkpoint_entry_count(ck); i++) {
+        const char *name = f8_checkpoint_entry_at(ck, i)->name;
+        st = f8_checkpoint_check_entry(ck, "--resume", name, rule_for(name));
     }
     if (st == F8_OK) st = gpt_checkpoint_restore(&t->m, ck);
     if (st == F8_OK)
