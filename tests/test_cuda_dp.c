@@ -55,9 +55,9 @@ typedef struct grab_ctx {
     f8_ctx *ctx;
 } grab_ctx;
 
-static f8_status grab(void *user, const f8_tensor *p, const f8_tensor *g, int decay)
+static f8_status grab(void *user, const model_param *e)
 {
-    (void)g, (void)decay;
+    const f8_tensor *p = &e->value;
     grab_ctx *c = (grab_ctx *)user;
     const int64_t n = p->rows * p->cols;
     float *t = (float *)realloc(c->r->params, (size_t)(c->r->n + n) * 4);
@@ -87,7 +87,7 @@ static int run(const train_options *o, run_out *r)
     for (int s = 0; s < STEPS && st == F8_OK; s++) st = trainer_step(t, &r->loss[s]);
     CHECK(st == F8_OK, "step: %s", trainer_error(t));
     grab_ctx g = {r, trainer_model(t)->ctx};
-    if (st == F8_OK) CHECK_OK(g.ctx, gpt_each_param(trainer_model(t), grab, &g));
+    if (st == F8_OK) CHECK_OK(g.ctx, param_each(&trainer_model(t)->params, 0, grab, &g));
     trainer_destroy(t);
     return st == F8_OK ? 0 : -1;
 }

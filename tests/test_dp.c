@@ -22,7 +22,7 @@
  *    2 ranks bitwise, and into 1 and 4 ranks within the tolerance, against
  *    the uninterrupted 2-rank run.
  * The ranks' runner is rank_fixture.h's; this test keeps each rank's
- * parameters (gpt_each_param) and FP8 scales.
+ * parameters (the parameter table) and FP8 scales.
  */
 #include <sys/wait.h>
 #include <unistd.h>

@@ -59,9 +59,9 @@ typedef struct fd_ctx {
 
 /* Check 3 elements of each parameter: analytic gradient against
  * (L(p + h) - L(p - h)) / 2h of the mean loss. */
-static f8_status fd_param(void *user, const f8_tensor *p, const f8_tensor *g, int decay)
+static f8_status fd_param(void *user, const model_param *e)
 {
-    (void)decay;
+    const f8_tensor *p = &e->value, *g = &e->grad;
     fd_ctx *f = (fd_ctx *)user;
     const int64_t n = p->rows * p->cols;
     float *pv = (float *)xmalloc((size_t)n * 4), *gv = (float *)xmalloc((size_t)n * 4);
@@ -114,7 +114,7 @@ static void test_gradients(int64_t head_chunk)
           (long long)head_chunk, m->head_done ? "in" : "after");
     CHECK_OK(m->ctx, gpt_backward(m));
     fd_ctx f = {m, 0, 0, 0, 0};
-    CHECK_OK(m->ctx, gpt_each_param(m, fd_param, &f));
+    CHECK_OK(m->ctx, param_each(&m->params, 0, fd_param, &f));
     CHECK(f.bad == 0, "%d of %d gradient elements differ from finite differences", f.bad, f.checked);
     printf("  gradients vs finite differences (head in passes of %lld): %d elements of %d parameters, worst relative "
            "error %.3g\n", (long long)(head_chunk ? head_chunk : m->T), f.checked, f.index, f.worst);

@@ -57,7 +57,9 @@ typedef struct dp_param {
     int64_t n, off;  /* elements, offset in the flat space */
     int64_t layer;   /* gpt's block of the parameter, -1 for the embeddings and head */
     int fp8;         /* its FP8 weight index k (gpt_fp8_weight), or -1 */
-    int order;       /* its index in gpt_each_param's order (the checkpoint's names) */
+    f8_module *mod;  /* its module and parameter (the table entry's) */
+    f8_param which;
+    int order;       /* its index in the parameter table, filtered (the checkpoint's names) */
     int bucket;
 } dp_param;
 
@@ -102,7 +104,7 @@ struct dp {
     int64_t gathered[2]; /* bytes handed to dp_step's all-gathers: high precision, FP8 codes */
 };
 
-static f8_status collect(void *user, const f8_tensor *p, const f8_tensor *g, int decay)
+static f8_status collect(void *user, const model_param *e)
 {
     dp *d = (dp *)user;
     if (d->n_params == d->cap) {
@@ -113,12 +115,14 @@ static f8_status collect(void *user, const f8_tensor *p, const f8_tensor *g, int
         d->cap = cap;
     }
     dp_param *q = &d->params[d->n_params++];
-    q->p = *p;
-    q->g = *g;
-    q->decay = decay;
-    q->n = p->rows * p->cols;
-    q->layer = d->model->param_layer;
-    q->fp8 = d->model->param_fp8;
+    q->p = e->value;
+    q->g = e->grad;
+    q->decay = (e->flags & PARAM_DECAY) != 0;
+    q->n = e->value.rows * e->value.cols;
+    q->layer = e->layer;
+    q->fp8 = e->fp8;
+    q->mod = e->module;
+    q->which = e->which;
     q->order = d->n_params - 1;
     return F8_OK;
 }
@@ -145,7 +149,9 @@ static f8_status group_fp8_last(dp *d)
 /* FP8 weight k's module and parameter. */
 static void fp8_weight(const dp *d, const dp_param *q, f8_module **mod, f8_param *which)
 {
-    gpt_fp8_weight(d->model, q->fp8, mod, which);
+    (void)d;
+    *mod = q->mod;
+    *which = q->which;
 }
 
 /* This rank's masters: each FP8 weight piece from gpt_fp8_master_init (the
@@ -184,7 +190,8 @@ f8_status dp_comm_create(f8_ctx *ctx, f8_comm_group *g, const f8_comm_id *id, in
 
 static size_t es(f8_dtype t) { return f8_dtype_size(t); }
 
-f8_status dp_create(f8_comm *comm, gpt *m, int overlap, const f8_adamw_config *ac, dp **out, char *err, size_t n)
+f8_status dp_create(f8_comm *comm, gpt *m, unsigned skip, int overlap, const f8_adamw_config *ac, dp **out, char *err,
+                    size_t n)
 {
     *out = NULL;
     dp *d = (dp *)calloc(1, sizeof *d);
@@ -195,7 +202,7 @@ f8_status dp_create(f8_comm *comm, gpt *m, int overlap, const f8_adamw_config *a
     d->ctx = f8_comm_ctx(comm);
     d->rank = f8_comm_rank(comm);
     d->size = f8_comm_size(comm);
-    f8_status st = gpt_each_param(m, collect, d);
+    f8_status st = param_each(&m->params, skip, collect, d);
     if (st == F8_OK && d->n_params == 0) st = F8_ERR_INVALID_ARGUMENT;
     if (st == F8_OK) st = group_fp8_last(d);
     const dp_param *first = d->params; /* the first high-precision parameter: its dtype is pflat's */

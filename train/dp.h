@@ -19,8 +19,10 @@ f8_status dp_comm_create(f8_ctx *ctx, f8_comm_group *group, const f8_comm_id *id
                          char *err, size_t err_size);
 
 /* The layout and the sharded optimizer (config ac) of rank f8_comm_rank(comm)
- * for model m on comm's ctx. Allocates everything the step needs. */
-f8_status dp_create(f8_comm *comm, gpt *m, int overlap, const f8_adamw_config *ac, dp **out, char *err,
+ * for the parameters of model m whose flags have none of skip's bits
+ * (params.h: PARAM_REPLICATED on a TP rank other than 0), on comm's ctx.
+ * Allocates everything the step needs. */
+f8_status dp_create(f8_comm *comm, gpt *m, unsigned skip, int overlap, const f8_adamw_config *ac, dp **out, char *err,
                     size_t err_size);
 void dp_destroy(dp *d);
 

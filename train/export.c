@@ -19,7 +19,7 @@
 #include <time.h>
 
 #include "export.h"
-#include "trainer.h"
+#include "options.h"
 #include "try.h"
 
 static f8_status build(gpt *m, f8_onnx *g)

@@ -4,7 +4,9 @@
  * and its fuzz targets.
  *
  *   gpt.h         the GPT model built from f8 modules, its forward/backward
- *   trainer.h     options and the training loop (train_run, train_main)
+ *   params.h      a model's parameter table (checkpoint names, flags, views)
+ *   model.h       the GPT's state (gpt); options.h f8_train's options
+ *   trainer.h     the training run (trainer_create, trainer_step, trainer_run)
  *   dp.h, tp.h    data parallelism (ZeRO-1) and tensor/sequence parallelism
  *   fp8w.h        FP32 masters of FP8 primary weights on one rank
  *   data.h        datasets and the batch sampler; corpus.h the embedded corpus
@@ -31,6 +33,9 @@
 #include "gpt.h"
 #include "hf.h"
 #include "log.h"
+#include "model.h"
+#include "options.h"
+#include "params.h"
 #include "parse.h"
 #include "plot.h"
 #include "tokenizer.h"

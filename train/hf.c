@@ -20,7 +20,7 @@
 #include <sys/stat.h>
 
 #include "hf.h"
-#include "trainer.h"
+#include "options.h"
 #include "try.h"
 
 

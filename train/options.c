@@ -11,7 +11,7 @@
 
 #include "parse.h"
 #include "tp.h"
-#include "trainer.h"
+#include "options.h"
 
 typedef struct preset {
     const char *name;

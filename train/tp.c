@@ -18,9 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dp.h"
 #include "tp.h"
-#include "trainer.h"
 #include "try.h"
 
 
@@ -70,30 +68,6 @@ int tp_check_shape(int64_t heads, int64_t channels, int tp, char *err, size_t n)
         return -1;
     }
     return 0;
-}
-
-f8_status tp_comms_create(f8_ctx *ctx, const train_options *o, f8_comm **tp, f8_comm **dp, char *err, size_t n)
-{
-    const int P = (int)o->tp, r = o->rank;
-    f8_status st;
-    *tp = *dp = NULL;
-    /* what the launcher checks (train_check_tp), again for a trainer made in code */
-    if (o->world % P != 0 || o->dp_overlap || (o->init_from && o->init_from[0])) {
-        snprintf(err, n, "--tp %d: %s", P,
-                 o->world % P ? "the ranks are not a multiple of it"
-                 : o->dp_overlap ? "--dp-overlap with it is not supported"
-                                 : "--init-from with it is not supported (import with one rank, then --resume)");
-        return F8_ERR_INVALID_ARGUMENT;
-    }
-    if (f8_ctx_backend(ctx) == F8_BACKEND_CPU) {
-        st = f8_comm_create_cpu(ctx, o->tp_group, r % P, tp);
-        if (st == F8_OK) st = f8_comm_create_cpu(ctx, o->dp_group, r / P, dp);
-    } else { /* NCCL: one id per group, made by rank 0 (launch.c); untested on GPUs */
-        st = f8_comm_create_nccl(ctx, o->tp_id, r % P, P, tp);
-        if (st == F8_OK) st = f8_comm_create_nccl(ctx, o->dp_id, r / P, o->world / P, dp);
-    }
-    if (st != F8_OK) snprintf(err, n, "rank %d: tensor/data-parallel groups: %s", r, f8_ctx_last_error(ctx));
-    return st;
 }
 
 /* ---- host slicing ------------------------------------------------------------ */
@@ -373,35 +347,6 @@ f8_status tp_checkpoint_restore(gpt *m, const f8_checkpoint *ck)
 
 /* ---- the optimizer state: the one-rank layout ------------------------------------ */
 
-/* The model's parameters in one-rank order (skip_replicated off). */
-typedef struct plist {
-    f8_tensor *p;
-    int n, cap;
-} plist;
-
-static f8_status collect_param(void *user, const f8_tensor *p, const f8_tensor *g, int decay)
-{
-    (void)g, (void)decay;
-    plist *l = (plist *)user;
-    if (l->n == l->cap) {
-        int cap = l->cap ? 2 * l->cap : 64;
-        f8_tensor *t = (f8_tensor *)realloc(l->p, (size_t)cap * sizeof *t);
-        if (!t) return F8_ERR_OUT_OF_MEMORY;
-        l->p = t, l->cap = cap;
-    }
-    l->p[l->n++] = *p;
-    return F8_OK;
-}
-
-static f8_status all_params(gpt *m, plist *l)
-{
-    const int skip = m->skip_replicated;
-    memset(l, 0, sizeof *l);
-    m->skip_replicated = 0;
-    f8_status st = gpt_each_param(m, collect_param, l);
-    m->skip_replicated = skip;
-    return st;
-}
 
 /* Sharded: its split; NULL for a replicated parameter (rank 0 keeps its state). */
 static const tp_split *sharded_split(const gpt *m, const f8_tensor *p)
@@ -412,17 +357,14 @@ static const tp_split *sharded_split(const gpt *m, const f8_tensor *p)
 
 static const char *const OPT_SCALARS[3] = {"step", "lr", "grad_norm"};
 
-f8_status tp_optimizer_add(gpt *m, dp *d, f8_checkpoint *ck, const char *prefix)
+f8_status tp_optimizer_add(gpt *m, const f8_checkpoint *tmp, f8_checkpoint *ck, const char *prefix)
 {
     const int P = m->tp_size;
-    plist l;
-    f8_checkpoint *tmp = NULL;
-    f8_status st = all_params(m, &l);
-    if (st == F8_OK) st = f8_checkpoint_create(m->ctx, &tmp);
-    if (st == F8_OK) st = dp_checkpoint_add(d, tmp, "local"); /* this rank's list, whole over the DP group */
+    const param_table *l = &m->params; /* every parameter: the one-rank order */
+    f8_status st = F8_OK;
     char name[256];
-    for (int i = 0, li = 0; i < l.n && st == F8_OK; i++) {
-        const tp_split *s = sharded_split(m, &l.p[i]);
+    for (int i = 0, li = 0; i < l->n && st == F8_OK; i++) {
+        const tp_split *s = sharded_split(m, &l->v[i].value);
         if (!s && m->tp_rank != 0) continue; /* not in this rank's list */
         for (int w = 0; w < 2 && st == F8_OK; w++) {
             snprintf(name, sizeof name, "local.%s.%d", w ? "v" : "m", li);
@@ -432,7 +374,7 @@ f8_status tp_optimizer_add(gpt *m, dp *d, f8_checkpoint *ck, const char *prefix)
             else if (!s) st = f8_checkpoint_put_entry(ck, name, e->dtype, e->ndim, e->shape, e->data, e->bytes);
             if (!s || st != F8_OK) continue;
             /* the moments (FP32, the parameter's shape) gathered like the parameter */
-            f8_tensor v = f8_tensor_make(NULL, F8_DTYPE_FP32, l.p[i].rows, l.p[i].cols);
+            f8_tensor v = f8_tensor_make(NULL, F8_DTYPE_FP32, l->v[i].value.rows, l->v[i].value.cols);
             unsigned char *host = (unsigned char *)malloc(e->bytes * (size_t)P);
             st = host ? f8_ctx_alloc(m->ctx, e->bytes, &v.data) : F8_ERR_OUT_OF_MEMORY;
             if (st == F8_OK) st = f8_ctx_upload(m->ctx, v.data, e->data, e->bytes);
@@ -450,39 +392,36 @@ f8_status tp_optimizer_add(gpt *m, dp *d, f8_checkpoint *ck, const char *prefix)
         snprintf(name, sizeof name, "%s.%s", prefix, OPT_SCALARS[k]);
         st = e ? f8_checkpoint_put_entry(ck, name, e->dtype, e->ndim, e->shape, e->data, e->bytes) : F8_ERR_STATE;
     }
-    f8_checkpoint_destroy(tmp);
-    free(l.p);
     return st;
 }
 
-f8_status tp_optimizer_restore(gpt *m, dp *d, const f8_checkpoint *ck, const char *prefix, char *err, size_t n)
+f8_status tp_optimizer_restore(gpt *m, const f8_checkpoint *ck, const char *prefix, f8_checkpoint *tmp, char *err,
+                               size_t n)
 {
-    plist l;
-    f8_checkpoint *tmp = NULL;
-    f8_status st = all_params(m, &l);
-    if (st == F8_OK) st = f8_checkpoint_create(m->ctx, &tmp);
+    const param_table *l = &m->params; /* every parameter: the one-rank order */
+    f8_status st = F8_OK;
     char name[256], local[64];
-    for (int i = 0, li = 0; i < l.n && st == F8_OK; i++) {
-        const tp_split *s = sharded_split(m, &l.p[i]);
+    for (int i = 0, li = 0; i < l->n && st == F8_OK; i++) {
+        const tp_split *s = sharded_split(m, &l->v[i].value);
         if (!s && m->tp_rank != 0) continue;
         for (int w = 0; w < 2 && st == F8_OK; w++) {
             snprintf(name, sizeof name, "%s.%s.%d", prefix, w ? "v" : "m", i);
             snprintf(local, sizeof local, "local.%s.%d", w ? "v" : "m", li);
             const f8_ck_entry *e = f8_checkpoint_find_entry(ck, name);
-            const size_t want = (size_t)(l.p[i].rows * l.p[i].cols) * 4 * (size_t)(s ? m->tp_size : 1);
+            const size_t want = (size_t)(l->v[i].value.rows * l->v[i].value.cols) * 4 * (size_t)(s ? m->tp_size : 1);
             if (!e || e->dtype != F8_CK_F32 || e->bytes != want) {
                 snprintf(err, n, "optimizer state: \"%s\" is missing or not F32 of %zu elements", name, want / 4);
                 st = F8_ERR_SHAPE;
             } else if (!s) {
                 st = f8_checkpoint_put_entry(tmp, local, e->dtype, e->ndim, e->shape, e->data, e->bytes);
             } else {
-                f8_tensor v = f8_tensor_make(NULL, F8_DTYPE_FP32, l.p[i].rows, l.p[i].cols);
+                f8_tensor v = f8_tensor_make(NULL, F8_DTYPE_FP32, l->v[i].value.rows, l->v[i].value.cols);
                 st = put_shard(m, s, &v, e, tmp, local);
             }
         }
         li++;
     }
-    snprintf(name, sizeof name, "%s.m.%d", prefix, l.n);
+    snprintf(name, sizeof name, "%s.m.%d", prefix, l->n);
     if (st == F8_OK && f8_checkpoint_find_entry(ck, name)) {
         snprintf(err, n, "optimizer state: \"%s\": more parameters than the model has", name);
         st = F8_ERR_SHAPE;
@@ -494,8 +433,5 @@ f8_status tp_optimizer_restore(gpt *m, dp *d, const f8_checkpoint *ck, const cha
         if (!e) snprintf(err, n, "optimizer state: no \"%s\"", name);
         st = e ? f8_checkpoint_put_entry(tmp, local, e->dtype, e->ndim, e->shape, e->data, e->bytes) : F8_ERR_SHAPE;
     }
-    if (st == F8_OK) st = dp_checkpoint_restore(d, tmp, "local", err, n);
-    f8_checkpoint_destroy(tmp);
-    free(l.p);
     return st;
 }

@@ -195,6 +195,29 @@ static void config_values(const gpt_config *c, char v[8][32])
     snprintf(v[7], 32, "%s", f8_dtype_name(c->dtype));
 }
 
+
+/* With TP: ZeRO-1's state (dp.c) in its own layout, reshaped to the
+ * one-rank layout by tp.c, and back. */
+static f8_status tp_optimizer_save(trainer *t, f8_checkpoint *ck)
+{
+    f8_checkpoint *local = NULL;
+    f8_status st = f8_checkpoint_create(t->ctx, &local);
+    if (st == F8_OK) st = dp_checkpoint_add(t->dp, local, "local");
+    if (st == F8_OK) st = tp_optimizer_add(&t->m, local, ck, "optimizer");
+    f8_checkpoint_destroy(local);
+    return st;
+}
+
+static f8_status tp_optimizer_load(trainer *t, const f8_checkpoint *ck)
+{
+    f8_checkpoint *local = NULL;
+    f8_status st = f8_checkpoint_create(t->ctx, &local);
+    if (st == F8_OK) st = tp_optimizer_restore(&t->m, ck, "optimizer", local, t->error, sizeof t->error);
+    if (st == F8_OK) st = dp_checkpoint_restore(t->dp, local, "local", t->error, sizeof t->error);
+    f8_checkpoint_destroy(local);
+    return st;
+}
+
 f8_status trainer_save(trainer *t, const char *path)
 {
     f8_checkpoint *ck = NULL;
@@ -211,7 +234,7 @@ f8_status trainer_save(trainer *t, const char *path)
     if (st == F8_OK) st = f8_checkpoint_set_metadata(ck, "train.fp8_attention", t->m.c.fp8_attention ? "1" : "0");
     if (st == F8_OK) st = gpt_checkpoint_add(&t->m, ck);
     if (st == F8_OK)
-        st = t->m.tp ? tp_optimizer_add(&t->m, t->dp, ck, "optimizer")
+        st = t->m.tp ? tp_optimizer_save(t, ck)
            : t->dp   ? dp_checkpoint_add(t->dp, ck, "optimizer")
                      : f8_checkpoint_add_adamw(ck, "optimizer", t->opt);
     if (st == F8_OK && t->fw) st = fp8w_checkpoint_add(t->fw, ck, "optimizer");
@@ -281,7 +304,7 @@ static f8_status resume(trainer *t, const char *path)
     }
     if (st == F8_OK) st = gpt_checkpoint_restore(&t->m, ck);
     if (st == F8_OK)
-        st = t->m.tp ? tp_optimizer_restore(&t->m, t->dp, ck, "optimizer", t->error, sizeof t->error)
+        st = t->m.tp ? tp_optimizer_load(t, ck)
            : t->dp   ? dp_checkpoint_restore(t->dp, ck, "optimizer", t->error, sizeof t->error)
                      : f8_checkpoint_restore_adamw(ck, "optimizer", t->opt);
     if (st == F8_OK && t->fw) st = fp8w_checkpoint_restore(t->fw, ck, "optimizer", t->error, sizeof t->error);
@@ -299,11 +322,39 @@ static f8_status resume(trainer *t, const char *path)
 
 /* ---- creation --------------------------------------------------------------- */
 
-static f8_status add_param(void *user, const f8_tensor *p, const f8_tensor *g, int decay)
+static f8_status add_param(void *user, const model_param *p)
 {
     trainer *t = (trainer *)user;
-    f8_tensor master = t->m.param_fp8 >= 0 ? fp8w_master(t->fw, t->m.param_fp8) : *p; /* AdamW steps the master */
-    return f8_adamw_add(t->opt, &master, g, decay);
+    f8_tensor master = p->fp8 >= 0 ? fp8w_master(t->fw, p->fp8) : p->value; /* AdamW steps the master */
+    return f8_adamw_add(t->opt, &master, &p->grad, (p->flags & PARAM_DECAY) != 0);
+}
+
+/* Rank world_rank's tensor-parallel and data-parallel communicators: its TP
+ * group is ranks d·tp .. d·tp + tp - 1 (d = world_rank / tp), its DP group
+ * the ranks of the same TP index. CPU ranks: from the launcher's groups;
+ * NCCL: from its ids (untested: no GPU run yet). */
+static f8_status tp_comms_create(f8_ctx *ctx, const train_options *o, f8_comm **tp, f8_comm **dp, char *err, size_t n)
+{
+    const int P = (int)o->tp, r = o->rank;
+    f8_status st;
+    *tp = *dp = NULL;
+    /* what the launcher checks (train_check_tp), again for a trainer made in code */
+    if (o->world % P != 0 || o->dp_overlap || (o->init_from && o->init_from[0])) {
+        snprintf(err, n, "--tp %d: %s", P,
+                 o->world % P ? "the ranks are not a multiple of it"
+                 : o->dp_overlap ? "--dp-overlap with it is not supported"
+                                 : "--init-from with it is not supported (import with one rank, then --resume)");
+        return F8_ERR_INVALID_ARGUMENT;
+    }
+    if (f8_ctx_backend(ctx) == F8_BACKEND_CPU) {
+        st = f8_comm_create_cpu(ctx, o->tp_group, r % P, tp);
+        if (st == F8_OK) st = f8_comm_create_cpu(ctx, o->dp_group, r / P, dp);
+    } else { /* NCCL: one id per group, made by rank 0 (launch.c); untested on GPUs */
+        st = f8_comm_create_nccl(ctx, o->tp_id, r % P, P, tp);
+        if (st == F8_OK) st = f8_comm_create_nccl(ctx, o->dp_id, r / P, o->world / P, dp);
+    }
+    if (st != F8_OK) snprintf(err, n, "rank %d: tensor/data-parallel groups: %s", r, f8_ctx_last_error(ctx));
+    return st;
 }
 
 static f8_status make_ctx(trainer *t, char *err, size_t n)
@@ -433,15 +484,14 @@ f8_status trainer_create(const train_options *opt, trainer **out, char *err, siz
     if (st == F8_OK && t->comm) {
         /* with TP: ZeRO-1 over the DP group of this rank's parameters, the replicated ones on
          * TP rank 0 only; the gradient norm over every rank (tp.h) */
-        t->m.skip_replicated = t->m.tp_rank > 0;
-        st = dp_create(t->dp_comm ? t->dp_comm : t->comm, &t->m, t->o.dp_overlap, &ac, &t->dp, err, n);
-        t->m.skip_replicated = 0;
+        const unsigned skip = t->m.tp_rank > 0 ? PARAM_REPLICATED : 0;
+        st = dp_create(t->dp_comm ? t->dp_comm : t->comm, &t->m, skip, t->o.dp_overlap, &ac, &t->dp, err, n);
         if (st == F8_OK) t->opt = dp_optimizer(t->dp);
         if (st == F8_OK && t->tp_comm) st = f8_adamw_set_comm(t->opt, t->comm);
     } else if (st == F8_OK) {
         st = f8_adamw_create(t->ctx, &ac, &t->opt);
         if (st == F8_OK && t->m.c.fp8_weights) st = fp8w_create(&t->m, &t->fw);
-        if (st == F8_OK) st = gpt_each_param(&t->m, add_param, t);
+        if (st == F8_OK) st = param_each(&t->m.params, 0, add_param, t);
     }
     t->M = t->o.grad_accum;
     t->T = t->m.T;
