@@ -208,7 +208,7 @@ static void check_refusals(const train_options *base, const char *fp8w_ck, const
     o = *base;
     o.resume = fp8w_ck;
     o.fp8_weights = 0;
-    o.given = TRAIN_GIVEN_FP8_WEIGHTS;
+    o.given = train_option_bit("--fp8-weights");
     CHECK(trainer_create(&o, &t, err, sizeof err) != F8_OK && !t && strstr(err, "train.fp8_weights"),
           "--fp8-weights off on an FP8-weight checkpoint: '%s'", err);
     o.resume = hp_ck;

@@ -266,12 +266,12 @@ static void test_resume(void)
             char err[256] = "";
             trainer *x = NULL;
             o.fp8_head = v != 5;
-            o.given |= TRAIN_GIVEN_FP8_HEAD;
+            o.given |= train_option_bit("--fp8-head");
             CHECK(trainer_create(&o, &x, err, sizeof err) != F8_OK && x == NULL && strstr(err, "train.fp8_head"),
                   "variant %d: --fp8-head against the checkpoint: %s", v, err);
             o.fp8_head = v == 5; /* and the other --fp8-attention */
             o.fp8_attention = v != 6;
-            o.given |= TRAIN_GIVEN_FP8_ATTENTION;
+            o.given |= train_option_bit("--fp8-attention");
             CHECK(trainer_create(&o, &x, err, sizeof err) != F8_OK && x == NULL && strstr(err, "train.fp8_attention"),
                   "variant %d: --fp8-attention against the checkpoint: %s", v, err);
         }

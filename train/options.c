@@ -3,6 +3,7 @@
  * Every option is listed in train_print_help with its default.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -341,12 +342,129 @@ static int check_conflicts(const train_options *o, char *err, size_t n)
     return 0;
 }
 
+/* ---- the option table ----------------------------------------------------------- */
+
+static const char *const ON_OFF[2] = {"off", "on"}, *const GRAPH_WORDS[3] = {"off", "on", "auto"};
+static const char *const BACKENDS[3] = {"auto", "cpu", "cuda"}, *const DTYPES[3] = {"auto", "fp32", "bf16"};
+static const char *const RECIPES[3] = {"delayed", "current", "block"};
+
+#define F(field) offsetof(train_options, field)
+#define BIG ((double)TRAIN_MAX_STEPS)
+#define WORDS(w) w, (int)(sizeof w / sizeof w[0])
+/* Every option of the command line, in --help's order. The model options
+ * name the train.* metadata key a --resume checkpoint records them under. */
+static const train_option_def OPTIONS[] = {
+    {"--model", NULL, OPT_MODEL, 0, 0, 0, NULL, 0, NULL},
+    {"--layers", NULL, OPT_INT, F(layers), 1, TRAIN_MAX_LAYERS, NULL, 0, "train.layers"},
+    {"--heads", NULL, OPT_INT, F(heads), 1, TRAIN_MAX_HEADS, NULL, 0, "train.heads"},
+    {"--channels", NULL, OPT_INT, F(channels), 1, TRAIN_MAX_CHANNELS, NULL, 0, "train.channels"},
+    {"--seq", NULL, OPT_INT, F(seq), 2, TRAIN_MAX_SEQ, NULL, 0, "train.seq"},
+    {"--fp8", NULL, OPT_ON_OFF, F(fp8), 0, 0, WORDS(ON_OFF), "train.fp8"},
+    {"--fp8-head", NULL, OPT_ON_OFF, F(fp8_head), 0, 0, WORDS(ON_OFF), "train.fp8_head"},
+    {"--fp8-weights", NULL, OPT_ON_OFF, F(fp8_weights), 0, 0, WORDS(ON_OFF), "train.fp8_weights"},
+    {"--recompute-norm", NULL, OPT_ON_OFF, F(recompute_norm), 0, 0, WORDS(ON_OFF), NULL},
+    {"--fp8-attention", NULL, OPT_ON_OFF, F(fp8_attention), 0, 0, WORDS(ON_OFF), "train.fp8_attention"},
+    {"--recipe", NULL, OPT_WORD, F(recipe), 0, 0, WORDS(RECIPES), "train.recipe"},
+    {"--dtype", NULL, OPT_WORD, F(dtype), 0, 0, WORDS(DTYPES), "train.dtype"},
+    {"--backend", NULL, OPT_WORD, F(backend), 0, 0, WORDS(BACKENDS), NULL},
+    {"--graph", NULL, OPT_GRAPH, F(graph), 0, 0, WORDS(GRAPH_WORDS), NULL},
+    {"--steps", NULL, OPT_INT, F(steps), 1, BIG, NULL, 0, NULL},
+    {"--batch", NULL, OPT_INT, F(batch), 1, 1 << 16, NULL, 0, NULL},
+    {"--grad-accum", NULL, OPT_INT, F(grad_accum), 1, 1 << 16, NULL, 0, NULL},
+    {"--head-chunk", NULL, OPT_INT, F(head_chunk), 0, BIG, NULL, 0, NULL},
+    {"--lr", NULL, OPT_REAL, F(lr), 0.0, 10.0, NULL, 0, NULL},
+    {"--lr-min", NULL, OPT_REAL, F(lr_min), 0.0, 10.0, NULL, 0, NULL},
+    {"--warmup", NULL, OPT_INT, F(warmup), 0, BIG, NULL, 0, NULL},
+    {"--weight-decay", NULL, OPT_REAL, F(weight_decay), 0.0, 10.0, NULL, 0, NULL},
+    {"--grad-clip", NULL, OPT_REAL, F(grad_clip), 0.0, 1e6, NULL, 0, NULL},
+    {"--seed", NULL, OPT_SEED, F(seed), 0, BIG, NULL, 0, NULL},
+    {"--text", NULL, OPT_STRING, F(text), 0, 0, NULL, 0, NULL},
+    {"--data", NULL, OPT_STRING, F(data), 0, 0, NULL, 0, NULL},
+    {"--val-data", NULL, OPT_STRING, F(val_data), 0, 0, NULL, 0, NULL},
+    {"--val-every", NULL, OPT_INT, F(val_every), 0, BIG, NULL, 0, NULL},
+    {"--val-batches", NULL, OPT_INT, F(val_batches), 1, BIG, NULL, 0, NULL},
+    {"--log", NULL, OPT_STRING, F(log), 0, 0, NULL, 0, NULL},
+    {"--plot", NULL, OPT_STRING, F(plot), 0, 0, NULL, 0, NULL},
+    {"--compare", NULL, OPT_COMPARE, 0, 0, 0, NULL, 0, NULL},
+    {"--checkpoint", NULL, OPT_STRING, F(checkpoint), 0, 0, NULL, 0, NULL},
+    {"--checkpoint-every", NULL, OPT_INT, F(checkpoint_every), 0, BIG, NULL, 0, NULL},
+    {"--resume", NULL, OPT_STRING, F(resume), 0, 0, NULL, 0, NULL},
+    {"--init-from", NULL, OPT_STRING, F(init_from), 0, 0, NULL, 0, NULL},
+    {"--tokenizer", NULL, OPT_STRING, F(tokenizer), 0, 0, NULL, 0, NULL},
+    {"--sample", NULL, OPT_INT, F(sample), 0, 1 << 20, NULL, 0, NULL},
+    {"--prompt", NULL, OPT_STRING, F(prompt), 0, 0, NULL, 0, NULL},
+    {"--temperature", NULL, OPT_REAL, F(temperature), 1e-3, 100.0, NULL, 0, NULL},
+    {"--quiet", NULL, OPT_FLAG, F(quiet), 0, 0, NULL, 0, NULL},
+    {"--fp8-report", NULL, OPT_FLAG, F(fp8_report), 0, 0, NULL, 0, NULL},
+    {"--help", "-h", OPT_HELP, 0, 0, 0, NULL, 0, NULL},
+    {"--gpus", NULL, OPT_INT, F(gpus), 1, 1024, NULL, 0, NULL},
+    {"--ranks", NULL, OPT_INT, F(ranks), 1, 1024, NULL, 0, NULL},
+    {"--dp-overlap", NULL, OPT_ON_OFF, F(dp_overlap), 0, 0, WORDS(ON_OFF), NULL},
+    {"--tp", NULL, OPT_INT, F(tp), 1, 1024, NULL, 0, NULL},
+    {"--sequence-parallel", "--sp", OPT_FLAG, F(sequence_parallel), 0, 0, NULL, 0, NULL},
+};
+#undef F
+#undef BIG
+#undef WORDS
+#define N_OPTIONS ((int)(sizeof OPTIONS / sizeof OPTIONS[0]))
+
+const train_option_def *train_option_table(int *count)
+{
+    *count = N_OPTIONS;
+    return OPTIONS;
+}
+
+static int option_index(const char *name)
+{
+    for (int i = 0; i < N_OPTIONS; i++)
+        if (!strcmp(name, OPTIONS[i].name) || (OPTIONS[i].alias && !strcmp(name, OPTIONS[i].alias))) return i;
+    return -1;
+}
+
+uint64_t train_option_bit(const char *name)
+{
+    const int i = option_index(name);
+    return i < 0 ? 0 : (uint64_t)1 << i;
+}
+
+/* The value v of option d into o; 0, or -1 with the reason in err. */
+static int set_option(train_options *o, const train_option_def *d, const char *v, char *err, size_t n)
+{
+    char *field = (char *)o + d->offset;
+    int w = 0;
+    int64_t k = 0;
+    switch (d->kind) {
+    case OPT_INT: return opt_i64(d->name, v, (int64_t)d->lo, (int64_t)d->hi, (int64_t *)(void *)field, err, n);
+    case OPT_SEED:
+        if (opt_i64(d->name, v, (int64_t)d->lo, (int64_t)d->hi, &k, err, n)) return -1;
+        *(uint64_t *)(void *)field = (uint64_t)k;
+        return 0;
+    case OPT_REAL: return opt_f(d->name, v, d->lo, d->hi, (float *)(void *)field, err, n);
+    case OPT_ON_OFF:
+    case OPT_GRAPH:
+        if (opt_word(d->name, v, d->words, d->n_words, &w, err, n)) return -1;
+        *(int *)(void *)field = d->kind == OPT_GRAPH && w == 2 ? -1 : w;
+        return 0;
+    case OPT_WORD:
+        if (opt_word(d->name, v, d->words, d->n_words, &w, err, n)) return -1;
+        *(const char **)(void *)field = d->words[w];
+        return 0;
+    case OPT_STRING: *(const char **)(void *)field = v; return 0;
+    case OPT_COMPARE:
+        if (o->n_compare == 4) {
+            snprintf(err, n, "--compare: at most 4 logs");
+            return -1;
+        }
+        o->compare[o->n_compare++] = v;
+        return 0;
+    default: return 0; /* --model: applied first */
+    }
+}
+
 int train_parse_args(int argc, char **argv, train_options *o, FILE *out, char *err, size_t n)
 {
-    static const char *const on_off[2] = {"off", "on"}, *const graph_words[3] = {"off", "on", "auto"};
-    static const char *const backends[3] = {"auto", "cpu", "cuda"}, *const dtypes[3] = {"auto", "fp32", "bf16"};
-    static const char *const recipes[3] = {"delayed", "current", "block"};
-    static const unsigned shape_bits = TRAIN_GIVEN_LAYERS | TRAIN_GIVEN_HEADS | TRAIN_GIVEN_CHANNELS | TRAIN_GIVEN_SEQ;
+    const uint64_t shape_bits = train_option_bit("--layers") | train_option_bit("--heads") |
+                                train_option_bit("--channels") | train_option_bit("--seq");
     /* a preset first, so explicit sizes given before or after it win */
     for (int i = 1; i + 1 < argc; i++)
         if (strcmp(argv[i], "--model") == 0) {
@@ -361,20 +479,14 @@ int train_parse_args(int argc, char **argv, train_options *o, FILE *out, char *e
         }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+        const int x = option_index(a);
+        const train_option_def *d = x >= 0 ? &OPTIONS[x] : NULL;
+        if (d && d->kind == OPT_HELP) {
             train_print_help(out);
             return 1;
         }
-        if (strcmp(a, "--quiet") == 0) {
-            o->quiet = 1;
-            continue;
-        }
-        if (strcmp(a, "--fp8-report") == 0) {
-            o->fp8_report = 1;
-            continue;
-        }
-        if (strcmp(a, "--sequence-parallel") == 0 || strcmp(a, "--sp") == 0) {
-            o->sequence_parallel = 1;
+        if (d && d->kind == OPT_FLAG) {
+            *(int *)(void *)((char *)o + d->offset) = 1;
             continue;
         }
         if (strncmp(a, "--", 2) != 0) {
@@ -386,90 +498,21 @@ int train_parse_args(int argc, char **argv, train_options *o, FILE *out, char *e
             return -1;
         }
         const char *v = argv[++i];
-        int bad = 0, w = 0;
-        unsigned bit = 0;
-        int64_t k = 0;
-        const int64_t BIG = TRAIN_MAX_STEPS;
-        if (strcmp(a, "--model") == 0) continue;
-        else if (strcmp(a, "--layers") == 0) bad = opt_i64(a, v, 1, TRAIN_MAX_LAYERS, &o->layers, err, n), bit = TRAIN_GIVEN_LAYERS;
-        else if (strcmp(a, "--heads") == 0) bad = opt_i64(a, v, 1, TRAIN_MAX_HEADS, &o->heads, err, n), bit = TRAIN_GIVEN_HEADS;
-        else if (strcmp(a, "--channels") == 0)
-            bad = opt_i64(a, v, 1, TRAIN_MAX_CHANNELS, &o->channels, err, n), bit = TRAIN_GIVEN_CHANNELS;
-        else if (strcmp(a, "--seq") == 0) bad = opt_i64(a, v, 2, TRAIN_MAX_SEQ, &o->seq, err, n), bit = TRAIN_GIVEN_SEQ;
-        else if (strcmp(a, "--batch") == 0) bad = opt_i64(a, v, 1, 1 << 16, &o->batch, err, n);
-        else if (strcmp(a, "--grad-accum") == 0) bad = opt_i64(a, v, 1, 1 << 16, &o->grad_accum, err, n);
-        else if (strcmp(a, "--ranks") == 0) bad = opt_i64(a, v, 1, 1024, &o->ranks, err, n);
-        else if (strcmp(a, "--gpus") == 0) bad = opt_i64(a, v, 1, 1024, &o->gpus, err, n);
-        else if (strcmp(a, "--tp") == 0) bad = opt_i64(a, v, 1, 1024, &o->tp, err, n);
-        else if (strcmp(a, "--steps") == 0) bad = opt_i64(a, v, 1, BIG, &o->steps, err, n);
-        else if (strcmp(a, "--warmup") == 0) bad = opt_i64(a, v, 0, BIG, &o->warmup, err, n);
-        else if (strcmp(a, "--val-every") == 0) bad = opt_i64(a, v, 0, BIG, &o->val_every, err, n);
-        else if (strcmp(a, "--val-batches") == 0) bad = opt_i64(a, v, 1, BIG, &o->val_batches, err, n);
-        else if (strcmp(a, "--checkpoint-every") == 0) bad = opt_i64(a, v, 0, BIG, &o->checkpoint_every, err, n);
-        else if (strcmp(a, "--sample") == 0) bad = opt_i64(a, v, 0, 1 << 20, &o->sample, err, n);
-        else if (strcmp(a, "--head-chunk") == 0) bad = opt_i64(a, v, 0, BIG, &o->head_chunk, err, n);
-        else if (strcmp(a, "--seed") == 0) bad = opt_i64(a, v, 0, BIG, &k, err, n), o->seed = bad ? o->seed : (uint64_t)k;
-        else if (strcmp(a, "--lr") == 0) bad = opt_f(a, v, 0.0, 10.0, &o->lr, err, n);
-        else if (strcmp(a, "--lr-min") == 0) bad = opt_f(a, v, 0.0, 10.0, &o->lr_min, err, n);
-        else if (strcmp(a, "--weight-decay") == 0) bad = opt_f(a, v, 0.0, 10.0, &o->weight_decay, err, n);
-        else if (strcmp(a, "--grad-clip") == 0) bad = opt_f(a, v, 0.0, 1e6, &o->grad_clip, err, n);
-        else if (strcmp(a, "--temperature") == 0) bad = opt_f(a, v, 1e-3, 100.0, &o->temperature, err, n);
-        else if (strcmp(a, "--fp8") == 0) {
-            bad = opt_word(a, v, on_off, 2, &w, err, n), bit = TRAIN_GIVEN_FP8;
-            if (!bad) o->fp8 = w;
-        } else if (strcmp(a, "--fp8-head") == 0) {
-            bad = opt_word(a, v, on_off, 2, &w, err, n), bit = TRAIN_GIVEN_FP8_HEAD;
-            if (!bad) o->fp8_head = w;
-        } else if (strcmp(a, "--fp8-weights") == 0) {
-            bad = opt_word(a, v, on_off, 2, &w, err, n), bit = TRAIN_GIVEN_FP8_WEIGHTS;
-            if (!bad) o->fp8_weights = w;
-        } else if (strcmp(a, "--fp8-attention") == 0) {
-            bad = opt_word(a, v, on_off, 2, &w, err, n), bit = TRAIN_GIVEN_FP8_ATTENTION;
-            if (!bad) o->fp8_attention = w;
-        } else if (strcmp(a, "--recompute-norm") == 0) {
-            bad = opt_word(a, v, on_off, 2, &w, err, n);
-            if (!bad) o->recompute_norm = w;
-        } else if (strcmp(a, "--dp-overlap") == 0) {
-            bad = opt_word(a, v, on_off, 2, &w, err, n);
-            if (!bad) o->dp_overlap = w;
-        } else if (strcmp(a, "--graph") == 0) {
-            bad = opt_word(a, v, graph_words, 3, &w, err, n);
-            if (!bad) o->graph = w == 2 ? -1 : w;
-        } else if (strcmp(a, "--backend") == 0) {
-            bad = opt_word(a, v, backends, 3, &w, err, n);
-            if (!bad) o->backend = backends[w];
-        } else if (strcmp(a, "--recipe") == 0) {
-            bad = opt_word(a, v, recipes, 3, &w, err, n);
-            if (!bad) o->recipe = recipes[w];
-        } else if (strcmp(a, "--dtype") == 0) {
-            bad = opt_word(a, v, dtypes, 3, &w, err, n);
-            if (!bad) o->dtype = dtypes[w], bit = TRAIN_GIVEN_DTYPE;
-            if (!bad && w == 0) o->given &= ~bit, bit = 0; /* auto: whatever the checkpoint has */
-        }
-        else if (strcmp(a, "--text") == 0) o->text = v;
-        else if (strcmp(a, "--data") == 0) o->data = v;
-        else if (strcmp(a, "--val-data") == 0) o->val_data = v;
-        else if (strcmp(a, "--log") == 0) o->log = v;
-        else if (strcmp(a, "--plot") == 0) o->plot = v;
-        else if (strcmp(a, "--checkpoint") == 0) o->checkpoint = v;
-        else if (strcmp(a, "--resume") == 0) o->resume = v;
-        else if (strcmp(a, "--init-from") == 0) o->init_from = v;
-        else if (strcmp(a, "--tokenizer") == 0) o->tokenizer = v;
-        else if (strcmp(a, "--prompt") == 0) o->prompt = v;
-        else if (strcmp(a, "--compare") == 0) {
-            if (o->n_compare == 4) {
-                snprintf(err, n, "--compare: at most 4 logs");
-                return -1;
-            }
-            o->compare[o->n_compare++] = v;
-        } else {
+        if (!d) {
             snprintf(err, n, "unknown option '%s' (see --help)", a);
             return -1;
         }
-        if (bad) {
+        if (set_option(o, d, v, err, n) != 0) {
+            if (d->kind == OPT_COMPARE) return -1;
             size_t k2 = strlen(err);
             if (k2 + 16 < n) snprintf(err + k2, n - k2, " (see --help)");
             return -1;
+        }
+        /* the model options a --resume checkpoint records count as given (--dtype auto: whatever it has) */
+        uint64_t bit = d->meta && d->kind != OPT_WORD ? (uint64_t)1 << x : 0;
+        if (d->kind == OPT_WORD && d->offset == offsetof(train_options, dtype)) {
+            bit = (uint64_t)1 << x;
+            if (!strcmp(o->dtype, "auto")) o->given &= ~bit, bit = 0;
         }
         o->given |= bit;
         o->from_preset &= ~bit;
@@ -494,8 +537,9 @@ static int meta_int(train_meta_fn get, void *user, const char *key, int64_t lo, 
  * option existed) into *out; the command line's value, if `flag` was given,
  * must match it. */
 static int meta_flag(train_meta_fn get, void *user, const train_options *o, const char *key, const char *flag,
-                     unsigned bit, int given, int64_t *out, char *err, size_t n)
+                     int given, int64_t *out, char *err, size_t n)
 {
+    const uint64_t bit = train_option_bit(flag);
     *out = 0;
     if (get(user, key) && meta_int(get, user, key, 0, 1, out, err, n)) return -1;
     if ((o->given & bit) && given != (int)*out) {
@@ -525,11 +569,18 @@ f8_recipe_kind train_checkpoint_recipe(const char *path)
 int train_options_from_metadata(train_options *o, train_meta_fn get, void *user, int64_t *vocab,
                                 int64_t *padded_vocab, int64_t *step, char *err, size_t n)
 {
+    /* the shape: the table's four integer model options, their keys and limits */
     static const char *const flags[4] = {"--layers", "--heads", "--channels", "--seq"};
-    static const char *const keys[4] = {"train.layers", "train.heads", "train.channels", "train.seq"};
-    static const unsigned bits[4] = {TRAIN_GIVEN_LAYERS, TRAIN_GIVEN_HEADS, TRAIN_GIVEN_CHANNELS, TRAIN_GIVEN_SEQ};
-    const int64_t lo[4] = {1, 1, 1, 2}, hi[4] = {TRAIN_MAX_LAYERS, TRAIN_MAX_HEADS, TRAIN_MAX_CHANNELS, TRAIN_MAX_SEQ};
-    int64_t *cur[4] = {&o->layers, &o->heads, &o->channels, &o->seq};
+    const char *keys[4];
+    uint64_t bits[4];
+    int64_t lo[4], hi[4], *cur[4];
+    for (int i = 0; i < 4; i++) {
+        const train_option_def *d = &OPTIONS[option_index(flags[i])];
+        keys[i] = d->meta;
+        bits[i] = train_option_bit(flags[i]);
+        lo[i] = (int64_t)d->lo, hi[i] = (int64_t)d->hi;
+        cur[i] = (int64_t *)(void *)((char *)o + d->offset);
+    }
     int64_t shape[4], fp8, v, pv, s;
     for (int i = 0; i < 4; i++)
         if (meta_int(get, user, keys[i], lo[i], hi[i], &shape[i], err, n)) return -1;
@@ -577,20 +628,20 @@ int train_options_from_metadata(train_options *o, train_meta_fn get, void *user,
                      (o->from_preset & bits[i]) ? " (from --model)" : "", keys[i], (long long)shape[i]);
             return -1;
         }
-    if ((o->given & TRAIN_GIVEN_FP8) && o->fp8 != (int)fp8) {
+    if ((o->given & train_option_bit("--fp8")) && o->fp8 != (int)fp8) {
         snprintf(err, n, "--fp8 %s conflicts with the checkpoint's train.fp8 = %lld (leave --fp8 out or make it match)",
                  o->fp8 ? "on" : "off", (long long)fp8);
         return -1;
     }
     /* the LM head in FP8, the blocks' weights FP8 primary, FP8 attention */
     int64_t head, fp8w, att;
-    if (meta_flag(get, user, o, "train.fp8_head", "--fp8-head", TRAIN_GIVEN_FP8_HEAD, o->fp8_head, &head, err, n) ||
-        meta_flag(get, user, o, "train.fp8_weights", "--fp8-weights", TRAIN_GIVEN_FP8_WEIGHTS, o->fp8_weights, &fp8w,
+    if (meta_flag(get, user, o, "train.fp8_head", "--fp8-head", o->fp8_head, &head, err, n) ||
+        meta_flag(get, user, o, "train.fp8_weights", "--fp8-weights", o->fp8_weights, &fp8w,
                   err, n) ||
-        meta_flag(get, user, o, "train.fp8_attention", "--fp8-attention", TRAIN_GIVEN_FP8_ATTENTION, o->fp8_attention,
+        meta_flag(get, user, o, "train.fp8_attention", "--fp8-attention", o->fp8_attention,
                   &att, err, n))
         return -1;
-    if ((o->given & TRAIN_GIVEN_DTYPE) && strcmp(o->dtype, dtype)) {
+    if ((o->given & train_option_bit("--dtype")) && strcmp(o->dtype, dtype)) {
         snprintf(err, n, "--dtype %s conflicts with the checkpoint's train.dtype = %s (leave --dtype out or make it "
                          "match)", o->dtype, dtype);
         return -1;

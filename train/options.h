@@ -20,20 +20,6 @@
 #define TRAIN_MAX_VOCAB (1 << 20)
 #define TRAIN_MAX_STEPS ((int64_t)1 << 40)
 
-/* Bits of train_options.given: the model options the command line set
- * (directly or through --model), checked against a --resume checkpoint. */
-enum {
-    TRAIN_GIVEN_LAYERS = 1 << 0,
-    TRAIN_GIVEN_HEADS = 1 << 1,
-    TRAIN_GIVEN_CHANNELS = 1 << 2,
-    TRAIN_GIVEN_SEQ = 1 << 3,
-    TRAIN_GIVEN_FP8 = 1 << 4,
-    TRAIN_GIVEN_DTYPE = 1 << 5,
-    TRAIN_GIVEN_FP8_HEAD = 1 << 6,
-    TRAIN_GIVEN_FP8_WEIGHTS = 1 << 7,
-    TRAIN_GIVEN_FP8_ATTENTION = 1 << 8
-};
-
 typedef struct train_options {
     const char *backend;      /* "auto" (CUDA when a GPU is there), "cpu", "cuda" */
     int fp8;                  /* 1: FP8 GEMMs in the blocks; 0: BF16 (GPU) / FP32 (CPU) */
@@ -72,8 +58,9 @@ typedef struct train_options {
     const char *prompt;
     int quiet;
     int fp8_report;           /* FP8 telemetry: <log>_fp8.csv, <plot>_fp8.svg, worst tensors at the end */
-    unsigned given;           /* TRAIN_GIVEN_* set by train_parse_args (0 when filled in code) */
-    unsigned from_preset;     /* of those, the ones that came from --model */
+    uint64_t given;           /* train_option_bit of each model option the command line set (directly or
+                                 through --model), checked against a --resume checkpoint; 0 when filled in code */
+    uint64_t from_preset;     /* of those, the ones that came from --model */
     /* Data parallelism (dp.h): --ranks N in-process CPU ranks, --gpus N one process per GPU
      * (launch.c); --grad-accum microbatches are split among the ranks. */
     int64_t ranks, gpus;
@@ -91,6 +78,39 @@ typedef struct train_options {
     f8_comm_group *tp_group, *dp_group;
     const f8_comm_id *tp_id, *dp_id;
 } train_options;
+
+/* The option table: every command-line option, in --help's order, with
+ * where its value goes. It drives train_parse_args, the given mask and
+ * the check of a --resume checkpoint's train.* metadata; tests check that
+ * --help describes every entry. */
+typedef enum train_option_kind {
+    OPT_FLAG,    /* no value: sets an int to 1 */
+    OPT_INT,     /* int64_t in [lo, hi] */
+    OPT_SEED,    /* uint64_t in [lo, hi] */
+    OPT_REAL,    /* float in [lo, hi] */
+    OPT_ON_OFF,  /* "off" / "on": an int 0 / 1 */
+    OPT_GRAPH,   /* "off" / "on" / "auto": an int 0 / 1 / -1 */
+    OPT_WORD,    /* one of words: the word (a static string) */
+    OPT_STRING,  /* a path or text, as given */
+    OPT_COMPARE, /* repeatable, up to 4 (compare[]) */
+    OPT_MODEL,   /* --model: a preset, applied before the other options */
+    OPT_HELP     /* --help: prints and stops */
+} train_option_kind;
+
+typedef struct train_option_def {
+    const char *name;  /* "--layers" */
+    const char *alias; /* another spelling, or NULL */
+    train_option_kind kind;
+    size_t offset;     /* of its field in train_options */
+    double lo, hi;     /* OPT_INT, OPT_SEED, OPT_REAL */
+    const char *const *words; /* OPT_ON_OFF, OPT_GRAPH, OPT_WORD */
+    int n_words;
+    const char *meta;  /* the train.* key a checkpoint records it under (a model option), or NULL */
+} train_option_def;
+
+const train_option_def *train_option_table(int *count);
+/* The bit of an option (by name or alias) in train_options.given; 0 for none. */
+uint64_t train_option_bit(const char *name);
 
 train_options train_options_default(void);
 
