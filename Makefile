@@ -156,12 +156,13 @@ run: $(TRAIN_BIN)
 bench: $(BENCH_BIN)
 	@set -e; for b in $(BENCH_BIN); do ./$$b; done
 
-# lib/: libf8.a, libf8.so.$(VERSION) with the links libf8.so.0 (the SONAME,
+# include/: f8.h and its topic headers f8/*.h. lib/: libf8.a, libf8.so.$(VERSION) with the links libf8.so.0 (the SONAME,
 # what programs load) and libf8.so (what -lf8 finds); f8.pc (see f8.pc.in
 # for how --static picks libf8.a).
 install: $(BUILD)/libf8.a $(BUILD)/libf8.so
-	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -d $(DESTDIR)$(PREFIX)/include/f8 $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 644 include/f8.h $(DESTDIR)$(PREFIX)/include/f8.h
+	install -m 644 $(wildcard include/f8/*.h) $(DESTDIR)$(PREFIX)/include/f8/
 	install -m 644 $(BUILD)/libf8.a $(DESTDIR)$(PREFIX)/lib/libf8.a
 	install -m 755 $(BUILD)/libf8.so $(DESTDIR)$(PREFIX)/lib/libf8.so.$(VERSION)
 	ln -sf libf8.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libf8.so.$(SOMAJOR)
