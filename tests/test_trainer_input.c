@@ -307,7 +307,8 @@ static void test_option_table(void)
             char value[64] = "x";
             if (d->kind == OPT_INT || d->kind == OPT_SEED) snprintf(value, sizeof value, "%lld", (long long)d->hi);
             if (d->kind == OPT_REAL) snprintf(value, sizeof value, "%g", d->hi);
-            if (d->kind == OPT_ON_OFF || d->kind == OPT_GRAPH || d->kind == OPT_WORD) snprintf(value, sizeof value, "%s", d->words[d->n_words - 1]);
+            if (d->kind == OPT_ON_OFF || d->kind == OPT_GRAPH || d->kind == OPT_WORD)
+                snprintf(value, sizeof value, "%s", d->words[d->n_words - 1]);
             if (d->kind == OPT_MODEL) snprintf(value, sizeof value, "tiny");
             char *argv[4] = {(char *)"f8_train", (char *)name, value, NULL};
             const int argc = d->kind == OPT_FLAG || d->kind == OPT_HELP ? 2 : 3;
@@ -316,7 +317,8 @@ static void test_option_table(void)
             FILE *devnull = fopen("/dev/null", "w");
             const int rc = train_parse_args(argc, argv, &o, devnull, err, sizeof err);
             fclose(devnull);
-            CHECK(rc == (d->kind == OPT_HELP) || (rc == -1 && !strstr(err, "unknown option") && !strstr(err, "needs a value")),
+            CHECK(rc == (d->kind == OPT_HELP) ||
+                      (rc == -1 && !strstr(err, "unknown option") && !strstr(err, "needs a value")),
                   "%s %s: %d, %s", name, value, rc, err);
             const char *field = (const char *)&o + d->offset;
             if (rc == 0 && d->kind == OPT_INT)
@@ -337,6 +339,25 @@ static void test_option_table(void)
     }
     printf("  option table: %d options, %d names described in --help\n", count, described);
     free(help);
+}
+
+/* MFU's denominator by device name, and the device-name call on a CPU ctx. */
+static void test_device_peak(void)
+{
+    CHECK(train_gpu_peak_flops("NVIDIA H100 80GB HBM3") == 989.4e12, "H100 SXM");
+    CHECK(train_gpu_peak_flops("NVIDIA H100 SXM5 80GB") == 989.4e12, "H100 SXM by name");
+    CHECK(train_gpu_peak_flops("NVIDIA H100 PCIe") == 756.0e12, "H100 PCIe");
+    CHECK(train_gpu_peak_flops("NVIDIA H200") == 989.4e12, "H200");
+    const char *unknown[] = {"NVIDIA H100 NVL", "NVIDIA A100-SXM4-80GB", "NVIDIA H200 NVL", "CPU", "", NULL};
+    for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++)
+        CHECK(train_gpu_peak_flops(unknown[i]) == 0.0, "%s must have no peak", unknown[i] ? unknown[i] : "NULL");
+    char name[32] = "x";
+    CHECK(f8_ctx_device_name(g_ctx, name, sizeof name) == F8_OK && !strcmp(name, "CPU"), "CPU ctx: '%s'", name);
+    char tiny[2];
+    CHECK(f8_ctx_device_name(g_ctx, tiny, sizeof tiny) == F8_OK && !strcmp(tiny, "C"), "cut to fit");
+    CHECK(f8_ctx_device_name(NULL, name, sizeof name) == F8_ERR_INVALID_ARGUMENT &&
+              f8_ctx_device_name(g_ctx, NULL, 8) == F8_ERR_INVALID_ARGUMENT &&
+              f8_ctx_device_name(g_ctx, name, 0) == F8_ERR_INVALID_ARGUMENT, "bad arguments refused");
 }
 
 int main(void)
@@ -363,6 +384,7 @@ int main(void)
     test_conflicts();
     test_short_runs();
     test_option_table();
+    test_device_peak();
 
     f8_ctx_destroy(g_ctx);
     char cmd[128];

@@ -346,7 +346,10 @@ f8_status hf_import(gpt *m, const char *path, char *err, size_t n)
 
 /* ---- export ------------------------------------------------------------------------ */
 
-static int by_name(const void *a, const void *b) { return strcmp(((const hf_out_tensor *)a)->name, ((const hf_out_tensor *)b)->name); }
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(((const hf_out_tensor *)a)->name, ((const hf_out_tensor *)b)->name);
+}
 
 int hf_write_safetensors(const char *path, hf_out_tensor *t, size_t count, char *err, size_t n)
 {

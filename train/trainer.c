@@ -628,11 +628,22 @@ static void sibling_path(char *out, size_t n, const char *base, const char *suff
     snprintf(out, n, "%.*s%s", (int)len, base, suffix);
 }
 
+double train_gpu_peak_flops(const char *name)
+{
+    if (!name || strstr(name, "NVL")) return 0.0;
+    if (strstr(name, "H200")) return 989.4e12;
+    if (strstr(name, "H100") && strstr(name, "PCIe")) return 756.0e12;
+    if (strstr(name, "H100") && (strstr(name, "HBM3") || strstr(name, "SXM"))) return 989.4e12;
+    return 0.0;
+}
+
 int trainer_run(trainer *t)
 {
     const train_options *o = &t->o;
     const int cuda = f8_ctx_backend(t->ctx) == F8_BACKEND_CUDA;
-    const double peak = 989.4e12; /* H200 dense BF16, the MFU denominator for both precisions */
+    char device[128] = "";
+    if (cuda) (void)f8_ctx_device_name(t->ctx, device, sizeof device); /* once, before any step */
+    const double peak = train_gpu_peak_flops(device); /* 0 on the CPU or an unknown GPU: no MFU */
     const double fpt = gpt_flops_per_token(&t->m);
     const int64_t tokens_per_step = t->M * t->T;
     char line[256], err[256];
@@ -647,6 +658,7 @@ int trainer_run(trainer *t)
             printf("FP8 attention: experimental%s\n",
                    cuda ? ", on f8's own FP8 kernel: far slower than BF16 attention (about 35x a 50M step on an H200)"
                         : "");
+        if (cuda && peak <= 0) printf("MFU: unknown GPU (%s): no peak to measure against\n", device[0] ? device : "?");
         printf("model: %lld layers, %lld heads, %lld channels, seq %lld, vocab %lld: %.2fM parameters\n",
                (long long)t->m.c.layers, (long long)t->m.c.heads, (long long)t->m.c.channels, (long long)t->m.c.seq,
                (long long)t->m.c.vocab, (double)gpt_param_count(&t->m) / 1e6);
@@ -705,7 +717,7 @@ int trainer_run(trainer *t)
         r.train_loss = loss;
         r.ms_per_step = dt * 1e3;
         r.tokens_per_s = (double)tokens_per_step / dt;
-        if (cuda) r.mfu = fpt * r.tokens_per_s / peak;
+        if (peak > 0) r.mfu = fpt * r.tokens_per_s / peak;
         r.peak_mem_mib = (double)trainer_peak_memory(t) / 1048576.0;
         int64_t done;
         float lr, gn;

@@ -88,6 +88,12 @@ train_options train_rank_options(const train_options *o, int r, int world);
  * rank 0 starts. 0, or -1 (a message on stderr). */
 int train_tcp_share_id(int rank, int world, const char *addr, const char *port, f8_comm_id *id);
 
+/* Dense BF16 peak FLOP/s of a GPU by its name (f8_ctx_device_name), the
+ * MFU denominator for both precisions: H100 SXM ("... H100 ... HBM3" or
+ * "SXM") and H200 989.4e12, H100 PCIe 756e12; 0 for any other device
+ * (NVL parts included): the run then says "MFU: unknown GPU". */
+double train_gpu_peak_flops(const char *device_name);
+
 /* Introspection for the tests. */
 gpt *trainer_model(trainer *t);
 int64_t trainer_steps_done(const trainer *t);

@@ -204,6 +204,14 @@ F8_API f8_backend f8_ctx_backend(const f8_ctx *ctx);
 /* The CUDA device ordinal the ctx was created on (0 for a CPU ctx): another
  * ctx made with it runs the same kernels on the same device. */
 F8_API int f8_ctx_device(const f8_ctx *ctx);
+/* The name of the ctx's device into name (size bytes, NUL-terminated, cut to
+ * fit): the CUDA device's product name as the driver reports it
+ * ("NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe", "NVIDIA H200"), or "CPU"
+ * for a CPU ctx. For reports such as MFU against the device's peak: a host
+ * query, no synchronization; call it outside the step. F8_ERR_INVALID_ARGUMENT
+ * for a NULL ctx or name or size 0; F8_ERR_NO_DEVICE if the driver cannot
+ * say (name is then ""). */
+F8_API f8_status f8_ctx_device_name(const f8_ctx *ctx, char *name, size_t size);
 F8_API const f8_recipe *f8_ctx_recipe(const f8_ctx *ctx);
 
 /* Make the ctx issue its work on `stream` (a cudaStream_t passed as void*;

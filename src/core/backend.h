@@ -436,6 +436,9 @@ enum { F8I_ATTN_PATH_NONE = 0, F8I_ATTN_PATH_OWN = 1, F8I_ATTN_PATH_CUDNN = 2 };
 void f8i_cuda_attn_set_mode(f8_ctx *ctx, int mode);
 int f8i_cuda_attn_last_path(const f8_ctx *ctx);
 const char *f8i_cuda_attn_info(f8_ctx *ctx, int *loaded);
+/* The product name of CUDA device `device` (cudaGetDeviceProperties) into
+ * name; 0, or -1 when the runtime cannot say (and without CUDA). */
+int f8i_cuda_device_name(int device, char *name, size_t size);
 
 /* ---- the simple ops' args ------------------------------------------- */
 
