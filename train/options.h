@@ -81,8 +81,8 @@ typedef struct train_options {
 
 /* The option table: every command-line option, in --help's order, with
  * where its value goes. It drives train_parse_args, the given mask and
- * the check of a --resume checkpoint's train.* metadata; tests check that
- * --help describes every entry. */
+ * the check of a --resume checkpoint's train.* metadata and --help (the
+ * entries' texts in table order, then the presets). */
 typedef enum train_option_kind {
     OPT_FLAG,    /* no value: sets an int to 1 */
     OPT_INT,     /* int64_t in [lo, hi] */
@@ -106,6 +106,9 @@ typedef struct train_option_def {
     const char *const *words; /* OPT_ON_OFF, OPT_GRAPH, OPT_WORD */
     int n_words;
     const char *meta;  /* the train.* key a checkpoint records it under (a model option), or NULL */
+    const char *group; /* --help: the heading printed before it, or NULL */
+    const char *help;  /* --help: its lines, {name} standing for option --name's default; NULL: described
+                          on the line of the option before it */
 } train_option_def;
 
 const train_option_def *train_option_table(int *count);
