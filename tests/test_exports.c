@@ -44,15 +44,7 @@ static void add(names *s, const char *x, size_t len)
 /* Every "F8_API <type> <name>(" of a header: the identifier before the '('. */
 static void declared(const char *path, names *out)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) die(path, NULL);
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *text = (char *)xmalloc((size_t)size + 1);
-    if (fread(text, 1, (size_t)size, f) != (size_t)size) die(path, NULL);
-    text[size] = '\0';
-    fclose(f);
+    char *text = read_text_file(path);
     for (const char *p = text; (p = strstr(p, "F8_API ")) != NULL; p += 7) {
         if (p > text && p[-1] != '\n') continue; /* the macro's own definition and comments */
         const char *paren = strchr(p, '(');

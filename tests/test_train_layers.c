@@ -26,20 +26,6 @@ static int unit_of(const char *name, size_t len)
     return -1;
 }
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) die(path, NULL);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = (char *)xmalloc((size_t)n + 1);
-    if (fread(s, 1, (size_t)n, f) != (size_t)n) die(path, NULL);
-    s[n] = '\0';
-    fclose(f);
-    return s;
-}
-
 /* The unit of "train/x.c" or "train/x.h". */
 static int path_unit(const char *path, int add)
 {
@@ -100,7 +86,7 @@ int main(void)
         if (strcmp(g.gl_pathv[i], "train/f8train.h")) path_unit(g.gl_pathv[i], 1);
     char **texts = (char **)xmalloc(g.gl_pathc * sizeof *texts);
     for (size_t i = 0; i < g.gl_pathc; i++) {
-        texts[i] = slurp(g.gl_pathv[i]);
+        texts[i] = read_text_file(g.gl_pathv[i]);
         const size_t n = strlen(g.gl_pathv[i]);
         if (g.gl_pathv[i][n - 1] == 'c') scan_defs(texts[i], path_unit(g.gl_pathv[i], 0));
     }
