@@ -36,8 +36,7 @@ ifeq ($(SAN),1)
 BUILD := build/san
 endif
 
-# -fvisibility=hidden: libf8.so exports only what f8.h marks F8_API.
-CFLAGS_BASE := -std=c11 -O2 -g -Wall -Wextra -Wpedantic -Werror -ffp-contract=off -fPIC -fvisibility=hidden \
+CFLAGS_BASE := -std=c11 -O2 -g -Wall -Wextra -Wpedantic -Werror -ffp-contract=off -fPIC \
                -D_POSIX_C_SOURCE=200809L -Iinclude -Isrc
 NVFLAGS  := -std=c++17 -O3 -g -fmad=false -Xcompiler -fPIC -Xcompiler -fvisibility=hidden -Iinclude -Isrc \
             -gencode=arch=compute_$(SM),code=sm_$(SM) -Werror all-warnings
@@ -110,6 +109,10 @@ $(BUILD)/%.o: %.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -MMD -MP -c $< -o $@
 
+# The library's objects: hidden unless f8.h marks them F8_API, so libf8.so
+# exports only its API (programs and tests keep default visibility: a test's
+# __asan_default_options must stay visible to the sanitizer runtime).
+$(BUILD)/src/%.o: CFLAGS_ALL += -fvisibility=hidden
 $(BUILD)/tests/%.o: CFLAGS_ALL += -Itests -Itrain
 # The trainer sees the public API only: include/, not src/.
 $(BUILD)/train/%.o: CFLAGS_ALL := $(filter-out -Isrc,$(CFLAGS_ALL)) -Itrain
