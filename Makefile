@@ -1,5 +1,5 @@
 # f8 — one plain Makefile.
-#   make                 library (static + shared), tests, benchmarks, trainer
+#   make                 library (static + shared), libf8train.a, tests, benchmarks, trainer
 #   make test            build and run every test (GPU tests skip without a GPU)
 #   make run             run the main program on its embedded default
 #   make bench           run the benchmarks (GPU)
@@ -13,6 +13,8 @@
 # BLAS_LIB=-lopenblas (CPU GEMMs through sgemm_), NCCL_HOME (where NCCL is,
 # when neither next to the toolkit nor in the system's directories).
 
+# No built-in rules: every rule is below (and none guesses how to remake a .d file).
+MAKEFLAGS += --no-builtin-rules
 CC       ?= cc
 NVCC     ?= nvcc
 CUDA_HOME ?= /usr/local/cuda
@@ -36,7 +38,7 @@ endif
 
 CFLAGS_BASE := -std=c11 -O2 -g -Wall -Wextra -Wpedantic -Werror -ffp-contract=off -fPIC \
                -D_POSIX_C_SOURCE=200809L -Iinclude -Isrc
-NVFLAGS  := -std=c++17 -O3 -g -fmad=false -Xcompiler -fPIC -Iinclude -Isrc \
+NVFLAGS  := -std=c++17 -O3 -g -fmad=false -Xcompiler -fPIC -Xcompiler -fvisibility=hidden -Iinclude -Isrc \
             -gencode=arch=compute_$(SM),code=sm_$(SM) -Werror all-warnings
 LDLIBS   := -lm -lpthread
 SANFLAGS :=
@@ -72,10 +74,20 @@ LIB_CU :=
 endif
 
 LIB_OBJ := $(LIB_C:%.c=$(BUILD)/%.o) $(LIB_CU:%.cu=$(BUILD)/%.o)
-HEADERS := $(wildcard include/*.h src/*/*.h src/cuda/*.cuh)
+
+# libf8train.a: the trainer's pieces (train/*.c but main.c, one header
+# train/f8train.h), linked by f8_train, the trainer's tests and fuzz targets.
+TRAIN_LIB_C   := $(filter-out train/main.c,$(wildcard train/*.c))
+TRAIN_LIB_OBJ := $(TRAIN_LIB_C:%.c=$(BUILD)/%.o)
+TRAIN_LIB     := $(BUILD)/libf8train.a
 
 TEST_SRC  := $(wildcard tests/test_*.c)
 TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+TEST_OBJ  := $(TEST_SRC:%.c=$(BUILD)/%.o)
+# The fuzz targets as objects (fuzz_data.c twice: shards and text), linked by
+# the tests that replay their corpora.
+FUZZ_OBJ  := $(addprefix $(BUILD)/fuzz/,fuzz_checkpoint.o fuzz_meta.o fuzz_onnx.o \
+               fuzz_data_shards.o fuzz_data_text.o fuzz_json.o replay.o)
 # Benchmarks time the GPU with CUDA events: built only with CUDA.
 BENCH_SRC := $(if $(filter 1,$(CUDA)),$(wildcard bench/bench_*.c))
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
@@ -85,15 +97,29 @@ EXAMPLE_BIN := $(BUILD)/examples/example_linear
 
 .PHONY: all test run bench install clean fuzz config
 .SECONDARY: $(BENCH_CU_OBJ)
-all: $(BUILD)/libf8.a $(BUILD)/libf8.so $(TEST_BIN) $(BENCH_BIN) $(TRAIN_BIN) $(EXAMPLE_BIN)
+all: $(BUILD)/libf8.a $(BUILD)/libf8.so $(TRAIN_LIB) $(TEST_BIN) $(BENCH_BIN) $(TRAIN_BIN) $(EXAMPLE_BIN)
 
-$(BUILD)/%.o: %.c $(HEADERS)
+# Every object depends on the headers it includes (-MMD -MP: a .d file beside
+# it, read below), and on nothing else.
+$(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -c $< -o $@
+	$(CC) $(CFLAGS_ALL) -MMD -MP -c $< -o $@
 
-$(BUILD)/%.o: %.cu $(HEADERS)
+$(BUILD)/%.o: %.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVFLAGS) -c $< -o $@
+	$(NVCC) $(NVFLAGS) -MMD -MP -c $< -o $@
+
+# The library's objects: hidden unless f8.h marks them F8_API, so libf8.so
+# exports only its API (programs and tests keep default visibility: a test's
+# __asan_default_options must stay visible to the sanitizer runtime).
+$(BUILD)/src/%.o: CFLAGS_ALL += -fvisibility=hidden
+$(BUILD)/tests/%.o: CFLAGS_ALL += -Itests -Itrain
+# The trainer sees the public API only: include/, not src/.
+$(BUILD)/train/%.o: CFLAGS_ALL := $(filter-out -Isrc,$(CFLAGS_ALL)) -Itrain
+$(BUILD)/fuzz/%.o: CFLAGS_ALL += -Itrain
+$(BUILD)/fuzz/fuzz_data_%.o: fuzz/fuzz_data.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -DFUZZ_DATA_$(shell echo $* | tr a-z A-Z) -MMD -MP -c $< -o $@
 
 $(BUILD)/libf8.a: $(LIB_OBJ)
 	@rm -f $@
@@ -104,21 +130,25 @@ $(BUILD)/libf8.a: $(LIB_OBJ)
 $(BUILD)/libf8.so: $(LIB_OBJ)
 	$(CC) -shared $(SANFLAGS) -Wl,-soname,libf8.so.$(SOMAJOR) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c $(wildcard tests/*.h train/*.c train/*.h) $(BUILD)/libf8.a
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -Itests $< -o $@ $(BUILD)/libf8.a $(LDLIBS)
+$(TRAIN_LIB): $(TRAIN_LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
 
-$(BUILD)/bench/%: bench/%.c $(wildcard bench/*.h) $(BENCH_CU_OBJ) $(BUILD)/libf8.a
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -Ibench $< -o $@ $(BENCH_CU_OBJ) $(BUILD)/libf8.a $(LDLIBS)
+# A test is its object, any fuzz target objects it names below, and the two
+# archives (the linker takes from libf8train.a only what a test uses).
+$(TEST_BIN): $(BUILD)/tests/%: $(BUILD)/tests/%.o $(TRAIN_LIB) $(BUILD)/libf8.a
+	$(CC) $(SANFLAGS) $(filter %.o,$^) -o $@ $(TRAIN_LIB) $(BUILD)/libf8.a $(LDLIBS)
 
-$(TRAIN_BIN): $(wildcard train/*.c train/*.h) $(BUILD)/libf8.a
+$(BUILD)/bench/%: bench/%.c $(BENCH_CU_OBJ) $(BUILD)/libf8.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -Itrain $(wildcard train/*.c) -o $@ $(BUILD)/libf8.a $(LDLIBS)
+	$(CC) $(CFLAGS_ALL) -MMD -MP -Ibench $< -o $@ $(BENCH_CU_OBJ) $(BUILD)/libf8.a $(LDLIBS)
+
+$(TRAIN_BIN): $(BUILD)/train/main.o $(TRAIN_LIB) $(BUILD)/libf8.a
+	$(CC) $(SANFLAGS) $< -o $@ $(TRAIN_LIB) $(BUILD)/libf8.a $(LDLIBS)
 
 $(BUILD)/examples/%: examples/%.c $(BUILD)/libf8.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $< -o $@ $(BUILD)/libf8.a $(LDLIBS)
+	$(CC) $(CFLAGS_ALL) -MMD -MP $< -o $@ $(BUILD)/libf8.a $(LDLIBS)
 
 test: $(TEST_BIN) $(EXAMPLE_BIN)
 	@sh tests/run.sh $(TEST_BIN)
@@ -129,12 +159,13 @@ run: $(TRAIN_BIN)
 bench: $(BENCH_BIN)
 	@set -e; for b in $(BENCH_BIN); do ./$$b; done
 
-# lib/: libf8.a, libf8.so.$(VERSION) with the links libf8.so.0 (the SONAME,
+# include/: f8.h and its topic headers f8/*.h. lib/: libf8.a, libf8.so.$(VERSION) with the links libf8.so.0 (the SONAME,
 # what programs load) and libf8.so (what -lf8 finds); f8.pc (see f8.pc.in
 # for how --static picks libf8.a).
 install: $(BUILD)/libf8.a $(BUILD)/libf8.so
-	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -d $(DESTDIR)$(PREFIX)/include/f8 $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 644 include/f8.h $(DESTDIR)$(PREFIX)/include/f8.h
+	install -m 644 $(wildcard include/f8/*.h) $(DESTDIR)$(PREFIX)/include/f8/
 	install -m 644 $(BUILD)/libf8.a $(DESTDIR)$(PREFIX)/lib/libf8.a
 	install -m 755 $(BUILD)/libf8.so $(DESTDIR)$(PREFIX)/lib/libf8.so.$(VERSION)
 	ln -sf libf8.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libf8.so.$(SOMAJOR)
@@ -151,19 +182,23 @@ fuzz:
 # test_python runs python/tests/run_cpu.py over this build's shared library
 # (a sanitizer build's needs the ASan runtime preloaded into Python).
 PY_ASAN := $(if $(filter 1,$(SAN)),-DF8_ASAN_RT='"$(shell $(CC) -print-file-name=libasan.so)"')
-$(BUILD)/tests/test_python: tests/test_python.c tests/check.h $(BUILD)/libf8.a $(BUILD)/libf8.so \
-		$(wildcard python/f8/*.py python/tests/*.py)
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -Itests -DF8_LIBSO='"$(BUILD)/libf8.so"' $(PY_ASAN) $< -o $@ $(BUILD)/libf8.a $(LDLIBS)
+$(BUILD)/tests/test_python.o: CFLAGS_ALL += -DF8_LIBSO='"$(BUILD)/libf8.so"' $(PY_ASAN)
+$(BUILD)/tests/test_python: $(BUILD)/libf8.so $(wildcard python/f8/*.py python/tests/*.py)
+# test_exports reads libf8.so's dynamic symbols (nm) against the headers' F8_API list.
+$(BUILD)/tests/test_exports.o: CFLAGS_ALL += -DF8_LIBSO='"$(BUILD)/libf8.so"'
+$(BUILD)/tests/test_exports: $(BUILD)/libf8.so
 
 # test_hf_doors runs this build's f8_train on hostile files (a subprocess).
-$(BUILD)/tests/test_hf_doors: tests/test_hf_doors.c tests/check.h $(BUILD)/libf8.a $(TRAIN_BIN)
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -Itests -DF8_TRAIN='"$(TRAIN_BIN)"' $< -o $@ $(BUILD)/libf8.a $(LDLIBS)
+$(BUILD)/tests/test_hf_doors.o: CFLAGS_ALL += -DF8_TRAIN='"$(TRAIN_BIN)"'
+$(BUILD)/tests/test_hf_doors: $(TRAIN_BIN)
 
-# The fuzz replay tests (and test_onnx) include their fuzz target and the replay driver.
-$(BUILD)/tests/test_fuzz_replay $(BUILD)/tests/test_fuzz_shards $(BUILD)/tests/test_fuzz_text \
-$(BUILD)/tests/test_fuzz_meta $(BUILD)/tests/test_fuzz_json $(BUILD)/tests/test_onnx: $(wildcard fuzz/*.c)
+# The fuzz replay tests (and test_onnx) link their fuzz target and the replay driver.
+$(BUILD)/tests/test_fuzz_replay: $(BUILD)/fuzz/fuzz_checkpoint.o $(BUILD)/fuzz/replay.o
+$(BUILD)/tests/test_fuzz_shards: $(BUILD)/fuzz/fuzz_data_shards.o $(BUILD)/fuzz/replay.o
+$(BUILD)/tests/test_fuzz_text: $(BUILD)/fuzz/fuzz_data_text.o $(BUILD)/fuzz/replay.o
+$(BUILD)/tests/test_fuzz_meta: $(BUILD)/fuzz/fuzz_meta.o $(BUILD)/fuzz/replay.o
+$(BUILD)/tests/test_onnx: $(BUILD)/fuzz/fuzz_onnx.o $(BUILD)/fuzz/replay.o
+$(BUILD)/tests/test_fuzz_json: $(BUILD)/fuzz/fuzz_json.o $(BUILD)/fuzz/replay.o
 
 # The knobs as this machine resolves them (tools/check_build.sh reads CUDA).
 config:
@@ -171,3 +206,6 @@ config:
 
 clean:
 	rm -rf build
+
+-include $(LIB_OBJ:.o=.d) $(TRAIN_LIB_OBJ:.o=.d) $(BUILD)/train/main.d $(TEST_OBJ:.o=.d) \
+         $(FUZZ_OBJ:.o=.d) $(BENCH_BIN:=.d) $(EXAMPLE_BIN:=.d)

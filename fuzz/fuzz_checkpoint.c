@@ -18,8 +18,7 @@
 
 #include "io/checkpoint.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-void f8_fuzz_teardown(void);
+#include "fuzz.h"
 
 /* One CPU ctx for the whole run (a fuzz target may keep state; the library
  * may not). */

@@ -14,24 +14,24 @@
  * shards only), the same batch twice is the same bytes, and the unigram
  * entropy is finite and in [0, log vocab]. A broken property aborts.
  *
- * fuzz/replay_main.c and tests/test_fuzz_data.c run it over
+ * fuzz/replay_main.c and tests/test_fuzz_shards.c, test_fuzz_text.c run it over
  * fuzz/corpus_shards and fuzz/corpus_text with the normal toolchain.
  */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "../train/corpus.c"
-#include "../train/data.c"
+#include "corpus.h"
+#include "data.h"
 
 #if !defined(FUZZ_DATA_SHARDS) && !defined(FUZZ_DATA_TEXT)
 #define FUZZ_DATA_SHARDS 1
 #endif
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-void f8_fuzz_teardown(void);
+#include "fuzz.h"
 
 static char fuzz_path_slot[64];
 

@@ -19,10 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/json.h"
+#include "f8.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-void f8_fuzz_teardown(void);
+#include "fuzz.h"
 
 void f8_fuzz_teardown(void) {}
 
@@ -68,17 +67,17 @@ static void put_string(out *o, const char *s, size_t n)
 }
 
 /* Check v (at depth) and write it to o; returns the values in its subtree. */
-static size_t walk(const f8i_json *v, int depth, size_t size, size_t *last_offset, out *o)
+static size_t walk(const f8_json *v, int depth, size_t size, size_t *last_offset, out *o)
 {
     require(depth < DEPTH + 1 && v->offset < size);
     require(*last_offset == SIZE_MAX || v->offset > *last_offset);
     *last_offset = v->offset;
     size_t nodes = 1;
     switch (v->kind) {
-    case F8I_JSON_NULL: put(o, "null", 4); break;
-    case F8I_JSON_TRUE: put(o, "true", 4); break;
-    case F8I_JSON_FALSE: put(o, "false", 5); break;
-    case F8I_JSON_NUMBER:
+    case F8_JSON_NULL: put(o, "null", 4); break;
+    case F8_JSON_TRUE: put(o, "true", 4); break;
+    case F8_JSON_FALSE: put(o, "false", 5); break;
+    case F8_JSON_NUMBER:
         require(v->len > 0 && strlen(v->str) == v->len);
         if (v->is_int) {
             errno = 0;
@@ -87,24 +86,24 @@ static size_t walk(const f8i_json *v, int depth, size_t size, size_t *last_offse
         }
         put(o, v->str, v->len);
         break;
-    case F8I_JSON_STRING:
-        require(v->str[v->len] == 0 && f8i_utf8_valid((const unsigned char *)v->str, v->len));
+    case F8_JSON_STRING:
+        require(v->str[v->len] == 0 && f8_utf8_valid((const unsigned char *)v->str, v->len));
         put_string(o, v->str, v->len);
         break;
-    case F8I_JSON_ARRAY:
-    case F8I_JSON_OBJECT: {
-        const int obj = v->kind == F8I_JSON_OBJECT;
+    case F8_JSON_ARRAY:
+    case F8_JSON_OBJECT: {
+        const int obj = v->kind == F8_JSON_OBJECT;
         require(depth < DEPTH);
         put(o, obj ? "{" : "[", 1);
         size_t k = 0;
-        for (const f8i_json *c = v->child; c; c = c->next, k++) {
+        for (const f8_json *c = v->child; c; c = c->next, k++) {
             require((c->key != NULL) == obj);
             if (obj) {
-                require(c->key[c->key_len] == 0 && f8i_utf8_valid((const unsigned char *)c->key, c->key_len));
+                require(c->key[c->key_len] == 0 && f8_utf8_valid((const unsigned char *)c->key, c->key_len));
                 require(c->key_offset < c->offset && c->key_offset > v->offset);
-                for (const f8i_json *d = v->child; d != c; d = d->next)
+                for (const f8_json *d = v->child; d != c; d = d->next)
                     require(d->key_len != c->key_len || memcmp(d->key, c->key, c->key_len) != 0);
-                if (strlen(c->key) == c->key_len) require(f8i_json_get(v, c->key) == c);
+                if (strlen(c->key) == c->key_len) require(f8_json_get(v, c->key) == c);
             }
             if (k) put(o, ",", 1);
             if (obj) {
@@ -123,13 +122,13 @@ static size_t walk(const f8i_json *v, int depth, size_t size, size_t *last_offse
 }
 
 /* Same tree: kinds, keys, strings and number literals. */
-static void same(const f8i_json *a, const f8i_json *b)
+static void same(const f8_json *a, const f8_json *b)
 {
     require(a->kind == b->kind && a->count == b->count && a->key_len == b->key_len);
     require(!a->key || memcmp(a->key, b->key, a->key_len) == 0);
-    if (a->kind == F8I_JSON_STRING || a->kind == F8I_JSON_NUMBER)
+    if (a->kind == F8_JSON_STRING || a->kind == F8_JSON_NUMBER)
         require(a->len == b->len && memcmp(a->str, b->str, a->len) == 0 && a->is_int == b->is_int && a->i == b->i);
-    const f8i_json *x = a->child, *y = b->child;
+    const f8_json *x = a->child, *y = b->child;
     for (; x && y; x = x->next, y = y->next) same(x, y);
     require(!x && !y);
 }
@@ -137,8 +136,8 @@ static void same(const f8i_json *a, const f8i_json *b)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char err[256] = "";
-    f8i_json *root = (f8i_json *)err;
-    f8_status st = f8i_json_parse((const char *)data, size, DEPTH, &root, err, sizeof err);
+    f8_json *root = (f8_json *)err;
+    f8_status st = f8_json_parse((const char *)data, size, DEPTH, &root, err, sizeof err);
     if (st != F8_OK) {
         size_t at = SIZE_MAX;
         require(st == F8_ERR_INVALID_ARGUMENT && root == NULL);
@@ -149,12 +148,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     out o = {NULL, 0, 0};
     size_t last = SIZE_MAX;
     walk(root, 0, size, &last, &o);
-    f8i_json *again = NULL;
-    st = f8i_json_parse(o.p, o.n, DEPTH, &again, err, sizeof err);
+    f8_json *again = NULL;
+    st = f8_json_parse(o.p, o.n, DEPTH, &again, err, sizeof err);
     require(st == F8_OK && again != NULL);
     same(root, again);
-    f8i_json_free(again);
-    f8i_json_free(root);
+    f8_json_free(again);
+    f8_json_free(root);
     free(o.p);
     return 0;
 }

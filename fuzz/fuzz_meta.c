@@ -19,11 +19,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../train/options.c"
-#include "../train/parse.c"
+#include "parse.h"
+#include "trainer.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-void f8_fuzz_teardown(void);
+#include "fuzz.h"
 
 #define MAX_LINES 64
 
@@ -82,7 +81,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!devnull_slot) devnull_slot = fopen("/dev/null", "w");
     require(devnull_slot != NULL);
     if (size == 0) return 0;
-    const unsigned given = data[0] & 0x3F;
+    /* bits 0..5 of the first byte: --layers, --heads, --channels, --seq, --fp8, --dtype given */
+    static const char *const model_options[6] = {"--layers", "--heads", "--channels", "--seq", "--fp8", "--dtype"};
+    uint64_t given = 0;
+    for (int b = 0; b < 6; b++)
+        if (data[0] >> b & 1) given |= train_option_bit(model_options[b]);
     char *text = (char *)malloc(size);
     require(text != NULL);
     memcpy(text, data + 1, size - 1);
@@ -116,9 +119,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         require(vocab >= 1 && vocab <= TRAIN_MAX_VOCAB && padded == (vocab + 127) / 128 * 128);
         require(step >= 0 && step <= TRAIN_MAX_STEPS);
         require(!strcmp(o.dtype, "fp32") || !strcmp(o.dtype, "bf16"));
-        if (given & TRAIN_GIVEN_LAYERS) require(o.layers == before.layers);
-        if (given & TRAIN_GIVEN_SEQ) require(o.seq == before.seq);
-        if (given & TRAIN_GIVEN_FP8) require(o.fp8 == before.fp8);
+        if (given & train_option_bit("--layers")) require(o.layers == before.layers);
+        if (given & train_option_bit("--seq")) require(o.seq == before.seq);
+        if (given & train_option_bit("--fp8")) require(o.fp8 == before.fp8);
     } else {
         require(err[0] && !memcmp(&o, &before, sizeof o) && vocab == -1 && step == -1);
     }

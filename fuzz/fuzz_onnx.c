@@ -22,8 +22,7 @@
 
 #include "f8.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-void f8_fuzz_teardown(void);
+#include "fuzz.h"
 
 static f8_ctx *onnx_ctx_slot;
 static f8_module *onnx_lin_slot;

@@ -76,6 +76,21 @@ static inline void *xmalloc(size_t bytes)
     return p;
 }
 
+/* A whole text file, NUL-terminated (malloc'd); dies when it cannot be read. */
+static inline char *read_text_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) die(path, NULL);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = (char *)xmalloc((size_t)n + 1);
+    if (n < 0 || fread(s, 1, (size_t)n, f) != (size_t)n) die(path, NULL);
+    s[n] = '\0';
+    fclose(f);
+    return s;
+}
+
 /* splitmix64: deterministic, seedable, good enough for test data. */
 typedef struct test_rng {
     uint64_t s;

@@ -117,7 +117,7 @@ static inline void run_ranks(const rank_run *run, const train_options *base, ran
     pthread_t th[MAXR];
     for (int r = 0; r < n; r++) {
         memset(&out[r], 0, sizeof out[r]);
-        out[r].o = R ? rank_options(base, r, R) : *base;
+        out[r].o = R ? train_rank_options(base, r, R) : *base;
         out[r].o.tp = P;
         if (R) {
             out[r].o.comm_group = rg.g[0];
@@ -147,11 +147,11 @@ typedef struct param_grab {
     f8_ctx *ctx;
 } param_grab;
 
-/* gpt_each_param callback: append the parameter to r->params as FP32 (the
+/* param_each callback: append the parameter to r->params as FP32 (the
  * model may be BF16; an FP8 weight is dequantized with its scale_inv). */
-static inline f8_status grab_param(void *user, const f8_tensor *p, const f8_tensor *g, int decay)
+static inline f8_status grab_param(void *user, const model_param *e)
 {
-    (void)g, (void)decay;
+    const f8_tensor *p = &e->value;
     param_grab *pg = (param_grab *)user;
     rank_out *r = pg->r;
     const int64_t n = p->rows * p->cols;
@@ -168,11 +168,11 @@ static inline f8_status grab_param(void *user, const f8_tensor *p, const f8_tens
     return st;
 }
 
-/* Every parameter of m, end to end in gpt_each_param's order. */
+/* Every parameter of m, end to end in the table's order. */
 static inline f8_status grab_params(rank_out *r, gpt *m)
 {
     param_grab pg = {r, m->ctx};
-    return gpt_each_param(m, grab_param, &pg);
+    return param_each(&m->params, 0, grab_param, &pg);
 }
 
 /* Every slot's scale and newest amax, both directions. f8_ctx_update_scales

@@ -22,25 +22,12 @@
  *    largest (a code may round one E4M3 step the other way: at most 2^-3
  *    of its value); graphed bitwise eager.
  */
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "check.h"
 #include "io/checkpoint.h"
-#include "../train/corpus.c"
-#include "../train/data.c"
-#include "../train/dp.c"
-#include "../train/fp8w.c"
-#include "../train/launch.c"
-#include "../train/fp8_report.c"
-#include "../train/gpt.c"
-#include "../train/hf.c"
-#include "../train/log.c"
-#include "../train/options.c"
-#include "../train/parse.c"
-#include "../train/plot.c"
-#include "../train/tokenizer.c"
-#include "../train/tp.c"
-#include "../train/trainer.c"
+#include "f8train.h"
 #include "trainer_fixture.h"
 
 #define STEPS 4
@@ -68,9 +55,9 @@ typedef struct grab_ctx {
     f8_ctx *ctx;
 } grab_ctx;
 
-static f8_status grab(void *user, const f8_tensor *p, const f8_tensor *g, int decay)
+static f8_status grab(void *user, const model_param *e)
 {
-    (void)g, (void)decay;
+    const f8_tensor *p = &e->value;
     grab_ctx *c = (grab_ctx *)user;
     const int64_t n = p->rows * p->cols;
     float *t = (float *)realloc(c->r->params, (size_t)(c->r->n + n) * 4);
@@ -100,7 +87,7 @@ static int run(const train_options *o, run_out *r)
     for (int s = 0; s < STEPS && st == F8_OK; s++) st = trainer_step(t, &r->loss[s]);
     CHECK(st == F8_OK, "step: %s", trainer_error(t));
     grab_ctx g = {r, trainer_model(t)->ctx};
-    if (st == F8_OK) CHECK_OK(g.ctx, gpt_each_param(trainer_model(t), grab, &g));
+    if (st == F8_OK) CHECK_OK(g.ctx, param_each(&trainer_model(t)->params, 0, grab, &g));
     trainer_destroy(t);
     return st == F8_OK ? 0 : -1;
 }

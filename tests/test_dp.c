@@ -22,27 +22,14 @@
  *    2 ranks bitwise, and into 1 and 4 ranks within the tolerance, against
  *    the uninterrupted 2-rank run.
  * The ranks' runner is rank_fixture.h's; this test keeps each rank's
- * parameters (gpt_each_param) and FP8 scales.
+ * parameters (the parameter table) and FP8 scales.
  */
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "check.h"
 #include "io/checkpoint.h"
-#include "../train/corpus.c"
-#include "../train/data.c"
-#include "../train/dp.c"
-#include "../train/fp8w.c"
-#include "../train/launch.c"
-#include "../train/fp8_report.c"
-#include "../train/gpt.c"
-#include "../train/hf.c"
-#include "../train/log.c"
-#include "../train/options.c"
-#include "../train/parse.c"
-#include "../train/plot.c"
-#include "../train/tokenizer.c"
-#include "../train/tp.c"
-#include "../train/trainer.c"
+#include "f8train.h"
 #include "trainer_fixture.h"
 
 #define STEPS 4
@@ -205,10 +192,10 @@ int main(void)
         pid_t kid = fork();
         if (kid == 0) {
             memset(&id1, 0, sizeof id1);
-            int ok = tcp_share_id(1, 2, "127.0.0.1", port, &id1) == 0 && memcmp(&id0, &id1, sizeof id0) == 0;
+            int ok = train_tcp_share_id(1, 2, "127.0.0.1", port, &id1) == 0 && memcmp(&id0, &id1, sizeof id0) == 0;
             _exit(ok ? 0 : 1);
         }
-        CHECK(tcp_share_id(0, 2, NULL, port, &id0) == 0, "rank 0 serving the id on port %s", port);
+        CHECK(train_tcp_share_id(0, 2, NULL, port, &id0) == 0, "rank 0 serving the id on port %s", port);
         int status = 1;
         waitpid(kid, &status, 0);
         CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "rank 1 did not get rank 0's id over TCP");

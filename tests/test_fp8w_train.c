@@ -29,21 +29,7 @@
 
 #include "check.h"
 #include "io/checkpoint.h"
-#include "../train/corpus.c"
-#include "../train/data.c"
-#include "../train/dp.c"
-#include "../train/fp8w.c"
-#include "../train/launch.c"
-#include "../train/fp8_report.c"
-#include "../train/gpt.c"
-#include "../train/hf.c"
-#include "../train/log.c"
-#include "../train/options.c"
-#include "../train/parse.c"
-#include "../train/plot.c"
-#include "../train/tokenizer.c"
-#include "../train/tp.c"
-#include "../train/trainer.c"
+#include "f8train.h"
 #include "trainer_fixture.h"
 
 #define STEPS 4
@@ -110,7 +96,7 @@ static f8_status keep_rank(rank_out *r, trainer *t)
     TRY(grab_scales(r, t->ctx));
     TRY(grab_codes(r, &t->m));
     if (t->m.c.fp8_weights) TRY(grab_masters(r, t));
-    if (t->dp) dp_gathered_bytes(t->dp, &r->hp_bytes, &r->fp8_bytes), r->n8 = t->dp->n8;
+    if (t->dp) dp_gathered_bytes(t->dp, &r->hp_bytes, &r->fp8_bytes), r->n8 = dp_fp8_code_bytes(t->dp);
     return F8_OK;
 }
 
@@ -222,7 +208,7 @@ static void check_refusals(const train_options *base, const char *fp8w_ck, const
     o = *base;
     o.resume = fp8w_ck;
     o.fp8_weights = 0;
-    o.given = TRAIN_GIVEN_FP8_WEIGHTS;
+    o.given = train_option_bit("--fp8-weights");
     CHECK(trainer_create(&o, &t, err, sizeof err) != F8_OK && !t && strstr(err, "train.fp8_weights"),
           "--fp8-weights off on an FP8-weight checkpoint: '%s'", err);
     o.resume = hp_ck;

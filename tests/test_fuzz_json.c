@@ -5,9 +5,7 @@
  * target's checks and round-trips (which abort otherwise). A missing corpus
  * is a failure. Run from the repository root by `make test`.
  */
-#define F8_FUZZ_REPLAY_NO_MAIN
-#include "../fuzz/fuzz_json.c"
-#include "../fuzz/replay_main.c"
+#include "../fuzz/fuzz.h" /* linked with fuzz/fuzz_json.c and fuzz/replay.c */
 
 #include "check.h"
 

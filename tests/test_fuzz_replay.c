@@ -6,9 +6,7 @@
  * corpus is a failure. F8_FUZZ_CORPUS overrides the directory (run from the
  * repository root by `make test`).
  */
-#define F8_FUZZ_REPLAY_NO_MAIN
-#include "../fuzz/fuzz_checkpoint.c"
-#include "../fuzz/replay_main.c"
+#include "../fuzz/fuzz.h" /* linked with fuzz/fuzz_checkpoint.c and fuzz/replay.c */
 
 #include "check.h"
 

@@ -4,10 +4,7 @@
  * input must pass the target's own checks (which abort otherwise). A missing
  * corpus is a failure. Run from the repository root by `make test`.
  */
-#define F8_FUZZ_REPLAY_NO_MAIN
-#define FUZZ_DATA_TEXT 1
-#include "../fuzz/fuzz_data.c"
-#include "../fuzz/replay_main.c"
+#include "../fuzz/fuzz.h" /* linked with fuzz/fuzz_data.c (FUZZ_DATA_TEXT) and fuzz/replay.c */
 
 #include "check.h"
 

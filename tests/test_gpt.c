@@ -11,21 +11,7 @@
 
 #include "check.h"
 #include "io/checkpoint.h"
-#include "../train/corpus.c"
-#include "../train/data.c"
-#include "../train/dp.c"
-#include "../train/fp8w.c"
-#include "../train/launch.c"
-#include "../train/fp8_report.c"
-#include "../train/gpt.c"
-#include "../train/hf.c"
-#include "../train/log.c"
-#include "../train/options.c"
-#include "../train/parse.c"
-#include "../train/plot.c"
-#include "../train/tokenizer.c"
-#include "../train/tp.c"
-#include "../train/trainer.c"
+#include "f8train.h"
 #include "trainer_fixture.h"
 
 static train_options tiny_options(int fp8)
@@ -73,9 +59,9 @@ typedef struct fd_ctx {
 
 /* Check 3 elements of each parameter: analytic gradient against
  * (L(p + h) - L(p - h)) / 2h of the mean loss. */
-static f8_status fd_param(void *user, const f8_tensor *p, const f8_tensor *g, int decay)
+static f8_status fd_param(void *user, const model_param *e)
 {
-    (void)decay;
+    const f8_tensor *p = &e->value, *g = &e->grad;
     fd_ctx *f = (fd_ctx *)user;
     const int64_t n = p->rows * p->cols;
     float *pv = (float *)xmalloc((size_t)n * 4), *gv = (float *)xmalloc((size_t)n * 4);
@@ -128,7 +114,7 @@ static void test_gradients(int64_t head_chunk)
           (long long)head_chunk, m->head_done ? "in" : "after");
     CHECK_OK(m->ctx, gpt_backward(m));
     fd_ctx f = {m, 0, 0, 0, 0};
-    CHECK_OK(m->ctx, gpt_each_param(m, fd_param, &f));
+    CHECK_OK(m->ctx, param_each(&m->params, 0, fd_param, &f));
     CHECK(f.bad == 0, "%d of %d gradient elements differ from finite differences", f.bad, f.checked);
     printf("  gradients vs finite differences (head in passes of %lld): %d elements of %d parameters, worst relative "
            "error %.3g\n", (long long)(head_chunk ? head_chunk : m->T), f.checked, f.index, f.worst);
@@ -280,12 +266,12 @@ static void test_resume(void)
             char err[256] = "";
             trainer *x = NULL;
             o.fp8_head = v != 5;
-            o.given |= TRAIN_GIVEN_FP8_HEAD;
+            o.given |= train_option_bit("--fp8-head");
             CHECK(trainer_create(&o, &x, err, sizeof err) != F8_OK && x == NULL && strstr(err, "train.fp8_head"),
                   "variant %d: --fp8-head against the checkpoint: %s", v, err);
             o.fp8_head = v == 5; /* and the other --fp8-attention */
             o.fp8_attention = v != 6;
-            o.given |= TRAIN_GIVEN_FP8_ATTENTION;
+            o.given |= train_option_bit("--fp8-attention");
             CHECK(trainer_create(&o, &x, err, sizeof err) != F8_OK && x == NULL && strstr(err, "train.fp8_attention"),
                   "variant %d: --fp8-attention against the checkpoint: %s", v, err);
         }

@@ -12,21 +12,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "../train/corpus.c"
-#include "../train/data.c"
-#include "../train/dp.c"
-#include "../train/fp8w.c"
-#include "../train/launch.c"
-#include "../train/gpt.c"
-#include "../train/hf.c"
-#include "../train/log.c"
-#include "../train/options.c"
-#include "../train/parse.c"
-#include "../train/plot.c"
-#include "../train/tokenizer.c"
-#include "../train/tp.c"
-#include "../train/fp8_report.c"
-#include "../train/trainer.c"
+#include "f8train.h"
 
 enum { L = 2, C = 64, V = 300, P = 16, SEQ = 8 };
 static char dir[64];
@@ -91,7 +77,7 @@ static void write_gpt2(const char *sub, const char *prefix, const char *config, 
     mkdir(path, 0777);
     spec s[64];
     int n = specs(s, prefix);
-    out_tensor t[64];
+    hf_out_tensor t[64];
     memset(t, 0, sizeof t);
     for (int k = 0; k < n; k++) {
         memcpy(t[k].name, s[k].name, sizeof t[k].name);
@@ -109,7 +95,7 @@ static void write_gpt2(const char *sub, const char *prefix, const char *config, 
         n++;
     }
     snprintf(path, sizeof path, "%s/%s/model.safetensors", dir, sub);
-    CHECK(write_safetensors(path, t, (size_t)n, err, sizeof err) == 0, "%s", err);
+    CHECK(hf_write_safetensors(path, t, (size_t)n, err, sizeof err) == 0, "%s", err);
     for (int k = 0; k < n; k++) free(t[k].data);
     if (config) {
         snprintf(path, sizeof path, "%s/%s/config.json", dir, sub);
@@ -156,12 +142,12 @@ static void check_imported(f8_ctx *ctx, gpt *m, const char *what)
     int bad = 0;
     const int bf = m->c.dtype == F8_DTYPE_BF16;
     for (int l = 0; l <= L; l++) {
-        const hf_entry *tab = l < L ? BLOCK : FINAL;
+        const hf_entry *tab = l < L ? hf_block_entries : hf_final_entries;
         const int cnt = l < L ? 12 : 2;
         for (int e = 0; e < cnt; e++) {
             const int k = l < L ? l * 12 + e : 2 * 12 + e;
             f8_tensor v;
-            CHECK_OK(ctx, f8_module_param(module_of(m, l, tab[e].where), tab[e].which, 0, &v));
+            CHECK_OK(ctx, f8_module_param(hf_module_of(m, l, tab[e].where), tab[e].which, 0, &v));
             float *h = host_of(ctx, &v);
             for (int64_t r = 0; r < v.rows; r++)
                 for (int64_t c = 0; c < v.cols; c++) {

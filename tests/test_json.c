@@ -6,12 +6,12 @@
  * limit, and a deep or wide hostile text refused or read in bounded time.
  */
 #include "check.h"
-#include "io/json.h"
+#include "f8.h"
 
-static f8i_json *parse(const char *text, int depth, char *err, size_t n)
+static f8_json *parse(const char *text, int depth, char *err, size_t n)
 {
-    f8i_json *root = NULL;
-    f8_status st = f8i_json_parse(text, strlen(text), depth, &root, err, n);
+    f8_json *root = NULL;
+    f8_status st = f8_json_parse(text, strlen(text), depth, &root, err, n);
     CHECK((st == F8_OK) == (root != NULL), "'%s': status %s with root %p", text, f8_status_string(st), (void *)root);
     return root;
 }
@@ -19,28 +19,28 @@ static f8i_json *parse(const char *text, int depth, char *err, size_t n)
 static void accepts(void)
 {
     char err[256];
-    f8i_json *r = parse(" {\"a\": [1, -0, 2.5e1, true, false, null, \"x\"], \"b\": {}, \"c\": []}\r\n", 0, err,
+    f8_json *r = parse(" {\"a\": [1, -0, 2.5e1, true, false, null, \"x\"], \"b\": {}, \"c\": []}\r\n", 0, err,
                         sizeof err);
-    CHECK(r && r->kind == F8I_JSON_OBJECT && r->count == 3, "object of 3: %s", err);
+    CHECK(r && r->kind == F8_JSON_OBJECT && r->count == 3, "object of 3: %s", err);
     if (!r) return;
-    const f8i_json *a = f8i_json_get(r, "a"), *b = f8i_json_get(r, "b"), *c = f8i_json_get(r, "c");
-    CHECK(a && a->kind == F8I_JSON_ARRAY && a->count == 7, "a is an array of 7");
-    CHECK(b && b->kind == F8I_JSON_OBJECT && b->count == 0 && !b->child, "b is an empty object");
-    CHECK(c && c->kind == F8I_JSON_ARRAY && c->count == 0 && !c->child, "c is an empty array");
-    CHECK(!f8i_json_get(r, "d") && !f8i_json_get(a, "a"), "absent key, lookup in an array");
-    const f8i_json_kind kinds[7] = {F8I_JSON_NUMBER, F8I_JSON_NUMBER, F8I_JSON_NUMBER, F8I_JSON_TRUE,
-                                    F8I_JSON_FALSE, F8I_JSON_NULL, F8I_JSON_STRING};
+    const f8_json *a = f8_json_get(r, "a"), *b = f8_json_get(r, "b"), *c = f8_json_get(r, "c");
+    CHECK(a && a->kind == F8_JSON_ARRAY && a->count == 7, "a is an array of 7");
+    CHECK(b && b->kind == F8_JSON_OBJECT && b->count == 0 && !b->child, "b is an empty object");
+    CHECK(c && c->kind == F8_JSON_ARRAY && c->count == 0 && !c->child, "c is an empty array");
+    CHECK(!f8_json_get(r, "d") && !f8_json_get(a, "a"), "absent key, lookup in an array");
+    const f8_json_kind kinds[7] = {F8_JSON_NUMBER, F8_JSON_NUMBER, F8_JSON_NUMBER, F8_JSON_TRUE,
+                                    F8_JSON_FALSE, F8_JSON_NULL, F8_JSON_STRING};
     int k = 0;
-    for (const f8i_json *e = a ? a->child : NULL; e; e = e->next, k++)
-        CHECK(k < 7 && e->kind == kinds[k] && !e->key, "element %d is a %s", k, f8i_json_kind_name(e->kind));
+    for (const f8_json *e = a ? a->child : NULL; e; e = e->next, k++)
+        CHECK(k < 7 && e->kind == kinds[k] && !e->key, "element %d is a %s", k, f8_json_kind_name(e->kind));
     CHECK(k == 7, "7 elements walked, %d", k);
-    const f8i_json *e0 = a->child, *e1 = e0->next, *e2 = e1->next;
+    const f8_json *e0 = a->child, *e1 = e0->next, *e2 = e1->next;
     CHECK(e0->is_int && e0->i == 1 && e0->num == 1.0, "1");
     CHECK(e1->is_int && e1->i == 0 && e1->num == 0.0 && signbit(e1->num), "-0 is the integer 0 (double -0.0)");
     CHECK(!e2->is_int && e2->num == 25.0 && !strcmp(e2->str, "2.5e1"), "2.5e1 is 25, not an integer");
     CHECK(a->offset == 7 && e0->offset == 8 && b->offset == 52, "offsets %zu %zu %zu", a->offset, e0->offset,
           b->offset);
-    f8i_json_free(r);
+    f8_json_free(r);
 
     /* integers at the int64 limits, one past them, fractions and exponents */
     struct {
@@ -62,11 +62,11 @@ static void accepts(void)
     };
     for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
         r = parse(nums[i].text, 0, err, sizeof err);
-        CHECK(r && r->kind == F8I_JSON_NUMBER && r->is_int == nums[i].is_int && (!r->is_int || r->i == nums[i].i) &&
+        CHECK(r && r->kind == F8_JSON_NUMBER && r->is_int == nums[i].is_int && (!r->is_int || r->i == nums[i].i) &&
                   r->num == nums[i].num && r->len == strlen(nums[i].text),
               "%s: is_int %d i %lld num %.17g (%s)", nums[i].text, r ? r->is_int : -1, r ? (long long)r->i : 0,
               r ? r->num : 0.0, err);
-        f8i_json_free(r);
+        f8_json_free(r);
     }
 
     /* escapes: named ones, \u BMP, a surrogate pair, \u0000 (kept, with len) */
@@ -74,7 +74,7 @@ static void accepts(void)
               err, sizeof err);
     CHECK(r && r->count == 5, "5 strings: %s", err);
     if (r) {
-        const f8i_json *s = r->child;
+        const f8_json *s = r->child;
         CHECK(s->len == 8 && !memcmp(s->str, "\"\\/\b\f\n\r\t", 9), "named escapes");
         s = s->next;
         CHECK(s->len == 5 && !strcmp(s->str, "\xc3\xa9\xe2\x82\xac"), "U+00E9 U+20AC as UTF-8");
@@ -85,18 +85,18 @@ static void accepts(void)
         s = s->next;
         CHECK(s->len == 2 && !strcmp(s->str, "\xc3\xa9"), "raw UTF-8 kept");
     }
-    f8i_json_free(r);
+    f8_json_free(r);
 
     /* keys decode too, and a key holding NUL is not found by a C string */
     r = parse("{\"n\\u0061me\": 1, \"k\\u0000x\": 2}", 0, err, sizeof err);
-    CHECK(r && f8i_json_get(r, "name") && f8i_json_get(r, "name")->i == 1, "escaped key found: %s", err);
-    CHECK(r && !f8i_json_get(r, "k") && r->child->next->key_len == 3, "a key with NUL is not a C string");
-    f8i_json_free(r);
+    CHECK(r && f8_json_get(r, "name") && f8_json_get(r, "name")->i == 1, "escaped key found: %s", err);
+    CHECK(r && !f8_json_get(r, "k") && r->child->next->key_len == 3, "a key with NUL is not a C string");
+    f8_json_free(r);
 
     /* a string key inside another key's value is a value, not a key */
     r = parse("{\"model_type\": \"\\\"n_layer\\\": 99\", \"n_layer\": 2}", 0, err, sizeof err);
-    CHECK(r && f8i_json_get(r, "n_layer")->i == 2, "the key, not the text in a value");
-    f8i_json_free(r);
+    CHECK(r && f8_json_get(r, "n_layer")->i == 2, "the key, not the text in a value");
+    f8_json_free(r);
 }
 
 static void refuses(void)
@@ -155,8 +155,8 @@ static void refuses(void)
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char err[256] = "", want[32];
-        f8i_json *r = (f8i_json *)&err; /* must be set to NULL */
-        f8_status st = f8i_json_parse(bad[i].text, strlen(bad[i].text), 0, &r, err, sizeof err);
+        f8_json *r = (f8_json *)&err; /* must be set to NULL */
+        f8_status st = f8_json_parse(bad[i].text, strlen(bad[i].text), 0, &r, err, sizeof err);
         snprintf(want, sizeof want, "byte %zu ", bad[i].byte);
         CHECK(st == F8_ERR_INVALID_ARGUMENT && r == NULL && strncmp(err, want, strlen(want)) == 0 &&
                   strstr(err, bad[i].words),
@@ -165,12 +165,12 @@ static void refuses(void)
     }
     /* bytes after a NUL are still text: the length counts, not the NUL */
     char err[256];
-    f8i_json *r = NULL;
-    CHECK(f8i_json_parse("[1]\0[2]", 7, 0, &r, err, sizeof err) == F8_ERR_INVALID_ARGUMENT && !r &&
+    f8_json *r = NULL;
+    CHECK(f8_json_parse("[1]\0[2]", 7, 0, &r, err, sizeof err) == F8_ERR_INVALID_ARGUMENT && !r &&
               strstr(err, "byte 3 "), "a NUL inside the length: %s", err);
     /* NULL text with a length */
-    CHECK(f8i_json_parse(NULL, 4, 0, &r, err, sizeof err) == F8_ERR_INVALID_ARGUMENT && !r, "NULL text");
-    CHECK(f8i_json_parse(NULL, 0, 0, &r, err, sizeof err) == F8_ERR_INVALID_ARGUMENT && !r, "no text at all");
+    CHECK(f8_json_parse(NULL, 4, 0, &r, err, sizeof err) == F8_ERR_INVALID_ARGUMENT && !r, "NULL text");
+    CHECK(f8_json_parse(NULL, 0, 0, &r, err, sizeof err) == F8_ERR_INVALID_ARGUMENT && !r, "no text at all");
 }
 
 static void limits(void)
@@ -182,9 +182,9 @@ static void limits(void)
     memset(text, '[', D);
     memset(text + D, ']', D);
     text[2 * D] = 0;
-    f8i_json *r = parse(text, D, err, sizeof err);
+    f8_json *r = parse(text, D, err, sizeof err);
     CHECK(r != NULL, "depth %d at the limit %d: %s", D, D, err);
-    f8i_json_free(r);
+    f8_json_free(r);
     r = parse(text, D - 1, err, sizeof err);
     CHECK(!r && strstr(err, "byte 4 ") && strstr(err, "deeper than 4"), "depth %d past %d: %s", D, D - 1, err);
     /* the default limit holds a hostile 100000-deep text off the stack */
@@ -207,9 +207,9 @@ static void limits(void)
     big[n++] = '}';
     big[n] = 0;
     r = parse(big, 0, err, sizeof err);
-    CHECK(r && r->count == (size_t)keys && f8i_json_get(r, "k123456") && f8i_json_get(r, "k123456")->i == 123456,
+    CHECK(r && r->count == (size_t)keys && f8_json_get(r, "k123456") && f8_json_get(r, "k123456")->i == 123456,
           "%d keys: %s", keys, err);
-    f8i_json_free(r);
+    f8_json_free(r);
     n--;
     n += (size_t)sprintf(big + n, ",\"k77\":0}");
     r = parse(big, 0, err, sizeof err);

@@ -25,27 +25,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define F8_FUZZ_REPLAY_NO_MAIN
-#include "../fuzz/fuzz_onnx.c"
-#include "../fuzz/replay_main.c"
+#include "../fuzz/fuzz.h" /* linked with fuzz/fuzz_onnx.c and fuzz/replay.c */
 
 #include "check.h"
-#include "../train/corpus.c"
-#include "../train/data.c"
-#include "../train/dp.c"
-#include "../train/fp8w.c"
-#include "../train/launch.c"
-#include "../train/export.c"
-#include "../train/fp8_report.c"
-#include "../train/gpt.c"
-#include "../train/hf.c"
-#include "../train/log.c"
-#include "../train/options.c"
-#include "../train/parse.c"
-#include "../train/plot.c"
-#include "../train/tokenizer.c"
-#include "../train/tp.c"
-#include "../train/trainer.c"
+#include "f8train.h"
 
 static char dir[256];
 static FILE *manifest;

@@ -35,21 +35,7 @@
 
 #include "check.h"
 #include "io/checkpoint.h"
-#include "../train/corpus.c"
-#include "../train/data.c"
-#include "../train/dp.c"
-#include "../train/fp8w.c"
-#include "../train/launch.c"
-#include "../train/fp8_report.c"
-#include "../train/gpt.c"
-#include "../train/hf.c"
-#include "../train/log.c"
-#include "../train/options.c"
-#include "../train/parse.c"
-#include "../train/plot.c"
-#include "../train/tokenizer.c"
-#include "../train/tp.c"
-#include "../train/trainer.c"
+#include "f8train.h"
 #include "trainer_fixture.h"
 
 #define STEPS 4

@@ -34,21 +34,7 @@
 
 #include "check.h"
 #include "io/checkpoint.h"
-#include "../train/corpus.c"
-#include "../train/data.c"
-#include "../train/dp.c"
-#include "../train/fp8w.c"
-#include "../train/launch.c"
-#include "../train/fp8_report.c"
-#include "../train/gpt.c"
-#include "../train/hf.c"
-#include "../train/log.c"
-#include "../train/options.c"
-#include "../train/parse.c"
-#include "../train/plot.c"
-#include "../train/tokenizer.c"
-#include "../train/tp.c"
-#include "../train/trainer.c"
+#include "f8train.h"
 #include "trainer_fixture.h"
 
 #define STEPS 4
@@ -80,12 +66,12 @@ static void check_shard_copy(void)
                 const int nf = (dim ? K : R) / parts, nl = nf / P;
                 memset(back, 0, sizeof back);
                 for (int t = 0; t < P; t++) {
-                    shard_copy((unsigned char *)full, (unsigned char *)local, R, K, dim, parts, P, t, 4, 1);
+                    tp_shard_copy((unsigned char *)full, (unsigned char *)local, R, K, dim, parts, P, t, 4, 1);
                     for (int j = 0; j < parts; j++) /* the first element of each part's share */
                         CHECK(local[dim ? j * nl : j * nl * K] == full[dim ? j * nf + t * nl : (j * nf + t * nl) * K],
                               "shard_copy dim %d parts %d P %d rank %d: part %d starts at the wrong element", dim,
                               parts, P, t, j);
-                    shard_copy((unsigned char *)back, (unsigned char *)local, R, K, dim, parts, P, t, 4, 0);
+                    tp_shard_copy((unsigned char *)back, (unsigned char *)local, R, K, dim, parts, P, t, 4, 0);
                 }
                 CHECK(memcmp(back, full, sizeof full) == 0, "shard_copy dim %d parts %d P %d: the shards put back "
                       "are not the whole", dim, parts, P);

@@ -19,21 +19,7 @@
 
 #include "check.h"
 #include "io/checkpoint.h"
-#include "../train/corpus.c"
-#include "../train/data.c"
-#include "../train/dp.c"
-#include "../train/fp8w.c"
-#include "../train/launch.c"
-#include "../train/gpt.c"
-#include "../train/hf.c"
-#include "../train/log.c"
-#include "../train/options.c"
-#include "../train/parse.c"
-#include "../train/plot.c"
-#include "../train/tokenizer.c"
-#include "../train/tp.c"
-#include "../train/fp8_report.c"
-#include "../train/trainer.c"
+#include "f8train.h"
 
 static char dir[64], good[128], bad[128];
 static f8_ctx *g_ctx;
@@ -286,6 +272,94 @@ static void test_short_runs(void)
     trainer_destroy(t);
 }
 
+/* The option table against --help and the parser: every option (and alias)
+ * is described in --help as "  --name" or " --name", and parses a value of
+ * its kind into its own field (or is refused by a cross-option check, never
+ * as unknown or valueless); a value outside an integer option's range is
+ * refused naming the option. */
+static void test_option_table(void)
+{
+    char *help = NULL;
+    size_t help_len = 0;
+    FILE *hf = open_memstream(&help, &help_len);
+    if (!hf) die("open_memstream", NULL);
+    train_print_help(hf);
+    fclose(hf);
+    int count = 0;
+    const train_option_def *t = train_option_table(&count);
+    CHECK(count >= 45, "the option table has %d options", count);
+    int described = 0;
+    for (int i = 0; i < count; i++) {
+        const train_option_def *d = &t[i];
+        for (int a = 0; a < 2; a++) {
+            const char *name = a ? d->alias : d->name;
+            if (!name) continue;
+            char pat[64];
+            snprintf(pat, sizeof pat, " %s ", name);
+            int found = strstr(help, pat) != NULL;
+            snprintf(pat, sizeof pat, " %s\n", name);
+            found |= strstr(help, pat) != NULL;
+            /* -h is the short spelling of --help; --sp of --sequence-parallel: documented with the long name */
+            if (!found && a) found = 1;
+            CHECK(found, "--help does not describe %s", name);
+            described += found;
+            /* parse it */
+            char value[64] = "x";
+            if (d->kind == OPT_INT || d->kind == OPT_SEED) snprintf(value, sizeof value, "%lld", (long long)d->hi);
+            if (d->kind == OPT_REAL) snprintf(value, sizeof value, "%g", d->hi);
+            if (d->kind == OPT_ON_OFF || d->kind == OPT_GRAPH || d->kind == OPT_WORD)
+                snprintf(value, sizeof value, "%s", d->words[d->n_words - 1]);
+            if (d->kind == OPT_MODEL) snprintf(value, sizeof value, "tiny");
+            char *argv[4] = {(char *)"f8_train", (char *)name, value, NULL};
+            const int argc = d->kind == OPT_FLAG || d->kind == OPT_HELP ? 2 : 3;
+            train_options o = train_options_default();
+            char err[512] = "";
+            FILE *devnull = fopen("/dev/null", "w");
+            const int rc = train_parse_args(argc, argv, &o, devnull, err, sizeof err);
+            fclose(devnull);
+            CHECK(rc == (d->kind == OPT_HELP) ||
+                      (rc == -1 && !strstr(err, "unknown option") && !strstr(err, "needs a value")),
+                  "%s %s: %d, %s", name, value, rc, err);
+            const char *field = (const char *)&o + d->offset;
+            if (rc == 0 && d->kind == OPT_INT)
+                CHECK(*(const int64_t *)(const void *)field == (int64_t)d->hi, "%s %s not stored", name, value);
+            if (rc == 0 && d->kind == OPT_REAL)
+                CHECK(*(const float *)(const void *)field == (float)d->hi, "%s %s not stored", name, value);
+            if (rc == 0 && (d->kind == OPT_FLAG || d->kind == OPT_ON_OFF))
+                CHECK(*(const int *)(const void *)field == 1, "%s not stored", name);
+            if (rc == 0 && (d->kind == OPT_STRING || d->kind == OPT_WORD))
+                CHECK(!strcmp(*(const char *const *)(const void *)field, value), "%s %s not stored", name, value);
+            if (d->kind == OPT_INT) { /* one past the range is refused, naming the option */
+                snprintf(value, sizeof value, "%lld", (long long)d->hi + 1);
+                o = train_options_default();
+                CHECK(train_parse_args(3, argv, &o, stdout, err, sizeof err) == -1 && strstr(err, name),
+                      "%s %s accepted", name, value);
+            }
+        }
+    }
+    printf("  option table: %d options, %d names described in --help\n", count, described);
+    free(help);
+}
+
+/* MFU's denominator by device name, and the device-name call on a CPU ctx. */
+static void test_device_peak(void)
+{
+    CHECK(train_gpu_peak_flops("NVIDIA H100 80GB HBM3") == 989.4e12, "H100 SXM");
+    CHECK(train_gpu_peak_flops("NVIDIA H100 SXM5 80GB") == 989.4e12, "H100 SXM by name");
+    CHECK(train_gpu_peak_flops("NVIDIA H100 PCIe") == 756.0e12, "H100 PCIe");
+    CHECK(train_gpu_peak_flops("NVIDIA H200") == 989.4e12, "H200");
+    const char *unknown[] = {"NVIDIA H100 NVL", "NVIDIA A100-SXM4-80GB", "NVIDIA H200 NVL", "CPU", "", NULL};
+    for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++)
+        CHECK(train_gpu_peak_flops(unknown[i]) == 0.0, "%s must have no peak", unknown[i] ? unknown[i] : "NULL");
+    char name[32] = "x";
+    CHECK(f8_ctx_device_name(g_ctx, name, sizeof name) == F8_OK && !strcmp(name, "CPU"), "CPU ctx: '%s'", name);
+    char tiny[2];
+    CHECK(f8_ctx_device_name(g_ctx, tiny, sizeof tiny) == F8_OK && !strcmp(tiny, "C"), "cut to fit");
+    CHECK(f8_ctx_device_name(NULL, name, sizeof name) == F8_ERR_INVALID_ARGUMENT &&
+              f8_ctx_device_name(g_ctx, NULL, 8) == F8_ERR_INVALID_ARGUMENT &&
+              f8_ctx_device_name(g_ctx, name, 0) == F8_ERR_INVALID_ARGUMENT, "bad arguments refused");
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "/tmp/f8_test_trainer_input_%d", (int)getpid());
@@ -309,6 +383,8 @@ int main(void)
     test_checkpoint_path();
     test_conflicts();
     test_short_runs();
+    test_option_table();
+    test_device_peak();
 
     f8_ctx_destroy(g_ctx);
     char cmd[128];

@@ -4,7 +4,8 @@
 #   1. CUDA defaults to 1 only where the GPU code can run: with an nvcc on PATH
 #      (a stand-in here) it is 1 exactly when a GPU is visible; CUDA=0 and
 #      CUDA=1 on the command line are obeyed.
-#   2. `make install` into a temporary PREFIX, then the README's pkg-config
+#   2. `make install` into a temporary PREFIX (f8.h and its topic headers
+#      include/f8/*.h), then the README's pkg-config
 #      lines on examples/example_linear.c: the plain link needs libf8.so.0 (the
 #      library's SONAME) and runs; the --static link needs no libf8 and runs.
 # Uses the build as configured (CUDA=... may be passed through: sh
@@ -28,6 +29,9 @@ echo "check_build: CUDA defaults to $got (GPU visible: $gpu); CUDA=0 and CUDA=1 
 
 make -s "$@" install PREFIX="$tmp/prefix" >/dev/null
 lib="$tmp/prefix/lib"
+for h in include/f8/*.h; do
+    [ -f "$tmp/prefix/include/f8/$(basename "$h")" ] || fail "make install left out the topic header $h"
+done
 readelf -d "$lib/libf8.so.0.1.0" | grep -q 'SONAME.*\[libf8\.so\.0\]' || fail "libf8.so has no SONAME libf8.so.0"
 [ -L "$lib/libf8.so.0" ] && [ -L "$lib/libf8.so" ] || fail "libf8.so.0 / libf8.so links missing"
 export PKG_CONFIG_PATH="$lib/pkgconfig"

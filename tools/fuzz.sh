@@ -34,12 +34,14 @@ B=$B0/$TARGET
 CC_FUZZ=${FUZZ_CC:-clang}
 MAX_LEN=${FUZZ_MAX_LEN:-4096}
 LIB_SRC=${FUZZ_LIB_SRC:-$(ls src/core/*.c src/modules/*.c src/nn/*.c src/optim/*.c src/io/*.c src/cpu/*.c src/comm/comm.c src/comm/comm_cpu.c src/comm/no_nccl.c)}
-FLAGS="-std=c11 -g -O1 -fno-omit-frame-pointer -ffp-contract=off -D_POSIX_C_SOURCE=200809L -Iinclude -Isrc -Itrain"
+# The trainer's loaders (libf8train's sources), for the shards, text and meta targets.
+TRAIN_SRC=$(ls train/*.c | grep -v '^train/main\.c$')
+FLAGS="-std=c11 -g -O1 -fno-omit-frame-pointer -ffp-contract=off -D_POSIX_C_SOURCE=200809L -Iinclude -Isrc -Itrain -Ifuzz"
 case "$TARGET" in
 checkpoint) SRC=fuzz/fuzz_checkpoint.c; SEEDS=fuzz/corpus; DEFS="" ;;
-shards) SRC=fuzz/fuzz_data.c; SEEDS=fuzz/corpus_shards; DEFS="-DFUZZ_DATA_SHARDS" ;;
-text) SRC=fuzz/fuzz_data.c; SEEDS=fuzz/corpus_text; DEFS="-DFUZZ_DATA_TEXT" ;;
-meta) SRC=fuzz/fuzz_meta.c; SEEDS=fuzz/corpus_meta; DEFS="" ;;
+shards) SRC="fuzz/fuzz_data.c $TRAIN_SRC"; SEEDS=fuzz/corpus_shards; DEFS="-DFUZZ_DATA_SHARDS" ;;
+text) SRC="fuzz/fuzz_data.c $TRAIN_SRC"; SEEDS=fuzz/corpus_text; DEFS="-DFUZZ_DATA_TEXT" ;;
+meta) SRC="fuzz/fuzz_meta.c $TRAIN_SRC"; SEEDS=fuzz/corpus_meta; DEFS="" ;;
 onnx) SRC=fuzz/fuzz_onnx.c; SEEDS=fuzz/corpus_onnx; DEFS="" ;;
 json) SRC=fuzz/fuzz_json.c; SEEDS=fuzz/corpus_json; DEFS="" ;;
 *) echo "fuzz.sh: unknown FUZZ_TARGET '$TARGET' (checkpoint, shards, text, meta, onnx, json)" >&2; exit 2 ;;
@@ -70,9 +72,9 @@ fi
 
 echo "fuzz.sh: building $B/fuzz with $CC_FUZZ"
 "$CC_FUZZ" $FLAGS $DEFS -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-    "$SRC" $LIB_SRC -o "$B/fuzz" -lm -lpthread
+    $SRC $LIB_SRC -o "$B/fuzz" -lm -lpthread
 # The same target under the normal compiler, for replaying inputs.
-${CC:-cc} $FLAGS $DEFS "$SRC" fuzz/replay_main.c $LIB_SRC -o "$B/replay" -lm -lpthread
+${CC:-cc} $FLAGS $DEFS $SRC fuzz/replay.c fuzz/replay_main.c $LIB_SRC -o "$B/replay" -lm -lpthread
 [ "$MODE" = build ] && exit 0
 
 mkdir -p "$B/corpus" "$B/artifacts"

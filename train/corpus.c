@@ -60,6 +60,8 @@ static const char *const ONES[] = {"zero",    "one",     "two",       "three",  
                                    "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"};
 static const char *const TENS[] = {"", "", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"};
 
+const char *corpus_person(int i) { return i >= 0 && i < (int)(sizeof NAMES / sizeof NAMES[0]) ? NAMES[i].name : NULL; }
+
 typedef struct {
     uint64_t s;
 } crng;

@@ -52,4 +52,8 @@ double corpus_unigram_entropy(const uint8_t *buf, size_t n);
 /* One line naming the corpus's parts, for the trainer's banner. Static. */
 const char *corpus_describe(void);
 
+/* The name of the world's person i (its people are the same for every seed;
+ * their facts are not), or NULL past the last. */
+const char *corpus_person(int i);
+
 #endif /* F8_TRAIN_CORPUS_H */

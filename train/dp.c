@@ -34,10 +34,10 @@
  * moves codes: rank r keeps FP32 masters for its pieces only (master, S8
  * floats), AdamW updates those, each piece is cast into p8 (1 byte per
  * element, the flat layout of the FP8 buckets) with the weight slot's scale
- * (f8i_module_quantize_weight_part: the slot's scale is the same on every
+ * (f8_module_quantize_weight_part: the slot's scale is the same on every
  * rank, since f8_ctx_update_weight_scales MAX-reduces the amaxes), the
  * FP8 buckets are all-gathered as bytes, and every rank writes the whole
- * weight's codes into its module (f8i_module_write_weight_codes: scale_inv
+ * weight's codes into its module (f8_module_write_weight_codes: scale_inv
  * and the transpose as f8_module_write_weight leaves them). Then the weight
  * scales are updated from the reduced amaxes of all the pieces: the same
  * codes and scales as one rank writing its masters, for the same masters.
@@ -47,8 +47,7 @@
 #include <string.h>
 
 #include "dp.h"
-#include "io/checkpoint.h"
-#include "modules/module.h"
+#include "try.h"
 
 #define ALIGN 64
 
@@ -58,7 +57,9 @@ typedef struct dp_param {
     int64_t n, off;  /* elements, offset in the flat space */
     int64_t layer;   /* gpt's block of the parameter, -1 for the embeddings and head */
     int fp8;         /* its FP8 weight index k (gpt_fp8_weight), or -1 */
-    int order;       /* its index in gpt_each_param's order (the checkpoint's names) */
+    f8_module *mod;  /* its module and parameter (the table entry's) */
+    f8_param which;
+    int order;       /* its index in the parameter table, filtered (the checkpoint's names) */
     int bucket;
 } dp_param;
 
@@ -103,7 +104,7 @@ struct dp {
     int64_t gathered[2]; /* bytes handed to dp_step's all-gathers: high precision, FP8 codes */
 };
 
-static f8_status collect(void *user, const f8_tensor *p, const f8_tensor *g, int decay)
+static f8_status collect(void *user, const model_param *e)
 {
     dp *d = (dp *)user;
     if (d->n_params == d->cap) {
@@ -114,12 +115,14 @@ static f8_status collect(void *user, const f8_tensor *p, const f8_tensor *g, int
         d->cap = cap;
     }
     dp_param *q = &d->params[d->n_params++];
-    q->p = *p;
-    q->g = *g;
-    q->decay = decay;
-    q->n = p->rows * p->cols;
-    q->layer = d->model->param_layer;
-    q->fp8 = d->model->param_fp8;
+    q->p = e->value;
+    q->g = e->grad;
+    q->decay = (e->flags & PARAM_DECAY) != 0;
+    q->n = e->value.rows * e->value.cols;
+    q->layer = e->layer;
+    q->fp8 = e->fp8;
+    q->mod = e->module;
+    q->which = e->which;
     q->order = d->n_params - 1;
     return F8_OK;
 }
@@ -146,7 +149,9 @@ static f8_status group_fp8_last(dp *d)
 /* FP8 weight k's module and parameter. */
 static void fp8_weight(const dp *d, const dp_param *q, f8_module **mod, f8_param *which)
 {
-    gpt_fp8_weight(d->model, q->fp8, mod, which);
+    (void)d;
+    *mod = q->mod;
+    *which = q->which;
 }
 
 /* This rank's masters: each FP8 weight piece from gpt_fp8_master_init (the
@@ -185,7 +190,8 @@ f8_status dp_comm_create(f8_ctx *ctx, f8_comm_group *g, const f8_comm_id *id, in
 
 static size_t es(f8_dtype t) { return f8_dtype_size(t); }
 
-f8_status dp_create(f8_comm *comm, gpt *m, int overlap, const f8_adamw_config *ac, dp **out, char *err, size_t n)
+f8_status dp_create(f8_comm *comm, gpt *m, unsigned skip, int overlap, const f8_adamw_config *ac, dp **out, char *err,
+                    size_t n)
 {
     *out = NULL;
     dp *d = (dp *)calloc(1, sizeof *d);
@@ -196,7 +202,7 @@ f8_status dp_create(f8_comm *comm, gpt *m, int overlap, const f8_adamw_config *a
     d->ctx = f8_comm_ctx(comm);
     d->rank = f8_comm_rank(comm);
     d->size = f8_comm_size(comm);
-    f8_status st = gpt_each_param(m, collect, d);
+    f8_status st = param_each(&m->params, skip, collect, d);
     if (st == F8_OK && d->n_params == 0) st = F8_ERR_INVALID_ARGUMENT;
     if (st == F8_OK) st = group_fp8_last(d);
     const dp_param *first = d->params; /* the first high-precision parameter: its dtype is pflat's */
@@ -299,11 +305,6 @@ void dp_destroy(dp *d)
 
 f8_adamw *dp_optimizer(dp *d) { return d->opt; }
 
-#define TRY(call)                                                                                                      \
-    do {                                                                                                               \
-        f8_status st_ = (call);                                                                                        \
-        if (st_ != F8_OK) return st_;                                                                                  \
-    } while (0)
 
 /* Bucket k's gradients into the flat FP32 space, then its reduce-scatter
  * (async under overlap: it runs while the backward goes on). */
@@ -343,7 +344,7 @@ static f8_status quantize_pieces(dp *d)
         f8_param which;
         fp8_weight(d, q, &mod, &which);
         f8_tensor src = f8_tensor_make(d->master + pc->moff, F8_DTYPE_FP32, 1, pc->hi - pc->lo);
-        TRY(f8i_module_quantize_weight_part(mod, which, &src, d->p8 + b->p8_off + (pc->lo - b->base)));
+        TRY(f8_module_quantize_weight_part(mod, which, &src, d->p8 + b->p8_off + (pc->lo - b->base)));
     }
     return F8_OK;
 }
@@ -385,7 +386,7 @@ f8_status dp_step(dp *d)
         f8_module *mod;
         f8_param which;
         fp8_weight(d, q, &mod, &which);
-        TRY(f8i_module_write_weight_codes(mod, which, d->p8 + b->p8_off + (q->off - b->base)));
+        TRY(f8_module_write_weight_codes(mod, which, d->p8 + b->p8_off + (q->off - b->base)));
     }
     /* TE's post-optimizer update, from the pieces' amaxes MAX-reduced over the ranks */
     return d->n8 ? f8_ctx_update_weight_scales(d->ctx) : F8_OK;
@@ -396,6 +397,8 @@ void dp_gathered_bytes(const dp *d, int64_t *hp, int64_t *fp8)
     *hp = d->gathered[0];
     *fp8 = d->gathered[1];
 }
+
+int64_t dp_fp8_code_bytes(const dp *d) { return d->n8; }
 
 f8_tensor dp_masters(const dp *d) { return f8_tensor_make(d->master, F8_DTYPE_FP32, 1, d->S8); }
 
@@ -414,7 +417,7 @@ static f8_status piece_to_flat(dp *d, const f8_checkpoint *mine, int w, int k)
     if (w == 2) return f8_ctx_copy(d->ctx, d->gflat + pc->lo, d->master + pc->moff, (size_t)len * 4);
     char name[64];
     snprintf(name, sizeof name, "shard.%s.%d", STATE[w], k);
-    const f8i_ck_entry *e = f8i_checkpoint_find(mine, name);
+    const f8_ck_entry *e = f8_checkpoint_find_entry(mine, name);
     return e ? f8_ctx_upload(d->ctx, d->gflat + pc->lo, e->data, e->bytes) : F8_ERR_STATE;
 }
 
@@ -439,14 +442,14 @@ f8_status dp_checkpoint_add(dp *d, f8_checkpoint *ck, const char *prefix)
             const int64_t shape[2] = {q->p.rows, q->p.cols};
             if (w == 2 && q->fp8 < 0) continue;
             snprintf(name, sizeof name, "%s.%s.%d", prefix, STATE[w], w == 2 ? q->fp8 : q->order);
-            st = f8i_checkpoint_put(ck, name, F8I_CK_F32, 2, shape, host + q->off, (size_t)q->n * 4);
+            st = f8_checkpoint_put_entry(ck, name, F8_CK_F32, 2, shape, host + q->off, (size_t)q->n * 4);
         }
     }
     for (int s = 0; s < 3 && st == F8_OK; s++) { /* the same on every rank */
         snprintf(name, sizeof name, "shard.%s", SCALARS[s]);
-        const f8i_ck_entry *e = f8i_checkpoint_find(mine, name);
+        const f8_ck_entry *e = f8_checkpoint_find_entry(mine, name);
         snprintf(name, sizeof name, "%s.%s", prefix, SCALARS[s]);
-        st = e ? f8i_checkpoint_put(ck, name, e->dtype, e->ndim, e->shape, e->data, e->bytes) : F8_ERR_STATE;
+        st = e ? f8_checkpoint_put_entry(ck, name, e->dtype, e->ndim, e->shape, e->data, e->bytes) : F8_ERR_STATE;
     }
     f8_checkpoint_destroy(mine);
     free(host);
@@ -454,13 +457,13 @@ f8_status dp_checkpoint_add(dp *d, f8_checkpoint *ck, const char *prefix)
 }
 
 /* The whole-parameter entry "<prefix>.<state>.<index>" of q, checked. */
-static const f8i_ck_entry *whole(const f8_checkpoint *ck, const char *prefix, int w, const dp_param *q, char *err,
+static const f8_ck_entry *whole(const f8_checkpoint *ck, const char *prefix, int w, const dp_param *q, char *err,
                                  size_t n)
 {
     char name[256];
     snprintf(name, sizeof name, "%s.%s.%d", prefix, STATE[w], w == 2 ? q->fp8 : q->order);
-    const f8i_ck_entry *e = f8i_checkpoint_find(ck, name);
-    if (!e || e->dtype != F8I_CK_F32 || e->bytes != (size_t)q->n * 4) {
+    const f8_ck_entry *e = f8_checkpoint_find_entry(ck, name);
+    if (!e || e->dtype != F8_CK_F32 || e->bytes != (size_t)q->n * 4) {
         snprintf(err, n, "%s: \"%s\" is missing or not F32 of %lld elements",
                  w == 2 ? "FP8 weights' masters" : "optimizer state", name, (long long)q->n);
         return NULL;
@@ -479,24 +482,24 @@ f8_status dp_checkpoint_restore(dp *d, const f8_checkpoint *ck, const char *pref
             const dp_piece *pc = &d->pieces[k];
             const dp_param *q = &d->params[pc->param];
             if (w == 2 && q->fp8 < 0) continue;
-            const f8i_ck_entry *e = whole(ck, prefix, w, q, err, n);
+            const f8_ck_entry *e = whole(ck, prefix, w, q, err, n);
             if (!e) st = F8_ERR_SHAPE;
             if (st != F8_OK) break;
             const int64_t shape[2] = {1, pc->hi - pc->lo};
             snprintf(shard, sizeof shard, "shard.%s.%d", STATE[w], k);
-            st = f8i_checkpoint_put(mine, shard, F8I_CK_F32, 2, shape, e->data + (size_t)(pc->lo - q->off) * 4,
+            st = f8_checkpoint_put_entry(mine, shard, F8_CK_F32, 2, shape, e->data + (size_t)(pc->lo - q->off) * 4,
                                     (size_t)(pc->hi - pc->lo) * 4);
         }
     for (int s = 0; s < 3 && st == F8_OK; s++) {
         snprintf(name, sizeof name, "%s.%s", prefix, SCALARS[s]);
-        const f8i_ck_entry *e = f8i_checkpoint_find(ck, name);
+        const f8_ck_entry *e = f8_checkpoint_find_entry(ck, name);
         snprintf(shard, sizeof shard, "shard.%s", SCALARS[s]);
         if (!e) snprintf(err, n, "optimizer state: no \"%s\"", name);
-        st = e ? f8i_checkpoint_put(mine, shard, e->dtype, e->ndim, e->shape, e->data, e->bytes) : F8_ERR_SHAPE;
+        st = e ? f8_checkpoint_put_entry(mine, shard, e->dtype, e->ndim, e->shape, e->data, e->bytes) : F8_ERR_SHAPE;
     }
     /* a checkpoint of a larger model: one more parameter than this one has */
     snprintf(name, sizeof name, "%s.m.%d", prefix, d->n_params);
-    if (st == F8_OK && f8i_checkpoint_find(ck, name)) {
+    if (st == F8_OK && f8_checkpoint_find_entry(ck, name)) {
         snprintf(err, n, "optimizer state: \"%s\": more parameters than the model has", name);
         st = F8_ERR_SHAPE;
     }
@@ -504,7 +507,7 @@ f8_status dp_checkpoint_restore(dp *d, const f8_checkpoint *ck, const char *pref
     for (int k = 0; k < d->n_pieces && st == F8_OK; k++) { /* the masters last: nothing written before every check */
         const dp_piece *pc = &d->pieces[k];
         snprintf(shard, sizeof shard, "shard.master.%d", k);
-        const f8i_ck_entry *e = d->params[pc->param].fp8 >= 0 ? f8i_checkpoint_find(mine, shard) : NULL;
+        const f8_ck_entry *e = d->params[pc->param].fp8 >= 0 ? f8_checkpoint_find_entry(mine, shard) : NULL;
         if (e) st = f8_ctx_upload(d->ctx, d->master + pc->moff, e->data, e->bytes);
     }
     f8_checkpoint_destroy(mine);

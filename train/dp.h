@@ -19,8 +19,10 @@ f8_status dp_comm_create(f8_ctx *ctx, f8_comm_group *group, const f8_comm_id *id
                          char *err, size_t err_size);
 
 /* The layout and the sharded optimizer (config ac) of rank f8_comm_rank(comm)
- * for model m on comm's ctx. Allocates everything the step needs. */
-f8_status dp_create(f8_comm *comm, gpt *m, int overlap, const f8_adamw_config *ac, dp **out, char *err,
+ * for the parameters of model m whose flags have none of skip's bits
+ * (params.h: PARAM_REPLICATED on a TP rank other than 0), on comm's ctx.
+ * Allocates everything the step needs. */
+f8_status dp_create(f8_comm *comm, gpt *m, unsigned skip, int overlap, const f8_adamw_config *ac, dp **out, char *err,
                     size_t err_size);
 void dp_destroy(dp *d);
 
@@ -45,6 +47,9 @@ f8_status dp_step(dp *d);
  * issued: a graph replay issues none): hp the parameters in their dtype,
  * fp8 the FP8 weights' codes (1 byte per element of their buckets). */
 void dp_gathered_bytes(const dp *d, int64_t *hp, int64_t *fp8);
+/* Bytes of FP8 codes in the buckets, all ranks' shards together (0 without
+ * FP8 primary weights): what one step's FP8 all-gathers carry in all. */
+int64_t dp_fp8_code_bytes(const dp *d);
 /* This rank's FP32 masters of its FP8 weight pieces, [1, S8] (cols 0 and
  * data NULL without FP8 weights): the capture warm-up's snapshot. */
 f8_tensor dp_masters(const dp *d);

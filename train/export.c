@@ -20,43 +20,38 @@
 
 #include "export.h"
 #include "hf.h"
-#include "trainer.h"
-
-#define TRY_G(call)                                                                                                    \
-    do {                                                                                                               \
-        if (st == F8_OK) st = (call);                                                                                  \
-    } while (0)
+#include "options.h"
+#include "try.h"
 
 static f8_status build(gpt *m, f8_onnx *g)
 {
     const gpt_config *c = &m->c;
     const int64_t C = c->channels;
     char shape[64], x[32], q[32], a[32], p[32], mid[32], o[32];
-    f8_status st = f8_onnx_add_input(g, "tokens", F8_ONNX_INT64, "batch,seq");
+    TRY(f8_onnx_add_input(g, "tokens", F8_ONNX_INT64, "batch,seq"));
     f8_tensor wte, wpe = f8_tensor_make(m->wpe, c->dtype, c->seq, C);
-    TRY_G(f8_module_param(m->head, F8_PARAM_WEIGHT, 0, &wte));
-    TRY_G(f8_onnx_add_embedding(g, &wte, &wpe, "tokens", "h.0.in"));
+    TRY(f8_module_param(m->head, F8_PARAM_WEIGHT, 0, &wte));
+    TRY(f8_onnx_add_embedding(g, &wte, &wpe, "tokens", "h.0.in"));
     snprintf(x, sizeof x, "h.0.in");
-    for (int64_t l = 0; l < c->layers && st == F8_OK; l++) {
+    for (int64_t l = 0; l < c->layers; l++) {
         const gpt_block *b = &m->blocks[l];
         snprintf(q, sizeof q, "h.%lld.qkv", (long long)l);
         snprintf(a, sizeof a, "h.%lld.attn", (long long)l);
         snprintf(p, sizeof p, "h.%lld.proj", (long long)l);
         snprintf(mid, sizeof mid, "h.%lld.mid", (long long)l);
         snprintf(o, sizeof o, "h.%lld.mlp", (long long)l);
-        TRY_G(f8_onnx_add_module(g, b->qkv, x, q));
-        TRY_G(f8_onnx_add_attention(g, m->att, q, a));
-        TRY_G(f8_onnx_add_module(g, b->proj, a, p));
-        TRY_G(f8_onnx_add_add(g, p, x, mid)); /* xm = proj(a) + x, as gpt_forward adds */
-        TRY_G(f8_onnx_add_module(g, b->mlp, mid, o));
+        TRY(f8_onnx_add_module(g, b->qkv, x, q));
+        TRY(f8_onnx_add_attention(g, m->att, q, a));
+        TRY(f8_onnx_add_module(g, b->proj, a, p));
+        TRY(f8_onnx_add_add(g, p, x, mid)); /* xm = proj(a) + x, as gpt_forward adds */
+        TRY(f8_onnx_add_module(g, b->mlp, mid, o));
         snprintf(x, sizeof x, "h.%lld.in", (long long)(l + 1));
-        TRY_G(f8_onnx_add_add(g, o, mid, x));
+        TRY(f8_onnx_add_add(g, o, mid, x));
     }
-    TRY_G(f8_onnx_add_module(g, m->head, x, "logits_padded"));
-    TRY_G(f8_onnx_add_slice(g, "logits_padded", 0, c->vocab, "logits"));
+    TRY(f8_onnx_add_module(g, m->head, x, "logits_padded"));
+    TRY(f8_onnx_add_slice(g, "logits_padded", 0, c->vocab, "logits"));
     snprintf(shape, sizeof shape, "batch,seq,%lld", (long long)c->vocab);
-    TRY_G(f8_onnx_add_output(g, "logits", shape));
-    return st;
+    return f8_onnx_add_output(g, "logits", shape);
 }
 
 f8_status gpt_export_onnx(gpt *m, int fp8, int exact_cast, int fp8_embedding, const char *path, char *err, size_t n)

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "fp8w.h"
+#include "try.h"
 
 struct fp8w {
     gpt *m;
@@ -27,21 +28,13 @@ struct fp8w {
     float *master;   /* (total) FP32 backend */
 };
 
-#define TRY(call)                                                                                                      \
-    do {                                                                                                               \
-        f8_status st_ = (call);                                                                                        \
-        if (st_ != F8_OK) return st_;                                                                                  \
-    } while (0)
 
-/* Weight k's shape, from its gradient view (param dtype, the weight's shape). */
+/* Weight k's shape, from its table entry's gradient view (param dtype, the weight's shape). */
 static f8_status shape_of(gpt *m, int k, int64_t *rows, int64_t *cols)
 {
-    f8_module *mod;
-    f8_param which;
-    f8_tensor g;
-    gpt_fp8_weight(m, k, &mod, &which);
-    TRY(f8_module_param(mod, which, 1, &g));
-    *rows = g.rows, *cols = g.cols;
+    const model_param *p = param_fp8(&m->params, k);
+    if (!p) return F8_ERR_STATE;
+    *rows = p->grad.rows, *cols = p->grad.cols;
     return F8_OK;
 }
 
@@ -94,11 +87,10 @@ f8_tensor fp8w_all(const fp8w *w) { return f8_tensor_make(w->master, F8_DTYPE_FP
 f8_status fp8w_write(fp8w *w)
 {
     for (int k = 0; k < w->n; k++) {
-        f8_module *mod;
-        f8_param which;
-        gpt_fp8_weight(w->m, k, &mod, &which);
+        const model_param *p = param_fp8(&w->m->params, k);
         f8_tensor src = fp8w_master(w, k);
-        TRY(f8_module_write_weight(mod, which, &src));
+        if (!p) return F8_ERR_STATE;
+        TRY(f8_module_write_weight(p->module, p->which, &src));
     }
     return f8_ctx_update_weight_scales(w->m->ctx);
 }

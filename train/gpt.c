@@ -17,12 +17,8 @@
 
 #include "gpt.h"
 #include "tp.h"
+#include "try.h"
 
-#define TRY(call)                                                                                                      \
-    do {                                                                                                               \
-        f8_status st_ = (call);                                                                                        \
-        if (st_ != F8_OK) return st_;                                                                                  \
-    } while (0)
 
 static size_t esize(const gpt *m) { return f8_dtype_size(m->c.dtype); }
 
@@ -183,6 +179,42 @@ static f8_status create_blocks(gpt *m, f8_ctx *init)
     return F8_OK;
 }
 
+/* The parameter table (gpt.h lists its order: the checkpoint's, never to change). */
+static f8_status gpt_params_build(gpt *m)
+{
+    param_table *t = &m->params;
+    const unsigned D = PARAM_DECAY, R = PARAM_REPLICATED, S = m->tp ? PARAM_TP_SHARDED : 0;
+    TRY(param_table_add(t, "model.head", m->head, F8_PARAM_WEIGHT, -1, -1, D | R));
+    TRY(param_table_add(t, "model.head", m->head, F8_PARAM_LN_WEIGHT, -1, -1, R));
+    TRY(param_table_add(t, "model.head", m->head, F8_PARAM_LN_BIAS, -1, -1, R));
+    f8_tensor wpe = view(m, m->wpe, 0, m->c.seq, m->c.channels), dwpe = view(m, m->dwpe, 0, m->c.seq, m->c.channels);
+    f8_tensor all = view(m, m->wpe, 0, gpt_positions(&m->c), m->c.channels); /* every row, used or not */
+    TRY(param_table_add_tensor(t, "model.wpe", &wpe, &dwpe, &all, -1, D | R));
+    for (int64_t l = 0; l < m->c.layers; l++) {
+        const gpt_block *b = &m->blocks[l];
+        /* FP8 weight k = 4l + j of the block's j-th weight, with fp8_weights */
+        const int k = m->c.fp8_weights ? (int)(4 * l) : -1, k1 = k < 0 ? -1 : k + 1, k2 = k < 0 ? -1 : k + 2,
+                  k3 = k < 0 ? -1 : k + 3;
+        char q[48], p[48], f[48];
+        snprintf(q, sizeof q, "model.h.%lld.qkv", (long long)l);
+        snprintf(p, sizeof p, "model.h.%lld.proj", (long long)l);
+        snprintf(f, sizeof f, "model.h.%lld.mlp", (long long)l);
+        TRY(param_table_add(t, q, b->qkv, F8_PARAM_LN_WEIGHT, l, -1, R));
+        TRY(param_table_add(t, q, b->qkv, F8_PARAM_LN_BIAS, l, -1, R));
+        TRY(param_table_add(t, q, b->qkv, F8_PARAM_WEIGHT, l, k, D | S));
+        TRY(param_table_add(t, q, b->qkv, F8_PARAM_BIAS, l, -1, S));
+        TRY(param_table_add(t, p, b->proj, F8_PARAM_WEIGHT, l, k1, D | S));
+        TRY(param_table_add(t, p, b->proj, F8_PARAM_BIAS, l, -1, R));
+        TRY(param_table_add(t, f, b->mlp, F8_PARAM_LN_WEIGHT, l, -1, R));
+        TRY(param_table_add(t, f, b->mlp, F8_PARAM_LN_BIAS, l, -1, R));
+        TRY(param_table_add(t, f, b->mlp, F8_PARAM_FC1_WEIGHT, l, k2, D | S));
+        TRY(param_table_add(t, f, b->mlp, F8_PARAM_FC1_BIAS, l, -1, S));
+        TRY(param_table_add(t, f, b->mlp, F8_PARAM_FC2_WEIGHT, l, k3, D | S));
+        TRY(param_table_add(t, f, b->mlp, F8_PARAM_FC2_BIAS, l, -1, R));
+    }
+    return F8_OK;
+}
+
 f8_status gpt_create(f8_ctx *ctx, const gpt_config *c, gpt *m, char *err, size_t err_size)
 {
     return gpt_create_tp(ctx, c, NULL, 0, m, err, err_size);
@@ -277,6 +309,7 @@ f8_status gpt_create_tp(f8_ctx *ctx, const gpt_config *c, f8_comm *tp, int sp, g
         m->losses = (float *)(m->targets + T);
     }
     if (st == F8_OK) st = gpt_zero_grad(m);
+    if (st == F8_OK) st = gpt_params_build(m);
     if (st == F8_OK) st = f8_ctx_synchronize(ctx);
     if (st != F8_OK) snprintf(err, err_size, "%s", init_err[0] ? init_err : f8_ctx_last_error(ctx));
     return st;
@@ -297,6 +330,7 @@ void gpt_destroy(gpt *m)
         f8_module_destroy(b->mlp);
     }
     free(m->blocks);
+    param_table_free(&m->params);
     f8_saved_destroy(m->head_s);
     f8_module_destroy(m->head);
     f8_attention_destroy(m->att);
@@ -304,14 +338,6 @@ void gpt_destroy(gpt *m)
                     m->full, m->xf};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) f8_ctx_free(m->ctx, bufs[i]);
     memset(m, 0, sizeof *m);
-}
-
-static f8_status count_fn(void *user, const f8_tensor *p, const f8_tensor *g, int decay)
-{
-    (void)g;
-    (void)decay;
-    *(int64_t *)user += p->rows * p->cols;
-    return F8_OK;
 }
 
 int gpt_fp8_weight_count(const gpt *m) { return m->c.fp8_weights ? (int)(4 * m->c.layers) : 0; }
@@ -348,12 +374,7 @@ f8_status gpt_fp8_master_init(gpt *m, int k, float *host)
     return st;
 }
 
-int64_t gpt_param_count(const gpt *m)
-{
-    int64_t n = 0;
-    gpt_each_param((gpt *)m, count_fn, &n);
-    return n;
-}
+int64_t gpt_param_count(const gpt *m) { return param_elements(&m->params); }
 
 double gpt_flops_per_token(const gpt *m)
 {
@@ -572,62 +593,6 @@ f8_status gpt_zero_grad(gpt *m)
     return f8_tensor_zero(m->ctx, &dwpe);
 }
 
-/* One parameter of a module through its (param, grad) views; replicated
- * ones (rep) are skipped while m->skip_replicated is set. */
-#define EACH_R(getter, which, decay, rep)                                                                              \
-    do {                                                                                                               \
-        f8_tensor p_, g_;                                                                                              \
-        if ((rep) && m->skip_replicated) break;                                                                        \
-        TRY(getter(which, 0, &p_));                                                                                    \
-        TRY(getter(which, 1, &g_));                                                                                    \
-        TRY(fn(user, &p_, &g_, decay));                                                                                \
-    } while (0)
-#define EACH(getter, which, decay) EACH_R(getter, which, decay, 0)
-/* Block weight j (gpt_fp8_weight's order): FP8 primary with fp8_weights. */
-#define EACH_W(getter, which, j)                                                                                       \
-    do {                                                                                                               \
-        m->param_fp8 = m->c.fp8_weights ? (int)(4 * l + (j)) : -1;                                                     \
-        EACH(getter, which, 1);                                                                                        \
-        m->param_fp8 = -1;                                                                                             \
-    } while (0)
-
-f8_status gpt_each_param(gpt *m, gpt_param_fn fn, void *user)
-{
-    m->param_layer = -1;
-    m->param_fp8 = -1;
-#define HEAD(w, g, v) f8_module_param(m->head, w, g, v)
-    EACH_R(HEAD, F8_PARAM_WEIGHT, 1, 1);
-    EACH_R(HEAD, F8_PARAM_LN_WEIGHT, 0, 1);
-    EACH_R(HEAD, F8_PARAM_LN_BIAS, 0, 1);
-#undef HEAD
-    f8_tensor wpe = view(m, m->wpe, 0, m->c.seq, m->c.channels), dwpe = view(m, m->dwpe, 0, m->c.seq, m->c.channels);
-    if (!m->skip_replicated) TRY(fn(user, &wpe, &dwpe, 1));
-    for (int64_t l = 0; l < m->c.layers; l++) {
-        gpt_block *b = &m->blocks[l];
-        m->param_layer = l;
-#define QKV(w, g, v) f8_module_param(b->qkv, w, g, v)
-#define MLP(w, g, v) f8_module_param(b->mlp, w, g, v)
-#define PROJ(w, g, v) ((w) == F8_PARAM_WEIGHT ? ((g) ? f8_module_param(b->proj, F8_PARAM_WEIGHT, 1, v) : f8_module_param(b->proj, F8_PARAM_WEIGHT, 0, v)) \
-                                              : ((g) ? f8_module_param(b->proj, F8_PARAM_BIAS, 1, v) : f8_module_param(b->proj, F8_PARAM_BIAS, 0, v)))
-        EACH_R(QKV, F8_PARAM_LN_WEIGHT, 0, 1);
-        EACH_R(QKV, F8_PARAM_LN_BIAS, 0, 1);
-        EACH_W(QKV, F8_PARAM_WEIGHT, 0);
-        EACH(QKV, F8_PARAM_BIAS, 0);
-        EACH_W(PROJ, F8_PARAM_WEIGHT, 1);
-        EACH_R(PROJ, F8_PARAM_BIAS, 0, 1);
-        EACH_R(MLP, F8_PARAM_LN_WEIGHT, 0, 1);
-        EACH_R(MLP, F8_PARAM_LN_BIAS, 0, 1);
-        EACH_W(MLP, F8_PARAM_FC1_WEIGHT, 2);
-        EACH(MLP, F8_PARAM_FC1_BIAS, 0);
-        EACH_W(MLP, F8_PARAM_FC2_WEIGHT, 3);
-        EACH_R(MLP, F8_PARAM_FC2_BIAS, 0, 1);
-#undef QKV
-#undef MLP
-#undef PROJ
-    }
-    return F8_OK;
-}
-
 /* With fp8_attention each layer's own attention has FP8 slots, stored as
  * model.h.<l>.attn (whole on every rank: they are all-reduced, not split):
  * added to `add`, or else restored from `from`. The shared BF16 attention
@@ -646,35 +611,11 @@ static f8_status attentions_checkpoint(gpt *m, f8_checkpoint *add, const f8_chec
 f8_status gpt_checkpoint_add(gpt *m, f8_checkpoint *ck)
 {
     TRY(attentions_checkpoint(m, ck, NULL));
-    if (m->tp) return tp_checkpoint_add(m, ck);
-    char name[64];
-    for (int64_t l = 0; l < m->c.layers; l++) {
-        snprintf(name, sizeof name, "model.h.%lld.qkv", (long long)l);
-        TRY(f8_checkpoint_add_module(ck, name, m->blocks[l].qkv));
-        snprintf(name, sizeof name, "model.h.%lld.proj", (long long)l);
-        TRY(f8_checkpoint_add_module(ck, name, m->blocks[l].proj));
-        snprintf(name, sizeof name, "model.h.%lld.mlp", (long long)l);
-        TRY(f8_checkpoint_add_module(ck, name, m->blocks[l].mlp));
-    }
-    TRY(f8_checkpoint_add_module(ck, "model.head", m->head));
-    f8_tensor wpe = view(m, m->wpe, 0, gpt_positions(&m->c), m->c.channels); /* every row, used or not */
-    return f8_checkpoint_add_tensor(ck, "model.wpe", &wpe);
+    return m->tp ? tp_checkpoint_add(m, ck) : param_checkpoint_add(&m->params, ck);
 }
 
 f8_status gpt_checkpoint_restore(gpt *m, const f8_checkpoint *ck)
 {
     TRY(attentions_checkpoint(m, NULL, ck));
-    if (m->tp) return tp_checkpoint_restore(m, ck);
-    char name[64];
-    for (int64_t l = 0; l < m->c.layers; l++) {
-        snprintf(name, sizeof name, "model.h.%lld.qkv", (long long)l);
-        TRY(f8_checkpoint_restore_module(ck, name, m->blocks[l].qkv));
-        snprintf(name, sizeof name, "model.h.%lld.proj", (long long)l);
-        TRY(f8_checkpoint_restore_module(ck, name, m->blocks[l].proj));
-        snprintf(name, sizeof name, "model.h.%lld.mlp", (long long)l);
-        TRY(f8_checkpoint_restore_module(ck, name, m->blocks[l].mlp));
-    }
-    TRY(f8_checkpoint_restore_module(ck, "model.head", m->head));
-    f8_tensor wpe = view(m, m->wpe, 0, gpt_positions(&m->c), m->c.channels);
-    return f8_checkpoint_read_tensor(ck, "model.wpe", &wpe);
+    return m->tp ? tp_checkpoint_restore(m, ck) : param_checkpoint_restore(&m->params, ck);
 }

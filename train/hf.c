@@ -21,15 +21,10 @@
 #include <sys/stat.h>
 
 #include "hf.h"
-#include "io/json.h"
+#include "options.h"
 #include "parse.h"
-#include "trainer.h"
+#include "try.h"
 
-#define TRY(call)                                                                                                      \
-    do {                                                                                                               \
-        f8_status st_ = (call);                                                                                        \
-        if (st_ != F8_OK) return st_;                                                                                  \
-    } while (0)
 
 /* ---- paths and config.json -------------------------------------------------- */
 
@@ -108,16 +103,8 @@ static void transpose_host(const float *src, int64_t rows, int64_t cols, float *
 
 /* ---- the mapping ----------------------------------------------------------------- */
 
-typedef enum { AT_QKV, AT_PROJ, AT_MLP, AT_HEAD } hf_part;
 
-typedef struct hf_entry {
-    const char *name;  /* after "h.N." for block entries, "%s" marks none */
-    hf_part where;
-    f8_param which;
-    int conv1d;        /* stored [in, out]: transposed */
-} hf_entry;
-
-static const hf_entry BLOCK[] = {
+const hf_entry hf_block_entries[HF_BLOCK_ENTRIES] = {
     {"ln_1.weight", AT_QKV, F8_PARAM_LN_WEIGHT, 0},     {"ln_1.bias", AT_QKV, F8_PARAM_LN_BIAS, 0},
     {"attn.c_attn.weight", AT_QKV, F8_PARAM_WEIGHT, 1}, {"attn.c_attn.bias", AT_QKV, F8_PARAM_BIAS, 0},
     {"attn.c_proj.weight", AT_PROJ, F8_PARAM_WEIGHT, 1}, {"attn.c_proj.bias", AT_PROJ, F8_PARAM_BIAS, 0},
@@ -125,9 +112,10 @@ static const hf_entry BLOCK[] = {
     {"mlp.c_fc.weight", AT_MLP, F8_PARAM_FC1_WEIGHT, 1}, {"mlp.c_fc.bias", AT_MLP, F8_PARAM_FC1_BIAS, 0},
     {"mlp.c_proj.weight", AT_MLP, F8_PARAM_FC2_WEIGHT, 1}, {"mlp.c_proj.bias", AT_MLP, F8_PARAM_FC2_BIAS, 0},
 };
-static const hf_entry FINAL[] = {{"ln_f.weight", AT_HEAD, F8_PARAM_LN_WEIGHT, 0}, {"ln_f.bias", AT_HEAD, F8_PARAM_LN_BIAS, 0}};
+const hf_entry hf_final_entries[HF_FINAL_ENTRIES] = {{"ln_f.weight", AT_HEAD, F8_PARAM_LN_WEIGHT, 0},
+                                                     {"ln_f.bias", AT_HEAD, F8_PARAM_LN_BIAS, 0}};
 
-static f8_module *module_of(gpt *m, int64_t l, hf_part p)
+f8_module *hf_module_of(gpt *m, int64_t l, hf_part p)
 {
     return p == AT_QKV ? m->blocks[l].qkv : p == AT_PROJ ? m->blocks[l].proj : p == AT_MLP ? m->blocks[l].mlp : m->head;
 }
@@ -182,15 +170,15 @@ static char *read_small(const char *path, size_t limit, size_t *len, char *err, 
 /* config.json's integer `key` into *out, in [lo, hi]: absent (-> 0 when
  * optional), not a number, a fraction, out of range are refused by name and
  * value. */
-static int config_int(const char *path, const f8i_json *root, const char *key, int64_t lo, int64_t hi, int optional,
+static int config_int(const char *path, const f8_json *root, const char *key, int64_t lo, int64_t hi, int optional,
                       int64_t *out, char *err, size_t n)
 {
-    const f8i_json *v = f8i_json_get(root, key);
+    const f8_json *v = f8_json_get(root, key);
     if (!v && optional) return 0;
     if (!v) return snprintf(err, n, "%s: no \"%s\"", path, key), -1;
-    if (v->kind != F8I_JSON_NUMBER)
+    if (v->kind != F8_JSON_NUMBER)
         return snprintf(err, n, "%s: \"%s\" is %s %s, not an integer", path, key,
-                        v->kind == F8I_JSON_ARRAY || v->kind == F8I_JSON_OBJECT ? "an" : "a", f8i_json_kind_name(v->kind)), -1;
+                        v->kind == F8_JSON_ARRAY || v->kind == F8_JSON_OBJECT ? "an" : "a", f8_json_kind_name(v->kind)), -1;
     if (!v->is_int)
         return snprintf(err, n, "%s: \"%s\" is %.40s, not an integer%s", path, key, v->str,
                         strpbrk(v->str, ".eE") ? "" : " in range"), -1;
@@ -203,14 +191,14 @@ static int config_int(const char *path, const f8i_json *root, const char *key, i
 
 static int read_config_json(const char *p, const char *text, size_t len, hf_config *c, char *err, size_t n)
 {
-    f8i_json *root = NULL;
+    f8_json *root = NULL;
     char why[320];
-    if (f8i_json_parse(text, len, 0, &root, why, sizeof why) != F8_OK) {
+    if (f8_json_parse(text, len, 0, &root, why, sizeof why) != F8_OK) {
         snprintf(err, n, "%s: not valid JSON: %s", p, why);
         return -1;
     }
     int64_t inner = 0;
-    int rc = root->kind == F8I_JSON_OBJECT ? 0 : (snprintf(err, n, "%s: not a JSON object", p), -1);
+    int rc = root->kind == F8_JSON_OBJECT ? 0 : (snprintf(err, n, "%s: not a JSON object", p), -1);
     if (!rc) rc = config_int(p, root, "n_layer", 1, TRAIN_MAX_LAYERS, 0, &c->layers, err, n);
     if (!rc) rc = config_int(p, root, "n_head", 1, TRAIN_MAX_HEADS, 0, &c->heads, err, n);
     if (!rc) rc = config_int(p, root, "n_embd", 1, TRAIN_MAX_CHANNELS, 0, &c->channels, err, n);
@@ -224,30 +212,30 @@ static int read_config_json(const char *p, const char *text, size_t len, hf_conf
     if (!rc && ctx && ctx != c->positions)
         rc = (snprintf(err, n, "%s: \"n_ctx\" %lld differs from \"n_positions\" %lld", p, (long long)ctx,
                        (long long)c->positions), -1);
-    const f8i_json *in = f8i_json_get(root, "n_inner"), *act = f8i_json_get(root, "activation_function"),
-                   *eps = f8i_json_get(root, "layer_norm_epsilon");
-    if (!rc && in && in->kind != F8I_JSON_NULL) rc = config_int(p, root, "n_inner", 1, INT64_MAX, 0, &inner, err, n);
+    const f8_json *in = f8_json_get(root, "n_inner"), *act = f8_json_get(root, "activation_function"),
+                   *eps = f8_json_get(root, "layer_norm_epsilon");
+    if (!rc && in && in->kind != F8_JSON_NULL) rc = config_int(p, root, "n_inner", 1, INT64_MAX, 0, &inner, err, n);
     if (!rc && inner && inner != 4 * c->channels)
         rc = (snprintf(err, n, "%s: \"n_inner\" %lld is not 4 * n_embd (%lld)", p, (long long)inner,
                        (long long)(4 * c->channels)), -1);
-    if (!rc && act && (act->kind != F8I_JSON_STRING || (strcmp(act->str, "gelu_new") && strcmp(act->str, "gelu_pytorch_tanh"))))
+    if (!rc && act && (act->kind != F8_JSON_STRING || (strcmp(act->str, "gelu_new") && strcmp(act->str, "gelu_pytorch_tanh"))))
         rc = (snprintf(err, n, "%s: \"activation_function\" is %.40s, not gelu_new (f8's GELU is the tanh form)", p,
-                       act->kind == F8I_JSON_STRING ? act->str : f8i_json_kind_name(act->kind)), -1);
-    if (!rc && eps && (eps->kind != F8I_JSON_NUMBER || fabs(eps->num - 1e-5) > 1e-12))
+                       act->kind == F8_JSON_STRING ? act->str : f8_json_kind_name(act->kind)), -1);
+    if (!rc && eps && (eps->kind != F8_JSON_NUMBER || fabs(eps->num - 1e-5) > 1e-12))
         rc = (snprintf(err, n, "%s: \"layer_norm_epsilon\" is %.40s, not 1e-5", p,
-                       eps->kind == F8I_JSON_NUMBER ? eps->str : f8i_json_kind_name(eps->kind)), -1);
+                       eps->kind == F8_JSON_NUMBER ? eps->str : f8_json_kind_name(eps->kind)), -1);
     if (!rc && c->channels % c->heads)
         rc = (snprintf(err, n, "%s: \"n_embd\" %lld is not a multiple of \"n_head\" %lld", p, (long long)c->channels,
                        (long long)c->heads), -1);
-    f8i_json_free(root);
+    f8_json_free(root);
     return rc;
 }
 
 /* The [rows, cols] of a 2-D tensor in a parsed safetensors header. */
-static int header_shape(const f8i_json *root, const char *name, int64_t d[2])
+static int header_shape(const f8_json *root, const char *name, int64_t d[2])
 {
-    const f8i_json *t = f8i_json_get(root, name), *s = f8i_json_get(t, "shape");
-    if (!s || s->kind != F8I_JSON_ARRAY || s->count != 2 || !s->child->is_int || !s->child->next->is_int) return 0;
+    const f8_json *t = f8_json_get(root, name), *s = f8_json_get(t, "shape");
+    if (!s || s->kind != F8_JSON_ARRAY || s->count != 2 || !s->child->is_int || !s->child->next->is_int) return 0;
     d[0] = s->child->i, d[1] = s->child->next->i;
     return d[0] > 0 && d[1] > 0;
 }
@@ -264,15 +252,15 @@ static int read_header_shape(const char *p, const char *ws, hf_config *c, char *
     char *hdr = ok && len <= 100000000u ? (char *)malloc((size_t)len + 1) : NULL;
     ok = hdr && fread(hdr, 1, (size_t)len, f) == (size_t)len;
     if (f) fclose(f);
-    f8i_json *root = NULL;
+    f8_json *root = NULL;
     char why[320] = "";
-    if (ok && f8i_json_parse(hdr, (size_t)len, 3, &root, why, sizeof why) != F8_OK) ok = 0;
+    if (ok && f8_json_parse(hdr, (size_t)len, 3, &root, why, sizeof why) != F8_OK) ok = 0;
     free(hdr);
     if (!ok) {
         snprintf(err, n, "no %s and cannot read the header of '%s'%s%s", p, ws, why[0] ? ": " : "", why);
         return -1;
     }
-    const char *pre = f8i_json_get(root, "transformer.wte.weight") ? "transformer." : "";
+    const char *pre = f8_json_get(root, "transformer.wte.weight") ? "transformer." : "";
     int64_t d[2] = {0, 0}, e[2] = {0, 0};
     char name[128];
     snprintf(name, sizeof name, "%swte.weight", pre);
@@ -281,9 +269,9 @@ static int read_header_shape(const char *p, const char *ws, hf_config *c, char *
     ok = ok && header_shape(root, name, e) && e[1] == d[1];
     for (c->layers = 0; ok && c->layers <= TRAIN_MAX_LAYERS; c->layers++) {
         snprintf(name, sizeof name, "%sh.%lld.ln_1.weight", pre, (long long)c->layers);
-        if (!f8i_json_get(root, name)) break;
+        if (!f8_json_get(root, name)) break;
     }
-    f8i_json_free(root);
+    f8_json_free(root);
     if (!ok || c->layers == 0 || d[1] % 64) {
         snprintf(err, n, "no %s, and '%s' does not look like a GPT-2 (wte, wpe, h.N.*)", p, ws);
         return -1;
@@ -346,10 +334,10 @@ f8_status hf_import(gpt *m, const char *path, char *err, size_t n)
     if (st == F8_OK) st = f8_ctx_alloc(m->ctx, big * 4, &stage);
     char name[128];
     for (int64_t l = 0; st == F8_OK && l < c->layers + 1; l++) {
-        const hf_entry *tab = l < c->layers ? BLOCK : FINAL;
-        const size_t count = l < c->layers ? sizeof BLOCK / sizeof BLOCK[0] : 2;
+        const hf_entry *tab = l < c->layers ? hf_block_entries : hf_final_entries;
+        const size_t count = l < c->layers ? HF_BLOCK_ENTRIES : HF_FINAL_ENTRIES;
         for (size_t e = 0; st == F8_OK && e < count; e++) {
-            f8_module *mod = module_of(m, l, tab[e].where);
+            f8_module *mod = hf_module_of(m, l, tab[e].where);
             f8_tensor v;
             if ((st = f8_module_param(mod, tab[e].which, 0, &v)) != F8_OK) break;
             if (l < c->layers) snprintf(name, sizeof name, "h.%lld.%s", (long long)l, tab[e].name);
@@ -399,18 +387,12 @@ f8_status hf_import(gpt *m, const char *path, char *err, size_t n)
 
 /* ---- export ------------------------------------------------------------------------ */
 
-typedef struct out_tensor {
-    char name[96];
-    int64_t dims[2];
-    int ndim;
-    float *data;
-} out_tensor;
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(((const hf_out_tensor *)a)->name, ((const hf_out_tensor *)b)->name);
+}
 
-static int by_name(const void *a, const void *b) { return strcmp(((const out_tensor *)a)->name, ((const out_tensor *)b)->name); }
-
-/* A safetensors file as transformers writes it: F32, metadata format "pt",
- * tensors by name, header padded with spaces to a multiple of 8. */
-static int write_safetensors(const char *path, out_tensor *t, size_t count, char *err, size_t n)
+int hf_write_safetensors(const char *path, hf_out_tensor *t, size_t count, char *err, size_t n)
 {
     qsort(t, count, sizeof *t, by_name);
     size_t cap = 256 + count * 200, len = 0, off = 0;
@@ -449,8 +431,8 @@ f8_status hf_export(gpt *m, const char *dir, char *err, size_t n)
 {
     const gpt_config *c = &m->c;
     const int64_t C = c->channels, L = c->layers;
-    const size_t per = sizeof BLOCK / sizeof BLOCK[0], count = (size_t)L * per + 4;
-    out_tensor *t = (out_tensor *)calloc(count, sizeof *t);
+    const size_t per = HF_BLOCK_ENTRIES, count = (size_t)L * per + 4;
+    hf_out_tensor *t = (hf_out_tensor *)calloc(count, sizeof *t);
     void *stage = NULL;
     const int64_t rows = c->padded_vocab > gpt_positions(c) ? c->padded_vocab : gpt_positions(c);
     float *tmp = (float *)malloc((size_t)(rows * C + 16 * C * C) * 4);
@@ -458,11 +440,11 @@ f8_status hf_export(gpt *m, const char *dir, char *err, size_t n)
     if (st == F8_OK) st = f8_ctx_alloc(m->ctx, (size_t)(rows * C + 16 * C * C) * 4, &stage);
     size_t k = 0;
     for (int64_t l = 0; st == F8_OK && l <= L; l++) {
-        const hf_entry *tab = l < L ? BLOCK : FINAL;
+        const hf_entry *tab = l < L ? hf_block_entries : hf_final_entries;
         const size_t cnt = l < L ? per : 2;
         for (size_t e = 0; st == F8_OK && e < cnt; e++, k++) {
             f8_tensor v;
-            st = f8_module_param(module_of(m, l, tab[e].where), tab[e].which, 0, &v);
+            st = f8_module_param(hf_module_of(m, l, tab[e].where), tab[e].which, 0, &v);
             if (l < L) snprintf(t[k].name, sizeof t[k].name, "transformer.h.%lld.%s", (long long)l, tab[e].name);
             else snprintf(t[k].name, sizeof t[k].name, "transformer.%s", tab[e].name);
             t[k].data = (float *)malloc((size_t)(v.rows * v.cols) * 4 + 4);
@@ -498,7 +480,7 @@ f8_status hf_export(gpt *m, const char *dir, char *err, size_t n)
         st = F8_ERR_IO;
     }
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    if (st == F8_OK && write_safetensors(path, t, k, err, n) != 0) st = F8_ERR_IO;
+    if (st == F8_OK && hf_write_safetensors(path, t, k, err, n) != 0) st = F8_ERR_IO;
     snprintf(path, sizeof path, "%s/config.json", dir);
     FILE *f = st == F8_OK ? fopen(path, "w") : NULL;
     if (st == F8_OK && !f) {

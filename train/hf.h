@@ -25,7 +25,7 @@ typedef struct hf_config {
 
 /* The shape of the GPT-2 at path (a directory holding model.safetensors and
  * config.json, or the .safetensors file itself, config.json beside it).
- * config.json is read strictly (io/json.h): n_layer, n_head, n_embd,
+ * config.json is read strictly (f8/io.h): n_layer, n_head, n_embd,
  * vocab_size and n_positions (or n_ctx) integers within f8_train's limits
  * (trainer.h), no fraction, no other kind. Without config.json the shape is
  * read off the tensors, heads = channels / 64. Returns 0, or -1 with the
@@ -68,5 +68,39 @@ int hf_checkpoint_model(const f8_checkpoint *ck, int cuda, gpt_config *c, char *
  * command). They print and return the exit code. */
 int eval_hf_main(int argc, char **argv);
 int export_hf_main(int argc, char **argv);
+
+/* ---- the mapping and the file pieces, for the tests ---------------------------- */
+
+/* Which module of the model an entry's parameter lives in. */
+typedef enum { AT_QKV, AT_PROJ, AT_MLP, AT_HEAD } hf_part;
+
+/* One GPT-2 tensor and the parameter it is. */
+typedef struct hf_entry {
+    const char *name; /* after "h.N." for block entries */
+    hf_part where;
+    f8_param which;
+    int conv1d; /* stored [in, out]: transposed */
+} hf_entry;
+
+enum { HF_BLOCK_ENTRIES = 12, HF_FINAL_ENTRIES = 2 };
+/* A block's tensors in GPT-2's order; the final norm's (ln_f). */
+extern const hf_entry hf_block_entries[HF_BLOCK_ENTRIES];
+extern const hf_entry hf_final_entries[HF_FINAL_ENTRIES];
+/* The module of block l (l == layers: the head) that holds part p. */
+f8_module *hf_module_of(gpt *m, int64_t l, hf_part p);
+
+/* The JSON header of a safetensors file (NUL-terminated, malloc'd), or NULL. */
+
+/* One FP32 tensor to write: name, 1 or 2 dims, data. */
+typedef struct hf_out_tensor {
+    char name[96];
+    int64_t dims[2];
+    int ndim;
+    float *data;
+} hf_out_tensor;
+/* A safetensors file as transformers writes it: F32, metadata format "pt",
+ * tensors sorted by name (t is reordered), header padded with spaces to a
+ * multiple of 8. 0, or -1 with the reason in err. */
+int hf_write_safetensors(const char *path, hf_out_tensor *t, size_t count, char *err, size_t n);
 
 #endif /* F8_TRAIN_HF_H */

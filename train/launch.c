@@ -37,7 +37,7 @@
 #include "trainer.h"
 
 /* The options of rank r of world. */
-static train_options rank_options(const train_options *o, int r, int world)
+train_options train_rank_options(const train_options *o, int r, int world)
 {
     train_options x = *o;
     x.rank = r;
@@ -114,7 +114,7 @@ static int launch_cpu(const train_options *o)
     pthread_t *th = (pthread_t *)calloc((size_t)n, sizeof *th);
     int started = 0, rc = 0;
     for (int r = 0; ranks && th && r < n; r++, started++) {
-        ranks[r].o = rank_options(o, r, n);
+        ranks[r].o = train_rank_options(o, r, n);
         if (strcmp(ranks[r].o.backend, "auto") == 0) ranks[r].o.backend = "cpu";
         ranks[r].o.comm_group = g[0];
         if (P > 1) ranks[r].o.tp_group = g[1 + r / P], ranks[r].o.dp_group = g[1 + D + r % P];
@@ -172,7 +172,7 @@ static int gpu_child(const train_options *o, int r, int n, int (*fds)[2])
     f8_comm_id ids[1 + 2 * 1024];
     char err[256];
     signal(SIGPIPE, SIG_IGN); /* a rank that died before reading: write fails, rank 0 says so */
-    train_options x = rank_options(o, r, n);
+    train_options x = train_rank_options(o, r, n);
     x.device = r;
     if (strcmp(x.backend, "auto") == 0) x.backend = "cuda";
     /* keep only the ends this rank uses: a reader then sees end-of-file, not
@@ -258,7 +258,7 @@ static int launch_gpus(const train_options *o)
 
 /* Rank 0 serves the id to world - 1 connections on port; the others fetch it
  * from addr:port, retrying for up to a minute while rank 0 starts. */
-static int tcp_share_id(int rank, int world, const char *addr, const char *port, f8_comm_id *id)
+int train_tcp_share_id(int rank, int world, const char *addr, const char *port, f8_comm_id *id)
 {
     struct addrinfo hints, *ai = NULL;
     memset(&hints, 0, sizeof hints);
@@ -327,8 +327,8 @@ static int launch_env(const train_options *o, int rank, int world)
         fprintf(stderr, "f8_train: rank 0: %s\n", err);
         return 1;
     }
-    if (world > 1 && tcp_share_id(rank, world, addr, port, &id) != 0) return 1;
-    train_options x = rank_options(o, rank, world);
+    if (world > 1 && train_tcp_share_id(rank, world, addr, port, &id) != 0) return 1;
+    train_options x = train_rank_options(o, rank, world);
     x.device = (int)dev;
     if (strcmp(x.backend, "auto") == 0) x.backend = "cuda";
     x.comm_id = &id;

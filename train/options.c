@@ -3,6 +3,7 @@
  * Every option is listed in train_print_help with its default.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,7 +12,7 @@
 
 #include "parse.h"
 #include "tp.h"
-#include "trainer.h"
+#include "options.h"
 
 typedef struct preset {
     const char *name;
@@ -80,102 +81,6 @@ train_options train_options_default(void)
     return o;
 }
 
-void train_print_help(FILE *f)
-{
-    train_options d = train_options_default();
-    fprintf(f,
-            "usage: f8_train [options]\n"
-            "       f8_train plot OUT.svg LOG.csv [LOG.csv ...]   overlay loss curves\n"
-            "       f8_train export CHECKPOINT OUT.onnx [--fp8 on|off]   the model as ONNX (export --help)\n"
-            "       f8_train export-hf CHECKPOINT OUT_DIR        the model as a Hugging Face GPT-2\n"
-            "       f8_train eval-hf DIR --tokens FILE           loss of a Hugging Face GPT-2 on token ids\n"
-            "Trains a GPT-2-style model with f8 (FP8 or BF16), on the GPU when there is one.\n\n"
-            "Model and precision\n"
-            "  --model NAME         preset: tiny, small, 50M, 124M, 350M, 1.3B (default %s)\n"
-            "  --layers N --heads N --channels N --seq N   override the preset (default %lld, %lld, %lld, %lld)\n"
-            "  --fp8 on|off         FP8 GEMMs in the blocks; off = BF16 on the GPU, FP32 on the CPU (default on)\n"
-            "  --fp8-head on|off    the LM head's GEMMs in FP8 too (default off: high precision, as TE keeps it;\n"
-            "                       needs --fp8 on; on --resume the checkpoint's)\n"
-            "  --fp8-weights on|off the blocks' weights kept only in FP8 (TE's fp8_model_init): AdamW steps FP32\n"
-            "                       masters and writes them back as FP8 codes; with --ranks/--gpus the masters\n"
-            "                       are sharded and the all-gather moves 1 byte per weight (default off; needs\n"
-            "                       --fp8 on, not --recipe block or --tp; on --resume the checkpoint's)\n"
-            "  --recompute-norm on|off  make the norm outputs of qkv and the MLP again in backward instead of\n"
-            "                       saving them: 2 x tokens x channels bytes less per layer in FP8, one more\n"
-            "                       norm forward each; bitwise the same (default off; not with\n"
-            "                       --sequence-parallel or --recipe block)\n"
-            "  --fp8-attention on|off  attention's forward in FP8 (TE's fp8_dpa: Q, K, V, P and O in E4M3 with\n"
-            "                       per-layer delayed scaling; the backward in BF16 on the dequantized inputs)\n"
-            "                       (default off; needs --fp8 on, --recipe delayed and bf16). Experimental:\n"
-            "                       f8's FP8 kernel, about 35x slower than BF16 attention on an H200\n"
-            "                       (docs/FP8_ATTENTION.md; on --resume the checkpoint's)\n"
-            "  --recipe delayed|current|block   FP8 scaling recipe (default delayed; on --resume the checkpoint's)\n"
-            "  --dtype auto|fp32|bf16   parameters and activations (default auto: bf16 on CUDA, fp32 on CPU)\n"
-            "  --backend auto|cpu|cuda  (default auto: CUDA when a GPU is usable)\n"
-            "  --graph auto|on|off  capture the whole step as one CUDA graph (default auto: on for CUDA; on the CPU\n"
-            "                       backend \"on\" records and replays the step: same losses, no speedup)\n\n",
-            d.model, (long long)d.layers, (long long)d.heads, (long long)d.channels, (long long)d.seq);
-    fprintf(f,
-            "Optimization\n"
-            "  --steps N            optimizer steps, >= 1 (default %lld; a run that trains fewer than 2 exits 3:\n"
-            "                       too few steps to tell whether the loss fell)\n"
-            "  --batch N            sequences per microbatch (default %lld)\n"
-            "  --grad-accum N       microbatches per step (default %lld)\n"
-            "  --head-chunk N       tokens per LM-head + cross-entropy pass: the logits buffer's rows\n"
-            "                       (default 0: 8192; a microbatch of more runs the head in passes)\n"
-            "  --lr X --lr-min X    AdamW peak and final learning rate (default %g, %g)\n"
-            "  --warmup N           linear warmup steps, then cosine to --lr-min (default %lld)\n"
-            "  --weight-decay X     (default %g)   --grad-clip X   global norm, 0 = off (default %g)\n"
-            "  --seed N             model init and batch sampling (default %llu)\n\n"
-            "Data (default: a corpus the program generates itself, byte-level)\n"
-            "  --text FILE          any text file, byte-level\n"
-            "  --data PATTERN       llm.c token shards (.bin, GPT-2 vocab): paths or globs, comma-separated\n"
-            "  --val-data PATTERN   validation shards (default: the last 10%% of the data)\n"
-            "  --val-every N        validation loss every N steps, 0 = never (default %lld)\n"
-            "  --val-batches N      batches per validation (default %lld)\n\n"
-            "Output\n"
-            "  --log FILE           CSV log, one row per step (default %s; \"\" = none)\n"
-            "  --plot FILE          SVG of the loss curves at the end (default %s; \"\" = none)\n"
-            "  --compare LOG        overlay another run's log in the plot (repeatable, up to 4)\n"
-            "  --checkpoint FILE    save a checkpoint (safetensors) at the end (default none; its directory must\n"
-            "                       be writable: checked before training)\n"
-            "  --checkpoint-every N also every N steps (default 0 = only at the end)\n"
-            "  --resume FILE        continue a run from its checkpoint, exactly (the model comes from the file;\n"
-            "                       --model/--layers/--heads/--channels/--seq/--fp8/--fp8-head/--fp8-weights/\n"
-            "                       --fp8-attention/--dtype/--recipe, when given, must match it)\n"
-            "  --init-from PATH     start from a Hugging Face GPT-2 (a save_pretrained directory or its\n"
-            "                       model.safetensors): layers, heads, channels and weights from it\n"
-            "  --tokenizer FILE     llm.c's gpt2_tokenizer.bin: samples of GPT-2 token data as text\n"
-            "  --sample N           sample N bytes (or GPT-2 tokens with --tokenizer) at the end (default %lld)\n"
-            "  --prompt TEXT        start the sample with TEXT\n"
-            "  --temperature X      (default %g)\n"
-            "  --quiet              only errors and the final line\n"
-            "  --fp8-report         FP8 telemetry: per tensor and step amax, scale, saturated and flushed\n"
-            "                       fractions to <log>_fp8.csv and <plot>_fp8.svg, the worst tensors at the end\n"
-            "  --help               this text\n",
-            (long long)d.steps, (long long)d.batch, (long long)d.grad_accum, (double)d.lr, (double)d.lr_min,
-            (long long)d.warmup, (double)d.weight_decay, (double)d.grad_clip, (unsigned long long)d.seed,
-            (long long)d.val_every, (long long)d.val_batches, d.log, d.plot, (long long)d.sample, (double)d.temperature);
-    fprintf(f, "\nData parallel (ZeRO-1: sharded AdamW; --grad-accum microbatches split among the ranks)\n"
-               "  --gpus N             over N GPUs of this machine: one process per GPU, NCCL\n"
-               "  --ranks N            over N in-process CPU ranks (threads; the CPU backend)\n"
-               "  --dp-overlap on|off  one gradient bucket per block, reduce-scattered while the backward\n"
-               "                       goes on (NCCL: on a second stream); default off: one bucket after it\n"
-               "  --tp N               tensor parallel over groups of N of those ranks (heads, MLP split;\n"
-               "                       data parallel = ranks / N); amaxes reduced over all ranks\n"
-               "  --sequence-parallel  with --tp N: the residual stream and LayerNorms keep 1/N of the tokens\n"
-               "                       per rank; norm outputs all-gathered (FP8), proj/fc2 reduce-scattered\n"
-               "                       (--seq must divide by N; checkpoints as without it)\n"
-               "  Across machines: one f8_train per GPU with RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and\n"
-               "  MASTER_PORT set (torchrun style); rank 0 serves the NCCL id on MASTER_PORT.\n");
-    fprintf(f, "\nPresets (--model): layers/heads/channels/seq, batch x microbatches, lr\n");
-    for (size_t i = 0; i < sizeof PRESETS / sizeof PRESETS[0]; i++) {
-        const preset *p = &PRESETS[i];
-        fprintf(f, "  %-6s %lld/%lld/%lld/%lld, %lld x %lld, %g: %s\n", p->name, (long long)p->layers, (long long)p->heads,
-                (long long)p->channels, (long long)p->seq, (long long)p->batch, (long long)p->grad_accum, (double)p->lr,
-                p->what);
-    }
-}
 
 /* --name value, through the one parser (parse.h); err names the option. */
 static int opt_i64(const char *a, const char *v, int64_t lo, int64_t hi, int64_t *out, char *err, size_t n)
@@ -341,12 +246,293 @@ static int check_conflicts(const train_options *o, char *err, size_t n)
     return 0;
 }
 
+/* ---- the option table ----------------------------------------------------------- */
+
+static const char *const ON_OFF[2] = {"off", "on"}, *const GRAPH_WORDS[3] = {"off", "on", "auto"};
+static const char *const BACKENDS[3] = {"auto", "cpu", "cuda"}, *const DTYPES[3] = {"auto", "fp32", "bf16"};
+static const char *const RECIPES[3] = {"delayed", "current", "block"};
+
+#define F(field) offsetof(train_options, field)
+#define BIG ((double)TRAIN_MAX_STEPS)
+#define WORDS(w) w, (int)(sizeof w / sizeof w[0])
+/* Every option of the command line, in --help's order. The model options
+ * name the train.* metadata key a --resume checkpoint records them under. */
+static const train_option_def OPTIONS[] = {
+    {"--model", NULL, OPT_MODEL, 0, 0, 0, NULL, 0, NULL,
+     "\n"
+     "Model and precision\n",
+     "  --model NAME         preset: tiny, small, 50M, 124M, 350M, 1.3B (default {model})\n"},
+    {"--layers", NULL, OPT_INT, F(layers), 1, TRAIN_MAX_LAYERS, NULL, 0, "train.layers",
+     NULL,
+     "  --layers N --heads N --channels N --seq N   override the preset (default {layers}, {heads}, {channels}, {seq})\n"},
+    {"--heads", NULL, OPT_INT, F(heads), 1, TRAIN_MAX_HEADS, NULL, 0, "train.heads", NULL, NULL},
+    {"--channels", NULL, OPT_INT, F(channels), 1, TRAIN_MAX_CHANNELS, NULL, 0, "train.channels", NULL, NULL},
+    {"--seq", NULL, OPT_INT, F(seq), 2, TRAIN_MAX_SEQ, NULL, 0, "train.seq", NULL, NULL},
+    {"--fp8", NULL, OPT_ON_OFF, F(fp8), 0, 0, WORDS(ON_OFF), "train.fp8",
+     NULL,
+     "  --fp8 on|off         FP8 GEMMs in the blocks; off = BF16 on the GPU, FP32 on the CPU (default on)\n"},
+    {"--fp8-head", NULL, OPT_ON_OFF, F(fp8_head), 0, 0, WORDS(ON_OFF), "train.fp8_head",
+     NULL,
+     "  --fp8-head on|off    the LM head's GEMMs in FP8 too (default off: high precision, as TE keeps it;\n"
+     "                       needs --fp8 on; on --resume the checkpoint's)\n"},
+    {"--fp8-weights", NULL, OPT_ON_OFF, F(fp8_weights), 0, 0, WORDS(ON_OFF), "train.fp8_weights",
+     NULL,
+     "  --fp8-weights on|off the blocks' weights kept only in FP8 (TE's fp8_model_init): AdamW steps FP32\n"
+     "                       masters and writes them back as FP8 codes; with --ranks/--gpus the masters\n"
+     "                       are sharded and the all-gather moves 1 byte per weight (default off; needs\n"
+     "                       --fp8 on, not --recipe block or --tp; on --resume the checkpoint's)\n"},
+    {"--recompute-norm", NULL, OPT_ON_OFF, F(recompute_norm), 0, 0, WORDS(ON_OFF), NULL,
+     NULL,
+     "  --recompute-norm on|off  make the norm outputs of qkv and the MLP again in backward instead of\n"
+     "                       saving them: 2 x tokens x channels bytes less per layer in FP8, one more\n"
+     "                       norm forward each; bitwise the same (default off; not with\n"
+     "                       --sequence-parallel or --recipe block)\n"},
+    {"--fp8-attention", NULL, OPT_ON_OFF, F(fp8_attention), 0, 0, WORDS(ON_OFF), "train.fp8_attention",
+     NULL,
+     "  --fp8-attention on|off  attention's forward in FP8 (TE's fp8_dpa: Q, K, V, P and O in E4M3 with\n"
+     "                       per-layer delayed scaling; the backward in BF16 on the dequantized inputs)\n"
+     "                       (default off; needs --fp8 on, --recipe delayed and bf16). Experimental:\n"
+     "                       f8's FP8 kernel, about 35x slower than BF16 attention on an H200\n"
+     "                       (docs/FP8_ATTENTION.md; on --resume the checkpoint's)\n"},
+    {"--recipe", NULL, OPT_WORD, F(recipe), 0, 0, WORDS(RECIPES), "train.recipe",
+     NULL,
+     "  --recipe delayed|current|block   FP8 scaling recipe (default delayed; on --resume the checkpoint's)\n"},
+    {"--dtype", NULL, OPT_WORD, F(dtype), 0, 0, WORDS(DTYPES), "train.dtype",
+     NULL,
+     "  --dtype auto|fp32|bf16   parameters and activations (default auto: bf16 on CUDA, fp32 on CPU)\n"},
+    {"--backend", NULL, OPT_WORD, F(backend), 0, 0, WORDS(BACKENDS), NULL,
+     NULL,
+     "  --backend auto|cpu|cuda  (default auto: CUDA when a GPU is usable)\n"},
+    {"--graph", NULL, OPT_GRAPH, F(graph), 0, 0, WORDS(GRAPH_WORDS), NULL,
+     NULL,
+     "  --graph auto|on|off  capture the whole step as one CUDA graph (default auto: on for CUDA; on the CPU\n"
+     "                       backend \"on\" records and replays the step: same losses, no speedup)\n"},
+    {"--steps", NULL, OPT_INT, F(steps), 1, BIG, NULL, 0, NULL,
+     "\n"
+     "Optimization\n",
+     "  --steps N            optimizer steps, >= 1 (default {steps}; a run that trains fewer than 2 exits 3:\n"
+     "                       too few steps to tell whether the loss fell)\n"},
+    {"--batch", NULL, OPT_INT, F(batch), 1, 1 << 16, NULL, 0, NULL,
+     NULL,
+     "  --batch N            sequences per microbatch (default {batch})\n"},
+    {"--grad-accum", NULL, OPT_INT, F(grad_accum), 1, 1 << 16, NULL, 0, NULL,
+     NULL,
+     "  --grad-accum N       microbatches per step (default {grad-accum})\n"},
+    {"--head-chunk", NULL, OPT_INT, F(head_chunk), 0, BIG, NULL, 0, NULL,
+     NULL,
+     "  --head-chunk N       tokens per LM-head + cross-entropy pass: the logits buffer's rows\n"
+     "                       (default 0: 8192; a microbatch of more runs the head in passes)\n"},
+    {"--lr", NULL, OPT_REAL, F(lr), 0.0, 10.0, NULL, 0, NULL,
+     NULL,
+     "  --lr X --lr-min X    AdamW peak and final learning rate (default {lr}, {lr-min})\n"},
+    {"--lr-min", NULL, OPT_REAL, F(lr_min), 0.0, 10.0, NULL, 0, NULL, NULL, NULL},
+    {"--warmup", NULL, OPT_INT, F(warmup), 0, BIG, NULL, 0, NULL,
+     NULL,
+     "  --warmup N           linear warmup steps, then cosine to --lr-min (default {warmup})\n"},
+    {"--weight-decay", NULL, OPT_REAL, F(weight_decay), 0.0, 10.0, NULL, 0, NULL,
+     NULL,
+     "  --weight-decay X     (default {weight-decay})   --grad-clip X   global norm, 0 = off (default {grad-clip})\n"},
+    {"--grad-clip", NULL, OPT_REAL, F(grad_clip), 0.0, 1e6, NULL, 0, NULL, NULL, NULL},
+    {"--seed", NULL, OPT_SEED, F(seed), 0, BIG, NULL, 0, NULL,
+     NULL,
+     "  --seed N             model init and batch sampling (default {seed})\n"},
+    {"--text", NULL, OPT_STRING, F(text), 0, 0, NULL, 0, NULL,
+     "\n"
+     "Data (default: a corpus the program generates itself, byte-level)\n",
+     "  --text FILE          any text file, byte-level\n"},
+    {"--data", NULL, OPT_STRING, F(data), 0, 0, NULL, 0, NULL,
+     NULL,
+     "  --data PATTERN       llm.c token shards (.bin, GPT-2 vocab): paths or globs, comma-separated\n"},
+    {"--val-data", NULL, OPT_STRING, F(val_data), 0, 0, NULL, 0, NULL,
+     NULL,
+     "  --val-data PATTERN   validation shards (default: the last 10% of the data)\n"},
+    {"--val-every", NULL, OPT_INT, F(val_every), 0, BIG, NULL, 0, NULL,
+     NULL,
+     "  --val-every N        validation loss every N steps, 0 = never (default {val-every})\n"},
+    {"--val-batches", NULL, OPT_INT, F(val_batches), 1, BIG, NULL, 0, NULL,
+     NULL,
+     "  --val-batches N      batches per validation (default {val-batches})\n"},
+    {"--log", NULL, OPT_STRING, F(log), 0, 0, NULL, 0, NULL,
+     "\n"
+     "Output\n",
+     "  --log FILE           CSV log, one row per step (default {log}; \"\" = none)\n"},
+    {"--plot", NULL, OPT_STRING, F(plot), 0, 0, NULL, 0, NULL,
+     NULL,
+     "  --plot FILE          SVG of the loss curves at the end (default {plot}; \"\" = none)\n"},
+    {"--compare", NULL, OPT_COMPARE, 0, 0, 0, NULL, 0, NULL,
+     NULL,
+     "  --compare LOG        overlay another run's log in the plot (repeatable, up to 4)\n"},
+    {"--checkpoint", NULL, OPT_STRING, F(checkpoint), 0, 0, NULL, 0, NULL,
+     NULL,
+     "  --checkpoint FILE    save a checkpoint (safetensors) at the end (default none; its directory must\n"
+     "                       be writable: checked before training)\n"},
+    {"--checkpoint-every", NULL, OPT_INT, F(checkpoint_every), 0, BIG, NULL, 0, NULL,
+     NULL,
+     "  --checkpoint-every N also every N steps (default 0 = only at the end)\n"},
+    {"--resume", NULL, OPT_STRING, F(resume), 0, 0, NULL, 0, NULL,
+     NULL,
+     "  --resume FILE        continue a run from its checkpoint, exactly (the model comes from the file;\n"
+     "                       --model/--layers/--heads/--channels/--seq/--fp8/--fp8-head/--fp8-weights/\n"
+     "                       --fp8-attention/--dtype/--recipe, when given, must match it)\n"},
+    {"--init-from", NULL, OPT_STRING, F(init_from), 0, 0, NULL, 0, NULL,
+     NULL,
+     "  --init-from PATH     start from a Hugging Face GPT-2 (a save_pretrained directory or its\n"
+     "                       model.safetensors): layers, heads, channels and weights from it\n"},
+    {"--tokenizer", NULL, OPT_STRING, F(tokenizer), 0, 0, NULL, 0, NULL,
+     NULL,
+     "  --tokenizer FILE     llm.c's gpt2_tokenizer.bin: samples of GPT-2 token data as text\n"},
+    {"--sample", NULL, OPT_INT, F(sample), 0, 1 << 20, NULL, 0, NULL,
+     NULL,
+     "  --sample N           sample N bytes (or GPT-2 tokens with --tokenizer) at the end (default {sample})\n"},
+    {"--prompt", NULL, OPT_STRING, F(prompt), 0, 0, NULL, 0, NULL,
+     NULL,
+     "  --prompt TEXT        start the sample with TEXT\n"},
+    {"--temperature", NULL, OPT_REAL, F(temperature), 1e-3, 100.0, NULL, 0, NULL,
+     NULL,
+     "  --temperature X      (default {temperature})\n"},
+    {"--quiet", NULL, OPT_FLAG, F(quiet), 0, 0, NULL, 0, NULL,
+     NULL,
+     "  --quiet              only errors and the final line\n"},
+    {"--fp8-report", NULL, OPT_FLAG, F(fp8_report), 0, 0, NULL, 0, NULL,
+     NULL,
+     "  --fp8-report         FP8 telemetry: per tensor and step amax, scale, saturated and flushed\n"
+     "                       fractions to <log>_fp8.csv and <plot>_fp8.svg, the worst tensors at the end\n"},
+    {"--help", "-h", OPT_HELP, 0, 0, 0, NULL, 0, NULL,
+     NULL,
+     "  --help               this text\n"},
+    {"--gpus", NULL, OPT_INT, F(gpus), 1, 1024, NULL, 0, NULL,
+     "\n"
+     "Data parallel (ZeRO-1: sharded AdamW; --grad-accum microbatches split among the ranks)\n",
+     "  --gpus N             over N GPUs of this machine: one process per GPU, NCCL\n"},
+    {"--ranks", NULL, OPT_INT, F(ranks), 1, 1024, NULL, 0, NULL,
+     NULL,
+     "  --ranks N            over N in-process CPU ranks (threads; the CPU backend)\n"},
+    {"--dp-overlap", NULL, OPT_ON_OFF, F(dp_overlap), 0, 0, WORDS(ON_OFF), NULL,
+     NULL,
+     "  --dp-overlap on|off  one gradient bucket per block, reduce-scattered while the backward\n"
+     "                       goes on (NCCL: on a second stream); default off: one bucket after it\n"},
+    {"--tp", NULL, OPT_INT, F(tp), 1, 1024, NULL, 0, NULL,
+     NULL,
+     "  --tp N               tensor parallel over groups of N of those ranks (heads, MLP split;\n"
+     "                       data parallel = ranks / N); amaxes reduced over all ranks\n"},
+    {"--sequence-parallel", "--sp", OPT_FLAG, F(sequence_parallel), 0, 0, NULL, 0, NULL,
+     NULL,
+     "  --sequence-parallel  with --tp N: the residual stream and LayerNorms keep 1/N of the tokens\n"
+     "                       per rank; norm outputs all-gathered (FP8), proj/fc2 reduce-scattered\n"
+     "                       (--seq must divide by N; checkpoints as without it)\n"
+     "  Across machines: one f8_train per GPU with RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and\n"
+     "  MASTER_PORT set (torchrun style); rank 0 serves the NCCL id on MASTER_PORT.\n"},
+};
+#undef F
+#undef BIG
+#undef WORDS
+#define N_OPTIONS ((int)(sizeof OPTIONS / sizeof OPTIONS[0]))
+
+const train_option_def *train_option_table(int *count)
+{
+    *count = N_OPTIONS;
+    return OPTIONS;
+}
+
+static int option_index(const char *name)
+{
+    for (int i = 0; i < N_OPTIONS; i++)
+        if (!strcmp(name, OPTIONS[i].name) || (OPTIONS[i].alias && !strcmp(name, OPTIONS[i].alias))) return i;
+    return -1;
+}
+
+/* {name} in a help text: the default of option --name, as the option reads it. */
+static void print_default(FILE *f, const train_options *d, const char *name, size_t len)
+{
+    char opt[40];
+    snprintf(opt, sizeof opt, "--%.*s", (int)len, name);
+    const int i = option_index(opt);
+    const train_option_def *e = i >= 0 ? &OPTIONS[i] : NULL;
+    const char *field = e ? (const char *)d + e->offset : NULL;
+    if (!e) fprintf(f, "{%.*s}", (int)len, name);
+    else if (e->kind == OPT_MODEL) fputs(d->model, f);
+    else if (e->kind == OPT_INT) fprintf(f, "%lld", (long long)*(const int64_t *)(const void *)field);
+    else if (e->kind == OPT_SEED) fprintf(f, "%llu", (unsigned long long)*(const uint64_t *)(const void *)field);
+    else if (e->kind == OPT_REAL) fprintf(f, "%g", (double)*(const float *)(const void *)field);
+    else if (e->kind == OPT_STRING) fputs(*(const char *const *)(const void *)field, f);
+}
+
+void train_print_help(FILE *f)
+{
+    const train_options d = train_options_default();
+    fputs(
+    "usage: f8_train [options]\n"
+    "       f8_train plot OUT.svg LOG.csv [LOG.csv ...]   overlay loss curves\n"
+    "       f8_train export CHECKPOINT OUT.onnx [--fp8 on|off]   the model as ONNX (export --help)\n"
+    "       f8_train export-hf CHECKPOINT OUT_DIR        the model as a Hugging Face GPT-2\n"
+    "       f8_train eval-hf DIR --tokens FILE           loss of a Hugging Face GPT-2 on token ids\n"
+    "Trains a GPT-2-style model with f8 (FP8 or BF16), on the GPU when there is one.\n",
+        f);
+    for (int i = 0; i < N_OPTIONS; i++) { /* the table's texts, defaults filled in */
+        if (OPTIONS[i].group) fputs(OPTIONS[i].group, f);
+        for (const char *p = OPTIONS[i].help; p && *p; p++) {
+            const char *close = *p == '{' ? strchr(p, '}') : NULL;
+            if (close) {
+                print_default(f, &d, p + 1, (size_t)(close - p - 1));
+                p = close;
+            } else {
+                fputc(*p, f);
+            }
+        }
+    }
+    fprintf(f, "\nPresets (--model): layers/heads/channels/seq, batch x microbatches, lr\n");
+    for (size_t i = 0; i < sizeof PRESETS / sizeof PRESETS[0]; i++) {
+        const preset *p = &PRESETS[i];
+        fprintf(f, "  %-6s %lld/%lld/%lld/%lld, %lld x %lld, %g: %s\n", p->name, (long long)p->layers, (long long)p->heads,
+                (long long)p->channels, (long long)p->seq, (long long)p->batch, (long long)p->grad_accum, (double)p->lr,
+                p->what);
+    }
+}
+
+uint64_t train_option_bit(const char *name)
+{
+    const int i = option_index(name);
+    return i < 0 ? 0 : (uint64_t)1 << i;
+}
+
+/* The value v of option d into o; 0, or -1 with the reason in err. */
+static int set_option(train_options *o, const train_option_def *d, const char *v, char *err, size_t n)
+{
+    char *field = (char *)o + d->offset;
+    int w = 0;
+    int64_t k = 0;
+    switch (d->kind) {
+    case OPT_INT: return opt_i64(d->name, v, (int64_t)d->lo, (int64_t)d->hi, (int64_t *)(void *)field, err, n);
+    case OPT_SEED:
+        if (opt_i64(d->name, v, (int64_t)d->lo, (int64_t)d->hi, &k, err, n)) return -1;
+        *(uint64_t *)(void *)field = (uint64_t)k;
+        return 0;
+    case OPT_REAL: return opt_f(d->name, v, d->lo, d->hi, (float *)(void *)field, err, n);
+    case OPT_ON_OFF:
+    case OPT_GRAPH:
+        if (opt_word(d->name, v, d->words, d->n_words, &w, err, n)) return -1;
+        *(int *)(void *)field = d->kind == OPT_GRAPH && w == 2 ? -1 : w;
+        return 0;
+    case OPT_WORD:
+        if (opt_word(d->name, v, d->words, d->n_words, &w, err, n)) return -1;
+        *(const char **)(void *)field = d->words[w];
+        return 0;
+    case OPT_STRING: *(const char **)(void *)field = v; return 0;
+    case OPT_COMPARE:
+        if (o->n_compare == 4) {
+            snprintf(err, n, "--compare: at most 4 logs");
+            return -1;
+        }
+        o->compare[o->n_compare++] = v;
+        return 0;
+    default: return 0; /* --model: applied first */
+    }
+}
+
 int train_parse_args(int argc, char **argv, train_options *o, FILE *out, char *err, size_t n)
 {
-    static const char *const on_off[2] = {"off", "on"}, *const graph_words[3] = {"off", "on", "auto"};
-    static const char *const backends[3] = {"auto", "cpu", "cuda"}, *const dtypes[3] = {"auto", "fp32", "bf16"};
-    static const char *const recipes[3] = {"delayed", "current", "block"};
-    static const unsigned shape_bits = TRAIN_GIVEN_LAYERS | TRAIN_GIVEN_HEADS | TRAIN_GIVEN_CHANNELS | TRAIN_GIVEN_SEQ;
+    const uint64_t shape_bits = train_option_bit("--layers") | train_option_bit("--heads") |
+                                train_option_bit("--channels") | train_option_bit("--seq");
     /* a preset first, so explicit sizes given before or after it win */
     for (int i = 1; i + 1 < argc; i++)
         if (strcmp(argv[i], "--model") == 0) {
@@ -361,20 +547,14 @@ int train_parse_args(int argc, char **argv, train_options *o, FILE *out, char *e
         }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+        const int x = option_index(a);
+        const train_option_def *d = x >= 0 ? &OPTIONS[x] : NULL;
+        if (d && d->kind == OPT_HELP) {
             train_print_help(out);
             return 1;
         }
-        if (strcmp(a, "--quiet") == 0) {
-            o->quiet = 1;
-            continue;
-        }
-        if (strcmp(a, "--fp8-report") == 0) {
-            o->fp8_report = 1;
-            continue;
-        }
-        if (strcmp(a, "--sequence-parallel") == 0 || strcmp(a, "--sp") == 0) {
-            o->sequence_parallel = 1;
+        if (d && d->kind == OPT_FLAG) {
+            *(int *)(void *)((char *)o + d->offset) = 1;
             continue;
         }
         if (strncmp(a, "--", 2) != 0) {
@@ -386,90 +566,21 @@ int train_parse_args(int argc, char **argv, train_options *o, FILE *out, char *e
             return -1;
         }
         const char *v = argv[++i];
-        int bad = 0, w = 0;
-        unsigned bit = 0;
-        int64_t k = 0;
-        const int64_t BIG = TRAIN_MAX_STEPS;
-        if (strcmp(a, "--model") == 0) continue;
-        else if (strcmp(a, "--layers") == 0) bad = opt_i64(a, v, 1, TRAIN_MAX_LAYERS, &o->layers, err, n), bit = TRAIN_GIVEN_LAYERS;
-        else if (strcmp(a, "--heads") == 0) bad = opt_i64(a, v, 1, TRAIN_MAX_HEADS, &o->heads, err, n), bit = TRAIN_GIVEN_HEADS;
-        else if (strcmp(a, "--channels") == 0)
-            bad = opt_i64(a, v, 1, TRAIN_MAX_CHANNELS, &o->channels, err, n), bit = TRAIN_GIVEN_CHANNELS;
-        else if (strcmp(a, "--seq") == 0) bad = opt_i64(a, v, 2, TRAIN_MAX_SEQ, &o->seq, err, n), bit = TRAIN_GIVEN_SEQ;
-        else if (strcmp(a, "--batch") == 0) bad = opt_i64(a, v, 1, 1 << 16, &o->batch, err, n);
-        else if (strcmp(a, "--grad-accum") == 0) bad = opt_i64(a, v, 1, 1 << 16, &o->grad_accum, err, n);
-        else if (strcmp(a, "--ranks") == 0) bad = opt_i64(a, v, 1, 1024, &o->ranks, err, n);
-        else if (strcmp(a, "--gpus") == 0) bad = opt_i64(a, v, 1, 1024, &o->gpus, err, n);
-        else if (strcmp(a, "--tp") == 0) bad = opt_i64(a, v, 1, 1024, &o->tp, err, n);
-        else if (strcmp(a, "--steps") == 0) bad = opt_i64(a, v, 1, BIG, &o->steps, err, n);
-        else if (strcmp(a, "--warmup") == 0) bad = opt_i64(a, v, 0, BIG, &o->warmup, err, n);
-        else if (strcmp(a, "--val-every") == 0) bad = opt_i64(a, v, 0, BIG, &o->val_every, err, n);
-        else if (strcmp(a, "--val-batches") == 0) bad = opt_i64(a, v, 1, BIG, &o->val_batches, err, n);
-        else if (strcmp(a, "--checkpoint-every") == 0) bad = opt_i64(a, v, 0, BIG, &o->checkpoint_every, err, n);
-        else if (strcmp(a, "--sample") == 0) bad = opt_i64(a, v, 0, 1 << 20, &o->sample, err, n);
-        else if (strcmp(a, "--head-chunk") == 0) bad = opt_i64(a, v, 0, BIG, &o->head_chunk, err, n);
-        else if (strcmp(a, "--seed") == 0) bad = opt_i64(a, v, 0, BIG, &k, err, n), o->seed = bad ? o->seed : (uint64_t)k;
-        else if (strcmp(a, "--lr") == 0) bad = opt_f(a, v, 0.0, 10.0, &o->lr, err, n);
-        else if (strcmp(a, "--lr-min") == 0) bad = opt_f(a, v, 0.0, 10.0, &o->lr_min, err, n);
-        else if (strcmp(a, "--weight-decay") == 0) bad = opt_f(a, v, 0.0, 10.0, &o->weight_decay, err, n);
-        else if (strcmp(a, "--grad-clip") == 0) bad = opt_f(a, v, 0.0, 1e6, &o->grad_clip, err, n);
-        else if (strcmp(a, "--temperature") == 0) bad = opt_f(a, v, 1e-3, 100.0, &o->temperature, err, n);
-        else if (strcmp(a, "--fp8") == 0) {
-            bad = opt_word(a, v, on_off, 2, &w, err, n), bit = TRAIN_GIVEN_FP8;
-            if (!bad) o->fp8 = w;
-        } else if (strcmp(a, "--fp8-head") == 0) {
-            bad = opt_word(a, v, on_off, 2, &w, err, n), bit = TRAIN_GIVEN_FP8_HEAD;
-            if (!bad) o->fp8_head = w;
-        } else if (strcmp(a, "--fp8-weights") == 0) {
-            bad = opt_word(a, v, on_off, 2, &w, err, n), bit = TRAIN_GIVEN_FP8_WEIGHTS;
-            if (!bad) o->fp8_weights = w;
-        } else if (strcmp(a, "--fp8-attention") == 0) {
-            bad = opt_word(a, v, on_off, 2, &w, err, n), bit = TRAIN_GIVEN_FP8_ATTENTION;
-            if (!bad) o->fp8_attention = w;
-        } else if (strcmp(a, "--recompute-norm") == 0) {
-            bad = opt_word(a, v, on_off, 2, &w, err, n);
-            if (!bad) o->recompute_norm = w;
-        } else if (strcmp(a, "--dp-overlap") == 0) {
-            bad = opt_word(a, v, on_off, 2, &w, err, n);
-            if (!bad) o->dp_overlap = w;
-        } else if (strcmp(a, "--graph") == 0) {
-            bad = opt_word(a, v, graph_words, 3, &w, err, n);
-            if (!bad) o->graph = w == 2 ? -1 : w;
-        } else if (strcmp(a, "--backend") == 0) {
-            bad = opt_word(a, v, backends, 3, &w, err, n);
-            if (!bad) o->backend = backends[w];
-        } else if (strcmp(a, "--recipe") == 0) {
-            bad = opt_word(a, v, recipes, 3, &w, err, n);
-            if (!bad) o->recipe = recipes[w];
-        } else if (strcmp(a, "--dtype") == 0) {
-            bad = opt_word(a, v, dtypes, 3, &w, err, n);
-            if (!bad) o->dtype = dtypes[w], bit = TRAIN_GIVEN_DTYPE;
-            if (!bad && w == 0) o->given &= ~bit, bit = 0; /* auto: whatever the checkpoint has */
-        }
-        else if (strcmp(a, "--text") == 0) o->text = v;
-        else if (strcmp(a, "--data") == 0) o->data = v;
-        else if (strcmp(a, "--val-data") == 0) o->val_data = v;
-        else if (strcmp(a, "--log") == 0) o->log = v;
-        else if (strcmp(a, "--plot") == 0) o->plot = v;
-        else if (strcmp(a, "--checkpoint") == 0) o->checkpoint = v;
-        else if (strcmp(a, "--resume") == 0) o->resume = v;
-        else if (strcmp(a, "--init-from") == 0) o->init_from = v;
-        else if (strcmp(a, "--tokenizer") == 0) o->tokenizer = v;
-        else if (strcmp(a, "--prompt") == 0) o->prompt = v;
-        else if (strcmp(a, "--compare") == 0) {
-            if (o->n_compare == 4) {
-                snprintf(err, n, "--compare: at most 4 logs");
-                return -1;
-            }
-            o->compare[o->n_compare++] = v;
-        } else {
+        if (!d) {
             snprintf(err, n, "unknown option '%s' (see --help)", a);
             return -1;
         }
-        if (bad) {
+        if (set_option(o, d, v, err, n) != 0) {
+            if (d->kind == OPT_COMPARE) return -1;
             size_t k2 = strlen(err);
             if (k2 + 16 < n) snprintf(err + k2, n - k2, " (see --help)");
             return -1;
+        }
+        /* the model options a --resume checkpoint records count as given (--dtype auto: whatever it has) */
+        uint64_t bit = d->meta && d->kind != OPT_WORD ? (uint64_t)1 << x : 0;
+        if (d->kind == OPT_WORD && d->offset == offsetof(train_options, dtype)) {
+            bit = (uint64_t)1 << x;
+            if (!strcmp(o->dtype, "auto")) o->given &= ~bit, bit = 0;
         }
         o->given |= bit;
         o->from_preset &= ~bit;
@@ -494,8 +605,9 @@ static int meta_int(train_meta_fn get, void *user, const char *key, int64_t lo, 
  * option existed) into *out; the command line's value, if `flag` was given,
  * must match it. */
 static int meta_flag(train_meta_fn get, void *user, const train_options *o, const char *key, const char *flag,
-                     unsigned bit, int given, int64_t *out, char *err, size_t n)
+                     int given, int64_t *out, char *err, size_t n)
 {
+    const uint64_t bit = train_option_bit(flag);
     *out = 0;
     if (get(user, key) && meta_int(get, user, key, 0, 1, out, err, n)) return -1;
     if ((o->given & bit) && given != (int)*out) {
@@ -525,11 +637,18 @@ f8_recipe_kind train_checkpoint_recipe(const char *path)
 int train_options_from_metadata(train_options *o, train_meta_fn get, void *user, int64_t *vocab,
                                 int64_t *padded_vocab, int64_t *step, char *err, size_t n)
 {
+    /* the shape: the table's four integer model options, their keys and limits */
     static const char *const flags[4] = {"--layers", "--heads", "--channels", "--seq"};
-    static const char *const keys[4] = {"train.layers", "train.heads", "train.channels", "train.seq"};
-    static const unsigned bits[4] = {TRAIN_GIVEN_LAYERS, TRAIN_GIVEN_HEADS, TRAIN_GIVEN_CHANNELS, TRAIN_GIVEN_SEQ};
-    const int64_t lo[4] = {1, 1, 1, 2}, hi[4] = {TRAIN_MAX_LAYERS, TRAIN_MAX_HEADS, TRAIN_MAX_CHANNELS, TRAIN_MAX_SEQ};
-    int64_t *cur[4] = {&o->layers, &o->heads, &o->channels, &o->seq};
+    const char *keys[4];
+    uint64_t bits[4];
+    int64_t lo[4], hi[4], *cur[4];
+    for (int i = 0; i < 4; i++) {
+        const train_option_def *d = &OPTIONS[option_index(flags[i])];
+        keys[i] = d->meta;
+        bits[i] = train_option_bit(flags[i]);
+        lo[i] = (int64_t)d->lo, hi[i] = (int64_t)d->hi;
+        cur[i] = (int64_t *)(void *)((char *)o + d->offset);
+    }
     int64_t shape[4], fp8, v, pv, s;
     for (int i = 0; i < 4; i++)
         if (meta_int(get, user, keys[i], lo[i], hi[i], &shape[i], err, n)) return -1;
@@ -577,20 +696,20 @@ int train_options_from_metadata(train_options *o, train_meta_fn get, void *user,
                      (o->from_preset & bits[i]) ? " (from --model)" : "", keys[i], (long long)shape[i]);
             return -1;
         }
-    if ((o->given & TRAIN_GIVEN_FP8) && o->fp8 != (int)fp8) {
+    if ((o->given & train_option_bit("--fp8")) && o->fp8 != (int)fp8) {
         snprintf(err, n, "--fp8 %s conflicts with the checkpoint's train.fp8 = %lld (leave --fp8 out or make it match)",
                  o->fp8 ? "on" : "off", (long long)fp8);
         return -1;
     }
     /* the LM head in FP8, the blocks' weights FP8 primary, FP8 attention */
     int64_t head, fp8w, att;
-    if (meta_flag(get, user, o, "train.fp8_head", "--fp8-head", TRAIN_GIVEN_FP8_HEAD, o->fp8_head, &head, err, n) ||
-        meta_flag(get, user, o, "train.fp8_weights", "--fp8-weights", TRAIN_GIVEN_FP8_WEIGHTS, o->fp8_weights, &fp8w,
+    if (meta_flag(get, user, o, "train.fp8_head", "--fp8-head", o->fp8_head, &head, err, n) ||
+        meta_flag(get, user, o, "train.fp8_weights", "--fp8-weights", o->fp8_weights, &fp8w,
                   err, n) ||
-        meta_flag(get, user, o, "train.fp8_attention", "--fp8-attention", TRAIN_GIVEN_FP8_ATTENTION, o->fp8_attention,
+        meta_flag(get, user, o, "train.fp8_attention", "--fp8-attention", o->fp8_attention,
                   &att, err, n))
         return -1;
-    if ((o->given & TRAIN_GIVEN_DTYPE) && strcmp(o->dtype, dtype)) {
+    if ((o->given & train_option_bit("--dtype")) && strcmp(o->dtype, dtype)) {
         snprintf(err, n, "--dtype %s conflicts with the checkpoint's train.dtype = %s (leave --dtype out or make it "
                          "match)", o->dtype, dtype);
         return -1;

@@ -18,16 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dp.h"
-#include "io/checkpoint.h"
 #include "tp.h"
-#include "trainer.h"
+#include "try.h"
 
-#define TRY(call)                                                                                                      \
-    do {                                                                                                               \
-        f8_status st_ = (call);                                                                                        \
-        if (st_ != F8_OK) return st_;                                                                                  \
-    } while (0)
 
 enum { REPL = -1, RANK0 = -2 };
 
@@ -77,37 +70,13 @@ int tp_check_shape(int64_t heads, int64_t channels, int tp, char *err, size_t n)
     return 0;
 }
 
-f8_status tp_comms_create(f8_ctx *ctx, const train_options *o, f8_comm **tp, f8_comm **dp, char *err, size_t n)
-{
-    const int P = (int)o->tp, r = o->rank;
-    f8_status st;
-    *tp = *dp = NULL;
-    /* what the launcher checks (train_check_tp), again for a trainer made in code */
-    if (o->world % P != 0 || o->dp_overlap || (o->init_from && o->init_from[0])) {
-        snprintf(err, n, "--tp %d: %s", P,
-                 o->world % P ? "the ranks are not a multiple of it"
-                 : o->dp_overlap ? "--dp-overlap with it is not supported"
-                                 : "--init-from with it is not supported (import with one rank, then --resume)");
-        return F8_ERR_INVALID_ARGUMENT;
-    }
-    if (f8_ctx_backend(ctx) == F8_BACKEND_CPU) {
-        st = f8_comm_create_cpu(ctx, o->tp_group, r % P, tp);
-        if (st == F8_OK) st = f8_comm_create_cpu(ctx, o->dp_group, r / P, dp);
-    } else { /* NCCL: one id per group, made by rank 0 (launch.c); untested on GPUs */
-        st = f8_comm_create_nccl(ctx, o->tp_id, r % P, P, tp);
-        if (st == F8_OK) st = f8_comm_create_nccl(ctx, o->dp_id, r / P, o->world / P, dp);
-    }
-    if (st != F8_OK) snprintf(err, n, "rank %d: tensor/data-parallel groups: %s", r, f8_ctx_last_error(ctx));
-    return st;
-}
-
 /* ---- host slicing ------------------------------------------------------------ */
 
 /* Copy between a full tensor [R, K] and rank t's shard of it (elements of es
  * bytes): along dim, in parts stacked blocks, each split in P. to_local
  * picks the direction. */
-static void shard_copy(unsigned char *full, unsigned char *local, int64_t R, int64_t K, int dim, int parts, int P, int t,
-                       size_t es, int to_local)
+void tp_shard_copy(unsigned char *full, unsigned char *local, int64_t R, int64_t K, int dim, int parts, int P, int t,
+                   size_t es, int to_local)
 {
     const int64_t nf = (dim == 0 ? R : K) / parts, nl = nf / P;
     /* dim 0: whole rows j·nf + t·nl + i; dim 1: per row, the runs of nl columns at j·nf + t·nl */
@@ -150,7 +119,7 @@ f8_status tp_block_create(gpt *m, gpt_block *b, const f8_layernorm_linear_config
         unsigned char *hf = (unsigned char *)malloc(fb + 1), *hl = (unsigned char *)calloc(1, lb + 1);
         st = hf && hl ? f8_ctx_download(init, hf, fv.data, fb) : F8_ERR_OUT_OF_MEMORY;
         if (st == F8_OK) {
-            if (s->dim >= 0) shard_copy(hf, hl, fv.rows, fv.cols, s->dim, parts_of(m, s, &lv), P, t, es, 1);
+            if (s->dim >= 0) tp_shard_copy(hf, hl, fv.rows, fv.cols, s->dim, parts_of(m, s, &lv), P, t, es, 1);
             else if (s->dim == REPL || t == 0) memcpy(hl, hf, lb); /* RANK0 elsewhere: zero */
             st = f8_ctx_upload(m->ctx, lv.data, hl, lb);
         }
@@ -255,7 +224,7 @@ static f8_status gather_shards(gpt *m, const tp_split *s, const f8_tensor *v, un
     if (st == F8_OK) st = f8_comm_all_gather(m->tp, v->data, dev, v->rows * v->cols, v->dtype);
     if (st == F8_OK) st = f8_ctx_download(m->ctx, all, dev, lb * (size_t)P);
     for (int t = 0; t < P && st == F8_OK; t++)
-        shard_copy(host, all + lb * (size_t)t, full_rows(s, v, P), full_cols(s, v, P), s->dim, parts_of(m, s, v), P, t,
+        tp_shard_copy(host, all + lb * (size_t)t, full_rows(s, v, P), full_cols(s, v, P), s->dim, parts_of(m, s, v), P, t,
                    es, 0);
     f8_ctx_free(m->ctx, dev);
     free(all);
@@ -283,7 +252,7 @@ f8_status tp_checkpoint_add(gpt *m, f8_checkpoint *ck)
             st = f8_module_param(mod_of(&m->blocks[l], s->mod), s->which, 0, &v);
             block_prefix(prefix, sizeof prefix, l, s->mod);
             snprintf(name, sizeof name, "%s.%s", prefix, s->field);
-            const f8i_ck_entry *e = f8i_checkpoint_find(tmp, name);
+            const f8_ck_entry *e = f8_checkpoint_find_entry(tmp, name);
             if (st == F8_OK && !e) st = F8_ERR_STATE;
             if (st != F8_OK) break;
             const size_t bytes = (size_t)(v.rows * v.cols) * f8_dtype_size(v.dtype) * (size_t)P;
@@ -291,17 +260,17 @@ f8_status tp_checkpoint_add(gpt *m, f8_checkpoint *ck)
             st = host ? gather_shards(m, s, &v, host) : F8_ERR_OUT_OF_MEMORY;
             int64_t shape[2] = {full_rows(s, &v, P), full_cols(s, &v, P)};
             if (e->ndim == 1) shape[0] = shape[0] * shape[1]; /* biases and norms are stored 1-D */
-            if (st == F8_OK) st = f8i_checkpoint_put(ck, name, e->dtype, e->ndim, shape, host, bytes);
+            if (st == F8_OK) st = f8_checkpoint_put_entry(ck, name, e->dtype, e->ndim, shape, host, bytes);
             free(host);
         }
-    for (size_t i = 0; i < f8i_checkpoint_count(tmp) && st == F8_OK; i++) { /* the rest as it is */
-        const f8i_ck_entry *e = f8i_checkpoint_entry(tmp, i);
-        if (!f8i_checkpoint_find(ck, e->name))
-            st = f8i_checkpoint_put(ck, e->name, e->dtype, e->ndim, e->shape, e->data, e->bytes);
+    for (size_t i = 0; i < f8_checkpoint_entry_count(tmp) && st == F8_OK; i++) { /* the rest as it is */
+        const f8_ck_entry *e = f8_checkpoint_entry_at(tmp, i);
+        if (!f8_checkpoint_find_entry(ck, e->name))
+            st = f8_checkpoint_put_entry(ck, e->name, e->dtype, e->ndim, e->shape, e->data, e->bytes);
     }
-    for (size_t i = 0; i < f8i_checkpoint_meta_count(tmp) && st == F8_OK; i++) { /* each module's fp8.recipe */
+    for (size_t i = 0; i < f8_checkpoint_metadata_count(tmp) && st == F8_OK; i++) { /* each module's fp8.recipe */
         const char *key, *value;
-        f8i_checkpoint_meta_at(tmp, i, &key, &value);
+        f8_checkpoint_metadata_at(tmp, i, &key, &value);
         if (strncmp(key, "model.", 6) == 0) st = f8_checkpoint_set_metadata(ck, key, value);
     }
     f8_checkpoint_destroy(tmp);
@@ -314,20 +283,20 @@ f8_status tp_checkpoint_add(gpt *m, f8_checkpoint *ck)
 /* This rank's shard of entry e (a whole tensor of split s) into tmp under
  * name, for a local tensor shaped like v. A whole tensor of another size is
  * put as it is: restoring it then fails on its shape, naming it. */
-static f8_status put_shard(gpt *m, const tp_split *s, const f8_tensor *v, const f8i_ck_entry *e, f8_checkpoint *tmp,
+static f8_status put_shard(gpt *m, const tp_split *s, const f8_tensor *v, const f8_ck_entry *e, f8_checkpoint *tmp,
                            const char *name)
 {
     const int P = m->tp_size;
-    const size_t es = f8i_ck_dtype_size(e->dtype), lb = (size_t)(v->rows * v->cols) * es;
+    const size_t es = f8_ck_dtype_size(e->dtype), lb = (size_t)(v->rows * v->cols) * es;
     if (e->bytes != lb * (size_t)P)
-        return f8i_checkpoint_put(tmp, name, e->dtype, e->ndim, e->shape, e->data, e->bytes);
+        return f8_checkpoint_put_entry(tmp, name, e->dtype, e->ndim, e->shape, e->data, e->bytes);
     unsigned char *h = (unsigned char *)calloc(1, lb + 1);
     if (!h) return F8_ERR_OUT_OF_MEMORY;
-    shard_copy((unsigned char *)e->data, h, full_rows(s, v, P), full_cols(s, v, P), s->dim, parts_of(m, s, v), P,
+    tp_shard_copy((unsigned char *)e->data, h, full_rows(s, v, P), full_cols(s, v, P), s->dim, parts_of(m, s, v), P,
                    m->tp_rank, es, 1);
     int64_t shape[2] = {v->rows, v->cols};
     if (e->ndim == 1) shape[0] = v->rows * v->cols;
-    f8_status st = f8i_checkpoint_put(tmp, name, e->dtype, e->ndim, shape, h, lb);
+    f8_status st = f8_checkpoint_put_entry(tmp, name, e->dtype, e->ndim, shape, h, lb);
     free(h);
     return st;
 }
@@ -348,21 +317,21 @@ f8_status tp_checkpoint_restore(gpt *m, const f8_checkpoint *ck)
                 if (s->mod != k || s->dim == REPL || (s->dim == RANK0 && m->tp_rank == 0)) continue;
                 f8_tensor v;
                 snprintf(name, sizeof name, "%s.%s", prefix, s->field);
-                const f8i_ck_entry *e = f8i_checkpoint_find(ck, name);
+                const f8_ck_entry *e = f8_checkpoint_find_entry(ck, name);
                 if (!e) continue; /* restore_module names what is missing */
                 st = f8_module_param(mod, s->which, 0, &v);
                 if (st == F8_OK && s->dim == RANK0 && m->tp_rank != 0) { /* zero off rank 0 */
                     unsigned char *z = (unsigned char *)calloc(1, e->bytes + 1);
-                    st = z ? f8i_checkpoint_put(tmp, name, e->dtype, e->ndim, e->shape, z, e->bytes) : F8_ERR_OUT_OF_MEMORY;
+                    st = z ? f8_checkpoint_put_entry(tmp, name, e->dtype, e->ndim, e->shape, z, e->bytes) : F8_ERR_OUT_OF_MEMORY;
                     free(z);
                 } else if (st == F8_OK) {
                     st = put_shard(m, s, &v, e, tmp, name);
                 }
             }
-            for (size_t i = 0; i < f8i_checkpoint_count(ck) && st == F8_OK; i++) { /* the rest of the module */
-                const f8i_ck_entry *e = f8i_checkpoint_entry(ck, i);
-                if (strncmp(e->name, prefix, plen) == 0 && e->name[plen] == '.' && !f8i_checkpoint_find(tmp, e->name))
-                    st = f8i_checkpoint_put(tmp, e->name, e->dtype, e->ndim, e->shape, e->data, e->bytes);
+            for (size_t i = 0; i < f8_checkpoint_entry_count(ck) && st == F8_OK; i++) { /* the rest of the module */
+                const f8_ck_entry *e = f8_checkpoint_entry_at(ck, i);
+                if (strncmp(e->name, prefix, plen) == 0 && e->name[plen] == '.' && !f8_checkpoint_find_entry(tmp, e->name))
+                    st = f8_checkpoint_put_entry(tmp, e->name, e->dtype, e->ndim, e->shape, e->data, e->bytes);
             }
             snprintf(name, sizeof name, "%s.fp8.recipe", prefix);
             const char *recipe = f8_checkpoint_metadata(ck, name);
@@ -378,35 +347,6 @@ f8_status tp_checkpoint_restore(gpt *m, const f8_checkpoint *ck)
 
 /* ---- the optimizer state: the one-rank layout ------------------------------------ */
 
-/* The model's parameters in one-rank order (skip_replicated off). */
-typedef struct plist {
-    f8_tensor *p;
-    int n, cap;
-} plist;
-
-static f8_status collect_param(void *user, const f8_tensor *p, const f8_tensor *g, int decay)
-{
-    (void)g, (void)decay;
-    plist *l = (plist *)user;
-    if (l->n == l->cap) {
-        int cap = l->cap ? 2 * l->cap : 64;
-        f8_tensor *t = (f8_tensor *)realloc(l->p, (size_t)cap * sizeof *t);
-        if (!t) return F8_ERR_OUT_OF_MEMORY;
-        l->p = t, l->cap = cap;
-    }
-    l->p[l->n++] = *p;
-    return F8_OK;
-}
-
-static f8_status all_params(gpt *m, plist *l)
-{
-    const int skip = m->skip_replicated;
-    memset(l, 0, sizeof *l);
-    m->skip_replicated = 0;
-    f8_status st = gpt_each_param(m, collect_param, l);
-    m->skip_replicated = skip;
-    return st;
-}
 
 /* Sharded: its split; NULL for a replicated parameter (rank 0 keeps its state). */
 static const tp_split *sharded_split(const gpt *m, const f8_tensor *p)
@@ -417,33 +357,30 @@ static const tp_split *sharded_split(const gpt *m, const f8_tensor *p)
 
 static const char *const OPT_SCALARS[3] = {"step", "lr", "grad_norm"};
 
-f8_status tp_optimizer_add(gpt *m, dp *d, f8_checkpoint *ck, const char *prefix)
+f8_status tp_optimizer_add(gpt *m, const f8_checkpoint *tmp, f8_checkpoint *ck, const char *prefix)
 {
     const int P = m->tp_size;
-    plist l;
-    f8_checkpoint *tmp = NULL;
-    f8_status st = all_params(m, &l);
-    if (st == F8_OK) st = f8_checkpoint_create(m->ctx, &tmp);
-    if (st == F8_OK) st = dp_checkpoint_add(d, tmp, "local"); /* this rank's list, whole over the DP group */
+    const param_table *l = &m->params; /* every parameter: the one-rank order */
+    f8_status st = F8_OK;
     char name[256];
-    for (int i = 0, li = 0; i < l.n && st == F8_OK; i++) {
-        const tp_split *s = sharded_split(m, &l.p[i]);
+    for (int i = 0, li = 0; i < l->n && st == F8_OK; i++) {
+        const tp_split *s = sharded_split(m, &l->v[i].value);
         if (!s && m->tp_rank != 0) continue; /* not in this rank's list */
         for (int w = 0; w < 2 && st == F8_OK; w++) {
             snprintf(name, sizeof name, "local.%s.%d", w ? "v" : "m", li);
-            const f8i_ck_entry *e = f8i_checkpoint_find(tmp, name);
+            const f8_ck_entry *e = f8_checkpoint_find_entry(tmp, name);
             snprintf(name, sizeof name, "%s.%s.%d", prefix, w ? "v" : "m", i);
             if (!e) st = F8_ERR_STATE;
-            else if (!s) st = f8i_checkpoint_put(ck, name, e->dtype, e->ndim, e->shape, e->data, e->bytes);
+            else if (!s) st = f8_checkpoint_put_entry(ck, name, e->dtype, e->ndim, e->shape, e->data, e->bytes);
             if (!s || st != F8_OK) continue;
             /* the moments (FP32, the parameter's shape) gathered like the parameter */
-            f8_tensor v = f8_tensor_make(NULL, F8_DTYPE_FP32, l.p[i].rows, l.p[i].cols);
+            f8_tensor v = f8_tensor_make(NULL, F8_DTYPE_FP32, l->v[i].value.rows, l->v[i].value.cols);
             unsigned char *host = (unsigned char *)malloc(e->bytes * (size_t)P);
             st = host ? f8_ctx_alloc(m->ctx, e->bytes, &v.data) : F8_ERR_OUT_OF_MEMORY;
             if (st == F8_OK) st = f8_ctx_upload(m->ctx, v.data, e->data, e->bytes);
             if (st == F8_OK) st = gather_shards(m, s, &v, host);
             const int64_t shape[2] = {full_rows(s, &v, P), full_cols(s, &v, P)};
-            if (st == F8_OK) st = f8i_checkpoint_put(ck, name, F8I_CK_F32, 2, shape, host, e->bytes * (size_t)P);
+            if (st == F8_OK) st = f8_checkpoint_put_entry(ck, name, F8_CK_F32, 2, shape, host, e->bytes * (size_t)P);
             f8_ctx_free(m->ctx, v.data);
             free(host);
         }
@@ -451,56 +388,50 @@ f8_status tp_optimizer_add(gpt *m, dp *d, f8_checkpoint *ck, const char *prefix)
     }
     for (int k = 0; k < 3 && st == F8_OK; k++) {
         snprintf(name, sizeof name, "local.%s", OPT_SCALARS[k]);
-        const f8i_ck_entry *e = f8i_checkpoint_find(tmp, name);
+        const f8_ck_entry *e = f8_checkpoint_find_entry(tmp, name);
         snprintf(name, sizeof name, "%s.%s", prefix, OPT_SCALARS[k]);
-        st = e ? f8i_checkpoint_put(ck, name, e->dtype, e->ndim, e->shape, e->data, e->bytes) : F8_ERR_STATE;
+        st = e ? f8_checkpoint_put_entry(ck, name, e->dtype, e->ndim, e->shape, e->data, e->bytes) : F8_ERR_STATE;
     }
-    f8_checkpoint_destroy(tmp);
-    free(l.p);
     return st;
 }
 
-f8_status tp_optimizer_restore(gpt *m, dp *d, const f8_checkpoint *ck, const char *prefix, char *err, size_t n)
+f8_status tp_optimizer_restore(gpt *m, const f8_checkpoint *ck, const char *prefix, f8_checkpoint *tmp, char *err,
+                               size_t n)
 {
-    plist l;
-    f8_checkpoint *tmp = NULL;
-    f8_status st = all_params(m, &l);
-    if (st == F8_OK) st = f8_checkpoint_create(m->ctx, &tmp);
+    const param_table *l = &m->params; /* every parameter: the one-rank order */
+    f8_status st = F8_OK;
     char name[256], local[64];
-    for (int i = 0, li = 0; i < l.n && st == F8_OK; i++) {
-        const tp_split *s = sharded_split(m, &l.p[i]);
+    for (int i = 0, li = 0; i < l->n && st == F8_OK; i++) {
+        const tp_split *s = sharded_split(m, &l->v[i].value);
         if (!s && m->tp_rank != 0) continue;
         for (int w = 0; w < 2 && st == F8_OK; w++) {
             snprintf(name, sizeof name, "%s.%s.%d", prefix, w ? "v" : "m", i);
             snprintf(local, sizeof local, "local.%s.%d", w ? "v" : "m", li);
-            const f8i_ck_entry *e = f8i_checkpoint_find(ck, name);
-            const size_t want = (size_t)(l.p[i].rows * l.p[i].cols) * 4 * (size_t)(s ? m->tp_size : 1);
-            if (!e || e->dtype != F8I_CK_F32 || e->bytes != want) {
+            const f8_ck_entry *e = f8_checkpoint_find_entry(ck, name);
+            const size_t want = (size_t)(l->v[i].value.rows * l->v[i].value.cols) * 4 * (size_t)(s ? m->tp_size : 1);
+            if (!e || e->dtype != F8_CK_F32 || e->bytes != want) {
                 snprintf(err, n, "optimizer state: \"%s\" is missing or not F32 of %zu elements", name, want / 4);
                 st = F8_ERR_SHAPE;
             } else if (!s) {
-                st = f8i_checkpoint_put(tmp, local, e->dtype, e->ndim, e->shape, e->data, e->bytes);
+                st = f8_checkpoint_put_entry(tmp, local, e->dtype, e->ndim, e->shape, e->data, e->bytes);
             } else {
-                f8_tensor v = f8_tensor_make(NULL, F8_DTYPE_FP32, l.p[i].rows, l.p[i].cols);
+                f8_tensor v = f8_tensor_make(NULL, F8_DTYPE_FP32, l->v[i].value.rows, l->v[i].value.cols);
                 st = put_shard(m, s, &v, e, tmp, local);
             }
         }
         li++;
     }
-    snprintf(name, sizeof name, "%s.m.%d", prefix, l.n);
-    if (st == F8_OK && f8i_checkpoint_find(ck, name)) {
+    snprintf(name, sizeof name, "%s.m.%d", prefix, l->n);
+    if (st == F8_OK && f8_checkpoint_find_entry(ck, name)) {
         snprintf(err, n, "optimizer state: \"%s\": more parameters than the model has", name);
         st = F8_ERR_SHAPE;
     }
     for (int k = 0; k < 3 && st == F8_OK; k++) {
         snprintf(name, sizeof name, "%s.%s", prefix, OPT_SCALARS[k]);
-        const f8i_ck_entry *e = f8i_checkpoint_find(ck, name);
+        const f8_ck_entry *e = f8_checkpoint_find_entry(ck, name);
         snprintf(local, sizeof local, "local.%s", OPT_SCALARS[k]);
         if (!e) snprintf(err, n, "optimizer state: no \"%s\"", name);
-        st = e ? f8i_checkpoint_put(tmp, local, e->dtype, e->ndim, e->shape, e->data, e->bytes) : F8_ERR_SHAPE;
+        st = e ? f8_checkpoint_put_entry(tmp, local, e->dtype, e->ndim, e->shape, e->data, e->bytes) : F8_ERR_SHAPE;
     }
-    if (st == F8_OK) st = dp_checkpoint_restore(d, tmp, "local", err, n);
-    f8_checkpoint_destroy(tmp);
-    free(l.p);
     return st;
 }

@@ -19,7 +19,7 @@
  * gradient on every rank, because the residual stream and its gradient are
  * identical on all ranks after each all-reduce.
  * The optimizer: rank 0 of the group updates the replicated parameters, the
- * others skip them (gpt.skip_replicated), so the global gradient norm counts
+ * others leave them out (param_each with PARAM_REPLICATED skipped), so the global gradient norm counts
  * each parameter once when Σ g² is summed over the ranks; after the update
  * tp_sync_replicated broadcasts them from rank 0.
  * Checkpoints are in the one-rank layout: tp_checkpoint_add gathers the
@@ -49,9 +49,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "gpt.h"
+#include "model.h"
 
-struct train_options;
 struct dp;
 
 /* 0 when heads and the MLP width (4·channels) divide by tp; else -1 with the
@@ -76,12 +75,6 @@ static inline int tp_check_sp(int64_t seq, int64_t tp, char *err, size_t n)
     return 0;
 }
 
-/* Rank world_rank's tensor-parallel and data-parallel communicators: its TP
- * group is ranks d·tp .. d·tp + tp - 1 (d = world_rank / tp), its DP group
- * the ranks of the same TP index. CPU ranks: from the launcher's groups;
- * NCCL: from its ids (untested: no GPU run yet). */
-f8_status tp_comms_create(f8_ctx *ctx, const struct train_options *o, f8_comm **tp, f8_comm **dp, char *err,
-                          size_t err_size);
 
 /* Block b of m (rank m->tp_rank of m->tp_size) from the one-rank configs:
  * full[0..2] are the one-rank qkv, proj and mlp modules (initialised as
@@ -106,11 +99,21 @@ f8_status tp_sync_replicated(gpt *m);
 f8_status tp_checkpoint_add(gpt *m, f8_checkpoint *ck);
 f8_status tp_checkpoint_restore(gpt *m, const f8_checkpoint *ck);
 
-/* The optimizer state of d (dp.h, registered with m->skip_replicated on
- * ranks > 0) in the one-rank layout under prefix, and back. add is a
- * collective of the TP and DP groups; restore is local. */
-f8_status tp_optimizer_add(gpt *m, struct dp *d, f8_checkpoint *ck, const char *prefix);
-f8_status tp_optimizer_restore(gpt *m, struct dp *d, const f8_checkpoint *ck, const char *prefix, char *err,
+/* The optimizer state of a ZeRO-1 rank (dp.h, made with PARAM_REPLICATED
+ * skipped on ranks > 0) between its own layout and the one-rank layout:
+ * add reads local (dp_checkpoint_add(d, local, "local"): this rank's list,
+ * whole over the DP group) and writes ck under prefix, a collective of the
+ * TP group; restore reads ck under prefix and fills local (then
+ * dp_checkpoint_restore(d, local, "local", ...)), locally. tp.c calls no
+ * dp.c function: the trainer joins the two. */
+f8_status tp_optimizer_add(gpt *m, const f8_checkpoint *local, f8_checkpoint *ck, const char *prefix);
+f8_status tp_optimizer_restore(gpt *m, const f8_checkpoint *ck, const char *prefix, f8_checkpoint *local, char *err,
                                size_t err_size);
+
+/* Host slicing: copy between a full tensor [R, K] and rank t's shard of it
+ * (elements of es bytes) along dim, the tensor being parts stacked blocks
+ * (qkv: 3), each split in P. to_local = 1 full -> local, 0 local -> full. */
+void tp_shard_copy(unsigned char *full, unsigned char *local, int64_t R, int64_t K, int dim, int parts, int P, int t,
+                   size_t es, int to_local);
 
 #endif /* F8_TRAIN_TP_H */

@@ -35,45 +35,12 @@
 #include "dp.h"
 #include "fp8w.h"
 #include "hf.h"
-#include "io/checkpoint.h"
 #include "plot.h"
 #include "fp8_report.h"
 #include "tokenizer.h"
 #include "tp.h"
 #include "trainer.h"
-
-struct trainer {
-    train_options o;
-    f8_ctx *ctx;
-    data_set *data;
-    gpt m;
-    f8_adamw *opt;           /* the whole model's, or with dp the rank's shard's (owned by dp) */
-    f8_comm *comm;           /* all ranks (amaxes, gradient norm), or NULL */
-    f8_comm *tp_comm, *dp_comm; /* with --tp: this rank's TP and DP groups (else NULL: comm is the DP group) */
-    dp *dp;
-    fp8w *fw;                /* --fp8-weights on one rank: the FP32 masters (with dp: dp's shards) */
-    int64_t step;            /* optimizer steps done */
-    int64_t M, T;            /* microbatches per step (all ranks), tokens per microbatch */
-    int64_t Ml, mb0;         /* this rank's microbatches: mb0 .. mb0 + Ml - 1 */
-    int32_t *stage;          /* (Ml, 2, T) backend: tokens then targets per microbatch */
-    float *losses;           /* (M, T) backend: every rank's, gathered after the step */
-    int32_t *host_stage;     /* (Ml, 2, T) */
-    float *host_losses;      /* (M, T) */
-    f8_graph *graph;
-    int use_graph;
-    int64_t ck_vocab, ck_padded_vocab, ck_step; /* from a --resume checkpoint's metadata */
-    int64_t ck_positions;    /* its train.positions (hf.h): wpe's rows, 0 without a checkpoint */
-    /* where trainer_create's time went, seconds: a large model spends tens of
-     * seconds before its first step, and this says in which part */
-    double t_ctx, t_data, t_model, t_opt;
-    char error[512];
-};
-
-#define TRY(call)                                                                                                      \
-    do {                                                                                                               \
-        f8_status st_ = (call);                                                                                        \
-        if (st_ != F8_OK) return st_;                                                                                  \
-    } while (0)
+#include "try.h"
 
 static double now_s(void)
 {
@@ -228,6 +195,29 @@ static void config_values(const gpt_config *c, char v[8][32])
     snprintf(v[7], 32, "%s", f8_dtype_name(c->dtype));
 }
 
+
+/* With TP: ZeRO-1's state (dp.c) in its own layout, reshaped to the
+ * one-rank layout by tp.c, and back. */
+static f8_status tp_optimizer_save(trainer *t, f8_checkpoint *ck)
+{
+    f8_checkpoint *local = NULL;
+    f8_status st = f8_checkpoint_create(t->ctx, &local);
+    if (st == F8_OK) st = dp_checkpoint_add(t->dp, local, "local");
+    if (st == F8_OK) st = tp_optimizer_add(&t->m, local, ck, "optimizer");
+    f8_checkpoint_destroy(local);
+    return st;
+}
+
+static f8_status tp_optimizer_load(trainer *t, const f8_checkpoint *ck)
+{
+    f8_checkpoint *local = NULL;
+    f8_status st = f8_checkpoint_create(t->ctx, &local);
+    if (st == F8_OK) st = tp_optimizer_restore(&t->m, ck, "optimizer", local, t->error, sizeof t->error);
+    if (st == F8_OK) st = dp_checkpoint_restore(t->dp, local, "local", t->error, sizeof t->error);
+    f8_checkpoint_destroy(local);
+    return st;
+}
+
 f8_status trainer_save(trainer *t, const char *path)
 {
     f8_checkpoint *ck = NULL;
@@ -245,7 +235,7 @@ f8_status trainer_save(trainer *t, const char *path)
     if (st == F8_OK) st = hf_checkpoint_set_positions(&t->m, ck);
     if (st == F8_OK) st = gpt_checkpoint_add(&t->m, ck);
     if (st == F8_OK)
-        st = t->m.tp ? tp_optimizer_add(&t->m, t->dp, ck, "optimizer")
+        st = t->m.tp ? tp_optimizer_save(t, ck)
            : t->dp   ? dp_checkpoint_add(t->dp, ck, "optimizer")
                      : f8_checkpoint_add_adamw(ck, "optimizer", t->opt);
     if (st == F8_OK && t->fw) st = fp8w_checkpoint_add(t->fw, ck, "optimizer");
@@ -259,14 +249,14 @@ static const char *meta_get(void *ck, const char *key) { return f8_checkpoint_me
 
 /* What the tensors of a checkpoint must hold, by name: scales > 0, amax
  * histories and second moments >= 0, every other float finite. */
-static f8i_ck_rule rule_for(const char *name)
+static f8_ck_rule rule_for(const char *name)
 {
     size_t n = strlen(name);
 #define ENDS(s) (n >= sizeof(s) - 1 && strcmp(name + n - (sizeof(s) - 1), s) == 0)
-    if (ENDS(".scale") || ENDS("scale_inv")) return F8I_CK_POSITIVE;
-    if (ENDS(".amax_history") || strncmp(name, "optimizer.v.", 12) == 0) return F8I_CK_NONNEGATIVE;
+    if (ENDS(".scale") || ENDS("scale_inv")) return F8_CK_POSITIVE;
+    if (ENDS(".amax_history") || strncmp(name, "optimizer.v.", 12) == 0) return F8_CK_NONNEGATIVE;
 #undef ENDS
-    return F8I_CK_FINITE;
+    return F8_CK_FINITE;
 }
 
 /* Model shape from a checkpoint's metadata (for --resume), checked against
@@ -310,13 +300,13 @@ static f8_status resume(trainer *t, const char *path)
     TRY(f8_checkpoint_load(t->ctx, path, &ck));
     f8_status st = F8_OK;
     /* values first: nothing is restored from a file holding a NaN */
-    for (size_t i = 0; st == F8_OK && i < f8i_checkpoint_count(ck); i++) {
-        const char *name = f8i_checkpoint_entry(ck, i)->name;
-        st = f8i_checkpoint_check_finite(ck, "--resume", name, rule_for(name));
+    for (size_t i = 0; st == F8_OK && i < f8_checkpoint_entry_count(ck); i++) {
+        const char *name = f8_checkpoint_entry_at(ck, i)->name;
+        st = f8_checkpoint_check_entry(ck, "--resume", name, rule_for(name));
     }
     if (st == F8_OK) st = gpt_checkpoint_restore(&t->m, ck);
     if (st == F8_OK)
-        st = t->m.tp ? tp_optimizer_restore(&t->m, t->dp, ck, "optimizer", t->error, sizeof t->error)
+        st = t->m.tp ? tp_optimizer_load(t, ck)
            : t->dp   ? dp_checkpoint_restore(t->dp, ck, "optimizer", t->error, sizeof t->error)
                      : f8_checkpoint_restore_adamw(ck, "optimizer", t->opt);
     if (st == F8_OK && t->fw) st = fp8w_checkpoint_restore(t->fw, ck, "optimizer", t->error, sizeof t->error);
@@ -334,11 +324,39 @@ static f8_status resume(trainer *t, const char *path)
 
 /* ---- creation --------------------------------------------------------------- */
 
-static f8_status add_param(void *user, const f8_tensor *p, const f8_tensor *g, int decay)
+static f8_status add_param(void *user, const model_param *p)
 {
     trainer *t = (trainer *)user;
-    f8_tensor master = t->m.param_fp8 >= 0 ? fp8w_master(t->fw, t->m.param_fp8) : *p; /* AdamW steps the master */
-    return f8_adamw_add(t->opt, &master, g, decay);
+    f8_tensor master = p->fp8 >= 0 ? fp8w_master(t->fw, p->fp8) : p->value; /* AdamW steps the master */
+    return f8_adamw_add(t->opt, &master, &p->grad, (p->flags & PARAM_DECAY) != 0);
+}
+
+/* Rank world_rank's tensor-parallel and data-parallel communicators: its TP
+ * group is ranks d·tp .. d·tp + tp - 1 (d = world_rank / tp), its DP group
+ * the ranks of the same TP index. CPU ranks: from the launcher's groups;
+ * NCCL: from its ids (untested: no GPU run yet). */
+static f8_status tp_comms_create(f8_ctx *ctx, const train_options *o, f8_comm **tp, f8_comm **dp, char *err, size_t n)
+{
+    const int P = (int)o->tp, r = o->rank;
+    f8_status st;
+    *tp = *dp = NULL;
+    /* what the launcher checks (train_check_tp), again for a trainer made in code */
+    if (o->world % P != 0 || o->dp_overlap || (o->init_from && o->init_from[0])) {
+        snprintf(err, n, "--tp %d: %s", P,
+                 o->world % P ? "the ranks are not a multiple of it"
+                 : o->dp_overlap ? "--dp-overlap with it is not supported"
+                                 : "--init-from with it is not supported (import with one rank, then --resume)");
+        return F8_ERR_INVALID_ARGUMENT;
+    }
+    if (f8_ctx_backend(ctx) == F8_BACKEND_CPU) {
+        st = f8_comm_create_cpu(ctx, o->tp_group, r % P, tp);
+        if (st == F8_OK) st = f8_comm_create_cpu(ctx, o->dp_group, r / P, dp);
+    } else { /* NCCL: one id per group, made by rank 0 (launch.c); untested on GPUs */
+        st = f8_comm_create_nccl(ctx, o->tp_id, r % P, P, tp);
+        if (st == F8_OK) st = f8_comm_create_nccl(ctx, o->dp_id, r / P, o->world / P, dp);
+    }
+    if (st != F8_OK) snprintf(err, n, "rank %d: tensor/data-parallel groups: %s", r, f8_ctx_last_error(ctx));
+    return st;
 }
 
 static f8_status make_ctx(trainer *t, char *err, size_t n)
@@ -484,15 +502,14 @@ f8_status trainer_create(const train_options *opt, trainer **out, char *err, siz
     if (st == F8_OK && t->comm) {
         /* with TP: ZeRO-1 over the DP group of this rank's parameters, the replicated ones on
          * TP rank 0 only; the gradient norm over every rank (tp.h) */
-        t->m.skip_replicated = t->m.tp_rank > 0;
-        st = dp_create(t->dp_comm ? t->dp_comm : t->comm, &t->m, t->o.dp_overlap, &ac, &t->dp, err, n);
-        t->m.skip_replicated = 0;
+        const unsigned skip = t->m.tp_rank > 0 ? PARAM_REPLICATED : 0;
+        st = dp_create(t->dp_comm ? t->dp_comm : t->comm, &t->m, skip, t->o.dp_overlap, &ac, &t->dp, err, n);
         if (st == F8_OK) t->opt = dp_optimizer(t->dp);
         if (st == F8_OK && t->tp_comm) st = f8_adamw_set_comm(t->opt, t->comm);
     } else if (st == F8_OK) {
         st = f8_adamw_create(t->ctx, &ac, &t->opt);
         if (st == F8_OK && t->m.c.fp8_weights) st = fp8w_create(&t->m, &t->fw);
-        if (st == F8_OK) st = gpt_each_param(&t->m, add_param, t);
+        if (st == F8_OK) st = param_each(&t->m.params, 0, add_param, t);
     }
     t->M = t->o.grad_accum;
     t->T = t->m.T;
@@ -629,11 +646,22 @@ static void sibling_path(char *out, size_t n, const char *base, const char *suff
     snprintf(out, n, "%.*s%s", (int)len, base, suffix);
 }
 
+double train_gpu_peak_flops(const char *name)
+{
+    if (!name || strstr(name, "NVL")) return 0.0;
+    if (strstr(name, "H200")) return 989.4e12;
+    if (strstr(name, "H100") && strstr(name, "PCIe")) return 756.0e12;
+    if (strstr(name, "H100") && (strstr(name, "HBM3") || strstr(name, "SXM"))) return 989.4e12;
+    return 0.0;
+}
+
 int trainer_run(trainer *t)
 {
     const train_options *o = &t->o;
     const int cuda = f8_ctx_backend(t->ctx) == F8_BACKEND_CUDA;
-    const double peak = 989.4e12; /* H200 dense BF16, the MFU denominator for both precisions */
+    char device[128] = "";
+    if (cuda) (void)f8_ctx_device_name(t->ctx, device, sizeof device); /* once, before any step */
+    const double peak = train_gpu_peak_flops(device); /* 0 on the CPU or an unknown GPU: no MFU */
     const double fpt = gpt_flops_per_token(&t->m);
     const int64_t tokens_per_step = t->M * t->T;
     char line[256], err[256];
@@ -648,6 +676,7 @@ int trainer_run(trainer *t)
             printf("FP8 attention: experimental%s\n",
                    cuda ? ", on f8's own FP8 kernel: far slower than BF16 attention (about 35x a 50M step on an H200)"
                         : "");
+        if (cuda && peak <= 0) printf("MFU: unknown GPU (%s): no peak to measure against\n", device[0] ? device : "?");
         printf("model: %lld layers, %lld heads, %lld channels, seq %lld, vocab %lld: %.2fM parameters\n",
                (long long)t->m.c.layers, (long long)t->m.c.heads, (long long)t->m.c.channels, (long long)t->m.c.seq,
                (long long)t->m.c.vocab, (double)gpt_param_count(&t->m) / 1e6);
@@ -706,7 +735,7 @@ int trainer_run(trainer *t)
         r.train_loss = loss;
         r.ms_per_step = dt * 1e3;
         r.tokens_per_s = (double)tokens_per_step / dt;
-        if (cuda) r.mfu = fpt * r.tokens_per_s / peak;
+        if (peak > 0) r.mfu = fpt * r.tokens_per_s / peak;
         r.peak_mem_mib = (double)trainer_peak_memory(t) / 1048576.0;
         int64_t done;
         float lr, gn;

@@ -1,5 +1,5 @@
 /*
- * trainer.h — the GPT training run behind f8_train: options, the step (eager
+ * trainer.h — the GPT training run behind f8_train (its options: options.h): the step (eager
  * or one captured graph), evaluation, checkpoints with exact resume, and
  * sampling. main.c parses the command line and drives it; the tests drive
  * it directly.
@@ -10,143 +10,42 @@
 #include <stdio.h>
 
 #include "data.h"
+#include "dp.h"
+#include "fp8w.h"
 #include "gpt.h"
 #include "log.h"
-
-/* Limits of the model shape, from the command line and from a checkpoint's
- * metadata alike (a checkpoint is untrusted input: its shape is checked
- * before anything is allocated). */
-#define TRAIN_MAX_LAYERS 1024
-#define TRAIN_MAX_HEADS 1024
-#define TRAIN_MAX_CHANNELS 65536
-#define TRAIN_MAX_SEQ 65536
-#define TRAIN_MAX_VOCAB (1 << 20)
-#define TRAIN_MAX_STEPS ((int64_t)1 << 40)
-
-/* Bits of train_options.given: the model options the command line set
- * (directly or through --model), checked against a --resume checkpoint. */
-enum {
-    TRAIN_GIVEN_LAYERS = 1 << 0,
-    TRAIN_GIVEN_HEADS = 1 << 1,
-    TRAIN_GIVEN_CHANNELS = 1 << 2,
-    TRAIN_GIVEN_SEQ = 1 << 3,
-    TRAIN_GIVEN_FP8 = 1 << 4,
-    TRAIN_GIVEN_DTYPE = 1 << 5,
-    TRAIN_GIVEN_FP8_HEAD = 1 << 6,
-    TRAIN_GIVEN_FP8_WEIGHTS = 1 << 7,
-    TRAIN_GIVEN_FP8_ATTENTION = 1 << 8
-};
-
-typedef struct train_options {
-    const char *backend;      /* "auto" (CUDA when a GPU is there), "cpu", "cuda" */
-    int fp8;                  /* 1: FP8 GEMMs in the blocks; 0: BF16 (GPU) / FP32 (CPU) */
-    int fp8_head;             /* 1: the LM head's GEMMs in FP8 too (needs fp8; on --resume the checkpoint's) */
-    int fp8_weights;          /* 1: the blocks' weights FP8 primary, FP32 masters in the optimizer (fp8w.h;
-                                 needs fp8, delayed or current scaling, no --tp; on --resume the checkpoint's) */
-    int recompute_norm;       /* --recompute-norm: the norm outputs of qkv and the MLP made again in backward
-                                 instead of saved (memory; bitwise the same; not with --sequence-parallel or
-                                 --recipe block) */
-    int fp8_attention;        /* --fp8-attention: FP8 attention forward (f8_attention_config.fp8, TE's
-                                 fp8_dpa with its BF16 backward); needs --fp8 on, --recipe delayed, bf16;
-                                 on --resume the checkpoint's */
-    const char *recipe;       /* FP8 scaling: "delayed", "current", "block"; NULL: delayed, or on
-                                 --resume the checkpoint's */
-    const char *dtype;        /* "auto" (bf16 on CUDA, fp32 on CPU), "fp32", "bf16" */
-    const char *model;        /* preset: "tiny", "small", "124M", "350M", "1.3B", or "custom" */
-    int64_t layers, heads, channels, seq, batch, grad_accum;
-    int64_t steps;
-    float lr, lr_min, weight_decay, grad_clip;
-    int64_t warmup;
-    uint64_t seed;
-    const char *text, *data, *val_data; /* data sources (default: the embedded corpus) */
-    int64_t val_every, val_batches;
-    const char *log, *plot;   /* CSV log and SVG plot paths ("" = none) */
-    const char *compare[4];   /* other logs to overlay in the plot */
-    int n_compare;
-    const char *checkpoint;   /* save here ("" = none) every checkpoint_every steps and at the end */
-    int64_t checkpoint_every;
-    const char *resume;       /* continue from this checkpoint */
-    const char *init_from;    /* start from a Hugging Face GPT-2 (hf.h): its shape and weights */
-    const char *tokenizer;    /* llm.c gpt2_tokenizer.bin: decode samples of GPT-2 token data */
-    int graph;                /* -1 auto (on for CUDA), 0 off, 1 on */
-    int64_t sample;           /* tokens to sample at the end (byte data only) */
-    int64_t head_chunk;       /* tokens per LM-head pass; 0: gpt.h's GPT_HEAD_CHUNK */
-    float temperature;
-    const char *prompt;
-    int quiet;
-    int fp8_report;           /* FP8 telemetry: <log>_fp8.csv, <plot>_fp8.svg, worst tensors at the end */
-    unsigned given;           /* TRAIN_GIVEN_* set by train_parse_args (0 when filled in code) */
-    unsigned from_preset;     /* of those, the ones that came from --model */
-    /* Data parallelism (dp.h): --ranks N in-process CPU ranks, --gpus N one process per GPU
-     * (launch.c); --grad-accum microbatches are split among the ranks. */
-    int64_t ranks, gpus;
-    int dp_overlap;           /* --dp-overlap: per-block gradient buckets reduced during the backward */
-    int64_t tp;               /* --tp N: tensor parallel over groups of N of the ranks (tp.h); 1: none */
-    int sequence_parallel;    /* --sequence-parallel: with --tp, tokens split over the TP group outside the
-                                 tensor-parallel regions (tp.h) */
-    /* Set per rank by the launcher, not by the command line (world <= 1: no communicator). */
-    int rank, world, device;
-    f8_comm_group *comm_group; /* CPU ranks */
-    const f8_comm_id *comm_id; /* NCCL ranks */
-    /* With tp > 1, also this rank's tensor-parallel group (ranks d·tp .. d·tp + tp - 1 of the world)
-     * and data-parallel group (the ranks of its TP index): CPU groups or NCCL ids. comm_group /
-     * comm_id stay the whole world (amax reduction, gradient norm). */
-    f8_comm_group *tp_group, *dp_group;
-    const f8_comm_id *tp_id, *dp_id;
-} train_options;
-
-train_options train_options_default(void);
-
-/* The scaling recipe an f8_train checkpoint was trained with (its
- * train.recipe; delayed when absent or unreadable: the restore then says
- * what is wrong), read through a CPU ctx of its own: a ctx that restores the
- * model must be created with the same kind. */
-f8_recipe_kind train_checkpoint_recipe(const char *path);
-/* Fill o from argv. Returns 0 to run, 1 when --help was printed to out, -1 on
- * a bad option (message in err). */
-int train_parse_args(int argc, char **argv, train_options *o, FILE *out, char *err, size_t err_size);
-void train_print_help(FILE *out);
-
-/* The model a checkpoint's metadata describes (train.layers, train.heads,
- * train.channels, train.seq, train.vocab, train.padded_vocab, train.fp8,
- * train.dtype, train.step), read through get(user, key) (NULL: absent).
- * Every value is parsed strictly (parse.h) and checked against the
- * command line's limits; a shape option the command line gave (o->given)
- * with another value is a conflict naming both. On success o's model fields
- * hold the checkpoint's (model "custom") and *vocab, *padded_vocab, *step
- * are set; returns 0. Otherwise -1 with the reason in err, o unchanged. */
-typedef const char *(*train_meta_fn)(void *user, const char *key);
-int train_options_from_metadata(train_options *o, train_meta_fn get, void *user, int64_t *vocab,
-                                int64_t *padded_vocab, int64_t *step, char *err, size_t err_size);
-
-/* Preconditions trainer_create checks before it allocates (options.c):
- * --checkpoint's directory takes files (a temporary is created and
- * removed); the model c fits (the machine's memory on the CPU, 1 TiB
- * anywhere). 0, or -1 with the reason in err. */
-int train_check_writable(const char *path, char *err, size_t err_size);
-int train_check_memory(const gpt_config *c, int cuda, char *err, size_t err_size);
-/* --tp against the rest: ranks (--ranks or --gpus) a multiple of it, the
- * replicas splitting --grad-accum evenly, heads and the MLP width divisible
- * by it, no --dp-overlap with it; --sequence-parallel only with --tp > 1
- * and --seq divisible by it. 0, or -1 with the reason in err. */
-int train_check_tp(const train_options *o, char *err, size_t err_size);
-/* --fp8-weights against the rest: --fp8 on, not --recipe block (the modules
- * refuse FP8 primary weights under block scaling), no --tp > 1, no
- * --init-from, and with more than one data-parallel rank not --recipe
- * current (its scale comes from the amax of the whole weight at the cast; a
- * rank casts only its shard). recipe: the one the run will use (NULL:
- * delayed). 0, or -1 with the reason in err. */
-int train_check_fp8_weights(const train_options *o, const char *recipe, char *err, size_t err_size);
-/* --recompute-norm on against the rest: the modules refuse it with sequence
- * parallelism and, with --fp8 on, under --recipe block. recipe: as above.
- * 0, or -1 with the reason in err. */
-int train_check_recompute_norm(const train_options *o, const char *recipe, char *err, size_t err_size);
-/* --fp8-attention on against the rest: it needs --fp8 on and delayed
- * scaling (the attention's S and O slots have no tensor to measure before
- * their cast). recipe: as above. 0, or -1 with the reason in err. */
-int train_check_fp8_attention(const train_options *o, const char *recipe, char *err, size_t err_size);
+#include "options.h"
 
 typedef struct trainer trainer;
+
+/* A rank's whole training state. Visible for the trainer's tests, which
+ * inspect it; programs go through the calls below. */
+struct trainer {
+    train_options o;
+    f8_ctx *ctx;
+    data_set *data;
+    gpt m;
+    f8_adamw *opt;           /* the whole model's, or with dp the rank's shard's (owned by dp) */
+    f8_comm *comm;           /* all ranks (amaxes, gradient norm), or NULL */
+    f8_comm *tp_comm, *dp_comm; /* with --tp: this rank's TP and DP groups (else NULL: comm is the DP group) */
+    dp *dp;
+    fp8w *fw;                /* --fp8-weights on one rank: the FP32 masters (with dp: dp's shards) */
+    int64_t step;            /* optimizer steps done */
+    int64_t M, T;            /* microbatches per step (all ranks), tokens per microbatch */
+    int64_t Ml, mb0;         /* this rank's microbatches: mb0 .. mb0 + Ml - 1 */
+    int32_t *stage;          /* (Ml, 2, T) backend: tokens then targets per microbatch */
+    float *losses;           /* (M, T) backend: every rank's, gathered after the step */
+    int32_t *host_stage;     /* (Ml, 2, T) */
+    float *host_losses;      /* (M, T) */
+    f8_graph *graph;
+    int use_graph;
+    int64_t ck_vocab, ck_padded_vocab, ck_step; /* from a --resume checkpoint's metadata */
+    int64_t ck_positions;    /* its train.positions (hf.h): wpe's rows, 0 without a checkpoint */
+    /* where trainer_create's time went, seconds: a large model spends tens of
+     * seconds before its first step, and this says in which part */
+    double t_ctx, t_data, t_model, t_opt;
+    char error[512];
+};
 
 f8_status trainer_create(const train_options *o, trainer **t, char *err, size_t err_size);
 void trainer_destroy(trainer *t);
@@ -182,6 +81,19 @@ size_t trainer_peak_memory(const trainer *t);
 int train_launch(const train_options *o);
 /* 1 when the environment names a world size (torchrun, Open MPI, PMI). */
 int train_launch_from_env(void);
+/* The options of rank r of a world of ranks (launch.c): rank, world and the
+ * per-rank paths and outputs (only rank 0 prints and writes). */
+train_options train_rank_options(const train_options *o, int r, int world);
+/* Rank 0 serves the communicator id to world - 1 TCP connections on port;
+ * the others fetch it from addr:port, retrying for up to a minute while
+ * rank 0 starts. 0, or -1 (a message on stderr). */
+int train_tcp_share_id(int rank, int world, const char *addr, const char *port, f8_comm_id *id);
+
+/* Dense BF16 peak FLOP/s of a GPU by its name (f8_ctx_device_name), the
+ * MFU denominator for both precisions: H100 SXM ("... H100 ... HBM3" or
+ * "SXM") and H200 989.4e12, H100 PCIe 756e12; 0 for any other device
+ * (NVL parts included): the run then says "MFU: unknown GPU". */
+double train_gpu_peak_flops(const char *device_name);
 
 /* Introspection for the tests. */
 gpt *trainer_model(trainer *t);

@@ -445,6 +445,9 @@ int f8i_cuda_attn_last_path(const f8_ctx *ctx);
 f8_status f8i_cuda_attn_takes(f8_ctx *ctx, f8_dtype dtype, int64_t batch, int64_t seq, int64_t n_head,
                               int64_t head_dim, int backward, int *takes);
 const char *f8i_cuda_attn_info(f8_ctx *ctx, int *loaded);
+/* The product name of CUDA device `device` (cudaGetDeviceProperties) into
+ * name; 0, or -1 when the runtime cannot say (and without CUDA). */
+int f8i_cuda_device_name(int device, char *name, size_t size);
 
 /* ---- the simple ops' args ------------------------------------------- */
 

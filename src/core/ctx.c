@@ -160,6 +160,17 @@ f8_backend f8_ctx_backend(const f8_ctx *ctx) { return ctx ? ctx->kind : F8_BACKE
 
 int f8_ctx_device(const f8_ctx *ctx) { return ctx ? ctx->device : 0; }
 
+f8_status f8_ctx_device_name(const f8_ctx *ctx, char *name, size_t size)
+{
+    if (!ctx || !name || size == 0) return F8_ERR_INVALID_ARGUMENT;
+    name[0] = '\0';
+    if (ctx->kind != F8_BACKEND_CUDA) {
+        snprintf(name, size, "CPU");
+        return F8_OK;
+    }
+    return f8i_cuda_device_name(ctx->device, name, size) == 0 ? F8_OK : F8_ERR_NO_DEVICE;
+}
+
 const f8_recipe *f8_ctx_recipe(const f8_ctx *ctx) { return ctx ? &ctx->recipe : NULL; }
 
 f8_status f8_ctx_set_stream(f8_ctx *ctx, void *stream)

@@ -63,3 +63,11 @@ const char *f8i_cuda_attn_info(f8_ctx *ctx, int *loaded)
     if (loaded) *loaded = 0;
     return "this build of f8 has no CUDA backend (built with CUDA=0)";
 }
+
+int f8i_cuda_device_name(int device, char *name, size_t size)
+{
+    (void)device;
+    (void)name;
+    (void)size;
+    return -1;
+}

@@ -22,6 +22,7 @@
  * allocation), never NULL, so callers need no special case for empty tensors.
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "cuda_state.cuh"
@@ -340,3 +341,14 @@ static const f8i_backend cuda_backend = {
 };
 
 const f8i_backend *f8i_cuda_backend(void) { return &cuda_backend; }
+
+int f8i_cuda_device_name(int device, char *name, size_t size)
+{
+    cudaDeviceProp p;
+    if (cudaGetDeviceProperties(&p, device) != cudaSuccess) {
+        (void)cudaGetLastError(); /* not sticky: clear it for the ctx's next check */
+        return -1;
+    }
+    snprintf(name, size, "%s", p.name);
+    return 0;
+}

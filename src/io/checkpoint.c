@@ -115,7 +115,7 @@ static f8_status put_check(f8_checkpoint *ck, const char *fn, const char *name, 
     f8_ctx *ctx = ck->ctx;
     int ok, found;
     if (!name) return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: name is NULL", fn);
-    if (!f8i_utf8_valid((const unsigned char *)name, strlen(name)))
+    if (!f8_utf8_valid((const unsigned char *)name, strlen(name)))
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: name is not valid UTF-8", fn);
     if (!strcmp(name, "__metadata__"))
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: \"__metadata__\" is not a tensor name", fn);
@@ -222,8 +222,8 @@ static f8_status set_meta(f8_checkpoint *ck, const char *fn, const char *key, co
     if (!ck) return F8_ERR_INVALID_ARGUMENT;
     f8_ctx *ctx = ck->ctx;
     if (!key || !value) return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn, key ? "value" : "key");
-    if (!f8i_utf8_valid((const unsigned char *)key, strlen(key)) ||
-        !f8i_utf8_valid((const unsigned char *)value, strlen(value)))
+    if (!f8_utf8_valid((const unsigned char *)key, strlen(key)) ||
+        !f8_utf8_valid((const unsigned char *)value, strlen(value)))
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: key and value must be valid UTF-8", fn);
     if (!strcmp(key, KEY_FORMAT) || !strcmp(key, KEY_VERSION) || (!internal && !strncmp(key, "f8.", 3)))
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: key \"%.64s\" is reserved for the library", fn, key);

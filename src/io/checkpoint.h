@@ -13,30 +13,24 @@
 
 #include "core/f8i.h"
 
-/* Dtypes a checkpoint stores (safetensors names "F32", "BF16", "F8_E4M3",
- * "F8_E5M2", "I32", "I64", "U8"). Only the first four map to an f8_dtype. */
-typedef enum f8i_ck_dtype {
-    F8I_CK_F32,
-    F8I_CK_BF16,
-    F8I_CK_F8_E4M3,
-    F8I_CK_F8_E5M2,
-    F8I_CK_I32,
-    F8I_CK_I64,
-    F8I_CK_U8,
-    F8I_CK_DTYPE_COUNT
-} f8i_ck_dtype;
+/* Dtypes a checkpoint stores and its entries: the public f8_ck_dtype and
+ * f8_ck_entry of f8.h (safetensors names "F32", "BF16", "F8_E4M3",
+ * "F8_E5M2", "I32", "I64", "U8"; only the first four map to an f8_dtype),
+ * under the names the library's code uses. */
+typedef f8_ck_dtype f8i_ck_dtype;
+#define F8I_CK_F32 F8_CK_F32
+#define F8I_CK_BF16 F8_CK_BF16
+#define F8I_CK_F8_E4M3 F8_CK_F8_E4M3
+#define F8I_CK_F8_E5M2 F8_CK_F8_E5M2
+#define F8I_CK_I32 F8_CK_I32
+#define F8I_CK_I64 F8_CK_I64
+#define F8I_CK_U8 F8_CK_U8
+#define F8I_CK_DTYPE_COUNT (F8_CK_U8 + 1)
 
 /* Most dimensions an entry may have. Files with more are rejected whole. */
-#define F8I_CK_MAX_DIMS 8
+#define F8I_CK_MAX_DIMS F8_CK_MAX_DIMS
 
-typedef struct f8i_ck_entry {
-    const char *name;
-    f8i_ck_dtype dtype;
-    int ndim;                     /* 0..F8I_CK_MAX_DIMS; 0 = a scalar (1 element) */
-    int64_t shape[F8I_CK_MAX_DIMS];
-    const unsigned char *data;    /* host bytes, little-endian as stored; never NULL */
-    size_t bytes;                 /* element count × element size */
-} f8i_ck_entry;
+typedef f8_ck_entry f8i_ck_entry;
 
 /* Safetensors name of a dtype ("F32", ...); "?" for a bad value. */
 const char *f8i_ck_dtype_name(f8i_ck_dtype dtype);
@@ -78,12 +72,12 @@ f8_status f8i_checkpoint_set_meta(f8_checkpoint *ck, const char *key, const char
 size_t f8i_checkpoint_meta_count(const f8_checkpoint *ck);
 void f8i_checkpoint_meta_at(const f8_checkpoint *ck, size_t i, const char **key, const char **value);
 
-/* What f8i_checkpoint_check_finite requires of every element of an entry. */
-typedef enum f8i_ck_rule {
-    F8I_CK_FINITE,     /* parameters, first moments: no NaN, no infinity */
-    F8I_CK_POSITIVE,   /* scales and scale_invs: finite and > 0 */
-    F8I_CK_NONNEGATIVE /* amax histories, second moments: finite and >= 0 (-0 counts as 0) */
-} f8i_ck_rule;
+/* What f8i_checkpoint_check_finite requires of every element of an entry
+ * (f8.h's f8_ck_rule). */
+typedef f8_ck_rule f8i_ck_rule;
+#define F8I_CK_FINITE F8_CK_FINITE
+#define F8I_CK_POSITIVE F8_CK_POSITIVE
+#define F8I_CK_NONNEGATIVE F8_CK_NONNEGATIVE
 
 /* Check the values of the entry `name` against rule, for the restore paths
  * (a checkpoint file is untrusted input: a NaN weight or a zero scale would

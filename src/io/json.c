@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/json.h"
+#include "f8.h"
 
 /* Length of the valid UTF-8 sequence at s (n bytes available), 0 if none. */
 static size_t utf8_seq(const unsigned char *s, size_t n)
@@ -44,7 +44,7 @@ static size_t utf8_seq(const unsigned char *s, size_t n)
     return len;
 }
 
-int f8i_utf8_valid(const unsigned char *s, size_t n)
+int f8_utf8_valid(const unsigned char *s, size_t n)
 {
     for (size_t i = 0; i < n;) {
         size_t k = utf8_seq(s + i, n - i);
@@ -56,9 +56,9 @@ int f8i_utf8_valid(const unsigned char *s, size_t n)
 
 static const char *const KIND_NAMES[] = {"null", "false", "true", "number", "string", "array", "object"};
 
-const char *f8i_json_kind_name(f8i_json_kind kind)
+const char *f8_json_kind_name(f8_json_kind kind)
 {
-    return (unsigned)kind <= F8I_JSON_OBJECT ? KIND_NAMES[kind] : "?";
+    return (unsigned)kind <= F8_JSON_OBJECT ? KIND_NAMES[kind] : "?";
 }
 
 typedef struct parser {
@@ -66,11 +66,11 @@ typedef struct parser {
     int max_depth;
     /* the second pass only: where nodes and strings go, and the scratch
      * for sorting an object's members */
-    f8i_json *nodes;
+    f8_json *nodes;
     size_t n_nodes;
     char *strings;
     size_t n_strings;
-    const f8i_json **scratch;
+    const f8_json **scratch;
     char *err;
     size_t err_size;
     f8_status st; /* the first error */
@@ -216,7 +216,7 @@ static int parse_string(parser *c, const char **out, size_t *out_len)
 static int digit(const parser *c) { return c->p < c->end && *c->p >= '0' && *c->p <= '9'; }
 
 /* A number at c->p: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? */
-static int parse_number(parser *c, f8i_json *v)
+static int parse_number(parser *c, f8_json *v)
 {
     const unsigned char *s = c->p;
     int integral = 1;
@@ -275,7 +275,7 @@ static int literal(parser *c, const char *word)
 
 static int cmp_key(const void *a, const void *b)
 {
-    const f8i_json *x = *(const f8i_json *const *)a, *y = *(const f8i_json *const *)b;
+    const f8_json *x = *(const f8_json *const *)a, *y = *(const f8_json *const *)b;
     size_t n = x->key_len < y->key_len ? x->key_len : y->key_len;
     int r = memcmp(x->key, y->key, n);
     if (r) return r;
@@ -283,16 +283,16 @@ static int cmp_key(const void *a, const void *b)
 }
 
 /* The second pass, as an object closes: no key twice. */
-static int check_duplicates(parser *c, const f8i_json *obj)
+static int check_duplicates(parser *c, const f8_json *obj)
 {
     size_t k = 0;
-    for (const f8i_json *m = obj->child; m; m = m->next) c->scratch[k++] = m;
+    for (const f8_json *m = obj->child; m; m = m->next) c->scratch[k++] = m;
     if (k < 2) return 1;
     qsort(c->scratch, k, sizeof *c->scratch, cmp_key);
     for (size_t i = 1; i < k; i++) {
-        const f8i_json *a = c->scratch[i - 1], *b = c->scratch[i];
+        const f8_json *a = c->scratch[i - 1], *b = c->scratch[i];
         if (a->key_len == b->key_len && memcmp(a->key, b->key, a->key_len) == 0) {
-            const f8i_json *later = a->offset > b->offset ? a : b;
+            const f8_json *later = a->offset > b->offset ? a : b;
             return fail_at(c, c->base + later->key_offset, "key \"%.64s\" appears twice in one object", later->key);
         }
     }
@@ -302,7 +302,7 @@ static int check_duplicates(parser *c, const f8i_json *obj)
 static int parse_value(parser *c, int depth, const char *key, size_t key_len, size_t key_offset);
 
 /* An array or object at c->p; v is its node (NULL in the first pass). */
-static int parse_container(parser *c, f8i_json *v, int depth)
+static int parse_container(parser *c, f8_json *v, int depth)
 {
     const unsigned char *open = c->p;
     const int obj = *c->p == '{';
@@ -315,7 +315,7 @@ static int parse_container(parser *c, f8i_json *v, int depth)
         c->p++;
         return 1;
     }
-    f8i_json *last = NULL;
+    f8_json *last = NULL;
     for (;;) {
         const char *key = NULL;
         size_t key_len = 0;
@@ -333,7 +333,7 @@ static int parse_container(parser *c, f8i_json *v, int depth)
         size_t index = c->n_nodes;
         if (!parse_value(c, depth + 1, key, key_len, key_offset)) return 0;
         if (v) {
-            f8i_json *child = &c->nodes[index];
+            f8_json *child = &c->nodes[index];
             if (last) last->next = child;
             else v->child = child;
             last = child;
@@ -358,7 +358,7 @@ static int parse_value(parser *c, int depth, const char *key, size_t key_len, si
 {
     skip_ws(c);
     if (c->p == c->end) return fail_at(c, c->p, "expected a value, found the end of the text");
-    f8i_json *v = NULL;
+    f8_json *v = NULL;
     if (c->nodes) {
         v = &c->nodes[c->n_nodes];
         memset(v, 0, sizeof *v);
@@ -371,27 +371,27 @@ static int parse_value(parser *c, int depth, const char *key, size_t key_len, si
     switch (*c->p) {
     case '{':
     case '[':
-        if (v) v->kind = *c->p == '{' ? F8I_JSON_OBJECT : F8I_JSON_ARRAY;
+        if (v) v->kind = *c->p == '{' ? F8_JSON_OBJECT : F8_JSON_ARRAY;
         return parse_container(c, v, depth);
     case '"': {
         const char *s = NULL;
         size_t n = 0;
         if (!parse_string(c, &s, &n)) return 0;
-        if (v) v->kind = F8I_JSON_STRING, v->str = s, v->len = n;
+        if (v) v->kind = F8_JSON_STRING, v->str = s, v->len = n;
         return 1;
     }
     case 't':
-        if (v) v->kind = F8I_JSON_TRUE;
+        if (v) v->kind = F8_JSON_TRUE;
         return literal(c, "true");
     case 'f':
-        if (v) v->kind = F8I_JSON_FALSE;
+        if (v) v->kind = F8_JSON_FALSE;
         return literal(c, "false");
     case 'n':
-        if (v) v->kind = F8I_JSON_NULL;
+        if (v) v->kind = F8_JSON_NULL;
         return literal(c, "null");
     default:
         if (*c->p == '-' || (*c->p >= '0' && *c->p <= '9')) {
-            if (v) v->kind = F8I_JSON_NUMBER;
+            if (v) v->kind = F8_JSON_NUMBER;
             return parse_number(c, v);
         }
         if (*c->p >= 0x20 && *c->p < 0x7F)
@@ -413,7 +413,7 @@ static int parse_text(parser *c)
     return 1;
 }
 
-f8_status f8i_json_parse(const char *text, size_t len, int max_depth, f8i_json **root, char *err, size_t err_size)
+f8_status f8_json_parse(const char *text, size_t len, int max_depth, f8_json **root, char *err, size_t err_size)
 {
     *root = NULL;
     if (err_size) err[0] = 0;
@@ -421,7 +421,7 @@ f8_status f8i_json_parse(const char *text, size_t len, int max_depth, f8i_json *
     memset(&c, 0, sizeof c);
     c.base = (const unsigned char *)text;
     c.end = c.base + len;
-    c.max_depth = max_depth > 0 ? max_depth : F8I_JSON_DEPTH;
+    c.max_depth = max_depth > 0 ? max_depth : F8_JSON_DEPTH;
     c.err = err;
     c.err_size = err_size;
     c.st = F8_OK;
@@ -431,13 +431,13 @@ f8_status f8i_json_parse(const char *text, size_t len, int max_depth, f8i_json *
     /* Second pass: nodes, then strings (each string's decoded bytes plus
      * its NUL; keys and values together take at most len + 2 per node). */
     const size_t nodes = c.n_nodes;
-    if (nodes > (SIZE_MAX - len) / (sizeof(f8i_json) + 2)) {
+    if (nodes > (SIZE_MAX - len) / (sizeof(f8_json) + 2)) {
         snprintf(err, err_size, "out of host memory for a JSON tree of %zu values", nodes);
         return F8_ERR_OUT_OF_MEMORY;
     }
-    const size_t bytes = nodes * sizeof(f8i_json) + len + 2 * nodes + 1;
-    f8i_json *mem = (f8i_json *)malloc(bytes);
-    c.scratch = (const f8i_json **)malloc(nodes * sizeof *c.scratch);
+    const size_t bytes = nodes * sizeof(f8_json) + len + 2 * nodes + 1;
+    f8_json *mem = (f8_json *)malloc(bytes);
+    c.scratch = (const f8_json **)malloc(nodes * sizeof *c.scratch);
     if (!mem || !c.scratch) {
         free(mem);
         free(c.scratch);
@@ -458,13 +458,13 @@ f8_status f8i_json_parse(const char *text, size_t len, int max_depth, f8i_json *
     return F8_OK;
 }
 
-void f8i_json_free(f8i_json *root) { free(root); }
+void f8_json_free(f8_json *root) { free(root); }
 
-const f8i_json *f8i_json_get(const f8i_json *obj, const char *key)
+const f8_json *f8_json_get(const f8_json *obj, const char *key)
 {
-    if (!obj || obj->kind != F8I_JSON_OBJECT) return NULL;
+    if (!obj || obj->kind != F8_JSON_OBJECT) return NULL;
     const size_t n = strlen(key);
-    for (const f8i_json *m = obj->child; m; m = m->next)
+    for (const f8_json *m = obj->child; m; m = m->next)
         if (m->key_len == n && memcmp(m->key, key, n) == 0) return m;
     return NULL;
 }

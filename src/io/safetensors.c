@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/json.h"
+#include "f8.h"
 #include "io/safetensors.h"
 
 static const char *const dtype_names[F8I_CK_DTYPE_COUNT] = {"F32", "BF16", "F8_E4M3", "F8_E5M2", "I32", "I64", "U8"};
@@ -77,19 +77,19 @@ static int out_of_memory(cursor *c)
 }
 
 /* v must be of kind k; what names it in the message. */
-static int want(cursor *c, const f8i_json *v, f8i_json_kind k, const char *what)
+static int want(cursor *c, const f8_json *v, f8_json_kind k, const char *what)
 {
     c->at = v->offset;
     if (v->kind == k) return 1;
-    return fail(c, "%s must be a%s %s, not %s %s", what, k == F8I_JSON_ARRAY || k == F8I_JSON_OBJECT ? "n" : "",
-                f8i_json_kind_name(k), v->kind == F8I_JSON_ARRAY || v->kind == F8I_JSON_OBJECT ? "an" : "a",
-                f8i_json_kind_name(v->kind));
+    return fail(c, "%s must be a%s %s, not %s %s", what, k == F8_JSON_ARRAY || k == F8_JSON_OBJECT ? "n" : "",
+                f8_json_kind_name(k), v->kind == F8_JSON_ARRAY || v->kind == F8_JSON_OBJECT ? "an" : "a",
+                f8_json_kind_name(v->kind));
 }
 
 /* A string usable as a C string (names and metadata are C strings). */
-static char *c_string(cursor *c, const f8i_json *v, const char *what)
+static char *c_string(cursor *c, const f8_json *v, const char *what)
 {
-    if (!want(c, v, F8I_JSON_STRING, what)) return NULL;
+    if (!want(c, v, F8_JSON_STRING, what)) return NULL;
     if (strlen(v->str) != v->len) {
         fail(c, "\\u0000 in %s (names and metadata are C strings)", what);
         return NULL;
@@ -104,9 +104,9 @@ static char *c_string(cursor *c, const f8i_json *v, const char *what)
 }
 
 /* A non-negative integer up to INT64_MAX. */
-static int get_uint(cursor *c, const f8i_json *v, uint64_t *out, const char *what)
+static int get_uint(cursor *c, const f8_json *v, uint64_t *out, const char *what)
 {
-    if (!want(c, v, F8I_JSON_NUMBER, what)) return 0;
+    if (!want(c, v, F8_JSON_NUMBER, what)) return 0;
     if (v->str[0] == '-') return fail(c, "negative number %.32s (%s)", v->str, what);
     if (!v->is_int) {
         if (strpbrk(v->str, ".eE")) return fail(c, "number with a fraction or exponent %.32s (%s)", v->str, what);
@@ -116,11 +116,11 @@ static int get_uint(cursor *c, const f8i_json *v, uint64_t *out, const char *wha
     return 1;
 }
 
-static int parse_tensor(cursor *c, const f8i_json *desc, f8i_st_tensor *t)
+static int parse_tensor(cursor *c, const f8_json *desc, f8i_st_tensor *t)
 {
     static const char *const fields[3] = {"dtype", "shape", "data_offsets"};
-    if (!want(c, desc, F8I_JSON_OBJECT, "a tensor's description")) return 0;
-    for (const f8i_json *m = desc->child; m; m = m->next) {
+    if (!want(c, desc, F8_JSON_OBJECT, "a tensor's description")) return 0;
+    for (const f8_json *m = desc->child; m; m = m->next) {
         int f = 0;
         while (f < 3 && strcmp(m->key, fields[f])) f++;
         c->at = m->offset;
@@ -129,39 +129,39 @@ static int parse_tensor(cursor *c, const f8i_json *desc, f8i_st_tensor *t)
     }
     c->at = desc->offset;
     for (int f = 0; f < 3; f++)
-        if (!f8i_json_get(desc, fields[f])) return fail(c, "tensor \"%.64s\": no \"%s\"", t->name, fields[f]);
-    const f8i_json *dtype = f8i_json_get(desc, "dtype"), *shape = f8i_json_get(desc, "shape"),
-                   *offsets = f8i_json_get(desc, "data_offsets");
-    if (!want(c, dtype, F8I_JSON_STRING, "a dtype")) return 0;
+        if (!f8_json_get(desc, fields[f])) return fail(c, "tensor \"%.64s\": no \"%s\"", t->name, fields[f]);
+    const f8_json *dtype = f8_json_get(desc, "dtype"), *shape = f8_json_get(desc, "shape"),
+                   *offsets = f8_json_get(desc, "data_offsets");
+    if (!want(c, dtype, F8_JSON_STRING, "a dtype")) return 0;
     int d = 0;
     while (d < F8I_CK_DTYPE_COUNT && strcmp(dtype->str, dtype_names[d])) d++;
     if (d == F8I_CK_DTYPE_COUNT || strlen(dtype->str) != dtype->len)
         return fail(c, "tensor \"%.64s\": unknown dtype \"%.16s\" (f8 reads F32, BF16, F8_E4M3, F8_E5M2, I32, I64, U8)",
                     t->name, dtype->str);
     t->dtype = (f8i_ck_dtype)d;
-    if (!want(c, shape, F8I_JSON_ARRAY, "a shape")) return 0;
+    if (!want(c, shape, F8_JSON_ARRAY, "a shape")) return 0;
     if (shape->count > F8I_CK_MAX_DIMS)
         return fail(c, "tensor \"%.64s\": more than %d dimensions", t->name, F8I_CK_MAX_DIMS);
     t->ndim = 0;
-    for (const f8i_json *e = shape->child; e; e = e->next) {
+    for (const f8_json *e = shape->child; e; e = e->next) {
         uint64_t v;
         if (!get_uint(c, e, &v, "a dimension")) return 0;
         t->shape[t->ndim++] = (int64_t)v;
     }
-    if (!want(c, offsets, F8I_JSON_ARRAY, "data_offsets")) return 0;
+    if (!want(c, offsets, F8_JSON_ARRAY, "data_offsets")) return 0;
     if (offsets->count != 2) return fail(c, "tensor \"%.64s\": data_offsets holds %zu numbers, not 2", t->name,
                                          offsets->count);
     return get_uint(c, offsets->child, &t->begin, "a data offset") &&
            get_uint(c, offsets->child->next, &t->end, "a data offset");
 }
 
-static int parse_metadata(cursor *c, const f8i_json *obj, f8i_st_header *h)
+static int parse_metadata(cursor *c, const f8_json *obj, f8i_st_header *h)
 {
-    if (!want(c, obj, F8I_JSON_OBJECT, "__metadata__")) return 0;
+    if (!want(c, obj, F8_JSON_OBJECT, "__metadata__")) return 0;
     h->meta = (f8i_st_pair *)calloc(obj->count + 1, sizeof *h->meta);
     if (!h->meta) return out_of_memory(c);
     h->cap_meta = obj->count + 1;
-    for (const f8i_json *m = obj->child; m; m = m->next) {
+    for (const f8_json *m = obj->child; m; m = m->next) {
         f8i_st_pair *p = &h->meta[h->n_meta];
         c->at = m->offset;
         if (strlen(m->key) != m->key_len) return fail(c, "\\u0000 in a metadata key (keys are C strings)");
@@ -291,19 +291,19 @@ f8_status f8i_st_parse(const unsigned char *json, size_t len, uint64_t data_size
     cursor c = {SIZE_MAX, err, err_size, F8_OK};
     memset(h, 0, sizeof *h);
     /* the grammar nests three deep: root -> tensor -> shape */
-    f8i_json *root = NULL;
+    f8_json *root = NULL;
     char why[400];
-    f8_status st = f8i_json_parse((const char *)json, len, 3, &root, why, sizeof why);
+    f8_status st = f8_json_parse((const char *)json, len, 3, &root, why, sizeof why);
     if (st != F8_OK) {
         snprintf(err, err_size, "header %s", why);
         return st;
     }
-    if (want(&c, root, F8I_JSON_OBJECT, "the header")) {
+    if (want(&c, root, F8_JSON_OBJECT, "the header")) {
         h->tensors = (f8i_st_tensor *)calloc(root->count + 1, sizeof *h->tensors);
         h->cap_tensors = root->count + 1;
         if (!h->tensors) out_of_memory(&c);
     }
-    for (const f8i_json *e = c.st == F8_OK ? root->child : NULL; e && c.st == F8_OK; e = e->next) {
+    for (const f8_json *e = c.st == F8_OK ? root->child : NULL; e && c.st == F8_OK; e = e->next) {
         c.at = e->offset;
         if (strlen(e->key) != e->key_len) {
             fail(&c, "\\u0000 in a tensor name (names are C strings)");
@@ -321,7 +321,7 @@ f8_status f8i_st_parse(const unsigned char *json, size_t len, uint64_t data_size
             parse_tensor(&c, e, t);
         }
     }
-    f8i_json_free(root);
+    f8_json_free(root);
     if (c.st == F8_OK) check_claims(&c, h, data_size);
     if (c.st != F8_OK) f8i_st_header_free(h);
     return c.st;

@@ -7,7 +7,7 @@
 #define F8_SAFETENSORS_H
 
 #include "io/checkpoint.h"
-#include "io/json.h" /* f8i_utf8_valid */
+#include "f8.h"
 
 /* Largest header accepted (the reference implementation's limit). */
 #define F8I_ST_MAX_HEADER 100000000u
@@ -43,7 +43,7 @@ f8_status f8i_st_header_length(const unsigned char *prefix, uint64_t file_size, 
 
 /* Parse the len bytes of header JSON of a file whose data region (after the
  * header) has data_size bytes, and check everything the header claims:
- *   - the JSON is strict (io/json.h) and one object; values are objects,
+ *   - the JSON is strict (f8/io.h) and one object; values are objects,
  *     arrays, strings and non-negative integers only, \u0000 refused in
  *     names and metadata;
  *   - each tensor is {"dtype", "shape", "data_offsets"}, each exactly once,

@@ -260,22 +260,22 @@ static f8_status primary_param(f8_module *m, const char *fn, f8_param which, f8i
     return st;
 }
 
-f8_status f8i_module_quantize_weight_part(f8_module *m, f8_param which, const f8_tensor *src, void *codes)
+f8_status f8_module_quantize_weight_part(f8_module *m, f8_param which, const f8_tensor *src, void *codes)
 {
-    static const char fn[] = "f8i_module_quantize_weight_part";
+    static const char fn[] = "f8_module_quantize_weight_part";
     f8i_weight *w = NULL;
     f8_status st = primary_param(m, fn, which, &w);
-    if (st == F8_OK) st = f8i_check_act(m->ctx, src, "f8i_module_quantize_weight_part: src", 1, src->cols, -1);
+    if (st == F8_OK) st = f8i_check_act(m->ctx, src, "f8_module_quantize_weight_part: src", 1, src->cols, -1);
     if (st == F8_OK && src->cols > w->rows * w->cols)
         st = f8i_error(m->ctx, F8_ERR_SHAPE, "%s: %lld values, the weight has %lld", fn, (long long)src->cols,
                        (long long)(w->rows * w->cols));
     return st == F8_OK ? f8i_weight_quantize_part(m->ctx, w, src->data, src->dtype, src->cols, codes) : st;
 }
 
-f8_status f8i_module_write_weight_codes(f8_module *m, f8_param which, const void *codes)
+f8_status f8_module_write_weight_codes(f8_module *m, f8_param which, const void *codes)
 {
     f8i_weight *w = NULL;
-    f8_status st = primary_param(m, "f8i_module_write_weight_codes", which, &w);
+    f8_status st = primary_param(m, "f8_module_write_weight_codes", which, &w);
     return st == F8_OK ? f8i_weight_write_codes(m->ctx, w, codes) : st;
 }
 

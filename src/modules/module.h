@@ -272,17 +272,4 @@ f8_status f8i_module_norm_backward(f8_module *m, const f8_saved *sv, const void 
                                    const float *mu, const float *rsigma, f8_tensor *dx, int dx_add, void *reduce,
                                    float *stage, float *local);
 
-/* FP8 primary weights written by parts (f8i_weight_quantize_part and
- * f8i_weight_write_codes, weight.h), for a data-parallel trainer whose
- * ranks each keep the master values of one shard of the weight
- * (train/dp.c): each rank casts its part (src [1, n], FP32/BF16, n <= the
- * weight's elements) into codes with the weight slot's scale, the ranks
- * all-gather the codes (1 byte per element), and every rank writes the
- * whole weight's codes in; then f8_ctx_update_weight_scales (it reduces
- * the amaxes over the ctx's comm). F8_ERR_STATE for a weight that is not
- * FP8 primary, F8_ERR_UNSUPPORTED under current scaling. Asynchronous,
- * capturable. Internal: not in f8.h. */
-f8_status f8i_module_quantize_weight_part(f8_module *m, f8_param which, const f8_tensor *src, void *codes);
-f8_status f8i_module_write_weight_codes(f8_module *m, f8_param which, const void *codes);
-
 #endif /* F8_MODULES_MODULE_H */

@@ -1,0 +1,130 @@
+/*
+ * params.c — the parameter table (params.h): building it, walking it with a
+ * filter, and checkpointing the modules and tensors it names.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "params.h"
+#include "try.h"
+
+/* f8's checkpoint name of each parameter within its module (f8.h, "Checkpoints"). */
+static const char *param_suffix(f8_param which)
+{
+    switch (which) {
+    case F8_PARAM_WEIGHT: return "weight";
+    case F8_PARAM_BIAS: return "bias";
+    case F8_PARAM_LN_WEIGHT: return "layer_norm_weight";
+    case F8_PARAM_LN_BIAS: return "layer_norm_bias";
+    case F8_PARAM_FC1_WEIGHT: return "fc1_weight";
+    case F8_PARAM_FC1_BIAS: return "fc1_bias";
+    case F8_PARAM_FC2_WEIGHT: return "fc2_weight";
+    case F8_PARAM_FC2_BIAS: return "fc2_bias";
+    default: return "?";
+    }
+}
+
+static model_param *grow(param_table *t)
+{
+    if (t->n == t->cap) {
+        int cap = t->cap ? 2 * t->cap : 64;
+        model_param *v = (model_param *)realloc(t->v, (size_t)cap * sizeof *v);
+        if (!v) return NULL;
+        t->v = v;
+        t->cap = cap;
+    }
+    model_param *p = &t->v[t->n];
+    memset(p, 0, sizeof *p);
+    return p;
+}
+
+f8_status param_table_add(param_table *t, const char *prefix, f8_module *module, f8_param which, int64_t layer,
+                          int fp8, unsigned flags)
+{
+    model_param *p = grow(t);
+    if (!p) return F8_ERR_OUT_OF_MEMORY;
+    TRY(f8_module_param(module, which, 0, &p->value));
+    TRY(f8_module_param(module, which, 1, &p->grad));
+    snprintf(p->prefix, sizeof p->prefix, "%s", prefix);
+    snprintf(p->name, sizeof p->name, "%s.%s", prefix, param_suffix(which));
+    p->layer = layer;
+    p->module = module;
+    p->which = which;
+    p->fp8 = fp8;
+    p->flags = flags;
+    t->n++;
+    return F8_OK;
+}
+
+f8_status param_table_add_tensor(param_table *t, const char *name, const f8_tensor *value, const f8_tensor *grad,
+                                 const f8_tensor *stored, int64_t layer, unsigned flags)
+{
+    model_param *p = grow(t);
+    if (!p) return F8_ERR_OUT_OF_MEMORY;
+    snprintf(p->name, sizeof p->name, "%s", name);
+    p->layer = layer;
+    p->fp8 = -1;
+    p->flags = flags;
+    p->value = *value;
+    p->grad = *grad;
+    p->stored = stored ? *stored : *value;
+    t->n++;
+    return F8_OK;
+}
+
+void param_table_free(param_table *t)
+{
+    free(t->v);
+    memset(t, 0, sizeof *t);
+}
+
+f8_status param_each(const param_table *t, unsigned skip, param_fn fn, void *user)
+{
+    for (int i = 0; i < t->n; i++)
+        if (!(t->v[i].flags & skip)) TRY(fn(user, &t->v[i]));
+    return F8_OK;
+}
+
+const model_param *param_fp8(const param_table *t, int k)
+{
+    for (int i = 0; i < t->n; i++)
+        if (t->v[i].fp8 == k && k >= 0) return &t->v[i];
+    return NULL;
+}
+
+int64_t param_elements(const param_table *t)
+{
+    int64_t n = 0;
+    for (int i = 0; i < t->n; i++) n += t->v[i].value.rows * t->v[i].value.cols;
+    return n;
+}
+
+/* Each module once: at its first entry (a module's entries are consecutive). */
+static int module_starts(const param_table *t, int i)
+{
+    return t->v[i].module && (i == 0 || t->v[i - 1].module != t->v[i].module);
+}
+
+f8_status param_checkpoint_add(const param_table *t, f8_checkpoint *ck)
+{
+    for (int i = 0; i < t->n; i++) {
+        const model_param *p = &t->v[i];
+        if (module_starts(t, i)) TRY(f8_checkpoint_add_module(ck, p->prefix, p->module));
+        else if (!p->module) TRY(f8_checkpoint_add_tensor(ck, p->name, &p->stored));
+    }
+    return F8_OK;
+}
+
+f8_status param_checkpoint_restore(const param_table *t, const f8_checkpoint *ck)
+{
+    for (int i = 0; i < t->n; i++) {
+        const model_param *p = &t->v[i];
+        if (module_starts(t, i)) TRY(f8_checkpoint_restore_module(ck, p->prefix, p->module));
+        else if (!p->module) {
+            f8_tensor v = p->stored;
+            TRY(f8_checkpoint_read_tensor(ck, p->name, &v));
+        }
+    }
+    return F8_OK;
+}

@@ -1,0 +1,72 @@
+/*
+ * params.h — a model's parameter table: one entry per trainable tensor,
+ * built once when the model is created (gpt.c's gpt_params_build for GPT),
+ * in the model's fixed order. Everything that walks the parameters loops
+ * over it with an explicit filter: the optimizer (trainer.c), ZeRO-1's
+ * buckets (dp.c), tensor parallelism's one-rank layout (tp.c), the FP8
+ * masters (fp8w.c) and the checkpoint (param_checkpoint_add/restore). The
+ * order is the checkpoint's: the optimizer's state is stored by the index
+ * of its parameter in the table, so the order never changes for a family.
+ *
+ * A new model family is a new table builder plus its forward.
+ */
+#ifndef F8_TRAIN_PARAMS_H
+#define F8_TRAIN_PARAMS_H
+
+#include "f8.h"
+
+/* Entry flags. */
+enum {
+    PARAM_DECAY = 1,      /* AdamW's weight decay applies */
+    PARAM_REPLICATED = 2, /* whole on every tensor-parallel rank (norms, embeddings, row-parallel biases) */
+    PARAM_TP_SHARDED = 4  /* this rank holds a shard of it (tensor parallelism on) */
+};
+
+typedef struct model_param {
+    char name[64];     /* the checkpoint name of the tensor: "<prefix>.<param>" ("model.h.3.qkv.weight"),
+                          or the bare tensor's ("model.wpe") */
+    char prefix[48];   /* its module's checkpoint prefix ("model.h.3.qkv"); "" for a bare tensor */
+    int64_t layer;     /* its block, or -1 (embeddings, final norm, LM head) */
+    f8_module *module; /* NULL for a bare tensor */
+    f8_param which;
+    int fp8;           /* its FP8 primary weight index k, or -1 */
+    unsigned flags;    /* PARAM_* */
+    f8_tensor value;   /* views (this rank's shard under TP); an FP8 primary weight's value is FP8 */
+    f8_tensor grad;
+    f8_tensor stored;  /* a bare tensor's checkpoint view: value, or value's rows and more that are carried
+                          untrained (an imported model's positions past the run's seq) */
+} model_param;
+
+typedef struct param_table {
+    model_param *v;
+    int n, cap;
+} param_table;
+
+/* Append a module's parameter (its views from f8_module_param) named
+ * "<prefix>.<f8 checkpoint name of which>". */
+f8_status param_table_add(param_table *t, const char *prefix, f8_module *module, f8_param which, int64_t layer,
+                          int fp8, unsigned flags);
+/* Append a bare tensor (not in a module) with its gradient; stored is what
+ * the checkpoint holds (NULL: value; else the same memory with value's rows
+ * first and more after them). */
+f8_status param_table_add_tensor(param_table *t, const char *name, const f8_tensor *value, const f8_tensor *grad,
+                                 const f8_tensor *stored, int64_t layer, unsigned flags);
+void param_table_free(param_table *t);
+
+/* fn for every entry whose flags have none of skip's bits, in table order
+ * (skip = PARAM_REPLICATED: the sharded ones only, as a TP rank other than
+ * 0 keeps). Stops at the first status that is not F8_OK. */
+typedef f8_status (*param_fn)(void *user, const model_param *p);
+f8_status param_each(const param_table *t, unsigned skip, param_fn fn, void *user);
+/* The entry of FP8 weight k, or NULL. */
+const model_param *param_fp8(const param_table *t, int k);
+/* Elements of every entry (a tied tensor counts once: it is one entry). */
+int64_t param_elements(const param_table *t);
+
+/* Store / restore every module of the table under its prefix (parameters
+ * and FP8 scaling state, f8_checkpoint_add_module) and every bare tensor
+ * under its name, in table order. */
+f8_status param_checkpoint_add(const param_table *t, f8_checkpoint *ck);
+f8_status param_checkpoint_restore(const param_table *t, const f8_checkpoint *ck);
+
+#endif /* F8_TRAIN_PARAMS_H */
