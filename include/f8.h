@@ -1348,9 +1348,50 @@ f8_status f8_cross_entropy(f8_ctx *ctx, const f8_tensor *logits, int64_t vocab, 
  *   c         = grad_clip > 0 && norm > grad_clip ? grad_clip / norm : 1
  *   g' = c·g; m = β1 m + (1-β1) g'; v = β2 v + (1-β2) g'²
  *   p -= lr · (m / (1-β1^t) / (sqrt(v / (1-β2^t)) + eps) + wd · p)   (wd only for params added with decay)
- * with t = step + 1; then step += 1. Moments are FP32; params FP32 or BF16
- * (BF16 rounded to nearest even). */
+ * with t = step + 1; then step += 1. Params FP32 or BF16 (BF16 rounded to
+ * nearest even). The moments are kept in the precision the config's
+ * `moments` field selects (f8_adamw_moments below): each step loads them,
+ * runs the lines above in FP32 (in that order, no fused multiply-add), updates
+ * the parameter with the step's FP32 m and v, and only then rounds m and v
+ * into their storage. Both backends give the same bits, for every choice. */
 typedef struct f8_adamw f8_adamw;
+
+/* How the Adam moments are stored between steps (bytes per parameter: m + v
+ * + per-block scales; the FP32 master parameter is not counted):
+ *   F8_ADAMW_MOMENTS_FP32  m, v FP32: exact.                         8 B
+ *   F8_ADAMW_MOMENTS_BF16  m, v BF16, round to nearest even.          4 B
+ *   F8_ADAMW_MOMENTS_FP8   per block of F8_ADAMW_FP8_BLOCK consecutive 2 + 8/128 = 2.0625 B
+ *                          elements of a tensor (the last block may be short):
+ *       m: E4M3 codes of m·sm, sm = 2^floor(log2(448 / amax|m|));
+ *       v: E4M3 codes of sqrt(v)·sv, sv = 2^floor(log2(448 / amax sqrt(v)));
+ *       each block keeps scale_inv = 1/s (FP32, exact) for m and for sqrt(v).
+ *       amax over the block's new FP32 values (NaN ignored); a block of zeros
+ *       keeps s = 1; s = 448/amax rounded down to a power of two (FLT_MAX's
+ *       when that overflows), so x·s and code·scale_inv are exact. Encoding is
+ *       cvt.rn.satfinite (f8_fp8_from_float). Loading: m = code·scale_inv,
+ *       v = (code·scale_inv)² (FP32). 0 codes and scale_invs before any step.
+ * Why sqrt(v) in E4M3: v spans the square of the gradients' range, and a v
+ * rounded to 0 under a nonzero m makes an update of m/eps. Storing sqrt(v)
+ * halves the range in binades, so a block of 128 holds 2^34 of v's range
+ * (E4M3 with subnormals) against E5M2's 2^31 and E4M3-of-v's 2^17, at E5M2's
+ * precision for v (3 mantissa bits on sqrt(v)). dev/adamw_moments_study.c
+ * and docs/ARCHITECTURE.md have the comparison.
+ * Round to nearest stalls a moment whose per-step change is below half its
+ * spacing: a v that should decay by (1 - β2) per step stays where it is when
+ * 1 - β2 is below that (BF16: 2^-9 relative; FP8: 2^-5 to 2^-4), which keeps
+ * the step smaller, never larger. tests/test_adamw_moments.c states the losses
+ * reached against FP32 moments on small problems (BF16 within 1%, FP8 within
+ * 8%); whether a model trains as well is a measurement, not a promise. */
+typedef enum f8_adamw_moments {
+    F8_ADAMW_MOMENTS_FP32 = 0,
+    F8_ADAMW_MOMENTS_BF16 = 1,
+    F8_ADAMW_MOMENTS_FP8 = 2
+} f8_adamw_moments;
+
+#define F8_ADAMW_FP8_BLOCK 128
+
+/* "fp32", "bf16", "fp8" (the checkpoint metadata's values); NULL for another value. */
+const char *f8_adamw_moments_name(f8_adamw_moments moments);
 
 typedef struct f8_adamw_config {
     float lr_max;        /* default 6e-4 */
@@ -1360,19 +1401,21 @@ typedef struct f8_adamw_config {
     float beta1, beta2, eps; /* 0.9, 0.95, 1e-8 */
     float weight_decay;  /* default 0.1 */
     float grad_clip;     /* default 1.0; 0 = no clipping */
+    f8_adamw_moments moments; /* default F8_ADAMW_MOMENTS_FP32 */
 } f8_adamw_config;
 
 f8_adamw_config f8_adamw_config_default(void);
 /* Errors: F8_ERR_INVALID_ARGUMENT for a negative or non-finite lr, eps,
  * weight_decay or grad_clip, a beta outside [0, 1), negative step counts, or
- * total_steps neither 0 nor greater than warmup_steps. The device state
+ * total_steps neither 0 nor greater than warmup_steps, or an unknown
+ * moments value. The device state
  * (F8_MEM_OTHER) is allocated here. */
 f8_status f8_adamw_create(f8_ctx *ctx, const f8_adamw_config *config, f8_adamw **adamw);
 void f8_adamw_destroy(f8_adamw *adamw);
 /* Register a parameter and its gradient (same shape; views must stay valid
  * while the optimizer is used). decay != 0 applies weight decay to it.
  * Param and grad are FP32 or BF16, independently. Allocates its moments
- * (2 · count FP32, F8_MEM_OTHER) and rebuilds the device list of parameters,
+ * (the bytes per parameter above, F8_MEM_OTHER) and rebuilds the device list of parameters,
  * so every step, the first included, may be captured in a graph. Refused with
  * F8_ERR_STATE once a step has been issued (eagerly or into a graph); a
  * parameter registered twice is F8_ERR_INVALID_ARGUMENT. */
