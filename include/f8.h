@@ -1372,16 +1372,16 @@ typedef struct f8_adamw f8_adamw;
  *       v = (code·scale_inv)² (FP32). 0 codes and scale_invs before any step.
  * Why sqrt(v) in E4M3: v spans the square of the gradients' range, and a v
  * rounded to 0 under a nonzero m makes an update of m/eps. Storing sqrt(v)
- * halves the range in binades, so a block of 128 holds 2^34 of v's range
- * (E4M3 with subnormals) against E5M2's 2^31 and E4M3-of-v's 2^17, at E5M2's
+ * halves the range in binades, so a block of 128 holds about 2^35 of v's
+ * range (E4M3 with subnormals) against E5M2's 2^32 and E4M3-of-v's 2^18, at E5M2's
  * precision for v (3 mantissa bits on sqrt(v)). dev/adamw_moments_study.c
  * and docs/ARCHITECTURE.md have the comparison.
- * Round to nearest stalls a moment whose per-step change is below half its
- * spacing: a v that should decay by (1 - β2) per step stays where it is when
- * 1 - β2 is below that (BF16: 2^-9 relative; FP8: 2^-5 to 2^-4), which keeps
- * the step smaller, never larger. tests/test_adamw_moments.c states the losses
- * reached against FP32 moments on small problems (BF16 within 1%, FP8 within
- * 8%); whether a model trains as well is a measurement, not a promise. */
+ * Round to nearest keeps a moment where it is when one step would move it by
+ * less than half its storage spacing (BF16: 2^-9 to 2^-8 relative; FP8:
+ * 2^-5 to 2^-4 of m or sqrt(v) in a block's top binade): e.g. with β2 = 0.999
+ * a v of either form stops decaying. tests/test_adamw_moments.c states the
+ * losses reached against FP32 moments on small problems (BF16 within 1%, FP8
+ * within 8%); whether a model trains as well is a measurement, not a promise. */
 typedef enum f8_adamw_moments {
     F8_ADAMW_MOMENTS_FP32 = 0,
     F8_ADAMW_MOMENTS_BF16 = 1,
@@ -1438,15 +1438,21 @@ f8_status f8_adamw_read(f8_adamw *adamw, int64_t *step, float *lr, float *grad_n
 f8_status f8_adamw_set_comm(f8_adamw *adamw, f8_comm *comm);
 /* Checkpoint the optimizer (moments and step) under prefix / restore it
  * (same parameter shapes registered in the same order). Entries, with i the
- * registration order: <prefix>.m.<i> and <prefix>.v.<i> (F32, the parameter's
- * shape), <prefix>.step (I64 [1]), <prefix>.lr and <prefix>.grad_norm (F32
- * [1], what f8_adamw_read returns). Parameters are not stored: add them as
- * tensors. Restoring checks every entry first (a missing one, another dtype
- * or shape, more parameters stored than registered, a NaN or infinite
- * moment, lr or grad_norm, or a negative second moment, lr or grad_norm
- * (F8_ERR_INVALID_ARGUMENT naming the tensor and element) change nothing) and
- * then continues the run bit for bit. Adding refuses a name already in the
- * checkpoint before adding anything. */
+ * registration order: <prefix>.m.<i> and <prefix>.v.<i> (the parameter's
+ * shape; F32 or BF16 as the moments are kept; with FP8 moments instead
+ * <prefix>.m.<i> and <prefix>.v_sqrt.<i>, F8_E4M3 codes of m and sqrt(v),
+ * plus <prefix>.m_scale_inv.<i> and <prefix>.v_sqrt_scale_inv.<i>, F32
+ * [blocks]), <prefix>.step (I64 [1]), <prefix>.lr and <prefix>.grad_norm (F32
+ * [1], what f8_adamw_read returns), and the metadata "<prefix>.moments" =
+ * f8_adamw_moments_name (a checkpoint without it holds FP32 moments).
+ * Parameters are not stored: add them as tensors. Restoring checks every
+ * entry first (a missing one, another dtype or shape, more parameters stored
+ * than registered, a NaN or infinite moment, lr or grad_norm, or a negative
+ * second moment, scale_inv, lr or grad_norm (F8_ERR_INVALID_ARGUMENT naming
+ * the tensor and element); moments kept in another form than the optimizer's
+ * config.moments: F8_ERR_DTYPE naming both, not converted) change nothing)
+ * and then continues the run bit for bit. Adding refuses a name already in
+ * the checkpoint before adding anything. */
 f8_status f8_checkpoint_add_adamw(f8_checkpoint *checkpoint, const char *prefix, f8_adamw *adamw);
 f8_status f8_checkpoint_restore_adamw(const f8_checkpoint *checkpoint, const char *prefix, f8_adamw *adamw);
 

@@ -23,8 +23,6 @@
 
 #include "train_ops_tests.h"
 
-#include "io/checkpoint.h"
-
 static const f8_adamw_moments KINDS[2] = {F8_ADAMW_MOMENTS_BF16, F8_ADAMW_MOMENTS_FP8};
 #define BLOCK F8_ADAMW_FP8_BLOCK
 
@@ -150,18 +148,6 @@ static void run_steps(f8_ctx *ctx, model *m, int from, int steps)
         model_grads(ctx, m, k, NULL);
         CHECK_OK(ctx, f8_adamw_step(m->o));
     }
-}
-
-/* 1 when two checkpoints hold the same entries, byte for byte. */
-static int same_entries(const f8_checkpoint *a, const f8_checkpoint *b)
-{
-    if (f8i_checkpoint_count(a) != f8i_checkpoint_count(b)) return 0;
-    for (size_t i = 0; i < f8i_checkpoint_count(a); i++) {
-        const f8i_ck_entry *x = f8i_checkpoint_entry(a, i), *y = f8i_checkpoint_entry(b, i);
-        if (strcmp(x->name, y->name) || x->dtype != y->dtype || x->bytes != y->bytes || memcmp(x->data, y->data, x->bytes))
-            return 0;
-    }
-    return 1;
 }
 
 /* The optimizer's checkpoint entries (a fresh checkpoint; destroy it). */
@@ -631,18 +617,7 @@ static void test_checkpoint(f8_ctx *ctx, f8_adamw_moments kind)
     model_make(ctx, &c, &cfg, 10); /* another start: the restore must overwrite all that matters */
     run_steps(ctx, &a, 0, 7);
     run_steps(ctx, &b, 0, 3);
-    f8_checkpoint *ck = NULL, *ld = NULL;
-    CHECK_OK(ctx, f8_checkpoint_create(ctx, &ck));
-    char pname[32], path[128];
-    for (int i = 0; i < NP; i++) {
-        snprintf(pname, sizeof pname, "p.%d", i);
-        CHECK_OK(ctx, f8_checkpoint_add_tensor(ck, pname, &b.p[i]));
-    }
-    CHECK_OK(ctx, f8_checkpoint_add_adamw(ck, "o", b.o));
-    snprintf(path, sizeof path, "/tmp/f8_test_adamw_moments.%ld.safetensors", (long)getpid());
-    CHECK_OK(ctx, f8_checkpoint_save(ck, path));
-    CHECK_OK(ctx, f8_checkpoint_load(ctx, path, &ld));
-    remove(path);
+    f8_checkpoint *ld = save_and_load(ctx, b.p, NP, b.o, "o", ctx, "test_adamw_moments");
     if (!ld) die("checkpoint load", ctx);
     const char *meta = f8_checkpoint_metadata(ld, "o.moments");
     CHECK(meta && !strcmp(meta, name), "%s: the checkpoint's metadata o.moments is %s", name, meta ? meta : "absent");
@@ -654,10 +629,7 @@ static void test_checkpoint(f8_ctx *ctx, f8_adamw_moments kind)
           "%s: the stored moments' dtype or shape", name);
     CHECK(fp8 ? es && es->dtype == F8I_CK_F32 && es->shape[0] == 3 : !es && !entry(ld, "v", 0) == 0,
           "%s: the stored scale_invs (3 blocks of parameter 0)", name);
-    for (int i = 0; i < NP; i++) {
-        snprintf(pname, sizeof pname, "p.%d", i);
-        CHECK_OK(ctx, f8_checkpoint_read_tensor(ld, pname, &c.p[i]));
-    }
+    read_params(ctx, ld, c.p, NP);
     CHECK_OK(ctx, f8_checkpoint_restore_adamw(ld, "o", c.o));
     run_steps(ctx, &c, 3, 4);
     int same = 1;
@@ -695,7 +667,7 @@ static void test_checkpoint(f8_ctx *ctx, f8_adamw_moments kind)
     refused(ctx, bad, c.o, F8_ERR_INVALID_ARGUMENT, fp8 ? "o.v_sqrt_scale_inv.0" : "o.v.1", "a negative value");
     f8_checkpoint_destroy(bad);
 
-    f8_checkpoint_destroy(ck), f8_checkpoint_destroy(ld);
+    f8_checkpoint_destroy(ld);
     model_free(ctx, &a), model_free(ctx, &b), model_free(ctx, &c);
 }
 
