@@ -700,6 +700,25 @@ static void test_config_memory(f8_ctx *ctx)
         CHECK(got >= want[k] && got <= want[k] + 256, "%s moments of %lld parameters: %zu bytes, want %zu (+ the descriptor)",
               f8_adamw_moments_name(cfg.moments), (long long)n, got, want[k]);
         f8_adamw_destroy(o);
+        /* an empty parameter (a rank's empty shard) beside a short one: steps, checkpoints, restores */
+        f8_tensor ep = f8_tensor_make((float *)p.data + 64, F8_DTYPE_FP32, 1, 0),
+                  eg = f8_tensor_make((float *)g.data + 64, F8_DTYPE_FP32, 1, 0);
+        f8_tensor sp = f8_tensor_make(p.data, F8_DTYPE_FP32, 1, 5), sg = f8_tensor_make(g.data, F8_DTYPE_FP32, 1, 5);
+        f8_adamw *a = NULL, *b = NULL;
+        CHECK_OK(ctx, f8_adamw_create(ctx, &cfg, &a));
+        CHECK_OK(ctx, f8_adamw_create(ctx, &cfg, &b));
+        CHECK_OK(ctx, f8_adamw_add(a, &ep, &eg, 1));
+        CHECK_OK(ctx, f8_adamw_add(a, &sp, &sg, 1));
+        CHECK_OK(ctx, f8_adamw_add(b, &ep, &eg, 1));
+        CHECK_OK(ctx, f8_adamw_add(b, &sp, &sg, 1));
+        CHECK_OK(ctx, f8_adamw_step(a));
+        f8_checkpoint *ck = snapshot(ctx, a, "o");
+        CHECK_OK(ctx, f8_checkpoint_restore_adamw(ck, "o", b));
+        f8_checkpoint *back = snapshot(ctx, b, "o");
+        CHECK(same_entries(ck, back), "%s moments with an empty parameter: the restore differs",
+              f8_adamw_moments_name(cfg.moments));
+        f8_checkpoint_destroy(ck), f8_checkpoint_destroy(back);
+        f8_adamw_destroy(a), f8_adamw_destroy(b);
     }
     f8_ctx_free(ctx, p.data), f8_ctx_free(ctx, g.data);
 }
