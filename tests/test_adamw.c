@@ -10,18 +10,6 @@
 
 static const double PI = 3.14159265358979323846;
 
-/* 1 when two checkpoints hold the same entries, byte for byte. */
-static int same_entries(const f8_checkpoint *a, const f8_checkpoint *b)
-{
-    if (f8i_checkpoint_count(a) != f8i_checkpoint_count(b)) return 0;
-    for (size_t i = 0; i < f8i_checkpoint_count(a); i++) {
-        const f8i_ck_entry *x = f8i_checkpoint_entry(a, i), *y = f8i_checkpoint_entry(b, i);
-        if (strcmp(x->name, y->name) || x->dtype != y->dtype || x->bytes != y->bytes || memcmp(x->data, y->data, x->bytes))
-            return 0;
-    }
-    return 1;
-}
-
 /* ---- AdamW -------------------------------------------------------------------- */
 
 static double ref_lr(const f8_adamw_config *c, int64_t step)

@@ -586,9 +586,50 @@ F8_API f8_status f8_cross_entropy(f8_ctx *ctx, const f8_tensor *logits, int64_t 
  *   c         = grad_clip > 0 && norm > grad_clip ? grad_clip / norm : 1
  *   g' = c·g; m = β1 m + (1-β1) g'; v = β2 v + (1-β2) g'²
  *   p -= lr · (m / (1-β1^t) / (sqrt(v / (1-β2^t)) + eps) + wd · p)   (wd only for params added with decay)
- * with t = step + 1; then step += 1. Moments are FP32; params FP32 or BF16
- * (BF16 rounded to nearest even). */
+ * with t = step + 1; then step += 1. Params FP32 or BF16 (BF16 rounded to
+ * nearest even). The moments are kept in the precision the config's
+ * `moments` field selects (f8_adamw_moments below): each step loads them,
+ * runs the lines above in FP32 (in that order, no fused multiply-add), updates
+ * the parameter with the step's FP32 m and v, and only then rounds m and v
+ * into their storage. Both backends give the same bits, for every choice. */
 typedef struct f8_adamw f8_adamw;
+
+/* How the Adam moments are stored between steps (bytes per parameter: m + v
+ * + per-block scales; the FP32 master parameter is not counted):
+ *   F8_ADAMW_MOMENTS_FP32  m, v FP32: exact.                         8 B
+ *   F8_ADAMW_MOMENTS_BF16  m, v BF16, round to nearest even.          4 B
+ *   F8_ADAMW_MOMENTS_FP8   per block of F8_ADAMW_FP8_BLOCK consecutive 2 + 8/128 = 2.0625 B
+ *                          elements of a tensor (the last block may be short):
+ *       m: E4M3 codes of m·sm, sm = 2^floor(log2(448 / amax|m|));
+ *       v: E4M3 codes of sqrt(v)·sv, sv = 2^floor(log2(448 / amax sqrt(v)));
+ *       each block keeps scale_inv = 1/s (FP32, exact) for m and for sqrt(v).
+ *       amax over the block's new FP32 values (NaN ignored); a block of zeros
+ *       keeps s = 1; s = 448/amax rounded down to a power of two (FLT_MAX's
+ *       when that overflows), so x·s and code·scale_inv are exact. Encoding is
+ *       cvt.rn.satfinite (f8_fp8_from_float). Loading: m = code·scale_inv,
+ *       v = (code·scale_inv)² (FP32). 0 codes and scale_invs before any step.
+ * Why sqrt(v) in E4M3: v spans the square of the gradients' range, and a v
+ * rounded to 0 under a nonzero m makes an update of m/eps. Storing sqrt(v)
+ * halves the range in binades, so a block of 128 holds about 2^35 of v's
+ * range (E4M3 with subnormals) against E5M2's 2^32 and E4M3-of-v's 2^18, at E5M2's
+ * precision for v (3 mantissa bits on sqrt(v)). dev/adamw_moments_study.c
+ * and docs/ARCHITECTURE.md have the comparison.
+ * Round to nearest keeps a moment where it is when one step would move it by
+ * less than half its storage spacing (BF16: 2^-9 to 2^-8 relative; FP8:
+ * 2^-5 to 2^-4 of m or sqrt(v) in a block's top binade): e.g. with β2 = 0.999
+ * a v of either form stops decaying. tests/test_adamw_moments.c states the
+ * losses reached against FP32 moments on small problems (BF16 within 1%, FP8
+ * within 8%); whether a model trains as well is a measurement, not a promise. */
+typedef enum f8_adamw_moments {
+    F8_ADAMW_MOMENTS_FP32 = 0,
+    F8_ADAMW_MOMENTS_BF16 = 1,
+    F8_ADAMW_MOMENTS_FP8 = 2
+} f8_adamw_moments;
+
+#define F8_ADAMW_FP8_BLOCK 128
+
+/* "fp32", "bf16", "fp8" (the checkpoint metadata's values); NULL for another value. */
+F8_API const char *f8_adamw_moments_name(f8_adamw_moments moments);
 
 typedef struct f8_adamw_config {
     float lr_max;        /* default 6e-4 */
@@ -598,19 +639,21 @@ typedef struct f8_adamw_config {
     float beta1, beta2, eps; /* 0.9, 0.95, 1e-8 */
     float weight_decay;  /* default 0.1 */
     float grad_clip;     /* default 1.0; 0 = no clipping */
+    f8_adamw_moments moments; /* default F8_ADAMW_MOMENTS_FP32 */
 } f8_adamw_config;
 
 F8_API f8_adamw_config f8_adamw_config_default(void);
 /* Errors: F8_ERR_INVALID_ARGUMENT for a negative or non-finite lr, eps,
  * weight_decay or grad_clip, a beta outside [0, 1), negative step counts, or
- * total_steps neither 0 nor greater than warmup_steps. The device state
+ * total_steps neither 0 nor greater than warmup_steps, or an unknown
+ * moments value. The device state
  * (F8_MEM_OTHER) is allocated here. */
 F8_API f8_status f8_adamw_create(f8_ctx *ctx, const f8_adamw_config *config, f8_adamw **adamw);
 F8_API void f8_adamw_destroy(f8_adamw *adamw);
 /* Register a parameter and its gradient (same shape; views must stay valid
  * while the optimizer is used). decay != 0 applies weight decay to it.
  * Param and grad are FP32 or BF16, independently. Allocates its moments
- * (2 · count FP32, F8_MEM_OTHER) and rebuilds the device list of parameters,
+ * (the bytes per parameter above, F8_MEM_OTHER) and rebuilds the device list of parameters,
  * so every step, the first included, may be captured in a graph. Refused with
  * F8_ERR_STATE once a step has been issued (eagerly or into a graph); a
  * parameter registered twice is F8_ERR_INVALID_ARGUMENT. */
@@ -633,15 +676,21 @@ F8_API f8_status f8_adamw_read(f8_adamw *adamw, int64_t *step, float *lr, float 
 F8_API f8_status f8_adamw_set_comm(f8_adamw *adamw, f8_comm *comm);
 /* Checkpoint the optimizer (moments and step) under prefix / restore it
  * (same parameter shapes registered in the same order). Entries, with i the
- * registration order: <prefix>.m.<i> and <prefix>.v.<i> (F32, the parameter's
- * shape), <prefix>.step (I64 [1]), <prefix>.lr and <prefix>.grad_norm (F32
- * [1], what f8_adamw_read returns). Parameters are not stored: add them as
- * tensors. Restoring checks every entry first (a missing one, another dtype
- * or shape, more parameters stored than registered, a NaN or infinite
- * moment, lr or grad_norm, or a negative second moment, lr or grad_norm
- * (F8_ERR_INVALID_ARGUMENT naming the tensor and element) change nothing) and
- * then continues the run bit for bit. Adding refuses a name already in the
- * checkpoint before adding anything. */
+ * registration order: <prefix>.m.<i> and <prefix>.v.<i> (the parameter's
+ * shape; F32 or BF16 as the moments are kept; with FP8 moments instead
+ * <prefix>.m.<i> and <prefix>.v_sqrt.<i>, F8_E4M3 codes of m and sqrt(v),
+ * plus <prefix>.m_scale_inv.<i> and <prefix>.v_sqrt_scale_inv.<i>, F32
+ * [blocks]), <prefix>.step (I64 [1]), <prefix>.lr and <prefix>.grad_norm (F32
+ * [1], what f8_adamw_read returns), and the metadata "<prefix>.moments" =
+ * f8_adamw_moments_name (a checkpoint without it holds FP32 moments).
+ * Parameters are not stored: add them as tensors. Restoring checks every
+ * entry first (a missing one, another dtype or shape, more parameters stored
+ * than registered, a NaN or infinite moment, lr or grad_norm, or a negative
+ * second moment, scale_inv, lr or grad_norm (F8_ERR_INVALID_ARGUMENT naming
+ * the tensor and element); moments kept in another form than the optimizer's
+ * config.moments: F8_ERR_DTYPE naming both, not converted) change nothing)
+ * and then continues the run bit for bit. Adding refuses a name already in
+ * the checkpoint before adding anything. */
 F8_API f8_status f8_checkpoint_add_adamw(f8_checkpoint *checkpoint, const char *prefix, f8_adamw *adamw);
 F8_API f8_status f8_checkpoint_restore_adamw(const f8_checkpoint *checkpoint, const char *prefix, f8_adamw *adamw);
 

@@ -10,7 +10,8 @@
  * softmax denominator and the gradient norm sum in double. Elementwise steps
  * are FP32 in the contract's order (the file is built with -ffp-contract=off),
  * and the AdamW element update is f8i_adamw_update, the very function the GPU
- * runs. Temporaries are host mallocs inside the op (this is the oracle, not a
+ * runs, between the moments' loads and stores of adamw_moments.h (FP8: a
+ * block of F8_ADAMW_FP8_BLOCK at a time, as a warp of the GPU takes it). Temporaries are host mallocs inside the op (this is the oracle, not a
  * fast path; no backend memory is allocated).
  */
 #include <math.h>
@@ -137,6 +138,45 @@ f8_status f8i_cpu_cross_entropy(f8_ctx *ctx, const f8i_cross_entropy_args *a)
 
 /* ---- AdamW -------------------------------------------------------------- */
 
+/* The step's scalars, the same for every element. */
+typedef struct adamw_hyper {
+    float c, lr, b1, omb1, b2, omb2, bc1, bc2, eps;
+} adamw_hyper;
+
+static void adamw_element(const f8i_adamw_tensor *d, const adamw_hyper *h, int64_t i, float *m, float *v)
+{
+    float p = load(d->param, d->param_dtype, i);
+    f8i_adamw_update(&p, load(d->grad, d->grad_dtype, i), m, v, h->c, h->lr, h->b1, h->omb1, h->b2, h->omb2, h->bc1,
+                     h->bc2, h->eps, d->weight_decay);
+    store(d->param, d->param_dtype, i, p);
+}
+
+/* FP8 moments: per block, load every element's m and v, update, then choose
+ * the block's scales from the new values' amax and store codes and scale_invs. */
+static void adamw_tensor_fp8(const f8i_adamw_tensor *d, const adamw_hyper *h)
+{
+    uint8_t *mc = (uint8_t *)d->m, *vc = (uint8_t *)d->v;
+    for (int64_t b0 = 0, blk = 0; b0 < d->n; b0 += F8_ADAMW_FP8_BLOCK, blk++) {
+        const int nb = d->n - b0 < F8_ADAMW_FP8_BLOCK ? (int)(d->n - b0) : F8_ADAMW_FP8_BLOCK;
+        float m[F8_ADAMW_FP8_BLOCK], s[F8_ADAMW_FP8_BLOCK], am = 0.0f, as = 0.0f;
+        for (int j = 0; j < nb; j++) {
+            m[j] = f8i_adamw_m_from_fp8(mc[b0 + j], d->m_scale_inv[blk]);
+            float v = f8i_adamw_v_from_fp8(vc[b0 + j], d->v_scale_inv[blk]);
+            adamw_element(d, h, b0 + j, &m[j], &v);
+            s[j] = sqrtf(v);
+            am = fmaxf(am, fabsf(m[j]));
+            as = fmaxf(as, s[j]);
+        }
+        const float sm = f8i_adamw_fp8_scale(am), sv = f8i_adamw_fp8_scale(as);
+        for (int j = 0; j < nb; j++) {
+            mc[b0 + j] = f8i_fp8_encode(m[j] * sm, 0);
+            vc[b0 + j] = f8i_fp8_encode(s[j] * sv, 0);
+        }
+        d->m_scale_inv[blk] = 1.0f / sm;
+        d->v_scale_inv[blk] = 1.0f / sv;
+    }
+}
+
 f8_status f8i_cpu_adamw_step(f8_ctx *ctx, const f8i_adamw_step_args *a)
 {
     F8I_COUNT_LAUNCHES(ctx, 1);
@@ -156,24 +196,30 @@ f8_status f8i_cpu_adamw_step(f8_ctx *ctx, const f8i_adamw_step_args *a)
     f8i_adamw_state *s = a->state;
     const int64_t step = s->step, t = step + 1;
     const float norm = (float)sqrt(sq);
-    const float lr = f8i_adamw_lr(a->lr_max, a->lr_min, a->warmup_steps, a->total_steps, step);
-    const float c = f8i_adamw_clip(a->grad_clip, norm);
-    const float bc1 = f8i_adamw_bias_correction(a->beta1, t), bc2 = f8i_adamw_bias_correction(a->beta2, t);
-    const float omb1 = 1.0f - a->beta1, omb2 = 1.0f - a->beta2;
+    adamw_hyper h;
+    h.lr = f8i_adamw_lr(a->lr_max, a->lr_min, a->warmup_steps, a->total_steps, step);
+    h.c = f8i_adamw_clip(a->grad_clip, norm);
+    h.bc1 = f8i_adamw_bias_correction(a->beta1, t), h.bc2 = f8i_adamw_bias_correction(a->beta2, t);
+    h.b1 = a->beta1, h.b2 = a->beta2, h.omb1 = 1.0f - a->beta1, h.omb2 = 1.0f - a->beta2, h.eps = a->eps;
+    const int mdt = a->moments == F8_ADAMW_MOMENTS_BF16 ? F8_DTYPE_BF16 : F8_DTYPE_FP32;
     for (int k = 0; k < a->n_tensors; k++) {
         const f8i_adamw_tensor *d = &a->tensors[k];
-        for (int64_t i = 0; i < d->n; i++) {
-            float p = load(d->param, d->param_dtype, i);
-            f8i_adamw_update(&p, load(d->grad, d->grad_dtype, i), &d->m[i], &d->v[i], c, lr, a->beta1, omb1, a->beta2,
-                             omb2, bc1, bc2, a->eps, d->weight_decay);
-            store(d->param, d->param_dtype, i, p);
+        if (a->moments == F8_ADAMW_MOMENTS_FP8) {
+            adamw_tensor_fp8(d, &h);
+            continue;
+        }
+        for (int64_t i = 0; i < d->n; i++) { /* FP32 or BF16 moments: element by element */
+            float m = load(d->m, mdt, i), v = load(d->v, mdt, i);
+            adamw_element(d, &h, i, &m, &v);
+            store(d->m, mdt, i, m);
+            store(d->v, mdt, i, v);
         }
     }
     s->step = t;
-    s->lr = lr;
+    s->lr = h.lr;
     s->grad_norm = norm;
-    s->clip = c;
-    s->bc1 = bc1;
-    s->bc2 = bc2;
+    s->clip = h.c;
+    s->bc1 = h.bc1;
+    s->bc2 = h.bc2;
     return F8_OK;
 }

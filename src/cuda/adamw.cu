@@ -15,7 +15,14 @@
  *      the device step counter (the shared f8i_adamw_* formulas) and advances
  *      it. Nothing is read back: a replayed graph walks the schedule itself.
  *   3. adamw_update_kernel: every element through f8i_adamw_update (the same
- *      function the CPU backend runs) with the values of step 2.
+ *      function the CPU backend runs) with the values of step 2, its FP32 or
+ *      BF16 moments loaded and stored beside the parameter; with FP8 moments
+ *      adamw_update_fp8_kernel instead: a warp owns one block of
+ *      F8_ADAMW_FP8_BLOCK (= 32 lanes x 4 elements), updates it, takes the
+ *      block's amax by a shuffle (a max: any order gives the same bits) and
+ *      writes codes and scale_invs with the formulas of adamw_moments.h, the
+ *      encode being the hardware's cvt.rn.satfinite (fp8x2), which the cast
+ *      tests hold bit-equal to the CPU's f8i_fp8_encode.
  */
 #include <math.h>
 #include <stdint.h>
@@ -115,6 +122,7 @@ static __global__ void __launch_bounds__(AW_THREADS, 4) adamw_update_kernel(f8i_
     for (int k = 0; k < a.n_tensors; ++k) {
         const f8i_adamw_tensor d = a.tensors[k];
         const int pb = d.param_dtype == F8_DTYPE_BF16, gb = d.grad_dtype == F8_DTYPE_BF16;
+        const int mb = a.moments == F8_ADAMW_MOMENTS_BF16;
         const bool vp = dev_vec4(d.param, pb), vg = dev_vec4(d.grad, gb);
         for (int64_t i0 = first; i0 < d.n; i0 += 2 * stride) {
             float p[2][4], g[2][4], m[2][4], v[2][4];
@@ -126,8 +134,8 @@ static __global__ void __launch_bounds__(AW_THREADS, 4) adamw_update_kernel(f8i_
                 if (nv[u] == 0) continue;
                 ld4(d.param, pb, i, nv[u], vp, p[u]);
                 ld4(d.grad, gb, i, nv[u], vg, g[u]);
-                ld4(d.m, 0, i, nv[u], true, m[u]); /* moments: 256-byte aligned, v at a 256-byte offset */
-                ld4(d.v, 0, i, nv[u], true, v[u]);
+                ld4(d.m, mb, i, nv[u], true, m[u]); /* moments: 256-byte aligned, v at a 256-byte offset */
+                ld4(d.v, mb, i, nv[u], true, v[u]);
             }
 #pragma unroll
             for (int u = 0; u < 2; ++u) {
@@ -138,8 +146,87 @@ static __global__ void __launch_bounds__(AW_THREADS, 4) adamw_update_kernel(f8i_
                     f8i_adamw_update(&p[u][j], g[u][j], &m[u][j], &v[u][j], st.clip, st.lr, b1, omb1, b2, omb2, st.bc1,
                                      st.bc2, a.eps, d.weight_decay);
                 st4(d.param, pb, i, nv[u], vp, p[u]);
-                st4(d.m, 0, i, nv[u], true, m[u]);
-                st4(d.v, 0, i, nv[u], true, v[u]);
+                st4(d.m, mb, i, nv[u], true, m[u]);
+                st4(d.v, mb, i, nv[u], true, v[u]);
+            }
+        }
+    }
+}
+
+/* Largest of v over the 32 lanes of a warp (every lane gets it). */
+static __device__ __forceinline__ float warp_max(float v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
+    return v;
+}
+
+/* nv (<= 4) FP8 codes at element i of c (4 at once when nv == 4: i is a
+ * multiple of 4 on a 256-byte aligned base); the rest 0. */
+static __device__ __forceinline__ uint32_t ld_codes(const uint8_t *c, int64_t i, int nv)
+{
+    if (nv == 4) return *(const uint32_t *)(c + i);
+    uint32_t w = 0;
+    for (int j = 0; j < nv; ++j) w |= (uint32_t)c[i + j] << (8 * j);
+    return w;
+}
+
+static __device__ __forceinline__ void st_codes(uint8_t *c, int64_t i, int nv, uint32_t w)
+{
+    if (nv == 4) {
+        *(uint32_t *)(c + i) = w;
+        return;
+    }
+    for (int j = 0; j < nv; ++j) c[i + j] = (uint8_t)(w >> (8 * j));
+}
+
+static_assert(F8_ADAMW_FP8_BLOCK == 32 * 4, "a warp of 32 lanes x 4 elements owns one FP8 moments block");
+
+/* Grid: grid_size blocks of AW_THREADS. Warp w of the grid owns FP8 blocks
+ * w, w + warps, ... of every tensor in order; lane l of it owns elements
+ * 4l .. 4l+3 of the block (fewer or none in a tensor's short last block). The
+ * loop bound is the same for the 32 lanes, so all of them reach the shuffles. */
+static __global__ void __launch_bounds__(AW_THREADS) adamw_update_fp8_kernel(f8i_adamw_step_args a)
+{
+    const f8i_adamw_state st = *a.state;
+    const float b1 = a.beta1, b2 = a.beta2, omb1 = 1.0f - a.beta1, omb2 = 1.0f - a.beta2;
+    const int lane = threadIdx.x & 31;
+    const int64_t warp = ((int64_t)blockIdx.x * AW_THREADS + threadIdx.x) >> 5, warps = (int64_t)gridDim.x * (AW_THREADS / 32);
+    for (int k = 0; k < a.n_tensors; ++k) {
+        const f8i_adamw_tensor d = a.tensors[k];
+        const int pb = d.param_dtype == F8_DTYPE_BF16, gb = d.grad_dtype == F8_DTYPE_BF16;
+        const bool vp = dev_vec4(d.param, pb), vg = dev_vec4(d.grad, gb);
+        const int64_t blocks = F8I_ADAMW_FP8_BLOCKS(d.n);
+        for (int64_t blk = warp; blk < blocks; blk += warps) {
+            const int64_t i = blk * F8_ADAMW_FP8_BLOCK + 4 * lane;
+            const int nv = i >= d.n ? 0 : d.n - i < 4 ? (int)(d.n - i) : 4;
+            const float msi = d.m_scale_inv[blk], vsi = d.v_scale_inv[blk];
+            float p[4], g[4], m[4], s[4];
+            const uint32_t mw = ld_codes((const uint8_t *)d.m, i, nv), vw = ld_codes((const uint8_t *)d.v, i, nv);
+            ld4(d.param, pb, i, nv, vp, p);
+            ld4(d.grad, gb, i, nv, vg, g);
+            float am = 0.0f, as = 0.0f;
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                m[j] = 0.0f, s[j] = 0.0f;
+                if (j >= nv) continue;
+                m[j] = f8i_adamw_m_from_fp8((uint8_t)(mw >> (8 * j)), msi);
+                float v = f8i_adamw_v_from_fp8((uint8_t)(vw >> (8 * j)), vsi);
+                f8i_adamw_update(&p[j], g[j], &m[j], &v, st.clip, st.lr, b1, omb1, b2, omb2, st.bc1, st.bc2, a.eps,
+                                 d.weight_decay);
+                s[j] = sqrtf(v);
+                am = fmaxf(am, fabsf(m[j]));
+                as = fmaxf(as, s[j]);
+            }
+            const float sm = f8i_adamw_fp8_scale(warp_max(am)), sv = f8i_adamw_fp8_scale(warp_max(as));
+            if (nv) {
+                st4(d.param, pb, i, nv, vp, p);
+                st_codes((uint8_t *)d.m, i, nv, fp8x4<0>(m, sm));
+                st_codes((uint8_t *)d.v, i, nv, fp8x4<0>(s, sv));
+            }
+            if (lane == 0) { /* every lane read the old scale_invs before the shuffles */
+                d.m_scale_inv[blk] = 1.0f / sm;
+                d.v_scale_inv[blk] = 1.0f / sv;
             }
         }
     }
@@ -159,6 +246,10 @@ f8_status f8i_cuda_adamw_step(f8_ctx *ctx, const f8i_adamw_step_args *a)
     adamw_finalize_kernel<<<1, AW_THREADS, 0, s>>>(*a);
     st = f8i_cuda_launch_check(ctx, "adamw_finalize_kernel");
     if (st != F8_OK || !update) return st;
+    if (a->moments == F8_ADAMW_MOMENTS_FP8) {
+        adamw_update_fp8_kernel<<<grid_size(ctx, INT64_MAX / 2, AW_THREADS), AW_THREADS, 0, s>>>(*a);
+        return f8i_cuda_launch_check(ctx, "adamw_update_fp8_kernel");
+    }
     adamw_update_kernel<<<grid_size(ctx, INT64_MAX / 2, AW_THREADS), AW_THREADS, 0, s>>>(*a);
     return f8i_cuda_launch_check(ctx, "adamw_update_kernel");
 }

@@ -16,6 +16,7 @@
 
 #include "core/numerics.h"
 #include "core/f8i.h"
+#include "optim/adamw_moments.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -74,12 +75,14 @@ typedef struct f8i_cross_entropy_args {
 /* ---- AdamW ------------------------------------------------------------ */
 
 /* One registered parameter, as the step reads it (an array of these lives in
- * backend memory, built by f8_adamw_add). m and v are FP32; param and grad
- * FP32 or BF16 (f8_dtype values). */
+ * backend memory, built by f8_adamw_add). param and grad FP32 or BF16
+ * (f8_dtype values); m and v in the step's moments form (FP32, BF16, or the
+ * E4M3 codes of m and sqrt(v) with their blocks' scale_invs: adamw_moments.h). */
 typedef struct f8i_adamw_tensor {
     void *param;           /* (n) */
     const void *grad;      /* (n) */
-    float *m, *v;          /* (n) each */
+    void *m, *v;           /* (n) each; 256-byte aligned */
+    float *m_scale_inv, *v_scale_inv; /* FP8: (F8I_ADAMW_FP8_BLOCKS(n)) each; else NULL */
     int64_t n;
     int32_t param_dtype, grad_dtype;
     float weight_decay;    /* the config's, or 0 for a tensor added without decay */
@@ -108,7 +111,9 @@ typedef struct f8i_adamw_state {
  *      c = grad_clip > 0 && norm > grad_clip ? grad_clip / norm : 1,
  *      bc1 = 1 - β1^t, bc2 = 1 - β2^t (f8i_adamw_bias_corrections);
  *      state = {t, lr, norm, c, bc1, bc2};
- *   3. every element through f8i_adamw_update.
+ *   3. every element through f8i_adamw_update, its moments loaded from and
+ *      then stored into their form (adamw_moments.h; FP8: per block, the
+ *      block's scale_invs rewritten with its codes).
  * n_tensors may be 0 (the step counter still advances).
  * A sharded optimizer (f8_adamw_set_comm) splits the step around an
  * all-reduce of Σ g²: mode NORM does only 1's sum and writes it (FP32) to
@@ -125,6 +130,7 @@ typedef struct f8i_adamw_step_args {
     int64_t warmup_steps, total_steps;
     float beta1, beta2, eps, grad_clip;
     int32_t mode;          /* F8I_ADAMW_WHOLE, _NORM or _UPDATE */
+    int32_t moments;       /* f8_adamw_moments: every tensor's m and v form */
     float *sumsq;          /* (1) backend memory: NORM writes it, UPDATE reads it */
 } f8i_adamw_step_args;
 

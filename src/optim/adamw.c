@@ -16,13 +16,19 @@
  * the device from the device step counter, so a replayed graph advances the
  * schedule by itself and no step reads anything back.
  *
- * Moments are FP32 and accounted under F8_MEM_OTHER (f8_mem_category has no
- * optimizer category): one allocation per parameter, m then v (v starts at a
- * 256-byte boundary). A checkpoint stores them as "<prefix>.m.<i>" and
- * "<prefix>.v.<i>" (F32, the parameter's shape, i in registration order), the
- * step counter as "<prefix>.step" (I64 [1]) and the last lr and norm as
- * "<prefix>.lr", "<prefix>.grad_norm" (F32 [1]); nothing else of the state
- * influences later steps, so a restored run continues bit for bit.
+ * Moments are FP32, BF16 or FP8 (the config's `moments`; adamw_moments.h) and
+ * accounted under F8_MEM_OTHER (f8_mem_category has no optimizer category):
+ * one allocation per parameter, m then v, then for FP8 the blocks' scale_invs
+ * of m and of sqrt(v), each part at a 256-byte boundary. A checkpoint stores
+ * them in their own dtype as "<prefix>.m.<i>" and "<prefix>.v.<i>" (FP8:
+ * "<prefix>.v_sqrt.<i>", "<prefix>.m_scale_inv.<i>",
+ * "<prefix>.v_sqrt_scale_inv.<i>"; the moment_part table), the choice as the
+ * metadata "<prefix>.moments", the step counter as "<prefix>.step" (I64 [1])
+ * and the last lr and norm as "<prefix>.lr", "<prefix>.grad_norm" (F32 [1]);
+ * nothing else of the state influences later steps, so a restored run
+ * continues bit for bit. Restoring another moments form is refused, not
+ * converted: a conversion would silently not continue the run it claims to
+ * resume (FP8 and BF16 lose what FP32 kept), which a resume must not do.
  */
 #include <math.h>
 #include <stdio.h>
@@ -35,8 +41,9 @@
 
 typedef struct param_rec {
     f8_tensor param, grad;
-    float *moments; /* backend: m (n), then v at moments + v_offset */
-    int64_t v_offset;
+    void *moments;  /* backend: m (n), v (n), then with FP8 moments m's and v's
+                     * scale_invs (blocks each); every part 256-byte aligned */
+    size_t v_off, msi_off, vsi_off; /* byte offsets of v and the scale_invs */
     int decay;
 } param_rec;
 
@@ -66,7 +73,24 @@ f8_adamw_config f8_adamw_config_default(void)
     c.eps = 1e-8f;
     c.weight_decay = 0.1f;
     c.grad_clip = 1.0f;
+    c.moments = F8_ADAMW_MOMENTS_FP32;
     return c;
+}
+
+const char *f8_adamw_moments_name(f8_adamw_moments moments)
+{
+    switch (moments) {
+    case F8_ADAMW_MOMENTS_FP32: return "fp32";
+    case F8_ADAMW_MOMENTS_BF16: return "bf16";
+    case F8_ADAMW_MOMENTS_FP8: return "fp8";
+    }
+    return NULL;
+}
+
+/* Bytes of one stored moment element. */
+static size_t moment_size(f8_adamw_moments moments)
+{
+    return moments == F8_ADAMW_MOMENTS_FP32 ? 4 : moments == F8_ADAMW_MOMENTS_BF16 ? 2 : 1;
 }
 
 static int finite_nonneg(float x) { return isfinite(x) && x >= 0.0f; }
@@ -90,6 +114,9 @@ static f8_status config_check(f8_ctx *ctx, const f8_adamw_config *c)
     if (!finite_nonneg(c->eps) || !finite_nonneg(c->weight_decay) || !finite_nonneg(c->grad_clip))
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: eps %g, weight_decay %g and grad_clip %g must be finite and >= 0",
                          fn, (double)c->eps, (double)c->weight_decay, (double)c->grad_clip);
+    if (!f8_adamw_moments_name(c->moments))
+        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: moments %d is not an f8_adamw_moments value (FP32, BF16, FP8)",
+                         fn, (int)c->moments);
     return F8_OK;
 }
 
@@ -140,7 +167,11 @@ static f8i_adamw_tensor descriptor(const f8_adamw *o, const param_rec *p)
     d.param = p->param.data;
     d.grad = p->grad.data;
     d.m = p->moments;
-    d.v = p->moments + p->v_offset;
+    d.v = (char *)p->moments + p->v_off;
+    if (o->cfg.moments == F8_ADAMW_MOMENTS_FP8) {
+        d.m_scale_inv = (float *)((char *)p->moments + p->msi_off);
+        d.v_scale_inv = (float *)((char *)p->moments + p->vsi_off);
+    }
     d.n = p->param.rows * p->param.cols;
     d.param_dtype = (int32_t)p->param.dtype;
     d.grad_dtype = (int32_t)p->grad.dtype;
@@ -182,19 +213,25 @@ f8_status f8_adamw_add(f8_adamw *o, const f8_tensor *param, const f8_tensor *gra
     p.decay = decay != 0;
     p.moments = NULL;
     void *moments = NULL, *dev = NULL;
-    /* m and v: 2 · n FP32, each rounded to 256; a BF16 view's count may be
-     * past what FP32 moments can hold. */
+    /* m and v (n each, 4, 2 or 1 bytes) and FP8's scale_invs, each rounded to
+     * 256; a BF16 view's count may be past what FP32 moments can hold (2 · 4
+     * bytes bounds every form's m, v and scale_invs). */
     size_t mbytes = 0;
-    if (!f8i_size_mul((size_t)n, 2 * sizeof(float), &mbytes) || !f8i_size_add(mbytes, 512, &mbytes))
+    if (!f8i_size_mul((size_t)n, 2 * sizeof(float), &mbytes) || !f8i_size_add(mbytes, 1024, &mbytes))
         return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "%s: the moments of a [%lld, %lld] param are more than 2^62 bytes", fn,
                          (long long)param->rows, (long long)param->cols);
-    p.v_offset = (int64_t)(f8i_align256((size_t)n * sizeof(float)) / sizeof(float));
-    mbytes = 2 * (size_t)p.v_offset * sizeof(float);
+    const size_t part = f8i_align256((size_t)n * moment_size(o->cfg.moments));
+    const size_t sparts = o->cfg.moments == F8_ADAMW_MOMENTS_FP8
+                              ? f8i_align256((size_t)F8I_ADAMW_FP8_BLOCKS(n) * sizeof(float)) : 0;
+    p.v_off = part;
+    p.msi_off = 2 * part;
+    p.vsi_off = 2 * part + sparts;
+    mbytes = 2 * part + 2 * sparts;
     st = f8i_alloc(ctx, F8_MEM_OTHER, NULL, mbytes ? mbytes : 1, &moments);
     if (st == F8_OK) st = f8i_alloc(ctx, F8_MEM_OTHER, NULL, (size_t)(o->n + 1) * sizeof(f8i_adamw_tensor), &dev);
     f8i_adamw_tensor *host = NULL;
     if (st == F8_OK) {
-        p.moments = (float *)moments;
+        p.moments = moments;
         host = (f8i_adamw_tensor *)malloc((size_t)(o->n + 1) * sizeof *host);
         if (!host) st = f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
     }
@@ -235,6 +272,7 @@ f8_status f8_adamw_step(f8_adamw *o)
     a.beta2 = c->beta2;
     a.eps = c->eps;
     a.grad_clip = c->grad_clip;
+    a.moments = (int32_t)c->moments;
     a.sumsq = o->sumsq;
     f8_status st;
     if (o->comm) { /* the shard's Σ g², summed over the ranks, then the update */
@@ -287,6 +325,37 @@ static f8_status name_of(f8_ctx *ctx, char *out, const char *prefix, const char 
     return F8_OK;
 }
 
+/* The stored parts of one parameter's moments: m and v (FP32, BF16), or with
+ * FP8 the codes of m and sqrt(v) and their blocks' scale_invs. The table
+ * every checkpoint path loops over. */
+typedef struct moment_part {
+    const char *field;     /* entry "<prefix>.<field>.<i>" */
+    f8i_ck_dtype dtype;
+    size_t off;            /* byte offset in the parameter's moments */
+    int64_t rows, cols;    /* the parameter's shape, or [1, blocks] */
+    f8i_ck_rule rule;      /* what a restore requires of every element */
+} moment_part;
+
+static int n_parts(const f8_adamw *o) { return o->cfg.moments == F8_ADAMW_MOMENTS_FP8 ? 4 : 2; }
+
+static moment_part part_of(const f8_adamw *o, const param_rec *p, int k)
+{
+    static const char *const fields[2][4] = {{"m", "v", "", ""}, {"m", "v_sqrt", "m_scale_inv", "v_sqrt_scale_inv"}};
+    const int fp8 = o->cfg.moments == F8_ADAMW_MOMENTS_FP8;
+    const f8i_ck_dtype dt = fp8 ? F8I_CK_F8_E4M3 : o->cfg.moments == F8_ADAMW_MOMENTS_BF16 ? F8I_CK_BF16 : F8I_CK_F32;
+    const size_t offs[4] = {0, p->v_off, p->msi_off, p->vsi_off};
+    moment_part m;
+    m.field = fields[fp8][k];
+    m.dtype = k < 2 ? dt : F8I_CK_F32;
+    m.off = offs[k];
+    m.rows = k < 2 ? p->param.rows : 1;
+    m.cols = k < 2 ? p->param.cols : F8I_ADAMW_FP8_BLOCKS(p->param.rows * p->param.cols);
+    m.rule = k == 0 ? F8I_CK_FINITE : F8I_CK_NONNEGATIVE; /* scale_inv 0 before the first step */
+    return m;
+}
+
+static size_t part_bytes(const moment_part *m) { return (size_t)(m->rows * m->cols) * f8i_ck_dtype_size(m->dtype); }
+
 static f8_status check_pair(const f8_checkpoint *ck, const char *prefix, f8_adamw *o, const char *fn)
 {
     if (!o) {
@@ -306,30 +375,34 @@ f8_status f8_checkpoint_add_adamw(f8_checkpoint *ck, const char *prefix, f8_adam
     if (st != F8_OK) return st;
     f8_ctx *ctx = o->ctx;
     char name[NAME_LEN];
+    const int np = n_parts(o);
     /* Refuse a name collision before adding anything. */
     static const char *const scalars[3] = {"step", "lr", "grad_norm"};
-    for (int i = 0; i < 2 * o->n + 3 && st == F8_OK; i++) {
-        st = i < 2 * o->n ? name_of(ctx, name, prefix, i % 2 ? "v" : "m", i / 2)
-                          : name_of(ctx, name, prefix, scalars[i - 2 * o->n], -1);
+    for (int i = 0; i < np * o->n + 3 && st == F8_OK; i++) {
+        st = i < np * o->n ? name_of(ctx, name, prefix, part_of(o, &o->params[i / np], i % np).field, i / np)
+                           : name_of(ctx, name, prefix, scalars[i - np * o->n], -1);
         if (st == F8_OK && f8i_checkpoint_find(ck, name))
             st = f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: \"%s\" is already in the checkpoint", fn, name);
     }
     if (st != F8_OK) return st;
     f8i_adamw_state s;
     st = ctx->be->download(ctx, &s, o->state, sizeof s);
-    int64_t max_n = 1;
-    for (int i = 0; i < o->n; i++)
-        if (o->params[i].param.rows * o->params[i].param.cols > max_n) max_n = o->params[i].param.rows * o->params[i].param.cols;
-    float *host = st == F8_OK ? (float *)malloc((size_t)max_n * sizeof(float)) : NULL;
+    size_t max_bytes = 1;
+    for (int i = 0; i < np * o->n; i++) {
+        const moment_part m = part_of(o, &o->params[i / np], i % np);
+        if (part_bytes(&m) > max_bytes) max_bytes = part_bytes(&m);
+    }
+    void *host = st == F8_OK ? malloc(max_bytes) : NULL;
     if (st == F8_OK && !host) st = f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
-    for (int i = 0; i < 2 * o->n && st == F8_OK; i++) {
-        const param_rec *p = &o->params[i / 2];
-        const int64_t n = p->param.rows * p->param.cols;
-        const size_t bytes = (size_t)n * sizeof(float);
-        int64_t shape[2] = {p->param.rows, p->param.cols};
-        st = bytes ? ctx->be->download(ctx, host, p->moments + (i % 2 ? p->v_offset : 0), bytes) : F8_OK;
-        if (st == F8_OK) st = name_of(ctx, name, prefix, i % 2 ? "v" : "m", i / 2);
-        if (st == F8_OK) st = f8i_checkpoint_put(ck, name, F8I_CK_F32, 2, shape, host, bytes);
+    for (int i = 0; i < np * o->n && st == F8_OK; i++) {
+        const param_rec *p = &o->params[i / np];
+        const moment_part m = part_of(o, p, i % np);
+        const size_t bytes = part_bytes(&m);
+        int64_t shape[2] = {m.rows, m.cols};
+        st = bytes ? ctx->be->download(ctx, host, (char *)p->moments + m.off, bytes) : F8_OK;
+        if (st == F8_OK) st = name_of(ctx, name, prefix, m.field, i / np);
+        if (st == F8_OK) st = f8i_checkpoint_put(ck, name, m.dtype, i % np < 2 ? 2 : 1, i % np < 2 ? shape : shape + 1,
+                                                 host, bytes);
     }
     free(host);
     const int64_t one = 1;
@@ -339,6 +412,8 @@ f8_status f8_checkpoint_add_adamw(f8_checkpoint *ck, const char *prefix, f8_adam
     if (st == F8_OK) st = f8i_checkpoint_put(ck, name, F8I_CK_F32, 1, &one, &s.lr, sizeof s.lr);
     if (st == F8_OK) st = name_of(ctx, name, prefix, "grad_norm", -1);
     if (st == F8_OK) st = f8i_checkpoint_put(ck, name, F8I_CK_F32, 1, &one, &s.grad_norm, sizeof s.grad_norm);
+    if (st == F8_OK) st = name_of(ctx, name, prefix, "moments", -1);
+    if (st == F8_OK) st = f8i_checkpoint_set_meta(ck, name, f8_adamw_moments_name(o->cfg.moments));
     return st;
 }
 
@@ -361,20 +436,40 @@ static f8_status find_checked(const f8_checkpoint *ck, f8_ctx *ctx, const char *
     return F8_OK;
 }
 
+/* The checkpoint's moments form (metadata "<prefix>.moments"; a checkpoint
+ * without it predates the choice: FP32) must be the optimizer's. */
+static f8_status check_moments(const f8_checkpoint *ck, const char *prefix, f8_adamw *o, const char *fn)
+{
+    char key[NAME_LEN];
+    f8_status st = name_of(o->ctx, key, prefix, "moments", -1);
+    if (st != F8_OK) return st;
+    const char *stored = f8_checkpoint_metadata(ck, key);
+    const char *mine = f8_adamw_moments_name(o->cfg.moments);
+    if (!stored) stored = "fp32";
+    if (strcmp(stored, mine) != 0)
+        return f8i_error(o->ctx, F8_ERR_DTYPE,
+                         "%s: the checkpoint's moments under \"%s\" are %.16s (metadata \"%s\") but this optimizer keeps "
+                         "%s moments: create it with f8_adamw_config.moments set to the checkpoint's choice "
+                         "(moments are not converted)", fn, prefix, stored, key, mine);
+    return F8_OK;
+}
+
 f8_status f8_checkpoint_restore_adamw(const f8_checkpoint *ck, const char *prefix, f8_adamw *o)
 {
     static const char fn[] = "f8_checkpoint_restore_adamw";
     f8_status st = check_pair(ck, prefix, o, fn);
+    if (st == F8_OK) st = check_moments(ck, prefix, o, fn);
     if (st != F8_OK) return st;
     f8_ctx *ctx = o->ctx;
     char name[NAME_LEN];
-    const f8i_ck_entry **mv = (const f8i_ck_entry **)calloc(2 * (size_t)o->n + 1, sizeof *mv);
+    const int np = n_parts(o);
+    const f8i_ck_entry **mv = (const f8i_ck_entry **)calloc((size_t)np * (size_t)o->n + 1, sizeof *mv);
     if (!mv) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
     /* Check everything first. */
-    for (int i = 0; i < 2 * o->n && st == F8_OK; i++) {
-        const param_rec *p = &o->params[i / 2];
-        st = name_of(ctx, name, prefix, i % 2 ? "v" : "m", i / 2);
-        if (st == F8_OK) st = find_checked(ck, ctx, name, F8I_CK_F32, p->param.rows, p->param.cols, &mv[i]);
+    for (int i = 0; i < np * o->n && st == F8_OK; i++) {
+        const moment_part m = part_of(o, &o->params[i / np], i % np);
+        st = name_of(ctx, name, prefix, m.field, i / np);
+        if (st == F8_OK) st = find_checked(ck, ctx, name, m.dtype, m.rows, m.cols, &mv[i]);
     }
     if (st == F8_OK) st = name_of(ctx, name, prefix, "m", o->n);
     if (st == F8_OK && f8i_checkpoint_find(ck, name))
@@ -387,10 +482,11 @@ f8_status f8_checkpoint_restore_adamw(const f8_checkpoint *ck, const char *prefi
     if (st == F8_OK) st = find_checked(ck, ctx, name, F8I_CK_F32, 1, 1, &elr);
     if (st == F8_OK) st = name_of(ctx, name, prefix, "grad_norm", -1);
     if (st == F8_OK) st = find_checked(ck, ctx, name, F8I_CK_F32, 1, 1, &en);
-    /* Values: a NaN moment or a negative second moment would poison every
-     * later step (the file is untrusted; checksums catch only corruption). */
-    for (int i = 0; i < 2 * o->n && st == F8_OK; i++)
-        st = f8i_checkpoint_check_finite(ck, fn, mv[i]->name, i % 2 ? F8I_CK_NONNEGATIVE : F8I_CK_FINITE);
+    /* Values: a NaN moment or a negative second moment or scale_inv would
+     * poison every later step (the file is untrusted; checksums catch only
+     * corruption). */
+    for (int i = 0; i < np * o->n && st == F8_OK; i++)
+        st = f8i_checkpoint_check_finite(ck, fn, mv[i]->name, part_of(o, &o->params[i / np], i % np).rule);
     if (st == F8_OK) st = f8i_checkpoint_check_finite(ck, fn, elr->name, F8I_CK_NONNEGATIVE);
     if (st == F8_OK) st = f8i_checkpoint_check_finite(ck, fn, en->name, F8I_CK_NONNEGATIVE);
     f8i_adamw_state s;
@@ -403,9 +499,10 @@ f8_status f8_checkpoint_restore_adamw(const f8_checkpoint *ck, const char *prefi
     }
     /* Write: moments, then the state (the outputs of the step it continues from;
      * clip and the bias corrections are recomputed by every step). */
-    for (int i = 0; i < 2 * o->n && st == F8_OK; i++) {
-        const param_rec *p = &o->params[i / 2];
-        if (mv[i]->bytes) st = ctx->be->upload(ctx, p->moments + (i % 2 ? p->v_offset : 0), mv[i]->data, mv[i]->bytes);
+    for (int i = 0; i < np * o->n && st == F8_OK; i++) {
+        const param_rec *p = &o->params[i / np];
+        const moment_part m = part_of(o, p, i % np);
+        if (mv[i]->bytes) st = ctx->be->upload(ctx, (char *)p->moments + m.off, mv[i]->data, mv[i]->bytes);
     }
     if (st == F8_OK) {
         s.clip = 1.0f;
