@@ -217,8 +217,9 @@ static void test_recompute_norm(void)
 static void test_resume(void)
 {
     /* FP8 off; delayed; current scaling; current scaling with telemetry; block scaling; delayed with the
-     * LM head in FP8; delayed with FP8 attention (BF16; its slots in the checkpoint) */
-    for (int v = 0; v < 7; v++) {
+     * LM head in FP8; delayed with FP8 attention (BF16; its slots in the checkpoint); AdamW's moments in
+     * BF16; in FP8 */
+    for (int v = 0; v < 9; v++) {
         const int fp8 = v > 0;
         char path[128];
         snprintf(path, sizeof path, "/tmp/f8_test_gpt_%d_%d.safetensors", v, (int)getpid());
@@ -228,6 +229,7 @@ static void test_resume(void)
         o.fp8_head = v == 5;
         o.fp8_attention = v == 6;
         if (v == 6) o.dtype = "bf16";
+        o.adam_moments = v == 7 ? "bf16" : v == 8 ? "fp8" : NULL;
         double full[4], part[4];
         trainer *u = make(&o);
         for (int s = 0; s < 4; s++) CHECK_OK(NULL, trainer_step(u, &full[s]));
@@ -274,6 +276,10 @@ static void test_resume(void)
             o.given |= train_option_bit("--fp8-attention");
             CHECK(trainer_create(&o, &x, err, sizeof err) != F8_OK && x == NULL && strstr(err, "train.fp8_attention"),
                   "variant %d: --fp8-attention against the checkpoint: %s", v, err);
+            o.fp8_attention = v == 6; /* and other AdamW moments than the checkpoint's */
+            o.adam_moments = v == 7 ? "fp8" : "bf16";
+            CHECK(trainer_create(&o, &x, err, sizeof err) != F8_OK && x == NULL && strstr(err, "optimizer.moments"),
+                  "variant %d: --adam-moments against the checkpoint: %s", v, err);
         }
         remove(path);
     }

@@ -61,6 +61,8 @@ train_options train_options_default(void)
     o.backend = "auto";
     o.fp8 = 1;
     o.dtype = "auto";
+    o.attention = "auto";
+    o.attention_deterministic = 1;
     apply_preset(&o, &PRESETS[0]);
     o.steps = 200;
     o.warmup = 20;
@@ -207,6 +209,12 @@ static int check_conflicts(const train_options *o, char *err, size_t n)
     if (o->fp8_weights && train_check_fp8_weights(o, o->recipe, err, n) != 0) return -1;
     if (train_check_recompute_norm(o, o->recipe, err, n) != 0) return -1;
     if (train_check_fp8_attention(o, o->recipe, err, n) != 0) return -1;
+    if (o->adam_moments && strcmp(o->adam_moments, "fp32") && (o->ranks > 0 || o->gpus > 0 || o->tp > 1)) {
+        snprintf(err, n, "--adam-moments %s runs on one rank only for now (the sharded optimizer's checkpoint "
+                         "keeps FP32 moments): leave out --ranks/--gpus/--tp or use --adam-moments fp32",
+                 o->adam_moments);
+        return -1;
+    }
     const int64_t ranks = o->ranks > 0 ? o->ranks : o->gpus;
     if ((o->tp > 1 || o->sequence_parallel) && train_check_tp(o, err, n) != 0) return -1;
     if (o->tp <= 1 && ranks > 0 && o->grad_accum % ranks != 0) {
@@ -251,6 +259,7 @@ static int check_conflicts(const train_options *o, char *err, size_t n)
 static const char *const ON_OFF[2] = {"off", "on"}, *const GRAPH_WORDS[3] = {"off", "on", "auto"};
 static const char *const BACKENDS[3] = {"auto", "cpu", "cuda"}, *const DTYPES[3] = {"auto", "fp32", "bf16"};
 static const char *const RECIPES[3] = {"delayed", "current", "block"};
+static const char *const ATTENTION_PATHS[2] = {"auto", "own"}, *const MOMENTS[3] = {"fp32", "bf16", "fp8"};
 
 #define F(field) offsetof(train_options, field)
 #define BIG ((double)TRAIN_MAX_STEPS)
@@ -297,6 +306,20 @@ static const train_option_def OPTIONS[] = {
     {"--recipe", NULL, OPT_WORD, F(recipe), 0, 0, WORDS(RECIPES), "train.recipe",
      NULL,
      "  --recipe delayed|current|block   FP8 scaling recipe (default delayed; on --resume the checkpoint's)\n"},
+    {"--attention", NULL, OPT_WORD, F(attention), 0, 0, WORDS(ATTENTION_PATHS), NULL,
+     NULL,
+     "  --attention auto|own  attention's implementation on the GPU: auto runs cuDNN's fused flash\n"
+     "                       attention where it takes the call, f8's kernels elsewhere; own always\n"
+     "                       f8's kernels (default auto)\n"},
+    {"--attention-deterministic", NULL, OPT_ON_OFF, F(attention_deterministic), 0, 0, WORDS(ON_OFF), NULL,
+     NULL,
+     "  --attention-deterministic on|off  cuDNN's attention backward: on, bitwise repeatable runs;\n"
+     "                       off, dQ accumulated with atomics, faster and not repeatable (default on)\n"},
+    {"--adam-moments", NULL, OPT_WORD, F(adam_moments), 0, 0, WORDS(MOMENTS), NULL,
+     NULL,
+     "  --adam-moments fp32|bf16|fp8  how AdamW keeps its two moments: 8, 4 or about 2 bytes a\n"
+     "                       parameter (fp8: E4M3 m and sqrt(v), per-128 power-of-two scales; f8.h);\n"
+     "                       one rank only for now (default fp32; on --resume the checkpoint's)\n"},
     {"--dtype", NULL, OPT_WORD, F(dtype), 0, 0, WORDS(DTYPES), "train.dtype",
      NULL,
      "  --dtype auto|fp32|bf16   parameters and activations (default auto: bf16 on CUDA, fp32 on CPU)\n"},
@@ -714,6 +737,22 @@ int train_options_from_metadata(train_options *o, train_meta_fn get, void *user,
                          "match)", o->dtype, dtype);
         return -1;
     }
+    /* AdamW's moments as the library recorded them (none: FP32, as before the option) */
+    const char *mv = get(user, "optimizer.moments"), *moments = mv ? NULL : "fp32";
+    static const char *const forms[3] = {"fp32", "bf16", "fp8"};
+    for (int i = 0; mv && i < 3; i++)
+        if (strcmp(mv, forms[i]) == 0) moments = forms[i];
+    if (!moments) {
+        snprintf(err, n, "optimizer.moments = '%.40s': expected fp32, bf16 or fp8", mv);
+        return -1;
+    }
+    if (o->adam_moments && strcmp(o->adam_moments, moments) != 0) {
+        snprintf(err, n, "--adam-moments %s conflicts with the checkpoint's optimizer.moments = %s: a resumed run "
+                         "keeps its optimizer state (leave --adam-moments out or make it match)", o->adam_moments,
+                 moments);
+        return -1;
+    }
+    o->adam_moments = moments;
     o->model = "custom";
     for (int i = 0; i < 4; i++) *cur[i] = shape[i];
     o->fp8 = (int)fp8;

@@ -34,6 +34,12 @@ typedef struct train_options {
                                  on --resume the checkpoint's */
     const char *recipe;       /* FP8 scaling: "delayed", "current", "block"; NULL: delayed, or on
                                  --resume the checkpoint's */
+    const char *attention;    /* --attention: "auto" (cuDNN where it takes the call) or "own" (f8's kernels);
+                                 f8_ctx_config.attention_path */
+    int attention_deterministic; /* --attention-deterministic: 1 (default) cuDNN's deterministic attention
+                                 backward, 0 its faster atomic one (f8_ctx_config.attention_nondeterministic) */
+    const char *adam_moments; /* --adam-moments: "fp32" (default), "bf16", "fp8" (f8_adamw_config.moments);
+                                 NULL on --resume: the checkpoint's optimizer.moments */
     const char *dtype;        /* "auto" (bf16 on CUDA, fp32 on CPU), "fp32", "bf16" */
     const char *model;        /* preset: "tiny", "small", "124M", "350M", "1.3B", or "custom" */
     int64_t layers, heads, channels, seq, batch, grad_accum;

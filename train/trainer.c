@@ -369,6 +369,8 @@ static f8_status make_ctx(trainer *t, char *err, size_t n)
     cfg.recipe.kind = strcmp(r, "current") == 0 ? F8_RECIPE_CURRENT
                     : strcmp(r, "block") == 0   ? F8_RECIPE_BLOCK
                                                 : F8_RECIPE_DELAYED;
+    cfg.attention_path = strcmp(t->o.attention, "own") == 0 ? F8_ATTENTION_PATH_OWN : F8_ATTENTION_PATH_AUTO;
+    cfg.attention_nondeterministic = !t->o.attention_deterministic;
     f8_status st = f8_ctx_create(&cfg, &t->ctx, err, n);
     if (st == F8_ERR_NO_DEVICE && strcmp(b, "auto") == 0) {
         cfg.backend = F8_BACKEND_CPU;
@@ -499,6 +501,15 @@ f8_status trainer_create(const train_options *opt, trainer **out, char *err, siz
     ac.total_steps = t->o.steps > ac.warmup_steps ? t->o.steps : 0;
     ac.weight_decay = t->o.weight_decay;
     ac.grad_clip = t->o.grad_clip;
+    const char *mo = t->o.adam_moments ? t->o.adam_moments : "fp32";
+    ac.moments = strcmp(mo, "bf16") == 0 ? F8_ADAMW_MOMENTS_BF16
+               : strcmp(mo, "fp8") == 0  ? F8_ADAMW_MOMENTS_FP8
+                                         : F8_ADAMW_MOMENTS_FP32;
+    if (st == F8_OK && t->comm && ac.moments != F8_ADAMW_MOMENTS_FP32) {
+        snprintf(err, n, "--adam-moments %s runs on one rank only for now (the sharded optimizer's checkpoint "
+                         "keeps FP32 moments)", mo);
+        st = F8_ERR_UNSUPPORTED;
+    }
     if (st == F8_OK && t->comm) {
         /* with TP: ZeRO-1 over the DP group of this rank's parameters, the replicated ones on
          * TP rank 0 only; the gradient norm over every rank (tp.h) */
