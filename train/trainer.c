@@ -7,10 +7,11 @@
  * workspaces are cast once per step), backward, keep its losses; the forward
  * and backward delayed-scaling updates; AdamW (lr schedule on the device).
  * Every piece is device work without host reads, so on the GPU the step is
- * captured once as one graph and replayed. Capture needs one eager step first
- * (plans, lazy buffers); its effects are undone by restoring the model and
- * optimizer from an in-memory checkpoint taken before it, so a graphed run
- * and an eager one start from the same state. The host uploads the next
+ * captured once as one graph and replayed. Capture needs an eager warm-up
+ * first (plans, lazy buffers): one microbatch's forward and backward, which
+ * leaves nothing the step reads, or with ranks or telemetry a whole step
+ * undone by restoring the model and optimizer from an in-memory checkpoint
+ * (capture), so a graphed run and an eager one start from the same state. The host uploads the next
  * step's tokens and downloads the losses: one synchronization per step.
  *
  * Resume: a checkpoint holds the model (parameters and FP8 scaling state,
@@ -52,7 +53,9 @@ static double now_s(void)
 /* ---- the step ------------------------------------------------------------- */
 
 /* Everything a step does on the device; capturable. */
-static f8_status step_work(trainer *t)
+/* Forward and backward of this rank's first `count` microbatches of the
+ * staged step (gradients zeroed first). */
+static f8_status microbatches(trainer *t, int64_t count)
 {
     gpt *m = &t->m;
     const float scale = 1.0f / (float)(t->M * t->T);
@@ -60,7 +63,7 @@ static f8_status step_work(trainer *t)
     int32_t *own_tokens = m->tokens, *own_targets = m->targets;
     float *own_losses = m->losses;
     f8_status st = F8_OK;
-    for (int64_t mb = 0; mb < t->Ml && st == F8_OK; mb++) {
+    for (int64_t mb = 0; mb < count && st == F8_OK; mb++) {
         /* the model reads this microbatch's staged tokens and writes its
          * losses in place (captured by address: no copies) */
         m->tokens = t->stage + (size_t)(mb * 2 * t->T);
@@ -77,7 +80,13 @@ static f8_status step_work(trainer *t)
     m->tokens = own_tokens;
     m->targets = own_targets;
     m->losses = own_losses;
-    TRY(st);
+    return st;
+}
+
+static f8_status step_work(trainer *t)
+{
+    gpt *m = &t->m;
+    TRY(microbatches(t, t->Ml));
     if (m->tp) TRY(tp_reduce_grads(m)); /* the column-parallel LayerNorms' shares */
     TRY(f8_ctx_update_scales(t->ctx, F8_DIR_FORWARD));
     TRY(f8_ctx_update_scales(t->ctx, F8_DIR_BACKWARD));
@@ -123,8 +132,28 @@ static f8_status snapshot(trainer *t, f8_checkpoint **ck)
     return st;
 }
 
+/* The capture's warm-up builds the plans and lazy buffers of the step's
+ * kernels before they are recorded. One rank without telemetry warms up with
+ * the forward and backward of the step's first microbatch alone: every
+ * microbatch has the same shapes, AdamW and the scale updates need no
+ * warm-up (f8.h), and what it leaves behind changes nothing the captured
+ * step reads: gradients are zeroed again, weight workspaces cast again, and
+ * its amaxes, those of the same microbatch, are maxed into the slots' row 0
+ * again by the step. So no snapshot of the model and optimizer is taken (at
+ * 1.3B, gigabytes each way). With ranks (collectives' buffers) or telemetry
+ * (its counters add up) the warm-up is a whole step, undone by a snapshot. */
 static f8_status capture(trainer *t)
 {
+    if (!t->dp && !t->m.tp && !f8_ctx_telemetry_enabled(t->ctx)) {
+        f8_status st = microbatches(t, 1);
+        if (st == F8_OK) st = f8_graph_begin(t->ctx);
+        if (st == F8_OK) {
+            f8_status work = step_work(t);
+            st = f8_graph_end(t->ctx, &t->graph);
+            if (work != F8_OK) st = work;
+        }
+        return st;
+    }
     f8_checkpoint *ck = NULL;
     f8_status st = snapshot(t, &ck);
     if (st == F8_OK) st = stage_batches(t, t->step);
