@@ -9,7 +9,8 @@
  * Every piece is device work without host reads, so on the GPU the step is
  * captured once as one graph and replayed. Capture needs an eager warm-up
  * first (plans, lazy buffers): one microbatch's forward and backward, which
- * leaves nothing the step reads, or with ranks or telemetry a whole step
+ * leaves nothing the step reads, or with ranks, FP8 primary weights or
+ * telemetry a whole step
  * undone by restoring the model and optimizer from an in-memory checkpoint
  * (capture), so a graphed run and an eager one start from the same state. The host uploads the next
  * step's tokens and downloads the losses: one synchronization per step.
@@ -140,11 +141,13 @@ static f8_status snapshot(trainer *t, f8_checkpoint **ck)
  * step reads: gradients are zeroed again, weight workspaces cast again, and
  * its amaxes, those of the same microbatch, are maxed into the slots' row 0
  * again by the step. So no snapshot of the model and optimizer is taken (at
- * 1.3B, gigabytes each way). With ranks (collectives' buffers) or telemetry
- * (its counters add up) the warm-up is a whole step, undone by a snapshot. */
+ * 1.3B, gigabytes each way). With ranks (collectives' buffers), FP8 primary
+ * weights (their weight slots' amaxes are the masters' cast's, which the
+ * step writes after AdamW) or telemetry (its counters add up) the warm-up
+ * is a whole step, undone by a snapshot. */
 static f8_status capture(trainer *t)
 {
-    if (!t->dp && !t->m.tp && !f8_ctx_telemetry_enabled(t->ctx)) {
+    if (!t->dp && !t->m.tp && !t->fw && !f8_ctx_telemetry_enabled(t->ctx)) {
         f8_status st = microbatches(t, 1);
         if (st == F8_OK) st = f8_graph_begin(t->ctx);
         if (st == F8_OK) {
