@@ -54,14 +54,16 @@ f8_status f8i_cuda_smem_optin(f8_ctx *ctx, const void *fn, const char *what);
 f8_status f8i_cuda_gemm_create(f8_ctx *ctx);   /* fills f8i_cuda(ctx)->gemm */
 void f8i_cuda_gemm_destroy(f8_ctx *ctx);
 f8_status f8i_cuda_gemm(f8_ctx *ctx, const f8i_gemm_args *args);
-/* The cuBLASLt handle (a cublasLtHandle_t) and the ctx's GEMM workspace, lent
- * to gemm_block.cu, whose calls run on the same stream (never concurrently). */
+/* The cuBLASLt handle (a cublasLtHandle_t) and the ctx's cuBLASLt workspace
+ * (workspace_bytes), lent to gemm_block.cu, whose calls run on the same
+ * stream (never concurrently). */
 f8_status f8i_cuda_gemm_lt(f8_ctx *ctx, void **handle, void **workspace, size_t *workspace_bytes);
-/* The block GEMM's tail of that workspace (gemm_block.cu's relaid scale
- * grids): allocated beyond the per-tensor GEMM's 32 MiB, so the block
- * matmul gets cuBLASLt's full 32 MiB too. A 1x128 grid is 1/32 of its FP8
- * operand's bytes: 32 MiB holds the grids of operand pairs up to ~1 GB. */
-#define F8I_GEMM_SCALE_TAIL_BYTES ((size_t)32 << 20)
+/* The block GEMM's own buffer for its relaid scale grids (gemm_block.cu),
+ * F8I_GEMM_BLOCK_SCALE_BYTES, allocated apart from the cuBLASLt workspace so
+ * no op borrows another's. A 1x128 grid is 1/32 of its FP8 operand's bytes:
+ * 32 MiB holds the grids of operand pairs up to ~1 GB. */
+f8_status f8i_cuda_gemm_block_scales(f8_ctx *ctx, void **scales);
+#define F8I_GEMM_BLOCK_SCALE_BYTES ((size_t)32 << 20)
 /* gemm_kernels.cu: the GEMM's own kernels, launched on the ctx stream.
  * fallback: all of args on CUDA cores (FP32 sums of exactly decoded codes).
  * bias: D[m, n] = (overwrite ? 0 : D) + bias[n]. pad: dst [dst_rows,

@@ -191,7 +191,8 @@ typedef struct gemm_plan {
 
 struct f8i_gemm_cache {
     cublasLtHandle_t lt;
-    void *workspace;   /* (GEMM_WORKSPACE_BYTES) device */
+    void *workspace;   /* (GEMM_WORKSPACE_BYTES) device: cuBLASLt's */
+    void *block_scales; /* (F8I_GEMM_BLOCK_SCALE_BYTES) device: gemm_block.cu's relaid grids */
     gemm_plan *plans;  /* (cap) host, count used */
     int count, cap;
     int last;          /* index of the most recently used plan */
@@ -439,15 +440,22 @@ f8_status f8i_cuda_gemm_create(f8_ctx *ctx)
         free(c);
         return f8i_error(ctx, F8_ERR_CUBLAS, "gemm: cublasLtCreate: %s", cublasLtGetStatusName(st));
     }
-    cudaError_t err = cudaMalloc(&c->workspace, GEMM_WORKSPACE_BYTES + F8I_GEMM_SCALE_TAIL_BYTES);
+    cudaError_t err = cudaMalloc(&c->workspace, GEMM_WORKSPACE_BYTES);
+    const char *what = "cuBLASLt workspace";
+    size_t bytes = GEMM_WORKSPACE_BYTES;
+    if (err == cudaSuccess) {
+        what = "block GEMM scale buffer";
+        bytes = F8I_GEMM_BLOCK_SCALE_BYTES;
+        err = cudaMalloc(&c->block_scales, F8I_GEMM_BLOCK_SCALE_BYTES);
+    }
     if (err != cudaSuccess) {
         (void)cudaGetLastError(); /* a failed allocation must not leak into later launch checks */
+        if (c->workspace) cudaFree(c->workspace);
         cublasLtDestroy(c->lt);
         free(c);
         if (err == cudaErrorMemoryAllocation)
-            return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "gemm: cudaMalloc of the %zu-byte cuBLASLt workspace failed",
-                             GEMM_WORKSPACE_BYTES + F8I_GEMM_SCALE_TAIL_BYTES);
-        return f8i_cuda_check(ctx, err, "gemm: cudaMalloc of the cuBLASLt workspace");
+            return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "gemm: cudaMalloc of the %zu-byte %s failed", bytes, what);
+        return f8i_cuda_check(ctx, err, "gemm: cudaMalloc of a GEMM workspace");
     }
     cs->gemm = c;
     return F8_OK;
@@ -461,6 +469,7 @@ void f8i_cuda_gemm_destroy(f8_ctx *ctx)
     for (int i = 0; i < c->count; i++) plan_release(&c->plans[i]);
     free(c->plans);
     if (c->workspace) cudaFree(c->workspace);
+    if (c->block_scales) cudaFree(c->block_scales);
     if (c->lt) cublasLtDestroy(c->lt);
     free(c);
     f8i_cuda(ctx)->gemm = NULL;
@@ -472,7 +481,15 @@ f8_status f8i_cuda_gemm_lt(f8_ctx *ctx, void **handle, void **workspace, size_t 
     if (!c) return f8i_error(ctx, F8_ERR_STATE, "gemm: the CUDA state has no GEMM cache (f8i_cuda_gemm_create not run)");
     *handle = (void *)c->lt;
     *workspace = c->workspace;
-    *workspace_bytes = GEMM_WORKSPACE_BYTES + F8I_GEMM_SCALE_TAIL_BYTES; /* the block GEMM's tail included */
+    *workspace_bytes = GEMM_WORKSPACE_BYTES;
+    return F8_OK;
+}
+
+f8_status f8i_cuda_gemm_block_scales(f8_ctx *ctx, void **scales)
+{
+    f8i_gemm_cache *c = f8i_cuda(ctx)->gemm;
+    if (!c) return f8i_error(ctx, F8_ERR_STATE, "gemm: the CUDA state has no GEMM cache (f8i_cuda_gemm_create not run)");
+    *scales = c->block_scales;
     return F8_OK;
 }
 

@@ -25,9 +25,9 @@
  * Rather than a second scale layout through the cast, the qtensor and the
  * modules, each call relayouts both grids with one small kernel
  * (gemm_block_scales_kernel: a few KB to a few MB, far below the GEMM's own
- * traffic) into the last BG_SCALE_BYTES of the ctx's cuBLASLt workspace,
- * lent by gemm.cu (same stream, so never in use by another GEMM at the same
- * time); cuBLASLt gets the rest as its workspace. The scale pointers are then
+ * traffic) into the block GEMM's own BG_SCALE_BYTES buffer, kept by gemm.cu
+ * beside the cuBLASLt workspace it lends (same stream, so never in use by
+ * another GEMM at the same time). The scale pointers are then
  * fixed per ctx and set once per plan, and a captured graph replays the
  * relayout with the step's scales.
  *
@@ -69,7 +69,7 @@
 #include "gemm_lt.cuh"
 #include "core/numerics.h"
 
-#define BG_SCALE_BYTES F8I_GEMM_SCALE_TAIL_BYTES /* workspace tail for the relaid scale grids (cuda_state.cuh) */
+#define BG_SCALE_BYTES F8I_GEMM_BLOCK_SCALE_BYTES /* the relaid scale grids' own buffer (cuda_state.cuh) */
 
 /* Fallback tiling: a 16x16 block computes a 64x64 tile of D, each thread a
  * 4x4 sub-tile (rows ty + 16·r, cols tx + 16·c), stepping K by 16 inside
@@ -364,7 +364,7 @@ static void plan_release(bg_plan *p)
 }
 
 /* Descriptor, layouts and algorithm for g, or p->lt = 0 (the fallback). The
- * scale pointers are the workspace tail's, the same for every call. */
+ * scale pointers are the scale buffer's, the same for every call. */
 static f8_status plan_build(f8_ctx *ctx, const f8i_gemm_args *g, bg_plan *p)
 {
     memset(p, 0, sizeof *p);
@@ -372,11 +372,13 @@ static f8_status plan_build(f8_ctx *ctx, const f8i_gemm_args *g, bg_plan *p)
     if (!lt_eligible(g)) return F8_OK;
     void *handle = NULL, *ws = NULL;
     size_t ws_bytes = 0;
+    void *sc = NULL;
     f8_status fs = f8i_cuda_gemm_lt(ctx, &handle, &ws, &ws_bytes);
+    if (fs == F8_OK) fs = f8i_cuda_gemm_block_scales(ctx, &sc);
     if (fs != F8_OK) return fs;
-    const uint64_t lt_ws = ws_bytes - BG_SCALE_BYTES;
-    const float *scale_a = (const float *)((char *)ws + lt_ws);             /* our a's: cuBLASLt's B' */
-    const float *scale_b = (const float *)((char *)ws + lt_ws + scale_bytes_a(g)); /* our b's: its A' */
+    const uint64_t lt_ws = ws_bytes;
+    const float *scale_a = (const float *)sc;                                /* our a's: cuBLASLt's B' */
+    const float *scale_b = (const float *)((char *)sc + scale_bytes_a(g));   /* our b's: its A' */
 
     const uint64_t m = (uint64_t)g->m, n = (uint64_t)g->n, k = (uint64_t)g->k;
     cublasStatus_t st = cublasLtMatrixLayoutCreate(&p->lay_a, f8i_lt_type(g->b_dtype), k, n, g->k);
@@ -471,10 +473,12 @@ static f8_status run_lt(f8_ctx *ctx, const bg_plan *p, const f8i_gemm_args *g, i
     void *handle = NULL, *ws = NULL;
     size_t ws_bytes = 0;
     *refused = 0;
+    void *sc = NULL;
     f8_status fs = f8i_cuda_gemm_lt(ctx, &handle, &ws, &ws_bytes);
+    if (fs == F8_OK) fs = f8i_cuda_gemm_block_scales(ctx, &sc);
     if (fs != F8_OK) return fs;
-    const size_t lt_ws = ws_bytes - BG_SCALE_BYTES;
-    float *scale_a = (float *)((char *)ws + lt_ws), *scale_b = (float *)((char *)ws + lt_ws + scale_bytes_a(g));
+    const size_t lt_ws = ws_bytes;
+    float *scale_a = (float *)sc, *scale_b = (float *)((char *)sc + scale_bytes_a(g));
     const int64_t nkb = (g->k + F8I_BLOCK - 1) / F8I_BLOCK;
     const int64_t total = lt_scale_count(g->m, f8i_mode_block_rows(g->a_mode), nkb) + lt_scale_count(g->n, f8i_mode_block_rows(g->b_mode), nkb);
     cudaStream_t s = f8i_stream(ctx);
