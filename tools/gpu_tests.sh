@@ -10,7 +10,8 @@ set -u
 b="${1:-build}"
 out="${OUT:-gpu-test-logs}"
 mkdir -p "$out"
-tests=$(ls "$b"/tests/test_cuda_* 2>/dev/null)
+# executables only: -MMD leaves test_cuda_*.d and .o beside them
+tests=$(for f in "$b"/tests/test_cuda_*; do [ -f "$f" ] && [ -x "$f" ] && echo "$f"; done)
 [ -n "$tests" ] || { echo "gpu_tests.sh: no $b/tests/test_cuda_* (build them first)" >&2; exit 2; }
 for t in $tests; do
     (timeout "${TEST_TIMEOUT:-300}" "$t" > "$out/$(basename "$t").log" 2>&1; echo "exit $?" >> "$out/$(basename "$t").log") &
