@@ -160,8 +160,7 @@ static f8_status cpu_run(f8_comm *c, const f8i_collective_args *a)
         s->tmp = t;
         s->tmp_bytes = bytes;
     }
-    f8_status st = barrier(c, a);
-    if (st != F8_OK) return st;
+    F8I_TRY(barrier(c, a));
     /* Every rank checks every post alike, so they agree on the verdict. */
     for (int r = 1; r < c->size; r++) {
         const f8i_collective_args *p = &g->posts[r].a, *q = &g->posts[0].a;
@@ -193,8 +192,7 @@ static f8_status cpu_run(f8_comm *c, const f8i_collective_args *a)
     } else if (n > 0) {
         memcpy(s->tmp, g->posts[a->root].a.src, (size_t)n * es);
     }
-    st = barrier(c, NULL);
-    if (st != F8_OK) return st;
+    F8I_TRY(barrier(c, NULL));
     if (bytes) memcpy(a->dst, s->tmp, bytes);
     return F8_OK;
 }

@@ -82,21 +82,18 @@ static f8_status nccl_run(f8_comm *c, const f8i_collective_args *a)
     if (cudaSetDevice(ctx->device) != cudaSuccess)
         return f8i_error(ctx, F8_ERR_CUDA, "NCCL collective: cudaSetDevice(%d) failed", ctx->device);
     cudaStream_t s = (cudaStream_t)f8_ctx_stream(ctx);
-    f8_status st = F8_OK;
     /* join: later ctx work after the side stream's. Also before a collective
      * on the ctx stream: two of one communicator's collectives must not run
      * concurrently (each rank could start a different one: a deadlock). */
     if ((a->kind == F8I_COLL_WAIT || !a->async) && ns->pending) {
-        st = cuda_ok(ctx, cudaEventRecord(ns->join, ns->side), "cudaEventRecord(join)");
-        if (st == F8_OK) st = cuda_ok(ctx, cudaStreamWaitEvent(s, ns->join, 0), "cudaStreamWaitEvent(join)");
-        if (st != F8_OK) return st;
+        F8I_TRY(cuda_ok(ctx, cudaEventRecord(ns->join, ns->side), "cudaEventRecord(join)"));
+        F8I_TRY(cuda_ok(ctx, cudaStreamWaitEvent(s, ns->join, 0), "cudaStreamWaitEvent(join)"));
         ns->pending = 0;
     }
     if (a->kind == F8I_COLL_WAIT) return F8_OK;
     if (a->async) { /* fork: the side stream starts after the ctx's work so far */
-        st = cuda_ok(ctx, cudaEventRecord(ns->fork, s), "cudaEventRecord(fork)");
-        if (st == F8_OK) st = cuda_ok(ctx, cudaStreamWaitEvent(ns->side, ns->fork, 0), "cudaStreamWaitEvent(fork)");
-        if (st != F8_OK) return st;
+        F8I_TRY(cuda_ok(ctx, cudaEventRecord(ns->fork, s), "cudaEventRecord(fork)"));
+        F8I_TRY(cuda_ok(ctx, cudaStreamWaitEvent(ns->side, ns->fork, 0), "cudaStreamWaitEvent(fork)"));
         s = ns->side;
         ns->pending = 1;
     }

@@ -194,8 +194,7 @@ f8_status f8_ctx_alloc(f8_ctx *ctx, size_t bytes, void **ptr)
     if (!ptr) return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "f8_ctx_alloc: ptr (the output) is NULL");
     *ptr = NULL;
     size_t rounded;
-    f8_status st = f8i_alloc_size(ctx, bytes, "f8_ctx_alloc", &rounded);
-    if (st != F8_OK) return st;
+    F8I_TRY(f8i_alloc_size(ctx, bytes, "f8_ctx_alloc", &rounded));
     /* A zero-byte request still gets a distinct, freeable pointer. */
     return f8i_alloc(ctx, F8_MEM_OTHER, NULL, bytes ? bytes : 1, ptr);
 }
@@ -217,8 +216,7 @@ f8_status f8i_alloc(f8_ctx *ctx, f8_mem_category category, f8_memory_report *acc
 {
     *ptr = NULL;
     size_t rounded;
-    f8_status st = f8i_alloc_size(ctx, bytes, "backend allocation", &rounded);
-    if (st != F8_OK) return st;
+    F8I_TRY(f8i_alloc_size(ctx, bytes, "backend allocation", &rounded));
     /* Live allocations are real memory, so the report's sums stay far below
      * SIZE_MAX; the check makes that a guarantee, not an observation. */
     if (bytes > SIZE_MAX - ctx->mem.total)
@@ -236,8 +234,7 @@ f8_status f8i_alloc(f8_ctx *ctx, f8_mem_category category, f8_memory_report *acc
         ctx->allocs = t;
         ctx->cap_allocs = cap;
     }
-    st = ctx->be->alloc(ctx, bytes, ptr);
-    if (st != F8_OK) return st;
+    F8I_TRY(ctx->be->alloc(ctx, bytes, ptr));
     f8i_alloc_rec r = {*ptr, bytes, (int)category, acct};
     ctx->allocs[ctx->n_allocs++] = r;
     ctx->counters.allocations++;
@@ -345,11 +342,9 @@ f8_status f8_ctx_set_weight_noop(f8_ctx *ctx, int enabled)
 f8_status f8i_scratch_reserve(f8_ctx *ctx, size_t bytes)
 {
     if (bytes <= ctx->scratch_bytes) return F8_OK;
-    f8_status st = ctx->be->synchronize(ctx); /* work in flight may still read the old scratch */
-    if (st != F8_OK) return st;
+    F8I_TRY(ctx->be->synchronize(ctx)); /* work in flight may still read the old scratch */
     void *p = NULL;
-    st = f8i_alloc(ctx, F8_MEM_SCRATCH, NULL, bytes, &p);
-    if (st != F8_OK) return st;
+    F8I_TRY(f8i_alloc(ctx, F8_MEM_SCRATCH, NULL, bytes, &p));
     f8i_free(ctx, ctx->scratch);
     ctx->scratch = p;
     ctx->scratch_bytes = bytes;
@@ -377,9 +372,8 @@ f8_status f8i_check_tensor(f8_ctx *ctx, const f8_tensor *t, const char *name)
 f8_status f8_tensor_convert(f8_ctx *ctx, const f8_tensor *src, f8_tensor *dst)
 {
     if (!ctx) return F8_ERR_INVALID_ARGUMENT;
-    f8_status st = f8i_check_tensor(ctx, src, "f8_tensor_convert: src");
-    if (st == F8_OK) st = f8i_check_tensor(ctx, dst, "f8_tensor_convert: dst");
-    if (st != F8_OK) return st;
+    F8I_TRY(f8i_check_tensor(ctx, src, "f8_tensor_convert: src"));
+    F8I_TRY(f8i_check_tensor(ctx, dst, "f8_tensor_convert: dst"));
     if (src->rows != dst->rows || src->cols != dst->cols)
         return f8i_error(ctx, F8_ERR_SHAPE, "f8_tensor_convert: src [%lld, %lld] and dst [%lld, %lld] differ",
                          (long long)src->rows, (long long)src->cols, (long long)dst->rows, (long long)dst->cols);
@@ -393,9 +387,8 @@ f8_status f8_tensor_convert(f8_ctx *ctx, const f8_tensor *src, f8_tensor *dst)
 f8_status f8_tensor_add(f8_ctx *ctx, f8_tensor *dst, const f8_tensor *src)
 {
     if (!ctx) return F8_ERR_INVALID_ARGUMENT;
-    f8_status st = f8i_check_tensor(ctx, dst, "f8_tensor_add: dst");
-    if (st == F8_OK) st = f8i_check_tensor(ctx, src, "f8_tensor_add: src");
-    if (st != F8_OK) return st;
+    F8I_TRY(f8i_check_tensor(ctx, dst, "f8_tensor_add: dst"));
+    F8I_TRY(f8i_check_tensor(ctx, src, "f8_tensor_add: src"));
     if (dst->dtype != src->dtype || !f8i_dtype_is_hp(dst->dtype))
         return f8i_error(ctx, F8_ERR_DTYPE, "f8_tensor_add: dst %s and src %s must both be fp32 or both bf16",
                          f8_dtype_name(dst->dtype), f8_dtype_name(src->dtype));
@@ -409,8 +402,7 @@ f8_status f8_tensor_add(f8_ctx *ctx, f8_tensor *dst, const f8_tensor *src)
 f8_status f8_tensor_zero(f8_ctx *ctx, f8_tensor *t)
 {
     if (!ctx) return F8_ERR_INVALID_ARGUMENT;
-    f8_status st = f8i_check_tensor(ctx, t, "f8_tensor_zero: t");
-    if (st != F8_OK) return st;
+    F8I_TRY(f8i_check_tensor(ctx, t, "f8_tensor_zero: t"));
     const size_t bytes = f8i_tensor_bytes(t);
     return bytes ? f8i_op_memset_zero(ctx, t->data, bytes) : F8_OK;
 }
@@ -419,8 +411,7 @@ f8_status f8_tensor_fill_normal(f8_ctx *ctx, f8_tensor *t, double std, uint64_t 
 {
     static const char fn[] = "f8_tensor_fill_normal";
     if (!ctx) return F8_ERR_INVALID_ARGUMENT;
-    f8_status st = f8i_check_tensor(ctx, t, "f8_tensor_fill_normal: t");
-    if (st != F8_OK) return st;
+    F8I_TRY(f8i_check_tensor(ctx, t, "f8_tensor_fill_normal: t"));
     if (!f8i_dtype_is_hp(t->dtype))
         return f8i_error(ctx, F8_ERR_DTYPE, "%s: t must be fp32 or bf16, not %s", fn, f8_dtype_name(t->dtype));
     if (!(std >= 0.0) || !isfinite(std))
@@ -434,7 +425,7 @@ f8_status f8_tensor_fill_normal(f8_ctx *ctx, f8_tensor *t, double std, uint64_t 
     unsigned char *host = (unsigned char *)malloc(f8i_tensor_bytes(t));
     if (!host) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "%s: out of host memory for %lld values", fn, (long long)n);
     f8i_normal_fill(host, es, n, std, seed);
-    st = ctx->be->upload(ctx, t->data, host, f8i_tensor_bytes(t));
+    const f8_status st = ctx->be->upload(ctx, t->data, host, f8i_tensor_bytes(t));
     free(host);
     return st;
 }

@@ -77,6 +77,15 @@ f8_status f8i_error(f8_ctx *ctx, f8_status status, const char *fmt, ...)
 #endif
     ;
 
+/* Evaluate expr (an f8_status) and return it from the enclosing function
+ * unless it is F8_OK: the library's one way to pass an error up. Cleanup
+ * paths that must free on failure stay explicit. */
+#define F8I_TRY(expr)                                   \
+    do {                                                \
+        const f8_status f8i_try_status_ = (expr);       \
+        if (f8i_try_status_ != F8_OK) return f8i_try_status_; \
+    } while (0)
+
 /* Pointers of a slot's accumulator (history row 0), scale and scale_inv. */
 float *f8i_slot_amax(f8_ctx *ctx, f8_slot slot);
 float *f8i_slot_scale(f8_ctx *ctx, f8_slot slot);

@@ -310,8 +310,7 @@ f8_status f8_graph_replay(f8_graph *graph)
                                     "is spoiled (f8_graph_end fails)"));
     if (ctx->kind == F8_BACKEND_CUDA) return graph->exec ? f8i_cuda_graph_launch(ctx, graph->exec) : F8_OK;
     for (size_t i = 0; i < graph->n_ops; i++) {
-        f8_status st = ctx->be->run(ctx, graph->ops[i].kind, graph->ops[i].args);
-        if (st != F8_OK) return st;
+        F8I_TRY(ctx->be->run(ctx, graph->ops[i].kind, graph->ops[i].args));
     }
     return F8_OK;
 }

@@ -87,8 +87,7 @@ f8_status f8i_qtensor_reserve_blocks(f8_qtensor *q)
     f8_status st = f8i_qtensor_reserve_transpose(q);
     if (st != F8_OK || q->bsinv) return st;
     const int64_t g = f8i_block_grid(q->rows, q->cols, F8I_BLOCK);
-    st = f8i_alloc(q->ctx, q->cat_data, q->acct, (size_t)(2 * g + 1) * sizeof(float), (void **)&q->bsinv);
-    if (st != F8_OK) return st;
+    F8I_TRY(f8i_alloc(q->ctx, q->cat_data, q->acct, (size_t)(2 * g + 1) * sizeof(float), (void **)&q->bsinv));
     q->bsinv_t = q->bsinv + g;
     return f8i_op_fill_f32(q->ctx, q->bsinv, 1.0f, 2 * g);
 }
@@ -99,8 +98,7 @@ f8_status f8_qtensor_quantize(f8_qtensor *q, const f8_tensor *src, f8_slot slot,
     if (!q) return F8_ERR_INVALID_ARGUMENT;
     if (q->bsinv) return block_refuse(q, "f8_qtensor_quantize");
     f8_ctx *ctx = q->ctx;
-    f8_status st = f8i_check_tensor(ctx, src, "f8_qtensor_quantize: src");
-    if (st != F8_OK) return st;
+    F8I_TRY(f8i_check_tensor(ctx, src, "f8_qtensor_quantize: src"));
     if (!f8i_dtype_is_hp(src->dtype))
         return f8i_error(ctx, F8_ERR_DTYPE, "f8_qtensor_quantize: src must be fp32 or bf16, not %s",
                          f8_dtype_name(src->dtype));
@@ -111,8 +109,7 @@ f8_status f8_qtensor_quantize(f8_qtensor *q, const f8_tensor *src, f8_slot slot,
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "f8_qtensor_quantize: slot (%d, %d) is not registered",
                          (int)slot.direction, (int)slot.index);
     if (with_transpose && !q->t) {
-        st = f8i_qtensor_reserve_transpose(q);
-        if (st != F8_OK) return st;
+        F8I_TRY(f8i_qtensor_reserve_transpose(q));
         noop_flag = NULL; /* a fresh buffer is always filled */
     }
     f8i_cast_args a = {0};
@@ -127,9 +124,8 @@ f8_status f8_qtensor_quantize(f8_qtensor *q, const f8_tensor *src, f8_slot slot,
     a.scale_inv = q->scale_inv;
     a.noop = noop_flag;
     a.stats = f8i_slot_stats(ctx, slot);
-    st = f8i_slot_prepare(ctx, slot, q->dtype, src->data, src->dtype, q->rows * q->cols, noop_flag, 1, &a.amax);
-    if (st == F8_OK) st = f8i_op_cast(ctx, &a);
-    if (st != F8_OK) return st;
+    F8I_TRY(f8i_slot_prepare(ctx, slot, q->dtype, src->data, src->dtype, q->rows * q->cols, noop_flag, 1, &a.amax));
+    F8I_TRY(f8i_op_cast(ctx, &a));
     q->t_valid = with_transpose ? 1 : 0;
     return F8_OK;
 }
@@ -140,8 +136,7 @@ f8_status f8_qtensor_transpose(f8_qtensor *q, const float *noop_flag)
     if (q->bsinv) return block_refuse(q, "f8_qtensor_transpose");
     if (q->t_valid && !noop_flag) return F8_OK;
     if (!q->t) {
-        f8_status st = f8i_qtensor_reserve_transpose(q);
-        if (st != F8_OK) return st;
+        F8I_TRY(f8i_qtensor_reserve_transpose(q));
         noop_flag = NULL;
     }
     f8_status st = f8i_op_transpose_u8(q->ctx, q->data, q->t, q->rows, q->cols, noop_flag);
@@ -173,8 +168,7 @@ f8_status f8_qtensor_dequantize(const f8_qtensor *q, f8_tensor *dst)
     if (!q) return F8_ERR_INVALID_ARGUMENT;
     if (q->bsinv) return block_refuse(q, "f8_qtensor_dequantize");
     f8_ctx *ctx = q->ctx;
-    f8_status st = f8i_check_tensor(ctx, dst, "f8_qtensor_dequantize: dst");
-    if (st != F8_OK) return st;
+    F8I_TRY(f8i_check_tensor(ctx, dst, "f8_qtensor_dequantize: dst"));
     if (!f8i_dtype_is_hp(dst->dtype))
         return f8i_error(ctx, F8_ERR_DTYPE, "f8_qtensor_dequantize: dst must be fp32 or bf16, not %s",
                          f8_dtype_name(dst->dtype));

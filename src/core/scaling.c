@@ -95,8 +95,7 @@ f8_status f8_ctx_slots_create(f8_ctx *ctx, f8_direction direction, int count, f8
         int want = d->cap ? d->cap * 2 : 16;
         while (want < d->count + count) want *= 2;
         caps[direction] = want;
-        f8_status st = regrow(ctx, caps);
-        if (st != F8_OK) return st;
+        F8I_TRY(regrow(ctx, caps));
     }
     for (int i = 0; i < count; i++) {
         slots[i].direction = (int32_t)direction;
@@ -220,12 +219,11 @@ f8_status f8i_slots_io(f8_ctx *ctx, const f8_slot *slots, int n, float *hist, fl
 
 f8_status f8_slot_read(f8_ctx *ctx, f8_slot slot, float *scale, float *scale_inv, float *amax_history)
 {
-    f8_status st = slot_check(ctx, slot, "f8_slot_read");
-    if (st != F8_OK) return st;
+    F8I_TRY(slot_check(ctx, slot, "f8_slot_read"));
     const int L = ctx->recipe.amax_history_len;
     float *col = (float *)malloc(((size_t)L + 2) * sizeof(float));
     if (!col) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "f8_slot_read: out of host memory");
-    st = column_io(ctx, slot, col, 0);
+    f8_status st = column_io(ctx, slot, col, 0);
     if (st == F8_OK) {
         if (amax_history) memcpy(amax_history, col, (size_t)L * sizeof(float));
         if (scale) *scale = col[L];
@@ -237,12 +235,11 @@ f8_status f8_slot_read(f8_ctx *ctx, f8_slot slot, float *scale, float *scale_inv
 
 f8_status f8_slot_write(f8_ctx *ctx, f8_slot slot, float scale, float scale_inv, const float *amax_history)
 {
-    f8_status st = slot_check(ctx, slot, "f8_slot_write");
-    if (st != F8_OK) return st;
+    F8I_TRY(slot_check(ctx, slot, "f8_slot_write"));
     const int L = ctx->recipe.amax_history_len;
     float *col = (float *)malloc(((size_t)L + 2) * sizeof(float));
     if (!col) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "f8_slot_write: out of host memory");
-    st = column_io(ctx, slot, col, 0);
+    f8_status st = column_io(ctx, slot, col, 0);
     if (st == F8_OK) {
         if (amax_history) memcpy(col, amax_history, (size_t)L * sizeof(float));
         col[L] = scale;
@@ -279,8 +276,7 @@ f8_status f8_ctx_update_scales(f8_ctx *ctx, f8_direction direction)
     if (ctx->dir[direction].count == 0) return F8_OK;
     if (ctx->comm) { /* every rank's amaxes: history row 0 is contiguous across the direction's slots */
         float *row0 = ctx->dir[direction].history;
-        f8_status st = f8_comm_all_reduce(ctx->comm, row0, row0, ctx->dir[direction].count, F8_DTYPE_FP32, F8_REDUCE_MAX);
-        if (st != F8_OK) return st;
+        F8I_TRY(f8_comm_all_reduce(ctx->comm, row0, row0, ctx->dir[direction].count, F8_DTYPE_FP32, F8_REDUCE_MAX));
     }
     f8i_scale_update_args a = update_args(ctx, direction);
     if (ctx->telemetry) { /* the step's counters, amaxes and scales, before the update moves them */
@@ -288,8 +284,7 @@ f8_status f8_ctx_update_scales(f8_ctx *ctx, f8_direction direction)
         f8i_telemetry_snap_args t = {d->history, d->scale, f8i_tel_live(ctx, direction),
                                      f8i_tel_snap_f(ctx, direction), f8i_tel_snap_c(ctx, direction),
                                      d->count < F8_TELEMETRY_MAX_SLOTS ? d->count : F8_TELEMETRY_MAX_SLOTS};
-        f8_status st = f8i_op_telemetry_snap(ctx, &t);
-        if (st != F8_OK) return st;
+        F8I_TRY(f8i_op_telemetry_snap(ctx, &t));
     }
     return f8i_op_scale_update(ctx, &a);
 }
@@ -390,9 +385,8 @@ f8_status f8_ctx_update_weight_scales(f8_ctx *ctx)
          * step's update, or values their own update reduces again (MAX twice
          * is MAX once). */
         float *row0 = ctx->dir[F8_DIR_FORWARD].history;
-        f8_status st = f8_comm_all_reduce(ctx->comm, row0, row0, ctx->dir[F8_DIR_FORWARD].count, F8_DTYPE_FP32,
-                                          F8_REDUCE_MAX);
-        if (st != F8_OK) return st;
+        F8I_TRY(f8_comm_all_reduce(ctx->comm, row0, row0, ctx->dir[F8_DIR_FORWARD].count, F8_DTYPE_FP32,
+                                          F8_REDUCE_MAX));
     }
     f8i_scale_update_args a = update_args(ctx, F8_DIR_FORWARD);
     a.count = ctx->n_fp8_weight_slots;

@@ -138,9 +138,8 @@ f8_status f8i_cpu_act_bwd(f8_ctx *ctx, const f8i_act_bwd_args *a)
     const size_t count = (size_t)(rows * cols_in);
     if (count == 0 && !a->scale_inv) return F8_OK; /* nothing to write */
     if (a->dbias && count > 0) { /* the contract both backends check */
-        f8_status st = f8i_check_reduce_workspace(ctx, a->workspace, a->workspace_bytes, rows, cols_in,
-                                                  "activation backward");
-        if (st != F8_OK) return st;
+        F8I_TRY(f8i_check_reduce_workspace(ctx, a->workspace, a->workspace_bytes, rows, cols_in,
+                                                  "activation backward"));
     }
     F8I_COUNT_LAUNCHES(ctx, 1); /* one op: the fused cast below is part of it */
     float *d = (float *)malloc((count ? count : 1) * sizeof(float)); /* [rows, cols_in] */

@@ -29,8 +29,7 @@ F8I_OP_LIST(DECLARE)
 static f8_status cpu_alloc(f8_ctx *ctx, size_t bytes, void **ptr)
 {
     size_t rounded; /* aligned_alloc wants a multiple of the alignment */
-    f8_status st = f8i_alloc_size(ctx, bytes, "cpu backend", &rounded);
-    if (st != F8_OK) return st;
+    F8I_TRY(f8i_alloc_size(ctx, bytes, "cpu backend", &rounded));
     void *p = aligned_alloc(256, rounded);
     if (!p) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "cpu backend: out of host memory (%zu bytes)", bytes);
     *ptr = p;
@@ -156,8 +155,7 @@ f8_status f8i_cpu_cast(f8_ctx *ctx, const f8i_cast_args *a)
     /* An empty cast writes only scale_inv (backend.h). */
     if ((a->rows == 0 || a->cols == 0) && !a->scale_inv) return F8_OK;
     if (a->dbias && a->rows > 0 && a->cols > 0) { /* the contract both backends check */
-        f8_status st = f8i_check_reduce_workspace(ctx, a->workspace, a->workspace_bytes, a->rows, a->cols, "cast");
-        if (st != F8_OK) return st;
+        F8I_TRY(f8i_check_reduce_workspace(ctx, a->workspace, a->workspace_bytes, a->rows, a->cols, "cast"));
     }
     F8I_COUNT_LAUNCHES(ctx, 1);
     return f8i_cpu_cast_run(ctx, a);

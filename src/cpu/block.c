@@ -119,8 +119,7 @@ f8_status f8i_cpu_cast_block(f8_ctx *ctx, const f8i_cast_args *a)
     const int64_t R = a->rows, C = a->cols;
     if (R == 0 || C == 0) return F8_OK;
     if (a->dbias) {
-        f8_status st = f8i_check_reduce_workspace(ctx, a->workspace, a->workspace_bytes, R, C, "block cast");
-        if (st != F8_OK) return st;
+        F8I_TRY(f8i_check_reduce_workspace(ctx, a->workspace, a->workspace_bytes, R, C, "block cast"));
     }
     F8I_COUNT_LAUNCHES(ctx, 1);
     if (a->noop && *a->noop == 1.0f) return F8_OK;

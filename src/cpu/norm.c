@@ -113,8 +113,7 @@ f8_status f8i_cpu_norm_bwd(f8_ctx *ctx, const f8i_norm_bwd_args *a)
     const double n = cols > 0 ? (double)cols : 1.0;
     if (cols <= 0) return F8_OK; /* nothing to write */
     if ((a->dgamma || a->dbeta) && rows > 0) { /* the contract both backends check */
-        f8_status st = f8i_check_reduce_workspace(ctx, a->workspace, a->workspace_bytes, rows, cols, "norm backward");
-        if (st != F8_OK) return st;
+        F8I_TRY(f8i_check_reduce_workspace(ctx, a->workspace, a->workspace_bytes, rows, cols, "norm backward"));
     }
     F8I_COUNT_LAUNCHES(ctx, 1);
     /* colsum[0, cols): Σ dy·xhat (dgamma); colsum[cols, 2·cols): Σ dy (dbeta). */

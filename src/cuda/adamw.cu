@@ -237,15 +237,13 @@ f8_status f8i_cuda_adamw_step(f8_ctx *ctx, const f8i_adamw_step_args *a)
     cudaStream_t s = f8i_stream(ctx);
     const int norm = a->mode != F8I_ADAMW_UPDATE, update = a->mode != F8I_ADAMW_NORM;
     F8I_COUNT_LAUNCHES(ctx, norm + 1 + update);
-    f8_status st = F8_OK;
     if (norm) {
         adamw_norm_kernel<<<F8I_ADAMW_NORM_BLOCKS, AW_THREADS, 0, s>>>(*a);
-        st = f8i_cuda_launch_check(ctx, "adamw_norm_kernel");
-        if (st != F8_OK) return st;
+        F8I_TRY(f8i_cuda_launch_check(ctx, "adamw_norm_kernel"));
     }
     adamw_finalize_kernel<<<1, AW_THREADS, 0, s>>>(*a);
-    st = f8i_cuda_launch_check(ctx, "adamw_finalize_kernel");
-    if (st != F8_OK || !update) return st;
+    F8I_TRY(f8i_cuda_launch_check(ctx, "adamw_finalize_kernel"));
+    if (!update) return F8_OK;
     if (a->moments == F8_ADAMW_MOMENTS_FP8) {
         adamw_update_fp8_kernel<<<grid_size(ctx, INT64_MAX / 2, AW_THREADS), AW_THREADS, 0, s>>>(*a);
         return f8i_cuda_launch_check(ctx, "adamw_update_fp8_kernel");

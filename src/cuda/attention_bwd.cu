@@ -316,17 +316,14 @@ template <int HD>
 static f8_status launch_bwd(f8_ctx *ctx, const att_fast_args *a, int64_t bh)
 {
     const int dq_bytes = dq_smem<HD>::BYTES, kv_bytes = kv_smem<HD>::BYTES;
-    f8_status st = F8_OK;
     if (dq_bytes > 48 * 1024)
-        st = f8i_cuda_smem_optin(ctx, (const void *)dq_kernel<HD>, "attention backward: shared-memory opt-in");
-    if (st == F8_OK && kv_bytes > 48 * 1024)
-        st = f8i_cuda_smem_optin(ctx, (const void *)dkv_kernel<HD>, "attention backward: shared-memory opt-in");
-    if (st != F8_OK) return st;
+        F8I_TRY(f8i_cuda_smem_optin(ctx, (const void *)dq_kernel<HD>, "attention backward: shared-memory opt-in"));
+    if (kv_bytes > 48 * 1024)
+        F8I_TRY(f8i_cuda_smem_optin(ctx, (const void *)dkv_kernel<HD>, "attention backward: shared-memory opt-in"));
     cudaStream_t stream = f8i_stream(ctx);
     F8I_COUNT_LAUNCHES(ctx, 2);
     dq_kernel<HD><<<dim3((unsigned)bh, (unsigned)((a->seq + DQ_BR - 1) / DQ_BR)), BWD_THREADS, dq_bytes, stream>>>(*a);
-    st = f8i_cuda_launch_check(ctx, "attention dq_kernel");
-    if (st != F8_OK) return st;
+    F8I_TRY(f8i_cuda_launch_check(ctx, "attention dq_kernel"));
     dkv_kernel<HD><<<dim3((unsigned)bh, (unsigned)((a->seq + KV_BC - 1) / KV_BC)), BWD_THREADS, kv_bytes, stream>>>(*a);
     return f8i_cuda_launch_check(ctx, "attention dkv_kernel");
 }

@@ -551,12 +551,11 @@ f8_status f8i_cudnn_attn_bwd(f8_ctx *ctx, const f8i_attn_bwd_args *a, int *ran)
 
     F8I_COUNT_LAUNCHES(ctx, 1);
     bwd_stats_kernel<<<grid_size(ctx, rows, DN_THREADS), DN_THREADS, 0, stream>>>(a->lse, stats, rows, a->scale);
-    f8_status fs = f8i_cuda_launch_check(ctx, "attention (cuDNN) bwd_stats_kernel");
-    if (fs == F8_OK && acc && c->version < 90600) { /* cuDNN zeroes dQ_accum itself from 9.6 (the frontend's note) */
+    F8I_TRY(f8i_cuda_launch_check(ctx, "attention (cuDNN) bwd_stats_kernel"));
+    if (acc && c->version < 90600) { /* cuDNN zeroes dQ_accum itself from 9.6 (the frontend's note) */
         F8I_COUNT_LAUNCHES(ctx, 1);
-        fs = f8i_cuda_check(ctx, cudaMemsetAsync(acc, 0, p->acc_bytes, stream), "attention (cuDNN) dQ_accum memset");
+        F8I_TRY(f8i_cuda_check(ctx, cudaMemsetAsync(acc, 0, p->acc_bytes, stream), "attention (cuDNN) dQ_accum memset"));
     }
-    if (fs != F8_OK) return fs;
 
     const unsigned char *qkv = (const unsigned char *)a->qkv;
     unsigned char *dqkv = (unsigned char *)a->dqkv;

@@ -184,8 +184,7 @@ static f8_status launch_fwd(f8_ctx *ctx, const att_fast_args *a, int64_t bh)
 {
     const int bytes = fwd_smem<HD>::BYTES;
     if (bytes > 48 * 1024) {
-        const f8_status st = f8i_cuda_smem_optin(ctx, (const void *)fwd_kernel<HD>, "attention forward: shared-memory opt-in");
-        if (st != F8_OK) return st;
+        F8I_TRY(f8i_cuda_smem_optin(ctx, (const void *)fwd_kernel<HD>, "attention forward: shared-memory opt-in"));
     }
     const dim3 grid((unsigned)bh, (unsigned)((a->seq + FWD_BR - 1) / FWD_BR));
     F8I_COUNT_LAUNCHES(ctx, 1);

@@ -191,9 +191,8 @@ static f8_status cuda_alloc(f8_ctx *ctx, size_t bytes, void **ptr)
 {
     *ptr = NULL;
     size_t rounded; /* cudaMalloc rounds itself; the check is the shared one */
-    f8_status st = f8i_alloc_size(ctx, bytes, "cudaMalloc", &rounded);
-    if (st == F8_OK) st = use_device(ctx);
-    if (st != F8_OK) return st;
+    F8I_TRY(f8i_alloc_size(ctx, bytes, "cudaMalloc", &rounded));
+    F8I_TRY(use_device(ctx));
     void *p = NULL;
     const cudaError_t err = cudaMalloc(&p, bytes != 0 ? bytes : 1);
     if (err != cudaSuccess) {
@@ -218,12 +217,10 @@ static void cuda_free(f8_ctx *ctx, void *ptr)
  * Not step work, so not counted in f8_ctx_counters.launches (nor on the CPU). */
 static f8_status sync_copy(f8_ctx *ctx, void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, const char *what)
 {
-    f8_status st = use_device(ctx);
-    if (st != F8_OK) return st;
+    F8I_TRY(use_device(ctx));
     cudaStream_t stream = f8i_stream(ctx);
-    if (bytes != 0) st = f8i_cuda_check(ctx, cudaMemcpyAsync(dst, src, bytes, kind, stream), what);
-    if (st == F8_OK) st = f8i_cuda_check(ctx, cudaStreamSynchronize(stream), what);
-    return st;
+    if (bytes != 0) F8I_TRY(f8i_cuda_check(ctx, cudaMemcpyAsync(dst, src, bytes, kind, stream), what));
+    return f8i_cuda_check(ctx, cudaStreamSynchronize(stream), what);
 }
 
 static f8_status cuda_upload(f8_ctx *ctx, void *dst, const void *host_src, size_t bytes)
@@ -253,8 +250,7 @@ static f8_status cuda_memset_zero(f8_ctx *ctx, void *dst, size_t bytes)
 
 static f8_status cuda_synchronize(f8_ctx *ctx)
 {
-    f8_status st = use_device(ctx);
-    if (st != F8_OK) return st;
+    F8I_TRY(use_device(ctx));
     return f8i_cuda_check(ctx, cudaStreamSynchronize(f8i_stream(ctx)), "cudaStreamSynchronize");
 }
 

@@ -265,8 +265,7 @@ template <int BF16, int E5M2, int BLK>
 static f8_status launch_one(f8_ctx *ctx, const block_cast_params &p, unsigned blocks)
 {
     const void *fn = (const void *)block_cast_kernel<BF16, E5M2, BLK>;
-    f8_status st = f8i_cuda_smem_optin(ctx, fn, "block cast");
-    if (st != F8_OK) return st;
+    F8I_TRY(f8i_cuda_smem_optin(ctx, fn, "block cast"));
     F8I_COUNT_LAUNCHES(ctx, 1);
     block_cast_kernel<BF16, E5M2, BLK>
         <<<blocks, BC_THREADS, BC_SMEM_FLOATS * sizeof(float), f8i_stream(ctx)>>>(p);
@@ -322,8 +321,7 @@ f8_status f8i_cuda_cast_block(f8_ctx *ctx, const f8i_cast_args *a)
     p.w_out = a->out != NULL ? access_width(a->out, a->cols, 4) : 1;
     p.w_out_t = a->out_t != NULL ? access_width(a->out_t, a->rows, 4) : 1;
     if (a->dbias != NULL) {
-        f8_status st = f8i_check_reduce_workspace(ctx, a->workspace, a->workspace_bytes, a->rows, a->cols, "block cast");
-        if (st != F8_OK) return st;
+        F8I_TRY(f8i_check_reduce_workspace(ctx, a->workspace, a->workspace_bytes, a->rows, a->cols, "block cast"));
         if (p.nbr > 1) p.partial = (float *)a->workspace; /* nbr * cols floats: within the formula's bound */
     }
 

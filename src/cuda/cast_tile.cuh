@@ -392,8 +392,7 @@ static f8_status cast_tile_launch(f8_ctx *ctx, cast_tile_params *p, const SRC &s
     if (p->dbias != NULL) {
         /* The contract both backends check (even when one row tile needs no
          * partials), before any launch, so a failing call writes nothing. */
-        f8_status st = f8i_check_reduce_workspace(ctx, p->workspace, p->workspace_bytes, p->rows, p->cols, op);
-        if (st != F8_OK) return st;
+        F8I_TRY(f8i_check_reduce_workspace(ctx, p->workspace, p->workspace_bytes, p->rows, p->cols, op));
         if (row_tiles > 1) p->partial = (float *)p->workspace;
     }
 

@@ -393,8 +393,7 @@ static f8_status plan_find(f8_ctx *ctx, f8i_gemm_cache *c, const f8i_gemm_args *
         c->plans = grown;
         c->cap = cap;
     }
-    f8_status s = plan_build(ctx, c, g, ldd, &c->plans[c->count]);
-    if (s != F8_OK) return s;
+    F8I_TRY(plan_build(ctx, c, g, ldd, &c->plans[c->count]));
     c->last = c->count++;
     *out = &c->plans[c->last];
     return F8_OK;
@@ -601,23 +600,24 @@ static f8_status run_padded(f8_ctx *ctx, f8i_gemm_cache *c, const f8i_gemm_args 
         t.bias = fuse ? (const void *)(pbias + n0 * 2) : NULL;
     }
     gemm_plan *p = NULL, *pt = NULL;
-    f8_status s = plan_find(ctx, c, &e, ldd, &p);
-    if (s == F8_OK && two) s = plan_find(ctx, c, &t, ldt, &pt);
-    if (s == F8_OK && two) s = plan_find(ctx, c, &e, ldd, &p); /* found again: the array may have moved */
-    if (s != F8_OK) return s;
+    F8I_TRY(plan_find(ctx, c, &e, ldd, &p));
+    if (two) {
+        F8I_TRY(plan_find(ctx, c, &t, ldt, &pt));
+        F8I_TRY(plan_find(ctx, c, &e, ldd, &p)); /* found again: the array may have moved */
+    }
     if (p->mode != PLAN_LT || (two && pt->mode != PLAN_LT)) return f8i_cuda_gemm_fallback(ctx, g);
 
-    if (pad_a) s = f8i_cuda_gemm_pad(ctx, (const uint8_t *)g->a, g->m, g->k, (uint8_t *)e.a, g->m, k16);
-    if (s == F8_OK && full_b) s = f8i_cuda_gemm_pad(ctx, (const uint8_t *)g->b, g->n, g->k, bp, b_rows, k16);
-    if (s == F8_OK && b_tail) /* B's last rows, zeros below */
-        s = f8i_cuda_gemm_pad(ctx, (const uint8_t *)g->b + n0 * g->k, g->n - n0, g->k, bp, 16, k16);
-    if (s == F8_OK && fuse) /* the bias as one row of bytes, zeros past n */
-        s = f8i_cuda_gemm_pad(ctx, (const uint8_t *)g->bias, 1, g->n * 2, (uint8_t *)pbias, 1, n16 * 2);
+    if (pad_a) F8I_TRY(f8i_cuda_gemm_pad(ctx, (const uint8_t *)g->a, g->m, g->k, (uint8_t *)e.a, g->m, k16));
+    if (full_b) F8I_TRY(f8i_cuda_gemm_pad(ctx, (const uint8_t *)g->b, g->n, g->k, bp, b_rows, k16));
+    if (b_tail) /* B's last rows, zeros below */
+        F8I_TRY(f8i_cuda_gemm_pad(ctx, (const uint8_t *)g->b + n0 * g->k, g->n - n0, g->k, bp, 16, k16));
+    if (fuse) /* the bias as one row of bytes, zeros past n */
+        F8I_TRY(f8i_cuda_gemm_pad(ctx, (const uint8_t *)g->bias, 1, g->n * 2, (uint8_t *)pbias, 1, n16 * 2));
     int unsupported = 0;
-    if (s == F8_OK && two) s = run_lt(ctx, c, pt, &t, ldt, &unsupported); /* D untouched so far */
-    if (s == F8_OK && !unsupported) s = run_lt(ctx, c, p, &e, ldd, &unsupported);
-    if (s == F8_OK && unsupported) return f8i_cuda_gemm_fallback(ctx, g); /* D untouched: the copies were harmless */
-    if (s != F8_OK || !pad_d) return s;
+    if (two) F8I_TRY(run_lt(ctx, c, pt, &t, ldt, &unsupported)); /* D untouched so far */
+    if (!unsupported) F8I_TRY(run_lt(ctx, c, p, &e, ldd, &unsupported));
+    if (unsupported) return f8i_cuda_gemm_fallback(ctx, g); /* D untouched: the copies were harmless */
+    if (!pad_d) return F8_OK;
     f8i_gemm_slice_args sl = {g->d, g->d_dtype, g->n, dp, dp_dtype, dp_cols, fuse ? NULL : g->bias, g->bias_dtype,
                               g->m, g->n, g->accumulate};
     if (split) { /* columns n0..n-1 from the tail's 16 */
@@ -654,10 +654,8 @@ f8_status f8i_cuda_gemm(f8_ctx *ctx, const f8i_gemm_args *args)
         g = &e;
     }
     if (g->m == 0 || g->n == 0) return F8_OK;
-    f8_status s = F8_OK;
     if (g->c && g->k == 0) {
-        s = addend_into_d(ctx, g, &e);
-        if (s != F8_OK) return s;
+        F8I_TRY(addend_into_d(ctx, g, &e));
         g = &e;
     }
     if (g->k == 0) {
@@ -672,17 +670,15 @@ f8_status f8i_cuda_gemm(f8_ctx *ctx, const f8i_gemm_args *args)
     f8i_gemm_cache *c = f8i_cuda(ctx)->gemm;
     if (!c) return f8i_error(ctx, F8_ERR_STATE, "gemm: the CUDA state has no GEMM cache (f8i_cuda_gemm_create not run)");
     gemm_plan *p = NULL;
-    s = plan_find(ctx, c, g, g->n, &p);
-    if (s != F8_OK) return s;
+    F8I_TRY(plan_find(ctx, c, g, g->n, &p));
     if (p->mode == PLAN_LT) {
         int unsupported = 0;
-        s = run_lt(ctx, c, p, g, g->n, &unsupported);
+        const f8_status s = run_lt(ctx, c, p, g, g->n, &unsupported);
         if (s != F8_OK || !unsupported) return s; /* else nothing was enqueued; p->mode is the way now */
     }
     const plan_mode mode = p->mode; /* (run_padded's plan_find may move the plans) */
     if (g->c) {
-        s = addend_into_d(ctx, g, &e);
-        if (s != F8_OK) return s;
+        F8I_TRY(addend_into_d(ctx, g, &e));
         g = &e;
     }
     return mode == PLAN_PAD ? run_padded(ctx, c, g) : f8i_cuda_gemm_fallback(ctx, g);

@@ -373,9 +373,8 @@ static f8_status plan_build(f8_ctx *ctx, const f8i_gemm_args *g, bg_plan *p)
     void *handle = NULL, *ws = NULL;
     size_t ws_bytes = 0;
     void *sc = NULL;
-    f8_status fs = f8i_cuda_gemm_lt(ctx, &handle, &ws, &ws_bytes);
-    if (fs == F8_OK) fs = f8i_cuda_gemm_block_scales(ctx, &sc);
-    if (fs != F8_OK) return fs;
+    F8I_TRY(f8i_cuda_gemm_lt(ctx, &handle, &ws, &ws_bytes));
+    F8I_TRY(f8i_cuda_gemm_block_scales(ctx, &sc));
     const uint64_t lt_ws = ws_bytes;
     const float *scale_a = (const float *)sc;                                /* our a's: cuBLASLt's B' */
     const float *scale_b = (const float *)((char *)sc + scale_bytes_a(g));   /* our b's: its A' */
@@ -459,8 +458,7 @@ static f8_status plan_find(f8_ctx *ctx, f8i_gemm_block_cache *c, const f8i_gemm_
         c->plans = grown;
         c->cap = cap;
     }
-    f8_status st = plan_build(ctx, g, &c->plans[c->count]);
-    if (st != F8_OK) return st;
+    F8I_TRY(plan_build(ctx, g, &c->plans[c->count]));
     c->last = c->count++;
     *out = &c->plans[c->last];
     return F8_OK;
@@ -474,9 +472,8 @@ static f8_status run_lt(f8_ctx *ctx, const bg_plan *p, const f8i_gemm_args *g, i
     size_t ws_bytes = 0;
     *refused = 0;
     void *sc = NULL;
-    f8_status fs = f8i_cuda_gemm_lt(ctx, &handle, &ws, &ws_bytes);
-    if (fs == F8_OK) fs = f8i_cuda_gemm_block_scales(ctx, &sc);
-    if (fs != F8_OK) return fs;
+    F8I_TRY(f8i_cuda_gemm_lt(ctx, &handle, &ws, &ws_bytes));
+    F8I_TRY(f8i_cuda_gemm_block_scales(ctx, &sc));
     const size_t lt_ws = ws_bytes;
     float *scale_a = (float *)sc, *scale_b = (float *)((char *)sc + scale_bytes_a(g));
     const int64_t nkb = (g->k + F8I_BLOCK - 1) / F8I_BLOCK;
@@ -485,8 +482,7 @@ static f8_status run_lt(f8_ctx *ctx, const bg_plan *p, const f8i_gemm_args *g, i
     F8I_COUNT_LAUNCHES(ctx, 1);
     gemm_block_scales_kernel<<<grid_1d(ctx, total), 256, 0, s>>>(g->a_scale_inv, scale_a, g->m, f8i_mode_block_rows(g->a_mode),
                                                                 g->b_scale_inv, scale_b, g->n, f8i_mode_block_rows(g->b_mode), nkb);
-    fs = f8i_cuda_launch_check(ctx, "gemm_block_scales_kernel");
-    if (fs != F8_OK) return fs;
+    F8I_TRY(f8i_cuda_launch_check(ctx, "gemm_block_scales_kernel"));
     /* C: D itself (accumulate) or the addend c, beta 1: the FP32 sum in the epilogue, D rounded once */
     const float alpha = 1.0f, beta = g->accumulate || g->c ? 1.0f : 0.0f;
     const void *cmat = g->c ? g->c : g->d;
@@ -524,17 +520,15 @@ f8_status f8i_cuda_gemm_block(f8_ctx *ctx, const f8i_gemm_args *args)
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "block gemm: scaling modes %d x %d, expected block modes",
                          (int)g->a_mode, (int)g->b_mode);
     f8i_gemm_block_cache *c = NULL;
-    f8_status st = cache_get(ctx, &c);
-    if (st != F8_OK) return st;
+    F8I_TRY(cache_get(ctx, &c));
     c->last_path = 0; /* nothing to do: no path */
     if (g->m == 0 || g->n == 0) return F8_OK;
     if (g->k == 0 && !g->bias && g->accumulate) return F8_OK;
     bg_plan *p = NULL;
-    st = plan_find(ctx, c, g, &p);
-    if (st != F8_OK) return st;
+    F8I_TRY(plan_find(ctx, c, g, &p));
     if (p->lt && !c->force_fallback) {
         int refused = 0;
-        st = run_lt(ctx, p, g, &refused);
+        const f8_status st = run_lt(ctx, p, g, &refused);
         if (st != F8_OK || !refused) {
             c->last_path = 2;
             return st;

@@ -19,11 +19,9 @@
 f8_status f8i_cuda_graph_begin(f8_ctx *ctx)
 {
     f8i_cuda_state *s = f8i_cuda(ctx);
-    f8_status st = f8i_cuda_check(ctx, cudaSetDevice(s->device), "f8_graph_begin: cudaSetDevice");
-    if (st != F8_OK) return st;
+    F8I_TRY(f8i_cuda_check(ctx, cudaSetDevice(s->device), "f8_graph_begin: cudaSetDevice"));
     cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-    st = f8i_cuda_check(ctx, cudaStreamIsCapturing(s->stream, &cs), "f8_graph_begin: cudaStreamIsCapturing");
-    if (st != F8_OK) return st;
+    F8I_TRY(f8i_cuda_check(ctx, cudaStreamIsCapturing(s->stream, &cs), "f8_graph_begin: cudaStreamIsCapturing"));
     if (cs != cudaStreamCaptureStatusNone)
         return f8i_error(ctx, F8_ERR_STATE, "f8_graph_begin: the ctx stream is already being captured (outside f8)");
     return f8i_cuda_check(ctx, cudaStreamBeginCapture(s->stream, cudaStreamCaptureModeRelaxed),

@@ -589,8 +589,7 @@ f8_status f8i_cuda_norm_bwd(f8_ctx *ctx, const f8i_norm_bwd_args *a)
         /* The contract both backends check, before any launch, so a failing
          * call writes nothing. The partials ([2, row_blocks, cols], at most
          * one row block per 16 rows) fit in what it asks for. */
-        f8_status st = f8i_check_reduce_workspace(ctx, a->workspace, a->workspace_bytes, rows, cols, "norm backward");
-        if (st != F8_OK) return st;
+        F8I_TRY(f8i_check_reduce_workspace(ctx, a->workspace, a->workspace_bytes, rows, cols, "norm backward"));
         p.partial = (float *)a->workspace;
         p.w_part = access_width(p.partial, cols * 4, 16);
     }
@@ -614,8 +613,7 @@ f8_status f8i_cuda_norm_bwd(f8_ctx *ctx, const f8i_norm_bwd_args *a)
         else
             norm_bwd_wide_kernel<<<(unsigned)row_blocks, BWD_WIDE_THREADS, 0, stream>>>(p);
         F8I_COUNT_LAUNCHES(ctx, 1);
-        f8_status st = f8i_cuda_launch_check(ctx, nv != 0 ? "norm_bwd_kernel" : "norm_bwd_wide_kernel");
-        if (st != F8_OK) return st;
+        F8I_TRY(f8i_cuda_launch_check(ctx, nv != 0 ? "norm_bwd_kernel" : "norm_bwd_wide_kernel"));
     }
 
     /* With no rows the column sums are 0: overwrite gives 0, accumulate keeps. */
@@ -625,8 +623,7 @@ f8_status f8i_cuda_norm_bwd(f8_ctx *ctx, const f8i_norm_bwd_args *a)
         dbias_reduce_kernel<<<rblocks, rthreads, 0, stream>>>(p.partial, row_blocks, cols, a->dgamma, p.p_bf16,
                                                               a->accumulate != 0, NULL);
         F8I_COUNT_LAUNCHES(ctx, 1);
-        f8_status st = f8i_cuda_launch_check(ctx, "dbias_reduce_kernel (dgamma)");
-        if (st != F8_OK) return st;
+        F8I_TRY(f8i_cuda_launch_check(ctx, "dbias_reduce_kernel (dgamma)"));
     }
     if (dbeta != NULL) {
         dbias_reduce_kernel<<<rblocks, rthreads, 0, stream>>>(p.partial + (p.partial ? row_blocks * cols : 0),

@@ -407,8 +407,7 @@ template <int X_BF16, int YK, int RMS, int COUNT>
 static f8_status launch_regs(f8_ctx *ctx, const norm_fwd_params *p, size_t smem)
 {
     void (*kernel)(norm_fwd_params) = norm_fwd_regs_kernel<X_BF16, YK, RMS, COUNT>;
-    const f8_status st = set_smem(ctx, kernel, smem);
-    if (st != F8_OK) return st;
+    F8I_TRY(set_smem(ctx, kernel, smem));
     kernel<<<rows_grid(p, 512, f8i_cuda(ctx)->sm_count), 512, smem, f8i_stream(ctx)>>>(*p);
     return F8_OK;
 }
@@ -417,8 +416,7 @@ template <int X_BF16, int YK, int THREADS, int COUNT>
 static f8_status launch_staged(f8_ctx *ctx, const norm_fwd_params *p, size_t smem)
 {
     void (*kernel)(norm_fwd_params) = norm_fwd_staged_kernel<X_BF16, YK, THREADS, COUNT>;
-    const f8_status st = set_smem(ctx, kernel, smem);
-    if (st != F8_OK) return st;
+    F8I_TRY(set_smem(ctx, kernel, smem));
     kernel<<<rows_grid(p, THREADS, f8i_cuda(ctx)->sm_count), THREADS, smem, f8i_stream(ctx)>>>(*p);
     return F8_OK;
 }
@@ -500,17 +498,14 @@ f8_status f8i_cuda_norm_fwd(f8_ctx *ctx, const f8i_norm_fwd_args *a)
         p.tpr = tpr;
         p.w_y = access_width(a->y, a->cols * y_size, y_size * e < 16 ? y_size * e : 16);
         if (p.stats == NULL && f8i_norm_fwd_fit_fits(&p)) { /* the fit kernel does not count telemetry */
-            const f8_status st = f8i_norm_fwd_fit_launch(ctx, &p);
-            if (st != F8_OK) return st;
+            F8I_TRY(f8i_norm_fwd_fit_launch(ctx, &p));
             F8I_COUNT_LAUNCHES(ctx, 1);
             return f8i_cuda_launch_check(ctx, "norm_fwd_fit_kernel");
         }
         const int kn = (int)((np + tpr - 1) / tpr);
         const int staged = staged_threads(&p, np, e, kn);
         const size_t smem = rows_smem(np, e, p.rms, kn, staged);
-        const f8_status st =
-            p.x_bf16 ? launch_rows_y<1>(ctx, &p, staged, smem) : launch_rows_y<0>(ctx, &p, staged, smem);
-        if (st != F8_OK) return st;
+        F8I_TRY(p.x_bf16 ? launch_rows_y<1>(ctx, &p, staged, smem) : launch_rows_y<0>(ctx, &p, staged, smem));
         F8I_COUNT_LAUNCHES(ctx, 1);
         return f8i_cuda_launch_check(ctx, "norm_fwd_rows_kernel");
     }

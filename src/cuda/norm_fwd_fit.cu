@@ -203,8 +203,7 @@ static f8_status fit_launch(f8_ctx *ctx, const norm_fwd_params *p)
     int per_sm = FIT_MIN_BLOCKS;
     while (per_sm > 1 && (size_t)per_sm * (smem + 2048) > 228 * 1024) per_sm--;
     if (smem + 2048 > 48 * 1024) { /* the static arrays count towards the 48 KB default */
-        const f8_status st = f8i_cuda_smem_optin(ctx, (const void *)kernel, "norm forward: shared-memory opt-in");
-        if (st != F8_OK) return st;
+        F8I_TRY(f8i_cuda_smem_optin(ctx, (const void *)kernel, "norm forward: shared-memory opt-in"));
     }
     const int sm_count = f8i_cuda(ctx)->sm_count;
     const int64_t groups = FIT_THREADS / (32 * NW), need = (p->rows + groups - 1) / groups;

@@ -147,8 +147,7 @@ f8_status f8i_checkpoint_put(f8_checkpoint *ck, const char *name, f8i_ck_dtype d
                              const void *host_data, size_t bytes)
 {
     if (!ck) return F8_ERR_INVALID_ARGUMENT;
-    f8_status st = put_check(ck, "f8i_checkpoint_put", name, dtype, ndim, shape, bytes);
-    if (st != F8_OK) return st;
+    F8I_TRY(put_check(ck, "f8i_checkpoint_put", name, dtype, ndim, shape, bytes));
     if (bytes && !host_data) return f8i_error(ck->ctx, F8_ERR_INVALID_ARGUMENT, "f8i_checkpoint_put: host_data is NULL");
     entry *e = f8i_ck_entry_new(name, dtype, ndim, shape, bytes);
     if (!e) return f8i_error(ck->ctx, F8_ERR_OUT_OF_MEMORY, "f8i_checkpoint_put: out of host memory");
@@ -311,14 +310,13 @@ f8_status f8_checkpoint_add_tensor(f8_checkpoint *ck, const char *name, const f8
     if (!ck) return F8_ERR_INVALID_ARGUMENT;
     f8i_ck_dtype dtype;
     size_t bytes;
-    f8_status st = check_view(ck->ctx, fn, tensor, &dtype, &bytes);
-    if (st != F8_OK) return st;
+    F8I_TRY(check_view(ck->ctx, fn, tensor, &dtype, &bytes));
     int64_t shape[2] = {tensor->rows, tensor->cols};
-    st = put_check(ck, fn, name, dtype, 2, shape, bytes);
-    if (st != F8_OK) return st;
+    F8I_TRY(put_check(ck, fn, name, dtype, 2, shape, bytes));
     entry *e = f8i_ck_entry_new(name, dtype, 2, shape, bytes);
     if (!e) return f8i_error(ck->ctx, F8_ERR_OUT_OF_MEMORY, "%s: out of host memory (%zu bytes)", fn, bytes);
     /* Straight into the entry's buffer: one host copy, not two. */
+    f8_status st = F8_OK;
     if (bytes) st = ck->ctx->be->download(ck->ctx, e->data, tensor->data, bytes);
     if (st != F8_OK) {
         entry_free(e);
@@ -356,8 +354,7 @@ f8_status f8_checkpoint_read_tensor(const f8_checkpoint *ck, const char *name, f
     if (!name) return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: name is NULL", fn);
     f8i_ck_dtype dtype;
     size_t bytes;
-    f8_status st = check_view(ctx, fn, dst, &dtype, &bytes);
-    if (st != F8_OK) return st;
+    F8I_TRY(check_view(ctx, fn, dst, &dtype, &bytes));
     const f8i_ck_entry *e = f8i_checkpoint_find(ck, name);
     if (!e) return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: no tensor named \"%.64s\"", fn, name);
     if (e->dtype != dtype)

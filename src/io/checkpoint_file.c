@@ -296,8 +296,7 @@ f8_status f8i_checkpoint_serialize(const f8_checkpoint *ck, unsigned char **byte
     if (!ck) return F8_ERR_INVALID_ARGUMENT;
     if (!bytes || !size) return f8i_error(ck->ctx, F8_ERR_INVALID_ARGUMENT, "%s: an output is NULL", fn);
     layout l;
-    f8_status st = layout_make(ck, fn, &l);
-    if (st != F8_OK) return st;
+    F8I_TRY(layout_make(ck, fn, &l));
     unsigned char *b = (unsigned char *)malloc(l.total);
     if (!b) {
         layout_free(&l);
@@ -335,8 +334,7 @@ f8_status f8_checkpoint_save(const f8_checkpoint *ck, const char *path)
     f8_ctx *ctx = ck->ctx;
     if (!path || !*path) return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: path is NULL or empty", fn);
     layout l;
-    f8_status st = layout_make(ck, fn, &l);
-    if (st != F8_OK) return st;
+    F8I_TRY(layout_make(ck, fn, &l));
     size_t tlen = strlen(path) + 32;
     char *tmp = (char *)malloc(tlen);
     if (!tmp) {
@@ -365,6 +363,7 @@ f8_status f8_checkpoint_save(const f8_checkpoint *ck, const char *path)
         }
         if (err) unlink(tmp);
     }
+    f8_status st = F8_OK;
     if (err)
         st = f8i_error(ctx, F8_ERR_IO, "%s: %s %.200s: %s", fn, step, !strcmp(step, "renaming") ? path : tmp,
                        strerror(err));

@@ -193,8 +193,7 @@ static f8_status find(const f8_checkpoint *ck, f8_ctx *ctx, const char *prefix, 
                       const f8i_ck_entry **e)
 {
     char name[NAME_MAX_LEN];
-    f8_status st = name_of(ctx, name, prefix, field);
-    if (st != F8_OK) return st;
+    F8I_TRY(name_of(ctx, name, prefix, field));
     *e = f8i_checkpoint_find(ck, name);
     if (!*e) return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "checkpoint: no tensor \"%s\"", name);
     return F8_OK;
@@ -234,13 +233,11 @@ static int is_fp8(f8i_ck_dtype d) { return d == F8I_CK_F8_E4M3 || d == F8I_CK_F8
 static f8_status check_values(const f8_checkpoint *ck, f8_ctx *ctx, const char *prefix, const char *field, int ndim,
                               int64_t rows, int64_t cols, const f8i_ck_entry **e, float *sinv)
 {
-    f8_status st = find(ck, ctx, prefix, field, e);
-    if (st != F8_OK) return st;
+    F8I_TRY(find(ck, ctx, prefix, field, e));
     const f8i_ck_entry *x = *e;
     if (x->dtype != F8I_CK_F32 && x->dtype != F8I_CK_BF16 && !is_fp8(x->dtype))
         return f8i_error(ctx, F8_ERR_DTYPE, "checkpoint: \"%s\" is not F32, BF16 or F8", x->name);
-    st = f8i_checkpoint_check_finite(ck, "f8_checkpoint_restore_module", x->name, F8I_CK_FINITE);
-    if (st != F8_OK) return st;
+    F8I_TRY(f8i_checkpoint_check_finite(ck, "f8_checkpoint_restore_module", x->name, F8I_CK_FINITE));
     int ok = ndim == 2 ? (x->ndim == 2 && x->shape[0] == rows && x->shape[1] == cols)
                        : (elements(x) == cols && (x->ndim == 1 || (x->ndim == 2 && x->shape[0] == 1)));
     if (!ok)
@@ -251,12 +248,10 @@ static f8_status check_values(const f8_checkpoint *ck, f8_ctx *ctx, const char *
         char f2[96];
         const f8i_ck_entry *s = NULL;
         snprintf(f2, sizeof f2, "%s_scale_inv", field);
-        st = find(ck, ctx, prefix, f2, &s);
-        if (st != F8_OK) return st;
+        F8I_TRY(find(ck, ctx, prefix, f2, &s));
         if (s->dtype != F8I_CK_F32 || elements(s) != 1)
             return f8i_error(ctx, F8_ERR_SHAPE, "checkpoint: \"%s\" must be one F32", s->name);
-        st = f8i_checkpoint_check_finite(ck, "f8_checkpoint_restore_module", s->name, F8I_CK_POSITIVE);
-        if (st != F8_OK) return st;
+        F8I_TRY(f8i_checkpoint_check_finite(ck, "f8_checkpoint_restore_module", s->name, F8I_CK_POSITIVE));
         memcpy(sinv, s->data, 4);
     }
     return F8_OK;
@@ -379,8 +374,7 @@ static f8_status plan_slots(const f8_checkpoint *ck, f8_ctx *ctx, const char *pr
     for (int d = 0; d < 2; d++) {
         char field[64];
         snprintf(field, sizeof field, "fp8.%s.amax_history", dirs[d]);
-        st = name_of(ctx, name, prefix, field);
-        if (st != F8_OK) return st;
+        F8I_TRY(name_of(ctx, name, prefix, field));
         present += f8i_checkpoint_find(ck, name) != NULL;
     }
     if (!present) {
@@ -490,8 +484,7 @@ static f8_status names_free(const f8_checkpoint *ck, f8_ctx *ctx, const char *fn
 {
     char name[NAME_MAX_LEN];
     for (int i = 0; i < n; i++) {
-        f8_status st = name_of(ctx, name, prefix, fields[i]);
-        if (st != F8_OK) return st;
+        F8I_TRY(name_of(ctx, name, prefix, fields[i]));
         if (f8i_checkpoint_find(ck, name))
             return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: \"%s\" is already in the checkpoint (nothing of the %s "
                                                            "was added)", fn, name, what);
@@ -539,14 +532,13 @@ f8_status f8_checkpoint_add_module(f8_checkpoint *ck, const char *prefix, f8_mod
     if (f8i_checkpoint_ctx(ck) != m->ctx)
         return f8i_error(m->ctx, F8_ERR_INVALID_ARGUMENT, "f8_checkpoint_add_module: the checkpoint belongs to another "
                                                           "ctx");
-    f8_status st = check_free(ck, prefix, m);
-    if (st != F8_OK) return st;
+    F8I_TRY(check_free(ck, prefix, m));
     /* Into a scratch checkpoint first, held to restore_module's value rules
      * (parameters finite, amaxes >= 0, scales > 0), then moved: a module
      * restore would refuse adds nothing (each tensor is downloaded once;
      * the move is a host copy). */
     f8_checkpoint *tmp = NULL;
-    st = f8_checkpoint_create(m->ctx, &tmp);
+    f8_status st = f8_checkpoint_create(m->ctx, &tmp);
     if (st == F8_OK) st = add_module(tmp, prefix, m);
     const size_t n = tmp ? f8i_checkpoint_count(tmp) : 0;
     for (size_t i = 0; i < n && st == F8_OK; i++) {
@@ -612,9 +604,8 @@ f8_status f8_checkpoint_restore_attention(const f8_checkpoint *ck, const char *p
     f8_ctx *ctx = f8i_attention_ctx(a);
     const char *fn = "f8_checkpoint_restore_attention";
     char name[NAME_MAX_LEN];
-    f8_status st = att_args(ck, prefix, ctx, fn);
-    if (st == F8_OK) st = name_of(ctx, name, prefix, ATT_FIELDS[0]);
-    if (st != F8_OK) return st;
+    F8I_TRY(att_args(ck, prefix, ctx, fn));
+    F8I_TRY(name_of(ctx, name, prefix, ATT_FIELDS[0]));
     const int stored = f8i_checkpoint_find(ck, name) != NULL, fp8 = f8i_attention_config(a)->fp8;
     /* a mismatch either way would lose state or invent it: refused */
     if (stored && !fp8)
@@ -627,7 +618,7 @@ f8_status f8_checkpoint_restore_attention(const f8_checkpoint *ck, const char *p
     f8_slot slots[3];
     float *h = NULL;
     const int L = ctx->recipe.amax_history_len;
-    st = f8_attention_fp8_slots(a, slots);
+    f8_status st = f8_attention_fp8_slots(a, slots);
     if (st == F8_OK) st = check_recipe(ck, ctx, prefix);
     if (st == F8_OK) st = read_slots(ck, ctx, fn, prefix, "fwd", 3, &h);
     if (st == F8_OK) st = f8i_slots_io(ctx, slots, 3, h, h + (size_t)L * 3, h + (size_t)L * 3 + 3, 1);

@@ -387,8 +387,7 @@ f8_status f8_onnx_add_input(f8_onnx *g, const char *name, f8_onnx_type type, con
 {
     static const char fn[] = "f8_onnx_add_input";
     if (!g) return F8_ERR_INVALID_ARGUMENT;
-    f8_status st = f8i_onnx_check_new(g, fn, name);
-    if (st != F8_OK) return st;
+    F8I_TRY(f8i_onnx_check_new(g, fn, name));
     if (type != F8_ONNX_FLOAT && type != F8_ONNX_INT64)
         return f8i_error(g->ctx, F8_ERR_INVALID_ARGUMENT, "%s: type %d is not F8_ONNX_FLOAT or F8_ONNX_INT64", fn,
                          (int)type);
@@ -478,8 +477,7 @@ f8_status f8_onnx_serialize(const f8_onnx *g, void *buf, size_t capacity, size_t
     static const char fn[] = "f8_onnx_serialize";
     if (!g) return F8_ERR_INVALID_ARGUMENT;
     if (!size) return f8i_error(g->ctx, F8_ERR_INVALID_ARGUMENT, "%s: size is NULL", fn);
-    f8_status st = check_complete(g, fn);
-    if (st != F8_OK) return st;
+    F8I_TRY(check_complete(g, fn));
     const f8i_onnx_model m = model_of(g);
     int werr = 0;
     const size_t need = f8i_onnx_encode(&m, NULL, NULL, &werr);
@@ -497,8 +495,7 @@ f8_status f8_onnx_save(const f8_onnx *g, const char *path)
     static const char fn[] = "f8_onnx_save";
     if (!g) return F8_ERR_INVALID_ARGUMENT;
     if (!path || !*path) return f8i_error(g->ctx, F8_ERR_INVALID_ARGUMENT, "%s: path is NULL or empty", fn);
-    f8_status st = check_complete(g, fn);
-    if (st != F8_OK) return st;
+    F8I_TRY(check_complete(g, fn));
     char *tmp = (char *)malloc(strlen(path) + 32);
     if (!tmp) return f8i_error(g->ctx, F8_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
     /* beside path, so the rename stays on one file system */
@@ -513,6 +510,7 @@ f8_status f8_onnx_save(const f8_onnx *g, const char *path)
         if (!werr && rename(tmp, path) != 0) werr = 1;
         if (werr) unlink(tmp);
     }
+    f8_status st = F8_OK;
     if (werr) st = f8i_error(g->ctx, F8_ERR_IO, "%s: writing %.200s: %s", fn, path, strerror(errno));
     free(tmp);
     return st;

@@ -419,8 +419,7 @@ f8_status f8_onnx_add_module(f8_onnx *g, f8_module *m, const char *x, const char
 {
     static const char fn[] = "f8_onnx_add_module";
     const f8i_onnx_value *xv = NULL;
-    f8_status st = begin(g, fn, x, F8I_ONNX_FLOAT, y, &xv);
-    if (st != F8_OK) return st;
+    F8I_TRY(begin(g, fn, x, F8I_ONNX_FLOAT, y, &xv));
     if (!m || m->ctx != f8i_onnx_ctx(g))
         return f8i_error(f8i_onnx_ctx(g), F8_ERR_INVALID_ARGUMENT, "%s: the module is NULL or of another ctx", fn);
     if (xv->last > 0 && xv->last != m->in_features)
@@ -436,6 +435,7 @@ f8_status f8_onnx_add_module(f8_onnx *g, f8_module *m, const char *x, const char
     const f8i_onnx_mark mark = f8i_onnx_mark_now(g);
     f8i_step steps[F8I_MAX_STEPS];
     const int n = m->cls->describe(m, fp8, steps);
+    f8_status st = F8_OK;
     const char *cur = x;
     for (int i = 0; i < n && cur; i++) {
         const f8i_step *s = &steps[i];
@@ -454,8 +454,7 @@ f8_status f8_onnx_add_attention(f8_onnx *g, const f8_attention *att, const char 
 {
     static const char fn[] = "f8_onnx_add_attention";
     const f8i_onnx_value *v = NULL;
-    f8_status chk = begin(g, fn, qkv, F8I_ONNX_FLOAT, y, &v);
-    if (chk != F8_OK) return chk;
+    F8I_TRY(begin(g, fn, qkv, F8I_ONNX_FLOAT, y, &v));
     f8_ctx *ctx = f8i_onnx_ctx(g);
     if (!att || f8i_attention_ctx(att) != ctx)
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: the attention is NULL or of another ctx", fn);
@@ -511,8 +510,7 @@ f8_status f8_onnx_add_embedding(f8_onnx *g, const f8_tensor *wte, const f8_tenso
 {
     static const char fn[] = "f8_onnx_add_embedding";
     const f8i_onnx_value *v = NULL;
-    f8_status chk = begin(g, fn, tokens, F8I_ONNX_INT64, y, &v);
-    if (chk != F8_OK) return chk;
+    F8I_TRY(begin(g, fn, tokens, F8I_ONNX_INT64, y, &v));
     f8_ctx *ctx = f8i_onnx_ctx(g);
     if (!wte || !wpe || !wte->data || !wpe->data)
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: wte or wpe (or its data) is NULL", fn);
@@ -548,9 +546,8 @@ f8_status f8_onnx_add_add(f8_onnx *g, const char *a, const char *b, const char *
 {
     static const char fn[] = "f8_onnx_add_add";
     const f8i_onnx_value *va = NULL, *vb = NULL;
-    f8_status st = begin(g, fn, a, F8I_ONNX_FLOAT, y, &va);
-    if (st == F8_OK) st = f8i_onnx_need(g, fn, b, F8I_ONNX_FLOAT, &vb);
-    if (st != F8_OK) return st;
+    F8I_TRY(begin(g, fn, a, F8I_ONNX_FLOAT, y, &va));
+    F8I_TRY(f8i_onnx_need(g, fn, b, F8I_ONNX_FLOAT, &vb));
     if (va->last > 0 && vb->last > 0 && va->last != vb->last)
         return f8i_error(f8i_onnx_ctx(g), F8_ERR_SHAPE, "%s: '%s' and '%s' have last dimensions %lld and %lld", fn, a, b,
                          (long long)va->last, (long long)vb->last);
@@ -558,7 +555,7 @@ f8_status f8_onnx_add_add(f8_onnx *g, const char *a, const char *b, const char *
     const int64_t last = va->last > 0 ? va->last : vb->last;
     a = va->name, b = vb->name;
     const f8i_onnx_mark mark = f8i_onnx_mark_now(g);
-    f8_status *stp = &st;
+    f8_status st = F8_OK, *stp = &st;
     const char *sum = opn(g, stp, "Add", NULL, 2, (const char *const[]){a, b});
     return finish(g, st, mark, sum, 1, y, rank, last);
 }
@@ -567,8 +564,7 @@ f8_status f8_onnx_add_slice(f8_onnx *g, const char *x, int64_t begin_, int64_t e
 {
     static const char fn[] = "f8_onnx_add_slice";
     const f8i_onnx_value *v = NULL;
-    f8_status st = begin(g, fn, x, F8I_ONNX_FLOAT, y, &v);
-    if (st != F8_OK) return st;
+    F8I_TRY(begin(g, fn, x, F8I_ONNX_FLOAT, y, &v));
     if (begin_ < 0 || end <= begin_ || (v->last > 0 && end > v->last))
         return f8i_error(f8i_onnx_ctx(g), F8_ERR_SHAPE, "%s: [%lld, %lld) of '%s' (last dimension %lld) is not a "
                          "non-empty range inside it", fn, (long long)begin_, (long long)end, x, (long long)v->last);
@@ -576,7 +572,7 @@ f8_status f8_onnx_add_slice(f8_onnx *g, const char *x, int64_t begin_, int64_t e
     const int64_t last = -1;
     x = v->name;
     const f8i_onnx_mark mark = f8i_onnx_mark_now(g);
-    f8_status *stp = &st;
+    f8_status st = F8_OK, *stp = &st;
     const char *in[4] = {x, f8i_onnx_const_ints(g, &begin_, 1), f8i_onnx_const_ints(g, &end, 1),
                          f8i_onnx_const_ints(g, &last, 1)};
     const char *s = opn(g, stp, "Slice", NULL, 4, in);

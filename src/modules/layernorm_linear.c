@@ -119,8 +119,7 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
     if (!return_ln && ln_out)
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "f8_layernorm_linear_forward: ln_out given but the module was "
                                                        "created without return_layernorm_output");
-    f8_status st = ln_out ? f8i_check_act(ctx, ln_out, "f8_layernorm_linear_forward: ln_out", T, K, -1) : F8_OK;
-    if (st != F8_OK) return st;
+    F8I_TRY(ln_out ? f8i_check_act(ctx, ln_out, "f8_layernorm_linear_forward: ln_out", T, K, -1) : F8_OK);
 
     lnl_ws ws;
     f8i_layout l = f8i_module_workspace(m);
@@ -132,6 +131,7 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
     /* block scaling training: also ln8ᵀ with its own tiles, for wgrad */
     f8i_qbuf q = {(uint8_t *)o->ln, saved ? s->lnt : NULL, o->ln_sinv, f8_ctx_slot_dtype(ctx, F8_DIR_FORWARD),
                   s->lnt_sinv};
+    f8_status st;
     if (!return_ln) { /* FP8 (the cast fused with the norm, or after it) or the param dtype; gathered */
         st = f8i_module_norm_input(m, x, SLOT_INPUT, &q, ws.hp, s->mu, s->rsigma, ws.amax);
     } else if (fp8) {
@@ -160,8 +160,7 @@ static f8_status backward(f8_module *m, f8_saved *sv, const f8_tensor *dy, const
     if (dln_out && !((lnl *)m)->own.return_ln)
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: dln_out given but the module does not return its norm "
                                                        "output", fn);
-    f8_status st = dln_out ? f8i_check_act(ctx, dln_out, "f8_layernorm_linear_backward: dln_out", T, K, -1) : F8_OK;
-    if (st != F8_OK) return st;
+    F8I_TRY(dln_out ? f8i_check_act(ctx, dln_out, "f8_layernorm_linear_backward: dln_out", T, K, -1) : F8_OK);
 
     const lnl_saved *s = (const lnl_saved *)sv->impl;
     f8i_weight *w = &m->w[0];
@@ -172,11 +171,11 @@ static f8_status backward(f8_module *m, f8_saved *sv, const f8_tensor *dy, const
     const void *ln = s->ln;
     const float *ln_sinv = s->ln_sinv;
     if (m->recompute_norm) {
-        st = f8i_module_norm_recompute(m, sv, s->scale, &ws.rln, ws.hp);
+        F8I_TRY(f8i_module_norm_recompute(m, sv, s->scale, &ws.rln, ws.hp));
         ln = ws.rln.data;
         ln_sinv = ws.rln.scale_inv;
     }
-    if (st != F8_OK) return st;
+    f8_status st;
     if (m->fp8) {
         const f8i_qbuf *g = &ws.g8;
         st = f8i_module_quantize(m, dy->data, dy->dtype, T, N, F8_DIR_BACKWARD, SLOT_GRAD_OUTPUT, g, w, ws.reduce);
@@ -248,14 +247,13 @@ f8_layernorm_linear_config f8_layernorm_linear_config_default(int64_t in_feature
 f8_status f8_layernorm_linear_create(f8_ctx *ctx, const f8_layernorm_linear_config *c, f8_module **out)
 {
     const char *fn = __func__;
-    f8_status st = f8i_create_check(ctx, fn, c, out);
-    if (st == F8_OK && c->return_layernorm_output != 0 && c->return_layernorm_output != 1)
-        st = f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: config.return_layernorm_output is %d; it must be 0 or 1", fn,
-                       c->return_layernorm_output);
-    if (st == F8_OK && c->return_layernorm_output == 1 && c->recompute_norm_output == 1)
-        st = f8i_error(ctx, F8_ERR_UNSUPPORTED, "%s: config.recompute_norm_output with return_layernorm_output is "
-                                                "not supported", fn);
-    if (st != F8_OK) return st;
+    F8I_TRY(f8i_create_check(ctx, fn, c, out));
+    if (c->return_layernorm_output != 0 && c->return_layernorm_output != 1)
+        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: config.return_layernorm_output is %d; it must be 0 or 1",
+                         fn, c->return_layernorm_output);
+    if (c->return_layernorm_output == 1 && c->recompute_norm_output == 1)
+        return f8i_error(ctx, F8_ERR_UNSUPPORTED, "%s: config.recompute_norm_output with return_layernorm_output is "
+                                                  "not supported", fn);
     f8i_module_spec s = {0};
     f8i_spec_single_weight(&s, &lnl_class, c->in_features, c->out_features, c->seed);
     F8I_SPEC_FROM_CONFIG(s, c);

@@ -240,8 +240,7 @@ static f8_status act_backward(f8_module *m, const mlp_saved *s, int64_t T, const
     if (m->fp8 && ws->hp) { /* current or block scaling: d in param dtype, then the cast (+dbias) */
         a.dx = ws->hp;
         a.dx_dtype = m->param_dtype;
-        f8_status st = f8i_op_act_bwd(ctx, &a);
-        if (st != F8_OK) return st;
+        F8I_TRY(f8i_op_act_bwd(ctx, &a));
         return f8i_module_quantize(m, ws->hp, m->param_dtype, T, m->w[0].rows, F8_DIR_BACKWARD, GRAD_OUTPUT2, &ws->d8,
                                    &m->w[0], ws->reduce);
     }
@@ -362,11 +361,10 @@ f8_layernorm_mlp_config f8_layernorm_mlp_config_default(int64_t hidden_size, int
 f8_status f8_layernorm_mlp_create(f8_ctx *ctx, const f8_layernorm_mlp_config *c, f8_module **out)
 {
     const char *fn = __func__;
-    f8_status st = f8i_create_check(ctx, fn, c, out);
-    if (st == F8_OK && ((int)c->activation < F8_ACT_GELU || (int)c->activation > F8_ACT_SRELU))
-        st = f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: activation %d is not one of f8_activation", fn,
-                       (int)c->activation);
-    if (st != F8_OK) return st;
+    F8I_TRY(f8i_create_check(ctx, fn, c, out));
+    if ((int)c->activation < F8_ACT_GELU || (int)c->activation > F8_ACT_SRELU)
+        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: activation %d is not one of f8_activation", fn,
+                         (int)c->activation);
     const int64_t H = c->hidden_size, F = c->ffn_hidden_size;
     f8i_module_spec s = {0};
     s.cls = &mlp_class;

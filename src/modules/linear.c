@@ -146,8 +146,7 @@ f8_linear_config f8_linear_config_default(int64_t in_features, int64_t out_featu
 f8_status f8_linear_create(f8_ctx *ctx, const f8_linear_config *c, f8_module **out)
 {
     const char *fn = __func__;
-    f8_status st = f8i_create_check(ctx, fn, c, out);
-    if (st != F8_OK) return st;
+    F8I_TRY(f8i_create_check(ctx, fn, c, out));
     f8i_module_spec s = {0};
     f8i_spec_single_weight(&s, &linear_class, c->in_features, c->out_features, c->seed);
     F8I_SPEC_FROM_CONFIG(s, c);

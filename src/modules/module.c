@@ -87,8 +87,7 @@ static void release_memory(f8_module *m)
 
 static f8_status module_init(f8_ctx *ctx, f8_module *m, const f8i_module_spec *s, const char *fn)
 {
-    f8_status st = spec_check(ctx, s, fn);
-    if (st != F8_OK) return st;
+    F8I_TRY(spec_check(ctx, s, fn));
     m->cls = s->cls;
     m->ctx = ctx;
     m->fp8 = s->fp8;
@@ -107,7 +106,7 @@ static f8_status module_init(f8_ctx *ctx, f8_module *m, const f8i_module_spec *s
     /* Slots first (an FP8 primary weight is quantized with its slot's
      * scale); a failure later hands them back. */
     f8i_slot_mark mark = f8i_slots_mark(ctx);
-    st = f8_ctx_slots_create(ctx, F8_DIR_FORWARD, s->n_fwd, m->fwd);
+    f8_status st = f8_ctx_slots_create(ctx, F8_DIR_FORWARD, s->n_fwd, m->fwd);
     if (st == F8_OK) st = f8_ctx_slots_create(ctx, F8_DIR_BACKWARD, s->n_bwd, m->bwd);
     if (st == F8_OK && s->has_norm)
         st = f8i_norm_create(ctx, &m->norm, s->in_features, s->normalization, s->eps, s->zero_centered_gamma,
@@ -284,8 +283,7 @@ f8_status f8_module_set_main_grad(f8_module *m, f8_param which, float *main_grad
     static const char fn[] = "f8_module_set_main_grad";
     if (!m) return F8_ERR_INVALID_ARGUMENT;
     f8i_weight *w = NULL;
-    f8_status st = weight_param(m, fn, which, &w);
-    if (st != F8_OK) return st;
+    F8I_TRY(weight_param(m, fn, which, &w));
     if (!m->fuse_wgrad)
         return f8i_error(m->ctx, F8_ERR_STATE, "%s: the %s was created without fuse_wgrad_accumulation", fn, m->cls->name);
     if (!main_grad) /* not a way to unset it: a backward would then fail, or write nowhere */
@@ -366,8 +364,7 @@ static f8_status addend_check(f8_ctx *ctx, const f8_tensor *r, const f8_tensor *
 {
     char what[96];
     snprintf(what, sizeof what, "%s: %s", fn, name);
-    f8_status st = f8i_check_tensor(ctx, r, what);
-    if (st != F8_OK) return st;
+    F8I_TRY(f8i_check_tensor(ctx, r, what));
     if (r->dtype != out->dtype)
         return f8i_error(ctx, F8_ERR_DTYPE, "%s is %s but y is %s: the residual takes y's dtype", what,
                          f8_dtype_name(r->dtype), f8_dtype_name(out->dtype));
@@ -387,24 +384,21 @@ static f8_status forward_checked(f8_module *m, const f8_tensor *x, f8_tensor *y,
     char name[96];
     const int must = m->fp8 ? -1 : (int)m->param_dtype;
     snprintf(name, sizeof name, "%s: x", fn);
-    f8_status st = f8i_check_act(ctx, x, name, -1, m->in_features, must);
-    if (st != F8_OK) return st;
+    F8I_TRY(f8i_check_act(ctx, x, name, -1, m->in_features, must));
     const int64_t T = f8i_sp_tokens(m, x->rows); /* sequence parallel: x holds T / P of them */
     if (T > m->max_tokens)
         return f8i_error(ctx, F8_ERR_SHAPE, "%s: x has %lld tokens%s, more than config.max_tokens %lld", fn,
                          (long long)T, m->sp ? " over the sequence-parallel group" : "", (long long)m->max_tokens);
     snprintf(name, sizeof name, "%s: y", fn);
-    st = f8i_check_act(ctx, y, name, T, m->out_features, -1);
-    if (st != F8_OK) return st;
+    F8I_TRY(f8i_check_act(ctx, y, name, T, m->out_features, -1));
     /* the GEMMs' D must not alias their inputs (cuBLASLt), and the norm reads x while writing its output */
     if (overlap(x, y)) return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: y overlaps x: pass them apart", fn);
     if (mb != F8_MICROBATCH_NONE && mb != F8_MICROBATCH_FIRST && mb != F8_MICROBATCH_NOT_FIRST)
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: microbatch %d is not NONE, FIRST or NOT_FIRST", fn, (int)mb);
     if (saved && saved->owner != m)
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: saved belongs to another module", fn);
-    if (residual) st = addend_check(ctx, residual, y, "residual", fn);
-    if (st != F8_OK) return st;
-    st = m->cls->forward(m, x, y, aux, mb, saved, residual);
+    if (residual) F8I_TRY(addend_check(ctx, residual, y, "residual", fn));
+    const f8_status st = m->cls->forward(m, x, y, aux, mb, saved, residual);
     if (st == F8_OK && saved) {
         saved->x = *x;
         saved->tokens = T;
@@ -426,10 +420,9 @@ static f8_status backward_checked(f8_module *m, f8_saved *s, const f8_tensor *dy
     char name[96];
     const int must = m->fp8 ? -1 : (int)m->param_dtype;
     snprintf(name, sizeof name, "%s: dy", fn);
-    f8_status st = f8i_check_act(ctx, dy, name, s->tokens, m->out_features, must);
+    F8I_TRY(f8i_check_act(ctx, dy, name, s->tokens, m->out_features, must));
     snprintf(name, sizeof name, "%s: dx", fn);
-    if (st == F8_OK && dx) st = f8i_check_act(ctx, dx, name, s->x.rows, m->in_features, -1); /* x's rows: T / P */
-    if (st != F8_OK) return st;
+    if (dx) F8I_TRY(f8i_check_act(ctx, dx, name, s->x.rows, m->in_features, -1)); /* x's rows: T / P */
     /* dx is read and written. A norm module reads dy before its last op
      * (the norm backward) writes dx, so dx may be dy itself; a Linear's
      * dgrad reads dy (FP8 off) while it writes dx, and wgrad reads it after. */
@@ -442,9 +435,9 @@ static f8_status backward_checked(f8_module *m, f8_saved *s, const f8_tensor *dy
         if (m->fuse_wgrad && !m->w[i].main_grad)
             return f8i_error(ctx, F8_ERR_STATE, "%s: fuse_wgrad_accumulation is on but no main_grad was set for %s "
                                                 "(f8_module_set_main_grad)", fn, m->weight_names[i]);
-    st = m->cls->backward(m, s, dy, aux, dx, dx_add);
-    if (st == F8_OK) s->filled = 0;
-    return st;
+    F8I_TRY(m->cls->backward(m, s, dy, aux, dx, dx_add));
+    s->filled = 0;
+    return F8_OK;
 }
 
 f8_status f8_module_forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_microbatch microbatch, f8_saved *saved)
@@ -579,8 +572,7 @@ f8_status f8i_module_quantize(f8_module *m, const void *src, f8_dtype src_dtype,
     if (f8i_quantizer_blocked(&m->q)) return block_quantize(m, src, src_dtype, rows, cols, sl, out, dbias_of, reduce);
     f8i_cast_args c = f8i_module_cast_args(ctx, sl, src, src_dtype, rows, cols, out);
     c.out_t = out->data_t;
-    f8_status st = f8i_slot_prepare(ctx, sl, out->dtype, src, src_dtype, rows * cols, NULL, 1, &c.amax);
-    if (st != F8_OK) return st;
+    F8I_TRY(f8i_slot_prepare(ctx, sl, out->dtype, src, src_dtype, rows * cols, NULL, 1, &c.amax));
     if (dbias_of && dbias_of->db) SET_DBIAS(c, dbias_of, reduce, rows, cols);
     return f8i_op_cast(ctx, &c);
 }

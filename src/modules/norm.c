@@ -31,26 +31,24 @@ f8_status f8i_norm_create(f8_ctx *ctx, f8i_norm *n, int64_t cols, f8_norm kind, 
     n->eps = eps;
     const size_t es = f8_dtype_size(dtype), vb = f8i_align256((size_t)cols * es);
     const size_t nb = n->rms ? vb : 2 * vb;
-    f8_status st = f8i_alloc(ctx, F8_MEM_PARAMETERS, acct, nb, &n->pblock);
-    if (st == F8_OK) st = f8i_alloc(ctx, F8_MEM_GRADIENTS, acct, nb, &n->gblock);
-    if (st != F8_OK) return st;
+    F8I_TRY(f8i_alloc(ctx, F8_MEM_PARAMETERS, acct, nb, &n->pblock));
+    F8I_TRY(f8i_alloc(ctx, F8_MEM_GRADIENTS, acct, nb, &n->gblock));
     unsigned char *p = (unsigned char *)n->pblock, *g = (unsigned char *)n->gblock;
     n->gamma = p;
     n->beta = n->rms ? NULL : p + vb;
     n->dgamma = g;
     n->dbeta = n->rms ? NULL : g + vb;
-    st = f8i_op_memset_zero(ctx, n->pblock, nb);
-    if (st == F8_OK) st = f8i_op_memset_zero(ctx, n->gblock, nb);
-    if (st == F8_OK && !n->zero_centered) {
-        unsigned char *host = (unsigned char *)malloc((size_t)cols * es + 1);
-        if (!host) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "norm init: out of host memory");
-        for (int64_t i = 0; i < cols; i++) {
-            if (es == 2) ((uint16_t *)host)[i] = f8i_bf16_from_float(1.0f);
-            else ((float *)host)[i] = 1.0f;
-        }
-        st = ctx->be->upload(ctx, n->gamma, host, (size_t)cols * es);
-        free(host);
+    F8I_TRY(f8i_op_memset_zero(ctx, n->pblock, nb));
+    F8I_TRY(f8i_op_memset_zero(ctx, n->gblock, nb));
+    if (n->zero_centered) return F8_OK;
+    unsigned char *host = (unsigned char *)malloc((size_t)cols * es + 1);
+    if (!host) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "norm init: out of host memory");
+    for (int64_t i = 0; i < cols; i++) {
+        if (es == 2) ((uint16_t *)host)[i] = f8i_bf16_from_float(1.0f);
+        else ((float *)host)[i] = 1.0f;
     }
+    const f8_status st = ctx->be->upload(ctx, n->gamma, host, (size_t)cols * es);
+    free(host);
     return st;
 }
 

@@ -147,8 +147,7 @@ f8_status f8i_module_norm_recompute(f8_module *m, const f8_saved *sv, const floa
     const int64_t T = sv->tokens, K = m->in_features;
     if (!m->fp8) return f8i_norm_forward_scaled(ctx, &m->norm, &sv->x, q->data, m->param_dtype, NULL, NULL);
     if (!hp) return f8i_norm_forward_scaled(ctx, &m->norm, &sv->x, q->data, q->dtype, scale, q->scale_inv);
-    f8_status st = f8i_norm_forward_scaled(ctx, &m->norm, &sv->x, hp, m->param_dtype, NULL, NULL);
-    if (st != F8_OK) return st;
+    F8I_TRY(f8i_norm_forward_scaled(ctx, &m->norm, &sv->x, hp, m->param_dtype, NULL, NULL));
     /* the forward's cast args (slot 0 is both modules' norm INPUT), with the saved scale and no
      * telemetry: the forward counted these codes */
     f8i_cast_args c = f8i_module_cast_args(ctx, m->fwd[0], hp, m->param_dtype, T, K, q);

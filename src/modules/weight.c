@@ -39,9 +39,8 @@ static f8_status init_primary(f8_ctx *ctx, f8i_weight *w, uint64_t seed)
 {
     const int64_t n = w->rows * w->cols;
     void *tmp = NULL;
-    f8_status st = f8i_alloc(ctx, F8_MEM_OTHER, NULL, (size_t)(n ? n : 1) * f8_dtype_size(w->dtype), &tmp);
-    if (st != F8_OK) return st;
-    st = init_normal(ctx, tmp, w->dtype, n, seed);
+    F8I_TRY(f8i_alloc(ctx, F8_MEM_OTHER, NULL, (size_t)(n ? n : 1) * f8_dtype_size(w->dtype), &tmp));
+    f8_status st = init_normal(ctx, tmp, w->dtype, n, seed);
     f8i_cast_args c = {0};
     c.src = tmp;
     c.src_dtype = w->dtype;
@@ -166,12 +165,11 @@ f8_status f8i_weight_write(f8_ctx *ctx, f8i_weight *w, const f8_tensor *src, con
 {
     char name[96];
     snprintf(name, sizeof name, "%s: src", fn);
-    f8_status st = f8i_check_act(ctx, src, name, w->rows, w->cols, -1);
-    if (st != F8_OK) return st;
+    F8I_TRY(f8i_check_act(ctx, src, name, w->rows, w->cols, -1));
     if (w->fp8_primary) return f8_qtensor_quantize(w->w8, src, w->slot, 0, NULL);
-    st = f8i_op_convert(ctx, src->data, src->dtype, NULL, w->w, w->dtype, w->rows * w->cols);
-    if (st == F8_OK) w->w8_filled = 0; /* the next forward casts, whatever its microbatch */
-    return st;
+    F8I_TRY(f8i_op_convert(ctx, src->data, src->dtype, NULL, w->w, w->dtype, w->rows * w->cols));
+    w->w8_filled = 0; /* the next forward casts, whatever its microbatch */
+    return F8_OK;
 }
 
 f8_status f8i_weight_quantize_part(f8_ctx *ctx, f8i_weight *w, const void *src, f8_dtype src_dtype, int64_t n,
@@ -324,8 +322,7 @@ f8_status f8i_weight_dgrad(f8_ctx *ctx, f8i_weight *w, const void *g_in, f8_dtyp
     g.accumulate = accumulate;
     if (w->fp8) {
         /* a no-op when the forward cast made it (the block cast always makes it) */
-        f8_status st = blocked(w) ? F8_OK : f8_qtensor_transpose(w->w8, NULL);
-        if (st != F8_OK) return st;
+        F8I_TRY(blocked(w) ? F8_OK : f8_qtensor_transpose(w->w8, NULL));
         g.b = w->w8->t; /* W8ᵀ [cols, rows] */
         g.b_dtype = w->w8->dtype;
         g.b_scale_inv = w->w8->scale_inv;
@@ -392,8 +389,7 @@ f8_status f8i_weight_bgrad(f8_ctx *ctx, f8i_weight *w, const void *g_in, int64_t
 
 f8_status f8i_check_act(f8_ctx *ctx, const f8_tensor *t, const char *name, int64_t rows, int64_t cols, int must)
 {
-    f8_status st = f8i_check_tensor(ctx, t, name);
-    if (st != F8_OK) return st;
+    F8I_TRY(f8i_check_tensor(ctx, t, name));
     if (t->dtype != F8_DTYPE_FP32 && t->dtype != F8_DTYPE_BF16)
         return f8i_error(ctx, F8_ERR_DTYPE, "%s must be fp32 or bf16, not %s", name, f8_dtype_name(t->dtype));
     if (must >= 0 && t->dtype != (f8_dtype)must)

@@ -124,8 +124,7 @@ f8_status f8_attention_create(f8_ctx *ctx, const f8_attention_config *config, f8
     *out = NULL;
     if (!config) return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "f8_attention_create: config is NULL");
     if (ctx->capturing) return refuse_capturing(ctx, "f8_attention_create");
-    f8_status st = config_check(ctx, config);
-    if (st != F8_OK) return st;
+    F8I_TRY(config_check(ctx, config));
 
     f8_attention *a = (f8_attention *)calloc(1, sizeof *a);
     if (!a) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "f8_attention_create: out of host memory");
@@ -134,6 +133,7 @@ f8_status f8_attention_create(f8_ctx *ctx, const f8_attention_config *config, f8
     a->scale = 1.0f / sqrtf((float)config->head_dim);
     a->scale_log2 = a->scale * 1.44269504088896341f; /* one FP32 rounding: attention.h's c2 */
     const f8i_slot_mark mark = f8i_slots_mark(ctx);
+    f8_status st = F8_OK;
     if (config->fp8) st = f8_ctx_slots_create(ctx, F8_DIR_FORWARD, N_SLOTS, a->slots);
     if (st == F8_OK)
         st = f8i_scratch_reserve(ctx, f8i_attn_workspace(NULL, config->max_batch * config->max_seq, config->max_seq,
@@ -169,9 +169,8 @@ f8_status f8_attention_query_path(f8_attention *a, int64_t batch, int64_t seq, i
     /* An FP8 forward runs f8's FP8 kernel; its backward is the BF16 one. */
     int takes = 0;
     if (backward || !a->cfg.fp8) {
-        const f8_status st =
-            f8i_cuda_attn_takes(a->ctx, a->cfg.dtype, batch, seq, a->cfg.n_head, a->cfg.head_dim, backward, &takes);
-        if (st != F8_OK) return st;
+        F8I_TRY(f8i_cuda_attn_takes(a->ctx, a->cfg.dtype, batch, seq, a->cfg.n_head, a->cfg.head_dim, backward,
+                                    &takes));
     }
     *path = takes ? F8_ATTENTION_PATH_CUDNN : F8_ATTENTION_PATH_OWN;
     return F8_OK;
@@ -233,8 +232,7 @@ void f8_attention_saved_destroy(f8_attention_saved *s)
 static f8_status check_act(f8_attention *a, const f8_tensor *t, const char *name, int64_t rows, int64_t cols)
 {
     f8_ctx *ctx = a->ctx;
-    f8_status st = f8i_check_tensor(ctx, t, name);
-    if (st != F8_OK) return st;
+    F8I_TRY(f8i_check_tensor(ctx, t, name));
     if (t->dtype != a->cfg.dtype)
         return f8i_error(ctx, F8_ERR_DTYPE, "%s is %s; this attention was created for %s", name, f8_dtype_name(t->dtype),
                          f8_dtype_name(a->cfg.dtype));
@@ -308,9 +306,8 @@ f8_status f8_attention_forward(f8_attention *a, const f8_tensor *qkv, int64_t ba
                          "f8_attention_forward: batch %lld must be in [0, max_batch %lld] and seq %lld in [0, max_seq %lld]",
                          (long long)batch, (long long)c->max_batch, (long long)seq, (long long)c->max_seq);
     const int64_t T = batch * seq;
-    f8_status st = check_act(a, qkv, "f8_attention_forward: qkv", T, 3 * C);
-    if (st == F8_OK) st = check_act(a, y, "f8_attention_forward: y", T, C);
-    if (st != F8_OK) return st;
+    F8I_TRY(check_act(a, qkv, "f8_attention_forward: qkv", T, 3 * C));
+    F8I_TRY(check_act(a, y, "f8_attention_forward: y", T, C));
     if (saved && saved->owner != a)
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "f8_attention_forward: saved belongs to another attention");
     const size_t es = f8_dtype_size(c->dtype);
@@ -336,13 +333,11 @@ f8_status f8_attention_forward(f8_attention *a, const f8_tensor *qkv, int64_t ba
         if (c->fp8) { /* the codes go to the saved state, or (inference) to the workspace */
             uint8_t *codes = saved ? saved->qkv8 : (uint8_t *)w.qkv_hp;
             float *sinv = saved ? saved->qkv_sinv : w.dq_infer;
-            st = cast_qkv(a, qkv->data, T, codes, sinv);
-            if (st != F8_OK) return st;
+            F8I_TRY(cast_qkv(a, qkv->data, T, codes, sinv));
             args.qkv = codes;
             fp8_args(a, &args, sinv);
         }
-        st = f8i_op_attn_fwd(ctx, &args);
-        if (st != F8_OK) return st;
+        F8I_TRY(f8i_op_attn_fwd(ctx, &args));
     }
     if (saved) {
         saved->qkv = qkv->data;
@@ -365,9 +360,8 @@ f8_status f8_attention_backward(f8_attention *a, f8_attention_saved *saved, cons
     if (!saved->filled)
         return f8i_error(ctx, F8_ERR_STATE, "f8_attention_backward: saved holds no forward (pass it to f8_attention_forward first)");
     const int64_t C = c->n_head * c->head_dim, T = saved->batch * saved->seq;
-    f8_status st = check_act(a, dy, "f8_attention_backward: dy", T, C);
-    if (st == F8_OK) st = check_act(a, dqkv, "f8_attention_backward: dqkv", T, 3 * C);
-    if (st != F8_OK) return st;
+    F8I_TRY(check_act(a, dy, "f8_attention_backward: dy", T, C));
+    F8I_TRY(check_act(a, dqkv, "f8_attention_backward: dqkv", T, 3 * C));
     const size_t es = f8_dtype_size(c->dtype);
     /* FP8 reads the saved codes, not the caller's qkv: dqkv may then be anywhere */
     if (!c->fp8 && overlap(dqkv->data, (size_t)(T * 3 * C) * es, saved->qkv, (size_t)(T * 3 * C) * es))

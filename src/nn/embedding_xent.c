@@ -21,8 +21,7 @@ static f8_status check_real(f8_ctx *ctx, const char *fn, const char *name, const
 {
     char what[96];
     snprintf(what, sizeof what, "%s: %s", fn, name);
-    f8_status st = f8i_check_tensor(ctx, t, what);
-    if (st != F8_OK) return st;
+    F8I_TRY(f8i_check_tensor(ctx, t, what));
     if (!f8i_dtype_is_hp(t->dtype))
         return f8i_error(ctx, F8_ERR_DTYPE, "%s: %s must be fp32 or bf16, not %s", fn, name, f8_dtype_name(t->dtype));
     if (cols >= 0 && t->cols != cols)
@@ -53,11 +52,10 @@ f8_status f8_embedding_forward(f8_ctx *ctx, const int32_t *tokens, int64_t seq_l
 {
     static const char fn[] = "f8_embedding_forward";
     if (!ctx) return F8_ERR_INVALID_ARGUMENT;
-    f8_status st = check_real(ctx, fn, "wte", wte, -1);
-    if (st == F8_OK) st = check_real(ctx, fn, "wpe", wpe, wte->cols);
-    if (st == F8_OK) st = check_real(ctx, fn, "y", y, wte->cols);
-    if (st == F8_OK) st = check_seq(ctx, fn, tokens, y->rows, seq_len);
-    if (st != F8_OK) return st;
+    F8I_TRY(check_real(ctx, fn, "wte", wte, -1));
+    F8I_TRY(check_real(ctx, fn, "wpe", wpe, wte->cols));
+    F8I_TRY(check_real(ctx, fn, "y", y, wte->cols));
+    F8I_TRY(check_seq(ctx, fn, tokens, y->rows, seq_len));
     if (wpe->rows < seq_len)
         return f8i_error(ctx, F8_ERR_SHAPE, "%s: wpe has %lld rows, fewer than seq_len %lld", fn, (long long)wpe->rows,
                          (long long)seq_len);
@@ -74,11 +72,10 @@ f8_status f8_embedding_backward(f8_ctx *ctx, const int32_t *tokens, int64_t seq_
 {
     static const char fn[] = "f8_embedding_backward";
     if (!ctx) return F8_ERR_INVALID_ARGUMENT;
-    f8_status st = check_real(ctx, fn, "dwte", dwte, -1);
-    if (st == F8_OK) st = check_real(ctx, fn, "dy", dy, dwte->cols);
-    if (st == F8_OK && dwpe) st = check_real(ctx, fn, "dwpe", dwpe, dwte->cols);
-    if (st == F8_OK) st = check_seq(ctx, fn, tokens, dy->rows, seq_len);
-    if (st != F8_OK) return st;
+    F8I_TRY(check_real(ctx, fn, "dwte", dwte, -1));
+    F8I_TRY(check_real(ctx, fn, "dy", dy, dwte->cols));
+    if (dwpe) F8I_TRY(check_real(ctx, fn, "dwpe", dwpe, dwte->cols));
+    F8I_TRY(check_seq(ctx, fn, tokens, dy->rows, seq_len));
     if (dwpe && dwpe->rows < seq_len)
         return f8i_error(ctx, F8_ERR_SHAPE, "%s: dwpe has %lld rows, fewer than seq_len %lld", fn,
                          (long long)dwpe->rows, (long long)seq_len);
@@ -96,9 +93,8 @@ f8_status f8_cross_entropy(f8_ctx *ctx, const f8_tensor *logits, int64_t vocab, 
 {
     static const char fn[] = "f8_cross_entropy";
     if (!ctx) return F8_ERR_INVALID_ARGUMENT;
-    f8_status st = check_real(ctx, fn, "logits", logits, -1);
-    if (st == F8_OK && dlogits) st = check_real(ctx, fn, "dlogits", dlogits, logits->cols);
-    if (st != F8_OK) return st;
+    F8I_TRY(check_real(ctx, fn, "logits", logits, -1));
+    if (dlogits) F8I_TRY(check_real(ctx, fn, "dlogits", dlogits, logits->cols));
     const int64_t T = logits->rows;
     if (dlogits && dlogits->rows != T)
         return f8i_error(ctx, F8_ERR_SHAPE, "%s: dlogits [%lld, %lld] does not match logits [%lld, %lld]", fn,

@@ -126,13 +126,12 @@ f8_status f8_adamw_create(f8_ctx *ctx, const f8_adamw_config *config, f8_adamw *
     if (!out) return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "f8_adamw_create: adamw (the output) is NULL");
     *out = NULL;
     if (!config) return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "f8_adamw_create: config is NULL");
-    f8_status st = config_check(ctx, config);
-    if (st != F8_OK) return st;
+    F8I_TRY(config_check(ctx, config));
     f8_adamw *o = (f8_adamw *)calloc(1, sizeof *o);
     if (!o) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "f8_adamw_create: out of host memory");
     o->ctx = ctx;
     o->cfg = *config;
-    st = f8i_alloc(ctx, F8_MEM_OTHER, NULL, 256 + F8I_ADAMW_NORM_BLOCKS * sizeof(float), &o->block);
+    f8_status st = f8i_alloc(ctx, F8_MEM_OTHER, NULL, 256 + F8I_ADAMW_NORM_BLOCKS * sizeof(float), &o->block);
     if (st == F8_OK) {
         o->state = (f8i_adamw_state *)o->block;
         o->partials = (float *)((char *)o->block + 256);
@@ -184,9 +183,8 @@ f8_status f8_adamw_add(f8_adamw *o, const f8_tensor *param, const f8_tensor *gra
     static const char fn[] = "f8_adamw_add";
     if (!o) return F8_ERR_INVALID_ARGUMENT;
     f8_ctx *ctx = o->ctx;
-    f8_status st = f8i_check_tensor(ctx, param, "f8_adamw_add: param");
-    if (st == F8_OK) st = f8i_check_tensor(ctx, grad, "f8_adamw_add: grad");
-    if (st != F8_OK) return st;
+    F8I_TRY(f8i_check_tensor(ctx, param, "f8_adamw_add: param"));
+    F8I_TRY(f8i_check_tensor(ctx, grad, "f8_adamw_add: grad"));
     if (o->stepped)
         return f8i_error(ctx, F8_ERR_STATE, "%s: the optimizer has already stepped; register every parameter first", fn);
     if (!f8i_dtype_is_hp(param->dtype) || !f8i_dtype_is_hp(grad->dtype))
@@ -227,7 +225,7 @@ f8_status f8_adamw_add(f8_adamw *o, const f8_tensor *param, const f8_tensor *gra
     p.msi_off = 2 * part;
     p.vsi_off = 2 * part + sparts;
     mbytes = 2 * part + 2 * sparts;
-    st = f8i_alloc(ctx, F8_MEM_OTHER, NULL, mbytes ? mbytes : 1, &moments);
+    f8_status st = f8i_alloc(ctx, F8_MEM_OTHER, NULL, mbytes ? mbytes : 1, &moments);
     if (st == F8_OK) st = f8i_alloc(ctx, F8_MEM_OTHER, NULL, (size_t)(o->n + 1) * sizeof(f8i_adamw_tensor), &dev);
     f8i_adamw_tensor *host = NULL;
     if (st == F8_OK) {
@@ -304,8 +302,7 @@ f8_status f8_adamw_read(f8_adamw *o, int64_t *step, float *lr, float *grad_norm)
 {
     if (!o) return F8_ERR_INVALID_ARGUMENT;
     f8i_adamw_state s;
-    f8_status st = o->ctx->be->download(o->ctx, &s, o->state, sizeof s);
-    if (st != F8_OK) return st;
+    F8I_TRY(o->ctx->be->download(o->ctx, &s, o->state, sizeof s));
     if (step) *step = s.step;
     if (lr) *lr = s.lr;
     if (grad_norm) *grad_norm = s.grad_norm;
@@ -371,13 +368,13 @@ static f8_status check_pair(const f8_checkpoint *ck, const char *prefix, f8_adam
 f8_status f8_checkpoint_add_adamw(f8_checkpoint *ck, const char *prefix, f8_adamw *o)
 {
     static const char fn[] = "f8_checkpoint_add_adamw";
-    f8_status st = check_pair(ck, prefix, o, fn);
-    if (st != F8_OK) return st;
+    F8I_TRY(check_pair(ck, prefix, o, fn));
     f8_ctx *ctx = o->ctx;
     char name[NAME_LEN];
     const int np = n_parts(o);
     /* Refuse a name collision before adding anything. */
     static const char *const scalars[3] = {"step", "lr", "grad_norm"};
+    f8_status st = F8_OK;
     for (int i = 0; i < np * o->n + 3 && st == F8_OK; i++) {
         st = i < np * o->n ? name_of(ctx, name, prefix, part_of(o, &o->params[i / np], i % np).field, i / np)
                            : name_of(ctx, name, prefix, scalars[i - np * o->n], -1);
@@ -441,8 +438,7 @@ static f8_status find_checked(const f8_checkpoint *ck, f8_ctx *ctx, const char *
 static f8_status check_moments(const f8_checkpoint *ck, const char *prefix, f8_adamw *o, const char *fn)
 {
     char key[NAME_LEN];
-    f8_status st = name_of(o->ctx, key, prefix, "moments", -1);
-    if (st != F8_OK) return st;
+    F8I_TRY(name_of(o->ctx, key, prefix, "moments", -1));
     const char *stored = f8_checkpoint_metadata(ck, key);
     const char *mine = f8_adamw_moments_name(o->cfg.moments);
     if (!stored) stored = "fp32";
@@ -457,15 +453,15 @@ static f8_status check_moments(const f8_checkpoint *ck, const char *prefix, f8_a
 f8_status f8_checkpoint_restore_adamw(const f8_checkpoint *ck, const char *prefix, f8_adamw *o)
 {
     static const char fn[] = "f8_checkpoint_restore_adamw";
-    f8_status st = check_pair(ck, prefix, o, fn);
-    if (st == F8_OK) st = check_moments(ck, prefix, o, fn);
-    if (st != F8_OK) return st;
+    F8I_TRY(check_pair(ck, prefix, o, fn));
+    F8I_TRY(check_moments(ck, prefix, o, fn));
     f8_ctx *ctx = o->ctx;
     char name[NAME_LEN];
     const int np = n_parts(o);
     const f8i_ck_entry **mv = (const f8i_ck_entry **)calloc((size_t)np * (size_t)o->n + 1, sizeof *mv);
     if (!mv) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
     /* Check everything first. */
+    f8_status st = F8_OK;
     for (int i = 0; i < np * o->n && st == F8_OK; i++) {
         const moment_part m = part_of(o, &o->params[i / np], i % np);
         st = name_of(ctx, name, prefix, m.field, i / np);
