@@ -375,27 +375,10 @@ static f8_status plan_build(f8_ctx *ctx, f8i_gemm_cache *c, const f8i_gemm_args 
 static f8_status plan_find(f8_ctx *ctx, f8i_gemm_cache *c, const f8i_gemm_args *g, int64_t ldd, gemm_plan **out)
 {
     const gemm_key key = make_key(g, ldd);
-    if (c->last < c->count && key_equal(&c->plans[c->last].key, &key)) {
-        *out = &c->plans[c->last];
-        return F8_OK;
-    }
-    for (int i = 0; i < c->count; i++) {
-        if (key_equal(&c->plans[i].key, &key)) {
-            c->last = i;
-            *out = &c->plans[i];
-            return F8_OK;
-        }
-    }
-    if (c->count == c->cap) {
-        const int cap = c->cap ? 2 * c->cap : 32;
-        gemm_plan *grown = (gemm_plan *)realloc(c->plans, (size_t)cap * sizeof *grown);
-        if (!grown) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "gemm: no host memory for %d plans", cap);
-        c->plans = grown;
-        c->cap = cap;
-    }
+    F8I_TRY(f8i_plan_lookup(ctx, c, &key, key_equal, "gemm", out));
+    if (*out) return F8_OK;
     F8I_TRY(plan_build(ctx, c, g, ldd, &c->plans[c->count]));
-    c->last = c->count++;
-    *out = &c->plans[c->last];
+    *out = f8i_plan_keep(c);
     return F8_OK;
 }
 
@@ -465,8 +448,7 @@ void f8i_cuda_gemm_destroy(f8_ctx *ctx)
     if (!ctx || !ctx->be_state) return;
     f8i_gemm_cache *c = f8i_cuda(ctx)->gemm;
     if (!c) return;
-    for (int i = 0; i < c->count; i++) plan_release(&c->plans[i]);
-    free(c->plans);
+    f8i_plans_free(c, plan_release);
     if (c->workspace) cudaFree(c->workspace);
     if (c->block_scales) cudaFree(c->block_scales);
     if (c->lt) cublasLtDestroy(c->lt);

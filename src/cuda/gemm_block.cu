@@ -71,14 +71,12 @@
 
 #define BG_SCALE_BYTES F8I_GEMM_BLOCK_SCALE_BYTES /* the relaid scale grids' own buffer (cuda_state.cuh) */
 
-/* Fallback tiling: a 16x16 block computes a 64x64 tile of D, each thread a
- * 4x4 sub-tile (rows ty + 16·r, cols tx + 16·c), stepping K by 16 inside
- * each 128-deep K-block. */
-#define BG_THREADS 16
-#define BG_TILE 64
-#define BG_PER (BG_TILE / BG_THREADS)
-#define BG_K 16
-static_assert(BG_TILE * BG_K == 4 * BG_THREADS * BG_THREADS, "each thread loads 4 elements of a tile");
+/* Fallback tiling: gemm_lt.cuh's (F8I_FB_*), stepping K by 16 inside each
+ * 128-deep K-block. */
+#define BG_THREADS F8I_FB_THREADS
+#define BG_TILE F8I_FB_TILE
+#define BG_PER F8I_FB_PER
+#define BG_K F8I_FB_K
 static_assert(F8I_BLOCK % BG_K == 0, "K steps never straddle a K-block");
 
 /* ------------------------------------------------------------------------ */
@@ -133,84 +131,49 @@ typedef struct bg_params {
 template <int AE5, int BE5>
 static __global__ void __launch_bounds__(BG_THREADS *BG_THREADS) gemm_block_fallback_kernel(bg_params p)
 {
-    __shared__ float as[BG_K][BG_TILE + 1]; /* as[kk][i] = A(i0 + i, k0 + kk) */
-    __shared__ float bs[BG_K][BG_TILE + 1]; /* bs[kk][j] = B(j0 + j, k0 + kk) */
+    __shared__ f8i_fb_stage as, bs; /* as[kk][i] = A(i0 + i, k0 + kk), bs[kk][j] = B(j0 + j, k0 + kk) */
     const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * BG_THREADS + tx;
-    const int64_t tiles_m = (p.m + BG_TILE - 1) / BG_TILE, tiles_n = (p.n + BG_TILE - 1) / BG_TILE;
+    int64_t i0, j0; /* this block's tiles of D, grid-stride in both dimensions */
+    for (int64_t t = 0; f8i_fb_tile(p.m, p.n, t, &i0, &j0); t++) {
+        f8i_fb_acc acc;
+        f8i_fb_zero(acc);
 
-    for (int64_t tm = blockIdx.y; tm < tiles_m; tm += gridDim.y) {
-        for (int64_t tn = blockIdx.x; tn < tiles_n; tn += gridDim.x) {
-            const int64_t i0 = tm * BG_TILE, j0 = tn * BG_TILE;
-            float acc[BG_PER][BG_PER];
+        for (int64_t kb = 0; kb < p.nkb; kb++) {
+            f8i_fb_acc part;
+            f8i_fb_zero(part);
+            const int64_t k_end = (kb + 1) * F8I_BLOCK < p.k ? (kb + 1) * F8I_BLOCK : p.k;
+            for (int64_t k0 = kb * F8I_BLOCK; k0 < k_end; k0 += BG_K) {
 #pragma unroll
-            for (int r = 0; r < BG_PER; r++)
-#pragma unroll
-                for (int c = 0; c < BG_PER; c++) acc[r][c] = 0.0f;
-
-            for (int64_t kb = 0; kb < p.nkb; kb++) {
-                float part[BG_PER][BG_PER];
-#pragma unroll
-                for (int r = 0; r < BG_PER; r++)
-#pragma unroll
-                    for (int c = 0; c < BG_PER; c++) part[r][c] = 0.0f;
-                const int64_t k_end = (kb + 1) * F8I_BLOCK < p.k ? (kb + 1) * F8I_BLOCK : p.k;
-                for (int64_t k0 = kb * F8I_BLOCK; k0 < k_end; k0 += BG_K) {
-#pragma unroll
-                    for (int l = 0; l < 4; l++) {
-                        const int e = tid + l * BG_THREADS * BG_THREADS;
-                        const int ii = e / BG_K, kk = e % BG_K;
-                        const int64_t gk = k0 + kk, gi = i0 + ii, gj = j0 + ii;
-                        as[kk][ii] = gi < p.m && gk < p.k ? f8i_fp8_decode(p.a[gi * p.k + gk], AE5) : 0.0f;
-                        bs[kk][ii] = gj < p.n && gk < p.k ? f8i_fp8_decode(p.b[gj * p.k + gk], BE5) : 0.0f;
-                    }
-                    __syncthreads();
-#pragma unroll
-                    for (int kk = 0; kk < BG_K; kk++) {
-                        float av[BG_PER], bv[BG_PER];
-#pragma unroll
-                        for (int r = 0; r < BG_PER; r++) av[r] = as[kk][ty + BG_THREADS * r];
-#pragma unroll
-                        for (int c = 0; c < BG_PER; c++) bv[c] = bs[kk][tx + BG_THREADS * c];
-#pragma unroll
-                        for (int r = 0; r < BG_PER; r++)
-#pragma unroll
-                            for (int c = 0; c < BG_PER; c++) part[r][c] = __fmaf_rn(av[r], bv[c], part[r][c]);
-                    }
-                    __syncthreads();
+                for (int l = 0; l < 4; l++) {
+                    const int e = tid + l * BG_THREADS * BG_THREADS;
+                    const int ii = e / BG_K, kk = e % BG_K;
+                    const int64_t gk = k0 + kk, gi = i0 + ii, gj = j0 + ii;
+                    as[kk][ii] = gi < p.m && gk < p.k ? f8i_fp8_decode(p.a[gi * p.k + gk], AE5) : 0.0f;
+                    bs[kk][ii] = gj < p.n && gk < p.k ? f8i_fp8_decode(p.b[gj * p.k + gk], BE5) : 0.0f;
                 }
-                /* promote: acc += P · (sa · sb), a product then a sum (-fmad=false) */
-                float sa[BG_PER], sb[BG_PER];
-#pragma unroll
-                for (int r = 0; r < BG_PER; r++) {
-                    const int64_t i = i0 + ty + BG_THREADS * r;
-                    sa[r] = i < p.m ? p.sa[(i / p.a_br) * p.nkb + kb] : 0.0f;
-                }
-#pragma unroll
-                for (int c = 0; c < BG_PER; c++) {
-                    const int64_t j = j0 + tx + BG_THREADS * c;
-                    sb[c] = j < p.n ? p.sb[(j / p.b_br) * p.nkb + kb] : 0.0f;
-                }
-#pragma unroll
-                for (int r = 0; r < BG_PER; r++)
-#pragma unroll
-                    for (int c = 0; c < BG_PER; c++) acc[r][c] = acc[r][c] + part[r][c] * (sa[r] * sb[c]);
+                __syncthreads();
+                f8i_fb_mac(as, bs, part, tx, ty);
+                __syncthreads();
             }
-
+            /* promote: acc += P · (sa · sb), a product then a sum (-fmad=false) */
+            float sa[BG_PER], sb[BG_PER];
 #pragma unroll
             for (int r = 0; r < BG_PER; r++) {
                 const int64_t i = i0 + ty + BG_THREADS * r;
-#pragma unroll
-                for (int c = 0; c < BG_PER; c++) {
-                    const int64_t j = j0 + tx + BG_THREADS * c;
-                    if (i >= p.m || j >= p.n) continue;
-                    float v = acc[r][c];
-                    if (p.accumulate) v = v + f8i_lt_load(p.d, i * p.n + j, p.d_dtype);
-                    else if (p.c) v = v + f8i_lt_load(p.c, i * p.n + j, p.d_dtype);
-                    if (p.bias) v = v + f8i_lt_load(p.bias, j, p.bias_dtype);
-                    f8i_lt_store(p.d, i * p.n + j, p.d_dtype, v);
-                }
+                sa[r] = i < p.m ? p.sa[(i / p.a_br) * p.nkb + kb] : 0.0f;
             }
+#pragma unroll
+            for (int c = 0; c < BG_PER; c++) {
+                const int64_t j = j0 + tx + BG_THREADS * c;
+                sb[c] = j < p.n ? p.sb[(j / p.b_br) * p.nkb + kb] : 0.0f;
+            }
+#pragma unroll
+            for (int r = 0; r < BG_PER; r++)
+#pragma unroll
+                for (int c = 0; c < BG_PER; c++) acc[r][c] = acc[r][c] + part[r][c] * (sa[r] * sb[c]);
         }
+
+        f8i_fb_store(p.d, p.d_dtype, p.c, p.bias, p.bias_dtype, p.accumulate, p.m, p.n, i0, j0, tx, ty, 1.0f, acc);
     }
 }
 
@@ -363,6 +326,25 @@ static void plan_release(bg_plan *p)
     p->lt = 0;
 }
 
+/* What a cuBLASLt block GEMM uses of the ctx: the handle and workspace
+ * (gemm.cu's) and the scale buffer, split into a's grid then b's. */
+typedef struct bg_res {
+    void *handle, *ws;
+    size_t ws_bytes;
+    float *scale_a, *scale_b;
+} bg_res;
+
+static f8_status res_get(f8_ctx *ctx, const f8i_gemm_args *g, bg_res *r)
+{
+    void *sc = NULL;
+    memset(r, 0, sizeof *r);
+    F8I_TRY(f8i_cuda_gemm_lt(ctx, &r->handle, &r->ws, &r->ws_bytes));
+    F8I_TRY(f8i_cuda_gemm_block_scales(ctx, &sc));
+    r->scale_a = (float *)sc;
+    r->scale_b = (float *)((char *)sc + scale_bytes_a(g));
+    return F8_OK;
+}
+
 /* Descriptor, layouts and algorithm for g, or p->lt = 0 (the fallback). The
  * scale pointers are the scale buffer's, the same for every call. */
 static f8_status plan_build(f8_ctx *ctx, const f8i_gemm_args *g, bg_plan *p)
@@ -370,14 +352,11 @@ static f8_status plan_build(f8_ctx *ctx, const f8i_gemm_args *g, bg_plan *p)
     memset(p, 0, sizeof *p);
     p->key = make_key(g);
     if (!lt_eligible(g)) return F8_OK;
-    void *handle = NULL, *ws = NULL;
-    size_t ws_bytes = 0;
-    void *sc = NULL;
-    F8I_TRY(f8i_cuda_gemm_lt(ctx, &handle, &ws, &ws_bytes));
-    F8I_TRY(f8i_cuda_gemm_block_scales(ctx, &sc));
-    const uint64_t lt_ws = ws_bytes;
-    const float *scale_a = (const float *)sc;                                /* our a's: cuBLASLt's B' */
-    const float *scale_b = (const float *)((char *)sc + scale_bytes_a(g));   /* our b's: its A' */
+    bg_res r;
+    F8I_TRY(res_get(ctx, g, &r));
+    const uint64_t lt_ws = r.ws_bytes;
+    const float *scale_a = r.scale_a; /* our a's: cuBLASLt's B' */
+    const float *scale_b = r.scale_b; /* our b's: its A' */
 
     const uint64_t m = (uint64_t)g->m, n = (uint64_t)g->n, k = (uint64_t)g->k;
     cublasStatus_t st = cublasLtMatrixLayoutCreate(&p->lay_a, f8i_lt_type(g->b_dtype), k, n, g->k);
@@ -413,7 +392,7 @@ static f8_status plan_build(f8_ctx *ctx, const f8i_gemm_args *g, bg_plan *p)
     const uint32_t al_a = 1u << f8i_lt_align_log2(g->b), al_b = 1u << f8i_lt_align_log2(g->a);
     const uint32_t al_d = 1u << f8i_lt_align_log2(g->d), al_c = 1u << f8i_lt_align_log2(g->c ? g->c : g->d);
     int found = 0;
-    st = f8i_lt_heuristic((cublasLtHandle_t)handle, p->desc, p->lay_a, p->lay_b, p->lay_d, lt_ws, al_a, al_b, al_c, al_d,
+    st = f8i_lt_heuristic((cublasLtHandle_t)r.handle, p->desc, p->lay_a, p->lay_b, p->lay_d, lt_ws, al_a, al_b, al_c, al_d,
                           &p->algo, &found);
     if (st != CUBLAS_STATUS_SUCCESS) {
         plan_release(p);
@@ -441,26 +420,11 @@ static f8_status cache_get(f8_ctx *ctx, f8i_gemm_block_cache **out)
 static f8_status plan_find(f8_ctx *ctx, f8i_gemm_block_cache *c, const f8i_gemm_args *g, bg_plan **out)
 {
     const bg_key key = make_key(g);
-    if (c->last < c->count && key_equal(&c->plans[c->last].key, &key)) {
-        *out = &c->plans[c->last];
-        return F8_OK;
+    F8I_TRY(f8i_plan_lookup(ctx, c, &key, key_equal, "block gemm", out));
+    if (!*out) { /* a new key: its plan, kept */
+        F8I_TRY(plan_build(ctx, g, &c->plans[c->count]));
+        *out = f8i_plan_keep(c);
     }
-    for (int i = 0; i < c->count; i++)
-        if (key_equal(&c->plans[i].key, &key)) {
-            c->last = i;
-            *out = &c->plans[i];
-            return F8_OK;
-        }
-    if (c->count == c->cap) {
-        const int cap = c->cap ? 2 * c->cap : 32;
-        bg_plan *grown = (bg_plan *)realloc(c->plans, (size_t)cap * sizeof *grown);
-        if (!grown) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "block gemm: no host memory for %d plans", cap);
-        c->plans = grown;
-        c->cap = cap;
-    }
-    F8I_TRY(plan_build(ctx, g, &c->plans[c->count]));
-    c->last = c->count++;
-    *out = &c->plans[c->last];
     return F8_OK;
 }
 
@@ -468,14 +432,11 @@ static f8_status plan_find(f8_ctx *ctx, f8i_gemm_block_cache *c, const f8i_gemm_
  * the matmul (nothing enqueued by it) is reported in *refused. */
 static f8_status run_lt(f8_ctx *ctx, const bg_plan *p, const f8i_gemm_args *g, int *refused)
 {
-    void *handle = NULL, *ws = NULL;
-    size_t ws_bytes = 0;
     *refused = 0;
-    void *sc = NULL;
-    F8I_TRY(f8i_cuda_gemm_lt(ctx, &handle, &ws, &ws_bytes));
-    F8I_TRY(f8i_cuda_gemm_block_scales(ctx, &sc));
-    const size_t lt_ws = ws_bytes;
-    float *scale_a = (float *)sc, *scale_b = (float *)((char *)sc + scale_bytes_a(g));
+    bg_res r;
+    F8I_TRY(res_get(ctx, g, &r));
+    const size_t lt_ws = r.ws_bytes;
+    float *scale_a = r.scale_a, *scale_b = r.scale_b;
     const int64_t nkb = (g->k + F8I_BLOCK - 1) / F8I_BLOCK;
     const int64_t total = lt_scale_count(g->m, f8i_mode_block_rows(g->a_mode), nkb) + lt_scale_count(g->n, f8i_mode_block_rows(g->b_mode), nkb);
     cudaStream_t s = f8i_stream(ctx);
@@ -486,8 +447,8 @@ static f8_status run_lt(f8_ctx *ctx, const bg_plan *p, const f8i_gemm_args *g, i
     /* C: D itself (accumulate) or the addend c, beta 1: the FP32 sum in the epilogue, D rounded once */
     const float alpha = 1.0f, beta = g->accumulate || g->c ? 1.0f : 0.0f;
     const void *cmat = g->c ? g->c : g->d;
-    cublasStatus_t st = cublasLtMatmul((cublasLtHandle_t)handle, p->desc, &alpha, g->b, p->lay_a, g->a, p->lay_b, &beta,
-                                       cmat, p->lay_d, g->d, p->lay_d, &p->algo, ws, lt_ws, s);
+    cublasStatus_t st = cublasLtMatmul((cublasLtHandle_t)r.handle, p->desc, &alpha, g->b, p->lay_a, g->a, p->lay_b, &beta,
+                                       cmat, p->lay_d, g->d, p->lay_d, &p->algo, r.ws, lt_ws, s);
     if (st == CUBLAS_STATUS_NOT_SUPPORTED) {
         *refused = 1;
         return F8_OK;
@@ -544,8 +505,7 @@ void f8i_cuda_gemm_block_destroy(f8_ctx *ctx)
     if (!ctx || !ctx->be_state) return;
     f8i_gemm_block_cache *c = f8i_cuda(ctx)->gemm_block;
     if (!c) return;
-    for (int i = 0; i < c->count; i++) plan_release(&c->plans[i]);
-    free(c->plans);
+    f8i_plans_free(c, plan_release);
     free(c);
     f8i_cuda(ctx)->gemm_block = NULL;
 }

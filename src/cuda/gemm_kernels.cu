@@ -24,13 +24,10 @@
 #include "gemm_lt.cuh"
 #include "kernels_common.cuh"
 
-/* Fallback tiling: a 16×16 block computes a 64×64 tile of D, each thread a
- * 4×4 sub-tile (rows ty + 16·r, cols tx + 16·c), stepping K by 16. */
-#define FB_THREADS 16
-#define FB_TILE 64
-#define FB_PER_THREAD (FB_TILE / FB_THREADS)
-#define FB_K 16
-static_assert(FB_TILE * FB_K == 4 * FB_THREADS * FB_THREADS, "each thread loads 4 elements of a tile");
+/* Fallback tiling: gemm_lt.cuh's (F8I_FB_*). */
+#define FB_THREADS F8I_FB_THREADS
+#define FB_TILE F8I_FB_TILE
+#define FB_K F8I_FB_K
 
 typedef struct fallback_params {
     const void *a, *b;
@@ -64,71 +61,40 @@ static __device__ __forceinline__ float load_operand(const void *p, int64_t i)
 template <int ADT, int BDT>
 static __global__ void __launch_bounds__(FB_THREADS * FB_THREADS) gemm_fallback_kernel(fallback_params p)
 {
-    __shared__ float as[FB_K][FB_TILE + 1]; /* as[kk][i] = A(i0 + i, k0 + kk) */
-    __shared__ float bs[FB_K][FB_TILE + 1]; /* bs[kk][j] = B(j0 + j, k0 + kk) */
+    __shared__ f8i_fb_stage as, bs; /* as[kk][i] = A(i0 + i, k0 + kk), bs[kk][j] = B(j0 + j, k0 + kk) */
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int tid = ty * FB_THREADS + tx;
     float alpha = 1.0f;
     if (p.fp8) alpha = (p.a_scale_inv ? *p.a_scale_inv : 1.0f) * (p.b_scale_inv ? *p.b_scale_inv : 1.0f);
-    const int64_t tiles_m = (p.m + FB_TILE - 1) / FB_TILE, tiles_n = (p.n + FB_TILE - 1) / FB_TILE;
+    int64_t i0, j0; /* this block's tiles of D, grid-stride in both dimensions */
+    for (int64_t t = 0; f8i_fb_tile(p.m, p.n, t, &i0, &j0); t++) {
+        f8i_fb_acc acc;
+        f8i_fb_zero(acc);
 
-    for (int64_t tm = blockIdx.y; tm < tiles_m; tm += gridDim.y) {
-        for (int64_t tn = blockIdx.x; tn < tiles_n; tn += gridDim.x) {
-            const int64_t i0 = tm * FB_TILE, j0 = tn * FB_TILE;
-            float acc[FB_PER_THREAD][FB_PER_THREAD];
-#pragma unroll
-            for (int r = 0; r < FB_PER_THREAD; r++)
-#pragma unroll
-                for (int c = 0; c < FB_PER_THREAD; c++) acc[r][c] = 0.0f;
-
-            for (int64_t k0 = 0; k0 < p.k; k0 += FB_K) {
-                for (int l = 0; l < 4; l++) {
-                    const int e = tid + l * FB_THREADS * FB_THREADS;
-                    /* K-contiguous operands walk k fastest, the others walk i/j. */
-                    int ii = p.a_trans ? e % FB_TILE : e / FB_K;
-                    int kk = p.a_trans ? e / FB_TILE : e % FB_K;
-                    int64_t gi = i0 + ii, gk = k0 + kk;
-                    float v = 0.0f;
-                    if (gi < p.m && gk < p.k) v = load_operand<ADT>(p.a, p.a_trans ? gk * p.m + gi : gi * p.k + gk);
-                    as[kk][ii] = v;
-                    ii = p.b_trans ? e % FB_TILE : e / FB_K;
-                    kk = p.b_trans ? e / FB_TILE : e % FB_K;
-                    gi = j0 + ii;
-                    gk = k0 + kk;
-                    v = 0.0f;
-                    if (gi < p.n && gk < p.k) v = load_operand<BDT>(p.b, p.b_trans ? gk * p.n + gi : gi * p.k + gk);
-                    bs[kk][ii] = v;
-                }
-                __syncthreads();
-#pragma unroll
-                for (int kk = 0; kk < FB_K; kk++) {
-                    float av[FB_PER_THREAD], bv[FB_PER_THREAD];
-#pragma unroll
-                    for (int r = 0; r < FB_PER_THREAD; r++) av[r] = as[kk][ty + FB_THREADS * r];
-#pragma unroll
-                    for (int c = 0; c < FB_PER_THREAD; c++) bv[c] = bs[kk][tx + FB_THREADS * c];
-#pragma unroll
-                    for (int r = 0; r < FB_PER_THREAD; r++)
-#pragma unroll
-                        for (int c = 0; c < FB_PER_THREAD; c++) acc[r][c] = __fmaf_rn(av[r], bv[c], acc[r][c]);
-                }
-                __syncthreads();
+        for (int64_t k0 = 0; k0 < p.k; k0 += FB_K) {
+            for (int l = 0; l < 4; l++) {
+                const int e = tid + l * FB_THREADS * FB_THREADS;
+                /* K-contiguous operands walk k fastest, the others walk i/j. */
+                int ii = p.a_trans ? e % FB_TILE : e / FB_K;
+                int kk = p.a_trans ? e / FB_TILE : e % FB_K;
+                int64_t gi = i0 + ii, gk = k0 + kk;
+                float v = 0.0f;
+                if (gi < p.m && gk < p.k) v = load_operand<ADT>(p.a, p.a_trans ? gk * p.m + gi : gi * p.k + gk);
+                as[kk][ii] = v;
+                ii = p.b_trans ? e % FB_TILE : e / FB_K;
+                kk = p.b_trans ? e / FB_TILE : e % FB_K;
+                gi = j0 + ii;
+                gk = k0 + kk;
+                v = 0.0f;
+                if (gi < p.n && gk < p.k) v = load_operand<BDT>(p.b, p.b_trans ? gk * p.n + gi : gi * p.k + gk);
+                bs[kk][ii] = v;
             }
-
-#pragma unroll
-            for (int r = 0; r < FB_PER_THREAD; r++) {
-                const int64_t i = i0 + ty + FB_THREADS * r;
-#pragma unroll
-                for (int c = 0; c < FB_PER_THREAD; c++) {
-                    const int64_t j = j0 + tx + FB_THREADS * c;
-                    if (i >= p.m || j >= p.n) continue;
-                    float v = alpha * acc[r][c];
-                    if (p.accumulate) v = v + f8i_lt_load(p.d, i * p.n + j, p.d_dtype);
-                    if (p.bias) v = v + f8i_lt_load(p.bias, j, p.bias_dtype);
-                    f8i_lt_store(p.d, i * p.n + j, p.d_dtype, v);
-                }
-            }
+            __syncthreads();
+            f8i_fb_mac(as, bs, acc, tx, ty);
+            __syncthreads();
         }
+
+        f8i_fb_store(p.d, p.d_dtype, NULL, p.bias, p.bias_dtype, p.accumulate, p.m, p.n, i0, j0, tx, ty, alpha, acc);
     }
 }
 

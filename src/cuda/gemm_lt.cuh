@@ -2,8 +2,8 @@
  * gemm_lt.cuh — the cuBLASLt set-up both GEMM paths share (gemm.cu: the
  * per-tensor operands; gemm_block.cu: the block-scaled ones): dtype and
  * alignment classes, the release of a plan's descriptor and layouts, and the
- * one heuristic query, the element access of the fallback kernels. Only
- * src/cuda/gemm*.cu include it.
+ * one heuristic query; and the fallback kernels' element access, register
+ * tile and epilogue. Only src/cuda/gemm*.cu include it.
  */
 #ifndef F8_CUDA_GEMM_LT_CUH
 #define F8_CUDA_GEMM_LT_CUH
@@ -93,6 +93,54 @@ static inline cublasStatus_t f8i_lt_heuristic(cublasLtHandle_t lt, cublasLtMatmu
     return st;
 }
 
+/* A GEMM path's plan cache (c->plans [c->cap], c->count used, c->last the
+ * last one found; each plan starts with its key): *out = the plan whose
+ * key eq()uals *key, or NULL when there is none yet, with room made for one
+ * at c->plans[c->count] (where the caller builds it, then f8i_plan_keep). */
+template <typename C, typename P, typename K>
+static f8_status f8i_plan_lookup(f8_ctx *ctx, C *c, const K *key, int (*eq)(const K *, const K *), const char *who,
+                                 P **out)
+{
+    *out = NULL;
+    if (c->last < c->count && eq(&c->plans[c->last].key, key)) {
+        *out = &c->plans[c->last];
+        return F8_OK;
+    }
+    for (int i = 0; i < c->count; i++)
+        if (eq(&c->plans[i].key, key)) {
+            c->last = i;
+            *out = &c->plans[i];
+            return F8_OK;
+        }
+    if (c->count == c->cap) {
+        const int cap = c->cap ? 2 * c->cap : 32;
+        P *grown = (P *)realloc(c->plans, (size_t)cap * sizeof *grown);
+        if (!grown) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "%s: no host memory for %d plans", who, cap);
+        c->plans = grown;
+        c->cap = cap;
+    }
+    return F8_OK;
+}
+
+/* Keep the plan just built at c->plans[c->count]; returns it. */
+template <typename C>
+static auto f8i_plan_keep(C *c) -> decltype(c->plans)
+{
+    c->last = c->count++;
+    return &c->plans[c->last];
+}
+
+/* Release every plan of a cache (release frees what one plan holds) and
+ * the plan array. */
+template <typename C, typename P>
+static void f8i_plans_free(C *c, void (*release)(P *))
+{
+    for (int i = 0; i < c->count; i++) release(&c->plans[i]);
+    free(c->plans);
+    c->plans = NULL;
+    c->count = c->cap = c->last = 0;
+}
+
 /* D, C and bias elements of the fallback kernels, FP32 or BF16 (BF16 stores
  * round to nearest even). */
 static __device__ __forceinline__ float f8i_lt_load(const void *p, int64_t i, f8_dtype dt)
@@ -106,6 +154,88 @@ static __device__ __forceinline__ void f8i_lt_store(void *p, int64_t i, f8_dtype
         ((uint16_t *)p)[i] = f8i_bf16_from_float(v);
     else
         ((float *)p)[i] = v;
+}
+
+/* The fallback kernels' tiling (gemm_kernels.cu's per-tensor one and
+ * gemm_block.cu's block-scaled one, on CUDA cores): a 16x16 block computes
+ * a 64x64 tile of D, each thread a 4x4 register tile (rows ty + 16·r,
+ * cols tx + 16·c), stepping K by 16 through shared-memory operand tiles
+ * as[kk][i] = A(i0 + i, k0 + kk), bs[kk][j] = B(j0 + j, k0 + kk). */
+#define F8I_FB_THREADS 16
+#define F8I_FB_TILE 64
+#define F8I_FB_PER (F8I_FB_TILE / F8I_FB_THREADS)
+#define F8I_FB_K 16
+static_assert(F8I_FB_TILE * F8I_FB_K == 4 * F8I_FB_THREADS * F8I_FB_THREADS, "each thread loads 4 elements of a tile");
+
+typedef float f8i_fb_acc[F8I_FB_PER][F8I_FB_PER];
+typedef float f8i_fb_stage[F8I_FB_K][F8I_FB_TILE + 1];
+
+/* The t-th 64x64 tile of D [m, n] this block computes: 1 with its corner
+ * (*i0, *j0), 0 past the last. The tiles are (blockIdx.y + a·gridDim.y,
+ * blockIdx.x + b·gridDim.x), b fastest: a grid-stride walk in both
+ * dimensions, so any m, n fits the grid limits. */
+static __device__ __forceinline__ int f8i_fb_tile(int64_t m, int64_t n, int64_t t, int64_t *i0, int64_t *j0)
+{
+    const int64_t tiles_m = (m + F8I_FB_TILE - 1) / F8I_FB_TILE, tiles_n = (n + F8I_FB_TILE - 1) / F8I_FB_TILE;
+    const int64_t per_row = (tiles_n - (int64_t)blockIdx.x + gridDim.x - 1) / gridDim.x; /* this block's columns */
+    if (per_row <= 0) return 0;
+    const int64_t tm = blockIdx.y + (t / per_row) * (int64_t)gridDim.y;
+    if (tm >= tiles_m) return 0;
+    *i0 = tm * F8I_FB_TILE;
+    *j0 = (blockIdx.x + (t % per_row) * (int64_t)gridDim.x) * F8I_FB_TILE;
+    return 1;
+}
+
+static __device__ __forceinline__ void f8i_fb_zero(f8i_fb_acc &acc)
+{
+#pragma unroll
+    for (int r = 0; r < F8I_FB_PER; r++)
+#pragma unroll
+        for (int c = 0; c < F8I_FB_PER; c++) acc[r][c] = 0.0f;
+}
+
+/* acc[r][c] += Σ_kk as[kk][ty + 16·r] · bs[kk][tx + 16·c] over one staged
+ * K step: one fmaf per term, in kk order (the summation order both
+ * kernels' contracts rely on). */
+static __device__ __forceinline__ void f8i_fb_mac(const f8i_fb_stage &as, const f8i_fb_stage &bs, f8i_fb_acc &acc,
+                                                  int tx, int ty)
+{
+#pragma unroll
+    for (int kk = 0; kk < F8I_FB_K; kk++) {
+        float av[F8I_FB_PER], bv[F8I_FB_PER];
+#pragma unroll
+        for (int r = 0; r < F8I_FB_PER; r++) av[r] = as[kk][ty + F8I_FB_THREADS * r];
+#pragma unroll
+        for (int c = 0; c < F8I_FB_PER; c++) bv[c] = bs[kk][tx + F8I_FB_THREADS * c];
+#pragma unroll
+        for (int r = 0; r < F8I_FB_PER; r++)
+#pragma unroll
+            for (int c = 0; c < F8I_FB_PER; c++) acc[r][c] = __fmaf_rn(av[r], bv[c], acc[r][c]);
+    }
+}
+
+/* The thread's elements of D's tile at (i0, j0), inside [m, n]:
+ * v = alpha·acc (+ D if accumulate, else + C if c) (+ bias[j]), each sum in
+ * FP32, stored once in D's dtype. alpha 1 is exact (v·1 = v). */
+static __device__ __forceinline__ void f8i_fb_store(void *d, f8_dtype d_dtype, const void *c, const void *bias,
+                                                    f8_dtype bias_dtype, int accumulate, int64_t m, int64_t n,
+                                                    int64_t i0, int64_t j0, int tx, int ty, float alpha,
+                                                    const f8i_fb_acc &acc)
+{
+#pragma unroll
+    for (int r = 0; r < F8I_FB_PER; r++) {
+        const int64_t i = i0 + ty + F8I_FB_THREADS * r;
+#pragma unroll
+        for (int cc = 0; cc < F8I_FB_PER; cc++) {
+            const int64_t j = j0 + tx + F8I_FB_THREADS * cc;
+            if (i >= m || j >= n) continue;
+            float v = alpha * acc[r][cc];
+            if (accumulate) v = v + f8i_lt_load(d, i * n + j, d_dtype);
+            else if (c) v = v + f8i_lt_load(c, i * n + j, d_dtype);
+            if (bias) v = v + f8i_lt_load(bias, j, bias_dtype);
+            f8i_lt_store(d, i * n + j, d_dtype, v);
+        }
+    }
 }
 
 #endif /* F8_CUDA_GEMM_LT_CUH */
