@@ -39,10 +39,13 @@
  *    rows of a 1x128 operand % 4 == 0 (above), the two relaid grids fit
  *    BG_SCALE_BYTES, and the
  *    heuristic returns an algorithm (FAST_ACCUM off: cuBLASLt has no fast
- *    accumulation with block scales). bias is then added by
- *    gemm_block_bias_kernel after the matmul (one launch more; the fused
- *    CUBLASLT_EPILOGUE_BIAS with block scales on sm_90 is not established,
- *    and would take only a BF16 bias); accumulate is beta = 1 with C = D,
+ *    accumulation with block scales). A BF16 bias is the epilogue's
+ *    (CUBLASLT_EPILOGUE_BIAS: cuBLASLt's FP8 table has BF16 as the one bias
+ *    type, for BF16 and FP32 D; alpha·ΣAB + C + bias in FP32, D rounded
+ *    once) when the heuristic has an algorithm for it; an FP32 bias, or a
+ *    shape without such an algorithm, gets the plain matmul and
+ *    gemm_block_bias_kernel after it (one launch more, D rounded before
+ *    the bias is added); accumulate is beta = 1 with C = D,
  *    the addend c (f8_module_forward_add's residual) beta = 1 with C = c
  *    (one FP32 sum in the epilogue, as gemm.cu's), so no copy of it.
  *  - the fallback kernel (gemm_block_fallback_kernel) for everything else:
@@ -85,8 +88,9 @@ static_assert(F8I_BLOCK % BG_K == 0, "K steps never straddle a K-block");
 
 typedef struct bg_key {
     int64_t m, n, k;
-    uint32_t types;  /* a | b << 4 | d << 8 | (a_br == 1) << 12 | (b_br == 1) << 13 | accumulate << 14 | c << 15 */
-    uint32_t aligns; /* log2 alignment (0..8) of a | b << 4 | d << 8 | c << 12 */
+    uint32_t types;  /* a | b << 4 | d << 8 | (a_br == 1) << 12 | (b_br == 1) << 13 | accumulate << 14 | c << 15
+                        | (bias ? dtype + 1 : 0) << 16 */
+    uint32_t aligns; /* log2 alignment (0..8) of a | b << 4 | d << 8 | c << 12 | bias << 16 */
 } bg_key;
 
 typedef struct bg_plan {
@@ -97,6 +101,8 @@ typedef struct bg_plan {
     cublasLtMatrixLayout_t lay_b;  /* cuBLASLt's B' = our a */
     cublasLtMatrixLayout_t lay_d;  /* C' = D' */
     cublasLtMatmulAlgo_t algo;
+    int bias_fused;                /* the bias is cuBLASLt's epilogue (else gemm_block_bias_kernel's) */
+    const void *set_bias;          /* the bias pointer the descriptor holds */
 } bg_plan;
 
 typedef struct f8i_gemm_block_cache {
@@ -285,9 +291,10 @@ static bg_key make_key(const f8i_gemm_args *g)
     key.k = g->k;
     key.types = (uint32_t)g->a_dtype | (uint32_t)g->b_dtype << 4 | (uint32_t)g->d_dtype << 8 |
                 (uint32_t)(f8i_mode_block_rows(g->a_mode) == 1) << 12 | (uint32_t)(f8i_mode_block_rows(g->b_mode) == 1) << 13 |
-                (uint32_t)(g->accumulate != 0) << 14 | (uint32_t)(g->c != NULL) << 15;
+                (uint32_t)(g->accumulate != 0) << 14 | (uint32_t)(g->c != NULL) << 15 |
+                (g->bias ? (uint32_t)g->bias_dtype + 1u : 0u) << 16;
     key.aligns = f8i_lt_align_log2(g->a) | f8i_lt_align_log2(g->b) << 4 | f8i_lt_align_log2(g->d) << 8 |
-                 (g->c ? f8i_lt_align_log2(g->c) : 0u) << 12;
+                 (g->c ? f8i_lt_align_log2(g->c) : 0u) << 12 | (g->bias ? f8i_lt_align_log2(g->bias) : 0u) << 16;
     return key;
 }
 
@@ -345,19 +352,16 @@ static f8_status res_get(f8_ctx *ctx, const f8i_gemm_args *g, bg_res *r)
     return F8_OK;
 }
 
-/* Descriptor, layouts and algorithm for g, or p->lt = 0 (the fallback). The
- * scale pointers are the scale buffer's, the same for every call. */
-static f8_status plan_build(f8_ctx *ctx, const f8i_gemm_args *g, bg_plan *p)
+/* g's descriptor and layouts, with the bias epilogue if fuse, and the
+ * heuristic's algorithm: *found 1, or 0 with all of it released (cuBLASLt
+ * refused the description or has no algorithm). The scale pointers are
+ * the scale buffer's, the same for every call; the bias pointer is this
+ * call's (run_lt points the descriptor at each call's). */
+static f8_status plan_describe(f8_ctx *ctx, const f8i_gemm_args *g, const bg_res *r, int fuse, bg_plan *p, int *found)
 {
-    memset(p, 0, sizeof *p);
-    p->key = make_key(g);
-    if (!lt_eligible(g)) return F8_OK;
-    bg_res r;
-    F8I_TRY(res_get(ctx, g, &r));
-    const uint64_t lt_ws = r.ws_bytes;
-    const float *scale_a = r.scale_a; /* our a's: cuBLASLt's B' */
-    const float *scale_b = r.scale_b; /* our b's: its A' */
-
+    *found = 0;
+    const float *scale_a = r->scale_a; /* our a's: cuBLASLt's B' */
+    const float *scale_b = r->scale_b; /* our b's: its A' */
     const uint64_t m = (uint64_t)g->m, n = (uint64_t)g->n, k = (uint64_t)g->k;
     cublasStatus_t st = cublasLtMatrixLayoutCreate(&p->lay_a, f8i_lt_type(g->b_dtype), k, n, g->k);
     if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatrixLayoutCreate(&p->lay_b, f8i_lt_type(g->a_dtype), k, m, g->k);
@@ -365,6 +369,8 @@ static f8_status plan_build(f8_ctx *ctx, const f8i_gemm_args *g, bg_plan *p)
     if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
     const cublasOperation_t op_t = CUBLAS_OP_T, op_n = CUBLAS_OP_N;
     const int8_t fast = 0;
+    const cublasLtEpilogue_t epi = fuse ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    const int32_t bias_type = CUDA_R_16BF; /* the one bias type with FP8 operands, for BF16 and FP32 D */
     const int32_t mode_a = f8i_mode_block_rows(g->b_mode) == 1 ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F
                                                 : CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
     const int32_t mode_b = f8i_mode_block_rows(g->a_mode) == 1 ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F
@@ -379,8 +385,12 @@ static f8_status plan_build(f8_ctx *ctx, const f8i_gemm_args *g, bg_plan *p)
                  {CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode_a, sizeof mode_a},
                  {CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode_b, sizeof mode_b},
                  {CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scale_b, sizeof scale_b},
-                 {CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scale_a, sizeof scale_a}};
-    for (size_t i = 0; i < sizeof attrs / sizeof attrs[0] && st == CUBLAS_STATUS_SUCCESS; i++)
+                 {CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scale_a, sizeof scale_a},
+                 {CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi},
+                 {CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type}, /* these two: fuse only */
+                 {CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias, sizeof g->bias}};
+    const size_t n_attrs = sizeof attrs / sizeof attrs[0] - (fuse ? 0 : 2);
+    for (size_t i = 0; i < n_attrs && st == CUBLAS_STATUS_SUCCESS; i++)
         st = cublasLtMatmulDescSetAttribute(p->desc, attrs[i].attr, attrs[i].value, attrs[i].bytes);
     /* Any refusal while describing a block-scaled matmul (an older cuBLASLt
      * without the scale modes answers INVALID_VALUE) means: the fallback. */
@@ -391,18 +401,36 @@ static f8_status plan_build(f8_ctx *ctx, const f8i_gemm_args *g, bg_plan *p)
 
     const uint32_t al_a = 1u << f8i_lt_align_log2(g->b), al_b = 1u << f8i_lt_align_log2(g->a);
     const uint32_t al_d = 1u << f8i_lt_align_log2(g->d), al_c = 1u << f8i_lt_align_log2(g->c ? g->c : g->d);
-    int found = 0;
-    st = f8i_lt_heuristic((cublasLtHandle_t)r.handle, p->desc, p->lay_a, p->lay_b, p->lay_d, lt_ws, al_a, al_b, al_c, al_d,
-                          &p->algo, &found);
+    p->set_bias = fuse ? g->bias : NULL;
+    st = f8i_lt_heuristic((cublasLtHandle_t)r->handle, p->desc, p->lay_a, p->lay_b, p->lay_d, r->ws_bytes, al_a, al_b, al_c,
+                          al_d, &p->algo, found);
     if (st != CUBLAS_STATUS_SUCCESS) {
         plan_release(p);
         return f8i_error(ctx, F8_ERR_CUBLAS, "block gemm %lldx%lldx%lld: cublasLt preference/heuristic: %s",
                          (long long)g->m, (long long)g->n, (long long)g->k, cublasLtGetStatusName(st));
     }
-    if (found)
-        p->lt = 1;
-    else
-        plan_release(p);
+    if (!*found) plan_release(p);
+    return F8_OK;
+}
+
+/* The plan of g: cuBLASLt (p->lt) or the fallback kernel. A BF16 bias
+ * goes into the epilogue when the heuristic has an algorithm for it (one
+ * rounding of D, no bias launch); otherwise the plain matmul, and
+ * gemm_block_bias_kernel adds the bias after it. */
+static f8_status plan_build(f8_ctx *ctx, const f8i_gemm_args *g, bg_plan *p)
+{
+    memset(p, 0, sizeof *p);
+    p->key = make_key(g);
+    if (!lt_eligible(g)) return F8_OK;
+    bg_res r;
+    F8I_TRY(res_get(ctx, g, &r));
+    int found = 0;
+    if (g->bias && g->bias_dtype == F8_DTYPE_BF16) {
+        F8I_TRY(plan_describe(ctx, g, &r, 1, p, &found));
+        p->bias_fused = found;
+    }
+    if (!found) F8I_TRY(plan_describe(ctx, g, &r, 0, p, &found));
+    p->lt = found;
     return F8_OK;
 }
 
@@ -430,11 +458,18 @@ static f8_status plan_find(f8_ctx *ctx, f8i_gemm_block_cache *c, const f8i_gemm_
 
 /* The cuBLASLt path: relayout the scales, matmul, bias. NOT_SUPPORTED from
  * the matmul (nothing enqueued by it) is reported in *refused. */
-static f8_status run_lt(f8_ctx *ctx, const bg_plan *p, const f8i_gemm_args *g, int *refused)
+static f8_status run_lt(f8_ctx *ctx, bg_plan *p, const f8i_gemm_args *g, int *refused)
 {
     *refused = 0;
     bg_res r;
     F8I_TRY(res_get(ctx, g, &r));
+    if (p->bias_fused && p->set_bias != g->bias) { /* host-side: nothing enqueued yet on failure */
+        const cublasStatus_t bs =
+            cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias, sizeof g->bias);
+        if (bs != CUBLAS_STATUS_SUCCESS)
+            return f8i_error(ctx, F8_ERR_CUBLAS, "block gemm: setting the bias pointer: %s", cublasLtGetStatusName(bs));
+        p->set_bias = g->bias;
+    }
     const size_t lt_ws = r.ws_bytes;
     float *scale_a = r.scale_a, *scale_b = r.scale_b;
     const int64_t nkb = (g->k + F8I_BLOCK - 1) / F8I_BLOCK;
@@ -458,7 +493,7 @@ static f8_status run_lt(f8_ctx *ctx, const bg_plan *p, const f8i_gemm_args *g, i
                          (long long)g->m, (long long)g->n, (long long)g->k, f8_dtype_name(g->a_dtype),
                          f8_dtype_name(g->b_dtype), f8_dtype_name(g->d_dtype), cublasLtGetStatusName(st));
     F8I_COUNT_LAUNCHES(ctx, 1);
-    if (!g->bias) return F8_OK;
+    if (!g->bias || p->bias_fused) return F8_OK;
     F8I_COUNT_LAUNCHES(ctx, 1);
     gemm_block_bias_kernel<<<grid_1d(ctx, g->m * g->n), 256, 0, s>>>(g->d, g->d_dtype, g->bias, g->bias_dtype, g->m,
                                                                      g->n);
