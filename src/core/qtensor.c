@@ -85,10 +85,11 @@ f8_status f8i_qtensor_reserve_transpose(f8_qtensor *q)
 f8_status f8i_qtensor_reserve_blocks(f8_qtensor *q)
 {
     f8_status st = f8i_qtensor_reserve_transpose(q);
-    if (st != F8_OK || q->bsinv) return st;
+    if (st != F8_OK || q->mode != F8I_SCALING_TENSOR) return st;
     const int64_t g = f8i_block_grid(q->rows, q->cols, F8I_BLOCK);
     F8I_TRY(f8i_alloc(q->ctx, q->cat_data, q->acct, (size_t)(2 * g + 1) * sizeof(float), (void **)&q->bsinv));
     q->bsinv_t = q->bsinv + g;
+    q->mode = F8I_SCALING_BLOCK_128X128;
     return f8i_op_fill_f32(q->ctx, q->bsinv, 1.0f, 2 * g);
 }
 
@@ -96,7 +97,7 @@ f8_status f8_qtensor_quantize(f8_qtensor *q, const f8_tensor *src, f8_slot slot,
                               const float *noop_flag)
 {
     if (!q) return F8_ERR_INVALID_ARGUMENT;
-    if (q->bsinv) return block_refuse(q, "f8_qtensor_quantize");
+    if (q->mode != F8I_SCALING_TENSOR) return block_refuse(q, "f8_qtensor_quantize");
     f8_ctx *ctx = q->ctx;
     F8I_TRY(f8i_check_tensor(ctx, src, "f8_qtensor_quantize: src"));
     if (!f8i_dtype_is_hp(src->dtype))
@@ -133,7 +134,7 @@ f8_status f8_qtensor_quantize(f8_qtensor *q, const f8_tensor *src, f8_slot slot,
 f8_status f8_qtensor_transpose(f8_qtensor *q, const float *noop_flag)
 {
     if (!q) return F8_ERR_INVALID_ARGUMENT;
-    if (q->bsinv) return block_refuse(q, "f8_qtensor_transpose");
+    if (q->mode != F8I_SCALING_TENSOR) return block_refuse(q, "f8_qtensor_transpose");
     if (q->t_valid && !noop_flag) return F8_OK;
     if (!q->t) {
         F8I_TRY(f8i_qtensor_reserve_transpose(q));
@@ -147,7 +148,7 @@ f8_status f8_qtensor_transpose(f8_qtensor *q, const float *noop_flag)
 f8_status f8_qtensor_transpose_into(const f8_qtensor *q, f8_tensor *dst)
 {
     if (!q) return F8_ERR_INVALID_ARGUMENT;
-    if (q->bsinv) return block_refuse(q, "f8_qtensor_transpose_into");
+    if (q->mode != F8I_SCALING_TENSOR) return block_refuse(q, "f8_qtensor_transpose_into");
     f8_ctx *ctx = q->ctx;
     if (!dst) return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "f8_qtensor_transpose_into: dst is NULL");
     if (dst->dtype != q->dtype)
@@ -166,7 +167,7 @@ f8_status f8_qtensor_transpose_into(const f8_qtensor *q, f8_tensor *dst)
 f8_status f8_qtensor_dequantize(const f8_qtensor *q, f8_tensor *dst)
 {
     if (!q) return F8_ERR_INVALID_ARGUMENT;
-    if (q->bsinv) return block_refuse(q, "f8_qtensor_dequantize");
+    if (q->mode != F8I_SCALING_TENSOR) return block_refuse(q, "f8_qtensor_dequantize");
     f8_ctx *ctx = q->ctx;
     F8I_TRY(f8i_check_tensor(ctx, dst, "f8_qtensor_dequantize: dst"));
     if (!f8i_dtype_is_hp(dst->dtype))
@@ -182,7 +183,7 @@ f8_status f8_qtensor_dequantize(const f8_qtensor *q, f8_tensor *dst)
 f8_status f8_qtensor_data(const f8_qtensor *q, f8_tensor *view)
 {
     if (!q) return F8_ERR_INVALID_ARGUMENT;
-    if (q->bsinv) return block_refuse(q, "f8_qtensor_data");
+    if (q->mode != F8I_SCALING_TENSOR) return block_refuse(q, "f8_qtensor_data");
     if (!view) return f8i_error(q->ctx, F8_ERR_INVALID_ARGUMENT, "f8_qtensor_data: view is NULL");
     *view = f8_tensor_make(q->data, q->dtype, q->rows, q->cols);
     view->scale_inv = q->scale_inv;
@@ -192,7 +193,7 @@ f8_status f8_qtensor_data(const f8_qtensor *q, f8_tensor *view)
 f8_status f8_qtensor_transpose_data(const f8_qtensor *q, f8_tensor *view)
 {
     if (!q) return F8_ERR_INVALID_ARGUMENT;
-    if (q->bsinv) return block_refuse(q, "f8_qtensor_transpose_data");
+    if (q->mode != F8I_SCALING_TENSOR) return block_refuse(q, "f8_qtensor_transpose_data");
     if (!view) return f8i_error(q->ctx, F8_ERR_INVALID_ARGUMENT, "f8_qtensor_transpose_data: view is NULL");
     if (!q->t_valid)
         return f8i_error(q->ctx, F8_ERR_STATE, "f8_qtensor_transpose_data: the cached transpose is not valid "
@@ -207,7 +208,7 @@ int f8_qtensor_transpose_valid(const f8_qtensor *q) { return q ? q->t_valid : 0;
 f8_status f8_qtensor_upload(f8_qtensor *q, const uint8_t *host_codes, float scale_inv)
 {
     if (!q) return F8_ERR_INVALID_ARGUMENT;
-    if (q->bsinv) return block_refuse(q, "f8_qtensor_upload");
+    if (q->mode != F8I_SCALING_TENSOR) return block_refuse(q, "f8_qtensor_upload");
     size_t bytes = (size_t)(q->rows * q->cols);
     if (bytes && !host_codes) return f8i_error(q->ctx, F8_ERR_INVALID_ARGUMENT, "f8_qtensor_upload: host_codes is NULL");
     f8_status st = bytes ? q->ctx->be->upload(q->ctx, q->data, host_codes, bytes) : F8_OK;

@@ -145,10 +145,9 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
     }
     if (st == F8_OK && s->scale) st = f8i_module_norm_keep_scale(m, SLOT_INPUT, s->scale);
     if (st == F8_OK && fp8) st = f8i_weight_cast(ctx, &m->w[0], mb, saved != NULL);
-    if (st == F8_OK)
-        st = f8i_weight_fprop(ctx, &m->w[0], o->ln, fp8 ? q.dtype : m->param_dtype, fp8 ? o->ln_sinv : NULL, T,
-                              y->data, y->dtype, residual ? residual->data : NULL, ws.gemm);
-    return st;
+    if (st != F8_OK) return st;
+    const f8i_operand lo = fp8 ? f8i_qbuf_operand(&q, m->q.act, T, K) : f8i_operand_hp(o->ln, m->param_dtype, T, K);
+    return f8i_weight_fprop(ctx, &m->w[0], &lo, y->data, y->dtype, residual ? residual->data : NULL, ws.gemm);
 }
 
 static f8_status backward(f8_module *m, f8_saved *sv, const f8_tensor *dy, const f8_tensor *dln_out, f8_tensor *dx,
@@ -179,19 +178,18 @@ static f8_status backward(f8_module *m, f8_saved *sv, const f8_tensor *dy, const
     if (m->fp8) {
         const f8i_qbuf *g = &ws.g8;
         st = f8i_module_quantize(m, dy->data, dy->dtype, T, N, F8_DIR_BACKWARD, SLOT_GRAD_OUTPUT, g, w, ws.reduce);
-        if (st == F8_OK)
-            st = f8i_weight_dgrad(ctx, w, g->data, g->dtype, g->scale_inv, T, ws.dln, F8_DTYPE_FP32, 0, ws.gemm);
+        const f8i_operand go = f8i_qbuf_operand(g, m->q.act, T, N);
+        if (st == F8_OK) st = f8i_weight_dgrad(ctx, w, &go, ws.dln, F8_DTYPE_FP32, 0, ws.gemm);
         const uint8_t *lnt = s->lnt ? s->lnt : ws.lnt; /* block scaling saved it; else transpose the codes */
         if (st == F8_OK && !s->lnt) st = f8i_op_transpose_u8(ctx, (const uint8_t *)ln, ws.lnt, T, K, NULL);
-        if (st == F8_OK)
-            st = f8i_weight_wgrad(ctx, w, g->data_t, g->dtype, f8i_qbuf_sinv_t(g), lnt,
-                                  f8_ctx_slot_dtype(ctx, F8_DIR_FORWARD), s->lnt ? s->lnt_sinv : ln_sinv, T,
-                                  sv->microbatch, ws.gemm);
+        const f8i_operand lo = {ln, lnt, f8_ctx_slot_dtype(ctx, F8_DIR_FORWARD), m->q.act, ln_sinv,
+                                s->lnt ? s->lnt_sinv : ln_sinv, T, K};
+        if (st == F8_OK) st = f8i_weight_wgrad(ctx, w, &go, &lo, sv->microbatch, ws.gemm);
     } else {
-        st = f8i_weight_dgrad(ctx, w, dy->data, dy->dtype, NULL, T, ws.dln, F8_DTYPE_FP32, 0, NULL);
-        if (st == F8_OK)
-            st = f8i_weight_wgrad(ctx, w, dy->data, dy->dtype, NULL, ln, m->param_dtype, NULL, T, sv->microbatch,
-                                  NULL);
+        const f8i_operand go = f8i_operand_hp(dy->data, dy->dtype, T, N);
+        const f8i_operand lo = f8i_operand_hp(ln, m->param_dtype, T, K);
+        st = f8i_weight_dgrad(ctx, w, &go, ws.dln, F8_DTYPE_FP32, 0, NULL);
+        if (st == F8_OK) st = f8i_weight_wgrad(ctx, w, &go, &lo, sv->microbatch, NULL);
         if (st == F8_OK) st = f8i_weight_bgrad(ctx, w, dy->data, T);
     }
     if (st == F8_OK && dln_out && T > 0) {

@@ -187,8 +187,9 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
     if (st == F8_OK && rec) st = f8i_module_norm_keep_scale(m, GEMM1_INPUT, s->n.scale);
     if (st == F8_OK && fp8) st = f8i_weight_cast(ctx, &m->w[0], mb, saved != NULL);
     if (st == F8_OK && fp8) st = f8i_weight_cast(ctx, &m->w[1], mb, saved != NULL);
-    if (st == F8_OK)
-        st = f8i_weight_fprop(ctx, &m->w[0], ln, adt, fp8 ? ln_sinv : NULL, T, s->h1, pdt, NULL, ws.gemm);
+    const int64_t H = m->in_features, F = m->w[1].cols;
+    const f8i_operand lo = fp8 ? (f8i_operand){ln, NULL, qdt, m->q.act, ln_sinv, ln_sinv, T, H} : f8i_operand_hp(ln, pdt, T, H);
+    if (st == F8_OK) st = f8i_weight_fprop(ctx, &m->w[0], &lo, s->h1, pdt, NULL, ws.gemm);
     if (st == F8_OK) {
         f8i_act_fwd_args a;
         memset(&a, 0, sizeof a);
@@ -217,10 +218,10 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
             st = f8i_op_act_fwd(ctx, &a);
         }
     }
-    if (st == F8_OK) /* the residual (forward_add) joins in fc2's epilogue */
-        st = f8i_weight_fprop(ctx, &m->w[1], a8, adt, fp8 ? a8_sinv : NULL, T, y->data, y->dtype,
-                              residual ? residual->data : NULL, ws.gemm);
-    return st;
+    if (st != F8_OK) return st;
+    const f8i_operand ao = fp8 ? (f8i_operand){a8, NULL, qdt, m->q.act, a8_sinv, a8_sinv, T, F} : f8i_operand_hp(a8, pdt, T, F);
+    /* the residual (forward_add) joins in fc2's epilogue */
+    return f8i_weight_fprop(ctx, &m->w[1], &ao, y->data, y->dtype, residual ? residual->data : NULL, ws.gemm);
 }
 
 /* d = act'(h1)·da: FP8 fused with the cast (+transpose, + fc1's dbias) into
@@ -284,7 +285,7 @@ static f8_status backward(f8_module *m, f8_saved *sv, const f8_tensor *dy, const
     (void)aux;
     f8_ctx *ctx = m->ctx;
     const mlp_saved *s = (const mlp_saved *)sv->impl;
-    const int64_t T = sv->tokens, H = m->in_features;
+    const int64_t T = sv->tokens, H = m->in_features, F = m->w[1].cols;
     const f8_dtype pdt = m->param_dtype, qdt = f8_ctx_slot_dtype(ctx, F8_DIR_FORWARD);
     f8i_weight *fc1 = &m->w[0], *fc2 = &m->w[1];
     mlp_ws ws;
@@ -295,27 +296,30 @@ static f8_status backward(f8_module *m, f8_saved *sv, const f8_tensor *dy, const
     f8_status st;
     if (m->fp8) {
         const f8i_qbuf *g = &ws.g8, *d = &ws.d8;
+        const f8i_operand go = f8i_qbuf_operand(g, m->q.act, T, H), dop = f8i_qbuf_operand(d, m->q.act, T, F);
+        /* s->act holds the codes transposed (the forward wrote them) */
+        const f8i_operand ao = {NULL, s->act, qdt, m->q.act, NULL, s->act_sinv, T, F};
         st = f8i_module_quantize(m, dy->data, dy->dtype, T, H, F8_DIR_BACKWARD, GRAD_OUTPUT1, g, fc2, ws.reduce);
-        if (st == F8_OK) st = f8i_weight_dgrad(ctx, fc2, g->data, g->dtype, g->scale_inv, T, ws.da, pdt, 0, ws.gemm);
-        if (st == F8_OK) /* s->act holds the codes transposed (the forward wrote them) */
-            st = f8i_weight_wgrad(ctx, fc2, g->data_t, g->dtype, f8i_qbuf_sinv_t(g), s->act, qdt, s->act_sinv, T,
-                                  sv->microbatch, ws.gemm);
+        if (st == F8_OK) st = f8i_weight_dgrad(ctx, fc2, &go, ws.da, pdt, 0, ws.gemm);
+        if (st == F8_OK) st = f8i_weight_wgrad(ctx, fc2, &go, &ao, sv->microbatch, ws.gemm);
         if (st == F8_OK) st = act_backward(m, s, T, &ws);
-        if (st == F8_OK) st = f8i_weight_dgrad(ctx, fc1, d->data, d->dtype, d->scale_inv, T, ws.dln, pdt, 0, ws.gemm);
+        if (st == F8_OK) st = f8i_weight_dgrad(ctx, fc1, &dop, ws.dln, pdt, 0, ws.gemm);
         if (st == F8_OK) st = saved_ln(m, sv, &ws, &ln, &ln_sinv);
         const uint8_t *lnt = s->n.lnt ? s->n.lnt : ws.lnt; /* block scaling saved it; else transpose the codes */
         if (st == F8_OK && !s->n.lnt) st = f8i_op_transpose_u8(ctx, (const uint8_t *)ln, ws.lnt, T, H, NULL);
-        if (st == F8_OK)
-            st = f8i_weight_wgrad(ctx, fc1, d->data_t, d->dtype, f8i_qbuf_sinv_t(d), lnt, qdt,
-                                  s->n.lnt ? s->n.lnt_sinv : ln_sinv, T, sv->microbatch, ws.gemm);
+        const f8i_operand lo = {ln, lnt, qdt, m->q.act, ln_sinv, s->n.lnt ? s->n.lnt_sinv : ln_sinv, T, H};
+        if (st == F8_OK) st = f8i_weight_wgrad(ctx, fc1, &dop, &lo, sv->microbatch, ws.gemm);
     } else {
-        st = f8i_weight_dgrad(ctx, fc2, dy->data, pdt, NULL, T, ws.da, F8_DTYPE_FP32, 0, NULL);
-        if (st == F8_OK) st = f8i_weight_wgrad(ctx, fc2, dy->data, pdt, NULL, s->act, pdt, NULL, T, sv->microbatch, NULL);
+        const f8i_operand go = f8i_operand_hp(dy->data, pdt, T, H), ao = f8i_operand_hp(s->act, pdt, T, F);
+        const f8i_operand dop = f8i_operand_hp(ws.d, pdt, T, F);
+        st = f8i_weight_dgrad(ctx, fc2, &go, ws.da, F8_DTYPE_FP32, 0, NULL);
+        if (st == F8_OK) st = f8i_weight_wgrad(ctx, fc2, &go, &ao, sv->microbatch, NULL);
         if (st == F8_OK) st = f8i_weight_bgrad(ctx, fc2, dy->data, T);
         if (st == F8_OK) st = act_backward(m, s, T, &ws);
-        if (st == F8_OK) st = f8i_weight_dgrad(ctx, fc1, ws.d, pdt, NULL, T, ws.dln, F8_DTYPE_FP32, 0, NULL);
+        if (st == F8_OK) st = f8i_weight_dgrad(ctx, fc1, &dop, ws.dln, F8_DTYPE_FP32, 0, NULL);
         if (st == F8_OK) st = saved_ln(m, sv, &ws, &ln, &ln_sinv);
-        if (st == F8_OK) st = f8i_weight_wgrad(ctx, fc1, ws.d, pdt, NULL, ln, pdt, NULL, T, sv->microbatch, NULL);
+        const f8i_operand lo = f8i_operand_hp(ln, pdt, T, H);
+        if (st == F8_OK) st = f8i_weight_wgrad(ctx, fc1, &dop, &lo, sv->microbatch, NULL);
         if (st == F8_OK) st = f8i_weight_bgrad(ctx, fc1, ws.d, T);
     }
     const f8_dtype ddt = m->fp8 ? pdt : F8_DTYPE_FP32; /* dln's dtype */

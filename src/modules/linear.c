@@ -73,7 +73,10 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
     f8_ctx *ctx = m->ctx;
     f8i_weight *w = &m->w[0];
     const void *r = residual ? residual->data : NULL;
-    if (!m->fp8) return f8i_weight_fprop(ctx, w, x->data, x->dtype, NULL, x->rows, y->data, y->dtype, r, NULL);
+    if (!m->fp8) {
+        const f8i_operand xo = f8i_operand_hp(x->data, x->dtype, x->rows, m->in_features);
+        return f8i_weight_fprop(ctx, w, &xo, y->data, y->dtype, r, NULL);
+    }
     linear_ws ws;
     f8i_layout l = f8i_module_workspace(m);
     fwd_layout(m, x->rows, &l, &ws);
@@ -87,9 +90,9 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
     if (st == F8_OK)
         st = f8i_module_quantize(m, x->data, x->dtype, x->rows, m->in_features, F8_DIR_FORWARD, SLOT_INPUT, &ws.x8, NULL,
                                  NULL);
-    if (st == F8_OK) st = f8i_weight_fprop(ctx, w, ws.x8.data, ws.x8.dtype, ws.x8.scale_inv, x->rows, y->data, y->dtype,
-                                               r, ws.gemm);
-    return st;
+    if (st != F8_OK) return st;
+    const f8i_operand xo = f8i_qbuf_operand(&ws.x8, m->q.act, x->rows, m->in_features);
+    return f8i_weight_fprop(ctx, w, &xo, y->data, y->dtype, r, ws.gemm);
 }
 
 static f8_status backward(f8_module *m, f8_saved *s, const f8_tensor *dy, const f8_tensor *aux, f8_tensor *dx,
@@ -101,10 +104,10 @@ static f8_status backward(f8_module *m, f8_saved *s, const f8_tensor *dy, const 
     const int64_t T = s->tokens;
     f8_status st = F8_OK;
     if (!m->fp8) {
-        if (dx) st = f8i_weight_dgrad(ctx, w, dy->data, dy->dtype, NULL, T, dx->data, dx->dtype, dx_add, NULL);
-        if (st == F8_OK)
-            st = f8i_weight_wgrad(ctx, w, dy->data, dy->dtype, NULL, s->x.data, s->x.dtype, NULL, T, s->microbatch,
-                                  NULL);
+        const f8i_operand g = f8i_operand_hp(dy->data, dy->dtype, T, m->out_features);
+        const f8i_operand x = f8i_operand_hp(s->x.data, s->x.dtype, T, m->in_features);
+        if (dx) st = f8i_weight_dgrad(ctx, w, &g, dx->data, dx->dtype, dx_add, NULL);
+        if (st == F8_OK) st = f8i_weight_wgrad(ctx, w, &g, &x, s->microbatch, NULL);
         if (st == F8_OK) st = f8i_weight_bgrad(ctx, w, dy->data, T);
         return st;
     }
@@ -115,11 +118,11 @@ static f8_status backward(f8_module *m, f8_saved *s, const f8_tensor *dy, const 
     const f8i_qbuf *g = &ws.g8;
     st = f8i_module_quantize(m, dy->data, dy->dtype, T, m->out_features, F8_DIR_BACKWARD, SLOT_GRAD_OUTPUT, g, w,
                              ws.reduce);
-    if (st == F8_OK && dx)
-        st = f8i_weight_dgrad(ctx, w, g->data, g->dtype, g->scale_inv, T, dx->data, dx->dtype, dx_add, ws.gemm);
-    if (st == F8_OK)
-        st = f8i_weight_wgrad(ctx, w, g->data_t, g->dtype, f8i_qbuf_sinv_t(g), ls->xt, f8_ctx_slot_dtype(ctx, F8_DIR_FORWARD),
-                              ls->x_scale_inv, T, s->microbatch, ws.gemm);
+    const f8i_operand go = f8i_qbuf_operand(g, m->q.act, T, m->out_features);
+    f8i_operand xo = {NULL, ls->xt, f8_ctx_slot_dtype(ctx, F8_DIR_FORWARD), m->q.act, NULL, ls->x_scale_inv, T,
+                      m->in_features}; /* X8ᵀ and its scale_inv, saved by the forward */
+    if (st == F8_OK && dx) st = f8i_weight_dgrad(ctx, w, &go, dx->data, dx->dtype, dx_add, ws.gemm);
+    if (st == F8_OK) st = f8i_weight_wgrad(ctx, w, &go, &xo, s->microbatch, ws.gemm);
     return st;
 }
 

@@ -201,6 +201,14 @@ typedef struct f8i_qbuf {
  * scaling, else the one scale_inv. */
 static inline float *f8i_qbuf_sinv_t(const f8i_qbuf *q) { return q->scale_inv_t ? q->scale_inv_t : q->scale_inv; }
 
+/* q [rows, cols] as a GEMM operand in `mode` (the module's activation
+ * quantizer's, m->q.act): the one scalar of TENSOR serves both orientations. */
+static inline f8i_operand f8i_qbuf_operand(const f8i_qbuf *q, f8i_scaling_mode mode, int64_t rows, int64_t cols)
+{
+    f8i_operand o = {q->data, q->data_t, q->dtype, mode, q->scale_inv, f8i_qbuf_sinv_t(q), rows, cols};
+    return o;
+}
+
 /* Take the scale_inv of an FP8 [rows, cols] tensor from a layout: `bytes`
  * (the recipe's one scalar, as the layout had it) or, under block scaling,
  * a grid large enough for either orientation's 1x128 tiles. */

@@ -150,7 +150,7 @@ f8_status f8i_weight_cast(f8_ctx *ctx, f8i_weight *w, f8_microbatch mb, int with
     const float *noop = NULL;
     if (w->w8_filled && ctx->weight_noop) noop = ctx->noop; /* graph mode: the device flag decides */
     else if (mb == F8_MICROBATCH_NOT_FIRST && w->w8_filled) return F8_OK;
-    if (w->w8->bsinv) {
+    if (w->w8->mode != F8I_SCALING_TENSOR) {
         f8_status st = block_cast(ctx, w, noop);
         if (st == F8_OK) w->w8_filled = 1;
         return st;
@@ -229,7 +229,7 @@ f8_tensor f8i_bias_view(const f8i_weight *w, int grad) { return f8_tensor_make(g
  * b_block_rows 128 for the weight's codes, 1 for an activation's). */
 /* The weight's workspace holds 128x128 blocks (block scaling): its GEMMs
  * take block-scaled operands. */
-static int blocked(const f8i_weight *w) { return w->fp8 && w->w8->bsinv != NULL; }
+static int blocked(const f8i_weight *w) { return w->fp8 && w->w8->mode != F8I_SCALING_TENSOR; }
 
 static f8i_gemm_args gemm(int64_t m, int64_t n, int64_t k)
 {
@@ -286,79 +286,85 @@ static void set_ws(f8i_gemm_args *g, void *gws, size_t bytes)
     g->workspace_bytes = gws ? bytes : 0;
 }
 
-f8_status f8i_weight_fprop(f8_ctx *ctx, const f8i_weight *w, const void *a, f8_dtype a_dtype, const float *a_sinv,
-                           int64_t T, void *y, f8_dtype y_dtype, const void *residual, void *gws)
+/* The weight as the GEMMs' B: W8 (FP8; the block grid of W8 or W8ᵀ under
+ * block scaling) or W in the param dtype. */
+static void weight_b(const f8i_weight *w, int transposed, f8i_gemm_args *g)
 {
+    if (!w->fp8) {
+        g->b = w->w;
+        g->b_dtype = w->dtype;
+        return;
+    }
+    const f8i_operand o = f8i_qtensor_operand(w->w8);
+    g->b = transposed ? o.data_t : o.data;
+    g->b_dtype = o.dtype;
+    g->b_scale_inv = transposed ? o.scale_inv_t : o.scale_inv;
+    g->b_mode = o.mode;
+}
+
+/* An activation operand as the GEMMs' A, in the orientation asked for. */
+static void operand_a(const f8i_operand *o, int transposed, f8i_gemm_args *g)
+{
+    g->a = transposed ? o->data_t : o->data;
+    g->a_dtype = o->dtype;
+    g->a_scale_inv = transposed ? o->scale_inv_t : o->scale_inv;
+    g->a_mode = o->mode;
+}
+
+f8_status f8i_weight_fprop(f8_ctx *ctx, const f8i_weight *w, const f8i_operand *x, void *y, f8_dtype y_dtype,
+                           const void *residual, void *gws)
+{
+    const int64_t T = x->rows;
     f8i_gemm_args g = gemm(T, w->rows, w->cols);
-    g.a = a;
-    g.a_dtype = a_dtype;
-    g.a_scale_inv = a_sinv;
-    g.b = w->fp8 ? (const void *)w->w8->data : w->w;
-    g.b_dtype = w->fp8 ? w->w8->dtype : w->dtype;
-    g.b_scale_inv = w->fp8 ? w->w8->scale_inv : NULL;
+    operand_a(x, 0, &g);
+    weight_b(w, 0, &g);
     g.d = y;
     g.d_dtype = y_dtype;
     g.c = residual;
     g.bias = w->b;
     g.bias_dtype = w->dtype;
-    if (blocked(w)) { /* 1x128 tiles of the input, the weight's 128x128 blocks */
-        g.a_mode = F8I_SCALING_BLOCK_1X128;
-        g.b_mode = F8I_SCALING_BLOCK_128X128;
-        g.b_scale_inv = w->w8->bsinv;
-    }
     if (w->fp8) set_ws(&g, gws, f8i_weight_gemm_workspace(w, T, 0));
     return f8i_op_gemm(ctx, &g);
 }
 
-f8_status f8i_weight_dgrad(f8_ctx *ctx, f8i_weight *w, const void *g_in, f8_dtype g_dtype, const float *g_sinv,
-                           int64_t T, void *dx, f8_dtype dx_dtype, int accumulate, void *gws)
+f8_status f8i_weight_dgrad(f8_ctx *ctx, f8i_weight *w, const f8i_operand *dy, void *dx, f8_dtype dx_dtype,
+                           int accumulate, void *gws)
 {
+    const int64_t T = dy->rows;
     f8i_gemm_args g = gemm(T, w->cols, w->rows);
-    g.a = g_in;
-    g.a_dtype = g_dtype;
-    g.a_scale_inv = g_sinv;
+    operand_a(dy, 0, &g);
     g.d = dx;
     g.d_dtype = dx_dtype;
     g.accumulate = accumulate;
     if (w->fp8) {
         /* a no-op when the forward cast made it (the block cast always makes it) */
         F8I_TRY(blocked(w) ? F8_OK : f8_qtensor_transpose(w->w8, NULL));
-        g.b = w->w8->t; /* W8ᵀ [cols, rows] */
-        g.b_dtype = w->w8->dtype;
-        g.b_scale_inv = w->w8->scale_inv;
+        weight_b(w, 1, &g); /* W8ᵀ [cols, rows] */
         g.split_accum = 1;
-        if (blocked(w)) { /* the gradient's 1x128 tiles, W8ᵀ's block grid transposed */
-            g.a_mode = F8I_SCALING_BLOCK_1X128;
-            g.b_mode = F8I_SCALING_BLOCK_128X128;
-            g.b_scale_inv = w->w8->bsinv_t;
-        }
         set_ws(&g, gws, f8i_weight_gemm_workspace(w, T, 1));
     } else {
-        g.b = w->w; /* B(k, n) = W stored [rows, cols] */
-        g.b_dtype = w->dtype;
+        weight_b(w, 0, &g); /* B(k, n) = W stored [rows, cols] */
         g.b_trans = 1;
     }
     return f8i_op_gemm(ctx, &g);
 }
 
-f8_status f8i_weight_wgrad(f8_ctx *ctx, f8i_weight *w, const void *g_in, f8_dtype g_dtype, const float *g_sinv,
-                           const void *a, f8_dtype a_dtype, const float *a_sinv, int64_t T, f8_microbatch mb,
-                           void *gws)
+f8_status f8i_weight_wgrad(f8_ctx *ctx, f8i_weight *w, const f8i_operand *dy, const f8i_operand *x,
+                           f8_microbatch mb, void *gws)
 {
+    const int64_t T = dy->rows;
     f8i_gemm_args g = gemm(w->rows, w->cols, T);
-    g.a = g_in;
-    g.a_dtype = g_dtype;
-    g.a_scale_inv = g_sinv;
-    g.b = a;
-    g.b_dtype = a_dtype;
-    g.b_scale_inv = a_sinv;
+    operand_a(dy, w->fp8, &g);
+    g.b = w->fp8 ? x->data_t : x->data;
+    g.b_dtype = x->dtype;
+    g.b_scale_inv = w->fp8 ? x->scale_inv_t : x->scale_inv;
+    g.b_mode = x->mode;
     if (w->fp8) {
-        g.split_accum = 1; /* gᵀ [rows, T] and aᵀ [cols, T] are K-contiguous */
-        if (blocked(w)) g.a_mode = g.b_mode = F8I_SCALING_BLOCK_1X128; /* each in 1x128 tiles along T */
+        g.split_accum = 1; /* dyᵀ [rows, T] and xᵀ [cols, T] are K-contiguous */
         set_ws(&g, gws, f8i_weight_gemm_workspace(w, T, 1));
     } else {
-        g.a_trans = 1; /* A(n, t) = g stored [T, rows] */
-        g.b_trans = 1; /* B(k, t) = a stored [T, cols] */
+        g.a_trans = 1; /* A(n, t) = dy stored [T, rows] */
+        g.b_trans = 1; /* B(k, t) = x stored [T, cols] */
     }
     if (w->fuse_wgrad) {
         g.d = w->main_grad;

@@ -14,6 +14,7 @@
 #ifndef F8_MODULES_WEIGHT_H
 #define F8_MODULES_WEIGHT_H
 
+#include "core/operand.h"
 #include "core/ops.h"
 #include "core/qtensor.h"
 #include "core/quantizer.h"
@@ -95,26 +96,29 @@ f8_tensor f8i_bias_view(const f8i_weight *w, int grad);
  * one region serves every GEMM of a pass, since they run one after another. */
 size_t f8i_weight_gemm_workspace(const f8i_weight *w, int64_t T, int backward);
 
-/* y[T, rows] = a[T, cols] · Wᵀ (+ residual) + b, the sum in FP32 and y
- * rounded once. FP8: a is FP8 with a_sinv; hp: a in param dtype. residual:
- * NULL, or [T, rows] in y_dtype, y itself or not overlapping it.
+/* The GEMMs take their activation operands whole (core/operand.h): the
+ * mode (and so the GEMM's scaling modes) comes with them, the weight's own
+ * from its workspace. T is the operands' token count (rows). */
+
+/* y[T, rows] = x[T, cols] · Wᵀ (+ residual) + b, the sum in FP32 and y
+ * rounded once. x: FP8 (its data and scale_inv) or the param dtype.
+ * residual: NULL, or [T, rows] in y_dtype, y itself or not overlapping it.
  * gws: f8i_weight_gemm_workspace(w, T, 0) bytes, or NULL (the slow path for odd shapes). */
-f8_status f8i_weight_fprop(f8_ctx *ctx, const f8i_weight *w, const void *a, f8_dtype a_dtype, const float *a_sinv,
-                           int64_t T, void *y, f8_dtype y_dtype, const void *residual, void *gws);
+f8_status f8i_weight_fprop(f8_ctx *ctx, const f8i_weight *w, const f8i_operand *x, void *y, f8_dtype y_dtype,
+                           const void *residual, void *gws);
 
-/* dx[T, cols] (+)= g[T, rows] · W (accumulate: dx + the product in FP32,
- * rounded once). FP8: g FP8 with g_sinv (the transpose of the workspace is
- * made valid here); hp: g in param dtype. gws as for wgrad. */
-f8_status f8i_weight_dgrad(f8_ctx *ctx, f8i_weight *w, const void *g, f8_dtype g_dtype, const float *g_sinv,
-                           int64_t T, void *dx, f8_dtype dx_dtype, int accumulate, void *gws);
+/* dx[T, cols] (+)= dy[T, rows] · W (accumulate: dx + the product in FP32,
+ * rounded once). dy: FP8 (its data and scale_inv; the transpose of the
+ * workspace is made valid here) or the param dtype. gws as for wgrad. */
+f8_status f8i_weight_dgrad(f8_ctx *ctx, f8i_weight *w, const f8i_operand *dy, void *dx, f8_dtype dx_dtype,
+                           int accumulate, void *gws);
 
-/* dW (+)= gᵀ · a into the gradient (accumulate) or main_grad (beta 0 after a
- * FIRST forward). FP8: gt [rows, T] and at [cols, T] with their scale_invs;
- * hp: g [T, rows] and a [T, cols] in param dtype. gws:
+/* dW (+)= dyᵀ · x into the gradient (accumulate) or main_grad (beta 0 after
+ * a FIRST forward). FP8: dy's and x's data_t ([rows, T], [cols, T]) with
+ * their scale_inv_t; param dtype: their data [T, rows], [T, cols]. gws:
  * f8i_weight_gemm_workspace(w, T, 1) bytes, or NULL. */
-f8_status f8i_weight_wgrad(f8_ctx *ctx, f8i_weight *w, const void *g, f8_dtype g_dtype, const float *g_sinv,
-                           const void *a, f8_dtype a_dtype, const float *a_sinv, int64_t T, f8_microbatch mb,
-                           void *gws);
+f8_status f8i_weight_wgrad(f8_ctx *ctx, f8i_weight *w, const f8i_operand *dy, const f8i_operand *x,
+                           f8_microbatch mb, void *gws);
 
 /* FP8 off: db[rows] += Σ_t g[t, :] (g [T, rows] in param dtype). */
 f8_status f8i_weight_bgrad(f8_ctx *ctx, f8i_weight *w, const void *g, int64_t T);
