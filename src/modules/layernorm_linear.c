@@ -87,7 +87,7 @@ static size_t bwd_layout(const f8_module *m, int64_t T, f8i_layout *l, lnl_ws *w
     } else { /* in dln_out's place (no return_layernorm_output with it): about as many bytes */
         const size_t es = f8_dtype_size(m->param_dtype);
         w->rln.data = (uint8_t *)f8i_take(l, (size_t)(T * K) * (m->fp8 ? 1 : es));
-        w->rln.scale_inv = (float *)f8i_take(l, sizeof(float));
+        w->rln.scale_inv = w->rln.scale_inv_t = (float *)f8i_take(l, sizeof(float)); /* TENSOR: one scalar */
         w->rln.dtype = f8_ctx_slot_dtype(m->ctx, F8_DIR_FORWARD);
         if (m->fp8 && m->q.unfused) w->hp = f8i_take(l, (size_t)(T * K) * es);
     }
@@ -130,7 +130,7 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
     const lnl_saved *o = saved && m->recompute_norm ? &ws.fwd : s;
     /* block scaling training: also ln8ᵀ with its own tiles, for wgrad */
     f8i_qbuf q = {(uint8_t *)o->ln, saved ? s->lnt : NULL, o->ln_sinv, f8_ctx_slot_dtype(ctx, F8_DIR_FORWARD),
-                  s->lnt_sinv};
+                  f8i_quantizer_blocked(&m->q) ? s->lnt_sinv : o->ln_sinv, m->q.act};
     f8_status st;
     if (!return_ln) { /* FP8 (the cast fused with the norm, or after it) or the param dtype; gathered */
         st = f8i_module_norm_input(m, x, SLOT_INPUT, &q, ws.hp, s->mu, s->rsigma, ws.amax);
@@ -146,7 +146,7 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
     if (st == F8_OK && s->scale) st = f8i_module_norm_keep_scale(m, SLOT_INPUT, s->scale);
     if (st == F8_OK && fp8) st = f8i_weight_cast(ctx, &m->w[0], mb, saved != NULL);
     if (st != F8_OK) return st;
-    const f8i_operand lo = fp8 ? f8i_qbuf_operand(&q, m->q.act, T, K) : f8i_operand_hp(o->ln, m->param_dtype, T, K);
+    const f8i_operand lo = fp8 ? f8i_qbuf_operand(&q, T, K) : f8i_operand_hp(o->ln, m->param_dtype, T, K);
     return f8i_weight_fprop(ctx, &m->w[0], &lo, y->data, y->dtype, residual ? residual->data : NULL, ws.gemm);
 }
 
@@ -178,7 +178,7 @@ static f8_status backward(f8_module *m, f8_saved *sv, const f8_tensor *dy, const
     if (m->fp8) {
         const f8i_qbuf *g = &ws.g8;
         st = f8i_module_quantize(m, dy->data, dy->dtype, T, N, F8_DIR_BACKWARD, SLOT_GRAD_OUTPUT, g, w, ws.reduce);
-        const f8i_operand go = f8i_qbuf_operand(g, m->q.act, T, N);
+        const f8i_operand go = f8i_qbuf_operand(g, T, N);
         if (st == F8_OK) st = f8i_weight_dgrad(ctx, w, &go, ws.dln, F8_DTYPE_FP32, 0, ws.gemm);
         const uint8_t *lnt = s->lnt ? s->lnt : ws.lnt; /* block scaling saved it; else transpose the codes */
         if (st == F8_OK && !s->lnt) st = f8i_op_transpose_u8(ctx, (const uint8_t *)ln, ws.lnt, T, K, NULL);

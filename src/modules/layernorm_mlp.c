@@ -100,7 +100,7 @@ static void rln_layout(const f8_module *m, int64_t T, f8i_layout *l, mlp_ws *w)
     const int64_t H = m->in_features;
     const size_t es = f8_dtype_size(m->param_dtype);
     w->rln.data = (uint8_t *)f8i_take(l, (size_t)(T * H) * (m->fp8 ? 1 : es));
-    w->rln.scale_inv = (float *)f8i_take(l, sizeof(float));
+    w->rln.scale_inv = w->rln.scale_inv_t = (float *)f8i_take(l, sizeof(float)); /* TENSOR: one scalar */
     w->rln.dtype = f8_ctx_slot_dtype(m->ctx, F8_DIR_FORWARD);
 }
 
@@ -182,7 +182,8 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
     const int rec = saved && m->recompute_norm;
     void *ln = rec ? ws.rln.data : s->n.ln;
     float *ln_sinv = rec ? ws.rln.scale_inv : s->n.ln_sinv;
-    const f8i_qbuf q = {(uint8_t *)ln, saved ? s->n.lnt : NULL, ln_sinv, qdt, s->n.lnt_sinv};
+    const f8i_qbuf q = {(uint8_t *)ln, saved ? s->n.lnt : NULL, ln_sinv, qdt,
+                        f8i_quantizer_blocked(&m->q) ? s->n.lnt_sinv : ln_sinv, m->q.act};
     f8_status st = f8i_module_norm_input(m, x, GEMM1_INPUT, &q, ws.hp, s->n.mu, s->n.rsigma, ws.amax);
     if (st == F8_OK && rec) st = f8i_module_norm_keep_scale(m, GEMM1_INPUT, s->n.scale);
     if (st == F8_OK && fp8) st = f8i_weight_cast(ctx, &m->w[0], mb, saved != NULL);
@@ -201,7 +202,7 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
         a.y = a8;
         a.y_dtype = adt;
         if (fp8 && ws.hp) { /* current or block scaling: the activation in param dtype, then the cast */
-            const f8i_qbuf q = {(uint8_t *)a8, saved ? (uint8_t *)s->act : NULL, a8_sinv, qdt, s->act_sinv};
+            const f8i_qbuf q = {(uint8_t *)a8, saved ? (uint8_t *)s->act : NULL, a8_sinv, qdt, s->act_sinv, m->q.act};
             a.y = ws.hp;
             a.y_dtype = pdt;
             st = f8i_op_act_fwd(ctx, &a);
@@ -296,7 +297,7 @@ static f8_status backward(f8_module *m, f8_saved *sv, const f8_tensor *dy, const
     f8_status st;
     if (m->fp8) {
         const f8i_qbuf *g = &ws.g8, *d = &ws.d8;
-        const f8i_operand go = f8i_qbuf_operand(g, m->q.act, T, H), dop = f8i_qbuf_operand(d, m->q.act, T, F);
+        const f8i_operand go = f8i_qbuf_operand(g, T, H), dop = f8i_qbuf_operand(d, T, F);
         /* s->act holds the codes transposed (the forward wrote them) */
         const f8i_operand ao = {NULL, s->act, qdt, m->q.act, NULL, s->act_sinv, T, F};
         st = f8i_module_quantize(m, dy->data, dy->dtype, T, H, F8_DIR_BACKWARD, GRAD_OUTPUT1, g, fc2, ws.reduce);

@@ -84,14 +84,14 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
         const linear_saved *s = (const linear_saved *)saved->impl;
         ws.x8.data_t = s->xt;
         if (f8i_quantizer_blocked(&m->q)) ws.x8.scale_inv_t = s->x_scale_inv; /* X8ᵀ has its own tiles */
-        else ws.x8.scale_inv = s->x_scale_inv;
+        else ws.x8.scale_inv = ws.x8.scale_inv_t = s->x_scale_inv;
     }
     f8_status st = f8i_weight_cast(ctx, w, mb, saved != NULL);
     if (st == F8_OK)
         st = f8i_module_quantize(m, x->data, x->dtype, x->rows, m->in_features, F8_DIR_FORWARD, SLOT_INPUT, &ws.x8, NULL,
                                  NULL);
     if (st != F8_OK) return st;
-    const f8i_operand xo = f8i_qbuf_operand(&ws.x8, m->q.act, x->rows, m->in_features);
+    const f8i_operand xo = f8i_qbuf_operand(&ws.x8, x->rows, m->in_features);
     return f8i_weight_fprop(ctx, w, &xo, y->data, y->dtype, r, ws.gemm);
 }
 
@@ -118,7 +118,7 @@ static f8_status backward(f8_module *m, f8_saved *s, const f8_tensor *dy, const 
     const f8i_qbuf *g = &ws.g8;
     st = f8i_module_quantize(m, dy->data, dy->dtype, T, m->out_features, F8_DIR_BACKWARD, SLOT_GRAD_OUTPUT, g, w,
                              ws.reduce);
-    const f8i_operand go = f8i_qbuf_operand(g, m->q.act, T, m->out_features);
+    const f8i_operand go = f8i_qbuf_operand(g, T, m->out_features);
     f8i_operand xo = {NULL, ls->xt, f8_ctx_slot_dtype(ctx, F8_DIR_FORWARD), m->q.act, NULL, ls->x_scale_inv, T,
                       m->in_features}; /* X8ᵀ and its scale_inv, saved by the forward */
     if (st == F8_OK && dx) st = f8i_weight_dgrad(ctx, w, &go, dx->data, dx->dtype, dx_add, ws.gemm);

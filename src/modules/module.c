@@ -510,9 +510,10 @@ f8i_qbuf f8i_take_qbuf(f8_module *m, f8i_layout *l, f8_direction dir, int64_t ro
         q.scale_inv_t = t ? (float *)f8i_take(l, (size_t)f8i_block_grid(cols, rows, 1) * sizeof(float)) : NULL;
     } else {
         q.scale_inv = (float *)f8i_take(l, sizeof(float));
-        q.scale_inv_t = NULL;
+        q.scale_inv_t = q.scale_inv; /* one scalar for both orientations */
     }
     q.dtype = f8_ctx_slot_dtype(m->ctx, dir);
+    q.mode = m->q.act;
     return q;
 }
 

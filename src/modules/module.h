@@ -189,23 +189,20 @@ static inline f8i_layout f8i_module_workspace(const f8_module *m) { return f8i_l
  * Under F8_RECIPE_BLOCK the cast is the block cast (1x128 tiles): scale_inv
  * is data's grid [rows, ceil(cols/128)] and scale_inv_t data_t's own
  * [cols, ceil(rows/128)] (quantized from src, not transposed); otherwise
- * scale_inv_t is unused and both codes share scale_inv. */
+ * (TENSOR) both codes share one scalar, which scale_inv_t points at too.
+ * mode is the module's activation quantizer's (m->q.act). */
 typedef struct f8i_qbuf {
     uint8_t *data, *data_t;
     float *scale_inv;
     f8_dtype dtype;
     float *scale_inv_t;
+    f8i_scaling_mode mode;
 } f8i_qbuf;
 
-/* The scale_inv the GEMMs read with data_t: scale_inv_t under block
- * scaling, else the one scale_inv. */
-static inline float *f8i_qbuf_sinv_t(const f8i_qbuf *q) { return q->scale_inv_t ? q->scale_inv_t : q->scale_inv; }
-
-/* q [rows, cols] as a GEMM operand in `mode` (the module's activation
- * quantizer's, m->q.act): the one scalar of TENSOR serves both orientations. */
-static inline f8i_operand f8i_qbuf_operand(const f8i_qbuf *q, f8i_scaling_mode mode, int64_t rows, int64_t cols)
+/* q [rows, cols] as a GEMM operand. */
+static inline f8i_operand f8i_qbuf_operand(const f8i_qbuf *q, int64_t rows, int64_t cols)
 {
-    f8i_operand o = {q->data, q->data_t, q->dtype, mode, q->scale_inv, f8i_qbuf_sinv_t(q), rows, cols};
+    f8i_operand o = {q->data, q->data_t, q->dtype, q->mode, q->scale_inv, q->scale_inv_t, rows, cols};
     return o;
 }
 
