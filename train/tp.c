@@ -365,8 +365,8 @@ f8_status tp_optimizer_restore(gpt *m, const f8_checkpoint *ck, const char *pref
             const f8_ck_entry *e = f8_checkpoint_find_entry(ck, name);
             const size_t want = (size_t)(l->v[i].value.rows * l->v[i].value.cols) * 4 * (size_t)(s ? m->tp_size : 1);
             if (!e || e->dtype != F8_CK_F32 || e->bytes != want) {
-                snprintf(err, n, "optimizer state: \"%s\" is missing or not F32 of %zu elements", name, want / 4);
-                st = F8_ERR_SHAPE;
+                st = train_fail(err, n, F8_ERR_SHAPE, "optimizer state: \"%s\" is missing or not F32 of %zu elements",
+                                name, want / 4);
             } else if (!s) {
                 st = f8_checkpoint_put_entry(tmp, local, e->dtype, e->ndim, e->shape, e->data, e->bytes);
             } else {
@@ -378,15 +378,14 @@ f8_status tp_optimizer_restore(gpt *m, const f8_checkpoint *ck, const char *pref
     }
     snprintf(name, sizeof name, "%s.m.%d", prefix, l->n);
     if (st == F8_OK && f8_checkpoint_find_entry(ck, name)) {
-        snprintf(err, n, "optimizer state: \"%s\": more parameters than the model has", name);
-        st = F8_ERR_SHAPE;
+        st = train_fail(err, n, F8_ERR_SHAPE, "optimizer state: \"%s\": more parameters than the model has", name);
     }
     for (int k = 0; k < 3 && st == F8_OK; k++) {
         snprintf(name, sizeof name, "%s.%s", prefix, OPT_SCALARS[k]);
         const f8_ck_entry *e = f8_checkpoint_find_entry(ck, name);
         snprintf(local, sizeof local, "local.%s", OPT_SCALARS[k]);
-        if (!e) snprintf(err, n, "optimizer state: no \"%s\"", name);
-        st = e ? f8_checkpoint_put_entry(tmp, local, e->dtype, e->ndim, e->shape, e->data, e->bytes) : F8_ERR_SHAPE;
+        st = e ? f8_checkpoint_put_entry(tmp, local, e->dtype, e->ndim, e->shape, e->data, e->bytes)
+               : train_fail(err, n, F8_ERR_SHAPE, "optimizer state: no \"%s\"", name);
     }
     return st;
 }
