@@ -537,11 +537,9 @@ f8_status trainer_create(const train_options *opt, trainer **out, char *err, siz
     ac.moments = strcmp(mo, "bf16") == 0 ? F8_ADAMW_MOMENTS_BF16
                : strcmp(mo, "fp8") == 0  ? F8_ADAMW_MOMENTS_FP8
                                          : F8_ADAMW_MOMENTS_FP32;
-    if (st == F8_OK && t->comm && ac.moments != F8_ADAMW_MOMENTS_FP32) {
-        snprintf(err, n, "--adam-moments %s runs on one rank only for now (the sharded optimizer's checkpoint "
-                         "keeps FP32 moments)", mo);
-        st = F8_ERR_UNSUPPORTED;
-    }
+    if (st == F8_OK && t->m.tp && ac.moments != F8_ADAMW_MOMENTS_FP32)
+        st = train_fail(err, n, F8_ERR_UNSUPPORTED, "--adam-moments %s: not with --tp yet (the tensor-parallel "
+                        "optimizer checkpoint keeps FP32 moments)", mo);
     if (st == F8_OK && t->comm) {
         /* with TP: ZeRO-1 over the DP group of this rank's parameters, the replicated ones on
          * TP rank 0 only; the gradient norm over every rank (tp.h) */
