@@ -344,6 +344,11 @@ static const train_option_def OPTIONS[] = {
      NULL,
      "  --head-chunk N       tokens per LM-head + cross-entropy pass: the logits buffer's rows\n"
      "                       (default 0: 8192; a microbatch of more runs the head in passes)\n"},
+    {"--memory-limit", NULL, OPT_REAL, F(memory_limit), 0.0, 1e6, NULL, 0, NULL,
+     NULL,
+     "  --memory-limit GIB   refuse a run whose memory plan (printed at the start) is larger, naming the\n"
+     "                       options that would make it fit (default 0: the GPU's free memory on CUDA,\n"
+     "                       none on the CPU)\n"},
     {"--lr", NULL, OPT_REAL, F(lr), 0.0, 10.0, NULL, 0, NULL,
      NULL,
      "  --lr X --lr-min X    AdamW peak and final learning rate (default {lr}, {lr-min})\n"},
