@@ -18,9 +18,10 @@
  * primary weights, block scaling. Then the refusal: --memory-limit below
  * the plan refuses before the model is made (F8_ERR_OUT_OF_MEMORY), names
  * the options that would make it fit, and the same limit above the plan
- * runs.
+ * runs. And f8_ctx_device_memory, the limit's source on CUDA, on the CPU.
  */
 #include <string.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "f8train.h"
@@ -124,8 +125,28 @@ static void test_refusal(void)
     CHECK(quiet_run_options("cpu", 2).memory_limit == 0, "the default limit is none");
 }
 
+/* f8_ctx_device_memory on the CPU: the host's memory, against sysconf. */
+static void test_device_memory(void)
+{
+    f8_ctx_config cfg = f8_ctx_config_default();
+    cfg.backend = F8_BACKEND_CPU;
+    f8_ctx *ctx = NULL;
+    char err[256];
+    CHECK(f8_ctx_create(&cfg, &ctx, err, sizeof err) == F8_OK, "ctx: %s", err);
+    size_t fr = 0, total = 0;
+    const double phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    CHECK(f8_ctx_device_memory(ctx, &fr, &total) == F8_OK && (double)total == phys && fr > 0 && fr <= total,
+          "CPU: free %zu, total %zu (sysconf: %.0f)", fr, total, phys);
+    CHECK(f8_ctx_device_memory(ctx, NULL, &total) == F8_OK && f8_ctx_device_memory(ctx, &fr, NULL) == F8_OK,
+          "either output may be NULL");
+    CHECK(f8_ctx_device_memory(NULL, &fr, &total) == F8_ERR_INVALID_ARGUMENT && fr == 0 && total == 0,
+          "a NULL ctx: refused, outputs 0");
+    f8_ctx_destroy(ctx);
+}
+
 int main(void)
 {
+    test_device_memory();
     test_plans();
     test_refusal();
     return test_finish("test_memplan");
