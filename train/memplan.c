@@ -21,14 +21,16 @@ typedef struct probe {
     double moments, masters, elements, wpe, dwpe;
 } probe;
 
-/* Bytes of AdamW's moments for a tensor of n elements in form mo (f8.h). */
+/* Bytes of AdamW's moments for a tensor of n elements in form mo (f8.h's
+ * table: m and v, with FP8 their blocks' scale_invs; the optimizer allocates
+ * each part 256-byte aligned). */
+static double align256(double b) { return (double)(((int64_t)b + 255) / 256 * 256); }
 static double moment_bytes(f8_adamw_moments mo, double n)
 {
-    if (mo == F8_ADAMW_MOMENTS_FP8) {
-        const double blocks = (double)(((int64_t)n + F8_ADAMW_FP8_BLOCK - 1) / F8_ADAMW_FP8_BLOCK);
-        return 2 * n + 8 * blocks;
-    }
-    return (mo == F8_ADAMW_MOMENTS_BF16 ? 4 : 8) * n;
+    const double part = align256(n * (mo == F8_ADAMW_MOMENTS_FP8 ? 1 : mo == F8_ADAMW_MOMENTS_BF16 ? 2 : 4));
+    if (mo != F8_ADAMW_MOMENTS_FP8) return 2 * part;
+    const double blocks = (double)(((int64_t)n + F8_ADAMW_FP8_BLOCK - 1) / F8_ADAMW_FP8_BLOCK);
+    return 2 * part + 2 * align256(4 * blocks);
 }
 
 /* A probe model of c on a fresh ctx of cfg (the FP8 scaling buffer grows by

@@ -550,7 +550,8 @@ f8_status trainer_create(const train_options *opt, trainer **out, char *err, siz
             st = F8_ERR_INVALID_ARGUMENT;
         }
         if (st == F8_OK && train_check_memory(&c, cuda, err, n) != 0) st = F8_ERR_OUT_OF_MEMORY;
-        if (st == F8_OK) st = plan_memory(t, &c, cuda, err, n);
+        /* planned where it is printed or checked: CUDA (the free memory), a limit, or a run that prints */
+        if (st == F8_OK && (cuda || t->o.memory_limit > 0 || !t->o.quiet)) st = plan_memory(t, &c, cuda, err, n);
         if (st == F8_OK) st = gpt_create_tp(t->ctx, &c, t->tp_comm, t->o.sequence_parallel, &t->m, err, n);
         if (st == F8_OK && from_hf) st = hf_import(&t->m, t->o.init_from, err, n);
         t->use_graph = t->o.graph < 0 ? cuda : t->o.graph;

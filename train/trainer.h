@@ -46,7 +46,8 @@ struct trainer {
      * seconds before its first step, and this says in which part */
     double t_ctx, t_data, t_model, t_opt;
     f8_ctx_config ctx_cfg;    /* what ctx was made with: the memory plan's probes are made alike */
-    mem_plan plan;            /* the run's memory, planned before the model was made (memplan.h) */
+    mem_plan plan;            /* the run's memory, planned before the model was made (memplan.h): on
+                                 CUDA, with --memory-limit or without --quiet; else zeros */
     char error[512];
 };
 
