@@ -312,6 +312,16 @@ static const model_param *sharded(const model_param *p) { return p->flags & PARA
 
 static const char *const OPT_SCALARS[3] = {"step", "lr", "grad_norm"};
 
+/* The element dtype of moments stored as ck dtype t (FP32 or BF16: the forms
+ * TP takes; FP8 moments' per-block scales do not split along a shard). */
+static int moment_dtype(f8_ck_dtype t, f8_dtype *d)
+{
+    if (t == F8_CK_F32) *d = F8_DTYPE_FP32;
+    else if (t == F8_CK_BF16) *d = F8_DTYPE_BF16;
+    else return -1;
+    return 0;
+}
+
 f8_status tp_optimizer_add(gpt *m, const f8_checkpoint *tmp, f8_checkpoint *ck, const char *prefix)
 {
     const int P = m->tp_size;
@@ -325,17 +335,18 @@ f8_status tp_optimizer_add(gpt *m, const f8_checkpoint *tmp, f8_checkpoint *ck, 
             snprintf(name, sizeof name, "local.%s.%d", w ? "v" : "m", li);
             const f8_ck_entry *e = f8_checkpoint_find_entry(tmp, name);
             snprintf(name, sizeof name, "%s.%s.%d", prefix, w ? "v" : "m", i);
-            if (!e) st = F8_ERR_STATE;
+            f8_dtype dt = F8_DTYPE_FP32;
+            if (!e || moment_dtype(e->dtype, &dt) != 0) st = F8_ERR_STATE;
             else if (!s) st = f8_checkpoint_put_entry(ck, name, e->dtype, e->ndim, e->shape, e->data, e->bytes);
             if (!s || st != F8_OK) continue;
-            /* the moments (FP32, the parameter's shape) gathered like the parameter */
-            f8_tensor v = f8_tensor_make(NULL, F8_DTYPE_FP32, l->v[i].value.rows, l->v[i].value.cols);
+            /* the moments (FP32 or BF16, the parameter's shape) gathered like the parameter */
+            f8_tensor v = f8_tensor_make(NULL, dt, l->v[i].value.rows, l->v[i].value.cols);
             unsigned char *host = (unsigned char *)malloc(e->bytes * (size_t)P);
             st = host ? f8_ctx_alloc(m->ctx, e->bytes, &v.data) : F8_ERR_OUT_OF_MEMORY;
             if (st == F8_OK) st = f8_ctx_upload(m->ctx, v.data, e->data, e->bytes);
             if (st == F8_OK) st = gather_shards(m, s, &v, host);
             const int64_t shape[2] = {full_rows(s, &v, P), full_cols(s, &v, P)};
-            if (st == F8_OK) st = f8_checkpoint_put_entry(ck, name, F8_CK_F32, 2, shape, host, e->bytes * (size_t)P);
+            if (st == F8_OK) st = f8_checkpoint_put_entry(ck, name, e->dtype, 2, shape, host, e->bytes * (size_t)P);
             f8_ctx_free(m->ctx, v.data);
             free(host);
         }
@@ -347,6 +358,9 @@ f8_status tp_optimizer_add(gpt *m, const f8_checkpoint *tmp, f8_checkpoint *ck, 
         snprintf(name, sizeof name, "%s.%s", prefix, OPT_SCALARS[k]);
         st = e ? f8_checkpoint_put_entry(ck, name, e->dtype, e->ndim, e->shape, e->data, e->bytes) : F8_ERR_STATE;
     }
+    const char *form = f8_checkpoint_metadata(tmp, "local.moments"); /* the moments' form, as dp.c records it */
+    snprintf(name, sizeof name, "%s.moments", prefix);
+    if (st == F8_OK && form) st = f8_checkpoint_set_metadata(ck, name, form);
     return st;
 }
 
@@ -356,6 +370,15 @@ f8_status tp_optimizer_restore(gpt *m, const f8_checkpoint *ck, const char *pref
     const param_table *l = &m->params; /* every parameter: the one-rank order */
     f8_status st = F8_OK;
     char name[256], local[64];
+    /* the moments' form the checkpoint records (none: FP32); dp_checkpoint_restore checks it against the run's */
+    snprintf(name, sizeof name, "%s.moments", prefix);
+    const char *form = f8_checkpoint_metadata(ck, name);
+    const int bf16 = form && strcmp(form, "bf16") == 0;
+    if (form && !bf16 && strcmp(form, "fp32") != 0)
+        return train_fail(err, n, F8_ERR_DTYPE, "optimizer state: %s AdamW moments do not resume with --tp (FP32 "
+                          "and BF16 moments do)", form);
+    const f8_ck_dtype want_t = bf16 ? F8_CK_BF16 : F8_CK_F32;
+    const size_t es = bf16 ? 2 : 4;
     for (int i = 0, li = 0; i < l->n && st == F8_OK; i++) {
         const model_param *s = sharded(&l->v[i]);
         if (!s && m->tp_rank != 0) continue;
@@ -363,23 +386,23 @@ f8_status tp_optimizer_restore(gpt *m, const f8_checkpoint *ck, const char *pref
             snprintf(name, sizeof name, "%s.%s.%d", prefix, w ? "v" : "m", i);
             snprintf(local, sizeof local, "local.%s.%d", w ? "v" : "m", li);
             const f8_ck_entry *e = f8_checkpoint_find_entry(ck, name);
-            const size_t want = (size_t)(l->v[i].value.rows * l->v[i].value.cols) * 4 * (size_t)(s ? m->tp_size : 1);
-            if (!e || e->dtype != F8_CK_F32 || e->bytes != want) {
-                st = train_fail(err, n, F8_ERR_SHAPE, "optimizer state: \"%s\" is missing or not F32 of %zu elements",
-                                name, want / 4);
+            const size_t want = (size_t)(l->v[i].value.rows * l->v[i].value.cols) * es * (size_t)(s ? m->tp_size : 1);
+            if (!e || e->dtype != want_t || e->bytes != want) {
+                st = train_fail(err, n, F8_ERR_SHAPE, "optimizer state: \"%s\" is missing or not %s of %zu elements",
+                                name, bf16 ? "BF16" : "F32", want / es);
             } else if (!s) {
                 st = f8_checkpoint_put_entry(tmp, local, e->dtype, e->ndim, e->shape, e->data, e->bytes);
             } else {
-                f8_tensor v = f8_tensor_make(NULL, F8_DTYPE_FP32, l->v[i].value.rows, l->v[i].value.cols);
+                f8_tensor v = f8_tensor_make(NULL, bf16 ? F8_DTYPE_BF16 : F8_DTYPE_FP32, l->v[i].value.rows,
+                                             l->v[i].value.cols);
                 st = put_shard(m, s, &v, e, tmp, local);
             }
         }
         li++;
     }
     snprintf(name, sizeof name, "%s.m.%d", prefix, l->n);
-    if (st == F8_OK && f8_checkpoint_find_entry(ck, name)) {
+    if (st == F8_OK && f8_checkpoint_find_entry(ck, name))
         st = train_fail(err, n, F8_ERR_SHAPE, "optimizer state: \"%s\": more parameters than the model has", name);
-    }
     for (int k = 0; k < 3 && st == F8_OK; k++) {
         snprintf(name, sizeof name, "%s.%s", prefix, OPT_SCALARS[k]);
         const f8_ck_entry *e = f8_checkpoint_find_entry(ck, name);
@@ -387,5 +410,6 @@ f8_status tp_optimizer_restore(gpt *m, const f8_checkpoint *ck, const char *pref
         st = e ? f8_checkpoint_put_entry(tmp, local, e->dtype, e->ndim, e->shape, e->data, e->bytes)
                : train_fail(err, n, F8_ERR_SHAPE, "optimizer state: no \"%s\"", name);
     }
+    if (st == F8_OK && form) st = f8_checkpoint_set_metadata(tmp, "local.moments", form);
     return st;
 }

@@ -567,9 +567,9 @@ f8_status trainer_create(const train_options *opt, trainer **out, char *err, siz
     ac.grad_clip = t->o.grad_clip;
     const char *mo = t->o.adam_moments ? t->o.adam_moments : "fp32";
     ac.moments = moments_of(mo);
-    if (st == F8_OK && t->m.tp && ac.moments != F8_ADAMW_MOMENTS_FP32)
-        st = train_fail(err, n, F8_ERR_UNSUPPORTED, "--adam-moments %s: not with --tp yet (the tensor-parallel "
-                        "optimizer checkpoint keeps FP32 moments)", mo);
+    if (st == F8_OK && t->m.tp && ac.moments == F8_ADAMW_MOMENTS_FP8)
+        st = train_fail(err, n, F8_ERR_UNSUPPORTED, "--adam-moments fp8: not with --tp (a shard's 128-value "
+                        "blocks are not the whole tensor's, so the one-rank checkpoint cannot hold them)");
     if (st == F8_OK && t->comm) {
         /* with TP: ZeRO-1 over the DP group of this rank's parameters, the replicated ones on
          * TP rank 0 only; the gradient norm over every rank (tp.h) */
