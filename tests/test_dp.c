@@ -213,12 +213,8 @@ int main(void)
         run(2, &mo, 2, mpath, mh);
         {
             f8_ctx *ctx = NULL;
-            f8_checkpoint *ck = NULL;
-            char err[256];
-            f8_ctx_config cc = f8_ctx_config_default();
-            cc.backend = F8_BACKEND_CPU;
-            CHECK(f8_ctx_create(&cc, &ctx, err, sizeof err) == F8_OK && f8_checkpoint_load(ctx, mpath, &ck) == F8_OK,
-                  "%s: the 2-rank checkpoint does not load", forms[f]);
+            f8_checkpoint *ck = load_on_cpu(mpath, &ctx);
+            CHECK(ck != NULL, "%s: the 2-rank checkpoint does not load", forms[f]);
             const f8_ck_entry *m0 = ck ? f8_checkpoint_find_entry(ck, "optimizer.m.0") : NULL;
             const f8_ck_entry *v0 = ck ? f8_checkpoint_find_entry(ck, f ? "optimizer.v_sqrt.0" : "optimizer.v.0") : NULL;
             const char *rec = ck ? f8_checkpoint_metadata(ck, "optimizer.moments") : NULL;

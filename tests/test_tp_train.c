@@ -178,12 +178,8 @@ int main(void)
         run(2, 2, &mo, 2, path, mh, 1);
         {
             f8_ctx *ctx = NULL;
-            f8_checkpoint *ck = NULL;
-            char err[256];
-            f8_ctx_config cc = f8_ctx_config_default();
-            cc.backend = F8_BACKEND_CPU;
-            CHECK(f8_ctx_create(&cc, &ctx, err, sizeof err) == F8_OK && f8_checkpoint_load(ctx, path, &ck) == F8_OK,
-                  "BF16 moments: the TP 2 checkpoint does not load");
+            f8_checkpoint *ck = load_on_cpu(path, &ctx);
+            CHECK(ck != NULL, "BF16 moments: the TP 2 checkpoint does not load");
             int bf16 = ck != NULL;
             for (int i = 0; ck && i < 16; i++) { /* the head, wpe and a block's sharded and replicated entries */
                 char name[64];
