@@ -256,4 +256,17 @@ static inline void check_close(const char *what, const rank_out *a, const rank_o
     printf("  %-36s parameters %.2e, losses %.2e (max |x - ref| / max |ref|)\n", what, e, worst);
 }
 
+/* The checkpoint at path, loaded on a CPU ctx of its own (*ctx; destroy
+ * both after), or NULL. For looking at what a run wrote. */
+static inline f8_checkpoint *load_on_cpu(const char *path, f8_ctx **ctx)
+{
+    f8_checkpoint *ck = NULL;
+    char err[256];
+    f8_ctx_config cc = f8_ctx_config_default();
+    cc.backend = F8_BACKEND_CPU;
+    *ctx = NULL;
+    if (f8_ctx_create(&cc, ctx, err, sizeof err) != F8_OK || f8_checkpoint_load(*ctx, path, &ck) != F8_OK) return NULL;
+    return ck;
+}
+
 #endif /* F8_TESTS_RANK_FIXTURE_H */

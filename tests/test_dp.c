@@ -20,7 +20,13 @@
  *    gradients in BF16, the ranks' reduction is FP32);
  *  - resume: a checkpoint written by a 2-rank run after 2 steps resumes into
  *    2 ranks bitwise, and into 1 and 4 ranks within the tolerance, against
- *    the uninterrupted 2-rank run.
+ *    the uninterrupted 2-rank run;
+ *  - AdamW moments in BF16 and FP8 (--adam-moments) on 2 ranks: step 1
+ *    bitwise one rank's, then within MOMENTS_TOL of one rank; the checkpoint
+ *    holds the moments in their form (one-rank names and dtypes) and resumes
+ *    into 2 ranks bitwise and into 1 within MOMENTS_TOL; a one-rank
+ *    checkpoint resumes into 2 ranks; a checkpoint of another form is
+ *    refused.
  * The ranks' runner is rank_fixture.h's; this test keeps each rank's
  * parameters (the parameter table) and FP8 scales.
  */
@@ -37,6 +43,13 @@
 #define LOSS_TOL 1e-5
 #define PARAM_TOL 1e-5
 #define BF16_TOL 2e-2
+/* Low-precision moments round the step's m and v into BF16 or FP8: the
+ * ranks' gradient sums (another order than one rank's, 1e-7 apart) can then
+ * land on the other side of a rounding boundary and move that moment by one
+ * BF16 (2^-8) or FP8 (2^-4) step, so the parameters drift further apart
+ * than with FP32 moments (seen after 4 steps: 1.9e-6 with BF16, 6.5e-7 with
+ * FP8, against 6.6e-7 with FP32 moments). */
+#define MOMENTS_TOL 2e-5
 
 #include "rank_fixture.h"
 
@@ -175,6 +188,80 @@ int main(void)
     check_close("2-rank checkpoint resumed into 4", &r4[0], &dp2[0], 2, 2);
     check_ranks_agree("resumed into 4", r4, 4);
     unlink(path);
+    /* AdamW moments in BF16 and FP8: the sharded optimizer keeps them in their form */
+    for (int f = 0; f < 2; f++) {
+        static const char *const forms[2] = {"bf16", "fp8"};
+        static const f8_ck_dtype dts[2] = {F8_CK_BF16, F8_CK_F8_E4M3};
+        static rank_out m1[1], m2[2], mh[2], mr2[2], mr1[1], oh[1], or2[2], bad2[2];
+        char what[96], mpath[96], opath[96];
+        train_options mo = base;
+        mo.adam_moments = forms[f];
+        run(0, &mo, STEPS, NULL, m1);
+        run(2, &mo, STEPS, NULL, m2);
+        snprintf(what, sizeof what, "%s moments, 2 ranks vs one rank", forms[f]);
+        CHECK(m2[0].loss[0] == m1[0].loss[0], "%s: step 1 loss %.9g vs %.9g: not bitwise", what, m2[0].loss[0],
+              m1[0].loss[0]);
+        const double e = m2[0].n_params == m1[0].n_params ? max_rel(m2[0].params, m1[0].params, m1[0].n_params) : 1;
+        double dl = 0;
+        for (int s = 0; s < STEPS; s++) dl = fmax(dl, fabs(m2[0].loss[s] - m1[0].loss[s]) / m1[0].loss[s]);
+        printf("  %-36s parameters %.2e, losses %.2e (max |x - ref| / max |ref|)\n", what, e, dl);
+        CHECK(e <= MOMENTS_TOL && dl <= MOMENTS_TOL, "%s: parameters %.3g, losses %.3g apart (> %g)", what, e, dl,
+              MOMENTS_TOL);
+        check_ranks_agree(what, m2, 2);
+        /* the 2-rank checkpoint: the one-rank names, the moments in their form */
+        snprintf(mpath, sizeof mpath, "/tmp/f8_test_dp_mo_%s_%ld.safetensors", forms[f], (long)getpid());
+        run(2, &mo, 2, mpath, mh);
+        {
+            f8_ctx *ctx = NULL;
+            f8_checkpoint *ck = load_on_cpu(mpath, &ctx);
+            CHECK(ck != NULL, "%s: the 2-rank checkpoint does not load", forms[f]);
+            const f8_ck_entry *m0 = ck ? f8_checkpoint_find_entry(ck, "optimizer.m.0") : NULL;
+            const f8_ck_entry *v0 = ck ? f8_checkpoint_find_entry(ck, f ? "optimizer.v_sqrt.0" : "optimizer.v.0") : NULL;
+            const char *rec = ck ? f8_checkpoint_metadata(ck, "optimizer.moments") : NULL;
+            CHECK(m0 && v0 && m0->dtype == dts[f] && v0->dtype == dts[f] && rec && strcmp(rec, forms[f]) == 0,
+                  "%s: the 2-rank checkpoint's moments are not %s (or not recorded as such)", forms[f], forms[f]);
+            if (f) CHECK(ck && f8_checkpoint_find_entry(ck, "optimizer.m_scale_inv.0") &&
+                             f8_checkpoint_find_entry(ck, "optimizer.v_sqrt_scale_inv.0"),
+                         "fp8: the 2-rank checkpoint has no per-block scale_invs");
+            f8_checkpoint_destroy(ck);
+            f8_ctx_destroy(ctx);
+        }
+        train_options rm = base;
+        rm.resume = mpath;
+        run(2, &rm, 2, NULL, mr2);
+        snprintf(what, sizeof what, "%s moments: 2 ranks resumed into 2", forms[f]);
+        CHECK(mr2[0].first == 2 && memcmp(mr2[0].loss, m2[0].loss + 2, 2 * sizeof(double)) == 0 &&
+                  same_params(&mr2[0], &m2[0]),
+              "%s: not bitwise the uninterrupted run", what);
+        run(0, &rm, 2, NULL, mr1);
+        const double e1 = mr1[0].n_params == m2[0].n_params ? max_rel(mr1[0].params, m2[0].params, m2[0].n_params) : 1;
+        printf("  %-36s parameters %.2e\n", "  ... resumed into 1", e1);
+        CHECK(mr1[0].first == 2 && e1 <= MOMENTS_TOL, "%s moments: the 2-rank checkpoint resumed into 1: %.3g apart",
+              forms[f], e1);
+        /* a one-rank checkpoint into 2 ranks */
+        snprintf(opath, sizeof opath, "/tmp/f8_test_dp_mo1_%s_%ld.safetensors", forms[f], (long)getpid());
+        run(0, &mo, 2, opath, oh);
+        train_options ro1 = base;
+        ro1.resume = opath;
+        run(2, &ro1, 2, NULL, or2);
+        const double e2 = or2[0].n_params == m1[0].n_params ? max_rel(or2[0].params, m1[0].params, m1[0].n_params) : 1;
+        printf("  %-36s parameters %.2e\n", "  ... one rank's resumed into 2", e2);
+        CHECK(or2[0].first == 2 && e2 <= MOMENTS_TOL, "%s moments: a one-rank checkpoint resumed into 2: %.3g apart",
+              forms[f], e2);
+        check_ranks_agree("one rank's resumed into 2", or2, 2);
+        /* the other form, given: refused before training */
+        train_options other = rm;
+        other.adam_moments = forms[1 - f];
+        const rank_run refused = {.R = 2, .P = 1, .steps = 2, .capture = keep_rank, .bad_rank = -1, .expect_ok = 0};
+        run_ranks(&refused, &other, bad2);
+        CHECK(bad2[0].st != F8_OK && bad2[1].st != F8_OK && (strstr(bad2[0].err, "moments") || strstr(bad2[1].err, "moments")),
+              "%s checkpoint resumed with --adam-moments %s: accepted, or refused for another reason (%s)", forms[f],
+              forms[1 - f], bad2[0].err);
+        unlink(mpath);
+        unlink(opath);
+        release(m1, 1), release(m2, 2), release(mh, 2), release(mr2, 2), release(mr1, 1), release(oh, 1);
+        release(or2, 2), release(bad2, 2);
+    }
     /* a rank that fails to start: the other ends with F8_ERR_COMM, not a hang */
     static rank_out bad[2];
     run_bad(2, &base, STEPS, NULL, bad, 1);

@@ -22,6 +22,10 @@
  *    into TP 2 bitwise the uninterrupted run, and into one rank within the
  *    tolerance; with FP8 attention (BF16) TP 2 resumes bitwise too, every
  *    slot's scale and amax included;
+ *  - BF16 AdamW moments (--adam-moments bf16): TP 2 within MOMENTS_TOL of
+ *    one rank; its checkpoint holds BF16 moments in the one-rank layout,
+ *    resumes into TP 2 bitwise and into one rank within MOMENTS_TOL; FP8
+ *    moments are refused with --tp (a shard's blocks are not the tensor's);
  *  - the slicing itself: q|k|v (3 parts) and a gated fc1 (2 parts) along rows
  *    and columns, P = 1, 2, 4: each rank's share, and the shards put back;
  *  - refused: heads or the MLP width not divisible by --tp, ranks not a
@@ -42,6 +46,10 @@
 #define LOSS_TOL 1e-4
 #define PARAM_TOL 1e-4
 #define BF16_TOL 3e-2
+/* BF16 moments round each step's m and v: TP's partial sums (PARAM_TOL's
+ * difference) can round a moment to the neighbouring BF16 value (2^-8
+ * relative), so the parameters may drift a little further (seen: 7.7e-7) */
+#define MOMENTS_TOL 1e-4
 
 #include "tp_fixture.h"
 
@@ -155,6 +163,61 @@ int main(void)
         check_ranks_agree("FP8 attention: TP 2 resumed", ar2, 2, 2);
         release(a2, 2), release(ahalf, 2), release(ar2, 2);
         unlink(path);
+    }
+    /* BF16 AdamW moments: gathered and sliced like the parameters */
+    {
+        static rank_out m1[1], m2[2], mh[2], mr2[2], mr1[1];
+        train_options mo = base;
+        mo.adam_moments = "bf16";
+        run(0, 1, &mo, STEPS, NULL, m1, 1);
+        run(2, 2, &mo, STEPS, NULL, m2, 1);
+        const double e = m2[0].n_params == m1[0].n_params ? max_rel(m2[0].params, m1[0].params, m1[0].n_params) : 1;
+        printf("  %-36s parameters %.2e\n", "BF16 moments: TP 2 vs one rank", e);
+        CHECK(e <= MOMENTS_TOL, "BF16 moments, TP 2: parameters %.3g apart (> %g)", e, MOMENTS_TOL);
+        check_ranks_agree("BF16 moments: TP 2", m2, 2, 2);
+        run(2, 2, &mo, 2, path, mh, 1);
+        {
+            f8_ctx *ctx = NULL;
+            f8_checkpoint *ck = load_on_cpu(path, &ctx);
+            CHECK(ck != NULL, "BF16 moments: the TP 2 checkpoint does not load");
+            int bf16 = ck != NULL;
+            for (int i = 0; ck && i < 16; i++) { /* the head, wpe and a block's sharded and replicated entries */
+                char name[64];
+                snprintf(name, sizeof name, "optimizer.v.%d", i);
+                const f8_ck_entry *en = f8_checkpoint_find_entry(ck, name);
+                bf16 = bf16 && en && en->dtype == F8_CK_BF16;
+            }
+            const char *rec = ck ? f8_checkpoint_metadata(ck, "optimizer.moments") : NULL;
+            CHECK(bf16 && rec && strcmp(rec, "bf16") == 0, "BF16 moments: the TP 2 checkpoint's are not BF16 (%s)",
+                  rec ? rec : "no record");
+            f8_checkpoint_destroy(ck);
+            f8_ctx_destroy(ctx);
+        }
+        train_options rm = base;
+        rm.resume = path;
+        run(2, 2, &rm, 2, NULL, mr2, 1);
+        CHECK(mr2[0].first == 2 && memcmp(mr2[0].loss, m2[0].loss + 2, 2 * sizeof(double)) == 0 &&
+                  same_params(&mr2[0], &m2[0]),
+              "BF16 moments: TP 2 resumed into TP 2: not bitwise the uninterrupted run");
+        run(0, 1, &rm, 2, NULL, mr1, 1);
+        const double e1 = mr1[0].n_params == m2[0].n_params ? max_rel(mr1[0].params, m2[0].params, m2[0].n_params) : 1;
+        CHECK(mr1[0].first == 2 && e1 <= MOMENTS_TOL, "BF16 moments: TP 2's checkpoint resumed into one rank: %.3g",
+              e1);
+        unlink(path);
+        release(m1, 1), release(m2, 2), release(mh, 2), release(mr2, 2), release(mr1, 1);
+        /* FP8 moments with --tp: the command line refuses them, and so does the trainer */
+        char *argv[] = {"f8_train", "--ranks", "2", "--tp", "2", "--adam-moments", "fp8"};
+        train_options po = train_options_default();
+        char err[256] = "";
+        CHECK(train_parse_args(7, argv, &po, stdout, err, sizeof err) < 0 && strstr(err, "--adam-moments fp8"),
+              "FP8 moments with --tp: the command line accepted them (%s)", err);
+        static rank_out bad8[2];
+        train_options f8m = base;
+        f8m.adam_moments = "fp8";
+        run(2, 2, &f8m, 1, NULL, bad8, 0);
+        CHECK(bad8[0].st != F8_OK && strstr(bad8[0].err, "--adam-moments fp8"), "FP8 moments over TP 2: %s: %s",
+              f8_status_string(bad8[0].st), bad8[0].err);
+        release(bad8, 2);
     }
     /* refusals */
     train_options bad = base;

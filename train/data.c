@@ -11,6 +11,7 @@
  * after data_create.
  */
 #include "data.h"
+#include "try.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -59,11 +60,12 @@ struct data_set {
     char err[512];
 };
 
-static f8_status fail(data_set *ds, f8_status st, const char *fmt, ...)
+/* train_fail (try.h) into the data set's own message buffer. */
+static __attribute__((format(printf, 3, 4))) f8_status fail(data_set *ds, f8_status st, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(ds->err, sizeof ds->err, fmt, ap);
+    train_failv(ds->err, sizeof ds->err, st, fmt, ap);
     va_end(ap);
     return st;
 }

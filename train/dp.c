@@ -97,6 +97,8 @@ struct dp {
     float *gflat, *gshard;
     void *pflat;
     f8_adamw *opt;
+    f8_adamw_moments moments; /* how opt keeps its moments (the checkpoint's streams) */
+    int64_t align;   /* pieces start at multiples of it: ALIGN, or F8_ADAMW_FP8_BLOCK with FP8 moments */
     float *master;   /* (S8) FP32 masters of this rank's FP8 weight pieces, or NULL */
     int64_t S8;
     uint8_t *p8;     /* the FP8 buckets' codes, end to end (n8 bytes) */
@@ -202,6 +204,11 @@ f8_status dp_create(f8_comm *comm, gpt *m, unsigned skip, int overlap, const f8_
     d->ctx = f8_comm_ctx(comm);
     d->rank = f8_comm_rank(comm);
     d->size = f8_comm_size(comm);
+    d->moments = ac->moments;
+    /* FP8 moments are scaled per block of 128 elements of each registered
+     * tensor: a piece that starts on a block boundary of its parameter has
+     * the one-rank run's blocks, so the shards hold the one-rank moments */
+    d->align = ac->moments == F8_ADAMW_MOMENTS_FP8 ? F8_ADAMW_FP8_BLOCK : ALIGN;
     f8_status st = param_each(&m->params, skip, collect, d);
     if (st == F8_OK && d->n_params == 0) st = F8_ERR_INVALID_ARGUMENT;
     if (st == F8_OK) st = group_fp8_last(d);
@@ -213,7 +220,7 @@ f8_status dp_create(f8_comm *comm, gpt *m, unsigned skip, int overlap, const f8_
         if (!d->buckets || !d->pieces) st = F8_ERR_OUT_OF_MEMORY;
     }
     /* buckets: one for everything, or (overlap) a new one where the block changes */
-    const int64_t unit = (int64_t)ALIGN * d->size;
+    const int64_t unit = d->align * d->size;
     int64_t off = 0;
     for (int i = 0; st == F8_OK && i < d->n_params; i++) {
         const dp_param *q = &d->params[i];
@@ -231,7 +238,7 @@ f8_status dp_create(f8_comm *comm, gpt *m, unsigned skip, int overlap, const f8_
         d->params[i].bucket = d->n_buckets - 1;
         b->p1 = i + 1;
         d->params[i].off = off;
-        off += (d->params[i].n + ALIGN - 1) / ALIGN * ALIGN;
+        off += (d->params[i].n + d->align - 1) / d->align * d->align;
         b->size = (off - b->base + unit - 1) / unit * unit;
     }
     if (st == F8_OK) {
@@ -405,67 +412,115 @@ f8_tensor dp_masters(const dp *d) { return f8_tensor_make(d->master, F8_DTYPE_FP
 /* ---- checkpoints ------------------------------------------------------------ */
 
 static const char *const SCALARS[3] = {"step", "lr", "grad_norm"};
-static const char *const STATE[3] = {"m", "v", "master"};
 
-/* This rank's piece k of state w (0 m, 1 v: from its shard checkpoint; 2
- * the FP8 weight masters) into gflat at its flat place. */
-static f8_status piece_to_flat(dp *d, const f8_checkpoint *mine, int w, int k)
+/* One stream of the optimizer state as the checkpoint holds it: a moment
+ * (one value per element, in the moments' form), a per-block scale_inv of
+ * FP8 moments (one per F8_ADAMW_FP8_BLOCK elements), or the FP8 weights'
+ * masters (FP32 per element, by FP8 weight index). f8_checkpoint_add_adamw
+ * names them (f8.h); each is gathered in the flat space divided by block. */
+typedef struct dp_stream {
+    const char *name;
+    f8_dtype dtype;  /* how it is gathered */
+    f8_ck_dtype ck;  /* how it is stored */
+    int64_t block;   /* elements per stored value: 1, or F8_ADAMW_FP8_BLOCK */
+    int master;      /* the FP8 weights' masters */
+} dp_stream;
+
+/* The streams of d's state (m and v first, the masters last): their count. */
+static int streams_of(const dp *d, dp_stream out[5])
+{
+    int n = 0;
+    if (d->moments == F8_ADAMW_MOMENTS_FP8) {
+        out[n++] = (dp_stream){"m", F8_DTYPE_E4M3, F8_CK_F8_E4M3, 1, 0};
+        out[n++] = (dp_stream){"v_sqrt", F8_DTYPE_E4M3, F8_CK_F8_E4M3, 1, 0};
+        out[n++] = (dp_stream){"m_scale_inv", F8_DTYPE_FP32, F8_CK_F32, F8_ADAMW_FP8_BLOCK, 0};
+        out[n++] = (dp_stream){"v_sqrt_scale_inv", F8_DTYPE_FP32, F8_CK_F32, F8_ADAMW_FP8_BLOCK, 0};
+    } else {
+        const int bf16 = d->moments == F8_ADAMW_MOMENTS_BF16;
+        const f8_dtype t = bf16 ? F8_DTYPE_BF16 : F8_DTYPE_FP32;
+        const f8_ck_dtype c = bf16 ? F8_CK_BF16 : F8_CK_F32;
+        out[n++] = (dp_stream){"m", t, c, 1, 0};
+        out[n++] = (dp_stream){"v", t, c, 1, 0};
+    }
+    if (d->n8) out[n++] = (dp_stream){"master", F8_DTYPE_FP32, F8_CK_F32, 1, 1};
+    return n;
+}
+
+/* Values of stream s for elements [lo, hi) of the flat space (lo a multiple
+ * of s's block, as every piece and parameter start is). */
+static int64_t stream_count(const dp_stream *s, int64_t lo, int64_t hi) { return (hi - lo + s->block - 1) / s->block; }
+
+/* This rank's piece k of stream s (from its shard checkpoint, or the
+ * masters) into gflat at its place in the stream's flat space. */
+static f8_status piece_to_flat(dp *d, const f8_checkpoint *mine, const dp_stream *s, int k)
 {
     const dp_piece *pc = &d->pieces[k];
-    const int64_t len = pc->hi - pc->lo;
-    if (w == 2 && d->params[pc->param].fp8 < 0) return F8_OK;
-    if (w == 2) return f8_ctx_copy(d->ctx, d->gflat + pc->lo, d->master + pc->moff, (size_t)len * 4);
+    const size_t e = es(s->dtype);
+    char *at = (char *)d->gflat + (size_t)(pc->lo / s->block) * e;
+    if (s->master && d->params[pc->param].fp8 < 0) return F8_OK;
+    if (s->master) return f8_ctx_copy(d->ctx, at, d->master + pc->moff, (size_t)(pc->hi - pc->lo) * 4);
     char name[64];
-    snprintf(name, sizeof name, "shard.%s.%d", STATE[w], k);
-    const f8_ck_entry *e = f8_checkpoint_find_entry(mine, name);
-    return e ? f8_ctx_upload(d->ctx, d->gflat + pc->lo, e->data, e->bytes) : F8_ERR_STATE;
+    snprintf(name, sizeof name, "shard.%s.%d", s->name, k);
+    const f8_ck_entry *en = f8_checkpoint_find_entry(mine, name);
+    if (!en || en->bytes != (size_t)stream_count(s, pc->lo, pc->hi) * e) return F8_ERR_STATE;
+    return f8_ctx_upload(d->ctx, at, en->data, en->bytes);
 }
 
 f8_status dp_checkpoint_add(dp *d, f8_checkpoint *ck, const char *prefix)
 {
     f8_checkpoint *mine = NULL;
-    float *host = (float *)malloc((size_t)d->N * 4 + 4);
+    char *host = (char *)malloc((size_t)d->N * 4 + 4);
     f8_status st = host ? f8_checkpoint_create(d->ctx, &mine) : F8_ERR_OUT_OF_MEMORY;
     if (st == F8_OK) st = f8_checkpoint_add_adamw(mine, "shard", d->opt);
     char name[256];
-    /* m, v, and with FP8 weights their masters: the shards into gflat, gathered (FP32, whole buckets) */
-    for (int w = 0; w < (d->n8 ? 3 : 2) && st == F8_OK; w++) {
-        for (int k = 0; k < d->n_pieces && st == F8_OK; k++) st = piece_to_flat(d, mine, w, k);
+    dp_stream ss[5];
+    const int ns = streams_of(d, ss);
+    /* every stream: the shards into gflat, gathered (whole buckets), stored per parameter */
+    for (int w = 0; w < ns && st == F8_OK; w++) {
+        const dp_stream *s = &ss[w];
+        const size_t e = es(s->dtype);
+        for (int k = 0; k < d->n_pieces && st == F8_OK; k++) st = piece_to_flat(d, mine, s, k);
         for (int k = 0; k < d->n_buckets && st == F8_OK; k++) {
             const dp_bucket *b = &d->buckets[k];
-            st = f8_comm_all_gather(d->comm, d->gflat + b->base + d->rank * b->slice, d->gflat + b->base, b->slice,
-                                    F8_DTYPE_FP32);
+            char *base = (char *)d->gflat + (size_t)(b->base / s->block) * e;
+            const int64_t slice = b->slice / s->block;
+            st = f8_comm_all_gather(d->comm, base + (size_t)(d->rank * slice) * e, base, slice, s->dtype);
         }
-        if (st == F8_OK) st = f8_ctx_download(d->ctx, host, d->gflat, (size_t)d->N * 4);
+        if (st == F8_OK) st = f8_ctx_download(d->ctx, host, d->gflat, (size_t)(d->N / s->block) * e);
         for (int i = 0; i < d->n_params && st == F8_OK; i++) {
             const dp_param *q = &d->params[i];
-            const int64_t shape[2] = {q->p.rows, q->p.cols};
-            if (w == 2 && q->fp8 < 0) continue;
-            snprintf(name, sizeof name, "%s.%s.%d", prefix, STATE[w], w == 2 ? q->fp8 : q->order);
-            st = f8_checkpoint_put_entry(ck, name, F8_CK_F32, 2, shape, host + q->off, (size_t)q->n * 4);
+            if (s->master && q->fp8 < 0) continue;
+            const int64_t count = stream_count(s, 0, q->n), shape[2] = {q->p.rows, q->p.cols};
+            snprintf(name, sizeof name, "%s.%s.%d", prefix, s->name, s->master ? q->fp8 : q->order);
+            st = f8_checkpoint_put_entry(ck, name, s->ck, s->block > 1 ? 1 : 2, s->block > 1 ? &count : shape,
+                                         host + (size_t)(q->off / s->block) * e, (size_t)count * e);
         }
     }
-    for (int s = 0; s < 3 && st == F8_OK; s++) { /* the same on every rank */
-        snprintf(name, sizeof name, "shard.%s", SCALARS[s]);
+    for (int k = 0; k < 3 && st == F8_OK; k++) { /* the same on every rank */
+        snprintf(name, sizeof name, "shard.%s", SCALARS[k]);
         const f8_ck_entry *e = f8_checkpoint_find_entry(mine, name);
-        snprintf(name, sizeof name, "%s.%s", prefix, SCALARS[s]);
+        snprintf(name, sizeof name, "%s.%s", prefix, SCALARS[k]);
         st = e ? f8_checkpoint_put_entry(ck, name, e->dtype, e->ndim, e->shape, e->data, e->bytes) : F8_ERR_STATE;
     }
+    snprintf(name, sizeof name, "%s.moments", prefix); /* as f8_checkpoint_add_adamw records it */
+    if (st == F8_OK) st = f8_checkpoint_set_metadata(ck, name, f8_adamw_moments_name(d->moments));
     f8_checkpoint_destroy(mine);
     free(host);
     return st;
 }
 
-/* The whole-parameter entry "<prefix>.<state>.<index>" of q, checked. */
-static const f8_ck_entry *whole(const f8_checkpoint *ck, const char *prefix, int w, const dp_param *q, char *err,
-                                 size_t n)
+/* The whole-parameter entry "<prefix>.<stream>.<index>" of q, checked. */
+static const f8_ck_entry *whole(const f8_checkpoint *ck, const char *prefix, const dp_stream *s, const dp_param *q,
+                                char *err, size_t n)
 {
     char name[256];
-    snprintf(name, sizeof name, "%s.%s.%d", prefix, STATE[w], w == 2 ? q->fp8 : q->order);
+    snprintf(name, sizeof name, "%s.%s.%d", prefix, s->name, s->master ? q->fp8 : q->order);
     const f8_ck_entry *e = f8_checkpoint_find_entry(ck, name);
-    if (!e || e->dtype != F8_CK_F32 || e->bytes != (size_t)q->n * 4) {
-        snprintf(err, n, "%s: \"%s\" is missing or not F32 of %lld elements",
-                 w == 2 ? "FP8 weights' masters" : "optimizer state", name, (long long)q->n);
+    const int64_t count = stream_count(s, 0, q->n);
+    if (!e || e->dtype != s->ck || e->bytes != (size_t)count * es(s->dtype)) {
+        train_fail(err, n, F8_ERR_SHAPE, "%s: \"%s\" is missing or not %s of %lld elements",
+                   s->master ? "FP8 weights' masters" : "optimizer state", name, f8_dtype_name(s->dtype),
+                   (long long)count);
         return NULL;
     }
     return e;
@@ -473,36 +528,46 @@ static const f8_ck_entry *whole(const f8_checkpoint *ck, const char *prefix, int
 
 f8_status dp_checkpoint_restore(dp *d, const f8_checkpoint *ck, const char *prefix, char *err, size_t n)
 {
+    char name[256], shard[64];
+    /* the moments' form first: a checkpoint without the record holds FP32 moments */
+    snprintf(name, sizeof name, "%s.moments", prefix);
+    const char *form = f8_checkpoint_metadata(ck, name), *want = f8_adamw_moments_name(d->moments);
+    if (!form) form = "fp32";
+    if (strcmp(form, want) != 0)
+        return train_fail(err, n, F8_ERR_DTYPE, "optimizer state: the checkpoint keeps %s AdamW moments, this run %s "
+                          "(--adam-moments)", form, want);
     f8_checkpoint *mine = NULL;
     f8_status st = f8_checkpoint_create(d->ctx, &mine);
-    char name[256], shard[64];
-    /* every parameter's moments (and FP8 weights' masters) must be there, whole; this rank takes its pieces */
-    for (int w = 0; w < 3 && st == F8_OK; w++)
+    dp_stream ss[5];
+    const int ns = streams_of(d, ss);
+    /* every parameter's state must be there, whole; this rank takes its pieces */
+    for (int w = 0; w < ns && st == F8_OK; w++)
         for (int k = 0; k < d->n_pieces && st == F8_OK; k++) {
+            const dp_stream *s = &ss[w];
             const dp_piece *pc = &d->pieces[k];
             const dp_param *q = &d->params[pc->param];
-            if (w == 2 && q->fp8 < 0) continue;
-            const f8_ck_entry *e = whole(ck, prefix, w, q, err, n);
+            if (s->master && q->fp8 < 0) continue;
+            const f8_ck_entry *e = whole(ck, prefix, s, q, err, n);
             if (!e) st = F8_ERR_SHAPE;
             if (st != F8_OK) break;
-            const int64_t shape[2] = {1, pc->hi - pc->lo};
-            snprintf(shard, sizeof shard, "shard.%s.%d", STATE[w], k);
-            st = f8_checkpoint_put_entry(mine, shard, F8_CK_F32, 2, shape, e->data + (size_t)(pc->lo - q->off) * 4,
-                                    (size_t)(pc->hi - pc->lo) * 4);
+            const int64_t count = stream_count(s, pc->lo, pc->hi), shape[2] = {1, count};
+            const size_t el = es(s->dtype);
+            snprintf(shard, sizeof shard, "shard.%s.%d", s->name, k);
+            st = f8_checkpoint_put_entry(mine, shard, s->ck, s->block > 1 ? 1 : 2, s->block > 1 ? &count : shape,
+                                         e->data + (size_t)((pc->lo - q->off) / s->block) * el, (size_t)count * el);
         }
-    for (int s = 0; s < 3 && st == F8_OK; s++) {
-        snprintf(name, sizeof name, "%s.%s", prefix, SCALARS[s]);
+    for (int k = 0; k < 3 && st == F8_OK; k++) {
+        snprintf(name, sizeof name, "%s.%s", prefix, SCALARS[k]);
         const f8_ck_entry *e = f8_checkpoint_find_entry(ck, name);
-        snprintf(shard, sizeof shard, "shard.%s", SCALARS[s]);
-        if (!e) snprintf(err, n, "optimizer state: no \"%s\"", name);
-        st = e ? f8_checkpoint_put_entry(mine, shard, e->dtype, e->ndim, e->shape, e->data, e->bytes) : F8_ERR_SHAPE;
+        snprintf(shard, sizeof shard, "shard.%s", SCALARS[k]);
+        st = e ? f8_checkpoint_put_entry(mine, shard, e->dtype, e->ndim, e->shape, e->data, e->bytes)
+               : train_fail(err, n, F8_ERR_SHAPE, "optimizer state: no \"%s\"", name);
     }
+    if (st == F8_OK) st = f8_checkpoint_set_metadata(mine, "shard.moments", want);
     /* a checkpoint of a larger model: one more parameter than this one has */
     snprintf(name, sizeof name, "%s.m.%d", prefix, d->n_params);
-    if (st == F8_OK && f8_checkpoint_find_entry(ck, name)) {
-        snprintf(err, n, "optimizer state: \"%s\": more parameters than the model has", name);
-        st = F8_ERR_SHAPE;
-    }
+    if (st == F8_OK && f8_checkpoint_find_entry(ck, name))
+        st = train_fail(err, n, F8_ERR_SHAPE, "optimizer state: \"%s\": more parameters than the model has", name);
     if (st == F8_OK) st = f8_checkpoint_restore_adamw(mine, "shard", d->opt);
     for (int k = 0; k < d->n_pieces && st == F8_OK; k++) { /* the masters last: nothing written before every check */
         const dp_piece *pc = &d->pieces[k];

@@ -55,8 +55,10 @@ int64_t dp_fp8_code_bytes(const dp *d);
 f8_tensor dp_masters(const dp *d);
 
 /* The optimizer state in the one-rank layout, "<prefix>.m.<i>" and
- * "<prefix>.v.<i>" per parameter of m (registration order) plus step, lr and
- * grad_norm, as f8_checkpoint_add_adamw writes it, and with FP8 weights
+ * "<prefix>.v.<i>" per parameter of m (registration order; in the form of
+ * the config's moments, FP8 moments as their codes and per-block
+ * scale_invs) plus step, lr, grad_norm and the "<prefix>.moments" record,
+ * as f8_checkpoint_add_adamw writes it, and with FP8 weights
  * "<prefix>.master.<k>" as fp8w.c writes them: a checkpoint of any rank
  * count restores into any other. add is a collective (the shards are
  * gathered); every rank gets the full state in its ck. restore is local:

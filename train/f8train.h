@@ -12,9 +12,10 @@
  *   data.h        datasets and the batch sampler; corpus.h the embedded corpus
  *   hf.h          Hugging Face GPT-2 checkpoints in and out
  *   export.h      the model as ONNX
+ *   memplan.h     the run's memory plan by category, and the refusal of a run that will not fit
  *   log.h, plot.h the step log and its SVG plot; fp8_report.h FP8 telemetry
  *   parse.h       the one strict number parser; tokenizer.h GPT-2 decoding
- *   try.h         TRY, the trainer's one error macro
+ *   try.h         TRY and train_fail, the trainer's error handling
  *
  * It is not installed: the trainer's API may change with the program. A
  * program that only uses f8 includes f8.h.
@@ -33,6 +34,7 @@
 #include "gpt.h"
 #include "hf.h"
 #include "log.h"
+#include "memplan.h"
 #include "model.h"
 #include "options.h"
 #include "params.h"

@@ -107,6 +107,10 @@ static f8_status write_fp8_weights(gpt *m)
     return st;
 }
 
+static f8_status tp_block(gpt *m, gpt_block *b, int64_t l, const f8_layernorm_linear_config *qc,
+                          const f8_linear_config *pc, const f8_layernorm_mlp_config *mc, f8_ctx *init,
+                          f8_module *const full[3]);
+
 /* init: where the one-rank modules a TP rank takes its shards from are made
  * (its own ctx of the same device, so their FP8 slots do not join m's). */
 static f8_status create_blocks(gpt *m, f8_ctx *init)
@@ -150,7 +154,7 @@ static f8_status create_blocks(gpt *m, f8_ctx *init)
             if (st == F8_OK) st = scale_weight(m, init, &w, proj_scale, full[1], F8_PARAM_WEIGHT);
             if (st == F8_OK) st = f8_module_param(full[2], F8_PARAM_FC2_WEIGHT, 0, &w);
             if (st == F8_OK) st = scale_weight(m, init, &w, proj_scale, full[2], F8_PARAM_FC2_WEIGHT);
-            if (st == F8_OK) st = tp_block_create(m, b, &qc, &pc, &mc, init, full);
+            if (st == F8_OK) st = tp_block(m, b, l, &qc, &pc, &mc, init, full);
             for (int k = 0; k < 3; k++) f8_module_destroy(full[k]);
             TRY(st);
             if (m->sp) { /* the column-parallel modules take this rank's tokens and gather their norm output */
@@ -179,11 +183,51 @@ static f8_status create_blocks(gpt *m, f8_ctx *init)
     return F8_OK;
 }
 
+/* Block l's entries of the parameter table, of the modules qkv, proj, mlp
+ * (the model's, or the one-rank modules a TP rank takes its shards from):
+ * one place, so the table and tp.c's sharding cannot disagree. With TP,
+ * the column-parallel qkv and fc1 are split by rows (qkv's weight in its
+ * three stacked q | k | v blocks; GPT's fc1 is GELU, one block), their
+ * biases alike, and the row-parallel proj and fc2 weights by columns. */
+static f8_status block_params(param_table *t, const gpt *m, int64_t l, f8_module *qkv, f8_module *proj,
+                              f8_module *mlp)
+{
+    const int tp = m->tp != NULL;
+    const unsigned D = PARAM_DECAY, R = PARAM_REPLICATED, S = tp ? PARAM_TP_SHARDED : 0,
+                   R0 = R | (tp ? PARAM_TP_RANK0 : 0), N = R | (tp ? PARAM_TP_GRAD_SUM : 0);
+    /* FP8 weight k = 4l + j of the block's j-th weight, with fp8_weights */
+    const int k = m->c.fp8_weights ? (int)(4 * l) : -1, k1 = k < 0 ? -1 : k + 1, k2 = k < 0 ? -1 : k + 2,
+              k3 = k < 0 ? -1 : k + 3;
+    char q[48], p[48], f[48];
+    snprintf(q, sizeof q, "model.h.%lld.qkv", (long long)l);
+    snprintf(p, sizeof p, "model.h.%lld.proj", (long long)l);
+    snprintf(f, sizeof f, "model.h.%lld.mlp", (long long)l);
+    TRY(param_table_add(t, q, qkv, F8_PARAM_LN_WEIGHT, l, -1, N));
+    TRY(param_table_add(t, q, qkv, F8_PARAM_LN_BIAS, l, -1, N));
+    TRY(param_table_add(t, q, qkv, F8_PARAM_WEIGHT, l, k, D | S));
+    param_table_split(t, 0, 3);
+    TRY(param_table_add(t, q, qkv, F8_PARAM_BIAS, l, -1, S));
+    param_table_split(t, 1, 3); /* stored [1, 3C]: its columns */
+    TRY(param_table_add(t, p, proj, F8_PARAM_WEIGHT, l, k1, D | S));
+    param_table_split(t, 1, 1);
+    TRY(param_table_add(t, p, proj, F8_PARAM_BIAS, l, -1, R0));
+    TRY(param_table_add(t, f, mlp, F8_PARAM_LN_WEIGHT, l, -1, N));
+    TRY(param_table_add(t, f, mlp, F8_PARAM_LN_BIAS, l, -1, N));
+    TRY(param_table_add(t, f, mlp, F8_PARAM_FC1_WEIGHT, l, k2, D | S));
+    param_table_split(t, 0, 1);
+    TRY(param_table_add(t, f, mlp, F8_PARAM_FC1_BIAS, l, -1, S));
+    param_table_split(t, 1, 1);
+    TRY(param_table_add(t, f, mlp, F8_PARAM_FC2_WEIGHT, l, k3, D | S));
+    param_table_split(t, 1, 1);
+    TRY(param_table_add(t, f, mlp, F8_PARAM_FC2_BIAS, l, -1, R0));
+    return F8_OK;
+}
+
 /* The parameter table (gpt.h lists its order: the checkpoint's, never to change). */
 static f8_status gpt_params_build(gpt *m)
 {
     param_table *t = &m->params;
-    const unsigned D = PARAM_DECAY, R = PARAM_REPLICATED, S = m->tp ? PARAM_TP_SHARDED : 0;
+    const unsigned D = PARAM_DECAY, R = PARAM_REPLICATED;
     TRY(param_table_add(t, "model.head", m->head, F8_PARAM_WEIGHT, -1, -1, D | R));
     TRY(param_table_add(t, "model.head", m->head, F8_PARAM_LN_WEIGHT, -1, -1, R));
     TRY(param_table_add(t, "model.head", m->head, F8_PARAM_LN_BIAS, -1, -1, R));
@@ -192,27 +236,26 @@ static f8_status gpt_params_build(gpt *m)
     TRY(param_table_add_tensor(t, "model.wpe", &wpe, &dwpe, &all, -1, D | R));
     for (int64_t l = 0; l < m->c.layers; l++) {
         const gpt_block *b = &m->blocks[l];
-        /* FP8 weight k = 4l + j of the block's j-th weight, with fp8_weights */
-        const int k = m->c.fp8_weights ? (int)(4 * l) : -1, k1 = k < 0 ? -1 : k + 1, k2 = k < 0 ? -1 : k + 2,
-                  k3 = k < 0 ? -1 : k + 3;
-        char q[48], p[48], f[48];
-        snprintf(q, sizeof q, "model.h.%lld.qkv", (long long)l);
-        snprintf(p, sizeof p, "model.h.%lld.proj", (long long)l);
-        snprintf(f, sizeof f, "model.h.%lld.mlp", (long long)l);
-        TRY(param_table_add(t, q, b->qkv, F8_PARAM_LN_WEIGHT, l, -1, R));
-        TRY(param_table_add(t, q, b->qkv, F8_PARAM_LN_BIAS, l, -1, R));
-        TRY(param_table_add(t, q, b->qkv, F8_PARAM_WEIGHT, l, k, D | S));
-        TRY(param_table_add(t, q, b->qkv, F8_PARAM_BIAS, l, -1, S));
-        TRY(param_table_add(t, p, b->proj, F8_PARAM_WEIGHT, l, k1, D | S));
-        TRY(param_table_add(t, p, b->proj, F8_PARAM_BIAS, l, -1, R));
-        TRY(param_table_add(t, f, b->mlp, F8_PARAM_LN_WEIGHT, l, -1, R));
-        TRY(param_table_add(t, f, b->mlp, F8_PARAM_LN_BIAS, l, -1, R));
-        TRY(param_table_add(t, f, b->mlp, F8_PARAM_FC1_WEIGHT, l, k2, D | S));
-        TRY(param_table_add(t, f, b->mlp, F8_PARAM_FC1_BIAS, l, -1, S));
-        TRY(param_table_add(t, f, b->mlp, F8_PARAM_FC2_WEIGHT, l, k3, D | S));
-        TRY(param_table_add(t, f, b->mlp, F8_PARAM_FC2_BIAS, l, -1, R));
+        TRY(block_params(t, m, l, b->qkv, b->proj, b->mlp));
     }
     return F8_OK;
+}
+
+/* A TP rank's block b from the one-rank modules full[]: this rank's modules
+ * made (tp_block_create), then given their shards over the two blocks'
+ * tables (tp_block_shard). */
+static f8_status tp_block(gpt *m, gpt_block *b, int64_t l, const f8_layernorm_linear_config *qc,
+                          const f8_linear_config *pc, const f8_layernorm_mlp_config *mc, f8_ctx *init,
+                          f8_module *const full[3])
+{
+    TRY(tp_block_create(m, b, qc, pc, mc));
+    param_table ft = {0}, lt = {0};
+    f8_status st = block_params(&ft, m, l, full[0], full[1], full[2]);
+    if (st == F8_OK) st = block_params(&lt, m, l, b->qkv, b->proj, b->mlp);
+    if (st == F8_OK) st = tp_block_shard(m, init, &ft, &lt);
+    param_table_free(&ft);
+    param_table_free(&lt);
+    return st;
 }
 
 f8_status gpt_create(f8_ctx *ctx, const gpt_config *c, gpt *m, char *err, size_t err_size)

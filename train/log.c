@@ -10,6 +10,7 @@
  */
 #include "log.h"
 #include "parse.h"
+#include "try.h"
 
 #include <errno.h>
 #include <math.h>
@@ -28,15 +29,6 @@ struct tlog {
     char err[512];
 };
 
-static void say(char *error, size_t size, const char *fmt, ...)
-{
-    if (!error || size == 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(error, size, fmt, ap);
-    va_end(ap);
-}
-
 /* The whole file, NUL-terminated. *buf NULL with 0 bytes for a missing file
  * when missing_ok. */
 static f8_status slurp(const char *path, int missing_ok, char **buf, size_t *n, char *error, size_t error_size)
@@ -45,8 +37,7 @@ static f8_status slurp(const char *path, int missing_ok, char **buf, size_t *n, 
     FILE *f = fopen(path, "rb");
     if (!f) {
         if (missing_ok && errno == ENOENT) return F8_OK;
-        say(error, error_size, "log '%s': cannot open: %s", path, strerror(errno));
-        return F8_ERR_IO;
+        return train_fail(error, error_size, F8_ERR_IO, "log '%s': cannot open: %s", path, strerror(errno));
     }
     size_t cap = 4096, len = 0;
     char *b = (char *)malloc(cap);
@@ -60,13 +51,11 @@ static f8_status slurp(const char *path, int missing_ok, char **buf, size_t *n, 
     int bad = ferror(f);
     fclose(f);
     if (!b) {
-        say(error, error_size, "log '%s': out of memory", path);
-        return F8_ERR_OUT_OF_MEMORY;
+        return train_fail(error, error_size, F8_ERR_OUT_OF_MEMORY, "log '%s': out of memory", path);
     }
     if (bad) {
         free(b);
-        say(error, error_size, "log '%s': read error", path);
-        return F8_ERR_IO;
+        return train_fail(error, error_size, F8_ERR_IO, "log '%s': read error", path);
     }
     b[len] = 0;
     *buf = b, *n = len;
@@ -82,12 +71,11 @@ static int is_header(const char *s, size_t n)
 
 f8_status tlog_create(const char *path, int append, tlog **log, char *error, size_t error_size)
 {
-    say(error, error_size, "%s", "");
+    if (error && error_size) error[0] = 0;
     if (!log) return F8_ERR_INVALID_ARGUMENT;
     *log = NULL;
     if (!path) {
-        say(error, error_size, "tlog_create: path is NULL");
-        return F8_ERR_INVALID_ARGUMENT;
+        return train_fail(error, error_size, F8_ERR_INVALID_ARGUMENT, "tlog_create: path is NULL");
     }
     int need_header = 1;
     if (append) {
@@ -99,31 +87,29 @@ f8_status tlog_create(const char *path, int append, tlog **log, char *error, siz
         while (keep > 0 && old[keep - 1] != '\n') keep--; /* an unfinished last line */
         if (keep > 0 && !is_header(old, keep)) {
             free(old);
-            say(error, error_size, "log '%s': its first line is not the header \"%s\"", path, TLOG_HEADER);
-            return F8_ERR_IO;
+            return train_fail(error, error_size, F8_ERR_IO,
+                "log '%s': its first line is not the header \"%s\"", path, TLOG_HEADER);
         }
         free(old);
         if (keep < n && truncate(path, (off_t)keep) != 0) {
-            say(error, error_size, "log '%s': cannot cut its unfinished last line: %s", path, strerror(errno));
-            return F8_ERR_IO;
+            return train_fail(error, error_size, F8_ERR_IO,
+                "log '%s': cannot cut its unfinished last line: %s", path, strerror(errno));
         }
         need_header = keep == 0;
     }
     tlog *l = (tlog *)calloc(1, sizeof *l);
     if (!l) {
-        say(error, error_size, "out of memory");
-        return F8_ERR_OUT_OF_MEMORY;
+        return train_fail(error, error_size, F8_ERR_OUT_OF_MEMORY, "out of memory");
     }
     l->f = fopen(path, append ? "ab" : "wb");
     if (!l->f) {
-        say(error, error_size, "log '%s': cannot open for writing: %s", path, strerror(errno));
         free(l);
-        return F8_ERR_IO;
+        return train_fail(error, error_size, F8_ERR_IO, "log '%s': cannot open for writing: %s", path, strerror(errno));
     }
     if (need_header && (fprintf(l->f, "%s\n", TLOG_HEADER) < 0 || fflush(l->f) != 0)) {
-        say(error, error_size, "log '%s': cannot write the header: %s", path, strerror(errno));
+        const int e = errno;
         tlog_destroy(l);
-        return F8_ERR_IO;
+        return train_fail(error, error_size, F8_ERR_IO, "log '%s': cannot write the header: %s", path, strerror(e));
     }
     *log = l;
     return F8_OK;
@@ -229,12 +215,11 @@ static void merge(tlog_row *into, const tlog_row *r)
 
 f8_status tlog_read(const char *path, tlog_rows *out, char *error, size_t error_size)
 {
-    say(error, error_size, "%s", "");
+    if (error && error_size) error[0] = 0;
     if (!out) return F8_ERR_INVALID_ARGUMENT;
     out->rows = NULL, out->n = 0;
     if (!path) {
-        say(error, error_size, "tlog_read: path is NULL");
-        return F8_ERR_INVALID_ARGUMENT;
+        return train_fail(error, error_size, F8_ERR_INVALID_ARGUMENT, "tlog_read: path is NULL");
     }
     char *text;
     size_t len;
@@ -245,7 +230,7 @@ f8_status tlog_read(const char *path, tlog_rows *out, char *error, size_t error_
     int col[NCOLS], ncols = 0, lineno = 0;
     char *fields[64];
     st = rows ? F8_OK : F8_ERR_OUT_OF_MEMORY;
-    if (!rows) say(error, error_size, "log '%s': out of memory", path);
+    if (!rows) st = train_fail(error, error_size, st, "log '%s': out of memory", path);
     for (char *at = text; st == F8_OK && *at;) {
         char *nl = strchr(at, '\n'), *line = at;
         int last_unfinished = nl == NULL;
@@ -263,8 +248,8 @@ f8_status tlog_read(const char *path, tlog_rows *out, char *error, size_t error_
             }
             ncols = nf;
             if (col[0] < 0) {
-                say(error, error_size, "log '%s': line 1 is not a header with a \"step\" column", path);
-                st = F8_ERR_IO;
+                st = train_fail(error, error_size, F8_ERR_IO,
+                    "log '%s': line 1 is not a header with a \"step\" column", path);
             }
             continue;
         }
@@ -280,9 +265,9 @@ f8_status tlog_read(const char *path, tlog_rows *out, char *error, size_t error_
         ok = ok && !isnan(v[0]) && v[0] >= 0 && v[0] == floor(v[0]) && (isnan(v[1]) || v[1] == floor(v[1]));
         if (!ok) {
             if (last_unfinished) break; /* a crash mid-row: not an error */
-            say(error, error_size, "log '%s': line %d is not a row of %d fields with an integer step", path, lineno,
+            st = train_fail(error, error_size, F8_ERR_IO,
+                "log '%s': line %d is not a row of %d fields with an integer step", path, lineno,
                 ncols);
-            st = F8_ERR_IO;
             break;
         }
         r.step = (int64_t)v[0], r.tokens = isnan(v[1]) ? 0 : (int64_t)v[1];
@@ -296,8 +281,7 @@ f8_status tlog_read(const char *path, tlog_rows *out, char *error, size_t error_
         if (n == cap) {
             tlog_row *grown = (tlog_row *)realloc(rows, 2 * cap * sizeof *rows);
             if (!grown) {
-                say(error, error_size, "log '%s': out of memory", path);
-                st = F8_ERR_OUT_OF_MEMORY;
+                st = train_fail(error, error_size, F8_ERR_OUT_OF_MEMORY, "log '%s': out of memory", path);
                 break;
             }
             rows = grown, cap *= 2;
@@ -305,8 +289,7 @@ f8_status tlog_read(const char *path, tlog_rows *out, char *error, size_t error_
         rows[n++] = r;
     }
     if (st == F8_OK && lineno == 0) {
-        say(error, error_size, "log '%s': empty file, no header", path);
-        st = F8_ERR_IO;
+        st = train_fail(error, error_size, F8_ERR_IO, "log '%s': empty file, no header", path);
     }
     free(text);
     if (st != F8_OK) {

@@ -209,10 +209,9 @@ static int check_conflicts(const train_options *o, char *err, size_t n)
     if (o->fp8_weights && train_check_fp8_weights(o, o->recipe, err, n) != 0) return -1;
     if (train_check_recompute_norm(o, o->recipe, err, n) != 0) return -1;
     if (train_check_fp8_attention(o, o->recipe, err, n) != 0) return -1;
-    if (o->adam_moments && strcmp(o->adam_moments, "fp32") && (o->ranks > 0 || o->gpus > 0 || o->tp > 1)) {
-        snprintf(err, n, "--adam-moments %s runs on one rank only for now (the sharded optimizer's checkpoint "
-                         "keeps FP32 moments): leave out --ranks/--gpus/--tp or use --adam-moments fp32",
-                 o->adam_moments);
+    if (o->adam_moments && strcmp(o->adam_moments, "fp8") == 0 && o->tp > 1) {
+        snprintf(err, n, "--adam-moments fp8: not with --tp (a shard's 128-value blocks are not the whole "
+                         "tensor's, so the one-rank checkpoint cannot hold them): use bf16 or leave out --tp");
         return -1;
     }
     const int64_t ranks = o->ranks > 0 ? o->ranks : o->gpus;
@@ -319,7 +318,7 @@ static const train_option_def OPTIONS[] = {
      NULL,
      "  --adam-moments fp32|bf16|fp8  how AdamW keeps its two moments: 8, 4 or about 2 bytes a\n"
      "                       parameter (fp8: E4M3 m and sqrt(v), per-128 power-of-two scales; f8.h);\n"
-     "                       one rank only for now (default fp32; on --resume the checkpoint's)\n"},
+     "                       fp8 not with --tp (default fp32; on --resume the checkpoint's)\n"},
     {"--dtype", NULL, OPT_WORD, F(dtype), 0, 0, WORDS(DTYPES), "train.dtype",
      NULL,
      "  --dtype auto|fp32|bf16   parameters and activations (default auto: bf16 on CUDA, fp32 on CPU)\n"},
@@ -345,6 +344,11 @@ static const train_option_def OPTIONS[] = {
      NULL,
      "  --head-chunk N       tokens per LM-head + cross-entropy pass: the logits buffer's rows\n"
      "                       (default 0: 8192; a microbatch of more runs the head in passes)\n"},
+    {"--memory-limit", NULL, OPT_REAL, F(memory_limit), 0.0, 1e6, NULL, 0, NULL,
+     NULL,
+     "  --memory-limit GIB   refuse a run whose memory plan (printed at the start) is larger, naming the\n"
+     "                       options that would make it fit (default 0: the GPU's free memory on CUDA,\n"
+     "                       none on the CPU)\n"},
     {"--lr", NULL, OPT_REAL, F(lr), 0.0, 10.0, NULL, 0, NULL,
      NULL,
      "  --lr X --lr-min X    AdamW peak and final learning rate (default {lr}, {lr-min})\n"},

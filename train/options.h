@@ -60,6 +60,8 @@ typedef struct train_options {
     int graph;                /* -1 auto (on for CUDA), 0 off, 1 on */
     int64_t sample;           /* tokens to sample at the end (byte data only) */
     int64_t head_chunk;       /* tokens per LM-head pass; 0: gpt.h's GPT_HEAD_CHUNK */
+    float memory_limit;       /* --memory-limit GiB: refuse a run whose memory plan is larger (memplan.h);
+                                 0: the GPU's free memory on CUDA, no limit on the CPU */
     float temperature;
     const char *prompt;
     int quiet;

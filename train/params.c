@@ -73,6 +73,13 @@ f8_status param_table_add_tensor(param_table *t, const char *name, const f8_tens
     return F8_OK;
 }
 
+void param_table_split(param_table *t, int dim, int parts)
+{
+    if (t->n == 0) return;
+    t->v[t->n - 1].tp_dim = dim;
+    t->v[t->n - 1].tp_parts = parts;
+}
+
 void param_table_free(param_table *t)
 {
     free(t->v);

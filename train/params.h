@@ -19,7 +19,11 @@
 enum {
     PARAM_DECAY = 1,      /* AdamW's weight decay applies */
     PARAM_REPLICATED = 2, /* whole on every tensor-parallel rank (norms, embeddings, row-parallel biases) */
-    PARAM_TP_SHARDED = 4  /* this rank holds a shard of it (tensor parallelism on) */
+    PARAM_TP_SHARDED = 4, /* this rank holds a shard of it (tensor parallelism on): tp_dim, tp_parts */
+    PARAM_TP_RANK0 = 8,   /* replicated, but its value lives on TP rank 0 and is zero on the others: a
+                             row-parallel bias, added once to the sum of the partial outputs */
+    PARAM_TP_GRAD_SUM = 16 /* replicated, its gradient summed over the TP group: a column-parallel
+                              module's norm (each rank saw only its share of the output gradient) */
 };
 
 typedef struct model_param {
@@ -31,6 +35,8 @@ typedef struct model_param {
     f8_param which;
     int fp8;           /* its FP8 primary weight index k, or -1 */
     unsigned flags;    /* PARAM_* */
+    int tp_dim;        /* a TP-sharded entry's split: along rows (0) or columns (1), */
+    int tp_parts;      /* in this many stacked blocks each split alike (qkv's weight: q | k | v, 3) */
     f8_tensor value;   /* views (this rank's shard under TP); an FP8 primary weight's value is FP8 */
     f8_tensor grad;
     f8_tensor stored;  /* a bare tensor's checkpoint view: value, or value's rows and more that are carried
@@ -51,6 +57,9 @@ f8_status param_table_add(param_table *t, const char *prefix, f8_module *module,
  * first and more after them). */
 f8_status param_table_add_tensor(param_table *t, const char *name, const f8_tensor *value, const f8_tensor *grad,
                                  const f8_tensor *stored, int64_t layer, unsigned flags);
+/* The last entry added is split over the TP group along dim in parts
+ * stacked blocks (tp.h); meaningful with PARAM_TP_SHARDED. */
+void param_table_split(param_table *t, int dim, int parts);
 void param_table_free(param_table *t);
 
 /* fn for every entry whose flags have none of skip's bits, in table order

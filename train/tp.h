@@ -76,11 +76,15 @@ static inline int tp_check_sp(int64_t seq, int64_t tp, char *err, size_t n)
 }
 
 
-/* Block b of m (rank m->tp_rank of m->tp_size) from the one-rank configs:
- * full[0..2] are the one-rank qkv, proj and mlp modules (initialised as
- * gpt_create makes them) on ctx init; this rank's modules get their shards. */
+/* Block b of m (rank m->tp_rank of m->tp_size): its modules made from the
+ * one-rank configs with this rank's widths. */
 f8_status tp_block_create(gpt *m, gpt_block *b, const f8_layernorm_linear_config *qc, const f8_linear_config *pc,
-                          const f8_layernorm_mlp_config *mc, f8_ctx *init, f8_module *const full[3]);
+                          const f8_layernorm_mlp_config *mc);
+/* The block's parameters given this rank's shards: full and local are the
+ * block's entries of the parameter table (same order) over the one-rank
+ * modules (on ctx init, initialised as gpt_create makes them) and over
+ * this rank's, with their TP flags and splits. */
+f8_status tp_block_shard(gpt *m, f8_ctx *init, const param_table *full, const param_table *local);
 
 /* x = Σ over the group of x (every rank gets the same bits); FP32 or BF16
  * (BF16 through m->tp_buf, summed in FP32). */

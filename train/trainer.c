@@ -408,12 +408,42 @@ static f8_status make_ctx(trainer *t, char *err, size_t n)
         cfg.backend = F8_BACKEND_CPU;
         st = f8_ctx_create(&cfg, &t->ctx, err, n);
     }
+    t->ctx_cfg = cfg;
     if (st == F8_OK && t->o.fp8_report && t->o.fp8 && (st = f8_ctx_enable_telemetry(t->ctx)) != F8_OK)
         snprintf(err, n, "FP8 telemetry: %s", f8_ctx_last_error(t->ctx));
     if (st == F8_OK && (t->o.comm_group || t->o.comm_id)) /* data parallel, any size (1 included) */
         st = dp_comm_create(t->ctx, t->o.comm_group, t->o.comm_id, t->o.rank, t->o.world, &t->comm, err, n);
     if (st == F8_OK && t->comm && t->o.tp > 1) st = tp_comms_create(t->ctx, &t->o, &t->tp_comm, &t->dp_comm, err, n);
     return st;
+}
+
+static f8_adamw_moments moments_of(const char *word)
+{
+    return word && strcmp(word, "bf16") == 0 ? F8_ADAMW_MOMENTS_BF16
+         : word && strcmp(word, "fp8") == 0  ? F8_ADAMW_MOMENTS_FP8
+                                             : F8_ADAMW_MOMENTS_FP32;
+}
+
+/* The run's memory plan (memplan.h), before the model is made; refused when
+ * it exceeds --memory-limit or, on CUDA, the GPU's free memory. */
+static f8_status plan_memory(trainer *t, const gpt_config *c, int cuda, char *err, size_t n)
+{
+    mem_plan_run r;
+    memset(&r, 0, sizeof r);
+    r.ctx = t->ctx_cfg;
+    r.tp = (int)(t->o.tp > 1 ? t->o.tp : 1);
+    r.ranks = t->comm ? t->o.world / r.tp : 0;
+    r.moments = moments_of(t->o.adam_moments);
+    TRY(mem_plan_make(c, &r, &t->plan, err, n));
+    double limit = 0;
+    const char *what = "";
+    size_t free_bytes = 0;
+    if (cuda && f8_ctx_device_memory(t->ctx, &free_bytes, NULL) == F8_OK)
+        limit = (double)free_bytes, what = "the GPU's free memory";
+    if (t->o.memory_limit > 0 && (limit == 0 || t->o.memory_limit * 1073741824.0 < limit))
+        limit = t->o.memory_limit * 1073741824.0, what = "--memory-limit";
+    if (limit > 0 && mem_plan_check(&t->plan, c, &r, limit, what, err, n) != 0) return F8_ERR_OUT_OF_MEMORY;
+    return F8_OK;
 }
 
 f8_status trainer_create(const train_options *opt, trainer **out, char *err, size_t n)
@@ -520,6 +550,8 @@ f8_status trainer_create(const train_options *opt, trainer **out, char *err, siz
             st = F8_ERR_INVALID_ARGUMENT;
         }
         if (st == F8_OK && train_check_memory(&c, cuda, err, n) != 0) st = F8_ERR_OUT_OF_MEMORY;
+        /* planned where it is printed or checked: CUDA (the free memory), a limit, or a run that prints */
+        if (st == F8_OK && (cuda || t->o.memory_limit > 0 || !t->o.quiet)) st = plan_memory(t, &c, cuda, err, n);
         if (st == F8_OK) st = gpt_create_tp(t->ctx, &c, t->tp_comm, t->o.sequence_parallel, &t->m, err, n);
         if (st == F8_OK && from_hf) st = hf_import(&t->m, t->o.init_from, err, n);
         t->use_graph = t->o.graph < 0 ? cuda : t->o.graph;
@@ -534,14 +566,10 @@ f8_status trainer_create(const train_options *opt, trainer **out, char *err, siz
     ac.weight_decay = t->o.weight_decay;
     ac.grad_clip = t->o.grad_clip;
     const char *mo = t->o.adam_moments ? t->o.adam_moments : "fp32";
-    ac.moments = strcmp(mo, "bf16") == 0 ? F8_ADAMW_MOMENTS_BF16
-               : strcmp(mo, "fp8") == 0  ? F8_ADAMW_MOMENTS_FP8
-                                         : F8_ADAMW_MOMENTS_FP32;
-    if (st == F8_OK && t->comm && ac.moments != F8_ADAMW_MOMENTS_FP32) {
-        snprintf(err, n, "--adam-moments %s runs on one rank only for now (the sharded optimizer's checkpoint "
-                         "keeps FP32 moments)", mo);
-        st = F8_ERR_UNSUPPORTED;
-    }
+    ac.moments = moments_of(mo);
+    if (st == F8_OK && t->m.tp && ac.moments == F8_ADAMW_MOMENTS_FP8)
+        st = train_fail(err, n, F8_ERR_UNSUPPORTED, "--adam-moments fp8: not with --tp (a shard's 128-value "
+                        "blocks are not the whole tensor's, so the one-rank checkpoint cannot hold them)");
     if (st == F8_OK && t->comm) {
         /* with TP: ZeRO-1 over the DP group of this rank's parameters, the replicated ones on
          * TP rank 0 only; the gradient norm over every rank (tp.h) */
@@ -736,6 +764,9 @@ int trainer_run(trainer *t)
             printf("tensor parallel: %d ranks per replica, %lld heads and %lld MLP columns each%s\n", t->m.tp_size,
                    (long long)(t->m.c.heads / t->m.tp_size), (long long)t->m.Fl,
                    t->m.sp ? "; sequence parallel: the residual stream split by tokens" : "");
+        char plan[512];
+        mem_plan_format(&t->plan, plan, sizeof plan);
+        printf("memory plan: %s\n", plan);
         printf("startup: device %.1f s, data %.1f s, model %.1f s, optimizer and state %.1f s\n", t->t_ctx, t->t_data,
                t->t_model, t->t_opt);
         fflush(stdout);

@@ -14,6 +14,7 @@
 #include "fp8w.h"
 #include "gpt.h"
 #include "log.h"
+#include "memplan.h"
 #include "options.h"
 
 typedef struct trainer trainer;
@@ -44,6 +45,9 @@ struct trainer {
     /* where trainer_create's time went, seconds: a large model spends tens of
      * seconds before its first step, and this says in which part */
     double t_ctx, t_data, t_model, t_opt;
+    f8_ctx_config ctx_cfg;    /* what ctx was made with: the memory plan's probes are made alike */
+    mem_plan plan;            /* the run's memory, planned before the model was made (memplan.h): on
+                                 CUDA, with --memory-limit or without --quiet; else zeros */
     char error[512];
 };
 

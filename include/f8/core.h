@@ -232,6 +232,14 @@ F8_API int f8_ctx_device(const f8_ctx *ctx);
  * for a NULL ctx or name or size 0; F8_ERR_NO_DEVICE if the driver cannot
  * say (name is then ""). */
 F8_API f8_status f8_ctx_device_name(const f8_ctx *ctx, char *name, size_t size);
+/* The memory of the ctx's device in bytes: *free_bytes what it has free now,
+ * *total_bytes all it has (CUDA: the driver's cudaMemGetInfo for the device;
+ * CPU: the host's available and physical memory). For planning before a
+ * large allocation (a program refusing a model that will not fit): a host
+ * query, no synchronization; either output may be NULL.
+ * F8_ERR_INVALID_ARGUMENT for a NULL ctx; F8_ERR_NO_DEVICE if the driver or
+ * the system cannot say (the outputs are then 0). */
+F8_API f8_status f8_ctx_device_memory(const f8_ctx *ctx, size_t *free_bytes, size_t *total_bytes);
 F8_API const f8_recipe *f8_ctx_recipe(const f8_ctx *ctx);
 
 /* Make the ctx issue its work on `stream` (a cudaStream_t passed as void*;

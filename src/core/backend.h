@@ -448,6 +448,8 @@ const char *f8i_cuda_attn_info(f8_ctx *ctx, int *loaded);
 /* The product name of CUDA device `device` (cudaGetDeviceProperties) into
  * name; 0, or -1 when the runtime cannot say (and without CUDA). */
 int f8i_cuda_device_name(int device, char *name, size_t size);
+/* The device's free and total memory (cudaMemGetInfo on it); 0 on success. */
+int f8i_cuda_device_memory(int device, size_t *free_bytes, size_t *total_bytes);
 
 /* ---- the simple ops' args ------------------------------------------- */
 

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/f8i.h"
 #include "core/numerics.h"
@@ -169,6 +170,25 @@ f8_status f8_ctx_device_name(const f8_ctx *ctx, char *name, size_t size)
         return F8_OK;
     }
     return f8i_cuda_device_name(ctx->device, name, size) == 0 ? F8_OK : F8_ERR_NO_DEVICE;
+}
+
+f8_status f8_ctx_device_memory(const f8_ctx *ctx, size_t *free_bytes, size_t *total_bytes)
+{
+    size_t f = 0, t = 0;
+    if (free_bytes) *free_bytes = 0;
+    if (total_bytes) *total_bytes = 0;
+    if (!ctx) return F8_ERR_INVALID_ARGUMENT;
+    if (ctx->kind == F8_BACKEND_CUDA) {
+        if (f8i_cuda_device_memory(ctx->device, &f, &t) != 0) return F8_ERR_NO_DEVICE;
+    } else {
+        const long avail = sysconf(_SC_AVPHYS_PAGES), pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+        if (avail <= 0 || pages <= 0 || page <= 0) return F8_ERR_NO_DEVICE;
+        f = (size_t)avail * (size_t)page;
+        t = (size_t)pages * (size_t)page;
+    }
+    if (free_bytes) *free_bytes = f;
+    if (total_bytes) *total_bytes = t;
+    return F8_OK;
 }
 
 const f8_recipe *f8_ctx_recipe(const f8_ctx *ctx) { return ctx ? &ctx->recipe : NULL; }

@@ -64,6 +64,14 @@ const char *f8i_cuda_attn_info(f8_ctx *ctx, int *loaded)
     return "this build of f8 has no CUDA backend (built with CUDA=0)";
 }
 
+int f8i_cuda_device_memory(int device, size_t *free_bytes, size_t *total_bytes)
+{
+    (void)device;
+    (void)free_bytes;
+    (void)total_bytes;
+    return -1;
+}
+
 int f8i_cuda_device_name(int device, char *name, size_t size)
 {
     (void)device;

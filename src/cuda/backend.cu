@@ -338,6 +338,22 @@ static const f8i_backend cuda_backend = {
 
 const f8i_backend *f8i_cuda_backend(void) { return &cuda_backend; }
 
+int f8i_cuda_device_memory(int device, size_t *free_bytes, size_t *total_bytes)
+{
+    int was = 0;
+    if (cudaGetDevice(&was) != cudaSuccess || cudaSetDevice(device) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return -1;
+    }
+    const cudaError_t e = cudaMemGetInfo(free_bytes, total_bytes);
+    (void)cudaSetDevice(was); /* the caller's device as it was */
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return -1;
+    }
+    return 0;
+}
+
 int f8i_cuda_device_name(int device, char *name, size_t size)
 {
     cudaDeviceProp p;

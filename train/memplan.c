@@ -1,0 +1,165 @@
+/*
+ * memplan.c — the memory plan (memplan.h): two probe models measured by the
+ * library's accounting, the rest counted from the options.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "gpt.h"
+#include "memplan.h"
+#include "try.h"
+
+static const char *const NAMES[PLAN_COUNT] = {"weights", "FP8 workspaces", "gradients", "optimizer",
+                                              "activations", "scratch", "other"};
+
+const char *mem_plan_name(plan_category k) { return k >= 0 && k < PLAN_COUNT ? NAMES[k] : "?"; }
+
+/* What a model of c holds by the library's categories, less the ctx's own
+ * (base), and its table's moment and master bytes. */
+typedef struct probe {
+    double mem[F8_MEM_COUNT];
+    double moments, masters, elements, wpe, dwpe;
+} probe;
+
+/* Bytes of AdamW's moments for a tensor of n elements in form mo (f8.h's
+ * table: m and v, with FP8 their blocks' scale_invs; the optimizer allocates
+ * each part 256-byte aligned). */
+static double align256(double b) { return (double)(((int64_t)b + 255) / 256 * 256); }
+static double moment_bytes(f8_adamw_moments mo, double n)
+{
+    const double part = align256(n * (mo == F8_ADAMW_MOMENTS_FP8 ? 1 : mo == F8_ADAMW_MOMENTS_BF16 ? 2 : 4));
+    if (mo != F8_ADAMW_MOMENTS_FP8) return 2 * part;
+    const double blocks = (double)(((int64_t)n + F8_ADAMW_FP8_BLOCK - 1) / F8_ADAMW_FP8_BLOCK);
+    return 2 * part + 2 * align256(4 * blocks);
+}
+
+/* A probe model of c on a fresh ctx of cfg (the FP8 scaling buffer grows by
+ * doubling and keeps its size: a ctx of its own measures each alike);
+ * *base gets the empty ctx's own bytes. */
+static f8_status measure(const f8_ctx_config *cfg, const gpt_config *c, f8_adamw_moments mo, probe *p,
+                         f8_memory_report *base, char *err, size_t n)
+{
+    memset(p, 0, sizeof *p);
+    f8_ctx *ctx = NULL;
+    f8_ctx_config cc = *cfg;
+    TRY(f8_ctx_create(&cc, &ctx, err, n));
+    gpt m;
+    f8_status st = f8_ctx_memory(ctx, base);
+    if (st == F8_OK) st = gpt_create(ctx, c, &m, err, n);
+    if (st != F8_OK) {
+        f8_ctx_destroy(ctx);
+        return st;
+    }
+    f8_memory_report r;
+    st = f8_ctx_memory(ctx, &r);
+    for (int k = 0; st == F8_OK && k < F8_MEM_COUNT; k++) p->mem[k] = (double)r.bytes[k] - (double)base->bytes[k];
+    for (int i = 0; st == F8_OK && i < m.params.n; i++) {
+        const model_param *e = &m.params.v[i];
+        const double el = (double)(e->value.rows * e->value.cols);
+        p->elements += el;
+        p->moments += moment_bytes(mo, el);
+        if (e->fp8 >= 0) p->masters += 4 * el;
+    }
+    const double es = (double)f8_dtype_size(c->dtype);
+    p->wpe = (double)gpt_positions(c) * (double)c->channels * es; /* f8_ctx_alloc'd: the library counts them as other */
+    p->dwpe = (double)c->seq * (double)c->channels * es;
+    gpt_destroy(&m);
+    f8_ctx_destroy(ctx);
+    return st;
+}
+
+f8_status mem_plan_make(const gpt_config *c, const mem_plan_run *r, mem_plan *p, char *err, size_t n)
+{
+    memset(p, 0, sizeof *p);
+    f8_memory_report base;
+    probe one, two;
+    gpt_config c1 = *c, c2 = *c;
+    c1.layers = 1;
+    c2.layers = 2;
+    TRY(measure(&r->ctx, &c1, r->moments, &one, &base, err, n));
+    TRY(measure(&r->ctx, &c2, r->moments, &two, &base, err, n));
+    /* fixed part + (layers - 1) x the second layer's, per library category; the blocks' own
+     * categories shared over tp ranks */
+    const double L = (double)c->layers, tp = r->tp > 1 ? (double)r->tp : 1;
+    double mem[F8_MEM_COUNT];
+    for (int k = 0; k < F8_MEM_COUNT; k++) {
+        const double per = two.mem[k] - one.mem[k];
+        const int split = k == F8_MEM_PARAMETERS || k == F8_MEM_GRADIENTS || k == F8_MEM_WORKSPACE_DATA;
+        mem[k] = one.mem[k] - per + L * per / (split ? tp : 1);
+    }
+    const double el = one.elements + (L - 1) * (two.elements - one.elements);
+    const double moments = one.moments + (L - 1) * (two.moments - one.moments);
+    const double masters = one.masters + (L - 1) * (two.masters - one.masters);
+    /* FP8 GEMM weights get a cached transpose at the first backward: a byte a weight element */
+    const double C = (double)c->channels;
+    const int block = r->ctx.recipe.kind == F8_RECIPE_BLOCK; /* its workspaces hold both layouts: no transposes */
+    const double transposes = c->fp8 && !block ? L * 12 * C * C / tp + (c->fp8_head ? (double)c->padded_vocab * C : 0) : 0;
+    p->bytes[PLAN_WEIGHTS] = mem[F8_MEM_PARAMETERS] + one.wpe;
+    p->bytes[PLAN_GRADIENTS] = mem[F8_MEM_GRADIENTS] + one.dwpe;
+    p->bytes[PLAN_WORKSPACES] = mem[F8_MEM_WORKSPACE_DATA] + mem[F8_MEM_WORKSPACE_TRANSPOSE] + transposes;
+    p->bytes[PLAN_ACTIVATIONS] = mem[F8_MEM_SAVED_ACTIVATIONS] + mem[F8_MEM_OTHER] - one.wpe - one.dwpe;
+    p->bytes[PLAN_SCRATCH] = mem[F8_MEM_SCRATCH];
+    p->bytes[PLAN_OTHER] = mem[F8_MEM_SCALING_STATE] + (double)base.total;
+    /* ZeRO-1 (dp.c): the moments and masters of one shard, the flat FP32 gradients whole and a shard of them */
+    const double ranks = r->ranks > 0 ? (double)r->ranks : 1;
+    p->bytes[PLAN_OPTIMIZER] = (moments + masters) / ranks + (r->ranks > 0 ? 4 * el + 4 * el / ranks : 0);
+    /* --recompute-norm: the norm outputs of qkv and the MLP, FP8 (a byte each), per layer */
+    if (c->fp8 && !c->recompute_norm && r->ctx.recipe.kind != F8_RECIPE_BLOCK)
+        p->norm_outputs = 2 * L * (double)c->batch * (double)c->seq * C;
+    for (int k = 0; k < PLAN_COUNT; k++) p->total += p->bytes[k];
+    return F8_OK;
+}
+
+static void human(char *out, size_t n, double b)
+{
+    if (b >= 1073741824.0) snprintf(out, n, "%.2f GiB", b / 1073741824.0);
+    else snprintf(out, n, "%.1f MiB", b / 1048576.0);
+}
+
+void mem_plan_format(const mem_plan *p, char *out, size_t size)
+{
+    size_t at = 0;
+    char h[32];
+    out[0] = '\0';
+    for (int k = 0; k < PLAN_COUNT && at < size; k++) {
+        human(h, sizeof h, p->bytes[k]);
+        at += (size_t)snprintf(out + at, size - at, "%s%s %s", k ? ", " : "", NAMES[k], h);
+    }
+    human(h, sizeof h, p->total);
+    if (at < size) snprintf(out + at, size - at, ": %s", h);
+}
+
+typedef struct plan_fix {
+    const char *option;
+    double saves;
+} plan_fix;
+
+int mem_plan_check(const mem_plan *p, const gpt_config *c, const mem_plan_run *r, double limit, const char *what,
+                   char *err, size_t n)
+{
+    if (p->total <= limit) return 0;
+    char plan[400], lim[32], total[32], fixes[512] = "", h[32];
+    size_t at = 0;
+    mem_plan_format(p, plan, sizeof plan);
+    human(lim, sizeof lim, limit);
+    human(total, sizeof total, p->total);
+    const double over = p->total - limit, opt = p->bytes[PLAN_OPTIMIZER];
+    /* each option alone, with what it saves: those that would make it fit alone first */
+    plan_fix f[3];
+    int nf = 0;
+    if (r->moments != F8_ADAMW_MOMENTS_FP8) /* the moments' share of the optimizer bytes, to about 2 B a parameter */
+        f[nf++] = (plan_fix){"--adam-moments fp8",
+                             opt * (1 - 2.0625 / (r->moments == F8_ADAMW_MOMENTS_BF16 ? 4 : 8))};
+    if (p->norm_outputs > 0) f[nf++] = (plan_fix){"--recompute-norm on", p->norm_outputs};
+    if (c->batch > 1) f[nf++] = (plan_fix){"half the --batch", p->bytes[PLAN_ACTIVATIONS] / 2};
+    for (int pass = 0; pass < 2; pass++)
+        for (int k = 0; k < nf && at < sizeof fixes; k++) {
+            if ((f[k].saves >= over) != (pass == 0)) continue;
+            human(h, sizeof h, f[k].saves);
+            at += (size_t)snprintf(fixes + at, sizeof fixes - at, "%s%s (about %s less%s)", at ? ", " : "",
+                                   f[k].option, h, pass == 0 ? ": enough alone" : "");
+        }
+    snprintf(err, n, "the run needs about %s (%s), more than %s (%s); %s%s", total, plan, lim, what,
+             at ? "options that would help: " : "no option of f8_train's shrinks it", fixes);
+    return -1;
+}
