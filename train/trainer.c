@@ -42,6 +42,7 @@
 #include "tokenizer.h"
 #include "tp.h"
 #include "trainer.h"
+#include "llama.h"
 #include "try.h"
 
 static double now_s(void)
@@ -506,6 +507,12 @@ f8_status trainer_create(const train_options *opt, trainer **out, char *err, siz
         c.recompute_norm = t->o.recompute_norm;
         c.fp8_attention = t->o.fp8_attention;
         c.head_chunk = t->o.head_chunk;
+        c.llama = t->o.llama; /* the Llama family (llama.h) */
+        c.kv_heads = t->o.kv_heads;
+        c.ffn = t->o.ffn;
+        c.untied = t->o.untied;
+        c.rope_theta = t->o.rope_theta;
+        c.rope_factor = t->o.rope_factor;
         /* every position of an imported GPT-2 (or of the checkpoint's model) is kept */
         c.positions = from_hf ? hc.positions : t->ck_positions;
         c.dtype = strcmp(t->o.dtype, "bf16") == 0 || (strcmp(t->o.dtype, "auto") == 0 && cuda) ? F8_DTYPE_BF16
@@ -520,6 +527,14 @@ f8_status trainer_create(const train_options *opt, trainer **out, char *err, siz
             st = F8_ERR_INVALID_ARGUMENT;
         }
         if (st == F8_OK && train_check_memory(&c, cuda, err, n) != 0) st = F8_ERR_OUT_OF_MEMORY;
+        char dev[128] = ""; /* one GPU: a Llama whose AdamW state does not fit is refused with its estimate */
+        if (st == F8_OK && c.llama && cuda && !t->comm && f8_ctx_device_name(t->ctx, dev, sizeof dev) == F8_OK &&
+            llama_check_memory(&c, dev, 0, err, n) != 0)
+            st = F8_ERR_OUT_OF_MEMORY;
+        if (st == F8_OK && c.llama && from_hf) {
+            snprintf(err, n, "--init-from reads a GPT-2: Hugging Face Llama checkpoints are not yet read");
+            st = F8_ERR_UNSUPPORTED;
+        }
         if (st == F8_OK) st = gpt_create_tp(t->ctx, &c, t->tp_comm, t->o.sequence_parallel, &t->m, err, n);
         if (st == F8_OK && from_hf) st = hf_import(&t->m, t->o.init_from, err, n);
         t->use_graph = t->o.graph < 0 ? cuda : t->o.graph;
