@@ -149,6 +149,8 @@ static void test_resume(void)
         CHECK_OK(NULL, trainer_save(t, path));
         trainer_destroy(t);
         o.resume = path;
+        if (v == 1) /* the family and its shape come from the checkpoint: a plain --resume */
+            o.llama = 0, o.kv_heads = o.ffn = 0, o.rope_theta = 0;
         trainer *r = make(&o);
         CHECK(trainer_steps_done(r) == 2 && trainer_model(r)->c.llama, "variant %d: resumed a Llama at step %lld", v,
               (long long)trainer_steps_done(r));
@@ -181,6 +183,20 @@ static void test_refusals(void)
     o = llama_options(1, 0, 0);
     o.kv_heads = 3;
     refused(&o, "kv_heads");
+    /* a GPT's checkpoint resumed as a Llama */
+    char path[128];
+    snprintf(path, sizeof path, "/tmp/f8_test_llama_gpt_%d.safetensors", (int)getpid());
+    train_options g = quiet_run_options("cpu", 6);
+    g.layers = 2, g.heads = 4, g.channels = 32, g.seq = 16, g.batch = 4, g.text = g_text;
+    trainer *gt = make(&g);
+    double l;
+    CHECK_OK(NULL, trainer_step(gt, &l));
+    CHECK_OK(NULL, trainer_save(gt, path));
+    trainer_destroy(gt);
+    o = llama_options(1, 0, 0);
+    o.resume = path;
+    refused(&o, "holds a GPT");
+    unlink(path);
     /* the presets' memory on one GPU: 8B refused with its estimate, 1B and 3B fit an H200 */
     gpt_config c;
     memset(&c, 0, sizeof c);

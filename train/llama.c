@@ -317,3 +317,55 @@ f8_status llama_zero_grad(gpt *m)
     f8_tensor g = view(m, m->dwte, 0, m->c.padded_vocab, m->c.channels);
     return f8_tensor_zero(m->ctx, &g);
 }
+
+/* ---- the family in a checkpoint's metadata (llama.h) ------------------------ */
+
+f8_status llama_metadata_add(const gpt_config *c, f8_checkpoint *ck)
+{
+    char v[5][40];
+    snprintf(v[0], sizeof v[0], "%lld", (long long)kv_heads(c));
+    snprintf(v[1], sizeof v[1], "%lld", (long long)c->ffn);
+    snprintf(v[2], sizeof v[2], "%d", c->untied ? 1 : 0);
+    snprintf(v[3], sizeof v[3], "%.17g", c->rope_theta > 0 ? c->rope_theta : 500000.0);
+    snprintf(v[4], sizeof v[4], "%.17g", c->rope_factor);
+    static const char *const keys[5] = {"train.kv_heads", "train.ffn", "train.untied", "train.rope_theta",
+                                        "train.rope_factor"};
+    TRY(f8_checkpoint_set_metadata(ck, "train.family", "llama"));
+    for (int i = 0; i < 5; i++) TRY(f8_checkpoint_set_metadata(ck, keys[i], v[i]));
+    return F8_OK;
+}
+
+/* A finite number from metadata key, in [lo, hi]. */
+static int meta_number(const f8_checkpoint *ck, const char *key, double lo, double hi, double *out, char *err, size_t n)
+{
+    const char *v = f8_checkpoint_metadata(ck, key);
+    char *end = NULL;
+    const double x = v ? strtod(v, &end) : NAN;
+    if (!v || end == v || *end || !(x >= lo && x <= hi)) {
+        snprintf(err, n, "the checkpoint's %s = '%.40s' is %s (expected a number in [%g, %g])", key, v ? v : "",
+                 v ? "malformed" : "missing", lo, hi);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+int llama_metadata_read(const f8_checkpoint *ck, gpt_config *c, char *err, size_t n)
+{
+    const char *family = f8_checkpoint_metadata(ck, "train.family");
+    c->llama = 0;
+    if (!family || strcmp(family, "gpt") == 0) return 0; /* a GPT (older checkpoints name no family) */
+    if (strcmp(family, "llama") != 0) {
+        snprintf(err, n, "the checkpoint's train.family = '%.40s' is not a family f8_train has (gpt, llama)", family);
+        return -1;
+    }
+    double kv, ffn, untied;
+    if (meta_number(ck, "train.kv_heads", 1, 65536, &kv, err, n) || meta_number(ck, "train.ffn", 1, 1 << 23, &ffn, err, n) ||
+        meta_number(ck, "train.untied", 0, 1, &untied, err, n) ||
+        meta_number(ck, "train.rope_theta", 1, 1e12, &c->rope_theta, err, n) ||
+        meta_number(ck, "train.rope_factor", 0, 1e6, &c->rope_factor, err, n))
+        return -1;
+    c->llama = 1;
+    c->kv_heads = (int64_t)kv, c->ffn = (int64_t)ffn, c->untied = untied != 0;
+    return 0;
+}

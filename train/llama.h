@@ -46,4 +46,11 @@ double llama_bytes_estimate(const gpt_config *c);
  * lower bound (no CUDA context, cuBLASLt workspace or allocator slack). */
 int llama_check_memory(const gpt_config *c, const char *device_name, double limit, char *err, size_t n);
 
+/* The family in a checkpoint's metadata: train.family = "llama" and
+ * train.kv_heads, .ffn, .untied, .rope_theta, .rope_factor (add). read sets
+ * c's llama fields from them (c->llama = 0 for a GPT's checkpoint, which
+ * names no family); -1 with err for a malformed or unknown value. */
+f8_status llama_metadata_add(const gpt_config *c, f8_checkpoint *ck);
+int llama_metadata_read(const f8_checkpoint *ck, gpt_config *c, char *err, size_t n);
+
 #endif /* F8_TRAIN_LLAMA_H */

@@ -265,6 +265,7 @@ f8_status trainer_save(trainer *t, const char *path)
     if (st == F8_OK) st = f8_checkpoint_set_metadata(ck, "train.fp8_head", t->m.c.fp8_head ? "1" : "0");
     if (st == F8_OK) st = f8_checkpoint_set_metadata(ck, "train.fp8_weights", t->m.c.fp8_weights ? "1" : "0");
     if (st == F8_OK) st = f8_checkpoint_set_metadata(ck, "train.fp8_attention", t->m.c.fp8_attention ? "1" : "0");
+    if (st == F8_OK && t->m.c.llama) st = llama_metadata_add(&t->m.c, ck);
     if (st == F8_OK) st = hf_checkpoint_set_positions(&t->m, ck);
     if (st == F8_OK) st = gpt_checkpoint_add(&t->m, ck);
     if (st == F8_OK)
@@ -300,6 +301,15 @@ static int config_from_checkpoint(trainer *t, const f8_checkpoint *ck, char *err
                                     n) != 0)
         return -1;
     if ((t->ck_positions = hf_checkpoint_positions(ck, t->o.seq, err, n)) < 0) return -1;
+    gpt_config lc; /* the model family: a Llama's own shape (llama.h) */
+    memset(&lc, 0, sizeof lc);
+    if (llama_metadata_read(ck, &lc, err, n) != 0) return -1;
+    if (t->o.llama && !lc.llama) {
+        snprintf(err, n, "the options ask for a Llama (--model llama-*) but the checkpoint holds a GPT (no train.family)");
+        return -1;
+    }
+    t->o.llama = lc.llama, t->o.kv_heads = lc.kv_heads, t->o.ffn = lc.ffn, t->o.untied = lc.untied;
+    t->o.rope_theta = lc.rope_theta, t->o.rope_factor = lc.rope_factor;
     /* train.fp8 must say what the tensors say: FP8 blocks store scaling state */
     const int has_fp8 = f8_checkpoint_has(ck, "model.h.0.qkv.fp8.fwd.amax_history");
     if (has_fp8 != t->o.fp8) {
