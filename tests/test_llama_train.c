@@ -12,7 +12,8 @@
  *  - exact resume: interrupted + resumed = uninterrupted, bitwise losses and
  *    parameters (FP8 delayed and off; untied);
  *  - what it does not do yet is refused clearly (FP8 primary weights, FP8
- *    attention, a kv_heads that does not divide heads), and llama-8B's
+ *    attention, a kv_heads that does not divide heads, a GPT's checkpoint
+ *    resumed as a Llama, a Llama's exported to ONNX or HF), and llama-8B's
  *    memory estimate refuses one H100 or H200 (AdamW's FP32 moments alone are
  *    64 GB), while llama-1B and llama-3B fit an H200.
  */
@@ -196,6 +197,19 @@ static void test_refusals(void)
     o = llama_options(1, 0, 0);
     o.resume = path;
     refused(&o, "holds a GPT");
+    /* a Llama's checkpoint to ONNX or Hugging Face: refused, naming the family */
+    o = llama_options(1, 0, 0);
+    trainer *lt = make(&o);
+    CHECK_OK(NULL, trainer_step(lt, &l));
+    CHECK_OK(NULL, trainer_save(lt, path));
+    f8_checkpoint *ck = NULL;
+    CHECK_OK(lt->ctx, f8_checkpoint_load(lt->ctx, path, &ck));
+    gpt_config ec;
+    char eerr[256] = "";
+    CHECK(ck && hf_checkpoint_model(ck, 0, &ec, eerr, sizeof eerr) != 0 && strstr(eerr, "llama") && strstr(eerr, "not yet"),
+          "export of a Llama checkpoint: %s", eerr);
+    f8_checkpoint_destroy(ck);
+    trainer_destroy(lt);
     unlink(path);
     /* the presets' memory on one GPU: 8B refused with its estimate, 1B and 3B fit an H200 */
     gpt_config c;
