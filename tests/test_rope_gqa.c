@@ -382,7 +382,7 @@ static void test_errors(f8_ctx *ctx)
     CHECK_OK(ctx, f8_rope_create(ctx, &good, &rope));
     test_rng r = {3};
     float *x = rig_rand(&r, 4 * 80, 1.0, F8_DTYPE_FP32), *after = (float *)xmalloc(4 * 80 * sizeof *after);
-    f8_tensor t = rig_put(ctx, x, 4, 80, F8_DTYPE_FP32), bad = rig_put(ctx, x, 4, 3 * 48, F8_DTYPE_FP32);
+    f8_tensor t = rig_put(ctx, x, 4, 80, F8_DTYPE_FP32), bad = rig_put(ctx, NULL, 4, 3 * 48, F8_DTYPE_FP32);
     CHECK_STATUS(ctx, f8_rope_forward(rope, &t, 5), F8_ERR_SHAPE);  /* seq > max_seq */
     CHECK_STATUS(ctx, f8_rope_forward(rope, &t, 0), F8_ERR_SHAPE);
     CHECK_STATUS(ctx, f8_rope_backward(rope, &bad, 4), F8_ERR_SHAPE); /* multi-head width */
