@@ -748,6 +748,10 @@ int trainer_run(trainer *t)
         printf("model: %lld layers, %lld heads, %lld channels, seq %lld, vocab %lld: %.2fM parameters\n",
                (long long)t->m.c.layers, (long long)t->m.c.heads, (long long)t->m.c.channels, (long long)t->m.c.seq,
                (long long)t->m.c.vocab, (double)gpt_param_count(&t->m) / 1e6);
+        if (t->m.c.llama) /* the family's own shape (llama.h) */
+            printf("Llama: %lld key/value heads, SwiGLU %lld, RoPE theta %g%s, %s LM head\n", (long long)t->m.c.kv_heads,
+                   (long long)t->m.c.ffn, t->m.c.rope_theta > 0 ? t->m.c.rope_theta : 500000.0,
+                   t->m.c.rope_factor > 0 ? " (llama3 scaling)" : "", t->m.c.untied ? "untied" : "tied");
         printf("data: %s\n", data_describe(t->data));
         double h;
         if (data_unigram_entropy(t->data, DATA_SPLIT_TRAIN, 1 << 22, &h) == F8_OK)
