@@ -184,6 +184,15 @@ static void test_refusals(void)
     o = llama_options(1, 0, 0);
     o.kv_heads = 3;
     refused(&o, "kv_heads");
+    o = llama_options(1, 0, 0); /* a GPT given a Llama's shape options */
+    o.llama = 0;
+    refused(&o, "--kv-heads and --ffn shape a Llama");
+    /* the command line: --kv-heads and --ffn reach the options */
+    char *argv[] = {"f8_train", "--model", "llama-tiny", "--kv-heads", "1", "--ffn", "96"};
+    char perr[256] = "";
+    train_options po = train_options_default();
+    CHECK(train_parse_args(7, argv, &po, NULL, perr, sizeof perr) == 0 && po.llama && po.kv_heads == 1 && po.ffn == 96,
+          "--model llama-tiny --kv-heads 1 --ffn 96: %s", perr);
     /* a GPT's checkpoint resumed as a Llama */
     char path[128];
     snprintf(path, sizeof path, "/tmp/f8_test_llama_gpt_%d.safetensors", (int)getpid());

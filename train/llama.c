@@ -160,22 +160,25 @@ static f8_status params_build(gpt *m)
     return F8_OK;
 }
 
-/* What this family does not do yet: a message and 1. */
-static int refuse(const gpt_config *c, f8_comm *tp, int sp, char *err, size_t n)
+/* What this family does not do yet (F8_ERR_UNSUPPORTED) or a shape it
+ * cannot have (F8_ERR_INVALID_ARGUMENT), with a message; F8_OK. */
+static f8_status refuse(const gpt_config *c, f8_comm *tp, int sp, char *err, size_t n)
 {
     const int64_t G = kv_heads(c);
     if (tp && f8_comm_size(tp) > 1) snprintf(err, n, "tensor parallelism (--tp) is not yet for llama");
     else if (sp) snprintf(err, n, "sequence parallelism is not yet for llama");
     else if (c->fp8_weights) snprintf(err, n, "FP8 primary weights (--fp8-weights) are not yet for llama");
     else if (c->fp8_attention) snprintf(err, n, "FP8 attention (--fp8-attention) is not yet for llama (it is multi-head only)");
-    else if (c->heads < 1 || c->channels % c->heads || G < 1 || c->heads % G || head_dim(c) % 2 || c->ffn < 1)
+    else if (c->heads < 1 || c->channels % c->heads || G < 1 || c->heads % G || head_dim(c) % 2 || c->ffn < 1) {
         snprintf(err, n, "llama: channels %lld must divide by heads %lld into an even head_dim, kv_heads %lld must divide "
                  "heads, ffn %lld >= 1", (long long)c->channels, (long long)c->heads, (long long)G, (long long)c->ffn);
-    else if (c->padded_vocab < c->vocab)
+        return F8_ERR_INVALID_ARGUMENT;
+    } else if (c->padded_vocab < c->vocab) {
         snprintf(err, n, "padded vocab %lld < vocab %lld", (long long)c->padded_vocab, (long long)c->vocab);
-    else
-        return 0;
-    return 1;
+        return F8_ERR_INVALID_ARGUMENT;
+    } else
+        return F8_OK;
+    return F8_ERR_UNSUPPORTED;
 }
 
 f8_status llama_create_tp(f8_ctx *ctx, const gpt_config *c, f8_comm *tp, int sp, gpt *m, char *err, size_t err_size)
@@ -183,7 +186,8 @@ f8_status llama_create_tp(f8_ctx *ctx, const gpt_config *c, f8_comm *tp, int sp,
     memset(m, 0, sizeof *m);
     m->ctx = ctx;
     m->c = *c;
-    if (refuse(c, tp, sp, err, err_size)) return F8_ERR_UNSUPPORTED;
+    const f8_status no = refuse(c, tp, sp, err, err_size);
+    if (no != F8_OK) return no;
     m->T = c->batch * c->seq;
     m->T_call = m->T;
     m->tp_size = 1;

@@ -541,6 +541,10 @@ f8_status trainer_create(const train_options *opt, trainer **out, char *err, siz
         if (st == F8_OK && c.llama && cuda && !t->comm && f8_ctx_device_name(t->ctx, dev, sizeof dev) == F8_OK &&
             llama_check_memory(&c, dev, 0, err, n) != 0)
             st = F8_ERR_OUT_OF_MEMORY;
+        if (st == F8_OK && !c.llama && (t->o.kv_heads || t->o.ffn)) { /* the GPT presets leave both 0 */
+            snprintf(err, n, "--kv-heads and --ffn shape a Llama: give a --model llama-* too");
+            st = F8_ERR_INVALID_ARGUMENT;
+        }
         if (st == F8_OK && c.llama && from_hf) {
             snprintf(err, n, "--init-from reads a GPT-2: Hugging Face Llama checkpoints are not yet read");
             st = F8_ERR_UNSUPPORTED;
