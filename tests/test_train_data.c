@@ -1,7 +1,7 @@
 /*
  * test_train_data.c — the trainer's data side: the embedded corpus (bytes,
  * determinism, structure, entropies), the dataset loaders (llm.c shards good
- * and malformed, text files, the corpus), the stateless batch sampler, the
+ * and malformed, GPT-2's and Llama 3's, text files, the corpus), the stateless batch sampler, the
  * CSV log (round trip, append, crash and resume), the progress line and the
  * SVG plot. The train/ files are compiled into this program directly (the
  * library archive does not hold them). Files go to a fresh directory in /tmp.
@@ -455,6 +455,97 @@ static void test_shards(void)
     data_destroy(NULL);
 }
 
+/* An llm.c Llama 3 shard: header (magic, version, count) then `ntok` uint32
+ * tokens token(i) = first + 7 i (last: `last` when not 0), cut or padded to
+ * `bytes` total when bytes > 0. */
+static void write_shard32(const char *path, int32_t magic, int32_t version, int32_t count, int ntok, uint32_t first,
+                          uint32_t last, size_t bytes)
+{
+    const size_t full = 1024 + 4 * (size_t)ntok;
+    uint8_t *b = (uint8_t *)calloc(full + 64, 1);
+    if (!b) die("malloc", NULL);
+    put_i32(b, magic), put_i32(b + 4, version), put_i32(b + 8, count);
+    for (int i = 0; i < ntok; i++) put_i32(b + 1024 + 4 * i, (int32_t)(i == ntok - 1 && last ? last : first + 7u * (uint32_t)i));
+    write_bytes(path, b, bytes ? bytes : full);
+    free(b);
+}
+
+/* llm.c's Llama 3 shards (magic 20240801, version 7, uint32 tokens): ids
+ * past 65535 read whole, the vocabulary 128256, the same strictness as the
+ * GPT-2 shards' (every malformed header refused with the file's name), ids
+ * past the vocabulary (0xFFFFFFFF included) reported at batch time, and one
+ * kind of shard per run. */
+static void test_llama3_shards(void)
+{
+    enum { N = 3000, B = 4, S = 32 };
+    const char *good = tmp_path("llama_000.bin"), *gpt2 = tmp_path("gpt2_for_mix.bin");
+    write_shard32(good, DATA_SHARD_LLAMA3_MAGIC, 7, N, N, 100000, 0, 0); /* ids 100000 .. 120993 */
+    write_shard(gpt2, DATA_SHARD_MAGIC, 1, N, N, 0, 0);
+    char err[512];
+    data_config c = shards_config(good);
+    data_set *ds = NULL;
+    CHECK(data_create(&c, &ds, err, sizeof err) == F8_OK, "Llama 3 shard: %s", err);
+    if (!ds) return;
+    CHECK(data_vocab_size(ds) == DATA_LLAMA3_VOCAB, "Llama 3 vocab %d", data_vocab_size(ds));
+    CHECK(data_tokens(ds, DATA_SPLIT_TRAIN) == N - N / 10, "Llama 3 train tokens %lld", (long long)data_tokens(ds, DATA_SPLIT_TRAIN));
+    int32_t x[B * S], y[B * S];
+    int ok = 1;
+    for (int step = 0; step < 50; step++) {
+        ok &= data_train_batch(ds, step, 0, B, S, x, y) == F8_OK && rows_consecutive(x, y, B, S);
+        for (int b = 0; b < B * S; b++) ok &= x[b] >= 100000 && (x[b] - 100000) % 7 == 0;
+    }
+    CHECK(ok, "Llama 3 rows: consecutive uint32 ids past 65535");
+    CHECK(data_val_batch(ds, 0, B, S, x, y) == F8_OK && x[0] == 100000 + 7 * (N - N / 10), "Llama 3 val starts at the tail");
+    data_destroy(ds);
+
+    /* ids past the vocabulary: 128256 itself, and 0xFFFFFFFF (no negative id reaches a lookup) */
+    const uint32_t bad_ids[2] = {DATA_LLAMA3_VOCAB, 0xFFFFFFFFu};
+    for (int k = 0; k < 2; k++) {
+        const char *p = tmp_path(k ? "llama_ffff.bin" : "llama_vocab.bin");
+        write_shard32(p, DATA_SHARD_LLAMA3_MAGIC, 7, 40, 40, 5, bad_ids[k], 0);
+        c = shards_config(p);
+        c.val_fraction = 0;
+        ds = NULL;
+        CHECK(data_create(&c, &ds, err, sizeof err) == F8_OK, "open: %s", err);
+        f8_status st = data_train_batch(ds, 0, 0, 1, 39, x, y);
+        CHECK(st == F8_ERR_IO && strstr(data_last_error(ds), "outside the vocabulary"), "id %u: %s: %s", bad_ids[k],
+              f8_status_string(st), data_last_error(ds));
+        data_destroy(ds);
+    }
+    /* a larger vocabulary than Llama 3's, given: ids up to it pass */
+    c = shards_config(tmp_path("llama_vocab.bin"));
+    c.val_fraction = 0;
+    c.vocab_size = 200000;
+    ds = NULL;
+    CHECK(data_create(&c, &ds, err, sizeof err) == F8_OK && data_vocab_size(ds) == 200000 &&
+              data_train_batch(ds, 0, 0, 1, 39, x, y) == F8_OK && y[38] == (int32_t)DATA_LLAMA3_VOCAB,
+          "vocab_size 200000: %s", err);
+    data_destroy(ds);
+
+    /* malformed Llama 3 shards, and the two kinds mixed */
+    const char *p;
+    p = tmp_path("llama_v1.bin"), write_shard32(p, DATA_SHARD_LLAMA3_MAGIC, 1, 100, 100, 0, 0, 0), c = shards_config(p);
+    expect_create_error(&c, F8_ERR_IO, "Llama 3 magic, version 1", "Llama 3 shard version 1");
+    p = tmp_path("gpt2_v7.bin"), write_shard(p, DATA_SHARD_MAGIC, 7, 100, 100, 0, 0), c = shards_config(p);
+    expect_create_error(&c, F8_ERR_IO, "GPT-2 magic, version 7", "GPT-2 shard version 7");
+    p = tmp_path("llama_trunc.bin"), write_shard32(p, DATA_SHARD_LLAMA3_MAGIC, 7, 100, 100, 0, 0, 1024 + 2 * 100),
+    c = shards_config(p); /* a GPT-2-sized body: half the bytes */
+    expect_create_error(&c, F8_ERR_IO, "Llama 3 truncated", "truncated");
+    p = tmp_path("llama_trail.bin"), write_shard32(p, DATA_SHARD_LLAMA3_MAGIC, 7, 50, 100, 0, 0, 0), c = shards_config(p);
+    expect_create_error(&c, F8_ERR_IO, "Llama 3 trailing", "trailing data");
+    p = tmp_path("llama_neg.bin"), write_shard32(p, DATA_SHARD_LLAMA3_MAGIC, 7, -1, 100, 0, 0, 0), c = shards_config(p);
+    expect_create_error(&c, F8_ERR_IO, "Llama 3 negative count", "negative token count");
+    p = tmp_path("llama_huge.bin"), write_shard32(p, DATA_SHARD_LLAMA3_MAGIC, 7, 0x7FFFFFFF, 10, 0, 0, 0), c = shards_config(p);
+    expect_create_error(&c, F8_ERR_IO, "Llama 3 count past the file", "header says 2147483647 tokens");
+    char list[400];
+    snprintf(list, sizeof list, "%s,%s", good, gpt2);
+    c = shards_config(list);
+    expect_create_error(&c, F8_ERR_IO, "Llama 3 then GPT-2", "one kind per run");
+    snprintf(list, sizeof list, "%s,%s", gpt2, good);
+    c = shards_config(list);
+    expect_create_error(&c, F8_ERR_IO, "GPT-2 then Llama 3", "one kind per run");
+}
+
 static void test_text_and_corpus(void)
 {
     enum { B = 4, S = 16 };
@@ -792,6 +883,7 @@ int main(void)
     if (!mkdtemp(tmpdir)) die("mkdtemp", NULL);
     test_corpus();
     test_shards();
+    test_llama3_shards();
     test_text_and_corpus();
     test_sampler();
     test_log();

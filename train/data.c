@@ -2,7 +2,8 @@
  * data.c — datasets for the trainer (data.h is the manual).
  *
  * Design: every source becomes a list of segments, each a run of tokens of 1
- * byte (text, corpus) or 2 bytes (llm.c shards, little-endian) inside a mapped
+ * byte (text, corpus), 2 bytes (llm.c's GPT-2 shards) or 4 (its Llama 3
+ * shards; little-endian) inside a mapped
  * file or a generated buffer. The train/val split cuts that list, so a split
  * is a list of segments too, and a window never crosses a segment (a file's
  * end). Batch positions come from hashing (seed, step, micro, row) — no RNG
@@ -39,7 +40,7 @@ typedef struct {
 typedef struct {
     const uint8_t *p; /* first token */
     int64_t len;      /* tokens */
-    int width;        /* bytes per token: 1 or 2 */
+    int width;        /* bytes per token: 1, 2 or 4 */
     int file;         /* index into data_set.files, for messages */
     int64_t first;    /* index of p's token within its file, for messages */
 } data_seg;
@@ -53,6 +54,7 @@ struct data_set {
     data_source source;
     uint64_t sample_seed;
     int vocab;
+    int shard_width;   /* SHARDS: 2 (GPT-2) or 4 (Llama 3), from the first shard; 0 before */
     data_file *files;
     int nfiles, cap_files;
     seg_list split[2]; /* DATA_SPLIT_TRAIN, DATA_SPLIT_VAL */
@@ -152,20 +154,25 @@ static f8_status open_one(data_set *ds, const char *name, seg_list *out)
         return fail(ds, F8_ERR_IO, "shard '%s': %zu bytes, too small for the %d-byte header (truncated?)", name, bytes,
                     HEADER_BYTES);
     int64_t magic = read_i32(base), version = read_i32(base + 4), count = read_i32(base + 8);
-    if (magic != DATA_SHARD_MAGIC)
-        return fail(ds, F8_ERR_IO, "shard '%s': bad magic %lld (expected %d): not an llm.c token shard", name,
-                    (long long)magic, DATA_SHARD_MAGIC);
-    if (version != DATA_SHARD_VERSION)
-        return fail(ds, F8_ERR_IO, "shard '%s': version %lld is not supported (expected %d%s)", name,
-                    (long long)version, DATA_SHARD_VERSION,
-                    version == 2 ? "; version 2 holds uint32 LLaMA-3 tokens" : "");
+    const int llama3 = magic == DATA_SHARD_LLAMA3_MAGIC, width = llama3 ? 4 : 2;
+    if (magic != DATA_SHARD_MAGIC && !llama3)
+        return fail(ds, F8_ERR_IO, "shard '%s': bad magic %lld (expected %d, GPT-2, or %d, Llama 3): not an llm.c token "
+                    "shard", name, (long long)magic, DATA_SHARD_MAGIC, DATA_SHARD_LLAMA3_MAGIC);
+    const int64_t want_version = llama3 ? DATA_SHARD_LLAMA3_VERSION : DATA_SHARD_VERSION;
+    if (version != want_version)
+        return fail(ds, F8_ERR_IO, "shard '%s': %s version %lld is not supported (expected %lld)", name,
+                    llama3 ? "Llama 3 shard" : "GPT-2 shard", (long long)version, (long long)want_version);
     if (count < 0) return fail(ds, F8_ERR_IO, "shard '%s': negative token count %lld", name, (long long)count);
-    uint64_t want = (uint64_t)HEADER_BYTES + 2u * (uint64_t)count;
+    if (ds->shard_width && ds->shard_width != width)
+        return fail(ds, F8_ERR_IO, "shard '%s' holds %s tokens, the shards before it %s: one kind per run", name,
+                    llama3 ? "Llama 3 (uint32)" : "GPT-2 (uint16)", ds->shard_width == 4 ? "Llama 3's" : "GPT-2's");
+    ds->shard_width = width;
+    uint64_t want = (uint64_t)HEADER_BYTES + (uint64_t)width * (uint64_t)count;
     if (want != bytes)
         return fail(ds, F8_ERR_IO, "shard '%s': header says %lld tokens (%llu bytes) but the file has %zu bytes (%s)",
                     name, (long long)count, (unsigned long long)want, bytes,
                     want > bytes ? "truncated?" : "trailing data");
-    return seg_push(ds, out, (data_seg){base + HEADER_BYTES, count, 2, index, 0});
+    return seg_push(ds, out, (data_seg){base + HEADER_BYTES, count, width, index, 0});
 }
 
 /* A comma-separated list of paths and glob patterns. */
@@ -272,6 +279,7 @@ static f8_status create(data_set *ds, const data_config *c)
     }
     free(all.v), free(val.v);
     if (st != F8_OK) return st;
+    if (shards && !c->vocab_size && ds->shard_width == 4) ds->vocab = DATA_LLAMA3_VOCAB;
     long long ntr = (long long)list_tokens(&ds->split[DATA_SPLIT_TRAIN]);
     long long nva = (long long)list_tokens(&ds->split[DATA_SPLIT_VAL]);
     if (c->source == DATA_SOURCE_CORPUS)
@@ -369,7 +377,10 @@ static uint64_t mix(uint64_t z)
 static int32_t token_at(const data_seg *s, int64_t i)
 {
     const uint8_t *p = s->p + (size_t)i * (size_t)s->width;
-    return s->width == 1 ? (int32_t)p[0] : (int32_t)(p[0] | p[1] << 8);
+    if (s->width == 1) return (int32_t)p[0];
+    if (s->width == 2) return (int32_t)(p[0] | p[1] << 8);
+    const uint32_t u = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+    return u > (uint32_t)INT32_MAX ? INT32_MAX : (int32_t)u; /* past any vocabulary: reported, never used */
 }
 
 /* Copy window `w` (counted as seg_windows counts) of a split into one row. */
@@ -388,7 +399,7 @@ static f8_status copy_window(data_set *ds, data_split split, int64_t w, int S, i
             int32_t tok = token_at(s, start + t);
             if (tok >= ds->vocab)
                 return fail(ds, F8_ERR_IO, "%s '%s': token %d at position %lld is outside the vocabulary (%d)",
-                            s->width == 2 ? "shard" : "text", ds->files[s->file].name, (int)tok,
+                            s->width >= 2 ? "shard" : "text", ds->files[s->file].name, (int)tok,
                             (long long)(s->first + start + t), ds->vocab);
             if (t < S) x[t] = tok;
             if (t > 0) y[t - 1] = tok;

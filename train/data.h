@@ -9,7 +9,10 @@
  *           a header of 256 little-endian int32 — [0] magic 20240520,
  *           [1] version 1, [2] number of tokens — then that many uint16
  *           tokens (GPT-2, vocab 50257). The file size must be exactly
- *           1024 + 2 * count bytes (llm.c's own check).
+ *           1024 + 2 * count bytes (llm.c's own check). llm.c's Llama 3
+ *           shards (magic 20240801, version 7) hold uint32 tokens instead
+ *           (vocab 128256; 1024 + 4 * count bytes). A dataset is one kind:
+ *           GPT-2 and Llama 3 shards together are refused.
  * Files are memory-mapped read-only, not loaded: a dataset of a hundred
  * 200 MB shards costs page cache, not heap. The files must not change while
  * the dataset is open.
@@ -48,6 +51,10 @@
 #define DATA_SHARD_VERSION 1
 #define DATA_SHARD_HEADER_INTS 256
 #define DATA_GPT2_VOCAB 50257
+/* llm.c's Llama 3 shards: the same header with this magic and version, uint32 tokens */
+#define DATA_SHARD_LLAMA3_MAGIC 20240801
+#define DATA_SHARD_LLAMA3_VERSION 7
+#define DATA_LLAMA3_VOCAB 128256
 #define DATA_GPT2_EOT 50256
 
 typedef enum data_source {
@@ -76,7 +83,8 @@ typedef struct data_config {
     size_t corpus_bytes;   /* CORPUS: bytes generated; default 8 MiB */
     uint64_t sample_seed;  /* train batch sampler's seed; default 1 */
     int vocab_size;        /* token ids must be < vocab_size; 0 (default):
-                              256 for CORPUS and TEXT, 50257 for SHARDS */
+                              256 for CORPUS and TEXT, 50257 for GPT-2 SHARDS,
+                              128256 for Llama 3 ones */
 } data_config;
 
 typedef struct data_set data_set;
@@ -103,7 +111,7 @@ void data_destroy(data_set *ds);
  * until the next failing call on it. */
 const char *data_last_error(const data_set *ds);
 
-/* The vocabulary in use (256 or 50257, or config vocab_size). */
+/* The vocabulary in use (256, 50257 or 128256, or config vocab_size). */
 int data_vocab_size(const data_set *ds);
 
 /* Tokens in a split (0 for a bad split). */

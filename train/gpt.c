@@ -16,6 +16,8 @@
 #include <string.h>
 
 #include "gpt.h"
+#include "head.h"
+#include "llama.h"
 #include "tp.h"
 #include "try.h"
 
@@ -265,6 +267,7 @@ f8_status gpt_create(f8_ctx *ctx, const gpt_config *c, gpt *m, char *err, size_t
 
 f8_status gpt_create_tp(f8_ctx *ctx, const gpt_config *c, f8_comm *tp, int sp, gpt *m, char *err, size_t err_size)
 {
+    if (c->llama) return llama_create_tp(ctx, c, tp, sp, m, err, err_size);
     memset(m, 0, sizeof *m);
     m->ctx = ctx;
     m->c = *c;
@@ -377,8 +380,9 @@ void gpt_destroy(gpt *m)
     f8_saved_destroy(m->head_s);
     f8_module_destroy(m->head);
     f8_attention_destroy(m->att);
+    f8_rope_destroy(m->rope);
     void *bufs[] = {m->wpe, m->dwpe, m->resid, m->qkv, m->atty, m->logits, m->dres, m->dtmp, m->dqkv, m->io, m->tp_buf,
-                    m->full, m->xf};
+                    m->full, m->xf, m->wte, m->dwte};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) f8_ctx_free(m->ctx, bufs[i]);
     memset(m, 0, sizeof *m);
 }
@@ -508,38 +512,10 @@ static f8_status row_parallel(gpt *m, f8_module *mod, const f8_tensor *in, f8_sa
     return f8_tensor_add(m->ctx, y, residual);
 }
 
-/* The LM head and cross-entropy over xf (all T_call rows), head_rows at a
- * time. More than one pass: each pass's head backward runs at once (its
- * dlogits would be overwritten by the next pass) into the residual
- * gradient's rows, and head_done tells gpt_backward so. The head's weight
- * gradient then sums the passes in order (deterministic; rounded per pass,
- * not once). Passes after the first reuse an FP8 head's weight cast. */
-static f8_status head_forward(gpt *m, const f8_tensor *xf, int train, float grad_scale, f8_microbatch mb)
-{
-    const gpt_config *c = &m->c;
-    const int64_t T = xf->rows, C = c->channels, R = m->head_rows;
-    const int chunked = T > R;
-    m->head_done = 0;
-    for (int64_t t0 = 0; t0 < T; t0 += R) {
-        const int64_t n = T - t0 < R ? T - t0 : R;
-        f8_tensor x = view(m, xf->data, 0, n, C), lg = view(m, m->logits, 0, n, c->padded_vocab);
-        x.data = (unsigned char *)xf->data + (size_t)(t0 * C) * esize(m);
-        const f8_microbatch hmb = t0 == 0 || mb == F8_MICROBATCH_NONE ? mb : F8_MICROBATCH_NOT_FIRST;
-        TRY(f8_layernorm_linear_forward(m->head, &x, &lg, NULL, hmb, train ? m->head_s : NULL));
-        TRY(f8_cross_entropy(m->ctx, &lg, c->vocab, m->targets + t0, grad_scale, m->losses + t0, train ? &lg : NULL));
-        if (train && chunked) {
-            f8_tensor d = view(m, m->dres, 0, n, C);
-            d.data = (unsigned char *)m->dres + (size_t)(t0 * C) * esize(m);
-            TRY(f8_layernorm_linear_backward(m->head, m->head_s, &lg, NULL, &d));
-        }
-    }
-    m->head_done = train && chunked;
-    return F8_OK;
-}
-
 f8_status gpt_forward(gpt *m, int64_t batch, int train, float grad_scale, f8_microbatch mb)
 {
     const gpt_config *c = &m->c;
+    if (c->llama) return llama_forward(m, batch, train, grad_scale, mb);
     if (batch < 1 || batch > c->batch) return F8_ERR_SHAPE;
     const int64_t T = batch * c->seq, C = c->channels;
     m->T_call = T;
@@ -581,6 +557,7 @@ static f8_status gather_grad(gpt *m, const f8_tensor *dl, f8_tensor *d)
 f8_status gpt_backward(gpt *m)
 {
     const gpt_config *c = &m->c;
+    if (c->llama) return llama_backward(m);
     const int64_t C = c->channels, Tl = local_rows(m);
     f8_tensor d = slice(m, m->dres, 0, C), tmp = slice(m, m->dtmp, 0, C);
     f8_tensor dlogits = slice(m, m->logits, 0, c->padded_vocab), dqkv = slice(m, m->dqkv, 0, 3 * m->Cl);
@@ -626,6 +603,7 @@ f8_status gpt_backward(gpt *m)
 
 f8_status gpt_zero_grad(gpt *m)
 {
+    if (m->c.llama) return llama_zero_grad(m);
     for (int64_t l = 0; l < m->c.layers; l++) {
         TRY(f8_module_zero_grad(m->blocks[l].qkv));
         TRY(f8_module_zero_grad(m->blocks[l].proj));

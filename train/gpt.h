@@ -20,7 +20,9 @@
 #include "f8.h"
 #include "model.h"
 
-/* Create (parameters initialised from c.seed), with its activations. */
+/* Create (parameters initialised from c.seed), with its activations. A
+ * config with c.llama is the Llama family (llama.h): every call below
+ * takes it. */
 f8_status gpt_create(f8_ctx *ctx, const gpt_config *c, gpt *m, char *err, size_t err_size);
 /* The same model as rank tp_rank of the tensor-parallel group tp (NULL: one
  * rank, as gpt_create): the full parameters are initialised as gpt_create

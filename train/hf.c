@@ -530,6 +530,10 @@ int hf_checkpoint_model(const f8_checkpoint *ck, int cuda, gpt_config *c, char *
                                   TRAIN_MAX_VOCAB, TRAIN_MAX_VOCAB, 1};
     int64_t v[7];
     memset(c, 0, sizeof *c);
+    const char *family = f8_checkpoint_metadata(ck, "train.family");
+    if (family && strcmp(family, "gpt") != 0) /* llama.h: its exporters are not written yet */
+        return snprintf(err, n, "the checkpoint holds a %.20s model: its ONNX and Hugging Face export is not yet "
+                                "written (GPT-2 only)", family), -1;
     for (int i = 0; i < 7; i++) {
         const char *s = f8_checkpoint_metadata(ck, KEYS[i]);
         if (!s) return snprintf(err, n, "the checkpoint has no %s: not written by f8_train", KEYS[i]), -1;

@@ -29,6 +29,13 @@ typedef struct gpt_config {
     int64_t positions;    /* rows of wpe, the positions the model has (an imported GPT-2's n_positions);
                              0 or <= seq: seq. A run uses and trains the first seq rows and carries
                              the rest unchanged through checkpoints and exports (gpt_positions) */
+    /* The Llama family (llama.h; appended, so older initializers leave it 0: GPT-2) */
+    int llama;            /* 1: RMSNorm, RoPE, grouped-query attention, SwiGLU, no biases, no wpe */
+    int64_t kv_heads;     /* llama: key/value heads (divides heads); 0: heads */
+    int64_t ffn;          /* llama: the SwiGLU width F (fc1 is [2F, C]) */
+    int untied;           /* llama: an LM head of its own, not the embedding table */
+    double rope_theta;    /* llama: RoPE's theta (0: 500000) */
+    double rope_factor;   /* llama: Llama 3's "llama3" scaling factor (low 1, high 4, original 8192); 0: none */
 } gpt_config;
 
 /* The rows of wpe: the most of seq and c->positions. */
@@ -98,6 +105,11 @@ typedef struct gpt {
                                  reduce-scatter */
     void *xf;                 /* sp: (T, C) the last residual gathered: the head's input, kept for its
                                  backward */
+    /* Llama (llama.c): the rotary embedding of every layer's q and k, and with
+     * an untied head the embedding table and its gradient (else NULL: the
+     * head's weight is the table). wpe is then a zero (S, C), not a parameter. */
+    f8_rope *rope;
+    void *wte, *dwte;         /* untied: (Vp, C) each */
 } gpt;
 
 #endif /* F8_TRAIN_MODEL_H */

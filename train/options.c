@@ -12,6 +12,7 @@
 
 #include "parse.h"
 #include "tp.h"
+#include "llama.h"
 #include "options.h"
 
 typedef struct preset {
@@ -20,6 +21,14 @@ typedef struct preset {
     float lr;
     const char *what;
 } preset;
+
+/* A Llama preset (llama.h): its shape as a preset's, and the family's own. */
+typedef struct llama_preset {
+    preset p;
+    int64_t kv_heads, ffn;
+    int untied;
+    double rope_theta, rope_factor;
+} llama_preset;
 
 static const preset PRESETS[] = {
     {"tiny", 4, 4, 128, 64, 4, 2, 3e-3f, "0.8M parameters with byte data; the default (CPU: about 2 minutes)"},
@@ -34,10 +43,25 @@ static const preset PRESETS[] = {
     {"1.3B", 24, 16, 2048, 1024, 8, 8, 2e-4f, "1.3B (d 2048, 24 layers, 16 heads, seq 1024)"},
 };
 
+/* Llama 3 shapes (RMSNorm, RoPE theta 5e5 with the llama3 scaling, GQA,
+ * SwiGLU); the vocabulary comes from the data (llm.c's Llama 3 shards: 128256). */
+static const llama_preset LLAMA_PRESETS[] = {
+    {{"llama-tiny", 4, 4, 128, 64, 4, 2, 3e-3f, "a small Llama (2 KV heads, FFN 384, tied) for CPU runs"}, 2, 384, 0,
+     10000.0, 0},
+    {{"llama-1B", 16, 32, 2048, 2048, 8, 4, 3e-4f, "Llama 3.2 1B's shape (8 KV heads, FFN 8192, tied)"}, 8, 8192, 0,
+     500000.0, 32.0},
+    {{"llama-3B", 28, 24, 3072, 2048, 4, 8, 3e-4f, "Llama 3.2 3B's shape (8 KV heads, FFN 8192, tied)"}, 8, 8192, 0,
+     500000.0, 32.0},
+    {{"llama-8B", 32, 32, 4096, 2048, 2, 16, 3e-4f, "Llama 3.1 8B's shape (8 KV heads, FFN 14336, untied; several GPUs)"},
+     8, 14336, 1, 500000.0, 8.0},
+};
+
 static const preset *find_preset(const char *name)
 {
     for (size_t i = 0; i < sizeof PRESETS / sizeof PRESETS[0]; i++)
         if (strcmp(PRESETS[i].name, name) == 0) return &PRESETS[i];
+    for (size_t i = 0; i < sizeof LLAMA_PRESETS / sizeof LLAMA_PRESETS[0]; i++)
+        if (strcmp(LLAMA_PRESETS[i].p.name, name) == 0) return &LLAMA_PRESETS[i].p;
     return NULL;
 }
 
@@ -52,6 +76,16 @@ static void apply_preset(train_options *o, const preset *p)
     o->grad_accum = p->grad_accum;
     o->lr = p->lr;
     o->lr_min = p->lr / 10;
+    /* a Llama preset's own fields (p is then the first member of its llama_preset) */
+    const llama_preset *lp = NULL;
+    for (size_t i = 0; i < sizeof LLAMA_PRESETS / sizeof LLAMA_PRESETS[0]; i++)
+        if (p == &LLAMA_PRESETS[i].p) lp = &LLAMA_PRESETS[i];
+    o->llama = lp != NULL;
+    o->kv_heads = lp ? lp->kv_heads : 0;
+    o->ffn = lp ? lp->ffn : 0;
+    o->untied = lp ? lp->untied : 0;
+    o->rope_theta = lp ? lp->rope_theta : 0;
+    o->rope_factor = lp ? lp->rope_factor : 0;
 }
 
 train_options train_options_default(void)
@@ -269,13 +303,17 @@ static const train_option_def OPTIONS[] = {
     {"--model", NULL, OPT_MODEL, 0, 0, 0, NULL, 0, NULL,
      "\n"
      "Model and precision\n",
-     "  --model NAME         preset: tiny, small, 50M, 124M, 350M, 1.3B (default {model})\n"},
+     "  --model NAME         preset: tiny, small, 50M, 124M, 350M, 1.3B, llama-tiny, llama-1B, llama-3B,\n"
+     "                       llama-8B (default {model})\n"},
     {"--layers", NULL, OPT_INT, F(layers), 1, TRAIN_MAX_LAYERS, NULL, 0, "train.layers",
      NULL,
      "  --layers N --heads N --channels N --seq N   override the preset (default {layers}, {heads}, {channels}, {seq})\n"},
     {"--heads", NULL, OPT_INT, F(heads), 1, TRAIN_MAX_HEADS, NULL, 0, "train.heads", NULL, NULL},
     {"--channels", NULL, OPT_INT, F(channels), 1, TRAIN_MAX_CHANNELS, NULL, 0, "train.channels", NULL, NULL},
     {"--seq", NULL, OPT_INT, F(seq), 2, TRAIN_MAX_SEQ, NULL, 0, "train.seq", NULL, NULL},
+    {"--kv-heads", NULL, OPT_INT, F(kv_heads), 1, TRAIN_MAX_HEADS, NULL, 0, NULL, NULL,
+     "  --kv-heads N --ffn N   a llama-* preset's key/value heads (dividing --heads) and SwiGLU width\n"},
+    {"--ffn", NULL, OPT_INT, F(ffn), 1, 1 << 23, NULL, 0, NULL, NULL, NULL},
     {"--fp8", NULL, OPT_ON_OFF, F(fp8), 0, 0, WORDS(ON_OFF), "train.fp8",
      NULL,
      "  --fp8 on|off         FP8 GEMMs in the blocks; off = BF16 on the GPU, FP32 on the CPU (default on)\n"},
@@ -514,6 +552,12 @@ void train_print_help(FILE *f)
                 (long long)p->channels, (long long)p->seq, (long long)p->batch, (long long)p->grad_accum, (double)p->lr,
                 p->what);
     }
+    for (size_t i = 0; i < sizeof LLAMA_PRESETS / sizeof LLAMA_PRESETS[0]; i++) {
+        const preset *p = &LLAMA_PRESETS[i].p;
+        fprintf(f, "  %-10s %lld/%lld/%lld/%lld, %lld x %lld, %g: %s\n", p->name, (long long)p->layers,
+                (long long)p->heads, (long long)p->channels, (long long)p->seq, (long long)p->batch,
+                (long long)p->grad_accum, (double)p->lr, p->what);
+    }
 }
 
 uint64_t train_option_bit(const char *name)
@@ -565,7 +609,7 @@ int train_parse_args(int argc, char **argv, train_options *o, FILE *out, char *e
         if (strcmp(argv[i], "--model") == 0) {
             const preset *p = find_preset(argv[i + 1]);
             if (!p) {
-                snprintf(err, n, "--model %s: unknown preset (tiny, small, 50M, 124M, 350M, 1.3B)", argv[i + 1]);
+                snprintf(err, n, "--model %s: unknown preset (tiny, small, 50M, 124M, 350M, 1.3B, llama-tiny, llama-1B, llama-3B, llama-8B)", argv[i + 1]);
                 return -1;
             }
             apply_preset(o, p);
@@ -808,12 +852,14 @@ int train_check_memory(const gpt_config *c, int cuda, char *err, size_t n)
     const double C = (double)c->channels, L = (double)c->layers, S = (double)c->seq, Vp = (double)c->padded_vocab;
     const double P = (double)gpt_positions(c); /* wpe's rows */
     const double T = (double)c->batch * S, es = (double)f8_dtype_size(c->dtype);
-    const double block = 12 * C * C + 13 * C, params = L * block + Vp * C + P * C + 2 * C;
+    const double block = 12 * C * C + 13 * C;
+    double params = L * block + Vp * C + P * C + 2 * C;
     /* the logits buffer: one LM-head pass (gpt_create's head_rows) */
     const double pass = c->head_chunk > 0 ? (double)c->head_chunk : (double)GPT_HEAD_CHUNK;
     const double head = pass < T ? (pass > S ? pass : S) : T;
     const double acts = T * ((2 * L + 1) * C + 3 * L * C + L * C + 5 * C) * es + head * Vp * es + T * 12;
-    const double bytes = params * (2 * es + 8) + (c->fp8 ? L * 12 * C * C * 2 : 0) + acts;
+    double bytes = params * (2 * es + 8) + (c->fp8 ? L * 12 * C * C * 2 : 0) + acts;
+    if (c->llama) bytes = llama_bytes_estimate(c), params = llama_param_estimate(c); /* llama.h */
     double limit = 1099511627776.0;
     const char *what = "the 1 TiB sanity bound";
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);

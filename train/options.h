@@ -41,8 +41,15 @@ typedef struct train_options {
     const char *adam_moments; /* --adam-moments: "fp32" (default), "bf16", "fp8" (f8_adamw_config.moments);
                                  NULL on --resume: the checkpoint's optimizer.moments */
     const char *dtype;        /* "auto" (bf16 on CUDA, fp32 on CPU), "fp32", "bf16" */
-    const char *model;        /* preset: "tiny", "small", "124M", "350M", "1.3B", or "custom" */
+    const char *model;        /* preset: "tiny", "small", "124M", "350M", "1.3B", "llama-tiny", "llama-1B",
+                                 "llama-3B", "llama-8B", or "custom" */
     int64_t layers, heads, channels, seq, batch, grad_accum;
+    /* the Llama family (llama.h), set by the llama-* presets: kv_heads, the
+     * SwiGLU width, an untied LM head, RoPE's theta and Llama 3 factor (0: none) */
+    int llama;
+    int64_t kv_heads, ffn;
+    int untied;
+    double rope_theta, rope_factor;
     int64_t steps;
     float lr, lr_min, weight_decay, grad_clip;
     int64_t warmup;

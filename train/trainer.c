@@ -42,6 +42,7 @@
 #include "tokenizer.h"
 #include "tp.h"
 #include "trainer.h"
+#include "llama.h"
 #include "try.h"
 
 static double now_s(void)
@@ -264,6 +265,7 @@ f8_status trainer_save(trainer *t, const char *path)
     if (st == F8_OK) st = f8_checkpoint_set_metadata(ck, "train.fp8_head", t->m.c.fp8_head ? "1" : "0");
     if (st == F8_OK) st = f8_checkpoint_set_metadata(ck, "train.fp8_weights", t->m.c.fp8_weights ? "1" : "0");
     if (st == F8_OK) st = f8_checkpoint_set_metadata(ck, "train.fp8_attention", t->m.c.fp8_attention ? "1" : "0");
+    if (st == F8_OK && t->m.c.llama) st = llama_metadata_add(&t->m.c, ck);
     if (st == F8_OK) st = hf_checkpoint_set_positions(&t->m, ck);
     if (st == F8_OK) st = gpt_checkpoint_add(&t->m, ck);
     if (st == F8_OK)
@@ -299,6 +301,15 @@ static int config_from_checkpoint(trainer *t, const f8_checkpoint *ck, char *err
                                     n) != 0)
         return -1;
     if ((t->ck_positions = hf_checkpoint_positions(ck, t->o.seq, err, n)) < 0) return -1;
+    gpt_config lc; /* the model family: a Llama's own shape (llama.h) */
+    memset(&lc, 0, sizeof lc);
+    if (llama_metadata_read(ck, &lc, err, n) != 0) return -1;
+    if (t->o.llama && !lc.llama) {
+        snprintf(err, n, "the options ask for a Llama (--model llama-*) but the checkpoint holds a GPT (no train.family)");
+        return -1;
+    }
+    t->o.llama = lc.llama, t->o.kv_heads = lc.kv_heads, t->o.ffn = lc.ffn, t->o.untied = lc.untied;
+    t->o.rope_theta = lc.rope_theta, t->o.rope_factor = lc.rope_factor;
     /* train.fp8 must say what the tensors say: FP8 blocks store scaling state */
     const int has_fp8 = f8_checkpoint_has(ck, "model.h.0.qkv.fp8.fwd.amax_history");
     if (has_fp8 != t->o.fp8) {
@@ -536,6 +547,12 @@ f8_status trainer_create(const train_options *opt, trainer **out, char *err, siz
         c.recompute_norm = t->o.recompute_norm;
         c.fp8_attention = t->o.fp8_attention;
         c.head_chunk = t->o.head_chunk;
+        c.llama = t->o.llama; /* the Llama family (llama.h) */
+        c.kv_heads = t->o.kv_heads;
+        c.ffn = t->o.ffn;
+        c.untied = t->o.untied;
+        c.rope_theta = t->o.rope_theta;
+        c.rope_factor = t->o.rope_factor;
         /* every position of an imported GPT-2 (or of the checkpoint's model) is kept */
         c.positions = from_hf ? hc.positions : t->ck_positions;
         c.dtype = strcmp(t->o.dtype, "bf16") == 0 || (strcmp(t->o.dtype, "auto") == 0 && cuda) ? F8_DTYPE_BF16
@@ -550,6 +567,18 @@ f8_status trainer_create(const train_options *opt, trainer **out, char *err, siz
             st = F8_ERR_INVALID_ARGUMENT;
         }
         if (st == F8_OK && train_check_memory(&c, cuda, err, n) != 0) st = F8_ERR_OUT_OF_MEMORY;
+        char dev[128] = ""; /* one GPU: a Llama whose AdamW state does not fit is refused with its estimate */
+        if (st == F8_OK && c.llama && cuda && !t->comm && f8_ctx_device_name(t->ctx, dev, sizeof dev) == F8_OK &&
+            llama_check_memory(&c, dev, 0, err, n) != 0)
+            st = F8_ERR_OUT_OF_MEMORY;
+        if (st == F8_OK && !c.llama && (t->o.kv_heads || t->o.ffn)) { /* the GPT presets leave both 0 */
+            snprintf(err, n, "--kv-heads and --ffn shape a Llama: give a --model llama-* too");
+            st = F8_ERR_INVALID_ARGUMENT;
+        }
+        if (st == F8_OK && c.llama && from_hf) {
+            snprintf(err, n, "--init-from reads a GPT-2: Hugging Face Llama checkpoints are not yet read");
+            st = F8_ERR_UNSUPPORTED;
+        }
         /* planned where it is printed or checked: CUDA (the free memory), a limit, or a run that prints */
         if (st == F8_OK && (cuda || t->o.memory_limit > 0 || !t->o.quiet)) st = plan_memory(t, &c, cuda, err, n);
         if (st == F8_OK) st = gpt_create_tp(t->ctx, &c, t->tp_comm, t->o.sequence_parallel, &t->m, err, n);
@@ -751,6 +780,10 @@ int trainer_run(trainer *t)
         printf("model: %lld layers, %lld heads, %lld channels, seq %lld, vocab %lld: %.2fM parameters\n",
                (long long)t->m.c.layers, (long long)t->m.c.heads, (long long)t->m.c.channels, (long long)t->m.c.seq,
                (long long)t->m.c.vocab, (double)gpt_param_count(&t->m) / 1e6);
+        if (t->m.c.llama) /* the family's own shape (llama.h) */
+            printf("Llama: %lld key/value heads, SwiGLU %lld, RoPE theta %g%s, %s LM head\n", (long long)t->m.c.kv_heads,
+                   (long long)t->m.c.ffn, t->m.c.rope_theta > 0 ? t->m.c.rope_theta : 500000.0,
+                   t->m.c.rope_factor > 0 ? " (llama3 scaling)" : "", t->m.c.untied ? "untied" : "tied");
         printf("data: %s\n", data_describe(t->data));
         double h;
         if (data_unigram_entropy(t->data, DATA_SPLIT_TRAIN, 1 << 22, &h) == F8_OK)

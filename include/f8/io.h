@@ -332,7 +332,8 @@ F8_API f8_status f8_onnx_add_module(f8_onnx *graph, f8_module *module, const cha
  * last dimension 3·n_head·head_dim), y [batch, seq, C]. Per head,
  * s = q·kᵀ, masked above the diagonal, p = exp((s - max s) · c) with
  * c = 1/sqrt(head_dim), y = (p · v) · (1 / Σ p); BF16 attention rounds p and
- * y to BF16 as f8 does. */
+ * y to BF16 as f8 does. F8_ERR_UNSUPPORTED for a grouped-query attention
+ * (n_kv_head < n_head: not exported yet). */
 F8_API f8_status f8_onnx_add_attention(f8_onnx *graph, const f8_attention *attention, const char *qkv, const char *y);
 
 /* y = wte[tokens] + wpe[position] (f8_embedding_forward), position = the

@@ -473,7 +473,18 @@ F8_API f8_status f8_embedding_backward(f8_ctx *ctx, const int32_t *tokens, int64
  * F8_ERR_DTYPE unless dtype is BF16, F8_ERR_UNSUPPORTED unless the ctx's
  * recipe is F8_RECIPE_DELAYED (S and O have no tensor to measure before the
  * fused cast), F8_ERR_INVALID_ARGUMENT for fp8 not 0 or 1; a refused create
- * registers nothing. */
+ * registers nothing.
+ *
+ * GQA (config.n_kv_head = G < n_head, Llama's grouped-query attention; G = 1
+ * is multi-query). qkv is then [T, (n_head + 2G)·head_dim]: per row
+ * [q | k | v] with q n_head heads wide and k, v G heads each; query head h
+ * reads key/value head h / (n_head / G). y stays [T, n_head·head_dim];
+ * dqkv has qkv's layout, each dk, dv head the sum over the n_head / G query
+ * heads that read it (on every path in one fixed order: deterministic).
+ * Everything above holds with the wider qkv; G = n_head is the layout above.
+ * Errors: F8_ERR_SHAPE when G does not divide n_head (or is negative);
+ * F8_ERR_UNSUPPORTED for G < n_head with fp8 = 1 (the FP8 attention is
+ * multi-head only). */
 typedef struct f8_attention f8_attention;
 typedef struct f8_attention_saved f8_attention_saved;
 
@@ -488,9 +499,11 @@ typedef struct f8_attention_config {
                            forward writes none; default 0 (the saved state copies y) */
     int fp8;            /* 1: FP8 attention (TE's fp8_dpa, with its F16 backward): see "FP8" above;
                            needs dtype BF16 and a ctx with F8_RECIPE_DELAYED; default 0 */
+    int64_t n_kv_head;  /* key/value heads (grouped-query attention, see "GQA" above): divides n_head;
+                           1 is multi-query; 0 (or n_head, the default) is multi-head */
 } f8_attention_config;
 
-/* The given sizes and dtype BF16. */
+/* The given sizes, dtype BF16, multi-head (n_kv_head = n_head). */
 F8_API f8_attention_config f8_attention_config_default(int64_t n_head, int64_t head_dim, int64_t max_batch,
                                                        int64_t max_seq);
 F8_API f8_status f8_attention_create(f8_ctx *ctx, const f8_attention_config *config, f8_attention **attention);
@@ -500,7 +513,7 @@ F8_API void f8_attention_destroy(f8_attention *attention);
  * into it. */
 F8_API f8_status f8_attention_saved_create(f8_attention *attention, f8_attention_saved **saved);
 F8_API void f8_attention_saved_destroy(f8_attention_saved *saved);
-/* qkv [B·S, 3C] and y [B·S, C] in the config dtype, 0 <= batch <= max_batch,
+/* qkv [B·S, 3C] (GQA: [B·S, (n_head + 2·n_kv_head)·head_dim]) and y [B·S, C] in the config dtype, 0 <= batch <= max_batch,
  * 0 <= seq <= max_seq (zero tokens: nothing is issued); y must not overlap
  * qkv. saved may be NULL (inference: y is bitwise the same); otherwise it
  * records this call (L, the copy of y, and the qkv pointer) for the
@@ -510,7 +523,7 @@ F8_API void f8_attention_saved_destroy(f8_attention_saved *saved);
 F8_API f8_status f8_attention_forward(f8_attention *attention, const f8_tensor *qkv, int64_t batch, int64_t seq,
                                       f8_tensor *y, f8_attention_saved *saved);
 /* The backward of the forward recorded in saved (same B, S; reads that
- * forward's qkv, which must be unchanged): dy [B·S, C], dqkv [B·S, 3C] in the
+ * forward's qkv, which must be unchanged): dy [B·S, C], dqkv in qkv's shape, in the
  * config dtype; dqkv is overwritten (dq, dk, dv in qkv's layout) and must
  * overlap neither qkv nor dy. saved is not consumed: it may be used again.
  * F8_ERR_STATE if no forward was recorded in saved. */
@@ -559,6 +572,62 @@ F8_API f8_status f8_checkpoint_add_attention(f8_checkpoint *checkpoint, const ch
                                              const f8_attention *attention);
 F8_API f8_status f8_checkpoint_restore_attention(const f8_checkpoint *checkpoint, const char *prefix,
                                                  f8_attention *attention);
+
+/* Rotary position embeddings (RoPE, as Llama and Hugging Face's
+ * LlamaRotaryEmbedding: the "rotate half" pairing), applied in place to the
+ * q and k heads of an attention's qkv rows [T, (n_head + 2·n_kv_head)·head_dim]
+ * (f8_attention's layout, GQA included) before f8_attention_forward; v is
+ * untouched. Row t is position p = t mod seq. For each q and k head and
+ * d < head_dim/2, with θ = p·ω_d:
+ *   x[d]         <- x[d]·cos θ - x[d + head_dim/2]·sin θ
+ *   x[d + hd/2]  <- x[d + hd/2]·cos θ + x[d]·sin θ
+ * The backward applies the transpose (the rotation by -θ) to the q and k
+ * heads of dqkv in place, after f8_attention_backward.
+ *
+ * Frequencies (f8_rope_inv_freq): ω_d = theta^(-2d/head_dim). With
+ * scaling F8_ROPE_SCALING_LLAMA3 (Llama 3.1's rope_scaling "llama3"), with
+ * λ_d = 2π/ω_d, L = original_max_position, lo = low_freq_factor,
+ * hi = high_freq_factor: λ_d < L/hi keeps ω_d; λ_d > L/lo gives ω_d/factor;
+ * between, with s = (L/λ_d - lo)/(hi - lo): (1 - s)·ω_d/factor + s·ω_d.
+ * Computed in FP64 and rounded to FP32 ω; θ = FP32(p·ω) (one FP32 product,
+ * as transformers takes it); cos θ and sin θ in FP64 rounded to FP32, kept
+ * in a table of max_seq · head_dim FP32 (F8_MEM_OTHER) made at create. Each
+ * output is FP32 (two products, then the sum: no fused multiply-add) rounded
+ * once to the dtype, so the CPU and CUDA backends agree bit for bit.
+ * Asynchronous, allocation-free per call, graph-capturable; 1 launch.
+ *
+ * Errors: create: F8_ERR_SHAPE for n_head, n_kv_head (must divide n_head)
+ * or max_seq < 1, head_dim odd or < 2 or > 2^16, T·width past 2^40;
+ * F8_ERR_INVALID_ARGUMENT for theta not finite and > 1, scaling unknown,
+ * LLAMA3 with factor < 1, low_freq_factor <= 0, high_freq_factor <=
+ * low_freq_factor or original_max_position < 1 (NaNs included); F8_ERR_STATE
+ * while capturing. forward/backward: F8_ERR_SHAPE for seq outside
+ * [1, max_seq] or qkv not [T, (n_head + 2·n_kv_head)·head_dim]; F8_ERR_DTYPE
+ * unless FP32 or BF16; nothing is changed on an error. */
+typedef struct f8_rope f8_rope;
+
+typedef enum f8_rope_scaling {
+    F8_ROPE_SCALING_NONE = 0,   /* ω_d as given by theta */
+    F8_ROPE_SCALING_LLAMA3 = 1  /* Llama 3.1's "llama3" frequency scaling */
+} f8_rope_scaling;
+
+typedef struct f8_rope_config {
+    int64_t n_head, n_kv_head, head_dim; /* the attention's; n_kv_head divides n_head */
+    int64_t max_seq;                     /* largest seq of any call: the table's rows */
+    double theta;                        /* rope_theta: 10000 (Llama 2), 500000 (Llama 3) */
+    f8_rope_scaling scaling;
+    double factor, low_freq_factor, high_freq_factor; /* LLAMA3: e.g. 32, 1, 4 (Llama 3.2) */
+    int64_t original_max_position;       /* LLAMA3: e.g. 8192 */
+} f8_rope_config;
+
+/* The given shape, theta 10000, no scaling (the LLAMA3 fields 8, 1, 4, 8192: Llama 3.1's, used only when scaling is set). */
+F8_API f8_rope_config f8_rope_config_default(int64_t n_head, int64_t n_kv_head, int64_t head_dim, int64_t max_seq);
+/* [out] inv_freq[head_dim/2]: ω_d of config in FP64 (before the FP32 rounding); the config checks as create's. */
+F8_API f8_status f8_rope_inv_freq(const f8_rope_config *config, double *inv_freq);
+F8_API f8_status f8_rope_create(f8_ctx *ctx, const f8_rope_config *config, f8_rope **rope);
+F8_API void f8_rope_destroy(f8_rope *rope);
+F8_API f8_status f8_rope_forward(f8_rope *rope, f8_tensor *qkv, int64_t seq);
+F8_API f8_status f8_rope_backward(f8_rope *rope, f8_tensor *dqkv, int64_t seq);
 
 /* Softmax cross-entropy of logits [T, Vp] (FP32 or BF16) against targets [T]
  * (int32 backend), over the first `vocab` columns (the rest are padding:

@@ -443,7 +443,7 @@ enum { F8I_ATTN_PATH_NONE = 0, F8I_ATTN_PATH_OWN = 1, F8I_ATTN_PATH_CUDNN = 2 };
 void f8i_cuda_attn_set_mode(f8_ctx *ctx, int mode);
 int f8i_cuda_attn_last_path(const f8_ctx *ctx);
 f8_status f8i_cuda_attn_takes(f8_ctx *ctx, f8_dtype dtype, int64_t batch, int64_t seq, int64_t n_head,
-                              int64_t head_dim, int backward, int *takes);
+                              int64_t n_kv_head, int64_t head_dim, int backward, int *takes);
 const char *f8i_cuda_attn_info(f8_ctx *ctx, int *loaded);
 /* The product name of CUDA device `device` (cudaGetDeviceProperties) into
  * name; 0, or -1 when the runtime cannot say (and without CUDA). */
@@ -561,6 +561,7 @@ typedef struct f8i_collective_args {
     X(ACT_BWD, act_bwd, f8i_act_bwd_args, ARGS)                      \
     X(ATTN_FWD, attn_fwd, f8i_attn_fwd_args, ARGS)                   \
     X(ATTN_BWD, attn_bwd, f8i_attn_bwd_args, ARGS)                   \
+    X(ROPE, rope, f8i_rope_args, ARGS)                               \
     X(EMBEDDING_FWD, embedding_fwd, f8i_embedding_fwd_args, ARGS)    \
     X(EMBEDDING_BWD, embedding_bwd, f8i_embedding_bwd_args, ARGS)    \
     X(CROSS_ENTROPY, cross_entropy, f8i_cross_entropy_args, ARGS)    \

@@ -50,9 +50,9 @@ int f8i_cuda_attn_last_path(const f8_ctx *ctx)
 }
 
 f8_status f8i_cuda_attn_takes(f8_ctx *ctx, f8_dtype dtype, int64_t batch, int64_t seq, int64_t n_head,
-                              int64_t head_dim, int backward, int *takes)
+                              int64_t n_kv_head, int64_t head_dim, int backward, int *takes)
 {
-    (void)ctx, (void)dtype, (void)batch, (void)seq, (void)n_head, (void)head_dim, (void)backward;
+    (void)ctx, (void)dtype, (void)batch, (void)seq, (void)n_head, (void)n_kv_head, (void)head_dim, (void)backward;
     *takes = 0;
     return F8_OK;
 }

@@ -26,6 +26,9 @@
 #include "nn/attention.h"
 #include "core/numerics.h"
 
+/* Columns of dk, dv summed at once in the backward (double accumulators on the stack). */
+#define F8I_CPU_ATTN_HD_CHUNK 64
+
 static float load(const void *p, f8_dtype dt, int64_t i)
 {
     return dt == F8_DTYPE_BF16 ? f8i_bf16_to_float(((const uint16_t *)p)[i]) : ((const float *)p)[i];
@@ -43,25 +46,29 @@ static void store(void *p, f8_dtype dt, int64_t i, float v)
 static float round_to(f8_dtype dt, float v) { return dt == F8_DTYPE_BF16 ? f8i_bf16_to_float(f8i_bf16_from_float(v)) : v; }
 
 /* One (sequence, head) of a call: element offsets of its q, k, v columns in
- * qkv, its y/dy/o columns, and its L/D rows. */
+ * qkv (GQA: k and v of its group's head h / (nh / G)), its y/dy/o columns,
+ * and its L/D rows. */
 typedef struct head_view {
-    int64_t S, hd, ld3, ld1; /* ld3 = 3C, ld1 = C */
+    int64_t S, hd, ld3, ld1; /* ld3 = (nh + 2G)·hd, ld1 = C */
     int64_t q, k, v, y, lse;
     f8_dtype dt;
 } head_view;
 
-static head_view view_of(int64_t b, int64_t h, int64_t S, int64_t nh, int64_t hd, f8_dtype dt)
+static head_view view_of(int64_t b, int64_t h, int64_t S, int64_t nh, int64_t G, int64_t hd, f8_dtype dt)
 {
-    const int64_t C = nh * hd;
+    const int64_t C = nh * hd, g = h / (nh / G);
     head_view v;
-    v.S = S, v.hd = hd, v.ld3 = 3 * C, v.ld1 = C, v.dt = dt;
-    v.q = b * S * 3 * C + h * hd;
-    v.k = v.q + C;
-    v.v = v.q + 2 * C;
+    v.S = S, v.hd = hd, v.ld3 = (nh + 2 * G) * hd, v.ld1 = C, v.dt = dt;
+    v.q = b * S * v.ld3 + h * hd;
+    v.k = b * S * v.ld3 + C + g * hd;
+    v.v = v.k + G * hd;
     v.y = b * S * C + h * hd;
     v.lse = (b * nh + h) * S;
     return v;
 }
+
+/* G of a call (0 in args made before GQA: multi-head). */
+static int64_t kv_heads(int64_t nh, int64_t G) { return G > 0 ? G : nh; }
 
 /* FP32 of the double sum Σ_d x[xo + d]·y[yo + d]. */
 static float dot(const void *x, int64_t xo, const void *y, int64_t yo, int64_t n, f8_dtype dt)
@@ -73,14 +80,14 @@ static float dot(const void *x, int64_t xo, const void *y, int64_t yo, int64_t n
 
 static f8_status forward(f8_ctx *ctx, const f8i_attn_fwd_args *a)
 {
-    const int64_t B = a->batch, S = a->seq, nh = a->n_head, hd = a->head_dim;
+    const int64_t B = a->batch, S = a->seq, nh = a->n_head, hd = a->head_dim, G = kv_heads(nh, a->n_kv_head);
     const f8_dtype dt = a->dtype;
     const float c2 = a->scale_log2;
     float *srow = a->rows, *prow = a->rows + S; /* c·s is never formed: raw s, then p rounded to dt */
     F8I_COUNT_LAUNCHES(ctx, 1);
     for (int64_t b = 0; b < B; b++) {
         for (int64_t h = 0; h < nh; h++) {
-            const head_view w = view_of(b, h, S, nh, hd, dt);
+            const head_view w = view_of(b, h, S, nh, G, hd, dt);
             for (int64_t i = 0; i < S; i++) {
                 float m = -INFINITY;
                 for (int64_t j = 0; j <= i; j++) {
@@ -134,7 +141,7 @@ static f8_status fp8_forward(f8_ctx *ctx, const f8i_attn_fwd_args *a)
     F8I_COUNT_LAUNCHES(ctx, 1);
     for (int64_t b = 0; b < B; b++) {
         for (int64_t h = 0; h < nh; h++) {
-            const head_view w = view_of(b, h, S, nh, hd, F8_DTYPE_E4M3);
+            const head_view w = view_of(b, h, S, nh, nh, hd, F8_DTYPE_E4M3);
             for (int64_t i = 0; i < S; i++) {
                 float m = -INFINITY, l = 0.0f;
                 for (int64_t j = 0; j <= i; j++) {
@@ -181,15 +188,16 @@ static float pair_grad(const f8i_attn_bwd_args *a, const head_view *w, int64_t i
 
 static f8_status backward(f8_ctx *ctx, const f8i_attn_bwd_args *a)
 {
-    const int64_t B = a->batch, S = a->seq, nh = a->n_head, hd = a->head_dim;
+    const int64_t B = a->batch, S = a->seq, nh = a->n_head, hd = a->head_dim, G = kv_heads(nh, a->n_kv_head);
+    const int64_t group = nh / G;
     const f8_dtype dt = a->dtype;
     float *prow = a->rows, *dsrow = a->rows + S;
     F8I_COUNT_LAUNCHES(ctx, 1);
     for (int64_t b = 0; b < B; b++) {
+        /* D and dq, per query head, row by row over keys j <= i */
         for (int64_t h = 0; h < nh; h++) {
-            const head_view w = view_of(b, h, S, nh, hd, dt);
+            const head_view w = view_of(b, h, S, nh, G, hd, dt);
             for (int64_t i = 0; i < S; i++) a->d[w.lse + i] = dot(a->dy, w.y + i * w.ld1, a->o, w.y + i * w.ld1, hd, dt);
-            /* dq, row by row over keys j <= i */
             for (int64_t i = 0; i < S; i++) {
                 for (int64_t j = 0; j <= i; j++) dsrow[j] = pair_grad(a, &w, i, j, &prow[j]);
                 for (int64_t d = 0; d < hd; d++) {
@@ -198,17 +206,30 @@ static f8_status backward(f8_ctx *ctx, const f8i_attn_bwd_args *a)
                     store(a->dqkv, dt, w.q + i * w.ld3 + d, (float)acc);
                 }
             }
-            /* dk and dv, key by key over queries i >= j */
+        }
+        /* dk and dv, per key/value head, key by key over its query heads
+         * (in order) and queries i >= j: one sum per element (attention.h) */
+        for (int64_t g = 0; g < G; g++) {
+            const head_view w0 = view_of(b, g * group, S, nh, G, hd, dt);
             for (int64_t j = 0; j < S; j++) {
-                for (int64_t i = j; i < S; i++) dsrow[i] = pair_grad(a, &w, i, j, &prow[i]);
-                for (int64_t d = 0; d < hd; d++) {
-                    double dk = 0.0, dv = 0.0;
-                    for (int64_t i = j; i < S; i++) {
-                        dk += (double)dsrow[i] * load(a->qkv, dt, w.q + i * w.ld3 + d);
-                        dv += (double)prow[i] * load(a->dy, dt, w.y + i * w.ld1 + d);
+                double dk[F8I_CPU_ATTN_HD_CHUNK], dv[F8I_CPU_ATTN_HD_CHUNK];
+                for (int64_t d0 = 0; d0 < hd; d0 += F8I_CPU_ATTN_HD_CHUNK) {
+                    const int64_t n = hd - d0 < F8I_CPU_ATTN_HD_CHUNK ? hd - d0 : F8I_CPU_ATTN_HD_CHUNK;
+                    for (int64_t d = 0; d < n; d++) dk[d] = dv[d] = 0.0;
+                    for (int64_t h = g * group; h < (g + 1) * group; h++) {
+                        const head_view w = view_of(b, h, S, nh, G, hd, dt);
+                        for (int64_t i = j; i < S; i++) dsrow[i] = pair_grad(a, &w, i, j, &prow[i]);
+                        for (int64_t d = 0; d < n; d++) {
+                            for (int64_t i = j; i < S; i++) {
+                                dk[d] += (double)dsrow[i] * load(a->qkv, dt, w.q + i * w.ld3 + d0 + d);
+                                dv[d] += (double)prow[i] * load(a->dy, dt, w.y + i * w.ld1 + d0 + d);
+                            }
+                        }
                     }
-                    store(a->dqkv, dt, w.k + j * w.ld3 + d, (float)dk);
-                    store(a->dqkv, dt, w.v + j * w.ld3 + d, (float)dv);
+                    for (int64_t d = 0; d < n; d++) {
+                        store(a->dqkv, dt, w0.k + j * w0.ld3 + d0 + d, (float)dk[d]);
+                        store(a->dqkv, dt, w0.v + j * w0.ld3 + d0 + d, (float)dv[d]);
+                    }
                 }
             }
         }

@@ -81,11 +81,19 @@ static __device__ __forceinline__ float warp_dot(const T *x, const T *y, int64_t
     return acc;
 }
 
-/* Shape of a call, for the generic kernels (element strides). */
+/* Shape of a call, for the generic kernels (element strides). GQA: qkv rows
+ * are ld = (nh + 2G)·hd wide; query head h reads k/v head h / group. */
 typedef struct gen_shape {
     int64_t B, S, nh, hd, C;
+    int64_t G, group, ld; /* kv heads, nh / G, the qkv row width */
     float c, c2;
 } gen_shape;
+
+/* Element offset of k head g's column 0 in row 0 of sequence b (v is G·hd further). */
+static __device__ __forceinline__ int64_t k_col(const gen_shape &sh, int64_t b, int64_t g)
+{
+    return b * sh.S * sh.ld + sh.C + g * sh.hd;
+}
 
 /* ------------------------------------------------------------------------ */
 /* Generic kernels                                                           */
@@ -99,10 +107,10 @@ static __global__ void __launch_bounds__(GEN_THREADS)
     gen_fwd_kernel(gen_shape sh, const T *qkv, T *y, T *o_save, float *lse)
 {
     const int lane = threadIdx.x & 31;
-    const int64_t ld = 3 * sh.C, warps = (int64_t)gridDim.x * (GEN_THREADS / 32);
+    const int64_t ld = sh.ld, warps = (int64_t)gridDim.x * (GEN_THREADS / 32);
     for (int64_t r = (int64_t)blockIdx.x * (GEN_THREADS / 32) + (threadIdx.x >> 5); r < sh.B * sh.nh * sh.S; r += warps) {
         const int64_t bh = r / sh.S, i = r - bh * sh.S, b = bh / sh.nh, h = bh - b * sh.nh;
-        const T *q = qkv + (b * sh.S + i) * ld + h * sh.hd, *k = qkv + b * sh.S * ld + sh.C + h * sh.hd, *v = k + sh.C;
+        const T *q = qkv + (b * sh.S + i) * ld + h * sh.hd, *k = qkv + k_col(sh, b, h / sh.group), *v = k + sh.G * sh.hd;
         float m = -INFINITY;
         for (int64_t j = 0; j <= i; j++) m = fmaxf(m, warp_dot(q, k + j * ld, sh.hd, lane));
         float l = 0.0f;
@@ -153,11 +161,11 @@ static __global__ void __launch_bounds__(GEN_THREADS)
     gen_dq_kernel(gen_shape sh, const T *qkv, const T *o, const float *lse, const T *dy, T *dqkv, float *dd)
 {
     const int lane = threadIdx.x & 31;
-    const int64_t ld = 3 * sh.C, warps = (int64_t)gridDim.x * (GEN_THREADS / 32);
+    const int64_t ld = sh.ld, warps = (int64_t)gridDim.x * (GEN_THREADS / 32);
     for (int64_t r = (int64_t)blockIdx.x * (GEN_THREADS / 32) + (threadIdx.x >> 5); r < sh.B * sh.nh * sh.S; r += warps) {
         const int64_t bh = r / sh.S, i = r - bh * sh.S, b = bh / sh.nh, h = bh - b * sh.nh;
         const int64_t qo = (b * sh.S + i) * ld + h * sh.hd, yo = (b * sh.S + i) * sh.C + h * sh.hd;
-        const T *q = qkv + qo, *k = qkv + b * sh.S * ld + sh.C + h * sh.hd, *v = k + sh.C;
+        const T *q = qkv + qo, *k = qkv + k_col(sh, b, h / sh.group), *v = k + sh.G * sh.hd;
         const float D = warp_dot(dy + yo, o + yo, sh.hd, lane), L = lse[r];
         if (lane == 0) dd[r] = D;
         for (int64_t d0 = 0; d0 < sh.hd; d0 += 32 * GEN_PER_LANE) {
@@ -181,30 +189,35 @@ static __global__ void __launch_bounds__(GEN_THREADS)
 }
 
 /* Backward, dk and dv (after gen_dq_kernel wrote D). Grid: 1-D, grid-stride
- * over key rows r = bh·S + j. Block GEN_THREADS; warp w owns key row r, lane
- * l its dk and dv columns as the forward's. */
+ * over key rows r = (b·G + g)·S + j of the k/v heads. Block GEN_THREADS;
+ * warp w owns key row r, lane l its dk and dv columns as the forward's; the
+ * sums run over the group's query heads in order, then queries i >= j. */
 template <typename T>
 static __global__ void __launch_bounds__(GEN_THREADS)
     gen_dkv_kernel(gen_shape sh, const T *qkv, const float *lse, const T *dy, T *dqkv, const float *dd)
 {
     const int lane = threadIdx.x & 31;
-    const int64_t ld = 3 * sh.C, warps = (int64_t)gridDim.x * (GEN_THREADS / 32);
-    for (int64_t r = (int64_t)blockIdx.x * (GEN_THREADS / 32) + (threadIdx.x >> 5); r < sh.B * sh.nh * sh.S; r += warps) {
-        const int64_t bh = r / sh.S, j = r - bh * sh.S, b = bh / sh.nh, h = bh - b * sh.nh;
-        const int64_t ko = (b * sh.S + j) * ld + sh.C + h * sh.hd;
-        const T *q = qkv + b * sh.S * ld + h * sh.hd, *k = qkv + ko, *v = k + sh.C;
-        const T *dyh = dy + b * sh.S * sh.C + h * sh.hd;
+    const int64_t ld = sh.ld, warps = (int64_t)gridDim.x * (GEN_THREADS / 32);
+    for (int64_t r = (int64_t)blockIdx.x * (GEN_THREADS / 32) + (threadIdx.x >> 5); r < sh.B * sh.G * sh.S; r += warps) {
+        const int64_t bg = r / sh.S, j = r - bg * sh.S, b = bg / sh.G, g = bg - b * sh.G;
+        const int64_t ko = k_col(sh, b, g) + j * ld;
+        const T *k = qkv + ko, *v = k + sh.G * sh.hd;
         for (int64_t d0 = 0; d0 < sh.hd; d0 += 32 * GEN_PER_LANE) {
             float ak[GEN_PER_LANE] = {0.0f, 0.0f, 0.0f, 0.0f}, av[GEN_PER_LANE] = {0.0f, 0.0f, 0.0f, 0.0f};
-            for (int64_t i = j; i < sh.S; i++) {
-                float pt;
-                const float ds = pair_grad(sh, q + i * ld, dyh + i * sh.C, k, v, lse[bh * sh.S + i], dd[bh * sh.S + i], lane, &pt);
+            for (int64_t h = g * sh.group; h < (g + 1) * sh.group; h++) {
+                const int64_t bh = b * sh.nh + h;
+                const T *q = qkv + b * sh.S * ld + h * sh.hd, *dyh = dy + b * sh.S * sh.C + h * sh.hd;
+                for (int64_t i = j; i < sh.S; i++) {
+                    float pt;
+                    const float ds =
+                        pair_grad(sh, q + i * ld, dyh + i * sh.C, k, v, lse[bh * sh.S + i], dd[bh * sh.S + i], lane, &pt);
 #pragma unroll
-                for (int u = 0; u < GEN_PER_LANE; u++) {
-                    const int64_t d = d0 + lane + 32 * u;
-                    if (d < sh.hd) {
-                        ak[u] = __fmaf_rn(ds, load_t(q, i * ld + d), ak[u]);
-                        av[u] = __fmaf_rn(pt, load_t(dyh, i * sh.C + d), av[u]);
+                    for (int u = 0; u < GEN_PER_LANE; u++) {
+                        const int64_t d = d0 + lane + 32 * u;
+                        if (d < sh.hd) {
+                            ak[u] = __fmaf_rn(ds, load_t(q, i * ld + d), ak[u]);
+                            av[u] = __fmaf_rn(pt, load_t(dyh, i * sh.C + d), av[u]);
+                        }
                     }
                 }
             }
@@ -213,7 +226,7 @@ static __global__ void __launch_bounds__(GEN_THREADS)
                 const int64_t d = d0 + lane + 32 * u;
                 if (d < sh.hd) {
                     store_t(dqkv, ko + d, ak[u]);
-                    store_t(dqkv, ko + sh.C + d, av[u]);
+                    store_t(dqkv, ko + sh.G * sh.hd + d, av[u]);
                 }
             }
         }
@@ -294,10 +307,12 @@ static __global__ void __launch_bounds__(GEN_THREADS)
     block_amax_atomic<GEN_THREADS>(amax_o, f.o_amax);
 }
 
-static gen_shape shape_of(int64_t B, int64_t S, int64_t nh, int64_t hd, float c, float c2)
+static gen_shape shape_of(int64_t B, int64_t S, int64_t nh, int64_t G, int64_t hd, float c, float c2)
 {
     gen_shape sh;
+    if (G <= 0) G = nh; /* args made before GQA: multi-head */
     sh.B = B, sh.S = S, sh.nh = nh, sh.hd = hd, sh.C = nh * hd, sh.c = c, sh.c2 = c2;
+    sh.G = G, sh.group = nh / G, sh.ld = (nh + 2 * G) * hd;
     return sh;
 }
 
@@ -309,7 +324,7 @@ static f8_status forward(f8_ctx *ctx, const f8i_attn_fwd_args *a)
     if (cs != F8_OK || ran) return cs;
     f8i_cuda(ctx)->attn_last_path = F8I_ATTN_PATH_OWN;
     if (a->fp8) {
-        const gen_shape sh = shape_of(a->batch, a->seq, a->n_head, a->head_dim, a->scale, a->scale_log2);
+        const gen_shape sh = shape_of(a->batch, a->seq, a->n_head, a->n_kv_head, a->head_dim, a->scale, a->scale_log2);
         const fp8_scales f = {a->qkv_scale_inv, a->s_scale, a->s_scale_inv, a->o_scale, a->o_scale_inv, a->s_amax, a->o_amax};
         F8I_COUNT_LAUNCHES(ctx, 1);
         gen_fwd_fp8_kernel<<<grid_size(ctx, BH * a->seq * 32, GEN_THREADS), GEN_THREADS, 0, f8i_stream(ctx)>>>(
@@ -326,11 +341,13 @@ static f8_status forward(f8_ctx *ctx, const f8i_attn_fwd_args *a)
         f.seq = (int)a->seq;
         f.n_head = (int)a->n_head;
         f.C = a->n_head * a->head_dim;
+        f.n_kv_head = (int)(a->n_kv_head > 0 ? a->n_kv_head : a->n_head);
+        f.ld = (a->n_head + 2 * (int64_t)f.n_kv_head) * a->head_dim;
         f.scale = a->scale;
         f.scale_log2 = a->scale_log2;
         return f8i_att_fast_forward(ctx, &f, BH, (int)a->head_dim);
     }
-    const gen_shape sh = shape_of(a->batch, a->seq, a->n_head, a->head_dim, a->scale, a->scale_log2);
+    const gen_shape sh = shape_of(a->batch, a->seq, a->n_head, a->n_kv_head, a->head_dim, a->scale, a->scale_log2);
     const int grid = grid_size(ctx, BH * a->seq * 32, GEN_THREADS);
     F8I_COUNT_LAUNCHES(ctx, 1);
     if (a->dtype == F8_DTYPE_BF16)
@@ -362,11 +379,13 @@ static f8_status backward(f8_ctx *ctx, const f8i_attn_bwd_args *a)
         f.seq = (int)a->seq;
         f.n_head = (int)a->n_head;
         f.C = a->n_head * a->head_dim;
+        f.n_kv_head = (int)(a->n_kv_head > 0 ? a->n_kv_head : a->n_head);
+        f.ld = (a->n_head + 2 * (int64_t)f.n_kv_head) * a->head_dim;
         f.scale = a->scale;
         f.scale_log2 = a->scale_log2;
         return f8i_att_fast_backward(ctx, &f, BH, (int)a->head_dim);
     }
-    const gen_shape sh = shape_of(a->batch, a->seq, a->n_head, a->head_dim, a->scale, a->scale_log2);
+    const gen_shape sh = shape_of(a->batch, a->seq, a->n_head, a->n_kv_head, a->head_dim, a->scale, a->scale_log2);
     const int grid = grid_size(ctx, BH * a->seq * 32, GEN_THREADS);
     cudaStream_t st = f8i_stream(ctx);
     F8I_COUNT_LAUNCHES(ctx, 2);

@@ -68,9 +68,10 @@ static __global__ void __launch_bounds__(BWD_THREADS, 8 / BWD_NW) dq_kernel(att_
     typedef dq_smem<HD> L;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int S = a.seq;
-    const int64_t bh = blockIdx.x, b = bh / a.n_head, h = bh - b * a.n_head, ld = 3 * a.C;
+    const int64_t bh = blockIdx.x, b = bh / a.n_head, h = bh - b * a.n_head, ld = a.ld;
     const int q0 = (int)(gridDim.y - 1 - blockIdx.y) * DQ_BR;
-    const uint16_t *qg = a.qkv + b * S * ld + h * HD, *kg = qg + a.C, *vg = qg + 2 * a.C;
+    const uint16_t *qg = a.qkv + b * S * ld + h * HD, *kg = a.qkv + att_k_col(a, b, h / (a.n_head / a.n_kv_head), HD);
+    const uint16_t *vg = kg + (int64_t)a.n_kv_head * HD;
     const int64_t yo = b * S * a.C + h * HD; /* dy and O columns of this head */
     const uint32_t sq = smem_u32(smem), sdo = sq + L::Q_BYTES, sk = sdo + L::Q_BYTES, sv = sk + BWD_ST * L::KV_BYTES;
     const int last = min(q0 + DQ_BR, S) - 1;
@@ -199,8 +200,8 @@ static __device__ __forceinline__ void load_qblock(uint32_t sq, uint32_t sdo, ui
     }
 }
 
-/* Grid: (B·nh, ceil(S/KV_BC)); block BWD_THREADS. Block (bh, y) owns keys
- * KV_BC·y + [0, KV_BC) of pair bh, warp w 16 of them (the M dimension of every
+/* Grid: (B·G, ceil(S/KV_BC)); block BWD_THREADS. Block (bg, y) owns keys
+ * KV_BC·y + [0, KV_BC) of k/v head pair bg (all its group's query heads), warp w 16 of them (the M dimension of every
  * product here: sᵀ is keys × queries); lane 4g + t owns keys g, g + 8 and
  * query columns 2t, 2t + 1 of each 8-wide tile, and dk, dv of keys g, g + 8. */
 template <int HD>
@@ -211,11 +212,11 @@ static __global__ void __launch_bounds__(BWD_THREADS, 8 / BWD_NW) dkv_kernel(att
     constexpr int BR = L::BR;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int S = a.seq;
-    const int64_t bh = blockIdx.x, b = bh / a.n_head, h = bh - b * a.n_head, ld = 3 * a.C;
+    const int group = a.n_head / a.n_kv_head;
+    const int64_t bg = blockIdx.x, b = bg / a.n_kv_head, gk = bg - b * a.n_kv_head, ld = a.ld;
     const int k0 = (int)blockIdx.y * KV_BC;
-    const uint16_t *qg = a.qkv + b * S * ld + h * HD, *kg = qg + a.C, *vg = qg + 2 * a.C;
-    const uint16_t *dyg = a.dy + b * S * a.C + h * HD;
-    const float *lg = a.lse + bh * S, *dg = a.d + bh * S;
+    const int64_t ko = att_k_col(a, b, gk, HD);
+    const uint16_t *kg = a.qkv + ko, *vg = kg + (int64_t)a.n_kv_head * HD;
     const uint32_t sk = smem_u32(smem), sv = sk + L::KV_BYTES, sq = sv + L::KV_BYTES, sdo = sq + BWD_ST * L::Q_BYTES;
     const uint32_t sl = sdo + BWD_ST * L::Q_BYTES, sd = sl + BWD_ST * BR * 4; /* FP32 [stages][BR] each */
     const float *slf = (const float *)(smem + (sl - sk)), *sdf = (const float *)(smem + (sd - sk));
@@ -227,11 +228,6 @@ static __global__ void __launch_bounds__(BWD_THREADS, 8 / BWD_NW) dkv_kernel(att
      * S are zero-filled, L = D = 0 included (their q, dy are zero: dS = 0) */
     load_tile<HD, KV_BC, BWD_THREADS>(sk, kg, ld, k0, S);
     load_tile<HD, KV_BC, BWD_THREADS>(sv, vg, ld, k0, S);
-#pragma unroll
-    for (int p = 0; p < BWD_ST - 1; p++) {
-        if (qb0 + p < nqb) load_qblock<HD, BR>(sq, sdo, sl, sd, p, qg, dyg, lg, dg, ld, a.C, (qb0 + p) * BR, S);
-        cp_async_commit();
-    }
 
     float dk[HD / 8][4], dv[HD / 8][4];
 #pragma unroll
@@ -239,77 +235,94 @@ static __global__ void __launch_bounds__(BWD_THREADS, 8 / BWD_NW) dkv_kernel(att
 #pragma unroll
         for (int e = 0; e < 4; e++) dk[n][e] = dv[n][e] = 0.0f;
 
-    for (int qb = qb0, st = 0, ls = BWD_ST - 1; qb < nqb; qb++, st = next_stage<BWD_ST>(st), ls = next_stage<BWD_ST>(ls)) {
-        cp_async_wait<BWD_ST - 2>();
-        __syncthreads(); /* block qb is in; block qb - 1's stage (ls) is free */
-        if (qb + BWD_ST - 1 < nqb)
-            load_qblock<HD, BR>(sq, sdo, sl, sd, ls, qg, dyg, lg, dg, ld, a.C, (qb + BWD_ST - 1) * BR, S);
-        cp_async_commit();
-        const int q0 = qb * BR;
-        if (q0 + BR - 1 >= kw) {
-            const uint32_t qt = sq + st * L::Q_BYTES, dot = sdo + st * L::Q_BYTES;
-            const float *lq = slf + st * BR, *dq_ = sdf + st * BR;
-            float s[BR / 8][4], dp[BR / 8][4];
+    /* GQA: the group's query heads in order, each a full pass over its query
+     * blocks into the same dk, dv (one FP32 sum; k and v stay in place) */
+    for (int hh = 0; hh < group; hh++) {
+        const int64_t h = gk * group + hh, bh = b * a.n_head + h;
+        const uint16_t *qg = a.qkv + b * S * ld + h * HD, *dyg = a.dy + b * S * a.C + h * HD;
+        const float *lg = a.lse + bh * S, *dg = a.d + bh * S;
+        if (hh > 0) { /* the previous head's stages are all read before they are refilled */
+            cp_async_wait<0>();
+            __syncthreads();
+        }
 #pragma unroll
-            for (int n = 0; n < BR / 8; n++)
+        for (int p = 0; p < BWD_ST - 1; p++) {
+            if (qb0 + p < nqb) load_qblock<HD, BR>(sq, sdo, sl, sd, p, qg, dyg, lg, dg, ld, a.C, (qb0 + p) * BR, S);
+            cp_async_commit();
+        }
+
+        for (int qb = qb0, st = 0, ls = BWD_ST - 1; qb < nqb; qb++, st = next_stage<BWD_ST>(st), ls = next_stage<BWD_ST>(ls)) {
+            cp_async_wait<BWD_ST - 2>();
+            __syncthreads(); /* block qb is in; block qb - 1's stage (ls) is free */
+            if (qb + BWD_ST - 1 < nqb)
+                load_qblock<HD, BR>(sq, sdo, sl, sd, ls, qg, dyg, lg, dg, ld, a.C, (qb + BWD_ST - 1) * BR, S);
+            cp_async_commit();
+            const int q0 = qb * BR;
+            if (q0 + BR - 1 >= kw) {
+                const uint32_t qt = sq + st * L::Q_BYTES, dot = sdo + st * L::Q_BYTES;
+                const float *lq = slf + st * BR, *dq_ = sdf + st * BR;
+                float s[BR / 8][4], dp[BR / 8][4];
 #pragma unroll
-                for (int e = 0; e < 4; e++) s[n][e] = dp[n][e] = 0.0f;
+                for (int n = 0; n < BR / 8; n++)
 #pragma unroll
-            for (int kk = 0; kk < HD / 16; kk++) {
-                uint32_t ka[4], va[4];
-                ldsm_x4(ka, addr_a<HD>(sk, wr, kk, lane));
-                ldsm_x4(va, addr_a<HD>(sv, wr, kk, lane));
+                    for (int e = 0; e < 4; e++) s[n][e] = dp[n][e] = 0.0f;
 #pragma unroll
-                for (int np = 0; np < BR / 16; np++) {
-                    uint32_t bf[4];
-                    ldsm_x4(bf, addr_bn<HD>(qt, 16 * np, kk, lane));
-                    mma_bf16(s[2 * np], ka, bf[0], bf[1]);
-                    mma_bf16(s[2 * np + 1], ka, bf[2], bf[3]);
-                    ldsm_x4(bf, addr_bn<HD>(dot, 16 * np, kk, lane));
-                    mma_bf16(dp[2 * np], va, bf[0], bf[1]);
-                    mma_bf16(dp[2 * np + 1], va, bf[2], bf[3]);
+                for (int kk = 0; kk < HD / 16; kk++) {
+                    uint32_t ka[4], va[4];
+                    ldsm_x4(ka, addr_a<HD>(sk, wr, kk, lane));
+                    ldsm_x4(va, addr_a<HD>(sv, wr, kk, lane));
+#pragma unroll
+                    for (int np = 0; np < BR / 16; np++) {
+                        uint32_t bf[4];
+                        ldsm_x4(bf, addr_bn<HD>(qt, 16 * np, kk, lane));
+                        mma_bf16(s[2 * np], ka, bf[0], bf[1]);
+                        mma_bf16(s[2 * np + 1], ka, bf[2], bf[3]);
+                        ldsm_x4(bf, addr_bn<HD>(dot, 16 * np, kk, lane));
+                        mma_bf16(dp[2 * np], va, bf[0], bf[1]);
+                        mma_bf16(dp[2 * np + 1], va, bf[2], bf[3]);
+                    }
                 }
-            }
-            const bool diag = q0 < kw + 15; /* some query of the block precedes some key of the warp */
+                const bool diag = q0 < kw + 15; /* some query of the block precedes some key of the warp */
 #pragma unroll
-            for (int n = 0; n < BR / 8; n++) {
-                const float2 lv = *(const float2 *)(lq + 8 * n + 2 * t), dv2 = *(const float2 *)(dq_ + 8 * n + 2 * t);
+                for (int n = 0; n < BR / 8; n++) {
+                    const float2 lv = *(const float2 *)(lq + 8 * n + 2 * t), dv2 = *(const float2 *)(dq_ + 8 * n + 2 * t);
 #pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const float sv_ = diag && q0 + 8 * n + 2 * t + (e & 1) < kw + g + 8 * (e >> 1) ? -INFINITY : s[n][e];
-                    const float p = fast_exp2((sv_ - ((e & 1) ? lv.y : lv.x)) * c2);
-                    dp[n][e] = p * (dp[n][e] - ((e & 1) ? dv2.y : dv2.x)) * c; /* dSᵀ */
-                    s[n][e] = p;                                              /* Pᵀ */
+                    for (int e = 0; e < 4; e++) {
+                        const float sv_ = diag && q0 + 8 * n + 2 * t + (e & 1) < kw + g + 8 * (e >> 1) ? -INFINITY : s[n][e];
+                        const float p = fast_exp2((sv_ - ((e & 1) ? lv.y : lv.x)) * c2);
+                        dp[n][e] = p * (dp[n][e] - ((e & 1) ? dv2.y : dv2.x)) * c; /* dSᵀ */
+                        s[n][e] = p;                                              /* Pᵀ */
+                    }
                 }
-            }
 #pragma unroll
-            for (int kk = 0; kk < BR / 16; kk++) {
-                const uint32_t pa[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]), pack_bf16(s[2 * kk][2], s[2 * kk][3]),
-                                        pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                                        pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-                const uint32_t sa[4] = {pack_bf16(dp[2 * kk][0], dp[2 * kk][1]), pack_bf16(dp[2 * kk][2], dp[2 * kk][3]),
-                                        pack_bf16(dp[2 * kk + 1][0], dp[2 * kk + 1][1]),
-                                        pack_bf16(dp[2 * kk + 1][2], dp[2 * kk + 1][3])};
+                for (int kk = 0; kk < BR / 16; kk++) {
+                    const uint32_t pa[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]), pack_bf16(s[2 * kk][2], s[2 * kk][3]),
+                                            pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                                            pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+                    const uint32_t sa[4] = {pack_bf16(dp[2 * kk][0], dp[2 * kk][1]), pack_bf16(dp[2 * kk][2], dp[2 * kk][3]),
+                                            pack_bf16(dp[2 * kk + 1][0], dp[2 * kk + 1][1]),
+                                            pack_bf16(dp[2 * kk + 1][2], dp[2 * kk + 1][3])};
 #pragma unroll
-                for (int np = 0; np < HD / 16; np++) {
-                    uint32_t bf[4];
-                    ldsm_x4_t(bf, addr_bk<HD>(dot, 16 * kk, np, lane));
-                    mma_bf16(dv[2 * np], pa, bf[0], bf[1]);
-                    mma_bf16(dv[2 * np + 1], pa, bf[2], bf[3]);
-                    ldsm_x4_t(bf, addr_bk<HD>(qt, 16 * kk, np, lane));
-                    mma_bf16(dk[2 * np], sa, bf[0], bf[1]);
-                    mma_bf16(dk[2 * np + 1], sa, bf[2], bf[3]);
+                    for (int np = 0; np < HD / 16; np++) {
+                        uint32_t bf[4];
+                        ldsm_x4_t(bf, addr_bk<HD>(dot, 16 * kk, np, lane));
+                        mma_bf16(dv[2 * np], pa, bf[0], bf[1]);
+                        mma_bf16(dv[2 * np + 1], pa, bf[2], bf[3]);
+                        ldsm_x4_t(bf, addr_bk<HD>(qt, 16 * kk, np, lane));
+                        mma_bf16(dk[2 * np], sa, bf[0], bf[1]);
+                        mma_bf16(dk[2 * np + 1], sa, bf[2], bf[3]);
+                    }
                 }
             }
         }
-    }
+    } /* the group's heads */
     /* the warp's own k and v rows take its dk and dv */
     stage_rows<HD>(smem, wr, dk, 1.0f, 1.0f, lane);
     stage_rows<HD>(smem + L::KV_BYTES, wr, dv, 1.0f, 1.0f, lane);
     __syncwarp();
-    uint16_t *dst = a.dqkv + b * S * ld + h * HD;
-    store_rows<HD>(smem, wr, dst + a.C, NULL, ld, kw, S, lane);
-    store_rows<HD>(smem + L::KV_BYTES, wr, dst + 2 * a.C, NULL, ld, kw, S, lane);
+    uint16_t *dst = a.dqkv + ko;
+    store_rows<HD>(smem, wr, dst, NULL, ld, kw, S, lane);
+    store_rows<HD>(smem + L::KV_BYTES, wr, dst + (int64_t)a.n_kv_head * HD, NULL, ld, kw, S, lane);
 }
 
 template <int HD>
@@ -324,7 +337,8 @@ static f8_status launch_bwd(f8_ctx *ctx, const att_fast_args *a, int64_t bh)
     F8I_COUNT_LAUNCHES(ctx, 2);
     dq_kernel<HD><<<dim3((unsigned)bh, (unsigned)((a->seq + DQ_BR - 1) / DQ_BR)), BWD_THREADS, dq_bytes, stream>>>(*a);
     F8I_TRY(f8i_cuda_launch_check(ctx, "attention dq_kernel"));
-    dkv_kernel<HD><<<dim3((unsigned)bh, (unsigned)((a->seq + KV_BC - 1) / KV_BC)), BWD_THREADS, kv_bytes, stream>>>(*a);
+    const int64_t bkv = bh / (a->n_head / a->n_kv_head); /* B·G blocks of keys: each sums its group's heads */
+    dkv_kernel<HD><<<dim3((unsigned)bkv, (unsigned)((a->seq + KV_BC - 1) / KV_BC)), BWD_THREADS, kv_bytes, stream>>>(*a);
     return f8i_cuda_launch_check(ctx, "attention dkv_kernel");
 }
 

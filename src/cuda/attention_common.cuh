@@ -67,9 +67,17 @@ typedef struct att_fast_args {
     float *lse;           /* (B·nh, S): written by the forward (or NULL), read by the backward */
     float *d;             /* (B·nh, S) backward: D, written by the dq kernel, read by the dk/dv kernel */
     int seq, n_head;
+    int n_kv_head;        /* G (GQA): divides n_head; n_head for multi-head */
     int64_t C;            /* n_head · head_dim */
+    int64_t ld;           /* qkv row width: (n_head + 2G)·head_dim */
     float scale, scale_log2;
 } att_fast_args;
+
+/* Element offset of k/v head gk's k columns in row 0 of sequence b (v is G·HD further). */
+static __device__ __forceinline__ int64_t att_k_col(const att_fast_args &a, int64_t b, int64_t gk, int hd)
+{
+    return b * a.seq * a.ld + a.C + gk * hd;
+}
 
 /* attention_fwd.cu and attention_bwd.cu: HD = 64 or 128, B·nh >= 1, S >= 1. */
 f8_status f8i_att_fast_forward(f8_ctx *ctx, const att_fast_args *a, int64_t bh, int hd);

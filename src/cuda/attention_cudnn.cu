@@ -82,6 +82,7 @@ typedef struct dn_key {
     int64_t dir;      /* 0 forward, 1 backward */
     int64_t det;      /* backward: 1 deterministic form, 0 dQ_accum form; forward: 1 */
     int64_t B, S, nh, hd;
+    int64_t nkv;      /* G: K and V heads (GQA when < nh) */
 } dn_key;
 
 typedef struct dn_plan {
@@ -508,7 +509,8 @@ f8_status f8i_cudnn_attn_fwd(f8_ctx *ctx, const f8i_attn_fwd_args *a, int *ran)
     if (mode_of(ctx) == F8I_ATTN_OWN || !cudnn_shape(a->dtype, a->head_dim) || !aligned16(a->qkv) || !aligned16(a->y) ||
         !aligned16(a->o))
         return F8_OK;
-    const dn_key key = {0, 1, a->batch, a->seq, a->n_head, a->head_dim};
+    const int64_t G = a->n_kv_head > 0 ? a->n_kv_head : a->n_head;
+    const dn_key key = {0, 1, a->batch, a->seq, a->n_head, a->head_dim, G};
     f8_status ps = F8_OK;
     dn_plan *p = plan_for(ctx, &key, &ps);
     if (!p) return ps;
@@ -519,7 +521,8 @@ f8_status f8i_cudnn_attn_fwd(f8_ctx *ctx, const f8i_attn_fwd_args *a, int *ran)
     float *stats = a->lse ? a->lse : (float *)((unsigned char *)p->buf + p->stats_off);
     float scale = a->scale, neg_inf = p->neg_inf;
     const int64_t uids[7] = {U_Q, U_K, U_V, U_O, U_STATS, U_SCALE, U_NEG_INF};
-    void *const ptrs[7] = {(void *)qkv, (void *)(qkv + C * es), (void *)(qkv + 2 * C * es), a->y, stats, &scale, &neg_inf};
+    const int64_t vo = C + G * a->head_dim; /* v's first column */
+    void *const ptrs[7] = {(void *)qkv, (void *)(qkv + C * es), (void *)(qkv + vo * es), a->y, stats, &scale, &neg_inf};
     if (!(*ran = execute(ctx, c, p, 7, uids, ptrs))) return F8_OK;
     const int64_t n_lse = a->lse ? rows : 0, n16 = a->o ? a->batch * a->seq * C * (int64_t)es / 16 : 0;
     if (n_lse == 0 && n16 == 0) return F8_OK;
@@ -538,7 +541,8 @@ f8_status f8i_cudnn_attn_bwd(f8_ctx *ctx, const f8i_attn_bwd_args *a, int *ran)
     if (mode == F8I_ATTN_OWN || !cudnn_shape(a->dtype, a->head_dim) || !aligned16(a->qkv) || !aligned16(a->o) ||
         !aligned16(a->dy) || !aligned16(a->dqkv) || !aligned16(a->d))
         return F8_OK;
-    const dn_key key = {1, mode == F8I_ATTN_CUDNN_NONDET ? 0 : 1, a->batch, a->seq, a->n_head, a->head_dim};
+    const int64_t G = a->n_kv_head > 0 ? a->n_kv_head : a->n_head;
+    const dn_key key = {1, mode == F8I_ATTN_CUDNN_NONDET ? 0 : 1, a->batch, a->seq, a->n_head, a->head_dim, G};
     f8_status ps = F8_OK;
     dn_plan *p = plan_for(ctx, &key, &ps);
     if (!p) return ps;
@@ -562,9 +566,10 @@ f8_status f8i_cudnn_attn_bwd(f8_ctx *ctx, const f8i_attn_bwd_args *a, int *ran)
     float scale = a->scale, one = 1.0f, neg_inf = p->neg_inf;
     const int64_t uids[14] = {U_Q,  U_K,  U_V,   U_O,     U_DO,  U_STATS,   U_DQ,
                               U_DK, U_DV, U_SUM, U_SCALE, U_ONE, U_NEG_INF, U_DQ_ACC};
-    void *const ptrs[14] = {(void *)qkv,  (void *)(qkv + C * es), (void *)(qkv + 2 * C * es), (void *)a->o,
+    const int64_t vo = C + G * a->head_dim; /* v's first column */
+    void *const ptrs[14] = {(void *)qkv,  (void *)(qkv + C * es), (void *)(qkv + vo * es), (void *)a->o,
                             (void *)a->dy, stats,                  dqkv,                      dqkv + C * es,
-                            dqkv + 2 * C * es, a->d,               &scale,                    &one,
+                            dqkv + vo * es, a->d,                  &scale,                    &one,
                             &neg_inf,      acc};
     *ran = execute(ctx, c, p, acc ? 14 : 13, uids, ptrs);
     return F8_OK;
@@ -594,13 +599,14 @@ int f8i_cuda_attn_last_path(const f8_ctx *ctx)
 }
 
 f8_status f8i_cuda_attn_takes(f8_ctx *ctx, f8_dtype dtype, int64_t batch, int64_t seq, int64_t n_head,
-                              int64_t head_dim, int backward, int *takes)
+                              int64_t n_kv_head, int64_t head_dim, int backward, int *takes)
 {
     *takes = 0;
     if (!cuda_of(ctx)) return F8_OK;
     const int mode = mode_of(ctx);
     if (mode == F8I_ATTN_OWN || !cudnn_shape(dtype, head_dim)) return F8_OK;
-    const dn_key key = {backward ? 1 : 0, backward && mode == F8I_ATTN_CUDNN_NONDET ? 0 : 1, batch, seq, n_head, head_dim};
+    const dn_key key = {backward ? 1 : 0, backward && mode == F8I_ATTN_CUDNN_NONDET ? 0 : 1, batch, seq, n_head, head_dim,
+                        n_kv_head > 0 ? n_kv_head : n_head};
     f8_status st = F8_OK;
     *takes = plan_for(ctx, &key, &st) != NULL;
     return st;

@@ -179,8 +179,10 @@ static void gb_reshape(gb *g, const char *name, void *x, void *y)
 
 /* Dims and strides of the graphs' tensors for one key (element strides). */
 typedef struct dn_dims {
-    int64_t qkv[4], qkv_s[4];   /* Q, K, V, dQ, dK, dV: [b, h, s, d] in the (B·S, 3C) rows */
-    int64_t kt[4], kt_s[4];     /* Kᵀ, Vᵀ: [b, h, d, s] */
+    int64_t qkv[4], qkv_s[4];   /* Q, dQ: [b, h, s, d] in the (B·S, (h + 2G)·d) rows */
+    int64_t kv[4], kv_s[4];     /* K, V, dK, dV: [b, G, s, d] in the same rows (GQA: G < h) */
+    int64_t kt[4], kt_s[4];     /* Kᵀ, Vᵀ: [b, G, d, s] */
+    int64_t full_s[4];          /* GQA: dK, dV per query head [b, h, s, d] packed, before the head sum */
     int64_t o[4], o_s[4];       /* O, dO: [b, h, s, d] in (B·S, C) rows */
     int64_t ss[4], ss_s[4];     /* scores [b, h, s, s] */
     int64_t sst_s[4];           /* scores transposed (same dims) */
@@ -191,9 +193,11 @@ typedef struct dn_dims {
 
 static void dims_of(const dn_key *k, dn_dims *d)
 {
-    const int64_t b = k->B, h = k->nh, s = k->S, e = k->hd, C = h * e;
-    const int64_t qkv[4] = {b, h, s, e}, qkv_s[4] = {s * 3 * C, e, 3 * C, 1};
-    const int64_t kt[4] = {b, h, e, s}, kt_s[4] = {s * 3 * C, e, 1, 3 * C};
+    const int64_t b = k->B, h = k->nh, s = k->S, e = k->hd, C = h * e, G = k->nkv, ld = (h + 2 * G) * e;
+    const int64_t qkv[4] = {b, h, s, e}, qkv_s[4] = {s * ld, e, ld, 1};
+    const int64_t kv[4] = {b, G, s, e}, full_s[4] = {h * s * e, s * e, e, 1};
+    const int64_t kt[4] = {b, G, e, s}, kt_s[4] = {s * ld, e, 1, ld};
+    memcpy(d->kv, kv, sizeof kv), memcpy(d->kv_s, qkv_s, sizeof qkv_s), memcpy(d->full_s, full_s, sizeof full_s);
     const int64_t o_s[4] = {s * C, e, C, 1}, ss[4] = {b, h, s, s}, ss_s[4] = {h * s * s, s * s, s, 1};
     const int64_t sst_s[4] = {h * s * s, s * s, 1, s}, row[4] = {b, h, s, 1}, row_s[4] = {h * s, s, 1, 1};
     const int64_t acc_s[4] = {h * s * e, s * e, e, 1}, dot_s[4] = {h * s * e, s * e, h * e, 1};
@@ -255,7 +259,7 @@ static void gb_forward_io(gb *g, const dn_dims *d, int dtype, void *t[FW_COUNT])
 {
     t[FW_Q] = gb_tensor(g, "Q", U_Q, dtype, d->qkv, d->qkv_s, 0, 0);
     t[FW_KT] = gb_tensor(g, "K^T", U_K, dtype, d->kt, d->kt_s, 0, 0);
-    t[FW_V] = gb_tensor(g, "V", U_V, dtype, d->qkv, d->qkv_s, 0, 0);
+    t[FW_V] = gb_tensor(g, "V", U_V, dtype, d->kv, d->kv_s, 0, 0);
     t[FW_O] = gb_tensor(g, "O", U_O, dtype, d->o, d->o_s, 0, 0);
     t[FW_STATS] = gb_tensor(g, "Stats", U_STATS, DN_FLOAT, d->row, d->row_s, 0, 0);
     t[FW_SCALE] = gb_scalar(g, "attn_scale", U_SCALE);
@@ -281,8 +285,13 @@ static void graph_backward(gb *g, const dn_dims *d, int det)
     void *dout = gb_tensor(g, "dO", U_DO, DN_BF16, d->o, d->o_s, 0, 0);
     void *stats = gb_tensor(g, "Stats", U_STATS, DN_FLOAT, d->row, d->row_s, 0, 0);
     void *dq = gb_tensor(g, "dQ", U_DQ, DN_BF16, d->qkv, d->qkv_s, 0, 0);
-    void *dk = gb_tensor(g, "dK", U_DK, DN_BF16, d->qkv, d->qkv_s, 0, 0);
-    void *dv = gb_tensor(g, "dV", U_DV, DN_BF16, d->qkv, d->qkv_s, 0, 0);
+    void *dk = gb_tensor(g, "dK", U_DK, DN_BF16, d->kv, d->kv_s, 0, 0);
+    void *dv = gb_tensor(g, "dV", U_DV, DN_BF16, d->kv, d->kv_s, 0, 0);
+    /* GQA (G < h): each query head's dK, dV into a packed BF16 virtual, then
+     * the sum over the group's heads (cudnn-frontend's SDPA backward form) */
+    const int gqa = d->kv[1] != d->qkv[1];
+    void *dk_full = gqa ? gb_virtual(g, "dK per query head", DN_BF16, d->qkv, d->full_s) : dk;
+    void *dv_full = gqa ? gb_virtual(g, "dV per query head", DN_BF16, d->qkv, d->full_s) : dv;
     void *rsum = gb_tensor(g, "softmax_sum (D)", U_SUM, DN_FLOAT, d->row, d->row_s, 0, 0);
     void *scale = gb_scalar(g, "attn_scale", U_SCALE), *one = gb_scalar(g, "1", U_ONE);
     void *neg_inf = gb_scalar(g, "-inf", U_NEG_INF);
@@ -308,7 +317,8 @@ static void graph_backward(gb *g, const dn_dims *d, int det)
     /* dV = Pᵀ dO */
     void *pt = gb_virtual(g, "P^T", DN_BF16, d->ss, d->sst_s);
     gb_reshape(g, "P^T", p, pt);
-    gb_mm(g, "dV = P^T dO", pt, dout, dv);
+    gb_mm(g, "dV = P^T dO", pt, dout, dv_full);
+    if (gqa) gb_reduce(g, "dV = sum over the group", DN_REDUCE_ADD, dv_full, dv);
 
     /* dS = (dO Vᵀ - D) P c */
     void *dp = gb_virtual(g, "dP = dO V^T", DN_FLOAT, d->ss, d->ss_s);
@@ -323,10 +333,11 @@ static void graph_backward(gb *g, const dn_dims *d, int det)
     /* dK = dSᵀ Q */
     void *dst = gb_virtual(g, "dS^T", DN_BF16, d->ss, d->sst_s);
     gb_reshape(g, "dS^T", ds, dst);
-    gb_mm(g, "dK = dS^T Q", dst, q, dk);
+    gb_mm(g, "dK = dS^T Q", dst, q, dk_full);
+    if (gqa) gb_reduce(g, "dK = sum over the group", DN_REDUCE_ADD, dk_full, dk);
 
     /* dQ = dS K: straight into dQ (deterministic), or through the FP32 dQ_accum (atomics) */
-    void *kk = gb_virtual(g, "K", DN_FLOAT, d->qkv, d->qkv_s);
+    void *kk = gb_virtual(g, "K", DN_FLOAT, d->kv, d->kv_s);
     gb_reshape(g, "K", kt, kk);
     if (det) {
         gb_mm(g, "dQ = dS K", ds, kk, dq);

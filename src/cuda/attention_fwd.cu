@@ -54,9 +54,10 @@ static __global__ void __launch_bounds__(FWD_THREADS, fwd_smem<HD>::MIN_BLOCKS) 
     typedef fwd_smem<HD> L;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int S = a.seq;
-    const int64_t bh = blockIdx.x, b = bh / a.n_head, h = bh - b * a.n_head, ld = 3 * a.C;
+    const int64_t bh = blockIdx.x, b = bh / a.n_head, h = bh - b * a.n_head, ld = a.ld;
     const int q0 = (int)(gridDim.y - 1 - blockIdx.y) * FWD_BR;
-    const uint16_t *qg = a.qkv + b * S * ld + h * HD, *kg = qg + a.C, *vg = qg + 2 * a.C;
+    const uint16_t *qg = a.qkv + b * S * ld + h * HD, *kg = a.qkv + att_k_col(a, b, h / (a.n_head / a.n_kv_head), HD);
+    const uint16_t *vg = kg + (int64_t)a.n_kv_head * HD;
     const uint32_t sq = smem_u32(smem), sk = sq + L::Q_BYTES, sv = sk + FWD_ST * L::KV_BYTES;
     const int last = min(q0 + FWD_BR, S) - 1;
     const int nkb = last / FWD_BC + 1;

@@ -126,6 +126,7 @@ void f8i_cuda_attn_cudnn_destroy(f8_ctx *ctx); /* plans, buffers, handle, librar
 /* attention.cu; embedding.cu (embedding), cross_entropy.cu, adamw.cu */
 f8_status f8i_cuda_attn_fwd(f8_ctx *ctx, const f8i_attn_fwd_args *args);
 f8_status f8i_cuda_attn_bwd(f8_ctx *ctx, const f8i_attn_bwd_args *args);
+f8_status f8i_cuda_rope(f8_ctx *ctx, const f8i_rope_args *args); /* rope.cu */
 f8_status f8i_cuda_embedding_fwd(f8_ctx *ctx, const f8i_embedding_fwd_args *args);
 f8_status f8i_cuda_embedding_bwd(f8_ctx *ctx, const f8i_embedding_bwd_args *args);
 f8_status f8i_cuda_cross_entropy(f8_ctx *ctx, const f8i_cross_entropy_args *args);

@@ -459,6 +459,9 @@ f8_status f8_onnx_add_attention(f8_onnx *g, const f8_attention *att, const char 
     if (!att || f8i_attention_ctx(att) != ctx)
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: the attention is NULL or of another ctx", fn);
     const f8_attention_config *c = f8i_attention_config(att);
+    if (c->n_kv_head != c->n_head)
+        return f8i_error(ctx, F8_ERR_UNSUPPORTED, "%s: grouped-query attention (n_kv_head %lld of n_head %lld) is not exported yet",
+                         fn, (long long)c->n_kv_head, (long long)c->n_head);
     qkv = v->name;
     const int64_t H = c->n_head, hd = c->head_dim, C = H * hd;
     if ((v->rank >= 0 && v->rank != 3) || (v->last > 0 && v->last != 3 * C))

@@ -70,6 +70,7 @@ f8_attention_config f8_attention_config_default(int64_t n_head, int64_t head_dim
     c.dtype = F8_DTYPE_BF16;
     c.output_kept = 0;
     c.fp8 = 0;
+    c.n_kv_head = n_head;
     return c;
 }
 
@@ -99,6 +100,12 @@ static f8_status config_check(f8_ctx *ctx, const f8_attention_config *c)
         return f8i_error(ctx, F8_ERR_DTYPE, "%s: dtype must be fp32 or bf16, not %s", fn, f8_dtype_name(c->dtype));
     if (c->fp8 != 0 && c->fp8 != 1)
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: fp8 %d must be 0 or 1", fn, c->fp8);
+    if (c->n_kv_head < 0 || (c->n_kv_head > 0 && c->n_head % c->n_kv_head != 0))
+        return f8i_error(ctx, F8_ERR_SHAPE, "%s: n_kv_head %lld must divide n_head %lld (0: n_head)", fn,
+                         (long long)c->n_kv_head, (long long)c->n_head);
+    if (c->fp8 && c->n_kv_head > 0 && c->n_kv_head != c->n_head)
+        return f8i_error(ctx, F8_ERR_UNSUPPORTED, "%s: fp8 attention is multi-head only (n_kv_head %lld, n_head %lld)", fn,
+                         (long long)c->n_kv_head, (long long)c->n_head);
     if (c->fp8 && c->dtype != F8_DTYPE_BF16)
         return f8i_error(ctx, F8_ERR_DTYPE, "%s: fp8 attention takes bf16 qkv and y, not %s", fn, f8_dtype_name(c->dtype));
     /* S and O have no tensor of their own to measure before their cast: only
@@ -130,6 +137,7 @@ f8_status f8_attention_create(f8_ctx *ctx, const f8_attention_config *config, f8
     if (!a) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "f8_attention_create: out of host memory");
     a->ctx = ctx;
     a->cfg = *config;
+    if (a->cfg.n_kv_head == 0) a->cfg.n_kv_head = config->n_head; /* 0: multi-head */
     a->scale = 1.0f / sqrtf((float)config->head_dim);
     a->scale_log2 = a->scale * 1.44269504088896341f; /* one FP32 rounding: attention.h's c2 */
     const f8i_slot_mark mark = f8i_slots_mark(ctx);
@@ -169,8 +177,8 @@ f8_status f8_attention_query_path(f8_attention *a, int64_t batch, int64_t seq, i
     /* An FP8 forward runs f8's FP8 kernel; its backward is the BF16 one. */
     int takes = 0;
     if (backward || !a->cfg.fp8) {
-        F8I_TRY(f8i_cuda_attn_takes(a->ctx, a->cfg.dtype, batch, seq, a->cfg.n_head, a->cfg.head_dim, backward,
-                                    &takes));
+        F8I_TRY(f8i_cuda_attn_takes(a->ctx, a->cfg.dtype, batch, seq, a->cfg.n_head, a->cfg.n_kv_head,
+                                    a->cfg.head_dim, backward, &takes));
     }
     *path = takes ? F8_ATTENTION_PATH_CUDNN : F8_ATTENTION_PATH_OWN;
     return F8_OK;
@@ -242,6 +250,9 @@ static f8_status check_act(f8_attention *a, const f8_tensor *t, const char *name
     return F8_OK;
 }
 
+/* The width of a qkv row: q of n_head heads, k and v of n_kv_head each. */
+static int64_t qkv_width(const f8_attention_config *c) { return (c->n_head + 2 * c->n_kv_head) * c->head_dim; }
+
 /* Do the byte ranges [p, p + n) and [q, q + m) overlap? */
 static int overlap(const void *p, size_t n, const void *q, size_t m)
 {
@@ -305,13 +316,13 @@ f8_status f8_attention_forward(f8_attention *a, const f8_tensor *qkv, int64_t ba
         return f8i_error(ctx, F8_ERR_SHAPE,
                          "f8_attention_forward: batch %lld must be in [0, max_batch %lld] and seq %lld in [0, max_seq %lld]",
                          (long long)batch, (long long)c->max_batch, (long long)seq, (long long)c->max_seq);
-    const int64_t T = batch * seq;
-    F8I_TRY(check_act(a, qkv, "f8_attention_forward: qkv", T, 3 * C));
+    const int64_t T = batch * seq, W = qkv_width(c);
+    F8I_TRY(check_act(a, qkv, "f8_attention_forward: qkv", T, W));
     F8I_TRY(check_act(a, y, "f8_attention_forward: y", T, C));
     if (saved && saved->owner != a)
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "f8_attention_forward: saved belongs to another attention");
     const size_t es = f8_dtype_size(c->dtype);
-    if (overlap(qkv->data, (size_t)(T * 3 * C) * es, y->data, (size_t)(T * C) * es))
+    if (overlap(qkv->data, (size_t)(T * W) * es, y->data, (size_t)(T * C) * es))
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "f8_attention_forward: y overlaps qkv");
 
     if (T > 0) {
@@ -321,6 +332,7 @@ f8_status f8_attention_forward(f8_attention *a, const f8_tensor *qkv, int64_t ba
         args.seq = seq;
         args.n_head = c->n_head;
         args.head_dim = c->head_dim;
+        args.n_kv_head = c->n_kv_head;
         args.dtype = c->dtype;
         args.scale = a->scale;
         args.scale_log2 = a->scale_log2;
@@ -359,16 +371,16 @@ f8_status f8_attention_backward(f8_attention *a, f8_attention_saved *saved, cons
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "f8_attention_backward: saved belongs to another attention");
     if (!saved->filled)
         return f8i_error(ctx, F8_ERR_STATE, "f8_attention_backward: saved holds no forward (pass it to f8_attention_forward first)");
-    const int64_t C = c->n_head * c->head_dim, T = saved->batch * saved->seq;
+    const int64_t C = c->n_head * c->head_dim, T = saved->batch * saved->seq, W = qkv_width(c);
     F8I_TRY(check_act(a, dy, "f8_attention_backward: dy", T, C));
-    F8I_TRY(check_act(a, dqkv, "f8_attention_backward: dqkv", T, 3 * C));
+    F8I_TRY(check_act(a, dqkv, "f8_attention_backward: dqkv", T, W));
     const size_t es = f8_dtype_size(c->dtype);
     /* FP8 reads the saved codes, not the caller's qkv: dqkv may then be anywhere */
-    if (!c->fp8 && overlap(dqkv->data, (size_t)(T * 3 * C) * es, saved->qkv, (size_t)(T * 3 * C) * es))
+    if (!c->fp8 && overlap(dqkv->data, (size_t)(T * W) * es, saved->qkv, (size_t)(T * W) * es))
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "f8_attention_backward: dqkv overlaps the forward's qkv");
-    if (overlap(dqkv->data, (size_t)(T * 3 * C) * es, dy->data, (size_t)(T * C) * es))
+    if (overlap(dqkv->data, (size_t)(T * W) * es, dy->data, (size_t)(T * C) * es))
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "f8_attention_backward: dqkv overlaps dy");
-    if (c->output_kept && overlap(dqkv->data, (size_t)(T * 3 * C) * es, saved->y, (size_t)(T * C) * es))
+    if (c->output_kept && overlap(dqkv->data, (size_t)(T * W) * es, saved->y, (size_t)(T * C) * es))
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "f8_attention_backward: dqkv overlaps the forward's y (output_kept)");
     if (T == 0) return F8_OK;
 
@@ -378,6 +390,7 @@ f8_status f8_attention_backward(f8_attention *a, f8_attention_saved *saved, cons
     args.seq = saved->seq;
     args.n_head = c->n_head;
     args.head_dim = c->head_dim;
+    args.n_kv_head = c->n_kv_head;
     args.dtype = c->dtype;
     args.scale = a->scale;
     args.scale_log2 = a->scale_log2;

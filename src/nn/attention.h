@@ -42,6 +42,11 @@
  * so a forward and a backward may take different paths. cuDNN's D (its
  * softmax_sum) is written to the same workspace D.
  *
+ * GQA (n_kv_head = G < n_head): qkv rows are [q (nh heads) | k (G) | v (G)],
+ * (nh + 2G)·hd wide; query head h reads key/value head h / (nh / G), and
+ * dk, dv of head g are Σ over its nh / G query heads of the formulas above,
+ * one FP32 sum per element (heads in order, then queries), rounded once.
+ *
  * Saved state (per f8_attention_saved, sized for max_batch, max_seq): L
  * (FP32 [B·nh, S]) and O, a copy of y ([B·S, C] dtype) that the forward
  * writes beside y, so the backward's D does not depend on the caller
@@ -102,10 +107,11 @@ void f8i_attention_saved_parts(const f8_attention_saved *s, struct f8i_attn_save
 /* One forward over B = batch sequences of S = seq tokens (B·S >= 1). */
 typedef struct f8i_attn_fwd_args {
     int64_t batch, seq, n_head, head_dim;
+    int64_t n_kv_head;         /* G: divides n_head (G = n_head: multi-head); qkv rows (nh + 2G)·hd wide */
     f8_dtype dtype;            /* FP32 or BF16: qkv, y, o */
     float scale;               /* c = 1/sqrtf(head_dim) */
     float scale_log2;          /* c2 = c·log2(e) */
-    const void *qkv;           /* (B·S, 3C) */
+    const void *qkv;           /* (B·S, 3C); GQA (B·S, (nh + 2G)·hd) */
     void *y;                   /* (B·S, C) */
     void *o;                   /* (B·S, C) saved copy of y, or NULL (inference: with lse) */
     float *lse;                /* (B·nh, S) saved L, or NULL */
@@ -121,6 +127,7 @@ typedef struct f8i_attn_fwd_args {
 /* One backward of the forward that filled o and lse (same B, S, qkv). */
 typedef struct f8i_attn_bwd_args {
     int64_t batch, seq, n_head, head_dim;
+    int64_t n_kv_head;         /* G as the forward's; dk, dv sum their n_head / G query heads */
     f8_dtype dtype;            /* qkv, o, dy, dqkv */
     float scale, scale_log2;
     const void *qkv;           /* (B·S, 3C) the forward's input */
@@ -131,6 +138,23 @@ typedef struct f8i_attn_bwd_args {
     float *d;                  /* workspace (B·nh, S) FP32: D */
     float *rows;               /* workspace (2, S) FP32 (CPU) */
 } f8i_attn_bwd_args;
+
+/* RoPE (f8_rope_forward / backward; nn/rope.c), in place on the q and k
+ * heads of qkv rows. Per row t (position p = t mod seq), per head of q
+ * (nh) and k (G), per pair (x1, x2) = (x[d], x[d + hd/2]), d < hd/2, with
+ * c = table[p·hd/2 + d], s = table[table_rows·hd/2 + p·hd/2 + d] (FP32):
+ *   forward   x1' = x1·c - x2·s,  x2' = x2·c + x1·s
+ *   inverse   x1' = x1·c + x2·s,  x2' = x2·c - x1·s   (the transpose: the backward)
+ * each an FP32 product, product, sum in that order (no fused multiply-add),
+ * rounded once to the dtype: the backends agree bit for bit. v is untouched. */
+typedef struct f8i_rope_args {
+    void *qkv;                /* (rows, (nh + 2G)·hd) FP32 or BF16, in place */
+    f8_dtype dtype;
+    int64_t rows, seq, n_head, n_kv_head, head_dim;
+    const float *table;       /* cos (table_rows, hd/2), then sin (table_rows, hd/2) */
+    int64_t table_rows;       /* max_seq */
+    int32_t inverse;          /* 1: the backward */
+} f8i_rope_args;
 
 /* The saved state of one f8_attention_saved for `tokens` = B·S, in this
  * order, each at 256 bytes: L (FP32 [B·nh, S]); o (dtype [B·S, C]) unless

@@ -1,0 +1,375 @@
+/*
+ * llama.c — the Llama family of llama.h on f8 modules, in the gpt struct.
+ *
+ * Design note. The buffers and their roles are the GPT's (model.h): the
+ * residual stream at each block input and middle, each layer's qkv and
+ * attention output kept for the backward, one chunk of logits. What differs
+ * is the block: the modules are RMSNorm ones without biases, the MLP is
+ * SwiGLU, q and k are rotated in place in the layer's qkv buffer right after
+ * its GEMM (f8_rope: the attention and its backward see the rotated values;
+ * the QKV module's backward needs its input, not its output, so nothing
+ * keeps the unrotated ones), and the attention has G key/value heads. The
+ * embedding adds a zero (S, C) "position" table: f8_embedding_forward takes
+ * one, and x + 0 is exact. With an untied head the embedding table is a bare
+ * tensor of the parameter table; tied, it is the head's weight as in the
+ * GPT. The LM head and cross-entropy are the GPT's (head.h).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "head.h"
+#include "llama.h"
+#include "try.h"
+
+static size_t esize(const gpt *m) { return f8_dtype_size(m->c.dtype); }
+
+static f8_tensor view(const gpt *m, void *base, int64_t index, int64_t rows, int64_t cols)
+{
+    return f8_tensor_make((unsigned char *)base + (size_t)(index * rows * cols) * esize(m), m->c.dtype, rows, cols);
+}
+
+/* Tensor i of a [n, T, cols] stack, with the current call's rows. */
+static f8_tensor slice(const gpt *m, void *base, int64_t i, int64_t cols)
+{
+    f8_tensor t = view(m, base, i, m->T, cols);
+    t.rows = m->T_call;
+    return t;
+}
+
+static int64_t kv_heads(const gpt_config *c) { return c->kv_heads > 0 ? c->kv_heads : c->heads; }
+static int64_t head_dim(const gpt_config *c) { return c->channels / c->heads; }
+/* The width of a qkv row: q of H heads, k and v of G each. */
+static int64_t qkv_width(const gpt_config *c) { return (c->heads + 2 * kv_heads(c)) * head_dim(c); }
+
+double llama_param_estimate(const gpt_config *c)
+{
+    const double C = (double)c->channels, W = (double)qkv_width(c), F = (double)c->ffn, Vp = (double)c->padded_vocab;
+    const double block = C * W + C * C + 3 * C * F + 2 * C;
+    return (double)c->layers * block + Vp * C * (c->untied ? 2 : 1) + C;
+}
+
+double llama_bytes_estimate(const gpt_config *c)
+{
+    const double C = (double)c->channels, W = (double)qkv_width(c), F = (double)c->ffn, L = (double)c->layers;
+    const double S = (double)c->seq, T = (double)c->batch * S, es = (double)f8_dtype_size(c->dtype);
+    const double Vp = (double)c->padded_vocab, P = llama_param_estimate(c);
+    const double pass = c->head_chunk > 0 ? (double)c->head_chunk : (double)GPT_HEAD_CHUNK;
+    const double head = pass < T ? (pass > S ? pass : S) : T;
+    /* the stream, qkv, attention outputs, the modules' saved norm outputs and
+     * SwiGLU inputs (fc1's output, 2F), the gradients' scratch, the logits */
+    const double acts = T * ((2 * L + 1) * C + L * W + L * C + L * (2 * C + 2 * F) + 3 * C + W) * es + head * Vp * es;
+    /* FP8: the weights' casts and transposes, and the GEMM inputs' codes saved for the backward */
+    const double fp8 = c->fp8 ? L * (C * W + C * C + 3 * C * F) * 2 + T * L * (3 * C + F) : 0;
+    return P * (2 * es + 8) + fp8 + acts;
+}
+
+int llama_check_memory(const gpt_config *c, const char *device_name, double limit, char *err, size_t n)
+{
+    const char *what = "this machine's memory";
+    if (device_name) { /* 90% of it: the CUDA context, cuBLASLt's workspace and the allocator are not counted */
+        limit = strstr(device_name, "H200") ? 141e9 * 0.9 : strstr(device_name, "H100") ? 80.0 * 1073741824.0 * 0.9 : 0;
+        what = device_name;
+    }
+    const double need = llama_bytes_estimate(c);
+    if (limit <= 0 || need <= limit) return 0;
+    snprintf(err, n,
+             "the Llama model (%lld layers, %lld wide, %lld/%lld heads, FFN %lld, vocab %lld: %.3g parameters) needs at "
+             "least %.1f GiB on one rank (parameters, gradients, AdamW's FP32 moments, activations at batch %lld x seq "
+             "%lld), more than %s (%.1f GiB): it needs several GPUs (data parallelism with ZeRO-1, --gpus N)",
+             (long long)c->layers, (long long)c->channels, (long long)c->heads, (long long)kv_heads(c), (long long)c->ffn,
+             (long long)c->vocab, llama_param_estimate(c), need / 1073741824.0, (long long)c->batch, (long long)c->seq,
+             what, limit / 1073741824.0);
+    return -1;
+}
+
+static f8_status alloc_act(gpt *m, void **p, size_t bytes) { return f8_ctx_alloc(m->ctx, bytes ? bytes : 1, p); }
+
+/* The seed of block l's module j (1 qkv, 2 proj, 3 mlp), apart from the GPT's streams. */
+static uint64_t module_seed(const gpt_config *c, int64_t l, int j)
+{
+    return c->seed * 2246822519u + (uint64_t)l * 4 + (uint64_t)j + 0x11A3Au;
+}
+
+static f8_status create_blocks(gpt *m)
+{
+    const gpt_config *c = &m->c;
+    const int64_t C = c->channels, T = m->T, W = qkv_width(c);
+    for (int64_t l = 0; l < c->layers; l++) {
+        gpt_block *b = &m->blocks[l];
+        f8_layernorm_linear_config qc = f8_layernorm_linear_config_default(C, W);
+        qc.bias = 0;
+        qc.normalization = F8_NORM_RMSNORM;
+        qc.param_dtype = c->dtype;
+        qc.fp8 = c->fp8;
+        qc.max_tokens = T;
+        qc.seed = module_seed(c, l, 1);
+        qc.recompute_norm_output = c->recompute_norm;
+        f8_linear_config pc = f8_linear_config_default(C, C);
+        pc.bias = 0;
+        pc.param_dtype = c->dtype;
+        pc.fp8 = c->fp8;
+        pc.max_tokens = T;
+        pc.seed = module_seed(c, l, 2);
+        f8_layernorm_mlp_config mc = f8_layernorm_mlp_config_default(C, c->ffn);
+        mc.bias = 0;
+        mc.normalization = F8_NORM_RMSNORM;
+        mc.activation = F8_ACT_SWIGLU;
+        mc.param_dtype = c->dtype;
+        mc.fp8 = c->fp8;
+        mc.max_tokens = T;
+        mc.seed = module_seed(c, l, 3);
+        mc.recompute_norm_output = c->recompute_norm;
+        TRY(f8_layernorm_linear_create(m->ctx, &qc, &b->qkv));
+        TRY(f8_linear_create(m->ctx, &pc, &b->proj));
+        TRY(f8_layernorm_mlp_create(m->ctx, &mc, &b->mlp));
+        TRY(f8_module_saved_create(b->qkv, &b->qkv_s));
+        b->att = m->att;
+        TRY(f8_attention_saved_create(b->att, &b->att_s));
+        TRY(f8_module_saved_create(b->proj, &b->proj_s));
+        TRY(f8_module_saved_create(b->mlp, &b->mlp_s));
+    }
+    return F8_OK;
+}
+
+/* The parameter table (llama.h lists its order: the checkpoint's). */
+static f8_status params_build(gpt *m)
+{
+    param_table *t = &m->params;
+    const unsigned D = PARAM_DECAY, R = PARAM_REPLICATED;
+    TRY(param_table_add(t, "model.head", m->head, F8_PARAM_WEIGHT, -1, -1, D | R));
+    TRY(param_table_add(t, "model.head", m->head, F8_PARAM_LN_WEIGHT, -1, -1, R));
+    if (m->c.untied) {
+        f8_tensor w = view(m, m->wte, 0, m->c.padded_vocab, m->c.channels), g = view(m, m->dwte, 0, m->c.padded_vocab, m->c.channels);
+        TRY(param_table_add_tensor(t, "model.wte", &w, &g, NULL, -1, D | R));
+    }
+    for (int64_t l = 0; l < m->c.layers; l++) {
+        const gpt_block *b = &m->blocks[l];
+        char q[48], p[48], f[48];
+        snprintf(q, sizeof q, "model.h.%lld.qkv", (long long)l);
+        snprintf(p, sizeof p, "model.h.%lld.proj", (long long)l);
+        snprintf(f, sizeof f, "model.h.%lld.mlp", (long long)l);
+        TRY(param_table_add(t, q, b->qkv, F8_PARAM_LN_WEIGHT, l, -1, R));
+        TRY(param_table_add(t, q, b->qkv, F8_PARAM_WEIGHT, l, -1, D));
+        TRY(param_table_add(t, p, b->proj, F8_PARAM_WEIGHT, l, -1, D));
+        TRY(param_table_add(t, f, b->mlp, F8_PARAM_LN_WEIGHT, l, -1, R));
+        TRY(param_table_add(t, f, b->mlp, F8_PARAM_FC1_WEIGHT, l, -1, D));
+        TRY(param_table_add(t, f, b->mlp, F8_PARAM_FC2_WEIGHT, l, -1, D));
+    }
+    return F8_OK;
+}
+
+/* What this family does not do yet (F8_ERR_UNSUPPORTED) or a shape it
+ * cannot have (F8_ERR_INVALID_ARGUMENT), with a message; F8_OK. */
+static f8_status refuse(const gpt_config *c, f8_comm *tp, int sp, char *err, size_t n)
+{
+    const int64_t G = kv_heads(c);
+    if (tp && f8_comm_size(tp) > 1) snprintf(err, n, "tensor parallelism (--tp) is not yet for llama");
+    else if (sp) snprintf(err, n, "sequence parallelism is not yet for llama");
+    else if (c->fp8_weights) snprintf(err, n, "FP8 primary weights (--fp8-weights) are not yet for llama");
+    else if (c->fp8_attention) snprintf(err, n, "FP8 attention (--fp8-attention) is not yet for llama (it is multi-head only)");
+    else if (c->heads < 1 || c->channels % c->heads || G < 1 || c->heads % G || head_dim(c) % 2 || c->ffn < 1) {
+        snprintf(err, n, "llama: channels %lld must divide by heads %lld into an even head_dim, kv_heads %lld must divide "
+                 "heads, ffn %lld >= 1", (long long)c->channels, (long long)c->heads, (long long)G, (long long)c->ffn);
+        return F8_ERR_INVALID_ARGUMENT;
+    } else if (c->padded_vocab < c->vocab) {
+        snprintf(err, n, "padded vocab %lld < vocab %lld", (long long)c->padded_vocab, (long long)c->vocab);
+        return F8_ERR_INVALID_ARGUMENT;
+    } else
+        return F8_OK;
+    return F8_ERR_UNSUPPORTED;
+}
+
+f8_status llama_create_tp(f8_ctx *ctx, const gpt_config *c, f8_comm *tp, int sp, gpt *m, char *err, size_t err_size)
+{
+    memset(m, 0, sizeof *m);
+    m->ctx = ctx;
+    m->c = *c;
+    const f8_status no = refuse(c, tp, sp, err, err_size);
+    if (no != F8_OK) return no;
+    m->T = c->batch * c->seq;
+    m->T_call = m->T;
+    m->tp_size = 1;
+    m->Tr = m->T;
+    m->Cl = c->channels;
+    m->Fl = c->ffn;
+    const int64_t C = c->channels, T = m->T, L = c->layers, W = qkv_width(c), Vp = c->padded_vocab;
+    const size_t es = esize(m);
+    f8_status st = F8_OK;
+    m->blocks = (gpt_block *)calloc((size_t)L, sizeof *m->blocks);
+    if (!m->blocks) st = F8_ERR_OUT_OF_MEMORY;
+    f8_attention_config ac = f8_attention_config_default(c->heads, head_dim(c), c->batch, c->seq);
+    ac.dtype = c->dtype;
+    ac.n_kv_head = kv_heads(c);
+    ac.output_kept = 1; /* each layer's y stays in atty until its backward */
+    m->att_cfg = ac;
+    if (st == F8_OK) st = f8_attention_create(ctx, &ac, &m->att);
+    f8_rope_config rc = f8_rope_config_default(c->heads, kv_heads(c), head_dim(c), c->seq);
+    rc.theta = c->rope_theta > 0 ? c->rope_theta : 500000.0;
+    if (c->rope_factor > 0) {
+        rc.scaling = F8_ROPE_SCALING_LLAMA3;
+        rc.factor = c->rope_factor; /* low 1, high 4, original 8192: the defaults, Llama 3.1's and 3.2's */
+    }
+    if (st == F8_OK) st = f8_rope_create(ctx, &rc, &m->rope);
+    if (st == F8_OK) st = create_blocks(m);
+    f8_layernorm_linear_config hc = f8_layernorm_linear_config_default(C, Vp);
+    hc.bias = 0;
+    hc.normalization = F8_NORM_RMSNORM;
+    hc.param_dtype = c->dtype;
+    hc.fp8 = c->fp8 && c->fp8_head;
+    const int64_t pass = c->head_chunk > 0 ? c->head_chunk : GPT_HEAD_CHUNK;
+    m->head_rows = pass < T ? (pass > c->seq ? pass : c->seq) : T;
+    hc.max_tokens = m->head_rows;
+    hc.seed = c->seed * 2654435761u + 17;
+    if (st == F8_OK) st = f8_layernorm_linear_create(ctx, &hc, &m->head);
+    if (st == F8_OK) st = f8_module_saved_create(m->head, &m->head_s);
+    if (st == F8_OK && c->untied) { /* the embedding table: N(0, 0.02²) as the modules' weights */
+        st = alloc_act(m, &m->wte, (size_t)(Vp * C) * es);
+        if (st == F8_OK) st = alloc_act(m, &m->dwte, (size_t)(Vp * C) * es);
+        f8_tensor w = view(m, m->wte, 0, Vp, C);
+        if (st == F8_OK) st = f8_tensor_fill_normal(ctx, &w, 0.02, c->seed * 40503u + 29);
+    }
+    /* a zero position table: the embedding op's second input (x + 0 is exact) */
+    if (st == F8_OK) st = alloc_act(m, &m->wpe, (size_t)(c->seq * C) * es);
+    f8_tensor wpe = view(m, m->wpe, 0, c->seq, C);
+    if (st == F8_OK) st = f8_tensor_zero(ctx, &wpe);
+    if (st == F8_OK) st = alloc_act(m, &m->resid, (size_t)((2 * L + 1) * T * C) * es);
+    if (st == F8_OK) st = alloc_act(m, &m->qkv, (size_t)(L * T * W) * es);
+    if (st == F8_OK) st = alloc_act(m, &m->atty, (size_t)(L * T * C) * es);
+    if (st == F8_OK) st = alloc_act(m, &m->logits, (size_t)(m->head_rows * Vp) * es);
+    if (st == F8_OK) st = alloc_act(m, &m->dres, (size_t)(T * C) * es);
+    if (st == F8_OK) st = alloc_act(m, &m->dtmp, (size_t)(T * C) * es);
+    if (st == F8_OK) st = alloc_act(m, &m->dqkv, (size_t)(T * W) * es);
+    if (st == F8_OK) st = alloc_act(m, &m->io, (size_t)T * 12);
+    if (st == F8_OK) {
+        m->tokens = (int32_t *)m->io;
+        m->targets = m->tokens + T;
+        m->losses = (float *)(m->targets + T);
+    }
+    if (st == F8_OK) st = llama_zero_grad(m);
+    if (st == F8_OK) st = params_build(m);
+    if (st == F8_OK) st = f8_ctx_synchronize(ctx);
+    if (st != F8_OK) snprintf(err, err_size, "%s", f8_ctx_last_error(ctx));
+    return st;
+}
+
+/* The embedding table: the untied one, or the head's weight (tied); grad 1 for its gradient. */
+static f8_status embedding_table(gpt *m, int grad, f8_tensor *t)
+{
+    if (m->c.untied) {
+        *t = view(m, grad ? m->dwte : m->wte, 0, m->c.padded_vocab, m->c.channels);
+        return F8_OK;
+    }
+    return f8_module_param(m->head, F8_PARAM_WEIGHT, grad, t);
+}
+
+f8_status llama_forward(gpt *m, int64_t batch, int train, float grad_scale, f8_microbatch mb)
+{
+    const gpt_config *c = &m->c;
+    if (batch < 1 || batch > c->batch) return F8_ERR_SHAPE;
+    const int64_t C = c->channels, W = qkv_width(c);
+    m->T_call = batch * c->seq;
+    f8_tensor wte, wpe = view(m, m->wpe, 0, c->seq, C), x0 = slice(m, m->resid, 0, C);
+    TRY(embedding_table(m, 0, &wte));
+    TRY(f8_embedding_forward(m->ctx, m->tokens, c->seq, &wte, &wpe, &x0));
+    for (int64_t l = 0; l < c->layers; l++) {
+        gpt_block *b = &m->blocks[l];
+        f8_tensor x = slice(m, m->resid, 2 * l, C), xm = slice(m, m->resid, 2 * l + 1, C), xo = slice(m, m->resid, 2 * l + 2, C);
+        f8_tensor qkv = slice(m, m->qkv, l, W), a = slice(m, m->atty, l, C);
+        TRY(f8_layernorm_linear_forward(b->qkv, &x, &qkv, NULL, mb, train ? b->qkv_s : NULL));
+        TRY(f8_rope_forward(m->rope, &qkv, c->seq));
+        TRY(f8_attention_forward(b->att, &qkv, batch, c->seq, &a, train ? b->att_s : NULL));
+        TRY(f8_module_forward_add(b->proj, &a, &xm, &x, mb, train ? b->proj_s : NULL));
+        TRY(f8_module_forward_add(b->mlp, &xm, &xo, &xm, mb, train ? b->mlp_s : NULL));
+    }
+    f8_tensor xf = slice(m, m->resid, 2 * c->layers, C);
+    return head_forward(m, &xf, train, grad_scale, mb);
+}
+
+f8_status llama_backward(gpt *m)
+{
+    const gpt_config *c = &m->c;
+    const int64_t C = c->channels;
+    f8_tensor d = slice(m, m->dres, 0, C), datt = slice(m, m->dtmp, 0, C);
+    f8_tensor dlogits = slice(m, m->logits, 0, c->padded_vocab), dqkv = slice(m, m->dqkv, 0, qkv_width(c));
+    if (!m->head_done) TRY(f8_layernorm_linear_backward(m->head, m->head_s, &dlogits, NULL, &d));
+    for (int64_t l = c->layers - 1; l >= 0; l--) {
+        gpt_block *b = &m->blocks[l];
+        TRY(f8_module_backward_add(b->mlp, b->mlp_s, &d, &d)); /* d = ∂loss/∂x' */
+        TRY(f8_module_backward(b->proj, b->proj_s, &d, &datt));
+        TRY(f8_attention_backward(b->att, b->att_s, &datt, &dqkv));
+        TRY(f8_rope_backward(m->rope, &dqkv, c->seq)); /* ∂loss/∂(the QKV GEMM's output) */
+        TRY(f8_module_backward_add(b->qkv, b->qkv_s, &dqkv, &d)); /* d = ∂loss/∂x */
+        if (m->grads_ready) TRY(m->grads_ready(m->grads_user, l));
+    }
+    f8_tensor dwte;
+    TRY(embedding_table(m, 1, &dwte));
+    TRY(f8_embedding_backward(m->ctx, m->tokens, c->seq, &d, &dwte, NULL));
+    return m->grads_ready ? m->grads_ready(m->grads_user, -1) : F8_OK;
+}
+
+f8_status llama_zero_grad(gpt *m)
+{
+    for (int64_t l = 0; l < m->c.layers; l++) {
+        TRY(f8_module_zero_grad(m->blocks[l].qkv));
+        TRY(f8_module_zero_grad(m->blocks[l].proj));
+        TRY(f8_module_zero_grad(m->blocks[l].mlp));
+    }
+    TRY(f8_module_zero_grad(m->head));
+    if (!m->c.untied) return F8_OK;
+    f8_tensor g = view(m, m->dwte, 0, m->c.padded_vocab, m->c.channels);
+    return f8_tensor_zero(m->ctx, &g);
+}
+
+/* ---- the family in a checkpoint's metadata (llama.h) ------------------------ */
+
+f8_status llama_metadata_add(const gpt_config *c, f8_checkpoint *ck)
+{
+    char v[5][40];
+    snprintf(v[0], sizeof v[0], "%lld", (long long)kv_heads(c));
+    snprintf(v[1], sizeof v[1], "%lld", (long long)c->ffn);
+    snprintf(v[2], sizeof v[2], "%d", c->untied ? 1 : 0);
+    snprintf(v[3], sizeof v[3], "%.17g", c->rope_theta > 0 ? c->rope_theta : 500000.0);
+    snprintf(v[4], sizeof v[4], "%.17g", c->rope_factor);
+    static const char *const keys[5] = {"train.kv_heads", "train.ffn", "train.untied", "train.rope_theta",
+                                        "train.rope_factor"};
+    TRY(f8_checkpoint_set_metadata(ck, "train.family", "llama"));
+    for (int i = 0; i < 5; i++) TRY(f8_checkpoint_set_metadata(ck, keys[i], v[i]));
+    return F8_OK;
+}
+
+/* A finite number from metadata key, in [lo, hi]. */
+static int meta_number(const f8_checkpoint *ck, const char *key, double lo, double hi, double *out, char *err, size_t n)
+{
+    const char *v = f8_checkpoint_metadata(ck, key);
+    char *end = NULL;
+    const double x = v ? strtod(v, &end) : NAN;
+    if (!v || end == v || *end || !(x >= lo && x <= hi)) {
+        snprintf(err, n, "the checkpoint's %s = '%.40s' is %s (expected a number in [%g, %g])", key, v ? v : "",
+                 v ? "malformed" : "missing", lo, hi);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+int llama_metadata_read(const f8_checkpoint *ck, gpt_config *c, char *err, size_t n)
+{
+    const char *family = f8_checkpoint_metadata(ck, "train.family");
+    c->llama = 0;
+    if (!family || strcmp(family, "gpt") == 0) return 0; /* a GPT (older checkpoints name no family) */
+    if (strcmp(family, "llama") != 0) {
+        snprintf(err, n, "the checkpoint's train.family = '%.40s' is not a family f8_train has (gpt, llama)", family);
+        return -1;
+    }
+    double kv, ffn, untied;
+    if (meta_number(ck, "train.kv_heads", 1, 65536, &kv, err, n) || meta_number(ck, "train.ffn", 1, 1 << 23, &ffn, err, n) ||
+        meta_number(ck, "train.untied", 0, 1, &untied, err, n) ||
+        meta_number(ck, "train.rope_theta", 1, 1e12, &c->rope_theta, err, n) ||
+        meta_number(ck, "train.rope_factor", 0, 1e6, &c->rope_factor, err, n))
+        return -1;
+    c->llama = 1;
+    c->kv_heads = (int64_t)kv, c->ffn = (int64_t)ffn, c->untied = untied != 0;
+    return 0;
+}
