@@ -150,6 +150,13 @@ static int lt_eligible(const f8i_rowwise_gemm_args *g)
     return f8i_lt_align_log2(g->a_scale_inv) >= 4 && f8i_lt_align_log2(g->b_scale_inv) >= 4;
 }
 
+/* One attribute of desc, unless an earlier one failed (*st). */
+static void set_attr(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, const void *value, size_t bytes,
+                     cublasStatus_t *st)
+{
+    if (*st == CUBLAS_STATUS_SUCCESS) *st = cublasLtMatmulDescSetAttribute(desc, attr, value, bytes);
+}
+
 /* Descriptor for g, the bias fused or not; scale and bias pointers are g's. */
 static cublasStatus_t desc_build(f8i_rowwise_plan *p, const f8i_rowwise_gemm_args *g, int fuse_bias)
 {
@@ -158,23 +165,19 @@ static cublasStatus_t desc_build(f8i_rowwise_plan *p, const f8i_rowwise_gemm_arg
     const int8_t fast = g->split_accum ? 0 : 1;
     const int32_t vec = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F, bias_type = CUDA_R_16BF;
     const cublasLtEpilogue_t epi = fuse_bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
-    const struct {
-        cublasLtMatmulDescAttributes_t attr;
-        const void *value;
-        size_t bytes;
-    } attrs[] = {{CUBLASLT_MATMUL_DESC_TRANSA, &op_t, sizeof op_t},
-                 {CUBLASLT_MATMUL_DESC_TRANSB, &op_n, sizeof op_n},
-                 {CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast},
-                 {CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &vec, sizeof vec},
-                 {CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &vec, sizeof vec},
-                 {CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &g->b_scale_inv, sizeof g->b_scale_inv},
-                 {CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &g->a_scale_inv, sizeof g->a_scale_inv},
-                 {CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi},
-                 {CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias, sizeof g->bias},
-                 {CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type}};
-    const size_t count = sizeof attrs / sizeof attrs[0] - (fuse_bias ? 0 : 2);
-    for (size_t i = 0; i < count && st == CUBLAS_STATUS_SUCCESS; i++)
-        st = cublasLtMatmulDescSetAttribute(p->desc, attrs[i].attr, attrs[i].value, attrs[i].bytes);
+    set_attr(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_t, sizeof op_t, &st);
+    set_attr(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_n, sizeof op_n, &st);
+    set_attr(p->desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast, &st);
+    /* A' = our b: its scale vector has n entries, B' = our a: m */
+    set_attr(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &vec, sizeof vec, &st);
+    set_attr(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &vec, sizeof vec, &st);
+    set_attr(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &g->b_scale_inv, sizeof g->b_scale_inv, &st);
+    set_attr(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &g->a_scale_inv, sizeof g->a_scale_inv, &st);
+    set_attr(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi, &st);
+    if (fuse_bias) {
+        set_attr(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias, sizeof g->bias, &st);
+        set_attr(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type, &st);
+    }
     return st;
 }
 
@@ -253,13 +256,10 @@ static f8_status run_lt(f8_ctx *ctx, f8i_rowwise_plan *p, const f8i_rowwise_gemm
     *refused = 0;
     f8_status fs = f8i_cuda_gemm_lt(ctx, &handle, &ws, &ws_bytes);
     if (fs != F8_OK) return fs;
-    cublasStatus_t st =
-        cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &g->b_scale_inv, sizeof g->b_scale_inv);
-    if (st == CUBLAS_STATUS_SUCCESS)
-        st = cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &g->a_scale_inv,
-                                            sizeof g->a_scale_inv);
-    if (st == CUBLAS_STATUS_SUCCESS && p->fused_bias)
-        st = cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias, sizeof g->bias);
+    cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+    set_attr(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &g->b_scale_inv, sizeof g->b_scale_inv, &st);
+    set_attr(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &g->a_scale_inv, sizeof g->a_scale_inv, &st);
+    if (p->fused_bias) set_attr(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias, sizeof g->bias, &st);
     const float alpha = 1.0f, beta = g->c ? 1.0f : 0.0f;
     const void *cmat = g->c ? g->c : g->d;
     if (st == CUBLAS_STATUS_SUCCESS)

@@ -35,20 +35,6 @@
 #define RW_STRIPE 32 /* columns of one column block, rows of one of its tiles */
 static_assert(RW_STRIPE == 32, "a lane per column of the stripe");
 
-typedef struct rw_params {
-    const void *src;    /* (rows, cols) FP32 or BF16 */
-    int64_t rows, cols;
-    float scaled_max;
-    int pow2;
-    uint8_t *out;       /* (rows, cols) or NULL */
-    float *scale_inv;   /* (rows) */
-    uint8_t *out_t;     /* (cols, rows) or NULL */
-    float *scale_inv_t; /* (cols) */
-    float *amax;
-    unsigned long long *stats;
-    const float *noop;
-    int64_t row_blocks; /* blocks [0, row_blocks) do rows, the rest column stripes */
-} rw_params;
 
 template <int BF16>
 static __device__ __forceinline__ float rw_load(const void *src, int64_t i)
@@ -66,7 +52,7 @@ static __device__ __forceinline__ float rw_warp_max(float a)
 
 /* Rows: warp w of row block b owns row b·8 + w; lane l its columns l, l + 32, ... */
 template <int BF16, int E5M2>
-static __device__ __forceinline__ void rw_rows(const rw_params &p, float &amax, unsigned &sat, unsigned &flushed)
+static __device__ __forceinline__ void rw_rows(const f8i_rowwise_cast_args &p, float &amax, unsigned &sat, unsigned &flushed)
 {
     const int lane = threadIdx.x & 31;
     const int64_t r = (int64_t)blockIdx.x * RW_WARPS + (threadIdx.x >> 5);
@@ -82,7 +68,7 @@ static __device__ __forceinline__ void rw_rows(const rw_params &p, float &amax, 
         const float v = rw_load<BF16>(p.src, base + c);
         const uint32_t q = fp8x2<E5M2>(v * s, 0.0f) & 0xFFu;
         p.out[base + c] = (uint8_t)q;
-        if (p.stats) code_stats<E5M2>(v, s, q, sat, flushed);
+        if (p.stats != NULL) code_stats<E5M2>(v, s, q, sat, flushed);
     }
 }
 
@@ -90,7 +76,7 @@ static __device__ __forceinline__ void rw_rows(const rw_params &p, float &amax, 
  * rows w, w + 8, ...); per 32-row tile, warp w loads tile rows w + 8i, then
  * writes out_t rows (src columns) w + 8i, lane l at tile row l. */
 template <int BF16, int E5M2>
-static __device__ __forceinline__ void rw_cols(const rw_params &p, int64_t stripe, bool count, float &amax,
+static __device__ __forceinline__ void rw_cols(const f8i_rowwise_cast_args &p, int64_t stripe, bool count, float &amax,
                                                unsigned &sat, unsigned &flushed)
 {
     __shared__ float part[RW_WARPS][RW_STRIPE];
@@ -134,31 +120,32 @@ static __device__ __forceinline__ void rw_cols(const rw_params &p, int64_t strip
     }
 }
 
-/* The row-wise cast. Grid: row_blocks (ceil(rows / 8), 0 without out) row
+/* The row-wise cast (p: the caller's args, by value). Grid: row_blocks
+ * (ceil(rows / 8), 0 without out) row
  * blocks, then ceil(cols / 32) column blocks (none without out_t). Block:
  * 256 threads, as rw_rows and rw_cols say. */
 template <int BF16, int E5M2>
-static __global__ void __launch_bounds__(RW_THREADS) rowwise_cast_kernel(rw_params p)
+static __global__ void __launch_bounds__(RW_THREADS) rowwise_cast_kernel(f8i_rowwise_cast_args p, int64_t row_blocks)
 {
     if (noop_set(p.noop)) return;
     float amax = 0.0f;
     unsigned sat = 0, flushed = 0;
-    const bool row_block = (int64_t)blockIdx.x < p.row_blocks;
+    const bool row_block = (int64_t)blockIdx.x < row_blocks;
     const bool count = row_block || p.out == NULL; /* uniform over the block */
     if (row_block)
         rw_rows<BF16, E5M2>(p, amax, sat, flushed);
     else
-        rw_cols<BF16, E5M2>(p, (int64_t)blockIdx.x - p.row_blocks, count, amax, sat, flushed);
+        rw_cols<BF16, E5M2>(p, (int64_t)blockIdx.x - row_blocks, count, amax, sat, flushed);
     if (!count) return;
     if (p.amax != NULL) block_amax_atomic<RW_THREADS>(amax, p.amax);
-    if (p.stats != NULL) block_stats_atomic<RW_THREADS>(sat, flushed, p.stats, p.rows * p.cols, blockIdx.x == 0);
+    if (p.stats != NULL) block_stats_atomic<RW_THREADS>(sat, flushed, (unsigned long long *)p.stats, p.rows * p.cols, blockIdx.x == 0);
 }
 
 template <int BF16, int E5M2>
-static f8_status launch(f8_ctx *ctx, const rw_params &p, unsigned blocks)
+static f8_status launch(f8_ctx *ctx, const f8i_rowwise_cast_args *a, int64_t row_blocks, unsigned blocks)
 {
     F8I_COUNT_LAUNCHES(ctx, 1);
-    rowwise_cast_kernel<BF16, E5M2><<<blocks, RW_THREADS, 0, f8i_stream(ctx)>>>(p);
+    rowwise_cast_kernel<BF16, E5M2><<<blocks, RW_THREADS, 0, f8i_stream(ctx)>>>(*a, row_blocks);
     return f8i_cuda_launch_check(ctx, "rowwise_cast_kernel");
 }
 
@@ -166,25 +153,13 @@ static f8_status launch(f8_ctx *ctx, const rw_params &p, unsigned blocks)
 f8_status f8i_cuda_cast_rowwise(f8_ctx *ctx, const f8i_rowwise_cast_args *a)
 {
     if (a->rows == 0 || a->cols == 0) return F8_OK; /* nothing is written (rowwise.h) */
-    rw_params p;
-    p.src = a->src;
-    p.rows = a->rows;
-    p.cols = a->cols;
-    p.scaled_max = a->scaled_max;
-    p.pow2 = a->pow2;
-    p.out = a->out;
-    p.scale_inv = a->scale_inv;
-    p.out_t = a->out_t;
-    p.scale_inv_t = a->scale_inv_t;
-    p.amax = a->amax;
-    p.stats = (unsigned long long *)a->stats;
-    p.noop = a->noop;
-    p.row_blocks = a->out ? (a->rows + RW_WARPS - 1) / RW_WARPS : 0;
-    const int64_t blocks = p.row_blocks + (a->out_t ? (a->cols + RW_STRIPE - 1) / RW_STRIPE : 0);
+    const int64_t row_blocks = a->out ? (a->rows + RW_WARPS - 1) / RW_WARPS : 0;
+    const int64_t blocks = row_blocks + (a->out_t ? (a->cols + RW_STRIPE - 1) / RW_STRIPE : 0);
     if (blocks > INT_MAX)
         return f8i_error(ctx, F8_ERR_UNSUPPORTED, "rowwise cast: [%lld, %lld] needs too many blocks for one launch",
                          (long long)a->rows, (long long)a->cols);
-    const int bf16 = a->src_dtype == F8_DTYPE_BF16, e5m2 = a->out_dtype == F8_DTYPE_E5M2;
-    if (bf16) return e5m2 ? launch<1, 1>(ctx, p, (unsigned)blocks) : launch<1, 0>(ctx, p, (unsigned)blocks);
-    return e5m2 ? launch<0, 1>(ctx, p, (unsigned)blocks) : launch<0, 0>(ctx, p, (unsigned)blocks);
+    const unsigned nb = (unsigned)blocks;
+    if (a->src_dtype == F8_DTYPE_BF16)
+        return a->out_dtype == F8_DTYPE_E5M2 ? launch<1, 1>(ctx, a, row_blocks, nb) : launch<1, 0>(ctx, a, row_blocks, nb);
+    return a->out_dtype == F8_DTYPE_E5M2 ? launch<0, 1>(ctx, a, row_blocks, nb) : launch<0, 0>(ctx, a, row_blocks, nb);
 }
