@@ -57,8 +57,9 @@ static int cast_case_run(f8_ctx *ctx[2], const cast_case *cc, test_rng *rng)
     const size_t sbytes = (size_t)n * (cc->src == F8_DTYPE_BF16 ? 2 : 4);
     const void *src_host = cc->src == F8_DTYPE_BF16 ? (const void *)hb : (const void *)h;
     /* per backend: out, scale_inv, out_t, scale_inv_t, amax, stats; poisoned first */
-    uint8_t *poison = (uint8_t *)xmalloc((size_t)n + 1);
-    memset(poison, 0xA5, (size_t)n + 1);
+    const size_t pbytes = (size_t)(n > 4 * R ? (n > 4 * C ? n : 4 * C) : (4 * R > 4 * C ? 4 * R : 4 * C)) + 1;
+    uint8_t *poison = (uint8_t *)xmalloc(pbytes);
+    memset(poison, 0xA5, pbytes);
     const float amax0 = 0.25f, flag = cc->noop == 2 ? 1.0f : 0.0f;
     const uint64_t stats0[3] = {3, 1, 2};
     void *out[2], *si[2], *out_t[2], *si_t[2], *amax[2], *stats[2], *noop[2], *src[2];
