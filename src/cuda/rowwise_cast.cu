@@ -7,8 +7,10 @@
  *
  * Design note. One launch with two kinds of blocks. Row blocks (when out is
  * asked for) give each warp one row: an fmaxf pass over the row (exact and
- * order-free, so the scale is the CPU's), the scale from f8i_current_scale
- * (numerics.h, the same function the CPU calls), then a second pass that
+ * order-free, so the scale is the CPU's; 4 values per lane and one word
+ * of 4 codes per store where the row pitch and pointers allow), the scale
+ * from f8i_current_scale (numerics.h, the same function the CPU calls),
+ * then a second pass that
  * writes the codes; the row's second read comes from L1/L2. Column blocks
  * (when out_t is) own a stripe of 32 columns over all rows: a first walk
  * takes each column's amax, then 32x32 tiles go through shared memory so
@@ -50,8 +52,25 @@ static __device__ __forceinline__ float rw_warp_max(float a)
     return a;
 }
 
-/* Rows: warp w of row block b owns row b·8 + w; lane l its columns l, l + 32, ... */
-template <int BF16, int E5M2>
+/* Four consecutive values at element i (16-byte FP32 or 8-byte BF16 loads:
+ * the caller checked the alignment). */
+template <int BF16>
+static __device__ __forceinline__ void rw_load4(const void *src, int64_t i, float (&v)[4])
+{
+    if (BF16) {
+        const uint2 w = *(const uint2 *)((const uint16_t *)src + i);
+        v[0] = __uint_as_float(w.x << 16), v[1] = __uint_as_float(w.x & 0xFFFF0000u);
+        v[2] = __uint_as_float(w.y << 16), v[3] = __uint_as_float(w.y & 0xFFFF0000u);
+    } else {
+        const float4 w = *(const float4 *)((const float *)src + i);
+        v[0] = w.x, v[1] = w.y, v[2] = w.z, v[3] = w.w;
+    }
+}
+
+/* Rows: warp w of row block b owns row b·8 + w. VEC: lane l owns columns
+ * 4l .. 4l + 3, then + 128, ... (vector loads, one word of 4 codes per
+ * store); else columns l, l + 32, ... */
+template <int BF16, int E5M2, int VEC>
 static __device__ __forceinline__ void rw_rows(const f8i_rowwise_cast_args &p, float &amax, unsigned &sat, unsigned &flushed)
 {
     const int lane = threadIdx.x & 31;
@@ -59,16 +78,34 @@ static __device__ __forceinline__ void rw_rows(const f8i_rowwise_cast_args &p, f
     if (r >= p.rows) return;
     const int64_t base = r * p.cols;
     float m = 0.0f;
-    for (int64_t c = lane; c < p.cols; c += 32) m = fmaxf(m, fabsf(rw_load<BF16>(p.src, base + c)));
+    if (VEC) {
+        for (int64_t c = 4 * lane; c < p.cols; c += 128) {
+            float v[4];
+            rw_load4<BF16>(p.src, base + c, v);
+            m = fmaxf(fmaxf(m, fmaxf(fabsf(v[0]), fabsf(v[1]))), fmaxf(fabsf(v[2]), fabsf(v[3])));
+        }
+    } else {
+        for (int64_t c = lane; c < p.cols; c += 32) m = fmaxf(m, fabsf(rw_load<BF16>(p.src, base + c)));
+    }
     m = rw_warp_max(m);
     amax = m;
     const float s = f8i_current_scale(m, 1.0f, p.scaled_max, p.pow2);
     if (lane == 0) p.scale_inv[r] = 1.0f / s;
-    for (int64_t c = lane; c < p.cols; c += 32) {
-        const float v = rw_load<BF16>(p.src, base + c);
-        const uint32_t q = fp8x2<E5M2>(v * s, 0.0f) & 0xFFu;
-        p.out[base + c] = (uint8_t)q;
-        if (p.stats != NULL) code_stats<E5M2>(v, s, q, sat, flushed);
+    if (VEC) {
+        for (int64_t c = 4 * lane; c < p.cols; c += 128) {
+            float v[4];
+            rw_load4<BF16>(p.src, base + c, v);
+            const uint32_t w = fp8x4<E5M2>(v, s);
+            *(uint32_t *)(p.out + base + c) = w;
+            for (int i = 0; p.stats != NULL && i < 4; i++) code_stats<E5M2>(v[i], s, (w >> (8 * i)) & 0xFFu, sat, flushed);
+        }
+    } else {
+        for (int64_t c = lane; c < p.cols; c += 32) {
+            const float v = rw_load<BF16>(p.src, base + c);
+            const uint32_t q = fp8x2<E5M2>(v * s, 0.0f) & 0xFFu;
+            p.out[base + c] = (uint8_t)q;
+            if (p.stats != NULL) code_stats<E5M2>(v, s, q, sat, flushed);
+        }
     }
 }
 
@@ -124,7 +161,7 @@ static __device__ __forceinline__ void rw_cols(const f8i_rowwise_cast_args &p, i
  * (ceil(rows / 8), 0 without out) row
  * blocks, then ceil(cols / 32) column blocks (none without out_t). Block:
  * 256 threads, as rw_rows and rw_cols say. */
-template <int BF16, int E5M2>
+template <int BF16, int E5M2, int VEC>
 static __global__ void __launch_bounds__(RW_THREADS) rowwise_cast_kernel(f8i_rowwise_cast_args p, int64_t row_blocks)
 {
     if (noop_set(p.noop)) return;
@@ -133,7 +170,7 @@ static __global__ void __launch_bounds__(RW_THREADS) rowwise_cast_kernel(f8i_row
     const bool row_block = (int64_t)blockIdx.x < row_blocks;
     const bool count = row_block || p.out == NULL; /* uniform over the block */
     if (row_block)
-        rw_rows<BF16, E5M2>(p, amax, sat, flushed);
+        rw_rows<BF16, E5M2, VEC>(p, amax, sat, flushed);
     else
         rw_cols<BF16, E5M2>(p, (int64_t)blockIdx.x - row_blocks, count, amax, sat, flushed);
     if (!count) return;
@@ -144,8 +181,14 @@ static __global__ void __launch_bounds__(RW_THREADS) rowwise_cast_kernel(f8i_row
 template <int BF16, int E5M2>
 static f8_status launch(f8_ctx *ctx, const f8i_rowwise_cast_args *a, int64_t row_blocks, unsigned blocks)
 {
+    /* vector rows: 4 | cols, src rows 16-byte (FP32) or 8-byte (BF16) aligned, out rows 4-byte aligned */
+    const int vec = a->out != NULL && a->cols % 4 == 0 && access_width(a->src, a->cols * (BF16 ? 2 : 4), 16) >= (BF16 ? 8 : 16) &&
+                    access_width(a->out, a->cols, 4) == 4;
     F8I_COUNT_LAUNCHES(ctx, 1);
-    rowwise_cast_kernel<BF16, E5M2><<<blocks, RW_THREADS, 0, f8i_stream(ctx)>>>(*a, row_blocks);
+    if (vec)
+        rowwise_cast_kernel<BF16, E5M2, 1><<<blocks, RW_THREADS, 0, f8i_stream(ctx)>>>(*a, row_blocks);
+    else
+        rowwise_cast_kernel<BF16, E5M2, 0><<<blocks, RW_THREADS, 0, f8i_stream(ctx)>>>(*a, row_blocks);
     return f8i_cuda_launch_check(ctx, "rowwise_cast_kernel");
 }
 
