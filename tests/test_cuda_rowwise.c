@@ -130,34 +130,39 @@ static void test_cast(f8_ctx *ctx[2])
 /* GEMM                                                                      */
 /* ------------------------------------------------------------------------ */
 
+/* Bounds per element, as multiples of mag = Σ|a·b| (+|c| + |bias|): the
+ * fallback kernel sums in FP32 as the CPU does (1e-5). cuBLASLt's FP8
+ * tensor cores keep fewer bits inside their sums: on an H100 (cuBLASLt
+ * 13.1, OUTER_VEC_32F, k = 512, random codes of every binade) the worst
+ * element was 3.8e-4·mag with split accumulation and 1.0e-3·mag with fast
+ * accumulation, so 1e-3 and 4e-3. A BF16 D adds 2^-8·mag, and 2^-9·|D| for
+ * a second rounding where an FP32 bias is added after the matmul. */
 #define TOL_FALLBACK 1e-5
-#define TOL_LT 5e-4
+#define TOL_LT_SPLIT 1e-3
+#define TOL_LT_FAST 4e-3
 
 typedef struct gemm_tally {
     int cases[3]; /* per path: [1] fallback kernel, [2] cuBLASLt */
     double worst[3];
 } gemm_tally;
 
-/* Check D (host copy, D's dtype) against FP64; returns 1 when within tol. */
-static int gemm_check_d(const char *desc, const void *d, f8_dtype dt, const uint8_t *qa, f8_dtype at, const float *sa,
-                        const uint8_t *qb, f8_dtype bt, const float *sb, int64_t m, int64_t n, int64_t k,
-                        const float *cv, const float *biasv, double tol, double *worst)
+/* Check D (host copy, D's dtype) against ref within tol·mag (+ the BF16
+ * terms); returns 1 when every element is inside. */
+static int gemm_check_d(const char *desc, const void *d, f8_dtype dt, int64_t m, int64_t n, const double *ref,
+                        const double *mag, double tol, int twice, double *worst)
 {
-    for (int64_t i = 0; i < m; i++)
-        for (int64_t j = 0; j < n; j++) {
-            double mag;
-            const double ref = rowwise_ref(qa, at, sa, qb, bt, sb, i, j, k, cv, n, biasv, &mag);
-            const double got = dt == F8_DTYPE_BF16 ? f8_bf16_to_float(((const uint16_t *)d)[i * n + j])
-                                                   : ((const float *)d)[i * n + j];
-            const double lim = dt == F8_DTYPE_BF16 ? rowwise_bound(dt, mag) : tol * mag + 1e-30;
-            const double r = fabs(got - ref) / lim;
-            if (r > *worst || isnan(r)) *worst = isnan(r) ? INFINITY : r;
-            if (!(fabs(got - ref) <= lim)) {
-                fprintf(stderr, "  %s: D[%lld, %lld] cuda %.9g FP64 %.9g (bound %.3g)\n", desc, (long long)i,
-                        (long long)j, got, ref, lim);
-                return 0;
-            }
+    for (int64_t e = 0; e < m * n; e++) {
+        const double got = dt == F8_DTYPE_BF16 ? f8_bf16_to_float(((const uint16_t *)d)[e]) : ((const float *)d)[e];
+        double lim = tol * mag[e] + 1e-30;
+        if (dt == F8_DTYPE_BF16) lim += 0x1p-8 * mag[e] + (twice ? 0x1p-9 * fabs(ref[e]) : 0.0);
+        const double r = fabs(got - ref[e]) / lim;
+        if (r > *worst || isnan(r)) *worst = isnan(r) ? INFINITY : r;
+        if (!(fabs(got - ref[e]) <= lim)) {
+            fprintf(stderr, "  %s: D[%lld, %lld] cuda %.9g FP64 %.9g (bound %.3g)\n", desc, (long long)(e / n),
+                    (long long)(e % n), got, ref[e], lim);
+            return 0;
         }
+    }
     return 1;
 }
 
@@ -200,6 +205,9 @@ static void gemm_case(f8_ctx *ctx[2], int64_t m, int64_t n, int64_t k, int v, te
                                 (const float *)dsb, dd, dt, cmode == 1 ? dc : cmode == 2 ? dd : NULL,
                                 bmode ? dbias : NULL, bmode == 2 ? F8_DTYPE_BF16 : F8_DTYPE_FP32, split};
     CHECK_OK(g, f8i_rowwise_gemm_check(g, &ga));
+    double *ref = (double *)xmalloc((size_t)(m * n) * sizeof(double));
+    double *mag = (double *)xmalloc((size_t)(m * n) * sizeof(double));
+    rowwise_ref(qa, at, sa, qb, bt, sb, m, n, k, cmode ? cv : NULL, bmode ? biasv : NULL, ref, mag);
     for (int forced = 0; forced < 2; forced++) {
         f8i_rowwise_plan *plan = NULL;
         CHECK_OK(g, f8i_cuda_rowwise_plan_create(g, &ga, forced, &plan));
@@ -209,8 +217,8 @@ static void gemm_case(f8_ctx *ctx[2], int64_t m, int64_t n, int64_t k, int v, te
         CHECK_OK(g, f8_ctx_synchronize(g));
         void *got = host_of(g, dd, (size_t)(m * n) * es);
         const int p = path == 2 ? 2 : 1;
-        const int ok = gemm_check_d(desc, got, dt, qa, at, sa, qb, bt, sb, m, n, k, cmode ? cv : NULL,
-                                    bmode ? biasv : NULL, p == 2 ? TOL_LT : TOL_FALLBACK, &t->worst[p]);
+        const double tol = p == 1 ? TOL_FALLBACK : split ? TOL_LT_SPLIT : TOL_LT_FAST;
+        const int ok = gemm_check_d(desc, got, dt, m, n, ref, mag, tol, p == 2 && bmode == 1, &t->worst[p]);
         CHECK(ok && (path == 1 || path == 2), "%s [%s]: off the FP64 reference (path %d)", desc,
               forced ? "forced fallback" : "as chosen", path);
         t->cases[p]++;
@@ -220,7 +228,7 @@ static void gemm_case(f8_ctx *ctx[2], int64_t m, int64_t n, int64_t k, int v, te
     }
     void *all[7] = {da, db, dsa, dsb, dc, dd, dbias};
     for (int i = 0; i < 7; i++) f8_ctx_free(g, all[i]);
-    free(qa), free(qb), free(sa), free(sb), free(c), free(cv), free(bias), free(biasv), free(bias16);
+    free(qa), free(qb), free(sa), free(sb), free(c), free(cv), free(bias), free(biasv), free(bias16), free(ref), free(mag);
 }
 
 static void test_gemm(f8_ctx *ctx[2])
@@ -239,6 +247,7 @@ static void test_gemm(f8_ctx *ctx[2])
 
 int main(void)
 {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* a killed run still shows how far it got */
     f8_ctx *ctx[2];
     const int rc = test_ctx_pair("test_cuda_rowwise", NULL, ctx);
     if (rc) return rc;
