@@ -60,7 +60,7 @@ LIB_C := $(wildcard src/core/*.c src/modules/*.c src/nn/*.c src/optim/*.c src/io
 # place (DIR/include, DIR/lib).
 NCCL_HOME ?=
 ifeq ($(CUDA),1)
-LIB_C  := $(filter-out src/core/no_cuda.c src/comm/no_nccl.c,$(LIB_C))
+LIB_C  := $(filter-out src/core/no_cuda.c src/cpu/no_cuda_rowwise.c src/comm/no_nccl.c,$(LIB_C))
 LIB_CU := $(wildcard src/cuda/*.cu)
 ifneq ($(NCCL_HOME),)
 LDLIBS += -L$(NCCL_HOME)/lib -Wl,-rpath,$(NCCL_HOME)/lib
