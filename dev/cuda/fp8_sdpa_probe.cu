@@ -33,174 +33,14 @@
  *          p  head_dim zero-padded to 128 in the graph (Q, K, V and O rows of
  *             128; the scores and the first hd columns of O are unchanged):
  *             the workaround to try if only hd 128 is right
+ *          b  then the FP8 backward (fp8_sdpa_bwd.h) on this forward's outputs
+ *             (needs the training form: not with i)
  *          0-7 the heuristics' engine config to use (default: the first that
  *             finalizes)
  */
-#include <cuda_runtime.h>
-#include <cudnn.h>
-#include <float.h>
-#include <math.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <time.h>
 
-/* ---- E4M3 on the host ---------------------------------------------------- */
-
-static double e4m3_value(uint8_t c)
-{
-    const int s = c >> 7, e = (c >> 3) & 15, m = c & 7;
-    if (e == 15 && m == 7) return NAN;
-    const double v = e == 0 ? ldexp((double)m, -9) : ldexp(1.0 + m / 8.0, e - 7);
-    return s ? -v : v;
-}
-
-/* Round to the nearest E4M3 value, ties to even, saturating at ±448. */
-static double e4m3_round(double x)
-{
-    if (isnan(x)) return x;
-    const double a = fabs(x);
-    double q;
-    if (a >= 448.0) q = 448.0;
-    else if (a < ldexp(1.0, -6)) q = nearbyint(a * 512.0) / 512.0;
-    else {
-        int e;
-        frexp(a, &e); /* a = f·2^e, f in [0.5, 1): the binade's step is 2^(e-4) */
-        const double step = ldexp(1.0, e - 4);
-        q = nearbyint(a / step) * step;
-        if (q > 448.0) q = 448.0;
-    }
-    return x < 0 ? -q : q;
-}
-
-static uint8_t e4m3_code(double x)
-{
-    const double q = fabs(e4m3_round(x));
-    int lo = 0, hi = 126; /* codes 0..126 are the non-negative finite values, ascending */
-    while (lo < hi) {
-        const int mid = (lo + hi) / 2;
-        if (e4m3_value((uint8_t)mid) < q) lo = mid + 1;
-        else hi = mid;
-    }
-    return (uint8_t)(lo | (x < 0 && q > 0 ? 0x80 : 0));
-}
-
-/* ---- a small builder over the backend API -------------------------------- */
-
-typedef struct bld {
-    cudnnHandle_t h;
-    cudnnBackendDescriptor_t all[128];
-    int n_all;
-    cudnnBackendDescriptor_t ops[40];
-    int n_ops;
-    int64_t next_uid;
-    char err[512];
-} bld;
-
-static int bad(bld *b, cudnnStatus_t st, const char *what)
-{
-    if (st == CUDNN_STATUS_SUCCESS || b->err[0]) return st != CUDNN_STATUS_SUCCESS;
-    char last[256] = "";
-    cudnnGetLastErrorString(last, sizeof last);
-    snprintf(b->err, sizeof b->err, "%s: %s; %s", what, cudnnGetErrorString(st), last);
-    return 1;
-}
-
-static cudnnBackendDescriptor_t make(bld *b, cudnnBackendDescriptorType_t t)
-{
-    cudnnBackendDescriptor_t d = NULL;
-    if (b->err[0]) return NULL;
-    if (bad(b, cudnnBackendCreateDescriptor(t, &d), "create")) return NULL;
-    b->all[b->n_all++] = d;
-    return d;
-}
-
-static void set(bld *b, cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t a, cudnnBackendAttributeType_t t,
-                int64_t n, const void *v, const char *what)
-{
-    if (!b->err[0]) bad(b, cudnnBackendSetAttribute(d, a, t, n, v), what);
-}
-
-static void fin(bld *b, cudnnBackendDescriptor_t d, const char *what)
-{
-    if (!b->err[0]) bad(b, cudnnBackendFinalize(d), what);
-}
-
-static cudnnBackendDescriptor_t tensor(bld *b, int64_t uid, cudnnDataType_t dt, const int64_t *dim,
-                                       const int64_t *str, int virt, int by_value, const char *what)
-{
-    cudnnBackendDescriptor_t t = make(b, CUDNN_BACKEND_TENSOR_DESCRIPTOR);
-    const int64_t align = 16;
-    const bool yes = true;
-    if (uid < 0) uid = b->next_uid++;
-    set(b, t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt, what);
-    set(b, t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dim, what);
-    set(b, t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, str, what);
-    set(b, t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid, what);
-    set(b, t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align, what);
-    if (virt) set(b, t, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &yes, what);
-    if (by_value) set(b, t, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &yes, what);
-    fin(b, t, what);
-    return t;
-}
-
-static void add_op(bld *b, cudnnBackendDescriptor_t op) { if (!b->err[0]) b->ops[b->n_ops++] = op; }
-
-/* y = mode(x [, b2] [, t]); axis >= 0 for GEN_INDEX. */
-static void pw(bld *b, cudnnPointwiseMode_t mode, cudnnDataType_t prec, cudnnBackendDescriptor_t x,
-               cudnnBackendDescriptor_t b2, cudnnBackendDescriptor_t t, cudnnBackendDescriptor_t y, int64_t axis,
-               const char *what)
-{
-    cudnnBackendDescriptor_t d = make(b, CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
-    set(b, d, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode, what);
-    set(b, d, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec, what);
-    if (axis >= 0) set(b, d, CUDNN_ATTR_POINTWISE_AXIS, CUDNN_TYPE_INT64, 1, &axis, what);
-    fin(b, d, what);
-    cudnnBackendDescriptor_t op = make(b, CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
-    const float one = 1.0f;
-    set(b, op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &d, what);
-    set(b, op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x, what);
-    if (b2) set(b, op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b2, what);
-    if (t) set(b, op, CUDNN_ATTR_OPERATION_POINTWISE_TDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &t, what);
-    set(b, op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y, what);
-    set(b, op, CUDNN_ATTR_OPERATION_POINTWISE_ALPHA1, CUDNN_TYPE_FLOAT, 1, &one, what);
-    if (b2) set(b, op, CUDNN_ATTR_OPERATION_POINTWISE_ALPHA2, CUDNN_TYPE_FLOAT, 1, &one, what);
-    fin(b, op, what);
-    add_op(b, op);
-}
-
-static void mm(bld *b, cudnnBackendDescriptor_t a, cudnnBackendDescriptor_t bb, cudnnBackendDescriptor_t c,
-               const char *what)
-{
-    cudnnBackendDescriptor_t d = make(b, CUDNN_BACKEND_MATMUL_DESCRIPTOR);
-    const cudnnDataType_t comp = CUDNN_DATA_FLOAT;
-    set(b, d, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp, what);
-    fin(b, d, what);
-    cudnnBackendDescriptor_t op = make(b, CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR);
-    set(b, op, CUDNN_ATTR_OPERATION_MATMUL_ADESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &a, what);
-    set(b, op, CUDNN_ATTR_OPERATION_MATMUL_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &bb, what);
-    set(b, op, CUDNN_ATTR_OPERATION_MATMUL_CDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &c, what);
-    set(b, op, CUDNN_ATTR_OPERATION_MATMUL_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &d, what);
-    fin(b, op, what);
-    add_op(b, op);
-}
-
-static void red(bld *b, cudnnReduceTensorOp_t kind, cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t y,
-                const char *what)
-{
-    cudnnBackendDescriptor_t d = make(b, CUDNN_BACKEND_REDUCTION_DESCRIPTOR);
-    const cudnnDataType_t comp = CUDNN_DATA_FLOAT;
-    set(b, d, CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &kind, what);
-    set(b, d, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp, what);
-    fin(b, d, what);
-    cudnnBackendDescriptor_t op = make(b, CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR);
-    set(b, op, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x, what);
-    set(b, op, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y, what);
-    set(b, op, CUDNN_ATTR_OPERATION_REDUCTION_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &d, what);
-    fin(b, op, what);
-    add_op(b, op);
-}
+#include "fp8_sdpa_common.h"
 
 /* ---- one case ------------------------------------------------------------ */
 
@@ -209,7 +49,7 @@ enum { U_Q = 1, U_K, U_V, U_O, U_STATS, U_SCALE, U_NEG_INF, U_DQ, U_DK, U_DV, U_
 typedef struct pcase {
     int64_t B, S, nh, hd;
     int64_t gd;       /* the graph's head_dim: hd, or 128 when padded */
-    int separate, inference, nocausal, flt_max, config; /* config -1: first that finalizes */
+    int separate, inference, nocausal, flt_max, backward, config; /* config -1: first that finalizes */
     double amp;
     char name[96];
 } pcase;
@@ -230,37 +70,41 @@ static int parse_case(const char *arg, pcase *c)
         else if (*f == 'F') c->flt_max = 1;
         else if (*f == 'a') c->amp = 4.0;
         else if (*f == 'p') c->gd = hd < 128 ? 128 : hd;
+        else if (*f == 'b') c->backward = 1;
         else if (*f >= '0' && *f <= '7') c->config = *f - '0';
         else return 0;
     }
-    snprintf(c->name, sizeof c->name, "B%lld S%lld nh%lld hd%lld [%s%s,%s,%s,%s,amp %g,cfg %d]", B, S, nh, hd,
+    if (c->backward && c->inference) return 0;
+    snprintf(c->name, sizeof c->name, "B%lld S%lld nh%lld hd%lld [%s%s,%s,%s,%s,amp %g,cfg %d%s]", B, S, nh, hd,
              c->gd != hd ? "padded to 128," : "",
              c->separate ? "bhsd" : "bs3hd", c->inference ? "infer" : "train", c->nocausal ? "full" : "causal",
-             c->flt_max ? "-FLT_MAX" : "-inf", c->amp, c->config);
+             c->flt_max ? "-FLT_MAX" : "-inf", c->amp, c->config, c->backward ? ",+bwd" : "");
     return 1;
 }
 
-typedef struct plan {
-    bld b;
-    cudnnBackendDescriptor_t plan;
-    int64_t ws, engine, n_cfg, cfg;
-} plan;
+/* Element strides of Q (or V, dQ...) as [b,h,s,d] and of Kᵀ (or Vᵀ) as
+ * [b,h,d,s] in the case's layout, at the graph's head_dim. */
+static void layout_strides(const pcase *c, int64_t qs[4], int64_t kts[4])
+{
+    const int64_t S = c->S, h = c->nh, d = c->gd, C = h * d;
+    if (c->separate) {
+        const int64_t s1[4] = {h * S * d, S * d, d, 1}, s2[4] = {h * S * d, S * d, 1, d};
+        memcpy(qs, s1, sizeof s1), memcpy(kts, s2, sizeof s2);
+    } else {
+        const int64_t s1[4] = {S * 3 * C, d, 3 * C, 1}, s2[4] = {S * 3 * C, d, 1, 3 * C};
+        memcpy(qs, s1, sizeof s1), memcpy(kts, s2, sizeof s2);
+    }
+}
 
 static void build_graph(bld *b, const pcase *c)
 {
     const int64_t B = c->B, S = c->S, h = c->nh, d = c->gd, C = h * d;
     const int64_t one[4] = {1, 1, 1, 1}, qd[4] = {B, h, S, d}, ktd[4] = {B, h, d, S};
     int64_t qs[4], kts[4];
-    if (c->separate) {
-        const int64_t s1[4] = {h * S * d, S * d, d, 1}, s2[4] = {h * S * d, S * d, 1, d};
-        memcpy(qs, s1, sizeof qs), memcpy(kts, s2, sizeof kts);
-    } else {
-        const int64_t s1[4] = {S * 3 * C, d, 3 * C, 1}, s2[4] = {S * 3 * C, d, 1, 3 * C};
-        memcpy(qs, s1, sizeof qs), memcpy(kts, s2, sizeof kts);
-    }
+    layout_strides(c, qs, kts);
     const int64_t os[4] = {S * C, d, C, 1}, ssd[4] = {B, h, S, S}, sss[4] = {h * S * S, S * S, S, 1};
     const int64_t rd[4] = {B, h, S, 1}, rs[4] = {h * S, S, 1, 1}, acc[4] = {h * S * d, S * d, d, 1};
-    const cudnnDataType_t F = CUDNN_DATA_FLOAT, E = CUDNN_DATA_FP8_E4M3, I = CUDNN_DATA_INT32, BO = CUDNN_DATA_BOOLEAN;
+    const cudnnDataType_t F = CUDNN_DATA_FLOAT, E = CUDNN_DATA_FP8_E4M3;
 
     cudnnBackendDescriptor_t q = tensor(b, U_Q, E, qd, qs, 0, 0, "Q"), kt = tensor(b, U_K, E, ktd, kts, 0, 0, "K^T");
     cudnnBackendDescriptor_t v = tensor(b, U_V, E, qd, qs, 0, 0, "V"), o = tensor(b, U_O, E, qd, os, 0, 0, "O");
@@ -285,16 +129,7 @@ static void build_graph(bld *b, const pcase *c)
     cudnnBackendDescriptor_t s3 = tensor(b, -1, F, ssd, sss, 1, 0, "S c dq dk");
     pw(b, CUDNN_POINTWISE_MUL, F, s2, dk, NULL, s3, -1, "S c dq dk");
     cudnnBackendDescriptor_t sm = s3;
-    if (!c->nocausal) {
-        cudnnBackendDescriptor_t row = tensor(b, -1, I, ssd, sss, 1, 0, "row");
-        cudnnBackendDescriptor_t col = tensor(b, -1, I, ssd, sss, 1, 0, "col");
-        cudnnBackendDescriptor_t keep = tensor(b, -1, BO, ssd, sss, 1, 0, "keep");
-        sm = tensor(b, -1, F, ssd, sss, 1, 0, "masked");
-        pw(b, CUDNN_POINTWISE_GEN_INDEX, F, s3, NULL, NULL, row, 2, "row index");
-        pw(b, CUDNN_POINTWISE_GEN_INDEX, F, s3, NULL, NULL, col, 3, "col index");
-        pw(b, CUDNN_POINTWISE_CMP_GE, BO, row, col, NULL, keep, -1, "row >= col");
-        pw(b, CUDNN_POINTWISE_BINARY_SELECT, F, s3, ninf, keep, sm, -1, "select");
-    }
+    if (!c->nocausal) sm = causal(b, s3, ninf, ssd, sss);
     cudnnBackendDescriptor_t mx = tensor(b, -1, F, rd, rs, 1, 0, "max"), sub = tensor(b, -1, F, ssd, sss, 1, 0, "S-m");
     cudnnBackendDescriptor_t ex = tensor(b, -1, F, ssd, sss, 1, 0, "exp"), sum = tensor(b, -1, F, rd, rs, 1, 0, "sum");
     cudnnBackendDescriptor_t lg = tensor(b, -1, F, rd, rs, 1, 0, "log"), p = tensor(b, -1, F, ssd, sss, 1, 0, "P");
@@ -318,62 +153,7 @@ static void build_graph(bld *b, const pcase *c)
     red(b, CUDNN_REDUCE_TENSOR_AMAX, od, ao, "amax_o");
 }
 
-static int build_plan(plan *pl, cudnnHandle_t h, const pcase *c)
-{
-    memset(pl, 0, sizeof *pl);
-    bld *b = &pl->b;
-    b->h = h;
-    b->next_uid = 100;
-    pl->engine = -1;
-    build_graph(b, c);
-    cudnnBackendDescriptor_t g = make(b, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
-    set(b, g, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h, "graph");
-    set(b, g, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, b->n_ops, b->ops, "graph");
-    fin(b, g, "graph");
-    cudnnBackendDescriptor_t he = make(b, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
-    const cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
-    set(b, he, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g, "heuristics");
-    set(b, he, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode, "heuristics");
-    fin(b, he, "heuristics");
-    if (b->err[0]) return 0;
-    int64_t n = 0;
-    if (bad(b, cudnnBackendGetAttribute(he, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &n, NULL),
-            "heuristics count"))
-        return 0;
-    if (n > 8) n = 8;
-    cudnnBackendDescriptor_t cfg[8];
-    for (int64_t i = 0; i < n; i++) cfg[i] = make(b, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
-    if (b->err[0] || bad(b, cudnnBackendGetAttribute(he, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                                                    n, &pl->n_cfg, cfg), "heuristics results"))
-        return 0;
-    for (int64_t i = 0; i < pl->n_cfg && !pl->plan; i++) {
-        if (c->config >= 0 && i != c->config) continue;
-        cudnnBackendDescriptor_t p = make(b, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
-        set(b, p, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h, "plan");
-        set(b, p, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg[i], "plan");
-        if (b->err[0]) return 0;
-        if (cudnnBackendFinalize(p) == CUDNN_STATUS_SUCCESS) {
-            pl->plan = p, pl->cfg = i;
-            cudnnBackendDescriptor_t eng = make(b, CUDNN_BACKEND_ENGINE_DESCRIPTOR);
-            int64_t k = 0;
-            if (eng && cudnnBackendGetAttribute(cfg[i], CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &k,
-                                                &eng) == CUDNN_STATUS_SUCCESS)
-                (void)cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &k, &pl->engine);
-        }
-    }
-    if (!pl->plan) {
-        snprintf(b->err, sizeof b->err, "no engine config finalized (of %lld)", (long long)pl->n_cfg);
-        return 0;
-    }
-    int64_t k = 0;
-    return !bad(b, cudnnBackendGetAttribute(pl->plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &k,
-                                            &pl->ws), "workspace size");
-}
-
-static void plan_free(plan *pl)
-{
-    for (int i = pl->b.n_all - 1; i >= 0; i--) cudnnBackendDestroyDescriptor(pl->b.all[i]);
-}
+#include "fp8_sdpa_bwd.h" /* the backward of flag 'b' (after pcase and layout_strides) */
 
 /* ---- the reference -------------------------------------------------------- */
 
@@ -421,51 +201,15 @@ static void reference(const pcase *c, const double *qv, const double *kv, const 
 
 /* ---- running a case ------------------------------------------------------- */
 
-#define CUDA(x)                                                                                  \
-    do {                                                                                         \
-        cudaError_t e_ = (x);                                                                    \
-        if (e_ != cudaSuccess) {                                                                 \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));   \
-            exit(2);                                                                             \
-        }                                                                                        \
-    } while (0)
-
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static double rnd_normal(void)
-{
-    double u[2];
-    for (int i = 0; i < 2; i++) {
-        rng_state ^= rng_state << 13, rng_state ^= rng_state >> 7, rng_state ^= rng_state << 17;
-        u[i] = ((rng_state >> 11) + 0.5) / 9007199254740992.0;
-    }
-    return sqrt(-2 * log(u[0])) * cos(6.283185307179586 * u[1]);
-}
-
-/* Errors of got against want over rows of d: whole-tensor relative (L2) and the worst row's. */
-static void errs(const double *got, const double *want, int64_t n, int64_t d, double *whole, double *worst, int64_t *at)
-{
-    double num = 0, den = 0;
-    *worst = 0, *at = -1;
-    for (int64_t r = 0; r < n / d; r++) {
-        double rn = 0, rd = 0;
-        for (int64_t e = 0; e < d; e++) {
-            const double x = got[r * d + e] - want[r * d + e];
-            rn += x * x, rd += want[r * d + e] * want[r * d + e];
-        }
-        num += rn, den += rd;
-        const double rel = sqrt(rn) / (sqrt(rd) + 1e-3);
-        if (!(rel <= *worst)) *worst = rel, *at = r;
-    }
-    *whole = sqrt(num) / sqrt(den);
-}
-
 static int run_case(cudnnHandle_t h, const pcase *c)
 {
     const int64_t B = c->B, S = c->S, nh = c->nh, d = c->hd, C = nh * d, n = B * S * C, rows = B * nh * S;
     const int64_t G = c->gd, CG = nh * G, ng = B * S * CG; /* the graph's (padded) head_dim and sizes */
     plan pl;
     const clock_t t0 = clock();
-    if (!build_plan(&pl, h, c)) {
+    plan_start(&pl, h);
+    build_graph(&pl.b, c);
+    if (!plan_finish(&pl, c->config)) {
         printf("%s: REFUSED %s\n", c->name, pl.b.err);
         plan_free(&pl);
         return 1;
@@ -513,10 +257,8 @@ static int run_case(cudnnHandle_t h, const pcase *c)
     void *ptrs[N_UID] = {pq, pk, pv, dout, dstats, &attn_v, &ninf, dsc, (char *)dsc + 64, (char *)dsc + 128,
                          (char *)dsc + 192, (char *)dsc + 256, (char *)dsc + 320, damax, (char *)damax + 64};
     int np = N_UID;
-    if (c->inference) { /* drop U_STATS */
-        for (int i = 4; i < N_UID - 1; i++) uids[i] = uids[i + 1], ptrs[i] = ptrs[i + 1];
-        np--;
-    }
+    if (c->inference) pack_drop(uids, ptrs, &np, U_STATS);
+    if (c->nocausal) pack_drop(uids, ptrs, &np, U_NEG_INF);
     cudnnBackendDescriptor_t vp;
     cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &vp);
     cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, np, uids);
@@ -603,6 +345,12 @@ static int run_case(cudnnHandle_t h, const pcase *c)
                (long long)pl.ws, build_s, ms, ew, ecw, wr, ecr, (long long)wb, (long long)ws_, (long long)wh,
                c->inference ? 0.0 : stat_err, amx[0][0], rf.amax_s, amx[0][1], rf.amax_o, (long long)unwritten,
                same ? "same" : "DIFFER", amax_kept ? "KEPT (cuDNN maxes into it)" : "overwritten");
+        if (c->backward) { /* on the first execution's outputs (the timed ones may differ if it races) */
+            CUDA(cudaMemcpy(dout, o8[0], ng, cudaMemcpyHostToDevice));
+            CUDA(cudaMemcpy(dstats, stats[0], rows * sizeof(float), cudaMemcpyHostToDevice));
+            const fwd_state f = {c, val, dqkv, attn, scale_s, scale_o, ninf, pq, pk, pv, dout, dstats, o8[0], stats[0]};
+            fail |= run_backward(h, &f);
+        }
         free(rf.o_exact), free(rf.o_chain), free(rf.stats), free(og);
         for (int r = 0; r < R; r++) free(o8[r]), free(stats[r]);
     }

@@ -5,7 +5,8 @@
 # cuDNN one. Output goes to stdout and, when LOG_DIR is set, to
 # $LOG_DIR/probe_<lib>.log. Usage:
 #   dev/cuda/fp8_sdpa_probe.sh [-t seconds] CASE...   (seconds: per library)
-# With no CASE, the cases that located the fault (docs/FP8_ATTENTION.md).
+# With no CASE, the cases that decide between the hypotheses of docs/FP8_ATTENTION.md,
+# then three of the FP8 backward (flag b).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 bin=${BIN:-/tmp/fp8_sdpa_probe}
@@ -14,7 +15,7 @@ if [ "${1:-}" = "-t" ]; then budget=$2; shift 2; fi
 if [ $# -eq 0 ]; then
     set -- 2,64,2,64 16,512,10,64 16,512,5,128 16,512,10,64:p 16,512,10,64:i 16,512,10,64:s \
         1,512,33,64 1,512,34,64 1,128,132,64 1,128,264,64 8,512,8,64 16,512,10,64:F 16,512,10,64:n \
-        16,512,10,64:1 2,2048,16,128
+        16,512,10,64:1 2,2048,16,128 2,256,2,128:b 16,512,5,128:b 16,512,10,64:b
 fi
 if ! nvcc -O2 -std=c++17 -Xcompiler -fopenmp -Wno-deprecated-declarations -o "$bin" "$here/fp8_sdpa_probe.cu" \
     -lcudnn -lgomp; then
