@@ -4,7 +4,7 @@
  * docs/FP8_ATTENTION.md ("The FP8 backward, designed") as a graph, run
  * after the case's forward on its outputs (O8 and Stats), and held to an
  * FP64 reference. Included by fp8_sdpa_probe.cu after pcase and
- * layout_strides. dO and dS are E4M3 here (TE's HYBRID would take E5M2).
+ * dims_of. dO and dS are E4M3 here (TE's HYBRID would take E5M2).
  *
  * The graph, as cudnn-frontend's sdpa_fp8_bwd.h expands it with
  * per-tensor scales:
@@ -64,71 +64,66 @@ static void mm_fp8(bld *b, cudnnBackendDescriptor_t a, cudnnBackendDescriptor_t 
 
 static void build_bwd_graph(bld *b, const pcase *c)
 {
-    const int64_t B = c->B, S = c->S, h = c->nh, d = c->gd, C = h * d;
-    const int64_t one[4] = {1, 1, 1, 1}, qd[4] = {B, h, S, d}, ktd[4] = {B, h, d, S};
-    int64_t qs[4], kts[4];
-    layout_strides(c, qs, kts);
-    const int64_t os[4] = {S * C, d, C, 1}, ssd[4] = {B, h, S, S}, sss[4] = {h * S * S, S * S, S, 1};
-    const int64_t sst[4] = {h * S * S, S * S, 1, S}, rd[4] = {B, h, S, 1}, rs[4] = {h * S, S, 1, 1};
-    const int64_t acc[4] = {h * S * d, S * d, d, 1}, dot[4] = {h * S * d, S * d, h * d, 1};
+    gdims g;
+    dims_of(c, &g);
     const cudnnDataType_t F = CUDNN_DATA_FLOAT, E = CUDNN_DATA_FP8_E4M3;
 
-    cudnnBackendDescriptor_t q = tensor(b, B_Q, E, qd, qs, 0, 0, "Q"), kt = tensor(b, B_K, E, ktd, kts, 0, 0, "K^T");
-    cudnnBackendDescriptor_t vt = tensor(b, B_V, E, ktd, kts, 0, 0, "V^T"), o = tensor(b, B_O, E, qd, os, 0, 0, "O8");
-    cudnnBackendDescriptor_t dO = tensor(b, B_DO, E, qd, os, 0, 0, "dO8");
-    cudnnBackendDescriptor_t st = tensor(b, B_STATS, F, rd, rs, 0, 0, "Stats");
-    cudnnBackendDescriptor_t dq = tensor(b, B_DQ, E, qd, qs, 0, 0, "dQ8"), dk = tensor(b, B_DK, E, qd, qs, 0, 0, "dK8");
-    cudnnBackendDescriptor_t dv = tensor(b, B_DV, E, qd, qs, 0, 0, "dV8");
-    cudnnBackendDescriptor_t attn = tensor(b, B_ATTN, F, one, one, 0, 1, "attn_scale");
-    cudnnBackendDescriptor_t ninf = tensor(b, B_NEG_INF, F, one, one, 0, 1, "mask value");
+    cudnnBackendDescriptor_t q = tensor(b, B_Q, E, g.qd, g.qs, 0, 0, "Q"), kt = tensor(b, B_K, E, g.ktd, g.kts, 0, 0, "K^T");
+    cudnnBackendDescriptor_t vt = tensor(b, B_V, E, g.ktd, g.kts, 0, 0, "V^T"), o = tensor(b, B_O, E, g.qd, g.os, 0, 0, "O8");
+    cudnnBackendDescriptor_t dO = tensor(b, B_DO, E, g.qd, g.os, 0, 0, "dO8");
+    cudnnBackendDescriptor_t st = tensor(b, B_STATS, F, g.rd, g.rs, 0, 0, "Stats");
+    cudnnBackendDescriptor_t dq = tensor(b, B_DQ, E, g.qd, g.qs, 0, 0, "dQ8"), dk = tensor(b, B_DK, E, g.qd, g.qs, 0, 0, "dK8");
+    cudnnBackendDescriptor_t dv = tensor(b, B_DV, E, g.qd, g.qs, 0, 0, "dV8");
+    cudnnBackendDescriptor_t attn = tensor(b, B_ATTN, F, g.one, g.one, 0, 1, "attn_scale");
+    cudnnBackendDescriptor_t ninf = tensor(b, B_NEG_INF, F, g.one, g.one, 0, 1, "mask value");
     cudnnBackendDescriptor_t sc[BWD_SCALARS], am[4];
     static const char *const sc_name[BWD_SCALARS] = {"descale_q", "descale_k", "descale_v", "descale_o", "descale_dO",
                                                      "descale_s", "descale_dP", "scale_s", "scale_dP", "scale_dQ",
                                                      "scale_dK", "scale_dV"};
-    for (int i = 0; i < BWD_SCALARS; i++) sc[i] = tensor(b, B_DSQ + i, F, one, one, 0, 0, sc_name[i]);
-    for (int i = 0; i < 4; i++) am[i] = tensor(b, B_ADQ + i, F, one, one, 0, 0, "amax");
+    for (int i = 0; i < BWD_SCALARS; i++) sc[i] = tensor(b, B_DSQ + i, F, g.one, g.one, 0, 0, sc_name[i]);
+    for (int i = 0; i < 4; i++) am[i] = tensor(b, B_ADQ + i, F, g.one, g.one, 0, 0, "amax");
     cudnnBackendDescriptor_t dsq = sc[0], dsk = sc[1], dsv = sc[2], dso = sc[3], dsdo = sc[4], dss = sc[5], dsdp = sc[6];
     cudnnBackendDescriptor_t ss = sc[7], sdp = sc[8], sdq = sc[9], sdk = sc[10], sdv = sc[11];
 
     /* D */
-    cudnnBackendDescriptor_t t = tensor(b, -1, F, qd, dot, 1, 0, "dO O");
+    cudnnBackendDescriptor_t t = tensor(b, -1, F, g.qd, g.dot, 1, 0, "dO O");
     pw(b, CUDNN_POINTWISE_MUL, F, dO, o, NULL, t, -1, "dO O");
-    cudnnBackendDescriptor_t r = tensor(b, -1, F, rd, rs, 1, 0, "sum dO O");
+    cudnnBackendDescriptor_t r = tensor(b, -1, F, g.rd, g.rs, 1, 0, "sum dO O");
     red(b, CUDNN_REDUCE_TENSOR_ADD, t, r, "sum dO O");
-    cudnnBackendDescriptor_t D = mulv(b, mulv(b, r, dsdo, rd, rs, "D dO"), dso, rd, rs, "D");
+    cudnnBackendDescriptor_t D = mulv(b, mulv(b, r, dsdo, g.rd, g.rs, "D dO"), dso, g.rd, g.rs, "D");
 
     /* P from Stats */
-    cudnnBackendDescriptor_t s0 = tensor(b, -1, F, ssd, sss, 1, 0, "S");
+    cudnnBackendDescriptor_t s0 = tensor(b, -1, F, g.ssd, g.sss, 1, 0, "S");
     mm(b, q, kt, s0, "Q K^T");
-    cudnnBackendDescriptor_t s3 = mulv(b, mulv(b, mulv(b, s0, attn, ssd, sss, "S c"), dsq, ssd, sss, "S dq"), dsk, ssd, sss, "S dk");
-    cudnnBackendDescriptor_t sm = c->nocausal ? s3 : causal(b, s3, ninf, ssd, sss);
-    cudnnBackendDescriptor_t s4 = tensor(b, -1, F, ssd, sss, 1, 0, "S - Stats"), p = tensor(b, -1, F, ssd, sss, 1, 0, "P");
+    cudnnBackendDescriptor_t s3 = mulv(b, mulv(b, mulv(b, s0, attn, g.ssd, g.sss, "S c"), dsq, g.ssd, g.sss, "S dq"), dsk, g.ssd, g.sss, "S dk");
+    cudnnBackendDescriptor_t sm = c->nocausal ? s3 : causal(b, s3, ninf, g.ssd, g.sss);
+    cudnnBackendDescriptor_t s4 = tensor(b, -1, F, g.ssd, g.sss, 1, 0, "S - Stats"), p = tensor(b, -1, F, g.ssd, g.sss, 1, 0, "P");
     pw(b, CUDNN_POINTWISE_SUB, F, sm, st, NULL, s4, -1, "S - Stats");
     pw(b, CUDNN_POINTWISE_EXP, F, s4, NULL, NULL, p, -1, "P");
 
     /* dV = P8ᵀ dO8 */
-    cudnnBackendDescriptor_t p8 = tensor(b, -1, E, ssd, sss, 1, 0, "P8"), p8t = tensor(b, -1, E, ssd, sst, 1, 0, "P8^T");
+    cudnnBackendDescriptor_t p8 = tensor(b, -1, E, g.ssd, g.sss, 1, 0, "P8"), p8t = tensor(b, -1, E, g.ssd, g.sst, 1, 0, "P8^T");
     pw(b, CUDNN_POINTWISE_MUL, F, p, ss, NULL, p8, -1, "P scale_s");
     reshape(b, p8, p8t, "P8^T");
-    mm_fp8(b, p8t, dO, dss, dsdo, sdv, dv, am[2], qd, acc, "dV");
+    mm_fp8(b, p8t, dO, dss, dsdo, sdv, dv, am[2], g.qd, g.acc, "dV");
 
     /* dS */
-    cudnnBackendDescriptor_t dp0 = tensor(b, -1, F, ssd, sss, 1, 0, "dP");
+    cudnnBackendDescriptor_t dp0 = tensor(b, -1, F, g.ssd, g.sss, 1, 0, "dP");
     mm(b, dO, vt, dp0, "dO V^T");
-    cudnnBackendDescriptor_t dp2 = mulv(b, mulv(b, dp0, dsdo, ssd, sss, "dP ddo"), dsv, ssd, sss, "dP dv");
-    cudnnBackendDescriptor_t dp3 = tensor(b, -1, F, ssd, sss, 1, 0, "dP - D");
+    cudnnBackendDescriptor_t dp2 = mulv(b, mulv(b, dp0, dsdo, g.ssd, g.sss, "dP ddo"), dsv, g.ssd, g.sss, "dP dv");
+    cudnnBackendDescriptor_t dp3 = tensor(b, -1, F, g.ssd, g.sss, 1, 0, "dP - D");
     pw(b, CUDNN_POINTWISE_SUB, F, dp2, D, NULL, dp3, -1, "dP - D");
-    cudnnBackendDescriptor_t dS = mulv(b, mulv(b, dp3, p, ssd, sss, "(dP - D) P"), attn, ssd, sss, "dS");
+    cudnnBackendDescriptor_t dS = mulv(b, mulv(b, dp3, p, g.ssd, g.sss, "(dP - D) P"), attn, g.ssd, g.sss, "dS");
     red(b, CUDNN_REDUCE_TENSOR_AMAX, dS, am[3], "amax_dP");
-    cudnnBackendDescriptor_t ds8 = tensor(b, -1, E, ssd, sss, 1, 0, "dS8"), ds8t = tensor(b, -1, E, ssd, sst, 1, 0, "dS8^T");
+    cudnnBackendDescriptor_t ds8 = tensor(b, -1, E, g.ssd, g.sss, 1, 0, "dS8"), ds8t = tensor(b, -1, E, g.ssd, g.sst, 1, 0, "dS8^T");
     pw(b, CUDNN_POINTWISE_MUL, F, dS, sdp, NULL, ds8, -1, "dS scale_dP");
 
     /* dQ = dS8 K8; dK = dS8ᵀ Q8 */
-    cudnnBackendDescriptor_t kk = tensor(b, -1, E, qd, qs, 1, 0, "K");
+    cudnnBackendDescriptor_t kk = tensor(b, -1, E, g.qd, g.qs, 1, 0, "K");
     reshape(b, kt, kk, "K");
-    mm_fp8(b, ds8, kk, dsdp, dsk, sdq, dq, am[0], qd, acc, "dQ");
+    mm_fp8(b, ds8, kk, dsdp, dsk, sdq, dq, am[0], g.qd, g.acc, "dQ");
     reshape(b, ds8, ds8t, "dS8^T");
-    mm_fp8(b, ds8t, q, dsdp, dsq, sdk, dk, am[1], qd, acc, "dK");
+    mm_fp8(b, ds8t, q, dsdp, dsq, sdk, dk, am[1], g.qd, g.acc, "dK");
 }
 
 /* The FP64 backward of one head (b, h): dq, dk, dv rows of (B·S, nh·hd) at

@@ -82,57 +82,66 @@ static int parse_case(const char *arg, pcase *c)
     return 1;
 }
 
-/* Element strides of Q (or V, dQ...) as [b,h,s,d] and of Kᵀ (or Vᵀ) as
- * [b,h,d,s] in the case's layout, at the graph's head_dim. */
-static void layout_strides(const pcase *c, int64_t qs[4], int64_t kts[4])
+/* The graphs' dims and element strides for a case, at the graph's head_dim:
+ * Q (V, dQ...) as [b,h,s,d] and Kᵀ (Vᵀ) as [b,h,d,s] in the case's layout,
+ * O and dO in (B·S, C) rows, scores and their transpose, per-row tensors,
+ * packed FP32 accumulators, and the dO ⊙ O product (the frontend's strides). */
+typedef struct gdims {
+    int64_t one[4], qd[4], ktd[4], qs[4], kts[4], os[4], ssd[4], sss[4], sst[4], rd[4], rs[4], acc[4], dot[4];
+} gdims;
+
+static void dims_of(const pcase *c, gdims *g)
 {
-    const int64_t S = c->S, h = c->nh, d = c->gd, C = h * d;
-    if (c->separate) {
-        const int64_t s1[4] = {h * S * d, S * d, d, 1}, s2[4] = {h * S * d, S * d, 1, d};
-        memcpy(qs, s1, sizeof s1), memcpy(kts, s2, sizeof s2);
-    } else {
-        const int64_t s1[4] = {S * 3 * C, d, 3 * C, 1}, s2[4] = {S * 3 * C, d, 1, 3 * C};
-        memcpy(qs, s1, sizeof s1), memcpy(kts, s2, sizeof s2);
-    }
+    const int64_t B = c->B, S = c->S, h = c->nh, d = c->gd, C = h * d;
+    const int64_t v[13][4] = {{1, 1, 1, 1},
+                              {B, h, S, d},
+                              {B, h, d, S},
+                              {c->separate ? h * S * d : S * 3 * C, c->separate ? S * d : d, c->separate ? d : 3 * C, 1},
+                              {c->separate ? h * S * d : S * 3 * C, c->separate ? S * d : d, 1, c->separate ? d : 3 * C},
+                              {S * C, d, C, 1},
+                              {B, h, S, S},
+                              {h * S * S, S * S, S, 1},
+                              {h * S * S, S * S, 1, S},
+                              {B, h, S, 1},
+                              {h * S, S, 1, 1},
+                              {h * S * d, S * d, d, 1},
+                              {h * S * d, S * d, h * d, 1}};
+    memcpy(g, v, sizeof v);
 }
 
 static void build_graph(bld *b, const pcase *c)
 {
-    const int64_t B = c->B, S = c->S, h = c->nh, d = c->gd, C = h * d;
-    const int64_t one[4] = {1, 1, 1, 1}, qd[4] = {B, h, S, d}, ktd[4] = {B, h, d, S};
-    int64_t qs[4], kts[4];
-    layout_strides(c, qs, kts);
-    const int64_t os[4] = {S * C, d, C, 1}, ssd[4] = {B, h, S, S}, sss[4] = {h * S * S, S * S, S, 1};
-    const int64_t rd[4] = {B, h, S, 1}, rs[4] = {h * S, S, 1, 1}, acc[4] = {h * S * d, S * d, d, 1};
+    gdims g;
+    dims_of(c, &g);
     const cudnnDataType_t F = CUDNN_DATA_FLOAT, E = CUDNN_DATA_FP8_E4M3;
 
-    cudnnBackendDescriptor_t q = tensor(b, U_Q, E, qd, qs, 0, 0, "Q"), kt = tensor(b, U_K, E, ktd, kts, 0, 0, "K^T");
-    cudnnBackendDescriptor_t v = tensor(b, U_V, E, qd, qs, 0, 0, "V"), o = tensor(b, U_O, E, qd, os, 0, 0, "O");
-    cudnnBackendDescriptor_t st = tensor(b, c->inference ? -1 : U_STATS, F, rd, rs, c->inference, 0, "Stats");
-    cudnnBackendDescriptor_t sc = tensor(b, U_SCALE, F, one, one, 0, 1, "attn_scale");
-    cudnnBackendDescriptor_t ninf = tensor(b, U_NEG_INF, F, one, one, 0, 1, "mask value");
-    cudnnBackendDescriptor_t dq = tensor(b, U_DQ, F, one, one, 0, 0, "descale_q");
-    cudnnBackendDescriptor_t dk = tensor(b, U_DK, F, one, one, 0, 0, "descale_k");
-    cudnnBackendDescriptor_t dv = tensor(b, U_DV, F, one, one, 0, 0, "descale_v");
-    cudnnBackendDescriptor_t ss = tensor(b, U_SS, F, one, one, 0, 0, "scale_s");
-    cudnnBackendDescriptor_t ds = tensor(b, U_DS, F, one, one, 0, 0, "descale_s");
-    cudnnBackendDescriptor_t so = tensor(b, U_SO, F, one, one, 0, 0, "scale_o");
-    cudnnBackendDescriptor_t as = tensor(b, U_AS, F, one, one, 0, 0, "amax_s");
-    cudnnBackendDescriptor_t ao = tensor(b, U_AO, F, one, one, 0, 0, "amax_o");
+    cudnnBackendDescriptor_t q = tensor(b, U_Q, E, g.qd, g.qs, 0, 0, "Q"), kt = tensor(b, U_K, E, g.ktd, g.kts, 0, 0, "K^T");
+    cudnnBackendDescriptor_t v = tensor(b, U_V, E, g.qd, g.qs, 0, 0, "V"), o = tensor(b, U_O, E, g.qd, g.os, 0, 0, "O");
+    cudnnBackendDescriptor_t st = tensor(b, c->inference ? -1 : U_STATS, F, g.rd, g.rs, c->inference, 0, "Stats");
+    cudnnBackendDescriptor_t sc = tensor(b, U_SCALE, F, g.one, g.one, 0, 1, "attn_scale");
+    cudnnBackendDescriptor_t ninf = tensor(b, U_NEG_INF, F, g.one, g.one, 0, 1, "mask value");
+    cudnnBackendDescriptor_t dq = tensor(b, U_DQ, F, g.one, g.one, 0, 0, "descale_q");
+    cudnnBackendDescriptor_t dk = tensor(b, U_DK, F, g.one, g.one, 0, 0, "descale_k");
+    cudnnBackendDescriptor_t dv = tensor(b, U_DV, F, g.one, g.one, 0, 0, "descale_v");
+    cudnnBackendDescriptor_t ss = tensor(b, U_SS, F, g.one, g.one, 0, 0, "scale_s");
+    cudnnBackendDescriptor_t ds = tensor(b, U_DS, F, g.one, g.one, 0, 0, "descale_s");
+    cudnnBackendDescriptor_t so = tensor(b, U_SO, F, g.one, g.one, 0, 0, "scale_o");
+    cudnnBackendDescriptor_t as = tensor(b, U_AS, F, g.one, g.one, 0, 0, "amax_s");
+    cudnnBackendDescriptor_t ao = tensor(b, U_AO, F, g.one, g.one, 0, 0, "amax_o");
 
-    cudnnBackendDescriptor_t s0 = tensor(b, -1, F, ssd, sss, 1, 0, "S");
+    cudnnBackendDescriptor_t s0 = tensor(b, -1, F, g.ssd, g.sss, 1, 0, "S");
     mm(b, q, kt, s0, "Q K^T");
-    cudnnBackendDescriptor_t s1 = tensor(b, -1, F, ssd, sss, 1, 0, "S c");
+    cudnnBackendDescriptor_t s1 = tensor(b, -1, F, g.ssd, g.sss, 1, 0, "S c");
     pw(b, CUDNN_POINTWISE_MUL, F, s0, sc, NULL, s1, -1, "S c");
-    cudnnBackendDescriptor_t s2 = tensor(b, -1, F, ssd, sss, 1, 0, "S c dq");
+    cudnnBackendDescriptor_t s2 = tensor(b, -1, F, g.ssd, g.sss, 1, 0, "S c dq");
     pw(b, CUDNN_POINTWISE_MUL, F, s1, dq, NULL, s2, -1, "S c dq");
-    cudnnBackendDescriptor_t s3 = tensor(b, -1, F, ssd, sss, 1, 0, "S c dq dk");
+    cudnnBackendDescriptor_t s3 = tensor(b, -1, F, g.ssd, g.sss, 1, 0, "S c dq dk");
     pw(b, CUDNN_POINTWISE_MUL, F, s2, dk, NULL, s3, -1, "S c dq dk");
     cudnnBackendDescriptor_t sm = s3;
-    if (!c->nocausal) sm = causal(b, s3, ninf, ssd, sss);
-    cudnnBackendDescriptor_t mx = tensor(b, -1, F, rd, rs, 1, 0, "max"), sub = tensor(b, -1, F, ssd, sss, 1, 0, "S-m");
-    cudnnBackendDescriptor_t ex = tensor(b, -1, F, ssd, sss, 1, 0, "exp"), sum = tensor(b, -1, F, rd, rs, 1, 0, "sum");
-    cudnnBackendDescriptor_t lg = tensor(b, -1, F, rd, rs, 1, 0, "log"), p = tensor(b, -1, F, ssd, sss, 1, 0, "P");
+    if (!c->nocausal) sm = causal(b, s3, ninf, g.ssd, g.sss);
+    cudnnBackendDescriptor_t mx = tensor(b, -1, F, g.rd, g.rs, 1, 0, "max"), sub = tensor(b, -1, F, g.ssd, g.sss, 1, 0, "S-m");
+    cudnnBackendDescriptor_t ex = tensor(b, -1, F, g.ssd, g.sss, 1, 0, "exp"), sum = tensor(b, -1, F, g.rd, g.rs, 1, 0, "sum");
+    cudnnBackendDescriptor_t lg = tensor(b, -1, F, g.rd, g.rs, 1, 0, "log"), p = tensor(b, -1, F, g.ssd, g.sss, 1, 0, "P");
     red(b, CUDNN_REDUCE_TENSOR_MAX, sm, mx, "max");
     pw(b, CUDNN_POINTWISE_SUB, F, sm, mx, NULL, sub, -1, "S - m");
     pw(b, CUDNN_POINTWISE_EXP, F, sub, NULL, NULL, ex, -1, "exp");
@@ -141,19 +150,19 @@ static void build_graph(bld *b, const pcase *c)
     pw(b, CUDNN_POINTWISE_ADD, F, mx, lg, NULL, st, -1, "Stats");
     pw(b, CUDNN_POINTWISE_DIV, F, ex, sum, NULL, p, -1, "P");
     red(b, CUDNN_REDUCE_TENSOR_AMAX, p, as, "amax_s");
-    cudnnBackendDescriptor_t p8 = tensor(b, -1, E, ssd, sss, 1, 0, "P8");
+    cudnnBackendDescriptor_t p8 = tensor(b, -1, E, g.ssd, g.sss, 1, 0, "P8");
     pw(b, CUDNN_POINTWISE_MUL, F, p, ss, NULL, p8, -1, "P scale_s");
-    cudnnBackendDescriptor_t pv = tensor(b, -1, F, qd, acc, 1, 0, "P8 V8");
+    cudnnBackendDescriptor_t pv = tensor(b, -1, F, g.qd, g.acc, 1, 0, "P8 V8");
     mm(b, p8, v, pv, "P8 V8");
-    cudnnBackendDescriptor_t o1 = tensor(b, -1, F, qd, acc, 1, 0, "O ds");
+    cudnnBackendDescriptor_t o1 = tensor(b, -1, F, g.qd, g.acc, 1, 0, "O ds");
     pw(b, CUDNN_POINTWISE_MUL, F, pv, ds, NULL, o1, -1, "descale_s");
-    cudnnBackendDescriptor_t od = tensor(b, -1, F, qd, acc, 1, 0, "O");
+    cudnnBackendDescriptor_t od = tensor(b, -1, F, g.qd, g.acc, 1, 0, "O");
     pw(b, CUDNN_POINTWISE_MUL, F, o1, dv, NULL, od, -1, "descale_v");
     pw(b, CUDNN_POINTWISE_MUL, F, od, so, NULL, o, -1, "scale_o");
     red(b, CUDNN_REDUCE_TENSOR_AMAX, od, ao, "amax_o");
 }
 
-#include "fp8_sdpa_bwd.h" /* the backward of flag 'b' (after pcase and layout_strides) */
+#include "fp8_sdpa_bwd.h" /* the backward of flag 'b' (after pcase and dims_of) */
 
 /* ---- the reference -------------------------------------------------------- */
 
