@@ -33,6 +33,8 @@
  *          p  head_dim zero-padded to 128 in the graph (Q, K, V and O rows of
  *             128; the scores and the first hd columns of O are unchanged):
  *             the workaround to try if only hd 128 is right
+ *          f  the scalars packed as f8 placed them (16 bytes apart, one pointer
+ *             for the three descales, the amaxes right after)
  *          b  then the FP8 backward (fp8_sdpa_bwd.h) on this forward's outputs
  *             (needs the training form: not with i)
  *          0-7 the heuristics' engine config to use (default: the first that
@@ -49,9 +51,9 @@ enum { U_Q = 1, U_K, U_V, U_O, U_STATS, U_SCALE, U_NEG_INF, U_DQ, U_DK, U_DV, U_
 typedef struct pcase {
     int64_t B, S, nh, hd;
     int64_t gd;       /* the graph's head_dim: hd, or 128 when padded */
-    int separate, inference, nocausal, flt_max, backward, config; /* config -1: first that finalizes */
+    int separate, inference, nocausal, flt_max, backward, packed, config; /* config -1: first that finalizes */
     double amp;
-    char name[96];
+    char name[160];
 } pcase;
 
 static int parse_case(const char *arg, pcase *c)
@@ -71,14 +73,15 @@ static int parse_case(const char *arg, pcase *c)
         else if (*f == 'a') c->amp = 4.0;
         else if (*f == 'p') c->gd = hd < 128 ? 128 : hd;
         else if (*f == 'b') c->backward = 1;
+        else if (*f == 'f') c->packed = 1;
         else if (*f >= '0' && *f <= '7') c->config = *f - '0';
         else return 0;
     }
     if (c->backward && c->inference) return 0;
-    snprintf(c->name, sizeof c->name, "B%lld S%lld nh%lld hd%lld [%s%s,%s,%s,%s,amp %g,cfg %d%s]", B, S, nh, hd,
+    snprintf(c->name, sizeof c->name, "B%lld S%lld nh%lld hd%lld [%s%s,%s,%s,%s,amp %g,cfg %d%s%s]", B, S, nh, hd,
              c->gd != hd ? "padded to 128," : "",
              c->separate ? "bhsd" : "bs3hd", c->inference ? "infer" : "train", c->nocausal ? "full" : "causal",
-             c->flt_max ? "-FLT_MAX" : "-inf", c->amp, c->config, c->backward ? ",+bwd" : "");
+             c->flt_max ? "-FLT_MAX" : "-inf", c->amp, c->config, c->packed ? ",packed scalars" : "", c->backward ? ",+bwd" : "");
     return 1;
 }
 
@@ -244,10 +247,13 @@ static int run_case(cudnnHandle_t h, const pcase *c)
     CUDA(cudaMalloc((void **)&dqkvb, 3 * ng));
     CUDA(cudaMalloc((void **)&dout, ng));
     CUDA(cudaMalloc((void **)&dstats, rows * sizeof(float)));
-    CUDA(cudaMalloc((void **)&dsc, 6 * 64)); /* each scalar in its own 64 bytes */
-    CUDA(cudaMalloc((void **)&damax, 2 * 64));
+    /* the scalars, then the two amaxes, each in its own 64 bytes; packed (flag f, as f8 placed them):
+     * 16 bytes apart and one pointer for descale_q, _k and _v */
+    const int sp = c->packed ? 16 : 64;
+    CUDA(cudaMalloc((void **)&dsc, 8 * 64));
+    damax = (float *)((char *)dsc + 6 * sp);
     if (pl.ws) CUDA(cudaMalloc(&ws, pl.ws));
-    for (int i = 0; i < 6; i++) CUDA(cudaMemcpy((char *)dsc + 64 * i, &host_sc[i], 4, cudaMemcpyHostToDevice));
+    for (int i = 0; i < 6; i++) CUDA(cudaMemcpy((char *)dsc + sp * i, &host_sc[i], 4, cudaMemcpyHostToDevice));
     uint8_t *lay = (uint8_t *)calloc(3 * ng, 1); /* padding: code 0 = +0 */
     for (int64_t bi = 0; bi < B; bi++)
         for (int64_t s = 0; s < S; s++)
@@ -263,8 +269,9 @@ static int run_case(cudnnHandle_t h, const pcase *c)
 
     float attn_v = attn, ninf = c->flt_max ? -FLT_MAX : -INFINITY;
     int64_t uids[N_UID] = {U_Q, U_K, U_V, U_O, U_STATS, U_SCALE, U_NEG_INF, U_DQ, U_DK, U_DV, U_SS, U_DS, U_SO, U_AS, U_AO};
-    void *ptrs[N_UID] = {pq, pk, pv, dout, dstats, &attn_v, &ninf, dsc, (char *)dsc + 64, (char *)dsc + 128,
-                         (char *)dsc + 192, (char *)dsc + 256, (char *)dsc + 320, damax, (char *)damax + 64};
+    void *ptrs[N_UID] = {pq, pk, pv, dout, dstats, &attn_v, &ninf, dsc, (char *)dsc + (c->packed ? 0 : sp),
+                         (char *)dsc + (c->packed ? 0 : 2 * sp), (char *)dsc + 3 * sp, (char *)dsc + 4 * sp,
+                         (char *)dsc + 5 * sp, damax, (char *)damax + sp};
     int np = N_UID;
     if (c->inference) pack_drop(uids, ptrs, &np, U_STATS);
     if (c->nocausal) pack_drop(uids, ptrs, &np, U_NEG_INF);
@@ -285,7 +292,7 @@ static int run_case(cudnnHandle_t h, const pcase *c)
         CUDA(cudaMemset(dout, 0x7f, ng));
         CUDA(cudaMemset(dstats, 0xff, rows * sizeof(float)));
         CUDA(cudaMemcpy(damax, &pre[0], 4, cudaMemcpyHostToDevice));
-        CUDA(cudaMemcpy((char *)damax + 64, &pre[1], 4, cudaMemcpyHostToDevice));
+        CUDA(cudaMemcpy((char *)damax + sp, &pre[1], 4, cudaMemcpyHostToDevice));
         if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendExecute(h, pl.plan, vp);
         if (st != CUDNN_STATUS_SUCCESS) {
             char last[256] = "";
@@ -300,7 +307,7 @@ static int run_case(cudnnHandle_t h, const pcase *c)
         CUDA(cudaMemcpy(o8[r], dout, ng, cudaMemcpyDeviceToHost));
         CUDA(cudaMemcpy(stats[r], dstats, rows * sizeof(float), cudaMemcpyDeviceToHost));
         CUDA(cudaMemcpy(&amx[r][0], damax, 4, cudaMemcpyDeviceToHost));
-        CUDA(cudaMemcpy(&amx[r][1], (char *)damax + 64, 4, cudaMemcpyDeviceToHost));
+        CUDA(cudaMemcpy(&amx[r][1], (char *)damax + sp, 4, cudaMemcpyDeviceToHost));
     }
     float ms = 0;
     if (ran) { /* time it: 10 executions */
@@ -363,7 +370,7 @@ static int run_case(cudnnHandle_t h, const pcase *c)
         for (int r = 0; r < R; r++) free(o8[r]), free(stats[r]);
     }
     fflush(stdout);
-    cudaFree(dqkvb), cudaFree(dout), cudaFree(dstats), cudaFree(dsc), cudaFree(damax);
+    cudaFree(dqkvb), cudaFree(dout), cudaFree(dstats), cudaFree(dsc);
     if (ws) cudaFree(ws);
     free(x), free(codes), free(val), free(lay);
     plan_free(&pl);
