@@ -209,6 +209,7 @@ static int run_backward(cudnnHandle_t h, const fwd_state *f)
     for (int64_t i = 0; i < n; i++) dov[i] = rnd_normal(), am = fmax(am, fabs(dov[i]));
     const double sdo = 448.0 / am;
     uint8_t *do8 = (uint8_t *)calloc(ng, 1);
+#pragma omp parallel for
     for (int64_t i = 0; i < n; i++) {
         const uint8_t code = e4m3_code(dov[i] * sdo);
         dov[i] = e4m3_value(code); /* from here on: the code's value (times 1/sdo when used) */

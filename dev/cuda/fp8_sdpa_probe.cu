@@ -234,6 +234,7 @@ static int run_case(cudnnHandle_t h, const pcase *c)
     const double scale_qkv = 448.0 / amax, dqkv = 1.0 / scale_qkv;
     uint8_t *codes = (uint8_t *)malloc(3 * n); /* Q, K, V planes, each (B, S, nh, hd) */
     double *val = (double *)malloc(3 * n * sizeof *val);
+#pragma omp parallel for
     for (int64_t i = 0; i < 3 * n; i++) codes[i] = e4m3_code(x[i] * scale_qkv), val[i] = e4m3_value(codes[i]);
     double vmax = 0;
     for (int64_t i = 2 * n; i < 3 * n; i++) vmax = fmax(vmax, fabs(val[i]) * dqkv);
