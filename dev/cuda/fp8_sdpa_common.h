@@ -253,13 +253,19 @@ static int plan_finish(plan *pl, int config)
     if (b->err[0] || bad(b, cudnnBackendGetAttribute(he, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
                                                     n, &pl->n_cfg, cfg), "heuristics results"))
         return 0;
+    char why[256] = "none tried";
     for (int64_t i = 0; i < pl->n_cfg && !pl->plan; i++) {
         if (config >= 0 && i != config) continue;
         cudnnBackendDescriptor_t p = make(b, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
         set(b, p, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h, "plan");
         set(b, p, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg[i], "plan");
         if (b->err[0]) return 0;
-        if (cudnnBackendFinalize(p) == CUDNN_STATUS_SUCCESS) {
+        const cudnnStatus_t fs = cudnnBackendFinalize(p);
+        if (fs != CUDNN_STATUS_SUCCESS) { /* kept for the message if no config finalizes */
+            char last[200] = "";
+            cudnnGetLastErrorString(last, sizeof last);
+            snprintf(why, sizeof why, "config %lld: %s; %s", (long long)i, cudnnGetErrorString(fs), last);
+        } else {
             pl->plan = p, pl->cfg = i;
             cudnnBackendDescriptor_t eng = make(b, CUDNN_BACKEND_ENGINE_DESCRIPTOR);
             int64_t k = 0;
@@ -269,7 +275,7 @@ static int plan_finish(plan *pl, int config)
         }
     }
     if (!pl->plan) {
-        snprintf(b->err, sizeof b->err, "no engine config finalized (of %lld)", (long long)pl->n_cfg);
+        snprintf(b->err, sizeof b->err, "no engine config finalized (of %lld; last %s)", (long long)pl->n_cfg, why);
         return 0;
     }
     int64_t k = 0;

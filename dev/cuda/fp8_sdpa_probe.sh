@@ -25,7 +25,8 @@ if ! nvcc -O2 -std=c++17 -Xcompiler -fopenmp -Wno-deprecated-declarations -o "$b
 fi
 log() { if [ -n "${LOG_DIR:-}" ]; then tee "$LOG_DIR/probe_$1.log"; else cat; fi; }
 "$bin" -t "$budget" "$@" 2>&1 | log system
-wheel=$(python3 -c 'import nvidia.cudnn, os; print(os.path.dirname(nvidia.cudnn.__file__))' 2>/dev/null)
+# __path__, not __file__: the wheel's nvidia.cudnn may be a namespace package
+wheel=$(python3 -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2>/dev/null)
 if [ -n "$wheel" ] && [ -d "$wheel/lib" ]; then
     LD_LIBRARY_PATH="$wheel/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$bin" -t "$budget" "$@" 2>&1 | log wheel
 else
