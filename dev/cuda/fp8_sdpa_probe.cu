@@ -24,6 +24,7 @@
  * 1e-3, nothing left unwritten, and three executions agree bitwise.
  *
  * Usage: fp8_sdpa_probe [-t seconds] CASE...   CASE = B,S,nh,hd[:flags]
+ *        fp8_sdpa_probe -selftest   (the judge on planted outputs; no GPU)
  *   flags: s  separate Q, K, V buffers in [b,h,s,d] (default: f8's interleaved
  *             (B·S, 3C) rows, "bs3hd")
  *          i  inference form (Stats virtual, not an output)
@@ -211,6 +212,47 @@ static void reference(const pcase *c, const double *qv, const double *kv, const 
     r->amax_s = amax_s, r->amax_o = amax_o;
 }
 
+/* ---- judging a forward's outputs ----------------------------------------- */
+
+typedef struct verdict {
+    int fail;
+    char text[384];
+} verdict;
+
+/* o8: the (B·S, nh·gd) O8 codes; stats: (B·nh, S); amx: amax_s, amax_o;
+ * same: whether the executions agreed bitwise. The bounds of the note. */
+static verdict judge(const pcase *c, const uint8_t *o8, const float *stats, const float amx[2], const refout *rf,
+                     double scale_o, int same)
+{
+    const int64_t S = c->S, nh = c->nh, d = c->hd, G = c->gd, n = c->B * S * nh * d, rows = c->B * nh * S;
+    double *og = (double *)malloc(n * sizeof(double));
+    int64_t unwritten = 0;
+    for (int64_t i = 0; i < n; i++) { /* element (row, e) of the hd-wide rows, from the G-wide ones */
+        og[i] = e4m3_value(o8[(i / d) * G + i % d]) / scale_o;
+        if (isnan(og[i])) unwritten++, og[i] = 0;
+    }
+    double ew, wr, ecw, ecr, stat_err = 0;
+    int64_t at, cat;
+    errs(og, rf->o_exact, n, d, &ew, &wr, &at);
+    errs(rf->o_chain, rf->o_exact, n, d, &ecw, &ecr, &cat);
+    for (int64_t i = 0; i < rows; i++) {
+        const double e = isnan(stats[i]) ? INFINITY : fabs(stats[i] - rf->stats[i]) / (1 + fabs(rf->stats[i]));
+        if (!(e <= stat_err)) stat_err = e;
+    }
+    const double ao_err = fabs(amx[1] - rf->amax_o) / rf->amax_o, as_err = fabs(amx[0] - rf->amax_s);
+    const int64_t wb = at / (S * nh), ws = (at / nh) % S, wh = at % nh; /* the worst row: (b, s, h) */
+    verdict v;
+    v.fail = !(ew <= 1.25 * ecw + 0.01) || !(wr <= 2 * ecr + 0.05) || (!c->inference && !(stat_err <= 1e-3)) ||
+             !(ao_err <= 0.1) || !(as_err <= 1e-3) || unwritten || !same;
+    snprintf(v.text, sizeof v.text,
+             "O err %.4f (chain %.4f) worst row %.3f (chain %.3f) at b%lld s%lld h%lld | Stats err %.2e | amax_s %.6f "
+             "(ref %.6f) amax_o %.4f (ref %.4f) | unwritten %lld | runs bitwise %s",
+             ew, ecw, wr, ecr, (long long)wb, (long long)ws, (long long)wh, c->inference ? 0.0 : stat_err, amx[0],
+             rf->amax_s, amx[1], rf->amax_o, (long long)unwritten, same ? "same" : "DIFFER");
+    free(og);
+    return v;
+}
+
 /* ---- running a case ------------------------------------------------------- */
 
 static int run_case(cudnnHandle_t h, const pcase *c)
@@ -331,43 +373,22 @@ static int run_case(cudnnHandle_t h, const pcase *c)
         rf.o_chain = (double *)malloc(n * sizeof(double));
         rf.stats = (double *)malloc(rows * sizeof(double));
         reference(c, val, val + n, val + 2 * n, dqkv, attn, scale_s, scale_o, &rf);
-        double *og = (double *)malloc(n * sizeof(double));
-        int64_t unwritten = 0;
-        for (int64_t i = 0; i < n; i++) { /* element (row, e) of the hd-wide rows, from the G-wide ones */
-            og[i] = e4m3_value(o8[0][(i / d) * G + i % d]) / scale_o;
-            if (isnan(og[i])) unwritten++, og[i] = 0;
-        }
-        double ew, wr, ecw, ecr, stat_err = 0;
-        int64_t at, cat;
-        errs(og, rf.o_exact, n, d, &ew, &wr, &at);
-        errs(rf.o_chain, rf.o_exact, n, d, &ecw, &ecr, &cat);
-        for (int64_t i = 0; i < rows; i++) {
-            const double e = isnan(stats[0][i]) ? INFINITY : fabs(stats[0][i] - rf.stats[i]) / (1 + fabs(rf.stats[i]));
-            if (!(e <= stat_err)) stat_err = e;
-        }
         int same = amx[2][0] == amx[0][0] && amx[2][1] == amx[0][1]; /* the amaxes of the runs that start at 0 */
         for (int r = 1; r < R; r++)
             same &= memcmp(o8[r], o8[0], ng) == 0 && memcmp(stats[r], stats[0], rows * sizeof(float)) == 0;
         const int amax_kept = amx[1][0] >= 1e29f || amx[1][1] >= 1e29f;
-        const double ao_err = fabs(amx[0][1] - rf.amax_o) / rf.amax_o, as_err = fabs(amx[0][0] - rf.amax_s);
-        /* the worst row: (b, s, h) of the (B·S·nh, hd) rows */
-        const int64_t wb = at / (S * nh), ws_ = (at / nh) % S, wh = at % nh;
-        fail = !(ew <= 1.25 * ecw + 0.01) || !(wr <= 2 * ecr + 0.05) || (!c->inference && !(stat_err <= 1e-3)) ||
-               !(ao_err <= 0.1) || !(as_err <= 1e-3) || unwritten || !same;
-        printf("%s: %s | engine %lld cfg %lld/%lld ws %lld build %.1fs exec %.3f ms | O err %.4f (chain %.4f) worst row "
-               "%.3f (chain %.3f) at b%lld s%lld h%lld | Stats err %.2e | amax_s %.6f (ref %.6f) amax_o %.4f (ref %.4f) | "
-               "unwritten %lld | 3 runs bitwise %s | amax prefilled 1e30 %s\n",
+        const verdict v = judge(c, o8[0], stats[0], amx[0], &rf, scale_o, same);
+        fail = v.fail;
+        printf("%s: %s | engine %lld cfg %lld/%lld ws %lld build %.1fs exec %.3f ms | %s | amax prefilled 1e30 %s\n",
                c->name, fail ? "FAIL" : "ok", (long long)pl.engine, (long long)pl.cfg, (long long)pl.n_cfg,
-               (long long)pl.ws, build_s, ms, ew, ecw, wr, ecr, (long long)wb, (long long)ws_, (long long)wh,
-               c->inference ? 0.0 : stat_err, amx[0][0], rf.amax_s, amx[0][1], rf.amax_o, (long long)unwritten,
-               same ? "same" : "DIFFER", amax_kept ? "KEPT (cuDNN maxes into it)" : "overwritten");
+               (long long)pl.ws, build_s, ms, v.text, amax_kept ? "KEPT (cuDNN maxes into it)" : "overwritten");
         if (c->backward) { /* on the first execution's outputs (the timed ones may differ if it races) */
             CUDA(cudaMemcpy(dout, o8[0], ng, cudaMemcpyHostToDevice));
             CUDA(cudaMemcpy(dstats, stats[0], rows * sizeof(float), cudaMemcpyHostToDevice));
             const fwd_state f = {c, val, dqkv, attn, scale_s, scale_o, ninf, pq, pk, pv, dout, dstats, o8[0], stats[0]};
             fail |= run_backward(h, &f);
         }
-        free(rf.o_exact), free(rf.o_chain), free(rf.stats), free(og);
+        free(rf.o_exact), free(rf.o_chain), free(rf.stats);
         for (int r = 0; r < R; r++) free(o8[r]), free(stats[r]);
     }
     fflush(stdout);
@@ -378,12 +399,61 @@ static int run_case(cudnnHandle_t h, const pcase *c)
     return fail;
 }
 
+/* The judge on planted outputs, no GPU needed (-selftest): the chain itself
+ * passes; a row scaled 4.6x, a Stats off by 0.01, an unwritten code, a
+ * run-to-run difference each fail. 0 if every expectation held. */
+static int selftest(const char *arg)
+{
+    pcase c;
+    if (!parse_case(arg, &c)) return 1;
+    const int64_t nh = c.nh, d = c.hd, G = c.gd, n = c.B * c.S * nh * d, rows = c.B * nh * c.S, ng = c.B * c.S * nh * G;
+    double *val = (double *)malloc(3 * n * sizeof *val), amax = 0, vmax = 0;
+    for (int64_t i = 0; i < 3 * n; i++) val[i] = c.amp * rnd_normal(), amax = fmax(amax, fabs(val[i]));
+    for (int64_t i = 0; i < 3 * n; i++) val[i] = e4m3_round(val[i] * 448.0 / amax);
+    const double dqkv = amax / 448.0;
+    for (int64_t i = 2 * n; i < 3 * n; i++) vmax = fmax(vmax, fabs(val[i]) * dqkv);
+    const double scale_o = 448.0 / vmax, attn = 1.0 / sqrt((double)d);
+    refout rf;
+    rf.o_exact = (double *)malloc(n * sizeof(double)), rf.o_chain = (double *)malloc(n * sizeof(double));
+    rf.stats = (double *)malloc(rows * sizeof(double));
+    reference(&c, val, val + n, val + 2 * n, dqkv, attn, 448.0, scale_o, &rf);
+    uint8_t *o8 = (uint8_t *)calloc(ng, 1);
+    float *st = (float *)malloc(rows * sizeof(float)), amx[2] = {(float)rf.amax_s, (float)rf.amax_o};
+    for (int64_t i = 0; i < n; i++) o8[(i / d) * G + i % d] = e4m3_code(rf.o_chain[i] * scale_o);
+    for (int64_t i = 0; i < rows; i++) st[i] = (float)rf.stats[i];
+    int wrong = 0;
+    const int64_t row = (n / d) / 3; /* some row in the middle */
+    for (int t = 0; t < 5; t++) {
+        uint8_t *o = (uint8_t *)malloc(ng);
+        float *sv = (float *)malloc(rows * sizeof(float));
+        memcpy(o, o8, ng), memcpy(sv, st, rows * sizeof(float));
+        if (t == 1)
+            for (int64_t e = 0; e < d; e++) o[row * G + e] = e4m3_code(4.6 * e4m3_value(o8[row * G + e]));
+        if (t == 2) sv[rows / 2] += 0.01f * (1 + fabsf(sv[rows / 2]));
+        if (t == 3) o[row * G] = 0x7f;
+        const verdict v = judge(&c, o, sv, amx, &rf, scale_o, t != 4);
+        const int expect_fail = t != 0;
+        printf("selftest %s, %s: %s (%s)\n", c.name,
+               t == 0 ? "the chain" : t == 1 ? "a row x4.6" : t == 2 ? "a Stats off" : t == 3 ? "an unwritten code" : "runs differ",
+               v.fail == expect_fail ? "as expected" : "WRONG", v.text);
+        wrong += v.fail != expect_fail;
+        free(o), free(sv);
+    }
+    free(val), free(rf.o_exact), free(rf.o_chain), free(rf.stats), free(o8), free(st);
+    return wrong;
+}
+
 int main(int argc, char **argv)
 {
     double budget = 1e9;
     int first = 1;
     if (argc > 2 && strcmp(argv[1], "-t") == 0) budget = atof(argv[2]), first = 3;
     setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc > 1 && strcmp(argv[1], "-selftest") == 0) {
+        const int wrong = selftest("2,64,2,64") + selftest("2,256,3,64:p") + selftest("1,128,2,128:n");
+        printf("selftest: %s\n", wrong ? "WRONG" : "ok");
+        return wrong ? 1 : 0;
+    }
     /* self-check of the E4M3 helpers: every finite code round-trips */
     for (int cde = 0; cde < 256; cde++)
         if ((cde & 0x7f) != 0x7f && cde != 0x80 && e4m3_code(e4m3_value((uint8_t)cde)) != cde) {
