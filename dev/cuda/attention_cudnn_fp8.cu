@@ -18,6 +18,11 @@
  * and differs from run to run, and 50M training with it diverges
  * (docs/FP8_ATTENTION.md, bench/RESULTS.md). Whether f8's graph or cuDNN is
  * at fault is not known. The library's FP8 forward is f8's own kernel.
+ * fp8_sdpa_probe.cu (beside this file) runs the same graph alone against an
+ * FP64 reference; docs/FP8_ATTENTION.md ("Finding the fault") compares it
+ * with cuDNN's documented FP8 forward (no difference) and notes that
+ * NVIDIA's callers send Hopper FP8 training graphs at head_dim 128 only,
+ * while the failing shapes are head_dim 64.
  *
  * To try it again: the pieces below go back into src/cuda/attention_cudnn.cu
  * (the graph beside graph_forward in attention_cudnn_graphs.cuh, key dir 2
