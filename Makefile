@@ -191,6 +191,8 @@ $(BUILD)/tests/test_exports: $(BUILD)/libf8.so
 # test_hf_doors runs this build's f8_train on hostile files (a subprocess).
 $(BUILD)/tests/test_hf_doors.o: CFLAGS_ALL += -DF8_TRAIN='"$(TRAIN_BIN)"'
 $(BUILD)/tests/test_hf_doors: $(TRAIN_BIN)
+$(BUILD)/tests/test_hf_llama.o: CFLAGS_ALL += -DF8_TRAIN='"$(TRAIN_BIN)"'
+$(BUILD)/tests/test_hf_llama: $(TRAIN_BIN)
 
 # The fuzz replay tests (and test_onnx) link their fuzz target and the replay driver.
 $(BUILD)/tests/test_fuzz_replay: $(BUILD)/fuzz/fuzz_checkpoint.o $(BUILD)/fuzz/replay.o

@@ -13,7 +13,8 @@
  *    parameters (FP8 delayed and off; untied);
  *  - what it does not do yet is refused clearly (FP8 primary weights, FP8
  *    attention, a kv_heads that does not divide heads, a GPT's checkpoint
- *    resumed as a Llama, a Llama's exported to ONNX or HF), and llama-8B's
+ *    resumed as a Llama), the exporters' model of a Llama checkpoint has its
+ *    family's shape (test_hf_llama: the export itself), and llama-8B's
  *    memory estimate refuses one H100 or H200 (AdamW's FP32 moments alone are
  *    64 GB), while llama-1B and llama-3B fit an H200.
  */
@@ -206,7 +207,7 @@ static void test_refusals(void)
     o = llama_options(1, 0, 0);
     o.resume = path;
     refused(&o, "holds a GPT");
-    /* a Llama's checkpoint to ONNX or Hugging Face: refused, naming the family */
+    /* a Llama's checkpoint as the exporters see it: the family's shape from train.* */
     o = llama_options(1, 0, 0);
     trainer *lt = make(&o);
     CHECK_OK(NULL, trainer_step(lt, &l));
@@ -215,8 +216,9 @@ static void test_refusals(void)
     CHECK_OK(lt->ctx, f8_checkpoint_load(lt->ctx, path, &ck));
     gpt_config ec;
     char eerr[256] = "";
-    CHECK(ck && hf_checkpoint_model(ck, 0, &ec, eerr, sizeof eerr) != 0 && strstr(eerr, "llama") && strstr(eerr, "not yet"),
-          "export of a Llama checkpoint: %s", eerr);
+    CHECK(ck && hf_checkpoint_model(ck, 0, &ec, eerr, sizeof eerr) == 0 && ec.llama && ec.kv_heads == 2 && ec.ffn == 48 &&
+              !ec.untied && ec.rope_theta == 10000.0,
+          "the exporters' model of a Llama checkpoint: %s", eerr);
     f8_checkpoint_destroy(ck);
     trainer_destroy(lt);
     unlink(path);

@@ -95,6 +95,9 @@ int export_run(const export_options *o, char *err, size_t n)
         snprintf(err, n, "cannot load '%s': %s", o->checkpoint, f8_ctx_last_error(ctx));
     else if (hf_checkpoint_model(ck, 1, &c, err, n) != 0) /* the sanity bound (hf.h) */
         ;
+    else if (c.llama)
+        snprintf(err, n, "'%s' holds a Llama: its ONNX export is not yet written (export-hf writes it for transformers)",
+                 o->checkpoint);
     else if (o->fp8 == 1 && !c.fp8)
         snprintf(err, n, "'%s' was trained with --fp8 off: it holds no FP8 scaling state to export; use --fp8 off",
                  o->checkpoint);

@@ -12,7 +12,6 @@
  * metadata "format": "pt" and 1-D biases, and f8 checkpoints say "f8" and
  * store [rows, cols].
  */
-#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -21,6 +20,7 @@
 #include <sys/stat.h>
 
 #include "hf.h"
+#include "llama.h"
 #include "options.h"
 #include "parse.h"
 #include "try.h"
@@ -54,15 +54,8 @@ static void weights_path(const char *path, char *out, size_t n)
 
 /* ---- the checkpoint's tensors ----------------------------------------------- */
 
-typedef struct hf_reader {
-    f8_ctx *ctx;          /* CPU: the tensors land in host memory */
-    f8_checkpoint *ck;
-    const char *prefix;   /* "transformer." or "" (the hub's original files) */
-    uint16_t *bf16;       /* scratch for BF16 files */
-} hf_reader;
-
 /* Read name ([rows, cols], or [n] as [1, n]) into host FP32. */
-static f8_status read_f32(hf_reader *r, const char *name, int64_t rows, int64_t cols, float *out, char *err, size_t n)
+f8_status hf_read_f32(hf_reader *r, const char *name, int64_t rows, int64_t cols, float *out, char *err, size_t n)
 {
     char full[128];
     snprintf(full, sizeof full, "%s%s", r->prefix, name);
@@ -123,7 +116,7 @@ f8_module *hf_module_of(gpt *m, int64_t l, hf_part p)
 static int is_weight(f8_param w) { return w == F8_PARAM_WEIGHT || w == F8_PARAM_FC1_WEIGHT || w == F8_PARAM_FC2_WEIGHT; }
 
 /* host FP32 [view's shape] -> a parameter (or any view) of the model. */
-static f8_status param_put(gpt *m, f8_module *mod, f8_param which, f8_tensor *view, const float *host, void *stage)
+f8_status hf_param_put(gpt *m, f8_module *mod, f8_param which, f8_tensor *view, const float *host, void *stage)
 {
     const size_t bytes = (size_t)(view->rows * view->cols) * 4;
     f8_tensor src = f8_tensor_make(stage, F8_DTYPE_FP32, view->rows, view->cols);
@@ -134,7 +127,7 @@ static f8_status param_put(gpt *m, f8_module *mod, f8_param which, f8_tensor *vi
 }
 
 /* a view of the model -> host FP32. */
-static f8_status param_get(gpt *m, const f8_tensor *view, float *host, void *stage)
+f8_status hf_param_get(gpt *m, const f8_tensor *view, float *host, void *stage)
 {
     f8_tensor dst = f8_tensor_make(stage, F8_DTYPE_FP32, view->rows, view->cols);
     TRY(f8_tensor_convert(m->ctx, view, &dst));
@@ -143,7 +136,7 @@ static f8_status param_get(gpt *m, const f8_tensor *view, float *host, void *sta
 
 /* A whole small file (config.json, a safetensors header's prefix), or NULL
  * with the reason in err. */
-static char *read_small(const char *path, size_t limit, size_t *len, char *err, size_t n)
+char *hf_read_small(const char *path, size_t limit, size_t *len, char *err, size_t n)
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
@@ -170,7 +163,7 @@ static char *read_small(const char *path, size_t limit, size_t *len, char *err, 
 /* config.json's integer `key` into *out, in [lo, hi]: absent (-> 0 when
  * optional), not a number, a fraction, out of range are refused by name and
  * value. */
-static int config_int(const char *path, const f8_json *root, const char *key, int64_t lo, int64_t hi, int optional,
+int hf_config_int(const char *path, const f8_json *root, const char *key, int64_t lo, int64_t hi, int optional,
                       int64_t *out, char *err, size_t n)
 {
     const f8_json *v = f8_json_get(root, key);
@@ -199,14 +192,14 @@ static int read_config_json(const char *p, const char *text, size_t len, hf_conf
     }
     int64_t inner = 0;
     int rc = root->kind == F8_JSON_OBJECT ? 0 : (snprintf(err, n, "%s: not a JSON object", p), -1);
-    if (!rc) rc = config_int(p, root, "n_layer", 1, TRAIN_MAX_LAYERS, 0, &c->layers, err, n);
-    if (!rc) rc = config_int(p, root, "n_head", 1, TRAIN_MAX_HEADS, 0, &c->heads, err, n);
-    if (!rc) rc = config_int(p, root, "n_embd", 1, TRAIN_MAX_CHANNELS, 0, &c->channels, err, n);
-    if (!rc) rc = config_int(p, root, "vocab_size", 1, TRAIN_MAX_VOCAB, 0, &c->vocab, err, n);
+    if (!rc) rc = hf_config_int(p, root, "n_layer", 1, TRAIN_MAX_LAYERS, 0, &c->layers, err, n);
+    if (!rc) rc = hf_config_int(p, root, "n_head", 1, TRAIN_MAX_HEADS, 0, &c->heads, err, n);
+    if (!rc) rc = hf_config_int(p, root, "n_embd", 1, TRAIN_MAX_CHANNELS, 0, &c->channels, err, n);
+    if (!rc) rc = hf_config_int(p, root, "vocab_size", 1, TRAIN_MAX_VOCAB, 0, &c->vocab, err, n);
     /* n_positions, or the older n_ctx; both given must agree */
     int64_t ctx = 0;
-    if (!rc) rc = config_int(p, root, "n_positions", 1, TRAIN_MAX_SEQ, 1, &c->positions, err, n);
-    if (!rc) rc = config_int(p, root, "n_ctx", 1, TRAIN_MAX_SEQ, 1, &ctx, err, n);
+    if (!rc) rc = hf_config_int(p, root, "n_positions", 1, TRAIN_MAX_SEQ, 1, &c->positions, err, n);
+    if (!rc) rc = hf_config_int(p, root, "n_ctx", 1, TRAIN_MAX_SEQ, 1, &ctx, err, n);
     if (!rc && !c->positions) c->positions = ctx;
     if (!rc && !c->positions) rc = (snprintf(err, n, "%s: no \"n_positions\" (or \"n_ctx\")", p), -1);
     if (!rc && ctx && ctx != c->positions)
@@ -214,7 +207,7 @@ static int read_config_json(const char *p, const char *text, size_t len, hf_conf
                        (long long)c->positions), -1);
     const f8_json *in = f8_json_get(root, "n_inner"), *act = f8_json_get(root, "activation_function"),
                    *eps = f8_json_get(root, "layer_norm_epsilon");
-    if (!rc && in && in->kind != F8_JSON_NULL) rc = config_int(p, root, "n_inner", 1, INT64_MAX, 0, &inner, err, n);
+    if (!rc && in && in->kind != F8_JSON_NULL) rc = hf_config_int(p, root, "n_inner", 1, INT64_MAX, 0, &inner, err, n);
     if (!rc && inner && inner != 4 * c->channels)
         rc = (snprintf(err, n, "%s: \"n_inner\" %lld is not 4 * n_embd (%lld)", p, (long long)inner,
                        (long long)(4 * c->channels)), -1);
@@ -298,7 +291,7 @@ int hf_read_config(const char *path, hf_config *c, char *err, size_t n)
     struct stat sb;
     if (stat(p, &sb) != 0) return read_header_shape(p, ws, c, err, n);
     size_t len = 0;
-    char *text = read_small(p, (size_t)1 << 24, &len, err, n);
+    char *text = hf_read_small(p, (size_t)1 << 24, &len, err, n);
     int rc = text ? read_config_json(p, text, len, c, err, n) : -1;
     free(text);
     if (rc) memset(c, 0, sizeof *c);
@@ -343,32 +336,32 @@ f8_status hf_import(gpt *m, const char *path, char *err, size_t n)
             if (l < c->layers) snprintf(name, sizeof name, "h.%lld.%s", (long long)l, tab[e].name);
             else snprintf(name, sizeof name, "%s", tab[e].name);
             if (tab[e].conv1d) {
-                st = read_f32(&r, name, v.cols, v.rows, b, err, n); /* [in, out] */
+                st = hf_read_f32(&r, name, v.cols, v.rows, b, err, n); /* [in, out] */
                 if (st == F8_OK) transpose_host(b, v.cols, v.rows, a);
             } else {
-                st = read_f32(&r, name, v.rows, v.cols, a, err, n);
+                st = hf_read_f32(&r, name, v.rows, v.cols, a, err, n);
             }
-            if (st == F8_OK && (st = param_put(m, mod, tab[e].which, &v, a, stage)) != F8_OK)
+            if (st == F8_OK && (st = hf_param_put(m, mod, tab[e].which, &v, a, stage)) != F8_OK)
                 snprintf(err, n, "%s: %s", name, f8_ctx_last_error(m->ctx));
         }
     }
     /* wte into the tied head's weight [Vp, C], padding rows zero; wpe's first rows, as many as the model has */
     if (st == F8_OK) {
         memset(a, 0, (size_t)(Vp * C) * 4);
-        st = read_f32(&r, "wte.weight", V, C, a, err, n);
+        st = hf_read_f32(&r, "wte.weight", V, C, a, err, n);
     }
     f8_tensor w;
     if (st == F8_OK) st = f8_module_param(m->head, F8_PARAM_WEIGHT, 0, &w);
-    if (st == F8_OK) st = param_put(m, m->head, F8_PARAM_WEIGHT, &w, a, stage);
-    if (st == F8_OK) st = read_f32(&r, "wpe.weight", hc.positions, C, a, err, n);
+    if (st == F8_OK) st = hf_param_put(m, m->head, F8_PARAM_WEIGHT, &w, a, stage);
+    if (st == F8_OK) st = hf_read_f32(&r, "wpe.weight", hc.positions, C, a, err, n);
     f8_tensor wpe = f8_tensor_make(m->wpe, c->dtype, gpt_positions(c), C);
-    if (st == F8_OK) st = param_put(m, NULL, F8_PARAM_WEIGHT, &wpe, a, stage);
+    if (st == F8_OK) st = hf_param_put(m, NULL, F8_PARAM_WEIGHT, &wpe, a, stage);
     if (st == F8_OK && f8_checkpoint_has(r.ck, "lm_head.weight")) {
         /* f8's head is tied: an lm_head.weight that is not wte is refused, not dropped */
         const char *pre = r.prefix;
-        st = read_f32(&r, "wte.weight", V, C, a, err, n);
+        st = hf_read_f32(&r, "wte.weight", V, C, a, err, n);
         r.prefix = "";
-        if (st == F8_OK) st = read_f32(&r, "lm_head.weight", V, C, b, err, n);
+        if (st == F8_OK) st = hf_read_f32(&r, "lm_head.weight", V, C, b, err, n);
         r.prefix = pre;
         if (st == F8_OK && memcmp(a, b, (size_t)(V * C) * 4) != 0) {
             snprintf(err, n, "lm_head.weight differs from wte.weight: f8's GPT ties them");
@@ -400,13 +393,14 @@ int hf_write_safetensors(const char *path, hf_out_tensor *t, size_t count, char 
     if (!h) return -1;
     len += (size_t)snprintf(h + len, cap - len, "{\"__metadata__\":{\"format\":\"pt\"}");
     for (size_t i = 0; i < count; i++) {
-        size_t bytes = (size_t)(t[i].dims[0] * (t[i].ndim == 2 ? t[i].dims[1] : 1)) * 4;
+        size_t bytes = (size_t)(t[i].dims[0] * (t[i].ndim == 2 ? t[i].dims[1] : 1)) * (t[i].bf16 ? 2 : 4);
+        const char *dt = t[i].bf16 ? "BF16" : "F32";
         if (t[i].ndim == 2)
-            len += (size_t)snprintf(h + len, cap - len, ",\"%s\":{\"dtype\":\"F32\",\"shape\":[%lld,%lld],", t[i].name,
-                                    (long long)t[i].dims[0], (long long)t[i].dims[1]);
+            len += (size_t)snprintf(h + len, cap - len, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%lld,%lld],", t[i].name,
+                                    dt, (long long)t[i].dims[0], (long long)t[i].dims[1]);
         else
-            len += (size_t)snprintf(h + len, cap - len, ",\"%s\":{\"dtype\":\"F32\",\"shape\":[%lld],", t[i].name,
-                                    (long long)t[i].dims[0]);
+            len += (size_t)snprintf(h + len, cap - len, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%lld],", t[i].name,
+                                    dt, (long long)t[i].dims[0]);
         len += (size_t)snprintf(h + len, cap - len, "\"data_offsets\":[%zu,%zu]}", off, off + bytes);
         off += bytes;
     }
@@ -419,7 +413,14 @@ int hf_write_safetensors(const char *path, hf_out_tensor *t, size_t count, char 
     ok = ok && fwrite(len8, 1, 8, f) == 8 && fwrite(h, 1, len, f) == len;
     for (size_t i = 0; ok && i < count; i++) {
         size_t k = (size_t)(t[i].dims[0] * (t[i].ndim == 2 ? t[i].dims[1] : 1));
-        ok = fwrite(t[i].data, 4, k, f) == k; /* little-endian hosts: FP32 as stored */
+        if (!t[i].bf16) {
+            ok = fwrite(t[i].data, 4, k, f) == k; /* little-endian hosts: FP32 as stored */
+            continue;
+        }
+        for (size_t j = 0; ok && j < k; j++) {
+            const uint16_t b = f8_bf16_from_float(t[i].data[j]);
+            ok = fwrite(&b, 2, 1, f) == 1;
+        }
     }
     if (f && fclose(f) != 0) ok = 0;
     free(h);
@@ -449,7 +450,7 @@ f8_status hf_export(gpt *m, const char *dir, char *err, size_t n)
             else snprintf(t[k].name, sizeof t[k].name, "transformer.%s", tab[e].name);
             t[k].data = (float *)malloc((size_t)(v.rows * v.cols) * 4 + 4);
             if (st == F8_OK && !t[k].data) st = F8_ERR_OUT_OF_MEMORY;
-            if (st == F8_OK) st = param_get(m, &v, tab[e].conv1d ? tmp : t[k].data, stage);
+            if (st == F8_OK) st = hf_param_get(m, &v, tab[e].conv1d ? tmp : t[k].data, stage);
             if (st == F8_OK && tab[e].conv1d) transpose_host(tmp, v.rows, v.cols, t[k].data); /* [in, out] */
             t[k].ndim = tab[e].conv1d ? 2 : 1;
             t[k].dims[0] = tab[e].conv1d ? v.cols : v.rows * v.cols;
@@ -463,14 +464,14 @@ f8_status hf_export(gpt *m, const char *dir, char *err, size_t n)
         snprintf(t[k].name, sizeof t[k].name, "transformer.wte.weight");
         t[k].ndim = 2, t[k].dims[0] = c->vocab, t[k].dims[1] = C;
         t[k].data = (float *)malloc((size_t)(w.rows * C) * 4);
-        st = t[k].data ? param_get(m, &w, t[k].data, stage) : F8_ERR_OUT_OF_MEMORY; /* the first V of Vp rows */
+        st = t[k].data ? hf_param_get(m, &w, t[k].data, stage) : F8_ERR_OUT_OF_MEMORY; /* the first V of Vp rows */
         k++;
     }
     if (st == F8_OK) {
         snprintf(t[k].name, sizeof t[k].name, "transformer.wpe.weight");
         t[k].ndim = 2, t[k].dims[0] = P, t[k].dims[1] = C;
         t[k].data = (float *)malloc((size_t)(P * C) * 4);
-        st = t[k].data ? param_get(m, &wpe, t[k].data, stage) : F8_ERR_OUT_OF_MEMORY;
+        st = t[k].data ? hf_param_get(m, &wpe, t[k].data, stage) : F8_ERR_OUT_OF_MEMORY;
         k++;
     }
     if (st != F8_OK && !err[0]) snprintf(err, n, "%s", f8_ctx_last_error(m->ctx));
@@ -530,10 +531,7 @@ int hf_checkpoint_model(const f8_checkpoint *ck, int cuda, gpt_config *c, char *
                                   TRAIN_MAX_VOCAB, TRAIN_MAX_VOCAB, 1};
     int64_t v[7];
     memset(c, 0, sizeof *c);
-    const char *family = f8_checkpoint_metadata(ck, "train.family");
-    if (family && strcmp(family, "gpt") != 0) /* llama.h: its exporters are not written yet */
-        return snprintf(err, n, "the checkpoint holds a %.20s model: its ONNX and Hugging Face export is not yet "
-                                "written (GPT-2 only)", family), -1;
+    if (llama_metadata_read(ck, c, err, n) != 0) return -1; /* the family (llama.h): c->llama and its shape */
     for (int i = 0; i < 7; i++) {
         const char *s = f8_checkpoint_metadata(ck, KEYS[i]);
         if (!s) return snprintf(err, n, "the checkpoint has no %s: not written by f8_train", KEYS[i]), -1;
@@ -565,202 +563,4 @@ f8_status hf_checkpoint_set_positions(const gpt *m, f8_checkpoint *ck)
     char v[32];
     snprintf(v, sizeof v, "%lld", (long long)gpt_positions(&m->c));
     return f8_checkpoint_set_metadata(ck, "train.positions", v);
-}
-
-/* ---- the commands ---------------------------------------------------------------- */
-
-static f8_ctx *cmd_ctx(const char *backend, f8_recipe_kind recipe, char *err, size_t n)
-{
-    f8_ctx_config cc = f8_ctx_config_default();
-    cc.recipe.kind = recipe;
-    cc.backend = strcmp(backend, "cpu") == 0 ? F8_BACKEND_CPU : F8_BACKEND_CUDA;
-    f8_ctx *ctx = NULL;
-    f8_status st = f8_ctx_create(&cc, &ctx, err, n);
-    if (st == F8_ERR_NO_DEVICE && strcmp(backend, "auto") == 0) {
-        cc.backend = F8_BACKEND_CPU;
-        st = f8_ctx_create(&cc, &ctx, err, n);
-    }
-    return st == F8_OK ? ctx : NULL;
-}
-
-/* FILE's token ids: decimal integers separated by whitespace, each in
- * [0, vocab), at most max_count of them. NULL with the reason in err (the
- * file, the token's index and line, its text): a negative id, one at or past
- * the vocabulary, one past 64 bits, a word that is not a number, too many
- * tokens. Nothing out of range ever reaches the model's embedding. */
-static int32_t *read_tokens(const char *path, int64_t vocab, int64_t max_count, int64_t *count, char *err, size_t n)
-{
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        snprintf(err, n, "'%s': %s", path, strerror(errno));
-        return NULL;
-    }
-    int64_t cap = 1024, k = 0, line = 1;
-    int32_t *t = (int32_t *)malloc((size_t)cap * 4);
-    const char *why = t ? NULL : "out of memory";
-    char word[40];
-    int ch = fgetc(f);
-    while (!why) {
-        while (ch != EOF && isspace(ch)) {
-            if (ch == '\n') line++;
-            ch = fgetc(f);
-        }
-        if (ch == EOF) break;
-        size_t len = 0, all = 0; /* the word's first bytes, and its length */
-        int sign = 0, other = 0, over = 0;
-        uint64_t v = 0;
-        for (; ch != EOF && !isspace(ch); ch = fgetc(f), all++) {
-            if (len + 1 < sizeof word) word[len++] = isprint(ch) ? (char)ch : '?';
-            if (all == 0 && ch == '-') sign = 1;
-            else if (ch < '0' || ch > '9') other = 1;
-            else if (!over && v > ((uint64_t)INT64_MAX - (uint64_t)(ch - '0')) / 10) over = 1;
-            else if (!over) v = v * 10 + (uint64_t)(ch - '0');
-        }
-        word[len] = '\0';
-        const char *ell = all > len ? "..." : "";
-        if (other || all == (size_t)sign) why = "is not a token id (a decimal integer)";
-        else if (over) why = "overflows 64 bits";
-        else if (sign) why = "is negative";
-        else if ((int64_t)v >= vocab) why = "is not below the vocabulary size";
-        else if (k == max_count) why = "is one token more than the model's positions take (positions + 1)";
-        if (why) {
-            snprintf(err, n, "'%s': token %lld (line %lld) '%s%s' %s (vocabulary %lld, at most %lld tokens)", path,
-                     (long long)k, (long long)line, word, ell, why, (long long)vocab, (long long)max_count);
-            break;
-        }
-        if (k == cap) {
-            int32_t *g = (int32_t *)realloc(t, (size_t)(cap *= 2) * 4);
-            if (!g) {
-                why = "out of memory";
-                snprintf(err, n, "'%s': out of memory", path);
-                break;
-            }
-            t = g;
-        }
-        t[k++] = (int32_t)v;
-    }
-    if (!why && ferror(f)) {
-        why = "read";
-        snprintf(err, n, "cannot read '%s'", path);
-    }
-    fclose(f);
-    if (!why && k < 2) {
-        why = "few";
-        snprintf(err, n, "'%s': %lld token ids; at least 2 are needed (token i+1 is the target of token i)", path,
-                 (long long)k);
-    }
-    if (why) {
-        free(t);
-        return NULL;
-    }
-    *count = k;
-    return t;
-}
-
-int eval_hf_main(int argc, char **argv)
-{
-    const char *dir = NULL, *tokens_path = NULL, *backend = "auto", *dtype = "fp32";
-    int fp8 = 0;
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--tokens") && v) tokens_path = v, i++;
-        else if (!strcmp(a, "--backend") && v) backend = v, i++;
-        else if (!strcmp(a, "--dtype") && v) dtype = v, i++;
-        else if (!strcmp(a, "--fp8") && v) fp8 = !strcmp(v, "on"), i++;
-        else if (a[0] != '-' && !dir) dir = a;
-        else dir = NULL, tokens_path = NULL, i = argc;
-    }
-    if (!dir || !tokens_path) {
-        fprintf(stderr, "usage: f8_train eval-hf DIR|model.safetensors --tokens FILE [--backend auto|cpu|cuda]\n"
-                        "                        [--dtype fp32|bf16] [--fp8 on|off]\n"
-                        "  the mean next-token loss of a Hugging Face GPT-2 on FILE's token ids (whitespace-separated;\n"
-                        "  token i+1 is the target of token i), FP8 off and FP32 by default\n");
-        return 1;
-    }
-    char err[512] = "";
-    hf_config hc;
-    int64_t n = 0;
-    if (hf_read_config(dir, &hc, err, sizeof err) != 0) {
-        fprintf(stderr, "f8_train eval-hf: %s\n", err);
-        return 1;
-    }
-    /* one window: at most positions + 1 tokens (positions targets) */
-    int32_t *tok = read_tokens(tokens_path, hc.vocab, hc.positions + 1, &n, err, sizeof err);
-    if (!tok) {
-        fprintf(stderr, "f8_train eval-hf: %s\n", err);
-        return 1;
-    }
-    f8_ctx *ctx = cmd_ctx(backend, F8_RECIPE_DELAYED, err, sizeof err);
-    gpt m;
-    memset(&m, 0, sizeof m);
-    gpt_config c;
-    memset(&c, 0, sizeof c);
-    c.vocab = hc.vocab;
-    c.padded_vocab = (hc.vocab + 127) / 128 * 128;
-    c.seq = n - 1;
-    c.layers = hc.layers, c.heads = hc.heads, c.channels = hc.channels;
-    c.batch = 1;
-    c.fp8 = fp8;
-    c.dtype = strcmp(dtype, "bf16") == 0 ? F8_DTYPE_BF16 : F8_DTYPE_FP32;
-    c.seed = 1;
-    c.positions = hc.positions;
-    f8_status st = ctx ? F8_OK : F8_ERR_NO_DEVICE;
-    /* the model's memory against what there is, before anything is allocated */
-    if (st == F8_OK && train_check_memory(&c, f8_ctx_backend(ctx) == F8_BACKEND_CUDA, err, sizeof err) != 0)
-        st = F8_ERR_OUT_OF_MEMORY;
-    if (st == F8_OK) st = gpt_create(ctx, &c, &m, err, sizeof err);
-    if (st == F8_OK) st = hf_import(&m, dir, err, sizeof err);
-    if (st == F8_OK) st = f8_ctx_upload(ctx, m.tokens, tok, (size_t)(n - 1) * 4);
-    if (st == F8_OK) st = f8_ctx_upload(ctx, m.targets, tok + 1, (size_t)(n - 1) * 4);
-    if (st == F8_OK) st = gpt_forward(&m, 1, 0, 1.0f, F8_MICROBATCH_NONE);
-    float *losses = (float *)malloc((size_t)n * 4);
-    if (st == F8_OK) st = losses ? f8_ctx_download(ctx, losses, m.losses, (size_t)(n - 1) * 4) : F8_ERR_OUT_OF_MEMORY;
-    if (st == F8_OK) {
-        double sum = 0;
-        for (int64_t i = 0; i < n - 1; i++) sum += losses[i];
-        printf("eval-hf: %lld layers, %lld channels, vocab %lld, %s backend, %s, FP8 %s: %lld targets\n",
-               (long long)c.layers, (long long)c.channels, (long long)c.vocab,
-               f8_ctx_backend(ctx) == F8_BACKEND_CUDA ? "CUDA" : "CPU", f8_dtype_name(c.dtype), fp8 ? "on" : "off",
-               (long long)(n - 1));
-        printf("loss %.9g\n", sum / (double)(n - 1));
-    } else {
-        fprintf(stderr, "f8_train eval-hf: %s: %s\n", f8_status_string(st),
-                err[0] ? err : ctx ? f8_ctx_last_error(ctx) : "no ctx");
-    }
-    free(losses);
-    free(tok);
-    gpt_destroy(&m);
-    f8_ctx_destroy(ctx);
-    return st == F8_OK ? 0 : 1;
-}
-
-int export_hf_main(int argc, char **argv)
-{
-    if (argc != 4) {
-        fprintf(stderr, "usage: f8_train export-hf CHECKPOINT OUT_DIR\n"
-                        "  writes OUT_DIR/model.safetensors and config.json: a GPT-2 that transformers'\n"
-                        "  GPT2LMHeadModel.from_pretrained(OUT_DIR) loads (FP32; n_positions = the model's, an import's own)\n");
-        return 1;
-    }
-    char err[512] = "";
-    /* the checkpoint's recipe, so its FP8 state restores (only parameters go out) */
-    f8_ctx *ctx = cmd_ctx("cpu", train_checkpoint_recipe(argv[2]), err, sizeof err);
-    f8_checkpoint *ck = NULL;
-    gpt m;
-    memset(&m, 0, sizeof m);
-    f8_status st = ctx ? f8_checkpoint_load(ctx, argv[2], &ck) : F8_ERR_NO_DEVICE;
-    if (st != F8_OK && ctx) snprintf(err, sizeof err, "cannot load '%s': %s", argv[2], f8_ctx_last_error(ctx));
-    gpt_config c;
-    if (st == F8_OK && hf_checkpoint_model(ck, 1, &c, err, sizeof err) != 0) st = F8_ERR_INVALID_ARGUMENT;
-    if (st == F8_OK) st = gpt_create(ctx, &c, &m, err, sizeof err);
-    if (st == F8_OK) st = gpt_checkpoint_restore(&m, ck);
-    if (st != F8_OK && !err[0]) snprintf(err, sizeof err, "%s", f8_ctx_last_error(ctx));
-    f8_checkpoint_destroy(ck);
-    ck = NULL;
-    if (st == F8_OK) st = hf_export(&m, argv[3], err, sizeof err);
-    if (st == F8_OK) printf("export-hf: %s -> %s/model.safetensors, %s/config.json\n", argv[2], argv[3], argv[3]);
-    else fprintf(stderr, "f8_train export-hf: %s: %s\n", f8_status_string(st), err);
-    gpt_destroy(&m);
-    f8_ctx_destroy(ctx);
-    return st == F8_OK ? 0 : 1;
 }

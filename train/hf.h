@@ -64,10 +64,6 @@ f8_status hf_checkpoint_set_positions(const gpt *m, f8_checkpoint *ck);
  * or -1 with the key and value in err. */
 int hf_checkpoint_model(const f8_checkpoint *ck, int cuda, gpt_config *c, char *err, size_t err_size);
 
-/* `f8_train eval-hf ...` and `f8_train export-hf ...` (argv[1] is the
- * command). They print and return the exit code. */
-int eval_hf_main(int argc, char **argv);
-int export_hf_main(int argc, char **argv);
 
 /* ---- the mapping and the file pieces, for the tests ---------------------------- */
 
@@ -91,16 +87,42 @@ f8_module *hf_module_of(gpt *m, int64_t l, hf_part p);
 
 /* The JSON header of a safetensors file (NUL-terminated, malloc'd), or NULL. */
 
-/* One FP32 tensor to write: name, 1 or 2 dims, data. */
+/* One tensor to write: name, 1 or 2 dims, FP32 data (written as F32, or as
+ * BF16 rounded to nearest even when bf16 is set). */
 typedef struct hf_out_tensor {
     char name[96];
     int64_t dims[2];
     int ndim;
     float *data;
+    int bf16;
 } hf_out_tensor;
-/* A safetensors file as transformers writes it: F32, metadata format "pt",
+/* A safetensors file as transformers writes it: F32 (or BF16), metadata format "pt",
  * tensors sorted by name (t is reordered), header padded with spaces to a
  * multiple of 8. 0, or -1 with the reason in err. */
 int hf_write_safetensors(const char *path, hf_out_tensor *t, size_t count, char *err, size_t n);
+
+/* ---- the pieces hf_llama.c shares ------------------------------------------------- */
+
+/* A Hugging Face file being read: on a CPU ctx, so the tensors land in host memory. */
+typedef struct hf_reader {
+    f8_ctx *ctx;
+    f8_checkpoint *ck;
+    const char *prefix;   /* prepended to names: "transformer." or "" */
+    uint16_t *bf16;       /* scratch for BF16 files (free it) */
+} hf_reader;
+/* Tensor prefix+name ([rows, cols], or [n] as [1, n]) into host FP32, from
+ * F32 or BF16; a missing tensor, another dtype or a NaN / infinite element
+ * is refused with the name (and the element). */
+f8_status hf_read_f32(hf_reader *r, const char *name, int64_t rows, int64_t cols, float *out, char *err, size_t n);
+/* Host FP32 [view's shape] into a parameter of m (weights through
+ * f8_module_write_weight; mod NULL: a bare tensor), and back; stage is
+ * backend memory of at least the view's FP32 bytes. */
+f8_status hf_param_put(gpt *m, f8_module *mod, f8_param which, f8_tensor *view, const float *host, void *stage);
+f8_status hf_param_get(gpt *m, const f8_tensor *view, float *host, void *stage);
+/* A whole small file (NUL-terminated, malloc'd), at most limit bytes; NULL with the reason. */
+char *hf_read_small(const char *path, size_t limit, size_t *len, char *err, size_t n);
+/* config.json's integer key in [lo, hi] (absent and optional: *out untouched, 0). */
+int hf_config_int(const char *path, const f8_json *root, const char *key, int64_t lo, int64_t hi, int optional,
+                  int64_t *out, char *err, size_t n);
 
 #endif /* F8_TRAIN_HF_H */

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "export.h"
-#include "hf.h"
+#include "hf_cmd.h"
 #include "plot.h"
 #include "trainer.h"
 

@@ -42,6 +42,7 @@
 #include "tokenizer.h"
 #include "tp.h"
 #include "trainer.h"
+#include "hf_llama.h"
 #include "llama.h"
 #include "try.h"
 
@@ -489,10 +490,25 @@ f8_status trainer_create(const train_options *opt, trainer **out, char *err, siz
     hf_config hc;
     const int from_hf = t->o.init_from && t->o.init_from[0];
     if (st == F8_OK && from_hf) {
-        /* the model's shape is the GPT-2's */
-        if (hf_read_config(t->o.init_from, &hc, err, n) != 0) st = F8_ERR_INVALID_ARGUMENT;
+        /* the model's shape is the GPT-2's, or the Llama's (hf_llama.h) */
+        hf_llama_config lc;
+        if (hf_llama_is(t->o.init_from)) {
+            if (hf_llama_read_config(t->o.init_from, &lc, err, n) != 0) st = F8_ERR_INVALID_ARGUMENT;
+            hc.layers = lc.layers, hc.heads = lc.heads, hc.channels = lc.channels;
+            hc.positions = lc.positions, hc.vocab = lc.vocab;
+            t->o.llama = 1, t->o.kv_heads = lc.kv_heads, t->o.ffn = lc.ffn, t->o.untied = lc.untied;
+            t->o.rope_theta = lc.rope_theta, t->o.rope_factor = lc.rope_factor;
+        } else if (hf_read_config(t->o.init_from, &hc, err, n) != 0) {
+            st = F8_ERR_INVALID_ARGUMENT;
+        } else if (t->o.llama) {
+            snprintf(err, n, "--init-from '%s' is a GPT-2 (its config.json does not say \"model_type\": \"llama\"), "
+                             "and --model asks for a Llama", t->o.init_from);
+            st = F8_ERR_INVALID_ARGUMENT;
+        }
+        if (st != F8_OK)
+            ;
         else if (t->o.seq > hc.positions) {
-            snprintf(err, n, "--seq %lld is longer than the GPT-2's %lld positions", (long long)t->o.seq,
+            snprintf(err, n, "--seq %lld is longer than the checkpoint's %lld positions", (long long)t->o.seq,
                      (long long)hc.positions);
             st = F8_ERR_INVALID_ARGUMENT;
         } else {
@@ -531,7 +547,7 @@ f8_status trainer_create(const train_options *opt, trainer **out, char *err, siz
         const int cuda = f8_ctx_backend(t->ctx) == F8_BACKEND_CUDA;
         c.vocab = data_vocab_size(t->data);
         if (from_hf && c.vocab > hc.vocab) {
-            snprintf(err, n, "the data has %lld token ids, the GPT-2 only %lld", (long long)c.vocab, (long long)hc.vocab);
+            snprintf(err, n, "the data has %lld token ids, the checkpoint's vocabulary only %lld", (long long)c.vocab, (long long)hc.vocab);
             st = F8_ERR_INVALID_ARGUMENT;
         }
         if (from_hf) c.vocab = hc.vocab; /* byte data fits GPT-2's vocabulary too */
@@ -575,14 +591,11 @@ f8_status trainer_create(const train_options *opt, trainer **out, char *err, siz
             snprintf(err, n, "--kv-heads and --ffn shape a Llama: give a --model llama-* too");
             st = F8_ERR_INVALID_ARGUMENT;
         }
-        if (st == F8_OK && c.llama && from_hf) {
-            snprintf(err, n, "--init-from reads a GPT-2: Hugging Face Llama checkpoints are not yet read");
-            st = F8_ERR_UNSUPPORTED;
-        }
         /* planned where it is printed or checked: CUDA (the free memory), a limit, or a run that prints */
         if (st == F8_OK && (cuda || t->o.memory_limit > 0 || !t->o.quiet)) st = plan_memory(t, &c, cuda, err, n);
         if (st == F8_OK) st = gpt_create_tp(t->ctx, &c, t->tp_comm, t->o.sequence_parallel, &t->m, err, n);
-        if (st == F8_OK && from_hf) st = hf_import(&t->m, t->o.init_from, err, n);
+        if (st == F8_OK && from_hf)
+            st = c.llama ? hf_llama_import(&t->m, t->o.init_from, err, n) : hf_import(&t->m, t->o.init_from, err, n);
         t->use_graph = t->o.graph < 0 ? cuda : t->o.graph;
     }
     t->t_model = now_s() - mark, mark = now_s();
