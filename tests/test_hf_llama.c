@@ -333,6 +333,8 @@ static void hostile(void)
         {{0, 0, 0, "1e-05", ",\n  \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0, \"low_freq_factor\": 2.0, "
                            "\"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192}", NULL, 0, NULL, 0},
          "\"low_freq_factor\" is 2"},
+        {{0, 0, 0, "1e-05", ",\n  \"rope_parameters\": {\"rope_type\": \"linear\", \"rope_theta\": 1e4, \"factor\": 2.0}", NULL, 0,
+          NULL, 0}, "\"rope_parameters\": \"rope_type\" is linear"},
         {{0, 0, 0, "1e-06", NULL, NULL, 0, NULL, 0}, "\"rms_norm_eps\" is 1e-06"},
         {{0, 0, 0, NULL, NULL, NULL, 0, NULL, 0}, "\"rms_norm_eps\" is absent"},
         {{0, 0, 0, "1e-05", ",\n  \"head_dim\": 32", NULL, 0, NULL, 0}, "\"head_dim\" is 32"},
@@ -370,7 +372,7 @@ static void hostile(void)
         const f8_status st = hf_llama_import(&m, path, err, sizeof err);
         CHECK(st != F8_OK && strstr(err, cases[i].want), "case %zu refused naming '%s': %s", i, cases[i].want, err);
         CHECK(memcmp(w, before, (size_t)(r * c) * 4) == 0, "case %zu: the model is unchanged", i);
-        if (i < 3 || i == 16 || i == 18) printf("  %-26s -> %s\n", cases[i].want, err);
+        if (i < 3 || i == 17 || i == 19) printf("  %-26s -> %s\n", cases[i].want, err);
     }
     /* a truncated file: the safetensors reader's own refusal */
     snprintf(path, sizeof path, "%s/tied/model.safetensors", dir);
@@ -381,6 +383,27 @@ static void hostile(void)
     free(before);
     gpt_destroy(&m);
     f8_ctx_destroy(ctx);
+}
+
+/* Llama 3's RoPE as transformers 4 and 5 write it: theta and the llama3 factor read either way. */
+static void rope_keys(void)
+{
+    static const char *const extra[2] = {
+        ",\n  \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 32.0, \"low_freq_factor\": 1.0, "
+        "\"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192}",
+        ",\n  \"rope_parameters\": {\"rope_type\": \"llama3\", \"rope_theta\": 500000.0, \"factor\": 32.0, "
+        "\"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192}"};
+    for (int i = 0; i < 2; i++) {
+        char sub[16], path[256], err[512] = "";
+        snprintf(sub, sizeof sub, "rope%d", i);
+        write_llama(sub, &(variant){0, 0, 0, "1e-05", extra[i], NULL, 0, NULL, 0});
+        snprintf(path, sizeof path, "%s/%s", dir, sub);
+        hf_llama_config h;
+        const int rc = hf_llama_read_config(path, &h, err, sizeof err);
+        CHECK(rc == 0 && h.rope_factor == 32.0 && h.rope_theta == (i ? 500000.0 : 10000.0),
+              "%s: theta %g, llama3 factor %g: %s", i ? "rope_parameters" : "rope_scaling", rc ? 0 : h.rope_theta,
+              rc ? 0 : h.rope_factor, err);
+    }
 }
 
 /* Run f8_train with args; its exit status, output in *out. */
@@ -471,6 +494,7 @@ int main(void)
     f8_round_trip(0);
     f8_round_trip(1);
     hostile();
+    rope_keys();
     doors();
     if (!test_failures) {
         char cmd[128];

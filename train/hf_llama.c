@@ -129,33 +129,48 @@ static int refuse_features(const char *p, const f8_json *root, const hf_llama_co
     return 0;
 }
 
-/* rope_scaling: null, default, or llama3 with the factors f8_rope has. */
-static int read_rope_scaling(const char *p, const f8_json *root, double *factor, char *err, size_t n)
+/* A RoPE object (rope_scaling's, or transformers 5's rope_parameters): its
+ * type none, default or llama3 with the factors f8_rope has; where names
+ * it for messages. */
+static int read_rope_object(const char *where, const f8_json *rs, double *factor, char *err, size_t n)
 {
-    const f8_json *rs = f8_json_get(root, "rope_scaling");
     *factor = 0;
     if (!rs || rs->kind == F8_JSON_NULL) return 0;
-    if (rs->kind != F8_JSON_OBJECT) return snprintf(err, n, "%s: \"rope_scaling\" is %s, not an object or null", p, shown(rs)), -1;
+    if (rs->kind != F8_JSON_OBJECT) return snprintf(err, n, "%s is %s, not an object or null", where, shown(rs)), -1;
     const f8_json *t = f8_json_get(rs, "rope_type");
     if (!t) t = f8_json_get(rs, "type");
-    if (!t || t->kind != F8_JSON_STRING)
-        return snprintf(err, n, "%s: \"rope_scaling\" names no \"rope_type\"", p), -1;
+    if (!t || t->kind != F8_JSON_STRING) return snprintf(err, n, "%s names no \"rope_type\"", where), -1;
     if (strcmp(t->str, "default") == 0) return 0;
     if (strcmp(t->str, "llama3") != 0)
-        return snprintf(err, n, "%s: \"rope_scaling\" \"rope_type\" is %.40s: f8_rope has none and llama3", p, t->str), -1;
+        return snprintf(err, n, "%s: \"rope_type\" is %.40s: f8_rope has default and llama3", where, t->str), -1;
     /* f8_rope's llama3 has low 1, high 4, original 8192 (Llama 3.1's and 3.2's); others are refused */
     static const char *const keys[3] = {"low_freq_factor", "high_freq_factor", "original_max_position_embeddings"};
     static const double want[3] = {1.0, 4.0, 8192.0};
-    char q[1100];
-    snprintf(q, sizeof q, "%.1000s \"rope_scaling\"", p);
-    if (get_num(q, rs, "factor", 0, 1, 1.0, 1e6, factor, err, n)) return -1;
+    if (get_num(where, rs, "factor", 0, 1, 1.0, 1e6, factor, err, n)) return -1;
     for (int i = 0; i < 3; i++) {
         double v = 0;
-        if (get_num(q, rs, keys[i], 0, 1, -1e300, 1e300, &v, err, n)) return -1;
+        if (get_num(where, rs, keys[i], 0, 1, -1e300, 1e300, &v, err, n)) return -1;
         if (v != want[i])
-            return snprintf(err, n, "%s: \"%s\" is %g: f8_rope's llama3 scaling has %g", q, keys[i], v, want[i]), -1;
+            return snprintf(err, n, "%s: \"%s\" is %g: f8_rope's llama3 scaling has %g", where, keys[i], v, want[i]), -1;
     }
     return 0;
+}
+
+/* theta and the scaling: transformers 4's rope_theta and rope_scaling, or 5's rope_parameters (which wins). */
+static int read_rope(const char *p, const f8_json *root, hf_llama_config *c, char *err, size_t n)
+{
+    char where[1100];
+    const f8_json *rp = f8_json_get(root, "rope_parameters");
+    if (get_num(p, root, "rope_theta", 10000.0, 0, 1.0000001, 1e12, &c->rope_theta, err, n)) return -1;
+    if (rp && rp->kind != F8_JSON_NULL) {
+        snprintf(where, sizeof where, "%.1000s: \"rope_parameters\"", p);
+        if (rp->kind == F8_JSON_OBJECT &&
+            get_num(where, rp, "rope_theta", c->rope_theta, 0, 1.0000001, 1e12, &c->rope_theta, err, n))
+            return -1;
+        return read_rope_object(where, rp, &c->rope_factor, err, n);
+    }
+    snprintf(where, sizeof where, "%.1000s: \"rope_scaling\"", p);
+    return read_rope_object(where, f8_json_get(root, "rope_scaling"), &c->rope_factor, err, n);
 }
 
 int hf_llama_read_config(const char *path, hf_llama_config *c, char *err, size_t n)
@@ -192,8 +207,7 @@ int hf_llama_read_config(const char *path, hf_llama_config *c, char *err, size_t
     int tied = 0;
     if (!rc) rc = get_bool(p, root, "tie_word_embeddings", 0, &tied, err, n);
     c->untied = !tied;
-    if (!rc) rc = get_num(p, root, "rope_theta", 10000.0, 0, 1.0000001, 1e12, &c->rope_theta, err, n);
-    if (!rc) rc = read_rope_scaling(p, root, &c->rope_factor, err, n);
+    if (!rc) rc = read_rope(p, root, c, err, n);
     if (!rc) rc = refuse_features(p, root, c, err, n);
     f8_json_free(root);
     if (rc) memset(c, 0, sizeof *c);
@@ -509,11 +523,19 @@ f8_status hf_llama_import(gpt *m, const char *path, char *err, size_t n)
 
 static f8_status write_config(const gpt_config *c, const char *dir, char *err, size_t n)
 {
-    char path[1280], scaling[256] = "null";
+    char path[1280], scaling[256] = "null", params[320];
+    const double theta = c->rope_theta > 0 ? c->rope_theta : 500000.0;
     snprintf(path, sizeof path, "%s/config.json", dir);
     if (c->rope_factor > 0)
         snprintf(scaling, sizeof scaling, "{\"rope_type\": \"llama3\", \"factor\": %.17g, \"low_freq_factor\": 1.0, "
                  "\"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192}", c->rope_factor);
+    /* transformers 5 reads rope_parameters (theta inside), 4 reads rope_theta and rope_scaling: both written, alike */
+    if (c->rope_factor > 0)
+        snprintf(params, sizeof params, "{\"rope_type\": \"llama3\", \"rope_theta\": %.17g, \"factor\": %.17g, "
+                 "\"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192}",
+                 theta, c->rope_factor);
+    else
+        snprintf(params, sizeof params, "{\"rope_type\": \"default\", \"rope_theta\": %.17g}", theta);
     FILE *f = fopen(path, "w");
     if (!f) return snprintf(err, n, "cannot write '%s': %s", path, strerror(errno)), F8_ERR_IO;
     fprintf(f,
@@ -521,14 +543,13 @@ static f8_status write_config(const gpt_config *c, const char *dir, char *err, s
             "  \"hidden_size\": %lld,\n  \"intermediate_size\": %lld,\n  \"num_hidden_layers\": %lld,\n"
             "  \"num_attention_heads\": %lld,\n  \"num_key_value_heads\": %lld,\n  \"head_dim\": %lld,\n"
             "  \"hidden_act\": \"silu\",\n  \"max_position_embeddings\": %lld,\n  \"rms_norm_eps\": 1e-05,\n"
-            "  \"rope_theta\": %.17g,\n  \"rope_scaling\": %s,\n  \"tie_word_embeddings\": %s,\n"
+            "  \"rope_theta\": %.17g,\n  \"rope_scaling\": %s,\n  \"rope_parameters\": %s,\n  \"tie_word_embeddings\": %s,\n"
             "  \"attention_bias\": false,\n  \"mlp_bias\": false,\n  \"attention_dropout\": 0.0,\n"
             "  \"initializer_range\": 0.02,\n  \"pretraining_tp\": 1,\n  \"use_cache\": true,\n"
             "  \"torch_dtype\": \"float32\"\n}\n",
             (long long)c->vocab, (long long)c->channels, (long long)c->ffn, (long long)c->layers, (long long)c->heads,
             (long long)(c->kv_heads > 0 ? c->kv_heads : c->heads), (long long)(c->channels / c->heads),
-            (long long)gpt_positions(c), c->rope_theta > 0 ? c->rope_theta : 500000.0, scaling,
-            c->untied ? "false" : "true");
+            (long long)gpt_positions(c), theta, scaling, params, c->untied ? "false" : "true");
     if (fclose(f) != 0) return snprintf(err, n, "cannot write '%s'", path), F8_ERR_IO;
     return F8_OK;
 }
