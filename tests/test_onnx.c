@@ -5,7 +5,8 @@
  * Every module kind (Linear; LayerNormLinear with both norms; LayerNormMLP
  * with all seven activations; FP8 on and off; FP32 and BF16 parameters; an
  * FP8 primary weight; shapes 5 x 17 / 33 / 250), attention (FP32, BF16),
- * the embedding, a small GPT (train/gpt.c: FP8, BF16, FP8 off, dynamic batch
+ * the embedding, a small Llama (train/llama.c: RoPE, grouped- and multi-query
+ * attention, tied and untied heads; FP8, FP32, BF16), a small GPT (train/gpt.c: FP8, BF16, FP8 off, dynamic batch
  * and sequence; the tied table as per-row FP8, fp8_embedding, against f8's
  * forward, against f8's forward with the table rounded the same way, and
  * the bytes it saves) and `f8_train export` of a trained checkpoint are exported
@@ -492,6 +493,37 @@ static void gpt_case(f8_ctx *ctx, const char *name, int fp8, f8_dtype dt, int ex
     gpt_destroy(&m);
 }
 
+/* A small Llama (train/llama.h: RMSNorm, RoPE, grouped or multi-query attention, SwiGLU, tied or untied
+ * head) against f8's forward; and f8_onnx_add_rope's refusals. */
+static void llama_case(f8_ctx *ctx, const char *name, int fp8, f8_dtype dt, int64_t kv, int untied)
+{
+    gpt_config c;
+    memset(&c, 0, sizeof c);
+    c.vocab = 256, c.padded_vocab = 256, c.seq = 11, c.layers = 2, c.heads = 4, c.channels = 32, c.batch = 2;
+    c.fp8 = fp8, c.dtype = dt, c.seed = 9, c.llama = 1, c.kv_heads = kv, c.ffn = 48, c.untied = untied;
+    c.rope_theta = 10000.0, c.rope_factor = untied ? 0.0 : 8.0; /* Llama 3's scaling with the tied head */
+    gpt m;
+    char err[256];
+    if (gpt_create(ctx, &c, &m, err, sizeof err) != F8_OK) die(err, ctx);
+    int64_t tok[22];
+    float *lg = (float *)xmalloc((size_t)(2 * 11 * 256) * 4);
+    for (int i = 0; i < 22; i++) tok[i] = (int64_t)(rng_u64(&rng) % 256);
+    gpt_logits(&m, tok, lg), free(lg); /* a forward and a scale update: scales from real amaxes */
+    CHECK_OK(ctx, f8_ctx_update_scales(ctx, F8_DIR_FORWARD));
+    const char *kind = fp8 ? "gpt_fp8" : dt == F8_DTYPE_BF16 ? "gpt_bf16" : "gpt";
+    CHECK(gpt_export_onnx(&m, fp8, 0, 0, path_of(name, ".onnx"), err, sizeof err) == F8_OK, "export: %s", err);
+    gpt_files(&m, name, name, kind);
+    f8_onnx_config cfg = f8_onnx_config_default();
+    f8_onnx *g = NULL;
+    CHECK_OK(ctx, f8_onnx_create(ctx, &cfg, &g));
+    CHECK_OK(ctx, f8_onnx_add_input(g, "qkv", F8_ONNX_FLOAT, "2,5,63")); /* 4 + 2·kv heads of 8: not 63 */
+    CHECK_STATUS(ctx, f8_onnx_add_rope(g, m.rope, "qkv", "y"), F8_ERR_SHAPE);
+    CHECK_STATUS(ctx, f8_onnx_add_rope(g, NULL, "qkv", "y"), F8_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(ctx, f8_onnx_add_rope(g, m.rope, "nothing", "y"), F8_ERR_INVALID_ARGUMENT);
+    f8_onnx_destroy(g);
+    gpt_destroy(&m);
+}
+
 /* f8_train's path: train a few steps, checkpoint, `export` it, compare with
  * the trained model's forward. */
 static void trainer_case(void)
@@ -748,6 +780,9 @@ int main(void)
     gpt_case(ctx, "gpt_fp32", 0, F8_DTYPE_FP32, 0, 0);
     gpt_case(ctx, "gpt_fp8_bf16", 1, F8_DTYPE_BF16, 1, 0);
     gpt_case(ctx, "gpt_bf16", 0, F8_DTYPE_BF16, 0, 0);
+    llama_case(ctx, "llama_fp8_gqa", 1, F8_DTYPE_FP32, 2, 0);
+    llama_case(ctx, "llama_fp32_mqa_untied", 0, F8_DTYPE_FP32, 1, 1);
+    llama_case(ctx, "llama_bf16_gqa", 0, F8_DTYPE_BF16, 2, 1);
     f8_ctx_destroy(ctx);
     trainer_case();
     sweep_case();

@@ -1,9 +1,11 @@
 /*
- * export.c — the GPT of gpt.h as an ONNX model, and `f8_train export`.
+ * export.c — the GPT of gpt.h (or its Llama, llama.h) as an ONNX model, and `f8_train export`.
  *
  * Design note. The graph follows gpt_forward call by call (embedding, per
  * block LayerNormLinear → attention → Linear + residual → LayerNormMLP +
- * residual, the tied LM head), so the file computes what an inference
+ * residual, the tied LM head; a Llama's RMSNorm modules, RoPE after the QKV
+ * GEMM, grouped-query attention, SwiGLU, a tied or untied head, a zero
+ * position table), so the file computes what an inference
  * forward computes, in the model's dtype; the padded vocabulary columns are
  * sliced off. --fp8-embedding (off by default) trades that exactness for a
  * smaller file: the tied table as per-row FP8 (f8.h, "FP8 embedding
@@ -29,8 +31,9 @@ static f8_status build(gpt *m, f8_onnx *g)
     const int64_t C = c->channels;
     char shape[64], x[32], q[32], a[32], p[32], mid[32], o[32];
     TRY(f8_onnx_add_input(g, "tokens", F8_ONNX_INT64, "batch,seq"));
-    f8_tensor wte, wpe = f8_tensor_make(m->wpe, c->dtype, c->seq, C);
-    TRY(f8_module_param(m->head, F8_PARAM_WEIGHT, 0, &wte));
+    f8_tensor wte, wpe = f8_tensor_make(m->wpe, c->dtype, c->seq, C); /* a Llama's: zeros */
+    if (c->llama && c->untied) wte = f8_tensor_make(m->wte, c->dtype, c->padded_vocab, C);
+    else TRY(f8_module_param(m->head, F8_PARAM_WEIGHT, 0, &wte));
     TRY(f8_onnx_add_embedding(g, &wte, &wpe, "tokens", "h.0.in"));
     snprintf(x, sizeof x, "h.0.in");
     for (int64_t l = 0; l < c->layers; l++) {
@@ -41,6 +44,12 @@ static f8_status build(gpt *m, f8_onnx *g)
         snprintf(mid, sizeof mid, "h.%lld.mid", (long long)l);
         snprintf(o, sizeof o, "h.%lld.mlp", (long long)l);
         TRY(f8_onnx_add_module(g, b->qkv, x, q));
+        if (c->llama) { /* q and k rotated in place after the QKV GEMM, as llama_forward does */
+            char r[32];
+            snprintf(r, sizeof r, "h.%lld.rope", (long long)l);
+            TRY(f8_onnx_add_rope(g, m->rope, q, r));
+            snprintf(q, sizeof q, "%s", r);
+        }
         TRY(f8_onnx_add_attention(g, m->att, q, a));
         TRY(f8_onnx_add_module(g, b->proj, a, p));
         TRY(f8_onnx_add_add(g, p, x, mid)); /* xm = proj(a) + x, as gpt_forward adds */
@@ -61,7 +70,7 @@ f8_status gpt_export_onnx(gpt *m, int fp8, int exact_cast, int fp8_embedding, co
     cfg.exact_cast = exact_cast;
     cfg.fp8_embedding = fp8_embedding;
     cfg.dtype = m->c.dtype;
-    cfg.name = "f8_gpt";
+    cfg.name = m->c.llama ? "f8_llama" : "f8_gpt";
     f8_onnx *g = NULL;
     f8_status st = f8_onnx_create(m->ctx, &cfg, &g);
     if (st == F8_OK) st = build(m, g);
@@ -95,9 +104,6 @@ int export_run(const export_options *o, char *err, size_t n)
         snprintf(err, n, "cannot load '%s': %s", o->checkpoint, f8_ctx_last_error(ctx));
     else if (hf_checkpoint_model(ck, 1, &c, err, n) != 0) /* the sanity bound (hf.h) */
         ;
-    else if (c.llama)
-        snprintf(err, n, "'%s' holds a Llama: its ONNX export is not yet written (export-hf writes it for transformers)",
-                 o->checkpoint);
     else if (o->fp8 == 1 && !c.fp8)
         snprintf(err, n, "'%s' was trained with --fp8 off: it holds no FP8 scaling state to export; use --fp8 off",
                  o->checkpoint);

@@ -328,13 +328,25 @@ F8_API f8_status f8_onnx_add_output(f8_onnx *graph, const char *name, const char
 F8_API f8_status f8_onnx_add_module(f8_onnx *graph, f8_module *module, const char *x, const char *y);
 
 /* y = causal self-attention(qkv) as f8_attention_forward computes it (its
- * n_head, head_dim and dtype): qkv is a float value [batch, seq, 3C] (rank 3,
- * last dimension 3·n_head·head_dim), y [batch, seq, C]. Per head,
+ * n_head, n_kv_head, head_dim and dtype): qkv is a float value [batch, seq,
+ * (n_head + 2·n_kv_head)·head_dim] (rank 3), y [batch, seq, C]. Grouped-query
+ * attention (n_kv_head < n_head): q head h reads key/value head
+ * h / (n_head / n_kv_head), the k and v heads repeated with Expand. Per head,
  * s = q·kᵀ, masked above the diagonal, p = exp((s - max s) · c) with
  * c = 1/sqrt(head_dim), y = (p · v) · (1 / Σ p); BF16 attention rounds p and
- * y to BF16 as f8 does. F8_ERR_UNSUPPORTED for a grouped-query attention
- * (n_kv_head < n_head: not exported yet). */
+ * y to BF16 as f8 does. */
 F8_API f8_status f8_onnx_add_attention(f8_onnx *graph, const f8_attention *attention, const char *qkv, const char *y);
+
+/* y = qkv with RoPE applied to its q and k heads (f8_rope_forward): qkv and
+ * y are float values [batch, seq, (n_head + 2·n_kv_head)·head_dim], the
+ * rope's shape; position = the index along seq (seq <= the rope's max_seq
+ * at run time). The rope's cos and sin tables are initializers [max_seq,
+ * head_dim/2] (stored once per graph); per q and k head, the halves
+ * x1 = x[:hd/2], x2 = x[hd/2:] become x1·cos - x2·sin and x2·cos + x1·sin
+ * (Slice, Mul, Sub, Add, Concat), rounded to BF16 with config.dtype BF16;
+ * v passes unchanged. F8_ERR_INVALID_ARGUMENT for a rope of another ctx,
+ * F8_ERR_SHAPE for a qkv known to have another rank or width. */
+F8_API f8_status f8_onnx_add_rope(f8_onnx *graph, const f8_rope *rope, const char *qkv, const char *y);
 
 /* y = wte[tokens] + wpe[position] (f8_embedding_forward), position = the
  * index along tokens' last axis. tokens: an int64 value [..., seq], with

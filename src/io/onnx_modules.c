@@ -450,6 +450,34 @@ f8_status f8_onnx_add_module(f8_onnx *g, f8_module *m, const char *x, const char
     return finish(g, st, mark, cur, 1, y, rank, m->out_features);
 }
 
+/* Grouped-query attention's q [B, H, S, hd] and k, v repeated to H heads
+ * (head h reads key/value head h / (H/G), as f8_attention does) from qkv
+ * [B, S, (H + 2G)·hd]: Slice, Reshape, Transpose, then Unsqueeze, Expand
+ * over the group and Reshape. */
+static void gqa_parts(f8_onnx *g, f8_status *st, const char *qkv, int64_t H, int64_t G, int64_t hd, const char **part)
+{
+    const int64_t begin[3] = {0, H * hd, (H + G) * hd}, end[3] = {H * hd, (H + G) * hd, (H + 2 * G) * hd};
+    const int64_t axis = 2, perm[4] = {0, 2, 1, 3}, two = 2, rep[5] = {1, 1, H / G, 1, 1};
+    for (int i = 0; i < 3; i++) {
+        const int64_t heads = i ? G : H, shape[4] = {0, 0, heads, hd}, merged[4] = {0, H, -1, hd};
+        f8i_onnx_node *n = NULL;
+        const char *sl = OPN("Slice", NULL, qkv, f8i_onnx_const_ints(g, &begin[i], 1), f8i_onnx_const_ints(g, &end[i], 1),
+                             f8i_onnx_const_ints(g, &axis, 1));
+        const char *r = sl ? OP2("Reshape", sl, f8i_onnx_const_ints(g, shape, 4)) : NULL;
+        const char *t = r ? OPN("Transpose", &n, r) : NULL;
+        if (t) f8i_onnx_attr_ints(n, "perm", perm, 4);
+        if (!t) return;
+        if (i == 0) {
+            part[0] = t;
+            continue;
+        }
+        const char *u = OP2("Unsqueeze", t, f8i_onnx_const_ints(g, &two, 1));
+        const char *e = u ? OP2("Expand", u, f8i_onnx_const_ints(g, rep, 5)) : NULL;
+        part[i] = e ? OP2("Reshape", e, f8i_onnx_const_ints(g, merged, 4)) : NULL;
+        if (!part[i]) return;
+    }
+}
+
 f8_status f8_onnx_add_attention(f8_onnx *g, const f8_attention *att, const char *qkv, const char *y)
 {
     static const char fn[] = "f8_onnx_add_attention";
@@ -459,25 +487,27 @@ f8_status f8_onnx_add_attention(f8_onnx *g, const f8_attention *att, const char 
     if (!att || f8i_attention_ctx(att) != ctx)
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: the attention is NULL or of another ctx", fn);
     const f8_attention_config *c = f8i_attention_config(att);
-    if (c->n_kv_head != c->n_head)
-        return f8i_error(ctx, F8_ERR_UNSUPPORTED, "%s: grouped-query attention (n_kv_head %lld of n_head %lld) is not exported yet",
-                         fn, (long long)c->n_kv_head, (long long)c->n_head);
     qkv = v->name;
-    const int64_t H = c->n_head, hd = c->head_dim, C = H * hd;
-    if ((v->rank >= 0 && v->rank != 3) || (v->last > 0 && v->last != 3 * C))
+    const int64_t H = c->n_head, G = c->n_kv_head > 0 ? c->n_kv_head : H, hd = c->head_dim, C = H * hd;
+    const int64_t W = (H + 2 * G) * hd;
+    if ((v->rank >= 0 && v->rank != 3) || (v->last > 0 && v->last != W))
         return f8i_error(ctx, F8_ERR_SHAPE, "%s: '%s' must be [batch, seq, %lld] (rank %d, last dimension %lld)", fn,
-                         qkv, (long long)(3 * C), v->rank, (long long)v->last);
+                         qkv, (long long)W, v->rank, (long long)v->last);
     const f8i_onnx_mark mark = f8i_onnx_mark_now(g);
     f8_status status = F8_OK, *st = &status;
-    /* [B, S, 3C] -> [3, B, H, S, hd] -> q, k, v [B, H, S, hd] */
-    const int64_t split_shape[5] = {0, 0, 3, H, hd}, perm5[5] = {2, 0, 3, 1, 4}, perm_k[4] = {0, 1, 3, 2};
+    const int64_t perm_k[4] = {0, 1, 3, 2};
     const int64_t perm_y[4] = {0, 2, 1, 3}, y_shape[3] = {0, 0, C}, last = -1, zero = 0, one = 1;
     f8i_onnx_node *n = NULL;
-    const char *r = OP2("Reshape", qkv, f8i_onnx_const_ints(g, split_shape, 5));
-    const char *t = r ? OPN("Transpose", &n, r) : NULL;
-    if (t) f8i_onnx_attr_ints(n, "perm", perm5, 5);
     const char *part[3] = {NULL, NULL, NULL};
-    for (int64_t i = 0; i < 3 && t; i++) part[i] = OP2("Gather", t, f8i_onnx_const_ints(g, &i, -1));
+    if (G == H) { /* [B, S, 3C] -> [3, B, H, S, hd] -> q, k, v [B, H, S, hd] */
+        const int64_t split_shape[5] = {0, 0, 3, H, hd}, perm5[5] = {2, 0, 3, 1, 4};
+        const char *r = OP2("Reshape", qkv, f8i_onnx_const_ints(g, split_shape, 5));
+        const char *t = r ? OPN("Transpose", &n, r) : NULL;
+        if (t) f8i_onnx_attr_ints(n, "perm", perm5, 5);
+        for (int64_t i = 0; i < 3 && t; i++) part[i] = OP2("Gather", t, f8i_onnx_const_ints(g, &i, -1));
+    } else {
+        gqa_parts(g, st, qkv, H, G, hd, part);
+    }
     const char *kt = part[2] ? OPN("Transpose", &n, part[1]) : NULL;
     if (kt) f8i_onnx_attr_ints(n, "perm", perm_k, 4);
     const char *s = kt ? OP2("MatMul", part[0], kt) : NULL;
@@ -580,4 +610,74 @@ f8_status f8_onnx_add_slice(f8_onnx *g, const char *x, int64_t begin_, int64_t e
                          f8i_onnx_const_ints(g, &last, 1)};
     const char *s = opn(g, stp, "Slice", NULL, 4, in);
     return finish(g, st, mark, s, 0, y, rank, end - begin_);
+}
+
+/* The rope's cos or sin table [max_seq, hd/2] as an initializer (once per graph: the cache). */
+static const char *rope_table(f8_onnx *g, f8_status *st, const f8_rope *rope, int sine)
+{
+    const f8_rope_config *c = f8i_rope_config(rope);
+    const int64_t half = c->head_dim / 2, dims[2] = {c->max_seq, half};
+    const float *key = f8i_rope_table(rope) + (sine ? c->max_seq * half : 0);
+    const char *have = f8i_onnx_cache_find(g, key, F8I_FORM_HP);
+    if (have) return have;
+    float *h = to_host(g, st, key, F8_DTYPE_FP32, NULL, (size_t)(c->max_seq * half));
+    const char *name = h ? f8i_onnx_init(g, sine ? "rope_sin" : "rope_cos", F8I_ONNX_FLOAT, dims, 2, h,
+                                         (size_t)(c->max_seq * half) * 4)
+                         : NULL;
+    if (!name) return h ? fail(g, st, F8_OK) : NULL;
+    if (f8i_onnx_cache_add(g, key, F8I_FORM_HP, name) != F8_OK) return fail(g, st, F8_OK);
+    return name;
+}
+
+f8_status f8_onnx_add_rope(f8_onnx *g, const f8_rope *rope, const char *qkv, const char *y)
+{
+    static const char fn[] = "f8_onnx_add_rope";
+    const f8i_onnx_value *v = NULL;
+    F8I_TRY(begin(g, fn, qkv, F8I_ONNX_FLOAT, y, &v));
+    f8_ctx *ctx = f8i_onnx_ctx(g);
+    if (!rope || f8i_rope_ctx(rope) != ctx)
+        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: the rope is NULL or of another ctx", fn);
+    const f8_rope_config *c = f8i_rope_config(rope);
+    const int64_t H = c->n_head, G = c->n_kv_head, hd = c->head_dim, half = hd / 2, QK = (H + G) * hd, W = QK + G * hd;
+    qkv = v->name;
+    if ((v->rank >= 0 && v->rank != 3) || (v->last > 0 && v->last != W))
+        return f8i_error(ctx, F8_ERR_SHAPE, "%s: '%s' must be [batch, seq, %lld] (rank %d, last dimension %lld)", fn, qkv,
+                         (long long)W, v->rank, (long long)v->last);
+    const f8i_onnx_mark mark = f8i_onnx_mark_now(g);
+    f8_status status = F8_OK, *st = &status;
+    f8i_onnx_node *n = NULL;
+    const int64_t zero = 0, one = 1, two = 2, three = 3, qk = QK, w = W, hh = half, hdv = hd;
+    const int64_t heads[4] = {0, 0, H + G, hd}, flat[3] = {0, 0, QK};
+    /* the first S rows of the tables, [S, 1, hd/2]: position = the index along seq */
+    const char *shape = OPN("Shape", &n, qkv);
+    if (shape) f8i_onnx_attr_int(n, "start", 1), f8i_onnx_attr_int(n, "end", 2);
+    const char *tab[2] = {NULL, NULL};
+    for (int i = 0; i < 2 && shape; i++) {
+        const char *t = rope_table(g, st, rope, i);
+        const char *sl = t ? OPN("Slice", NULL, t, f8i_onnx_const_ints(g, &zero, 1), shape, f8i_onnx_const_ints(g, &zero, 1))
+                           : NULL;
+        tab[i] = sl ? OP2("Unsqueeze", sl, f8i_onnx_const_ints(g, &one, 1)) : NULL;
+    }
+    /* q and k heads [B, S, H + G, hd], halves x1 | x2; v as it is */
+    const char *qkp = tab[1] ? OPN("Slice", NULL, qkv, f8i_onnx_const_ints(g, &zero, 1), f8i_onnx_const_ints(g, &qk, 1),
+                                   f8i_onnx_const_ints(g, &two, 1)) : NULL;
+    const char *vp = qkp ? OPN("Slice", NULL, qkv, f8i_onnx_const_ints(g, &qk, 1), f8i_onnx_const_ints(g, &w, 1),
+                               f8i_onnx_const_ints(g, &two, 1)) : NULL;
+    const char *x = vp ? OP2("Reshape", qkp, f8i_onnx_const_ints(g, heads, 4)) : NULL;
+    const char *x1 = x ? OPN("Slice", NULL, x, f8i_onnx_const_ints(g, &zero, 1), f8i_onnx_const_ints(g, &hh, 1),
+                             f8i_onnx_const_ints(g, &three, 1)) : NULL;
+    const char *x2 = x1 ? OPN("Slice", NULL, x, f8i_onnx_const_ints(g, &hh, 1), f8i_onnx_const_ints(g, &hdv, 1),
+                              f8i_onnx_const_ints(g, &three, 1)) : NULL;
+    /* x1' = x1·c - x2·s, x2' = x2·c + x1·s: FP32 products, then the sum, as f8_rope */
+    const char *a = x2 ? OP2("Mul", x1, tab[0]) : NULL, *b = a ? OP2("Mul", x2, tab[1]) : NULL;
+    const char *y1 = b ? OP2("Sub", a, b) : NULL;
+    const char *c2 = y1 ? OP2("Mul", x2, tab[0]) : NULL, *d = c2 ? OP2("Mul", x1, tab[1]) : NULL;
+    const char *y2 = d ? OP2("Add", c2, d) : NULL;
+    const char *cat = y2 ? OPN("Concat", &n, y1, y2) : NULL;
+    if (cat) f8i_onnx_attr_int(n, "axis", 3);
+    const char *r = cat ? OP2("Reshape", cat, f8i_onnx_const_ints(g, flat, 3)) : NULL;
+    const char *rr = r ? f8i_onnx_round(g, r, f8i_onnx_config(g)->dtype) : NULL;
+    const char *out = rr ? OPN("Concat", &n, rr, vp) : NULL;
+    if (out) f8i_onnx_attr_int(n, "axis", 2);
+    return finish(g, status, mark, out, 0, y, 3, W);
 }

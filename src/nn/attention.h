@@ -99,6 +99,10 @@ extern "C" {
 /* The config and ctx an attention was created with (the ONNX exporter reads them). */
 const f8_attention_config *f8i_attention_config(const f8_attention *a);
 f8_ctx *f8i_attention_ctx(const f8_attention *a);
+/* A rope's config, ctx and table (cos (max_seq, hd/2), then sin; backend memory), for the exporter. */
+const f8_rope_config *f8i_rope_config(const f8_rope *r);
+f8_ctx *f8i_rope_ctx(const f8_rope *r);
+const float *f8i_rope_table(const f8_rope *r);
 
 /* Where a saved state's parts are (tests read the saved L, o and codes). */
 struct f8i_attn_saved_at;

@@ -191,3 +191,8 @@ f8_status f8_rope_backward(f8_rope *r, f8_tensor *dqkv, int64_t seq)
 {
     return apply(r, dqkv, seq, 1, "f8_rope_backward: dqkv");
 }
+
+/* For the ONNX exporter (nn/attention.h): the config, the ctx, the cos/sin table in backend memory. */
+const f8_rope_config *f8i_rope_config(const f8_rope *r) { return &r->cfg; }
+f8_ctx *f8i_rope_ctx(const f8_rope *r) { return r->ctx; }
+const float *f8i_rope_table(const f8_rope *r) { return r->table; }
