@@ -18,6 +18,8 @@
 #   norm forward per LayerNorm module in the backward).
 #   F8_TRAIN=PATH runs a prebuilt f8_train instead of building one (a CUDA=1
 #   build from elsewhere, carried: it saves the build's minute or two).
+#   The Llama: MODELS=llama-1B PEER=tools/peer_llama.py PEER_MODES=bf16,fp8,fp8_rowwise
+#   (f8 on a Llama 3 shard, tools/llmc_shard.py --llama3, the peer on the same).
 # tokens/s = tokens per step / the mean step time of the timed steps, for f8 and
 # torch alike. Peak memory: f8's is its own allocations (the peak_mem_mib
 # column of f8_train's log); torch's is torch.cuda.max_memory_allocated().
@@ -59,7 +61,9 @@ python3 -c "import torch, sys; print('torch', torch.__version__, 'python', sys.v
 TORCHAO_FORCE_SKIP_LOADING_SO_FILES=1 python3 -c "import torchao; print('torchao', torchao.__version__)" 2>&1 |
     grep -v "^Skipping" | tail -n 1
 shard="$work/bench_shard.bin"
-python3 tools/llmc_shard.py "$shard" 2000000
+peer="${PEER:-tools/peer_gpt.py}"
+case "$models" in llama*) shard_kind=--llama3 ;; *) shard_kind= ;; esac
+python3 tools/llmc_shard.py $shard_kind "$shard" 2000000
 for model in $models; do
     for fp8 in on off ${F8_HEAD:+head} ${F8_RECOMPUTE:+recompute}; do
         log="$work/peers_${model}_f8_fp8${fp8}.csv"
@@ -88,7 +92,7 @@ for model in $models; do
                       m, p, tps, ms / k, tps / (ms / k / 1000), nu ? sprintf("%.4f", u / k) : "null", peak * 1048576, k }' "$log" >> "$res"
     done
     echo "f8 $model done at $(( $(date +%s) - t0 )) s"
-    PYTHONUNBUFFERED=1 python3 tools/peer_gpt.py --model "$model" --modes bf16,fp8 --steps "$steps" --warmup "$warm" \
+    PYTHONUNBUFFERED=1 python3 "$peer" --model "$model" --modes "${PEER_MODES:-bf16,fp8}" --steps "$steps" --warmup "$warm" \
         --data "$shard" --timeout "${PEER_TIMEOUT:-240}" ${PEER_ARGS:-} 2> "$work/peers_${model}_torch.err" |
         tee "$work/peers_${model}_torch.txt" | grep --line-buffered '^PEER_RESULT ' | sed -u 's/^PEER_RESULT //' >> "$res"
     echo "torch $model done at $(( $(date +%s) - t0 )) s"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Llama checkpoints between transformers and f8_train, checked against transformers itself.
 
-    python3 tools/check_llama_hf.py [--backend auto|cpu|cuda] [--shapes small,1B] [--train-steps 10]
+    python3 tools/check_llama_hf.py [--backend auto|cpu|cuda] [--shapes small,1B] [--train-steps 10] [--quick]
 
 From the repository root after `make` (needs torch, transformers, numpy). For each shape:
   small  a random LlamaForCausalLM of 2 layers, 256 wide, 8 heads / 2 KV heads, FFN 512, vocab 1000,
@@ -123,6 +123,8 @@ def check_shape(a, name, tmp, device):
         fails += not ok
         print("  2. import (%s): transformers %.9g, f8 %.9g, relative %.2e (tolerance %.0e): %s" % (
             what, r, got, rel, a.tol, "OK" if ok else "FAILED"))
+    if name != "small" and a.quick:  # the 1B round trip writes a 15 GB checkpoint: --quick leaves it out
+        return fails
 
     ck, out_dir = os.path.join(tmp, name + "_ck.safetensors"), os.path.join(tmp, name + "_export")
     common = ["--init-from", hf_dir, "--seq", str(a.positions), "--batch", "1", "--grad-accum", "1",
@@ -162,6 +164,7 @@ def main():
     ap.add_argument("--positions", type=int, default=64)
     ap.add_argument("--train-steps", type=int, default=10)
     ap.add_argument("--tol", type=float, default=1e-4, help="relative loss tolerance (FP32 both sides)")
+    ap.add_argument("--quick", action="store_true", help="the 1B shape's import only (no round trip)")
     ap.add_argument("--tmp", default=None, help="where the checkpoints go (the 1B shape needs ~25 GB)")
     a = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False

@@ -69,7 +69,11 @@ PRESETS = {
     "1.3B": (24, 16, 2048, 1024, 8, 8, 2e-4),
 }
 GPT2_VOCAB = 50257  # llm.c shards (tools/llmc_shard.py); byte data has 256
-MODES = ("bf16", "fp8")
+MODES = ("bf16", "fp8", "fp8_rowwise")  # fp8: torchao's tensorwise recipe; fp8_rowwise: its rowwise one
+# What tools/peer_llama.py replaces to time its Llama through this driver: the script its children run,
+# the default --model, and the model functions below (PRESETS, shape_of, param_count_of, build_model).
+SCRIPT = os.path.abspath(__file__)
+DEFAULT_MODEL = "124M,1.3B"
 
 
 def padded(vocab):
@@ -80,6 +84,10 @@ def f8_param_count(layers, channels, seq, vocab):
     """gpt_param_count of train/gpt.c: wte counted once (it is the head's weight)."""
     C = channels
     return layers * (12 * C * C + 13 * C) + padded(vocab) * C + seq * C + 2 * C
+
+
+def param_count_of(s):
+    return f8_param_count(s["layers"], s["channels"], s["seq"], s["vocab"])
 
 
 def flops_per_token(params, layers, channels, seq):
@@ -117,7 +125,7 @@ def run_one(args, name, mode):
     res["torch"] = torch.__version__
     if args.device == "cuda" and not torch.cuda.is_available():
         return dict(res, status="skipped: no CUDA device visible to PyTorch")
-    if mode == "fp8":
+    if mode.startswith("fp8"):
         os.environ.setdefault("TORCHAO_FORCE_SKIP_LOADING_SO_FILES", "1")  # float8 training needs none
         try:
             import torchao
@@ -212,13 +220,13 @@ def measure(args, torch, s, mode, res):
     dtype = torch.bfloat16 if args.bf16 == "weights" else torch.float32
     model = build_model(torch, s, dtype, dev)
     n = sum(p.numel() for p in model.parameters())  # parameters() counts the tied weight once
-    want = f8_param_count(s["layers"], s["channels"], s["seq"], s["vocab"])
-    assert n == want, "parameter count %d is not f8's %d: the model differs from train/gpt.c" % (n, want)
+    want = param_count_of(s)
+    assert n == want, "parameter count %d is not f8's %d: the model differs from f8_train's" % (n, want)
     res["params"] = n
-    if mode == "fp8":
+    if mode.startswith("fp8"):
         from torchao.float8 import Float8LinearConfig, convert_to_float8_training
 
-        cfg = Float8LinearConfig.from_recipe_name("tensorwise")
+        cfg = Float8LinearConfig.from_recipe_name("rowwise" if mode == "fp8_rowwise" else "tensorwise")
         if dev.type != "cuda":  # no FP8 GEMM on the CPU: torchao's emulation, for smoke runs only
             cfg = Float8LinearConfig(emulate=True)
         # every Linear of the blocks; the head is F.linear on wte (tied), not a module: stays BF16
@@ -304,13 +312,16 @@ def measure(args, torch, s, mode, res):
 
 
 def read_shard(torch, path):
-    """An llm.c shard (tools/llmc_shard.py): 256 int32 header, then uint16 tokens."""
+    """An llm.c shard (tools/llmc_shard.py): 256 int32 header, then uint16 tokens (GPT-2, magic 20240520
+    version 1) or uint32 tokens (Llama 3, magic 20240801 version 7)."""
     with open(path, "rb") as f:
         head = f.read(1024)
         magic, version, count = (int.from_bytes(head[i:i + 4], "little") for i in (0, 4, 8))
-        if magic != 20240520 or version != 1:
+        if (magic, version) not in ((20240520, 1), (20240801, 7)):
             raise ValueError("%s: not an llm.c shard (magic %d, version %d)" % (path, magic, version))
-        buf = bytearray(f.read(2 * count))
+        buf = bytearray(f.read((4 if version == 7 else 2) * count))
+    if version == 7:
+        return torch.frombuffer(buf, dtype=torch.int32).clone()  # ids < 128256: no sign to lose
     return torch.frombuffer(buf, dtype=torch.int16).to(torch.int32) & 0xFFFF
 
 
@@ -318,7 +329,7 @@ def read_shard(torch, path):
 
 
 def child_cmd(args, name, mode):
-    argv = [sys.executable, os.path.abspath(__file__), "--only", "%s:%s" % (name, mode), "--device", args.device,
+    argv = [sys.executable, SCRIPT, "--only", "%s:%s" % (name, mode), "--device", args.device,
             "--warmup", str(args.warmup), "--steps", str(args.steps), "--compile", args.compile,
             "--compile-mode", args.compile_mode, "--bf16", args.bf16, "--vocab", str(args.vocab),
             "--peak-flops", str(args.peak_flops)]
@@ -362,9 +373,10 @@ def print_table(results):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  epilog=__doc__.split("\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default="124M,1.3B", help="presets, comma-separated: %s (default 124M,1.3B)"
-                    % ", ".join(PRESETS))
-    ap.add_argument("--modes", default="bf16,fp8", help="bf16, fp8 or both (default bf16,fp8)")
+    ap.add_argument("--model", default=DEFAULT_MODEL, help="presets, comma-separated: %s (default %s)"
+                    % (", ".join(PRESETS), DEFAULT_MODEL))
+    ap.add_argument("--modes", default="bf16,fp8", help="bf16, fp8 (torchao tensorwise), fp8_rowwise, comma-separated "
+                    "(default bf16,fp8)")
     ap.add_argument("--warmup", type=int, default=3, help="steps run first and not timed (default 3)")
     ap.add_argument("--steps", type=int, default=10, help="timed steps after the warmup (default 10)")
     ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
@@ -414,7 +426,7 @@ def main():
             ap.error("--model %s: unknown preset (%s)" % (m, ", ".join(PRESETS)))
     for m in modes:
         if m not in MODES:
-            ap.error("--modes %s: expected bf16 or fp8" % m)
+            ap.error("--modes %s: expected bf16, fp8 or fp8_rowwise" % m)
     results = []
     for name in models:
         for mode in modes:
@@ -440,7 +452,7 @@ def check_params(args):
         s = shape_of(args, name)
         m = build_model(torch, s, torch.bfloat16, "meta")
         n = sum(p.numel() for p in m.parameters())
-        want = f8_param_count(s["layers"], s["channels"], s["seq"], s["vocab"])
+        want = param_count_of(s)
         bad += n != want
         print("%-6s vocab %d: %d parameters (%.2fM), f8's formula %d: %s" % (name, s["vocab"], n, n / 1e6, want,
                                                                             "same" if n == want else "DIFFERENT"))
@@ -449,7 +461,8 @@ def check_params(args):
 
 LABELS = {("f8", "fp8"): "f8 FP8", ("f8", "bf16"): "f8 BF16", ("f8", "fp8_head"): "f8 FP8, FP8 head",
           ("f8", "fp8_recompute"): "f8 FP8, recompute",
-          ("torch", "bf16"): "torch BF16+compile", ("torch", "fp8"): "torchao FP8+compile"}
+          ("torch", "bf16"): "torch BF16+compile", ("torch", "fp8"): "torchao FP8+compile",
+          ("torch", "fp8_rowwise"): "torchao FP8 rw+compile"}
 
 
 def compare(path):
@@ -488,6 +501,7 @@ def compare(path):
     print()
     for m in models:
         pairs = [("f8 FP8 / torchao FP8", speed("f8", "fp8", m), speed("torch", "fp8", m)),
+                 ("f8 FP8 / torchao FP8 rowwise", speed("f8", "fp8", m), speed("torch", "fp8_rowwise", m)),
                  ("f8 BF16 / torch BF16", speed("f8", "bf16", m), speed("torch", "bf16", m)),
                  ("f8 FP8 / torch BF16", speed("f8", "fp8", m), speed("torch", "bf16", m)),
                  ("torchao FP8 / torch BF16", speed("torch", "fp8", m), speed("torch", "bf16", m))]
@@ -501,6 +515,7 @@ def compare(path):
                                        and r["mode"] == mode and r.get("status") == "ok"), None)
         mpairs = [("f8 BF16 / torch BF16", mem("f8", "bf16"), mem("torch", "bf16")),
                   ("f8 FP8 / torchao FP8", mem("f8", "fp8"), mem("torch", "fp8")),
+                  ("f8 FP8 / torchao FP8 rowwise", mem("f8", "fp8"), mem("torch", "fp8_rowwise")),
                   ("f8 FP8 recompute / torchao FP8", mem("f8", "fp8_recompute"), mem("torch", "fp8"))]
         print("%-6s peak memory: " % m + "; ".join("%s %s" % (k, ratio(a, b)) for k, a, b in mpairs if a and b))
     return 0
