@@ -451,8 +451,9 @@ static f8_status check_claimed(shards *s, char *err, size_t n)
     for (int k = 0; k < s->n; k++)
         for (size_t i = 0; i < f8_checkpoint_entry_count(s->ck[k]); i++) {
             const char *name = f8_checkpoint_entry_at(s->ck[k], i)->name;
-            const size_t len = strlen(name);
-            if (len > 21 && strcmp(name + len - 21, ".rotary_emb.inv_freq") == 0) continue;
+            static const char inv_freq[] = ".rotary_emb.inv_freq";
+            const size_t len = strlen(name), k = sizeof inv_freq - 1;
+            if (len > k && strcmp(name + len - k, inv_freq) == 0) continue;
             total++;
         }
     if (total == s->claimed) return F8_OK;
