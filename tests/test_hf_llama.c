@@ -479,7 +479,14 @@ static void doors(void)
     CHECK(lp && strncmp(lp, want, strlen(want)) == 0, "eval-hf's %.20s is the checkpoint's %s", lp ? lp : "(none)", want);
     gpt_destroy(&e);
     f8_ctx_destroy(ctx);
-    /* a GPT-2 preset's door refuses a Llama's options the other way round */
+    /* the same checkpoint to ONNX (test_onnx runs Llama graphs on ONNX Runtime) */
+    snprintf(args, sizeof args, "export %s %s/door.onnx --quiet", ck, dir);
+    CHECK(run(args, out, sizeof out) == 0, "f8_train export of a Llama checkpoint: %s", out);
+    snprintf(args, sizeof args, "%s/door.onnx", dir);
+    struct stat sb;
+    memset(&sb, 0, sizeof sb);
+    CHECK(stat(args, &sb) == 0 && sb.st_size > 100000, "the Llama's ONNX file: %lld bytes", (long long)sb.st_size);
+    /* eval-hf refuses a config f8 does not compute */
     snprintf(args, sizeof args, "eval-hf %s/bad0 --tokens %s --backend cpu", dir, tokens);
     CHECK(run(args, out, sizeof out) != 0 && strstr(out, "attention_bias"), "eval-hf refuses a biased Llama: %s", out);
 }
