@@ -12,18 +12,12 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "hf_fixture.h"
 #include "f8train.h"
 
 enum { L = 2, C = 64, V = 300, P = 16, SEQ = 8 };
 static char dir[64];
 
-/* Value i of tensor k: distinct per tensor and element, exact in FP32. */
-static float val(int k, int64_t i) { return (float)((k * 7919 + i * 31) % 2001 - 1000) / 1024.0f; }
-
-typedef struct spec {
-    char name[96];
-    int64_t r, c; /* c = 0: 1-D [r] */
-} spec;
 
 static int specs(spec *s, const char *prefix)
 {

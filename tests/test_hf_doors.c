@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "hf_fixture.h"
 
 #ifndef F8_TRAIN
 #define F8_TRAIN "build/f8_train"
@@ -32,21 +33,6 @@ enum { L = 2, C = 64, H = 2, V = 300, P = 16, SEQ = 8 };
 static char dir[64];
 static f8_ctx *ctx;
 
-/* Value i of tensor k: distinct per tensor and element, exact in FP32. */
-static float val(int k, int64_t i) { return (float)((k * 7919 + i * 31) % 2001 - 1000) / 1024.0f; }
-
-/* Run f8_train with args (a shell fragment); its exit status, output in *out. */
-static int run(const char *args, char *out, size_t n)
-{
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "%s %s 2>&1", F8_TRAIN, args);
-    FILE *p = popen(cmd, "r");
-    if (!p) return -1;
-    size_t k = fread(out, 1, n - 1, p);
-    out[k] = 0;
-    int rc = pclose(p);
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
 
 static void write_file(const char *path, const char *text)
 {

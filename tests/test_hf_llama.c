@@ -18,18 +18,12 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "hf_fixture.h"
 #include "f8train.h"
 
 enum { L = 2, C = 64, H = 4, G = 2, HD = 16, F = 96, V = 300, SEQ = 8 };
 static char dir[64];
 
-/* Value i of tensor k: distinct per tensor and element, exact in FP32. */
-static float val(int k, int64_t i) { return (float)((k * 7919 + i * 31) % 2001 - 1000) / 1024.0f; }
-
-typedef struct spec {
-    char name[96];
-    int64_t r, c; /* c = 0: 1-D [r] */
-} spec;
 
 /* The tensors in a fixed order: per layer 9, then norm, embed_tokens, (lm_head). */
 static int specs(spec *s, int untied)
@@ -405,19 +399,6 @@ static void rope_keys(void)
               "%s: theta %g, llama3 factor %g: %s", i ? "rope_parameters" : "rope_scaling", rc ? 0 : h.rope_theta,
               rc ? 0 : h.rope_factor, err);
     }
-}
-
-/* Run f8_train with args; its exit status, output in *out. */
-static int run(const char *args, char *out, size_t n)
-{
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "%s %s 2>&1", F8_TRAIN, args);
-    FILE *p = popen(cmd, "r");
-    if (!p) return -1;
-    size_t k = fread(out, 1, n - 1, p);
-    out[k] = 0;
-    const int rc = pclose(p);
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
 /* --init-from through the trainer, a checkpoint, export-hf of it, and eval-hf of both ends. */
