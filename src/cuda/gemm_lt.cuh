@@ -93,54 +93,6 @@ static inline cublasStatus_t f8i_lt_heuristic(cublasLtHandle_t lt, cublasLtMatmu
     return st;
 }
 
-/* A GEMM path's plan cache (c->plans [c->cap], c->count used, c->last the
- * last one found; each plan starts with its key): *out = the plan whose
- * key eq()uals *key, or NULL when there is none yet, with room made for one
- * at c->plans[c->count] (where the caller builds it, then f8i_plan_keep). */
-template <typename C, typename P, typename K>
-static f8_status f8i_plan_lookup(f8_ctx *ctx, C *c, const K *key, int (*eq)(const K *, const K *), const char *who,
-                                 P **out)
-{
-    *out = NULL;
-    if (c->last < c->count && eq(&c->plans[c->last].key, key)) {
-        *out = &c->plans[c->last];
-        return F8_OK;
-    }
-    for (int i = 0; i < c->count; i++)
-        if (eq(&c->plans[i].key, key)) {
-            c->last = i;
-            *out = &c->plans[i];
-            return F8_OK;
-        }
-    if (c->count == c->cap) {
-        const int cap = c->cap ? 2 * c->cap : 32;
-        P *grown = (P *)realloc(c->plans, (size_t)cap * sizeof *grown);
-        if (!grown) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "%s: no host memory for %d plans", who, cap);
-        c->plans = grown;
-        c->cap = cap;
-    }
-    return F8_OK;
-}
-
-/* Keep the plan just built at c->plans[c->count]; returns it. */
-template <typename C>
-static auto f8i_plan_keep(C *c) -> decltype(c->plans)
-{
-    c->last = c->count++;
-    return &c->plans[c->last];
-}
-
-/* Release every plan of a cache (release frees what one plan holds) and
- * the plan array. */
-template <typename C, typename P>
-static void f8i_plans_free(C *c, void (*release)(P *))
-{
-    for (int i = 0; i < c->count; i++) release(&c->plans[i]);
-    free(c->plans);
-    c->plans = NULL;
-    c->count = c->cap = c->last = 0;
-}
-
 /* D, C and bias elements of the fallback kernels, FP32 or BF16 (BF16 stores
  * round to nearest even). */
 static __device__ __forceinline__ float f8i_lt_load(const void *p, int64_t i, f8_dtype dt)

@@ -41,11 +41,13 @@
  */
 #include <cublasLt.h>
 #include <cuda_runtime.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cuda_state.cuh"
 #include "gemm_lt.cuh"
+#include "plan_cache.cuh"
 #include "core/rowwise.h"
 
 #define RG_TILE 16 /* fallback: a 16x16 block computes a 16x16 tile of D, K in steps of 16 */
@@ -222,23 +224,52 @@ static f8_status plan_build(f8_ctx *ctx, const f8i_rowwise_gemm_args *g, f8i_row
     return F8_OK;
 }
 
+/* p (zeroed) for g: its key, and cuBLASLt's plan unless fallback_only or
+ * the shape is not eligible. */
+static f8_status plan_fill(f8_ctx *ctx, const f8i_rowwise_gemm_args *g, int fallback_only, f8i_rowwise_plan *p)
+{
+    p->key = make_key(g);
+    return !fallback_only && lt_eligible(g) ? plan_build(ctx, g, p) : F8_OK;
+}
+
 f8_status f8i_cuda_rowwise_plan_create(f8_ctx *ctx, const f8i_rowwise_gemm_args *g, int fallback_only,
                                        f8i_rowwise_plan **plan)
 {
     *plan = NULL;
     f8i_rowwise_plan *p = (f8i_rowwise_plan *)calloc(1, sizeof *p);
     if (!p) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "rowwise gemm: no host memory for a plan");
-    p->key = make_key(g);
-    if (!fallback_only && lt_eligible(g)) {
-        f8_status st = plan_build(ctx, g, p);
-        if (st != F8_OK) {
-            free(p);
-            return st;
-        }
+    const f8_status st = plan_fill(ctx, g, fallback_only, p);
+    if (st != F8_OK) {
+        free(p);
+        return st;
     }
     *plan = p;
     return F8_OK;
 }
+
+/* The plan of a call without a caller's plan: the ctx's plan cache
+ * (plan_cache.cuh), built at capture too (host memory and descriptors). */
+static f8_status kind_build(f8_ctx *ctx, void *body, const void *arg, size_t *buf_bytes)
+{
+    (void)buf_bytes;
+    return plan_fill(ctx, (const f8i_rowwise_gemm_args *)arg, 0, (f8i_rowwise_plan *)body);
+}
+
+static void kind_release(f8_ctx *ctx, void *body)
+{
+    f8i_rowwise_plan *p = (f8i_rowwise_plan *)body;
+    (void)ctx;
+    f8i_lt_release(&p->desc, &p->lay_a, &p->lay_b, &p->lay_d);
+}
+
+static void kind_describe(const void *arg, char *out, size_t size)
+{
+    const f8i_rowwise_gemm_args *g = (const f8i_rowwise_gemm_args *)arg;
+    snprintf(out, size, "m %lld, n %lld, k %lld", (long long)g->m, (long long)g->n, (long long)g->k);
+}
+
+static const f8i_plan_kind rowwise_kind = {"rowwise gemm", sizeof(f8i_rowwise_plan), 1, kind_build, kind_release,
+                                           kind_describe};
 
 void f8i_cuda_rowwise_plan_destroy(f8i_rowwise_plan *p)
 {
@@ -295,11 +326,11 @@ f8_status f8i_cuda_gemm_rowwise(f8_ctx *ctx, const f8i_rowwise_gemm_args *g, f8i
 {
     if (last_path) *last_path = 0;
     if (g->m == 0 || g->n == 0) return F8_OK;
-    f8i_rowwise_plan *own = NULL;
     if (!plan) {
-        f8_status st = f8i_cuda_rowwise_plan_create(ctx, g, 0, &own);
-        if (st != F8_OK) return st;
-        plan = own;
+        const rg_key key = make_key(g);
+        f8i_plan *cached = NULL;
+        F8I_TRY(f8i_plan_get(ctx, &rowwise_kind, &key, sizeof key, g, &cached));
+        plan = (f8i_rowwise_plan *)cached->body;
     } else {
         const rg_key key = make_key(g);
         if (memcmp(&key, &plan->key, sizeof key) != 0)
@@ -318,6 +349,5 @@ f8_status f8i_cuda_gemm_rowwise(f8_ctx *ctx, const f8i_rowwise_gemm_args *g, f8i
         st = launch_fallback(ctx, g);
         if (st == F8_OK && last_path) *last_path = 1;
     }
-    f8i_cuda_rowwise_plan_destroy(own);
     return st;
 }
