@@ -163,12 +163,10 @@
 /* Types                                                                     */
 /* ------------------------------------------------------------------------ */
 
-typedef struct gemm_key {
-    int64_t m, n, k;
-    int64_t ldd;     /* D's leading dimension: n, or wider (run_padded's split) */
-    uint32_t types;  /* a | b << 4 | d << 8 | (bias ? dtype + 1 : 0) << 12 | flags << 16 */
-    uint32_t aligns; /* log2 alignment (0..8) of a | b << 4 | d << 8 | bias << 12 */
-} gemm_key;
+/* A plan's key: f8i_gemm_key (gemm_lt.cuh) with ldd D's leading dimension
+ * (n, or wider: run_padded's split), types = a | b << 4 | d << 8 |
+ * (bias ? dtype + 1 : 0) << 12 | flags << 16, aligns of a, b, d, bias, c. */
+typedef f8i_gemm_key gemm_key;
 
 /* PLAN_PAD: an FP8 TN shape outside the rule, run on padded copies in the
  * caller's workspace (run_padded), whose own plan is an ordinary PLAN_LT. */
@@ -213,21 +211,16 @@ static size_t dtype_bytes(f8_dtype t) { return t == F8_DTYPE_FP32 ? 4 : t == F8_
 
 static gemm_key make_key(const f8i_gemm_args *g, int64_t ldd)
 {
-    gemm_key key;
-    key.ldd = ldd;
     const int fp8 = f8i_dtype_is_fp8(g->a_dtype);
     const uint32_t bias = g->bias ? (uint32_t)g->bias_dtype + 1u : 0u;
     const uint32_t flags = (g->a_trans ? 1u : 0u) | (g->b_trans ? 2u : 0u) | (g->accumulate || g->c ? 4u : 0u) |
                            (fp8 && g->split_accum ? 8u : 0u) | (g->c ? 16u : 0u); /* 16: C is the addend, not D */
-    key.m = g->m;
-    key.n = g->n;
-    key.k = g->k;
-    key.types = (uint32_t)g->a_dtype | (uint32_t)g->b_dtype << 4 | (uint32_t)g->d_dtype << 8 | bias << 12 | flags << 16;
-    key.aligns = f8i_lt_align_log2(g->a) | f8i_lt_align_log2(g->b) << 4 | f8i_lt_align_log2(g->d) << 8 |
-                 (g->bias ? f8i_lt_align_log2(g->bias) : 0u) << 12 | (g->c ? f8i_lt_align_log2(g->c) : 0u) << 16;
-    return key;
+    const void *const ptrs[5] = {g->a, g->b, g->d, g->bias, g->c};
+    return f8i_gemm_key_of(g->m, g->n, g->k, ldd,
+                           (uint32_t)g->a_dtype | (uint32_t)g->b_dtype << 4 | (uint32_t)g->d_dtype << 8 | bias << 12 |
+                               flags << 16,
+                           f8i_lt_aligns(ptrs, 5));
 }
-
 
 /* Can cuBLASLt take these operands at all (the type tables and the FP8 rule
  * of the design note)? The heuristic is the second, final judge. */
@@ -493,25 +486,22 @@ f8_status f8i_cuda_gemm_block_scales(f8_ctx *ctx, void **scales)
 /* Run g on its PLAN_LT plan p, D with leading dimension ldd. *unsupported
  * = 1 when cublasLtMatmul says NOT_SUPPORTED: nothing was enqueued, and the
  * plan becomes p->otherwise for good (the caller then runs g that way). */
-static f8_status run_lt(f8_ctx *ctx, f8i_gemm_cache *c, gemm_plan *p, const f8i_gemm_args *g, int64_t ldd,
+static f8_status run_lt(f8_ctx *ctx, gemm_plan *p, const f8i_gemm_args *g, int64_t ldd,
                         int *unsupported)
 {
     *unsupported = 0;
     cublasStatus_t st = plan_set_pointers(p, g);
     if (st != CUBLAS_STATUS_SUCCESS) return lt_error(ctx, st, "cublasLtMatmulDescSetAttribute", g);
-    const float alpha = 1.0f, beta = g->accumulate || g->c ? 1.0f : 0.0f;
-    const void *cp = g->c ? g->c : g->d; /* the addend under D's layout, or D itself */
-    st = cublasLtMatmul(c->lt, p->desc, &alpha, g->b, p->lay_a, g->a, p->lay_b, &beta, cp, p->lay_d, g->d, p->lay_d,
-                        &p->algo, c->workspace, GEMM_WORKSPACE_BYTES, f8i_stream(ctx));
-    if (st == CUBLAS_STATUS_NOT_SUPPORTED) {
+    /* C: the addend under D's layout, or D itself (accumulate): beta 1 */
+    const f8i_lt_call call = {p->desc, p->lay_a, p->lay_b, p->lay_d, &p->algo, g->a, g->b,
+                              g->c ? g->c : g->accumulate ? g->d : NULL, g->d};
+    F8I_TRY(f8i_lt_matmul(ctx, &call, "gemm", g->m, g->n, g->k, unsupported));
+    if (*unsupported) {
         plan_release(p);
         p->mode = p->otherwise;
         p->bias = BIAS_NONE;
-        *unsupported = 1;
         return F8_OK;
     }
-    if (st != CUBLAS_STATUS_SUCCESS) return lt_error(ctx, st, "cublasLtMatmul", g);
-    F8I_COUNT_LAUNCHES(ctx, 1); /* counted once enqueued (NOT_SUPPORTED enqueues nothing) */
     if (p->bias != BIAS_AFTER) return F8_OK;
     if (ldd == g->n) return f8i_cuda_gemm_bias(ctx, g, 0);
     /* a strided D (run_padded's split): the slice kernel in place adds it */
@@ -609,8 +599,8 @@ static f8_status run_padded(f8_ctx *ctx, f8i_gemm_cache *c, const f8i_gemm_args 
     if (fuse) /* the bias as one row of bytes, zeros past n */
         F8I_TRY(f8i_cuda_gemm_pad(ctx, (const uint8_t *)g->bias, 1, g->n * 2, (uint8_t *)pbias, 1, n16 * 2));
     int unsupported = 0;
-    if (two) F8I_TRY(run_lt(ctx, c, pt, &t, ldt, &unsupported)); /* D untouched so far */
-    if (!unsupported) F8I_TRY(run_lt(ctx, c, p, &e, ldd, &unsupported));
+    if (two) F8I_TRY(run_lt(ctx, pt, &t, ldt, &unsupported)); /* D untouched so far */
+    if (!unsupported) F8I_TRY(run_lt(ctx, p, &e, ldd, &unsupported));
     if (unsupported) return f8i_cuda_gemm_fallback(ctx, g); /* D untouched: the copies were harmless */
     if (!pad_d) return F8_OK;
     f8i_gemm_slice_args sl = {g->d, g->d_dtype, g->n, dp, dp_dtype, dp_cols, fuse ? NULL : g->bias, g->bias_dtype,
@@ -668,7 +658,7 @@ f8_status f8i_cuda_gemm(f8_ctx *ctx, const f8i_gemm_args *args)
     F8I_TRY(plan_find(ctx, c, g, g->n, &p));
     if (p->mode == PLAN_LT) {
         int unsupported = 0;
-        const f8_status s = run_lt(ctx, c, p, g, g->n, &unsupported);
+        const f8_status s = run_lt(ctx, p, g, g->n, &unsupported);
         if (s != F8_OK || !unsupported) return s; /* else nothing was enqueued; p->mode is the way now */
     }
     const plan_mode mode = p->mode;

@@ -88,12 +88,10 @@ static_assert(F8I_BLOCK % BG_K == 0, "K steps never straddle a K-block");
 /* Types                                                                     */
 /* ------------------------------------------------------------------------ */
 
-typedef struct bg_key {
-    int64_t m, n, k;
-    uint32_t types;  /* a | b << 4 | d << 8 | (a_br == 1) << 12 | (b_br == 1) << 13 | accumulate << 14 | c << 15
-                        | (bias ? dtype + 1 : 0) << 16 */
-    uint32_t aligns; /* log2 alignment (0..8) of a | b << 4 | d << 8 | c << 12 | bias << 16 */
-} bg_key;
+/* A plan's key: f8i_gemm_key (gemm_lt.cuh), ldd = n, types = a | b << 4 |
+ * d << 8 | (a_br == 1) << 12 | (b_br == 1) << 13 | accumulate << 14 |
+ * c << 15 | (bias ? dtype + 1 : 0) << 16, aligns of a, b, d, c, bias. */
+typedef f8i_gemm_key bg_key;
 
 typedef struct bg_plan { /* a plan cache body (plan_cache.cuh); its key is a bg_key */
     int lt;                        /* 1: cuBLASLt, 0: the fallback kernel */
@@ -255,19 +253,9 @@ static f8_status launch_fallback(f8_ctx *ctx, const f8i_gemm_args *g)
     p.d_dtype = g->d_dtype;
     p.bias_dtype = g->bias_dtype;
     p.accumulate = g->accumulate;
-    int64_t gx = (g->n + BG_TILE - 1) / BG_TILE, gy = (g->m + BG_TILE - 1) / BG_TILE;
-    if (gx > 65535) gx = 65535;
-    if (gy > 65535) gy = 65535;
-    const dim3 grid((unsigned)gx, (unsigned)gy), block(BG_THREADS, BG_THREADS);
-    cudaStream_t s = f8i_stream(ctx);
-    const int ae5 = g->a_dtype == F8_DTYPE_E5M2, be5 = g->b_dtype == F8_DTYPE_E5M2;
     F8I_COUNT_LAUNCHES(ctx, 1);
-    if (ae5)
-        be5 ? gemm_block_fallback_kernel<1, 1><<<grid, block, 0, s>>>(p)
-            : gemm_block_fallback_kernel<1, 0><<<grid, block, 0, s>>>(p);
-    else
-        be5 ? gemm_block_fallback_kernel<0, 1><<<grid, block, 0, s>>>(p)
-            : gemm_block_fallback_kernel<0, 0><<<grid, block, 0, s>>>(p);
+    F8I_FB_LAUNCH(gemm_block_fallback_kernel, g->a_dtype, g->b_dtype, f8i_fb_grid(g->m, g->n, BG_TILE),
+                  dim3(BG_THREADS, BG_THREADS), f8i_stream(ctx), p);
     return f8i_cuda_launch_check(ctx, "gemm_block_fallback_kernel");
 }
 
@@ -279,17 +267,12 @@ static size_t round256(size_t b) { return (b + 255u) & ~(size_t)255u; }
 
 static bg_key make_key(const f8i_gemm_args *g)
 {
-    bg_key key;
-    key.m = g->m;
-    key.n = g->n;
-    key.k = g->k;
-    key.types = (uint32_t)g->a_dtype | (uint32_t)g->b_dtype << 4 | (uint32_t)g->d_dtype << 8 |
-                (uint32_t)(f8i_mode_block_rows(g->a_mode) == 1) << 12 | (uint32_t)(f8i_mode_block_rows(g->b_mode) == 1) << 13 |
-                (uint32_t)(g->accumulate != 0) << 14 | (uint32_t)(g->c != NULL) << 15 |
-                (g->bias ? (uint32_t)g->bias_dtype + 1u : 0u) << 16;
-    key.aligns = f8i_lt_align_log2(g->a) | f8i_lt_align_log2(g->b) << 4 | f8i_lt_align_log2(g->d) << 8 |
-                 (g->c ? f8i_lt_align_log2(g->c) : 0u) << 12 | (g->bias ? f8i_lt_align_log2(g->bias) : 0u) << 16;
-    return key;
+    const uint32_t types = (uint32_t)g->a_dtype | (uint32_t)g->b_dtype << 4 | (uint32_t)g->d_dtype << 8 |
+                           (uint32_t)(f8i_mode_block_rows(g->a_mode) == 1) << 12 |
+                           (uint32_t)(f8i_mode_block_rows(g->b_mode) == 1) << 13 | (uint32_t)(g->accumulate != 0) << 14 |
+                           (uint32_t)(g->c != NULL) << 15 | (g->bias ? (uint32_t)g->bias_dtype + 1u : 0u) << 16;
+    const void *const ptrs[5] = {g->a, g->b, g->d, g->c, g->bias};
+    return f8i_gemm_key_of(g->m, g->n, g->k, g->n, types, f8i_lt_aligns(ptrs, 5));
 }
 
 /* Bytes of the two relaid grids: a's at the start of the tail, b's after. */
@@ -469,7 +452,6 @@ static f8_status run_lt(f8_ctx *ctx, bg_plan *p, const f8i_gemm_args *g, int *re
             return f8i_error(ctx, F8_ERR_CUBLAS, "block gemm: setting the bias pointer: %s", cublasLtGetStatusName(bs));
         p->set_bias = g->bias;
     }
-    const size_t lt_ws = r.ws_bytes;
     float *scale_a = r.scale_a, *scale_b = r.scale_b;
     const int64_t nkb = (g->k + F8I_BLOCK - 1) / F8I_BLOCK;
     const int64_t total = lt_scale_count(g->m, f8i_mode_block_rows(g->a_mode), nkb) + lt_scale_count(g->n, f8i_mode_block_rows(g->b_mode), nkb);
@@ -479,19 +461,10 @@ static f8_status run_lt(f8_ctx *ctx, bg_plan *p, const f8i_gemm_args *g, int *re
                                                                 g->b_scale_inv, scale_b, g->n, f8i_mode_block_rows(g->b_mode), nkb);
     F8I_TRY(f8i_cuda_launch_check(ctx, "gemm_block_scales_kernel"));
     /* C: D itself (accumulate) or the addend c, beta 1: the FP32 sum in the epilogue, D rounded once */
-    const float alpha = 1.0f, beta = g->accumulate || g->c ? 1.0f : 0.0f;
-    const void *cmat = g->c ? g->c : g->d;
-    cublasStatus_t st = cublasLtMatmul((cublasLtHandle_t)r.handle, p->desc, &alpha, g->b, p->lay_a, g->a, p->lay_b, &beta,
-                                       cmat, p->lay_d, g->d, p->lay_d, &p->algo, r.ws, lt_ws, s);
-    if (st == CUBLAS_STATUS_NOT_SUPPORTED) {
-        *refused = 1;
-        return F8_OK;
-    }
-    if (st != CUBLAS_STATUS_SUCCESS)
-        return f8i_error(ctx, F8_ERR_CUBLAS, "block gemm %lldx%lldx%lld (%s x %s -> %s): cublasLtMatmul: %s",
-                         (long long)g->m, (long long)g->n, (long long)g->k, f8_dtype_name(g->a_dtype),
-                         f8_dtype_name(g->b_dtype), f8_dtype_name(g->d_dtype), cublasLtGetStatusName(st));
-    F8I_COUNT_LAUNCHES(ctx, 1);
+    const f8i_lt_call call = {p->desc, p->lay_a, p->lay_b, p->lay_d, &p->algo, g->a, g->b,
+                              g->c ? g->c : g->accumulate ? g->d : NULL, g->d};
+    F8I_TRY(f8i_lt_matmul(ctx, &call, "block gemm", g->m, g->n, g->k, refused));
+    if (*refused) return F8_OK;
     if (!g->bias || p->bias_fused) return F8_OK;
     F8I_COUNT_LAUNCHES(ctx, 1);
     gemm_block_bias_kernel<<<grid_1d(ctx, g->m * g->n), 256, 0, s>>>(g->d, g->d_dtype, g->bias, g->bias_dtype, g->m,
