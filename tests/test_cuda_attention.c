@@ -411,6 +411,55 @@ static void test_counts_and_graph(shape sh, f8_dtype dt)
     free(q0), free(q1), free(dy), free(ye), free(ge), free(yr), free(gr);
 }
 
+/* The plan cache's rule under capture (src/cuda/plan_cache.cuh): a shape
+ * cuDNN would take, first seen while a graph is captured, is F8_ERR_STATE
+ * whose message asks for an eager step (never a quiet run of f8's kernels)
+ * and spoils the capture; after one eager call of that shape the same
+ * capture succeeds and its replay is bitwise the eager forward. */
+static void test_capture_new_shape(void)
+{
+    const shape sh = {1, 77, 2, 64}; /* a shape no other test of this program runs */
+    set_mode(F8I_ATTN_AUTO);
+    const f8_dtype dt = F8_DTYPE_BF16;
+    const size_t T = (size_t)(sh.B * sh.S), C = (size_t)(sh.nh * sh.hd);
+    test_rng r = {4242};
+    float *q = rand_vec(&r, T * 3 * C, 1.0, dt), *dy = rand_vec(&r, T * C, 1.0, dt);
+    float *ye = (float *)xmalloc(T * C * 4), *yr = (float *)xmalloc(T * C * 4);
+    f8_ctx *ctx = g_ctx[GPU];
+    rig g;
+    rig_new(&g, ctx, sh, dt, q, dy);
+    f8_tensor tq = rig_t(&g, g.qkv, 1), ty = rig_t(&g, g.y, 0);
+    f8_graph *graph = NULL;
+    CHECK_OK(ctx, f8_graph_begin(ctx));
+    f8_status st = f8_attention_forward(g.a, &tq, sh.B, sh.S, &ty, NULL);
+    const char *msg = f8_ctx_last_error(ctx);
+    CHECK(st == F8_ERR_STATE && msg && strstr(msg, "eager"),
+          "capture rule: a new cuDNN shape inside a capture gave %s (%s), expected F8_ERR_STATE asking for an eager step",
+          f8_status_string(st), msg ? msg : "");
+    st = f8_graph_end(ctx, &graph);
+    CHECK(st != F8_OK && graph == NULL, "capture rule: the spoiled capture ended with %s", f8_status_string(st));
+    if (graph) f8_graph_destroy(graph), graph = NULL;
+    CHECK_OK(ctx, f8_attention_forward(g.a, &tq, sh.B, sh.S, &ty, NULL)); /* the eager step */
+    CHECK(f8i_cuda_attn_last_path(ctx) == F8I_ATTN_PATH_CUDNN, "capture rule: the eager call did not run on cuDNN");
+    dev_get(ctx, g.y, T * C, dt, ye);
+    CHECK_OK(ctx, f8_graph_begin(ctx));
+    CHECK_OK(ctx, f8_attention_forward(g.a, &tq, sh.B, sh.S, &ty, NULL));
+    st = f8_graph_end(ctx, &graph);
+    CHECK(st == F8_OK && graph, "capture rule: the capture after an eager step ended %s: %s", f8_status_string(st),
+          f8_ctx_last_error(ctx));
+    if (graph) {
+        void *poison = dev_put(ctx, NULL, T * C, dt);
+        CHECK_OK(ctx, f8_ctx_copy(ctx, g.y, poison, T * C * f8_dtype_size(dt)));
+        CHECK_OK(ctx, f8_graph_replay(graph));
+        dev_get(ctx, g.y, T * C, dt, yr);
+        CHECK(same_bits(yr, ye, T * C), "capture rule: the replayed y is not bitwise the eager y");
+        f8_graph_destroy(graph);
+        f8_ctx_free(ctx, poison);
+    }
+    rig_free(&g);
+    free(q), free(dy), free(ye), free(yr);
+}
+
 /* Forward on one path, backward on the other (both orders), against the
  * CPU: the saved L means the same whichever path wrote it. */
 static void test_mixed(shape sh)
@@ -517,6 +566,7 @@ int main(void)
         const shape mixed64 = {2, 129, 3, 64}, mixed128 = {2, 200, 2, 128};
         test_mixed(mixed64);
         test_mixed(mixed128);
+        test_capture_new_shape();
         /* the opt-in atomic backward: same tolerances, repeatability only reported */
         set_mode(F8I_ATTN_CUDNN_NONDET);
         double worst_nd[2] = {0, 0};

@@ -435,9 +435,10 @@ int f8i_cuda_gemm_block_last_path(const f8_ctx *ctx);
  * takes (f8_attention_query_path's answer on a CUDA ctx): *takes = 1 when
  * cuDNN runs a non-FP8 forward (backward 0) or backward (1) of that shape
  * for 16-byte aligned tensors under the ctx's mode, its plan built now if
- * new (not while a graph is captured); 0 otherwise (and on a CPU ctx).
- * F8_ERR_OUT_OF_MEMORY when the plan cannot be allocated (as the call
- * itself would fail). */
+ * new; 0 otherwise (and on a CPU ctx). F8_ERR_OUT_OF_MEMORY when the plan
+ * cannot be allocated, F8_ERR_STATE for a shape not built before a graph
+ * capture began (src/cuda/plan_cache.cuh's rule), as the call itself would
+ * fail. */
 enum { F8I_ATTN_AUTO = 0, F8I_ATTN_OWN = 1, F8I_ATTN_CUDNN_NONDET = 2 };
 enum { F8I_ATTN_PATH_NONE = 0, F8I_ATTN_PATH_OWN = 1, F8I_ATTN_PATH_CUDNN = 2 };
 void f8i_cuda_attn_set_mode(f8_ctx *ctx, int mode);

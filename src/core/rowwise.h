@@ -130,9 +130,9 @@ f8_status f8i_cpu_gemm_rowwise(f8_ctx *ctx, const f8i_rowwise_gemm_args *g);
  * one key (m, n, k, dtypes, D's dtype, whether c and bias are set and
  * their dtypes, split_accum, alignments), built once with
  * f8i_cuda_rowwise_plan_create outside the step and passed to every call
- * of that key (the operand core's plan cache will own them). A NULL plan
- * builds one for the call and releases it after (tests, one-off calls: not
- * the step path). A plan whose key differs from g is F8_ERR_INVALID_ARGUMENT.
+ * of that key. A NULL plan takes the key's plan from the ctx's plan cache
+ * (src/cuda/plan_cache.cuh: built on the key's first call, kept until the
+ * ctx is destroyed). A plan whose key differs from g is F8_ERR_INVALID_ARGUMENT.
  * fallback_only (a test hook; 0 on every other path) builds a plan that
  * takes the own CUDA-core kernel whatever cuBLASLt would take.
  * last_path (a test hook, may be NULL) is set to 1 for the fallback kernel,

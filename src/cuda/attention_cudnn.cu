@@ -42,15 +42,22 @@
  *    (one small kernel, which also copies y to the saved O), the backward
  *    converts back into its own workspace before cuDNN runs (a second small
  *    kernel), so a forward on one path and a backward on the other agree.
- *  - Plans: one per (direction, B, S, n_head, head_dim, deterministic), built
- *    on the first eager call of that shape (heuristics mode A, the first
- *    engine config that finalizes), cached in the ctx with its own device
- *    buffer (cuDNN's workspace, then the Stats it reads or writes, then
- *    dQ_accum), and never freed before the ctx: a captured graph keeps
- *    pointing at it. A shape that fails to build is remembered as refused.
- *    While a stream captures nothing is loaded, built or allocated: a call
- *    with no ready plan runs f8's kernels (the trainer warms up eagerly
- *    before it captures, so its captured step takes the plans).
+ *  - Plans: one per (direction, B, S, n_head, head_dim, kv heads,
+ *    deterministic), built on the first eager call of that shape (heuristics
+ *    mode A, the first engine config that finalizes) and kept in the ctx's
+ *    plan cache (plan_cache.cuh) with its own device buffer (cuDNN's
+ *    workspace, then the Stats it reads or writes, then dQ_accum), never
+ *    freed before the ctx: a captured graph keeps pointing at it. A shape
+ *    that fails to build is remembered as refused (f8's kernels, eagerly or
+ *    captured alike). Under capture nothing is loaded, built or allocated:
+ *    cuDNN's documentation does not count plan building among what a
+ *    capture may contain (the finalize of its runtime-fused engines compiles
+ *    and loads kernels, and the buffer is a cudaMalloc, which f8 never does
+ *    while capturing), so a shape cuDNN would be asked for and has not seen
+ *    eagerly is F8_ERR_STATE, naming the shape and asking for one eager step
+ *    first (the capture is spoiled), never a quiet run of f8's kernels whose
+ *    numerics would depend on what ran before. The trainer warms up eagerly
+ *    before it captures, so its captured step takes the plans.
  *  - Launch counters: cuDNN's execute counts as one launch, whatever it
  *    issues; each small kernel of this file as one more.
  */
@@ -85,19 +92,18 @@ typedef struct dn_key {
     int64_t nkv;      /* G: K and V heads (GQA when < nh) */
 } dn_key;
 
-typedef struct dn_plan {
+typedef struct dn_plan { /* a plan cache body (plan_cache.cuh) */
     dn_key key;
     int ok;              /* 1: usable; 0: refused for good (why) */
     void *plan;          /* the execution plan (one of descs) */
     void **descs;        /* (n_descs) every descriptor made for it, destroyed with it */
     int n_descs, cap_descs;
-    void *buf;           /* device: cuDNN workspace [0, ws_bytes), Stats at stats_off, dQ_accum at acc_off */
+    void *buf;           /* device, the cache entry's own: cuDNN workspace [0, ws_bytes), Stats at stats_off, dQ_accum at acc_off */
     size_t ws_bytes, stats_off, acc_off, acc_bytes;
     int64_t engine;      /* global index of the engine that finalized (-1 unknown) */
     int64_t config;      /* its place in the heuristics' list, of n_configs offered */
     int64_t n_configs;
     int nondet_note;     /* its numerical notes say NONDETERMINISTIC */
-    int oom;             /* its buffer could not be allocated (an error, not a refusal) */
     float neg_inf;       /* the masked score: -inf from cuDNN 9.10 on, -FLT_MAX before (as the frontend) */
     char why[DN_WHY];
 } dn_plan;
@@ -109,19 +115,18 @@ struct f8i_attn_cudnn {
     cudaStream_t stream; /* the handle's stream */
     size_t version;      /* cudnnGetVersion() */
     const char *lib_name;
-    dn_plan *plans;      /* (cap) host, count used */
-    int count, cap, last;
+    int n_plans;         /* plans built or refused (kept in the ctx's plan cache) */
     char why[DN_WHY];
     char info[3 * DN_WHY]; /* f8i_cuda_attn_info's text */
     char last_plan[2 * DN_WHY]; /* the most recent plan built or refused, in words */
 };
 
+/* The descriptors of p (its buffer is the plan cache entry's). */
 static void plan_release(const dn_api *api, dn_plan *p)
 {
     for (int i = p->n_descs - 1; i >= 0; i--)
         if (p->descs[i]) (void)api->b_destroy(p->descs[i]);
     free(p->descs);
-    if (p->buf) (void)cudaFree(p->buf);
     p->descs = NULL, p->n_descs = p->cap_descs = 0, p->buf = NULL, p->plan = NULL;
 }
 
@@ -130,8 +135,6 @@ void f8i_cuda_attn_cudnn_destroy(f8_ctx *ctx)
     if (!ctx || !ctx->be_state) return;
     f8i_attn_cudnn *c = f8i_cuda(ctx)->attn_cudnn;
     if (!c) return;
-    for (int i = 0; i < c->count; i++) plan_release(&c->api, &c->plans[i]);
-    free(c->plans);
     if (c->handle) (void)c->api.destroy(c->handle);
     if (c->api.lib) (void)dlclose(c->api.lib);
     free(c);
@@ -213,17 +216,6 @@ static int mode_of(const f8_ctx *ctx)
     if (s->attn_mode_set) return s->attn_mode;
     if (ctx->attn_path == F8_ATTENTION_PATH_OWN) return F8I_ATTN_OWN;
     return ctx->attn_nondet ? F8I_ATTN_CUDNN_NONDET : F8I_ATTN_AUTO;
-}
-
-static int capturing(f8_ctx *ctx)
-{
-    if (ctx->capturing) return 1;
-    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-    if (cudaStreamIsCapturing(f8i_stream(ctx), &cs) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return 1; /* unknown: behave as if capturing (nothing built, nothing allocated) */
-    }
-    return cs != cudaStreamCaptureStatusNone;
 }
 
 #include "attention_cudnn_graphs.cuh" /* the builder and the forward and backward graphs */
@@ -329,21 +321,8 @@ static void plan_build(f8_ctx *ctx, f8i_attn_cudnn *c, dn_plan *p)
     p->stats_off = f8i_align256(p->ws_bytes);
     p->acc_off = p->stats_off + f8i_align256((size_t)(k->B * k->nh * k->S) * sizeof(float));
     p->acc_bytes = k->dir == 1 && !k->det ? (size_t)(k->B * k->nh * k->S * k->hd) * sizeof(float) : 0;
-    const cudaError_t err = cudaMalloc(&p->buf, p->acc_off + p->acc_bytes);
-    if (err != cudaSuccess) {
-        (void)cudaGetLastError();
-        p->buf = NULL;
-        p->plan = NULL;
-        snprintf(p->why, sizeof p->why, "cudaMalloc of its %zu-byte buffer (workspace %zu): %s", p->acc_off + p->acc_bytes,
-                 p->ws_bytes, cudaGetErrorString(err));
-        p->oom = 1;
-        return;
-    }
-    (void)ctx;
-    p->ok = 1;
+    p->ok = 1; /* the cache allocates its buffer, acc_off + acc_bytes */
 }
-
-static int key_equal(const dn_key *a, const dn_key *b) { return memcmp(a, b, sizeof *a) == 0; }
 
 static void describe(f8i_attn_cudnn *c, const dn_plan *p)
 {
@@ -363,19 +342,58 @@ static void describe(f8i_attn_cudnn *c, const dn_plan *p)
                  (long long)k->S, (long long)k->nh, (long long)k->hd, p->why);
 }
 
-/* The ready plan for key, built now if new and allowed; NULL: run f8's
- * kernels, unless *st is an error: a plan that cannot be allocated (host
- * memory for the cache, device memory for its buffer) is an error with a
- * message, never a quiet switch to the other path (the shape is not
- * remembered, so a later call tries again). */
+/* The plan cache's view of these plans (plan_cache.cuh): arg is the
+ * dn_key; never built while capturing (cuDNN's finalize may compile and
+ * load kernels, and the plan's buffer is a cudaMalloc). */
+static f8_status kind_build(f8_ctx *ctx, void *body, const void *arg, size_t *buf_bytes)
+{
+    f8i_attn_cudnn *c = f8i_cuda(ctx)->attn_cudnn;
+    dn_plan *p = (dn_plan *)body;
+    p->key = *(const dn_key *)arg;
+    plan_build(ctx, c, p);
+    if (!p->ok) plan_release(&c->api, p);
+    describe(c, p);
+    c->n_plans++;
+    *buf_bytes = p->ok ? p->acc_off + p->acc_bytes : 0;
+    (void)cudaGetLastError(); /* nothing sticky from cuDNN's internals leaks into f8's launch checks */
+    return F8_OK;
+}
+
+static void kind_release(f8_ctx *ctx, void *body)
+{
+    f8i_attn_cudnn *c = f8i_cuda(ctx)->attn_cudnn;
+    if (c) plan_release(&c->api, (dn_plan *)body);
+}
+
+static void kind_describe(const void *arg, char *out, size_t size)
+{
+    const dn_key *k = (const dn_key *)arg;
+    snprintf(out, size, "%s B%lld S%lld nh%lld hd%lld", k->dir ? "backward" : "forward", (long long)k->B,
+             (long long)k->S, (long long)k->nh, (long long)k->hd);
+}
+
+static const f8i_plan_kind cudnn_kind = {"attention (cuDNN)", sizeof(dn_plan), 0, kind_build, kind_release,
+                                         kind_describe};
+
+/* The ready plan for key, built now if new; NULL with F8_OK: run f8's
+ * kernels (cuDNN absent, or refusing the shape: eagerly or not, the same
+ * answer). Errors (*st): a plan that cannot be allocated (the shape is not
+ * remembered, so a later call tries again), and a shape cuDNN would be
+ * asked for first seen while a graph is captured (plan_cache.cuh's rule:
+ * never a quiet switch to f8's kernels inside a capture). */
 static dn_plan *plan_for(f8_ctx *ctx, const dn_key *key, f8_status *st)
 {
     f8i_cuda_state *s = f8i_cuda(ctx);
     f8i_attn_cudnn *c = s->attn_cudnn;
-    const int cap = capturing(ctx);
     *st = F8_OK;
     if (!c) {
-        if (cap) return NULL;
+        if (f8i_cuda_capturing(ctx)) {
+            *st = f8i_capture_spoil(ctx, f8i_error(ctx, F8_ERR_STATE,
+                                                   "attention (cuDNN): first attention call while a graph is captured "
+                                                   "(cuDNN is loaded and its plans built eagerly); run one eager step of "
+                                                   "this shape before f8_graph_begin"));
+            return NULL;
+        }
         c = (f8i_attn_cudnn *)calloc(1, sizeof *c);
         if (!c) {
             *st = f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "attention (cuDNN): no host memory for its state");
@@ -385,38 +403,13 @@ static dn_plan *plan_for(f8_ctx *ctx, const dn_key *key, f8_status *st)
         state_load(ctx, c);
     }
     if (!c->ready) return NULL;
-    if (c->last < c->count && key_equal(&c->plans[c->last].key, key)) return c->plans[c->last].ok ? &c->plans[c->last] : NULL;
-    for (int i = 0; i < c->count; i++)
-        if (key_equal(&c->plans[i].key, key)) {
-            c->last = i;
-            return c->plans[i].ok ? &c->plans[i] : NULL;
-        }
-    if (cap) return NULL;
-    if (c->count == c->cap) {
-        const int n = c->cap ? 2 * c->cap : 8;
-        dn_plan *grown = (dn_plan *)realloc(c->plans, (size_t)n * sizeof *grown);
-        if (!grown) {
-            *st = f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "attention (cuDNN): no host memory for %d plans", n);
-            return NULL;
-        }
-        c->plans = grown, c->cap = n;
-    }
-    dn_plan *p = &c->plans[c->count++];
-    memset(p, 0, sizeof *p);
-    p->key = *key;
-    plan_build(ctx, c, p);
-    if (!p->ok) plan_release(&c->api, p);
-    describe(c, p);
-    if (p->oom) {
-        *st = f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "attention (cuDNN): %s", c->last_plan);
-        c->count--; /* not remembered as refused: a later call builds it again */
-        c->last = 0;
-        (void)cudaGetLastError();
-        return NULL;
-    }
-    c->last = c->count - 1;
-    (void)cudaGetLastError(); /* nothing sticky from cuDNN's internals leaks into f8's launch checks */
-    return p->ok ? p : NULL;
+    f8i_plan *e = NULL;
+    *st = f8i_plan_get(ctx, &cudnn_kind, key, sizeof *key, key, &e);
+    if (*st != F8_OK) return NULL;
+    dn_plan *p = (dn_plan *)e->body;
+    if (!p->ok) return NULL;
+    p->buf = e->buf;
+    return p;
 }
 
 /* Execute p with the given (uid, pointer) pairs; the workspace is p's buffer. */
@@ -612,6 +605,8 @@ f8_status f8i_cuda_attn_takes(f8_ctx *ctx, f8_dtype dtype, int64_t batch, int64_
     return st;
 }
 
+static void count_plan(void *body, void *user) { ((int *)user)[((const dn_plan *)body)->ok ? 1 : 0]++; }
+
 const char *f8i_cuda_attn_info(f8_ctx *ctx, int *loaded)
 {
     f8i_cuda_state *s = cuda_of(ctx);
@@ -620,9 +615,9 @@ const char *f8i_cuda_attn_info(f8_ctx *ctx, int *loaded)
     f8i_attn_cudnn *c = s->attn_cudnn;
     if (!c) return "cuDNN not loaded yet (no eager BF16 attention call has asked for it)";
     if (!c->ready) return c->why;
-    int ok = 0, refused = 0;
-    for (int i = 0; i < c->count; i++) ok += c->plans[i].ok, refused += !c->plans[i].ok;
+    int counts[2] = {0, 0}; /* refused, ready */
+    f8i_plan_each(ctx, &cudnn_kind, count_plan, counts);
     snprintf(c->info, sizeof c->info, "cuDNN %zu (%s), %d plans ready, %d refused; last plan: %s", c->version,
-             c->lib_name, ok, refused, c->count ? c->last_plan : "none");
+             c->lib_name, counts[1], counts[0], c->n_plans ? c->last_plan : "none");
     return c->info;
 }

@@ -1,6 +1,6 @@
 /*
  * backend.cu — the CUDA backend table (f8i_cuda_backend), its per-ctx state
- * (stream, SM count, GEMM cache) and the memory entries.
+ * (stream, SM count, plan cache, GEMM op) and the memory entries.
  *
  * Design note. The kernels live in one file per family (cast, transpose,
  * scale_update, convert; GEMMs in gemm.cu); this file only wires them into
@@ -94,8 +94,8 @@ static void cuda_state_destroy(f8_ctx *ctx)
     (void)cudaSetDevice(s->device);
     if (s->stream != NULL && s->stream != s->own_stream) (void)cudaStreamSynchronize(s->stream);
     if (s->own_stream != NULL) (void)cudaStreamSynchronize(s->own_stream);
+    f8i_plan_cache_destroy(ctx); /* first: cuDNN's plans need its library loaded */
     f8i_cuda_attn_cudnn_destroy(ctx);
-    f8i_cuda_gemm_block_destroy(ctx);
     if (s->gemm != NULL) f8i_cuda_gemm_destroy(ctx);
     if (s->amax_ticket != NULL) (void)cudaFree(s->amax_ticket);
     if (s->amax_partials != NULL) (void)cudaFree(s->amax_partials);
@@ -153,8 +153,9 @@ static f8_status cuda_state_create(f8_ctx *ctx)
                             "cudaStreamCreateWithFlags");
     if (st == F8_OK) {
         s->stream = s->own_stream;
-        st = f8i_cuda_gemm_create(ctx);
+        st = f8i_plan_cache_create(ctx);
     }
+    if (st == F8_OK) st = f8i_cuda_gemm_create(ctx);
     /* current scaling's ticket (must start at 0) and partials; backend-internal
      * like the cuBLASLt workspace, so not in the memory report */
     if (st == F8_OK)

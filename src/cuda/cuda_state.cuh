@@ -10,6 +10,7 @@
 #include "core/f8i.h"
 #include "nn/attention.h"
 #include "nn/embed_xent_adamw.h"
+#include "plan_cache.cuh"
 
 typedef struct f8i_gemm_cache f8i_gemm_cache; /* owned by gemm.cu */
 typedef struct f8i_attn_cudnn f8i_attn_cudnn; /* owned by attention_cudnn.cu */
@@ -22,8 +23,10 @@ typedef struct f8i_cuda_state {
     int smem_optin;            /* shared memory a block may opt in to (bytes) */
     cudaStream_t own_stream;   /* created with the ctx (non-blocking) */
     cudaStream_t stream;       /* in use: own_stream or the caller's */
-    f8i_gemm_cache *gemm;      /* cuBLASLt handle, workspace, cached plans */
-    struct f8i_gemm_block_cache *gemm_block; /* gemm_block.cu's plans (lazily created) */
+    f8i_plan_cache *plans;     /* every op's cached plans (plan_cache.cuh) */
+    f8i_gemm_cache *gemm;      /* the GEMM op: cuBLASLt handle and its workspace */
+    int gemm_block_force_fallback; /* test hook (f8i_cuda_gemm_block_force_fallback) */
+    int gemm_block_last_path;  /* test hook: 0 none yet, 1 fallback kernel, 2 cuBLASLt */
     const void *smem_done[F8I_SMEM_OPTINS]; /* kernels already opted in (f8i_cuda_smem_optin) */
     unsigned int *amax_ticket; /* (1) device, 0 between launches: amax_scale.cu's last-block ticket */
     float *amax_partials;      /* (F8I_AMAX_MAX_BLOCKS) device: its per-block partial amaxes */
@@ -54,16 +57,20 @@ f8_status f8i_cuda_smem_optin(f8_ctx *ctx, const void *fn, const char *what);
 f8_status f8i_cuda_gemm_create(f8_ctx *ctx);   /* fills f8i_cuda(ctx)->gemm */
 void f8i_cuda_gemm_destroy(f8_ctx *ctx);
 f8_status f8i_cuda_gemm(f8_ctx *ctx, const f8i_gemm_args *args);
-/* The cuBLASLt handle (a cublasLtHandle_t) and the ctx's cuBLASLt workspace
- * (workspace_bytes), lent to gemm_block.cu, whose calls run on the same
- * stream (never concurrently). */
-f8_status f8i_cuda_gemm_lt(f8_ctx *ctx, void **handle, void **workspace, size_t *workspace_bytes);
-/* The block GEMM's own buffer for its relaid scale grids (gemm_block.cu),
- * F8I_GEMM_BLOCK_SCALE_BYTES, allocated apart from the cuBLASLt workspace so
- * no op borrows another's. A 1x128 grid is 1/32 of its FP8 operand's bytes:
- * 32 MiB holds the grids of operand pairs up to ~1 GB. */
-f8_status f8i_cuda_gemm_block_scales(f8_ctx *ctx, void **scales);
+/* The GEMM op's one workspace, allocated with the ctx and used by nothing
+ * but the GEMM op (its per-tensor, block and row-wise paths run one at a
+ * time on the ctx's stream), sized by one formula: cuBLASLt's scratch
+ * (32 MiB, cuBLAS's advice for sm_90; every plan's algorithm is chosen to
+ * fit it), then the block path's relaid scale grids (a 1x128 grid is 1/32
+ * of its FP8 operand's bytes: 32 MiB holds those of operand pairs up to
+ * ~1 GB). The padded odd shapes use the caller's f8i_gemm_args.workspace. */
+#define F8I_GEMM_LT_WORKSPACE_BYTES ((size_t)32 << 20)
 #define F8I_GEMM_BLOCK_SCALE_BYTES ((size_t)32 << 20)
+#define F8I_GEMM_OP_WORKSPACE_BYTES (F8I_GEMM_LT_WORKSPACE_BYTES + F8I_GEMM_BLOCK_SCALE_BYTES)
+/* The cuBLASLt handle (a cublasLtHandle_t) and the cuBLASLt part of the
+ * op's workspace (workspace_bytes); the block path's part (scales). */
+f8_status f8i_cuda_gemm_lt(f8_ctx *ctx, void **handle, void **workspace, size_t *workspace_bytes);
+f8_status f8i_cuda_gemm_block_scales(f8_ctx *ctx, void **scales);
 /* gemm_kernels.cu: the GEMM's own kernels, launched on the ctx stream.
  * fallback: all of args on CUDA cores (FP32 sums of exactly decoded codes).
  * bias: D[m, n] = (overwrite ? 0 : D) + bias[n]. pad: dst [dst_rows,
@@ -99,11 +106,9 @@ f8_status f8i_cuda_transpose_u8(f8_ctx *ctx, const uint8_t *src, uint8_t *dst, i
 f8_status f8i_cuda_scale_update(f8_ctx *ctx, const f8i_scale_update_args *args);
 f8_status f8i_cuda_amax_scale(f8_ctx *ctx, const f8i_amax_scale_args *args); /* amax_scale.cu */
 f8_status f8i_cuda_telemetry_snap(f8_ctx *ctx, const f8i_telemetry_snap_args *args);
-/* Block scaling: block_cast.cu, gemm_block.cu (the latter's plan cache is
- * freed by f8i_cuda_gemm_block_destroy before the GEMM cache it borrows from). */
+/* Block scaling: block_cast.cu, gemm_block.cu. */
 f8_status f8i_cuda_cast_block(f8_ctx *ctx, const f8i_cast_args *args); /* cast.cu's block modes */
 f8_status f8i_cuda_gemm_block(f8_ctx *ctx, const f8i_gemm_args *args); /* gemm.cu's block modes */
-void f8i_cuda_gemm_block_destroy(f8_ctx *ctx);
 f8_status f8i_cuda_convert(f8_ctx *ctx, const void *src, f8_dtype src_dtype, const float *scale_inv, void *dst,
                            f8_dtype dst_dtype, int64_t count);
 f8_status f8i_cuda_reciprocal(f8_ctx *ctx, const float *src, float *dst, const float *noop);
@@ -118,10 +123,11 @@ f8_status f8i_cuda_act_bwd(f8_ctx *ctx, const f8i_act_bwd_args *args);
 
 /* attention_cudnn.cu: the cuDNN path attention.cu asks first. *ran = 1 when
  * cuDNN took the call; 0 (with F8_OK) when f8's kernels must run it: cuDNN
- * absent or refusing the shape, the mode, or no plan while capturing. */
+ * absent or refusing the shape, or the mode. A shape cuDNN would be asked
+ * for, first seen while capturing, is F8_ERR_STATE (plan_cache.cuh's rule). */
 f8_status f8i_cudnn_attn_fwd(f8_ctx *ctx, const f8i_attn_fwd_args *args, int *ran);
 f8_status f8i_cudnn_attn_bwd(f8_ctx *ctx, const f8i_attn_bwd_args *args, int *ran);
-void f8i_cuda_attn_cudnn_destroy(f8_ctx *ctx); /* plans, buffers, handle, library */
+void f8i_cuda_attn_cudnn_destroy(f8_ctx *ctx); /* handle and library (after the plan cache) */
 
 /* attention.cu; embedding.cu (embedding), cross_entropy.cu, adamw.cu */
 f8_status f8i_cuda_attn_fwd(f8_ctx *ctx, const f8i_attn_fwd_args *args);

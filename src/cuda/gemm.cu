@@ -134,48 +134,46 @@
  *
  * Plans. A plan (matmul descriptor, three layouts since C = D, the algorithm;
  * or "pad", or "use the fallback") is made once per distinct key and kept in
- * a growable array searched linearly (the most recently used plan is tried
- * first). The key is (m, n, k, D's leading dimension (n, but for the split
- * above), a/b/d dtypes, bias dtype or none, a_trans, b_trans,
+ * the ctx's plan cache (plan_cache.cuh; built at capture too: host memory and
+ * descriptors only). The key is (m, n, k, D's leading dimension (n, but for
+ * the split above), a/b/d dtypes, bias dtype or none, a_trans, b_trans,
  * accumulate, split_accum for FP8, and the alignment class — the largest power
  * of two up to 256 dividing the address — of a, b, d and bias), because the
  * heuristic's choice depends on alignment (MIN_ALIGNMENT_*_BYTES, and the bias
- * pointer's value). A plan is allocated the first time its key is seen — the
- * only allocation on the call path, host memory and cuBLASLt descriptors, once
- * per shape; after that a call builds the key, finds the plan, re-sets the
- * scale and bias pointer attributes only when they differ from the ones the
- * descriptor holds (cheap host calls), and calls cublasLtMatmul on the ctx
- * stream with the ctx's 32 MiB workspace. Nothing is created on a hit.
+ * pointer's value). After the first call of a key, a call builds the key,
+ * finds the plan, re-sets the scale and bias pointer attributes only when they
+ * differ from the ones the descriptor holds (cheap host calls), and calls
+ * cublasLtMatmul on the ctx stream with the cuBLASLt part of the GEMM op's own
+ * workspace (F8I_GEMM_OP_WORKSPACE_BYTES). Nothing is created on a hit.
  */
 #include <cublasLt.h>
 #include <cuda_runtime.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cuda_state.cuh"
 #include "gemm_lt.cuh"
+#include "plan_cache.cuh"
 #include "core/numerics.h"
 
-#define GEMM_WORKSPACE_BYTES ((size_t)32 << 20) /* cuBLAS's advice for sm_90 */
+#define GEMM_WORKSPACE_BYTES F8I_GEMM_LT_WORKSPACE_BYTES /* cuBLASLt's part of the op's workspace */
 
 /* ------------------------------------------------------------------------ */
 /* Types                                                                     */
 /* ------------------------------------------------------------------------ */
 
-typedef struct gemm_key {
-    int64_t m, n, k;
-    int64_t ldd;     /* D's leading dimension: n, or wider (run_padded's split) */
-    uint32_t types;  /* a | b << 4 | d << 8 | (bias ? dtype + 1 : 0) << 12 | flags << 16 */
-    uint32_t aligns; /* log2 alignment (0..8) of a | b << 4 | d << 8 | bias << 12 */
-} gemm_key;
+/* A plan's key: f8i_gemm_key (gemm_lt.cuh) with ldd D's leading dimension
+ * (n, or wider: run_padded's split), types = a | b << 4 | d << 8 |
+ * (bias ? dtype + 1 : 0) << 12 | flags << 16, aligns of a, b, d, bias, c. */
+typedef f8i_gemm_key gemm_key;
 
 /* PLAN_PAD: an FP8 TN shape outside the rule, run on padded copies in the
  * caller's workspace (run_padded), whose own plan is an ordinary PLAN_LT. */
 typedef enum plan_mode { PLAN_LT = 0, PLAN_FALLBACK = 1, PLAN_PAD = 2 } plan_mode;
 typedef enum bias_mode { BIAS_NONE = 0, BIAS_FUSED = 1, BIAS_AFTER = 2 } bias_mode;
 
-typedef struct gemm_plan {
-    gemm_key key;
+typedef struct gemm_plan { /* a plan cache body (plan_cache.cuh); its key is a gemm_key */
     plan_mode mode;
     plan_mode otherwise;            /* what mode becomes if cublasLtMatmul says NOT_SUPPORTED */
     bias_mode bias;                 /* PLAN_LT only; the fallback does bias itself */
@@ -189,13 +187,13 @@ typedef struct gemm_plan {
     const void *set_bias;
 } gemm_plan;
 
+/* The GEMM op's state: the cuBLASLt handle and the op's one workspace
+ * (F8I_GEMM_OP_WORKSPACE_BYTES, cuda_state.cuh), carved into cuBLASLt's
+ * scratch and the block path's relaid scale grids. Its plans are in the
+ * ctx's plan cache. */
 struct f8i_gemm_cache {
     cublasLtHandle_t lt;
-    void *workspace;   /* (GEMM_WORKSPACE_BYTES) device: cuBLASLt's */
-    void *block_scales; /* (F8I_GEMM_BLOCK_SCALE_BYTES) device: gemm_block.cu's relaid grids */
-    gemm_plan *plans;  /* (cap) host, count used */
-    int count, cap;
-    int last;          /* index of the most recently used plan */
+    void *workspace;    /* (F8I_GEMM_OP_WORKSPACE_BYTES) device */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -213,25 +211,15 @@ static size_t dtype_bytes(f8_dtype t) { return t == F8_DTYPE_FP32 ? 4 : t == F8_
 
 static gemm_key make_key(const f8i_gemm_args *g, int64_t ldd)
 {
-    gemm_key key;
-    key.ldd = ldd;
     const int fp8 = f8i_dtype_is_fp8(g->a_dtype);
     const uint32_t bias = g->bias ? (uint32_t)g->bias_dtype + 1u : 0u;
     const uint32_t flags = (g->a_trans ? 1u : 0u) | (g->b_trans ? 2u : 0u) | (g->accumulate || g->c ? 4u : 0u) |
                            (fp8 && g->split_accum ? 8u : 0u) | (g->c ? 16u : 0u); /* 16: C is the addend, not D */
-    key.m = g->m;
-    key.n = g->n;
-    key.k = g->k;
-    key.types = (uint32_t)g->a_dtype | (uint32_t)g->b_dtype << 4 | (uint32_t)g->d_dtype << 8 | bias << 12 | flags << 16;
-    key.aligns = f8i_lt_align_log2(g->a) | f8i_lt_align_log2(g->b) << 4 | f8i_lt_align_log2(g->d) << 8 |
-                 (g->bias ? f8i_lt_align_log2(g->bias) : 0u) << 12 | (g->c ? f8i_lt_align_log2(g->c) : 0u) << 16;
-    return key;
-}
-
-static int key_equal(const gemm_key *x, const gemm_key *y)
-{
-    return x->m == y->m && x->n == y->n && x->k == y->k && x->ldd == y->ldd && x->types == y->types &&
-           x->aligns == y->aligns;
+    const void *const ptrs[5] = {g->a, g->b, g->d, g->bias, g->c};
+    return f8i_gemm_key_of(g->m, g->n, g->k, ldd,
+                           (uint32_t)g->a_dtype | (uint32_t)g->b_dtype << 4 | (uint32_t)g->d_dtype << 8 | bias << 12 |
+                               flags << 16,
+                           f8i_lt_aligns(ptrs, 5));
 }
 
 /* Can cuBLASLt take these operands at all (the type tables and the FP8 rule
@@ -324,8 +312,6 @@ static cublasStatus_t plan_query(f8i_gemm_cache *c, gemm_plan *p, const f8i_gemm
  * tried (bias added after), then the fallback. */
 static f8_status plan_build(f8_ctx *ctx, f8i_gemm_cache *c, const f8i_gemm_args *g, int64_t ldd, gemm_plan *p)
 {
-    memset(p, 0, sizeof *p);
-    p->key = make_key(g, ldd);
     /* what a shape cuBLASLt will not take runs: padded if it can be, else the kernel */
     const plan_mode none = pad_eligible(g) ? PLAN_PAD : PLAN_FALLBACK;
     p->mode = none;
@@ -370,15 +356,46 @@ static f8_status plan_build(f8_ctx *ctx, f8i_gemm_cache *c, const f8i_gemm_args 
     return F8_OK;
 }
 
+/* The plan cache's view of this file's plans (plan_cache.cuh): built at
+ * capture too (host memory and descriptors only), no buffer of their own. */
+typedef struct gemm_build_arg {
+    f8i_gemm_cache *c;
+    const f8i_gemm_args *g;
+    int64_t ldd;
+} gemm_build_arg;
+
+static f8_status kind_build(f8_ctx *ctx, void *body, const void *arg, size_t *buf_bytes)
+{
+    const gemm_build_arg *a = (const gemm_build_arg *)arg;
+    (void)buf_bytes;
+    return plan_build(ctx, a->c, a->g, a->ldd, (gemm_plan *)body);
+}
+
+static void kind_release(f8_ctx *ctx, void *body)
+{
+    (void)ctx;
+    plan_release((gemm_plan *)body);
+}
+
+static void kind_describe(const void *arg, char *out, size_t size)
+{
+    const f8i_gemm_args *g = ((const gemm_build_arg *)arg)->g;
+    snprintf(out, size, "m %lld, n %lld, k %lld, %s x %s -> %s", (long long)g->m, (long long)g->n, (long long)g->k,
+             f8_dtype_name(g->a_dtype), f8_dtype_name(g->b_dtype), f8_dtype_name(g->d_dtype));
+}
+
+static const f8i_plan_kind gemm_kind = {"gemm", sizeof(gemm_plan), 1, kind_build, kind_release, kind_describe};
+
 /* The plan for g's key with D's leading dimension ldd (g->n but in
- * run_padded's split): the last one used, a cached one, or a new one. */
+ * run_padded's split), from the ctx's plan cache. */
 static f8_status plan_find(f8_ctx *ctx, f8i_gemm_cache *c, const f8i_gemm_args *g, int64_t ldd, gemm_plan **out)
 {
     const gemm_key key = make_key(g, ldd);
-    F8I_TRY(f8i_plan_lookup(ctx, c, &key, key_equal, "gemm", out));
-    if (*out) return F8_OK;
-    F8I_TRY(plan_build(ctx, c, g, ldd, &c->plans[c->count]));
-    *out = f8i_plan_keep(c);
+    const gemm_build_arg arg = {c, g, ldd};
+    f8i_plan *p = NULL;
+    *out = NULL;
+    F8I_TRY(f8i_plan_get(ctx, &gemm_kind, &key, sizeof key, &arg, &p));
+    *out = (gemm_plan *)p->body;
     return F8_OK;
 }
 
@@ -416,41 +433,33 @@ f8_status f8i_cuda_gemm_create(f8_ctx *ctx)
 {
     f8i_cuda_state *cs = f8i_cuda(ctx);
     f8i_gemm_cache *c = (f8i_gemm_cache *)calloc(1, sizeof *c);
-    if (!c) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "gemm: no host memory for the plan cache");
+    if (!c) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "gemm: no host memory for the GEMM op's state");
     cublasStatus_t st = cublasLtCreate(&c->lt);
     if (st != CUBLAS_STATUS_SUCCESS) {
         free(c);
         return f8i_error(ctx, F8_ERR_CUBLAS, "gemm: cublasLtCreate: %s", cublasLtGetStatusName(st));
     }
-    cudaError_t err = cudaMalloc(&c->workspace, GEMM_WORKSPACE_BYTES);
-    const char *what = "cuBLASLt workspace";
-    size_t bytes = GEMM_WORKSPACE_BYTES;
-    if (err == cudaSuccess) {
-        what = "block GEMM scale buffer";
-        bytes = F8I_GEMM_BLOCK_SCALE_BYTES;
-        err = cudaMalloc(&c->block_scales, F8I_GEMM_BLOCK_SCALE_BYTES);
-    }
+    const cudaError_t err = cudaMalloc(&c->workspace, F8I_GEMM_OP_WORKSPACE_BYTES);
     if (err != cudaSuccess) {
         (void)cudaGetLastError(); /* a failed allocation must not leak into later launch checks */
-        if (c->workspace) cudaFree(c->workspace);
         cublasLtDestroy(c->lt);
         free(c);
         if (err == cudaErrorMemoryAllocation)
-            return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "gemm: cudaMalloc of the %zu-byte %s failed", bytes, what);
-        return f8i_cuda_check(ctx, err, "gemm: cudaMalloc of a GEMM workspace");
+            return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "gemm: cudaMalloc of the GEMM op's %zu-byte workspace failed",
+                             F8I_GEMM_OP_WORKSPACE_BYTES);
+        return f8i_cuda_check(ctx, err, "gemm: cudaMalloc of the GEMM op's workspace");
     }
     cs->gemm = c;
     return F8_OK;
 }
 
+/* After f8i_plan_cache_destroy (the plans hold no pointer into this). */
 void f8i_cuda_gemm_destroy(f8_ctx *ctx)
 {
     if (!ctx || !ctx->be_state) return;
     f8i_gemm_cache *c = f8i_cuda(ctx)->gemm;
     if (!c) return;
-    f8i_plans_free(c, plan_release);
     if (c->workspace) cudaFree(c->workspace);
-    if (c->block_scales) cudaFree(c->block_scales);
     if (c->lt) cublasLtDestroy(c->lt);
     free(c);
     f8i_cuda(ctx)->gemm = NULL;
@@ -459,7 +468,7 @@ void f8i_cuda_gemm_destroy(f8_ctx *ctx)
 f8_status f8i_cuda_gemm_lt(f8_ctx *ctx, void **handle, void **workspace, size_t *workspace_bytes)
 {
     f8i_gemm_cache *c = f8i_cuda(ctx)->gemm;
-    if (!c) return f8i_error(ctx, F8_ERR_STATE, "gemm: the CUDA state has no GEMM cache (f8i_cuda_gemm_create not run)");
+    if (!c) return f8i_error(ctx, F8_ERR_STATE, "gemm: the CUDA state has no GEMM op (f8i_cuda_gemm_create not run)");
     *handle = (void *)c->lt;
     *workspace = c->workspace;
     *workspace_bytes = GEMM_WORKSPACE_BYTES;
@@ -469,33 +478,30 @@ f8_status f8i_cuda_gemm_lt(f8_ctx *ctx, void **handle, void **workspace, size_t 
 f8_status f8i_cuda_gemm_block_scales(f8_ctx *ctx, void **scales)
 {
     f8i_gemm_cache *c = f8i_cuda(ctx)->gemm;
-    if (!c) return f8i_error(ctx, F8_ERR_STATE, "gemm: the CUDA state has no GEMM cache (f8i_cuda_gemm_create not run)");
-    *scales = c->block_scales;
+    if (!c) return f8i_error(ctx, F8_ERR_STATE, "gemm: the CUDA state has no GEMM op (f8i_cuda_gemm_create not run)");
+    *scales = (char *)c->workspace + GEMM_WORKSPACE_BYTES;
     return F8_OK;
 }
 
 /* Run g on its PLAN_LT plan p, D with leading dimension ldd. *unsupported
  * = 1 when cublasLtMatmul says NOT_SUPPORTED: nothing was enqueued, and the
  * plan becomes p->otherwise for good (the caller then runs g that way). */
-static f8_status run_lt(f8_ctx *ctx, f8i_gemm_cache *c, gemm_plan *p, const f8i_gemm_args *g, int64_t ldd,
+static f8_status run_lt(f8_ctx *ctx, gemm_plan *p, const f8i_gemm_args *g, int64_t ldd,
                         int *unsupported)
 {
     *unsupported = 0;
     cublasStatus_t st = plan_set_pointers(p, g);
     if (st != CUBLAS_STATUS_SUCCESS) return lt_error(ctx, st, "cublasLtMatmulDescSetAttribute", g);
-    const float alpha = 1.0f, beta = g->accumulate || g->c ? 1.0f : 0.0f;
-    const void *cp = g->c ? g->c : g->d; /* the addend under D's layout, or D itself */
-    st = cublasLtMatmul(c->lt, p->desc, &alpha, g->b, p->lay_a, g->a, p->lay_b, &beta, cp, p->lay_d, g->d, p->lay_d,
-                        &p->algo, c->workspace, GEMM_WORKSPACE_BYTES, f8i_stream(ctx));
-    if (st == CUBLAS_STATUS_NOT_SUPPORTED) {
+    /* C: the addend under D's layout, or D itself (accumulate): beta 1 */
+    const f8i_lt_call call = {p->desc, p->lay_a, p->lay_b, p->lay_d, &p->algo, g->a, g->b,
+                              g->c ? g->c : g->accumulate ? g->d : NULL, g->d};
+    F8I_TRY(f8i_lt_matmul(ctx, &call, "gemm", g->m, g->n, g->k, unsupported));
+    if (*unsupported) {
         plan_release(p);
         p->mode = p->otherwise;
         p->bias = BIAS_NONE;
-        *unsupported = 1;
         return F8_OK;
     }
-    if (st != CUBLAS_STATUS_SUCCESS) return lt_error(ctx, st, "cublasLtMatmul", g);
-    F8I_COUNT_LAUNCHES(ctx, 1); /* counted once enqueued (NOT_SUPPORTED enqueues nothing) */
     if (p->bias != BIAS_AFTER) return F8_OK;
     if (ldd == g->n) return f8i_cuda_gemm_bias(ctx, g, 0);
     /* a strided D (run_padded's split): the slice kernel in place adds it */
@@ -583,10 +589,7 @@ static f8_status run_padded(f8_ctx *ctx, f8i_gemm_cache *c, const f8i_gemm_args 
     }
     gemm_plan *p = NULL, *pt = NULL;
     F8I_TRY(plan_find(ctx, c, &e, ldd, &p));
-    if (two) {
-        F8I_TRY(plan_find(ctx, c, &t, ldt, &pt));
-        F8I_TRY(plan_find(ctx, c, &e, ldd, &p)); /* found again: the array may have moved */
-    }
+    if (two) F8I_TRY(plan_find(ctx, c, &t, ldt, &pt)); /* plans never move: p stays valid */
     if (p->mode != PLAN_LT || (two && pt->mode != PLAN_LT)) return f8i_cuda_gemm_fallback(ctx, g);
 
     if (pad_a) F8I_TRY(f8i_cuda_gemm_pad(ctx, (const uint8_t *)g->a, g->m, g->k, (uint8_t *)e.a, g->m, k16));
@@ -596,8 +599,8 @@ static f8_status run_padded(f8_ctx *ctx, f8i_gemm_cache *c, const f8i_gemm_args 
     if (fuse) /* the bias as one row of bytes, zeros past n */
         F8I_TRY(f8i_cuda_gemm_pad(ctx, (const uint8_t *)g->bias, 1, g->n * 2, (uint8_t *)pbias, 1, n16 * 2));
     int unsupported = 0;
-    if (two) F8I_TRY(run_lt(ctx, c, pt, &t, ldt, &unsupported)); /* D untouched so far */
-    if (!unsupported) F8I_TRY(run_lt(ctx, c, p, &e, ldd, &unsupported));
+    if (two) F8I_TRY(run_lt(ctx, pt, &t, ldt, &unsupported)); /* D untouched so far */
+    if (!unsupported) F8I_TRY(run_lt(ctx, p, &e, ldd, &unsupported));
     if (unsupported) return f8i_cuda_gemm_fallback(ctx, g); /* D untouched: the copies were harmless */
     if (!pad_d) return F8_OK;
     f8i_gemm_slice_args sl = {g->d, g->d_dtype, g->n, dp, dp_dtype, dp_cols, fuse ? NULL : g->bias, g->bias_dtype,
@@ -650,15 +653,15 @@ f8_status f8i_cuda_gemm(f8_ctx *ctx, const f8i_gemm_args *args)
     }
 
     f8i_gemm_cache *c = f8i_cuda(ctx)->gemm;
-    if (!c) return f8i_error(ctx, F8_ERR_STATE, "gemm: the CUDA state has no GEMM cache (f8i_cuda_gemm_create not run)");
+    if (!c) return f8i_error(ctx, F8_ERR_STATE, "gemm: the CUDA state has no GEMM op (f8i_cuda_gemm_create not run)");
     gemm_plan *p = NULL;
     F8I_TRY(plan_find(ctx, c, g, g->n, &p));
     if (p->mode == PLAN_LT) {
         int unsupported = 0;
-        const f8_status s = run_lt(ctx, c, p, g, g->n, &unsupported);
+        const f8_status s = run_lt(ctx, p, g, g->n, &unsupported);
         if (s != F8_OK || !unsupported) return s; /* else nothing was enqueued; p->mode is the way now */
     }
-    const plan_mode mode = p->mode; /* (run_padded's plan_find may move the plans) */
+    const plan_mode mode = p->mode;
     if (g->c) {
         F8I_TRY(addend_into_d(ctx, g, &e));
         g = &e;

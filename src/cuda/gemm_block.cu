@@ -25,9 +25,9 @@
  * Rather than a second scale layout through the cast, the qtensor and the
  * modules, each call relayouts both grids with one small kernel
  * (gemm_block_scales_kernel: a few KB to a few MB, far below the GEMM's own
- * traffic) into the block GEMM's own BG_SCALE_BYTES buffer, kept by gemm.cu
- * beside the cuBLASLt workspace it lends (same stream, so never in use by
- * another GEMM at the same time). The scale pointers are then
+ * traffic) into the scale part (BG_SCALE_BYTES) of the GEMM op's workspace
+ * (cuda_state.cuh: one formula, the op's own; the GEMM op's calls run one at
+ * a time on the ctx's stream). The scale pointers are then
  * fixed per ctx and set once per plan, and a captured graph replays the
  * relayout with the step's scales.
  *
@@ -58,21 +58,23 @@
  *    promoted into the FP32 accumulator times sa·sb. CUDA cores, no tensor
  *    cores: correct for every shape, slow for big ones.
  *
- * Plans are cached per key (m, n, k, dtypes, block rows, accumulate, the
- * alignment class of a, b, d), as gemm.cu's: host memory and descriptors
- * once per shape, nothing created on a hit. The cache itself is created on
- * the first call (host memory only).
+ * Plans are kept per key (m, n, k, dtypes, block rows, accumulate, the
+ * alignment class of a, b, d) in the ctx's plan cache (plan_cache.cuh), as
+ * gemm.cu's: host memory and descriptors once per shape, built at capture
+ * too, nothing created on a hit.
  */
 #include <cublasLt.h>
 #include <cuda_runtime.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cuda_state.cuh"
 #include "gemm_lt.cuh"
+#include "plan_cache.cuh"
 #include "core/numerics.h"
 
-#define BG_SCALE_BYTES F8I_GEMM_BLOCK_SCALE_BYTES /* the relaid scale grids' own buffer (cuda_state.cuh) */
+#define BG_SCALE_BYTES F8I_GEMM_BLOCK_SCALE_BYTES /* the op workspace's part for the relaid grids (cuda_state.cuh) */
 
 /* Fallback tiling: gemm_lt.cuh's (F8I_FB_*), stepping K by 16 inside each
  * 128-deep K-block. */
@@ -86,15 +88,12 @@ static_assert(F8I_BLOCK % BG_K == 0, "K steps never straddle a K-block");
 /* Types                                                                     */
 /* ------------------------------------------------------------------------ */
 
-typedef struct bg_key {
-    int64_t m, n, k;
-    uint32_t types;  /* a | b << 4 | d << 8 | (a_br == 1) << 12 | (b_br == 1) << 13 | accumulate << 14 | c << 15
-                        | (bias ? dtype + 1 : 0) << 16 */
-    uint32_t aligns; /* log2 alignment (0..8) of a | b << 4 | d << 8 | c << 12 | bias << 16 */
-} bg_key;
+/* A plan's key: f8i_gemm_key (gemm_lt.cuh), ldd = n, types = a | b << 4 |
+ * d << 8 | (a_br == 1) << 12 | (b_br == 1) << 13 | accumulate << 14 |
+ * c << 15 | (bias ? dtype + 1 : 0) << 16, aligns of a, b, d, c, bias. */
+typedef f8i_gemm_key bg_key;
 
-typedef struct bg_plan {
-    bg_key key;
+typedef struct bg_plan { /* a plan cache body (plan_cache.cuh); its key is a bg_key */
     int lt;                        /* 1: cuBLASLt, 0: the fallback kernel */
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t lay_a;  /* cuBLASLt's A' = our b */
@@ -104,13 +103,6 @@ typedef struct bg_plan {
     int bias_fused;                /* the bias is cuBLASLt's epilogue (else gemm_block_bias_kernel's) */
     const void *set_bias;          /* the bias pointer the descriptor holds */
 } bg_plan;
-
-typedef struct f8i_gemm_block_cache {
-    bg_plan *plans; /* (cap) host, count used */
-    int count, cap, last;
-    int force_fallback; /* test hook: every call takes the fallback kernel */
-    int last_path;      /* test hook: 0 none yet, 1 fallback kernel, 2 cuBLASLt */
-} f8i_gemm_block_cache;
 
 typedef struct bg_params {
     const uint8_t *a, *b;          /* [m, k], [n, k] codes */
@@ -261,19 +253,9 @@ static f8_status launch_fallback(f8_ctx *ctx, const f8i_gemm_args *g)
     p.d_dtype = g->d_dtype;
     p.bias_dtype = g->bias_dtype;
     p.accumulate = g->accumulate;
-    int64_t gx = (g->n + BG_TILE - 1) / BG_TILE, gy = (g->m + BG_TILE - 1) / BG_TILE;
-    if (gx > 65535) gx = 65535;
-    if (gy > 65535) gy = 65535;
-    const dim3 grid((unsigned)gx, (unsigned)gy), block(BG_THREADS, BG_THREADS);
-    cudaStream_t s = f8i_stream(ctx);
-    const int ae5 = g->a_dtype == F8_DTYPE_E5M2, be5 = g->b_dtype == F8_DTYPE_E5M2;
     F8I_COUNT_LAUNCHES(ctx, 1);
-    if (ae5)
-        be5 ? gemm_block_fallback_kernel<1, 1><<<grid, block, 0, s>>>(p)
-            : gemm_block_fallback_kernel<1, 0><<<grid, block, 0, s>>>(p);
-    else
-        be5 ? gemm_block_fallback_kernel<0, 1><<<grid, block, 0, s>>>(p)
-            : gemm_block_fallback_kernel<0, 0><<<grid, block, 0, s>>>(p);
+    F8I_FB_LAUNCH(gemm_block_fallback_kernel, g->a_dtype, g->b_dtype, f8i_fb_grid(g->m, g->n, BG_TILE),
+                  dim3(BG_THREADS, BG_THREADS), f8i_stream(ctx), p);
     return f8i_cuda_launch_check(ctx, "gemm_block_fallback_kernel");
 }
 
@@ -285,22 +267,12 @@ static size_t round256(size_t b) { return (b + 255u) & ~(size_t)255u; }
 
 static bg_key make_key(const f8i_gemm_args *g)
 {
-    bg_key key;
-    key.m = g->m;
-    key.n = g->n;
-    key.k = g->k;
-    key.types = (uint32_t)g->a_dtype | (uint32_t)g->b_dtype << 4 | (uint32_t)g->d_dtype << 8 |
-                (uint32_t)(f8i_mode_block_rows(g->a_mode) == 1) << 12 | (uint32_t)(f8i_mode_block_rows(g->b_mode) == 1) << 13 |
-                (uint32_t)(g->accumulate != 0) << 14 | (uint32_t)(g->c != NULL) << 15 |
-                (g->bias ? (uint32_t)g->bias_dtype + 1u : 0u) << 16;
-    key.aligns = f8i_lt_align_log2(g->a) | f8i_lt_align_log2(g->b) << 4 | f8i_lt_align_log2(g->d) << 8 |
-                 (g->c ? f8i_lt_align_log2(g->c) : 0u) << 12 | (g->bias ? f8i_lt_align_log2(g->bias) : 0u) << 16;
-    return key;
-}
-
-static int key_equal(const bg_key *x, const bg_key *y)
-{
-    return x->m == y->m && x->n == y->n && x->k == y->k && x->types == y->types && x->aligns == y->aligns;
+    const uint32_t types = (uint32_t)g->a_dtype | (uint32_t)g->b_dtype << 4 | (uint32_t)g->d_dtype << 8 |
+                           (uint32_t)(f8i_mode_block_rows(g->a_mode) == 1) << 12 |
+                           (uint32_t)(f8i_mode_block_rows(g->b_mode) == 1) << 13 | (uint32_t)(g->accumulate != 0) << 14 |
+                           (uint32_t)(g->c != NULL) << 15 | (g->bias ? (uint32_t)g->bias_dtype + 1u : 0u) << 16;
+    const void *const ptrs[5] = {g->a, g->b, g->d, g->c, g->bias};
+    return f8i_gemm_key_of(g->m, g->n, g->k, g->n, types, f8i_lt_aligns(ptrs, 5));
 }
 
 /* Bytes of the two relaid grids: a's at the start of the tail, b's after. */
@@ -333,8 +305,9 @@ static void plan_release(bg_plan *p)
     p->lt = 0;
 }
 
-/* What a cuBLASLt block GEMM uses of the ctx: the handle and workspace
- * (gemm.cu's) and the scale buffer, split into a's grid then b's. */
+/* What a cuBLASLt block GEMM uses of the GEMM op's state: the handle, the
+ * cuBLASLt part of the op's workspace and its scale part, split into a's
+ * grid then b's. */
 typedef struct bg_res {
     void *handle, *ws;
     size_t ws_bytes;
@@ -419,8 +392,6 @@ static f8_status plan_describe(f8_ctx *ctx, const f8i_gemm_args *g, const bg_res
  * gemm_block_bias_kernel adds the bias after it. */
 static f8_status plan_build(f8_ctx *ctx, const f8i_gemm_args *g, bg_plan *p)
 {
-    memset(p, 0, sizeof *p);
-    p->key = make_key(g);
     if (!lt_eligible(g)) return F8_OK;
     bg_res r;
     F8I_TRY(res_get(ctx, g, &r));
@@ -434,25 +405,36 @@ static f8_status plan_build(f8_ctx *ctx, const f8i_gemm_args *g, bg_plan *p)
     return F8_OK;
 }
 
-static f8_status cache_get(f8_ctx *ctx, f8i_gemm_block_cache **out)
+static f8_status kind_build(f8_ctx *ctx, void *body, const void *arg, size_t *buf_bytes)
 {
-    f8i_cuda_state *s = f8i_cuda(ctx);
-    if (s->gemm_block == NULL) {
-        s->gemm_block = (f8i_gemm_block_cache *)calloc(1, sizeof(f8i_gemm_block_cache));
-        if (s->gemm_block == NULL) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "block gemm: no host memory for its cache");
-    }
-    *out = s->gemm_block;
-    return F8_OK;
+    (void)buf_bytes;
+    return plan_build(ctx, (const f8i_gemm_args *)arg, (bg_plan *)body);
 }
 
-static f8_status plan_find(f8_ctx *ctx, f8i_gemm_block_cache *c, const f8i_gemm_args *g, bg_plan **out)
+static void kind_release(f8_ctx *ctx, void *body)
+{
+    (void)ctx;
+    plan_release((bg_plan *)body);
+}
+
+static void kind_describe(const void *arg, char *out, size_t size)
+{
+    const f8i_gemm_args *g = (const f8i_gemm_args *)arg;
+    snprintf(out, size, "m %lld, n %lld, k %lld, %s x %s -> %s", (long long)g->m, (long long)g->n, (long long)g->k,
+             f8_dtype_name(g->a_dtype), f8_dtype_name(g->b_dtype), f8_dtype_name(g->d_dtype));
+}
+
+/* Built at capture too: host memory and descriptors; the scale buffer is
+ * the GEMM op's. */
+static const f8i_plan_kind block_kind = {"block gemm", sizeof(bg_plan), 1, kind_build, kind_release, kind_describe};
+
+static f8_status plan_find(f8_ctx *ctx, const f8i_gemm_args *g, bg_plan **out)
 {
     const bg_key key = make_key(g);
-    F8I_TRY(f8i_plan_lookup(ctx, c, &key, key_equal, "block gemm", out));
-    if (!*out) { /* a new key: its plan, kept */
-        F8I_TRY(plan_build(ctx, g, &c->plans[c->count]));
-        *out = f8i_plan_keep(c);
-    }
+    f8i_plan *p = NULL;
+    *out = NULL;
+    F8I_TRY(f8i_plan_get(ctx, &block_kind, &key, sizeof key, g, &p));
+    *out = (bg_plan *)p->body;
     return F8_OK;
 }
 
@@ -470,7 +452,6 @@ static f8_status run_lt(f8_ctx *ctx, bg_plan *p, const f8i_gemm_args *g, int *re
             return f8i_error(ctx, F8_ERR_CUBLAS, "block gemm: setting the bias pointer: %s", cublasLtGetStatusName(bs));
         p->set_bias = g->bias;
     }
-    const size_t lt_ws = r.ws_bytes;
     float *scale_a = r.scale_a, *scale_b = r.scale_b;
     const int64_t nkb = (g->k + F8I_BLOCK - 1) / F8I_BLOCK;
     const int64_t total = lt_scale_count(g->m, f8i_mode_block_rows(g->a_mode), nkb) + lt_scale_count(g->n, f8i_mode_block_rows(g->b_mode), nkb);
@@ -480,19 +461,10 @@ static f8_status run_lt(f8_ctx *ctx, bg_plan *p, const f8i_gemm_args *g, int *re
                                                                 g->b_scale_inv, scale_b, g->n, f8i_mode_block_rows(g->b_mode), nkb);
     F8I_TRY(f8i_cuda_launch_check(ctx, "gemm_block_scales_kernel"));
     /* C: D itself (accumulate) or the addend c, beta 1: the FP32 sum in the epilogue, D rounded once */
-    const float alpha = 1.0f, beta = g->accumulate || g->c ? 1.0f : 0.0f;
-    const void *cmat = g->c ? g->c : g->d;
-    cublasStatus_t st = cublasLtMatmul((cublasLtHandle_t)r.handle, p->desc, &alpha, g->b, p->lay_a, g->a, p->lay_b, &beta,
-                                       cmat, p->lay_d, g->d, p->lay_d, &p->algo, r.ws, lt_ws, s);
-    if (st == CUBLAS_STATUS_NOT_SUPPORTED) {
-        *refused = 1;
-        return F8_OK;
-    }
-    if (st != CUBLAS_STATUS_SUCCESS)
-        return f8i_error(ctx, F8_ERR_CUBLAS, "block gemm %lldx%lldx%lld (%s x %s -> %s): cublasLtMatmul: %s",
-                         (long long)g->m, (long long)g->n, (long long)g->k, f8_dtype_name(g->a_dtype),
-                         f8_dtype_name(g->b_dtype), f8_dtype_name(g->d_dtype), cublasLtGetStatusName(st));
-    F8I_COUNT_LAUNCHES(ctx, 1);
+    const f8i_lt_call call = {p->desc, p->lay_a, p->lay_b, p->lay_d, &p->algo, g->a, g->b,
+                              g->c ? g->c : g->accumulate ? g->d : NULL, g->d};
+    F8I_TRY(f8i_lt_matmul(ctx, &call, "block gemm", g->m, g->n, g->k, refused));
+    if (*refused) return F8_OK;
     if (!g->bias || p->bias_fused) return F8_OK;
     F8I_COUNT_LAUNCHES(ctx, 1);
     gemm_block_bias_kernel<<<grid_1d(ctx, g->m * g->n), 256, 0, s>>>(g->d, g->d_dtype, g->bias, g->bias_dtype, g->m,
@@ -515,44 +487,32 @@ f8_status f8i_cuda_gemm_block(f8_ctx *ctx, const f8i_gemm_args *args)
     if (f8i_mode_block_rows(g->a_mode) == 0 || f8i_mode_block_rows(g->b_mode) == 0)
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "block gemm: scaling modes %d x %d, expected block modes",
                          (int)g->a_mode, (int)g->b_mode);
-    f8i_gemm_block_cache *c = NULL;
-    F8I_TRY(cache_get(ctx, &c));
-    c->last_path = 0; /* nothing to do: no path */
+    f8i_cuda_state *c = f8i_cuda(ctx);
+    c->gemm_block_last_path = 0; /* nothing to do: no path */
     if (g->m == 0 || g->n == 0) return F8_OK;
     if (g->k == 0 && !g->bias && g->accumulate) return F8_OK;
     bg_plan *p = NULL;
-    F8I_TRY(plan_find(ctx, c, g, &p));
-    if (p->lt && !c->force_fallback) {
+    F8I_TRY(plan_find(ctx, g, &p));
+    if (p->lt && !c->gemm_block_force_fallback) {
         int refused = 0;
         const f8_status st = run_lt(ctx, p, g, &refused);
         if (st != F8_OK || !refused) {
-            c->last_path = 2;
+            c->gemm_block_last_path = 2;
             return st;
         }
         plan_release(p); /* NOT_SUPPORTED: this key takes the fallback from now on */
     }
-    c->last_path = 1;
+    c->gemm_block_last_path = 1;
     return launch_fallback(ctx, g);
-}
-
-void f8i_cuda_gemm_block_destroy(f8_ctx *ctx)
-{
-    if (!ctx || !ctx->be_state) return;
-    f8i_gemm_block_cache *c = f8i_cuda(ctx)->gemm_block;
-    if (!c) return;
-    f8i_plans_free(c, plan_release);
-    free(c);
-    f8i_cuda(ctx)->gemm_block = NULL;
 }
 
 void f8i_cuda_gemm_block_force_fallback(f8_ctx *ctx, int force)
 {
-    f8i_gemm_block_cache *c = NULL;
-    if (ctx && ctx->kind == F8_BACKEND_CUDA && ctx->be_state && cache_get(ctx, &c) == F8_OK) c->force_fallback = force;
+    if (ctx && ctx->kind == F8_BACKEND_CUDA && ctx->be_state) f8i_cuda(ctx)->gemm_block_force_fallback = force;
 }
 
 int f8i_cuda_gemm_block_last_path(const f8_ctx *ctx)
 {
-    if (!ctx || ctx->kind != F8_BACKEND_CUDA || !ctx->be_state || !f8i_cuda(ctx)->gemm_block) return 0;
-    return f8i_cuda(ctx)->gemm_block->last_path;
+    if (!ctx || ctx->kind != F8_BACKEND_CUDA || !ctx->be_state) return 0;
+    return f8i_cuda(ctx)->gemm_block_last_path;
 }

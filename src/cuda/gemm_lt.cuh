@@ -11,6 +11,7 @@
 #include <cublasLt.h>
 #include <string.h>
 
+#include "cuda_state.cuh"
 #include "core/f8i.h"
 #include "core/numerics.h"
 
@@ -93,53 +94,89 @@ static inline cublasStatus_t f8i_lt_heuristic(cublasLtHandle_t lt, cublasLtMatmu
     return st;
 }
 
-/* A GEMM path's plan cache (c->plans [c->cap], c->count used, c->last the
- * last one found; each plan starts with its key): *out = the plan whose
- * key eq()uals *key, or NULL when there is none yet, with room made for one
- * at c->plans[c->count] (where the caller builds it, then f8i_plan_keep). */
-template <typename C, typename P, typename K>
-static f8_status f8i_plan_lookup(f8_ctx *ctx, C *c, const K *key, int (*eq)(const K *, const K *), const char *who,
-                                 P **out)
+/* A GEMM plan's key in the plan cache (plan_cache.cuh): the shape, D's
+ * leading dimension, a word of dtypes and flags each path lays out its own
+ * way (types), and the alignment classes of the pointers the heuristic
+ * reads (aligns: f8i_lt_aligns). No padding: compared as bytes. */
+typedef struct f8i_gemm_key {
+    int64_t m, n, k, ldd;
+    uint32_t types, aligns;
+} f8i_gemm_key;
+
+/* 4 bits per pointer, the i-th at bit 4·i: f8i_lt_align_log2, 0 for NULL
+ * (at most 8 pointers). */
+static inline uint32_t f8i_lt_aligns(const void *const *ptrs, int n)
 {
-    *out = NULL;
-    if (c->last < c->count && eq(&c->plans[c->last].key, key)) {
-        *out = &c->plans[c->last];
+    uint32_t a = 0;
+    for (int i = 0; i < n && i < 8; i++) a |= (ptrs[i] ? f8i_lt_align_log2(ptrs[i]) : 0u) << (4 * i);
+    return a;
+}
+
+static inline f8i_gemm_key f8i_gemm_key_of(int64_t m, int64_t n, int64_t k, int64_t ldd, uint32_t types,
+                                           uint32_t aligns)
+{
+    f8i_gemm_key key;
+    key.m = m, key.n = n, key.k = k, key.ldd = ldd;
+    key.types = types, key.aligns = aligns;
+    return key;
+}
+
+/* One matmul of a cuBLASLt plan: D' = op(A')·op(B') + beta·C' with A' = our
+ * b, B' = our a (gemm.cu's mapping), C' = c under D's layout (the addend, or
+ * D itself for the accumulate: beta 1) or none (c NULL: beta 0), alpha 1. */
+typedef struct f8i_lt_call {
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t lay_a, lay_b, lay_d; /* A' (our b), B' (our a), C' = D' */
+    const cublasLtMatmulAlgo_t *algo;
+    const void *a, *b, *c;
+    void *d;
+} f8i_lt_call;
+
+/* Enqueue call on the GEMM op's handle and the cuBLASLt part of its
+ * workspace, on the ctx's stream. NOT_SUPPORTED: *refused = 1 and F8_OK,
+ * nothing enqueued (the caller's plan turns to its other path); another
+ * failure: F8_ERR_CUBLAS naming who and the shape m x n x k; success counts
+ * one launch. */
+static inline f8_status f8i_lt_matmul(f8_ctx *ctx, const f8i_lt_call *call, const char *who, int64_t m, int64_t n,
+                                      int64_t k, int *refused)
+{
+    void *handle = NULL, *ws = NULL;
+    size_t ws_bytes = 0;
+    *refused = 0;
+    F8I_TRY(f8i_cuda_gemm_lt(ctx, &handle, &ws, &ws_bytes));
+    const float alpha = 1.0f, beta = call->c ? 1.0f : 0.0f;
+    const cublasStatus_t st =
+        cublasLtMatmul((cublasLtHandle_t)handle, call->desc, &alpha, call->b, call->lay_a, call->a, call->lay_b, &beta,
+                       call->c ? call->c : call->d, call->lay_d, call->d, call->lay_d, call->algo, ws, ws_bytes,
+                       f8i_stream(ctx));
+    if (st == CUBLAS_STATUS_NOT_SUPPORTED) {
+        *refused = 1;
         return F8_OK;
     }
-    for (int i = 0; i < c->count; i++)
-        if (eq(&c->plans[i].key, key)) {
-            c->last = i;
-            *out = &c->plans[i];
-            return F8_OK;
-        }
-    if (c->count == c->cap) {
-        const int cap = c->cap ? 2 * c->cap : 32;
-        P *grown = (P *)realloc(c->plans, (size_t)cap * sizeof *grown);
-        if (!grown) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "%s: no host memory for %d plans", who, cap);
-        c->plans = grown;
-        c->cap = cap;
-    }
+    if (st != CUBLAS_STATUS_SUCCESS)
+        return f8i_error(ctx, F8_ERR_CUBLAS, "%s %lldx%lldx%lld: cublasLtMatmul: %s", who, (long long)m, (long long)n,
+                         (long long)k, cublasLtGetStatusName(st));
+    F8I_COUNT_LAUNCHES(ctx, 1);
     return F8_OK;
 }
 
-/* Keep the plan just built at c->plans[c->count]; returns it. */
-template <typename C>
-static auto f8i_plan_keep(C *c) -> decltype(c->plans)
+/* The own fallback kernels' launch (gemm_block.cu's, gemm_rowwise.cu's): a
+ * 2-D grid of tile x tile pieces of D [m, n] (x over columns, y over rows,
+ * each capped at 65535: the kernels walk the rest), and KERNEL<AE5, BE5>
+ * chosen by the operands' dtypes (1: E5M2, 0: E4M3). */
+static inline dim3 f8i_fb_grid(int64_t m, int64_t n, int64_t tile)
 {
-    c->last = c->count++;
-    return &c->plans[c->last];
+    int64_t gx = (n + tile - 1) / tile, gy = (m + tile - 1) / tile;
+    return dim3((unsigned)(gx > 65535 ? 65535 : gx), (unsigned)(gy > 65535 ? 65535 : gy));
 }
-
-/* Release every plan of a cache (release frees what one plan holds) and
- * the plan array. */
-template <typename C, typename P>
-static void f8i_plans_free(C *c, void (*release)(P *))
-{
-    for (int i = 0; i < c->count; i++) release(&c->plans[i]);
-    free(c->plans);
-    c->plans = NULL;
-    c->count = c->cap = c->last = 0;
-}
+#define F8I_FB_LAUNCH(KERNEL, a_dtype, b_dtype, grid, block, stream, arg)                                          \
+    do {                                                                                                          \
+        const int ae5_ = (a_dtype) == F8_DTYPE_E5M2, be5_ = (b_dtype) == F8_DTYPE_E5M2;                           \
+        if (ae5_)                                                                                                 \
+            be5_ ? KERNEL<1, 1><<<grid, block, 0, stream>>>(arg) : KERNEL<1, 0><<<grid, block, 0, stream>>>(arg); \
+        else                                                                                                      \
+            be5_ ? KERNEL<0, 1><<<grid, block, 0, stream>>>(arg) : KERNEL<0, 0><<<grid, block, 0, stream>>>(arg); \
+    } while (0)
 
 /* D, C and bias elements of the fallback kernels, FP32 or BF16 (BF16 stores
  * round to nearest even). */

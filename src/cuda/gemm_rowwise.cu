@@ -41,20 +41,21 @@
  */
 #include <cublasLt.h>
 #include <cuda_runtime.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cuda_state.cuh"
 #include "gemm_lt.cuh"
+#include "plan_cache.cuh"
 #include "core/rowwise.h"
 
 #define RG_TILE 16 /* fallback: a 16x16 block computes a 16x16 tile of D, K in steps of 16 */
 
-typedef struct rg_key {
-    int64_t m, n, k;
-    uint32_t types;  /* a | b << 4 | d << 8 | bias dtype << 12 | has bias << 16 | has c << 17 | c == d << 18 | split << 19 */
-    uint32_t aligns; /* log2 alignment (0..8) of a | b << 4 | d << 8 | c << 12 | sa << 16 | sb << 20 */
-} rg_key;
+/* A plan's key: f8i_gemm_key (gemm_lt.cuh), ldd = n, types = a | b << 4 |
+ * d << 8 | bias dtype << 12 | has bias << 16 | has c << 17 | c == d << 18 |
+ * split << 19, aligns of a, b, d, c, sa, sb. */
+typedef f8i_gemm_key rg_key;
 
 struct f8i_rowwise_plan {
     rg_key key;
@@ -104,19 +105,9 @@ static __global__ void __launch_bounds__(RG_TILE *RG_TILE) gemm_rowwise_fallback
 
 static f8_status launch_fallback(f8_ctx *ctx, const f8i_rowwise_gemm_args *g)
 {
-    int64_t gx = (g->n + RG_TILE - 1) / RG_TILE, gy = (g->m + RG_TILE - 1) / RG_TILE;
-    if (gx > 65535) gx = 65535;
-    if (gy > 65535) gy = 65535;
-    const dim3 grid((unsigned)gx, (unsigned)gy), block(RG_TILE, RG_TILE);
-    cudaStream_t s = f8i_stream(ctx);
-    const int ae5 = g->a_dtype == F8_DTYPE_E5M2, be5 = g->b_dtype == F8_DTYPE_E5M2;
     F8I_COUNT_LAUNCHES(ctx, 1);
-    if (ae5)
-        be5 ? gemm_rowwise_fallback_kernel<1, 1><<<grid, block, 0, s>>>(*g)
-            : gemm_rowwise_fallback_kernel<1, 0><<<grid, block, 0, s>>>(*g);
-    else
-        be5 ? gemm_rowwise_fallback_kernel<0, 1><<<grid, block, 0, s>>>(*g)
-            : gemm_rowwise_fallback_kernel<0, 0><<<grid, block, 0, s>>>(*g);
+    F8I_FB_LAUNCH(gemm_rowwise_fallback_kernel, g->a_dtype, g->b_dtype, f8i_fb_grid(g->m, g->n, RG_TILE),
+                  dim3(RG_TILE, RG_TILE), f8i_stream(ctx), *g);
     return f8i_cuda_launch_check(ctx, "gemm_rowwise_fallback_kernel");
 }
 
@@ -126,18 +117,12 @@ static f8_status launch_fallback(f8_ctx *ctx, const f8i_rowwise_gemm_args *g)
 
 static rg_key make_key(const f8i_rowwise_gemm_args *g)
 {
-    rg_key key;
-    key.m = g->m;
-    key.n = g->n;
-    key.k = g->k;
-    key.types = (uint32_t)g->a_dtype | (uint32_t)g->b_dtype << 4 | (uint32_t)g->d_dtype << 8 |
-                (uint32_t)(g->bias ? g->bias_dtype : 0) << 12 | (uint32_t)(g->bias != NULL) << 16 |
-                (uint32_t)(g->c != NULL) << 17 | (uint32_t)(g->c != NULL && g->c == g->d) << 18 |
-                (uint32_t)(g->split_accum != 0) << 19;
-    key.aligns = f8i_lt_align_log2(g->a) | f8i_lt_align_log2(g->b) << 4 | f8i_lt_align_log2(g->d) << 8 |
-                 (g->c ? f8i_lt_align_log2(g->c) : 0u) << 12 | f8i_lt_align_log2(g->a_scale_inv) << 16 |
-                 f8i_lt_align_log2(g->b_scale_inv) << 20;
-    return key;
+    const uint32_t types = (uint32_t)g->a_dtype | (uint32_t)g->b_dtype << 4 | (uint32_t)g->d_dtype << 8 |
+                           (uint32_t)(g->bias ? g->bias_dtype : 0) << 12 | (uint32_t)(g->bias != NULL) << 16 |
+                           (uint32_t)(g->c != NULL) << 17 | (uint32_t)(g->c != NULL && g->c == g->d) << 18 |
+                           (uint32_t)(g->split_accum != 0) << 19;
+    const void *const ptrs[6] = {g->a, g->b, g->d, g->c, g->a_scale_inv, g->b_scale_inv};
+    return f8i_gemm_key_of(g->m, g->n, g->k, g->n, types, f8i_lt_aligns(ptrs, 6));
 }
 
 static int lt_eligible(const f8i_rowwise_gemm_args *g)
@@ -222,23 +207,52 @@ static f8_status plan_build(f8_ctx *ctx, const f8i_rowwise_gemm_args *g, f8i_row
     return F8_OK;
 }
 
+/* p (zeroed) for g: its key, and cuBLASLt's plan unless fallback_only or
+ * the shape is not eligible. */
+static f8_status plan_fill(f8_ctx *ctx, const f8i_rowwise_gemm_args *g, int fallback_only, f8i_rowwise_plan *p)
+{
+    p->key = make_key(g);
+    return !fallback_only && lt_eligible(g) ? plan_build(ctx, g, p) : F8_OK;
+}
+
 f8_status f8i_cuda_rowwise_plan_create(f8_ctx *ctx, const f8i_rowwise_gemm_args *g, int fallback_only,
                                        f8i_rowwise_plan **plan)
 {
     *plan = NULL;
     f8i_rowwise_plan *p = (f8i_rowwise_plan *)calloc(1, sizeof *p);
     if (!p) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "rowwise gemm: no host memory for a plan");
-    p->key = make_key(g);
-    if (!fallback_only && lt_eligible(g)) {
-        f8_status st = plan_build(ctx, g, p);
-        if (st != F8_OK) {
-            free(p);
-            return st;
-        }
+    const f8_status st = plan_fill(ctx, g, fallback_only, p);
+    if (st != F8_OK) {
+        free(p);
+        return st;
     }
     *plan = p;
     return F8_OK;
 }
+
+/* The plan of a call without a caller's plan: the ctx's plan cache
+ * (plan_cache.cuh), built at capture too (host memory and descriptors). */
+static f8_status kind_build(f8_ctx *ctx, void *body, const void *arg, size_t *buf_bytes)
+{
+    (void)buf_bytes;
+    return plan_fill(ctx, (const f8i_rowwise_gemm_args *)arg, 0, (f8i_rowwise_plan *)body);
+}
+
+static void kind_release(f8_ctx *ctx, void *body)
+{
+    f8i_rowwise_plan *p = (f8i_rowwise_plan *)body;
+    (void)ctx;
+    f8i_lt_release(&p->desc, &p->lay_a, &p->lay_b, &p->lay_d);
+}
+
+static void kind_describe(const void *arg, char *out, size_t size)
+{
+    const f8i_rowwise_gemm_args *g = (const f8i_rowwise_gemm_args *)arg;
+    snprintf(out, size, "m %lld, n %lld, k %lld", (long long)g->m, (long long)g->n, (long long)g->k);
+}
+
+static const f8i_plan_kind rowwise_kind = {"rowwise gemm", sizeof(f8i_rowwise_plan), 1, kind_build, kind_release,
+                                           kind_describe};
 
 void f8i_cuda_rowwise_plan_destroy(f8i_rowwise_plan *p)
 {
@@ -251,29 +265,17 @@ void f8i_cuda_rowwise_plan_destroy(f8i_rowwise_plan *p)
  * from the matmul (nothing enqueued) is reported in *refused. */
 static f8_status run_lt(f8_ctx *ctx, f8i_rowwise_plan *p, const f8i_rowwise_gemm_args *g, int *refused)
 {
-    void *handle = NULL, *ws = NULL;
-    size_t ws_bytes = 0;
     *refused = 0;
-    f8_status fs = f8i_cuda_gemm_lt(ctx, &handle, &ws, &ws_bytes);
-    if (fs != F8_OK) return fs;
     cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
     set_attr(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &g->b_scale_inv, sizeof g->b_scale_inv, &st);
     set_attr(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &g->a_scale_inv, sizeof g->a_scale_inv, &st);
     if (p->fused_bias) set_attr(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias, sizeof g->bias, &st);
-    const float alpha = 1.0f, beta = g->c ? 1.0f : 0.0f;
-    const void *cmat = g->c ? g->c : g->d;
-    if (st == CUBLAS_STATUS_SUCCESS)
-        st = cublasLtMatmul((cublasLtHandle_t)handle, p->desc, &alpha, g->b, p->lay_a, g->a, p->lay_b, &beta, cmat,
-                            p->lay_d, g->d, p->lay_d, &p->algo, ws, ws_bytes, f8i_stream(ctx));
-    if (st == CUBLAS_STATUS_NOT_SUPPORTED) {
-        *refused = 1;
-        return F8_OK;
-    }
     if (st != CUBLAS_STATUS_SUCCESS)
-        return f8i_error(ctx, F8_ERR_CUBLAS, "rowwise gemm %lldx%lldx%lld (%s x %s -> %s): cublasLtMatmul: %s",
-                         (long long)g->m, (long long)g->n, (long long)g->k, f8_dtype_name(g->a_dtype),
-                         f8_dtype_name(g->b_dtype), f8_dtype_name(g->d_dtype), cublasLtGetStatusName(st));
-    F8I_COUNT_LAUNCHES(ctx, 1);
+        return f8i_error(ctx, F8_ERR_CUBLAS, "rowwise gemm %lldx%lldx%lld: setting the scale and bias pointers: %s",
+                         (long long)g->m, (long long)g->n, (long long)g->k, cublasLtGetStatusName(st));
+    const f8i_lt_call call = {p->desc, p->lay_a, p->lay_b, p->lay_d, &p->algo, g->a, g->b, g->c, g->d};
+    F8I_TRY(f8i_lt_matmul(ctx, &call, "rowwise gemm", g->m, g->n, g->k, refused));
+    if (*refused) return F8_OK;
     if (!g->bias || p->fused_bias) return F8_OK;
     f8i_gemm_args b;
     memset(&b, 0, sizeof b);
@@ -295,11 +297,11 @@ f8_status f8i_cuda_gemm_rowwise(f8_ctx *ctx, const f8i_rowwise_gemm_args *g, f8i
 {
     if (last_path) *last_path = 0;
     if (g->m == 0 || g->n == 0) return F8_OK;
-    f8i_rowwise_plan *own = NULL;
     if (!plan) {
-        f8_status st = f8i_cuda_rowwise_plan_create(ctx, g, 0, &own);
-        if (st != F8_OK) return st;
-        plan = own;
+        const rg_key key = make_key(g);
+        f8i_plan *cached = NULL;
+        F8I_TRY(f8i_plan_get(ctx, &rowwise_kind, &key, sizeof key, g, &cached));
+        plan = (f8i_rowwise_plan *)cached->body;
     } else {
         const rg_key key = make_key(g);
         if (memcmp(&key, &plan->key, sizeof key) != 0)
@@ -318,6 +320,5 @@ f8_status f8i_cuda_gemm_rowwise(f8_ctx *ctx, const f8i_rowwise_gemm_args *g, f8i
         st = launch_fallback(ctx, g);
         if (st == F8_OK && last_path) *last_path = 1;
     }
-    f8i_cuda_rowwise_plan_destroy(own);
     return st;
 }
