@@ -196,21 +196,12 @@ static void test_gradients(int llama)
     o.grad_accum = 1;
     o.recompute_blocks = 1;
     trainer *t = make(&o);
-    gpt *m = trainer_model(t);
-    int32_t *x = (int32_t *)xmalloc((size_t)m->T * 8);
-    CHECK_OK(m->ctx, data_train_batch(t->data, 0, 0, (int)o.batch, (int)o.seq, x, x + m->T));
-    f8_ctx_upload(m->ctx, m->tokens, x, (size_t)m->T * 4);
-    f8_ctx_upload(m->ctx, m->targets, x + m->T, (size_t)m->T * 4);
-    CHECK_OK(m->ctx, gpt_zero_grad(m));
-    CHECK_OK(m->ctx, gpt_forward(m, m->c.batch, 1, 1.0f / (float)m->T, F8_MICROBATCH_FIRST));
-    CHECK_OK(m->ctx, gpt_backward(m));
-    fd_ctx f = {m, 0, 0, 0, 0};
-    CHECK_OK(m->ctx, param_each(&m->params, 0, fd_param, &f));
+    fd_ctx f;
+    fd_check_trainer(t, &f, NULL);
     CHECK(f.bad == 0, "%s: %d of %d gradient elements differ from finite differences", llama ? "llama" : "gpt", f.bad,
           f.checked);
     printf("  %s with recompute, gradients vs finite differences: %d elements, worst relative error %.3g\n",
            llama ? "llama" : "gpt", f.checked, f.worst);
-    free(x);
     trainer_destroy(t);
 }
 
