@@ -378,7 +378,9 @@ static const train_option_def OPTIONS[] = {
      "                       fp8 not with --tp (default fp32; on --resume the checkpoint's)\n"},
     {"--dtype", NULL, OPT_WORD, F(dtype), 0, 0, WORDS(DTYPES), "train.dtype",
      NULL,
-     "  --dtype auto|fp32|bf16   parameters and activations (default auto: bf16 on CUDA, fp32 on CPU)\n"},
+     "  --dtype auto|fp32|bf16   parameters, activations and gradients (default auto: bf16 on CUDA, fp32\n"
+     "                       on CPU); BF16 gradients sum --grad-accum microbatches in BF16 (README,\n"
+     "                       \"Gradients\": within M x 2^-8 of FP32's); fp32 accumulates in FP32\n"},
     {"--backend", NULL, OPT_WORD, F(backend), 0, 0, WORDS(BACKENDS), NULL,
      NULL,
      "  --backend auto|cpu|cuda  (default auto: CUDA when a GPU is usable)\n"},
