@@ -40,21 +40,14 @@ static void test_gradients(int64_t head_chunk)
     gpt *m = trainer_model(t);
     /* one batch into the model, forward + backward with grad_scale 1/T: the
      * gradients are those of the mean loss */
-    int32_t *x = (int32_t *)xmalloc((size_t)m->T * 8);
-    CHECK_OK(m->ctx, data_train_batch(t->data, 0, 0, (int)o.batch, (int)o.seq, x, x + m->T));
-    f8_ctx_upload(m->ctx, m->tokens, x, (size_t)m->T * 4);
-    f8_ctx_upload(m->ctx, m->targets, x + m->T, (size_t)m->T * 4);
-    CHECK_OK(m->ctx, gpt_zero_grad(m));
-    CHECK_OK(m->ctx, gpt_forward(m, m->c.batch, 1, 1.0f / (float)m->T, F8_MICROBATCH_FIRST));
-    CHECK(m->head_done == (head_chunk > 0), "head_chunk %lld: the head's backward ran %s the forward",
-          (long long)head_chunk, m->head_done ? "in" : "after");
-    CHECK_OK(m->ctx, gpt_backward(m));
-    fd_ctx f = {m, 0, 0, 0, 0};
-    CHECK_OK(m->ctx, param_each(&m->params, 0, fd_param, &f));
+    fd_ctx f;
+    int head_done;
+    fd_check_trainer(t, &f, &head_done);
+    CHECK(head_done == (head_chunk > 0), "head_chunk %lld: the head's backward ran %s the forward",
+          (long long)head_chunk, head_done ? "in" : "after");
     CHECK(f.bad == 0, "%d of %d gradient elements differ from finite differences", f.bad, f.checked);
     printf("  gradients vs finite differences (head in passes of %lld): %d elements of %d parameters, worst relative "
            "error %.3g\n", (long long)(head_chunk ? head_chunk : m->T), f.checked, f.index, f.worst);
-    free(x);
     trainer_destroy(t);
 }
 

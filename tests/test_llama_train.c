@@ -55,21 +55,12 @@ static void test_gradients(int untied, double rope_factor)
     train_options o = llama_options(0, untied, rope_factor);
     o.grad_accum = 1;
     trainer *t = make(&o);
-    gpt *m = trainer_model(t);
-    int32_t *x = (int32_t *)xmalloc((size_t)m->T * 8);
-    CHECK_OK(m->ctx, data_train_batch(t->data, 0, 0, (int)o.batch, (int)o.seq, x, x + m->T));
-    f8_ctx_upload(m->ctx, m->tokens, x, (size_t)m->T * 4);
-    f8_ctx_upload(m->ctx, m->targets, x + m->T, (size_t)m->T * 4);
-    CHECK_OK(m->ctx, gpt_zero_grad(m));
-    CHECK_OK(m->ctx, gpt_forward(m, m->c.batch, 1, 1.0f / (float)m->T, F8_MICROBATCH_FIRST));
-    CHECK_OK(m->ctx, gpt_backward(m));
-    fd_ctx f = {m, 0, 0, 0, 0};
-    CHECK_OK(m->ctx, param_each(&m->params, 0, fd_param, &f));
+    fd_ctx f;
+    fd_check_trainer(t, &f, NULL);
     CHECK(f.bad == 0, "untied %d rope factor %g: %d of %d gradient elements differ from finite differences", untied,
           rope_factor, f.bad, f.checked);
     printf("  gradients vs finite differences (%s head, rope factor %g): %d elements of %d parameters, worst %.3g\n",
            untied ? "untied" : "tied", rope_factor, f.checked, f.index, f.worst);
-    free(x);
     trainer_destroy(t);
 }
 

@@ -15,7 +15,7 @@
  *              power of two plans a little more than it holds)
  * over configurations that move each category: FP8 on and off, BF16, a
  * larger batch with --recompute-norm, BF16 and FP8 AdamW moments, FP8
- * primary weights, block scaling. Then the refusal: --memory-limit below
+ * primary weights, block scaling, --recompute-blocks (GPT and Llama). Then the refusal: --memory-limit below
  * the plan refuses before the model is made (F8_ERR_OUT_OF_MEMORY), names
  * the options that would make it fit, and the same limit above the plan
  * runs. And f8_ctx_device_memory, the limit's source on CUDA, on the CPU.
@@ -93,6 +93,12 @@ static void test_plans(void)
     o.recipe = "block";
     o.channels = 128;
     check_config("--recipe block", o);
+    o = base;
+    o.batch = 8;
+    o.recompute_blocks = 1;
+    check_config("batch 8, --recompute-blocks on", o);
+    o.llama = 1, o.heads = 4, o.kv_heads = 2, o.ffn = 96, o.rope_theta = 10000.0;
+    check_config("llama, batch 8, --recompute-blocks on", o);
 }
 
 static void test_refusal(void)
@@ -110,7 +116,7 @@ static void test_refusal(void)
     f8_status st = trainer_create(&o, &t, err, sizeof err);
     CHECK(st == F8_ERR_OUT_OF_MEMORY && t == NULL, "a limit under the plan: %s (%s)", f8_status_string(st), err);
     CHECK(strstr(err, "--memory-limit") && strstr(err, "--adam-moments fp8") && strstr(err, "enough alone") &&
-              strstr(err, "--recompute-norm on") && strstr(err, "--batch"),
+              strstr(err, "--recompute-norm on") && strstr(err, "--recompute-blocks on") && strstr(err, "--batch"),
           "the refusal names the limit and the options that help: %s", err);
     printf("  refused: %.300s...\n", err);
     trainer_destroy(t);
@@ -126,6 +132,27 @@ static void test_refusal(void)
     st = trainer_create(&o, &t, err, sizeof err);
     CHECK(st == F8_ERR_OUT_OF_MEMORY && !strstr(err, "enough alone"), "1 MiB: %s", err);
     trainer_destroy(t);
+    /* a Llama (llama-8B's family: one GPU judges it by the plan) refused alike; FP8 moments and block
+     * recompute together make it fit */
+    o = quiet_run_options("cpu", 2);
+    o.quiet = 0;
+    o.llama = 1, o.layers = 4, o.heads = 4, o.kv_heads = 2, o.channels = 64, o.ffn = 160, o.seq = 64, o.batch = 8;
+    o.rope_theta = 10000.0;
+    t = NULL;
+    CHECK(trainer_create(&o, &t, err, sizeof err) == F8_OK, "the Llama: %s", err);
+    const double llama_need = t ? t->plan.total : 0, blocks = t ? t->plan.blocks_saves : 0;
+    trainer_destroy(t);
+    t = NULL;
+    o.memory_limit = (float)((llama_need - 0.6 * blocks) / 1073741824.0);
+    st = trainer_create(&o, &t, err, sizeof err);
+    CHECK(st == F8_ERR_OUT_OF_MEMORY && strstr(err, "--adam-moments fp8") && strstr(err, "--recompute-blocks on"),
+          "the Llama under its plan: %s", err);
+    trainer_destroy(t);
+    t = NULL;
+    o.adam_moments = "fp8", o.recompute_blocks = 1;
+    CHECK(trainer_create(&o, &t, err, sizeof err) == F8_OK, "the Llama with FP8 moments and block recompute: %s", err);
+    trainer_destroy(t);
+    t = NULL;
     /* the CPU without a limit never refuses: the default */
     CHECK(quiet_run_options("cpu", 2).memory_limit == 0, "the default limit is none");
     /* a quiet CPU run without a limit does not plan (nothing would show or check it) */

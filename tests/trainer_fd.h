@@ -73,6 +73,27 @@ static f8_status fd_param(void *user, const model_param *e)
     return F8_OK;
 }
 
+/* One training forward + backward of the trainer's first batch from zero
+ * gradients (grad_scale 1/T: the mean loss's), then 3 elements of every
+ * table entry against finite differences into *f (f->m is set).
+ * head_done (NULL: not wanted): whether that forward ran the head's backward. */
+static void fd_check_trainer(trainer *t, fd_ctx *f, int *head_done)
+{
+    gpt *m = trainer_model(t);
+    int32_t *x = (int32_t *)xmalloc((size_t)m->T * 8);
+    CHECK_OK(m->ctx, data_train_batch(t->data, 0, 0, (int)m->c.batch, (int)m->c.seq, x, x + m->T));
+    f8_ctx_upload(m->ctx, m->tokens, x, (size_t)m->T * 4);
+    f8_ctx_upload(m->ctx, m->targets, x + m->T, (size_t)m->T * 4);
+    CHECK_OK(m->ctx, gpt_zero_grad(m));
+    CHECK_OK(m->ctx, gpt_forward(m, m->c.batch, 1, 1.0f / (float)m->T, F8_MICROBATCH_FIRST));
+    if (head_done) *head_done = m->head_done;
+    CHECK_OK(m->ctx, gpt_backward(m));
+    memset(f, 0, sizeof *f);
+    f->m = m;
+    CHECK_OK(m->ctx, param_each(&m->params, 0, fd_param, f));
+    free(x);
+}
+
 /* Two models' checkpoints (parameters and FP8 scaling state) serialize to
  * the same bytes. Needs io/checkpoint.h. */
 static int models_bitwise_equal(gpt *mu, gpt *mr)

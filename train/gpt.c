@@ -18,6 +18,7 @@
 #include "gpt.h"
 #include "head.h"
 #include "llama.h"
+#include "recompute.h"
 #include "tp.h"
 #include "try.h"
 
@@ -175,12 +176,9 @@ static f8_status create_blocks(gpt *m, f8_ctx *init)
                 TRY(scale_weight(m, m->ctx, &w, proj_scale, b->mlp, F8_PARAM_FC2_WEIGHT));
             }
         }
-        TRY(f8_module_saved_create(b->qkv, &b->qkv_s));
         b->att = m->att;
         if (m->c.fp8_attention) TRY(f8_attention_create(m->ctx, &m->att_cfg, &b->att));
-        TRY(f8_attention_saved_create(b->att, &b->att_s));
-        TRY(f8_module_saved_create(b->proj, &b->proj_s));
-        TRY(f8_module_saved_create(b->mlp, &b->mlp_s));
+        TRY(recompute_block_saved(m, l)); /* its own saved state, or (recompute) layer 0's */
     }
     return F8_OK;
 }
@@ -287,6 +285,10 @@ f8_status gpt_create_tp(f8_ctx *ctx, const gpt_config *c, f8_comm *tp, int sp, g
         snprintf(err, err_size, "FP8 primary weights need fp8 and no tensor parallelism");
         return F8_ERR_INVALID_ARGUMENT;
     }
+    if (c->recompute_blocks && (m->tp || sp)) {
+        snprintf(err, err_size, "block recompute is not yet for tensor or sequence parallelism");
+        return F8_ERR_UNSUPPORTED;
+    }
     m->sp = sp != 0;
     m->Tr = m->sp ? m->T / m->tp_size : m->T;
     m->Cl = c->channels / m->tp_size;
@@ -338,9 +340,9 @@ f8_status gpt_create_tp(f8_ctx *ctx, const gpt_config *c, f8_comm *tp, int sp, g
     if (st == F8_OK) st = alloc_act(m, &m->dwpe, (size_t)(c->seq * C) * es);
     f8_tensor wpe = view(m, m->wpe, 0, gpt_positions(c), C);
     if (st == F8_OK) st = f8_tensor_fill_normal(ctx, &wpe, 0.01, c->seed * 40503u + 11);
-    if (st == F8_OK) st = alloc_act(m, &m->resid, (size_t)((2 * L + 1) * m->Tr * C) * es);
-    if (st == F8_OK) st = alloc_act(m, &m->qkv, (size_t)(L * T * 3 * Cl) * es);
-    if (st == F8_OK) st = alloc_act(m, &m->atty, (size_t)(L * T * Cl) * es);
+    if (st == F8_OK) st = alloc_act(m, &m->resid, (size_t)(rc_resid_slots(c) * m->Tr * C) * es);
+    if (st == F8_OK) st = alloc_act(m, &m->qkv, (size_t)(rc_act_layers(c) * T * 3 * Cl) * es);
+    if (st == F8_OK) st = alloc_act(m, &m->atty, (size_t)(rc_act_layers(c) * T * Cl) * es);
     if (st == F8_OK) st = alloc_act(m, &m->logits, (size_t)(m->head_rows * c->padded_vocab) * es);
     if (st == F8_OK) st = alloc_act(m, &m->dres, (size_t)(T * C) * es);
     if (st == F8_OK) st = alloc_act(m, &m->dtmp, (size_t)(T * C) * es);
@@ -366,11 +368,8 @@ void gpt_destroy(gpt *m)
     if (!m->ctx) return;
     for (int64_t l = 0; m->blocks && l < m->c.layers; l++) {
         gpt_block *b = &m->blocks[l];
-        f8_saved_destroy(b->qkv_s);
-        f8_attention_saved_destroy(b->att_s);
+        recompute_block_release(m, l);
         if (b->att != m->att) f8_attention_destroy(b->att);
-        f8_saved_destroy(b->proj_s);
-        f8_saved_destroy(b->mlp_s);
         f8_module_destroy(b->qkv);
         f8_module_destroy(b->proj);
         f8_module_destroy(b->mlp);
@@ -512,6 +511,19 @@ static f8_status row_parallel(gpt *m, f8_module *mod, const f8_tensor *in, f8_sa
     return f8_tensor_add(m->ctx, y, residual);
 }
 
+/* Block l's forward (a block_forward_fn: recompute.h runs it again in the backward). */
+static f8_status block_forward(gpt *m, int64_t l, int64_t batch, int train, f8_microbatch mb)
+{
+    gpt_block *b = &m->blocks[l];
+    f8_tensor x = resid(m, rc_in(m, l)), xm = resid(m, rc_mid(m, l)), xo = resid(m, rc_out(m, l));
+    f8_tensor qkv = slice(m, m->qkv, rc_act(m, l), 3 * m->Cl), a = slice(m, m->atty, rc_act(m, l), m->Cl);
+    /* SP: x holds this rank's tokens; the module gathers its norm output, qkv is all T */
+    TRY(f8_layernorm_linear_forward(b->qkv, &x, &qkv, NULL, mb, train ? b->qkv_s : NULL));
+    TRY(f8_attention_forward(b->att, &qkv, batch, m->c.seq, &a, train ? b->att_s : NULL));
+    TRY(row_parallel(m, b->proj, &a, train ? b->proj_s : NULL, mb, &xm, &x));
+    return row_parallel(m, b->mlp, &xm, train ? b->mlp_s : NULL, mb, &xo, &xm);
+}
+
 f8_status gpt_forward(gpt *m, int64_t batch, int train, float grad_scale, f8_microbatch mb)
 {
     const gpt_config *c = &m->c;
@@ -530,16 +542,10 @@ f8_status gpt_forward(gpt *m, int64_t batch, int train, float grad_scale, f8_mic
         TRY(f8_embedding_forward(m->ctx, m->tokens, c->seq, &wte, &wpe, &x0));
     }
     for (int64_t l = 0; l < c->layers; l++) {
-        gpt_block *b = &m->blocks[l];
-        f8_tensor x = resid(m, 2 * l), xm = resid(m, 2 * l + 1), xo = resid(m, 2 * l + 2);
-        f8_tensor qkv = slice(m, m->qkv, l, 3 * m->Cl), a = slice(m, m->atty, l, m->Cl);
-        /* SP: x holds this rank's tokens; the module gathers its norm output, qkv is all T */
-        TRY(f8_layernorm_linear_forward(b->qkv, &x, &qkv, NULL, mb, train ? b->qkv_s : NULL));
-        TRY(f8_attention_forward(b->att, &qkv, batch, c->seq, &a, train ? b->att_s : NULL));
-        TRY(row_parallel(m, b->proj, &a, train ? b->proj_s : NULL, mb, &xm, &x));
-        TRY(row_parallel(m, b->mlp, &xm, train ? b->mlp_s : NULL, mb, &xo, &xm));
+        if (train) TRY(recompute_bind(m, l, batch, mb));
+        TRY(block_forward(m, l, batch, train, mb));
     }
-    f8_tensor xf = resid(m, 2 * c->layers);
+    f8_tensor xf = resid(m, rc_final(m));
     if (m->sp) { /* the head is replicated: all T tokens on every rank */
         f8_tensor all = f8_tensor_make(m->xf, c->dtype, T, C);
         TRY(f8_comm_all_gather(m->tp, xf.data, all.data, xf.rows * C, c->dtype));
@@ -573,6 +579,7 @@ f8_status gpt_backward(gpt *m)
     if (!m->head_done) TRY(f8_layernorm_linear_backward(m->head, m->head_s, &dlogits, NULL, &d));
     for (int64_t l = c->layers - 1; l >= 0; l--) {
         gpt_block *b = &m->blocks[l];
+        TRY(recompute_block(m, l, block_forward));
         if (l < c->layers - 1) TRY(gather_grad(m, &dl, &d)); /* after the head, d is whole already */
         if (fused) { /* the norm backward adds into d as it stores; d is also dy, read before */
             TRY(f8_module_backward_add(b->mlp, b->mlp_s, &d, &d)); /* d = ∂loss/∂x' */

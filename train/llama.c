@@ -21,6 +21,7 @@
 
 #include "head.h"
 #include "llama.h"
+#include "recompute.h"
 #include "try.h"
 
 static size_t esize(const gpt *m) { return f8_dtype_size(m->c.dtype); }
@@ -124,11 +125,8 @@ static f8_status create_blocks(gpt *m)
         TRY(f8_layernorm_linear_create(m->ctx, &qc, &b->qkv));
         TRY(f8_linear_create(m->ctx, &pc, &b->proj));
         TRY(f8_layernorm_mlp_create(m->ctx, &mc, &b->mlp));
-        TRY(f8_module_saved_create(b->qkv, &b->qkv_s));
         b->att = m->att;
-        TRY(f8_attention_saved_create(b->att, &b->att_s));
-        TRY(f8_module_saved_create(b->proj, &b->proj_s));
-        TRY(f8_module_saved_create(b->mlp, &b->mlp_s));
+        TRY(recompute_block_saved(m, l)); /* its own saved state, or (recompute) layer 0's */
     }
     return F8_OK;
 }
@@ -234,9 +232,9 @@ f8_status llama_create_tp(f8_ctx *ctx, const gpt_config *c, f8_comm *tp, int sp,
     if (st == F8_OK) st = alloc_act(m, &m->wpe, (size_t)(c->seq * C) * es);
     f8_tensor wpe = view(m, m->wpe, 0, c->seq, C);
     if (st == F8_OK) st = f8_tensor_zero(ctx, &wpe);
-    if (st == F8_OK) st = alloc_act(m, &m->resid, (size_t)((2 * L + 1) * T * C) * es);
-    if (st == F8_OK) st = alloc_act(m, &m->qkv, (size_t)(L * T * W) * es);
-    if (st == F8_OK) st = alloc_act(m, &m->atty, (size_t)(L * T * C) * es);
+    if (st == F8_OK) st = alloc_act(m, &m->resid, (size_t)(rc_resid_slots(c) * T * C) * es);
+    if (st == F8_OK) st = alloc_act(m, &m->qkv, (size_t)(rc_act_layers(c) * T * W) * es);
+    if (st == F8_OK) st = alloc_act(m, &m->atty, (size_t)(rc_act_layers(c) * T * C) * es);
     if (st == F8_OK) st = alloc_act(m, &m->logits, (size_t)(m->head_rows * Vp) * es);
     if (st == F8_OK) st = alloc_act(m, &m->dres, (size_t)(T * C) * es);
     if (st == F8_OK) st = alloc_act(m, &m->dtmp, (size_t)(T * C) * es);
@@ -264,26 +262,36 @@ static f8_status embedding_table(gpt *m, int grad, f8_tensor *t)
     return f8_module_param(m->head, F8_PARAM_WEIGHT, grad, t);
 }
 
+/* Block l's forward (a block_forward_fn: recompute.h runs it again in the backward). */
+static f8_status block_forward(gpt *m, int64_t l, int64_t batch, int train, f8_microbatch mb)
+{
+    const gpt_config *c = &m->c;
+    const int64_t C = c->channels, W = qkv_width(c);
+    gpt_block *b = &m->blocks[l];
+    f8_tensor x = slice(m, m->resid, rc_in(m, l), C), xm = slice(m, m->resid, rc_mid(m, l), C);
+    f8_tensor xo = slice(m, m->resid, rc_out(m, l), C);
+    f8_tensor qkv = slice(m, m->qkv, rc_act(m, l), W), a = slice(m, m->atty, rc_act(m, l), C);
+    TRY(f8_layernorm_linear_forward(b->qkv, &x, &qkv, NULL, mb, train ? b->qkv_s : NULL));
+    TRY(f8_rope_forward(m->rope, &qkv, c->seq));
+    TRY(f8_attention_forward(b->att, &qkv, batch, c->seq, &a, train ? b->att_s : NULL));
+    TRY(f8_module_forward_add(b->proj, &a, &xm, &x, mb, train ? b->proj_s : NULL));
+    return f8_module_forward_add(b->mlp, &xm, &xo, &xm, mb, train ? b->mlp_s : NULL);
+}
+
 f8_status llama_forward(gpt *m, int64_t batch, int train, float grad_scale, f8_microbatch mb)
 {
     const gpt_config *c = &m->c;
     if (batch < 1 || batch > c->batch) return F8_ERR_SHAPE;
-    const int64_t C = c->channels, W = qkv_width(c);
+    const int64_t C = c->channels;
     m->T_call = batch * c->seq;
     f8_tensor wte, wpe = view(m, m->wpe, 0, c->seq, C), x0 = slice(m, m->resid, 0, C);
     TRY(embedding_table(m, 0, &wte));
     TRY(f8_embedding_forward(m->ctx, m->tokens, c->seq, &wte, &wpe, &x0));
     for (int64_t l = 0; l < c->layers; l++) {
-        gpt_block *b = &m->blocks[l];
-        f8_tensor x = slice(m, m->resid, 2 * l, C), xm = slice(m, m->resid, 2 * l + 1, C), xo = slice(m, m->resid, 2 * l + 2, C);
-        f8_tensor qkv = slice(m, m->qkv, l, W), a = slice(m, m->atty, l, C);
-        TRY(f8_layernorm_linear_forward(b->qkv, &x, &qkv, NULL, mb, train ? b->qkv_s : NULL));
-        TRY(f8_rope_forward(m->rope, &qkv, c->seq));
-        TRY(f8_attention_forward(b->att, &qkv, batch, c->seq, &a, train ? b->att_s : NULL));
-        TRY(f8_module_forward_add(b->proj, &a, &xm, &x, mb, train ? b->proj_s : NULL));
-        TRY(f8_module_forward_add(b->mlp, &xm, &xo, &xm, mb, train ? b->mlp_s : NULL));
+        if (train) TRY(recompute_bind(m, l, batch, mb));
+        TRY(block_forward(m, l, batch, train, mb));
     }
-    f8_tensor xf = slice(m, m->resid, 2 * c->layers, C);
+    f8_tensor xf = slice(m, m->resid, rc_final(m), C);
     return head_forward(m, &xf, train, grad_scale, mb);
 }
 
@@ -296,6 +304,7 @@ f8_status llama_backward(gpt *m)
     if (!m->head_done) TRY(f8_layernorm_linear_backward(m->head, m->head_s, &dlogits, NULL, &d));
     for (int64_t l = c->layers - 1; l >= 0; l--) {
         gpt_block *b = &m->blocks[l];
+        TRY(recompute_block(m, l, block_forward));
         TRY(f8_module_backward_add(b->mlp, b->mlp_s, &d, &d)); /* d = ∂loss/∂x' */
         TRY(f8_module_backward(b->proj, b->proj_s, &d, &datt));
         TRY(f8_attention_backward(b->att, b->att_s, &datt, &dqkv));

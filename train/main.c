@@ -48,7 +48,7 @@ int main(int argc, char **argv)
     if (argc > 1 && strcmp(argv[1], "export-hf") == 0) return export_hf_main(argc, argv);
     if (argc > 1 && strcmp(argv[1], "eval-hf") == 0) return eval_hf_main(argc, argv);
     train_options o = train_options_default();
-    char err[512] = "";
+    char err[1024] = ""; /* a memory plan refusal names the plan and its fixes */
     int r = train_parse_args(argc, argv, &o, stdout, err, sizeof err);
     if (r > 0) return 0;
     if (r < 0) {

@@ -93,7 +93,11 @@ f8_status mem_plan_make(const gpt_config *c, const mem_plan_run *r, mem_plan *p,
     /* FP8 GEMM weights get a cached transpose at the first backward: a byte a weight element */
     const double C = (double)c->channels;
     const int block = r->ctx.recipe.kind == F8_RECIPE_BLOCK; /* its workspaces hold both layouts: no transposes */
-    const double transposes = c->fp8 && !block ? L * 12 * C * C / tp + (c->fp8_head ? (double)c->padded_vocab * C : 0) : 0;
+    /* a block's weight elements: GPT 12·C² (qkv 3C², proj C², fc1 and fc2 4C² each); Llama qkv C·W (W = q,
+     * k and v of H and G heads), proj C², fc1 (SwiGLU, 2F) and fc2 3·C·F */
+    const double kv = (double)(c->kv_heads > 0 ? c->kv_heads : c->heads), W = ((double)c->heads + 2 * kv) * C / (double)c->heads;
+    const double per_block = c->llama ? C * W + C * C + 3 * C * (double)c->ffn : 12 * C * C;
+    const double transposes = c->fp8 && !block ? L * per_block / tp + (c->fp8_head ? (double)c->padded_vocab * C : 0) : 0;
     p->bytes[PLAN_WEIGHTS] = mem[F8_MEM_PARAMETERS] + one.wpe;
     p->bytes[PLAN_GRADIENTS] = mem[F8_MEM_GRADIENTS] + one.dwpe;
     p->bytes[PLAN_WORKSPACES] = mem[F8_MEM_WORKSPACE_DATA] + mem[F8_MEM_WORKSPACE_TRANSPOSE] + transposes;
@@ -104,8 +108,16 @@ f8_status mem_plan_make(const gpt_config *c, const mem_plan_run *r, mem_plan *p,
     const double ranks = r->ranks > 0 ? (double)r->ranks : 1;
     p->bytes[PLAN_OPTIMIZER] = (moments + masters) / ranks + (r->ranks > 0 ? 4 * el + 4 * el / ranks : 0);
     /* --recompute-norm: the norm outputs of qkv and the MLP, FP8 (a byte each), per layer */
-    if (c->fp8 && !c->recompute_norm && r->ctx.recipe.kind != F8_RECIPE_BLOCK)
+    if (c->fp8 && !c->recompute_norm && !c->recompute_blocks && r->ctx.recipe.kind != F8_RECIPE_BLOCK)
         p->norm_outputs = 2 * L * (double)c->batch * (double)c->seq * C;
+    /* --recompute-blocks: of each layer's activations (its saved state and buffers) all but the block's
+     * input go, for every layer but one (the shared set) */
+    if (!c->recompute_blocks && tp == 1) {
+        const int64_t rows = c->batch * c->seq;
+        const double per = two.mem[F8_MEM_SAVED_ACTIVATIONS] + two.mem[F8_MEM_OTHER] - one.mem[F8_MEM_SAVED_ACTIVATIONS] -
+                           one.mem[F8_MEM_OTHER], slot = (double)rows * C * (double)f8_dtype_size(c->dtype);
+        p->blocks_saves = per > slot ? (L - 1) * (per - slot) : 0;
+    }
     for (int k = 0; k < PLAN_COUNT; k++) p->total += p->bytes[k];
     return F8_OK;
 }
@@ -138,18 +150,19 @@ int mem_plan_check(const mem_plan *p, const gpt_config *c, const mem_plan_run *r
                    char *err, size_t n)
 {
     if (p->total <= limit) return 0;
-    char plan[400], lim[32], total[32], fixes[512] = "", h[32];
+    char plan[400], lim[32], total[32], fixes[768] = "", h[32];
     size_t at = 0;
     mem_plan_format(p, plan, sizeof plan);
     human(lim, sizeof lim, limit);
     human(total, sizeof total, p->total);
     const double over = p->total - limit, opt = p->bytes[PLAN_OPTIMIZER];
     /* each option alone, with what it saves: those that would make it fit alone first */
-    plan_fix f[3];
+    plan_fix f[4];
     int nf = 0;
     if (r->moments != F8_ADAMW_MOMENTS_FP8) /* the moments' share of the optimizer bytes, to about 2 B a parameter */
         f[nf++] = (plan_fix){"--adam-moments fp8",
                              opt * (1 - 2.0625 / (r->moments == F8_ADAMW_MOMENTS_BF16 ? 4 : 8))};
+    if (p->blocks_saves > 0) f[nf++] = (plan_fix){"--recompute-blocks on", p->blocks_saves};
     if (p->norm_outputs > 0) f[nf++] = (plan_fix){"--recompute-norm on", p->norm_outputs};
     if (c->batch > 1) f[nf++] = (plan_fix){"half the --batch", p->bytes[PLAN_ACTIVATIONS] / 2};
     for (int pass = 0; pass < 2; pass++)

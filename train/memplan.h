@@ -11,7 +11,10 @@
  * model's own buffers); the rest is counted from the options: the FP8
  * weight transposes a first backward adds, the optimizer's moments in their
  * form (--adam-moments) and ZeRO-1's flat buffers, the FP8 weights' FP32
- * masters. A probe costs one block and the head twice, briefly.
+ * masters. A probe costs one block and the head twice, briefly. With
+ * --recompute-blocks the probes hold what such a run holds (one block's
+ * saved state, the block inputs per layer), so the plan follows from them
+ * alike.
  */
 #ifndef F8_TRAIN_MEMPLAN_H
 #define F8_TRAIN_MEMPLAN_H
@@ -36,6 +39,7 @@ typedef struct mem_plan {
     double bytes[PLAN_COUNT];
     double total;
     double norm_outputs; /* bytes --recompute-norm on would not keep (0 where it does not apply) */
+    double blocks_saves; /* bytes --recompute-blocks on would not keep (0 where it does not apply) */
 } mem_plan;
 
 /* What the plan needs of a run besides its model config. */

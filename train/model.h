@@ -36,6 +36,8 @@ typedef struct gpt_config {
     int untied;           /* llama: an LM head of its own, not the embedding table */
     double rope_theta;    /* llama: RoPE's theta (0: 500000) */
     double rope_factor;   /* llama: Llama 3's "llama3" scaling factor (low 1, high 4, original 8192); 0: none */
+    int recompute_blocks; /* keep each block's input only and run its forward again in the backward
+                             (recompute.h); not with tensor or sequence parallelism */
 } gpt_config;
 
 /* The rows of wpe: the most of seq and c->positions. */
@@ -68,9 +70,10 @@ typedef struct gpt {
     f8_module *head; /* final LayerNorm + LM head; its weight [Vp, C] is wte */
     f8_saved *head_s;
     void *wpe, *dwpe;         /* (P, C) position embedding (P = gpt_positions) and (S, C) its gradient */
-    void *resid;              /* (2L+1, T, C) residual stream: block inputs and mid-block values */
-    void *qkv;                /* (L, T, 3C) attention inputs (kept for its backward) */
-    void *atty;               /* (L, T, C) attention outputs (the proj input) */
+    void *resid;              /* (2L+1, T, C) residual stream: block inputs and mid-block values
+                                 (recompute: (L+2, T, C), recompute.h) */
+    void *qkv;                /* (L, T, 3C) attention inputs (kept for its backward; recompute: 1 layer) */
+    void *atty;               /* (L, T, C) attention outputs (the proj input; recompute: 1 layer) */
     void *logits;             /* (head_rows, Vp): one chunk's logits, overwritten by its dlogits */
     int64_t head_rows;        /* tokens per LM-head pass: min(T, the config's head_chunk) */
     int head_done;            /* the last training forward ran the head's backward (chunked) */
@@ -110,6 +113,10 @@ typedef struct gpt {
      * head's weight is the table). wpe is then a zero (S, C), not a parameter. */
     f8_rope *rope;
     void *wte, *dwte;         /* untied: (Vp, C) each */
+    /* Block recompute (recompute.h): the last training forward's batch and
+     * microbatch, and the block whose forward the shared saved state holds. */
+    int64_t rc_batch, rc_last;
+    f8_microbatch rc_mb;
 } gpt;
 
 #endif /* F8_TRAIN_MODEL_H */

@@ -214,6 +214,18 @@ int train_check_recompute_norm(const train_options *o, const char *recipe, char 
     return why ? -1 : 0;
 }
 
+int train_check_recompute_blocks(const train_options *o, char *err, size_t n)
+{
+    const char *why = NULL;
+    if (!o->recompute_blocks) return 0;
+    if (o->tp > 1 || o->sequence_parallel)
+        why = "is not yet for --tp or --sequence-parallel (the blocks' all-reduces would run again)";
+    else if (o->fp8_report)
+        why = "is not with --fp8-report (the recomputed casts would count their saturated and flushed values again)";
+    if (why) snprintf(err, n, "--recompute-blocks on %s", why);
+    return why ? -1 : 0;
+}
+
 int train_check_fp8_attention(const train_options *o, const char *recipe, char *err, size_t n)
 {
     const char *why = NULL;
@@ -242,6 +254,7 @@ static int check_conflicts(const train_options *o, char *err, size_t n)
     }
     if (o->fp8_weights && train_check_fp8_weights(o, o->recipe, err, n) != 0) return -1;
     if (train_check_recompute_norm(o, o->recipe, err, n) != 0) return -1;
+    if (train_check_recompute_blocks(o, err, n) != 0) return -1;
     if (train_check_fp8_attention(o, o->recipe, err, n) != 0) return -1;
     if (o->adam_moments && strcmp(o->adam_moments, "fp8") == 0 && o->tp > 1) {
         snprintf(err, n, "--adam-moments fp8: not with --tp (a shard's 128-value blocks are not the whole "
@@ -333,6 +346,12 @@ static const train_option_def OPTIONS[] = {
      "                       saving them: 2 x tokens x channels bytes less per layer in FP8, one more\n"
      "                       norm forward each; bitwise the same (default off; not with\n"
      "                       --sequence-parallel or --recipe block)\n"},
+    {"--recompute-blocks", NULL, OPT_ON_OFF, F(recompute_blocks), 0, 0, WORDS(ON_OFF), NULL,
+     NULL,
+     "  --recompute-blocks on|off  keep only each block's input and run the block's forward again in\n"
+     "                       its backward: the activations of one block instead of all, about a third\n"
+     "                       more GEMM work; bitwise the same (default off; not with --tp or\n"
+     "                       --fp8-report)\n"},
     {"--fp8-attention", NULL, OPT_ON_OFF, F(fp8_attention), 0, 0, WORDS(ON_OFF), "train.fp8_attention",
      NULL,
      "  --fp8-attention on|off  attention's forward in FP8 (TE's fp8_dpa: Q, K, V, P and O in E4M3 with\n"
@@ -359,7 +378,9 @@ static const train_option_def OPTIONS[] = {
      "                       fp8 not with --tp (default fp32; on --resume the checkpoint's)\n"},
     {"--dtype", NULL, OPT_WORD, F(dtype), 0, 0, WORDS(DTYPES), "train.dtype",
      NULL,
-     "  --dtype auto|fp32|bf16   parameters and activations (default auto: bf16 on CUDA, fp32 on CPU)\n"},
+     "  --dtype auto|fp32|bf16   parameters, activations and gradients (default auto: bf16 on CUDA, fp32\n"
+     "                       on CPU); BF16 gradients sum --grad-accum microbatches in BF16 (README,\n"
+     "                       \"Gradients\": within M x 2^-8 of FP32's); fp32 accumulates in FP32\n"},
     {"--backend", NULL, OPT_WORD, F(backend), 0, 0, WORDS(BACKENDS), NULL,
      NULL,
      "  --backend auto|cpu|cuda  (default auto: CUDA when a GPU is usable)\n"},

@@ -29,6 +29,8 @@ typedef struct train_options {
     int recompute_norm;       /* --recompute-norm: the norm outputs of qkv and the MLP made again in backward
                                  instead of saved (memory; bitwise the same; not with --sequence-parallel or
                                  --recipe block) */
+    int recompute_blocks;     /* --recompute-blocks: each block's input kept, its forward run again in the
+                                 backward (recompute.h; bitwise the same; not with --tp) */
     int fp8_attention;        /* --fp8-attention: FP8 attention forward (f8_attention_config.fp8, TE's
                                  fp8_dpa with its BF16 backward); needs --fp8 on, --recipe delayed, bf16;
                                  on --resume the checkpoint's */
@@ -176,6 +178,10 @@ int train_check_fp8_weights(const train_options *o, const char *recipe, char *er
  * parallelism and, with --fp8 on, under --recipe block. recipe: as above.
  * 0, or -1 with the reason in err. */
 int train_check_recompute_norm(const train_options *o, const char *recipe, char *err, size_t err_size);
+/* --recompute-blocks on against the rest: not with --tp or --sequence-parallel
+ * (the blocks' all-reduces would run again), nor with --fp8-report (the
+ * recomputed casts would count their saturated and flushed values again). */
+int train_check_recompute_blocks(const train_options *o, char *err, size_t err_size);
 /* --fp8-attention on against the rest: it needs --fp8 on and delayed
  * scaling (the attention's S and O slots have no tensor to measure before
  * their cast). recipe: as above. 0, or -1 with the reason in err. */

@@ -486,6 +486,7 @@ f8_status trainer_create(const train_options *opt, trainer **out, char *err, siz
     }
     if (st == F8_OK && train_check_fp8_weights(&t->o, t->o.recipe, err, n) != 0) st = F8_ERR_INVALID_ARGUMENT;
     if (st == F8_OK && train_check_recompute_norm(&t->o, t->o.recipe, err, n) != 0) st = F8_ERR_INVALID_ARGUMENT;
+    if (st == F8_OK && train_check_recompute_blocks(&t->o, err, n) != 0) st = F8_ERR_INVALID_ARGUMENT;
     if (st == F8_OK && train_check_fp8_attention(&t->o, t->o.recipe, err, n) != 0) st = F8_ERR_INVALID_ARGUMENT;
     hf_config hc;
     const int from_hf = t->o.init_from && t->o.init_from[0];
@@ -561,6 +562,7 @@ f8_status trainer_create(const train_options *opt, trainer **out, char *err, siz
         c.fp8_head = t->o.fp8_head;
         c.fp8_weights = t->o.fp8_weights;
         c.recompute_norm = t->o.recompute_norm;
+        c.recompute_blocks = t->o.recompute_blocks;
         c.fp8_attention = t->o.fp8_attention;
         c.head_chunk = t->o.head_chunk;
         c.llama = t->o.llama; /* the Llama family (llama.h) */
@@ -583,10 +585,8 @@ f8_status trainer_create(const train_options *opt, trainer **out, char *err, siz
             st = F8_ERR_INVALID_ARGUMENT;
         }
         if (st == F8_OK && train_check_memory(&c, cuda, err, n) != 0) st = F8_ERR_OUT_OF_MEMORY;
-        char dev[128] = ""; /* one GPU: a Llama whose AdamW state does not fit is refused with its estimate */
-        if (st == F8_OK && c.llama && cuda && !t->comm && f8_ctx_device_name(t->ctx, dev, sizeof dev) == F8_OK &&
-            llama_check_memory(&c, dev, 0, err, n) != 0)
-            st = F8_ERR_OUT_OF_MEMORY;
+        /* one GPU: a Llama that does not fit is refused by its memory plan (below, before anything is
+         * allocated), which names the options that would make it fit */
         if (st == F8_OK && !c.llama && (t->o.kv_heads || t->o.ffn)) { /* the GPT presets leave both 0 */
             snprintf(err, n, "--kv-heads and --ffn shape a Llama: give a --model llama-* too");
             st = F8_ERR_INVALID_ARGUMENT;

@@ -104,6 +104,18 @@ F8_API f8_status f8_module_zero_grad(f8_module *module);
 F8_API f8_status f8_module_saved_create(f8_module *module, f8_saved **saved);
 F8_API void f8_saved_destroy(f8_saved *saved); /* NULL is a no-op */
 
+/* Hand a saved-state object to another module (activation recompute: one
+ * object serves every layer's module of one kind in turn, and the backward
+ * re-runs a layer's forward into it). The module must lay out the same saved
+ * state as the object's current owner: the same kind, shapes, max_tokens, fp8
+ * and recompute_norm_output, on the same ctx (else F8_ERR_INVALID_ARGUMENT,
+ * nothing changed). Whatever forward the object held is dropped (a backward
+ * needs a new forward with it); from then on it belongs to `module` alone.
+ * Its memory stays accounted to the module that created it, which must
+ * outlive it. Host work only: legal while capturing a graph. Rebinding to the
+ * current owner changes nothing. */
+F8_API f8_status f8_module_saved_rebind(f8_module *module, f8_saved *saved);
+
 /* Forward: y[T, out] = module(x[T, in]).
         * [in] x: FP32 or BF16 (FP8 off: must equal param_dtype), T <= max_tokens;
  *   kept unchanged by the caller until backward (FP8 off, and the norms,

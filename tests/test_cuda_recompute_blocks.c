@@ -1,0 +1,75 @@
+/*
+ * test_cuda_recompute_blocks.c — f8_train --recompute-blocks on the GPU:
+ * the GPT and the Llama in BF16 with FP8 GEMMs under every recipe (delayed,
+ * current, block), two microbatches a step, the step captured as one CUDA
+ * graph (the GPU's default) and run eagerly: every step's loss, then every
+ * parameter and the whole FP8 scaling state (the checkpoint's bytes), bitwise
+ * those of the same run without recompute; and a lower peak. cuDNN's
+ * attention runs its deterministic backward (the default), so the runs repeat
+ * bit for bit. The CPU oracle's version of this test (test_recompute_blocks)
+ * covers the compositions; this one the CUDA kernels, cuDNN and the graph.
+ * Skipped without a usable GPU.
+ */
+#include "check.h"
+#include "io/checkpoint.h"
+#include "f8train.h"
+#include "trainer_fixture.h"
+#include "trainer_fd.h"
+
+enum { STEPS = 4 };
+
+static train_options options(int llama, const char *recipe, int graph)
+{
+    train_options o = quiet_run_options("cuda", 6);
+    o.layers = 3;
+    o.heads = llama ? 4 : 2;
+    o.channels = 128; /* block scaling's 128-wide tiles */
+    o.seq = 64;
+    o.batch = 2;
+    o.grad_accum = 2;
+    o.warmup = 2;
+    o.recipe = recipe;
+    o.graph = graph;
+    if (llama) o.llama = 1, o.kv_heads = 2, o.ffn = 256, o.rope_theta = 10000.0;
+    return o;
+}
+
+static trainer *run(const train_options *o, double *losses, size_t *peak)
+{
+    trainer *t = make(o);
+    for (int s = 0; s < STEPS; s++) CHECK_OK(NULL, trainer_step(t, &losses[s]));
+    *peak = trainer_peak_memory(t);
+    return t;
+}
+
+int main(void)
+{
+    char why[256] = "";
+    f8_ctx *probe = test_ctx(F8_BACKEND_CUDA, NULL, why);
+    if (!probe) return test_skip("test_cuda_recompute_blocks", "no usable GPU or a CUDA=0 build");
+    f8_ctx_destroy(probe);
+    (void)fd_check_trainer; /* trainer_fd.h's finite differences are the CPU test's */
+    static const char *const recipes[3] = {"delayed", "current", "block"};
+    for (int llama = 0; llama <= 1; llama++)
+        for (int r = 0; r < 3; r++)
+            for (int graph = 1; graph >= 0; graph--) {
+                train_options o = options(llama, recipes[r], graph);
+                double off[STEPS], on[STEPS];
+                size_t peak_off, peak_on;
+                trainer *a = run(&o, off, &peak_off);
+                o.recompute_blocks = 1;
+                trainer *b = run(&o, on, &peak_on);
+                const char *what = llama ? "llama" : "gpt";
+                CHECK(memcmp(off, on, sizeof off) == 0, "%s, %s, graph %d: losses with recompute differ (%.9g vs %.9g)",
+                      what, recipes[r], graph, on[STEPS - 1], off[STEPS - 1]);
+                CHECK(models_bitwise_equal(trainer_model(a), trainer_model(b)),
+                      "%s, %s, graph %d: parameters or FP8 scaling state with recompute differ", what, recipes[r], graph);
+                CHECK(peak_on < peak_off, "%s, %s: peak %zu with recompute, %zu without", what, recipes[r], peak_on,
+                      peak_off);
+                printf("  %-5s %-7s graph %d: bitwise; peak %zu -> %zu bytes\n", what, recipes[r], graph, peak_off,
+                       peak_on);
+                trainer_destroy(a);
+                trainer_destroy(b);
+            }
+    return test_finish("test_cuda_recompute_blocks");
+}
