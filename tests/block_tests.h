@@ -85,15 +85,16 @@ static double stack_vs_hp(f8_ctx *fp8, f8_ctx *hp, const char *tag)
     return worst_g;
 }
 
-/* What the recipe refuses: fp8_weights on a BLOCK ctx, the public
- * per-tensor calls on a block-scaled weight workspace. */
-static void test_block_refusals(f8_ctx *blk)
+/* What the recipe refuses: fp8_weights on a BLOCK (ROWWISE) ctx, the
+ * public per-tensor calls on a block- (row-) scaled weight workspace; `name`
+ * is the recipe as the messages say it. */
+static void test_block_refusals(f8_ctx *blk, const char *name)
 {
     f8_linear_config c = f8_linear_config_default(32, 16);
     c.fp8_weights = 1;
     f8_module *m = NULL;
     CHECK_STATUS(blk, f8_linear_create(blk, &c, &m), F8_ERR_UNSUPPORTED);
-    CHECK(m == NULL && strstr(f8_ctx_last_error(blk), "block scaling") != NULL, "fp8_weights refused: %s",
+    CHECK(m == NULL && strstr(f8_ctx_last_error(blk), name) != NULL, "fp8_weights refused: %s",
           f8_ctx_last_error(blk));
     c.fp8_weights = 0;
     CHECK_OK(blk, f8_linear_create(blk, &c, &m));
@@ -123,7 +124,7 @@ static void run_block_tests(f8_backend be)
     const double ec = stack_vs_hp(cur, del, "current scaling");
     CHECK(eb <= ec * 1.05, "block scaling's worst gradient error %.4f is above current scaling's %.4f", eb, ec);
     f8_ctx_destroy(cur);
-    test_block_refusals(blk);
+    test_block_refusals(blk, "block scaling");
     test_checkpoint_resume(blk, 1, 0, path);
     test_recipe_refused(blk, del, path);
     for (int inside = 0; inside <= 1; inside++) test_graph_vs_eager(blk, blk2, 1, 0, inside);
@@ -131,6 +132,45 @@ static void run_block_tests(f8_backend be)
     f8_ctx_destroy(blk);
     f8_ctx_destroy(blk2);
     f8_ctx_destroy(p2);
+    f8_ctx_destroy(del);
+}
+
+/* The modules under row-wise scaling (F8_RECIPE_ROWWISE, torchao's
+ * "rowwise": E4M3 everywhere and power-of-two scales as torchao's recipe,
+ * and HYBRID without pow2): the stack against high precision within
+ * stack_vs_hp's bounds and no worse than current scaling's gradients;
+ * refusals (fp8_weights; ROWWISE_GW_HP, not implemented yet), checkpoint
+ * resume and refusal across recipes, graphed against eager. */
+static void run_rowwise_tests(f8_backend be)
+{
+    char why[256] = "", path[256];
+    snprintf(path, sizeof path, "/tmp/f8_test_rowwise_%s_%d.safetensors", be == F8_BACKEND_CPU ? "cpu" : "cuda",
+             (int)getpid());
+    f8_recipe r = f8_recipe_default(), rh = f8_recipe_default(), rc = f8_recipe_default();
+    r.kind = F8_RECIPE_ROWWISE;
+    r.format = F8_FORMAT_E4M3;
+    r.power_2_scales = 1;
+    rh.kind = F8_RECIPE_ROWWISE;
+    rc.kind = F8_RECIPE_CURRENT;
+    f8_ctx *row = test_ctx(be, &r, why), *row2 = test_ctx(be, &r, why), *hyb = test_ctx(be, &rh, why);
+    f8_ctx *del = test_ctx(be, NULL, why), *cur = test_ctx(be, &rc, why);
+    if (!row || !row2 || !hyb || !del || !cur) die(why, NULL);
+    f8_recipe rg = r;
+    rg.kind = F8_RECIPE_ROWWISE_GW_HP;
+    CHECK(test_ctx(be, &rg, why) == NULL && strstr(why, "use ROWWISE") != NULL, "ROWWISE_GW_HP refused: %s", why);
+    const double er = stack_vs_hp(row, del, "row-wise scaling (E4M3, power-of-two scales)");
+    stack_vs_hp(hyb, del, "row-wise scaling (HYBRID)");
+    const double ec = stack_vs_hp(cur, del, "current scaling");
+    CHECK(er <= ec * 1.05, "row-wise scaling's worst gradient error %.4f is above current scaling's %.4f", er, ec);
+    f8_ctx_destroy(cur);
+    test_block_refusals(row, "row-wise scaling");
+    test_checkpoint_resume(row, 1, 0, path);
+    test_recipe_refused(hyb, del, path); /* the same format: the kind is what differs */
+    for (int inside = 0; inside <= 1; inside++) test_graph_vs_eager(row, row2, 1, 0, inside);
+    remove(path);
+    f8_ctx_destroy(row);
+    f8_ctx_destroy(row2);
+    f8_ctx_destroy(hyb);
     f8_ctx_destroy(del);
 }
 

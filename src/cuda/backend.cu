@@ -96,6 +96,7 @@ static void cuda_state_destroy(f8_ctx *ctx)
     if (s->own_stream != NULL) (void)cudaStreamSynchronize(s->own_stream);
     f8i_cuda_attn_cudnn_destroy(ctx);
     f8i_cuda_gemm_block_destroy(ctx);
+    f8i_cuda_gemm_rowwise_destroy(ctx);
     if (s->gemm != NULL) f8i_cuda_gemm_destroy(ctx);
     if (s->amax_ticket != NULL) (void)cudaFree(s->amax_ticket);
     if (s->amax_partials != NULL) (void)cudaFree(s->amax_partials);

@@ -24,6 +24,7 @@ typedef struct f8i_cuda_state {
     cudaStream_t stream;       /* in use: own_stream or the caller's */
     f8i_gemm_cache *gemm;      /* cuBLASLt handle, workspace, cached plans */
     struct f8i_gemm_block_cache *gemm_block; /* gemm_block.cu's plans (lazily created) */
+    struct f8i_gemm_rowwise_cache *gemm_rowwise; /* gemm_rowwise.cu's plans (lazily created) */
     const void *smem_done[F8I_SMEM_OPTINS]; /* kernels already opted in (f8i_cuda_smem_optin) */
     unsigned int *amax_ticket; /* (1) device, 0 between launches: amax_scale.cu's last-block ticket */
     float *amax_partials;      /* (F8I_AMAX_MAX_BLOCKS) device: its per-block partial amaxes */
@@ -104,6 +105,10 @@ f8_status f8i_cuda_telemetry_snap(f8_ctx *ctx, const f8i_telemetry_snap_args *ar
 f8_status f8i_cuda_cast_block(f8_ctx *ctx, const f8i_cast_args *args); /* cast.cu's block modes */
 f8_status f8i_cuda_gemm_block(f8_ctx *ctx, const f8i_gemm_args *args); /* gemm.cu's block modes */
 void f8i_cuda_gemm_block_destroy(f8_ctx *ctx);
+/* Row-wise scaling: rowwise_cast.cu, gemm_rowwise.cu (its plans freed by
+ * f8i_cuda_gemm_rowwise_destroy before the GEMM cache whose handle they use). */
+f8_status f8i_cuda_gemm_rowwise_op(f8_ctx *ctx, const f8i_gemm_args *args); /* gemm.cu's mode ROW */
+void f8i_cuda_gemm_rowwise_destroy(f8_ctx *ctx);
 f8_status f8i_cuda_convert(f8_ctx *ctx, const void *src, f8_dtype src_dtype, const float *scale_inv, void *dst,
                            f8_dtype dst_dtype, int64_t count);
 f8_status f8i_cuda_reciprocal(f8_ctx *ctx, const float *src, float *dst, const float *noop);

@@ -95,7 +95,7 @@ static __global__ void __launch_bounds__(RG_TILE *RG_TILE) gemm_rowwise_fallback
                 __syncthreads();
             }
             if (i >= g.m || j >= g.n) continue;
-            float v = acc * (g.a_scale_inv[i] * g.b_scale_inv[j]);
+            float v = g.k ? acc * (g.a_scale_inv[i] * g.b_scale_inv[j]) : 0.0f; /* k = 0: no scales read */
             if (g.c) v = v + f8i_lt_load(g.c, i * g.n + j, g.d_dtype);
             if (g.bias) v = v + f8i_lt_load(g.bias, j, g.bias_dtype);
             f8i_lt_store(g.d, i * g.n + j, g.d_dtype, v);
@@ -320,4 +320,56 @@ f8_status f8i_cuda_gemm_rowwise(f8_ctx *ctx, const f8i_rowwise_gemm_args *g, f8i
     }
     f8i_cuda_rowwise_plan_destroy(own);
     return st;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The backend table's GEMM op for mode ROW (gemm.cu dispatches here)        */
+/* ------------------------------------------------------------------------ */
+
+/* The ctx's row-wise plans, one per key, built on first use and kept (the
+ * step path never builds one twice; under capture a new key is built then,
+ * host-side, as gemm.cu's per-tensor plans are). */
+typedef struct f8i_gemm_rowwise_cache {
+    f8i_rowwise_plan *plans; /* (cap) host, count used */
+    int count, cap, last;
+} f8i_gemm_rowwise_cache;
+
+static int key_equal(const rg_key *a, const rg_key *b) { return memcmp(a, b, sizeof *a) == 0; }
+
+static void plan_release(f8i_rowwise_plan *p) { f8i_lt_release(&p->desc, &p->lay_a, &p->lay_b, &p->lay_d); }
+
+f8_status f8i_cuda_gemm_rowwise_op(f8_ctx *ctx, const f8i_gemm_args *args)
+{
+    if (args->a_mode != F8I_SCALING_ROW || args->b_mode != F8I_SCALING_ROW || args->a_trans || args->b_trans)
+        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "gemm: a row-wise operand needs a row-wise partner, TN");
+    const f8i_rowwise_gemm_args g = f8i_rowwise_gemm_from(args);
+    F8I_TRY(f8i_rowwise_gemm_check(ctx, &g));
+    if (g.m == 0 || g.n == 0) return F8_OK;
+    f8i_cuda_state *s = f8i_cuda(ctx);
+    if (!s->gemm_rowwise) {
+        s->gemm_rowwise = (f8i_gemm_rowwise_cache *)calloc(1, sizeof(f8i_gemm_rowwise_cache));
+        if (!s->gemm_rowwise) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "rowwise gemm: no host memory for its cache");
+    }
+    f8i_gemm_rowwise_cache *c = s->gemm_rowwise;
+    const rg_key key = make_key(&g);
+    f8i_rowwise_plan *p = NULL;
+    F8I_TRY(f8i_plan_lookup(ctx, c, &key, key_equal, "rowwise gemm", &p));
+    if (!p) {
+        f8i_rowwise_plan *n = &c->plans[c->count];
+        memset(n, 0, sizeof *n);
+        n->key = key;
+        if (lt_eligible(&g)) F8I_TRY(plan_build(ctx, &g, n));
+        p = f8i_plan_keep(c);
+    }
+    return f8i_cuda_gemm_rowwise(ctx, &g, p, NULL);
+}
+
+void f8i_cuda_gemm_rowwise_destroy(f8_ctx *ctx)
+{
+    if (!ctx || !ctx->be_state) return;
+    f8i_gemm_rowwise_cache *c = f8i_cuda(ctx)->gemm_rowwise;
+    if (!c) return;
+    f8i_plans_free(c, plan_release);
+    free(c);
+    f8i_cuda(ctx)->gemm_rowwise = NULL;
 }

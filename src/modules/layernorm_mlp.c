@@ -113,7 +113,7 @@ static size_t fwd_layout(const f8_module *m, int64_t T, int training, f8i_layout
     if (training && m->recompute_norm) rln_layout(m, T, l, w);
     w->a8_sinv = NULL;
     if (training && m->fp8 && f8i_quantizer_blocked(&m->q))
-        w->a8_sinv = (float *)f8i_take(l, (size_t)f8i_block_grid(T, F, 1) * sizeof(float));
+        w->a8_sinv = (float *)f8i_take(l, (size_t)f8i_mode_scales(m->q.act, T, F) * sizeof(float));
     w->hp = NULL; /* the norm's output, then the activation's */
     if (m->fp8 && m->q.unfused)
         w->hp = f8i_take(l, (size_t)(T * (H > F ? H : F)) * f8_dtype_size(m->param_dtype));

@@ -46,7 +46,7 @@ typedef struct f8i_weight_spec {
     int64_t max_tokens;
     uint64_t seed;
     f8_memory_report *acct;
-    f8i_scaling_mode mode; /* the weight quantizer's: TENSOR or BLOCK_128X128 (its workspace holds blocks) */
+    f8i_scaling_mode mode; /* the weight quantizer's: TENSOR, BLOCK_128X128 or ROW (its workspace holds their scales) */
 } f8i_weight_spec;
 
 /* Allocate and initialise (W ~ N(0, 0.02²) from seed, b = 0, grads 0). An
