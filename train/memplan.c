@@ -92,7 +92,8 @@ f8_status mem_plan_make(const gpt_config *c, const mem_plan_run *r, mem_plan *p,
     const double masters = one.masters + (L - 1) * (two.masters - one.masters);
     /* FP8 GEMM weights get a cached transpose at the first backward: a byte a weight element */
     const double C = (double)c->channels;
-    const int block = r->ctx.recipe.kind == F8_RECIPE_BLOCK; /* its workspaces hold both layouts: no transposes */
+    /* block and row-wise workspaces hold both layouts: no transposes made later */
+    const int block = r->ctx.recipe.kind == F8_RECIPE_BLOCK || r->ctx.recipe.kind == F8_RECIPE_ROWWISE;
     const double transposes = c->fp8 && !block ? L * 12 * C * C / tp + (c->fp8_head ? (double)c->padded_vocab * C : 0) : 0;
     p->bytes[PLAN_WEIGHTS] = mem[F8_MEM_PARAMETERS] + one.wpe;
     p->bytes[PLAN_GRADIENTS] = mem[F8_MEM_GRADIENTS] + one.dwpe;
@@ -104,7 +105,7 @@ f8_status mem_plan_make(const gpt_config *c, const mem_plan_run *r, mem_plan *p,
     const double ranks = r->ranks > 0 ? (double)r->ranks : 1;
     p->bytes[PLAN_OPTIMIZER] = (moments + masters) / ranks + (r->ranks > 0 ? 4 * el + 4 * el / ranks : 0);
     /* --recompute-norm: the norm outputs of qkv and the MLP, FP8 (a byte each), per layer */
-    if (c->fp8 && !c->recompute_norm && r->ctx.recipe.kind != F8_RECIPE_BLOCK)
+    if (c->fp8 && !c->recompute_norm && !block)
         p->norm_outputs = 2 * L * (double)c->batch * (double)c->seq * C;
     for (int k = 0; k < PLAN_COUNT; k++) p->total += p->bytes[k];
     return F8_OK;
