@@ -9,17 +9,22 @@
  * from the input (ReduceMax) and the weights' from the weights now, as f8's
  * casts do, so the export matches a forward on any input (here one the
  * scales were not taken from: the second forward's reference is its own);
- * with power-of-two scales too. Block scaling: an FP8 export is refused
- * (per-tile scales), a high-precision one works. */
+ * with power-of-two scales too. Row-wise scaling: the graph computes one
+ * scale per token (ReduceMax over the last axis) and the weights carry one
+ * per output channel (per-axis DequantizeLinear), both as f8's row-wise
+ * casts take them, HYBRID and torchao's E4M3 + power-of-two. Block scaling:
+ * an FP8 export is refused (per-tile scales), a high-precision one works. */
 static void recipe_cases(void)
 {
-    for (int pow2 = 0; pow2 < 2; pow2++) {
+    for (int k = 0; k < 4; k++) {
+        const int pow2 = k & 1, row = k >= 2;
         f8_ctx_config cc = f8_ctx_config_default();
         cc.backend = F8_BACKEND_CPU;
-        cc.recipe.kind = F8_RECIPE_CURRENT;
+        cc.recipe.kind = row ? F8_RECIPE_ROWWISE : F8_RECIPE_CURRENT;
         cc.recipe.power_2_scales = pow2;
+        if (row && pow2) cc.recipe.format = F8_FORMAT_E4M3; /* torchao's rowwise */
         f8_ctx *ctx = NULL;
-        CHECK(f8_ctx_create(&cc, &ctx, NULL, 0) == F8_OK, "current-scaling ctx");
+        CHECK(f8_ctx_create(&cc, &ctx, NULL, 0) == F8_OK, "current- or row-wise-scaling ctx");
         if (!ctx) return;
         mcase c;
         for (int v = 0; v < 4; v++) {
@@ -40,7 +45,7 @@ static void recipe_cases(void)
                 CHECK_OK(ctx, f8_layernorm_mlp_create(ctx, &mc, &c.m));
                 c.out = 33;
             }
-            snprintf(name, sizeof name, "current%s_%d", pow2 ? "_pow2" : "", v);
+            snprintf(name, sizeof name, "%s%s_%d", row ? "rowwise" : "current", pow2 ? "_pow2" : "", v);
             c.name = name;
             if (c.m) module_case(ctx, &c);
         }

@@ -531,8 +531,8 @@ static void trainer_case(void)
      * (train.recipe) for `export` and `export-hf`; block scaling's per-tile
      * scales have no per-tensor FP8 graph: refused with the way out, which
      * works (--fp8 off) */
-    static const char *const recipes[2] = {"current", "block"};
-    for (int r = 0; r < 2; r++) {
+    static const char *const recipes[3] = {"current", "block", "rowwise"};
+    for (int r = 0; r < 3; r++) {
         o.fp8 = 1;
         o.recipe = recipes[r];
         CHECK(trainer_create(&o, &t, err, sizeof err) == F8_OK, "trainer_create (%s): %s", recipes[r], err);
@@ -541,10 +541,10 @@ static void trainer_case(void)
         CHECK_OK(t->ctx, trainer_save(t, ck));
         trainer_destroy(t);
         eo.fp8 = -1;
-        eo.out = strdup(path_of(r ? "never_block" : "train_export_current", ".onnx"));
+        eo.out = strdup(path_of(r == 1 ? "never_block" : r ? "train_export_rowwise" : "train_export_current", ".onnx"));
         const int rc = export_run(&eo, err, sizeof err);
-        if (r == 0) {
-            CHECK(rc == 0 && access(eo.out, F_OK) == 0, "export of a current-scaling checkpoint: %s", err);
+        if (r != 1) {
+            CHECK(rc == 0 && access(eo.out, F_OK) == 0, "export of a %s-scaling checkpoint: %s", recipes[r], err);
         } else {
             CHECK(rc != 0 && strstr(err, "block scaling") && strstr(err, "--fp8 off"),
                   "FP8 export of a block-scaling checkpoint not refused as it should be: %s", err);

@@ -98,12 +98,6 @@ int export_run(const export_options *o, char *err, size_t n)
     else if (o->fp8 == 1 && !c.fp8)
         snprintf(err, n, "'%s' was trained with --fp8 off: it holds no FP8 scaling state to export; use --fp8 off",
                  o->checkpoint);
-    else if (o->fp8 != 0 && c.fp8 && cc.recipe.kind == F8_RECIPE_ROWWISE)
-        /* FP8 ONNX export of row-wise scaling (per-axis weights, per-token
-         * scales in the graph) is not written yet */
-        snprintf(err, n, "'%s' was trained with row-wise scaling (--recipe rowwise): its FP8 export (per-channel "
-                         "weight scales, per-token activation scales computed in the graph) is not implemented yet; "
-                         "export it with --fp8 off (the same weights, every GEMM in high precision)", o->checkpoint);
     else if (o->fp8 != 0 && c.fp8 && cc.recipe.kind == F8_RECIPE_BLOCK)
         /* ONNX's FP8 QuantizeLinear takes one scale per tensor here; block
          * scaling has one per 1x128 tile or 128x128 block, made on the fly */

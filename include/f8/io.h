@@ -202,7 +202,14 @@ F8_API f8_status f8_checkpoint_check_entry(const f8_checkpoint *checkpoint, cons
  *                              ReduceMax(|x|), kept when that is 0 or not
  *                              finite, FLT_MAX clamp, power-of-two option);
  *                              F8_RECIPE_BLOCK: F8_ERR_UNSUPPORTED with fp8 (its
- *                              scales are per tile; config.fp8 = 0 works)
+ *                              scales are per tile; config.fp8 = 0 works);
+ *                              F8_RECIPE_ROWWISE: one scale per row of x
+ *                              (ReduceMax over the last axis, fallback 1), the
+ *                              codes formed as Mul(x, s) -> QuantizeLinear(.,
+ *                              1) -> DequantizeLinear(., 1) -> Mul(., 1/s) (a
+ *                              per-token scale is no per-axis input), and
+ *                              each weight with one scale per output channel
+ *                              (DequantizeLinear along axis 1 of Wᵀ)
  *   FP8 weight                 an FP8 initializer of 1 byte per weight, stored
  *                              transposed ([in, out]: MatMul reads it as it is),
  *                              DequantizeLinear with its own scale_inv: the codes

@@ -137,6 +137,45 @@ static const char *hp_weight_t(f8_onnx *g, f8_status *st, const f8i_weight *w)
     return r == F8_OK ? v : fail(g, st, r);
 }
 
+/* Row-wise scaling's weight Wᵀ [cols, rows] from W's values h (freed
+ * here): one scale per row of W (output channel) from the row's amax, as
+ * the weight's row-wise cast takes it, codes fp8(w · s_r) stored transposed,
+ * DequantizeLinear along axis 1 with the [rows] scale_inv vector (per-axis,
+ * standard ONNX). */
+static const char *fp8_weight_rows_t(f8_onnx *g, f8_status *st, const f8i_weight *w, const void *key, float *h,
+                                     f8_dtype qdt)
+{
+    f8_ctx *ctx = f8i_onnx_ctx(g);
+    const int64_t R = w->rows, C = w->cols;
+    const int e5 = qdt == F8_DTYPE_E5M2;
+    const float scaled_max = ldexpf(f8_fp8_max(qdt), -ctx->recipe.margin);
+    uint8_t *codes = (uint8_t *)malloc((size_t)(R * C) + 1);
+    float *sinv = (float *)malloc((size_t)R * sizeof(float) + 1);
+    if (!codes || !sinv) {
+        free(h), free(codes), free(sinv);
+        return fail(g, st, F8_OK);
+    }
+    for (int64_t i = 0; i < R; i++) {
+        float amax = 0.0f;
+        for (int64_t j = 0; j < C; j++) amax = fmaxf(amax, fabsf(h[i * C + j]));
+        const float s = f8i_current_scale(amax, 1.0f, scaled_max, ctx->recipe.power_2_scales);
+        for (int64_t j = 0; j < C; j++) codes[j * R + i] = f8i_fp8_encode(h[i * C + j] * s, e5);
+        sinv[i] = 1.0f / s;
+    }
+    free(h);
+    const int64_t dims[2] = {C, R};
+    const char *init = f8i_onnx_init(g, "weight_fp8", e5 ? F8I_ONNX_E5M2 : F8I_ONNX_E4M3, dims, 2, codes,
+                                     (size_t)(R * C));
+    const char *s = init ? f8i_onnx_init(g, "weight_scale_inv", F8I_ONNX_FLOAT, &R, 1, sinv, (size_t)R * 4) : NULL;
+    if (!init) free(sinv);
+    f8i_onnx_node *n = NULL;
+    /* no zero point: per-axis takes none or a vector of them; absent is 0 */
+    const char *v = s ? OPN("DequantizeLinear", &n, init, s) : fail(g, st, F8_OK);
+    if (v) f8i_onnx_attr_int(n, "axis", 1);
+    const f8_status r = v ? f8i_onnx_cache_add(g, key, F8I_FORM_FP8_T, v) : F8_OK;
+    return r == F8_OK ? v : fail(g, st, r);
+}
+
 /* The dequantized FP8 weight Wᵀ [cols, rows]: codes fp8(W · scale) as a
  * forward with F8_MICROBATCH_NONE casts them (an FP8 primary weight: its
  * codes), stored transposed with their scale_inv. */
@@ -156,6 +195,7 @@ static const char *fp8_weight_t(f8_onnx *g, f8_status *st, const f8i_weight *w)
     /* the primary's codes decode to code·1 here: scale_inv applies in the graph */
     const float one = 1.0f;
     float *h = to_host(g, st, view.data, view.dtype, w->fp8_primary ? &one : NULL, (size_t)(R * C));
+    if (h && w->w8->mode == F8I_SCALING_ROW) return fp8_weight_rows_t(g, st, w, view.data, h, qdt);
     if (h && !w->fp8_primary && f8i_recipe_current(ctx)) {
         /* current scaling: the scale from the weight now, as its cast takes it */
         float amax = 0.0f;
@@ -287,12 +327,14 @@ static const char *pow2_below(f8_onnx *g, f8_status *st, const char *s)
  * tensor, s = scaled_max / a where a is finite and > 0 (else the slot's
  * scale now, kept), FLT_MAX for an infinite quotient, power-of-two rounding
  * with the recipe's option. A scalar value. */
-static const char *current_scale(f8_onnx *g, f8_status *st, f8_ctx *ctx, float kept, const char *x)
+static const char *current_scale(f8_onnx *g, f8_status *st, f8_ctx *ctx, float kept, const char *x, int rows)
 {
     const char *ax = OP1("Abs", x);
     f8i_onnx_node *rn = NULL;
-    const char *a = ax ? OPN("ReduceMax", &rn, ax) : NULL;
-    if (a) f8i_onnx_attr_int(rn, "keepdims", 0);
+    const int64_t last = -1; /* rows: one amax per row (token), kept as [..., 1] to broadcast */
+    const char *a = ax ? (rows ? OPN("ReduceMax", &rn, ax, f8i_onnx_const_ints(g, &last, 1)) : OPN("ReduceMax", &rn, ax))
+                       : NULL;
+    if (a) f8i_onnx_attr_int(rn, "keepdims", rows);
     const float scaled_max = ldexpf(f8_fp8_max(f8_ctx_slot_dtype(ctx, F8_DIR_FORWARD)), -ctx->recipe.margin);
     const char *q = a ? OP2("Div", f8i_onnx_const_float(g, scaled_max), a) : NULL;
     const char *s = q ? OP2("Min", q, f8i_onnx_const_float(g, 3.40282346638528859812e+38f)) : NULL;
@@ -311,9 +353,24 @@ static const char *step_quantize(f8_onnx *g, f8_status *st, const f8_module *m, 
     f8_status r = f8_slot_read(ctx, m->fwd[slot], &scale, NULL, NULL);
     if (r != F8_OK) return fail(g, st, r);
     const char *zp = f8i_onnx_zero_point(g, f8_ctx_slot_dtype(ctx, F8_DIR_FORWARD));
+    if (m->q.act == F8I_SCALING_ROW) {
+        /* one scale per row of x from the row itself (fallback 1), as the
+         * row-wise cast: codes fp8(x · s) with the FP32 product, formed by a
+         * Mul and a QuantizeLinear of scale 1 (QuantizeLinear's per-axis
+         * scale is a constant-length vector, not one per token), then the
+         * codes times 1/s */
+        const char *sc = current_scale(g, st, ctx, 1.0f, x, 1);
+        const char *sinv = sc ? OP1("Reciprocal", sc) : NULL;
+        const char *in = sinv ? OP2("Mul", x, sc) : NULL;
+        f8i_onnx_node *node = NULL;
+        const char *q = in ? OPN("QuantizeLinear", &node, in, f8i_onnx_const_float(g, 1.0f), zp) : NULL;
+        if (q) f8i_onnx_attr_int(node, "saturate", 1);
+        const char *d = q ? OPN("DequantizeLinear", NULL, q, f8i_onnx_const_float(g, 1.0f), zp) : NULL;
+        return d ? OP2("Mul", d, sinv) : fail(g, st, F8_OK);
+    }
     if (f8i_recipe_current(ctx)) {
         /* the scale comes from x itself, as f8's cast takes it */
-        const char *sc = current_scale(g, st, ctx, scale, x);
+        const char *sc = current_scale(g, st, ctx, scale, x, 0);
         const char *sinv = sc ? OP1("Reciprocal", sc) : NULL; /* 1/s, the codes' scale_inv */
         const char *in = x, *qs = sinv;
         if (sinv && f8i_onnx_config(g)->exact_cast) {
