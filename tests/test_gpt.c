@@ -157,14 +157,15 @@ static void test_resume(void)
 {
     /* FP8 off; delayed; current scaling; current scaling with telemetry; block scaling; delayed with the
      * LM head in FP8; delayed with FP8 attention (BF16; its slots in the checkpoint); AdamW's moments in
-     * BF16; in FP8; row-wise scaling */
-    for (int v = 0; v < 10; v++) {
+     * BF16; in FP8; row-wise scaling; row-wise with the weight gradient in high precision */
+    for (int v = 0; v < 11; v++) {
         const int fp8 = v > 0;
         char path[128];
         snprintf(path, sizeof path, "/tmp/f8_test_gpt_%d_%d.safetensors", v, (int)getpid());
         train_options o = tiny_options(fp8);
         if (v >= 2 && v <= 4) o.recipe = v == 4 ? "block" : "current";
         if (v == 9) o.recipe = "rowwise";
+        if (v == 10) o.recipe = "rowwise_with_gw_hp";
         o.fp8_report = v == 3;
         o.fp8_head = v == 5;
         o.fp8_attention = v == 6;

@@ -117,10 +117,10 @@ static double learn(train_options *o, const char *name)
 
 static void test_learns(void)
 {
-    static const char *const recipes[] = {"delayed", "current", "block", "rowwise"};
+    static const char *const recipes[] = {"delayed", "current", "block", "rowwise", "rowwise_with_gw_hp"};
     train_options o = llama_options(0, 0, 0);
     learn(&o, "FP32");
-    for (int r = 0; r < 4; r++) {
+    for (int r = 0; r < 5; r++) {
         o = llama_options(1, 0, 0);
         o.recipe = recipes[r];
         char name[64];

@@ -93,7 +93,8 @@ f8_status mem_plan_make(const gpt_config *c, const mem_plan_run *r, mem_plan *p,
     /* FP8 GEMM weights get a cached transpose at the first backward: a byte a weight element */
     const double C = (double)c->channels;
     /* block and row-wise workspaces hold both layouts: no transposes made later */
-    const int block = r->ctx.recipe.kind == F8_RECIPE_BLOCK || r->ctx.recipe.kind == F8_RECIPE_ROWWISE;
+    const int block = r->ctx.recipe.kind == F8_RECIPE_BLOCK || r->ctx.recipe.kind == F8_RECIPE_ROWWISE ||
+                      r->ctx.recipe.kind == F8_RECIPE_ROWWISE_GW_HP;
     const double transposes = c->fp8 && !block ? L * 12 * C * C / tp + (c->fp8_head ? (double)c->padded_vocab * C : 0) : 0;
     p->bytes[PLAN_WEIGHTS] = mem[F8_MEM_PARAMETERS] + one.wpe;
     p->bytes[PLAN_GRADIENTS] = mem[F8_MEM_GRADIENTS] + one.dwpe;

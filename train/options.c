@@ -190,8 +190,8 @@ int train_check_fp8_weights(const train_options *o, const char *recipe, char *er
     else if (recipe && strcmp(recipe, "block") == 0)
         why = "is not supported with --recipe block (a block-scaled primary weight would carry a scale per 128x128 "
               "block through the optimizer and checkpoints; the modules refuse it)";
-    else if (recipe && strcmp(recipe, "rowwise") == 0)
-        why = "is not supported with --recipe rowwise (a row-scaled primary weight would carry a scale per output "
+    else if (recipe && strncmp(recipe, "rowwise", 7) == 0)
+        why = "is not supported with --recipe rowwise or rowwise_with_gw_hp (a row-scaled primary weight would carry a scale per output "
               "channel through the optimizer and checkpoints, and dgrad's per-input-channel copy needs the "
               "high-precision weight; the modules refuse it)";
     else if (o->tp > 1) why = "is not supported with --tp (the tensor-parallel shards are made from high-precision weights)";
@@ -211,11 +211,11 @@ int train_check_recompute_norm(const train_options *o, const char *recipe, char 
     if (o->sequence_parallel)
         why = "is not supported with --sequence-parallel (the norm output is gathered over the group; the modules "
               "refuse it)";
-    else if (o->fp8 && recipe && (strcmp(recipe, "block") == 0 || strcmp(recipe, "rowwise") == 0))
+    else if (o->fp8 && recipe && (strcmp(recipe, "block") == 0 || strncmp(recipe, "rowwise", 7) == 0))
         why = recipe[0] == 'b' ? "is not supported with --recipe block (its column-wise copy of the norm output is not "
                                  "recomputed; the modules refuse it)"
-                               : "is not supported with --recipe rowwise (its column-wise copy of the norm output is "
-                                 "not recomputed; the modules refuse it)";
+                               : "is not supported with --recipe rowwise or rowwise_with_gw_hp (the saved column-wise "
+                                 "copy or high-precision norm output is not recomputed; the modules refuse it)";
     if (why) snprintf(err, n, "--recompute-norm on %s", why);
     return why ? -1 : 0;
 }
@@ -297,7 +297,7 @@ static int check_conflicts(const train_options *o, char *err, size_t n)
 
 static const char *const ON_OFF[2] = {"off", "on"}, *const GRAPH_WORDS[3] = {"off", "on", "auto"};
 static const char *const BACKENDS[3] = {"auto", "cpu", "cuda"}, *const DTYPES[3] = {"auto", "fp32", "bf16"};
-static const char *const RECIPES[4] = {"delayed", "current", "block", "rowwise"};
+static const char *const RECIPES[5] = {"delayed", "current", "block", "rowwise", "rowwise_with_gw_hp"};
 static const char *const ATTENTION_PATHS[2] = {"auto", "own"}, *const MOMENTS[3] = {"fp32", "bf16", "fp8"};
 
 #define F(field) offsetof(train_options, field)
@@ -348,11 +348,12 @@ static const train_option_def OPTIONS[] = {
      "                       (docs/FP8_ATTENTION.md; on --resume the checkpoint's)\n"},
     {"--recipe", NULL, OPT_WORD, F(recipe), 0, 0, WORDS(RECIPES), "train.recipe",
      NULL,
-     "  --recipe delayed|current|block|rowwise   FP8 scaling recipe (default delayed; on --resume the\n"
-     "                       checkpoint's). delayed, current, block: TransformerEngine's DelayedScaling,\n"
-     "                       Float8CurrentScaling, Float8BlockScaling. rowwise: torchao's and torchtitan's\n"
-     "                       \"rowwise\" (one scale per token, output and input channel, E4M3 everywhere,\n"
-     "                       power-of-two scales); torchao's rowwise_with_gw_hp is not implemented yet\n"},
+     "  --recipe delayed|current|block|rowwise|rowwise_with_gw_hp   FP8 scaling recipe (default delayed;\n"
+     "                       on --resume the checkpoint's). delayed, current, block: TransformerEngine's\n"
+     "                       DelayedScaling, Float8CurrentScaling, Float8BlockScaling. rowwise: torchao's\n"
+     "                       and torchtitan's \"rowwise\" (one scale per token, output and input channel,\n"
+     "                       E4M3 everywhere, power-of-two scales); rowwise_with_gw_hp: torchao's, the\n"
+     "                       same with the weight gradient's GEMM in high precision\n"},
     {"--attention", NULL, OPT_WORD, F(attention), 0, 0, WORDS(ATTENTION_PATHS), NULL,
      NULL,
      "  --attention auto|own  attention's implementation on the GPU: auto runs cuDNN's fused flash\n"
@@ -703,7 +704,7 @@ f8_recipe train_recipe(f8_recipe_kind kind)
 {
     f8_recipe r = f8_recipe_default();
     r.kind = kind;
-    if (kind == F8_RECIPE_ROWWISE) {
+    if (kind == F8_RECIPE_ROWWISE || kind == F8_RECIPE_ROWWISE_GW_HP) {
         r.format = F8_FORMAT_E4M3;
         r.power_2_scales = 1;
     }
@@ -718,7 +719,7 @@ f8_recipe_kind train_checkpoint_recipe(const char *path)
     f8_recipe_kind kind = F8_RECIPE_DELAYED;
     if (f8_ctx_create(&cc, &tmp, NULL, 0) == F8_OK && f8_checkpoint_load(tmp, path, &ck) == F8_OK) {
         const char *r = f8_checkpoint_metadata(ck, "train.recipe");
-        for (int k = F8_RECIPE_DELAYED; r && k <= F8_RECIPE_ROWWISE; k++)
+        for (int k = F8_RECIPE_DELAYED; r && k <= F8_RECIPE_ROWWISE_GW_HP; k++)
             if (strcmp(r, f8_recipe_kind_name((f8_recipe_kind)k)) == 0) kind = (f8_recipe_kind)k;
     }
     f8_checkpoint_destroy(ck);
@@ -767,12 +768,12 @@ int train_options_from_metadata(train_options *o, train_meta_fn get, void *user,
     }
     const char *dtype = strcmp(dt, "bf16") == 0 ? "bf16" : "fp32";
     /* The scaling recipe the run was trained with (none: delayed, as before recipes existed). */
-    static const char *const kinds[4] = {"delayed", "current", "block", "rowwise"};
+    static const char *const kinds[5] = {"delayed", "current", "block", "rowwise", "rowwise_with_gw_hp"};
     const char *rv = get(user, "train.recipe"), *kind = rv ? NULL : kinds[0];
-    for (int i = 0; rv && i < 4; i++)
+    for (int i = 0; rv && i < 5; i++)
         if (strcmp(rv, kinds[i]) == 0) kind = kinds[i];
     if (!kind) {
-        snprintf(err, n, "train.recipe = '%.40s': expected delayed, current, block or rowwise", rv);
+        snprintf(err, n, "train.recipe = '%.40s': expected delayed, current, block, rowwise or rowwise_with_gw_hp", rv);
         return -1;
     }
     if (o->recipe && strcmp(o->recipe, kind) != 0) {

@@ -412,6 +412,7 @@ static f8_status make_ctx(trainer *t, char *err, size_t n)
     cfg.recipe = train_recipe(strcmp(r, "current") == 0   ? F8_RECIPE_CURRENT
                               : strcmp(r, "block") == 0   ? F8_RECIPE_BLOCK
                               : strcmp(r, "rowwise") == 0 ? F8_RECIPE_ROWWISE
+                              : strcmp(r, "rowwise_with_gw_hp") == 0 ? F8_RECIPE_ROWWISE_GW_HP
                                                           : F8_RECIPE_DELAYED);
     cfg.attention_path = strcmp(t->o.attention, "own") == 0 ? F8_ATTENTION_PATH_OWN : F8_ATTENTION_PATH_AUTO;
     cfg.attention_nondeterministic = !t->o.attention_deterministic;
@@ -771,8 +772,9 @@ int trainer_run(trainer *t)
         printf("f8_train: %s backend, %s%s%s, %s, graph %s\n", cuda ? "CUDA" : "CPU", o->fp8 ? "FP8" : "no FP8",
                o->fp8 && kind != F8_RECIPE_DELAYED ? " " : "",
                o->fp8 && kind != F8_RECIPE_DELAYED ? (kind == F8_RECIPE_CURRENT ? "current scaling"
-                                                      : kind == F8_RECIPE_BLOCK ? "block scaling"
-                                                                                : "row-wise scaling")
+                                                      : kind == F8_RECIPE_BLOCK   ? "block scaling"
+                                                      : kind == F8_RECIPE_ROWWISE ? "row-wise scaling"
+                                                                                  : "row-wise scaling, wgrad in high precision")
                                                    : "",
                f8_dtype_name(t->m.c.dtype), t->use_graph ? "on" : "off");
         if (t->m.c.fp8_attention) /* the option's cost, before anyone waits on it */

@@ -132,10 +132,14 @@ typedef enum f8_amax_algo {
  *            round_scales_to_power_of_2 (its default for this recipe is on:
  *            f8_train sets it). With format E4M3 the gradients are E4M3 as
  *            in torchao; HYBRID gives them E5M2. fp8_weights refused.
- *   ROWWISE_GW_HP  torchao's "rowwise_with_gw_hp" (ROWWISE for the forward
+ *   ROWWISE_GW_HP  torchao's "rowwise_with_gw_hp": ROWWISE for the forward
  *            and dgrad GEMMs, the weight gradient's GEMM in high precision
- *            from the high-precision input and output gradient): reserved,
- *            not implemented yet: f8_ctx_create refuses it, naming ROWWISE.
+ *            from the high-precision input and output gradient (no
+ *            column-wise FP8 copies; the modules save the high-precision
+ *            norm and activation outputs instead of FP8 ones, and a
+ *            Linear reads its caller's x again in backward, as with FP8
+ *            off). torchao scales the weight per tensor in dgrad; f8 keeps
+ *            its per-input-channel copy there, as ROWWISE does.
  * Later values are kept for the block formats of later GPUs (MXFP8,
  * NVFP4). A checkpoint records its recipe kind; restoring it into a ctx of
  * another kind is refused. */
@@ -147,8 +151,8 @@ typedef enum f8_recipe_kind {
     F8_RECIPE_ROWWISE_GW_HP = 4
 } f8_recipe_kind;
 
-/* "delayed", "current", "block", "rowwise", "rowwise_gw_hp"; "unknown"
- * otherwise. Static string. */
+/* "delayed", "current", "block", "rowwise", "rowwise_with_gw_hp" (torchao's
+ * names for the last two); "unknown" otherwise. Static string. */
 F8_API const char *f8_recipe_kind_name(f8_recipe_kind kind);
 
 /* The scaling recipe of a ctx (TE's DelayedScaling and its siblings). A ctx

@@ -71,16 +71,16 @@ def Float8RowwiseScaling(fp8_format="E4M3", power_2_scales=True, **kw):
 
 
 def from_recipe_name(name):
-    """The f8 recipe of a torchao Float8LinearConfig.from_recipe_name name: "tensorwise" or "rowwise".
-    "rowwise_with_gw_hp" (the weight gradient in high precision) is not implemented yet."""
+    """The f8 recipe of a torchao Float8LinearConfig.from_recipe_name name: "tensorwise", "rowwise" or
+    "rowwise_with_gw_hp" (the weight gradient's GEMM in high precision; f8 keeps the weight's row-wise
+    column copy in dgrad where torchao scales it per tensor)."""
     name = str(getattr(name, "value", name)).lower()
     if name == "tensorwise":
         return Float8CurrentScaling()
     if name == "rowwise":
         return Float8RowwiseScaling()
     if name == "rowwise_with_gw_hp":
-        raise NotImplementedError("rowwise_with_gw_hp: f8 does not run the weight gradient in high precision yet; "
-                                  "use from_recipe_name(\"rowwise\")")
+        return _f8.Recipe(scaling="rowwise_with_gw_hp", fp8_format="E4M3", power_2_scales=True)
     raise ValueError("recipe name %r: tensorwise, rowwise or rowwise_with_gw_hp" % (name,))
 
 _CTXS = {}

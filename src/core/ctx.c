@@ -62,11 +62,6 @@ static int recipe_ok(const f8_recipe *r, char *msg, size_t n)
                  (int)r->kind);
         return 0;
     }
-    if (r->kind == F8_RECIPE_ROWWISE_GW_HP) {
-        snprintf(msg, n, "recipe.kind ROWWISE_GW_HP (torchao's rowwise_with_gw_hp) is not implemented yet: the modules "
-                         "do not keep the high-precision input for the weight gradient; use ROWWISE");
-        return 0;
-    }
     if (r->reduce_amax != 0 && r->reduce_amax != 1) {
         snprintf(msg, n, "recipe.reduce_amax is %d; it must be 0 or 1", r->reduce_amax);
         return 0;

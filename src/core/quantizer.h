@@ -20,11 +20,15 @@ typedef struct f8i_quantizer {
                                 fused FP8 outputs: the scale needs the tensor's (or its
                                 tiles') amax first. Telemetry does not: the fused kernels
                                 count as the cast does. */
+    int wgrad_hp;            /* the weight gradient's GEMM in high precision from the
+                                high-precision input (kept by the forward) and output
+                                gradient; no column-wise FP8 copies (ROWWISE_GW_HP) */
 } f8i_quantizer;
 
 /* The quantizers of the ctx's recipe: DELAYED per-tensor, fused; CURRENT
  * per-tensor, measured, unfused; BLOCK 1x128 tiles and 128x128 weight
- * blocks, unfused; ROWWISE one scale per row everywhere, unfused. Fixed for a module's life (the recipe is fixed before
+ * blocks, unfused; ROWWISE one scale per row everywhere, unfused
+ * (ROWWISE_GW_HP: also wgrad_hp). Fixed for a module's life (the recipe is fixed before
  * any module exists). */
 f8i_quantizer f8i_quantizer_for(const f8_ctx *ctx);
 

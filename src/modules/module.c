@@ -74,7 +74,7 @@ static f8_status spec_check(f8_ctx *ctx, const f8i_module_spec *s, const char *f
     if (st == F8_OK && s->recompute_norm && s->fp8 && f8i_quantizer_blocked(&q))
         st = f8i_error(ctx, F8_ERR_UNSUPPORTED, "%s: config.recompute_norm_output is not supported under %s "
                                                 "scaling (F8_RECIPE_%s); use delayed or current scaling", fn,
-                       q.act == F8I_SCALING_ROW ? "row-wise" : "block", q.act == F8I_SCALING_ROW ? "ROWWISE" : "BLOCK");
+                       q.act == F8I_SCALING_ROW ? "row-wise" : "block", q.act == F8I_SCALING_ROW ? "ROWWISE*" : "BLOCK");
     if (st == F8_OK) st = f8i_check_fp8_weights(ctx, fn, s->fp8, s->fp8_weights);
     return st;
 }

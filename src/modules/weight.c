@@ -355,13 +355,14 @@ f8_status f8i_weight_wgrad(f8_ctx *ctx, f8i_weight *w, const f8i_operand *dy, co
                            f8_microbatch mb, void *gws)
 {
     const int64_t T = dy->rows;
+    const int q8 = w->fp8 && f8i_operand_fp8(dy); /* FP8 operands, or a high-precision wgrad (wgrad_hp) */
     f8i_gemm_args g = gemm(w->rows, w->cols, T);
-    operand_a(dy, w->fp8, &g);
-    g.b = w->fp8 ? x->data_t : x->data;
+    operand_a(dy, q8, &g);
+    g.b = q8 ? x->data_t : x->data;
     g.b_dtype = x->dtype;
-    g.b_scale_inv = w->fp8 ? x->scale_inv_t : x->scale_inv;
+    g.b_scale_inv = q8 ? x->scale_inv_t : x->scale_inv;
     g.b_mode = x->mode;
-    if (w->fp8) {
+    if (q8) {
         g.split_accum = 1; /* dyᵀ [rows, T] and xᵀ [cols, T] are K-contiguous */
         set_ws(&g, gws, f8i_weight_gemm_workspace(w, T, 1));
     } else {
@@ -378,6 +379,17 @@ f8_status f8i_weight_wgrad(f8_ctx *ctx, f8i_weight *w, const f8i_operand *dy, co
         g.accumulate = 1;
     }
     return f8i_op_gemm(ctx, &g);
+}
+
+f8_status f8i_weight_wgrad_hp(f8_ctx *ctx, f8i_weight *w, const void *dy, f8_dtype dy_dtype, const void *x,
+                              f8_dtype x_dtype, int64_t T, f8_microbatch mb, void *conv)
+{
+    if (dy_dtype != x_dtype) { /* the GEMM's operands share a dtype: dy in x's */
+        F8I_TRY(f8i_op_convert(ctx, dy, dy_dtype, NULL, conv, x_dtype, T * w->rows));
+        dy = conv;
+    }
+    const f8i_operand g = f8i_operand_hp(dy, x_dtype, T, w->rows), xo = f8i_operand_hp(x, x_dtype, T, w->cols);
+    return f8i_weight_wgrad(ctx, w, &g, &xo, mb, NULL);
 }
 
 f8_status f8i_weight_bgrad(f8_ctx *ctx, f8i_weight *w, const void *g_in, int64_t T)
