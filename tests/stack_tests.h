@@ -79,9 +79,10 @@ static void test_graph_vs_eager(f8_ctx *e_ctx, f8_ctx *g_ctx, int fp8, int fp8_w
             if (updates_inside) CHECK_OK(e_ctx, stack_update_scales(&E));
             CHECK_OK(g_ctx, f8_ctx_set_noop_flag(g_ctx, mb == 0 ? 0.0f : 1.0f));
             CHECK_OK(g_ctx, f8_graph_replay(graph));
-            if (fp8 && !fp8_weights && f8_ctx_recipe(g_ctx)->kind != F8_RECIPE_BLOCK) {
+            const f8_recipe_kind rk = f8_ctx_recipe(g_ctx)->kind;
+            if (fp8 && !fp8_weights && (rk == F8_RECIPE_DELAYED || rk == F8_RECIPE_CURRENT)) {
                 /* the noop flag keeps microbatch 0's workspace, data and scale_inv (#820);
-                 * a block-scaled workspace has no per-tensor view to read */
+                 * a block- or row-scaled workspace has no per-tensor view to read */
                 f8_tensor v;
                 f8_qtensor_data(ws, &v);
                 unsigned char *w = mb ? wmb1 : wmb0;

@@ -62,7 +62,7 @@ static int cast_case_run(f8_ctx *ctx[2], const cast_case *cc, test_rng *rng)
     memset(poison, 0xA5, pbytes);
     const float amax0 = 0.25f, flag = cc->noop == 2 ? 1.0f : 0.0f;
     const uint64_t stats0[3] = {3, 1, 2};
-    void *out[2], *si[2], *out_t[2], *si_t[2], *amax[2], *stats[2], *noop[2], *src[2];
+    void *out[2], *si[2], *out_t[2], *si_t[2], *amax[2], *stats[2], *noop[2], *src[2], *dbias[2];
     for (int b = 0; b < 2; b++) {
         src[b] = dev(ctx[b], sbytes, src_host);
         out[b] = dev(ctx[b], (size_t)n, poison);
@@ -76,7 +76,13 @@ static int cast_case_run(f8_ctx *ctx[2], const cast_case *cc, test_rng *rng)
                                    cc->mix & 1 ? (float *)si[b] : NULL, cc->mix & 2 ? (uint8_t *)out_t[b] : NULL,
                                    cc->mix & 2 ? (float *)si_t[b] : NULL, ldexpf(f8_fp8_max(cc->out), -cc->margin),
                                    cc->pow2, (float *)amax[b], (uint64_t *)stats[b],
-                                   cc->noop ? (const float *)noop[b] : NULL};
+                                   cc->noop ? (const float *)noop[b] : NULL, NULL, F8_DTYPE_FP32, 0};
+        float *db0 = (float *)xmalloc((size_t)C * 4);
+        for (int64_t c = 0; c < C; c++) db0[c] = 0.5f;
+        dbias[b] = dev(ctx[b], (size_t)C * 4, db0);
+        free(db0);
+        a.dbias = dbias[b]; /* the bias gradient rides the column blocks */
+        a.dbias_accumulate = (int)(R & 1);
         CHECK_OK(ctx[b], f8i_rowwise_cast_check(ctx[b], &a));
         CHECK_OK(ctx[b], b == CPU ? f8i_cpu_cast_rowwise(ctx[b], &a) : f8i_cuda_cast_rowwise(ctx[b], &a));
     }
@@ -100,9 +106,25 @@ static int cast_case_run(f8_ctx *ctx[2], const cast_case *cc, test_rng *rng)
         }
         free(x), free(y);
     }
+    /* dbias: the sum's order is each backend's (FP64 on the CPU, FP32 partials on CUDA) */
+    float *dx = (float *)host_of(ctx[CPU], dbias[CPU], (size_t)C * 4), *dy = (float *)host_of(ctx[GPU], dbias[GPU], (size_t)C * 4);
+    for (int64_t c = 0; c < C; c++) {
+        double mag = 0.5;
+        for (int64_t r = 0; r < R; r++) mag += fabs((double)h[r * C + c]);
+        /* equal bits first: a noop leaves dbias alone, also on a column whose sum is NaN */
+        const int same = dx[c] == dy[c] || (isnan(dx[c]) ? isnan(dy[c]) != 0
+                                           : !isinf(dx[c]) && fabs((double)dx[c] - dy[c]) <= 0x1p-22 * (double)R * mag);
+        if (!same) {
+            ok = 0;
+            fprintf(stderr, "  rowwise cast [%lld, %lld] noop %d: dbias[%lld] cpu %g cuda %g\n", (long long)R, (long long)C,
+                    cc->noop, (long long)c, (double)dx[c], (double)dy[c]);
+            break;
+        }
+    }
+    free(dx), free(dy);
     for (int b = 0; b < 2; b++) {
-        void *all[8] = {src[b], out[b], out_t[b], si[b], si_t[b], amax[b], stats[b], noop[b]};
-        for (int i = 0; i < 8; i++) f8_ctx_free(ctx[b], all[i]);
+        void *all[9] = {src[b], out[b], out_t[b], si[b], si_t[b], amax[b], stats[b], noop[b], dbias[b]};
+        for (int i = 0; i < 9; i++) f8_ctx_free(ctx[b], all[i]);
     }
     free(h), free(hb), free(poison);
     return ok;

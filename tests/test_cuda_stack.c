@@ -1,8 +1,8 @@
 /*
  * test_cuda_stack.c — the workspace system on the GPU: see stack_tests.h.
  * The eager run and the graphed run use two CUDA ctxs (bitwise equality is
- * a same-backend property); then the recipes CURRENT and BLOCK, BLOCK also
- * against the CPU backend. Skipped (77) without a GPU.
+ * a same-backend property); then the recipes CURRENT, BLOCK and ROWWISE
+ *, BLOCK and ROWWISE also against the CPU backend. Skipped (77) without a GPU.
  */
 #include "block_tests.h"
 #include "checkpoint_tests.h"
@@ -15,12 +15,19 @@
  * norms/activations within their tolerances, and the next cast may then
  * round a value to a neighbouring code. Bounds: y 0.02, dx and gradients
  * 0.06 relative Frobenius error (a fraction of the FP8-vs-high-precision
- * bounds above); the measured worst is printed, to tighten from. */
-static void block_cuda_vs_cpu(void)
+ * bounds above); the measured worst is printed, to tighten from. Row-wise
+ * scaling's gradients get 0.1: its forward GEMMs run cuBLASLt's
+ * outer-vector matmul with fast accumulation (1.0e-3·Σ|ab| per element
+ * measured on an H100 against 3.8e-4 split, dev/rowwise_plan.md), and the
+ * first H100 run of this test measured y 0.0101 and a gradient 0.0636
+ * (ReLU-family kinks pass a flipped code on whole); block scaling's
+ * promoted sums measured y 0.00017, gradients 0.016. */
+static void block_cuda_vs_cpu(f8_recipe_kind kind, const char *tag)
 {
     char why[256] = "";
     f8_recipe r = f8_recipe_default();
-    r.kind = F8_RECIPE_BLOCK;
+    r.kind = kind;
+    r.power_2_scales = kind != F8_RECIPE_BLOCK; /* row-wise: torchao's default */
     f8_ctx *cu = test_ctx(F8_BACKEND_CUDA, &r, why), *cp = test_ctx(F8_BACKEND_CPU, &r, why);
     if (!cu || !cp) die(why, NULL);
     double worst_y = 0, worst_g = 0;
@@ -42,7 +49,8 @@ static void block_cuda_vs_cpu(void)
             CHECK_OK(cp, stack_fwd_bwd(&H, F8_MICROBATCH_FIRST));
             const size_t n = (size_t)(c.T * c.H);
             const double ey = tensor_rel(cu, G.y, cp, H.y, n), edx = tensor_rel(cu, G.dx, cp, H.dx, n);
-            CHECK(ey <= 0.02 && edx <= 0.06, "block cuda vs cpu, act %d shape %d: y %.5f, dx %.5f", a, shape, ey, edx);
+            const double gb = kind == F8_RECIPE_BLOCK ? 0.06 : 0.1;
+            CHECK(ey <= 0.02 && edx <= gb, "%s cuda vs cpu, act %d shape %d: y %.5f, dx %.5f", tag, a, shape, ey, edx);
             if (ey > worst_y) worst_y = ey;
             if (edx > worst_g) worst_g = edx;
             for (int i = 0; i < STACK_NPARAM; i++) {
@@ -50,13 +58,13 @@ static void block_cuda_vs_cpu(void)
                 stack_param(&G, i, 1, &gg);
                 stack_param(&H, i, 1, &gh);
                 const double e = tensor_rel(cu, gg.data, cp, gh.data, (size_t)(gg.rows * gg.cols));
-                CHECK(e <= 0.06, "block cuda vs cpu, act %d shape %d: gradient of param %d %.5f", a, shape, i, e);
+                CHECK(e <= gb, "%s cuda vs cpu, act %d shape %d: gradient of param %d %.5f", tag, a, shape, i, e);
                 if (e > worst_g) worst_g = e;
             }
             stack_destroy(&G);
             stack_destroy(&H);
         }
-    printf("  block scaling, CUDA vs CPU (6 activations, 2 shapes): worst relative error y %.5f, gradients %.5f\n",
+    printf("  %s, CUDA vs CPU (6 activations, 2 shapes): worst relative error y %.5f, gradients %.5f\n", tag,
            worst_y, worst_g);
     f8_ctx_destroy(cu);
     f8_ctx_destroy(cp);
@@ -85,6 +93,9 @@ int main(void)
     f8_ctx_destroy(b);
     run_recipe_tests(F8_BACKEND_CUDA, "cuda"); /* current scaling */
     run_block_tests(F8_BACKEND_CUDA);          /* block scaling on the GPU */
-    block_cuda_vs_cpu();                       /* ... and against the CPU oracle */
+    block_cuda_vs_cpu(F8_RECIPE_BLOCK, "block scaling"); /* ... and against the CPU oracle */
+    run_rowwise_tests(F8_BACKEND_CUDA);        /* row-wise scaling on the GPU */
+    block_cuda_vs_cpu(F8_RECIPE_ROWWISE, "row-wise scaling");
+    block_cuda_vs_cpu(F8_RECIPE_ROWWISE_GW_HP, "row-wise scaling, wgrad in high precision");
     return test_finish("test_cuda_stack");
 }

@@ -193,18 +193,21 @@ static void check_refusals(const train_options *base, const char *fp8w_ck, const
 {
     static const struct {
         const char *line, *says;
-    } bad[4] = {{"--fp8-weights on --recipe block", "--recipe block"},
+    } bad[5] = {{"--fp8-weights on --recipe block", "--recipe block"},
+                {"--fp8-weights on --recipe rowwise", "--recipe rowwise"},
                 {"--fp8 off --fp8-weights on", "needs --fp8 on"},
                 {"--ranks 2 --tp 2 --fp8-weights on", "--tp"},
                 {"--ranks 2 --recipe current --fp8-weights on", "--recipe delayed"}};
     char err[512];
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 5; i++)
         CHECK(parse(bad[i].line, err, sizeof err) == -1 && strstr(err, bad[i].says), "f8_train %s: '%s'", bad[i].line, err);
     CHECK(parse("--fp8-weights on --recipe current", err, sizeof err) == 0, "one rank, current scaling: '%s'", err);
     trainer *t = NULL;
     train_options o = *base;
     o.recipe = "block"; /* options filled in code reach trainer_create's own check */
     CHECK(trainer_create(&o, &t, err, sizeof err) != F8_OK && !t && strstr(err, "--recipe block"), "block: '%s'", err);
+    o.recipe = "rowwise";
+    CHECK(trainer_create(&o, &t, err, sizeof err) != F8_OK && !t && strstr(err, "--recipe rowwise"), "rowwise: '%s'", err);
     o = *base;
     o.resume = fp8w_ck;
     o.fp8_weights = 0;

@@ -150,13 +150,15 @@ static void test_resume(void)
 {
     /* FP8 off; delayed; current scaling; current scaling with telemetry; block scaling; delayed with the
      * LM head in FP8; delayed with FP8 attention (BF16; its slots in the checkpoint); AdamW's moments in
-     * BF16; in FP8 */
-    for (int v = 0; v < 9; v++) {
+     * BF16; in FP8; row-wise scaling; row-wise with the weight gradient in high precision */
+    for (int v = 0; v < 11; v++) {
         const int fp8 = v > 0;
         char path[128];
         snprintf(path, sizeof path, "/tmp/f8_test_gpt_%d_%d.safetensors", v, (int)getpid());
         train_options o = tiny_options(fp8);
         if (v >= 2 && v <= 4) o.recipe = v == 4 ? "block" : "current";
+        if (v == 9) o.recipe = "rowwise";
+        if (v == 10) o.recipe = "rowwise_with_gw_hp";
         o.fp8_report = v == 3;
         o.fp8_head = v == 5;
         o.fp8_attention = v == 6;
@@ -205,11 +207,12 @@ static void test_resume(void)
 
 static void test_learns(void)
 {
-    for (int v = 0; v <= 2; v++) { /* FP32, FP8 delayed, FP8 block scaling */
+    for (int v = 0; v <= 3; v++) { /* FP32, FP8 delayed, FP8 block scaling, FP8 row-wise */
         const int fp8 = v > 0;
-        const char *name = v == 2 ? "FP8 block" : fp8 ? "FP8" : "FP32";
+        const char *name = v == 3 ? "FP8 rowwise" : v == 2 ? "FP8 block" : fp8 ? "FP8" : "FP32";
         train_options o = tiny_options(fp8);
         if (v == 2) o.recipe = "block";
+        if (v == 3) o.recipe = "rowwise";
         o.steps = 30;
         o.warmup = 3;
         trainer *t = make(&o);

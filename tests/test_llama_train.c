@@ -7,7 +7,7 @@
  *    the shapes (GQA's narrower k and v, SwiGLU's 2F-wide fc1, no biases);
  *  - it learns real text (../shared/data/tinyshakespeare.txt, read in place;
  *    the embedded corpus where that file is absent) in FP32 and in every FP8
- *    recipe (delayed, current, block), and FP8 against BF16 on the same run
+ *    recipe (delayed, current, block, rowwise), and FP8 against BF16 on the same run
  *    lands close;
  *  - exact resume: interrupted + resumed = uninterrupted, bitwise losses and
  *    parameters (FP8 delayed and off; untied);
@@ -109,10 +109,10 @@ static double learn(train_options *o, const char *name)
 
 static void test_learns(void)
 {
-    static const char *const recipes[] = {"delayed", "current", "block"};
+    static const char *const recipes[] = {"delayed", "current", "block", "rowwise", "rowwise_with_gw_hp"};
     train_options o = llama_options(0, 0, 0);
     learn(&o, "FP32");
-    for (int r = 0; r < 3; r++) {
+    for (int r = 0; r < 5; r++) {
         o = llama_options(1, 0, 0);
         o.recipe = recipes[r];
         char name[64];

@@ -170,6 +170,9 @@ int main(void)
     module_case_r("mlp_fp8_current_pow2_bf16", MLP, 64, 128, 1, F8_DTYPE_BF16, 16, F8_RECIPE_CURRENT, 1);
     module_case_r("linear_fp8_block", LINEAR, 160, 136, 1, F8_DTYPE_FP32, 24, F8_RECIPE_BLOCK, 0);
     module_case_r("mlp_fp8_block_pow2", MLP, 64, 200, 1, F8_DTYPE_FP32, 16, F8_RECIPE_BLOCK, 1);
+    module_case_r("lnl_fp8_rowwise_pow2", LNL, 64, 96, 1, F8_DTYPE_FP32, 32, F8_RECIPE_ROWWISE, 1);
+    module_case_r("mlp_fp8_rowwise_bf16", MLP, 64, 136, 1, F8_DTYPE_BF16, 16, F8_RECIPE_ROWWISE, 0);
+    module_case_r("mlp_fp8_rowwise_gw_hp", MLP, 64, 136, 1, F8_DTYPE_FP32, 16, F8_RECIPE_ROWWISE_GW_HP, 1);
     fclose(manifest);
 
     char abi[512], cmd[1024];

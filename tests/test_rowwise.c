@@ -69,7 +69,21 @@ static int check_cast(f8_ctx *ctx, const cast_case *cc, test_rng *rng, double *w
     a.pow2 = cc->pow2;
     a.amax = &amax;
     a.stats = stats;
+    float *dbias = (float *)xmalloc((size_t)C * 4);
+    for (int64_t c = 0; c < C; c++) dbias[c] = 0.25f;
+    a.dbias = dbias; /* the bias gradient: FP64 column sums rounded once, onto the old value or not */
+    a.dbias_dtype = F8_DTYPE_FP32;
+    a.dbias_accumulate = cc->pow2;
     int ok = f8i_rowwise_cast_check(ctx, &a) == F8_OK && f8i_cpu_cast_rowwise(ctx, &a) == F8_OK;
+    for (int64_t c = 0; c < C && ok; c++) {
+        double sum = 0.0;
+        for (int64_t r = 0; r < R; r++) sum += h[r * C + c];
+        const float want_db = (cc->pow2 ? 0.25f : 0.0f) + (float)sum;
+        ok = isnan(want_db) ? isnan(dbias[c]) : dbias[c] == want_db;
+        if (!ok) fprintf(stderr, "  rowwise cast [%lld, %lld]: dbias[%lld] %g, want %g\n", (long long)R, (long long)C,
+                         (long long)c, (double)dbias[c], (double)want_db);
+    }
+    free(dbias);
 
     uint64_t want[3] = {7 + (uint64_t)n, 0, 0};
     double want_amax = 0.5;
@@ -192,7 +206,7 @@ static void test_refusals(f8_ctx *ctx)
 {
     float h[4] = {1, 2, 3, 4}, si[2] = {-1, -1};
     uint8_t out[4] = {0xAB, 0xAB, 0xAB, 0xAB};
-    f8i_rowwise_cast_args a = {h, F8_DTYPE_FP32, 2, 2, F8_DTYPE_E4M3, out, si, NULL, NULL, 448.0f, 0, NULL, NULL, NULL};
+    f8i_rowwise_cast_args a = {h, F8_DTYPE_FP32, 2, 2, F8_DTYPE_E4M3, out, si, NULL, NULL, 448.0f, 0, NULL, NULL, NULL, NULL, F8_DTYPE_FP32, 0};
     CHECK_OK(ctx, f8i_rowwise_cast_check(ctx, &a));
     f8i_rowwise_cast_args b = a;
     b.src_dtype = F8_DTYPE_E4M3;
@@ -315,7 +329,7 @@ static void test_gemm(f8_ctx *ctx)
 static void cast_one(f8_ctx *ctx, const float *src, int64_t R, int64_t C, f8_dtype dt, int t, uint8_t *q, float *si)
 {
     f8i_rowwise_cast_args a = {src, F8_DTYPE_FP32, R, C, dt, t ? NULL : q, t ? NULL : si, t ? q : NULL, t ? si : NULL,
-                               f8_fp8_max(dt), 1, NULL, NULL, NULL};
+                               f8_fp8_max(dt), 1, NULL, NULL, NULL, NULL, F8_DTYPE_FP32, 0};
     CHECK_OK(ctx, f8i_cpu_cast_rowwise(ctx, &a));
 }
 

@@ -24,5 +24,6 @@ int main(void)
     f8_ctx_destroy(b);
     run_recipe_tests(F8_BACKEND_CPU, "cpu"); /* current scaling */
     run_block_tests(F8_BACKEND_CPU);          /* block scaling (CUDA: test_cuda_stack.c) */
+    run_rowwise_tests(F8_BACKEND_CPU);        /* row-wise scaling (CUDA: test_cuda_stack.c) */
     return test_finish("test_stack");
 }

@@ -6,7 +6,9 @@
 # difference to BF16; then the 1.3B tokens/s of each (a speed run on an
 # llm.c-format shard written here, as tools/bench_gpt.sh does), also with
 # FP8 telemetry on (--fp8-report) to measure its overhead. A recipe the
-# build refuses (block scaling, F8_ERR_UNSUPPORTED) is reported as such.
+# build refuses (F8_ERR_UNSUPPORTED) is reported as such; rowwise is
+# torchao's "rowwise" (E4M3, power-of-two scales, one scale per row),
+# rowwise_with_gw_hp the same with the weight gradient in high precision.
 # Usage: tools/compare_recipes.sh [STEPS] [TEXT]   (logs in $OUT, default
 # compare-logs). Runs on the GPU (f8_train picks CUDA when there is one).
 set -u
@@ -16,7 +18,7 @@ bin="${BIN:-./build/f8_train}"
 out="${OUT:-compare-logs}"
 speed_steps="${SPEED_STEPS:-20}"
 mkdir -p "$out"
-runs="bf16 delayed current block"
+runs="bf16 delayed current block rowwise rowwise_with_gw_hp"
 
 # last non-empty val_loss of a log
 final_val() {

@@ -84,7 +84,7 @@ int export_run(const export_options *o, char *err, size_t n)
 {
     f8_ctx_config cc = f8_ctx_config_default();
     cc.backend = strcmp(o->backend, "cpu") == 0 ? F8_BACKEND_CPU : F8_BACKEND_CUDA;
-    cc.recipe.kind = train_checkpoint_recipe(o->checkpoint);
+    cc.recipe = train_recipe(train_checkpoint_recipe(o->checkpoint));
     f8_ctx *ctx = NULL;
     f8_status st = f8_ctx_create(&cc, &ctx, err, n);
     if (st == F8_ERR_NO_DEVICE && strcmp(o->backend, "auto") == 0) {
@@ -106,13 +106,6 @@ int export_run(const export_options *o, char *err, size_t n)
         ;
     else if (o->fp8 == 1 && !c.fp8)
         snprintf(err, n, "'%s' was trained with --fp8 off: it holds no FP8 scaling state to export; use --fp8 off",
-                 o->checkpoint);
-    else if (o->fp8 != 0 && c.fp8 && cc.recipe.kind == F8_RECIPE_BLOCK)
-        /* ONNX's FP8 QuantizeLinear takes one scale per tensor here; block
-         * scaling has one per 1x128 tile or 128x128 block, made on the fly */
-        snprintf(err, n, "'%s' was trained with block scaling (--recipe block): its FP8 scales are per tile, made "
-                         "from each tensor as it is cast, and an ONNX graph of per-tensor FP8 casts would not compute "
-                         "what it trained; export it with --fp8 off (the same weights, every GEMM in high precision)",
                  o->checkpoint);
     else if (gpt_create(ctx, &c, &m, err, n) != F8_OK)
         ;

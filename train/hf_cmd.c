@@ -20,7 +20,7 @@
 static f8_ctx *cmd_ctx(const char *backend, f8_recipe_kind recipe, char *err, size_t n)
 {
     f8_ctx_config cc = f8_ctx_config_default();
-    cc.recipe.kind = recipe;
+    cc.recipe = train_recipe(recipe);
     cc.backend = strcmp(backend, "cpu") == 0 ? F8_BACKEND_CPU : F8_BACKEND_CUDA;
     f8_ctx *ctx = NULL;
     f8_status st = f8_ctx_create(&cc, &ctx, err, n);

@@ -92,7 +92,9 @@ f8_status mem_plan_make(const gpt_config *c, const mem_plan_run *r, mem_plan *p,
     const double masters = one.masters + (L - 1) * (two.masters - one.masters);
     /* FP8 GEMM weights get a cached transpose at the first backward: a byte a weight element */
     const double C = (double)c->channels;
-    const int block = r->ctx.recipe.kind == F8_RECIPE_BLOCK; /* its workspaces hold both layouts: no transposes */
+    /* block and row-wise workspaces hold both layouts: no transposes made later */
+    const int block = r->ctx.recipe.kind == F8_RECIPE_BLOCK || r->ctx.recipe.kind == F8_RECIPE_ROWWISE ||
+                      r->ctx.recipe.kind == F8_RECIPE_ROWWISE_GW_HP;
     /* a block's weight elements: GPT 12·C² (qkv 3C², proj C², fc1 and fc2 4C² each); Llama qkv C·W (W = q,
      * k and v of H and G heads), proj C², fc1 (SwiGLU, 2F) and fc2 3·C·F */
     const double kv = (double)(c->kv_heads > 0 ? c->kv_heads : c->heads), W = ((double)c->heads + 2 * kv) * C / (double)c->heads;
@@ -108,7 +110,7 @@ f8_status mem_plan_make(const gpt_config *c, const mem_plan_run *r, mem_plan *p,
     const double ranks = r->ranks > 0 ? (double)r->ranks : 1;
     p->bytes[PLAN_OPTIMIZER] = (moments + masters) / ranks + (r->ranks > 0 ? 4 * el + 4 * el / ranks : 0);
     /* --recompute-norm: the norm outputs of qkv and the MLP, FP8 (a byte each), per layer */
-    if (c->fp8 && !c->recompute_norm && !c->recompute_blocks && r->ctx.recipe.kind != F8_RECIPE_BLOCK)
+    if (c->fp8 && !c->recompute_norm && !c->recompute_blocks && !block)
         p->norm_outputs = 2 * L * (double)c->batch * (double)c->seq * C;
     /* --recompute-blocks: of each layer's activations (its saved state and buffers) all but the block's
      * input go, for every layer but one (the shared set) */

@@ -190,6 +190,10 @@ int train_check_fp8_weights(const train_options *o, const char *recipe, char *er
     else if (recipe && strcmp(recipe, "block") == 0)
         why = "is not supported with --recipe block (a block-scaled primary weight would carry a scale per 128x128 "
               "block through the optimizer and checkpoints; the modules refuse it)";
+    else if (recipe && strncmp(recipe, "rowwise", 7) == 0)
+        why = "is not supported with --recipe rowwise or rowwise_with_gw_hp (a row-scaled primary weight would carry a scale per output "
+              "channel through the optimizer and checkpoints, and dgrad's per-input-channel copy needs the "
+              "high-precision weight; the modules refuse it)";
     else if (o->tp > 1) why = "is not supported with --tp (the tensor-parallel shards are made from high-precision weights)";
     else if (o->init_from && o->init_from[0])
         why = "is not supported with --init-from (the masters would not hold the imported weights)";
@@ -207,9 +211,11 @@ int train_check_recompute_norm(const train_options *o, const char *recipe, char 
     if (o->sequence_parallel)
         why = "is not supported with --sequence-parallel (the norm output is gathered over the group; the modules "
               "refuse it)";
-    else if (o->fp8 && recipe && strcmp(recipe, "block") == 0)
-        why = "is not supported with --recipe block (its column-wise copy of the norm output is not recomputed; the "
-              "modules refuse it)";
+    else if (o->fp8 && recipe && (strcmp(recipe, "block") == 0 || strncmp(recipe, "rowwise", 7) == 0))
+        why = recipe[0] == 'b' ? "is not supported with --recipe block (its column-wise copy of the norm output is not "
+                                 "recomputed; the modules refuse it)"
+                               : "is not supported with --recipe rowwise or rowwise_with_gw_hp (the saved column-wise "
+                                 "copy or high-precision norm output is not recomputed; the modules refuse it)";
     if (why) snprintf(err, n, "--recompute-norm on %s", why);
     return why ? -1 : 0;
 }
@@ -234,7 +240,7 @@ int train_check_fp8_attention(const train_options *o, const char *recipe, char *
         why = "needs --fp8 on (FP8 attention with BF16 GEMMs around it is not a configuration)";
     else if (recipe && strcmp(recipe, "delayed") != 0)
         why = "needs --recipe delayed (the attention's S and O scales come from the amax history: current and "
-              "block scaling have no tensor to measure before the fused graph casts them)";
+              "block and row-wise scaling have no tensor to measure before the fused graph casts them)";
     else if (strcmp(o->dtype, "fp32") == 0)
         why = "needs bf16 activations (--dtype bf16, or auto on a GPU)";
     if (why) snprintf(err, n, "--fp8-attention on %s", why);
@@ -304,7 +310,7 @@ static int check_conflicts(const train_options *o, char *err, size_t n)
 
 static const char *const ON_OFF[2] = {"off", "on"}, *const GRAPH_WORDS[3] = {"off", "on", "auto"};
 static const char *const BACKENDS[3] = {"auto", "cpu", "cuda"}, *const DTYPES[3] = {"auto", "fp32", "bf16"};
-static const char *const RECIPES[3] = {"delayed", "current", "block"};
+static const char *const RECIPES[5] = {"delayed", "current", "block", "rowwise", "rowwise_with_gw_hp"};
 static const char *const ATTENTION_PATHS[2] = {"auto", "own"}, *const MOMENTS[3] = {"fp32", "bf16", "fp8"};
 
 #define F(field) offsetof(train_options, field)
@@ -361,7 +367,12 @@ static const train_option_def OPTIONS[] = {
      "                       (docs/FP8_ATTENTION.md; on --resume the checkpoint's)\n"},
     {"--recipe", NULL, OPT_WORD, F(recipe), 0, 0, WORDS(RECIPES), "train.recipe",
      NULL,
-     "  --recipe delayed|current|block   FP8 scaling recipe (default delayed; on --resume the checkpoint's)\n"},
+     "  --recipe delayed|current|block|rowwise|rowwise_with_gw_hp   FP8 scaling recipe (default delayed;\n"
+     "                       on --resume the checkpoint's). delayed, current, block: TransformerEngine's\n"
+     "                       DelayedScaling, Float8CurrentScaling, Float8BlockScaling. rowwise: torchao's\n"
+     "                       and torchtitan's \"rowwise\" (one scale per token, output and input channel,\n"
+     "                       E4M3 everywhere, power-of-two scales); rowwise_with_gw_hp: torchao's, the\n"
+     "                       same with the weight gradient's GEMM in high precision\n"},
     {"--attention", NULL, OPT_WORD, F(attention), 0, 0, WORDS(ATTENTION_PATHS), NULL,
      NULL,
      "  --attention auto|own  attention's implementation on the GPU: auto runs cuDNN's fused flash\n"
@@ -710,6 +721,17 @@ static int meta_flag(train_meta_fn get, void *user, const train_options *o, cons
     return 0;
 }
 
+f8_recipe train_recipe(f8_recipe_kind kind)
+{
+    f8_recipe r = f8_recipe_default();
+    r.kind = kind;
+    if (kind == F8_RECIPE_ROWWISE || kind == F8_RECIPE_ROWWISE_GW_HP) {
+        r.format = F8_FORMAT_E4M3;
+        r.power_2_scales = 1;
+    }
+    return r;
+}
+
 f8_recipe_kind train_checkpoint_recipe(const char *path)
 {
     f8_ctx_config cc = f8_ctx_config_default();
@@ -718,7 +740,7 @@ f8_recipe_kind train_checkpoint_recipe(const char *path)
     f8_recipe_kind kind = F8_RECIPE_DELAYED;
     if (f8_ctx_create(&cc, &tmp, NULL, 0) == F8_OK && f8_checkpoint_load(tmp, path, &ck) == F8_OK) {
         const char *r = f8_checkpoint_metadata(ck, "train.recipe");
-        for (int k = F8_RECIPE_DELAYED; r && k <= F8_RECIPE_BLOCK; k++)
+        for (int k = F8_RECIPE_DELAYED; r && k <= F8_RECIPE_ROWWISE_GW_HP; k++)
             if (strcmp(r, f8_recipe_kind_name((f8_recipe_kind)k)) == 0) kind = (f8_recipe_kind)k;
     }
     f8_checkpoint_destroy(ck);
@@ -767,12 +789,12 @@ int train_options_from_metadata(train_options *o, train_meta_fn get, void *user,
     }
     const char *dtype = strcmp(dt, "bf16") == 0 ? "bf16" : "fp32";
     /* The scaling recipe the run was trained with (none: delayed, as before recipes existed). */
-    static const char *const kinds[3] = {"delayed", "current", "block"};
+    static const char *const kinds[5] = {"delayed", "current", "block", "rowwise", "rowwise_with_gw_hp"};
     const char *rv = get(user, "train.recipe"), *kind = rv ? NULL : kinds[0];
-    for (int i = 0; rv && i < 3; i++)
+    for (int i = 0; rv && i < 5; i++)
         if (strcmp(rv, kinds[i]) == 0) kind = kinds[i];
     if (!kind) {
-        snprintf(err, n, "train.recipe = '%.40s': expected delayed, current or block", rv);
+        snprintf(err, n, "train.recipe = '%.40s': expected delayed, current, block, rowwise or rowwise_with_gw_hp", rv);
         return -1;
     }
     if (o->recipe && strcmp(o->recipe, kind) != 0) {

@@ -139,6 +139,12 @@ train_options train_options_default(void);
  * what is wrong), read through a CPU ctx of its own: a ctx that restores the
  * model must be created with the same kind. */
 f8_recipe_kind train_checkpoint_recipe(const char *path);
+
+/* The recipe f8_train runs for a kind: f8_recipe_default() with that kind,
+ * and for ROWWISE torchao's from_recipe_name("rowwise") settings (E4M3
+ * gradients, power-of-two scales). Every ctx that trains, resumes or exports
+ * a run makes its recipe here, so a checkpoint's recipe always matches. */
+f8_recipe train_recipe(f8_recipe_kind kind);
 /* Fill o from argv. Returns 0 to run, 1 when --help was printed to out, -1 on
  * a bad option (message in err). */
 int train_parse_args(int argc, char **argv, train_options *o, FILE *out, char *err, size_t err_size);

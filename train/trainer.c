@@ -410,9 +410,11 @@ static f8_status make_ctx(trainer *t, char *err, size_t n)
     cfg.backend = strcmp(b, "cpu") == 0 ? F8_BACKEND_CPU : F8_BACKEND_CUDA;
     cfg.device = t->o.device;
     const char *r = t->o.recipe ? t->o.recipe : "delayed";
-    cfg.recipe.kind = strcmp(r, "current") == 0 ? F8_RECIPE_CURRENT
-                    : strcmp(r, "block") == 0   ? F8_RECIPE_BLOCK
-                                                : F8_RECIPE_DELAYED;
+    cfg.recipe = train_recipe(strcmp(r, "current") == 0   ? F8_RECIPE_CURRENT
+                              : strcmp(r, "block") == 0   ? F8_RECIPE_BLOCK
+                              : strcmp(r, "rowwise") == 0 ? F8_RECIPE_ROWWISE
+                              : strcmp(r, "rowwise_with_gw_hp") == 0 ? F8_RECIPE_ROWWISE_GW_HP
+                                                          : F8_RECIPE_DELAYED);
     cfg.attention_path = strcmp(t->o.attention, "own") == 0 ? F8_ATTENTION_PATH_OWN : F8_ATTENTION_PATH_AUTO;
     cfg.attention_nondeterministic = !t->o.attention_deterministic;
     f8_status st = f8_ctx_create(&cfg, &t->ctx, err, n);
@@ -782,7 +784,10 @@ int trainer_run(trainer *t)
         const f8_recipe_kind kind = f8_ctx_recipe(t->ctx)->kind;
         printf("f8_train: %s backend, %s%s%s, %s, graph %s\n", cuda ? "CUDA" : "CPU", o->fp8 ? "FP8" : "no FP8",
                o->fp8 && kind != F8_RECIPE_DELAYED ? " " : "",
-               o->fp8 && kind != F8_RECIPE_DELAYED ? (kind == F8_RECIPE_CURRENT ? "current scaling" : "block scaling")
+               o->fp8 && kind != F8_RECIPE_DELAYED ? (kind == F8_RECIPE_CURRENT ? "current scaling"
+                                                      : kind == F8_RECIPE_BLOCK   ? "block scaling"
+                                                      : kind == F8_RECIPE_ROWWISE ? "row-wise scaling"
+                                                                                  : "row-wise scaling, wgrad in high precision")
                                                    : "",
                f8_dtype_name(t->m.c.dtype), t->use_graph ? "on" : "off");
         if (t->m.c.fp8_attention) /* the option's cost, before anyone waits on it */

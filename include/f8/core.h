@@ -123,16 +123,36 @@ typedef enum f8_amax_algo {
  *            block-scaled matmul where it takes the shape, an own kernel
  *            elsewhere); modules with fp8_weights refuse it
  *            (F8_ERR_UNSUPPORTED).
- * The values after these are kept for the block formats of later GPUs
- * (MXFP8, NVFP4). A checkpoint records its recipe kind; restoring it into a
- * ctx of another kind is refused. */
+ *   ROWWISE  torchao's and torchtitan's "rowwise" (Float8LinearConfig.
+ *            from_recipe_name("rowwise")): one FP32 scale per row of each
+ *            GEMM operand along the contracted dimension (per token for
+ *            activations and gradients, per output channel for weights,
+ *            per input channel for the weight's column-wise copy), from the
+ *            row's own amax; power_2_scales is torchao's
+ *            round_scales_to_power_of_2 (its default for this recipe is on:
+ *            f8_train sets it). With format E4M3 the gradients are E4M3 as
+ *            in torchao; HYBRID gives them E5M2. fp8_weights refused.
+ *   ROWWISE_GW_HP  torchao's "rowwise_with_gw_hp": ROWWISE for the forward
+ *            and dgrad GEMMs, the weight gradient's GEMM in high precision
+ *            from the high-precision input and output gradient (no
+ *            column-wise FP8 copies; the modules save the high-precision
+ *            norm and activation outputs instead of FP8 ones, and a
+ *            Linear reads its caller's x again in backward, as with FP8
+ *            off). torchao scales the weight per tensor in dgrad; f8 keeps
+ *            its per-input-channel copy there, as ROWWISE does.
+ * Later values are kept for the block formats of later GPUs (MXFP8,
+ * NVFP4). A checkpoint records its recipe kind; restoring it into a ctx of
+ * another kind is refused. */
 typedef enum f8_recipe_kind {
     F8_RECIPE_DELAYED = 0,
     F8_RECIPE_CURRENT = 1,
-    F8_RECIPE_BLOCK = 2
+    F8_RECIPE_BLOCK = 2,
+    F8_RECIPE_ROWWISE = 3,
+    F8_RECIPE_ROWWISE_GW_HP = 4
 } f8_recipe_kind;
 
-/* "delayed", "current", "block"; "unknown" otherwise. Static string. */
+/* "delayed", "current", "block", "rowwise", "rowwise_with_gw_hp" (torchao's
+ * names for the last two); "unknown" otherwise. Static string. */
 F8_API const char *f8_recipe_kind_name(f8_recipe_kind kind);
 
 /* The scaling recipe of a ctx (TE's DelayedScaling and its siblings). A ctx
@@ -145,7 +165,7 @@ typedef struct f8_recipe {
     int reduce_amax;            /* 0 or 1: all-reduce(MAX) amaxes across ranks; default 1
                                    (no effect with one process) */
     f8_recipe_kind kind;        /* default F8_RECIPE_DELAYED */
-    int power_2_scales;         /* 0 or 1, CURRENT or BLOCK (DELAYED refuses it):
+    int power_2_scales;         /* 0 or 1, any kind but DELAYED (which refuses it):
                                    each scale (BLOCK: each tile's and block's)
                                    rounded down to a power of two (its mantissa
                                    bits cleared, TE's

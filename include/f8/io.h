@@ -201,8 +201,20 @@ F8_API f8_status f8_checkpoint_check_entry(const f8_checkpoint *checkpoint, cons
  *                              from x as the cast does (scale = scaled_max /
  *                              ReduceMax(|x|), kept when that is 0 or not
  *                              finite, FLT_MAX clamp, power-of-two option);
- *                              F8_RECIPE_BLOCK: F8_ERR_UNSUPPORTED with fp8 (its
- *                              scales are per tile; config.fp8 = 0 works)
+ *                              F8_RECIPE_BLOCK: one scale per 1x128 tile of x
+ *                              (x flattened to [N, K], padded with zeros to
+ *                              whole tiles, reshaped [N, tiles, 128]), the
+ *                              codes formed as for ROWWISE below; its weights
+ *                              one scale per 128x128 block (opset 21's blocked
+ *                              DequantizeLinear, block_size 128 along axis 1
+ *                              of Wᵀ, scales [in, ceil(out/128)]);
+ *                              F8_RECIPE_ROWWISE: one scale per row of x
+ *                              (ReduceMax over the last axis, fallback 1), the
+ *                              codes formed as Mul(x, s) -> QuantizeLinear(.,
+ *                              1) -> DequantizeLinear(., 1) -> Mul(., 1/s) (a
+ *                              per-token scale is no per-axis input), and
+ *                              each weight with one scale per output channel
+ *                              (DequantizeLinear along axis 1 of Wᵀ)
  *   FP8 weight                 an FP8 initializer of 1 byte per weight, stored
  *                              transposed ([in, out]: MatMul reads it as it is),
  *                              DequantizeLinear with its own scale_inv: the codes

@@ -56,15 +56,18 @@ def microbatch_code(is_first_microbatch):
     return _lib.MICROBATCH_FIRST if is_first_microbatch else _lib.MICROBATCH_NOT_FIRST
 
 
-_SCALINGS = ("delayed", "current", "block")
+_SCALINGS = ("delayed", "current", "block", "rowwise", "rowwise_with_gw_hp")  # f8_recipe_kind's order
 
 
 class Recipe:
     """The scaling recipe (f8_recipe: TE's DelayedScaling, or its
     Float8CurrentScaling with scaling="current"); fixed per ctx at creation.
     format: "HYBRID" or "E4M3"; amax_compute_algo: "max" or "most_recent";
-    scaling: "delayed" (default), "current" or "block" (1x128 / 128x128 tiles);
-    power_2_scales: current and block scaling only."""
+    scaling: "delayed" (default), "current", "block" (1x128 / 128x128 tiles) or
+    "rowwise" (one scale per row: torchao's "rowwise" with fp8_format="E4M3"
+    and power_2_scales=True, as f8.torch.Float8RowwiseScaling() sets them) or
+    "rowwise_with_gw_hp" (the same, the weight gradient's GEMM in high precision);
+    power_2_scales: every scaling but delayed."""
 
     def __init__(self, margin=0, fp8_format="HYBRID", amax_history_len=1024, amax_compute_algo="max",
                  reduce_amax=True, scaling="delayed", power_2_scales=False):
@@ -76,7 +79,7 @@ class Recipe:
         self.scaling = str(scaling).lower()
         self.power_2_scales = bool(power_2_scales)
         if self.scaling not in _SCALINGS:
-            raise ValueError("scaling %r: delayed, current or block" % (scaling,))
+            raise ValueError("scaling %r: one of %s" % (scaling, ", ".join(_SCALINGS)))
         if self.fp8_format not in ("HYBRID", "E4M3"):
             raise ValueError("fp8_format %r: HYBRID or E4M3" % (fp8_format,))
         if self.amax_compute_algo not in ("max", "most_recent"):

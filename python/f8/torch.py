@@ -42,7 +42,7 @@ from f8 import _lib
 from f8._lib import lib
 
 __all__ = ["Linear", "LayerNormLinear", "LayerNormMLP", "fp8_autocast", "DelayedScaling", "Float8CurrentScaling",
-           "Float8BlockScaling", "context"]
+           "Float8BlockScaling", "Float8RowwiseScaling", "from_recipe_name", "context"]
 
 # The recipes under the names TransformerEngine's users know them by.
 DelayedScaling = _f8.Recipe
@@ -56,6 +56,32 @@ def Float8CurrentScaling(**kw):
 def Float8BlockScaling(**kw):
     """Block scaling: 1x128 tiles for activations and gradients, 128x128 blocks for weights."""
     return _f8.Recipe(scaling="block", **kw)
+
+
+# torchao's recipes (torchao.float8.Float8LinearConfig.from_recipe_name), for
+# its and torchtitan's users: "tensorwise" is TE's current scaling (E4M3
+# forward, E5M2 gradients); "rowwise" is one scale per row of each GEMM
+# operand (per token, per output channel; per input channel for the weight's
+# dgrad copy), E4M3 everywhere, power-of-two scales.
+
+def Float8RowwiseScaling(fp8_format="E4M3", power_2_scales=True, **kw):
+    """Row-wise scaling, torchao's and torchtitan's "rowwise" recipe (its defaults: E4M3 gradients too,
+    scales rounded down to powers of two)."""
+    return _f8.Recipe(scaling="rowwise", fp8_format=fp8_format, power_2_scales=power_2_scales, **kw)
+
+
+def from_recipe_name(name):
+    """The f8 recipe of a torchao Float8LinearConfig.from_recipe_name name: "tensorwise", "rowwise" or
+    "rowwise_with_gw_hp" (the weight gradient's GEMM in high precision; f8 keeps the weight's row-wise
+    column copy in dgrad where torchao scales it per tensor)."""
+    name = str(getattr(name, "value", name)).lower()
+    if name == "tensorwise":
+        return Float8CurrentScaling()
+    if name == "rowwise":
+        return Float8RowwiseScaling()
+    if name == "rowwise_with_gw_hp":
+        return _f8.Recipe(scaling="rowwise_with_gw_hp", fp8_format="E4M3", power_2_scales=True)
+    raise ValueError("recipe name %r: tensorwise, rowwise or rowwise_with_gw_hp" % (name,))
 
 _CTXS = {}
 

@@ -221,7 +221,8 @@ def main():
                 match(kind, device, dtype)
             match(kind, device, torch.bfloat16, residual=True)
         match("linear", device, torch.float32, residual=True)
-        for recipe in (te.Float8CurrentScaling(), te.Float8BlockScaling(power_2_scales=True)):
+        for recipe in (te.Float8CurrentScaling(), te.Float8BlockScaling(power_2_scales=True),
+                       te.from_recipe_name("rowwise"), te.from_recipe_name("rowwise_with_gw_hp")):
             match("mlp", device, torch.float32, recipe)
             match("lnl", device, torch.bfloat16, recipe)
         state_dict_round_trip(device)

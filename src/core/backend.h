@@ -35,12 +35,21 @@ extern "C" {
  *   BLOCK_1X128    1x128 tiles along the rows: scale_inv is the grid
  *                  [rows, ceil(cols/128)] (f8i_block_grid, block_rows 1)
  *   BLOCK_128X128  128x128 blocks: grid [ceil(rows/128), ceil(cols/128)]
- * (Room for the next: one scale per row, MX 1x32 blocks.) */
+ *   ROW            one FP32 scale per row of the operand as stored for the
+ *                  GEMM: scale_inv [rows] (the column-wise copy's
+ *                  scale_inv_t [cols], one per column of the stored
+ *                  tensor); core/rowwise.h has the cast and GEMM contracts
+ * (Room for the next: MX 1x32 blocks.) */
 typedef enum f8i_scaling_mode {
     F8I_SCALING_TENSOR = 0,
     F8I_SCALING_BLOCK_1X128 = 1,
-    F8I_SCALING_BLOCK_128X128 = 2
+    F8I_SCALING_BLOCK_128X128 = 2,
+    F8I_SCALING_ROW = 3
 } f8i_scaling_mode;
+
+/* The scale_inv count of a [rows, cols] operand stored in mode m (its
+ * column-wise copy's: f8i_mode_scales(m, cols, rows)). */
+static inline int64_t f8i_mode_scales(f8i_scaling_mode m, int64_t rows, int64_t cols);
 
 /* The rows of one scale tile of a block mode (1 or 128); 0 for TENSOR. */
 static inline int f8i_mode_block_rows(f8i_scaling_mode m)
@@ -364,6 +373,16 @@ typedef struct f8i_act_bwd_args {
 static inline int64_t f8i_block_grid(int64_t rows, int64_t cols, int block_rows)
 {
     return ((rows + block_rows - 1) / block_rows) * ((cols + F8I_BLOCK - 1) / F8I_BLOCK);
+}
+
+static inline int64_t f8i_mode_scales(f8i_scaling_mode m, int64_t rows, int64_t cols)
+{
+    switch (m) {
+    case F8I_SCALING_BLOCK_1X128: return f8i_block_grid(rows, cols, 1);
+    case F8I_SCALING_BLOCK_128X128: return f8i_block_grid(rows, cols, F8I_BLOCK);
+    case F8I_SCALING_ROW: return rows;
+    default: return 1;
+    }
 }
 
 /* The block-scaled cast (f8i_cast_args with mode BLOCK_1X128 or

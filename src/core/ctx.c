@@ -57,8 +57,9 @@ static int recipe_ok(const f8_recipe *r, char *msg, size_t n)
         snprintf(msg, n, "recipe.margin %d outside [-126, 126]", r->margin);
         return 0;
     }
-    if (r->kind != F8_RECIPE_DELAYED && r->kind != F8_RECIPE_CURRENT && r->kind != F8_RECIPE_BLOCK) {
-        snprintf(msg, n, "recipe.kind %d is not DELAYED (0), CURRENT (1) or BLOCK (2)", (int)r->kind);
+    if ((int)r->kind < F8_RECIPE_DELAYED || r->kind > F8_RECIPE_ROWWISE_GW_HP) {
+        snprintf(msg, n, "recipe.kind %d is not DELAYED (0), CURRENT (1), BLOCK (2), ROWWISE (3) or ROWWISE_GW_HP (4)",
+                 (int)r->kind);
         return 0;
     }
     if (r->reduce_amax != 0 && r->reduce_amax != 1) {
@@ -70,7 +71,7 @@ static int recipe_ok(const f8_recipe *r, char *msg, size_t n)
         return 0;
     }
     if (r->power_2_scales && r->kind == F8_RECIPE_DELAYED) {
-        snprintf(msg, n, "recipe.power_2_scales needs kind CURRENT or BLOCK (delayed scaling has no power-of-two option)");
+        snprintf(msg, n, "recipe.power_2_scales needs kind CURRENT, BLOCK or ROWWISE (delayed scaling has no power-of-two option)");
         return 0;
     }
     return 1;

@@ -99,14 +99,21 @@ static inline int f8i_recipe_current(const f8_ctx *ctx) { return ctx->recipe.kin
  * (1x128 tiles, 128x128 weight blocks) and every FP8 GEMM a block GEMM. */
 static inline int f8i_recipe_block(const f8_ctx *ctx) { return ctx->recipe.kind == F8_RECIPE_BLOCK; }
 
+/* 1 under F8_RECIPE_ROWWISE and ROWWISE_GW_HP: every module cast is a
+ * row-wise cast (one scale per row) and every FP8 GEMM a row-wise GEMM. */
+static inline int f8i_recipe_rowwise(const f8_ctx *ctx)
+{
+    return ctx->recipe.kind == F8_RECIPE_ROWWISE || ctx->recipe.kind == F8_RECIPE_ROWWISE_GW_HP;
+}
+
 /* 1 when the modules write norm and activation outputs (and d of the
  * activation backward) in high precision and cast them after, instead of the
  * fused FP8 outputs: current scaling needs their amax first, block scaling
- * their tiles' amaxes. (Telemetry does not: the fused norm and activation
+ * their tiles' amaxes, row-wise scaling each row's. (Telemetry does not: the fused norm and activation
  * kernels count as the cast does.) Fixed before any module exists. */
 static inline int f8i_casts_unfused(const f8_ctx *ctx)
 {
-    return f8i_recipe_current(ctx) || f8i_recipe_block(ctx);
+    return f8i_recipe_current(ctx) || f8i_recipe_block(ctx) || f8i_recipe_rowwise(ctx);
 }
 
 /* FP8 telemetry's block (backend memory, F8_TELEMETRY_MAX_SLOTS per

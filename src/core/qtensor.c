@@ -15,10 +15,15 @@
 #include "core/ops.h"
 
 
-/* The public per-tensor calls do not apply to a block-scaled weight
- * workspace (its scales are per 128x128 block; module-internal so far). */
+/* The public per-tensor calls do not apply to a block- or row-scaled
+ * weight workspace (its scales are per 128x128 block or per row;
+ * module-internal so far). */
 static f8_status block_refuse(const f8_qtensor *q, const char *fn)
 {
+    if (q->mode == F8I_SCALING_ROW)
+        return f8i_error(q->ctx, F8_ERR_UNSUPPORTED, "%s: the tensor is row-wise scaled (a weight workspace under "
+                                                     "F8_RECIPE_ROWWISE: one scale per row, used by the modules only "
+                                                     "so far)", fn);
     return f8i_error(q->ctx, F8_ERR_UNSUPPORTED, "%s: the tensor is block scaled (a weight workspace under "
                                                  "F8_RECIPE_BLOCK: one scale per 128x128 block, used by the modules "
                                                  "only so far)", fn);
@@ -82,15 +87,17 @@ f8_status f8i_qtensor_reserve_transpose(f8_qtensor *q)
     return f8i_alloc(q->ctx, q->cat_t, q->acct, bytes ? bytes : 1, (void **)&q->t);
 }
 
-f8_status f8i_qtensor_reserve_blocks(f8_qtensor *q)
+f8_status f8i_qtensor_reserve_scales(f8_qtensor *q, f8i_scaling_mode mode)
 {
     f8_status st = f8i_qtensor_reserve_transpose(q);
-    if (st != F8_OK || q->mode != F8I_SCALING_TENSOR) return st;
-    const int64_t g = f8i_block_grid(q->rows, q->cols, F8I_BLOCK);
-    F8I_TRY(f8i_alloc(q->ctx, q->cat_data, q->acct, (size_t)(2 * g + 1) * sizeof(float), (void **)&q->bsinv));
-    q->bsinv_t = q->bsinv + g;
-    q->mode = F8I_SCALING_BLOCK_128X128;
-    return f8i_op_fill_f32(q->ctx, q->bsinv, 1.0f, 2 * g);
+    if (st != F8_OK || q->mode != F8I_SCALING_TENSOR || mode == F8I_SCALING_TENSOR) return st;
+    const int64_t g = f8i_mode_scales(mode, q->rows, q->cols), gt = f8i_mode_scales(mode, q->cols, q->rows);
+    /* the row-wise vector of a 256-byte aligned allocation: gt starts 16-byte aligned (cuBLASLt's rule) */
+    const int64_t off = (g + 3) / 4 * 4;
+    F8I_TRY(f8i_alloc(q->ctx, q->cat_data, q->acct, (size_t)(off + gt + 1) * sizeof(float), (void **)&q->bsinv));
+    q->bsinv_t = q->bsinv + off;
+    q->mode = mode;
+    return f8i_op_fill_f32(q->ctx, q->bsinv, 1.0f, off + gt);
 }
 
 f8_status f8_qtensor_quantize(f8_qtensor *q, const f8_tensor *src, f8_slot slot, int with_transpose,

@@ -10,16 +10,19 @@
 struct f8_qtensor {
     f8_ctx *ctx;
     f8_dtype dtype;   /* E4M3 or E5M2 */
-    f8i_scaling_mode mode; /* TENSOR (scale_inv), or BLOCK_128X128 (bsinv, bsinv_t: a module
-                              weight's workspace under block scaling, f8i_qtensor_reserve_blocks) */
+    f8i_scaling_mode mode; /* TENSOR (scale_inv), or BLOCK_128X128 / ROW (bsinv, bsinv_t: a module
+                              weight's workspace under block or row-wise scaling,
+                              f8i_qtensor_reserve_scales) */
     int64_t rows, cols;
     void *block;      /* one allocation: scale_inv (256 B) then data */
     float *scale_inv; /* (1) private: written only with the data */
     uint8_t *data;    /* (rows, cols) */
     uint8_t *t;       /* (cols, rows) lazily allocated transpose, or NULL */
     int t_valid;      /* t holds the transpose of the current data */
-    float *bsinv;     /* BLOCK_128X128: scale_inv per 128x128 block [ceil(rows/128), ceil(cols/128)] */
-    float *bsinv_t;   /* BLOCK_128X128: the same grid transposed, t's: [ceil(cols/128), ceil(rows/128)] */
+    float *bsinv;     /* BLOCK_128X128: scale_inv per 128x128 block [ceil(rows/128), ceil(cols/128)];
+                         ROW: one per row [rows] */
+    float *bsinv_t;   /* BLOCK_128X128: the same grid transposed, t's: [ceil(cols/128), ceil(rows/128)];
+                         ROW: t's own, one per column of data [cols] */
     f8_memory_report *acct; /* the owning module's report, or NULL */
     f8_mem_category cat_data, cat_t; /* where its memory is reported */
 };
@@ -29,10 +32,12 @@ struct f8_qtensor {
 f8_status f8i_qtensor_create(f8_ctx *ctx, f8_dtype dtype, int64_t rows, int64_t cols, f8_memory_report *acct,
                              f8_mem_category cat_data, f8_mem_category cat_t, f8_qtensor **q);
 
-/* Block scaling (a module weight's workspace under F8_RECIPE_BLOCK): allocate
- * the transpose and the two block scale grids (scale_inv 1); the mode is
- * BLOCK_128X128 from then on, the dequantization factor per 128x128 block. */
-f8_status f8i_qtensor_reserve_blocks(f8_qtensor *q);
+/* Block or row-wise scaling (a module weight's workspace under
+ * F8_RECIPE_BLOCK or ROWWISE): allocate the transpose and the scales of
+ * both orientations in mode (BLOCK_128X128: the two grids; ROW: [rows] for
+ * the codes, [cols] for the transpose's own column-wise codes), all 1; the
+ * mode is `mode` from then on. TENSOR: only the transpose. */
+f8_status f8i_qtensor_reserve_scales(f8_qtensor *q, f8i_scaling_mode mode);
 
 /* q as a GEMM operand: data and t with the scale_inv of each by q's mode. */
 static inline f8i_operand f8i_qtensor_operand(const f8_qtensor *q)

@@ -39,6 +39,8 @@ const char *f8_recipe_kind_name(f8_recipe_kind kind)
     case F8_RECIPE_DELAYED: return "delayed";
     case F8_RECIPE_CURRENT: return "current";
     case F8_RECIPE_BLOCK: return "block";
+    case F8_RECIPE_ROWWISE: return "rowwise";
+    case F8_RECIPE_ROWWISE_GW_HP: return "rowwise_with_gw_hp";
     }
     return "unknown";
 }
@@ -46,9 +48,11 @@ const char *f8_recipe_kind_name(f8_recipe_kind kind)
 f8i_quantizer f8i_quantizer_for(const f8_ctx *ctx)
 {
     f8i_quantizer q;
-    q.act = f8i_recipe_block(ctx) ? F8I_SCALING_BLOCK_1X128 : F8I_SCALING_TENSOR;
-    q.weight = f8i_recipe_block(ctx) ? F8I_SCALING_BLOCK_128X128 : F8I_SCALING_TENSOR;
+    const int row = f8i_recipe_rowwise(ctx);
+    q.act = f8i_recipe_block(ctx) ? F8I_SCALING_BLOCK_1X128 : row ? F8I_SCALING_ROW : F8I_SCALING_TENSOR;
+    q.weight = f8i_recipe_block(ctx) ? F8I_SCALING_BLOCK_128X128 : row ? F8I_SCALING_ROW : F8I_SCALING_TENSOR;
     q.current = f8i_recipe_current(ctx);
     q.unfused = f8i_casts_unfused(ctx);
+    q.wgrad_hp = ctx->recipe.kind == F8_RECIPE_ROWWISE_GW_HP;
     return q;
 }

@@ -19,7 +19,11 @@ f8_status f8i_rowwise_cast_check(f8_ctx *ctx, const f8i_rowwise_cast_args *a)
         return f8i_error(ctx, F8_ERR_DTYPE, "rowwise cast: src is %s, expected fp32 or bf16", f8_dtype_name(a->src_dtype));
     if (!f8i_dtype_is_fp8(a->out_dtype))
         return f8i_error(ctx, F8_ERR_DTYPE, "rowwise cast: out is %s, expected e4m3 or e5m2", f8_dtype_name(a->out_dtype));
-    if (!a->out && !a->out_t) return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "rowwise cast: neither out nor out_t given");
+    if (!a->out && !a->out_t && !a->dbias)
+        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "rowwise cast: neither out, out_t nor dbias given");
+    if (a->dbias && !is_hp(a->dbias_dtype))
+        return f8i_error(ctx, F8_ERR_DTYPE, "rowwise cast: dbias is %s, expected fp32 or bf16",
+                         f8_dtype_name(a->dbias_dtype));
     if ((a->out && !a->scale_inv) || (a->out_t && !a->scale_inv_t))
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "rowwise cast: %s without its scale vector",
                          a->out && !a->scale_inv ? "out" : "out_t");

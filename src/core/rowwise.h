@@ -41,6 +41,7 @@
 #define F8_CORE_ROWWISE_H
 
 #include "core/f8i.h"
+#include "core/backend.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -53,14 +54,19 @@ extern "C" {
  *       scaled by its own s(c), quantized from the high-precision values,
  *       never from out's codes (whose scales belong to other rows): the
  *       column-wise operand a dgrad or wgrad GEMM contracts over the rows.
- * Either orientation may be NULL (with its scale vector). Also:
+ * Either orientation may be NULL (with its scale vector), not both unless
+ * dbias is set. Also:
  *   *amax = max(*amax, max |v| over src)   (if amax; NaN ignored)
  *   stats[0] += rows·cols, stats[1] += the count of |v·s| > fp8_max
  *       (saturated, before the clamp), stats[2] += the count of v != 0 with
  *       a ±0 code (flushed), each element counted once: from its out code,
  *       or its out_t code when out is NULL (if stats; as f8i_cast_args)
+ *   dbias[c] = (dbias_accumulate ? dbias[c] : 0) + Σ_r v   (if dbias: the
+ *       bias gradient of a gradient cast, dbias_dtype FP32 or BF16; the sum's
+ *       order is the backend's, as f8i_cast_args' dbias)
  * If noop && *noop == 1.0f nothing at all is written. rows or cols may be 0
- * (nothing is written). CPU and CUDA agree bit for bit on every output. */
+ * (nothing is written). CPU and CUDA agree bit for bit on every output but
+ * dbias (within FP32 rounding of the sum). */
 typedef struct f8i_rowwise_cast_args {
     const void *src;      /* [rows, cols] */
     f8_dtype src_dtype;   /* FP32 or BF16 */
@@ -75,6 +81,9 @@ typedef struct f8i_rowwise_cast_args {
     float *amax;          /* scalar or NULL */
     uint64_t *stats;      /* [3] or NULL */
     const float *noop;    /* scalar or NULL */
+    void *dbias;          /* [cols] or NULL */
+    f8_dtype dbias_dtype;
+    int dbias_accumulate;
 } f8i_rowwise_cast_args;
 
 /* The row-wise GEMM, TN in row-major terms: A stored [m, k] with one scale
@@ -111,6 +120,26 @@ typedef struct f8i_rowwise_gemm_args {
     f8_dtype bias_dtype;      /* FP32 or BF16 */
     int split_accum;
 } f8i_rowwise_gemm_args;
+
+/* The backend table's CAST and GEMM ops dispatch mode ROW here
+ * (f8i_cast_args.mode, f8i_gemm_args' a_mode = b_mode = ROW): the same
+ * fields, in these ops' terms. The GEMM's accumulate is the addend C = D. */
+static inline f8i_rowwise_cast_args f8i_rowwise_cast_from(const f8i_cast_args *c)
+{
+    f8i_rowwise_cast_args a = {c->src, c->src_dtype, c->rows, c->cols, c->out_dtype, c->out,
+                               c->out ? c->scale_inv : NULL, c->out_t, c->out_t ? c->scale_inv_t : NULL,
+                               c->scaled_max, c->pow2, c->amax, c->stats, c->noop, c->dbias, c->dbias_dtype,
+                               c->dbias_accumulate};
+    return a;
+}
+
+static inline f8i_rowwise_gemm_args f8i_rowwise_gemm_from(const f8i_gemm_args *g)
+{
+    f8i_rowwise_gemm_args r = {g->m, g->n, g->k, (const uint8_t *)g->a, g->a_dtype, g->a_scale_inv,
+                               (const uint8_t *)g->b, g->b_dtype, g->b_scale_inv, g->d, g->d_dtype,
+                               g->accumulate ? g->d : g->c, g->bias, g->bias_dtype, g->split_accum};
+    return r;
+}
 
 /* Check a and g as a caller above the backends must (dtypes, shapes,
  * pointers present with their orientation, a finite scaled_max > 0): F8_OK,

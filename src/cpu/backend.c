@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "core/f8i.h"
+#include "core/rowwise.h"
 #include "core/numerics.h"
 #include "core/ops.h"
 
@@ -151,6 +152,11 @@ f8_status f8i_cpu_cast_block(f8_ctx *ctx, const f8i_cast_args *a);
 
 f8_status f8i_cpu_cast(f8_ctx *ctx, const f8i_cast_args *a)
 {
+    if (a->mode == F8I_SCALING_ROW) {
+        const f8i_rowwise_cast_args r = f8i_rowwise_cast_from(a);
+        F8I_TRY(f8i_rowwise_cast_check(ctx, &r));
+        return f8i_cpu_cast_rowwise(ctx, &r);
+    }
     if (a->mode != F8I_SCALING_TENSOR) return f8i_cpu_cast_block(ctx, a);
     /* An empty cast writes only scale_inv (backend.h). */
     if ((a->rows == 0 || a->cols == 0) && !a->scale_inv) return F8_OK;

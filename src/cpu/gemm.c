@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "core/f8i.h"
+#include "core/rowwise.h"
 #include "core/numerics.h"
 
 #ifdef F8_HAVE_BLAS
@@ -123,6 +124,13 @@ f8_status f8i_cpu_gemm_block(f8_ctx *ctx, const f8i_gemm_args *g);
 
 f8_status f8i_cpu_gemm(f8_ctx *ctx, const f8i_gemm_args *g)
 {
+    if (g->a_mode == F8I_SCALING_ROW || g->b_mode == F8I_SCALING_ROW) {
+        const f8i_rowwise_gemm_args r = f8i_rowwise_gemm_from(g);
+        if (g->a_mode != g->b_mode || g->a_trans || g->b_trans)
+            return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "gemm: a row-wise operand needs a row-wise partner, TN");
+        F8I_TRY(f8i_rowwise_gemm_check(ctx, &r));
+        return f8i_cpu_gemm_rowwise(ctx, &r);
+    }
     if (g->a_mode != F8I_SCALING_TENSOR || g->b_mode != F8I_SCALING_TENSOR) return f8i_cpu_gemm_block(ctx, g);
     const int64_t m = g->m, n = g->n, k = g->k;
     if (m == 0 || n == 0) return F8_OK;

@@ -85,6 +85,14 @@ f8_status f8i_cpu_cast_rowwise(f8_ctx *ctx, const f8i_rowwise_cast_args *a)
         for (int64_t i = 0; i < R * C; i++) m = fmaxf(m, fabsf(hp_at(a->src, a->src_dtype, i)));
         *a->amax = m;
     }
+    if (a->dbias) { /* column sums in double: an oracle more precise than any GPU order */
+        for (int64_t c = 0; c < C; c++) {
+            double sum = 0.0;
+            for (int64_t r = 0; r < R; r++) sum += hp_at(a->src, a->src_dtype, r * C + c);
+            const float prev = a->dbias_accumulate ? hp_at(a->dbias, a->dbias_dtype, c) : 0.0f;
+            hp_put(a->dbias, a->dbias_dtype, c, prev + (float)sum);
+        }
+    }
     if (a->stats && (a->out || a->out_t)) {
         a->stats[0] += (uint64_t)(R * C);
         a->stats[1] += tally[1];
@@ -115,7 +123,7 @@ f8_status f8i_cpu_gemm_rowwise(f8_ctx *ctx, const f8i_rowwise_gemm_args *g)
             const float *bj = bf + j * k;
             double p = 0.0;
             for (int64_t kk = 0; kk < k; kk++) p += (double)af[kk] * (double)bj[kk];
-            float v = (float)p * (g->a_scale_inv[i] * g->b_scale_inv[j]);
+            float v = k ? (float)p * (g->a_scale_inv[i] * g->b_scale_inv[j]) : 0.0f; /* k = 0: no scales read */
             if (g->c) v += hp_at(g->c, g->d_dtype, i * n + j); /* read before D's write: c may be d */
             if (g->bias) v += hp_at(g->bias, g->bias_dtype, j);
             hp_put(g->d, g->d_dtype, i * n + j, v);

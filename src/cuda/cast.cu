@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "cast_tile.cuh"
+#include "core/rowwise.h"
 
 #define FLAT_ELEMS 16 /* elements a flat-kernel thread converts per step */
 
@@ -248,6 +249,11 @@ f8_status f8i_cuda_cast(f8_ctx *ctx, const f8i_cast_args *a)
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "cast: negative shape [%lld, %lld]", (long long)a->rows,
                          (long long)a->cols);
     if (a->mode == F8I_SCALING_BLOCK_1X128 || a->mode == F8I_SCALING_BLOCK_128X128) return f8i_cuda_cast_block(ctx, a);
+    if (a->mode == F8I_SCALING_ROW) {
+        const f8i_rowwise_cast_args r = f8i_rowwise_cast_from(a);
+        F8I_TRY(f8i_rowwise_cast_check(ctx, &r));
+        return f8i_cuda_cast_rowwise(ctx, &r);
+    }
     if (a->mode != F8I_SCALING_TENSOR)
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "cast: scaling mode %d unknown", (int)a->mode);
 

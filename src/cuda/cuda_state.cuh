@@ -109,6 +109,8 @@ f8_status f8i_cuda_telemetry_snap(f8_ctx *ctx, const f8i_telemetry_snap_args *ar
 /* Block scaling: block_cast.cu, gemm_block.cu. */
 f8_status f8i_cuda_cast_block(f8_ctx *ctx, const f8i_cast_args *args); /* cast.cu's block modes */
 f8_status f8i_cuda_gemm_block(f8_ctx *ctx, const f8i_gemm_args *args); /* gemm.cu's block modes */
+/* Row-wise scaling: rowwise_cast.cu, gemm_rowwise.cu (plans in the ctx's plan cache). */
+f8_status f8i_cuda_gemm_rowwise_op(f8_ctx *ctx, const f8i_gemm_args *args); /* gemm.cu's mode ROW */
 f8_status f8i_cuda_convert(f8_ctx *ctx, const void *src, f8_dtype src_dtype, const float *scale_inv, void *dst,
                            f8_dtype dst_dtype, int64_t count);
 f8_status f8i_cuda_reciprocal(f8_ctx *ctx, const float *src, float *dst, const float *noop);

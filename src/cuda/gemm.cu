@@ -629,6 +629,7 @@ static f8_status addend_into_d(f8_ctx *ctx, const f8i_gemm_args *g, f8i_gemm_arg
 
 f8_status f8i_cuda_gemm(f8_ctx *ctx, const f8i_gemm_args *args)
 {
+    if (args->a_mode == F8I_SCALING_ROW || args->b_mode == F8I_SCALING_ROW) return f8i_cuda_gemm_rowwise_op(ctx, args);
     if (args->a_mode != F8I_SCALING_TENSOR || args->b_mode != F8I_SCALING_TENSOR) return f8i_cuda_gemm_block(ctx, args);
     f8i_gemm_args e;
     const f8i_gemm_args *g = args;

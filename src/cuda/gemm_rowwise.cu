@@ -96,7 +96,7 @@ static __global__ void __launch_bounds__(RG_TILE *RG_TILE) gemm_rowwise_fallback
                 __syncthreads();
             }
             if (i >= g.m || j >= g.n) continue;
-            float v = acc * (g.a_scale_inv[i] * g.b_scale_inv[j]);
+            float v = g.k ? acc * (g.a_scale_inv[i] * g.b_scale_inv[j]) : 0.0f; /* k = 0: no scales read */
             if (g.c) v = v + f8i_lt_load(g.c, i * g.n + j, g.d_dtype);
             if (g.bias) v = v + f8i_lt_load(g.bias, j, g.bias_dtype);
             f8i_lt_store(g.d, i * g.n + j, g.d_dtype, v);
@@ -321,4 +321,18 @@ f8_status f8i_cuda_gemm_rowwise(f8_ctx *ctx, const f8i_rowwise_gemm_args *g, f8i
         if (st == F8_OK && last_path) *last_path = 1;
     }
     return st;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The backend table's GEMM op for mode ROW (gemm.cu dispatches here)        */
+/* ------------------------------------------------------------------------ */
+
+f8_status f8i_cuda_gemm_rowwise_op(f8_ctx *ctx, const f8i_gemm_args *args)
+{
+    if (args->a_mode != F8I_SCALING_ROW || args->b_mode != F8I_SCALING_ROW || args->a_trans || args->b_trans)
+        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "gemm: a row-wise operand needs a row-wise partner, TN");
+    const f8i_rowwise_gemm_args g = f8i_rowwise_gemm_from(args);
+    F8I_TRY(f8i_rowwise_gemm_check(ctx, &g));
+    /* no caller plan: the ctx's plan cache holds one per key (rowwise_kind) */
+    return f8i_cuda_gemm_rowwise(ctx, &g, NULL, NULL);
 }

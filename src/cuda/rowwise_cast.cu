@@ -22,6 +22,10 @@
  * cvt.rn.satfinite of v * s (one FP32 multiply, -fmad=false), as cast.cu
  * and block_cast.cu.
  *
+ * dbias (a gradient cast's column sums) rides the column blocks' amax walk,
+ * which reads every element of its columns anyway: FP32 partials per warp,
+ * summed over the warps in order (deterministic), one store per column.
+ *
  * amax and telemetry count each element once: from the row blocks when
  * there is out, else from the column blocks; stats[0] is added by block 0,
  * which is always one of the counting kind.
@@ -117,25 +121,37 @@ static __device__ __forceinline__ void rw_cols(const f8i_rowwise_cast_args &p, i
                                                unsigned &sat, unsigned &flushed)
 {
     __shared__ float part[RW_WARPS][RW_STRIPE];
+    __shared__ float psum[RW_WARPS][RW_STRIPE];
     __shared__ float scol[RW_STRIPE];
     __shared__ float tile[RW_STRIPE][RW_STRIPE + 1];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int64_t c0 = stripe * RW_STRIPE, c = c0 + lane;
-    float m = 0.0f;
-    for (int64_t r = warp; c < p.cols && r < p.rows; r += RW_WARPS) m = fmaxf(m, fabsf(rw_load<BF16>(p.src, r * p.cols + c)));
+    float m = 0.0f, sum = 0.0f;
+    for (int64_t r = warp; c < p.cols && r < p.rows; r += RW_WARPS) {
+        const float v = rw_load<BF16>(p.src, r * p.cols + c);
+        m = fmaxf(m, fabsf(v));
+        sum += v; /* the bias gradient's partial, in a fixed order: deterministic */
+    }
     part[warp][lane] = m;
+    psum[warp][lane] = sum;
     __syncthreads();
     if (warp == 0) {
-        float cm = 0.0f;
+        float cm = 0.0f, cs = 0.0f;
 #pragma unroll
-        for (int w = 0; w < RW_WARPS; ++w) cm = fmaxf(cm, part[w][lane]);
+        for (int w = 0; w < RW_WARPS; ++w) cm = fmaxf(cm, part[w][lane]), cs += psum[w][lane];
         const float s = f8i_current_scale(cm, 1.0f, p.scaled_max, p.pow2);
         scol[lane] = s;
-        if (c < p.cols) p.scale_inv_t[c] = 1.0f / s;
+        if (c < p.cols && p.out_t != NULL) p.scale_inv_t[c] = 1.0f / s;
+        if (c < p.cols && p.dbias != NULL) {
+            const bool bf = p.dbias_dtype == F8_DTYPE_BF16;
+            const float prev = !p.dbias_accumulate ? 0.0f : bf ? rw_load<1>(p.dbias, c) : rw_load<0>(p.dbias, c);
+            if (bf) ((uint16_t *)p.dbias)[c] = f8i_bf16_from_float(prev + cs);
+            else ((float *)p.dbias)[c] = prev + cs;
+        }
         if (count) amax = rw_warp_max(cm);
     }
     __syncthreads();
-    for (int64_t r0 = 0; r0 < p.rows; r0 += RW_STRIPE) {
+    for (int64_t r0 = 0; p.out_t != NULL && r0 < p.rows; r0 += RW_STRIPE) {
 #pragma unroll
         for (int i = 0; i < RW_STRIPE / RW_WARPS; ++i) {
             const int tr = warp + RW_WARPS * i;
@@ -168,7 +184,7 @@ static __global__ void __launch_bounds__(RW_THREADS) rowwise_cast_kernel(f8i_row
     float amax = 0.0f;
     unsigned sat = 0, flushed = 0;
     const bool row_block = (int64_t)blockIdx.x < row_blocks;
-    const bool count = row_block || p.out == NULL; /* uniform over the block */
+    const bool count = row_block || (p.out == NULL && p.out_t != NULL); /* uniform over the block */
     if (row_block)
         rw_rows<BF16, E5M2, VEC>(p, amax, sat, flushed);
     else
@@ -197,7 +213,7 @@ f8_status f8i_cuda_cast_rowwise(f8_ctx *ctx, const f8i_rowwise_cast_args *a)
 {
     if (a->rows == 0 || a->cols == 0) return F8_OK; /* nothing is written (rowwise.h) */
     const int64_t row_blocks = a->out ? (a->rows + RW_WARPS - 1) / RW_WARPS : 0;
-    const int64_t blocks = row_blocks + (a->out_t ? (a->cols + RW_STRIPE - 1) / RW_STRIPE : 0);
+    const int64_t blocks = row_blocks + (a->out_t || a->dbias ? (a->cols + RW_STRIPE - 1) / RW_STRIPE : 0);
     if (blocks > INT_MAX)
         return f8i_error(ctx, F8_ERR_UNSUPPORTED, "rowwise cast: [%lld, %lld] needs too many blocks for one launch",
                          (long long)a->rows, (long long)a->cols);

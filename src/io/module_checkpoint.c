@@ -302,7 +302,7 @@ static int recipe_kind_of(const char *value)
     const char *k = strstr(value, "scaling=");
     if (!k) return F8_RECIPE_DELAYED;
     k += 8;
-    for (int i = F8_RECIPE_DELAYED; i <= F8_RECIPE_BLOCK; i++) {
+    for (int i = F8_RECIPE_DELAYED; i <= F8_RECIPE_ROWWISE_GW_HP; i++) {
         const char *want = f8_recipe_kind_name((f8_recipe_kind)i);
         size_t n = strlen(want);
         if (strncmp(k, want, n) == 0 && (k[n] == ' ' || k[n] == '\0')) return i;

@@ -137,6 +137,58 @@ static const char *hp_weight_t(f8_onnx *g, f8_status *st, const f8i_weight *w)
     return r == F8_OK ? v : fail(g, st, r);
 }
 
+/* A row-wise or block-scaled weight Wᵀ [cols, rows] from W's values h
+ * (freed here), its scales taken from W now as the weight's cast takes them
+ * (f8i_current_scale of each tile's amax, fallback 1): tr = 1, one scale per
+ * row of W (output channel), DequantizeLinear along axis 1 of Wᵀ with the
+ * [rows] vector (per-axis); tr = 128, one per 128x128 block, opset 21's
+ * blocked DequantizeLinear along axis 1 (block_size 128) with the scales
+ * [cols, ceil(rows/128)] (each block's repeated over its 128 columns of
+ * Wᵀ: 1/32 of the codes' bytes). Codes fp8(w · s), stored transposed. */
+static const char *fp8_weight_tiles_t(f8_onnx *g, f8_status *st, const f8i_weight *w, const void *key, float *h,
+                                      f8_dtype qdt, int64_t tr)
+{
+    f8_ctx *ctx = f8i_onnx_ctx(g);
+    const int64_t R = w->rows, C = w->cols, tc = tr == 1 ? C : tr, nrb = (R + tr - 1) / tr, ncb = (C + tc - 1) / tc;
+    const int64_t ns = tr == 1 ? R : C * nrb;
+    const int e5 = qdt == F8_DTYPE_E5M2;
+    const float scaled_max = ldexpf(f8_fp8_max(qdt), -ctx->recipe.margin);
+    uint8_t *codes = (uint8_t *)malloc((size_t)(R * C) + 1);
+    float *sinv = (float *)malloc((size_t)ns * sizeof(float) + 1);
+    if (!codes || !sinv) {
+        free(h), free(codes), free(sinv);
+        return fail(g, st, F8_OK);
+    }
+    for (int64_t rb = 0; rb < nrb; rb++)
+        for (int64_t cb = 0; cb < ncb; cb++) {
+            const int64_t r1 = rb * tr + tr < R ? rb * tr + tr : R, c1 = cb * tc + tc < C ? cb * tc + tc : C;
+            float amax = 0.0f;
+            for (int64_t i = rb * tr; i < r1; i++)
+                for (int64_t j = cb * tc; j < c1; j++) amax = fmaxf(amax, fabsf(h[i * C + j]));
+            const float s = f8i_current_scale(amax, 1.0f, scaled_max, ctx->recipe.power_2_scales);
+            for (int64_t i = rb * tr; i < r1; i++)
+                for (int64_t j = cb * tc; j < c1; j++) codes[j * R + i] = f8i_fp8_encode(h[i * C + j] * s, e5);
+            if (tr == 1) sinv[rb] = 1.0f / s;
+            else
+                for (int64_t j = cb * tc; j < c1; j++) sinv[j * nrb + rb] = 1.0f / s;
+        }
+    free(h);
+    const int64_t dims[2] = {C, R}, sdims[2] = {C, nrb};
+    const char *init = f8i_onnx_init(g, "weight_fp8", e5 ? F8I_ONNX_E5M2 : F8I_ONNX_E4M3, dims, 2, codes,
+                                     (size_t)(R * C));
+    const char *s = init ? f8i_onnx_init(g, "weight_scale_inv", F8I_ONNX_FLOAT, tr == 1 ? &R : sdims, tr == 1 ? 1 : 2,
+                                         sinv, (size_t)ns * 4)
+                         : NULL;
+    if (!init) free(sinv);
+    f8i_onnx_node *n = NULL;
+    /* no zero point: per-axis and blocked take none or one of the scales' shape; absent is 0 */
+    const char *v = s ? OPN("DequantizeLinear", &n, init, s) : fail(g, st, F8_OK);
+    if (v) f8i_onnx_attr_int(n, "axis", 1);
+    if (v && tr > 1) f8i_onnx_attr_int(n, "block_size", tr);
+    const f8_status r = v ? f8i_onnx_cache_add(g, key, F8I_FORM_FP8_T, v) : F8_OK;
+    return r == F8_OK ? v : fail(g, st, r);
+}
+
 /* The dequantized FP8 weight Wᵀ [cols, rows]: codes fp8(W · scale) as a
  * forward with F8_MICROBATCH_NONE casts them (an FP8 primary weight: its
  * codes), stored transposed with their scale_inv. */
@@ -156,6 +208,8 @@ static const char *fp8_weight_t(f8_onnx *g, f8_status *st, const f8i_weight *w)
     /* the primary's codes decode to code·1 here: scale_inv applies in the graph */
     const float one = 1.0f;
     float *h = to_host(g, st, view.data, view.dtype, w->fp8_primary ? &one : NULL, (size_t)(R * C));
+    if (h && w->w8->mode != F8I_SCALING_TENSOR)
+        return fp8_weight_tiles_t(g, st, w, view.data, h, qdt, w->w8->mode == F8I_SCALING_ROW ? 1 : F8I_BLOCK);
     if (h && !w->fp8_primary && f8i_recipe_current(ctx)) {
         /* current scaling: the scale from the weight now, as its cast takes it */
         float amax = 0.0f;
@@ -287,12 +341,14 @@ static const char *pow2_below(f8_onnx *g, f8_status *st, const char *s)
  * tensor, s = scaled_max / a where a is finite and > 0 (else the slot's
  * scale now, kept), FLT_MAX for an infinite quotient, power-of-two rounding
  * with the recipe's option. A scalar value. */
-static const char *current_scale(f8_onnx *g, f8_status *st, f8_ctx *ctx, float kept, const char *x)
+static const char *current_scale(f8_onnx *g, f8_status *st, f8_ctx *ctx, float kept, const char *x, int rows)
 {
     const char *ax = OP1("Abs", x);
     f8i_onnx_node *rn = NULL;
-    const char *a = ax ? OPN("ReduceMax", &rn, ax) : NULL;
-    if (a) f8i_onnx_attr_int(rn, "keepdims", 0);
+    const int64_t last = -1; /* rows: one amax per row (token), kept as [..., 1] to broadcast */
+    const char *a = ax ? (rows ? OPN("ReduceMax", &rn, ax, f8i_onnx_const_ints(g, &last, 1)) : OPN("ReduceMax", &rn, ax))
+                       : NULL;
+    if (a) f8i_onnx_attr_int(rn, "keepdims", rows);
     const float scaled_max = ldexpf(f8_fp8_max(f8_ctx_slot_dtype(ctx, F8_DIR_FORWARD)), -ctx->recipe.margin);
     const char *q = a ? OP2("Div", f8i_onnx_const_float(g, scaled_max), a) : NULL;
     const char *s = q ? OP2("Min", q, f8i_onnx_const_float(g, 3.40282346638528859812e+38f)) : NULL;
@@ -304,16 +360,55 @@ static const char *current_scale(f8_onnx *g, f8_status *st, f8_ctx *ctx, float k
     return ok ? OPN("Where", NULL, ok, s, f8i_onnx_const_float(g, kept)) : NULL;
 }
 
-static const char *step_quantize(f8_onnx *g, f8_status *st, const f8_module *m, int slot, const char *x)
+/* fp8(x · s) then the codes times 1/s, s from x's own amax (fallback 1)
+ * over the last axis: Mul, QuantizeLinear and DequantizeLinear of scale 1,
+ * Mul (a per-token or per-tile scale is no per-axis input of QuantizeLinear,
+ * and this forms the FP32 product as f8's casts do). */
+static const char *own_scale_qdq(f8_onnx *g, f8_status *st, f8_ctx *ctx, const char *x, const char *zp)
+{
+    const char *sc = current_scale(g, st, ctx, 1.0f, x, 1);
+    const char *sinv = sc ? OP1("Reciprocal", sc) : NULL;
+    const char *in = sinv ? OP2("Mul", x, sc) : NULL;
+    f8i_onnx_node *node = NULL;
+    const char *q = in ? OPN("QuantizeLinear", &node, in, f8i_onnx_const_float(g, 1.0f), zp) : NULL;
+    if (q) f8i_onnx_attr_int(node, "saturate", 1);
+    const char *d = q ? OPN("DequantizeLinear", NULL, q, f8i_onnx_const_float(g, 1.0f), zp) : NULL;
+    return d ? OP2("Mul", d, sinv) : fail(g, st, F8_OK);
+}
+
+/* Block scaling's 1x128 tiles of x [..., K]: flattened to [N, K], padded
+ * with zeros to whole tiles (a zero leaves a tile's amax alone), viewed as
+ * [N, tiles, 128] for own_scale_qdq, then back to x's shape. */
+static const char *tiles_qdq(f8_onnx *g, f8_status *st, f8_ctx *ctx, const char *x, int64_t K, const char *zp)
+{
+    const int64_t kp = (K + F8I_BLOCK - 1) / F8I_BLOCK * F8I_BLOCK, flat[2] = {-1, K}, padded[2] = {-1, kp};
+    const int64_t tiles[3] = {-1, kp / F8I_BLOCK, F8I_BLOCK}, pads[4] = {0, 0, 0, kp - K};
+    const int64_t zero = 0, one = 1;
+    const char *shape = OP1("Shape", x);
+    const char *x2 = shape ? OP2("Reshape", x, f8i_onnx_const_ints(g, flat, 2)) : NULL;
+    if (x2 && kp != K) x2 = OP2("Pad", x2, f8i_onnx_const_ints(g, pads, 4));
+    const char *x3 = x2 ? OP2("Reshape", x2, f8i_onnx_const_ints(g, tiles, 3)) : NULL;
+    const char *y3 = x3 ? own_scale_qdq(g, st, ctx, x3, zp) : NULL;
+    const char *y2 = y3 ? OP2("Reshape", y3, f8i_onnx_const_ints(g, padded, 2)) : NULL;
+    if (y2 && kp != K)
+        y2 = OPN("Slice", NULL, y2, f8i_onnx_const_ints(g, &zero, 1), f8i_onnx_const_ints(g, &K, 1),
+                 f8i_onnx_const_ints(g, &one, 1));
+    return y2 ? OP2("Reshape", y2, shape) : fail(g, st, F8_OK);
+}
+
+/* The FP8 cast of a GEMM input x [..., K] by the module's quantizer. */
+static const char *step_quantize(f8_onnx *g, f8_status *st, const f8_module *m, int slot, const char *x, int64_t K)
 {
     f8_ctx *ctx = f8i_onnx_ctx(g);
     float scale = 1.0f;
     f8_status r = f8_slot_read(ctx, m->fwd[slot], &scale, NULL, NULL);
     if (r != F8_OK) return fail(g, st, r);
     const char *zp = f8i_onnx_zero_point(g, f8_ctx_slot_dtype(ctx, F8_DIR_FORWARD));
+    if (m->q.act == F8I_SCALING_BLOCK_1X128) return tiles_qdq(g, st, ctx, x, K, zp);
+    if (m->q.act == F8I_SCALING_ROW) return own_scale_qdq(g, st, ctx, x, zp); /* one scale per row (token) */
     if (f8i_recipe_current(ctx)) {
         /* the scale comes from x itself, as f8's cast takes it */
-        const char *sc = current_scale(g, st, ctx, scale, x);
+        const char *sc = current_scale(g, st, ctx, scale, x, 0);
         const char *sinv = sc ? OP1("Reciprocal", sc) : NULL; /* 1/s, the codes' scale_inv */
         const char *in = x, *qs = sinv;
         if (sinv && f8i_onnx_config(g)->exact_cast) {
@@ -427,11 +522,6 @@ f8_status f8_onnx_add_module(f8_onnx *g, f8_module *m, const char *x, const char
                          (long long)xv->last, m->cls->name, (long long)m->in_features);
     x = xv->name; /* the graph's copy: nodes keep pointers to it */
     const int rank = xv->rank, fp8 = m->fp8 && f8i_onnx_config(g)->fp8;
-    if (fp8 && f8i_recipe_block(m->ctx))
-        return f8i_error(m->ctx, F8_ERR_UNSUPPORTED,
-                         "%s: block scaling's FP8 scales are per 1x128 tile or 128x128 block, made from each tensor "
-                         "as it is cast; this export writes per-tensor FP8 casts (config.fp8 = 0 exports the module "
-                         "in high precision)", fn);
     const f8i_onnx_mark mark = f8i_onnx_mark_now(g);
     f8i_step steps[F8I_MAX_STEPS];
     const int n = m->cls->describe(m, fp8, steps);
@@ -441,7 +531,11 @@ f8_status f8_onnx_add_module(f8_onnx *g, f8_module *m, const char *x, const char
         const f8i_step *s = &steps[i];
         switch (s->kind) {
         case F8I_STEP_NORM: cur = step_norm(g, &st, &m->norm, cur); break;
-        case F8I_STEP_QUANTIZE: cur = step_quantize(g, &st, m, s->arg, cur); break;
+        case F8I_STEP_QUANTIZE: /* x's last dimension: the columns of the GEMM's weight that follows */
+            cur = step_quantize(g, &st, m, s->arg, cur,
+                                i + 1 < n && steps[i + 1].kind == F8I_STEP_GEMM ? m->w[steps[i + 1].arg].cols
+                                                                               : m->in_features);
+            break;
         case F8I_STEP_ROUND: cur = f8i_onnx_round(g, cur, m->param_dtype); break;
         case F8I_STEP_GEMM: cur = step_gemm(g, &st, &m->w[s->arg], i > 0 && steps[i - 1].kind == F8I_STEP_QUANTIZE, cur); break;
         case F8I_STEP_ACT: cur = step_act(g, &st, (f8_activation)s->arg, m->w[1].cols, cur); break;

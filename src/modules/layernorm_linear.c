@@ -57,6 +57,7 @@ typedef struct lnl_ws {
     void *gemm;       /* the GEMMs' padding workspace (nothing for aligned shapes) */
     float *amax;      /* sequence parallel: the group amax (current scaling) */
     float *dln_local; /* sequence parallel: this rank's rows of dln summed over the group (T/P, K) */
+    void *conv;       /* wgrad_hp: dy in the param dtype when it is not */
 } lnl_ws;
 
 static size_t fwd_layout(const f8_module *m, int64_t T, f8i_layout *l, lnl_ws *w)
@@ -75,9 +76,11 @@ static size_t bwd_layout(const f8_module *m, int64_t T, f8i_layout *l, lnl_ws *w
     const int64_t K = m->in_features, N = m->out_features;
     w->reduce = f8i_take(l, f8i_reduce_workspace_bytes(T, N > K ? N : K));
     w->dln = (float *)f8i_take(l, (size_t)(T * K) * 4);
+    w->conv = NULL;
     if (m->fp8) {
-        w->g8 = f8i_take_qbuf((f8_module *)m, l, F8_DIR_BACKWARD, T, N, 1);
+        w->g8 = f8i_take_qbuf((f8_module *)m, l, F8_DIR_BACKWARD, T, N, !m->q.wgrad_hp);
         w->lnt = (uint8_t *)f8i_take(l, (size_t)(T * K));
+        if (m->q.wgrad_hp) w->conv = f8i_take(l, (size_t)(T * N) * 4);
     }
     w->hp = NULL;
     w->dln_out = NULL;
@@ -132,12 +135,16 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
     f8i_qbuf q = {(uint8_t *)o->ln, saved ? s->lnt : NULL, o->ln_sinv, f8_ctx_slot_dtype(ctx, F8_DIR_FORWARD),
                   f8i_quantizer_blocked(&m->q) ? s->lnt_sinv : o->ln_sinv, m->q.act};
     f8_status st;
+    /* wgrad_hp training: the high-precision norm output is the saved wgrad operand */
+    void *ln_hp = saved && s->ln_hp ? s->ln_hp : NULL;
     if (!return_ln) { /* FP8 (the cast fused with the norm, or after it) or the param dtype; gathered */
-        st = f8i_module_norm_input(m, x, SLOT_INPUT, &q, ws.hp, s->mu, s->rsigma, ws.amax);
+        st = f8i_module_norm_input(m, x, SLOT_INPUT, &q, ln_hp ? ln_hp : ws.hp, s->mu, s->rsigma, ws.amax);
     } else if (fp8) {
         st = f8i_norm_forward(ctx, &m->norm, x, ln_out->data, ln_out->dtype, NULL, NULL, s->mu, s->rsigma);
         if (st == F8_OK)
             st = f8i_module_quantize(m, ln_out->data, ln_out->dtype, T, K, F8_DIR_FORWARD, SLOT_INPUT, &q, NULL, NULL);
+        if (st == F8_OK && ln_hp && T > 0)
+            st = f8i_op_convert(ctx, ln_out->data, ln_out->dtype, NULL, ln_hp, m->param_dtype, T * K);
     } else {
         st = f8i_norm_forward(ctx, &m->norm, x, s->ln, m->param_dtype, NULL, NULL, s->mu, s->rsigma);
         if (st == F8_OK && T > 0)
@@ -180,11 +187,17 @@ static f8_status backward(f8_module *m, f8_saved *sv, const f8_tensor *dy, const
         st = f8i_module_quantize(m, dy->data, dy->dtype, T, N, F8_DIR_BACKWARD, SLOT_GRAD_OUTPUT, g, w, ws.reduce);
         const f8i_operand go = f8i_qbuf_operand(g, T, N);
         if (st == F8_OK) st = f8i_weight_dgrad(ctx, w, &go, ws.dln, F8_DTYPE_FP32, 0, ws.gemm);
-        const uint8_t *lnt = s->lnt ? s->lnt : ws.lnt; /* block scaling saved it; else transpose the codes */
-        if (st == F8_OK && !s->lnt) st = f8i_op_transpose_u8(ctx, (const uint8_t *)ln, ws.lnt, T, K, NULL);
-        const f8i_operand lo = {ln, lnt, f8_ctx_slot_dtype(ctx, F8_DIR_FORWARD), m->q.act, ln_sinv,
-                                s->lnt ? s->lnt_sinv : ln_sinv, T, K};
-        if (st == F8_OK) st = f8i_weight_wgrad(ctx, w, &go, &lo, sv->microbatch, ws.gemm);
+        if (m->q.wgrad_hp) {
+            if (st == F8_OK)
+                st = f8i_weight_wgrad_hp(ctx, w, dy->data, dy->dtype, s->ln_hp, m->param_dtype, T, sv->microbatch,
+                                         ws.conv);
+        } else {
+            const uint8_t *lnt = s->lnt ? s->lnt : ws.lnt; /* block scaling saved it; else transpose the codes */
+            if (st == F8_OK && !s->lnt) st = f8i_op_transpose_u8(ctx, (const uint8_t *)ln, ws.lnt, T, K, NULL);
+            const f8i_operand lo = {ln, lnt, f8_ctx_slot_dtype(ctx, F8_DIR_FORWARD), m->q.act, ln_sinv,
+                                    s->lnt ? s->lnt_sinv : ln_sinv, T, K};
+            if (st == F8_OK) st = f8i_weight_wgrad(ctx, w, &go, &lo, sv->microbatch, ws.gemm);
+        }
     } else {
         const f8i_operand go = f8i_operand_hp(dy->data, dy->dtype, T, N);
         const f8i_operand lo = f8i_operand_hp(ln, m->param_dtype, T, K);

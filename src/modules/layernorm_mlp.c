@@ -48,6 +48,7 @@ typedef struct mlp_saved {
     void *h1;         /* (T, F1) param dtype: fc1 output before the activation */
     void *act;        /* FP8: the codes transposed (F, T); else (T, F) param dtype */
     float *act_sinv;  /* block scaling: the grid of act (its own 1x128 tiles of the transposed codes) */
+    void *act_hp;     /* wgrad_hp: the activation output (T, F) in param dtype, fc2's wgrad operand */
 } mlp_saved;
 
 static size_t place(const f8_module *m, f8i_layout *l, int64_t T, int keep_ln, mlp_saved *s)
@@ -58,6 +59,7 @@ static size_t place(const f8_module *m, f8i_layout *l, int64_t T, int keep_ln, m
     s->h1 = f8i_take(l, (size_t)(T * F1) * es);
     s->act = f8i_take(l, (size_t)(T * F) * qs);
     s->act_sinv = f8i_take_sinv(m, l, T, F, sizeof(float));
+    s->act_hp = m->fp8 && m->q.wgrad_hp ? f8i_take(l, (size_t)(T * F) * es) : NULL;
     return l->bytes;
 }
 
@@ -85,6 +87,7 @@ typedef struct mlp_ws {
     float *amax;    /* sequence parallel: the group amax (current scaling) */
     float *dln_stage, *dln_local; /* sequence parallel: dln in FP32 (T, H) when it is not, and this
                                      rank's rows summed over the group (T/P, H) */
+    void *conv;     /* wgrad_hp: dy in the param dtype when it is not */
 } mlp_ws;
 
 static size_t gemm_ws(const f8_module *m, int64_t T, int backward)
@@ -113,7 +116,7 @@ static size_t fwd_layout(const f8_module *m, int64_t T, int training, f8i_layout
     if (training && m->recompute_norm) rln_layout(m, T, l, w);
     w->a8_sinv = NULL;
     if (training && m->fp8 && f8i_quantizer_blocked(&m->q))
-        w->a8_sinv = (float *)f8i_take(l, (size_t)f8i_block_grid(T, F, 1) * sizeof(float));
+        w->a8_sinv = (float *)f8i_take(l, (size_t)f8i_mode_scales(m->q.act, T, F) * sizeof(float));
     w->hp = NULL; /* the norm's output, then the activation's */
     if (m->fp8 && m->q.unfused)
         w->hp = f8i_take(l, (size_t)(T * (H > F ? H : F)) * f8_dtype_size(m->param_dtype));
@@ -129,9 +132,10 @@ static size_t bwd_layout(const f8_module *m, int64_t T, f8i_layout *l, mlp_ws *w
     w->reduce = f8i_take(l, f8i_reduce_workspace_bytes(T, F1 > H ? F1 : H));
     w->dln = f8i_take(l, (size_t)(T * H) * gs);
     w->da = f8i_take(l, (size_t)(T * F) * gs);
+    w->conv = m->fp8 && m->q.wgrad_hp ? f8i_take(l, (size_t)(T * H) * 4) : NULL;
     if (m->fp8) {
-        w->g8 = f8i_take_qbuf((f8_module *)m, l, F8_DIR_BACKWARD, T, H, 1);
-        w->d8 = f8i_take_qbuf((f8_module *)m, l, F8_DIR_BACKWARD, T, F1, 1);
+        w->g8 = f8i_take_qbuf((f8_module *)m, l, F8_DIR_BACKWARD, T, H, !m->q.wgrad_hp);
+        w->d8 = f8i_take_qbuf((f8_module *)m, l, F8_DIR_BACKWARD, T, F1, !m->q.wgrad_hp);
         w->lnt = (uint8_t *)f8i_take(l, (size_t)(T * H));
         w->hp = m->q.unfused ? f8i_take(l, (size_t)(T * F1) * es) : NULL;
     } else {
@@ -184,7 +188,10 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
     float *ln_sinv = rec ? ws.rln.scale_inv : s->n.ln_sinv;
     const f8i_qbuf q = {(uint8_t *)ln, saved ? s->n.lnt : NULL, ln_sinv, qdt,
                         f8i_quantizer_blocked(&m->q) ? s->n.lnt_sinv : ln_sinv, m->q.act};
-    f8_status st = f8i_module_norm_input(m, x, GEMM1_INPUT, &q, ws.hp, s->n.mu, s->n.rsigma, ws.amax);
+    /* wgrad_hp training: the high-precision norm and activation outputs are saved (the wgrad operands) */
+    const int keep_hp = saved && s->act_hp;
+    f8_status st = f8i_module_norm_input(m, x, GEMM1_INPUT, &q, keep_hp ? s->n.ln_hp : ws.hp, s->n.mu, s->n.rsigma,
+                                         ws.amax);
     if (st == F8_OK && rec) st = f8i_module_norm_keep_scale(m, GEMM1_INPUT, s->n.scale);
     if (st == F8_OK && fp8) st = f8i_weight_cast(ctx, &m->w[0], mb, saved != NULL);
     if (st == F8_OK && fp8) st = f8i_weight_cast(ctx, &m->w[1], mb, saved != NULL);
@@ -202,12 +209,13 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
         a.y = a8;
         a.y_dtype = adt;
         if (fp8 && ws.hp) { /* current or block scaling: the activation in param dtype, then the cast */
-            const f8i_qbuf q = {(uint8_t *)a8, saved ? (uint8_t *)s->act : NULL, a8_sinv, qdt, s->act_sinv, m->q.act};
-            a.y = ws.hp;
+            const f8i_qbuf q = {(uint8_t *)a8, saved && !keep_hp ? (uint8_t *)s->act : NULL, a8_sinv, qdt,
+                                s->act_sinv, m->q.act};
+            a.y = keep_hp ? s->act_hp : ws.hp;
             a.y_dtype = pdt;
             st = f8i_op_act_fwd(ctx, &a);
             if (st == F8_OK)
-                st = f8i_module_quantize(m, ws.hp, pdt, T, a.cols, F8_DIR_FORWARD, GEMM2_INPUT, &q, NULL, NULL);
+                st = f8i_module_quantize(m, a.y, pdt, T, a.cols, F8_DIR_FORWARD, GEMM2_INPUT, &q, NULL, NULL);
         } else {
             if (fp8) {
                 a.y_t = saved ? (uint8_t *)s->act : NULL;
@@ -302,14 +310,21 @@ static f8_status backward(f8_module *m, f8_saved *sv, const f8_tensor *dy, const
         const f8i_operand ao = {NULL, s->act, qdt, m->q.act, NULL, s->act_sinv, T, F};
         st = f8i_module_quantize(m, dy->data, dy->dtype, T, H, F8_DIR_BACKWARD, GRAD_OUTPUT1, g, fc2, ws.reduce);
         if (st == F8_OK) st = f8i_weight_dgrad(ctx, fc2, &go, ws.da, pdt, 0, ws.gemm);
-        if (st == F8_OK) st = f8i_weight_wgrad(ctx, fc2, &go, &ao, sv->microbatch, ws.gemm);
-        if (st == F8_OK) st = act_backward(m, s, T, &ws);
+        if (st == F8_OK && s->act_hp)
+            st = f8i_weight_wgrad_hp(ctx, fc2, dy->data, dy->dtype, s->act_hp, pdt, T, sv->microbatch, ws.conv);
+        else if (st == F8_OK)
+            st = f8i_weight_wgrad(ctx, fc2, &go, &ao, sv->microbatch, ws.gemm);
+        if (st == F8_OK) st = act_backward(m, s, T, &ws); /* unfused: d stays in ws.hp in param dtype */
         if (st == F8_OK) st = f8i_weight_dgrad(ctx, fc1, &dop, ws.dln, pdt, 0, ws.gemm);
-        if (st == F8_OK) st = saved_ln(m, sv, &ws, &ln, &ln_sinv);
-        const uint8_t *lnt = s->n.lnt ? s->n.lnt : ws.lnt; /* block scaling saved it; else transpose the codes */
-        if (st == F8_OK && !s->n.lnt) st = f8i_op_transpose_u8(ctx, (const uint8_t *)ln, ws.lnt, T, H, NULL);
-        const f8i_operand lo = {ln, lnt, qdt, m->q.act, ln_sinv, s->n.lnt ? s->n.lnt_sinv : ln_sinv, T, H};
-        if (st == F8_OK) st = f8i_weight_wgrad(ctx, fc1, &dop, &lo, sv->microbatch, ws.gemm);
+        if (s->act_hp) { /* wgrad_hp: fc1's from d and the saved norm output, in high precision */
+            if (st == F8_OK) st = f8i_weight_wgrad_hp(ctx, fc1, ws.hp, pdt, s->n.ln_hp, pdt, T, sv->microbatch, NULL);
+        } else {
+            if (st == F8_OK) st = saved_ln(m, sv, &ws, &ln, &ln_sinv);
+            const uint8_t *lnt = s->n.lnt ? s->n.lnt : ws.lnt; /* block scaling saved it; else transpose the codes */
+            if (st == F8_OK && !s->n.lnt) st = f8i_op_transpose_u8(ctx, (const uint8_t *)ln, ws.lnt, T, H, NULL);
+            const f8i_operand lo = {ln, lnt, qdt, m->q.act, ln_sinv, s->n.lnt ? s->n.lnt_sinv : ln_sinv, T, H};
+            if (st == F8_OK) st = f8i_weight_wgrad(ctx, fc1, &dop, &lo, sv->microbatch, ws.gemm);
+        }
     } else {
         const f8i_operand go = f8i_operand_hp(dy->data, pdt, T, H), ao = f8i_operand_hp(s->act, pdt, T, F);
         const f8i_operand dop = f8i_operand_hp(ws.d, pdt, T, F);

@@ -25,11 +25,14 @@ typedef struct linear_saved {
     uint8_t *xt;        /* (K, max_tokens) */
 } linear_saved;
 
-/* FP8 only: X8ᵀ's scale_inv, then X8ᵀ. */
+/* FP8 only: X8ᵀ's scale_inv, then X8ᵀ (none under wgrad_hp: the backward
+ * reads the caller's x again, as with FP8 off). */
 static size_t place_saved(const f8_module *m, f8i_layout *l, int64_t T, void *impl)
 {
-    if (!m->fp8) return l->bytes;
     linear_saved *s = (linear_saved *)impl;
+    s->x_scale_inv = NULL;
+    s->xt = NULL;
+    if (!m->fp8 || m->q.wgrad_hp) return l->bytes;
     s->x_scale_inv = f8i_take_sinv(m, l, T, m->in_features, sizeof(float));
     s->xt = (uint8_t *)f8i_take(l, (size_t)(m->in_features * T));
     return l->bytes;
@@ -41,6 +44,7 @@ typedef struct linear_ws {
     f8i_qbuf x8, g8;
     void *reduce;
     void *gemm;
+    void *conv; /* wgrad_hp: dy in x's dtype when they differ */
 } linear_ws;
 
 static size_t fwd_layout(const f8_module *m, int64_t T, f8i_layout *l, linear_ws *w)
@@ -53,8 +57,9 @@ static size_t fwd_layout(const f8_module *m, int64_t T, f8i_layout *l, linear_ws
 static size_t bwd_layout(const f8_module *m, int64_t T, f8i_layout *l, linear_ws *w)
 {
     w->reduce = f8i_take(l, f8i_reduce_workspace_bytes(T, m->out_features));
-    w->g8 = f8i_take_qbuf((f8_module *)m, l, F8_DIR_BACKWARD, T, m->out_features, 1);
+    w->g8 = f8i_take_qbuf((f8_module *)m, l, F8_DIR_BACKWARD, T, m->out_features, !m->q.wgrad_hp);
     w->gemm = f8i_take(l, f8i_weight_gemm_workspace(&m->w[0], T, 1));
+    w->conv = m->q.wgrad_hp ? f8i_take(l, (size_t)(T * m->out_features) * 4) : NULL;
     return l->bytes;
 }
 
@@ -80,7 +85,7 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
     linear_ws ws;
     f8i_layout l = f8i_module_workspace(m);
     fwd_layout(m, x->rows, &l, &ws);
-    if (saved) { /* X8ᵀ and its scale_inv outlive the call */
+    if (saved && !m->q.wgrad_hp) { /* X8ᵀ and its scale_inv outlive the call */
         const linear_saved *s = (const linear_saved *)saved->impl;
         ws.x8.data_t = s->xt;
         if (f8i_quantizer_blocked(&m->q)) ws.x8.scale_inv_t = s->x_scale_inv; /* X8ᵀ has its own tiles */
@@ -122,6 +127,8 @@ static f8_status backward(f8_module *m, f8_saved *s, const f8_tensor *dy, const 
     f8i_operand xo = {NULL, ls->xt, f8_ctx_slot_dtype(ctx, F8_DIR_FORWARD), m->q.act, NULL, ls->x_scale_inv, T,
                       m->in_features}; /* X8ᵀ and its scale_inv, saved by the forward */
     if (st == F8_OK && dx) st = f8i_weight_dgrad(ctx, w, &go, dx->data, dx->dtype, dx_add, ws.gemm);
+    if (st == F8_OK && m->q.wgrad_hp)
+        return f8i_weight_wgrad_hp(ctx, w, dy->data, dy->dtype, s->x.data, s->x.dtype, T, s->microbatch, ws.conv);
     if (st == F8_OK) st = f8i_weight_wgrad(ctx, w, &go, &xo, s->microbatch, ws.gemm);
     return st;
 }

@@ -68,12 +68,13 @@ static f8_status spec_check(f8_ctx *ctx, const f8i_module_spec *s, const char *f
     if (st == F8_OK && s->has_norm) st = flag_check(ctx, fn, "zero_centered_gamma", s->zero_centered_gamma);
     if (st == F8_OK && s->has_norm) st = f8i_norm_config_check(ctx, fn, s->normalization, s->eps);
     if (st == F8_OK && s->has_norm) st = flag_check(ctx, fn, "recompute_norm_output", s->recompute_norm);
-    /* Block scaling saves a column-wise copy quantized from the norm's
-     * high-precision output; re-creating it is not implemented. */
+    /* Block and row-wise scaling save a column-wise copy quantized from the
+     * norm's high-precision output; re-creating it is not implemented. */
     const f8i_quantizer q = f8i_quantizer_for(ctx);
     if (st == F8_OK && s->recompute_norm && s->fp8 && f8i_quantizer_blocked(&q))
-        st = f8i_error(ctx, F8_ERR_UNSUPPORTED, "%s: config.recompute_norm_output is not supported under block "
-                                                "scaling (F8_RECIPE_BLOCK); use delayed or current scaling", fn);
+        st = f8i_error(ctx, F8_ERR_UNSUPPORTED, "%s: config.recompute_norm_output is not supported under %s "
+                                                "scaling (F8_RECIPE_%s); use delayed or current scaling", fn,
+                       q.act == F8I_SCALING_ROW ? "row-wise" : "block", q.act == F8I_SCALING_ROW ? "ROWWISE*" : "BLOCK");
     if (st == F8_OK) st = f8i_check_fp8_weights(ctx, fn, s->fp8, s->fp8_weights);
     return st;
 }
@@ -493,7 +494,7 @@ f8_status f8i_module_backward_aux(f8_module *m, const f8i_module_class *cls, f8_
 float *f8i_take_sinv(const f8_module *m, f8i_layout *l, int64_t rows, int64_t cols, size_t bytes)
 {
     if (f8i_quantizer_blocked(&m->q)) {
-        const int64_t r = f8i_block_grid(rows, cols, 1), c = f8i_block_grid(cols, rows, 1);
+        const int64_t r = f8i_mode_scales(m->q.act, rows, cols), c = f8i_mode_scales(m->q.act, cols, rows);
         const size_t grid = (size_t)(r > c ? r : c) * sizeof(float);
         if (grid > bytes) bytes = grid;
     }
@@ -506,8 +507,8 @@ f8i_qbuf f8i_take_qbuf(f8_module *m, f8i_layout *l, f8_direction dir, int64_t ro
     q.data = (uint8_t *)f8i_take(l, (size_t)(rows * cols));
     q.data_t = t ? (uint8_t *)f8i_take(l, (size_t)(rows * cols)) : NULL;
     if (f8i_quantizer_blocked(&m->q)) {
-        q.scale_inv = (float *)f8i_take(l, (size_t)f8i_block_grid(rows, cols, 1) * sizeof(float));
-        q.scale_inv_t = t ? (float *)f8i_take(l, (size_t)f8i_block_grid(cols, rows, 1) * sizeof(float)) : NULL;
+        q.scale_inv = (float *)f8i_take(l, (size_t)f8i_mode_scales(m->q.act, rows, cols) * sizeof(float));
+        q.scale_inv_t = t ? (float *)f8i_take(l, (size_t)f8i_mode_scales(m->q.act, cols, rows) * sizeof(float)) : NULL;
     } else {
         q.scale_inv = (float *)f8i_take(l, sizeof(float));
         q.scale_inv_t = q.scale_inv; /* one scalar for both orientations */
@@ -523,7 +524,8 @@ f8i_qbuf f8i_take_qbuf(f8_module *m, f8i_layout *l, f8_direction dir, int64_t ro
     ((c).dbias = (w)->db, (c).dbias_dtype = (w)->dtype, (c).dbias_accumulate = 1, (c).workspace = (reduce),          \
      (c).workspace_bytes = f8i_reduce_workspace_bytes((rows), (cols)))
 
-/* Block scaling's module cast: 1x128 tiles, both orientations from src. */
+/* Block and row-wise scaling's module cast (the activation quantizer's
+ * mode: 1x128 tiles, or one scale per row), both orientations from src. */
 static f8_status block_quantize(f8_module *m, const void *src, f8_dtype src_dtype, int64_t rows, int64_t cols,
                                 f8_slot sl, const f8i_qbuf *out, f8i_weight *dbias_of, void *reduce)
 {
@@ -534,7 +536,7 @@ static f8_status block_quantize(f8_module *m, const void *src, f8_dtype src_dtyp
     c.src_dtype = src_dtype;
     c.rows = rows;
     c.cols = cols;
-    c.mode = F8I_SCALING_BLOCK_1X128;
+    c.mode = m->q.act;
     c.out_dtype = out->dtype;
     c.scaled_max = ldexpf(f8_fp8_max(out->dtype), -ctx->recipe.margin);
     c.pow2 = ctx->recipe.power_2_scales;

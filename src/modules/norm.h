@@ -29,8 +29,10 @@ typedef struct f8i_norm_saved {
     float *ln_sinv;     /* NULL with recompute_norm */
     float *scale;       /* recompute_norm: the scale the input cast used (scalar), else NULL */
     float *mu, *rsigma; /* (T) */
-    uint8_t *lnt;       /* block scaling: ln8ᵀ (K, T), else NULL */
+    uint8_t *lnt;       /* block and row-wise scaling: ln8ᵀ (K, T), else NULL */
     float *lnt_sinv;
+    void *ln_hp;        /* wgrad_hp: the norm output (T, K) in param dtype (the wgrad operand;
+                           no lnt then), else NULL */
 } f8i_norm_saved;
 
 /* gamma = 1 (0 when zero-centred, so g = 1 either way), beta = 0, grads 0. */

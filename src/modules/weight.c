@@ -95,7 +95,7 @@ f8_status f8i_weight_create(f8_ctx *ctx, f8i_weight *w, const f8i_weight_spec *s
         st = f8i_qtensor_create(ctx, f8_ctx_slot_dtype(ctx, F8_DIR_FORWARD), sp->rows, sp->cols, sp->acct, cat,
                                 F8_MEM_WORKSPACE_TRANSPOSE, &w->w8);
     }
-    if (st == F8_OK && sp->fp8 && sp->mode != F8I_SCALING_TENSOR) st = f8i_qtensor_reserve_blocks(w->w8);
+    if (st == F8_OK && sp->fp8 && sp->mode != F8I_SCALING_TENSOR) st = f8i_qtensor_reserve_scales(w->w8, sp->mode);
     if (st == F8_OK && w->fp8_primary) {
         st = init_primary(ctx, w, sp->seed);
         w->w8_filled = 1;
@@ -112,8 +112,10 @@ void f8i_weight_destroy(f8_ctx *ctx, f8i_weight *w)
     memset(w, 0, sizeof *w);
 }
 
-/* Block scaling: W → codes and their transpose with one scale per 128x128
- * block (both grids), the amax into the WEIGHT slot's record. */
+/* Block or row-wise scaling: W → codes and their transpose with the
+ * workspace's mode (one scale per 128x128 block, both grids; or one per row
+ * of W and one per column for the transpose, each orientation quantized
+ * from W), the amax into the WEIGHT slot's record. */
 static f8_status block_cast(f8_ctx *ctx, f8i_weight *w, const float *noop)
 {
     f8i_cast_args c;
@@ -122,7 +124,7 @@ static f8_status block_cast(f8_ctx *ctx, f8i_weight *w, const float *noop)
     c.src_dtype = w->dtype;
     c.rows = w->rows;
     c.cols = w->cols;
-    c.mode = F8I_SCALING_BLOCK_128X128;
+    c.mode = w->w8->mode;
     c.out_dtype = w->w8->dtype;
     c.scaled_max = ldexpf(f8_fp8_max(c.out_dtype), -ctx->recipe.margin);
     c.pow2 = ctx->recipe.power_2_scales;
@@ -353,13 +355,14 @@ f8_status f8i_weight_wgrad(f8_ctx *ctx, f8i_weight *w, const f8i_operand *dy, co
                            f8_microbatch mb, void *gws)
 {
     const int64_t T = dy->rows;
+    const int q8 = w->fp8 && f8i_operand_fp8(dy); /* FP8 operands, or a high-precision wgrad (wgrad_hp) */
     f8i_gemm_args g = gemm(w->rows, w->cols, T);
-    operand_a(dy, w->fp8, &g);
-    g.b = w->fp8 ? x->data_t : x->data;
+    operand_a(dy, q8, &g);
+    g.b = q8 ? x->data_t : x->data;
     g.b_dtype = x->dtype;
-    g.b_scale_inv = w->fp8 ? x->scale_inv_t : x->scale_inv;
+    g.b_scale_inv = q8 ? x->scale_inv_t : x->scale_inv;
     g.b_mode = x->mode;
-    if (w->fp8) {
+    if (q8) {
         g.split_accum = 1; /* dyᵀ [rows, T] and xᵀ [cols, T] are K-contiguous */
         set_ws(&g, gws, f8i_weight_gemm_workspace(w, T, 1));
     } else {
@@ -376,6 +379,17 @@ f8_status f8i_weight_wgrad(f8_ctx *ctx, f8i_weight *w, const f8i_operand *dy, co
         g.accumulate = 1;
     }
     return f8i_op_gemm(ctx, &g);
+}
+
+f8_status f8i_weight_wgrad_hp(f8_ctx *ctx, f8i_weight *w, const void *dy, f8_dtype dy_dtype, const void *x,
+                              f8_dtype x_dtype, int64_t T, f8_microbatch mb, void *conv)
+{
+    if (dy_dtype != x_dtype) { /* the GEMM's operands share a dtype: dy in x's */
+        F8I_TRY(f8i_op_convert(ctx, dy, dy_dtype, NULL, conv, x_dtype, T * w->rows));
+        dy = conv;
+    }
+    const f8i_operand g = f8i_operand_hp(dy, x_dtype, T, w->rows), xo = f8i_operand_hp(x, x_dtype, T, w->cols);
+    return f8i_weight_wgrad(ctx, w, &g, &xo, mb, NULL);
 }
 
 f8_status f8i_weight_bgrad(f8_ctx *ctx, f8i_weight *w, const void *g_in, int64_t T)
@@ -413,6 +427,12 @@ f8_status f8i_check_act(f8_ctx *ctx, const f8_tensor *t, const char *name, int64
 f8_status f8i_check_fp8_weights(f8_ctx *ctx, const char *fn, int fp8, int fp8_weights)
 {
     const f8i_quantizer q = f8i_quantizer_for(ctx);
+    if (fp8_weights && q.weight == F8I_SCALING_ROW)
+        return f8i_error(ctx, F8_ERR_UNSUPPORTED, "%s: fp8_weights = 1 is not supported under row-wise scaling (a "
+                                                  "row-scaled primary weight would carry a scale per output channel "
+                                                  "through checkpoints and the optimizer, and its column-wise copy "
+                                                  "for dgrad needs the high-precision values); use fp8_weights = 0",
+                         fn);
     if (fp8_weights && q.weight != F8I_SCALING_TENSOR)
         return f8i_error(ctx, F8_ERR_UNSUPPORTED, "%s: fp8_weights = 1 is not supported under block scaling yet (a "
                                                   "block-scaled primary weight would carry a scale per 128x128 block "

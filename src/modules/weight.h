@@ -46,7 +46,7 @@ typedef struct f8i_weight_spec {
     int64_t max_tokens;
     uint64_t seed;
     f8_memory_report *acct;
-    f8i_scaling_mode mode; /* the weight quantizer's: TENSOR or BLOCK_128X128 (its workspace holds blocks) */
+    f8i_scaling_mode mode; /* the weight quantizer's: TENSOR, BLOCK_128X128 or ROW (its workspace holds their scales) */
 } f8i_weight_spec;
 
 /* Allocate and initialise (W ~ N(0, 0.02²) from seed, b = 0, grads 0). An
@@ -115,10 +115,17 @@ f8_status f8i_weight_dgrad(f8_ctx *ctx, f8i_weight *w, const f8i_operand *dy, vo
 
 /* dW (+)= dyᵀ · x into the gradient (accumulate) or main_grad (beta 0 after
  * a FIRST forward). FP8: dy's and x's data_t ([rows, T], [cols, T]) with
- * their scale_inv_t; param dtype: their data [T, rows], [T, cols]. gws:
- * f8i_weight_gemm_workspace(w, T, 1) bytes, or NULL. */
+ * their scale_inv_t; high precision (FP8 off, or an FP8 weight's wgrad_hp):
+ * their data [T, rows], [T, cols]. gws: f8i_weight_gemm_workspace(w, T, 1)
+ * bytes, or NULL. */
 f8_status f8i_weight_wgrad(f8_ctx *ctx, f8i_weight *w, const f8i_operand *dy, const f8i_operand *x,
                            f8_microbatch mb, void *gws);
+
+/* The quantizer's wgrad_hp: dW (+)= dyᵀ · x in high precision from dy [T,
+ * rows] and x [T, cols] (FP32 or BF16 each); dy is first converted into
+ * conv (T·rows elements of x's dtype) when the dtypes differ. */
+f8_status f8i_weight_wgrad_hp(f8_ctx *ctx, f8i_weight *w, const void *dy, f8_dtype dy_dtype, const void *x,
+                              f8_dtype x_dtype, int64_t T, f8_microbatch mb, void *conv);
 
 /* FP8 off: db[rows] += Σ_t g[t, :] (g [T, rows] in param dtype). */
 f8_status f8i_weight_bgrad(f8_ctx *ctx, f8i_weight *w, const void *g, int64_t T);
