@@ -25,8 +25,8 @@
  *               dS = (dO·Vᵀ - Σ)·P·c; dK = dSᵀ·Q; dQ = dS·K.
  *    Q, K, V, dQ, dK, dV are strided views of f8's (B·S, 3C) rows (no
  *    copies); Kᵀ and Vᵀ are the same memory with the last two dims swapped.
- *    The FP8 forward (f8_attention_config.fp8) runs f8's kernel: cuDNN's
- *    FP8 graph, wrong at training shapes, is a record in dev/.
+ *    The FP8 forward (f8_attention_config.fp8) is attention_cudnn_fp8.cu's,
+ *    on this file's library and handle (f8i_cudnn_attn_handle).
  *  - Determinism. The backward exists in two forms: with dQ accumulated in
  *    an FP32 dQ_accum tensor (atomics: fast, not reproducible) or with dQ
  *    written directly (cuDNN's "dP workspace" algorithm: dS kept in a
@@ -128,6 +128,7 @@ static void plan_release(const dn_api *api, dn_plan *p)
 void f8i_cuda_attn_cudnn_destroy(f8_ctx *ctx)
 {
     if (!ctx || !ctx->be_state) return;
+    f8i_cudnn_fp8_attn_destroy(ctx); /* its plans were built on this handle */
     f8i_attn_cudnn *c = f8i_cuda(ctx)->attn_cudnn;
     if (!c) return;
     for (int i = 0; i < c->count; i++) plan_release(&c->api, &c->plans[i]);
@@ -368,11 +369,10 @@ static void describe(f8i_attn_cudnn *c, const dn_plan *p)
  * memory for the cache, device memory for its buffer) is an error with a
  * message, never a quiet switch to the other path (the shape is not
  * remembered, so a later call tries again). */
-static dn_plan *plan_for(f8_ctx *ctx, const dn_key *key, f8_status *st)
+static f8i_attn_cudnn *state_of(f8_ctx *ctx, int cap, f8_status *st)
 {
     f8i_cuda_state *s = f8i_cuda(ctx);
     f8i_attn_cudnn *c = s->attn_cudnn;
-    const int cap = capturing(ctx);
     *st = F8_OK;
     if (!c) {
         if (cap) return NULL;
@@ -384,7 +384,14 @@ static dn_plan *plan_for(f8_ctx *ctx, const dn_key *key, f8_status *st)
         s->attn_cudnn = c;
         state_load(ctx, c);
     }
-    if (!c->ready) return NULL;
+    return c->ready ? c : NULL;
+}
+
+static dn_plan *plan_for(f8_ctx *ctx, const dn_key *key, f8_status *st)
+{
+    const int cap = capturing(ctx);
+    f8i_attn_cudnn *c = state_of(ctx, cap, st);
+    if (!c) return NULL;
     if (c->last < c->count && key_equal(&c->plans[c->last].key, key)) return c->plans[c->last].ok ? &c->plans[c->last] : NULL;
     for (int i = 0; i < c->count; i++)
         if (key_equal(&c->plans[i].key, key)) {
@@ -417,6 +424,20 @@ static dn_plan *plan_for(f8_ctx *ctx, const dn_key *key, f8_status *st)
     c->last = c->count - 1;
     (void)cudaGetLastError(); /* nothing sticky from cuDNN's internals leaks into f8's launch checks */
     return p->ok ? p : NULL;
+}
+
+const dn_api *f8i_cudnn_attn_handle(f8_ctx *ctx, void **handle, size_t *version, f8_status *st)
+{
+    *st = F8_OK;
+    if (mode_of(ctx) == F8I_ATTN_OWN) return NULL;
+    f8i_attn_cudnn *c = state_of(ctx, capturing(ctx), st);
+    if (!c) return NULL;
+    if (c->stream != f8i_stream(ctx)) {
+        if (c->api.set_stream(c->handle, f8i_stream(ctx)) != DN_OK) return NULL;
+        c->stream = f8i_stream(ctx);
+    }
+    *handle = c->handle, *version = c->version;
+    return &c->api;
 }
 
 /* Execute p with the given (uid, pointer) pairs; the workspace is p's buffer. */
@@ -504,7 +525,7 @@ static bool cudnn_shape(f8_dtype dt, int64_t hd) { return dt == F8_DTYPE_BF16 &&
 f8_status f8i_cudnn_attn_fwd(f8_ctx *ctx, const f8i_attn_fwd_args *a, int *ran)
 {
     *ran = 0;
-    if (a->fp8) return F8_OK; /* f8's FP8 kernel (cuDNN's FP8 forward: dev/cuda/attention_cudnn_fp8.cu) */
+    if (a->fp8) return f8i_cudnn_fp8_attn_fwd(ctx, a, ran); /* attention_cudnn_fp8.cu */
     f8i_cuda_state *s = f8i_cuda(ctx);
     if (mode_of(ctx) == F8I_ATTN_OWN || !cudnn_shape(a->dtype, a->head_dim) || !aligned16(a->qkv) || !aligned16(a->y) ||
         !aligned16(a->o))
@@ -603,6 +624,7 @@ f8_status f8i_cuda_attn_takes(f8_ctx *ctx, f8_dtype dtype, int64_t batch, int64_
 {
     *takes = 0;
     if (!cuda_of(ctx)) return F8_OK;
+    if (dtype == F8_DTYPE_E4M3 && !backward) return f8i_cudnn_fp8_attn_takes(ctx, batch, seq, n_head, head_dim, takes);
     const int mode = mode_of(ctx);
     if (mode == F8I_ATTN_OWN || !cudnn_shape(dtype, head_dim)) return F8_OK;
     const dn_key key = {backward ? 1 : 0, backward && mode == F8I_ATTN_CUDNN_NONDET ? 0 : 1, batch, seq, n_head, head_dim,
@@ -618,7 +640,7 @@ const char *f8i_cuda_attn_info(f8_ctx *ctx, int *loaded)
     if (loaded) *loaded = s && s->attn_cudnn && s->attn_cudnn->ready;
     if (!s) return "not a CUDA ctx";
     f8i_attn_cudnn *c = s->attn_cudnn;
-    if (!c) return "cuDNN not loaded yet (no eager BF16 attention call has asked for it)";
+    if (!c) return "cuDNN not loaded yet (no eager attention call has asked for it)";
     if (!c->ready) return c->why;
     int ok = 0, refused = 0;
     for (int i = 0; i < c->count; i++) ok += c->plans[i].ok, refused += !c->plans[i].ok;

@@ -13,6 +13,7 @@
 
 typedef struct f8i_gemm_cache f8i_gemm_cache; /* owned by gemm.cu */
 typedef struct f8i_attn_cudnn f8i_attn_cudnn; /* owned by attention_cudnn.cu */
+typedef struct f8i_attn_cudnn_fp8 f8i_attn_cudnn_fp8; /* owned by attention_cudnn_fp8.cu */
 
 #define F8I_SMEM_OPTINS 64 /* kernels whose shared-memory opt-in a ctx remembers */
 
@@ -28,6 +29,7 @@ typedef struct f8i_cuda_state {
     unsigned int *amax_ticket; /* (1) device, 0 between launches: amax_scale.cu's last-block ticket */
     float *amax_partials;      /* (F8I_AMAX_MAX_BLOCKS) device: its per-block partial amaxes */
     f8i_attn_cudnn *attn_cudnn; /* cuDNN library, handle and attention plans (lazily created) */
+    f8i_attn_cudnn_fp8 *attn_fp8; /* cuDNN's FP8 attention plans (lazily created) */
     int attn_mode;             /* F8I_ATTN_* (backend.h): F8_ATTN, read once, or a test's choice */
     int attn_mode_set;         /* attn_mode is valid */
     int attn_last_path;        /* F8I_ATTN_PATH_* of the last attention call */
@@ -122,6 +124,15 @@ f8_status f8i_cuda_act_bwd(f8_ctx *ctx, const f8i_act_bwd_args *args);
 f8_status f8i_cudnn_attn_fwd(f8_ctx *ctx, const f8i_attn_fwd_args *args, int *ran);
 f8_status f8i_cudnn_attn_bwd(f8_ctx *ctx, const f8i_attn_bwd_args *args, int *ran);
 void f8i_cuda_attn_cudnn_destroy(f8_ctx *ctx); /* plans, buffers, handle, library */
+/* cuDNN's FP8 attention (attention_cudnn_fp8.cu) on attention_cudnn.cu's
+ * library and handle: f8i_cudnn_attn_handle loads them if new (not while
+ * capturing) and points the handle at the ctx's stream; NULL (and *st
+ * F8_OK) where cuDNN is absent or the ctx's mode is f8's kernels only. */
+struct dn_api;
+const struct dn_api *f8i_cudnn_attn_handle(f8_ctx *ctx, void **handle, size_t *version, f8_status *st);
+f8_status f8i_cudnn_fp8_attn_fwd(f8_ctx *ctx, const f8i_attn_fwd_args *args, int *ran);
+f8_status f8i_cudnn_fp8_attn_takes(f8_ctx *ctx, int64_t batch, int64_t seq, int64_t n_head, int64_t head_dim, int *takes);
+void f8i_cudnn_fp8_attn_destroy(f8_ctx *ctx); /* before the handle it was built on */
 
 /* attention.cu; embedding.cu (embedding), cross_entropy.cu, adamw.cu */
 f8_status f8i_cuda_attn_fwd(f8_ctx *ctx, const f8i_attn_fwd_args *args);

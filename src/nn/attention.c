@@ -174,12 +174,12 @@ f8_status f8_attention_query_path(f8_attention *a, int64_t batch, int64_t seq, i
                          (long long)batch, (long long)seq, (long long)a->cfg.max_batch, (long long)a->cfg.max_seq);
     if (backward != 0 && backward != 1)
         return f8i_error(a->ctx, F8_ERR_INVALID_ARGUMENT, "f8_attention_query_path: backward is %d, not 0 or 1", backward);
-    /* An FP8 forward runs f8's FP8 kernel; its backward is the BF16 one. */
+    /* An FP8 forward asks for cuDNN's FP8 graph (dtype E4M3: attention_cudnn_fp8.cu takes it where
+     * the loaded cuDNN computes it right); its backward is the BF16 one. */
     int takes = 0;
-    if (backward || !a->cfg.fp8) {
-        F8I_TRY(f8i_cuda_attn_takes(a->ctx, a->cfg.dtype, batch, seq, a->cfg.n_head, a->cfg.n_kv_head,
-                                    a->cfg.head_dim, backward, &takes));
-    }
+    const f8_dtype dt = a->cfg.fp8 && !backward ? F8_DTYPE_E4M3 : a->cfg.dtype;
+    F8I_TRY(f8i_cuda_attn_takes(a->ctx, dt, batch, seq, a->cfg.n_head, a->cfg.n_kv_head, a->cfg.head_dim, backward,
+                                &takes));
     *path = takes ? F8_ATTENTION_PATH_CUDNN : F8_ATTENTION_PATH_OWN;
     return F8_OK;
 }
