@@ -93,6 +93,19 @@ static const char *mode_name(int row)
 
 static const char *path_name(int path) { return path == F8I_ATTN_PATH_CUDNN ? "cuDNN" : path == F8I_ATTN_PATH_OWN ? "own" : "?"; }
 
+/* One untimed forward and backward (plans are built on a shape's first
+ * call), the paths they took, then both timed. */
+static void time_calls(att_bench *b, void *stream, int *pf, int *pb, bench_times *tf, bench_times *tb)
+{
+    fwd_call(b, 0);
+    *pf = f8i_cuda_attn_last_path(b->ctx);
+    bwd_call(b, 0);
+    *pb = f8i_cuda_attn_last_path(b->ctx);
+    BENCH_CUDA(cudaStreamSynchronize((cudaStream_t)stream));
+    *tf = bench_time(stream, fwd_call, b, 50);
+    *tb = bench_time(stream, bwd_call, b, 50);
+}
+
 /* One shape on each path: f8's kernels, cuDNN (deterministic backward, the
  * default), cuDNN with its atomic backward (opt-in). The path each call
  * actually took is printed beside its times. */
@@ -124,13 +137,9 @@ static void run_shape(f8_ctx *ctx, bench_log *log, int64_t B, int64_t nh, int64_
     double ff_own = 0, fb_own = 0, tf_bf16 = 0, tb_bf16 = 0;
     for (int m = 0; m < N_ROWS; m++) {
         f8i_cuda_attn_set_mode(ctx, modes[m]);
-        fwd_call(&b, 0); /* plans are built on the first call of a shape: outside the timing */
-        const int pf = f8i_cuda_attn_last_path(ctx);
-        bwd_call(&b, 0);
-        const int pb = f8i_cuda_attn_last_path(ctx);
-        BENCH_CUDA(cudaStreamSynchronize((cudaStream_t)stream));
-        const bench_times tf = bench_time(stream, fwd_call, &b, 50);
-        const bench_times tb = bench_time(stream, bwd_call, &b, 50);
+        int pf, pb;
+        bench_times tf, tb;
+        time_calls(&b, stream, &pf, &pb, &tf, &tb);
         const double ff = fwd_flop / (tf.gpu_us * 1e-6) * 1e-12, fb = bwd_flop / (tb.gpu_us * 1e-6) * 1e-12;
         if (m == 0) ff_own = ff, fb_own = fb;
         if (modes[m] == F8I_ATTN_AUTO) tf_bf16 = tf.gpu_us, tb_bf16 = tb.gpu_us;
@@ -157,13 +166,9 @@ static void run_shape(f8_ctx *ctx, bench_log *log, int64_t B, int64_t nh, int64_
     cfg.fp8 = 1;
     BENCH_F8(ctx, f8_attention_create(ctx, &cfg, &b.a));
     BENCH_F8(ctx, f8_attention_saved_create(b.a, &b.s));
-    fwd_call(&b, 0);
-    const int pf = f8i_cuda_attn_last_path(ctx);
-    bwd_call(&b, 0);
-    const int pb = f8i_cuda_attn_last_path(ctx);
-    BENCH_CUDA(cudaStreamSynchronize((cudaStream_t)stream));
-    const bench_times tf = bench_time(stream, fwd_call, &b, 50);
-    const bench_times tb = bench_time(stream, bwd_call, &b, 50);
+    int pf, pb;
+    bench_times tf, tb;
+    time_calls(&b, stream, &pf, &pb, &tf, &tb);
     const double ff = fwd_flop / (tf.gpu_us * 1e-6) * 1e-12, fb = bwd_flop / (tb.gpu_us * 1e-6) * 1e-12;
     printf("B %2lld nh %2lld S %4lld hd %3lld %-12s (ran fwd %-5s bwd %-5s) | forward %8.1f us %6.1f TFLOP/s (%4.2fx BF16 "
            "cuDNN) | backward %8.1f us %6.1f TFLOP/s (%4.2fx BF16 cuDNN)\n",

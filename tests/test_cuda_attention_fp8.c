@@ -307,7 +307,6 @@ int main(void)
     /* f8_train's 50M attention (batch 16, 10 heads of 64, seq 512) on the default path, against the CPU */
     const fp8_shape train50m = {quick ? 2 : 16, 512, 10, 64};
     check_shape_amp(train50m, F8I_ATTN_AUTO, want, 1.0);
-    check_shape_amp(train50m, F8I_ATTN_AUTO, want, 4.0);
     check_calls(fused[0]);
     check_calls(train50m);
     /* the trainer's larger shapes on cuDNN, against f8's FP8 kernel on the GPU:

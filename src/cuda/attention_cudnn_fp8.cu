@@ -28,7 +28,8 @@
  *    fp8_finish_kernel dequantizes O8 into y and the saved o, turns Stats
  *    into attention.h's L and maxes the amaxes into the slots'.
  *  - Plans: a small cache of its own (kept apart so the shared plan cache
- *    can absorb it), one per (B, S, n_head, head_dim), built on the first
+ *    can absorb it), one per (B, S, n_head, head_dim), at most
+ *    FP8_MAX_PLANS shapes a ctx (later ones run f8's kernel), built on the first
  *    eager call, never while a stream captures (that call runs f8's kernel),
  *    each with one device buffer: cuDNN's workspace, Stats (for a call
  *    without saved L), O8, the scalars. Freed with the ctx, before the
@@ -73,10 +74,11 @@ typedef struct dn_plan {
 enum { SC_DQ, SC_SCALE_S, SC_DESCALE_S, SC_SCALE_O, SC_AMAX_S, SC_AMAX_O, SC_COUNT };
 #define SC_AT(i) (4 * (i))
 
+#define FP8_MAX_PLANS 32 /* shapes per ctx (a trainer uses one or two) */
 struct f8i_attn_cudnn_fp8 {
     const dn_api *api; /* attention_cudnn.cu's, alive until after f8i_cudnn_fp8_attn_destroy */
-    dn_plan *plans;
-    int count, cap;
+    dn_plan plans[FP8_MAX_PLANS];
+    int count;
 };
 
 /* ------------------------------------------------------------------------ */
@@ -172,13 +174,16 @@ static void plan_build(const dn_api *api, void *handle, dn_plan *p)
     p->ok = 1;
 }
 
+/* Every descriptor of p, the last made first, and its buffer; p stays as a refusal. */
 static void plan_release(const dn_api *api, dn_plan *p)
 {
-    for (int i = p->n_descs - 1; i >= 0; i--)
-        if (p->descs[i]) (void)api->b_destroy(p->descs[i]);
+    while (p->n_descs > 0) {
+        void *desc = p->descs[--p->n_descs];
+        if (desc) (void)api->b_destroy(desc);
+    }
     free(p->descs);
-    if (p->buf) (void)cudaFree(p->buf);
-    p->descs = NULL, p->n_descs = p->cap_descs = 0, p->buf = NULL, p->plan = NULL;
+    (void)cudaFree(p->buf); /* NULL is fine */
+    p->descs = NULL, p->cap_descs = 0, p->buf = NULL, p->plan = NULL;
 }
 
 void f8i_cudnn_fp8_attn_destroy(f8_ctx *ctx)
@@ -188,7 +193,6 @@ void f8i_cudnn_fp8_attn_destroy(f8_ctx *ctx)
     f8i_attn_cudnn_fp8 *c = s->attn_fp8;
     if (!c) return;
     for (int i = 0; i < c->count; i++) plan_release(c->api, &c->plans[i]);
-    free(c->plans);
     free(c);
     s->attn_fp8 = NULL;
     (void)cudaGetLastError();
@@ -226,15 +230,7 @@ static dn_plan *plan_for(f8_ctx *ctx, int64_t B, int64_t S, int64_t nh, int64_t 
         s->attn_fp8 = c;
         c->api = api;
     }
-    if (c->count == c->cap) {
-        const int n = c->cap ? 2 * c->cap : 4;
-        dn_plan *grown = (dn_plan *)realloc(c->plans, (size_t)n * sizeof *grown);
-        if (!grown) {
-            *st = f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "attention (cuDNN FP8): no host memory for %d plans", n);
-            return NULL;
-        }
-        c->plans = grown, c->cap = n;
-    }
+    if (c->count == FP8_MAX_PLANS) return NULL; /* a full cache: later shapes run f8's kernel */
     dn_plan *p = &c->plans[c->count++];
     memset(p, 0, sizeof *p);
     p->key = key;
