@@ -30,6 +30,8 @@
  *  - the path each forward took, what f8_attention_query_path answers for it
  *    (CUDNN exactly where cuDNN ran it, forward and backward), launch counts
  *    (cast + kernel = 2 on f8's kernel; cast + prep + cuDNN + finish = 4).
+ *  - GQA (f8's FP8 kernel): y, amaxes and dq bitwise those of the multi-head
+ *    run with k and v copied to each query head, dk and dv their group sums.
  * Inputs of amplitude 1 and 4 (peaked rows, as trained attention has).
  * Shapes: generic (head_dim 16, 32, S = 1, 7, 13), cuDNN's (head_dim 64
  * and 128, S = 1, 64, 129, 200, 1024; F8_TEST_QUICK: 256) and f8_train's
@@ -294,6 +296,9 @@ int main(void)
     check_shape_amp(fused[0], F8I_ATTN_OWN, 0, 4.0);
     check_shape_amp(fused[4], F8I_ATTN_OWN, 0, 4.0);
     check_calls(fused[0]);
+    /* GQA on f8's FP8 kernel against the multi-head run of copied k, v (cuDNN's FP8 forward takes no GQA) */
+    (void)fp8_check_gqa(g_ctx[GPU], 2, 200, 8, 2, 64, 0x6A2);
+    (void)fp8_check_gqa(g_ctx[GPU], 1, 129, 4, 1, 128, 0x6A3);
     /* AUTO: cuDNN's FP8 forward where the loaded cuDNN is >= 9.19 (hd 64, 128), else f8's kernel */
     f8i_cuda_attn_set_mode(g_ctx[GPU], F8I_ATTN_AUTO);
     const int first = check_shape(fused[0], F8I_ATTN_AUTO, 0); /* loads cuDNN */

@@ -485,9 +485,9 @@ F8_API f8_status f8_embedding_backward(f8_ctx *ctx, const int32_t *tokens, int64
  * dqkv has qkv's layout, each dk, dv head the sum over the n_head / G query
  * heads that read it (on every path in one fixed order: deterministic).
  * Everything above holds with the wider qkv; G = n_head is the layout above.
- * Errors: F8_ERR_SHAPE when G does not divide n_head (or is negative);
- * F8_ERR_UNSUPPORTED for G < n_head with fp8 = 1 (the FP8 attention is
- * multi-head only). */
+ * With fp8 = 1 the codes have qkv's (wider) layout too; such a forward runs
+ * f8's FP8 kernel on the GPU (cuDNN's FP8 forward is taken for G = n_head only).
+ * Errors: F8_ERR_SHAPE when G does not divide n_head (or is negative). */
 typedef struct f8_attention f8_attention;
 typedef struct f8_attention_saved f8_attention_saved;
 
