@@ -309,6 +309,17 @@ int main(void)
     for (size_t i = 0; want && i < sizeof fused / sizeof fused[0]; i++)
         if (fused[i].S > 1) check_shape(fused[i], F8I_ATTN_AUTO, 1);
     check_shape_amp(fused[4], F8I_ATTN_AUTO, want, 4.0);
+    { /* GQA: the query answers OWN for the forward (cuDNN's FP8 forward takes no GQA), as the call runs */
+        f8_attention_config gc = f8_attention_config_default(8, 64, 2, 256);
+        gc.fp8 = 1;
+        gc.n_kv_head = 2;
+        f8_attention *ga = NULL;
+        f8_attention_path gp = F8_ATTENTION_PATH_AUTO;
+        CHECK_OK(g_ctx[GPU], f8_attention_create(g_ctx[GPU], &gc, &ga));
+        CHECK_OK(g_ctx[GPU], f8_attention_query_path(ga, 2, 256, 0, &gp));
+        CHECK(gp == F8_ATTENTION_PATH_OWN, "FP8 GQA forward: the query says %d, not OWN", (int)gp);
+        f8_attention_destroy(ga);
+    }
     /* f8_train's 50M attention (batch 16, 10 heads of 64, seq 512) on the default path, against the CPU */
     const fp8_shape train50m = {quick ? 2 : 16, 512, 10, 64};
     check_shape_amp(train50m, F8I_ATTN_AUTO, want, 1.0);

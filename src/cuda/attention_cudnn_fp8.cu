@@ -342,8 +342,11 @@ f8_status f8i_cudnn_fp8_attn_fwd(f8_ctx *ctx, const f8i_attn_fwd_args *a, int *r
     return f8i_cuda_launch_check(ctx, "attention (cuDNN FP8) fp8_finish_kernel");
 }
 
-f8_status f8i_cudnn_fp8_attn_takes(f8_ctx *ctx, int64_t batch, int64_t seq, int64_t n_head, int64_t head_dim, int *takes)
+f8_status f8i_cudnn_fp8_attn_takes(f8_ctx *ctx, int64_t batch, int64_t seq, int64_t n_head, int64_t n_kv_head,
+                                   int64_t head_dim, int *takes)
 {
+    *takes = 0;
+    if (n_kv_head > 0 && n_kv_head != n_head) return F8_OK; /* GQA: f8's kernel (as the call) */
     const dn_api *api = NULL;
     void *handle = NULL;
     f8_status st = F8_OK;

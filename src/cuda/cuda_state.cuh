@@ -131,7 +131,8 @@ void f8i_cuda_attn_cudnn_destroy(f8_ctx *ctx); /* plans, buffers, handle, librar
 struct dn_api;
 const struct dn_api *f8i_cudnn_attn_handle(f8_ctx *ctx, void **handle, size_t *version, f8_status *st);
 f8_status f8i_cudnn_fp8_attn_fwd(f8_ctx *ctx, const f8i_attn_fwd_args *args, int *ran);
-f8_status f8i_cudnn_fp8_attn_takes(f8_ctx *ctx, int64_t batch, int64_t seq, int64_t n_head, int64_t head_dim, int *takes);
+f8_status f8i_cudnn_fp8_attn_takes(f8_ctx *ctx, int64_t batch, int64_t seq, int64_t n_head, int64_t n_kv_head,
+                                  int64_t head_dim, int *takes);
 void f8i_cudnn_fp8_attn_destroy(f8_ctx *ctx); /* before the handle it was built on */
 
 /* attention.cu; embedding.cu (embedding), cross_entropy.cu, adamw.cu */
