@@ -4,9 +4,12 @@
  * 64) and the 1.3B configuration (B 8, 16 heads, S 1024, head_dim 128), and
  * two long-sequence ones (B 4 S 4096, B 2 S 8192; 16 heads, head_dim 128),
  * each on f8's own kernels, on cuDNN (deterministic backward: the default
- * path) and on cuDNN with its atomic backward, side by side. (The FP8
- * row, cuDNN's FP8 forward, left with that experiment for dev/: its output
- * was wrong at larger shapes, docs/FP8_ATTENTION.md.)
+ * path) and on cuDNN with its atomic backward, side by side; then FP8
+ * attention (f8_attention_config.fp8, as `f8_train --fp8-attention on`):
+ * the cast of qkv, cuDNN's FP8 forward where the loaded cuDNN is >= 9.19
+ * (else f8's FP8 kernel; the row says which ran) and its finish kernel; the
+ * backward the BF16 one on the dequantized codes; its ratios are to the
+ * BF16 cuDNN row.
  *
  * Per call: the GPU time (median of CUDA-event intervals, bench_util.h) and
  * TFLOP/s with causal FLOPs counted as FlashAttention does: forward
@@ -90,6 +93,19 @@ static const char *mode_name(int row)
 
 static const char *path_name(int path) { return path == F8I_ATTN_PATH_CUDNN ? "cuDNN" : path == F8I_ATTN_PATH_OWN ? "own" : "?"; }
 
+/* One untimed forward and backward (plans are built on a shape's first
+ * call), the paths they took, then both timed. */
+static void time_calls(att_bench *b, void *stream, int *pf, int *pb, bench_times *tf, bench_times *tb)
+{
+    fwd_call(b, 0);
+    *pf = f8i_cuda_attn_last_path(b->ctx);
+    bwd_call(b, 0);
+    *pb = f8i_cuda_attn_last_path(b->ctx);
+    BENCH_CUDA(cudaStreamSynchronize((cudaStream_t)stream));
+    *tf = bench_time(stream, fwd_call, b, 50);
+    *tb = bench_time(stream, bwd_call, b, 50);
+}
+
 /* One shape on each path: f8's kernels, cuDNN (deterministic backward, the
  * default), cuDNN with its atomic backward (opt-in). The path each call
  * actually took is printed beside its times. */
@@ -118,18 +134,15 @@ static void run_shape(f8_ctx *ctx, bench_log *log, int64_t B, int64_t nh, int64_
 
     const double fwd_flop = 2.0 * (double)B * nh * (double)S * S * hd, bwd_flop = 2.5 * fwd_flop;
     static const int modes[N_ROWS] = {F8I_ATTN_OWN, F8I_ATTN_AUTO, F8I_ATTN_CUDNN_NONDET};
-    double ff_own = 0, fb_own = 0;
+    double ff_own = 0, fb_own = 0, tf_bf16 = 0, tb_bf16 = 0;
     for (int m = 0; m < N_ROWS; m++) {
         f8i_cuda_attn_set_mode(ctx, modes[m]);
-        fwd_call(&b, 0); /* plans are built on the first call of a shape: outside the timing */
-        const int pf = f8i_cuda_attn_last_path(ctx);
-        bwd_call(&b, 0);
-        const int pb = f8i_cuda_attn_last_path(ctx);
-        BENCH_CUDA(cudaStreamSynchronize((cudaStream_t)stream));
-        const bench_times tf = bench_time(stream, fwd_call, &b, 50);
-        const bench_times tb = bench_time(stream, bwd_call, &b, 50);
+        int pf, pb;
+        bench_times tf, tb;
+        time_calls(&b, stream, &pf, &pb, &tf, &tb);
         const double ff = fwd_flop / (tf.gpu_us * 1e-6) * 1e-12, fb = bwd_flop / (tb.gpu_us * 1e-6) * 1e-12;
         if (m == 0) ff_own = ff, fb_own = fb;
+        if (modes[m] == F8I_ATTN_AUTO) tf_bf16 = tf.gpu_us, tb_bf16 = tb.gpu_us;
         printf("B %2lld nh %2lld S %4lld hd %3lld %-12s (ran fwd %-5s bwd %-5s) | forward %8.1f us %6.1f TFLOP/s (%4.1f%% "
                "of GEMM, %4.2fx own) | backward %8.1f us %6.1f TFLOP/s (%4.1f%%, %4.2fx own) | host %.1f + %.1f us/call\n",
                (long long)B, (long long)nh, (long long)S, (long long)hd, mode_name(modes[m]), path_name(pf), path_name(pb),
@@ -146,6 +159,27 @@ static void run_shape(f8_ctx *ctx, bench_log *log, int64_t B, int64_t nh, int64_
     }
     printf("    %s\n", f8i_cuda_attn_info(ctx, NULL));
     f8i_cuda_attn_set_mode(ctx, -1);
+    f8_attention_saved_destroy(b.s);
+    f8_attention_destroy(b.a);
+
+    /* FP8 attention, default path */
+    cfg.fp8 = 1;
+    BENCH_F8(ctx, f8_attention_create(ctx, &cfg, &b.a));
+    BENCH_F8(ctx, f8_attention_saved_create(b.a, &b.s));
+    int pf, pb;
+    bench_times tf, tb;
+    time_calls(&b, stream, &pf, &pb, &tf, &tb);
+    const double ff = fwd_flop / (tf.gpu_us * 1e-6) * 1e-12, fb = bwd_flop / (tb.gpu_us * 1e-6) * 1e-12;
+    printf("B %2lld nh %2lld S %4lld hd %3lld %-12s (ran fwd %-5s bwd %-5s) | forward %8.1f us %6.1f TFLOP/s (%4.2fx BF16 "
+           "cuDNN) | backward %8.1f us %6.1f TFLOP/s (%4.2fx BF16 cuDNN)\n",
+           (long long)B, (long long)nh, (long long)S, (long long)hd, "FP8", path_name(pf), path_name(pb), tf.gpu_us, ff,
+           tf_bf16 / tf.gpu_us, tb.gpu_us, fb, tb_bf16 / tb.gpu_us);
+    bench_json(log,
+               "{\"bench\":\"attention\",\"path\":\"FP8\",\"ran_fwd\":\"%s\",\"ran_bwd\":\"%s\",\"B\":%lld,\"nh\":%lld,"
+               "\"S\":%lld,\"hd\":%lld,\"fwd_us\":%.2f,\"fwd_tflops\":%.1f,\"bwd_us\":%.2f,\"bwd_tflops\":%.1f,"
+               "\"fwd_x_bf16\":%.3f,\"bwd_x_bf16\":%.3f}",
+               path_name(pf), path_name(pb), (long long)B, (long long)nh, (long long)S, (long long)hd, tf.gpu_us, ff, tb.gpu_us,
+               fb, tf_bf16 / tf.gpu_us, tb_bf16 / tb.gpu_us);
     f8_attention_saved_destroy(b.s);
     f8_attention_destroy(b.a);
     BENCH_CUDA(cudaFree(qkv));

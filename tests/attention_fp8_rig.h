@@ -231,6 +231,97 @@ static inline double fp8_rel_global(const float *g, const float *c, size_t n, fl
     return r > 0.0 ? sqrt(e / r) : sqrt(e);
 }
 
+/* GQA (G key/value heads for nh query heads) against the multi-head FP8
+ * attention of the same values with each group's k and v copied to its
+ * query heads: per query head the chain reads the same q, k and v, so y and
+ * dq must be bitwise equal, the amaxes equal, and each group's dk, dv the
+ * sum of its heads' (each of the group's BF16 values and the GQA one is
+ * rounded once: within 2^-8 of Σ|head| + |gqa|, plus 1e-6 of the rms). The caller picks
+ * the ctx's path (f8's kernels on a GPU: cuDNN's FP8 forward takes no GQA).
+ * Returns the worst dk/dv difference over that bound's scale. */
+static inline double fp8_check_gqa(f8_ctx *ctx, int64_t B, int64_t S, int64_t nh, int64_t G, int64_t hd, uint64_t seed)
+{
+    const int64_t T = B * S, C = nh * hd, Wg = (nh + 2 * G) * hd, grp = nh / G;
+    test_rng r = {seed};
+    float *qg = (float *)xmalloc((size_t)(T * Wg) * sizeof(float)), *qm = (float *)xmalloc((size_t)(T * 3 * C) * sizeof(float));
+    float *dy = (float *)xmalloc((size_t)(T * C) * sizeof(float)), amax = 0.0f;
+    for (int64_t i = 0; i < T * Wg; i++) {
+        qg[i] = f8_bf16_to_float(f8_bf16_from_float((float)rng_normal(&r)));
+        amax = fmaxf(amax, fabsf(qg[i]));
+    }
+    for (int64_t i = 0; i < T * C; i++) dy[i] = f8_bf16_to_float(f8_bf16_from_float((float)rng_normal(&r)));
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t h = 0; h < nh; h++)
+            for (int64_t d = 0; d < hd; d++) {
+                qm[t * 3 * C + h * hd + d] = qg[t * Wg + h * hd + d];
+                qm[t * 3 * C + C + h * hd + d] = qg[t * Wg + C + (h / grp) * hd + d];
+                qm[t * 3 * C + 2 * C + h * hd + d] = qg[t * Wg + C + G * hd + (h / grp) * hd + d];
+            }
+    const float scales[3] = {448.0f / amax, 448.0f, 448.0f / 1.5f};
+    float *y[2], *g[2], am[2][3];
+    for (int k = 0; k < 2; k++) { /* 0: GQA, 1: multi-head */
+        const int64_t W = k ? 3 * C : Wg;
+        f8_attention_config cfg = f8_attention_config_default(nh, hd, B, S);
+        cfg.fp8 = 1;
+        cfg.n_kv_head = k ? 0 : G;
+        f8_attention *a = NULL;
+        f8_attention_saved *sv = NULL;
+        if (f8_attention_create(ctx, &cfg, &a) != F8_OK) die("f8_attention_create (fp8, GQA)", ctx);
+        CHECK_OK(ctx, f8_attention_saved_create(a, &sv));
+        f8_slot sl[3];
+        CHECK_OK(ctx, f8_attention_fp8_slots(a, sl));
+        for (int j = 0; j < 3; j++) CHECK_OK(ctx, f8_slot_write(ctx, sl[j], scales[j], 1.0f / scales[j], NULL));
+        f8_tensor tq = f8_tensor_make(fp8_put_bf16(ctx, k ? qm : qg, (size_t)(T * W)), F8_DTYPE_BF16, T, W);
+        f8_tensor ty = f8_tensor_make(balloc(ctx, (size_t)(T * C) * 2), F8_DTYPE_BF16, T, C);
+        f8_tensor td = f8_tensor_make(fp8_put_bf16(ctx, dy, (size_t)(T * C)), F8_DTYPE_BF16, T, C);
+        f8_tensor tg = f8_tensor_make(balloc(ctx, (size_t)(T * W) * 2), F8_DTYPE_BF16, T, W);
+        CHECK_OK(ctx, f8_attention_forward(a, &tq, B, S, &ty, sv));
+        CHECK_OK(ctx, f8_attention_backward(a, sv, &td, &tg));
+        y[k] = to_host(ctx, &ty), g[k] = to_host(ctx, &tg);
+        float *hist = (float *)xmalloc((size_t)f8_ctx_recipe(ctx)->amax_history_len * sizeof(float));
+        for (int j = 0; j < 3; j++) {
+            CHECK_OK(ctx, f8_slot_read(ctx, sl[j], NULL, NULL, hist));
+            am[k][j] = hist[0];
+        }
+        free(hist);
+        f8_ctx_free(ctx, tq.data), f8_ctx_free(ctx, ty.data), f8_ctx_free(ctx, td.data), f8_ctx_free(ctx, tg.data);
+        f8_attention_saved_destroy(sv);
+        f8_attention_destroy(a);
+    }
+    CHECK(memcmp(y[0], y[1], (size_t)(T * C) * sizeof(float)) == 0, "FP8 GQA B%lld S%lld nh%lld G%lld: y differs from the "
+          "multi-head run with copied k, v", (long long)B, (long long)S, (long long)nh, (long long)G);
+    CHECK(memcmp(am[0], am[1], sizeof am[0]) == 0, "FP8 GQA: amaxes %g %g %g, multi-head %g %g %g", (double)am[0][0],
+          (double)am[0][1], (double)am[0][2], (double)am[1][0], (double)am[1][1], (double)am[1][2]);
+    size_t dq_bad = 0;
+    double ss = 0.0, worst = 0.0;
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t c = 0; c < C; c++) dq_bad += g[0][t * Wg + c] != g[1][t * 3 * C + c];
+    for (int64_t i = 0; i < T * 2 * G * hd; i++) {
+        const float v = g[0][(i / (2 * G * hd)) * Wg + C + i % (2 * G * hd)];
+        ss += (double)v * v;
+    }
+    const double rms = sqrt(ss / (double)(T * 2 * G * hd)) + 1e-30;
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t kv = 0; kv < 2; kv++)
+            for (int64_t gh = 0; gh < G; gh++)
+                for (int64_t d = 0; d < hd; d++) {
+                    double sum = 0.0, mag = 0.0;
+                    for (int64_t h = gh * grp; h < (gh + 1) * grp; h++) {
+                        const double v = g[1][t * 3 * C + (1 + kv) * C + h * hd + d];
+                        sum += v, mag += fabs(v);
+                    }
+                    const double x = g[0][t * Wg + C + kv * G * hd + gh * hd + d];
+                    const double e = fabs(x - sum) / (mag + fabs(x) + 1e-6 * rms);
+                    if (e > worst || e != e) worst = e != e ? INFINITY : e;
+                }
+    CHECK(dq_bad == 0, "FP8 GQA: %zu dq elements differ from the multi-head run's", dq_bad);
+    CHECK(worst <= 0x1p-8, "FP8 GQA: dk/dv %.3g (of sum |head| + |gqa|) from the sum of the multi-head run's", worst);
+    printf("  FP8 GQA B%lld S%lld nh%lld G%lld hd%lld: y, amaxes, dq bitwise the multi-head run's; dk/dv within %.2g\n",
+           (long long)B, (long long)S, (long long)nh, (long long)G, (long long)hd, worst);
+    free(qg), free(qm), free(dy), free(y[0]), free(y[1]), free(g[0]), free(g[1]);
+    return worst;
+}
+
 static inline void fp8_run_free(fp8_run *r)
 {
     free(r->y);

@@ -246,6 +246,8 @@ int main(void)
     test_backward(ctx);
     test_refusals(ctx);
     test_against_bf16(ctx);
+    (void)fp8_check_gqa(ctx, 2, 13, 4, 2, 16, 0x6A0);
+    (void)fp8_check_gqa(ctx, 1, 33, 6, 1, 32, 0x6A1);
     f8_ctx_destroy(ctx);
     return test_finish("test_attention_fp8");
 }

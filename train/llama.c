@@ -166,7 +166,7 @@ static f8_status refuse(const gpt_config *c, f8_comm *tp, int sp, char *err, siz
     if (tp && f8_comm_size(tp) > 1) snprintf(err, n, "tensor parallelism (--tp) is not yet for llama");
     else if (sp) snprintf(err, n, "sequence parallelism is not yet for llama");
     else if (c->fp8_weights) snprintf(err, n, "FP8 primary weights (--fp8-weights) are not yet for llama");
-    else if (c->fp8_attention) snprintf(err, n, "FP8 attention (--fp8-attention) is not yet for llama (it is multi-head only)");
+    else if (c->fp8_attention) snprintf(err, n, "FP8 attention (--fp8-attention) is not yet for llama (the library takes GQA; the Llama trainer does not wire its slots yet)");
     else if (c->heads < 1 || c->channels % c->heads || G < 1 || c->heads % G || head_dim(c) % 2 || c->ffn < 1) {
         snprintf(err, n, "llama: channels %lld must divide by heads %lld into an even head_dim, kv_heads %lld must divide "
                  "heads, ffn %lld >= 1", (long long)c->channels, (long long)c->heads, (long long)G, (long long)c->ffn);

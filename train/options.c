@@ -362,9 +362,10 @@ static const train_option_def OPTIONS[] = {
      NULL,
      "  --fp8-attention on|off  attention's forward in FP8 (TE's fp8_dpa: Q, K, V, P and O in E4M3 with\n"
      "                       per-layer delayed scaling; the backward in BF16 on the dequantized inputs)\n"
-     "                       (default off; needs --fp8 on, --recipe delayed and bf16). Experimental:\n"
-     "                       f8's FP8 kernel, about 35x slower than BF16 attention on an H200\n"
-     "                       (docs/FP8_ATTENTION.md; on --resume the checkpoint's)\n"},
+     "                       (default off; needs --fp8 on, --recipe delayed and bf16). On cuDNN's FP8\n"
+     "                       flash attention when the loaded cuDNN is >= 9.19 (else f8's FP8 kernel,\n"
+     "                       about 35x slower); pays at long sequences only (docs/FP8_ATTENTION.md;\n"
+     "                       on --resume the checkpoint's)\n"},
     {"--recipe", NULL, OPT_WORD, F(recipe), 0, 0, WORDS(RECIPES), "train.recipe",
      NULL,
      "  --recipe delayed|current|block|rowwise|rowwise_with_gw_hp   FP8 scaling recipe (default delayed;\n"

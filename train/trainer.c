@@ -791,8 +791,9 @@ int trainer_run(trainer *t)
                                                    : "",
                f8_dtype_name(t->m.c.dtype), t->use_graph ? "on" : "off");
         if (t->m.c.fp8_attention) /* the option's cost, before anyone waits on it */
-            printf("FP8 attention: experimental%s\n",
-                   cuda ? ", on f8's own FP8 kernel: far slower than BF16 attention (about 35x a 50M step on an H200)"
+            printf("FP8 attention: forward in FP8%s\n",
+                   cuda ? " on cuDNN's FP8 flash attention where cuDNN >= 9.19 is loaded (else f8's own FP8 kernel, about "
+                          "35x slower than BF16 attention); backward BF16"
                         : "");
         if (cuda && peak <= 0) printf("MFU: unknown GPU (%s): no peak to measure against\n", device[0] ? device : "?");
         printf("model: %lld layers, %lld heads, %lld channels, seq %lld, vocab %lld: %.2fM parameters\n",

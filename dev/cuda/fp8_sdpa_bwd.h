@@ -301,8 +301,14 @@ static int run_backward(cudnnHandle_t h, const fwd_state *f)
             errs(ch[t], ex[t], n, d, &ecw, &ecr, &cat);
             const double ref_amax = amax_of(ex[t], n), ae = fabs(amx[0][t] - ref_amax) / ref_amax;
             const int bad_t = !(ew <= 1.25 * ecw + 0.02) || !(wr <= 2 * ecr + 0.1) || !(ae <= 0.1) || unwritten;
-            printf(" | %s %s err %.4f (chain %.4f) worst row %.3f (chain %.3f) amax %.4g (exact %.4g)%s", nm[t],
-                   bad_t ? "FAIL" : "ok", ew, ecw, wr, ecr, amx[0][t], ref_amax, unwritten ? " UNWRITTEN" : "");
+            /* where the worst row is: (batch, query position, head), and its size against the tensor's rms */
+            double rn = 0, tn = 0;
+            for (int64_t e = 0; wat >= 0 && e < d; e++) rn += ex[t][wat * d + e] * ex[t][wat * d + e];
+            for (int64_t i = 0; i < n; i++) tn += ex[t][i] * ex[t][i];
+            printf(" | %s %s err %.4f (chain %.4f) worst row %.3f (chain %.3f) at b%lld s%lld h%lld (norm %.3g of rms row %.3g)"
+                   " amax %.4g (exact %.4g)%s",
+                   nm[t], bad_t ? "FAIL" : "ok", ew, ecw, wr, ecr, (long long)(wat / nh / S), (long long)(wat / nh % S),
+                   (long long)(wat % nh), sqrt(rn), sqrt(tn * d / n), amx[0][t], ref_amax, unwritten ? " UNWRITTEN" : "");
             fail |= bad_t;
         }
         printf(" | %s\n", fail ? "FAIL" : "ok");

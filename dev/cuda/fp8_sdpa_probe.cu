@@ -5,7 +5,7 @@
  * runs it (nvcc, -lcudnn, cuDNN's backend API from cudnn_graph.h: no
  * frontend).
  *
- * The graph is the one f8 drove (dev/cuda/attention_cudnn_fp8.cu), which is
+ * The graph is the one f8 drives (src/cuda/attention_cudnn_fp8.cu), which is
  * the operation list of cudnn-frontend's SDPA FP8 node:
  *   S = Q8·K8ᵀ · attn_scale · descale_q · descale_k; causal select with
  *   GEN_INDEX/CMP_GE; m = max, e = exp(S - m), l = Σ e, Stats = m + log l,

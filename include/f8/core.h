@@ -203,7 +203,8 @@ typedef enum f8_backend {
  * config choice: AUTO (the default) runs cuDNN's fused flash attention where
  * cuDNN is installed and takes the call (libcudnn.so.9 found at run time;
  * BF16, head_dim a multiple of 8 up to 128, 16-byte aligned tensors) and
- * f8's own kernels everywhere else; OWN runs f8's kernels only. As an
+ * f8's own kernels everywhere else (an FP8 forward, f8_attention_config.fp8:
+ * cuDNN's FP8 attention only from cuDNN 9.19); OWN runs f8's kernels only. As an
  * answer (f8_attention_query_path): OWN or CUDNN, the path a call takes. */
 typedef enum f8_attention_path {
     F8_ATTENTION_PATH_AUTO = 0,

@@ -476,9 +476,12 @@ F8_API f8_status f8_embedding_backward(f8_ctx *ctx, const int32_t *tokens, int64
  * scale_inv). The backward is the BF16 one above run on dt(q8·dq) (the
  * inputs the forward used), the saved y and L: gradients are BF16 and the
  * caller's qkv is not read after the forward. On the GPU the forward runs
- * f8's FP8 kernel, the formulas above (2 launches with the cast; correct,
- * and far slower than the BF16 attention: for study, not speed; cuDNN's
- * FP8 forward is an experiment in dev/, not part of the library). The
+ * cuDNN's FP8 flash attention where the loaded cuDNN is 9.19 or newer
+ * (head_dim 64 or 128; 4 launches with the cast; cuDNN rounds P in its own
+ * blocked order, so P8 and O8 codes may land a step from the formulas'),
+ * else f8's FP8 kernel, the formulas above (2 launches with the cast;
+ * correct, far slower than the BF16 attention). cuDNN 9.14's FP8 forward
+ * is wrong at training shapes and never used. The
  * backward is a dequantize plus the BF16 backward. Memory: the saved state
  * adds the codes (T·3C bytes) and the reservation the backward's BF16 qkv
  * (T·3C·2 bytes). Errors: create with fp8 = 1:
@@ -494,9 +497,9 @@ F8_API f8_status f8_embedding_backward(f8_ctx *ctx, const int32_t *tokens, int64
  * dqkv has qkv's layout, each dk, dv head the sum over the n_head / G query
  * heads that read it (on every path in one fixed order: deterministic).
  * Everything above holds with the wider qkv; G = n_head is the layout above.
- * Errors: F8_ERR_SHAPE when G does not divide n_head (or is negative);
- * F8_ERR_UNSUPPORTED for G < n_head with fp8 = 1 (the FP8 attention is
- * multi-head only). */
+ * With fp8 = 1 the codes have qkv's (wider) layout too; such a forward runs
+ * f8's FP8 kernel on the GPU (cuDNN's FP8 forward is taken for G = n_head only).
+ * Errors: F8_ERR_SHAPE when G does not divide n_head (or is negative). */
 typedef struct f8_attention f8_attention;
 typedef struct f8_attention_saved f8_attention_saved;
 
@@ -550,7 +553,10 @@ F8_API f8_status f8_attention_fp8_slots(const f8_attention *attention, f8_slot s
  * (backward = 1) of this attention at (batch, seq) takes on its ctx, for
  * 16-byte aligned tensors: F8_ATTENTION_PATH_CUDNN or F8_ATTENTION_PATH_OWN
  * (a CPU ctx, FP32, a head_dim cuDNN does not take, config attention_path
- * OWN, no cuDNN, a plan cuDNN refused; an FP8 forward is always OWN).
+ * OWN, no cuDNN, a plan cuDNN refused; an FP8 forward takes CUDNN only
+ * where the loaded cuDNN is 9.19 or newer and head_dim is 64 or 128: older
+ * cuDNN's FP8 forward is wrong at training shapes; an FP8 attention's
+ * backward is the BF16 one and answers as such).
  * Outside a graph capture the answer is final: it loads cuDNN and builds the
  * call's plan as the call itself would (asking is warming up). While a graph
  * is captured nothing is built: a shape not built before reports OWN, as the

@@ -452,7 +452,8 @@ int f8i_cuda_gemm_block_last_path(const f8_ctx *ctx);
  * refused), valid until the next call on ctx; *loaded (may be NULL) says
  * whether the library and a handle are ready. Never on the step path.
  * takes (f8_attention_query_path's answer on a CUDA ctx): *takes = 1 when
- * cuDNN runs a non-FP8 forward (backward 0) or backward (1) of that shape
+ * cuDNN runs a forward (backward 0; dtype E4M3: the FP8 forward, taken only
+ * where the loaded cuDNN is >= 9.19) or backward (1) of that shape
  * for 16-byte aligned tensors under the ctx's mode, its plan built now if
  * new; 0 otherwise (and on a CPU ctx). F8_ERR_OUT_OF_MEMORY when the plan
  * cannot be allocated, F8_ERR_STATE for a shape not built before a graph

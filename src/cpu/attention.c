@@ -141,7 +141,7 @@ static f8_status fp8_forward(f8_ctx *ctx, const f8i_attn_fwd_args *a)
     F8I_COUNT_LAUNCHES(ctx, 1);
     for (int64_t b = 0; b < B; b++) {
         for (int64_t h = 0; h < nh; h++) {
-            const head_view w = view_of(b, h, S, nh, nh, hd, F8_DTYPE_E4M3);
+            const head_view w = view_of(b, h, S, nh, kv_heads(nh, a->n_kv_head), hd, F8_DTYPE_E4M3); /* GQA: its group's k, v */
             for (int64_t i = 0; i < S; i++) {
                 float m = -INFINITY, l = 0.0f;
                 for (int64_t j = 0; j <= i; j++) {

@@ -267,12 +267,13 @@ static __global__ void __launch_bounds__(GEN_THREADS)
     gen_fwd_fp8_kernel(gen_shape sh, fp8_scales f, const uint8_t *qkv, uint16_t *y, uint16_t *o_save, float *lse)
 {
     const int lane = threadIdx.x & 31;
-    const int64_t ld = 3 * sh.C, warps = (int64_t)gridDim.x * (GEN_THREADS / 32);
+    const int64_t ld = sh.ld, warps = (int64_t)gridDim.x * (GEN_THREADS / 32); /* GQA: (nh + 2G)·hd */
     const float dq = *f.dq, ss = *f.s_scale, ds = *f.s_scale_inv, so = *f.o_scale, dso = *f.o_scale_inv;
     float amax_s = 0.0f, amax_o = 0.0f;
     for (int64_t r = (int64_t)blockIdx.x * (GEN_THREADS / 32) + (threadIdx.x >> 5); r < sh.B * sh.nh * sh.S; r += warps) {
         const int64_t bh = r / sh.S, i = r - bh * sh.S, b = bh / sh.nh, h = bh - b * sh.nh;
-        const uint8_t *q = qkv + (b * sh.S + i) * ld + h * sh.hd, *k = qkv + b * sh.S * ld + sh.C + h * sh.hd, *v = k + sh.C;
+        const uint8_t *q = qkv + (b * sh.S + i) * ld + h * sh.hd;
+        const uint8_t *k = qkv + b * sh.S * ld + sh.C + (h / sh.group) * sh.hd, *v = k + sh.G * sh.hd; /* its group's k, v */
         float m = -INFINITY, l = 0.0f;
         for (int64_t j = 0; j <= i; j++) m = fmaxf(m, __fmul_rn(__fmul_rn(warp_dot8(q, k + j * ld, sh.hd, lane), dq), dq));
         for (int64_t j = 0; j <= i; j++)

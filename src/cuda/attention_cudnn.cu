@@ -25,8 +25,8 @@
  *               dS = (dO·Vᵀ - Σ)·P·c; dK = dSᵀ·Q; dQ = dS·K.
  *    Q, K, V, dQ, dK, dV are strided views of f8's (B·S, 3C) rows (no
  *    copies); Kᵀ and Vᵀ are the same memory with the last two dims swapped.
- *    The FP8 forward (f8_attention_config.fp8) runs f8's kernel: cuDNN's
- *    FP8 graph, wrong at training shapes, is a record in dev/.
+ *    The FP8 forward (f8_attention_config.fp8) is attention_cudnn_fp8.cu's,
+ *    on this file's library and handle (f8i_cudnn_attn_handle).
  *  - Determinism. The backward exists in two forms: with dQ accumulated in
  *    an FP32 dQ_accum tensor (atomics: fast, not reproducible) or with dQ
  *    written directly (cuDNN's "dP workspace" algorithm: dS kept in a
@@ -381,7 +381,9 @@ static const f8i_plan_kind cudnn_kind = {"attention (cuDNN)", sizeof(dn_plan), 0
  * remembered, so a later call tries again), and a shape cuDNN would be
  * asked for first seen while a graph is captured (plan_cache.cuh's rule:
  * never a quiet switch to f8's kernels inside a capture). */
-static dn_plan *plan_for(f8_ctx *ctx, const dn_key *key, f8_status *st)
+/* The loaded library and handle; NULL with F8_OK where cuDNN is absent,
+ * an error where it would first be loaded inside a capture. */
+static f8i_attn_cudnn *state_of(f8_ctx *ctx, f8_status *st)
 {
     f8i_cuda_state *s = f8i_cuda(ctx);
     f8i_attn_cudnn *c = s->attn_cudnn;
@@ -402,7 +404,12 @@ static dn_plan *plan_for(f8_ctx *ctx, const dn_key *key, f8_status *st)
         s->attn_cudnn = c;
         state_load(ctx, c);
     }
-    if (!c->ready) return NULL;
+    return c->ready ? c : NULL;
+}
+
+static dn_plan *plan_for(f8_ctx *ctx, const dn_key *key, f8_status *st)
+{
+    if (!state_of(ctx, st)) return NULL;
     f8i_plan *e = NULL;
     *st = f8i_plan_get(ctx, &cudnn_kind, key, sizeof *key, key, &e);
     if (*st != F8_OK) return NULL;
@@ -410,6 +417,20 @@ static dn_plan *plan_for(f8_ctx *ctx, const dn_key *key, f8_status *st)
     if (!p->ok) return NULL;
     p->buf = e->buf;
     return p;
+}
+
+const dn_api *f8i_cudnn_attn_handle(f8_ctx *ctx, void **handle, size_t *version, f8_status *st)
+{
+    *st = F8_OK;
+    if (mode_of(ctx) == F8I_ATTN_OWN) return NULL;
+    f8i_attn_cudnn *c = state_of(ctx, st);
+    if (!c) return NULL;
+    if (c->stream != f8i_stream(ctx)) {
+        if (c->api.set_stream(c->handle, f8i_stream(ctx)) != DN_OK) return NULL;
+        c->stream = f8i_stream(ctx);
+    }
+    *handle = c->handle, *version = c->version;
+    return &c->api;
 }
 
 /* Execute p with the given (uid, pointer) pairs; the workspace is p's buffer. */
@@ -497,7 +518,7 @@ static bool cudnn_shape(f8_dtype dt, int64_t hd) { return dt == F8_DTYPE_BF16 &&
 f8_status f8i_cudnn_attn_fwd(f8_ctx *ctx, const f8i_attn_fwd_args *a, int *ran)
 {
     *ran = 0;
-    if (a->fp8) return F8_OK; /* f8's FP8 kernel (cuDNN's FP8 forward: dev/cuda/attention_cudnn_fp8.cu) */
+    if (a->fp8) return f8i_cudnn_fp8_attn_fwd(ctx, a, ran); /* attention_cudnn_fp8.cu */
     f8i_cuda_state *s = f8i_cuda(ctx);
     if (mode_of(ctx) == F8I_ATTN_OWN || !cudnn_shape(a->dtype, a->head_dim) || !aligned16(a->qkv) || !aligned16(a->y) ||
         !aligned16(a->o))
@@ -596,6 +617,8 @@ f8_status f8i_cuda_attn_takes(f8_ctx *ctx, f8_dtype dtype, int64_t batch, int64_
 {
     *takes = 0;
     if (!cuda_of(ctx)) return F8_OK;
+    if (dtype == F8_DTYPE_E4M3 && !backward)
+        return f8i_cudnn_fp8_attn_takes(ctx, batch, seq, n_head, n_kv_head, head_dim, takes);
     const int mode = mode_of(ctx);
     if (mode == F8I_ATTN_OWN || !cudnn_shape(dtype, head_dim)) return F8_OK;
     const dn_key key = {backward ? 1 : 0, backward && mode == F8I_ATTN_CUDNN_NONDET ? 0 : 1, batch, seq, n_head, head_dim,
@@ -613,7 +636,7 @@ const char *f8i_cuda_attn_info(f8_ctx *ctx, int *loaded)
     if (loaded) *loaded = s && s->attn_cudnn && s->attn_cudnn->ready;
     if (!s) return "not a CUDA ctx";
     f8i_attn_cudnn *c = s->attn_cudnn;
-    if (!c) return "cuDNN not loaded yet (no eager BF16 attention call has asked for it)";
+    if (!c) return "cuDNN not loaded yet (no eager attention call has asked for it)";
     if (!c->ready) return c->why;
     int counts[2] = {0, 0}; /* refused, ready */
     f8i_plan_each(ctx, &cudnn_kind, count_plan, counts);

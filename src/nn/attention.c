@@ -103,9 +103,6 @@ static f8_status config_check(f8_ctx *ctx, const f8_attention_config *c)
     if (c->n_kv_head < 0 || (c->n_kv_head > 0 && c->n_head % c->n_kv_head != 0))
         return f8i_error(ctx, F8_ERR_SHAPE, "%s: n_kv_head %lld must divide n_head %lld (0: n_head)", fn,
                          (long long)c->n_kv_head, (long long)c->n_head);
-    if (c->fp8 && c->n_kv_head > 0 && c->n_kv_head != c->n_head)
-        return f8i_error(ctx, F8_ERR_UNSUPPORTED, "%s: fp8 attention is multi-head only (n_kv_head %lld, n_head %lld)", fn,
-                         (long long)c->n_kv_head, (long long)c->n_head);
     if (c->fp8 && c->dtype != F8_DTYPE_BF16)
         return f8i_error(ctx, F8_ERR_DTYPE, "%s: fp8 attention takes bf16 qkv and y, not %s", fn, f8_dtype_name(c->dtype));
     /* S and O have no tensor of their own to measure before their cast: only
@@ -174,12 +171,12 @@ f8_status f8_attention_query_path(f8_attention *a, int64_t batch, int64_t seq, i
                          (long long)batch, (long long)seq, (long long)a->cfg.max_batch, (long long)a->cfg.max_seq);
     if (backward != 0 && backward != 1)
         return f8i_error(a->ctx, F8_ERR_INVALID_ARGUMENT, "f8_attention_query_path: backward is %d, not 0 or 1", backward);
-    /* An FP8 forward runs f8's FP8 kernel; its backward is the BF16 one. */
+    /* An FP8 forward asks for cuDNN's FP8 graph (dtype E4M3: attention_cudnn_fp8.cu takes it where
+     * the loaded cuDNN computes it right); its backward is the BF16 one. */
     int takes = 0;
-    if (backward || !a->cfg.fp8) {
-        F8I_TRY(f8i_cuda_attn_takes(a->ctx, a->cfg.dtype, batch, seq, a->cfg.n_head, a->cfg.n_kv_head,
-                                    a->cfg.head_dim, backward, &takes));
-    }
+    const f8_dtype dt = a->cfg.fp8 && !backward ? F8_DTYPE_E4M3 : a->cfg.dtype;
+    F8I_TRY(f8i_cuda_attn_takes(a->ctx, dt, batch, seq, a->cfg.n_head, a->cfg.n_kv_head, a->cfg.head_dim, backward,
+                                &takes));
     *path = takes ? F8_ATTENTION_PATH_CUDNN : F8_ATTENTION_PATH_OWN;
     return F8_OK;
 }
@@ -279,7 +276,7 @@ static f8_status cast_qkv(f8_attention *a, const void *qkv, int64_t T, uint8_t *
     c.src = qkv;
     c.src_dtype = a->cfg.dtype;
     c.rows = T;
-    c.cols = 3 * a->cfg.n_head * a->cfg.head_dim;
+    c.cols = qkv_width(&a->cfg); /* GQA: (nh + 2G)·hd */
     c.out_dtype = F8_DTYPE_E4M3;
     c.out = codes;
     c.scale = f8i_slot_scale(ctx, a->slots[SLOT_QKV]);
@@ -403,7 +400,7 @@ f8_status f8_attention_backward(f8_attention *a, f8_attention_saved *saved, cons
     args.d = w.d;
     args.rows = w.rows;
     if (c->fp8) { /* TE's F16 backward of FP8 DPA: BF16 on the inputs the forward used */
-        f8_status st2 = f8i_op_convert(ctx, saved->qkv8, F8_DTYPE_E4M3, saved->qkv_sinv, w.qkv_hp, F8_DTYPE_BF16, T * 3 * C);
+        f8_status st2 = f8i_op_convert(ctx, saved->qkv8, F8_DTYPE_E4M3, saved->qkv_sinv, w.qkv_hp, F8_DTYPE_BF16, T * W);
         if (st2 != F8_OK) return st2;
         args.qkv = w.qkv_hp;
     }

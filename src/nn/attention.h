@@ -162,7 +162,8 @@ typedef struct f8i_rope_args {
 
 /* The saved state of one f8_attention_saved for `tokens` = B·S, in this
  * order, each at 256 bytes: L (FP32 [B·nh, S]); o (dtype [B·S, C]) unless
- * kept; FP8 only: dq (1 FP32) and the codes qkv8 ([B·S, 3C] bytes). Returns
+ * kept; FP8 only: dq (1 FP32) and the codes qkv8 ([B·S, 3C] bytes: GQA's
+ * (nh + 2G)·hd-wide rows use the first of them). Returns
  * its bytes; with a base (256-byte aligned) also places it (any output may
  * be NULL). The one layout create (base NULL) and saved_create use. */
 typedef struct f8i_attn_saved_at {
@@ -193,7 +194,7 @@ static inline size_t f8i_attn_saved_layout(void *base, int64_t tokens, int64_t n
 typedef struct f8i_attn_ws {
     float *d;          /* (B·nh, S) FP32: D */
     float *rows;       /* (2, S) FP32 (CPU) */
-    void *qkv_hp;      /* FP8 only: (B·S, 3C) BF16; an inference forward's codes */
+    void *qkv_hp;      /* FP8 only: (B·S, 3C) BF16 (GQA: its first (nh + 2G)·hd columns' worth); an inference forward's codes */
     float *dq_infer;   /* FP8 only: (1) FP32, an inference forward's dq */
 } f8i_attn_ws;
 

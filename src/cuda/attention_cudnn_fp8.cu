@@ -1,0 +1,350 @@
+/*
+ * attention_cudnn_fp8.cu — the FP8 attention forward (f8_attention_config.fp8)
+ * on cuDNN's fused FP8 flash attention, where the loaded cuDNN computes it
+ * right; f8's own FP8 kernel (attention.cu) everywhere else, and as the
+ * oracle.
+ *
+ * Design note.
+ *  - Which cuDNN. cuDNN 9.14's FP8 forward kernels are wrong at training
+ *    shapes (rows off by many times their size, runs that differ: a race),
+ *    9.19's are right, bitwise repeatable, at every shape probed
+ *    (docs/FP8_ATTENTION.md, "The fault found"). So this path runs only when
+ *    cudnnGetVersion() >= F8I_CUDNN_FP8_MIN_VERSION, decided at run time on
+ *    the library attention_cudnn.cu loaded; below it every FP8 forward is
+ *    f8's kernel and f8_attention_query_path says OWN. Head dims 64 and 128
+ *    only (the probed ones; cuDNN's FP8 engines are built for them).
+ *  - The graph: cudnn-frontend's SDPA FP8 node's operations (its bmm1 a
+ *    plain matmul of the E4M3 operands, its bmm2 the matmul_fp8 pattern):
+ *      S = Q8·K8ᵀ · c · descale_q · descale_k; causal; softmax with Stats;
+ *      amax_s = AMAX(P); P8 = E4M3(P · scale_s);
+ *      O = P8·V8 · descale_s · descale_v; amax_o = AMAX(O); O8 = E4M3(O · scale_o).
+ *    Q, Kᵀ, V are views of the saved (B·S, 3C) codes, as the BF16 graph's.
+ *    It is attention.h's chain: cuDNN rounds P in its own blocked online
+ *    order, so P8 codes (and O8 with them) may land a step from the CPU's.
+ *  - Three launches a call: fp8_prep_kernel copies the per-step scales
+ *    (the slots' sit 4 bytes apart in the ctx arrays) where each has 16
+ *    bytes of its own and zeroes the amax outputs (cuDNN's AMAX is not
+ *    promised to overwrite rather than max into); cuDNN's execute;
+ *    fp8_finish_kernel dequantizes O8 into y and the saved o, turns Stats
+ *    into attention.h's L and maxes the amaxes into the slots'.
+ *  - Plans: in the ctx's plan cache (plan_cache.cuh, kind fp8_kind), one
+ *    per (B, S, n_head, head_dim), under its rule: built on the first eager
+ *    call; a shape first seen while a stream captures is an error that
+ *    spoils the capture, never a quiet switch to f8's kernel. Each has one
+ *    device buffer of its own, allocated by the cache: cuDNN's workspace,
+ *    Stats (for a call without saved L), O8, the scalars. Released with the
+ *    cache, before the handle (backend.cu's cuda_state_destroy).
+ */
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_state.cuh"
+#include "kernels_common.cuh"
+#include "cudnn_api.cuh"
+#include "plan_cache.cuh"
+
+#define F8I_CUDNN_FP8_MIN_VERSION 91900 /* cuDNN 9.19.0: the first seen right (9.14 is not) */
+
+/* What attention_cudnn_graphs.cuh's builder reads (its plan, key and uids). */
+#define DN_WHY 384
+#define DN_MAX_CONFIGS 8
+enum {
+    U_Q = 1, U_K, U_V, U_O, U_STATS, U_DO, U_DQ, U_DK, U_DV, U_SUM, U_DQ_ACC, U_SCALE, U_ONE, U_NEG_INF,
+    U_DESCALE_Q, U_DESCALE_K, U_DESCALE_V, U_SCALE_S, U_DESCALE_S, U_SCALE_O, U_AMAX_S, U_AMAX_O,
+    DN_UID_VIRTUAL = 100
+};
+typedef struct dn_key {
+    int64_t dir, det, B, S, nh, hd, nkv; /* dir 2: the FP8 forward; det 1; nkv = nh */
+} dn_key;
+typedef struct dn_plan {
+    dn_key key;
+    int ok;
+    void *plan, **descs;
+    int n_descs, cap_descs;
+    void *buf; /* device (the cache's): workspace [0, ws), Stats at stats_off, O8 at o8_off, scalars at sc_off */
+    const void *api; /* the dn_api it was built with, for its release */
+    size_t ws_bytes, stats_off, o8_off, sc_off;
+    char why[DN_WHY];
+} dn_plan;
+
+#include "attention_cudnn_graphs.cuh"
+
+/* The scalars' places in a plan's buffer, 16 bytes (4 floats) apart. */
+enum { SC_DQ, SC_SCALE_S, SC_DESCALE_S, SC_SCALE_O, SC_AMAX_S, SC_AMAX_O, SC_COUNT };
+#define SC_AT(i) (4 * (i))
+
+/* ------------------------------------------------------------------------ */
+/* The graph                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* A [1,1,1,1] FP32 tensor in device memory (a scale, descale or amax: they change every step). */
+static void *gb_dev_scalar(gb *g, const char *name, int64_t uid)
+{
+    static const int64_t one[4] = {1, 1, 1, 1};
+    return gb_tensor(g, name, uid, DN_FLOAT, one, one, 0, 0);
+}
+
+static void graph_forward_fp8(gb *g, const dn_dims *d)
+{
+    void *t[FW_COUNT];
+    gb_forward_io(g, d, DN_FP8_E4M3, t);
+    void *dsq = gb_dev_scalar(g, "descale_q", U_DESCALE_Q), *dsk = gb_dev_scalar(g, "descale_k", U_DESCALE_K);
+    void *dsv = gb_dev_scalar(g, "descale_v", U_DESCALE_V), *ss = gb_dev_scalar(g, "scale_s", U_SCALE_S);
+    void *dss = gb_dev_scalar(g, "descale_s", U_DESCALE_S), *so = gb_dev_scalar(g, "scale_o", U_SCALE_O);
+    void *amax_s = gb_dev_scalar(g, "amax_s", U_AMAX_S), *amax_o = gb_dev_scalar(g, "amax_o", U_AMAX_O);
+
+    void *s = gb_virtual(g, "S = Q8 K8^T", DN_FLOAT, d->ss, d->ss_s);
+    gb_mm(g, "Q8 K8^T", t[FW_Q], t[FW_KT], s);
+    void *sc = gb_mul(g, "S c", s, t[FW_SCALE], d->ss, d->ss_s);
+    void *sd = gb_mul(g, "S descale_k", gb_mul(g, "S descale_q", sc, dsq, d->ss, d->ss_s), dsk, d->ss, d->ss_s);
+    void *p = gb_softmax(g, d, gb_causal(g, d, sd, t[FW_NEG_INF]), t[FW_STATS], DN_FLOAT);
+    gb_reduce(g, "amax_s", DN_REDUCE_AMAX, p, amax_s);
+    void *p8 = gb_virtual(g, "P8 = P scale_s", DN_FP8_E4M3, d->ss, d->ss_s);
+    gb_pw(g, "P8 = P scale_s", DN_PW_MUL, DN_FLOAT, p, ss, NULL, p8, -1);
+    void *pv = gb_virtual(g, "P8 V8", DN_FLOAT, d->o, d->acc_s);
+    gb_mm(g, "P8 V8", p8, t[FW_V], pv);
+    void *od = gb_mul(g, "O", gb_mul(g, "P8 V8 descale_s", pv, dss, d->o, d->acc_s), dsv, d->o, d->acc_s);
+    gb_pw(g, "O8 = O scale_o", DN_PW_MUL, DN_FLOAT, od, so, NULL, t[FW_O], -1);
+    gb_reduce(g, "amax_o", DN_REDUCE_AMAX, od, amax_o);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Plans                                                                     */
+/* ------------------------------------------------------------------------ */
+
+/* The operation graph, heuristics (mode A), the first engine config that
+ * finalizes, the buffer. p->ok = 1, or p->why. */
+static void plan_build(const dn_api *api, void *handle, dn_plan *p, size_t *buf_bytes)
+{
+    gb g;
+    memset(&g, 0, sizeof g);
+    g.api = api, g.p = p, g.next_uid = DN_UID_VIRTUAL;
+    (void)graph_forward, (void)graph_backward; /* the BF16 graphs are attention_cudnn.cu's */
+    dn_dims d;
+    dims_of(&p->key, &d);
+    graph_forward_fp8(&g, &d);
+    void *opg = gb_new(&g, DN_D_OPGRAPH, "FP8 operation graph");
+    gb_set(&g, opg, DN_A_OPGRAPH_HANDLE, DN_T_HANDLE, 1, &handle, "FP8 operation graph");
+    gb_set(&g, opg, DN_A_OPGRAPH_OPS, DN_T_DESCRIPTOR, g.n_ops, g.ops, "FP8 operation graph");
+    gb_fin(&g, opg, "FP8 operation graph");
+    void *heur = gb_new(&g, DN_D_ENGINEHEUR, "FP8 heuristics");
+    const int mode = DN_HEUR_MODE_A;
+    gb_set(&g, heur, DN_A_HEUR_OPGRAPH, DN_T_DESCRIPTOR, 1, &opg, "FP8 heuristics");
+    gb_set(&g, heur, DN_A_HEUR_MODE, DN_T_HEUR_MODE, 1, &mode, "FP8 heuristics");
+    gb_fin(&g, heur, "FP8 heuristics");
+    void *cfg[DN_MAX_CONFIGS];
+    int64_t n = 0;
+    for (int i = 0; i < DN_MAX_CONFIGS; i++) cfg[i] = gb_new(&g, DN_D_ENGINECFG, "FP8 engine config");
+    if (g.failed) return;
+    if (api->b_get(heur, DN_A_HEUR_RESULTS, DN_T_DESCRIPTOR, DN_MAX_CONFIGS, &n, cfg) != DN_OK || n <= 0) {
+        snprintf(p->why, sizeof p->why, "heuristics offer no engine for the FP8 graph");
+        return;
+    }
+    for (int64_t i = 0; i < n && !p->plan && !g.failed; i++) {
+        void *plan = gb_new(&g, DN_D_PLAN, "FP8 execution plan");
+        gb_set(&g, plan, DN_A_PLAN_HANDLE, DN_T_HANDLE, 1, &handle, "FP8 execution plan");
+        gb_set(&g, plan, DN_A_PLAN_CONFIG, DN_T_DESCRIPTOR, 1, &cfg[i], "FP8 execution plan");
+        if (!g.failed && api->b_finalize(plan) == DN_OK) p->plan = plan;
+    }
+    int64_t ws = 0, got = 0;
+    if (!p->plan || api->b_get(p->plan, DN_A_PLAN_WORKSPACE, DN_T_INT64, 1, &got, &ws) != DN_OK || ws < 0) {
+        if (!g.failed) snprintf(p->why, sizeof p->why, "none of %lld engine configs finalized", (long long)n);
+        p->plan = NULL;
+        return;
+    }
+    const dn_key *k = &p->key;
+    p->ws_bytes = (size_t)ws;
+    p->stats_off = f8i_align256(p->ws_bytes);
+    p->o8_off = p->stats_off + f8i_align256((size_t)(k->B * k->nh * k->S) * sizeof(float));
+    p->sc_off = p->o8_off + f8i_align256((size_t)(k->B * k->S * k->nh * k->hd));
+    *buf_bytes = p->sc_off + SC_AT(SC_COUNT) * sizeof(float);
+    p->ok = 1;
+}
+
+/* Every descriptor of p, the last made first (the buffer is the cache's); p stays as a refusal. */
+static void plan_release(const dn_api *api, dn_plan *p)
+{
+    while (p->n_descs > 0) {
+        void *desc = p->descs[--p->n_descs];
+        if (desc) (void)api->b_destroy(desc);
+    }
+    free(p->descs);
+    p->descs = NULL, p->cap_descs = 0, p->buf = NULL, p->plan = NULL;
+}
+
+/* The plan cache's view (plan_cache.cuh): arg is an fp8_build_arg. */
+typedef struct fp8_build_arg {
+    dn_key key;
+    const dn_api *api;
+    void *handle;
+} fp8_build_arg;
+
+static f8_status fp8_kind_build(f8_ctx *ctx, void *body, const void *arg, size_t *buf_bytes)
+{
+    const fp8_build_arg *b = (const fp8_build_arg *)arg;
+    dn_plan *p = (dn_plan *)body;
+    (void)ctx;
+    p->key = b->key, p->api = b->api;
+    plan_build(b->api, b->handle, p, buf_bytes);
+    if (!p->ok) plan_release(b->api, p), *buf_bytes = 0;
+    (void)cudaGetLastError(); /* nothing sticky from cuDNN's internals leaks into f8's launch checks */
+    return F8_OK; /* a refusal is kept like a plan: answered once */
+}
+
+static void fp8_kind_release(f8_ctx *ctx, void *body)
+{
+    dn_plan *p = (dn_plan *)body;
+    (void)ctx;
+    if (p->api) plan_release((const dn_api *)p->api, p);
+}
+
+static void fp8_kind_describe(const void *arg, char *out, size_t size)
+{
+    const dn_key *k = &((const fp8_build_arg *)arg)->key;
+    snprintf(out, size, "FP8 forward B%lld S%lld nh%lld hd%lld", (long long)k->B, (long long)k->S, (long long)k->nh,
+             (long long)k->hd);
+}
+
+static const f8i_plan_kind fp8_kind = {"attention (cuDNN FP8)", sizeof(dn_plan), 0, fp8_kind_build, fp8_kind_release,
+                                       fp8_kind_describe};
+
+/* The ready plan of this shape, built now if new; NULL: f8's kernel runs
+ * (cuDNN absent, older than the gate, the ctx's mode f8's kernels, the shape
+ * declined or refused), unless *st is an error (plan_cache.cuh: a new shape
+ * inside a capture, a buffer that cannot be allocated). */
+static dn_plan *plan_for(f8_ctx *ctx, int64_t B, int64_t S, int64_t nh, int64_t hd, const dn_api **api_out,
+                         void **handle_out, f8_status *st)
+{
+    *st = F8_OK;
+    if (hd != 64 && hd != 128) return NULL;
+    void *handle = NULL;
+    size_t version = 0;
+    const dn_api *api = f8i_cudnn_attn_handle(ctx, &handle, &version, st);
+    if (!api || version < F8I_CUDNN_FP8_MIN_VERSION) return NULL;
+    *api_out = api, *handle_out = handle;
+    const fp8_build_arg arg = {{2, 1, B, S, nh, hd, nh}, api, handle};
+    f8i_plan *e = NULL;
+    *st = f8i_plan_get(ctx, &fp8_kind, &arg.key, sizeof arg.key, &arg, &e);
+    if (*st != F8_OK) return NULL;
+    dn_plan *p = (dn_plan *)e->body;
+    if (!p->ok) return NULL;
+    p->buf = e->buf;
+    return p;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Kernels                                                                   */
+/* ------------------------------------------------------------------------ */
+
+#define FP8_THREADS 256
+
+/* Before cuDNN: the scalars it reads, each at 16 bytes of its own, and its
+ * two amax outputs zeroed. One thread. */
+static __global__ void fp8_prep_kernel(const float *dq, const float *s_scale, const float *s_scale_inv, const float *o_scale,
+                                       float *sc)
+{
+    sc[SC_AT(SC_AMAX_S)] = 0.0f;
+    sc[SC_AT(SC_AMAX_O)] = 0.0f;
+    sc[SC_AT(SC_DQ)] = *dq;
+    sc[SC_AT(SC_SCALE_S)] = *s_scale;
+    sc[SC_AT(SC_DESCALE_S)] = *s_scale_inv;
+    sc[SC_AT(SC_SCALE_O)] = *o_scale;
+}
+
+/* After cuDNN: lse[i] = Stats[i] / c in place; y = o = bf16(O8 · descale_o)
+ * (o may be NULL); the call's amax_s and amax_o maxed into the slots'
+ * accumulators (thread 0). Grid: 1-D, grid-stride over max(n_lse, n);
+ * block FP8_THREADS; a thread owns item i of each array. */
+static __global__ void __launch_bounds__(FP8_THREADS)
+    fp8_finish_kernel(float *lse, int64_t n_lse, float c, const uint8_t *o8, int64_t n, const float *o_scale_inv,
+                      uint16_t *y, uint16_t *o, const float *sc, float *s_amax, float *o_amax)
+{
+    const float dso = *o_scale_inv;
+    const int64_t m = n_lse > n ? n_lse : n, step = (int64_t)gridDim.x * FP8_THREADS;
+    const int64_t first = (int64_t)blockIdx.x * FP8_THREADS + threadIdx.x;
+    for (int64_t i = first; i < m; i += step) {
+        if (i < n_lse) lse[i] = __fdiv_rn(lse[i], c);
+        if (i < n) {
+            const uint16_t v = f8i_bf16_from_float(__fmul_rn(f8i_fp8_decode(o8[i], 0), dso));
+            y[i] = v;
+            if (o) o[i] = v;
+        }
+    }
+    if (first == 0) { /* amaxes are non-negative: their bits order as the floats do */
+        atomicMax((int *)s_amax, __float_as_int(sc[SC_AT(SC_AMAX_S)]));
+        atomicMax((int *)o_amax, __float_as_int(sc[SC_AT(SC_AMAX_O)]));
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Entry points                                                              */
+/* ------------------------------------------------------------------------ */
+
+static bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+f8_status f8i_cudnn_fp8_attn_fwd(f8_ctx *ctx, const f8i_attn_fwd_args *a, int *ran)
+{
+    *ran = 0;
+    const int64_t G = a->n_kv_head > 0 ? a->n_kv_head : a->n_head;
+    if (G != a->n_head || a->dtype != F8_DTYPE_BF16 || !aligned16(a->qkv) || !aligned16(a->y) || !aligned16(a->o))
+        return F8_OK;
+    const dn_api *api = NULL;
+    void *handle = NULL;
+    f8_status st = F8_OK;
+    dn_plan *p = plan_for(ctx, a->batch, a->seq, a->n_head, a->head_dim, &api, &handle, &st);
+    if (!p) return st;
+    cudaStream_t stream = f8i_stream(ctx);
+    unsigned char *buf = (unsigned char *)p->buf;
+    float *sc = (float *)(buf + p->sc_off);
+    uint8_t *o8 = buf + p->o8_off;
+    F8I_COUNT_LAUNCHES(ctx, 1);
+    fp8_prep_kernel<<<1, 1, 0, stream>>>(a->qkv_scale_inv, a->s_scale, a->s_scale_inv, a->o_scale, sc);
+    F8I_TRY(f8i_cuda_launch_check(ctx, "attention (cuDNN FP8) fp8_prep_kernel"));
+
+    const int64_t C = a->n_head * a->head_dim, rows = a->batch * a->n_head * a->seq, n = a->batch * a->seq * C;
+    const uint8_t *qkv = (const uint8_t *)a->qkv;
+    float *stats = a->lse ? a->lse : (float *)(buf + p->stats_off);
+    float scale = a->scale, neg_inf = -INFINITY; /* -inf: cuDNN >= 9.10, as the frontend */
+    float *dq = sc + SC_AT(SC_DQ);
+    const int64_t uids[15] = {U_Q,         U_K,         U_V,         U_O,         U_STATS,   U_SCALE,  U_NEG_INF, U_DESCALE_Q,
+                              U_DESCALE_K, U_DESCALE_V, U_SCALE_S,   U_DESCALE_S, U_SCALE_O, U_AMAX_S, U_AMAX_O};
+    void *const ptrs[15] = {(void *)qkv, (void *)(qkv + C), (void *)(qkv + 2 * C), o8, stats, &scale, &neg_inf, dq, dq, dq,
+                            sc + SC_AT(SC_SCALE_S), sc + SC_AT(SC_DESCALE_S), sc + SC_AT(SC_SCALE_O),
+                            sc + SC_AT(SC_AMAX_S), sc + SC_AT(SC_AMAX_O)};
+    void *vp = NULL;
+    dn_status ds = api->b_create(DN_D_VARIANT_PACK, &vp);
+    if (ds == DN_OK) ds = api->b_set(vp, DN_A_VP_UIDS, DN_T_INT64, 15, uids);
+    if (ds == DN_OK) ds = api->b_set(vp, DN_A_VP_PTRS, DN_T_VOID_PTR, 15, ptrs);
+    if (ds == DN_OK) ds = api->b_set(vp, DN_A_VP_WORKSPACE, DN_T_VOID_PTR, 1, &p->buf);
+    if (ds == DN_OK) ds = api->b_finalize(vp);
+    if (ds == DN_OK) ds = api->b_execute(handle, p->plan, vp);
+    if (vp) (void)api->b_destroy(vp);
+    if (ds != DN_OK) { /* refused from now on; f8's kernel runs this call (the prep kernel wrote only the plan's buffer) */
+        snprintf(p->why, sizeof p->why, "cudnnBackendExecute: %s (%d)", api->error_string(ds), ds);
+        p->ok = 0;
+        (void)cudaGetLastError();
+        return F8_OK;
+    }
+    F8I_COUNT_LAUNCHES(ctx, 2);
+    f8i_cuda(ctx)->attn_last_path = F8I_ATTN_PATH_CUDNN;
+    *ran = 1;
+    const int64_t n_lse = a->lse ? rows : 0, m = n_lse > n ? n_lse : n;
+    fp8_finish_kernel<<<grid_size(ctx, m, FP8_THREADS), FP8_THREADS, 0, stream>>>(
+        a->lse, n_lse, a->scale, o8, n, a->o_scale_inv, (uint16_t *)a->y, (uint16_t *)a->o, sc, a->s_amax, a->o_amax);
+    return f8i_cuda_launch_check(ctx, "attention (cuDNN FP8) fp8_finish_kernel");
+}
+
+f8_status f8i_cudnn_fp8_attn_takes(f8_ctx *ctx, int64_t batch, int64_t seq, int64_t n_head, int64_t n_kv_head,
+                                   int64_t head_dim, int *takes)
+{
+    *takes = 0;
+    if (n_kv_head > 0 && n_kv_head != n_head) return F8_OK; /* GQA: f8's kernel (as the call) */
+    const dn_api *api = NULL;
+    void *handle = NULL;
+    f8_status st = F8_OK;
+    *takes = plan_for(ctx, batch, seq, n_head, head_dim, &api, &handle, &st) != NULL;
+    return st;
+}
