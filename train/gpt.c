@@ -494,23 +494,6 @@ f8_status gpt_sample(gpt *m, int32_t *ctx_tok, int64_t len, int64_t n, float tem
     return st;
 }
 
-/* A row-parallel branch's output: its partial sums over the ranks, all of
- * them (TP: in place in y) or this rank's rows (SP: y gets them, through
- * m->full). Then y += residual. On one rank the residual joins in the
- * module's last GEMM (f8_module_forward_add: no add kernel, one rounding);
- * with ranks it must wait for the sum of the partials. */
-static f8_status row_parallel(gpt *m, f8_module *mod, const f8_tensor *in, f8_saved *saved, f8_microbatch mb,
-                              f8_tensor *y, const f8_tensor *residual)
-{
-    if (!m->tp && !m->sp) return f8_module_forward_add(mod, in, y, residual, mb, saved);
-    f8_tensor out = m->sp ? f8_tensor_make(m->full, m->c.dtype, m->T_call, m->c.channels) : *y;
-    TRY(f8_module_forward(mod, in, &out, mb, saved));
-    if (m->sp) TRY(tp_reduce_scatter(m, &out, y));
-    else if (m->tp) TRY(tp_all_reduce(m, y));
-    /* the branch output takes the residual: one add, no copy (a + b is commutative in IEEE) */
-    return f8_tensor_add(m->ctx, y, residual);
-}
-
 /* Block l's forward (a block_forward_fn: recompute.h runs it again in the backward). */
 static f8_status block_forward(gpt *m, int64_t l, int64_t batch, int train, f8_microbatch mb)
 {
@@ -520,8 +503,8 @@ static f8_status block_forward(gpt *m, int64_t l, int64_t batch, int train, f8_m
     /* SP: x holds this rank's tokens; the module gathers its norm output, qkv is all T */
     TRY(f8_layernorm_linear_forward(b->qkv, &x, &qkv, NULL, mb, train ? b->qkv_s : NULL));
     TRY(f8_attention_forward(b->att, &qkv, batch, m->c.seq, &a, train ? b->att_s : NULL));
-    TRY(row_parallel(m, b->proj, &a, train ? b->proj_s : NULL, mb, &xm, &x));
-    return row_parallel(m, b->mlp, &xm, train ? b->mlp_s : NULL, mb, &xo, &xm);
+    TRY(tp_row_parallel(m, b->proj, &a, train ? b->proj_s : NULL, mb, &xm, &x));
+    return tp_row_parallel(m, b->mlp, &xm, train ? b->mlp_s : NULL, mb, &xo, &xm);
 }
 
 f8_status gpt_forward(gpt *m, int64_t batch, int train, float grad_scale, f8_microbatch mb)

@@ -92,6 +92,18 @@ f8_status tp_all_reduce(gpt *m, f8_tensor *x);
 /* SP: y (this rank's T/P rows) = its rows of Σ over the group of x (T
  * rows); FP32 or BF16 (BF16 through m->tp_buf, summed in FP32). */
 f8_status tp_reduce_scatter(gpt *m, const f8_tensor *x, f8_tensor *y);
+/* A row-parallel module's forward (the GPT's and the Llama's proj and
+ * MLP): y = Σ over the group of its partial outputs (TP: all-reduced in
+ * place; SP: this rank's rows, reduce-scattered through m->full), then
+ * y += residual. One rank: f8_module_forward_add (the residual joins in the
+ * last GEMM: no add kernel, one rounding). */
+f8_status tp_row_parallel(gpt *m, f8_module *mod, const f8_tensor *in, f8_saved *saved, f8_microbatch mb,
+                          f8_tensor *y, const f8_tensor *residual);
+/* A column-parallel module's backward into the residual gradient (no SP):
+ * d += its input gradient, summed over the group (through tmp, all-reduced)
+ * with TP; one rank: f8_module_backward_add (dy may be d). */
+f8_status tp_column_backward(gpt *m, f8_module *mod, f8_saved *saved, const f8_tensor *dy, f8_tensor *d,
+                             f8_tensor *tmp);
 /* After the step's last backward: the column-parallel LayerNorms' gamma and
  * beta gradients summed over the group. */
 f8_status tp_reduce_grads(gpt *m);
@@ -119,5 +131,9 @@ f8_status tp_optimizer_restore(gpt *m, const f8_checkpoint *ck, const char *pref
  * (qkv: 3), each split in P. to_local = 1 full -> local, 0 local -> full. */
 void tp_shard_copy(unsigned char *full, unsigned char *local, int64_t R, int64_t K, int dim, int parts, int P, int t,
                    size_t es, int to_local);
+/* The same with blocks of relative sizes sizes[parts] (a Llama's q | k | v:
+ * H, G, G heads; NULL: equal), rank t's share of each laid block after block. */
+void tp_shard_copy_sizes(unsigned char *full, unsigned char *local, int64_t R, int64_t K, int dim, int parts,
+                         const int *sizes, int P, int t, size_t es, int to_local);
 
 #endif /* F8_TRAIN_TP_H */
