@@ -305,12 +305,7 @@ f8_status gpt_create_tp(f8_ctx *ctx, const gpt_config *c, f8_comm *tp, int sp, g
     m->att_cfg.fp8 = c->fp8_attention; /* the layers' own; m->att (shared, exported) stays BF16 */
     if (st == F8_OK) st = f8_attention_create(ctx, &ac, &m->att);
     f8_ctx *init = NULL;
-    if (st == F8_OK && m->tp) {
-        f8_ctx_config ic = f8_ctx_config_default();
-        ic.backend = f8_ctx_backend(ctx);
-        ic.device = f8_ctx_device(ctx);
-        st = f8_ctx_create(&ic, &init, err, err_size);
-    }
+    if (st == F8_OK && m->tp) st = tp_scratch_ctx(ctx, &init, err, err_size);
     if (st == F8_OK) st = create_blocks(m, init);
     for (int pass = 0; pass < 2 && st == F8_OK && c->fp8_weights; pass++) {
         /* quantized with scale 1 (the slot's at creation, TE's fp8_model_init),

@@ -287,12 +287,7 @@ f8_status llama_create_tp(f8_ctx *ctx, const gpt_config *c, f8_comm *tp, int sp,
     }
     if (st == F8_OK) st = f8_rope_create(ctx, &rc, &m->rope);
     f8_ctx *init = NULL; /* TP: the one-rank modules' own ctx, so their slots do not join m's */
-    if (st == F8_OK && m->tp) {
-        f8_ctx_config ic = f8_ctx_config_default();
-        ic.backend = f8_ctx_backend(ctx);
-        ic.device = f8_ctx_device(ctx);
-        st = f8_ctx_create(&ic, &init, err, err_size);
-    }
+    if (st == F8_OK && m->tp) st = tp_scratch_ctx(ctx, &init, err, err_size);
     if (st == F8_OK) st = create_blocks(m, init);
     char init_err[256] = "";
     if (st != F8_OK && init) snprintf(init_err, sizeof init_err, "%s", f8_ctx_last_error(init));

@@ -518,7 +518,8 @@ static const train_option_def OPTIONS[] = {
     {"--tp", NULL, OPT_INT, F(tp), 1, 1024, NULL, 0, NULL,
      NULL,
      "  --tp N               tensor parallel over groups of N of those ranks (heads, MLP split;\n"
-     "                       data parallel = ranks / N); amaxes reduced over all ranks\n"},
+     "                       data parallel = ranks / N); amaxes reduced over all ranks (llama:\n"
+     "                       heads, --kv-heads and --ffn must divide by N)\n"},
     {"--sequence-parallel", "--sp", OPT_FLAG, F(sequence_parallel), 0, 0, NULL, 0, NULL,
      NULL,
      "  --sequence-parallel  with --tp N: the residual stream and LayerNorms keep 1/N of the tokens\n"

@@ -72,6 +72,14 @@ static const int *sizes_of(const model_param *p) { return p->tp_sizes[0] ? p->tp
 static int64_t full_rows(const model_param *p, const f8_tensor *v, int P) { return p->tp_dim == 0 ? v->rows * P : v->rows; }
 static int64_t full_cols(const model_param *p, const f8_tensor *v, int P) { return p->tp_dim == 1 ? v->cols * P : v->cols; }
 
+f8_status tp_scratch_ctx(f8_ctx *ctx, f8_ctx **init, char *err, size_t n)
+{
+    f8_ctx_config ic = f8_ctx_config_default();
+    ic.backend = f8_ctx_backend(ctx);
+    ic.device = f8_ctx_device(ctx);
+    return f8_ctx_create(&ic, init, err, n);
+}
+
 f8_status tp_block_create(gpt *m, gpt_block *b, const f8_layernorm_linear_config *qc, const f8_linear_config *pc,
                           const f8_layernorm_mlp_config *mc)
 {

@@ -11,6 +11,10 @@
  *   mlp   LayerNormMLP: fc1 rows (both halves of a gated fc1 alike) column
  *         parallel, fc2 columns row parallel, all-reduced like proj
  *   rest  embeddings, final norm, LM head: replicated
+ * The Llama family (llama.h) the same way from its own table: qkv's q, k
+ * and v blocks of H, G and G heads each split in P (unequal stacked parts:
+ * model_param.tp_sizes), RoPE and GQA on the local heads, fc1's gate and up
+ * halves, no biases, its RMSNorms as the LayerNorms here.
  * Backward: the input gradient of the two column-parallel modules is a sum
  * over the ranks (all-reduced before the residual add), and so are their
  * LayerNorms' gamma/beta gradients (each rank saw only its share of the
@@ -76,6 +80,10 @@ static inline int tp_check_sp(int64_t seq, int64_t tp, char *err, size_t n)
 }
 
 
+/* A ctx of ctx's backend and device (destroy it after) where a TP rank
+ * makes the one-rank modules it takes its shards from: their FP8 slots
+ * stay out of ctx's. */
+f8_status tp_scratch_ctx(f8_ctx *ctx, f8_ctx **init, char *err, size_t n);
 /* Block b of m (rank m->tp_rank of m->tp_size): its modules made from the
  * one-rank configs with this rank's widths. */
 f8_status tp_block_create(gpt *m, gpt_block *b, const f8_layernorm_linear_config *qc, const f8_linear_config *pc,
