@@ -511,24 +511,13 @@ f8_status gpt_forward(gpt *m, int64_t batch, int train, float grad_scale, f8_mic
     m->T_call = T;
     f8_tensor wte, wpe = view(m, m->wpe, 0, c->seq, C), x0 = resid(m, 0);
     TRY(f8_module_param(m->head, F8_PARAM_WEIGHT, 0, &wte));
-    if (m->sp) { /* every rank embeds all tokens (cheap, replicated) and keeps its rows */
-        f8_tensor e = f8_tensor_make(m->full, c->dtype, T, C);
-        TRY(f8_embedding_forward(m->ctx, m->tokens, c->seq, &wte, &wpe, &e));
-        const size_t bytes = (size_t)(x0.rows * C) * esize(m);
-        TRY(f8_ctx_copy(m->ctx, x0.data, (unsigned char *)m->full + (size_t)m->tp_rank * bytes, bytes));
-    } else {
-        TRY(f8_embedding_forward(m->ctx, m->tokens, c->seq, &wte, &wpe, &x0));
-    }
+    TRY(tp_embed(m, m->tokens, &wte, &wpe, &x0)); /* SP: every rank embeds all tokens, keeps its rows */
     for (int64_t l = 0; l < c->layers; l++) {
         if (train) TRY(recompute_bind(m, l, batch, mb));
         TRY(block_forward(m, l, batch, train, mb));
     }
     f8_tensor xf = resid(m, rc_final(m));
-    if (m->sp) { /* the head is replicated: all T tokens on every rank */
-        f8_tensor all = f8_tensor_make(m->xf, c->dtype, T, C);
-        TRY(f8_comm_all_gather(m->tp, xf.data, all.data, xf.rows * C, c->dtype));
-        xf = all;
-    }
+    TRY(tp_head_input(m, &xf)); /* the head is replicated: SP gathers all T tokens on every rank */
     return head_forward(m, &xf, train, grad_scale, mb);
 }
 

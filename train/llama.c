@@ -32,6 +32,15 @@ static f8_tensor view(const gpt *m, void *base, int64_t index, int64_t rows, int
     return f8_tensor_make((unsigned char *)base + (size_t)(index * rows * cols) * esize(m), m->c.dtype, rows, cols);
 }
 
+/* Residual-stream slot i of the current call: this rank's rows (T_call, or
+ * T_call / P with sequence parallelism; slots are Tr apart). */
+static f8_tensor resid(const gpt *m, int64_t i)
+{
+    f8_tensor t = view(m, m->resid, i, m->Tr, m->c.channels);
+    t.rows = m->sp ? m->T_call / m->tp_size : m->T_call;
+    return t;
+}
+
 /* Tensor i of a [n, T, cols] stack, with the current call's rows. */
 static f8_tensor slice(const gpt *m, void *base, int64_t i, int64_t cols)
 {
@@ -198,6 +207,10 @@ static f8_status create_blocks(gpt *m, f8_ctx *init)
         block_configs(m, l, &qc, &pc, &mc);
         if (m->tp) {
             TRY(tp_block(m, b, l, init, &qc, &pc, &mc));
+            if (m->sp) { /* the column-parallel modules take this rank's tokens and gather their norm output */
+                TRY(f8_module_set_sequence_parallel(b->qkv, m->tp));
+                TRY(f8_module_set_sequence_parallel(b->mlp, m->tp));
+            }
         } else {
             TRY(f8_layernorm_linear_create(m->ctx, &qc, &b->qkv));
             TRY(f8_linear_create(m->ctx, &pc, &b->proj));
@@ -232,10 +245,9 @@ static f8_status params_build(gpt *m)
 static f8_status refuse(const gpt_config *c, f8_comm *tp, int sp, char *err, size_t n)
 {
     const int64_t G = kv_heads(c), P = tp ? f8_comm_size(tp) : 1;
-    if (sp) snprintf(err, n, "sequence parallelism (--sequence-parallel) is not yet for llama");
-    else if (c->fp8_weights) snprintf(err, n, "FP8 primary weights (--fp8-weights) are not yet for llama");
+    if (c->fp8_weights) snprintf(err, n, "FP8 primary weights (--fp8-weights) are not yet for llama");
     else if (c->fp8_attention) snprintf(err, n, "FP8 attention (--fp8-attention) is not yet for llama (the library takes GQA; the Llama trainer does not wire its slots yet)");
-    else if (c->recompute_blocks && P > 1) snprintf(err, n, "block recompute is not yet for tensor or sequence parallelism");
+    else if (c->recompute_blocks && (P > 1 || sp)) snprintf(err, n, "block recompute is not yet for tensor or sequence parallelism");
     else if (c->heads < 1 || c->channels % c->heads || G < 1 || c->heads % G || head_dim(c) % 2 || c->ffn < 1) {
         snprintf(err, n, "llama: channels %lld must divide by heads %lld into an even head_dim, kv_heads %lld must divide "
                  "heads, ffn %lld >= 1", (long long)c->channels, (long long)c->heads, (long long)G, (long long)c->ffn);
@@ -243,6 +255,8 @@ static f8_status refuse(const gpt_config *c, f8_comm *tp, int sp, char *err, siz
     } else if (c->heads % P || G % P || c->ffn % P) { /* each rank whole q and kv heads, and a share of the MLP */
         snprintf(err, n, "tensor parallel %lld: the llama's %lld heads, %lld key/value heads and SwiGLU width %lld must "
                  "divide by it", (long long)P, (long long)c->heads, (long long)G, (long long)c->ffn);
+        return F8_ERR_INVALID_ARGUMENT;
+    } else if (sp && tp_check_sp(c->seq, P, err, n) != 0) {
         return F8_ERR_INVALID_ARGUMENT;
     } else if (c->padded_vocab < c->vocab) {
         snprintf(err, n, "padded vocab %lld < vocab %lld", (long long)c->padded_vocab, (long long)c->vocab);
@@ -264,7 +278,8 @@ f8_status llama_create_tp(f8_ctx *ctx, const gpt_config *c, f8_comm *tp, int sp,
     m->tp = tp && f8_comm_size(tp) > 1 ? tp : NULL; /* a group of one is one rank */
     m->tp_size = m->tp ? f8_comm_size(tp) : 1;
     m->tp_rank = m->tp ? f8_comm_rank(tp) : 0;
-    m->Tr = m->T;
+    m->sp = sp != 0;
+    m->Tr = m->sp ? m->T / m->tp_size : m->T;
     m->Cl = c->channels / m->tp_size;
     m->Fl = c->ffn / m->tp_size;
     const int64_t C = c->channels, T = m->T, L = c->layers, W = qkv_local(m), Vp = c->padded_vocab, Cl = m->Cl;
@@ -313,14 +328,16 @@ f8_status llama_create_tp(f8_ctx *ctx, const gpt_config *c, f8_comm *tp, int sp,
     if (st == F8_OK) st = alloc_act(m, &m->wpe, (size_t)(c->seq * C) * es);
     f8_tensor wpe = view(m, m->wpe, 0, c->seq, C);
     if (st == F8_OK) st = f8_tensor_zero(ctx, &wpe);
-    if (st == F8_OK) st = alloc_act(m, &m->resid, (size_t)(rc_resid_slots(c) * T * C) * es);
+    if (st == F8_OK) st = alloc_act(m, &m->resid, (size_t)(rc_resid_slots(c) * m->Tr * C) * es);
     if (st == F8_OK) st = alloc_act(m, &m->qkv, (size_t)(rc_act_layers(c) * T * W) * es);
     if (st == F8_OK) st = alloc_act(m, &m->atty, (size_t)(rc_act_layers(c) * T * Cl) * es);
     if (st == F8_OK) st = alloc_act(m, &m->logits, (size_t)(m->head_rows * Vp) * es);
     if (st == F8_OK) st = alloc_act(m, &m->dres, (size_t)(T * C) * es);
     if (st == F8_OK) st = alloc_act(m, &m->dtmp, (size_t)(T * C) * es);
     if (st == F8_OK) st = alloc_act(m, &m->dqkv, (size_t)(T * W) * es);
-    if (st == F8_OK && m->tp) st = alloc_act(m, (void **)&m->tp_buf, (size_t)(T * C) * 4);
+    if (st == F8_OK && m->tp) st = alloc_act(m, (void **)&m->tp_buf, (size_t)((T + (m->sp ? m->Tr : 0)) * C) * 4);
+    if (st == F8_OK && m->sp) st = alloc_act(m, &m->full, (size_t)(T * C) * es);
+    if (st == F8_OK && m->sp) st = alloc_act(m, &m->xf, (size_t)(T * C) * es);
     if (st == F8_OK) st = alloc_act(m, &m->io, (size_t)T * 12);
     if (st == F8_OK) {
         m->tokens = (int32_t *)m->io;
@@ -348,10 +365,9 @@ static f8_status embedding_table(gpt *m, int grad, f8_tensor *t)
 static f8_status block_forward(gpt *m, int64_t l, int64_t batch, int train, f8_microbatch mb)
 {
     const gpt_config *c = &m->c;
-    const int64_t C = c->channels, W = qkv_local(m);
+    const int64_t W = qkv_local(m);
     gpt_block *b = &m->blocks[l];
-    f8_tensor x = slice(m, m->resid, rc_in(m, l), C), xm = slice(m, m->resid, rc_mid(m, l), C);
-    f8_tensor xo = slice(m, m->resid, rc_out(m, l), C);
+    f8_tensor x = resid(m, rc_in(m, l)), xm = resid(m, rc_mid(m, l)), xo = resid(m, rc_out(m, l));
     f8_tensor qkv = slice(m, m->qkv, rc_act(m, l), W), a = slice(m, m->atty, rc_act(m, l), m->Cl);
     TRY(f8_layernorm_linear_forward(b->qkv, &x, &qkv, NULL, mb, train ? b->qkv_s : NULL));
     TRY(f8_rope_forward(m->rope, &qkv, c->seq));
@@ -367,15 +383,22 @@ f8_status llama_forward(gpt *m, int64_t batch, int train, float grad_scale, f8_m
     if (batch < 1 || batch > c->batch) return F8_ERR_SHAPE;
     const int64_t C = c->channels;
     m->T_call = batch * c->seq;
-    f8_tensor wte, wpe = view(m, m->wpe, 0, c->seq, C), x0 = slice(m, m->resid, 0, C);
+    f8_tensor wte, wpe = view(m, m->wpe, 0, c->seq, C), x0 = resid(m, 0);
     TRY(embedding_table(m, 0, &wte));
-    TRY(f8_embedding_forward(m->ctx, m->tokens, c->seq, &wte, &wpe, &x0));
+    TRY(tp_embed(m, m->tokens, &wte, &wpe, &x0)); /* SP: this rank's rows of it */
     for (int64_t l = 0; l < c->layers; l++) {
         if (train) TRY(recompute_bind(m, l, batch, mb));
         TRY(block_forward(m, l, batch, train, mb));
     }
-    f8_tensor xf = slice(m, m->resid, rc_final(m), C);
+    f8_tensor xf = resid(m, rc_final(m));
+    TRY(tp_head_input(m, &xf)); /* SP: all T tokens gathered for the replicated head */
     return head_forward(m, &xf, train, grad_scale, mb);
+}
+
+/* SP: d (all T rows) from every rank's own rows dl, gathered in place. */
+static f8_status gather_grad(gpt *m, const f8_tensor *dl, f8_tensor *d)
+{
+    return m->sp ? f8_comm_all_gather(m->tp, dl->data, d->data, dl->rows * dl->cols, dl->dtype) : F8_OK;
 }
 
 f8_status llama_backward(gpt *m)
@@ -384,17 +407,24 @@ f8_status llama_backward(gpt *m)
     const int64_t C = c->channels;
     f8_tensor d = slice(m, m->dres, 0, C), datt = slice(m, m->dtmp, 0, m->Cl), tmp = slice(m, m->dtmp, 0, C);
     f8_tensor dlogits = slice(m, m->logits, 0, c->padded_vocab), dqkv = slice(m, m->dqkv, 0, qkv_local(m));
+    /* dl: this rank's rows of d (SP: where the gather puts them), or d; tmp the same rows */
+    f8_tensor dl = resid(m, 0);
+    dl.data = (unsigned char *)m->dres + (size_t)((m->sp ? m->tp_rank : 0) * dl.rows * C) * esize(m);
+    tmp.rows = dl.rows;
     if (!m->head_done) TRY(f8_layernorm_linear_backward(m->head, m->head_s, &dlogits, NULL, &d));
     for (int64_t l = c->layers - 1; l >= 0; l--) {
         gpt_block *b = &m->blocks[l];
         TRY(recompute_block(m, l, block_forward));
-        TRY(tp_column_backward(m, b->mlp, b->mlp_s, &d, &d, &tmp)); /* d = ∂loss/∂x' */
+        if (l < c->layers - 1) TRY(gather_grad(m, &dl, &d)); /* after the head, d is whole already */
+        TRY(tp_column_backward(m, b->mlp, b->mlp_s, &d, &dl, &tmp)); /* d = ∂loss/∂x' */
+        TRY(gather_grad(m, &dl, &d));
         TRY(f8_module_backward(b->proj, b->proj_s, &d, &datt));
         TRY(f8_attention_backward(b->att, b->att_s, &datt, &dqkv));
         TRY(f8_rope_backward(m->rope, &dqkv, c->seq)); /* ∂loss/∂(the QKV GEMM's output) */
-        TRY(tp_column_backward(m, b->qkv, b->qkv_s, &dqkv, &d, &tmp)); /* d = ∂loss/∂x */
+        TRY(tp_column_backward(m, b->qkv, b->qkv_s, &dqkv, &dl, &tmp)); /* d = ∂loss/∂x */
         if (m->grads_ready) TRY(m->grads_ready(m->grads_user, l));
     }
+    TRY(gather_grad(m, &dl, &d));
     f8_tensor dwte;
     TRY(embedding_table(m, 1, &dwte));
     TRY(f8_embedding_backward(m->ctx, m->tokens, c->seq, &d, &dwte, NULL));

@@ -15,8 +15,9 @@
  * the optimizer, checkpoints, resume, sampling and data parallelism take it
  * through the same parameter table, and so does tensor parallelism (tp.h:
  * rank t of P keeps q heads t·H/P.. and key/value heads t·G/P.., F/P of
- * the SwiGLU width; H, G and F divide by P). Sequence parallelism, FP8
- * primary weights and FP8 attention are refused ("not yet for llama").
+ * the SwiGLU width; H, G and F divide by P) with sequence parallelism as
+ * the GPT's. FP8 primary weights and FP8 attention are refused ("not yet
+ * for llama").
  *
  * The parameter table (the checkpoint's order, never to change):
  *   model.head.weight (the LM head; tied: also the embedding), .layer_norm_weight (the final RMSNorm);

@@ -160,8 +160,29 @@ f8_status tp_column_backward(gpt *m, f8_module *mod, f8_saved *saved, const f8_t
 {
     if (!m->tp) return f8_module_backward_add(mod, saved, dy, d); /* d is also dy for the MLP: allowed */
     TRY(f8_module_backward(mod, saved, dy, tmp));
-    TRY(tp_all_reduce(m, tmp)); /* each rank's rows of the weight give part of the input gradient */
+    /* each rank's rows of the weight give part of the input gradient (SP: summed in the module) */
+    if (!m->sp) TRY(tp_all_reduce(m, tmp));
     return f8_tensor_add(m->ctx, d, tmp);
+}
+
+f8_status tp_embed(gpt *m, const int32_t *tokens, const f8_tensor *wte, const f8_tensor *wpe, f8_tensor *x0)
+{
+    if (!m->sp) return f8_embedding_forward(m->ctx, tokens, m->c.seq, wte, wpe, x0);
+    /* every rank embeds all tokens (cheap, replicated) and keeps its rows */
+    const int64_t C = m->c.channels;
+    f8_tensor e = f8_tensor_make(m->full, m->c.dtype, m->T_call, C);
+    TRY(f8_embedding_forward(m->ctx, tokens, m->c.seq, wte, wpe, &e));
+    const size_t bytes = (size_t)(x0->rows * C) * f8_dtype_size(m->c.dtype);
+    return f8_ctx_copy(m->ctx, x0->data, (unsigned char *)m->full + (size_t)m->tp_rank * bytes, bytes);
+}
+
+f8_status tp_head_input(gpt *m, f8_tensor *xf)
+{
+    if (!m->sp) return F8_OK;
+    f8_tensor all = f8_tensor_make(m->xf, m->c.dtype, m->T_call, m->c.channels);
+    TRY(f8_comm_all_gather(m->tp, xf->data, all.data, xf->rows * xf->cols, m->c.dtype));
+    *xf = all;
+    return F8_OK;
 }
 
 f8_status tp_reduce_grads(gpt *m)

@@ -107,11 +107,19 @@ f8_status tp_reduce_scatter(gpt *m, const f8_tensor *x, f8_tensor *y);
  * last GEMM: no add kernel, one rounding). */
 f8_status tp_row_parallel(gpt *m, f8_module *mod, const f8_tensor *in, f8_saved *saved, f8_microbatch mb,
                           f8_tensor *y, const f8_tensor *residual);
-/* A column-parallel module's backward into the residual gradient (no SP):
- * d += its input gradient, summed over the group (through tmp, all-reduced)
- * with TP; one rank: f8_module_backward_add (dy may be d). */
+/* A column-parallel module's backward into the residual gradient: d (this
+ * rank's rows with SP) += its input gradient, summed over the group
+ * (through tmp, all-reduced; SP: reduce-scattered by the module, tmp then
+ * has d's rows) with TP; one rank: f8_module_backward_add (dy may be d). */
 f8_status tp_column_backward(gpt *m, f8_module *mod, f8_saved *saved, const f8_tensor *dy, f8_tensor *d,
                              f8_tensor *tmp);
+/* The embedding of tokens into x0 (the first residual slot, this rank's
+ * rows); SP: computed whole in m->full (replicated, cheap), this rank's
+ * rows copied. */
+f8_status tp_embed(gpt *m, const int32_t *tokens, const f8_tensor *wte, const f8_tensor *wpe, f8_tensor *x0);
+/* The replicated head's input: xf itself, or with SP every rank's rows of
+ * it all-gathered into m->xf (*xf then views all T_call rows). */
+f8_status tp_head_input(gpt *m, f8_tensor *xf);
 /* After the step's last backward: the column-parallel LayerNorms' gamma and
  * beta gradients summed over the group. */
 f8_status tp_reduce_grads(gpt *m);
