@@ -15,7 +15,8 @@
  *    row-parallel o-projection and fc2 sum partial GEMMs over the ranks, the
  *    column-parallel input and RMSNorm gradients likewise), every rank the
  *    same amaxes, scales, losses and replicated parameters;
- *  - FP8 off with a tied head: TP 2 within the same bounds;
+ *  - FP8 off with a tied head: TP 2 within the same bounds; a BF16 model:
+ *    TP 2 and SP TP 2 within BF16_TOL of one rank;
  *  - determinism: TP 2 twice and with the CPU graph, the same bits;
  *  - checkpoints in the one-rank layout: written by TP 2 after 2 steps,
  *    restored into one rank bitwise, resumed into TP 2 bitwise the
@@ -41,6 +42,11 @@
 #define MAXR 4
 #define LOSS_TOL 1e-4
 #define PARAM_TOL 1e-4
+/* BF16 (the GPU default): the all-reduces sum in FP32 and round once, one
+ * rank rounds its whole GEMM once, so activations and gradients differ by
+ * BF16 ulps, and AdamW turns an element whose gradient is at that noise
+ * into about ±lr either way per step (test_tp_train's BF16_TOL) */
+#define BF16_TOL 3e-2
 
 #include "tp_fixture.h"
 
@@ -161,6 +167,28 @@ static void check_sp(const train_options *base, const rank_out *one, const rank_
     release(sp, 2), release(half, 2), release(onehalf, 1), release(back, 2);
 }
 
+/* A BF16 model: TP 2 and SP TP 2 against one rank, within BF16_TOL. */
+static void check_bf16(const train_options *base)
+{
+    static rank_out b1[1], b2[2], s2[2];
+    train_options bb = *base;
+    bb.dtype = "bf16";
+    run(0, 1, &bb, STEPS, NULL, b1, 1);
+    run(2, 2, &bb, STEPS, NULL, b2, 1);
+    bb.sequence_parallel = 1;
+    run(2, 2, &bb, STEPS, NULL, s2, 1);
+    const rank_out *r[2] = {b2, s2};
+    for (int k = 0; k < 2; k++) {
+        const char *what = k ? "llama BF16: SP TP 2" : "llama BF16: TP 2";
+        const double e = r[k]->n_params == b1->n_params ? max_rel(r[k]->params, b1->params, b1->n_params) : 1;
+        const double dl = fabs(r[k]->loss[STEPS - 1] - b1->loss[STEPS - 1]) / b1->loss[STEPS - 1];
+        printf("  %-36s parameters %.2e, last loss %.2e of one rank\n", what, e, dl);
+        CHECK(e <= BF16_TOL && dl <= BF16_TOL, "%s: parameters %.3g, last loss %.3g apart (> %g)", what, e, dl, BF16_TOL);
+        check_ranks_agree(what, r[k], 2, 2);
+    }
+    release(b1, 1), release(b2, 2), release(s2, 2);
+}
+
 int main(void)
 {
     check_shard_copy_sizes();
@@ -185,6 +213,7 @@ int main(void)
     check_tp2_repeats("llama ", &base, &tp2[0]);
     check_checkpoints(&base, &tp2[0], one);
     check_sp(&base, one, &tp2[0]);
+    check_bf16(&base);
     check_refusals(&base);
     release(one, 1), release(init1, 1), release(init2, 2), release(tp2, 2), release(tp4, 4), release(dt, 4);
     return test_finish("test_llama_tp");
