@@ -168,7 +168,8 @@ static f8_status block_params(param_table *t, const gpt *m, int64_t l, f8_module
 
 /* A TP rank's block b: the one-rank modules made on init in high precision
  * (only their parameters are wanted: bitwise a one-rank run's), this rank's
- * modules with its widths, given their shards over the two blocks' tables. */
+ * modules with its widths, given their shards over the two blocks' tables
+ * (and with SP their norm outputs gathered over the group). */
 static f8_status tp_block(gpt *m, gpt_block *b, int64_t l, f8_ctx *init, const f8_layernorm_linear_config *qc,
                           const f8_linear_config *pc, const f8_layernorm_mlp_config *mc)
 {
@@ -190,6 +191,9 @@ static f8_status tp_block(gpt *m, gpt_block *b, int64_t l, f8_ctx *init, const f
     if (st == F8_OK) st = block_params(&ft, m, l, full[0], full[1], full[2]);
     if (st == F8_OK) st = block_params(&lt, m, l, b->qkv, b->proj, b->mlp);
     if (st == F8_OK) st = tp_block_shard(m, init, &ft, &lt);
+    /* SP: the column-parallel modules take this rank's tokens and gather their norm output */
+    if (st == F8_OK && m->sp) st = f8_module_set_sequence_parallel(b->qkv, m->tp);
+    if (st == F8_OK && m->sp) st = f8_module_set_sequence_parallel(b->mlp, m->tp);
     param_table_free(&ft);
     param_table_free(&lt);
     for (int k = 0; k < 3; k++) f8_module_destroy(full[k]);
@@ -207,10 +211,6 @@ static f8_status create_blocks(gpt *m, f8_ctx *init)
         block_configs(m, l, &qc, &pc, &mc);
         if (m->tp) {
             TRY(tp_block(m, b, l, init, &qc, &pc, &mc));
-            if (m->sp) { /* the column-parallel modules take this rank's tokens and gather their norm output */
-                TRY(f8_module_set_sequence_parallel(b->qkv, m->tp));
-                TRY(f8_module_set_sequence_parallel(b->mlp, m->tp));
-            }
         } else {
             TRY(f8_layernorm_linear_create(m->ctx, &qc, &b->qkv));
             TRY(f8_linear_create(m->ctx, &pc, &b->proj));
