@@ -116,6 +116,18 @@ static void check_restored_into_one(const char *what, const train_options *resum
     release(into1, 1);
 }
 
+/* Creation: TP 2's model of o, gathered before a step, is bitwise one
+ * rank's (the shards are its parameters). tag prefixes the message. */
+static inline void check_created_bitwise(const char *tag, const train_options *o)
+{
+    static rank_out a1[1], a2[2];
+    run(0, 1, o, 0, NULL, a1, 1);
+    run(2, 2, o, 0, NULL, a2, 1);
+    CHECK(a1[0].n_params > 0 && same_params(&a2[0], &a1[0]),
+          "%sTP 2 at creation: the gathered model is not bitwise one rank's", tag);
+    release(a1, 1), release(a2, 2);
+}
+
 /* Every rank: the same scales, losses and replicated parameters; R > P: the
  * replicas of one TP index the same model. */
 static void check_ranks_agree(const char *what, const rank_out *out, int R, int P)

@@ -305,12 +305,7 @@ f8_status gpt_create_tp(f8_ctx *ctx, const gpt_config *c, f8_comm *tp, int sp, g
     m->att_cfg.fp8 = c->fp8_attention; /* the layers' own; m->att (shared, exported) stays BF16 */
     if (st == F8_OK) st = f8_attention_create(ctx, &ac, &m->att);
     f8_ctx *init = NULL;
-    if (st == F8_OK && m->tp) {
-        f8_ctx_config ic = f8_ctx_config_default();
-        ic.backend = f8_ctx_backend(ctx);
-        ic.device = f8_ctx_device(ctx);
-        st = f8_ctx_create(&ic, &init, err, err_size);
-    }
+    if (st == F8_OK && m->tp) st = tp_scratch_ctx(ctx, &init, err, err_size);
     if (st == F8_OK) st = create_blocks(m, init);
     for (int pass = 0; pass < 2 && st == F8_OK && c->fp8_weights; pass++) {
         /* quantized with scale 1 (the slot's at creation, TE's fp8_model_init),
@@ -494,23 +489,6 @@ f8_status gpt_sample(gpt *m, int32_t *ctx_tok, int64_t len, int64_t n, float tem
     return st;
 }
 
-/* A row-parallel branch's output: its partial sums over the ranks, all of
- * them (TP: in place in y) or this rank's rows (SP: y gets them, through
- * m->full). Then y += residual. On one rank the residual joins in the
- * module's last GEMM (f8_module_forward_add: no add kernel, one rounding);
- * with ranks it must wait for the sum of the partials. */
-static f8_status row_parallel(gpt *m, f8_module *mod, const f8_tensor *in, f8_saved *saved, f8_microbatch mb,
-                              f8_tensor *y, const f8_tensor *residual)
-{
-    if (!m->tp && !m->sp) return f8_module_forward_add(mod, in, y, residual, mb, saved);
-    f8_tensor out = m->sp ? f8_tensor_make(m->full, m->c.dtype, m->T_call, m->c.channels) : *y;
-    TRY(f8_module_forward(mod, in, &out, mb, saved));
-    if (m->sp) TRY(tp_reduce_scatter(m, &out, y));
-    else if (m->tp) TRY(tp_all_reduce(m, y));
-    /* the branch output takes the residual: one add, no copy (a + b is commutative in IEEE) */
-    return f8_tensor_add(m->ctx, y, residual);
-}
-
 /* Block l's forward (a block_forward_fn: recompute.h runs it again in the backward). */
 static f8_status block_forward(gpt *m, int64_t l, int64_t batch, int train, f8_microbatch mb)
 {
@@ -520,8 +498,8 @@ static f8_status block_forward(gpt *m, int64_t l, int64_t batch, int train, f8_m
     /* SP: x holds this rank's tokens; the module gathers its norm output, qkv is all T */
     TRY(f8_layernorm_linear_forward(b->qkv, &x, &qkv, NULL, mb, train ? b->qkv_s : NULL));
     TRY(f8_attention_forward(b->att, &qkv, batch, m->c.seq, &a, train ? b->att_s : NULL));
-    TRY(row_parallel(m, b->proj, &a, train ? b->proj_s : NULL, mb, &xm, &x));
-    return row_parallel(m, b->mlp, &xm, train ? b->mlp_s : NULL, mb, &xo, &xm);
+    TRY(tp_row_parallel(m, b->proj, &a, train ? b->proj_s : NULL, mb, &xm, &x));
+    return tp_row_parallel(m, b->mlp, &xm, train ? b->mlp_s : NULL, mb, &xo, &xm);
 }
 
 f8_status gpt_forward(gpt *m, int64_t batch, int train, float grad_scale, f8_microbatch mb)
@@ -533,24 +511,13 @@ f8_status gpt_forward(gpt *m, int64_t batch, int train, float grad_scale, f8_mic
     m->T_call = T;
     f8_tensor wte, wpe = view(m, m->wpe, 0, c->seq, C), x0 = resid(m, 0);
     TRY(f8_module_param(m->head, F8_PARAM_WEIGHT, 0, &wte));
-    if (m->sp) { /* every rank embeds all tokens (cheap, replicated) and keeps its rows */
-        f8_tensor e = f8_tensor_make(m->full, c->dtype, T, C);
-        TRY(f8_embedding_forward(m->ctx, m->tokens, c->seq, &wte, &wpe, &e));
-        const size_t bytes = (size_t)(x0.rows * C) * esize(m);
-        TRY(f8_ctx_copy(m->ctx, x0.data, (unsigned char *)m->full + (size_t)m->tp_rank * bytes, bytes));
-    } else {
-        TRY(f8_embedding_forward(m->ctx, m->tokens, c->seq, &wte, &wpe, &x0));
-    }
+    TRY(tp_embed(m, m->tokens, &wte, &wpe, &x0)); /* SP: every rank embeds all tokens, keeps its rows */
     for (int64_t l = 0; l < c->layers; l++) {
         if (train) TRY(recompute_bind(m, l, batch, mb));
         TRY(block_forward(m, l, batch, train, mb));
     }
     f8_tensor xf = resid(m, rc_final(m));
-    if (m->sp) { /* the head is replicated: all T tokens on every rank */
-        f8_tensor all = f8_tensor_make(m->xf, c->dtype, T, C);
-        TRY(f8_comm_all_gather(m->tp, xf.data, all.data, xf.rows * C, c->dtype));
-        xf = all;
-    }
+    TRY(tp_head_input(m, &xf)); /* the head is replicated: SP gathers all T tokens on every rank */
     return head_forward(m, &xf, train, grad_scale, mb);
 }
 

@@ -22,6 +22,7 @@
 #include "head.h"
 #include "llama.h"
 #include "recompute.h"
+#include "tp.h"
 #include "try.h"
 
 static size_t esize(const gpt *m) { return f8_dtype_size(m->c.dtype); }
@@ -29,6 +30,15 @@ static size_t esize(const gpt *m) { return f8_dtype_size(m->c.dtype); }
 static f8_tensor view(const gpt *m, void *base, int64_t index, int64_t rows, int64_t cols)
 {
     return f8_tensor_make((unsigned char *)base + (size_t)(index * rows * cols) * esize(m), m->c.dtype, rows, cols);
+}
+
+/* Residual-stream slot i of the current call: this rank's rows (T_call, or
+ * T_call / P with sequence parallelism; slots are Tr apart). */
+static f8_tensor resid(const gpt *m, int64_t i)
+{
+    f8_tensor t = view(m, m->resid, i, m->Tr, m->c.channels);
+    t.rows = m->sp ? m->T_call / m->tp_size : m->T_call;
+    return t;
 }
 
 /* Tensor i of a [n, T, cols] stack, with the current call's rows. */
@@ -43,6 +53,8 @@ static int64_t kv_heads(const gpt_config *c) { return c->kv_heads > 0 ? c->kv_he
 static int64_t head_dim(const gpt_config *c) { return c->channels / c->heads; }
 /* The width of a qkv row: q of H heads, k and v of G each. */
 static int64_t qkv_width(const gpt_config *c) { return (c->heads + 2 * kv_heads(c)) * head_dim(c); }
+/* This rank's: H/P q heads, G/P k and v heads (tp.h). */
+static int64_t qkv_local(const gpt *m) { return qkv_width(&m->c) / m->tp_size; }
 
 double llama_param_estimate(const gpt_config *c)
 {
@@ -93,38 +105,117 @@ static uint64_t module_seed(const gpt_config *c, int64_t l, int j)
     return c->seed * 2246822519u + (uint64_t)l * 4 + (uint64_t)j + 0x11A3Au;
 }
 
-static f8_status create_blocks(gpt *m)
+/* The one-rank configs of block l's modules. */
+static void block_configs(const gpt *m, int64_t l, f8_layernorm_linear_config *qc, f8_linear_config *pc,
+                          f8_layernorm_mlp_config *mc)
 {
     const gpt_config *c = &m->c;
-    const int64_t C = c->channels, T = m->T, W = qkv_width(c);
-    for (int64_t l = 0; l < c->layers; l++) {
+    const int64_t C = c->channels, T = m->T;
+    *qc = f8_layernorm_linear_config_default(C, qkv_width(c));
+    qc->bias = 0;
+    qc->normalization = F8_NORM_RMSNORM;
+    qc->param_dtype = c->dtype;
+    qc->fp8 = c->fp8;
+    qc->max_tokens = T;
+    qc->seed = module_seed(c, l, 1);
+    qc->recompute_norm_output = c->recompute_norm;
+    *pc = f8_linear_config_default(C, C);
+    pc->bias = 0;
+    pc->param_dtype = c->dtype;
+    pc->fp8 = c->fp8;
+    pc->max_tokens = T;
+    pc->seed = module_seed(c, l, 2);
+    *mc = f8_layernorm_mlp_config_default(C, c->ffn);
+    mc->bias = 0;
+    mc->normalization = F8_NORM_RMSNORM;
+    mc->activation = F8_ACT_SWIGLU;
+    mc->param_dtype = c->dtype;
+    mc->fp8 = c->fp8;
+    mc->max_tokens = T;
+    mc->seed = module_seed(c, l, 3);
+    mc->recompute_norm_output = c->recompute_norm;
+}
+
+/* Block l's entries of the parameter table over the modules qkv, proj, mlp
+ * (the model's, or the one-rank modules a TP rank takes its shards from):
+ * one place, so the table and tp.c's sharding cannot disagree. With TP the
+ * column-parallel qkv is split by rows in its three stacked blocks of
+ * unequal size (q | k | v: H, G, G heads) and fc1 in its two ([gate | up]),
+ * the row-parallel proj and fc2 by columns; the RMSNorms are replicated,
+ * their gradients summed over the group (as the GPT's LayerNorms). */
+static f8_status block_params(param_table *t, const gpt *m, int64_t l, f8_module *qkv, f8_module *proj,
+                              f8_module *mlp)
+{
+    const int tp = m->tp != NULL;
+    const unsigned D = PARAM_DECAY, S = tp ? PARAM_TP_SHARDED : 0, N = PARAM_REPLICATED | (tp ? PARAM_TP_GRAD_SUM : 0);
+    const int qkv_sizes[3] = {(int)m->c.heads, (int)kv_heads(&m->c), (int)kv_heads(&m->c)};
+    char q[48], p[48], f[48];
+    snprintf(q, sizeof q, "model.h.%lld.qkv", (long long)l);
+    snprintf(p, sizeof p, "model.h.%lld.proj", (long long)l);
+    snprintf(f, sizeof f, "model.h.%lld.mlp", (long long)l);
+    TRY(param_table_add(t, q, qkv, F8_PARAM_LN_WEIGHT, l, -1, N));
+    TRY(param_table_add(t, q, qkv, F8_PARAM_WEIGHT, l, -1, D | S));
+    param_table_split_sizes(t, 0, 3, qkv_sizes);
+    TRY(param_table_add(t, p, proj, F8_PARAM_WEIGHT, l, -1, D | S));
+    param_table_split(t, 1, 1);
+    TRY(param_table_add(t, f, mlp, F8_PARAM_LN_WEIGHT, l, -1, N));
+    TRY(param_table_add(t, f, mlp, F8_PARAM_FC1_WEIGHT, l, -1, D | S));
+    param_table_split(t, 0, 2);
+    TRY(param_table_add(t, f, mlp, F8_PARAM_FC2_WEIGHT, l, -1, D | S));
+    param_table_split(t, 1, 1);
+    return F8_OK;
+}
+
+/* A TP rank's block b: the one-rank modules made on init in high precision
+ * (only their parameters are wanted: bitwise a one-rank run's), this rank's
+ * modules with its widths, given their shards over the two blocks' tables
+ * (and with SP their norm outputs gathered over the group). */
+static f8_status tp_block(gpt *m, gpt_block *b, int64_t l, f8_ctx *init, const f8_layernorm_linear_config *qc,
+                          const f8_linear_config *pc, const f8_layernorm_mlp_config *mc)
+{
+    f8_layernorm_linear_config fq = *qc, lq = *qc;
+    f8_linear_config fp = *pc, lp = *pc;
+    f8_layernorm_mlp_config fm = *mc, lm = *mc;
+    fq.fp8 = fp.fp8 = fm.fp8 = 0;
+    lq.out_features = qkv_local(m);
+    lp.in_features = m->Cl;
+    lm.ffn_hidden_size = m->Fl;
+    f8_module *full[3] = {NULL, NULL, NULL};
+    param_table ft = {0}, lt = {0};
+    f8_status st = f8_layernorm_linear_create(init, &fq, &full[0]);
+    if (st == F8_OK) st = f8_linear_create(init, &fp, &full[1]);
+    if (st == F8_OK) st = f8_layernorm_mlp_create(init, &fm, &full[2]);
+    if (st == F8_OK) st = f8_layernorm_linear_create(m->ctx, &lq, &b->qkv);
+    if (st == F8_OK) st = f8_linear_create(m->ctx, &lp, &b->proj);
+    if (st == F8_OK) st = f8_layernorm_mlp_create(m->ctx, &lm, &b->mlp);
+    if (st == F8_OK) st = block_params(&ft, m, l, full[0], full[1], full[2]);
+    if (st == F8_OK) st = block_params(&lt, m, l, b->qkv, b->proj, b->mlp);
+    if (st == F8_OK) st = tp_block_shard(m, init, &ft, &lt);
+    /* SP: the column-parallel modules take this rank's tokens and gather their norm output */
+    if (st == F8_OK && m->sp) st = f8_module_set_sequence_parallel(b->qkv, m->tp);
+    if (st == F8_OK && m->sp) st = f8_module_set_sequence_parallel(b->mlp, m->tp);
+    param_table_free(&ft);
+    param_table_free(&lt);
+    for (int k = 0; k < 3; k++) f8_module_destroy(full[k]);
+    return st;
+}
+
+/* init: with TP, where the one-rank modules are made (tp_block). */
+static f8_status create_blocks(gpt *m, f8_ctx *init)
+{
+    for (int64_t l = 0; l < m->c.layers; l++) {
         gpt_block *b = &m->blocks[l];
-        f8_layernorm_linear_config qc = f8_layernorm_linear_config_default(C, W);
-        qc.bias = 0;
-        qc.normalization = F8_NORM_RMSNORM;
-        qc.param_dtype = c->dtype;
-        qc.fp8 = c->fp8;
-        qc.max_tokens = T;
-        qc.seed = module_seed(c, l, 1);
-        qc.recompute_norm_output = c->recompute_norm;
-        f8_linear_config pc = f8_linear_config_default(C, C);
-        pc.bias = 0;
-        pc.param_dtype = c->dtype;
-        pc.fp8 = c->fp8;
-        pc.max_tokens = T;
-        pc.seed = module_seed(c, l, 2);
-        f8_layernorm_mlp_config mc = f8_layernorm_mlp_config_default(C, c->ffn);
-        mc.bias = 0;
-        mc.normalization = F8_NORM_RMSNORM;
-        mc.activation = F8_ACT_SWIGLU;
-        mc.param_dtype = c->dtype;
-        mc.fp8 = c->fp8;
-        mc.max_tokens = T;
-        mc.seed = module_seed(c, l, 3);
-        mc.recompute_norm_output = c->recompute_norm;
-        TRY(f8_layernorm_linear_create(m->ctx, &qc, &b->qkv));
-        TRY(f8_linear_create(m->ctx, &pc, &b->proj));
-        TRY(f8_layernorm_mlp_create(m->ctx, &mc, &b->mlp));
+        f8_layernorm_linear_config qc;
+        f8_linear_config pc;
+        f8_layernorm_mlp_config mc;
+        block_configs(m, l, &qc, &pc, &mc);
+        if (m->tp) {
+            TRY(tp_block(m, b, l, init, &qc, &pc, &mc));
+        } else {
+            TRY(f8_layernorm_linear_create(m->ctx, &qc, &b->qkv));
+            TRY(f8_linear_create(m->ctx, &pc, &b->proj));
+            TRY(f8_layernorm_mlp_create(m->ctx, &mc, &b->mlp));
+        }
         b->att = m->att;
         TRY(recompute_block_saved(m, l)); /* its own saved state, or (recompute) layer 0's */
     }
@@ -144,16 +235,7 @@ static f8_status params_build(gpt *m)
     }
     for (int64_t l = 0; l < m->c.layers; l++) {
         const gpt_block *b = &m->blocks[l];
-        char q[48], p[48], f[48];
-        snprintf(q, sizeof q, "model.h.%lld.qkv", (long long)l);
-        snprintf(p, sizeof p, "model.h.%lld.proj", (long long)l);
-        snprintf(f, sizeof f, "model.h.%lld.mlp", (long long)l);
-        TRY(param_table_add(t, q, b->qkv, F8_PARAM_LN_WEIGHT, l, -1, R));
-        TRY(param_table_add(t, q, b->qkv, F8_PARAM_WEIGHT, l, -1, D));
-        TRY(param_table_add(t, p, b->proj, F8_PARAM_WEIGHT, l, -1, D));
-        TRY(param_table_add(t, f, b->mlp, F8_PARAM_LN_WEIGHT, l, -1, R));
-        TRY(param_table_add(t, f, b->mlp, F8_PARAM_FC1_WEIGHT, l, -1, D));
-        TRY(param_table_add(t, f, b->mlp, F8_PARAM_FC2_WEIGHT, l, -1, D));
+        TRY(block_params(t, m, l, b->qkv, b->proj, b->mlp));
     }
     return F8_OK;
 }
@@ -162,14 +244,19 @@ static f8_status params_build(gpt *m)
  * cannot have (F8_ERR_INVALID_ARGUMENT), with a message; F8_OK. */
 static f8_status refuse(const gpt_config *c, f8_comm *tp, int sp, char *err, size_t n)
 {
-    const int64_t G = kv_heads(c);
-    if (tp && f8_comm_size(tp) > 1) snprintf(err, n, "tensor parallelism (--tp) is not yet for llama");
-    else if (sp) snprintf(err, n, "sequence parallelism is not yet for llama");
-    else if (c->fp8_weights) snprintf(err, n, "FP8 primary weights (--fp8-weights) are not yet for llama");
+    const int64_t G = kv_heads(c), P = tp ? f8_comm_size(tp) : 1;
+    if (c->fp8_weights) snprintf(err, n, "FP8 primary weights (--fp8-weights) are not yet for llama");
     else if (c->fp8_attention) snprintf(err, n, "FP8 attention (--fp8-attention) is not yet for llama (the library takes GQA; the Llama trainer does not wire its slots yet)");
+    else if (c->recompute_blocks && (P > 1 || sp)) snprintf(err, n, "block recompute is not yet for tensor or sequence parallelism");
     else if (c->heads < 1 || c->channels % c->heads || G < 1 || c->heads % G || head_dim(c) % 2 || c->ffn < 1) {
         snprintf(err, n, "llama: channels %lld must divide by heads %lld into an even head_dim, kv_heads %lld must divide "
                  "heads, ffn %lld >= 1", (long long)c->channels, (long long)c->heads, (long long)G, (long long)c->ffn);
+        return F8_ERR_INVALID_ARGUMENT;
+    } else if (c->heads % P || G % P || c->ffn % P) { /* each rank whole q and kv heads, and a share of the MLP */
+        snprintf(err, n, "tensor parallel %lld: the llama's %lld heads, %lld key/value heads and SwiGLU width %lld must "
+                 "divide by it", (long long)P, (long long)c->heads, (long long)G, (long long)c->ffn);
+        return F8_ERR_INVALID_ARGUMENT;
+    } else if (sp && tp_check_sp(c->seq, P, err, n) != 0) {
         return F8_ERR_INVALID_ARGUMENT;
     } else if (c->padded_vocab < c->vocab) {
         snprintf(err, n, "padded vocab %lld < vocab %lld", (long long)c->padded_vocab, (long long)c->vocab);
@@ -188,29 +275,38 @@ f8_status llama_create_tp(f8_ctx *ctx, const gpt_config *c, f8_comm *tp, int sp,
     if (no != F8_OK) return no;
     m->T = c->batch * c->seq;
     m->T_call = m->T;
-    m->tp_size = 1;
-    m->Tr = m->T;
-    m->Cl = c->channels;
-    m->Fl = c->ffn;
-    const int64_t C = c->channels, T = m->T, L = c->layers, W = qkv_width(c), Vp = c->padded_vocab;
+    m->tp = tp && f8_comm_size(tp) > 1 ? tp : NULL; /* a group of one is one rank */
+    m->tp_size = m->tp ? f8_comm_size(tp) : 1;
+    m->tp_rank = m->tp ? f8_comm_rank(tp) : 0;
+    m->sp = sp != 0;
+    m->Tr = m->sp ? m->T / m->tp_size : m->T;
+    m->Cl = c->channels / m->tp_size;
+    m->Fl = c->ffn / m->tp_size;
+    const int64_t C = c->channels, T = m->T, L = c->layers, W = qkv_local(m), Vp = c->padded_vocab, Cl = m->Cl;
     const size_t es = esize(m);
     f8_status st = F8_OK;
     m->blocks = (gpt_block *)calloc((size_t)L, sizeof *m->blocks);
     if (!m->blocks) st = F8_ERR_OUT_OF_MEMORY;
-    f8_attention_config ac = f8_attention_config_default(c->heads, head_dim(c), c->batch, c->seq);
+    /* this rank's heads (TP: H/P q heads and their G/P key/value heads) */
+    f8_attention_config ac = f8_attention_config_default(c->heads / m->tp_size, head_dim(c), c->batch, c->seq);
     ac.dtype = c->dtype;
-    ac.n_kv_head = kv_heads(c);
+    ac.n_kv_head = kv_heads(c) / m->tp_size;
     ac.output_kept = 1; /* each layer's y stays in atty until its backward */
     m->att_cfg = ac;
     if (st == F8_OK) st = f8_attention_create(ctx, &ac, &m->att);
-    f8_rope_config rc = f8_rope_config_default(c->heads, kv_heads(c), head_dim(c), c->seq);
+    f8_rope_config rc = f8_rope_config_default(c->heads / m->tp_size, kv_heads(c) / m->tp_size, head_dim(c), c->seq);
     rc.theta = c->rope_theta > 0 ? c->rope_theta : 500000.0;
     if (c->rope_factor > 0) {
         rc.scaling = F8_ROPE_SCALING_LLAMA3;
         rc.factor = c->rope_factor; /* low 1, high 4, original 8192: the defaults, Llama 3.1's and 3.2's */
     }
     if (st == F8_OK) st = f8_rope_create(ctx, &rc, &m->rope);
-    if (st == F8_OK) st = create_blocks(m);
+    f8_ctx *init = NULL; /* TP: the one-rank modules' own ctx, so their slots do not join m's */
+    if (st == F8_OK && m->tp) st = tp_scratch_ctx(ctx, &init, err, err_size);
+    if (st == F8_OK) st = create_blocks(m, init);
+    char init_err[256] = "";
+    if (st != F8_OK && init) snprintf(init_err, sizeof init_err, "%s", f8_ctx_last_error(init));
+    f8_ctx_destroy(init);
     f8_layernorm_linear_config hc = f8_layernorm_linear_config_default(C, Vp);
     hc.bias = 0;
     hc.normalization = F8_NORM_RMSNORM;
@@ -232,13 +328,16 @@ f8_status llama_create_tp(f8_ctx *ctx, const gpt_config *c, f8_comm *tp, int sp,
     if (st == F8_OK) st = alloc_act(m, &m->wpe, (size_t)(c->seq * C) * es);
     f8_tensor wpe = view(m, m->wpe, 0, c->seq, C);
     if (st == F8_OK) st = f8_tensor_zero(ctx, &wpe);
-    if (st == F8_OK) st = alloc_act(m, &m->resid, (size_t)(rc_resid_slots(c) * T * C) * es);
+    if (st == F8_OK) st = alloc_act(m, &m->resid, (size_t)(rc_resid_slots(c) * m->Tr * C) * es);
     if (st == F8_OK) st = alloc_act(m, &m->qkv, (size_t)(rc_act_layers(c) * T * W) * es);
-    if (st == F8_OK) st = alloc_act(m, &m->atty, (size_t)(rc_act_layers(c) * T * C) * es);
+    if (st == F8_OK) st = alloc_act(m, &m->atty, (size_t)(rc_act_layers(c) * T * Cl) * es);
     if (st == F8_OK) st = alloc_act(m, &m->logits, (size_t)(m->head_rows * Vp) * es);
     if (st == F8_OK) st = alloc_act(m, &m->dres, (size_t)(T * C) * es);
     if (st == F8_OK) st = alloc_act(m, &m->dtmp, (size_t)(T * C) * es);
     if (st == F8_OK) st = alloc_act(m, &m->dqkv, (size_t)(T * W) * es);
+    if (st == F8_OK && m->tp) st = alloc_act(m, (void **)&m->tp_buf, (size_t)((T + (m->sp ? m->Tr : 0)) * C) * 4);
+    if (st == F8_OK && m->sp) st = alloc_act(m, &m->full, (size_t)(T * C) * es);
+    if (st == F8_OK && m->sp) st = alloc_act(m, &m->xf, (size_t)(T * C) * es);
     if (st == F8_OK) st = alloc_act(m, &m->io, (size_t)T * 12);
     if (st == F8_OK) {
         m->tokens = (int32_t *)m->io;
@@ -248,7 +347,7 @@ f8_status llama_create_tp(f8_ctx *ctx, const gpt_config *c, f8_comm *tp, int sp,
     if (st == F8_OK) st = llama_zero_grad(m);
     if (st == F8_OK) st = params_build(m);
     if (st == F8_OK) st = f8_ctx_synchronize(ctx);
-    if (st != F8_OK) snprintf(err, err_size, "%s", f8_ctx_last_error(ctx));
+    if (st != F8_OK) snprintf(err, err_size, "%s", init_err[0] ? init_err : f8_ctx_last_error(ctx));
     return st;
 }
 
@@ -266,16 +365,16 @@ static f8_status embedding_table(gpt *m, int grad, f8_tensor *t)
 static f8_status block_forward(gpt *m, int64_t l, int64_t batch, int train, f8_microbatch mb)
 {
     const gpt_config *c = &m->c;
-    const int64_t C = c->channels, W = qkv_width(c);
+    const int64_t W = qkv_local(m);
     gpt_block *b = &m->blocks[l];
-    f8_tensor x = slice(m, m->resid, rc_in(m, l), C), xm = slice(m, m->resid, rc_mid(m, l), C);
-    f8_tensor xo = slice(m, m->resid, rc_out(m, l), C);
-    f8_tensor qkv = slice(m, m->qkv, rc_act(m, l), W), a = slice(m, m->atty, rc_act(m, l), C);
+    f8_tensor x = resid(m, rc_in(m, l)), xm = resid(m, rc_mid(m, l)), xo = resid(m, rc_out(m, l));
+    f8_tensor qkv = slice(m, m->qkv, rc_act(m, l), W), a = slice(m, m->atty, rc_act(m, l), m->Cl);
     TRY(f8_layernorm_linear_forward(b->qkv, &x, &qkv, NULL, mb, train ? b->qkv_s : NULL));
     TRY(f8_rope_forward(m->rope, &qkv, c->seq));
     TRY(f8_attention_forward(b->att, &qkv, batch, c->seq, &a, train ? b->att_s : NULL));
-    TRY(f8_module_forward_add(b->proj, &a, &xm, &x, mb, train ? b->proj_s : NULL));
-    return f8_module_forward_add(b->mlp, &xm, &xo, &xm, mb, train ? b->mlp_s : NULL);
+    /* one rank: the residual joins in the GEMM; TP: after the partial outputs' sum */
+    TRY(tp_row_parallel(m, b->proj, &a, train ? b->proj_s : NULL, mb, &xm, &x));
+    return tp_row_parallel(m, b->mlp, &xm, train ? b->mlp_s : NULL, mb, &xo, &xm);
 }
 
 f8_status llama_forward(gpt *m, int64_t batch, int train, float grad_scale, f8_microbatch mb)
@@ -284,34 +383,48 @@ f8_status llama_forward(gpt *m, int64_t batch, int train, float grad_scale, f8_m
     if (batch < 1 || batch > c->batch) return F8_ERR_SHAPE;
     const int64_t C = c->channels;
     m->T_call = batch * c->seq;
-    f8_tensor wte, wpe = view(m, m->wpe, 0, c->seq, C), x0 = slice(m, m->resid, 0, C);
+    f8_tensor wte, wpe = view(m, m->wpe, 0, c->seq, C), x0 = resid(m, 0);
     TRY(embedding_table(m, 0, &wte));
-    TRY(f8_embedding_forward(m->ctx, m->tokens, c->seq, &wte, &wpe, &x0));
+    TRY(tp_embed(m, m->tokens, &wte, &wpe, &x0)); /* SP: this rank's rows of it */
     for (int64_t l = 0; l < c->layers; l++) {
         if (train) TRY(recompute_bind(m, l, batch, mb));
         TRY(block_forward(m, l, batch, train, mb));
     }
-    f8_tensor xf = slice(m, m->resid, rc_final(m), C);
+    f8_tensor xf = resid(m, rc_final(m));
+    TRY(tp_head_input(m, &xf)); /* SP: all T tokens gathered for the replicated head */
     return head_forward(m, &xf, train, grad_scale, mb);
+}
+
+/* SP: d (all T rows) from every rank's own rows dl, gathered in place. */
+static f8_status gather_grad(gpt *m, const f8_tensor *dl, f8_tensor *d)
+{
+    return m->sp ? f8_comm_all_gather(m->tp, dl->data, d->data, dl->rows * dl->cols, dl->dtype) : F8_OK;
 }
 
 f8_status llama_backward(gpt *m)
 {
     const gpt_config *c = &m->c;
     const int64_t C = c->channels;
-    f8_tensor d = slice(m, m->dres, 0, C), datt = slice(m, m->dtmp, 0, C);
-    f8_tensor dlogits = slice(m, m->logits, 0, c->padded_vocab), dqkv = slice(m, m->dqkv, 0, qkv_width(c));
+    f8_tensor d = slice(m, m->dres, 0, C), datt = slice(m, m->dtmp, 0, m->Cl), tmp = slice(m, m->dtmp, 0, C);
+    f8_tensor dlogits = slice(m, m->logits, 0, c->padded_vocab), dqkv = slice(m, m->dqkv, 0, qkv_local(m));
+    /* dl: this rank's rows of d (SP: where the gather puts them), or d; tmp the same rows */
+    f8_tensor dl = resid(m, 0);
+    dl.data = (unsigned char *)m->dres + (size_t)((m->sp ? m->tp_rank : 0) * dl.rows * C) * esize(m);
+    tmp.rows = dl.rows;
     if (!m->head_done) TRY(f8_layernorm_linear_backward(m->head, m->head_s, &dlogits, NULL, &d));
     for (int64_t l = c->layers - 1; l >= 0; l--) {
         gpt_block *b = &m->blocks[l];
         TRY(recompute_block(m, l, block_forward));
-        TRY(f8_module_backward_add(b->mlp, b->mlp_s, &d, &d)); /* d = ∂loss/∂x' */
+        if (l < c->layers - 1) TRY(gather_grad(m, &dl, &d)); /* after the head, d is whole already */
+        TRY(tp_column_backward(m, b->mlp, b->mlp_s, &d, &dl, &tmp)); /* d = ∂loss/∂x' */
+        TRY(gather_grad(m, &dl, &d));
         TRY(f8_module_backward(b->proj, b->proj_s, &d, &datt));
         TRY(f8_attention_backward(b->att, b->att_s, &datt, &dqkv));
         TRY(f8_rope_backward(m->rope, &dqkv, c->seq)); /* ∂loss/∂(the QKV GEMM's output) */
-        TRY(f8_module_backward_add(b->qkv, b->qkv_s, &dqkv, &d)); /* d = ∂loss/∂x */
+        TRY(tp_column_backward(m, b->qkv, b->qkv_s, &dqkv, &dl, &tmp)); /* d = ∂loss/∂x */
         if (m->grads_ready) TRY(m->grads_ready(m->grads_user, l));
     }
+    TRY(gather_grad(m, &dl, &d));
     f8_tensor dwte;
     TRY(embedding_table(m, 1, &dwte));
     TRY(f8_embedding_backward(m->ctx, m->tokens, c->seq, &d, &dwte, NULL));

@@ -13,8 +13,11 @@
  *
  * The gpt_* calls (gpt.h) dispatch here for such a config, so the trainer,
  * the optimizer, checkpoints, resume, sampling and data parallelism take it
- * through the same parameter table. Tensor and sequence parallelism, FP8
- * primary weights and FP8 attention are refused ("not yet for llama").
+ * through the same parameter table, and so does tensor parallelism (tp.h:
+ * rank t of P keeps q heads t·H/P.. and key/value heads t·G/P.., F/P of
+ * the SwiGLU width; H, G and F divide by P) with sequence parallelism as
+ * the GPT's. FP8 primary weights and FP8 attention are refused ("not yet
+ * for llama").
  *
  * The parameter table (the checkpoint's order, never to change):
  *   model.head.weight (the LM head; tied: also the embedding), .layer_norm_weight (the final RMSNorm);
@@ -22,7 +25,10 @@
  *   per block l, model.h.<l>.qkv  layer_norm_weight, weight
  *                model.h.<l>.proj weight
  *                model.h.<l>.mlp  layer_norm_weight, fc1_weight ([gate | up], 2F x C), fc2_weight
- * Weights and the embedding decay; the norms do not.
+ * Weights and the embedding decay; the norms do not. With TP the qkv weight
+ * is split by rows in its q | k | v blocks (H, G, G heads: unequal parts),
+ * fc1 by rows in [gate | up], proj and fc2 by columns; the norms, the head
+ * and the embedding are replicated.
  */
 #ifndef F8_TRAIN_LLAMA_H
 #define F8_TRAIN_LLAMA_H

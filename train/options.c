@@ -173,7 +173,13 @@ int train_check_tp(const train_options *o, char *err, size_t n)
                          "tensor-parallel group after the backward)", (long long)o->tp);
         return -1;
     }
-    if (o->heads % o->tp != 0 || (4 * o->channels) % o->tp != 0) {
+    const int64_t kv = o->kv_heads > 0 ? o->kv_heads : o->heads;
+    if (o->llama && (o->heads % o->tp != 0 || kv % o->tp != 0 || o->ffn % o->tp != 0)) {
+        snprintf(err, n, "--tp %lld: the llama's %lld heads, %lld key/value heads and SwiGLU width %lld (--ffn) must "
+                 "divide by it", (long long)o->tp, (long long)o->heads, (long long)kv, (long long)o->ffn);
+        return -1;
+    }
+    if (!o->llama && (o->heads % o->tp != 0 || (4 * o->channels) % o->tp != 0)) {
         snprintf(err, n, "--tp %lld: the %lld heads and the MLP width %lld (4 x channels) must divide by it",
                  (long long)o->tp, (long long)o->heads, (long long)(4 * o->channels));
         return -1;
@@ -512,7 +518,8 @@ static const train_option_def OPTIONS[] = {
     {"--tp", NULL, OPT_INT, F(tp), 1, 1024, NULL, 0, NULL,
      NULL,
      "  --tp N               tensor parallel over groups of N of those ranks (heads, MLP split;\n"
-     "                       data parallel = ranks / N); amaxes reduced over all ranks\n"},
+     "                       data parallel = ranks / N); amaxes reduced over all ranks (llama:\n"
+     "                       heads, --kv-heads and --ffn must divide by N)\n"},
     {"--sequence-parallel", "--sp", OPT_FLAG, F(sequence_parallel), 0, 0, NULL, 0, NULL,
      NULL,
      "  --sequence-parallel  with --tp N: the residual stream and LayerNorms keep 1/N of the tokens\n"

@@ -80,6 +80,12 @@ void param_table_split(param_table *t, int dim, int parts)
     t->v[t->n - 1].tp_parts = parts;
 }
 
+void param_table_split_sizes(param_table *t, int dim, int parts, const int *sizes)
+{
+    param_table_split(t, dim, parts);
+    for (int j = 0; t->n > 0 && j < parts && j < 3; j++) t->v[t->n - 1].tp_sizes[j] = sizes[j];
+}
+
 void param_table_free(param_table *t)
 {
     free(t->v);

@@ -37,6 +37,8 @@ typedef struct model_param {
     unsigned flags;    /* PARAM_* */
     int tp_dim;        /* a TP-sharded entry's split: along rows (0) or columns (1), */
     int tp_parts;      /* in this many stacked blocks each split alike (qkv's weight: q | k | v, 3) */
+    int tp_sizes[3];   /* the blocks' relative sizes when they differ (a Llama's qkv: H, G, G heads);
+                          all 0: equal */
     f8_tensor value;   /* views (this rank's shard under TP); an FP8 primary weight's value is FP8 */
     f8_tensor grad;
     f8_tensor stored;  /* a bare tensor's checkpoint view: value, or value's rows and more that are carried
@@ -60,6 +62,9 @@ f8_status param_table_add_tensor(param_table *t, const char *name, const f8_tens
 /* The last entry added is split over the TP group along dim in parts
  * stacked blocks (tp.h); meaningful with PARAM_TP_SHARDED. */
 void param_table_split(param_table *t, int dim, int parts);
+/* The same with blocks of unequal sizes: sizes[parts] (parts <= 3) in any
+ * common unit (heads), each divisible by the TP size. */
+void param_table_split_sizes(param_table *t, int dim, int parts, const int *sizes);
 void param_table_free(param_table *t);
 
 /* fn for every entry whose flags have none of skip's bits, in table order

@@ -36,28 +36,49 @@ int tp_check_shape(int64_t heads, int64_t channels, int tp, char *err, size_t n)
 /* ---- host slicing ------------------------------------------------------------ */
 
 /* Copy between a full tensor [R, K] and rank t's shard of it (elements of es
- * bytes): along dim, in parts stacked blocks, each split in P. to_local
- * picks the direction. */
+ * bytes): along dim, in parts stacked blocks of relative sizes sizes[]
+ * (NULL: equal), each split in P. to_local picks the direction. */
+void tp_shard_copy_sizes(unsigned char *full, unsigned char *local, int64_t R, int64_t K, int dim, int parts,
+                         const int *sizes, int P, int t, size_t es, int to_local)
+{
+    const int64_t n = dim == 0 ? R : K, lw = n / P; /* the split dimension, whole and local */
+    int64_t total = 0, f0 = 0, l0 = 0;              /* f0, l0: block j's start in full and local */
+    for (int j = 0; j < parts; j++) total += sizes ? sizes[j] : 1;
+    for (int j = 0; j < parts; j++) {
+        const int64_t nf = n * (sizes ? sizes[j] : 1) / total, nl = nf / P;
+        /* dim 0: whole rows f0 + t·nl + i; dim 1: per row, the run of nl columns at f0 + t·nl */
+        const int64_t outer = dim == 0 ? nl : R, len = dim == 0 ? K : nl;
+        for (int64_t i = 0; i < outer; i++) {
+            const int64_t f_off = dim == 0 ? (f0 + t * nl + i) * K : i * K + f0 + t * nl;
+            const int64_t l_off = dim == 0 ? (l0 + i) * K : i * lw + l0;
+            unsigned char *f = full + (size_t)f_off * es, *l = local + (size_t)l_off * es;
+            if (to_local) memcpy(l, f, (size_t)len * es);
+            else memcpy(f, l, (size_t)len * es);
+        }
+        f0 += nf, l0 += nl;
+    }
+}
+
 void tp_shard_copy(unsigned char *full, unsigned char *local, int64_t R, int64_t K, int dim, int parts, int P, int t,
                    size_t es, int to_local)
 {
-    const int64_t nf = (dim == 0 ? R : K) / parts, nl = nf / P;
-    /* dim 0: whole rows j·nf + t·nl + i; dim 1: per row, the runs of nl columns at j·nf + t·nl */
-    const int64_t outer = dim == 0 ? 1 : R, lk = dim == 0 ? K : parts * nl, len = dim == 0 ? K : nl;
-    for (int64_t r = 0; r < outer; r++)
-        for (int j = 0; j < parts; j++)
-            for (int64_t i = 0; i < (dim == 0 ? nl : 1); i++) {
-                const int64_t f_off = dim == 0 ? (j * nf + t * nl + i) * K : r * K + j * nf + t * nl;
-                const int64_t l_off = dim == 0 ? (j * nl + i) * K : r * lk + j * nl;
-                unsigned char *f = full + (size_t)f_off * es, *l = local + (size_t)l_off * es;
-                if (to_local) memcpy(l, f, (size_t)len * es);
-                else memcpy(f, l, (size_t)len * es);
-            }
+    tp_shard_copy_sizes(full, local, R, K, dim, parts, NULL, P, t, es, to_local);
 }
+
+/* Entry p's block sizes for tp_shard_copy_sizes: NULL when equal. */
+static const int *sizes_of(const model_param *p) { return p->tp_sizes[0] ? p->tp_sizes : NULL; }
 
 /* The whole tensor's shape of a local shard v of entry p. */
 static int64_t full_rows(const model_param *p, const f8_tensor *v, int P) { return p->tp_dim == 0 ? v->rows * P : v->rows; }
 static int64_t full_cols(const model_param *p, const f8_tensor *v, int P) { return p->tp_dim == 1 ? v->cols * P : v->cols; }
+
+f8_status tp_scratch_ctx(f8_ctx *ctx, f8_ctx **init, char *err, size_t n)
+{
+    f8_ctx_config ic = f8_ctx_config_default();
+    ic.backend = f8_ctx_backend(ctx);
+    ic.device = f8_ctx_device(ctx);
+    return f8_ctx_create(&ic, init, err, n);
+}
 
 f8_status tp_block_create(gpt *m, gpt_block *b, const f8_layernorm_linear_config *qc, const f8_linear_config *pc,
                           const f8_layernorm_mlp_config *mc)
@@ -86,7 +107,7 @@ f8_status tp_block_shard(gpt *m, f8_ctx *init, const param_table *full, const pa
         unsigned char *hf = (unsigned char *)malloc(fb + 1), *hl = (unsigned char *)calloc(1, lb + 1);
         st = hf && hl ? f8_ctx_download(init, hf, fv.data, fb) : F8_ERR_OUT_OF_MEMORY;
         if (st == F8_OK) {
-            if (lp->flags & PARAM_TP_SHARDED) tp_shard_copy(hf, hl, fv.rows, fv.cols, lp->tp_dim, lp->tp_parts, P, t, es, 1);
+            if (lp->flags & PARAM_TP_SHARDED) tp_shard_copy_sizes(hf, hl, fv.rows, fv.cols, lp->tp_dim, lp->tp_parts, sizes_of(lp), P, t, es, 1);
             else if (!(lp->flags & PARAM_TP_RANK0) || t == 0) memcpy(hl, hf, lb); /* RANK0 elsewhere: zero */
             st = f8_ctx_upload(m->ctx, lv.data, hl, lb);
         }
@@ -120,6 +141,48 @@ f8_status tp_reduce_scatter(gpt *m, const f8_tensor *x, f8_tensor *y)
     TRY(f8_tensor_convert(m->ctx, x, &s));
     TRY(f8_comm_reduce_scatter(m->tp, src, dst, n, F8_DTYPE_FP32));
     return f8_tensor_convert(m->ctx, &d, y);
+}
+
+f8_status tp_row_parallel(gpt *m, f8_module *mod, const f8_tensor *in, f8_saved *saved, f8_microbatch mb,
+                         f8_tensor *y, const f8_tensor *residual)
+{
+    if (!m->tp && !m->sp) return f8_module_forward_add(mod, in, y, residual, mb, saved);
+    f8_tensor out = m->sp ? f8_tensor_make(m->full, m->c.dtype, m->T_call, m->c.channels) : *y;
+    TRY(f8_module_forward(mod, in, &out, mb, saved));
+    if (m->sp) TRY(tp_reduce_scatter(m, &out, y));
+    else if (m->tp) TRY(tp_all_reduce(m, y));
+    /* the branch output takes the residual: one add, no copy (a + b is commutative in IEEE) */
+    return f8_tensor_add(m->ctx, y, residual);
+}
+
+f8_status tp_column_backward(gpt *m, f8_module *mod, f8_saved *saved, const f8_tensor *dy, f8_tensor *d,
+                             f8_tensor *tmp)
+{
+    if (!m->tp) return f8_module_backward_add(mod, saved, dy, d); /* d is also dy for the MLP: allowed */
+    TRY(f8_module_backward(mod, saved, dy, tmp));
+    /* each rank's rows of the weight give part of the input gradient (SP: summed in the module) */
+    if (!m->sp) TRY(tp_all_reduce(m, tmp));
+    return f8_tensor_add(m->ctx, d, tmp);
+}
+
+f8_status tp_embed(gpt *m, const int32_t *tokens, const f8_tensor *wte, const f8_tensor *wpe, f8_tensor *x0)
+{
+    if (!m->sp) return f8_embedding_forward(m->ctx, tokens, m->c.seq, wte, wpe, x0);
+    /* every rank embeds all tokens (cheap, replicated) and keeps its rows */
+    const int64_t C = m->c.channels;
+    f8_tensor e = f8_tensor_make(m->full, m->c.dtype, m->T_call, C);
+    TRY(f8_embedding_forward(m->ctx, tokens, m->c.seq, wte, wpe, &e));
+    const size_t bytes = (size_t)(x0->rows * C) * f8_dtype_size(m->c.dtype);
+    return f8_ctx_copy(m->ctx, x0->data, (unsigned char *)m->full + (size_t)m->tp_rank * bytes, bytes);
+}
+
+f8_status tp_head_input(gpt *m, f8_tensor *xf)
+{
+    if (!m->sp) return F8_OK;
+    f8_tensor all = f8_tensor_make(m->xf, m->c.dtype, m->T_call, m->c.channels);
+    TRY(f8_comm_all_gather(m->tp, xf->data, all.data, xf->rows * xf->cols, m->c.dtype));
+    *xf = all;
+    return F8_OK;
 }
 
 f8_status tp_reduce_grads(gpt *m)
@@ -183,8 +246,8 @@ static f8_status gather_shards(gpt *m, const model_param *s, const f8_tensor *v,
     if (st == F8_OK) st = f8_comm_all_gather(m->tp, v->data, dev, v->rows * v->cols, v->dtype);
     if (st == F8_OK) st = f8_ctx_download(m->ctx, all, dev, lb * (size_t)P);
     for (int t = 0; t < P && st == F8_OK; t++)
-        tp_shard_copy(host, all + lb * (size_t)t, full_rows(s, v, P), full_cols(s, v, P), s->tp_dim, s->tp_parts, P, t,
-                      es, 0);
+        tp_shard_copy_sizes(host, all + lb * (size_t)t, full_rows(s, v, P), full_cols(s, v, P), s->tp_dim, s->tp_parts,
+                            sizes_of(s), P, t, es, 0);
     f8_ctx_free(m->ctx, dev);
     free(all);
     return st;
@@ -240,8 +303,8 @@ static f8_status put_shard(gpt *m, const model_param *s, const f8_tensor *v, con
         return f8_checkpoint_put_entry(tmp, name, e->dtype, e->ndim, e->shape, e->data, e->bytes);
     unsigned char *h = (unsigned char *)calloc(1, lb + 1);
     if (!h) return F8_ERR_OUT_OF_MEMORY;
-    tp_shard_copy((unsigned char *)e->data, h, full_rows(s, v, P), full_cols(s, v, P), s->tp_dim, s->tp_parts, P,
-                  m->tp_rank, es, 1);
+    tp_shard_copy_sizes((unsigned char *)e->data, h, full_rows(s, v, P), full_cols(s, v, P), s->tp_dim, s->tp_parts,
+                        sizes_of(s), P, m->tp_rank, es, 1);
     int64_t shape[2] = {v->rows, v->cols};
     if (e->ndim == 1) shape[0] = v->rows * v->cols;
     f8_status st = f8_checkpoint_put_entry(tmp, name, e->dtype, e->ndim, shape, h, lb);

@@ -11,6 +11,10 @@
  *   mlp   LayerNormMLP: fc1 rows (both halves of a gated fc1 alike) column
  *         parallel, fc2 columns row parallel, all-reduced like proj
  *   rest  embeddings, final norm, LM head: replicated
+ * The Llama family (llama.h) the same way from its own table: qkv's q, k
+ * and v blocks of H, G and G heads each split in P (unequal stacked parts:
+ * model_param.tp_sizes), RoPE and GQA on the local heads, fc1's gate and up
+ * halves, no biases, its RMSNorms as the LayerNorms here.
  * Backward: the input gradient of the two column-parallel modules is a sum
  * over the ranks (all-reduced before the residual add), and so are their
  * LayerNorms' gamma/beta gradients (each rank saw only its share of the
@@ -76,6 +80,10 @@ static inline int tp_check_sp(int64_t seq, int64_t tp, char *err, size_t n)
 }
 
 
+/* A ctx of ctx's backend and device (destroy it after) where a TP rank
+ * makes the one-rank modules it takes its shards from: their FP8 slots
+ * stay out of ctx's. */
+f8_status tp_scratch_ctx(f8_ctx *ctx, f8_ctx **init, char *err, size_t n);
 /* Block b of m (rank m->tp_rank of m->tp_size): its modules made from the
  * one-rank configs with this rank's widths. */
 f8_status tp_block_create(gpt *m, gpt_block *b, const f8_layernorm_linear_config *qc, const f8_linear_config *pc,
@@ -92,6 +100,26 @@ f8_status tp_all_reduce(gpt *m, f8_tensor *x);
 /* SP: y (this rank's T/P rows) = its rows of Σ over the group of x (T
  * rows); FP32 or BF16 (BF16 through m->tp_buf, summed in FP32). */
 f8_status tp_reduce_scatter(gpt *m, const f8_tensor *x, f8_tensor *y);
+/* A row-parallel module's forward (the GPT's and the Llama's proj and
+ * MLP): y = Σ over the group of its partial outputs (TP: all-reduced in
+ * place; SP: this rank's rows, reduce-scattered through m->full), then
+ * y += residual. One rank: f8_module_forward_add (the residual joins in the
+ * last GEMM: no add kernel, one rounding). */
+f8_status tp_row_parallel(gpt *m, f8_module *mod, const f8_tensor *in, f8_saved *saved, f8_microbatch mb,
+                          f8_tensor *y, const f8_tensor *residual);
+/* A column-parallel module's backward into the residual gradient: d (this
+ * rank's rows with SP) += its input gradient, summed over the group
+ * (through tmp, all-reduced; SP: reduce-scattered by the module, tmp then
+ * has d's rows) with TP; one rank: f8_module_backward_add (dy may be d). */
+f8_status tp_column_backward(gpt *m, f8_module *mod, f8_saved *saved, const f8_tensor *dy, f8_tensor *d,
+                             f8_tensor *tmp);
+/* The embedding of tokens into x0 (the first residual slot, this rank's
+ * rows); SP: computed whole in m->full (replicated, cheap), this rank's
+ * rows copied. */
+f8_status tp_embed(gpt *m, const int32_t *tokens, const f8_tensor *wte, const f8_tensor *wpe, f8_tensor *x0);
+/* The replicated head's input: xf itself, or with SP every rank's rows of
+ * it all-gathered into m->xf (*xf then views all T_call rows). */
+f8_status tp_head_input(gpt *m, f8_tensor *xf);
 /* After the step's last backward: the column-parallel LayerNorms' gamma and
  * beta gradients summed over the group. */
 f8_status tp_reduce_grads(gpt *m);
@@ -119,5 +147,9 @@ f8_status tp_optimizer_restore(gpt *m, const f8_checkpoint *ck, const char *pref
  * (qkv: 3), each split in P. to_local = 1 full -> local, 0 local -> full. */
 void tp_shard_copy(unsigned char *full, unsigned char *local, int64_t R, int64_t K, int dim, int parts, int P, int t,
                    size_t es, int to_local);
+/* The same with blocks of relative sizes sizes[parts] (a Llama's q | k | v:
+ * H, G, G heads; NULL: equal), rank t's share of each laid block after block. */
+void tp_shard_copy_sizes(unsigned char *full, unsigned char *local, int64_t R, int64_t K, int dim, int parts,
+                         const int *sizes, int P, int t, size_t es, int to_local);
 
 #endif /* F8_TRAIN_TP_H */
