@@ -2,7 +2,8 @@
  * test_cuda_recompute_blocks.c — f8_train --recompute-blocks on the GPU:
  * the GPT and the Llama in BF16 with FP8 GEMMs under every recipe (delayed,
  * current, block), two microbatches a step, the step captured as one CUDA
- * graph (the GPU's default) and run eagerly: every step's loss, then every
+ * graph (the GPU's default) and run eagerly, every block recomputed (on;
+ * with current scaling the first 2 of 3, --recompute-blocks 2): every step's loss, then every
  * parameter and the whole FP8 scaling state (the checkpoint's bytes), bitwise
  * those of the same run without recompute; and a lower peak. cuDNN's
  * attention runs its deterministic backward (the default), so the runs repeat
@@ -57,7 +58,7 @@ int main(void)
                 double off[STEPS], on[STEPS];
                 size_t peak_off, peak_on;
                 trainer *a = run(&o, off, &peak_off);
-                o.recompute_blocks = 1;
+                o.recompute_blocks = r == 1 ? 2 : TRAIN_RECOMPUTE_ALL; /* current scaling: the first 2 of 3 */
                 trainer *b = run(&o, on, &peak_on);
                 const char *what = llama ? "llama" : "gpt";
                 CHECK(memcmp(off, on, sizeof off) == 0, "%s, %s, graph %d: losses with recompute differ (%.9g vs %.9g)",

@@ -95,7 +95,9 @@ static void test_plans(void)
     check_config("--recipe block", o);
     o = base;
     o.batch = 8;
-    o.recompute_blocks = 1;
+    o.recompute_blocks = 2;
+    check_config("batch 8, --recompute-blocks 2", o);
+    o.recompute_blocks = TRAIN_RECOMPUTE_ALL;
     check_config("batch 8, --recompute-blocks on", o);
     o.llama = 1, o.heads = 4, o.kv_heads = 2, o.ffn = 96, o.rope_theta = 10000.0;
     check_config("llama, batch 8, --recompute-blocks on", o);
@@ -116,7 +118,7 @@ static void test_refusal(void)
     f8_status st = trainer_create(&o, &t, err, sizeof err);
     CHECK(st == F8_ERR_OUT_OF_MEMORY && t == NULL, "a limit under the plan: %s (%s)", f8_status_string(st), err);
     CHECK(strstr(err, "--memory-limit") && strstr(err, "--adam-moments fp8") && strstr(err, "enough alone") &&
-              strstr(err, "--recompute-norm on") && strstr(err, "--recompute-blocks on") && strstr(err, "--batch"),
+              strstr(err, "--recompute-norm on") && strstr(err, "--recompute-blocks ") && strstr(err, "--batch"),
           "the refusal names the limit and the options that help: %s", err);
     printf("  refused: %.300s...\n", err);
     trainer_destroy(t);
@@ -145,11 +147,31 @@ static void test_refusal(void)
     t = NULL;
     o.memory_limit = (float)((llama_need - 0.6 * blocks) / 1073741824.0);
     st = trainer_create(&o, &t, err, sizeof err);
-    CHECK(st == F8_ERR_OUT_OF_MEMORY && strstr(err, "--adam-moments fp8") && strstr(err, "--recompute-blocks on"),
+    /* 4 blocks: 0.6 of 3 recomputed blocks' saving is over 1 and under 2: the smallest N is 3 */
+    CHECK(st == F8_ERR_OUT_OF_MEMORY && strstr(err, "--adam-moments fp8") && strstr(err, "--recompute-blocks 3 ("),
           "the Llama under its plan: %s", err);
+    printf("  refused: %.400s...\n", err);
     trainer_destroy(t);
     t = NULL;
-    o.adam_moments = "fp8", o.recompute_blocks = 1;
+    /* so it does, alone, and N = 2 does not */
+    o.recompute_blocks = 2;
+    CHECK(trainer_create(&o, &t, err, sizeof err) == F8_ERR_OUT_OF_MEMORY && strstr(err, "--recompute-blocks 3 ("),
+          "the Llama with --recompute-blocks 2: %s", err);
+    trainer_destroy(t);
+    t = NULL;
+    o.recompute_blocks = 3;
+    CHECK(trainer_create(&o, &t, err, sizeof err) == F8_OK, "the Llama with --recompute-blocks 3: %s", err);
+    trainer_destroy(t);
+    t = NULL;
+    /* well under: not enough alone, named as on; FP8 moments and block recompute together make it fit */
+    o.recompute_blocks = 0;
+    o.memory_limit = (float)((llama_need - 1.1 * blocks) / 1073741824.0);
+    st = trainer_create(&o, &t, err, sizeof err);
+    CHECK(st == F8_ERR_OUT_OF_MEMORY && strstr(err, "--recompute-blocks on (") && !strstr(err, "enough alone"),
+          "the Llama well under its plan: %s", err);
+    trainer_destroy(t);
+    t = NULL;
+    o.adam_moments = "fp8", o.recompute_blocks = TRAIN_RECOMPUTE_ALL;
     CHECK(trainer_create(&o, &t, err, sizeof err) == F8_OK, "the Llama with FP8 moments and block recompute: %s", err);
     trainer_destroy(t);
     t = NULL;

@@ -1,22 +1,27 @@
 /*
- * test_recompute_blocks.c — f8_train --recompute-blocks on the CPU oracle
- * (train/recompute.h):
+ * test_recompute_blocks.c — f8_train --recompute-blocks N|on on the CPU
+ * oracle (train/recompute.h):
  *  - bitwise the run without it, for the GPT and the Llama, FP8 off and
  *    every FP8 recipe (delayed, current, block), over two microbatches a
- *    step (FIRST and NOT_FIRST weight casts): the losses of every step, and
- *    after them every parameter and the whole FP8 scaling state (amax
- *    histories, scales, scale_invs: the checkpoint's bytes); the recorded
- *    CPU graph of the step the same; the peak memory lower;
+ *    step (FIRST and NOT_FIRST weight casts), with every block recomputed
+ *    (on) and with the first N of them (N = 1 .. L-1, 4 layers): the losses
+ *    of every step, and after them every parameter and the whole FP8
+ *    scaling state (amax histories, scales, scale_invs: the checkpoint's
+ *    bytes); the recorded CPU graph of the step the same; the peak memory
+ *    lower, and falling with N by one recomputed block's saving a block,
+ *    exactly as the memory plan's figures and total say;
  *  - with the options it composes with (GPT): --recompute-norm, FP8
  *    attention (a layer's own attention and saved state), --fp8-weights,
  *    the LM head in passes, BF16 and FP8 AdamW moments;
- *  - a checkpoint written with it resumes without it (and the other way),
- *    bitwise the uninterrupted run; 2 data-parallel CPU ranks the same with
- *    and without;
+ *  - a checkpoint written with it resumes without it (and the other way,
+ *    and with another N), bitwise the uninterrupted run; 2 data-parallel
+ *    CPU ranks the same with and without;
  *  - f8_module_saved_rebind: refused between modules whose saved state
  *    differs, nothing changed; a rebound object holds no forward;
- *  - the combinations it refuses (--tp, --fp8-report).
+ *  - the parsing (on, off, N) and what it refuses (--tp, --fp8-report, N
+ *    past the model's blocks, a word that is none of these).
  */
+#include <math.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -65,14 +70,14 @@ static trainer *run(const train_options *o, double *losses, size_t *peak)
     return t;
 }
 
-/* o with recompute off and on (and on, graphed): the same bits everywhere. */
-static void same_as_off(const char *what, train_options o, int want_lower_peak)
+/* o with recompute off and with N blocks (TRAIN_RECOMPUTE_ALL: on), and graphed: the same bits everywhere. */
+static void same_as_off_n(const char *what, train_options o, int N, int want_lower_peak)
 {
     double off[STEPS], on[STEPS], graph[STEPS];
     size_t peak_off, peak_on;
     o.recompute_blocks = 0;
     trainer *a = run(&o, off, &peak_off);
-    o.recompute_blocks = 1;
+    o.recompute_blocks = N;
     trainer *b = run(&o, on, &peak_on);
     CHECK(memcmp(off, on, sizeof off) == 0, "%s: losses with recompute differ (step %d: %.9g vs %.9g)", what, STEPS,
           on[STEPS - 1], off[STEPS - 1]);
@@ -87,6 +92,11 @@ static void same_as_off(const char *what, train_options o, int want_lower_peak)
     trainer_destroy(g);
     CHECK(!want_lower_peak || peak_on < peak_off, "%s: peak %zu with recompute, %zu without", what, peak_on, peak_off);
     printf("  %-44s bitwise; peak %7zu -> %7zu bytes\n", what, peak_off, peak_on);
+}
+
+static void same_as_off(const char *what, train_options o, int want_lower_peak)
+{
+    same_as_off_n(what, o, TRAIN_RECOMPUTE_ALL, want_lower_peak);
 }
 
 static void test_families_and_recipes(void)
@@ -134,34 +144,86 @@ static void test_compositions(void)
     same_as_off("gpt, --adam-moments fp8", o, 1);
 }
 
-/* A checkpoint of a run with recompute resumes without it, and the other way: the losses and model of the
- * uninterrupted run without it. */
+/* A checkpoint of a run with recompute resumes without it, and the other way, and with another N: the
+ * losses and model of the uninterrupted run without it. */
 static void test_checkpoint(void)
 {
+    static const int pairs[3][2] = {{TRAIN_RECOMPUTE_ALL, 0}, {0, TRAIN_RECOMPUTE_ALL}, {2, 1}};
     for (int fam = 0; fam < 2; fam++)
-        for (int first_on = 0; first_on <= 1; first_on++) {
+        for (int k = 0; k < 3; k++) {
             char path[128];
             snprintf(path, sizeof path, "/tmp/f8_test_recompute_blocks_%d_%d.safetensors", fam, (int)getpid());
             train_options o = fam ? llama_options() : gpt_options();
             double full[STEPS], part[STEPS];
             trainer *u = run(&o, full, NULL);
-            o.recompute_blocks = first_on;
+            o.recompute_blocks = pairs[k][0];
             trainer *t = make(&o);
             for (int s = 0; s < 2; s++) CHECK_OK(NULL, trainer_step(t, &part[s]));
             CHECK_OK(NULL, trainer_save(t, path));
             trainer_destroy(t);
-            o.recompute_blocks = !first_on;
+            o.recompute_blocks = pairs[k][1];
             o.resume = path;
             trainer *r = make(&o);
             for (int s = 2; s < STEPS; s++) CHECK_OK(NULL, trainer_step(r, &part[s]));
             CHECK(memcmp(full, part, sizeof full) == 0 && models_bitwise_equal(trainer_model(u), trainer_model(r)),
-                  "%s: saved with recompute %s, resumed with it %s: not the uninterrupted run", fam ? "llama" : "gpt",
-                  first_on ? "on" : "off", first_on ? "off" : "on");
+                  "%s: saved with --recompute-blocks %d, resumed with %d: not the uninterrupted run",
+                  fam ? "llama" : "gpt", pairs[k][0], pairs[k][1]);
             trainer_destroy(u);
             trainer_destroy(r);
             unlink(path);
         }
-    printf("  checkpoints: saved with recompute on (off), resumed off (on): bitwise the uninterrupted run\n");
+    printf("  checkpoints: saved with recompute on / off / 2, resumed off / on / 1: bitwise the uninterrupted run\n");
+}
+
+/* --recompute-blocks N of 4 blocks, N = 1 .. 4, eager and graphed: bitwise the run without it; the peak
+ * lower by N - 1 times what the memory plan says a recomputed block saves (its activations kept less
+ * recomputed, measured by its probes), and so the plan's total (within 1% of the peak: test_memplan
+ * checks the plan itself closer); on is N = 4. */
+static void test_partial(void)
+{
+    static const char *const recipes[3] = {"delayed", "current", NULL};
+    for (int fam = 0; fam < 2; fam++)
+        for (int v = 0; v < 3; v++) {
+            train_options o = fam ? llama_options() : gpt_options();
+            o.layers = 4;
+            o.quiet = 0; /* the trainer plans (it prints nothing before trainer_run) */
+            o.fp8 = v < 2;
+            o.recipe = recipes[v];
+            const char *what = fam ? "llama" : "gpt", *rname = v < 2 ? recipes[v] : "FP8 off";
+            double off[STEPS], on[STEPS];
+            size_t peak_off, peak;
+            o.recompute_blocks = 0;
+            trainer *a = run(&o, off, &peak_off);
+            for (int N = 1; N <= 4; N++)
+                for (int graph = 0; graph <= 1; graph++) {
+                    o.recompute_blocks = N;
+                    o.graph = graph;
+                    trainer *b = run(&o, on, &peak);
+                    CHECK(memcmp(off, on, sizeof off) == 0 && models_bitwise_equal(trainer_model(a), trainer_model(b)),
+                          "%s, %s, --recompute-blocks %d, graph %d: losses, parameters or FP8 state differ (%.9g vs "
+                          "%.9g)", what, rname, N, graph, on[STEPS - 1], off[STEPS - 1]);
+                    const mem_plan *p = &b->plan;
+                    const double each = p->block_kept - p->block_recomputed, want = (double)(N - 1) * each;
+                    CHECK(each > 0 && (double)peak_off - (double)peak == want,
+                          "%s, %s, --recompute-blocks %d: peak %zu, %zu without: %.0f less, the plan says %.0f", what,
+                          rname, N, peak, peak_off, (double)peak_off - (double)peak, want);
+                    CHECK(a->plan.total - p->total == want, "%s, %s, --recompute-blocks %d: planned %.0f less, not %.0f",
+                          what, rname, N, a->plan.total - p->total, want);
+                    CHECK(fabs(p->total - (double)peak) <= 0.01 * (double)peak,
+                          "%s, %s, --recompute-blocks %d: planned %.0f, peak %zu", what, rname, N, p->total, peak);
+                    if (graph == 0)
+                        printf("  %s, %s, --recompute-blocks %d: bitwise; peak %zu -> %zu bytes (plan %.0f)\n", what,
+                               rname, N, peak_off, peak, p->total);
+                    trainer_destroy(b);
+                }
+            o.recompute_blocks = TRAIN_RECOMPUTE_ALL;
+            o.graph = 0;
+            trainer *b = make(&o);
+            CHECK(trainer_model(b)->c.recompute_blocks == 4, "%s: on recomputes %d of 4 blocks", what,
+                  trainer_model(b)->c.recompute_blocks);
+            trainer_destroy(b);
+            trainer_destroy(a);
+        }
 }
 
 static f8_status keep_params(rank_out *r, trainer *t) { return grab_params(r, trainer_model(t)); }
@@ -174,17 +236,20 @@ static void test_data_parallel(void)
     const rank_run rr = {.R = 2, .P = 1, .steps = 3, .save = NULL, .capture = keep_params, .bad_rank = -1,
                          .expect_ok = 1};
     run_ranks(&rr, &o, off);
-    o.recompute_blocks = 1;
-    run_ranks(&rr, &o, on);
-    for (int r = 0; r < 2; r++) {
-        CHECK(memcmp(off[r].loss, on[r].loss, 3 * sizeof(double)) == 0, "2 ranks: rank %d's losses differ", r);
-        CHECK(off[r].n_params == on[r].n_params && off[r].params && on[r].params &&
-                  memcmp(off[r].params, on[r].params, (size_t)off[r].n_params * 4) == 0,
-              "2 ranks: rank %d's parameters differ", r);
-        free(off[r].params);
-        free(on[r].params);
+    for (int k = 0; k < 2; k++) {
+        o.recompute_blocks = k ? 2 : TRAIN_RECOMPUTE_ALL;
+        run_ranks(&rr, &o, on);
+        for (int r = 0; r < 2; r++) {
+            CHECK(memcmp(off[r].loss, on[r].loss, 3 * sizeof(double)) == 0, "2 ranks, %d blocks: rank %d's losses differ",
+                  o.recompute_blocks, r);
+            CHECK(off[r].n_params == on[r].n_params && off[r].params && on[r].params &&
+                      memcmp(off[r].params, on[r].params, (size_t)off[r].n_params * 4) == 0,
+                  "2 ranks, %d blocks: rank %d's parameters differ", o.recompute_blocks, r);
+            free(on[r].params);
+        }
     }
-    printf("  2 data-parallel CPU ranks (ZeRO-1): bitwise the run without recompute\n");
+    for (int r = 0; r < 2; r++) free(off[r].params);
+    printf("  2 data-parallel CPU ranks (ZeRO-1), on and 2 blocks: bitwise the run without recompute\n");
 }
 
 /* The gradients of a recomputing model (FP32, FP8 off, one step's forward
@@ -194,7 +259,7 @@ static void test_gradients(int llama)
     train_options o = llama ? llama_options() : gpt_options();
     o.fp8 = 0;
     o.grad_accum = 1;
-    o.recompute_blocks = 1;
+    o.recompute_blocks = TRAIN_RECOMPUTE_ALL;
     trainer *t = make(&o);
     fd_ctx f;
     fd_check_trainer(t, &f, NULL);
@@ -262,9 +327,35 @@ static void test_refusals(void)
           "--recompute-blocks with --fp8-report: %s", err);
     char *ok[] = {"f8_train", "--recompute-blocks", "on"};
     o = train_options_default();
-    CHECK(train_parse_args(3, ok, &o, NULL, err, sizeof err) == 0 && o.recompute_blocks == 1, "--recompute-blocks on: %s",
-          err);
+    CHECK(train_parse_args(3, ok, &o, NULL, err, sizeof err) == 0 && o.recompute_blocks == TRAIN_RECOMPUTE_ALL,
+          "--recompute-blocks on: %s", err);
     CHECK(train_options_default().recompute_blocks == 0, "--recompute-blocks is on by default");
+    static const char *const good[4] = {"off", "0", "3", "1024"};
+    static const int value[4] = {0, 0, 3, 1024};
+    for (int i = 0; i < 4; i++) {
+        char *argv[] = {"f8_train", "--recompute-blocks", (char *)good[i]};
+        o = train_options_default();
+        o.recompute_blocks = 7;
+        CHECK(train_parse_args(3, argv, &o, NULL, err, sizeof err) == 0 && o.recompute_blocks == value[i],
+              "--recompute-blocks %s: %d (%s)", good[i], o.recompute_blocks, err);
+    }
+    static const char *const bad[4] = {"-1", "1025", "all", "2x"};
+    for (int i = 0; i < 4; i++) {
+        char *argv[] = {"f8_train", "--recompute-blocks", (char *)bad[i]};
+        o = train_options_default();
+        err[0] = 0;
+        CHECK(train_parse_args(3, argv, &o, NULL, err, sizeof err) != 0 && strstr(err, "--recompute-blocks") &&
+                  strstr(err, "on, off or a number") && o.recompute_blocks == 0,
+              "--recompute-blocks %s accepted or unclear: %s", bad[i], err);
+    }
+    /* more blocks than the model has: refused by the trainer, naming both */
+    o = gpt_options();
+    o.recompute_blocks = 4;
+    trainer *t = NULL;
+    f8_status st = trainer_create(&o, &t, err, sizeof err);
+    CHECK(st == F8_ERR_INVALID_ARGUMENT && t == NULL && strstr(err, "--recompute-blocks 4") && strstr(err, "3 blocks"),
+          "--recompute-blocks 4 of 3 blocks: %s (%s)", f8_status_string(st), err);
+    trainer_destroy(t);
 }
 
 int main(void)
@@ -275,6 +366,7 @@ int main(void)
     test_gradients(1);
     test_families_and_recipes();
     test_compositions();
+    test_partial();
     test_checkpoint();
     test_data_parallel();
     return test_finish("test_recompute_blocks");

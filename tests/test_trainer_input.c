@@ -307,7 +307,7 @@ static void test_option_table(void)
             char value[64] = "x";
             if (d->kind == OPT_INT || d->kind == OPT_SEED) snprintf(value, sizeof value, "%lld", (long long)d->hi);
             if (d->kind == OPT_REAL) snprintf(value, sizeof value, "%g", d->hi);
-            if (d->kind == OPT_ON_OFF || d->kind == OPT_GRAPH || d->kind == OPT_WORD)
+            if (d->kind == OPT_ON_OFF || d->kind == OPT_GRAPH || d->kind == OPT_BLOCKS || d->kind == OPT_WORD)
                 snprintf(value, sizeof value, "%s", d->words[d->n_words - 1]);
             if (d->kind == OPT_MODEL) snprintf(value, sizeof value, "tiny");
             char *argv[4] = {(char *)"f8_train", (char *)name, value, NULL};
@@ -327,9 +327,11 @@ static void test_option_table(void)
                 CHECK(*(const float *)(const void *)field == (float)d->hi, "%s %s not stored", name, value);
             if (rc == 0 && (d->kind == OPT_FLAG || d->kind == OPT_ON_OFF))
                 CHECK(*(const int *)(const void *)field == 1, "%s not stored", name);
+            if (rc == 0 && d->kind == OPT_BLOCKS) /* on: every block */
+                CHECK(*(const int *)(const void *)field == TRAIN_RECOMPUTE_ALL, "%s not stored", name);
             if (rc == 0 && (d->kind == OPT_STRING || d->kind == OPT_WORD))
                 CHECK(!strcmp(*(const char *const *)(const void *)field, value), "%s %s not stored", name, value);
-            if (d->kind == OPT_INT) { /* one past the range is refused, naming the option */
+            if (d->kind == OPT_INT || d->kind == OPT_BLOCKS) { /* one past the range is refused, naming the option */
                 snprintf(value, sizeof value, "%lld", (long long)d->hi + 1);
                 o = train_options_default();
                 CHECK(train_parse_args(3, argv, &o, stdout, err, sizeof err) == -1 && strstr(err, name),

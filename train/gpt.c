@@ -265,6 +265,11 @@ f8_status gpt_create(f8_ctx *ctx, const gpt_config *c, gpt *m, char *err, size_t
 
 f8_status gpt_create_tp(f8_ctx *ctx, const gpt_config *c, f8_comm *tp, int sp, gpt *m, char *err, size_t err_size)
 {
+    if (c->recompute_blocks < 0 || c->recompute_blocks > c->layers) {
+        snprintf(err, err_size, "block recompute of %d blocks: the model has %lld", c->recompute_blocks,
+                 (long long)c->layers);
+        return F8_ERR_INVALID_ARGUMENT;
+    }
     if (c->llama) return llama_create_tp(ctx, c, tp, sp, m, err, err_size);
     memset(m, 0, sizeof *m);
     m->ctx = ctx;

@@ -2,6 +2,7 @@
  * memplan.c — the memory plan (memplan.h): two probe models measured by the
  * library's accounting, the rest counted from the options.
  */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -72,20 +73,29 @@ f8_status mem_plan_make(const gpt_config *c, const mem_plan_run *r, mem_plan *p,
 {
     memset(p, 0, sizeof *p);
     f8_memory_report base;
-    probe one, two;
-    gpt_config c1 = *c, c2 = *c;
-    c1.layers = 1;
-    c2.layers = 2;
+    probe one, two, two_rc;
+    /* one and two blocks that keep their activations, and (one rank: block recompute is not for --tp) two
+     * that share one set, the second recomputed: a recomputed block's bytes, exactly (FP8 attention's own
+     * saved state included) */
+    gpt_config c1 = *c, c2 = *c, c2r = *c;
+    c1.layers = 1, c1.recompute_blocks = 0;
+    c2.layers = 2, c2.recompute_blocks = 0;
+    c2r.layers = 2, c2r.recompute_blocks = 2;
+    const int rc_probe = r->tp <= 1;
     TRY(measure(&r->ctx, &c1, r->moments, &one, &base, err, n));
     TRY(measure(&r->ctx, &c2, r->moments, &two, &base, err, n));
+    if (rc_probe) TRY(measure(&r->ctx, &c2r, r->moments, &two_rc, &base, err, n));
+    else two_rc = two;
+    /* the blocks recomputed: of the first N, all but the last (its state is still there) */
+    const double rc = c->recompute_blocks > 1 ? (double)(c->recompute_blocks - 1) : 0;
     /* fixed part + (layers - 1) x the second layer's, per library category; the blocks' own
      * categories shared over tp ranks */
     const double L = (double)c->layers, tp = r->tp > 1 ? (double)r->tp : 1;
     double mem[F8_MEM_COUNT];
     for (int k = 0; k < F8_MEM_COUNT; k++) {
-        const double per = two.mem[k] - one.mem[k];
+        const double per = two.mem[k] - one.mem[k], per_rc = two_rc.mem[k] - one.mem[k];
         const int split = k == F8_MEM_PARAMETERS || k == F8_MEM_GRADIENTS || k == F8_MEM_WORKSPACE_DATA;
-        mem[k] = one.mem[k] - per + L * per / (split ? tp : 1);
+        mem[k] = one.mem[k] - per + L * per / (split ? tp : 1) - rc * (per - per_rc);
     }
     const double el = one.elements + (L - 1) * (two.elements - one.elements);
     const double moments = one.moments + (L - 1) * (two.moments - one.moments);
@@ -109,16 +119,17 @@ f8_status mem_plan_make(const gpt_config *c, const mem_plan_run *r, mem_plan *p,
     /* ZeRO-1 (dp.c): the moments and masters of one shard, the flat FP32 gradients whole and a shard of them */
     const double ranks = r->ranks > 0 ? (double)r->ranks : 1;
     p->bytes[PLAN_OPTIMIZER] = (moments + masters) / ranks + (r->ranks > 0 ? 4 * el + 4 * el / ranks : 0);
-    /* --recompute-norm: the norm outputs of qkv and the MLP, FP8 (a byte each), per layer */
-    if (c->fp8 && !c->recompute_norm && !c->recompute_blocks && !block)
-        p->norm_outputs = 2 * L * (double)c->batch * (double)c->seq * C;
-    /* --recompute-blocks: of each layer's activations (its saved state and buffers) all but the block's
-     * input go, for every layer but one (the shared set) */
-    if (!c->recompute_blocks && tp == 1) {
-        const int64_t rows = c->batch * c->seq;
-        const double per = two.mem[F8_MEM_SAVED_ACTIVATIONS] + two.mem[F8_MEM_OTHER] - one.mem[F8_MEM_SAVED_ACTIVATIONS] -
-                           one.mem[F8_MEM_OTHER], slot = (double)rows * C * (double)f8_dtype_size(c->dtype);
-        p->blocks_saves = per > slot ? (L - 1) * (per - slot) : 0;
+    /* --recompute-norm: the norm outputs of qkv and the MLP, FP8 (a byte each), per set of activations */
+    if (c->fp8 && !c->recompute_norm && !block) p->norm_outputs = 2 * (L - rc) * (double)c->batch * (double)c->seq * C;
+    /* --recompute-blocks: a block's activations (its saved state and buffers) kept, and recomputed (its
+     * input alone); a block more recomputed saves the difference, up to all but one */
+    p->block_kept = two.mem[F8_MEM_SAVED_ACTIVATIONS] + two.mem[F8_MEM_OTHER] - one.mem[F8_MEM_SAVED_ACTIVATIONS] -
+                    one.mem[F8_MEM_OTHER];
+    if (rc_probe) {
+        p->block_recomputed = two_rc.mem[F8_MEM_SAVED_ACTIVATIONS] + two_rc.mem[F8_MEM_OTHER] -
+                              one.mem[F8_MEM_SAVED_ACTIVATIONS] - one.mem[F8_MEM_OTHER];
+        const double each = p->block_kept - p->block_recomputed;
+        p->blocks_saves = each > 0 ? (L - 1 - rc) * each : 0;
     }
     for (int k = 0; k < PLAN_COUNT; k++) p->total += p->bytes[k];
     return F8_OK;
@@ -140,7 +151,16 @@ void mem_plan_format(const mem_plan *p, char *out, size_t size)
         at += (size_t)snprintf(out + at, size - at, "%s%s %s", k ? ", " : "", NAMES[k], h);
     }
     human(h, sizeof h, p->total);
-    if (at < size) snprintf(out + at, size - at, ": %s", h);
+    if (at < size) at += (size_t)snprintf(out + at, size - at, ": %s", h);
+    if (p->block_kept <= 0 || at >= size) return;
+    /* what --recompute-blocks N moves: N - 1 blocks from the first figure to the second */
+    char r[32];
+    human(h, sizeof h, p->block_kept);
+    human(r, sizeof r, p->block_recomputed);
+    if (p->block_recomputed > 0)
+        snprintf(out + at, size - at, "; activations a block: %s kept, %s recomputed", h, r);
+    else
+        snprintf(out + at, size - at, "; activations a block: %s", h);
 }
 
 typedef struct plan_fix {
@@ -152,7 +172,7 @@ int mem_plan_check(const mem_plan *p, const gpt_config *c, const mem_plan_run *r
                    char *err, size_t n)
 {
     if (p->total <= limit) return 0;
-    char plan[400], lim[32], total[32], fixes[768] = "", h[32];
+    char plan[512], lim[32], total[32], fixes[768] = "", h[32], blocks[48];
     size_t at = 0;
     mem_plan_format(p, plan, sizeof plan);
     human(lim, sizeof lim, limit);
@@ -164,7 +184,16 @@ int mem_plan_check(const mem_plan *p, const gpt_config *c, const mem_plan_run *r
     if (r->moments != F8_ADAMW_MOMENTS_FP8) /* the moments' share of the optimizer bytes, to about 2 B a parameter */
         f[nf++] = (plan_fix){"--adam-moments fp8",
                              opt * (1 - 2.0625 / (r->moments == F8_ADAMW_MOMENTS_BF16 ? 4 : 8))};
-    if (p->blocks_saves > 0) f[nf++] = (plan_fix){"--recompute-blocks on", p->blocks_saves};
+    if (p->blocks_saves > 0) { /* the fewest blocks recomputed that fit, else all */
+        const double each = p->block_kept - p->block_recomputed, rc = c->recompute_blocks > 1 ? c->recompute_blocks - 1 : 0;
+        const double more = ceil(over / each), N = rc + more + 1;
+        if (N < (double)c->layers) {
+            snprintf(blocks, sizeof blocks, "--recompute-blocks %.0f", N);
+            f[nf++] = (plan_fix){blocks, more * each};
+        } else {
+            f[nf++] = (plan_fix){"--recompute-blocks on", p->blocks_saves};
+        }
+    }
     if (p->norm_outputs > 0) f[nf++] = (plan_fix){"--recompute-norm on", p->norm_outputs};
     if (c->batch > 1) f[nf++] = (plan_fix){"half the --batch", p->bytes[PLAN_ACTIVATIONS] / 2};
     for (int pass = 0; pass < 2; pass++)

@@ -11,10 +11,11 @@
  * model's own buffers); the rest is counted from the options: the FP8
  * weight transposes a first backward adds, the optimizer's moments in their
  * form (--adam-moments) and ZeRO-1's flat buffers, the FP8 weights' FP32
- * masters. A probe costs one block and the head twice, briefly. With
- * --recompute-blocks the probes hold what such a run holds (one block's
- * saved state, the block inputs per layer), so the plan follows from them
- * alike.
+ * masters. A probe costs one block and the head, briefly; there are
+ * three: one and two blocks that keep their activations, and two that
+ * share one set (--recompute-blocks 2: the second is recomputed), so a
+ * recomputed block's bytes are measured too, and --recompute-blocks N
+ * (N - 1 blocks recomputed) follows from them exactly.
  */
 #ifndef F8_TRAIN_MEMPLAN_H
 #define F8_TRAIN_MEMPLAN_H
@@ -39,7 +40,10 @@ typedef struct mem_plan {
     double bytes[PLAN_COUNT];
     double total;
     double norm_outputs; /* bytes --recompute-norm on would not keep (0 where it does not apply) */
-    double blocks_saves; /* bytes --recompute-blocks on would not keep (0 where it does not apply) */
+    double blocks_saves; /* bytes --recompute-blocks on would not keep beyond the run's N (0 where it does
+                            not apply) */
+    double block_kept;       /* activations of a block that keeps them (saved state and buffers) */
+    double block_recomputed; /* of a block --recompute-blocks recomputes (its input; 0: not planned, --tp) */
 } mem_plan;
 
 /* What the plan needs of a run besides its model config. */
@@ -61,7 +65,8 @@ void mem_plan_format(const mem_plan *p, char *out, size_t size);
 
 /* 0 when p fits in limit bytes; else -1 with err saying the plan, the
  * limit (what: where it comes from) and the options that would make it
- * fit, each with what it saves. */
+ * fit, each with what it saves (--recompute-blocks: the smallest N that
+ * fits, where one does). */
 int mem_plan_check(const mem_plan *p, const gpt_config *c, const mem_plan_run *r, double limit, const char *what,
                    char *err, size_t err_size);
 

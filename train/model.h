@@ -36,8 +36,9 @@ typedef struct gpt_config {
     int untied;           /* llama: an LM head of its own, not the embedding table */
     double rope_theta;    /* llama: RoPE's theta (0: 500000) */
     double rope_factor;   /* llama: Llama 3's "llama3" scaling factor (low 1, high 4, original 8192); 0: none */
-    int recompute_blocks; /* keep each block's input only and run its forward again in the backward
-                             (recompute.h); not with tensor or sequence parallelism */
+    int recompute_blocks; /* N in [0, layers]: the first N blocks keep only their input and run their
+                             forward again in the backward (recompute.h); not with tensor or sequence
+                             parallelism */
 } gpt_config;
 
 /* The rows of wpe: the most of seq and c->positions. */

@@ -234,7 +234,7 @@ int train_check_recompute_blocks(const train_options *o, char *err, size_t n)
         why = "is not yet for --tp or --sequence-parallel (the blocks' all-reduces would run again)";
     else if (o->fp8_report)
         why = "is not with --fp8-report (the recomputed casts would count their saturated and flushed values again)";
-    if (why) snprintf(err, n, "--recompute-blocks on %s", why);
+    if (why) snprintf(err, n, "--recompute-blocks %s", why);
     return why ? -1 : 0;
 }
 
@@ -358,12 +358,14 @@ static const train_option_def OPTIONS[] = {
      "                       saving them: 2 x tokens x channels bytes less per layer in FP8, one more\n"
      "                       norm forward each; bitwise the same (default off; not with\n"
      "                       --sequence-parallel or --recipe block)\n"},
-    {"--recompute-blocks", NULL, OPT_ON_OFF, F(recompute_blocks), 0, 0, WORDS(ON_OFF), NULL,
+    {"--recompute-blocks", NULL, OPT_BLOCKS, F(recompute_blocks), 0, TRAIN_MAX_LAYERS, WORDS(ON_OFF), NULL,
      NULL,
-     "  --recompute-blocks on|off  keep only each block's input and run the block's forward again in\n"
-     "                       its backward: the activations of one block instead of all, about a third\n"
-     "                       more GEMM work; bitwise the same (default off; not with --tp or\n"
-     "                       --fp8-report)\n"},
+     "  --recompute-blocks N|on|off  keep only the input of the first N blocks and run their forward\n"
+     "                       again in the backward (the last of them keeps its activations: it ran\n"
+     "                       last); the rest keep theirs. on = every block: the activations of one\n"
+     "                       block instead of all, about a third more GEMM work; N trades between\n"
+     "                       (the memory plan prints the bytes per block kept and recomputed);\n"
+     "                       bitwise the same (default off = 0; not with --tp or --fp8-report)\n"},
     {"--fp8-attention", NULL, OPT_ON_OFF, F(fp8_attention), 0, 0, WORDS(ON_OFF), "train.fp8_attention",
      NULL,
      "  --fp8-attention on|off  attention's forward in FP8 (TE's fp8_dpa: Q, K, V, P and O in E4M3 with\n"
@@ -623,6 +625,18 @@ static int set_option(train_options *o, const train_option_def *d, const char *v
     case OPT_GRAPH:
         if (opt_word(d->name, v, d->words, d->n_words, &w, err, n)) return -1;
         *(int *)(void *)field = d->kind == OPT_GRAPH && w == 2 ? -1 : w;
+        return 0;
+    case OPT_BLOCKS: /* off, on (every block: the layers are known later), or a count */
+        if (opt_word(d->name, v, d->words, d->n_words, &w, err, n) == 0) {
+            *(int *)(void *)field = w ? TRAIN_RECOMPUTE_ALL : 0;
+            return 0;
+        }
+        if (opt_i64(d->name, v, (int64_t)d->lo, (int64_t)d->hi, &k, err, n)) {
+            snprintf(err, n, "%s = '%.40s': expected on, off or a number of blocks 0 to %d", d->name, v,
+                     (int)d->hi);
+            return -1;
+        }
+        *(int *)(void *)field = (int)k;
         return 0;
     case OPT_WORD:
         if (opt_word(d->name, v, d->words, d->n_words, &w, err, n)) return -1;

@@ -14,6 +14,8 @@
  * metadata alike (a checkpoint is untrusted input: its shape is checked
  * before anything is allocated). */
 #define TRAIN_MAX_LAYERS 1024
+/* --recompute-blocks on: every block, whatever the model's layers */
+#define TRAIN_RECOMPUTE_ALL (-1)
 #define TRAIN_MAX_HEADS 1024
 #define TRAIN_MAX_CHANNELS 65536
 #define TRAIN_MAX_SEQ 65536
@@ -29,8 +31,10 @@ typedef struct train_options {
     int recompute_norm;       /* --recompute-norm: the norm outputs of qkv and the MLP made again in backward
                                  instead of saved (memory; bitwise the same; not with --sequence-parallel or
                                  --recipe block) */
-    int recompute_blocks;     /* --recompute-blocks: each block's input kept, its forward run again in the
-                                 backward (recompute.h; bitwise the same; not with --tp) */
+    int recompute_blocks;     /* --recompute-blocks: of the first N blocks only the input kept, their forward
+                                 run again in the backward (recompute.h; bitwise the same; not with --tp);
+                                 0 off, TRAIN_RECOMPUTE_ALL (on) every block, resolved against the layers
+                                 by trainer_create */
     int fp8_attention;        /* --fp8-attention: FP8 attention forward (f8_attention_config.fp8, TE's
                                  fp8_dpa with its BF16 backward); needs --fp8 on, --recipe delayed, bf16;
                                  on --resume the checkpoint's */
@@ -107,6 +111,7 @@ typedef enum train_option_kind {
     OPT_REAL,    /* float in [lo, hi] */
     OPT_ON_OFF,  /* "off" / "on": an int 0 / 1 */
     OPT_GRAPH,   /* "off" / "on" / "auto": an int 0 / 1 / -1 */
+    OPT_BLOCKS,  /* "off" / "on" / N in [lo, hi]: an int 0 / TRAIN_RECOMPUTE_ALL / N */
     OPT_WORD,    /* one of words: the word (a static string) */
     OPT_STRING,  /* a path or text, as given */
     OPT_COMPARE, /* repeatable, up to 4 (compare[]) */
@@ -120,7 +125,7 @@ typedef struct train_option_def {
     train_option_kind kind;
     size_t offset;     /* of its field in train_options */
     double lo, hi;     /* OPT_INT, OPT_SEED, OPT_REAL */
-    const char *const *words; /* OPT_ON_OFF, OPT_GRAPH, OPT_WORD */
+    const char *const *words; /* OPT_ON_OFF, OPT_GRAPH, OPT_BLOCKS, OPT_WORD */
     int n_words;
     const char *meta;  /* the train.* key a checkpoint records it under (a model option), or NULL */
     const char *group; /* --help: the heading printed before it, or NULL */

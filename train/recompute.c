@@ -9,7 +9,7 @@ f8_status recompute_block_saved(gpt *m, int64_t l)
     gpt_block *b = &m->blocks[l], *b0 = &m->blocks[0];
     /* with FP8 attention each layer's attention is its own object with its own saved state */
     const int own_att = b->att != m->att;
-    if (m->c.recompute_blocks && l > 0) {
+    if (rc_shared(m, l) && l > 0) {
         b->qkv_s = b0->qkv_s, b->proj_s = b0->proj_s, b->mlp_s = b0->mlp_s;
         if (!own_att) {
             b->att_s = b0->att_s;
@@ -26,7 +26,7 @@ f8_status recompute_block_saved(gpt *m, int64_t l)
 void recompute_block_release(gpt *m, int64_t l)
 {
     gpt_block *b = &m->blocks[l];
-    const int shared = m->c.recompute_blocks && l > 0;
+    const int shared = rc_shared(m, l) && l > 0;
     if (!shared || b->att != m->att) f8_attention_saved_destroy(b->att_s);
     if (!shared) { /* layer 0's objects: released before any module (layer 0's made them) */
         f8_saved_destroy(b->qkv_s);
@@ -39,7 +39,7 @@ void recompute_block_release(gpt *m, int64_t l)
 
 f8_status recompute_bind(gpt *m, int64_t l, int64_t batch, f8_microbatch mb)
 {
-    if (!m->c.recompute_blocks) return F8_OK;
+    if (!rc_shared(m, l)) return F8_OK;
     gpt_block *b = &m->blocks[l];
     m->rc_batch = batch;
     m->rc_mb = mb;
@@ -51,7 +51,7 @@ f8_status recompute_bind(gpt *m, int64_t l, int64_t batch, f8_microbatch mb)
 
 f8_status recompute_block(gpt *m, int64_t l, block_forward_fn forward)
 {
-    if (!m->c.recompute_blocks || l == m->rc_last) return F8_OK;
+    if (!rc_shared(m, l) || l == m->rc_last) return F8_OK;
     TRY(recompute_bind(m, l, m->rc_batch, m->rc_mb));
     return forward(m, l, m->rc_batch, 1, m->rc_mb);
 }
