@@ -409,14 +409,7 @@ static f8i_attn_cudnn *state_of(f8_ctx *ctx, f8_status *st)
 
 static dn_plan *plan_for(f8_ctx *ctx, const dn_key *key, f8_status *st)
 {
-    if (!state_of(ctx, st)) return NULL;
-    f8i_plan *e = NULL;
-    *st = f8i_plan_get(ctx, &cudnn_kind, key, sizeof *key, key, &e);
-    if (*st != F8_OK) return NULL;
-    dn_plan *p = (dn_plan *)e->body;
-    if (!p->ok) return NULL;
-    p->buf = e->buf;
-    return p;
+    return state_of(ctx, st) ? dn_plan_cached(ctx, &cudnn_kind, key, key, st) : NULL;
 }
 
 const dn_api *f8i_cudnn_attn_handle(f8_ctx *ctx, void **handle, size_t *version, f8_status *st)

@@ -226,13 +226,7 @@ static dn_plan *plan_for(f8_ctx *ctx, int64_t B, int64_t S, int64_t nh, int64_t 
     if (!api || version < F8I_CUDNN_FP8_MIN_VERSION) return NULL;
     *api_out = api, *handle_out = handle;
     const fp8_build_arg arg = {{2, 1, B, S, nh, hd, nh}, api, handle};
-    f8i_plan *e = NULL;
-    *st = f8i_plan_get(ctx, &fp8_kind, &arg.key, sizeof arg.key, &arg, &e);
-    if (*st != F8_OK) return NULL;
-    dn_plan *p = (dn_plan *)e->body;
-    if (!p->ok) return NULL;
-    p->buf = e->buf;
-    return p;
+    return dn_plan_cached(ctx, &fp8_kind, &arg.key, &arg, st);
 }
 
 /* ------------------------------------------------------------------------ */

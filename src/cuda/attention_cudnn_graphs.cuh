@@ -10,6 +10,8 @@
 #ifndef F8_ATTENTION_CUDNN_GRAPHS_CUH
 #define F8_ATTENTION_CUDNN_GRAPHS_CUH
 
+#include "plan_cache.cuh"
+
 /* ------------------------------------------------------------------------ */
 /* Graph building                                                            */
 /* ------------------------------------------------------------------------ */
@@ -346,6 +348,21 @@ static void graph_backward(gb *g, const dn_dims *d, int det)
         gb_mm(g, "dQ_accum = dS K", ds, kk, acc);
         gb_pw(g, "dQ = dQ_accum", DN_PW_IDENTITY, DN_FLOAT, acc, NULL, NULL, dq, -1);
     }
+}
+
+/* The ready plan for key from the ctx's plan cache (plan_cache.cuh), built
+ * from arg if new; NULL: refused (f8's kernels run) or *st an error. The
+ * plan's workspace is the cache's buffer. Both cuDNN files' kinds use it. */
+static inline dn_plan *dn_plan_cached(f8_ctx *ctx, const f8i_plan_kind *kind, const dn_key *key, const void *arg,
+                                      f8_status *st)
+{
+    f8i_plan *e = NULL;
+    *st = f8i_plan_get(ctx, kind, key, sizeof *key, arg, &e);
+    if (*st != F8_OK) return NULL;
+    dn_plan *p = (dn_plan *)e->body;
+    if (!p->ok) return NULL;
+    p->buf = e->buf;
+    return p;
 }
 
 #endif /* F8_ATTENTION_CUDNN_GRAPHS_CUH */
