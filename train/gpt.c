@@ -340,22 +340,7 @@ f8_status gpt_create_tp(f8_ctx *ctx, const gpt_config *c, f8_comm *tp, int sp, g
     if (st == F8_OK) st = alloc_act(m, &m->dwpe, (size_t)(c->seq * C) * es);
     f8_tensor wpe = view(m, m->wpe, 0, gpt_positions(c), C);
     if (st == F8_OK) st = f8_tensor_fill_normal(ctx, &wpe, 0.01, c->seed * 40503u + 11);
-    if (st == F8_OK) st = alloc_act(m, &m->resid, (size_t)(rc_resid_slots(c) * m->Tr * C) * es);
-    if (st == F8_OK) st = alloc_act(m, &m->qkv, (size_t)(rc_act_layers(c) * T * 3 * Cl) * es);
-    if (st == F8_OK) st = alloc_act(m, &m->atty, (size_t)(rc_act_layers(c) * T * Cl) * es);
-    if (st == F8_OK) st = alloc_act(m, &m->logits, (size_t)(m->head_rows * c->padded_vocab) * es);
-    if (st == F8_OK) st = alloc_act(m, &m->dres, (size_t)(T * C) * es);
-    if (st == F8_OK) st = alloc_act(m, &m->dtmp, (size_t)(T * C) * es);
-    if (st == F8_OK) st = alloc_act(m, &m->dqkv, (size_t)(T * 3 * Cl) * es);
-    if (st == F8_OK && m->tp) st = alloc_act(m, (void **)&m->tp_buf, (size_t)((T + (m->sp ? m->Tr : 0)) * C) * 4);
-    if (st == F8_OK && m->sp) st = alloc_act(m, &m->full, (size_t)(T * C) * es);
-    if (st == F8_OK && m->sp) st = alloc_act(m, &m->xf, (size_t)(T * C) * es);
-    if (st == F8_OK) st = alloc_act(m, &m->io, (size_t)T * 12);
-    if (st == F8_OK) {
-        m->tokens = (int32_t *)m->io;
-        m->targets = m->tokens + T;
-        m->losses = (float *)(m->targets + T);
-    }
+    if (st == F8_OK) st = gpt_alloc_step_buffers(m, 3 * Cl, c->padded_vocab);
     if (st == F8_OK) st = gpt_zero_grad(m);
     if (st == F8_OK) st = gpt_params_build(m);
     if (st == F8_OK) st = f8_ctx_synchronize(ctx);

@@ -282,7 +282,7 @@ f8_status llama_create_tp(f8_ctx *ctx, const gpt_config *c, f8_comm *tp, int sp,
     m->Tr = m->sp ? m->T / m->tp_size : m->T;
     m->Cl = c->channels / m->tp_size;
     m->Fl = c->ffn / m->tp_size;
-    const int64_t C = c->channels, T = m->T, L = c->layers, W = qkv_local(m), Vp = c->padded_vocab, Cl = m->Cl;
+    const int64_t C = c->channels, T = m->T, L = c->layers, W = qkv_local(m), Vp = c->padded_vocab;
     const size_t es = esize(m);
     f8_status st = F8_OK;
     m->blocks = (gpt_block *)calloc((size_t)L, sizeof *m->blocks);
@@ -328,22 +328,7 @@ f8_status llama_create_tp(f8_ctx *ctx, const gpt_config *c, f8_comm *tp, int sp,
     if (st == F8_OK) st = alloc_act(m, &m->wpe, (size_t)(c->seq * C) * es);
     f8_tensor wpe = view(m, m->wpe, 0, c->seq, C);
     if (st == F8_OK) st = f8_tensor_zero(ctx, &wpe);
-    if (st == F8_OK) st = alloc_act(m, &m->resid, (size_t)(rc_resid_slots(c) * m->Tr * C) * es);
-    if (st == F8_OK) st = alloc_act(m, &m->qkv, (size_t)(rc_act_layers(c) * T * W) * es);
-    if (st == F8_OK) st = alloc_act(m, &m->atty, (size_t)(rc_act_layers(c) * T * Cl) * es);
-    if (st == F8_OK) st = alloc_act(m, &m->logits, (size_t)(m->head_rows * Vp) * es);
-    if (st == F8_OK) st = alloc_act(m, &m->dres, (size_t)(T * C) * es);
-    if (st == F8_OK) st = alloc_act(m, &m->dtmp, (size_t)(T * C) * es);
-    if (st == F8_OK) st = alloc_act(m, &m->dqkv, (size_t)(T * W) * es);
-    if (st == F8_OK && m->tp) st = alloc_act(m, (void **)&m->tp_buf, (size_t)((T + (m->sp ? m->Tr : 0)) * C) * 4);
-    if (st == F8_OK && m->sp) st = alloc_act(m, &m->full, (size_t)(T * C) * es);
-    if (st == F8_OK && m->sp) st = alloc_act(m, &m->xf, (size_t)(T * C) * es);
-    if (st == F8_OK) st = alloc_act(m, &m->io, (size_t)T * 12);
-    if (st == F8_OK) {
-        m->tokens = (int32_t *)m->io;
-        m->targets = m->tokens + T;
-        m->losses = (float *)(m->targets + T);
-    }
+    if (st == F8_OK) st = gpt_alloc_step_buffers(m, W, Vp);
     if (st == F8_OK) st = llama_zero_grad(m);
     if (st == F8_OK) st = params_build(m);
     if (st == F8_OK) st = f8_ctx_synchronize(ctx);

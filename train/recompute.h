@@ -62,6 +62,10 @@ typedef f8_status (*block_forward_fn)(gpt *m, int64_t l, int64_t batch, int trai
 
 /* Block l's saved-state objects, made when the block's modules and
  * attention exist: its own, or (one of the first N blocks) layer 0's. */
+/* The step's activation, scratch and io buffers, sized for the recompute
+ * setting (recompute.c; both families' create calls it). */
+f8_status gpt_alloc_step_buffers(gpt *m, int64_t qkv_width, int64_t vocab_cols);
+
 f8_status recompute_block_saved(gpt *m, int64_t l);
 /* Free block l's saved state (each object once), before its modules. */
 void recompute_block_release(gpt *m, int64_t l);
