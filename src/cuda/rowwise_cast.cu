@@ -330,7 +330,7 @@ static __device__ __forceinline__ void rwt_store32(uint8_t *dst, const uint32_t 
 
 /* Kernel 2: out_t's codes. Lane l holds columns rwt_local(l, j) of rows
  * r0 .. r0 + 31 and writes each column's 32 codes (a piece of out_t's row)
- * itself. Counts the telemetry when there is no out (COUNT). Same grid as
+ * itself. Counts the telemetry when there is no out (count). Same grid as
  * kernel 1; w_t: the access width of out_t's rows (16 at most). */
 template <int BF16, int E5M2, int VEC>
 static __global__ void __launch_bounds__(RW_THREADS, 2) rwt_codes_kernel(f8i_rowwise_cast_args p, int w_t)
