@@ -4,8 +4,10 @@
  *  - the row-wise cast: FP32 and BF16 sources, E4M3 and E5M2, pow2 and a
  *    margin, out only, out_t only and both, amax, telemetry, a noop flag
  *    holding 0 or 1, odd, prime and wide shapes with zero, inf, NaN,
- *    denormal and huge rows (rowwise_fixture.h). Codes, both scale vectors,
- *    amax and stats must agree BIT FOR BIT.
+ *    denormal and huge rows (rowwise_fixture.h), dbias in the workspace.
+ *    Codes, both scale vectors, amax and stats must agree BIT FOR BIT, on
+ *    both CUDA paths: the 2-D column path f8i_cuda_cast_rowwise takes and
+ *    the former stripes kernel (f8i_cuda_cast_rowwise_stripes).
  *  - the row-wise GEMM: every FP8 pair, FP32/BF16 D, the residual (c, or d
  *    itself), FP32/BF16 bias, split accumulation on and off, shapes inside
  *    cuBLASLt's rule and odd ones, k = 0. Each D element against FP64 of the
