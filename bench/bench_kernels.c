@@ -5,6 +5,12 @@
  * Target on the H200: casts and transposes >= 80% of copy bandwidth when
  * they move >= 64 MB.
  *
+ * The row-wise cast (issue 30) runs at the 124M and 1.3B trainers' shapes
+ * (tokens x d and x 4d), both orientations, through the backend table (the
+ * 2-D column path) and, marked "_old", through the former one-launch
+ * stripes kernel (f8i_cuda_cast_rowwise_stripes), so one call compares
+ * them; `bench_kernels rowwise` runs those lines alone.
+ *
  * Bytes are the fewest each op must move: every input read once, every output
  * written once (the dbias scratch partials and the amax atomics are not
  * counted: they are the kernel's own overhead). Inputs are random and rotate
@@ -13,17 +19,20 @@
 #include "bench_util.h"
 #include "core/f8i.h"
 #include "core/ops.h"
+#include "core/rowwise.h"
 
 #define MAX_SETS 16
 #define TARGET 0.80
 #define TARGET_BYTES (64e6)
 
-enum op { OP_CAST, OP_CAST_T, OP_CAST_T_DBIAS, OP_TRANSPOSE, OP_CONVERT, OP_SCALE_UPDATE };
+enum op { OP_CAST, OP_CAST_T, OP_CAST_T_DBIAS, OP_TRANSPOSE, OP_CONVERT, OP_SCALE_UPDATE, OP_ROW, OP_ROW_T, OP_ROW_T_DBIAS };
 
 typedef struct kcase {
     const char *name;
     enum op op;
     f8_dtype src, dst; /* cast: FP8 dst; transpose: E4M3 bytes */
+    int row;           /* 0: the 8192² and 2048² shapes; row-wise casts at the trainers' shapes:
+                          1 through the backend (2-D column path), 2 the former stripes kernel */
 } kcase;
 
 /* What one timed call touches; set i % nsets is used by call i. */
@@ -34,6 +43,7 @@ typedef struct karg {
     int nsets;
     void *src[MAX_SETS], *dst[MAX_SETS], *dst_t[MAX_SETS];
     float *scale, *amax, *scale_inv, *dbias;
+    float *row_si, *row_si_t; /* row-wise: [rows], [cols] */
     /* scale update */
     float *hist, *row0;
     int history_len, count;
@@ -57,6 +67,24 @@ static void kcall(void *p, int i)
                                    .count = k->count, .scale = k->scale, .scale_inv = k->scale_inv,
                                    .scaled_max = 448.0f, .algo = F8_AMAX_MAX};
         BENCH_F8(ctx, f8i_op_scale_update(ctx, &a));
+        break;
+    }
+    case OP_ROW:
+    case OP_ROW_T:
+    case OP_ROW_T_DBIAS: {
+        f8i_cast_args a = {.src = k->src[s], .src_dtype = k->kc->src, .rows = k->rows, .cols = k->cols,
+                           .out_dtype = k->kc->dst, .out = k->dst[s], .amax = k->amax, .scale_inv = k->row_si,
+                           .mode = F8I_SCALING_ROW, .scaled_max = f8_fp8_max(k->kc->dst)};
+        if (k->kc->op != OP_ROW) a.out_t = k->dst_t[s], a.scale_inv_t = k->row_si_t;
+        if (k->kc->op == OP_ROW_T_DBIAS)
+            a.dbias = k->dbias, a.dbias_dtype = F8_DTYPE_FP32, a.workspace = ctx->scratch,
+            a.workspace_bytes = ctx->scratch_bytes;
+        if (k->kc->row != 2) {
+            BENCH_F8(ctx, f8i_op_cast(ctx, &a));
+        } else {
+            const f8i_rowwise_cast_args r = f8i_rowwise_cast_from(&a);
+            BENCH_F8(ctx, f8i_cuda_cast_rowwise_stripes(ctx, &r));
+        }
         break;
     }
     default: {
@@ -88,8 +116,11 @@ static double op_bytes(const kcase *kc, int64_t rows, int64_t cols)
     const double n = (double)rows * (double)cols, ss = (double)f8_dtype_size(kc->src);
     switch (kc->op) {
     case OP_CAST: return n * ss + n;
+    case OP_ROW: return n * ss + n + 4.0 * (double)rows;
     case OP_CAST_T: return n * ss + 2 * n;
+    case OP_ROW_T: return n * ss + 2 * n + 4.0 * (double)(rows + cols);
     case OP_CAST_T_DBIAS: return n * ss + 2 * n + 4.0 * (double)cols;
+    case OP_ROW_T_DBIAS: return n * ss + 2 * n + 4.0 * (double)(rows + 2 * cols);
     case OP_TRANSPOSE: return 2 * n;
     case OP_CONVERT: return n * ss + n * (double)f8_dtype_size(kc->dst);
     default: return 0;
@@ -133,7 +164,8 @@ static void run_layout(f8_ctx *ctx, bench_log *log, const kcase *kc, int64_t row
     for (int s = 0; s < k.nsets; s++) {
         k.src[s] = bench_alloc_random(stream, kc->src, n, 100 + (uint64_t)s, fp8_src ? 1.0f : 3.0f);
         BENCH_CUDA(cudaMalloc(&k.dst[s], dst_bytes));
-        if (kc->op == OP_CAST_T || kc->op == OP_CAST_T_DBIAS) BENCH_CUDA(cudaMalloc(&k.dst_t[s], (size_t)n));
+        if (kc->op == OP_CAST_T || kc->op == OP_CAST_T_DBIAS || kc->op == OP_ROW_T || kc->op == OP_ROW_T_DBIAS)
+            BENCH_CUDA(cudaMalloc(&k.dst_t[s], (size_t)n));
     }
     /* scale 64: N(0, 9) inputs land across E4M3's range; scale_inv of the codes */
     const float scalars[4] = {64.0f, 0.0f, 1.0f / 64.0f, 0.0f};
@@ -142,6 +174,8 @@ static void run_layout(f8_ctx *ctx, bench_log *log, const kcase *kc, int64_t row
     BENCH_CUDA(cudaMemcpy(dev, scalars, sizeof scalars, cudaMemcpyHostToDevice));
     k.scale = dev, k.amax = dev + 1, k.scale_inv = dev + 2;
     BENCH_CUDA(cudaMalloc((void **)&k.dbias, (size_t)cols * 4));
+    BENCH_CUDA(cudaMalloc((void **)&k.row_si, (size_t)rows * 4));
+    BENCH_CUDA(cudaMalloc((void **)&k.row_si_t, (size_t)cols * 4));
     BENCH_CUDA(cudaStreamSynchronize((cudaStream_t)stream));
 
     int reps = bench_reps(bytes / 3e3, 40, 20, 200); /* ~3 TB/s guess for the pass length */
@@ -154,13 +188,15 @@ static void run_layout(f8_ctx *ctx, bench_log *log, const kcase *kc, int64_t row
     }
     BENCH_CUDA(cudaFree(dev));
     BENCH_CUDA(cudaFree(k.dbias));
+    BENCH_CUDA(cudaFree(k.row_si));
+    BENCH_CUDA(cudaFree(k.row_si_t));
 }
 
 /* The fused update of `count` slots with history L: reads the window and
  * scale, writes the rolled history, scale and scale_inv. */
 static void run_scale_update(f8_ctx *ctx, bench_log *log, int count, int L, double copy_gbps)
 {
-    static const kcase kc = {"scale_update", OP_SCALE_UPDATE, F8_DTYPE_FP32, F8_DTYPE_FP32};
+    static const kcase kc = {"scale_update", OP_SCALE_UPDATE, F8_DTYPE_FP32, F8_DTYPE_FP32, 0};
     void *stream = f8_ctx_stream(ctx);
     karg k = {.ctx = ctx, .kc = &kc, .nsets = 1, .history_len = L, .count = count};
     /* |N(0,1)| amaxes (the sign does not matter to the update's cost) */
@@ -178,37 +214,54 @@ static void run_scale_update(f8_ctx *ctx, bench_log *log, int count, int L, doub
     BENCH_CUDA(cudaFree(k.scale_inv));
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    const int rowwise_only = argc > 1 && strcmp(argv[1], "rowwise") == 0;
     f8_ctx *ctx = bench_ctx_or_skip("bench_kernels");
     if (!ctx) return 0;
     void *stream = f8_ctx_stream(ctx);
     bench_print_device("bench_kernels");
-    /* the dbias cast works in its args' workspace; the ctx scratch serves as one */
-    BENCH_F8(ctx, f8i_scratch_reserve(ctx, (size_t)64 << 20));
+    /* the dbias casts work in their args' workspace; the ctx scratch serves as one
+     * (the row-wise [65536, 3072] cast's is f8i_reduce_workspace_bytes: ~101 MB) */
+    BENCH_F8(ctx, f8i_scratch_reserve(ctx, f8i_reduce_workspace_bytes(65536, 3072)));
     const double copy = bench_copy_gbps(stream);
     printf("device-to-device copy: %.1f GB/s (1 GiB cudaMemcpyAsync, read + write)\n\n", copy);
 
     static const kcase cases[] = {
-        {"cast", OP_CAST, F8_DTYPE_BF16, F8_DTYPE_E4M3},
-        {"cast", OP_CAST, F8_DTYPE_FP32, F8_DTYPE_E4M3},
-        {"cast_transpose", OP_CAST_T, F8_DTYPE_BF16, F8_DTYPE_E4M3},
-        {"cast_transpose", OP_CAST_T, F8_DTYPE_FP32, F8_DTYPE_E4M3},
-        {"cast_transpose_dbias", OP_CAST_T_DBIAS, F8_DTYPE_BF16, F8_DTYPE_E5M2},
-        {"transpose", OP_TRANSPOSE, F8_DTYPE_E4M3, F8_DTYPE_E4M3},
-        {"dequantize", OP_CONVERT, F8_DTYPE_E4M3, F8_DTYPE_BF16},
-        {"convert", OP_CONVERT, F8_DTYPE_FP32, F8_DTYPE_BF16},
-        {"convert", OP_CONVERT, F8_DTYPE_BF16, F8_DTYPE_FP32},
+        {"cast", OP_CAST, F8_DTYPE_BF16, F8_DTYPE_E4M3, 0},
+        {"cast", OP_CAST, F8_DTYPE_FP32, F8_DTYPE_E4M3, 0},
+        {"cast_transpose", OP_CAST_T, F8_DTYPE_BF16, F8_DTYPE_E4M3, 0},
+        {"cast_transpose", OP_CAST_T, F8_DTYPE_FP32, F8_DTYPE_E4M3, 0},
+        {"cast_transpose_dbias", OP_CAST_T_DBIAS, F8_DTYPE_BF16, F8_DTYPE_E5M2, 0},
+        {"transpose", OP_TRANSPOSE, F8_DTYPE_E4M3, F8_DTYPE_E4M3, 0},
+        {"dequantize", OP_CONVERT, F8_DTYPE_E4M3, F8_DTYPE_BF16, 0},
+        {"convert", OP_CONVERT, F8_DTYPE_FP32, F8_DTYPE_BF16, 0},
+        {"convert", OP_CONVERT, F8_DTYPE_BF16, F8_DTYPE_FP32, 0},
+        {"rowwise", OP_ROW, F8_DTYPE_BF16, F8_DTYPE_E4M3, 1},
+        {"rowwise_t", OP_ROW_T, F8_DTYPE_BF16, F8_DTYPE_E4M3, 1},
+        {"rowwise_t_old", OP_ROW_T, F8_DTYPE_BF16, F8_DTYPE_E4M3, 2},
+        {"rowwise_t", OP_ROW_T, F8_DTYPE_FP32, F8_DTYPE_E4M3, 1},
+        {"rowwise_t_old", OP_ROW_T, F8_DTYPE_FP32, F8_DTYPE_E4M3, 2},
+        {"rowwise_t_dbias", OP_ROW_T_DBIAS, F8_DTYPE_BF16, F8_DTYPE_E5M2, 1},
+        {"rowwise_t_dbias_old", OP_ROW_T_DBIAS, F8_DTYPE_BF16, F8_DTYPE_E5M2, 2},
     };
     static const int64_t shapes[2][2] = {{8192, 8192}, {2048, 2048}};
+    /* the row-wise casts at the trainers' shapes: 124M (65,536 tokens a
+     * microbatch, d 768) and 1.3B (8,192 tokens, d 2048), d and 4d wide */
+    static const int64_t row_shapes[4][2] = {{65536, 768}, {65536, 3072}, {8192, 2048}, {8192, 8192}};
     bench_log log = {NULL, 0, 0};
     printf("%-21s %-10s %-12s %9s %9s %8s %8s  %s\n", "kernel", "dtypes", "shape", "MB moved", "GPU us", "GB/s",
            "of copy", "target");
-    for (int s = 0; s < 2; s++)
+    for (int s = 0; s < 2 && !rowwise_only; s++)
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
-            run_layout(ctx, &log, &cases[c], shapes[s][0], shapes[s][1], copy);
-    run_scale_update(ctx, &log, 16384, 1024, copy); /* 128 MB moved: bandwidth */
-    run_scale_update(ctx, &log, 96, 1024, copy);    /* a small model's slots: latency */
+            if (!cases[c].row) run_layout(ctx, &log, &cases[c], shapes[s][0], shapes[s][1], copy);
+    for (int s = 0; s < 4; s++)
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+            if (cases[c].row) run_layout(ctx, &log, &cases[c], row_shapes[s][0], row_shapes[s][1], copy);
+    if (!rowwise_only) {
+        run_scale_update(ctx, &log, 16384, 1024, copy); /* 128 MB moved: bandwidth */
+        run_scale_update(ctx, &log, 96, 1024, copy);    /* a small model's slots: latency */
+    }
 
     printf("\n");
     bench_json(&log, "{\"bench\":\"copy\",\"bytes\":%.0f,\"gbps\":%.1f}", 2.0 * (1u << 30), copy);

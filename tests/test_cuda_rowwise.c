@@ -4,8 +4,10 @@
  *  - the row-wise cast: FP32 and BF16 sources, E4M3 and E5M2, pow2 and a
  *    margin, out only, out_t only and both, amax, telemetry, a noop flag
  *    holding 0 or 1, odd, prime and wide shapes with zero, inf, NaN,
- *    denormal and huge rows (rowwise_fixture.h). Codes, both scale vectors,
- *    amax and stats must agree BIT FOR BIT.
+ *    denormal and huge rows (rowwise_fixture.h), dbias in the workspace.
+ *    Codes, both scale vectors, amax and stats must agree BIT FOR BIT, on
+ *    both CUDA paths: the 2-D column path f8i_cuda_cast_rowwise takes and
+ *    the former stripes kernel (f8i_cuda_cast_rowwise_stripes).
  *  - the row-wise GEMM: every FP8 pair, FP32/BF16 D, the residual (c, or d
  *    itself), FP32/BF16 bias, split accumulation on and off, shapes inside
  *    cuBLASLt's rule and odd ones, k = 0. Each D element against FP64 of the
@@ -46,8 +48,9 @@ typedef struct cast_case {
     int pow2, margin, mix, noop; /* mix bit 0: out, bit 1: out_t; noop 0 none, 1 flag 0, 2 flag 1 */
 } cast_case;
 
-/* One case on both backends; 1 when every output agrees bit for bit. */
-static int cast_case_run(f8_ctx *ctx[2], const cast_case *cc, test_rng *rng)
+/* One case on both backends, CUDA on its 2-D column path or (stripes) the
+ * former one-launch kernel; 1 when every output agrees bit for bit. */
+static int cast_case_run(f8_ctx *ctx[2], const cast_case *cc, int stripes, test_rng *rng)
 {
     const int64_t R = cc->R, C = cc->C, n = R * C;
     float *h = (float *)xmalloc((size_t)n * 4);
@@ -62,7 +65,8 @@ static int cast_case_run(f8_ctx *ctx[2], const cast_case *cc, test_rng *rng)
     memset(poison, 0xA5, pbytes);
     const float amax0 = 0.25f, flag = cc->noop == 2 ? 1.0f : 0.0f;
     const uint64_t stats0[3] = {3, 1, 2};
-    void *out[2], *si[2], *out_t[2], *si_t[2], *amax[2], *stats[2], *noop[2], *src[2], *dbias[2];
+    void *out[2], *si[2], *out_t[2], *si_t[2], *amax[2], *stats[2], *noop[2], *src[2], *dbias[2], *ws[2];
+    const size_t ws_bytes = f8i_reduce_workspace_bytes(R, C);
     for (int b = 0; b < 2; b++) {
         src[b] = dev(ctx[b], sbytes, src_host);
         out[b] = dev(ctx[b], (size_t)n, poison);
@@ -76,15 +80,18 @@ static int cast_case_run(f8_ctx *ctx[2], const cast_case *cc, test_rng *rng)
                                    cc->mix & 1 ? (float *)si[b] : NULL, cc->mix & 2 ? (uint8_t *)out_t[b] : NULL,
                                    cc->mix & 2 ? (float *)si_t[b] : NULL, ldexpf(f8_fp8_max(cc->out), -cc->margin),
                                    cc->pow2, (float *)amax[b], (uint64_t *)stats[b],
-                                   cc->noop ? (const float *)noop[b] : NULL, NULL, F8_DTYPE_FP32, 0};
+                                   cc->noop ? (const float *)noop[b] : NULL, NULL, F8_DTYPE_FP32, 0, NULL, 0};
         float *db0 = (float *)xmalloc((size_t)C * 4);
         for (int64_t c = 0; c < C; c++) db0[c] = 0.5f;
         dbias[b] = dev(ctx[b], (size_t)C * 4, db0);
         free(db0);
         a.dbias = dbias[b]; /* the bias gradient rides the column blocks */
         a.dbias_accumulate = (int)(R & 1);
+        ws[b] = dev(ctx[b], ws_bytes, NULL);
+        a.workspace = ws[b], a.workspace_bytes = ws_bytes;
         CHECK_OK(ctx[b], f8i_rowwise_cast_check(ctx[b], &a));
-        CHECK_OK(ctx[b], b == CPU ? f8i_cpu_cast_rowwise(ctx[b], &a) : f8i_cuda_cast_rowwise(ctx[b], &a));
+        CHECK_OK(ctx[b], b == CPU ? f8i_cpu_cast_rowwise(ctx[b], &a)
+                         : stripes ? f8i_cuda_cast_rowwise_stripes(ctx[b], &a) : f8i_cuda_cast_rowwise(ctx[b], &a));
     }
     CHECK_OK(ctx[GPU], f8_ctx_synchronize(ctx[GPU]));
     const void *bufs[6][2] = {{out[0], out[1]}, {out_t[0], out_t[1]}, {si[0], si[1]},
@@ -99,10 +106,10 @@ static int cast_case_run(f8_ctx *ctx[2], const cast_case *cc, test_rng *rng)
         while (at < sizes[i] && x[at] == y[at]) at++;
         if (at < sizes[i]) {
             ok = 0;
-            fprintf(stderr, "  rowwise cast [%lld, %lld] %s->%s pow2 %d margin %d mix %d noop %d: %s differs at byte %zu "
-                            "(cpu %02x cuda %02x)\n",
-                    (long long)R, (long long)C, f8_dtype_name(cc->src), f8_dtype_name(cc->out), cc->pow2, cc->margin,
-                    cc->mix, cc->noop, names[i], at, x[at], y[at]);
+            fprintf(stderr, "  rowwise cast%s [%lld, %lld] %s->%s pow2 %d margin %d mix %d noop %d: %s differs at byte "
+                            "%zu (cpu %02x cuda %02x)\n",
+                    stripes ? " (stripes)" : "", (long long)R, (long long)C, f8_dtype_name(cc->src),
+                    f8_dtype_name(cc->out), cc->pow2, cc->margin, cc->mix, cc->noop, names[i], at, x[at], y[at]);
         }
         free(x), free(y);
     }
@@ -116,36 +123,46 @@ static int cast_case_run(f8_ctx *ctx[2], const cast_case *cc, test_rng *rng)
                                            : !isinf(dx[c]) && fabs((double)dx[c] - dy[c]) <= 0x1p-22 * (double)R * mag);
         if (!same) {
             ok = 0;
-            fprintf(stderr, "  rowwise cast [%lld, %lld] noop %d: dbias[%lld] cpu %g cuda %g\n", (long long)R, (long long)C,
-                    cc->noop, (long long)c, (double)dx[c], (double)dy[c]);
+            fprintf(stderr, "  rowwise cast%s [%lld, %lld] noop %d: dbias[%lld] cpu %g cuda %g\n",
+                    stripes ? " (stripes)" : "", (long long)R, (long long)C, cc->noop, (long long)c, (double)dx[c],
+                    (double)dy[c]);
             break;
         }
     }
     free(dx), free(dy);
     for (int b = 0; b < 2; b++) {
-        void *all[9] = {src[b], out[b], out_t[b], si[b], si_t[b], amax[b], stats[b], noop[b], dbias[b]};
-        for (int i = 0; i < 9; i++) f8_ctx_free(ctx[b], all[i]);
+        void *all[10] = {src[b], out[b], out_t[b], si[b], si_t[b], amax[b], stats[b], noop[b], dbias[b], ws[b]};
+        for (int i = 0; i < 10; i++) f8_ctx_free(ctx[b], all[i]);
     }
     free(h), free(hb), free(poison);
     return ok;
 }
 
+/* Both CUDA paths on every case. The 2-D column path's blocks are 256 rows
+ * x 128 columns (a warp per 32 rows): 1031 ends in a part-filled warp,
+ * 2592 (16 | rows: out_t's 16-byte stores) in a block whose warps 1-7 have
+ * no rows; 129 and 300 columns end in part-filled stripes, 129 on scalar
+ * loads. */
 static void test_cast(f8_ctx *ctx[2])
 {
-    static const int64_t rows[] = {1, 7, 33, 250, 1031}, cols[] = {1, 16, 129, 300, 4096};
-    test_rng rng = {40};
-    int cases = 0, bad = 0;
-    for (int i = 0; i < 5; i++)
-        for (int j = 0; j < 5; j++)
-            for (int v = 0; v < 4; v++) {
-                const cast_case cc = {rows[i], cols[j], v & 1 ? F8_DTYPE_BF16 : F8_DTYPE_FP32,
-                                      v & 2 ? F8_DTYPE_E5M2 : F8_DTYPE_E4M3, (i + v) % 2, (j + v) % 3 == 1,
-                                      1 + (i + j + v) % 3, (i * 5 + j + v) % 4 == 3 ? 1 + (v & 1) : 0};
-                cases++;
-                bad += !cast_case_run(ctx, &cc, &rng);
-            }
-    printf("  rowwise cast: %d of %d cases bit for bit between CUDA and CPU\n", cases - bad, cases);
-    CHECK(bad == 0, "rowwise cast: %d of %d cases differ", bad, cases);
+    static const int64_t rows[] = {1, 7, 33, 250, 1031, 2592}, cols[] = {1, 16, 129, 300, 4096};
+    enum { NR = sizeof rows / sizeof rows[0], NC = sizeof cols / sizeof cols[0] };
+    for (int stripes = 0; stripes < 2; stripes++) {
+        test_rng rng = {40};
+        int cases = 0, bad = 0;
+        for (int i = 0; i < NR; i++)
+            for (int j = 0; j < NC; j++)
+                for (int v = 0; v < 4; v++) {
+                    const cast_case cc = {rows[i], cols[j], v & 1 ? F8_DTYPE_BF16 : F8_DTYPE_FP32,
+                                          v & 2 ? F8_DTYPE_E5M2 : F8_DTYPE_E4M3, (i + v) % 2, (j + v) % 3 == 1,
+                                          1 + (i + j + v) % 3, (i * 5 + j + v) % 4 == 3 ? 1 + (v & 1) : 0};
+                    cases++;
+                    bad += !cast_case_run(ctx, &cc, stripes, &rng);
+                }
+        printf("  rowwise cast (%s): %d of %d cases bit for bit between CUDA and CPU\n",
+               stripes ? "former stripes kernel" : "2-D column path", cases - bad, cases);
+        CHECK(bad == 0, "rowwise cast (%s): %d of %d cases differ", stripes ? "stripes" : "2-D", bad, cases);
+    }
 }
 
 /* ------------------------------------------------------------------------ */

@@ -74,6 +74,8 @@ static int check_cast(f8_ctx *ctx, const cast_case *cc, test_rng *rng, double *w
     a.dbias = dbias; /* the bias gradient: FP64 column sums rounded once, onto the old value or not */
     a.dbias_dtype = F8_DTYPE_FP32;
     a.dbias_accumulate = cc->pow2;
+    a.workspace_bytes = f8i_reduce_workspace_bytes(R, C); /* the CPU needs none, but checks it as CUDA does */
+    a.workspace = xmalloc(a.workspace_bytes);
     int ok = f8i_rowwise_cast_check(ctx, &a) == F8_OK && f8i_cpu_cast_rowwise(ctx, &a) == F8_OK;
     for (int64_t c = 0; c < C && ok; c++) {
         double sum = 0.0;
@@ -84,6 +86,7 @@ static int check_cast(f8_ctx *ctx, const cast_case *cc, test_rng *rng, double *w
                          (long long)c, (double)dbias[c], (double)want_db);
     }
     free(dbias);
+    free(a.workspace);
 
     uint64_t want[3] = {7 + (uint64_t)n, 0, 0};
     double want_amax = 0.5;
@@ -206,7 +209,7 @@ static void test_refusals(f8_ctx *ctx)
 {
     float h[4] = {1, 2, 3, 4}, si[2] = {-1, -1};
     uint8_t out[4] = {0xAB, 0xAB, 0xAB, 0xAB};
-    f8i_rowwise_cast_args a = {h, F8_DTYPE_FP32, 2, 2, F8_DTYPE_E4M3, out, si, NULL, NULL, 448.0f, 0, NULL, NULL, NULL, NULL, F8_DTYPE_FP32, 0};
+    f8i_rowwise_cast_args a = {h, F8_DTYPE_FP32, 2, 2, F8_DTYPE_E4M3, out, si, NULL, NULL, 448.0f, 0, NULL, NULL, NULL, NULL, F8_DTYPE_FP32, 0, NULL, 0};
     CHECK_OK(ctx, f8i_rowwise_cast_check(ctx, &a));
     f8i_rowwise_cast_args b = a;
     b.src_dtype = F8_DTYPE_E4M3;
@@ -221,7 +224,17 @@ static void test_refusals(f8_ctx *ctx)
     CHECK_STATUS(ctx, f8i_rowwise_cast_check(ctx, &b), F8_ERR_INVALID_ARGUMENT);
     b = a, b.rows = -1;
     CHECK_STATUS(ctx, f8i_rowwise_cast_check(ctx, &b), F8_ERR_SHAPE);
-    CHECK(out[0] == 0xAB && si[0] == -1.0f, "a refused cast wrote");
+    /* dbias reduces over rows: without the workspace f8i_cast_args asks for, refused */
+    float db[2] = {-3, -3};
+    char ws[1024];
+    b = a, b.dbias = db, b.dbias_dtype = F8_DTYPE_FP32;
+    CHECK_STATUS(ctx, f8i_rowwise_cast_check(ctx, &b), F8_ERR_STATE);
+    b.workspace = ws, b.workspace_bytes = f8i_reduce_workspace_bytes(2, 2) - 1;
+    CHECK_STATUS(ctx, f8i_rowwise_cast_check(ctx, &b), F8_ERR_STATE);
+    b.workspace_bytes = f8i_reduce_workspace_bytes(2, 2);
+    CHECK(b.workspace_bytes <= sizeof ws, "the 2x2 workspace fits the test's buffer");
+    CHECK_OK(ctx, f8i_rowwise_cast_check(ctx, &b));
+    CHECK(out[0] == 0xAB && db[0] == -3.0f && si[0] == -1.0f, "a refused cast wrote");
 
     uint8_t q[4] = {0x38, 0x38, 0x38, 0x38};
     float d[4] = {-7, -7, -7, -7}, sc[2] = {1, 1};
@@ -329,7 +342,7 @@ static void test_gemm(f8_ctx *ctx)
 static void cast_one(f8_ctx *ctx, const float *src, int64_t R, int64_t C, f8_dtype dt, int t, uint8_t *q, float *si)
 {
     f8i_rowwise_cast_args a = {src, F8_DTYPE_FP32, R, C, dt, t ? NULL : q, t ? NULL : si, t ? q : NULL, t ? si : NULL,
-                               f8_fp8_max(dt), 1, NULL, NULL, NULL, NULL, F8_DTYPE_FP32, 0};
+                               f8_fp8_max(dt), 1, NULL, NULL, NULL, NULL, F8_DTYPE_FP32, 0, NULL, 0};
     CHECK_OK(ctx, f8i_cpu_cast_rowwise(ctx, &a));
 }
 

@@ -31,6 +31,8 @@ f8_status f8i_rowwise_cast_check(f8_ctx *ctx, const f8i_rowwise_cast_args *a)
     if (!(a->scaled_max > 0.0f) || isinf(a->scaled_max))
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "rowwise cast: scaled_max %g, expected finite and > 0",
                          (double)a->scaled_max);
+    if (a->dbias && a->rows > 0 && a->cols > 0)
+        return f8i_check_reduce_workspace(ctx, a->workspace, a->workspace_bytes, a->rows, a->cols, "rowwise cast");
     return F8_OK;
 }
 

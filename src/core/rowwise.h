@@ -63,7 +63,10 @@ extern "C" {
  *       or its out_t code when out is NULL (if stats; as f8i_cast_args)
  *   dbias[c] = (dbias_accumulate ? dbias[c] : 0) + Σ_r v   (if dbias: the
  *       bias gradient of a gradient cast, dbias_dtype FP32 or BF16; the sum's
- *       order is the backend's, as f8i_cast_args' dbias)
+ *       order is the backend's, as f8i_cast_args' dbias; workspace must
+ *       then hold f8i_reduce_workspace_bytes(rows, cols), as f8i_cast_args'
+ *       does: CUDA keeps per-row-block partial sums there, the CPU needs
+ *       none but checks it, so both backends refuse the same calls)
  * If noop && *noop == 1.0f nothing at all is written. rows or cols may be 0
  * (nothing is written). CPU and CUDA agree bit for bit on every output but
  * dbias (within FP32 rounding of the sum). */
@@ -84,6 +87,8 @@ typedef struct f8i_rowwise_cast_args {
     void *dbias;          /* [cols] or NULL */
     f8_dtype dbias_dtype;
     int dbias_accumulate;
+    void *workspace;      /* dbias only: f8i_reduce_workspace_bytes(rows, cols) bytes */
+    size_t workspace_bytes;
 } f8i_rowwise_cast_args;
 
 /* The row-wise GEMM, TN in row-major terms: A stored [m, k] with one scale
@@ -129,7 +134,7 @@ static inline f8i_rowwise_cast_args f8i_rowwise_cast_from(const f8i_cast_args *c
     f8i_rowwise_cast_args a = {c->src, c->src_dtype, c->rows, c->cols, c->out_dtype, c->out,
                                c->out ? c->scale_inv : NULL, c->out_t, c->out_t ? c->scale_inv_t : NULL,
                                c->scaled_max, c->pow2, c->amax, c->stats, c->noop, c->dbias, c->dbias_dtype,
-                               c->dbias_accumulate};
+                               c->dbias_accumulate, c->workspace, c->workspace_bytes};
     return a;
 }
 
@@ -168,6 +173,12 @@ f8_status f8i_cpu_gemm_rowwise(f8_ctx *ctx, const f8i_rowwise_gemm_args *g);
  * 2 for cuBLASLt's outer-vector matmul. */
 typedef struct f8i_rowwise_plan f8i_rowwise_plan;
 f8_status f8i_cuda_cast_rowwise(f8_ctx *ctx, const f8i_rowwise_cast_args *a);
+/* The former one-launch cast (column-wise copy in stripes of 32 columns
+ * over all rows; rowwise_cast.cu), the same contract bit for bit: kept for
+ * bench_kernels' old-against-new line and as a second path in
+ * test_cuda_rowwise, and taken by f8i_cuda_cast_rowwise for more than
+ * 65,535 x 128 columns. dbias here needs no workspace. */
+f8_status f8i_cuda_cast_rowwise_stripes(f8_ctx *ctx, const f8i_rowwise_cast_args *a);
 f8_status f8i_cuda_rowwise_plan_create(f8_ctx *ctx, const f8i_rowwise_gemm_args *g, int fallback_only,
                                        f8i_rowwise_plan **plan);
 void f8i_cuda_rowwise_plan_destroy(f8i_rowwise_plan *plan);

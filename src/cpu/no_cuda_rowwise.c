@@ -12,6 +12,12 @@ f8_status f8i_cuda_cast_rowwise(f8_ctx *ctx, const f8i_rowwise_cast_args *a)
     return f8i_error(ctx, F8_ERR_NO_DEVICE, NO_CUDA);
 }
 
+f8_status f8i_cuda_cast_rowwise_stripes(f8_ctx *ctx, const f8i_rowwise_cast_args *a)
+{
+    (void)a;
+    return f8i_error(ctx, F8_ERR_NO_DEVICE, NO_CUDA);
+}
+
 f8_status f8i_cuda_rowwise_plan_create(f8_ctx *ctx, const f8i_rowwise_gemm_args *g, int fallback_only,
                                        f8i_rowwise_plan **plan)
 {

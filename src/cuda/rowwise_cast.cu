@@ -5,30 +5,48 @@
  * own), plus amax and FP8 telemetry, bit for bit what src/cpu/rowwise.c
  * computes.
  *
- * Design note. One launch with two kinds of blocks. Row blocks (when out is
- * asked for) give each warp one row: an fmaxf pass over the row (exact and
- * order-free, so the scale is the CPU's; 4 values per lane and one word
- * of 4 codes per store where the row pitch and pointers allow), the scale
- * from f8i_current_scale (numerics.h, the same function the CPU calls),
- * then a second pass that
- * writes the codes; the row's second read comes from L1/L2. Column blocks
- * (when out_t is) own a stripe of 32 columns over all rows: a first walk
- * takes each column's amax, then 32x32 tiles go through shared memory so
- * that out_t's rows (src's columns) are written with consecutive threads
- * on consecutive bytes. A stripe walks every row twice, so the column-wise
- * copy costs three reads of src per launch at most; fusing it into the norm
- * and activation kernels, and splitting tall stripes over several blocks,
- * is the performance work left (issue 30). The codes come from
- * cvt.rn.satfinite of v * s (one FP32 multiply, -fmad=false), as cast.cu
- * and block_cast.cu.
+ * Design note. Two paths, the same bits (both held to the CPU by
+ * test_cuda_rowwise).
  *
- * dbias (a gradient cast's column sums) rides the column blocks' amax walk,
- * which reads every element of its columns anyway: FP32 partials per warp,
- * summed over the warps in order (deterministic), one store per column.
+ * Rows (out). One kernel, a warp per row: an fmaxf pass over the row
+ * (exact and order-free, so the scale is the CPU's; 4 values per lane and
+ * one word of 4 codes per store where the row pitch and pointers allow),
+ * the scale from f8i_current_scale (numerics.h, the function the CPU
+ * calls), then a second pass that writes the codes; the row's second read
+ * comes from L1/L2.
  *
- * amax and telemetry count each element once: from the row blocks when
- * there is out, else from the column blocks; stats[0] is added by block 0,
- * which is always one of the counting kind.
+ * Columns (out_t, and dbias). A column's scale needs the amax of all its
+ * rows before any of its codes, so the column-wise copy is two kernels over
+ * the same 2-D grid of 256-row x 128-column blocks (a warp per 32 rows, a
+ * lane per 4 columns, 16-byte FP32 / 8-byte BF16 loads where the pitch
+ * allows, else lane l on columns l + 32j), with no shared-memory tile:
+ *  1. column amax: each lane keeps the max (and the dbias sum, in row
+ *     order) of its 4 columns over its 32 rows; the block combines its 8
+ *     warps in order, then one atomicMax of the float's bits per column
+ *     into scale_inv_t (zeroed by the launch before: the row kernel, or a
+ *     small kernel without out) — max is order-free, so this is exact —
+ *     and one dbias partial per column per block into the workspace;
+ *  2. codes: each lane turns its 4 columns' scales from those amaxes, codes
+ *     its 32 x 4 values and packs each column's 32 codes (out_t's row,
+ *     consecutive bytes) into 8 words in registers, stored as two 16-byte
+ *     pieces where out_t's pitch allows;
+ *  3. a small kernel then writes scale_inv_t = 1 / s over the amaxes (after
+ *     kernel 2 has read them), and kernels_common.cuh's dbias_reduce_kernel
+ *     sums the dbias partials in block order (deterministic).
+ * So src is read twice by the column path (amax, codes) and once more by
+ * the row path (whose second read is a cache hit), with cols/128 x rows/256
+ * blocks in flight. Every launch is graph-legal (no allocation, no sync) and
+ * every kernel returns at once on a set noop flag, so nothing is written.
+ *
+ * The former one-launch cast (column blocks owning a 32-column stripe over
+ * all rows, walked twice) stays as f8i_cuda_cast_rowwise_stripes, for the
+ * old-against-new benchmark and for more than 65,535 x 128 columns (the
+ * grid's y limit). The codes come from cvt.rn.satfinite of v * s (one FP32
+ * multiply, -fmad=false), as cast.cu and block_cast.cu.
+ *
+ * amax and telemetry count each element once: from the row kernel when
+ * there is out, else from the column kernels (amax from kernel 1, codes
+ * from kernel 2); stats[0] is added by one counting block.
  */
 #include <limits.h>
 #include <stdint.h>
@@ -174,13 +192,18 @@ static __device__ __forceinline__ void rw_cols(const f8i_rowwise_cast_args &p, i
 }
 
 /* The row-wise cast (p: the caller's args, by value). Grid: row_blocks
- * (ceil(rows / 8), 0 without out) row
- * blocks, then ceil(cols / 32) column blocks (none without out_t). Block:
- * 256 threads, as rw_rows and rw_cols say. */
+ * (ceil(rows / 8), 0 without out) row blocks, then the stripes path's
+ * ceil(cols / 32) column blocks (none on the 2-D path, or without out_t).
+ * Block: 256 threads, as rw_rows and rw_cols say. zero_t (the 2-D path's
+ * column-amax scratch, scale_inv_t) is zeroed by the grid, or NULL. */
 template <int BF16, int E5M2, int VEC>
-static __global__ void __launch_bounds__(RW_THREADS) rowwise_cast_kernel(f8i_rowwise_cast_args p, int64_t row_blocks)
+static __global__ void __launch_bounds__(RW_THREADS)
+    rowwise_cast_kernel(f8i_rowwise_cast_args p, int64_t row_blocks, float *zero_t)
 {
     if (noop_set(p.noop)) return;
+    if (zero_t != NULL)
+        for (int64_t i = (int64_t)blockIdx.x * RW_THREADS + threadIdx.x; i < p.cols; i += (int64_t)gridDim.x * RW_THREADS)
+            zero_t[i] = 0.0f;
     float amax = 0.0f;
     unsigned sat = 0, flushed = 0;
     const bool row_block = (int64_t)blockIdx.x < row_blocks;
@@ -194,22 +217,239 @@ static __global__ void __launch_bounds__(RW_THREADS) rowwise_cast_kernel(f8i_row
     if (p.stats != NULL) block_stats_atomic<RW_THREADS>(sat, flushed, (unsigned long long *)p.stats, p.rows * p.cols, blockIdx.x == 0);
 }
 
-template <int BF16, int E5M2>
-static f8_status launch(f8_ctx *ctx, const f8i_rowwise_cast_args *a, int64_t row_blocks, unsigned blocks)
+/* ------------------------------------------------------------------------ */
+/* The 2-D column path                                                       */
+/* ------------------------------------------------------------------------ */
+
+#define RWT_WARP_ROWS 32                          /* rows of one warp */
+#define RWT_ROWS (RWT_WARP_ROWS * RW_WARPS)       /* rows of one block: 256 */
+#define RWT_COLS 128                              /* columns of one block: 4 a lane */
+#define RWT_MAX_STRIPES 65535                     /* gridDim.y */
+static_assert(RWT_WARP_ROWS == 32, "a column's 32 codes are 8 words of a lane");
+
+/* Column j (0..3) of lane `lane` in the stripe from c0: VEC, 4 consecutive
+ * columns a lane (one vector load per row); else lane + 32j (coalesced
+ * scalar loads). Its index within the stripe: col - c0. */
+template <int VEC>
+static __device__ __forceinline__ int rwt_local(int lane, int j)
 {
-    /* vector rows: 4 | cols, src rows 16-byte (FP32) or 8-byte (BF16) aligned, out rows 4-byte aligned */
-    const int vec = a->out != NULL && a->cols % 4 == 0 && access_width(a->src, a->cols * (BF16 ? 2 : 4), 16) >= (BF16 ? 8 : 16) &&
-                    access_width(a->out, a->cols, 4) == 4;
+    return VEC ? 4 * lane + j : lane + 32 * j;
+}
+
+/* The 4 values of row r on this lane's columns (0 outside the matrix). */
+template <int BF16, int VEC>
+static __device__ __forceinline__ void rwt_load(const f8i_rowwise_cast_args &p, int64_t r, int64_t c0, int lane,
+                                                float (&v)[4])
+{
+    if (VEC) {
+        const int64_t c = c0 + 4 * lane; /* 4 | cols: the lane's 4 columns are all in or all out */
+        if (c < p.cols) {
+            rw_load4<BF16>(p.src, r * p.cols + c, v);
+        } else {
+#pragma unroll
+            for (int j = 0; j < 4; ++j) v[j] = 0.0f;
+        }
+    } else {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const int64_t c = c0 + lane + 32 * j;
+            v[j] = c < p.cols ? rw_load<BF16>(p.src, r * p.cols + c) : 0.0f;
+        }
+    }
+}
+
+#define RWT_BATCH 8 /* rows loaded before the first is used: 8 loads in flight a lane */
+
+/* Rows r0 + b .. r0 + b + 7 of this lane's columns, those below nr (0 past). */
+template <int BF16, int VEC>
+static __device__ __forceinline__ void rwt_load_batch(const f8i_rowwise_cast_args &p, int64_t r0, int b, int64_t nr,
+                                                      int64_t c0, int lane, float (&v)[RWT_BATCH][4])
+{
+#pragma unroll
+    for (int k = 0; k < RWT_BATCH; ++k) {
+        if (b + k < nr) {
+            rwt_load<BF16, VEC>(p, r0 + b + k, c0, lane, v[k]);
+        } else {
+#pragma unroll
+            for (int j = 0; j < 4; ++j) v[k][j] = 0.0f;
+        }
+    }
+}
+
+/* Kernel 1: column amaxes (atomicMax of the bits into scale_inv_t, when
+ * out_t), dbias partials (partial[blockIdx.x * cols + c], when dbias) and,
+ * without out, the tensor's amax. Grid (ceil(rows / 256), ceil(cols / 128)). */
+template <int BF16, int VEC>
+static __global__ void __launch_bounds__(RW_THREADS) rwt_amax_kernel(f8i_rowwise_cast_args p, float *partial)
+{
+    __shared__ float red_m[RW_WARPS][RWT_COLS], red_s[RW_WARPS][RWT_COLS];
+    if (noop_set(p.noop)) return;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int64_t c0 = (int64_t)blockIdx.y * RWT_COLS, r0 = (int64_t)blockIdx.x * RWT_ROWS + warp * RWT_WARP_ROWS;
+    const int64_t nr = p.rows - r0; /* rows of this warp: min(32, nr), none when nr <= 0 */
+    float m[4] = {0.0f, 0.0f, 0.0f, 0.0f}, sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int b = 0; b < RWT_WARP_ROWS; b += RWT_BATCH) {
+        float v[RWT_BATCH][4];
+        rwt_load_batch<BF16, VEC>(p, r0, b, nr, c0, lane, v);
+#pragma unroll
+        for (int k = 0; k < RWT_BATCH; ++k)
+#pragma unroll
+            for (int j = 0; j < 4; ++j) m[j] = fmaxf(m[j], fabsf(v[k][j])), sum[j] += v[k][j]; /* rows in order; 0 past nr */
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) red_m[warp][rwt_local<VEC>(lane, j)] = m[j], red_s[warp][rwt_local<VEC>(lane, j)] = sum[j];
+    __syncthreads();
+    if (threadIdx.x < RWT_COLS) {
+        const int64_t c = c0 + threadIdx.x;
+        float cm = 0.0f, cs = 0.0f;
+#pragma unroll
+        for (int w = 0; w < RW_WARPS; ++w) cm = fmaxf(cm, red_m[w][threadIdx.x]), cs += red_s[w][threadIdx.x];
+        if (c < p.cols && p.out_t != NULL) atomicMax((int *)p.scale_inv_t + c, __float_as_int(cm));
+        if (c < p.cols && partial != NULL) partial[(int64_t)blockIdx.x * p.cols + c] = cs;
+    }
+    if (p.out == NULL && p.amax != NULL) /* uniform: every thread calls it */
+        block_amax_atomic<RW_THREADS>(fmaxf(fmaxf(m[0], m[1]), fmaxf(m[2], m[3])), p.amax);
+}
+
+/* 32 codes of one column (8 little-endian words: byte k is row k) at dst,
+ * n of them inside the matrix: two 16-byte pieces with accesses of w bytes
+ * when all 32 are, else byte by byte. */
+static __device__ __forceinline__ void rwt_store32(uint8_t *dst, const uint32_t (&q)[8], int64_t n, int w)
+{
+    if (n >= 32) {
+        const uint32_t a[4] = {q[0], q[1], q[2], q[3]}, b[4] = {q[4], q[5], q[6], q[7]};
+        store_bytes<16>(dst, a, w);
+        store_bytes<16>(dst + 16, b, w);
+        return;
+    }
+#pragma unroll
+    for (int k = 0; k < 32; ++k)
+        if (k < n) dst[k] = (uint8_t)(q[k / 4] >> (8 * (k % 4)));
+}
+
+/* Kernel 2: out_t's codes. Lane l holds columns rwt_local(l, j) of rows
+ * r0 .. r0 + 31 and writes each column's 32 codes (a piece of out_t's row)
+ * itself. Counts the telemetry when there is no out (count). Same grid as
+ * kernel 1; w_t: the access width of out_t's rows (16 at most). */
+template <int BF16, int E5M2, int VEC>
+static __global__ void __launch_bounds__(RW_THREADS, 2) rwt_codes_kernel(f8i_rowwise_cast_args p, int w_t)
+{
+    if (noop_set(p.noop)) return;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int64_t c0 = (int64_t)blockIdx.y * RWT_COLS, r0 = (int64_t)blockIdx.x * RWT_ROWS + warp * RWT_WARP_ROWS;
+    const int64_t nr = p.rows - r0;
+    const bool count = p.out == NULL && p.stats != NULL; /* uniform */
+    float s[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        const int64_t c = c0 + rwt_local<VEC>(lane, j);
+        s[j] = f8i_current_scale(c < p.cols ? p.scale_inv_t[c] : 0.0f, 1.0f, p.scaled_max, p.pow2); /* the amax, here */
+    }
+    uint32_t q[4][8];
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+        for (int k = 0; k < 8; ++k) q[j][k] = 0u;
+    unsigned sat = 0, flushed = 0;
+#pragma unroll
+    for (int b = 0; b < RWT_WARP_ROWS; b += RWT_BATCH) {
+        float v[RWT_BATCH][4];
+        rwt_load_batch<BF16, VEC>(p, r0, b, nr, c0, lane, v);
+#pragma unroll
+        for (int k = 0; k < RWT_BATCH; ++k) {
+            const int rr = b + k;
+            const uint32_t lo = fp8x2<E5M2>(v[k][0] * s[0], v[k][1] * s[1]);
+            const uint32_t hi = fp8x2<E5M2>(v[k][2] * s[2], v[k][3] * s[3]);
+            const uint32_t code[4] = {lo & 0xFFu, lo >> 8, hi & 0xFFu, hi >> 8};
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                q[j][rr / 4] |= code[j] << (8 * (rr % 4)); /* rows past nr are not stored */
+                if (count && rr < nr && c0 + rwt_local<VEC>(lane, j) < p.cols)
+                    code_stats<E5M2>(v[k][j], s[j], code[j], sat, flushed);
+            }
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        const int64_t c = c0 + rwt_local<VEC>(lane, j);
+        if (nr > 0 && c < p.cols) rwt_store32(p.out_t + c * p.rows + r0, q[j], nr, w_t);
+    }
+    if (count) block_stats_atomic<RW_THREADS>(sat, flushed, (unsigned long long *)p.stats, p.rows * p.cols,
+                                                blockIdx.x == 0 && blockIdx.y == 0);
+}
+
+/* Kernel 3 (with out_t): scale_inv_t from the amaxes kernel 2 has read.
+ * Grid ceil(cols / 256). */
+static __global__ void rwt_finish_kernel(f8i_rowwise_cast_args p)
+{
+    if (noop_set(p.noop)) return;
+    const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c < p.cols) p.scale_inv_t[c] = 1.0f / f8i_current_scale(p.scale_inv_t[c], 1.0f, p.scaled_max, p.pow2);
+}
+
+/* Kernel 0 without out: scale_inv_t = 0 (kernel 1's atomicMax start). */
+static __global__ void rwt_zero_kernel(f8i_rowwise_cast_args p)
+{
+    if (noop_set(p.noop)) return;
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < p.cols) p.scale_inv_t[i] = 0.0f;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Launchers                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* vector rows: 4 | cols, src rows 16-byte (FP32) or 8-byte (BF16) aligned */
+static int src_vec(const f8i_rowwise_cast_args *a)
+{
+    const int bf16 = a->src_dtype == F8_DTYPE_BF16;
+    return a->cols % 4 == 0 && access_width(a->src, a->cols * (bf16 ? 2 : 4), 16) >= (bf16 ? 8 : 16);
+}
+
+template <int BF16, int E5M2>
+static f8_status launch_rows(f8_ctx *ctx, const f8i_rowwise_cast_args *a, int64_t row_blocks, unsigned blocks,
+                             float *zero_t)
+{
+    /* out rows also 4-byte aligned for the word stores */
+    const int vec = a->out != NULL && src_vec(a) && access_width(a->out, a->cols, 4) == 4;
     F8I_COUNT_LAUNCHES(ctx, 1);
     if (vec)
-        rowwise_cast_kernel<BF16, E5M2, 1><<<blocks, RW_THREADS, 0, f8i_stream(ctx)>>>(*a, row_blocks);
+        rowwise_cast_kernel<BF16, E5M2, 1><<<blocks, RW_THREADS, 0, f8i_stream(ctx)>>>(*a, row_blocks, zero_t);
     else
-        rowwise_cast_kernel<BF16, E5M2, 0><<<blocks, RW_THREADS, 0, f8i_stream(ctx)>>>(*a, row_blocks);
+        rowwise_cast_kernel<BF16, E5M2, 0><<<blocks, RW_THREADS, 0, f8i_stream(ctx)>>>(*a, row_blocks, zero_t);
     return f8i_cuda_launch_check(ctx, "rowwise_cast_kernel");
 }
 
+static f8_status launch_rows_any(f8_ctx *ctx, const f8i_rowwise_cast_args *a, int64_t row_blocks, unsigned blocks,
+                                 float *zero_t)
+{
+    if (a->src_dtype == F8_DTYPE_BF16)
+        return a->out_dtype == F8_DTYPE_E5M2 ? launch_rows<1, 1>(ctx, a, row_blocks, blocks, zero_t)
+                                             : launch_rows<1, 0>(ctx, a, row_blocks, blocks, zero_t);
+    return a->out_dtype == F8_DTYPE_E5M2 ? launch_rows<0, 1>(ctx, a, row_blocks, blocks, zero_t)
+                                         : launch_rows<0, 0>(ctx, a, row_blocks, blocks, zero_t);
+}
+
+/* Kernels 1 and 2 of the column path. */
+template <int BF16, int VEC>
+static f8_status launch_cols(f8_ctx *ctx, const f8i_rowwise_cast_args *a, dim3 grid, float *partial)
+{
+    F8I_COUNT_LAUNCHES(ctx, 1);
+    rwt_amax_kernel<BF16, VEC><<<grid, RW_THREADS, 0, f8i_stream(ctx)>>>(*a, partial);
+    F8I_TRY(f8i_cuda_launch_check(ctx, "rwt_amax_kernel"));
+    if (a->out_t == NULL) return F8_OK;
+    const int w_t = access_width(a->out_t, a->rows, 16);
+    F8I_COUNT_LAUNCHES(ctx, 1);
+    if (a->out_dtype == F8_DTYPE_E5M2)
+        rwt_codes_kernel<BF16, 1, VEC><<<grid, RW_THREADS, 0, f8i_stream(ctx)>>>(*a, w_t);
+    else
+        rwt_codes_kernel<BF16, 0, VEC><<<grid, RW_THREADS, 0, f8i_stream(ctx)>>>(*a, w_t);
+    return f8i_cuda_launch_check(ctx, "rwt_codes_kernel");
+}
+
 /* The caller ran f8i_rowwise_cast_check. */
-f8_status f8i_cuda_cast_rowwise(f8_ctx *ctx, const f8i_rowwise_cast_args *a)
+f8_status f8i_cuda_cast_rowwise_stripes(f8_ctx *ctx, const f8i_rowwise_cast_args *a)
 {
     if (a->rows == 0 || a->cols == 0) return F8_OK; /* nothing is written (rowwise.h) */
     const int64_t row_blocks = a->out ? (a->rows + RW_WARPS - 1) / RW_WARPS : 0;
@@ -217,8 +457,46 @@ f8_status f8i_cuda_cast_rowwise(f8_ctx *ctx, const f8i_rowwise_cast_args *a)
     if (blocks > INT_MAX)
         return f8i_error(ctx, F8_ERR_UNSUPPORTED, "rowwise cast: [%lld, %lld] needs too many blocks for one launch",
                          (long long)a->rows, (long long)a->cols);
-    const unsigned nb = (unsigned)blocks;
-    if (a->src_dtype == F8_DTYPE_BF16)
-        return a->out_dtype == F8_DTYPE_E5M2 ? launch<1, 1>(ctx, a, row_blocks, nb) : launch<1, 0>(ctx, a, row_blocks, nb);
-    return a->out_dtype == F8_DTYPE_E5M2 ? launch<0, 1>(ctx, a, row_blocks, nb) : launch<0, 0>(ctx, a, row_blocks, nb);
+    return launch_rows_any(ctx, a, row_blocks, (unsigned)blocks, NULL);
+}
+
+/* The caller ran f8i_rowwise_cast_check. */
+f8_status f8i_cuda_cast_rowwise(f8_ctx *ctx, const f8i_rowwise_cast_args *a)
+{
+    if (a->rows == 0 || a->cols == 0) return F8_OK; /* nothing is written (rowwise.h) */
+    const int64_t stripes = (a->cols + RWT_COLS - 1) / RWT_COLS, row_tiles = (a->rows + RWT_ROWS - 1) / RWT_ROWS;
+    if (stripes > RWT_MAX_STRIPES || row_tiles > INT_MAX) return f8i_cuda_cast_rowwise_stripes(ctx, a);
+    const int64_t row_blocks = a->out ? (a->rows + RW_WARPS - 1) / RW_WARPS : 0;
+    if (row_blocks > INT_MAX)
+        return f8i_error(ctx, F8_ERR_UNSUPPORTED, "rowwise cast: [%lld, %lld] needs too many blocks for one launch",
+                         (long long)a->rows, (long long)a->cols);
+    float *partial = NULL; /* row_tiles x cols dbias partials: within f8i_reduce_workspace_bytes' 2 per 16 rows */
+    if (a->dbias != NULL) {
+        F8I_TRY(f8i_check_reduce_workspace(ctx, a->workspace, a->workspace_bytes, a->rows, a->cols, "rowwise cast"));
+        partial = (float *)a->workspace;
+    }
+    /* the row pass; it zeroes the column amaxes for kernel 1 (or a small kernel does) */
+    float *zero_t = a->out_t ? a->scale_inv_t : NULL;
+    if (a->out) F8I_TRY(launch_rows_any(ctx, a, row_blocks, (unsigned)row_blocks, zero_t));
+    if (!a->out_t && !a->dbias) return F8_OK;
+    if (!a->out && zero_t) {
+        F8I_COUNT_LAUNCHES(ctx, 1);
+        rwt_zero_kernel<<<(unsigned)((a->cols + 255) / 256), 256, 0, f8i_stream(ctx)>>>(*a);
+        F8I_TRY(f8i_cuda_launch_check(ctx, "rwt_zero_kernel"));
+    }
+    const dim3 grid((unsigned)row_tiles, (unsigned)stripes);
+    const int bf16 = a->src_dtype == F8_DTYPE_BF16, vec = src_vec(a);
+    const f8_status st = bf16 ? (vec ? launch_cols<1, 1>(ctx, a, grid, partial) : launch_cols<1, 0>(ctx, a, grid, partial))
+                              : (vec ? launch_cols<0, 1>(ctx, a, grid, partial) : launch_cols<0, 0>(ctx, a, grid, partial));
+    if (st != F8_OK) return st;
+    if (a->out_t != NULL) {
+        F8I_COUNT_LAUNCHES(ctx, 1);
+        rwt_finish_kernel<<<(unsigned)((a->cols + 255) / 256), 256, 0, f8i_stream(ctx)>>>(*a);
+        F8I_TRY(f8i_cuda_launch_check(ctx, "rwt_finish_kernel"));
+    }
+    if (a->dbias == NULL) return F8_OK;
+    F8I_COUNT_LAUNCHES(ctx, 1);
+    dbias_reduce_kernel<<<(unsigned)((a->cols + 31) / 32), dim3(32, F8I_REDUCE_SPLIT), 0, f8i_stream(ctx)>>>(
+        partial, row_tiles, a->cols, a->dbias, a->dbias_dtype == F8_DTYPE_BF16, a->dbias_accumulate, a->noop);
+    return f8i_cuda_launch_check(ctx, "dbias_reduce_kernel");
 }
