@@ -16,6 +16,10 @@
 #   F8_HEAD=1 adds f8 FP8 with the LM head in FP8 too (f8_train --fp8-head on).
 #   F8_RECOMPUTE=1 adds f8 FP8 with --recompute-norm on (less memory, one more
 #   norm forward per LayerNorm module in the backward).
+#   F8_CONFIGS="NAME=FLAGS;NAME=FLAGS" adds f8 runs of any flags, each reported as
+#   mode fp8_NAME with its speed and peak over f8 FP8's and the torchao peers'
+#   (issue 30: "current=--fp8 on --recipe current;rowwise=--fp8 on --recipe rowwise";
+#   issue 32: "lowmem=--fp8 on --adam-moments fp8 ..."). NAME: letters, digits, _.
 #   F8_TRAIN=PATH runs a prebuilt f8_train instead of building one (a CUDA=1
 #   build from elsewhere, carried: it saves the build's minute or two).
 #   The Llama: MODELS=llama-1B PEER=tools/peer_llama.py PEER_MODES=bf16,fp8,fp8_rowwise
@@ -64,15 +68,19 @@ shard="$work/bench_shard.bin"
 peer="${PEER:-tools/peer_gpt.py}"
 case "$models" in llama*) shard_kind=--llama3 ;; *) shard_kind= ;; esac
 python3 tools/llmc_shard.py $shard_kind "$shard" 2000000
+# the extra configurations' names, and their flags by name
+extra=$(printf '%s' "${F8_CONFIGS:-}" | tr ';' '\n' | sed -n 's/^ *\([A-Za-z0-9_]*\)=.*/\1/p' | tr '\n' ' ')
+flags_of() { printf '%s' "${F8_CONFIGS:-}" | tr ';' '\n' | sed -n "s/^ *$1=//p" | head -n 1; }
 for model in $models; do
-    for fp8 in on off ${F8_HEAD:+head} ${F8_RECOMPUTE:+recompute}; do
+    for fp8 in on off ${F8_HEAD:+head} ${F8_RECOMPUTE:+recompute} $extra; do
         log="$work/peers_${model}_f8_fp8${fp8}.csv"
         rm -f "$log"
         case "$fp8" in
             on) mode=fp8 flags="--fp8 on" ;;
+            off) mode=bf16 flags="--fp8 off" ;;
             head) mode=fp8_head flags="--fp8 on --fp8-head on" ;;
             recompute) mode=fp8_recompute flags="--fp8 on --recompute-norm on" ;;
-            *) mode=bf16 flags="--fp8 off" ;;
+            *) mode=fp8_$fp8 flags=$(flags_of "$fp8") ;;
         esac
         "$bin" --model "$model" $flags --data "$shard" --steps $((steps + warm)) --val-every 0 \
             --sample 0 --log "$log" --plot "" --quiet > "$work/peers_${model}_f8_fp8${fp8}.txt" 2>&1

@@ -509,6 +509,16 @@ def compare(path):
             pairs.append(("f8 FP8 + FP8 head / f8 FP8", speed("f8", "fp8_head", m), speed("f8", "fp8", m)))
         if speed("f8", "fp8_recompute", m):
             pairs.append(("f8 FP8 recompute / f8 FP8", speed("f8", "fp8_recompute", m), speed("f8", "fp8", m)))
+        # bench_peers.sh's F8_CONFIGS: each over f8 FP8 (the preset), and row-wise over current scaling
+        extra = [r["mode"] for r in rows if r["model"] == m and r["impl"] == "f8" and r["mode"] not in
+                 ("fp8", "bf16", "fp8_head", "fp8_recompute") and r.get("status") == "ok"]
+        for x in extra:
+            pairs.append(("f8 %s / f8 FP8" % x[4:], speed("f8", x, m), speed("f8", "fp8", m)))
+        if "fp8_rowwise" in extra:
+            pairs.append(("f8 rowwise / torchao FP8 rowwise", speed("f8", "fp8_rowwise", m),
+                          speed("torch", "fp8_rowwise", m)))
+            if "fp8_current" in extra:
+                pairs.append(("f8 rowwise / f8 current", speed("f8", "fp8_rowwise", m), speed("f8", "fp8_current", m)))
         print("%-6s " % m + "; ".join("%s %s" % (k, ratio(a, b)) for k, a, b in pairs))
         # peak memory, f8 over torch at the same precision (the bound: no higher than PyTorch's)
         mem = lambda impl, mode: next((r.get("peak_mem_bytes") for r in rows if r["model"] == m and r["impl"] == impl
@@ -517,6 +527,7 @@ def compare(path):
                   ("f8 FP8 / torchao FP8", mem("f8", "fp8"), mem("torch", "fp8")),
                   ("f8 FP8 / torchao FP8 rowwise", mem("f8", "fp8"), mem("torch", "fp8_rowwise")),
                   ("f8 FP8 recompute / torchao FP8", mem("f8", "fp8_recompute"), mem("torch", "fp8"))]
+        mpairs += [("f8 %s / torchao FP8" % x[4:], mem("f8", x), mem("torch", "fp8")) for x in extra]
         print("%-6s peak memory: " % m + "; ".join("%s %s" % (k, ratio(a, b)) for k, a, b in mpairs if a and b))
     return 0
 
