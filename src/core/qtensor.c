@@ -10,9 +10,11 @@
  * to the data invalidates it unless the same pass wrote the transpose too.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/qtensor.h"
 #include "core/ops.h"
+#include "core/quantizer.h"
 
 
 /* The public per-tensor calls do not apply to a block- or row-scaled
@@ -27,6 +29,23 @@ static f8_status block_refuse(const f8_qtensor *q, const char *fn)
     return f8i_error(q->ctx, F8_ERR_UNSUPPORTED, "%s: the tensor is block scaled (a weight workspace under "
                                                  "F8_RECIPE_BLOCK: one scale per 128x128 block, used by the modules "
                                                  "only so far)", fn);
+}
+
+/* The cast of src into q's codes (and its transpose when with_t); the
+ * scaling is the caller's. */
+static f8i_cast_args cast_into(const f8_qtensor *q, const f8_tensor *src, int with_t, const float *noop)
+{
+    f8i_cast_args a;
+    memset(&a, 0, sizeof a);
+    a.src = src->data;
+    a.src_dtype = src->dtype;
+    a.rows = q->rows;
+    a.cols = q->cols;
+    a.out_dtype = q->dtype;
+    a.out = q->data;
+    a.out_t = with_t ? q->t : NULL;
+    a.noop = noop;
+    return a;
 }
 
 f8_status f8_qtensor_create(f8_ctx *ctx, f8_dtype dtype, int64_t rows, int64_t cols, f8_qtensor **out)
@@ -89,6 +108,7 @@ f8_status f8i_qtensor_reserve_transpose(f8_qtensor *q)
 
 f8_status f8i_qtensor_reserve_scales(f8_qtensor *q, f8i_scaling_mode mode)
 {
+    if (mode == F8I_SCALING_TENSOR) return F8_OK; /* the scalar is there; the transpose comes on first need */
     f8_status st = f8i_qtensor_reserve_transpose(q);
     if (st != F8_OK || q->mode != F8I_SCALING_TENSOR || mode == F8I_SCALING_TENSOR) return st;
     const int64_t g = f8i_mode_scales(mode, q->rows, q->cols), gt = f8i_mode_scales(mode, q->cols, q->rows);
@@ -120,22 +140,32 @@ f8_status f8_qtensor_quantize(f8_qtensor *q, const f8_tensor *src, f8_slot slot,
         F8I_TRY(f8i_qtensor_reserve_transpose(q));
         noop_flag = NULL; /* a fresh buffer is always filled */
     }
-    f8i_cast_args a = {0};
-    a.src = src->data;
-    a.src_dtype = src->dtype;
-    a.rows = q->rows;
-    a.cols = q->cols;
-    a.out_dtype = q->dtype;
-    a.out = q->data;
-    a.out_t = with_transpose ? q->t : NULL;
+    f8i_cast_args a = cast_into(q, src, with_transpose, noop_flag);
     a.scale = f8i_slot_scale(ctx, slot);
     a.scale_inv = q->scale_inv;
-    a.noop = noop_flag;
     a.stats = f8i_slot_stats(ctx, slot);
     F8I_TRY(f8i_slot_prepare(ctx, slot, q->dtype, src->data, src->dtype, q->rows * q->cols, noop_flag, 1, &a.amax));
     F8I_TRY(f8i_op_cast(ctx, &a));
     q->t_valid = with_transpose ? 1 : 0;
     return F8_OK;
+}
+
+f8_status f8i_qtensor_cast(f8_qtensor *q, const f8_tensor *src, f8_slot slot, int with_transpose, const float *noop)
+{
+    if (q->mode == F8I_SCALING_TENSOR) return f8_qtensor_quantize(q, src, slot, with_transpose, noop);
+    f8i_cast_args c = cast_into(q, src, 1, noop); /* both orientations, each from src */
+    c.scale_inv = q->bsinv;
+    c.scale_inv_t = q->bsinv_t;
+    F8I_TRY(f8i_quantizer_cast_scaling(q->ctx, q->mode, slot, &c));
+    F8I_TRY(f8i_op_cast(q->ctx, &c));
+    q->t_valid = 1;
+    return F8_OK;
+}
+
+f8_status f8i_qtensor_colwise(f8_qtensor *q)
+{
+    if (q->mode != F8I_SCALING_TENSOR) return F8_OK; /* the cast wrote it */
+    return f8_qtensor_transpose(q, NULL);
 }
 
 f8_status f8_qtensor_transpose(f8_qtensor *q, const float *noop_flag)

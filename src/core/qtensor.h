@@ -32,12 +32,25 @@ struct f8_qtensor {
 f8_status f8i_qtensor_create(f8_ctx *ctx, f8_dtype dtype, int64_t rows, int64_t cols, f8_memory_report *acct,
                              f8_mem_category cat_data, f8_mem_category cat_t, f8_qtensor **q);
 
-/* Block or row-wise scaling (a module weight's workspace under
- * F8_RECIPE_BLOCK or ROWWISE): allocate the transpose and the scales of
- * both orientations in mode (BLOCK_128X128: the two grids; ROW: [rows] for
- * the codes, [cols] for the transpose's own column-wise codes), all 1; the
- * mode is `mode` from then on. TENSOR: only the transpose. */
+/* A module weight's workspace in its weight quantizer's mode. Block or
+ * row-wise scaling (F8_RECIPE_BLOCK or ROWWISE): allocate the transpose and
+ * the scales of both orientations in mode (BLOCK_128X128: the two grids;
+ * ROW: [rows] for the codes, [cols] for the transpose's own column-wise
+ * codes), all 1; the mode is `mode` from then on. TENSOR: nothing (the
+ * private scalar is there, the transpose comes on first need). */
 f8_status f8i_qtensor_reserve_scales(f8_qtensor *q, f8i_scaling_mode mode);
+
+/* Cast src (q's shape, FP32 or BF16) into q with slot's scaling, by q's
+ * mode: TENSOR is f8_qtensor_quantize (the transpose when with_transpose);
+ * per block or row, both orientations from src on their own scales (the
+ * transpose always), the amax into the slot's record. noop: the device
+ * flag that skips the cast, or NULL. */
+f8_status f8i_qtensor_cast(f8_qtensor *q, const f8_tensor *src, f8_slot slot, int with_transpose, const float *noop);
+
+/* Make q's column-wise copy (t) valid for a GEMM: per-tensor, the
+ * transpose of the codes (nothing when valid); per block or row the cast
+ * wrote it already, from the high-precision values. */
+f8_status f8i_qtensor_colwise(f8_qtensor *q);
 
 /* q as a GEMM operand: data and t with the scale_inv of each by q's mode. */
 static inline f8i_operand f8i_qtensor_operand(const f8_qtensor *q)

@@ -8,7 +8,6 @@
 #include <math.h>
 
 #include "core/f8i.h"
-#include "core/quantizer.h"
 
 f8_recipe f8_recipe_default(void)
 {
@@ -43,16 +42,4 @@ const char *f8_recipe_kind_name(f8_recipe_kind kind)
     case F8_RECIPE_ROWWISE_GW_HP: return "rowwise_with_gw_hp";
     }
     return "unknown";
-}
-
-f8i_quantizer f8i_quantizer_for(const f8_ctx *ctx)
-{
-    f8i_quantizer q;
-    const int row = f8i_recipe_rowwise(ctx);
-    q.act = f8i_recipe_block(ctx) ? F8I_SCALING_BLOCK_1X128 : row ? F8I_SCALING_ROW : F8I_SCALING_TENSOR;
-    q.weight = f8i_recipe_block(ctx) ? F8I_SCALING_BLOCK_128X128 : row ? F8I_SCALING_ROW : F8I_SCALING_TENSOR;
-    q.current = f8i_recipe_current(ctx);
-    q.unfused = f8i_casts_unfused(ctx);
-    q.wgrad_hp = ctx->recipe.kind == F8_RECIPE_ROWWISE_GW_HP;
-    return q;
 }

@@ -133,7 +133,7 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
     const lnl_saved *o = saved && m->recompute_norm ? &ws.fwd : s;
     /* block scaling training: also ln8ᵀ with its own tiles, for wgrad */
     f8i_qbuf q = {(uint8_t *)o->ln, saved ? s->lnt : NULL, o->ln_sinv, f8_ctx_slot_dtype(ctx, F8_DIR_FORWARD),
-                  f8i_quantizer_blocked(&m->q) ? s->lnt_sinv : o->ln_sinv, m->q.act};
+                  f8i_quantizer_sinv(&m->q, o->ln_sinv, s->lnt_sinv), m->q.act};
     f8_status st;
     /* wgrad_hp training: the high-precision norm output is the saved wgrad operand */
     void *ln_hp = saved && s->ln_hp ? s->ln_hp : NULL;

@@ -114,9 +114,8 @@ static size_t fwd_layout(const f8_module *m, int64_t T, int training, f8i_layout
     if (!training) place(m, l, T > 0 ? T : 1, 1, &w->fwd);
     else w->a8 = f8i_take(l, (size_t)(T * F));
     if (training && m->recompute_norm) rln_layout(m, T, l, w);
-    w->a8_sinv = NULL;
-    if (training && m->fp8 && f8i_quantizer_blocked(&m->q))
-        w->a8_sinv = (float *)f8i_take(l, (size_t)f8i_mode_scales(m->q.act, T, F) * sizeof(float));
+    /* a8's scale_inv when it is not the saved column-wise copy's */
+    w->a8_sinv = training && m->fp8 ? f8i_quantizer_take_own_sinv(&m->q, l, T, F) : NULL;
     w->hp = NULL; /* the norm's output, then the activation's */
     if (m->fp8 && m->q.unfused)
         w->hp = f8i_take(l, (size_t)(T * (H > F ? H : F)) * f8_dtype_size(m->param_dtype));
@@ -187,7 +186,7 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
     void *ln = rec ? ws.rln.data : s->n.ln;
     float *ln_sinv = rec ? ws.rln.scale_inv : s->n.ln_sinv;
     const f8i_qbuf q = {(uint8_t *)ln, saved ? s->n.lnt : NULL, ln_sinv, qdt,
-                        f8i_quantizer_blocked(&m->q) ? s->n.lnt_sinv : ln_sinv, m->q.act};
+                        f8i_quantizer_sinv(&m->q, ln_sinv, s->n.lnt_sinv), m->q.act};
     /* wgrad_hp training: the high-precision norm and activation outputs are saved (the wgrad operands) */
     const int keep_hp = saved && s->act_hp;
     f8_status st = f8i_module_norm_input(m, x, GEMM1_INPUT, &q, keep_hp ? s->n.ln_hp : ws.hp, s->n.mu, s->n.rsigma,

@@ -88,8 +88,8 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
     if (saved && !m->q.wgrad_hp) { /* X8ᵀ and its scale_inv outlive the call */
         const linear_saved *s = (const linear_saved *)saved->impl;
         ws.x8.data_t = s->xt;
-        if (f8i_quantizer_blocked(&m->q)) ws.x8.scale_inv_t = s->x_scale_inv; /* X8ᵀ has its own tiles */
-        else ws.x8.scale_inv = ws.x8.scale_inv_t = s->x_scale_inv;
+        ws.x8.scale_inv_t = s->x_scale_inv;
+        ws.x8.scale_inv = f8i_quantizer_sinv(&m->q, s->x_scale_inv, ws.x8.scale_inv); /* one scalar: X8's too */
     }
     f8_status st = f8i_weight_cast(ctx, w, mb, saved != NULL);
     if (st == F8_OK)

@@ -3,7 +3,6 @@
  * f8_module_* calls, argument checks, saved state and the FP8 casts every
  * module makes. Written once for every module.
  */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,13 +67,8 @@ static f8_status spec_check(f8_ctx *ctx, const f8i_module_spec *s, const char *f
     if (st == F8_OK && s->has_norm) st = flag_check(ctx, fn, "zero_centered_gamma", s->zero_centered_gamma);
     if (st == F8_OK && s->has_norm) st = f8i_norm_config_check(ctx, fn, s->normalization, s->eps);
     if (st == F8_OK && s->has_norm) st = flag_check(ctx, fn, "recompute_norm_output", s->recompute_norm);
-    /* Block and row-wise scaling save a column-wise copy quantized from the
-     * norm's high-precision output; re-creating it is not implemented. */
     const f8i_quantizer q = f8i_quantizer_for(ctx);
-    if (st == F8_OK && s->recompute_norm && s->fp8 && f8i_quantizer_blocked(&q))
-        st = f8i_error(ctx, F8_ERR_UNSUPPORTED, "%s: config.recompute_norm_output is not supported under %s "
-                                                "scaling (F8_RECIPE_%s); use delayed or current scaling", fn,
-                       q.act == F8I_SCALING_ROW ? "row-wise" : "block", q.act == F8I_SCALING_ROW ? "ROWWISE*" : "BLOCK");
+    if (st == F8_OK && s->recompute_norm && s->fp8) st = f8i_quantizer_check_recompute_norm(ctx, &q, fn);
     if (st == F8_OK) st = f8i_check_fp8_weights(ctx, fn, s->fp8, s->fp8_weights);
     return st;
 }
@@ -493,12 +487,7 @@ f8_status f8i_module_backward_aux(f8_module *m, const f8i_module_class *cls, f8_
 
 float *f8i_take_sinv(const f8_module *m, f8i_layout *l, int64_t rows, int64_t cols, size_t bytes)
 {
-    if (f8i_quantizer_blocked(&m->q)) {
-        const int64_t r = f8i_mode_scales(m->q.act, rows, cols), c = f8i_mode_scales(m->q.act, cols, rows);
-        const size_t grid = (size_t)(r > c ? r : c) * sizeof(float);
-        if (grid > bytes) bytes = grid;
-    }
-    return (float *)f8i_take(l, bytes);
+    return (float *)f8i_take(l, f8i_quantizer_sinv_bytes(&m->q, rows, cols, bytes));
 }
 
 f8i_qbuf f8i_take_qbuf(f8_module *m, f8i_layout *l, f8_direction dir, int64_t rows, int64_t cols, int t)
@@ -506,13 +495,7 @@ f8i_qbuf f8i_take_qbuf(f8_module *m, f8i_layout *l, f8_direction dir, int64_t ro
     f8i_qbuf q;
     q.data = (uint8_t *)f8i_take(l, (size_t)(rows * cols));
     q.data_t = t ? (uint8_t *)f8i_take(l, (size_t)(rows * cols)) : NULL;
-    if (f8i_quantizer_blocked(&m->q)) {
-        q.scale_inv = (float *)f8i_take(l, (size_t)f8i_mode_scales(m->q.act, rows, cols) * sizeof(float));
-        q.scale_inv_t = t ? (float *)f8i_take(l, (size_t)f8i_mode_scales(m->q.act, cols, rows) * sizeof(float)) : NULL;
-    } else {
-        q.scale_inv = (float *)f8i_take(l, sizeof(float));
-        q.scale_inv_t = q.scale_inv; /* one scalar for both orientations */
-    }
+    f8i_quantizer_take_sinv(&m->q, l, rows, cols, t, &q.scale_inv, &q.scale_inv_t);
     q.dtype = f8_ctx_slot_dtype(m->ctx, dir);
     q.mode = m->q.act;
     return q;
@@ -523,32 +506,6 @@ f8i_qbuf f8i_take_qbuf(f8_module *m, f8i_layout *l, f8_direction dir, int64_t ro
 #define SET_DBIAS(c, w, reduce, rows, cols)                                                                         \
     ((c).dbias = (w)->db, (c).dbias_dtype = (w)->dtype, (c).dbias_accumulate = 1, (c).workspace = (reduce),          \
      (c).workspace_bytes = f8i_reduce_workspace_bytes((rows), (cols)))
-
-/* Block and row-wise scaling's module cast (the activation quantizer's
- * mode: 1x128 tiles, or one scale per row), both orientations from src. */
-static f8_status block_quantize(f8_module *m, const void *src, f8_dtype src_dtype, int64_t rows, int64_t cols,
-                                f8_slot sl, const f8i_qbuf *out, f8i_weight *dbias_of, void *reduce)
-{
-    f8_ctx *ctx = m->ctx;
-    f8i_cast_args c;
-    memset(&c, 0, sizeof c);
-    c.src = src;
-    c.src_dtype = src_dtype;
-    c.rows = rows;
-    c.cols = cols;
-    c.mode = m->q.act;
-    c.out_dtype = out->dtype;
-    c.scaled_max = ldexpf(f8_fp8_max(out->dtype), -ctx->recipe.margin);
-    c.pow2 = ctx->recipe.power_2_scales;
-    c.out = out->data;
-    c.scale_inv = out->data ? out->scale_inv : NULL;
-    c.out_t = out->data_t;
-    c.scale_inv_t = out->data_t ? out->scale_inv_t : NULL;
-    c.amax = f8i_slot_amax(ctx, sl); /* the step's record, as under current scaling */
-    c.stats = f8i_slot_stats(ctx, sl);
-    if (dbias_of && dbias_of->db) SET_DBIAS(c, dbias_of, reduce, rows, cols);
-    return f8i_op_cast(ctx, &c);
-}
 
 f8i_cast_args f8i_module_cast_args(f8_ctx *ctx, f8_slot sl, const void *src, f8_dtype src_dtype, int64_t rows,
                                    int64_t cols, const f8i_qbuf *out)
@@ -572,10 +529,10 @@ f8_status f8i_module_quantize(f8_module *m, const void *src, f8_dtype src_dtype,
 {
     f8_ctx *ctx = m->ctx;
     const f8_slot sl = dir == F8_DIR_FORWARD ? m->fwd[slot] : m->bwd[slot];
-    if (f8i_quantizer_blocked(&m->q)) return block_quantize(m, src, src_dtype, rows, cols, sl, out, dbias_of, reduce);
     f8i_cast_args c = f8i_module_cast_args(ctx, sl, src, src_dtype, rows, cols, out);
     c.out_t = out->data_t;
-    F8I_TRY(f8i_slot_prepare(ctx, sl, out->dtype, src, src_dtype, rows * cols, NULL, 1, &c.amax));
+    c.scale_inv_t = out->scale_inv_t;
+    F8I_TRY(f8i_quantizer_cast_scaling(ctx, m->q.act, sl, &c));
     if (dbias_of && dbias_of->db) SET_DBIAS(c, dbias_of, reduce, rows, cols);
     return f8i_op_cast(ctx, &c);
 }

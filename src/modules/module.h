@@ -219,8 +219,9 @@ f8_status f8i_module_quantize(f8_module *m, const void *src, f8_dtype src_dtype,
                               f8_direction dir, int slot, const f8i_qbuf *out, f8i_weight *dbias_of, void *reduce);
 /* The per-tensor cast of src [rows, cols] into out's codes (no transpose,
  * no amax, no dbias) with slot sl's scale as it stands: the args every
- * module cast starts from (f8i_module_quantize adds the transpose, the
- * amax and dbias; sequence parallel moves out to this rank's rows). */
+ * module cast starts from (f8i_module_quantize adds the transpose and the
+ * quantizer's scaling, f8i_quantizer_cast_scaling, and dbias; sequence
+ * parallel moves out to this rank's rows). */
 f8i_cast_args f8i_module_cast_args(f8_ctx *ctx, f8_slot sl, const void *src, f8_dtype src_dtype, int64_t rows,
                                    int64_t cols, const f8i_qbuf *out);
 

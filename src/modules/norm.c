@@ -158,7 +158,7 @@ void f8i_norm_saved_place(const f8_module *m, f8i_layout *l, int64_t T, int keep
     s->ln_hp = NULL;
     if (m->fp8 && m->q.wgrad_hp) { /* wgrad reads the norm output in high precision */
         s->ln_hp = f8i_take(l, (size_t)(T * K) * f8_dtype_size(m->param_dtype));
-    } else if (m->fp8 && f8i_quantizer_blocked(&m->q)) { /* the column-wise copy is quantized, not transposed */
+    } else if (m->fp8 && f8i_quantizer_colwise_from_hp(&m->q)) { /* the column-wise copy is quantized, not transposed */
         s->lnt = (uint8_t *)f8i_take(l, (size_t)(T * K));
         s->lnt_sinv = f8i_take_sinv(m, l, T, K, sizeof(float));
     }

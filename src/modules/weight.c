@@ -3,7 +3,6 @@
  * (layouts in weight.h). Every GEMM reads each operand's own scale_inv: the
  * workspace's private one, or the one its cast wrote next to the data.
  */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,7 +94,7 @@ f8_status f8i_weight_create(f8_ctx *ctx, f8i_weight *w, const f8i_weight_spec *s
         st = f8i_qtensor_create(ctx, f8_ctx_slot_dtype(ctx, F8_DIR_FORWARD), sp->rows, sp->cols, sp->acct, cat,
                                 F8_MEM_WORKSPACE_TRANSPOSE, &w->w8);
     }
-    if (st == F8_OK && sp->fp8 && sp->mode != F8I_SCALING_TENSOR) st = f8i_qtensor_reserve_scales(w->w8, sp->mode);
+    if (st == F8_OK && sp->fp8) st = f8i_qtensor_reserve_scales(w->w8, sp->mode);
     if (st == F8_OK && w->fp8_primary) {
         st = init_primary(ctx, w, sp->seed);
         w->w8_filled = 1;
@@ -112,34 +111,6 @@ void f8i_weight_destroy(f8_ctx *ctx, f8i_weight *w)
     memset(w, 0, sizeof *w);
 }
 
-/* Block or row-wise scaling: W → codes and their transpose with the
- * workspace's mode (one scale per 128x128 block, both grids; or one per row
- * of W and one per column for the transpose, each orientation quantized
- * from W), the amax into the WEIGHT slot's record. */
-static f8_status block_cast(f8_ctx *ctx, f8i_weight *w, const float *noop)
-{
-    f8i_cast_args c;
-    memset(&c, 0, sizeof c);
-    c.src = w->w;
-    c.src_dtype = w->dtype;
-    c.rows = w->rows;
-    c.cols = w->cols;
-    c.mode = w->w8->mode;
-    c.out_dtype = w->w8->dtype;
-    c.scaled_max = ldexpf(f8_fp8_max(c.out_dtype), -ctx->recipe.margin);
-    c.pow2 = ctx->recipe.power_2_scales;
-    c.out = w->w8->data;
-    c.scale_inv = w->w8->bsinv;
-    c.out_t = w->w8->t;
-    c.scale_inv_t = w->w8->bsinv_t;
-    c.amax = f8i_slot_amax(ctx, w->slot);
-    c.stats = f8i_slot_stats(ctx, w->slot);
-    c.noop = noop;
-    f8_status st = f8i_op_cast(ctx, &c);
-    if (st == F8_OK) w->w8->t_valid = 1;
-    return st;
-}
-
 f8_status f8i_weight_cast(f8_ctx *ctx, f8i_weight *w, f8_microbatch mb, int with_transpose)
 {
     if (w->fp8_primary) {
@@ -152,13 +123,8 @@ f8_status f8i_weight_cast(f8_ctx *ctx, f8i_weight *w, f8_microbatch mb, int with
     const float *noop = NULL;
     if (w->w8_filled && ctx->weight_noop) noop = ctx->noop; /* graph mode: the device flag decides */
     else if (mb == F8_MICROBATCH_NOT_FIRST && w->w8_filled) return F8_OK;
-    if (w->w8->mode != F8I_SCALING_TENSOR) {
-        f8_status st = block_cast(ctx, w, noop);
-        if (st == F8_OK) w->w8_filled = 1;
-        return st;
-    }
     f8_tensor src = f8i_weight_view(w, 0);
-    f8_status st = f8_qtensor_quantize(w->w8, &src, w->slot, with_transpose, noop);
+    f8_status st = f8i_qtensor_cast(w->w8, &src, w->slot, with_transpose, noop);
     if (st == F8_OK) w->w8_filled = 1;
     return st;
 }
@@ -226,12 +192,6 @@ f8_tensor f8i_weight_view(const f8i_weight *w, int grad)
 }
 
 f8_tensor f8i_bias_view(const f8i_weight *w, int grad) { return f8_tensor_make(grad ? w->db : w->b, w->dtype, 1, w->rows); }
-
-/* Block scaling's GEMM of a (A [m, k], 1x128 tiles) with b (B [n, k],
- * b_block_rows 128 for the weight's codes, 1 for an activation's). */
-/* The weight's workspace holds 128x128 blocks (block scaling): its GEMMs
- * take block-scaled operands. */
-static int blocked(const f8i_weight *w) { return w->fp8 && w->w8->mode != F8I_SCALING_TENSOR; }
 
 static f8i_gemm_args gemm(int64_t m, int64_t n, int64_t k)
 {
@@ -339,8 +299,7 @@ f8_status f8i_weight_dgrad(f8_ctx *ctx, f8i_weight *w, const f8i_operand *dy, vo
     g.d_dtype = dx_dtype;
     g.accumulate = accumulate;
     if (w->fp8) {
-        /* a no-op when the forward cast made it (the block cast always makes it) */
-        F8I_TRY(blocked(w) ? F8_OK : f8_qtensor_transpose(w->w8, NULL));
+        F8I_TRY(f8i_qtensor_colwise(w->w8)); /* a no-op when the forward cast made it */
         weight_b(w, 1, &g); /* W8ᵀ [cols, rows] */
         g.split_accum = 1;
         set_ws(&g, gws, f8i_weight_gemm_workspace(w, T, 1));
@@ -427,16 +386,7 @@ f8_status f8i_check_act(f8_ctx *ctx, const f8_tensor *t, const char *name, int64
 f8_status f8i_check_fp8_weights(f8_ctx *ctx, const char *fn, int fp8, int fp8_weights)
 {
     const f8i_quantizer q = f8i_quantizer_for(ctx);
-    if (fp8_weights && q.weight == F8I_SCALING_ROW)
-        return f8i_error(ctx, F8_ERR_UNSUPPORTED, "%s: fp8_weights = 1 is not supported under row-wise scaling (a "
-                                                  "row-scaled primary weight would carry a scale per output channel "
-                                                  "through checkpoints and the optimizer, and its column-wise copy "
-                                                  "for dgrad needs the high-precision values); use fp8_weights = 0",
-                         fn);
-    if (fp8_weights && q.weight != F8I_SCALING_TENSOR)
-        return f8i_error(ctx, F8_ERR_UNSUPPORTED, "%s: fp8_weights = 1 is not supported under block scaling yet (a "
-                                                  "block-scaled primary weight would carry a scale per 128x128 block "
-                                                  "through checkpoints and the optimizer); use fp8_weights = 0", fn);
+    if (fp8_weights) F8I_TRY(f8i_quantizer_check_fp8_weights(ctx, &q, fn));
     if (fp8_weights && !fp8)
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: fp8_weights = 1 needs fp8 = 1 (an FP8 primary weight is "
                                                        "only used by FP8 GEMMs)", fn);
