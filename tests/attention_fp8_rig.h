@@ -23,7 +23,8 @@ typedef struct fp8_shape {
     int64_t B, S, nh, hd;
 } fp8_shape;
 
-/* The scales a run is given (written into the slots before the forward). */
+/* The scales a run is given (written into the slots before the forward).
+ * In the reference, o = 0 leaves O unquantized (current scaling: y = bf16(O)). */
 typedef struct fp8_scales {
     float qkv, s, o;
 } fp8_scales;
@@ -34,6 +35,7 @@ typedef struct fp8_run {
     float *dqkv;     /* [T, 3C] (runs with dy) */
     float amax[3];   /* the QKV, S and O slots' accumulators after the forward (reference: its amaxes) */
     float scale[3];  /* the slots' scales after f8_ctx_update_scales(FORWARD) (runs only) */
+    float used[3], used_inv[3]; /* the slots' scale and scale_inv right after the forward (runs only) */
 } fp8_run;
 
 static inline int64_t fp8_T(fp8_shape s) { return s.B * s.S; }
@@ -52,7 +54,7 @@ static inline double e4m3_step(double v)
 static inline void fp8_reference(fp8_shape sh, const float *qkv, fp8_scales sc, float *y, float amax[3])
 {
     const int64_t T = fp8_T(sh), C = fp8_C(sh), S = sh.S, hd = sh.hd;
-    const float dq = 1.0f / sc.qkv, ds = 1.0f / sc.s, dso = 1.0f / sc.o;
+    const float dq = 1.0f / sc.qkv, ds = 1.0f / sc.s, dso = sc.o > 0.0f ? 1.0f / sc.o : 1.0f;
     const double c = 1.0 / sqrt((double)hd);
     double *v8 = (double *)xmalloc((size_t)(T * 3 * C) * sizeof(double));
     double *p = (double *)xmalloc((size_t)S * sizeof(double));
@@ -84,7 +86,8 @@ static inline void fp8_reference(fp8_shape sh, const float *qkv, fp8_scales sc, 
                     for (int64_t j = 0; j <= i; j++) o += p[j] * v8[(b * S + j) * 3 * C + 2 * C + h * hd + d];
                     o *= (double)ds * dq;
                     amax_o = fmax(amax_o, fabs(o));
-                    y[(b * S + i) * C + h * hd + d] = f8_bf16_to_float(f8_bf16_from_float(e4m3_of((float)o * sc.o) * dso));
+                    const float on = sc.o > 0.0f ? e4m3_of((float)o * sc.o) * dso : (float)o;
+                    y[(b * S + i) * C + h * hd + d] = f8_bf16_to_float(f8_bf16_from_float(on));
                 }
             }
     amax[2] = (float)amax_o;
@@ -153,7 +156,8 @@ static inline void fp8_run_once(f8_ctx *ctx, fp8_shape sh, const float *qkv, con
     f8_slot sl[3];
     CHECK_OK(ctx, f8_attention_fp8_slots(a, sl));
     const float scales[3] = {sc.qkv, sc.s, sc.o};
-    for (int k = 0; k < 3; k++) CHECK_OK(ctx, f8_slot_write(ctx, sl[k], scales[k], 1.0f / scales[k], NULL));
+    for (int k = 0; k < 3; k++)
+        if (scales[k] > 0.0f) CHECK_OK(ctx, f8_slot_write(ctx, sl[k], scales[k], 1.0f / scales[k], NULL));
     f8_tensor tq = f8_tensor_make(fp8_put_bf16(ctx, qkv, (size_t)(T * 3 * C)), F8_DTYPE_BF16, T, 3 * C);
     f8_tensor ty = f8_tensor_make(balloc(ctx, (size_t)(T * C) * 2), F8_DTYPE_BF16, T, C);
     if (fp8_earlier_qkv) {
@@ -161,7 +165,8 @@ static inline void fp8_run_once(f8_ctx *ctx, fp8_shape sh, const float *qkv, con
         CHECK_OK(ctx, f8_attention_forward(a, &te, sh.B, sh.S, &ty, sv));
         f8_ctx_free(ctx, te.data);
         float *zero = (float *)calloc((size_t)f8_ctx_recipe(ctx)->amax_history_len, sizeof(float));
-        for (int k = 0; k < 3; k++) CHECK_OK(ctx, f8_slot_write(ctx, sl[k], scales[k], 1.0f / scales[k], zero));
+        for (int k = 0; k < 3; k++)
+            if (scales[k] > 0.0f) CHECK_OK(ctx, f8_slot_write(ctx, sl[k], scales[k], 1.0f / scales[k], zero));
         free(zero);
     }
     if (fp8_before_forward) fp8_before_forward(ctx);
@@ -180,7 +185,7 @@ static inline void fp8_run_once(f8_ctx *ctx, fp8_shape sh, const float *qkv, con
     const int L = f8_ctx_recipe(ctx)->amax_history_len;
     float *hist = (float *)xmalloc((size_t)L * sizeof(float));
     for (int k = 0; k < 3; k++) {
-        CHECK_OK(ctx, f8_slot_read(ctx, sl[k], NULL, NULL, hist));
+        CHECK_OK(ctx, f8_slot_read(ctx, sl[k], &r->used[k], &r->used_inv[k], hist));
         r->amax[k] = hist[0];
     }
     CHECK_OK(ctx, f8_ctx_update_scales(ctx, F8_DIR_FORWARD));

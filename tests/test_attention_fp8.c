@@ -15,10 +15,14 @@
  *    dequantized on the host, with the saved o and L; a forward without a
  *    saved state gives the same y;
  *  - refusals change nothing (slot counts, memory): FP32 dtype, a ctx with
- *    current or block scaling, fp8 = 2; f8_attention_fp8_slots on a BF16
- *    attention; zero tokens issue nothing.
+ *    block or row-wise scaling, fp8 = 2; f8_attention_fp8_slots on a BF16
+ *    attention; zero tokens issue nothing;
+ *  - current scaling (test_current): the FP64 reference with the scales
+ *    the recipe defines, the slots' scales as stated, with and without
+ *    power-of-two scales.
  */
 #include "attention_fp8_rig.h"
+#include "core/numerics.h"
 #include "core/ops.h"
 
 static float *rand_bf16(test_rng *r, size_t n, double amp)
@@ -177,8 +181,8 @@ static void test_refusals(f8_ctx *ctx)
     cfg.fp8 = 2;
     expect_refused(ctx, &cfg, F8_ERR_INVALID_ARGUMENT, "fp8 = 2");
     cfg.fp8 = 1;
-    const f8_recipe_kind kinds[2] = {F8_RECIPE_CURRENT, F8_RECIPE_BLOCK};
-    for (int k = 0; k < 2; k++) {
+    const f8_recipe_kind kinds[3] = {F8_RECIPE_BLOCK, F8_RECIPE_ROWWISE, F8_RECIPE_ROWWISE_GW_HP};
+    for (int k = 0; k < 3; k++) {
         f8_recipe rec = f8_recipe_default();
         rec.kind = kinds[k];
         char why[256] = "";
@@ -234,6 +238,76 @@ static void test_against_bf16(f8_ctx *ctx)
     }
 }
 
+/* Current scaling (TE's Float8CurrentScaling form): QKV's scale from this
+ * qkv's amax (the amax pass before the cast), S's the amax-1 scale (P of
+ * query 0 is 1 in every causal call), O not quantized (y = bf16(O)), O's
+ * amax recorded; with power_2_scales both scales rounded down to powers of
+ * two. Against the FP64 reference with those scales: every element within
+ * 2^-4 of max(|ref|, rms) (one flipped P8 rounding) and 99% bitwise equal;
+ * the slots' scale and scale_inv after the forward exactly as stated; the
+ * chain against the BF16 attention of the same inputs within 8% (y) and
+ * 20% (dqkv) (measured 3.5-4.6% and 3.5-4.5%). */
+static void test_current(int pow2)
+{
+    f8_recipe rec = f8_recipe_default();
+    rec.kind = F8_RECIPE_CURRENT;
+    rec.power_2_scales = pow2;
+    rec.amax_history_len = 1;
+    char why[256] = "";
+    f8_ctx *ctx = test_ctx(F8_BACKEND_CPU, &rec, why);
+    if (!ctx) die(why, NULL);
+    const fp8_shape shapes[] = {{1, 1, 1, 16}, {2, 7, 3, 16}, {1, 13, 2, 32}, {2, 33, 1, 64}, {1, 64, 2, 64}};
+    test_rng r = {0xC5C5 + (uint64_t)pow2};
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        const fp8_shape sh = shapes[k];
+        const size_t n3 = (size_t)(fp8_T(sh) * 3 * fp8_C(sh)), n1 = (size_t)(fp8_T(sh) * fp8_C(sh));
+        float *qkv = rand_bf16(&r, n3, 1.0), *dy = rand_bf16(&r, n1, 1.0);
+        const float amax = max_abs(qkv, n3);
+        float sq = 448.0f / amax, ss = 448.0f;
+        if (pow2) sq = f8i_bits_float(f8i_float_bits(sq) & 0xFF800000u), ss = 256.0f;
+        const fp8_scales want = {sq, ss, 0.0f};
+        float *ref = (float *)xmalloc(n1 * sizeof(float)), ram[3];
+        fp8_reference(sh, qkv, want, ref, ram);
+        /* the slots start at other scales: the forward must set its own */
+        const fp8_scales start = {3.0f, 5.0f, 7.0f};
+        fp8_run run;
+        fp8_run_once(ctx, sh, qkv, dy, start, &run);
+        double ss2 = 0.0, worst = 0.0;
+        size_t same = 0;
+        for (size_t i = 0; i < n1; i++) ss2 += (double)ref[i] * ref[i];
+        const double rms = sqrt(ss2 / (double)n1);
+        for (size_t i = 0; i < n1; i++) {
+            same += run.y[i] == ref[i];
+            const double e = fabs((double)run.y[i] - ref[i]) / fmax(fabs((double)ref[i]), rms);
+            if (e > worst || e != e) worst = e != e ? INFINITY : e;
+        }
+        const double exact = (double)same / (double)n1;
+        printf("  current scaling%s B%lld S%lld nh%lld hd%lld: y worst %.3g of max(|ref|, rms), %.4f bitwise; scales "
+               "QKV %.9g S %.9g\n", pow2 ? " (pow2)" : "", (long long)sh.B, (long long)sh.S, (long long)sh.nh,
+               (long long)sh.hd, worst, exact, (double)run.used[0], (double)run.used[1]);
+        CHECK(worst <= 0x1p-4 && exact >= 0.99, "current scaling: y worst %.3g, %.4f bitwise", worst, exact);
+        CHECK(run.used[0] == sq && run.used_inv[0] == 1.0f / sq, "current scaling: QKV scale %.9g / %.9g, expected %.9g",
+              (double)run.used[0], (double)run.used_inv[0], (double)sq);
+        CHECK(run.used[1] == ss && run.used_inv[1] == 1.0f / ss, "current scaling: S scale %.9g / %.9g, expected %.9g",
+              (double)run.used[1], (double)run.used_inv[1], (double)ss);
+        CHECK(run.used[2] == 7.0f, "current scaling: O's scale %.9g changed (O is not quantized)", (double)run.used[2]);
+        CHECK(run.amax[0] == amax && run.amax[1] == 1.0f, "current scaling: amaxes QKV %.9g (max|qkv| %.9g), S %.9g",
+              (double)run.amax[0], (double)amax, (double)run.amax[1]);
+        CHECK(fabs((double)run.amax[2] - ram[2]) <= 1e-5 * ram[2], "current scaling: O amax %.9g, reference %.9g",
+              (double)run.amax[2], (double)ram[2]);
+        if (sh.S > 1) {
+            float *gb = NULL, *yb = fp8_bf16_run(ctx, sh, qkv, dy, &gb);
+            const double ey = fp8_rel_global(run.y, yb, n1, 0.0f), eg = fp8_rel_global(run.dqkv, gb, n3, 0.0f);
+            printf("    against the BF16 attention: y %.4f, dqkv %.4f\n", ey, eg);
+            CHECK(ey > 0.0 && ey <= 0.08 && eg <= 0.2, "current scaling: y %.4f, dqkv %.4f from the BF16 attention", ey, eg);
+            free(yb), free(gb);
+        }
+        fp8_run_free(&run);
+        free(ref), free(qkv), free(dy);
+    }
+    f8_ctx_destroy(ctx);
+}
+
 int main(void)
 {
     char why[256] = "";
@@ -246,6 +320,8 @@ int main(void)
     test_backward(ctx);
     test_refusals(ctx);
     test_against_bf16(ctx);
+    test_current(0);
+    test_current(1);
     (void)fp8_check_gqa(ctx, 2, 13, 4, 2, 16, 0x6A0);
     (void)fp8_check_gqa(ctx, 1, 33, 6, 1, 32, 0x6A1);
     f8_ctx_destroy(ctx);

@@ -32,6 +32,10 @@
  *    (cast + kernel = 2 on f8's kernel; cast + prep + cuDNN + finish = 4).
  *  - GQA (f8's FP8 kernel): y, amaxes and dq bitwise those of the multi-head
  *    run with k and v copied to each query head, dk and dv their group sums.
+ *  - current scaling (a second ctx pair, F8_RECIPE_CURRENT): the same
+ *    checks on f8's kernel and cuDNN's current-scaling graph (O in BF16),
+ *    the QKV scale bitwise the CPU's amax pass, S's 448, one more launch
+ *    (the amax pass).
  * Inputs of amplitude 1 and 4 (peaked rows, as trained attention has).
  * Shapes: generic (head_dim 16, 32, S = 1, 7, 13), cuDNN's (head_dim 64
  * and 128, S = 1, 64, 129, 200, 1024; F8_TEST_QUICK: 256) and f8_train's
@@ -46,6 +50,7 @@
 enum { CPU = 0, GPU = 1 };
 
 static f8_ctx *g_ctx[2];
+static int g_cs; /* g_ctx is a current-scaling pair: O is not quantized, the QKV cast has its amax pass */
 
 static float *rand_bf16(test_rng *r, size_t n, double amp)
 {
@@ -205,8 +210,13 @@ static int check_shape_big(fp8_shape sh, int mode, int want_cudnn, double amp, i
           (double)dirty.amax[1], (double)dirty.amax[2], (double)gpu.amax[1], (double)gpu.amax[2]);
     /* saturated O8 stays finite (E4M3 has no infinity: an unsaturated overflow would be NaN) */
     size_t bad = 0;
-    for (size_t i = 0; i < n1; i++) bad += !isfinite(gpu.y[i]) || fabsf(gpu.y[i]) > 448.0f / sc.o * 1.01f;
+    for (size_t i = 0; i < n1; i++) bad += !isfinite(gpu.y[i]) || (!g_cs && fabsf(gpu.y[i]) > 448.0f / sc.o * 1.01f);
     CHECK(bad == 0, "[%s] %zu y elements not finite or beyond O8's range", name, bad);
+    /* the scales the forward used: the QKV cast's (current scaling: its amax pass, bitwise the CPU's), S's */
+    CHECK(gpu.used[0] == cpu.used[0] && gpu.used_inv[0] == cpu.used_inv[0], "[%s] QKV scale %.9g, cpu %.9g", name,
+          (double)gpu.used[0], (double)cpu.used[0]);
+    CHECK(!g_cs || (gpu.used[1] == 448.0f && gpu.used_inv[1] == 1.0f / 448.0f), "[%s] current scaling: S scale %.9g",
+          name, (double)gpu.used[1]);
     fp8_run_free(&cpu), fp8_run_free(&gpu), fp8_run_free(&again), fp8_run_free(&dirty), fp8_run_free(&reused);
     free(qkv), free(dy);
     return path;
@@ -262,7 +272,7 @@ static void check_calls(fp8_shape sh)
     CHECK_OK(ctx, f8_ctx_counters_read(ctx, &c1));
     const int pf = f8i_cuda_attn_last_path(ctx);
     const uint64_t got = c1.launches - c0.launches;
-    const uint64_t want = pf == F8I_ATTN_PATH_CUDNN ? 4 : 2;
+    const uint64_t want = (pf == F8I_ATTN_PATH_CUDNN ? 4 : 2) + (g_cs ? 1 : 0); /* current scaling: the amax pass */
     CHECK(got == want, "FP8 forward: %llu launches, expected %llu", (unsigned long long)got, (unsigned long long)want);
     CHECK(c1.allocations == c0.allocations, "FP8 forward allocated");
     CHECK_OK(ctx, f8_attention_backward(a, sv, &ty, &tg));
@@ -334,6 +344,33 @@ int main(void)
         check_calls(large[i]);
     }
     printf("  cuDNN: %s\n", f8i_cuda_attn_info(g_ctx[GPU], NULL));
+    f8_ctx_destroy(g_ctx[CPU]);
+    f8_ctx_destroy(g_ctx[GPU]);
+
+    /* Current scaling (TE's Float8CurrentScaling form; test_attention_fp8.c
+     * holds the CPU to FP64): f8's kernel against the CPU, then cuDNN's
+     * current-scaling graph (O in BF16) against the chain, on a second pair. */
+    f8_recipe rec = f8_recipe_default();
+    rec.kind = F8_RECIPE_CURRENT;
+    rec.amax_history_len = 1;
+    if (test_ctx_pair("test_cuda_attention_fp8 (current scaling)", &rec, g_ctx)) return test_finish("test_cuda_attention_fp8");
+    g_cs = 1;
+    printf("  current scaling:\n");
+    f8i_cuda_attn_set_mode(g_ctx[GPU], F8I_ATTN_OWN);
+    check_shape(generic[0], F8I_ATTN_OWN, 0);
+    check_shape(fused[0], F8I_ATTN_OWN, 0);
+    check_shape_amp(fused[4], F8I_ATTN_OWN, 0, 4.0);
+    check_calls(fused[0]);
+    f8i_cuda_attn_set_mode(g_ctx[GPU], F8I_ATTN_AUTO);
+    (void)check_shape(fused[0], F8I_ATTN_AUTO, 0); /* loads cuDNN */
+    for (size_t i = 0; want && i < sizeof fused / sizeof fused[0]; i++)
+        if (fused[i].S > 1) check_shape(fused[i], F8I_ATTN_AUTO, 1);
+    check_shape_amp(fused[4], F8I_ATTN_AUTO, want, 4.0);
+    check_shape_amp(train50m, F8I_ATTN_AUTO, want, 1.0);
+    check_calls(fused[0]);
+    check_calls(train50m);
+    for (size_t i = 1; want && !quick && i < 3; i++) check_shape_big(large[i], F8I_ATTN_AUTO, 1, 1.0, 1);
+    printf("  cuDNN (current scaling): %s\n", f8i_cuda_attn_info(g_ctx[GPU], NULL));
     f8_ctx_destroy(g_ctx[CPU]);
     f8_ctx_destroy(g_ctx[GPU]);
     return test_finish("test_cuda_attention_fp8");

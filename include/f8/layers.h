@@ -484,11 +484,20 @@ F8_API f8_status f8_embedding_backward(f8_ctx *ctx, const int32_t *tokens, int64
  * is wrong at training shapes and never used. The
  * backward is a dequantize plus the BF16 backward. Memory: the saved state
  * adds the codes (T·3C bytes) and the reservation the backward's BF16 qkv
- * (T·3C·2 bytes). Errors: create with fp8 = 1:
+ * (T·3C·2 bytes).
+ * Under F8_RECIPE_CURRENT (TE's Float8CurrentScaling form of fp8_dpa) the
+ * same chain with: scale_qkv from this qkv's own amax (the amax pass before
+ * the cast, as every current-scaling cast); scale_s the amax-1 scale
+ * (fp8_max·2^-margin, a power of two with power_2_scales: P's amax is 1 in
+ * every causal call, so that is S's own amax), written into the S slot by
+ * the forward; O not quantized: y = dt(O) (TE has cuDNN write O in high
+ * precision under current scaling), its amax still recorded in the O slot,
+ * whose scale is left as it is. One launch more (the amax pass).
+ * Errors: create with fp8 = 1:
  * F8_ERR_DTYPE unless dtype is BF16, F8_ERR_UNSUPPORTED unless the ctx's
- * recipe is F8_RECIPE_DELAYED (S and O have no tensor to measure before the
- * fused cast), F8_ERR_INVALID_ARGUMENT for fp8 not 0 or 1; a refused create
- * registers nothing.
+ * recipe is F8_RECIPE_DELAYED or F8_RECIPE_CURRENT (block and row-wise
+ * scales have no fused FP8 attention here), F8_ERR_INVALID_ARGUMENT for fp8
+ * not 0 or 1; a refused create registers nothing.
  *
  * GQA (config.n_kv_head = G < n_head, Llama's grouped-query attention; G = 1
  * is multi-query). qkv is then [T, (n_head + 2G)·head_dim]: per row
@@ -513,7 +522,7 @@ typedef struct f8_attention_config {
                            keeps qkv): the saved state then holds no copy of y (T·C elements less) and the
                            forward writes none; default 0 (the saved state copies y) */
     int fp8;            /* 1: FP8 attention (TE's fp8_dpa, with its F16 backward): see "FP8" above;
-                           needs dtype BF16 and a ctx with F8_RECIPE_DELAYED; default 0 */
+                           needs dtype BF16 and a ctx with F8_RECIPE_DELAYED or F8_RECIPE_CURRENT; default 0 */
     int64_t n_kv_head;  /* key/value heads (grouped-query attention, see "GQA" above): divides n_head;
                            1 is multi-query; 0 (or n_head, the default) is multi-head */
 } f8_attention_config;

@@ -18,7 +18,8 @@
  * style, the oracle of cuDNN's FP8 graph: E4M3 codes decoded exactly, each
  * dot product a double sum rounded to FP32 then descaled, P normalized
  * before it is scaled and rounded to E4M3 (the graph's order), O's amax
- * taken before scale_o.
+ * taken before scale_o. Under current scaling the op first writes S's
+ * scale into the slot (s_scale_now) and leaves O unquantized (o_scale NULL).
  */
 #include <math.h>
 #include <stddef.h>
@@ -134,8 +135,10 @@ static void amax_into(float *acc, float v)
 static f8_status fp8_forward(f8_ctx *ctx, const f8i_attn_fwd_args *a)
 {
     const int64_t B = a->batch, S = a->seq, nh = a->n_head, hd = a->head_dim;
+    if (a->s_scale_now > 0.0f) *a->s_scale = a->s_scale_now, *a->s_scale_inv = 1.0f / a->s_scale_now; /* current scaling */
     const float c2 = a->scale_log2, dq = *a->qkv_scale_inv, ss = *a->s_scale, ds = *a->s_scale_inv;
-    const float so = *a->o_scale, dso = *a->o_scale_inv;
+    const int quant_o = a->o_scale != NULL; /* current scaling: y = dt(O) */
+    const float so = quant_o ? *a->o_scale : 1.0f, dso = quant_o ? *a->o_scale_inv : 1.0f;
     const uint8_t *qkv = (const uint8_t *)a->qkv;
     float *srow = a->rows, *prow = a->rows + S, amax_s = 0.0f, amax_o = 0.0f;
     F8I_COUNT_LAUNCHES(ctx, 1);
@@ -162,7 +165,7 @@ static f8_status fp8_forward(f8_ctx *ctx, const f8i_attn_fwd_args *a)
                     for (int64_t j = 0; j <= i; j++) acc += (double)prow[j] * f8i_fp8_decode(qkv[w.v + j * w.ld3 + d], 0);
                     const float o = (float)acc * ds * dq;
                     amax_into(&amax_o, o);
-                    const float yv = e4m3(o * so) * dso;
+                    const float yv = quant_o ? e4m3(o * so) * dso : o;
                     store(a->y, F8_DTYPE_BF16, w.y + i * w.ld1 + d, yv);
                     if (a->o) store(a->o, F8_DTYPE_BF16, w.y + i * w.ld1 + d, yv);
                 }

@@ -248,8 +248,10 @@ static bool fast_shape(f8_dtype dt, int64_t hd) { return dt == F8_DTYPE_BF16 && 
  * Grid, block and ownership as gen_fwd_kernel; each thread keeps its
  * running amaxes of P and O, and the block maxes them into the slots once. */
 typedef struct fp8_scales {
-    const float *dq, *s_scale, *s_scale_inv, *o_scale, *o_scale_inv;
+    float *s_scale, *s_scale_inv; /* the S slot's: read, or (s_now > 0) written by thread 0 of block 0 */
+    const float *dq, *o_scale, *o_scale_inv; /* o_scale NULL: O not quantized (current scaling) */
     float *s_amax, *o_amax;
+    float s_now; /* > 0: S's scale this call (current scaling) */
 } fp8_scales;
 
 static __device__ __forceinline__ float e4m3(uint8_t b) { return f8i_fp8_decode(b, 0); }
@@ -268,7 +270,10 @@ static __global__ void __launch_bounds__(GEN_THREADS)
 {
     const int lane = threadIdx.x & 31;
     const int64_t ld = sh.ld, warps = (int64_t)gridDim.x * (GEN_THREADS / 32); /* GQA: (nh + 2G)·hd */
-    const float dq = *f.dq, ss = *f.s_scale, ds = *f.s_scale_inv, so = *f.o_scale, dso = *f.o_scale_inv;
+    const bool now = f.s_now > 0.0f, quant_o = f.o_scale != NULL;
+    const float dq = *f.dq, ss = now ? f.s_now : *f.s_scale, ds = now ? __fdiv_rn(1.0f, f.s_now) : *f.s_scale_inv;
+    const float so = quant_o ? *f.o_scale : 1.0f, dso = quant_o ? *f.o_scale_inv : 1.0f;
+    if (now && blockIdx.x == 0 && threadIdx.x == 0) *f.s_scale = ss, *f.s_scale_inv = ds; /* no block reads them */
     float amax_s = 0.0f, amax_o = 0.0f;
     for (int64_t r = (int64_t)blockIdx.x * (GEN_THREADS / 32) + (threadIdx.x >> 5); r < sh.B * sh.nh * sh.S; r += warps) {
         const int64_t bh = r / sh.S, i = r - bh * sh.S, b = bh / sh.nh, h = bh - b * sh.nh;
@@ -297,7 +302,8 @@ static __global__ void __launch_bounds__(GEN_THREADS)
                 if (d >= sh.hd) continue;
                 const float ov = __fmul_rn(__fmul_rn(acc[u], ds), dq);
                 amax_o = fmaxf(amax_o, fabsf(ov));
-                const uint16_t yv = f8i_bf16_from_float(__fmul_rn(e4m3(f8i_fp8_encode(__fmul_rn(ov, so), 0)), dso));
+                const uint16_t yv =
+                    f8i_bf16_from_float(quant_o ? __fmul_rn(e4m3(f8i_fp8_encode(__fmul_rn(ov, so), 0)), dso) : ov);
                 y[(b * sh.S + i) * sh.C + h * sh.hd + d] = yv;
                 if (o_save) o_save[(b * sh.S + i) * sh.C + h * sh.hd + d] = yv;
             }
@@ -326,7 +332,8 @@ static f8_status forward(f8_ctx *ctx, const f8i_attn_fwd_args *a)
     f8i_cuda(ctx)->attn_last_path = F8I_ATTN_PATH_OWN;
     if (a->fp8) {
         const gen_shape sh = shape_of(a->batch, a->seq, a->n_head, a->n_kv_head, a->head_dim, a->scale, a->scale_log2);
-        const fp8_scales f = {a->qkv_scale_inv, a->s_scale, a->s_scale_inv, a->o_scale, a->o_scale_inv, a->s_amax, a->o_amax};
+        const fp8_scales f = {a->s_scale, a->s_scale_inv, a->qkv_scale_inv, a->o_scale, a->o_scale_inv,
+                              a->s_amax,  a->o_amax,      a->s_scale_now};
         F8I_COUNT_LAUNCHES(ctx, 1);
         gen_fwd_fp8_kernel<<<grid_size(ctx, BH * a->seq * 32, GEN_THREADS), GEN_THREADS, 0, f8i_stream(ctx)>>>(
             sh, f, (const uint8_t *)a->qkv, (uint16_t *)a->y, (uint16_t *)a->o, a->lse);

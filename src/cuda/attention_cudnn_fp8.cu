@@ -57,8 +57,11 @@ enum {
     DN_UID_VIRTUAL = 100
 };
 typedef struct dn_key {
-    int64_t dir, det, B, S, nh, hd, nkv; /* dir 2: the FP8 forward; det 1; nkv = nh */
+    int64_t dir, det, B, S, nh, hd, nkv; /* dir: DIR_*; det 1; nkv = nh */
 } dn_key;
+/* The graphs of this file: the FP8 forward under delayed scaling (O8) and
+ * under current scaling (O in BF16). */
+enum { DIR_FWD = 2, DIR_FWD_CS = 3 };
 typedef struct dn_plan {
     dn_key key;
     int ok;
@@ -87,13 +90,16 @@ static void *gb_dev_scalar(gb *g, const char *name, int64_t uid)
     return gb_tensor(g, name, uid, DN_FLOAT, one, one, 0, 0);
 }
 
-static void graph_forward_fp8(gb *g, const dn_dims *d)
+/* cs (current scaling): O in BF16 with scale_o a by-value 1 (TE's
+ * Float8CurrentScaling form of the same graph); else O8 with the O slot's. */
+static void graph_forward_fp8(gb *g, const dn_dims *d, int cs)
 {
     void *t[FW_COUNT];
-    gb_forward_io(g, d, DN_FP8_E4M3, t);
+    gb_forward_io(g, d, DN_FP8_E4M3, cs ? DN_BF16 : DN_FP8_E4M3, t);
     void *dsq = gb_dev_scalar(g, "descale_q", U_DESCALE_Q), *dsk = gb_dev_scalar(g, "descale_k", U_DESCALE_K);
     void *dsv = gb_dev_scalar(g, "descale_v", U_DESCALE_V), *ss = gb_dev_scalar(g, "scale_s", U_SCALE_S);
-    void *dss = gb_dev_scalar(g, "descale_s", U_DESCALE_S), *so = gb_dev_scalar(g, "scale_o", U_SCALE_O);
+    void *dss = gb_dev_scalar(g, "descale_s", U_DESCALE_S);
+    void *so = cs ? gb_scalar(g, "scale_o = 1", U_SCALE_O) : gb_dev_scalar(g, "scale_o", U_SCALE_O);
     void *amax_s = gb_dev_scalar(g, "amax_s", U_AMAX_S), *amax_o = gb_dev_scalar(g, "amax_o", U_AMAX_O);
 
     void *s = gb_virtual(g, "S = Q8 K8^T", DN_FLOAT, d->ss, d->ss_s);
@@ -107,7 +113,7 @@ static void graph_forward_fp8(gb *g, const dn_dims *d)
     void *pv = gb_virtual(g, "P8 V8", DN_FLOAT, d->o, d->acc_s);
     gb_mm(g, "P8 V8", p8, t[FW_V], pv);
     void *od = gb_mul(g, "O", gb_mul(g, "P8 V8 descale_s", pv, dss, d->o, d->acc_s), dsv, d->o, d->acc_s);
-    gb_pw(g, "O8 = O scale_o", DN_PW_MUL, DN_FLOAT, od, so, NULL, t[FW_O], -1);
+    gb_pw(g, cs ? "O = O 1" : "O8 = O scale_o", DN_PW_MUL, DN_FLOAT, od, so, NULL, t[FW_O], -1);
     gb_reduce(g, "amax_o", DN_REDUCE_AMAX, od, amax_o);
 }
 
@@ -125,7 +131,7 @@ static void plan_build(const dn_api *api, void *handle, dn_plan *p, size_t *buf_
     (void)graph_forward, (void)graph_backward; /* the BF16 graphs are attention_cudnn.cu's */
     dn_dims d;
     dims_of(&p->key, &d);
-    graph_forward_fp8(&g, &d);
+    graph_forward_fp8(&g, &d, p->key.dir == DIR_FWD_CS);
     void *opg = gb_new(&g, DN_D_OPGRAPH, "FP8 operation graph");
     gb_set(&g, opg, DN_A_OPGRAPH_HANDLE, DN_T_HANDLE, 1, &handle, "FP8 operation graph");
     gb_set(&g, opg, DN_A_OPGRAPH_OPS, DN_T_DESCRIPTOR, g.n_ops, g.ops, "FP8 operation graph");
@@ -204,8 +210,8 @@ static void fp8_kind_release(f8_ctx *ctx, void *body)
 static void fp8_kind_describe(const void *arg, char *out, size_t size)
 {
     const dn_key *k = &((const fp8_build_arg *)arg)->key;
-    snprintf(out, size, "FP8 forward B%lld S%lld nh%lld hd%lld", (long long)k->B, (long long)k->S, (long long)k->nh,
-             (long long)k->hd);
+    snprintf(out, size, "FP8 forward%s B%lld S%lld nh%lld hd%lld", k->dir == DIR_FWD_CS ? " (current scaling)" : "",
+             (long long)k->B, (long long)k->S, (long long)k->nh, (long long)k->hd);
 }
 
 static const f8i_plan_kind fp8_kind = {"attention (cuDNN FP8)", sizeof(dn_plan), 0, fp8_kind_build, fp8_kind_release,
@@ -215,7 +221,7 @@ static const f8i_plan_kind fp8_kind = {"attention (cuDNN FP8)", sizeof(dn_plan),
  * (cuDNN absent, older than the gate, the ctx's mode f8's kernels, the shape
  * declined or refused), unless *st is an error (plan_cache.cuh: a new shape
  * inside a capture, a buffer that cannot be allocated). */
-static dn_plan *plan_for(f8_ctx *ctx, int64_t B, int64_t S, int64_t nh, int64_t hd, const dn_api **api_out,
+static dn_plan *plan_for(f8_ctx *ctx, int dir, int64_t B, int64_t S, int64_t nh, int64_t hd, const dn_api **api_out,
                          void **handle_out, f8_status *st)
 {
     *st = F8_OK;
@@ -225,7 +231,7 @@ static dn_plan *plan_for(f8_ctx *ctx, int64_t B, int64_t S, int64_t nh, int64_t 
     const dn_api *api = f8i_cudnn_attn_handle(ctx, &handle, &version, st);
     if (!api || version < F8I_CUDNN_FP8_MIN_VERSION) return NULL;
     *api_out = api, *handle_out = handle;
-    const fp8_build_arg arg = {{2, 1, B, S, nh, hd, nh}, api, handle};
+    const fp8_build_arg arg = {{dir, 1, B, S, nh, hd, nh}, api, handle};
     return dn_plan_cached(ctx, &fp8_kind, &arg.key, &arg, st);
 }
 
@@ -236,35 +242,41 @@ static dn_plan *plan_for(f8_ctx *ctx, int64_t B, int64_t S, int64_t nh, int64_t 
 #define FP8_THREADS 256
 
 /* Before cuDNN: the scalars it reads, each at 16 bytes of its own, and its
- * two amax outputs zeroed. One thread. */
-static __global__ void fp8_prep_kernel(const float *dq, const float *s_scale, const float *s_scale_inv, const float *o_scale,
+ * two amax outputs zeroed; under current scaling (s_now > 0) S's scale of
+ * this call written into the S slot first, and no scale_o (O in BF16). One
+ * thread. */
+static __global__ void fp8_prep_kernel(const float *dq, float *s_scale, float *s_scale_inv, const float *o_scale, float s_now,
                                        float *sc)
 {
+    if (s_now > 0.0f) *s_scale = s_now, *s_scale_inv = __fdiv_rn(1.0f, s_now);
     sc[SC_AT(SC_AMAX_S)] = 0.0f;
     sc[SC_AT(SC_AMAX_O)] = 0.0f;
     sc[SC_AT(SC_DQ)] = *dq;
     sc[SC_AT(SC_SCALE_S)] = *s_scale;
     sc[SC_AT(SC_DESCALE_S)] = *s_scale_inv;
-    sc[SC_AT(SC_SCALE_O)] = *o_scale;
+    sc[SC_AT(SC_SCALE_O)] = o_scale ? *o_scale : 1.0f;
 }
 
 /* After cuDNN: lse[i] = Stats[i] / c in place; y = o = bf16(O8 · descale_o)
- * (o may be NULL); the call's amax_s and amax_o maxed into the slots'
- * accumulators (thread 0). Grid: 1-D, grid-stride over max(n_lse, n);
- * block FP8_THREADS; a thread owns item i of each array. */
+ * (o may be NULL), or under current scaling (o8 NULL: cuDNN wrote y) o = y;
+ * the call's amax_s and amax_o maxed into the slots' accumulators (thread
+ * 0). Grid: 1-D, grid-stride over max(n_lse, n); block FP8_THREADS; a
+ * thread owns item i of each array. */
 static __global__ void __launch_bounds__(FP8_THREADS)
     fp8_finish_kernel(float *lse, int64_t n_lse, float c, const uint8_t *o8, int64_t n, const float *o_scale_inv,
                       uint16_t *y, uint16_t *o, const float *sc, float *s_amax, float *o_amax)
 {
-    const float dso = *o_scale_inv;
+    const float dso = o8 ? *o_scale_inv : 1.0f;
     const int64_t m = n_lse > n ? n_lse : n, step = (int64_t)gridDim.x * FP8_THREADS;
     const int64_t first = (int64_t)blockIdx.x * FP8_THREADS + threadIdx.x;
     for (int64_t i = first; i < m; i += step) {
         if (i < n_lse) lse[i] = __fdiv_rn(lse[i], c);
-        if (i < n) {
+        if (i < n && o8) {
             const uint16_t v = f8i_bf16_from_float(__fmul_rn(f8i_fp8_decode(o8[i], 0), dso));
             y[i] = v;
             if (o) o[i] = v;
+        } else if (i < n && o) {
+            o[i] = y[i];
         }
     }
     if (first == 0) { /* amaxes are non-negative: their bits order as the floats do */
@@ -288,26 +300,39 @@ f8_status f8i_cudnn_fp8_attn_fwd(f8_ctx *ctx, const f8i_attn_fwd_args *a, int *r
     const dn_api *api = NULL;
     void *handle = NULL;
     f8_status st = F8_OK;
-    dn_plan *p = plan_for(ctx, a->batch, a->seq, a->n_head, a->head_dim, &api, &handle, &st);
+    const int cs = a->o_scale == NULL; /* current scaling: O in BF16, straight into y */
+    dn_plan *p = plan_for(ctx, cs ? DIR_FWD_CS : DIR_FWD, a->batch, a->seq, a->n_head, a->head_dim, &api, &handle, &st);
     if (!p) return st;
     cudaStream_t stream = f8i_stream(ctx);
     unsigned char *buf = (unsigned char *)p->buf;
     float *sc = (float *)(buf + p->sc_off);
-    uint8_t *o8 = buf + p->o8_off;
+    uint8_t *o8 = cs ? NULL : buf + p->o8_off;
     F8I_COUNT_LAUNCHES(ctx, 1);
-    fp8_prep_kernel<<<1, 1, 0, stream>>>(a->qkv_scale_inv, a->s_scale, a->s_scale_inv, a->o_scale, sc);
+    fp8_prep_kernel<<<1, 1, 0, stream>>>(a->qkv_scale_inv, a->s_scale, a->s_scale_inv, a->o_scale, a->s_scale_now, sc);
     F8I_TRY(f8i_cuda_launch_check(ctx, "attention (cuDNN FP8) fp8_prep_kernel"));
 
     const int64_t C = a->n_head * a->head_dim, rows = a->batch * a->n_head * a->seq, n = a->batch * a->seq * C;
     const uint8_t *qkv = (const uint8_t *)a->qkv;
     float *stats = a->lse ? a->lse : (float *)(buf + p->stats_off);
-    float scale = a->scale, neg_inf = -INFINITY; /* -inf: cuDNN >= 9.10, as the frontend */
+    float scale = a->scale, neg_inf = -INFINITY, one = 1.0f; /* -inf: cuDNN >= 9.10, as the frontend */
     float *dq = sc + SC_AT(SC_DQ);
     const int64_t uids[15] = {U_Q,         U_K,         U_V,         U_O,         U_STATS,   U_SCALE,  U_NEG_INF, U_DESCALE_Q,
                               U_DESCALE_K, U_DESCALE_V, U_SCALE_S,   U_DESCALE_S, U_SCALE_O, U_AMAX_S, U_AMAX_O};
-    void *const ptrs[15] = {(void *)qkv, (void *)(qkv + C), (void *)(qkv + 2 * C), o8, stats, &scale, &neg_inf, dq, dq, dq,
-                            sc + SC_AT(SC_SCALE_S), sc + SC_AT(SC_DESCALE_S), sc + SC_AT(SC_SCALE_O),
-                            sc + SC_AT(SC_AMAX_S), sc + SC_AT(SC_AMAX_O)};
+    void *const ptrs[15] = {(void *)qkv,
+                            (void *)(qkv + C),
+                            (void *)(qkv + 2 * C),
+                            cs ? a->y : (void *)o8,
+                            stats,
+                            &scale,
+                            &neg_inf,
+                            dq,
+                            dq,
+                            dq,
+                            sc + SC_AT(SC_SCALE_S),
+                            sc + SC_AT(SC_DESCALE_S),
+                            cs ? (void *)&one : (void *)(sc + SC_AT(SC_SCALE_O)),
+                            sc + SC_AT(SC_AMAX_S),
+                            sc + SC_AT(SC_AMAX_O)};
     void *vp = NULL;
     dn_status ds = api->b_create(DN_D_VARIANT_PACK, &vp);
     if (ds == DN_OK) ds = api->b_set(vp, DN_A_VP_UIDS, DN_T_INT64, 15, uids);
@@ -339,6 +364,7 @@ f8_status f8i_cudnn_fp8_attn_takes(f8_ctx *ctx, int64_t batch, int64_t seq, int6
     const dn_api *api = NULL;
     void *handle = NULL;
     f8_status st = F8_OK;
-    *takes = plan_for(ctx, batch, seq, n_head, head_dim, &api, &handle, &st) != NULL;
+    const int dir = f8i_recipe_current(ctx) ? DIR_FWD_CS : DIR_FWD; /* as attention.c's forward asks */
+    *takes = plan_for(ctx, dir, batch, seq, n_head, head_dim, &api, &handle, &st) != NULL;
     return st;
 }

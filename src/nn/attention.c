@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/numerics.h"
 #include "core/ops.h"
 #include "nn/attention.h"
 
@@ -105,12 +106,14 @@ static f8_status config_check(f8_ctx *ctx, const f8_attention_config *c)
                          (long long)c->n_kv_head, (long long)c->n_head);
     if (c->fp8 && c->dtype != F8_DTYPE_BF16)
         return f8i_error(ctx, F8_ERR_DTYPE, "%s: fp8 attention takes bf16 qkv and y, not %s", fn, f8_dtype_name(c->dtype));
-    /* S and O have no tensor of their own to measure before their cast: only
-     * delayed scaling's per-tensor scales fit the fused graph (TE's fp8_dpa
-     * takes DelayedScaling alone too). */
-    if (c->fp8 && ctx->recipe.kind != F8_RECIPE_DELAYED)
-        return f8i_error(ctx, F8_ERR_UNSUPPORTED, "%s: fp8 attention needs the ctx recipe's delayed scaling, not %s", fn,
-                         f8_recipe_kind_name(ctx->recipe.kind));
+    /* The fused graph takes one scale per tensor (TE's fp8_dpa: DelayedScaling
+     * or Float8CurrentScaling); block and row-wise scales need MXFP8
+     * attention, which Hopper's cuDNN has not. */
+    if (c->fp8 && ctx->recipe.kind != F8_RECIPE_DELAYED && ctx->recipe.kind != F8_RECIPE_CURRENT)
+        return f8i_error(ctx, F8_ERR_UNSUPPORTED,
+                         "%s: fp8 attention takes per-tensor scaling (the ctx recipe's delayed or current), not %s "
+                         "(one scale per block or row has no fused FP8 attention here)",
+                         fn, f8_recipe_kind_name(ctx->recipe.kind));
     return F8_OK;
 }
 
@@ -280,7 +283,8 @@ static f8_status cast_qkv(f8_attention *a, const void *qkv, int64_t T, uint8_t *
     c.out_dtype = F8_DTYPE_E4M3;
     c.out = codes;
     c.scale = f8i_slot_scale(ctx, a->slots[SLOT_QKV]);
-    c.amax = f8i_slot_amax(ctx, a->slots[SLOT_QKV]);
+    /* current scaling: the amax pass sets the slot's scale from this qkv first (and records its amax) */
+    F8I_TRY(f8i_slot_prepare(ctx, a->slots[SLOT_QKV], F8_DTYPE_E4M3, qkv, a->cfg.dtype, T * c.cols, NULL, 1, &c.amax));
     c.scale_inv = scale_inv;
     c.stats = f8i_slot_stats(ctx, a->slots[SLOT_QKV]);
     return f8i_op_cast(ctx, &c);
@@ -296,10 +300,20 @@ static void fp8_args(f8_attention *a, f8i_attn_fwd_args *args, const float *qkv_
     args->qkv_scale_inv = qkv_sinv;
     args->s_scale = f8i_slot_scale(ctx, s);
     args->s_scale_inv = ctx->dir[F8_DIR_FORWARD].scale_inv + s.index;
-    args->o_scale = f8i_slot_scale(ctx, o);
-    args->o_scale_inv = ctx->dir[F8_DIR_FORWARD].scale_inv + o.index;
     args->s_amax = f8i_slot_amax(ctx, s);
     args->o_amax = f8i_slot_amax(ctx, o);
+    if (f8i_recipe_current(ctx)) {
+        /* S's amax is known before the call: P of query 0 is exactly 1 in
+         * every causal call and P <= 1 everywhere, so current scaling's S
+         * scale is the amax-1 scale. O is not quantized (TE's current
+         * scaling has cuDNN write O in high precision, scale_o = 1); its
+         * amax is still recorded. */
+        args->s_scale_now = f8i_current_scale(1.0f, 1.0f, ldexpf(f8_fp8_max(F8_DTYPE_E4M3), -ctx->recipe.margin),
+                                              ctx->recipe.power_2_scales);
+        return;
+    }
+    args->o_scale = f8i_slot_scale(ctx, o);
+    args->o_scale_inv = ctx->dir[F8_DIR_FORWARD].scale_inv + o.index;
 }
 
 f8_status f8_attention_forward(f8_attention *a, const f8_tensor *qkv, int64_t batch, int64_t seq, f8_tensor *y,

@@ -76,7 +76,11 @@
  *   O[i, :] = FP32(Σ_j P8·v8)·descale_s·dv             (descale_s = the S slot's scale_inv)
  *   amax_o  = max |O|                                  (before scale_o, as the frontend's matmul_fp8)
  *   O8      = e4m3(O · scale_o);  y = o = dt(O8 · descale_o)
- * amax_s and amax_o are maxed into the S and O slots' accumulators. cuDNN's
+ * amax_s and amax_o are maxed into the S and O slots' accumulators. Under
+ * current scaling the cast's scale comes from its amax pass, scale_s is
+ * s_scale_now (the amax-1 scale: P's amax is 1 in any causal call), which
+ * the op writes into the S slot before use, and O is not quantized:
+ * y = o = dt(O) (o_scale NULL; amax_o still recorded). cuDNN's
  * kernels take P in their own blocked, online order (and may round the
  * unnormalized p), so a P code may land one E4M3 step away and y a step or
  * two of O8; f8's fallback kernel and the CPU follow the formulas above. The
@@ -123,8 +127,10 @@ typedef struct f8i_attn_fwd_args {
     /* FP8 (the chain in the note; dtype is then BF16, qkv E4M3 codes): */
     int fp8;
     const float *qkv_scale_inv; /* (1) dq = dk = dv: the codes' own scale_inv */
-    const float *s_scale, *s_scale_inv; /* (1) each: the S slot's */
-    const float *o_scale, *o_scale_inv; /* (1) each: the O slot's */
+    float *s_scale, *s_scale_inv; /* (1) each: the S slot's */
+    float s_scale_now;         /* > 0 (current scaling): S's scale this call; the op first writes it and 1/it
+                                  (FP32 division) into *s_scale, *s_scale_inv; 0: they are read */
+    const float *o_scale, *o_scale_inv; /* (1) each: the O slot's; NULL (current scaling): O is not quantized */
     float *s_amax, *o_amax;    /* (1) each: the slots' accumulators, maxed into */
 } f8i_attn_fwd_args;
 
