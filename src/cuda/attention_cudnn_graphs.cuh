@@ -21,7 +21,7 @@
 typedef struct gb {
     const dn_api *api;
     dn_plan *p;
-    void *ops[32];
+    void *ops[48]; /* the FP8 backward has 41 */
     int n_ops;
     int64_t next_uid;
     int failed;
