@@ -1,8 +1,8 @@
 /*
  * attention_cudnn_fp8.cu — the FP8 attention forward (f8_attention_config.fp8)
- * on cuDNN's fused FP8 flash attention, where the loaded cuDNN computes it
- * right; f8's own FP8 kernel (attention.cu) everywhere else, and as the
- * oracle.
+ * and FP8 backward (.fp8_backward) on cuDNN's fused FP8 flash attention,
+ * where the loaded cuDNN computes it right; f8's own paths (attention.cu)
+ * everywhere else.
  *
  * Design note.
  *  - Which cuDNN. cuDNN 9.14's FP8 forward kernels are wrong at training
@@ -21,18 +21,27 @@
  *    Q, Kᵀ, V are views of the saved (B·S, 3C) codes, as the BF16 graph's.
  *    It is attention.h's chain: cuDNN rounds P in its own blocked online
  *    order, so P8 codes (and O8 with them) may land a step from the CPU's.
- *  - Three launches a call: fp8_prep_kernel copies the per-step scales
+ *    Under current scaling (DIR_FWD_CS) O is BF16 (straight into y) and
+ *    scale_o a by-value 1: TE's Float8CurrentScaling form.
+ *  - The backward (DIR_BWD, DIR_BWD_CS; graph_backward_fp8 has it): head
+ *    dim 128 only (Hopper's FP8 backward engines; hd 64 finalizes none),
+ *    multi-head; O8 and dQKV8 with their scales, or (current scaling) O
+ *    and dQKV in BF16 with by-value 1s. Three launches: fp8_bwd_prep_kernel
+ *    (Stats from L, the scales, amaxes zeroed), cuDNN, fp8_bwd_finish_kernel
+ *    (dQKV8 to BF16 dqkv, amaxes into the dP and dQKV slots).
+ *  - Three launches a forward: fp8_prep_kernel copies the per-step scales
  *    (the slots' sit 4 bytes apart in the ctx arrays) where each has 16
  *    bytes of its own and zeroes the amax outputs (cuDNN's AMAX is not
  *    promised to overwrite rather than max into); cuDNN's execute;
  *    fp8_finish_kernel dequantizes O8 into y and the saved o, turns Stats
  *    into attention.h's L and maxes the amaxes into the slots'.
  *  - Plans: in the ctx's plan cache (plan_cache.cuh, kind fp8_kind), one
- *    per (B, S, n_head, head_dim), under its rule: built on the first eager
+ *    per (graph, B, S, n_head, head_dim, gradient format), under its rule: built on the first eager
  *    call; a shape first seen while a stream captures is an error that
  *    spoils the capture, never a quiet switch to f8's kernel. Each has one
  *    device buffer of its own, allocated by the cache: cuDNN's workspace,
- *    Stats (for a call without saved L), O8, the scalars. Released with the
+ *    Stats (for a call without saved L, or the backward's), O8 (or the
+ *    backward's dQKV8), the scalars. Released with the
  *    cache, before the handle (backend.cu's cuda_state_destroy).
  */
 #include <float.h>
