@@ -19,7 +19,12 @@
  *    attention; zero tokens issue nothing;
  *  - current scaling (test_current): the FP64 reference with the scales
  *    the recipe defines, the slots' scales as stated, with and without
- *    power-of-two scales.
+ *    power-of-two scales;
+ *  - the FP8 backward (fp8_backward; test_fp8_backward): dqkv against the
+ *    FP64 reference of its chain (fp8_reference_bwd) under both recipes
+ *    and formats, the backward slots' scales and amaxes, GQA; its API
+ *    (test_fp8_backward_api): refusals, slots, checkpoint round trip and
+ *    refused mismatches.
  */
 #include "attention_fp8_rig.h"
 #include "core/numerics.h"
