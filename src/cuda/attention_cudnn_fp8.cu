@@ -493,7 +493,8 @@ f8_status f8i_cudnn_fp8_attn_fwd(f8_ctx *ctx, const f8i_attn_fwd_args *a, int *r
                             cs ? (void *)&one : (void *)(sc + SC_AT(SC_SCALE_O)),
                             sc + SC_AT(SC_AMAX_S),
                             sc + SC_AT(SC_AMAX_O)};
-    /* refused: f8's kernel runs this call (the prep kernel wrote only the plan's buffer) */
+    /* refused: f8's kernel runs this call (the prep kernel wrote the plan's buffer and, under current
+     * scaling, the S slot's scale that kernel writes too) */
     if (!run_pack(api, handle, p, 15, uids, ptrs)) return F8_OK;
     F8I_COUNT_LAUNCHES(ctx, 2);
     f8i_cuda(ctx)->attn_last_path = F8I_ATTN_PATH_CUDNN;
