@@ -9,7 +9,12 @@
  * the cast of qkv, cuDNN's FP8 forward where the loaded cuDNN is >= 9.19
  * (else f8's FP8 kernel; the row says which ran) and its finish kernel; the
  * backward the BF16 one on the dequantized codes; its ratios are to the
- * BF16 cuDNN row.
+ * BF16 cuDNN row. Beside it: the FP8 forward split into its two ops (the
+ * cast of qkv alone; the FP8 attention op alone: prep, cuDNN's FP8 graph,
+ * finish), so the cost of the cast shows apart from cuDNN's; and the FP8
+ * backward (fp8_backward = 1, TE's NVTE_FP8_DPA_BWD=1: the cast of dy, then
+ * cuDNN's FP8 backward at head_dim 128 where cuDNN >= 9.19, else the BF16
+ * backward of the dequantized codes; the row says which ran).
  *
  * Per call: the GPU time (median of CUDA-event intervals, bench_util.h) and
  * TFLOP/s with causal FLOPs counted as FlashAttention does: forward
@@ -25,8 +30,11 @@
  * PyTorch's cuDNN and FlashAttention-2 SDPA at the same shapes and prints
  * f8's ratio to cuDNN's from this program's JSON lines.
  */
+#include <math.h>
+
 #include "bench_util.h"
 #include "core/backend.h"
+#include "core/ops.h"
 
 typedef struct att_bench {
     f8_attention *a;
@@ -48,6 +56,57 @@ static void bwd_call(void *p, int i)
     att_bench *b = p;
     (void)i;
     BENCH_F8(b->ctx, f8_attention_backward(b->a, b->s, &b->dy, &b->dqkv));
+}
+
+/* The FP8 forward's two ops, for timing each alone: the cast of qkv into
+ * the saved codes and the FP8 attention op on them, with the args
+ * f8_attention_forward builds (src/nn/attention.c; output_kept: no o). */
+typedef struct fp8_ops {
+    f8_ctx *ctx;
+    f8i_cast_args cast;
+    f8i_attn_fwd_args fwd;
+} fp8_ops;
+
+static void cast_call(void *p, int i)
+{
+    fp8_ops *o = p;
+    (void)i;
+    BENCH_F8(o->ctx, f8i_op_cast(o->ctx, &o->cast));
+}
+
+static void op_call(void *p, int i)
+{
+    fp8_ops *o = p;
+    (void)i;
+    BENCH_F8(o->ctx, f8i_op_attn_fwd(o->ctx, &o->fwd));
+}
+
+static void fp8_ops_of(att_bench *b, int64_t nh, int64_t hd, fp8_ops *o)
+{
+    f8_ctx *ctx = b->ctx;
+    f8_slot sl[3];
+    f8i_attn_saved_at at;
+    BENCH_F8(ctx, f8_attention_fp8_slots(b->a, sl));
+    f8i_attention_saved_parts(b->s, &at);
+    memset(o, 0, sizeof *o);
+    o->ctx = ctx;
+    o->cast.src = b->qkv.data;
+    o->cast.src_dtype = F8_DTYPE_BF16;
+    o->cast.rows = b->B * b->S;
+    o->cast.cols = 3 * nh * hd;
+    o->cast.out_dtype = F8_DTYPE_E4M3;
+    o->cast.out = at.qkv8;
+    o->cast.scale = f8i_slot_scale(ctx, sl[0]);
+    o->cast.amax = f8i_slot_amax(ctx, sl[0]);
+    o->cast.scale_inv = at.qkv_scale_inv;
+    f8i_attn_fwd_args *f = &o->fwd;
+    f->batch = b->B, f->seq = b->S, f->n_head = nh, f->head_dim = hd, f->n_kv_head = nh, f->dtype = F8_DTYPE_BF16;
+    f->scale = 1.0f / sqrtf((float)hd);
+    f->scale_log2 = f->scale * 1.44269504088896341f;
+    f->qkv = at.qkv8, f->y = b->y.data, f->lse = at.lse, f->fp8 = 1, f->qkv_scale_inv = at.qkv_scale_inv;
+    f->s_scale = f8i_slot_scale(ctx, sl[1]), f->s_scale_inv = ctx->dir[F8_DIR_FORWARD].scale_inv + sl[1].index;
+    f->o_scale = f8i_slot_scale(ctx, sl[2]), f->o_scale_inv = ctx->dir[F8_DIR_FORWARD].scale_inv + sl[2].index;
+    f->s_amax = f8i_slot_amax(ctx, sl[1]), f->o_amax = f8i_slot_amax(ctx, sl[2]);
 }
 
 typedef struct lt_arg {
@@ -180,6 +239,36 @@ static void run_shape(f8_ctx *ctx, bench_log *log, int64_t B, int64_t nh, int64_
                "\"fwd_x_bf16\":%.3f,\"bwd_x_bf16\":%.3f}",
                path_name(pf), path_name(pb), (long long)B, (long long)nh, (long long)S, (long long)hd, tf.gpu_us, ff, tb.gpu_us,
                fb, tf_bf16 / tf.gpu_us, tb_bf16 / tb.gpu_us);
+    /* the same forward as its two ops, each alone */
+    fp8_ops ops;
+    fp8_ops_of(&b, nh, hd, &ops);
+    const bench_times tc = bench_time(stream, cast_call, &ops, 50), to = bench_time(stream, op_call, &ops, 50);
+    const double fo = fwd_flop / (to.gpu_us * 1e-6) * 1e-12;
+    printf("    FP8 forward in parts: cast of qkv %8.1f us (%.0f GB/s: 3 bytes an element) | FP8 attention op %8.1f us "
+           "%6.1f TFLOP/s (%4.2fx BF16 cuDNN; prep, %s, finish)\n",
+           tc.gpu_us, (double)(b.B * b.S * 3 * nh * hd) * 3.0 / (tc.gpu_us * 1e-6) * 1e-9, to.gpu_us, fo,
+           tf_bf16 / to.gpu_us, path_name(f8i_cuda_attn_last_path(ctx)));
+    bench_json(log,
+               "{\"bench\":\"attention\",\"path\":\"FP8 parts\",\"B\":%lld,\"nh\":%lld,\"S\":%lld,\"hd\":%lld,"
+               "\"cast_us\":%.2f,\"op_us\":%.2f,\"op_tflops\":%.1f,\"op_x_bf16\":%.3f}",
+               (long long)B, (long long)nh, (long long)S, (long long)hd, tc.gpu_us, to.gpu_us, fo, tf_bf16 / to.gpu_us);
+    f8_attention_saved_destroy(b.s);
+    f8_attention_destroy(b.a);
+
+    /* the FP8 backward (fp8_backward = 1) */
+    cfg.fp8_backward = 1;
+    BENCH_F8(ctx, f8_attention_create(ctx, &cfg, &b.a));
+    BENCH_F8(ctx, f8_attention_saved_create(b.a, &b.s));
+    time_calls(&b, stream, &pf, &pb, &tf, &tb);
+    const double fb8 = bwd_flop / (tb.gpu_us * 1e-6) * 1e-12;
+    printf("B %2lld nh %2lld S %4lld hd %3lld %-12s (ran fwd %-5s bwd %-5s) | backward %8.1f us %6.1f TFLOP/s (%4.2fx BF16 "
+           "cuDNN; with the cast of dy)\n",
+           (long long)B, (long long)nh, (long long)S, (long long)hd, "FP8 bwd", path_name(pf), path_name(pb), tb.gpu_us, fb8,
+           tb_bf16 / tb.gpu_us);
+    bench_json(log,
+               "{\"bench\":\"attention\",\"path\":\"FP8 bwd\",\"ran_bwd\":\"%s\",\"B\":%lld,\"nh\":%lld,\"S\":%lld,"
+               "\"hd\":%lld,\"bwd_us\":%.2f,\"bwd_tflops\":%.1f,\"bwd_x_bf16\":%.3f}",
+               path_name(pb), (long long)B, (long long)nh, (long long)S, (long long)hd, tb.gpu_us, fb8, tb_bf16 / tb.gpu_us);
     f8_attention_saved_destroy(b.s);
     f8_attention_destroy(b.a);
     BENCH_CUDA(cudaFree(qkv));

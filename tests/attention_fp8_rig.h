@@ -23,7 +23,8 @@ typedef struct fp8_shape {
     int64_t B, S, nh, hd;
 } fp8_shape;
 
-/* The scales a run is given (written into the slots before the forward). */
+/* The scales a run is given (written into the slots before the forward).
+ * In the reference, o = 0 leaves O unquantized (current scaling: y = bf16(O)). */
 typedef struct fp8_scales {
     float qkv, s, o;
 } fp8_scales;
@@ -34,7 +35,18 @@ typedef struct fp8_run {
     float *dqkv;     /* [T, 3C] (runs with dy) */
     float amax[3];   /* the QKV, S and O slots' accumulators after the forward (reference: its amaxes) */
     float scale[3];  /* the slots' scales after f8_ctx_update_scales(FORWARD) (runs only) */
+    float used[3], used_inv[3]; /* the slots' scale and scale_inv right after the forward (runs only) */
+    float bamax[3], bused[3]; /* fp8_backward runs: the dO, dP, dQKV slots' accumulators and scales after the backward */
 } fp8_run;
+
+/* FP8 backward runs (fp8_bwd_on): fp8_att_new creates attentions with
+ * fp8_backward = 1 and fp8_run_once writes these scales (dO, dP, dQKV; 0:
+ * left as the slot has it) into the backward slots before the backward. */
+typedef struct fp8_bscales {
+    float dO, dP, dqkv;
+} fp8_bscales;
+static int fp8_bwd_on;
+static fp8_bscales fp8_bwd_scales;
 
 static inline int64_t fp8_T(fp8_shape s) { return s.B * s.S; }
 static inline int64_t fp8_C(fp8_shape s) { return s.nh * s.hd; }
@@ -52,7 +64,7 @@ static inline double e4m3_step(double v)
 static inline void fp8_reference(fp8_shape sh, const float *qkv, fp8_scales sc, float *y, float amax[3])
 {
     const int64_t T = fp8_T(sh), C = fp8_C(sh), S = sh.S, hd = sh.hd;
-    const float dq = 1.0f / sc.qkv, ds = 1.0f / sc.s, dso = 1.0f / sc.o;
+    const float dq = 1.0f / sc.qkv, ds = 1.0f / sc.s, dso = sc.o > 0.0f ? 1.0f / sc.o : 1.0f;
     const double c = 1.0 / sqrt((double)hd);
     double *v8 = (double *)xmalloc((size_t)(T * 3 * C) * sizeof(double));
     double *p = (double *)xmalloc((size_t)S * sizeof(double));
@@ -84,12 +96,96 @@ static inline void fp8_reference(fp8_shape sh, const float *qkv, fp8_scales sc, 
                     for (int64_t j = 0; j <= i; j++) o += p[j] * v8[(b * S + j) * 3 * C + 2 * C + h * hd + d];
                     o *= (double)ds * dq;
                     amax_o = fmax(amax_o, fabs(o));
-                    y[(b * S + i) * C + h * hd + d] = f8_bf16_to_float(f8_bf16_from_float(e4m3_of((float)o * sc.o) * dso));
+                    const float on = sc.o > 0.0f ? e4m3_of((float)o * sc.o) * dso : (float)o;
+                    y[(b * S + i) * C + h * hd + d] = f8_bf16_to_float(f8_bf16_from_float(on));
                 }
             }
     amax[2] = (float)amax_o;
     free(v8);
     free(p);
+}
+
+/* FP64 reference of the FP8 backward chain (src/nn/attention.h), forward
+ * included, from the inputs alone: the codes as the casts define them (qkv
+ * at sc.qkv; dy at bs.dO in the gradient format gd), the forward's O8 at
+ * sc.o (sc.o = 0, current scaling: O in BF16, as the backward then takes
+ * it) and its log-sum-exp, everything else in double with P8 = e4m3(P·sc.s)
+ * and dS8 = gd(dS·bs.dP) rounded from their FP32 values; dqkv [T, 3C] is
+ * bf16(gd(x·bs.dqkv)/bs.dqkv) (bs.dqkv = 0: bf16(x)). amax[0..2]: max|dy|,
+ * max|dS|, max over dq, dk, dv before their cast. Multi-head only. */
+static inline void fp8_reference_bwd(fp8_shape sh, const float *qkv, const float *dy, fp8_scales sc, fp8_bscales bs,
+                                     f8_dtype gd, float *dqkv, float amax[3])
+{
+    const int64_t T = fp8_T(sh), C = fp8_C(sh), S = sh.S, hd = sh.hd, W = 3 * C;
+    const float dq = 1.0f / sc.qkv, ds = 1.0f / sc.s, ddo = 1.0f / bs.dO, dsdp = 1.0f / bs.dP;
+    const double c = 1.0 / sqrt((double)hd);
+    double *v8 = (double *)xmalloc((size_t)(T * W) * sizeof(double)), *g8 = (double *)xmalloc((size_t)(T * C) * sizeof(double));
+    double *ov = (double *)xmalloc((size_t)(T * C) * sizeof(double));
+    double *lse = (double *)xmalloc((size_t)(T * sh.nh) * sizeof(double));
+    double *acc = (double *)calloc((size_t)(T * W), sizeof(double)), *p = (double *)xmalloc((size_t)S * sizeof(double));
+    double dso = 1.0, amax_ds = 0.0, amax_g = 0.0;
+    amax[0] = 0.0f;
+    for (int64_t i = 0; i < T * W; i++) v8[i] = e4m3_of(qkv[i] * sc.qkv);
+    for (int64_t i = 0; i < T * C; i++) {
+        g8[i] = f8_fp8_to_float(f8_fp8_from_float(dy[i] * bs.dO, gd), gd);
+        amax[0] = fmaxf(amax[0], fabsf(dy[i]));
+    }
+    if (sc.o > 0.0f) dso = 1.0f / sc.o;
+    for (int64_t b = 0; b < sh.B; b++) /* the forward: O as the backward reads it, and lse */
+        for (int64_t h = 0; h < sh.nh; h++)
+            for (int64_t i = 0; i < S; i++) {
+                const double *q = v8 + (b * S + i) * W + h * hd;
+                double m = -INFINITY, l = 0.0;
+                for (int64_t j = 0; j <= i; j++) {
+                    double s = 0.0;
+                    for (int64_t d = 0; d < hd; d++) s += q[d] * v8[(b * S + j) * W + C + h * hd + d];
+                    p[j] = s * dq * dq * c;
+                    m = fmax(m, p[j]);
+                }
+                for (int64_t j = 0; j <= i; j++) l += (p[j] = exp(p[j] - m));
+                for (int64_t j = 0; j <= i; j++) p[j] = e4m3_of((float)(p[j] / l) * sc.s);
+                lse[(b * sh.nh + h) * S + i] = m + log(l);
+                for (int64_t d = 0; d < hd; d++) {
+                    double o = 0.0;
+                    for (int64_t j = 0; j <= i; j++) o += p[j] * v8[(b * S + j) * W + 2 * C + h * hd + d];
+                    o *= (double)ds * dq;
+                    ov[(b * S + i) * C + h * hd + d] =
+                        sc.o > 0.0f ? e4m3_of((float)o * sc.o) : f8_bf16_to_float(f8_bf16_from_float((float)o));
+                }
+            }
+    for (int64_t b = 0; b < sh.B; b++)
+        for (int64_t h = 0; h < sh.nh; h++)
+            for (int64_t i = 0; i < S; i++) {
+                const int64_t r = (b * S + i), qo = r * W + h * hd, yo = r * C + h * hd;
+                double D = 0.0;
+                for (int64_t d = 0; d < hd; d++) D += g8[yo + d] * ov[yo + d];
+                D *= (double)ddo * dso;
+                for (int64_t j = 0; j <= i; j++) {
+                    const int64_t ko = (b * S + j) * W + C + h * hd, vo = ko + C;
+                    double s = 0.0, dp = 0.0;
+                    for (int64_t d = 0; d < hd; d++) s += v8[qo + d] * v8[ko + d], dp += g8[yo + d] * v8[vo + d];
+                    const double P = exp(s * dq * dq * c - lse[(b * sh.nh + h) * S + i]);
+                    const double dS = P * (dp * ddo * dq - D) * c;
+                    amax_ds = fmax(amax_ds, fabs(dS));
+                    const double ds8 = f8_fp8_to_float(f8_fp8_from_float((float)(dS * bs.dP), gd), gd);
+                    const double p8 = e4m3_of((float)(P * sc.s));
+                    for (int64_t d = 0; d < hd; d++) {
+                        acc[qo + d] += ds8 * v8[ko + d];
+                        acc[ko + d] += ds8 * v8[qo + d];
+                        acc[vo + d] += p8 * g8[yo + d];
+                    }
+                }
+            }
+    for (int64_t i = 0; i < T * W; i++) {
+        const int64_t part = (i % W) / C; /* 0 q, 1 k, 2 v */
+        const double x = acc[i] * (part == 2 ? (double)ds * ddo : (double)dsdp * dq);
+        amax_g = fmax(amax_g, fabs(x));
+        const float out =
+            bs.dqkv > 0.0f ? f8_fp8_to_float(f8_fp8_from_float((float)x * bs.dqkv, gd), gd) * (1.0f / bs.dqkv) : (float)x;
+        dqkv[i] = f8_bf16_to_float(f8_bf16_from_float(out));
+    }
+    amax[1] = (float)amax_ds, amax[2] = (float)amax_g;
+    free(v8), free(g8), free(ov), free(lse), free(acc), free(p);
 }
 
 /* Compare y with the reference: every element within `steps` E4M3 steps of
@@ -114,6 +210,7 @@ static inline f8_attention *fp8_att_new(f8_ctx *ctx, fp8_shape sh, int kept)
 {
     f8_attention_config cfg = f8_attention_config_default(sh.nh, sh.hd, sh.B, sh.S);
     cfg.fp8 = 1;
+    cfg.fp8_backward = fp8_bwd_on;
     cfg.output_kept = kept;
     f8_attention *a = NULL;
     if (f8_attention_create(ctx, &cfg, &a) != F8_OK) die("f8_attention_create (fp8)", ctx);
@@ -153,7 +250,8 @@ static inline void fp8_run_once(f8_ctx *ctx, fp8_shape sh, const float *qkv, con
     f8_slot sl[3];
     CHECK_OK(ctx, f8_attention_fp8_slots(a, sl));
     const float scales[3] = {sc.qkv, sc.s, sc.o};
-    for (int k = 0; k < 3; k++) CHECK_OK(ctx, f8_slot_write(ctx, sl[k], scales[k], 1.0f / scales[k], NULL));
+    for (int k = 0; k < 3; k++)
+        if (scales[k] > 0.0f) CHECK_OK(ctx, f8_slot_write(ctx, sl[k], scales[k], 1.0f / scales[k], NULL));
     f8_tensor tq = f8_tensor_make(fp8_put_bf16(ctx, qkv, (size_t)(T * 3 * C)), F8_DTYPE_BF16, T, 3 * C);
     f8_tensor ty = f8_tensor_make(balloc(ctx, (size_t)(T * C) * 2), F8_DTYPE_BF16, T, C);
     if (fp8_earlier_qkv) {
@@ -161,7 +259,8 @@ static inline void fp8_run_once(f8_ctx *ctx, fp8_shape sh, const float *qkv, con
         CHECK_OK(ctx, f8_attention_forward(a, &te, sh.B, sh.S, &ty, sv));
         f8_ctx_free(ctx, te.data);
         float *zero = (float *)calloc((size_t)f8_ctx_recipe(ctx)->amax_history_len, sizeof(float));
-        for (int k = 0; k < 3; k++) CHECK_OK(ctx, f8_slot_write(ctx, sl[k], scales[k], 1.0f / scales[k], zero));
+        for (int k = 0; k < 3; k++)
+            if (scales[k] > 0.0f) CHECK_OK(ctx, f8_slot_write(ctx, sl[k], scales[k], 1.0f / scales[k], zero));
         free(zero);
     }
     if (fp8_before_forward) fp8_before_forward(ctx);
@@ -169,18 +268,33 @@ static inline void fp8_run_once(f8_ctx *ctx, fp8_shape sh, const float *qkv, con
     if (fp8_after_forward) fp8_after_forward(ctx);
     r->y = to_host(ctx, &ty);
     r->dqkv = NULL;
+    f8_slot bl[3];
+    const float bsc[3] = {fp8_bwd_scales.dO, fp8_bwd_scales.dP, fp8_bwd_scales.dqkv};
+    if (dy && fp8_bwd_on) {
+        CHECK_OK(ctx, f8_attention_fp8_backward_slots(a, bl));
+        for (int k = 0; k < 3; k++)
+            if (bsc[k] > 0.0f) CHECK_OK(ctx, f8_slot_write(ctx, bl[k], bsc[k], 1.0f / bsc[k], NULL));
+    }
     if (dy) {
         f8_tensor td = f8_tensor_make(fp8_put_bf16(ctx, dy, (size_t)(T * C)), F8_DTYPE_BF16, T, C);
         f8_tensor tg = f8_tensor_make(balloc(ctx, (size_t)(T * 3 * C) * 2), F8_DTYPE_BF16, T, 3 * C);
         CHECK_OK(ctx, f8_attention_backward(a, sv, &td, &tg));
         r->dqkv = to_host(ctx, &tg);
+        if (fp8_bwd_on) {
+            float *bh = (float *)xmalloc((size_t)f8_ctx_recipe(ctx)->amax_history_len * sizeof(float));
+            for (int k = 0; k < 3; k++) {
+                CHECK_OK(ctx, f8_slot_read(ctx, bl[k], &r->bused[k], NULL, bh));
+                r->bamax[k] = bh[0];
+            }
+            free(bh);
+        }
         f8_ctx_free(ctx, td.data);
         f8_ctx_free(ctx, tg.data);
     }
     const int L = f8_ctx_recipe(ctx)->amax_history_len;
     float *hist = (float *)xmalloc((size_t)L * sizeof(float));
     for (int k = 0; k < 3; k++) {
-        CHECK_OK(ctx, f8_slot_read(ctx, sl[k], NULL, NULL, hist));
+        CHECK_OK(ctx, f8_slot_read(ctx, sl[k], &r->used[k], &r->used_inv[k], hist));
         r->amax[k] = hist[0];
     }
     CHECK_OK(ctx, f8_ctx_update_scales(ctx, F8_DIR_FORWARD));
@@ -263,6 +377,7 @@ static inline double fp8_check_gqa(f8_ctx *ctx, int64_t B, int64_t S, int64_t nh
         const int64_t W = k ? 3 * C : Wg;
         f8_attention_config cfg = f8_attention_config_default(nh, hd, B, S);
         cfg.fp8 = 1;
+        cfg.fp8_backward = fp8_bwd_on;
         cfg.n_kv_head = k ? 0 : G;
         f8_attention *a = NULL;
         f8_attention_saved *sv = NULL;

@@ -15,10 +15,19 @@
  *    dequantized on the host, with the saved o and L; a forward without a
  *    saved state gives the same y;
  *  - refusals change nothing (slot counts, memory): FP32 dtype, a ctx with
- *    current or block scaling, fp8 = 2; f8_attention_fp8_slots on a BF16
- *    attention; zero tokens issue nothing.
+ *    block or row-wise scaling, fp8 = 2; f8_attention_fp8_slots on a BF16
+ *    attention; zero tokens issue nothing;
+ *  - current scaling (test_current): the FP64 reference with the scales
+ *    the recipe defines, the slots' scales as stated, with and without
+ *    power-of-two scales;
+ *  - the FP8 backward (fp8_backward; test_fp8_backward): dqkv against the
+ *    FP64 reference of its chain (fp8_reference_bwd) under both recipes
+ *    and formats, the backward slots' scales and amaxes, GQA; its API
+ *    (test_fp8_backward_api): refusals, slots, checkpoint round trip and
+ *    refused mismatches.
  */
 #include "attention_fp8_rig.h"
+#include "core/numerics.h"
 #include "core/ops.h"
 
 static float *rand_bf16(test_rng *r, size_t n, double amp)
@@ -177,8 +186,8 @@ static void test_refusals(f8_ctx *ctx)
     cfg.fp8 = 2;
     expect_refused(ctx, &cfg, F8_ERR_INVALID_ARGUMENT, "fp8 = 2");
     cfg.fp8 = 1;
-    const f8_recipe_kind kinds[2] = {F8_RECIPE_CURRENT, F8_RECIPE_BLOCK};
-    for (int k = 0; k < 2; k++) {
+    const f8_recipe_kind kinds[3] = {F8_RECIPE_BLOCK, F8_RECIPE_ROWWISE, F8_RECIPE_ROWWISE_GW_HP};
+    for (int k = 0; k < 3; k++) {
         f8_recipe rec = f8_recipe_default();
         rec.kind = kinds[k];
         char why[256] = "";
@@ -234,6 +243,215 @@ static void test_against_bf16(f8_ctx *ctx)
     }
 }
 
+/* Current scaling (TE's Float8CurrentScaling form): QKV's scale from this
+ * qkv's amax (the amax pass before the cast), S's the amax-1 scale (P of
+ * query 0 is 1 in every causal call), O not quantized (y = bf16(O)), O's
+ * amax recorded; with power_2_scales both scales rounded down to powers of
+ * two. Against the FP64 reference with those scales: every element within
+ * 2^-4 of max(|ref|, rms) (one flipped P8 rounding) and 99% bitwise equal;
+ * the slots' scale and scale_inv after the forward exactly as stated; the
+ * chain against the BF16 attention of the same inputs within 8% (y) and
+ * 20% (dqkv) (measured 3.5-4.6% and 3.5-4.5%). */
+static void test_current(int pow2)
+{
+    f8_recipe rec = f8_recipe_default();
+    rec.kind = F8_RECIPE_CURRENT;
+    rec.power_2_scales = pow2;
+    rec.amax_history_len = 1;
+    char why[256] = "";
+    f8_ctx *ctx = test_ctx(F8_BACKEND_CPU, &rec, why);
+    if (!ctx) die(why, NULL);
+    const fp8_shape shapes[] = {{1, 1, 1, 16}, {2, 7, 3, 16}, {1, 13, 2, 32}, {2, 33, 1, 64}, {1, 64, 2, 64}};
+    test_rng r = {0xC5C5 + (uint64_t)pow2};
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        const fp8_shape sh = shapes[k];
+        const size_t n3 = (size_t)(fp8_T(sh) * 3 * fp8_C(sh)), n1 = (size_t)(fp8_T(sh) * fp8_C(sh));
+        float *qkv = rand_bf16(&r, n3, 1.0), *dy = rand_bf16(&r, n1, 1.0);
+        const float amax = max_abs(qkv, n3);
+        float sq = 448.0f / amax, ss = 448.0f;
+        if (pow2) sq = f8i_bits_float(f8i_float_bits(sq) & 0xFF800000u), ss = 256.0f;
+        const fp8_scales want = {sq, ss, 0.0f};
+        float *ref = (float *)xmalloc(n1 * sizeof(float)), ram[3];
+        fp8_reference(sh, qkv, want, ref, ram);
+        /* the slots start at other scales: the forward must set its own */
+        const fp8_scales start = {3.0f, 5.0f, 7.0f};
+        fp8_run run;
+        fp8_run_once(ctx, sh, qkv, dy, start, &run);
+        double ss2 = 0.0, worst = 0.0;
+        size_t same = 0;
+        for (size_t i = 0; i < n1; i++) ss2 += (double)ref[i] * ref[i];
+        const double rms = sqrt(ss2 / (double)n1);
+        for (size_t i = 0; i < n1; i++) {
+            same += run.y[i] == ref[i];
+            const double e = fabs((double)run.y[i] - ref[i]) / fmax(fabs((double)ref[i]), rms);
+            if (e > worst || e != e) worst = e != e ? INFINITY : e;
+        }
+        const double exact = (double)same / (double)n1;
+        printf("  current scaling%s B%lld S%lld nh%lld hd%lld: y worst %.3g of max(|ref|, rms), %.4f bitwise; scales "
+               "QKV %.9g S %.9g\n", pow2 ? " (pow2)" : "", (long long)sh.B, (long long)sh.S, (long long)sh.nh,
+               (long long)sh.hd, worst, exact, (double)run.used[0], (double)run.used[1]);
+        CHECK(worst <= 0x1p-4 && exact >= 0.99, "current scaling: y worst %.3g, %.4f bitwise", worst, exact);
+        CHECK(run.used[0] == sq && run.used_inv[0] == 1.0f / sq, "current scaling: QKV scale %.9g / %.9g, expected %.9g",
+              (double)run.used[0], (double)run.used_inv[0], (double)sq);
+        CHECK(run.used[1] == ss && run.used_inv[1] == 1.0f / ss, "current scaling: S scale %.9g / %.9g, expected %.9g",
+              (double)run.used[1], (double)run.used_inv[1], (double)ss);
+        CHECK(run.used[2] == 7.0f, "current scaling: O's scale %.9g changed (O is not quantized)", (double)run.used[2]);
+        CHECK(run.amax[0] == amax && run.amax[1] == 1.0f, "current scaling: amaxes QKV %.9g (max|qkv| %.9g), S %.9g",
+              (double)run.amax[0], (double)amax, (double)run.amax[1]);
+        CHECK(fabs((double)run.amax[2] - ram[2]) <= 1e-5 * ram[2], "current scaling: O amax %.9g, reference %.9g",
+              (double)run.amax[2], (double)ram[2]);
+        if (sh.S > 1) {
+            float *gb = NULL, *yb = fp8_bf16_run(ctx, sh, qkv, dy, &gb);
+            const double ey = fp8_rel_global(run.y, yb, n1, 0.0f), eg = fp8_rel_global(run.dqkv, gb, n3, 0.0f);
+            printf("    against the BF16 attention: y %.4f, dqkv %.4f\n", ey, eg);
+            CHECK(ey > 0.0 && ey <= 0.08 && eg <= 0.2, "current scaling: y %.4f, dqkv %.4f from the BF16 attention", ey, eg);
+            free(yb), free(gb);
+        }
+        fp8_run_free(&run);
+        free(ref), free(qkv), free(dy);
+    }
+    f8_ctx_destroy(ctx);
+}
+
+/* The FP8 backward (fp8_backward = 1) against the FP64 reference of its
+ * chain (attention_fp8_rig.h), under delayed scaling at the scales a second
+ * step would use (448 or 57344 over each tensor's amax) and under current
+ * scaling (dO from dy's own amax, dQKV unquantized), in both formats: dqkv
+ * mostly bitwise equal to the reference and within 2% of it as a whole (an
+ * FP32 sum that lands on the other side of a P8, dS8 or gradient rounding
+ * moves one element by one FP8 step); the slots: dO's scale as the recipe
+ * says and its amax max|dy| bitwise, dP's and dQKV's amaxes the reference's
+ * within 1e-4; against the BF16 attention of the same inputs within 30%
+ * (measured 5-16%: the price of FP8 gradients). Under current scaling
+ * (dqkv unquantized) GQA too, against the multi-head run of copied k, v. */
+static void test_fp8_backward(f8_format fmt, f8_recipe_kind kind)
+{
+    f8_recipe rec = f8_recipe_default();
+    rec.format = fmt;
+    rec.kind = kind;
+    const int cs = kind == F8_RECIPE_CURRENT;
+    if (cs) rec.amax_history_len = 1;
+    char why[256] = "";
+    f8_ctx *ctx = test_ctx(F8_BACKEND_CPU, &rec, why);
+    if (!ctx) die(why, NULL);
+    const f8_dtype gd = f8_ctx_slot_dtype(ctx, F8_DIR_BACKWARD);
+    const float gmax = f8_fp8_max(gd);
+    const fp8_shape shapes[] = {{1, 1, 1, 16}, {2, 7, 3, 16}, {1, 13, 2, 32}, {2, 33, 1, 64}, {1, 40, 2, 128}};
+    test_rng r = {0xB4C8 + (uint64_t)fmt * 2 + (uint64_t)cs};
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        const fp8_shape sh = shapes[k];
+        const size_t n3 = (size_t)(fp8_T(sh) * 3 * fp8_C(sh)), n1 = (size_t)(fp8_T(sh) * fp8_C(sh));
+        float *qkv = rand_bf16(&r, n3, 1.0), *dy = rand_bf16(&r, n1, 1.0);
+        const float aq = max_abs(qkv, n3), ady = max_abs(dy, n1);
+        const fp8_scales sc = {448.0f / aq, 448.0f, cs ? 0.0f : 448.0f / 2.0f};
+        /* the backward's scales: dO's from dy, dP's and dQKV's from a first reference pass */
+        fp8_bscales bs = {gmax / ady, 1.0f, cs ? 0.0f : 1.0f};
+        float *ref = (float *)xmalloc(n3 * sizeof(float)), ram[3];
+        fp8_reference_bwd(sh, qkv, dy, sc, bs, gd, ref, ram);
+        if (ram[1] > 0.0f) bs.dP = gmax / ram[1];
+        if (!cs && ram[2] > 0.0f) bs.dqkv = gmax / ram[2];
+        fp8_reference_bwd(sh, qkv, dy, sc, bs, gd, ref, ram);
+        fp8_bwd_on = 1;
+        fp8_bwd_scales = bs;
+        if (cs) fp8_bwd_scales.dO = 3.0f; /* the amax pass must replace it */
+        fp8_run run;
+        fp8_run_once(ctx, sh, qkv, dy, sc, &run);
+        fp8_bwd_on = 0;
+        size_t same = 0;
+        for (size_t i = 0; i < n3; i++) same += run.dqkv[i] == ref[i];
+        const double exact = (double)same / (double)n3, err = fp8_rel_global(run.dqkv, ref, n3, 0.0f);
+        printf("  FP8 backward (%s, %s) B%lld S%lld nh%lld hd%lld: dqkv %.4f bitwise, %.3g from FP64; amax dP %.6g (ref "
+               "%.6g) dQKV %.6g (ref %.6g)\n", cs ? "current" : "delayed", f8_dtype_name(gd), (long long)sh.B,
+               (long long)sh.S, (long long)sh.nh, (long long)sh.hd, exact, err, (double)run.bamax[1], (double)ram[1],
+               (double)run.bamax[2], (double)ram[2]);
+        CHECK(exact >= 0.95 && err <= 0.02, "FP8 backward: dqkv %.4f bitwise, %.3g from the FP64 chain", exact, err);
+        CHECK(run.bused[0] == bs.dO && run.bamax[0] == ady, "FP8 backward: dO scale %.9g (want %.9g), amax %.9g (max|dy| %.9g)",
+              (double)run.bused[0], (double)bs.dO, (double)run.bamax[0], (double)ady);
+        CHECK(fabs((double)run.bamax[1] - ram[1]) <= 1e-4 * ram[1] + 1e-30, "FP8 backward: dP amax %.9g, reference %.9g",
+              (double)run.bamax[1], (double)ram[1]);
+        CHECK(fabs((double)run.bamax[2] - ram[2]) <= 1e-4 * ram[2] + 1e-30, "FP8 backward: dQKV amax %.9g, reference %.9g",
+              (double)run.bamax[2], (double)ram[2]);
+        if (sh.S > 1) {
+            float *gb = NULL, *yb = fp8_bf16_run(ctx, sh, qkv, dy, &gb);
+            const double eb = fp8_rel_global(run.dqkv, gb, n3, 0.0f);
+            printf("    against the BF16 attention: dqkv %.4f\n", eb);
+            CHECK(eb > 0.0 && eb <= 0.3, "FP8 backward: dqkv %.4f from the BF16 attention", eb);
+            free(yb), free(gb);
+        }
+        fp8_run_free(&run);
+        free(ref), free(qkv), free(dy);
+    }
+    if (cs) {
+        fp8_bwd_on = 1;
+        (void)fp8_check_gqa(ctx, 2, 13, 4, 2, 16, 0x6B0);
+        fp8_bwd_on = 0;
+    }
+    f8_ctx_destroy(ctx);
+}
+
+/* fp8_backward's refusals, its slots, and its checkpoint entries: a round
+ * trip restores the backward slots exactly; a checkpoint and an attention
+ * that disagree on fp8_backward are refused either way, changing nothing. */
+static void test_fp8_backward_api(f8_ctx *ctx)
+{
+    f8_attention_config cfg = f8_attention_config_default(2, 16, 2, 8);
+    cfg.fp8_backward = 1;
+    expect_refused(ctx, &cfg, F8_ERR_INVALID_ARGUMENT, "fp8_backward without fp8");
+    cfg.fp8 = 1;
+    cfg.fp8_backward = 2;
+    expect_refused(ctx, &cfg, F8_ERR_INVALID_ARGUMENT, "fp8_backward = 2");
+    f8_attention *plain = NULL, *a = NULL, *b = NULL;
+    f8_slot sl[3];
+    cfg.fp8_backward = 0;
+    CHECK_OK(ctx, f8_attention_create(ctx, &cfg, &plain));
+    CHECK_STATUS(ctx, f8_attention_fp8_backward_slots(plain, sl), F8_ERR_STATE);
+    const int n0 = f8_ctx_slot_count(ctx, F8_DIR_BACKWARD);
+    cfg.fp8_backward = 1;
+    CHECK_OK(ctx, f8_attention_create(ctx, &cfg, &a));
+    CHECK(f8_ctx_slot_count(ctx, F8_DIR_BACKWARD) == n0 + 3, "fp8_backward registered %d backward slots, expected 3",
+          f8_ctx_slot_count(ctx, F8_DIR_BACKWARD) - n0);
+    CHECK_OK(ctx, f8_attention_fp8_backward_slots(a, sl));
+    CHECK(f8_ctx_slot_dtype(ctx, F8_DIR_BACKWARD) == F8_DTYPE_E5M2, "HYBRID's backward slots are not E5M2");
+    const int L = f8_ctx_recipe(ctx)->amax_history_len;
+    float *h = (float *)xmalloc((size_t)L * sizeof(float)), *g = (float *)xmalloc((size_t)L * sizeof(float));
+    for (int k = 0; k < 3; k++) {
+        for (int i = 0; i < L; i++) h[i] = 0.25f * (float)(k + 1) + (float)i;
+        CHECK_OK(ctx, f8_slot_write(ctx, sl[k], 10.0f + (float)k, 1.0f / (10.0f + (float)k), h));
+    }
+    f8_checkpoint *ck = NULL;
+    CHECK_OK(ctx, f8_checkpoint_create(ctx, &ck));
+    CHECK_OK(ctx, f8_checkpoint_add_attention(ck, "attn", a));
+    CHECK(f8_checkpoint_has(ck, "attn.fp8.bwd.scale"), "no attn.fp8.bwd.scale in the checkpoint");
+    CHECK_OK(ctx, f8_attention_create(ctx, &cfg, &b));
+    CHECK_OK(ctx, f8_checkpoint_restore_attention(ck, "attn", b));
+    f8_slot bl[3];
+    CHECK_OK(ctx, f8_attention_fp8_backward_slots(b, bl));
+    for (int k = 0; k < 3; k++) {
+        float sc = 0.0f, si = 0.0f;
+        CHECK_OK(ctx, f8_slot_read(ctx, bl[k], &sc, &si, g));
+        for (int i = 0; i < L; i++) h[i] = 0.25f * (float)(k + 1) + (float)i;
+        CHECK(sc == 10.0f + (float)k && si == 1.0f / (10.0f + (float)k) && memcmp(g, h, (size_t)L * sizeof(float)) == 0,
+              "backward slot %d: restored scale %g, not as stored", k, (double)sc);
+    }
+    /* disagreement either way: refused, nothing written */
+    CHECK_OK(ctx, f8_slot_write(ctx, bl[0], 3.0f, 1.0f / 3.0f, NULL));
+    f8_checkpoint *ck0 = NULL;
+    CHECK_OK(ctx, f8_checkpoint_create(ctx, &ck0));
+    CHECK_OK(ctx, f8_checkpoint_add_attention(ck0, "attn", plain));
+    f8_attention *c = NULL;
+    cfg.fp8_backward = 0;
+    CHECK_OK(ctx, f8_attention_create(ctx, &cfg, &c));
+    CHECK_STATUS(ctx, f8_checkpoint_restore_attention(ck, "attn", c), F8_ERR_INVALID_ARGUMENT);
+    printf("  refused (backward slots stored, fp8_backward = 0): %s\n", f8_ctx_last_error(ctx));
+    CHECK_STATUS(ctx, f8_checkpoint_restore_attention(ck0, "attn", b), F8_ERR_INVALID_ARGUMENT);
+    float sc = 0.0f;
+    CHECK_OK(ctx, f8_slot_read(ctx, bl[0], &sc, NULL, NULL));
+    CHECK(sc == 3.0f, "a refused restore changed the dO slot's scale to %g", (double)sc);
+    f8_checkpoint_destroy(ck), f8_checkpoint_destroy(ck0);
+    f8_attention_destroy(a), f8_attention_destroy(b), f8_attention_destroy(c), f8_attention_destroy(plain);
+    free(h), free(g);
+}
+
 int main(void)
 {
     char why[256] = "";
@@ -246,6 +464,13 @@ int main(void)
     test_backward(ctx);
     test_refusals(ctx);
     test_against_bf16(ctx);
+    test_current(0);
+    test_current(1);
+    test_fp8_backward_api(ctx);
+    test_fp8_backward(F8_FORMAT_HYBRID, F8_RECIPE_DELAYED);
+    test_fp8_backward(F8_FORMAT_E4M3, F8_RECIPE_DELAYED);
+    test_fp8_backward(F8_FORMAT_HYBRID, F8_RECIPE_CURRENT);
+    test_fp8_backward(F8_FORMAT_E4M3, F8_RECIPE_CURRENT);
     (void)fp8_check_gqa(ctx, 2, 13, 4, 2, 16, 0x6A0);
     (void)fp8_check_gqa(ctx, 1, 33, 6, 1, 32, 0x6A1);
     f8_ctx_destroy(ctx);

@@ -32,6 +32,15 @@
  *    (cast + kernel = 2 on f8's kernel; cast + prep + cuDNN + finish = 4).
  *  - GQA (f8's FP8 kernel): y, amaxes and dq bitwise those of the multi-head
  *    run with k and v copied to each query head, dk and dv their group sums.
+ *  - the FP8 backward (fp8_backward = 1, check_bwd): cuDNN's FP8 backward
+ *    graph (cuDNN >= 9.19, head_dim 128) against the CPU chain through the
+ *    BF16 attention (1.25x the chain's error + 0.02), its dP and dQKV
+ *    amaxes within 10%; f8's path (BF16 on the dequantized codes) within
+ *    the BF16 backward's bound; bitwise repeatable; under both recipes;
+ *  - current scaling (a second ctx pair, F8_RECIPE_CURRENT): the same
+ *    checks on f8's kernel and cuDNN's current-scaling graph (O in BF16),
+ *    the QKV scale bitwise the CPU's amax pass, S's 448, one more launch
+ *    (the amax pass).
  * Inputs of amplitude 1 and 4 (peaked rows, as trained attention has).
  * Shapes: generic (head_dim 16, 32, S = 1, 7, 13), cuDNN's (head_dim 64
  * and 128, S = 1, 64, 129, 200, 1024; F8_TEST_QUICK: 256) and f8_train's
@@ -46,6 +55,7 @@
 enum { CPU = 0, GPU = 1 };
 
 static f8_ctx *g_ctx[2];
+static int g_cs; /* g_ctx is a current-scaling pair: O is not quantized, the QKV cast has its amax pass */
 
 static float *rand_bf16(test_rng *r, size_t n, double amp)
 {
@@ -205,11 +215,117 @@ static int check_shape_big(fp8_shape sh, int mode, int want_cudnn, double amp, i
           (double)dirty.amax[1], (double)dirty.amax[2], (double)gpu.amax[1], (double)gpu.amax[2]);
     /* saturated O8 stays finite (E4M3 has no infinity: an unsaturated overflow would be NaN) */
     size_t bad = 0;
-    for (size_t i = 0; i < n1; i++) bad += !isfinite(gpu.y[i]) || fabsf(gpu.y[i]) > 448.0f / sc.o * 1.01f;
+    for (size_t i = 0; i < n1; i++) bad += !isfinite(gpu.y[i]) || (!g_cs && fabsf(gpu.y[i]) > 448.0f / sc.o * 1.01f);
     CHECK(bad == 0, "[%s] %zu y elements not finite or beyond O8's range", name, bad);
+    /* the scales the forward used: the QKV cast's (current scaling: its amax pass, bitwise the CPU's), S's */
+    CHECK(gpu.used[0] == cpu.used[0] && gpu.used_inv[0] == cpu.used_inv[0], "[%s] QKV scale %.9g, cpu %.9g", name,
+          (double)gpu.used[0], (double)cpu.used[0]);
+    CHECK(!g_cs || (gpu.used[1] == 448.0f && gpu.used_inv[1] == 1.0f / 448.0f), "[%s] current scaling: S scale %.9g",
+          name, (double)gpu.used[1]);
     fp8_run_free(&cpu), fp8_run_free(&gpu), fp8_run_free(&again), fp8_run_free(&dirty), fp8_run_free(&reused);
     free(qkv), free(dy);
     return path;
+}
+
+/* The FP8 backward (fp8_backward = 1) at sh on the GPU against the CPU's
+ * chain (itself held to FP64 by test_attention_fp8.c), both at the scales
+ * a second step would use (dO from dy's amax; dP and dQKV from a first CPU
+ * pass's amaxes). cuDNN's FP8 backward (want_cudnn: cuDNN >= 9.19, head_dim
+ * 128) rounds P8 and dS8 in its own block order, so it is held to what the
+ * chain achieves against the BF16 attention of the same inputs (dqkv
+ * within 1.25x the chain's error + 0.02, the probe's bound), its amaxes of
+ * dP and dQKV within 10% of the chain's; f8's path (the BF16 backward of
+ * the dequantized codes) is held to the BF16 backward's distance (0.2, at
+ * amplitude 1) and records no dP or dQKV amax. (The CPU chain, measured at
+ * B2 S256 nh2 hd128: 0.125 delayed, 0.081 current at amplitude 1; 0.93 and
+ * 0.40 at amplitude 4, where O8's scale saturates and FP8's q, k steps move
+ * a softmax of score spread ~16.) Both: dO's scale and amax bitwise the CPU's
+ * (the cast), a second run bitwise equal, dqkv finite. */
+static void check_bwd(fp8_shape sh, int want_cudnn, double amp)
+{
+    const int64_t T = fp8_T(sh), C = fp8_C(sh);
+    const size_t n3 = (size_t)(T * 3 * C), n1 = (size_t)(T * C);
+    test_rng r = {0xB0C0 + (uint64_t)(sh.S * 7 + sh.hd) + (uint64_t)g_cs};
+    float *qkv = rand_bf16(&r, n3, amp), *dy = rand_bf16(&r, n1, 1.0), aq = 0.0f, ady = 0.0f;
+    for (size_t i = 0; i < n3; i++) aq = fmaxf(aq, fabsf(qkv[i]));
+    for (size_t i = 0; i < n1; i++) ady = fmaxf(ady, fabsf(dy[i]));
+    const f8_dtype gd = f8_ctx_slot_dtype(g_ctx[CPU], F8_DIR_BACKWARD);
+    const float gmax = f8_fp8_max(gd);
+    const fp8_scales sc = {448.0f / aq, 448.0f, g_cs ? 0.0f : 448.0f / (1.5f * (float)amp)};
+    fp8_bscales bs = {gmax / ady, 1.0f, g_cs ? 0.0f : 1.0f};
+    fp8_run cpu, gpu, again;
+    fp8_bwd_on = 1;
+    fp8_bwd_scales = bs;
+    fp8_run_once(g_ctx[CPU], sh, qkv, dy, sc, &cpu);
+    if (cpu.bamax[1] > 0.0f) bs.dP = gmax / cpu.bamax[1];
+    if (!g_cs && cpu.bamax[2] > 0.0f) bs.dqkv = gmax / cpu.bamax[2];
+    fp8_run_free(&cpu);
+    fp8_bwd_scales = bs;
+    fp8_run_once(g_ctx[CPU], sh, qkv, dy, sc, &cpu);
+    fp8_run_once(g_ctx[GPU], sh, qkv, dy, sc, &gpu);
+    const int path = f8i_cuda_attn_last_path(g_ctx[GPU]), cudnn = path == F8I_ATTN_PATH_CUDNN;
+    fp8_run_once(g_ctx[GPU], sh, qkv, dy, sc, &again);
+    fp8_bwd_on = 0;
+    float *gb = NULL, *yb = fp8_bf16_run(g_ctx[GPU], sh, qkv, dy, &gb);
+    const double eg = fp8_rel_global(gpu.dqkv, gb, n3, 0.0f), ec = fp8_rel_global(cpu.dqkv, gb, n3, 0.0f);
+    const double ed = fp8_rel_global(gpu.dqkv, cpu.dqkv, n3, 0.0f);
+    const char *name = cudnn ? "cudnn" : "own";
+    printf("  [%s] FP8 backward%s B%lld S%lld nh%lld hd%lld amp %g (%s): dqkv against the BF16 attention %.4f (cpu chain "
+           "%.4f), against the chain %.4f; amax dP %.6g (cpu %.6g) dQKV %.6g (cpu %.6g)\n",
+           name, g_cs ? " (current scaling)" : "", (long long)sh.B, (long long)sh.S, (long long)sh.nh, (long long)sh.hd, amp,
+           f8_dtype_name(gd), eg, ec, ed, (double)gpu.bamax[1], (double)cpu.bamax[1], (double)gpu.bamax[2],
+           (double)cpu.bamax[2]);
+    { /* what f8_attention_query_path answers for this backward: the path it took */
+        f8_attention_config qc = f8_attention_config_default(sh.nh, sh.hd, sh.B, sh.S);
+        qc.fp8 = 1, qc.fp8_backward = 1;
+        f8_attention *qa = NULL;
+        f8_attention_path qp = F8_ATTENTION_PATH_AUTO;
+        CHECK_OK(g_ctx[GPU], f8_attention_create(g_ctx[GPU], &qc, &qa));
+        CHECK_OK(g_ctx[GPU], f8_attention_query_path(qa, sh.B, sh.S, 1, &qp));
+        CHECK((qp == F8_ATTENTION_PATH_CUDNN) == cudnn, "FP8 backward: the query says %d, it ran on %s", (int)qp, name);
+        f8_attention_destroy(qa);
+    }
+    CHECK(!want_cudnn || cudnn, "FP8 backward B%lld S%lld hd%lld: cuDNN did not take it: %s", (long long)sh.B,
+          (long long)sh.S, (long long)sh.hd, f8i_cuda_attn_info(g_ctx[GPU], NULL));
+    /* at amplitude 4 (scores of spread ~16) FP8's q, k steps move the softmax itself: no absolute bound */
+    CHECK(amp != 1.0 || ec <= 0.3, "[cpu] FP8 backward: dqkv %.4f from the BF16 attention", ec);
+    if (cudnn) {
+        CHECK(eg <= 1.25 * ec + 0.02, "[cudnn] FP8 backward: dqkv %.4f from the BF16 attention, chain %.4f", eg, ec);
+        CHECK(fabsf(gpu.bamax[1] - cpu.bamax[1]) <= 0.1f * cpu.bamax[1], "[cudnn] dP amax %.6g, cpu %.6g",
+              (double)gpu.bamax[1], (double)cpu.bamax[1]);
+        CHECK(fabsf(gpu.bamax[2] - cpu.bamax[2]) <= 0.1f * cpu.bamax[2], "[cudnn] dQKV amax %.6g, cpu %.6g",
+              (double)gpu.bamax[2], (double)cpu.bamax[2]);
+    } else {
+        CHECK(amp != 1.0 || eg <= 0.2, "[own] FP8 backward (BF16 on the dequantized codes): dqkv %.4f from the BF16 "
+              "attention", eg);
+        CHECK(gpu.bamax[1] == 0.0f && gpu.bamax[2] == 0.0f, "[own] recorded dP / dQKV amaxes %g %g", (double)gpu.bamax[1],
+              (double)gpu.bamax[2]);
+    }
+    CHECK(gpu.bused[0] == cpu.bused[0] && gpu.bamax[0] == cpu.bamax[0], "[%s] dO scale %.9g amax %.9g, cpu %.9g %.9g", name,
+          (double)gpu.bused[0], (double)gpu.bamax[0], (double)cpu.bused[0], (double)cpu.bamax[0]);
+    CHECK(memcmp(gpu.dqkv, again.dqkv, n3 * sizeof(float)) == 0 && memcmp(gpu.bamax, again.bamax, sizeof gpu.bamax) == 0,
+          "[%s] FP8 backward: a second run differs", name);
+    size_t bad = 0;
+    for (size_t i = 0; i < n3; i++) bad += !isfinite(gpu.dqkv[i]);
+    CHECK(bad == 0, "[%s] FP8 backward: %zu dqkv elements not finite", name, bad);
+    fp8_run_free(&cpu), fp8_run_free(&gpu), fp8_run_free(&again);
+    free(yb), free(gb), free(qkv), free(dy);
+}
+
+/* The FP8 backward's shapes: cuDNN's (head_dim 128, S a multiple of 128)
+ * where the loaded cuDNN is >= 9.19 (want), f8's path at head_dim 64 and
+ * for a shape cuDNN's FP8 backward is not asked to take. */
+static void check_bwd_cases(int want, int quick)
+{
+    f8i_cuda_attn_set_mode(g_ctx[GPU], F8I_ATTN_OWN);
+    check_bwd((fp8_shape){2, 64, 2, 64}, 0, 1.0);
+    check_bwd((fp8_shape){1, 256, 2, 128}, 0, 1.0);
+    f8i_cuda_attn_set_mode(g_ctx[GPU], F8I_ATTN_AUTO);
+    check_bwd((fp8_shape){2, 200, 3, 64}, 0, 1.0);
+    check_bwd((fp8_shape){2, 256, 2, 128}, want, 1.0);
+    check_bwd((fp8_shape){2, 256, 2, 128}, want, 4.0);
+    check_bwd((fp8_shape){1, quick ? 256 : 1024, 4, 128}, want, 1.0);
+    if (!quick) check_bwd((fp8_shape){4, 512, 5, 128}, want, 1.0);
 }
 
 static int check_shape_amp(fp8_shape sh, int mode, int want_cudnn, double amp)
@@ -262,7 +378,7 @@ static void check_calls(fp8_shape sh)
     CHECK_OK(ctx, f8_ctx_counters_read(ctx, &c1));
     const int pf = f8i_cuda_attn_last_path(ctx);
     const uint64_t got = c1.launches - c0.launches;
-    const uint64_t want = pf == F8I_ATTN_PATH_CUDNN ? 4 : 2;
+    const uint64_t want = (pf == F8I_ATTN_PATH_CUDNN ? 4 : 2) + (g_cs ? 1 : 0); /* current scaling: the amax pass */
     CHECK(got == want, "FP8 forward: %llu launches, expected %llu", (unsigned long long)got, (unsigned long long)want);
     CHECK(c1.allocations == c0.allocations, "FP8 forward allocated");
     CHECK_OK(ctx, f8_attention_backward(a, sv, &ty, &tg));
@@ -333,7 +449,36 @@ int main(void)
         if (i == 1) check_shape_big(large[i], F8I_ATTN_AUTO, 1, 4.0, 1);
         check_calls(large[i]);
     }
+    check_bwd_cases(want, quick); /* the FP8 backward under delayed scaling (HYBRID: E5M2 gradients) */
     printf("  cuDNN: %s\n", f8i_cuda_attn_info(g_ctx[GPU], NULL));
+    f8_ctx_destroy(g_ctx[CPU]);
+    f8_ctx_destroy(g_ctx[GPU]);
+
+    /* Current scaling (TE's Float8CurrentScaling form; test_attention_fp8.c
+     * holds the CPU to FP64): f8's kernel against the CPU, then cuDNN's
+     * current-scaling graph (O in BF16) against the chain, on a second pair. */
+    f8_recipe rec = f8_recipe_default();
+    rec.kind = F8_RECIPE_CURRENT;
+    rec.amax_history_len = 1;
+    if (test_ctx_pair("test_cuda_attention_fp8 (current scaling)", &rec, g_ctx)) return test_finish("test_cuda_attention_fp8");
+    g_cs = 1;
+    printf("  current scaling:\n");
+    f8i_cuda_attn_set_mode(g_ctx[GPU], F8I_ATTN_OWN);
+    check_shape(generic[0], F8I_ATTN_OWN, 0);
+    check_shape(fused[0], F8I_ATTN_OWN, 0);
+    check_shape_amp(fused[4], F8I_ATTN_OWN, 0, 4.0);
+    check_calls(fused[0]);
+    f8i_cuda_attn_set_mode(g_ctx[GPU], F8I_ATTN_AUTO);
+    (void)check_shape(fused[0], F8I_ATTN_AUTO, 0); /* loads cuDNN */
+    for (size_t i = 0; want && i < sizeof fused / sizeof fused[0]; i++)
+        if (fused[i].S > 1) check_shape(fused[i], F8I_ATTN_AUTO, 1);
+    check_shape_amp(fused[4], F8I_ATTN_AUTO, want, 4.0);
+    check_shape_amp(train50m, F8I_ATTN_AUTO, want, 1.0);
+    check_calls(fused[0]);
+    check_calls(train50m);
+    for (size_t i = 1; want && !quick && i < 3; i++) check_shape_big(large[i], F8I_ATTN_AUTO, 1, 1.0, 1);
+    check_bwd_cases(want, quick);
+    printf("  cuDNN (current scaling): %s\n", f8i_cuda_attn_info(g_ctx[GPU], NULL));
     f8_ctx_destroy(g_ctx[CPU]);
     f8_ctx_destroy(g_ctx[GPU]);
     return test_finish("test_cuda_attention_fp8");

@@ -484,11 +484,42 @@ F8_API f8_status f8_embedding_backward(f8_ctx *ctx, const int32_t *tokens, int64
  * is wrong at training shapes and never used. The
  * backward is a dequantize plus the BF16 backward. Memory: the saved state
  * adds the codes (T·3C bytes) and the reservation the backward's BF16 qkv
- * (T·3C·2 bytes). Errors: create with fp8 = 1:
+ * (T·3C·2 bytes).
+ * Under F8_RECIPE_CURRENT (TE's Float8CurrentScaling form of fp8_dpa) the
+ * same chain with: scale_qkv from this qkv's own amax (the amax pass before
+ * the cast, as every current-scaling cast); scale_s the amax-1 scale
+ * (fp8_max·2^-margin, a power of two with power_2_scales: P's amax is 1 in
+ * every causal call, so that is S's own amax), written into the S slot by
+ * the forward; O not quantized: y = dt(O) (TE has cuDNN write O in high
+ * precision under current scaling), its amax still recorded in the O slot,
+ * whose scale is left as it is. One launch more (the amax pass).
+ * Errors: create with fp8 = 1:
  * F8_ERR_DTYPE unless dtype is BF16, F8_ERR_UNSUPPORTED unless the ctx's
- * recipe is F8_RECIPE_DELAYED (S and O have no tensor to measure before the
- * fused cast), F8_ERR_INVALID_ARGUMENT for fp8 not 0 or 1; a refused create
+ * recipe is F8_RECIPE_DELAYED or F8_RECIPE_CURRENT (block and row-wise
+ * scales have no fused FP8 attention here), F8_ERR_INVALID_ARGUMENT for fp8
+ * or fp8_backward not 0 or 1, or fp8_backward without fp8; a refused create
  * registers nothing.
+ *
+ * FP8 backward (config.fp8_backward = 1, with fp8 = 1: TE's
+ * NVTE_FP8_DPA_BWD=1). Create also registers three backward slots
+ * (f8_attention_fp8_backward_slots: dO, dP, dQKV; their dtype the recipe's
+ * backward format, E5M2 under HYBRID). The backward casts dy to dO8 with
+ * dO's scale (current scaling: from dy's own amax), then, with the codes
+ * q8, k8, v8 and dO8, per row i and key j <= i:
+ *   D  = Σ dO8·O8 · descale_dO · descale_O   (O8 the forward's, kept in the
+ *        saved state under delayed scaling; current scaling: the BF16 O)
+ *   P  = exp2((s - L)·c2) from the codes' s;  P8 = e4m3(P · scale_s)
+ *   dS = P · (dO·v - D) · c;  dS8 = gd(dS · scale_dP)   (dP's amax: max |dS|)
+ *   dq = Σ dS8·k8,  dk = Σ dS8·q8,  dv = Σ P8·dO8, each times its descales
+ *   dqkv = dt(gd(x · scale_dqkv) · descale_dqkv) (delayed), dt(x) (current)
+ * with dP's and dQKV's amaxes maxed into their slots (gd: the backward
+ * format; dP's scale is the slot's, updated from its history under either
+ * recipe, as TE's "DS for S, dP"). Exact formulas: src/nn/attention.h.
+ * On the GPU it runs cuDNN's FP8 backward where the loaded cuDNN is 9.19
+ * or newer, head_dim 128 and G = n_head (NVIDIA ships it at head_dim 128
+ * only); elsewhere the BF16 backward of the dequantized codes (numerics of
+ * the F16 backward, no dP or dQKV amax recorded). Memory: under delayed
+ * scaling the saved state adds O8 (T·C bytes); the reservation dO8 (T·C).
  *
  * GQA (config.n_kv_head = G < n_head, Llama's grouped-query attention; G = 1
  * is multi-query). qkv is then [T, (n_head + 2G)·head_dim]: per row
@@ -513,9 +544,12 @@ typedef struct f8_attention_config {
                            keeps qkv): the saved state then holds no copy of y (T·C elements less) and the
                            forward writes none; default 0 (the saved state copies y) */
     int fp8;            /* 1: FP8 attention (TE's fp8_dpa, with its F16 backward): see "FP8" above;
-                           needs dtype BF16 and a ctx with F8_RECIPE_DELAYED; default 0 */
+                           needs dtype BF16 and a ctx with F8_RECIPE_DELAYED or F8_RECIPE_CURRENT; default 0 */
     int64_t n_kv_head;  /* key/value heads (grouped-query attention, see "GQA" above): divides n_head;
                            1 is multi-query; 0 (or n_head, the default) is multi-head */
+    int fp8_backward;   /* 1 (needs fp8 = 1): the backward in FP8 too (TE's NVTE_FP8_DPA_BWD=1): see
+                           "FP8 backward" above; default 0 (on Hopper cuDNN's FP8 backward is no faster
+                           than BF16: it is there for TE parity and for its numerics) */
 } f8_attention_config;
 
 /* The given sizes, dtype BF16, multi-head (n_kv_head = n_head). */
@@ -549,6 +583,10 @@ F8_API f8_status f8_attention_backward(f8_attention *attention, f8_attention_sav
  * slots[2] O (the output), in the ctx registry with the modules' (read,
  * write and update them as any slot). F8_ERR_STATE for fp8 = 0. */
 F8_API f8_status f8_attention_fp8_slots(const f8_attention *attention, f8_slot slots[3]);
+/* The backward scaling slots of an attention created with fp8_backward = 1:
+ * [out] slots[0] dO, slots[1] dP (dS, the softmax's gradient), slots[2]
+ * dQKV (dq, dk and dv share it). F8_ERR_STATE for fp8_backward = 0. */
+F8_API f8_status f8_attention_fp8_backward_slots(const f8_attention *attention, f8_slot slots[3]);
 /* [out] *path: the implementation a forward (backward = 0) or backward
  * (backward = 1) of this attention at (batch, seq) takes on its ctx, for
  * 16-byte aligned tensors: F8_ATTENTION_PATH_CUDNN or F8_ATTENTION_PATH_OWN
@@ -556,7 +594,8 @@ F8_API f8_status f8_attention_fp8_slots(const f8_attention *attention, f8_slot s
  * OWN, no cuDNN, a plan cuDNN refused; an FP8 forward takes CUDNN only
  * where the loaded cuDNN is 9.19 or newer and head_dim is 64 or 128: older
  * cuDNN's FP8 forward is wrong at training shapes; an FP8 attention's
- * backward is the BF16 one and answers as such).
+ * backward is the BF16 one and answers as such, unless fp8_backward: then
+ * CUDNN where cuDNN's FP8 backward takes it, as above).
  * Outside a graph capture the answer is final: it loads cuDNN and builds the
  * call's plan as the call itself would (asking is warming up). While a graph
  * is captured nothing is built: a shape not built before reports OWN, as the
@@ -571,7 +610,9 @@ F8_API f8_status f8_attention_query_path(f8_attention *attention, int64_t batch,
  * is its three slots, laid out as a module's forward slots ("Checkpoints"):
  *   <prefix>.fp8.fwd.amax_history (F32 [L, 3]), .fp8.fwd.scale and
  *   .fp8.fwd.scale_inv (F32 [3]), in f8_attention_fp8_slots' order (QKV, S, O),
- * with the recipe in the metadata ("<prefix>.fp8.recipe"). With fp8 = 0
+ * with the recipe in the metadata ("<prefix>.fp8.recipe"); with fp8_backward
+ * also its backward slots as a module's backward slots (.fp8.bwd.*, in
+ * f8_attention_fp8_backward_slots' order, same rules). With fp8 = 0
  * there is nothing to store: add adds nothing and returns F8_OK, so a
  * model may call it for every attention. Add refuses a name already in
  * the checkpoint before adding anything (F8_ERR_INVALID_ARGUMENT).

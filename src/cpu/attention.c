@@ -18,7 +18,11 @@
  * style, the oracle of cuDNN's FP8 graph: E4M3 codes decoded exactly, each
  * dot product a double sum rounded to FP32 then descaled, P normalized
  * before it is scaled and rounded to E4M3 (the graph's order), O's amax
- * taken before scale_o.
+ * taken before scale_o. Under current scaling the op first writes S's
+ * scale into the slot (s_scale_now) and leaves O unquantized (o_scale NULL).
+ * The FP8 backward (fp8_backward) is attention.h's FP8 backward chain in
+ * the BF16 backward's loop order: D, then dq row by row, then dk, dv key by
+ * key over the group's heads, each pair's P8 and dS8 recomputed where used.
  */
 #include <math.h>
 #include <stddef.h>
@@ -134,8 +138,10 @@ static void amax_into(float *acc, float v)
 static f8_status fp8_forward(f8_ctx *ctx, const f8i_attn_fwd_args *a)
 {
     const int64_t B = a->batch, S = a->seq, nh = a->n_head, hd = a->head_dim;
+    if (a->s_scale_now > 0.0f) *a->s_scale = a->s_scale_now, *a->s_scale_inv = 1.0f / a->s_scale_now; /* current scaling */
     const float c2 = a->scale_log2, dq = *a->qkv_scale_inv, ss = *a->s_scale, ds = *a->s_scale_inv;
-    const float so = *a->o_scale, dso = *a->o_scale_inv;
+    const int quant_o = a->o_scale != NULL; /* current scaling: y = dt(O) */
+    const float so = quant_o ? *a->o_scale : 1.0f, dso = quant_o ? *a->o_scale_inv : 1.0f;
     const uint8_t *qkv = (const uint8_t *)a->qkv;
     float *srow = a->rows, *prow = a->rows + S, amax_s = 0.0f, amax_o = 0.0f;
     F8I_COUNT_LAUNCHES(ctx, 1);
@@ -162,7 +168,8 @@ static f8_status fp8_forward(f8_ctx *ctx, const f8i_attn_fwd_args *a)
                     for (int64_t j = 0; j <= i; j++) acc += (double)prow[j] * f8i_fp8_decode(qkv[w.v + j * w.ld3 + d], 0);
                     const float o = (float)acc * ds * dq;
                     amax_into(&amax_o, o);
-                    const float yv = e4m3(o * so) * dso;
+                    const float yv = quant_o ? e4m3(o * so) * dso : o;
+                    if (a->o8) a->o8[w.y + i * w.ld1 + d] = f8i_fp8_encode(o * so, 0); /* kept for the FP8 backward */
                     store(a->y, F8_DTYPE_BF16, w.y + i * w.ld1 + d, yv);
                     if (a->o) store(a->o, F8_DTYPE_BF16, w.y + i * w.ld1 + d, yv);
                 }
@@ -172,6 +179,105 @@ static f8_status fp8_forward(f8_ctx *ctx, const f8i_attn_fwd_args *a)
     }
     amax_into(a->s_amax, amax_s);
     amax_into(a->o_amax, amax_o);
+    if (a->o8) *a->o8_scale_inv = dso;
+    return F8_OK;
+}
+
+/* One pair (i, j) of the FP8 backward (attention.h's FP8 backward chain):
+ * returns dS8's value (the code, not descaled) and sets *p8 to P8's. The
+ * call's amax of dS is maxed into *amax_dp. */
+typedef struct fp8_bwd_view {
+    const uint8_t *qkv, *do8;
+    float dq, ddo, ss, sdp;
+    int e5m2; /* the gradient format of dO and dS8 */
+} fp8_bwd_view;
+
+static float fp8_pair(const f8i_attn_bwd_args *a, const fp8_bwd_view *f, const head_view *w, int64_t i, int64_t j,
+                      float *p8, float *amax_dp)
+{
+    const float s = dot8(f->qkv, w->q + i * w->ld3, f->qkv, w->k + j * w->ld3, w->hd) * f->dq * f->dq;
+    double acc = 0.0;
+    for (int64_t d = 0; d < w->hd; d++)
+        acc += (double)f8i_fp8_decode(f->do8[w->y + i * w->ld1 + d], f->e5m2) * f8i_fp8_decode(f->qkv[w->v + j * w->ld3 + d], 0);
+    const float dp = (float)acc * f->ddo * f->dq;
+    const float p = exp2f((s - a->lse[w->lse + i]) * a->scale_log2);
+    *p8 = e4m3(p * f->ss);
+    const float ds = p * (dp - a->d[w->lse + i]) * a->scale;
+    amax_into(amax_dp, ds);
+    return f8i_fp8_decode(f8i_fp8_encode(ds * f->sdp, f->e5m2), f->e5m2);
+}
+
+/* One gradient element out (attention.h): its amax, then dt(gd(x·sq)·dsq)
+ * under delayed scaling, dt(x) under current. */
+static void store_grad(const f8i_attn_bwd_args *a, int e5m2, int64_t at, float x, float *amax)
+{
+    amax_into(amax, x);
+    if (a->dqkv_scale) x = f8i_fp8_decode(f8i_fp8_encode(x * *a->dqkv_scale, e5m2), e5m2) * *a->dqkv_scale_inv;
+    store(a->dqkv, F8_DTYPE_BF16, at, x);
+}
+
+static f8_status fp8_backward(f8_ctx *ctx, const f8i_attn_bwd_args *a)
+{
+    const int64_t B = a->batch, S = a->seq, nh = a->n_head, hd = a->head_dim, G = kv_heads(nh, a->n_kv_head);
+    const int64_t group = nh / G;
+    const int e5m2 = a->grad_dtype == F8_DTYPE_E5M2;
+    fp8_bwd_view f;
+    f.qkv = (const uint8_t *)a->qkv, f.do8 = a->do8, f.dq = *a->qkv_scale_inv, f.ddo = *a->do_scale_inv;
+    f.ss = *a->s_scale, f.sdp = *a->dp_scale, f.e5m2 = e5m2;
+    const float ds = *a->s_scale_inv, dsdp = *a->dp_scale_inv, dso = a->o8 ? *a->o8_scale_inv : 1.0f;
+    float *p8row = a->rows, *dsrow = a->rows + S, amax_dp = 0.0f, amax_g = 0.0f;
+    F8I_COUNT_LAUNCHES(ctx, 1);
+    for (int64_t b = 0; b < B; b++) {
+        /* D and dq, per query head, row by row over keys j <= i */
+        for (int64_t h = 0; h < nh; h++) {
+            const head_view w = view_of(b, h, S, nh, G, hd, F8_DTYPE_E4M3);
+            for (int64_t i = 0; i < S; i++) {
+                double acc = 0.0;
+                for (int64_t d = 0; d < hd; d++) {
+                    const int64_t at = w.y + i * w.ld1 + d;
+                    const float o = a->o8 ? f8i_fp8_decode(a->o8[at], 0) : load(a->o, F8_DTYPE_BF16, at);
+                    acc += (double)f8i_fp8_decode(a->do8[at], e5m2) * o;
+                }
+                a->d[w.lse + i] = (float)acc * f.ddo * dso;
+            }
+            for (int64_t i = 0; i < S; i++) {
+                for (int64_t j = 0; j <= i; j++) dsrow[j] = fp8_pair(a, &f, &w, i, j, &p8row[j], &amax_dp);
+                for (int64_t d = 0; d < hd; d++) {
+                    double acc = 0.0;
+                    for (int64_t j = 0; j <= i; j++) acc += (double)dsrow[j] * f8i_fp8_decode(f.qkv[w.k + j * w.ld3 + d], 0);
+                    store_grad(a, e5m2, w.q + i * w.ld3 + d, (float)acc * dsdp * f.dq, &amax_g);
+                }
+            }
+        }
+        /* dk and dv, per key/value head, key by key over its query heads and queries i >= j */
+        for (int64_t g = 0; g < G; g++) {
+            const head_view w0 = view_of(b, g * group, S, nh, G, hd, F8_DTYPE_E4M3);
+            for (int64_t j = 0; j < S; j++) {
+                double dk[F8I_CPU_ATTN_HD_CHUNK], dv[F8I_CPU_ATTN_HD_CHUNK];
+                for (int64_t d0 = 0; d0 < hd; d0 += F8I_CPU_ATTN_HD_CHUNK) {
+                    const int64_t n = hd - d0 < F8I_CPU_ATTN_HD_CHUNK ? hd - d0 : F8I_CPU_ATTN_HD_CHUNK;
+                    for (int64_t d = 0; d < n; d++) dk[d] = dv[d] = 0.0;
+                    for (int64_t h = g * group; h < (g + 1) * group; h++) {
+                        const head_view w = view_of(b, h, S, nh, G, hd, F8_DTYPE_E4M3);
+                        float seen = 0.0f; /* the dq pass counted these dS already */
+                        for (int64_t i = j; i < S; i++) dsrow[i] = fp8_pair(a, &f, &w, i, j, &p8row[i], &seen);
+                        for (int64_t d = 0; d < n; d++) {
+                            for (int64_t i = j; i < S; i++) {
+                                dk[d] += (double)dsrow[i] * f8i_fp8_decode(f.qkv[w.q + i * w.ld3 + d0 + d], 0);
+                                dv[d] += (double)p8row[i] * f8i_fp8_decode(f.do8[w.y + i * w.ld1 + d0 + d], e5m2);
+                            }
+                        }
+                    }
+                    for (int64_t d = 0; d < n; d++) {
+                        store_grad(a, e5m2, w0.k + j * w0.ld3 + d0 + d, (float)dk[d] * dsdp * f.dq, &amax_g);
+                        store_grad(a, e5m2, w0.v + j * w0.ld3 + d0 + d, (float)dv[d] * ds * f.ddo, &amax_g);
+                    }
+                }
+            }
+        }
+    }
+    amax_into(a->dp_amax, amax_dp);
+    amax_into(a->dqkv_amax, amax_g);
     return F8_OK;
 }
 
@@ -238,4 +344,4 @@ static f8_status backward(f8_ctx *ctx, const f8i_attn_bwd_args *a)
 }
 
 f8_status f8i_cpu_attn_fwd(f8_ctx *ctx, const f8i_attn_fwd_args *a) { return a->fp8 ? fp8_forward(ctx, a) : forward(ctx, a); }
-f8_status f8i_cpu_attn_bwd(f8_ctx *ctx, const f8i_attn_bwd_args *a) { return backward(ctx, a); }
+f8_status f8i_cpu_attn_bwd(f8_ctx *ctx, const f8i_attn_bwd_args *a) { return a->fp8 ? fp8_backward(ctx, a) : backward(ctx, a); }

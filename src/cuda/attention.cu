@@ -248,8 +248,12 @@ static bool fast_shape(f8_dtype dt, int64_t hd) { return dt == F8_DTYPE_BF16 && 
  * Grid, block and ownership as gen_fwd_kernel; each thread keeps its
  * running amaxes of P and O, and the block maxes them into the slots once. */
 typedef struct fp8_scales {
-    const float *dq, *s_scale, *s_scale_inv, *o_scale, *o_scale_inv;
+    float *s_scale, *s_scale_inv; /* the S slot's: read, or (s_now > 0) written by thread 0 of block 0 */
+    const float *dq, *o_scale, *o_scale_inv; /* o_scale NULL: O not quantized (current scaling) */
     float *s_amax, *o_amax;
+    float s_now; /* > 0: S's scale this call (current scaling) */
+    uint8_t *o8; /* the O8 codes kept for an FP8 backward, or NULL; o8_scale_inv their descale */
+    float *o8_scale_inv;
 } fp8_scales;
 
 static __device__ __forceinline__ float e4m3(uint8_t b) { return f8i_fp8_decode(b, 0); }
@@ -268,7 +272,11 @@ static __global__ void __launch_bounds__(GEN_THREADS)
 {
     const int lane = threadIdx.x & 31;
     const int64_t ld = sh.ld, warps = (int64_t)gridDim.x * (GEN_THREADS / 32); /* GQA: (nh + 2G)·hd */
-    const float dq = *f.dq, ss = *f.s_scale, ds = *f.s_scale_inv, so = *f.o_scale, dso = *f.o_scale_inv;
+    const bool now = f.s_now > 0.0f, quant_o = f.o_scale != NULL;
+    const float dq = *f.dq, ss = now ? f.s_now : *f.s_scale, ds = now ? __fdiv_rn(1.0f, f.s_now) : *f.s_scale_inv;
+    const float so = quant_o ? *f.o_scale : 1.0f, dso = quant_o ? *f.o_scale_inv : 1.0f;
+    if (now && blockIdx.x == 0 && threadIdx.x == 0) *f.s_scale = ss, *f.s_scale_inv = ds; /* no block reads them */
+    if (f.o8 && blockIdx.x == 0 && threadIdx.x == 0) *f.o8_scale_inv = dso;
     float amax_s = 0.0f, amax_o = 0.0f;
     for (int64_t r = (int64_t)blockIdx.x * (GEN_THREADS / 32) + (threadIdx.x >> 5); r < sh.B * sh.nh * sh.S; r += warps) {
         const int64_t bh = r / sh.S, i = r - bh * sh.S, b = bh / sh.nh, h = bh - b * sh.nh;
@@ -297,7 +305,9 @@ static __global__ void __launch_bounds__(GEN_THREADS)
                 if (d >= sh.hd) continue;
                 const float ov = __fmul_rn(__fmul_rn(acc[u], ds), dq);
                 amax_o = fmaxf(amax_o, fabsf(ov));
-                const uint16_t yv = f8i_bf16_from_float(__fmul_rn(e4m3(f8i_fp8_encode(__fmul_rn(ov, so), 0)), dso));
+                const uint8_t code = f8i_fp8_encode(__fmul_rn(ov, so), 0);
+                const uint16_t yv = f8i_bf16_from_float(quant_o ? __fmul_rn(e4m3(code), dso) : ov);
+                if (f.o8) f.o8[(b * sh.S + i) * sh.C + h * sh.hd + d] = code;
                 y[(b * sh.S + i) * sh.C + h * sh.hd + d] = yv;
                 if (o_save) o_save[(b * sh.S + i) * sh.C + h * sh.hd + d] = yv;
             }
@@ -326,7 +336,8 @@ static f8_status forward(f8_ctx *ctx, const f8i_attn_fwd_args *a)
     f8i_cuda(ctx)->attn_last_path = F8I_ATTN_PATH_OWN;
     if (a->fp8) {
         const gen_shape sh = shape_of(a->batch, a->seq, a->n_head, a->n_kv_head, a->head_dim, a->scale, a->scale_log2);
-        const fp8_scales f = {a->qkv_scale_inv, a->s_scale, a->s_scale_inv, a->o_scale, a->o_scale_inv, a->s_amax, a->o_amax};
+        const fp8_scales f = {a->s_scale, a->s_scale_inv, a->qkv_scale_inv, a->o_scale, a->o_scale_inv,
+                              a->s_amax,  a->o_amax,      a->s_scale_now,   a->o8,      a->o8_scale_inv};
         F8I_COUNT_LAUNCHES(ctx, 1);
         gen_fwd_fp8_kernel<<<grid_size(ctx, BH * a->seq * 32, GEN_THREADS), GEN_THREADS, 0, f8i_stream(ctx)>>>(
             sh, f, (const uint8_t *)a->qkv, (uint16_t *)a->y, (uint16_t *)a->o, a->lse);
@@ -360,8 +371,11 @@ static f8_status forward(f8_ctx *ctx, const f8i_attn_fwd_args *a)
     return f8i_cuda_launch_check(ctx, "attention gen_fwd_kernel");
 }
 
+static f8_status fp8_backward(f8_ctx *ctx, const f8i_attn_bwd_args *a);
+
 static f8_status backward(f8_ctx *ctx, const f8i_attn_bwd_args *a)
 {
+    if (a->fp8) return fp8_backward(ctx, a);
     const int64_t BH = a->batch * a->n_head;
     int ran = 0;
     const f8_status cs = f8i_cudnn_attn_bwd(ctx, a, &ran);
@@ -400,6 +414,26 @@ static f8_status backward(f8_ctx *ctx, const f8i_attn_bwd_args *a)
         gen_dkv_kernel<float><<<grid, GEN_THREADS, 0, st>>>(sh, qkv, a->lse, dy, (float *)a->dqkv, a->d);
     }
     return f8i_cuda_launch_check(ctx, "attention gen_dq_kernel/gen_dkv_kernel");
+}
+
+/* The FP8 backward (attention.h's chain): cuDNN's FP8 backward graph where
+ * it takes the call (attention_cudnn_fp8.cu); else f8's path, the BF16
+ * backward on the dequantized codes with the BF16 o and dy (its numerics
+ * are the F16 backward's: no dO8, P8 or dS8 roundings, no dP or dQKV amax;
+ * attention.h says so). */
+static f8_status fp8_backward(f8_ctx *ctx, const f8i_attn_bwd_args *a)
+{
+    int ran = 0;
+    F8I_TRY(f8i_cudnn_fp8_attn_bwd(ctx, a, &ran));
+    if (ran) return F8_OK;
+    const int64_t G = a->n_kv_head > 0 ? a->n_kv_head : a->n_head, W = (a->n_head + 2 * G) * a->head_dim;
+    F8I_TRY(f8i_cuda_convert(ctx, a->qkv, F8_DTYPE_E4M3, a->qkv_scale_inv, a->qkv_hp, F8_DTYPE_BF16, a->batch * a->seq * W));
+    f8i_attn_bwd_args b = *a;
+    b.fp8 = 0;
+    b.qkv = a->qkv_hp;
+    F8I_TRY(backward(ctx, &b));
+    f8i_cuda(ctx)->attn_last_path = F8I_ATTN_PATH_OWN; /* f8's FP8-backward path (whatever ran its BF16 part) */
+    return F8_OK;
 }
 
 f8_status f8i_cuda_attn_fwd(f8_ctx *ctx, const f8i_attn_fwd_args *a) { return forward(ctx, a); }

@@ -610,8 +610,8 @@ f8_status f8i_cuda_attn_takes(f8_ctx *ctx, f8_dtype dtype, int64_t batch, int64_
 {
     *takes = 0;
     if (!cuda_of(ctx)) return F8_OK;
-    if (dtype == F8_DTYPE_E4M3 && !backward)
-        return f8i_cudnn_fp8_attn_takes(ctx, batch, seq, n_head, n_kv_head, head_dim, takes);
+    if (dtype == F8_DTYPE_E4M3) /* FP8: the forward, or the backward of fp8_backward */
+        return f8i_cudnn_fp8_attn_takes(ctx, batch, seq, n_head, n_kv_head, head_dim, backward, takes);
     const int mode = mode_of(ctx);
     if (mode == F8I_ATTN_OWN || !cudnn_shape(dtype, head_dim)) return F8_OK;
     const dn_key key = {backward ? 1 : 0, backward && mode == F8I_ATTN_CUDNN_NONDET ? 0 : 1, batch, seq, n_head, head_dim,

@@ -21,7 +21,7 @@
 typedef struct gb {
     const dn_api *api;
     dn_plan *p;
-    void *ops[32];
+    void *ops[48]; /* the FP8 backward has 41 */
     int n_ops;
     int64_t next_uid;
     int failed;
@@ -254,15 +254,15 @@ static void *gb_mul(gb *g, const char *name, void *x, void *t, const int64_t dim
     return y;
 }
 
-/* A forward's real tensors: Q, Kᵀ, V, O of the I/O dtype, Stats, and the
- * by-value attn_scale and mask value; t[] in that order. */
+/* A forward's real tensors: Q, Kᵀ, V of the I/O dtype, O of o_dtype, Stats,
+ * and the by-value attn_scale and mask value; t[] in that order. */
 enum { FW_Q, FW_KT, FW_V, FW_O, FW_STATS, FW_SCALE, FW_NEG_INF, FW_COUNT };
-static void gb_forward_io(gb *g, const dn_dims *d, int dtype, void *t[FW_COUNT])
+static void gb_forward_io(gb *g, const dn_dims *d, int dtype, int o_dtype, void *t[FW_COUNT])
 {
     t[FW_Q] = gb_tensor(g, "Q", U_Q, dtype, d->qkv, d->qkv_s, 0, 0);
     t[FW_KT] = gb_tensor(g, "K^T", U_K, dtype, d->kt, d->kt_s, 0, 0);
     t[FW_V] = gb_tensor(g, "V", U_V, dtype, d->kv, d->kv_s, 0, 0);
-    t[FW_O] = gb_tensor(g, "O", U_O, dtype, d->o, d->o_s, 0, 0);
+    t[FW_O] = gb_tensor(g, "O", U_O, o_dtype, d->o, d->o_s, 0, 0);
     t[FW_STATS] = gb_tensor(g, "Stats", U_STATS, DN_FLOAT, d->row, d->row_s, 0, 0);
     t[FW_SCALE] = gb_scalar(g, "attn_scale", U_SCALE);
     t[FW_NEG_INF] = gb_scalar(g, "-inf", U_NEG_INF);
@@ -271,7 +271,7 @@ static void gb_forward_io(gb *g, const dn_dims *d, int dtype, void *t[FW_COUNT])
 static void graph_forward(gb *g, const dn_dims *d)
 {
     void *t[FW_COUNT];
-    gb_forward_io(g, d, DN_BF16, t);
+    gb_forward_io(g, d, DN_BF16, DN_BF16, t);
     void *s = gb_virtual(g, "S = Q K^T", DN_FLOAT, d->ss, d->ss_s);
     gb_mm(g, "Q K^T", t[FW_Q], t[FW_KT], s);
     void *sm = gb_causal(g, d, gb_mul(g, "S c", s, t[FW_SCALE], d->ss, d->ss_s), t[FW_NEG_INF]);

@@ -137,8 +137,9 @@ void f8i_cuda_attn_cudnn_destroy(f8_ctx *ctx); /* handle and library (after the 
 struct dn_api;
 const struct dn_api *f8i_cudnn_attn_handle(f8_ctx *ctx, void **handle, size_t *version, f8_status *st);
 f8_status f8i_cudnn_fp8_attn_fwd(f8_ctx *ctx, const f8i_attn_fwd_args *args, int *ran);
+f8_status f8i_cudnn_fp8_attn_bwd(f8_ctx *ctx, const f8i_attn_bwd_args *args, int *ran);
 f8_status f8i_cudnn_fp8_attn_takes(f8_ctx *ctx, int64_t batch, int64_t seq, int64_t n_head, int64_t n_kv_head,
-                                  int64_t head_dim, int *takes);
+                                  int64_t head_dim, int backward, int *takes);
 
 /* attention.cu; embedding.cu (embedding), cross_entropy.cu, adamw.cu */
 f8_status f8i_cuda_attn_fwd(f8_ctx *ctx, const f8i_attn_fwd_args *args);

@@ -573,6 +573,8 @@ f8_status f8_checkpoint_restore_module(const f8_checkpoint *ck, const char *pref
  * whatever reads a module's by name (the trainer's value rules, the
  * history-length rule) reads them alike. */
 static const char *const ATT_FIELDS[3] = {"fp8.fwd.amax_history", "fp8.fwd.scale", "fp8.fwd.scale_inv"};
+/* With fp8_backward, its three backward slots as a module's backward slots. */
+static const char *const ATT_BWD_FIELDS[3] = {"fp8.bwd.amax_history", "fp8.bwd.scale", "fp8.bwd.scale_inv"};
 
 /* The checks both entry points share: arguments, and the checkpoint's ctx. */
 static f8_status att_args(const f8_checkpoint *ck, const char *prefix, f8_ctx *ctx, const char *fn)
@@ -590,11 +592,16 @@ f8_status f8_checkpoint_add_attention(f8_checkpoint *ck, const char *prefix, con
     const char *fn = "f8_checkpoint_add_attention";
     f8_status st = att_args(ck, prefix, ctx, fn);
     if (st != F8_OK || !f8i_attention_config(a)->fp8) return st; /* BF16: no state to store */
-    f8_slot slots[3];
+    f8_slot slots[3], bslots[3];
+    const int bwd = f8i_attention_config(a)->fp8_backward;
     st = names_free(ck, ctx, fn, "attention", prefix, ATT_FIELDS, 3);
+    if (st == F8_OK && bwd) st = names_free(ck, ctx, fn, "attention", prefix, ATT_BWD_FIELDS, 3);
     if (st == F8_OK) st = f8_attention_fp8_slots(a, slots);
+    if (st == F8_OK && bwd) st = f8_attention_fp8_backward_slots(a, bslots);
     if (st == F8_OK) st = slots_storable(ctx, fn, prefix, "fwd", slots, 3);
+    if (st == F8_OK && bwd) st = slots_storable(ctx, fn, prefix, "bwd", bslots, 3);
     if (st == F8_OK) st = put_slots(ck, ctx, prefix, "fwd", slots, 3);
+    if (st == F8_OK && bwd) st = put_slots(ck, ctx, prefix, "bwd", bslots, 3);
     return st == F8_OK ? put_recipe(ck, ctx, prefix) : st;
 }
 
@@ -615,13 +622,25 @@ f8_status f8_checkpoint_restore_attention(const f8_checkpoint *ck, const char *p
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: no tensor \"%s\": the checkpoint holds no FP8 state for "
                                                        "this fp8 = 1 attention (a BF16 attention's checkpoint?)", fn, name);
     if (!fp8) return F8_OK;
-    f8_slot slots[3];
-    float *h = NULL;
+    /* the backward slots (fp8_backward) follow the same rule */
+    const int bwd = f8i_attention_config(a)->fp8_backward;
+    F8I_TRY(name_of(ctx, name, prefix, ATT_BWD_FIELDS[0]));
+    const int bwd_stored = f8i_checkpoint_find(ck, name) != NULL;
+    if (bwd_stored != bwd)
+        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: %s \"%s\" but this attention was created with fp8_backward = %d "
+                                                       "(create it as the checkpoint's was)", fn,
+                         bwd_stored ? "the checkpoint holds" : "no tensor", name, bwd);
+    f8_slot slots[3], bslots[3];
+    float *h = NULL, *hb = NULL;
     const int L = ctx->recipe.amax_history_len;
     f8_status st = f8_attention_fp8_slots(a, slots);
+    if (st == F8_OK && bwd) st = f8_attention_fp8_backward_slots(a, bslots);
     if (st == F8_OK) st = check_recipe(ck, ctx, prefix);
     if (st == F8_OK) st = read_slots(ck, ctx, fn, prefix, "fwd", 3, &h);
+    if (st == F8_OK && bwd) st = read_slots(ck, ctx, fn, prefix, "bwd", 3, &hb);
+    /* every entry read and checked before anything is written */
     if (st == F8_OK) st = f8i_slots_io(ctx, slots, 3, h, h + (size_t)L * 3, h + (size_t)L * 3 + 3, 1);
-    free(h);
+    if (st == F8_OK && bwd) st = f8i_slots_io(ctx, bslots, 3, hb, hb + (size_t)L * 3, hb + (size_t)L * 3 + 3, 1);
+    free(h), free(hb);
     return st;
 }

@@ -33,10 +33,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/numerics.h"
 #include "core/ops.h"
 #include "nn/attention.h"
 
 enum { SLOT_QKV = 0, SLOT_S = 1, SLOT_O = 2, N_SLOTS = 3 };
+enum { BSLOT_DO = 0, BSLOT_DP = 1, BSLOT_DQKV = 2 }; /* the backward's, with fp8_backward */
 
 struct f8_attention {
     f8_ctx *ctx;
@@ -44,6 +46,7 @@ struct f8_attention {
     float scale;      /* c = 1/sqrtf(head_dim) */
     float scale_log2; /* c2 = c·log2(e) */
     f8_slot slots[N_SLOTS]; /* FP8 only: forward QKV, S, O */
+    f8_slot bslots[N_SLOTS]; /* fp8_backward only: backward dO, dP, dQKV */
 };
 
 struct f8_attention_saved {
@@ -54,6 +57,8 @@ struct f8_attention_saved {
     void *o;             /* (max_batch·max_seq, C) dtype; used as (B·S, C); NULL with output_kept */
     float *qkv_sinv;     /* FP8: (1) the codes' scale_inv, written by their cast */
     uint8_t *qkv8;       /* FP8: (max_batch·max_seq, 3C) E4M3; used as (B·S, 3C) */
+    float *o8_sinv;      /* FP8 backward, delayed scaling: (1) O8's descale */
+    uint8_t *o8;         /* FP8 backward, delayed scaling: (max_batch·max_seq, C) E4M3 O8 */
     const void *y;       /* the last forward's y (read by the backward with output_kept) */
     const void *qkv;     /* the forward's qkv (the caller's) */
     int64_t batch, seq;
@@ -71,6 +76,7 @@ f8_attention_config f8_attention_config_default(int64_t n_head, int64_t head_dim
     c.output_kept = 0;
     c.fp8 = 0;
     c.n_kv_head = n_head;
+    c.fp8_backward = 0;
     return c;
 }
 
@@ -100,17 +106,22 @@ static f8_status config_check(f8_ctx *ctx, const f8_attention_config *c)
         return f8i_error(ctx, F8_ERR_DTYPE, "%s: dtype must be fp32 or bf16, not %s", fn, f8_dtype_name(c->dtype));
     if (c->fp8 != 0 && c->fp8 != 1)
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: fp8 %d must be 0 or 1", fn, c->fp8);
+    if ((c->fp8_backward != 0 && c->fp8_backward != 1) || (c->fp8_backward && !c->fp8))
+        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: fp8_backward %d must be 0 or 1, and 1 needs fp8 = 1 (fp8 is %d)",
+                         fn, c->fp8_backward, c->fp8);
     if (c->n_kv_head < 0 || (c->n_kv_head > 0 && c->n_head % c->n_kv_head != 0))
         return f8i_error(ctx, F8_ERR_SHAPE, "%s: n_kv_head %lld must divide n_head %lld (0: n_head)", fn,
                          (long long)c->n_kv_head, (long long)c->n_head);
     if (c->fp8 && c->dtype != F8_DTYPE_BF16)
         return f8i_error(ctx, F8_ERR_DTYPE, "%s: fp8 attention takes bf16 qkv and y, not %s", fn, f8_dtype_name(c->dtype));
-    /* S and O have no tensor of their own to measure before their cast: only
-     * delayed scaling's per-tensor scales fit the fused graph (TE's fp8_dpa
-     * takes DelayedScaling alone too). */
-    if (c->fp8 && ctx->recipe.kind != F8_RECIPE_DELAYED)
-        return f8i_error(ctx, F8_ERR_UNSUPPORTED, "%s: fp8 attention needs the ctx recipe's delayed scaling, not %s", fn,
-                         f8_recipe_kind_name(ctx->recipe.kind));
+    /* The fused graph takes one scale per tensor (TE's fp8_dpa: DelayedScaling
+     * or Float8CurrentScaling); block and row-wise scales need MXFP8
+     * attention, which Hopper's cuDNN has not. */
+    if (c->fp8 && ctx->recipe.kind != F8_RECIPE_DELAYED && ctx->recipe.kind != F8_RECIPE_CURRENT)
+        return f8i_error(ctx, F8_ERR_UNSUPPORTED,
+                         "%s: fp8 attention takes per-tensor scaling (the ctx recipe's delayed or current), not %s "
+                         "(one scale per block or row has no fused FP8 attention here)",
+                         fn, f8_recipe_kind_name(ctx->recipe.kind));
     return F8_OK;
 }
 
@@ -140,9 +151,11 @@ f8_status f8_attention_create(f8_ctx *ctx, const f8_attention_config *config, f8
     const f8i_slot_mark mark = f8i_slots_mark(ctx);
     f8_status st = F8_OK;
     if (config->fp8) st = f8_ctx_slots_create(ctx, F8_DIR_FORWARD, N_SLOTS, a->slots);
+    if (st == F8_OK && config->fp8_backward) st = f8_ctx_slots_create(ctx, F8_DIR_BACKWARD, N_SLOTS, a->bslots);
     if (st == F8_OK)
         st = f8i_scratch_reserve(ctx, f8i_attn_workspace(NULL, config->max_batch * config->max_seq, config->max_seq,
-                                                           config->n_head, config->head_dim, config->fp8, NULL));
+                                                           config->n_head, config->head_dim, config->fp8,
+                                                           config->fp8_backward, NULL));
     if (st != F8_OK) {
         f8i_slots_rollback(ctx, mark);
         free(a);
@@ -162,6 +175,17 @@ f8_status f8_attention_fp8_slots(const f8_attention *a, f8_slot slots[3])
     return F8_OK;
 }
 
+f8_status f8_attention_fp8_backward_slots(const f8_attention *a, f8_slot slots[3])
+{
+    if (!a) return F8_ERR_INVALID_ARGUMENT;
+    if (!slots) return f8i_error(a->ctx, F8_ERR_INVALID_ARGUMENT, "f8_attention_fp8_backward_slots: slots is NULL");
+    if (!a->cfg.fp8_backward)
+        return f8i_error(a->ctx, F8_ERR_STATE,
+                         "f8_attention_fp8_backward_slots: this attention was created with fp8_backward = 0");
+    memcpy(slots, a->bslots, sizeof a->bslots);
+    return F8_OK;
+}
+
 f8_status f8_attention_query_path(f8_attention *a, int64_t batch, int64_t seq, int backward, f8_attention_path *path)
 {
     if (!a) return F8_ERR_INVALID_ARGUMENT;
@@ -172,9 +196,9 @@ f8_status f8_attention_query_path(f8_attention *a, int64_t batch, int64_t seq, i
     if (backward != 0 && backward != 1)
         return f8i_error(a->ctx, F8_ERR_INVALID_ARGUMENT, "f8_attention_query_path: backward is %d, not 0 or 1", backward);
     /* An FP8 forward asks for cuDNN's FP8 graph (dtype E4M3: attention_cudnn_fp8.cu takes it where
-     * the loaded cuDNN computes it right); its backward is the BF16 one. */
+     * the loaded cuDNN computes it right); its backward is the BF16 one unless fp8_backward. */
     int takes = 0;
-    const f8_dtype dt = a->cfg.fp8 && !backward ? F8_DTYPE_E4M3 : a->cfg.dtype;
+    const f8_dtype dt = a->cfg.fp8 && (!backward || a->cfg.fp8_backward) ? F8_DTYPE_E4M3 : a->cfg.dtype;
     F8I_TRY(f8i_cuda_attn_takes(a->ctx, dt, batch, seq, a->cfg.n_head, a->cfg.n_kv_head, a->cfg.head_dim, backward,
                                 &takes));
     *path = takes ? F8_ATTENTION_PATH_CUDNN : F8_ATTENTION_PATH_OWN;
@@ -184,7 +208,13 @@ f8_status f8_attention_query_path(f8_attention *a, int64_t batch, int64_t seq, i
 void f8i_attention_saved_parts(const f8_attention_saved *s, struct f8i_attn_saved_at *at)
 {
     at->lse = s->lse, at->o = s->o, at->qkv_scale_inv = s->qkv_sinv, at->qkv8 = s->qkv8;
+    at->o8_scale_inv = s->o8_sinv, at->o8 = s->o8;
 }
+
+/* The forward keeps O8 for the backward: an FP8 backward under delayed
+ * scaling (under current scaling O is not quantized: the backward takes
+ * the BF16 o, as TE's). */
+static int keeps_o8(const f8_attention *a) { return a->cfg.fp8_backward && !f8i_recipe_current(a->ctx); }
 
 const f8_attention_config *f8i_attention_config(const f8_attention *a) { return &a->cfg; }
 f8_ctx *f8i_attention_ctx(const f8_attention *a) { return a->ctx; }
@@ -211,15 +241,17 @@ f8_status f8_attention_saved_create(f8_attention *a, f8_attention_saved **out)
     const f8_attention_config *c = &a->cfg;
     const int64_t T = c->max_batch * c->max_seq;
     /* with output_kept the backward reads the caller's y: no copy of it */
-    const size_t bytes = f8i_attn_saved_layout(NULL, T, c->n_head, c->head_dim, c->dtype, c->output_kept, c->fp8, NULL);
+    const size_t bytes =
+        f8i_attn_saved_layout(NULL, T, c->n_head, c->head_dim, c->dtype, c->output_kept, c->fp8, keeps_o8(a), NULL);
     f8_status st = f8i_alloc(ctx, F8_MEM_SAVED_ACTIVATIONS, NULL, bytes, &s->mem);
     if (st != F8_OK) {
         free(s);
         return st;
     }
-    f8i_attn_saved_at at = {NULL, NULL, NULL, NULL};
-    (void)f8i_attn_saved_layout(s->mem, T, c->n_head, c->head_dim, c->dtype, c->output_kept, c->fp8, &at);
+    f8i_attn_saved_at at = {NULL, NULL, NULL, NULL, NULL, NULL};
+    (void)f8i_attn_saved_layout(s->mem, T, c->n_head, c->head_dim, c->dtype, c->output_kept, c->fp8, keeps_o8(a), &at);
     s->lse = at.lse, s->o = at.o, s->qkv_sinv = at.qkv_scale_inv, s->qkv8 = at.qkv8;
+    s->o8_sinv = at.o8_scale_inv, s->o8 = at.o8;
     s->owner = a;
     s->ctx = ctx;
     *out = s;
@@ -261,7 +293,8 @@ static int overlap(const void *p, size_t n, const void *q, size_t m)
 static f8i_attn_ws place(f8_attention *a, int64_t batch, int64_t seq)
 {
     f8i_attn_ws w;
-    (void)f8i_attn_workspace(a->ctx->scratch, batch * seq, seq, a->cfg.n_head, a->cfg.head_dim, a->cfg.fp8, &w);
+    (void)f8i_attn_workspace(a->ctx->scratch, batch * seq, seq, a->cfg.n_head, a->cfg.head_dim, a->cfg.fp8,
+                             a->cfg.fp8_backward, &w);
     return w;
 }
 
@@ -280,7 +313,8 @@ static f8_status cast_qkv(f8_attention *a, const void *qkv, int64_t T, uint8_t *
     c.out_dtype = F8_DTYPE_E4M3;
     c.out = codes;
     c.scale = f8i_slot_scale(ctx, a->slots[SLOT_QKV]);
-    c.amax = f8i_slot_amax(ctx, a->slots[SLOT_QKV]);
+    /* current scaling: the amax pass sets the slot's scale from this qkv first (and records its amax) */
+    F8I_TRY(f8i_slot_prepare(ctx, a->slots[SLOT_QKV], F8_DTYPE_E4M3, qkv, a->cfg.dtype, T * c.cols, NULL, 1, &c.amax));
     c.scale_inv = scale_inv;
     c.stats = f8i_slot_stats(ctx, a->slots[SLOT_QKV]);
     return f8i_op_cast(ctx, &c);
@@ -296,10 +330,20 @@ static void fp8_args(f8_attention *a, f8i_attn_fwd_args *args, const float *qkv_
     args->qkv_scale_inv = qkv_sinv;
     args->s_scale = f8i_slot_scale(ctx, s);
     args->s_scale_inv = ctx->dir[F8_DIR_FORWARD].scale_inv + s.index;
-    args->o_scale = f8i_slot_scale(ctx, o);
-    args->o_scale_inv = ctx->dir[F8_DIR_FORWARD].scale_inv + o.index;
     args->s_amax = f8i_slot_amax(ctx, s);
     args->o_amax = f8i_slot_amax(ctx, o);
+    if (f8i_recipe_current(ctx)) {
+        /* S's amax is known before the call: P of query 0 is exactly 1 in
+         * every causal call and P <= 1 everywhere, so current scaling's S
+         * scale is the amax-1 scale. O is not quantized (TE's current
+         * scaling has cuDNN write O in high precision, scale_o = 1); its
+         * amax is still recorded. */
+        args->s_scale_now = f8i_current_scale(1.0f, 1.0f, ldexpf(f8_fp8_max(F8_DTYPE_E4M3), -ctx->recipe.margin),
+                                              ctx->recipe.power_2_scales);
+        return;
+    }
+    args->o_scale = f8i_slot_scale(ctx, o);
+    args->o_scale_inv = ctx->dir[F8_DIR_FORWARD].scale_inv + o.index;
 }
 
 f8_status f8_attention_forward(f8_attention *a, const f8_tensor *qkv, int64_t batch, int64_t seq, f8_tensor *y,
@@ -345,6 +389,7 @@ f8_status f8_attention_forward(f8_attention *a, const f8_tensor *qkv, int64_t ba
             F8I_TRY(cast_qkv(a, qkv->data, T, codes, sinv));
             args.qkv = codes;
             fp8_args(a, &args, sinv);
+            if (saved && saved->o8) args.o8 = saved->o8, args.o8_scale_inv = saved->o8_sinv;
         }
         F8I_TRY(f8i_op_attn_fwd(ctx, &args));
     }
@@ -356,6 +401,52 @@ f8_status f8_attention_forward(f8_attention *a, const f8_tensor *qkv, int64_t ba
         saved->filled = 1;
     }
     return F8_OK;
+}
+
+/* The FP8 backward's two ops (attention.h's FP8 backward chain): dy cast to
+ * dO8 in the backward format with the dO slot's scale (current scaling:
+ * its amax pass first), then the op, reading every scale by pointer. */
+static f8_status fp8_backward(f8_attention *a, const f8_attention_saved *saved, const f8_tensor *dy, f8i_attn_bwd_args *args,
+                              const f8i_attn_ws *w)
+{
+    f8_ctx *ctx = a->ctx;
+    const int64_t T = saved->batch * saved->seq, C = a->cfg.n_head * a->cfg.head_dim;
+    const f8_slot sdo = a->bslots[BSLOT_DO], sdp = a->bslots[BSLOT_DP], sg = a->bslots[BSLOT_DQKV];
+    const f8_dtype gd = f8_ctx_slot_dtype(ctx, F8_DIR_BACKWARD);
+    f8i_cast_args c;
+    memset(&c, 0, sizeof c); /* recorded byte for byte while capturing */
+    c.src = dy->data;
+    c.src_dtype = a->cfg.dtype;
+    c.rows = T;
+    c.cols = C;
+    c.out_dtype = gd;
+    c.out = w->do8;
+    c.scale = f8i_slot_scale(ctx, sdo);
+    F8I_TRY(f8i_slot_prepare(ctx, sdo, gd, dy->data, a->cfg.dtype, T * C, NULL, 1, &c.amax));
+    c.scale_inv = w->do_scale_inv;
+    c.stats = f8i_slot_stats(ctx, sdo);
+    F8I_TRY(f8i_op_cast(ctx, &c));
+    float *finv = ctx->dir[F8_DIR_FORWARD].scale_inv, *binv = ctx->dir[F8_DIR_BACKWARD].scale_inv;
+    args->fp8 = 1;
+    args->grad_dtype = gd;
+    args->qkv = saved->qkv8;
+    args->qkv_scale_inv = saved->qkv_sinv;
+    args->o8 = saved->o8;
+    args->o8_scale_inv = saved->o8_sinv;
+    args->do8 = w->do8;
+    args->do_scale_inv = w->do_scale_inv;
+    args->s_scale = f8i_slot_scale(ctx, a->slots[SLOT_S]);
+    args->s_scale_inv = finv + a->slots[SLOT_S].index;
+    args->dp_scale = f8i_slot_scale(ctx, sdp);
+    args->dp_scale_inv = binv + sdp.index;
+    if (!f8i_recipe_current(ctx)) { /* current scaling: dqkv leaves unquantized (TE: dQKV in F16) */
+        args->dqkv_scale = f8i_slot_scale(ctx, sg);
+        args->dqkv_scale_inv = binv + sg.index;
+    }
+    args->dp_amax = f8i_slot_amax(ctx, sdp);
+    args->dqkv_amax = f8i_slot_amax(ctx, sg);
+    args->qkv_hp = w->qkv_hp;
+    return f8i_op_attn_bwd(ctx, args);
 }
 
 f8_status f8_attention_backward(f8_attention *a, f8_attention_saved *saved, const f8_tensor *dy, f8_tensor *dqkv)
@@ -399,6 +490,7 @@ f8_status f8_attention_backward(f8_attention *a, f8_attention_saved *saved, cons
     const f8i_attn_ws w = place(a, saved->batch, saved->seq);
     args.d = w.d;
     args.rows = w.rows;
+    if (c->fp8_backward) return fp8_backward(a, saved, dy, &args, &w);
     if (c->fp8) { /* TE's F16 backward of FP8 DPA: BF16 on the inputs the forward used */
         f8_status st2 = f8i_op_convert(ctx, saved->qkv8, F8_DTYPE_E4M3, saved->qkv_sinv, w.qkv_hp, F8_DTYPE_BF16, T * W);
         if (st2 != F8_OK) return st2;

@@ -76,7 +76,11 @@
  *   O[i, :] = FP32(Σ_j P8·v8)·descale_s·dv             (descale_s = the S slot's scale_inv)
  *   amax_o  = max |O|                                  (before scale_o, as the frontend's matmul_fp8)
  *   O8      = e4m3(O · scale_o);  y = o = dt(O8 · descale_o)
- * amax_s and amax_o are maxed into the S and O slots' accumulators. cuDNN's
+ * amax_s and amax_o are maxed into the S and O slots' accumulators. Under
+ * current scaling the cast's scale comes from its amax pass, scale_s is
+ * s_scale_now (the amax-1 scale: P's amax is 1 in any causal call), which
+ * the op writes into the S slot before use, and O is not quantized:
+ * y = o = dt(O) (o_scale NULL; amax_o still recorded). cuDNN's
  * kernels take P in their own blocked, online order (and may round the
  * unnormalized p), so a P code may land one E4M3 step away and y a step or
  * two of O8; f8's fallback kernel and the CPU follow the formulas above. The
@@ -86,6 +90,31 @@
  * rows: qkv_hp (BF16 [B·S, 3C]: the backward's input; the forward's codes
  * when there is no saved state) and dq_infer (an inference forward's dq:
  * no saved state holds it).
+ *
+ * The FP8 backward (f8_attention_config.fp8_backward; TE's
+ * NVTE_FP8_DPA_BWD=1, the graph of cudnn-frontend's SDPA FP8 backward).
+ * attention.c casts dy to dO8 in the gradient format gd (E5M2 under
+ * HYBRID) with the dO slot's scale (descale ddo); the forward kept, under
+ * delayed scaling, O8 and its descale dso (under current scaling O is not
+ * quantized: D takes the BF16 o, dso = 1, TE's O in F16). With q8, k8, v8,
+ * dO8, O8 the codes' values, dq their descale, ss/ds the S slot's scale
+ * and scale_inv, sdp/dsdp the dP slot's, per row i and key j <= i:
+ *   D_i      = FP32(Σ_d dO8·O8)·ddo·dso
+ *   s        = FP32(Σ_d q8·k8)·dq·dq;  P = exp2((s - L_i)·c2)
+ *   P8       = e4m3(P·ss)
+ *   dP       = FP32(Σ_d dO8·v8)·ddo·dq
+ *   dS       = P·(dP - D_i)·c       (FP32, in this order);  amax_dp = max |dS|
+ *   dS8      = gd(dS·sdp)
+ *   dq[i, :] = FP32(Σ_j dS8·k8)·dsdp·dq,  dk[j, :] = FP32(Σ_i dS8·q8)·dsdp·dq,
+ *   dv[j, :] = FP32(Σ_i P8·dO8)·ds·ddo    (GQA: dk, dv also summed over the group's heads, one sum)
+ *   amax_dqkv = max |dq|, |dk|, |dv|;  dqkv = dt(gd(x·sq)·dsq) with the dQKV
+ *   slot's sq, dsq (delayed), dt(x) (current: TE's dQKV in F16)
+ * amax_dp and amax_dqkv are maxed into the dP and dQKV slots. The CPU
+ * computes exactly this; cuDNN's graph the same in its own block order;
+ * f8's CUDA fallback (where cuDNN declines: head_dim not 128, GQA, cuDNN
+ * older than 9.19) is the BF16 backward on the dequantized codes, o and dy,
+ * whose numerics differ (no dO8, P8, dS8 roundings) and which records no
+ * dP or dQKV amax.
  */
 #ifndef F8_ATTENTION_H
 #define F8_ATTENTION_H
@@ -123,9 +152,13 @@ typedef struct f8i_attn_fwd_args {
     /* FP8 (the chain in the note; dtype is then BF16, qkv E4M3 codes): */
     int fp8;
     const float *qkv_scale_inv; /* (1) dq = dk = dv: the codes' own scale_inv */
-    const float *s_scale, *s_scale_inv; /* (1) each: the S slot's */
-    const float *o_scale, *o_scale_inv; /* (1) each: the O slot's */
+    float *s_scale, *s_scale_inv; /* (1) each: the S slot's */
+    float s_scale_now;         /* > 0 (current scaling): S's scale this call; the op first writes it and 1/it
+                                  (FP32 division) into *s_scale, *s_scale_inv; 0: they are read */
+    const float *o_scale, *o_scale_inv; /* (1) each: the O slot's; NULL (current scaling): O is not quantized */
     float *s_amax, *o_amax;    /* (1) each: the slots' accumulators, maxed into */
+    uint8_t *o8;               /* (B·S, C) the O8 codes kept for an FP8 backward (delayed scaling), or NULL */
+    float *o8_scale_inv;       /* (1) with o8: *o_scale_inv copied (their descale, as the slot moves on) */
 } f8i_attn_fwd_args;
 
 /* One backward of the forward that filled o and lse (same B, S, qkv). */
@@ -141,6 +174,21 @@ typedef struct f8i_attn_bwd_args {
     void *dqkv;                /* (B·S, 3C) overwritten; overlaps neither qkv nor dy */
     float *d;                  /* workspace (B·nh, S) FP32: D */
     float *rows;               /* workspace (2, S) FP32 (CPU) */
+    /* The FP8 backward (f8_attention_config.fp8_backward; the note's FP8
+     * backward chain): qkv is then the saved E4M3 codes, o and dy stay
+     * (BF16: the fallback's inputs), dqkv is BF16. */
+    int fp8;
+    f8_dtype grad_dtype;       /* dO8's and dS8's (and dQKV8's): E5M2 under HYBRID, else E4M3 */
+    const float *qkv_scale_inv; /* (1) the codes' */
+    const uint8_t *o8;         /* (B·S, C) the forward's O8 (delayed scaling), or NULL: D takes the BF16 o */
+    const float *o8_scale_inv; /* (1) with o8: its descale */
+    const uint8_t *do8;        /* (B·S, C) dy's codes */
+    const float *do_scale_inv; /* (1) theirs */
+    const float *s_scale, *s_scale_inv;   /* (1) each: the S slot's */
+    const float *dp_scale, *dp_scale_inv; /* (1) each: the dP slot's */
+    const float *dqkv_scale, *dqkv_scale_inv; /* (1) each: the dQKV slot's; NULL (current scaling): not quantized */
+    float *dp_amax, *dqkv_amax; /* (1) each: the slots' accumulators, maxed into */
+    void *qkv_hp;              /* workspace (B·S, 3C) BF16: the codes dequantized (CUDA's fallback) */
 } f8i_attn_bwd_args;
 
 /* RoPE (f8_rope_forward / backward; nn/rope.c), in place on the q and k
@@ -163,17 +211,21 @@ typedef struct f8i_rope_args {
 /* The saved state of one f8_attention_saved for `tokens` = B·S, in this
  * order, each at 256 bytes: L (FP32 [B·nh, S]); o (dtype [B·S, C]) unless
  * kept; FP8 only: dq (1 FP32) and the codes qkv8 ([B·S, 3C] bytes: GQA's
- * (nh + 2G)·hd-wide rows use the first of them). Returns
- * its bytes; with a base (256-byte aligned) also places it (any output may
- * be NULL). The one layout create (base NULL) and saved_create use. */
+ * (nh + 2G)·hd-wide rows use the first of them); with o8 (an FP8 backward
+ * under delayed scaling): O8's descale (1 FP32) and O8 ([B·S, C] bytes).
+ * Returns its bytes; with a base (256-byte aligned) also places it (any
+ * output may be NULL). The one layout create (base NULL) and saved_create
+ * use. */
 typedef struct f8i_attn_saved_at {
     float *lse;
     void *o;
     float *qkv_scale_inv;
     uint8_t *qkv8;
+    float *o8_scale_inv;
+    uint8_t *o8;
 } f8i_attn_saved_at;
 static inline size_t f8i_attn_saved_layout(void *base, int64_t tokens, int64_t n_head, int64_t head_dim, f8_dtype dtype,
-                                           int kept, int fp8, f8i_attn_saved_at *at)
+                                           int kept, int fp8, int o8, f8i_attn_saved_at *at)
 {
     const size_t T = (size_t)tokens, C = (size_t)(n_head * head_dim);
     f8i_layout l = f8i_layout_at(base);
@@ -182,11 +234,14 @@ static inline size_t f8i_attn_saved_layout(void *base, int64_t tokens, int64_t n
     void *o = kept ? NULL : f8i_take(&l, o_b);
     void *sinv = fp8 ? f8i_take(&l, sizeof(float)) : NULL;
     void *qkv8 = fp8 ? f8i_take(&l, T * 3 * C) : NULL;
+    void *o8_sinv = o8 ? f8i_take(&l, sizeof(float)) : NULL;
+    void *o8_codes = o8 ? f8i_take(&l, T * C) : NULL;
     if (base != NULL && at != NULL) {
         at->lse = (float *)lse, at->o = o, at->qkv_scale_inv = (float *)sinv, at->qkv8 = (uint8_t *)qkv8;
+        at->o8_scale_inv = (float *)o8_sinv, at->o8 = (uint8_t *)o8_codes;
     }
     /* the allocation asks for the last part unrounded (the memory report counts requests) */
-    const size_t last = fp8 ? T * 3 * C : kept ? lse_b : o_b;
+    const size_t last = o8 ? T * C : fp8 ? T * 3 * C : kept ? lse_b : o_b;
     return l.bytes - f8i_align256(last ? last : 1) + last;
 }
 
@@ -196,6 +251,8 @@ typedef struct f8i_attn_ws {
     float *rows;       /* (2, S) FP32 (CPU) */
     void *qkv_hp;      /* FP8 only: (B·S, 3C) BF16 (GQA: its first (nh + 2G)·hd columns' worth); an inference forward's codes */
     float *dq_infer;   /* FP8 only: (1) FP32, an inference forward's dq */
+    uint8_t *do8;      /* FP8 backward only: (B·S, C) dy's codes */
+    float *do_scale_inv; /* FP8 backward only: (1) theirs */
 } f8i_attn_ws;
 
 /* Measures (base NULL) or places (base 256-byte aligned; w may then be
@@ -203,7 +260,7 @@ typedef struct f8i_attn_ws {
  * returns its bytes. The one layout both the create-time reservation and
  * each call use. */
 static inline size_t f8i_attn_workspace(void *base, int64_t tokens, int64_t seq, int64_t n_head, int64_t head_dim, int fp8,
-                                        f8i_attn_ws *w)
+                                        int fp8_bwd, f8i_attn_ws *w)
 {
     const size_t T = (size_t)tokens, C = (size_t)(n_head * head_dim);
     f8i_layout l = f8i_layout_at(base);
@@ -211,8 +268,11 @@ static inline size_t f8i_attn_workspace(void *base, int64_t tokens, int64_t seq,
     void *rows = f8i_take(&l, 2u * (size_t)seq * sizeof(float));
     void *hp = fp8 ? f8i_take(&l, T * 3 * C * 2) : NULL;
     void *dq = fp8 ? f8i_take(&l, sizeof(float)) : NULL;
+    void *do8 = fp8_bwd ? f8i_take(&l, T * C) : NULL;
+    void *dos = fp8_bwd ? f8i_take(&l, sizeof(float)) : NULL;
     if (base != NULL && w != NULL) {
         w->d = (float *)d, w->rows = (float *)rows, w->qkv_hp = hp, w->dq_infer = (float *)dq;
+        w->do8 = (uint8_t *)do8, w->do_scale_inv = (float *)dos;
     }
     return l.bytes;
 }
