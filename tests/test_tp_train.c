@@ -3,7 +3,8 @@
  * CPU ranks (threads, f8_comm_group), against one rank. A GPT of 2 layers,
  * 4 heads, 64 channels, seq 16, 4 microbatches of 2 sequences, 4 steps:
  *  - TP 2, TP 4 and DP 2 x TP 2, FP8 delayed scaling; TP 2 with FP8 off
- *    (FP32; and a BF16 model within BF16_TOL, a few BF16 ulps):
+ *    (FP32; and a BF16 model within BF16_TOL, a few BF16 ulps, with BF16
+ *    and with FP32 gradients, --grad-dtype fp32):
  *      the step losses and the parameters after 4 steps (gathered into the
  *      one-rank layout) within LOSS_TOL / PARAM_TOL relative of one rank.
  *      Not bitwise: the row-parallel modules (proj, fc2) sum their output
@@ -123,7 +124,20 @@ int main(void)
         CHECK(e <= BF16_TOL && dl <= BF16_TOL, "BF16 TP 2: parameters %.3g, last loss %.3g apart (> %g)", e, dl,
               BF16_TOL);
         check_ranks_agree("BF16: TP 2", b2, 2, 2);
-        release(b1, 1), release(b2, 2);
+        /* --grad-dtype fp32: each rank's shards get FP32 main grads (the column-parallel norms' BF16
+         * gradients are summed over the group as without it): the same tolerance against one rank with
+         * FP32 gradients */
+        static rank_out f1[1], f2[2];
+        bb.grad_dtype = "fp32";
+        run(0, 1, &bb, STEPS, NULL, f1, 1);
+        run(2, 2, &bb, STEPS, NULL, f2, 1);
+        const double ef = f2[0].n_params == f1[0].n_params ? max_rel(f2[0].params, f1[0].params, f1[0].n_params) : 1;
+        const double dlf = fabs(f2[0].loss[STEPS - 1] - f1[0].loss[STEPS - 1]) / f1[0].loss[STEPS - 1];
+        printf("  %-36s parameters %.2e, last loss %.2e\n", "BF16, FP32 gradients: TP 2 vs one", ef, dlf);
+        CHECK(ef <= BF16_TOL && dlf <= BF16_TOL, "BF16 with FP32 gradients, TP 2: parameters %.3g, last loss %.3g "
+              "apart (> %g)", ef, dlf, BF16_TOL);
+        check_ranks_agree("BF16, FP32 gradients: TP 2", f2, 2, 2);
+        release(b1, 1), release(b2, 2), release(f1, 1), release(f2, 2);
     }
     /* determinism and the CPU graph */
     check_tp2_repeats("", &base, &tp2[0]);

@@ -32,6 +32,12 @@ static f8_tensor view(const gpt *m, void *base, int64_t index, int64_t rows, int
     return f8_tensor_make((unsigned char *)base + (size_t)(index * rows * cols) * esize(m), m->c.dtype, rows, cols);
 }
 
+/* An untied embedding table's gradient (Vp, C), in the gradient dtype (FP32 with grad_fp32). */
+static f8_tensor dwte_view(const gpt *m)
+{
+    return f8_tensor_make(m->dwte, gpt_grad_dtype(&m->c), m->c.padded_vocab, m->c.channels);
+}
+
 /* Residual-stream slot i of the current call: this rank's rows (T_call, or
  * T_call / P with sequence parallelism; slots are Tr apart). */
 static f8_tensor resid(const gpt *m, int64_t i)
@@ -119,12 +125,14 @@ static void block_configs(const gpt *m, int64_t l, f8_layernorm_linear_config *q
     qc->max_tokens = T;
     qc->seed = module_seed(c, l, 1);
     qc->recompute_norm_output = c->recompute_norm;
+    qc->fuse_wgrad_accumulation = c->grad_fp32; /* the main grads: param_main_grads_create */
     *pc = f8_linear_config_default(C, C);
     pc->bias = 0;
     pc->param_dtype = c->dtype;
     pc->fp8 = c->fp8;
     pc->max_tokens = T;
     pc->seed = module_seed(c, l, 2);
+    pc->fuse_wgrad_accumulation = c->grad_fp32;
     *mc = f8_layernorm_mlp_config_default(C, c->ffn);
     mc->bias = 0;
     mc->normalization = F8_NORM_RMSNORM;
@@ -134,6 +142,7 @@ static void block_configs(const gpt *m, int64_t l, f8_layernorm_linear_config *q
     mc->max_tokens = T;
     mc->seed = module_seed(c, l, 3);
     mc->recompute_norm_output = c->recompute_norm;
+    mc->fuse_wgrad_accumulation = c->grad_fp32;
 }
 
 /* Block l's entries of the parameter table over the modules qkv, proj, mlp
@@ -230,7 +239,7 @@ static f8_status params_build(gpt *m)
     TRY(param_table_add(t, "model.head", m->head, F8_PARAM_WEIGHT, -1, -1, D | R));
     TRY(param_table_add(t, "model.head", m->head, F8_PARAM_LN_WEIGHT, -1, -1, R));
     if (m->c.untied) {
-        f8_tensor w = view(m, m->wte, 0, m->c.padded_vocab, m->c.channels), g = view(m, m->dwte, 0, m->c.padded_vocab, m->c.channels);
+        f8_tensor w = view(m, m->wte, 0, m->c.padded_vocab, m->c.channels), g = dwte_view(m);
         TRY(param_table_add_tensor(t, "model.wte", &w, &g, NULL, -1, D | R));
     }
     for (int64_t l = 0; l < m->c.layers; l++) {
@@ -312,6 +321,7 @@ f8_status llama_create_tp(f8_ctx *ctx, const gpt_config *c, f8_comm *tp, int sp,
     hc.normalization = F8_NORM_RMSNORM;
     hc.param_dtype = c->dtype;
     hc.fp8 = c->fp8 && c->fp8_head;
+    hc.fuse_wgrad_accumulation = c->grad_fp32; /* a tied wte's gradient: the head's and the embedding's, in FP32 */
     const int64_t pass = c->head_chunk > 0 ? c->head_chunk : GPT_HEAD_CHUNK;
     m->head_rows = pass < T ? (pass > c->seq ? pass : c->seq) : T;
     hc.max_tokens = m->head_rows;
@@ -320,7 +330,7 @@ f8_status llama_create_tp(f8_ctx *ctx, const gpt_config *c, f8_comm *tp, int sp,
     if (st == F8_OK) st = f8_module_saved_create(m->head, &m->head_s);
     if (st == F8_OK && c->untied) { /* the embedding table: N(0, 0.02²) as the modules' weights */
         st = alloc_act(m, &m->wte, (size_t)(Vp * C) * es);
-        if (st == F8_OK) st = alloc_act(m, &m->dwte, (size_t)(Vp * C) * es);
+        if (st == F8_OK) st = alloc_act(m, &m->dwte, (size_t)(Vp * C) * f8_dtype_size(gpt_grad_dtype(c)));
         f8_tensor w = view(m, m->wte, 0, Vp, C);
         if (st == F8_OK) st = f8_tensor_fill_normal(ctx, &w, 0.02, c->seed * 40503u + 29);
     }
@@ -331,6 +341,7 @@ f8_status llama_create_tp(f8_ctx *ctx, const gpt_config *c, f8_comm *tp, int sp,
     if (st == F8_OK) st = gpt_alloc_step_buffers(m, W, Vp);
     if (st == F8_OK) st = llama_zero_grad(m);
     if (st == F8_OK) st = params_build(m);
+    if (st == F8_OK && c->grad_fp32) st = param_main_grads_create(&m->params, ctx, &m->main_grads, &m->main_grad_bytes);
     if (st == F8_OK) st = f8_ctx_synchronize(ctx);
     if (st != F8_OK) snprintf(err, err_size, "%s", init_err[0] ? init_err : f8_ctx_last_error(ctx));
     return st;
@@ -340,10 +351,11 @@ f8_status llama_create_tp(f8_ctx *ctx, const gpt_config *c, f8_comm *tp, int sp,
 static f8_status embedding_table(gpt *m, int grad, f8_tensor *t)
 {
     if (m->c.untied) {
-        *t = view(m, grad ? m->dwte : m->wte, 0, m->c.padded_vocab, m->c.channels);
+        *t = grad ? dwte_view(m) : view(m, m->wte, 0, m->c.padded_vocab, m->c.channels);
         return F8_OK;
     }
-    return f8_module_param(m->head, F8_PARAM_WEIGHT, grad, t);
+    /* tied: the head's weight; its gradient as the table holds it (the main grad with grad_fp32) */
+    return grad ? param_grad_of(&m->params, m->head, F8_PARAM_WEIGHT, t) : f8_module_param(m->head, F8_PARAM_WEIGHT, 0, t);
 }
 
 /* Block l's forward (a block_forward_fn: recompute.h runs it again in the backward). */
@@ -424,8 +436,9 @@ f8_status llama_zero_grad(gpt *m)
         TRY(f8_module_zero_grad(m->blocks[l].mlp));
     }
     TRY(f8_module_zero_grad(m->head));
+    TRY(gpt_zero_main_grads(m));
     if (!m->c.untied) return F8_OK;
-    f8_tensor g = view(m, m->dwte, 0, m->c.padded_vocab, m->c.channels);
+    f8_tensor g = dwte_view(m);
     return f8_tensor_zero(m->ctx, &g);
 }
 

@@ -98,6 +98,7 @@ train_options train_options_default(void)
     o.backend = "auto";
     o.fp8 = 1;
     o.dtype = "auto";
+    o.grad_dtype = "auto";
     o.attention = "auto";
     o.attention_deterministic = 1;
     apply_preset(&o, &PRESETS[0]);
@@ -125,6 +126,7 @@ train_options train_options_default(void)
 static const char *const ON_OFF[2] = {"off", "on"}, *const GRAPH_WORDS[3] = {"off", "on", "auto"};
 static const char *const BACKENDS[3] = {"auto", "cpu", "cuda"}, *const DTYPES[3] = {"auto", "fp32", "bf16"};
 static const char *const RECIPES[5] = {"delayed", "current", "block", "rowwise", "rowwise_with_gw_hp"};
+static const char *const GRAD_DTYPES[3] = {"auto", "bf16", "fp32"};
 static const char *const ATTENTION_PATHS[2] = {"auto", "own"}, *const MOMENTS[3] = {"fp32", "bf16", "fp8"};
 
 #define F(field) offsetof(train_options, field)
@@ -209,6 +211,12 @@ static const train_option_def OPTIONS[] = {
      "  --dtype auto|fp32|bf16   parameters, activations and gradients (default auto: bf16 on CUDA, fp32\n"
      "                       on CPU); BF16 gradients sum --grad-accum microbatches in BF16 (README,\n"
      "                       \"Gradients\": within M x 2^-8 of FP32's); fp32 accumulates in FP32\n"},
+    {"--grad-dtype", NULL, OPT_WORD, F(grad_dtype), 0, 0, WORDS(GRAD_DTYPES), NULL,
+     NULL,
+     "  --grad-dtype auto|bf16|fp32  the gradients' dtype (default auto: the parameters'); fp32 with bf16\n"
+     "                       parameters keeps FP32 main grads of the weights and embeddings that the\n"
+     "                       wgrad GEMMs accumulate into (+4 bytes a parameter; README, \"Gradients\");\n"
+     "                       bf16 only with bf16 parameters\n"},
     {"--backend", NULL, OPT_WORD, F(backend), 0, 0, WORDS(BACKENDS), NULL,
      NULL,
      "  --backend auto|cpu|cuda  (default auto: CUDA when a GPU is usable)\n"},

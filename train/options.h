@@ -50,6 +50,8 @@ typedef struct train_options {
     const char *adam_moments; /* --adam-moments: "fp32" (default), "bf16", "fp8" (f8_adamw_config.moments);
                                  NULL on --resume: the checkpoint's optimizer.moments */
     const char *dtype;        /* "auto" (bf16 on CUDA, fp32 on CPU), "fp32", "bf16" */
+    const char *grad_dtype;   /* --grad-dtype: "auto" (the parameters'), "bf16" (needs bf16 parameters),
+                                 "fp32" (with bf16 parameters: gpt_config.grad_fp32); not in checkpoints */
     const char *model;        /* preset: "tiny", "small", "124M", "350M", "1.3B", "llama-tiny", "llama-1B",
                                  "llama-3B", "llama-8B", or "custom" */
     int64_t layers, heads, channels, seq, batch, grad_accum;

@@ -113,6 +113,41 @@ int64_t param_elements(const param_table *t)
     return n;
 }
 
+static int is_gemm_weight(f8_param which)
+{
+    return which == F8_PARAM_WEIGHT || which == F8_PARAM_FC1_WEIGHT || which == F8_PARAM_FC2_WEIGHT;
+}
+
+f8_status param_main_grads_create(param_table *t, f8_ctx *ctx, void **block, size_t *bytes)
+{
+    size_t total = 0;
+    *block = NULL;
+    for (int i = 0; i < t->n; i++)
+        if (t->v[i].module && is_gemm_weight(t->v[i].which))
+            total += (size_t)(t->v[i].grad.rows * t->v[i].grad.cols * 4 + 255) / 256 * 256;
+    *bytes = total;
+    if (total == 0) return F8_OK;
+    TRY(f8_ctx_alloc(ctx, total, block));
+    unsigned char *at = (unsigned char *)*block;
+    for (int i = 0; i < t->n; i++) {
+        model_param *p = &t->v[i];
+        if (!p->module || !is_gemm_weight(p->which)) continue;
+        const int64_t n = p->grad.rows * p->grad.cols;
+        TRY(f8_module_set_main_grad(p->module, p->which, (float *)(void *)at));
+        p->grad = f8_tensor_make(at, F8_DTYPE_FP32, p->grad.rows, p->grad.cols);
+        at += (size_t)(n * 4 + 255) / 256 * 256;
+    }
+    f8_tensor all = f8_tensor_make(*block, F8_DTYPE_FP32, 1, (int64_t)(total / 4));
+    return f8_tensor_zero(ctx, &all);
+}
+
+f8_status param_grad_of(const param_table *t, f8_module *module, f8_param which, f8_tensor *grad)
+{
+    for (int i = 0; i < t->n; i++)
+        if (t->v[i].module == module && t->v[i].which == which) return *grad = t->v[i].grad, F8_OK;
+    return f8_module_param(module, which, 1, grad); /* not in the table (yet): the module's own */
+}
+
 /* Each module once: at its first entry (a module's entries are consecutive). */
 static int module_starts(const param_table *t, int i)
 {

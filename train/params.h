@@ -77,6 +77,20 @@ const model_param *param_fp8(const param_table *t, int k);
 /* Elements of every entry (a tied tensor counts once: it is one entry). */
 int64_t param_elements(const param_table *t);
 
+/* --grad-dtype fp32 beside BF16 parameters: every GEMM weight of the table
+ * (a module's WEIGHT, FC1_WEIGHT, FC2_WEIGHT; its module created with
+ * fuse_wgrad_accumulation) gets an FP32 main grad, carved from one
+ * allocation (*block, *bytes; f8_ctx_free it) and zeroed: the module's
+ * weight-gradient GEMM writes or accumulates into it (f8_module_set_main_grad)
+ * and the entry's grad becomes its view, so the optimizer, ZeRO-1's buckets
+ * and the tests read the FP32 sums. Biases and norm weights keep their
+ * module's param-dtype gradients; bare tensors keep the grad they were added
+ * with (the model allocates them in its gradient dtype). */
+f8_status param_main_grads_create(param_table *t, f8_ctx *ctx, void **block, size_t *bytes);
+/* The gradient of a module's parameter as the table holds it (its main
+ * grad, or the module's own); the module's own when it is not in the table. */
+f8_status param_grad_of(const param_table *t, f8_module *module, f8_param which, f8_tensor *grad);
+
 /* Store / restore every module of the table under its prefix (parameters
  * and FP8 scaling state, f8_checkpoint_add_module) and every bare tensor
  * under its name, in table order. */

@@ -345,6 +345,15 @@ f8_status trainer_create(const train_options *opt, trainer **out, char *err, siz
         c.dtype = strcmp(t->o.dtype, "bf16") == 0 || (strcmp(t->o.dtype, "auto") == 0 && cuda) ? F8_DTYPE_BF16
                                                                                                  : F8_DTYPE_FP32;
         c.seed = t->o.seed;
+        /* --grad-dtype: fp32 beside BF16 parameters keeps FP32 main grads (model.h); fp32 beside FP32
+         * parameters is what they have anyway */
+        const char *gd = t->o.grad_dtype ? t->o.grad_dtype : "auto";
+        c.grad_fp32 = strcmp(gd, "fp32") == 0 && c.dtype == F8_DTYPE_BF16;
+        if (st == F8_OK && strcmp(gd, "bf16") == 0 && c.dtype != F8_DTYPE_BF16) {
+            snprintf(err, n, "--grad-dtype bf16 needs bf16 parameters (--dtype bf16, or auto on a GPU): f8 keeps no "
+                             "BF16 gradients beside FP32 parameters");
+            st = F8_ERR_INVALID_ARGUMENT;
+        }
         /* a model with the larger vocabulary (a fine-tuned GPT-2) resumes on byte data too, as --init-from took it */
         if (t->o.resume && t->o.resume[0] && t->ck_vocab > c.vocab && c.vocab <= 256) c.vocab = t->ck_vocab;
         c.padded_vocab = (c.vocab + 127) / 128 * 128;
