@@ -95,7 +95,10 @@ static uint64_t module_seed(const gpt_config *c, int64_t l, int j) { return c->s
 /* Every FP8 primary weight from its master init (gpt_fp8_master_init). */
 static f8_status write_fp8_weights(gpt *m)
 {
-    const int64_t C = m->c.channels, most = 4 * C * C; /* fc1 and fc2 are the largest */
+    /* the largest: the GPT's fc1 and fc2 (4C x C), a Llama's fc1 (2F x C) or qkv */
+    const int64_t C = m->c.channels, W = m->c.llama ? (m->c.heads + 2 * m->c.kv_heads) * (C / m->c.heads) : 3 * C;
+    int64_t most = m->c.llama ? 2 * m->c.ffn * C : 4 * C * C;
+    if (W * C > most) most = W * C;
     float *host = (float *)malloc((size_t)most * 4 + 4);
     void *stage = NULL;
     f8_status st = host ? f8_ctx_alloc(m->ctx, (size_t)most * 4 + 4, &stage) : F8_ERR_OUT_OF_MEMORY;
@@ -114,6 +117,19 @@ static f8_status write_fp8_weights(gpt *m)
     f8_ctx_free(m->ctx, stage);
     free(host);
     return st;
+}
+
+/* The FP8 primary weights of either family at creation: quantized with scale
+ * 1 (the slot's at creation, TE's fp8_model_init), then again with the scale
+ * of their amax: training starts from codes that use the E4M3 range, not its
+ * subnormals. */
+static f8_status init_fp8_weights(gpt *m)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        TRY(write_fp8_weights(m));
+        TRY(f8_ctx_update_weight_scales(m->ctx));
+    }
+    return F8_OK;
 }
 
 static f8_status tp_block(gpt *m, gpt_block *b, int64_t l, const f8_layernorm_linear_config *qc,
@@ -282,7 +298,12 @@ f8_status gpt_create_tp(f8_ctx *ctx, const gpt_config *config, f8_comm *tp, int 
                  (long long)c->layers);
         return F8_ERR_INVALID_ARGUMENT;
     }
-    if (c->llama) return llama_create_tp(ctx, c, tp, sp, m, err, err_size);
+    if (c->llama) {
+        f8_status st = llama_create_tp(ctx, c, tp, sp, m, err, err_size);
+        if (st == F8_OK && c->fp8_weights && (st = init_fp8_weights(m)) != F8_OK)
+            snprintf(err, err_size, "%s", f8_ctx_last_error(ctx));
+        return st;
+    }
     memset(m, 0, sizeof *m);
     m->ctx = ctx;
     m->c = *c;
@@ -324,13 +345,7 @@ f8_status gpt_create_tp(f8_ctx *ctx, const gpt_config *config, f8_comm *tp, int 
     f8_ctx *init = NULL;
     if (st == F8_OK && m->tp) st = tp_scratch_ctx(ctx, &init, err, err_size);
     if (st == F8_OK) st = create_blocks(m, init);
-    for (int pass = 0; pass < 2 && st == F8_OK && c->fp8_weights; pass++) {
-        /* quantized with scale 1 (the slot's at creation, TE's fp8_model_init),
-         * then again with the scale of their amax: training starts from codes
-         * that use the E4M3 range, not its subnormals */
-        st = write_fp8_weights(m);
-        if (st == F8_OK) st = f8_ctx_update_weight_scales(ctx);
-    }
+    if (st == F8_OK && c->fp8_weights) st = init_fp8_weights(m);
     char init_err[256] = "";
     if (st != F8_OK && init) snprintf(init_err, sizeof init_err, "%s", f8_ctx_last_error(init));
     f8_ctx_destroy(init);
@@ -403,9 +418,11 @@ f8_status gpt_fp8_master_init(gpt *m, int k, float *host)
     f8_tensor g; /* the gradient's view: the weight's shape in the param dtype */
     TRY(f8_module_param(mod, which, 1, &g));
     const int64_t l = k / 4, j = k % 4, n = g.rows * g.cols;
-    uint64_t seed = module_seed(&m->c, l, j == 0 ? 1 : j == 1 ? 2 : 3);
+    const int mod_j = j == 0 ? 1 : j == 1 ? 2 : 3;
+    uint64_t seed = m->c.llama ? llama_module_seed(&m->c, l, mod_j) : module_seed(&m->c, l, mod_j);
     if (j == 3) seed += 0x5bd1e995u; /* LayerNormMLP's fc2 seed (layernorm_mlp.c) */
-    const float factor = j == 1 || j == 3 ? 1.0f / sqrtf(2.0f * (float)m->c.layers) : 1.0f;
+    /* the GPT's proj and fc2 are scaled by 1/sqrt(2L) at init (scale_weight); a Llama's are not */
+    const float factor = !m->c.llama && (j == 1 || j == 3) ? 1.0f / sqrtf(2.0f * (float)m->c.layers) : 1.0f;
     void *draw = NULL, *f32 = NULL;
     f8_status st = f8_ctx_alloc(m->ctx, (size_t)n * esize(m) + 1, &draw);
     if (st == F8_OK) st = f8_ctx_alloc(m->ctx, (size_t)n * 4 + 1, &f32);

@@ -349,6 +349,11 @@ f8_status trainer_create(const train_options *opt, trainer **out, char *err, siz
          * parameters is what they have anyway */
         const char *gd = t->o.grad_dtype ? t->o.grad_dtype : "auto";
         c.grad_fp32 = strcmp(gd, "fp32") == 0 && c.dtype == F8_DTYPE_BF16;
+        if (st == F8_OK && c.fp8_attention && c.dtype != F8_DTYPE_BF16) { /* --dtype auto resolved to fp32 */
+            snprintf(err, n, "--fp8-attention on needs bf16 activations (--dtype bf16, or auto on a GPU; auto is fp32 "
+                             "on the CPU)");
+            st = F8_ERR_INVALID_ARGUMENT;
+        }
         if (st == F8_OK && strcmp(gd, "bf16") == 0 && c.dtype != F8_DTYPE_BF16) {
             snprintf(err, n, "--grad-dtype bf16 needs bf16 parameters (--dtype bf16, or auto on a GPU): f8 keeps no "
                              "BF16 gradients beside FP32 parameters");
