@@ -2,7 +2,7 @@
  * params.h — a model's parameter table: one entry per trainable tensor,
  * built once when the model is created (gpt.c's gpt_params_build for GPT),
  * in the model's fixed order. Everything that walks the parameters loops
- * over it with an explicit filter: the optimizer (trainer.c), ZeRO-1's
+ * over it with an explicit filter: the optimizer (trainer_setup.c), ZeRO-1's
  * buckets (dp.c), tensor parallelism's one-rank layout (tp.c), the FP8
  * masters (fp8w.c) and the checkpoint (param_checkpoint_add/restore). The
  * order is the checkpoint's: the optimizer's state is stored by the index
