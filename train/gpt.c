@@ -587,12 +587,14 @@ f8_status gpt_backward(gpt *m)
             if (m->tp && !m->sp) TRY(tp_all_reduce(m, &tmp));
             TRY(f8_tensor_add(m->ctx, &dl, &tmp)); /* d = ∂loss/∂x */
         }
+        TRY(param_grads_fold(&m->params, m->ctx, l)); /* FP32 main grads: the biases' and norms' */
         if (m->grads_ready) TRY(m->grads_ready(m->grads_user, l));
     }
     TRY(gather_grad(m, &dl, &d));
     f8_tensor dwte, dwpe = dwpe_view(m);
     TRY(param_grad_of(&m->params, m->head, F8_PARAM_WEIGHT, &dwte)); /* its main grad with grad_fp32 */
     TRY(f8_embedding_backward(m->ctx, m->tokens, c->seq, &d, &dwte, &dwpe));
+    TRY(param_grads_fold(&m->params, m->ctx, -1));
     return m->grads_ready ? m->grads_ready(m->grads_user, -1) : F8_OK;
 }
 

@@ -427,12 +427,14 @@ f8_status llama_backward(gpt *m)
         TRY(f8_attention_backward(b->att, b->att_s, &datt, &dqkv));
         TRY(f8_rope_backward(m->rope, &dqkv, c->seq)); /* ∂loss/∂(the QKV GEMM's output) */
         TRY(tp_column_backward(m, b->qkv, b->qkv_s, &dqkv, &dl, &tmp)); /* d = ∂loss/∂x */
+        TRY(param_grads_fold(&m->params, m->ctx, l)); /* FP32 main grads: the biases' and norms' */
         if (m->grads_ready) TRY(m->grads_ready(m->grads_user, l));
     }
     TRY(gather_grad(m, &dl, &d));
     f8_tensor dwte;
     TRY(embedding_table(m, 1, &dwte));
     TRY(f8_embedding_backward(m->ctx, m->tokens, c->seq, &d, &dwte, NULL));
+    TRY(param_grads_fold(&m->params, m->ctx, -1));
     return m->grads_ready ? m->grads_ready(m->grads_user, -1) : F8_OK;
 }
 

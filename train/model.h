@@ -39,9 +39,9 @@ typedef struct gpt_config {
     int recompute_blocks; /* N in [0, layers]: the first N blocks keep only their input and run their
                              forward again in the backward (recompute.h); not with tensor or sequence
                              parallelism */
-    int grad_fp32;        /* with BF16 parameters: FP32 gradients (--grad-dtype fp32): the GEMM weights'
-                             main grads (params.h, param_main_grads_create) and the embeddings';
-                             biases and norm weights keep BF16 ones. 0: every gradient in dtype */
+    int grad_fp32;        /* with BF16 parameters: FP32 gradients (--grad-dtype fp32): main grads of every
+                             module parameter (params.h, param_main_grads_create; the biases' and norms'
+                             folded in per microbatch) and the embeddings'. 0: every gradient in dtype */
 } gpt_config;
 
 /* The rows of wpe: the most of seq and c->positions. */

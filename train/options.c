@@ -214,9 +214,9 @@ static const train_option_def OPTIONS[] = {
     {"--grad-dtype", NULL, OPT_WORD, F(grad_dtype), 0, 0, WORDS(GRAD_DTYPES), NULL,
      NULL,
      "  --grad-dtype auto|bf16|fp32  the gradients' dtype (default auto: the parameters'); fp32 with bf16\n"
-     "                       parameters keeps FP32 main grads of the weights and embeddings that the\n"
-     "                       wgrad GEMMs accumulate into (+4 bytes a parameter; README, \"Gradients\");\n"
-     "                       bf16 only with bf16 parameters\n"},
+     "                       parameters sums the microbatches in FP32 (main grads the wgrad GEMMs\n"
+     "                       accumulate into; +4 bytes a parameter; README, \"Gradients\"); bf16 only\n"
+     "                       with bf16 parameters\n"},
     {"--backend", NULL, OPT_WORD, F(backend), 0, 0, WORDS(BACKENDS), NULL,
      NULL,
      "  --backend auto|cpu|cuda  (default auto: CUDA when a GPU is usable)\n"},
