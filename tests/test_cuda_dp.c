@@ -20,7 +20,10 @@
  *    with the NCCL comm against the same run without a comm: step 1
  *    bitwise, later losses within 1e-3, parameters within 0.13 of the
  *    largest (a code may round one E4M3 step the other way: at most 2^-3
- *    of its value); graphed bitwise eager.
+ *    of its value); graphed bitwise eager;
+ *  - --grad-dtype fp32 (FP32 main grads beside BF16 parameters): step 1
+ *    bitwise the BF16-gradient run's, NCCL size 1 against no comm as above,
+ *    graphed bitwise eager.
  */
 #include <sys/wait.h>
 #include <unistd.h>
@@ -137,6 +140,57 @@ static void test_collectives(f8_ctx *ctx, f8_comm *c)
     f8_ctx_free(ctx, q);
 }
 
+/* The same losses and parameters, bit for bit. */
+static int same_runs(const run_out *a, const run_out *b)
+{
+    return memcmp(a->loss, b->loss, sizeof a->loss) == 0 && a->n == b->n &&
+           memcmp(a->params, b->params, (size_t)a->n * 4) == 0;
+}
+
+/* a against ref: later step losses within 1e-3 relative; the parameters' largest distance over the largest of ref. */
+static double runs_apart(const char *what, const run_out *a, const run_out *ref)
+{
+    for (int s = 1; s < STEPS; s++)
+        CHECK(fabs(a->loss[s] - ref->loss[s]) <= 1e-3 * fabs(ref->loss[s]), "%s: step %d loss %.9g vs %.9g", what, s + 1,
+              a->loss[s], ref->loss[s]);
+    double big = 0, worst = a->n == ref->n ? 0 : 1;
+    for (int64_t i = 0; i < ref->n; i++) big = fmax(big, fabs((double)ref->params[i]));
+    for (int64_t i = 0; i < ref->n && i < a->n; i++) worst = fmax(worst, fabs((double)a->params[i] - ref->params[i]) / big);
+    return worst;
+}
+
+/* --grad-dtype fp32 (FP32 main grads beside the BF16 parameters; the wgrad
+ * GEMMs write FP32, the embedding backward adds into FP32 rows, ZeRO-1
+ * converts FP32 gradients): without a comm, step 1's loss is bf16_loss0, the
+ * BF16-gradient run's, bit for bit (the same forward); the NCCL comm of size
+ * 1 against no comm as above (1e-2 of the largest parameter); graphed bitwise
+ * eager. o: the options of the runs above (its fp8 weights are turned off). */
+static void check_grad_fp32(train_options *o, f8_comm_id *id, double bf16_loss0)
+{
+    run_out gp, gd, gde;
+    char err[256] = "";
+    memset(&gp, 0, sizeof gp), memset(&gd, 0, sizeof gd), memset(&gde, 0, sizeof gde);
+    o->fp8_weights = 0, o->grad_dtype = "fp32";
+    o->comm_id = NULL, o->world = 0, o->graph = 1;
+    int ok = run(o, &gp) == 0;
+    o->comm_id = id, o->world = 1;
+    ok = ok && f8_comm_id_create(id, err, sizeof err) == F8_OK && run(o, &gd) == 0;
+    o->graph = 0;
+    ok = ok && f8_comm_id_create(id, err, sizeof err) == F8_OK && run(o, &gde) == 0;
+    CHECK(ok, "the three --grad-dtype fp32 runs: %s", err);
+    if (ok) {
+        CHECK(gp.loss[0] == bf16_loss0, "fp32 gradients: step 1 loss %.9g, with BF16 ones %.9g: not bitwise", gp.loss[0],
+              bf16_loss0);
+        CHECK(gd.loss[0] == gp.loss[0], "fp32 gradients: step 1 loss %.9g vs %.9g: not bitwise", gd.loss[0], gp.loss[0]);
+        const double w = runs_apart("fp32 gradients", &gd, &gp);
+        CHECK(w <= 1e-2, "fp32 gradients: parameters %.3g of the largest apart", w);
+        CHECK(same_runs(&gd, &gde), "fp32 gradients: the graphed NCCL step differs from the eager one");
+        printf("  NCCL size 1 with --grad-dtype fp32: losses %.6f .. %.6f, parameters %.2e apart from no comm\n",
+               gd.loss[0], gd.loss[STEPS - 1], w);
+    }
+    free(gp.params), free(gd.params), free(gde.params);
+}
+
 int main(void)
 {
     char why[256] = "";
@@ -231,19 +285,13 @@ int main(void)
     CHECK(ok, "the three --fp8-weights runs: %s", err);
     if (ok) {
         CHECK(wd.loss[0] == wp.loss[0], "fp8 weights: step 1 loss %.9g vs %.9g: not bitwise", wd.loss[0], wp.loss[0]);
-        for (int s = 1; s < STEPS; s++)
-            CHECK(fabs(wd.loss[s] - wp.loss[s]) <= 1e-3 * fabs(wp.loss[s]), "fp8 weights: step %d loss %.9g vs %.9g",
-                  s + 1, wd.loss[s], wp.loss[s]);
-        double big = 0, w8 = 0;
-        for (int64_t i = 0; i < wp.n; i++) big = fmax(big, fabs((double)wp.params[i]));
-        for (int64_t i = 0; i < wp.n && i < wd.n; i++) w8 = fmax(w8, fabs((double)wd.params[i] - wp.params[i]) / big);
-        CHECK(wd.n == wp.n && w8 <= 0.13, "fp8 weights: parameters %.3g of the largest apart", w8);
-        CHECK(memcmp(wd.loss, wde.loss, sizeof wd.loss) == 0 && wd.n == wde.n &&
-                  memcmp(wd.params, wde.params, (size_t)wd.n * 4) == 0,
-              "fp8 weights: the graphed NCCL step differs from the eager one");
+        const double w8 = runs_apart("fp8 weights", &wd, &wp);
+        CHECK(w8 <= 0.13, "fp8 weights: parameters %.3g of the largest apart", w8);
+        CHECK(same_runs(&wd, &wde), "fp8 weights: the graphed NCCL step differs from the eager one");
         printf("  NCCL size 1 with --fp8-weights: losses %.6f .. %.6f, parameters %.2e apart from no comm\n",
                wd.loss[0], wd.loss[STEPS - 1], w8);
     }
     free(wp.params), free(wd.params), free(wde.params);
+    check_grad_fp32(&o, &id, plain.loss[0]);
     return test_finish("test_cuda_dp");
 }

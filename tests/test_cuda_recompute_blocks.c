@@ -7,7 +7,9 @@
  * parameter and the whole FP8 scaling state (the checkpoint's bytes), bitwise
  * those of the same run without recompute; and a lower peak. cuDNN's
  * attention runs its deterministic backward (the default), so the runs repeat
- * bit for bit. The CPU oracle's version of this test (test_recompute_blocks)
+ * bit for bit. Also with delayed scaling: FP8 primary weights (fp8w), and
+ * FP8 attention with FP32 main grads (fp8att: --grad-dtype fp32), both
+ * families. The CPU oracle's version of this test (test_recompute_blocks)
  * covers the compositions; this one the CUDA kernels, cuDNN and the graph.
  * Skipped without a usable GPU.
  */
@@ -50,11 +52,15 @@ int main(void)
     if (!probe) return test_skip("test_cuda_recompute_blocks", "no usable GPU or a CUDA=0 build");
     f8_ctx_destroy(probe);
     (void)fd_check_trainer; /* trainer_fd.h's finite differences are the CPU test's */
-    static const char *const recipes[3] = {"delayed", "current", "block"};
+    /* the recipes, then delayed scaling with FP8 primary weights, and with FP8 attention and FP32 gradients */
+    static const char *const recipes[5] = {"delayed", "current", "block", "delayed", "delayed"};
+    static const char *const names[5] = {"delayed", "current", "block", "fp8w", "fp8att"};
     for (int llama = 0; llama <= 1; llama++)
-        for (int r = 0; r < 3; r++)
+        for (int r = 0; r < 5; r++)
             for (int graph = 1; graph >= 0; graph--) {
                 train_options o = options(llama, recipes[r], graph);
+                o.fp8_weights = r == 3;
+                if (r == 4) o.fp8_attention = 1, o.grad_dtype = "fp32";
                 double off[STEPS], on[STEPS];
                 size_t peak_off, peak_on;
                 trainer *a = run(&o, off, &peak_off);
@@ -62,12 +68,12 @@ int main(void)
                 trainer *b = run(&o, on, &peak_on);
                 const char *what = llama ? "llama" : "gpt";
                 CHECK(memcmp(off, on, sizeof off) == 0, "%s, %s, graph %d: losses with recompute differ (%.9g vs %.9g)",
-                      what, recipes[r], graph, on[STEPS - 1], off[STEPS - 1]);
+                      what, names[r], graph, on[STEPS - 1], off[STEPS - 1]);
                 CHECK(models_bitwise_equal(trainer_model(a), trainer_model(b)),
-                      "%s, %s, graph %d: parameters or FP8 scaling state with recompute differ", what, recipes[r], graph);
-                CHECK(peak_on < peak_off, "%s, %s: peak %zu with recompute, %zu without", what, recipes[r], peak_on,
+                      "%s, %s, graph %d: parameters or FP8 scaling state with recompute differ", what, names[r], graph);
+                CHECK(peak_on < peak_off, "%s, %s: peak %zu with recompute, %zu without", what, names[r], peak_on,
                       peak_off);
-                printf("  %-5s %-7s graph %d: bitwise; peak %zu -> %zu bytes\n", what, recipes[r], graph, peak_off,
+                printf("  %-5s %-7s graph %d: bitwise; peak %zu -> %zu bytes\n", what, names[r], graph, peak_off,
                        peak_on);
                 trainer_destroy(a);
                 trainer_destroy(b);

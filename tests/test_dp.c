@@ -17,7 +17,9 @@
  *  - determinism: a 2-rank run repeated gives the same bits; the CPU graph
  *    (record and replay, collectives included) gives the eager bits;
  *  - a BF16 model, 2 ranks: within BF16_TOL (one rank accumulates its
- *    gradients in BF16, the ranks' reduction is FP32);
+ *    gradients in BF16, the ranks' reduction is FP32); with --grad-dtype
+ *    fp32 (FP32 main grads), with and without --dp-overlap: step 1 bitwise,
+ *    and at least as close as with BF16 gradients;
  *  - resume: a checkpoint written by a 2-rank run after 2 steps resumes into
  *    2 ranks bitwise, and into 1 and 4 ranks within the tolerance, against
  *    the uninterrupted 2-rank run;
@@ -131,7 +133,26 @@ int main(void)
         CHECK(e <= BF16_TOL && dl <= BF16_TOL, "bf16, 2 ranks: parameters %.3g, last loss %.3g apart (> %g)", e, dl,
               BF16_TOL);
         check_ranks_agree("bf16, 2 ranks", b2, 2);
-        release(b1, 1), release(b2, 2);
+        /* --grad-dtype fp32: FP32 main grads on one rank and on each rank (ZeRO-1 converts them as it does
+         * BF16 ones), with and without --dp-overlap: the sums differ only in their order (FP32), so the
+         * BF16 parameters end closer than with BF16 gradients */
+        static rank_out f1[1], f2[2], f2o[2];
+        bb.grad_dtype = "fp32";
+        run(0, &bb, STEPS, NULL, f1);
+        run(2, &bb, STEPS, NULL, f2);
+        bb.dp_overlap = 1;
+        run(2, &bb, STEPS, NULL, f2o);
+        CHECK(f2[0].loss[0] == f1[0].loss[0] && f2o[0].loss[0] == f1[0].loss[0],
+              "bf16 with fp32 gradients, 2 ranks: step 1 loss not bitwise");
+        const double ef = f2[0].n_params == f1[0].n_params ? max_rel(f2[0].params, f1[0].params, f1[0].n_params) : 1;
+        const double eo = f2o[0].n_params == f1[0].n_params ? max_rel(f2o[0].params, f1[0].params, f1[0].n_params) : 1;
+        printf("  %-34s max |dp - ref| / max |ref| = %.2e (overlap %.2e; bf16 gradients %.2e)\n",
+               "bf16, fp32 grads: 2 ranks vs one", ef, eo, e);
+        CHECK(ef <= e && eo <= e && ef <= BF16_TOL, "bf16 with fp32 gradients, 2 ranks: parameters %.3g (overlap "
+              "%.3g) apart, bf16 gradients %.3g", ef, eo, e);
+        check_ranks_agree("bf16 with fp32 gradients, 2 ranks", f2, 2);
+        check_ranks_agree("bf16 with fp32 gradients, 2 ranks, overlap", f2o, 2);
+        release(b1, 1), release(b2, 2), release(f1, 1), release(f2, 2), release(f2o, 2);
     }
     /* overlap: one bucket per block, reduce-scattered from the backward's
      * grads_ready (the same sums in the same rank order; only the norm's

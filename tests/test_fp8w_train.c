@@ -21,7 +21,11 @@
  *    parameters the high-precision gather shrinks by 2 bytes per weight;
  *  - checkpoints of 2 ranks resume into 2 (bitwise), 1 and 4 (tolerance);
  *    --dp-overlap and the graph with ranks;
- *  - refusals: --recipe block, --fp8 off, --tp, a conflicting --resume.
+ *  - refusals: --recipe block, --fp8 off, --tp, a conflicting --resume;
+ *  - the masters' init is the modules' own draw, bit for bit (GPT and
+ *    Llama), and a Llama (llama.h) with FP8 primary weights learns as its
+ *    high-precision run, resumes and graphs bitwise, and on 2 ranks matches
+ *    one as the GPT does.
  * The ranks' runner is rank_fixture.h's (test_dp's); keep_rank adds the FP8
  * codes, the masters and the gathers' byte counts to what a rank keeps.
  */
@@ -153,7 +157,10 @@ static void check_fp8w_close(const char *what, const rank_out *a, const rank_out
 static void check_codes_are_masters(const char *what, const rank_out *r)
 {
     int64_t bad = 0, c = 0, mo = 0;
-    const int64_t C = r->o.channels, sizes[4] = {3 * C * C, C * C, 4 * C * C, 4 * C * C}; /* qkv, proj, fc1, fc2 */
+    /* qkv, proj, fc1, fc2: the GPT's 3C, C, 4C, C rows of C (fc2: C of 4C); a Llama's (H + 2G)·hd, C, 2F, C (of F) */
+    const int64_t C = r->o.channels, H = r->o.heads, G = r->o.kv_heads > 0 ? r->o.kv_heads : H, F = r->o.ffn;
+    int64_t sizes[4] = {3 * C * C, C * C, 4 * C * C, 4 * C * C};
+    if (r->o.llama) sizes[0] = (H + 2 * G) * (C / H) * C, sizes[2] = 2 * F * C, sizes[3] = F * C;
     while (c < r->n_codes && mo < r->n_masters) {
         for (int j = 0; j < 4 && c < r->n_codes; j++) {
             const int64_t n = sizes[j];
@@ -247,6 +254,101 @@ static void check_bytes(const train_options *base)
     release(with, 2), release(without, 2);
 }
 
+/* One rank of b learns in 30 steps, as the same run with high-precision
+ * weights does (saved to hp_save when not NULL), and its codes are its
+ * masters quantized. */
+static void check_learns(const char *what, const train_options *b, const char *hp_save)
+{
+    static rank_out a[1], h[1];
+    train_options lo = *b;
+    lo.steps = 30;
+    run(0, &lo, 30, NULL, a);
+    lo.fp8_weights = 0;
+    run(0, &lo, 30, hp_save, h);
+    const double f = mean(a[0].loss, 3), l = mean(a[0].loss + 27, 3), lh = mean(h[0].loss + 27, 3);
+    printf("  %s, 30 steps: loss %.4f -> %.4f (high-precision weights: -> %.4f)\n", what, f, l, lh);
+    CHECK(l < 0.8 * f, "%s: FP8 weights: the loss did not fall: %.4f -> %.4f", what, f, l);
+    CHECK(fabs(l - lh) <= LEARN_TOL * lh, "%s: FP8 weights end at %.4f, high-precision ones at %.4f", what, l, lh);
+    check_codes_are_masters(what, &a[0]);
+    release(a, 1), release(h, 1);
+}
+
+/* One rank of b, STEPS steps, into one: its codes are its masters; 2 steps
+ * saved to path and resumed (the FP8 weights left out: the checkpoint's)
+ * are bitwise the uninterrupted run, and so is the CPU graph. */
+static void check_one_rank(const char *what, const train_options *b, const char *path, rank_out *one)
+{
+    static rank_out half[1], res[1], g1[1];
+    run(0, b, STEPS, NULL, one);
+    check_codes_are_masters(what, &one[0]);
+    run(0, b, 2, path, half);
+    train_options ro = *b;
+    ro.resume = path;
+    ro.fp8_weights = 0;
+    ro.given = 0;
+    run(0, &ro, 2, NULL, res);
+    CHECK(res[0].first == 2 && memcmp(res[0].loss, one[0].loss + 2, 2 * sizeof(double)) == 0 && same_state(&res[0], &one[0]),
+          "%s: resumed at step %lld: not bitwise the uninterrupted run", what, (long long)res[0].first);
+    train_options g = *b;
+    g.graph = 1;
+    run(0, &g, STEPS, NULL, g1);
+    CHECK(same(&g1[0], &one[0], STEPS), "%s: the CPU graph is not bitwise the eager run", what);
+    release(half, 1), release(res, 1), release(g1, 1);
+}
+
+/* The masters are drawn as a high-precision model's modules draw its
+ * weights (gpt_fp8_master_init, both families): every FP8 weight k of the
+ * FP32 model o (its --fp8-weights off) bit for bit. */
+static void check_master_init(const char *what, train_options o)
+{
+    o.fp8_weights = 0;
+    trainer *t = NULL;
+    char err[512] = "";
+    if (trainer_create(&o, &t, err, sizeof err) != F8_OK) die(err, NULL);
+    gpt *m = trainer_model(t);
+    int64_t differ = 0, n_all = 0;
+    for (int k = 0; k < 4 * (int)m->c.layers; k++) {
+        f8_module *mod;
+        f8_param which;
+        f8_tensor v;
+        gpt_fp8_weight(m, k, &mod, &which);
+        CHECK_OK(m->ctx, f8_module_param(mod, which, 0, &v));
+        const int64_t n = v.rows * v.cols;
+        float *w = (float *)xmalloc((size_t)n * 4), *drawn = (float *)xmalloc((size_t)n * 4);
+        CHECK_OK(m->ctx, f8_ctx_download(m->ctx, w, v.data, (size_t)n * 4));
+        CHECK_OK(m->ctx, gpt_fp8_master_init(m, k, drawn));
+        differ += memcmp(w, drawn, (size_t)n * 4) != 0;
+        n_all += n;
+        free(w), free(drawn);
+    }
+    CHECK(differ == 0 && n_all > 0, "%s: %lld of %lld FP8 weights' master inits are not the module's weights", what,
+          (long long)differ, 4 * (long long)m->c.layers);
+    trainer_destroy(t);
+}
+
+/* A Llama's FP8 primary weights (llama.h): the same four GEMM weights a
+ * block, numbered as the GPT's. Its masters are its modules' draws; one rank
+ * learns as the high-precision run does, its codes are its masters
+ * quantized, it resumes bitwise and its CPU graph is the eager run; 2 ranks
+ * (sharded masters) against one as the GPT's. */
+static void test_llama(const char *path)
+{
+    train_options b = base_options();
+    b.llama = 1, b.heads = 4, b.kv_heads = 2, b.ffn = 48, b.rope_theta = 10000.0;
+    check_master_init("llama", b);
+    static rank_out one[1], two[2];
+    check_learns("llama, one rank", &b, NULL);
+    check_one_rank("llama", &b, path, one);
+    run(2, &b, STEPS, NULL, two);
+    CHECK(two[0].loss[0] == one[0].loss[0], "llama, 2 ranks: step 1 loss %.9g vs %.9g: not bitwise", two[0].loss[0],
+          one[0].loss[0]);
+    check_fp8w_close("llama: 2 ranks vs one rank", &two[0], &one[0], STEPS, 0);
+    check_ranks_agree("llama, 2 ranks", two, 2);
+    check_codes_are_masters("llama, 2 ranks", &two[0]);
+    unlink(path);
+    release(one, 1), release(two, 2);
+}
+
 int main(void)
 {
     const train_options base = base_options();
@@ -254,37 +356,15 @@ int main(void)
     snprintf(path, sizeof path, "/tmp/f8_test_fp8w_%ld.safetensors", (long)getpid());
     snprintf(path1, sizeof path1, "/tmp/f8_test_fp8w1_%ld.safetensors", (long)getpid());
     snprintf(hpath, sizeof hpath, "/tmp/f8_test_fp8w_hp_%ld.safetensors", (long)getpid());
-    /* one rank learns, as the same run with high-precision weights does */
-    {
-        static rank_out a[1], h[1];
-        train_options lo = base;
-        lo.steps = 30;
-        run(0, &lo, 30, NULL, a);
-        lo.fp8_weights = 0;
-        run(0, &lo, 30, hpath, h);
-        const double f = mean(a[0].loss, 3), l = mean(a[0].loss + 27, 3), lh = mean(h[0].loss + 27, 3);
-        printf("  one rank, 30 steps: loss %.4f -> %.4f (high-precision weights: -> %.4f)\n", f, l, lh);
-        CHECK(l < 0.8 * f, "FP8 weights: the loss did not fall: %.4f -> %.4f", f, l);
-        CHECK(fabs(l - lh) <= LEARN_TOL * lh, "FP8 weights end at %.4f, high-precision ones at %.4f", l, lh);
-        check_codes_are_masters("one rank after 30 steps", &a[0]);
-        release(a, 1), release(h, 1);
-    }
-    /* one rank: resume bitwise, graph bitwise */
-    static rank_out one[1], half[1], res[1], g1[1];
-    run(0, &base, STEPS, NULL, one);
-    check_codes_are_masters("one rank", &one[0]);
-    run(0, &base, 2, path1, half);
-    train_options ro = base;
+    check_learns("one rank", &base, hpath);
+    static rank_out one[1];
+    check_one_rank("one rank", &base, path1, one);
+    train_options ro = base; /* path1: the one-rank checkpoint after 2 steps */
     ro.resume = path1;
     ro.fp8_weights = 0; /* left out (given 0): the checkpoint's */
     ro.given = 0;
-    run(0, &ro, 2, NULL, res);
-    CHECK(res[0].first == 2 && memcmp(res[0].loss, one[0].loss + 2, 2 * sizeof(double)) == 0 && same_state(&res[0], &one[0]),
-          "one rank resumed at step %lld: not bitwise the uninterrupted run", (long long)res[0].first);
     train_options g = base;
     g.graph = 1;
-    run(0, &g, STEPS, NULL, g1);
-    CHECK(same(&g1[0], &one[0], STEPS), "one rank: the CPU graph is not bitwise the eager run");
     /* data parallel against one rank */
     static rank_out dp2[2], dp4[4], ov2[2], gr2[2];
     run(2, &base, STEPS, NULL, dp2);
@@ -328,8 +408,10 @@ int main(void)
     run(2, &ro, 2, NULL, o2);
     check_fp8w_close("1-rank checkpoint resumed into 2", &o2[0], &one[0], 2, 2);
     check_refusals(&base, path1, hpath);
+    check_master_init("gpt", base);
+    test_llama(path1);
     unlink(path), unlink(path1), unlink(hpath);
-    release(one, 1), release(half, 1), release(res, 1), release(g1, 1), release(dp2, 2), release(dp4, 4);
+    release(one, 1), release(dp2, 2), release(dp4, 4);
     release(ov2, 2), release(gr2, 2), release(h2, 2), release(r2, 2), release(r1, 1), release(r4, 4), release(o2, 2);
     return test_finish("test_fp8w_train");
 }

@@ -16,7 +16,8 @@
  *    column-parallel input and RMSNorm gradients likewise), every rank the
  *    same amaxes, scales, losses and replicated parameters;
  *  - FP8 off with a tied head: TP 2 within the same bounds; a BF16 model:
- *    TP 2 and SP TP 2 within BF16_TOL of one rank;
+ *    TP 2 and SP TP 2 within BF16_TOL of one rank, and with FP8 attention
+ *    TP 2 within BF16_TOL of its one rank;
  *  - determinism: TP 2 twice and with the CPU graph, the same bits;
  *  - checkpoints in the one-rank layout: written by TP 2 after 2 steps,
  *    restored into one rank bitwise, resumed into TP 2 bitwise the
@@ -167,26 +168,33 @@ static void check_sp(const train_options *base, const rank_out *one, const rank_
     release(sp, 2), release(half, 2), release(onehalf, 1), release(back, 2);
 }
 
-/* A BF16 model: TP 2 and SP TP 2 against one rank, within BF16_TOL. */
+/* A BF16 model: TP 2 and SP TP 2 against one rank, and with FP8 attention
+ * (each rank's own heads' slots, their amaxes MAX-reduced) TP 2 against its
+ * one rank, within BF16_TOL. */
 static void check_bf16(const train_options *base)
 {
-    static rank_out b1[1], b2[2], s2[2];
+    static rank_out b1[1], b2[2], s2[2], f1[1], f2[2];
     train_options bb = *base;
     bb.dtype = "bf16";
     run(0, 1, &bb, STEPS, NULL, b1, 1);
     run(2, 2, &bb, STEPS, NULL, b2, 1);
     bb.sequence_parallel = 1;
     run(2, 2, &bb, STEPS, NULL, s2, 1);
-    const rank_out *r[2] = {b2, s2};
-    for (int k = 0; k < 2; k++) {
-        const char *what = k ? "llama BF16: SP TP 2" : "llama BF16: TP 2";
-        const double e = r[k]->n_params == b1->n_params ? max_rel(r[k]->params, b1->params, b1->n_params) : 1;
-        const double dl = fabs(r[k]->loss[STEPS - 1] - b1->loss[STEPS - 1]) / b1->loss[STEPS - 1];
+    bb.sequence_parallel = 0, bb.fp8_attention = 1;
+    run(0, 1, &bb, STEPS, NULL, f1, 1);
+    run(2, 2, &bb, STEPS, NULL, f2, 1);
+    const rank_out *r[3] = {b2, s2, f2}, *ref[3] = {b1, b1, f1};
+    static const char *const whats[3] = {"llama BF16: TP 2", "llama BF16: SP TP 2", "llama BF16, FP8 attention: TP 2"};
+    for (int k = 0; k < 3; k++) {
+        const char *what = whats[k];
+        const rank_out *b = ref[k];
+        const double e = r[k]->n_params == b->n_params ? max_rel(r[k]->params, b->params, b->n_params) : 1;
+        const double dl = fabs(r[k]->loss[STEPS - 1] - b->loss[STEPS - 1]) / b->loss[STEPS - 1];
         printf("  %-36s parameters %.2e, last loss %.2e of one rank\n", what, e, dl);
         CHECK(e <= BF16_TOL && dl <= BF16_TOL, "%s: parameters %.3g, last loss %.3g apart (> %g)", what, e, dl, BF16_TOL);
         check_ranks_agree(what, r[k], 2, 2);
     }
-    release(b1, 1), release(b2, 2), release(s2, 2);
+    release(b1, 1), release(b2, 2), release(s2, 2), release(f1, 1), release(f2, 2);
 }
 
 int main(void)

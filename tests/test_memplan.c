@@ -14,7 +14,7 @@
  *              FP8 scaling buffer grows by doubling, so a layer count past a
  *              power of two plans a little more than it holds)
  * over configurations that move each category: FP8 on and off, BF16, a
- * larger batch with --recompute-norm, BF16 and FP8 AdamW moments, FP8
+ * larger batch with --recompute-norm, --grad-dtype fp32, BF16 and FP8 AdamW moments, FP8
  * primary weights, block scaling, --recompute-blocks (GPT and Llama). Then the refusal: --memory-limit below
  * the plan refuses before the model is made (F8_ERR_OUT_OF_MEMORY), names
  * the options that would make it fit, and the same limit above the plan
@@ -45,8 +45,11 @@ static void check_config(const char *what, train_options o)
     CHECK(f8_ctx_memory(m->ctx, &r) == F8_OK && f8_ctx_counters_read(m->ctx, &cnt) == F8_OK, "%s: accounting", what);
     const mem_plan *p = &t->plan;
     const double es = (double)f8_dtype_size(m->c.dtype), C = (double)m->c.channels;
-    const double wpe = (double)gpt_positions(&m->c) * C * es, dwpe = (double)m->c.seq * C * es;
-    const double weights = (double)r.bytes[F8_MEM_PARAMETERS] + wpe, grads = (double)r.bytes[F8_MEM_GRADIENTS] + dwpe;
+    const double wpe = (double)gpt_positions(&m->c) * C * es;
+    const double dwpe = (double)m->c.seq * C * (double)f8_dtype_size(gpt_grad_dtype(&m->c));
+    /* --grad-dtype fp32: the FP32 main grads (f8_ctx_alloc'd) are gradients too */
+    const double weights = (double)r.bytes[F8_MEM_PARAMETERS] + wpe,
+                 grads = (double)r.bytes[F8_MEM_GRADIENTS] + dwpe + (double)m->main_grad_bytes;
     const double ws = (double)r.bytes[F8_MEM_WORKSPACE_DATA] + (double)r.bytes[F8_MEM_WORKSPACE_TRANSPOSE];
     const double peak = (double)cnt.peak_bytes, rel = fabs(p->total - peak) / peak;
     printf("  %-34s plan %8.0f KiB, peak %8.0f KiB (%+.2f%%)\n", what, p->total / 1024, peak / 1024,
@@ -81,6 +84,8 @@ static void test_plans(void)
     o.batch = 8;
     o.recompute_norm = 1;
     check_config("batch 8, --recompute-norm on", o);
+    o.grad_dtype = "fp32"; /* FP32 main grads beside BF16 parameters */
+    check_config("BF16 parameters, --grad-dtype fp32", o);
     o = base;
     o.adam_moments = "bf16";
     check_config("--adam-moments bf16", o);

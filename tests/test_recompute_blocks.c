@@ -142,6 +142,15 @@ static void test_compositions(void)
     o = gpt_options();
     o.adam_moments = "fp8";
     same_as_off("gpt, --adam-moments fp8", o, 1);
+    o = gpt_options(); /* FP32 main grads: the recomputed modules' wgrad GEMMs write and add into them */
+    o.dtype = "bf16", o.grad_dtype = "fp32";
+    same_as_off("gpt, BF16, --grad-dtype fp32", o, 1);
+    o = llama_options();
+    o.fp8_attention = 1, o.dtype = "bf16", o.grad_dtype = "fp32";
+    same_as_off("llama, FP8 attention, --grad-dtype fp32", o, 1);
+    o = llama_options();
+    o.fp8_weights = 1;
+    same_as_off("llama, delayed, --fp8-weights on", o, 1);
 }
 
 /* A checkpoint of a run with recompute resumes without it, and the other way, and with another N: the

@@ -3,7 +3,8 @@
  * CPU ranks (threads, f8_comm_group), against one rank. A GPT of 2 layers,
  * 4 heads, 64 channels, seq 16, 4 microbatches of 2 sequences, 4 steps:
  *  - TP 2, TP 4 and DP 2 x TP 2, FP8 delayed scaling; TP 2 with FP8 off
- *    (FP32; and a BF16 model within BF16_TOL, a few BF16 ulps):
+ *    (FP32; and a BF16 model within BF16_TOL, a few BF16 ulps, with BF16
+ *    and with FP32 gradients, --grad-dtype fp32):
  *      the step losses and the parameters after 4 steps (gathered into the
  *      one-rank layout) within LOSS_TOL / PARAM_TOL relative of one rank.
  *      Not bitwise: the row-parallel modules (proj, fc2) sum their output
@@ -86,6 +87,20 @@ static void check_shard_copy(void)
             }
 }
 
+/* A BF16 model o: TP 2 against one rank within BF16_TOL (main's comment says why). */
+static void check_bf16_tp2(const char *what, const train_options *o)
+{
+    static rank_out b1[1], b2[2];
+    run(0, 1, o, STEPS, NULL, b1, 1);
+    run(2, 2, o, STEPS, NULL, b2, 1);
+    const double e = b2[0].n_params == b1[0].n_params ? max_rel(b2[0].params, b1[0].params, b1[0].n_params) : 1;
+    const double dl = fabs(b2[0].loss[STEPS - 1] - b1[0].loss[STEPS - 1]) / b1[0].loss[STEPS - 1];
+    printf("  %-36s parameters %.2e, last loss %.2e\n", what, e, dl);
+    CHECK(e <= BF16_TOL && dl <= BF16_TOL, "%s: parameters %.3g, last loss %.3g apart (> %g)", what, e, dl, BF16_TOL);
+    check_ranks_agree(what, b2, 2, 2);
+    release(b1, 1), release(b2, 2);
+}
+
 int main(void)
 {
     check_shard_copy();
@@ -111,20 +126,14 @@ int main(void)
      * BF16 ulps. AdamW turns an element whose gradient is at that noise into an update of about
      * ±lr either way: after 4 steps up to 2·4·lr = 2.4e-2 apart, against the largest parameter
      * (LayerNorm gamma, ~1): BF16_TOL 3e-2 (seen: 1.6e-2) */
-    {
-        static rank_out b1[1], b2[2];
-        train_options bb = base;
-        bb.dtype = "bf16";
-        run(0, 1, &bb, STEPS, NULL, b1, 1);
-        run(2, 2, &bb, STEPS, NULL, b2, 1);
-        const double e = b2[0].n_params == b1[0].n_params ? max_rel(b2[0].params, b1[0].params, b1[0].n_params) : 1;
-        const double dl = fabs(b2[0].loss[STEPS - 1] - b1[0].loss[STEPS - 1]) / b1[0].loss[STEPS - 1];
-        printf("  %-36s parameters %.2e, last loss %.2e\n", "BF16: TP 2 vs one rank", e, dl);
-        CHECK(e <= BF16_TOL && dl <= BF16_TOL, "BF16 TP 2: parameters %.3g, last loss %.3g apart (> %g)", e, dl,
-              BF16_TOL);
-        check_ranks_agree("BF16: TP 2", b2, 2, 2);
-        release(b1, 1), release(b2, 2);
-    }
+    train_options bb = base;
+    bb.dtype = "bf16";
+    check_bf16_tp2("BF16: TP 2 vs one rank", &bb);
+    /* --grad-dtype fp32: each rank's shards get FP32 main grads (the column-parallel norms' BF16
+     * gradients are summed over the group as without it): the same tolerance against one rank with
+     * FP32 gradients */
+    bb.grad_dtype = "fp32";
+    check_bf16_tp2("BF16, FP32 gradients: TP 2 vs one", &bb);
     /* determinism and the CPU graph */
     check_tp2_repeats("", &base, &tp2[0]);
     /* checkpoints: TP 2 writes the one-rank layout after 2 steps */

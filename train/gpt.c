@@ -25,6 +25,12 @@
 
 static size_t esize(const gpt *m) { return f8_dtype_size(m->c.dtype); }
 
+/* wpe's gradient (S, C): in the gradient dtype (FP32 with grad_fp32) */
+static f8_tensor dwpe_view(const gpt *m)
+{
+    return f8_tensor_make(m->dwpe, gpt_grad_dtype(&m->c), m->c.seq, m->c.channels);
+}
+
 static f8_tensor view(const gpt *m, void *base, int64_t index, int64_t rows, int64_t cols)
 {
     return f8_tensor_make((unsigned char *)base + (size_t)(index * rows * cols) * esize(m), m->c.dtype, rows, cols);
@@ -89,7 +95,10 @@ static uint64_t module_seed(const gpt_config *c, int64_t l, int j) { return c->s
 /* Every FP8 primary weight from its master init (gpt_fp8_master_init). */
 static f8_status write_fp8_weights(gpt *m)
 {
-    const int64_t C = m->c.channels, most = 4 * C * C; /* fc1 and fc2 are the largest */
+    /* the largest: the GPT's fc1 and fc2 (4C x C), a Llama's fc1 (2F x C) or qkv */
+    const int64_t C = m->c.channels, W = m->c.llama ? (m->c.heads + 2 * m->c.kv_heads) * (C / m->c.heads) : 3 * C;
+    int64_t most = m->c.llama ? 2 * m->c.ffn * C : 4 * C * C;
+    if (W * C > most) most = W * C;
     float *host = (float *)malloc((size_t)most * 4 + 4);
     void *stage = NULL;
     f8_status st = host ? f8_ctx_alloc(m->ctx, (size_t)most * 4 + 4, &stage) : F8_ERR_OUT_OF_MEMORY;
@@ -108,6 +117,19 @@ static f8_status write_fp8_weights(gpt *m)
     f8_ctx_free(m->ctx, stage);
     free(host);
     return st;
+}
+
+/* The FP8 primary weights of either family at creation: quantized with scale
+ * 1 (the slot's at creation, TE's fp8_model_init), then again with the scale
+ * of their amax: training starts from codes that use the E4M3 range, not its
+ * subnormals. */
+static f8_status init_fp8_weights(gpt *m)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        TRY(write_fp8_weights(m));
+        TRY(f8_ctx_update_weight_scales(m->ctx));
+    }
+    return F8_OK;
 }
 
 static f8_status tp_block(gpt *m, gpt_block *b, int64_t l, const f8_layernorm_linear_config *qc,
@@ -130,12 +152,14 @@ static f8_status create_blocks(gpt *m, f8_ctx *init)
         qc.seed = module_seed(c, l, 1);
         qc.fp8_weights = c->fp8_weights;
         qc.recompute_norm_output = c->recompute_norm;
+        qc.fuse_wgrad_accumulation = c->grad_fp32; /* the main grads: param_main_grads_create */
         f8_linear_config pc = f8_linear_config_default(C, C);
         pc.param_dtype = c->dtype;
         pc.fp8 = c->fp8;
         pc.max_tokens = T;
         pc.seed = module_seed(c, l, 2);
         pc.fp8_weights = c->fp8_weights;
+        pc.fuse_wgrad_accumulation = c->grad_fp32;
         f8_layernorm_mlp_config mc = f8_layernorm_mlp_config_default(C, 4 * C);
         mc.param_dtype = c->dtype;
         mc.fp8 = c->fp8;
@@ -143,6 +167,7 @@ static f8_status create_blocks(gpt *m, f8_ctx *init)
         mc.seed = module_seed(c, l, 3);
         mc.fp8_weights = c->fp8_weights;
         mc.recompute_norm_output = c->recompute_norm;
+        mc.fuse_wgrad_accumulation = c->grad_fp32;
         if (m->tp) { /* the full block as one rank makes it, this rank's shard kept */
             f8_layernorm_linear_config fq = qc;
             f8_linear_config fp = pc;
@@ -231,7 +256,7 @@ static f8_status gpt_params_build(gpt *m)
     TRY(param_table_add(t, "model.head", m->head, F8_PARAM_WEIGHT, -1, -1, D | R));
     TRY(param_table_add(t, "model.head", m->head, F8_PARAM_LN_WEIGHT, -1, -1, R));
     TRY(param_table_add(t, "model.head", m->head, F8_PARAM_LN_BIAS, -1, -1, R));
-    f8_tensor wpe = view(m, m->wpe, 0, m->c.seq, m->c.channels), dwpe = view(m, m->dwpe, 0, m->c.seq, m->c.channels);
+    f8_tensor wpe = view(m, m->wpe, 0, m->c.seq, m->c.channels), dwpe = dwpe_view(m);
     f8_tensor all = view(m, m->wpe, 0, gpt_positions(&m->c), m->c.channels); /* every row, used or not */
     TRY(param_table_add_tensor(t, "model.wpe", &wpe, &dwpe, &all, -1, D | R));
     for (int64_t l = 0; l < m->c.layers; l++) {
@@ -263,14 +288,22 @@ f8_status gpt_create(f8_ctx *ctx, const gpt_config *c, gpt *m, char *err, size_t
     return gpt_create_tp(ctx, c, NULL, 0, m, err, err_size);
 }
 
-f8_status gpt_create_tp(f8_ctx *ctx, const gpt_config *c, f8_comm *tp, int sp, gpt *m, char *err, size_t err_size)
+f8_status gpt_create_tp(f8_ctx *ctx, const gpt_config *config, f8_comm *tp, int sp, gpt *m, char *err, size_t err_size)
 {
+    gpt_config cc = *config; /* FP32 gradients are what FP32 parameters have anyway: no main grads */
+    cc.grad_fp32 = config->grad_fp32 && config->dtype == F8_DTYPE_BF16;
+    const gpt_config *c = &cc;
     if (c->recompute_blocks < 0 || c->recompute_blocks > c->layers) {
         snprintf(err, err_size, "block recompute of %d blocks: the model has %lld", c->recompute_blocks,
                  (long long)c->layers);
         return F8_ERR_INVALID_ARGUMENT;
     }
-    if (c->llama) return llama_create_tp(ctx, c, tp, sp, m, err, err_size);
+    if (c->llama) {
+        f8_status st = llama_create_tp(ctx, c, tp, sp, m, err, err_size);
+        if (st == F8_OK && c->fp8_weights && (st = init_fp8_weights(m)) != F8_OK)
+            snprintf(err, err_size, "%s", f8_ctx_last_error(ctx));
+        return st;
+    }
     memset(m, 0, sizeof *m);
     m->ctx = ctx;
     m->c = *c;
@@ -312,13 +345,7 @@ f8_status gpt_create_tp(f8_ctx *ctx, const gpt_config *c, f8_comm *tp, int sp, g
     f8_ctx *init = NULL;
     if (st == F8_OK && m->tp) st = tp_scratch_ctx(ctx, &init, err, err_size);
     if (st == F8_OK) st = create_blocks(m, init);
-    for (int pass = 0; pass < 2 && st == F8_OK && c->fp8_weights; pass++) {
-        /* quantized with scale 1 (the slot's at creation, TE's fp8_model_init),
-         * then again with the scale of their amax: training starts from codes
-         * that use the E4M3 range, not its subnormals */
-        st = write_fp8_weights(m);
-        if (st == F8_OK) st = f8_ctx_update_weight_scales(ctx);
-    }
+    if (st == F8_OK && c->fp8_weights) st = init_fp8_weights(m);
     char init_err[256] = "";
     if (st != F8_OK && init) snprintf(init_err, sizeof init_err, "%s", f8_ctx_last_error(init));
     f8_ctx_destroy(init);
@@ -328,6 +355,7 @@ f8_status gpt_create_tp(f8_ctx *ctx, const gpt_config *c, f8_comm *tp, int sp, g
     /* The LM head stays in high precision by default, as TE recipes keep it;
      * --fp8-head casts it too (its GEMMs are a quarter of a 124M step's FLOPs). */
     hc.fp8 = c->fp8 && c->fp8_head;
+    hc.fuse_wgrad_accumulation = c->grad_fp32; /* wte's gradient: the head's and the embedding's, in FP32 */
     const int64_t pass = c->head_chunk > 0 ? c->head_chunk : GPT_HEAD_CHUNK; /* tokens per LM-head pass */
     /* at least one sequence: the sampler reads a batch-1 forward's logits whole */
     m->head_rows = pass < T ? (pass > c->seq ? pass : c->seq) : T;
@@ -337,12 +365,13 @@ f8_status gpt_create_tp(f8_ctx *ctx, const gpt_config *c, f8_comm *tp, int sp, g
     if (st == F8_OK) st = f8_module_saved_create(m->head, &m->head_s);
     /* all the model's positions (an imported GPT-2's); a run trains the first seq rows */
     if (st == F8_OK) st = alloc_act(m, &m->wpe, (size_t)(gpt_positions(c) * C) * es);
-    if (st == F8_OK) st = alloc_act(m, &m->dwpe, (size_t)(c->seq * C) * es);
+    if (st == F8_OK) st = alloc_act(m, &m->dwpe, (size_t)(c->seq * C) * f8_dtype_size(gpt_grad_dtype(c)));
     f8_tensor wpe = view(m, m->wpe, 0, gpt_positions(c), C);
     if (st == F8_OK) st = f8_tensor_fill_normal(ctx, &wpe, 0.01, c->seed * 40503u + 11);
     if (st == F8_OK) st = gpt_alloc_step_buffers(m, 3 * Cl, c->padded_vocab);
     if (st == F8_OK) st = gpt_zero_grad(m);
     if (st == F8_OK) st = gpt_params_build(m);
+    if (st == F8_OK && c->grad_fp32) st = param_main_grads_create(&m->params, ctx, &m->main_grads, &m->main_grad_bytes);
     if (st == F8_OK) st = f8_ctx_synchronize(ctx);
     if (st != F8_OK) snprintf(err, err_size, "%s", init_err[0] ? init_err : f8_ctx_last_error(ctx));
     return st;
@@ -366,7 +395,7 @@ void gpt_destroy(gpt *m)
     f8_attention_destroy(m->att);
     f8_rope_destroy(m->rope);
     void *bufs[] = {m->wpe, m->dwpe, m->resid, m->qkv, m->atty, m->logits, m->dres, m->dtmp, m->dqkv, m->io, m->tp_buf,
-                    m->full, m->xf, m->wte, m->dwte};
+                    m->full, m->xf, m->wte, m->dwte, m->main_grads};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) f8_ctx_free(m->ctx, bufs[i]);
     memset(m, 0, sizeof *m);
 }
@@ -389,9 +418,11 @@ f8_status gpt_fp8_master_init(gpt *m, int k, float *host)
     f8_tensor g; /* the gradient's view: the weight's shape in the param dtype */
     TRY(f8_module_param(mod, which, 1, &g));
     const int64_t l = k / 4, j = k % 4, n = g.rows * g.cols;
-    uint64_t seed = module_seed(&m->c, l, j == 0 ? 1 : j == 1 ? 2 : 3);
+    const int mod_j = j == 0 ? 1 : j == 1 ? 2 : 3;
+    uint64_t seed = m->c.llama ? llama_module_seed(&m->c, l, mod_j) : module_seed(&m->c, l, mod_j);
     if (j == 3) seed += 0x5bd1e995u; /* LayerNormMLP's fc2 seed (layernorm_mlp.c) */
-    const float factor = j == 1 || j == 3 ? 1.0f / sqrtf(2.0f * (float)m->c.layers) : 1.0f;
+    /* the GPT's proj and fc2 are scaled by 1/sqrt(2L) at init (scale_weight); a Llama's are not */
+    const float factor = !m->c.llama && (j == 1 || j == 3) ? 1.0f / sqrtf(2.0f * (float)m->c.layers) : 1.0f;
     void *draw = NULL, *f32 = NULL;
     f8_status st = f8_ctx_alloc(m->ctx, (size_t)n * esize(m) + 1, &draw);
     if (st == F8_OK) st = f8_ctx_alloc(m->ctx, (size_t)n * 4 + 1, &f32);
@@ -556,12 +587,14 @@ f8_status gpt_backward(gpt *m)
             if (m->tp && !m->sp) TRY(tp_all_reduce(m, &tmp));
             TRY(f8_tensor_add(m->ctx, &dl, &tmp)); /* d = ∂loss/∂x */
         }
+        TRY(param_grads_fold(&m->params, m->ctx, l)); /* FP32 main grads: the biases' and norms' */
         if (m->grads_ready) TRY(m->grads_ready(m->grads_user, l));
     }
     TRY(gather_grad(m, &dl, &d));
-    f8_tensor dwte, dwpe = view(m, m->dwpe, 0, c->seq, C);
-    TRY(f8_module_param(m->head, F8_PARAM_WEIGHT, 1, &dwte));
+    f8_tensor dwte, dwpe = dwpe_view(m);
+    TRY(param_grad_of(&m->params, m->head, F8_PARAM_WEIGHT, &dwte)); /* its main grad with grad_fp32 */
     TRY(f8_embedding_backward(m->ctx, m->tokens, c->seq, &d, &dwte, &dwpe));
+    TRY(param_grads_fold(&m->params, m->ctx, -1));
     return m->grads_ready ? m->grads_ready(m->grads_user, -1) : F8_OK;
 }
 
@@ -574,7 +607,8 @@ f8_status gpt_zero_grad(gpt *m)
         TRY(f8_module_zero_grad(m->blocks[l].mlp));
     }
     TRY(f8_module_zero_grad(m->head));
-    f8_tensor dwpe = view(m, m->dwpe, 0, m->c.seq, m->c.channels);
+    TRY(gpt_zero_main_grads(m));
+    f8_tensor dwpe = dwpe_view(m);
     return f8_tensor_zero(m->ctx, &dwpe);
 }
 

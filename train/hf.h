@@ -3,7 +3,7 @@
  * and the two commands built on them:
  *   f8_train eval-hf DIR --tokens FILE     loss of a GPT-2 checkpoint on tokens
  *   f8_train export-hf CHECKPOINT OUT_DIR  an f8_train checkpoint as a GPT-2
- * plus f8_train's --init-from (trainer.c).
+ * plus f8_train's --init-from (trainer_setup.c).
  *
  * The layout is the one `transformers` writes (save_pretrained of a
  * GPT2LMHeadModel): model.safetensors with [transformer.]wte.weight [V, C],

@@ -32,6 +32,12 @@ static f8_tensor view(const gpt *m, void *base, int64_t index, int64_t rows, int
     return f8_tensor_make((unsigned char *)base + (size_t)(index * rows * cols) * esize(m), m->c.dtype, rows, cols);
 }
 
+/* An untied embedding table's gradient (Vp, C), in the gradient dtype (FP32 with grad_fp32). */
+static f8_tensor dwte_view(const gpt *m)
+{
+    return f8_tensor_make(m->dwte, gpt_grad_dtype(&m->c), m->c.padded_vocab, m->c.channels);
+}
+
 /* Residual-stream slot i of the current call: this rank's rows (T_call, or
  * T_call / P with sequence parallelism; slots are Tr apart). */
 static f8_tensor resid(const gpt *m, int64_t i)
@@ -99,8 +105,8 @@ int llama_check_memory(const gpt_config *c, const char *device_name, double limi
 
 static f8_status alloc_act(gpt *m, void **p, size_t bytes) { return f8_ctx_alloc(m->ctx, bytes ? bytes : 1, p); }
 
-/* The seed of block l's module j (1 qkv, 2 proj, 3 mlp), apart from the GPT's streams. */
-static uint64_t module_seed(const gpt_config *c, int64_t l, int j)
+/* Apart from the GPT's streams (llama.h). */
+uint64_t llama_module_seed(const gpt_config *c, int64_t l, int j)
 {
     return c->seed * 2246822519u + (uint64_t)l * 4 + (uint64_t)j + 0x11A3Au;
 }
@@ -117,14 +123,18 @@ static void block_configs(const gpt *m, int64_t l, f8_layernorm_linear_config *q
     qc->param_dtype = c->dtype;
     qc->fp8 = c->fp8;
     qc->max_tokens = T;
-    qc->seed = module_seed(c, l, 1);
+    qc->seed = llama_module_seed(c, l, 1);
     qc->recompute_norm_output = c->recompute_norm;
+    qc->fp8_weights = c->fp8_weights; /* scale 1 at creation; gpt_create writes them from their masters */
+    qc->fuse_wgrad_accumulation = c->grad_fp32; /* the main grads: param_main_grads_create */
     *pc = f8_linear_config_default(C, C);
     pc->bias = 0;
     pc->param_dtype = c->dtype;
     pc->fp8 = c->fp8;
     pc->max_tokens = T;
-    pc->seed = module_seed(c, l, 2);
+    pc->seed = llama_module_seed(c, l, 2);
+    pc->fuse_wgrad_accumulation = c->grad_fp32;
+    pc->fp8_weights = c->fp8_weights;
     *mc = f8_layernorm_mlp_config_default(C, c->ffn);
     mc->bias = 0;
     mc->normalization = F8_NORM_RMSNORM;
@@ -132,8 +142,10 @@ static void block_configs(const gpt *m, int64_t l, f8_layernorm_linear_config *q
     mc->param_dtype = c->dtype;
     mc->fp8 = c->fp8;
     mc->max_tokens = T;
-    mc->seed = module_seed(c, l, 3);
+    mc->seed = llama_module_seed(c, l, 3);
     mc->recompute_norm_output = c->recompute_norm;
+    mc->fuse_wgrad_accumulation = c->grad_fp32;
+    mc->fp8_weights = c->fp8_weights;
 }
 
 /* Block l's entries of the parameter table over the modules qkv, proj, mlp
@@ -149,19 +161,21 @@ static f8_status block_params(param_table *t, const gpt *m, int64_t l, f8_module
     const int tp = m->tp != NULL;
     const unsigned D = PARAM_DECAY, S = tp ? PARAM_TP_SHARDED : 0, N = PARAM_REPLICATED | (tp ? PARAM_TP_GRAD_SUM : 0);
     const int qkv_sizes[3] = {(int)m->c.heads, (int)kv_heads(&m->c), (int)kv_heads(&m->c)};
+    /* FP8 weight k = 4l + j of the block's j-th GEMM weight, with fp8_weights (the GPT's numbering) */
+    const int k = m->c.fp8_weights ? (int)(4 * l) : -1;
     char q[48], p[48], f[48];
     snprintf(q, sizeof q, "model.h.%lld.qkv", (long long)l);
     snprintf(p, sizeof p, "model.h.%lld.proj", (long long)l);
     snprintf(f, sizeof f, "model.h.%lld.mlp", (long long)l);
     TRY(param_table_add(t, q, qkv, F8_PARAM_LN_WEIGHT, l, -1, N));
-    TRY(param_table_add(t, q, qkv, F8_PARAM_WEIGHT, l, -1, D | S));
+    TRY(param_table_add(t, q, qkv, F8_PARAM_WEIGHT, l, k, D | S));
     param_table_split_sizes(t, 0, 3, qkv_sizes);
-    TRY(param_table_add(t, p, proj, F8_PARAM_WEIGHT, l, -1, D | S));
+    TRY(param_table_add(t, p, proj, F8_PARAM_WEIGHT, l, k < 0 ? -1 : k + 1, D | S));
     param_table_split(t, 1, 1);
     TRY(param_table_add(t, f, mlp, F8_PARAM_LN_WEIGHT, l, -1, N));
-    TRY(param_table_add(t, f, mlp, F8_PARAM_FC1_WEIGHT, l, -1, D | S));
+    TRY(param_table_add(t, f, mlp, F8_PARAM_FC1_WEIGHT, l, k < 0 ? -1 : k + 2, D | S));
     param_table_split(t, 0, 2);
-    TRY(param_table_add(t, f, mlp, F8_PARAM_FC2_WEIGHT, l, -1, D | S));
+    TRY(param_table_add(t, f, mlp, F8_PARAM_FC2_WEIGHT, l, k < 0 ? -1 : k + 3, D | S));
     param_table_split(t, 1, 1);
     return F8_OK;
 }
@@ -217,6 +231,7 @@ static f8_status create_blocks(gpt *m, f8_ctx *init)
             TRY(f8_layernorm_mlp_create(m->ctx, &mc, &b->mlp));
         }
         b->att = m->att;
+        if (m->c.fp8_attention) TRY(f8_attention_create(m->ctx, &m->att_cfg, &b->att)); /* its own FP8 slots */
         TRY(recompute_block_saved(m, l)); /* its own saved state, or (recompute) layer 0's */
     }
     return F8_OK;
@@ -230,7 +245,7 @@ static f8_status params_build(gpt *m)
     TRY(param_table_add(t, "model.head", m->head, F8_PARAM_WEIGHT, -1, -1, D | R));
     TRY(param_table_add(t, "model.head", m->head, F8_PARAM_LN_WEIGHT, -1, -1, R));
     if (m->c.untied) {
-        f8_tensor w = view(m, m->wte, 0, m->c.padded_vocab, m->c.channels), g = view(m, m->dwte, 0, m->c.padded_vocab, m->c.channels);
+        f8_tensor w = view(m, m->wte, 0, m->c.padded_vocab, m->c.channels), g = dwte_view(m);
         TRY(param_table_add_tensor(t, "model.wte", &w, &g, NULL, -1, D | R));
     }
     for (int64_t l = 0; l < m->c.layers; l++) {
@@ -245,9 +260,10 @@ static f8_status params_build(gpt *m)
 static f8_status refuse(const gpt_config *c, f8_comm *tp, int sp, char *err, size_t n)
 {
     const int64_t G = kv_heads(c), P = tp ? f8_comm_size(tp) : 1;
-    if (c->fp8_weights) snprintf(err, n, "FP8 primary weights (--fp8-weights) are not yet for llama");
-    else if (c->fp8_attention) snprintf(err, n, "FP8 attention (--fp8-attention) is not yet for llama (the library takes GQA; the Llama trainer does not wire its slots yet)");
-    else if (c->recompute_blocks && (P > 1 || sp)) snprintf(err, n, "block recompute is not yet for tensor or sequence parallelism");
+    if (c->fp8_weights && (!c->fp8 || P > 1)) {
+        snprintf(err, n, "FP8 primary weights need fp8 and no tensor parallelism");
+        return F8_ERR_INVALID_ARGUMENT;
+    } else if (c->recompute_blocks && (P > 1 || sp)) snprintf(err, n, "block recompute is not yet for tensor or sequence parallelism");
     else if (c->heads < 1 || c->channels % c->heads || G < 1 || c->heads % G || head_dim(c) % 2 || c->ffn < 1) {
         snprintf(err, n, "llama: channels %lld must divide by heads %lld into an even head_dim, kv_heads %lld must divide "
                  "heads, ffn %lld >= 1", (long long)c->channels, (long long)c->heads, (long long)G, (long long)c->ffn);
@@ -293,6 +309,7 @@ f8_status llama_create_tp(f8_ctx *ctx, const gpt_config *c, f8_comm *tp, int sp,
     ac.n_kv_head = kv_heads(c) / m->tp_size;
     ac.output_kept = 1; /* each layer's y stays in atty until its backward */
     m->att_cfg = ac;
+    m->att_cfg.fp8 = c->fp8_attention; /* the layers' own (GQA, after RoPE); m->att (shared) stays BF16 */
     if (st == F8_OK) st = f8_attention_create(ctx, &ac, &m->att);
     f8_rope_config rc = f8_rope_config_default(c->heads / m->tp_size, kv_heads(c) / m->tp_size, head_dim(c), c->seq);
     rc.theta = c->rope_theta > 0 ? c->rope_theta : 500000.0;
@@ -312,6 +329,7 @@ f8_status llama_create_tp(f8_ctx *ctx, const gpt_config *c, f8_comm *tp, int sp,
     hc.normalization = F8_NORM_RMSNORM;
     hc.param_dtype = c->dtype;
     hc.fp8 = c->fp8 && c->fp8_head;
+    hc.fuse_wgrad_accumulation = c->grad_fp32; /* a tied wte's gradient: the head's and the embedding's, in FP32 */
     const int64_t pass = c->head_chunk > 0 ? c->head_chunk : GPT_HEAD_CHUNK;
     m->head_rows = pass < T ? (pass > c->seq ? pass : c->seq) : T;
     hc.max_tokens = m->head_rows;
@@ -320,7 +338,7 @@ f8_status llama_create_tp(f8_ctx *ctx, const gpt_config *c, f8_comm *tp, int sp,
     if (st == F8_OK) st = f8_module_saved_create(m->head, &m->head_s);
     if (st == F8_OK && c->untied) { /* the embedding table: N(0, 0.02²) as the modules' weights */
         st = alloc_act(m, &m->wte, (size_t)(Vp * C) * es);
-        if (st == F8_OK) st = alloc_act(m, &m->dwte, (size_t)(Vp * C) * es);
+        if (st == F8_OK) st = alloc_act(m, &m->dwte, (size_t)(Vp * C) * f8_dtype_size(gpt_grad_dtype(c)));
         f8_tensor w = view(m, m->wte, 0, Vp, C);
         if (st == F8_OK) st = f8_tensor_fill_normal(ctx, &w, 0.02, c->seed * 40503u + 29);
     }
@@ -331,6 +349,7 @@ f8_status llama_create_tp(f8_ctx *ctx, const gpt_config *c, f8_comm *tp, int sp,
     if (st == F8_OK) st = gpt_alloc_step_buffers(m, W, Vp);
     if (st == F8_OK) st = llama_zero_grad(m);
     if (st == F8_OK) st = params_build(m);
+    if (st == F8_OK && c->grad_fp32) st = param_main_grads_create(&m->params, ctx, &m->main_grads, &m->main_grad_bytes);
     if (st == F8_OK) st = f8_ctx_synchronize(ctx);
     if (st != F8_OK) snprintf(err, err_size, "%s", init_err[0] ? init_err : f8_ctx_last_error(ctx));
     return st;
@@ -340,10 +359,11 @@ f8_status llama_create_tp(f8_ctx *ctx, const gpt_config *c, f8_comm *tp, int sp,
 static f8_status embedding_table(gpt *m, int grad, f8_tensor *t)
 {
     if (m->c.untied) {
-        *t = view(m, grad ? m->dwte : m->wte, 0, m->c.padded_vocab, m->c.channels);
+        *t = grad ? dwte_view(m) : view(m, m->wte, 0, m->c.padded_vocab, m->c.channels);
         return F8_OK;
     }
-    return f8_module_param(m->head, F8_PARAM_WEIGHT, grad, t);
+    /* tied: the head's weight; its gradient as the table holds it (the main grad with grad_fp32) */
+    return grad ? param_grad_of(&m->params, m->head, F8_PARAM_WEIGHT, t) : f8_module_param(m->head, F8_PARAM_WEIGHT, 0, t);
 }
 
 /* Block l's forward (a block_forward_fn: recompute.h runs it again in the backward). */
@@ -407,12 +427,14 @@ f8_status llama_backward(gpt *m)
         TRY(f8_attention_backward(b->att, b->att_s, &datt, &dqkv));
         TRY(f8_rope_backward(m->rope, &dqkv, c->seq)); /* ∂loss/∂(the QKV GEMM's output) */
         TRY(tp_column_backward(m, b->qkv, b->qkv_s, &dqkv, &dl, &tmp)); /* d = ∂loss/∂x */
+        TRY(param_grads_fold(&m->params, m->ctx, l)); /* FP32 main grads: the biases' and norms' */
         if (m->grads_ready) TRY(m->grads_ready(m->grads_user, l));
     }
     TRY(gather_grad(m, &dl, &d));
     f8_tensor dwte;
     TRY(embedding_table(m, 1, &dwte));
     TRY(f8_embedding_backward(m->ctx, m->tokens, c->seq, &d, &dwte, NULL));
+    TRY(param_grads_fold(&m->params, m->ctx, -1));
     return m->grads_ready ? m->grads_ready(m->grads_user, -1) : F8_OK;
 }
 
@@ -424,8 +446,9 @@ f8_status llama_zero_grad(gpt *m)
         TRY(f8_module_zero_grad(m->blocks[l].mlp));
     }
     TRY(f8_module_zero_grad(m->head));
+    TRY(gpt_zero_main_grads(m));
     if (!m->c.untied) return F8_OK;
-    f8_tensor g = view(m, m->dwte, 0, m->c.padded_vocab, m->c.channels);
+    f8_tensor g = dwte_view(m);
     return f8_tensor_zero(m->ctx, &g);
 }
 

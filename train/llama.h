@@ -16,8 +16,11 @@
  * through the same parameter table, and so does tensor parallelism (tp.h:
  * rank t of P keeps q heads t·H/P.. and key/value heads t·G/P.., F/P of
  * the SwiGLU width; H, G and F divide by P) with sequence parallelism as
- * the GPT's. FP8 primary weights and FP8 attention are refused ("not yet
- * for llama").
+ * the GPT's. FP8 primary weights (--fp8-weights: the four GEMM weights of
+ * every block, FP8 weight k = 4l + j as the GPT's, fp8w.h) and FP8 attention
+ * (--fp8-attention: each layer's own attention with FP8 slots, G key/value
+ * heads, on the rotated q and k) as the GPT has them; FP8 primary weights
+ * are refused with TP, as the GPT's are.
  *
  * The parameter table (the checkpoint's order, never to change):
  *   model.head.weight (the LM head; tied: also the embedding), .layer_norm_weight (the final RMSNorm);
@@ -40,6 +43,9 @@ f8_status llama_create_tp(f8_ctx *ctx, const gpt_config *c, f8_comm *tp, int sp,
 f8_status llama_forward(gpt *m, int64_t batch, int train, float grad_scale, f8_microbatch mb);
 f8_status llama_backward(gpt *m);
 f8_status llama_zero_grad(gpt *m);
+/* The seed block l's module j (1 qkv, 2 proj, 3 mlp) draws its weights
+ * with: gpt_fp8_master_init draws an FP8 primary weight's master alike. */
+uint64_t llama_module_seed(const gpt_config *c, int64_t l, int j);
 
 /* Parameters of a config (the table's elements) and the bytes a one-rank run
  * needs at least: parameters and gradients in the dtype, AdamW's two FP32

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 enum { NCOLS = 10 };
@@ -354,4 +355,11 @@ void tlog_print_text(FILE *f, const char *text)
         if ((*c < 0x20 && *c != '\n' && *c != '\t') || *c == 0x7F) fprintf(f, "\\x%02x", *c);
         else fputc(*c, f);
     }
+}
+
+double tlog_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }

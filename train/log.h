@@ -92,6 +92,9 @@ void tlog_rows_free(tlog_rows *rows);
  * has (as snprintf does; >= size means it was cut). */
 int tlog_progress(char *buf, size_t size, const tlog_row *row, int64_t total_steps, double eta_s);
 
+/* The trainer's clock: seconds on CLOCK_MONOTONIC (steps' times, startup's parts). */
+double tlog_now_s(void);
+
 /* Print text to f as a terminal shows it safely: control bytes other than
  * '\n' and '\t' (a byte-level model samples any byte: '\r', escape
  * sequences) as \xNN; other bytes as they are. */

@@ -20,6 +20,7 @@ const char *mem_plan_name(plan_category k) { return k >= 0 && k < PLAN_COUNT ? N
 typedef struct probe {
     double mem[F8_MEM_COUNT];
     double moments, masters, elements, wpe, dwpe;
+    double main_grads; /* --grad-dtype fp32: the FP32 main grads (f8_ctx_alloc'd: taken out of other) */
 } probe;
 
 /* Bytes of AdamW's moments for a tensor of n elements in form mo (f8.h's
@@ -63,7 +64,9 @@ static f8_status measure(const f8_ctx_config *cfg, const gpt_config *c, f8_adamw
     }
     const double es = (double)f8_dtype_size(c->dtype);
     p->wpe = (double)gpt_positions(c) * (double)c->channels * es; /* f8_ctx_alloc'd: the library counts them as other */
-    p->dwpe = (double)c->seq * (double)c->channels * es;
+    p->dwpe = (double)c->seq * (double)c->channels * (double)f8_dtype_size(gpt_grad_dtype(&m.c));
+    p->main_grads = (double)m.main_grad_bytes;
+    p->mem[F8_MEM_OTHER] -= p->main_grads;
     gpt_destroy(&m);
     f8_ctx_destroy(ctx);
     return st;
@@ -111,7 +114,9 @@ f8_status mem_plan_make(const gpt_config *c, const mem_plan_run *r, mem_plan *p,
     const double per_block = c->llama ? C * W + C * C + 3 * C * (double)c->ffn : 12 * C * C;
     const double transposes = c->fp8 && !block ? L * per_block / tp + (c->fp8_head ? (double)c->padded_vocab * C : 0) : 0;
     p->bytes[PLAN_WEIGHTS] = mem[F8_MEM_PARAMETERS] + one.wpe;
-    p->bytes[PLAN_GRADIENTS] = mem[F8_MEM_GRADIENTS] + one.dwpe;
+    /* --grad-dtype fp32: the main grads beside the modules' own gradients, the blocks' shared over tp ranks */
+    const double main_grads = one.main_grads + (L - 1) * (two.main_grads - one.main_grads) / tp;
+    p->bytes[PLAN_GRADIENTS] = mem[F8_MEM_GRADIENTS] + one.dwpe + main_grads;
     p->bytes[PLAN_WORKSPACES] = mem[F8_MEM_WORKSPACE_DATA] + mem[F8_MEM_WORKSPACE_TRANSPOSE] + transposes;
     p->bytes[PLAN_ACTIVATIONS] = mem[F8_MEM_SAVED_ACTIVATIONS] + mem[F8_MEM_OTHER] - one.wpe - one.dwpe;
     p->bytes[PLAN_SCRATCH] = mem[F8_MEM_SCRATCH];

@@ -39,10 +39,17 @@ typedef struct gpt_config {
     int recompute_blocks; /* N in [0, layers]: the first N blocks keep only their input and run their
                              forward again in the backward (recompute.h); not with tensor or sequence
                              parallelism */
+    int grad_fp32;        /* with BF16 parameters: FP32 gradients (--grad-dtype fp32): main grads of every
+                             module parameter (params.h, param_main_grads_create; the biases' and norms'
+                             folded in per microbatch) and the embeddings'. 0: every gradient in dtype */
 } gpt_config;
 
 /* The rows of wpe: the most of seq and c->positions. */
 static inline int64_t gpt_positions(const gpt_config *c) { return c->positions > c->seq ? c->positions : c->seq; }
+
+/* The dtype of the embeddings' gradients (wpe's, an untied wte's): FP32
+ * with grad_fp32, else the parameters'. */
+static inline f8_dtype gpt_grad_dtype(const gpt_config *c) { return c->grad_fp32 ? F8_DTYPE_FP32 : c->dtype; }
 
 /* The LM head and cross-entropy run over at most this many tokens at a time
  * by default: the BF16 logits of a 124M microbatch of 64 x 1024 tokens are
@@ -118,6 +125,19 @@ typedef struct gpt {
      * microbatch, and the block whose forward the shared saved state holds. */
     int64_t rc_batch, rc_last;
     f8_microbatch rc_mb;
+    /* grad_fp32: the FP32 main grads of the GEMM weights, one allocation of main_grad_bytes (else NULL, 0) */
+    void *main_grads;
+    size_t main_grad_bytes;
 } gpt;
+
+/* Zero the main grads (grad_fp32; nothing without): the zero_grad of either
+ * family, so that a forward run without F8_MICROBATCH_FIRST accumulates
+ * from zero as the modules' own gradients do. */
+static inline f8_status gpt_zero_main_grads(gpt *m)
+{
+    if (!m->main_grads) return F8_OK;
+    f8_tensor all = f8_tensor_make(m->main_grads, F8_DTYPE_FP32, 1, (int64_t)(m->main_grad_bytes / 4));
+    return f8_tensor_zero(m->ctx, &all);
+}
 
 #endif /* F8_TRAIN_MODEL_H */

@@ -1,7 +1,10 @@
 /*
  * options.h — f8_train's options (train_options): defaults, the command
  * line, --help, a checkpoint's train.* metadata and the checks between
- * options (options.c).
+ * options. Three files: options.c holds the presets, defaults, option table
+ * and --help; options_parse.c reads the command line and a checkpoint's
+ * metadata through the table; options_check.c refuses what does not go
+ * together.
  */
 #ifndef F8_TRAIN_OPTIONS_H
 #define F8_TRAIN_OPTIONS_H
@@ -47,6 +50,8 @@ typedef struct train_options {
     const char *adam_moments; /* --adam-moments: "fp32" (default), "bf16", "fp8" (f8_adamw_config.moments);
                                  NULL on --resume: the checkpoint's optimizer.moments */
     const char *dtype;        /* "auto" (bf16 on CUDA, fp32 on CPU), "fp32", "bf16" */
+    const char *grad_dtype;   /* --grad-dtype: "auto" (the parameters'), "bf16" (needs bf16 parameters),
+                                 "fp32" (with bf16 parameters: gpt_config.grad_fp32); not in checkpoints */
     const char *model;        /* preset: "tiny", "small", "124M", "350M", "1.3B", "llama-tiny", "llama-1B",
                                  "llama-3B", "llama-8B", or "custom" */
     int64_t layers, heads, channels, seq, batch, grad_accum;
@@ -134,10 +139,16 @@ typedef struct train_option_def {
 } train_option_def;
 
 const train_option_def *train_option_table(int *count);
+/* The table index of an option by name or alias; -1 for none. */
+int train_option_index(const char *name);
 /* The bit of an option (by name or alias) in train_options.given; 0 for none. */
 uint64_t train_option_bit(const char *name);
 
 train_options train_options_default(void);
+/* The preset called name (--model: tiny ... 1.3B, llama-*) into o's shape,
+ * batch, learning rate and model family; 0, or -1 for an unknown name (o
+ * unchanged). */
+int train_options_preset(train_options *o, const char *name);
 
 /* The scaling recipe an f8_train checkpoint was trained with (its
  * train.recipe; delayed when absent or unreadable: the restore then says
@@ -167,7 +178,11 @@ typedef const char *(*train_meta_fn)(void *user, const char *key);
 int train_options_from_metadata(train_options *o, train_meta_fn get, void *user, int64_t *vocab,
                                 int64_t *padded_vocab, int64_t *step, char *err, size_t err_size);
 
-/* Preconditions trainer_create checks before it allocates (options.c):
+/* The refusals (options_check.c). Options that contradict each other, each
+ * feature's conditions below included, refused rather than resolved
+ * silently (train_parse_args runs it last). 0, or -1 with the reason in err. */
+int train_check_conflicts(const train_options *o, char *err, size_t err_size);
+/* Preconditions trainer_create checks before it allocates:
  * --checkpoint's directory takes files (a temporary is created and
  * removed); the model c fits (the machine's memory on the CPU, 1 TiB
  * anywhere). 0, or -1 with the reason in err. */

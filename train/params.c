@@ -113,6 +113,62 @@ int64_t param_elements(const param_table *t)
     return n;
 }
 
+static int is_gemm_weight(f8_param which)
+{
+    return which == F8_PARAM_WEIGHT || which == F8_PARAM_FC1_WEIGHT || which == F8_PARAM_FC2_WEIGHT;
+}
+
+f8_status param_main_grads_create(param_table *t, f8_ctx *ctx, void **block, size_t *bytes)
+{
+    size_t total = 0;
+    int64_t most = 0; /* the largest fold: the scratch its conversion goes through */
+    *block = NULL;
+    for (int i = 0; i < t->n; i++) {
+        const model_param *p = &t->v[i];
+        if (!p->module) continue;
+        const int64_t n = p->grad.rows * p->grad.cols;
+        total += (size_t)(n * 4 + 255) / 256 * 256;
+        if (!is_gemm_weight(p->which) && n > most) most = n;
+    }
+    const size_t scratch = (size_t)(most * 4 + 255) / 256 * 256;
+    *bytes = total + scratch;
+    if (total == 0) return F8_OK;
+    TRY(f8_ctx_alloc(ctx, *bytes, block));
+    unsigned char *at = (unsigned char *)*block;
+    for (int i = 0; i < t->n; i++) {
+        model_param *p = &t->v[i];
+        if (!p->module) continue;
+        const int64_t n = p->grad.rows * p->grad.cols;
+        if (is_gemm_weight(p->which)) TRY(f8_module_set_main_grad(p->module, p->which, (float *)(void *)at));
+        else p->fold = p->grad; /* the module's own, one microbatch's */
+        p->grad = f8_tensor_make(at, F8_DTYPE_FP32, p->grad.rows, p->grad.cols);
+        at += (size_t)(n * 4 + 255) / 256 * 256;
+    }
+    t->fold_scratch = most > 0 ? (float *)(void *)at : NULL;
+    f8_tensor all = f8_tensor_make(*block, F8_DTYPE_FP32, 1, (int64_t)(*bytes / 4));
+    return f8_tensor_zero(ctx, &all);
+}
+
+f8_status param_grads_fold(const param_table *t, f8_ctx *ctx, int64_t layer)
+{
+    for (int i = 0; i < t->n; i++) {
+        const model_param *p = &t->v[i];
+        if (p->layer != layer || !p->fold.data) continue;
+        f8_tensor g = p->grad, f = p->fold, s = f8_tensor_make(t->fold_scratch, F8_DTYPE_FP32, g.rows, g.cols);
+        TRY(f8_tensor_convert(ctx, &f, &s)); /* exact: BF16 into FP32 */
+        TRY(f8_tensor_add(ctx, &g, &s));
+        TRY(f8_tensor_zero(ctx, &f));
+    }
+    return F8_OK;
+}
+
+f8_status param_grad_of(const param_table *t, f8_module *module, f8_param which, f8_tensor *grad)
+{
+    for (int i = 0; i < t->n; i++)
+        if (t->v[i].module == module && t->v[i].which == which) return *grad = t->v[i].grad, F8_OK;
+    return f8_module_param(module, which, 1, grad); /* not in the table (yet): the module's own */
+}
+
 /* Each module once: at its first entry (a module's entries are consecutive). */
 static int module_starts(const param_table *t, int i)
 {

@@ -2,7 +2,7 @@
  * params.h — a model's parameter table: one entry per trainable tensor,
  * built once when the model is created (gpt.c's gpt_params_build for GPT),
  * in the model's fixed order. Everything that walks the parameters loops
- * over it with an explicit filter: the optimizer (trainer.c), ZeRO-1's
+ * over it with an explicit filter: the optimizer (trainer_setup.c), ZeRO-1's
  * buckets (dp.c), tensor parallelism's one-rank layout (tp.c), the FP8
  * masters (fp8w.c) and the checkpoint (param_checkpoint_add/restore). The
  * order is the checkpoint's: the optimizer's state is stored by the index
@@ -43,11 +43,15 @@ typedef struct model_param {
     f8_tensor grad;
     f8_tensor stored;  /* a bare tensor's checkpoint view: value, or value's rows and more that are carried
                           untrained (an imported model's positions past the run's seq) */
+    f8_tensor fold;    /* with FP32 main grads, a bias's or norm weight's: the module's own param-dtype
+                          gradient of one microbatch, added into grad (FP32) by param_grads_fold; else
+                          data NULL */
 } model_param;
 
 typedef struct param_table {
     model_param *v;
     int n, cap;
+    float *fold_scratch; /* FP32, the largest fold entry's elements (inside the main grads' block), or NULL */
 } param_table;
 
 /* Append a module's parameter (its views from f8_module_param) named
@@ -76,6 +80,27 @@ f8_status param_each(const param_table *t, unsigned skip, param_fn fn, void *use
 const model_param *param_fp8(const param_table *t, int k);
 /* Elements of every entry (a tied tensor counts once: it is one entry). */
 int64_t param_elements(const param_table *t);
+
+/* --grad-dtype fp32 beside BF16 parameters: every module entry of the table
+ * gets an FP32 main grad, carved from one allocation (*block, *bytes;
+ * f8_ctx_free it) and zeroed, and the entry's grad becomes its view, so the
+ * optimizer, ZeRO-1's buckets, TP's sums and the tests read FP32 sums. A GEMM
+ * weight (WEIGHT, FC1_WEIGHT, FC2_WEIGHT; its module created with
+ * fuse_wgrad_accumulation): the weight-gradient GEMM writes or accumulates
+ * into it (f8_module_set_main_grad). A bias or norm weight, which the module
+ * computes into its own param-dtype gradient: that one becomes the entry's
+ * fold, added into the main grad after each microbatch (param_grads_fold).
+ * Bare tensors keep the grad they were added with (the model allocates them
+ * in its gradient dtype). */
+f8_status param_main_grads_create(param_table *t, f8_ctx *ctx, void **block, size_t *bytes);
+/* After a microbatch's backward of `layer` (-1: the embeddings, final norm
+ * and head): each of its entries with a fold adds the fold into its grad in
+ * FP32 (one rounding of the microbatch's own gradient, none in the sum
+ * beyond FP32's) and zeroes the fold. Nothing without main grads. */
+f8_status param_grads_fold(const param_table *t, f8_ctx *ctx, int64_t layer);
+/* The gradient of a module's parameter as the table holds it (its main
+ * grad, or the module's own); the module's own when it is not in the table. */
+f8_status param_grad_of(const param_table *t, f8_module *module, f8_param which, f8_tensor *grad);
 
 /* Store / restore every module of the table under its prefix (parameters
  * and FP8 scaling state, f8_checkpoint_add_module) and every bare tensor

@@ -63,7 +63,7 @@ int tp_check_shape(int64_t heads, int64_t channels, int tp, char *err, size_t er
 
 /* 0 when sequence parallelism can split seq over tp ranks (tp > 1, seq
  * divisible by it); else -1 with the reason in err. Inline: the option
- * checks (options.c) use it without the rest of tp.c. */
+ * checks (options_check.c) use it without the rest of tp.c. */
 static inline int tp_check_sp(int64_t seq, int64_t tp, char *err, size_t n)
 {
     if (tp < 2) {

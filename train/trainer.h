@@ -2,7 +2,9 @@
  * trainer.h — the GPT training run behind f8_train (its options: options.h): the step (eager
  * or one captured graph), evaluation, checkpoints with exact resume, and
  * sampling. main.c parses the command line and drives it; the tests drive
- * it directly.
+ * it directly. Three files: trainer_setup.c makes and destroys a run (and
+ * loads a --resume checkpoint), trainer.c steps, evaluates, saves and samples
+ * it, trainer_run.c drives a whole run (progress, log, telemetry, exit code).
  */
 #ifndef F8_TRAIN_TRAINER_H
 #define F8_TRAIN_TRAINER_H
