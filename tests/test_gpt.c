@@ -96,12 +96,14 @@ static void test_head_chunk(void)
 static void test_determinism_and_graph(void)
 {
     /* FP8 off, on, on with FP8 attention; delayed and current scaling over two microbatches (the graph's
-     * warm-up runs the first microbatch alone: its amaxes must not change the step's) */
-    for (int v = 0; v < 5; v++) {
+     * warm-up runs the first microbatch alone: its amaxes must not change the step's); FP8 attention
+     * under current scaling, and with its FP8 backward */
+    for (int v = 0; v < 7; v++) {
         train_options o = tiny_options(v > 0);
-        if (v == 2) o.fp8_attention = 1, o.dtype = "bf16";
+        if (v == 2 || v >= 5) o.fp8_attention = 1, o.dtype = "bf16";
         if (v >= 3) o.grad_accum = 2, o.batch = 1;
-        if (v == 4) o.recipe = "current";
+        if (v == 4 || v == 5) o.recipe = "current";
+        o.fp8_attention_backward = v == 6;
         double a[4], b[4], g[4];
         run_losses(&o, 4, a);
         run_losses(&o, 4, b);
@@ -150,8 +152,9 @@ static void test_resume(void)
 {
     /* FP8 off; delayed; current scaling; current scaling with telemetry; block scaling; delayed with the
      * LM head in FP8; delayed with FP8 attention (BF16; its slots in the checkpoint); AdamW's moments in
-     * BF16; in FP8; row-wise scaling; row-wise with the weight gradient in high precision */
-    for (int v = 0; v < 11; v++) {
+     * BF16; in FP8; row-wise scaling; row-wise with the weight gradient in high precision; FP8 attention
+     * under current scaling; FP8 attention with its FP8 backward (its backward slots in the checkpoint) */
+    for (int v = 0; v < 13; v++) {
         const int fp8 = v > 0;
         char path[128];
         snprintf(path, sizeof path, "/tmp/f8_test_gpt_%d_%d.safetensors", v, (int)getpid());
@@ -159,10 +162,13 @@ static void test_resume(void)
         if (v >= 2 && v <= 4) o.recipe = v == 4 ? "block" : "current";
         if (v == 9) o.recipe = "rowwise";
         if (v == 10) o.recipe = "rowwise_with_gw_hp";
+        if (v == 11) o.recipe = "current";
+        const int att = v == 6 || v >= 11; /* FP8 attention */
         o.fp8_report = v == 3;
         o.fp8_head = v == 5;
-        o.fp8_attention = v == 6;
-        if (v == 6) o.dtype = "bf16";
+        o.fp8_attention = att;
+        o.fp8_attention_backward = v == 12;
+        if (att) o.dtype = "bf16";
         o.adam_moments = v == 7 ? "bf16" : v == 8 ? "fp8" : NULL;
         double full[4], part[4];
         trainer *u = make(&o);
@@ -176,7 +182,9 @@ static void test_resume(void)
         CHECK(trainer_steps_done(r) == 2, "resumed at step %lld", (long long)trainer_steps_done(r));
         const int head_fp8 = f8_module_weight_workspace(trainer_model(r)->head, F8_PARAM_WEIGHT) != NULL;
         CHECK(head_fp8 == (v == 5), "variant %d: the resumed LM head is %sFP8", v, head_fp8 ? "" : "not ");
-        CHECK(trainer_model(r)->c.fp8_attention == (v == 6), "variant %d: the resumed run's FP8 attention", v);
+        CHECK(trainer_model(r)->c.fp8_attention == att, "variant %d: the resumed run's FP8 attention", v);
+        CHECK(trainer_model(r)->c.fp8_attention_backward == (v == 12), "variant %d: the resumed run's FP8 attention "
+              "backward", v);
         for (int s = 2; s < 4; s++) CHECK_OK(NULL, trainer_step(r, &part[s]));
         CHECK(memcmp(full, part, sizeof full) == 0, "variant %d: resumed losses differ (%.9g vs %.9g)", v, part[3],
               full[3]);
@@ -192,11 +200,21 @@ static void test_resume(void)
             CHECK(trainer_create(&o, &x, err, sizeof err) != F8_OK && x == NULL && strstr(err, "train.fp8_head"),
                   "variant %d: --fp8-head against the checkpoint: %s", v, err);
             o.fp8_head = v == 5; /* and the other --fp8-attention */
-            o.fp8_attention = v != 6;
+            o.fp8_attention = !att;
+            o.fp8_attention_backward = 0;
             o.given |= train_option_bit("--fp8-attention");
             CHECK(trainer_create(&o, &x, err, sizeof err) != F8_OK && x == NULL && strstr(err, "train.fp8_attention"),
                   "variant %d: --fp8-attention against the checkpoint: %s", v, err);
-            o.fp8_attention = v == 6; /* and other AdamW moments than the checkpoint's */
+            o.fp8_attention = att;
+            if (att) { /* and the other --fp8-attention-backward */
+                o.fp8_attention_backward = v != 12;
+                o.given |= train_option_bit("--fp8-attention-backward");
+                CHECK(trainer_create(&o, &x, err, sizeof err) != F8_OK && x == NULL &&
+                          strstr(err, "train.fp8_attention_backward"),
+                      "variant %d: --fp8-attention-backward against the checkpoint: %s", v, err);
+                o.given &= ~train_option_bit("--fp8-attention-backward");
+            }
+            o.fp8_attention_backward = v == 12; /* and other AdamW moments than the checkpoint's */
             o.adam_moments = v == 7 ? "fp8" : "bf16";
             CHECK(trainer_create(&o, &x, err, sizeof err) != F8_OK && x == NULL && strstr(err, "optimizer.moments"),
                   "variant %d: --adam-moments against the checkpoint: %s", v, err);
@@ -298,6 +316,21 @@ static void test_options(void)
     char *rn_bad[] = {"f8_train", "--recompute-norm", "maybe"};
     o = train_options_default();
     CHECK(train_parse_args(3, rn_bad, &o, stdout, err, sizeof err) == -1, "--recompute-norm maybe");
+    /* FP8 attention: block and row-wise scaling refused; its FP8 backward only with its FP8 forward */
+    static const char *const no_att[2] = {"block", "rowwise"};
+    for (int i = 0; i < 3; i++) {
+        train_options a = tiny_options(1);
+        trainer *x = NULL;
+        a.dtype = "bf16";
+        a.fp8_attention = i < 2;
+        a.fp8_attention_backward = i == 2;
+        if (i < 2) a.recipe = no_att[i];
+        err[0] = 0;
+        CHECK(trainer_create(&a, &x, err, sizeof err) != F8_OK && x == NULL &&
+                  strstr(err, i < 2 ? "--recipe delayed or current" : "needs --fp8-attention on"),
+              "case %d: FP8 attention refusal: %s", i, err);
+        if (x) trainer_destroy(x);
+    }
     train_options m = tiny_options(1);
     m.text = "/nonexistent/file.txt";
     trainer *t = NULL;

@@ -341,6 +341,7 @@ f8_status gpt_create_tp(f8_ctx *ctx, const gpt_config *config, f8_comm *tp, int 
     ac.output_kept = 1; /* each layer's y stays in atty until its backward: no copy saved */
     m->att_cfg = ac;
     m->att_cfg.fp8 = c->fp8_attention; /* the layers' own; m->att (shared, exported) stays BF16 */
+    m->att_cfg.fp8_backward = c->fp8_attention && c->fp8_attention_backward;
     if (st == F8_OK) st = f8_attention_create(ctx, &ac, &m->att);
     f8_ctx *init = NULL;
     if (st == F8_OK && m->tp) st = tp_scratch_ctx(ctx, &init, err, err_size);

@@ -310,6 +310,7 @@ f8_status llama_create_tp(f8_ctx *ctx, const gpt_config *c, f8_comm *tp, int sp,
     ac.output_kept = 1; /* each layer's y stays in atty until its backward */
     m->att_cfg = ac;
     m->att_cfg.fp8 = c->fp8_attention; /* the layers' own (GQA, after RoPE); m->att (shared) stays BF16 */
+    m->att_cfg.fp8_backward = c->fp8_attention && c->fp8_attention_backward;
     if (st == F8_OK) st = f8_attention_create(ctx, &ac, &m->att);
     f8_rope_config rc = f8_rope_config_default(c->heads / m->tp_size, kv_heads(c) / m->tp_size, head_dim(c), c->seq);
     rc.theta = c->rope_theta > 0 ? c->rope_theta : 500000.0;

@@ -25,7 +25,7 @@ typedef struct gpt_config {
     int recompute_norm;   /* qkv's and the MLP's norm output made again in backward, not saved
                              (recompute_norm_output, f8.h); not with sequence parallel or block scaling */
     int fp8_attention;    /* FP8 attention forward (f8_attention_config.fp8): one attention per layer,
-                             each with its own QKV, S and O slots; BF16 and delayed scaling only */
+                             each with its own QKV, S and O slots; BF16, delayed or current scaling */
     int64_t positions;    /* rows of wpe, the positions the model has (an imported GPT-2's n_positions);
                              0 or <= seq: seq. A run uses and trains the first seq rows and carries
                              the rest unchanged through checkpoints and exports (gpt_positions) */
@@ -42,6 +42,8 @@ typedef struct gpt_config {
     int grad_fp32;        /* with BF16 parameters: FP32 gradients (--grad-dtype fp32): main grads of every
                              module parameter (params.h, param_main_grads_create; the biases' and norms'
                              folded in per microbatch) and the embeddings'. 0: every gradient in dtype */
+    int fp8_attention_backward; /* with fp8_attention: the layers' attention backward in FP8 too
+                             (f8_attention_config.fp8_backward) */
 } gpt_config;
 
 /* The rows of wpe: the most of seq and c->positions. */

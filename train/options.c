@@ -179,11 +179,19 @@ static const train_option_def OPTIONS[] = {
     {"--fp8-attention", NULL, OPT_ON_OFF, F(fp8_attention), 0, 0, WORDS(ON_OFF), "train.fp8_attention",
      NULL,
      "  --fp8-attention on|off  attention's forward in FP8 (TE's fp8_dpa: Q, K, V, P and O in E4M3 with\n"
-     "                       per-layer delayed scaling; the backward in BF16 on the dequantized inputs)\n"
-     "                       (default off; needs --fp8 on, --recipe delayed and bf16). On cuDNN's FP8\n"
+     "                       per-layer delayed or current scaling; the backward in BF16 on the\n"
+     "                       dequantized inputs unless --fp8-attention-backward on) (default off;\n"
+     "                       needs --fp8 on, --recipe delayed or current, and bf16). On cuDNN's FP8\n"
      "                       flash attention when the loaded cuDNN is >= 9.19 (else f8's FP8 kernel,\n"
      "                       about 35x slower); pays at long sequences only (docs/FP8_ATTENTION.md;\n"
      "                       on --resume the checkpoint's)\n"},
+    {"--fp8-attention-backward", NULL, OPT_ON_OFF, F(fp8_attention_backward), 0, 0, WORDS(ON_OFF),
+     "train.fp8_attention_backward", NULL,
+     "  --fp8-attention-backward on|off  attention's backward in FP8 too (TE's NVTE_FP8_DPA_BWD=1: dO,\n"
+     "                       dP and the saved O in FP8, per-layer dO, dP and dQKV slots) on cuDNN's FP8\n"
+     "                       backward (cuDNN >= 9.19, head dim 128, no GQA; elsewhere the BF16 backward\n"
+     "                       on the dequantized codes); no faster than BF16 on Hopper: for its numerics\n"
+     "                       (default off; needs --fp8-attention on; on --resume the checkpoint's)\n"},
     {"--recipe", NULL, OPT_WORD, F(recipe), 0, 0, WORDS(RECIPES), "train.recipe",
      NULL,
      "  --recipe delayed|current|block|rowwise|rowwise_with_gw_hp   FP8 scaling recipe (default delayed;\n"

@@ -39,8 +39,11 @@ typedef struct train_options {
                                  0 off, TRAIN_RECOMPUTE_ALL (on) every block, resolved against the layers
                                  by trainer_create */
     int fp8_attention;        /* --fp8-attention: FP8 attention forward (f8_attention_config.fp8, TE's
-                                 fp8_dpa with its BF16 backward); needs --fp8 on, --recipe delayed, bf16;
-                                 on --resume the checkpoint's */
+                                 fp8_dpa with its BF16 backward); needs --fp8 on, --recipe delayed or
+                                 current, bf16; on --resume the checkpoint's */
+    int fp8_attention_backward; /* --fp8-attention-backward: its backward in FP8 too
+                                 (f8_attention_config.fp8_backward, TE's NVTE_FP8_DPA_BWD=1); needs
+                                 --fp8-attention on; on --resume the checkpoint's */
     const char *recipe;       /* FP8 scaling: "delayed", "current", "block"; NULL: delayed, or on
                                  --resume the checkpoint's */
     const char *attention;    /* --attention: "auto" (cuDNN where it takes the call) or "own" (f8's kernels);

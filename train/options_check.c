@@ -114,12 +114,17 @@ int train_check_recompute_blocks(const train_options *o, char *err, size_t n)
 int train_check_fp8_attention(const train_options *o, const char *recipe, char *err, size_t n)
 {
     const char *why = NULL;
+    if (o->fp8_attention_backward && !o->fp8_attention) {
+        snprintf(err, n, "--fp8-attention-backward on needs --fp8-attention on (the FP8 backward takes the "
+                         "forward's FP8 codes and scales)");
+        return -1;
+    }
     if (!o->fp8_attention) return 0;
     if (!o->fp8)
         why = "needs --fp8 on (FP8 attention with BF16 GEMMs around it is not a configuration)";
-    else if (recipe && strcmp(recipe, "delayed") != 0)
-        why = "needs --recipe delayed (the attention's S and O scales come from the amax history: current and "
-              "block and row-wise scaling have no tensor to measure before the fused graph casts them)";
+    else if (recipe && strcmp(recipe, "delayed") != 0 && strcmp(recipe, "current") != 0)
+        why = "needs --recipe delayed or current (block and row-wise scaling have no fused FP8 attention: one "
+              "scale per block or row does not fit the fused graph's per-tensor Q, K, V, P and O)";
     else if (strcmp(o->dtype, "fp32") == 0)
         why = "needs bf16 activations (--dtype bf16, or auto on a GPU)";
     if (why) snprintf(err, n, "--fp8-attention on %s", why);

@@ -266,12 +266,14 @@ int train_options_from_metadata(train_options *o, train_meta_fn get, void *user,
         return -1;
     }
     /* the LM head in FP8, the blocks' weights FP8 primary, FP8 attention */
-    int64_t head, fp8w, att;
+    int64_t head, fp8w, att, att_bwd;
     if (meta_flag(get, user, o, "train.fp8_head", "--fp8-head", o->fp8_head, &head, err, n) ||
         meta_flag(get, user, o, "train.fp8_weights", "--fp8-weights", o->fp8_weights, &fp8w,
                   err, n) ||
         meta_flag(get, user, o, "train.fp8_attention", "--fp8-attention", o->fp8_attention,
-                  &att, err, n))
+                  &att, err, n) ||
+        meta_flag(get, user, o, "train.fp8_attention_backward", "--fp8-attention-backward",
+                  o->fp8_attention_backward, &att_bwd, err, n))
         return -1;
     if ((o->given & train_option_bit("--dtype")) && strcmp(o->dtype, dtype)) {
         snprintf(err, n, "--dtype %s conflicts with the checkpoint's train.dtype = %s (leave --dtype out or make it "
@@ -300,6 +302,7 @@ int train_options_from_metadata(train_options *o, train_meta_fn get, void *user,
     o->fp8_head = (int)head;
     o->fp8_weights = (int)fp8w;
     o->fp8_attention = (int)att;
+    o->fp8_attention_backward = (int)att_bwd;
     o->dtype = dtype;
     o->recipe = kind;
     *vocab = v;

@@ -234,6 +234,8 @@ f8_status trainer_save(trainer *t, const char *path)
     if (st == F8_OK) st = f8_checkpoint_set_metadata(ck, "train.fp8_head", t->m.c.fp8_head ? "1" : "0");
     if (st == F8_OK) st = f8_checkpoint_set_metadata(ck, "train.fp8_weights", t->m.c.fp8_weights ? "1" : "0");
     if (st == F8_OK) st = f8_checkpoint_set_metadata(ck, "train.fp8_attention", t->m.c.fp8_attention ? "1" : "0");
+    if (st == F8_OK)
+        st = f8_checkpoint_set_metadata(ck, "train.fp8_attention_backward", t->m.c.fp8_attention_backward ? "1" : "0");
     if (st == F8_OK && t->m.c.llama) st = llama_metadata_add(&t->m.c, ck);
     if (st == F8_OK) st = hf_checkpoint_set_positions(&t->m, ck);
     if (st == F8_OK) st = gpt_checkpoint_add(&t->m, ck);

@@ -92,6 +92,13 @@ static int config_from_checkpoint(trainer *t, const f8_checkpoint *ck, char *err
                          "the metadata does not match the tensors", t->o.fp8_attention, has_att ? "holds" : "has no");
         return -1;
     }
+    const int has_att_bwd = f8_checkpoint_has(ck, "model.h.0.attn.fp8.bwd.amax_history");
+    if (has_att_bwd != t->o.fp8_attention_backward) {
+        snprintf(err, n, "train.fp8_attention_backward = %d but the checkpoint %s FP8 attention backward state "
+                         "(model.h.0.attn.fp8.bwd.*): the metadata does not match the tensors",
+                 t->o.fp8_attention_backward, has_att_bwd ? "holds" : "has no");
+        return -1;
+    }
     if (t->ck_step >= t->o.steps) {
         snprintf(err, n, "the checkpoint is at step %lld and --steps is %lld: nothing left to train (raise --steps)",
                  (long long)t->ck_step, (long long)t->o.steps);
@@ -333,6 +340,7 @@ f8_status trainer_create(const train_options *opt, trainer **out, char *err, siz
             st = F8_ERR_INVALID_ARGUMENT;
         }
         c.fp8_attention = t->o.fp8_attention;
+        c.fp8_attention_backward = t->o.fp8_attention_backward;
         c.head_chunk = t->o.head_chunk;
         c.llama = t->o.llama; /* the Llama family (llama.h) */
         c.kv_heads = t->o.kv_heads;
