@@ -397,7 +397,7 @@ void train_print_help(FILE *f)
     "       f8_train export CHECKPOINT OUT.onnx [--fp8 on|off]   the model as ONNX (export --help)\n"
     "       f8_train export-hf CHECKPOINT OUT_DIR        the model as a Hugging Face GPT-2\n"
     "       f8_train eval-hf DIR --tokens FILE           loss of a Hugging Face GPT-2 on token ids\n"
-    "Trains a GPT-2-style model with f8 (FP8 or BF16), on the GPU when there is one.\n",
+    "Trains a GPT-2-style or Llama-style model with f8 (FP8 or BF16), on the GPU when there is one.\n",
         f);
     for (int i = 0; i < N_OPTIONS; i++) { /* the table's texts, defaults filled in */
         if (OPTIONS[i].group) fputs(OPTIONS[i].group, f);
