@@ -395,8 +395,8 @@ void train_print_help(FILE *f)
     "usage: f8_train [options]\n"
     "       f8_train plot OUT.svg LOG.csv [LOG.csv ...]   overlay loss curves\n"
     "       f8_train export CHECKPOINT OUT.onnx [--fp8 on|off]   the model as ONNX (export --help)\n"
-    "       f8_train export-hf CHECKPOINT OUT_DIR        the model as a Hugging Face GPT-2\n"
-    "       f8_train eval-hf DIR --tokens FILE           loss of a Hugging Face GPT-2 on token ids\n"
+    "       f8_train export-hf CHECKPOINT OUT_DIR        the model as a Hugging Face GPT-2 or Llama\n"
+    "       f8_train eval-hf DIR --tokens FILE           loss of a Hugging Face GPT-2 or Llama on token ids\n"
     "Trains a GPT-2-style or Llama-style model with f8 (FP8 or BF16), on the GPU when there is one.\n",
         f);
     for (int i = 0; i < N_OPTIONS; i++) { /* the table's texts, defaults filled in */
