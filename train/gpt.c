@@ -143,6 +143,7 @@ static f8_status create_blocks(gpt *m, f8_ctx *init)
         mc.seed = module_seed(c, l, 3);
         mc.fp8_weights = c->fp8_weights;
         mc.recompute_norm_output = c->recompute_norm;
+        mc.recompute_activation = c->recompute_act;
         if (m->tp) { /* the full block as one rank makes it, this rank's shard kept */
             f8_layernorm_linear_config fq = qc;
             f8_linear_config fp = pc;

@@ -134,6 +134,7 @@ static void block_configs(const gpt *m, int64_t l, f8_layernorm_linear_config *q
     mc->max_tokens = T;
     mc->seed = module_seed(c, l, 3);
     mc->recompute_norm_output = c->recompute_norm;
+    mc->recompute_activation = c->recompute_act;
 }
 
 /* Block l's entries of the parameter table over the modules qkv, proj, mlp

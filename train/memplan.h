@@ -40,6 +40,7 @@ typedef struct mem_plan {
     double bytes[PLAN_COUNT];
     double total;
     double norm_outputs; /* bytes --recompute-norm on would not keep (0 where it does not apply) */
+    double act_outputs;  /* bytes --recompute-act on would not keep (0 where it does not apply) */
     double blocks_saves; /* bytes --recompute-blocks on would not keep beyond the run's N (0 where it does
                             not apply) */
     double block_kept;       /* activations of a block that keeps them (saved state and buffers) */

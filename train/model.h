@@ -39,6 +39,8 @@ typedef struct gpt_config {
     int recompute_blocks; /* N in [0, layers]: the first N blocks keep only their input and run their
                              forward again in the backward (recompute.h); not with tensor or sequence
                              parallelism */
+    int recompute_act;    /* the MLP's activation output made again in backward from h1, not saved
+                             (recompute_activation, f8.h); not with block or row-wise scaling */
 } gpt_config;
 
 /* The rows of wpe: the most of seq and c->positions. */

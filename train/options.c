@@ -213,11 +213,18 @@ int train_check_fp8_weights(const train_options *o, const char *recipe, char *er
 int train_check_recompute_norm(const train_options *o, const char *recipe, char *err, size_t n)
 {
     const char *why = NULL;
+    const int blocked = o->fp8 && recipe && (strcmp(recipe, "block") == 0 || strncmp(recipe, "rowwise", 7) == 0);
+    if (o->recompute_act && blocked) { /* --recompute-act: the same test, its own words */
+        snprintf(err, n, "--recompute-act on is not supported with --recipe %s (the column-wise copy of the "
+                 "activation output is quantized from its high-precision values, not kept; the modules refuse it)",
+                 recipe);
+        return -1;
+    }
     if (!o->recompute_norm) return 0;
     if (o->sequence_parallel)
         why = "is not supported with --sequence-parallel (the norm output is gathered over the group; the modules "
               "refuse it)";
-    else if (o->fp8 && recipe && (strcmp(recipe, "block") == 0 || strncmp(recipe, "rowwise", 7) == 0))
+    else if (blocked)
         why = recipe[0] == 'b' ? "is not supported with --recipe block (its column-wise copy of the norm output is not "
                                  "recomputed; the modules refuse it)"
                                : "is not supported with --recipe rowwise or rowwise_with_gw_hp (the saved column-wise "
@@ -358,6 +365,12 @@ static const train_option_def OPTIONS[] = {
      "                       saving them: 2 x tokens x channels bytes less per layer in FP8, one more\n"
      "                       norm forward each; bitwise the same (default off; not with\n"
      "                       --sequence-parallel or --recipe block)\n"},
+    {"--recompute-act", NULL, OPT_ON_OFF, F(recompute_act), 0, 0, WORDS(ON_OFF), NULL,
+     NULL,
+     "  --recompute-act on|off  make the MLP's activation output (fc2's input) again in backward from the\n"
+     "                       saved pre-activation instead of saving it: 4 x tokens x channels bytes less\n"
+     "                       per layer in FP8 (GPT; Llama: tokens x ffn), one more activation pass each,\n"
+     "                       no GEMM; bitwise the same (default off; not with --recipe block or rowwise)\n"},
     {"--recompute-blocks", NULL, OPT_BLOCKS, F(recompute_blocks), 0, TRAIN_MAX_LAYERS, WORDS(ON_OFF), NULL,
      NULL,
      "  --recompute-blocks N|on|off  keep only the input of the first N blocks and run their forward\n"

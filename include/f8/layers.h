@@ -295,6 +295,9 @@ typedef struct f8_layernorm_mlp_config {
     int64_t max_tokens;       /* default 4096 */
     uint64_t seed;            /* default 1 */
     int recompute_norm_output; /* as f8_layernorm_linear_config's; default 0 */
+    int recompute_activation; /* 1: backward makes the activation output (fc2's input) again from the
+                                 saved pre-activation instead of saving it (see "Recomputing the
+                                 activation output" below); default 0 */
 } f8_layernorm_mlp_config;
 
 F8_API f8_layernorm_mlp_config f8_layernorm_mlp_config_default(int64_t hidden_size, int64_t ffn_hidden_size);
@@ -334,6 +337,30 @@ F8_API f8_status f8_layernorm_mlp_create(f8_ctx *ctx, const f8_layernorm_mlp_con
  * return_layernorm_output; f8_module_set_sequence_parallel refuses such a
  * module with F8_ERR_UNSUPPORTED (the norm output is gathered over the
  * group). Flag values other than 0 or 1: F8_ERR_INVALID_ARGUMENT. */
+
+/* Recomputing the activation output (LayerNormMLP, recompute_activation =
+ * 1). A training forward normally keeps act(h1), fc2's input, for fc2's
+ * wgrad: with FP8 its codes transposed (T·F bytes), with FP8 off in
+ * param_dtype. It also keeps h1, fc1's output before the activation, for the
+ * activation's backward, so act(h1) is one elementwise pass away: with the
+ * flag the saved state keeps no act(h1), only (FP8) the one float its cast
+ * scaled by, and the backward runs the activation forward again from h1
+ * into the per-call workspace (the buffers of the activation backward's
+ * output, written only after fc2's wgrad has read it), with that scale.
+ * f8_module_memory's saved activations shrink by T·F bytes per saved-state
+ * object with FP8 (1.3B GPT, T = 8192, F = 8192: 64 MiB a layer), T·F·
+ * size(param_dtype) without; the workspace does not grow with FP8 (FP8 off:
+ * the training forward's activation output moves into it). Each backward
+ * costs one more activation forward (and with current scaling one more
+ * cast): a read of h1 and a write of the codes, no GEMM.
+ * Results are bit for bit those without the flag: the same kernel on the
+ * same h1 with the same scale (saved at the forward), so the same codes;
+ * fc2's wgrad reads them with the forward's saved scale_inv. The recompute
+ * records nothing: no amax, no FP8 telemetry counts. Delayed and current
+ * scaling, and FP8 off, are supported; block and row-wise scaling
+ * (F8_RECIPE_BLOCK, F8_RECIPE_ROWWISE*: their column-wise copy is quantized
+ * from the high-precision output) are refused at create with
+ * F8_ERR_UNSUPPORTED. Flag values other than 0 or 1: F8_ERR_INVALID_ARGUMENT. */
 
 /* ------------------------------------------------------------------------ */
 /* FP8 primary weights (TE's fp8_model_init)                                 */
