@@ -130,12 +130,14 @@ static f8_status create_blocks(gpt *m, f8_ctx *init)
         qc.seed = module_seed(c, l, 1);
         qc.fp8_weights = c->fp8_weights;
         qc.recompute_norm_output = c->recompute_norm;
+        qc.weight_transpose_per_call = c->wt_per_call;
         f8_linear_config pc = f8_linear_config_default(C, C);
         pc.param_dtype = c->dtype;
         pc.fp8 = c->fp8;
         pc.max_tokens = T;
         pc.seed = module_seed(c, l, 2);
         pc.fp8_weights = c->fp8_weights;
+        pc.weight_transpose_per_call = c->wt_per_call;
         f8_layernorm_mlp_config mc = f8_layernorm_mlp_config_default(C, 4 * C);
         mc.param_dtype = c->dtype;
         mc.fp8 = c->fp8;
@@ -144,6 +146,7 @@ static f8_status create_blocks(gpt *m, f8_ctx *init)
         mc.fp8_weights = c->fp8_weights;
         mc.recompute_norm_output = c->recompute_norm;
         mc.recompute_activation = c->recompute_act;
+        mc.weight_transpose_per_call = c->wt_per_call;
         if (m->tp) { /* the full block as one rank makes it, this rank's shard kept */
             f8_layernorm_linear_config fq = qc;
             f8_linear_config fp = pc;
@@ -329,6 +332,7 @@ f8_status gpt_create_tp(f8_ctx *ctx, const gpt_config *c, f8_comm *tp, int sp, g
     /* The LM head stays in high precision by default, as TE recipes keep it;
      * --fp8-head casts it too (its GEMMs are a quarter of a 124M step's FLOPs). */
     hc.fp8 = c->fp8 && c->fp8_head;
+    hc.weight_transpose_per_call = c->wt_per_call;
     const int64_t pass = c->head_chunk > 0 ? c->head_chunk : GPT_HEAD_CHUNK; /* tokens per LM-head pass */
     /* at least one sequence: the sampler reads a batch-1 forward's logits whole */
     m->head_rows = pass < T ? (pass > c->seq ? pass : c->seq) : T;

@@ -119,12 +119,14 @@ static void block_configs(const gpt *m, int64_t l, f8_layernorm_linear_config *q
     qc->max_tokens = T;
     qc->seed = module_seed(c, l, 1);
     qc->recompute_norm_output = c->recompute_norm;
+    qc->weight_transpose_per_call = c->wt_per_call;
     *pc = f8_linear_config_default(C, C);
     pc->bias = 0;
     pc->param_dtype = c->dtype;
     pc->fp8 = c->fp8;
     pc->max_tokens = T;
     pc->seed = module_seed(c, l, 2);
+    pc->weight_transpose_per_call = c->wt_per_call;
     *mc = f8_layernorm_mlp_config_default(C, c->ffn);
     mc->bias = 0;
     mc->normalization = F8_NORM_RMSNORM;
@@ -135,6 +137,7 @@ static void block_configs(const gpt *m, int64_t l, f8_layernorm_linear_config *q
     mc->seed = module_seed(c, l, 3);
     mc->recompute_norm_output = c->recompute_norm;
     mc->recompute_activation = c->recompute_act;
+    mc->weight_transpose_per_call = c->wt_per_call;
 }
 
 /* Block l's entries of the parameter table over the modules qkv, proj, mlp
@@ -313,6 +316,7 @@ f8_status llama_create_tp(f8_ctx *ctx, const gpt_config *c, f8_comm *tp, int sp,
     hc.normalization = F8_NORM_RMSNORM;
     hc.param_dtype = c->dtype;
     hc.fp8 = c->fp8 && c->fp8_head;
+    hc.weight_transpose_per_call = c->wt_per_call;
     const int64_t pass = c->head_chunk > 0 ? c->head_chunk : GPT_HEAD_CHUNK;
     m->head_rows = pass < T ? (pass > c->seq ? pass : c->seq) : T;
     hc.max_tokens = m->head_rows;

@@ -220,6 +220,11 @@ int train_check_recompute_norm(const train_options *o, const char *recipe, char 
                  recipe);
         return -1;
     }
+    if (o->weight_transpose_per_call && blocked) {
+        snprintf(err, n, "--weight-transpose-per-call on is not supported with --recipe %s (its weights quantize "
+                 "the transposed copy on its own, not as a transpose; the modules refuse it)", recipe);
+        return -1;
+    }
     if (!o->recompute_norm) return 0;
     if (o->sequence_parallel)
         why = "is not supported with --sequence-parallel (the norm output is gathered over the group; the modules "
@@ -371,6 +376,12 @@ static const train_option_def OPTIONS[] = {
      "                       saved pre-activation instead of saving it: 4 x tokens x channels bytes less\n"
      "                       per layer in FP8 (GPT; Llama: tokens x ffn), one more activation pass each,\n"
      "                       no GEMM; bitwise the same (default off; not with --recipe block or rowwise)\n"},
+    {"--weight-transpose-per-call", NULL, OPT_ON_OFF, F(weight_transpose_per_call), 0, 0, WORDS(ON_OFF), NULL,
+     NULL,
+     "  --weight-transpose-per-call on|off  keep no transposed copy of the FP8 weights (the dgrad's\n"
+     "                       operand, a byte a weight: 1.13 GiB at 1.3B); each backward transposes the\n"
+     "                       codes into its workspace instead, a read and a write of a byte a weight;\n"
+     "                       bitwise the same (default off; not with --recipe block or rowwise)\n"},
     {"--recompute-blocks", NULL, OPT_BLOCKS, F(recompute_blocks), 0, TRAIN_MAX_LAYERS, WORDS(ON_OFF), NULL,
      NULL,
      "  --recompute-blocks N|on|off  keep only the input of the first N blocks and run their forward\n"

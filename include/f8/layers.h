@@ -197,6 +197,8 @@ typedef struct f8_linear_config {
                                "FP8 primary weights" below */
     int64_t max_tokens;     /* largest T of any call (sizes workspaces and saved state); default 4096 */
     uint64_t seed;          /* weight init: N(0, 0.02^2) from this seed; bias 0; default 1 */
+    int weight_transpose_per_call; /* 1: no cached FP8 weight transpose; each backward makes it in the
+                               workspace (see "The weight transpose per call" below); default 0 */
 } f8_linear_config;
 /* Flags (bias, fp8, ...) must be 0 or 1. */
 
@@ -253,6 +255,7 @@ typedef struct f8_layernorm_linear_config {
     uint64_t seed;            /* W ~ N(0, 0.02²); default 1 */
     int recompute_norm_output; /* 1: backward re-runs the norm instead of saving its output
                                   (see "Recomputing the norm output" below); default 0 */
+    int weight_transpose_per_call; /* as f8_linear_config's; default 0 */
 } f8_layernorm_linear_config;
 
 F8_API f8_layernorm_linear_config f8_layernorm_linear_config_default(int64_t in_features, int64_t out_features);
@@ -298,6 +301,7 @@ typedef struct f8_layernorm_mlp_config {
     int recompute_activation; /* 1: backward makes the activation output (fc2's input) again from the
                                  saved pre-activation instead of saving it (see "Recomputing the
                                  activation output" below); default 0 */
+    int weight_transpose_per_call; /* as f8_linear_config's (fc1 and fc2); default 0 */
 } f8_layernorm_mlp_config;
 
 F8_API f8_layernorm_mlp_config f8_layernorm_mlp_config_default(int64_t hidden_size, int64_t ffn_hidden_size);
@@ -361,6 +365,22 @@ F8_API f8_status f8_layernorm_mlp_create(f8_ctx *ctx, const f8_layernorm_mlp_con
  * (F8_RECIPE_BLOCK, F8_RECIPE_ROWWISE*: their column-wise copy is quantized
  * from the high-precision output) are refused at create with
  * F8_ERR_UNSUPPORTED. Flag values other than 0 or 1: F8_ERR_INVALID_ARGUMENT. */
+
+/* The weight transpose per call (weight_transpose_per_call = 1, every
+ * module). With FP8 and per-tensor scaling a module keeps, beside each
+ * weight's FP8 codes W8 (the forward's operand, cast once a step by the
+ * microbatch rule), their transpose W8ᵀ (the dgrad's: Hopper's FP8 GEMM
+ * takes only K-contiguous operands), made at the first backward and cached
+ * with W8: rows·cols bytes a weight (1.3B GPT: 1.13 GiB). With the flag
+ * none is cached: each backward transposes W8's codes into the per-call
+ * workspace (which grows by the largest weight's rows·cols bytes, shared by
+ * all modules) right before the dgrad, with W8's scale_inv. The codes are
+ * W8's moved, so results are bit for bit those without the flag; the cost
+ * is one transpose of 1-byte codes per weight per backward (a read and a
+ * write of rows·cols bytes). f8_module_memory's workspace transposes fall
+ * to 0. Block and row-wise scaling quantize W8ᵀ on its own (not a
+ * transpose), so they refuse the flag at create (F8_ERR_UNSUPPORTED); FP8
+ * off ignores it. Values other than 0 or 1: F8_ERR_INVALID_ARGUMENT. */
 
 /* ------------------------------------------------------------------------ */
 /* FP8 primary weights (TE's fp8_model_init)                                 */
