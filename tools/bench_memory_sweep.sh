@@ -17,7 +17,7 @@
 #                   GRID=full: N in 0 6 12 18 24 x fp32, fp8 x preset, half (20 runs, about 9 minutes on
 #                   an H200: two calls, GRID given in halves). Default: the points near the target by the
 #                   memory plan (tools/memory_plan.sh works it out without a GPU; the plan of each is
-#                   in bench/RESULTS.md, issue 32, "free savings"). FP8 moments, then: half the
+#                   in the README's memory section, "1.3B within 0.8x"). FP8 moments, then: half the
 #                   microbatch alone (15.45 GiB: over, but its cost is the price of the rest); half
 #                   with wt (14.34 GiB), wt+act (13.59), wt+act+norm (13.23): each under 14.71;
 #                   the preset microbatch with wt+act+norm (17.89: the free savings' own cost) and
