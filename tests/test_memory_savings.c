@@ -30,29 +30,8 @@
 
 enum { STEPS = 3 };
 
-static train_options gpt_options(void)
-{
-    train_options o = quiet_run_options("cpu", 5);
-    o.layers = 2;
-    o.heads = 2;
-    o.channels = 32;
-    o.seq = 16;
-    o.batch = 2;
-    o.grad_accum = 2;
-    o.warmup = 2;
-    return o;
-}
-
-static train_options llama_options(void)
-{
-    train_options o = gpt_options();
-    o.llama = 1;
-    o.heads = 4;
-    o.kv_heads = 2;
-    o.ffn = 48;
-    o.rope_theta = 10000.0;
-    return o;
-}
+static train_options gpt_options(void) { return small_gpt_options(5, 2); }
+static train_options llama_options(void) { return small_llama_options(gpt_options()); }
 
 /* Every gradient of m after one more training forward and backward of a
  * fixed batch, end to end as raw bytes (caller frees); *n their count. */
