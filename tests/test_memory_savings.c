@@ -1,8 +1,9 @@
 /*
  * test_memory_savings.c — the memory savings that cost no numerics, on the
  * CPU oracle: LayerNormMLP's recompute_activation (f8_train --recompute-act
- * on) and every module's weight_transpose_per_call (--weight-transpose-
- * per-call on). For each:
+ * on), Linear's recompute_input_cast (--recompute-proj-input on) and every
+ * module's weight_transpose_per_call (--weight-transpose-per-call on). For
+ * each:
  *  - a run with it is bitwise the run without it, GPT and Llama (GELU and
  *    SwiGLU), FP8 off (FP32 and BF16), delayed and current scaling, two
  *    microbatches a step (FIRST and NOT_FIRST weight casts) and one: the
@@ -13,8 +14,9 @@
  *    bitwise), and a checkpoint written with it resumes without it;
  *  - memory: the peak is lower by exactly as much as the memory plan's
  *    total, and by what the plan says the option saves (act_outputs: tokens
- *    x ffn bytes a layer with FP8, less a saved float; transposes: a byte a
- *    weight, less the workspace's growth by the largest weight);
+ *    x ffn bytes a layer with FP8, less a saved float; proj_inputs: tokens x
+ *    channels, less a saved float; transposes: a byte a weight, less the
+ *    workspace's growth by the largest weight);
  *  - the modules refuse it under block and row-wise scaling
  *    (F8_ERR_UNSUPPORTED) and a flag other than 0 or 1, and f8_train's
  *    options refuse it with --recipe block.
@@ -63,16 +65,21 @@ static unsigned char *grads_of_one_more(gpt *m, size_t *n)
 }
 
 /* The savings under test: which option, its name, and what the plan says it saves. */
-typedef enum saving { ACT, TRANSPOSE } saving;
-static const char *const SAVING_NAME[2] = {"--recompute-act", "--weight-transpose-per-call"};
+typedef enum saving { ACT, TRANSPOSE, PROJ, SAVINGS } saving;
+static const char *const SAVING_NAME[SAVINGS] = {"--recompute-act", "--weight-transpose-per-call",
+                                                 "--recompute-proj-input"};
 
 static void set_saving(train_options *o, saving k, int on)
 {
     if (k == ACT) o->recompute_act = on;
-    else o->weight_transpose_per_call = on;
+    else if (k == TRANSPOSE) o->weight_transpose_per_call = on;
+    else o->recompute_proj_input = on;
 }
 
-static double plan_saves(const mem_plan *p, saving k) { return k == ACT ? p->act_outputs : p->transposes; }
+static double plan_saves(const mem_plan *p, saving k)
+{
+    return k == ACT ? p->act_outputs : k == TRANSPOSE ? p->transposes : p->proj_inputs;
+}
 
 /* What the ctx of t's model holds after its steps (f8_ctx_memory). */
 static double held(trainer *t)
@@ -110,7 +117,7 @@ static void same_as_off(const char *what, train_options o, saving k, int want_ex
      * 256-byte-aligned slot a layer); transposes: the workspace grows by the largest weight where the
      * module that holds it has the largest backward workspace, by less where another has (so the plan's
      * figure is at most the true saving, short by at most that weight) */
-    const double slack = k == ACT ? 256.0 * (double)o.layers : (double)(4 * o.channels * o.channels);
+    const double slack = k != TRANSPOSE ? 256.0 * (double)o.layers : (double)(4 * o.channels * o.channels);
     const double held_drop = held(a) - held(b);
     CHECK(!want_exact || (held_drop == plan_drop && fabs(plan_drop - saves) <= slack),
           "%s: the bytes held fell by %.0f and the plan by %.0f; the plan says %s saves %.0f", what, held_drop,
@@ -136,7 +143,7 @@ static void test_families_and_recipes(saving k)
     static const char *const recipes[2] = {"delayed", "current"};
     for (int fam = 0; fam < 2; fam++)
         for (int v = 0; v < 4; v++) {
-            if (k == TRANSPOSE && v >= 2) continue; /* FP8 off has no FP8 weights */
+            if (k != ACT && v >= 2) continue; /* FP8 off: no FP8 weights, no FP8 copy of x */
             train_options o = fam ? llama_options() : gpt_options();
             o.fp8 = v < 2;
             o.recipe = v < 2 ? recipes[v] : NULL;
@@ -167,7 +174,7 @@ static void test_compositions(saving k)
     same_as_off("gpt, delayed, --recompute-blocks on", o, k, 1);
     o = llama_options();
     o.recompute_blocks = TRAIN_RECOMPUTE_ALL, o.recompute_norm = 1, o.recipe = "current";
-    set_saving(&o, k == ACT ? TRANSPOSE : ACT, 1); /* and the other saving */
+    for (int j = 0; j < SAVINGS; j++) set_saving(&o, (saving)j, j != (int)k); /* and the other savings */
     same_as_off("llama, current, with all the others", o, k, 1);
     o = gpt_options();
     o.adam_moments = "fp8";
@@ -217,7 +224,7 @@ static void test_refusals(void)
 {
     static const f8_recipe_kind kinds[3] = {F8_RECIPE_BLOCK, F8_RECIPE_ROWWISE, F8_RECIPE_ROWWISE_GW_HP};
     for (int k = 0; k < 3; k++)
-        for (int which = 0; which < 3; which++) { /* MLP act, MLP transposes, Linear transposes */
+        for (int which = 0; which < 4; which++) { /* MLP act, MLP transposes, Linear transposes, input cast */
             f8_ctx_config cc = f8_ctx_config_default();
             cc.recipe.kind = kinds[k];
             f8_ctx *ctx = NULL;
@@ -226,7 +233,8 @@ static void test_refusals(void)
             f8_linear_config lc = f8_linear_config_default(128, 256);
             c.recompute_activation = which == 0;
             c.weight_transpose_per_call = which == 1;
-            lc.weight_transpose_per_call = 1;
+            lc.weight_transpose_per_call = which == 2;
+            lc.recompute_input_cast = which == 3;
             f8_module *m = (f8_module *)&c; /* not NULL: the refusal must set it */
             f8_status st = which < 2 ? f8_layernorm_mlp_create(ctx, &c, &m) : f8_linear_create(ctx, &lc, &m);
             CHECK(st == F8_ERR_UNSUPPORTED && m == NULL, "recipe %d, case %d: %s", (int)kinds[k], which,
@@ -248,8 +256,11 @@ static void test_refusals(void)
     lc.weight_transpose_per_call = -1;
     CHECK(f8_layernorm_linear_create(ctx, &lc, &m) == F8_ERR_INVALID_ARGUMENT && m == NULL,
           "weight_transpose_per_call -1");
+    f8_linear_config pc = f8_linear_config_default(64, 128);
+    pc.recompute_input_cast = 3;
+    CHECK(f8_linear_create(ctx, &pc, &m) == F8_ERR_INVALID_ARGUMENT && m == NULL, "recompute_input_cast 3");
     f8_ctx_destroy(ctx);
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < SAVINGS; k++) {
         train_options o = gpt_options();
         o.recipe = "block", o.channels = 128;
         set_saving(&o, (saving)k, 1);
@@ -265,7 +276,7 @@ static void test_refusals(void)
 int main(void)
 {
     (void)fd_check_trainer; /* trainer_fd.h's, for its models_bitwise_equal */
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < SAVINGS; k++) {
         test_families_and_recipes((saving)k);
         test_compositions((saving)k);
         test_checkpoint((saving)k);

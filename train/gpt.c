@@ -138,6 +138,7 @@ static f8_status create_blocks(gpt *m, f8_ctx *init)
         pc.seed = module_seed(c, l, 2);
         pc.fp8_weights = c->fp8_weights;
         pc.weight_transpose_per_call = c->wt_per_call;
+        pc.recompute_input_cast = c->recompute_proj;
         f8_layernorm_mlp_config mc = f8_layernorm_mlp_config_default(C, 4 * C);
         mc.param_dtype = c->dtype;
         mc.fp8 = c->fp8;

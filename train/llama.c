@@ -127,6 +127,7 @@ static void block_configs(const gpt *m, int64_t l, f8_layernorm_linear_config *q
     pc->max_tokens = T;
     pc->seed = module_seed(c, l, 2);
     pc->weight_transpose_per_call = c->wt_per_call;
+    pc->recompute_input_cast = c->recompute_proj;
     *mc = f8_layernorm_mlp_config_default(C, c->ffn);
     mc->bias = 0;
     mc->normalization = F8_NORM_RMSNORM;

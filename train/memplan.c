@@ -130,6 +130,8 @@ f8_status mem_plan_make(const gpt_config *c, const mem_plan_run *r, mem_plan *p,
     /* --recompute-act: the MLP's activation output (F wide: GPT 4C, Llama ffn; a byte each in FP8) per set */
     const double F = c->llama ? (double)c->ffn : 4 * C, as = c->fp8 ? 1 : (double)f8_dtype_size(c->dtype);
     if (!c->recompute_act && !(c->fp8 && block)) p->act_outputs = (L - rc) * (double)c->batch * (double)c->seq * F / tp * as;
+    /* --recompute-proj-input: the projection's X8ᵀ (a byte a token and local channel) per set */
+    if (c->fp8 && !c->recompute_proj && !block) p->proj_inputs = (L - rc) * (double)c->batch * (double)c->seq * C / tp;
     /* --recompute-blocks: a block's activations (its saved state and buffers) kept, and recomputed (its
      * input alone); a block more recomputed saves the difference, up to all but one */
     p->block_kept = two.mem[F8_MEM_SAVED_ACTIVATIONS] + two.mem[F8_MEM_OTHER] - one.mem[F8_MEM_SAVED_ACTIVATIONS] -
@@ -188,7 +190,7 @@ int mem_plan_check(const mem_plan *p, const gpt_config *c, const mem_plan_run *r
     human(total, sizeof total, p->total);
     const double over = p->total - limit, opt = p->bytes[PLAN_OPTIMIZER];
     /* each option alone, with what it saves: those that would make it fit alone first */
-    plan_fix f[6];
+    plan_fix f[7];
     int nf = 0;
     if (r->moments != F8_ADAMW_MOMENTS_FP8) /* the moments' share of the optimizer bytes, to about 2 B a parameter */
         f[nf++] = (plan_fix){"--adam-moments fp8",
@@ -206,6 +208,7 @@ int mem_plan_check(const mem_plan *p, const gpt_config *c, const mem_plan_run *r
     if (p->norm_outputs > 0) f[nf++] = (plan_fix){"--recompute-norm on", p->norm_outputs};
     if (p->act_outputs > 0) f[nf++] = (plan_fix){"--recompute-act on", p->act_outputs};
     if (p->transposes > 0) f[nf++] = (plan_fix){"--weight-transpose-per-call on", p->transposes};
+    if (p->proj_inputs > 0) f[nf++] = (plan_fix){"--recompute-proj-input on", p->proj_inputs};
     if (c->batch > 1) f[nf++] = (plan_fix){"half the --batch", p->bytes[PLAN_ACTIVATIONS] / 2};
     for (int pass = 0; pass < 2; pass++)
         for (int k = 0; k < nf && at < sizeof fixes; k++) {

@@ -41,6 +41,8 @@ typedef struct gpt_config {
                              parallelism */
     int recompute_act;    /* the MLP's activation output made again in backward from h1, not saved
                              (recompute_activation, f8.h); not with block or row-wise scaling */
+    int recompute_proj;   /* the projection's FP8 input cast again in backward from the kept attention
+                             output, not saved (recompute_input_cast, f8.h); not with block scaling */
     int wt_per_call;      /* no cached FP8 weight transposes: each backward makes its own
                              (weight_transpose_per_call, f8.h); not with block or row-wise scaling */
 } gpt_config;

@@ -220,6 +220,11 @@ int train_check_recompute_norm(const train_options *o, const char *recipe, char 
                  recipe);
         return -1;
     }
+    if (o->recompute_proj_input && blocked) {
+        snprintf(err, n, "--recompute-proj-input on is not supported with --recipe %s (its column-wise copy of the "
+                 "input is quantized on its own, not a transpose; the modules refuse it)", recipe);
+        return -1;
+    }
     if (o->weight_transpose_per_call && blocked) {
         snprintf(err, n, "--weight-transpose-per-call on is not supported with --recipe %s (its weights quantize "
                  "the transposed copy on its own, not as a transpose; the modules refuse it)", recipe);
@@ -376,6 +381,12 @@ static const train_option_def OPTIONS[] = {
      "                       saved pre-activation instead of saving it: 4 x tokens x channels bytes less\n"
      "                       per layer in FP8 (GPT; Llama: tokens x ffn), one more activation pass each,\n"
      "                       no GEMM; bitwise the same (default off; not with --recipe block or rowwise)\n"},
+    {"--recompute-proj-input", NULL, OPT_ON_OFF, F(recompute_proj_input), 0, 0, WORDS(ON_OFF), NULL,
+     NULL,
+     "  --recompute-proj-input on|off  cast the attention projection's input (the attention output,\n"
+     "                       which the step keeps) to FP8 again in backward instead of saving its codes:\n"
+     "                       tokens x channels bytes less per layer, one more cast each; bitwise the same\n"
+     "                       (default off; not with --recipe block or rowwise)\n"},
     {"--weight-transpose-per-call", NULL, OPT_ON_OFF, F(weight_transpose_per_call), 0, 0, WORDS(ON_OFF), NULL,
      NULL,
      "  --weight-transpose-per-call on|off  keep no transposed copy of the FP8 weights (the dgrad's\n"

@@ -566,6 +566,7 @@ f8_status trainer_create(const train_options *opt, trainer **out, char *err, siz
         c.recompute_norm = t->o.recompute_norm;
         c.recompute_act = t->o.recompute_act;
         c.wt_per_call = t->o.weight_transpose_per_call;
+        c.recompute_proj = t->o.recompute_proj_input;
         c.recompute_blocks = t->o.recompute_blocks == TRAIN_RECOMPUTE_ALL ? (int)c.layers : t->o.recompute_blocks;
         if (st == F8_OK && c.recompute_blocks > c.layers) {
             snprintf(err, n, "--recompute-blocks %d: the model has %lld blocks (on = all of them)",

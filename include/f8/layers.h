@@ -199,6 +199,8 @@ typedef struct f8_linear_config {
     uint64_t seed;          /* weight init: N(0, 0.02^2) from this seed; bias 0; default 1 */
     int weight_transpose_per_call; /* 1: no cached FP8 weight transpose; each backward makes it in the
                                workspace (see "The weight transpose per call" below); default 0 */
+    int recompute_input_cast; /* 1: the saved state keeps no FP8 copy of x; backward casts the caller's
+                               x again (see "Recomputing the input cast" below); default 0 */
 } f8_linear_config;
 /* Flags (bias, fp8, ...) must be 0 or 1. */
 
@@ -365,6 +367,19 @@ F8_API f8_status f8_layernorm_mlp_create(f8_ctx *ctx, const f8_layernorm_mlp_con
  * (F8_RECIPE_BLOCK, F8_RECIPE_ROWWISE*: their column-wise copy is quantized
  * from the high-precision output) are refused at create with
  * F8_ERR_UNSUPPORTED. Flag values other than 0 or 1: F8_ERR_INVALID_ARGUMENT. */
+
+/* Recomputing the input cast (Linear, recompute_input_cast = 1). With FP8 a
+ * training forward keeps X8ᵀ, x's codes transposed, for the wgrad: T·K bytes
+ * per saved-state object. With the flag it keeps only the one float x's cast
+ * scaled by, and the backward casts x again (the same cast, that scale) into
+ * the per-call workspace just before the wgrad: so the caller must keep x
+ * unchanged until the backward with FP8 too (as FP8 off always needs; the
+ * trainer's x, the attention output, is kept for the attention's backward
+ * anyway). The workspace grows by T·K·2 bytes (X8 and X8ᵀ); the backward by
+ * one cast. Bit for bit the results without the flag; records no amax and
+ * no telemetry. Delayed and current scaling; block and row-wise scaling
+ * refuse it at create (F8_ERR_UNSUPPORTED); FP8 off ignores it. Values
+ * other than 0 or 1: F8_ERR_INVALID_ARGUMENT. */
 
 /* The weight transpose per call (weight_transpose_per_call = 1, every
  * module). With FP8 and per-tensor scaling a module keeps, beside each

@@ -81,7 +81,7 @@ class LinearConfig_t(C.Structure):
     _fields_ = [("in_features", C.c_int64), ("out_features", C.c_int64), ("bias", C.c_int),
                 ("param_dtype", C.c_int), ("fp8", C.c_int), ("fuse_wgrad_accumulation", C.c_int),
                 ("fp8_weights", C.c_int), ("max_tokens", C.c_int64), ("seed", C.c_uint64),
-                ("weight_transpose_per_call", C.c_int)]
+                ("weight_transpose_per_call", C.c_int), ("recompute_input_cast", C.c_int)]
 
 
 class LayerNormLinearConfig_t(C.Structure):
