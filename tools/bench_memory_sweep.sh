@@ -11,23 +11,24 @@
 #   F8_TRAIN=PATH   a prebuilt f8_train (default ./build/f8_train, which must exist)
 #   GRID="N:MOMENTS:HALF[:FLAGS] ..."  the runs after the preset; HALF 1 = half the preset's microbatch
 #                   with twice the microbatches (the same tokens a step); FLAGS, joined by +: norm
-#                   (--recompute-norm on), act (--recompute-act on), wt (--weight-transpose-per-call
-#                   on): the savings that change no bits (the losses of a run with them are compared
+#                   (--recompute-norm on), act (--recompute-act on), proj (--recompute-proj-input on),
+#                   wt (--weight-transpose-per-call on): the savings that change no bits (the losses of a run with them are compared
 #                   with the first run of its moments and microbatch: they must be equal).
 #                   GRID=full: N in 0 6 12 18 24 x fp32, fp8 x preset, half (20 runs, about 9 minutes on
 #                   an H200: two calls, GRID given in halves). Default: the points near the target by the
 #                   memory plan (tools/memory_plan.sh works it out without a GPU; the plan of each is
 #                   in the README's memory section, "1.3B within 0.8x"). FP8 moments, then: half the
 #                   microbatch alone (15.45 GiB: over, but its cost is the price of the rest); half
-#                   with wt (14.34 GiB), wt+act (13.59), wt+act+norm (13.23): each under 14.71;
-#                   the preset microbatch with wt+act+norm (17.89: the free savings' own cost) and
-#                   with N 12 as well (14.62: under, at 11 blocks' forward again).
+#                   with wt (14.34 GiB), wt+act (13.59), wt+act+proj (13.41), all four (13.04): each
+#                   under 14.71; the preset microbatch with all four (17.52: the savings' own cost)
+#                   and with N 12 as well (14.42: under, at 11 blocks' forward again).
 #   STEPS (default 12) steps a run, LIMIT (default 60) seconds a run (cut off: timed over the steps logged)
 #   TORCHAO_GIB (default 18.39: torchao's 1.3B FP8 peak, bench/RESULTS.md) for the 0.8x line
-# Budget on an H200: 8 runs of about 25 s (a start of about 15 s, 12 steps of 65,536 tokens), so
-# about 3.5 minutes. Logs and results.txt go to $OUT (default ./bench-logs).
-# Beside torchao in one call: OUT=$OUT sh tools/bench_memory_sweep.sh; then tools/bench_peers.sh's
-# 1.3B FP8 torchao run in the same call gives TORCHAO_GIB on the same card.
+# Budget on an H200: 9 runs of about 25 s (a start of about 15 s, 12 steps of 65,536 tokens), so
+# about 4 minutes. Logs and results.txt go to $OUT (default ./bench-logs).
+# Beside torchao on the same card: OUT=$OUT/sweep sh tools/bench_memory_sweep.sh, then in the same
+# session OUT=$OUT/peers MODELS=1.3B PEER_MODES=fp8 F8_TRAIN=./build/f8_train sh tools/bench_peers.sh
+# (its torchao FP8 row's peak is the 0.8x line's base; TORCHAO_GIB reruns the verdicts against it).
 set -u
 warm="${1:-3}"
 out="${OUT:-bench-logs}"
@@ -36,7 +37,7 @@ steps="${STEPS:-12}"
 lim="${LIMIT:-60}"
 torchao="${TORCHAO_GIB:-18.39}"
 batch=8 accum=8 # the 1.3B preset's (train/options.c); half: 4 x 16
-grid="${GRID:-0:fp8:0 0:fp8:1 0:fp8:1:wt 0:fp8:1:wt+act 0:fp8:1:wt+act+norm 0:fp8:0:wt+act+norm 12:fp8:0:wt+act+norm}"
+grid="${GRID:-0:fp8:0 0:fp8:1 0:fp8:1:wt 0:fp8:1:wt+act 0:fp8:1:wt+act+proj 0:fp8:1:wt+act+norm+proj 0:fp8:0:wt+act+norm+proj 12:fp8:0:wt+act+norm+proj}"
 if [ "$grid" = full ]; then
     grid=""
     for h in 0 1; do for mo in fp32 fp8; do for n in 0 6 12 18 24; do grid="$grid $n:$mo:$h"; done; done; done
@@ -67,8 +68,9 @@ for spec in base $grid; do
         case $f in
         norm) flags="$flags --recompute-norm on" ;;
         act) flags="$flags --recompute-act on" ;;
+        proj) flags="$flags --recompute-proj-input on" ;;
         wt) flags="$flags --weight-transpose-per-call on" ;;
-        *) echo "bench_memory_sweep.sh: unknown flag '$f' in '$spec' (norm, act, wt)" >&2; exit 2 ;;
+        *) echo "bench_memory_sweep.sh: unknown flag '$f' in '$spec' (norm, act, proj, wt)" >&2; exit 2 ;;
         esac
     done
     # shellcheck disable=SC2086 # flags is a list of options
