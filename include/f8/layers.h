@@ -107,9 +107,10 @@ F8_API void f8_saved_destroy(f8_saved *saved); /* NULL is a no-op */
 /* Hand a saved-state object to another module (activation recompute: one
  * object serves every layer's module of one kind in turn, and the backward
  * re-runs a layer's forward into it). The module must lay out the same saved
- * state as the object's current owner: the same kind, shapes, max_tokens, fp8
- * and recompute_norm_output, on the same ctx (else F8_ERR_INVALID_ARGUMENT,
- * nothing changed). Whatever forward the object held is dropped (a backward
+ * state as the object's current owner: the same kind, shapes, max_tokens, fp8,
+ * recompute_norm_output, recompute_activation and recompute_input_cast, on
+ * the same ctx (else F8_ERR_INVALID_ARGUMENT, nothing changed). Whatever
+ * forward the object held is dropped (a backward
  * needs a new forward with it); from then on it belongs to `module` alone.
  * Its memory stays accounted to the module that created it, which must
  * outlive it. Host work only: legal while capturing a graph. Rebinding to the
