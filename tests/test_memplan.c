@@ -14,7 +14,8 @@
  *              FP8 scaling buffer grows by doubling, so a layer count past a
  *              power of two plans a little more than it holds)
  * over configurations that move each category: FP8 on and off, BF16, a
- * larger batch with --recompute-norm, --grad-dtype fp32, BF16 and FP8 AdamW moments, FP8
+ * larger batch with --recompute-norm, --grad-dtype fp32, --recompute-act, the
+ * weight transposes per call, BF16 and FP8 AdamW moments, FP8
  * primary weights, block scaling, --recompute-blocks (GPT and Llama). Then the refusal: --memory-limit below
  * the plan refuses before the model is made (F8_ERR_OUT_OF_MEMORY), names
  * the options that would make it fit, and the same limit above the plan
@@ -87,6 +88,17 @@ static void test_plans(void)
     o.grad_dtype = "fp32"; /* FP32 main grads beside BF16 parameters */
     check_config("BF16 parameters, --grad-dtype fp32", o);
     o = base;
+    o.batch = 8;
+    o.recompute_act = 1;
+    check_config("batch 8, --recompute-act on", o);
+    o.fp8 = 0;
+    check_config("batch 8, --recompute-act on, no FP8", o);
+    o = base;
+    o.weight_transpose_per_call = 1;
+    check_config("--weight-transpose-per-call on", o);
+    o.fp8_head = 1;
+    check_config("the same, --fp8-head on", o);
+    o = base;
     o.adam_moments = "bf16";
     check_config("--adam-moments bf16", o);
     o.adam_moments = "fp8";
@@ -123,7 +135,8 @@ static void test_refusal(void)
     f8_status st = trainer_create(&o, &t, err, sizeof err);
     CHECK(st == F8_ERR_OUT_OF_MEMORY && t == NULL, "a limit under the plan: %s (%s)", f8_status_string(st), err);
     CHECK(strstr(err, "--memory-limit") && strstr(err, "--adam-moments fp8") && strstr(err, "enough alone") &&
-              strstr(err, "--recompute-norm on") && strstr(err, "--recompute-blocks ") && strstr(err, "--batch"),
+              strstr(err, "--recompute-norm on") && strstr(err, "--recompute-act on") && strstr(err, "--recompute-blocks ") &&
+              strstr(err, "--weight-transpose-per-call on") && strstr(err, "--batch"),
           "the refusal names the limit and the options that help: %s", err);
     printf("  refused: %.300s...\n", err);
     trainer_destroy(t);

@@ -450,7 +450,8 @@ static void round_table_fp8(gpt *m)
 
 static void gpt_case(f8_ctx *ctx, const char *name, int fp8, f8_dtype dt, int export_fp8, int fp8_head)
 {
-    gpt_config c = {256, 256, 11, 2, 2, 32, 2, fp8, dt, 7, fp8_head, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    gpt_config c = {.vocab = 256, .padded_vocab = 256, .seq = 11, .layers = 2, .heads = 2, .channels = 32,
+                    .batch = 2, .fp8 = fp8, .dtype = dt, .seed = 7, .fp8_head = fp8_head};
     gpt m;
     char err[256];
     CHECK(gpt_create(ctx, &c, &m, err, sizeof err) == F8_OK, "gpt_create: %s", err);

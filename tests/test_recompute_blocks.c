@@ -37,29 +37,9 @@
 
 enum { STEPS = 4 };
 
-static train_options gpt_options(void)
-{
-    train_options o = quiet_run_options("cpu", 6);
-    o.layers = 3; /* the first two are recomputed, the last is still there from the forward */
-    o.heads = 2;
-    o.channels = 32;
-    o.seq = 16;
-    o.batch = 2;
-    o.grad_accum = 2;
-    o.warmup = 2;
-    return o;
-}
-
-static train_options llama_options(void)
-{
-    train_options o = gpt_options();
-    o.llama = 1;
-    o.heads = 4;
-    o.kv_heads = 2;
-    o.ffn = 48;
-    o.rope_theta = 10000.0;
-    return o;
-}
+/* 3 blocks: the first two are recomputed, the last is still there from the forward */
+static train_options gpt_options(void) { return small_gpt_options(6, 3); }
+static train_options llama_options(void) { return small_llama_options(gpt_options()); }
 
 /* STEPS steps of o: losses, the trainer kept (caller destroys) and its peak. */
 static trainer *run(const train_options *o, double *losses, size_t *peak)

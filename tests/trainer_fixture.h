@@ -28,6 +28,33 @@ static inline train_options quiet_run_options(const char *backend, int64_t steps
     return o;
 }
 
+/* A small GPT on the CPU that compares runs bit for bit (test_recompute_blocks,
+ * test_memory_savings): `layers` blocks of 2 heads x 32 channels, 16-token
+ * sequences, 2 x 2 sequences a step, a warm-up of 2 steps. */
+static inline train_options small_gpt_options(int64_t steps, int64_t layers)
+{
+    train_options o = quiet_run_options("cpu", steps);
+    o.layers = layers;
+    o.heads = 2;
+    o.channels = 32;
+    o.seq = 16;
+    o.batch = 2;
+    o.grad_accum = 2;
+    o.warmup = 2;
+    return o;
+}
+
+/* The same as a Llama: 4 heads over 2 key/value heads, SwiGLU of 48. */
+static inline train_options small_llama_options(train_options o)
+{
+    o.llama = 1;
+    o.heads = 4;
+    o.kv_heads = 2;
+    o.ffn = 48;
+    o.rope_theta = 10000.0;
+    return o;
+}
+
 /* max |a - b| / max |b| over n values (an all-zero b: 0 where a is zero too, inf elsewhere). */
 static inline double max_rel(const float *a, const float *b, int64_t n)
 {

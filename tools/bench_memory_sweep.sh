@@ -1,5 +1,5 @@
 #!/bin/sh
-# 1.3B FP8 over --recompute-blocks N x --adam-moments x microbatch (issue 32):
+# 1.3B FP8 over --recompute-blocks N x --adam-moments x microbatch x the free savings (issue 32):
 # where between the preset's speed and the least memory a run meets the
 # target (peak <= 0.8x torchao's, tokens/s >= 0.95x the preset's). The
 # preset runs first: every run's tokens/s is relative to it. Each run prints
@@ -9,18 +9,26 @@
 #
 # Usage: tools/bench_memory_sweep.sh [WARMUP]   (steps left out of the timing, default 3)
 #   F8_TRAIN=PATH   a prebuilt f8_train (default ./build/f8_train, which must exist)
-#   GRID="N:MOMENTS:HALF[:norm] ..."  the runs after the preset; HALF 1 = half the preset's microbatch
-#                   with twice the microbatches (the same tokens a step); :norm adds --recompute-norm on.
+#   GRID="N:MOMENTS:HALF[:FLAGS] ..."  the runs after the preset; HALF 1 = half the preset's microbatch
+#                   with twice the microbatches (the same tokens a step); FLAGS, joined by +: norm
+#                   (--recompute-norm on), act (--recompute-act on), proj (--recompute-proj-input on),
+#                   wt (--weight-transpose-per-call on): the savings that change no bits (the losses of a run with them are compared
+#                   with the first run of its moments and microbatch: they must be equal).
 #                   GRID=full: N in 0 6 12 18 24 x fp32, fp8 x preset, half (20 runs, about 9 minutes on
 #                   an H200: two calls, GRID given in halves). Default: the points near the target by the
-#                   memory plan (FP32 moments are over it at any N; with FP8 ones the preset microbatch
-#                   needs N >= 18, half of it N >= 5, or N >= 4 with --recompute-norm on; --memory-limit
-#                   14.71 makes f8_train name the smallest N): FP8 moments at the preset microbatch with
-#                   N 0, 12, 18, at half with N 0, 6, 12, and 4 with --recompute-norm on.
+#                   memory plan (tools/memory_plan.sh works it out without a GPU; the plan of each is
+#                   in the README's memory section, "1.3B within 0.8x"). FP8 moments, then: half the
+#                   microbatch alone (15.45 GiB: over, but its cost is the price of the rest); half
+#                   with wt (14.34 GiB), wt+act (13.59), wt+act+proj (13.41), all four (13.04): each
+#                   under 14.71; the preset microbatch with all four (17.52: the savings' own cost)
+#                   and with N 12 as well (14.42: under, at 11 blocks' forward again).
 #   STEPS (default 12) steps a run, LIMIT (default 60) seconds a run (cut off: timed over the steps logged)
 #   TORCHAO_GIB (default 18.39: torchao's 1.3B FP8 peak, bench/RESULTS.md) for the 0.8x line
-# Budget on an H200: 8 runs of about 25 s (a start of about 15 s, 12 steps of 65,536 tokens), so
-# about 3.5 minutes. Logs and results.txt go to $OUT (default ./bench-logs).
+# Budget on an H200: 9 runs of about 25 s (a start of about 15 s, 12 steps of 65,536 tokens), so
+# about 4 minutes. Logs and results.txt go to $OUT (default ./bench-logs).
+# Beside torchao on the same card: OUT=$OUT/sweep sh tools/bench_memory_sweep.sh, then in the same
+# session OUT=$OUT/peers MODELS=1.3B PEER_MODES=fp8 F8_TRAIN=./build/f8_train sh tools/bench_peers.sh
+# (its torchao FP8 row's peak is the 0.8x line's base; TORCHAO_GIB reruns the verdicts against it).
 set -u
 warm="${1:-3}"
 out="${OUT:-bench-logs}"
@@ -29,7 +37,7 @@ steps="${STEPS:-12}"
 lim="${LIMIT:-60}"
 torchao="${TORCHAO_GIB:-18.39}"
 batch=8 accum=8 # the 1.3B preset's (train/options.c); half: 4 x 16
-grid="${GRID:-0:fp8:0 12:fp8:0 18:fp8:0 0:fp8:1 6:fp8:1 12:fp8:1 4:fp8:1:norm}"
+grid="${GRID:-0:fp8:0 0:fp8:1 0:fp8:1:wt 0:fp8:1:wt+act 0:fp8:1:wt+act+proj 0:fp8:1:wt+act+norm+proj 0:fp8:0:wt+act+norm+proj 12:fp8:0:wt+act+norm+proj}"
 if [ "$grid" = full ]; then
     grid=""
     for h in 0 1; do for mo in fp32 fp8; do for n in 0 6 12 18 24; do grid="$grid $n:$mo:$h"; done; done; done
@@ -41,21 +49,30 @@ shard=/tmp/f8_bench_memory_shard.bin # tools/bench_memory.sh's data
 [ -f "$shard" ] || python3 tools/llmc_shard.py "$shard" 2000000
 res="$out/results.txt"
 rm -f "$out"/ref_*.cut
-printf "%-15s %-3s %-5s %-7s %10s %7s %9s %9s  %s\n" run N moments batch tokens/s vs-base peak-GiB plan-GiB target \
+printf "%-26s %-3s %-5s %-7s %10s %7s %9s %9s  %s\n" run N moments batch tokens/s vs-base peak-GiB plan-GiB target \
     | tee "$res"
 base_tps=""
 for spec in base $grid; do
     if [ "$spec" = base ]; then
-        n=0 mo=fp32 h=0 norm="" name=base
+        n=0 mo=fp32 h=0 extra="" name=base
     else
         n="${spec%%:*}" rest="${spec#*:}"
         mo="${rest%%:*}" rest="${rest#*:}"
-        h="${rest%%:*}" norm="${rest#"$h"}" name="n${n}_${mo}_h${h}${norm:+_norm}"
+        h="${rest%%:*}" extra="${rest#"$h"}" extra="${extra#:}"
+        name="n${n}_${mo}_h${h}${extra:+_$(echo "$extra" | tr + _)}"
     fi
     b=$batch a=$accum
     [ "$h" = 1 ] && b=$((batch / 2)) a=$((accum * 2))
     flags="--model 1.3B --recompute-blocks $n --adam-moments $mo --batch $b --grad-accum $a"
-    [ -n "${norm:-}" ] && flags="$flags --recompute-norm on"
+    for f in $(echo "$extra" | tr + ' '); do
+        case $f in
+        norm) flags="$flags --recompute-norm on" ;;
+        act) flags="$flags --recompute-act on" ;;
+        proj) flags="$flags --recompute-proj-input on" ;;
+        wt) flags="$flags --weight-transpose-per-call on" ;;
+        *) echo "bench_memory_sweep.sh: unknown flag '$f' in '$spec' (norm, act, proj, wt)" >&2; exit 2 ;;
+        esac
+    done
     # shellcheck disable=SC2086 # flags is a list of options
     timeout "$lim" "$bin" $flags --data "$shard" --steps "$steps" --val-every 0 --sample 0 --log "$out/$name.csv" \
         --plot "" > "$out/$name.txt" 2>&1
@@ -72,7 +89,7 @@ for spec in base $grid; do
         $c["step"] > w { ms += $c["ms_per_step"]; k++ }
         END { if (k) printf "%.1f %.2f", tok / (ms / k / 1000), peak / 1024 }' "$out/$name.csv" 2>/dev/null)
     if [ -z "$line" ]; then
-        printf "%-15s %-3s %-5s %-7s failed (rc %s): %s\n" "$name" "$n" "$mo" "${b}x$a" "$rc" \
+        printf "%-26s %-3s %-5s %-7s failed (rc %s): %s\n" "$name" "$n" "$mo" "${b}x$a" "$rc" \
             "$(tail -n 1 "$out/$name.txt")" | tee -a "$res"
         continue
     fi
@@ -83,7 +100,7 @@ for spec in base $grid; do
         fast = rel >= 0.95; printf "%s %s\n", rel < 0 ? "?" : sprintf("%.3f", rel),
         mem && fast ? "MEETS" : mem ? "memory-only" : fast ? "speed-only" : "neither" }' > "$out/$name.rel"
     read -r rel verdict < "$out/$name.rel"
-    printf "%-15s %-3s %-5s %-7s %10s %7s %9s %9s  %s\n" "$name" "$n" "$mo" "${b}x$a" "$tps" "$rel" "$peak" \
+    printf "%-26s %-3s %-5s %-7s %10s %7s %9s %9s  %s\n" "$name" "$n" "$mo" "${b}x$a" "$tps" "$rel" "$peak" \
         "${planned:-?}" "$verdict" | tee -a "$res"
     # bitwise across N: step, loss and gradient norm as the first run of these moments and microbatch
     cut -d, -f1,3,6 "$out/$name.csv" > "$out/$name.cut"

@@ -153,6 +153,7 @@ static f8_status create_blocks(gpt *m, f8_ctx *init)
         qc.fp8_weights = c->fp8_weights;
         qc.recompute_norm_output = c->recompute_norm;
         qc.fuse_wgrad_accumulation = c->grad_fp32; /* the main grads: param_main_grads_create */
+        qc.weight_transpose_per_call = c->wt_per_call;
         f8_linear_config pc = f8_linear_config_default(C, C);
         pc.param_dtype = c->dtype;
         pc.fp8 = c->fp8;
@@ -160,6 +161,8 @@ static f8_status create_blocks(gpt *m, f8_ctx *init)
         pc.seed = module_seed(c, l, 2);
         pc.fp8_weights = c->fp8_weights;
         pc.fuse_wgrad_accumulation = c->grad_fp32;
+        pc.weight_transpose_per_call = c->wt_per_call;
+        pc.recompute_input_cast = c->recompute_proj;
         f8_layernorm_mlp_config mc = f8_layernorm_mlp_config_default(C, 4 * C);
         mc.param_dtype = c->dtype;
         mc.fp8 = c->fp8;
@@ -168,6 +171,8 @@ static f8_status create_blocks(gpt *m, f8_ctx *init)
         mc.fp8_weights = c->fp8_weights;
         mc.recompute_norm_output = c->recompute_norm;
         mc.fuse_wgrad_accumulation = c->grad_fp32;
+        mc.recompute_activation = c->recompute_act;
+        mc.weight_transpose_per_call = c->wt_per_call;
         if (m->tp) { /* the full block as one rank makes it, this rank's shard kept */
             f8_layernorm_linear_config fq = qc;
             f8_linear_config fp = pc;
@@ -357,6 +362,7 @@ f8_status gpt_create_tp(f8_ctx *ctx, const gpt_config *config, f8_comm *tp, int 
      * --fp8-head casts it too (its GEMMs are a quarter of a 124M step's FLOPs). */
     hc.fp8 = c->fp8 && c->fp8_head;
     hc.fuse_wgrad_accumulation = c->grad_fp32; /* wte's gradient: the head's and the embedding's, in FP32 */
+    hc.weight_transpose_per_call = c->wt_per_call;
     const int64_t pass = c->head_chunk > 0 ? c->head_chunk : GPT_HEAD_CHUNK; /* tokens per LM-head pass */
     /* at least one sequence: the sampler reads a batch-1 forward's logits whole */
     m->head_rows = pass < T ? (pass > c->seq ? pass : c->seq) : T;

@@ -127,6 +127,7 @@ static void block_configs(const gpt *m, int64_t l, f8_layernorm_linear_config *q
     qc->recompute_norm_output = c->recompute_norm;
     qc->fp8_weights = c->fp8_weights; /* scale 1 at creation; gpt_create writes them from their masters */
     qc->fuse_wgrad_accumulation = c->grad_fp32; /* the main grads: param_main_grads_create */
+    qc->weight_transpose_per_call = c->wt_per_call;
     *pc = f8_linear_config_default(C, C);
     pc->bias = 0;
     pc->param_dtype = c->dtype;
@@ -135,6 +136,8 @@ static void block_configs(const gpt *m, int64_t l, f8_layernorm_linear_config *q
     pc->seed = llama_module_seed(c, l, 2);
     pc->fuse_wgrad_accumulation = c->grad_fp32;
     pc->fp8_weights = c->fp8_weights;
+    pc->weight_transpose_per_call = c->wt_per_call;
+    pc->recompute_input_cast = c->recompute_proj;
     *mc = f8_layernorm_mlp_config_default(C, c->ffn);
     mc->bias = 0;
     mc->normalization = F8_NORM_RMSNORM;
@@ -146,6 +149,8 @@ static void block_configs(const gpt *m, int64_t l, f8_layernorm_linear_config *q
     mc->recompute_norm_output = c->recompute_norm;
     mc->fuse_wgrad_accumulation = c->grad_fp32;
     mc->fp8_weights = c->fp8_weights;
+    mc->recompute_activation = c->recompute_act;
+    mc->weight_transpose_per_call = c->wt_per_call;
 }
 
 /* Block l's entries of the parameter table over the modules qkv, proj, mlp
@@ -331,6 +336,7 @@ f8_status llama_create_tp(f8_ctx *ctx, const gpt_config *c, f8_comm *tp, int sp,
     hc.param_dtype = c->dtype;
     hc.fp8 = c->fp8 && c->fp8_head;
     hc.fuse_wgrad_accumulation = c->grad_fp32; /* a tied wte's gradient: the head's and the embedding's, in FP32 */
+    hc.weight_transpose_per_call = c->wt_per_call;
     const int64_t pass = c->head_chunk > 0 ? c->head_chunk : GPT_HEAD_CHUNK;
     m->head_rows = pass < T ? (pass > c->seq ? pass : c->seq) : T;
     hc.max_tokens = m->head_rows;

@@ -113,11 +113,17 @@ f8_status mem_plan_make(const gpt_config *c, const mem_plan_run *r, mem_plan *p,
     const double kv = (double)(c->kv_heads > 0 ? c->kv_heads : c->heads), W = ((double)c->heads + 2 * kv) * C / (double)c->heads;
     const double per_block = c->llama ? C * W + C * C + 3 * C * (double)c->ffn : 12 * C * C;
     const double transposes = c->fp8 && !block ? L * per_block / tp + (c->fp8_head ? (double)c->padded_vocab * C : 0) : 0;
+    /* --weight-transpose-per-call: none cached (the workspace's growth is in the probes' scratch); what it
+     * would save otherwise, less that growth (the largest weight: the head's with --fp8-head, else fc1's
+     * or fc2's) */
+    const double largest = c->fp8_head ? (double)c->padded_vocab * C
+                                       : (c->llama ? (2 * (double)c->ffn > W ? 2 * (double)c->ffn : W) * C : 4 * C * C) / tp;
+    if (!c->wt_per_call && transposes > largest) p->transposes = transposes - largest;
     p->bytes[PLAN_WEIGHTS] = mem[F8_MEM_PARAMETERS] + one.wpe;
     /* --grad-dtype fp32: the main grads beside the modules' own gradients, the blocks' shared over tp ranks */
     const double main_grads = one.main_grads + (L - 1) * (two.main_grads - one.main_grads) / tp;
     p->bytes[PLAN_GRADIENTS] = mem[F8_MEM_GRADIENTS] + one.dwpe + main_grads;
-    p->bytes[PLAN_WORKSPACES] = mem[F8_MEM_WORKSPACE_DATA] + mem[F8_MEM_WORKSPACE_TRANSPOSE] + transposes;
+    p->bytes[PLAN_WORKSPACES] = mem[F8_MEM_WORKSPACE_DATA] + mem[F8_MEM_WORKSPACE_TRANSPOSE] + (c->wt_per_call ? 0 : transposes);
     p->bytes[PLAN_ACTIVATIONS] = mem[F8_MEM_SAVED_ACTIVATIONS] + mem[F8_MEM_OTHER] - one.wpe - one.dwpe;
     p->bytes[PLAN_SCRATCH] = mem[F8_MEM_SCRATCH];
     p->bytes[PLAN_OTHER] = mem[F8_MEM_SCALING_STATE] + (double)base.total;
@@ -126,6 +132,11 @@ f8_status mem_plan_make(const gpt_config *c, const mem_plan_run *r, mem_plan *p,
     p->bytes[PLAN_OPTIMIZER] = (moments + masters) / ranks + (r->ranks > 0 ? 4 * el + 4 * el / ranks : 0);
     /* --recompute-norm: the norm outputs of qkv and the MLP, FP8 (a byte each), per set of activations */
     if (c->fp8 && !c->recompute_norm && !block) p->norm_outputs = 2 * (L - rc) * (double)c->batch * (double)c->seq * C;
+    /* --recompute-act: the MLP's activation output (F wide: GPT 4C, Llama ffn; a byte each in FP8) per set */
+    const double F = c->llama ? (double)c->ffn : 4 * C, as = c->fp8 ? 1 : (double)f8_dtype_size(c->dtype);
+    if (!c->recompute_act && !(c->fp8 && block)) p->act_outputs = (L - rc) * (double)c->batch * (double)c->seq * F / tp * as;
+    /* --recompute-proj-input: the projection's X8ᵀ (a byte a token and local channel) per set */
+    if (c->fp8 && !c->recompute_proj && !block) p->proj_inputs = (L - rc) * (double)c->batch * (double)c->seq * C / tp;
     /* --recompute-blocks: a block's activations (its saved state and buffers) kept, and recomputed (its
      * input alone); a block more recomputed saves the difference, up to all but one */
     p->block_kept = two.mem[F8_MEM_SAVED_ACTIVATIONS] + two.mem[F8_MEM_OTHER] - one.mem[F8_MEM_SAVED_ACTIVATIONS] -
@@ -184,7 +195,7 @@ int mem_plan_check(const mem_plan *p, const gpt_config *c, const mem_plan_run *r
     human(total, sizeof total, p->total);
     const double over = p->total - limit, opt = p->bytes[PLAN_OPTIMIZER];
     /* each option alone, with what it saves: those that would make it fit alone first */
-    plan_fix f[4];
+    plan_fix f[7];
     int nf = 0;
     if (r->moments != F8_ADAMW_MOMENTS_FP8) /* the moments' share of the optimizer bytes, to about 2 B a parameter */
         f[nf++] = (plan_fix){"--adam-moments fp8",
@@ -200,6 +211,9 @@ int mem_plan_check(const mem_plan *p, const gpt_config *c, const mem_plan_run *r
         }
     }
     if (p->norm_outputs > 0) f[nf++] = (plan_fix){"--recompute-norm on", p->norm_outputs};
+    if (p->act_outputs > 0) f[nf++] = (plan_fix){"--recompute-act on", p->act_outputs};
+    if (p->transposes > 0) f[nf++] = (plan_fix){"--weight-transpose-per-call on", p->transposes};
+    if (p->proj_inputs > 0) f[nf++] = (plan_fix){"--recompute-proj-input on", p->proj_inputs};
     if (c->batch > 1) f[nf++] = (plan_fix){"half the --batch", p->bytes[PLAN_ACTIVATIONS] / 2};
     for (int pass = 0; pass < 2; pass++)
         for (int k = 0; k < nf && at < sizeof fixes; k++) {

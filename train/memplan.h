@@ -40,6 +40,10 @@ typedef struct mem_plan {
     double bytes[PLAN_COUNT];
     double total;
     double norm_outputs; /* bytes --recompute-norm on would not keep (0 where it does not apply) */
+    double act_outputs;  /* bytes --recompute-act on would not keep (0 where it does not apply) */
+    double proj_inputs;  /* bytes --recompute-proj-input on would not keep (0 where it does not apply) */
+    double transposes;   /* bytes --weight-transpose-per-call on would save (the cached FP8 weight transposes
+                            less the workspace's growth by the largest weight; 0 where it does not apply) */
     double blocks_saves; /* bytes --recompute-blocks on would not keep beyond the run's N (0 where it does
                             not apply) */
     double block_kept;       /* activations of a block that keeps them (saved state and buffers) */

@@ -44,6 +44,12 @@ typedef struct gpt_config {
                              folded in per microbatch) and the embeddings'. 0: every gradient in dtype */
     int fp8_attention_backward; /* with fp8_attention: the layers' attention backward in FP8 too
                              (f8_attention_config.fp8_backward) */
+    int recompute_act;    /* the MLP's activation output made again in backward from h1, not saved
+                             (recompute_activation, f8.h); not with block or row-wise scaling */
+    int recompute_proj;   /* the projection's FP8 input cast again in backward from the kept attention
+                             output, not saved (recompute_input_cast, f8.h); not with block scaling */
+    int wt_per_call;      /* no cached FP8 weight transposes: each backward makes its own
+                             (weight_transpose_per_call, f8.h); not with block or row-wise scaling */
 } gpt_config;
 
 /* The rows of wpe: the most of seq and c->positions. */

@@ -168,6 +168,24 @@ static const train_option_def OPTIONS[] = {
      "                       saving them: 2 x tokens x channels bytes less per layer in FP8, one more\n"
      "                       norm forward each; bitwise the same (default off; not with\n"
      "                       --sequence-parallel or --recipe block)\n"},
+    {"--recompute-act", NULL, OPT_ON_OFF, F(recompute_act), 0, 0, WORDS(ON_OFF), NULL,
+     NULL,
+     "  --recompute-act on|off  make the MLP's activation output (fc2's input) again in backward from the\n"
+     "                       saved pre-activation instead of saving it: 4 x tokens x channels bytes less\n"
+     "                       per layer in FP8 (GPT; Llama: tokens x ffn), one more activation pass each,\n"
+     "                       no GEMM; bitwise the same (default off; not with --recipe block or rowwise)\n"},
+    {"--recompute-proj-input", NULL, OPT_ON_OFF, F(recompute_proj_input), 0, 0, WORDS(ON_OFF), NULL,
+     NULL,
+     "  --recompute-proj-input on|off  cast the attention projection's input (the attention output,\n"
+     "                       which the step keeps) to FP8 again in backward instead of saving its codes:\n"
+     "                       tokens x channels bytes less per layer, one more cast each; bitwise the same\n"
+     "                       (default off; not with --recipe block or rowwise)\n"},
+    {"--weight-transpose-per-call", NULL, OPT_ON_OFF, F(weight_transpose_per_call), 0, 0, WORDS(ON_OFF), NULL,
+     NULL,
+     "  --weight-transpose-per-call on|off  keep no transposed copy of the FP8 weights (the dgrad's\n"
+     "                       operand, a byte a weight: 1.13 GiB at 1.3B); each backward transposes the\n"
+     "                       codes into its workspace instead, a read and a write of a byte a weight;\n"
+     "                       bitwise the same (default off; not with --recipe block or rowwise)\n"},
     {"--recompute-blocks", NULL, OPT_BLOCKS, F(recompute_blocks), 0, TRAIN_MAX_LAYERS, WORDS(ON_OFF), NULL,
      NULL,
      "  --recompute-blocks N|on|off  keep only the input of the first N blocks and run their forward\n"

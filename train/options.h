@@ -34,6 +34,15 @@ typedef struct train_options {
     int recompute_norm;       /* --recompute-norm: the norm outputs of qkv and the MLP made again in backward
                                  instead of saved (memory; bitwise the same; not with --sequence-parallel or
                                  --recipe block) */
+    int recompute_act;        /* --recompute-act: the MLP's activation output (fc2's input) made again in
+                                 backward from the saved pre-activation instead of saved (memory; bitwise
+                                 the same; not with --recipe block or rowwise*) */
+    int recompute_proj_input; /* --recompute-proj-input: the attention projection's FP8 input cast again in
+                                 backward from the kept attention output instead of saved (memory; bitwise
+                                 the same; not with --recipe block or rowwise*) */
+    int weight_transpose_per_call; /* --weight-transpose-per-call: no cached FP8 weight transposes; each
+                                 backward makes its own (memory; bitwise the same; not with --recipe block
+                                 or rowwise*) */
     int recompute_blocks;     /* --recompute-blocks: of the first N blocks only the input kept, their forward
                                  run again in the backward (recompute.h; bitwise the same; not with --tp);
                                  0 off, TRAIN_RECOMPUTE_ALL (on) every block, resolved against the layers
@@ -204,7 +213,9 @@ int train_check_tp(const train_options *o, char *err, size_t err_size);
  * delayed). 0, or -1 with the reason in err. */
 int train_check_fp8_weights(const train_options *o, const char *recipe, char *err, size_t err_size);
 /* --recompute-norm on against the rest: the modules refuse it with sequence
- * parallelism and, with --fp8 on, under --recipe block. recipe: as above.
+ * parallelism and, with --fp8 on, under --recipe block or rowwise*; and
+ * --recompute-act on, --recompute-proj-input on and --weight-transpose-per-
+ * call on, refused under those recipes too. recipe: as above.
  * 0, or -1 with the reason in err. */
 int train_check_recompute_norm(const train_options *o, const char *recipe, char *err, size_t err_size);
 /* --recompute-blocks on against the rest: not with --tp or --sequence-parallel

@@ -86,11 +86,28 @@ int train_check_fp8_weights(const train_options *o, const char *recipe, char *er
 int train_check_recompute_norm(const train_options *o, const char *recipe, char *err, size_t n)
 {
     const char *why = NULL;
+    const int blocked = o->fp8 && recipe && (strcmp(recipe, "block") == 0 || strncmp(recipe, "rowwise", 7) == 0);
+    if (o->recompute_act && blocked) { /* --recompute-act: the same test, its own words */
+        snprintf(err, n, "--recompute-act on is not supported with --recipe %s (the column-wise copy of the "
+                 "activation output is quantized from its high-precision values, not kept; the modules refuse it)",
+                 recipe);
+        return -1;
+    }
+    if (o->recompute_proj_input && blocked) {
+        snprintf(err, n, "--recompute-proj-input on is not supported with --recipe %s (its column-wise copy of the "
+                 "input is quantized on its own, not a transpose; the modules refuse it)", recipe);
+        return -1;
+    }
+    if (o->weight_transpose_per_call && blocked) {
+        snprintf(err, n, "--weight-transpose-per-call on is not supported with --recipe %s (its weights quantize "
+                 "the transposed copy on its own, not as a transpose; the modules refuse it)", recipe);
+        return -1;
+    }
     if (!o->recompute_norm) return 0;
     if (o->sequence_parallel)
         why = "is not supported with --sequence-parallel (the norm output is gathered over the group; the modules "
               "refuse it)";
-    else if (o->fp8 && recipe && (strcmp(recipe, "block") == 0 || strncmp(recipe, "rowwise", 7) == 0))
+    else if (blocked)
         why = recipe[0] == 'b' ? "is not supported with --recipe block (its column-wise copy of the norm output is not "
                                  "recomputed; the modules refuse it)"
                                : "is not supported with --recipe rowwise or rowwise_with_gw_hp (the saved column-wise "

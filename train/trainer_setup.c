@@ -341,6 +341,9 @@ f8_status trainer_create(const train_options *opt, trainer **out, char *err, siz
         }
         c.fp8_attention = t->o.fp8_attention;
         c.fp8_attention_backward = t->o.fp8_attention_backward;
+        c.recompute_act = t->o.recompute_act;
+        c.wt_per_call = t->o.weight_transpose_per_call;
+        c.recompute_proj = t->o.recompute_proj_input;
         c.head_chunk = t->o.head_chunk;
         c.llama = t->o.llama; /* the Llama family (llama.h) */
         c.kv_heads = t->o.kv_heads;

@@ -107,9 +107,10 @@ F8_API void f8_saved_destroy(f8_saved *saved); /* NULL is a no-op */
 /* Hand a saved-state object to another module (activation recompute: one
  * object serves every layer's module of one kind in turn, and the backward
  * re-runs a layer's forward into it). The module must lay out the same saved
- * state as the object's current owner: the same kind, shapes, max_tokens, fp8
- * and recompute_norm_output, on the same ctx (else F8_ERR_INVALID_ARGUMENT,
- * nothing changed). Whatever forward the object held is dropped (a backward
+ * state as the object's current owner: the same kind, shapes, max_tokens, fp8,
+ * recompute_norm_output, recompute_activation and recompute_input_cast, on
+ * the same ctx (else F8_ERR_INVALID_ARGUMENT, nothing changed). Whatever
+ * forward the object held is dropped (a backward
  * needs a new forward with it); from then on it belongs to `module` alone.
  * Its memory stays accounted to the module that created it, which must
  * outlive it. Host work only: legal while capturing a graph. Rebinding to the
@@ -197,6 +198,10 @@ typedef struct f8_linear_config {
                                "FP8 primary weights" below */
     int64_t max_tokens;     /* largest T of any call (sizes workspaces and saved state); default 4096 */
     uint64_t seed;          /* weight init: N(0, 0.02^2) from this seed; bias 0; default 1 */
+    int weight_transpose_per_call; /* 1: no cached FP8 weight transpose; each backward makes it in the
+                               workspace (see "The weight transpose per call" below); default 0 */
+    int recompute_input_cast; /* 1: the saved state keeps no FP8 copy of x; backward casts the caller's
+                               x again (see "Recomputing the input cast" below); default 0 */
 } f8_linear_config;
 /* Flags (bias, fp8, ...) must be 0 or 1. */
 
@@ -253,6 +258,7 @@ typedef struct f8_layernorm_linear_config {
     uint64_t seed;            /* W ~ N(0, 0.02²); default 1 */
     int recompute_norm_output; /* 1: backward re-runs the norm instead of saving its output
                                   (see "Recomputing the norm output" below); default 0 */
+    int weight_transpose_per_call; /* as f8_linear_config's; default 0 */
 } f8_layernorm_linear_config;
 
 F8_API f8_layernorm_linear_config f8_layernorm_linear_config_default(int64_t in_features, int64_t out_features);
@@ -295,6 +301,10 @@ typedef struct f8_layernorm_mlp_config {
     int64_t max_tokens;       /* default 4096 */
     uint64_t seed;            /* default 1 */
     int recompute_norm_output; /* as f8_layernorm_linear_config's; default 0 */
+    int recompute_activation; /* 1: backward makes the activation output (fc2's input) again from the
+                                 saved pre-activation instead of saving it (see "Recomputing the
+                                 activation output" below); default 0 */
+    int weight_transpose_per_call; /* as f8_linear_config's (fc1 and fc2); default 0 */
 } f8_layernorm_mlp_config;
 
 F8_API f8_layernorm_mlp_config f8_layernorm_mlp_config_default(int64_t hidden_size, int64_t ffn_hidden_size);
@@ -334,6 +344,59 @@ F8_API f8_status f8_layernorm_mlp_create(f8_ctx *ctx, const f8_layernorm_mlp_con
  * return_layernorm_output; f8_module_set_sequence_parallel refuses such a
  * module with F8_ERR_UNSUPPORTED (the norm output is gathered over the
  * group). Flag values other than 0 or 1: F8_ERR_INVALID_ARGUMENT. */
+
+/* Recomputing the activation output (LayerNormMLP, recompute_activation =
+ * 1). A training forward normally keeps act(h1), fc2's input, for fc2's
+ * wgrad: with FP8 its codes transposed (T·F bytes), with FP8 off in
+ * param_dtype. It also keeps h1, fc1's output before the activation, for the
+ * activation's backward, so act(h1) is one elementwise pass away: with the
+ * flag the saved state keeps no act(h1), only (FP8) the one float its cast
+ * scaled by, and the backward runs the activation forward again from h1
+ * into the per-call workspace (the buffers of the activation backward's
+ * output, written only after fc2's wgrad has read it), with that scale.
+ * f8_module_memory's saved activations shrink by T·F bytes per saved-state
+ * object with FP8 (1.3B GPT, T = 8192, F = 8192: 64 MiB a layer), T·F·
+ * size(param_dtype) without; the workspace does not grow with FP8 (FP8 off:
+ * the training forward's activation output moves into it). Each backward
+ * costs one more activation forward (and with current scaling one more
+ * cast): a read of h1 and a write of the codes, no GEMM.
+ * Results are bit for bit those without the flag: the same kernel on the
+ * same h1 with the same scale (saved at the forward), so the same codes;
+ * fc2's wgrad reads them with the forward's saved scale_inv. The recompute
+ * records nothing: no amax, no FP8 telemetry counts. Delayed and current
+ * scaling, and FP8 off, are supported; block and row-wise scaling
+ * (F8_RECIPE_BLOCK, F8_RECIPE_ROWWISE*: their column-wise copy is quantized
+ * from the high-precision output) are refused at create with
+ * F8_ERR_UNSUPPORTED. Flag values other than 0 or 1: F8_ERR_INVALID_ARGUMENT. */
+
+/* Recomputing the input cast (Linear, recompute_input_cast = 1). With FP8 a
+ * training forward keeps X8ᵀ, x's codes transposed, for the wgrad: T·K bytes
+ * per saved-state object. With the flag it keeps only the one float x's cast
+ * scaled by, and the backward casts x again (the same cast, that scale) into
+ * the per-call workspace just before the wgrad: so the caller must keep x
+ * unchanged until the backward with FP8 too (as FP8 off always needs; the
+ * trainer's x, the attention output, is kept for the attention's backward
+ * anyway). The workspace grows by T·K·2 bytes (X8 and X8ᵀ); the backward by
+ * one cast. Bit for bit the results without the flag; records no amax and
+ * no telemetry. Delayed and current scaling; block and row-wise scaling
+ * refuse it at create (F8_ERR_UNSUPPORTED); FP8 off ignores it. Values
+ * other than 0 or 1: F8_ERR_INVALID_ARGUMENT. */
+
+/* The weight transpose per call (weight_transpose_per_call = 1, every
+ * module). With FP8 and per-tensor scaling a module keeps, beside each
+ * weight's FP8 codes W8 (the forward's operand, cast once a step by the
+ * microbatch rule), their transpose W8ᵀ (the dgrad's: Hopper's FP8 GEMM
+ * takes only K-contiguous operands), made at the first backward and cached
+ * with W8: rows·cols bytes a weight (1.3B GPT: 1.13 GiB). With the flag
+ * none is cached: each backward transposes W8's codes into the per-call
+ * workspace (which grows by the largest weight's rows·cols bytes, shared by
+ * all modules) right before the dgrad, with W8's scale_inv. The codes are
+ * W8's moved, so results are bit for bit those without the flag; the cost
+ * is one transpose of 1-byte codes per weight per backward (a read and a
+ * write of rows·cols bytes). f8_module_memory's workspace transposes fall
+ * to 0. Block and row-wise scaling quantize W8ᵀ on its own (not a
+ * transpose), so they refuse the flag at create (F8_ERR_UNSUPPORTED); FP8
+ * off ignores it. Values other than 0 or 1: F8_ERR_INVALID_ARGUMENT. */
 
 /* ------------------------------------------------------------------------ */
 /* FP8 primary weights (TE's fp8_model_init)                                 */

@@ -80,7 +80,8 @@ class Slot_t(C.Structure):
 class LinearConfig_t(C.Structure):
     _fields_ = [("in_features", C.c_int64), ("out_features", C.c_int64), ("bias", C.c_int),
                 ("param_dtype", C.c_int), ("fp8", C.c_int), ("fuse_wgrad_accumulation", C.c_int),
-                ("fp8_weights", C.c_int), ("max_tokens", C.c_int64), ("seed", C.c_uint64)]
+                ("fp8_weights", C.c_int), ("max_tokens", C.c_int64), ("seed", C.c_uint64),
+                ("weight_transpose_per_call", C.c_int), ("recompute_input_cast", C.c_int)]
 
 
 class LayerNormLinearConfig_t(C.Structure):
@@ -88,7 +89,7 @@ class LayerNormLinearConfig_t(C.Structure):
                 ("normalization", C.c_int), ("eps", C.c_float), ("zero_centered_gamma", C.c_int),
                 ("return_layernorm_output", C.c_int), ("param_dtype", C.c_int), ("fp8", C.c_int),
                 ("fuse_wgrad_accumulation", C.c_int), ("fp8_weights", C.c_int), ("max_tokens", C.c_int64),
-                ("seed", C.c_uint64), ("recompute_norm_output", C.c_int)]
+                ("seed", C.c_uint64), ("recompute_norm_output", C.c_int), ("weight_transpose_per_call", C.c_int)]
 
 
 class LayerNormMLPConfig_t(C.Structure):
@@ -96,7 +97,8 @@ class LayerNormMLPConfig_t(C.Structure):
                 ("normalization", C.c_int), ("eps", C.c_float), ("zero_centered_gamma", C.c_int),
                 ("activation", C.c_int), ("param_dtype", C.c_int), ("fp8", C.c_int),
                 ("fuse_wgrad_accumulation", C.c_int), ("fp8_weights", C.c_int), ("max_tokens", C.c_int64),
-                ("seed", C.c_uint64), ("recompute_norm_output", C.c_int)]
+                ("seed", C.c_uint64), ("recompute_norm_output", C.c_int), ("recompute_activation", C.c_int),
+                ("weight_transpose_per_call", C.c_int)]
 
 
 STRUCTS = {"f8_tensor": Tensor_t, "f8_recipe": Recipe_t, "f8_ctx_config": CtxConfig_t, "f8_slot": Slot_t,

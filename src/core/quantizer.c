@@ -79,6 +79,15 @@ f8_status f8i_quantizer_check_recompute_norm(f8_ctx *ctx, const f8i_quantizer *q
                      q->act == F8I_SCALING_ROW ? "ROWWISE*" : "BLOCK");
 }
 
+f8_status f8i_quantizer_check_colwise_rebuild(f8_ctx *ctx, const f8i_quantizer *q, const char *fn, const char *field)
+{
+    if (!f8i_quantizer_colwise_from_hp(q)) return F8_OK;
+    return f8i_error(ctx, F8_ERR_UNSUPPORTED, "%s: config.%s is not supported under %s scaling (F8_RECIPE_%s: the "
+                                              "column-wise copy is quantized on its own, not a transpose of the "
+                                              "codes); use delayed or current scaling", fn, field, scaling_name(q),
+                     q->act == F8I_SCALING_ROW ? "ROWWISE*" : "BLOCK");
+}
+
 f8_status f8i_quantizer_check_fp8_weights(f8_ctx *ctx, const f8i_quantizer *q, const char *fn)
 {
     if (q->weight == F8I_SCALING_ROW)

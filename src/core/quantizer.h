@@ -85,6 +85,15 @@ f8_status f8i_quantizer_cast_scaling(f8_ctx *ctx, f8i_scaling_mode mode, f8_slot
  * recompute_norm_output needs the column-wise copy made again from the
  * codes; an FP8 primary weight (fp8_weights) needs per-tensor weights. */
 f8_status f8i_quantizer_check_recompute_norm(f8_ctx *ctx, const f8i_quantizer *q, const char *fn);
+/* The memory savings that make an activation's column-wise copy again by
+ * transposing its codes (config field `field`: recompute_input_cast,
+ * recompute_activation) need per-tensor activations: refused, naming the
+ * recipe, when the copy is quantized on its own. */
+f8_status f8i_quantizer_check_colwise_rebuild(f8_ctx *ctx, const f8i_quantizer *q, const char *fn, const char *field);
+/* Is a weight quantized in `mode` given its dgrad operand as the transpose
+ * of its codes (one scalar for both)? Only then may the transpose be made
+ * per call (weight_transpose_per_call) instead of cached. */
+static inline int f8i_scaling_colwise_is_transpose(f8i_scaling_mode mode) { return mode == F8I_SCALING_TENSOR; }
 f8_status f8i_quantizer_check_fp8_weights(f8_ctx *ctx, const f8i_quantizer *q, const char *fn);
 
 #endif /* F8_CORE_QUANTIZER_H */

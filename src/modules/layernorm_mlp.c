@@ -19,7 +19,12 @@
  * largest of the layer's non-GEMM costs at its benchmark shape), and rounds
  * them once to BF16 (relative 2^-9, far inside the E5M2 step of d's codes
  * and the FP32 statistics of the norm backward); FP32 parameters keep FP32.
- * FP8 off, da and dln are FP32. Both weights have their own workspace with
+ * FP8 off, da and dln are FP32. recompute_activation: the saved state keeps
+ * no activation output (only, with FP8, the scale its cast used); the
+ * backward makes it again from h1 just before fc2's wgrad, into the buffers
+ * the activation backward writes next (D8 and D8ᵀ with FP8, each T·F1 >= T·F
+ * bytes, or d without), so the workspace does not grow.
+ * Both weights have their own workspace with
  * the same microbatch rule. Unused slots (GEMM1_OUTPUT, GEMM2_OUTPUT,
  * GRAD_INPUT1, GRAD_INPUT2) are registered, as TE does, and never written,
  * so they never roll.
@@ -34,7 +39,8 @@ enum { GRAD_OUTPUT1 = 0, GRAD_OUTPUT2 = 2 };
 
 typedef struct mlp_own {
     f8_activation act;
-    int64_t ffn; /* fc2's input features (fc1 has ffn, or 2·ffn when gated) */
+    int64_t ffn;      /* fc2's input features (fc1 has ffn, or 2·ffn when gated) */
+    int recompute_act; /* config.recompute_activation */
 } mlp_own;
 
 typedef struct mlp {
@@ -46,30 +52,36 @@ typedef struct mlp {
 typedef struct mlp_saved {
     f8i_norm_saved n;
     void *h1;         /* (T, F1) param dtype: fc1 output before the activation */
-    void *act;        /* FP8: the codes transposed (F, T); else (T, F) param dtype */
-    float *act_sinv;  /* block scaling: the grid of act (its own 1x128 tiles of the transposed codes) */
+    void *act;        /* FP8: the codes transposed (F, T); else (T, F) param dtype; NULL with
+                         recompute_activation */
+    float *act_sinv;  /* act's scale_inv (the wgrad's); block scaling: the grid of act (its own 1x128
+                         tiles of the transposed codes) */
+    float *act_scale; /* recompute_activation with FP8: the scale act's cast used (scalar), else NULL */
     void *act_hp;     /* wgrad_hp: the activation output (T, F) in param dtype, fc2's wgrad operand */
 } mlp_saved;
 
-static size_t place(const f8_module *m, f8i_layout *l, int64_t T, int keep_ln, mlp_saved *s)
+/* keep_act 0 (recompute_activation training): no act, the scale in its place. */
+static size_t place(const f8_module *m, f8i_layout *l, int64_t T, int keep_ln, int keep_act, mlp_saved *s)
 {
     const int64_t F = ((const mlp *)m)->own.ffn, F1 = m->w[0].rows;
     const size_t es = f8_dtype_size(m->param_dtype), qs = m->fp8 ? 1 : es;
     f8i_norm_saved_place(m, l, T, keep_ln, &s->n);
     s->h1 = f8i_take(l, (size_t)(T * F1) * es);
-    s->act = f8i_take(l, (size_t)(T * F) * qs);
+    s->act = keep_act ? f8i_take(l, (size_t)(T * F) * qs) : NULL;
     s->act_sinv = f8i_take_sinv(m, l, T, F, sizeof(float));
+    s->act_scale = !keep_act && m->fp8 ? (float *)f8i_take(l, sizeof(float)) : NULL;
     s->act_hp = m->fp8 && m->q.wgrad_hp ? f8i_take(l, (size_t)(T * F) * es) : NULL;
     return l->bytes;
 }
 
 static size_t place_saved(const f8_module *m, f8i_layout *l, int64_t T, void *impl)
 {
-    return place(m, l, T, !m->recompute_norm, (mlp_saved *)impl);
+    return place(m, l, T, !m->recompute_norm, !((const mlp *)m)->own.recompute_act, (mlp_saved *)impl);
 }
 
 /* Per call. Forward: what saved would hold (inference), or a8 alone
- * (training; with recompute_norm also the norm output, fc1's input).
+ * (training; with recompute_norm also the norm output, fc1's input; with
+ * recompute_activation and FP8 off a8 is the param dtype activation output).
  * Backward: the reduction workspace, dln, G8 + G8ᵀ, da, D8 + D8ᵀ and ln8ᵀ
  * with FP8; da and d in FP32 / param dtype without; with recompute_norm
  * the norm output made again (rln) and its staging (rhp, current scaling). */
@@ -111,8 +123,9 @@ static size_t fwd_layout(const f8_module *m, int64_t T, int training, f8i_layout
 {
     const int64_t H = m->in_features, F = ((const mlp *)m)->own.ffn;
     memset(&w->rln, 0, sizeof w->rln);
-    if (!training) place(m, l, T > 0 ? T : 1, 1, &w->fwd);
-    else w->a8 = f8i_take(l, (size_t)(T * F));
+    const size_t as = m->fp8 ? 1 : ((const mlp *)m)->own.recompute_act ? f8_dtype_size(m->param_dtype) : 0;
+    if (!training) place(m, l, T > 0 ? T : 1, 1, 1, &w->fwd);
+    else w->a8 = f8i_take(l, (size_t)(T * F) * as);
     if (training && m->recompute_norm) rln_layout(m, T, l, w);
     /* a8's scale_inv when it is not the saved column-wise copy's */
     w->a8_sinv = training && m->fp8 ? f8i_quantizer_take_own_sinv(&m->q, l, T, F) : NULL;
@@ -176,8 +189,11 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
     fwd_layout(m, T, saved != NULL, &l, &ws);
     const mlp_saved *s = saved ? (const mlp_saved *)saved->impl : &ws.fwd;
     /* fc2's input: FP8 training saves its transpose and keeps the codes,
-     * read by fc2's fprop only, in the workspace */
-    void *a8 = fp8 && saved ? ws.a8 : s->act;
+     * read by fc2's fprop only, in the workspace; recompute_activation
+     * training saves neither (the backward makes the transpose again) */
+    const int rec_act = saved && ((mlp *)m)->own.recompute_act;
+    void *a8 = (fp8 && saved) || rec_act ? ws.a8 : s->act;
+    uint8_t *a8t = saved && !rec_act ? (uint8_t *)s->act : NULL;
     float *a8_sinv = ws.a8_sinv ? ws.a8_sinv : s->act_sinv;
     /* the norm's output: FP8 (fused, or cast after it under current and
      * block scaling) or the param dtype; recompute_norm training keeps it
@@ -208,8 +224,7 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
         a.y = a8;
         a.y_dtype = adt;
         if (fp8 && ws.hp) { /* current or block scaling: the activation in param dtype, then the cast */
-            const f8i_qbuf q = {(uint8_t *)a8, saved && !keep_hp ? (uint8_t *)s->act : NULL, a8_sinv, qdt,
-                                s->act_sinv, m->q.act};
+            const f8i_qbuf q = {(uint8_t *)a8, keep_hp ? NULL : a8t, a8_sinv, qdt, s->act_sinv, m->q.act};
             a.y = keep_hp ? s->act_hp : ws.hp;
             a.y_dtype = pdt;
             st = f8i_op_act_fwd(ctx, &a);
@@ -217,7 +232,7 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
                 st = f8i_module_quantize(m, a.y, pdt, T, a.cols, F8_DIR_FORWARD, GEMM2_INPUT, &q, NULL, NULL);
         } else {
             if (fp8) {
-                a.y_t = saved ? (uint8_t *)s->act : NULL;
+                a.y_t = a8t;
                 a.scale = f8i_slot_scale(ctx, m->fwd[GEMM2_INPUT]);
                 a.amax = f8i_slot_amax(ctx, m->fwd[GEMM2_INPUT]);
                 a.stats = f8i_slot_stats(ctx, m->fwd[GEMM2_INPUT]);
@@ -226,6 +241,7 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
             st = f8i_op_act_fwd(ctx, &a);
         }
     }
+    if (st == F8_OK && rec_act) st = f8i_module_norm_keep_scale(m, GEMM2_INPUT, s->act_scale); /* any slot's */
     if (st != F8_OK) return st;
     const f8i_operand ao = fp8 ? (f8i_operand){a8, NULL, qdt, m->q.act, a8_sinv, a8_sinv, T, F} : f8i_operand_hp(a8, pdt, T, F);
     /* the residual (forward_add) joins in fc2's epilogue */
@@ -273,6 +289,52 @@ static f8_status act_backward(f8_module *m, const mlp_saved *s, int64_t T, const
     return f8i_op_act_bwd(ctx, &a);
 }
 
+/* fc2's wgrad operand: the saved activation output, or (recompute_activation)
+ * the forward's made again from h1 into the buffers act_backward writes after
+ * the wgrad: FP8, the codes transposed into D8 (the row-major codes, which
+ * the tile kernel writes too, into D8ᵀ) with the saved scale, through the
+ * forward's kernel (delayed: the fused one; current: the activation into
+ * hp, then the cast); FP8 off, into d. Records no amax and no telemetry. */
+static f8_status saved_act(f8_module *m, const mlp_saved *s, int64_t T, const mlp_ws *ws, const void **act)
+{
+    *act = s->act;
+    if (!((const mlp *)m)->own.recompute_act) return F8_OK;
+    f8_ctx *ctx = m->ctx;
+    f8i_act_fwd_args a;
+    memset(&a, 0, sizeof a);
+    a.act = ((const mlp *)m)->own.act;
+    a.x = s->h1;
+    a.x_dtype = m->param_dtype;
+    a.rows = T;
+    a.cols = ((const mlp *)m)->own.ffn;
+    if (!m->fp8) {
+        a.y = ws->d;
+        *act = ws->d;
+        a.y_dtype = m->param_dtype;
+        return f8i_op_act_fwd(ctx, &a);
+    }
+    *act = ws->d8.data;
+    /* D8's buffers, the forward's format (D8's own is the backward's) */
+    const f8_dtype qdt = f8_ctx_slot_dtype(ctx, F8_DIR_FORWARD);
+    const f8i_qbuf q = {ws->d8.data_t, ws->d8.data, ws->d8.scale_inv, qdt, ws->d8.scale_inv, m->q.act};
+    if (ws->hp) { /* current scaling: the activation in the param dtype, then the forward's cast */
+        a.y = ws->hp;
+        a.y_dtype = m->param_dtype;
+        F8I_TRY(f8i_op_act_fwd(ctx, &a));
+        f8i_cast_args c = f8i_module_cast_args(ctx, m->fwd[GEMM2_INPUT], ws->hp, m->param_dtype, T, a.cols, &q);
+        c.out_t = q.data_t;
+        c.scale = s->act_scale;
+        c.stats = NULL;
+        return f8i_op_cast(ctx, &c);
+    }
+    a.y = q.data;
+    a.y_t = q.data_t;
+    a.y_dtype = qdt;
+    a.scale = s->act_scale;
+    a.scale_inv = q.scale_inv;
+    return f8i_op_act_fwd(ctx, &a);
+}
+
 /* fc1's wgrad operand: the saved norm output, or (recompute_norm) the
  * forward's made again in the workspace, late in the backward so that it
  * may share d's staging. */
@@ -299,16 +361,17 @@ static f8_status backward(f8_module *m, f8_saved *sv, const f8_tensor *dy, const
     mlp_ws ws;
     f8i_layout l = f8i_module_workspace(m);
     bwd_layout(m, T, &l, &ws);
-    const void *ln = NULL;
+    const void *ln = NULL, *act = NULL;
     const float *ln_sinv = NULL;
     f8_status st;
     if (m->fp8) {
         const f8i_qbuf *g = &ws.g8, *d = &ws.d8;
         const f8i_operand go = f8i_qbuf_operand(g, T, H), dop = f8i_qbuf_operand(d, T, F);
-        /* s->act holds the codes transposed (the forward wrote them) */
-        const f8i_operand ao = {NULL, s->act, qdt, m->q.act, NULL, s->act_sinv, T, F};
         st = f8i_module_quantize(m, dy->data, dy->dtype, T, H, F8_DIR_BACKWARD, GRAD_OUTPUT1, g, fc2, ws.reduce);
         if (st == F8_OK) st = f8i_weight_dgrad(ctx, fc2, &go, ws.da, pdt, 0, ws.gemm);
+        if (st == F8_OK && !s->act_hp) st = saved_act(m, s, T, &ws, &act);
+        /* act: the codes transposed (the forward wrote them, or saved_act made them again) */
+        const f8i_operand ao = {NULL, act, qdt, m->q.act, NULL, s->act_sinv, T, F};
         if (st == F8_OK && s->act_hp)
             st = f8i_weight_wgrad_hp(ctx, fc2, dy->data, dy->dtype, s->act_hp, pdt, T, sv->microbatch, ws.conv);
         else if (st == F8_OK)
@@ -325,9 +388,10 @@ static f8_status backward(f8_module *m, f8_saved *sv, const f8_tensor *dy, const
             if (st == F8_OK) st = f8i_weight_wgrad(ctx, fc1, &dop, &lo, sv->microbatch, ws.gemm);
         }
     } else {
-        const f8i_operand go = f8i_operand_hp(dy->data, pdt, T, H), ao = f8i_operand_hp(s->act, pdt, T, F);
-        const f8i_operand dop = f8i_operand_hp(ws.d, pdt, T, F);
+        const f8i_operand go = f8i_operand_hp(dy->data, pdt, T, H), dop = f8i_operand_hp(ws.d, pdt, T, F);
         st = f8i_weight_dgrad(ctx, fc2, &go, ws.da, F8_DTYPE_FP32, 0, NULL);
+        if (st == F8_OK) st = saved_act(m, s, T, &ws, &act);
+        const f8i_operand ao = f8i_operand_hp(act, pdt, T, F);
         if (st == F8_OK) st = f8i_weight_wgrad(ctx, fc2, &go, &ao, sv->microbatch, NULL);
         if (st == F8_OK) st = f8i_weight_bgrad(ctx, fc2, dy->data, T);
         if (st == F8_OK) st = act_backward(m, s, T, &ws);
@@ -412,7 +476,15 @@ f8_status f8_layernorm_mlp_create(f8_ctx *ctx, const f8_layernorm_mlp_config *c,
     s.bias_names[0] = "fc1_bias";
     s.bias_names[1] = "fc2_bias";
     s.workspace = workspace;
-    const mlp_own own = {c->activation, F};
+    if (c->recompute_activation != 0 && c->recompute_activation != 1)
+        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: config.recompute_activation is %d; it must be 0 or 1", fn,
+                         c->recompute_activation);
+    /* block and row-wise scaling quantize act's column-wise copy from the high-precision output:
+     * re-creating it is not implemented */
+    const f8i_quantizer q = f8i_quantizer_for(ctx);
+    if (c->recompute_activation && c->fp8)
+        F8I_TRY(f8i_quantizer_check_colwise_rebuild(ctx, &q, fn, "recompute_activation"));
+    const mlp_own own = {c->activation, F, c->recompute_activation};
     s.module_bytes = sizeof(mlp);
     s.own_offset = offsetof(mlp, own);
     s.own = &own;

@@ -64,6 +64,7 @@ static f8_status spec_check(f8_ctx *ctx, const f8i_module_spec *s, const char *f
     if (st == F8_OK) st = flag_check(ctx, fn, "fp8", s->fp8);
     if (st == F8_OK) st = flag_check(ctx, fn, "fp8_weights", s->fp8_weights);
     if (st == F8_OK) st = flag_check(ctx, fn, "fuse_wgrad_accumulation", s->fuse_wgrad);
+    if (st == F8_OK) st = flag_check(ctx, fn, "weight_transpose_per_call", s->weight_transpose_per_call);
     if (st == F8_OK && s->has_norm) st = flag_check(ctx, fn, "zero_centered_gamma", s->zero_centered_gamma);
     if (st == F8_OK && s->has_norm) st = f8i_norm_config_check(ctx, fn, s->normalization, s->eps);
     if (st == F8_OK && s->has_norm) st = flag_check(ctx, fn, "recompute_norm_output", s->recompute_norm);
@@ -109,7 +110,7 @@ static f8_status module_init(f8_ctx *ctx, f8_module *m, const f8i_module_spec *s
     for (int i = 0; i < s->n_weights && st == F8_OK; i++) {
         f8i_weight_spec ws = {s->weight_shape[i][0], s->weight_shape[i][1], s->bias, s->param_dtype, s->fp8,
                               s->fp8_weights, s->fuse_wgrad, m->fwd[s->weight_slot[i]], s->max_tokens,
-                              s->weight_seed[i], &m->mem, m->q.weight};
+                              s->weight_seed[i], &m->mem, m->q.weight, s->weight_transpose_per_call};
         m->n_weights = i + 1; /* counted before: a failed create leaves parts to free */
         m->weight_names[i] = s->weight_names[i];
         m->bias_names[i] = s->bias_names[i];

@@ -120,6 +120,7 @@ typedef struct f8i_module_spec {
     int64_t in_features, out_features, max_tokens;
     f8_dtype param_dtype;
     int fp8, fp8_weights, fuse_wgrad, bias;
+    int weight_transpose_per_call;     /* config.weight_transpose_per_call */
     uint64_t seed;
     int n_fwd, n_bwd;                  /* scaling slots */
     int n_weights;
@@ -146,13 +147,14 @@ typedef struct f8i_module_spec {
  * copy them into a spec, so no module writes them out again. */
 #define F8I_CONFIG_DEFAULTS(c)                                                                                      \
     ((c).bias = 1, (c).param_dtype = F8_DTYPE_FP32, (c).fp8 = 1, (c).fuse_wgrad_accumulation = 0,                  \
-     (c).fp8_weights = 0, (c).max_tokens = 4096, (c).seed = 1)
+     (c).fp8_weights = 0, (c).max_tokens = 4096, (c).seed = 1, (c).weight_transpose_per_call = 0)
 #define F8I_NORM_CONFIG_DEFAULTS(c)                                                                                 \
     (F8I_CONFIG_DEFAULTS(c), (c).normalization = F8_NORM_LAYERNORM, (c).eps = 1e-5f, (c).zero_centered_gamma = 0,     \
      (c).recompute_norm_output = 0)
 #define F8I_SPEC_FROM_CONFIG(s, c)                                                                                  \
     ((s).max_tokens = (c)->max_tokens, (s).param_dtype = (c)->param_dtype, (s).fp8 = (c)->fp8,                    \
-     (s).fp8_weights = (c)->fp8_weights, (s).fuse_wgrad = (c)->fuse_wgrad_accumulation, (s).bias = (c)->bias)
+     (s).fp8_weights = (c)->fp8_weights, (s).fuse_wgrad = (c)->fuse_wgrad_accumulation, (s).bias = (c)->bias,      \
+     (s).weight_transpose_per_call = (c)->weight_transpose_per_call)
 #define F8I_SPEC_NORM_FROM_CONFIG(s, c)                                                                             \
     ((s).has_norm = 1, (s).normalization = (c)->normalization, (s).eps = (c)->eps,                                 \
      (s).zero_centered_gamma = (c)->zero_centered_gamma, (s).recompute_norm = (c)->recompute_norm_output)

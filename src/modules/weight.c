@@ -66,6 +66,10 @@ f8_status f8i_weight_create(f8_ctx *ctx, f8i_weight *w, const f8i_weight_spec *s
     w->fp8_primary = sp->fp8 && sp->fp8_primary;
     w->fuse_wgrad = sp->fuse_wgrad;
     w->slot = sp->slot;
+    w->transpose_per_call = sp->fp8 && sp->transpose_per_call;
+    if (w->transpose_per_call && !f8i_scaling_colwise_is_transpose(sp->mode))
+        return f8i_error(ctx, F8_ERR_UNSUPPORTED, "weight_transpose_per_call is for per-tensor scaling (delayed or "
+                                                  "current): block and row-wise weights quantize both orientations");
     const size_t es = f8_dtype_size(sp->dtype);
     const int64_t T = sp->max_tokens > 0 ? sp->max_tokens : 1;
     const size_t wb = f8i_align256((size_t)(sp->rows * sp->cols) * es);
@@ -113,6 +117,7 @@ void f8i_weight_destroy(f8_ctx *ctx, f8i_weight *w)
 
 f8_status f8i_weight_cast(f8_ctx *ctx, f8i_weight *w, f8_microbatch mb, int with_transpose)
 {
+    if (w->transpose_per_call) with_transpose = 0; /* each dgrad makes its own */
     if (w->fp8_primary) {
         /* TE: transpose_2d(fill_cache=True, noop_flag=skip) when training with
          * is_first_microbatch or a skip flag; otherwise dgrad makes it lazily. */
@@ -219,6 +224,18 @@ static size_t gemm_ws(int64_t m, int64_t n, int64_t k, int accumulate, const f8i
     return f > h ? f : h;
 }
 
+/* The backward GEMMs' workspace (dgrad's and wgrad's workspace_bytes). */
+static size_t bwd_gemm_ws(const f8i_weight *w, int64_t T)
+{
+    size_t most = gemm_ws(T, w->cols, w->rows, 0, NULL); /* dgrad */
+    const size_t dgrad_add = gemm_ws(T, w->cols, w->rows, 1, NULL);
+    if (dgrad_add > most) most = dgrad_add;
+    const size_t wgrad = gemm_ws(w->rows, w->cols, T, 1, NULL);
+    const size_t below = T % 16 == 0 && T > 1 ? gemm_ws(w->rows, w->cols, T - 1, 1, NULL) : 0;
+    if (wgrad > most) most = wgrad;
+    return below > most ? below : most;
+}
+
 /* Monotonic in T, as the base needs (it reserves the size at max_tokens for
  * every call): fprop and dgrad have T as m, which only scales sizes, but
  * wgrad has T as k, so an aligned T needs nothing where T - 1 needs its
@@ -232,13 +249,8 @@ size_t f8i_weight_gemm_workspace(const f8i_weight *w, int64_t T, int backward)
         const size_t plain = gemm_ws(T, w->rows, w->cols, 0, w), add = gemm_ws(T, w->rows, w->cols, 1, w);
         return plain > add ? plain : add;
     }
-    size_t most = gemm_ws(T, w->cols, w->rows, 0, NULL); /* dgrad */
-    const size_t dgrad_add = gemm_ws(T, w->cols, w->rows, 1, NULL);
-    if (dgrad_add > most) most = dgrad_add;
-    const size_t wgrad = gemm_ws(w->rows, w->cols, T, 1, NULL);
-    const size_t below = T % 16 == 0 && T > 1 ? gemm_ws(w->rows, w->cols, T - 1, 1, NULL) : 0;
-    if (wgrad > most) most = wgrad;
-    return below > most ? below : most;
+    const size_t gemms = bwd_gemm_ws(w, T);
+    return w->transpose_per_call ? f8i_align256(gemms) + (size_t)(w->rows * w->cols) : gemms;
 }
 
 /* Hand a GEMM its workspace (the pass's, sized by f8i_weight_gemm_workspace). */
@@ -298,11 +310,22 @@ f8_status f8i_weight_dgrad(f8_ctx *ctx, f8i_weight *w, const f8i_operand *dy, vo
     g.d = dx;
     g.d_dtype = dx_dtype;
     g.accumulate = accumulate;
-    if (w->fp8) {
+    if (w->fp8 && w->transpose_per_call) {
+        /* W8ᵀ made now, after the pass's GEMM workspace, with W8's scale_inv (the same bits as the cache's) */
+        if (!gws) return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "dgrad: a per-call weight transpose needs gws");
+        const size_t gb = bwd_gemm_ws(w, T);
+        uint8_t *wt = (uint8_t *)gws + f8i_align256(gb);
+        f8_tensor t = f8_tensor_make(wt, w->w8->dtype, w->cols, w->rows);
+        F8I_TRY(f8_qtensor_transpose_into(w->w8, &t));
+        weight_b(w, 1, &g);
+        g.b = wt;
+        g.split_accum = 1;
+        set_ws(&g, gws, gb);
+    } else if (w->fp8) {
         F8I_TRY(f8i_qtensor_colwise(w->w8)); /* a no-op when the forward cast made it */
         weight_b(w, 1, &g); /* W8ᵀ [cols, rows] */
         g.split_accum = 1;
-        set_ws(&g, gws, f8i_weight_gemm_workspace(w, T, 1));
+        set_ws(&g, gws, bwd_gemm_ws(w, T));
     } else {
         weight_b(w, 0, &g); /* B(k, n) = W stored [rows, cols] */
         g.b_trans = 1;
@@ -323,7 +346,7 @@ f8_status f8i_weight_wgrad(f8_ctx *ctx, f8i_weight *w, const f8i_operand *dy, co
     g.b_mode = x->mode;
     if (q8) {
         g.split_accum = 1; /* dyᵀ [rows, T] and xᵀ [cols, T] are K-contiguous */
-        set_ws(&g, gws, f8i_weight_gemm_workspace(w, T, 1));
+        set_ws(&g, gws, bwd_gemm_ws(w, T));
     } else {
         g.a_trans = 1; /* A(n, t) = dy stored [T, rows] */
         g.b_trans = 1; /* B(k, t) = x stored [T, cols] */

@@ -34,6 +34,7 @@ typedef struct f8i_weight {
     f8_slot slot;      /* forward WEIGHT slot */
     float *main_grad;  /* caller's FP32 (rows, cols) with fuse_wgrad_accumulation */
     int fuse_wgrad;
+    int transpose_per_call; /* FP8: W8ᵀ made by each dgrad in the pass's workspace, never cached in w8 */
 } f8i_weight;
 
 /* What f8i_weight_create needs; acct is the owning module's memory report. */
@@ -47,11 +48,14 @@ typedef struct f8i_weight_spec {
     uint64_t seed;
     f8_memory_report *acct;
     f8i_scaling_mode mode; /* the weight quantizer's: TENSOR, BLOCK_128X128 or ROW (its workspace holds their scales) */
+    int transpose_per_call; /* FP8 per-tensor: no cached W8ᵀ (config.weight_transpose_per_call) */
 } f8i_weight_spec;
 
 /* Allocate and initialise (W ~ N(0, 0.02²) from seed, b = 0, grads 0). An
  * FP8 primary weight is that init quantized with the slot's scale (no amax
- * recorded, as TE's fp8_model_init). */
+ * recorded, as TE's fp8_model_init). transpose_per_call with FP8 needs the
+ * TENSOR mode (block and row-wise workspaces quantize both orientations):
+ * F8_ERR_UNSUPPORTED otherwise. */
 f8_status f8i_weight_create(f8_ctx *ctx, f8i_weight *w, const f8i_weight_spec *spec);
 void f8i_weight_destroy(f8_ctx *ctx, f8i_weight *w);
 
@@ -87,7 +91,8 @@ f8_tensor f8i_weight_view(const f8i_weight *w, int grad);
 f8_tensor f8i_bias_view(const f8i_weight *w, int grad);
 
 /* The GEMM workspace (f8i_gemm_args.workspace) the weight's FP8 GEMMs at T
- * tokens need: the forward's (fprop) or the backward's (dgrad, wgrad), the
+ * tokens need: the forward's (fprop) or the backward's (dgrad, wgrad; with
+ * transpose_per_call also the room dgrad transposes W8's codes into), the
  * largest f8i_gemm_workspace_bytes of them for either output dtype (FP32 or
  * BF16, the caller's choice at call time), with or without the residual or
  * the accumulate of the *_add calls (f8_module_forward_add, _backward_add). 0 when every shape is inside the
