@@ -14,9 +14,12 @@
  *  - a forward and a wgrad product of real casts (X·Wᵀ from two row-wise
  *    operands, dYᵀ·X from two column-wise copies) within the FP8
  *    quantization bound of the exact product;
- *  - bad arguments refused with a status, nothing written.
+ *  - bad arguments refused with a status, nothing written;
+ *  - the casts fused into the norm and activation kernels against the
+ *    unfused path, module by module, bit for bit (rowwise_fusion_tests.h).
  */
 #include "rowwise_fixture.h"
+#include "rowwise_fusion_tests.h"
 
 static const int64_t SHAPES[] = {1, 3, 17, 128, 129, 250};
 enum { NSHAPES = sizeof SHAPES / sizeof SHAPES[0] };
@@ -421,5 +424,6 @@ int main(void)
     test_gemm(ctx);
     test_products(ctx);
     f8_ctx_destroy(ctx);
+    run_rowwise_fusion_tests(F8_BACKEND_CPU);
     return test_finish("test_rowwise");
 }
