@@ -68,35 +68,21 @@ static_assert(2 * FWD_MAX_COLS * 2 * 4 <= 160 * 1024, "gamma/beta of two residen
 /* Device helpers                                                            */
 /* ------------------------------------------------------------------------ */
 
-/* y of the thread's pieces of a row (o = (x·rs)·g, or fmaf((x - mu)·rs, g,
- * beta)), and their amax. gbt: see the kernels. */
+/* y of the thread's pieces of a row (piece_values), and their amax. gbt:
+ * see the kernels. */
 template <int X_BF16, int YK, int RMS>
 static __device__ __forceinline__ void store_row(char *yrow, const uint4 (&xr)[FWD_NV], const float4 *gbt, float mu,
                                                  float rs, float s, float &amax, int c0, int cols, int room, int w,
                                                  bool counting, unsigned &sat, unsigned &flushed)
 {
-    constexpr int E = X_BF16 ? 8 : 4, NPL = (E / 4) * (RMS ? 1 : 2);
+    constexpr int E = X_BF16 ? 8 : 4;
     constexpr int FP8 = YK == Y_E4M3 || YK == Y_E5M2;
 #pragma unroll
     for (int k = 0; k < FWD_NV; ++k) {
         const int c = c0 + 32 * k * E;
         if (32 * k >= room) continue;
-        float v[E], o[E];
-        raw_floats<X_BF16>(xr[k], v);
-#pragma unroll
-        for (int h = 0; h < E / 4; ++h) {
-            const float4 g4 = gbt[(k * NPL + h) * 32];
-            const float g[4] = {g4.x, g4.y, g4.z, g4.w};
-            if (RMS) {
-#pragma unroll
-                for (int i = 0; i < 4; ++i) o[4 * h + i] = (v[4 * h + i] * rs) * g[i];
-            } else {
-                const float4 b4 = gbt[(k * NPL + E / 4 + h) * 32];
-                const float b[4] = {b4.x, b4.y, b4.z, b4.w};
-#pragma unroll
-                for (int i = 0; i < 4; ++i) o[4 * h + i] = __fmaf_rn((v[4 * h + i] - mu) * rs, g[i], b[i]);
-            }
-        }
+        float o[E];
+        piece_values<X_BF16, RMS, 0>(o, xr[k], gbt, k, mu, rs);
         /* Past the row's end g = b = 0 and x = 0: o is ±0 or NaN there,
          * neither of which moves fmaxf. */
         if (FP8)
@@ -141,12 +127,8 @@ static __global__ void __launch_bounds__(512, 2) norm_fwd_regs_kernel(norm_fwd_p
     __shared__ float red[2][THREADS / 32]; /* [slot][warp] */
     ROWS_LAYOUT;
 
-    /* The first row's x, in flight while gamma/beta are fetched. */
-    uint4 xr[FWD_NV], xn[FWD_NV];
-    load_row<X_BF16>(xr, p.x, row < rows ? row : 0, cols, c0, row < rows ? room : 0, p.w_x);
-#pragma unroll
-    for (int k = 0; k < FWD_NV; ++k) xn[k] = make_uint4(0u, 0u, 0u, 0u);
-    fill_params<X_BF16, RMS, THREADS>(gb, p, cols, np);
+    uint4 xr[FWD_NV], xn[FWD_NV]; /* this row's x, and the next row's */
+    regs_start<X_BF16, RMS, THREADS>(xr, xn, gb, p, row, cols, c0, room, np);
 
     const float s = FP8 ? *p.scale : 1.0f;
     float amax = 0.0f;
@@ -158,17 +140,8 @@ static __global__ void __launch_bounds__(512, 2) norm_fwd_regs_kernel(norm_fwd_p
         const int64_t next = row + stride;
         if (next < rows) load_row<X_BF16>(xn, p.x, next, cols, c0, room, p.w_x);
 
-        /* mu, then m2 = Σ (x - mu)² over the row's own columns (x² for
-         * RMSNorm): group totals, two passes over the registers. */
-        float mu = 0.0f;
-        if (!RMS) {
-            mu = group_total(thread_sum<X_BF16>(xr, room), nw, first, red[slot], bar) * inv_n;
-            slot ^= 1;
-        }
-        float q[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        deviations<X_BF16>(q, xr, mu, c0, cols, room);
-        const float rs = rsqrtf(group_total(pairwise_sum(q), nw, first, red[slot], bar) * inv_n + p.eps);
-        slot ^= 1;
+        const float2 st = row_stats<X_BF16, RMS>(xr, red, slot, nw, first, bar, c0, cols, room, inv_n, p.eps);
+        const float mu = st.x, rs = st.y;
         if (threadIdx.x == (unsigned)(first * 32)) {
             if (!RMS && p.mu != NULL) p.mu[row] = mu;
             if (p.rsigma != NULL) p.rsigma[row] = rs;

@@ -230,6 +230,72 @@ static __device__ __forceinline__ void load_row(uint4 (&xr)[FWD_NV], const void 
     const int stride = (int)gridDim.x * groups; /* the launcher keeps the grid to what the GPU holds */               \
     int64_t row = (int64_t)blockIdx.x * groups + group
 
+/* The outputs u of a row-group thread's piece k (x in raw words; gbt: see
+ * ROWS_LAYOUT): (x·rs)·g, or fmaf((x - mu)·rs, g, beta), in the CPU
+ * oracle's order; rounded to BF16 and back when HP_BF16 (the row-wise
+ * kernel's values, store_piece's RNE, so a BF16 store of them is exact). */
+template <int X_BF16, int RMS, int HP_BF16>
+static __device__ __forceinline__ void piece_values(float (&u)[X_BF16 ? 8 : 4], const uint4 &x, const float4 *gbt,
+                                                    int k, float mu, float rs)
+{
+    constexpr int E = X_BF16 ? 8 : 4, NPL = (E / 4) * (RMS ? 1 : 2);
+    float v[E];
+    raw_floats<X_BF16>(x, v);
+#pragma unroll
+    for (int h = 0; h < E / 4; ++h) {
+        const float4 g4 = gbt[(k * NPL + h) * 32];
+        const float g[4] = {g4.x, g4.y, g4.z, g4.w};
+        if (RMS) {
+#pragma unroll
+            for (int i = 0; i < 4; ++i) u[4 * h + i] = (v[4 * h + i] * rs) * g[i];
+        } else {
+            const float4 b4 = gbt[(k * NPL + E / 4 + h) * 32];
+            const float b[4] = {b4.x, b4.y, b4.z, b4.w};
+#pragma unroll
+            for (int i = 0; i < 4; ++i) u[4 * h + i] = __fmaf_rn((v[4 * h + i] - mu) * rs, g[i], b[i]);
+        }
+    }
+    if (HP_BF16)
+#pragma unroll
+        for (int j = 0; j < E; ++j) u[j] = f8i_bf16_to_float(f8i_bf16_from_float(u[j]));
+}
+
+/* The registers kernels' start (norm_fwd.cu's, norm_fwd_rowwise.cu's): the
+ * group's first row of x into xr, in flight while the block fills the
+ * gamma/beta planes gb; xn (the next row's) zeroed. */
+template <int X_BF16, int RMS, int THREADS>
+static __device__ __forceinline__ void regs_start(uint4 (&xr)[FWD_NV], uint4 (&xn)[FWD_NV], float4 *gb,
+                                                  const norm_fwd_params &p, int64_t row, int cols, int c0, int room,
+                                                  int np)
+{
+    const bool live = row < p.rows;
+    load_row<X_BF16>(xr, p.x, live ? row : 0, cols, c0, live ? room : 0, p.w_x);
+#pragma unroll
+    for (int k = 0; k < FWD_NV; ++k) xn[k] = make_uint4(0u, 0u, 0u, 0u);
+    fill_params<X_BF16, RMS, THREADS>(gb, p, cols, np);
+}
+
+/* mu (LayerNorm; 0 for RMSNorm) and rsigma of the row a row-group thread
+ * holds in xr: group totals of Σx, then of Σ(x - mu)² (x² for RMSNorm), two
+ * passes over the registers. red: the kernel's two red arrays ([2][warps]),
+ * slot the one the next total uses (advanced). */
+template <int X_BF16, int RMS, int W>
+static __device__ __forceinline__ float2 row_stats(const uint4 (&xr)[FWD_NV], float (&red)[2][W], int &slot, int nw,
+                                                   int first, int bar, int c0, int cols, int room, float inv_n,
+                                                   float eps)
+{
+    float mu = 0.0f;
+    if (!RMS) {
+        mu = group_total(thread_sum<X_BF16>(xr, room), nw, first, red[slot], bar) * inv_n;
+        slot ^= 1;
+    }
+    float q[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    deviations<X_BF16>(q, xr, mu, c0, cols, room);
+    const float rs = rsqrtf(group_total(pairwise_sum(q), nw, first, red[slot], bar) * inv_n + eps);
+    slot ^= 1;
+    return make_float2(mu, rs);
+}
+
 /* The fit kernel (norm_fwd_fit.cu): 1 when it can run p (BF16 x in 16-byte
  * aligned rows that its layout covers exactly, FP8 or BF16 y), and its
  * launch. p->tpr must be the row-group kernels' choice. */

@@ -42,34 +42,6 @@ static __device__ __forceinline__ float group_max(float v, int nw, int first, fl
     return m;
 }
 
-/* u of one piece (k) of the row: norm_fwd.cu's store_row values o, rounded
- * to BF16 when HP_BF16 (store_piece's RNE, so y_hp holds exactly u). */
-template <int X_BF16, int RMS, int HP_BF16>
-static __device__ __forceinline__ void piece_values(float (&u)[X_BF16 ? 8 : 4], const uint4 &x, const float4 *gbt,
-                                                    int k, float mu, float rs)
-{
-    constexpr int E = X_BF16 ? 8 : 4, NPL = (E / 4) * (RMS ? 1 : 2);
-    float v[E];
-    raw_floats<X_BF16>(x, v);
-#pragma unroll
-    for (int h = 0; h < E / 4; ++h) {
-        const float4 g4 = gbt[(k * NPL + h) * 32];
-        const float g[4] = {g4.x, g4.y, g4.z, g4.w};
-        if (RMS) {
-#pragma unroll
-            for (int i = 0; i < 4; ++i) u[4 * h + i] = (v[4 * h + i] * rs) * g[i];
-        } else {
-            const float4 b4 = gbt[(k * NPL + E / 4 + h) * 32];
-            const float b[4] = {b4.x, b4.y, b4.z, b4.w};
-#pragma unroll
-            for (int i = 0; i < 4; ++i) u[4 * h + i] = __fmaf_rn((v[4 * h + i] - mu) * rs, g[i], b[i]);
-        }
-    }
-    if (HP_BF16)
-#pragma unroll
-        for (int j = 0; j < E; ++j) u[j] = f8i_bf16_to_float(f8i_bf16_from_float(u[j]));
-}
-
 /* Forward with the row-wise cast fused. Layout: ROWS_LAYOUT (norm_fwd.cuh),
  * THREADS = 512, the next row's x in xn, as norm_fwd_regs_kernel. The
  * group's thread 0 writes mu, rsigma and the row's scale_inv; each block
@@ -83,11 +55,8 @@ static __global__ void __launch_bounds__(512, 2) norm_fwd_row_kernel(norm_fwd_pa
     __shared__ float red[2][THREADS / 32]; /* [slot][warp] */
     ROWS_LAYOUT;
 
-    uint4 xr[FWD_NV], xn[FWD_NV];
-    load_row<X_BF16>(xr, p.x, row < rows ? row : 0, cols, c0, row < rows ? room : 0, p.w_x);
-#pragma unroll
-    for (int k = 0; k < FWD_NV; ++k) xn[k] = make_uint4(0u, 0u, 0u, 0u);
-    fill_params<X_BF16, RMS, THREADS>(gb, p, cols, np);
+    uint4 xr[FWD_NV], xn[FWD_NV]; /* this row's x, and the next row's */
+    regs_start<X_BF16, RMS, THREADS>(xr, xn, gb, p, row, cols, c0, room, np);
 
     const bool counting = p.stats != NULL;
     float amax = 0.0f;
@@ -96,15 +65,8 @@ static __global__ void __launch_bounds__(512, 2) norm_fwd_row_kernel(norm_fwd_pa
     while (row < rows) {
         const int64_t next = row + stride;
         if (next < rows) load_row<X_BF16>(xn, p.x, next, cols, c0, room, p.w_x);
-        float mu = 0.0f;
-        if (!RMS) {
-            mu = group_total(thread_sum<X_BF16>(xr, room), nw, first, red[slot], bar) * inv_n;
-            slot ^= 1;
-        }
-        float q[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        deviations<X_BF16>(q, xr, mu, c0, cols, room);
-        const float rs = rsqrtf(group_total(pairwise_sum(q), nw, first, red[slot], bar) * inv_n + p.eps);
-        slot ^= 1;
+        const float2 st = row_stats<X_BF16, RMS>(xr, red, slot, nw, first, bar, c0, cols, room, inv_n, p.eps);
+        const float mu = st.x, rs = st.y;
         /* Pass 1: the row's max |u|. Past the row's end g = b = 0 and x = 0:
          * u is ±0 or NaN there, neither of which moves fmaxf. */
         float m = 0.0f;
