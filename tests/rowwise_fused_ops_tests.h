@@ -127,7 +127,7 @@ static int fused_op_run(f8_ctx *ctx[2], const fused_op_case *fc, test_rng *rng)
             a.x = x, a.x_dtype = fc->xdt, a.rows = R, a.cols = C, a.gamma = gamma, a.beta = beta;
             a.param_dtype = fc->hdt, a.rms = fc->variant, a.eps = 1e-5f, a.y = y;
             a.y_dtype = fused ? fc->out : fc->hdt;
-            a.mu = (float *)stat[run == 1][0], a.rsigma = (float *)stat[run == 1][1];
+            if (run < 2) a.mu = (float *)stat[run][0], a.rsigma = (float *)stat[run][1]; /* plain, fused */
             if (fused) {
                 a.mode = F8I_SCALING_ROW, a.scaled_max = scaled_max, a.pow2 = fc->pow2, a.scale_inv = si;
                 a.y_hp = with_hp ? hp : NULL, a.hp_dtype = fc->hdt;

@@ -44,7 +44,7 @@
  *
  * The kernels and their per-activation launch code live in this header;
  * act_gelu.cu, act_silu.cu, act_relu.cu and act_srelu.cu each instantiate
- * them for one or two activations (36 kernels an activation), so the seven
+ * them for one or two activations (60 kernels an activation), so the seven
  * compile in parallel (as one file they took three minutes); act.cu holds
  * the backend entry points, which fill an act_job and hand it to the right
  * file's runner. Only those files include this.
