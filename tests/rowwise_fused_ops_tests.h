@@ -1,9 +1,10 @@
 /*
- * rowwise_fused_ops_tests.h — test_cuda_rowwise.c's cases for the row-wise
- * cast fused into the CUDA norm forward and activation forward/backward
- * (backend.h's F8I_ROW_FUSED). The CUDA norm and activations agree with the
- * CPU within a tolerance only (their sums and transcendentals), so the
- * chain is held link by link, each BIT FOR BIT:
+ * rowwise_fused_ops_tests.h — the row-wise cast fused into the norm forward
+ * and activation forward/backward (backend.h's F8I_ROW_FUSED), op by op on
+ * one backend: CUDA in test_cuda_rowwise.c, the CPU in test_rowwise.c (the
+ * same links, the CPU's own plain kernels). The CUDA norm and activations
+ * agree with the CPU within a tolerance only (their sums and
+ * transcendentals), so the chain is held link by link, each BIT FOR BIT:
  *  - the fused kernel's high-precision output u (y_hp, or dx) equals what
  *    the plain CUDA kernel stores in that dtype (the unfused path's first
  *    launch), and the norm's mu and rsigma equal the plain kernel's;
@@ -76,14 +77,16 @@ static int fop_same(f8_ctx *ca, const void *a, f8_ctx *cb, const void *b, size_t
     return at == bytes;
 }
 
-/* One case; 1 when every link holds. */
+/* One case on ctx[1] (the backend under test), the oracle's cast on ctx[0]
+ * (the CPU); 1 when every link holds. */
 static int fused_op_run(f8_ctx *ctx[2], const fused_op_case *fc, test_rng *rng)
 {
     f8_ctx *g = ctx[1], *cpu = ctx[0];
     const int gated = fc->op != FOP_NORM && f8_activation_gated((f8_activation)fc->variant);
     const int64_t R = fc->R, C = fc->C, Cin = gated ? 2 * C : C, Cout = fc->op == FOP_ACT_BWD && gated ? 2 * C : C;
     const size_t hs = f8_dtype_size(fc->hdt), xs = f8_dtype_size(fc->xdt);
-    const int wide = fc->op == FOP_NORM && C > 8192; /* norm_fwd.cuh's FWD_MAX_COLS */
+    /* CUDA rows past norm_fwd.cuh's FWD_MAX_COLS take the wide kernel into y_hp */
+    const int wide = fc->op == FOP_NORM && C > 8192 && f8_ctx_backend(g) == F8_BACKEND_CUDA;
     char name[192];
     snprintf(name, sizeof name, "%s %s [%lld, %lld] x %s hp %s -> %s pow2 %d stats %d",
              fc->op == FOP_NORM ? (fc->variant ? "RMSNorm" : "LayerNorm") : fc->op == FOP_ACT_FWD ? "act fwd" : "act bwd",
@@ -218,8 +221,9 @@ static void test_fused_ops(f8_ctx *ctx[2])
                     cases++;
                     bad += !fused_op_run(ctx, &fc, &rng);
                 }
-    printf("  row-wise casts fused into the CUDA norm and activations: %d of %d cases bit for bit with the plain "
-           "kernels and the CPU cast of their output\n", cases - bad, cases);
+    printf("  row-wise casts fused into the %s norm and activations: %d of %d cases bit for bit with the plain "
+           "kernels and the CPU cast of their output\n", f8_ctx_backend(ctx[1]) == F8_BACKEND_CUDA ? "CUDA" : "CPU",
+           cases - bad, cases);
     CHECK(bad == 0, "fused row-wise norm/activation casts: %d of %d cases differ", bad, cases);
 }
 
