@@ -53,6 +53,7 @@ f8_status f8i_cpu_norm_fwd(f8_ctx *ctx, const f8i_norm_fwd_args *a)
     const double n = cols > 0 ? (double)cols : 1.0; /* cols = 0: empty means, no NaN */
     const int fp8 = f8i_dtype_is_fp8(a->y_dtype);
     const int row = fp8 && a->mode == F8I_SCALING_ROW; /* F8I_ROW_FUSED (backend.h) */
+    if (row && (a->rows <= 0 || cols <= 0)) return F8_OK; /* F8I_ROW_FUSED: nothing is written */
     if (a->rows <= 0 && !(fp8 && a->scale_inv && !row)) return F8_OK; /* nothing to write */
     F8I_COUNT_LAUNCHES(ctx, 1);
     /* row-wise: the row's values rounded to hp_dtype, then the row's cast */
@@ -106,7 +107,7 @@ f8_status f8i_cpu_norm_fwd(f8_ctx *ctx, const f8i_norm_fwd_args *a)
                 store(a->y, a->y_dtype, base + c, v);
             }
         }
-        if (row && cols > 0) { /* cols = 0: no row to cast */
+        if (row) {
             uint64_t tally[3] = {0, 0, 0};
             const float si = f8i_cpu_rowwise_fused_row(u, cols, a->y_dtype, a->scaled_max, a->pow2,
                                                        (uint8_t *)a->y + base, &amax, tally);
