@@ -21,8 +21,8 @@
  * So the codes, scale_inv, amax and telemetry are the row-wise cast's of
  * u, bit for bit (test_cuda_rowwise.c holds them to the CPU's cast of the
  * kernel's own y_hp, and the modules to the unfused path). Telemetry is a
- * run-time flag here (the per-tensor kernels make it a template argument):
- * half the instances, for a uniform branch per piece.
+ * template argument, as in the per-tensor kernels: a run-time flag spilled
+ * twice the registers (ptxas -v) in the instances that run without it.
  */
 #include <stdint.h>
 
@@ -46,7 +46,7 @@ static __device__ __forceinline__ float group_max(float v, int nw, int first, fl
  * THREADS = 512, the next row's x in xn, as norm_fwd_regs_kernel. The
  * group's thread 0 writes mu, rsigma and the row's scale_inv; each block
  * adds its amax (and telemetry) with one atomic. */
-template <int X_BF16, int E5M2, int RMS, int HP_BF16>
+template <int X_BF16, int E5M2, int RMS, int HP_BF16, int COUNT>
 static __global__ void __launch_bounds__(512, 2) norm_fwd_row_kernel(norm_fwd_params p)
 {
     constexpr int THREADS = 512, E = X_BF16 ? 8 : 4, YK = E5M2 ? Y_E5M2 : Y_E4M3, HK = HP_BF16 ? Y_BF16 : Y_FP32;
@@ -58,7 +58,7 @@ static __global__ void __launch_bounds__(512, 2) norm_fwd_row_kernel(norm_fwd_pa
     uint4 xr[FWD_NV], xn[FWD_NV]; /* this row's x, and the next row's */
     regs_start<X_BF16, RMS, THREADS>(xr, xn, gb, p, row, cols, c0, room, np);
 
-    const bool counting = p.stats != NULL;
+    constexpr bool counting = COUNT; /* telemetry: its own instances (fewer registers spilled without) */
     float amax = 0.0f;
     unsigned sat = 0, flushed = 0;
     int slot = 0;
@@ -111,7 +111,8 @@ static __global__ void __launch_bounds__(512, 2) norm_fwd_row_kernel(norm_fwd_pa
 template <int X_BF16, int E5M2, int RMS, int HP_BF16>
 static f8_status launch(f8_ctx *ctx, const norm_fwd_params *p, size_t smem, unsigned grid)
 {
-    void (*kernel)(norm_fwd_params) = norm_fwd_row_kernel<X_BF16, E5M2, RMS, HP_BF16>;
+    void (*kernel)(norm_fwd_params) = p->stats != NULL ? norm_fwd_row_kernel<X_BF16, E5M2, RMS, HP_BF16, 1>
+                                                        : norm_fwd_row_kernel<X_BF16, E5M2, RMS, HP_BF16, 0>;
     if (smem + 2048 > 48 * 1024) /* the static arrays beside the planes, as norm_fwd.cu counts them */
         F8I_TRY(f8i_cuda_smem_optin(ctx, (const void *)kernel, "row-wise norm forward: shared-memory opt-in"));
     kernel<<<grid, 512, smem, f8i_stream(ctx)>>>(*p);
