@@ -9,7 +9,12 @@
  * (tokens x d and x 4d), both orientations, through the backend table (the
  * 2-D column path) and, marked "_old", through the former one-launch
  * stripes kernel (f8i_cuda_cast_rowwise_stripes), so one call compares
- * them; `bench_kernels rowwise` runs those lines alone.
+ * them; `bench_kernels rowwise` runs those lines alone. Beside them, the
+ * LayerNorm (BF16 x and params) with the row-wise cast fused (backend.h's
+ * F8I_ROW_FUSED): codes alone (inference), codes and u in BF16 (training:
+ * the column-wise copy's source), against the unfused path's norm in BF16
+ * then the row-wise cast (bytes counted as the fused line's, the same
+ * result, so the GB/s compare the two ways).
  *
  * Bytes are the fewest each op must move: every input read once, every output
  * written once (the dbias scratch partials and the amax atomics are not
@@ -25,7 +30,10 @@
 #define TARGET 0.80
 #define TARGET_BYTES (64e6)
 
-enum op { OP_CAST, OP_CAST_T, OP_CAST_T_DBIAS, OP_TRANSPOSE, OP_CONVERT, OP_SCALE_UPDATE, OP_ROW, OP_ROW_T, OP_ROW_T_DBIAS };
+enum op {
+    OP_CAST, OP_CAST_T, OP_CAST_T_DBIAS, OP_TRANSPOSE, OP_CONVERT, OP_SCALE_UPDATE, OP_ROW, OP_ROW_T, OP_ROW_T_DBIAS,
+    OP_NORM_ROW, OP_NORM_ROW_HP, OP_NORM_THEN_ROW /* LayerNorm with row-wise codes: fused, fused + u, unfused */
+};
 
 typedef struct kcase {
     const char *name;
@@ -44,6 +52,8 @@ typedef struct karg {
     void *src[MAX_SETS], *dst[MAX_SETS], *dst_t[MAX_SETS];
     float *scale, *amax, *scale_inv, *dbias;
     float *row_si, *row_si_t; /* row-wise: [rows], [cols] */
+    void *gamma, *beta;       /* the norm lines: BF16 [cols] */
+    float *mu, *rsigma;       /* the norm lines: [rows] */
     /* scale update */
     float *hist, *row0;
     int history_len, count;
@@ -87,6 +97,27 @@ static void kcall(void *p, int i)
         }
         break;
     }
+    case OP_NORM_ROW:
+    case OP_NORM_ROW_HP:
+    case OP_NORM_THEN_ROW: { /* u in BF16 (the param dtype) lands in dst_t */
+        f8i_norm_fwd_args a = {.x = k->src[s], .x_dtype = k->kc->src, .rows = k->rows, .cols = k->cols,
+                               .gamma = k->gamma, .beta = k->beta, .param_dtype = F8_DTYPE_BF16, .eps = 1e-5f,
+                               .mu = k->mu, .rsigma = k->rsigma};
+        if (k->kc->op == OP_NORM_THEN_ROW) { /* the unfused path: the norm in BF16, then the row-wise cast */
+            a.y = k->dst_t[s], a.y_dtype = F8_DTYPE_BF16;
+            BENCH_F8(ctx, f8i_op_norm_fwd(ctx, &a));
+            f8i_cast_args c = {.src = k->dst_t[s], .src_dtype = F8_DTYPE_BF16, .rows = k->rows, .cols = k->cols,
+                               .out_dtype = k->kc->dst, .out = k->dst[s], .amax = k->amax, .scale_inv = k->row_si,
+                               .mode = F8I_SCALING_ROW, .scaled_max = f8_fp8_max(k->kc->dst)};
+            BENCH_F8(ctx, f8i_op_cast(ctx, &c));
+            break;
+        }
+        a.y = k->dst[s], a.y_dtype = k->kc->dst, a.amax = k->amax, a.scale_inv = k->row_si;
+        a.mode = F8I_SCALING_ROW, a.scaled_max = f8_fp8_max(k->kc->dst);
+        if (k->kc->op == OP_NORM_ROW_HP) a.y_hp = k->dst_t[s], a.hp_dtype = F8_DTYPE_BF16;
+        BENCH_F8(ctx, f8i_op_norm_fwd(ctx, &a));
+        break;
+    }
     default: {
         f8i_cast_args a = {.src = k->src[s], .src_dtype = k->kc->src, .rows = k->rows, .cols = k->cols,
                            .out_dtype = k->kc->dst, .out = k->dst[s], .scale = k->scale, .amax = k->amax,
@@ -121,6 +152,10 @@ static double op_bytes(const kcase *kc, int64_t rows, int64_t cols)
     case OP_ROW_T: return n * ss + 2 * n + 4.0 * (double)(rows + cols);
     case OP_CAST_T_DBIAS: return n * ss + 2 * n + 4.0 * (double)cols;
     case OP_ROW_T_DBIAS: return n * ss + 2 * n + 4.0 * (double)(rows + 2 * cols);
+    /* x, the codes, mu, rsigma, scale_inv; with u (BF16): the same result, fused or not */
+    case OP_NORM_ROW: return n * ss + n + 12.0 * (double)rows;
+    case OP_NORM_ROW_HP:
+    case OP_NORM_THEN_ROW: return n * ss + 3 * n + 12.0 * (double)rows;
     case OP_TRANSPOSE: return 2 * n;
     case OP_CONVERT: return n * ss + n * (double)f8_dtype_size(kc->dst);
     default: return 0;
@@ -166,6 +201,7 @@ static void run_layout(f8_ctx *ctx, bench_log *log, const kcase *kc, int64_t row
         BENCH_CUDA(cudaMalloc(&k.dst[s], dst_bytes));
         if (kc->op == OP_CAST_T || kc->op == OP_CAST_T_DBIAS || kc->op == OP_ROW_T || kc->op == OP_ROW_T_DBIAS)
             BENCH_CUDA(cudaMalloc(&k.dst_t[s], (size_t)n));
+        if (kc->op == OP_NORM_ROW_HP || kc->op == OP_NORM_THEN_ROW) BENCH_CUDA(cudaMalloc(&k.dst_t[s], (size_t)n * 2));
     }
     /* scale 64: N(0, 9) inputs land across E4M3's range; scale_inv of the codes */
     const float scalars[4] = {64.0f, 0.0f, 1.0f / 64.0f, 0.0f};
@@ -176,6 +212,10 @@ static void run_layout(f8_ctx *ctx, bench_log *log, const kcase *kc, int64_t row
     BENCH_CUDA(cudaMalloc((void **)&k.dbias, (size_t)cols * 4));
     BENCH_CUDA(cudaMalloc((void **)&k.row_si, (size_t)rows * 4));
     BENCH_CUDA(cudaMalloc((void **)&k.row_si_t, (size_t)cols * 4));
+    k.gamma = bench_alloc_random(stream, F8_DTYPE_BF16, cols, 5, 1.0f);
+    k.beta = bench_alloc_random(stream, F8_DTYPE_BF16, cols, 6, 1.0f);
+    BENCH_CUDA(cudaMalloc((void **)&k.mu, (size_t)rows * 4));
+    BENCH_CUDA(cudaMalloc((void **)&k.rsigma, (size_t)rows * 4));
     BENCH_CUDA(cudaStreamSynchronize((cudaStream_t)stream));
 
     int reps = bench_reps(bytes / 3e3, 40, 20, 200); /* ~3 TB/s guess for the pass length */
@@ -190,6 +230,10 @@ static void run_layout(f8_ctx *ctx, bench_log *log, const kcase *kc, int64_t row
     BENCH_CUDA(cudaFree(k.dbias));
     BENCH_CUDA(cudaFree(k.row_si));
     BENCH_CUDA(cudaFree(k.row_si_t));
+    BENCH_CUDA(cudaFree(k.gamma));
+    BENCH_CUDA(cudaFree(k.beta));
+    BENCH_CUDA(cudaFree(k.mu));
+    BENCH_CUDA(cudaFree(k.rsigma));
 }
 
 /* The fused update of `count` slots with history L: reads the window and
@@ -244,6 +288,9 @@ int main(int argc, char **argv)
         {"rowwise_t_old", OP_ROW_T, F8_DTYPE_FP32, F8_DTYPE_E4M3, 2},
         {"rowwise_t_dbias", OP_ROW_T_DBIAS, F8_DTYPE_BF16, F8_DTYPE_E5M2, 1},
         {"rowwise_t_dbias_old", OP_ROW_T_DBIAS, F8_DTYPE_BF16, F8_DTYPE_E5M2, 2},
+        {"norm_rowwise", OP_NORM_ROW, F8_DTYPE_BF16, F8_DTYPE_E4M3, 1},
+        {"norm_rowwise_u", OP_NORM_ROW_HP, F8_DTYPE_BF16, F8_DTYPE_E4M3, 1},
+        {"norm+rowwise", OP_NORM_THEN_ROW, F8_DTYPE_BF16, F8_DTYPE_E4M3, 1},
     };
     static const int64_t shapes[2][2] = {{8192, 8192}, {2048, 2048}};
     /* the row-wise casts at the trainers' shapes: 124M (65,536 tokens a

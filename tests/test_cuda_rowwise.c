@@ -17,9 +17,16 @@
  *    on a plan forced onto the fallback kernel. The summary says which path
  *    each shape took, which answers whether cuBLASLt runs OUTER_VEC_32F
  *    scales on this GPU and toolkit.
+ *  - the row-wise cast fused into the CUDA norm and activations: its
+ *    high-precision output against the plain kernels', its codes, scales,
+ *    amax and telemetry against the CPU cast of that output, bit for bit
+ *    (rowwise_fused_ops_tests.h); and the modules with the fused casts
+ *    against the unfused path on CUDA, bit for bit (rowwise_fusion_tests.h).
  * Without a GPU (or in a CUDA=0 build) the program reports itself skipped.
  */
 #include "rowwise_fixture.h"
+#include "rowwise_fused_ops_tests.h"
+#include "rowwise_fusion_tests.h"
 
 enum { CPU = 0, GPU = 1 };
 
@@ -292,7 +299,9 @@ int main(void)
     if (rc) return rc;
     test_cast(ctx);
     test_gemm(ctx);
+    test_fused_ops(ctx);
     f8_ctx_destroy(ctx[CPU]);
     f8_ctx_destroy(ctx[GPU]);
+    run_rowwise_fusion_tests(F8_BACKEND_CUDA);
     return test_finish("test_cuda_rowwise");
 }

@@ -14,9 +14,15 @@
  *  - a forward and a wgrad product of real casts (X·Wᵀ from two row-wise
  *    operands, dYᵀ·X from two column-wise copies) within the FP8
  *    quantization bound of the exact product;
- *  - bad arguments refused with a status, nothing written.
+ *  - bad arguments refused with a status, nothing written;
+ *  - the casts fused into the norm and activation kernels: op by op
+ *    against the plain kernels and the cast of their output, edge rows
+ *    included (rowwise_fused_ops_tests.h), and module by module against the
+ *    unfused path (rowwise_fusion_tests.h), bit for bit.
  */
 #include "rowwise_fixture.h"
+#include "rowwise_fused_ops_tests.h"
+#include "rowwise_fusion_tests.h"
 
 static const int64_t SHAPES[] = {1, 3, 17, 128, 129, 250};
 enum { NSHAPES = sizeof SHAPES / sizeof SHAPES[0] };
@@ -420,6 +426,9 @@ int main(void)
     test_refusals(ctx);
     test_gemm(ctx);
     test_products(ctx);
+    f8_ctx *pair[2] = {ctx, ctx};
+    test_fused_ops(pair);
     f8_ctx_destroy(ctx);
+    run_rowwise_fusion_tests(F8_BACKEND_CPU);
     return test_finish("test_rowwise");
 }

@@ -280,7 +280,35 @@ typedef struct f8i_norm_fwd_args {
     float *scale_inv;   /* FP8 y only, may be NULL */
     float *mu, *rsigma;
     uint64_t *stats;    /* FP8 y only: telemetry [3] or NULL, counted as the cast counts */
+    /* Row-wise scaling fused into the kernel (mode ROW; F8I_ROW_FUSED below) */
+    f8i_scaling_mode mode; /* TENSOR (above) or ROW */
+    float scaled_max;   /* ROW: ldexpf(fp8_max(y_dtype), -margin), from the host */
+    int pow2;           /* ROW: power-of-two scales */
+    void *y_hp;         /* ROW: u [rows, cols] in hp_dtype, or NULL */
+    f8_dtype hp_dtype;  /* ROW: FP32 or BF16, the dtype v is rounded to before its scale */
 } f8i_norm_fwd_args;
+
+/* F8I_ROW_FUSED: the row-wise cast (core/rowwise.h, out only) fused into the
+ * norm forward and the activation forward and backward (mode ROW, FP8
+ * output), so that no kernel reads their output back for it. Each output
+ * value v (the norm's or the activation's; d of the backward) is first
+ * rounded to the high-precision dtype (hp_dtype; dx_dtype in the backward):
+ * u = (float)(hp_dtype)v, the value the unfused path stores and its cast
+ * reads. Then, row r by itself (a token row: the kernel holds it whole),
+ * exactly the row-wise cast of u:
+ *   a(r)         = max |u| over row r      (NaN ignored)
+ *   s(r)         = f8i_current_scale(a(r), 1.0f, scaled_max, pow2)
+ *   y[r, c]      = fp8(u · s(r))            (FP32 multiply; satfinite RNE)
+ *   scale_inv[r] = 1.0f / s(r)              ([rows]: one per row, not a scalar)
+ *   *amax        = max(*amax, a(r))         (if amax: the slot's record)
+ *   stats        += as the cast counts the codes of y (if stats)
+ *   y_hp (dx)    = u                         (if not NULL)
+ * scale is not read. Codes, scale_inv, amax and stats are then bit for bit
+ * those of f8i_rowwise_cast_args on u with out = y: the unfused path's (u
+ * stored, then cast). What needs whole columns (the column-wise copy out_t
+ * or y_t, and dbias) is not fused: the caller casts u after, with out NULL
+ * (the activation backward's out_t and dbias must be NULL here, the
+ * forward's y_t too). rows or cols 0: nothing is written. */
 
 /* Norm backward, with xhat = (x - mu)·rsigma (LayerNorm) or x·rsigma (RMS) and
  * gdy = g · dy (g as above), per row:
@@ -332,6 +360,11 @@ typedef struct f8i_act_fwd_args {
     float *amax;
     float *scale_inv;
     uint64_t *stats;    /* FP8 y only: telemetry [3] or NULL, counted as the cast counts */
+    f8i_scaling_mode mode; /* TENSOR, or ROW (F8I_ROW_FUSED above; y_t NULL) */
+    float scaled_max;   /* ROW */
+    int pow2;           /* ROW */
+    void *y_hp;         /* ROW: u [rows, cols] in hp_dtype, or NULL */
+    f8_dtype hp_dtype;  /* ROW: FP32 or BF16 */
 } f8i_act_fwd_args;
 
 /* Activation backward: d [rows, cols_in] = ∂(act)/∂x · dy, dy [rows, cols]:
@@ -360,6 +393,10 @@ typedef struct f8i_act_bwd_args {
     void *workspace;      /* dbias only: f8i_reduce_workspace_bytes(rows, cols_in) bytes */
     size_t workspace_bytes;
     uint64_t *stats;      /* with codes (out or out_t): telemetry [3] or NULL, as the cast */
+    f8i_scaling_mode mode; /* TENSOR, or ROW (F8I_ROW_FUSED above: d rounded to dx_dtype, dx
+                              may still be NULL; out_t and dbias NULL) */
+    float scaled_max;     /* ROW */
+    int pow2;             /* ROW */
 } f8i_act_bwd_args;
 
 /* Block scaling (F8_RECIPE_BLOCK, DeepSeek-V3's recipe, TE's

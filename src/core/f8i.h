@@ -62,6 +62,8 @@ struct f8_ctx {
     int telemetry;          /* f8_ctx_enable_telemetry was called */
     void *tel_block;        /* backend memory: live counters, snapshots (f8i_tel_* below) */
     f8_comm *comm;          /* amax-reduction group (f8_ctx_set_comm) or NULL */
+    int rows_unfused;       /* test hook (f8i_quantizer_test_unfuse_rows): quantizers made after it
+                               keep row-wise casts out of the norm and activation kernels */
     char error[512];
 };
 

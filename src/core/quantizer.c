@@ -15,8 +15,19 @@ f8i_quantizer f8i_quantizer_for(const f8_ctx *ctx)
     q.weight = f8i_recipe_block(ctx) ? F8I_SCALING_BLOCK_128X128 : row ? F8I_SCALING_ROW : F8I_SCALING_TENSOR;
     q.current = f8i_recipe_current(ctx);
     q.unfused = f8i_casts_unfused(ctx);
+    q.fused_rows = row && !ctx->rows_unfused;
     q.wgrad_hp = ctx->recipe.kind == F8_RECIPE_ROWWISE_GW_HP;
     return q;
+}
+
+void f8i_quantizer_test_unfuse_rows(f8_ctx *ctx, int on) { ctx->rows_unfused = on != 0; }
+
+void f8i_quantizer_row_fields(const f8_ctx *ctx, f8_dtype out_dtype, f8i_scaling_mode *mode, float *scaled_max,
+                              int *pow2)
+{
+    *mode = F8I_SCALING_ROW;
+    *scaled_max = ldexpf(f8_fp8_max(out_dtype), -ctx->recipe.margin);
+    *pow2 = ctx->recipe.power_2_scales;
 }
 
 size_t f8i_quantizer_sinv_bytes(const f8i_quantizer *q, int64_t rows, int64_t cols, size_t bytes)

@@ -24,6 +24,11 @@ typedef struct f8i_quantizer {
                                 fused FP8 outputs: the scale needs the tensor's (or its
                                 tiles') amax first. Telemetry does not: the fused kernels
                                 count as the cast does. */
+    int fused_rows;          /* with unfused: the norm and activation kernels also write the
+                                row-wise codes of their output and each row's scale_inv
+                                (backend.h's F8I_ROW_FUSED: a row's scale needs that row
+                                alone), so the cast after makes only what needs whole
+                                columns (the column-wise copy, dbias); ROW scaling */
     int wgrad_hp;            /* the weight gradient's GEMM in high precision from the
                                 high-precision input (kept by the forward) and output
                                 gradient; no column-wise FP8 copies (ROWWISE_GW_HP) */
@@ -31,10 +36,21 @@ typedef struct f8i_quantizer {
 
 /* The quantizers of the ctx's recipe: DELAYED per-tensor, fused; CURRENT
  * per-tensor, measured, unfused; BLOCK 1x128 tiles and 128x128 weight
- * blocks, unfused; ROWWISE one scale per row everywhere, unfused
- * (ROWWISE_GW_HP: also wgrad_hp). Fixed for a module's life (the recipe is fixed before
+ * blocks, unfused; ROWWISE one scale per row everywhere, unfused with
+ * the rows fused (ROWWISE_GW_HP: also wgrad_hp). Fixed for a module's life (the recipe is fixed before
  * any module exists). */
 f8i_quantizer f8i_quantizer_for(const f8_ctx *ctx);
+
+/* Test hook: quantizers made on ctx from now on (with on) have fused_rows
+ * off, so that a test can hold the fused kernels to the unfused path, bit
+ * for bit; on 0 restores the recipe's choice. Never on the step path. */
+void f8i_quantizer_test_unfuse_rows(f8_ctx *ctx, int on);
+
+/* The fields of a norm or activation kernel's args that fuse the row-wise
+ * cast (q->fused_rows) of an output in out_dtype: mode ROW, the recipe's
+ * scaled_max and pow2 (as f8i_quantizer_cast_scaling sets a cast's). */
+void f8i_quantizer_row_fields(const f8_ctx *ctx, f8_dtype out_dtype, f8i_scaling_mode *mode, float *scaled_max,
+                              int *pow2);
 
 /* Does an activation's column-wise copy have to be quantized from the
  * high-precision values, on its own scales (block tiles, rows) with its own

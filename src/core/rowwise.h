@@ -42,6 +42,7 @@
 
 #include "core/f8i.h"
 #include "core/backend.h"
+#include "core/numerics.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -155,6 +156,21 @@ f8_status f8i_rowwise_gemm_check(f8_ctx *ctx, const f8i_rowwise_gemm_args *g);
 /* The CPU oracle (src/cpu/rowwise.c): host memory. */
 f8_status f8i_cpu_cast_rowwise(f8_ctx *ctx, const f8i_rowwise_cast_args *a);
 f8_status f8i_cpu_gemm_rowwise(f8_ctx *ctx, const f8i_rowwise_gemm_args *g);
+
+/* One row of backend.h's F8I_ROW_FUSED on the host (the CPU norm and
+ * activation kernels call it): u [n] the row's values already rounded to the
+ * high-precision dtype; writes codes [n] of u·s, returns scale_inv = 1/s,
+ * *amax = max(*amax, max|u|) and, if tally, tally[1..2] += the row's
+ * saturated and flushed counts. The arithmetic of f8i_cpu_cast_rowwise's
+ * rows, so the codes are the cast's. */
+float f8i_cpu_rowwise_fused_row(const float *u, int64_t n, f8_dtype out_dtype, float scaled_max, int pow2,
+                                uint8_t *codes, float *amax, uint64_t *tally);
+
+/* v rounded to hp (FP32: itself; BF16: RNE to BF16 and back). */
+static inline float f8i_round_to(f8_dtype hp, float v)
+{
+    return hp == F8_DTYPE_BF16 ? f8i_bf16_to_float(f8i_bf16_from_float(v)) : v;
+}
 
 /* The CUDA versions (src/cuda/rowwise_cast.cu, gemm_rowwise.cu): device
  * memory of a CUDA ctx, on its stream. A CUDA=0 build has stubs that answer

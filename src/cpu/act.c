@@ -11,13 +11,16 @@
  * cast (f8i_cpu_cast) for the fused FP8 outputs, so "the fused cast of d"
  * is literally the cast of FP32 d: bit for bit what the cast op gives on an
  * FP32 dx. The temporary is allocated per call (the oracle may). The
- * forward's transposed codes (y_t) are the same codes as y's.
+ * forward's transposed codes (y_t) are the same codes as y's. Row-wise
+ * codes (F8I_ROW_FUSED) are the row-wise cast's of the values rounded to
+ * the high-precision dtype (f8i_cpu_rowwise_fused_row, row by row).
  */
 #include <math.h>
 #include <stdlib.h>
 
 #include "core/f8i.h"
 #include "core/numerics.h"
+#include "core/rowwise.h"
 
 f8_status f8i_cpu_cast_run(f8_ctx *ctx, const f8i_cast_args *args); /* cpu/backend.c: uncounted */
 
@@ -92,11 +95,55 @@ static float act_df(f8_activation act, float x)
     return 0.0f;
 }
 
+/* The row-wise cast of rows [rows, n] of already rounded values (F8I_ROW_FUSED):
+ * codes, per-row scale_inv, amax and telemetry, as the row-wise cast. */
+static void row_codes(const float *u, int64_t rows, int64_t n, f8_dtype out_dtype, float scaled_max, int pow2,
+                      uint8_t *out, float *scale_inv, float *amax, uint64_t *stats)
+{
+    uint64_t tally[3] = {0, 0, 0};
+    float m = 0.0f;
+    for (int64_t r = 0; r < rows; r++) {
+        const float si = f8i_cpu_rowwise_fused_row(u + r * n, n, out_dtype, scaled_max, pow2, out + r * n, &m,
+                                                   stats ? tally : NULL);
+        if (scale_inv) scale_inv[r] = si;
+    }
+    if (amax) *amax = fmaxf(*amax, m);
+    if (stats) {
+        stats[0] += (uint64_t)(rows * n);
+        stats[1] += tally[1];
+        stats[2] += tally[2];
+    }
+}
+
+/* The forward under F8I_ROW_FUSED: v rounded to hp_dtype (u, stored in y_hp
+ * if set), then each row's cast. */
+static f8_status row_fwd(f8_ctx *ctx, const f8i_act_fwd_args *a)
+{
+    const int gated = f8_activation_gated(a->act);
+    const int64_t rows = a->rows, cols = a->cols, cols_in = gated ? 2 * cols : cols;
+    if (rows == 0 || cols == 0) return F8_OK;
+    F8I_COUNT_LAUNCHES(ctx, 1);
+    float *u = (float *)malloc((size_t)(rows * cols) * sizeof(float));
+    if (!u) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "cpu activation forward: out of host memory");
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++) {
+            float v = act_f(a->act, load(a->x, a->x_dtype, r * cols_in + c));
+            if (gated) v = v * load(a->x, a->x_dtype, r * cols_in + cols + c);
+            u[r * cols + c] = f8i_round_to(a->hp_dtype, v);
+            if (a->y_hp) store(a->y_hp, a->hp_dtype, r * cols + c, v);
+        }
+    row_codes(u, rows, cols, a->y_dtype, a->scaled_max, a->pow2, (uint8_t *)a->y, a->scale_inv, a->amax, a->stats);
+    free(u);
+    return F8_OK;
+}
+
 f8_status f8i_cpu_act_fwd(f8_ctx *ctx, const f8i_act_fwd_args *a)
 {
     const int gated = f8_activation_gated(a->act);
     const int64_t cols = a->cols, cols_in = gated ? 2 * cols : cols;
     const int fp8 = f8i_dtype_is_fp8(a->y_dtype);
+    const int row = fp8 && a->mode == F8I_SCALING_ROW; /* F8I_ROW_FUSED (backend.h) */
+    if (row) return row_fwd(ctx, a);
     if ((a->rows == 0 || cols == 0) && !(fp8 && a->scale_inv)) return F8_OK; /* nothing to write */
     F8I_COUNT_LAUNCHES(ctx, 1);
     const int e5m2 = a->y_dtype == F8_DTYPE_E5M2;
@@ -136,7 +183,7 @@ f8_status f8i_cpu_act_bwd(f8_ctx *ctx, const f8i_act_bwd_args *a)
     const int gated = f8_activation_gated(a->act);
     const int64_t rows = a->rows, cols = a->cols, cols_in = gated ? 2 * cols : cols;
     const size_t count = (size_t)(rows * cols_in);
-    if (count == 0 && !a->scale_inv) return F8_OK; /* nothing to write */
+    if (count == 0 && (!a->scale_inv || a->mode == F8I_SCALING_ROW)) return F8_OK; /* nothing to write */
     if (a->dbias && count > 0) { /* the contract both backends check */
         F8I_TRY(f8i_check_reduce_workspace(ctx, a->workspace, a->workspace_bytes, rows, cols_in,
                                                   "activation backward"));
@@ -160,6 +207,12 @@ f8_status f8i_cpu_act_bwd(f8_ctx *ctx, const f8i_act_bwd_args *a)
     }
     if (a->dx)
         for (size_t i = 0; i < count; i++) store(a->dx, a->dx_dtype, (int64_t)i, d[i]);
+    if (a->mode == F8I_SCALING_ROW && a->out) { /* F8I_ROW_FUSED: the row-wise codes of d rounded to dx_dtype */
+        for (size_t i = 0; i < count; i++) d[i] = f8i_round_to(a->dx_dtype, d[i]);
+        row_codes(d, rows, cols_in, a->out_dtype, a->scaled_max, a->pow2, a->out, a->scale_inv, a->amax, a->stats);
+        free(d);
+        return F8_OK;
+    }
     f8_status st = F8_OK;
     if (a->out || a->out_t || a->amax || a->scale_inv || a->dbias) {
         const float one = 1.0f; /* the cast reads *scale even when only dbias is asked for */

@@ -15,6 +15,8 @@
  * fixed order, so a GPU kernel can be compared element by element. FP8 y is
  * the cast's arithmetic: fp8(v · scale) with the FP32 product (the file is
  * built with -ffp-contract=off), amax over |v| with fmaxf (NaN ignored).
+ * Row-wise codes (F8I_ROW_FUSED) round each row's v to the param dtype and
+ * hand the row to f8i_cpu_rowwise_fused_row, the row-wise cast's arithmetic.
  * The column sums allocate a temporary per call (this is the oracle, not a
  * fast path); the args' workspace is still checked, as the CUDA backend
  * does, so a caller that passes too little fails on both.
@@ -24,6 +26,7 @@
 
 #include "core/f8i.h"
 #include "core/numerics.h"
+#include "core/rowwise.h"
 
 static inline float load(const void *p, f8_dtype dt, int64_t i)
 {
@@ -49,10 +52,15 @@ f8_status f8i_cpu_norm_fwd(f8_ctx *ctx, const f8i_norm_fwd_args *a)
     const int64_t cols = a->cols;
     const double n = cols > 0 ? (double)cols : 1.0; /* cols = 0: empty means, no NaN */
     const int fp8 = f8i_dtype_is_fp8(a->y_dtype);
-    if (a->rows <= 0 && !(fp8 && a->scale_inv)) return F8_OK; /* nothing to write */
+    const int row = fp8 && a->mode == F8I_SCALING_ROW; /* F8I_ROW_FUSED (backend.h) */
+    if (row && (a->rows <= 0 || cols <= 0)) return F8_OK; /* F8I_ROW_FUSED: nothing is written */
+    if (a->rows <= 0 && !(fp8 && a->scale_inv && !row)) return F8_OK; /* nothing to write */
     F8I_COUNT_LAUNCHES(ctx, 1);
+    /* row-wise: the row's values rounded to hp_dtype, then the row's cast */
+    float *u = row ? (float *)malloc((size_t)(cols > 0 ? cols : 1) * sizeof(float)) : NULL;
+    if (row && !u) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "cpu norm forward: out of host memory");
     const int e5m2 = a->y_dtype == F8_DTYPE_E5M2;
-    const float scale = fp8 ? *a->scale : 1.0f;
+    const float scale = fp8 && !row ? *a->scale : 1.0f;
     const float fmax = e5m2 ? 57344.0f : 448.0f;
     float amax = 0.0f;
     uint64_t sat = 0, flushed = 0; /* telemetry, counted as the cast counts */
@@ -86,7 +94,10 @@ f8_status f8i_cpu_norm_fwd(f8_ctx *ctx, const f8i_norm_fwd_args *a)
             float v;
             if (a->rms) v = (x * rsigma) * g;
             else v = ((x - mu) * rsigma) * g + load(a->beta, a->param_dtype, c);
-            if (fp8) {
+            if (row) {
+                u[c] = f8i_round_to(a->hp_dtype, v);
+                if (a->y_hp) store(a->y_hp, a->hp_dtype, base + c, v);
+            } else if (fp8) {
                 const uint8_t q = f8i_fp8_encode(v * scale, e5m2);
                 amax = fmaxf(amax, fabsf(v));
                 sat += fabsf(v * scale) > fmax;
@@ -96,9 +107,18 @@ f8_status f8i_cpu_norm_fwd(f8_ctx *ctx, const f8i_norm_fwd_args *a)
                 store(a->y, a->y_dtype, base + c, v);
             }
         }
+        if (row) {
+            uint64_t tally[3] = {0, 0, 0};
+            const float si = f8i_cpu_rowwise_fused_row(u, cols, a->y_dtype, a->scaled_max, a->pow2,
+                                                       (uint8_t *)a->y + base, &amax, tally);
+            if (a->scale_inv) a->scale_inv[r] = si;
+            sat += tally[1];
+            flushed += tally[2];
+        }
     }
+    free(u);
     if (fp8 && a->amax) *a->amax = fmaxf(*a->amax, amax);
-    if (fp8 && a->scale_inv) *a->scale_inv = 1.0f / scale;
+    if (fp8 && a->scale_inv && !row) *a->scale_inv = 1.0f / scale;
     if (fp8 && a->stats) {
         a->stats[0] += (uint64_t)(a->rows * cols);
         a->stats[1] += sat;

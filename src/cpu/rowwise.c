@@ -101,6 +101,26 @@ f8_status f8i_cpu_cast_rowwise(f8_ctx *ctx, const f8i_rowwise_cast_args *a)
     return F8_OK;
 }
 
+float f8i_cpu_rowwise_fused_row(const float *u, int64_t n, f8_dtype out_dtype, float scaled_max, int pow2,
+                                uint8_t *codes, float *amax, uint64_t *tally)
+{
+    const int e5m2 = out_dtype == F8_DTYPE_E5M2;
+    const float fmax = e5m2 ? 57344.0f : 448.0f;
+    float m = 0.0f;
+    for (int64_t e = 0; e < n; e++) m = fmaxf(m, fabsf(u[e]));
+    const float s = f8i_current_scale(m, 1.0f, scaled_max, pow2);
+    for (int64_t e = 0; e < n; e++) {
+        const float x = u[e] * s;
+        codes[e] = f8i_fp8_encode(x, e5m2);
+        if (tally) {
+            tally[1] += fabsf(x) > fmax;
+            tally[2] += u[e] != 0.0f && (codes[e] & 0x7Fu) == 0;
+        }
+    }
+    if (amax) *amax = fmaxf(*amax, m);
+    return 1.0f / s;
+}
+
 f8_status f8i_cpu_gemm_rowwise(f8_ctx *ctx, const f8i_rowwise_gemm_args *g)
 {
     const int64_t m = g->m, n = g->n, k = g->k;

@@ -52,6 +52,46 @@ static f8_status empty_scale_inv(f8_ctx *ctx, const float *scale, float *scale_i
     return f8i_cuda_reciprocal(ctx, scale, scale_inv, NULL);
 }
 
+/* The row-wise fused kernel's job (F8I_ROW_FUSED), forward (hp = y_hp) or
+ * backward (hp = dx; dy set): rows, h >= 1. */
+static f8_status row_job(f8_ctx *ctx, f8_activation act, int backward, const void *x, f8_dtype x_dtype,
+                         const void *dy, f8_dtype dy_dtype, int64_t rows, int64_t h, void *hp, f8_dtype hp_dtype,
+                         uint8_t *out, f8_dtype out_dtype, float *scale_inv, float *amax, uint64_t *stats,
+                         float scaled_max, int pow2)
+{
+    const int xes = dtype_bytes(x_dtype), hes = dtype_bytes(hp_dtype);
+    act_job j; /* the fields ACT_OP_ROW reads */
+    j.op = ACT_OP_ROW;
+    j.backward = backward;
+    j.x_bf16 = x_dtype == F8_DTYPE_BF16;
+    j.dy_bf16 = backward && dy_dtype == F8_DTYPE_BF16;
+    j.hp_bf16 = hp_dtype == F8_DTYPE_BF16;
+    j.e5m2 = out_dtype == F8_DTYPE_E5M2;
+    act_row_params *p = &j.row;
+    p->x = x;
+    p->dy = dy;
+    p->rows = rows;
+    p->h = h;
+    p->chunks = (h + ACT_VEC - 1) / ACT_VEC;
+    p->hp = hp;
+    p->hp_bf16 = j.hp_bf16;
+    p->out = out;
+    p->scale_inv = scale_inv;
+    p->amax = amax;
+    p->stats = (unsigned long long *)stats;
+    p->scaled_max = scaled_max;
+    p->pow2 = pow2;
+    /* pitches and the d_b half's offset h: widths that hold at every piece */
+    p->w_x = access_width(x, h * xes, 16);
+    p->w_dy = backward ? access_width(dy, h * dtype_bytes(dy_dtype), 16) : 1;
+    p->w_hp = hp != NULL ? access_width(hp, h * hes, 16) : 1;
+    p->w_out = access_width(out, h, ACT_VEC);
+    int64_t cap = (int64_t)f8i_cuda(ctx)->sm_count * (2048 / ACT_THREADS);
+    if (cap < 1) cap = 1;
+    j.grid = dim3((unsigned)(rows < cap ? rows : cap), 1, 1);
+    return act_dispatch(ctx, act, &j);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Backend entry points                                                      */
 /* ------------------------------------------------------------------------ */
@@ -65,6 +105,11 @@ f8_status f8i_cuda_act_fwd(f8_ctx *ctx, const f8i_act_fwd_args *a)
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "activation forward: negative shape [%lld, %lld]",
                          (long long)a->rows, (long long)a->cols);
     const int fp8 = f8i_dtype_is_fp8(a->y_dtype);
+    const int row = fp8 && a->mode == F8I_SCALING_ROW; /* F8I_ROW_FUSED (backend.h) */
+    if (row && (a->rows == 0 || a->cols == 0)) return F8_OK;
+    if (row)
+        return row_job(ctx, a->act, 0, a->x, a->x_dtype, NULL, F8_DTYPE_FP32, a->rows, a->cols, a->y_hp, a->hp_dtype,
+                       (uint8_t *)a->y, a->y_dtype, a->scale_inv, a->amax, a->stats, a->scaled_max, a->pow2);
     if (a->rows == 0 || a->cols == 0) return fp8 ? empty_scale_inv(ctx, a->scale, a->scale_inv) : F8_OK;
 
     const int gated = act_gated(a->act), xes = dtype_bytes(a->x_dtype), yes = dtype_bytes(a->y_dtype);
@@ -142,6 +187,11 @@ f8_status f8i_cuda_act_bwd(f8_ctx *ctx, const f8i_act_bwd_args *a)
     if (a->rows < 0 || a->cols < 0)
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "activation backward: negative shape [%lld, %lld]",
                          (long long)a->rows, (long long)a->cols);
+    const int row = a->mode == F8I_SCALING_ROW && a->out != NULL; /* F8I_ROW_FUSED (backend.h) */
+    if (row && (a->rows == 0 || a->cols == 0)) return F8_OK;
+    if (row)
+        return row_job(ctx, a->act, 1, a->x, a->x_dtype, a->dy, a->dy_dtype, a->rows, a->cols, a->dx, a->dx_dtype,
+                       a->out, a->out_dtype, a->scale_inv, a->amax, a->stats, a->scaled_max, a->pow2);
     if (a->rows == 0 || a->cols == 0) return empty_scale_inv(ctx, a->scale, a->scale_inv);
 
     const int gated = act_gated(a->act);

@@ -53,8 +53,8 @@
 #include <stdint.h>
 
 #include "norm_fwd.cuh"
+#include "core/rowwise.h"
 
-#define FWD_NV 4                  /* pieces (16 bytes of x) per thread and row */
 #define FWD_STAGES 2              /* rows of x in the staged kernel's ring */
 #define FWD_SMEM_SM (228 * 1024)  /* sm_90's shared memory per SM: the resident blocks share it */
 #define FWD_SMEM_BLOCK 2048       /* what each block takes beside its dynamic part (1 KB reserved, static arrays) */
@@ -68,110 +68,21 @@ static_assert(2 * FWD_MAX_COLS * 2 * 4 <= 160 * 1024, "gamma/beta of two residen
 /* Device helpers                                                            */
 /* ------------------------------------------------------------------------ */
 
-/* A piece of x (16 bytes) as its E floats (exact). */
-template <int X_BF16>
-static __device__ __forceinline__ void raw_floats(const uint4 &u, float (&v)[X_BF16 ? 8 : 4])
-{
-    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
-    words_floats<X_BF16, X_BF16 ? 8 : 4>(w, v);
-}
-
-/* Σx over a row-group thread's pieces of xr: four partial sums, added
- * pairwise (zeros where it has no piece). */
-template <int X_BF16>
-static __device__ __forceinline__ float thread_sum(const uint4 (&xr)[FWD_NV], int room)
-{
-    constexpr int E = X_BF16 ? 8 : 4;
-    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-    for (int k = 0; k < FWD_NV; ++k) {
-        if (32 * k >= room) continue; /* zeros there anyway */
-        float v[E];
-        raw_floats<X_BF16>(xr[k], v);
-#pragma unroll
-        for (int j = 0; j < E; ++j) acc[j % 4] += v[j];
-    }
-    return pairwise_sum(acc);
-}
-
-/* q[j % 4] += (x - m)² over a row-group thread's own columns of xr (fmaf). */
-template <int X_BF16>
-static __device__ __forceinline__ void deviations(float (&q)[4], const uint4 (&xr)[FWD_NV], float m, int c0, int cols,
-                                                  int room)
-{
-    constexpr int E = X_BF16 ? 8 : 4;
-#pragma unroll
-    for (int k = 0; k < FWD_NV; ++k) {
-        const int c = c0 + 32 * k * E;
-        if (32 * k >= room) continue;
-        float v[E];
-        raw_floats<X_BF16>(xr[k], v);
-        if (c + E <= cols) {
-#pragma unroll
-            for (int j = 0; j < E; ++j) {
-                const float d = v[j] - m;
-                q[j % 4] = __fmaf_rn(d, d, q[j % 4]);
-            }
-        } else {
-#pragma unroll
-            for (int j = 0; j < E; ++j) {
-                const float d = v[j] - m;
-                if (c + j < cols) q[j % 4] = __fmaf_rn(d, d, q[j % 4]);
-            }
-        }
-    }
-}
-
-
-/* The row group's FWD_NV pieces of x of row `row` into registers (zero
- * words where the thread has no piece). room: see the kernels. */
-template <int X_BF16>
-static __device__ __forceinline__ void load_row(uint4 (&xr)[FWD_NV], const void *x, int64_t row, int cols, int c0,
-                                                int room, int w)
-{
-    constexpr int E = X_BF16 ? 8 : 4;
-    const char *xrow = (const char *)x + row * cols * (X_BF16 ? 2 : 4);
-#pragma unroll
-    for (int k = 0; k < FWD_NV; ++k) {
-        if (32 * k < room) {
-            uint32_t r[4];
-            load_words<X_BF16, E, int>(r, xrow, c0 + 32 * k * E, cols, w);
-            xr[k] = make_uint4(r[0], r[1], r[2], r[3]);
-        } else {
-            xr[k] = make_uint4(0u, 0u, 0u, 0u);
-        }
-    }
-}
-
-/* y of the thread's pieces of a row (o = (x·rs)·g, or fmaf((x - mu)·rs, g,
- * beta)), and their amax. gbt: see the kernels. */
+/* y of the thread's pieces of a row (piece_values), and their amax. gbt:
+ * see the kernels. */
 template <int X_BF16, int YK, int RMS>
 static __device__ __forceinline__ void store_row(char *yrow, const uint4 (&xr)[FWD_NV], const float4 *gbt, float mu,
                                                  float rs, float s, float &amax, int c0, int cols, int room, int w,
                                                  bool counting, unsigned &sat, unsigned &flushed)
 {
-    constexpr int E = X_BF16 ? 8 : 4, NPL = (E / 4) * (RMS ? 1 : 2);
+    constexpr int E = X_BF16 ? 8 : 4;
     constexpr int FP8 = YK == Y_E4M3 || YK == Y_E5M2;
 #pragma unroll
     for (int k = 0; k < FWD_NV; ++k) {
         const int c = c0 + 32 * k * E;
         if (32 * k >= room) continue;
-        float v[E], o[E];
-        raw_floats<X_BF16>(xr[k], v);
-#pragma unroll
-        for (int h = 0; h < E / 4; ++h) {
-            const float4 g4 = gbt[(k * NPL + h) * 32];
-            const float g[4] = {g4.x, g4.y, g4.z, g4.w};
-            if (RMS) {
-#pragma unroll
-                for (int i = 0; i < 4; ++i) o[4 * h + i] = (v[4 * h + i] * rs) * g[i];
-            } else {
-                const float4 b4 = gbt[(k * NPL + E / 4 + h) * 32];
-                const float b[4] = {b4.x, b4.y, b4.z, b4.w};
-#pragma unroll
-                for (int i = 0; i < 4; ++i) o[4 * h + i] = __fmaf_rn((v[4 * h + i] - mu) * rs, g[i], b[i]);
-            }
-        }
+        float o[E];
+        piece_values<X_BF16, RMS, 0>(o, xr[k], gbt, k, mu, rs);
         /* Past the row's end g = b = 0 and x = 0: o is ±0 or NaN there,
          * neither of which moves fmaxf. */
         if (FP8)
@@ -202,38 +113,6 @@ static __device__ __forceinline__ void stage_row(uint4 *slot, const void *x, int
 /* Kernels                                                                   */
 /* ------------------------------------------------------------------------ */
 
-/* The row-group kernels' layout (both): block THREADS, split into THREADS /
- * tpr row groups of tpr consecutive threads (nw = tpr / 32 warps). Group g of
- * block b takes rows b·groups + g, then every gridDim.x·groups rows after (a
- * persistent grid: at most 1024 / THREADS blocks per SM, no more than the
- * rows need). Piece P of a row is its columns E·P .. E·P + E-1 (E = 8 BF16
- * or 4 FP32: 16 bytes of x); of the row's np pieces, warp w of the group
- * owns the span of 32·kn starting at 32·kn·w (kn = ceil(np / 32nw) <=
- * FWD_NV), and its lane l the pieces 32·kn·w + 32k + l, k < kn, that are <
- * np: a warp reads 512 contiguous bytes per k, and a piece's place depends
- * on k only through a constant offset. A thread holds x there as raw words
- * (this row's in xr), joins the row's statistics and writes those columns
- * of y. Dynamic shared memory: the FP32 gain (1 + gamma when zero centred)
- * and, for LayerNorm, beta, as NPL float4 planes per piece (gain elements
- * 4h .. 4h+3 in plane h < E/4, beta's in plane E/4 + h), piece P plane h at
- * float4 ((P / 32)·NPL + h)·32 + P % 32: a warp's reads are 512 contiguous
- * bytes. The group's thread 0 writes mu and rsigma; thread 0 of block 0
- * writes scale_inv; each block adds its amax with one atomic. */
-#define ROWS_LAYOUT                                                                                                    \
-    const int tpr = p.tpr, group = threadIdx.x / tpr, lane = threadIdx.x & 31;                                         \
-    const int groups = THREADS / tpr, nw = tpr >> 5, first = group * nw, bar = 1 + group;                              \
-    const int w = (threadIdx.x >> 5) - first; /* warp within the group */                                              \
-    const int cols = (int)p.cols, np = (cols + E - 1) / E;                                                             \
-    const int kn = (np + 32 * nw - 1) / (32 * nw); /* pieces per lane, <= FWD_NV */                                    \
-    const int p0 = 32 * kn * w + lane;             /* this thread's piece k is p0 + 32k */                             \
-    const int end = np < 32 * kn * (w + 1) ? np : 32 * kn * (w + 1);                                                   \
-    const int room = end - p0; /* piece k is ours iff 32k < room */                                                    \
-    const int c0 = p0 * E;     /* its column is c0 + 32kE */                                                           \
-    const float4 *gbt = gb + (size_t)(kn * w * NPL) * 32 + lane; /* piece k plane h: gbt[(k·NPL + h)·32] */            \
-    const float inv_n = 1.0f / (cols > 0 ? (float)cols : 1.0f);  /* the statistics scale sums by it */                 \
-    const int64_t rows = p.rows;                                                                                       \
-    const int stride = (int)gridDim.x * groups; /* the launcher keeps the grid to what the GPU holds */               \
-    int64_t row = (int64_t)blockIdx.x * groups + group
 
 /* Forward, rows up to FWD_MAX_COLS columns, x one row ahead in registers
  * (RMSNorm; LayerNorm where the staged kernel cannot run). Layout:
@@ -248,12 +127,8 @@ static __global__ void __launch_bounds__(512, 2) norm_fwd_regs_kernel(norm_fwd_p
     __shared__ float red[2][THREADS / 32]; /* [slot][warp] */
     ROWS_LAYOUT;
 
-    /* The first row's x, in flight while gamma/beta are fetched. */
-    uint4 xr[FWD_NV], xn[FWD_NV];
-    load_row<X_BF16>(xr, p.x, row < rows ? row : 0, cols, c0, row < rows ? room : 0, p.w_x);
-#pragma unroll
-    for (int k = 0; k < FWD_NV; ++k) xn[k] = make_uint4(0u, 0u, 0u, 0u);
-    fill_params<X_BF16, RMS, THREADS>(gb, p, cols, np);
+    uint4 xr[FWD_NV], xn[FWD_NV]; /* this row's x, and the next row's */
+    regs_start<X_BF16, RMS, THREADS>(xr, xn, gb, p, row, cols, c0, room, np);
 
     const float s = FP8 ? *p.scale : 1.0f;
     float amax = 0.0f;
@@ -265,17 +140,8 @@ static __global__ void __launch_bounds__(512, 2) norm_fwd_regs_kernel(norm_fwd_p
         const int64_t next = row + stride;
         if (next < rows) load_row<X_BF16>(xn, p.x, next, cols, c0, room, p.w_x);
 
-        /* mu, then m2 = Σ (x - mu)² over the row's own columns (x² for
-         * RMSNorm): group totals, two passes over the registers. */
-        float mu = 0.0f;
-        if (!RMS) {
-            mu = group_total(thread_sum<X_BF16>(xr, room), nw, first, red[slot], bar) * inv_n;
-            slot ^= 1;
-        }
-        float q[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        deviations<X_BF16>(q, xr, mu, c0, cols, room);
-        const float rs = rsqrtf(group_total(pairwise_sum(q), nw, first, red[slot], bar) * inv_n + p.eps);
-        slot ^= 1;
+        const float2 st = row_stats<X_BF16, RMS>(xr, red, slot, nw, first, bar, c0, cols, room, inv_n, p.eps);
+        const float mu = st.x, rs = st.y;
         if (threadIdx.x == (unsigned)(first * 32)) {
             if (!RMS && p.mu != NULL) p.mu[row] = mu;
             if (p.rsigma != NULL) p.rsigma[row] = rs;
@@ -354,7 +220,6 @@ static __global__ void __launch_bounds__(THREADS, 1024 / THREADS) norm_fwd_stage
         if (counting) block_stats_atomic<THREADS>(sat, flushed, p.stats, p.rows * p.cols, blockIdx.x == 0);
     }
 }
-#undef ROWS_LAYOUT
 
 /* ------------------------------------------------------------------------ */
 /* Launchers                                                                 */
@@ -449,9 +314,34 @@ static f8_status launch_rows_y(f8_ctx *ctx, const norm_fwd_params *p, int staged
 /* Backend entry point                                                       */
 /* ------------------------------------------------------------------------ */
 
+/* F8I_ROW_FUSED rows wider than FWD_MAX_COLS: the norm into y_hp, then the
+ * row-wise cast of it (out only), the unfused path's two launches. */
+static f8_status row_fwd_wide(f8_ctx *ctx, const f8i_norm_fwd_args *a)
+{
+    if (a->y_hp == NULL)
+        return f8i_error(ctx, F8_ERR_UNSUPPORTED, "norm forward: row-wise codes of rows wider than %d columns (%lld) "
+                                                  "need y_hp", FWD_MAX_COLS, (long long)a->cols);
+    f8i_norm_fwd_args n = *a;
+    n.y = a->y_hp;
+    n.y_dtype = a->hp_dtype;
+    n.mode = F8I_SCALING_TENSOR;
+    n.scale = NULL;
+    n.amax = NULL;
+    n.scale_inv = NULL;
+    n.stats = NULL;
+    F8I_TRY(f8i_cuda_norm_fwd(ctx, &n));
+    f8i_rowwise_cast_args c = {a->y_hp, a->hp_dtype, a->rows, a->cols, a->y_dtype, (uint8_t *)a->y, a->scale_inv,
+                               NULL, NULL, a->scaled_max, a->pow2, a->amax, a->stats, NULL, NULL, F8_DTYPE_FP32,
+                               0, NULL, 0};
+    return f8i_cuda_cast_rowwise(ctx, &c);
+}
+
 f8_status f8i_cuda_norm_fwd(f8_ctx *ctx, const f8i_norm_fwd_args *a)
 {
     const int fp8 = f8i_dtype_is_fp8(a->y_dtype);
+    const int row = fp8 && a->mode == F8I_SCALING_ROW; /* F8I_ROW_FUSED (backend.h) */
+    if (row && (a->rows <= 0 || a->cols <= 0)) return F8_OK; /* nothing to write */
+    if (row && a->cols > FWD_MAX_COLS) return row_fwd_wide(ctx, a);
     if (!f8i_dtype_is_hp(a->x_dtype) || !f8i_dtype_is_hp(a->param_dtype) || (!fp8 && !f8i_dtype_is_hp(a->y_dtype)))
         return f8i_error(ctx, F8_ERR_DTYPE, "norm forward: dtypes x %s, params %s, y %s not supported",
                          f8_dtype_name(a->x_dtype), f8_dtype_name(a->param_dtype), f8_dtype_name(a->y_dtype));
@@ -483,6 +373,11 @@ f8_status f8i_cuda_norm_fwd(f8_ctx *ctx, const f8i_norm_fwd_args *a)
     p.stats = fp8 ? (unsigned long long *)a->stats : NULL;
     p.mu = a->mu;
     p.rsigma = a->rsigma;
+    p.scaled_max = a->scaled_max;
+    p.pow2 = a->pow2;
+    p.y_hp = row ? a->y_hp : NULL;
+    p.hp_bf16 = a->hp_dtype == F8_DTYPE_BF16;
+    p.w_hp = 1;
     const int y_size = p.y_kind == Y_FP32 ? 4 : p.y_kind == Y_BF16 ? 2 : 1;
     p.w_x = access_width(a->x, a->cols * (p.x_bf16 ? 2 : 4), 16);
     p.w_p = access_width(a->gamma, 0, 16);
@@ -497,6 +392,13 @@ f8_status f8i_cuda_norm_fwd(f8_ctx *ctx, const f8i_norm_fwd_args *a)
         while ((int64_t)tpr * FWD_NV < np) tpr *= 2;
         p.tpr = tpr;
         p.w_y = access_width(a->y, a->cols * y_size, y_size * e < 16 ? y_size * e : 16);
+        if (row) { /* norm_fwd_rowwise.cu: the registers kernel's layout */
+            const int hs = p.hp_bf16 ? 2 : 4;
+            p.w_hp = p.y_hp != NULL ? access_width(p.y_hp, a->cols * hs, hs * e < 16 ? hs * e : 16) : 1;
+            const int kn = (int)((np + tpr - 1) / tpr);
+            return f8i_norm_fwd_row_launch(ctx, &p, rows_smem(np, e, p.rms, kn, 0),
+                                           rows_grid(&p, 512, f8i_cuda(ctx)->sm_count));
+        }
         if (p.stats == NULL && f8i_norm_fwd_fit_fits(&p)) { /* the fit kernel does not count telemetry */
             F8I_TRY(f8i_norm_fwd_fit_launch(ctx, &p));
             F8I_COUNT_LAUNCHES(ctx, 1);

@@ -29,6 +29,11 @@ typedef struct norm_fwd_params {
     float *mu, *rsigma;        /* (rows) or NULL */
     int tpr;                   /* threads per row */
     int w_x, w_y, w_p;         /* access widths (bytes) of x rows, y rows, gamma/beta */
+    /* F8I_ROW_FUSED (backend.h; norm_fwd_rowwise.cu): y's codes row by row */
+    float scaled_max;
+    int pow2;
+    void *y_hp;                /* (rows, cols) in the hp dtype, or NULL */
+    int hp_bf16, w_hp;         /* the hp dtype; y_hp's access width */
 } norm_fwd_params;
 
 /* a[0] becomes the sum of a[0..N-1], added pairwise in a fixed order. */
@@ -110,11 +115,198 @@ static __device__ __forceinline__ void cp_async_wait()
     asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
+/* ------------------------------------------------------------------------ */
+/* The row-group kernels' helpers (norm_fwd.cu, norm_fwd_rowwise.cu)          */
+/* ------------------------------------------------------------------------ */
+
+#define FWD_NV 4 /* pieces (16 bytes of x) per thread and row */
+
+/* A piece of x (16 bytes) as its E floats (exact). */
+template <int X_BF16>
+static __device__ __forceinline__ void raw_floats(const uint4 &u, float (&v)[X_BF16 ? 8 : 4])
+{
+    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+    words_floats<X_BF16, X_BF16 ? 8 : 4>(w, v);
+}
+
+/* Σx over a row-group thread's pieces of xr: four partial sums, added
+ * pairwise (zeros where it has no piece). */
+template <int X_BF16>
+static __device__ __forceinline__ float thread_sum(const uint4 (&xr)[FWD_NV], int room)
+{
+    constexpr int E = X_BF16 ? 8 : 4;
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int k = 0; k < FWD_NV; ++k) {
+        if (32 * k >= room) continue; /* zeros there anyway */
+        float v[E];
+        raw_floats<X_BF16>(xr[k], v);
+#pragma unroll
+        for (int j = 0; j < E; ++j) acc[j % 4] += v[j];
+    }
+    return pairwise_sum(acc);
+}
+
+/* q[j % 4] += (x - m)² over a row-group thread's own columns of xr (fmaf). */
+template <int X_BF16>
+static __device__ __forceinline__ void deviations(float (&q)[4], const uint4 (&xr)[FWD_NV], float m, int c0, int cols,
+                                                  int room)
+{
+    constexpr int E = X_BF16 ? 8 : 4;
+#pragma unroll
+    for (int k = 0; k < FWD_NV; ++k) {
+        const int c = c0 + 32 * k * E;
+        if (32 * k >= room) continue;
+        float v[E];
+        raw_floats<X_BF16>(xr[k], v);
+        if (c + E <= cols) {
+#pragma unroll
+            for (int j = 0; j < E; ++j) {
+                const float d = v[j] - m;
+                q[j % 4] = __fmaf_rn(d, d, q[j % 4]);
+            }
+        } else {
+#pragma unroll
+            for (int j = 0; j < E; ++j) {
+                const float d = v[j] - m;
+                if (c + j < cols) q[j % 4] = __fmaf_rn(d, d, q[j % 4]);
+            }
+        }
+    }
+}
+
+
+/* The row group's FWD_NV pieces of x of row `row` into registers (zero
+ * words where the thread has no piece). room: see the kernels. */
+template <int X_BF16>
+static __device__ __forceinline__ void load_row(uint4 (&xr)[FWD_NV], const void *x, int64_t row, int cols, int c0,
+                                                int room, int w)
+{
+    constexpr int E = X_BF16 ? 8 : 4;
+    const char *xrow = (const char *)x + row * cols * (X_BF16 ? 2 : 4);
+#pragma unroll
+    for (int k = 0; k < FWD_NV; ++k) {
+        if (32 * k < room) {
+            uint32_t r[4];
+            load_words<X_BF16, E, int>(r, xrow, c0 + 32 * k * E, cols, w);
+            xr[k] = make_uint4(r[0], r[1], r[2], r[3]);
+        } else {
+            xr[k] = make_uint4(0u, 0u, 0u, 0u);
+        }
+    }
+}
+
+
+/* The row-group kernels' layout (norm_fwd.cu's two, norm_fwd_rowwise.cu's): block THREADS, split into THREADS /
+ * tpr row groups of tpr consecutive threads (nw = tpr / 32 warps). Group g of
+ * block b takes rows b·groups + g, then every gridDim.x·groups rows after (a
+ * persistent grid: at most 1024 / THREADS blocks per SM, no more than the
+ * rows need). Piece P of a row is its columns E·P .. E·P + E-1 (E = 8 BF16
+ * or 4 FP32: 16 bytes of x); of the row's np pieces, warp w of the group
+ * owns the span of 32·kn starting at 32·kn·w (kn = ceil(np / 32nw) <=
+ * FWD_NV), and its lane l the pieces 32·kn·w + 32k + l, k < kn, that are <
+ * np: a warp reads 512 contiguous bytes per k, and a piece's place depends
+ * on k only through a constant offset. A thread holds x there as raw words
+ * (this row's in xr), joins the row's statistics and writes those columns
+ * of y. Dynamic shared memory: the FP32 gain (1 + gamma when zero centred)
+ * and, for LayerNorm, beta, as NPL float4 planes per piece (gain elements
+ * 4h .. 4h+3 in plane h < E/4, beta's in plane E/4 + h), piece P plane h at
+ * float4 ((P / 32)·NPL + h)·32 + P % 32: a warp's reads are 512 contiguous
+ * bytes. The group's thread 0 writes mu and rsigma; thread 0 of block 0
+ * writes scale_inv; each block adds its amax with one atomic. */
+#define ROWS_LAYOUT                                                                                                    \
+    const int tpr = p.tpr, group = threadIdx.x / tpr, lane = threadIdx.x & 31;                                         \
+    const int groups = THREADS / tpr, nw = tpr >> 5, first = group * nw, bar = 1 + group;                              \
+    const int w = (threadIdx.x >> 5) - first; /* warp within the group */                                              \
+    const int cols = (int)p.cols, np = (cols + E - 1) / E;                                                             \
+    const int kn = (np + 32 * nw - 1) / (32 * nw); /* pieces per lane, <= FWD_NV */                                    \
+    const int p0 = 32 * kn * w + lane;             /* this thread's piece k is p0 + 32k */                             \
+    const int end = np < 32 * kn * (w + 1) ? np : 32 * kn * (w + 1);                                                   \
+    const int room = end - p0; /* piece k is ours iff 32k < room */                                                    \
+    const int c0 = p0 * E;     /* its column is c0 + 32kE */                                                           \
+    const float4 *gbt = gb + (size_t)(kn * w * NPL) * 32 + lane; /* piece k plane h: gbt[(k·NPL + h)·32] */            \
+    const float inv_n = 1.0f / (cols > 0 ? (float)cols : 1.0f);  /* the statistics scale sums by it */                 \
+    const int64_t rows = p.rows;                                                                                       \
+    const int stride = (int)gridDim.x * groups; /* the launcher keeps the grid to what the GPU holds */               \
+    int64_t row = (int64_t)blockIdx.x * groups + group
+
+/* The outputs u of a row-group thread's piece k (x in raw words; gbt: see
+ * ROWS_LAYOUT): (x·rs)·g, or fmaf((x - mu)·rs, g, beta), in the CPU
+ * oracle's order; rounded to BF16 and back when HP_BF16 (the row-wise
+ * kernel's values, store_piece's RNE, so a BF16 store of them is exact). */
+template <int X_BF16, int RMS, int HP_BF16>
+static __device__ __forceinline__ void piece_values(float (&u)[X_BF16 ? 8 : 4], const uint4 &x, const float4 *gbt,
+                                                    int k, float mu, float rs)
+{
+    constexpr int E = X_BF16 ? 8 : 4, NPL = (E / 4) * (RMS ? 1 : 2);
+    float v[E];
+    raw_floats<X_BF16>(x, v);
+#pragma unroll
+    for (int h = 0; h < E / 4; ++h) {
+        const float4 g4 = gbt[(k * NPL + h) * 32];
+        const float g[4] = {g4.x, g4.y, g4.z, g4.w};
+        if (RMS) {
+#pragma unroll
+            for (int i = 0; i < 4; ++i) u[4 * h + i] = (v[4 * h + i] * rs) * g[i];
+        } else {
+            const float4 b4 = gbt[(k * NPL + E / 4 + h) * 32];
+            const float b[4] = {b4.x, b4.y, b4.z, b4.w};
+#pragma unroll
+            for (int i = 0; i < 4; ++i) u[4 * h + i] = __fmaf_rn((v[4 * h + i] - mu) * rs, g[i], b[i]);
+        }
+    }
+    if (HP_BF16)
+#pragma unroll
+        for (int j = 0; j < E; ++j) u[j] = f8i_bf16_to_float(f8i_bf16_from_float(u[j]));
+}
+
+/* The registers kernels' start (norm_fwd.cu's, norm_fwd_rowwise.cu's): the
+ * group's first row of x into xr, in flight while the block fills the
+ * gamma/beta planes gb; xn (the next row's) zeroed. */
+template <int X_BF16, int RMS, int THREADS>
+static __device__ __forceinline__ void regs_start(uint4 (&xr)[FWD_NV], uint4 (&xn)[FWD_NV], float4 *gb,
+                                                  const norm_fwd_params &p, int64_t row, int cols, int c0, int room,
+                                                  int np)
+{
+    const bool live = row < p.rows;
+    load_row<X_BF16>(xr, p.x, live ? row : 0, cols, c0, live ? room : 0, p.w_x);
+#pragma unroll
+    for (int k = 0; k < FWD_NV; ++k) xn[k] = make_uint4(0u, 0u, 0u, 0u);
+    fill_params<X_BF16, RMS, THREADS>(gb, p, cols, np);
+}
+
+/* mu (LayerNorm; 0 for RMSNorm) and rsigma of the row a row-group thread
+ * holds in xr: group totals of Σx, then of Σ(x - mu)² (x² for RMSNorm), two
+ * passes over the registers. red: the kernel's two red arrays ([2][warps]),
+ * slot the one the next total uses (advanced). */
+template <int X_BF16, int RMS, int W>
+static __device__ __forceinline__ float2 row_stats(const uint4 (&xr)[FWD_NV], float (&red)[2][W], int &slot, int nw,
+                                                   int first, int bar, int c0, int cols, int room, float inv_n,
+                                                   float eps)
+{
+    float mu = 0.0f;
+    if (!RMS) {
+        mu = group_total(thread_sum<X_BF16>(xr, room), nw, first, red[slot], bar) * inv_n;
+        slot ^= 1;
+    }
+    float q[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    deviations<X_BF16>(q, xr, mu, c0, cols, room);
+    const float rs = rsqrtf(group_total(pairwise_sum(q), nw, first, red[slot], bar) * inv_n + eps);
+    slot ^= 1;
+    return make_float2(mu, rs);
+}
+
 /* The fit kernel (norm_fwd_fit.cu): 1 when it can run p (BF16 x in 16-byte
  * aligned rows that its layout covers exactly, FP8 or BF16 y), and its
  * launch. p->tpr must be the row-group kernels' choice. */
 int f8i_norm_fwd_fit_fits(const norm_fwd_params *p);
 f8_status f8i_norm_fwd_fit_launch(f8_ctx *ctx, const norm_fwd_params *p);
+
+/* The row-wise fused forward (norm_fwd_rowwise.cu) of p, its row-group
+ * layout set (tpr; kn pieces a lane) with dynamic shared memory smem for
+ * the gamma/beta planes (the registers kernel's), on a grid of `grid`
+ * blocks of 512 threads. */
+f8_status f8i_norm_fwd_row_launch(f8_ctx *ctx, const norm_fwd_params *p, size_t smem, unsigned grid);
 
 /* Rows wider than FWD_MAX_COLS (norm_fwd_wide.cu): picks the kernel, sets
  * p->tpr and p->w_y, launches and checks the launch. */

@@ -27,7 +27,10 @@
  * Both weights have their own workspace with
  * the same microbatch rule. Unused slots (GEMM1_OUTPUT, GEMM2_OUTPUT,
  * GRAD_INPUT1, GRAD_INPUT2) are registered, as TE does, and never written,
- * so they never roll.
+ * so they never roll. Scalings that cast after the kernels (the quantizer's
+ * unfused) stage the activation's output and d in the param dtype; with
+ * fused_rows (row-wise) the kernels also write their row-wise codes, and the
+ * cast after makes only the column-wise copy (and fc1's dbias).
  */
 #include <stddef.h>
 #include <string.h>
@@ -225,11 +228,23 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
         a.y_dtype = adt;
         if (fp8 && ws.hp) { /* current or block scaling: the activation in param dtype, then the cast */
             const f8i_qbuf q = {(uint8_t *)a8, keep_hp ? NULL : a8t, a8_sinv, qdt, s->act_sinv, m->q.act};
-            a.y = keep_hp ? s->act_hp : ws.hp;
-            a.y_dtype = pdt;
+            void *hp = keep_hp ? s->act_hp : ws.hp;
+            if (m->q.fused_rows) { /* row-wise: the kernel writes the codes too; the cast the column-wise copy */
+                f8i_quantizer_row_fields(ctx, qdt, &a.mode, &a.scaled_max, &a.pow2);
+                a.amax = f8i_slot_amax(ctx, m->fwd[GEMM2_INPUT]);
+                a.stats = f8i_slot_stats(ctx, m->fwd[GEMM2_INPUT]);
+                a.scale_inv = a8_sinv;
+                a.y_hp = hp;
+                a.hp_dtype = pdt;
+            } else {
+                a.y = hp;
+                a.y_dtype = pdt;
+            }
             st = f8i_op_act_fwd(ctx, &a);
-            if (st == F8_OK)
-                st = f8i_module_quantize(m, a.y, pdt, T, a.cols, F8_DIR_FORWARD, GEMM2_INPUT, &q, NULL, NULL);
+            if (st == F8_OK && m->q.fused_rows)
+                st = f8i_module_quantize_cols(m, hp, pdt, T, a.cols, F8_DIR_FORWARD, GEMM2_INPUT, &q, NULL, NULL);
+            else if (st == F8_OK)
+                st = f8i_module_quantize(m, hp, pdt, T, a.cols, F8_DIR_FORWARD, GEMM2_INPUT, &q, NULL, NULL);
         } else {
             if (fp8) {
                 a.y_t = a8t;
@@ -265,6 +280,18 @@ static f8_status act_backward(f8_module *m, const mlp_saved *s, int64_t T, const
     if (m->fp8 && ws->hp) { /* current or block scaling: d in param dtype, then the cast (+dbias) */
         a.dx = ws->hp;
         a.dx_dtype = m->param_dtype;
+        if (m->q.fused_rows) { /* row-wise: the kernel writes d's codes too; the cast the column-wise copy, dbias */
+            const f8_slot sl = m->bwd[GRAD_OUTPUT2];
+            f8i_quantizer_row_fields(ctx, ws->d8.dtype, &a.mode, &a.scaled_max, &a.pow2);
+            a.out = ws->d8.data;
+            a.out_dtype = ws->d8.dtype;
+            a.amax = f8i_slot_amax(ctx, sl);
+            a.stats = f8i_slot_stats(ctx, sl);
+            a.scale_inv = ws->d8.scale_inv;
+            F8I_TRY(f8i_op_act_bwd(ctx, &a));
+            return f8i_module_quantize_cols(m, ws->hp, m->param_dtype, T, m->w[0].rows, F8_DIR_BACKWARD, GRAD_OUTPUT2,
+                                            &ws->d8, &m->w[0], ws->reduce);
+        }
         F8I_TRY(f8i_op_act_bwd(ctx, &a));
         return f8i_module_quantize(m, ws->hp, m->param_dtype, T, m->w[0].rows, F8_DIR_BACKWARD, GRAD_OUTPUT2, &ws->d8,
                                    &m->w[0], ws->reduce);

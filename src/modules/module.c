@@ -525,15 +525,36 @@ f8i_cast_args f8i_module_cast_args(f8_ctx *ctx, f8_slot sl, const void *src, f8_
     return c;
 }
 
-f8_status f8i_module_quantize(f8_module *m, const void *src, f8_dtype src_dtype, int64_t rows, int64_t cols,
-                              f8_direction dir, int slot, const f8i_qbuf *out, f8i_weight *dbias_of, void *reduce)
+/* The cast of f8i_module_quantize; cols_only: no row-wise codes, amax or
+ * telemetry (a fused kernel wrote and counted them), nothing without a
+ * column-wise copy or dbias to make. */
+static f8_status quantize(f8_module *m, const void *src, f8_dtype src_dtype, int64_t rows, int64_t cols,
+                          f8_direction dir, int slot, const f8i_qbuf *out, f8i_weight *dbias_of, void *reduce,
+                          int cols_only)
 {
     f8_ctx *ctx = m->ctx;
+    const int dbias = dbias_of && dbias_of->db;
+    if (cols_only && !out->data_t && !dbias) return F8_OK;
     const f8_slot sl = dir == F8_DIR_FORWARD ? m->fwd[slot] : m->bwd[slot];
     f8i_cast_args c = f8i_module_cast_args(ctx, sl, src, src_dtype, rows, cols, out);
+    if (cols_only) c.out = NULL;
     c.out_t = out->data_t;
     c.scale_inv_t = out->scale_inv_t;
     F8I_TRY(f8i_quantizer_cast_scaling(ctx, m->q.act, sl, &c));
-    if (dbias_of && dbias_of->db) SET_DBIAS(c, dbias_of, reduce, rows, cols);
+    if (cols_only) c.amax = NULL, c.stats = NULL;
+    if (dbias) SET_DBIAS(c, dbias_of, reduce, rows, cols);
     return f8i_op_cast(ctx, &c);
+}
+
+f8_status f8i_module_quantize(f8_module *m, const void *src, f8_dtype src_dtype, int64_t rows, int64_t cols,
+                              f8_direction dir, int slot, const f8i_qbuf *out, f8i_weight *dbias_of, void *reduce)
+{
+    return quantize(m, src, src_dtype, rows, cols, dir, slot, out, dbias_of, reduce, 0);
+}
+
+f8_status f8i_module_quantize_cols(f8_module *m, const void *src, f8_dtype src_dtype, int64_t rows, int64_t cols,
+                                   f8_direction dir, int slot, const f8i_qbuf *out, f8i_weight *dbias_of,
+                                   void *reduce)
+{
+    return quantize(m, src, src_dtype, rows, cols, dir, slot, out, dbias_of, reduce, 1);
 }

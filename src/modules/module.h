@@ -219,6 +219,14 @@ float *f8i_take_sinv(const f8_module *m, f8i_layout *l, int64_t rows, int64_t co
 void f8i_norm_saved_place(const f8_module *m, f8i_layout *l, int64_t T, int keep_ln, f8i_norm_saved *s);
 f8_status f8i_module_quantize(f8_module *m, const void *src, f8_dtype src_dtype, int64_t rows, int64_t cols,
                               f8_direction dir, int slot, const f8i_qbuf *out, f8i_weight *dbias_of, void *reduce);
+/* What f8i_module_quantize adds after a kernel that fused the row-wise
+ * codes (m->q.fused_rows; they, each row's scale_inv, the amax and the
+ * telemetry are that kernel's): out's column-wise copy (out->data_t, with
+ * out->scale_inv_t) and dbias from the high-precision src; nothing when
+ * neither is asked for. */
+f8_status f8i_module_quantize_cols(f8_module *m, const void *src, f8_dtype src_dtype, int64_t rows, int64_t cols,
+                                   f8_direction dir, int slot, const f8i_qbuf *out, f8i_weight *dbias_of,
+                                   void *reduce);
 /* The per-tensor cast of src [rows, cols] into out's codes (no transpose,
  * no amax, no dbias) with slot sl's scale as it stands: the args every
  * module cast starts from (f8i_module_quantize adds the transpose and the
