@@ -8,7 +8,12 @@
 # Usage: tools/converge_seeds.sh [STEPS] [SEEDS...] (default 1000 steps,
 # seeds 1 2). CONFIGS picks the FP8 configurations (default "fp8 fp8head"):
 # fp8 (--fp8 on), fp8head (and --fp8-head on), fp8attn (and
-# --fp8-attention on). Needs a built ./build/f8_train; logs go to $OUT.
+# --fp8-attention on), fp8attn_cur (the same under current scaling), current,
+# block, rowwise, rowwise_gw (--recipe rowwise_with_gw_hp), mom_bf16 and
+# mom_fp8 (FP8 with --adam-moments bf16 / fp8: compare them with fp8, the
+# same run with FP32 moments). TEXT=FILE trains on that text (byte-level)
+# instead of the embedded corpus (e.g. ../shared/data/tinyshakespeare.txt).
+# Needs a built ./build/f8_train; logs go to $OUT.
 set -u
 steps="${1:-1000}"
 [ $# -gt 0 ] && shift
@@ -23,8 +28,14 @@ for seed in $seeds; do
             fp8) opts="--fp8 on" ;;
             fp8head) opts="--fp8 on --fp8-head on" ;;
             fp8attn) opts="--fp8 on --fp8-attention on" ;;
+            fp8attn_cur) opts="--fp8 on --fp8-attention on --recipe current" ;;
+            current | block | rowwise) opts="--fp8 on --recipe $cfg" ;;
+            rowwise_gw) opts="--fp8 on --recipe rowwise_with_gw_hp" ;;
+            mom_bf16) opts="--fp8 on --adam-moments bf16" ;;
+            mom_fp8) opts="--fp8 on --adam-moments fp8" ;;
             *) echo "converge_seeds.sh: unknown configuration $cfg" >&2; exit 2 ;;
         esac
+        [ -n "${TEXT:-}" ] && opts="$opts --text $TEXT"
         # shellcheck disable=SC2086 # opts is a list of options
         ./build/f8_train --model 50M $opts --seed "$seed" --steps "$steps" --val-every "$steps" --val-batches 16 \
             --sample 0 --log "$out/seed${seed}_$cfg.csv" --plot "" --quiet > "$out/seed${seed}_$cfg.txt" 2>&1 ||
