@@ -23,18 +23,7 @@ enum { STEPS = 4 };
 
 static train_options options(int llama, const char *recipe, int graph)
 {
-    train_options o = quiet_run_options("cuda", 6);
-    o.layers = 3;
-    o.heads = llama ? 4 : 2;
-    o.channels = 128; /* block scaling's 128-wide tiles */
-    o.seq = 64;
-    o.batch = 2;
-    o.grad_accum = 2;
-    o.warmup = 2;
-    o.recipe = recipe;
-    o.graph = graph;
-    if (llama) o.llama = 1, o.kv_heads = 2, o.ffn = 256, o.rope_theta = 10000.0;
-    return o;
+    return small_cuda_options(llama, recipe, graph);
 }
 
 static trainer *run(const train_options *o, double *losses, size_t *peak)

@@ -55,6 +55,27 @@ static inline train_options small_llama_options(train_options o)
     return o;
 }
 
+/* The CUDA tests' small model that compares runs bit for bit
+ * (test_cuda_recompute_blocks, test_cuda_memory_savings): 3 blocks of 128
+ * channels (block scaling's 128-wide tiles), 64-token sequences, 2 x 2
+ * sequences a step, 6 steps; a Llama has 4 heads over 2 key/value heads
+ * and SwiGLU of 256, a GPT 2 heads. */
+static inline train_options small_cuda_options(int llama, const char *recipe, int graph)
+{
+    train_options o = quiet_run_options("cuda", 6);
+    o.layers = 3;
+    o.heads = llama ? 4 : 2;
+    o.channels = 128;
+    o.seq = 64;
+    o.batch = 2;
+    o.grad_accum = 2;
+    o.warmup = 2;
+    o.recipe = recipe;
+    o.graph = graph;
+    if (llama) o.llama = 1, o.kv_heads = 2, o.ffn = 256, o.rope_theta = 10000.0;
+    return o;
+}
+
 /* max |a - b| / max |b| over n values (an all-zero b: 0 where a is zero too, inf elsewhere). */
 static inline double max_rel(const float *a, const float *b, int64_t n)
 {
