@@ -32,7 +32,8 @@
 #include "f8/core.h"   /* status, dtypes and FP8 numerics, recipes, ctx, tensors, slots, telemetry,
                           quantized tensors, memory, graphs */
 #include "f8/comm.h"   /* communicators */
-#include "f8/layers.h" /* modules, FP8 primary weights, embedding, attention, cross-entropy, AdamW */
+#include "f8/layers.h" /* modules, FP8 primary weights */
+#include "f8/blocks.h" /* embedding, attention, rotary embeddings, cross-entropy, AdamW */
 #include "f8/io.h"     /* checkpoints, ONNX export */
 
 #endif /* F8_H */

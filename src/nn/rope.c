@@ -45,7 +45,7 @@ f8_rope_config f8_rope_config_default(int64_t n_head, int64_t n_kv_head, int64_t
     return c;
 }
 
-/* The config's checks (layers.h); a message only with a ctx. */
+/* The config's checks (blocks.h); a message only with a ctx. */
 static f8_status config_check(f8_ctx *ctx, const f8_rope_config *c)
 {
     const char *fn = "f8_rope_create";
@@ -74,7 +74,7 @@ static f8_status config_check(f8_ctx *ctx, const f8_rope_config *c)
                      (long long)c->original_max_position);
 }
 
-/* ω_d (layers.h), FP64. */
+/* ω_d (blocks.h), FP64. */
 static void inv_freq_of(const f8_rope_config *c, double *w)
 {
     const int64_t half = c->head_dim / 2;

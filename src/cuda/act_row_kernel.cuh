@@ -1,0 +1,144 @@
+/*
+ * act_row_kernel.cuh — row-wise scaling's cast fused into the activation
+ * (act_row_kernel, backend.h's F8I_ROW_FUSED): a part of act_kernels.cuh,
+ * included by it after the element helpers and tile sources it uses
+ * (act_eval, load_piece, decode_piece, store_piece, act_row_params), not
+ * on its own.
+ */
+#ifndef F8_CUDA_ACT_ROW_KERNEL_CUH
+#define F8_CUDA_ACT_ROW_KERNEL_CUH
+
+/* Values of piece k (columns 8k.. of h) of row r for the row-wise kernel,
+ * rounded to the hp dtype: the forward's v, or the backward's d (gated: d_a
+ * in u, d_b in ub), with act_fwd_kernel's and act_bwd_rows_kernel's
+ * arithmetic, so the values those kernels store. n: the piece's elements. */
+template <int ACT, int XBF16, int DYBF16, int BWD, int HPBF16>
+static __device__ __forceinline__ void row_piece(const act_row_params &p, int64_t r, int64_t c, int n,
+                                                 float (&u)[ACT_VEC], float (&ub)[ACT_VEC])
+{
+    constexpr int GATED = act_gated(ACT);
+    constexpr int XW = ACT_VEC * (XBF16 ? 2 : 4) / 4, DW = ACT_VEC * (DYBF16 ? 2 : 4) / 4;
+    const int64_t xpitch = GATED ? 2 * p.h : p.h;
+    uint32_t wa[XW], wb[GATED ? XW : 1];
+    float a[ACT_VEC], b[ACT_VEC];
+    load_piece<XBF16, ACT_VEC>(wa, p.x, r * xpitch + c, n, p.w_x);
+    decode_piece<XBF16, ACT_VEC>(wa, a);
+    if constexpr (GATED) {
+        load_piece<XBF16, ACT_VEC>(wb, p.x, r * xpitch + p.h + c, n, p.w_x);
+        decode_piece<XBF16, ACT_VEC>(wb, b);
+    }
+    if constexpr (BWD) {
+        uint32_t wd[DW];
+        float dy[ACT_VEC];
+        load_piece<DYBF16, ACT_VEC>(wd, p.dy, r * p.h + c, n, p.w_dy);
+        decode_piece<DYBF16, ACT_VEC>(wd, dy);
+#pragma unroll
+        for (int j = 0; j < ACT_VEC; ++j) {
+            if constexpr (GATED) {
+                float f, g;
+                act_eval<ACT>(a[j], &f, &g);
+                u[j] = g * b[j] * dy[j];
+                ub[j] = f * dy[j];
+            } else {
+                float g;
+                act_eval<ACT>(a[j], NULL, &g);
+                u[j] = g * dy[j];
+                ub[j] = 0.0f;
+            }
+        }
+    } else {
+#pragma unroll
+        for (int j = 0; j < ACT_VEC; ++j) {
+            act_eval<ACT>(a[j], &u[j], NULL);
+            if constexpr (GATED) u[j] = u[j] * b[j];
+            ub[j] = 0.0f;
+        }
+    }
+    if (HPBF16)
+#pragma unroll
+        for (int j = 0; j < ACT_VEC; ++j) {
+            u[j] = f8i_bf16_to_float(f8i_bf16_from_float(u[j]));
+            ub[j] = f8i_bf16_to_float(f8i_bf16_from_float(ub[j]));
+        }
+}
+
+/* The codes of n values u · s at element i of out, and their telemetry. */
+template <int E5M2>
+static __device__ __forceinline__ void row_codes(const act_row_params &p, int64_t i, const float (&u)[ACT_VEC],
+                                                 float s, int n, unsigned &sat, unsigned &flushed)
+{
+    store_codes<E5M2, ACT_VEC>(p.out, i, u, s, n, p.w_out);
+    if (p.stats != NULL)
+#pragma unroll
+        for (int j = 0; j < ACT_VEC; ++j)
+            if (j < n) code_stats<E5M2>(u[j], s, fp8x2<E5M2>(u[j] * s, 0.0f) & 0xFFu, sat, flushed);
+}
+
+/* Row-wise scaling fused into the activation (backend.h's F8I_ROW_FUSED):
+ * forward (BWD 0) v = act(x), or backward d. Grid: rows (at most what is
+ * resident; a grid-stride loop over more), block ACT_THREADS: a block owns
+ * a row at a time, thread t its pieces t, t + ACT_THREADS, ... (columns 8k..
+ * of h; the gated backward's d_b at h + 8k..). Pass 1: u (row_piece), its
+ * max |u| and, where asked, u into hp; the block's max (warp shuffles, then
+ * the warps through shared memory: exact in any order) gives the row's
+ * scale (f8i_current_scale, as the row-wise cast). Pass 2: u again (read
+ * back from hp, which this thread wrote, or recomputed: the same bits) and
+ * its codes. Thread 0 writes the row's scale_inv; each block adds its amax
+ * and telemetry with one atomic. */
+template <int ACT, int XBF16, int DYBF16, int BWD, int HPBF16, int E5M2>
+static __global__ void __launch_bounds__(ACT_THREADS) act_row_kernel(act_row_params p)
+{
+    constexpr int TWO = BWD && act_gated(ACT); /* d_a and d_b per piece */
+    __shared__ float red[ACT_THREADS / 32];
+    const int64_t cols = TWO ? 2 * p.h : p.h;
+    float amax = 0.0f;
+    unsigned sat = 0, flushed = 0;
+    for (int64_t r = blockIdx.x; r < p.rows; r += gridDim.x) {
+        float m = 0.0f;
+        for (int64_t k = threadIdx.x; k < p.chunks; k += ACT_THREADS) {
+            const int64_t c = k * ACT_VEC;
+            const int n = c + ACT_VEC <= p.h ? ACT_VEC : (int)(p.h - c);
+            float u[ACT_VEC], ub[ACT_VEC];
+            row_piece<ACT, XBF16, DYBF16, BWD, HPBF16>(p, r, c, n, u, ub);
+#pragma unroll
+            for (int j = 0; j < ACT_VEC; ++j) m = fmaxf(m, fmaxf(fabsf(u[j]), fabsf(ub[j]))); /* zeros past n */
+            if (p.hp != NULL) {
+                store_piece<ACT_VEC>(p.hp, HPBF16, r * cols + c, u, n, p.w_hp);
+                if (TWO) store_piece<ACT_VEC>(p.hp, HPBF16, r * cols + p.h + c, ub, n, p.w_hp);
+            }
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
+        if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
+        __syncthreads();
+        m = 0.0f;
+#pragma unroll
+        for (int w = 0; w < ACT_THREADS / 32; ++w) m = fmaxf(m, red[w]);
+        __syncthreads(); /* red is written again by the next row */
+        const float s = f8i_current_scale(m, 1.0f, p.scaled_max, p.pow2);
+        amax = fmaxf(amax, m);
+        if (threadIdx.x == 0 && p.scale_inv != NULL) p.scale_inv[r] = 1.0f / s;
+        for (int64_t k = threadIdx.x; k < p.chunks; k += ACT_THREADS) {
+            const int64_t c = k * ACT_VEC;
+            const int n = c + ACT_VEC <= p.h ? ACT_VEC : (int)(p.h - c);
+            float u[ACT_VEC], ub[ACT_VEC];
+            if (p.hp != NULL) {
+                uint32_t w[ACT_VEC * (HPBF16 ? 2 : 4) / 4];
+                load_piece<HPBF16, ACT_VEC>(w, p.hp, r * cols + c, n, p.w_hp);
+                decode_piece<HPBF16, ACT_VEC>(w, u);
+                if (TWO) {
+                    load_piece<HPBF16, ACT_VEC>(w, p.hp, r * cols + p.h + c, n, p.w_hp);
+                    decode_piece<HPBF16, ACT_VEC>(w, ub);
+                }
+            } else {
+                row_piece<ACT, XBF16, DYBF16, BWD, HPBF16>(p, r, c, n, u, ub);
+            }
+            row_codes<E5M2>(p, r * cols + c, u, s, n, sat, flushed);
+            if (TWO) row_codes<E5M2>(p, r * cols + p.h + c, ub, s, n, sat, flushed);
+        }
+    }
+    if (p.amax != NULL) block_amax_atomic<ACT_THREADS>(amax, p.amax);
+    if (p.stats != NULL) block_stats_atomic<ACT_THREADS>(sat, flushed, p.stats, p.rows * cols, blockIdx.x == 0);
+}
+
+#endif /* F8_CUDA_ACT_ROW_KERNEL_CUH */
