@@ -197,11 +197,32 @@ static void check_table(const gpt *m)
           "main grads: %zu bytes for %lld module elements", m->main_grad_bytes, (long long)elements);
 }
 
+/* The fused modules of --grad-dtype fp32 hold no BF16 gradient of their GEMM
+ * weights: the library's gradient bytes are the BF16 model's less exactly 2
+ * bytes a GEMM weight element (the preset's shapes fill whole 256-byte
+ * granules), and the FP32 main grads are the caller's (f8_ctx_alloc'd). */
+static void held_gradients(gpt *a, gpt *b)
+{
+    int64_t gemm = 0;
+    for (int i = 0; i < b->params.n; i++) {
+        const model_param *p = &b->params.v[i];
+        if (p->module && (p->which == F8_PARAM_WEIGHT || p->which == F8_PARAM_FC1_WEIGHT || p->which == F8_PARAM_FC2_WEIGHT))
+            gemm += p->value.rows * p->value.cols;
+    }
+    f8_memory_report ra, rb;
+    CHECK_OK(a->ctx, f8_ctx_memory(a->ctx, &ra));
+    CHECK_OK(b->ctx, f8_ctx_memory(b->ctx, &rb));
+    CHECK(ra.bytes[F8_MEM_GRADIENTS] - rb.bytes[F8_MEM_GRADIENTS] == (size_t)gemm * 2,
+          "gradients held: %zu bytes with BF16 gradients, %zu with FP32 main grads; expected %lld less",
+          ra.bytes[F8_MEM_GRADIENTS], rb.bytes[F8_MEM_GRADIENTS], (long long)gemm * 2);
+}
+
 static void measure_fp32(int fp8, int M)
 {
     trainer *t16 = make_bf16(fp8, "auto"), *t32 = make_bf16(fp8, "fp32");
     gpt *a = trainer_model(t16), *b = trainer_model(t32);
     check_table(b);
+    held_gradients(a, b);
     grads count = {NULL, NULL, 0};
     CHECK_OK(b->ctx, param_each(&b->params, 0, grab, &count));
     const int64_t n = count.n;

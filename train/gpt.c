@@ -107,7 +107,7 @@ static f8_status write_fp8_weights(gpt *m)
         f8_param which;
         f8_tensor g;
         gpt_fp8_weight(m, k, &mod, &which);
-        st = f8_module_param(mod, which, 1, &g);
+        st = f8_module_param(mod, which, 0, &g); /* its shape */
         if (st == F8_OK) st = gpt_fp8_master_init(m, k, host);
         if (st == F8_OK) st = f8_ctx_upload(m->ctx, stage, host, (size_t)(g.rows * g.cols) * 4);
         f8_tensor src = f8_tensor_make(stage, F8_DTYPE_FP32, g.rows, g.cols);
@@ -422,8 +422,8 @@ f8_status gpt_fp8_master_init(gpt *m, int k, float *host)
     f8_module *mod;
     f8_param which;
     gpt_fp8_weight(m, k, &mod, &which);
-    f8_tensor g; /* the gradient's view: the weight's shape in the param dtype */
-    TRY(f8_module_param(mod, which, 1, &g));
+    f8_tensor g; /* the weight's view (FP8 codes: a primary weight): its shape */
+    TRY(f8_module_param(mod, which, 0, &g));
     const int64_t l = k / 4, j = k % 4, n = g.rows * g.cols;
     const int mod_j = j == 0 ? 1 : j == 1 ? 2 : 3;
     uint64_t seed = m->c.llama ? llama_module_seed(&m->c, l, mod_j) : module_seed(&m->c, l, mod_j);

@@ -120,7 +120,9 @@ f8_status mem_plan_make(const gpt_config *c, const mem_plan_run *r, mem_plan *p,
                                        : (c->llama ? (2 * (double)c->ffn > W ? 2 * (double)c->ffn : W) * C : 4 * C * C) / tp;
     if (!c->wt_per_call && transposes > largest) p->transposes = transposes - largest;
     p->bytes[PLAN_WEIGHTS] = mem[F8_MEM_PARAMETERS] + one.wpe;
-    /* --grad-dtype fp32: the main grads beside the modules' own gradients, the blocks' shared over tp ranks */
+    /* --grad-dtype fp32: the main grads beside the modules' own gradients (the probes' fused modules hold
+     * those of their biases and norm weights only: a GEMM weight's is its main grad), the blocks' shared
+     * over tp ranks */
     const double main_grads = one.main_grads + (L - 1) * (two.main_grads - one.main_grads) / tp;
     p->bytes[PLAN_GRADIENTS] = mem[F8_MEM_GRADIENTS] + one.dwpe + main_grads;
     p->bytes[PLAN_WORKSPACES] = mem[F8_MEM_WORKSPACE_DATA] + mem[F8_MEM_WORKSPACE_TRANSPOSE] + (c->wt_per_call ? 0 : transposes);

@@ -39,13 +39,23 @@ static model_param *grow(param_table *t)
     return p;
 }
 
+static int is_gemm_weight(f8_param which)
+{
+    return which == F8_PARAM_WEIGHT || which == F8_PARAM_FC1_WEIGHT || which == F8_PARAM_FC2_WEIGHT;
+}
+
 f8_status param_table_add(param_table *t, const char *prefix, f8_module *module, f8_param which, int64_t layer,
                           int fp8, unsigned flags)
 {
     model_param *p = grow(t);
     if (!p) return F8_ERR_OUT_OF_MEMORY;
     TRY(f8_module_param(module, which, 0, &p->value));
-    TRY(f8_module_param(module, which, 1, &p->grad));
+    f8_status st = f8_module_param(module, which, 1, &p->grad);
+    /* a fused GEMM weight (--grad-dtype fp32) has no gradient of its own: F8_ERR_STATE until
+     * param_main_grads_create gives it its main_grad; its shape stands in until then */
+    if (st == F8_ERR_STATE && is_gemm_weight(which))
+        p->grad = f8_tensor_make(NULL, F8_DTYPE_FP32, p->value.rows, p->value.cols);
+    else if (st != F8_OK) return st;
     snprintf(p->prefix, sizeof p->prefix, "%s", prefix);
     snprintf(p->name, sizeof p->name, "%s.%s", prefix, param_suffix(which));
     p->layer = layer;
@@ -111,11 +121,6 @@ int64_t param_elements(const param_table *t)
     int64_t n = 0;
     for (int i = 0; i < t->n; i++) n += t->v[i].value.rows * t->v[i].value.cols;
     return n;
-}
-
-static int is_gemm_weight(f8_param which)
-{
-    return which == F8_PARAM_WEIGHT || which == F8_PARAM_FC1_WEIGHT || which == F8_PARAM_FC2_WEIGHT;
 }
 
 f8_status param_main_grads_create(param_table *t, f8_ctx *ctx, void **block, size_t *bytes)

@@ -86,8 +86,9 @@ int64_t param_elements(const param_table *t);
  * f8_ctx_free it) and zeroed, and the entry's grad becomes its view, so the
  * optimizer, ZeRO-1's buckets, TP's sums and the tests read FP32 sums. A GEMM
  * weight (WEIGHT, FC1_WEIGHT, FC2_WEIGHT; its module created with
- * fuse_wgrad_accumulation): the weight-gradient GEMM writes or accumulates
- * into it (f8_module_set_main_grad). A bias or norm weight, which the module
+ * fuse_wgrad_accumulation, so it holds no gradient of its own for it): the
+ * weight-gradient GEMM writes or accumulates into it (f8_module_set_main_grad).
+ * A bias or norm weight, which the module
  * computes into its own param-dtype gradient: that one becomes the entry's
  * fold, added into the main grad after each microbatch (param_grads_fold).
  * Bare tensors keep the grad they were added with (the model allocates them

@@ -71,7 +71,9 @@ F8_API void f8_module_destroy(f8_module *module);
  * module does not have; F8_ERR_STATE for one this module was created without
  * (bias = 0, or beta of an RMSNorm). The view of an FP8 primary weight is
  * its FP8 data with its private scale_inv (read it; write it only through
- * f8_module_write_weight). */
+ * f8_module_write_weight). With fuse_wgrad_accumulation a weight (not its
+ * bias) has no gradient buffer of its own: its gradient view is the FP32
+ * main_grad set by f8_module_set_main_grad, F8_ERR_STATE before one is set. */
 F8_API f8_status f8_module_param(f8_module *module, f8_param which, int grad, f8_tensor *view);
 
 /* Slot i of a direction. Linear, LayerNormLinear: forward 0 INPUT, 1 WEIGHT,
@@ -88,13 +90,17 @@ F8_API const f8_qtensor *f8_module_weight_workspace(const f8_module *module, f8_
 /* With fuse_wgrad_accumulation: the FP32 buffer, the weight's shape (backend
  * memory, owned by the caller, alive while used), that backward writes that
  * weight's gradient into: overwritten (beta 0) when the forward ran with
- * F8_MICROBATCH_FIRST, accumulated (beta 1) otherwise. Every weight of the
- * module needs one before a backward. Without fuse_wgrad_accumulation:
+ * F8_MICROBATCH_FIRST, accumulated (beta 1) otherwise. Such a module holds
+ * no param_dtype gradient of its weights (biases and norm parameters keep
+ * theirs): f8_module_param's gradient view of a weight is this buffer.
+ * Every weight of the module needs one before a backward. Without
+ * fuse_wgrad_accumulation:
  * F8_ERR_STATE; main_grad NULL: F8_ERR_INVALID_ARGUMENT (it cannot be unset,
  * only replaced). */
 F8_API f8_status f8_module_set_main_grad(f8_module *module, f8_param weight, float *main_grad);
 
-/* Zero every parameter gradient of the module. */
+/* Zero every parameter gradient of the module (not a main_grad: the
+ * caller's, overwritten by a backward after an F8_MICROBATCH_FIRST forward). */
 F8_API f8_status f8_module_zero_grad(f8_module *module);
 
 /* A saved-state object for this module (FP8: what backward needs of the

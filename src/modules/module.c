@@ -206,6 +206,10 @@ f8_status f8_module_param(f8_module *m, f8_param which, int grad, f8_tensor *vie
     } else {
         return no_param(m, fn, which);
     }
+    if (!v.data && w && !bias && grad) /* fused: its gradient is the main_grad, not set yet */
+        return f8i_error(m->ctx, F8_ERR_STATE, "%s: the %s's %s gradient goes to a main_grad (fuse_wgrad_accumulation) "
+                                               "and none is set yet (f8_module_set_main_grad)", fn, m->cls->name,
+                         f8_param_name(which));
     if (!v.data)
         return f8i_error(m->ctx, F8_ERR_STATE, "%s: this %s has no %s (created without a bias, or an RMSNorm has no beta)",
                          fn, m->cls->name, f8_param_name(which));

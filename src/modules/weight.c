@@ -76,9 +76,10 @@ f8_status f8i_weight_create(f8_ctx *ctx, f8i_weight *w, const f8i_weight_spec *s
     const size_t bb = sp->bias ? f8i_align256((size_t)sp->rows * es) : 0;
     const size_t ob = (!sp->fp8 && sp->bias) ? f8i_align256((size_t)T * es) : 0;
     const size_t pw = w->fp8_primary ? 0 : wb; /* a primary weight lives in w8 only */
+    const size_t gw = w->fuse_wgrad ? 0 : wb;  /* fused: wgrad goes to the caller's main_grad, never to dw */
     f8_status st = F8_OK;
     if (pw + bb + ob) st = f8i_alloc(ctx, F8_MEM_PARAMETERS, sp->acct, pw + bb + ob, &w->pblock);
-    if (st == F8_OK) st = f8i_alloc(ctx, F8_MEM_GRADIENTS, sp->acct, wb + bb, &w->gblock);
+    if (st == F8_OK && gw + bb) st = f8i_alloc(ctx, F8_MEM_GRADIENTS, sp->acct, gw + bb, &w->gblock);
     if (st != F8_OK) {
         f8i_weight_destroy(ctx, w); /* the caller only destroys weights that were made */
         return st;
@@ -87,9 +88,9 @@ f8_status f8i_weight_create(f8_ctx *ctx, f8i_weight *w, const f8i_weight_spec *s
     w->w = pw ? p : NULL;
     w->b = bb ? p + pw : NULL;
     w->ones = ob ? p + pw + bb : NULL;
-    w->dw = g;
-    w->db = bb ? g + wb : NULL;
-    st = f8i_op_memset_zero(ctx, w->gblock, wb + bb);
+    w->dw = gw ? g : NULL;
+    w->db = bb ? g + gw : NULL;
+    if (gw + bb) st = f8i_op_memset_zero(ctx, w->gblock, gw + bb);
     if (st == F8_OK && w->b) st = f8i_op_memset_zero(ctx, w->b, bb);
     if (st == F8_OK && w->ones) st = fill_value(ctx, w->ones, sp->dtype, T, 1.0f);
     if (st == F8_OK && w->w) st = init_normal(ctx, w->w, sp->dtype, sp->rows * sp->cols, sp->seed);
@@ -181,7 +182,8 @@ f8_status f8i_weight_write_codes(f8_ctx *ctx, f8i_weight *w, const void *codes)
 f8_status f8i_weight_zero_grad(f8_ctx *ctx, f8i_weight *w)
 {
     const size_t es = f8_dtype_size(w->dtype);
-    f8_status st = f8i_op_memset_zero(ctx, w->dw, (size_t)(w->rows * w->cols) * es);
+    f8_status st = F8_OK; /* a fused weight's main_grad is the caller's: FIRST overwrites it */
+    if (w->dw) st = f8i_op_memset_zero(ctx, w->dw, (size_t)(w->rows * w->cols) * es);
     if (st == F8_OK && w->db) st = f8i_op_memset_zero(ctx, w->db, (size_t)w->rows * es);
     return st;
 }
@@ -193,6 +195,7 @@ f8_tensor f8i_weight_view(const f8i_weight *w, int grad)
         v.scale_inv = w->w8->scale_inv;
         return v;
     }
+    if (grad && w->fuse_wgrad) return f8_tensor_make(w->main_grad, F8_DTYPE_FP32, w->rows, w->cols); /* NULL: unset */
     return f8_tensor_make(grad ? w->dw : w->w, w->dtype, w->rows, w->cols);
 }
 

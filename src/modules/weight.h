@@ -21,8 +21,8 @@
 
 typedef struct f8i_weight {
     void *pblock;      /* parameters: w (unless FP8 primary), b, ones */
-    void *gblock;      /* gradients: dw, db */
-    void *w, *dw;      /* (rows, cols) param dtype; w NULL for an FP8 primary weight */
+    void *gblock;      /* gradients: dw, db (NULL when there are neither) */
+    void *w, *dw;      /* (rows, cols) param dtype; w NULL for an FP8 primary weight, dw NULL when fused */
     void *b, *db;      /* (rows) or NULL */
     void *ones;        /* (max_tokens) param dtype: FP8-off bias gradient = ones · g */
     f8_dtype dtype;
