@@ -25,31 +25,18 @@
 
 enum { STEPS = 4 };
 
-static train_options options(int llama, const char *recipe, int graph)
-{
-    return small_cuda_options(llama, recipe, graph);
-}
-
-static trainer *run(const train_options *o, double *losses, size_t *peak)
-{
-    trainer *t = make(o);
-    for (int s = 0; s < STEPS; s++) CHECK_OK(NULL, trainer_step(t, &losses[s]));
-    *peak = trainer_peak_memory(t);
-    return t;
-}
-
 /* which: bit 0 --recompute-act, bit 1 --recompute-proj-input, bit 2 --weight-transpose-per-call */
 static void same_as_off(int llama, const char *recipe, int graph, int which)
 {
     static const char *const names[8] = {"", "act", "proj", "", "wt", "", "", "all three"};
-    train_options o = options(llama, recipe, graph);
+    train_options o = small_cuda_options(llama, recipe, graph);
     double off[STEPS], on[STEPS];
     size_t peak_off, peak_on;
-    trainer *a = run(&o, off, &peak_off);
+    trainer *a = run_steps(&o, STEPS, off, &peak_off);
     o.recompute_act = which & 1;
     o.recompute_proj_input = (which >> 1) & 1;
     o.weight_transpose_per_call = (which >> 2) & 1;
-    trainer *b = run(&o, on, &peak_on);
+    trainer *b = run_steps(&o, STEPS, on, &peak_on);
     const char *what = llama ? "llama" : "gpt";
     CHECK(memcmp(off, on, sizeof off) == 0, "%s, %s, graph %d, %s: losses differ (%.9g vs %.9g)", what, recipe, graph,
           names[which], on[STEPS - 1], off[STEPS - 1]);

@@ -21,19 +21,6 @@
 
 enum { STEPS = 4 };
 
-static train_options options(int llama, const char *recipe, int graph)
-{
-    return small_cuda_options(llama, recipe, graph);
-}
-
-static trainer *run(const train_options *o, double *losses, size_t *peak)
-{
-    trainer *t = make(o);
-    for (int s = 0; s < STEPS; s++) CHECK_OK(NULL, trainer_step(t, &losses[s]));
-    *peak = trainer_peak_memory(t);
-    return t;
-}
-
 int main(void)
 {
     char why[256] = "";
@@ -47,14 +34,14 @@ int main(void)
     for (int llama = 0; llama <= 1; llama++)
         for (int r = 0; r < 5; r++)
             for (int graph = 1; graph >= 0; graph--) {
-                train_options o = options(llama, recipes[r], graph);
+                train_options o = small_cuda_options(llama, recipes[r], graph);
                 o.fp8_weights = r == 3;
                 if (r == 4) o.fp8_attention = 1, o.grad_dtype = "fp32";
                 double off[STEPS], on[STEPS];
                 size_t peak_off, peak_on;
-                trainer *a = run(&o, off, &peak_off);
+                trainer *a = run_steps(&o, STEPS, off, &peak_off);
                 o.recompute_blocks = r == 1 ? 2 : TRAIN_RECOMPUTE_ALL; /* current scaling: the first 2 of 3 */
-                trainer *b = run(&o, on, &peak_on);
+                trainer *b = run_steps(&o, STEPS, on, &peak_on);
                 const char *what = llama ? "llama" : "gpt";
                 CHECK(memcmp(off, on, sizeof off) == 0, "%s, %s, graph %d: losses with recompute differ (%.9g vs %.9g)",
                       what, names[r], graph, on[STEPS - 1], off[STEPS - 1]);

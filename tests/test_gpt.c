@@ -53,9 +53,7 @@ static void test_gradients(int64_t head_chunk)
 
 static void run_losses(const train_options *o, int steps, double *losses)
 {
-    trainer *t = make(o);
-    for (int s = 0; s < steps; s++) CHECK_OK(NULL, trainer_step(t, &losses[s]));
-    trainer_destroy(t);
+    trainer_destroy(run_steps(o, steps, losses, NULL));
 }
 
 /* The LM head in passes (--head-chunk): the same losses as one pass within

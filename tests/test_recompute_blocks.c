@@ -41,24 +41,15 @@ enum { STEPS = 4 };
 static train_options gpt_options(void) { return small_gpt_options(6, 3); }
 static train_options llama_options(void) { return small_llama_options(gpt_options()); }
 
-/* STEPS steps of o: losses, the trainer kept (caller destroys) and its peak. */
-static trainer *run(const train_options *o, double *losses, size_t *peak)
-{
-    trainer *t = make(o);
-    for (int s = 0; s < STEPS; s++) CHECK_OK(NULL, trainer_step(t, &losses[s]));
-    if (peak) *peak = trainer_peak_memory(t);
-    return t;
-}
-
 /* o with recompute off and with N blocks (TRAIN_RECOMPUTE_ALL: on), and graphed: the same bits everywhere. */
 static void same_as_off_n(const char *what, train_options o, int N, int want_lower_peak)
 {
     double off[STEPS], on[STEPS], graph[STEPS];
     size_t peak_off, peak_on;
     o.recompute_blocks = 0;
-    trainer *a = run(&o, off, &peak_off);
+    trainer *a = run_steps(&o, STEPS, off, &peak_off);
     o.recompute_blocks = N;
-    trainer *b = run(&o, on, &peak_on);
+    trainer *b = run_steps(&o, STEPS, on, &peak_on);
     CHECK(memcmp(off, on, sizeof off) == 0, "%s: losses with recompute differ (step %d: %.9g vs %.9g)", what, STEPS,
           on[STEPS - 1], off[STEPS - 1]);
     CHECK(models_bitwise_equal(trainer_model(a), trainer_model(b)),
@@ -66,7 +57,7 @@ static void same_as_off_n(const char *what, train_options o, int N, int want_low
     trainer_destroy(a);
     trainer_destroy(b);
     o.graph = 1;
-    trainer *g = run(&o, graph, NULL);
+    trainer *g = run_steps(&o, STEPS, graph, NULL);
     CHECK(memcmp(off, graph, sizeof off) == 0, "%s: the graphed step with recompute differs (%.9g vs %.9g)", what,
           graph[STEPS - 1], off[STEPS - 1]);
     trainer_destroy(g);
@@ -144,7 +135,7 @@ static void test_checkpoint(void)
             snprintf(path, sizeof path, "/tmp/f8_test_recompute_blocks_%d_%d.safetensors", fam, (int)getpid());
             train_options o = fam ? llama_options() : gpt_options();
             double full[STEPS], part[STEPS];
-            trainer *u = run(&o, full, NULL);
+            trainer *u = run_steps(&o, STEPS, full, NULL);
             o.recompute_blocks = pairs[k][0];
             trainer *t = make(&o);
             for (int s = 0; s < 2; s++) CHECK_OK(NULL, trainer_step(t, &part[s]));
@@ -182,12 +173,12 @@ static void test_partial(void)
             double off[STEPS], on[STEPS];
             size_t peak_off, peak;
             o.recompute_blocks = 0;
-            trainer *a = run(&o, off, &peak_off);
+            trainer *a = run_steps(&o, STEPS, off, &peak_off);
             for (int N = 1; N <= 4; N++)
                 for (int graph = 0; graph <= 1; graph++) {
                     o.recompute_blocks = N;
                     o.graph = graph;
-                    trainer *b = run(&o, on, &peak);
+                    trainer *b = run_steps(&o, STEPS, on, &peak);
                     CHECK(memcmp(off, on, sizeof off) == 0 && models_bitwise_equal(trainer_model(a), trainer_model(b)),
                           "%s, %s, --recompute-blocks %d, graph %d: losses, parameters or FP8 state differ (%.9g vs "
                           "%.9g)", what, rname, N, graph, on[STEPS - 1], off[STEPS - 1]);

@@ -2,7 +2,8 @@
  * trainer_fd.h — what the model tests (test_gpt, test_llama_train) share: a
  * trainer made or the test stopped, the mean loss of the model's current
  * tokens, and the finite-difference check of one parameter-table entry
- * (param_each's callback), and two models compared bit for bit. Include
+ * (param_each's callback), a few steps run with their losses and peak, and
+ * two models compared bit for bit. Include
  * after check.h, io/checkpoint.h and f8train.h.
  */
 #ifndef F8_TESTS_TRAINER_FD_H
@@ -16,6 +17,16 @@ static trainer *make(const train_options *o)
         fprintf(stderr, "trainer_create: %s\n", err);
         exit(1);
     }
+    return t;
+}
+
+/* steps steps of o: their losses, the trainer kept (the caller destroys
+ * it) and, peak not NULL, its peak memory. */
+static inline trainer *run_steps(const train_options *o, int steps, double *losses, size_t *peak)
+{
+    trainer *t = make(o);
+    for (int s = 0; s < steps; s++) CHECK_OK(NULL, trainer_step(t, &losses[s]));
+    if (peak) *peak = trainer_peak_memory(t);
     return t;
 }
 
