@@ -20,7 +20,7 @@
  * before it is scaled and rounded to E4M3 (the graph's order), O's amax
  * taken before scale_o. Under current scaling the op first writes S's
  * scale into the slot (s_scale_now) and leaves O unquantized (o_scale NULL).
- * The FP8 backward (fp8_backward) is attention.h's FP8 backward chain in
+ * The FP8 backward is attention.h's FP8 backward chain in
  * the BF16 backward's loop order: D, then dq row by row, then dk, dv key by
  * key over the group's heads, each pair's P8 and dS8 recomputed where used.
  */
@@ -183,165 +183,158 @@ static f8_status fp8_forward(f8_ctx *ctx, const f8i_attn_fwd_args *a)
     return F8_OK;
 }
 
-/* One pair (i, j) of the FP8 backward (attention.h's FP8 backward chain):
- * returns dS8's value (the code, not descaled) and sets *p8 to P8's. The
- * call's amax of dS is maxed into *amax_dp. */
-typedef struct fp8_bwd_view {
-    const uint8_t *qkv, *do8;
-    float dq, ddo, ss, sdp;
-    int e5m2; /* the gradient format of dO and dS8 */
-} fp8_bwd_view;
+/* The backward's operands under either chain (attention.h): values of the
+ * dtype (BF16 or FP32), or the FP8 backward chain's codes with their
+ * scales: E4M3 qkv, dO (and dS8) in the gradient format, P8 in E4M3. */
+typedef struct bwd_view {
+    const f8i_attn_bwd_args *a;
+    int fp8;
+    f8_dtype dt; /* the high-precision chain's dtype */
+    /* FP8 only: the gradient format, descales of qkv, dO, P8, dS8 and O8,
+     * scales of S (P8) and dP (dS8), and the call's amaxes of dS and of
+     * the gradient written */
+    int e5m2;
+    float dq, ddo, ds, dsdp, dso, ss, sdp;
+    float amax_dp, amax_g;
+} bwd_view;
 
-static float fp8_pair(const f8i_attn_bwd_args *a, const fp8_bwd_view *f, const head_view *w, int64_t i, int64_t j,
-                      float *p8, float *amax_dp)
+static bwd_view bwd_view_of(const f8i_attn_bwd_args *a)
 {
-    const float s = dot8(f->qkv, w->q + i * w->ld3, f->qkv, w->k + j * w->ld3, w->hd) * f->dq * f->dq;
-    double acc = 0.0;
-    for (int64_t d = 0; d < w->hd; d++)
-        acc += (double)f8i_fp8_decode(f->do8[w->y + i * w->ld1 + d], f->e5m2) * f8i_fp8_decode(f->qkv[w->v + j * w->ld3 + d], 0);
-    const float dp = (float)acc * f->ddo * f->dq;
-    const float p = exp2f((s - a->lse[w->lse + i]) * a->scale_log2);
-    *p8 = e4m3(p * f->ss);
-    const float ds = p * (dp - a->d[w->lse + i]) * a->scale;
-    amax_into(amax_dp, ds);
-    return f8i_fp8_decode(f8i_fp8_encode(ds * f->sdp, f->e5m2), f->e5m2);
+    bwd_view v = {0};
+    v.a = a, v.fp8 = a->fp8, v.dt = a->dtype;
+    if (!a->fp8) return v;
+    v.e5m2 = a->grad_dtype == F8_DTYPE_E5M2;
+    v.dq = *a->qkv_scale_inv, v.ddo = *a->do_scale_inv, v.ds = *a->s_scale_inv, v.dsdp = *a->dp_scale_inv;
+    v.dso = a->o8 ? *a->o8_scale_inv : 1.0f;
+    v.ss = *a->s_scale, v.sdp = *a->dp_scale;
+    return v;
 }
 
-/* One gradient element out (attention.h): its amax, then dt(gd(x·sq)·dsq)
- * under delayed scaling, dt(x) under current. */
-static void store_grad(const f8i_attn_bwd_args *a, int e5m2, int64_t at, float x, float *amax)
+/* Element at of qkv, and of dO, as the chain reads it (FP8: the code's value, not descaled). */
+static float qkv_at(const bwd_view *v, int64_t at)
 {
-    amax_into(amax, x);
-    if (a->dqkv_scale) x = f8i_fp8_decode(f8i_fp8_encode(x * *a->dqkv_scale, e5m2), e5m2) * *a->dqkv_scale_inv;
+    return v->fp8 ? f8i_fp8_decode(((const uint8_t *)v->a->qkv)[at], 0) : load(v->a->qkv, v->dt, at);
+}
+
+static float dy_at(const bwd_view *v, int64_t at)
+{
+    return v->fp8 ? f8i_fp8_decode(v->a->do8[at], v->e5m2) : load(v->a->dy, v->dt, at);
+}
+
+/* D of query row i: Σ_d dO·O (FP8: the codes' sum, descaled). */
+static float d_row(const bwd_view *v, const head_view *w, int64_t i)
+{
+    const f8i_attn_bwd_args *a = v->a;
+    if (!v->fp8) return dot(a->dy, w->y + i * w->ld1, a->o, w->y + i * w->ld1, w->hd, v->dt);
+    double acc = 0.0;
+    for (int64_t d = 0; d < w->hd; d++) {
+        const int64_t at = w->y + i * w->ld1 + d;
+        const float o = a->o8 ? f8i_fp8_decode(a->o8[at], 0) : load(a->o, F8_DTYPE_BF16, at);
+        acc += (double)f8i_fp8_decode(a->do8[at], v->e5m2) * o;
+    }
+    return (float)acc * v->ddo * v->dso;
+}
+
+/* One pair (i, j): returns dS as the chain uses it (the dtype's rounding;
+ * FP8: dS8's code value, not descaled) and sets *p to P likewise (FP8:
+ * P8's). Under FP8 dS's amax is maxed into *amax_dp. */
+static float pair_grad(const bwd_view *v, const head_view *w, int64_t i, int64_t j, float *p_out, float *amax_dp)
+{
+    const f8i_attn_bwd_args *a = v->a;
+    if (!v->fp8) {
+        const f8_dtype dt = v->dt;
+        const float s = dot(a->qkv, w->q + i * w->ld3, a->qkv, w->k + j * w->ld3, w->hd, dt);
+        const float dp = dot(a->dy, w->y + i * w->ld1, a->qkv, w->v + j * w->ld3, w->hd, dt);
+        const float p = exp2f((s - a->lse[w->lse + i]) * a->scale_log2);
+        *p_out = round_to(dt, p);
+        return round_to(dt, p * (dp - a->d[w->lse + i]) * a->scale);
+    }
+    const uint8_t *qkv = (const uint8_t *)a->qkv;
+    const float s = dot8(qkv, w->q + i * w->ld3, qkv, w->k + j * w->ld3, w->hd) * v->dq * v->dq;
+    double acc = 0.0;
+    for (int64_t d = 0; d < w->hd; d++)
+        acc += (double)f8i_fp8_decode(a->do8[w->y + i * w->ld1 + d], v->e5m2) * f8i_fp8_decode(qkv[w->v + j * w->ld3 + d], 0);
+    const float dp = (float)acc * v->ddo * v->dq;
+    const float p = exp2f((s - a->lse[w->lse + i]) * a->scale_log2);
+    *p_out = e4m3(p * v->ss);
+    const float ds = p * (dp - a->d[w->lse + i]) * a->scale;
+    amax_into(amax_dp, ds);
+    return f8i_fp8_decode(f8i_fp8_encode(ds * v->sdp, v->e5m2), v->e5m2);
+}
+
+/* One gradient element out, from its FP32 sum x (attention.h). The dtype
+ * stores x. FP8: descaled by s1·s2 (in that order), its amax taken, then
+ * dt(gd(x·sq)·dsq) under delayed scaling, dt(x) under current. */
+static void put_grad(bwd_view *v, int64_t at, float x, float s1, float s2)
+{
+    const f8i_attn_bwd_args *a = v->a;
+    if (!v->fp8) {
+        store(a->dqkv, v->dt, at, x);
+        return;
+    }
+    x = x * s1 * s2;
+    amax_into(&v->amax_g, x);
+    if (a->dqkv_scale) x = f8i_fp8_decode(f8i_fp8_encode(x * *a->dqkv_scale, v->e5m2), v->e5m2) * *a->dqkv_scale_inv;
     store(a->dqkv, F8_DTYPE_BF16, at, x);
 }
 
-static f8_status fp8_backward(f8_ctx *ctx, const f8i_attn_bwd_args *a)
+/* Both chains in one loop order: D, then dq row by row over keys j <= i,
+ * then dk, dv key by key over the group's query heads (in order) and
+ * queries i >= j, one sum per element; each pair's P and dS recomputed
+ * where used, as the GPU does. */
+static f8_status backward(f8_ctx *ctx, const f8i_attn_bwd_args *a)
 {
     const int64_t B = a->batch, S = a->seq, nh = a->n_head, hd = a->head_dim, G = kv_heads(nh, a->n_kv_head);
     const int64_t group = nh / G;
-    const int e5m2 = a->grad_dtype == F8_DTYPE_E5M2;
-    fp8_bwd_view f;
-    f.qkv = (const uint8_t *)a->qkv, f.do8 = a->do8, f.dq = *a->qkv_scale_inv, f.ddo = *a->do_scale_inv;
-    f.ss = *a->s_scale, f.sdp = *a->dp_scale, f.e5m2 = e5m2;
-    const float ds = *a->s_scale_inv, dsdp = *a->dp_scale_inv, dso = a->o8 ? *a->o8_scale_inv : 1.0f;
-    float *p8row = a->rows, *dsrow = a->rows + S, amax_dp = 0.0f, amax_g = 0.0f;
+    bwd_view v = bwd_view_of(a);
+    const f8_dtype vdt = a->fp8 ? F8_DTYPE_E4M3 : a->dtype;
+    float *prow = a->rows, *dsrow = a->rows + S;
     F8I_COUNT_LAUNCHES(ctx, 1);
     for (int64_t b = 0; b < B; b++) {
-        /* D and dq, per query head, row by row over keys j <= i */
         for (int64_t h = 0; h < nh; h++) {
-            const head_view w = view_of(b, h, S, nh, G, hd, F8_DTYPE_E4M3);
+            const head_view w = view_of(b, h, S, nh, G, hd, vdt);
+            for (int64_t i = 0; i < S; i++) a->d[w.lse + i] = d_row(&v, &w, i);
             for (int64_t i = 0; i < S; i++) {
-                double acc = 0.0;
-                for (int64_t d = 0; d < hd; d++) {
-                    const int64_t at = w.y + i * w.ld1 + d;
-                    const float o = a->o8 ? f8i_fp8_decode(a->o8[at], 0) : load(a->o, F8_DTYPE_BF16, at);
-                    acc += (double)f8i_fp8_decode(a->do8[at], e5m2) * o;
-                }
-                a->d[w.lse + i] = (float)acc * f.ddo * dso;
-            }
-            for (int64_t i = 0; i < S; i++) {
-                for (int64_t j = 0; j <= i; j++) dsrow[j] = fp8_pair(a, &f, &w, i, j, &p8row[j], &amax_dp);
+                for (int64_t j = 0; j <= i; j++) dsrow[j] = pair_grad(&v, &w, i, j, &prow[j], &v.amax_dp);
                 for (int64_t d = 0; d < hd; d++) {
                     double acc = 0.0;
-                    for (int64_t j = 0; j <= i; j++) acc += (double)dsrow[j] * f8i_fp8_decode(f.qkv[w.k + j * w.ld3 + d], 0);
-                    store_grad(a, e5m2, w.q + i * w.ld3 + d, (float)acc * dsdp * f.dq, &amax_g);
+                    for (int64_t j = 0; j <= i; j++) acc += (double)dsrow[j] * qkv_at(&v, w.k + j * w.ld3 + d);
+                    put_grad(&v, w.q + i * w.ld3 + d, (float)acc, v.dsdp, v.dq);
                 }
             }
         }
-        /* dk and dv, per key/value head, key by key over its query heads and queries i >= j */
         for (int64_t g = 0; g < G; g++) {
-            const head_view w0 = view_of(b, g * group, S, nh, G, hd, F8_DTYPE_E4M3);
+            const head_view w0 = view_of(b, g * group, S, nh, G, hd, vdt);
             for (int64_t j = 0; j < S; j++) {
                 double dk[F8I_CPU_ATTN_HD_CHUNK], dv[F8I_CPU_ATTN_HD_CHUNK];
                 for (int64_t d0 = 0; d0 < hd; d0 += F8I_CPU_ATTN_HD_CHUNK) {
                     const int64_t n = hd - d0 < F8I_CPU_ATTN_HD_CHUNK ? hd - d0 : F8I_CPU_ATTN_HD_CHUNK;
                     for (int64_t d = 0; d < n; d++) dk[d] = dv[d] = 0.0;
                     for (int64_t h = g * group; h < (g + 1) * group; h++) {
-                        const head_view w = view_of(b, h, S, nh, G, hd, F8_DTYPE_E4M3);
+                        const head_view w = view_of(b, h, S, nh, G, hd, vdt);
                         float seen = 0.0f; /* the dq pass counted these dS already */
-                        for (int64_t i = j; i < S; i++) dsrow[i] = fp8_pair(a, &f, &w, i, j, &p8row[i], &seen);
+                        for (int64_t i = j; i < S; i++) dsrow[i] = pair_grad(&v, &w, i, j, &prow[i], &seen);
                         for (int64_t d = 0; d < n; d++) {
                             for (int64_t i = j; i < S; i++) {
-                                dk[d] += (double)dsrow[i] * f8i_fp8_decode(f.qkv[w.q + i * w.ld3 + d0 + d], 0);
-                                dv[d] += (double)p8row[i] * f8i_fp8_decode(f.do8[w.y + i * w.ld1 + d0 + d], e5m2);
+                                dk[d] += (double)dsrow[i] * qkv_at(&v, w.q + i * w.ld3 + d0 + d);
+                                dv[d] += (double)prow[i] * dy_at(&v, w.y + i * w.ld1 + d0 + d);
                             }
                         }
                     }
                     for (int64_t d = 0; d < n; d++) {
-                        store_grad(a, e5m2, w0.k + j * w0.ld3 + d0 + d, (float)dk[d] * dsdp * f.dq, &amax_g);
-                        store_grad(a, e5m2, w0.v + j * w0.ld3 + d0 + d, (float)dv[d] * ds * f.ddo, &amax_g);
+                        put_grad(&v, w0.k + j * w0.ld3 + d0 + d, (float)dk[d], v.dsdp, v.dq);
+                        put_grad(&v, w0.v + j * w0.ld3 + d0 + d, (float)dv[d], v.ds, v.ddo);
                     }
                 }
             }
         }
     }
-    amax_into(a->dp_amax, amax_dp);
-    amax_into(a->dqkv_amax, amax_g);
-    return F8_OK;
-}
-
-/* dS of the pair (i, j) and P rounded to dt (attention.h). */
-static float pair_grad(const f8i_attn_bwd_args *a, const head_view *w, int64_t i, int64_t j, float *p_dt)
-{
-    const f8_dtype dt = w->dt;
-    const float s = dot(a->qkv, w->q + i * w->ld3, a->qkv, w->k + j * w->ld3, w->hd, dt);
-    const float dp = dot(a->dy, w->y + i * w->ld1, a->qkv, w->v + j * w->ld3, w->hd, dt);
-    const float p = exp2f((s - a->lse[w->lse + i]) * a->scale_log2);
-    *p_dt = round_to(dt, p);
-    return round_to(dt, p * (dp - a->d[w->lse + i]) * a->scale);
-}
-
-static f8_status backward(f8_ctx *ctx, const f8i_attn_bwd_args *a)
-{
-    const int64_t B = a->batch, S = a->seq, nh = a->n_head, hd = a->head_dim, G = kv_heads(nh, a->n_kv_head);
-    const int64_t group = nh / G;
-    const f8_dtype dt = a->dtype;
-    float *prow = a->rows, *dsrow = a->rows + S;
-    F8I_COUNT_LAUNCHES(ctx, 1);
-    for (int64_t b = 0; b < B; b++) {
-        /* D and dq, per query head, row by row over keys j <= i */
-        for (int64_t h = 0; h < nh; h++) {
-            const head_view w = view_of(b, h, S, nh, G, hd, dt);
-            for (int64_t i = 0; i < S; i++) a->d[w.lse + i] = dot(a->dy, w.y + i * w.ld1, a->o, w.y + i * w.ld1, hd, dt);
-            for (int64_t i = 0; i < S; i++) {
-                for (int64_t j = 0; j <= i; j++) dsrow[j] = pair_grad(a, &w, i, j, &prow[j]);
-                for (int64_t d = 0; d < hd; d++) {
-                    double acc = 0.0;
-                    for (int64_t j = 0; j <= i; j++) acc += (double)dsrow[j] * load(a->qkv, dt, w.k + j * w.ld3 + d);
-                    store(a->dqkv, dt, w.q + i * w.ld3 + d, (float)acc);
-                }
-            }
-        }
-        /* dk and dv, per key/value head, key by key over its query heads
-         * (in order) and queries i >= j: one sum per element (attention.h) */
-        for (int64_t g = 0; g < G; g++) {
-            const head_view w0 = view_of(b, g * group, S, nh, G, hd, dt);
-            for (int64_t j = 0; j < S; j++) {
-                double dk[F8I_CPU_ATTN_HD_CHUNK], dv[F8I_CPU_ATTN_HD_CHUNK];
-                for (int64_t d0 = 0; d0 < hd; d0 += F8I_CPU_ATTN_HD_CHUNK) {
-                    const int64_t n = hd - d0 < F8I_CPU_ATTN_HD_CHUNK ? hd - d0 : F8I_CPU_ATTN_HD_CHUNK;
-                    for (int64_t d = 0; d < n; d++) dk[d] = dv[d] = 0.0;
-                    for (int64_t h = g * group; h < (g + 1) * group; h++) {
-                        const head_view w = view_of(b, h, S, nh, G, hd, dt);
-                        for (int64_t i = j; i < S; i++) dsrow[i] = pair_grad(a, &w, i, j, &prow[i]);
-                        for (int64_t d = 0; d < n; d++) {
-                            for (int64_t i = j; i < S; i++) {
-                                dk[d] += (double)dsrow[i] * load(a->qkv, dt, w.q + i * w.ld3 + d0 + d);
-                                dv[d] += (double)prow[i] * load(a->dy, dt, w.y + i * w.ld1 + d0 + d);
-                            }
-                        }
-                    }
-                    for (int64_t d = 0; d < n; d++) {
-                        store(a->dqkv, dt, w0.k + j * w0.ld3 + d0 + d, (float)dk[d]);
-                        store(a->dqkv, dt, w0.v + j * w0.ld3 + d0 + d, (float)dv[d]);
-                    }
-                }
-            }
-        }
+    if (a->fp8) {
+        amax_into(a->dp_amax, v.amax_dp);
+        amax_into(a->dqkv_amax, v.amax_g);
     }
     return F8_OK;
 }
 
 f8_status f8i_cpu_attn_fwd(f8_ctx *ctx, const f8i_attn_fwd_args *a) { return a->fp8 ? fp8_forward(ctx, a) : forward(ctx, a); }
-f8_status f8i_cpu_attn_bwd(f8_ctx *ctx, const f8i_attn_bwd_args *a) { return a->fp8 ? fp8_backward(ctx, a) : backward(ctx, a); }
+f8_status f8i_cpu_attn_bwd(f8_ctx *ctx, const f8i_attn_bwd_args *a) { return backward(ctx, a); }

@@ -406,7 +406,7 @@ static const char *step_quantize(f8_onnx *g, f8_status *st, const f8_module *m, 
     const char *zp = f8i_onnx_zero_point(g, f8_ctx_slot_dtype(ctx, F8_DIR_FORWARD));
     if (m->q.act == F8I_SCALING_BLOCK_1X128) return tiles_qdq(g, st, ctx, x, K, zp);
     if (m->q.act == F8I_SCALING_ROW) return own_scale_qdq(g, st, ctx, x, zp); /* one scale per row (token) */
-    if (f8i_recipe_current(ctx)) {
+    if (m->q.current) {
         /* the scale comes from x itself, as f8's cast takes it */
         const char *sc = current_scale(g, st, ctx, scale, x, 0);
         const char *sinv = sc ? OP1("Reciprocal", sc) : NULL; /* 1/s, the codes' scale_inv */
