@@ -239,6 +239,22 @@ static __global__ void __launch_bounds__(GEN_THREADS)
 
 static bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
+/* The fast kernels' shape fields of a call (the pointers are the caller's to set). */
+static att_fast_args fast_args_of(int64_t seq, int64_t n_head, int64_t n_kv_head, int64_t head_dim, float scale,
+                                  float scale_log2)
+{
+    att_fast_args f;
+    memset(&f, 0, sizeof f);
+    f.seq = (int)seq;
+    f.n_head = (int)n_head;
+    f.C = n_head * head_dim;
+    f.n_kv_head = (int)(n_kv_head > 0 ? n_kv_head : n_head);
+    f.ld = (n_head + 2 * (int64_t)f.n_kv_head) * head_dim;
+    f.scale = scale;
+    f.scale_log2 = scale_log2;
+    return f;
+}
+
 static bool fast_shape(f8_dtype dt, int64_t hd) { return dt == F8_DTYPE_BF16 && (hd == 64 || hd == 128); }
 
 /* The FP8 forward (attention.h's FP8 chain), the fallback of cuDNN's FP8
@@ -344,19 +360,11 @@ static f8_status forward(f8_ctx *ctx, const f8i_attn_fwd_args *a)
         return f8i_cuda_launch_check(ctx, "attention gen_fwd_fp8_kernel");
     }
     if (fast_shape(a->dtype, a->head_dim) && aligned16(a->qkv) && aligned16(a->y) && aligned16(a->o)) {
-        att_fast_args f;
-        memset(&f, 0, sizeof f);
+        att_fast_args f = fast_args_of(a->seq, a->n_head, a->n_kv_head, a->head_dim, a->scale, a->scale_log2);
         f.qkv = (const uint16_t *)a->qkv;
         f.y = (uint16_t *)a->y;
         f.o_save = (uint16_t *)a->o;
         f.lse = a->lse;
-        f.seq = (int)a->seq;
-        f.n_head = (int)a->n_head;
-        f.C = a->n_head * a->head_dim;
-        f.n_kv_head = (int)(a->n_kv_head > 0 ? a->n_kv_head : a->n_head);
-        f.ld = (a->n_head + 2 * (int64_t)f.n_kv_head) * a->head_dim;
-        f.scale = a->scale;
-        f.scale_log2 = a->scale_log2;
         return f8i_att_fast_forward(ctx, &f, BH, (int)a->head_dim);
     }
     const gen_shape sh = shape_of(a->batch, a->seq, a->n_head, a->n_kv_head, a->head_dim, a->scale, a->scale_log2);
@@ -383,21 +391,13 @@ static f8_status backward(f8_ctx *ctx, const f8i_attn_bwd_args *a)
     f8i_cuda(ctx)->attn_last_path = F8I_ATTN_PATH_OWN;
     if (fast_shape(a->dtype, a->head_dim) && aligned16(a->qkv) && aligned16(a->o) && aligned16(a->dy) &&
         aligned16(a->dqkv)) {
-        att_fast_args f;
-        memset(&f, 0, sizeof f);
+        att_fast_args f = fast_args_of(a->seq, a->n_head, a->n_kv_head, a->head_dim, a->scale, a->scale_log2);
         f.qkv = (const uint16_t *)a->qkv;
         f.o = (const uint16_t *)a->o;
         f.dy = (const uint16_t *)a->dy;
         f.dqkv = (uint16_t *)a->dqkv;
         f.lse = (float *)a->lse;
         f.d = a->d;
-        f.seq = (int)a->seq;
-        f.n_head = (int)a->n_head;
-        f.C = a->n_head * a->head_dim;
-        f.n_kv_head = (int)(a->n_kv_head > 0 ? a->n_kv_head : a->n_head);
-        f.ld = (a->n_head + 2 * (int64_t)f.n_kv_head) * a->head_dim;
-        f.scale = a->scale;
-        f.scale_log2 = a->scale_log2;
         return f8i_att_fast_backward(ctx, &f, BH, (int)a->head_dim);
     }
     const gen_shape sh = shape_of(a->batch, a->seq, a->n_head, a->n_kv_head, a->head_dim, a->scale, a->scale_log2);
