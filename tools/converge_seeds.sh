@@ -13,6 +13,8 @@
 # mom_fp8 (FP8 with --adam-moments bf16 / fp8: compare them with fp8, the
 # same run with FP32 moments). TEXT=FILE trains on that text (byte-level)
 # instead of the embedded corpus (e.g. ../shared/data/tinyshakespeare.txt).
+# MODEL=NAME trains that preset instead of 50M (issue 29's small Llama:
+# MODEL=llama-tiny, which also runs on a machine without a GPU).
 # Needs a built ./build/f8_train; logs go to $OUT.
 set -u
 steps="${1:-1000}"
@@ -37,7 +39,7 @@ for seed in $seeds; do
         esac
         [ -n "${TEXT:-}" ] && opts="$opts --text $TEXT"
         # shellcheck disable=SC2086 # opts is a list of options
-        ./build/f8_train --model 50M $opts --seed "$seed" --steps "$steps" --val-every "$steps" --val-batches 16 \
+        ./build/f8_train --model "${MODEL:-50M}" $opts --seed "$seed" --steps "$steps" --val-every "$steps" --val-batches 16 \
             --sample 0 --log "$out/seed${seed}_$cfg.csv" --plot "" --quiet > "$out/seed${seed}_$cfg.txt" 2>&1 ||
             echo "seed $seed $cfg: FAILED (exit $?)"
     done
