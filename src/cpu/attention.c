@@ -187,9 +187,7 @@ static f8_status fp8_forward(f8_ctx *ctx, const f8i_attn_fwd_args *a)
  * dtype (BF16 or FP32), or the FP8 backward chain's codes with their
  * scales: E4M3 qkv, dO (and dS8) in the gradient format, P8 in E4M3. */
 typedef struct bwd_view {
-    const f8i_attn_bwd_args *a;
-    int fp8;
-    f8_dtype dt; /* the high-precision chain's dtype */
+    const f8i_attn_bwd_args *a; /* a->fp8 picks the chain, a->dtype is the high-precision one's */
     /* FP8 only: the gradient format, descales of qkv, dO, P8, dS8 and O8,
      * scales of S (P8) and dP (dS8), and the call's amaxes of dS and of
      * the gradient written */
@@ -201,7 +199,7 @@ typedef struct bwd_view {
 static bwd_view bwd_view_of(const f8i_attn_bwd_args *a)
 {
     bwd_view v = {0};
-    v.a = a, v.fp8 = a->fp8, v.dt = a->dtype;
+    v.a = a;
     if (!a->fp8) return v;
     v.e5m2 = a->grad_dtype == F8_DTYPE_E5M2;
     v.dq = *a->qkv_scale_inv, v.ddo = *a->do_scale_inv, v.ds = *a->s_scale_inv, v.dsdp = *a->dp_scale_inv;
@@ -213,19 +211,19 @@ static bwd_view bwd_view_of(const f8i_attn_bwd_args *a)
 /* Element at of qkv, and of dO, as the chain reads it (FP8: the code's value, not descaled). */
 static float qkv_at(const bwd_view *v, int64_t at)
 {
-    return v->fp8 ? f8i_fp8_decode(((const uint8_t *)v->a->qkv)[at], 0) : load(v->a->qkv, v->dt, at);
+    return v->a->fp8 ? f8i_fp8_decode(((const uint8_t *)v->a->qkv)[at], 0) : load(v->a->qkv, v->a->dtype, at);
 }
 
 static float dy_at(const bwd_view *v, int64_t at)
 {
-    return v->fp8 ? f8i_fp8_decode(v->a->do8[at], v->e5m2) : load(v->a->dy, v->dt, at);
+    return v->a->fp8 ? f8i_fp8_decode(v->a->do8[at], v->e5m2) : load(v->a->dy, v->a->dtype, at);
 }
 
 /* D of query row i: Σ_d dO·O (FP8: the codes' sum, descaled). */
 static float d_row(const bwd_view *v, const head_view *w, int64_t i)
 {
     const f8i_attn_bwd_args *a = v->a;
-    if (!v->fp8) return dot(a->dy, w->y + i * w->ld1, a->o, w->y + i * w->ld1, w->hd, v->dt);
+    if (!v->a->fp8) return dot(a->dy, w->y + i * w->ld1, a->o, w->y + i * w->ld1, w->hd, v->a->dtype);
     double acc = 0.0;
     for (int64_t d = 0; d < w->hd; d++) {
         const int64_t at = w->y + i * w->ld1 + d;
@@ -241,8 +239,8 @@ static float d_row(const bwd_view *v, const head_view *w, int64_t i)
 static float pair_grad(const bwd_view *v, const head_view *w, int64_t i, int64_t j, float *p_out, float *amax_dp)
 {
     const f8i_attn_bwd_args *a = v->a;
-    if (!v->fp8) {
-        const f8_dtype dt = v->dt;
+    if (!v->a->fp8) {
+        const f8_dtype dt = v->a->dtype;
         const float s = dot(a->qkv, w->q + i * w->ld3, a->qkv, w->k + j * w->ld3, w->hd, dt);
         const float dp = dot(a->dy, w->y + i * w->ld1, a->qkv, w->v + j * w->ld3, w->hd, dt);
         const float p = exp2f((s - a->lse[w->lse + i]) * a->scale_log2);
@@ -268,8 +266,8 @@ static float pair_grad(const bwd_view *v, const head_view *w, int64_t i, int64_t
 static void put_grad(bwd_view *v, int64_t at, float x, float s1, float s2)
 {
     const f8i_attn_bwd_args *a = v->a;
-    if (!v->fp8) {
-        store(a->dqkv, v->dt, at, x);
+    if (!v->a->fp8) {
+        store(a->dqkv, v->a->dtype, at, x);
         return;
     }
     x = x * s1 * s2;
