@@ -15,6 +15,10 @@
 # instead of the embedded corpus (e.g. ../shared/data/tinyshakespeare.txt).
 # MODEL=NAME trains that preset instead of 50M (issue 29's small Llama:
 # MODEL=llama-tiny, which also runs on a machine without a GPU).
+# MODEL_FLAGS="..." adds f8_train options after the preset (e.g. a wider
+# Llama: MODEL=llama-tiny MODEL_FLAGS="--layers 8 --channels 512 ...").
+# JOBS=N runs N trainings at once (default 1): on a GPU the small presets
+# leave it mostly idle, and a run's numbers do not depend on what else runs.
 # Needs a built ./build/f8_train; logs go to $OUT.
 set -u
 steps="${1:-1000}"
@@ -23,6 +27,8 @@ seeds="${*:-1 2}"
 configs="bf16 ${CONFIGS:-fp8 fp8head}"
 out="${OUT:-converge-logs}"
 mkdir -p "$out"
+jobs="${JOBS:-1}"
+running=0
 for seed in $seeds; do
     for cfg in $configs; do
         case $cfg in
@@ -39,11 +45,15 @@ for seed in $seeds; do
         esac
         [ -n "${TEXT:-}" ] && opts="$opts --text $TEXT"
         # shellcheck disable=SC2086 # opts is a list of options
-        ./build/f8_train --model "${MODEL:-50M}" $opts --seed "$seed" --steps "$steps" --val-every "$steps" --val-batches 16 \
-            --sample 0 --log "$out/seed${seed}_$cfg.csv" --plot "" --quiet > "$out/seed${seed}_$cfg.txt" 2>&1 ||
-            echo "seed $seed $cfg: FAILED (exit $?)"
+        ( ./build/f8_train --model "${MODEL:-50M}" ${MODEL_FLAGS:-} $opts --seed "$seed" --steps "$steps" \
+            --val-every "$steps" --val-batches 16 --sample 0 --log "$out/seed${seed}_$cfg.csv" --plot "" --quiet \
+            > "$out/seed${seed}_$cfg.txt" 2>&1 || echo "seed $seed $cfg: FAILED (exit $?)" ) &
+        running=$((running + 1))
+        # at most JOBS at once: wait for the whole group (runs of one group take about as long)
+        [ "$running" -lt "$jobs" ] || { wait; running=0; }
     done
 done
+wait
 for seed in $seeds; do
     for cfg in $configs; do
         printf '%s %s ' "$seed" "$cfg"
