@@ -41,7 +41,7 @@ static const preset PRESETS[] = {
 /* Llama 3 shapes (RMSNorm, RoPE theta 5e5 with the llama3 scaling, GQA,
  * SwiGLU); the vocabulary comes from the data (llm.c's Llama 3 shards: 128256). */
 static const llama_preset LLAMA_PRESETS[] = {
-    {{"llama-tiny", 4, 4, 128, 64, 4, 2, 3e-3f, "a small Llama (2 KV heads, FFN 384, tied) for CPU runs"}, 2, 384, 0,
+    {{"llama-tiny", 4, 4, 128, 64, 4, 2, 1e-3f, "a small Llama (2 KV heads, FFN 384, tied) for CPU runs"}, 2, 384, 0,
      10000.0, 0},
     {{"llama-1B", 16, 32, 2048, 2048, 8, 4, 3e-4f, "Llama 3.2 1B's shape (8 KV heads, FFN 8192, tied)"}, 8, 8192, 0,
      500000.0, 32.0},
