@@ -4,7 +4,9 @@
 # first step with its graph capture, and exit), for the 124M and 1.3B
 # presets in FP8, with f8_train's own startup breakdown and the first
 # step's time from its log. Usage: [STEPS=N] tools/bench_startup.sh [BIN...]
-# (default ./build/f8_train; MODELS="..." other presets; give several to compare builds in one call).
+# (default ./build/f8_train; MODELS="..." other presets; give several to compare builds in one call,
+# e.g. OLD NEW OLD NEW: each run's log is kept apart, so a binary given twice is timed twice).
+# F8_FLAGS replaces the run's precision options (default "--fp8 on"; e.g. "--fp8 on --recipe block").
 # With STEPS > 1 the same runs also give the steady speed (mean tokens/s of
 # the steps after the fifth) and "first loss" is the wall clock less the
 # later steps' times (the exit after the last step is not subtracted).
@@ -17,13 +19,16 @@ shard="$out/bench_shard.bin"
 bins="${*:-./build/f8_train}"
 steps="${STEPS:-1}"
 printf '%-24s %-5s %11s %9s %10s  %s\n' binary model "first loss" "step 1 s" "tokens/s" "startup (f8_train's own)"
+run=0
 for model in ${MODELS:-124M 1.3B}; do
     for bin in $bins; do
-        log="$out/startup_${model}_$(basename "$(dirname "$bin")")_$(basename "$bin").csv"
+        run=$((run + 1))
+        log="$out/startup_${model}_$(basename "$(dirname "$bin")")_$(basename "$bin")_$run.csv"
         txt="${log%.csv}.txt"
         rm -f "$log"
         t0=$(date +%s.%N)
-        "$bin" --model "$model" --fp8 on --data "$shard" --steps "$steps" --val-every 0 --sample 0 --log "$log" \
+        # shellcheck disable=SC2086 # F8_FLAGS is a list of options
+        "$bin" --model "$model" ${F8_FLAGS:---fp8 on} --data "$shard" --steps "$steps" --val-every 0 --sample 0 --log "$log" \
             --plot "" > "$txt" 2>&1
         rc=$?
         t1=$(date +%s.%N)
