@@ -223,7 +223,7 @@ static float dy_at(const bwd_view *v, int64_t at)
 static float d_row(const bwd_view *v, const head_view *w, int64_t i)
 {
     const f8i_attn_bwd_args *a = v->a;
-    if (!v->a->fp8) return dot(a->dy, w->y + i * w->ld1, a->o, w->y + i * w->ld1, w->hd, v->a->dtype);
+    if (!a->fp8) return dot(a->dy, w->y + i * w->ld1, a->o, w->y + i * w->ld1, w->hd, a->dtype);
     double acc = 0.0;
     for (int64_t d = 0; d < w->hd; d++) {
         const int64_t at = w->y + i * w->ld1 + d;
@@ -239,8 +239,8 @@ static float d_row(const bwd_view *v, const head_view *w, int64_t i)
 static float pair_grad(const bwd_view *v, const head_view *w, int64_t i, int64_t j, float *p_out, float *amax_dp)
 {
     const f8i_attn_bwd_args *a = v->a;
-    if (!v->a->fp8) {
-        const f8_dtype dt = v->a->dtype;
+    if (!a->fp8) {
+        const f8_dtype dt = a->dtype;
         const float s = dot(a->qkv, w->q + i * w->ld3, a->qkv, w->k + j * w->ld3, w->hd, dt);
         const float dp = dot(a->dy, w->y + i * w->ld1, a->qkv, w->v + j * w->ld3, w->hd, dt);
         const float p = exp2f((s - a->lse[w->lse + i]) * a->scale_log2);
@@ -266,8 +266,8 @@ static float pair_grad(const bwd_view *v, const head_view *w, int64_t i, int64_t
 static void put_grad(bwd_view *v, int64_t at, float x, float s1, float s2)
 {
     const f8i_attn_bwd_args *a = v->a;
-    if (!v->a->fp8) {
-        store(a->dqkv, v->a->dtype, at, x);
+    if (!a->fp8) {
+        store(a->dqkv, a->dtype, at, x);
         return;
     }
     x = x * s1 * s2;
