@@ -285,7 +285,7 @@ f8_status dp_create(f8_comm *comm, gpt *m, unsigned skip, int overlap, const f8_
                          : f8_tensor_make((char *)d->pflat + (size_t)pc->lo * es(d->dtype), d->dtype, 1, pc->hi - pc->lo);
         f8_tensor gv = f8_tensor_make(d->gshard + b->gs_off + (pc->lo - (b->base + d->rank * b->slice)), F8_DTYPE_FP32, 1,
                                       pc->hi - pc->lo);
-        st = f8_adamw_add(d->opt, &pv, &gv, q->decay);
+        st = f8_adamw_add_slice(d->opt, &pv, &gv, q->decay, pc->lo - q->off); /* FP8 moments round as one rank's */
     }
     if (st != F8_OK) {
         if (!err[0]) snprintf(err, n, "data parallel setup: %s", f8_ctx_last_error(d->ctx));

@@ -356,20 +356,30 @@ typedef struct f8_adamw f8_adamw;
  *       amax over the block's new FP32 values (NaN ignored); a block of zeros
  *       keeps s = 1; s = 448/amax rounded down to a power of two (FLT_MAX's
  *       when that overflows), so x·s and code·scale_inv are exact. Encoding is
- *       cvt.rn.satfinite (f8_fp8_from_float). Loading: m = code·scale_inv,
- *       v = (code·scale_inv)² (FP32). 0 codes and scale_invs before any step.
+ *       stochastic rounding: with lo and hi the E4M3 values around |x·s|,
+ *       the code of hi when |x·s| - lo > u·(hi - lo), else lo's (a value on
+ *       a code is that code); u = (r >> 8)·2^-24 with r the top 32 bits of
+ *       mix64((2·i + k) XOR mix64(t)), i the element's index in its
+ *       parameter (f8_adamw_add_slice's first + its offset), t the step
+ *       (1-based), k 0 for m and 1 for sqrt(v), mix64 splitmix64's output
+ *       function. Loading: m = code·scale_inv, v = (code·scale_inv)² (FP32).
+ *       0 codes and scale_invs before any step.
  * Why sqrt(v) in E4M3: v spans the square of the gradients' range, and a v
  * rounded to 0 under a nonzero m makes an update of m/eps. Storing sqrt(v)
  * halves the range in binades, so a block of 128 holds about 2^35 of v's
  * range (E4M3 with subnormals) against E5M2's 2^32 and E4M3-of-v's 2^18, at E5M2's
  * precision for v (3 mantissa bits on sqrt(v)). dev/adamw_moments_study.c
  * and docs/ARCHITECTURE.md have the comparison.
- * Round to nearest keeps a moment where it is when one step would move it by
- * less than half its storage spacing (BF16: 2^-9 to 2^-8 relative; FP8:
- * 2^-5 to 2^-4 of m or sqrt(v) in a block's top binade): e.g. with β2 = 0.999
- * a v of either form stops decaying. tests/test_adamw_moments.c states the
- * losses reached against FP32 moments on small problems (BF16 within 1%, FP8
- * within 8%); whether a model trains as well is a measurement, not a promise. */
+ * Why stochastic rounding for FP8: round to nearest keeps a moment where it
+ * is when one step would move it by less than half its storage spacing
+ * (FP8: 2^-5 to 2^-4 of m or sqrt(v)): at β2 = 0.95 sqrt(v) decays 2.5% a
+ * step, so a v rounded to nearest never decays and the steps shrink (a 50M
+ * model ended 4-10% above FP32 moments' loss); rounded stochastically a
+ * moment moves in expectation as in FP32. BF16 rounds to nearest (its
+ * spacing, 2^-9 to 2^-8, stalls only β2 >= 0.99's v).
+ * tests/test_adamw_moments.c states the losses reached against FP32 moments
+ * on small problems (BF16 within 1%, FP8 within 3%); whether a model trains
+ * as well is a measurement, not a promise. */
 typedef enum f8_adamw_moments {
     F8_ADAMW_MOMENTS_FP32 = 0,
     F8_ADAMW_MOMENTS_BF16 = 1,
@@ -408,6 +418,13 @@ F8_API void f8_adamw_destroy(f8_adamw *adamw);
  * F8_ERR_STATE once a step has been issued (eagerly or into a graph); a
  * parameter registered twice is F8_ERR_INVALID_ARGUMENT. */
 F8_API f8_status f8_adamw_add(f8_adamw *adamw, const f8_tensor *param, const f8_tensor *grad, int decay);
+/* As f8_adamw_add, for a slice of a larger parameter (a data-parallel shard):
+ * param and grad are its elements [first, first + n). FP8 moments draw each
+ * element's rounding bits from its index in the whole parameter, so the
+ * slice rounds as the whole parameter's registration would (first 0 is
+ * f8_adamw_add). first < 0 is F8_ERR_INVALID_ARGUMENT. */
+F8_API f8_status f8_adamw_add_slice(f8_adamw *adamw, const f8_tensor *param, const f8_tensor *grad, int decay,
+                                    int64_t first);
 /* One update of every registered parameter (asynchronous; CUDA: three
  * launches however many parameters). */
 F8_API f8_status f8_adamw_step(f8_adamw *adamw);

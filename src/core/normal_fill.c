@@ -36,10 +36,7 @@ static void *fill_run(void *arg)
     for (int64_t i = j->i0; i < j->i1; i++) {
         double u[2]; /* two splitmix64 outputs as uniforms in (0, 1) */
         for (int k = 0; k < 2; k++) {
-            uint64_t z = (s += GOLDEN);
-            z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-            z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-            z ^= z >> 31;
+            const uint64_t z = f8i_mix64(s += GOLDEN);
             u[k] = ((double)(z >> 11) + 0.5) * (1.0 / 9007199254740992.0);
         }
         const float v = (float)(j->std * sqrt(-2.0 * log(u[0])) * cos(6.283185307179586 * u[1]));

@@ -104,4 +104,15 @@ F8I_HD float f8i_current_scale(float amax, float old_scale, float scaled_max, in
     return s;
 }
 
+/* splitmix64's output function: a 64-bit mix in which every input bit moves
+ * every output bit (integer arithmetic only, so the host and the device get
+ * the same bits). normal_fill.c steps it through a counter; the AdamW FP8
+ * moments take their stochastic rounding's bits from it. */
+F8I_HD uint64_t f8i_mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
 #endif /* F8_NUMERICS_H */

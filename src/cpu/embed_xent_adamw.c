@@ -141,6 +141,7 @@ f8_status f8i_cpu_cross_entropy(f8_ctx *ctx, const f8i_cross_entropy_args *a)
 /* The step's scalars, the same for every element. */
 typedef struct adamw_hyper {
     float c, lr, b1, omb1, b2, omb2, bc1, bc2, eps;
+    int64_t t; /* the step being taken (1-based): FP8 moments' rounding bits */
 } adamw_hyper;
 
 static void adamw_element(const f8i_adamw_tensor *d, const adamw_hyper *h, int64_t i, float *m, float *v)
@@ -152,7 +153,8 @@ static void adamw_element(const f8i_adamw_tensor *d, const adamw_hyper *h, int64
 }
 
 /* FP8 moments: per block, load every element's m and v, update, then choose
- * the block's scales from the new values' amax and store codes and scale_invs. */
+ * the block's scales from the new values' amax and store codes (rounded
+ * stochastically, adamw_moments.h) and scale_invs. */
 static void adamw_tensor_fp8(const f8i_adamw_tensor *d, const adamw_hyper *h)
 {
     uint8_t *mc = (uint8_t *)d->m, *vc = (uint8_t *)d->v;
@@ -169,8 +171,9 @@ static void adamw_tensor_fp8(const f8i_adamw_tensor *d, const adamw_hyper *h)
         }
         const float sm = f8i_adamw_fp8_scale(am), sv = f8i_adamw_fp8_scale(as);
         for (int j = 0; j < nb; j++) {
-            mc[b0 + j] = f8i_fp8_encode(m[j] * sm, 0);
-            vc[b0 + j] = f8i_fp8_encode(s[j] * sv, 0);
+            const int64_t at = d->first + b0 + j; /* the element's index in its parameter */
+            mc[b0 + j] = f8i_adamw_fp8_encode_sr(m[j] * sm, f8i_adamw_sr_bits(at, h->t, 0));
+            vc[b0 + j] = f8i_adamw_fp8_encode_sr(s[j] * sv, f8i_adamw_sr_bits(at, h->t, 1));
         }
         d->m_scale_inv[blk] = 1.0f / sm;
         d->v_scale_inv[blk] = 1.0f / sv;
@@ -200,7 +203,7 @@ f8_status f8i_cpu_adamw_step(f8_ctx *ctx, const f8i_adamw_step_args *a)
     h.lr = f8i_adamw_lr(a->lr_max, a->lr_min, a->warmup_steps, a->total_steps, step);
     h.c = f8i_adamw_clip(a->grad_clip, norm);
     h.bc1 = f8i_adamw_bias_correction(a->beta1, t), h.bc2 = f8i_adamw_bias_correction(a->beta2, t);
-    h.b1 = a->beta1, h.b2 = a->beta2, h.omb1 = 1.0f - a->beta1, h.omb2 = 1.0f - a->beta2, h.eps = a->eps;
+    h.b1 = a->beta1, h.b2 = a->beta2, h.omb1 = 1.0f - a->beta1, h.omb2 = 1.0f - a->beta2, h.eps = a->eps, h.t = t;
     const int mdt = a->moments == F8_ADAMW_MOMENTS_BF16 ? F8_DTYPE_BF16 : F8_DTYPE_FP32;
     for (int k = 0; k < a->n_tensors; k++) {
         const f8i_adamw_tensor *d = &a->tensors[k];

@@ -20,9 +20,10 @@
  *      adamw_update_fp8_kernel instead: a warp owns one block of
  *      F8_ADAMW_FP8_BLOCK (= 32 lanes x 4 elements), updates it, takes the
  *      block's amax by a shuffle (a max: any order gives the same bits) and
- *      writes codes and scale_invs with the formulas of adamw_moments.h, the
- *      encode being the hardware's cvt.rn.satfinite (fp8x2), which the cast
- *      tests hold bit-equal to the CPU's f8i_fp8_encode.
+ *      writes codes and scale_invs with the formulas of adamw_moments.h,
+ *      the codes rounded stochastically by its f8i_adamw_fp8_encode_sr (the
+ *      CPU's function: integer and exact FP32 steps, the same bits), the
+ *      step st.step being the finalize kernel's advanced count, the CPU's t.
  */
 #include <math.h>
 #include <stdint.h>
@@ -220,9 +221,17 @@ static __global__ void __launch_bounds__(AW_THREADS) adamw_update_fp8_kernel(f8i
             }
             const float sm = f8i_adamw_fp8_scale(warp_max(am)), sv = f8i_adamw_fp8_scale(warp_max(as));
             if (nv) {
+                uint32_t cm = 0, cv = 0;
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                    if (j >= nv) continue;
+                    const int64_t at = d.first + i + j; /* the element's index in its parameter */
+                    cm |= (uint32_t)f8i_adamw_fp8_encode_sr(m[j] * sm, f8i_adamw_sr_bits(at, st.step, 0)) << (8 * j);
+                    cv |= (uint32_t)f8i_adamw_fp8_encode_sr(s[j] * sv, f8i_adamw_sr_bits(at, st.step, 1)) << (8 * j);
+                }
                 st4(d.param, pb, i, nv, vp, p);
-                st_codes((uint8_t *)d.m, i, nv, fp8x4<0>(m, sm));
-                st_codes((uint8_t *)d.v, i, nv, fp8x4<0>(s, sv));
+                st_codes((uint8_t *)d.m, i, nv, cm);
+                st_codes((uint8_t *)d.v, i, nv, cv);
             }
             if (lane == 0) { /* every lane read the old scale_invs before the shuffles */
                 d.m_scale_inv[blk] = 1.0f / sm;

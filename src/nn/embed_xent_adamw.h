@@ -84,6 +84,7 @@ typedef struct f8i_adamw_tensor {
     void *m, *v;           /* (n) each; 256-byte aligned */
     float *m_scale_inv, *v_scale_inv; /* FP8: (F8I_ADAMW_FP8_BLOCKS(n)) each; else NULL */
     int64_t n;
+    int64_t first;         /* index of element 0 in its parameter (a shard's slice; FP8 moments' rounding bits) */
     int32_t param_dtype, grad_dtype;
     float weight_decay;    /* the config's, or 0 for a tensor added without decay */
     int32_t pad_;

@@ -45,6 +45,7 @@ typedef struct param_rec {
                      * scale_invs (blocks each); every part 256-byte aligned */
     size_t v_off, msi_off, vsi_off; /* byte offsets of v and the scale_invs */
     int decay;
+    int64_t first;  /* index of its element 0 in the whole parameter (f8_adamw_add_slice) */
 } param_rec;
 
 struct f8_adamw {
@@ -172,19 +173,20 @@ static f8i_adamw_tensor descriptor(const f8_adamw *o, const param_rec *p)
         d.v_scale_inv = (float *)((char *)p->moments + p->vsi_off);
     }
     d.n = p->param.rows * p->param.cols;
+    d.first = p->first;
     d.param_dtype = (int32_t)p->param.dtype;
     d.grad_dtype = (int32_t)p->grad.dtype;
     d.weight_decay = p->decay ? o->cfg.weight_decay : 0.0f;
     return d;
 }
 
-f8_status f8_adamw_add(f8_adamw *o, const f8_tensor *param, const f8_tensor *grad, int decay)
+static f8_status add(f8_adamw *o, const f8_tensor *param, const f8_tensor *grad, int decay, int64_t first, const char *fn)
 {
-    static const char fn[] = "f8_adamw_add";
     if (!o) return F8_ERR_INVALID_ARGUMENT;
     f8_ctx *ctx = o->ctx;
     F8I_TRY(f8i_check_tensor(ctx, param, "f8_adamw_add: param"));
     F8I_TRY(f8i_check_tensor(ctx, grad, "f8_adamw_add: grad"));
+    if (first < 0) return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: first %lld is negative", fn, (long long)first);
     if (o->stepped)
         return f8i_error(ctx, F8_ERR_STATE, "%s: the optimizer has already stepped; register every parameter first", fn);
     if (!f8i_dtype_is_hp(param->dtype) || !f8i_dtype_is_hp(grad->dtype))
@@ -209,6 +211,7 @@ f8_status f8_adamw_add(f8_adamw *o, const f8_tensor *param, const f8_tensor *gra
     p.param = *param;
     p.grad = *grad;
     p.decay = decay != 0;
+    p.first = first;
     p.moments = NULL;
     void *moments = NULL, *dev = NULL;
     /* m and v (n each, 4, 2 or 1 bytes) and FP8's scale_invs, each rounded to
@@ -250,6 +253,16 @@ f8_status f8_adamw_add(f8_adamw *o, const f8_tensor *param, const f8_tensor *gra
     o->dev = (f8i_adamw_tensor *)dev;
     o->params[o->n++] = p;
     return F8_OK;
+}
+
+f8_status f8_adamw_add(f8_adamw *o, const f8_tensor *param, const f8_tensor *grad, int decay)
+{
+    return add(o, param, grad, decay, 0, "f8_adamw_add");
+}
+
+f8_status f8_adamw_add_slice(f8_adamw *o, const f8_tensor *param, const f8_tensor *grad, int decay, int64_t first)
+{
+    return add(o, param, grad, decay, first, "f8_adamw_add_slice");
 }
 
 f8_status f8_adamw_step(f8_adamw *o)
