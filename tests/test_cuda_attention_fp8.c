@@ -40,7 +40,9 @@
  *  - current scaling (a second ctx pair, F8_RECIPE_CURRENT): the same
  *    checks on f8's kernel and cuDNN's current-scaling graph (O in BF16),
  *    the QKV scale bitwise the CPU's amax pass, S's 448, one more launch
- *    (the amax pass).
+ *    (the amax pass); where the cuDNN that ought to take it declines the
+ *    graph (9.19 on an H100 did), the refusal's reason must be recorded
+ *    (f8i_cuda_attn_info) and the cases run on f8's kernel.
  * Inputs of amplitude 1 and 4 (peaked rows, as trained attention has).
  * Shapes: generic (head_dim 16, 32, S = 1, 7, 13), cuDNN's (head_dim 64
  * and 128, S = 1, 64, 129, 200, 1024; F8_TEST_QUICK: 256) and f8_train's
@@ -469,15 +471,26 @@ int main(void)
     check_shape_amp(fused[4], F8I_ATTN_OWN, 0, 4.0);
     check_calls(fused[0]);
     f8i_cuda_attn_set_mode(g_ctx[GPU], F8I_ATTN_AUTO);
-    (void)check_shape(fused[0], F8I_ATTN_AUTO, 0); /* loads cuDNN */
-    for (size_t i = 0; want && i < sizeof fused / sizeof fused[0]; i++)
+    /* cuDNN 9.19 on an H100 declined the current-scaling graphs (O and dQKV
+     * in BF16; bench/RESULTS.md): then every case runs on f8's kernel, held
+     * to the CPU as above, and the fallback must say why (the refused plan's
+     * reason in f8i_cuda_attn_info), never fall back in silence. */
+    int want_cs = want;
+    if (check_shape(fused[0], F8I_ATTN_AUTO, 0) != F8I_ATTN_PATH_CUDNN && want) { /* loads cuDNN */
+        const char *info = f8i_cuda_attn_info(g_ctx[GPU], NULL);
+        printf("  cuDNN declined the current-scaling FP8 forward; the cases below run on f8's kernel: %s\n", info);
+        CHECK(strstr(info, "refused: ") != NULL, "current scaling: cuDNN did not take the FP8 call and no refusal is "
+              "recorded: %s", info);
+        want_cs = 0;
+    }
+    for (size_t i = 0; want_cs && i < sizeof fused / sizeof fused[0]; i++)
         if (fused[i].S > 1) check_shape(fused[i], F8I_ATTN_AUTO, 1);
-    check_shape_amp(fused[4], F8I_ATTN_AUTO, want, 4.0);
-    check_shape_amp(train50m, F8I_ATTN_AUTO, want, 1.0);
+    check_shape_amp(fused[4], F8I_ATTN_AUTO, want_cs, 4.0);
+    check_shape_amp(train50m, F8I_ATTN_AUTO, want_cs, 1.0);
     check_calls(fused[0]);
     check_calls(train50m);
-    for (size_t i = 1; want && !quick && i < 3; i++) check_shape_big(large[i], F8I_ATTN_AUTO, 1, 1.0, 1);
-    check_bwd_cases(want, quick);
+    for (size_t i = 1; want_cs && !quick && i < 3; i++) check_shape_big(large[i], F8I_ATTN_AUTO, 1, 1.0, 1);
+    check_bwd_cases(want_cs, quick);
     printf("  cuDNN (current scaling): %s\n", f8i_cuda_attn_info(g_ctx[GPU], NULL));
     f8_ctx_destroy(g_ctx[CPU]);
     f8_ctx_destroy(g_ctx[GPU]);

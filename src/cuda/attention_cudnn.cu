@@ -117,7 +117,7 @@ struct f8i_attn_cudnn {
     const char *lib_name;
     int n_plans;         /* plans built or refused (kept in the ctx's plan cache) */
     char why[DN_WHY];
-    char info[3 * DN_WHY]; /* f8i_cuda_attn_info's text */
+    char info[5 * DN_WHY]; /* f8i_cuda_attn_info's text (with the FP8 plans') */
     char last_plan[2 * DN_WHY]; /* the most recent plan built or refused, in words */
 };
 
@@ -633,7 +633,9 @@ const char *f8i_cuda_attn_info(f8_ctx *ctx, int *loaded)
     if (!c->ready) return c->why;
     int counts[2] = {0, 0}; /* refused, ready */
     f8i_plan_each(ctx, &cudnn_kind, count_plan, counts);
-    snprintf(c->info, sizeof c->info, "cuDNN %zu (%s), %d plans ready, %d refused; last plan: %s", c->version,
-             c->lib_name, counts[1], counts[0], c->n_plans ? c->last_plan : "none");
+    char fp8[2 * DN_WHY + 64];
+    f8i_cudnn_fp8_attn_info(ctx, fp8, sizeof fp8);
+    snprintf(c->info, sizeof c->info, "cuDNN %zu (%s), %d plans ready, %d refused; last plan: %s; %s", c->version,
+             c->lib_name, counts[1], counts[0], c->n_plans ? c->last_plan : "none", fp8);
     return c->info;
 }

@@ -317,12 +317,16 @@ static void fp8_kind_release(f8_ctx *ctx, void *body)
     if (p->api) plan_release((const dn_api *)p->api, p);
 }
 
-static void fp8_kind_describe(const void *arg, char *out, size_t size)
+static void describe_key(const dn_key *k, char *out, size_t size)
 {
-    const dn_key *k = &((const fp8_build_arg *)arg)->key;
     const int bwd = k->dir == DIR_BWD || k->dir == DIR_BWD_CS, cs = k->dir == DIR_FWD_CS || k->dir == DIR_BWD_CS;
     snprintf(out, size, "FP8 %s%s%s B%lld S%lld nh%lld hd%lld", bwd ? "backward" : "forward", cs ? " (current scaling)" : "",
              bwd && k->e5m2 ? " E5M2" : "", (long long)k->B, (long long)k->S, (long long)k->nh, (long long)k->hd);
+}
+
+static void fp8_kind_describe(const void *arg, char *out, size_t size)
+{
+    describe_key(&((const fp8_build_arg *)arg)->key, out, size);
 }
 
 static const f8i_plan_kind fp8_kind = {"attention (cuDNN FP8)", sizeof(dn_plan), 0, fp8_kind_build, fp8_kind_release,
@@ -633,6 +637,34 @@ f8_status f8i_cudnn_fp8_attn_bwd(f8_ctx *ctx, const f8i_attn_bwd_args *a, int *r
     fp8_bwd_finish_kernel<<<grid_size(ctx, nq > 0 ? nq : 1, FP8_THREADS), FP8_THREADS, 0, stream>>>(
         g8, e5m2, a->dqkv_scale_inv, (uint16_t *)a->dqkv, nq, sc, a->dp_amax, a->dqkv_amax);
     return f8i_cuda_launch_check(ctx, "attention (cuDNN FP8) fp8_bwd_finish_kernel");
+}
+
+/* f8i_cuda_attn_info's FP8 part: how many FP8 plans are ready and refused,
+ * and one refusal's shape and reason (cuDNN's words), so a call that fell
+ * back to f8's kernel says why. */
+typedef struct fp8_census {
+    int ready, refused;
+    char refusal[2 * DN_WHY];
+} fp8_census;
+
+static void census(void *body, void *user)
+{
+    const dn_plan *p = (const dn_plan *)body;
+    fp8_census *c = (fp8_census *)user;
+    if (p->ok) {
+        c->ready++;
+        return;
+    }
+    char shape[96];
+    describe_key(&p->key, shape, sizeof shape);
+    if (c->refused++ == 0) snprintf(c->refusal, sizeof c->refusal, "; refused: %s: %s", shape, p->why);
+}
+
+void f8i_cudnn_fp8_attn_info(f8_ctx *ctx, char *out, size_t size)
+{
+    fp8_census c = {0, 0, ""};
+    f8i_plan_each(ctx, &fp8_kind, census, &c);
+    snprintf(out, size, "FP8 plans: %d ready, %d refused%s", c.ready, c.refused, c.refusal);
 }
 
 f8_status f8i_cudnn_fp8_attn_takes(f8_ctx *ctx, int64_t batch, int64_t seq, int64_t n_head, int64_t n_kv_head,

@@ -140,6 +140,7 @@ f8_status f8i_cudnn_fp8_attn_fwd(f8_ctx *ctx, const f8i_attn_fwd_args *args, int
 f8_status f8i_cudnn_fp8_attn_bwd(f8_ctx *ctx, const f8i_attn_bwd_args *args, int *ran);
 f8_status f8i_cudnn_fp8_attn_takes(f8_ctx *ctx, int64_t batch, int64_t seq, int64_t n_head, int64_t n_kv_head,
                                   int64_t head_dim, int backward, int *takes);
+void f8i_cudnn_fp8_attn_info(f8_ctx *ctx, char *out, size_t size);
 
 /* attention.cu; embedding.cu (embedding), cross_entropy.cu, adamw.cu */
 f8_status f8i_cuda_attn_fwd(f8_ctx *ctx, const f8i_attn_fwd_args *args);
