@@ -258,8 +258,8 @@ static int compare_moments(const f8_checkpoint *ck, f8_adamw_moments kind, int i
             const int cm = em->data[j], cv = ev->data[j];
             const double xm = r->mx[j] * gsm, xs = sqrt(r->vx[j]) * gsv;
             int om, os;
-            bad += !sr_ok(xm, e4m3_value(cm), f8i_adamw_sr_bits(j, t, 0), r->mbound[j] * gsm, &om) ||
-                   !sr_ok(xs, e4m3_value(cv), f8i_adamw_sr_bits(j, t, 1), 1e-6 * xs, &os);
+            bad += !sr_ok(xm, e4m3_value(cm), f8i_adamw_sr_bits(j, f8i_adamw_sr_step(t), 0), r->mbound[j] * gsm, &om) ||
+                   !sr_ok(xs, e4m3_value(cv), f8i_adamw_sr_bits(j, f8i_adamw_sr_step(t), 1), 1e-6 * xs, &os);
             *ties += om + os;
             r->m[j] = e4m3_value(cm) / gsm;
             const double s = e4m3_value(cv) / gsv;

@@ -141,7 +141,7 @@ f8_status f8i_cpu_cross_entropy(f8_ctx *ctx, const f8i_cross_entropy_args *a)
 /* The step's scalars, the same for every element. */
 typedef struct adamw_hyper {
     float c, lr, b1, omb1, b2, omb2, bc1, bc2, eps;
-    int64_t t; /* the step being taken (1-based): FP8 moments' rounding bits */
+    uint64_t sr_step; /* f8i_adamw_sr_step of the step being taken: FP8 moments' rounding bits */
 } adamw_hyper;
 
 static void adamw_element(const f8i_adamw_tensor *d, const adamw_hyper *h, int64_t i, float *m, float *v)
@@ -172,8 +172,8 @@ static void adamw_tensor_fp8(const f8i_adamw_tensor *d, const adamw_hyper *h)
         const float sm = f8i_adamw_fp8_scale(am), sv = f8i_adamw_fp8_scale(as);
         for (int j = 0; j < nb; j++) {
             const int64_t at = d->first + b0 + j; /* the element's index in its parameter */
-            mc[b0 + j] = f8i_adamw_fp8_encode_sr(m[j] * sm, f8i_adamw_sr_bits(at, h->t, 0));
-            vc[b0 + j] = f8i_adamw_fp8_encode_sr(s[j] * sv, f8i_adamw_sr_bits(at, h->t, 1));
+            mc[b0 + j] = f8i_adamw_fp8_encode_sr(m[j] * sm, f8i_adamw_sr_bits(at, h->sr_step, 0));
+            vc[b0 + j] = f8i_adamw_fp8_encode_sr(s[j] * sv, f8i_adamw_sr_bits(at, h->sr_step, 1));
         }
         d->m_scale_inv[blk] = 1.0f / sm;
         d->v_scale_inv[blk] = 1.0f / sv;
@@ -203,7 +203,8 @@ f8_status f8i_cpu_adamw_step(f8_ctx *ctx, const f8i_adamw_step_args *a)
     h.lr = f8i_adamw_lr(a->lr_max, a->lr_min, a->warmup_steps, a->total_steps, step);
     h.c = f8i_adamw_clip(a->grad_clip, norm);
     h.bc1 = f8i_adamw_bias_correction(a->beta1, t), h.bc2 = f8i_adamw_bias_correction(a->beta2, t);
-    h.b1 = a->beta1, h.b2 = a->beta2, h.omb1 = 1.0f - a->beta1, h.omb2 = 1.0f - a->beta2, h.eps = a->eps, h.t = t;
+    h.b1 = a->beta1, h.b2 = a->beta2, h.omb1 = 1.0f - a->beta1, h.omb2 = 1.0f - a->beta2, h.eps = a->eps;
+    h.sr_step = f8i_adamw_sr_step(t);
     const int mdt = a->moments == F8_ADAMW_MOMENTS_BF16 ? F8_DTYPE_BF16 : F8_DTYPE_FP32;
     for (int k = 0; k < a->n_tensors; k++) {
         const f8i_adamw_tensor *d = &a->tensors[k];

@@ -23,7 +23,8 @@
  *      writes codes and scale_invs with the formulas of adamw_moments.h,
  *      the codes rounded stochastically by its f8i_adamw_fp8_encode_sr (the
  *      CPU's function: integer and exact FP32 steps, the same bits), the
- *      step st.step being the finalize kernel's advanced count, the CPU's t.
+ *      step st.step being the finalize kernel's advanced count, the CPU's t
+ *      (its mix f8i_adamw_sr_step taken once per thread).
  */
 #include <math.h>
 #include <stdint.h>
@@ -190,6 +191,7 @@ static_assert(F8_ADAMW_FP8_BLOCK == 32 * 4, "a warp of 32 lanes x 4 elements own
 static __global__ void __launch_bounds__(AW_THREADS) adamw_update_fp8_kernel(f8i_adamw_step_args a)
 {
     const f8i_adamw_state st = *a.state;
+    const uint64_t sr_step = f8i_adamw_sr_step(st.step); /* FP8 moments' rounding bits: the step's part */
     const float b1 = a.beta1, b2 = a.beta2, omb1 = 1.0f - a.beta1, omb2 = 1.0f - a.beta2;
     const int lane = threadIdx.x & 31;
     const int64_t warp = ((int64_t)blockIdx.x * AW_THREADS + threadIdx.x) >> 5, warps = (int64_t)gridDim.x * (AW_THREADS / 32);
@@ -226,8 +228,8 @@ static __global__ void __launch_bounds__(AW_THREADS) adamw_update_fp8_kernel(f8i
                 for (int j = 0; j < 4; ++j) {
                     if (j >= nv) continue;
                     const int64_t at = d.first + i + j; /* the element's index in its parameter */
-                    cm |= (uint32_t)f8i_adamw_fp8_encode_sr(m[j] * sm, f8i_adamw_sr_bits(at, st.step, 0)) << (8 * j);
-                    cv |= (uint32_t)f8i_adamw_fp8_encode_sr(s[j] * sv, f8i_adamw_sr_bits(at, st.step, 1)) << (8 * j);
+                    cm |= (uint32_t)f8i_adamw_fp8_encode_sr(m[j] * sm, f8i_adamw_sr_bits(at, sr_step, 0)) << (8 * j);
+                    cv |= (uint32_t)f8i_adamw_fp8_encode_sr(s[j] * sv, f8i_adamw_sr_bits(at, sr_step, 1)) << (8 * j);
                 }
                 st4(d.param, pb, i, nv, vp, p);
                 st_codes((uint8_t *)d.m, i, nv, cm);

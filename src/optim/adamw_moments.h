@@ -7,8 +7,8 @@
  * Design note. FP8 moments are scaled per block of F8_ADAMW_FP8_BLOCK
  * consecutive elements by a power of two chosen from the block's amax: the
  * scaling and the unscaling are then exact, and the only rounding is the
- * encode (f8i_fp8_encode on the host, the hardware's cvt.rn.satfinite on the
- * device: the same bits, as the cast tests check). amax is a max, exact in
+ * encode (f8i_adamw_fp8_encode_sr below, on the host and the device alike:
+ * integer and exact FP32 steps, the same bits). amax is a max, exact in
  * any order, so a warp's shuffle tree and the CPU's loop agree. v is stored
  * as sqrt(v) (f8.h says why); loading squares it in FP32.
  *
@@ -53,12 +53,16 @@ F8I_HD float f8i_adamw_v_from_fp8(uint8_t code, float scale_inv)
     return s * s;
 }
 
-/* The 32 random bits of one moment's rounding at step t (1-based): a hash of
- * the element's index in its parameter, of t and of which moment (0: m,
- * 1: sqrt(v)). */
-F8I_HD uint32_t f8i_adamw_sr_bits(int64_t index, int64_t t, unsigned which)
+/* The step's part of the rounding bits, mix64(t) for step t (1-based): the
+ * same for every element, so a step computes it once. */
+F8I_HD uint64_t f8i_adamw_sr_step(int64_t t) { return f8i_mix64((uint64_t)t); }
+
+/* The 32 random bits of one moment's rounding: a hash of the element's index
+ * in its parameter, of which moment (0: m, 1: sqrt(v)) and of the step
+ * (step = f8i_adamw_sr_step(t)). */
+F8I_HD uint32_t f8i_adamw_sr_bits(int64_t index, uint64_t step, unsigned which)
 {
-    return (uint32_t)(f8i_mix64(((uint64_t)index * 2u + which) ^ f8i_mix64((uint64_t)t)) >> 32);
+    return (uint32_t)(f8i_mix64(((uint64_t)index * 2u + which) ^ step) >> 32);
 }
 
 /* The E4M3 code of y (a moment times its block's scale, |y| <= 448), rounded
