@@ -12,14 +12,13 @@
  * bias, and rounds once. This is the oracle, not a fast path: it allocates
  * its packing buffers per call.
  */
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "core/f8i.h"
 #include "core/rowwise.h"
 #include "core/numerics.h"
+#include "cpu/parallel.h"
 
 #ifdef F8_HAVE_BLAS
 /* Fortran BLAS, column-major; declared here so no cblas.h is needed. */
@@ -97,25 +96,28 @@ static void *rows_run(void *arg)
     return NULL;
 }
 
-/* The product over up to 8 threads (one per online core) when it is big
- * enough to pay for them; a thread that cannot start runs inline. */
+/* The product over cpu/parallel.h's workers (up to 8, one per online core,
+ * when it is big enough to pay for them): unit u is the u-th of `units`
+ * equal row ranges, rows costing the same. */
+typedef struct product_job {
+    const float *ap, *bt;
+    float *acc;
+    int64_t m, n, k, units;
+} product_job;
+
+static void product_unit(void *arg, int64_t u, int worker)
+{
+    const product_job *p = (const product_job *)arg;
+    (void)worker;
+    rows_job j = {p->ap, p->bt, p->acc, p->m * u / p->units, p->m * (u + 1) / p->units, p->n, p->k};
+    rows_run(&j);
+}
+
 static void product(const float *ap, const float *bt, float *acc, int64_t m, int64_t n, int64_t k)
 {
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    int nt = cores > 8 ? 8 : cores < 1 ? 1 : (int)cores;
-    if ((double)m * (double)n * (double)k < 4e6 || m < 2 * nt) nt = 1;
-    rows_job jobs[8];
-    pthread_t tid[8];
-    int started[8] = {0};
-    for (int t = 0; t < nt; t++) {
-        jobs[t] = (rows_job){ap, bt, acc, m * t / nt, m * (t + 1) / nt, n, k};
-        if (t > 0) started[t] = pthread_create(&tid[t], NULL, rows_run, &jobs[t]) == 0;
-    }
-    rows_run(&jobs[0]);
-    for (int t = 1; t < nt; t++) {
-        if (started[t]) pthread_join(tid[t], NULL);
-        else rows_run(&jobs[t]);
-    }
+    const int nt = f8i_cpu_workers((double)m * (double)n * (double)k, m / 2); /* two rows a thread at least */
+    product_job p = {ap, bt, acc, m, n, k, nt};
+    f8i_cpu_parallel_run(product_unit, &p, nt, nt);
 }
 #endif
 
