@@ -184,8 +184,11 @@ static f8_status add(f8_adamw *o, const f8_tensor *param, const f8_tensor *grad,
 {
     if (!o) return F8_ERR_INVALID_ARGUMENT;
     f8_ctx *ctx = o->ctx;
-    F8I_TRY(f8i_check_tensor(ctx, param, "f8_adamw_add: param"));
-    F8I_TRY(f8i_check_tensor(ctx, grad, "f8_adamw_add: grad"));
+    char what[40];
+    snprintf(what, sizeof what, "%s: param", fn);
+    F8I_TRY(f8i_check_tensor(ctx, param, what));
+    snprintf(what, sizeof what, "%s: grad", fn);
+    F8I_TRY(f8i_check_tensor(ctx, grad, what));
     if (first < 0) return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "%s: first %lld is negative", fn, (long long)first);
     if (o->stepped)
         return f8i_error(ctx, F8_ERR_STATE, "%s: the optimizer has already stepped; register every parameter first", fn);
