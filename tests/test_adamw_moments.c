@@ -187,7 +187,7 @@ static int compare_moments(const f8_checkpoint *ck, f8_adamw_moments kind, int i
         for (int64_t j = j0; j < j0 + nb; j++) {
             const int cm = em->data[j], cv = ev->data[j];
             const double xm = r->mx[j] * gsm, xs = sqrt(r->vx[j]) * gsv;
-            int om, os;
+            int om = 0, os = 0; /* os is not set when the first check fails */
             bad += !sr_ok(xm, e4m3_value(cm), f8i_adamw_sr_bits(j, f8i_adamw_sr_step(t), 0), r->mbound[j] * gsm, &om) ||
                    !sr_ok(xs, e4m3_value(cv), f8i_adamw_sr_bits(j, f8i_adamw_sr_step(t), 1), 1e-6 * xs, &os);
             *ties += om + os;
@@ -728,12 +728,54 @@ static void test_config_memory(f8_ctx *ctx)
     f8_ctx_free(ctx, p.data), f8_ctx_free(ctx, g.data);
 }
 
+/* The library's E4M3 decode and stochastic encode of the moments
+ * (adamw_moments.h: integer forms, cheap on the GPU) against this file's
+ * FP64 definitions: every code's value, and the rounding of FP32 values
+ * swept over [0, 448) in steps of bit patterns (finer through FP32's own
+ * subnormals), each with random bits,
+ * the extreme bits, and bits one below, at and one above the value's
+ * threshold where it lies between two codes. */
+static void test_encode_definition(void)
+{
+    int bad_dec = 0;
+    for (int c = 0; c < 256; c++) {
+        const float got = f8i_adamw_e4m3_value((uint8_t)c);
+        const int nan = (c & 0x7F) == 0x7F;
+        bad_dec += nan ? !isnan(got) : (double)got != e4m3_value(c) || !signbit(got) != !(c & 0x80);
+    }
+    CHECK(bad_dec == 0, "FP8 moments: %d of 256 E4M3 codes decode off the format's values", bad_dec);
+    long n = 0, bad = 0, n_thr = 0;
+    uint64_t h = 7;
+    for (uint32_t b = 0; b < 0x43E00000u; b += b < 0x800000u ? 61u : 7919u) {
+        const float y = f8i_bits_float(b);
+        double thr, lo, hi;
+        e4m3_sr(y, 0, &thr, &lo, &hi);
+        uint32_t rs[6] = {0u, 0xFFFFFFFFu, 0u, 0u, 0u, 0u};
+        int nr = 2;
+        h = f8i_mix64(h + b), rs[nr++] = (uint32_t)h;
+        if (lo != hi) { /* the u of the threshold, (|y| - lo) / (hi - lo) = k / 2^24 when exact */
+            const double k = ldexp((y - lo) / (hi - lo), 24);
+            if (k == floor(k) && k >= 1 && k < 16777215)
+                rs[nr++] = (uint32_t)(k - 1) << 8, rs[nr++] = (uint32_t)k << 8, rs[nr++] = (uint32_t)(k + 1) << 8, n_thr++;
+        }
+        for (int i = 0; i < nr; i++)
+            for (int sg = 0; sg < 2; sg++) {
+                const double want = e4m3_sr(sg ? -(double)y : y, rs[i], &thr, &lo, &hi);
+                const double got = e4m3_value(f8i_adamw_fp8_encode_sr(sg ? -y : y, rs[i]));
+                bad += got != want && !(got == 0 && want == 0), n++;
+            }
+    }
+    CHECK(bad == 0 && n_thr > 1000, "FP8 moments: %ld of %ld stochastic roundings differ from the definition (%ld at a "
+          "threshold)", bad, n, n_thr);
+}
+
 int main(void)
 {
     char why[256] = "";
     f8_ctx *ctx = test_ctx(F8_BACKEND_CPU, NULL, why);
     if (!ctx) die(why, NULL);
     test_config_memory(ctx);
+    test_encode_definition();
     for (int k = 0; k < 2; k++) {
         f8_adamw_config cfg = f8_adamw_config_default();
         cfg.lr_max = 1e-2f, cfg.lr_min = 1e-3f, cfg.warmup_steps = 2, cfg.total_steps = 6, cfg.grad_clip = 1.0f;

@@ -12,7 +12,8 @@
 #   GRID="N:MOMENTS:HALF[:FLAGS] ..."  the runs after the preset; HALF 1 = half the preset's microbatch
 #                   with twice the microbatches (the same tokens a step); FLAGS, joined by +: norm
 #                   (--recompute-norm on), act (--recompute-act on), proj (--recompute-proj-input on),
-#                   wt (--weight-transpose-per-call on): the savings that change no bits (the losses of a run with them are compared
+#                   wt (--weight-transpose-per-call on), hc (--head-chunk 2048: the LM head and
+#                   its loss in passes of 2048 tokens): the savings that change no bits (the losses of a run with them are compared
 #                   with the first run of its moments and microbatch: they must be equal).
 #                   GRID=full: N in 0 6 12 18 24 x fp32, fp8 x preset, half (20 runs, about 9 minutes on
 #                   an H200: two calls, GRID given in halves). Default: the points near the target by the
@@ -70,7 +71,8 @@ for spec in base $grid; do
         act) flags="$flags --recompute-act on" ;;
         proj) flags="$flags --recompute-proj-input on" ;;
         wt) flags="$flags --weight-transpose-per-call on" ;;
-        *) echo "bench_memory_sweep.sh: unknown flag '$f' in '$spec' (norm, act, proj, wt)" >&2; exit 2 ;;
+        hc) flags="$flags --head-chunk 2048" ;;
+        *) echo "bench_memory_sweep.sh: unknown flag '$f' in '$spec' (norm, act, proj, wt, hc)" >&2; exit 2 ;;
         esac
     done
     # shellcheck disable=SC2086 # flags is a list of options

@@ -42,14 +42,28 @@
  * all-zero block; the shared current-scaling expression with pow2 on). */
 F8I_HD float f8i_adamw_fp8_scale(float amax) { return f8i_current_scale(amax, 1.0f, F8I_ADAMW_FP8_MAX, 1); }
 
+/* An E4M3 code's value, built from its bits: the format's exponent rebiased
+ * into FP32's (normal codes) or the 3-bit mantissa times 2^-9 (subnormal
+ * codes, one exact multiply). The same value as numerics.h's
+ * f8i_fp8_decode, NaN (0x7F, 0xFF) included, without its ldexpf: the
+ * moments decode two codes an element, and on the GPU the ldexpf was most
+ * of the FP8 update's time. */
+F8I_HD float f8i_adamw_e4m3_value(uint8_t code)
+{
+    const uint32_t e = (code >> 3) & 15u, m = code & 7u, sign = (uint32_t)(code & 0x80u) << 24;
+    if (e == 15u && m == 7u) return f8i_bits_float(0x7FC00000u);
+    if (e == 0u) return f8i_bits_float(sign | f8i_float_bits((float)m * 0x1p-9f));
+    return f8i_bits_float(sign | (e + 120u) << 23 | m << 20);
+}
+
 /* m from its E4M3 code and its block's scale_inv (exact). */
-F8I_HD float f8i_adamw_m_from_fp8(uint8_t code, float scale_inv) { return f8i_fp8_decode(code, 0) * scale_inv; }
+F8I_HD float f8i_adamw_m_from_fp8(uint8_t code, float scale_inv) { return f8i_adamw_e4m3_value(code) * scale_inv; }
 
 /* v from the E4M3 code of sqrt(v) and its block's scale_inv: s = code·scale_inv
  * (exact), v = s·s (one FP32 rounding, exact unless it underflows). */
 F8I_HD float f8i_adamw_v_from_fp8(uint8_t code, float scale_inv)
 {
-    const float s = f8i_fp8_decode(code, 0) * scale_inv;
+    const float s = f8i_adamw_e4m3_value(code) * scale_inv;
     return s * s;
 }
 
@@ -67,24 +81,43 @@ F8I_HD uint32_t f8i_adamw_sr_bits(int64_t index, uint64_t step, unsigned which)
 
 /* The E4M3 code of y (a moment times its block's scale, |y| <= 448), rounded
  * stochastically: the code above |y| with probability (|y| - lo) / (hi - lo),
- * lo and hi the codes around it, decided by the top 24 bits of r; a |y| on a
- * code is that code. Each quantity is exact in FP32 (|y| - lo by Sterbenz's
- * lemma, or lo = 0; hi - lo a power of two; u·(hi - lo) 24 bits times a power
- * of two), so the host and the device decide alike, with or without FMA.
- * NaN, and |y| > 448 (not produced by the block scales), round to nearest. */
+ * lo and hi the codes around it, decided by the top 24 bits of r (u = (r >> 8)
+ * / 2^24: up when |y| - lo > u·(hi - lo)); a |y| on a code is that code.
+ * NaN, and |y| >= 448 (not produced by the block scales), round to nearest.
+ *
+ * Worked on |y|'s bits, in integers, so the host and the device decide alike
+ * (and cheaply: no decode of the neighbours, no FP32 subtraction):
+ *  - |y| >= 2^-6 (E4M3's normal codes): the code below |y| is |y|'s FP32
+ *    exponent rebiased (127 -> 7) above its top 3 mantissa bits, and the 20
+ *    mantissa bits under those are |y| - lo in units of 2^-20 of the gap
+ *    (a power of two), so "up" is 16·those bits > r >> 8;
+ *  - below (the subnormal codes, steps of 2^-9): |y| = M·2^-sh in units of
+ *    2^-9 (M the 24-bit significand, sh >= 21), lo = M >> sh and the rest
+ *    f = M mod 2^sh; "up" is f·2^24 > (r >> 8)·2^sh, exact in 64 bits while
+ *    sh <= 40; past that f = M < 2^24, and (r >> 8)·2^(sh-24) decides,
+ *    which is >= 2^24 > M once sh >= 48.
+ * Exactly the definition (tests/adamw_moments_ref.h's FP64 e4m3_sr, which
+ * test_adamw_moments compares it with over a sweep of FP32 values). */
 F8I_HD uint8_t f8i_adamw_fp8_encode_sr(float y, uint32_t r)
 {
-    const float a = fabsf(y);
-    if (!(a < F8I_ADAMW_FP8_MAX)) return f8i_fp8_encode(y, 0);
-    uint8_t c = f8i_fp8_encode(a, 0);
-    const float near = f8i_fp8_decode(c, 0);
-    if (near != a) {
-        const uint8_t lo = near < a ? c : (uint8_t)(c - 1u);
-        const float flo = f8i_fp8_decode(lo, 0), gap = f8i_fp8_decode((uint8_t)(lo + 1u), 0) - flo;
-        const float u = (float)(r >> 8) * 0x1p-24f;
-        c = a - flo > u * gap ? (uint8_t)(lo + 1u) : lo;
+    const uint32_t bits = f8i_float_bits(y), a = bits & 0x7FFFFFFFu, u = r >> 8;
+    if (!(a < 0x43E00000u)) return f8i_fp8_encode(y, 0); /* 448, inf, NaN */
+    uint32_t c;
+    if (a >= 0x3C800000u) { /* 2^-6 */
+        c = (a >> 20) - (120u << 3);
+        c += (a & 0xFFFFFu) << 4 > u;
+    } else {
+        const uint32_t e = a >> 23, m = (a & 0x7FFFFFu) | (e ? 0x800000u : 0u);
+        const uint32_t sh = 141u - (e ? e : 1u); /* |y| = m·2^-sh steps of 2^-9 */
+        if (sh <= 40u) {
+            const uint64_t f = sh < 32u ? m & ((1u << sh) - 1u) : m;
+            c = sh < 32u ? m >> sh : 0u;
+            c += f << 24 > (uint64_t)u << sh;
+        } else {
+            c = sh < 48u ? (uint64_t)m > (uint64_t)u << (sh - 24u) : u == 0u && m != 0u;
+        }
     }
-    return c != 0 && y < 0.0f ? (uint8_t)(c | 0x80u) : c;
+    return c != 0 && (bits >> 31) ? (uint8_t)(c | 0x80u) : (uint8_t)c;
 }
 
 #endif /* F8_TRAIN_ADAMW_MOMENTS_H */
