@@ -19,17 +19,19 @@
  * rows before any of its codes, so the column-wise copy is two kernels over
  * the same 2-D grid of 256-row x 128-column blocks (a warp per 32 rows, a
  * lane per 4 columns, 16-byte FP32 / 8-byte BF16 loads where the pitch
- * allows, else lane l on columns l + 32j), with no shared-memory tile:
+ * allows, else lane l on columns l + 32j):
  *  1. column amax: each lane keeps the max (and the dbias sum, in row
  *     order) of its 4 columns over its 32 rows; the block combines its 8
  *     warps in order, then one atomicMax of the float's bits per column
  *     into scale_inv_t (zeroed by the launch before: the row kernel, or a
  *     small kernel without out) — max is order-free, so this is exact —
  *     and one dbias partial per column per block into the workspace;
- *  2. codes: each lane turns its 4 columns' scales from those amaxes, codes
- *     its 32 x 4 values and packs each column's 32 codes (out_t's row,
- *     consecutive bytes) into 8 words in registers, stored as two 16-byte
- *     pieces where out_t's pitch allows;
+ *  2. codes: each lane turns its 4 columns' scales from those amaxes and
+ *     codes its 32 x 4 values, 8 rows at a time; each batch's 8 codes of a
+ *     column (8 consecutive bytes of out_t's row) go into a 32 KiB shared
+ *     tile of out_t (128 rows x 256 bytes, swizzled so neither side has
+ *     bank conflicts), from which the block writes out_t in 16-byte pieces,
+ *     a warp's store two 256-byte runs of out_t's rows;
  *  3. a small kernel then writes scale_inv_t = 1 / s over the amaxes (after
  *     kernel 2 has read them), and kernels_common.cuh's dbias_reduce_kernel
  *     sums the dbias partials in block order (deterministic).
@@ -37,6 +39,28 @@
  * the row path (whose second read is a cache hit), with cols/128 x rows/256
  * blocks in flight. Every launch is graph-legal (no allocation, no sync) and
  * every kernel returns at once on a set noop flag, so nothing is written.
+ *
+ * Why the codes kernel is built so. It moves 3 bytes an element (BF16) and
+ * does a few instructions for it, so it is bound by memory, and what keeps
+ * the memory busy is how many loads are in flight. Holding a column's 32
+ * codes in registers until the end (32 words a lane) and storing them
+ * straight to out_t took 128 registers, so 2 blocks (16 warps) a
+ * multiprocessor, half the amax kernel's; and each such 16-byte store went
+ * to 32 different out_t rows, one L2 request per lane. Parking each batch's
+ * codes in shared memory leaves 8 words a lane, so 4 blocks (32 warps, as
+ * the amax kernel, each with a batch of 8 rows' loads in flight) fit in 64
+ * registers and 128 KiB of shared memory; and out_t's stores become whole
+ * 128-byte lines, 8 times fewer requests. The batch loop is not unrolled so
+ * that the compiler does not hoist every row's loads and spill.
+ *
+ * Both kernels walk their grid row-major (rwt_block), the amax kernel from
+ * the last row tile back, the codes kernel from the first: the amax pass
+ * then starts on the rows the row pass read last, and the codes pass on
+ * the ones the amax pass read last, while the L2 still holds them (on an
+ * H100, tens of MB: most or all of a tensor of C = 2048), where the stripe
+ * order started each pass on what the pass before read first, long evicted. Which block does which tile changes no result: dbias
+ * partials go to their tile's slot and are summed in tile order, maxima
+ * and counts are order-free.
  *
  * The former one-launch cast (column blocks owning a 32-column stripe over
  * all rows, walked twice) stays as f8i_cuda_cast_rowwise_stripes, for the
@@ -258,6 +282,18 @@ static __device__ __forceinline__ void rwt_load(const f8i_rowwise_cast_args &p, 
     }
 }
 
+/* This block's row tile and column stripe. The grid (row tiles, stripes) is
+ * walked row-major (stripes fastest) from its last tile (BACK: the amax
+ * pass) or its first (the codes pass), so each pass starts where the one
+ * before it ended, on what the L2 still holds (design note). */
+template <int BACK>
+static __device__ __forceinline__ void rwt_block(int64_t &tile, int64_t &stripe)
+{
+    int64_t i = (int64_t)blockIdx.y * gridDim.x + blockIdx.x;
+    if (BACK) i = (int64_t)gridDim.x * gridDim.y - 1 - i;
+    tile = i / gridDim.y, stripe = i % gridDim.y;
+}
+
 #define RWT_BATCH 8 /* rows loaded before the first is used: 8 loads in flight a lane */
 
 /* Rows r0 + b .. r0 + b + 7 of this lane's columns, those below nr (0 past). */
@@ -277,15 +313,18 @@ static __device__ __forceinline__ void rwt_load_batch(const f8i_rowwise_cast_arg
 }
 
 /* Kernel 1: column amaxes (atomicMax of the bits into scale_inv_t, when
- * out_t), dbias partials (partial[blockIdx.x * cols + c], when dbias) and,
- * without out, the tensor's amax. Grid (ceil(rows / 256), ceil(cols / 128)). */
+ * out_t), dbias partials (partial[tile * cols + c], when dbias) and,
+ * without out, the tensor's amax. Grid (ceil(rows / 256), ceil(cols / 128)),
+ * block (tile, stripe) from rwt_block<1>. */
 template <int BF16, int VEC>
 static __global__ void __launch_bounds__(RW_THREADS) rwt_amax_kernel(f8i_rowwise_cast_args p, float *partial)
 {
     __shared__ float red_m[RW_WARPS][RWT_COLS], red_s[RW_WARPS][RWT_COLS];
     if (noop_set(p.noop)) return;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int64_t c0 = (int64_t)blockIdx.y * RWT_COLS, r0 = (int64_t)blockIdx.x * RWT_ROWS + warp * RWT_WARP_ROWS;
+    int64_t tile, stripe;
+    rwt_block<1>(tile, stripe);
+    const int64_t c0 = stripe * RWT_COLS, r0 = tile * RWT_ROWS + warp * RWT_WARP_ROWS;
     const int64_t nr = p.rows - r0; /* rows of this warp: min(32, nr), none when nr <= 0 */
     float m[4] = {0.0f, 0.0f, 0.0f, 0.0f}, sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
@@ -306,38 +345,47 @@ static __global__ void __launch_bounds__(RW_THREADS) rwt_amax_kernel(f8i_rowwise
 #pragma unroll
         for (int w = 0; w < RW_WARPS; ++w) cm = fmaxf(cm, red_m[w][threadIdx.x]), cs += red_s[w][threadIdx.x];
         if (c < p.cols && p.out_t != NULL) atomicMax((int *)p.scale_inv_t + c, __float_as_int(cm));
-        if (c < p.cols && partial != NULL) partial[(int64_t)blockIdx.x * p.cols + c] = cs;
+        if (c < p.cols && partial != NULL) partial[tile * p.cols + c] = cs;
     }
     if (p.out == NULL && p.amax != NULL) /* uniform: every thread calls it */
         block_amax_atomic<RW_THREADS>(fmaxf(fmaxf(m[0], m[1]), fmaxf(m[2], m[3])), p.amax);
 }
 
-/* 32 codes of one column (8 little-endian words: byte k is row k) at dst,
- * n of them inside the matrix: two 16-byte pieces with accesses of w bytes
- * when all 32 are, else byte by byte. */
-static __device__ __forceinline__ void rwt_store32(uint8_t *dst, const uint32_t (&q)[8], int64_t n, int w)
+/* The codes kernel's tile of out_t: its 128 rows (src columns) x 256 bytes
+ * (src rows), as 16 chunks of 16 bytes a row. Chunk k of row col sits at
+ * k ^ rwt_swizzle(col): the 8 lanes of a quarter warp then hit 8 different
+ * 16-byte bank groups both when they write one chunk of 8 rows (the codes
+ * pass: lane l on row 4l + j or l + 32j, so col's swizzle is l & 7) and when
+ * they read 8 chunks of one row (the store pass). 32 KiB. */
+#define RWT_CHUNKS (RWT_ROWS / 16)
+template <int VEC>
+static __device__ __forceinline__ int rwt_swizzle(int col)
 {
-    if (n >= 32) {
-        const uint32_t a[4] = {q[0], q[1], q[2], q[3]}, b[4] = {q[4], q[5], q[6], q[7]};
-        store_bytes<16>(dst, a, w);
-        store_bytes<16>(dst + 16, b, w);
-        return;
-    }
-#pragma unroll
-    for (int k = 0; k < 32; ++k)
-        if (k < n) dst[k] = (uint8_t)(q[k / 4] >> (8 * (k % 4)));
+    return (VEC ? col >> 2 : col) & 7;
 }
 
-/* Kernel 2: out_t's codes. Lane l holds columns rwt_local(l, j) of rows
- * r0 .. r0 + 31 and writes each column's 32 codes (a piece of out_t's row)
- * itself. Counts the telemetry when there is no out (count). Same grid as
- * kernel 1; w_t: the access width of out_t's rows (16 at most). */
+/* Blocks of 256 threads a multiprocessor the codes kernel is built for: 4
+ * (64 registers a thread, 128 KiB of tiles) for BF16; FP32's batch of
+ * loads holds twice the registers, so 3 (85). */
+#define RWT_CODES_BLOCKS(BF16) ((BF16) ? 4 : 3)
+
+/* Kernel 2: out_t's codes. Block (tile, stripe) from rwt_block<0>; lane l of
+ * warp w codes columns rwt_local(l, j) of rows tile * 256 + 32w .. + 31 and
+ * puts each batch's 8 codes of a column (one 8-byte half chunk) into the
+ * shared tile; then thread t writes chunk t & 15 of tile rows t / 16 + 16i,
+ * so a warp stores two 256-byte runs of out_t rows. Counts the telemetry
+ * when there is no out (count). Same grid as kernel 1; w_t: the access width
+ * of out_t's rows (16 at most). */
 template <int BF16, int E5M2, int VEC>
-static __global__ void __launch_bounds__(RW_THREADS, 2) rwt_codes_kernel(f8i_rowwise_cast_args p, int w_t)
+static __global__ void __launch_bounds__(RW_THREADS, RWT_CODES_BLOCKS(BF16))
+    rwt_codes_kernel(f8i_rowwise_cast_args p, int w_t)
 {
+    __shared__ uint4 tile_t[RWT_COLS][RWT_CHUNKS];
     if (noop_set(p.noop)) return;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int64_t c0 = (int64_t)blockIdx.y * RWT_COLS, r0 = (int64_t)blockIdx.x * RWT_ROWS + warp * RWT_WARP_ROWS;
+    int64_t tile, stripe;
+    rwt_block<0>(tile, stripe);
+    const int64_t c0 = stripe * RWT_COLS, rb = tile * RWT_ROWS, r0 = rb + warp * RWT_WARP_ROWS;
     const int64_t nr = p.rows - r0;
     const bool count = p.out == NULL && p.stats != NULL; /* uniform */
     float s[4];
@@ -346,16 +394,12 @@ static __global__ void __launch_bounds__(RW_THREADS, 2) rwt_codes_kernel(f8i_row
         const int64_t c = c0 + rwt_local<VEC>(lane, j);
         s[j] = f8i_current_scale(c < p.cols ? p.scale_inv_t[c] : 0.0f, 1.0f, p.scaled_max, p.pow2); /* the amax, here */
     }
-    uint32_t q[4][8];
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-#pragma unroll
-        for (int k = 0; k < 8; ++k) q[j][k] = 0u;
     unsigned sat = 0, flushed = 0;
-#pragma unroll
+#pragma unroll 1 /* a batch's loads in flight, not all 32 rows' (registers: occupancy) */
     for (int b = 0; b < RWT_WARP_ROWS; b += RWT_BATCH) {
         float v[RWT_BATCH][4];
         rwt_load_batch<BF16, VEC>(p, r0, b, nr, c0, lane, v);
+        uint32_t q[4][RWT_BATCH / 4] = {}; /* column j's codes of rows b .. b + 7, byte k row b + k */
 #pragma unroll
         for (int k = 0; k < RWT_BATCH; ++k) {
             const int rr = b + k;
@@ -364,16 +408,35 @@ static __global__ void __launch_bounds__(RW_THREADS, 2) rwt_codes_kernel(f8i_row
             const uint32_t code[4] = {lo & 0xFFu, lo >> 8, hi & 0xFFu, hi >> 8};
 #pragma unroll
             for (int j = 0; j < 4; ++j) {
-                q[j][rr / 4] |= code[j] << (8 * (rr % 4)); /* rows past nr are not stored */
+                q[j][k / 4] |= code[j] << (8 * (k % 4)); /* rows past nr are not stored */
                 if (count && rr < nr && c0 + rwt_local<VEC>(lane, j) < p.cols)
                     code_stats<E5M2>(v[k][j], s[j], code[j], sat, flushed);
             }
         }
-    }
+        static_assert(RWT_BATCH == 8, "a batch's codes of a column are one half chunk");
+        const int chunk = (warp * RWT_WARP_ROWS + b) / 16, half = (b / 8) & 1;
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-        const int64_t c = c0 + rwt_local<VEC>(lane, j);
-        if (nr > 0 && c < p.cols) rwt_store32(p.out_t + c * p.rows + r0, q[j], nr, w_t);
+        for (int j = 0; j < 4; ++j) {
+            const int col = rwt_local<VEC>(lane, j);
+            ((uint2 *)&tile_t[col][chunk ^ rwt_swizzle<VEC>(col)])[half] = make_uint2(q[j][0], q[j][1]);
+        }
+    }
+    __syncthreads();
+    const int k = threadIdx.x & 15;
+    const int64_t n = p.rows - rb - 16 * k; /* rows of chunk k inside the matrix */
+#pragma unroll
+    for (int i = 0; i < RWT_COLS / (RW_THREADS / 16); ++i) {
+        const int col = i * (RW_THREADS / 16) + (threadIdx.x >> 4);
+        const int64_t c = c0 + col;
+        if (n <= 0 || c >= p.cols) continue;
+        const uint4 x = tile_t[col][k ^ rwt_swizzle<VEC>(col)];
+        const uint32_t w[4] = {x.x, x.y, x.z, x.w};
+        uint8_t *dst = p.out_t + c * p.rows + rb + 16 * k;
+        if (n >= 16) {
+            store_bytes<16>(dst, w, w_t);
+        } else {
+            for (int e = 0; e < n; ++e) dst[e] = (uint8_t)(w[e / 4] >> (8 * (e % 4)));
+        }
     }
     if (count) block_stats_atomic<RW_THREADS>(sat, flushed, (unsigned long long *)p.stats, p.rows * p.cols,
                                                 blockIdx.x == 0 && blockIdx.y == 0);
