@@ -3,22 +3,22 @@
  * heads of qkv rows (attention.h's f8i_rope_args has the formula).
  *
  * Design note. Memory-bound: each element is read once and written once, so
- * the aim is full 16-byte accesses, many of them in flight, and few
- * instructions per element. The fast kernel (rope_vec_kernel) gives a
- * thread one row and one 16-byte chunk of the pair index d (8 BF16 or 4
- * FP32 pairs): it loads that chunk's cos and sin once (a row's position is
- * the same for all its heads) and then walks ROPE_HEADS of the q and k
- * heads, loading ROPE_UNROLL heads' two halves before storing any, so eight
- * 16-byte loads per thread are outstanding. A thread per row and chunk over
- * all the heads would load the table least, but at Llama shapes (65536 such
- * threads) that is too few to cover the memory's latency; so a row's table
- * chunk is reread, from L2, once per ROPE_HEADS heads. The integer work
- * (row, chunk, position) is done once per thread, not per element, where
- * the one-thread-per-pair kernel does five 64-bit divisions (each a long
- * software sequence) for every pair and moves 2 bytes an access. The fast
- * kernel runs when a head's half is whole chunks and qkv and the table are
- * 16-byte aligned; rope_kernel, one thread per (row, head, pair), takes the
- * rest.
+ * the aim is full 16-byte accesses covering contiguous memory, many of them
+ * in flight, and few instructions per element. The fast kernel
+ * (rope_vec_kernel) gives a thread one row, one 16-byte chunk of the pair
+ * index d (8 BF16 or 4 FP32 pairs) and every ROPE_LANES-th q or k head: it
+ * loads that chunk's cos and sin once (a row's position is the same for all
+ * its heads), then loads ROPE_UNROLL heads' two halves before storing any,
+ * so eight 16-byte loads per thread are outstanding. Chunk varies fastest
+ * across threads, then the head lane, so a warp's load pair covers whole
+ * consecutive heads of one row; a thread per (row, chunk) over a run of
+ * consecutive heads was slower, its warps touching 64 bytes in each of 8
+ * rows. The integer work (row, lane, chunk, position) is done once per
+ * thread, in 32 bits where it can, not per element as in the
+ * one-thread-per-pair kernel (five 64-bit divisions, each a long software
+ * sequence, and 2-byte accesses, for every pair). The fast kernel runs when
+ * a head's half is whole chunks and qkv and the table are 16-byte aligned;
+ * rope_kernel, one thread per (row, head, pair), takes the rest.
  * Products and sums are __fmul_rn / __fadd_rn so nothing is contracted into
  * a fused multiply-add, in the CPU's order, each output rounded once as the
  * CPU does (f8i_bf16_from_float): both kernels give the CPU reference's
@@ -30,7 +30,7 @@
 
 #define ROPE_THREADS 256
 #define ROPE_UNROLL 4
-#define ROPE_HEADS 8 /* heads per thread of rope_vec_kernel */
+#define ROPE_LANES 8 /* threads of rope_vec_kernel across a row's heads */
 
 template <typename T>
 static __device__ __forceinline__ float rope_load(const T *p, int64_t i)
@@ -96,23 +96,26 @@ static __device__ __forceinline__ uint4 rope_pack(const float (&v)[16 / sizeof(T
     return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
-/* Grid: (ceil(rows · chunks / ROPE_THREADS), ceil((nh + G) / ROPE_HEADS))
- * blocks, chunks = (hd/2) / VEC. Thread i of block column y owns row
- * i / chunks and the pairs d of chunk i % chunks in the q and k heads
- * y·ROPE_HEADS, ... (at most ROPE_HEADS of them). Launched only when hd/2 is
- * a multiple of VEC and qkv and the table are 16-byte aligned; then so is
- * every chunk (row pitch and head offsets are multiples of hd, hence of
- * 2·VEC elements = 32 bytes; the sin table starts table_rows·hd/2 floats,
- * a multiple of 4, after the cos table). */
+/* Grid: ceil(rows / tpb) blocks, tpb = ROPE_THREADS / (ROPE_LANES · chunks)
+ * rows a block (at least 1; threads past tpb · ROPE_LANES · chunks idle),
+ * chunks = (hd/2) / VEC. Thread (row t, lane l, chunk j), j fastest, owns
+ * the pairs d of chunk j in the q and k heads l, l + ROPE_LANES, ...; so a
+ * warp's loads cover whole heads of one row, contiguous memory. Launched
+ * only when hd/2 is a multiple of VEC, tpb >= 1, and qkv and the table are
+ * 16-byte aligned; then so is every chunk (row pitch and head offsets are
+ * multiples of hd, hence of 2·VEC elements = 32 bytes; the sin table starts
+ * table_rows·hd/2 floats, a multiple of 4, after the cos table). */
 template <typename T>
 static __global__ void __launch_bounds__(ROPE_THREADS) rope_vec_kernel(f8i_rope_args a, T *x)
 {
     constexpr int VEC = 16 / sizeof(T);
-    const int64_t half = a.head_dim / 2, chunks = half / VEC, heads = a.n_head + a.n_kv_head;
+    const int64_t half = a.head_dim / 2, heads = a.n_head + a.n_kv_head;
     const int64_t ld = (a.n_head + 2 * a.n_kv_head) * a.head_dim;
-    const int64_t i = (int64_t)blockIdx.x * ROPE_THREADS + threadIdx.x;
-    if (i >= a.rows * chunks) return;
-    const int64_t t = i / chunks, d = (i - t * chunks) * VEC, p = t % a.seq;
+    const unsigned chunks = (unsigned)(half / VEC), per_row = ROPE_LANES * chunks, tpb = ROPE_THREADS / per_row;
+    const unsigned sub = threadIdx.x / per_row, rem = threadIdx.x - sub * per_row, lane = rem / chunks;
+    const int64_t t = (int64_t)blockIdx.x * tpb + sub, d = (int64_t)(rem - lane * chunks) * VEC;
+    if (sub >= tpb || t >= a.rows || lane >= heads) return;
+    const int64_t p = t % a.seq;
     float c[VEC], s[VEC];
     const float *cp = a.table + p * half + d, *sp = cp + a.table_rows * half;
 #pragma unroll
@@ -126,22 +129,21 @@ static __global__ void __launch_bounds__(ROPE_THREADS) rope_vec_kernel(f8i_rope_
         for (int k = 0; k < VEC; ++k) s[k] = -s[k];
     }
     T *row = x + t * ld + d;
-    const int64_t h_end = min(heads, (int64_t)(blockIdx.y + 1) * ROPE_HEADS);
-    for (int64_t h0 = (int64_t)blockIdx.y * ROPE_HEADS; h0 < h_end; h0 += ROPE_UNROLL) {
+    for (int64_t h0 = lane; h0 < heads; h0 += ROPE_UNROLL * ROPE_LANES) {
         uint4 q1[ROPE_UNROLL], q2[ROPE_UNROLL];
         /* all the loads first: the stores may alias nothing loaded here, but
          * the compiler cannot know that, so this order is what keeps them in flight */
 #pragma unroll
         for (int u = 0; u < ROPE_UNROLL; ++u) {
-            if (h0 + u < h_end) {
-                const T *hp = row + (h0 + u) * a.head_dim;
+            if (h0 + u * ROPE_LANES < heads) {
+                const T *hp = row + (h0 + u * ROPE_LANES) * a.head_dim;
                 q1[u] = *(const uint4 *)hp;
                 q2[u] = *(const uint4 *)(hp + half);
             }
         }
 #pragma unroll
         for (int u = 0; u < ROPE_UNROLL; ++u) {
-            if (h0 + u < h_end) {
+            if (h0 + u * ROPE_LANES < heads) {
                 float x1[VEC], x2[VEC], y1[VEC], y2[VEC];
                 rope_unpack<T>(q1[u], x1);
                 rope_unpack<T>(q2[u], x2);
@@ -150,7 +152,7 @@ static __global__ void __launch_bounds__(ROPE_THREADS) rope_vec_kernel(f8i_rope_
                     y1[k] = __fsub_rn(__fmul_rn(x1[k], c[k]), __fmul_rn(x2[k], s[k]));
                     y2[k] = __fadd_rn(__fmul_rn(x2[k], c[k]), __fmul_rn(x1[k], s[k]));
                 }
-                T *hp = row + (h0 + u) * a.head_dim;
+                T *hp = row + (h0 + u * ROPE_LANES) * a.head_dim;
                 *(uint4 *)hp = rope_pack<T>(y1);
                 *(uint4 *)(hp + half) = rope_pack<T>(y2);
             }
@@ -163,10 +165,9 @@ f8_status f8i_cuda_rope(f8_ctx *ctx, const f8i_rope_args *a)
     const int64_t half = a->head_dim / 2, vec = a->dtype == F8_DTYPE_BF16 ? 8 : 4;
     F8I_COUNT_LAUNCHES(ctx, 1);
     if (half > 0 && half % vec == 0 && (((uintptr_t)a->qkv | (uintptr_t)a->table) & 15) == 0) {
-        const int64_t n = a->rows * (half / vec), blocks = (n + ROPE_THREADS - 1) / ROPE_THREADS;
-        const int64_t groups = (a->n_head + a->n_kv_head + ROPE_HEADS - 1) / ROPE_HEADS;
-        if (blocks > 0 && blocks <= INT32_MAX && groups > 0 && groups <= 65535) {
-            const dim3 grid((unsigned)blocks, (unsigned)groups);
+        const int64_t tpb = ROPE_THREADS / (ROPE_LANES * (half / vec)), blocks = tpb ? (a->rows + tpb - 1) / tpb : 0;
+        if (blocks > 0 && blocks <= INT32_MAX) {
+            const unsigned grid = (unsigned)blocks;
             if (a->dtype == F8_DTYPE_BF16)
                 rope_vec_kernel<uint16_t><<<grid, ROPE_THREADS, 0, f8i_stream(ctx)>>>(*a, (uint16_t *)a->qkv);
             else
