@@ -10,7 +10,9 @@
  *     the CPU within the summation bound; rows no token names untouched;
  *     bitwise repeatable;
  *   - cross-entropy: 50304 padded columns (vocab 50257), FP32 and BF16,
- *     ignored rows, an odd pitch, in place; repeatable;
+ *     ignored rows, an odd pitch, in place; repeatable; rows that fit one
+ *     block's registers, rows split over a cluster (128256 BF16 columns,
+ *     a padded tail, 128256 FP32), and a row longer than a cluster holds;
  *   - AdamW: odd sizes, a large tensor, BF16 params and grads, a misaligned
  *     view; clipping off: the same bits as the CPU (the update is the same
  *     FP32 sequence, f8i_adamw_update); clipping on: within 1e-5; repeatable;
@@ -532,6 +534,12 @@ int main(void)
     /* rows that fit in registers (the fast kernel), FP32 and a short BF16 row */
     test_cross_entropy(40, 3000, 3008, F8_DTYPE_FP32, F8_DTYPE_FP32);
     test_cross_entropy(19, 257, 264, F8_DTYPE_BF16, F8_DTYPE_BF16);
+    /* rows split over a cluster: Llama 3's vocabulary (4 CTAs), a padded tail
+     * (4), FP32 (8); then one row too long for a cluster (the generic kernel) */
+    test_cross_entropy(24, 128256, 128256, F8_DTYPE_BF16, F8_DTYPE_BF16);
+    test_cross_entropy(13, 70001, 70008, F8_DTYPE_BF16, F8_DTYPE_BF16);
+    test_cross_entropy(12, 128000, 128256, F8_DTYPE_FP32, F8_DTYPE_FP32);
+    test_cross_entropy(6, 262200, 262208, F8_DTYPE_BF16, F8_DTYPE_BF16);
 
     f8_adamw_config cfg = f8_adamw_config_default();
     cfg.lr_max = 1e-2f, cfg.lr_min = 1e-3f, cfg.warmup_steps = 2, cfg.total_steps = 4, cfg.grad_clip = 0.0f;

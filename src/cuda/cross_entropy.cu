@@ -24,6 +24,23 @@
  * relative of the CPU reference, and the reductions keep a fixed order, so
  * the bits repeat run to run. It is what GPT-2 shapes take.
  *
+ * Rows too long for one block's registers (Llama 3's 128256 BF16 columns,
+ * 256 KB) go to cross_entropy_cluster_kernel when they fit a cluster's:
+ * the row is split over a thread-block cluster of 4 (or 8) CTAs of
+ * CE_CL_THREADS, each holding its share in registers exactly as the
+ * one-block kernel does, and the CTAs exchange their partial max and then
+ * their partial sum through distributed shared memory, each combining the
+ * cluster's partials in rank order (so every CTA, and every run, gets the
+ * same bits). That moves the minimum, one read and one write of the row,
+ * where the generic kernel reads it twice (a 256 KB row per block, hundreds
+ * of blocks in flight: the second read misses L2) and spends an accurate
+ * expf, often two, per value in the online pass, then another and a
+ * division in the gradient pass. Its CTAs are half an SM's registers, so
+ * two run per SM and one's load phase overlaps the other's arithmetic,
+ * which a 1024-thread block alone on its SM cannot. The arithmetic is the
+ * one-block kernel's (the same bound against the CPU); only the reduction
+ * tree differs, by the cluster's last level.
+ *
  * What bounds it (H200, 2026-12-01). At the 124M step's head passes (8192
  * rows of 50304 BF16) a pass takes 1.05-1.08 ms, about half the HBM rate,
  * and that is not load latency: a persistent variant that kept two rows in
@@ -40,11 +57,23 @@
 #include <math.h>
 #include <stdint.h>
 
+#include <cooperative_groups.h>
+
 #include "embed_xent_adamw.cuh"
 
 #define CE_THREADS 512
 #define CE_REG_THREADS 1024
 #define CE_REG_PIECES 8
+/* The cluster kernel: CTAs of CE_CL_THREADS, 2 per SM, clusters of 4 or
+ * CE_CL_MAX (the portable maximum). Clusters need sm_90; the build targets
+ * one architecture, which __CUDA_ARCH_LIST__ names in the host pass too. */
+#define CE_CL_THREADS 512
+#define CE_CL_MAX 8
+#if defined(__CUDA_ARCH_LIST__) && __CUDA_ARCH_LIST__ >= 900
+#define CE_CLUSTERS 1
+#else
+#define CE_CLUSTERS 0
+#endif
 
 /* Running (m, s) with one more value x. */
 static __device__ __forceinline__ void online_add(float &m, float &s, float x)
@@ -180,11 +209,14 @@ static __global__ void __launch_bounds__(CE_THREADS) cross_entropy_kernel(f8i_cr
 }
 
 /* Fixed-order block reduction of one float per thread (op: max or sum) over
- * CE_REG_THREADS: shuffle tree within warps, then warp 0 over the warp values
- * in order. Every thread gets the result. red: CE_REG_THREADS / 32 floats. */
-template <bool MAX>
+ * a block of THREADS (a multiple of 32, at most 1024): shuffle tree within
+ * warps, then warp 0 over the warp values in order (lanes past the last
+ * warp hold the op's identity, -inf or 0, which leave the result's bits as
+ * they are). Every thread gets the result. red: THREADS / 32 floats. */
+template <int THREADS, bool MAX>
 static __device__ __forceinline__ float block_reduce(float v, float *red, float *out)
 {
+    constexpr int NW = THREADS / 32;
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) {
         const float w = __shfl_xor_sync(0xFFFFFFFFu, v, o);
@@ -194,7 +226,7 @@ static __device__ __forceinline__ float block_reduce(float v, float *red, float 
     if (lane == 0) red[warp] = v;
     __syncthreads();
     if (warp == 0) {
-        v = red[lane]; /* CE_REG_THREADS / 32 == 32 values */
+        v = NW == 32 || lane < NW ? red[lane] : MAX ? -INFINITY : 0.0f;
 #pragma unroll
         for (int o = 16; o > 0; o >>= 1) {
             const float w = __shfl_xor_sync(0xFFFFFFFFu, v, o);
@@ -217,48 +249,84 @@ static __device__ __forceinline__ float piece_at(const uint4 &q, int k)
     return (k & 1) ? __uint_as_float(w & 0xFFFF0000u) : __uint_as_float(w << 16);
 }
 
-/* Grid: rows blocks; block CE_REG_THREADS. Block r owns row r; thread i owns
- * the 16-byte pieces i + j·CE_REG_THREADS, j < CE_REG_PIECES, held in
- * registers from the single read to the gradient's write. Launched only when
- * logits and dlogits (if any) share a dtype, are 16-byte aligned with an
- * aligned pitch, and the row fits (see the design note); so columns fit in
- * 32 bits. Per value it does as little as it can, since instructions are
- * what bound it: a piece wholly inside the vocabulary (all but one per row)
- * skips the per-column bounds checks, the target's piece alone subtracts
- * the one-hot (x - 0 is x, so the others' bits are unchanged), and a BF16
- * gradient is rounded two at a time by the hardware's cvt.rn.bf16x2 when
- * the row's statistics and grad_scale are finite (then no gradient is NaN,
- * and the two roundings agree), else by f8i_bf16_from_float. */
-template <int BF>
-static __global__ void __launch_bounds__(CE_REG_THREADS, 1) cross_entropy_regs_kernel(f8i_cross_entropy_args a)
+/* Barriers of the whole cluster (sm_90): arrive releases this thread's
+ * prior memory operations, wait acquires those of every thread that
+ * arrived; between them a thread may do other work. */
+static __device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive;" ::: "memory"); }
+static __device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait;" ::: "memory"); }
+
+/* The value `part` that thread 0 of each CTA of the cluster of CL wrote to
+ * its own *slot, combined (max or sum) in rank order, so every CTA gets the
+ * same bits. A cluster barrier first (it also orders each CTA's earlier
+ * reads of its row before any CTA's writes). */
+template <int CL, bool MAX>
+static __device__ __forceinline__ float cluster_combine(float *slot)
 {
-    __shared__ float red[CE_REG_THREADS / 32];
+    cluster_arrive();
+    cluster_wait();
+    namespace cg = cooperative_groups;
+    cg::cluster_group cl = cg::this_cluster();
+    float v = *cl.map_shared_rank(slot, 0);
+#pragma unroll
+    for (int q = 1; q < CL; ++q) {
+        const float w = *cl.map_shared_rank(slot, q);
+        v = MAX ? fmaxf(v, w) : v + w;
+    }
+    return v;
+}
+
+/* One row (or, with CL > 1, the share `rank` of a row split over a cluster
+ * of CL CTAs) held in registers. Block of THREADS; the CTA's thread i owns
+ * the 16-byte pieces base + i + j·THREADS, j < CE_REG_PIECES, base = rank ·
+ * THREADS · CE_REG_PIECES, held in registers from the single read to the
+ * gradient's write. Launched only when logits and dlogits (if any) share a
+ * dtype, are 16-byte aligned with an aligned pitch, and the row fits in the
+ * CL CTAs (see the design note); so columns fit in 32 bits. Per value it
+ * does as little as it can, since instructions are what bound it: a piece
+ * wholly inside the vocabulary (all but one per row) skips the per-column
+ * bounds checks, the target's piece alone subtracts the one-hot (x - 0 is
+ * x, so the others' bits are unchanged), and a BF16 gradient is rounded two
+ * at a time by the hardware's cvt.rn.bf16x2 when the row's statistics and
+ * grad_scale are finite (then no gradient is NaN, and the two roundings
+ * agree), else by f8i_bf16_from_float. With CL > 1 each CTA reduces its
+ * share, then every CTA combines the CL partial maxima, and later sums, from
+ * the CTAs' shared memory in rank order (the same bits in every CTA and
+ * every run), and waits at a last cluster barrier before it exits so that
+ * no CTA's shared memory goes away while a peer may still read it. */
+template <int BF, int THREADS, int CL>
+static __device__ __forceinline__ void ce_regs_row(const f8i_cross_entropy_args &a, int64_t r, int rank)
+{
+    __shared__ float red[THREADS / 32];
     __shared__ float s_out, s_xy;
-    const int64_t r = blockIdx.x;
+    __shared__ float s_part[2]; /* this CTA's max and sum, read by the cluster */
     const int V = (int)a.vocab, Vp = (int)a.cols;
     constexpr int per = BF ? 8 : 4, es = BF ? 2 : 4;
     const char *x = (const char *)a.logits + r * Vp * es;
     char *d = a.dlogits ? (char *)a.dlogits + r * Vp * es : NULL;
     const int32_t y = a.targets[r];
-    const int tid = threadIdx.x;
-    if (y < 0 || y >= V) { /* ignored row (uniform in the block) */
-        if (tid == 0) a.losses[r] = 0.0f;
+    const int tid = threadIdx.x, base = rank * THREADS * CE_REG_PIECES;
+    if (y < 0 || y >= V) { /* ignored row (uniform in the block and the cluster; no cluster barrier taken) */
+        if (tid == 0 && rank == 0) a.losses[r] = 0.0f;
         if (!d) return;
-        for (int c = tid * per; c < Vp; c += CE_REG_THREADS * per)
-            *(uint4 *)(d + (int64_t)c * es) = make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll
+        for (int j = 0; j < CE_REG_PIECES; ++j) {
+            const int c = (base + j * THREADS + tid) * per;
+            if (c < Vp) *(uint4 *)(d + (int64_t)c * es) = make_uint4(0u, 0u, 0u, 0u);
+        }
         return;
     }
     uint4 q[CE_REG_PIECES];
 #pragma unroll
     for (int j = 0; j < CE_REG_PIECES; ++j) {
-        const int c = (j * CE_REG_THREADS + tid) * per;
+        const int c = (base + j * THREADS + tid) * per;
         q[j] = c < Vp ? *(const uint4 *)(x + (int64_t)c * es) : make_uint4(0u, 0u, 0u, 0u);
     }
-    if (tid == 0) s_xy = BF ? __uint_as_float((uint32_t)((const uint16_t *)x)[y] << 16) : ((const float *)x)[y];
+    if (tid == 0 && rank == 0)
+        s_xy = BF ? __uint_as_float((uint32_t)((const uint16_t *)x)[y] << 16) : ((const float *)x)[y];
     float m = -INFINITY;
 #pragma unroll
     for (int j = 0; j < CE_REG_PIECES; ++j) {
-        const int c = (j * CE_REG_THREADS + tid) * per;
+        const int c = (base + j * THREADS + tid) * per;
         if (c + per <= V) {
 #pragma unroll
             for (int k = 0; k < per; ++k) m = fmaxf(m, piece_at<BF>(q[j], k));
@@ -268,11 +336,15 @@ static __global__ void __launch_bounds__(CE_REG_THREADS, 1) cross_entropy_regs_k
                 if (c + k < V) m = fmaxf(m, piece_at<BF>(q[j], k));
         }
     }
-    m = block_reduce<true>(m, red, &s_out); /* its barriers also order s_xy and every read before any write */
+    m = block_reduce<THREADS, true>(m, red, &s_out); /* its barriers also order s_xy and every read before any write */
+    if constexpr (CL > 1) {
+        if (tid == 0) s_part[0] = m;
+        m = cluster_combine<CL, true>(&s_part[0]); /* its barrier orders every CTA's reads before any write */
+    }
     float s = 0.0f;
 #pragma unroll
     for (int j = 0; j < CE_REG_PIECES; ++j) {
-        const int c = (j * CE_REG_THREADS + tid) * per;
+        const int c = (base + j * THREADS + tid) * per;
         if (c + per <= V) {
 #pragma unroll
             for (int k = 0; k < per; ++k) s += __expf(piece_at<BF>(q[j], k) - m);
@@ -282,36 +354,61 @@ static __global__ void __launch_bounds__(CE_REG_THREADS, 1) cross_entropy_regs_k
                 if (c + k < V) s += __expf(piece_at<BF>(q[j], k) - m);
         }
     }
-    s = block_reduce<false>(s, red, &s_out);
-    if (tid == 0) a.losses[r] = logf(s) - (s_xy - m);
-    if (!d) return;
-    const float inv = 1.0f / s, gs = a.grad_scale;
-    const bool fast_round = isfinite(m) && isfinite(s) && isfinite(gs); /* uniform in the block */
+    s = block_reduce<THREADS, false>(s, red, &s_out);
+    if constexpr (CL > 1) {
+        if (tid == 0) s_part[1] = s;
+        s = cluster_combine<CL, false>(&s_part[1]);
+        cluster_arrive(); /* this thread is done with the peers' shared memory; the matching wait is at the end */
+    }
+    if (tid == 0 && rank == 0) a.losses[r] = logf(s) - (s_xy - m);
+    if (d) {
+        const float inv = 1.0f / s, gs = a.grad_scale;
+        const bool fast_round = isfinite(m) && isfinite(s) && isfinite(gs); /* uniform in the cluster */
 #pragma unroll
-    for (int j = 0; j < CE_REG_PIECES; ++j) {
-        const int c = (j * CE_REG_THREADS + tid) * per;
-        if (c >= Vp) break;
-        float g[8];
-        if (c + per <= V) {
+        for (int j = 0; j < CE_REG_PIECES; ++j) {
+            const int c = (base + j * THREADS + tid) * per;
+            if (c >= Vp) break;
+            float g[8];
+            if (c + per <= V) {
 #pragma unroll
-            for (int k = 0; k < per; ++k) g[k] = __expf(piece_at<BF>(q[j], k) - m) * inv * gs;
-        } else {
+                for (int k = 0; k < per; ++k) g[k] = __expf(piece_at<BF>(q[j], k) - m) * inv * gs;
+            } else {
 #pragma unroll
-            for (int k = 0; k < per; ++k) g[k] = c + k < V ? __expf(piece_at<BF>(q[j], k) - m) * inv * gs : 0.0f;
-        }
-        if ((unsigned)(y - c) < (unsigned)per) { /* the target's piece: its one-hot, in the general order */
+                for (int k = 0; k < per; ++k) g[k] = c + k < V ? __expf(piece_at<BF>(q[j], k) - m) * inv * gs : 0.0f;
+            }
+            if ((unsigned)(y - c) < (unsigned)per) { /* the target's piece: its one-hot, in the general order */
 #pragma unroll
-            for (int k = 0; k < per; ++k)
-                if (c + k == y) g[k] = (__expf(piece_at<BF>(q[j], k) - m) * inv - 1.0f) * gs;
-        }
-        if (BF && fast_round) {
-            *(uint4 *)(d + (int64_t)c * es) =
-                make_uint4(bf16x2(g[0], g[1]), bf16x2(g[2], g[3]), bf16x2(g[4], g[5]), bf16x2(g[6], g[7]));
-        } else {
-            store_piece(d, BF, c, per, true, g);
+                for (int k = 0; k < per; ++k)
+                    if (c + k == y) g[k] = (__expf(piece_at<BF>(q[j], k) - m) * inv - 1.0f) * gs;
+            }
+            if (BF && fast_round) {
+                *(uint4 *)(d + (int64_t)c * es) =
+                    make_uint4(bf16x2(g[0], g[1]), bf16x2(g[2], g[3]), bf16x2(g[4], g[5]), bf16x2(g[6], g[7]));
+            } else {
+                store_piece(d, BF, c, per, true, g);
+            }
         }
     }
+    if constexpr (CL > 1) cluster_wait();
 }
+
+/* Grid: rows blocks; block CE_REG_THREADS. Block r owns row r, whole. */
+template <int BF>
+static __global__ void __launch_bounds__(CE_REG_THREADS, 1) cross_entropy_regs_kernel(f8i_cross_entropy_args a)
+{
+    ce_regs_row<BF, CE_REG_THREADS, 1>(a, blockIdx.x, 0);
+}
+
+#if CE_CLUSTERS
+/* Grid: rows · CL blocks of CE_CL_THREADS, clusters of CL. Cluster r owns
+ * row r; its CTA of rank k, the k-th CE_CL_THREADS · CE_REG_PIECES pieces. */
+template <int BF, int CL>
+static __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(CE_CL_THREADS, 2)
+    cross_entropy_cluster_kernel(f8i_cross_entropy_args a)
+{
+    ce_regs_row<BF, CE_CL_THREADS, CL>(a, blockIdx.x / CL, (int)cooperative_groups::this_cluster().block_rank());
+}
+#endif
 
 f8_status f8i_cuda_cross_entropy(f8_ctx *ctx, const f8i_cross_entropy_args *a)
 {
@@ -326,6 +423,21 @@ f8_status f8i_cuda_cross_entropy(f8_ctx *ctx, const f8i_cross_entropy_args *a)
         else cross_entropy_regs_kernel<0><<<(unsigned)a->rows, CE_REG_THREADS, 0, f8i_stream(ctx)>>>(*a);
         return f8i_cuda_launch_check(ctx, "cross_entropy_regs_kernel");
     }
+#if CE_CLUSTERS
+    if (vec_x && (!a->dlogits || (vec_d && a->dlogits_dtype == a->logits_dtype)) &&
+        pieces <= (int64_t)CE_CL_MAX * CE_CL_THREADS * CE_REG_PIECES && a->rows <= INT32_MAX / CE_CL_MAX) {
+        const unsigned g4 = (unsigned)a->rows * 4u, g8 = (unsigned)a->rows * 8u;
+        const bool four = pieces <= (int64_t)4 * CE_CL_THREADS * CE_REG_PIECES;
+        if (xs == 2) {
+            if (four) cross_entropy_cluster_kernel<1, 4><<<g4, CE_CL_THREADS, 0, f8i_stream(ctx)>>>(*a);
+            else cross_entropy_cluster_kernel<1, 8><<<g8, CE_CL_THREADS, 0, f8i_stream(ctx)>>>(*a);
+        } else {
+            if (four) cross_entropy_cluster_kernel<0, 4><<<g4, CE_CL_THREADS, 0, f8i_stream(ctx)>>>(*a);
+            else cross_entropy_cluster_kernel<0, 8><<<g8, CE_CL_THREADS, 0, f8i_stream(ctx)>>>(*a);
+        }
+        return f8i_cuda_launch_check(ctx, "cross_entropy_cluster_kernel");
+    }
+#endif
     cross_entropy_kernel<<<(unsigned)a->rows, CE_THREADS, 0, f8i_stream(ctx)>>>(*a, vec_x, vec_d);
     return f8i_cuda_launch_check(ctx, "cross_entropy_kernel");
 }
