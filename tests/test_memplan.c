@@ -19,7 +19,8 @@
  * primary weights, block scaling, --recompute-blocks (GPT and Llama). Then the refusal: --memory-limit below
  * the plan refuses before the model is made (F8_ERR_OUT_OF_MEMORY), names
  * the options that would make it fit, and the same limit above the plan
- * runs. And f8_ctx_device_memory, the limit's source on CUDA, on the CPU.
+ * runs; the saving it names for --head-chunk 2048 is the plans' difference.
+ * And f8_ctx_device_memory, the limit's source on CUDA, on the CPU.
  */
 #include <string.h>
 #include <unistd.h>
@@ -201,6 +202,43 @@ static void test_refusal(void)
     trainer_destroy(t);
 }
 
+/* The LM head in passes: a run of 4096 tokens a microbatch, refused, names
+ * --head-chunk 2048, and what it says that saves is what the plan of the
+ * same run with it holds less (the probes measure the head's buffers), to
+ * within 2%. */
+static void test_head_chunk_fix(void)
+{
+    train_options o = small_gpt_options(1, 2);
+    o.quiet = 0, o.seq = 64, o.batch = 64, o.grad_accum = 1;
+    trainer *t = NULL;
+    char err[1024] = "";
+    double need[2] = {0, 0};
+    for (int k = 0; k < 2; k++) {
+        o.head_chunk = k ? 2048 : 0;
+        CHECK(trainer_create(&o, &t, err, sizeof err) == F8_OK, "head chunk %d: %s", k ? 2048 : 0, err);
+        need[k] = t ? t->plan.total : 0;
+        trainer_destroy(t);
+        t = NULL;
+    }
+    o.head_chunk = 0, o.memory_limit = (float)((need[0] - 1024.0) / 1073741824.0);
+    CHECK(trainer_create(&o, &t, err, sizeof err) == F8_ERR_OUT_OF_MEMORY, "a limit under the plan: %s", err);
+    trainer_destroy(t);
+    const char *at = strstr(err, "--head-chunk 2048 (about ");
+    double said = 0;
+    char unit[8] = "";
+    if (at && sscanf(at + strlen("--head-chunk 2048 (about "), "%lf %7s", &said, unit) == 2)
+        said *= strcmp(unit, "GiB") == 0 ? 1073741824.0 : 1048576.0;
+    const double saves = need[0] - need[1];
+    CHECK(at && saves > 0 && fabs(said / saves - 1) <= 0.02,
+          "--head-chunk 2048 named as saving %.0f bytes where the plans differ by %.0f: %s", said, saves, err);
+    printf("  head in passes: named %.0f bytes, the plans differ by %.0f\n", said, saves);
+    /* a microbatch of 2048 tokens or fewer is not offered it */
+    o.batch = 32, o.memory_limit = 1.0f / 1024;
+    CHECK(trainer_create(&o, &t, err, sizeof err) == F8_ERR_OUT_OF_MEMORY && !strstr(err, "--head-chunk"),
+          "2048 tokens offered the head's passes: %s", err);
+    trainer_destroy(t);
+}
+
 /* f8_ctx_device_memory on the CPU: the host's memory, against sysconf. */
 static void test_device_memory(void)
 {
@@ -225,5 +263,6 @@ int main(void)
     test_device_memory();
     test_plans();
     test_refusal();
+    test_head_chunk_fix();
     return test_finish("test_memplan");
 }

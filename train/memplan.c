@@ -190,14 +190,14 @@ int mem_plan_check(const mem_plan *p, const gpt_config *c, const mem_plan_run *r
                    char *err, size_t n)
 {
     if (p->total <= limit) return 0;
-    char plan[512], lim[32], total[32], fixes[768] = "", h[32], blocks[48];
+    char plan[512], lim[32], total[32], fixes[896] = "", h[32], blocks[48], chunk[48];
     size_t at = 0;
     mem_plan_format(p, plan, sizeof plan);
     human(lim, sizeof lim, limit);
     human(total, sizeof total, p->total);
     const double over = p->total - limit, opt = p->bytes[PLAN_OPTIMIZER];
     /* each option alone, with what it saves: those that would make it fit alone first */
-    plan_fix f[7];
+    plan_fix f[8];
     int nf = 0;
     if (r->moments != F8_ADAMW_MOMENTS_FP8) /* the moments' share of the optimizer bytes, to about 2 B a parameter */
         f[nf++] = (plan_fix){"--adam-moments fp8",
@@ -216,6 +216,15 @@ int mem_plan_check(const mem_plan *p, const gpt_config *c, const mem_plan_run *r
     if (p->act_outputs > 0) f[nf++] = (plan_fix){"--recompute-act on", p->act_outputs};
     if (p->transposes > 0) f[nf++] = (plan_fix){"--weight-transpose-per-call on", p->transposes};
     if (p->proj_inputs > 0) f[nf++] = (plan_fix){"--recompute-proj-input on", p->proj_inputs};
+    /* the LM head in passes of 2048 tokens, or one sequence when that is longer (the model's head_rows
+     * rule): a row fewer is its logits and its norm output in the activation dtype and the norm's two
+     * statistics; about 0.2% of the 1.3B step */
+    const double T = (double)(c->batch * c->seq), pass = c->head_chunk > 0 ? (double)c->head_chunk : GPT_HEAD_CHUNK;
+    const double rows = pass < T ? fmax(pass, (double)c->seq) : T, fewer = fmax(2048.0, (double)c->seq);
+    if (rows > fewer) {
+        snprintf(chunk, sizeof chunk, "--head-chunk %.0f", fewer);
+        f[nf++] = (plan_fix){chunk, (rows - fewer) * ((double)(c->padded_vocab + c->channels) * (double)f8_dtype_size(c->dtype) + 8)};
+    }
     if (c->batch > 1) f[nf++] = (plan_fix){"half the --batch", p->bytes[PLAN_ACTIVATIONS] / 2};
     for (int pass = 0; pass < 2; pass++)
         for (int k = 0; k < nf && at < sizeof fixes; k++) {
