@@ -58,9 +58,10 @@
  * then starts on the rows the row pass read last, and the codes pass on
  * the ones the amax pass read last, while the L2 still holds them (on an
  * H100, tens of MB: most or all of a tensor of C = 2048), where the stripe
- * order started each pass on what the pass before read first, long evicted. Which block does which tile changes no result: dbias
- * partials go to their tile's slot and are summed in tile order, maxima
- * and counts are order-free.
+ * order started each pass on what the pass before read first, long
+ * evicted. Which block does which tile changes no result: dbias partials
+ * go to their tile's slot and are summed in tile order, maxima and counts
+ * are order-free.
  *
  * The former one-launch cast (column blocks owning a 32-column stripe over
  * all rows, walked twice) stays as f8i_cuda_cast_rowwise_stripes, for the
