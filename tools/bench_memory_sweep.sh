@@ -12,9 +12,10 @@
 #   GRID="N:MOMENTS:HALF[:FLAGS] ..."  the runs after the preset; HALF 1 = half the preset's microbatch
 #                   with twice the microbatches (the same tokens a step); FLAGS, joined by +: norm
 #                   (--recompute-norm on), act (--recompute-act on), proj (--recompute-proj-input on),
-#                   wt (--weight-transpose-per-call on), hc (--head-chunk 2048: the LM head and
-#                   its loss in passes of 2048 tokens): the savings that change no bits (the losses of a run with them are compared
-#                   with the first run of its moments and microbatch: they must be equal).
+#                   wt (--weight-transpose-per-call on): the savings that change no bits (the losses of
+#                   a run with them are compared with the first run of its moments and microbatch: they
+#                   must be equal); hc (--head-chunk 2048: the LM head and its loss in passes of 2048
+#                   tokens) sums the head's weight gradient in another order, so its losses differ.
 #                   GRID=full: N in 0 6 12 18 24 x fp32, fp8 x preset, half (20 runs, about 9 minutes on
 #                   an H200: two calls, GRID given in halves). Default: the points near the target by the
 #                   memory plan (tools/memory_plan.sh works it out without a GPU; the plan of each is

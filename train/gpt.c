@@ -336,7 +336,7 @@ f8_status gpt_create_tp(f8_ctx *ctx, const gpt_config *config, f8_comm *tp, int 
     m->Tr = m->sp ? m->T / m->tp_size : m->T;
     m->Cl = c->channels / m->tp_size;
     m->Fl = 4 * c->channels / m->tp_size;
-    const int64_t C = c->channels, T = m->T, L = c->layers, Cl = m->Cl;
+    const int64_t C = c->channels, L = c->layers, Cl = m->Cl;
     const size_t es = esize(m);
     f8_status st = F8_OK;
     m->blocks = (gpt_block *)calloc((size_t)L, sizeof *m->blocks);
@@ -363,9 +363,7 @@ f8_status gpt_create_tp(f8_ctx *ctx, const gpt_config *config, f8_comm *tp, int 
     hc.fp8 = c->fp8 && c->fp8_head;
     hc.fuse_wgrad_accumulation = c->grad_fp32; /* wte's gradient: the head's and the embedding's, in FP32 */
     hc.weight_transpose_per_call = c->wt_per_call;
-    const int64_t pass = c->head_chunk > 0 ? c->head_chunk : GPT_HEAD_CHUNK; /* tokens per LM-head pass */
-    /* at least one sequence: the sampler reads a batch-1 forward's logits whole */
-    m->head_rows = pass < T ? (pass > c->seq ? pass : c->seq) : T;
+    m->head_rows = gpt_head_rows(c, 0); /* tokens per LM-head pass */
     hc.max_tokens = m->head_rows;
     hc.seed = c->seed * 2654435761u + 7;
     if (st == F8_OK) st = f8_layernorm_linear_create(ctx, &hc, &m->head);

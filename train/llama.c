@@ -74,8 +74,7 @@ double llama_bytes_estimate(const gpt_config *c)
     const double C = (double)c->channels, W = (double)qkv_width(c), F = (double)c->ffn, L = (double)c->layers;
     const double S = (double)c->seq, T = (double)c->batch * S, es = (double)f8_dtype_size(c->dtype);
     const double Vp = (double)c->padded_vocab, P = llama_param_estimate(c);
-    const double pass = c->head_chunk > 0 ? (double)c->head_chunk : (double)GPT_HEAD_CHUNK;
-    const double head = pass < T ? (pass > S ? pass : S) : T;
+    const double head = (double)gpt_head_rows(c, 0);
     /* the stream, qkv, attention outputs, the modules' saved norm outputs and
      * SwiGLU inputs (fc1's output, 2F), the gradients' scratch, the logits */
     const double acts = T * ((2 * L + 1) * C + L * W + L * C + L * (2 * C + 2 * F) + 3 * C + W) * es + head * Vp * es;
@@ -303,7 +302,7 @@ f8_status llama_create_tp(f8_ctx *ctx, const gpt_config *c, f8_comm *tp, int sp,
     m->Tr = m->sp ? m->T / m->tp_size : m->T;
     m->Cl = c->channels / m->tp_size;
     m->Fl = c->ffn / m->tp_size;
-    const int64_t C = c->channels, T = m->T, L = c->layers, W = qkv_local(m), Vp = c->padded_vocab;
+    const int64_t C = c->channels, L = c->layers, W = qkv_local(m), Vp = c->padded_vocab;
     const size_t es = esize(m);
     f8_status st = F8_OK;
     m->blocks = (gpt_block *)calloc((size_t)L, sizeof *m->blocks);
@@ -337,8 +336,7 @@ f8_status llama_create_tp(f8_ctx *ctx, const gpt_config *c, f8_comm *tp, int sp,
     hc.fp8 = c->fp8 && c->fp8_head;
     hc.fuse_wgrad_accumulation = c->grad_fp32; /* a tied wte's gradient: the head's and the embedding's, in FP32 */
     hc.weight_transpose_per_call = c->wt_per_call;
-    const int64_t pass = c->head_chunk > 0 ? c->head_chunk : GPT_HEAD_CHUNK;
-    m->head_rows = pass < T ? (pass > c->seq ? pass : c->seq) : T;
+    m->head_rows = gpt_head_rows(c, 0);
     hc.max_tokens = m->head_rows;
     hc.seed = c->seed * 2654435761u + 17;
     if (st == F8_OK) st = f8_layernorm_linear_create(ctx, &hc, &m->head);

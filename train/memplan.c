@@ -216,14 +216,13 @@ int mem_plan_check(const mem_plan *p, const gpt_config *c, const mem_plan_run *r
     if (p->act_outputs > 0) f[nf++] = (plan_fix){"--recompute-act on", p->act_outputs};
     if (p->transposes > 0) f[nf++] = (plan_fix){"--weight-transpose-per-call on", p->transposes};
     if (p->proj_inputs > 0) f[nf++] = (plan_fix){"--recompute-proj-input on", p->proj_inputs};
-    /* the LM head in passes of 2048 tokens, or one sequence when that is longer (the model's head_rows
-     * rule): a row fewer is its logits and its norm output in the activation dtype and the norm's two
-     * statistics; about 0.2% of the 1.3B step */
-    const double T = (double)(c->batch * c->seq), pass = c->head_chunk > 0 ? (double)c->head_chunk : GPT_HEAD_CHUNK;
-    const double rows = pass < T ? fmax(pass, (double)c->seq) : T, fewer = fmax(2048.0, (double)c->seq);
+    /* the LM head in passes of 2048 tokens: a row fewer is its logits and its norm output in the
+     * activation dtype and the norm's two statistics; about 0.2% of the 1.3B step */
+    const int64_t rows = gpt_head_rows(c, 0), fewer = gpt_head_rows(c, 2048);
     if (rows > fewer) {
-        snprintf(chunk, sizeof chunk, "--head-chunk %.0f", fewer);
-        f[nf++] = (plan_fix){chunk, (rows - fewer) * ((double)(c->padded_vocab + c->channels) * (double)f8_dtype_size(c->dtype) + 8)};
+        snprintf(chunk, sizeof chunk, "--head-chunk %lld", (long long)fewer);
+        const double row_bytes = (double)(c->padded_vocab + c->channels) * (double)f8_dtype_size(c->dtype) + 8;
+        f[nf++] = (plan_fix){chunk, (double)(rows - fewer) * row_bytes};
     }
     if (c->batch > 1) f[nf++] = (plan_fix){"half the --batch", p->bytes[PLAN_ACTIVATIONS] / 2};
     for (int pass = 0; pass < 2; pass++)

@@ -64,6 +64,16 @@ static inline f8_dtype gpt_grad_dtype(const gpt_config *c) { return c->grad_fp32
  * 6.6 GB whole, 0.8 GB per 8192-token chunk. */
 #define GPT_HEAD_CHUNK 8192
 
+/* Rows of one LM-head pass (the logits buffer's) with passes of `chunk`
+ * tokens (0: c->head_chunk, else GPT_HEAD_CHUNK): at least one sequence, as
+ * the sampler reads a batch-1 forward's logits whole, and at most the
+ * microbatch. */
+static inline int64_t gpt_head_rows(const gpt_config *c, int64_t chunk)
+{
+    const int64_t T = c->batch * c->seq, pass = chunk > 0 ? chunk : c->head_chunk > 0 ? c->head_chunk : GPT_HEAD_CHUNK;
+    return pass < T ? (pass > c->seq ? pass : c->seq) : T;
+}
+
 typedef struct gpt_block {
     f8_module *qkv;
     f8_module *proj;

@@ -247,8 +247,7 @@ int train_check_memory(const gpt_config *c, int cuda, char *err, size_t n)
     const double block = 12 * C * C + 13 * C;
     double params = L * block + Vp * C + P * C + 2 * C;
     /* the logits buffer: one LM-head pass (gpt_create's head_rows) */
-    const double pass = c->head_chunk > 0 ? (double)c->head_chunk : (double)GPT_HEAD_CHUNK;
-    const double head = pass < T ? (pass > S ? pass : S) : T;
+    const double head = (double)gpt_head_rows(c, 0);
     const double acts = T * ((2 * L + 1) * C + 3 * L * C + L * C + 5 * C) * es + head * Vp * es + T * 12;
     double bytes = params * (2 * es + 8) + (c->fp8 ? L * 12 * C * C * 2 : 0) + acts;
     if (c->llama) bytes = llama_bytes_estimate(c), params = llama_param_estimate(c); /* llama.h */
