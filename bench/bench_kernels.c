@@ -16,6 +16,13 @@
  * then the row-wise cast (bytes counted as the fused line's, the same
  * result, so the GB/s compare the two ways).
  *
+ * `bench_kernels adamw` times the AdamW step (f8_adamw_step: the norm pass,
+ * the finalize and the update) over one BF16 parameter of the 1.3B
+ * trainer's size with FP32, BF16 and FP8 moments; its bytes are the norm
+ * pass's read of the gradient and the update's read of parameter, gradient
+ * and moments and write of parameter and moments (FP8: codes and per-128
+ * scale_invs).
+ *
  * Bytes are the fewest each op must move: every input read once, every output
  * written once (the dbias scratch partials and the amax atomics are not
  * counted: they are the kernel's own overhead). Inputs are random and rotate
@@ -32,7 +39,8 @@
 
 enum op {
     OP_CAST, OP_CAST_T, OP_CAST_T_DBIAS, OP_TRANSPOSE, OP_CONVERT, OP_SCALE_UPDATE, OP_ROW, OP_ROW_T, OP_ROW_T_DBIAS,
-    OP_NORM_ROW, OP_NORM_ROW_HP, OP_NORM_THEN_ROW /* LayerNorm with row-wise codes: fused, fused + u, unfused */
+    OP_NORM_ROW, OP_NORM_ROW_HP, OP_NORM_THEN_ROW, /* LayerNorm with row-wise codes: fused, fused + u, unfused */
+    OP_ADAMW /* f8_adamw_step; dst: the moments' dtype */
 };
 
 typedef struct kcase {
@@ -166,7 +174,7 @@ static void report(bench_log *log, const kcase *kc, int64_t d0, int64_t d1, doub
                    double copy_gbps)
 {
     double gbps = bytes / (t.gpu_us * 1e-6) / 1e9, frac = gbps / copy_gbps;
-    int judged = bytes >= TARGET_BYTES && kc->op != OP_CONVERT && kc->op != OP_SCALE_UPDATE;
+    int judged = bytes >= TARGET_BYTES && kc->op != OP_CONVERT && kc->op != OP_SCALE_UPDATE && kc->op != OP_ADAMW;
     char dt[32], shape[48];
     snprintf(dt, sizeof dt, "%s->%s", f8_dtype_name(kc->src), f8_dtype_name(kc->dst));
     if (kc->op == OP_SCALE_UPDATE)
@@ -258,9 +266,54 @@ static void run_scale_update(f8_ctx *ctx, bench_log *log, int count, int L, doub
     BENCH_CUDA(cudaFree(k.scale_inv));
 }
 
+/* AdamW: one step of f8_adamw_step per call (the parameter changes each step;
+ * the cost does not depend on its values). */
+typedef struct awarg {
+    f8_ctx *ctx;
+    f8_adamw *o;
+} awarg;
+
+static void awcall(void *p, int i)
+{
+    awarg *a = p;
+    (void)i;
+    BENCH_F8(a->ctx, f8_adamw_step(a->o));
+}
+
+static void run_adamw(f8_ctx *ctx, bench_log *log, f8_adamw_moments moments, int64_t rows, int64_t cols,
+                      double copy_gbps)
+{
+    static const kcase kc[3] = {{"adamw_fp32_moments", OP_ADAMW, F8_DTYPE_BF16, F8_DTYPE_FP32, 0},
+                                {"adamw_bf16_moments", OP_ADAMW, F8_DTYPE_BF16, F8_DTYPE_BF16, 0},
+                                {"adamw_fp8_moments", OP_ADAMW, F8_DTYPE_BF16, F8_DTYPE_E4M3, 0}};
+    const int which = moments == F8_ADAMW_MOMENTS_FP32 ? 0 : moments == F8_ADAMW_MOMENTS_BF16 ? 1 : 2;
+    void *stream = f8_ctx_stream(ctx);
+    const int64_t n = rows * cols;
+    void *param = bench_alloc_random(stream, F8_DTYPE_BF16, n, 11, 0.02f);
+    void *grad = bench_alloc_random(stream, F8_DTYPE_BF16, n, 12, 1e-3f);
+    f8_tensor pt = f8_tensor_make(param, F8_DTYPE_BF16, rows, cols), gt = f8_tensor_make(grad, F8_DTYPE_BF16, rows, cols);
+    f8_adamw_config cfg = f8_adamw_config_default();
+    cfg.moments = moments;
+    awarg a = {.ctx = ctx, .o = NULL};
+    BENCH_F8(ctx, f8_adamw_create(ctx, &cfg, &a.o));
+    BENCH_F8(ctx, f8_adamw_add(a.o, &pt, &gt, 1));
+    BENCH_CUDA(cudaStreamSynchronize((cudaStream_t)stream));
+    /* per element: gradient read twice (norm, update), parameter read and
+     * written, each moment read and written (FP8: a byte and 8/128 bytes of
+     * scale_inv per block of 128) */
+    const double mom = which == 0 ? 4.0 : which == 1 ? 2.0 : 1.0 + 4.0 / 128.0;
+    const double bytes = (double)n * (2.0 + 2.0 + 2.0 * 2.0 + 2.0 * 2.0 * mom);
+    bench_times t = bench_time(stream, awcall, &a, bench_reps(bytes / 3e3, 300, 10, 40));
+    report(log, &kc[which], rows, cols, bytes, t, copy_gbps);
+    f8_adamw_destroy(a.o);
+    BENCH_CUDA(cudaFree(param));
+    BENCH_CUDA(cudaFree(grad));
+}
+
 int main(int argc, char **argv)
 {
     const int rowwise_only = argc > 1 && strcmp(argv[1], "rowwise") == 0;
+    const int adamw_only = argc > 1 && strcmp(argv[1], "adamw") == 0;
     f8_ctx *ctx = bench_ctx_or_skip("bench_kernels");
     if (!ctx) return 0;
     void *stream = f8_ctx_stream(ctx);
@@ -299,13 +352,18 @@ int main(int argc, char **argv)
     bench_log log = {NULL, 0, 0};
     printf("%-21s %-10s %-12s %9s %9s %8s %8s  %s\n", "kernel", "dtypes", "shape", "MB moved", "GPU us", "GB/s",
            "of copy", "target");
-    for (int s = 0; s < 2 && !rowwise_only; s++)
+    if (adamw_only) { /* 1.3B parameters' worth (the GPT preset's 1.31e9) in one tensor */
+        run_adamw(ctx, &log, F8_ADAMW_MOMENTS_FP32, 16384, 80000, copy);
+        run_adamw(ctx, &log, F8_ADAMW_MOMENTS_BF16, 16384, 80000, copy);
+        run_adamw(ctx, &log, F8_ADAMW_MOMENTS_FP8, 16384, 80000, copy);
+    }
+    for (int s = 0; s < 2 && !rowwise_only && !adamw_only; s++)
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
             if (!cases[c].row) run_layout(ctx, &log, &cases[c], shapes[s][0], shapes[s][1], copy);
-    for (int s = 0; s < 4; s++)
+    for (int s = 0; s < 4 && !adamw_only; s++)
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
             if (cases[c].row) run_layout(ctx, &log, &cases[c], row_shapes[s][0], row_shapes[s][1], copy);
-    if (!rowwise_only) {
+    if (!rowwise_only && !adamw_only) {
         run_scale_update(ctx, &log, 16384, 1024, copy); /* 128 MB moved: bandwidth */
         run_scale_update(ctx, &log, 96, 1024, copy);    /* a small model's slots: latency */
     }

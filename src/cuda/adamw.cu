@@ -184,15 +184,84 @@ static __device__ __forceinline__ void st_codes(uint8_t *c, int64_t i, int nv, u
 
 static_assert(F8_ADAMW_FP8_BLOCK == 32 * 4, "a warp of 32 lanes x 4 elements owns one FP8 moments block");
 
+/* One FP8 moments block's inputs for one lane: its 4 elements (nv of them
+ * inside the tensor), their parameter and gradient values, the codes of m
+ * and sqrt(v) and the block's two scale_invs. */
+typedef struct fp8_lane {
+    float p[4], g[4];
+    uint32_t mw, vw;
+    float msi, vsi;
+    int nv;
+} fp8_lane;
+
+static __device__ __forceinline__ void fp8_load(const f8i_adamw_tensor &d, int64_t blk, int lane, bool vp, bool vg, int pb,
+                                                int gb, fp8_lane &x)
+{
+    const int64_t i = blk * F8_ADAMW_FP8_BLOCK + 4 * lane;
+    x.nv = i >= d.n ? 0 : d.n - i < 4 ? (int)(d.n - i) : 4;
+    x.msi = d.m_scale_inv[blk], x.vsi = d.v_scale_inv[blk];
+    x.mw = ld_codes((const uint8_t *)d.m, i, x.nv), x.vw = ld_codes((const uint8_t *)d.v, i, x.nv);
+    ld4(d.param, pb, i, x.nv, vp, x.p);
+    ld4(d.grad, gb, i, x.nv, vg, x.g);
+}
+
+/* Update the lane's elements of block blk (x from fp8_load), then the
+ * block's new scales (shuffles: every lane of the warp calls it) and its
+ * codes, parameters and scale_invs stored. */
+static __device__ __forceinline__ void fp8_update(const f8i_adamw_step_args &a, const f8i_adamw_state &st, uint64_t sr_step,
+                                                  const f8i_adamw_tensor &d, int64_t blk, int lane, bool vp, int pb,
+                                                  fp8_lane &x)
+{
+    const float b1 = a.beta1, b2 = a.beta2, omb1 = 1.0f - a.beta1, omb2 = 1.0f - a.beta2;
+    const int64_t i = blk * F8_ADAMW_FP8_BLOCK + 4 * lane;
+    float m[4], s[4];
+    float am = 0.0f, as = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        m[j] = 0.0f, s[j] = 0.0f;
+        if (j >= x.nv) continue;
+        m[j] = f8i_adamw_m_from_fp8((uint8_t)(x.mw >> (8 * j)), x.msi);
+        float v = f8i_adamw_v_from_fp8((uint8_t)(x.vw >> (8 * j)), x.vsi);
+        f8i_adamw_update(&x.p[j], x.g[j], &m[j], &v, st.clip, st.lr, b1, omb1, b2, omb2, st.bc1, st.bc2, a.eps,
+                         d.weight_decay);
+        s[j] = sqrtf(v);
+        am = fmaxf(am, fabsf(m[j]));
+        as = fmaxf(as, s[j]);
+    }
+    const float sm = f8i_adamw_fp8_scale(warp_max(am)), sv = f8i_adamw_fp8_scale(warp_max(as));
+    if (x.nv) {
+        uint32_t cm = 0, cv = 0;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            if (j >= x.nv) continue;
+            const int64_t at = d.first + i + j; /* the element's index in its parameter */
+            cm |= (uint32_t)f8i_adamw_fp8_encode_sr(m[j] * sm, f8i_adamw_sr_bits(at, sr_step, 0)) << (8 * j);
+            cv |= (uint32_t)f8i_adamw_fp8_encode_sr(s[j] * sv, f8i_adamw_sr_bits(at, sr_step, 1)) << (8 * j);
+        }
+        st4(d.param, pb, i, x.nv, vp, x.p);
+        st_codes((uint8_t *)d.m, i, x.nv, cm);
+        st_codes((uint8_t *)d.v, i, x.nv, cv);
+    }
+    if (lane == 0) { /* every lane read the old scale_invs before the shuffles */
+        d.m_scale_inv[blk] = 1.0f / sm;
+        d.v_scale_inv[blk] = 1.0f / sv;
+    }
+}
+
 /* Grid: grid_size blocks of AW_THREADS. Warp w of the grid owns FP8 blocks
  * w, w + warps, ... of every tensor in order; lane l of it owns elements
  * 4l .. 4l+3 of the block (fewer or none in a tensor's short last block). The
- * loop bound is the same for the 32 lanes, so all of them reach the shuffles. */
-static __global__ void __launch_bounds__(AW_THREADS) adamw_update_fp8_kernel(f8i_adamw_step_args a)
+ * loop bound is the same for the 32 lanes, so all of them reach the shuffles.
+ * The kernel is bound by instruction issue, not memory (the stochastic
+ * rounding's hashes and the update's divisions; bench_kernels adamw): the
+ * cap of 64 registers (4 resident blocks, 32 warps an SM, where 70 gave 3)
+ * hides more of each warp's latencies and leaves no partial last wave of
+ * the grid; loading a second block before updating the first needs more
+ * registers than that cap and measured slower (bench/RESULTS.md). */
+static __global__ void __launch_bounds__(AW_THREADS, 4) adamw_update_fp8_kernel(f8i_adamw_step_args a)
 {
     const f8i_adamw_state st = *a.state;
     const uint64_t sr_step = f8i_adamw_sr_step(st.step); /* FP8 moments' rounding bits: the step's part */
-    const float b1 = a.beta1, b2 = a.beta2, omb1 = 1.0f - a.beta1, omb2 = 1.0f - a.beta2;
     const int lane = threadIdx.x & 31;
     const int64_t warp = ((int64_t)blockIdx.x * AW_THREADS + threadIdx.x) >> 5, warps = (int64_t)gridDim.x * (AW_THREADS / 32);
     for (int k = 0; k < a.n_tensors; ++k) {
@@ -201,44 +270,9 @@ static __global__ void __launch_bounds__(AW_THREADS) adamw_update_fp8_kernel(f8i
         const bool vp = dev_vec4(d.param, pb), vg = dev_vec4(d.grad, gb);
         const int64_t blocks = F8I_ADAMW_FP8_BLOCKS(d.n);
         for (int64_t blk = warp; blk < blocks; blk += warps) {
-            const int64_t i = blk * F8_ADAMW_FP8_BLOCK + 4 * lane;
-            const int nv = i >= d.n ? 0 : d.n - i < 4 ? (int)(d.n - i) : 4;
-            const float msi = d.m_scale_inv[blk], vsi = d.v_scale_inv[blk];
-            float p[4], g[4], m[4], s[4];
-            const uint32_t mw = ld_codes((const uint8_t *)d.m, i, nv), vw = ld_codes((const uint8_t *)d.v, i, nv);
-            ld4(d.param, pb, i, nv, vp, p);
-            ld4(d.grad, gb, i, nv, vg, g);
-            float am = 0.0f, as = 0.0f;
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                m[j] = 0.0f, s[j] = 0.0f;
-                if (j >= nv) continue;
-                m[j] = f8i_adamw_m_from_fp8((uint8_t)(mw >> (8 * j)), msi);
-                float v = f8i_adamw_v_from_fp8((uint8_t)(vw >> (8 * j)), vsi);
-                f8i_adamw_update(&p[j], g[j], &m[j], &v, st.clip, st.lr, b1, omb1, b2, omb2, st.bc1, st.bc2, a.eps,
-                                 d.weight_decay);
-                s[j] = sqrtf(v);
-                am = fmaxf(am, fabsf(m[j]));
-                as = fmaxf(as, s[j]);
-            }
-            const float sm = f8i_adamw_fp8_scale(warp_max(am)), sv = f8i_adamw_fp8_scale(warp_max(as));
-            if (nv) {
-                uint32_t cm = 0, cv = 0;
-#pragma unroll
-                for (int j = 0; j < 4; ++j) {
-                    if (j >= nv) continue;
-                    const int64_t at = d.first + i + j; /* the element's index in its parameter */
-                    cm |= (uint32_t)f8i_adamw_fp8_encode_sr(m[j] * sm, f8i_adamw_sr_bits(at, sr_step, 0)) << (8 * j);
-                    cv |= (uint32_t)f8i_adamw_fp8_encode_sr(s[j] * sv, f8i_adamw_sr_bits(at, sr_step, 1)) << (8 * j);
-                }
-                st4(d.param, pb, i, nv, vp, p);
-                st_codes((uint8_t *)d.m, i, nv, cm);
-                st_codes((uint8_t *)d.v, i, nv, cv);
-            }
-            if (lane == 0) { /* every lane read the old scale_invs before the shuffles */
-                d.m_scale_inv[blk] = 1.0f / sm;
-                d.v_scale_inv[blk] = 1.0f / sv;
-            }
+            fp8_lane x;
+            fp8_load(d, blk, lane, vp, vg, pb, gb, x);
+            fp8_update(a, st, sr_step, d, blk, lane, vp, pb, x);
         }
     }
 }
