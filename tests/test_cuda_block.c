@@ -400,9 +400,22 @@ static void test_block_gemms(env *e)
            st.cases[2], st.worst[2], st.lt_fallback_checked, st.cases[1], st.worst[1]);
 }
 
+/* The block GEMM cases again with GEMM tuning on (f8_ctx_set_gemm_tune):
+ * the algorithm timing chose computes what the CPU does, and tuning ran. */
+static void test_block_gemms_tuned(env *e)
+{
+    f8_ctx *ctx = e->ctx[GPU];
+    const uint64_t before = ctx->gemm_tuned;
+    CHECK_OK(ctx, f8_ctx_set_gemm_tune(ctx, 1));
+    test_block_gemms(e);
+    CHECK_OK(ctx, f8_ctx_set_gemm_tune(ctx, 0));
+    printf("block gemm tuning: %llu plans tuned\n", (unsigned long long)(ctx->gemm_tuned - before));
+    CHECK(ctx->gemm_tuned > before, "block gemm tuning chose no plan's algorithm");
+}
+
 int main(void)
 {
-    static void (*const tests[])(env *) = {test_block_casts, test_block_gemms};
+    static void (*const tests[])(env *) = {test_block_casts, test_block_gemms, test_block_gemms_tuned};
     (void)first_diff_bf16; /* cuda_ops_tests.h's; dbias is compared with a tolerance here */
     return env_run("test_cuda_block", tests, NELEM(tests));
 }

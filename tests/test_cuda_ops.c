@@ -392,6 +392,22 @@ static void test_gemm(env *e)
            e->worst[0], TOL_FP32_ACC, e->worst[1], TOL_FAST_ACC, e->worst[2], TOL_BF16_D);
 }
 
+/* GEMM tuning (f8_ctx_set_gemm_tune): every case of test_gemm again with
+ * the CUDA ctx timing cuBLASLt's candidates at each plan's first call (the
+ * plans test_gemm built are tuned at their next call): the chosen
+ * algorithms still compute what the CPU does, the timing runs leave D to
+ * the call (an accumulate or an addend sums into D once), and tuning ran. */
+static void test_gemm_tuned(env *e)
+{
+    f8_ctx *ctx = e->ctx[GPU];
+    const uint64_t before = ctx->gemm_tuned;
+    CHECK_OK(ctx, f8_ctx_set_gemm_tune(ctx, 1));
+    test_gemm(e);
+    CHECK_OK(ctx, f8_ctx_set_gemm_tune(ctx, 0));
+    printf("gemm tuning: %llu plans tuned\n", (unsigned long long)(ctx->gemm_tuned - before));
+    CHECK(ctx->gemm_tuned > before, "gemm tuning chose no plan's algorithm");
+}
+
 /* Odd FP8 shapes bit for bit: gemm.cu's padded path (the operand pads, the
  * padded GEMM, gemm_slice_kernel back into D) against the CPU. The operands
  * are small integers (codes of -3..3) and the scales powers of two, so every
@@ -503,6 +519,6 @@ static void test_gemm_slice(env *e)
 
 int main(void)
 {
-    static void (*const tests[])(env *) = {test_small_ops, test_scale_update, test_gemm, test_gemm_slice};
+    static void (*const tests[])(env *) = {test_small_ops, test_scale_update, test_gemm, test_gemm_tuned, test_gemm_slice};
     return env_run("test_cuda_ops", tests, NELEM(tests));
 }

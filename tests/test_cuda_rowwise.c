@@ -291,6 +291,18 @@ static void test_gemm(f8_ctx *ctx[2])
            "err/tol %.3f)\n", t.cases[2], t.worst[2], t.cases[1], t.worst[1]);
 }
 
+/* The GEMM cases again with GEMM tuning on (f8_ctx_set_gemm_tune): the
+ * algorithm timing chose computes what the CPU does, and tuning ran. */
+static void test_gemm_tuned(f8_ctx *ctx[2])
+{
+    const uint64_t before = ctx[GPU]->gemm_tuned;
+    CHECK_OK(ctx[GPU], f8_ctx_set_gemm_tune(ctx[GPU], 1));
+    test_gemm(ctx);
+    CHECK_OK(ctx[GPU], f8_ctx_set_gemm_tune(ctx[GPU], 0));
+    printf("  rowwise gemm tuning: %llu plans tuned\n", (unsigned long long)(ctx[GPU]->gemm_tuned - before));
+    CHECK(ctx[GPU]->gemm_tuned > before, "rowwise gemm tuning chose no plan's algorithm");
+}
+
 int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0); /* a killed run still shows how far it got */
@@ -299,6 +311,7 @@ int main(void)
     if (rc) return rc;
     test_cast(ctx);
     test_gemm(ctx);
+    test_gemm_tuned(ctx);
     test_fused_ops(ctx);
     f8_ctx_destroy(ctx[CPU]);
     f8_ctx_destroy(ctx[GPU]);

@@ -227,6 +227,12 @@ static const train_option_def OPTIONS[] = {
      NULL,
      "  --attention-deterministic on|off  cuDNN's attention backward: on, bitwise repeatable runs;\n"
      "                       off, dQ accumulated with atomics, faster and not repeatable (default on)\n"},
+    {"--gemm-tune", NULL, OPT_ON_OFF, F(gemm_tune), 0, 0, WORDS(ON_OFF), NULL,
+     NULL,
+     "  --gemm-tune on|off   time up to 8 of cuBLASLt's candidate algorithms at each GEMM shape's first\n"
+     "                       call (the warm-up) and keep the fastest, as torch.backends.cudnn.benchmark\n"
+     "                       does; two runs may pick different ones and differ in the last bits\n"
+     "                       (default off: the heuristic's first choice, bitwise repeatable)\n"},
     {"--adam-moments", NULL, OPT_WORD, F(adam_moments), 0, 0, WORDS(MOMENTS), NULL,
      NULL,
      "  --adam-moments fp32|bf16|fp8  how AdamW keeps its two moments: 8, 4 or about 2 bytes a\n"

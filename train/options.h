@@ -59,6 +59,8 @@ typedef struct train_options {
                                  f8_ctx_config.attention_path */
     int attention_deterministic; /* --attention-deterministic: 1 (default) cuDNN's deterministic attention
                                  backward, 0 its faster atomic one (f8_ctx_config.attention_nondeterministic) */
+    int gemm_tune;            /* --gemm-tune: 1 times cuBLASLt's candidates at each GEMM plan's first call
+                                 (f8_ctx_set_gemm_tune); 0 (default) the heuristic's first */
     const char *adam_moments; /* --adam-moments: "fp32" (default), "bf16", "fp8" (f8_adamw_config.moments);
                                  NULL on --resume: the checkpoint's optimizer.moments */
     const char *dtype;        /* "auto" (bf16 on CUDA, fp32 on CPU), "fp32", "bf16" */

@@ -192,6 +192,7 @@ static f8_status make_ctx(trainer *t, char *err, size_t n)
         st = f8_ctx_create(&cfg, &t->ctx, err, n);
     }
     t->ctx_cfg = cfg;
+    if (st == F8_OK && t->o.gemm_tune) st = f8_ctx_set_gemm_tune(t->ctx, 1);
     if (st == F8_OK && t->o.fp8_report && t->o.fp8 && (st = f8_ctx_enable_telemetry(t->ctx)) != F8_OK)
         snprintf(err, n, "FP8 telemetry: %s", f8_ctx_last_error(t->ctx));
     if (st == F8_OK && (t->o.comm_group || t->o.comm_id)) /* data parallel, any size (1 included) */

@@ -300,6 +300,22 @@ F8_API f8_status f8_ctx_set_noop_flag(f8_ctx *ctx, float value);
  * default. Host-side switch; takes effect at the next forward. */
 F8_API f8_status f8_ctx_set_weight_noop(f8_ctx *ctx, int enabled);
 
+/* GEMM tuning (for cuBLASLt what torch.backends.cudnn.benchmark is for
+ * cuDNN). enabled != 0: the first call of each GEMM plan (one per shape,
+ * dtypes, flags and alignment) made outside graph capture times up to 8 of
+ * cuBLASLt's heuristic candidates on the call's own operands and keeps the
+ * fastest for every later call, captured ones included; the call's result
+ * is then the chosen algorithm's. Timing runs write only the call's own D
+ * where the call overwrites it (no accumulate, no addend), else a
+ * temporary D of its size (a D over 64 MiB that the call accumulates into
+ * keeps the heuristic's choice); nothing else the call reads changes. The
+ * choice follows measured times, so two runs can pick different algorithms
+ * and differ in the last bits of their sums: off by default (the
+ * heuristic's first choice, bitwise repeatable). Per-tensor, row-wise and
+ * block-scaled GEMMs of a CUDA ctx; a CPU ctx accepts it and has nothing to
+ * tune. Host-side switch; plans already tuned keep their choice. */
+F8_API f8_status f8_ctx_set_gemm_tune(f8_ctx *ctx, int enabled);
+
 /* ------------------------------------------------------------------------ */
 /* Tensor views                                                              */
 /* ------------------------------------------------------------------------ */

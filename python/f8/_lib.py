@@ -131,6 +131,7 @@ _PROTOS = {
     "f8_ctx_update_scales": (st, [P, C.c_int]),
     "f8_ctx_set_noop_flag": (st, [P, C.c_float]),
     "f8_ctx_set_weight_noop": (st, [P, C.c_int]),
+    "f8_ctx_set_gemm_tune": (st, [P, C.c_int]),
     "f8_tensor_zero": (st, [P, pT]),
     "f8_slot_read": (st, [P, Slot_t, C.POINTER(C.c_float), C.POINTER(C.c_float), P]),
     "f8_slot_write": (st, [P, Slot_t, C.c_float, C.c_float, P]),

@@ -360,6 +360,13 @@ f8_status f8_ctx_set_weight_noop(f8_ctx *ctx, int enabled)
     return F8_OK;
 }
 
+f8_status f8_ctx_set_gemm_tune(f8_ctx *ctx, int enabled)
+{
+    if (!ctx) return F8_ERR_INVALID_ARGUMENT;
+    ctx->gemm_tune = enabled != 0;
+    return F8_OK;
+}
+
 f8_status f8i_scratch_reserve(f8_ctx *ctx, size_t bytes)
 {
     if (bytes <= ctx->scratch_bytes) return F8_OK;

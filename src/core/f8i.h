@@ -45,6 +45,8 @@ struct f8_ctx {
     int attn_nondet;    /* f8_ctx_config.attention_nondeterministic */
     float *noop;        /* (1) backend memory: the ctx noop flag */
     int weight_noop;    /* weight casts take the noop flag (graph mode) */
+    int gemm_tune;      /* f8_ctx_set_gemm_tune: time cuBLASLt's candidates at a plan's first call */
+    uint64_t gemm_tuned; /* plans whose algorithm that timing chose (tests read it) */
     float *scaling_buf; /* backend memory holding both directions */
     f8i_scaling_dir dir[2];
     void *scratch;      /* backend memory shared by modules within one call */

@@ -185,6 +185,7 @@ typedef struct gemm_plan { /* a plan cache body (plan_cache.cuh); its key is a g
     const void *set_a_scale;        /* pointer attributes the descriptor holds now */
     const void *set_b_scale;
     const void *set_bias;
+    int tuned;                      /* f8_ctx_set_gemm_tune has chosen algo (PLAN_LT) */
 } gemm_plan;
 
 /* The GEMM op's state: the cuBLASLt handle and the op's one workspace
@@ -300,10 +301,10 @@ static cublasStatus_t desc_create(gemm_plan *p, const f8i_gemm_args *g, int fuse
  * *found = 0 (and CUBLAS_STATUS_SUCCESS) when cuBLASLt has none for it. */
 static cublasStatus_t plan_query(f8i_gemm_cache *c, gemm_plan *p, const f8i_gemm_args *g, int *found)
 {
-    const uint32_t al_a = 1u << f8i_lt_align_log2(g->b), al_b = 1u << f8i_lt_align_log2(g->a);
-    const uint32_t al_d = 1u << f8i_lt_align_log2(g->d), al_c = g->c ? 1u << f8i_lt_align_log2(g->c) : al_d;
-    return f8i_lt_heuristic(c->lt, p->desc, p->lay_a, p->lay_b, p->lay_d, GEMM_WORKSPACE_BYTES, al_a, al_b, al_c, al_d,
-                            &p->algo, found);
+    uint32_t al[4];
+    f8i_lt_query_aligns(g->a, g->b, g->c, g->d, al);
+    return f8i_lt_heuristic(c->lt, p->desc, p->lay_a, p->lay_b, p->lay_d, GEMM_WORKSPACE_BYTES, al[0], al[1], al[2],
+                            al[3], &p->algo, found);
 }
 
 /* Fill *p for the key of g: layouts, descriptor and algorithm, or the
@@ -495,6 +496,12 @@ static f8_status run_lt(f8_ctx *ctx, gemm_plan *p, const f8i_gemm_args *g, int64
     /* C: the addend under D's layout, or D itself (accumulate): beta 1 */
     const f8i_lt_call call = {p->desc, p->lay_a, p->lay_b, p->lay_d, &p->algo, g->a, g->b,
                               g->c ? g->c : g->accumulate ? g->d : NULL, g->d};
+    if (ctx->gemm_tune && !p->tuned) {
+        uint32_t al[4];
+        f8i_lt_query_aligns(g->a, g->b, g->c, g->d, al);
+        const size_t d_bytes = (size_t)g->m * (size_t)ldd * dtype_bytes(g->d_dtype);
+        F8I_TRY(f8i_lt_tune(ctx, &call, d_bytes, al[0], al[1], al[2], al[3], &p->algo, &p->tuned));
+    }
     F8I_TRY(f8i_lt_matmul(ctx, &call, "gemm", g->m, g->n, g->k, unsupported));
     if (*unsupported) {
         plan_release(p);

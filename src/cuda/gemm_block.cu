@@ -100,6 +100,7 @@ typedef struct bg_plan { /* a plan cache body (plan_cache.cuh); its key is a bg_
     cublasLtMatrixLayout_t lay_b;  /* cuBLASLt's B' = our a */
     cublasLtMatrixLayout_t lay_d;  /* C' = D' */
     cublasLtMatmulAlgo_t algo;
+    int tuned;                    /* f8_ctx_set_gemm_tune has chosen algo */
     int bias_fused;                /* the bias is cuBLASLt's epilogue (else gemm_block_bias_kernel's) */
     const void *set_bias;          /* the bias pointer the descriptor holds */
 } bg_plan;
@@ -372,11 +373,11 @@ static f8_status plan_describe(f8_ctx *ctx, const f8i_gemm_args *g, const bg_res
         return F8_OK;
     }
 
-    const uint32_t al_a = 1u << f8i_lt_align_log2(g->b), al_b = 1u << f8i_lt_align_log2(g->a);
-    const uint32_t al_d = 1u << f8i_lt_align_log2(g->d), al_c = 1u << f8i_lt_align_log2(g->c ? g->c : g->d);
+    uint32_t al[4];
+    f8i_lt_query_aligns(g->a, g->b, g->c, g->d, al);
     p->set_bias = fuse ? g->bias : NULL;
-    st = f8i_lt_heuristic((cublasLtHandle_t)r->handle, p->desc, p->lay_a, p->lay_b, p->lay_d, r->ws_bytes, al_a, al_b, al_c,
-                          al_d, &p->algo, found);
+    st = f8i_lt_heuristic((cublasLtHandle_t)r->handle, p->desc, p->lay_a, p->lay_b, p->lay_d, r->ws_bytes, al[0], al[1], al[2],
+                          al[3], &p->algo, found);
     if (st != CUBLAS_STATUS_SUCCESS) {
         plan_release(p);
         return f8i_error(ctx, F8_ERR_CUBLAS, "block gemm %lldx%lldx%lld: cublasLt preference/heuristic: %s",
@@ -463,6 +464,12 @@ static f8_status run_lt(f8_ctx *ctx, bg_plan *p, const f8i_gemm_args *g, int *re
     /* C: D itself (accumulate) or the addend c, beta 1: the FP32 sum in the epilogue, D rounded once */
     const f8i_lt_call call = {p->desc, p->lay_a, p->lay_b, p->lay_d, &p->algo, g->a, g->b,
                               g->c ? g->c : g->accumulate ? g->d : NULL, g->d};
+    if (ctx->gemm_tune && !p->tuned) {
+        uint32_t al[4];
+        f8i_lt_query_aligns(g->a, g->b, g->c, g->d, al);
+        const size_t d_bytes = (size_t)g->m * (size_t)g->n * f8_dtype_size(g->d_dtype);
+        F8I_TRY(f8i_lt_tune(ctx, &call, d_bytes, al[0], al[1], al[2], al[3], &p->algo, &p->tuned));
+    }
     F8I_TRY(f8i_lt_matmul(ctx, &call, "block gemm", g->m, g->n, g->k, refused));
     if (*refused) return F8_OK;
     if (!g->bias || p->bias_fused) return F8_OK;

@@ -26,6 +26,14 @@ static inline uint32_t f8i_lt_align_log2(const void *p)
     return tz > 8 ? 8 : tz;
 }
 
+/* The alignments in bytes a heuristic query states (MIN_ALIGNMENT_*), for
+ * cuBLASLt's A' (our b), B' (our a), C' (the addend c, else D) and D'. */
+static inline void f8i_lt_query_aligns(const void *a, const void *b, const void *c, const void *d, uint32_t al[4])
+{
+    al[0] = 1u << f8i_lt_align_log2(b), al[1] = 1u << f8i_lt_align_log2(a);
+    al[2] = 1u << f8i_lt_align_log2(c ? c : d), al[3] = 1u << f8i_lt_align_log2(d);
+}
+
 static inline cudaDataType_t f8i_lt_type(f8_dtype t)
 {
     switch (t) {
@@ -49,17 +57,19 @@ static inline void f8i_lt_release(cublasLtMatmulDesc_t *desc, cublasLtMatrixLayo
     *lay_a = *lay_b = *lay_d = NULL;
 }
 
-/* One algorithm from the heuristic for (desc, A', B', D' as C' and D'), at
- * most ws workspace bytes, with the operands' alignments in bytes (al_*:
- * cuBLASLt's A' = our b, B' = our a). *found = 0 (and SUCCESS) when cuBLASLt
- * has none for it: "no algorithm for this configuration" is an answer, not
- * an error. */
-static inline cublasStatus_t f8i_lt_heuristic(cublasLtHandle_t lt, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t lay_a,
-                                              cublasLtMatrixLayout_t lay_b, cublasLtMatrixLayout_t lay_d, uint64_t ws,
-                                              uint32_t al_a, uint32_t al_b, uint32_t al_c, uint32_t al_d,
-                                              cublasLtMatmulAlgo_t *algo, int *found)
+/* Up to want algorithms from the heuristic for (desc, A', B', D' as C' and
+ * D'), at most ws workspace bytes, with the operands' alignments in bytes
+ * (al_*: cuBLASLt's A' = our b, B' = our a), best first, into res; *n_res
+ * of them usable (state SUCCESS and within ws). *n_res = 0 (and SUCCESS)
+ * when cuBLASLt has none for it: "no algorithm for this configuration" is
+ * an answer, not an error. */
+static inline cublasStatus_t f8i_lt_candidates(cublasLtHandle_t lt, cublasLtMatmulDesc_t desc,
+                                               cublasLtMatrixLayout_t lay_a, cublasLtMatrixLayout_t lay_b,
+                                               cublasLtMatrixLayout_t lay_d, uint64_t ws, uint32_t al_a, uint32_t al_b,
+                                               uint32_t al_c, uint32_t al_d, int want,
+                                               cublasLtMatmulHeuristicResult_t *res, int *n_res)
 {
-    *found = 0;
+    *n_res = 0;
     cublasLtMatmulPreference_t pref = NULL;
     cublasStatus_t st = cublasLtMatmulPreferenceCreate(&pref);
     if (st != CUBLAS_STATUS_SUCCESS) return st;
@@ -79,18 +89,31 @@ static inline cublasStatus_t f8i_lt_heuristic(cublasLtHandle_t lt, cublasLtMatmu
         st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes,
                                                   sizeof schemes);
     if (st == CUBLAS_STATUS_SUCCESS) {
-        cublasLtMatmulHeuristicResult_t res;
-        int n_res = 0;
-        memset(&res, 0, sizeof res);
-        st = cublasLtMatmulAlgoGetHeuristic(lt, desc, lay_a, lay_b, lay_d, lay_d, pref, 1, &res, &n_res);
-        if (st == CUBLAS_STATUS_SUCCESS && n_res > 0 && res.state == CUBLAS_STATUS_SUCCESS && res.workspaceSize <= ws) {
-            *algo = res.algo;
-            *found = 1;
-        }
+        int got = 0;
+        memset(res, 0, sizeof *res * (size_t)want);
+        st = cublasLtMatmulAlgoGetHeuristic(lt, desc, lay_a, lay_b, lay_d, lay_d, pref, want, res, &got);
+        if (st == CUBLAS_STATUS_SUCCESS)
+            for (int i = 0; i < got; i++)
+                if (res[i].state == CUBLAS_STATUS_SUCCESS && res[i].workspaceSize <= ws) res[(*n_res)++] = res[i];
         if (st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE || st == CUBLAS_STATUS_ARCH_MISMATCH)
             st = CUBLAS_STATUS_SUCCESS;
     }
     cublasLtMatmulPreferenceDestroy(pref);
+    return st;
+}
+
+/* The heuristic's first algorithm (f8i_lt_candidates), *found = 0 when it
+ * has none. */
+static inline cublasStatus_t f8i_lt_heuristic(cublasLtHandle_t lt, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t lay_a,
+                                              cublasLtMatrixLayout_t lay_b, cublasLtMatrixLayout_t lay_d, uint64_t ws,
+                                              uint32_t al_a, uint32_t al_b, uint32_t al_c, uint32_t al_d,
+                                              cublasLtMatmulAlgo_t *algo, int *found)
+{
+    cublasLtMatmulHeuristicResult_t res;
+    int n = 0;
+    const cublasStatus_t st = f8i_lt_candidates(lt, desc, lay_a, lay_b, lay_d, ws, al_a, al_b, al_c, al_d, 1, &res, &n);
+    *found = st == CUBLAS_STATUS_SUCCESS && n > 0;
+    if (*found) *algo = res.algo;
     return st;
 }
 
@@ -157,6 +180,82 @@ static inline f8_status f8i_lt_matmul(f8_ctx *ctx, const f8i_lt_call *call, cons
         return f8i_error(ctx, F8_ERR_CUBLAS, "%s %lldx%lldx%lld: cublasLtMatmul: %s", who, (long long)m, (long long)n,
                          (long long)k, cublasLtGetStatusName(st));
     F8I_COUNT_LAUNCHES(ctx, 1);
+    return F8_OK;
+}
+
+/* GEMM tuning (f8_ctx_set_gemm_tune): the heuristic's first
+ * F8I_LT_TUNE_CANDIDATES algorithms timed on the call, F8I_LT_TUNE_REPS
+ * matmuls each after one untimed; a temporary D for calls that read D
+ * (beta 1) only up to F8I_LT_TUNE_TEMP_MAX bytes. */
+#define F8I_LT_TUNE_CANDIDATES 8
+#define F8I_LT_TUNE_REPS 3
+#define F8I_LT_TUNE_TEMP_MAX ((size_t)64 << 20)
+
+/* Tune call's algorithm (*call->algo is the heuristic's first, al_* its
+ * query's alignments, d_bytes D's size): on return *algo is the fastest of
+ * the candidates (the heuristic's order breaks ties) and *done = 1, or, in
+ * a graph capture (no timing there: nothing runs), *done = 0 and *algo is
+ * unchanged. Timing writes call->d only when the call has no C (beta 0: the
+ * call overwrites all of D after); with a C (the accumulate, an addend) the
+ * candidates run on a zeroed temporary D, or not at all past
+ * F8I_LT_TUNE_TEMP_MAX or if it cannot be allocated (*done = 1, the
+ * heuristic's choice kept). Synchronizes the stream; the timing launches
+ * are not counted. */
+static inline f8_status f8i_lt_tune(f8_ctx *ctx, const f8i_lt_call *call, size_t d_bytes, uint32_t al_a, uint32_t al_b,
+                                    uint32_t al_c, uint32_t al_d, cublasLtMatmulAlgo_t *algo, int *done)
+{
+    *done = 0;
+    cudaStream_t s = f8i_stream(ctx);
+    cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+    F8I_TRY(f8i_cuda_check(ctx, cudaStreamIsCapturing(s, &cap), "gemm tuning: cudaStreamIsCapturing"));
+    if (cap != cudaStreamCaptureStatusNone) return F8_OK;
+    *done = 1;
+    void *handle = NULL, *ws = NULL;
+    size_t ws_bytes = 0;
+    F8I_TRY(f8i_cuda_gemm_lt(ctx, &handle, &ws, &ws_bytes));
+    cublasLtMatmulHeuristicResult_t res[F8I_LT_TUNE_CANDIDATES];
+    int n = 0;
+    cublasStatus_t st = f8i_lt_candidates((cublasLtHandle_t)handle, call->desc, call->lay_a, call->lay_b, call->lay_d,
+                                          ws_bytes, al_a, al_b, al_c, al_d, F8I_LT_TUNE_CANDIDATES, res, &n);
+    if (st != CUBLAS_STATUS_SUCCESS)
+        return f8i_error(ctx, F8_ERR_CUBLAS, "gemm tuning: cublasLtMatmulAlgoGetHeuristic: %s", cublasLtGetStatusName(st));
+    if (n < 2) return F8_OK;
+    void *d = call->d, *temp = NULL;
+    if (call->c) {
+        if (d_bytes > F8I_LT_TUNE_TEMP_MAX) return F8_OK;
+        if (cudaMalloc(&temp, d_bytes) != cudaSuccess) {
+            (void)cudaGetLastError(); /* no room: keep the heuristic's choice */
+            return F8_OK;
+        }
+        d = temp;
+    }
+    cudaEvent_t ev[2] = {NULL, NULL};
+    cudaError_t err = temp ? cudaMemsetAsync(temp, 0, d_bytes, s) : cudaSuccess;
+    if (err == cudaSuccess) err = cudaEventCreate(&ev[0]);
+    if (err == cudaSuccess) err = cudaEventCreate(&ev[1]);
+    const float alpha = 1.0f, beta = call->c ? 1.0f : 0.0f;
+    float best = 0.0f;
+    int chosen = -1;
+    for (int i = 0; i < n && err == cudaSuccess; i++) {
+        st = CUBLAS_STATUS_SUCCESS;
+        for (int r = 0; r <= F8I_LT_TUNE_REPS && st == CUBLAS_STATUS_SUCCESS; r++) {
+            if (r == 1) err = cudaEventRecord(ev[0], s);
+            st = cublasLtMatmul((cublasLtHandle_t)handle, call->desc, &alpha, call->b, call->lay_a, call->a, call->lay_b,
+                                &beta, d, call->lay_d, d, call->lay_d, &res[i].algo, ws, ws_bytes, s);
+        }
+        if (st != CUBLAS_STATUS_SUCCESS) continue; /* this candidate refuses the call: not a choice */
+        float ms = 0.0f;
+        err = cudaEventRecord(ev[1], s);
+        if (err == cudaSuccess) err = cudaEventSynchronize(ev[1]);
+        if (err == cudaSuccess) err = cudaEventElapsedTime(&ms, ev[0], ev[1]);
+        if (err == cudaSuccess && (chosen < 0 || ms < best)) best = ms, chosen = i;
+    }
+    if (err == cudaSuccess) err = cudaStreamSynchronize(s);
+    for (int i = 0; i < 2; i++)
+        if (ev[i]) cudaEventDestroy(ev[i]);
+    if (temp) cudaFree(temp);
+    if (err != cudaSuccess) return f8i_cuda_check(ctx, err, "gemm tuning");
+    if (chosen >= 0) *algo = res[chosen].algo, ctx->gemm_tuned++;
     return F8_OK;
 }
 

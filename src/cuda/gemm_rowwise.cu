@@ -66,6 +66,7 @@ struct f8i_rowwise_plan {
     cublasLtMatrixLayout_t lay_b;  /* cuBLASLt's B' = our a */
     cublasLtMatrixLayout_t lay_d;  /* C' = D' */
     cublasLtMatmulAlgo_t algo;
+    int tuned;                     /* f8_ctx_set_gemm_tune has chosen algo */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -179,8 +180,9 @@ static f8_status plan_build(f8_ctx *ctx, const f8i_rowwise_gemm_args *g, f8i_row
     cublasStatus_t st = cublasLtMatrixLayoutCreate(&p->lay_a, f8i_lt_type(g->b_dtype), k, n, g->k);
     if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatrixLayoutCreate(&p->lay_b, f8i_lt_type(g->a_dtype), k, m, g->k);
     if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatrixLayoutCreate(&p->lay_d, f8i_lt_type(g->d_dtype), n, m, g->n);
-    const uint32_t al_a = 1u << f8i_lt_align_log2(g->b), al_b = 1u << f8i_lt_align_log2(g->a);
-    const uint32_t al_d = 1u << f8i_lt_align_log2(g->d), al_c = 1u << f8i_lt_align_log2(g->c ? g->c : g->d);
+    uint32_t al[4];
+    f8i_lt_query_aligns(g->a, g->b, g->c, g->d, al);
+    const uint32_t al_a = al[0], al_b = al[1], al_c = al[2], al_d = al[3];
     /* a BF16 bias fused if the heuristic takes it, else the bias kernel after */
     for (int fuse = g->bias && g->bias_dtype == F8_DTYPE_BF16; fuse >= 0 && st == CUBLAS_STATUS_SUCCESS; fuse--) {
         if (p->desc) cublasLtMatmulDescDestroy(p->desc);
@@ -274,6 +276,12 @@ static f8_status run_lt(f8_ctx *ctx, f8i_rowwise_plan *p, const f8i_rowwise_gemm
         return f8i_error(ctx, F8_ERR_CUBLAS, "rowwise gemm %lldx%lldx%lld: setting the scale and bias pointers: %s",
                          (long long)g->m, (long long)g->n, (long long)g->k, cublasLtGetStatusName(st));
     const f8i_lt_call call = {p->desc, p->lay_a, p->lay_b, p->lay_d, &p->algo, g->a, g->b, g->c, g->d};
+    if (ctx->gemm_tune && !p->tuned) {
+        uint32_t al[4];
+        f8i_lt_query_aligns(g->a, g->b, g->c, g->d, al);
+        const size_t d_bytes = (size_t)g->m * (size_t)g->n * f8_dtype_size(g->d_dtype);
+        F8I_TRY(f8i_lt_tune(ctx, &call, d_bytes, al[0], al[1], al[2], al[3], &p->algo, &p->tuned));
+    }
     F8I_TRY(f8i_lt_matmul(ctx, &call, "rowwise gemm", g->m, g->n, g->k, refused));
     if (*refused) return F8_OK;
     if (!g->bias || p->fused_bias) return F8_OK;
