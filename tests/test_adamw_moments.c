@@ -728,8 +728,9 @@ static void test_config_memory(f8_ctx *ctx)
     f8_ctx_free(ctx, p.data), f8_ctx_free(ctx, g.data);
 }
 
-/* The library's E4M3 decode and stochastic encode of the moments
- * (adamw_moments.h: integer forms, cheap on the GPU) against this file's
+/* The moments' E4M3 load (f8i_adamw_m_from_fp8 with scale_inv 1: numerics.h's
+ * f8i_fp8_decode, built from the code's bits) and stochastic encode
+ * (adamw_moments.h: integer form, cheap on the GPU) against this file's
  * FP64 definitions: every code's value, and the rounding of FP32 values
  * swept over [0, 448) in steps of bit patterns (finer through FP32's own
  * subnormals), each with random bits,
@@ -739,7 +740,7 @@ static void test_encode_definition(void)
 {
     int bad_dec = 0;
     for (int c = 0; c < 256; c++) {
-        const float got = f8i_adamw_e4m3_value((uint8_t)c);
+        const float got = f8i_adamw_m_from_fp8((uint8_t)c, 1.0f);
         const int nan = (c & 0x7F) == 0x7F;
         bad_dec += nan ? !isnan(got) : (double)got != e4m3_value(c) || !signbit(got) != !(c & 0x80);
     }

@@ -76,19 +76,26 @@ F8I_HD uint8_t f8i_fp8_encode(float x, int e5m2)
     return (uint8_t)(sign | code);
 }
 
-/* FP8 code -> its exact FP32 value. */
+/* FP8 code -> its exact FP32 value, built from the code's bits: a normal
+ * code's exponent rebiased into FP32's above its mantissa, a subnormal's
+ * mantissa times the format's smallest subnormal (one exact multiply, its
+ * result normal in FP32). A NaN code (E4M3 S.1111.111, E5M2 S.11111.mm with
+ * mm != 0) gives the quiet NaN 0x7FC00000 whatever its sign; E5M2 S.11111.00
+ * gives +-inf. No ldexpf: kernels decode one or two codes an element (GEMM
+ * tiles, AdamW's FP8 moments), and on the GPU ldexpf was most of the FP8
+ * moments update's time (bench/RESULTS.md). */
 F8I_HD float f8i_fp8_decode(uint8_t b, int e5m2)
 {
-    const int mbits = e5m2 ? 2 : 3;
-    const int bias = e5m2 ? 15 : 7;
-    const uint32_t emask = e5m2 ? 0x1Fu : 0xFu;
-    uint32_t e = ((uint32_t)b >> mbits) & emask;
-    uint32_t m = (uint32_t)b & ((1u << mbits) - 1u);
-    float s = (b & 0x80u) ? -1.0f : 1.0f;
-    if (e5m2 && e == 0x1Fu) return m ? f8i_bits_float(0x7FC00000u) : s * INFINITY;
-    if (!e5m2 && e == 0xFu && m == 7u) return f8i_bits_float(0x7FC00000u);
-    if (e == 0) return s * ldexpf((float)m, 1 - bias - mbits);
-    return s * ldexpf((float)((1u << mbits) | m), (int)e - bias - mbits);
+    const uint32_t mbits = e5m2 ? 2u : 3u;
+    const uint32_t bias = e5m2 ? 15u : 7u;
+    const uint32_t emax = e5m2 ? 0x1Fu : 0xFu;
+    const uint32_t e = ((uint32_t)b >> mbits) & emax;
+    const uint32_t m = (uint32_t)b & ((1u << mbits) - 1u);
+    const uint32_t sign = ((uint32_t)b & 0x80u) << 24;
+    if (e == emax && (e5m2 ? m != 0u : m == 7u)) return f8i_bits_float(0x7FC00000u);
+    if (e == emax && e5m2) return f8i_bits_float(sign | 0x7F800000u);
+    if (e == 0u) return f8i_bits_float(sign | f8i_float_bits((float)m * (e5m2 ? 0x1p-16f : 0x1p-9f)));
+    return f8i_bits_float(sign | (e + 127u - bias) << 23 | m << (23u - mbits));
 }
 
 /* The scale of current scaling (backend.h's f8i_amax_scale_args), the same

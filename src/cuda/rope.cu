@@ -66,22 +66,6 @@ static __global__ void __launch_bounds__(ROPE_THREADS) rope_kernel(f8i_rope_args
     }
 }
 
-/* The 16-byte chunk q as VEC floats (VEC = 16 / sizeof(T)). */
-template <typename T>
-static __device__ __forceinline__ void rope_unpack(const uint4 &q, float (&v)[16 / sizeof(T)])
-{
-    const uint32_t w[4] = {q.x, q.y, q.z, q.w};
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-        if constexpr (sizeof(T) == 2) {
-            v[2 * k] = f8i_bf16_to_float((uint16_t)(w[k] & 0xFFFFu));
-            v[2 * k + 1] = f8i_bf16_to_float((uint16_t)(w[k] >> 16));
-        } else {
-            v[k] = __uint_as_float(w[k]);
-        }
-    }
-}
-
 template <typename T>
 static __device__ __forceinline__ uint4 rope_pack(const float (&v)[16 / sizeof(T)])
 {
@@ -144,9 +128,11 @@ static __global__ void __launch_bounds__(ROPE_THREADS) rope_vec_kernel(f8i_rope_
 #pragma unroll
         for (int u = 0; u < ROPE_UNROLL; ++u) {
             if (h0 + u * ROPE_LANES < heads) {
+                const uint32_t w1[4] = {q1[u].x, q1[u].y, q1[u].z, q1[u].w};
+                const uint32_t w2[4] = {q2[u].x, q2[u].y, q2[u].z, q2[u].w};
                 float x1[VEC], x2[VEC], y1[VEC], y2[VEC];
-                rope_unpack<T>(q1[u], x1);
-                rope_unpack<T>(q2[u], x2);
+                decode16<sizeof(T) == 2>(w1, x1);
+                decode16<sizeof(T) == 2>(w2, x2);
 #pragma unroll
                 for (int k = 0; k < VEC; ++k) {
                     y1[k] = __fsub_rn(__fmul_rn(x1[k], c[k]), __fmul_rn(x2[k], s[k]));

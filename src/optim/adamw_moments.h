@@ -42,28 +42,14 @@
  * all-zero block; the shared current-scaling expression with pow2 on). */
 F8I_HD float f8i_adamw_fp8_scale(float amax) { return f8i_current_scale(amax, 1.0f, F8I_ADAMW_FP8_MAX, 1); }
 
-/* An E4M3 code's value, built from its bits: the format's exponent rebiased
- * into FP32's (normal codes) or the 3-bit mantissa times 2^-9 (subnormal
- * codes, one exact multiply). The same value as numerics.h's
- * f8i_fp8_decode, NaN (0x7F, 0xFF) included, without its ldexpf: the
- * moments decode two codes an element, and on the GPU the ldexpf was most
- * of the FP8 update's time. */
-F8I_HD float f8i_adamw_e4m3_value(uint8_t code)
-{
-    const uint32_t e = (code >> 3) & 15u, m = code & 7u, sign = (uint32_t)(code & 0x80u) << 24;
-    if (e == 15u && m == 7u) return f8i_bits_float(0x7FC00000u);
-    if (e == 0u) return f8i_bits_float(sign | f8i_float_bits((float)m * 0x1p-9f));
-    return f8i_bits_float(sign | (e + 120u) << 23 | m << 20);
-}
-
 /* m from its E4M3 code and its block's scale_inv (exact). */
-F8I_HD float f8i_adamw_m_from_fp8(uint8_t code, float scale_inv) { return f8i_adamw_e4m3_value(code) * scale_inv; }
+F8I_HD float f8i_adamw_m_from_fp8(uint8_t code, float scale_inv) { return f8i_fp8_decode(code, 0) * scale_inv; }
 
 /* v from the E4M3 code of sqrt(v) and its block's scale_inv: s = code·scale_inv
  * (exact), v = s·s (one FP32 rounding, exact unless it underflows). */
 F8I_HD float f8i_adamw_v_from_fp8(uint8_t code, float scale_inv)
 {
-    const float s = f8i_adamw_e4m3_value(code) * scale_inv;
+    const float s = f8i_fp8_decode(code, 0) * scale_inv;
     return s * s;
 }
 
