@@ -35,7 +35,7 @@ static void same_as_off(int llama, const char *recipe, int graph, int which)
     trainer *a = run_steps(&o, STEPS, off, &peak_off);
     o.recompute_act = which & 1;
     o.recompute_proj_input = (which >> 1) & 1;
-    o.weight_transpose_per_call = (which >> 2) & 1;
+    o.weight_transpose_per_call = (which >> 2) & 1 ? TRAIN_RECOMPUTE_ALL : 0;
     trainer *b = run_steps(&o, STEPS, on, &peak_on);
     const char *what = llama ? "llama" : "gpt";
     CHECK(memcmp(off, on, sizeof off) == 0, "%s, %s, graph %d, %s: losses differ (%.9g vs %.9g)", what, recipe, graph,

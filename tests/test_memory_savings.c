@@ -72,7 +72,7 @@ static const char *const SAVING_NAME[SAVINGS] = {"--recompute-act", "--weight-tr
 static void set_saving(train_options *o, saving k, int on)
 {
     if (k == ACT) o->recompute_act = on;
-    else if (k == TRANSPOSE) o->weight_transpose_per_call = on;
+    else if (k == TRANSPOSE) o->weight_transpose_per_call = on ? TRAIN_RECOMPUTE_ALL : 0;
     else o->recompute_proj_input = on;
 }
 

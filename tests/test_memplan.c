@@ -95,8 +95,15 @@ static void test_plans(void)
     o.fp8 = 0;
     check_config("batch 8, --recompute-act on, no FP8", o);
     o = base;
-    o.weight_transpose_per_call = 1;
+    o.weight_transpose_per_call = TRAIN_RECOMPUTE_ALL;
     check_config("--weight-transpose-per-call on", o);
+    o.fp8_head = 1;
+    check_config("the same, --fp8-head on", o);
+    o = base;
+    o.weight_transpose_per_call = 1; /* the first block of 3 */
+    check_config("--weight-transpose-per-call 1", o);
+    o.weight_transpose_per_call = 2;
+    check_config("--weight-transpose-per-call 2", o);
     o.fp8_head = 1;
     check_config("the same, --fp8-head on", o);
     o = base;

@@ -153,7 +153,7 @@ static f8_status create_blocks(gpt *m, f8_ctx *init)
         qc.fp8_weights = c->fp8_weights;
         qc.recompute_norm_output = c->recompute_norm;
         qc.fuse_wgrad_accumulation = c->grad_fp32; /* the main grads: param_main_grads_create */
-        qc.weight_transpose_per_call = c->wt_per_call;
+        qc.weight_transpose_per_call = l < c->wt_per_call;
         f8_linear_config pc = f8_linear_config_default(C, C);
         pc.param_dtype = c->dtype;
         pc.fp8 = c->fp8;
@@ -161,7 +161,7 @@ static f8_status create_blocks(gpt *m, f8_ctx *init)
         pc.seed = module_seed(c, l, 2);
         pc.fp8_weights = c->fp8_weights;
         pc.fuse_wgrad_accumulation = c->grad_fp32;
-        pc.weight_transpose_per_call = c->wt_per_call;
+        pc.weight_transpose_per_call = l < c->wt_per_call;
         pc.recompute_input_cast = c->recompute_proj;
         f8_layernorm_mlp_config mc = f8_layernorm_mlp_config_default(C, 4 * C);
         mc.param_dtype = c->dtype;
@@ -172,7 +172,7 @@ static f8_status create_blocks(gpt *m, f8_ctx *init)
         mc.recompute_norm_output = c->recompute_norm;
         mc.fuse_wgrad_accumulation = c->grad_fp32;
         mc.recompute_activation = c->recompute_act;
-        mc.weight_transpose_per_call = c->wt_per_call;
+        mc.weight_transpose_per_call = l < c->wt_per_call;
         if (m->tp) { /* the full block as one rank makes it, this rank's shard kept */
             f8_layernorm_linear_config fq = qc;
             f8_linear_config fp = pc;
@@ -362,7 +362,7 @@ f8_status gpt_create_tp(f8_ctx *ctx, const gpt_config *config, f8_comm *tp, int 
      * --fp8-head casts it too (its GEMMs are a quarter of a 124M step's FLOPs). */
     hc.fp8 = c->fp8 && c->fp8_head;
     hc.fuse_wgrad_accumulation = c->grad_fp32; /* wte's gradient: the head's and the embedding's, in FP32 */
-    hc.weight_transpose_per_call = c->wt_per_call;
+    hc.weight_transpose_per_call = c->wt_per_call >= c->layers && c->wt_per_call > 0;
     m->head_rows = gpt_head_rows(c, 0); /* tokens per LM-head pass */
     hc.max_tokens = m->head_rows;
     hc.seed = c->seed * 2654435761u + 7;

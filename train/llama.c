@@ -126,7 +126,7 @@ static void block_configs(const gpt *m, int64_t l, f8_layernorm_linear_config *q
     qc->recompute_norm_output = c->recompute_norm;
     qc->fp8_weights = c->fp8_weights; /* scale 1 at creation; gpt_create writes them from their masters */
     qc->fuse_wgrad_accumulation = c->grad_fp32; /* the main grads: param_main_grads_create */
-    qc->weight_transpose_per_call = c->wt_per_call;
+    qc->weight_transpose_per_call = l < c->wt_per_call;
     *pc = f8_linear_config_default(C, C);
     pc->bias = 0;
     pc->param_dtype = c->dtype;
@@ -135,7 +135,7 @@ static void block_configs(const gpt *m, int64_t l, f8_layernorm_linear_config *q
     pc->seed = llama_module_seed(c, l, 2);
     pc->fuse_wgrad_accumulation = c->grad_fp32;
     pc->fp8_weights = c->fp8_weights;
-    pc->weight_transpose_per_call = c->wt_per_call;
+    pc->weight_transpose_per_call = l < c->wt_per_call;
     pc->recompute_input_cast = c->recompute_proj;
     *mc = f8_layernorm_mlp_config_default(C, c->ffn);
     mc->bias = 0;
@@ -149,7 +149,7 @@ static void block_configs(const gpt *m, int64_t l, f8_layernorm_linear_config *q
     mc->fuse_wgrad_accumulation = c->grad_fp32;
     mc->fp8_weights = c->fp8_weights;
     mc->recompute_activation = c->recompute_act;
-    mc->weight_transpose_per_call = c->wt_per_call;
+    mc->weight_transpose_per_call = l < c->wt_per_call;
 }
 
 /* Block l's entries of the parameter table over the modules qkv, proj, mlp
@@ -335,7 +335,7 @@ f8_status llama_create_tp(f8_ctx *ctx, const gpt_config *c, f8_comm *tp, int sp,
     hc.param_dtype = c->dtype;
     hc.fp8 = c->fp8 && c->fp8_head;
     hc.fuse_wgrad_accumulation = c->grad_fp32; /* a tied wte's gradient: the head's and the embedding's, in FP32 */
-    hc.weight_transpose_per_call = c->wt_per_call;
+    hc.weight_transpose_per_call = c->wt_per_call >= c->layers && c->wt_per_call > 0;
     m->head_rows = gpt_head_rows(c, 0);
     hc.max_tokens = m->head_rows;
     hc.seed = c->seed * 2654435761u + 17;

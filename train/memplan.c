@@ -84,6 +84,10 @@ f8_status mem_plan_make(const gpt_config *c, const mem_plan_run *r, mem_plan *p,
     c1.layers = 1, c1.recompute_blocks = 0;
     c2.layers = 2, c2.recompute_blocks = 0;
     c2r.layers = 2, c2r.recompute_blocks = 2;
+    /* --weight-transpose-per-call N: the probes' blocks all make their own (the workspace's growth); the
+     * transposes of the other L - N blocks are counted below */
+    c1.wt_per_call = c->wt_per_call > 0 ? 1 : 0;
+    c2.wt_per_call = c2r.wt_per_call = c->wt_per_call > 0 ? 2 : 0;
     const int rc_probe = r->tp <= 1;
     TRY(measure(&r->ctx, &c1, r->moments, &one, &base, err, n));
     TRY(measure(&r->ctx, &c2, r->moments, &two, &base, err, n));
@@ -112,20 +116,26 @@ f8_status mem_plan_make(const gpt_config *c, const mem_plan_run *r, mem_plan *p,
      * k and v of H and G heads), proj C², fc1 (SwiGLU, 2F) and fc2 3·C·F */
     const double kv = (double)(c->kv_heads > 0 ? c->kv_heads : c->heads), W = ((double)c->heads + 2 * kv) * C / (double)c->heads;
     const double per_block = c->llama ? C * W + C * C + 3 * C * (double)c->ffn : 12 * C * C;
-    const double transposes = c->fp8 && !block ? L * per_block / tp + (c->fp8_head ? (double)c->padded_vocab * C : 0) : 0;
-    /* --weight-transpose-per-call: none cached (the workspace's growth is in the probes' scratch); what it
-     * would save otherwise, less that growth (the largest weight: the head's with --fp8-head, else fc1's
-     * or fc2's) */
+    const double head_t = c->fp8_head ? (double)c->padded_vocab * C : 0;
+    const double transposes = c->fp8 && !block ? L * per_block / tp + head_t : 0;
+    /* --weight-transpose-per-call N: the blocks past the first N keep theirs, and the head unless N = L
+     * (the workspace's growth is in the probes' scratch, whose blocks all make their own) */
+    const double nw = c->wt_per_call > 0 ? (double)c->wt_per_call : 0;
+    const double cached = !c->wt_per_call ? transposes
+                          : c->fp8 && !block && nw < L ? (L - nw) * per_block / tp + head_t : 0;
+    /* what "on" would save: the cached transposes, less the workspace's growth if it has none yet (the
+     * largest weight: the head's with --fp8-head, else fc1's or fc2's) */
     const double largest = c->fp8_head ? (double)c->padded_vocab * C
                                        : (c->llama ? (2 * (double)c->ffn > W ? 2 * (double)c->ffn : W) * C : 4 * C * C) / tp;
     if (!c->wt_per_call && transposes > largest) p->transposes = transposes - largest;
+    else if (c->wt_per_call && cached > 0) p->transposes = cached;
     p->bytes[PLAN_WEIGHTS] = mem[F8_MEM_PARAMETERS] + one.wpe;
     /* --grad-dtype fp32: the main grads beside the modules' own gradients (the probes' fused modules hold
      * those of their biases and norm weights only: a GEMM weight's is its main grad), the blocks' shared
      * over tp ranks */
     const double main_grads = one.main_grads + (L - 1) * (two.main_grads - one.main_grads) / tp;
     p->bytes[PLAN_GRADIENTS] = mem[F8_MEM_GRADIENTS] + one.dwpe + main_grads;
-    p->bytes[PLAN_WORKSPACES] = mem[F8_MEM_WORKSPACE_DATA] + mem[F8_MEM_WORKSPACE_TRANSPOSE] + (c->wt_per_call ? 0 : transposes);
+    p->bytes[PLAN_WORKSPACES] = mem[F8_MEM_WORKSPACE_DATA] + mem[F8_MEM_WORKSPACE_TRANSPOSE] + cached;
     p->bytes[PLAN_ACTIVATIONS] = mem[F8_MEM_SAVED_ACTIVATIONS] + mem[F8_MEM_OTHER] - one.wpe - one.dwpe;
     p->bytes[PLAN_SCRATCH] = mem[F8_MEM_SCRATCH];
     p->bytes[PLAN_OTHER] = mem[F8_MEM_SCALING_STATE] + (double)base.total;

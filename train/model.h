@@ -48,8 +48,9 @@ typedef struct gpt_config {
                              (recompute_activation, f8.h); not with block or row-wise scaling */
     int recompute_proj;   /* the projection's FP8 input cast again in backward from the kept attention
                              output, not saved (recompute_input_cast, f8.h); not with block scaling */
-    int wt_per_call;      /* no cached FP8 weight transposes: each backward makes its own
-                             (weight_transpose_per_call, f8.h); not with block or row-wise scaling */
+    int wt_per_call;      /* N in [0, layers]: the first N blocks keep no cached FP8 weight transposes,
+                             each backward makes its own (weight_transpose_per_call, f8.h); the LM head
+                             too when N = layers; not with block or row-wise scaling */
 } gpt_config;
 
 /* The rows of wpe: the most of seq and c->positions. */

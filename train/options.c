@@ -180,12 +180,14 @@ static const train_option_def OPTIONS[] = {
      "                       which the step keeps) to FP8 again in backward instead of saving its codes:\n"
      "                       tokens x channels bytes less per layer, one more cast each; bitwise the same\n"
      "                       (default off; not with --recipe block or rowwise)\n"},
-    {"--weight-transpose-per-call", NULL, OPT_ON_OFF, F(weight_transpose_per_call), 0, 0, WORDS(ON_OFF), NULL,
-     NULL,
-     "  --weight-transpose-per-call on|off  keep no transposed copy of the FP8 weights (the dgrad's\n"
+    {"--weight-transpose-per-call", NULL, OPT_BLOCKS, F(weight_transpose_per_call), 0, TRAIN_MAX_LAYERS, WORDS(ON_OFF),
+     NULL, NULL,
+     "  --weight-transpose-per-call N|on|off  keep no transposed copy of the FP8 weights (the dgrad's\n"
      "                       operand, a byte a weight: 1.13 GiB at 1.3B); each backward transposes the\n"
-     "                       codes into its workspace instead, a read and a write of a byte a weight;\n"
-     "                       bitwise the same (default off; not with --recipe block or rowwise)\n"},
+     "                       codes into its workspace instead, a read and a write of a byte a weight a\n"
+     "                       microbatch; N: the first N blocks only (a fraction of the memory for that\n"
+     "                       fraction of the cost); on: every block and the LM head; bitwise the same\n"
+     "                       (default off; not with --recipe block or rowwise)\n"},
     {"--recompute-blocks", NULL, OPT_BLOCKS, F(recompute_blocks), 0, TRAIN_MAX_LAYERS, WORDS(ON_OFF), NULL,
      NULL,
      "  --recompute-blocks N|on|off  keep only the input of the first N blocks and run their forward\n"

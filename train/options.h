@@ -40,9 +40,10 @@ typedef struct train_options {
     int recompute_proj_input; /* --recompute-proj-input: the attention projection's FP8 input cast again in
                                  backward from the kept attention output instead of saved (memory; bitwise
                                  the same; not with --recipe block or rowwise*) */
-    int weight_transpose_per_call; /* --weight-transpose-per-call: no cached FP8 weight transposes; each
-                                 backward makes its own (memory; bitwise the same; not with --recipe block
-                                 or rowwise*) */
+    int weight_transpose_per_call; /* --weight-transpose-per-call: no cached FP8 weight transposes in the
+                                 first N blocks (and the head with every block): each backward makes its
+                                 own (memory; bitwise the same; not with --recipe block or rowwise*); 0
+                                 off, TRAIN_RECOMPUTE_ALL (on) every block and the head, or N */
     int recompute_blocks;     /* --recompute-blocks: of the first N blocks only the input kept, their forward
                                  run again in the backward (recompute.h; bitwise the same; not with --tp);
                                  0 off, TRAIN_RECOMPUTE_ALL (on) every block, resolved against the layers

@@ -343,7 +343,13 @@ f8_status trainer_create(const train_options *opt, trainer **out, char *err, siz
         c.fp8_attention = t->o.fp8_attention;
         c.fp8_attention_backward = t->o.fp8_attention_backward;
         c.recompute_act = t->o.recompute_act;
-        c.wt_per_call = t->o.weight_transpose_per_call;
+        c.wt_per_call = t->o.weight_transpose_per_call == TRAIN_RECOMPUTE_ALL ? (int)c.layers
+                                                                              : t->o.weight_transpose_per_call;
+        if (st == F8_OK && c.wt_per_call > c.layers) {
+            snprintf(err, n, "--weight-transpose-per-call %d: the model has %lld blocks (on = all of them)",
+                     c.wt_per_call, (long long)c.layers);
+            st = F8_ERR_INVALID_ARGUMENT;
+        }
         c.recompute_proj = t->o.recompute_proj_input;
         c.head_chunk = t->o.head_chunk;
         c.llama = t->o.llama; /* the Llama family (llama.h) */
