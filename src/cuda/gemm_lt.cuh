@@ -187,7 +187,9 @@ static inline f8_status f8i_lt_matmul(f8_ctx *ctx, const f8i_lt_call *call, cons
  * F8I_LT_TUNE_CANDIDATES algorithms timed on the call, F8I_LT_TUNE_REPS
  * matmuls each after one untimed; a temporary D for calls that read D
  * (beta 1) only up to F8I_LT_TUNE_TEMP_MAX bytes. */
+#ifndef F8I_LT_TUNE_CANDIDATES /* a build may time more (bench/RESULTS.md: 8 against 32) */
 #define F8I_LT_TUNE_CANDIDATES 8
+#endif
 #define F8I_LT_TUNE_REPS 3
 #define F8I_LT_TUNE_TEMP_MAX ((size_t)64 << 20)
 
