@@ -8,24 +8,26 @@
  * Design note. Two paths, the same bits (both held to the CPU by
  * test_cuda_rowwise).
  *
- * Rows (out). One kernel, a warp per row: an fmaxf pass over the row
- * (exact and order-free, so the scale is the CPU's; 4 values per lane and
- * one word of 4 codes per store where the row pitch and pointers allow),
- * the scale from f8i_current_scale (numerics.h, the function the CPU
- * calls), then a second pass that writes the codes; the row's second read
- * comes from L1/L2.
+ * Rows (out). A row's scale needs its whole row: an fmaxf pass over the row
+ * (exact and order-free, so the scale is the CPU's), the scale from
+ * f8i_current_scale (numerics.h, the function the CPU calls), then a second
+ * pass, from L1/L2, that writes the codes (4 values a load and one word of
+ * 4 codes a store where the row pitch and pointers allow). With out_t and
+ * no dbias this pass also takes the column amaxes (rowwise_colmax_kernel,
+ * below); otherwise it is one kernel with a warp per row.
  *
  * Columns (out_t, and dbias). A column's scale needs the amax of all its
- * rows before any of its codes, so the column-wise copy is two kernels over
- * the same 2-D grid of 256-row x 128-column blocks (a warp per 32 rows, a
- * lane per 4 columns, 16-byte FP32 / 8-byte BF16 loads where the pitch
- * allows, else lane l on columns l + 32j):
- *  1. column amax: each lane keeps the max (and the dbias sum, in row
- *     order) of its 4 columns over its 32 rows; the block combines its 8
- *     warps in order, then one atomicMax of the float's bits per column
- *     into scale_inv_t (zeroed by the launch before: the row kernel, or a
- *     small kernel without out) — max is order-free, so this is exact —
- *     and one dbias partial per column per block into the workspace;
+ * rows before any of its codes, so the column-wise copy is an amax pass and
+ * a codes pass. The codes pass, and the amax pass where the row pass does
+ * not take the amaxes, run over the same 2-D grid of 256-row x 128-column
+ * blocks (a warp per 32 rows, a lane per 4 columns, 16-byte FP32 / 8-byte
+ * BF16 loads where the pitch allows, else lane l on columns l + 32j):
+ *  1. column amax (rwt_amax_kernel; with dbias, or without out): each lane
+ *     keeps the max (and the dbias sum, in row order) of its 4 columns over
+ *     its 32 rows; the block combines its 8 warps in order, then one
+ *     atomicMax of the float's bits per column into scale_inv_t — max is
+ *     order-free, so this is exact — and one dbias partial per column per
+ *     block into the workspace;
  *  2. codes: each lane turns its 4 columns' scales from those amaxes and
  *     codes its 32 x 4 values, 8 rows at a time; each batch's 8 codes of a
  *     column (8 consecutive bytes of out_t's row) go into a 32 KiB shared
@@ -35,10 +37,34 @@
  *  3. a small kernel then writes scale_inv_t = 1 / s over the amaxes (after
  *     kernel 2 has read them), and kernels_common.cuh's dbias_reduce_kernel
  *     sums the dbias partials in block order (deterministic).
- * So src is read twice by the column path (amax, codes) and once more by
- * the row path (whose second read is a cache hit), with cols/128 x rows/256
- * blocks in flight. Every launch is graph-legal (no allocation, no sync) and
- * every kernel returns at once on a set noop flag, so nothing is written.
+ * The amaxes accumulate in scale_inv_t from 0. The warp-per-row kernel
+ * zeroes it for kernel 1, the launch after it; an amax pass cannot zero
+ * what its own other blocks are adding to (no order between blocks of one
+ * launch), so before rowwise_colmax_kernel (and kernel 1 without out) a
+ * small kernel zeroes it. Every launch is graph-legal (no allocation, no
+ * sync) and every kernel returns at once on a set noop flag, so nothing is
+ * written.
+ *
+ * The row pass with the column amaxes. It reads every element anyway, so
+ * taking the column maxima there saves kernel 1's read of src: src comes
+ * from memory twice (row pass, codes pass) instead of three times. Its
+ * blocks stay resident (2 an SM) and go down the matrix in rounds, each
+ * taking an even share of a round's rows, so a column's max is kept in
+ * shared memory over many rows and leaves once a block: one atomicMax a
+ * column, skipped where scale_inv_t already holds as much (the word only
+ * grows). A row lies across tx threads (the fewest, a power of two >= 32,
+ * that cover its loads: short rows share a block), a column's slot of
+ * shared memory belongs to the one thread that loads it for its row slot,
+ * so the column maxima need no atomics; the row maxima, far fewer, cross
+ * the warps (a shuffle, then shared memory: two barriers a round). A
+ * thread holds as many rows in flight as fit 64 registers without spilling
+ * (6 BF16, 3 FP32), fewer where a block's round would pass 64 KiB of src:
+ * the round's second read then hits L1/L2 (2 x 132 x 64 KiB = 17 MB, inside
+ * an H100's L2). Shared memory is 4 bytes a column (32 KiB at 8192); past
+ * 16,384 columns the warp-per-row kernel and kernel 1 take the call. With
+ * dbias, kernel 1 stays: its partial sums' order (32 rows a lane in row
+ * order, then 8 warps in order, each 256-row tile) needs a 256-row tile in
+ * one block, which the row pass does not have.
  *
  * Why the codes kernel is built so. It moves 3 bytes an element (BF16) and
  * does a few instructions for it, so it is bound by memory, and what keeps
@@ -53,15 +79,15 @@
  * 128-byte lines, 8 times fewer requests. The batch loop is not unrolled so
  * that the compiler does not hoist every row's loads and spill.
  *
- * Both kernels walk their grid row-major (rwt_block), the amax kernel from
- * the last row tile back, the codes kernel from the first: the amax pass
- * then starts on the rows the row pass read last, and the codes pass on
- * the ones the amax pass read last, while the L2 still holds them (on an
- * H100, tens of MB: most or all of a tensor of C = 2048), where the stripe
- * order started each pass on what the pass before read first, long
- * evicted. Which block does which tile changes no result: dbias partials
- * go to their tile's slot and are summed in tile order, maxima and counts
- * are order-free.
+ * Kernels 1 and 2 walk their grid row-major (rwt_block), kernel 1 from the
+ * last row tile back, kernel 2 from the first after kernel 1 and from the
+ * last after rowwise_colmax_kernel (whose blocks walk their groups forward
+ * together): each pass then starts on the rows the pass before read last,
+ * while the L2 still holds them (on an H100, tens of MB: most or all of a
+ * tensor of C = 2048), where the stripe order started each pass on what the
+ * pass before read first, long evicted. Which block does which tile or
+ * group changes no result: dbias partials go to their tile's slot and are
+ * summed in tile order, maxima and counts are order-free.
  *
  * The former one-launch cast (column blocks owning a 32-column stripe over
  * all rows, walked twice) stays as f8i_cuda_cast_rowwise_stripes, for the
@@ -69,7 +95,7 @@
  * grid's y limit). The codes come from cvt.rn.satfinite of v * s (one FP32
  * multiply, -fmad=false), as cast.cu and block_cast.cu.
  *
- * amax and telemetry count each element once: from the row kernel when
+ * amax and telemetry count each element once: from the row pass when
  * there is out, else from the column kernels (amax from kernel 1, codes
  * from kernel 2); stats[0] is added by one counting block.
  */
@@ -284,14 +310,14 @@ static __device__ __forceinline__ void rwt_load(const f8i_rowwise_cast_args &p, 
 }
 
 /* This block's row tile and column stripe. The grid (row tiles, stripes) is
- * walked row-major (stripes fastest) from its last tile (BACK: the amax
- * pass) or its first (the codes pass), so each pass starts where the one
- * before it ended, on what the L2 still holds (design note). */
-template <int BACK>
-static __device__ __forceinline__ void rwt_block(int64_t &tile, int64_t &stripe)
+ * walked row-major (stripes fastest) from its last tile (back: the amax
+ * pass, and the codes pass after the row pass) or its first (the codes pass
+ * after the amax pass), so each pass starts where the one before it ended,
+ * on what the L2 still holds (design note). */
+static __device__ __forceinline__ void rwt_block(bool back, int64_t &tile, int64_t &stripe)
 {
     int64_t i = (int64_t)blockIdx.y * gridDim.x + blockIdx.x;
-    if (BACK) i = (int64_t)gridDim.x * gridDim.y - 1 - i;
+    if (back) i = (int64_t)gridDim.x * gridDim.y - 1 - i;
     tile = i / gridDim.y, stripe = i % gridDim.y;
 }
 
@@ -316,7 +342,7 @@ static __device__ __forceinline__ void rwt_load_batch(const f8i_rowwise_cast_arg
 /* Kernel 1: column amaxes (atomicMax of the bits into scale_inv_t, when
  * out_t), dbias partials (partial[tile * cols + c], when dbias) and,
  * without out, the tensor's amax. Grid (ceil(rows / 256), ceil(cols / 128)),
- * block (tile, stripe) from rwt_block<1>. */
+ * block (tile, stripe) from rwt_block(true, ..): from the last tile. */
 template <int BF16, int VEC>
 static __global__ void __launch_bounds__(RW_THREADS) rwt_amax_kernel(f8i_rowwise_cast_args p, float *partial)
 {
@@ -324,7 +350,7 @@ static __global__ void __launch_bounds__(RW_THREADS) rwt_amax_kernel(f8i_rowwise
     if (noop_set(p.noop)) return;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     int64_t tile, stripe;
-    rwt_block<1>(tile, stripe);
+    rwt_block(true, tile, stripe);
     const int64_t c0 = stripe * RWT_COLS, r0 = tile * RWT_ROWS + warp * RWT_WARP_ROWS;
     const int64_t nr = p.rows - r0; /* rows of this warp: min(32, nr), none when nr <= 0 */
     float m[4] = {0.0f, 0.0f, 0.0f, 0.0f}, sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -370,22 +396,22 @@ static __device__ __forceinline__ int rwt_swizzle(int col)
  * loads holds twice the registers, so 3 (85). */
 #define RWT_CODES_BLOCKS(BF16) ((BF16) ? 4 : 3)
 
-/* Kernel 2: out_t's codes. Block (tile, stripe) from rwt_block<0>; lane l of
+/* Kernel 2: out_t's codes. Block (tile, stripe) from rwt_block(back); lane l of
  * warp w codes columns rwt_local(l, j) of rows tile * 256 + 32w .. + 31 and
  * puts each batch's 8 codes of a column (one 8-byte half chunk) into the
  * shared tile; then thread t writes chunk t & 15 of tile rows t / 16 + 16i,
  * so a warp stores two 256-byte runs of out_t rows. Counts the telemetry
  * when there is no out (count). Same grid as kernel 1; w_t: the access width
- * of out_t's rows (16 at most). */
+ * of out_t's rows (16 at most); back: the walk, from the pass before. */
 template <int BF16, int E5M2, int VEC>
 static __global__ void __launch_bounds__(RW_THREADS, RWT_CODES_BLOCKS(BF16))
-    rwt_codes_kernel(f8i_rowwise_cast_args p, int w_t)
+    rwt_codes_kernel(f8i_rowwise_cast_args p, int w_t, int back)
 {
     __shared__ uint4 tile_t[RWT_COLS][RWT_CHUNKS];
     if (noop_set(p.noop)) return;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     int64_t tile, stripe;
-    rwt_block<0>(tile, stripe);
+    rwt_block(back != 0, tile, stripe);
     const int64_t c0 = stripe * RWT_COLS, rb = tile * RWT_ROWS, r0 = rb + warp * RWT_WARP_ROWS;
     const int64_t nr = p.rows - r0;
     const bool count = p.out == NULL && p.stats != NULL; /* uniform */
@@ -452,12 +478,210 @@ static __global__ void rwt_finish_kernel(f8i_rowwise_cast_args p)
     if (c < p.cols) p.scale_inv_t[c] = 1.0f / f8i_current_scale(p.scale_inv_t[c], 1.0f, p.scaled_max, p.pow2);
 }
 
-/* Kernel 0 without out: scale_inv_t = 0 (kernel 1's atomicMax start). */
+/* Kernel 0, without out or before rowwise_colmax_kernel: scale_inv_t = 0,
+ * the start of the amaxes' atomicMax. */
 static __global__ void rwt_zero_kernel(f8i_rowwise_cast_args p)
 {
     if (noop_set(p.noop)) return;
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < p.cols) p.scale_inv_t[i] = 0.0f;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The row pass that also takes the column amaxes (out and out_t, no dbias)   */
+/* ------------------------------------------------------------------------ */
+
+#define RWC_THREADS 512                /* block */
+#define RWC_WARPS (RWC_THREADS / 32)
+#define RWC_BLOCKS_PER_SM 2            /* the grid: each resident block over its share of the row groups */
+#define RWC_GROUP_BYTES (64 * 1024)    /* src bytes of a block's round at most: its second read hits L1/L2 */
+#define RWC_MAX_COLS 16384             /* the column maxima in shared memory: 64 KiB */
+#define RWC_MAX_ROWS 8                 /* rows a thread holds at once, at most (the red and scale arrays) */
+/* A load's words (VEC: 4 values, 8 bytes BF16 or 16 FP32; else one value)
+ * and the rows a thread holds at once, each row's load in flight together:
+ * as many as fit 64 registers without spilling (ptxas -v: BF16 spills at 8,
+ * FP32 at 4), so VEC keeps 48 bytes a thread in flight. */
+#define RWC_WORDS(BF16, VEC) ((VEC) ? ((BF16) ? 2 : 4) : 1)
+#define RWC_ROWS(BF16, VEC) ((VEC) ? ((BF16) ? 6 : 3) : RWC_MAX_ROWS)
+
+/* The raw words of the load at q (VEC: the caller checked the alignment),
+ * and the values they hold (4, VEC; else 1). */
+template <int BF16, int VEC>
+static __device__ __forceinline__ void rwc_load(const char *q, uint32_t (&w)[RWC_WORDS(BF16, VEC)])
+{
+    if constexpr (VEC && BF16) {
+        const uint2 u = *(const uint2 *)q;
+        w[0] = u.x, w[1] = u.y;
+    } else if constexpr (VEC) {
+        const uint4 u = *(const uint4 *)q;
+        w[0] = u.x, w[1] = u.y, w[2] = u.z, w[3] = u.w;
+    } else {
+        w[0] = BF16 ? (uint32_t)*(const uint16_t *)q << 16 : *(const uint32_t *)q;
+    }
+}
+
+template <int BF16, int VEC>
+static __device__ __forceinline__ void rwc_values(const uint32_t (&w)[RWC_WORDS(BF16, VEC)], float (&v)[4])
+{
+    if constexpr (VEC && BF16) {
+        v[0] = __uint_as_float(w[0] << 16), v[1] = __uint_as_float(w[0] & 0xFFFF0000u);
+        v[2] = __uint_as_float(w[1] << 16), v[3] = __uint_as_float(w[1] & 0xFFFF0000u);
+    } else {
+#pragma unroll
+        for (int j = 0; j < RWC_WORDS(BF16, VEC); ++j) v[j] = __uint_as_float(w[j]);
+    }
+}
+
+/* The STEP column maxima at cm + c, and their store back (VEC: one 16-byte
+ * access, conflict-free over a warp; cm + c is 16-byte aligned as 4 | cols). */
+template <int VEC>
+static __device__ __forceinline__ void rwc_cm_get(const float *cm, int c, float (&m)[4])
+{
+    if constexpr (VEC) {
+        const float4 u = *(const float4 *)(cm + c);
+        m[0] = u.x, m[1] = u.y, m[2] = u.z, m[3] = u.w;
+    } else {
+        m[0] = cm[c];
+    }
+}
+
+template <int VEC>
+static __device__ __forceinline__ void rwc_cm_put(float *cm, int c, const float (&m)[4])
+{
+    if constexpr (VEC) *(float4 *)(cm + c) = make_float4(m[0], m[1], m[2], m[3]);
+    else cm[c] = m[0];
+}
+
+/* A relaxed load of a word the atomics of other blocks update (at the L2,
+ * where they are done: never a stale copy from this SM's L1). */
+static __device__ __forceinline__ int ld_relaxed(const float *p)
+{
+    int v;
+    asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+/* The row pass of a call with out and out_t (no dbias), which also takes
+ * the column amaxes. Grid: min(ceil(rows / rg), RWC_BLOCKS_PER_SM an SM),
+ * rg = nty·group; block RWC_THREADS as nty = RWC_THREADS / tx row slots of
+ * tx threads (a power of two >= 32: a warp is in one slot). In each round a
+ * block takes at most rg consecutive rows r0 .. end - 1, slot ty the group
+ * (<= RWC_ROWS) from r0 + ty·group; thread (ty, x) holds its slot's rows at
+ * columns 4x .. 4x + 3, + 4tx, ... (VEC; else x, + tx, ...). cmax [nty][cols]
+ * (dynamic shared memory): a slot read and written only by the thread that
+ * loads its column for its ty, so no atomics; after the last round the
+ * block takes the max over ty and adds it with one atomicMax of the bits a
+ * column into scale_inv_t, zeroed by the launch before. Two barriers a
+ * round: the warps' row maxima (red), then the rows' scales. */
+template <int BF16, int E5M2, int VEC>
+static __global__ void __launch_bounds__(RWC_THREADS, RWC_BLOCKS_PER_SM)
+    rowwise_colmax_kernel(f8i_rowwise_cast_args p, int tx, int group)
+{
+    constexpr int STEP = VEC ? 4 : 1, W = RWC_WORDS(BF16, VEC), G = RWC_ROWS(BF16, VEC), ES = BF16 ? 2 : 4;
+    extern __shared__ float4 cmax4[];
+    __shared__ float red[RWC_MAX_ROWS][RWC_WARPS];    /* [g][warp]: the warps' maxima of their row g */
+    __shared__ float scale[RWC_WARPS * RWC_MAX_ROWS]; /* [row - r0]: the round's scales (nty <= RWC_WARPS) */
+    if (noop_set(p.noop)) return;
+    float *cmax = (float *)cmax4;
+    const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+    const int x = t & (tx - 1), ty = t / tx, nty = RWC_THREADS / tx, wx = tx / 32;
+    const int cols = (int)p.cols, pitch = cols * ES, rg = nty * group; /* cols <= RWC_MAX_COLS */
+    float *cm = cmax + ty * cols; /* this thread's row slot's maxima: its own columns only */
+    const float zero[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int c = STEP * x; c < cols; c += STEP * tx) rwc_cm_put<VEC>(cm, c, zero);
+    float amax = 0.0f;
+    unsigned sat = 0, flushed = 0;
+    /* Round i's rows [rows·i/rounds, rows·(i+1)/rounds) split evenly over the blocks, at most rg each (rounds
+     * of gridDim.x·rg rows cover them): the blocks' shares differ by a row a round, and the rounds go down the
+     * matrix together. */
+    const int64_t rounds = (p.rows + (int64_t)gridDim.x * rg - 1) / ((int64_t)gridDim.x * rg);
+    for (int64_t i = 0; i < rounds; ++i) { /* uniform */
+        const int64_t first = p.rows * i / rounds, span = p.rows * (i + 1) / rounds - first;
+        const int64_t r0 = first + span * blockIdx.x / gridDim.x;
+        const int n = (int)(first + span * (blockIdx.x + 1) / gridDim.x - r0), ny = n - ty * group; /* n <= rg */
+        const int gn = ny <= 0 ? 0 : ny < group ? ny : group; /* this slot's rows: uniform over a warp */
+        const int64_t ry = r0 + ty * group;
+        float rm[G];
+#pragma unroll
+        for (int g = 0; g < G; ++g) rm[g] = 0.0f;
+        const char *src = (const char *)p.src + ry * pitch; /* row ry (64-bit offsets from here) */
+        for (int c = STEP * x; c < cols; c += STEP * tx) {
+            uint32_t w[G][W];
+            const char *q = src + c * ES;
+#pragma unroll
+            for (int g = 0; g < G; ++g, q += pitch)
+                if (g < gn) rwc_load<BF16, VEC>(q, w[g]);
+            float m[4];
+            rwc_cm_get<VEC>(cm, c, m);
+#pragma unroll
+            for (int g = 0; g < G; ++g) {
+                if (g >= gn) continue;
+                float v[4];
+                rwc_values<BF16, VEC>(w[g], v);
+#pragma unroll
+                for (int j = 0; j < STEP; ++j) {
+                    const float u = fabsf(v[j]); /* fmaxf drops NaN, as the CPU's max */
+                    rm[g] = fmaxf(rm[g], u), m[j] = fmaxf(m[j], u);
+                }
+            }
+            rwc_cm_put<VEC>(cm, c, m);
+        }
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+            if (g >= gn) continue; /* the warp's rows end together: its lanes all shuffle */
+            const float m = rw_warp_max(rm[g]);
+            if (lane == 0) red[g][warp] = m;
+        }
+        __syncthreads();
+        if (t < n) { /* row r0 + t: slot t / group, its row t % group */
+            const int w0 = (t / group) * wx, g = t % group;
+            float m = 0.0f;
+            for (int w = w0; w < w0 + wx; ++w) m = fmaxf(m, red[g][w]);
+            const float s = f8i_current_scale(m, 1.0f, p.scaled_max, p.pow2);
+            scale[t] = s;
+            p.scale_inv[r0 + t] = 1.0f / s;
+            amax = fmaxf(amax, m);
+        }
+        __syncthreads(); /* red and scale are written again only past the next round's first barrier */
+        uint8_t *out = p.out + ry * cols;
+        for (int c = STEP * x; c < cols; c += STEP * tx) {
+            uint32_t w[G][W]; /* the second read (L1 or L2), every row's before the first store */
+            const char *q = src + c * ES;
+#pragma unroll
+            for (int g = 0; g < G; ++g, q += pitch)
+                if (g < gn) rwc_load<BF16, VEC>(q, w[g]);
+            uint8_t *o = out + c;
+#pragma unroll
+            for (int g = 0; g < G; ++g, o += cols) {
+                if (g >= gn) continue;
+                const float sg = scale[ty * group + g]; /* read where used: fewer registers than held */
+                float v[4];
+                rwc_values<BF16, VEC>(w[g], v);
+                if (VEC) {
+                    const uint32_t code = fp8x4<E5M2>(v, sg);
+                    *(uint32_t *)o = code;
+                    for (int j = 0; p.stats != NULL && j < 4; j++)
+                        code_stats<E5M2>(v[j], sg, (code >> (8 * j)) & 0xFFu, sat, flushed);
+                } else {
+                    const uint32_t code = fp8x2<E5M2>(v[0] * sg, 0.0f) & 0xFFu;
+                    *o = (uint8_t)code;
+                    if (p.stats != NULL) code_stats<E5M2>(v[0], sg, code, sat, flushed);
+                }
+            }
+        }
+    }
+    __syncthreads(); /* every slot of cmax final */
+    for (int c = t; c < cols; c += RWC_THREADS) {
+        float m = 0.0f;
+        for (int y = 0; y < nty; ++y) m = fmaxf(m, cmax[y * cols + c]);
+        /* max is order-free: the amax kernel's bits; the word only grows, so one already as large makes the
+         * atomic moot */
+        const int bits = __float_as_int(m);
+        if (bits > ld_relaxed(p.scale_inv_t + c)) atomicMax((int *)p.scale_inv_t + c, bits);
+    }
+    if (p.amax != NULL) block_amax_atomic<RWC_THREADS>(amax, p.amax); /* uniform: every thread calls it */
+    if (p.stats != NULL) block_stats_atomic<RWC_THREADS>(sat, flushed, (unsigned long long *)p.stats, p.rows * p.cols,
+                                                         blockIdx.x == 0);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -495,21 +719,65 @@ static f8_status launch_rows_any(f8_ctx *ctx, const f8i_rowwise_cast_args *a, in
                                          : launch_rows<0, 0>(ctx, a, row_blocks, blocks, zero_t);
 }
 
-/* Kernels 1 and 2 of the column path. */
+/* The codes kernel (kernel 2) of the column path; back: its walk. */
 template <int BF16, int VEC>
-static f8_status launch_cols(f8_ctx *ctx, const f8i_rowwise_cast_args *a, dim3 grid, float *partial)
+static f8_status launch_codes(f8_ctx *ctx, const f8i_rowwise_cast_args *a, dim3 grid, int back)
 {
+    const int w_t = access_width(a->out_t, a->rows, 16);
+    F8I_COUNT_LAUNCHES(ctx, 1);
+    if (a->out_dtype == F8_DTYPE_E5M2)
+        rwt_codes_kernel<BF16, 1, VEC><<<grid, RW_THREADS, 0, f8i_stream(ctx)>>>(*a, w_t, back);
+    else
+        rwt_codes_kernel<BF16, 0, VEC><<<grid, RW_THREADS, 0, f8i_stream(ctx)>>>(*a, w_t, back);
+    return f8i_cuda_launch_check(ctx, "rwt_codes_kernel");
+}
+
+/* Kernels 1 and 2 of the column path, or (colmax: the row pass took the
+ * amaxes) kernel 2 alone, walking back from where the row pass ended. */
+template <int BF16, int VEC>
+static f8_status launch_cols(f8_ctx *ctx, const f8i_rowwise_cast_args *a, dim3 grid, float *partial, int colmax)
+{
+    if (colmax) return launch_codes<BF16, VEC>(ctx, a, grid, 1);
     F8I_COUNT_LAUNCHES(ctx, 1);
     rwt_amax_kernel<BF16, VEC><<<grid, RW_THREADS, 0, f8i_stream(ctx)>>>(*a, partial);
     F8I_TRY(f8i_cuda_launch_check(ctx, "rwt_amax_kernel"));
     if (a->out_t == NULL) return F8_OK;
-    const int w_t = access_width(a->out_t, a->rows, 16);
+    return launch_codes<BF16, VEC>(ctx, a, grid, 0);
+}
+
+/* The row pass with the column amaxes (a->out, a->out_t, no dbias, cols <=
+ * RWC_MAX_COLS), scale_inv_t zeroed before it. The layout: tx threads a row,
+ * the fewest (a power of two, 32 .. RWC_THREADS) that cover its loads, so
+ * short rows share a block; as many rows a slot (group, <= RWC_ROWS) as
+ * keep a block's round within RWC_GROUP_BYTES of src. */
+template <int BF16, int E5M2, int VEC>
+static f8_status launch_colmax_as(f8_ctx *ctx, const f8i_rowwise_cast_args *a)
+{
+    const int64_t loads = VEC ? a->cols / 4 : a->cols;
+    int tx = 32;
+    while (tx < RWC_THREADS && tx < loads) tx *= 2;
+    const int nty = RWC_THREADS / tx;
+    const int64_t fit = RWC_GROUP_BYTES / (nty * a->cols * (BF16 ? 2 : 4));
+    const int group = fit < 1 ? 1 : fit > RWC_ROWS(BF16, VEC) ? RWC_ROWS(BF16, VEC) : (int)fit;
+    const size_t smem = (size_t)nty * (size_t)a->cols * sizeof(float); /* <= 64 KiB: RWC_MAX_COLS, or 8 KiB */
+    const int64_t groups = (a->rows + (int64_t)nty * group - 1) / ((int64_t)nty * group);
+    const int64_t resident = (int64_t)RWC_BLOCKS_PER_SM * f8i_cuda(ctx)->sm_count;
+    const unsigned grid = (unsigned)(groups < resident ? groups : resident < 1 ? 1 : resident);
+    void (*kernel)(f8i_rowwise_cast_args, int, int) = rowwise_colmax_kernel<BF16, E5M2, VEC>;
+    if (smem > 48 * 1024) F8I_TRY(f8i_cuda_smem_optin(ctx, (const void *)kernel, "rowwise cast: shared-memory opt-in"));
     F8I_COUNT_LAUNCHES(ctx, 1);
-    if (a->out_dtype == F8_DTYPE_E5M2)
-        rwt_codes_kernel<BF16, 1, VEC><<<grid, RW_THREADS, 0, f8i_stream(ctx)>>>(*a, w_t);
-    else
-        rwt_codes_kernel<BF16, 0, VEC><<<grid, RW_THREADS, 0, f8i_stream(ctx)>>>(*a, w_t);
-    return f8i_cuda_launch_check(ctx, "rwt_codes_kernel");
+    kernel<<<grid, RWC_THREADS, smem, f8i_stream(ctx)>>>(*a, tx, group);
+    return f8i_cuda_launch_check(ctx, "rowwise_colmax_kernel");
+}
+
+static f8_status launch_colmax(f8_ctx *ctx, const f8i_rowwise_cast_args *a, int vec)
+{
+    const int bf16 = a->src_dtype == F8_DTYPE_BF16, e5m2 = a->out_dtype == F8_DTYPE_E5M2;
+    if (bf16)
+        return e5m2 ? (vec ? launch_colmax_as<1, 1, 1>(ctx, a) : launch_colmax_as<1, 1, 0>(ctx, a))
+                    : (vec ? launch_colmax_as<1, 0, 1>(ctx, a) : launch_colmax_as<1, 0, 0>(ctx, a));
+    return e5m2 ? (vec ? launch_colmax_as<0, 1, 1>(ctx, a) : launch_colmax_as<0, 1, 0>(ctx, a))
+                : (vec ? launch_colmax_as<0, 0, 1>(ctx, a) : launch_colmax_as<0, 0, 0>(ctx, a));
 }
 
 /* The caller ran f8i_rowwise_cast_check. */
@@ -539,19 +807,24 @@ f8_status f8i_cuda_cast_rowwise(f8_ctx *ctx, const f8i_rowwise_cast_args *a)
         F8I_TRY(f8i_check_reduce_workspace(ctx, a->workspace, a->workspace_bytes, a->rows, a->cols, "rowwise cast"));
         partial = (float *)a->workspace;
     }
-    /* the row pass; it zeroes the column amaxes for kernel 1 (or a small kernel does) */
-    float *zero_t = a->out_t ? a->scale_inv_t : NULL;
-    if (a->out) F8I_TRY(launch_rows_any(ctx, a, row_blocks, (unsigned)row_blocks, zero_t));
-    if (!a->out_t && !a->dbias) return F8_OK;
-    if (!a->out && zero_t) {
+    /* The column amaxes start at 0: zeroed by the row pass for kernel 1, else (no out; or the row pass
+     * takes them itself, which must not race its own zeroing) by a small kernel before. */
+    const int colmax = a->out && a->out_t && !a->dbias && a->cols <= RWC_MAX_COLS;
+    float *zero_t = a->out_t && !colmax ? a->scale_inv_t : NULL;
+    if (a->out_t && (colmax || !a->out)) {
         F8I_COUNT_LAUNCHES(ctx, 1);
         rwt_zero_kernel<<<(unsigned)((a->cols + 255) / 256), 256, 0, f8i_stream(ctx)>>>(*a);
         F8I_TRY(f8i_cuda_launch_check(ctx, "rwt_zero_kernel"));
     }
+    if (colmax) F8I_TRY(launch_colmax(ctx, a, src_vec(a) && access_width(a->out, a->cols, 4) == 4));
+    else if (a->out) F8I_TRY(launch_rows_any(ctx, a, row_blocks, (unsigned)row_blocks, zero_t));
+    if (!a->out_t && !a->dbias) return F8_OK;
     const dim3 grid((unsigned)row_tiles, (unsigned)stripes);
     const int bf16 = a->src_dtype == F8_DTYPE_BF16, vec = src_vec(a);
-    const f8_status st = bf16 ? (vec ? launch_cols<1, 1>(ctx, a, grid, partial) : launch_cols<1, 0>(ctx, a, grid, partial))
-                              : (vec ? launch_cols<0, 1>(ctx, a, grid, partial) : launch_cols<0, 0>(ctx, a, grid, partial));
+    const f8_status st = bf16 ? (vec ? launch_cols<1, 1>(ctx, a, grid, partial, colmax)
+                                     : launch_cols<1, 0>(ctx, a, grid, partial, colmax))
+                              : (vec ? launch_cols<0, 1>(ctx, a, grid, partial, colmax)
+                                     : launch_cols<0, 0>(ctx, a, grid, partial, colmax));
     if (st != F8_OK) return st;
     if (a->out_t != NULL) {
         F8I_COUNT_LAUNCHES(ctx, 1);
