@@ -77,6 +77,7 @@ static int cast_case_run(f8_ctx *ctx[2], const cast_case *cc, int stripes, test_
     const uint64_t stats0[3] = {3, 1, 2};
     void *out[2], *si[2], *out_t[2], *si_t[2], *amax[2], *stats[2], *noop[2], *src[2], *dbias[2], *ws[2];
     void *src0[2], *out0[2], *out_t0[2]; /* the allocations, skew bytes before src, out, out_t */
+    f8i_rowwise_cast_args a_gpu;
     const size_t ws_bytes = f8i_reduce_workspace_bytes(R, C), es = cc->src == F8_DTYPE_BF16 ? 2 : 4;
     const size_t skew_src = cc->skew & 1 ? es : 0, skew_out = cc->skew & 2 ? 1 : 0, skew_t = cc->skew & 4 ? 1 : 0;
     for (int b = 0; b < 2; b++) {
@@ -108,6 +109,7 @@ static int cast_case_run(f8_ctx *ctx[2], const cast_case *cc, int stripes, test_
         CHECK_OK(ctx[b], f8i_rowwise_cast_check(ctx[b], &a));
         CHECK_OK(ctx[b], b == CPU ? f8i_cpu_cast_rowwise(ctx[b], &a)
                          : stripes ? f8i_cuda_cast_rowwise_stripes(ctx[b], &a) : f8i_cuda_cast_rowwise(ctx[b], &a));
+        if (b == GPU) a_gpu = a;
     }
     CHECK_OK(ctx[GPU], f8_ctx_synchronize(ctx[GPU]));
     const void *bufs[6][2] = {{out[0], out[1]}, {out_t[0], out_t[1]}, {si[0], si[1]},
@@ -147,6 +149,28 @@ static int cast_case_run(f8_ctx *ctx[2], const cast_case *cc, int stripes, test_
         }
     }
     free(dx), free(dy);
+    /* With out, out_t and dbias the row pass may take dbias's sums (rowwise_colmax_kernel); without out
+     * kernel 1 does: the two must give the same bits (the same order of the sums). */
+    if (!stripes && cc->mix == 3 && cc->dbias) {
+        f8_ctx *g = ctx[GPU];
+        float *db0 = (float *)xmalloc((size_t)C * 4);
+        for (int64_t c = 0; c < C; c++) db0[c] = 0.5f;
+        void *db = dev(g, (size_t)C * 4, db0), *ot = dev(g, (size_t)n, NULL), *st = dev(g, (size_t)C * 4, NULL);
+        f8i_rowwise_cast_args k1 = a_gpu;
+        k1.out = NULL, k1.scale_inv = NULL, k1.out_t = (uint8_t *)ot, k1.scale_inv_t = (float *)st;
+        k1.amax = NULL, k1.stats = NULL, k1.dbias = db;
+        CHECK_OK(g, f8i_cuda_cast_rowwise(g, &k1));
+        CHECK_OK(g, f8_ctx_synchronize(g));
+        unsigned char *x = (unsigned char *)host_of(g, db, (size_t)C * 4);
+        unsigned char *y = (unsigned char *)host_of(g, dbias[GPU], (size_t)C * 4);
+        if (memcmp(x, y, (size_t)C * 4) != 0) {
+            ok = 0;
+            fprintf(stderr, "  rowwise cast [%lld, %lld] %s->%s noop %d skew %d: dbias with out differs from kernel 1's\n",
+                    (long long)R, (long long)C, f8_dtype_name(cc->src), f8_dtype_name(cc->out), cc->noop, cc->skew);
+        }
+        free(x), free(y), free(db0);
+        f8_ctx_free(g, db), f8_ctx_free(g, ot), f8_ctx_free(g, st);
+    }
     for (int b = 0; b < 2; b++) {
         void *all[10] = {src0[b], out0[b], out_t0[b], si[b], si_t[b], amax[b], stats[b], noop[b], dbias[b], ws[b]};
         for (int i = 0; i < 10; i++) f8_ctx_free(ctx[b], all[i]);
@@ -169,12 +193,19 @@ static int cast_case_run(f8_ctx *ctx[2], const cast_case *cc, int stripes, test_
  * (skew): 16,384 columns (64 KiB of shared memory, past the default 48) and
  * 16,400 (past it: the warp-per-row pass and kernel 1); src one element off
  * (scalar loads), out one byte off (scalar row stores beside kernel 2's
- * vector loads), out_t one byte off. */
+ * vector loads), out_t one byte off; 9000 rows (282 chunks of 32: some
+ * blocks of an H100's 264 take two, with dbias); 8192 columns with dbias
+ * (maxima and sums, 64 KiB: the opt-in). With out, out_t and dbias
+ * the row pass takes dbias's sums where a row fills its block (8192, 4096
+ * and 1028 columns, and scalar 768): the case then runs again without out,
+ * on kernel 1, and dbias must agree bit for bit. */
 static void test_cast(f8_ctx *ctx[2])
 {
     static const int64_t rows[] = {1, 7, 33, 250, 1031, 2592}, cols[] = {1, 16, 129, 300, 4096};
-    static const int64_t edge[][3] = {{33, 16384, 0}, {7, 16400, 0}, {250, 300, 1}, {1031, 4096, 2},
-                                      {257, 2048, 4}, {300, 768, 1 | 2 | 4}, {33, 129, 2}};
+    /* rows, cols, skew, dbias on the BF16 -> E5M2 case */
+    static const int64_t edge[][4] = {{33, 16384, 0, 0}, {7, 16400, 0, 1},  {250, 300, 1, 0}, {1031, 4096, 2, 1},
+                                      {257, 2048, 4, 0}, {300, 768, 7, 1},  {33, 129, 2, 0},  {9000, 1028, 0, 1},
+                                      {40, 8192, 0, 1}};
     enum { NR = sizeof rows / sizeof rows[0], NC = sizeof cols / sizeof cols[0], NE = sizeof edge / sizeof edge[0] };
     for (int stripes = 0; stripes < 2; stripes++) {
         test_rng rng = {40};
@@ -192,7 +223,7 @@ static void test_cast(f8_ctx *ctx[2])
             for (int v = 0; v < 4; v++) {
                 const cast_case cc = {edge[e][0], edge[e][1], v & 1 ? F8_DTYPE_BF16 : F8_DTYPE_FP32,
                                       v & 2 ? F8_DTYPE_E5M2 : F8_DTYPE_E4M3, (e + v) % 2, v == 2, 3,
-                                      v == 1 ? 1 : e == 2 && v == 3 ? 2 : 0, v == 3 && e % 2, (int)edge[e][2]};
+                                      v == 1 ? 1 : e == 2 && v == 3 ? 2 : 0, v == 3 && edge[e][3], (int)edge[e][2]};
                 cases++;
                 bad += !cast_case_run(ctx, &cc, stripes, &rng);
             }

@@ -12,9 +12,10 @@
  * (exact and order-free, so the scale is the CPU's), the scale from
  * f8i_current_scale (numerics.h, the function the CPU calls), then a second
  * pass, from L1/L2, that writes the codes (4 values a load and one word of
- * 4 codes a store where the row pitch and pointers allow). With out_t and
- * no dbias this pass also takes the column amaxes (rowwise_colmax_kernel,
- * below); otherwise it is one kernel with a warp per row.
+ * 4 codes a store where the row pitch and pointers allow). With out_t this
+ * pass also takes the column amaxes, and dbias's sums, where its shared
+ * memory holds them (rowwise_colmax_kernel, below); otherwise it is one
+ * kernel with a warp per row.
  *
  * Columns (out_t, and dbias). A column's scale needs the amax of all its
  * rows before any of its codes, so the column-wise copy is an amax pass and
@@ -22,12 +23,12 @@
  * not take the amaxes, run over the same 2-D grid of 256-row x 128-column
  * blocks (a warp per 32 rows, a lane per 4 columns, 16-byte FP32 / 8-byte
  * BF16 loads where the pitch allows, else lane l on columns l + 32j):
- *  1. column amax (rwt_amax_kernel; with dbias, or without out): each lane
- *     keeps the max (and the dbias sum, in row order) of its 4 columns over
- *     its 32 rows; the block combines its 8 warps in order, then one
- *     atomicMax of the float's bits per column into scale_inv_t — max is
- *     order-free, so this is exact — and one dbias partial per column per
- *     block into the workspace;
+ *  1. column amax (rwt_amax_kernel, where the row pass does not take it):
+ *     each lane keeps the max (and the dbias sum, in row order) of its 4
+ *     columns over its 32 rows; the block combines its 8 warps in order,
+ *     then one atomicMax of the float's bits per column into scale_inv_t —
+ *     max is order-free, so this is exact — and one dbias partial per
+ *     column per block into the workspace;
  *  2. codes: each lane turns its 4 columns' scales from those amaxes and
  *     codes its 32 x 4 values, 8 rows at a time; each batch's 8 codes of a
  *     column (8 consecutive bytes of out_t's row) go into a 32 KiB shared
@@ -36,7 +37,8 @@
  *     a warp's store two 256-byte runs of out_t's rows;
  *  3. a small kernel then writes scale_inv_t = 1 / s over the amaxes (after
  *     kernel 2 has read them), and kernels_common.cuh's dbias_reduce_kernel
- *     sums the dbias partials in block order (deterministic).
+ *     sums the dbias partials in block order (deterministic; or
+ *     rwc_dbias_reduce_kernel the row pass's sums, in the same order).
  * The amaxes accumulate in scale_inv_t from 0. The warp-per-row kernel
  * zeroes it for kernel 1, the launch after it; an amax pass cannot zero
  * what its own other blocks are adding to (no order between blocks of one
@@ -61,10 +63,19 @@
  * (6 BF16, 3 FP32), fewer where a block's round would pass 64 KiB of src:
  * the round's second read then hits L1/L2 (2 x 132 x 64 KiB = 17 MB, inside
  * an H100's L2). Shared memory is 4 bytes a column (32 KiB at 8192); past
- * 16,384 columns the warp-per-row kernel and kernel 1 take the call. With
- * dbias, kernel 1 stays: its partial sums' order (32 rows a lane in row
- * order, then 8 warps in order, each 256-row tile) needs a 256-row tile in
- * one block, which the row pass does not have.
+ * 16,384 columns the warp-per-row kernel and kernel 1 take the call.
+ * dbias must keep kernel 1's bits, so its order: a lane sums its column
+ * down a warp's 32 rows in row order, the block adds its 8 warps' sums in
+ * order into a 256-row tile's partial, the reduction adds the tiles. The
+ * row pass keeps the first step: with one row slot (rows of more than 1024
+ * columns) each block takes whole 32-row chunks instead of rounds' shares,
+ * walks them in row order (rounds of a power of two rows, so within a
+ * chunk) and each thread sums its columns down a chunk in a second shared
+ * slot, written out at the chunk's end ([rows / 32][cols] in the
+ * workspace); rwc_dbias_reduce_kernel then adds a tile's 8 chunk sums in
+ * order (kernel 1's partial, bit for bit) and the tiles as
+ * dbias_reduce_kernel does. Shorter rows, or more than 8192 columns (the
+ * two slots past 64 KiB), keep kernel 1.
  *
  * Why the codes kernel is built so. It moves 3 bytes an element (BF16) and
  * does a few instructions for it, so it is bound by memory, and what keeps
@@ -81,13 +92,13 @@
  *
  * Kernels 1 and 2 walk their grid row-major (rwt_block), kernel 1 from the
  * last row tile back, kernel 2 from the first after kernel 1 and from the
- * last after rowwise_colmax_kernel (whose blocks walk their groups forward
- * together): each pass then starts on the rows the pass before read last,
- * while the L2 still holds them (on an H100, tens of MB: most or all of a
- * tensor of C = 2048), where the stripe order started each pass on what the
- * pass before read first, long evicted. Which block does which tile or
- * group changes no result: dbias partials go to their tile's slot and are
- * summed in tile order, maxima and counts are order-free.
+ * last after rowwise_colmax_kernel (whose rounds go down the matrix): each
+ * pass then starts on the rows the pass before read last, while the L2
+ * still holds them (on an H100, tens of MB: most or all of a tensor of C =
+ * 2048), where the stripe order started each pass on what the pass before
+ * read first, long evicted. Which block does which tile, round or chunk
+ * changes no result: dbias partials go to their tile's (chunk's) slot and
+ * are summed in tile order, maxima and counts are order-free.
  *
  * The former one-launch cast (column blocks owning a 32-column stripe over
  * all rows, walked twice) stays as f8i_cuda_cast_rowwise_stripes, for the
@@ -487,7 +498,8 @@ static __global__ void rwt_zero_kernel(f8i_rowwise_cast_args p)
     if (i < p.cols) p.scale_inv_t[i] = 0.0f;
 }
 
-/* The row pass with the column amaxes (rowwise_colmax_kernel). */
+/* The row pass with the column amaxes (rowwise_colmax_kernel) and its dbias
+ * reduction (rwc_dbias_reduce_kernel). */
 #include "rowwise_colmax.cuh"
 
 /* ------------------------------------------------------------------------ */
@@ -551,39 +563,61 @@ static f8_status launch_cols(f8_ctx *ctx, const f8i_rowwise_cast_args *a, dim3 g
     return launch_codes<BF16, VEC>(ctx, a, grid, 0);
 }
 
-/* The row pass with the column amaxes (a->out, a->out_t, no dbias, cols <=
- * RWC_MAX_COLS), scale_inv_t zeroed before it. The layout: tx threads a row,
- * the fewest (a power of two, 32 .. RWC_THREADS) that cover its loads, so
- * short rows share a block; as many rows a slot (group, <= RWC_ROWS) as
- * keep a block's round within RWC_GROUP_BYTES of src. */
-template <int BF16, int E5M2, int VEC>
-static f8_status launch_colmax_as(f8_ctx *ctx, const f8i_rowwise_cast_args *a)
+/* rowwise_colmax_kernel's threads a row: the fewest (a power of two, 32 ..
+ * RWC_THREADS) that cover its loads (4 columns each, vec), so short rows
+ * share a block. */
+static int rwc_tx(const f8i_rowwise_cast_args *a, int vec)
 {
-    const int64_t loads = VEC ? a->cols / 4 : a->cols;
+    const int64_t loads = vec ? a->cols / 4 : a->cols;
     int tx = 32;
     while (tx < RWC_THREADS && tx < loads) tx *= 2;
-    const int nty = RWC_THREADS / tx;
+    return tx;
+}
+
+/* Whether the row pass takes the column amaxes (and dbias's chunk sums):
+ * out and out_t, and the columns' maxima (and sums) fit its shared memory;
+ * with dbias, one row slot a block (over 256 loads a row: 1028 columns or
+ * more, vec; 257, scalar). */
+static int rwc_takes(const f8i_rowwise_cast_args *a, int vec)
+{
+    if (!a->out || !a->out_t) return 0;
+    if (!a->dbias) return a->cols <= RWC_MAX_COLS;
+    return a->cols <= RWC_MAX_COLS_DBIAS && rwc_tx(a, vec) == RWC_THREADS;
+}
+
+/* The row pass with the column amaxes (rwc_takes), scale_inv_t zeroed
+ * before it; sums: dbias's chunk sums [ceil(rows / 32), cols] (the
+ * workspace), or NULL. As many rows a slot (group, <= RWC_ROWS; with sums a
+ * power of two) as keep a block's round within RWC_GROUP_BYTES of src. */
+template <int BF16, int E5M2>
+static f8_status launch_colmax_as(f8_ctx *ctx, const f8i_rowwise_cast_args *a, int vec, float *sums)
+{
+    const int tx = rwc_tx(a, vec), nty = RWC_THREADS / tx, most = RWC_ROWS(BF16, vec);
     const int64_t fit = RWC_GROUP_BYTES / (nty * a->cols * (BF16 ? 2 : 4));
-    const int group = fit < 1 ? 1 : fit > RWC_ROWS(BF16, VEC) ? RWC_ROWS(BF16, VEC) : (int)fit;
-    const size_t smem = (size_t)nty * (size_t)a->cols * sizeof(float); /* <= 64 KiB: RWC_MAX_COLS, or 8 KiB */
-    const int64_t groups = (a->rows + (int64_t)nty * group - 1) / ((int64_t)nty * group);
+    int group = fit < 1 ? 1 : fit > most ? most : (int)fit;
+    if (sums) /* rounds within a 32-row chunk: a power of two */
+        while (group & (group - 1)) group &= group - 1;
+    /* the maxima [nty][cols] (and the sums [cols]): <= 64 KiB (RWC_MAX_COLS, RWC_MAX_COLS_DBIAS) or 8 KiB */
+    const size_t smem = (size_t)(nty + (sums ? 1 : 0)) * (size_t)a->cols * sizeof(float);
+    const int64_t work = sums ? (a->rows + RWT_WARP_ROWS - 1) / RWT_WARP_ROWS /* chunks */
+                              : (a->rows + (int64_t)nty * group - 1) / ((int64_t)nty * group);
     const int64_t resident = (int64_t)RWC_BLOCKS_PER_SM * f8i_cuda(ctx)->sm_count;
-    const unsigned grid = (unsigned)(groups < resident ? groups : resident < 1 ? 1 : resident);
-    void (*kernel)(f8i_rowwise_cast_args, int, int) = rowwise_colmax_kernel<BF16, E5M2, VEC>;
+    const unsigned grid = (unsigned)(work < resident ? work : resident < 1 ? 1 : resident);
+    void (*kernel)(f8i_rowwise_cast_args, int, int, float *) =
+        vec ? (sums ? rowwise_colmax_kernel<BF16, E5M2, 1, 1> : rowwise_colmax_kernel<BF16, E5M2, 1, 0>)
+            : (sums ? rowwise_colmax_kernel<BF16, E5M2, 0, 1> : rowwise_colmax_kernel<BF16, E5M2, 0, 0>);
     if (smem > 48 * 1024) F8I_TRY(f8i_cuda_smem_optin(ctx, (const void *)kernel, "rowwise cast: shared-memory opt-in"));
     F8I_COUNT_LAUNCHES(ctx, 1);
-    kernel<<<grid, RWC_THREADS, smem, f8i_stream(ctx)>>>(*a, tx, group);
+    kernel<<<grid, RWC_THREADS, smem, f8i_stream(ctx)>>>(*a, tx, group, sums);
     return f8i_cuda_launch_check(ctx, "rowwise_colmax_kernel");
 }
 
-static f8_status launch_colmax(f8_ctx *ctx, const f8i_rowwise_cast_args *a, int vec)
+static f8_status launch_colmax(f8_ctx *ctx, const f8i_rowwise_cast_args *a, int vec, float *sums)
 {
-    const int bf16 = a->src_dtype == F8_DTYPE_BF16, e5m2 = a->out_dtype == F8_DTYPE_E5M2;
-    if (bf16)
-        return e5m2 ? (vec ? launch_colmax_as<1, 1, 1>(ctx, a) : launch_colmax_as<1, 1, 0>(ctx, a))
-                    : (vec ? launch_colmax_as<1, 0, 1>(ctx, a) : launch_colmax_as<1, 0, 0>(ctx, a));
-    return e5m2 ? (vec ? launch_colmax_as<0, 1, 1>(ctx, a) : launch_colmax_as<0, 1, 0>(ctx, a))
-                : (vec ? launch_colmax_as<0, 0, 1>(ctx, a) : launch_colmax_as<0, 0, 0>(ctx, a));
+    const int e5m2 = a->out_dtype == F8_DTYPE_E5M2;
+    if (a->src_dtype == F8_DTYPE_BF16)
+        return e5m2 ? launch_colmax_as<1, 1>(ctx, a, vec, sums) : launch_colmax_as<1, 0>(ctx, a, vec, sums);
+    return e5m2 ? launch_colmax_as<0, 1>(ctx, a, vec, sums) : launch_colmax_as<0, 0>(ctx, a, vec, sums);
 }
 
 /* The caller ran f8i_rowwise_cast_check. */
@@ -608,21 +642,24 @@ f8_status f8i_cuda_cast_rowwise(f8_ctx *ctx, const f8i_rowwise_cast_args *a)
     if (row_blocks > INT_MAX)
         return f8i_error(ctx, F8_ERR_UNSUPPORTED, "rowwise cast: [%lld, %lld] needs too many blocks for one launch",
                          (long long)a->rows, (long long)a->cols);
-    float *partial = NULL; /* row_tiles x cols dbias partials: within f8i_reduce_workspace_bytes' 2 per 16 rows */
+    /* row_tiles x cols dbias partials (kernel 1) or ceil(rows / 32) x cols chunk sums (the row pass): within
+     * f8i_reduce_workspace_bytes' 2 per 16 rows */
+    float *partial = NULL;
     if (a->dbias != NULL) {
         F8I_TRY(f8i_check_reduce_workspace(ctx, a->workspace, a->workspace_bytes, a->rows, a->cols, "rowwise cast"));
         partial = (float *)a->workspace;
     }
     /* The column amaxes start at 0: zeroed by the row pass for kernel 1, else (no out; or the row pass
      * takes them itself, which must not race its own zeroing) by a small kernel before. */
-    const int colmax = a->out && a->out_t && !a->dbias && a->cols <= RWC_MAX_COLS;
+    const int vec_rows = a->out && src_vec(a) && access_width(a->out, a->cols, 4) == 4;
+    const int colmax = rwc_takes(a, vec_rows);
     float *zero_t = a->out_t && !colmax ? a->scale_inv_t : NULL;
     if (a->out_t && (colmax || !a->out)) {
         F8I_COUNT_LAUNCHES(ctx, 1);
         rwt_zero_kernel<<<(unsigned)((a->cols + 255) / 256), 256, 0, f8i_stream(ctx)>>>(*a);
         F8I_TRY(f8i_cuda_launch_check(ctx, "rwt_zero_kernel"));
     }
-    if (colmax) F8I_TRY(launch_colmax(ctx, a, src_vec(a) && access_width(a->out, a->cols, 4) == 4));
+    if (colmax) F8I_TRY(launch_colmax(ctx, a, vec_rows, partial));
     else if (a->out) F8I_TRY(launch_rows_any(ctx, a, row_blocks, (unsigned)row_blocks, zero_t));
     if (!a->out_t && !a->dbias) return F8_OK;
     const dim3 grid((unsigned)row_tiles, (unsigned)stripes);
@@ -638,8 +675,16 @@ f8_status f8i_cuda_cast_rowwise(f8_ctx *ctx, const f8i_rowwise_cast_args *a)
         F8I_TRY(f8i_cuda_launch_check(ctx, "rwt_finish_kernel"));
     }
     if (a->dbias == NULL) return F8_OK;
+    const dim3 rgrid((unsigned)((a->cols + 31) / 32)), rblock(32, F8I_REDUCE_SPLIT);
+    const int bf16_db = a->dbias_dtype == F8_DTYPE_BF16;
     F8I_COUNT_LAUNCHES(ctx, 1);
-    dbias_reduce_kernel<<<(unsigned)((a->cols + 31) / 32), dim3(32, F8I_REDUCE_SPLIT), 0, f8i_stream(ctx)>>>(
-        partial, row_tiles, a->cols, a->dbias, a->dbias_dtype == F8_DTYPE_BF16, a->dbias_accumulate, a->noop);
+    if (colmax) { /* the row pass's chunk sums */
+        rwc_dbias_reduce_kernel<<<rgrid, rblock, 0, f8i_stream(ctx)>>>(
+            partial, (a->rows + RWT_WARP_ROWS - 1) / RWT_WARP_ROWS, a->cols, a->dbias, bf16_db, a->dbias_accumulate,
+            a->noop);
+        return f8i_cuda_launch_check(ctx, "rwc_dbias_reduce_kernel");
+    }
+    dbias_reduce_kernel<<<rgrid, rblock, 0, f8i_stream(ctx)>>>(partial, row_tiles, a->cols, a->dbias, bf16_db,
+                                                               a->dbias_accumulate, a->noop);
     return f8i_cuda_launch_check(ctx, "dbias_reduce_kernel");
 }
