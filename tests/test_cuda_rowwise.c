@@ -4,7 +4,8 @@
  *  - the row-wise cast: FP32 and BF16 sources, E4M3 and E5M2, pow2 and a
  *    margin, out only, out_t only and both, amax, telemetry, a noop flag
  *    holding 0 or 1, odd, prime and wide shapes with zero, inf, NaN,
- *    denormal and huge rows (rowwise_fixture.h), dbias in the workspace.
+ *    denormal and huge rows (rowwise_fixture.h), with and without dbias (in
+ *    the workspace), pointers off their alignment.
  *    Codes, both scale vectors, amax and stats must agree BIT FOR BIT, on
  *    both CUDA paths: the 2-D column path f8i_cuda_cast_rowwise takes and
  *    the former stripes kernel (f8i_cuda_cast_rowwise_stripes).
@@ -53,6 +54,8 @@ typedef struct cast_case {
     int64_t R, C;
     f8_dtype src, out;
     int pow2, margin, mix, noop; /* mix bit 0: out, bit 1: out_t; noop 0 none, 1 flag 0, 2 flag 1 */
+    int dbias;                   /* the bias gradient too */
+    int skew;                    /* bit 0: src one element past an aligned address, bit 1: out one byte, bit 2: out_t */
 } cast_case;
 
 /* One case on both backends, CUDA on its 2-D column path or (stripes) the
@@ -73,11 +76,18 @@ static int cast_case_run(f8_ctx *ctx[2], const cast_case *cc, int stripes, test_
     const float amax0 = 0.25f, flag = cc->noop == 2 ? 1.0f : 0.0f;
     const uint64_t stats0[3] = {3, 1, 2};
     void *out[2], *si[2], *out_t[2], *si_t[2], *amax[2], *stats[2], *noop[2], *src[2], *dbias[2], *ws[2];
-    const size_t ws_bytes = f8i_reduce_workspace_bytes(R, C);
+    void *src0[2], *out0[2], *out_t0[2]; /* the allocations, skew bytes before src, out, out_t */
+    f8i_rowwise_cast_args a_gpu;
+    const size_t ws_bytes = f8i_reduce_workspace_bytes(R, C), es = cc->src == F8_DTYPE_BF16 ? 2 : 4;
+    const size_t skew_src = cc->skew & 1 ? es : 0, skew_out = cc->skew & 2 ? 1 : 0, skew_t = cc->skew & 4 ? 1 : 0;
     for (int b = 0; b < 2; b++) {
-        src[b] = dev(ctx[b], sbytes, src_host);
-        out[b] = dev(ctx[b], (size_t)n, poison);
-        out_t[b] = dev(ctx[b], (size_t)n, poison);
+        src0[b] = dev(ctx[b], sbytes + skew_src, NULL);
+        out0[b] = dev(ctx[b], (size_t)n + skew_out, NULL);
+        out_t0[b] = dev(ctx[b], (size_t)n + skew_t, NULL);
+        src[b] = (char *)src0[b] + skew_src, out[b] = (char *)out0[b] + skew_out, out_t[b] = (char *)out_t0[b] + skew_t;
+        if (sbytes) CHECK_OK(ctx[b], f8_ctx_upload(ctx[b], src[b], src_host, sbytes));
+        CHECK_OK(ctx[b], f8_ctx_upload(ctx[b], out[b], poison, (size_t)n));
+        CHECK_OK(ctx[b], f8_ctx_upload(ctx[b], out_t[b], poison, (size_t)n));
         si[b] = dev(ctx[b], (size_t)R * 4, poison);
         si_t[b] = dev(ctx[b], (size_t)C * 4, poison);
         amax[b] = dev(ctx[b], 4, &amax0);
@@ -92,13 +102,14 @@ static int cast_case_run(f8_ctx *ctx[2], const cast_case *cc, int stripes, test_
         for (int64_t c = 0; c < C; c++) db0[c] = 0.5f;
         dbias[b] = dev(ctx[b], (size_t)C * 4, db0);
         free(db0);
-        a.dbias = dbias[b]; /* the bias gradient rides the column blocks */
+        if (cc->dbias) a.dbias = dbias[b]; /* the bias gradient rides the column blocks */
         a.dbias_accumulate = (int)(R & 1);
         ws[b] = dev(ctx[b], ws_bytes, NULL);
         a.workspace = ws[b], a.workspace_bytes = ws_bytes;
         CHECK_OK(ctx[b], f8i_rowwise_cast_check(ctx[b], &a));
         CHECK_OK(ctx[b], b == CPU ? f8i_cpu_cast_rowwise(ctx[b], &a)
                          : stripes ? f8i_cuda_cast_rowwise_stripes(ctx[b], &a) : f8i_cuda_cast_rowwise(ctx[b], &a));
+        if (b == GPU) a_gpu = a;
     }
     CHECK_OK(ctx[GPU], f8_ctx_synchronize(ctx[GPU]));
     const void *bufs[6][2] = {{out[0], out[1]}, {out_t[0], out_t[1]}, {si[0], si[1]},
@@ -113,10 +124,11 @@ static int cast_case_run(f8_ctx *ctx[2], const cast_case *cc, int stripes, test_
         while (at < sizes[i] && x[at] == y[at]) at++;
         if (at < sizes[i]) {
             ok = 0;
-            fprintf(stderr, "  rowwise cast%s [%lld, %lld] %s->%s pow2 %d margin %d mix %d noop %d: %s differs at byte "
-                            "%zu (cpu %02x cuda %02x)\n",
+            fprintf(stderr, "  rowwise cast%s [%lld, %lld] %s->%s pow2 %d margin %d mix %d noop %d dbias %d skew %d: %s "
+                            "differs at byte %zu (cpu %02x cuda %02x)\n",
                     stripes ? " (stripes)" : "", (long long)R, (long long)C, f8_dtype_name(cc->src),
-                    f8_dtype_name(cc->out), cc->pow2, cc->margin, cc->mix, cc->noop, names[i], at, x[at], y[at]);
+                    f8_dtype_name(cc->out), cc->pow2, cc->margin, cc->mix, cc->noop, cc->dbias, cc->skew, names[i], at,
+                    x[at], y[at]);
         }
         free(x), free(y);
     }
@@ -137,35 +149,84 @@ static int cast_case_run(f8_ctx *ctx[2], const cast_case *cc, int stripes, test_
         }
     }
     free(dx), free(dy);
+    /* With out, out_t and dbias the row pass may take dbias's sums (rowwise_colmax_kernel); without out
+     * kernel 1 does: the two must give the same bits (the same order of the sums). */
+    if (!stripes && cc->mix == 3 && cc->dbias) {
+        f8_ctx *g = ctx[GPU];
+        float *db0 = (float *)xmalloc((size_t)C * 4);
+        for (int64_t c = 0; c < C; c++) db0[c] = 0.5f;
+        void *db = dev(g, (size_t)C * 4, db0), *ot = dev(g, (size_t)n, NULL), *st = dev(g, (size_t)C * 4, NULL);
+        f8i_rowwise_cast_args k1 = a_gpu;
+        k1.out = NULL, k1.scale_inv = NULL, k1.out_t = (uint8_t *)ot, k1.scale_inv_t = (float *)st;
+        k1.amax = NULL, k1.stats = NULL, k1.dbias = db;
+        CHECK_OK(g, f8i_cuda_cast_rowwise(g, &k1));
+        CHECK_OK(g, f8_ctx_synchronize(g));
+        unsigned char *x = (unsigned char *)host_of(g, db, (size_t)C * 4);
+        unsigned char *y = (unsigned char *)host_of(g, dbias[GPU], (size_t)C * 4);
+        if (memcmp(x, y, (size_t)C * 4) != 0) {
+            ok = 0;
+            fprintf(stderr, "  rowwise cast [%lld, %lld] %s->%s noop %d skew %d: dbias with out differs from kernel 1's\n",
+                    (long long)R, (long long)C, f8_dtype_name(cc->src), f8_dtype_name(cc->out), cc->noop, cc->skew);
+        }
+        free(x), free(y), free(db0);
+        f8_ctx_free(g, db), f8_ctx_free(g, ot), f8_ctx_free(g, st);
+    }
     for (int b = 0; b < 2; b++) {
-        void *all[10] = {src[b], out[b], out_t[b], si[b], si_t[b], amax[b], stats[b], noop[b], dbias[b], ws[b]};
+        void *all[10] = {src0[b], out0[b], out_t0[b], si[b], si_t[b], amax[b], stats[b], noop[b], dbias[b], ws[b]};
         for (int i = 0; i < 10; i++) f8_ctx_free(ctx[b], all[i]);
     }
     free(h), free(hb), free(poison);
     return ok;
 }
 
-/* Both CUDA paths on every case. The 2-D column path's blocks are 256 rows
- * x 128 columns (a warp per 32 rows): 1031 ends in a part-filled warp,
- * 2592 (16 | rows: out_t's 16-byte stores) in a block whose warps 1-7 have
- * no rows; 129 and 300 columns end in part-filled stripes, 129 on scalar
- * loads. */
+/* Both CUDA paths on every case, each with and without dbias. The 2-D
+ * column path's blocks are 256 rows x 128 columns (a warp per 32 rows):
+ * 1031 ends in a part-filled warp, 2592 (16 | rows: out_t's 16-byte stores)
+ * in a block whose warps 1-7 have no rows; 129 and 300 columns end in
+ * part-filled stripes, 129 on scalar loads. With out and out_t and no dbias
+ * the row pass takes the column amaxes (rowwise_colmax_kernel): 16 and 300
+ * columns put 16 and 4 rows side by side in its block, 1 and 129 (scalar)
+ * 16 and 2, 4096 one; a block's share of a round (up to 6 BF16, 3 FP32
+ * rows a slot) leaves slots part-filled or empty, and 2592 x 4096 takes
+ * its blocks through 2 (BF16) and 4 (FP32) rounds. Then shapes at its
+ * edges, each element type once, some with a pointer off its alignment
+ * (skew): 16,384 columns (64 KiB of shared memory, past the default 48) and
+ * 16,400 (past it: the warp-per-row pass and kernel 1); src one element off
+ * (scalar loads), out one byte off (scalar row stores beside kernel 2's
+ * vector loads), out_t one byte off; 9000 rows (282 chunks of 32: some
+ * blocks of an H100's 264 take two, with dbias); 8192 columns with dbias
+ * (maxima and sums, 64 KiB: the opt-in). With out, out_t and dbias
+ * the row pass takes dbias's sums where a row fills its block (8192, 4096
+ * and 1028 columns, and scalar 768): the case then runs again without out,
+ * on kernel 1, and dbias must agree bit for bit. */
 static void test_cast(f8_ctx *ctx[2])
 {
     static const int64_t rows[] = {1, 7, 33, 250, 1031, 2592}, cols[] = {1, 16, 129, 300, 4096};
-    enum { NR = sizeof rows / sizeof rows[0], NC = sizeof cols / sizeof cols[0] };
+    /* rows, cols, skew, dbias on the BF16 -> E5M2 case */
+    static const int64_t edge[][4] = {{33, 16384, 0, 0}, {7, 16400, 0, 1},  {250, 300, 1, 0}, {1031, 4096, 2, 1},
+                                      {257, 2048, 4, 0}, {300, 768, 7, 1},  {33, 129, 2, 0},  {9000, 1028, 0, 1},
+                                      {40, 8192, 0, 1}};
+    enum { NR = sizeof rows / sizeof rows[0], NC = sizeof cols / sizeof cols[0], NE = sizeof edge / sizeof edge[0] };
     for (int stripes = 0; stripes < 2; stripes++) {
         test_rng rng = {40};
         int cases = 0, bad = 0;
         for (int i = 0; i < NR; i++)
             for (int j = 0; j < NC; j++)
-                for (int v = 0; v < 4; v++) {
+                for (int v = 0; v < 8; v++) {
                     const cast_case cc = {rows[i], cols[j], v & 1 ? F8_DTYPE_BF16 : F8_DTYPE_FP32,
                                           v & 2 ? F8_DTYPE_E5M2 : F8_DTYPE_E4M3, (i + v) % 2, (j + v) % 3 == 1,
-                                          1 + (i + j + v) % 3, (i * 5 + j + v) % 4 == 3 ? 1 + (v & 1) : 0};
+                                          1 + (i + j + v) % 3, (i * 5 + j + v) % 4 == 3 ? 1 + (v & 1) : 0, v < 4, 0};
                     cases++;
                     bad += !cast_case_run(ctx, &cc, stripes, &rng);
                 }
+        for (int e = 0; e < NE; e++)
+            for (int v = 0; v < 4; v++) {
+                const cast_case cc = {edge[e][0], edge[e][1], v & 1 ? F8_DTYPE_BF16 : F8_DTYPE_FP32,
+                                      v & 2 ? F8_DTYPE_E5M2 : F8_DTYPE_E4M3, (e + v) % 2, v == 2, 3,
+                                      v == 1 ? 1 : e == 2 && v == 3 ? 2 : 0, v == 3 && edge[e][3], (int)edge[e][2]};
+                cases++;
+                bad += !cast_case_run(ctx, &cc, stripes, &rng);
+            }
         printf("  rowwise cast (%s): %d of %d cases bit for bit between CUDA and CPU\n",
                stripes ? "former stripes kernel" : "2-D column path", cases - bad, cases);
         CHECK(bad == 0, "rowwise cast (%s): %d of %d cases differ", stripes ? "stripes" : "2-D", bad, cases);

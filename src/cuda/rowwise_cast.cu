@@ -8,24 +8,27 @@
  * Design note. Two paths, the same bits (both held to the CPU by
  * test_cuda_rowwise).
  *
- * Rows (out). One kernel, a warp per row: an fmaxf pass over the row
- * (exact and order-free, so the scale is the CPU's; 4 values per lane and
- * one word of 4 codes per store where the row pitch and pointers allow),
- * the scale from f8i_current_scale (numerics.h, the function the CPU
- * calls), then a second pass that writes the codes; the row's second read
- * comes from L1/L2.
+ * Rows (out). A row's scale needs its whole row: an fmaxf pass over the row
+ * (exact and order-free, so the scale is the CPU's), the scale from
+ * f8i_current_scale (numerics.h, the function the CPU calls), then a second
+ * pass, from L1/L2, that writes the codes (4 values a load and one word of
+ * 4 codes a store where the row pitch and pointers allow). With out_t this
+ * pass also takes the column amaxes, and dbias's sums, where its shared
+ * memory holds them (rowwise_colmax_kernel, below); otherwise it is one
+ * kernel with a warp per row.
  *
  * Columns (out_t, and dbias). A column's scale needs the amax of all its
- * rows before any of its codes, so the column-wise copy is two kernels over
- * the same 2-D grid of 256-row x 128-column blocks (a warp per 32 rows, a
- * lane per 4 columns, 16-byte FP32 / 8-byte BF16 loads where the pitch
- * allows, else lane l on columns l + 32j):
- *  1. column amax: each lane keeps the max (and the dbias sum, in row
- *     order) of its 4 columns over its 32 rows; the block combines its 8
- *     warps in order, then one atomicMax of the float's bits per column
- *     into scale_inv_t (zeroed by the launch before: the row kernel, or a
- *     small kernel without out) — max is order-free, so this is exact —
- *     and one dbias partial per column per block into the workspace;
+ * rows before any of its codes, so the column-wise copy is an amax pass and
+ * a codes pass. The codes pass, and the amax pass where the row pass does
+ * not take the amaxes, run over the same 2-D grid of 256-row x 128-column
+ * blocks (a warp per 32 rows, a lane per 4 columns, 16-byte FP32 / 8-byte
+ * BF16 loads where the pitch allows, else lane l on columns l + 32j):
+ *  1. column amax (rwt_amax_kernel, where the row pass does not take it):
+ *     each lane keeps the max (and the dbias sum, in row order) of its 4
+ *     columns over its 32 rows; the block combines its 8 warps in order,
+ *     then one atomicMax of the float's bits per column into scale_inv_t —
+ *     max is order-free, so this is exact — and one dbias partial per
+ *     column per block into the workspace;
  *  2. codes: each lane turns its 4 columns' scales from those amaxes and
  *     codes its 32 x 4 values, 8 rows at a time; each batch's 8 codes of a
  *     column (8 consecutive bytes of out_t's row) go into a 32 KiB shared
@@ -34,11 +37,45 @@
  *     a warp's store two 256-byte runs of out_t's rows;
  *  3. a small kernel then writes scale_inv_t = 1 / s over the amaxes (after
  *     kernel 2 has read them), and kernels_common.cuh's dbias_reduce_kernel
- *     sums the dbias partials in block order (deterministic).
- * So src is read twice by the column path (amax, codes) and once more by
- * the row path (whose second read is a cache hit), with cols/128 x rows/256
- * blocks in flight. Every launch is graph-legal (no allocation, no sync) and
- * every kernel returns at once on a set noop flag, so nothing is written.
+ *     sums the dbias partials in block order (deterministic; or
+ *     rwc_dbias_reduce_kernel the row pass's sums, in the same order).
+ * The amaxes accumulate in scale_inv_t from 0. The warp-per-row kernel
+ * zeroes it for kernel 1, the launch after it; an amax pass cannot zero
+ * what its own other blocks are adding to (no order between blocks of one
+ * launch), so before rowwise_colmax_kernel (and kernel 1 without out) a
+ * small kernel zeroes it. Every launch is graph-legal (no allocation, no
+ * sync) and every kernel returns at once on a set noop flag, so nothing is
+ * written.
+ *
+ * The row pass with the column amaxes. It reads every element anyway, so
+ * taking the column maxima there saves kernel 1's read of src: src comes
+ * from memory twice (row pass, codes pass) instead of three times. Its
+ * blocks stay resident (2 an SM) and go down the matrix in rounds, each
+ * taking an even share of a round's rows, so a column's max is kept in
+ * shared memory over many rows and leaves once a block: one atomicMax a
+ * column, skipped where scale_inv_t already holds as much (the word only
+ * grows). A row lies across tx threads (the fewest, a power of two >= 32,
+ * that cover its loads: short rows share a block), a column's slot of
+ * shared memory belongs to the one thread that loads it for its row slot,
+ * so the column maxima need no atomics; the row maxima, far fewer, cross
+ * the warps (a shuffle, then shared memory: two barriers a round). A
+ * thread holds as many rows in flight as fit 64 registers without spilling
+ * (6 BF16, 3 FP32), fewer where a block's round would pass 64 KiB of src:
+ * the round's second read then hits L1/L2 (2 x 132 x 64 KiB = 17 MB, inside
+ * an H100's L2). Shared memory is 4 bytes a column (32 KiB at 8192); past
+ * 16,384 columns the warp-per-row kernel and kernel 1 take the call.
+ * dbias must keep kernel 1's bits, so its order: a lane sums its column
+ * down a warp's 32 rows in row order, the block adds its 8 warps' sums in
+ * order into a 256-row tile's partial, the reduction adds the tiles. The
+ * row pass keeps the first step: with one row slot (rows of more than 1024
+ * columns) each block takes whole 32-row chunks instead of rounds' shares,
+ * walks them in row order (rounds of a power of two rows, so within a
+ * chunk) and each thread sums its columns down a chunk in a second shared
+ * slot, written out at the chunk's end ([rows / 32][cols] in the
+ * workspace); rwc_dbias_reduce_kernel then adds a tile's 8 chunk sums in
+ * order (kernel 1's partial, bit for bit) and the tiles as
+ * dbias_reduce_kernel does. Shorter rows, or more than 8192 columns (the
+ * two slots past 64 KiB), keep kernel 1.
  *
  * Why the codes kernel is built so. It moves 3 bytes an element (BF16) and
  * does a few instructions for it, so it is bound by memory, and what keeps
@@ -53,15 +90,15 @@
  * 128-byte lines, 8 times fewer requests. The batch loop is not unrolled so
  * that the compiler does not hoist every row's loads and spill.
  *
- * Both kernels walk their grid row-major (rwt_block), the amax kernel from
- * the last row tile back, the codes kernel from the first: the amax pass
- * then starts on the rows the row pass read last, and the codes pass on
- * the ones the amax pass read last, while the L2 still holds them (on an
- * H100, tens of MB: most or all of a tensor of C = 2048), where the stripe
- * order started each pass on what the pass before read first, long
- * evicted. Which block does which tile changes no result: dbias partials
- * go to their tile's slot and are summed in tile order, maxima and counts
- * are order-free.
+ * Kernels 1 and 2 walk their grid row-major (rwt_block), kernel 1 from the
+ * last row tile back, kernel 2 from the first after kernel 1 and from the
+ * last after rowwise_colmax_kernel (whose rounds go down the matrix): each
+ * pass then starts on the rows the pass before read last, while the L2
+ * still holds them (on an H100, tens of MB: most or all of a tensor of C =
+ * 2048), where the stripe order started each pass on what the pass before
+ * read first, long evicted. Which block does which tile, round or chunk
+ * changes no result: dbias partials go to their tile's (chunk's) slot and
+ * are summed in tile order, maxima and counts are order-free.
  *
  * The former one-launch cast (column blocks owning a 32-column stripe over
  * all rows, walked twice) stays as f8i_cuda_cast_rowwise_stripes, for the
@@ -69,7 +106,7 @@
  * grid's y limit). The codes come from cvt.rn.satfinite of v * s (one FP32
  * multiply, -fmad=false), as cast.cu and block_cast.cu.
  *
- * amax and telemetry count each element once: from the row kernel when
+ * amax and telemetry count each element once: from the row pass when
  * there is out, else from the column kernels (amax from kernel 1, codes
  * from kernel 2); stats[0] is added by one counting block.
  */
@@ -284,14 +321,14 @@ static __device__ __forceinline__ void rwt_load(const f8i_rowwise_cast_args &p, 
 }
 
 /* This block's row tile and column stripe. The grid (row tiles, stripes) is
- * walked row-major (stripes fastest) from its last tile (BACK: the amax
- * pass) or its first (the codes pass), so each pass starts where the one
- * before it ended, on what the L2 still holds (design note). */
-template <int BACK>
-static __device__ __forceinline__ void rwt_block(int64_t &tile, int64_t &stripe)
+ * walked row-major (stripes fastest) from its last tile (back: the amax
+ * pass, and the codes pass after the row pass) or its first (the codes pass
+ * after the amax pass), so each pass starts where the one before it ended,
+ * on what the L2 still holds (design note). */
+static __device__ __forceinline__ void rwt_block(bool back, int64_t &tile, int64_t &stripe)
 {
     int64_t i = (int64_t)blockIdx.y * gridDim.x + blockIdx.x;
-    if (BACK) i = (int64_t)gridDim.x * gridDim.y - 1 - i;
+    if (back) i = (int64_t)gridDim.x * gridDim.y - 1 - i;
     tile = i / gridDim.y, stripe = i % gridDim.y;
 }
 
@@ -316,7 +353,7 @@ static __device__ __forceinline__ void rwt_load_batch(const f8i_rowwise_cast_arg
 /* Kernel 1: column amaxes (atomicMax of the bits into scale_inv_t, when
  * out_t), dbias partials (partial[tile * cols + c], when dbias) and,
  * without out, the tensor's amax. Grid (ceil(rows / 256), ceil(cols / 128)),
- * block (tile, stripe) from rwt_block<1>. */
+ * block (tile, stripe) from rwt_block(true, ..): from the last tile. */
 template <int BF16, int VEC>
 static __global__ void __launch_bounds__(RW_THREADS) rwt_amax_kernel(f8i_rowwise_cast_args p, float *partial)
 {
@@ -324,7 +361,7 @@ static __global__ void __launch_bounds__(RW_THREADS) rwt_amax_kernel(f8i_rowwise
     if (noop_set(p.noop)) return;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     int64_t tile, stripe;
-    rwt_block<1>(tile, stripe);
+    rwt_block(true, tile, stripe);
     const int64_t c0 = stripe * RWT_COLS, r0 = tile * RWT_ROWS + warp * RWT_WARP_ROWS;
     const int64_t nr = p.rows - r0; /* rows of this warp: min(32, nr), none when nr <= 0 */
     float m[4] = {0.0f, 0.0f, 0.0f, 0.0f}, sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -370,22 +407,22 @@ static __device__ __forceinline__ int rwt_swizzle(int col)
  * loads holds twice the registers, so 3 (85). */
 #define RWT_CODES_BLOCKS(BF16) ((BF16) ? 4 : 3)
 
-/* Kernel 2: out_t's codes. Block (tile, stripe) from rwt_block<0>; lane l of
+/* Kernel 2: out_t's codes. Block (tile, stripe) from rwt_block(back); lane l of
  * warp w codes columns rwt_local(l, j) of rows tile * 256 + 32w .. + 31 and
  * puts each batch's 8 codes of a column (one 8-byte half chunk) into the
  * shared tile; then thread t writes chunk t & 15 of tile rows t / 16 + 16i,
  * so a warp stores two 256-byte runs of out_t rows. Counts the telemetry
  * when there is no out (count). Same grid as kernel 1; w_t: the access width
- * of out_t's rows (16 at most). */
+ * of out_t's rows (16 at most); back: the walk, from the pass before. */
 template <int BF16, int E5M2, int VEC>
 static __global__ void __launch_bounds__(RW_THREADS, RWT_CODES_BLOCKS(BF16))
-    rwt_codes_kernel(f8i_rowwise_cast_args p, int w_t)
+    rwt_codes_kernel(f8i_rowwise_cast_args p, int w_t, int back)
 {
     __shared__ uint4 tile_t[RWT_COLS][RWT_CHUNKS];
     if (noop_set(p.noop)) return;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     int64_t tile, stripe;
-    rwt_block<0>(tile, stripe);
+    rwt_block(back != 0, tile, stripe);
     const int64_t c0 = stripe * RWT_COLS, rb = tile * RWT_ROWS, r0 = rb + warp * RWT_WARP_ROWS;
     const int64_t nr = p.rows - r0;
     const bool count = p.out == NULL && p.stats != NULL; /* uniform */
@@ -452,13 +489,18 @@ static __global__ void rwt_finish_kernel(f8i_rowwise_cast_args p)
     if (c < p.cols) p.scale_inv_t[c] = 1.0f / f8i_current_scale(p.scale_inv_t[c], 1.0f, p.scaled_max, p.pow2);
 }
 
-/* Kernel 0 without out: scale_inv_t = 0 (kernel 1's atomicMax start). */
+/* Kernel 0, without out or before rowwise_colmax_kernel: scale_inv_t = 0,
+ * the start of the amaxes' atomicMax. */
 static __global__ void rwt_zero_kernel(f8i_rowwise_cast_args p)
 {
     if (noop_set(p.noop)) return;
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < p.cols) p.scale_inv_t[i] = 0.0f;
 }
+
+/* The row pass with the column amaxes (rowwise_colmax_kernel) and its dbias
+ * reduction (rwc_dbias_reduce_kernel). */
+#include "rowwise_colmax.cuh"
 
 /* ------------------------------------------------------------------------ */
 /* Launchers                                                                 */
@@ -495,21 +537,87 @@ static f8_status launch_rows_any(f8_ctx *ctx, const f8i_rowwise_cast_args *a, in
                                          : launch_rows<0, 0>(ctx, a, row_blocks, blocks, zero_t);
 }
 
-/* Kernels 1 and 2 of the column path. */
+/* The codes kernel (kernel 2) of the column path; back: its walk. */
 template <int BF16, int VEC>
-static f8_status launch_cols(f8_ctx *ctx, const f8i_rowwise_cast_args *a, dim3 grid, float *partial)
+static f8_status launch_codes(f8_ctx *ctx, const f8i_rowwise_cast_args *a, dim3 grid, int back)
 {
+    const int w_t = access_width(a->out_t, a->rows, 16);
+    F8I_COUNT_LAUNCHES(ctx, 1);
+    if (a->out_dtype == F8_DTYPE_E5M2)
+        rwt_codes_kernel<BF16, 1, VEC><<<grid, RW_THREADS, 0, f8i_stream(ctx)>>>(*a, w_t, back);
+    else
+        rwt_codes_kernel<BF16, 0, VEC><<<grid, RW_THREADS, 0, f8i_stream(ctx)>>>(*a, w_t, back);
+    return f8i_cuda_launch_check(ctx, "rwt_codes_kernel");
+}
+
+/* Kernels 1 and 2 of the column path, or (colmax: the row pass took the
+ * amaxes) kernel 2 alone, walking back from where the row pass ended. */
+template <int BF16, int VEC>
+static f8_status launch_cols(f8_ctx *ctx, const f8i_rowwise_cast_args *a, dim3 grid, float *partial, int colmax)
+{
+    if (colmax) return launch_codes<BF16, VEC>(ctx, a, grid, 1);
     F8I_COUNT_LAUNCHES(ctx, 1);
     rwt_amax_kernel<BF16, VEC><<<grid, RW_THREADS, 0, f8i_stream(ctx)>>>(*a, partial);
     F8I_TRY(f8i_cuda_launch_check(ctx, "rwt_amax_kernel"));
     if (a->out_t == NULL) return F8_OK;
-    const int w_t = access_width(a->out_t, a->rows, 16);
+    return launch_codes<BF16, VEC>(ctx, a, grid, 0);
+}
+
+/* rowwise_colmax_kernel's threads a row: the fewest (a power of two, 32 ..
+ * RWC_THREADS) that cover its loads (4 columns each, vec), so short rows
+ * share a block. */
+static int rwc_tx(const f8i_rowwise_cast_args *a, int vec)
+{
+    const int64_t loads = vec ? a->cols / 4 : a->cols;
+    int tx = 32;
+    while (tx < RWC_THREADS && tx < loads) tx *= 2;
+    return tx;
+}
+
+/* Whether the row pass takes the column amaxes (and dbias's chunk sums):
+ * out and out_t, and the columns' maxima (and sums) fit its shared memory;
+ * with dbias, one row slot a block (over 256 loads a row: 1028 columns or
+ * more, vec; 257, scalar). */
+static int rwc_takes(const f8i_rowwise_cast_args *a, int vec)
+{
+    if (!a->out || !a->out_t) return 0;
+    if (!a->dbias) return a->cols <= RWC_MAX_COLS;
+    return a->cols <= RWC_MAX_COLS_DBIAS && rwc_tx(a, vec) == RWC_THREADS;
+}
+
+/* The row pass with the column amaxes (rwc_takes), scale_inv_t zeroed
+ * before it; sums: dbias's chunk sums [ceil(rows / 32), cols] (the
+ * workspace), or NULL. As many rows a slot (group, <= RWC_ROWS; with sums a
+ * power of two) as keep a block's round within RWC_GROUP_BYTES of src. */
+template <int BF16, int E5M2>
+static f8_status launch_colmax_as(f8_ctx *ctx, const f8i_rowwise_cast_args *a, int vec, float *sums)
+{
+    const int tx = rwc_tx(a, vec), nty = RWC_THREADS / tx, most = RWC_ROWS(BF16, vec);
+    const int64_t fit = RWC_GROUP_BYTES / (nty * a->cols * (BF16 ? 2 : 4));
+    int group = fit < 1 ? 1 : fit > most ? most : (int)fit;
+    if (sums) /* rounds within a 32-row chunk: a power of two */
+        while (group & (group - 1)) group &= group - 1;
+    /* the maxima [nty][cols] (and the sums [cols]): <= 64 KiB (RWC_MAX_COLS, RWC_MAX_COLS_DBIAS) or 8 KiB */
+    const size_t smem = (size_t)(nty + (sums ? 1 : 0)) * (size_t)a->cols * sizeof(float);
+    const int64_t work = sums ? (a->rows + RWT_WARP_ROWS - 1) / RWT_WARP_ROWS /* chunks */
+                              : (a->rows + (int64_t)nty * group - 1) / ((int64_t)nty * group);
+    const int64_t resident = (int64_t)RWC_BLOCKS_PER_SM * f8i_cuda(ctx)->sm_count;
+    const unsigned grid = (unsigned)(work < resident ? work : resident < 1 ? 1 : resident);
+    void (*kernel)(f8i_rowwise_cast_args, int, int, float *) =
+        vec ? (sums ? rowwise_colmax_kernel<BF16, E5M2, 1, 1> : rowwise_colmax_kernel<BF16, E5M2, 1, 0>)
+            : (sums ? rowwise_colmax_kernel<BF16, E5M2, 0, 1> : rowwise_colmax_kernel<BF16, E5M2, 0, 0>);
+    if (smem > 48 * 1024) F8I_TRY(f8i_cuda_smem_optin(ctx, (const void *)kernel, "rowwise cast: shared-memory opt-in"));
     F8I_COUNT_LAUNCHES(ctx, 1);
-    if (a->out_dtype == F8_DTYPE_E5M2)
-        rwt_codes_kernel<BF16, 1, VEC><<<grid, RW_THREADS, 0, f8i_stream(ctx)>>>(*a, w_t);
-    else
-        rwt_codes_kernel<BF16, 0, VEC><<<grid, RW_THREADS, 0, f8i_stream(ctx)>>>(*a, w_t);
-    return f8i_cuda_launch_check(ctx, "rwt_codes_kernel");
+    kernel<<<grid, RWC_THREADS, smem, f8i_stream(ctx)>>>(*a, tx, group, sums);
+    return f8i_cuda_launch_check(ctx, "rowwise_colmax_kernel");
+}
+
+static f8_status launch_colmax(f8_ctx *ctx, const f8i_rowwise_cast_args *a, int vec, float *sums)
+{
+    const int e5m2 = a->out_dtype == F8_DTYPE_E5M2;
+    if (a->src_dtype == F8_DTYPE_BF16)
+        return e5m2 ? launch_colmax_as<1, 1>(ctx, a, vec, sums) : launch_colmax_as<1, 0>(ctx, a, vec, sums);
+    return e5m2 ? launch_colmax_as<0, 1>(ctx, a, vec, sums) : launch_colmax_as<0, 0>(ctx, a, vec, sums);
 }
 
 /* The caller ran f8i_rowwise_cast_check. */
@@ -534,24 +642,32 @@ f8_status f8i_cuda_cast_rowwise(f8_ctx *ctx, const f8i_rowwise_cast_args *a)
     if (row_blocks > INT_MAX)
         return f8i_error(ctx, F8_ERR_UNSUPPORTED, "rowwise cast: [%lld, %lld] needs too many blocks for one launch",
                          (long long)a->rows, (long long)a->cols);
-    float *partial = NULL; /* row_tiles x cols dbias partials: within f8i_reduce_workspace_bytes' 2 per 16 rows */
+    /* row_tiles x cols dbias partials (kernel 1) or ceil(rows / 32) x cols chunk sums (the row pass): within
+     * f8i_reduce_workspace_bytes' 2 per 16 rows */
+    float *partial = NULL;
     if (a->dbias != NULL) {
         F8I_TRY(f8i_check_reduce_workspace(ctx, a->workspace, a->workspace_bytes, a->rows, a->cols, "rowwise cast"));
         partial = (float *)a->workspace;
     }
-    /* the row pass; it zeroes the column amaxes for kernel 1 (or a small kernel does) */
-    float *zero_t = a->out_t ? a->scale_inv_t : NULL;
-    if (a->out) F8I_TRY(launch_rows_any(ctx, a, row_blocks, (unsigned)row_blocks, zero_t));
-    if (!a->out_t && !a->dbias) return F8_OK;
-    if (!a->out && zero_t) {
+    /* The column amaxes start at 0: zeroed by the row pass for kernel 1, else (no out; or the row pass
+     * takes them itself, which must not race its own zeroing) by a small kernel before. */
+    const int vec_rows = a->out && src_vec(a) && access_width(a->out, a->cols, 4) == 4;
+    const int colmax = rwc_takes(a, vec_rows);
+    float *zero_t = a->out_t && !colmax ? a->scale_inv_t : NULL;
+    if (a->out_t && (colmax || !a->out)) {
         F8I_COUNT_LAUNCHES(ctx, 1);
         rwt_zero_kernel<<<(unsigned)((a->cols + 255) / 256), 256, 0, f8i_stream(ctx)>>>(*a);
         F8I_TRY(f8i_cuda_launch_check(ctx, "rwt_zero_kernel"));
     }
+    if (colmax) F8I_TRY(launch_colmax(ctx, a, vec_rows, partial));
+    else if (a->out) F8I_TRY(launch_rows_any(ctx, a, row_blocks, (unsigned)row_blocks, zero_t));
+    if (!a->out_t && !a->dbias) return F8_OK;
     const dim3 grid((unsigned)row_tiles, (unsigned)stripes);
     const int bf16 = a->src_dtype == F8_DTYPE_BF16, vec = src_vec(a);
-    const f8_status st = bf16 ? (vec ? launch_cols<1, 1>(ctx, a, grid, partial) : launch_cols<1, 0>(ctx, a, grid, partial))
-                              : (vec ? launch_cols<0, 1>(ctx, a, grid, partial) : launch_cols<0, 0>(ctx, a, grid, partial));
+    const f8_status st = bf16 ? (vec ? launch_cols<1, 1>(ctx, a, grid, partial, colmax)
+                                     : launch_cols<1, 0>(ctx, a, grid, partial, colmax))
+                              : (vec ? launch_cols<0, 1>(ctx, a, grid, partial, colmax)
+                                     : launch_cols<0, 0>(ctx, a, grid, partial, colmax));
     if (st != F8_OK) return st;
     if (a->out_t != NULL) {
         F8I_COUNT_LAUNCHES(ctx, 1);
@@ -559,8 +675,16 @@ f8_status f8i_cuda_cast_rowwise(f8_ctx *ctx, const f8i_rowwise_cast_args *a)
         F8I_TRY(f8i_cuda_launch_check(ctx, "rwt_finish_kernel"));
     }
     if (a->dbias == NULL) return F8_OK;
+    const dim3 rgrid((unsigned)((a->cols + 31) / 32)), rblock(32, F8I_REDUCE_SPLIT);
+    const int bf16_db = a->dbias_dtype == F8_DTYPE_BF16;
     F8I_COUNT_LAUNCHES(ctx, 1);
-    dbias_reduce_kernel<<<(unsigned)((a->cols + 31) / 32), dim3(32, F8I_REDUCE_SPLIT), 0, f8i_stream(ctx)>>>(
-        partial, row_tiles, a->cols, a->dbias, a->dbias_dtype == F8_DTYPE_BF16, a->dbias_accumulate, a->noop);
+    if (colmax) { /* the row pass's chunk sums */
+        rwc_dbias_reduce_kernel<<<rgrid, rblock, 0, f8i_stream(ctx)>>>(
+            partial, (a->rows + RWT_WARP_ROWS - 1) / RWT_WARP_ROWS, a->cols, a->dbias, bf16_db, a->dbias_accumulate,
+            a->noop);
+        return f8i_cuda_launch_check(ctx, "rwc_dbias_reduce_kernel");
+    }
+    dbias_reduce_kernel<<<rgrid, rblock, 0, f8i_stream(ctx)>>>(partial, row_tiles, a->cols, a->dbias, bf16_db,
+                                                               a->dbias_accumulate, a->noop);
     return f8i_cuda_launch_check(ctx, "dbias_reduce_kernel");
 }
