@@ -195,7 +195,9 @@ static int cast_case_run(f8_ctx *ctx[2], const cast_case *cc, int stripes, test_
  * (scalar loads), out one byte off (scalar row stores beside kernel 2's
  * vector loads), out_t one byte off; 9000 rows (282 chunks of 32: some
  * blocks of an H100's 264 take two, with dbias); 8192 columns with dbias
- * (maxima and sums, 64 KiB: the opt-in). With out, out_t and dbias
+ * (maxima and sums, 64 KiB: the opt-in); 6,144 columns with dbias and
+ * 12,288 without (48 KiB of them: with the kernel's own static arrays past
+ * the default limit, the 1.3B qkv gradient's shape). With out, out_t and dbias
  * the row pass takes dbias's sums where a row fills its block (8192, 4096
  * and 1028 columns, and scalar 768): the case then runs again without out,
  * on kernel 1, and dbias must agree bit for bit. */
@@ -205,7 +207,7 @@ static void test_cast(f8_ctx *ctx[2])
     /* rows, cols, skew, dbias on the BF16 -> E5M2 case */
     static const int64_t edge[][4] = {{33, 16384, 0, 0}, {7, 16400, 0, 1},  {250, 300, 1, 0}, {1031, 4096, 2, 1},
                                       {257, 2048, 4, 0}, {300, 768, 7, 1},  {33, 129, 2, 0},  {9000, 1028, 0, 1},
-                                      {40, 8192, 0, 1}};
+                                      {40, 8192, 0, 1},  {64, 6144, 0, 1},   {16, 12288, 0, 0}};
     enum { NR = sizeof rows / sizeof rows[0], NC = sizeof cols / sizeof cols[0], NE = sizeof edge / sizeof edge[0] };
     for (int stripes = 0; stripes < 2; stripes++) {
         test_rng rng = {40};

@@ -606,7 +606,9 @@ static f8_status launch_colmax_as(f8_ctx *ctx, const f8i_rowwise_cast_args *a, i
     void (*kernel)(f8i_rowwise_cast_args, int, int, float *) =
         vec ? (sums ? rowwise_colmax_kernel<BF16, E5M2, 1, 1> : rowwise_colmax_kernel<BF16, E5M2, 1, 0>)
             : (sums ? rowwise_colmax_kernel<BF16, E5M2, 0, 1> : rowwise_colmax_kernel<BF16, E5M2, 0, 0>);
-    if (smem > 48 * 1024) F8I_TRY(f8i_cuda_smem_optin(ctx, (const void *)kernel, "rowwise cast: shared-memory opt-in"));
+    /* past 32 KiB: the default limit of 48 KiB holds the kernel's static arrays too (and 48 KiB of maxima,
+     * 12,288 columns or 6,144 with sums, left none for them: an invalid launch at the 1.3B qkv's dbias) */
+    if (smem > 32 * 1024) F8I_TRY(f8i_cuda_smem_optin(ctx, (const void *)kernel, "rowwise cast: shared-memory opt-in"));
     F8I_COUNT_LAUNCHES(ctx, 1);
     kernel<<<grid, RWC_THREADS, smem, f8i_stream(ctx)>>>(*a, tx, group, sums);
     return f8i_cuda_launch_check(ctx, "rowwise_colmax_kernel");
