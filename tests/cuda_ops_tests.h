@@ -150,6 +150,21 @@ static const uint32_t SINV_POISON = 0x7FBADBADu;
 
 #define NELEM(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
+/* body (a test of GEMM cases against the CPU) again with GEMM tuning on the
+ * CUDA ctx (f8_ctx_set_gemm_tune): the plans it built are tuned at their
+ * next call, the algorithms timing chose must still compute what the CPU
+ * does, and some plan must have been tuned. */
+static inline void env_run_tuned(env *e, void (*body)(env *), const char *what)
+{
+    f8_ctx *ctx = e->ctx[GPU];
+    const uint64_t before = ctx->gemm_tuned;
+    CHECK_OK(ctx, f8_ctx_set_gemm_tune(ctx, 1));
+    body(e);
+    CHECK_OK(ctx, f8_ctx_set_gemm_tune(ctx, 0));
+    printf("%s tuning: %llu plans tuned\n", what, (unsigned long long)(ctx->gemm_tuned - before));
+    CHECK(ctx->gemm_tuned > before, "%s tuning chose no plan's algorithm", what);
+}
+
 /* A program's main: create the pair (returns TEST_SKIP_CODE without a GPU,
  * after printing why), run each test on it, print the summary. A cast with
  * dbias works in its args' workspace (f8i_reduce_workspace_bytes, 8 MiB for

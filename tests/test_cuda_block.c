@@ -402,16 +402,7 @@ static void test_block_gemms(env *e)
 
 /* The block GEMM cases again with GEMM tuning on (f8_ctx_set_gemm_tune):
  * the algorithm timing chose computes what the CPU does, and tuning ran. */
-static void test_block_gemms_tuned(env *e)
-{
-    f8_ctx *ctx = e->ctx[GPU];
-    const uint64_t before = ctx->gemm_tuned;
-    CHECK_OK(ctx, f8_ctx_set_gemm_tune(ctx, 1));
-    test_block_gemms(e);
-    CHECK_OK(ctx, f8_ctx_set_gemm_tune(ctx, 0));
-    printf("block gemm tuning: %llu plans tuned\n", (unsigned long long)(ctx->gemm_tuned - before));
-    CHECK(ctx->gemm_tuned > before, "block gemm tuning chose no plan's algorithm");
-}
+static void test_block_gemms_tuned(env *e) { env_run_tuned(e, test_block_gemms, "block gemm"); }
 
 int main(void)
 {

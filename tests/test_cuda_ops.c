@@ -397,16 +397,7 @@ static void test_gemm(env *e)
  * plans test_gemm built are tuned at their next call): the chosen
  * algorithms still compute what the CPU does, the timing runs leave D to
  * the call (an accumulate or an addend sums into D once), and tuning ran. */
-static void test_gemm_tuned(env *e)
-{
-    f8_ctx *ctx = e->ctx[GPU];
-    const uint64_t before = ctx->gemm_tuned;
-    CHECK_OK(ctx, f8_ctx_set_gemm_tune(ctx, 1));
-    test_gemm(e);
-    CHECK_OK(ctx, f8_ctx_set_gemm_tune(ctx, 0));
-    printf("gemm tuning: %llu plans tuned\n", (unsigned long long)(ctx->gemm_tuned - before));
-    CHECK(ctx->gemm_tuned > before, "gemm tuning chose no plan's algorithm");
-}
+static void test_gemm_tuned(env *e) { env_run_tuned(e, test_gemm, "gemm"); }
 
 /* Odd FP8 shapes bit for bit: gemm.cu's padded path (the operand pads, the
  * padded GEMM, gemm_slice_kernel back into D) against the CPU. The operands

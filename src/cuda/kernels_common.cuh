@@ -377,6 +377,22 @@ static __device__ __forceinline__ void dbias_write(void *dbias, int bf16, int ac
  * split keeps several loads in flight per column (one thread per column
  * walking all row tiles was latency bound; bench/RESULTS.md) while the
  * fixed order keeps the result deterministic. */
+/* The end of a split column reduction (dbias_reduce_kernel's, the row-wise
+ * row pass's rwc_dbias_reduce_kernel): thread (x, y) leaves its sum in
+ * part, then thread (x, 0) adds the F8I_REDUCE_SPLIT sums in y order and
+ * writes column c. Every thread of the block calls it (a barrier). */
+static __device__ __forceinline__ void dbias_split_finish(float (&part)[F8I_REDUCE_SPLIT][33], float sum, int64_t c,
+                                                          int64_t cols, void *dbias, int bf16, int accumulate)
+{
+    part[threadIdx.y][threadIdx.x] = sum;
+    __syncthreads();
+    if (threadIdx.y != 0 || c >= cols) return;
+    float total = 0.0f;
+#pragma unroll
+    for (int y = 0; y < F8I_REDUCE_SPLIT; ++y) total += part[y][threadIdx.x];
+    dbias_write(dbias, bf16, accumulate, c, total);
+}
+
 static __global__ void __launch_bounds__(32 * F8I_REDUCE_SPLIT)
     dbias_reduce_kernel(const float *__restrict__ partial, int64_t row_tiles, int64_t cols, void *dbias, int bf16,
                         int accumulate, const float *noop)
@@ -387,13 +403,7 @@ static __global__ void __launch_bounds__(32 * F8I_REDUCE_SPLIT)
     float sum = 0.0f;
     if (c < cols)
         for (int64_t t = threadIdx.y; t < row_tiles; t += F8I_REDUCE_SPLIT) sum += partial[t * cols + c];
-    part[threadIdx.y][threadIdx.x] = sum;
-    __syncthreads();
-    if (threadIdx.y != 0 || c >= cols) return;
-    float total = 0.0f;
-#pragma unroll
-    for (int y = 0; y < F8I_REDUCE_SPLIT; ++y) total += part[y][threadIdx.x];
-    dbias_write(dbias, bf16, accumulate, c, total);
+    dbias_split_finish(part, sum, c, cols, dbias, bf16, accumulate);
 }
 
 #endif /* F8_CUDA_KERNELS_COMMON_CUH */

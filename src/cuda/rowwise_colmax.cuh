@@ -252,13 +252,7 @@ static __global__ void __launch_bounds__(32 * F8I_REDUCE_SPLIT)
             for (int64_t k = TILE * t; k < chunks && k < TILE * (t + 1); ++k) tile += sums[k * cols + c];
             sum += tile;
         }
-    part[threadIdx.y][threadIdx.x] = sum;
-    __syncthreads();
-    if (threadIdx.y != 0 || c >= cols) return;
-    float total = 0.0f;
-#pragma unroll
-    for (int y = 0; y < F8I_REDUCE_SPLIT; ++y) total += part[y][threadIdx.x];
-    dbias_write(dbias, bf16, accumulate, c, total);
+    dbias_split_finish(part, sum, c, cols, dbias, bf16, accumulate);
 }
 
 #endif /* F8_CUDA_ROWWISE_COLMAX_CUH */
