@@ -362,7 +362,7 @@ f8_status gpt_create_tp(f8_ctx *ctx, const gpt_config *config, f8_comm *tp, int 
      * --fp8-head casts it too (its GEMMs are a quarter of a 124M step's FLOPs). */
     hc.fp8 = c->fp8 && c->fp8_head;
     hc.fuse_wgrad_accumulation = c->grad_fp32; /* wte's gradient: the head's and the embedding's, in FP32 */
-    hc.weight_transpose_per_call = c->wt_per_call >= c->layers && c->wt_per_call > 0;
+    hc.weight_transpose_per_call = gpt_head_wt_per_call(c);
     m->head_rows = gpt_head_rows(c, 0); /* tokens per LM-head pass */
     hc.max_tokens = m->head_rows;
     hc.seed = c->seed * 2654435761u + 7;

@@ -335,7 +335,7 @@ f8_status llama_create_tp(f8_ctx *ctx, const gpt_config *c, f8_comm *tp, int sp,
     hc.param_dtype = c->dtype;
     hc.fp8 = c->fp8 && c->fp8_head;
     hc.fuse_wgrad_accumulation = c->grad_fp32; /* a tied wte's gradient: the head's and the embedding's, in FP32 */
-    hc.weight_transpose_per_call = c->wt_per_call >= c->layers && c->wt_per_call > 0;
+    hc.weight_transpose_per_call = gpt_head_wt_per_call(c);
     m->head_rows = gpt_head_rows(c, 0);
     hc.max_tokens = m->head_rows;
     hc.seed = c->seed * 2654435761u + 17;

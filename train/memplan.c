@@ -120,9 +120,9 @@ f8_status mem_plan_make(const gpt_config *c, const mem_plan_run *r, mem_plan *p,
     const double transposes = c->fp8 && !block ? L * per_block / tp + head_t : 0;
     /* --weight-transpose-per-call N: the blocks past the first N keep theirs, and the head unless N = L
      * (the workspace's growth is in the probes' scratch, whose blocks all make their own) */
-    const double nw = c->wt_per_call > 0 ? (double)c->wt_per_call : 0;
     const double cached = !c->wt_per_call ? transposes
-                          : c->fp8 && !block && nw < L ? (L - nw) * per_block / tp + head_t : 0;
+                          : c->fp8 && !block ? (L - c->wt_per_call) * per_block / tp + (gpt_head_wt_per_call(c) ? 0 : head_t)
+                                             : 0;
     /* what "on" would save: the cached transposes, less the workspace's growth if it has none yet (the
      * largest weight: the head's with --fp8-head, else fc1's or fc2's) */
     const double largest = c->fp8_head ? (double)c->padded_vocab * C

@@ -53,6 +53,10 @@ typedef struct gpt_config {
                              too when N = layers; not with block or row-wise scaling */
 } gpt_config;
 
+/* Whether the LM head makes its FP8 weight transpose per call: with every
+ * block's (--weight-transpose-per-call on, or N = layers). */
+static inline int gpt_head_wt_per_call(const gpt_config *c) { return c->wt_per_call > 0 && c->wt_per_call >= c->layers; }
+
 /* The rows of wpe: the most of seq and c->positions. */
 static inline int64_t gpt_positions(const gpt_config *c) { return c->positions > c->seq ? c->positions : c->seq; }
 

@@ -496,12 +496,7 @@ static f8_status run_lt(f8_ctx *ctx, gemm_plan *p, const f8i_gemm_args *g, int64
     /* C: the addend under D's layout, or D itself (accumulate): beta 1 */
     const f8i_lt_call call = {p->desc, p->lay_a, p->lay_b, p->lay_d, &p->algo, g->a, g->b,
                               g->c ? g->c : g->accumulate ? g->d : NULL, g->d};
-    if (ctx->gemm_tune && !p->tuned) {
-        uint32_t al[4];
-        f8i_lt_query_aligns(g->a, g->b, g->c, g->d, al);
-        const size_t d_bytes = (size_t)g->m * (size_t)ldd * dtype_bytes(g->d_dtype);
-        F8I_TRY(f8i_lt_tune(ctx, &call, d_bytes, al[0], al[1], al[2], al[3], &p->algo, &p->tuned));
-    }
+    F8I_TRY(f8i_lt_tune(ctx, &call, (size_t)g->m * (size_t)ldd * dtype_bytes(g->d_dtype), &p->algo, &p->tuned));
     F8I_TRY(f8i_lt_matmul(ctx, &call, "gemm", g->m, g->n, g->k, unsupported));
     if (*unsupported) {
         plan_release(p);

@@ -193,20 +193,21 @@ static inline f8_status f8i_lt_matmul(f8_ctx *ctx, const f8i_lt_call *call, cons
 #define F8I_LT_TUNE_REPS 3
 #define F8I_LT_TUNE_TEMP_MAX ((size_t)64 << 20)
 
-/* Tune call's algorithm (*call->algo is the heuristic's first, al_* its
- * query's alignments, d_bytes D's size): on return *algo is the fastest of
- * the candidates (the heuristic's order breaks ties) and *done = 1, or, in
- * a graph capture (no timing there: nothing runs), *done = 0 and *algo is
- * unchanged. Timing writes call->d only when the call has no C (beta 0: the
+/* With the ctx's GEMM tuning on and the plan not yet tuned (*done = 0),
+ * tune call's algorithm (*algo, the heuristic's first; d_bytes D's size;
+ * the query's alignments are the call's pointers'): on return *algo is the
+ * fastest of the candidates (the heuristic's order breaks ties) and *done =
+ * 1, or, in a graph capture (no timing there: nothing runs), *done = 0 and
+ * *algo is unchanged. Otherwise nothing. Timing writes call->d only when the call has no C (beta 0: the
  * call overwrites all of D after); with a C (the accumulate, an addend) the
  * candidates run on a zeroed temporary D, or not at all past
  * F8I_LT_TUNE_TEMP_MAX or if it cannot be allocated (*done = 1, the
  * heuristic's choice kept). Synchronizes the stream; the timing launches
  * are not counted. */
-static inline f8_status f8i_lt_tune(f8_ctx *ctx, const f8i_lt_call *call, size_t d_bytes, uint32_t al_a, uint32_t al_b,
-                                    uint32_t al_c, uint32_t al_d, cublasLtMatmulAlgo_t *algo, int *done)
+static inline f8_status f8i_lt_tune(f8_ctx *ctx, const f8i_lt_call *call, size_t d_bytes, cublasLtMatmulAlgo_t *algo,
+                                    int *done)
 {
-    *done = 0;
+    if (!ctx->gemm_tune || *done) return F8_OK;
     cudaStream_t s = f8i_stream(ctx);
     cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
     F8I_TRY(f8i_cuda_check(ctx, cudaStreamIsCapturing(s, &cap), "gemm tuning: cudaStreamIsCapturing"));
@@ -215,10 +216,12 @@ static inline f8_status f8i_lt_tune(f8_ctx *ctx, const f8i_lt_call *call, size_t
     void *handle = NULL, *ws = NULL;
     size_t ws_bytes = 0;
     F8I_TRY(f8i_cuda_gemm_lt(ctx, &handle, &ws, &ws_bytes));
+    uint32_t al[4]; /* as the plan's query: C' is the addend or D (c here is D for the accumulate) */
+    f8i_lt_query_aligns(call->a, call->b, call->c, call->d, al);
     cublasLtMatmulHeuristicResult_t res[F8I_LT_TUNE_CANDIDATES];
     int n = 0;
     cublasStatus_t st = f8i_lt_candidates((cublasLtHandle_t)handle, call->desc, call->lay_a, call->lay_b, call->lay_d,
-                                          ws_bytes, al_a, al_b, al_c, al_d, F8I_LT_TUNE_CANDIDATES, res, &n);
+                                          ws_bytes, al[0], al[1], al[2], al[3], F8I_LT_TUNE_CANDIDATES, res, &n);
     if (st != CUBLAS_STATUS_SUCCESS)
         return f8i_error(ctx, F8_ERR_CUBLAS, "gemm tuning: cublasLtMatmulAlgoGetHeuristic: %s", cublasLtGetStatusName(st));
     if (n < 2) return F8_OK;

@@ -276,12 +276,7 @@ static f8_status run_lt(f8_ctx *ctx, f8i_rowwise_plan *p, const f8i_rowwise_gemm
         return f8i_error(ctx, F8_ERR_CUBLAS, "rowwise gemm %lldx%lldx%lld: setting the scale and bias pointers: %s",
                          (long long)g->m, (long long)g->n, (long long)g->k, cublasLtGetStatusName(st));
     const f8i_lt_call call = {p->desc, p->lay_a, p->lay_b, p->lay_d, &p->algo, g->a, g->b, g->c, g->d};
-    if (ctx->gemm_tune && !p->tuned) {
-        uint32_t al[4];
-        f8i_lt_query_aligns(g->a, g->b, g->c, g->d, al);
-        const size_t d_bytes = (size_t)g->m * (size_t)g->n * f8_dtype_size(g->d_dtype);
-        F8I_TRY(f8i_lt_tune(ctx, &call, d_bytes, al[0], al[1], al[2], al[3], &p->algo, &p->tuned));
-    }
+    F8I_TRY(f8i_lt_tune(ctx, &call, (size_t)g->m * (size_t)g->n * f8_dtype_size(g->d_dtype), &p->algo, &p->tuned));
     F8I_TRY(f8i_lt_matmul(ctx, &call, "rowwise gemm", g->m, g->n, g->k, refused));
     if (*refused) return F8_OK;
     if (!g->bias || p->fused_bias) return F8_OK;
