@@ -229,6 +229,17 @@ static void test_cast(f8_ctx *ctx[2])
                 cases++;
                 bad += !cast_case_run(ctx, &cc, stripes, &rng);
             }
+        /* whole 128-row tiles of 128 (BF16) or 64 (FP32) columns: kernel 2's tile form (rwt_codes_tile_kernel),
+         * out_t with out (after the row pass) and without (after kernel 1; it counts the telemetry), dbias */
+        static const int64_t whole[][2] = {{128, 64}, {256, 2048}, {1024, 384}, {384, 8192}};
+        for (int w = 0; w < (int)(sizeof whole / sizeof whole[0]); w++)
+            for (int v = 0; v < 8; v++) {
+                const cast_case cc = {whole[w][0], whole[w][1], v & 1 ? F8_DTYPE_BF16 : F8_DTYPE_FP32,
+                                      v & 2 ? F8_DTYPE_E5M2 : F8_DTYPE_E4M3, (w + v) % 2, 1 + v % 3, v & 4 ? 2 : 3,
+                                      0, (v & 3) == 3, 0};
+                cases++;
+                bad += !cast_case_run(ctx, &cc, stripes, &rng);
+            }
         printf("  rowwise cast (%s): %d of %d cases bit for bit between CUDA and CPU\n",
                stripes ? "former stripes kernel" : "2-D column path", cases - bad, cases);
         CHECK(bad == 0, "rowwise cast (%s): %d of %d cases differ", stripes ? "stripes" : "2-D", bad, cases);
