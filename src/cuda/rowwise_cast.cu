@@ -34,7 +34,12 @@
  *     column (8 consecutive bytes of out_t's row) go into a 32 KiB shared
  *     tile of out_t (128 rows x 256 bytes, swizzled so neither side has
  *     bank conflicts), from which the block writes out_t in 16-byte pieces,
- *     a warp's store two 256-byte runs of out_t's rows;
+ *     a warp's store two 256-byte runs of out_t's rows. Where 128-row
+ *     tiles of 128 (BF16) or 64 (FP32) columns cover the matrix and every
+ *     access can be 16 bytes (the trainers' shapes), rwt_codes_tile_kernel
+ *     takes this pass instead: cast_tile.cuh's layout (a thread's 8 rows
+ *     of 16-byte loads in flight at once, 4 x 4 transposes in registers),
+ *     one scale a column, the same codes;
  *  3. a small kernel then writes scale_inv_t = 1 / s over the amaxes (after
  *     kernel 2 has read them), and kernels_common.cuh's dbias_reduce_kernel
  *     sums the dbias partials in block order (deterministic; or
