@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ---- E4M3 on the host ---------------------------------------------------- */
 
@@ -57,16 +58,76 @@ static uint8_t e4m3_code(double x)
     return (uint8_t)(lo | (x < 0 && q > 0 ? 0x80 : 0));
 }
 
+/* ---- BF16 and FP16 on the host (an O typed in F16: current scaling) ------- */
+
+/* Round to the nearest value of a binary format with `p` bits of precision
+ * (the implicit one included), smallest normal 2^emin, largest finite maxv,
+ * ties to even; past the largest finite, infinity. */
+static double fmt_round(double x, int p, int emin, double maxv)
+{
+    if (isnan(x) || isinf(x)) return x;
+    const double a = fabs(x);
+    double q;
+    if (a < ldexp(1.0, emin)) q = nearbyint(ldexp(a, p - 1 - emin)) * ldexp(1.0, emin - p + 1);
+    else {
+        int e;
+        frexp(a, &e); /* a in [2^(e-1), 2^e): the binade's step is 2^(e-p) */
+        const double step = ldexp(1.0, e - p);
+        q = nearbyint(a / step) * step;
+    }
+    if (q > maxv) q = INFINITY;
+    return copysign(q, x);
+}
+
+static double bf16_round(double x) { return fmt_round(x, 8, -126, 3.3895313892515355e38); }
+static double fp16_round(double x) { return fmt_round(x, 11, -14, 65504.0); }
+
+static double bf16_value(uint16_t u)
+{
+    const uint32_t w = (uint32_t)u << 16;
+    float f;
+    memcpy(&f, &w, 4);
+    return f;
+}
+
+static double fp16_value(uint16_t u)
+{
+    const int s = u >> 15, e = (u >> 10) & 31, m = u & 1023;
+    const double v = e == 31 ? (m ? NAN : INFINITY) : e == 0 ? ldexp((double)m, -24) : ldexp(1024.0 + m, e - 25);
+    return s ? -v : v;
+}
+
+static uint16_t bf16_code(double x)
+{
+    if (isnan(x)) return 0x7fc0;
+    const float f = (float)bf16_round(x); /* exact in FP32 */
+    uint32_t w;
+    memcpy(&w, &f, 4);
+    return (uint16_t)(w >> 16);
+}
+
+static uint16_t fp16_code(double x)
+{
+    if (isnan(x)) return 0x7e00;
+    const double q = fp16_round(x), a = fabs(q);
+    const uint16_t s = signbit(q) ? 0x8000 : 0;
+    if (isinf(a)) return s | 0x7c00;
+    if (a < ldexp(1.0, -14)) return s | (uint16_t)ldexp(a, 24); /* subnormal: m·2^-24 */
+    int e;
+    const double f = frexp(a, &e); /* a = 2f·2^(e-1), 2f in [1, 2) */
+    return s | (uint16_t)((e - 1 + 15) << 10) | (uint16_t)ldexp(2 * f - 1, 10);
+}
+
 /* ---- a small builder over the backend API -------------------------------- */
 
 typedef struct bld {
     cudnnHandle_t h;
-    cudnnBackendDescriptor_t all[512];
+    cudnnBackendDescriptor_t all[1024];
     int n_all;
     cudnnBackendDescriptor_t ops[64];
     int n_ops;
     int64_t next_uid;
-    char err[512];
+    char err[1024];
 } bld;
 
 static int bad(bld *b, cudnnStatus_t st, const char *what)
@@ -215,6 +276,8 @@ typedef struct plan {
     bld b;
     cudnnBackendDescriptor_t plan;
     int64_t ws, engine, n_cfg, cfg;
+    char how[96]; /* how the plan was found: "heuristics A", ..., "engine 7 by global index" */
+    char stale[256]; /* cuDNN's last message before this plan: not this plan's reason */
 } plan;
 
 /* Start a plan: its builder empty, virtual uids from 100. */
@@ -224,12 +287,169 @@ static void plan_start(plan *pl, cudnnHandle_t h)
     pl->b.h = h;
     pl->b.next_uid = 100;
     pl->engine = -1;
+    cudnnGetLastErrorString(pl->stale, sizeof pl->stale); /* an earlier case's message is not this one's */
+}
+
+/* A descriptor kept with the builder's (destroyed by plan_free); NULL where
+ * it cannot be created (b->err untouched: a search expects failures). */
+static cudnnBackendDescriptor_t keep(bld *b, cudnnBackendDescriptorType_t t)
+{
+    cudnnBackendDescriptor_t d = NULL;
+    if (b->n_all == (int)(sizeof b->all / sizeof b->all[0]) || cudnnBackendCreateDescriptor(t, &d) != CUDNN_STATUS_SUCCESS)
+        return NULL;
+    return b->all[b->n_all++] = d;
+}
+
+/* cuDNN's status and last message for a failed call, into why. */
+static void why_of(char *why, size_t n, const char *what, cudnnStatus_t st)
+{
+    char last[400] = "";
+    cudnnGetLastErrorString(last, sizeof last);
+    snprintf(why, n, "%s: %s%s%s", what, cudnnGetErrorString(st), last[0] ? "; " : "", last);
+}
+
+/* An execution plan for engine config cfg; 1 and pl->plan set if it finalizes. */
+static int plan_try_cfg(plan *pl, cudnnBackendDescriptor_t cfg, char *why, size_t wn, const char *what)
+{
+    bld *b = &pl->b;
+    cudnnBackendDescriptor_t p = keep(b, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+    if (!p) return 0;
+    cudnnStatus_t st = cudnnBackendSetAttribute(p, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &b->h);
+    if (st == CUDNN_STATUS_SUCCESS)
+        st = cudnnBackendSetAttribute(p, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg);
+    if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendFinalize(p);
+    if (st != CUDNN_STATUS_SUCCESS) {
+        why_of(why, wn, what, st);
+        return 0;
+    }
+    pl->plan = p;
+    return 1;
+}
+
+/* Heuristics of `mode` on graph g; the first of its configs (or config
+ * `config` >= 0) whose plan finalizes becomes pl->plan. why: the reason if
+ * none does ("offer no engine" where the heuristics list none). */
+static int plan_try_heur(plan *pl, cudnnBackendDescriptor_t g, cudnnBackendHeurMode_t mode, const char *mname, int config,
+                         int64_t *n_out, char *why, size_t wn)
+{
+    bld *b = &pl->b;
+    char what[112];
+    cudnnBackendDescriptor_t he = keep(b, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+    if (!he) return snprintf(why, wn, "heuristics %s: no descriptor", mname), 0;
+    cudnnStatus_t st = cudnnBackendSetAttribute(he, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g);
+    if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendSetAttribute(he, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
+    if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendFinalize(he);
+    int64_t n = 0;
+    if (st == CUDNN_STATUS_SUCCESS)
+        st = cudnnBackendGetAttribute(he, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &n, NULL);
+    if (st != CUDNN_STATUS_SUCCESS) {
+        snprintf(what, sizeof what, "heuristics %s", mname);
+        why_of(why, wn, what, st);
+        return 0;
+    }
+    if (n > 8) n = 8;
+    cudnnBackendDescriptor_t cfg[8];
+    for (int64_t i = 0; i < n; i++)
+        if (!(cfg[i] = keep(b, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR))) n = i;
+    if (n > 0 && (st = cudnnBackendGetAttribute(he, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, n, &n,
+                                                cfg)) != CUDNN_STATUS_SUCCESS) {
+        snprintf(what, sizeof what, "heuristics %s results", mname);
+        why_of(why, wn, what, st);
+        return 0;
+    }
+    if (n_out) *n_out = n;
+    if (n == 0) {
+        char last[400] = "";
+        cudnnGetLastErrorString(last, sizeof last);
+        if (strcmp(last, pl->stale) == 0) last[0] = 0;
+        snprintf(why, wn, "heuristics %s offer no engine%s%s", mname, last[0] ? "; cuDNN's last message: " : "", last);
+        return 0;
+    }
+    snprintf(why, wn, "heuristics %s: none of %lld configs tried", mname, (long long)n);
+    for (int64_t i = 0; i < n; i++) {
+        if (config >= 0 && i != config) continue;
+        snprintf(what, sizeof what, "heuristics %s: %lld configs, config %lld plan", mname, (long long)n, (long long)i);
+        if (!plan_try_cfg(pl, cfg[i], why, wn, what)) continue;
+        pl->cfg = i;
+        cudnnBackendDescriptor_t eng = keep(b, CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+        int64_t k = 0;
+        if (eng && cudnnBackendGetAttribute(cfg[i], CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &k, &eng) ==
+                       CUDNN_STATUS_SUCCESS)
+            (void)cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &k, &pl->engine);
+        snprintf(pl->how, sizeof pl->how, "heuristics %s", mname);
+        return 1;
+    }
+    return 0;
+}
+
+/* Every engine of graph g by global index, default knobs, for at most
+ * `seconds`: the first whose plan finalizes becomes pl->plan. why: a count
+ * of how far each got and the first two distinct reasons. */
+static int plan_try_every_engine(plan *pl, cudnnBackendDescriptor_t g, double seconds, char *why, size_t wn)
+{
+    bld *b = &pl->b;
+    int64_t count = 0, k = 0;
+    cudnnStatus_t st =
+        cudnnBackendGetAttribute(g, CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT, CUDNN_TYPE_INT64, 1, &k, &count);
+    if (st != CUDNN_STATUS_SUCCESS) return why_of(why, wn, "engine count", st), 0;
+    const time_t t0 = time(NULL);
+    int64_t tried = 0, eng_ok = 0;
+    char r1[300] = "", r2[300] = "", r[300];
+    for (int64_t i = 0; i < count; i++) {
+        if (difftime(time(NULL), t0) > seconds) break;
+        tried++;
+        cudnnBackendDescriptor_t eng = NULL, cfg = NULL;
+        char what[48];
+        snprintf(what, sizeof what, "engine %lld", (long long)i);
+        st = cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &eng);
+        if (st == CUDNN_STATUS_SUCCESS)
+            st = cudnnBackendSetAttribute(eng, CUDNN_ATTR_ENGINE_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g);
+        if (st == CUDNN_STATUS_SUCCESS)
+            st = cudnnBackendSetAttribute(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &i);
+        if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendFinalize(eng);
+        if (st != CUDNN_STATUS_SUCCESS) { /* nothing refers to it: gone now */
+            why_of(r, sizeof r, what, st);
+            if (eng) cudnnBackendDestroyDescriptor(eng);
+        } else if (b->n_all + 3 > (int)(sizeof b->all / sizeof b->all[0])) {
+            cudnnBackendDestroyDescriptor(eng);
+            snprintf(r, sizeof r, "engine %lld: the probe's descriptor list is full", (long long)i);
+            break;
+        } else { /* a config and a plan refer to it: kept for plan_free, as they are */
+            b->all[b->n_all++] = eng;
+            eng_ok++;
+            snprintf(what, sizeof what, "engine %lld config", (long long)i);
+            cfg = keep(b, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+            st = cfg ? cudnnBackendSetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &eng)
+                     : CUDNN_STATUS_ALLOC_FAILED;
+            if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendFinalize(cfg);
+            if (st != CUDNN_STATUS_SUCCESS) why_of(r, sizeof r, what, st);
+            else {
+                snprintf(what, sizeof what, "engine %lld plan", (long long)i);
+                if (plan_try_cfg(pl, cfg, r, sizeof r, what)) {
+                    pl->engine = i, pl->cfg = -1;
+                    snprintf(pl->how, sizeof pl->how, "engine %lld by global index (of %lld; not from heuristics A)",
+                             (long long)i, (long long)count);
+                    return 1;
+                }
+            }
+        }
+        /* keep the first two distinct reasons, the engine index aside */
+        const char *body = strchr(r, ':') ? strchr(r, ':') : r;
+        if (!r1[0]) snprintf(r1, sizeof r1, "%s", r);
+        else if (!r2[0] && !strstr(r1, body)) snprintf(r2, sizeof r2, "%s", r);
+    }
+    snprintf(why, wn, "every engine: %lld of %lld tried%s, %lld finalized as engines, no plan (%s%s%s)", (long long)tried,
+             (long long)count, tried < count ? " (time cap)" : "", (long long)eng_ok, r1[0] ? r1 : "none",
+             r2[0] ? " | " : "", r2);
+    return 0;
 }
 
 /* Finalize the ops built into pl->b: the operation graph, heuristics mode A,
  * engine config `config` (or, with config < 0, the first that finalizes),
- * its workspace size. 0 with pl->b.err on failure. */
-static int plan_finish(plan *pl, int config)
+ * its workspace size. With search, where mode A gives no plan: heuristics
+ * modes B and FALLBACK, then every engine by global index (for at most 5 s).
+ * 0 with pl->b.err on failure (every step's reason). */
+static int plan_finish_ex(plan *pl, int config, int search)
 {
     bld *b = &pl->b;
     cudnnHandle_t h = b->h;
@@ -237,51 +457,26 @@ static int plan_finish(plan *pl, int config)
     set(b, g, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h, "graph");
     set(b, g, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, b->n_ops, b->ops, "graph");
     fin(b, g, "graph");
-    cudnnBackendDescriptor_t he = make(b, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
-    const cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
-    set(b, he, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g, "heuristics");
-    set(b, he, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode, "heuristics");
-    fin(b, he, "heuristics");
     if (b->err[0]) return 0;
-    int64_t n = 0;
-    if (bad(b, cudnnBackendGetAttribute(he, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &n, NULL),
-            "heuristics count"))
-        return 0;
-    if (n > 8) n = 8;
-    cudnnBackendDescriptor_t cfg[8];
-    for (int64_t i = 0; i < n; i++) cfg[i] = make(b, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
-    if (b->err[0] || bad(b, cudnnBackendGetAttribute(he, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                                                    n, &pl->n_cfg, cfg), "heuristics results"))
-        return 0;
-    char why[256] = "none tried";
-    for (int64_t i = 0; i < pl->n_cfg && !pl->plan; i++) {
-        if (config >= 0 && i != config) continue;
-        cudnnBackendDescriptor_t p = make(b, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
-        set(b, p, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h, "plan");
-        set(b, p, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg[i], "plan");
-        if (b->err[0]) return 0;
-        const cudnnStatus_t fs = cudnnBackendFinalize(p);
-        if (fs != CUDNN_STATUS_SUCCESS) { /* kept for the message if no config finalizes */
-            char last[200] = "";
-            cudnnGetLastErrorString(last, sizeof last);
-            snprintf(why, sizeof why, "config %lld: %s; %s", (long long)i, cudnnGetErrorString(fs), last);
-        } else {
-            pl->plan = p, pl->cfg = i;
-            cudnnBackendDescriptor_t eng = make(b, CUDNN_BACKEND_ENGINE_DESCRIPTOR);
-            int64_t k = 0;
-            if (eng && cudnnBackendGetAttribute(cfg[i], CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &k,
-                                                &eng) == CUDNN_STATUS_SUCCESS)
-                (void)cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &k, &pl->engine);
-        }
+    char wa[400], wb[300] = "", wf[300] = "", we[500] = "";
+    int ok = plan_try_heur(pl, g, CUDNN_HEUR_MODE_A, "A", config, &pl->n_cfg, wa, sizeof wa);
+    if (!ok && search) {
+        ok = plan_try_heur(pl, g, CUDNN_HEUR_MODE_B, "B", -1, NULL, wb, sizeof wb) ||
+             plan_try_heur(pl, g, CUDNN_HEUR_MODE_FALLBACK, "FALLBACK", -1, NULL, wf, sizeof wf) ||
+             plan_try_every_engine(pl, g, 5.0, we, sizeof we);
+        if (ok && strncmp(pl->how, "heuristics", 10) == 0) strncat(pl->how, " (not A)", sizeof pl->how - strlen(pl->how) - 1);
     }
-    if (!pl->plan) {
-        snprintf(b->err, sizeof b->err, "no engine config finalized (of %lld; last %s)", (long long)pl->n_cfg, why);
+    if (!ok) {
+        snprintf(b->err, sizeof b->err, "%s%s%s%s%s%s%s", wa, wb[0] ? " || " : "", wb, wf[0] ? " || " : "", wf,
+                 we[0] ? " || " : "", we);
         return 0;
     }
     int64_t k = 0;
     return !bad(b, cudnnBackendGetAttribute(pl->plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &k,
                                             &pl->ws), "workspace size");
 }
+
+static int plan_finish(plan *pl, int config) { return plan_finish_ex(pl, config, 0); }
 
 static void plan_free(plan *pl)
 {
