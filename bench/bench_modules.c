@@ -5,9 +5,10 @@
  *    dtypes the modules use, against the measured device-to-device copy
  *    bandwidth: the norm forward with FP8 output (x BF16 8192 x 4096, gamma/
  *    beta BF16, mu and rsigma written; target >= 75% of copy), the norm
- *    backward (dy FP32 as LayerNormLinear passes it, BF16 as LayerNormMLP
- *    does), the activation forward with FP8 output (alone, and with the
- *    transposed codes as the layer writes them when training) and the fused
+ *    backward (dy BF16 as both modules pass it with BF16 parameters, FP32
+ *    as with FP32 ones or LayerNormLinear's return_layernorm_output), the
+ *    activation forward with FP8 output (alone, and with the transposed
+ *    codes as the layer writes them when training) and the fused
  *    activation backward (h1 BF16 and da BF16 in; d as E5M2 codes, their
  *    transpose, amax, scale_inv and the BF16 bias gradient out) at the MLP's
  *    8192 tokens x ffn 16384, GELU and SwiGLU; and, for the layer's time
@@ -218,7 +219,8 @@ static void kcall(void *p, int i)
         break;
     }
     case K_NORM_BWD: {
-        /* as the modules call it: dln FP32 (LNLinear) or BF16 (LNMLP), x BF16, dx BF16, BF16 grads accumulated */
+        /* as the modules call it: dln BF16 (or FP32: FP32 parameters, return_layernorm_output), x BF16, dx BF16,
+         * BF16 grads accumulated */
         f8i_norm_bwd_args a = {.dy = k->in2[s], .dy_dtype = kc->bf16_dy ? F8_DTYPE_BF16 : F8_DTYPE_FP32,
                                .x = k->in[s], .x_dtype = F8_DTYPE_BF16,
                                .rows = kc->rows, .cols = kc->cols, .mu = kc->rms ? NULL : k->mu,

@@ -10,6 +10,15 @@
  * the saved FP8 copy for wgrad. The backward chain is
  *   dy ─cast+transpose+dbias→ G8, G8ᵀ;  dln = G8 · W8 (+ dln_out);
  *   dW += G8ᵀ · ln8ᵀ;  norm backward (dx, dgamma, dbeta) from dln.
+ * dln, the dgrad GEMM's output, is in the parameter dtype, FP8 on or off,
+ * as in LayerNormMLP (whose note says why: TE and PyTorch autocast write it
+ * in the activation dtype; with BF16 parameters half the bytes the GEMM
+ * writes and the norm backward reads, one rounding of relative 2^-9), and
+ * FP32 with FP32 parameters. Sequence parallel reduce-scatters it in FP32 (a
+ * BF16 dln converted into dln32 first). With return_layernorm_output dln is
+ * FP32 whatever the parameters: dln_out (FP32 or BF16, converted to FP32
+ * into dln32) is added to it in FP32 and the sum rounded once, not a BF16
+ * dln rounded again by a BF16 add.
  */
 #include <stddef.h>
 #include <string.h>
@@ -44,14 +53,16 @@ static size_t place_saved(const f8_module *m, f8i_layout *l, int64_t T, void *im
 
 /* Per call. Forward: (inference) what saved would hold; training with
  * recompute_norm, its ln and ln_sinv. Backward: the reduction workspace,
- * dln (FP32), G8 + G8ᵀ, ln8ᵀ, dln_out in FP32; with recompute_norm also
- * the recomputed ln (rln) and its staging (hp, current scaling). */
+ * dln (dln_dtype), G8 + G8ᵀ, ln8ᵀ, dln32; with recompute_norm, in dln32's
+ * place, the recomputed ln (rln) and its staging (hp, current scaling). */
 typedef struct lnl_ws {
     lnl_saved fwd;
     f8i_qbuf rln;     /* recompute_norm backward: ln again (FP8 or param dtype in data) */
     void *hp;         /* current or block scaling: the norm output (T, K) in param dtype */
     void *reduce;
-    float *dln, *dln_out;
+    void *dln;        /* (T, K) dln_dtype */
+    float *dln32;     /* (T, K) FP32: dln_out converted (return_layernorm_output), or a BF16 dln staged for
+                         the reduce-scatter (sequence parallel, which has neither that nor recompute_norm) */
     f8i_qbuf g8;
     uint8_t *lnt;
     void *gemm;       /* the GEMMs' padding workspace (nothing for aligned shapes) */
@@ -59,6 +70,12 @@ typedef struct lnl_ws {
     float *dln_local; /* sequence parallel: this rank's rows of dln summed over the group (T/P, K) */
     void *conv;       /* wgrad_hp: dy in the param dtype when it is not */
 } lnl_ws;
+
+/* dln's dtype: the param dtype, but FP32 where dln_out joins it (above). */
+static f8_dtype dln_dtype(const f8_module *m)
+{
+    return ((const lnl *)m)->own.return_ln ? F8_DTYPE_FP32 : m->param_dtype;
+}
 
 static size_t fwd_layout(const f8_module *m, int64_t T, f8i_layout *l, lnl_ws *w)
 {
@@ -75,7 +92,7 @@ static size_t bwd_layout(const f8_module *m, int64_t T, f8i_layout *l, lnl_ws *w
 {
     const int64_t K = m->in_features, N = m->out_features;
     w->reduce = f8i_take(l, f8i_reduce_workspace_bytes(T, N > K ? N : K));
-    w->dln = (float *)f8i_take(l, (size_t)(T * K) * 4);
+    w->dln = f8i_take(l, (size_t)(T * K) * f8_dtype_size(dln_dtype(m)));
     w->conv = NULL;
     if (m->fp8) {
         w->g8 = f8i_take_qbuf((f8_module *)m, l, F8_DIR_BACKWARD, T, N, !m->q.wgrad_hp);
@@ -83,11 +100,11 @@ static size_t bwd_layout(const f8_module *m, int64_t T, f8i_layout *l, lnl_ws *w
         if (m->q.wgrad_hp) w->conv = f8i_take(l, (size_t)(T * N) * 4);
     }
     w->hp = NULL;
-    w->dln_out = NULL;
+    w->dln32 = NULL;
     memset(&w->rln, 0, sizeof w->rln);
     if (!m->recompute_norm) {
-        w->dln_out = (float *)f8i_take(l, (size_t)(T * K) * 4);
-    } else { /* in dln_out's place (no return_layernorm_output with it): about as many bytes */
+        w->dln32 = (float *)f8i_take(l, (size_t)(T * K) * 4);
+    } else { /* in dln32's place (neither return_layernorm_output nor sequence parallel with it) */
         const size_t es = f8_dtype_size(m->param_dtype);
         w->rln.data = (uint8_t *)f8i_take(l, (size_t)(T * K) * (m->fp8 ? 1 : es));
         w->rln.scale_inv = w->rln.scale_inv_t = (float *)f8i_take(l, sizeof(float)); /* TENSOR: one scalar */
@@ -173,6 +190,7 @@ static f8_status backward(f8_module *m, f8_saved *sv, const f8_tensor *dy, const
     lnl_ws ws;
     f8i_layout l = f8i_module_workspace(m);
     bwd_layout(m, T, &l, &ws);
+    const f8_dtype ddt = dln_dtype(m);
     /* the norm output: saved, or made again as the forward made it */
     const void *ln = s->ln;
     const float *ln_sinv = s->ln_sinv;
@@ -186,7 +204,7 @@ static f8_status backward(f8_module *m, f8_saved *sv, const f8_tensor *dy, const
         const f8i_qbuf *g = &ws.g8;
         st = f8i_module_quantize(m, dy->data, dy->dtype, T, N, F8_DIR_BACKWARD, SLOT_GRAD_OUTPUT, g, w, ws.reduce);
         const f8i_operand go = f8i_qbuf_operand(g, T, N);
-        if (st == F8_OK) st = f8i_weight_dgrad(ctx, w, &go, ws.dln, F8_DTYPE_FP32, 0, ws.gemm);
+        if (st == F8_OK) st = f8i_weight_dgrad(ctx, w, &go, ws.dln, ddt, 0, ws.gemm);
         if (m->q.wgrad_hp) {
             if (st == F8_OK)
                 st = f8i_weight_wgrad_hp(ctx, w, dy->data, dy->dtype, s->ln_hp, m->param_dtype, T, sv->microbatch,
@@ -201,21 +219,21 @@ static f8_status backward(f8_module *m, f8_saved *sv, const f8_tensor *dy, const
     } else {
         const f8i_operand go = f8i_operand_hp(dy->data, dy->dtype, T, N);
         const f8i_operand lo = f8i_operand_hp(ln, m->param_dtype, T, K);
-        st = f8i_weight_dgrad(ctx, w, &go, ws.dln, F8_DTYPE_FP32, 0, NULL);
+        st = f8i_weight_dgrad(ctx, w, &go, ws.dln, ddt, 0, NULL);
         if (st == F8_OK) st = f8i_weight_wgrad(ctx, w, &go, &lo, sv->microbatch, NULL);
         if (st == F8_OK) st = f8i_weight_bgrad(ctx, w, dy->data, T);
     }
     if (st == F8_OK && dln_out && T > 0) {
-        /* The returned norm output's gradient joins dgrad before the norm backward. */
+        /* The returned norm output's gradient joins dgrad before the norm backward (dln is FP32 here). */
         const void *add = dln_out->data;
         if (dln_out->dtype != F8_DTYPE_FP32) {
-            st = f8i_op_convert(ctx, dln_out->data, dln_out->dtype, NULL, ws.dln_out, F8_DTYPE_FP32, T * K);
-            add = ws.dln_out;
+            st = f8i_op_convert(ctx, dln_out->data, dln_out->dtype, NULL, ws.dln32, F8_DTYPE_FP32, T * K);
+            add = ws.dln32;
         }
         if (st == F8_OK) st = f8i_op_add(ctx, ws.dln, add, F8_DTYPE_FP32, T * K);
     }
-    if (st == F8_OK) /* dln is FP32: no staging; the norm backward's store adds the residual's dx (dx_add) */
-        st = f8i_module_norm_backward(m, sv, ws.dln, F8_DTYPE_FP32, s->mu, s->rsigma, dx, dx_add, ws.reduce, NULL,
+    if (st == F8_OK) /* the norm backward's store adds the residual's dx (dx_add) */
+        st = f8i_module_norm_backward(m, sv, ws.dln, ddt, s->mu, s->rsigma, dx, dx_add, ws.reduce, ws.dln32,
                                       ws.dln_local);
     return st;
 }

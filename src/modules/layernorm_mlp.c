@@ -13,21 +13,23 @@
  *   da = G8 · W2_8;  dW2 += G8ᵀ · a8ᵀ
  *   d = act'(h1)·da ─fused cast+transpose+dbias1→ D8, D8ᵀ (GRAD_OUTPUT2), one op
  *   dln = D8 · W1_8;  dW1 += D8ᵀ · ln8ᵀ;  norm backward from dln.
- * da and dln, the dgrad GEMMs' outputs, are in the parameter dtype, as TE
- * writes them in the activation dtype: with BF16 parameters that halves the
- * bytes the GEMMs write and the activation and norm backwards read (the
- * largest of the layer's non-GEMM costs at its benchmark shape), and rounds
- * them once to BF16 (relative 2^-9, far inside the E5M2 step of d's codes
- * and the FP32 statistics of the norm backward); FP32 parameters keep FP32.
- * FP8 off, da and dln are FP32. recompute_activation: the saved state keeps
- * no activation output (only, with FP8, the scale its cast used); the
- * backward makes it again from h1 just before fc2's wgrad, into the buffers
- * the activation backward writes next (D8 and D8ᵀ with FP8, each T·F1 >= T·F
- * bytes, or d without), so the workspace does not grow.
- * Both weights have their own workspace with
- * the same microbatch rule. Unused slots (GEMM1_OUTPUT, GEMM2_OUTPUT,
- * GRAD_INPUT1, GRAD_INPUT2) are registered, as TE does, and never written,
- * so they never roll. Scalings that cast after the kernels (the quantizer's
+ * FP8 off: da = dy · W2, d = act'(h1)·da, dln = d · W1 in the param dtype.
+ * da and dln, the dgrad GEMMs' outputs, are in the parameter dtype, FP8 on
+ * or off, as TE and PyTorch autocast write them in the activation dtype:
+ * with BF16 parameters that halves the bytes the GEMMs write and the
+ * activation and norm backwards read (the largest of the layer's non-GEMM
+ * costs at its benchmark shape), and rounds them once to BF16 (relative
+ * 2^-9: far inside the E5M2 step of d's codes with FP8; without, the same
+ * rounding d, fc1's dgrad input, gets anyway; the norm backward's sums stay
+ * FP32); FP32 parameters keep FP32. Sequence parallel reduce-scatters dln in FP32 (a
+ * BF16 dln converted into dln_stage first). recompute_activation: the saved
+ * state keeps no activation output (only, with FP8, the scale its cast
+ * used); the backward makes it again from h1 just before fc2's wgrad, into
+ * the buffers the activation backward writes next (D8 and D8ᵀ with FP8,
+ * each T·F1 >= T·F bytes, or d without), so the workspace does not grow.
+ * Both weights have their own workspace with the same microbatch rule.
+ * Unused slots (GEMM1_OUTPUT, GEMM2_OUTPUT, GRAD_INPUT1, GRAD_INPUT2) are
+ * registered, as TE does, and never written, so they never roll. Scalings that cast after the kernels (the quantizer's
  * unfused) stage the activation's output and d in the param dtype; with
  * fused_rows (row-wise) the kernels also write their row-wise codes, and the
  * cast after makes only the column-wise copy (and fc1's dbias).
@@ -85,8 +87,8 @@ static size_t place_saved(const f8_module *m, f8i_layout *l, int64_t T, void *im
 /* Per call. Forward: what saved would hold (inference), or a8 alone
  * (training; with recompute_norm also the norm output, fc1's input; with
  * recompute_activation and FP8 off a8 is the param dtype activation output).
- * Backward: the reduction workspace, dln, G8 + G8ᵀ, da, D8 + D8ᵀ and ln8ᵀ
- * with FP8; da and d in FP32 / param dtype without; with recompute_norm
+ * Backward: the reduction workspace, dln and da (param dtype), G8 + G8ᵀ,
+ * D8 + D8ᵀ and ln8ᵀ with FP8; d (param dtype) without; with recompute_norm
  * the norm output made again (rln) and its staging (rhp, current scaling). */
 typedef struct mlp_ws {
     mlp_saved fwd;
@@ -100,7 +102,7 @@ typedef struct mlp_ws {
     uint8_t *lnt;
     void *gemm;     /* the GEMMs' padding workspace, the larger of fc1's and fc2's */
     float *amax;    /* sequence parallel: the group amax (current scaling) */
-    float *dln_stage, *dln_local; /* sequence parallel: dln in FP32 (T, H) when it is not, and this
+    float *dln_stage, *dln_local; /* sequence parallel: dln in FP32 (T, H) when it is BF16, and this
                                      rank's rows summed over the group (T/P, H) */
     void *conv;     /* wgrad_hp: dy in the param dtype when it is not */
 } mlp_ws;
@@ -143,10 +145,10 @@ static size_t fwd_layout(const f8_module *m, int64_t T, int training, f8i_layout
 static size_t bwd_layout(const f8_module *m, int64_t T, f8i_layout *l, mlp_ws *w)
 {
     const int64_t H = m->in_features, F = ((const mlp *)m)->own.ffn, F1 = m->w[0].rows;
-    const size_t es = f8_dtype_size(m->param_dtype), gs = m->fp8 ? es : 4; /* da's and dln's element size */
+    const size_t es = f8_dtype_size(m->param_dtype); /* also da's and dln's element size */
     w->reduce = f8i_take(l, f8i_reduce_workspace_bytes(T, F1 > H ? F1 : H));
-    w->dln = f8i_take(l, (size_t)(T * H) * gs);
-    w->da = f8i_take(l, (size_t)(T * F) * gs);
+    w->dln = f8i_take(l, (size_t)(T * H) * es);
+    w->da = f8i_take(l, (size_t)(T * F) * es);
     w->conv = m->fp8 && m->q.wgrad_hp ? f8i_take(l, (size_t)(T * H) * 4) : NULL;
     if (m->fp8) {
         w->g8 = f8i_take_qbuf((f8_module *)m, l, F8_DIR_BACKWARD, T, H, !m->q.wgrad_hp);
@@ -157,7 +159,7 @@ static size_t bwd_layout(const f8_module *m, int64_t T, f8i_layout *l, mlp_ws *w
         w->d = f8i_take(l, (size_t)(T * F1) * es);
     }
     w->gemm = f8i_take(l, gemm_ws(m, T, 1));
-    w->dln_stage = m->sp && gs != 4 ? (float *)f8i_take(l, (size_t)(T * H) * 4) : NULL;
+    w->dln_stage = m->sp && es != 4 ? (float *)f8i_take(l, (size_t)(T * H) * 4) : NULL;
     w->dln_local = m->sp ? (float *)f8i_take(l, (size_t)(T / f8i_sp_size(m) * H) * 4) : NULL;
     memset(&w->rln, 0, sizeof w->rln);
     w->rhp = NULL;
@@ -274,7 +276,7 @@ static f8_status act_backward(f8_module *m, const mlp_saved *s, int64_t T, const
     a.x = s->h1;
     a.x_dtype = m->param_dtype;
     a.dy = ws->da;
-    a.dy_dtype = m->fp8 ? m->param_dtype : F8_DTYPE_FP32;
+    a.dy_dtype = m->param_dtype;
     a.rows = T;
     a.cols = ((mlp *)m)->own.ffn;
     if (m->fp8 && ws->hp) { /* current or block scaling: d in param dtype, then the cast (+dbias) */
@@ -416,21 +418,20 @@ static f8_status backward(f8_module *m, f8_saved *sv, const f8_tensor *dy, const
         }
     } else {
         const f8i_operand go = f8i_operand_hp(dy->data, pdt, T, H), dop = f8i_operand_hp(ws.d, pdt, T, F);
-        st = f8i_weight_dgrad(ctx, fc2, &go, ws.da, F8_DTYPE_FP32, 0, NULL);
+        st = f8i_weight_dgrad(ctx, fc2, &go, ws.da, pdt, 0, NULL);
         if (st == F8_OK) st = saved_act(m, s, T, &ws, &act);
         const f8i_operand ao = f8i_operand_hp(act, pdt, T, F);
         if (st == F8_OK) st = f8i_weight_wgrad(ctx, fc2, &go, &ao, sv->microbatch, NULL);
         if (st == F8_OK) st = f8i_weight_bgrad(ctx, fc2, dy->data, T);
         if (st == F8_OK) st = act_backward(m, s, T, &ws);
-        if (st == F8_OK) st = f8i_weight_dgrad(ctx, fc1, &dop, ws.dln, F8_DTYPE_FP32, 0, NULL);
+        if (st == F8_OK) st = f8i_weight_dgrad(ctx, fc1, &dop, ws.dln, pdt, 0, NULL);
         if (st == F8_OK) st = saved_ln(m, sv, &ws, &ln, &ln_sinv);
         const f8i_operand lo = f8i_operand_hp(ln, pdt, T, H);
         if (st == F8_OK) st = f8i_weight_wgrad(ctx, fc1, &dop, &lo, sv->microbatch, NULL);
         if (st == F8_OK) st = f8i_weight_bgrad(ctx, fc1, ws.d, T);
     }
-    const f8_dtype ddt = m->fp8 ? pdt : F8_DTYPE_FP32; /* dln's dtype */
-    if (st == F8_OK) /* dy is read by now: dx may be dy itself (backward_add) */
-        st = f8i_module_norm_backward(m, sv, ws.dln, ddt, s->n.mu, s->n.rsigma, dx, dx_add, ws.reduce, ws.dln_stage,
+    if (st == F8_OK) /* dy is read by now: dx may be dy itself (backward_add); dln is in the param dtype */
+        st = f8i_module_norm_backward(m, sv, ws.dln, pdt, s->n.mu, s->n.rsigma, dx, dx_add, ws.reduce, ws.dln_stage,
                                       ws.dln_local);
     return st;
 }
