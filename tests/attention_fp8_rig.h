@@ -10,7 +10,8 @@
  * does everything else in double: scores, the softmax normalized before its
  * scale (P·scale_s rounded to E4M3 from its FP32 value), O = Σ P8·v8 ·
  * descale_s · dv, O's amax before scale_o, O8 = e4m3(O·scale_o) and y =
- * bf16(O8·descale_o).
+ * bf16(O8·descale_o), descale_o = 1.0f / scale_o. Under current scaling
+ * the caller passes scale_o = the QKV scale (attention.h: |O| <= max|v|).
  */
 #ifndef F8_TESTS_ATTENTION_FP8_RIG_H
 #define F8_TESTS_ATTENTION_FP8_RIG_H
@@ -23,8 +24,8 @@ typedef struct fp8_shape {
     int64_t B, S, nh, hd;
 } fp8_shape;
 
-/* The scales a run is given (written into the slots before the forward).
- * In the reference, o = 0 leaves O unquantized (current scaling: y = bf16(O)). */
+/* The scales a run is given (written into the slots before the forward),
+ * and the ones the reference applies (o > 0: O8's). */
 typedef struct fp8_scales {
     float qkv, s, o;
 } fp8_scales;
@@ -64,7 +65,7 @@ static inline double e4m3_step(double v)
 static inline void fp8_reference(fp8_shape sh, const float *qkv, fp8_scales sc, float *y, float amax[3])
 {
     const int64_t T = fp8_T(sh), C = fp8_C(sh), S = sh.S, hd = sh.hd;
-    const float dq = 1.0f / sc.qkv, ds = 1.0f / sc.s, dso = sc.o > 0.0f ? 1.0f / sc.o : 1.0f;
+    const float dq = 1.0f / sc.qkv, ds = 1.0f / sc.s, dso = 1.0f / sc.o;
     const double c = 1.0 / sqrt((double)hd);
     double *v8 = (double *)xmalloc((size_t)(T * 3 * C) * sizeof(double));
     double *p = (double *)xmalloc((size_t)S * sizeof(double));
@@ -96,8 +97,7 @@ static inline void fp8_reference(fp8_shape sh, const float *qkv, fp8_scales sc, 
                     for (int64_t j = 0; j <= i; j++) o += p[j] * v8[(b * S + j) * 3 * C + 2 * C + h * hd + d];
                     o *= (double)ds * dq;
                     amax_o = fmax(amax_o, fabs(o));
-                    const float on = sc.o > 0.0f ? e4m3_of((float)o * sc.o) * dso : (float)o;
-                    y[(b * S + i) * C + h * hd + d] = f8_bf16_to_float(f8_bf16_from_float(on));
+                    y[(b * S + i) * C + h * hd + d] = f8_bf16_to_float(f8_bf16_from_float(e4m3_of((float)o * sc.o) * dso));
                 }
             }
     amax[2] = (float)amax_o;
@@ -108,11 +108,13 @@ static inline void fp8_reference(fp8_shape sh, const float *qkv, fp8_scales sc, 
 /* FP64 reference of the FP8 backward chain (src/nn/attention.h), forward
  * included, from the inputs alone: the codes as the casts define them (qkv
  * at sc.qkv; dy at bs.dO in the gradient format gd), the forward's O8 at
- * sc.o (sc.o = 0, current scaling: O in BF16, as the backward then takes
- * it) and its log-sum-exp, everything else in double with P8 = e4m3(P·sc.s)
- * and dS8 = gd(dS·bs.dP) rounded from their FP32 values; dqkv [T, 3C] is
- * bf16(gd(x·bs.dqkv)/bs.dqkv) (bs.dqkv = 0: bf16(x)). amax[0..2]: max|dy|,
- * max|dS|, max over dq, dk, dv before their cast. Multi-head only. */
+ * sc.o and its log-sum-exp, everything else in double with P8 =
+ * e4m3(P·sc.s) and dS8 = gd(dS·bs.dP) rounded from their FP32 values; dqkv
+ * [T, 3C] is bf16(gd(x·bs.dqkv)/bs.dqkv). bs.dqkv = 0 is current scaling:
+ * dqkv = bf16(x), and D reads O as the forward saved it in BF16,
+ * bf16(O8·(1.0f / sc.o)) (TE's O in F16; sc.o is then the QKV scale), not
+ * the O8 codes. amax[0..2]: max|dy|, max|dS|, max over dq, dk, dv before
+ * their cast. Multi-head only. */
 static inline void fp8_reference_bwd(fp8_shape sh, const float *qkv, const float *dy, fp8_scales sc, fp8_bscales bs,
                                      f8_dtype gd, float *dqkv, float amax[3])
 {
@@ -123,14 +125,15 @@ static inline void fp8_reference_bwd(fp8_shape sh, const float *qkv, const float
     double *ov = (double *)xmalloc((size_t)(T * C) * sizeof(double));
     double *lse = (double *)xmalloc((size_t)(T * sh.nh) * sizeof(double));
     double *acc = (double *)calloc((size_t)(T * W), sizeof(double)), *p = (double *)xmalloc((size_t)S * sizeof(double));
-    double dso = 1.0, amax_ds = 0.0, amax_g = 0.0;
+    const int cs = bs.dqkv <= 0.0f;
+    const double dso = cs ? 1.0 : (double)(1.0f / sc.o);
+    double amax_ds = 0.0, amax_g = 0.0;
     amax[0] = 0.0f;
     for (int64_t i = 0; i < T * W; i++) v8[i] = e4m3_of(qkv[i] * sc.qkv);
     for (int64_t i = 0; i < T * C; i++) {
         g8[i] = f8_fp8_to_float(f8_fp8_from_float(dy[i] * bs.dO, gd), gd);
         amax[0] = fmaxf(amax[0], fabsf(dy[i]));
     }
-    if (sc.o > 0.0f) dso = 1.0f / sc.o;
     for (int64_t b = 0; b < sh.B; b++) /* the forward: O as the backward reads it, and lse */
         for (int64_t h = 0; h < sh.nh; h++)
             for (int64_t i = 0; i < S; i++) {
@@ -149,8 +152,8 @@ static inline void fp8_reference_bwd(fp8_shape sh, const float *qkv, const float
                     double o = 0.0;
                     for (int64_t j = 0; j <= i; j++) o += p[j] * v8[(b * S + j) * W + 2 * C + h * hd + d];
                     o *= (double)ds * dq;
-                    ov[(b * S + i) * C + h * hd + d] =
-                        sc.o > 0.0f ? e4m3_of((float)o * sc.o) : f8_bf16_to_float(f8_bf16_from_float((float)o));
+                    const float o8 = e4m3_of((float)o * sc.o);
+                    ov[(b * S + i) * C + h * hd + d] = cs ? f8_bf16_to_float(f8_bf16_from_float(o8 * (1.0f / sc.o))) : o8;
                 }
             }
     for (int64_t b = 0; b < sh.B; b++)

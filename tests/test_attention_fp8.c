@@ -18,8 +18,8 @@
  *    block or row-wise scaling, fp8 = 2; f8_attention_fp8_slots on a BF16
  *    attention; zero tokens issue nothing;
  *  - current scaling (test_current): the FP64 reference with the scales
- *    the recipe defines, the slots' scales as stated, with and without
- *    power-of-two scales;
+ *    the recipe defines (O8 at the QKV scale), the slots' scales as
+ *    stated, with and without power-of-two scales;
  *  - the FP8 backward (fp8_backward; test_fp8_backward): dqkv against the
  *    FP64 reference of its chain (fp8_reference_bwd) under both recipes
  *    and formats, the backward slots' scales and amaxes, GQA; its API
@@ -243,15 +243,22 @@ static void test_against_bf16(f8_ctx *ctx)
     }
 }
 
-/* Current scaling (TE's Float8CurrentScaling form): QKV's scale from this
- * qkv's amax (the amax pass before the cast), S's the amax-1 scale (P of
- * query 0 is 1 in every causal call), O not quantized (y = bf16(O)), O's
- * amax recorded; with power_2_scales both scales rounded down to powers of
- * two. Against the FP64 reference with those scales: every element within
- * 2^-4 of max(|ref|, rms) (one flipped P8 rounding) and 99% bitwise equal;
- * the slots' scale and scale_inv after the forward exactly as stated; the
- * chain against the BF16 attention of the same inputs within 8% (y) and
- * 20% (dqkv) (measured 3.5-4.6% and 3.5-4.5%). */
+/* Current scaling: QKV's scale from this qkv's amax (the amax pass before
+ * the cast), S's the amax-1 scale (P of query 0 is 1 in every causal
+ * call), O8's the QKV scale (|O| <= max|v| <= amax(qkv): P's rows are
+ * convex weights), O's amax recorded in the O slot, whose scale is not
+ * read; with power_2_scales the scales rounded down to powers of two.
+ * Against the FP64 reference with those scales, the bound test_reference
+ * holds delayed scaling to: every element within 2 E4M3 steps of O8 (an
+ * FP32 sum on the other side of a P8 rounding moves O by one P8 step times
+ * v) and 99% bitwise equal; O's amax times the QKV scale at most 448
+ * (measured 0.36-0.93 of the range; the P8 roundings could lift a row's
+ * weights a few percent over 1, where O8 would saturate, but not on these
+ * inputs); the slots' scale and scale_inv
+ * after the forward exactly as stated; the chain against the BF16
+ * attention of the same inputs within 10% (y, delayed scaling's bound: O's
+ * E4M3 rounding is back in y) and 20% (dqkv) (measured 4.2-5.2% and
+ * 3.5-5.8%; 3.5-4.6% and 3.5-4.5% with O unquantized, as before). */
 static void test_current(int pow2)
 {
     f8_recipe rec = f8_recipe_default();
@@ -270,32 +277,28 @@ static void test_current(int pow2)
         const float amax = max_abs(qkv, n3);
         float sq = 448.0f / amax, ss = 448.0f;
         if (pow2) sq = f8i_bits_float(f8i_float_bits(sq) & 0xFF800000u), ss = 256.0f;
-        const fp8_scales want = {sq, ss, 0.0f};
+        const fp8_scales want = {sq, ss, sq};
         float *ref = (float *)xmalloc(n1 * sizeof(float)), ram[3];
         fp8_reference(sh, qkv, want, ref, ram);
         /* the slots start at other scales: the forward must set its own */
         const fp8_scales start = {3.0f, 5.0f, 7.0f};
         fp8_run run;
         fp8_run_once(ctx, sh, qkv, dy, start, &run);
-        double ss2 = 0.0, worst = 0.0;
-        size_t same = 0;
-        for (size_t i = 0; i < n1; i++) ss2 += (double)ref[i] * ref[i];
-        const double rms = sqrt(ss2 / (double)n1);
-        for (size_t i = 0; i < n1; i++) {
-            same += run.y[i] == ref[i];
-            const double e = fabs((double)run.y[i] - ref[i]) / fmax(fabs((double)ref[i]), rms);
-            if (e > worst || e != e) worst = e != e ? INFINITY : e;
-        }
-        const double exact = (double)same / (double)n1;
-        printf("  current scaling%s B%lld S%lld nh%lld hd%lld: y worst %.3g of max(|ref|, rms), %.4f bitwise; scales "
-               "QKV %.9g S %.9g\n", pow2 ? " (pow2)" : "", (long long)sh.B, (long long)sh.S, (long long)sh.nh,
-               (long long)sh.hd, worst, exact, (double)run.used[0], (double)run.used[1]);
-        CHECK(worst <= 0x1p-4 && exact >= 0.99, "current scaling: y worst %.3g, %.4f bitwise", worst, exact);
+        double exact = 0.0;
+        const double worst = fp8_compare(run.y, ref, (int64_t)n1, want, &exact);
+        printf("  current scaling%s B%lld S%lld nh%lld hd%lld: y worst %.3g E4M3 steps, %.4f bitwise; scales "
+               "QKV %.9g S %.9g; O's amax %.3g of O8's range\n", pow2 ? " (pow2)" : "", (long long)sh.B, (long long)sh.S,
+               (long long)sh.nh, (long long)sh.hd, worst, exact, (double)run.used[0], (double)run.used[1],
+               (double)ram[2] * sq / 448.0);
+        CHECK(worst <= 2.0 && exact >= 0.99, "current scaling: y worst %.3g steps, %.4f bitwise", worst, exact);
+        CHECK(ram[2] * sq <= 448.0f, "current scaling: O's amax %.9g times the QKV scale %.9g passes 448", (double)ram[2],
+              (double)sq);
         CHECK(run.used[0] == sq && run.used_inv[0] == 1.0f / sq, "current scaling: QKV scale %.9g / %.9g, expected %.9g",
               (double)run.used[0], (double)run.used_inv[0], (double)sq);
         CHECK(run.used[1] == ss && run.used_inv[1] == 1.0f / ss, "current scaling: S scale %.9g / %.9g, expected %.9g",
               (double)run.used[1], (double)run.used_inv[1], (double)ss);
-        CHECK(run.used[2] == 7.0f, "current scaling: O's scale %.9g changed (O is not quantized)", (double)run.used[2]);
+        CHECK(run.used[2] == 7.0f, "current scaling: O slot's scale %.9g changed (O8 takes the QKV scale)",
+              (double)run.used[2]);
         CHECK(run.amax[0] == amax && run.amax[1] == 1.0f, "current scaling: amaxes QKV %.9g (max|qkv| %.9g), S %.9g",
               (double)run.amax[0], (double)amax, (double)run.amax[1]);
         CHECK(fabs((double)run.amax[2] - ram[2]) <= 1e-5 * ram[2], "current scaling: O amax %.9g, reference %.9g",
@@ -304,7 +307,7 @@ static void test_current(int pow2)
             float *gb = NULL, *yb = fp8_bf16_run(ctx, sh, qkv, dy, &gb);
             const double ey = fp8_rel_global(run.y, yb, n1, 0.0f), eg = fp8_rel_global(run.dqkv, gb, n3, 0.0f);
             printf("    against the BF16 attention: y %.4f, dqkv %.4f\n", ey, eg);
-            CHECK(ey > 0.0 && ey <= 0.08 && eg <= 0.2, "current scaling: y %.4f, dqkv %.4f from the BF16 attention", ey, eg);
+            CHECK(ey > 0.0 && ey <= 0.1 && eg <= 0.2, "current scaling: y %.4f, dqkv %.4f from the BF16 attention", ey, eg);
             free(yb), free(gb);
         }
         fp8_run_free(&run);
@@ -316,7 +319,8 @@ static void test_current(int pow2)
 /* The FP8 backward (fp8_backward = 1) against the FP64 reference of its
  * chain (attention_fp8_rig.h), under delayed scaling at the scales a second
  * step would use (448 or 57344 over each tensor's amax) and under current
- * scaling (dO from dy's own amax, dQKV unquantized), in both formats: dqkv
+ * scaling (dO from dy's own amax, O8 at the QKV scale and D from its BF16
+ * dequantization, dQKV unquantized), in both formats: dqkv
  * mostly bitwise equal to the reference and within 2% of it as a whole (an
  * FP32 sum that lands on the other side of a P8, dS8 or gradient rounding
  * moves one element by one FP8 step); the slots: dO's scale as the recipe
@@ -343,7 +347,7 @@ static void test_fp8_backward(f8_format fmt, f8_recipe_kind kind)
         const size_t n3 = (size_t)(fp8_T(sh) * 3 * fp8_C(sh)), n1 = (size_t)(fp8_T(sh) * fp8_C(sh));
         float *qkv = rand_bf16(&r, n3, 1.0), *dy = rand_bf16(&r, n1, 1.0);
         const float aq = max_abs(qkv, n3), ady = max_abs(dy, n1);
-        const fp8_scales sc = {448.0f / aq, 448.0f, cs ? 0.0f : 448.0f / 2.0f};
+        const fp8_scales sc = {448.0f / aq, 448.0f, cs ? 448.0f / aq : 448.0f / 2.0f}; /* current: O8 at QKV's */
         /* the backward's scales: dO's from dy, dP's and dQKV's from a first reference pass */
         fp8_bscales bs = {gmax / ady, 1.0f, cs ? 0.0f : 1.0f};
         float *ref = (float *)xmalloc(n3 * sizeof(float)), ram[3];

@@ -37,12 +37,14 @@
  *    BF16 attention (1.25x the chain's error + 0.02), its dP and dQKV
  *    amaxes within 10%; f8's path (BF16 on the dequantized codes) within
  *    the BF16 backward's bound; bitwise repeatable; under both recipes;
- *  - current scaling (a second ctx pair, F8_RECIPE_CURRENT): the same
- *    checks on f8's kernel and cuDNN's current-scaling graph (O in BF16),
- *    the QKV scale bitwise the CPU's amax pass, S's 448, one more launch
- *    (the amax pass); where the cuDNN that ought to take it declines the
- *    graph (9.19 on an H100 did), the refusal's reason must be recorded
- *    (f8i_cuda_attn_info) and the cases run on f8's kernel.
+ *  - current scaling (a second ctx pair, F8_RECIPE_CURRENT; O8 at the QKV
+ *    scale): the same checks on f8's kernel and, required where the loaded
+ *    cuDNN is >= 9.19, on cuDNN's FP8 forward (the delayed graph, with the
+ *    delayed cases' bounds), the QKV scale bitwise the CPU's amax pass, S's
+ *    448, one more launch (the amax pass). Its FP8 backward (O and dQKV in
+ *    BF16) has no cuDNN engine below Blackwell: on Hopper (the device's
+ *    name) the head_dim-128 cases must run on f8's path with the refusal's
+ *    reason recorded (f8i_cuda_attn_info).
  * Inputs of amplitude 1 and 4 (peaked rows, as trained attention has).
  * Shapes: generic (head_dim 16, 32, S = 1, 7, 13), cuDNN's (head_dim 64
  * and 128, S = 1, 64, 129, 200, 1024; F8_TEST_QUICK: 256) and f8_train's
@@ -57,7 +59,7 @@
 enum { CPU = 0, GPU = 1 };
 
 static f8_ctx *g_ctx[2];
-static int g_cs; /* g_ctx is a current-scaling pair: O is not quantized, the QKV cast has its amax pass */
+static int g_cs; /* g_ctx is a current-scaling pair: O8 takes the QKV scale, the QKV cast has its amax pass */
 
 static float *rand_bf16(test_rng *r, size_t n, double amp)
 {
@@ -152,8 +154,11 @@ static int check_shape_big(fp8_shape sh, int mode, int want_cudnn, double amp, i
     fp8_earlier_qkv = NULL;
     free(other);
 
+    /* O8's scale: the O slot's, or (current scaling) the QKV scale the run took */
+    fp8_scales osc = sc;
+    if (g_cs) osc.o = cpu.used[0];
     double exact = 0.0;
-    const double steps = fp8_compare(gpu.y, cpu.y, (int64_t)n1, sc, &exact);
+    const double steps = fp8_compare(gpu.y, cpu.y, (int64_t)n1, osc, &exact);
     const double dg = rel_to_rms(gpu.dqkv, cpu.dqkv, n3);
     const int cudnn = path == F8I_ATTN_PATH_CUDNN;
     const char *name = cudnn ? "cudnn" : "own";
@@ -161,7 +166,7 @@ static int check_shape_big(fp8_shape sh, int mode, int want_cudnn, double amp, i
      * FP8 takes each path from what it approximates, over the y elements
      * O8 does not saturate (|y| below 448 / scale_o, with a step of room). */
     float *gb = NULL, *yb = fp8_bf16_run(g_ctx[big ? GPU : CPU], sh, qkv, dy, &gb);
-    const float lim = (448.0f / sc.o) * (1.0f - 0x1p-4f);
+    const float lim = (448.0f / osc.o) * (1.0f - 0x1p-4f);
     const double eg = fp8_rel_global(gpu.y, yb, n1, lim), ec = fp8_rel_global(cpu.y, yb, n1, lim);
     const double dgg = fp8_rel_global(gpu.dqkv, gb, n3, 0.0f), dgc = fp8_rel_global(cpu.dqkv, gb, n3, 0.0f);
     int64_t wg_at, wc_at;
@@ -217,7 +222,7 @@ static int check_shape_big(fp8_shape sh, int mode, int want_cudnn, double amp, i
           (double)dirty.amax[1], (double)dirty.amax[2], (double)gpu.amax[1], (double)gpu.amax[2]);
     /* saturated O8 stays finite (E4M3 has no infinity: an unsaturated overflow would be NaN) */
     size_t bad = 0;
-    for (size_t i = 0; i < n1; i++) bad += !isfinite(gpu.y[i]) || (!g_cs && fabsf(gpu.y[i]) > 448.0f / sc.o * 1.01f);
+    for (size_t i = 0; i < n1; i++) bad += !isfinite(gpu.y[i]) || fabsf(gpu.y[i]) > 448.0f / osc.o * 1.01f;
     CHECK(bad == 0, "[%s] %zu y elements not finite or beyond O8's range", name, bad);
     /* the scales the forward used: the QKV cast's (current scaling: its amax pass, bitwise the CPU's), S's */
     CHECK(gpu.used[0] == cpu.used[0] && gpu.used_inv[0] == cpu.used_inv[0], "[%s] QKV scale %.9g, cpu %.9g", name,
@@ -242,7 +247,10 @@ static int check_shape_big(fp8_shape sh, int mode, int want_cudnn, double amp, i
  * B2 S256 nh2 hd128: 0.125 delayed, 0.081 current at amplitude 1; 0.93 and
  * 0.40 at amplitude 4, where O8's scale saturates and FP8's q, k steps move
  * a softmax of score spread ~16.) Both: dO's scale and amax bitwise the CPU's
- * (the cast), a second run bitwise equal, dqkv finite. */
+ * (the cast), a second run bitwise equal, dqkv finite. want_cudnn < 0
+ * (current scaling on Hopper, cuDNN >= 9.19): cuDNN must decline it (its
+ * heuristics have no engine for O and dQKV in BF16 below Blackwell) and
+ * the refusal be recorded; f8's path runs it. */
 static void check_bwd(fp8_shape sh, int want_cudnn, double amp)
 {
     const int64_t T = fp8_T(sh), C = fp8_C(sh);
@@ -287,8 +295,16 @@ static void check_bwd(fp8_shape sh, int want_cudnn, double amp)
         CHECK((qp == F8_ATTENTION_PATH_CUDNN) == cudnn, "FP8 backward: the query says %d, it ran on %s", (int)qp, name);
         f8_attention_destroy(qa);
     }
-    CHECK(!want_cudnn || cudnn, "FP8 backward B%lld S%lld hd%lld: cuDNN did not take it: %s", (long long)sh.B,
+    CHECK(want_cudnn <= 0 || cudnn, "FP8 backward B%lld S%lld hd%lld: cuDNN did not take it: %s", (long long)sh.B,
           (long long)sh.S, (long long)sh.hd, f8i_cuda_attn_info(g_ctx[GPU], NULL));
+    if (want_cudnn < 0) {
+        const char *info = f8i_cuda_attn_info(g_ctx[GPU], NULL);
+        printf("  [%s] FP8 backward (current scaling) on Hopper, expected declined: %s\n", name, info);
+        CHECK(!cudnn && strstr(info, "refused: FP8 backward (current scaling)") != NULL,
+              "FP8 backward (current scaling) B%lld S%lld hd%lld ran on %s; expected cuDNN to decline it on Hopper (no "
+              "engine for O and dQKV in BF16 below Blackwell) with the refusal recorded: %s",
+              (long long)sh.B, (long long)sh.S, (long long)sh.hd, name, info);
+    }
     /* at amplitude 4 (scores of spread ~16) FP8's q, k steps move the softmax itself: no absolute bound */
     CHECK(amp != 1.0 || ec <= 0.3, "[cpu] FP8 backward: dqkv %.4f from the BF16 attention", ec);
     if (cudnn) {
@@ -315,8 +331,8 @@ static void check_bwd(fp8_shape sh, int want_cudnn, double amp)
 }
 
 /* The FP8 backward's shapes: cuDNN's (head_dim 128, S a multiple of 128)
- * where the loaded cuDNN is >= 9.19 (want), f8's path at head_dim 64 and
- * for a shape cuDNN's FP8 backward is not asked to take. */
+ * held to want (check_bwd's want_cudnn), f8's path at head_dim 64 and for
+ * a shape cuDNN's FP8 backward is not asked to take. */
 static void check_bwd_cases(int want, int quick)
 {
     f8i_cuda_attn_set_mode(g_ctx[GPU], F8I_ATTN_OWN);
@@ -456,41 +472,41 @@ int main(void)
     f8_ctx_destroy(g_ctx[CPU]);
     f8_ctx_destroy(g_ctx[GPU]);
 
-    /* Current scaling (TE's Float8CurrentScaling form; test_attention_fp8.c
-     * holds the CPU to FP64): f8's kernel against the CPU, then cuDNN's
-     * current-scaling graph (O in BF16) against the chain, on a second pair. */
+    /* Current scaling (test_attention_fp8.c holds the CPU to FP64): O8 at
+     * the QKV scale, so the forward is the delayed graph with other scales:
+     * f8's kernel against the CPU, then cuDNN's FP8 forward, required where
+     * the loaded cuDNN is >= 9.19 (want) and held to the delayed cases'
+     * bounds, on a second pair. The FP8 backward under current scaling (O
+     * and dQKV in BF16) has no cuDNN engine below Blackwell: on Hopper it
+     * must decline to f8's path with the refusal recorded (-1). */
     f8_recipe rec = f8_recipe_default();
     rec.kind = F8_RECIPE_CURRENT;
     rec.amax_history_len = 1;
     if (test_ctx_pair("test_cuda_attention_fp8 (current scaling)", &rec, g_ctx)) return test_finish("test_cuda_attention_fp8");
     g_cs = 1;
-    printf("  current scaling:\n");
+    char dev[128] = "";
+    const int hopper = f8i_cuda_device_name(0, dev, sizeof dev) == 0 &&
+                       (strstr(dev, "H100") || strstr(dev, "H200") || strstr(dev, "H800") || strstr(dev, "GH200"));
+    printf("  current scaling (%s%s):\n", dev, hopper ? ", Hopper" : "");
     f8i_cuda_attn_set_mode(g_ctx[GPU], F8I_ATTN_OWN);
     check_shape(generic[0], F8I_ATTN_OWN, 0);
     check_shape(fused[0], F8I_ATTN_OWN, 0);
     check_shape_amp(fused[4], F8I_ATTN_OWN, 0, 4.0);
     check_calls(fused[0]);
     f8i_cuda_attn_set_mode(g_ctx[GPU], F8I_ATTN_AUTO);
-    /* cuDNN 9.19 on an H100 declined the current-scaling graphs (O and dQKV
-     * in BF16; bench/RESULTS.md): then every case runs on f8's kernel, held
-     * to the CPU as above, and the fallback must say why (the refused plan's
-     * reason in f8i_cuda_attn_info), never fall back in silence. */
-    int want_cs = want;
-    if (check_shape(fused[0], F8I_ATTN_AUTO, 0) != F8I_ATTN_PATH_CUDNN && want) { /* loads cuDNN */
-        const char *info = f8i_cuda_attn_info(g_ctx[GPU], NULL);
-        printf("  cuDNN declined the current-scaling FP8 forward; the cases below run on f8's kernel: %s\n", info);
-        CHECK(strstr(info, "refused: ") != NULL, "current scaling: cuDNN did not take the FP8 call and no refusal is "
-              "recorded: %s", info);
-        want_cs = 0;
-    }
-    for (size_t i = 0; want_cs && i < sizeof fused / sizeof fused[0]; i++)
+    check_shape(fused[0], F8I_ATTN_AUTO, want); /* loads cuDNN */
+    for (size_t i = 1; want && i < sizeof fused / sizeof fused[0]; i++)
         if (fused[i].S > 1) check_shape(fused[i], F8I_ATTN_AUTO, 1);
-    check_shape_amp(fused[4], F8I_ATTN_AUTO, want_cs, 4.0);
-    check_shape_amp(train50m, F8I_ATTN_AUTO, want_cs, 1.0);
+    check_shape_amp(fused[0], F8I_ATTN_AUTO, want, 4.0);
+    check_shape_amp(fused[4], F8I_ATTN_AUTO, want, 4.0);
+    check_shape_amp(train50m, F8I_ATTN_AUTO, want, 1.0);
     check_calls(fused[0]);
     check_calls(train50m);
-    for (size_t i = 1; want_cs && !quick && i < 3; i++) check_shape_big(large[i], F8I_ATTN_AUTO, 1, 1.0, 1);
-    check_bwd_cases(want_cs, quick);
+    for (size_t i = 0; want && !quick && i < sizeof large / sizeof large[0]; i++) {
+        check_shape_big(large[i], F8I_ATTN_AUTO, 1, 1.0, 1);
+        check_calls(large[i]);
+    }
+    check_bwd_cases(want ? (hopper ? -1 : 0) : 0, quick);
     printf("  cuDNN (current scaling): %s\n", f8i_cuda_attn_info(g_ctx[GPU], NULL));
     f8_ctx_destroy(g_ctx[CPU]);
     f8_ctx_destroy(g_ctx[GPU]);

@@ -52,7 +52,7 @@
  *             max|V|, so no amax of O is needed first): the delayed graph
  *             fed only what current scaling knows before the call
  *          B  O typed BF16 (current scaling as TE builds it: scale_o a
- *             by-value 1, amax_o still an output; f8's DIR_FWD_CS)
+ *             by-value 1, amax_o still an output; f8's former DIR_FWD_CS)
  *          H  O typed FP16 instead (with B's scale_o)
  *          d  (with B or H) scale_o a [1,1,1,1] FP32 device tensor holding 1.0
  *          x  (with B or H) no scale_o multiply: descale_v writes O, and

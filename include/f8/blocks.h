@@ -107,14 +107,17 @@ F8_API f8_status f8_embedding_backward(f8_ctx *ctx, const int32_t *tokens, int64
  * backward is a dequantize plus the BF16 backward. Memory: the saved state
  * adds the codes (T·3C bytes) and the reservation the backward's BF16 qkv
  * (T·3C·2 bytes).
- * Under F8_RECIPE_CURRENT (TE's Float8CurrentScaling form of fp8_dpa) the
- * same chain with: scale_qkv from this qkv's own amax (the amax pass before
- * the cast, as every current-scaling cast); scale_s the amax-1 scale
- * (fp8_max·2^-margin, a power of two with power_2_scales: P's amax is 1 in
- * every causal call, so that is S's own amax), written into the S slot by
- * the forward; O not quantized: y = dt(O) (TE has cuDNN write O in high
- * precision under current scaling), its amax still recorded in the O slot,
- * whose scale is left as it is. One launch more (the amax pass).
+ * Under F8_RECIPE_CURRENT the same chain with: scale_qkv from this qkv's
+ * own amax (the amax pass before the cast, as every current-scaling cast);
+ * scale_s the amax-1 scale (fp8_max·2^-margin, a power of two with
+ * power_2_scales: P's amax is 1 in every causal call, so that is S's own
+ * amax), written into the S slot by the forward; scale_o = scale_qkv and
+ * descale_o = dq (P's rows are convex weights, so |O| <= max|v| <=
+ * amax(qkv): known before the call too), so y carries O's E4M3 rounding as
+ * under delayed scaling. O's amax is still recorded in the O slot, whose
+ * scale is not read and left as it is. (TE's form leaves O in BF16; cuDNN
+ * has no Hopper engine for that, this one runs on cuDNN as delayed
+ * scaling's does.) One launch more (the amax pass).
  * Errors: create with fp8 = 1:
  * F8_ERR_DTYPE unless dtype is BF16, F8_ERR_UNSUPPORTED unless the ctx's
  * recipe is F8_RECIPE_DELAYED or F8_RECIPE_CURRENT (block and row-wise
@@ -129,7 +132,8 @@ F8_API f8_status f8_embedding_backward(f8_ctx *ctx, const int32_t *tokens, int64
  * dO's scale (current scaling: from dy's own amax), then, with the codes
  * q8, k8, v8 and dO8, per row i and key j <= i:
  *   D  = Σ dO8·O8 · descale_dO · descale_O   (O8 the forward's, kept in the
- *        saved state under delayed scaling; current scaling: the BF16 O)
+ *        saved state under delayed scaling; current scaling: y's BF16 O,
+ *        the dequantized O8, with descale_O 1)
  *   P  = exp2((s - L)·c2) from the codes' s;  P8 = e4m3(P · scale_s)
  *   dS = P · (dO·v - D) · c;  dS8 = gd(dS · scale_dP)   (dP's amax: max |dS|)
  *   dq = Σ dS8·k8,  dk = Σ dS8·q8,  dv = Σ P8·dO8, each times its descales
@@ -139,8 +143,10 @@ F8_API f8_status f8_embedding_backward(f8_ctx *ctx, const int32_t *tokens, int64
  * recipe, as TE's "DS for S, dP"). Exact formulas: src/nn/attention.h.
  * On the GPU it runs cuDNN's FP8 backward where the loaded cuDNN is 9.19
  * or newer, head_dim 128 and G = n_head (NVIDIA ships it at head_dim 128
- * only); elsewhere the BF16 backward of the dequantized codes (numerics of
- * the F16 backward, no dP or dQKV amax recorded). Memory: under delayed
+ * only) and, under current scaling, where cuDNN has an engine for its
+ * form (O and dQKV in BF16: none below Blackwell, so not on Hopper);
+ * elsewhere the BF16 backward of the dequantized codes (numerics of the
+ * F16 backward, no dP or dQKV amax recorded). Memory: under delayed
  * scaling the saved state adds O8 (T·C bytes); the reservation dO8 (T·C).
  *
  * GQA (config.n_kv_head = G < n_head, Llama's grouped-query attention; G = 1

@@ -19,7 +19,8 @@
  * dot product a double sum rounded to FP32 then descaled, P normalized
  * before it is scaled and rounded to E4M3 (the graph's order), O's amax
  * taken before scale_o. Under current scaling the op first writes S's
- * scale into the slot (s_scale_now) and leaves O unquantized (o_scale NULL).
+ * scale into the slot (s_scale_now); O8's scale is then the QKV slot's
+ * (attention.c passes it as o_scale: the chain is the same).
  * The FP8 backward is attention.h's FP8 backward chain in
  * the BF16 backward's loop order: D, then dq row by row, then dk, dv key by
  * key over the group's heads, each pair's P8 and dS8 recomputed where used.
@@ -124,7 +125,6 @@ typedef struct fwd_job {
     const f8i_attn_fwd_args *a;
     int64_t G;
     team t;
-    int quant_o;                   /* FP8, current scaling: y = dt(O) */
     float dq, ss, ds, so, dso;     /* FP8 */
     float amax_s[F8I_CPU_MAX_WORKERS], amax_o[F8I_CPU_MAX_WORKERS]; /* FP8: each worker's */
 } fwd_job;
@@ -215,7 +215,7 @@ static void fp8_forward_row(void *arg, int64_t u, int worker)
         for (int64_t j = 0; j <= i; j++) acc += (double)prow[j] * f8i_fp8_decode(qkv[w.v + j * w.ld3 + d], 0);
         const float o = (float)acc * ds * dq;
         amax_into(&amax_o, o);
-        const float yv = job->quant_o ? e4m3(o * so) * dso : o;
+        const float yv = e4m3(o * so) * dso;
         if (a->o8) a->o8[w.y + i * w.ld1 + d] = f8i_fp8_encode(o * so, 0); /* kept for the FP8 backward */
         store(a->y, F8_DTYPE_BF16, w.y + i * w.ld1 + d, yv);
         if (a->o) store(a->o, F8_DTYPE_BF16, w.y + i * w.ld1 + d, yv);
@@ -230,9 +230,9 @@ static f8_status fp8_forward(f8_ctx *ctx, const f8i_attn_fwd_args *a)
 {
     const int64_t B = a->batch, S = a->seq, nh = a->n_head;
     if (a->s_scale_now > 0.0f) *a->s_scale = a->s_scale_now, *a->s_scale_inv = 1.0f / a->s_scale_now; /* current scaling */
-    fwd_job job = {.a = a, .G = kv_heads(nh, a->n_kv_head), .quant_o = a->o_scale != NULL};
+    fwd_job job = {.a = a, .G = kv_heads(nh, a->n_kv_head)};
     job.dq = *a->qkv_scale_inv, job.ss = *a->s_scale, job.ds = *a->s_scale_inv;
-    job.so = job.quant_o ? *a->o_scale : 1.0f, job.dso = job.quant_o ? *a->o_scale_inv : 1.0f;
+    job.so = *a->o_scale, job.dso = *a->o_scale_inv;
     F8I_COUNT_LAUNCHES(ctx, 1);
     job.t = team_of(a->rows, S, work_of(B, nh, S, a->head_dim), B * nh * S);
     f8i_cpu_parallel_run(fp8_forward_row, &job, B * nh * S, job.t.n);

@@ -265,7 +265,7 @@ static bool fast_shape(f8_dtype dt, int64_t hd) { return dt == F8_DTYPE_BF16 && 
  * running amaxes of P and O, and the block maxes them into the slots once. */
 typedef struct fp8_scales {
     float *s_scale, *s_scale_inv; /* the S slot's: read, or (s_now > 0) written by thread 0 of block 0 */
-    const float *dq, *o_scale, *o_scale_inv; /* o_scale NULL: O not quantized (current scaling) */
+    const float *dq, *o_scale, *o_scale_inv; /* O8's (current scaling: the QKV slot's scale and dq) */
     float *s_amax, *o_amax;
     float s_now; /* > 0: S's scale this call (current scaling) */
     uint8_t *o8; /* the O8 codes kept for an FP8 backward, or NULL; o8_scale_inv their descale */
@@ -288,9 +288,9 @@ static __global__ void __launch_bounds__(GEN_THREADS)
 {
     const int lane = threadIdx.x & 31;
     const int64_t ld = sh.ld, warps = (int64_t)gridDim.x * (GEN_THREADS / 32); /* GQA: (nh + 2G)·hd */
-    const bool now = f.s_now > 0.0f, quant_o = f.o_scale != NULL;
+    const bool now = f.s_now > 0.0f;
     const float dq = *f.dq, ss = now ? f.s_now : *f.s_scale, ds = now ? __fdiv_rn(1.0f, f.s_now) : *f.s_scale_inv;
-    const float so = quant_o ? *f.o_scale : 1.0f, dso = quant_o ? *f.o_scale_inv : 1.0f;
+    const float so = *f.o_scale, dso = *f.o_scale_inv;
     if (now && blockIdx.x == 0 && threadIdx.x == 0) *f.s_scale = ss, *f.s_scale_inv = ds; /* no block reads them */
     if (f.o8 && blockIdx.x == 0 && threadIdx.x == 0) *f.o8_scale_inv = dso;
     float amax_s = 0.0f, amax_o = 0.0f;
@@ -322,7 +322,7 @@ static __global__ void __launch_bounds__(GEN_THREADS)
                 const float ov = __fmul_rn(__fmul_rn(acc[u], ds), dq);
                 amax_o = fmaxf(amax_o, fabsf(ov));
                 const uint8_t code = f8i_fp8_encode(__fmul_rn(ov, so), 0);
-                const uint16_t yv = f8i_bf16_from_float(quant_o ? __fmul_rn(e4m3(code), dso) : ov);
+                const uint16_t yv = f8i_bf16_from_float(__fmul_rn(e4m3(code), dso));
                 if (f.o8) f.o8[(b * sh.S + i) * sh.C + h * sh.hd + d] = code;
                 y[(b * sh.S + i) * sh.C + h * sh.hd + d] = yv;
                 if (o_save) o_save[(b * sh.S + i) * sh.C + h * sh.hd + d] = yv;

@@ -21,12 +21,19 @@
  *    Q, Kᵀ, V are views of the saved (B·S, 3C) codes, as the BF16 graph's.
  *    It is attention.h's chain: cuDNN rounds P in its own blocked online
  *    order, so P8 codes (and O8 with them) may land a step from the CPU's.
- *    Under current scaling (DIR_FWD_CS) O is BF16 (straight into y) and
- *    scale_o a by-value 1: TE's Float8CurrentScaling form.
+ *    One graph for both recipes: under current scaling scale_o is the QKV
+ *    slot's scale (attention.c; |O| <= max|v|, so it is known before the
+ *    call). TE's current-scaling form, O in BF16 with scale_o 1, is no
+ *    longer built: cuDNN has no engine for it below Blackwell (the
+ *    frontend refuses "sdpa fp8 forward with HALF/BFLOAT16 output" there;
+ *    docs/FP8_ATTENTION.md).
  *  - The backward (DIR_BWD, DIR_BWD_CS; graph_backward_fp8 has it): head
  *    dim 128 only (Hopper's FP8 backward engines; hd 64 finalizes none),
  *    multi-head; O8 and dQKV8 with their scales, or (current scaling) O
- *    and dQKV in BF16 with by-value 1s. Three launches: fp8_bwd_prep_kernel
+ *    and dQKV in BF16 with by-value 1s (TE's form: dQKV's scale cannot be
+ *    known before the call). cuDNN's heuristics offer no engine for the
+ *    latter below Blackwell, as for the forward's; the refusal is kept
+ *    like a plan and f8's path runs it. Three launches: fp8_bwd_prep_kernel
  *    (Stats from L, the scales, amaxes zeroed), cuDNN, fp8_bwd_finish_kernel
  *    (dQKV8 to BF16 dqkv, amaxes into the dP and dQKV slots).
  *  - Three launches a forward: fp8_prep_kernel copies the per-step scales
@@ -70,10 +77,10 @@ enum {
 typedef struct dn_key {
     int64_t dir, e5m2, B, S, nh, hd, nkv; /* dir: DIR_*; e5m2: the backward's gradient format; nkv = nh */
 } dn_key;
-/* The graphs of this file: the FP8 forward under delayed scaling (O8) and
- * under current scaling (O in BF16); the FP8 backward likewise (O8 and
- * dQKV8 with their scales, or O and dQKV in BF16). */
-enum { DIR_FWD = 2, DIR_FWD_CS = 3, DIR_BWD = 4, DIR_BWD_CS = 5 };
+/* The graphs of this file: the FP8 forward (O8, both recipes); the FP8
+ * backward under delayed scaling (O8 and dQKV8 with their scales) and
+ * under current scaling (O and dQKV in BF16). */
+enum { DIR_FWD = 2, DIR_BWD = 4, DIR_BWD_CS = 5 };
 typedef struct dn_plan {
     dn_key key;
     int ok;
@@ -107,16 +114,16 @@ static void *gb_dev_scalar(gb *g, const char *name, int64_t uid)
     return gb_tensor(g, name, uid, DN_FLOAT, one, one, 0, 0);
 }
 
-/* cs (current scaling): O in BF16 with scale_o a by-value 1 (TE's
- * Float8CurrentScaling form of the same graph); else O8 with the O slot's. */
-static void graph_forward_fp8(gb *g, const dn_dims *d, int cs)
+/* O8 = E4M3(O · scale_o), scale_o a device scalar: the O slot's, or
+ * (current scaling) the QKV slot's. */
+static void graph_forward_fp8(gb *g, const dn_dims *d)
 {
     void *t[FW_COUNT];
-    gb_forward_io(g, d, DN_FP8_E4M3, cs ? DN_BF16 : DN_FP8_E4M3, t);
+    gb_forward_io(g, d, DN_FP8_E4M3, DN_FP8_E4M3, t);
     void *dsq = gb_dev_scalar(g, "descale_q", U_DESCALE_Q), *dsk = gb_dev_scalar(g, "descale_k", U_DESCALE_K);
     void *dsv = gb_dev_scalar(g, "descale_v", U_DESCALE_V), *ss = gb_dev_scalar(g, "scale_s", U_SCALE_S);
     void *dss = gb_dev_scalar(g, "descale_s", U_DESCALE_S);
-    void *so = cs ? gb_scalar(g, "scale_o = 1", U_SCALE_O) : gb_dev_scalar(g, "scale_o", U_SCALE_O);
+    void *so = gb_dev_scalar(g, "scale_o", U_SCALE_O);
     void *amax_s = gb_dev_scalar(g, "amax_s", U_AMAX_S), *amax_o = gb_dev_scalar(g, "amax_o", U_AMAX_O);
 
     void *s = gb_virtual(g, "S = Q8 K8^T", DN_FLOAT, d->ss, d->ss_s);
@@ -130,7 +137,7 @@ static void graph_forward_fp8(gb *g, const dn_dims *d, int cs)
     void *pv = gb_virtual(g, "P8 V8", DN_FLOAT, d->o, d->acc_s);
     gb_mm(g, "P8 V8", p8, t[FW_V], pv);
     void *od = gb_mul(g, "O", gb_mul(g, "P8 V8 descale_s", pv, dss, d->o, d->acc_s), dsv, d->o, d->acc_s);
-    gb_pw(g, cs ? "O = O 1" : "O8 = O scale_o", DN_PW_MUL, DN_FLOAT, od, so, NULL, t[FW_O], -1);
+    gb_pw(g, "O8 = O scale_o", DN_PW_MUL, DN_FLOAT, od, so, NULL, t[FW_O], -1);
     gb_reduce(g, "amax_o", DN_REDUCE_AMAX, od, amax_o);
 }
 
@@ -239,7 +246,7 @@ static void plan_build(const dn_api *api, void *handle, dn_plan *p, size_t *buf_
     if (bwd)
         graph_backward_fp8(&g, &d, dir == DIR_BWD_CS, p->key.e5m2 ? DN_FP8_E5M2 : DN_FP8_E4M3);
     else
-        graph_forward_fp8(&g, &d, dir == DIR_FWD_CS);
+        graph_forward_fp8(&g, &d);
     void *opg = gb_new(&g, DN_D_OPGRAPH, "FP8 operation graph");
     gb_set(&g, opg, DN_A_OPGRAPH_HANDLE, DN_T_HANDLE, 1, &handle, "FP8 operation graph");
     gb_set(&g, opg, DN_A_OPGRAPH_OPS, DN_T_DESCRIPTOR, g.n_ops, g.ops, "FP8 operation graph");
@@ -319,7 +326,7 @@ static void fp8_kind_release(f8_ctx *ctx, void *body)
 
 static void describe_key(const dn_key *k, char *out, size_t size)
 {
-    const int bwd = k->dir == DIR_BWD || k->dir == DIR_BWD_CS, cs = k->dir == DIR_FWD_CS || k->dir == DIR_BWD_CS;
+    const int bwd = k->dir == DIR_BWD || k->dir == DIR_BWD_CS, cs = k->dir == DIR_BWD_CS;
     snprintf(out, size, "FP8 %s%s%s B%lld S%lld nh%lld hd%lld", bwd ? "backward" : "forward", cs ? " (current scaling)" : "",
              bwd && k->e5m2 ? " E5M2" : "", (long long)k->B, (long long)k->S, (long long)k->nh, (long long)k->hd);
 }
@@ -359,8 +366,7 @@ static dn_plan *plan_for(f8_ctx *ctx, int dir, int e5m2, int64_t B, int64_t S, i
 
 /* Before cuDNN: the scalars it reads, each at 16 bytes of its own, and its
  * two amax outputs zeroed; under current scaling (s_now > 0) S's scale of
- * this call written into the S slot first, and no scale_o (O in BF16). One
- * thread. */
+ * this call written into the S slot first. One thread. */
 static __global__ void fp8_prep_kernel(const float *dq, float *s_scale, float *s_scale_inv, const float *o_scale, float s_now,
                                        float *sc)
 {
@@ -370,7 +376,7 @@ static __global__ void fp8_prep_kernel(const float *dq, float *s_scale, float *s
     sc[SC_AT(SC_DQ)] = *dq;
     sc[SC_AT(SC_SCALE_S)] = *s_scale;
     sc[SC_AT(SC_DESCALE_S)] = *s_scale_inv;
-    sc[SC_AT(SC_SCALE_O)] = o_scale ? *o_scale : 1.0f;
+    sc[SC_AT(SC_SCALE_O)] = *o_scale;
 }
 
 /* Two BF16 values in one word: bf16(decode(code)·ds) of the codes (E4M3,
@@ -394,18 +400,18 @@ static __device__ __forceinline__ void dequant16(const uint8_t *codes, int64_t i
 }
 
 /* After cuDNN: lse[i] = Stats[i] / c in place; y = o = bf16(O8 · descale_o)
- * (o may be NULL), or under current scaling (o8 NULL: cuDNN wrote y) o = y;
- * the call's amax_s and amax_o maxed into the slots' accumulators and
- * (an FP8 backward's saved O8) O8's descale written (thread 0). Vectorized:
- * item i is 16 elements (one 16-byte load of codes, two 16-byte stores of
- * BF16 each to y and o; every pointer 16-byte aligned and C a multiple of
- * 16: the caller's checks). Grid: 1-D, grid-stride over max(n_lse, n16);
- * block FP8_THREADS; a thread owns item i of each array. */
+ * (o may be NULL); the call's amax_s and amax_o maxed into the slots'
+ * accumulators and (an FP8 backward's saved O8) O8's descale written
+ * (thread 0). Vectorized: item i is 16 elements (one 16-byte load of
+ * codes, two 16-byte stores of BF16 each to y and o; every pointer 16-byte
+ * aligned and C a multiple of 16: the caller's checks). Grid: 1-D,
+ * grid-stride over max(n_lse, n16); block FP8_THREADS; a thread owns item
+ * i of each array. */
 static __global__ void __launch_bounds__(FP8_THREADS)
     fp8_finish_kernel(float *lse, int64_t n_lse, float c, const uint8_t *o8, int64_t n16, const float *o_scale_inv,
                       uint16_t *y, uint16_t *o, const float *sc, float *s_amax, float *o_amax, float *o8_scale_inv)
 {
-    const float dso = o8 ? *o_scale_inv : 1.0f;
+    const float dso = *o_scale_inv;
     const int64_t m = n_lse > n16 ? n_lse : n16, step = (int64_t)gridDim.x * FP8_THREADS;
     const int64_t first = (int64_t)blockIdx.x * FP8_THREADS + threadIdx.x;
     uint4 *y4 = (uint4 *)y, *o4 = (uint4 *)o;
@@ -413,12 +419,8 @@ static __global__ void __launch_bounds__(FP8_THREADS)
         if (i < n_lse) lse[i] = __fdiv_rn(lse[i], c);
         if (i >= n16) continue;
         uint4 a, b;
-        if (o8) {
-            dequant16(o8, i, dso, 0, &a, &b);
-            y4[2 * i] = a, y4[2 * i + 1] = b;
-        } else if (o) {
-            a = y4[2 * i], b = y4[2 * i + 1];
-        }
+        dequant16(o8, i, dso, 0, &a, &b);
+        y4[2 * i] = a, y4[2 * i + 1] = b;
         if (o) o4[2 * i] = a, o4[2 * i + 1] = b;
     }
     if (first == 0) { /* amaxes are non-negative: their bits order as the floats do */
@@ -464,13 +466,12 @@ f8_status f8i_cudnn_fp8_attn_fwd(f8_ctx *ctx, const f8i_attn_fwd_args *a, int *r
     const dn_api *api = NULL;
     void *handle = NULL;
     f8_status st = F8_OK;
-    const int cs = a->o_scale == NULL; /* current scaling: O in BF16, straight into y */
-    dn_plan *p = plan_for(ctx, cs ? DIR_FWD_CS : DIR_FWD, 0, a->batch, a->seq, a->n_head, a->head_dim, &api, &handle, &st);
+    dn_plan *p = plan_for(ctx, DIR_FWD, 0, a->batch, a->seq, a->n_head, a->head_dim, &api, &handle, &st);
     if (!p) return st;
     cudaStream_t stream = f8i_stream(ctx);
     unsigned char *buf = (unsigned char *)p->buf;
     float *sc = (float *)(buf + p->sc_off);
-    uint8_t *o8 = cs ? NULL : a->o8 ? a->o8 : buf + p->o8_off; /* an FP8 backward's saved O8 is written in place */
+    uint8_t *o8 = a->o8 ? a->o8 : buf + p->o8_off; /* an FP8 backward's saved O8 is written in place */
     F8I_COUNT_LAUNCHES(ctx, 1);
     fp8_prep_kernel<<<1, 1, 0, stream>>>(a->qkv_scale_inv, a->s_scale, a->s_scale_inv, a->o_scale, a->s_scale_now, sc);
     F8I_TRY(f8i_cuda_launch_check(ctx, "attention (cuDNN FP8) fp8_prep_kernel"));
@@ -478,14 +479,14 @@ f8_status f8i_cudnn_fp8_attn_fwd(f8_ctx *ctx, const f8i_attn_fwd_args *a, int *r
     const int64_t C = a->n_head * a->head_dim, rows = a->batch * a->n_head * a->seq, n = a->batch * a->seq * C;
     const uint8_t *qkv = (const uint8_t *)a->qkv;
     float *stats = a->lse ? a->lse : (float *)(buf + p->stats_off);
-    float scale = a->scale, neg_inf = -INFINITY, one = 1.0f; /* -inf: cuDNN >= 9.10, as the frontend */
+    float scale = a->scale, neg_inf = -INFINITY; /* -inf: cuDNN >= 9.10, as the frontend */
     float *dq = sc + SC_AT(SC_DQ);
     const int64_t uids[15] = {U_Q,         U_K,         U_V,         U_O,         U_STATS,   U_SCALE,  U_NEG_INF, U_DESCALE_Q,
                               U_DESCALE_K, U_DESCALE_V, U_SCALE_S,   U_DESCALE_S, U_SCALE_O, U_AMAX_S, U_AMAX_O};
     void *const ptrs[15] = {(void *)qkv,
                             (void *)(qkv + C),
                             (void *)(qkv + 2 * C),
-                            cs ? a->y : (void *)o8,
+                            (void *)o8,
                             stats,
                             &scale,
                             &neg_inf,
@@ -494,7 +495,7 @@ f8_status f8i_cudnn_fp8_attn_fwd(f8_ctx *ctx, const f8i_attn_fwd_args *a, int *r
                             dq,
                             sc + SC_AT(SC_SCALE_S),
                             sc + SC_AT(SC_DESCALE_S),
-                            cs ? (void *)&one : (void *)(sc + SC_AT(SC_SCALE_O)),
+                            sc + SC_AT(SC_SCALE_O),
                             sc + SC_AT(SC_AMAX_S),
                             sc + SC_AT(SC_AMAX_O)};
     /* refused: f8's kernel runs this call (the prep kernel wrote the plan's buffer and, under current
@@ -677,7 +678,7 @@ f8_status f8i_cudnn_fp8_attn_takes(f8_ctx *ctx, int64_t batch, int64_t seq, int6
     f8_status st = F8_OK;
     /* the graph attention.c's call asks for: the recipe decides the variant, its backward format dO's */
     const int cs = f8i_recipe_current(ctx), e5m2 = backward && f8_ctx_slot_dtype(ctx, F8_DIR_BACKWARD) == F8_DTYPE_E5M2;
-    const int dir = backward ? (cs ? DIR_BWD_CS : DIR_BWD) : (cs ? DIR_FWD_CS : DIR_FWD);
+    const int dir = backward ? (cs ? DIR_BWD_CS : DIR_BWD) : DIR_FWD;
     *takes = plan_for(ctx, dir, e5m2, batch, seq, n_head, head_dim, &api, &handle, &st) != NULL;
     return st;
 }

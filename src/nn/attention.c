@@ -23,7 +23,8 @@
  * fails hands them back). The forward is two ops: the cast of qkv into the
  * saved codes (with their own scale_inv, written by the cast: the one rule),
  * then the FP8 forward op, which reads the S and O slots' scale and
- * scale_inv by pointer (they change on the device every step). The
+ * scale_inv by pointer (they change on the device every step; under
+ * current scaling O8 takes the QKV slot's scale instead, fp8_args). The
  * backward is two ops too: the codes dequantized into the workspace, then
  * the BF16 backward op on them. The caller's qkv is not read after the
  * forward.
@@ -212,8 +213,8 @@ void f8i_attention_saved_parts(const f8_attention_saved *s, struct f8i_attn_save
 }
 
 /* The forward keeps O8 for the backward: an FP8 backward under delayed
- * scaling (under current scaling O is not quantized: the backward takes
- * the BF16 o, as TE's). */
+ * scaling (under current scaling its D takes the BF16 o, the dequantized
+ * O8, as TE's default NVTE_DPA_FP8CS_O_in_F16 does). */
 static int keeps_o8(const f8_attention *a) { return a->cfg.fp8_backward && !f8i_recipe_current(a->ctx); }
 
 const f8_attention_config *f8i_attention_config(const f8_attention *a) { return &a->cfg; }
@@ -333,13 +334,20 @@ static void fp8_args(f8_attention *a, f8i_attn_fwd_args *args, const float *qkv_
     args->s_amax = f8i_slot_amax(ctx, s);
     args->o_amax = f8i_slot_amax(ctx, o);
     if (f8i_recipe_current(ctx)) {
-        /* S's amax is known before the call: P of query 0 is exactly 1 in
-         * every causal call and P <= 1 everywhere, so current scaling's S
-         * scale is the amax-1 scale. O is not quantized (TE's current
-         * scaling has cuDNN write O in high precision, scale_o = 1); its
-         * amax is still recorded. */
+        /* Both scales are known before the call, from this call's values.
+         * S: P of query 0 is exactly 1 in every causal call and P <= 1
+         * everywhere, so S's amax is 1. O: P's rows are convex weights, so
+         * |O| <= max|v| <= amax(qkv), and cast_qkv's amax pass has just set
+         * the QKV slot's scale from that amax: O8 takes it, and the codes'
+         * scale_inv (the cast's 1/it) dequantizes O8. P8's roundings can
+         * lift a row's weights a few percent over 1; the E4M3 conversion
+         * saturates there (satfinite), never overflows. (TE's form, O in
+         * BF16, has no Hopper engine in cuDNN: docs/FP8_ATTENTION.md.) The
+         * O slot's scale is not read; it records O's amax only. */
         args->s_scale_now = f8i_current_scale(1.0f, 1.0f, ldexpf(f8_fp8_max(F8_DTYPE_E4M3), -ctx->recipe.margin),
                                               ctx->recipe.power_2_scales);
+        args->o_scale = f8i_slot_scale(ctx, a->slots[SLOT_QKV]);
+        args->o_scale_inv = qkv_sinv;
         return;
     }
     args->o_scale = f8i_slot_scale(ctx, o);

@@ -79,11 +79,13 @@
  * amax_s and amax_o are maxed into the S and O slots' accumulators. Under
  * current scaling the cast's scale comes from its amax pass, scale_s is
  * s_scale_now (the amax-1 scale: P's amax is 1 in any causal call), which
- * the op writes into the S slot before use, and O is not quantized:
- * y = o = dt(O) (o_scale NULL; amax_o still recorded). cuDNN's
- * kernels take P in their own blocked, online order (and may round the
- * unnormalized p), so a P code may land one E4M3 step away and y a step or
- * two of O8; f8's fallback kernel and the CPU follow the formulas above. The
+ * the op writes into the S slot before use, and scale_o is the QKV slot's
+ * scale with descale_o = dq (|O| <= max|v| <= amax(qkv): P's rows are
+ * convex weights), so O8 needs no history either; amax_o still goes to
+ * the O slot. cuDNN's kernels take P in their own blocked, online order
+ * (and may round the unnormalized p), so a P code may land one E4M3 step
+ * away and y a step or two of O8; f8's fallback kernel and the CPU follow
+ * the formulas above. The
  * backward is the BF16 one on the dequantized inputs the forward used:
  * attention.c converts the saved codes to qkv_hp = dt(q8·dq) (workspace)
  * and runs the op above with the saved o and L. FP8 workspace, after the
@@ -95,10 +97,10 @@
  * NVTE_FP8_DPA_BWD=1, the graph of cudnn-frontend's SDPA FP8 backward).
  * attention.c casts dy to dO8 in the gradient format gd (E5M2 under
  * HYBRID) with the dO slot's scale (descale ddo); the forward kept, under
- * delayed scaling, O8 and its descale dso (under current scaling O is not
- * quantized: D takes the BF16 o, dso = 1, TE's O in F16). With q8, k8, v8,
- * dO8, O8 the codes' values, dq their descale, ss/ds the S slot's scale
- * and scale_inv, sdp/dsdp the dP slot's, per row i and key j <= i:
+ * delayed scaling, O8 and its descale dso (under current scaling D takes
+ * the BF16 o, the dequantized O8, with dso = 1: TE's O in F16). With q8,
+ * k8, v8, dO8, O8 the codes' values, dq their descale, ss/ds the S slot's
+ * scale and scale_inv, sdp/dsdp the dP slot's, per row i and key j <= i:
  *   D_i      = FP32(Σ_d dO8·O8)·ddo·dso
  *   s        = FP32(Σ_d q8·k8)·dq·dq;  P = exp2((s - L_i)·c2)
  *   P8       = e4m3(P·ss)
@@ -155,7 +157,7 @@ typedef struct f8i_attn_fwd_args {
     float *s_scale, *s_scale_inv; /* (1) each: the S slot's */
     float s_scale_now;         /* > 0 (current scaling): S's scale this call; the op first writes it and 1/it
                                   (FP32 division) into *s_scale, *s_scale_inv; 0: they are read */
-    const float *o_scale, *o_scale_inv; /* (1) each: the O slot's; NULL (current scaling): O is not quantized */
+    const float *o_scale, *o_scale_inv; /* (1) each: the O slot's (current scaling: the QKV slot's scale, dq) */
     float *s_amax, *o_amax;    /* (1) each: the slots' accumulators, maxed into */
     uint8_t *o8;               /* (B·S, C) the O8 codes kept for an FP8 backward (delayed scaling), or NULL */
     float *o8_scale_inv;       /* (1) with o8: *o_scale_inv copied (their descale, as the slot moves on) */
