@@ -14,7 +14,10 @@
  * F8I_ROW_FUSED): codes alone (inference), codes and u in BF16 (training:
  * the column-wise copy's source), against the unfused path's norm in BF16
  * then the row-wise cast (bytes counted as the fused line's, the same
- * result, so the GB/s compare the two ways).
+ * result, so the GB/s compare the two ways). The training path with the
+ * column-wise copy too: the fused norm also taking the column amaxes
+ * (col_amax) then the column-only cast given them (col_amax_in), against
+ * the fused norm then the column-only cast that measures them again.
  *
  * `bench_kernels adamw` times the AdamW step (f8_adamw_step: the norm pass,
  * the finalize and the update) over one BF16 parameter of the 1.3B
@@ -40,6 +43,7 @@
 enum op {
     OP_CAST, OP_CAST_T, OP_CAST_T_DBIAS, OP_TRANSPOSE, OP_CONVERT, OP_SCALE_UPDATE, OP_ROW, OP_ROW_T, OP_ROW_T_DBIAS,
     OP_NORM_ROW, OP_NORM_ROW_HP, OP_NORM_THEN_ROW, /* LayerNorm with row-wise codes: fused, fused + u, unfused */
+    OP_NORM_ROW_COLS, OP_NORM_ROW_THEN_COLS, /* + the column copy: amaxes taken by the norm, or by the cast */
     OP_ADAMW /* f8_adamw_step; dst: the moments' dtype */
 };
 
@@ -57,7 +61,7 @@ typedef struct karg {
     const kcase *kc;
     int64_t rows, cols;
     int nsets;
-    void *src[MAX_SETS], *dst[MAX_SETS], *dst_t[MAX_SETS];
+    void *src[MAX_SETS], *dst[MAX_SETS], *dst_t[MAX_SETS], *col_t[MAX_SETS]; /* col_t: the norm's column copy */
     float *scale, *amax, *scale_inv, *dbias;
     float *row_si, *row_si_t; /* row-wise: [rows], [cols] */
     void *gamma, *beta;       /* the norm lines: BF16 [cols] */
@@ -126,6 +130,22 @@ static void kcall(void *p, int i)
         BENCH_F8(ctx, f8i_op_norm_fwd(ctx, &a));
         break;
     }
+    case OP_NORM_ROW_COLS:
+    case OP_NORM_ROW_THEN_COLS: { /* the modules' training path: codes, u, then u's column copy */
+        const int given = k->kc->op == OP_NORM_ROW_COLS;
+        f8i_norm_fwd_args a = {.x = k->src[s], .x_dtype = k->kc->src, .rows = k->rows, .cols = k->cols,
+                               .gamma = k->gamma, .beta = k->beta, .param_dtype = F8_DTYPE_BF16, .eps = 1e-5f,
+                               .mu = k->mu, .rsigma = k->rsigma, .y = k->dst[s], .y_dtype = k->kc->dst,
+                               .amax = k->amax, .scale_inv = k->row_si, .mode = F8I_SCALING_ROW,
+                               .scaled_max = f8_fp8_max(k->kc->dst), .y_hp = k->dst_t[s],
+                               .hp_dtype = F8_DTYPE_BF16, .col_amax = given ? k->row_si_t : NULL};
+        BENCH_F8(ctx, f8i_op_norm_fwd(ctx, &a));
+        f8i_cast_args c = {.src = k->dst_t[s], .src_dtype = F8_DTYPE_BF16, .rows = k->rows, .cols = k->cols,
+                           .out_dtype = k->kc->dst, .out_t = k->col_t[s], .scale_inv_t = k->row_si_t,
+                           .mode = F8I_SCALING_ROW, .scaled_max = f8_fp8_max(k->kc->dst), .col_amax_in = given};
+        BENCH_F8(ctx, f8i_op_cast(ctx, &c));
+        break;
+    }
     default: {
         f8i_cast_args a = {.src = k->src[s], .src_dtype = k->kc->src, .rows = k->rows, .cols = k->cols,
                            .out_dtype = k->kc->dst, .out = k->dst[s], .scale = k->scale, .amax = k->amax,
@@ -164,6 +184,9 @@ static double op_bytes(const kcase *kc, int64_t rows, int64_t cols)
     case OP_NORM_ROW: return n * ss + n + 12.0 * (double)rows;
     case OP_NORM_ROW_HP:
     case OP_NORM_THEN_ROW: return n * ss + 3 * n + 12.0 * (double)rows;
+    /* and u read back once for the column copy, its codes and scale_inv_t: the same result both ways */
+    case OP_NORM_ROW_COLS:
+    case OP_NORM_ROW_THEN_COLS: return n * ss + 6 * n + 12.0 * (double)rows + 4.0 * (double)cols;
     case OP_TRANSPOSE: return 2 * n;
     case OP_CONVERT: return n * ss + n * (double)f8_dtype_size(kc->dst);
     default: return 0;
@@ -209,7 +232,10 @@ static void run_layout(f8_ctx *ctx, bench_log *log, const kcase *kc, int64_t row
         BENCH_CUDA(cudaMalloc(&k.dst[s], dst_bytes));
         if (kc->op == OP_CAST_T || kc->op == OP_CAST_T_DBIAS || kc->op == OP_ROW_T || kc->op == OP_ROW_T_DBIAS)
             BENCH_CUDA(cudaMalloc(&k.dst_t[s], (size_t)n));
-        if (kc->op == OP_NORM_ROW_HP || kc->op == OP_NORM_THEN_ROW) BENCH_CUDA(cudaMalloc(&k.dst_t[s], (size_t)n * 2));
+        if (kc->op == OP_NORM_ROW_HP || kc->op == OP_NORM_THEN_ROW || kc->op == OP_NORM_ROW_COLS ||
+            kc->op == OP_NORM_ROW_THEN_COLS)
+            BENCH_CUDA(cudaMalloc(&k.dst_t[s], (size_t)n * 2));
+        if (kc->op == OP_NORM_ROW_COLS || kc->op == OP_NORM_ROW_THEN_COLS) BENCH_CUDA(cudaMalloc(&k.col_t[s], (size_t)n));
     }
     /* scale 64: N(0, 9) inputs land across E4M3's range; scale_inv of the codes */
     const float scalars[4] = {64.0f, 0.0f, 1.0f / 64.0f, 0.0f};
@@ -233,6 +259,7 @@ static void run_layout(f8_ctx *ctx, bench_log *log, const kcase *kc, int64_t row
         BENCH_CUDA(cudaFree(k.src[s]));
         BENCH_CUDA(cudaFree(k.dst[s]));
         if (k.dst_t[s]) BENCH_CUDA(cudaFree(k.dst_t[s]));
+        if (k.col_t[s]) BENCH_CUDA(cudaFree(k.col_t[s]));
     }
     BENCH_CUDA(cudaFree(dev));
     BENCH_CUDA(cudaFree(k.dbias));
@@ -344,6 +371,8 @@ int main(int argc, char **argv)
         {"norm_rowwise", OP_NORM_ROW, F8_DTYPE_BF16, F8_DTYPE_E4M3, 1},
         {"norm_rowwise_u", OP_NORM_ROW_HP, F8_DTYPE_BF16, F8_DTYPE_E4M3, 1},
         {"norm+rowwise", OP_NORM_THEN_ROW, F8_DTYPE_BF16, F8_DTYPE_E4M3, 1},
+        {"norm_rowwise_colmax+t", OP_NORM_ROW_COLS, F8_DTYPE_BF16, F8_DTYPE_E4M3, 1},
+        {"norm_rowwise_u+t", OP_NORM_ROW_THEN_COLS, F8_DTYPE_BF16, F8_DTYPE_E4M3, 1},
     };
     static const int64_t shapes[2][2] = {{8192, 8192}, {2048, 2048}};
     /* the row-wise casts at the trainers' shapes: 124M (65,536 tokens a

@@ -12,11 +12,18 @@
  *    row-wise cast (src/cpu/rowwise.c) of that u: the unfused path's second
  *    launch, whose CUDA version test_cast holds to the same oracle;
  *  - the same call without the high-precision output writes the same codes
- *    and scales (the kernels recompute u instead of reading it back).
+ *    and scales (the kernels recompute u instead of reading it back);
+ *  - the column amaxes the kernels take (col_amax, both runs; the buffer
+ *    poisoned first) equal max |u| of each column of the plain kernel's u
+ *    computed here, and the column-only cast of u with them
+ *    (col_amax_in) writes the same column-wise copy, scale_inv_t and
+ *    telemetry as the one that measures them, and as the CPU cast of u.
  * Norm: LayerNorm and RMSNorm, FP32/BF16 x and params (u rounded to the
  * param dtype), rows from 1 to 300 and 1 to 9000 columns (over FWD_MAX_COLS:
  * norm_fwd.cu's wide path, which needs y_hp). Activations: every one,
- * forward and backward, FP32/BF16. E4M3 and E5M2, power-of-two scales or
+ * forward and backward, FP32/BF16, and two shapes whose column maxima pass
+ * CUDA's shared memory (the column amax pass after the kernel, which needs
+ * y_hp or dx). E4M3 and E5M2, power-of-two scales or
  * not, telemetry on and off, rows of very different magnitudes with zero,
  * inf, NaN and denormal rows planted (rowwise_fixture.h).
  */
@@ -85,8 +92,12 @@ static int fused_op_run(f8_ctx *ctx[2], const fused_op_case *fc, test_rng *rng)
     const int gated = fc->op != FOP_NORM && f8_activation_gated((f8_activation)fc->variant);
     const int64_t R = fc->R, C = fc->C, Cin = gated ? 2 * C : C, Cout = fc->op == FOP_ACT_BWD && gated ? 2 * C : C;
     const size_t hs = f8_dtype_size(fc->hdt), xs = f8_dtype_size(fc->xdt);
-    /* CUDA rows past norm_fwd.cuh's FWD_MAX_COLS take the wide kernel into y_hp */
-    const int wide = fc->op == FOP_NORM && C > 8192 && f8_ctx_backend(g) == F8_BACKEND_CUDA;
+    /* CUDA rows past norm_fwd.cuh's FWD_MAX_COLS take the wide kernel into y_hp; activation rows whose column
+     * maxima pass act_kernels.cuh's ACT_ROW_CMAX_MAX (64 KiB of 8-column pieces' slots) the column amax pass
+     * over y_hp (dx) */
+    const int64_t slots = (C + 7) / 8 * 8 * (Cout / C) * (int64_t)hs;
+    const int wide = f8_ctx_backend(g) == F8_BACKEND_CUDA &&
+                     (fc->op == FOP_NORM ? C > 8192 : slots > 64 * 1024);
     char name[192];
     snprintf(name, sizeof name, "%s %s [%lld, %lld] x %s hp %s -> %s pow2 %d stats %d",
              fc->op == FOP_NORM ? (fc->variant ? "RMSNorm" : "LayerNorm") : fc->op == FOP_ACT_FWD ? "act fwd" : "act bwd",
@@ -114,6 +125,10 @@ static int fused_op_run(f8_ctx *ctx[2], const fused_op_case *fc, test_rng *rng)
     void *codes[2] = {fop_dev(g, nout, NULL), fop_dev(g, nout, NULL)};
     void *sinv[2] = {fop_dev(g, (size_t)R * 4, NULL), fop_dev(g, (size_t)R * 4, NULL)};
     void *amax = fop_dev(g, 4, &amax0), *stats = fop_dev(g, 24, stats0);
+    /* the column amaxes of runs 1 and 2, poisoned with a NaN no max replaces (the kernels must zero them) */
+    uint32_t *poison = (uint32_t *)xmalloc((size_t)Cout * 4 + 4);
+    for (int64_t c = 0; c < Cout; c++) poison[c] = 0x7FFFFFFFu;
+    void *cam[2] = {fop_dev(g, (size_t)Cout * 4, poison), fop_dev(g, (size_t)Cout * 4, poison)};
     void *stat[2][2] = {{fop_dev(g, (size_t)R * 4, NULL), fop_dev(g, (size_t)R * 4, NULL)},
                         {fop_dev(g, (size_t)R * 4, NULL), fop_dev(g, (size_t)R * 4, NULL)}}; /* [run][mu, rsigma] */
     const float scaled_max = f8_fp8_max(fc->out);
@@ -133,7 +148,7 @@ static int fused_op_run(f8_ctx *ctx[2], const fused_op_case *fc, test_rng *rng)
             if (run < 2) a.mu = (float *)stat[run][0], a.rsigma = (float *)stat[run][1]; /* plain, fused */
             if (fused) {
                 a.mode = F8I_SCALING_ROW, a.scaled_max = scaled_max, a.pow2 = fc->pow2, a.scale_inv = si;
-                a.y_hp = with_hp ? hp : NULL, a.hp_dtype = fc->hdt;
+                a.y_hp = with_hp ? hp : NULL, a.hp_dtype = fc->hdt, a.col_amax = (float *)cam[run - 1];
                 if (with_hp) a.amax = (float *)amax, a.stats = fc->stats ? (uint64_t *)stats : NULL;
             }
             st = f8i_op_norm_fwd(g, &a);
@@ -144,7 +159,7 @@ static int fused_op_run(f8_ctx *ctx[2], const fused_op_case *fc, test_rng *rng)
             a.y_dtype = fused ? fc->out : fc->hdt;
             if (fused) {
                 a.mode = F8I_SCALING_ROW, a.scaled_max = scaled_max, a.pow2 = fc->pow2, a.scale_inv = si;
-                a.y_hp = with_hp ? hp : NULL, a.hp_dtype = fc->hdt;
+                a.y_hp = with_hp ? hp : NULL, a.hp_dtype = fc->hdt, a.col_amax = (float *)cam[run - 1];
                 if (with_hp) a.amax = (float *)amax, a.stats = fc->stats ? (uint64_t *)stats : NULL;
             }
             st = f8i_op_act_fwd(g, &a);
@@ -155,12 +170,12 @@ static int fused_op_run(f8_ctx *ctx[2], const fused_op_case *fc, test_rng *rng)
             a.rows = R, a.cols = C, a.dx = fused && !with_hp ? NULL : fused ? hp : ref, a.dx_dtype = fc->hdt;
             if (fused) {
                 a.mode = F8I_SCALING_ROW, a.scaled_max = scaled_max, a.pow2 = fc->pow2, a.scale_inv = si;
-                a.out = (uint8_t *)y, a.out_dtype = fc->out;
+                a.out = (uint8_t *)y, a.out_dtype = fc->out, a.col_amax = (float *)cam[run - 1];
                 if (with_hp) a.amax = (float *)amax, a.stats = fc->stats ? (uint64_t *)stats : NULL;
             }
             st = f8i_op_act_bwd(g, &a);
         }
-        if (wide && run == 2) { /* rows past FWD_MAX_COLS take the wide kernel into y_hp, then the cast */
+        if (wide && run == 2) { /* the wide norm, and the column amaxes after the activation, read y_hp (dx) */
             CHECK(st == F8_ERR_UNSUPPORTED, "fused %s without y_hp: %s, want F8_ERR_UNSUPPORTED", name,
                   f8_status_string(st));
         } else if (st != F8_OK) {
@@ -178,28 +193,104 @@ static int fused_op_run(f8_ctx *ctx[2], const fused_op_case *fc, test_rng *rng)
     /* link 3: without u, the same codes and scales */
     if (!wide) ok &= fop_same(g, codes[1], g, codes[0], nout, "codes without y_hp", name);
     if (!wide) ok &= fop_same(g, sinv[1], g, sinv[0], (size_t)R * 4, "scale_inv without y_hp", name);
-    /* link 2: the CPU's row-wise cast of the plain kernel's u */
+    /* link 2: the CPU's row-wise cast of the plain kernel's u (both orientations: its counts are out's) */
     void *src = fop_dev(cpu, nout * hs, NULL);
     void *hsrc = xmalloc(nout * hs + 1);
     CHECK_OK(g, f8_ctx_download(g, hsrc, ref, nout * hs));
     CHECK_OK(cpu, f8_ctx_upload(cpu, src, hsrc, nout * hs));
     void *ccodes = fop_dev(cpu, nout, NULL), *csinv = fop_dev(cpu, (size_t)R * 4, NULL);
+    void *ccodes_t = fop_dev(cpu, nout, NULL), *csinv_t = fop_dev(cpu, (size_t)Cout * 4, NULL);
     void *camax = fop_dev(cpu, 4, &amax0), *cstats = fop_dev(cpu, 24, stats0);
-    f8i_rowwise_cast_args c = {src, fc->hdt, R, Cout, fc->out, (uint8_t *)ccodes, (float *)csinv, NULL, NULL,
-                               scaled_max, fc->pow2, (float *)camax, fc->stats ? (uint64_t *)cstats : NULL, NULL, NULL,
-                               F8_DTYPE_FP32, 0, NULL, 0};
+    f8i_rowwise_cast_args c = {src, fc->hdt, R, Cout, fc->out, (uint8_t *)ccodes, (float *)csinv, (uint8_t *)ccodes_t,
+                               (float *)csinv_t, scaled_max, fc->pow2, (float *)camax,
+                               fc->stats ? (uint64_t *)cstats : NULL, NULL, NULL, F8_DTYPE_FP32, 0, NULL, 0, 0};
     CHECK_OK(cpu, f8i_cpu_cast_rowwise(cpu, &c));
     ok &= fop_same(cpu, ccodes, g, codes[0], nout, "codes against the CPU cast of u", name);
     ok &= fop_same(cpu, csinv, g, sinv[0], (size_t)R * 4, "scale_inv against the CPU cast of u", name);
     ok &= fop_same(cpu, camax, g, amax, 4, "amax against the CPU cast of u", name);
     ok &= fop_same(cpu, cstats, g, stats, 24, "telemetry against the CPU cast of u", name);
+    /* link 4: the column amaxes are max |u| of each column (fmaxf from 0: NaN ignored), here from u's bits */
+    uint32_t *want = (uint32_t *)xmalloc((size_t)Cout * 4 + 4);
+    for (int64_t col = 0; col < Cout; col++) {
+        float m = 0.0f;
+        for (int64_t r = 0; r < R; r++) {
+            const int64_t i = r * Cout + col;
+            m = fmaxf(m, fabsf(fc->hdt == F8_DTYPE_BF16 ? f8_bf16_to_float(((const uint16_t *)hsrc)[i])
+                                                        : ((const float *)hsrc)[i]));
+        }
+        memcpy(&want[col], &m, 4);
+    }
+    void *hwant = fop_dev(g, (size_t)Cout * 4, want);
+    ok &= fop_same(g, hwant, g, cam[0], (size_t)Cout * 4, "column amaxes (col_amax) against max |u|", name);
+    if (!wide) ok &= fop_same(g, hwant, g, cam[1], (size_t)Cout * 4, "column amaxes without y_hp", name);
+    /* link 5: the column-only cast of u (out NULL) measuring the amaxes (0) and given them (1, col_amax_in):
+     * the same out_t, scale_inv_t and telemetry, and the CPU cast's */
+    uint32_t *given = (uint32_t *)xmalloc((size_t)Cout * 4 + 4); /* the kernel's own col_amax */
+    CHECK_OK(g, f8_ctx_download(g, given, cam[0], (size_t)Cout * 4));
+    void *ot[2] = {fop_dev(g, nout, NULL), fop_dev(g, nout, NULL)};
+    void *st_[2] = {fop_dev(g, (size_t)Cout * 4, poison), fop_dev(g, (size_t)Cout * 4, given)};
+    void *cs[2] = {fop_dev(g, 24, stats0), fop_dev(g, 24, stats0)};
+    for (int k = 0; k < 2; k++) {
+        f8i_cast_args k8;
+        memset(&k8, 0, sizeof k8);
+        k8.src = ref, k8.src_dtype = fc->hdt, k8.rows = R, k8.cols = Cout, k8.out_dtype = fc->out;
+        k8.out_t = (uint8_t *)ot[k], k8.scale_inv_t = (float *)st_[k], k8.mode = F8I_SCALING_ROW;
+        k8.scaled_max = scaled_max, k8.pow2 = fc->pow2, k8.stats = (uint64_t *)cs[k], k8.col_amax_in = k;
+        CHECK_OK(g, f8i_op_cast(g, &k8));
+    }
+    ok &= fop_same(g, ot[1], g, ot[0], nout, "the column copy given the amaxes", name);
+    ok &= fop_same(g, st_[1], g, st_[0], (size_t)Cout * 4, "scale_inv_t given the amaxes", name);
+    ok &= fop_same(g, cs[1], g, cs[0], 24, "the column copy's telemetry given the amaxes", name);
+    ok &= fop_same(cpu, ccodes_t, g, ot[1], nout, "the column copy given the amaxes against the CPU cast", name);
+    ok &= fop_same(cpu, csinv_t, g, st_[1], (size_t)Cout * 4, "scale_inv_t given the amaxes against the CPU cast",
+                   name);
     void *gall[] = {x, dy, gamma, beta, ref, hp, codes[0], codes[1], sinv[0], sinv[1], amax, stats,
-                    stat[0][0], stat[0][1], stat[1][0], stat[1][1]};
+                    stat[0][0], stat[0][1], stat[1][0], stat[1][1], cam[0], cam[1], hwant, ot[0], ot[1],
+                    st_[0], st_[1], cs[0], cs[1]};
     for (size_t i = 0; i < sizeof gall / sizeof gall[0]; i++) f8_ctx_free(g, gall[i]);
-    void *call[] = {src, ccodes, csinv, camax, cstats};
+    void *call[] = {src, ccodes, csinv, ccodes_t, csinv_t, camax, cstats};
     for (size_t i = 0; i < sizeof call / sizeof call[0]; i++) f8_ctx_free(cpu, call[i]);
-    free(hx), free(hdy), free(hxq), free(hdyq), free(hg), free(hb), free(hsrc);
+    free(hx), free(hdy), free(hxq), free(hdyq), free(hg), free(hb), free(hsrc), free(poison), free(want), free(given);
     return ok;
+}
+
+/* col_amax_in is the column-only cast's: with out, without out_t, with
+ * dbias or with amax the backend's cast refuses it, writing nothing. */
+static void test_col_amax_refusals(f8_ctx *g)
+{
+    enum { R = 4, C = 6, WS = 4096 };
+    float h[R * C];
+    for (int i = 0; i < R * C; i++) h[i] = (float)(i - 7);
+    const uint8_t poison8[R * C] = {0};
+    const float one = 1.0f;
+    void *src = fop_dev(g, sizeof h, h), *out = fop_dev(g, R * C, poison8), *out_t = fop_dev(g, R * C, poison8);
+    void *si = fop_dev(g, R * 4, NULL), *si_t = fop_dev(g, C * 4, NULL), *db = fop_dev(g, C * 4, NULL);
+    void *am = fop_dev(g, 4, &one), *wsd = fop_dev(g, WS, NULL);
+    f8i_cast_args a;
+    memset(&a, 0, sizeof a);
+    a.src = src, a.src_dtype = F8_DTYPE_FP32, a.rows = R, a.cols = C, a.out_dtype = F8_DTYPE_E4M3;
+    a.out_t = (uint8_t *)out_t, a.scale_inv_t = (float *)si_t, a.mode = F8I_SCALING_ROW, a.scaled_max = 448.0f;
+    a.col_amax_in = 1;
+    f8i_cast_args b = a;
+    b.out = (uint8_t *)out, b.scale_inv = (float *)si;
+    CHECK_STATUS(g, f8i_op_cast(g, &b), F8_ERR_INVALID_ARGUMENT);
+    b = a, b.dbias = db, b.dbias_dtype = F8_DTYPE_FP32, b.workspace = wsd;
+    b.workspace_bytes = f8i_reduce_workspace_bytes(R, C);
+    CHECK(b.workspace_bytes <= WS, "the test's workspace fits");
+    CHECK_STATUS(g, f8i_op_cast(g, &b), F8_ERR_INVALID_ARGUMENT);
+    b.out_t = NULL, b.scale_inv_t = NULL; /* dbias alone: no column copy to make */
+    CHECK_STATUS(g, f8i_op_cast(g, &b), F8_ERR_INVALID_ARGUMENT);
+    b = a, b.amax = (float *)am;
+    CHECK_STATUS(g, f8i_op_cast(g, &b), F8_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(f8_ctx_last_error(g), "col_amax_in") != NULL, "the refusal names col_amax_in: %s",
+          f8_ctx_last_error(g));
+    CHECK_OK(g, f8_ctx_synchronize(g));
+    uint8_t got[2][R * C];
+    CHECK_OK(g, f8_ctx_download(g, got[0], out, R * C));
+    CHECK_OK(g, f8_ctx_download(g, got[1], out_t, R * C));
+    CHECK(memcmp(got[0], poison8, R * C) == 0 && memcmp(got[1], poison8, R * C) == 0, "a refused cast wrote");
+    void *all[] = {src, out, out_t, si, si_t, db, am, wsd};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) f8_ctx_free(g, all[i]);
 }
 
 static void test_fused_ops(f8_ctx *ctx[2])
@@ -221,9 +312,19 @@ static void test_fused_ops(f8_ctx *ctx[2])
                     cases++;
                     bad += !fused_op_run(ctx, &fc, &rng);
                 }
+    /* rows whose column maxima pass CUDA's shared memory (FP32 u: 4 bytes a column; the gated backward's 2h) */
+    const fused_op_case wide_act[] = {
+        {FOP_ACT_FWD, 5, 16400, F8_DTYPE_BF16, F8_DTYPE_FP32, F8_DTYPE_E4M3, 0, F8_ACT_GELU, 1},
+        {FOP_ACT_BWD, 3, 8200, F8_DTYPE_FP32, F8_DTYPE_FP32, F8_DTYPE_E5M2, 1, F8_ACT_SWIGLU, 0},
+    };
+    for (size_t i = 0; i < sizeof wide_act / sizeof wide_act[0]; i++) {
+        cases++;
+        bad += !fused_op_run(ctx, &wide_act[i], &rng);
+    }
+    test_col_amax_refusals(ctx[1]);
     printf("  row-wise casts fused into the %s norm and activations: %d of %d cases bit for bit with the plain "
-           "kernels and the CPU cast of their output\n", f8_ctx_backend(ctx[1]) == F8_BACKEND_CUDA ? "CUDA" : "CPU",
-           cases - bad, cases);
+           "kernels and the CPU cast of their output, column amaxes and the column copy cast from them included\n",
+           f8_ctx_backend(ctx[1]) == F8_BACKEND_CUDA ? "CUDA" : "CPU", cases - bad, cases);
     CHECK(bad == 0, "fused row-wise norm/activation casts: %d of %d cases differ", bad, cases);
 }
 

@@ -20,7 +20,9 @@
  *    scales on this GPU and toolkit.
  *  - the row-wise cast fused into the CUDA norm and activations: its
  *    high-precision output against the plain kernels', its codes, scales,
- *    amax and telemetry against the CPU cast of that output, bit for bit
+ *    amax and telemetry against the CPU cast of that output, its column
+ *    amaxes (col_amax) against that output's and the column copy cast from
+ *    them against the one that measures them and the CPU's, bit for bit
  *    (rowwise_fused_ops_tests.h); and the modules with the fused casts
  *    against the unfused path on CUDA, bit for bit (rowwise_fusion_tests.h).
  * Without a GPU (or in a CUDA=0 build) the program reports itself skipped.
@@ -97,7 +99,7 @@ static int cast_case_run(f8_ctx *ctx[2], const cast_case *cc, int stripes, test_
                                    cc->mix & 1 ? (float *)si[b] : NULL, cc->mix & 2 ? (uint8_t *)out_t[b] : NULL,
                                    cc->mix & 2 ? (float *)si_t[b] : NULL, ldexpf(f8_fp8_max(cc->out), -cc->margin),
                                    cc->pow2, (float *)amax[b], (uint64_t *)stats[b],
-                                   cc->noop ? (const float *)noop[b] : NULL, NULL, F8_DTYPE_FP32, 0, NULL, 0};
+                                   cc->noop ? (const float *)noop[b] : NULL, NULL, F8_DTYPE_FP32, 0, NULL, 0, 0};
         float *db0 = (float *)xmalloc((size_t)C * 4);
         for (int64_t c = 0; c < C; c++) db0[c] = 0.5f;
         dbias[b] = dev(ctx[b], (size_t)C * 4, db0);

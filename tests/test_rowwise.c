@@ -17,8 +17,10 @@
  *  - bad arguments refused with a status, nothing written;
  *  - the casts fused into the norm and activation kernels: op by op
  *    against the plain kernels and the cast of their output, edge rows
- *    included (rowwise_fused_ops_tests.h), and module by module against the
- *    unfused path (rowwise_fusion_tests.h), bit for bit.
+ *    included, their column amaxes and the column-only cast given them
+ *    (col_amax_in), whose misuse is refused (rowwise_fused_ops_tests.h),
+ *    and module by module against the unfused path
+ *    (rowwise_fusion_tests.h), bit for bit.
  */
 #include "rowwise_fixture.h"
 #include "rowwise_fused_ops_tests.h"
@@ -215,7 +217,7 @@ static void test_refusals(f8_ctx *ctx)
 {
     float h[4] = {1, 2, 3, 4}, si[2] = {-1, -1};
     uint8_t out[4] = {0xAB, 0xAB, 0xAB, 0xAB};
-    f8i_rowwise_cast_args a = {h, F8_DTYPE_FP32, 2, 2, F8_DTYPE_E4M3, out, si, NULL, NULL, 448.0f, 0, NULL, NULL, NULL, NULL, F8_DTYPE_FP32, 0, NULL, 0};
+    f8i_rowwise_cast_args a = {h, F8_DTYPE_FP32, 2, 2, F8_DTYPE_E4M3, out, si, NULL, NULL, 448.0f, 0, NULL, NULL, NULL, NULL, F8_DTYPE_FP32, 0, NULL, 0, 0};
     CHECK_OK(ctx, f8i_rowwise_cast_check(ctx, &a));
     f8i_rowwise_cast_args b = a;
     b.src_dtype = F8_DTYPE_E4M3;
@@ -348,7 +350,7 @@ static void test_gemm(f8_ctx *ctx)
 static void cast_one(f8_ctx *ctx, const float *src, int64_t R, int64_t C, f8_dtype dt, int t, uint8_t *q, float *si)
 {
     f8i_rowwise_cast_args a = {src, F8_DTYPE_FP32, R, C, dt, t ? NULL : q, t ? NULL : si, t ? q : NULL, t ? si : NULL,
-                               f8_fp8_max(dt), 1, NULL, NULL, NULL, NULL, F8_DTYPE_FP32, 0, NULL, 0};
+                               f8_fp8_max(dt), 1, NULL, NULL, NULL, NULL, F8_DTYPE_FP32, 0, NULL, 0, 0};
     CHECK_OK(ctx, f8i_cpu_cast_rowwise(ctx, &a));
 }
 

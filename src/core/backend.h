@@ -94,7 +94,10 @@ typedef struct f8i_cast_args {
     f8i_scaling_mode mode; /* TENSOR, or a block mode (below) */
     float scaled_max;     /* block modes: ldexpf(fp8_max, -margin), from the host */
     int pow2;             /* block modes: power-of-two tile scales */
-    float *scale_inv_t;   /* block modes: out_t's grid, or NULL */
+    float *scale_inv_t;   /* block modes: out_t's grid, or NULL (ROW: out_t's [cols]) */
+    int col_amax_in;      /* ROW only (core/rowwise.h's f8i_rowwise_cast_args): scale_inv_t
+                             already holds src's column amaxes (a fused kernel's col_amax,
+                             F8I_ROW_FUSED below); other modes do not read it */
 } f8i_cast_args;
 
 /* GEMM in row-major terms, for per-tensor operands (a_mode = b_mode =
@@ -286,6 +289,7 @@ typedef struct f8i_norm_fwd_args {
     int pow2;           /* ROW: power-of-two scales */
     void *y_hp;         /* ROW: u [rows, cols] in hp_dtype, or NULL */
     f8_dtype hp_dtype;  /* ROW: FP32 or BF16, the dtype v is rounded to before its scale */
+    float *col_amax;    /* ROW: [cols] max |u| of each column (F8I_ROW_FUSED), or NULL */
 } f8i_norm_fwd_args;
 
 /* F8I_ROW_FUSED: the row-wise cast (core/rowwise.h, out only) fused into the
@@ -303,12 +307,23 @@ typedef struct f8i_norm_fwd_args {
  *   *amax        = max(*amax, a(r))         (if amax: the slot's record)
  *   stats        += as the cast counts the codes of y (if stats)
  *   y_hp (dx)    = u                         (if not NULL)
+ *   col_amax[c]  = max |u| over column c    (if col_amax: [cols], the backward's
+ *                                            cols_in; NaN ignored, inf counts; the
+ *                                            buffer's old contents are not read)
  * scale is not read. Codes, scale_inv, amax and stats are then bit for bit
  * those of f8i_rowwise_cast_args on u with out = y: the unfused path's (u
  * stored, then cast). What needs whole columns (the column-wise copy out_t
  * or y_t, and dbias) is not fused: the caller casts u after, with out NULL
  * (the activation backward's out_t and dbias must be NULL here, the
- * forward's y_t too). rows or cols 0: nothing is written. */
+ * forward's y_t too). col_amax is that cast's first half: the column amaxes
+ * it would measure by reading u again, as float bits (max is exact in any
+ * order, so bit for bit). The backend zeroes the buffer and takes the maxima
+ * in the same kernels, all in stream order before the next op (no
+ * allocation, no sync: graph-legal); the caller passes the column-wise
+ * copy's scale_inv_t and casts with col_amax_in (core/rowwise.h), which
+ * codes the copy from those amaxes and overwrites them with 1/s. rows or
+ * cols 0: nothing is written (col_amax neither: that cast writes nothing
+ * then). */
 
 /* Norm backward, with xhat = (x - mu)·rsigma (LayerNorm) or x·rsigma (RMS) and
  * gdy = g · dy (g as above), per row:
@@ -365,6 +380,7 @@ typedef struct f8i_act_fwd_args {
     int pow2;           /* ROW */
     void *y_hp;         /* ROW: u [rows, cols] in hp_dtype, or NULL */
     f8_dtype hp_dtype;  /* ROW: FP32 or BF16 */
+    float *col_amax;    /* ROW: [cols] max |u| of each column (F8I_ROW_FUSED), or NULL */
 } f8i_act_fwd_args;
 
 /* Activation backward: d [rows, cols_in] = ∂(act)/∂x · dy, dy [rows, cols]:
@@ -397,6 +413,7 @@ typedef struct f8i_act_bwd_args {
                               may still be NULL; out_t and dbias NULL) */
     float scaled_max;     /* ROW */
     int pow2;             /* ROW */
+    float *col_amax;      /* ROW: [cols_in] max |u| of each column of d (F8I_ROW_FUSED), or NULL */
 } f8i_act_bwd_args;
 
 /* Block scaling (F8_RECIPE_BLOCK, DeepSeek-V3's recipe, TE's

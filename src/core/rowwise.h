@@ -70,7 +70,16 @@ extern "C" {
  *       none but checks it, so both backends refuse the same calls)
  * If noop && *noop == 1.0f nothing at all is written. rows or cols may be 0
  * (nothing is written). CPU and CUDA agree bit for bit on every output but
- * dbias (within FP32 rounding of the sum). */
+ * dbias (within FP32 rounding of the sum).
+ * col_amax_in (the column-only cast after a fused kernel, backend.h's
+ * F8I_ROW_FUSED): scale_inv_t already holds, as float bits, each column's
+ * a(c) = max |v| (NaN ignored), the kernel's col_amax of the same src, so
+ * the cast does not measure them: it codes out_t from those amaxes and
+ * writes scale_inv_t = 1/s(c) over them, the same bits as without the flag
+ * (one read of src instead of two). Only with out NULL, out_t set, no
+ * dbias and no amax (the kernel recorded it); anything else is refused
+ * with F8_ERR_INVALID_ARGUMENT by f8i_rowwise_cast_check. stats count
+ * out_t's codes, as without it. */
 typedef struct f8i_rowwise_cast_args {
     const void *src;      /* [rows, cols] */
     f8_dtype src_dtype;   /* FP32 or BF16 */
@@ -90,6 +99,7 @@ typedef struct f8i_rowwise_cast_args {
     int dbias_accumulate;
     void *workspace;      /* dbias only: f8i_reduce_workspace_bytes(rows, cols) bytes */
     size_t workspace_bytes;
+    int col_amax_in;      /* scale_inv_t holds the column amaxes on entry (above) */
 } f8i_rowwise_cast_args;
 
 /* The row-wise GEMM, TN in row-major terms: A stored [m, k] with one scale
@@ -135,7 +145,7 @@ static inline f8i_rowwise_cast_args f8i_rowwise_cast_from(const f8i_cast_args *c
     f8i_rowwise_cast_args a = {c->src, c->src_dtype, c->rows, c->cols, c->out_dtype, c->out,
                                c->out ? c->scale_inv : NULL, c->out_t, c->out_t ? c->scale_inv_t : NULL,
                                c->scaled_max, c->pow2, c->amax, c->stats, c->noop, c->dbias, c->dbias_dtype,
-                               c->dbias_accumulate, c->workspace, c->workspace_bytes};
+                               c->dbias_accumulate, c->workspace, c->workspace_bytes, c->col_amax_in};
     return a;
 }
 
@@ -160,11 +170,12 @@ f8_status f8i_cpu_gemm_rowwise(f8_ctx *ctx, const f8i_rowwise_gemm_args *g);
 /* One row of backend.h's F8I_ROW_FUSED on the host (the CPU norm and
  * activation kernels call it): u [n] the row's values already rounded to the
  * high-precision dtype; writes codes [n] of u·s, returns scale_inv = 1/s,
- * *amax = max(*amax, max|u|) and, if tally, tally[1..2] += the row's
- * saturated and flushed counts. The arithmetic of f8i_cpu_cast_rowwise's
- * rows, so the codes are the cast's. */
+ * *amax = max(*amax, max|u|), if tally, tally[1..2] += the row's saturated
+ * and flushed counts and, if col_amax, col_amax[e] = max(col_amax[e], |u[e]|)
+ * (the caller zeroed it before the first row). The arithmetic of
+ * f8i_cpu_cast_rowwise's rows (and columns' amaxes), so the cast's bits. */
 float f8i_cpu_rowwise_fused_row(const float *u, int64_t n, f8_dtype out_dtype, float scaled_max, int pow2,
-                                uint8_t *codes, float *amax, uint64_t *tally);
+                                uint8_t *codes, float *amax, uint64_t *tally, float *col_amax);
 
 /* v rounded to hp (FP32: itself; BF16: RNE to BF16 and back). */
 static inline float f8i_round_to(f8_dtype hp, float v)
@@ -195,6 +206,13 @@ f8_status f8i_cuda_cast_rowwise(f8_ctx *ctx, const f8i_rowwise_cast_args *a);
  * test_cuda_rowwise, and taken by f8i_cuda_cast_rowwise for more than
  * 65,535 x 128 columns. dbias here needs no workspace. */
 f8_status f8i_cuda_cast_rowwise_stripes(f8_ctx *ctx, const f8i_rowwise_cast_args *a);
+/* col_amax[c] = max |src[r, c]| over the rows (NaN ignored) as float bits,
+ * zeroed first: the column cast's amax pass alone, for a fused kernel that
+ * cannot take the column maxima itself (F8I_ROW_FUSED's col_amax of rows
+ * past its shared memory). src [rows, cols] FP32 or BF16; nothing for an
+ * empty src; F8_ERR_UNSUPPORTED past the 2-D grid (65,535 x 128 columns). */
+f8_status f8i_cuda_rowwise_col_amax(f8_ctx *ctx, const void *src, f8_dtype src_dtype, int64_t rows, int64_t cols,
+                                    float *col_amax);
 f8_status f8i_cuda_rowwise_plan_create(f8_ctx *ctx, const f8i_rowwise_gemm_args *g, int fallback_only,
                                        f8i_rowwise_plan **plan);
 void f8i_cuda_rowwise_plan_destroy(f8i_rowwise_plan *plan);

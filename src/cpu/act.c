@@ -13,7 +13,8 @@
  * FP32 dx. The temporary is allocated per call (the oracle may). The
  * forward's transposed codes (y_t) are the same codes as y's. Row-wise
  * codes (F8I_ROW_FUSED) are the row-wise cast's of the values rounded to
- * the high-precision dtype (f8i_cpu_rowwise_fused_row, row by row).
+ * the high-precision dtype (f8i_cpu_rowwise_fused_row, row by row, which
+ * also takes the column amaxes col_amax asks for).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -96,15 +97,17 @@ static float act_df(f8_activation act, float x)
 }
 
 /* The row-wise cast of rows [rows, n] of already rounded values (F8I_ROW_FUSED):
- * codes, per-row scale_inv, amax and telemetry, as the row-wise cast. */
+ * codes, per-row scale_inv, amax and telemetry, as the row-wise cast, and
+ * the column amaxes (col_amax [n], or NULL). */
 static void row_codes(const float *u, int64_t rows, int64_t n, f8_dtype out_dtype, float scaled_max, int pow2,
-                      uint8_t *out, float *scale_inv, float *amax, uint64_t *stats)
+                      uint8_t *out, float *scale_inv, float *amax, uint64_t *stats, float *col_amax)
 {
     uint64_t tally[3] = {0, 0, 0};
     float m = 0.0f;
+    for (int64_t c = 0; col_amax && c < n; c++) col_amax[c] = 0.0f;
     for (int64_t r = 0; r < rows; r++) {
         const float si = f8i_cpu_rowwise_fused_row(u + r * n, n, out_dtype, scaled_max, pow2, out + r * n, &m,
-                                                   stats ? tally : NULL);
+                                                   stats ? tally : NULL, col_amax);
         if (scale_inv) scale_inv[r] = si;
     }
     if (amax) *amax = fmaxf(*amax, m);
@@ -132,7 +135,8 @@ static f8_status row_fwd(f8_ctx *ctx, const f8i_act_fwd_args *a)
             u[r * cols + c] = f8i_round_to(a->hp_dtype, v);
             if (a->y_hp) store(a->y_hp, a->hp_dtype, r * cols + c, v);
         }
-    row_codes(u, rows, cols, a->y_dtype, a->scaled_max, a->pow2, (uint8_t *)a->y, a->scale_inv, a->amax, a->stats);
+    row_codes(u, rows, cols, a->y_dtype, a->scaled_max, a->pow2, (uint8_t *)a->y, a->scale_inv, a->amax, a->stats,
+              a->col_amax);
     free(u);
     return F8_OK;
 }
@@ -209,7 +213,8 @@ f8_status f8i_cpu_act_bwd(f8_ctx *ctx, const f8i_act_bwd_args *a)
         for (size_t i = 0; i < count; i++) store(a->dx, a->dx_dtype, (int64_t)i, d[i]);
     if (a->mode == F8I_SCALING_ROW && a->out) { /* F8I_ROW_FUSED: the row-wise codes of d rounded to dx_dtype */
         for (size_t i = 0; i < count; i++) d[i] = f8i_round_to(a->dx_dtype, d[i]);
-        row_codes(d, rows, cols_in, a->out_dtype, a->scaled_max, a->pow2, a->out, a->scale_inv, a->amax, a->stats);
+        row_codes(d, rows, cols_in, a->out_dtype, a->scaled_max, a->pow2, a->out, a->scale_inv, a->amax, a->stats,
+                  a->col_amax);
         free(d);
         return F8_OK;
     }

@@ -18,6 +18,13 @@ f8_status f8i_cuda_cast_rowwise_stripes(f8_ctx *ctx, const f8i_rowwise_cast_args
     return f8i_error(ctx, F8_ERR_NO_DEVICE, NO_CUDA);
 }
 
+f8_status f8i_cuda_rowwise_col_amax(f8_ctx *ctx, const void *src, f8_dtype src_dtype, int64_t rows, int64_t cols,
+                                    float *col_amax)
+{
+    (void)src, (void)src_dtype, (void)rows, (void)cols, (void)col_amax;
+    return f8i_error(ctx, F8_ERR_NO_DEVICE, NO_CUDA);
+}
+
 f8_status f8i_cuda_rowwise_plan_create(f8_ctx *ctx, const f8i_rowwise_gemm_args *g, int fallback_only,
                                        f8i_rowwise_plan **plan)
 {

@@ -16,7 +16,8 @@
  * the cast's arithmetic: fp8(v · scale) with the FP32 product (the file is
  * built with -ffp-contract=off), amax over |v| with fmaxf (NaN ignored).
  * Row-wise codes (F8I_ROW_FUSED) round each row's v to the param dtype and
- * hand the row to f8i_cpu_rowwise_fused_row, the row-wise cast's arithmetic.
+ * hand the row to f8i_cpu_rowwise_fused_row, the row-wise cast's arithmetic
+ * (and the column amaxes' for col_amax).
  * The column sums allocate a temporary per call (this is the oracle, not a
  * fast path); the args' workspace is still checked, as the CUDA backend
  * does, so a caller that passes too little fails on both.
@@ -59,6 +60,8 @@ f8_status f8i_cpu_norm_fwd(f8_ctx *ctx, const f8i_norm_fwd_args *a)
     /* row-wise: the row's values rounded to hp_dtype, then the row's cast */
     float *u = row ? (float *)malloc((size_t)(cols > 0 ? cols : 1) * sizeof(float)) : NULL;
     if (row && !u) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "cpu norm forward: out of host memory");
+    float *col_amax = row ? a->col_amax : NULL; /* the column amaxes of u, from 0 */
+    for (int64_t c = 0; col_amax && c < cols; c++) col_amax[c] = 0.0f;
     const int e5m2 = a->y_dtype == F8_DTYPE_E5M2;
     const float scale = fp8 && !row ? *a->scale : 1.0f;
     const float fmax = e5m2 ? 57344.0f : 448.0f;
@@ -110,7 +113,7 @@ f8_status f8i_cpu_norm_fwd(f8_ctx *ctx, const f8i_norm_fwd_args *a)
         if (row) {
             uint64_t tally[3] = {0, 0, 0};
             const float si = f8i_cpu_rowwise_fused_row(u, cols, a->y_dtype, a->scaled_max, a->pow2,
-                                                       (uint8_t *)a->y + base, &amax, tally);
+                                                       (uint8_t *)a->y + base, &amax, tally, col_amax);
             if (a->scale_inv) a->scale_inv[r] = si;
             sat += tally[1];
             flushed += tally[2];

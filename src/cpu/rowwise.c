@@ -76,7 +76,9 @@ f8_status f8i_cpu_cast_rowwise(f8_ctx *ctx, const f8i_rowwise_cast_args *a)
     /* the statistics count each element once: from out, else from out_t */
     for (int64_t c = 0; a->out_t && c < C; c++) {
         const line l = {c, C, R};
-        const float s = line_scale(a, l);
+        /* col_amax_in: the column's amax is given (a fused kernel took it), the scale from it as line_scale's */
+        const float s = a->col_amax_in ? f8i_current_scale(a->scale_inv_t[c], 1.0f, a->scaled_max, a->pow2)
+                                       : line_scale(a, l);
         line_codes(a, l, s, a->out_t + c * R, a->out ? NULL : tally);
         a->scale_inv_t[c] = 1.0f / s;
     }
@@ -102,12 +104,13 @@ f8_status f8i_cpu_cast_rowwise(f8_ctx *ctx, const f8i_rowwise_cast_args *a)
 }
 
 float f8i_cpu_rowwise_fused_row(const float *u, int64_t n, f8_dtype out_dtype, float scaled_max, int pow2,
-                                uint8_t *codes, float *amax, uint64_t *tally)
+                                uint8_t *codes, float *amax, uint64_t *tally, float *col_amax)
 {
     const int e5m2 = out_dtype == F8_DTYPE_E5M2;
     const float fmax = e5m2 ? 57344.0f : 448.0f;
     float m = 0.0f;
     for (int64_t e = 0; e < n; e++) m = fmaxf(m, fabsf(u[e]));
+    for (int64_t e = 0; col_amax && e < n; e++) col_amax[e] = fmaxf(col_amax[e], fabsf(u[e]));
     const float s = f8i_current_scale(m, 1.0f, scaled_max, pow2);
     for (int64_t e = 0; e < n; e++) {
         const float x = u[e] * s;

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "act_kernels.cuh"
+#include "core/rowwise.h"
 
 /* The rows kernels' block shape and grid: a power of two of threads across
  * (enough for the pieces of a row, at most ACT_THREADS), the rest down; at
@@ -53,12 +54,22 @@ static f8_status empty_scale_inv(f8_ctx *ctx, const float *scale, float *scale_i
 }
 
 /* The row-wise fused kernel's job (F8I_ROW_FUSED), forward (hp = y_hp) or
- * backward (hp = dx; dy set): rows, h >= 1. */
+ * backward (hp = dx; dy set): rows, h >= 1. col_amax: zeroed by a small
+ * kernel, then taken by act_row_kernel's COLMAX instance where its slots fit
+ * ACT_ROW_CMAX_MAX, else by the column amax pass over hp after the plain
+ * kernel (refused before any launch without hp). */
 static f8_status row_job(f8_ctx *ctx, f8_activation act, int backward, const void *x, f8_dtype x_dtype,
                          const void *dy, f8_dtype dy_dtype, int64_t rows, int64_t h, void *hp, f8_dtype hp_dtype,
                          uint8_t *out, f8_dtype out_dtype, float *scale_inv, float *amax, uint64_t *stats,
-                         float scaled_max, int pow2)
+                         float scaled_max, int pow2, float *col_amax)
 {
+    const int two = backward && act_gated(act);
+    const int64_t cols = two ? 2 * h : h, chunks = (h + ACT_VEC - 1) / ACT_VEC;
+    const size_t smem = col_amax != NULL ? act_row_cmax_bytes(chunks, two, hp_dtype == F8_DTYPE_BF16) : 0;
+    const int after = smem > ACT_ROW_CMAX_MAX; /* the column amaxes from hp, after the kernel */
+    if (after && hp == NULL)
+        return f8i_error(ctx, F8_ERR_UNSUPPORTED, "activation %s: the column amaxes of rows of %lld columns need %s",
+                         backward ? "backward" : "forward", (long long)cols, backward ? "dx" : "y_hp");
     const int xes = dtype_bytes(x_dtype), hes = dtype_bytes(hp_dtype);
     act_job j; /* the fields ACT_OP_ROW reads */
     j.op = ACT_OP_ROW;
@@ -86,10 +97,22 @@ static f8_status row_job(f8_ctx *ctx, f8_activation act, int backward, const voi
     p->w_dy = backward ? access_width(dy, h * dtype_bytes(dy_dtype), 16) : 1;
     p->w_hp = hp != NULL ? access_width(hp, h * hes, 16) : 1;
     p->w_out = access_width(out, h, ACT_VEC);
-    int64_t cap = (int64_t)f8i_cuda(ctx)->sm_count * (2048 / ACT_THREADS);
+    p->col_amax = after ? NULL : col_amax;
+    j.row_smem = after ? 0 : smem;
+    /* what is resident at once: 2048 threads an SM; with the column maxima the COLMAX instance's launch bounds,
+     * fewer where they fill the shared memory (a grid past it would run a second wave of whole grid-stride
+     * shares, and flush each block's maxima) */
+    int64_t per_sm = 2048 / ACT_THREADS;
+    if (p->col_amax != NULL) {
+        const int64_t fit = (int64_t)(ACT_SMEM_SM / (j.row_smem + ACT_SMEM_BLOCK));
+        per_sm = fit < act_row_cmax_blocks(two) ? fit : act_row_cmax_blocks(two);
+    }
+    int64_t cap = (int64_t)f8i_cuda(ctx)->sm_count * per_sm;
     if (cap < 1) cap = 1;
     j.grid = dim3((unsigned)(rows < cap ? rows : cap), 1, 1);
-    return act_dispatch(ctx, act, &j);
+    if (p->col_amax != NULL) F8I_TRY(f8i_cuda_fill_f32(ctx, col_amax, 0.0f, cols));
+    F8I_TRY(act_dispatch(ctx, act, &j));
+    return after ? f8i_cuda_rowwise_col_amax(ctx, hp, hp_dtype, rows, cols, col_amax) : F8_OK;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -109,7 +132,8 @@ f8_status f8i_cuda_act_fwd(f8_ctx *ctx, const f8i_act_fwd_args *a)
     if (row && (a->rows == 0 || a->cols == 0)) return F8_OK;
     if (row)
         return row_job(ctx, a->act, 0, a->x, a->x_dtype, NULL, F8_DTYPE_FP32, a->rows, a->cols, a->y_hp, a->hp_dtype,
-                       (uint8_t *)a->y, a->y_dtype, a->scale_inv, a->amax, a->stats, a->scaled_max, a->pow2);
+                       (uint8_t *)a->y, a->y_dtype, a->scale_inv, a->amax, a->stats, a->scaled_max, a->pow2,
+                       a->col_amax);
     if (a->rows == 0 || a->cols == 0) return fp8 ? empty_scale_inv(ctx, a->scale, a->scale_inv) : F8_OK;
 
     const int gated = act_gated(a->act), xes = dtype_bytes(a->x_dtype), yes = dtype_bytes(a->y_dtype);
@@ -191,7 +215,8 @@ f8_status f8i_cuda_act_bwd(f8_ctx *ctx, const f8i_act_bwd_args *a)
     if (row && (a->rows == 0 || a->cols == 0)) return F8_OK;
     if (row)
         return row_job(ctx, a->act, 1, a->x, a->x_dtype, a->dy, a->dy_dtype, a->rows, a->cols, a->dx, a->dx_dtype,
-                       a->out, a->out_dtype, a->scale_inv, a->amax, a->stats, a->scaled_max, a->pow2);
+                       a->out, a->out_dtype, a->scale_inv, a->amax, a->stats, a->scaled_max, a->pow2,
+                       a->col_amax);
     if (a->rows == 0 || a->cols == 0) return empty_scale_inv(ctx, a->scale, a->scale_inv);
 
     const int gated = act_gated(a->act);

@@ -28,7 +28,11 @@
  *    edge (element loads).
  *  - act_row_kernel: row-wise scaling's cast fused (backend.h's
  *    F8I_ROW_FUSED), forward or backward: a block per row, whose max |u|
- *    sets the row's scale before its codes are written.
+ *    sets the row's scale before its codes are written; with col_amax,
+ *    its COLMAX instances (the same code and one more step) also take
+ *    each column's max over the block's rows (in shared memory, out with
+ *    one atomic a column a block), which the column-wise cast after then
+ *    need not measure.
  * Both tile sources also have a FULL kernel (cast_tile.cuh's design note)
  * for BF16 x, the dtype training uses (dy BF16 or FP32): whole tiles, widest
  * loads, no dx; it is what the layer runs, the generic one the rest.
@@ -44,7 +48,7 @@
  *
  * The kernels and their per-activation launch code live in this header;
  * act_gelu.cu, act_silu.cu, act_relu.cu and act_srelu.cu each instantiate
- * them for one or two activations (60 kernels an activation), so the seven
+ * them for one or two activations (about 100 kernels an activation), so the seven
  * compile in parallel (as one file they took three minutes); act.cu holds
  * the backend entry points, which fill an act_job and hand it to the right
  * file's runner. Only those files include this.
@@ -67,6 +71,25 @@
 #define QGELU_K 1.702f
 
 static_assert((1 << ACT_MAX_BX_LOG2) == ACT_THREADS, "a block may lie along one row");
+
+/* act_row_kernel's column maxima (COLMAX): at most ACT_ROW_CMAX_MAX bytes of
+ * dynamic shared memory a block (wider rows take the column amax pass after
+ * the kernel instead); its blocks an SM are act_row_cmax_blocks, or as many
+ * as ACT_SMEM_SM holds with ACT_SMEM_BLOCK more each (the reserved 1 KiB
+ * and the static arrays) where fewer. */
+#define ACT_ROW_CMAX_MAX (64 * 1024)
+/* COLMAX blocks an SM, its launch bounds: 6 (40 registers), 5 (48) for the
+ * gated backward, whose pieces hold d_a and d_b (40 spilled) */
+static __host__ __device__ constexpr int act_row_cmax_blocks(int two) { return two ? 5 : 6; }
+#define ACT_SMEM_SM (228 * 1024) /* sm_90's shared memory an SM */
+#define ACT_SMEM_BLOCK 2048
+
+/* Bytes of those maxima: chunks·ACT_VEC slots (twice for the gated
+ * backward's d_a and d_b) of BF16 bits (hp BF16) or FP32. */
+static inline size_t act_row_cmax_bytes(int64_t chunks, int two, int hp_bf16)
+{
+    return (size_t)chunks * ACT_VEC * (two ? 2u : 1u) * (hp_bf16 ? 2u : 4u);
+}
 
 static __host__ __device__ constexpr int act_gated(int act)
 {
@@ -106,6 +129,7 @@ typedef struct act_row_params {
     float scaled_max;
     int pow2;
     int w_x, w_dy, w_hp, w_out; /* access widths (bytes) */
+    float *col_amax;    /* (cols) max |u| of each column, zeroed before the launch, or NULL */
 } act_row_params;
 
 /* ------------------------------------------------------------------------ */
@@ -655,6 +679,7 @@ typedef struct act_job {
     /* ACT_OP_ROW: the row-wise fused kernel, forward or backward */
     act_row_params row;
     int backward, hp_bf16;
+    size_t row_smem; /* with row.col_amax: the column maxima's dynamic shared memory (act_row_cmax_bytes) */
 } act_job;
 
 template <int ACT, int XBF16, int DYBF16, int V>
@@ -721,30 +746,42 @@ static void launch_fwd(const act_job *j, cudaStream_t st)
     }
 }
 
-template <int ACT, int XBF16, int DYBF16, int BWD>
-static void launch_row(const act_job *j, cudaStream_t st)
+/* One row-wise kernel: without col_amax the instance without the column
+ * maxima (COLMAX 0, no dynamic shared memory: the code it always was), else
+ * the COLMAX one with row_smem bytes (opted in past 32 KiB: the default
+ * 48 KiB holds the static arrays too). */
+template <int ACT, int XBF16, int DYBF16, int BWD, int HPBF16, int E5M2>
+static f8_status launch_row_as(f8_ctx *ctx, const act_job *j, cudaStream_t st)
 {
-    if (j->hp_bf16) {
-        if (j->e5m2) act_row_kernel<ACT, XBF16, DYBF16, BWD, 1, 1><<<j->grid, ACT_THREADS, 0, st>>>(j->row);
-        else act_row_kernel<ACT, XBF16, DYBF16, BWD, 1, 0><<<j->grid, ACT_THREADS, 0, st>>>(j->row);
-    } else {
-        if (j->e5m2) act_row_kernel<ACT, XBF16, DYBF16, BWD, 0, 1><<<j->grid, ACT_THREADS, 0, st>>>(j->row);
-        else act_row_kernel<ACT, XBF16, DYBF16, BWD, 0, 0><<<j->grid, ACT_THREADS, 0, st>>>(j->row);
+    if (j->row.col_amax == NULL) {
+        act_row_kernel<ACT, XBF16, DYBF16, BWD, HPBF16, E5M2, 0><<<j->grid, ACT_THREADS, 0, st>>>(j->row);
+        return F8_OK;
     }
+    void (*kernel)(act_row_params) = act_row_kernel<ACT, XBF16, DYBF16, BWD, HPBF16, E5M2, 1>;
+    if (j->row_smem > 32 * 1024)
+        F8I_TRY(f8i_cuda_smem_optin(ctx, (const void *)kernel, "row-wise activation: shared-memory opt-in"));
+    kernel<<<j->grid, ACT_THREADS, j->row_smem, st>>>(j->row);
+    return F8_OK;
+}
+
+template <int ACT, int XBF16, int DYBF16, int BWD>
+static f8_status launch_row(f8_ctx *ctx, const act_job *j, cudaStream_t st)
+{
+    if (j->hp_bf16)
+        return j->e5m2 ? launch_row_as<ACT, XBF16, DYBF16, BWD, 1, 1>(ctx, j, st)
+                       : launch_row_as<ACT, XBF16, DYBF16, BWD, 1, 0>(ctx, j, st);
+    return j->e5m2 ? launch_row_as<ACT, XBF16, DYBF16, BWD, 0, 1>(ctx, j, st)
+                   : launch_row_as<ACT, XBF16, DYBF16, BWD, 0, 0>(ctx, j, st);
 }
 
 /* The row-wise kernel's dtype dispatch (the forward reads no dy). */
 template <int ACT>
-static void launch_row_any(const act_job *j, cudaStream_t st)
+static f8_status launch_row_any(f8_ctx *ctx, const act_job *j, cudaStream_t st)
 {
     const int xb = j->x_bf16, db = j->dy_bf16;
-    if (!j->backward) {
-        xb ? launch_row<ACT, 1, 0, 0>(j, st) : launch_row<ACT, 0, 0, 0>(j, st);
-    } else if (xb) {
-        db ? launch_row<ACT, 1, 1, 1>(j, st) : launch_row<ACT, 1, 0, 1>(j, st);
-    } else {
-        db ? launch_row<ACT, 0, 1, 1>(j, st) : launch_row<ACT, 0, 0, 1>(j, st);
-    }
+    if (!j->backward) return xb ? launch_row<ACT, 1, 0, 0>(ctx, j, st) : launch_row<ACT, 0, 0, 0>(ctx, j, st);
+    if (xb) return db ? launch_row<ACT, 1, 1, 1>(ctx, j, st) : launch_row<ACT, 1, 0, 1>(ctx, j, st);
+    return db ? launch_row<ACT, 0, 1, 1>(ctx, j, st) : launch_row<ACT, 0, 0, 1>(ctx, j, st);
 }
 
 /* The job with the activation as a template argument: dtype dispatch. */
@@ -759,7 +796,7 @@ static f8_status act_run(f8_ctx *ctx, act_job *j)
         F8I_COUNT_LAUNCHES(ctx, 1);
         return f8i_cuda_launch_check(ctx, "act_fwd_kernel");
     case ACT_OP_ROW:
-        launch_row_any<ACT>(j, st);
+        F8I_TRY(launch_row_any<ACT>(ctx, j, st));
         F8I_COUNT_LAUNCHES(ctx, 1);
         return f8i_cuda_launch_check(ctx, "act_row_kernel");
     case ACT_OP_FWD_TILE: /* cast_tile_launch counts its own launch */

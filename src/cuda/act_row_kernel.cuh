@@ -74,6 +74,83 @@ static __device__ __forceinline__ void row_codes(const act_row_params &p, int64_
             if (j < n) code_stats<E5M2>(u[j], s, fp8x2<E5M2>(u[j] * s, 0.0f) & 0xFFu, sat, flushed);
 }
 
+/* COLMAX (col_amax, F8I_ROW_FUSED): the block's column maxima of u in
+ * dynamic shared memory, ACT_VEC slots a piece: piece k's columns 8k.. at
+ * slot 8k, the gated backward's d_b half after all chunks·8 of d_a's. A
+ * slot holds BF16 bits where u is BF16 (HPBF16: its max is one of its
+ * values, so exact; half the bytes) or FP32. Only the thread that owns the
+ * piece reads or writes its slots (so no atomics, no barrier) until
+ * cmax_flush. Each does nothing without COLMAX. */
+template <int COLMAX, int HPBF16>
+static __device__ __forceinline__ void cmax_zero(int64_t slot)
+{
+    if constexpr (COLMAX) {
+        extern __shared__ uint4 act_cmax[];
+        if (HPBF16) {
+            ((uint4 *)((uint16_t *)act_cmax + slot))[0] = make_uint4(0u, 0u, 0u, 0u);
+        } else {
+            float4 *q = (float4 *)((float *)act_cmax + slot);
+            q[0] = make_float4(0.0f, 0.0f, 0.0f, 0.0f), q[1] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
+    }
+}
+
+/* slot .. slot + 7 = max(themselves, |u|) (fmaxf: NaN ignored, as the cast's amax). */
+template <int COLMAX, int HPBF16>
+static __device__ __forceinline__ void cmax_piece(int64_t slot, const float (&u)[ACT_VEC])
+{
+    static_assert(ACT_VEC == 8, "a piece's slots are one 16-byte BF16 word or two FP32 ones");
+    if constexpr (COLMAX) {
+        extern __shared__ uint4 act_cmax[];
+        if (HPBF16) {
+            uint4 *q = (uint4 *)((uint16_t *)act_cmax + slot);
+            const uint4 w = *q;
+            uint32_t x[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+            for (int i = 0; i < 4; ++i) { /* u is BF16-exact: so is the max, and >> 16 loses nothing */
+                const float lo = fmaxf(__uint_as_float(x[i] << 16), fabsf(u[2 * i]));
+                const float hi = fmaxf(__uint_as_float(x[i] & 0xFFFF0000u), fabsf(u[2 * i + 1]));
+                x[i] = (__float_as_uint(lo) >> 16) | (__float_as_uint(hi) & 0xFFFF0000u);
+            }
+            *q = make_uint4(x[0], x[1], x[2], x[3]);
+        } else {
+            float4 *q = (float4 *)((float *)act_cmax + slot);
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                float4 m = q[h];
+                m.x = fmaxf(m.x, fabsf(u[4 * h])), m.y = fmaxf(m.y, fabsf(u[4 * h + 1]));
+                m.z = fmaxf(m.z, fabsf(u[4 * h + 2])), m.w = fmaxf(m.w, fabsf(u[4 * h + 3]));
+                q[h] = m;
+            }
+        }
+    }
+}
+
+/* The block's maxima out (every thread, after the last row): column c of
+ * cols (h, or 2h: d_a's then d_b's) with one atomicMax of its bits into
+ * col_amax[c] (zeroed before the launch; non-negative floats order as their
+ * bits), skipped where col_amax already holds as much: the word only grows,
+ * so a value read from it (L2, where the atomics are done: __ldcg) that is
+ * not smaller makes the atomic moot. The loads are independent, so several
+ * are in flight. */
+template <int COLMAX, int HPBF16>
+static __device__ __forceinline__ void cmax_flush(const act_row_params &p, int64_t cols)
+{
+    if constexpr (COLMAX) {
+        extern __shared__ uint4 act_cmax[];
+        __syncthreads(); /* every owner's slots final */
+        const int64_t half = p.chunks * ACT_VEC; /* the d_b half's first slot */
+#pragma unroll 4
+        for (int64_t c = threadIdx.x; c < cols; c += ACT_THREADS) {
+            const int64_t e = c < p.h ? c : half + (c - p.h);
+            const float m = HPBF16 ? __uint_as_float((uint32_t)((const uint16_t *)act_cmax)[e] << 16)
+                                   : ((const float *)act_cmax)[e];
+            const int bits = __float_as_int(m);
+            if (bits > __ldcg((const int *)p.col_amax + c)) atomicMax((int *)p.col_amax + c, bits);
+        }
+    }
+}
+
 /* Row-wise scaling fused into the activation (backend.h's F8I_ROW_FUSED):
  * forward (BWD 0) v = act(x), or backward d. Grid: rows (at most what is
  * resident; a grid-stride loop over more), block ACT_THREADS: a block owns
@@ -84,15 +161,27 @@ static __device__ __forceinline__ void row_codes(const act_row_params &p, int64_
  * scale (f8i_current_scale, as the row-wise cast). Pass 2: u again (read
  * back from hp, which this thread wrote, or recomputed: the same bits) and
  * its codes. Thread 0 writes the row's scale_inv; each block adds its amax
- * and telemetry with one atomic. */
-template <int ACT, int XBF16, int DYBF16, int BWD, int HPBF16, int E5M2>
-static __global__ void __launch_bounds__(ACT_THREADS) act_row_kernel(act_row_params p)
+ * and telemetry with one atomic. COLMAX (col_amax set): pass 1 also takes
+ * each column's max |u| over the block's rows in its shared slots (cmax_*),
+ * out with one atomic a column at the block's end; dynamic shared memory
+ * chunks·8 (x2 for the gated backward) slots of 2 (HPBF16) or 4 bytes; its
+ * launch bounds keep act_row_cmax_blocks an SM resident, so a grid of
+ * that many (fewer where the slots fill the shared memory) is what runs at
+ * once. Without COLMAX no minimum (0: none given), the code it always was. */
+template <int ACT, int XBF16, int DYBF16, int BWD, int HPBF16, int E5M2, int COLMAX>
+static __global__ void __launch_bounds__(ACT_THREADS, COLMAX ? act_row_cmax_blocks(BWD && act_gated(ACT)) : 0)
+    act_row_kernel(act_row_params p)
 {
     constexpr int TWO = BWD && act_gated(ACT); /* d_a and d_b per piece */
     __shared__ float red[ACT_THREADS / 32];
     const int64_t cols = TWO ? 2 * p.h : p.h;
     float amax = 0.0f;
     unsigned sat = 0, flushed = 0;
+    if constexpr (COLMAX)
+        for (int64_t k = threadIdx.x; k < p.chunks; k += ACT_THREADS) {
+            cmax_zero<COLMAX, HPBF16>(k * ACT_VEC);
+            if (TWO) cmax_zero<COLMAX, HPBF16>((p.chunks + k) * ACT_VEC);
+        }
     for (int64_t r = blockIdx.x; r < p.rows; r += gridDim.x) {
         float m = 0.0f;
         for (int64_t k = threadIdx.x; k < p.chunks; k += ACT_THREADS) {
@@ -102,6 +191,10 @@ static __global__ void __launch_bounds__(ACT_THREADS) act_row_kernel(act_row_par
             row_piece<ACT, XBF16, DYBF16, BWD, HPBF16>(p, r, c, n, u, ub);
 #pragma unroll
             for (int j = 0; j < ACT_VEC; ++j) m = fmaxf(m, fmaxf(fabsf(u[j]), fabsf(ub[j]))); /* zeros past n */
+            if constexpr (COLMAX) {
+                cmax_piece<COLMAX, HPBF16>(c, u); /* slots past h are never flushed */
+                if (TWO) cmax_piece<COLMAX, HPBF16>(p.chunks * ACT_VEC + c, ub);
+            }
             if (p.hp != NULL) {
                 store_piece<ACT_VEC>(p.hp, HPBF16, r * cols + c, u, n, p.w_hp);
                 if (TWO) store_piece<ACT_VEC>(p.hp, HPBF16, r * cols + p.h + c, ub, n, p.w_hp);
@@ -137,6 +230,7 @@ static __global__ void __launch_bounds__(ACT_THREADS) act_row_kernel(act_row_par
             if (TWO) row_codes<E5M2>(p, r * cols + p.h + c, ub, s, n, sat, flushed);
         }
     }
+    if constexpr (COLMAX) cmax_flush<COLMAX, HPBF16>(p, cols);
     if (p.amax != NULL) block_amax_atomic<ACT_THREADS>(amax, p.amax);
     if (p.stats != NULL) block_stats_atomic<ACT_THREADS>(sat, flushed, p.stats, p.rows * cols, blockIdx.x == 0);
 }

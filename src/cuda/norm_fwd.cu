@@ -315,7 +315,8 @@ static f8_status launch_rows_y(f8_ctx *ctx, const norm_fwd_params *p, int staged
 /* ------------------------------------------------------------------------ */
 
 /* F8I_ROW_FUSED rows wider than FWD_MAX_COLS: the norm into y_hp, then the
- * row-wise cast of it (out only), the unfused path's two launches. */
+ * row-wise cast of it (out only), the unfused path's two launches (and,
+ * with col_amax, the column amax pass's two). */
 static f8_status row_fwd_wide(f8_ctx *ctx, const f8i_norm_fwd_args *a)
 {
     if (a->y_hp == NULL)
@@ -332,8 +333,11 @@ static f8_status row_fwd_wide(f8_ctx *ctx, const f8i_norm_fwd_args *a)
     F8I_TRY(f8i_cuda_norm_fwd(ctx, &n));
     f8i_rowwise_cast_args c = {a->y_hp, a->hp_dtype, a->rows, a->cols, a->y_dtype, (uint8_t *)a->y, a->scale_inv,
                                NULL, NULL, a->scaled_max, a->pow2, a->amax, a->stats, NULL, NULL, F8_DTYPE_FP32,
-                               0, NULL, 0};
-    return f8i_cuda_cast_rowwise(ctx, &c);
+                               0, NULL, 0, 0};
+    F8I_TRY(f8i_cuda_cast_rowwise(ctx, &c));
+    /* col_amax: the column cast's amax pass over y_hp, the unfused path's */
+    return a->col_amax != NULL ? f8i_cuda_rowwise_col_amax(ctx, a->y_hp, a->hp_dtype, a->rows, a->cols, a->col_amax)
+                               : F8_OK;
 }
 
 f8_status f8i_cuda_norm_fwd(f8_ctx *ctx, const f8i_norm_fwd_args *a)
@@ -378,6 +382,7 @@ f8_status f8i_cuda_norm_fwd(f8_ctx *ctx, const f8i_norm_fwd_args *a)
     p.y_hp = row ? a->y_hp : NULL;
     p.hp_bf16 = a->hp_dtype == F8_DTYPE_BF16;
     p.w_hp = 1;
+    p.col_amax = row ? a->col_amax : NULL;
     const int y_size = p.y_kind == Y_FP32 ? 4 : p.y_kind == Y_BF16 ? 2 : 1;
     p.w_x = access_width(a->x, a->cols * (p.x_bf16 ? 2 : 4), 16);
     p.w_p = access_width(a->gamma, 0, 16);
@@ -396,8 +401,16 @@ f8_status f8i_cuda_norm_fwd(f8_ctx *ctx, const f8i_norm_fwd_args *a)
             const int hs = p.hp_bf16 ? 2 : 4;
             p.w_hp = p.y_hp != NULL ? access_width(p.y_hp, a->cols * hs, hs * e < 16 ? hs * e : 16) : 1;
             const int kn = (int)((np + tpr - 1) / tpr);
-            return f8i_norm_fwd_row_launch(ctx, &p, rows_smem(np, e, p.rms, kn, 0),
-                                           rows_grid(&p, 512, f8i_cuda(ctx)->sm_count));
+            size_t smem = rows_smem(np, e, p.rms, kn, 0);
+            unsigned grid = rows_grid(&p, 512, f8i_cuda(ctx)->sm_count);
+            if (p.col_amax != NULL) { /* the column maxima after the planes, zeroed before the kernel */
+                smem += norm_row_cmax_bytes(np, e, tpr, p.hp_bf16);
+                /* one block an SM where two do not fit: the persistent grid is what is resident */
+                const unsigned sms = (unsigned)(f8i_cuda(ctx)->sm_count > 0 ? f8i_cuda(ctx)->sm_count : 1);
+                if (2 * (smem + FWD_SMEM_BLOCK) > FWD_SMEM_SM && grid > sms) grid = sms;
+                F8I_TRY(f8i_cuda_fill_f32(ctx, p.col_amax, 0.0f, a->cols));
+            }
+            return f8i_norm_fwd_row_launch(ctx, &p, smem, grid);
         }
         if (p.stats == NULL && f8i_norm_fwd_fit_fits(&p)) { /* the fit kernel does not count telemetry */
             F8I_TRY(f8i_norm_fwd_fit_launch(ctx, &p));

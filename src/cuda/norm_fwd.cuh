@@ -34,6 +34,7 @@ typedef struct norm_fwd_params {
     int pow2;
     void *y_hp;                /* (rows, cols) in the hp dtype, or NULL */
     int hp_bf16, w_hp;         /* the hp dtype; y_hp's access width */
+    float *col_amax;           /* (cols) max |u| of each column, zeroed before the launch, or NULL */
 } norm_fwd_params;
 
 /* a[0] becomes the sum of a[0..N-1], added pairwise in a fixed order. */
@@ -304,9 +305,18 @@ f8_status f8i_norm_fwd_fit_launch(f8_ctx *ctx, const norm_fwd_params *p);
 
 /* The row-wise fused forward (norm_fwd_rowwise.cu) of p, its row-group
  * layout set (tpr; kn pieces a lane) with dynamic shared memory smem for
- * the gamma/beta planes (the registers kernel's), on a grid of `grid`
+ * the gamma/beta planes (the registers kernel's) and, with col_amax, the
+ * column maxima after them (norm_row_cmax_bytes), on a grid of `grid`
  * blocks of 512 threads. */
 f8_status f8i_norm_fwd_row_launch(f8_ctx *ctx, const norm_fwd_params *p, size_t smem, unsigned grid);
+
+/* Bytes of the row-wise kernel's column maxima (col_amax): a slot a column
+ * of its np pieces of e for each of its 512 / tpr row groups, BF16 bits
+ * (hp BF16) or FP32. */
+static inline size_t norm_row_cmax_bytes(int64_t np, int e, int tpr, int hp_bf16)
+{
+    return (size_t)(512 / tpr) * (size_t)np * (size_t)e * (hp_bf16 ? 2u : 4u);
+}
 
 /* Rows wider than FWD_MAX_COLS (norm_fwd_wide.cu): picks the kernel, sets
  * p->tpr and p->w_y, launches and checks the launch. */

@@ -23,6 +23,10 @@
  * kernel's own y_hp, and the modules to the unfused path). Telemetry is a
  * template argument, as in the per-tensor kernels: a run-time flag spilled
  * twice the registers (ptxas -v) in the instances that run without it.
+ * The column amaxes (col_amax: the column-wise cast's first pass, so that
+ * the cast after reads u once) are one more template argument for the same
+ * reason: pass 1 also maxes each piece into the group's shared slots, which
+ * leave the block with one atomic a column at its end.
  */
 #include <stdint.h>
 
@@ -42,21 +46,81 @@ static __device__ __forceinline__ float group_max(float v, int nw, int first, fl
     return m;
 }
 
+/* The column maxima of one piece (E columns) at slot: zeroed, and
+ * max(themselves, |u|) (fmaxf: NaN ignored, as the cast's amax). As BF16
+ * bits where u is BF16 (HP_BF16: its max is one of its values, exact; half
+ * the bytes: E/2 words, 8 or 16 bytes), else E floats (16 or 32 bytes). */
+template <int E, int HP_BF16>
+static __device__ __forceinline__ void cmax_zero(char *slot)
+{
+    if constexpr (HP_BF16 && E == 8) *(uint4 *)slot = make_uint4(0u, 0u, 0u, 0u);
+    else if constexpr (HP_BF16) *(uint2 *)slot = make_uint2(0u, 0u);
+    else
+#pragma unroll
+        for (int h = 0; h < E / 4; ++h) ((float4 *)slot)[h] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+}
+
+template <int E, int HP_BF16>
+static __device__ __forceinline__ void cmax_piece(char *slot, const float (&u)[E])
+{
+    if constexpr (HP_BF16) {
+        uint32_t x[E / 2];
+        if constexpr (E == 8) {
+            const uint4 w = *(const uint4 *)slot;
+            x[0] = w.x, x[1] = w.y, x[2] = w.z, x[3] = w.w;
+        } else {
+            const uint2 w = *(const uint2 *)slot;
+            x[0] = w.x, x[1] = w.y;
+        }
+#pragma unroll
+        for (int i = 0; i < E / 2; ++i) { /* u is BF16-exact: so is the max, and >> 16 loses nothing */
+            const float lo = fmaxf(__uint_as_float(x[i] << 16), fabsf(u[2 * i]));
+            const float hi = fmaxf(__uint_as_float(x[i] & 0xFFFF0000u), fabsf(u[2 * i + 1]));
+            x[i] = (__float_as_uint(lo) >> 16) | (__float_as_uint(hi) & 0xFFFF0000u);
+        }
+        if constexpr (E == 8) *(uint4 *)slot = make_uint4(x[0], x[1], x[2], x[3]);
+        else *(uint2 *)slot = make_uint2(x[0], x[1]);
+    } else {
+#pragma unroll
+        for (int h = 0; h < E / 4; ++h) {
+            float4 m = ((float4 *)slot)[h];
+            m.x = fmaxf(m.x, fabsf(u[4 * h])), m.y = fmaxf(m.y, fabsf(u[4 * h + 1]));
+            m.z = fmaxf(m.z, fabsf(u[4 * h + 2])), m.w = fmaxf(m.w, fabsf(u[4 * h + 3]));
+            ((float4 *)slot)[h] = m;
+        }
+    }
+}
+
 /* Forward with the row-wise cast fused. Layout: ROWS_LAYOUT (norm_fwd.cuh),
  * THREADS = 512, the next row's x in xn, as norm_fwd_regs_kernel. The
  * group's thread 0 writes mu, rsigma and the row's scale_inv; each block
- * adds its amax (and telemetry) with one atomic. */
-template <int X_BF16, int E5M2, int RMS, int HP_BF16, int COUNT>
+ * adds its amax (and telemetry) with one atomic. COLMAX (col_amax set):
+ * pass 1 also takes each column's max |u| over the group's rows, in the
+ * group's own slots after the planes (cmax [groups][np·E], BF16 bits or
+ * FP32: norm_row_cmax_bytes; a thread's pieces' slots are read and written
+ * by it alone, the groups' rows being disjoint and their columns the same,
+ * so no atomics); at the end the block takes the max over its groups and
+ * adds it with one atomicMax of the bits a column into col_amax (zeroed
+ * before the launch), skipped where col_amax already holds as much (read
+ * from the L2, where the atomics are done: the word only grows). */
+template <int X_BF16, int E5M2, int RMS, int HP_BF16, int COUNT, int COLMAX>
 static __global__ void __launch_bounds__(512, 2) norm_fwd_row_kernel(norm_fwd_params p)
 {
     constexpr int THREADS = 512, E = X_BF16 ? 8 : 4, YK = E5M2 ? Y_E5M2 : Y_E4M3, HK = HP_BF16 ? Y_BF16 : Y_FP32;
-    constexpr int NPL = (E / 4) * (RMS ? 1 : 2);
+    constexpr int NPL = (E / 4) * (RMS ? 1 : 2), CS = HP_BF16 ? 2 : 4; /* CS: bytes of a column's slot */
     extern __shared__ float4 gb[];
     __shared__ float red[2][THREADS / 32]; /* [slot][warp] */
     ROWS_LAYOUT;
 
     uint4 xr[FWD_NV], xn[FWD_NV]; /* this row's x, and the next row's */
     regs_start<X_BF16, RMS, THREADS>(xr, xn, gb, p, row, cols, c0, room, np);
+    /* COLMAX: the maxima after the planes; this thread's piece k at cmt + 32·k·E·CS */
+    char *const cmx = (char *)(gb + (size_t)((np + 31) / 32) * NPL * 32);
+    char *const cmt = cmx + ((size_t)group * np * E + c0) * CS;
+    if (COLMAX)
+#pragma unroll
+        for (int k = 0; k < FWD_NV; ++k)
+            if (32 * k < room) cmax_zero<E, HP_BF16>(cmt + 32 * k * E * CS);
 
     constexpr bool counting = COUNT; /* telemetry: its own instances (fewer registers spilled without) */
     float amax = 0.0f;
@@ -77,6 +141,7 @@ static __global__ void __launch_bounds__(512, 2) norm_fwd_row_kernel(norm_fwd_pa
             piece_values<X_BF16, RMS, HP_BF16>(u, xr[k], gbt, k, mu, rs);
 #pragma unroll
             for (int j = 0; j < E; ++j) m = fmaxf(m, fabsf(u[j]));
+            if (COLMAX) cmax_piece<E, HP_BF16>(cmt + 32 * k * E * CS, u); /* slots past cols are never read */
         }
         m = group_max(m, nw, first, red[slot], bar);
         slot ^= 1;
@@ -104,6 +169,19 @@ static __global__ void __launch_bounds__(512, 2) norm_fwd_row_kernel(norm_fwd_pa
         for (int k = 0; k < FWD_NV; ++k) xr[k] = xn[k];
         row = next;
     }
+    if (COLMAX) {
+        __syncthreads(); /* every group's slots final */
+#pragma unroll 4
+        for (int c = threadIdx.x; c < cols; c += THREADS) {
+            float m = 0.0f;
+            for (int g = 0; g < groups; ++g) {
+                const char *at = cmx + ((size_t)g * np * E + c) * CS;
+                m = fmaxf(m, HP_BF16 ? __uint_as_float((uint32_t)*(const uint16_t *)at << 16) : *(const float *)at);
+            }
+            const int bits = __float_as_int(m); /* non-negative floats order as their bits */
+            if (bits > __ldcg((const int *)p.col_amax + c)) atomicMax((int *)p.col_amax + c, bits);
+        }
+    }
     if (p.amax != NULL) block_amax_atomic<THREADS>(amax, p.amax);
     if (counting) block_stats_atomic<THREADS>(sat, flushed, p.stats, p.rows * p.cols, blockIdx.x == 0);
 }
@@ -111,8 +189,11 @@ static __global__ void __launch_bounds__(512, 2) norm_fwd_row_kernel(norm_fwd_pa
 template <int X_BF16, int E5M2, int RMS, int HP_BF16>
 static f8_status launch(f8_ctx *ctx, const norm_fwd_params *p, size_t smem, unsigned grid)
 {
-    void (*kernel)(norm_fwd_params) = p->stats != NULL ? norm_fwd_row_kernel<X_BF16, E5M2, RMS, HP_BF16, 1>
-                                                        : norm_fwd_row_kernel<X_BF16, E5M2, RMS, HP_BF16, 0>;
+    void (*kernel)(norm_fwd_params) =
+        p->col_amax != NULL ? (p->stats != NULL ? norm_fwd_row_kernel<X_BF16, E5M2, RMS, HP_BF16, 1, 1>
+                                                : norm_fwd_row_kernel<X_BF16, E5M2, RMS, HP_BF16, 0, 1>)
+                            : (p->stats != NULL ? norm_fwd_row_kernel<X_BF16, E5M2, RMS, HP_BF16, 1, 0>
+                                                : norm_fwd_row_kernel<X_BF16, E5M2, RMS, HP_BF16, 0, 0>);
     if (smem + 2048 > 48 * 1024) /* the static arrays beside the planes, as norm_fwd.cu counts them */
         F8I_TRY(f8i_cuda_smem_optin(ctx, (const void *)kernel, "row-wise norm forward: shared-memory opt-in"));
     kernel<<<grid, 512, smem, f8i_stream(ctx)>>>(*p);

@@ -114,6 +114,15 @@
  * amax and telemetry count each element once: from the row pass when
  * there is out, else from the column kernels (amax from kernel 1, codes
  * from kernel 2); stats[0] is added by one counting block.
+ *
+ * The column-only cast after a fused kernel (col_amax_in): the norm and
+ * activation kernels that write the row-wise codes (backend.h's
+ * F8I_ROW_FUSED) also take the column maxima of their output into
+ * scale_inv_t, where kernel 1 would have put them, so that cast is kernels 2
+ * and 3 alone, reading src once. The stripes path (more than 65,535 x 128
+ * columns) measures them again: the same bits. f8i_cuda_rowwise_col_amax is
+ * kernels 0 and 1 alone, for the fused kernels' rows too wide for their
+ * shared memory.
  */
 #include <limits.h>
 #include <stdint.h>
@@ -729,6 +738,36 @@ static f8_status launch_colmax(f8_ctx *ctx, const f8i_rowwise_cast_args *a, int 
     return e5m2 ? launch_colmax_as<0, 1>(ctx, a, vec, sums) : launch_colmax_as<0, 0>(ctx, a, vec, sums);
 }
 
+/* Kernel 0 then kernel 1 of the column path alone, into col_amax (the
+ * cast's scale_inv_t slot; out_t is set only to ask kernel 1 for the
+ * amaxes, never written: no out, no amax, no dbias). */
+f8_status f8i_cuda_rowwise_col_amax(f8_ctx *ctx, const void *src, f8_dtype src_dtype, int64_t rows, int64_t cols,
+                                    float *col_amax)
+{
+    if (rows == 0 || cols == 0) return F8_OK;
+    const int64_t stripes = (cols + RWT_COLS - 1) / RWT_COLS, row_tiles = (rows + RWT_ROWS - 1) / RWT_ROWS;
+    if (stripes > RWT_MAX_STRIPES || row_tiles > INT_MAX)
+        return f8i_error(ctx, F8_ERR_UNSUPPORTED, "rowwise column amaxes: [%lld, %lld] is past the 2-D grid",
+                         (long long)rows, (long long)cols);
+    /* out_t a marker: kernel 1 writes the amaxes where out_t is asked for */
+    const f8i_rowwise_cast_args a = {src, src_dtype, rows, cols, F8_DTYPE_E4M3, NULL, NULL, (uint8_t *)col_amax,
+                                     col_amax, 1.0f, 0, NULL, NULL, NULL, NULL, F8_DTYPE_FP32, 0, NULL, 0, 0};
+    F8I_COUNT_LAUNCHES(ctx, 1);
+    rwt_zero_kernel<<<(unsigned)((cols + 255) / 256), 256, 0, f8i_stream(ctx)>>>(a);
+    F8I_TRY(f8i_cuda_launch_check(ctx, "rwt_zero_kernel"));
+    const dim3 grid((unsigned)row_tiles, (unsigned)stripes);
+    const int bf16 = src_dtype == F8_DTYPE_BF16, vec = src_vec(&a);
+    F8I_COUNT_LAUNCHES(ctx, 1);
+    if (bf16) {
+        if (vec) rwt_amax_kernel<1, 1><<<grid, RW_THREADS, 0, f8i_stream(ctx)>>>(a, NULL);
+        else rwt_amax_kernel<1, 0><<<grid, RW_THREADS, 0, f8i_stream(ctx)>>>(a, NULL);
+    } else {
+        if (vec) rwt_amax_kernel<0, 1><<<grid, RW_THREADS, 0, f8i_stream(ctx)>>>(a, NULL);
+        else rwt_amax_kernel<0, 0><<<grid, RW_THREADS, 0, f8i_stream(ctx)>>>(a, NULL);
+    }
+    return f8i_cuda_launch_check(ctx, "rwt_amax_kernel");
+}
+
 /* The caller ran f8i_rowwise_cast_check. */
 f8_status f8i_cuda_cast_rowwise_stripes(f8_ctx *ctx, const f8i_rowwise_cast_args *a)
 {
@@ -759,16 +798,19 @@ f8_status f8i_cuda_cast_rowwise(f8_ctx *ctx, const f8i_rowwise_cast_args *a)
         partial = (float *)a->workspace;
     }
     /* The column amaxes start at 0: zeroed by the row pass for kernel 1, else (no out; or the row pass
-     * takes them itself, which must not race its own zeroing) by a small kernel before. */
+     * takes them itself, which must not race its own zeroing) by a small kernel before. col_amax_in (out
+     * NULL, no dbias: f8i_rowwise_cast_check): a fused kernel left them in scale_inv_t, so neither the zeroing
+     * nor kernel 1 runs; kernel 2 walks back from the end, where that kernel's grid-stride rows ended. */
+    const int given = a->col_amax_in;
     const int vec_rows = a->out && src_vec(a) && access_width(a->out, a->cols, 4) == 4;
-    const int colmax = rwc_takes(a, vec_rows);
+    const int colmax = given || rwc_takes(a, vec_rows);
     float *zero_t = a->out_t && !colmax ? a->scale_inv_t : NULL;
-    if (a->out_t && (colmax || !a->out)) {
+    if (a->out_t && !given && (colmax || !a->out)) {
         F8I_COUNT_LAUNCHES(ctx, 1);
         rwt_zero_kernel<<<(unsigned)((a->cols + 255) / 256), 256, 0, f8i_stream(ctx)>>>(*a);
         F8I_TRY(f8i_cuda_launch_check(ctx, "rwt_zero_kernel"));
     }
-    if (colmax) F8I_TRY(launch_colmax(ctx, a, vec_rows, partial));
+    if (colmax && !given) F8I_TRY(launch_colmax(ctx, a, vec_rows, partial));
     else if (a->out) F8I_TRY(launch_rows_any(ctx, a, row_blocks, (unsigned)row_blocks, zero_t));
     if (!a->out_t && !a->dbias) return F8_OK;
     const dim3 grid((unsigned)row_tiles, (unsigned)stripes);

@@ -32,7 +32,9 @@
  * registered, as TE does, and never written, so they never roll. Scalings that cast after the kernels (the quantizer's
  * unfused) stage the activation's output and d in the param dtype; with
  * fused_rows (row-wise) the kernels also write their row-wise codes, and the
- * cast after makes only the column-wise copy (and fc1's dbias).
+ * cast after makes only the column-wise copy (and fc1's dbias); where no
+ * dbias is summed the kernels take the copy's column amaxes too, so that
+ * cast reads its source once (codes) instead of twice (amaxes, codes).
  */
 #include <stddef.h>
 #include <string.h>
@@ -238,13 +240,15 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
                 a.scale_inv = a8_sinv;
                 a.y_hp = hp;
                 a.hp_dtype = pdt;
+                a.col_amax = f8i_module_col_amax(&q, NULL); /* and the column amaxes, for the copy's cast */
             } else {
                 a.y = hp;
                 a.y_dtype = pdt;
             }
             st = f8i_op_act_fwd(ctx, &a);
             if (st == F8_OK && m->q.fused_rows)
-                st = f8i_module_quantize_cols(m, hp, pdt, T, a.cols, F8_DIR_FORWARD, GEMM2_INPUT, &q, NULL, NULL);
+                st = f8i_module_quantize_cols(m, hp, pdt, T, a.cols, F8_DIR_FORWARD, GEMM2_INPUT, &q, NULL, NULL,
+                                              a.col_amax != NULL);
             else if (st == F8_OK)
                 st = f8i_module_quantize(m, hp, pdt, T, a.cols, F8_DIR_FORWARD, GEMM2_INPUT, &q, NULL, NULL);
         } else {
@@ -290,9 +294,10 @@ static f8_status act_backward(f8_module *m, const mlp_saved *s, int64_t T, const
             a.amax = f8i_slot_amax(ctx, sl);
             a.stats = f8i_slot_stats(ctx, sl);
             a.scale_inv = ws->d8.scale_inv;
+            a.col_amax = f8i_module_col_amax(&ws->d8, &m->w[0]); /* NULL with fc1's dbias: the cast sums d */
             F8I_TRY(f8i_op_act_bwd(ctx, &a));
             return f8i_module_quantize_cols(m, ws->hp, m->param_dtype, T, m->w[0].rows, F8_DIR_BACKWARD, GRAD_OUTPUT2,
-                                            &ws->d8, &m->w[0], ws->reduce);
+                                            &ws->d8, &m->w[0], ws->reduce, a.col_amax != NULL);
         }
         F8I_TRY(f8i_op_act_bwd(ctx, &a));
         return f8i_module_quantize(m, ws->hp, m->param_dtype, T, m->w[0].rows, F8_DIR_BACKWARD, GRAD_OUTPUT2, &ws->d8,

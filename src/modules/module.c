@@ -531,10 +531,11 @@ f8i_cast_args f8i_module_cast_args(f8_ctx *ctx, f8_slot sl, const void *src, f8_
 
 /* The cast of f8i_module_quantize; cols_only: no row-wise codes, amax or
  * telemetry (a fused kernel wrote and counted them), nothing without a
- * column-wise copy or dbias to make. */
+ * column-wise copy or dbias to make; col_amax_in: as
+ * f8i_module_quantize_cols says. */
 static f8_status quantize(f8_module *m, const void *src, f8_dtype src_dtype, int64_t rows, int64_t cols,
                           f8_direction dir, int slot, const f8i_qbuf *out, f8i_weight *dbias_of, void *reduce,
-                          int cols_only)
+                          int cols_only, int col_amax_in)
 {
     f8_ctx *ctx = m->ctx;
     const int dbias = dbias_of && dbias_of->db;
@@ -546,6 +547,7 @@ static f8_status quantize(f8_module *m, const void *src, f8_dtype src_dtype, int
     c.scale_inv_t = out->scale_inv_t;
     F8I_TRY(f8i_quantizer_cast_scaling(ctx, m->q.act, sl, &c));
     if (cols_only) c.amax = NULL, c.stats = NULL;
+    c.col_amax_in = cols_only && col_amax_in; /* the backend refuses it with dbias */
     if (dbias) SET_DBIAS(c, dbias_of, reduce, rows, cols);
     return f8i_op_cast(ctx, &c);
 }
@@ -553,12 +555,17 @@ static f8_status quantize(f8_module *m, const void *src, f8_dtype src_dtype, int
 f8_status f8i_module_quantize(f8_module *m, const void *src, f8_dtype src_dtype, int64_t rows, int64_t cols,
                               f8_direction dir, int slot, const f8i_qbuf *out, f8i_weight *dbias_of, void *reduce)
 {
-    return quantize(m, src, src_dtype, rows, cols, dir, slot, out, dbias_of, reduce, 0);
+    return quantize(m, src, src_dtype, rows, cols, dir, slot, out, dbias_of, reduce, 0, 0);
+}
+
+float *f8i_module_col_amax(const f8i_qbuf *out, const f8i_weight *dbias_of)
+{
+    return out->data_t && !(dbias_of && dbias_of->db) ? out->scale_inv_t : NULL;
 }
 
 f8_status f8i_module_quantize_cols(f8_module *m, const void *src, f8_dtype src_dtype, int64_t rows, int64_t cols,
                                    f8_direction dir, int slot, const f8i_qbuf *out, f8i_weight *dbias_of,
-                                   void *reduce)
+                                   void *reduce, int col_amax_in)
 {
-    return quantize(m, src, src_dtype, rows, cols, dir, slot, out, dbias_of, reduce, 1);
+    return quantize(m, src, src_dtype, rows, cols, dir, slot, out, dbias_of, reduce, 1, col_amax_in);
 }

@@ -107,7 +107,7 @@ f8_status f8i_norm_forward(f8_ctx *ctx, const f8i_norm *n, const f8_tensor *x, v
 }
 
 f8_status f8i_norm_forward_rows(f8_ctx *ctx, const f8i_norm *n, const f8_tensor *x, void *y, f8_dtype y_dtype,
-                                f8_slot slot, float *scale_inv, void *hp, float *mu, float *rsigma)
+                                f8_slot slot, float *scale_inv, void *hp, float *col_amax, float *mu, float *rsigma)
 {
     f8i_norm_fwd_args a = fwd_args(n, x, y, y_dtype, mu, rsigma);
     f8i_quantizer_row_fields(ctx, y_dtype, &a.mode, &a.scaled_max, &a.pow2);
@@ -116,6 +116,7 @@ f8_status f8i_norm_forward_rows(f8_ctx *ctx, const f8i_norm *n, const f8_tensor 
     a.scale_inv = scale_inv;
     a.y_hp = hp;
     a.hp_dtype = n->dtype;
+    a.col_amax = col_amax;
     return f8i_op_norm_fwd(ctx, &a);
 }
 

@@ -55,9 +55,11 @@ f8_status f8i_norm_forward(f8_ctx *ctx, const f8i_norm *n, const f8_tensor *x, v
  * into the norm (backend.h's F8I_ROW_FUSED; the quantizer's fused_rows):
  * each row's scale_inv [T], the slot's amax and telemetry; the output
  * rounded to the param dtype first, which is also written to hp [T, cols]
- * (the column-wise copy's source) unless hp is NULL. */
+ * (the column-wise copy's source) unless hp is NULL, and its column amaxes
+ * to col_amax [cols] (the copy's cast then skips measuring them) unless
+ * col_amax is NULL. */
 f8_status f8i_norm_forward_rows(f8_ctx *ctx, const f8i_norm *n, const f8_tensor *x, void *y, f8_dtype y_dtype,
-                                f8_slot slot, float *scale_inv, void *hp, float *mu, float *rsigma);
+                                f8_slot slot, float *scale_inv, void *hp, float *col_amax, float *mu, float *rsigma);
 
 /* The same norm into FP8 y cast with `scale` (device scalar), scale_inv
  * written, recording nothing (no amax, no telemetry, no statistics): the
