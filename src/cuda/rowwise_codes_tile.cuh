@@ -1,0 +1,105 @@
+/*
+ * rowwise_codes_tile.cuh — kernel 2 of the row-wise cast's column path on
+ * whole tiles (rwt_codes_tile_kernel) and the test of whether it takes a
+ * call (rwtt_fits): a part of rowwise_cast.cu, included by it after the
+ * helpers and constants it uses (rwt_block, RW_THREADS, RWT_MAX_STRIPES),
+ * not on its own. Why the pass is built so: rowwise_cast.cu's design note.
+ */
+#ifndef F8_CUDA_ROWWISE_CODES_TILE_CUH
+#define F8_CUDA_ROWWISE_CODES_TILE_CUH
+
+/* Kernel 2 on whole tiles (rwtt_fits): cast_tile.cuh's layout with one
+ * scale a column. A block codes a 128-row x TC tile, TC = 16 VEC (VEC 8
+ * BF16 or 4 FP32 values: one 16-byte load a thread-row); thread (tx, ty)
+ * owns columns tx VEC .. + VEC - 1 and rows 4ty .. + 3 and 64 + 4ty .. + 3,
+ * loads all 8 of its rows before the first is used, transposes each 4 x 4
+ * block of codes in registers and parks the words in tile_t[column][row /
+ * 4] (33-word rows: a warp's word stores hit 32 banks); the block then
+ * writes out_t as 16-byte pieces, 128 bytes an out_t row. The codes are
+ * kernel 2's (cvt of v times the column's scale), the telemetry too. Block
+ * (tile, stripe) from rwt_block(back) on a (ceil(rows / 128), cols / TC)
+ * grid. */
+#define RWTT_ROWS 128
+#define RWTT_WORDS (RWTT_ROWS / 4 + 1)
+#define RWTT_MAX ((int64_t)1 << 22) /* rows, cols: offsets inside a tile fit in 32 bits */
+
+template <int BF16>
+struct rwtt_shape {
+    static constexpr int VEC = BF16 ? 8 : 4; /* values a 16-byte load */
+    static constexpr int TC = 16 * VEC;      /* tile columns */
+};
+
+template <int BF16, int E5M2>
+static __global__ void __launch_bounds__(RW_THREADS, 4) rwt_codes_tile_kernel(f8i_rowwise_cast_args p, int back)
+{
+    constexpr int VEC = rwtt_shape<BF16>::VEC, TC = rwtt_shape<BF16>::TC, LX = 32 / VEC, PARTS = RWTT_ROWS / 16;
+    __shared__ uint32_t tile_t[TC][RWTT_WORDS];
+    if (noop_set(p.noop)) return;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int tx = (warp % (16 / LX)) * LX + lane % LX, ty = (warp / (16 / LX)) * VEC + lane / LX;
+    int64_t tile, stripe;
+    rwt_block(back != 0, tile, stripe);
+    const int64_t row0 = tile * RWTT_ROWS, col0 = stripe * TC;
+    const int cols = (int)p.cols, rows = (int)p.rows;
+    const char *src = (const char *)p.src + ((row0 + ty * 4) * p.cols + col0 + tx * VEC) * (BF16 ? 2 : 4);
+    uint4 raw[2][4];
+#pragma unroll
+    for (int m = 0; m < 2; ++m)
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+            raw[m][r] = *(const uint4 *)(src + (m * (RWTT_ROWS / 2) + r) * cols * (BF16 ? 2 : 4));
+    float s[VEC];
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) /* the column's amax, here */
+        s[j] = f8i_current_scale(p.scale_inv_t[col0 + tx * VEC + j], 1.0f, p.scaled_max, p.pow2);
+    const bool count = p.out == NULL && p.stats != NULL; /* uniform */
+    unsigned sat = 0, flushed = 0;
+#pragma unroll
+    for (int m = 0; m < 2; ++m) {
+        uint32_t code[4][VEC / 4];
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+            const uint32_t w[4] = {raw[m][r].x, raw[m][r].y, raw[m][r].z, raw[m][r].w};
+            float v[VEC];
+            decode16<BF16>(w, v);
+#pragma unroll
+            for (int k = 0; k < VEC / 4; ++k)
+                code[r][k] = fp8x2<E5M2>(v[4 * k] * s[4 * k], v[4 * k + 1] * s[4 * k + 1]) |
+                             (fp8x2<E5M2>(v[4 * k + 2] * s[4 * k + 2], v[4 * k + 3] * s[4 * k + 3]) << 16);
+            if (count)
+#pragma unroll
+                for (int j = 0; j < VEC; ++j) code_stats<E5M2>(v[j], s[j], (code[r][j / 4] >> (8 * (j % 4))) & 0xFFu, sat, flushed);
+        }
+#pragma unroll
+        for (int k = 0; k < VEC / 4; ++k) {
+            const uint32_t rw[4] = {code[0][k], code[1][k], code[2][k], code[3][k]};
+            uint32_t cw[4];
+            transpose_4x4_bytes(rw, cw);
+#pragma unroll
+            for (int i = 0; i < 4; ++i) tile_t[tx * VEC + 4 * k + i][m * (RWTT_ROWS / 8) + ty] = cw[i];
+        }
+    }
+    __syncthreads();
+    uint8_t *const dst = p.out_t + col0 * p.rows + row0;
+#pragma unroll
+    for (int k = 0; k < TC * PARTS / RW_THREADS; ++k) {
+        const int q = tid + k * RW_THREADS, c = q / PARTS, part = q % PARTS;
+        const uint32_t w[4] = {tile_t[c][part * 4], tile_t[c][part * 4 + 1], tile_t[c][part * 4 + 2],
+                               tile_t[c][part * 4 + 3]};
+        store_bytes<16>(dst + (c * rows + part * 16), w, 16);
+    }
+    if (count) block_stats_atomic<RW_THREADS>(sat, flushed, (unsigned long long *)p.stats, p.rows * p.cols,
+                                                blockIdx.x == 0 && blockIdx.y == 0);
+}
+
+/* Whether rwt_codes_tile_kernel takes a: whole tiles, 16-byte loads of src
+ * and stores of out_t, offsets inside a tile in 32 bits, the grid's y. */
+static int rwtt_fits(const f8i_rowwise_cast_args *a)
+{
+    const int bf16 = a->src_dtype == F8_DTYPE_BF16, tc = bf16 ? rwtt_shape<1>::TC : rwtt_shape<0>::TC;
+    return a->rows % RWTT_ROWS == 0 && a->cols % tc == 0 && a->rows <= RWTT_MAX && a->cols <= RWTT_MAX &&
+           a->cols / tc <= RWT_MAX_STRIPES &&
+           access_width(a->src, a->cols * (bf16 ? 2 : 4), 16) == 16 && access_width(a->out_t, a->rows, 16) == 16;
+}
+
+#endif /* F8_CUDA_ROWWISE_CODES_TILE_CUH */
