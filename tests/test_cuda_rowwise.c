@@ -202,14 +202,18 @@ static int cast_case_run(f8_ctx *ctx[2], const cast_case *cc, int stripes, test_
  * the default limit, the 1.3B qkv gradient's shape). With out, out_t and dbias
  * the row pass takes dbias's sums where a row fills its block (8192, 4096
  * and 1028 columns, and scalar 768): the case then runs again without out,
- * on kernel 1, and dbias must agree bit for bit. */
+ * on kernel 1, and dbias must agree bit for bit. The column amaxes live in
+ * the ctx's scratch, which each cast must leave zero for the next (a case
+ * after one with larger amaxes would otherwise code from those); 262,208
+ * columns are past it (F8I_RWT_SCRATCH_COLS: the zeroing and finishing
+ * kernels on scale_inv_t). */
 static void test_cast(f8_ctx *ctx[2])
 {
     static const int64_t rows[] = {1, 7, 33, 250, 1031, 2592}, cols[] = {1, 16, 129, 300, 4096};
     /* rows, cols, skew, dbias on the BF16 -> E5M2 case */
     static const int64_t edge[][4] = {{33, 16384, 0, 0}, {7, 16400, 0, 1},  {250, 300, 1, 0}, {1031, 4096, 2, 1},
                                       {257, 2048, 4, 0}, {300, 768, 7, 1},  {33, 129, 2, 0},  {9000, 1028, 0, 1},
-                                      {40, 8192, 0, 1},  {64, 6144, 0, 1},   {16, 12288, 0, 0}};
+                                      {40, 8192, 0, 1},  {64, 6144, 0, 1},   {16, 12288, 0, 0}, {3, 262208, 0, 1}};
     enum { NR = sizeof rows / sizeof rows[0], NC = sizeof cols / sizeof cols[0], NE = sizeof edge / sizeof edge[0] };
     for (int stripes = 0; stripes < 2; stripes++) {
         test_rng rng = {40};

@@ -99,6 +99,8 @@ static void cuda_state_destroy(f8_ctx *ctx)
     if (s->gemm != NULL) f8i_cuda_gemm_destroy(ctx);
     if (s->amax_ticket != NULL) (void)cudaFree(s->amax_ticket);
     if (s->amax_partials != NULL) (void)cudaFree(s->amax_partials);
+    if (s->rwt_colmax != NULL) (void)cudaFree(s->rwt_colmax);
+    if (s->rwt_tickets != NULL) (void)cudaFree(s->rwt_tickets);
     if (s->own_stream != NULL) (void)cudaStreamDestroy(s->own_stream);
     free(s);
     ctx->be_state = NULL;
@@ -166,6 +168,19 @@ static f8_status cuda_state_create(f8_ctx *ctx)
     if (st == F8_OK)
         st = f8i_cuda_check(ctx, cudaMemsetAsync(s->amax_ticket, 0, sizeof(unsigned int), s->own_stream),
                             "cudaMemsetAsync(amax ticket)");
+    /* the row-wise cast's column scratch and tickets, zero at rest (its kernels put them back) */
+    if (st == F8_OK)
+        st = f8i_cuda_check(ctx, cudaMalloc((void **)&s->rwt_colmax, F8I_RWT_SCRATCH_COLS * sizeof(float)),
+                            "cudaMalloc(row-wise column scratch)");
+    if (st == F8_OK)
+        st = f8i_cuda_check(ctx, cudaMalloc((void **)&s->rwt_tickets, F8I_RWT_TICKETS * sizeof(unsigned int)),
+                            "cudaMalloc(row-wise tickets)");
+    if (st == F8_OK)
+        st = f8i_cuda_check(ctx, cudaMemsetAsync(s->rwt_colmax, 0, F8I_RWT_SCRATCH_COLS * sizeof(float), s->own_stream),
+                            "cudaMemsetAsync(row-wise column scratch)");
+    if (st == F8_OK)
+        st = f8i_cuda_check(ctx, cudaMemsetAsync(s->rwt_tickets, 0, F8I_RWT_TICKETS * sizeof(unsigned int), s->own_stream),
+                            "cudaMemsetAsync(row-wise tickets)");
     if (st == F8_OK) st = f8i_cuda_check(ctx, cudaStreamSynchronize(s->own_stream), "cudaStreamSynchronize");
     if (st != F8_OK) cuda_state_destroy(ctx); /* keeps the error message */
     return st;

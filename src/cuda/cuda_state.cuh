@@ -30,6 +30,8 @@ typedef struct f8i_cuda_state {
     const void *smem_done[F8I_SMEM_OPTINS]; /* kernels already opted in (f8i_cuda_smem_optin) */
     unsigned int *amax_ticket; /* (1) device, 0 between launches: amax_scale.cu's last-block ticket */
     float *amax_partials;      /* (F8I_AMAX_MAX_BLOCKS) device: its per-block partial amaxes */
+    float *rwt_colmax;         /* (F8I_RWT_SCRATCH_COLS) device, 0 at rest: rowwise_cast.cu's column amaxes */
+    unsigned int *rwt_tickets; /* (F8I_RWT_TICKETS) device, 0 at rest: its codes pass's stripe tickets */
     f8i_attn_cudnn *attn_cudnn; /* cuDNN library, handle and attention plans (lazily created) */
     int attn_mode;             /* F8I_ATTN_* (backend.h): F8_ATTN, read once, or a test's choice */
     int attn_mode_set;         /* attn_mode is valid */
@@ -37,6 +39,11 @@ typedef struct f8i_cuda_state {
 } f8i_cuda_state;
 
 #define F8I_AMAX_MAX_BLOCKS 1024 /* most blocks an amax_scale launch uses */
+/* The row-wise cast's column scratch (1 MiB) and tickets: casts of up to
+ * this many columns take them, wider ones zero and finish scale_inv_t with
+ * kernels of their own (rowwise_cast.cu). A stripe is 64 columns or more. */
+#define F8I_RWT_SCRATCH_COLS ((int64_t)1 << 18)
+#define F8I_RWT_TICKETS (F8I_RWT_SCRATCH_COLS / 64)
 
 static inline f8i_cuda_state *f8i_cuda(const f8_ctx *ctx) { return (f8i_cuda_state *)ctx->be_state; }
 static inline cudaStream_t f8i_stream(const f8_ctx *ctx) { return f8i_cuda(ctx)->stream; }

@@ -40,17 +40,24 @@
  *     takes this pass instead: cast_tile.cuh's layout (a thread's 8 rows
  *     of 16-byte loads in flight at once, 4 x 4 transposes in registers),
  *     one scale a column, the same codes;
- *  3. a small kernel then writes scale_inv_t = 1 / s over the amaxes (after
- *     kernel 2 has read them), and kernels_common.cuh's dbias_reduce_kernel
+ *  3. scale_inv_t = 1 / s over the amaxes, once kernel 2's blocks have all
+ *     read them: by the last block of each stripe to finish (a ticket a
+ *     stripe, rwt_last_block), and kernels_common.cuh's dbias_reduce_kernel
  *     sums the dbias partials in block order (deterministic; or
  *     rwc_dbias_reduce_kernel the row pass's sums, in the same order).
- * The amaxes accumulate in scale_inv_t from 0. The warp-per-row kernel
- * zeroes it for kernel 1, the launch after it; an amax pass cannot zero
- * what its own other blocks are adding to (no order between blocks of one
- * launch), so before rowwise_colmax_kernel (and kernel 1 without out) a
- * small kernel zeroes it. Every launch is graph-legal (no allocation, no
- * sync) and every kernel returns at once on a set noop flag, so nothing is
- * written.
+ * The amaxes accumulate from 0 in the ctx's column scratch (cuda_state.cuh:
+ * 1 MiB, zero at rest; kernel 3's last blocks zero it again), so neither a
+ * zeroing launch nor a finishing one runs: in a 1.3B row-wise microbatch
+ * those were 576 launches of a few microseconds, 1.4% of its GPU time.
+ * Without the scratch (more columns than it holds) they accumulate in
+ * scale_inv_t itself: the warp-per-row kernel zeroes it for kernel 1, the
+ * launch after it; an amax pass cannot zero what its own other blocks are
+ * adding to (no order between blocks of one launch), so before
+ * rowwise_colmax_kernel (and kernel 1 without out) a small kernel zeroes
+ * it, and a small kernel 3 writes 1 / s after kernel 2. Every launch is
+ * graph-legal (no allocation, no sync) and every kernel returns at once on
+ * a set noop flag, so nothing is written (and the scratch stays zero: the
+ * passes that would fill it return too).
  *
  * The row pass with the column amaxes. It reads every element anyway, so
  * taking the column maxima there saves kernel 1's read of src: src comes
@@ -119,7 +126,8 @@
  * activation kernels that write the row-wise codes (backend.h's
  * F8I_ROW_FUSED) also take the column maxima of their output into
  * scale_inv_t, where kernel 1 would have put them, so that cast is kernels 2
- * and 3 alone, reading src once. The stripes path (more than 65,535 x 128
+ * and 3 alone, reading src once (kernel 3 by tickets: the stripe's last
+ * block overwrites the amaxes). The stripes path (more than 65,535 x 128
  * columns) measures them again: the same bits. f8i_cuda_rowwise_col_amax is
  * kernels 0 and 1 alone, for the fused kernels' rows too wide for their
  * shared memory.
@@ -346,6 +354,43 @@ static __device__ __forceinline__ void rwt_block(bool back, int64_t &tile, int64
     tile = i / gridDim.y, stripe = i % gridDim.y;
 }
 
+/* Kernel 3 folded into kernel 2 (rwt_finish): the amaxes kernel 2 reads
+ * (fin.amaxes: the ctx's column-amax scratch, or scale_inv_t itself) may be
+ * replaced by scale_inv_t = 1 / s only once every block of the stripe has
+ * read them, so each block takes a ticket of its stripe after its codes (a
+ * barrier, then one fenced atomicAdd), and the block that draws the last
+ * one writes the stripe's scale_inv_t from the scales it already holds,
+ * zeroes the scratch (fin.zero: what it was at rest) and puts the ticket
+ * back to 0. fin.tickets NULL: the finish kernel runs after instead. */
+typedef struct rwt_fin {
+    const float *amaxes; /* [cols] the column amaxes kernel 2 codes from */
+    float *zero;         /* amaxes, when they are the scratch (zeroed by the last block), or NULL */
+    unsigned *tickets;   /* [stripes] 0 at rest, or NULL */
+} rwt_fin;
+
+/* Whether this block drew its stripe's last ticket (uniform over the block). */
+static __device__ __forceinline__ bool rwt_last_block(const rwt_fin &fin, int64_t stripe, unsigned blocks)
+{
+    __shared__ unsigned last;
+    __syncthreads(); /* every thread's reads of the amaxes are done */
+    if (threadIdx.x == 0) {
+        __threadfence();
+        last = atomicAdd(fin.tickets + stripe, 1u) == blocks - 1;
+        if (last) fin.tickets[stripe] = 0;
+    }
+    __syncthreads();
+    return last;
+}
+
+/* The last block's share: column c's scale_inv_t from its scale s. */
+static __device__ __forceinline__ void rwt_finish_col(const f8i_rowwise_cast_args &p, const rwt_fin &fin, int64_t c,
+                                                      float s)
+{
+    if (c >= p.cols) return;
+    p.scale_inv_t[c] = 1.0f / s;
+    if (fin.zero != NULL) fin.zero[c] = 0.0f;
+}
+
 #define RWT_BATCH 8 /* rows loaded before the first is used: 8 loads in flight a lane */
 
 /* Rows r0 + b .. r0 + b + 7 of this lane's columns, those below nr (0 past). */
@@ -430,7 +475,7 @@ static __device__ __forceinline__ int rwt_swizzle(int col)
  * of out_t's rows (16 at most); back: the walk, from the pass before. */
 template <int BF16, int E5M2, int VEC>
 static __global__ void __launch_bounds__(RW_THREADS, RWT_CODES_BLOCKS(BF16))
-    rwt_codes_kernel(f8i_rowwise_cast_args p, int w_t, int back)
+    rwt_codes_kernel(f8i_rowwise_cast_args p, int w_t, int back, rwt_fin fin)
 {
     __shared__ uint4 tile_t[RWT_COLS][RWT_CHUNKS];
     if (noop_set(p.noop)) return;
@@ -444,7 +489,7 @@ static __global__ void __launch_bounds__(RW_THREADS, RWT_CODES_BLOCKS(BF16))
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
         const int64_t c = c0 + rwt_local<VEC>(lane, j);
-        s[j] = f8i_current_scale(c < p.cols ? p.scale_inv_t[c] : 0.0f, 1.0f, p.scaled_max, p.pow2); /* the amax, here */
+        s[j] = f8i_current_scale(c < p.cols ? fin.amaxes[c] : 0.0f, 1.0f, p.scaled_max, p.pow2);
     }
     unsigned sat = 0, flushed = 0;
 #pragma unroll 1 /* a batch's loads in flight, not all 32 rows' (registers: occupancy) */
@@ -492,6 +537,9 @@ static __global__ void __launch_bounds__(RW_THREADS, RWT_CODES_BLOCKS(BF16))
     }
     if (count) block_stats_atomic<RW_THREADS>(sat, flushed, (unsigned long long *)p.stats, p.rows * p.cols,
                                                 blockIdx.x == 0 && blockIdx.y == 0);
+    if (fin.tickets != NULL && rwt_last_block(fin, stripe, gridDim.x) && warp == 0)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) rwt_finish_col(p, fin, c0 + rwt_local<VEC>(lane, j), s[j]);
 }
 
 /* Kernel 2 on whole tiles (rwt_codes_tile_kernel, rwtt_fits). */
@@ -556,36 +604,40 @@ static f8_status launch_rows_any(f8_ctx *ctx, const f8i_rowwise_cast_args *a, in
 
 /* The codes kernel (kernel 2) of the column path; back: its walk. */
 template <int BF16, int VEC>
-static f8_status launch_codes(f8_ctx *ctx, const f8i_rowwise_cast_args *a, dim3 grid, int back)
+static f8_status launch_codes(f8_ctx *ctx, const f8i_rowwise_cast_args *a, dim3 grid, int back, rwt_fin fin)
 {
     const int w_t = access_width(a->out_t, a->rows, 16);
     F8I_COUNT_LAUNCHES(ctx, 1);
     if (rwtt_fits(a)) {
         const dim3 tiles((unsigned)(a->rows / RWTT_ROWS), (unsigned)(a->cols / rwtt_shape<BF16>::TC));
         if (a->out_dtype == F8_DTYPE_E5M2)
-            rwt_codes_tile_kernel<BF16, 1><<<tiles, RW_THREADS, 0, f8i_stream(ctx)>>>(*a, back);
+            rwt_codes_tile_kernel<BF16, 1><<<tiles, RW_THREADS, 0, f8i_stream(ctx)>>>(*a, back, fin);
         else
-            rwt_codes_tile_kernel<BF16, 0><<<tiles, RW_THREADS, 0, f8i_stream(ctx)>>>(*a, back);
+            rwt_codes_tile_kernel<BF16, 0><<<tiles, RW_THREADS, 0, f8i_stream(ctx)>>>(*a, back, fin);
         return f8i_cuda_launch_check(ctx, "rwt_codes_tile_kernel");
     }
     if (a->out_dtype == F8_DTYPE_E5M2)
-        rwt_codes_kernel<BF16, 1, VEC><<<grid, RW_THREADS, 0, f8i_stream(ctx)>>>(*a, w_t, back);
+        rwt_codes_kernel<BF16, 1, VEC><<<grid, RW_THREADS, 0, f8i_stream(ctx)>>>(*a, w_t, back, fin);
     else
-        rwt_codes_kernel<BF16, 0, VEC><<<grid, RW_THREADS, 0, f8i_stream(ctx)>>>(*a, w_t, back);
+        rwt_codes_kernel<BF16, 0, VEC><<<grid, RW_THREADS, 0, f8i_stream(ctx)>>>(*a, w_t, back, fin);
     return f8i_cuda_launch_check(ctx, "rwt_codes_kernel");
 }
 
 /* Kernels 1 and 2 of the column path, or (colmax: the row pass took the
- * amaxes) kernel 2 alone, walking back from where the row pass ended. */
+ * amaxes) kernel 2 alone, walking back from where the row pass ended.
+ * Kernel 1's amaxes go where kernel 2 reads them (fin.amaxes). */
 template <int BF16, int VEC>
-static f8_status launch_cols(f8_ctx *ctx, const f8i_rowwise_cast_args *a, dim3 grid, float *partial, int colmax)
+static f8_status launch_cols(f8_ctx *ctx, const f8i_rowwise_cast_args *a, dim3 grid, float *partial, int colmax,
+                             rwt_fin fin)
 {
-    if (colmax) return launch_codes<BF16, VEC>(ctx, a, grid, 1);
+    if (colmax) return launch_codes<BF16, VEC>(ctx, a, grid, 1, fin);
+    f8i_rowwise_cast_args k1 = *a;
+    k1.scale_inv_t = (float *)fin.amaxes;
     F8I_COUNT_LAUNCHES(ctx, 1);
-    rwt_amax_kernel<BF16, VEC><<<grid, RW_THREADS, 0, f8i_stream(ctx)>>>(*a, partial);
+    rwt_amax_kernel<BF16, VEC><<<grid, RW_THREADS, 0, f8i_stream(ctx)>>>(k1, partial);
     F8I_TRY(f8i_cuda_launch_check(ctx, "rwt_amax_kernel"));
     if (a->out_t == NULL) return F8_OK;
-    return launch_codes<BF16, VEC>(ctx, a, grid, 0);
+    return launch_codes<BF16, VEC>(ctx, a, grid, 0, fin);
 }
 
 /* rowwise_colmax_kernel's threads a row: the fewest (a power of two, 32 ..
@@ -706,30 +758,46 @@ f8_status f8i_cuda_cast_rowwise(f8_ctx *ctx, const f8i_rowwise_cast_args *a)
         F8I_TRY(f8i_check_reduce_workspace(ctx, a->workspace, a->workspace_bytes, a->rows, a->cols, "rowwise cast"));
         partial = (float *)a->workspace;
     }
-    /* The column amaxes start at 0: zeroed by the row pass for kernel 1, else (no out; or the row pass
-     * takes them itself, which must not race its own zeroing) by a small kernel before. col_amax_in (out
-     * NULL, no dbias: f8i_rowwise_cast_check): a fused kernel left them in scale_inv_t, so neither the zeroing
-     * nor kernel 1 runs; kernel 2 walks back from the end, where that kernel's grid-stride rows ended. */
+    /* The column amaxes start at 0 (design note): in the ctx's scratch, zero at rest, where it holds the
+     * columns; else in scale_inv_t, zeroed by the row pass for kernel 1, or (no out; or the row pass takes
+     * them itself, which must not race its own zeroing) by a small kernel before. col_amax_in (out NULL, no
+     * dbias: f8i_rowwise_cast_check): a fused kernel left them in scale_inv_t, so neither the zeroing nor
+     * kernel 1 runs; kernel 2 walks back from the end, where that kernel's grid-stride rows ended. Kernel 2
+     * writes scale_inv_t by its stripes' tickets where the ctx has enough (always with the scratch). */
     const int given = a->col_amax_in;
     const int vec_rows = a->out && src_vec(a) && access_width(a->out, a->cols, 4) == 4;
     const int colmax = given || rwc_takes(a, vec_rows);
-    float *zero_t = a->out_t && !colmax ? a->scale_inv_t : NULL;
-    if (a->out_t && !given && (colmax || !a->out)) {
+    f8i_cuda_state *cs = f8i_cuda(ctx);
+    const int fits = a->out_t != NULL && a->cols <= F8I_RWT_SCRATCH_COLS;
+    const int scratch = fits && !given;
+    rwt_fin fin = {given || !scratch ? a->scale_inv_t : cs->rwt_colmax, scratch ? cs->rwt_colmax : NULL,
+                   fits ? cs->rwt_tickets : NULL};
+    float *zero_t = a->out_t && !colmax && !scratch ? a->scale_inv_t : NULL;
+    if (a->out_t && !given && !scratch && (colmax || !a->out)) {
         F8I_COUNT_LAUNCHES(ctx, 1);
         rwt_zero_kernel<<<(unsigned)((a->cols + 255) / 256), 256, 0, f8i_stream(ctx)>>>(*a);
         F8I_TRY(f8i_cuda_launch_check(ctx, "rwt_zero_kernel"));
     }
-    if (colmax && !given) F8I_TRY(launch_colmax(ctx, a, vec_rows, partial));
-    else if (a->out) F8I_TRY(launch_rows_any(ctx, a, row_blocks, (unsigned)row_blocks, zero_t));
+    if (colmax && !given) {
+        f8i_rowwise_cast_args rp = *a;
+        rp.scale_inv_t = (float *)fin.amaxes;
+        F8I_TRY(launch_colmax(ctx, &rp, vec_rows, partial));
+    } else if (a->out) {
+        F8I_TRY(launch_rows_any(ctx, a, row_blocks, (unsigned)row_blocks, zero_t));
+    }
     if (!a->out_t && !a->dbias) return F8_OK;
     const dim3 grid((unsigned)row_tiles, (unsigned)stripes);
     const int bf16 = a->src_dtype == F8_DTYPE_BF16, vec = src_vec(a);
-    const f8_status st = bf16 ? (vec ? launch_cols<1, 1>(ctx, a, grid, partial, colmax)
-                                     : launch_cols<1, 0>(ctx, a, grid, partial, colmax))
-                              : (vec ? launch_cols<0, 1>(ctx, a, grid, partial, colmax)
-                                     : launch_cols<0, 0>(ctx, a, grid, partial, colmax));
-    if (st != F8_OK) return st;
-    if (a->out_t != NULL) {
+    const f8_status st = bf16 ? (vec ? launch_cols<1, 1>(ctx, a, grid, partial, colmax, fin)
+                                     : launch_cols<1, 0>(ctx, a, grid, partial, colmax, fin))
+                              : (vec ? launch_cols<0, 1>(ctx, a, grid, partial, colmax, fin)
+                                     : launch_cols<0, 0>(ctx, a, grid, partial, colmax, fin));
+    if (st != F8_OK) {
+        /* the scratch must stay zero at rest: what a failed launch may have left (best effort) */
+        if (scratch) (void)cudaMemsetAsync(cs->rwt_colmax, 0, (size_t)a->cols * sizeof(float), f8i_stream(ctx));
+        return st;
+    }
+    if (a->out_t != NULL && fin.tickets == NULL) {
         F8I_COUNT_LAUNCHES(ctx, 1);
         rwt_finish_kernel<<<(unsigned)((a->cols + 255) / 256), 256, 0, f8i_stream(ctx)>>>(*a);
         F8I_TRY(f8i_cuda_launch_check(ctx, "rwt_finish_kernel"));

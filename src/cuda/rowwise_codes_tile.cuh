@@ -30,7 +30,7 @@ struct rwtt_shape {
 };
 
 template <int BF16, int E5M2>
-static __global__ void __launch_bounds__(RW_THREADS, 4) rwt_codes_tile_kernel(f8i_rowwise_cast_args p, int back)
+static __global__ void __launch_bounds__(RW_THREADS, 4) rwt_codes_tile_kernel(f8i_rowwise_cast_args p, int back, rwt_fin fin)
 {
     constexpr int VEC = rwtt_shape<BF16>::VEC, TC = rwtt_shape<BF16>::TC, LX = 32 / VEC, PARTS = RWTT_ROWS / 16;
     __shared__ uint32_t tile_t[TC][RWTT_WORDS];
@@ -50,8 +50,8 @@ static __global__ void __launch_bounds__(RW_THREADS, 4) rwt_codes_tile_kernel(f8
             raw[m][r] = *(const uint4 *)(src + (m * (RWTT_ROWS / 2) + r) * cols * (BF16 ? 2 : 4));
     float s[VEC];
 #pragma unroll
-    for (int j = 0; j < VEC; ++j) /* the column's amax, here */
-        s[j] = f8i_current_scale(p.scale_inv_t[col0 + tx * VEC + j], 1.0f, p.scaled_max, p.pow2);
+    for (int j = 0; j < VEC; ++j)
+        s[j] = f8i_current_scale(fin.amaxes[col0 + tx * VEC + j], 1.0f, p.scaled_max, p.pow2);
     const bool count = p.out == NULL && p.stats != NULL; /* uniform */
     unsigned sat = 0, flushed = 0;
 #pragma unroll
@@ -90,6 +90,9 @@ static __global__ void __launch_bounds__(RW_THREADS, 4) rwt_codes_tile_kernel(f8
     }
     if (count) block_stats_atomic<RW_THREADS>(sat, flushed, (unsigned long long *)p.stats, p.rows * p.cols,
                                                 blockIdx.x == 0 && blockIdx.y == 0);
+    if (fin.tickets != NULL && rwt_last_block(fin, stripe, gridDim.x) && ty == 0)
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) rwt_finish_col(p, fin, col0 + tx * VEC + j, s[j]);
 }
 
 /* Whether rwt_codes_tile_kernel takes a: whole tiles, 16-byte loads of src
