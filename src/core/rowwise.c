@@ -31,11 +31,12 @@ f8_status f8i_rowwise_cast_check(f8_ctx *ctx, const f8i_rowwise_cast_args *a)
     if (!(a->scaled_max > 0.0f) || isinf(a->scaled_max))
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "rowwise cast: scaled_max %g, expected finite and > 0",
                          (double)a->scaled_max);
-    if (a->col_amax_in && (a->out || !a->out_t || a->amax))
+    if (a->col_amax_in && (a->out || !a->out_t || a->dbias || a->amax))
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT,
                          "rowwise cast: col_amax_in (scale_inv_t holds the column amaxes) is the column-only cast: "
-                         "it needs out NULL, out_t set and no amax (got out %s, out_t %s, amax %s)",
-                         a->out ? "set" : "NULL", a->out_t ? "set" : "NULL", a->amax ? "set" : "NULL");
+                         "it needs out NULL, out_t set, no dbias and no amax (got out %s, out_t %s, dbias %s, amax %s)",
+                         a->out ? "set" : "NULL", a->out_t ? "set" : "NULL", a->dbias ? "set" : "NULL",
+                         a->amax ? "set" : "NULL");
     if (a->dbias && a->rows > 0 && a->cols > 0)
         return f8i_check_reduce_workspace(ctx, a->workspace, a->workspace_bytes, a->rows, a->cols, "rowwise cast");
     return F8_OK;

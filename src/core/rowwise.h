@@ -76,10 +76,10 @@ extern "C" {
  * a(c) = max |v| (NaN ignored), the kernel's col_amax of the same src, so
  * the cast does not measure them: it codes out_t from those amaxes and
  * writes scale_inv_t = 1/s(c) over them, the same bits as without the flag
- * (one read of src instead of two; dbias, if asked for, is summed as
- * without the flag). Only with out NULL, out_t set and no amax (the kernel
- * recorded it); anything else is refused with F8_ERR_INVALID_ARGUMENT by
- * f8i_rowwise_cast_check. stats count out_t's codes, as without it. */
+ * (one read of src instead of two). Only with out NULL, out_t set, no
+ * dbias and no amax (the kernel recorded it); anything else is refused
+ * with F8_ERR_INVALID_ARGUMENT by f8i_rowwise_cast_check. stats count
+ * out_t's codes, as without it. */
 typedef struct f8i_rowwise_cast_args {
     const void *src;      /* [rows, cols] */
     f8_dtype src_dtype;   /* FP32 or BF16 */

@@ -127,11 +127,7 @@
  * F8I_ROW_FUSED) also take the column maxima of their output into
  * scale_inv_t, where kernel 1 would have put them, so that cast is kernels 2
  * and 3 alone, reading src once (kernel 3 by tickets: the stripe's last
- * block overwrites the amaxes). With dbias (the activation backward's
- * gradient, fc1's bias) kernel 2 takes dbias's partials too, on the
- * 256-row form, whose lanes hold kernel 1's rows: the same adds in the
- * same order, so the same bits as the cast that measures the amaxes.
- * The stripes path (more than 65,535 x 128
+ * block overwrites the amaxes). The stripes path (more than 65,535 x 128
  * columns) measures them again: the same bits. f8i_cuda_rowwise_col_amax is
  * kernels 0 and 1 alone, for the fused kernels' rows too wide for their
  * shared memory.
@@ -477,12 +473,11 @@ static __device__ __forceinline__ int rwt_swizzle(int col)
  * so a warp stores two 256-byte runs of out_t rows. Counts the telemetry
  * when there is no out (count). Same grid as kernel 1; w_t: the access width
  * of out_t's rows (16 at most); back: the walk, from the pass before. */
-template <int BF16, int E5M2, int VEC, int SUMS>
+template <int BF16, int E5M2, int VEC>
 static __global__ void __launch_bounds__(RW_THREADS, RWT_CODES_BLOCKS(BF16))
-    rwt_codes_kernel(f8i_rowwise_cast_args p, int w_t, int back, rwt_fin fin, float *partial)
+    rwt_codes_kernel(f8i_rowwise_cast_args p, int w_t, int back, rwt_fin fin)
 {
     __shared__ uint4 tile_t[RWT_COLS][RWT_CHUNKS];
-    __shared__ float red_s[SUMS ? RW_WARPS : 1][RWT_COLS];
     if (noop_set(p.noop)) return;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     int64_t tile, stripe;
@@ -497,16 +492,10 @@ static __global__ void __launch_bounds__(RW_THREADS, RWT_CODES_BLOCKS(BF16))
         s[j] = f8i_current_scale(c < p.cols ? fin.amaxes[c] : 0.0f, 1.0f, p.scaled_max, p.pow2);
     }
     unsigned sat = 0, flushed = 0;
-    float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f}; /* SUMS: kernel 1's dbias partial, the same adds in the same order */
 #pragma unroll 1 /* a batch's loads in flight, not all 32 rows' (registers: occupancy) */
     for (int b = 0; b < RWT_WARP_ROWS; b += RWT_BATCH) {
         float v[RWT_BATCH][4];
         rwt_load_batch<BF16, VEC>(p, r0, b, nr, c0, lane, v);
-        if constexpr (SUMS)
-#pragma unroll
-            for (int k = 0; k < RWT_BATCH; ++k)
-#pragma unroll
-                for (int j = 0; j < 4; ++j) sum[j] += v[k][j]; /* rows in order; 0 past nr */
         uint32_t q[4][RWT_BATCH / 4] = {}; /* column j's codes of rows b .. b + 7, byte k row b + k */
 #pragma unroll
         for (int k = 0; k < RWT_BATCH; ++k) {
@@ -529,18 +518,7 @@ static __global__ void __launch_bounds__(RW_THREADS, RWT_CODES_BLOCKS(BF16))
             ((uint2 *)&tile_t[col][chunk ^ rwt_swizzle<VEC>(col)])[half] = make_uint2(q[j][0], q[j][1]);
         }
     }
-    if constexpr (SUMS)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) red_s[warp][rwt_local<VEC>(lane, j)] = sum[j];
     __syncthreads();
-    if constexpr (SUMS)
-        if (threadIdx.x < RWT_COLS) { /* the block's 8 warps in order, as kernel 1 */
-            const int64_t c = c0 + threadIdx.x;
-            float cs = 0.0f;
-#pragma unroll
-            for (int w = 0; w < RW_WARPS; ++w) cs += red_s[w][threadIdx.x];
-            if (c < p.cols) partial[tile * p.cols + c] = cs;
-        }
     const int k = threadIdx.x & 15;
     const int64_t n = p.rows - rb - 16 * k; /* rows of chunk k inside the matrix */
 #pragma unroll
@@ -624,23 +602,12 @@ static f8_status launch_rows_any(f8_ctx *ctx, const f8i_rowwise_cast_args *a, in
                                          : launch_rows<0, 0>(ctx, a, row_blocks, blocks, zero_t);
 }
 
-/* The codes kernel (kernel 2) of the column path; back: its walk. partial:
- * dbias's partials from this pass (kernel 1's, bit for bit: the amaxes
- * were given, so kernel 1 does not run), on the 256-row kernel, whose
- * layout is kernel 1's; or NULL. */
+/* The codes kernel (kernel 2) of the column path; back: its walk. */
 template <int BF16, int VEC>
-static f8_status launch_codes(f8_ctx *ctx, const f8i_rowwise_cast_args *a, dim3 grid, int back, rwt_fin fin,
-                              float *partial)
+static f8_status launch_codes(f8_ctx *ctx, const f8i_rowwise_cast_args *a, dim3 grid, int back, rwt_fin fin)
 {
     const int w_t = access_width(a->out_t, a->rows, 16);
     F8I_COUNT_LAUNCHES(ctx, 1);
-    if (partial != NULL) {
-        if (a->out_dtype == F8_DTYPE_E5M2)
-            rwt_codes_kernel<BF16, 1, VEC, 1><<<grid, RW_THREADS, 0, f8i_stream(ctx)>>>(*a, w_t, back, fin, partial);
-        else
-            rwt_codes_kernel<BF16, 0, VEC, 1><<<grid, RW_THREADS, 0, f8i_stream(ctx)>>>(*a, w_t, back, fin, partial);
-        return f8i_cuda_launch_check(ctx, "rwt_codes_kernel");
-    }
     if (rwtt_fits(a)) {
         const dim3 tiles((unsigned)(a->rows / RWTT_ROWS), (unsigned)(a->cols / rwtt_shape<BF16>::TC));
         if (a->out_dtype == F8_DTYPE_E5M2)
@@ -650,28 +617,27 @@ static f8_status launch_codes(f8_ctx *ctx, const f8i_rowwise_cast_args *a, dim3 
         return f8i_cuda_launch_check(ctx, "rwt_codes_tile_kernel");
     }
     if (a->out_dtype == F8_DTYPE_E5M2)
-        rwt_codes_kernel<BF16, 1, VEC, 0><<<grid, RW_THREADS, 0, f8i_stream(ctx)>>>(*a, w_t, back, fin, NULL);
+        rwt_codes_kernel<BF16, 1, VEC><<<grid, RW_THREADS, 0, f8i_stream(ctx)>>>(*a, w_t, back, fin);
     else
-        rwt_codes_kernel<BF16, 0, VEC, 0><<<grid, RW_THREADS, 0, f8i_stream(ctx)>>>(*a, w_t, back, fin, NULL);
+        rwt_codes_kernel<BF16, 0, VEC><<<grid, RW_THREADS, 0, f8i_stream(ctx)>>>(*a, w_t, back, fin);
     return f8i_cuda_launch_check(ctx, "rwt_codes_kernel");
 }
 
-/* Kernels 1 and 2 of the column path, or (colmax: the row pass or a fused
- * kernel took the amaxes) kernel 2 alone, walking back from where that
- * pass ended, taking dbias's partials itself after a fused kernel (given).
+/* Kernels 1 and 2 of the column path, or (colmax: the row pass took the
+ * amaxes) kernel 2 alone, walking back from where the row pass ended.
  * Kernel 1's amaxes go where kernel 2 reads them (fin.amaxes). */
 template <int BF16, int VEC>
 static f8_status launch_cols(f8_ctx *ctx, const f8i_rowwise_cast_args *a, dim3 grid, float *partial, int colmax,
-                             int given, rwt_fin fin)
+                             rwt_fin fin)
 {
-    if (colmax) return launch_codes<BF16, VEC>(ctx, a, grid, 1, fin, given ? partial : NULL);
+    if (colmax) return launch_codes<BF16, VEC>(ctx, a, grid, 1, fin);
     f8i_rowwise_cast_args k1 = *a;
     k1.scale_inv_t = (float *)fin.amaxes;
     F8I_COUNT_LAUNCHES(ctx, 1);
     rwt_amax_kernel<BF16, VEC><<<grid, RW_THREADS, 0, f8i_stream(ctx)>>>(k1, partial);
     F8I_TRY(f8i_cuda_launch_check(ctx, "rwt_amax_kernel"));
     if (a->out_t == NULL) return F8_OK;
-    return launch_codes<BF16, VEC>(ctx, a, grid, 0, fin, NULL);
+    return launch_codes<BF16, VEC>(ctx, a, grid, 0, fin);
 }
 
 /* rowwise_colmax_kernel's threads a row: the fewest (a power of two, 32 ..
@@ -795,10 +761,9 @@ f8_status f8i_cuda_cast_rowwise(f8_ctx *ctx, const f8i_rowwise_cast_args *a)
     /* The column amaxes start at 0 (design note): in the ctx's scratch, zero at rest, where it holds the
      * columns; else in scale_inv_t, zeroed by the row pass for kernel 1, or (no out; or the row pass takes
      * them itself, which must not race its own zeroing) by a small kernel before. col_amax_in (out NULL, no
-     * amax: f8i_rowwise_cast_check): a fused kernel left them in scale_inv_t, so neither the zeroing nor
-     * kernel 1 runs; kernel 2 walks back from the end, where that kernel's grid-stride rows ended, and sums
-     * dbias's partials itself. Kernel 2 writes scale_inv_t by its stripes' tickets where the ctx has enough
-     * (always with the scratch). */
+     * dbias: f8i_rowwise_cast_check): a fused kernel left them in scale_inv_t, so neither the zeroing nor
+     * kernel 1 runs; kernel 2 walks back from the end, where that kernel's grid-stride rows ended. Kernel 2
+     * writes scale_inv_t by its stripes' tickets where the ctx has enough (always with the scratch). */
     const int given = a->col_amax_in;
     const int vec_rows = a->out && src_vec(a) && access_width(a->out, a->cols, 4) == 4;
     const int colmax = given || rwc_takes(a, vec_rows);
@@ -823,10 +788,10 @@ f8_status f8i_cuda_cast_rowwise(f8_ctx *ctx, const f8i_rowwise_cast_args *a)
     if (!a->out_t && !a->dbias) return F8_OK;
     const dim3 grid((unsigned)row_tiles, (unsigned)stripes);
     const int bf16 = a->src_dtype == F8_DTYPE_BF16, vec = src_vec(a);
-    const f8_status st = bf16 ? (vec ? launch_cols<1, 1>(ctx, a, grid, partial, colmax, given, fin)
-                                     : launch_cols<1, 0>(ctx, a, grid, partial, colmax, given, fin))
-                              : (vec ? launch_cols<0, 1>(ctx, a, grid, partial, colmax, given, fin)
-                                     : launch_cols<0, 0>(ctx, a, grid, partial, colmax, given, fin));
+    const f8_status st = bf16 ? (vec ? launch_cols<1, 1>(ctx, a, grid, partial, colmax, fin)
+                                     : launch_cols<1, 0>(ctx, a, grid, partial, colmax, fin))
+                              : (vec ? launch_cols<0, 1>(ctx, a, grid, partial, colmax, fin)
+                                     : launch_cols<0, 0>(ctx, a, grid, partial, colmax, fin));
     if (st != F8_OK) {
         /* the scratch must stay zero at rest: what a failed launch may have left (best effort) */
         if (scratch) (void)cudaMemsetAsync(cs->rwt_colmax, 0, (size_t)a->cols * sizeof(float), f8i_stream(ctx));
@@ -841,7 +806,7 @@ f8_status f8i_cuda_cast_rowwise(f8_ctx *ctx, const f8i_rowwise_cast_args *a)
     const dim3 rgrid((unsigned)((a->cols + 31) / 32)), rblock(32, F8I_REDUCE_SPLIT);
     const int bf16_db = a->dbias_dtype == F8_DTYPE_BF16;
     F8I_COUNT_LAUNCHES(ctx, 1);
-    if (colmax && !given) { /* the row pass's chunk sums */
+    if (colmax) { /* the row pass's chunk sums */
         rwc_dbias_reduce_kernel<<<rgrid, rblock, 0, f8i_stream(ctx)>>>(
             partial, (a->rows + RWT_WARP_ROWS - 1) / RWT_WARP_ROWS, a->cols, a->dbias, bf16_db, a->dbias_accumulate,
             a->noop);

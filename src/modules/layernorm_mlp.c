@@ -240,7 +240,7 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
                 a.scale_inv = a8_sinv;
                 a.y_hp = hp;
                 a.hp_dtype = pdt;
-                a.col_amax = f8i_module_col_amax(&q); /* and the column amaxes, for the copy's cast */
+                a.col_amax = f8i_module_col_amax(&q, NULL); /* and the column amaxes, for the copy's cast */
             } else {
                 a.y = hp;
                 a.y_dtype = pdt;
@@ -294,7 +294,7 @@ static f8_status act_backward(f8_module *m, const mlp_saved *s, int64_t T, const
             a.amax = f8i_slot_amax(ctx, sl);
             a.stats = f8i_slot_stats(ctx, sl);
             a.scale_inv = ws->d8.scale_inv;
-            a.col_amax = f8i_module_col_amax(&ws->d8); /* the cast sums fc1's dbias from d */
+            a.col_amax = f8i_module_col_amax(&ws->d8, &m->w[0]); /* NULL with fc1's dbias: the cast sums d */
             F8I_TRY(f8i_op_act_bwd(ctx, &a));
             return f8i_module_quantize_cols(m, ws->hp, m->param_dtype, T, m->w[0].rows, F8_DIR_BACKWARD, GRAD_OUTPUT2,
                                             &ws->d8, &m->w[0], ws->reduce, a.col_amax != NULL);
