@@ -20,6 +20,8 @@
 #   mode fp8_NAME with its speed and peak over f8 FP8's and the torchao peers'
 #   (issue 30: "current=--fp8 on --recipe current;rowwise=--fp8 on --recipe rowwise";
 #   issue 32: "lowmem=--fp8 on --adam-moments fp8 ..."). NAME: letters, digits, _.
+#   F8_BASE="on off" (default) are f8's plain FP8 and BF16 runs; F8_BASE="" or "off"
+#   leaves them out (a call short of time that needs only F8_CONFIGS' runs).
 #   F8_TRAIN=PATH runs a prebuilt f8_train instead of building one (a CUDA=1
 #   build from elsewhere, carried: it saves the build's minute or two).
 #   The Llama: MODELS=llama-1B PEER=tools/peer_llama.py PEER_MODES=bf16,fp8,fp8_rowwise
@@ -72,7 +74,7 @@ python3 tools/llmc_shard.py $shard_kind "$shard" 2000000
 extra=$(printf '%s' "${F8_CONFIGS:-}" | tr ';' '\n' | sed -n 's/^ *\([A-Za-z0-9_]*\)=.*/\1/p' | tr '\n' ' ')
 flags_of() { printf '%s' "${F8_CONFIGS:-}" | tr ';' '\n' | sed -n "s/^ *$1=//p" | head -n 1; }
 for model in $models; do
-    for fp8 in on off ${F8_HEAD:+head} ${F8_RECOMPUTE:+recompute} $extra; do
+    for fp8 in ${F8_BASE-on off} ${F8_HEAD:+head} ${F8_RECOMPUTE:+recompute} $extra; do
         log="$work/peers_${model}_f8_fp8${fp8}.csv"
         rm -f "$log"
         case "$fp8" in
