@@ -19,19 +19,6 @@
  * (col_amax) then the column-only cast given them (col_amax_in), against
  * the fused norm then the column-only cast that measures them again.
  *
- * `bench_kernels act` times the fused modules' activations (f8i_op_act_fwd,
- * f8i_op_act_bwd, as layernorm_mlp.c calls them) at the 1.3B/Llama-1B
- * trainers' MLP shape, 8192 tokens by an FFN of 8192 (SwiGLU's x is
- * 8192 x 16384): GELU and SwiGLU forward BF16 -> BF16 (FP8 off, and current
- * scaling's first step), backward BF16 x and dy -> BF16 dx, the forward's
- * FP8 codes with amax (the rows kernel: no transposed codes, no telemetry)
- * and, marked "_old", the same calls through the former rows kernels
- * (act_rows_old.cuh, by the f8i_cuda_act_rows_old hook), so one call
- * compares them. Then, new only, the training forms of other kernels:
- * the codes with their transpose (delayed scaling; cast_tile) and
- * row-wise scaling's fused kernel (act_row_kernel: forward with u and the
- * column amaxes, backward with dx). The shape column is x's.
- *
  * `bench_kernels adamw` times the AdamW step (f8_adamw_step: the norm pass,
  * the finalize and the update) over one BF16 parameter of the 1.3B
  * trainer's size with FP32, BF16 and FP8 moments; its bytes are the norm
@@ -57,8 +44,7 @@ enum op {
     OP_CAST, OP_CAST_T, OP_CAST_T_DBIAS, OP_TRANSPOSE, OP_CONVERT, OP_SCALE_UPDATE, OP_ROW, OP_ROW_T, OP_ROW_T_DBIAS,
     OP_NORM_ROW, OP_NORM_ROW_HP, OP_NORM_THEN_ROW, /* LayerNorm with row-wise codes: fused, fused + u, unfused */
     OP_NORM_ROW_COLS, OP_NORM_ROW_THEN_COLS, /* + the column copy: amaxes taken by the norm, or by the cast */
-    OP_ADAMW, /* f8_adamw_step; dst: the moments' dtype */
-    OP_ACT    /* the activation lines (run_act) */
+    OP_ADAMW /* f8_adamw_step; dst: the moments' dtype */
 };
 
 typedef struct kcase {
@@ -351,119 +337,10 @@ static void run_adamw(f8_ctx *ctx, bench_log *log, f8_adamw_moments moments, int
     BENCH_CUDA(cudaFree(grad));
 }
 
-/* The activation lines: one call of act_fwd or act_bwd on x [rows, cols_in]
- * (cols_in = 2·cols gated) and dy [rows, cols]. */
-enum act_form {
-    ACT_FWD,     /* v to y (BF16, or FP8 codes with amax and scale_inv) */
-    ACT_FWD_T,   /* codes and transposed codes, amax, scale_inv (delayed scaling's training path) */
-    ACT_BWD,     /* d to dx BF16 */
-    ACT_ROW_FWD, /* row-wise: codes, scale_inv per row, u (BF16), column amaxes */
-    ACT_ROW_BWD  /* row-wise: codes of d, scale_inv per row, dx (BF16) */
-};
-
-typedef struct acase {
-    const char *name;
-    enum act_form form;
-    f8_activation act;
-    f8_dtype out; /* y's dtype (ACT_FWD), else the codes' (BF16 for ACT_BWD's dx) */
-    int old;      /* through the former rows kernels (f8i_cuda_act_rows_old) */
-} acase;
-
-typedef struct aarg {
-    f8_ctx *ctx;
-    const acase *ac;
-    int64_t rows, cols; /* cols of dy and v */
-    int nsets;
-    void *x[MAX_SETS], *dy[MAX_SETS], *y[MAX_SETS], *y2[MAX_SETS]; /* y2: the transposed codes, u or dx */
-    float *scale, *amax, *scale_inv, *row_si, *col_amax;
-} aarg;
-
-static void acall(void *p, int i)
-{
-    aarg *k = p;
-    f8_ctx *ctx = k->ctx;
-    const acase *ac = k->ac;
-    const int s = i % k->nsets;
-    const f8_dtype bf = F8_DTYPE_BF16;
-    if (ac->form == ACT_FWD || ac->form == ACT_FWD_T || ac->form == ACT_ROW_FWD) {
-        f8i_act_fwd_args a = {.act = ac->act, .x = k->x[s], .x_dtype = bf, .rows = k->rows, .cols = k->cols,
-                              .y = k->y[s], .y_dtype = ac->out};
-        if (ac->form == ACT_ROW_FWD) {
-            a.amax = k->amax, a.scale_inv = k->row_si, a.mode = F8I_SCALING_ROW, a.scaled_max = f8_fp8_max(ac->out);
-            a.y_hp = k->y2[s], a.hp_dtype = bf, a.col_amax = k->col_amax;
-        } else if (f8i_dtype_is_fp8(ac->out)) {
-            a.scale = k->scale, a.amax = k->amax, a.scale_inv = k->scale_inv;
-            if (ac->form == ACT_FWD_T) a.y_t = k->y2[s];
-        }
-        BENCH_F8(ctx, f8i_op_act_fwd(ctx, &a));
-        return;
-    }
-    f8i_act_bwd_args a = {.act = ac->act, .x = k->x[s], .x_dtype = bf, .dy = k->dy[s], .dy_dtype = bf,
-                          .rows = k->rows, .cols = k->cols};
-    if (ac->form == ACT_ROW_BWD) {
-        a.dx = k->y2[s], a.dx_dtype = bf, a.out = k->y[s], a.out_dtype = ac->out, a.amax = k->amax;
-        a.scale_inv = k->row_si, a.mode = F8I_SCALING_ROW, a.scaled_max = f8_fp8_max(ac->out);
-    } else {
-        a.dx = k->y[s], a.dx_dtype = bf;
-    }
-    BENCH_F8(ctx, f8i_op_act_bwd(ctx, &a));
-}
-
-static void run_act(f8_ctx *ctx, bench_log *log, const acase *ac, int64_t rows, int64_t cols, double copy_gbps)
-{
-    void *stream = f8_ctx_stream(ctx);
-    const int64_t ci = f8_activation_gated(ac->act) ? 2 * cols : cols, n = rows * cols, ni = rows * ci;
-    const int bwd = ac->form == ACT_BWD || ac->form == ACT_ROW_BWD;
-    /* y: y or dx (ACT_BWD) or the codes; y2: the transposed codes (n), u (BF16, n) or dx (BF16, ni) */
-    const int64_t ny = bwd ? ni : n;
-    const size_t yb = (size_t)ny * f8_dtype_size(ac->out);
-    const size_t y2b = ac->form == ACT_FWD_T ? (size_t)n : ac->form == ACT_ROW_FWD ? (size_t)n * 2
-                     : ac->form == ACT_ROW_BWD ? (size_t)ni * 2 : 0;
-    double bytes = 2.0 * (double)ni + (bwd ? 2.0 * (double)n : 0.0) + (double)yb + (double)y2b;
-    if (ac->form == ACT_ROW_FWD || ac->form == ACT_ROW_BWD) bytes += 4.0 * (double)rows; /* scale_inv */
-    if (ac->form == ACT_ROW_FWD) bytes += 4.0 * (double)cols;                            /* col_amax */
-    aarg k = {.ctx = ctx, .ac = ac, .rows = rows, .cols = cols};
-    k.nsets = (int)(512e6 / bytes) + 1;
-    if (k.nsets < 2) k.nsets = 2;
-    if (k.nsets > MAX_SETS) k.nsets = MAX_SETS;
-    for (int s = 0; s < k.nsets; s++) {
-        k.x[s] = bench_alloc_random(stream, F8_DTYPE_BF16, ni, 200 + (uint64_t)s, 3.0f);
-        k.dy[s] = bwd ? bench_alloc_random(stream, F8_DTYPE_BF16, n, 300 + (uint64_t)s, 1.0f) : NULL;
-        BENCH_CUDA(cudaMalloc(&k.y[s], yb));
-        if (y2b) BENCH_CUDA(cudaMalloc(&k.y2[s], y2b));
-    }
-    /* scale 64 (the codes' range, as the casts), amax, scale_inv; then the row-wise scale_invs and column amaxes */
-    const float scalars[4] = {64.0f, 0.0f, 1.0f / 64.0f, 0.0f};
-    float *dev = NULL;
-    BENCH_CUDA(cudaMalloc((void **)&dev, sizeof scalars));
-    BENCH_CUDA(cudaMemcpy(dev, scalars, sizeof scalars, cudaMemcpyHostToDevice));
-    k.scale = dev, k.amax = dev + 1, k.scale_inv = dev + 2;
-    BENCH_CUDA(cudaMalloc((void **)&k.row_si, (size_t)rows * 4));
-    BENCH_CUDA(cudaMalloc((void **)&k.col_amax, (size_t)ci * 4));
-    BENCH_CUDA(cudaStreamSynchronize((cudaStream_t)stream));
-
-    f8i_cuda_act_rows_old(ctx, ac->old);
-    const bench_times t = bench_time(stream, acall, &k, bench_reps(bytes / 3e3, 40, 20, 200));
-    f8i_cuda_act_rows_old(ctx, 0);
-    const kcase kc = {ac->name, OP_ACT, F8_DTYPE_BF16, ac->out, 0};
-    report(log, &kc, rows, ci, bytes, t, copy_gbps);
-
-    for (int s = 0; s < k.nsets; s++) {
-        BENCH_CUDA(cudaFree(k.x[s]));
-        if (k.dy[s]) BENCH_CUDA(cudaFree(k.dy[s]));
-        BENCH_CUDA(cudaFree(k.y[s]));
-        if (k.y2[s]) BENCH_CUDA(cudaFree(k.y2[s]));
-    }
-    BENCH_CUDA(cudaFree(dev));
-    BENCH_CUDA(cudaFree(k.row_si));
-    BENCH_CUDA(cudaFree(k.col_amax));
-}
-
 int main(int argc, char **argv)
 {
     const int rowwise_only = argc > 1 && strcmp(argv[1], "rowwise") == 0;
     const int adamw_only = argc > 1 && strcmp(argv[1], "adamw") == 0;
-    const int act_only = argc > 1 && strcmp(argv[1], "act") == 0;
     f8_ctx *ctx = bench_ctx_or_skip("bench_kernels");
     if (!ctx) return 0;
     void *stream = f8_ctx_stream(ctx);
@@ -504,40 +381,18 @@ int main(int argc, char **argv)
     bench_log log = {NULL, 0, 0};
     printf("%-21s %-10s %-12s %9s %9s %8s %8s  %s\n", "kernel", "dtypes", "shape", "MB moved", "GPU us", "GB/s",
            "of copy", "target");
-    static const acase acases[] = {
-        {"swiglu_fwd", ACT_FWD, F8_ACT_SWIGLU, F8_DTYPE_BF16, 0},
-        {"swiglu_fwd_old", ACT_FWD, F8_ACT_SWIGLU, F8_DTYPE_BF16, 1},
-        {"swiglu_bwd", ACT_BWD, F8_ACT_SWIGLU, F8_DTYPE_BF16, 0},
-        {"swiglu_bwd_old", ACT_BWD, F8_ACT_SWIGLU, F8_DTYPE_BF16, 1},
-        {"gelu_fwd", ACT_FWD, F8_ACT_GELU, F8_DTYPE_BF16, 0},
-        {"gelu_fwd_old", ACT_FWD, F8_ACT_GELU, F8_DTYPE_BF16, 1},
-        {"gelu_bwd", ACT_BWD, F8_ACT_GELU, F8_DTYPE_BF16, 0},
-        {"gelu_bwd_old", ACT_BWD, F8_ACT_GELU, F8_DTYPE_BF16, 1},
-        {"swiglu_fwd", ACT_FWD, F8_ACT_SWIGLU, F8_DTYPE_E4M3, 0},
-        {"swiglu_fwd_old", ACT_FWD, F8_ACT_SWIGLU, F8_DTYPE_E4M3, 1},
-        {"gelu_fwd", ACT_FWD, F8_ACT_GELU, F8_DTYPE_E4M3, 0},
-        {"gelu_fwd_old", ACT_FWD, F8_ACT_GELU, F8_DTYPE_E4M3, 1},
-        {"swiglu_fwd_t", ACT_FWD_T, F8_ACT_SWIGLU, F8_DTYPE_E4M3, 0},
-        {"gelu_fwd_t", ACT_FWD_T, F8_ACT_GELU, F8_DTYPE_E4M3, 0},
-        {"swiglu_fwd_row", ACT_ROW_FWD, F8_ACT_SWIGLU, F8_DTYPE_E4M3, 0},
-        {"swiglu_bwd_row", ACT_ROW_BWD, F8_ACT_SWIGLU, F8_DTYPE_E4M3, 0},
-        {"gelu_fwd_row", ACT_ROW_FWD, F8_ACT_GELU, F8_DTYPE_E4M3, 0},
-        {"gelu_bwd_row", ACT_ROW_BWD, F8_ACT_GELU, F8_DTYPE_E4M3, 0},
-    };
-    if (act_only) /* 8192 tokens, FFN 8192 */
-        for (size_t c = 0; c < sizeof acases / sizeof acases[0]; c++) run_act(ctx, &log, &acases[c], 8192, 8192, copy);
     if (adamw_only) { /* 1.3B parameters' worth (the GPT preset's 1.31e9) in one tensor */
         run_adamw(ctx, &log, F8_ADAMW_MOMENTS_FP32, 16384, 80000, copy);
         run_adamw(ctx, &log, F8_ADAMW_MOMENTS_BF16, 16384, 80000, copy);
         run_adamw(ctx, &log, F8_ADAMW_MOMENTS_FP8, 16384, 80000, copy);
     }
-    for (int s = 0; s < 2 && !rowwise_only && !adamw_only && !act_only; s++)
+    for (int s = 0; s < 2 && !rowwise_only && !adamw_only; s++)
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
             if (!cases[c].row) run_layout(ctx, &log, &cases[c], shapes[s][0], shapes[s][1], copy);
-    for (int s = 0; s < 4 && !adamw_only && !act_only; s++)
+    for (int s = 0; s < 4 && !adamw_only; s++)
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
             if (cases[c].row) run_layout(ctx, &log, &cases[c], row_shapes[s][0], row_shapes[s][1], copy);
-    if (!rowwise_only && !adamw_only && !act_only) {
+    if (!rowwise_only && !adamw_only) {
         run_scale_update(ctx, &log, 16384, 1024, copy); /* 128 MB moved: bandwidth */
         run_scale_update(ctx, &log, 96, 1024, copy);    /* a small model's slots: latency */
     }

@@ -7,8 +7,7 @@
  * out_t, amax, scale_inv, dbias). Every FP32 result of both backends is also
  * checked against a float64 host reference built from the formulas in
  * backend.h, so a misreading both backends share still fails. Then the
- * activation backward's fast path against its general kernel, and the rows
- * kernels against their former versions (act_rows_old.cuh), bit for bit.
+ * activation backward's fast path against its general kernel, bit for bit.
  * The tolerances, and why, are in cuda_norm_act_tests.h; the norms in
  * test_cuda_norm.c.
  * Without a GPU (or in a CUDA=0 build) the program reports itself skipped.
@@ -238,11 +237,8 @@ static void run_act_bwd(env *e, const act_case *ac)
     free(xv), free(dyv), free(hx), free(hdy), free(b0), free(rd), free(rb), free(sbias);
 }
 
-/* {256, 384}: whole tiles, so BF16 x takes cast_tile's FULL path. {4,
- * 1100000}: gated rows wider than the rows kernels' grid (more than 4 x 132
- * blocks of 256 pieces of 8), so a thread walks several pieces of a row. */
-static const shape ACT_SHAPES[] = {{7, 11}, {1, 3221}, {2333, 1}, {1481, 677}, {0, 16}, {256, 384}, {2048, 4096},
-                                   {4, 1100000}};
+/* {256, 384}: whole tiles, so BF16 x takes cast_tile's FULL path. */
+static const shape ACT_SHAPES[] = {{7, 11}, {1, 3221}, {2333, 1}, {1481, 677}, {0, 16}, {256, 384}, {2048, 4096}};
 
 static void test_act(env *e)
 {
@@ -338,94 +334,8 @@ static void test_fast_paths(env *e)
                              (act + v) & 1 ? F8_DTYPE_E5M2 : F8_DTYPE_E4M3);
 }
 
-/* ------------------------------------------------------------------------ */
-/* The rows kernels against their former versions, bit for bit              */
-/* ------------------------------------------------------------------------ */
-
-/* act_fwd_kernel and act_bwd_rows_kernel (BF16 x and dy; no transposed
- * codes, dbias or telemetry) against act_rows_old.cuh's kernels, through
- * the f8i_cuda_act_rows_old hook: only which thread loads what, and when,
- * changed, so every output byte must be the same. Forward: y in FP32, BF16,
- * E4M3 and E5M2 (with amax and scale_inv); backward: dx BF16 with E4M3
- * codes and amax, dx FP32 alone, E5M2 codes alone. */
-static void rows_vs_old(env *e, shape sh, f8_activation act)
-{
-    static const f8_dtype ys[4] = {F8_DTYPE_FP32, F8_DTYPE_BF16, F8_DTYPE_E4M3, F8_DTYPE_E5M2};
-    static const f8_dtype dxs[3] = {F8_DTYPE_BF16, F8_DTYPE_FP32, NO_DX};
-    static const f8_dtype outs[3] = {F8_DTYPE_E4M3, NO_DX, F8_DTYPE_E5M2};
-    const int64_t R = sh.rows, C = sh.cols, Ci = f8_activation_gated(act) ? 2 * C : C;
-    const size_t n = (size_t)(R * C), ni = (size_t)(R * Ci);
-    char desc[160];
-    float *xv = xmalloc(ni * 4 + 4);
-    void *hx = act_x(e, F8_DTYPE_BF16, ni, xv), *hdy = xmalloc(n * 2 + 4);
-    for (size_t i = 0; i < n; i++) store_elem(hdy, F8_DTYPE_BF16, i, (float)rnd_normal(&e->rng));
-    const float scale = 24.0f, a0 = AMAX0;
-    f8_ctx *ctx = e->ctx[GPU];
-    gbuf x = gbuf_new(e, ni * 2, 0, hx), dy = gbuf_new(e, n * 2, 0, hdy);
-    for (int c = 0; c < 7; c++) { /* 4 forward cases, 3 backward */
-        const int fwd = c < 4;
-        const f8_dtype yt = fwd ? ys[c] : F8_DTYPE_FP32, dxt = fwd ? NO_DX : dxs[c - 4], ot = fwd ? NO_DX : outs[c - 4];
-        const size_t yb = fwd ? n * f8_dtype_size(yt) : 0, dxb = dxt != NO_DX ? ni * f8_dtype_size(dxt) : 0;
-        const size_t ob = ot != NO_DX ? ni : 0;
-        if (fwd)
-            snprintf(desc, sizeof desc, "rows vs old: act_fwd %s [%lld,%lld] y %s", ACT_NAME[act], (long long)R,
-                     (long long)C, f8_dtype_name(yt));
-        else
-            snprintf(desc, sizeof desc, "rows vs old: act_bwd %s [%lld,%lld] dx %s out %s", ACT_NAME[act],
-                     (long long)R, (long long)C, dxt != NO_DX ? f8_dtype_name(dxt) : "none",
-                     ot != NO_DX ? f8_dtype_name(ot) : "none");
-        void *got[2][4] = {{NULL}};
-        for (int k = 0; k < 2; k++) { /* 0: the kernels, 1: the former ones */
-            gbuf y = gbuf_new(e, yb + dxb, 0, NULL), o = gbuf_new(e, ob, 0, NULL);
-            gbuf sc = gbuf_new(e, 4, 0, &scale), am = gbuf_new(e, 4, 0, &a0), si = gbuf_new(e, 4, 0, NULL);
-            f8i_cuda_act_rows_old(ctx, k);
-            if (fwd) {
-                const int fp8 = is_fp8(yt);
-                f8i_act_fwd_args a = {.act = act, .x = x.p, .x_dtype = F8_DTYPE_BF16, .rows = R, .cols = C, .y = y.p,
-                                      .y_dtype = yt, .scale = fp8 ? sc.p : NULL, .amax = fp8 ? am.p : NULL,
-                                      .scale_inv = fp8 ? si.p : NULL};
-                CHECK_OK(ctx, f8i_op_act_fwd(ctx, &a));
-            } else {
-                f8i_act_bwd_args a = {.act = act, .x = x.p, .x_dtype = F8_DTYPE_BF16, .dy = dy.p,
-                                      .dy_dtype = F8_DTYPE_BF16, .rows = R, .cols = C,
-                                      .dx = dxt != NO_DX ? y.p : NULL, .dx_dtype = dxt != NO_DX ? dxt : F8_DTYPE_BF16,
-                                      .out = ot != NO_DX ? (uint8_t *)o.p : NULL,
-                                      .out_dtype = ot != NO_DX ? ot : F8_DTYPE_E4M3, .scale = sc.p, .amax = am.p,
-                                      .scale_inv = si.p};
-                CHECK_OK(ctx, f8i_op_act_bwd(ctx, &a));
-            }
-            f8i_cuda_act_rows_old(ctx, 0);
-            got[k][0] = gbuf_get(e, &y, yb + dxb), got[k][1] = gbuf_get(e, &o, ob);
-            got[k][2] = gbuf_get(e, &am, 4), got[k][3] = gbuf_get(e, &si, 4);
-            gbuf all[] = {y, o, sc, am, si};
-            for (int j = 0; j < NELEM(all); j++) f8_ctx_free(ctx, all[j].base);
-        }
-        same_bytes(desc, fwd ? "y" : "dx", got[0][0], got[1][0], yb + dxb);
-        same_bytes(desc, "codes", got[0][1], got[1][1], ob);
-        same_bytes(desc, "amax", got[0][2], got[1][2], 4);
-        same_bytes(desc, "scale_inv", got[0][3], got[1][3], 4);
-        for (int k = 0; k < 2; k++)
-            for (int j = 0; j < 4; j++) free(got[k][j]);
-    }
-    f8_ctx_free(ctx, x.base), f8_ctx_free(ctx, dy.base);
-    free(xv), free(hx), free(hdy);
-}
-
-/* Odd and prime shapes (tails of a row and of the flat plain walk, rows
- * past a batch of U), whole pieces, and (left out when quick) rows wider
- * than the grid, one with an odd width (element loads), and 2048 x 4096. */
-static void test_rows_vs_old(env *e)
-{
-    static const shape sh[] = {{7, 11},   {1, 3221},    {2333, 1},     {1481, 677},
-                               {256, 384}, {64, 8192},  {5, 1100003},  {4, 1100000}, {2048, 4096}};
-    for (int s = 0; s < NELEM(sh); s++) {
-        if (e->quick && LARGE(sh[s])) continue;
-        for (int act = 0; act < 7; act++) rows_vs_old(e, sh[s], (f8_activation)act);
-    }
-}
-
 int main(void)
 {
-    static void (*const tests[])(env *) = {test_act, test_fast_paths, test_rows_vs_old};
+    static void (*const tests[])(env *) = {test_act, test_fast_paths};
     return norm_act_run("test_cuda_act", tests, NELEM(tests));
 }

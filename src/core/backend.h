@@ -494,13 +494,6 @@ static inline int64_t f8i_mode_scales(f8i_scaling_mode m, int64_t rows, int64_t 
 void f8i_cuda_gemm_block_force_fallback(f8_ctx *ctx, int force);
 int f8i_cuda_gemm_block_last_path(const f8_ctx *ctx);
 
-/* Test and benchmark hook of the CUDA activations (src/cuda/act.cu; a no-op
- * in a CUDA=0 build and on a CPU ctx): on != 0 sends the ctx's later
- * act_fwd and act_bwd calls that take the rows kernels with BF16 x (and BF16
- * dy) to their former versions (act_rows_old.cuh: the same bytes, fewer
- * loads in flight), 0 back. Never on the step path. */
-void f8i_cuda_act_rows_old(f8_ctx *ctx, int on);
-
 /* Test and benchmark hooks of the CUDA attention (src/cuda/attention_cudnn.cu;
  * no-ops in a CUDA=0 build and on a CPU ctx). set_mode picks the path of the
  * ctx's later calls: F8I_ATTN_AUTO (cuDNN where it takes the call, its

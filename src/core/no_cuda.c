@@ -37,12 +37,6 @@ int f8i_cuda_gemm_block_last_path(const f8_ctx *ctx)
     return 0;
 }
 
-void f8i_cuda_act_rows_old(f8_ctx *ctx, int on)
-{
-    (void)ctx;
-    (void)on;
-}
-
 void f8i_cuda_attn_set_mode(f8_ctx *ctx, int mode)
 {
     (void)ctx;

@@ -11,8 +11,7 @@
 
 /* The rows kernels' block shape and grid: a power of two of threads across
  * (enough for the pieces of a row, at most ACT_THREADS), the rest down; at
- * most per_sm blocks per SM in all (the kernel's launch bounds: what is
- * resident at once). rows, chunks >= 1. */
+ * most per_sm blocks per SM in all. rows, chunks >= 1. */
 static void rows_geometry(const f8_ctx *ctx, act_rows_params *p, int per_sm, dim3 *grid)
 {
     int l = 0;
@@ -172,6 +171,7 @@ f8_status f8i_cuda_act_fwd(f8_ctx *ctx, const f8i_act_fwd_args *a)
         j.w_dy = j.w_dx = 1;
         return act_dispatch(ctx, a->act, &j);
     }
+    j.op = ACT_OP_FWD;
     j.x_bf16 = a->x_dtype == F8_DTYPE_BF16;
     j.dy_bf16 = 0;
     j.yk = a->y_dtype == F8_DTYPE_FP32 ? 0 : a->y_dtype == F8_DTYPE_BF16 ? 1 : a->y_dtype == F8_DTYPE_E4M3 ? 2 : 3;
@@ -193,9 +193,7 @@ f8_status f8i_cuda_act_fwd(f8_ctx *ctx, const f8i_act_fwd_args *a)
     p->w_dy = 1;
     p->w_y = access_width(a->y, gated ? p->h * yes : 0, 16);
     p->w_out = 1;
-    const int old = f8i_cuda(ctx)->act_rows_old && j.x_bf16; /* the test hook: act_rows_old.cuh */
-    j.op = old ? ACT_OP_FWD_OLD : ACT_OP_FWD;
-    rows_geometry(ctx, p, old ? ACT_OLD_FWD_BLOCKS : act_fwd_blocks(gated, j.x_bf16), &j.grid);
+    rows_geometry(ctx, p, ACT_FWD_BLOCKS, &j.grid);
     return act_dispatch(ctx, a->act, &j);
 }
 
@@ -264,6 +262,7 @@ f8_status f8i_cuda_act_bwd(f8_ctx *ctx, const f8i_act_bwd_args *a)
     if (a->dx == NULL && a->out == NULL && a->amax == NULL) return empty_scale_inv(ctx, a->scale, a->scale_inv);
 
     /* Row pieces: dx and/or codes, amax. */
+    j.op = ACT_OP_BWD_ROWS;
     act_rows_params *p = &j.rows;
     p->rows = gated ? a->rows : 1;
     p->h = gated ? h : a->rows * h;
@@ -280,13 +279,6 @@ f8_status f8i_cuda_act_bwd(f8_ctx *ctx, const f8i_act_bwd_args *a)
     p->w_dy = access_width(a->dy, gated ? h * dyes : 0, 16);
     p->w_y = a->dx != NULL ? access_width(a->dx, gated ? h * dxes : 0, 16) : 1;
     p->w_out = a->out != NULL ? access_width(a->out, gated ? h : 0, ACT_VEC) : 1;
-    const int old = f8i_cuda(ctx)->act_rows_old && j.x_bf16 && j.dy_bf16; /* the test hook: act_rows_old.cuh */
-    j.op = old ? ACT_OP_BWD_ROWS_OLD : ACT_OP_BWD_ROWS;
-    rows_geometry(ctx, p, old ? F8I_BLOCKS_PER_SM : act_bwd_blocks(gated, j.x_bf16, j.dy_bf16), &j.grid);
+    rows_geometry(ctx, p, F8I_BLOCKS_PER_SM, &j.grid);
     return act_dispatch(ctx, a->act, &j);
-}
-
-void f8i_cuda_act_rows_old(f8_ctx *ctx, int on)
-{
-    if (ctx && ctx->kind == F8_BACKEND_CUDA && ctx->be_state) f8i_cuda(ctx)->act_rows_old = on != 0;
 }

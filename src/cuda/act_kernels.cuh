@@ -6,28 +6,19 @@
  * Design note. Four kernels, all templated on the activation so each formula
  * compiles into its own straight-line code:
  *  - act_fwd_kernel: v = act(x) (or act(a)·b) streamed row piece by row
- *    piece, ACT_VEC outputs per piece (16-byte loads), stored as FP32/BF16
- *    or as FP8 codes with amax. It is bound by the bytes it keeps in
- *    flight, not by its arithmetic, so a thread issues the loads of U
- *    pieces (act_fwd_unroll: a gated activation's U rows of one column
- *    piece, a plain one's U pieces of its flat row) before it uses the
- *    first: as many as its registers hold without spilling at the blocks
- *    an SM its launch bounds ask for (act_fwd_blocks). A gated thread that
- *    took one piece (two 16-byte loads) at a time ran the SwiGLU forward at
- *    half of copy bandwidth on an H100. Its grid is what is resident at
- *    once (those blocks an SM): a grid-stride loop over more blocks than
- *    fit runs a partial second wave.
+ *    piece, ACT_VEC outputs per piece (16-byte loads; a plain activation's
+ *    thread has ACT_UNROLL pieces in flight, a gated one's two loads a
+ *    piece), stored as FP32/BF16 or as FP8 codes with amax. Its grid is
+ *    what is resident at once (ACT_FWD_BLOCKS per SM, fixed by its launch
+ *    bounds): a grid-stride loop over more blocks than fit runs a partial
+ *    second wave.
  *  - cast_tile.cuh's cast_tile_kernel with act_fwd_src as its values: the
  *    forward when the transposed codes are asked for too (fc2's wgrad
  *    operand, written here so the backward needs no transpose of its own:
  *    one read of x, the codes written twice instead of read back and
  *    rewritten), with act_fwd_kernel's arithmetic, so the same codes.
  *  - act_bwd_rows_kernel: the same walk for the backward when neither the
- *    transposed codes nor dbias are asked for: d to dx and/or FP8 codes,
- *    with U pieces' loads of x and dy ahead too and its grid what is
- *    resident (act_bwd_unroll, act_bwd_blocks). Taking one piece at a time
- *    on a grid of 8 blocks an SM, of which 5 or 6 fit, it ran the SwiGLU
- *    backward at under half of copy bandwidth on an H100.
+ *    transposed codes nor dbias are asked for: d to dx and/or FP8 codes.
  *  - cast_tile.cuh's cast_tile_kernel with act_bwd_src as its values: the
  *    fused dact + cast + transpose + dbias of TE's LayerNormMLP backward, one
  *    read of x and dy, d computed in registers as the tile is loaded and never
@@ -60,8 +51,7 @@
  * them for one or two activations (about 100 kernels an activation), so the seven
  * compile in parallel (as one file they took three minutes); act.cu holds
  * the backend entry points, which fill an act_job and hand it to the right
- * file's runner. Only those files include this. act_rows_old.cuh keeps
- * the two rows kernels as they were, for a benchmark and test hook only.
+ * file's runner. Only those files include this.
  */
 #ifndef F8_CUDA_ACT_KERNELS_CUH
 #define F8_CUDA_ACT_KERNELS_CUH
@@ -73,31 +63,8 @@
 #define ACT_THREADS 256
 #define ACT_VEC 8           /* row elements a rows-kernel thread handles per step */
 #define ACT_MAX_BX_LOG2 8   /* at most ACT_THREADS threads across a row */
-
-/* The rows kernels' pieces in flight and blocks an SM (the design note says
- * why): U, the pieces a thread loads before it uses the first, and B, the
- * blocks an SM that its launch bounds ask for (65536 / (B · ACT_THREADS)
- * registers a thread: 40 at 6, 48 at 5, 64 at 4, 80 at 3) and that the
- * launcher's grid is (rows_geometry). Each pair is the most bytes in flight
- * an SM (B · ACT_THREADS · U · a piece's load bytes) that ptxas fits without
- * spilling, for every activation (checked with -Xptxas -v):
- *   forward, BF16 x:   plain U 4, B 4 (64 KB), gated U 4, B 4 (128 KB)
- *   forward, FP32 x:   plain U 2, B 5 (80 KB), gated U 2, B 4 (128 KB)
- *   backward, BF16 x and dy: plain U 4, B 3 (96 KB), gated U 2, B 4 (96 KB)
- *   backward, otherwise:     plain U 1, B 6 (72-96 KB), gated U 1, B 4 (64-96 KB) */
-static __host__ __device__ constexpr int act_fwd_unroll(int xbf16) { return xbf16 ? 4 : 2; }
-static __host__ __device__ constexpr int act_fwd_blocks(int gated, int xbf16)
-{
-    return gated || xbf16 ? 4 : 5;
-}
-static __host__ __device__ constexpr int act_bwd_unroll(int gated, int xbf16, int dybf16)
-{
-    return xbf16 && dybf16 ? (gated ? 2 : 4) : 1;
-}
-static __host__ __device__ constexpr int act_bwd_blocks(int gated, int xbf16, int dybf16)
-{
-    return xbf16 && dybf16 ? (gated ? 4 : 3) : (gated ? 4 : 6);
-}
+#define ACT_UNROLL 2        /* pieces a plain forward thread loads before using the first */
+#define ACT_FWD_BLOCKS 5    /* forward blocks per SM: its launch bounds (<= 48 registers) and grid */
 
 #define GELU_K 0.79788456f  /* sqrt(2/pi), as f8.h writes it */
 #define GELU_C 0.044715f
@@ -559,92 +526,70 @@ static __device__ __forceinline__ void tile_store(const act_bwd_src<ACT, XBF16, 
 /* Kernels                                                                   */
 /* ------------------------------------------------------------------------ */
 
-/* The rows kernels' walk. A thread's pieces are columns k = k0, k0 + kstep,
- * ... of rows r0, r0 + rstep, ...; it takes them U at a time: U rows of one
- * k for the gated activations (rows of h), U k of the one row for the plain
- * ones (a flat row). Piece u of the batch at (r, k) is (r + u·dr, k + u·dk). */
-typedef struct rows_walk {
-    int64_t k0, kstep, r0, rstep;
-    int64_t dk, dr; /* (0, kstep) plain, (rstep, 0) gated */
-} rows_walk;
-
-template <int GATED>
-static __device__ __forceinline__ rows_walk rows_walk_make(const act_rows_params &p)
-{
-    const int bx = 1 << p.bx_log2, by = ACT_THREADS >> p.bx_log2;
-    rows_walk w;
-    w.k0 = (int64_t)blockIdx.x * bx + (threadIdx.x & (bx - 1));
-    w.kstep = (int64_t)gridDim.x * bx;
-    w.r0 = (int64_t)blockIdx.y * by + (threadIdx.x >> p.bx_log2);
-    w.rstep = (int64_t)gridDim.y * by;
-    w.dk = GATED ? 0 : w.kstep;
-    w.dr = GATED ? w.rstep : 0;
-    return w;
-}
-
-/* Elements of the piece at (r, k): ACT_VEC, fewer at the row's end, 0 past
- * the last row or piece. */
-static __device__ __forceinline__ int piece_n(const act_rows_params &p, int64_t r, int64_t k)
-{
-    const int64_t c = k * ACT_VEC;
-    return r >= p.rows || k >= p.chunks ? 0 : c + ACT_VEC <= p.h ? ACT_VEC : (int)(p.h - c);
-}
-
 /* Activation forward, y = v (YK 0: FP32, 1: BF16) or codes of v · scale with
  * amax (YK 2: E4M3, 3: E5M2).
  * Grid (gx, gy), grid-stride both ways; block ACT_THREADS as BY rows of BX =
  * 1 << bx_log2 threads. Thread (tx, ty) owns pieces k = blockIdx.x·BX + tx
  * (+ gx·BX ...) — columns 8k .. 8k+7 of v — of rows blockIdx.y·BY + ty
- * (+ gy·BY ...), U of them at a time (rows_walk): all their loads are
- * issued before the first is used (one piece's loads kept too few bytes in
- * flight). Thread 0 of block (0, 0) writes scale_inv. */
+ * (+ gy·BY ...), walked pieces first, U of them at a time: all their loads
+ * are issued before the first is used (a plain activation's one 16-byte load
+ * of BF16 x per piece kept too few bytes in flight). Thread 0 of block
+ * (0, 0) writes scale_inv. */
 template <int ACT, int XBF16, int YK>
-static __global__ void __launch_bounds__(ACT_THREADS, act_fwd_blocks(act_gated(ACT), XBF16))
-    act_fwd_kernel(act_rows_params p)
+static __global__ void __launch_bounds__(ACT_THREADS, ACT_FWD_BLOCKS) act_fwd_kernel(act_rows_params p)
 {
     constexpr int GATED = act_gated(ACT), FP8 = YK >= 2;
-    constexpr int U = act_fwd_unroll(XBF16);
+    constexpr int U = GATED ? 1 : ACT_UNROLL; /* a gated piece is two loads already */
     constexpr int XW = ACT_VEC * (XBF16 ? 2 : 4) / 4;
+    const int bx = 1 << p.bx_log2, by = ACT_THREADS >> p.bx_log2;
+    const int tx = threadIdx.x & (bx - 1), ty = threadIdx.x >> p.bx_log2;
     const float s = FP8 ? *p.scale : 1.0f;
     if (FP8 && p.scale_inv != NULL && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0)
         *p.scale_inv = 1.0f / s;
     const int64_t xpitch = GATED ? 2 * p.h : p.h;
-    const rows_walk w = rows_walk_make<GATED>(p);
+    const int64_t k0 = (int64_t)blockIdx.x * bx + tx, kstep = (int64_t)gridDim.x * bx;
+    const int64_t rstep = (int64_t)gridDim.y * by;
+    int64_t r = (int64_t)blockIdx.y * by + ty, k = k0;
+    if (k0 >= p.chunks) r = p.rows; /* no piece in any row */
 
     float amax = 0.0f;
-    for (int64_t k = w.k0; k < p.chunks; k += w.kstep + (U - 1) * w.dk) {
-        for (int64_t r = w.r0; r < p.rows; r += w.rstep + (U - 1) * w.dr) {
-            uint32_t wa[U][XW], wb[U][GATED ? XW : 1];
+    while (r < p.rows) {
+        int64_t ru[U], cu[U];
+        int nu[U]; /* elements of piece u: 0 past the last row */
+        uint32_t wa[U][XW], wb[U][GATED ? XW : 1];
 #pragma unroll
-            for (int u = 0; u < U; ++u) {
-                const int64_t ru = r + u * w.dr, ku = k + u * w.dk, xi = ru * xpitch + ku * ACT_VEC;
-                const int n = piece_n(p, ru, ku);
-                load_piece<XBF16, ACT_VEC>(wa[u], p.x, xi, n, p.w_x);
-                if constexpr (GATED) load_piece<XBF16, ACT_VEC>(wb[u], p.x, xi + p.h, n, p.w_x);
+        for (int u = 0; u < U; ++u) {
+            ru[u] = r;
+            cu[u] = k * ACT_VEC;
+            nu[u] = r >= p.rows ? 0 : cu[u] + ACT_VEC <= p.h ? ACT_VEC : (int)(p.h - cu[u]);
+            load_piece<XBF16, ACT_VEC>(wa[u], p.x, r * xpitch + cu[u], nu[u], p.w_x);
+            if constexpr (GATED) load_piece<XBF16, ACT_VEC>(wb[u], p.x, r * xpitch + p.h + cu[u], nu[u], p.w_x);
+            k += kstep;
+            if (k >= p.chunks) {
+                k = k0;
+                r += rstep;
             }
+        }
 #pragma unroll
-            for (int u = 0; u < U; ++u) {
-                const int64_t ru = r + u * w.dr, ku = k + u * w.dk;
-                const int n = piece_n(p, ru, ku);
-                if (n == 0) continue;
-                float a[ACT_VEC], v[ACT_VEC];
-                decode_piece<XBF16, ACT_VEC>(wa[u], a);
+        for (int u = 0; u < U; ++u) {
+            if (nu[u] == 0) continue;
+            float a[ACT_VEC], v[ACT_VEC];
+            decode_piece<XBF16, ACT_VEC>(wa[u], a);
 #pragma unroll
-                for (int j = 0; j < ACT_VEC; ++j) act_eval<ACT>(a[j], &v[j], NULL);
-                if constexpr (GATED) {
-                    float b[ACT_VEC];
-                    decode_piece<XBF16, ACT_VEC>(wb[u], b);
+            for (int j = 0; j < ACT_VEC; ++j) act_eval<ACT>(a[j], &v[j], NULL);
+            if constexpr (GATED) {
+                float b[ACT_VEC];
+                decode_piece<XBF16, ACT_VEC>(wb[u], b);
 #pragma unroll
-                    for (int j = 0; j < ACT_VEC; ++j) v[j] = v[j] * b[j];
-                }
-                const int64_t at = ru * p.h + ku * ACT_VEC;
-                if constexpr (FP8) {
+                for (int j = 0; j < ACT_VEC; ++j) v[j] = v[j] * b[j];
+            }
+            const int64_t at = ru[u] * p.h + cu[u];
+            if constexpr (FP8) {
 #pragma unroll
-                    for (int j = 0; j < ACT_VEC; ++j) amax = fmaxf(amax, fabsf(v[j]));
-                    store_codes<YK == 3, ACT_VEC>((uint8_t *)p.y, at, v, s, n, p.w_y);
-                } else {
-                    store_piece<ACT_VEC>(p.y, YK == 1, at, v, n, p.w_y);
-                }
+                for (int j = 0; j < ACT_VEC; ++j) amax = fmaxf(amax, fabsf(v[j]));
+                store_codes<YK == 3, ACT_VEC>((uint8_t *)p.y, at, v, s, nu[u], p.w_y);
+            } else {
+                store_piece<ACT_VEC>(p.y, YK == 1, at, v, nu[u], p.w_y);
             }
         }
     }
@@ -652,82 +597,69 @@ static __global__ void __launch_bounds__(ACT_THREADS, act_fwd_blocks(act_gated(A
 }
 
 /* Activation backward without transpose or dbias: d to dx (FP32/BF16) and/or
- * codes of d · scale to out, amax of d. Grid, block, ownership and walk as
- * act_fwd_kernel's, U pieces' loads (x, dy) issued before the first is used;
- * a gated thread's piece k gives d_a at columns 8k.. and d_b at h + 8k..
- * from one load of a, b and dy. Thread 0 of block (0, 0) writes scale_inv. */
+ * codes of d · scale to out, amax of d. Grid, block and ownership as
+ * act_fwd_kernel; a gated thread's piece k gives d_a at columns 8k.. and d_b
+ * at h + 8k.. from one load of a, b and dy. Thread 0 of block (0, 0) writes
+ * scale_inv. */
 template <int ACT, int XBF16, int DYBF16, int E5M2>
-static __global__ void __launch_bounds__(ACT_THREADS, act_bwd_blocks(act_gated(ACT), XBF16, DYBF16))
-    act_bwd_rows_kernel(act_rows_params p)
+static __global__ void __launch_bounds__(ACT_THREADS) act_bwd_rows_kernel(act_rows_params p)
 {
     constexpr int GATED = act_gated(ACT);
-    constexpr int U = act_bwd_unroll(GATED, XBF16, DYBF16);
     constexpr int XW = ACT_VEC * (XBF16 ? 2 : 4) / 4, DW = ACT_VEC * (DYBF16 ? 2 : 4) / 4;
+    const int bx = 1 << p.bx_log2, by = ACT_THREADS >> p.bx_log2;
+    const int tx = threadIdx.x & (bx - 1), ty = threadIdx.x >> p.bx_log2;
     const float s = p.scale != NULL ? *p.scale : 1.0f;
     if (p.scale_inv != NULL && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) *p.scale_inv = 1.0f / s;
     const int64_t xpitch = GATED ? 2 * p.h : p.h;
-    const rows_walk w = rows_walk_make<GATED>(p);
 
     float amax = 0.0f;
-    for (int64_t k = w.k0; k < p.chunks; k += w.kstep + (U - 1) * w.dk) {
-        for (int64_t r = w.r0; r < p.rows; r += w.rstep + (U - 1) * w.dr) {
-            uint32_t wa[U][XW], wb[U][GATED ? XW : 1], wd[U][DW];
+    for (int64_t r = (int64_t)blockIdx.y * by + ty; r < p.rows; r += (int64_t)gridDim.y * by) {
+        for (int64_t k = (int64_t)blockIdx.x * bx + tx; k < p.chunks; k += (int64_t)gridDim.x * bx) {
+            const int64_t c = k * ACT_VEC;
+            const int n = c + ACT_VEC <= p.h ? ACT_VEC : (int)(p.h - c);
+            uint32_t wa[XW], wb[GATED ? XW : 1], wd[DW];
+            load_piece<XBF16, ACT_VEC>(wa, p.x, r * xpitch + c, n, p.w_x);
+            if constexpr (GATED) load_piece<XBF16, ACT_VEC>(wb, p.x, r * xpitch + p.h + c, n, p.w_x);
+            load_piece<DYBF16, ACT_VEC>(wd, p.dy, r * p.h + c, n, p.w_dy);
+            float a[ACT_VEC], dy[ACT_VEC], d[ACT_VEC];
+            decode_piece<XBF16, ACT_VEC>(wa, a);
+            decode_piece<DYBF16, ACT_VEC>(wd, dy);
+            if constexpr (GATED) {
+                float b[ACT_VEC], db[ACT_VEC];
+                decode_piece<XBF16, ACT_VEC>(wb, b);
 #pragma unroll
-            for (int u = 0; u < U; ++u) {
-                const int64_t ru = r + u * w.dr, c = (k + u * w.dk) * ACT_VEC, xi = ru * xpitch + c;
-                const int n = piece_n(p, ru, k + u * w.dk);
-                load_piece<XBF16, ACT_VEC>(wa[u], p.x, xi, n, p.w_x);
-                if constexpr (GATED) load_piece<XBF16, ACT_VEC>(wb[u], p.x, xi + p.h, n, p.w_x);
-                load_piece<DYBF16, ACT_VEC>(wd[u], p.dy, ru * p.h + c, n, p.w_dy);
-            }
-#pragma unroll
-            for (int u = 0; u < U; ++u) {
-                const int64_t ru = r + u * w.dr, c = (k + u * w.dk) * ACT_VEC;
-                const int n = piece_n(p, ru, k + u * w.dk);
-                if (n == 0) continue;
-                const int64_t at = ru * xpitch + c; /* in x, dx and out: d_a here, d_b h after */
-                float a[ACT_VEC], dy[ACT_VEC], d[ACT_VEC];
-                decode_piece<XBF16, ACT_VEC>(wa[u], a);
-                decode_piece<DYBF16, ACT_VEC>(wd[u], dy);
-                if constexpr (GATED) {
-                    float b[ACT_VEC], db[ACT_VEC];
-                    decode_piece<XBF16, ACT_VEC>(wb[u], b);
-#pragma unroll
-                    for (int j = 0; j < ACT_VEC; ++j) {
-                        float f, g;
-                        act_eval<ACT>(a[j], &f, &g);
-                        d[j] = g * b[j] * dy[j];
-                        db[j] = f * dy[j];
-                        amax = fmaxf(amax, fmaxf(fabsf(d[j]), fabsf(db[j])));
-                    }
-                    if (p.y != NULL) store_piece<ACT_VEC>(p.y, p.y_bf16, at + p.h, db, n, p.w_y);
-                    if (p.out != NULL) store_codes<E5M2, ACT_VEC>(p.out, at + p.h, db, s, n, p.w_out);
-                } else {
-#pragma unroll
-                    for (int j = 0; j < ACT_VEC; ++j) {
-                        float g;
-                        act_eval<ACT>(a[j], NULL, &g);
-                        d[j] = g * dy[j];
-                        amax = fmaxf(amax, fabsf(d[j]));
-                    }
+                for (int j = 0; j < ACT_VEC; ++j) {
+                    float f, g;
+                    act_eval<ACT>(a[j], &f, &g);
+                    d[j] = g * b[j] * dy[j];
+                    db[j] = f * dy[j];
+                    amax = fmaxf(amax, fmaxf(fabsf(d[j]), fabsf(db[j])));
                 }
-                if (p.y != NULL) store_piece<ACT_VEC>(p.y, p.y_bf16, at, d, n, p.w_y);
-                if (p.out != NULL) store_codes<E5M2, ACT_VEC>(p.out, at, d, s, n, p.w_out);
+                if (p.y != NULL) store_piece<ACT_VEC>(p.y, p.y_bf16, r * xpitch + p.h + c, db, n, p.w_y);
+                if (p.out != NULL) store_codes<E5M2, ACT_VEC>(p.out, r * xpitch + p.h + c, db, s, n, p.w_out);
+            } else {
+#pragma unroll
+                for (int j = 0; j < ACT_VEC; ++j) {
+                    float g;
+                    act_eval<ACT>(a[j], NULL, &g);
+                    d[j] = g * dy[j];
+                    amax = fmaxf(amax, fabsf(d[j]));
+                }
             }
+            if (p.y != NULL) store_piece<ACT_VEC>(p.y, p.y_bf16, r * xpitch + c, d, n, p.w_y);
+            if (p.out != NULL) store_codes<E5M2, ACT_VEC>(p.out, r * xpitch + c, d, s, n, p.w_out);
         }
     }
     if (p.amax != NULL) block_amax_atomic<ACT_THREADS>(amax, p.amax);
 }
 
 #include "act_row_kernel.cuh" /* act_row_kernel: needs the helpers above */
-#include "act_rows_old.cuh"   /* the former rows kernels: a bench and test hook */
 
 /* ------------------------------------------------------------------------ */
 /* Launchers                                                                 */
 /* ------------------------------------------------------------------------ */
 
-/* ACT_OP_FWD_OLD, ACT_OP_BWD_ROWS_OLD: act_rows_old.cuh's kernels (BF16 x and dy) */
-enum { ACT_OP_FWD, ACT_OP_FWD_TILE, ACT_OP_BWD_ROWS, ACT_OP_BWD_TILE, ACT_OP_ROW, ACT_OP_FWD_OLD, ACT_OP_BWD_ROWS_OLD };
+enum { ACT_OP_FWD, ACT_OP_FWD_TILE, ACT_OP_BWD_ROWS, ACT_OP_BWD_TILE, ACT_OP_ROW };
 
 /* One launch: which kernel family, its dtypes and its parameters. */
 typedef struct act_job {
@@ -803,25 +735,6 @@ static void launch_bwd_rows(const act_job *j, cudaStream_t st)
         act_bwd_rows_kernel<ACT, XBF16, DYBF16, 0><<<j->grid, ACT_THREADS, 0, st>>>(j->rows);
 }
 
-/* act_rows_old.cuh's kernels: BF16 x (and dy) only. */
-template <int ACT>
-static void launch_rows_old(const act_job *j, cudaStream_t st)
-{
-    if (j->op == ACT_OP_BWD_ROWS_OLD) {
-        if (j->e5m2)
-            act_bwd_rows_old_kernel<ACT, 1, 1, 1><<<j->grid, ACT_THREADS, 0, st>>>(j->rows);
-        else
-            act_bwd_rows_old_kernel<ACT, 1, 1, 0><<<j->grid, ACT_THREADS, 0, st>>>(j->rows);
-        return;
-    }
-    switch (j->yk) {
-    case 0: act_fwd_old_kernel<ACT, 1, 0><<<j->grid, ACT_THREADS, 0, st>>>(j->rows); break;
-    case 1: act_fwd_old_kernel<ACT, 1, 1><<<j->grid, ACT_THREADS, 0, st>>>(j->rows); break;
-    case 2: act_fwd_old_kernel<ACT, 1, 2><<<j->grid, ACT_THREADS, 0, st>>>(j->rows); break;
-    default: act_fwd_old_kernel<ACT, 1, 3><<<j->grid, ACT_THREADS, 0, st>>>(j->rows); break;
-    }
-}
-
 template <int ACT, int XBF16>
 static void launch_fwd(const act_job *j, cudaStream_t st)
 {
@@ -882,11 +795,6 @@ static f8_status act_run(f8_ctx *ctx, act_job *j)
         xb ? launch_fwd<ACT, 1>(j, st) : launch_fwd<ACT, 0>(j, st);
         F8I_COUNT_LAUNCHES(ctx, 1);
         return f8i_cuda_launch_check(ctx, "act_fwd_kernel");
-    case ACT_OP_FWD_OLD:
-    case ACT_OP_BWD_ROWS_OLD:
-        launch_rows_old<ACT>(j, st);
-        F8I_COUNT_LAUNCHES(ctx, 1);
-        return f8i_cuda_launch_check(ctx, "act_rows_old.cuh");
     case ACT_OP_ROW:
         F8I_TRY(launch_row_any<ACT>(ctx, j, st));
         F8I_COUNT_LAUNCHES(ctx, 1);

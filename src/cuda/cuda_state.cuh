@@ -27,7 +27,6 @@ typedef struct f8i_cuda_state {
     f8i_gemm_cache *gemm;      /* the GEMM op: cuBLASLt handle and its workspace */
     int gemm_block_force_fallback; /* test hook (f8i_cuda_gemm_block_force_fallback) */
     int gemm_block_last_path;  /* test hook: 0 none yet, 1 fallback kernel, 2 cuBLASLt */
-    int act_rows_old;          /* test hook (f8i_cuda_act_rows_old) */
     const void *smem_done[F8I_SMEM_OPTINS]; /* kernels already opted in (f8i_cuda_smem_optin) */
     unsigned int *amax_ticket; /* (1) device, 0 between launches: amax_scale.cu's last-block ticket */
     float *amax_partials;      /* (F8I_AMAX_MAX_BLOCKS) device: its per-block partial amaxes */
