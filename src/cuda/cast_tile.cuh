@@ -253,16 +253,7 @@ static __global__ void __launch_bounds__(CAST_THREADS, FULL ? CAST_FULL_MIN_BLOC
                 }
             }
         }
-        if (FULL || p.out_t != NULL) {
-#pragma unroll
-            for (int k = 0; k < VEC / 4; ++k) {
-                const uint32_t rw[4] = {code[0][k], code[1][k], code[2][k], code[3][k]};
-                uint32_t cw[4];
-                transpose_4x4_bytes(rw, cw);
-#pragma unroll
-                for (int i = 0; i < 4; ++i) tile_t[tx * VEC + 4 * k + i][m * (TILE_ROWS / 8) + ty] = cw[i];
-            }
-        }
+        if (FULL || p.out_t != NULL) park_codes_t<VEC>(code, tile_t, tx * VEC, m * (TILE_ROWS / 8) + ty);
     }
     if (DBIAS) {
 #pragma unroll

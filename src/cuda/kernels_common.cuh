@@ -133,6 +133,25 @@ static __device__ __forceinline__ void transpose_4x4_bytes(const uint32_t r[4], 
     c[3] = __byte_perm(hi01, hi23, 0x7632);
 }
 
+/* A thread's 4 rows of VEC codes (code[r][k]: row r's codes 4k .. 4k + 3,
+ * byte j code 4k + j) parked in a column-major shared tile: column
+ * col0 + 4k + i gets, at word `word`, its codes of the 4 rows (byte r row
+ * r). The tile kernels' transposed store (cast_tile.cuh, the row-wise
+ * codes pass). */
+template <int VEC, typename Tile>
+static __device__ __forceinline__ void park_codes_t(const uint32_t (&code)[4][VEC / 4], Tile &tile_t, int col0,
+                                                    int word)
+{
+#pragma unroll
+    for (int k = 0; k < VEC / 4; ++k) {
+        const uint32_t rw[4] = {code[0][k], code[1][k], code[2][k], code[3][k]};
+        uint32_t cw[4];
+        transpose_4x4_bytes(rw, cw);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) tile_t[col0 + 4 * k + i][word] = cw[i];
+    }
+}
+
 /* Two FP8 codes (lo in the low byte), satfinite round-to-nearest-even. */
 template <int E5M2>
 static __device__ __forceinline__ uint32_t fp8x2(float lo, float hi)

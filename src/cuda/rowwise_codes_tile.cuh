@@ -70,14 +70,7 @@ static __global__ void __launch_bounds__(RW_THREADS, 4) rwt_codes_tile_kernel(f8
 #pragma unroll
                 for (int j = 0; j < VEC; ++j) code_stats<E5M2>(v[j], s[j], (code[r][j / 4] >> (8 * (j % 4))) & 0xFFu, sat, flushed);
         }
-#pragma unroll
-        for (int k = 0; k < VEC / 4; ++k) {
-            const uint32_t rw[4] = {code[0][k], code[1][k], code[2][k], code[3][k]};
-            uint32_t cw[4];
-            transpose_4x4_bytes(rw, cw);
-#pragma unroll
-            for (int i = 0; i < 4; ++i) tile_t[tx * VEC + 4 * k + i][m * (RWTT_ROWS / 8) + ty] = cw[i];
-        }
+        park_codes_t<VEC>(code, tile_t, tx * VEC, m * (RWTT_ROWS / 8) + ty);
     }
     __syncthreads();
     uint8_t *const dst = p.out_t + col0 * p.rows + row0;
