@@ -216,6 +216,14 @@ static __device__ __forceinline__ void store_t(T *p, int64_t i, float v)
         p[i] = v;
 }
 
+/* The same for an untyped array: BF16 bits when BF16, else FP32. */
+template <int BF16>
+static __device__ __forceinline__ float load_elem(const void *src, int64_t i)
+{
+    if (BF16) return f8i_bf16_to_float(((const uint16_t *)src)[i]);
+    return ((const float *)src)[i];
+}
+
 /* Block-wide fmaxf of `a`, then one atomicMax of its bits into *amax (valid
  * for non-negative floats, +inf included). Every thread of the 1-D block of
  * THREADS threads calls it. */
