@@ -36,13 +36,6 @@ static __device__ __forceinline__ float block_max(float a, float *warp_max)
     return m;
 }
 
-template <int BF16>
-static __device__ __forceinline__ float load_elem(const void *src, int64_t i)
-{
-    if (BF16) return f8i_bf16_to_float(((const uint16_t *)src)[i]);
-    return ((const float *)src)[i];
-}
-
 /* Grid: at most F8I_AMAX_MAX_BLOCKS blocks, grid-stride; block AMAX_THREADS.
  * A thread owns the 16-byte pieces first, first + stride, ... below nvec
  * (nvec 0 when src is not 16-byte aligned), then the tail elements

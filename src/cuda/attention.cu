@@ -40,26 +40,7 @@
 /* Device helpers                                                            */
 /* ------------------------------------------------------------------------ */
 
-/* T is float (FP32) or uint16_t (BF16 bits). */
-template <typename T>
-static __device__ __forceinline__ float load_t(const T *p, int64_t i)
-{
-    if constexpr (sizeof(T) == 2)
-        return f8i_bf16_to_float(p[i]);
-    else
-        return p[i];
-}
-
-template <typename T>
-static __device__ __forceinline__ void store_t(T *p, int64_t i, float v)
-{
-    if constexpr (sizeof(T) == 2)
-        p[i] = f8i_bf16_from_float(v);
-    else
-        p[i] = v;
-}
-
-/* v as T would store it. */
+/* v as T would store it (T: float or uint16_t, as load_t, kernels_common.cuh). */
 template <typename T>
 static __device__ __forceinline__ float round_t(float v)
 {

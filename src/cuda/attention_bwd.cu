@@ -145,13 +145,8 @@ static __global__ void __launch_bounds__(BWD_THREADS, 8 / BWD_NW) dq_kernel(att_
                 ldsm_x4(da, addr_a<HD>(sdo, wr, kk, lane));
 #pragma unroll
                 for (int np = 0; np < DQ_BC / 16; np++) {
-                    uint32_t bf[4];
-                    ldsm_x4(bf, addr_bn<HD>(kt, 16 * np, kk, lane));
-                    mma_bf16(s[2 * np], qa, bf[0], bf[1]);
-                    mma_bf16(s[2 * np + 1], qa, bf[2], bf[3]);
-                    ldsm_x4(bf, addr_bn<HD>(vt, 16 * np, kk, lane));
-                    mma_bf16(dp[2 * np], da, bf[0], bf[1]);
-                    mma_bf16(dp[2 * np + 1], da, bf[2], bf[3]);
+                    mma_bn<HD>(s, np, qa, kt, kk, lane);
+                    mma_bn<HD>(dp, np, da, vt, kk, lane);
                 }
             }
             const bool diag = k0 + DQ_BC - 1 > r0;
@@ -165,16 +160,10 @@ static __global__ void __launch_bounds__(BWD_THREADS, 8 / BWD_NW) dq_kernel(att_
                 }
 #pragma unroll
             for (int kk = 0; kk < DQ_BC / 16; kk++) {
-                const uint32_t da[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]), pack_bf16(s[2 * kk][2], s[2 * kk][3]),
-                                        pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                                        pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+                uint32_t da[4];
+                pack_a(da, s, kk);
 #pragma unroll
-                for (int np = 0; np < HD / 16; np++) {
-                    uint32_t bf[4];
-                    ldsm_x4_t(bf, addr_bk<HD>(kt, 16 * kk, np, lane));
-                    mma_bf16(dq[2 * np], da, bf[0], bf[1]);
-                    mma_bf16(dq[2 * np + 1], da, bf[2], bf[3]);
-                }
+                for (int np = 0; np < HD / 16; np++) mma_bk<HD>(dq, np, da, kt, kk, lane);
             }
         }
     }
@@ -273,13 +262,8 @@ static __global__ void __launch_bounds__(BWD_THREADS, 8 / BWD_NW) dkv_kernel(att
                     ldsm_x4(va, addr_a<HD>(sv, wr, kk, lane));
 #pragma unroll
                     for (int np = 0; np < BR / 16; np++) {
-                        uint32_t bf[4];
-                        ldsm_x4(bf, addr_bn<HD>(qt, 16 * np, kk, lane));
-                        mma_bf16(s[2 * np], ka, bf[0], bf[1]);
-                        mma_bf16(s[2 * np + 1], ka, bf[2], bf[3]);
-                        ldsm_x4(bf, addr_bn<HD>(dot, 16 * np, kk, lane));
-                        mma_bf16(dp[2 * np], va, bf[0], bf[1]);
-                        mma_bf16(dp[2 * np + 1], va, bf[2], bf[3]);
+                        mma_bn<HD>(s, np, ka, qt, kk, lane);
+                        mma_bn<HD>(dp, np, va, dot, kk, lane);
                     }
                 }
                 const bool diag = q0 < kw + 15; /* some query of the block precedes some key of the warp */
@@ -296,21 +280,13 @@ static __global__ void __launch_bounds__(BWD_THREADS, 8 / BWD_NW) dkv_kernel(att
                 }
 #pragma unroll
                 for (int kk = 0; kk < BR / 16; kk++) {
-                    const uint32_t pa[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]), pack_bf16(s[2 * kk][2], s[2 * kk][3]),
-                                            pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                                            pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-                    const uint32_t sa[4] = {pack_bf16(dp[2 * kk][0], dp[2 * kk][1]), pack_bf16(dp[2 * kk][2], dp[2 * kk][3]),
-                                            pack_bf16(dp[2 * kk + 1][0], dp[2 * kk + 1][1]),
-                                            pack_bf16(dp[2 * kk + 1][2], dp[2 * kk + 1][3])};
+                    uint32_t pa[4], sa[4];
+                    pack_a(pa, s, kk);
+                    pack_a(sa, dp, kk);
 #pragma unroll
                     for (int np = 0; np < HD / 16; np++) {
-                        uint32_t bf[4];
-                        ldsm_x4_t(bf, addr_bk<HD>(dot, 16 * kk, np, lane));
-                        mma_bf16(dv[2 * np], pa, bf[0], bf[1]);
-                        mma_bf16(dv[2 * np + 1], pa, bf[2], bf[3]);
-                        ldsm_x4_t(bf, addr_bk<HD>(qt, 16 * kk, np, lane));
-                        mma_bf16(dk[2 * np], sa, bf[0], bf[1]);
-                        mma_bf16(dk[2 * np + 1], sa, bf[2], bf[3]);
+                        mma_bk<HD>(dv, np, pa, dot, kk, lane);
+                        mma_bk<HD>(dk, np, sa, qt, kk, lane);
                     }
                 }
             }

@@ -174,6 +174,39 @@ static __device__ __forceinline__ uint32_t addr_bk(uint32_t base, int r0, int kk
     return base + swz<HD>(r0 + (lane & 7) + (((lane >> 3) & 1) << 3), 2 * kk + (lane >> 4));
 }
 
+/* acc[2j], acc[2j + 1] += a·B, B the k-block kk × n-block j (16 × 16) of a
+ * K-like tile (n-tiles 16j and 16j + 8 of the product). */
+template <int HD, int N>
+static __device__ __forceinline__ void mma_bn(float (&acc)[N][4], int j, const uint32_t (&a)[4], uint32_t tile, int kk,
+                                              int lane)
+{
+    uint32_t bf[4];
+    ldsm_x4(bf, addr_bn<HD>(tile, 16 * j, kk, lane));
+    mma_bf16(acc[2 * j], a, bf[0], bf[1]);
+    mma_bf16(acc[2 * j + 1], a, bf[2], bf[3]);
+}
+/* The same with B from a V-like tile (tile rows 16kk.. are B's k). */
+template <int HD, int N>
+static __device__ __forceinline__ void mma_bk(float (&acc)[N][4], int j, const uint32_t (&a)[4], uint32_t tile, int kk,
+                                              int lane)
+{
+    uint32_t bf[4];
+    ldsm_x4_t(bf, addr_bk<HD>(tile, 16 * kk, j, lane));
+    mma_bf16(acc[2 * j], a, bf[0], bf[1]);
+    mma_bf16(acc[2 * j + 1], a, bf[2], bf[3]);
+}
+
+/* The A fragment of columns 16kk..16kk + 15 of a warp's scores: their C
+ * fragments c[2kk], c[2kk + 1] packed to BF16 (the design note). */
+template <int N>
+static __device__ __forceinline__ void pack_a(uint32_t (&a)[4], const float (&c)[N][4], int kk)
+{
+    a[0] = pack_bf16(c[2 * kk][0], c[2 * kk][1]);
+    a[1] = pack_bf16(c[2 * kk][2], c[2 * kk][3]);
+    a[2] = pack_bf16(c[2 * kk + 1][0], c[2 * kk + 1][1]);
+    a[3] = pack_bf16(c[2 * kk + 1][2], c[2 * kk + 1][3]);
+}
+
 /* ROWS rows of a head (row r at g + r·ld, HD BF16 each) from row row0 into a
  * swizzled tile, asynchronously; rows >= seq are zero-filled. All THREADS
  * threads of the block call it; thread x moves chunks x, x + THREADS, .... */

@@ -102,12 +102,7 @@ static __global__ void __launch_bounds__(FWD_THREADS, fwd_smem<HD>::MIN_BLOCKS) 
 #pragma unroll
             for (int kk = 0; kk < HD / 16; kk++) {
 #pragma unroll
-                for (int np = 0; np < FWD_BC / 16; np++) {
-                    uint32_t bf[4];
-                    ldsm_x4(bf, addr_bn<HD>(kt, 16 * np, kk, lane));
-                    mma_bf16(s[2 * np], qf[kk], bf[0], bf[1]);
-                    mma_bf16(s[2 * np + 1], qf[kk], bf[2], bf[3]);
-                }
+                for (int np = 0; np < FWD_BC / 16; np++) mma_bn<HD>(s, np, qf[kk], kt, kk, lane);
             }
             if (k0 + FWD_BC - 1 > r0) { /* the diagonal: key > row is masked */
 #pragma unroll
@@ -148,16 +143,10 @@ static __global__ void __launch_bounds__(FWD_THREADS, fwd_smem<HD>::MIN_BLOCKS) 
             /* o += dt(p)·v, 16 keys per step */
 #pragma unroll
             for (int kk = 0; kk < FWD_BC / 16; kk++) {
-                const uint32_t pa[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]), pack_bf16(s[2 * kk][2], s[2 * kk][3]),
-                                        pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                                        pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+                uint32_t pa[4];
+                pack_a(pa, s, kk);
 #pragma unroll
-                for (int np = 0; np < HD / 16; np++) {
-                    uint32_t bf[4];
-                    ldsm_x4_t(bf, addr_bk<HD>(vt, 16 * kk, np, lane));
-                    mma_bf16(o[2 * np], pa, bf[0], bf[1]);
-                    mma_bf16(o[2 * np + 1], pa, bf[2], bf[3]);
-                }
+                for (int np = 0; np < HD / 16; np++) mma_bk<HD>(o, np, pa, vt, kk, lane);
             }
         }
     }

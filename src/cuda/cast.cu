@@ -49,13 +49,6 @@ struct cast_src {
 /* Device helpers                                                            */
 /* ------------------------------------------------------------------------ */
 
-template <int BF16>
-static __device__ __forceinline__ float load_elem(const void *src, int64_t i)
-{
-    if (BF16) return f8i_bf16_to_float(((const uint16_t *)src)[i]);
-    return ((const float *)src)[i];
-}
-
 /* The row piece at (row, col) of a tile edge: elements inside the tensor are
  * loaded one by one, the rest are +0 (no effect on amax or sums). */
 template <int BF16>

@@ -196,6 +196,34 @@ static __device__ __forceinline__ uint32_t bf16x2(float lo, float hi)
     return r;
 }
 
+/* Element i of p as FP32, and v stored there (round to nearest even): T is
+ * float (FP32) or uint16_t (BF16 bits). */
+template <typename T>
+static __device__ __forceinline__ float load_t(const T *p, int64_t i)
+{
+    if constexpr (sizeof(T) == 2)
+        return f8i_bf16_to_float(p[i]);
+    else
+        return p[i];
+}
+
+template <typename T>
+static __device__ __forceinline__ void store_t(T *p, int64_t i, float v)
+{
+    if constexpr (sizeof(T) == 2)
+        p[i] = f8i_bf16_from_float(v);
+    else
+        p[i] = v;
+}
+
+/* The same for an untyped array: BF16 bits when BF16, else FP32. */
+template <int BF16>
+static __device__ __forceinline__ float load_elem(const void *src, int64_t i)
+{
+    if (BF16) return f8i_bf16_to_float(((const uint16_t *)src)[i]);
+    return ((const float *)src)[i];
+}
+
 /* Block-wide fmaxf of `a`, then one atomicMax of its bits into *amax (valid
  * for non-negative floats, +inf included). Every thread of the 1-D block of
  * THREADS threads calls it. */

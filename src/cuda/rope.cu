@@ -33,24 +33,6 @@
 #define ROPE_LANES 8 /* threads of rope_vec_kernel across a row's heads */
 
 template <typename T>
-static __device__ __forceinline__ float rope_load(const T *p, int64_t i)
-{
-    if constexpr (sizeof(T) == 2)
-        return f8i_bf16_to_float(p[i]);
-    else
-        return p[i];
-}
-
-template <typename T>
-static __device__ __forceinline__ void rope_store(T *p, int64_t i, float v)
-{
-    if constexpr (sizeof(T) == 2)
-        p[i] = f8i_bf16_from_float(v);
-    else
-        p[i] = v;
-}
-
-template <typename T>
 static __global__ void __launch_bounds__(ROPE_THREADS) rope_kernel(f8i_rope_args a, T *x)
 {
     const int64_t half = a.head_dim / 2, heads = a.n_head + a.n_kv_head;
@@ -60,9 +42,9 @@ static __global__ void __launch_bounds__(ROPE_THREADS) rope_kernel(f8i_rope_args
         const int64_t d = i % half, rh = i / half, h = rh % heads, t = rh / heads, p = t % a.seq;
         const float c = cos_t[p * half + d], s = a.inverse ? -sin_t[p * half + d] : sin_t[p * half + d];
         const int64_t o = t * ld + h * a.head_dim + d;
-        const float x1 = rope_load(x, o), x2 = rope_load(x, o + half);
-        rope_store(x, o, __fsub_rn(__fmul_rn(x1, c), __fmul_rn(x2, s)));
-        rope_store(x, o + half, __fadd_rn(__fmul_rn(x2, c), __fmul_rn(x1, s)));
+        const float x1 = load_t(x, o), x2 = load_t(x, o + half);
+        store_t(x, o, __fsub_rn(__fmul_rn(x1, c), __fmul_rn(x2, s)));
+        store_t(x, o + half, __fadd_rn(__fmul_rn(x2, c), __fmul_rn(x1, s)));
     }
 }
 
