@@ -411,8 +411,6 @@ f8_tensor dp_masters(const dp *d) { return f8_tensor_make(d->master, F8_DTYPE_FP
 
 /* ---- checkpoints ------------------------------------------------------------ */
 
-static const char *const SCALARS[3] = {"step", "lr", "grad_norm"};
-
 /* One stream of the optimizer state as the checkpoint holds it: a moment
  * (one value per element, in the moments' form), a per-block scale_inv of
  * FP8 moments (one per F8_ADAMW_FP8_BLOCK elements), or the FP8 weights'
@@ -496,12 +494,7 @@ f8_status dp_checkpoint_add(dp *d, f8_checkpoint *ck, const char *prefix)
                                          host + (size_t)(q->off / s->block) * e, (size_t)count * e);
         }
     }
-    for (int k = 0; k < 3 && st == F8_OK; k++) { /* the same on every rank */
-        snprintf(name, sizeof name, "shard.%s", SCALARS[k]);
-        const f8_ck_entry *e = f8_checkpoint_find_entry(mine, name);
-        snprintf(name, sizeof name, "%s.%s", prefix, SCALARS[k]);
-        st = e ? f8_checkpoint_put_entry(ck, name, e->dtype, e->ndim, e->shape, e->data, e->bytes) : F8_ERR_STATE;
-    }
+    if (st == F8_OK) st = param_optimizer_scalars_copy(mine, "shard", ck, prefix, NULL, 0); /* the same on every rank */
     snprintf(name, sizeof name, "%s.moments", prefix); /* as f8_checkpoint_add_adamw records it */
     if (st == F8_OK) st = f8_checkpoint_set_metadata(ck, name, f8_adamw_moments_name(d->moments));
     f8_checkpoint_destroy(mine);
@@ -556,13 +549,7 @@ f8_status dp_checkpoint_restore(dp *d, const f8_checkpoint *ck, const char *pref
             st = f8_checkpoint_put_entry(mine, shard, s->ck, s->block > 1 ? 1 : 2, s->block > 1 ? &count : shape,
                                          e->data + (size_t)((pc->lo - q->off) / s->block) * el, (size_t)count * el);
         }
-    for (int k = 0; k < 3 && st == F8_OK; k++) {
-        snprintf(name, sizeof name, "%s.%s", prefix, SCALARS[k]);
-        const f8_ck_entry *e = f8_checkpoint_find_entry(ck, name);
-        snprintf(shard, sizeof shard, "shard.%s", SCALARS[k]);
-        st = e ? f8_checkpoint_put_entry(mine, shard, e->dtype, e->ndim, e->shape, e->data, e->bytes)
-               : train_fail(err, n, F8_ERR_SHAPE, "optimizer state: no \"%s\"", name);
-    }
+    if (st == F8_OK) st = param_optimizer_scalars_copy(ck, prefix, mine, "shard", err, n);
     if (st == F8_OK) st = f8_checkpoint_set_metadata(mine, "shard.moments", want);
     /* a checkpoint of a larger model: one more parameter than this one has */
     snprintf(name, sizeof name, "%s.m.%d", prefix, d->n_params);

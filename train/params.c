@@ -202,3 +202,18 @@ f8_status param_checkpoint_restore(const param_table *t, const f8_checkpoint *ck
     }
     return F8_OK;
 }
+
+f8_status param_optimizer_scalars_copy(const f8_checkpoint *src, const char *from, f8_checkpoint *dst, const char *to,
+                                       char *err, size_t n)
+{
+    static const char *const scalars[3] = {"step", "lr", "grad_norm"};
+    char have[256], want[256];
+    for (int k = 0; k < 3; k++) {
+        snprintf(have, sizeof have, "%s.%s", from, scalars[k]);
+        const f8_ck_entry *e = f8_checkpoint_find_entry(src, have);
+        if (!e) return err ? train_fail(err, n, F8_ERR_SHAPE, "optimizer state: no \"%s\"", have) : F8_ERR_STATE;
+        snprintf(want, sizeof want, "%s.%s", to, scalars[k]);
+        TRY(f8_checkpoint_put_entry(dst, want, e->dtype, e->ndim, e->shape, e->data, e->bytes));
+    }
+    return F8_OK;
+}

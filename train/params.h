@@ -109,4 +109,13 @@ f8_status param_grad_of(const param_table *t, f8_module *module, f8_param which,
 f8_status param_checkpoint_add(const param_table *t, f8_checkpoint *ck);
 f8_status param_checkpoint_restore(const param_table *t, const f8_checkpoint *ck);
 
+/* AdamW's scalars (step, lr, grad_norm, as f8_checkpoint_add_adamw names
+ * them) copied from src's "<from>.<scalar>" to dst's "<to>.<scalar>": how
+ * dp.c and tp.c move them between the one-rank layout and a rank's own. One
+ * missing from src: with err, F8_ERR_SHAPE and the message naming it (a
+ * checkpoint the run cannot resume from); err NULL, F8_ERR_STATE (a rank's
+ * own record, which has them). */
+f8_status param_optimizer_scalars_copy(const f8_checkpoint *src, const char *from, f8_checkpoint *dst, const char *to,
+                                       char *err, size_t n);
+
 #endif /* F8_TRAIN_PARAMS_H */

@@ -373,8 +373,6 @@ f8_status tp_checkpoint_restore(gpt *m, const f8_checkpoint *ck)
 /* Sharded: the entry; NULL for a replicated parameter (rank 0 keeps its state). */
 static const model_param *sharded(const model_param *p) { return p->flags & PARAM_TP_SHARDED ? p : NULL; }
 
-static const char *const OPT_SCALARS[3] = {"step", "lr", "grad_norm"};
-
 /* The element dtype of moments stored as ck dtype t (FP32 or BF16: the forms
  * TP takes; FP8 moments' per-block scales do not split along a shard). */
 static int moment_dtype(f8_ck_dtype t, f8_dtype *d)
@@ -415,12 +413,7 @@ f8_status tp_optimizer_add(gpt *m, const f8_checkpoint *tmp, f8_checkpoint *ck, 
         }
         li++;
     }
-    for (int k = 0; k < 3 && st == F8_OK; k++) {
-        snprintf(name, sizeof name, "local.%s", OPT_SCALARS[k]);
-        const f8_ck_entry *e = f8_checkpoint_find_entry(tmp, name);
-        snprintf(name, sizeof name, "%s.%s", prefix, OPT_SCALARS[k]);
-        st = e ? f8_checkpoint_put_entry(ck, name, e->dtype, e->ndim, e->shape, e->data, e->bytes) : F8_ERR_STATE;
-    }
+    if (st == F8_OK) st = param_optimizer_scalars_copy(tmp, "local", ck, prefix, NULL, 0);
     const char *form = f8_checkpoint_metadata(tmp, "local.moments"); /* the moments' form, as dp.c records it */
     snprintf(name, sizeof name, "%s.moments", prefix);
     if (st == F8_OK && form) st = f8_checkpoint_set_metadata(ck, name, form);
@@ -466,13 +459,7 @@ f8_status tp_optimizer_restore(gpt *m, const f8_checkpoint *ck, const char *pref
     snprintf(name, sizeof name, "%s.m.%d", prefix, l->n);
     if (st == F8_OK && f8_checkpoint_find_entry(ck, name))
         st = train_fail(err, n, F8_ERR_SHAPE, "optimizer state: \"%s\": more parameters than the model has", name);
-    for (int k = 0; k < 3 && st == F8_OK; k++) {
-        snprintf(name, sizeof name, "%s.%s", prefix, OPT_SCALARS[k]);
-        const f8_ck_entry *e = f8_checkpoint_find_entry(ck, name);
-        snprintf(local, sizeof local, "local.%s", OPT_SCALARS[k]);
-        st = e ? f8_checkpoint_put_entry(tmp, local, e->dtype, e->ndim, e->shape, e->data, e->bytes)
-               : train_fail(err, n, F8_ERR_SHAPE, "optimizer state: no \"%s\"", name);
-    }
+    if (st == F8_OK) st = param_optimizer_scalars_copy(ck, prefix, tmp, "local", err, n);
     if (st == F8_OK && form) st = f8_checkpoint_set_metadata(tmp, "local.moments", form);
     return st;
 }

@@ -113,6 +113,16 @@ static f8_status snapshot(trainer *t, f8_checkpoint **ck)
     return st;
 }
 
+/* One step recorded into t->graph; a failure of the step's work wins over
+ * the end's (f8_graph_end still runs, so a capture is never left open). */
+static f8_status record_step(trainer *t)
+{
+    TRY(f8_graph_begin(t->ctx));
+    f8_status work = step_work(t);
+    f8_status st = f8_graph_end(t->ctx, &t->graph);
+    return work != F8_OK ? work : st;
+}
+
 /* The capture's warm-up builds the plans and lazy buffers of the step's
  * kernels before they are recorded. One rank without telemetry warms up with
  * the forward and backward of the step's first microbatch alone: every
@@ -128,14 +138,8 @@ static f8_status snapshot(trainer *t, f8_checkpoint **ck)
 static f8_status capture(trainer *t)
 {
     if (!t->dp && !t->m.tp && !t->fw && !f8_ctx_telemetry_enabled(t->ctx)) {
-        f8_status st = microbatches(t, 1);
-        if (st == F8_OK) st = f8_graph_begin(t->ctx);
-        if (st == F8_OK) {
-            f8_status work = step_work(t);
-            st = f8_graph_end(t->ctx, &t->graph);
-            if (work != F8_OK) st = work;
-        }
-        return st;
+        TRY(microbatches(t, 1));
+        return record_step(t);
     }
     f8_checkpoint *ck = NULL;
     f8_status st = snapshot(t, &ck);
@@ -146,12 +150,7 @@ static f8_status capture(trainer *t)
     f8_tensor v = masters(t);
     if (st == F8_OK && v.cols) st = f8_checkpoint_read_tensor(ck, "masters", &v);
     f8_checkpoint_destroy(ck);
-    if (st == F8_OK) st = f8_graph_begin(t->ctx);
-    if (st == F8_OK) {
-        f8_status work = step_work(t);
-        st = f8_graph_end(t->ctx, &t->graph);
-        if (work != F8_OK) st = work;
-    }
+    if (st == F8_OK) st = record_step(t);
     return st;
 }
 

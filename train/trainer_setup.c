@@ -208,6 +208,19 @@ static f8_adamw_moments moments_of(const char *word)
                                              : F8_ADAMW_MOMENTS_FP32;
 }
 
+/* An OPT_BLOCKS option's value (options.h) as a block count: on is every
+ * one of the model's layers. */
+static int blocks_of(int value, int64_t layers) { return value == TRAIN_RECOMPUTE_ALL ? (int)layers : value; }
+
+/* st, or (st F8_OK) the error of option opt asking for more blocks than the
+ * model's layers; the first error of trainer_create is the one it reports. */
+static f8_status blocks_check(f8_status st, const char *opt, int blocks, int64_t layers, char *err, size_t n)
+{
+    if (st != F8_OK || blocks <= layers) return st;
+    snprintf(err, n, "%s %d: the model has %lld blocks (on = all of them)", opt, blocks, (long long)layers);
+    return F8_ERR_INVALID_ARGUMENT;
+}
+
 /* The run's memory plan (memplan.h), before the model is made; refused when
  * it exceeds --memory-limit or, on CUDA, the GPU's free memory. */
 static f8_status plan_memory(trainer *t, const gpt_config *c, int cuda, char *err, size_t n)
@@ -334,22 +347,13 @@ f8_status trainer_create(const train_options *opt, trainer **out, char *err, siz
         c.fp8_head = t->o.fp8_head;
         c.fp8_weights = t->o.fp8_weights;
         c.recompute_norm = t->o.recompute_norm;
-        c.recompute_blocks = t->o.recompute_blocks == TRAIN_RECOMPUTE_ALL ? (int)c.layers : t->o.recompute_blocks;
-        if (st == F8_OK && c.recompute_blocks > c.layers) {
-            snprintf(err, n, "--recompute-blocks %d: the model has %lld blocks (on = all of them)",
-                     c.recompute_blocks, (long long)c.layers);
-            st = F8_ERR_INVALID_ARGUMENT;
-        }
+        c.recompute_blocks = blocks_of(t->o.recompute_blocks, c.layers);
+        st = blocks_check(st, "--recompute-blocks", c.recompute_blocks, c.layers, err, n);
         c.fp8_attention = t->o.fp8_attention;
         c.fp8_attention_backward = t->o.fp8_attention_backward;
         c.recompute_act = t->o.recompute_act;
-        c.wt_per_call = t->o.weight_transpose_per_call == TRAIN_RECOMPUTE_ALL ? (int)c.layers
-                                                                              : t->o.weight_transpose_per_call;
-        if (st == F8_OK && c.wt_per_call > c.layers) {
-            snprintf(err, n, "--weight-transpose-per-call %d: the model has %lld blocks (on = all of them)",
-                     c.wt_per_call, (long long)c.layers);
-            st = F8_ERR_INVALID_ARGUMENT;
-        }
+        c.wt_per_call = blocks_of(t->o.weight_transpose_per_call, c.layers);
+        st = blocks_check(st, "--weight-transpose-per-call", c.wt_per_call, c.layers, err, n);
         c.recompute_proj = t->o.recompute_proj_input;
         c.head_chunk = t->o.head_chunk;
         c.llama = t->o.llama; /* the Llama family (llama.h) */

@@ -95,6 +95,11 @@ float *f8i_slot_amax(f8_ctx *ctx, f8_slot slot);
 float *f8i_slot_scale(f8_ctx *ctx, f8_slot slot);
 int f8i_slot_valid(const f8_ctx *ctx, f8_slot slot);
 
+/* The magnitude a scale maps amax to for codes of out_dtype: its largest
+ * finite value times 2^-recipe.margin. One definition, so every cast, scale
+ * update and oracle aims at the same target. */
+float f8i_scaled_max(const f8_ctx *ctx, f8_dtype out_dtype);
+
 /* 1 when every cast of the ctx takes its scale from its own tensor
  * (F8_RECIPE_CURRENT). */
 static inline int f8i_recipe_current(const f8_ctx *ctx) { return ctx->recipe.kind == F8_RECIPE_CURRENT; }

@@ -120,19 +120,26 @@ f8_status f8i_qtensor_reserve_scales(f8_qtensor *q, f8i_scaling_mode mode)
     return f8i_op_fill_f32(q->ctx, q->bsinv, 1.0f, off + gt);
 }
 
+/* t, the high-precision side of a quantize or dequantize of q: FP32 or BF16
+ * and q's shape. what names it in errors ("f8_qtensor_quantize: src"). */
+static f8_status check_hp_side(const f8_qtensor *q, const f8_tensor *t, const char *what)
+{
+    F8I_TRY(f8i_check_tensor(q->ctx, t, what));
+    if (!f8i_dtype_is_hp(t->dtype))
+        return f8i_error(q->ctx, F8_ERR_DTYPE, "%s must be fp32 or bf16, not %s", what, f8_dtype_name(t->dtype));
+    if (t->rows != q->rows || t->cols != q->cols)
+        return f8i_error(q->ctx, F8_ERR_SHAPE, "%s [%lld, %lld] does not match the tensor [%lld, %lld]", what,
+                         (long long)t->rows, (long long)t->cols, (long long)q->rows, (long long)q->cols);
+    return F8_OK;
+}
+
 f8_status f8_qtensor_quantize(f8_qtensor *q, const f8_tensor *src, f8_slot slot, int with_transpose,
                               const float *noop_flag)
 {
     if (!q) return F8_ERR_INVALID_ARGUMENT;
     if (q->mode != F8I_SCALING_TENSOR) return block_refuse(q, "f8_qtensor_quantize");
     f8_ctx *ctx = q->ctx;
-    F8I_TRY(f8i_check_tensor(ctx, src, "f8_qtensor_quantize: src"));
-    if (!f8i_dtype_is_hp(src->dtype))
-        return f8i_error(ctx, F8_ERR_DTYPE, "f8_qtensor_quantize: src must be fp32 or bf16, not %s",
-                         f8_dtype_name(src->dtype));
-    if (src->rows != q->rows || src->cols != q->cols)
-        return f8i_error(ctx, F8_ERR_SHAPE, "f8_qtensor_quantize: src [%lld, %lld] does not match the tensor [%lld, %lld]",
-                         (long long)src->rows, (long long)src->cols, (long long)q->rows, (long long)q->cols);
+    F8I_TRY(check_hp_side(q, src, "f8_qtensor_quantize: src"));
     if (!f8i_slot_valid(ctx, slot))
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "f8_qtensor_quantize: slot (%d, %d) is not registered",
                          (int)slot.direction, (int)slot.index);
@@ -206,13 +213,7 @@ f8_status f8_qtensor_dequantize(const f8_qtensor *q, f8_tensor *dst)
     if (!q) return F8_ERR_INVALID_ARGUMENT;
     if (q->mode != F8I_SCALING_TENSOR) return block_refuse(q, "f8_qtensor_dequantize");
     f8_ctx *ctx = q->ctx;
-    F8I_TRY(f8i_check_tensor(ctx, dst, "f8_qtensor_dequantize: dst"));
-    if (!f8i_dtype_is_hp(dst->dtype))
-        return f8i_error(ctx, F8_ERR_DTYPE, "f8_qtensor_dequantize: dst must be fp32 or bf16, not %s",
-                         f8_dtype_name(dst->dtype));
-    if (dst->rows != q->rows || dst->cols != q->cols)
-        return f8i_error(ctx, F8_ERR_SHAPE, "f8_qtensor_dequantize: dst [%lld, %lld] does not match the tensor [%lld, %lld]",
-                         (long long)dst->rows, (long long)dst->cols, (long long)q->rows, (long long)q->cols);
+    F8I_TRY(check_hp_side(q, dst, "f8_qtensor_dequantize: dst"));
     if (q->rows * q->cols == 0) return F8_OK;
     return f8i_op_convert(ctx, q->data, q->dtype, q->scale_inv, dst->data, dst->dtype, q->rows * q->cols);
 }

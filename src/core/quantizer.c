@@ -3,8 +3,6 @@
  * scaling) and its answers to the modules (core/quantizer.h): every test of
  * a scaling mode a module would otherwise make is made here, once.
  */
-#include <math.h>
-
 #include "core/quantizer.h"
 
 f8i_quantizer f8i_quantizer_for(const f8_ctx *ctx)
@@ -26,7 +24,7 @@ void f8i_quantizer_row_fields(const f8_ctx *ctx, f8_dtype out_dtype, f8i_scaling
                               int *pow2)
 {
     *mode = F8I_SCALING_ROW;
-    *scaled_max = ldexpf(f8_fp8_max(out_dtype), -ctx->recipe.margin);
+    *scaled_max = f8i_scaled_max(ctx, out_dtype);
     *pow2 = ctx->recipe.power_2_scales;
 }
 
@@ -66,7 +64,7 @@ f8_status f8i_quantizer_cast_scaling(f8_ctx *ctx, f8i_scaling_mode mode, f8_slot
         return f8i_slot_prepare(ctx, sl, c->out_dtype, c->src, c->src_dtype, c->rows * c->cols, NULL, 1, &c->amax);
     }
     c->scale = NULL; /* each tile or row measures its own */
-    c->scaled_max = ldexpf(f8_fp8_max(c->out_dtype), -ctx->recipe.margin);
+    c->scaled_max = f8i_scaled_max(ctx, c->out_dtype);
     c->pow2 = ctx->recipe.power_2_scales;
     if (!c->out) c->scale_inv = NULL;
     if (!c->out_t) c->scale_inv_t = NULL;

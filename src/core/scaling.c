@@ -137,6 +137,11 @@ float *f8i_slot_amax(f8_ctx *ctx, f8_slot slot) { return ctx->dir[slot.direction
 
 float *f8i_slot_scale(f8_ctx *ctx, f8_slot slot) { return ctx->dir[slot.direction].scale + slot.index; }
 
+float f8i_scaled_max(const f8_ctx *ctx, f8_dtype out_dtype)
+{
+    return ldexpf(f8_fp8_max(out_dtype), -ctx->recipe.margin);
+}
+
 f8_status f8i_slot_prepare(f8_ctx *ctx, f8_slot slot, f8_dtype out_dtype, const void *src, f8_dtype src_dtype,
                            int64_t count, const float *noop, int record, float **cast_amax)
 {
@@ -149,7 +154,7 @@ f8_status f8i_slot_prepare(f8_ctx *ctx, f8_slot slot, f8_dtype out_dtype, const 
     a.src = src;
     a.src_dtype = src_dtype;
     a.count = count;
-    a.scaled_max = ldexpf(f8_fp8_max(out_dtype), -ctx->recipe.margin);
+    a.scaled_max = f8i_scaled_max(ctx, out_dtype);
     a.pow2 = ctx->recipe.power_2_scales;
     a.scale = f8i_slot_scale(ctx, slot);
     a.scale_inv = ctx->dir[slot.direction].scale_inv + slot.index;
@@ -261,7 +266,7 @@ static f8i_scale_update_args update_args(f8_ctx *ctx, f8_direction direction)
     a.count = d->count;
     a.scale = d->scale;
     a.scale_inv = d->scale_inv;
-    a.scaled_max = ldexpf(f8_fp8_max(f8_ctx_slot_dtype(ctx, direction)), -ctx->recipe.margin);
+    a.scaled_max = f8i_scaled_max(ctx, f8_ctx_slot_dtype(ctx, direction));
     a.algo = ctx->recipe.amax_compute_algo;
     a.cols = NULL;
     return a;

@@ -22,24 +22,13 @@
 #include "core/f8i.h"
 #include "core/numerics.h"
 #include "core/rowwise.h"
+#include "cpu/element.h"
 
 f8_status f8i_cpu_cast_run(f8_ctx *ctx, const f8i_cast_args *args); /* cpu/backend.c: uncounted */
 
 #define GELU_K 0.79788456f /* sqrt(2/pi), as f8.h writes it */
 #define GELU_C 0.044715f
 #define QGELU_K 1.702f
-
-static inline float load(const void *p, f8_dtype dt, int64_t i)
-{
-    if (dt == F8_DTYPE_BF16) return f8i_bf16_to_float(((const uint16_t *)p)[i]);
-    return ((const float *)p)[i];
-}
-
-static inline void store(void *p, f8_dtype dt, int64_t i, float v)
-{
-    if (dt == F8_DTYPE_BF16) ((uint16_t *)p)[i] = f8i_bf16_from_float(v);
-    else ((float *)p)[i] = v;
-}
 
 static inline float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
@@ -130,10 +119,10 @@ static f8_status row_fwd(f8_ctx *ctx, const f8i_act_fwd_args *a)
     if (!u) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "cpu activation forward: out of host memory");
     for (int64_t r = 0; r < rows; r++)
         for (int64_t c = 0; c < cols; c++) {
-            float v = act_f(a->act, load(a->x, a->x_dtype, r * cols_in + c));
-            if (gated) v = v * load(a->x, a->x_dtype, r * cols_in + cols + c);
+            float v = act_f(a->act, f8i_hp_load(a->x, a->x_dtype, r * cols_in + c));
+            if (gated) v = v * f8i_hp_load(a->x, a->x_dtype, r * cols_in + cols + c);
             u[r * cols + c] = f8i_round_to(a->hp_dtype, v);
-            if (a->y_hp) store(a->y_hp, a->hp_dtype, r * cols + c, v);
+            if (a->y_hp) f8i_hp_store(a->y_hp, a->hp_dtype, r * cols + c, v);
         }
     row_codes(u, rows, cols, a->y_dtype, a->scaled_max, a->pow2, (uint8_t *)a->y, a->scale_inv, a->amax, a->stats,
               a->col_amax);
@@ -157,8 +146,8 @@ f8_status f8i_cpu_act_fwd(f8_ctx *ctx, const f8i_act_fwd_args *a)
     uint64_t sat = 0, flushed = 0; /* telemetry, counted as the cast counts */
     for (int64_t r = 0; r < a->rows; r++) {
         for (int64_t c = 0; c < cols; c++) {
-            float v = act_f(a->act, load(a->x, a->x_dtype, r * cols_in + c));
-            if (gated) v = v * load(a->x, a->x_dtype, r * cols_in + cols + c);
+            float v = act_f(a->act, f8i_hp_load(a->x, a->x_dtype, r * cols_in + c));
+            if (gated) v = v * f8i_hp_load(a->x, a->x_dtype, r * cols_in + cols + c);
             const int64_t i = r * cols + c;
             if (fp8) {
                 const uint8_t code = f8i_fp8_encode(v * scale, e5m2);
@@ -168,7 +157,7 @@ f8_status f8i_cpu_act_fwd(f8_ctx *ctx, const f8i_act_fwd_args *a)
                 if (a->y) ((uint8_t *)a->y)[i] = code;
                 if (a->y_t) a->y_t[c * a->rows + r] = code;
             } else {
-                store(a->y, a->y_dtype, i, v);
+                f8i_hp_store(a->y, a->y_dtype, i, v);
             }
         }
     }
@@ -197,11 +186,11 @@ f8_status f8i_cpu_act_bwd(f8_ctx *ctx, const f8i_act_bwd_args *a)
     if (!d) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "cpu activation backward: out of host memory");
     for (int64_t r = 0; r < rows; r++) {
         for (int64_t c = 0; c < cols; c++) {
-            const float x = load(a->x, a->x_dtype, r * cols_in + c);
-            const float dy = load(a->dy, a->dy_dtype, r * cols + c);
+            const float x = f8i_hp_load(a->x, a->x_dtype, r * cols_in + c);
+            const float dy = f8i_hp_load(a->dy, a->dy_dtype, r * cols + c);
             if (gated) {
                 /* v = act(a)·b: d_a = act'(a)·b·dy, d_b = act(a)·dy. */
-                const float b = load(a->x, a->x_dtype, r * cols_in + cols + c);
+                const float b = f8i_hp_load(a->x, a->x_dtype, r * cols_in + cols + c);
                 d[r * cols_in + c] = act_df(a->act, x) * b * dy;
                 d[r * cols_in + cols + c] = act_f(a->act, x) * dy;
             } else {
@@ -210,7 +199,7 @@ f8_status f8i_cpu_act_bwd(f8_ctx *ctx, const f8i_act_bwd_args *a)
         }
     }
     if (a->dx)
-        for (size_t i = 0; i < count; i++) store(a->dx, a->dx_dtype, (int64_t)i, d[i]);
+        for (size_t i = 0; i < count; i++) f8i_hp_store(a->dx, a->dx_dtype, (int64_t)i, d[i]);
     if (a->mode == F8I_SCALING_ROW && a->out) { /* F8I_ROW_FUSED: the row-wise codes of d rounded to dx_dtype */
         for (size_t i = 0; i < count; i++) d[i] = f8i_round_to(a->dx_dtype, d[i]);
         row_codes(d, rows, cols_in, a->out_dtype, a->scaled_max, a->pow2, a->out, a->scale_inv, a->amax, a->stats,

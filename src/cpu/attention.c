@@ -42,22 +42,10 @@
 #include "nn/attention.h"
 #include "core/numerics.h"
 #include "cpu/parallel.h"
+#include "cpu/element.h"
 
 /* Columns of dk, dv summed at once in the backward (double accumulators on the stack). */
 #define F8I_CPU_ATTN_HD_CHUNK 64
-
-static float load(const void *p, f8_dtype dt, int64_t i)
-{
-    return dt == F8_DTYPE_BF16 ? f8i_bf16_to_float(((const uint16_t *)p)[i]) : ((const float *)p)[i];
-}
-
-static void store(void *p, f8_dtype dt, int64_t i, float v)
-{
-    if (dt == F8_DTYPE_BF16)
-        ((uint16_t *)p)[i] = f8i_bf16_from_float(v);
-    else
-        ((float *)p)[i] = v;
-}
 
 /* v as the dtype would store it. */
 static float round_to(f8_dtype dt, float v) { return dt == F8_DTYPE_BF16 ? f8i_bf16_to_float(f8i_bf16_from_float(v)) : v; }
@@ -114,7 +102,7 @@ static double work_of(int64_t B, int64_t nh, int64_t S, int64_t hd) { return (do
 static float dot(const void *x, int64_t xo, const void *y, int64_t yo, int64_t n, f8_dtype dt)
 {
     double acc = 0.0;
-    for (int64_t d = 0; d < n; d++) acc += (double)load(x, dt, xo + d) * load(y, dt, yo + d);
+    for (int64_t d = 0; d < n; d++) acc += (double)f8i_hp_load(x, dt, xo + d) * f8i_hp_load(y, dt, yo + d);
     return (float)acc;
 }
 
@@ -152,10 +140,10 @@ static void forward_row(void *arg, int64_t u, int worker)
     const float inv = 1.0f / l;
     for (int64_t d = 0; d < hd; d++) {
         double acc = 0.0;
-        for (int64_t j = 0; j <= i; j++) acc += (double)prow[j] * load(a->qkv, dt, w.v + j * w.ld3 + d);
+        for (int64_t j = 0; j <= i; j++) acc += (double)prow[j] * f8i_hp_load(a->qkv, dt, w.v + j * w.ld3 + d);
         const float yv = (float)acc * inv;
-        store(a->y, dt, w.y + i * w.ld1 + d, yv);
-        if (a->o) store(a->o, dt, w.y + i * w.ld1 + d, yv);
+        f8i_hp_store(a->y, dt, w.y + i * w.ld1 + d, yv);
+        if (a->o) f8i_hp_store(a->o, dt, w.y + i * w.ld1 + d, yv);
     }
     if (a->lse) a->lse[w.lse + i] = m + log2f(l) / c2;
 }
@@ -217,8 +205,8 @@ static void fp8_forward_row(void *arg, int64_t u, int worker)
         amax_into(&amax_o, o);
         const float yv = e4m3(o * so) * dso;
         if (a->o8) a->o8[w.y + i * w.ld1 + d] = f8i_fp8_encode(o * so, 0); /* kept for the FP8 backward */
-        store(a->y, F8_DTYPE_BF16, w.y + i * w.ld1 + d, yv);
-        if (a->o) store(a->o, F8_DTYPE_BF16, w.y + i * w.ld1 + d, yv);
+        f8i_hp_store(a->y, F8_DTYPE_BF16, w.y + i * w.ld1 + d, yv);
+        if (a->o) f8i_hp_store(a->o, F8_DTYPE_BF16, w.y + i * w.ld1 + d, yv);
     }
     if (a->lse) a->lse[w.lse + i] = m + log2f(l) / c2;
     /* the row's amaxes kept locally, so workers write their slots once a row */
@@ -273,12 +261,12 @@ static bwd_view bwd_view_of(const f8i_attn_bwd_args *a)
 /* Element at of qkv, and of dO, as the chain reads it (FP8: the code's value, not descaled). */
 static float qkv_at(const bwd_view *v, int64_t at)
 {
-    return v->a->fp8 ? f8i_fp8_decode(((const uint8_t *)v->a->qkv)[at], 0) : load(v->a->qkv, v->a->dtype, at);
+    return v->a->fp8 ? f8i_fp8_decode(((const uint8_t *)v->a->qkv)[at], 0) : f8i_hp_load(v->a->qkv, v->a->dtype, at);
 }
 
 static float dy_at(const bwd_view *v, int64_t at)
 {
-    return v->a->fp8 ? f8i_fp8_decode(v->a->do8[at], v->e5m2) : load(v->a->dy, v->a->dtype, at);
+    return v->a->fp8 ? f8i_fp8_decode(v->a->do8[at], v->e5m2) : f8i_hp_load(v->a->dy, v->a->dtype, at);
 }
 
 /* D of query row i: Σ_d dO·O (FP8: the codes' sum, descaled). */
@@ -289,7 +277,7 @@ static float d_row(const bwd_view *v, const head_view *w, int64_t i)
     double acc = 0.0;
     for (int64_t d = 0; d < w->hd; d++) {
         const int64_t at = w->y + i * w->ld1 + d;
-        const float o = a->o8 ? f8i_fp8_decode(a->o8[at], 0) : load(a->o, F8_DTYPE_BF16, at);
+        const float o = a->o8 ? f8i_fp8_decode(a->o8[at], 0) : f8i_hp_load(a->o, F8_DTYPE_BF16, at);
         acc += (double)f8i_fp8_decode(a->do8[at], v->e5m2) * o;
     }
     return (float)acc * v->ddo * v->dso;
@@ -329,13 +317,13 @@ static void put_grad(bwd_view *v, int64_t at, float x, float s1, float s2)
 {
     const f8i_attn_bwd_args *a = v->a;
     if (!a->fp8) {
-        store(a->dqkv, a->dtype, at, x);
+        f8i_hp_store(a->dqkv, a->dtype, at, x);
         return;
     }
     x = x * s1 * s2;
     amax_into(&v->amax_g, x);
     if (a->dqkv_scale) x = f8i_fp8_decode(f8i_fp8_encode(x * *a->dqkv_scale, v->e5m2), v->e5m2) * *a->dqkv_scale_inv;
-    store(a->dqkv, F8_DTYPE_BF16, at, x);
+    f8i_hp_store(a->dqkv, F8_DTYPE_BF16, at, x);
 }
 
 /* A backward's units, two passes: dq_row's unit u is query row i of

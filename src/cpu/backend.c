@@ -18,6 +18,7 @@
 #include "core/rowwise.h"
 #include "core/numerics.h"
 #include "core/ops.h"
+#include "cpu/element.h"
 
 /* Every op's implementation, f8i_cpu_<name> (this file, gemm.c, norm.c,
  * act.c, attention.c, embed_xent_adamw.c): the table at the end points at them. */
@@ -85,22 +86,6 @@ static f8_status cpu_synchronize(f8_ctx *ctx)
     return F8_OK;
 }
 
-/* ---- element access ---------------------------------------------------- */
-
-static inline float load_f(const void *p, f8_dtype dt, int64_t i)
-{
-    if (dt == F8_DTYPE_BF16) return f8i_bf16_to_float(((const uint16_t *)p)[i]);
-    if (dt == F8_DTYPE_E4M3) return f8i_fp8_decode(((const uint8_t *)p)[i], 0);
-    if (dt == F8_DTYPE_E5M2) return f8i_fp8_decode(((const uint8_t *)p)[i], 1);
-    return ((const float *)p)[i];
-}
-
-static inline void store_f(void *p, f8_dtype dt, int64_t i, float v)
-{
-    if (dt == F8_DTYPE_BF16) ((uint16_t *)p)[i] = f8i_bf16_from_float(v);
-    else ((float *)p)[i] = v;
-}
-
 /* ---- casts and layouts -------------------------------------------------- */
 
 /* The cast itself, uncounted and unchecked: the table's cast and
@@ -120,7 +105,7 @@ f8_status f8i_cpu_cast_run(f8_ctx *ctx, const f8i_cast_args *a)
     uint64_t sat = 0, flushed = 0;
     for (int64_t r = 0; r < a->rows; r++) {
         for (int64_t c = 0; c < a->cols; c++) {
-            float v = load_f(a->src, a->src_dtype, r * a->cols + c);
+            float v = f8i_any_load(a->src, a->src_dtype, r * a->cols + c);
             amax = fmaxf(amax, fabsf(v));
             uint8_t q = f8i_fp8_encode(v * scale, e5m2);
             sat += fabsf(v * scale) > fmax;
@@ -139,8 +124,8 @@ f8_status f8i_cpu_cast_run(f8_ctx *ctx, const f8i_cast_args *a)
     }
     if (colsum) {
         for (int64_t c = 0; c < a->cols; c++) {
-            float prev = a->dbias_accumulate ? load_f(a->dbias, a->dbias_dtype, c) : 0.0f;
-            store_f(a->dbias, a->dbias_dtype, c, prev + (float)colsum[c]);
+            float prev = a->dbias_accumulate ? f8i_any_load(a->dbias, a->dbias_dtype, c) : 0.0f;
+            f8i_hp_store(a->dbias, a->dbias_dtype, c, prev + (float)colsum[c]);
         }
         free(colsum);
     }
@@ -174,8 +159,8 @@ f8_status f8i_cpu_convert(f8_ctx *ctx, const f8i_convert_args *a)
     const int fp8 = f8i_dtype_is_fp8(a->src_dtype);
     const float s = fp8 ? *a->scale_inv : 1.0f;
     for (int64_t i = 0; i < a->count; i++) {
-        float v = load_f(a->src, a->src_dtype, i);
-        store_f(a->dst, a->dst_dtype, i, fp8 ? v * s : v);
+        float v = f8i_any_load(a->src, a->src_dtype, i);
+        f8i_hp_store(a->dst, a->dst_dtype, i, fp8 ? v * s : v);
     }
     return F8_OK;
 }
@@ -204,7 +189,7 @@ f8_status f8i_cpu_add(f8_ctx *ctx, const f8i_add_args *a)
     if (a->count <= 0) return F8_OK;
     F8I_COUNT_LAUNCHES(ctx, 1);
     for (int64_t i = 0; i < a->count; i++)
-        store_f(a->dst, a->dtype, i, load_f(a->dst, a->dtype, i) + load_f(a->src, a->dtype, i));
+        f8i_hp_store(a->dst, a->dtype, i, f8i_any_load(a->dst, a->dtype, i) + f8i_any_load(a->src, a->dtype, i));
     return F8_OK;
 }
 
@@ -245,7 +230,7 @@ f8_status f8i_cpu_amax_scale(f8_ctx *ctx, const f8i_amax_scale_args *a)
     F8I_COUNT_LAUNCHES(ctx, 1); /* one launch on CUDA, empty tensors included */
     if (a->noop && *a->noop == 1.0f) return F8_OK;
     float amax = 0.0f;
-    for (int64_t i = 0; i < a->count; i++) amax = fmaxf(amax, fabsf(load_f(a->src, a->src_dtype, i)));
+    for (int64_t i = 0; i < a->count; i++) amax = fmaxf(amax, fabsf(f8i_any_load(a->src, a->src_dtype, i)));
     *a->scale = f8i_current_scale(amax, *a->scale, a->scaled_max, a->pow2);
     if (a->scale_inv) *a->scale_inv = 1.0f / *a->scale;
     if (a->amax) *a->amax = fmaxf(*a->amax, amax);

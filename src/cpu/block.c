@@ -17,18 +17,7 @@
 #include "core/f8i.h"
 #include "core/numerics.h"
 #include "core/ops.h"
-
-static inline float load_hp(const void *p, f8_dtype dt, int64_t i)
-{
-    if (dt == F8_DTYPE_BF16) return f8i_bf16_to_float(((const uint16_t *)p)[i]);
-    return ((const float *)p)[i];
-}
-
-static inline void store_hp(void *p, f8_dtype dt, int64_t i, float v)
-{
-    if (dt == F8_DTYPE_BF16) ((uint16_t *)p)[i] = f8i_bf16_from_float(v);
-    else ((float *)p)[i] = v;
-}
+#include "cpu/element.h"
 
 /* A tile's scale: f8i_current_scale with 1 as the fallback (backend.h). */
 static inline float tile_scale(float amax, float scaled_max, int pow2)
@@ -55,7 +44,7 @@ static float tile_amax(const f8i_cast_args *a, int64_t r0, int64_t r1, int64_t c
 {
     float m = 0.0f;
     for (int64_t r = r0; r < r1; r++)
-        for (int64_t c = c0; c < c1; c++) m = fmaxf(m, fabsf(load_hp(a->src, a->src_dtype, r * a->cols + c)));
+        for (int64_t c = c0; c < c1; c++) m = fmaxf(m, fabsf(f8i_hp_load(a->src, a->src_dtype, r * a->cols + c)));
     return m;
 }
 
@@ -68,7 +57,7 @@ static void rowwise(const f8i_cast_args *a, cast_tally *t, int count)
             const int64_t c0 = b * F8I_BLOCK, c1 = c0 + F8I_BLOCK < C ? c0 + F8I_BLOCK : C;
             const float s = tile_scale(tile_amax(a, r, r + 1, c0, c1), a->scaled_max, a->pow2);
             for (int64_t c = c0; c < c1; c++) {
-                const float v = load_hp(a->src, a->src_dtype, r * C + c);
+                const float v = f8i_hp_load(a->src, a->src_dtype, r * C + c);
                 const uint8_t q = count ? encode(v, s, t) : f8i_fp8_encode(v * s, t->e5m2);
                 a->out[r * C + c] = q;
             }
@@ -85,7 +74,7 @@ static void colwise(const f8i_cast_args *a, cast_tally *t, int count)
             const int64_t r0 = b * F8I_BLOCK, r1 = r0 + F8I_BLOCK < R ? r0 + F8I_BLOCK : R;
             const float s = tile_scale(tile_amax(a, r0, r1, c, c + 1), a->scaled_max, a->pow2);
             for (int64_t r = r0; r < r1; r++) {
-                const float v = load_hp(a->src, a->src_dtype, r * C + c);
+                const float v = f8i_hp_load(a->src, a->src_dtype, r * C + c);
                 const uint8_t q = count ? encode(v, s, t) : f8i_fp8_encode(v * s, t->e5m2);
                 a->out_t[c * R + r] = q;
             }
@@ -105,7 +94,7 @@ static void blockwise(const f8i_cast_args *a, cast_tally *t)
             const float s = tile_scale(tile_amax(a, r0, r1, c0, c1), a->scaled_max, a->pow2);
             for (int64_t r = r0; r < r1; r++)
                 for (int64_t c = c0; c < c1; c++) {
-                    const uint8_t q = encode(load_hp(a->src, a->src_dtype, r * C + c), s, t);
+                    const uint8_t q = encode(f8i_hp_load(a->src, a->src_dtype, r * C + c), s, t);
                     if (a->out) a->out[r * C + c] = q;
                     if (a->out_t) a->out_t[c * R + r] = q;
                 }
@@ -140,7 +129,7 @@ f8_status f8i_cpu_cast_block(f8_ctx *ctx, const f8i_cast_args *a)
     float amax = 0.0f;
     for (int64_t r = 0; r < R; r++)
         for (int64_t c = 0; c < C; c++) {
-            const float v = load_hp(a->src, a->src_dtype, r * C + c);
+            const float v = f8i_hp_load(a->src, a->src_dtype, r * C + c);
             amax = fmaxf(amax, fabsf(v));
             if (colsum) colsum[c] += v; /* double, as the cast's oracle */
         }
@@ -152,8 +141,8 @@ f8_status f8i_cpu_cast_block(f8_ctx *ctx, const f8i_cast_args *a)
     }
     if (colsum) {
         for (int64_t c = 0; c < C; c++) {
-            const float prev = a->dbias_accumulate ? load_hp(a->dbias, a->dbias_dtype, c) : 0.0f;
-            store_hp(a->dbias, a->dbias_dtype, c, prev + (float)colsum[c]);
+            const float prev = a->dbias_accumulate ? f8i_hp_load(a->dbias, a->dbias_dtype, c) : 0.0f;
+            f8i_hp_store(a->dbias, a->dbias_dtype, c, prev + (float)colsum[c]);
         }
         free(colsum);
     }
@@ -192,10 +181,10 @@ f8_status f8i_cpu_gemm_block(f8_ctx *ctx, const f8i_gemm_args *g)
                 acc += p * (sa[kb] * sb[kb]);
             }
             float v = acc;
-            if (g->accumulate) v += load_hp(g->d, g->d_dtype, i * n + j);
-            else if (g->c) v += load_hp(g->c, g->d_dtype, i * n + j); /* the addend (c may be d) */
-            if (g->bias) v += load_hp(g->bias, g->bias_dtype, j);
-            store_hp(g->d, g->d_dtype, i * n + j, v);
+            if (g->accumulate) v += f8i_hp_load(g->d, g->d_dtype, i * n + j);
+            else if (g->c) v += f8i_hp_load(g->c, g->d_dtype, i * n + j); /* the addend (c may be d) */
+            if (g->bias) v += f8i_hp_load(g->bias, g->bias_dtype, j);
+            f8i_hp_store(g->d, g->d_dtype, i * n + j, v);
         }
     }
     free(af);

@@ -19,18 +19,7 @@
 #include <string.h>
 
 #include "nn/embed_xent_adamw.h"
-
-static inline float load(const void *p, int dt, int64_t i)
-{
-    if (dt == F8_DTYPE_BF16) return f8i_bf16_to_float(((const uint16_t *)p)[i]);
-    return ((const float *)p)[i];
-}
-
-static inline void store(void *p, int dt, int64_t i, float v)
-{
-    if (dt == F8_DTYPE_BF16) ((uint16_t *)p)[i] = f8i_bf16_from_float(v);
-    else ((float *)p)[i] = v;
-}
+#include "cpu/element.h"
 
 static f8_status oom(f8_ctx *ctx, const char *what)
 {
@@ -48,8 +37,8 @@ f8_status f8i_cpu_embedding_fwd(f8_ctx *ctx, const f8i_embedding_fwd_args *a)
         const int valid = tok >= 0 && tok < a->vocab;
         const int64_t s = t % a->seq_len;
         for (int64_t c = 0; c < C; c++) {
-            const float w = valid ? load(a->wte, a->wte_dtype, (int64_t)tok * C + c) : 0.0f;
-            store(a->y, a->y_dtype, t * C + c, w + load(a->wpe, a->wpe_dtype, s * C + c));
+            const float w = valid ? f8i_hp_load(a->wte, a->wte_dtype, (int64_t)tok * C + c) : 0.0f;
+            f8i_hp_store(a->y, a->y_dtype, t * C + c, w + f8i_hp_load(a->wpe, a->wpe_dtype, s * C + c));
         }
     }
     return F8_OK;
@@ -81,11 +70,11 @@ f8_status f8i_cpu_embedding_bwd(f8_ctx *ctx, const f8i_embedding_bwd_args *a)
         memset(acc, 0, (size_t)C * sizeof *acc);
         for (; i < n && keys[i] >> 32 == v; i++) {
             const int64_t t = (int64_t)(keys[i] & 0xFFFFFFFFu);
-            for (int64_t c = 0; c < C; c++) acc[c] += load(a->dy, a->dy_dtype, t * C + c);
+            for (int64_t c = 0; c < C; c++) acc[c] += f8i_hp_load(a->dy, a->dy_dtype, t * C + c);
         }
         for (int64_t c = 0; c < C; c++) {
             const int64_t j = (int64_t)v * C + c;
-            store(a->dwte, a->dwte_dtype, j, load(a->dwte, a->dwte_dtype, j) + acc[c]);
+            f8i_hp_store(a->dwte, a->dwte_dtype, j, f8i_hp_load(a->dwte, a->dwte_dtype, j) + acc[c]);
         }
     }
     if (a->dwpe) {
@@ -93,8 +82,8 @@ f8_status f8i_cpu_embedding_bwd(f8_ctx *ctx, const f8i_embedding_bwd_args *a)
         for (int64_t s = 0; s < S; s++) {
             for (int64_t c = 0; c < C; c++) {
                 float sum = 0.0f;
-                for (int64_t t = s; t < T; t += a->seq_len) sum += load(a->dy, a->dy_dtype, t * C + c);
-                store(a->dwpe, a->dwpe_dtype, s * C + c, load(a->dwpe, a->dwpe_dtype, s * C + c) + sum);
+                for (int64_t t = s; t < T; t += a->seq_len) sum += f8i_hp_load(a->dy, a->dy_dtype, t * C + c);
+                f8i_hp_store(a->dwpe, a->dwpe_dtype, s * C + c, f8i_hp_load(a->dwpe, a->dwpe_dtype, s * C + c) + sum);
             }
         }
     }
@@ -116,21 +105,22 @@ f8_status f8i_cpu_cross_entropy(f8_ctx *ctx, const f8i_cross_entropy_args *a)
         if (y < 0 || y >= V) {
             a->losses[r] = 0.0f;
             if (a->dlogits)
-                for (int64_t c = 0; c < Vp; c++) store(a->dlogits, a->dlogits_dtype, base + c, 0.0f);
+                for (int64_t c = 0; c < Vp; c++) f8i_hp_store(a->dlogits, a->dlogits_dtype, base + c, 0.0f);
             continue;
         }
         float m = -INFINITY;
-        for (int64_t c = 0; c < V; c++) m = fmaxf(m, load(x, a->logits_dtype, base + c));
+        for (int64_t c = 0; c < V; c++) m = fmaxf(m, f8i_hp_load(x, a->logits_dtype, base + c));
         double sum = 0.0;
-        for (int64_t c = 0; c < V; c++) sum += (double)expf(load(x, a->logits_dtype, base + c) - m);
+        for (int64_t c = 0; c < V; c++) sum += (double)expf(f8i_hp_load(x, a->logits_dtype, base + c) - m);
         const float s = (float)sum;
-        const float xy = load(x, a->logits_dtype, base + y); /* before dlogits may overwrite it */
+        const float xy = f8i_hp_load(x, a->logits_dtype, base + y); /* before dlogits may overwrite it */
         a->losses[r] = logf(s) - (xy - m);
         if (!a->dlogits) continue;
         for (int64_t c = 0; c < Vp; c++) {
             float d = 0.0f;
-            if (c < V) d = (expf(load(x, a->logits_dtype, base + c) - m) / s - (c == y ? 1.0f : 0.0f)) * a->grad_scale;
-            store(a->dlogits, a->dlogits_dtype, base + c, d);
+            if (c < V)
+                d = (expf(f8i_hp_load(x, a->logits_dtype, base + c) - m) / s - (c == y ? 1.0f : 0.0f)) * a->grad_scale;
+            f8i_hp_store(a->dlogits, a->dlogits_dtype, base + c, d);
         }
     }
     return F8_OK;
@@ -146,10 +136,10 @@ typedef struct adamw_hyper {
 
 static void adamw_element(const f8i_adamw_tensor *d, const adamw_hyper *h, int64_t i, float *m, float *v)
 {
-    float p = load(d->param, d->param_dtype, i);
-    f8i_adamw_update(&p, load(d->grad, d->grad_dtype, i), m, v, h->c, h->lr, h->b1, h->omb1, h->b2, h->omb2, h->bc1,
-                     h->bc2, h->eps, d->weight_decay);
-    store(d->param, d->param_dtype, i, p);
+    float p = f8i_hp_load(d->param, d->param_dtype, i);
+    f8i_adamw_update(&p, f8i_hp_load(d->grad, d->grad_dtype, i), m, v, h->c, h->lr, h->b1, h->omb1, h->b2, h->omb2,
+                     h->bc1, h->bc2, h->eps, d->weight_decay);
+    f8i_hp_store(d->param, d->param_dtype, i, p);
 }
 
 /* FP8 moments: per block, load every element's m and v, update, then choose
@@ -187,7 +177,7 @@ f8_status f8i_cpu_adamw_step(f8_ctx *ctx, const f8i_adamw_step_args *a)
     for (int k = 0; k < a->n_tensors && a->mode != F8I_ADAMW_UPDATE; k++) {
         const f8i_adamw_tensor *d = &a->tensors[k];
         for (int64_t i = 0; i < d->n; i++) {
-            const double g = load(d->grad, d->grad_dtype, i);
+            const double g = f8i_hp_load(d->grad, d->grad_dtype, i);
             sq += g * g;
         }
     }
@@ -213,10 +203,10 @@ f8_status f8i_cpu_adamw_step(f8_ctx *ctx, const f8i_adamw_step_args *a)
             continue;
         }
         for (int64_t i = 0; i < d->n; i++) { /* FP32 or BF16 moments: element by element */
-            float m = load(d->m, mdt, i), v = load(d->v, mdt, i);
+            float m = f8i_hp_load(d->m, mdt, i), v = f8i_hp_load(d->v, mdt, i);
             adamw_element(d, &h, i, &m, &v);
-            store(d->m, mdt, i, m);
-            store(d->v, mdt, i, v);
+            f8i_hp_store(d->m, mdt, i, m);
+            f8i_hp_store(d->v, mdt, i, v);
         }
     }
     s->step = t;

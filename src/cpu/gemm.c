@@ -19,6 +19,7 @@
 #include "core/rowwise.h"
 #include "core/numerics.h"
 #include "cpu/parallel.h"
+#include "cpu/element.h"
 
 #ifdef F8_HAVE_BLAS
 /* Fortran BLAS, column-major; declared here so no cblas.h is needed. */
@@ -26,23 +27,13 @@ void sgemm_(const char *transa, const char *transb, const int *m, const int *n, 
             const float *a, const int *lda, const float *b, const int *ldb, const float *beta, float *c, const int *ldc);
 #endif
 
-static float element(const void *p, f8_dtype dt, int64_t i)
-{
-    switch (dt) {
-    case F8_DTYPE_BF16: return f8i_bf16_to_float(((const uint16_t *)p)[i]);
-    case F8_DTYPE_E4M3: return f8i_fp8_decode(((const uint8_t *)p)[i], 0);
-    case F8_DTYPE_E5M2: return f8i_fp8_decode(((const uint8_t *)p)[i], 1);
-    default: return ((const float *)p)[i];
-    }
-}
-
 /* out[r * ld_out + c] = X(r, c) for r < rows, c < cols, where X(r, c) is
  * stored [rows, cols] (trans == 0) or [cols, rows] (trans != 0). */
 static void pack(float *out, const void *src, f8_dtype dt, int trans, int64_t rows, int64_t cols, int transpose_out)
 {
     for (int64_t r = 0; r < rows; r++)
         for (int64_t c = 0; c < cols; c++) {
-            float v = element(src, dt, trans ? c * rows + r : r * cols + c);
+            float v = f8i_any_load(src, dt, trans ? c * rows + r : r * cols + c);
             if (transpose_out) out[c * rows + r] = v;
             else out[r * cols + c] = v;
         }
@@ -166,11 +157,10 @@ f8_status f8i_cpu_gemm(f8_ctx *ctx, const f8i_gemm_args *g)
         for (int64_t j = 0; j < n; j++) {
             float v = acc[i * n + j];
             if (alpha != 1.0f) v = alpha * v;
-            if (g->accumulate) v += element(g->d, g->d_dtype, i * n + j);
-            if (g->c) v += element(g->c, g->d_dtype, i * n + j); /* the addend, before the one rounding */
-            if (g->bias) v += element(g->bias, g->bias_dtype, j);
-            if (g->d_dtype == F8_DTYPE_BF16) ((uint16_t *)g->d)[i * n + j] = f8i_bf16_from_float(v);
-            else ((float *)g->d)[i * n + j] = v;
+            if (g->accumulate) v += f8i_any_load(g->d, g->d_dtype, i * n + j);
+            if (g->c) v += f8i_any_load(g->c, g->d_dtype, i * n + j); /* the addend, before the one rounding */
+            if (g->bias) v += f8i_any_load(g->bias, g->bias_dtype, j);
+            f8i_hp_store(g->d, g->d_dtype, i * n + j, v);
         }
     free(acc);
     free(ap);

@@ -28,23 +28,12 @@
 #include "core/f8i.h"
 #include "core/numerics.h"
 #include "core/rowwise.h"
-
-static inline float load(const void *p, f8_dtype dt, int64_t i)
-{
-    if (dt == F8_DTYPE_BF16) return f8i_bf16_to_float(((const uint16_t *)p)[i]);
-    return ((const float *)p)[i];
-}
-
-static inline void store(void *p, f8_dtype dt, int64_t i, float v)
-{
-    if (dt == F8_DTYPE_BF16) ((uint16_t *)p)[i] = f8i_bf16_from_float(v);
-    else ((float *)p)[i] = v;
-}
+#include "cpu/element.h"
 
 /* g = gamma, or 1 + gamma with zero_centered (in float). */
 static inline float gain(const void *gamma, f8_dtype dt, int zero_centered, int64_t c)
 {
-    float g = load(gamma, dt, c);
+    float g = f8i_hp_load(gamma, dt, c);
     return zero_centered ? 1.0f + g : g;
 }
 
@@ -73,16 +62,16 @@ f8_status f8i_cpu_norm_fwd(f8_ctx *ctx, const f8i_norm_fwd_args *a)
         if (a->rms) {
             double s2 = 0.0;
             for (int64_t c = 0; c < cols; c++) {
-                double x = load(a->x, a->x_dtype, base + c);
+                double x = f8i_hp_load(a->x, a->x_dtype, base + c);
                 s2 += x * x;
             }
             ms = (float)(s2 / n);
         } else {
             double s = 0.0, s2 = 0.0;
-            for (int64_t c = 0; c < cols; c++) s += load(a->x, a->x_dtype, base + c);
+            for (int64_t c = 0; c < cols; c++) s += f8i_hp_load(a->x, a->x_dtype, base + c);
             const double mean = s / n;
             for (int64_t c = 0; c < cols; c++) {
-                double d = load(a->x, a->x_dtype, base + c) - mean;
+                double d = f8i_hp_load(a->x, a->x_dtype, base + c) - mean;
                 s2 += d * d;
             }
             mu = (float)mean;
@@ -92,14 +81,14 @@ f8_status f8i_cpu_norm_fwd(f8_ctx *ctx, const f8i_norm_fwd_args *a)
         if (a->mu && !a->rms) a->mu[r] = mu;
         if (a->rsigma) a->rsigma[r] = rsigma;
         for (int64_t c = 0; c < cols; c++) {
-            const float x = load(a->x, a->x_dtype, base + c);
+            const float x = f8i_hp_load(a->x, a->x_dtype, base + c);
             const float g = gain(a->gamma, a->param_dtype, a->zero_centered, c);
             float v;
             if (a->rms) v = (x * rsigma) * g;
-            else v = ((x - mu) * rsigma) * g + load(a->beta, a->param_dtype, c);
+            else v = ((x - mu) * rsigma) * g + f8i_hp_load(a->beta, a->param_dtype, c);
             if (row) {
                 u[c] = f8i_round_to(a->hp_dtype, v);
-                if (a->y_hp) store(a->y_hp, a->hp_dtype, base + c, v);
+                if (a->y_hp) f8i_hp_store(a->y_hp, a->hp_dtype, base + c, v);
             } else if (fp8) {
                 const uint8_t q = f8i_fp8_encode(v * scale, e5m2);
                 amax = fmaxf(amax, fabsf(v));
@@ -107,7 +96,7 @@ f8_status f8i_cpu_norm_fwd(f8_ctx *ctx, const f8i_norm_fwd_args *a)
                 flushed += v != 0.0f && (q & 0x7Fu) == 0;
                 ((uint8_t *)a->y)[base + c] = q;
             } else {
-                store(a->y, a->y_dtype, base + c, v);
+                f8i_hp_store(a->y, a->y_dtype, base + c, v);
             }
         }
         if (row) {
@@ -149,8 +138,8 @@ f8_status f8i_cpu_norm_bwd(f8_ctx *ctx, const f8i_norm_bwd_args *a)
         /* The two row means of the bracket, over FP32 gdy and xhat, in double. */
         double m1 = 0.0, m2 = 0.0;
         for (int64_t c = 0; c < cols; c++) {
-            const float x = load(a->x, a->x_dtype, base + c);
-            const float dy = load(a->dy, a->dy_dtype, base + c);
+            const float x = f8i_hp_load(a->x, a->x_dtype, base + c);
+            const float dy = f8i_hp_load(a->dy, a->dy_dtype, base + c);
             const float xhat = a->rms ? x * rs : (x - mu) * rs;
             const float gdy = gain(a->gamma, a->param_dtype, a->zero_centered, c) * dy;
             m1 += gdy;
@@ -162,25 +151,26 @@ f8_status f8i_cpu_norm_bwd(f8_ctx *ctx, const f8i_norm_bwd_args *a)
         const float mean_gdy_xhat = (float)(m2 / n);
         if (!a->dx) continue;
         for (int64_t c = 0; c < cols; c++) {
-            const float x = load(a->x, a->x_dtype, base + c);
-            const float dy = load(a->dy, a->dy_dtype, base + c);
+            const float x = f8i_hp_load(a->x, a->x_dtype, base + c);
+            const float dy = f8i_hp_load(a->dy, a->dy_dtype, base + c);
             const float xhat = a->rms ? x * rs : (x - mu) * rs;
             const float gdy = gain(a->gamma, a->param_dtype, a->zero_centered, c) * dy;
             /* rsigma · (gdy - mean(gdy) - xhat · mean(gdy·xhat)); RMS has no mean(gdy) term (0 here). */
             const float d = ((gdy - mean_gdy) - xhat * mean_gdy_xhat) * rs;
             /* dx_accumulate: the old dx joins the FP32 value, one rounding */
-            store(a->dx, a->dx_dtype, base + c, a->dx_accumulate ? d + load(a->dx, a->dx_dtype, base + c) : d);
+            f8i_hp_store(a->dx, a->dx_dtype, base + c,
+                         a->dx_accumulate ? d + f8i_hp_load(a->dx, a->dx_dtype, base + c) : d);
         }
     }
     /* Per the formula: with rows = 0 the sums are 0, so overwriting writes 0. */
     for (int64_t c = 0; c < cols; c++) {
         if (a->dgamma) {
-            float prev = a->accumulate ? load(a->dgamma, a->param_dtype, c) : 0.0f;
-            store(a->dgamma, a->param_dtype, c, prev + (float)colsum[c]);
+            float prev = a->accumulate ? f8i_hp_load(a->dgamma, a->param_dtype, c) : 0.0f;
+            f8i_hp_store(a->dgamma, a->param_dtype, c, prev + (float)colsum[c]);
         }
         if (a->dbeta && !a->rms) {
-            float prev = a->accumulate ? load(a->dbeta, a->param_dtype, c) : 0.0f;
-            store(a->dbeta, a->param_dtype, c, prev + (float)colsum[cols + c]);
+            float prev = a->accumulate ? f8i_hp_load(a->dbeta, a->param_dtype, c) : 0.0f;
+            f8i_hp_store(a->dbeta, a->param_dtype, c, prev + (float)colsum[cols + c]);
         }
     }
     free(colsum);

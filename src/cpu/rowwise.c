@@ -17,19 +17,7 @@
 
 #include "core/numerics.h"
 #include "core/rowwise.h"
-
-static inline float hp_at(const void *p, f8_dtype dt, int64_t i)
-{
-    return dt == F8_DTYPE_BF16 ? f8i_bf16_to_float(((const uint16_t *)p)[i]) : ((const float *)p)[i];
-}
-
-static inline void hp_put(void *p, f8_dtype dt, int64_t i, float v)
-{
-    if (dt == F8_DTYPE_BF16)
-        ((uint16_t *)p)[i] = f8i_bf16_from_float(v);
-    else
-        ((float *)p)[i] = v;
-}
+#include "cpu/element.h"
 
 /* One line of src: n elements from `first`, `step` apart (a row: step 1;
  * a column: step cols). */
@@ -40,7 +28,7 @@ typedef struct line {
 static float line_scale(const f8i_rowwise_cast_args *a, line l)
 {
     float m = 0.0f;
-    for (int64_t e = 0; e < l.n; e++) m = fmaxf(m, fabsf(hp_at(a->src, a->src_dtype, l.first + e * l.step)));
+    for (int64_t e = 0; e < l.n; e++) m = fmaxf(m, fabsf(f8i_hp_load(a->src, a->src_dtype, l.first + e * l.step)));
     return f8i_current_scale(m, 1.0f, a->scaled_max, a->pow2);
 }
 
@@ -51,7 +39,7 @@ static void line_codes(const f8i_rowwise_cast_args *a, line l, float s, uint8_t 
     const int e5m2 = a->out_dtype == F8_DTYPE_E5M2;
     const float fmax = e5m2 ? 57344.0f : 448.0f;
     for (int64_t e = 0; e < l.n; e++) {
-        const float v = hp_at(a->src, a->src_dtype, l.first + e * l.step), x = v * s;
+        const float v = f8i_hp_load(a->src, a->src_dtype, l.first + e * l.step), x = v * s;
         dst[e] = f8i_fp8_encode(x, e5m2);
         if (tally) {
             tally[1] += fabsf(x) > fmax;
@@ -84,15 +72,15 @@ f8_status f8i_cpu_cast_rowwise(f8_ctx *ctx, const f8i_rowwise_cast_args *a)
     }
     if (a->amax) {
         float m = *a->amax;
-        for (int64_t i = 0; i < R * C; i++) m = fmaxf(m, fabsf(hp_at(a->src, a->src_dtype, i)));
+        for (int64_t i = 0; i < R * C; i++) m = fmaxf(m, fabsf(f8i_hp_load(a->src, a->src_dtype, i)));
         *a->amax = m;
     }
     if (a->dbias) { /* column sums in double: an oracle more precise than any GPU order */
         for (int64_t c = 0; c < C; c++) {
             double sum = 0.0;
-            for (int64_t r = 0; r < R; r++) sum += hp_at(a->src, a->src_dtype, r * C + c);
-            const float prev = a->dbias_accumulate ? hp_at(a->dbias, a->dbias_dtype, c) : 0.0f;
-            hp_put(a->dbias, a->dbias_dtype, c, prev + (float)sum);
+            for (int64_t r = 0; r < R; r++) sum += f8i_hp_load(a->src, a->src_dtype, r * C + c);
+            const float prev = a->dbias_accumulate ? f8i_hp_load(a->dbias, a->dbias_dtype, c) : 0.0f;
+            f8i_hp_store(a->dbias, a->dbias_dtype, c, prev + (float)sum);
         }
     }
     if (a->stats && (a->out || a->out_t)) {
@@ -147,9 +135,9 @@ f8_status f8i_cpu_gemm_rowwise(f8_ctx *ctx, const f8i_rowwise_gemm_args *g)
             double p = 0.0;
             for (int64_t kk = 0; kk < k; kk++) p += (double)af[kk] * (double)bj[kk];
             float v = k ? (float)p * (g->a_scale_inv[i] * g->b_scale_inv[j]) : 0.0f; /* k = 0: no scales read */
-            if (g->c) v += hp_at(g->c, g->d_dtype, i * n + j); /* read before D's write: c may be d */
-            if (g->bias) v += hp_at(g->bias, g->bias_dtype, j);
-            hp_put(g->d, g->d_dtype, i * n + j, v);
+            if (g->c) v += f8i_hp_load(g->c, g->d_dtype, i * n + j); /* read before D's write: c may be d */
+            if (g->bias) v += f8i_hp_load(g->bias, g->bias_dtype, j);
+            f8i_hp_store(g->d, g->d_dtype, i * n + j, v);
         }
     }
     free(bf);

@@ -23,7 +23,6 @@
  * shard and gathers again in the backward; one byte per element buys a
  * collective less.
  */
-#include <math.h>
 #include <string.h>
 
 #include "modules/module.h"
@@ -49,7 +48,7 @@ static f8_status group_scale(f8_module *m, f8_slot sl, const void *src, f8_dtype
     a.src = src;
     a.src_dtype = src_dtype;
     a.count = count;
-    a.scaled_max = ldexpf(f8_fp8_max(out_dtype), -ctx->recipe.margin);
+    a.scaled_max = f8i_scaled_max(ctx, out_dtype);
     a.pow2 = ctx->recipe.power_2_scales;
     a.scale = amax + 1;
     a.amax = amax;

@@ -344,7 +344,7 @@ static void fp8_args(f8_attention *a, f8i_attn_fwd_args *args, const float *qkv_
          * saturates there (satfinite), never overflows. (TE's form, O in
          * BF16, has no Hopper engine in cuDNN: docs/FP8_ATTENTION.md.) The
          * O slot's scale is not read; it records O's amax only. */
-        args->s_scale_now = f8i_current_scale(1.0f, 1.0f, ldexpf(f8_fp8_max(F8_DTYPE_E4M3), -ctx->recipe.margin),
+        args->s_scale_now = f8i_current_scale(1.0f, 1.0f, f8i_scaled_max(ctx, F8_DTYPE_E4M3),
                                               ctx->recipe.power_2_scales);
         args->o_scale = f8i_slot_scale(ctx, a->slots[SLOT_QKV]);
         args->o_scale_inv = qkv_sinv;
