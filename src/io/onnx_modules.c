@@ -152,7 +152,7 @@ static const char *fp8_weight_tiles_t(f8_onnx *g, f8_status *st, const f8i_weigh
     const int64_t R = w->rows, C = w->cols, tc = tr == 1 ? C : tr, nrb = (R + tr - 1) / tr, ncb = (C + tc - 1) / tc;
     const int64_t ns = tr == 1 ? R : C * nrb;
     const int e5 = qdt == F8_DTYPE_E5M2;
-    const float scaled_max = ldexpf(f8_fp8_max(qdt), -ctx->recipe.margin);
+    const float scaled_max = f8i_scaled_max(ctx, qdt);
     uint8_t *codes = (uint8_t *)malloc((size_t)(R * C) + 1);
     float *sinv = (float *)malloc((size_t)ns * sizeof(float) + 1);
     if (!codes || !sinv) {
@@ -214,7 +214,7 @@ static const char *fp8_weight_t(f8_onnx *g, f8_status *st, const f8i_weight *w)
         /* current scaling: the scale from the weight now, as its cast takes it */
         float amax = 0.0f;
         for (int64_t i = 0; i < R * C; i++) amax = fmaxf(amax, fabsf(h[i]));
-        scale = f8i_current_scale(amax, scale, ldexpf(f8_fp8_max(qdt), -ctx->recipe.margin), ctx->recipe.power_2_scales);
+        scale = f8i_current_scale(amax, scale, f8i_scaled_max(ctx, qdt), ctx->recipe.power_2_scales);
         sinv = 1.0f / scale;
     }
     uint8_t *codes = h ? (uint8_t *)malloc((size_t)(R * C) + 1) : NULL;
@@ -349,7 +349,7 @@ static const char *current_scale(f8_onnx *g, f8_status *st, f8_ctx *ctx, float k
     const char *a = ax ? (rows ? OPN("ReduceMax", &rn, ax, f8i_onnx_const_ints(g, &last, 1)) : OPN("ReduceMax", &rn, ax))
                        : NULL;
     if (a) f8i_onnx_attr_int(rn, "keepdims", rows);
-    const float scaled_max = ldexpf(f8_fp8_max(f8_ctx_slot_dtype(ctx, F8_DIR_FORWARD)), -ctx->recipe.margin);
+    const float scaled_max = f8i_scaled_max(ctx, f8_ctx_slot_dtype(ctx, F8_DIR_FORWARD));
     const char *q = a ? OP2("Div", f8i_onnx_const_float(g, scaled_max), a) : NULL;
     const char *s = q ? OP2("Min", q, f8i_onnx_const_float(g, 3.40282346638528859812e+38f)) : NULL;
     if (s && ctx->recipe.power_2_scales) s = pow2_below(g, st, s);
