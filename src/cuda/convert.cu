@@ -51,11 +51,7 @@ static __device__ __forceinline__ void load8(const void *src, int64_t i, float s
     } else if constexpr (SRC == F8_DTYPE_BF16) {
         const uint4 t = ((const uint4 *)src)[i];
         const uint32_t w[4] = {t.x, t.y, t.z, t.w};
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-            v[2 * k] = __uint_as_float(w[k] << 16);
-            v[2 * k + 1] = __uint_as_float(w[k] & 0xFFFF0000u);
-        }
+        decode16<1>(w, v);
     } else {
         const uint2 t = ((const uint2 *)src)[i];
         const uint32_t w[2] = {t.x, t.y};

@@ -105,11 +105,7 @@ static __device__ __forceinline__ int load_piece(const void *row, int bf16, int6
         const uint4 q = *(const uint4 *)((const char *)row + c * (bf16 ? 2 : 4));
         w[0] = q.x, w[1] = q.y, w[2] = q.z, w[3] = q.w;
         if (bf16) {
-#pragma unroll
-            for (int k = 0; k < 4; ++k) {
-                v[2 * k] = __uint_as_float(w[k] << 16);
-                v[2 * k + 1] = __uint_as_float(w[k] & 0xFFFF0000u);
-            }
+            decode16<1>(w, v);
         } else {
 #pragma unroll
             for (int k = 0; k < 4; ++k) v[k] = __uint_as_float(w[k]);
