@@ -13,6 +13,16 @@
 #include "io/checkpoint.h"
 #include "stack.h"
 
+/* Master w's checkpoint entry (the inverse of stack_weight_index): v, the
+ * gradient view of its weight; name, "optimizer.master.<w>"; returned, an
+ * FP32 tensor of the weight's shape on the stack's staging buffer. */
+static f8_tensor master_entry(stack *s, int w, f8_tensor *v, char name[32])
+{
+    stack_param(s, w == 0 ? 0 : w == 1 ? 2 : w == 2 ? 6 : 8, 1, v);
+    snprintf(name, 32, "optimizer.master.%d", w);
+    return f8_tensor_make(s->stage, F8_DTYPE_FP32, v->rows, v->cols);
+}
+
 static f8_status stack_save(stack *s, const char *path)
 {
     f8_checkpoint *ck = NULL;
@@ -24,11 +34,9 @@ static f8_status stack_save(stack *s, const char *path)
         if (!s->master[w]) continue;
         /* the optimizer's FP32 masters travel as the caller's own tensors */
         f8_tensor v;
-        stack_param(s, w == 0 ? 0 : w == 1 ? 2 : w == 2 ? 6 : 8, 1, &v);
         char name[32];
-        snprintf(name, sizeof name, "optimizer.master.%d", w);
+        f8_tensor m = master_entry(s, w, &v, name);
         st = f8_ctx_upload(s->ctx, s->stage, s->master[w], tensor_bytes(&v));
-        f8_tensor m = f8_tensor_make(s->stage, F8_DTYPE_FP32, v.rows, v.cols);
         if (st == F8_OK) st = f8_checkpoint_add_tensor(ck, name, &m);
     }
     if (st == F8_OK) st = f8_checkpoint_save(ck, path);
@@ -46,10 +54,8 @@ static f8_status stack_load(stack *s, const char *path)
     for (int w = 0; w < 4 && st == F8_OK; w++) {
         if (!s->master[w]) continue;
         f8_tensor v;
-        stack_param(s, w == 0 ? 0 : w == 1 ? 2 : w == 2 ? 6 : 8, 1, &v);
         char name[32];
-        snprintf(name, sizeof name, "optimizer.master.%d", w);
-        f8_tensor m = f8_tensor_make(s->stage, F8_DTYPE_FP32, v.rows, v.cols);
+        f8_tensor m = master_entry(s, w, &v, name);
         st = f8_checkpoint_read_tensor(ck, name, &m);
         if (st == F8_OK) st = f8_ctx_download(s->ctx, s->master[w], s->stage, tensor_bytes(&v));
     }
