@@ -30,6 +30,21 @@ static double tensor_rel(f8_ctx *ca, const void *a, f8_ctx *cb, const void *b, s
     return e;
 }
 
+/* The stacks the comparisons below sweep: activation a (GELU..SRELU) on
+ * small_cfg's shape, and with shape 1 (GELU's second case) T/H/F
+ * 150/200/136, several tiles each way, the last partial. */
+static stack_cfg block_sweep_cfg(int a, int shape)
+{
+    stack_cfg c = small_cfg(1, 0);
+    c.act = (f8_activation)a;
+    if (shape) {
+        c.T = 150;
+        c.H = 200;
+        c.F = 136;
+    }
+    return c;
+}
+
 /* The stack under `fp8` (a BLOCK or CURRENT ctx) against the same stack in
  * high precision (FP8 off on `hp`), one forward and backward, per
  * activation and on a shape of several partial tiles: y within a relative
@@ -47,14 +62,7 @@ static double stack_vs_hp_w(f8_ctx *fp8, f8_ctx *hp, const char *tag, double *we
     double worst_y = 0, worst_g = 0, worst_w = 0;
     for (int a = F8_ACT_GELU; a <= F8_ACT_SRELU; a++)
         for (int shape = 0; shape < (a == F8_ACT_GELU ? 2 : 1); shape++) {
-            stack_cfg c = small_cfg(1, 0), h;
-            c.act = (f8_activation)a;
-            if (shape) { /* several tiles each way, the last partial */
-                c.T = 150;
-                c.H = 200;
-                c.F = 136;
-            }
-            h = c;
+            stack_cfg c = block_sweep_cfg(a, shape), h = c;
             h.fp8 = 0;
             stack Bk, Hp;
             stack_create(&Bk, fp8, &c);

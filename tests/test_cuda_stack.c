@@ -33,13 +33,7 @@ static void block_cuda_vs_cpu(f8_recipe_kind kind, const char *tag)
     double worst_y = 0, worst_g = 0;
     for (int a = F8_ACT_GELU; a <= F8_ACT_SRELU; a++)
         for (int shape = 0; shape < (a == F8_ACT_GELU ? 2 : 1); shape++) {
-            stack_cfg c = small_cfg(1, 0);
-            c.act = (f8_activation)a;
-            if (shape) {
-                c.T = 150;
-                c.H = 200;
-                c.F = 136;
-            }
+            stack_cfg c = block_sweep_cfg(a, shape);
             stack G, H;
             stack_create(&G, cu, &c);
             stack_create(&H, cp, &c);
