@@ -18,7 +18,7 @@
  *  - a graph: forward + backward captured after a warm-up and replayed over
  *    new inputs, bitwise the eager result.
  */
-#include "check.h"
+#include "device_buffers.h"
 
 typedef struct shape {
     int64_t B, S, nh, hd;
@@ -96,59 +96,11 @@ static void ref_backward(shape sh, const double *qkv, const double *dy, double *
 
 /* ---- library runs ----------------------------------------------------------- */
 
-static float round_dt(float v, f8_dtype dt) { return dt == F8_DTYPE_BF16 ? f8_bf16_to_float(f8_bf16_from_float(v)) : v; }
-
-/* n random normals · amp, rounded to dt. */
-static float *rand_vec(test_rng *r, size_t n, double amp, f8_dtype dt)
-{
-    float *v = (float *)xmalloc(n * sizeof *v);
-    for (size_t i = 0; i < n; i++) v[i] = round_dt((float)(amp * rng_normal(r)), dt);
-    return v;
-}
-
 static double *to_double(const float *v, size_t n)
 {
     double *d = (double *)xmalloc(n * sizeof *d);
     for (size_t i = 0; i < n; i++) d[i] = v[i];
     return d;
-}
-
-/* Backend buffer of n elements of dt holding host floats v (NULL: filled with 0x5A bytes). */
-static void *dev_put(f8_ctx *ctx, const float *v, size_t n, f8_dtype dt)
-{
-    const size_t es = f8_dtype_size(dt);
-    uint8_t *h = (uint8_t *)xmalloc(n * es);
-    if (!v) memset(h, 0x5A, n * es);
-    for (size_t i = 0; v && i < n; i++) {
-        if (dt == F8_DTYPE_BF16) {
-            uint16_t b = f8_bf16_from_float(v[i]);
-            memcpy(h + 2 * i, &b, 2);
-        } else {
-            memcpy(h + 4 * i, &v[i], 4);
-        }
-    }
-    void *p = NULL;
-    if (f8_ctx_alloc(ctx, n * es, &p) != F8_OK) die("f8_ctx_alloc", ctx);
-    if (f8_ctx_upload(ctx, p, h, n * es) != F8_OK) die("f8_ctx_upload", ctx);
-    free(h);
-    return p;
-}
-
-static void dev_get(f8_ctx *ctx, const void *p, size_t n, f8_dtype dt, float *out)
-{
-    const size_t es = f8_dtype_size(dt);
-    uint8_t *h = (uint8_t *)xmalloc(n * es);
-    CHECK_OK(ctx, f8_ctx_download(ctx, h, p, n * es));
-    for (size_t i = 0; i < n; i++) {
-        if (dt == F8_DTYPE_BF16) {
-            uint16_t b;
-            memcpy(&b, h + 2 * i, 2);
-            out[i] = f8_bf16_to_float(b);
-        } else {
-            memcpy(&out[i], h + 4 * i, 4);
-        }
-    }
-    free(h);
 }
 
 static int g_kept; /* f8_attention_config.output_kept of the objects att_new makes */

@@ -43,7 +43,7 @@
  * relative to its own running maximum, as the fused kernels' are).
  * Without a GPU (or in a CUDA=0 build) the program reports itself skipped.
  */
-#include "check.h"
+#include "device_buffers.h"
 #include "core/backend.h"
 
 enum { CPU = 0, GPU = 1 };
@@ -66,67 +66,6 @@ static void set_mode(int mode)
 {
     g_mode = mode;
     f8i_cuda_attn_set_mode(g_ctx[GPU], mode);
-}
-
-static float round_dt(float v, f8_dtype dt) { return dt == F8_DTYPE_BF16 ? f8_bf16_to_float(f8_bf16_from_float(v)) : v; }
-
-static float *rand_vec(test_rng *r, size_t n, double amp, f8_dtype dt)
-{
-    float *v = (float *)xmalloc(n * sizeof *v);
-    for (size_t i = 0; i < n; i++) v[i] = round_dt((float)(amp * rng_normal(r)), dt);
-    return v;
-}
-
-/* Host floats as n elements of dt at h (bytes). */
-static void to_bytes(uint8_t *h, const float *v, size_t n, f8_dtype dt)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (dt == F8_DTYPE_BF16) {
-            uint16_t b = f8_bf16_from_float(v[i]);
-            memcpy(h + 2 * i, &b, 2);
-        } else {
-            memcpy(h + 4 * i, &v[i], 4);
-        }
-    }
-}
-
-/* Backend buffer of n elements of dt from host floats (NULL: 0x5A bytes),
- * starting `skew` elements into its allocation (a misaligned view). */
-static void *dev_put_at(f8_ctx *ctx, const float *v, size_t n, f8_dtype dt, size_t skew, void **alloc)
-{
-    const size_t es = f8_dtype_size(dt);
-    uint8_t *h = (uint8_t *)xmalloc(n * es + 1);
-    if (!v) memset(h, 0x5A, n * es);
-    if (v) to_bytes(h, v, n, dt);
-    void *p = NULL;
-    if (f8_ctx_alloc(ctx, (n + skew) * es, &p) != F8_OK) die("f8_ctx_alloc", ctx);
-    if (f8_ctx_upload(ctx, (uint8_t *)p + skew * es, h, n * es) != F8_OK) die("f8_ctx_upload", ctx);
-    free(h);
-    *alloc = p;
-    return (uint8_t *)p + skew * es;
-}
-
-static void *dev_put(f8_ctx *ctx, const float *v, size_t n, f8_dtype dt)
-{
-    void *alloc;
-    return dev_put_at(ctx, v, n, dt, 0, &alloc);
-}
-
-static void dev_get(f8_ctx *ctx, const void *p, size_t n, f8_dtype dt, float *out)
-{
-    const size_t es = f8_dtype_size(dt);
-    uint8_t *h = (uint8_t *)xmalloc(n * es);
-    CHECK_OK(ctx, f8_ctx_download(ctx, h, p, n * es));
-    for (size_t i = 0; i < n; i++) {
-        if (dt == F8_DTYPE_BF16) {
-            uint16_t b;
-            memcpy(&b, h + 2 * i, 2);
-            out[i] = f8_bf16_to_float(b);
-        } else {
-            memcpy(&out[i], h + 4 * i, 4);
-        }
-    }
-    free(h);
 }
 
 static uint64_t counter(f8_ctx *ctx, int alloc)

@@ -32,8 +32,6 @@ typedef struct rcase {
     int64_t T, in, out; /* MLP: out = in, ffn = 56 */
 } rcase;
 
-static float round_dt(float v, f8_dtype dt) { return dt == F8_DTYPE_BF16 ? f8_bf16_to_float(f8_bf16_from_float(v)) : v; }
-
 /* Backend tensor [rows, cols] of dt holding v (rounded to dt; v updated to what it holds). */
 static f8_tensor make_tensor(f8_ctx *ctx, f8_dtype dt, int64_t rows, int64_t cols, float *v)
 {
