@@ -152,6 +152,15 @@ static void check_fp8_out(const char *name, const char *what, const uint8_t *y8,
     CHECK(fbits(*sinv) == fbits(1.0f / scale), "%s scale_inv %.9g", name, *sinv);
 }
 
+/* A BF16 output (norm or activation, y or dx) is its FP32 twin v32
+ * rounded, bit for bit. */
+static void check_bf16_out(const char *name, const char *what, const uint16_t *vbf, const float *v32, int64_t n)
+{
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++) bad += vbf[i] != f8_bf16_from_float(v32[i]);
+    CHECK(bad == 0, "%s %s: %lld values differ from bf16 of the fp32 output", name, what, (long long)bad);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Norms: FP64 reference                                                     */
 /* ------------------------------------------------------------------------ */
@@ -298,9 +307,7 @@ static void test_norm_case(f8_ctx *ctx, test_rng *rng, const norm_case *nc)
     fa.y_dtype = F8_DTYPE_BF16;
     fa.mu = fa.rsigma = NULL; /* optional */
     CHECK_OK(ctx, f8i_op_norm_fwd(ctx, &fa));
-    int64_t bf_bad = 0;
-    for (int64_t i = 0; i < n; i++) bf_bad += ybf[i] != f8_bf16_from_float(y32[i]);
-    CHECK(bf_bad == 0, "%s y bf16: %lld values differ from bf16(y fp32)", name, (long long)bf_bad);
+    check_bf16_out(name, "y bf16", ybf, y32, n);
 
     /* FP8 y, both formats; E5M2 without amax and scale_inv. */
     float ymax = 0.0f;
