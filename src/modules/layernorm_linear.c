@@ -102,8 +102,9 @@ static size_t bwd_layout(const f8_module *m, int64_t T, f8i_layout *l, lnl_ws *w
     w->hp = NULL;
     w->dln32 = NULL;
     memset(&w->rln, 0, sizeof w->rln);
-    if (!m->recompute_norm) {
-        w->dln32 = (float *)f8i_take(l, (size_t)(T * K) * 4);
+    if (!m->recompute_norm) { /* only where dln_out joins dln, or a BF16 dln goes to the reduce-scatter */
+        if (((const lnl *)m)->own.return_ln || (m->sp && dln_dtype(m) != F8_DTYPE_FP32))
+            w->dln32 = (float *)f8i_take(l, (size_t)(T * K) * 4);
     } else { /* in dln32's place (neither return_layernorm_output nor sequence parallel with it) */
         const size_t es = f8_dtype_size(m->param_dtype);
         w->rln.data = (uint8_t *)f8i_take(l, (size_t)(T * K) * (m->fp8 ? 1 : es));
