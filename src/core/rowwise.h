@@ -177,12 +177,6 @@ f8_status f8i_cpu_gemm_rowwise(f8_ctx *ctx, const f8i_rowwise_gemm_args *g);
 float f8i_cpu_rowwise_fused_row(const float *u, int64_t n, f8_dtype out_dtype, float scaled_max, int pow2,
                                 uint8_t *codes, float *amax, uint64_t *tally, float *col_amax);
 
-/* v rounded to hp (FP32: itself; BF16: RNE to BF16 and back). */
-static inline float f8i_round_to(f8_dtype hp, float v)
-{
-    return hp == F8_DTYPE_BF16 ? f8i_bf16_to_float(f8i_bf16_from_float(v)) : v;
-}
-
 /* The CUDA versions (src/cuda/rowwise_cast.cu, gemm_rowwise.cu): device
  * memory of a CUDA ctx, on its stream. A CUDA=0 build has stubs that answer
  * F8_ERR_NO_DEVICE (src/cpu/no_cuda_rowwise.c).

@@ -47,9 +47,6 @@
 /* Columns of dk, dv summed at once in the backward (double accumulators on the stack). */
 #define F8I_CPU_ATTN_HD_CHUNK 64
 
-/* v as the dtype would store it. */
-static float round_to(f8_dtype dt, float v) { return dt == F8_DTYPE_BF16 ? f8i_bf16_to_float(f8i_bf16_from_float(v)) : v; }
-
 /* One (sequence, head) of a call: element offsets of its q, k, v columns in
  * qkv (GQA: k and v of its group's head h / (nh / G)), its y/dy/o columns,
  * and its L/D rows. */
@@ -135,7 +132,7 @@ static void forward_row(void *arg, int64_t u, int worker)
     for (int64_t j = 0; j <= i; j++) {
         const float p = exp2f((srow[j] - m) * c2);
         l += p;
-        prow[j] = round_to(dt, p);
+        prow[j] = f8i_round_to(dt, p);
     }
     const float inv = 1.0f / l;
     for (int64_t d = 0; d < hd; d++) {
@@ -294,8 +291,8 @@ static float pair_grad(const bwd_view *v, const head_view *w, int64_t i, int64_t
         const float s = dot(a->qkv, w->q + i * w->ld3, a->qkv, w->k + j * w->ld3, w->hd, dt);
         const float dp = dot(a->dy, w->y + i * w->ld1, a->qkv, w->v + j * w->ld3, w->hd, dt);
         const float p = exp2f((s - a->lse[w->lse + i]) * a->scale_log2);
-        *p_out = round_to(dt, p);
-        return round_to(dt, p * (dp - a->d[w->lse + i]) * a->scale);
+        *p_out = f8i_round_to(dt, p);
+        return f8i_round_to(dt, p * (dp - a->d[w->lse + i]) * a->scale);
     }
     const uint8_t *qkv = (const uint8_t *)a->qkv;
     const float s = dot8(qkv, w->q + i * w->ld3, qkv, w->k + j * w->ld3, w->hd) * v->dq * v->dq;

@@ -28,6 +28,13 @@ static inline void f8i_hp_store(void *p, f8_dtype dt, int64_t i, float v)
     else ((float *)p)[i] = v;
 }
 
+/* v as a high-precision dtype would store it (FP32: itself; BF16: RNE to
+ * BF16 and back). */
+static inline float f8i_round_to(f8_dtype hp, float v)
+{
+    return hp == F8_DTYPE_BF16 ? f8i_bf16_to_float(f8i_bf16_from_float(v)) : v;
+}
+
 /* Element i of p in any dtype: FP8 codes decoded, BF16 widened, else FP32. */
 static inline float f8i_any_load(const void *p, f8_dtype dt, int64_t i)
 {
