@@ -18,6 +18,14 @@
  * column-wise copy too: the fused norm also taking the column amaxes
  * (col_amax) then the column-only cast given them (col_amax_in), against
  * the fused norm then the column-only cast that measures them again.
+ * Then the activations with the row-wise cast fused (act_row_kernel,
+ * f8i_op_act_fwd/bwd as layernorm_mlp.c's training calls them without
+ * fc1's bias) at the 1.3B/Llama-1B MLP, 8192 tokens by an FFN of 8192
+ * (the shape column is x's: SwiGLU's is 8192 x 16384), and GELU at the
+ * 124M one's, 65536 tokens by 3072 (rows of few pieces): the forward from
+ * BF16 x to codes, per-row scale_inv, u (BF16) and the column amaxes; the
+ * backward from BF16 x and dy to d's codes, per-row scale_inv, dx (BF16)
+ * and its column amaxes; `bench_kernels rowwise` runs these too.
  *
  * `bench_kernels adamw` times the AdamW step (f8_adamw_step: the norm pass,
  * the finalize and the update) over one BF16 parameter of the 1.3B
@@ -44,7 +52,8 @@ enum op {
     OP_CAST, OP_CAST_T, OP_CAST_T_DBIAS, OP_TRANSPOSE, OP_CONVERT, OP_SCALE_UPDATE, OP_ROW, OP_ROW_T, OP_ROW_T_DBIAS,
     OP_NORM_ROW, OP_NORM_ROW_HP, OP_NORM_THEN_ROW, /* LayerNorm with row-wise codes: fused, fused + u, unfused */
     OP_NORM_ROW_COLS, OP_NORM_ROW_THEN_COLS, /* + the column copy: amaxes taken by the norm, or by the cast */
-    OP_ADAMW /* f8_adamw_step; dst: the moments' dtype */
+    OP_ADAMW,  /* f8_adamw_step; dst: the moments' dtype */
+    OP_ACT_ROW /* the row-wise fused activation lines (run_act_row) */
 };
 
 typedef struct kcase {
@@ -337,6 +346,84 @@ static void run_adamw(f8_ctx *ctx, bench_log *log, f8_adamw_moments moments, int
     BENCH_CUDA(cudaFree(grad));
 }
 
+/* The row-wise fused activation lines: one call of act_fwd or act_bwd on x
+ * [rows, cols_in] (cols_in = 2·cols gated) and dy [rows, cols]. */
+typedef struct acase {
+    const char *name;
+    f8_activation act;
+    int bwd;
+    int64_t rows, cols; /* tokens, FFN (cols of v and dy) */
+} acase;
+
+typedef struct aarg {
+    f8_ctx *ctx;
+    const acase *ac;
+    int nsets;
+    void *x[MAX_SETS], *dy[MAX_SETS], *codes[MAX_SETS], *hp[MAX_SETS]; /* hp: u or dx (BF16) */
+    float *amax, *row_si, *col_amax;
+} aarg;
+
+static void acall(void *p, int i)
+{
+    aarg *k = p;
+    const acase *ac = k->ac;
+    const int s = i % k->nsets;
+    const f8_dtype bf = F8_DTYPE_BF16, e4 = F8_DTYPE_E4M3;
+    if (!ac->bwd) {
+        f8i_act_fwd_args a = {.act = ac->act, .x = k->x[s], .x_dtype = bf, .rows = ac->rows, .cols = ac->cols,
+                              .y = k->codes[s], .y_dtype = e4, .amax = k->amax, .scale_inv = k->row_si,
+                              .mode = F8I_SCALING_ROW, .scaled_max = f8_fp8_max(e4), .y_hp = k->hp[s],
+                              .hp_dtype = bf, .col_amax = k->col_amax};
+        BENCH_F8(k->ctx, f8i_op_act_fwd(k->ctx, &a));
+        return;
+    }
+    f8i_act_bwd_args a = {.act = ac->act, .x = k->x[s], .x_dtype = bf, .dy = k->dy[s], .dy_dtype = bf,
+                          .rows = ac->rows, .cols = ac->cols, .dx = k->hp[s], .dx_dtype = bf, .out = k->codes[s],
+                          .out_dtype = e4, .amax = k->amax, .scale_inv = k->row_si, .mode = F8I_SCALING_ROW,
+                          .scaled_max = f8_fp8_max(e4), .col_amax = k->col_amax};
+    BENCH_F8(k->ctx, f8i_op_act_bwd(k->ctx, &a));
+}
+
+static void run_act_row(f8_ctx *ctx, bench_log *log, const acase *ac, double copy_gbps)
+{
+    void *stream = f8_ctx_stream(ctx);
+    const int64_t rows = ac->rows, cols = ac->cols;
+    const int64_t ci = f8_activation_gated(ac->act) ? 2 * cols : cols, n = rows * cols, ni = rows * ci;
+    const int64_t nout = ac->bwd ? ni : n; /* the codes and u (dx) */
+    /* x, dy, the codes, u (dx), scale_inv, the column amaxes */
+    const double bytes = 2.0 * (double)ni + (ac->bwd ? 2.0 * (double)n : 0.0) + 3.0 * (double)nout +
+                         4.0 * (double)rows + 4.0 * (double)(ac->bwd ? ci : cols);
+    aarg k = {.ctx = ctx, .ac = ac};
+    k.nsets = (int)(512e6 / bytes) + 1;
+    if (k.nsets < 2) k.nsets = 2;
+    if (k.nsets > MAX_SETS) k.nsets = MAX_SETS;
+    for (int s = 0; s < k.nsets; s++) {
+        k.x[s] = bench_alloc_random(stream, F8_DTYPE_BF16, ni, 200 + (uint64_t)s, 3.0f);
+        k.dy[s] = ac->bwd ? bench_alloc_random(stream, F8_DTYPE_BF16, n, 300 + (uint64_t)s, 1.0f) : NULL;
+        BENCH_CUDA(cudaMalloc(&k.codes[s], (size_t)nout));
+        BENCH_CUDA(cudaMalloc(&k.hp[s], (size_t)nout * 2));
+    }
+    BENCH_CUDA(cudaMalloc((void **)&k.amax, 4));
+    BENCH_CUDA(cudaMemset(k.amax, 0, 4));
+    BENCH_CUDA(cudaMalloc((void **)&k.row_si, (size_t)rows * 4));
+    BENCH_CUDA(cudaMalloc((void **)&k.col_amax, (size_t)ci * 4));
+    BENCH_CUDA(cudaStreamSynchronize((cudaStream_t)stream));
+
+    const bench_times t = bench_time(stream, acall, &k, bench_reps(bytes / 3e3, 40, 20, 200));
+    const kcase kc = {ac->name, OP_ACT_ROW, F8_DTYPE_BF16, F8_DTYPE_E4M3, 1};
+    report(log, &kc, rows, ci, bytes, t, copy_gbps);
+
+    for (int s = 0; s < k.nsets; s++) {
+        BENCH_CUDA(cudaFree(k.x[s]));
+        if (k.dy[s]) BENCH_CUDA(cudaFree(k.dy[s]));
+        BENCH_CUDA(cudaFree(k.codes[s]));
+        BENCH_CUDA(cudaFree(k.hp[s]));
+    }
+    BENCH_CUDA(cudaFree(k.amax));
+    BENCH_CUDA(cudaFree(k.row_si));
+    BENCH_CUDA(cudaFree(k.col_amax));
+}
+
 int main(int argc, char **argv)
 {
     const int rowwise_only = argc > 1 && strcmp(argv[1], "rowwise") == 0;
@@ -392,6 +479,16 @@ int main(int argc, char **argv)
     for (int s = 0; s < 4 && !adamw_only; s++)
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
             if (cases[c].row) run_layout(ctx, &log, &cases[c], row_shapes[s][0], row_shapes[s][1], copy);
+    static const acase acases[] = {
+        {"gelu_fwd_row", F8_ACT_GELU, 0, 8192, 8192},
+        {"gelu_bwd_row", F8_ACT_GELU, 1, 8192, 8192},
+        {"swiglu_fwd_row", F8_ACT_SWIGLU, 0, 8192, 8192},
+        {"swiglu_bwd_row", F8_ACT_SWIGLU, 1, 8192, 8192},
+        {"gelu_fwd_row", F8_ACT_GELU, 0, 65536, 3072},
+        {"gelu_bwd_row", F8_ACT_GELU, 1, 65536, 3072},
+    };
+    for (size_t c = 0; c < sizeof acases / sizeof acases[0] && !adamw_only; c++)
+        run_act_row(ctx, &log, &acases[c], copy);
     if (!rowwise_only && !adamw_only) {
         run_scale_update(ctx, &log, 16384, 1024, copy); /* 128 MB moved: bandwidth */
         run_scale_update(ctx, &log, 96, 1024, copy);    /* a small model's slots: latency */
