@@ -7,6 +7,9 @@
  *  - other rows up to FWD_MAX_COLS = 8192 columns: the row-group kernels
  *    here;
  *  - wider rows: norm_fwd_wide.cu.
+ * Row-wise codes (F8I_ROW_FUSED): norm_fwd_fit_rowwise.cu's kernel on the
+ * fit kernel's rows with u in BF16, norm_fwd_rowwise.cu's on the other rows
+ * up to FWD_MAX_COLS, the wide kernel and the row-wise cast past them.
  *
  * Design note. A row is reduced by a group of threads and never leaves
  * registers between the statistics and the output. The row-group kernels
@@ -397,9 +400,13 @@ f8_status f8i_cuda_norm_fwd(f8_ctx *ctx, const f8i_norm_fwd_args *a)
         while ((int64_t)tpr * FWD_NV < np) tpr *= 2;
         p.tpr = tpr;
         p.w_y = access_width(a->y, a->cols * y_size, y_size * e < 16 ? y_size * e : 16);
-        if (row) { /* norm_fwd_rowwise.cu: the registers kernel's layout */
+        if (row) { /* norm_fwd_fit_rowwise.cu on the fit layout, else norm_fwd_rowwise.cu's registers kernel */
             const int hs = p.hp_bf16 ? 2 : 4;
             p.w_hp = p.y_hp != NULL ? access_width(p.y_hp, a->cols * hs, hs * e < 16 ? hs * e : 16) : 1;
+            if (f8i_norm_fwd_fit_row_fits(&p)) {
+                if (p.col_amax != NULL) F8I_TRY(f8i_cuda_fill_f32(ctx, p.col_amax, 0.0f, a->cols));
+                return f8i_norm_fwd_fit_row_launch(ctx, &p);
+            }
             const int kn = (int)((np + tpr - 1) / tpr);
             size_t smem = rows_smem(np, e, p.rms, kn, 0);
             unsigned grid = rows_grid(&p, 512, f8i_cuda(ctx)->sm_count);

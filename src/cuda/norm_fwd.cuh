@@ -1,10 +1,12 @@
 /*
  * norm_fwd.cuh — what the norm forward's files share (norm_fwd.cu: the
  * entry point and the row-group kernels; norm_fwd_fit.cu: the kernel for
- * rows that fit its layout exactly; norm_fwd_wide.cu: rows wider than
- * FWD_MAX_COLS): the launch parameters, the row-group sums, the gamma/beta
- * planes in shared memory, the cp.async helpers and the launchers the entry
- * point calls. Only those three files include this.
+ * rows that fit its layout exactly; norm_fwd_rowwise.cu and
+ * norm_fwd_fit_rowwise.cu: the same two with row-wise scaling's cast fused;
+ * norm_fwd_wide.cu: rows wider than FWD_MAX_COLS): the launch parameters,
+ * the row-group sums and maxima, the gamma/beta planes in shared memory,
+ * the cp.async helpers, the fit layout's constants and the launchers the
+ * entry point calls. Only those five files include this.
  */
 #ifndef F8_CUDA_NORM_FWD_CUH
 #define F8_CUDA_NORM_FWD_CUH
@@ -114,6 +116,41 @@ template <int N>
 static __device__ __forceinline__ void cp_async_wait()
 {
     asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+/* ------------------------------------------------------------------------ */
+/* The fit kernels' layout (norm_fwd_fit.cu, norm_fwd_fit_rowwise.cu)       */
+/* ------------------------------------------------------------------------ */
+
+/* The block, the rows of x in flight per row group beside the one being
+ * computed, and the blocks per SM the launch bounds ask for (registers:
+ * 65536 / (threads · blocks) a thread: 42 here). */
+#define FIT_THREADS 768  /* the fastest measured (bench/RESULTS.md): 48 warps a SM; a multiple of 256 */
+#define FIT_STAGES 1     /* one row ahead: two measured slower, their ring leaving room for fewer blocks */
+#define FIT_MIN_BLOCKS 2 /* two 768-thread blocks a SM: 42 registers, no spill */
+
+static_assert(FIT_THREADS % 256 == 0, "whole groups of every width");
+static_assert(FIT_THREADS / 64 <= 15, "a named barrier (ids 1..15) per multi-warp group");
+
+/* Copy this thread's KN pieces of one row (src: its piece 0; piece k 512
+ * bytes on) into its ring slots (slot: piece 0's; piece k at slot +
+ * k·FIT_THREADS), then close the copy group: one per row, empty past the last
+ * row, since the waits count groups. */
+template <int KN>
+static __device__ __forceinline__ void fit_stage(uint4 *slot, const char *src, bool valid)
+{
+    if (valid) {
+#pragma unroll
+        for (int k = 0; k < KN; ++k) cp_async16(slot + k * FIT_THREADS, src + k * 512);
+    }
+    cp_async_commit();
+}
+
+/* Element j of a piece of 8 BF16 (low half first), exactly. */
+static __device__ __forceinline__ float bf16_at(const uint4 &u, int j)
+{
+    const uint32_t w = j < 2 ? u.x : j < 4 ? u.y : j < 6 ? u.z : u.w;
+    return __uint_as_float(j % 2 ? w & 0xFFFF0000u : w << 16);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -297,11 +334,98 @@ static __device__ __forceinline__ float2 row_stats(const uint4 (&xr)[FWD_NV], fl
     return make_float2(mu, rs);
 }
 
-/* The fit kernel (norm_fwd_fit.cu): 1 when it can run p (BF16 x in 16-byte
- * aligned rows that its layout covers exactly, FP8 or BF16 y), and its
- * launch. p->tpr must be the row-group kernels' choice. */
+/* ------------------------------------------------------------------------ */
+/* Row-wise scaling's helpers (norm_fwd_rowwise.cu, norm_fwd_fit_rowwise.cu) */
+/* ------------------------------------------------------------------------ */
+
+/* The max of v over a row group (group_total's layout and barrier; max is
+ * exact in any order, so every group member gets the same bits). */
+static __device__ __forceinline__ float group_max(float v, int nw, int first, float *red, int bar)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
+    if (nw == 1) return v;
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
+    asm volatile("bar.sync %0, %1;" ::"r"(bar), "r"(nw * 32) : "memory");
+    float m = 0.0f;
+    for (int k = 0; k < nw; ++k) m = fmaxf(m, red[first + k]);
+    return m;
+}
+
+/* The column maxima of one piece (E columns) at slot: zeroed, and
+ * max(themselves, |u|) (fmaxf: NaN ignored, as the cast's amax). As BF16
+ * bits where u is BF16 (HP_BF16: its max is one of its values, exact; half
+ * the bytes: E/2 words, 8 or 16 bytes), else E floats (16 or 32 bytes). */
+template <int E, int HP_BF16>
+static __device__ __forceinline__ void cmax_zero(char *slot)
+{
+    if constexpr (HP_BF16 && E == 8) *(uint4 *)slot = make_uint4(0u, 0u, 0u, 0u);
+    else if constexpr (HP_BF16) *(uint2 *)slot = make_uint2(0u, 0u);
+    else
+#pragma unroll
+        for (int h = 0; h < E / 4; ++h) ((float4 *)slot)[h] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+}
+
+template <int E, int HP_BF16>
+static __device__ __forceinline__ void cmax_piece(char *slot, const float (&u)[E])
+{
+    if constexpr (HP_BF16) {
+        uint32_t x[E / 2];
+        if constexpr (E == 8) {
+            const uint4 w = *(const uint4 *)slot;
+            x[0] = w.x, x[1] = w.y, x[2] = w.z, x[3] = w.w;
+        } else {
+            const uint2 w = *(const uint2 *)slot;
+            x[0] = w.x, x[1] = w.y;
+        }
+#pragma unroll
+        for (int i = 0; i < E / 2; ++i) { /* u is BF16-exact: so is the max, and >> 16 loses nothing */
+            const float lo = fmaxf(__uint_as_float(x[i] << 16), fabsf(u[2 * i]));
+            const float hi = fmaxf(__uint_as_float(x[i] & 0xFFFF0000u), fabsf(u[2 * i + 1]));
+            x[i] = (__float_as_uint(lo) >> 16) | (__float_as_uint(hi) & 0xFFFF0000u);
+        }
+        if constexpr (E == 8) *(uint4 *)slot = make_uint4(x[0], x[1], x[2], x[3]);
+        else *(uint2 *)slot = make_uint2(x[0], x[1]);
+    } else {
+#pragma unroll
+        for (int h = 0; h < E / 4; ++h) {
+            float4 m = ((float4 *)slot)[h];
+            m.x = fmaxf(m.x, fabsf(u[4 * h])), m.y = fmaxf(m.y, fabsf(u[4 * h + 1]));
+            m.z = fmaxf(m.z, fabsf(u[4 * h + 2])), m.w = fmaxf(m.w, fabsf(u[4 * h + 3]));
+            ((float4 *)slot)[h] = m;
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Launchers                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* The fit layout's pieces a lane (KN) for p's x, or 0 where the layout does
+ * not cover it: BF16 x in 16-byte aligned rows of 256·nw·KN columns, nw =
+ * p->tpr / 32 = 2, 4 or 8 warps, KN <= 4. p->tpr must be the row-group
+ * kernels' choice: the fewest threads that cover the row with FWD_NV pieces
+ * each, so that KN is 3 or 4 (KN = 2 would have taken half the threads). */
+int f8i_norm_fwd_fit_kn(const norm_fwd_params *p);
+
+/* A fit kernel's persistent grid for p: as many blocks of FIT_THREADS as are
+ * resident at once, FIT_MIN_BLOCKS a SM or fewer where smem bytes of dynamic
+ * shared memory a block do not fit them, or fewer when the rows need fewer
+ * (groups: row groups a block). Opts `kernel` in to more than 48 KB. */
+f8_status f8i_norm_fwd_fit_grid(f8_ctx *ctx, const norm_fwd_params *p, const void *kernel, size_t smem, int groups,
+                                unsigned *grid);
+
+/* The fit kernel (norm_fwd_fit.cu): 1 when it can run p (the fit layout's
+ * x, E4M3 or BF16 y), and its launch. */
 int f8i_norm_fwd_fit_fits(const norm_fwd_params *p);
 f8_status f8i_norm_fwd_fit_launch(f8_ctx *ctx, const norm_fwd_params *p);
+
+/* The row-wise fused forward on the fit layout (norm_fwd_fit_rowwise.cu):
+ * 1 when it can run p (the fit layout's x, E4M3 or E5M2 codes in 8-byte
+ * aligned rows, u rounded to BF16, y_hp NULL or 16-byte aligned), and its
+ * launch, which checks the launch (col_amax, if set, zeroed before it). */
+int f8i_norm_fwd_fit_row_fits(const norm_fwd_params *p);
+f8_status f8i_norm_fwd_fit_row_launch(f8_ctx *ctx, const norm_fwd_params *p);
 
 /* The row-wise fused forward (norm_fwd_rowwise.cu) of p, its row-group
  * layout set (tpr; kn pieces a lane) with dynamic shared memory smem for

@@ -30,37 +30,6 @@
  */
 #include "norm_fwd.cuh"
 
-/* The block, the rows of x in flight per row group beside the one being
- * computed, and the blocks per SM the launch bounds ask for (registers:
- * 65536 / (threads · blocks) a thread: 42 here). */
-#define FIT_THREADS 768  /* the fastest measured (bench/RESULTS.md): 48 warps a SM; a multiple of 256 */
-#define FIT_STAGES 1     /* one row ahead: two measured slower, their ring leaving room for fewer blocks */
-#define FIT_MIN_BLOCKS 2 /* two 768-thread blocks a SM: 42 registers, no spill */
-
-static_assert(FIT_THREADS % 256 == 0, "whole groups of every width");
-static_assert(FIT_THREADS / 64 <= 15, "a named barrier (ids 1..15) per multi-warp group");
-
-/* Copy this thread's KN pieces of one row (src: its piece 0; piece k 512
- * bytes on) into its ring slots (slot: piece 0's; piece k at slot +
- * k·FIT_THREADS), then close the copy group: one per row, empty past the last
- * row, since the waits count groups. */
-template <int KN>
-static __device__ __forceinline__ void fit_stage(uint4 *slot, const char *src, bool valid)
-{
-    if (valid) {
-#pragma unroll
-        for (int k = 0; k < KN; ++k) cp_async16(slot + k * FIT_THREADS, src + k * 512);
-    }
-    cp_async_commit();
-}
-
-/* Element j of a piece of 8 BF16 (low half first), exactly. */
-static __device__ __forceinline__ float bf16_at(const uint4 &u, int j)
-{
-    const uint32_t w = j < 2 ? u.x : j < 4 ? u.y : j < 6 ? u.z : u.w;
-    return __uint_as_float(j % 2 ? w & 0xFFFF0000u : w << 16);
-}
-
 /* Grid: the persistent grid of f8i_norm_fwd_fit_launch; block FIT_THREADS,
  * split into groups of tpr = 32·NW threads. Group g of block b takes rows
  * b·groups + g, then every gridDim.x·groups rows after. Lane l of the
@@ -75,7 +44,7 @@ static __global__ void __launch_bounds__(FIT_THREADS, FIT_MIN_BLOCKS) norm_fwd_f
     constexpr int NPL = RMS ? 2 : 4; /* float4 planes per piece: gain, then beta */
     constexpr int FP8 = YK == Y_E4M3 || YK == Y_E5M2, YS = FP8 ? 1 : 2;
     static_assert(YK != Y_FP32, "FP32 y takes the row-group kernels");
-    static_assert(NW > 1, "one-warp rows take the row-group kernels (fit_kn)");
+    static_assert(NW > 1, "one-warp rows take the row-group kernels (f8i_norm_fwd_fit_kn)");
     extern __shared__ float4 gb[];
     __shared__ float red[2][FIT_THREADS / 32]; /* [slot][warp] */
     constexpr int TPR = 32 * NW, GROUPS = FIT_THREADS / TPR;
@@ -175,18 +144,40 @@ static __global__ void __launch_bounds__(FIT_THREADS, FIT_MIN_BLOCKS) norm_fwd_f
 /* Launch                                                                    */
 /* ------------------------------------------------------------------------ */
 
-/* Pieces a lane when the fit kernel can run p, else 0. */
-static int fit_kn(const norm_fwd_params *p)
+int f8i_norm_fwd_fit_kn(const norm_fwd_params *p)
 {
-    const int fp8 = p->y_kind == Y_E4M3 || p->y_kind == Y_E5M2;
-    if (!p->x_bf16 || p->w_x != 16 || (fp8 ? p->y_kind != Y_E4M3 || p->w_y < 8 : p->y_kind != Y_BF16 || p->w_y != 16))
-        return 0;
+    if (!p->x_bf16 || p->w_x != 16) return 0;
     /* One-warp rows (tpr 32: 1024 columns or fewer) need 64-79 registers
      * here, with no barrier to bound what the compiler keeps live, and
      * spilled at 40: they keep the row-group kernels. */
     if (p->cols <= 0 || p->cols > FWD_MAX_COLS || p->cols % 8 != 0 || p->tpr < 64 || p->tpr > 256) return 0;
     const int np = (int)(p->cols / 8), kn = np / p->tpr;
     return np == kn * p->tpr && kn >= 2 && kn <= 4 ? kn : 0;
+}
+
+f8_status f8i_norm_fwd_fit_grid(f8_ctx *ctx, const norm_fwd_params *p, const void *kernel, size_t smem, int groups,
+                                unsigned *grid)
+{
+    /* The grid is what is resident at once: FIT_MIN_BLOCKS a SM (the launch
+     * bounds fit their registers), fewer if their shared memory does not fit
+     * (1 KB reserved and the static arrays beside the dynamic part). */
+    int per_sm = FIT_MIN_BLOCKS;
+    while (per_sm > 1 && (size_t)per_sm * (smem + 2048) > 228 * 1024) per_sm--;
+    if (smem + 2048 > 48 * 1024) /* the static arrays count towards the 48 KB default */
+        F8I_TRY(f8i_cuda_smem_optin(ctx, kernel, "norm forward: shared-memory opt-in"));
+    const int sm_count = f8i_cuda(ctx)->sm_count;
+    const int64_t need = (p->rows + groups - 1) / groups;
+    const int64_t cap = (int64_t)(sm_count > 0 ? sm_count : 1) * per_sm;
+    *grid = (unsigned)(need < cap ? need : cap);
+    return F8_OK;
+}
+
+/* Pieces a lane when the fit kernel can run p, else 0. */
+static int fit_kn(const norm_fwd_params *p)
+{
+    const int fp8 = p->y_kind == Y_E4M3 || p->y_kind == Y_E5M2;
+    if (fp8 ? p->y_kind != Y_E4M3 || p->w_y < 8 : p->y_kind != Y_BF16 || p->w_y != 16) return 0;
+    return f8i_norm_fwd_fit_kn(p);
 }
 
 int f8i_norm_fwd_fit_fits(const norm_fwd_params *p) { return fit_kn(p) != 0; }
@@ -197,18 +188,9 @@ static f8_status fit_launch(f8_ctx *ctx, const norm_fwd_params *p)
     void (*kernel)(norm_fwd_params) = norm_fwd_fit_kernel<YK, RMS, KN, NW>;
     const size_t np = (size_t)(p->cols / 8);
     const size_t smem = np * (RMS ? 2 : 4) * 16 + (size_t)FIT_STAGES * KN * FIT_THREADS * 16;
-    /* The grid is what is resident at once: FIT_MIN_BLOCKS a SM (the launch
-     * bounds fit their registers), fewer if their shared memory does not fit
-     * (1 KB reserved and the static arrays beside the dynamic part). */
-    int per_sm = FIT_MIN_BLOCKS;
-    while (per_sm > 1 && (size_t)per_sm * (smem + 2048) > 228 * 1024) per_sm--;
-    if (smem + 2048 > 48 * 1024) { /* the static arrays count towards the 48 KB default */
-        F8I_TRY(f8i_cuda_smem_optin(ctx, (const void *)kernel, "norm forward: shared-memory opt-in"));
-    }
-    const int sm_count = f8i_cuda(ctx)->sm_count;
-    const int64_t groups = FIT_THREADS / (32 * NW), need = (p->rows + groups - 1) / groups;
-    const int64_t cap = (int64_t)(sm_count > 0 ? sm_count : 1) * per_sm;
-    kernel<<<(unsigned)(need < cap ? need : cap), FIT_THREADS, smem, f8i_stream(ctx)>>>(*p);
+    unsigned grid;
+    F8I_TRY(f8i_norm_fwd_fit_grid(ctx, p, (const void *)kernel, smem, FIT_THREADS / (32 * NW), &grid));
+    kernel<<<grid, FIT_THREADS, smem, f8i_stream(ctx)>>>(*p);
     return F8_OK;
 }
 

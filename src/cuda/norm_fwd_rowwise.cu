@@ -2,8 +2,10 @@
  * norm_fwd_rowwise.cu — the LayerNorm / RMSNorm forward with row-wise
  * scaling's cast fused (backend.h's F8I_ROW_FUSED): FP8 codes of each row
  * with the row's own power-of-two or FP32 scale, for rows up to
- * FWD_MAX_COLS (norm_fwd.cu sends wider rows through its wide kernel into
- * y_hp and the row-wise cast after, the unfused path's two launches).
+ * FWD_MAX_COLS that norm_fwd_fit_rowwise.cu's kernel does not take (that
+ * one runs BF16 x and u on the fit layout's rows; norm_fwd.cu sends rows
+ * past FWD_MAX_COLS through its wide kernel into y_hp and the row-wise cast
+ * after, the unfused path's two launches).
  *
  * Design note. A token row of the norm output is one norm row, and the
  * row-group kernels hold a row in registers between its statistics and its
@@ -31,65 +33,6 @@
 #include <stdint.h>
 
 #include "norm_fwd.cuh"
-
-/* The max of v over a row group (group_total's layout and barrier; max is
- * exact in any order, so every group member gets the same bits). */
-static __device__ __forceinline__ float group_max(float v, int nw, int first, float *red, int bar)
-{
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
-    if (nw == 1) return v;
-    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
-    asm volatile("bar.sync %0, %1;" ::"r"(bar), "r"(nw * 32) : "memory");
-    float m = 0.0f;
-    for (int k = 0; k < nw; ++k) m = fmaxf(m, red[first + k]);
-    return m;
-}
-
-/* The column maxima of one piece (E columns) at slot: zeroed, and
- * max(themselves, |u|) (fmaxf: NaN ignored, as the cast's amax). As BF16
- * bits where u is BF16 (HP_BF16: its max is one of its values, exact; half
- * the bytes: E/2 words, 8 or 16 bytes), else E floats (16 or 32 bytes). */
-template <int E, int HP_BF16>
-static __device__ __forceinline__ void cmax_zero(char *slot)
-{
-    if constexpr (HP_BF16 && E == 8) *(uint4 *)slot = make_uint4(0u, 0u, 0u, 0u);
-    else if constexpr (HP_BF16) *(uint2 *)slot = make_uint2(0u, 0u);
-    else
-#pragma unroll
-        for (int h = 0; h < E / 4; ++h) ((float4 *)slot)[h] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-}
-
-template <int E, int HP_BF16>
-static __device__ __forceinline__ void cmax_piece(char *slot, const float (&u)[E])
-{
-    if constexpr (HP_BF16) {
-        uint32_t x[E / 2];
-        if constexpr (E == 8) {
-            const uint4 w = *(const uint4 *)slot;
-            x[0] = w.x, x[1] = w.y, x[2] = w.z, x[3] = w.w;
-        } else {
-            const uint2 w = *(const uint2 *)slot;
-            x[0] = w.x, x[1] = w.y;
-        }
-#pragma unroll
-        for (int i = 0; i < E / 2; ++i) { /* u is BF16-exact: so is the max, and >> 16 loses nothing */
-            const float lo = fmaxf(__uint_as_float(x[i] << 16), fabsf(u[2 * i]));
-            const float hi = fmaxf(__uint_as_float(x[i] & 0xFFFF0000u), fabsf(u[2 * i + 1]));
-            x[i] = (__float_as_uint(lo) >> 16) | (__float_as_uint(hi) & 0xFFFF0000u);
-        }
-        if constexpr (E == 8) *(uint4 *)slot = make_uint4(x[0], x[1], x[2], x[3]);
-        else *(uint2 *)slot = make_uint2(x[0], x[1]);
-    } else {
-#pragma unroll
-        for (int h = 0; h < E / 4; ++h) {
-            float4 m = ((float4 *)slot)[h];
-            m.x = fmaxf(m.x, fabsf(u[4 * h])), m.y = fmaxf(m.y, fabsf(u[4 * h + 1]));
-            m.z = fmaxf(m.z, fabsf(u[4 * h + 2])), m.w = fmaxf(m.w, fabsf(u[4 * h + 3]));
-            ((float4 *)slot)[h] = m;
-        }
-    }
-}
 
 /* Forward with the row-wise cast fused. Layout: ROWS_LAYOUT (norm_fwd.cuh),
  * THREADS = 512, the next row's x in xn, as norm_fwd_regs_kernel. The
