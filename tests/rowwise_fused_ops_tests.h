@@ -20,7 +20,10 @@
  *    telemetry as the one that measures them, and as the CPU cast of u.
  * Norm: LayerNorm and RMSNorm, FP32/BF16 x and params (u rounded to the
  * param dtype), rows from 1 to 300 and 1 to 9000 columns (over FWD_MAX_COLS:
- * norm_fwd.cu's wide path, which needs y_hp). Activations: every one,
+ * norm_fwd.cu's wide path, which needs y_hp); and BF16 rows of every width
+ * the fit layout covers (1536 to 8192 columns, CUDA's fit kernel), up to
+ * 6400 of them, with and without the column amaxes and telemetry, a NaN
+ * gamma putting a NaN beside finite values of u. Activations: every one,
  * forward and backward, FP32/BF16, and two shapes whose column maxima pass
  * CUDA's shared memory (the column amax pass after the kernel, which needs
  * y_hp or dx). E4M3 and E5M2, power-of-two scales or
@@ -41,6 +44,8 @@ typedef struct fused_op_case {
     f8_dtype xdt, hdt, out;
     int pow2, variant;    /* norm: rms; activations: the f8_activation */
     int stats;
+    int nocol;            /* no column amaxes (col_amax NULL in both fused runs) */
+    int nan_gamma;        /* norm: one gamma NaN (a NaN column of u beside finite values) */
 } fused_op_case;
 
 static const char *fop_act_name(int act)
@@ -99,10 +104,11 @@ static int fused_op_run(f8_ctx *ctx[2], const fused_op_case *fc, test_rng *rng)
     const int wide = f8_ctx_backend(g) == F8_BACKEND_CUDA &&
                      (fc->op == FOP_NORM ? C > 8192 : slots > 64 * 1024);
     char name[192];
-    snprintf(name, sizeof name, "%s %s [%lld, %lld] x %s hp %s -> %s pow2 %d stats %d",
+    snprintf(name, sizeof name, "%s %s [%lld, %lld] x %s hp %s -> %s pow2 %d stats %d%s%s",
              fc->op == FOP_NORM ? (fc->variant ? "RMSNorm" : "LayerNorm") : fc->op == FOP_ACT_FWD ? "act fwd" : "act bwd",
              fc->op == FOP_NORM ? "" : fop_act_name(fc->variant), (long long)R, (long long)C,
-             f8_dtype_name(fc->xdt), f8_dtype_name(fc->hdt), f8_dtype_name(fc->out), fc->pow2, fc->stats);
+             f8_dtype_name(fc->xdt), f8_dtype_name(fc->hdt), f8_dtype_name(fc->out), fc->pow2, fc->stats,
+             fc->nocol ? " no col_amax" : "", fc->nan_gamma ? " NaN gamma" : "");
     float *hx = (float *)xmalloc((size_t)(R * Cin) * 4 + 4), *hdy = (float *)xmalloc((size_t)(R * C) * 4 + 4);
     rowwise_fill(hx, R, Cin, rng, 1);
     if (fc->op != FOP_NORM) /* activations of moderate inputs: the magnitudes come from the rows of dy */
@@ -113,6 +119,7 @@ static int fused_op_run(f8_ctx *ctx[2], const fused_op_case *fc, test_rng *rng)
         gam[c] = 1.0f + 0.25f * (float)rng_normal(rng);
         bet[c] = 0.1f * (float)rng_normal(rng);
     }
+    if (fc->op == FOP_NORM && fc->nan_gamma) gam[C / 5] = NAN;
     void *hxq = fop_as(hx, R * Cin, fc->xdt), *hdyq = fop_as(hdy, R * C, fc->xdt);
     void *hg = fop_as(gam, fc->op == FOP_NORM ? C : 1, fc->hdt), *hb = fop_as(bet, fc->op == FOP_NORM ? C : 1, fc->hdt);
     const float amax0 = 0.25f;
@@ -148,7 +155,8 @@ static int fused_op_run(f8_ctx *ctx[2], const fused_op_case *fc, test_rng *rng)
             if (run < 2) a.mu = (float *)stat[run][0], a.rsigma = (float *)stat[run][1]; /* plain, fused */
             if (fused) {
                 a.mode = F8I_SCALING_ROW, a.scaled_max = scaled_max, a.pow2 = fc->pow2, a.scale_inv = si;
-                a.y_hp = with_hp ? hp : NULL, a.hp_dtype = fc->hdt, a.col_amax = (float *)cam[run - 1];
+                a.y_hp = with_hp ? hp : NULL, a.hp_dtype = fc->hdt;
+                a.col_amax = fc->nocol ? NULL : (float *)cam[run - 1];
                 if (with_hp) a.amax = (float *)amax, a.stats = fc->stats ? (uint64_t *)stats : NULL;
             }
             st = f8i_op_norm_fwd(g, &a);
@@ -220,13 +228,14 @@ static int fused_op_run(f8_ctx *ctx[2], const fused_op_case *fc, test_rng *rng)
         }
         memcpy(&want[col], &m, 4);
     }
-    void *hwant = fop_dev(g, (size_t)Cout * 4, want);
+    void *hwant = fop_dev(g, (size_t)Cout * 4, fc->nocol ? poison : want); /* nocol: left as they were */
     ok &= fop_same(g, hwant, g, cam[0], (size_t)Cout * 4, "column amaxes (col_amax) against max |u|", name);
     if (!wide) ok &= fop_same(g, hwant, g, cam[1], (size_t)Cout * 4, "column amaxes without y_hp", name);
     /* link 5: the column-only cast of u (out NULL) measuring the amaxes (0) and given them (1, col_amax_in):
      * the same out_t, scale_inv_t and telemetry, and the CPU cast's */
-    uint32_t *given = (uint32_t *)xmalloc((size_t)Cout * 4 + 4); /* the kernel's own col_amax */
-    CHECK_OK(g, f8_ctx_download(g, given, cam[0], (size_t)Cout * 4));
+    uint32_t *given = (uint32_t *)xmalloc((size_t)Cout * 4 + 4); /* the kernel's own col_amax (nocol: max |u|) */
+    if (fc->nocol) memcpy(given, want, (size_t)Cout * 4);
+    else CHECK_OK(g, f8_ctx_download(g, given, cam[0], (size_t)Cout * 4));
     void *ot[2] = {fop_dev(g, nout, NULL), fop_dev(g, nout, NULL)};
     void *st_[2] = {fop_dev(g, (size_t)Cout * 4, poison), fop_dev(g, (size_t)Cout * 4, given)};
     void *cs[2] = {fop_dev(g, 24, stats0), fop_dev(g, 24, stats0)};
@@ -308,18 +317,36 @@ static void test_fused_ops(f8_ctx *ctx[2])
                     const fused_op_case fc = {op, rows[i], cols[j], k % 2 ? F8_DTYPE_BF16 : F8_DTYPE_FP32,
                                               (k / 2) % 2 ? F8_DTYPE_BF16 : F8_DTYPE_FP32,
                                               (v + i) % 3 == 2 ? F8_DTYPE_E5M2 : F8_DTYPE_E4M3, (k / 3) % 2,
-                                              op == FOP_NORM ? v % 2 : v, (k / 5) % 2};
+                                              op == FOP_NORM ? v % 2 : v, (k / 5) % 2, 0, 0};
                     cases++;
                     bad += !fused_op_run(ctx, &fc, &rng);
                 }
     /* rows whose column maxima pass CUDA's shared memory (FP32 u: 4 bytes a column; the gated backward's 2h) */
     const fused_op_case wide_act[] = {
-        {FOP_ACT_FWD, 5, 16400, F8_DTYPE_BF16, F8_DTYPE_FP32, F8_DTYPE_E4M3, 0, F8_ACT_GELU, 1},
-        {FOP_ACT_BWD, 3, 8200, F8_DTYPE_FP32, F8_DTYPE_FP32, F8_DTYPE_E5M2, 1, F8_ACT_SWIGLU, 0},
+        {FOP_ACT_FWD, 5, 16400, F8_DTYPE_BF16, F8_DTYPE_FP32, F8_DTYPE_E4M3, 0, F8_ACT_GELU, 1, 0, 0},
+        {FOP_ACT_BWD, 3, 8200, F8_DTYPE_FP32, F8_DTYPE_FP32, F8_DTYPE_E5M2, 1, F8_ACT_SWIGLU, 0, 0, 0},
     };
     for (size_t i = 0; i < sizeof wide_act / sizeof wide_act[0]; i++) {
         cases++;
         bad += !fused_op_run(ctx, &wide_act[i], &rng);
+    }
+    /* BF16 x and u in rows the fit layout covers (CUDA: norm_fwd_fit_rowwise.cu): each of its widths, both
+     * norms, E4M3 and E5M2, telemetry and the column amaxes each on and off (so every instance kind), NaN in
+     * a column of u beside finite values; on CUDA enough rows that each row group of the persistent grid
+     * takes several (at most 264 blocks of 3 to 12 groups on an H100), on the CPU a few */
+    static const struct { int64_t R, C; int rms, e5m2, pow2, stats, nocol, nan_gamma; } fit[] = {
+        {6400, 2048, 0, 0, 0, 1, 0, 0}, {6400, 2048, 1, 1, 1, 0, 1, 0}, {37, 2048, 0, 1, 0, 1, 1, 1},
+        {2000, 1536, 1, 0, 1, 1, 0, 1}, {300, 1536, 0, 1, 0, 0, 1, 0}, {3300, 3072, 0, 0, 1, 0, 1, 0},
+        {301, 3072, 1, 0, 0, 1, 0, 0},  {300, 4096, 1, 1, 0, 1, 1, 1}, {2000, 6144, 0, 0, 0, 1, 0, 1},
+        {1000, 6144, 1, 0, 1, 0, 0, 0}, {1700, 8192, 0, 1, 1, 0, 1, 0}, {800, 8192, 1, 0, 0, 1, 0, 1},
+    };
+    const int on_cuda = f8_ctx_backend(ctx[1]) == F8_BACKEND_CUDA;
+    for (size_t i = 0; i < sizeof fit / sizeof fit[0]; i++) {
+        const fused_op_case fc = {FOP_NORM, on_cuda ? fit[i].R : 9, fit[i].C, F8_DTYPE_BF16, F8_DTYPE_BF16,
+                                  fit[i].e5m2 ? F8_DTYPE_E5M2 : F8_DTYPE_E4M3, fit[i].pow2, fit[i].rms,
+                                  fit[i].stats, fit[i].nocol, fit[i].nan_gamma};
+        cases++;
+        bad += !fused_op_run(ctx, &fc, &rng);
     }
     test_col_amax_refusals(ctx[1]);
     printf("  row-wise casts fused into the %s norm and activations: %d of %d cases bit for bit with the plain "
