@@ -4,7 +4,7 @@
 # a GPU machine lent by the minute the library can arrive prebuilt.
 #   tools/prebuilt.sh pack [BUILD]     here, after `make CUDA=1 BUILD=...`: copies
 #       BUILD/libf8.a and the benchmarks' CUDA objects, debug info stripped
-#       (about 33 MB), into .prebuilt/
+#       (about 8 MB), into .prebuilt/
 #   tools/prebuilt.sh link TARGETS...  there, from the repository root: puts
 #       them under build/ and makes TARGETS (e.g. build/f8_train
 #       build/tests/test_cuda_ops) against them, never recompiling the
