@@ -7,12 +7,18 @@
 //   D[m, n] = bf16(sa[m] · sb[n] · Σ_k A[m, k]·B[n, k])      A E4M3 or E5M2, B E4M3, both k-contiguous
 //   D[m, n] += sa[m] · sb[n] · Σ_k A[m, k]·B[n, k]           D FP32: wgrad accumulating over microbatches
 //
+// Two forms of the kernel: probe_rowwise_wgmma.h's (configurations 0-3: both consumer warpgroups share
+// each tile) and probe_rowwise_wgmma_pp.h's ping-pong (configurations 4-5: the two consumers take
+// alternate whole tiles of a persistent CTA, one's epilogue under the other's mainloop, 16-byte stores).
+//
 // For each configuration of the table (tile, stages, cluster), first the check: random finite FP8 codes
 // of varied exponents and random positive scales, against an FP64 CUDA-core reference, on small and
 // ragged shapes, each with the full grid and a 3-cluster grid (many tiles per CTA, the ring wrapping
 // across tiles); tolerance 2^-8·|ref| (BF16 rounding) + 2e-3·S where S = sa·sb·Σ|a·b| (the accumulation:
 // wgmma's FP8 sums keep fewer bits than FP32); NaN-filled outputs catch unwritten elements, guard bytes
-// around D catch stray writes. Then the timing at the trainer's shapes: median of 20 (after 3 warm-ups)
+// around D catch stray writes; a ping-pong configuration's output must also equal, bit for bit, that of
+// its twin of the first form (the same wgmma shape on the same rows: the same sums in the same order,
+// the same epilogue arithmetic). Then the timing at the trainer's shapes: median of 20 (after 3 warm-ups)
 // of the kernel, cuBLASLt per-tensor and cuBLASLt outer-vector (the heuristic's first answer, fast
 // accumulation, as f8 calls them), interleaved per shape so all three see the same clocks, and the
 // kernel's output against cuBLASLt outer-vector's. A summary table ends the run. A kernel fault ends the
@@ -21,6 +27,8 @@
 // Build and run on an H100 (no -lcuda: cuTensorMapEncodeTiled comes from the runtime's entry points):
 //   nvcc -std=c++17 -O3 -arch=sm_90a probe_rowwise_wgmma.cu -o probe_wgmma -lcublasLt && ./probe_wgmma
 //   ./probe_wgmma [configs] [-check]    configs: digits of the table below (default all), -check: no timing
+//   ./probe_wgmma 45                    the ping-pong configurations only (their twins 2 and 0 run for the
+//                                       bit-for-bit comparison, untimed)
 #include <cublasLt.h>
 #include <cmath>
 #include <cstdio>
@@ -28,6 +36,7 @@
 #include <cstring>
 
 #include "probe_rowwise_wgmma.h"
+#include "probe_rowwise_wgmma_pp.h"
 
 // ---- the table of configurations ---------------------------------------------------------------------
 
@@ -42,15 +51,21 @@ static const char *const variant_name[N_VARIANTS] = {"E4M3 x E4M3 -> BF16", "E5M
 
 struct kernel_cfg {
   const char *name;
-  int bm, bn, stages, cluster;
+  int bm, bn, stages, cluster; // bm x bn: the tile the kernel's unit_tile walks (a warpgroup's, ping-pong)
+  int smem;                    // dynamic shared memory bytes
+  int twin;                    // the first-form configuration that must give the same bits, or -1
   launch_fn launch[N_VARIANTS];
   setup_fn setup[N_VARIANTS];
 };
 
 #define CFG(NAME, BM, BN, ST, CL)                                                                              \
-  {NAME, BM, BN, ST, CL,                                                                                       \
+  {NAME, BM, BN, ST, CL, smem_bytes<BM, BN, ST>(), -1,                                                         \
    {gemm_launch<BM, BN, ST, CL, 0, 0>, gemm_launch<BM, BN, ST, CL, 1, 0>, gemm_launch<BM, BN, ST, CL, 1, 1>}, \
    {gemm_setup<BM, BN, ST, CL, 0, 0>, gemm_setup<BM, BN, ST, CL, 1, 0>, gemm_setup<BM, BN, ST, CL, 1, 1>}}
+#define CFG_PP(NAME, BM, BN, ST, TWIN)                                                                 \
+  {NAME, BM, BN, ST, 1, pp_smem_bytes<BM, BN, ST>(), TWIN,                                             \
+   {gemm_pp_launch<BM, BN, ST, 0, 0>, gemm_pp_launch<BM, BN, ST, 1, 0>, gemm_pp_launch<BM, BN, ST, 1, 1>}, \
+   {gemm_pp_setup<BM, BN, ST, 0, 0>, gemm_pp_setup<BM, BN, ST, 1, 0>, gemm_pp_setup<BM, BN, ST, 1, 1>}}
 
 // Ordered from the least to the most machinery: a fault in a later one leaves the earlier ones' lines.
 static const kernel_cfg configs[] = {
@@ -58,6 +73,9 @@ static const kernel_cfg configs[] = {
     CFG("256x128 4 stages", 256, 128, 4, 1),
     CFG("128x128 6 stages", 128, 128, 6, 1),
     CFG("128x256 4 stages, cluster 2x1 (B multicast)", 128, 256, 4, 2),
+    // ping-pong: the tile is one warpgroup's; the twin runs the same wgmma shape on the same 64-row atoms
+    CFG_PP("ping-pong 128x128 per warpgroup, 6 stages", 128, 128, 6, 2),
+    CFG_PP("ping-pong 64x256 per warpgroup, 5 stages", 64, 256, 5, 0),
 };
 enum { N_CONFIGS = sizeof configs / sizeof configs[0] };
 
@@ -173,7 +191,8 @@ static void after_failure(void) {
   const cudaError_t e = cudaDeviceSynchronize();
   if (watchdog && watchdog[0])
     printf("watchdog: block %u thread %u waited 5 s on the mbarrier at shared 0x%x for parity %u (%s)\n", watchdog[1],
-           watchdog[2], watchdog[3], watchdog[4], watchdog[2] < 128 ? "producer, an empty barrier" : "consumer, a full barrier");
+           watchdog[2], watchdog[3], watchdog[4],
+           watchdog[2] < 128 ? "producer, an empty barrier" : "consumer, a full barrier (ping-pong: or a turn)");
   if (e != cudaSuccess) {
     printf("the CUDA context is lost (%s): stopping here; rerun with the other configurations\n", cudaGetErrorString(e));
     fflush(stdout);
@@ -232,11 +251,12 @@ struct shape {
 static const shape check_shapes[] = {
     {"one tile", 128, 256, 128},    {"2x2 tiles", 256, 512, 384},   {"m, n off 256", 384, 640, 1024},
     {"ragged", 200, 328, 208},      {"ragged 2", 1000, 1000, 1040}, {"many tiles", 1024, 1536, 2048},
-    {"wide", 256, 2048, 512},
+    {"wide", 256, 2048, 512},       {"short k", 768, 1280, 64},     {"n off 8", 136, 330, 144},
 };
 enum { N_CHECK = sizeof check_shapes / sizeof check_shapes[0] };
 
-// One check: the kernel on fresh D against the reference; prints " ok" or the failure, returns 1 on a
+// One check: the kernel on fresh D against the reference (and, for a ping-pong configuration, against
+// its twin's output from the same fresh D, bit for bit); prints " ok" or the failure, returns 1 on a
 // pass. worst[0], worst[1]: the largest err/S and err/|ref| (where |ref| >= S/64) seen so far.
 static int check_one(const kernel_cfg *c, int v, const shape *s, int grid, const bufs *b, double worst[2]) {
   const size_t mn = (size_t)s->m * s->n, esz = v == V_WGRAD ? 4 : 2;
@@ -252,19 +272,48 @@ static int check_one(const kernel_cfg *c, int v, const shape *s, int grid, const
   CK(cudaGetLastError());
   CK(c->launch[v](&plan, 0));
   CK(cudaDeviceSynchronize());
+  const kernel_cfg *tw = c->twin >= 0 ? &configs[c->twin] : NULL;
+  if (tw) { // the twin on its own full grid, into d2 from the same start
+    int twin_grid = 0, regs = 0, local = 0;
+    gemm_plan tp;
+    CK(tw->setup[v](&twin_grid, &regs, &local));
+    if (!plan_make(&tp, tw, a, b->b, b->sa, b->sb, b->d2, s->m, s->n, s->k, twin_grid)) return 0;
+    if (v == V_WGRAD) CK(cudaMemcpy(b->d2, b->d0, mn * 4, cudaMemcpyDeviceToDevice));
+    else CK(cudaMemset(b->d2, 0xFF, mn * 2));
+    CK(tw->launch[v](&tp, 0));
+    CK(cudaDeviceSynchronize());
+  }
 
   float *ref = (float *)malloc(mn * 4), *mag = (float *)malloc(mn * 4), *d0 = (float *)malloc(mn * 4);
   uint8_t *got = (uint8_t *)malloc(mn * esz), *guard = (uint8_t *)malloc(2 * GUARD);
-  int ok = ref && mag && d0 && got && guard;
+  uint8_t *twin = tw ? (uint8_t *)malloc(mn * esz) : NULL;
+  int ok = ref && mag && d0 && got && guard && (!tw || twin);
   if (ok) {
     ok = cudaMemcpy(ref, b->ref, mn * 4, cudaMemcpyDeviceToHost) == cudaSuccess &&
          cudaMemcpy(mag, b->mag, mn * 4, cudaMemcpyDeviceToHost) == cudaSuccess &&
          cudaMemcpy(d0, b->d0, mn * 4, cudaMemcpyDeviceToHost) == cudaSuccess &&
          cudaMemcpy(got, b->d, mn * esz, cudaMemcpyDeviceToHost) == cudaSuccess &&
          cudaMemcpy(guard, b->d_alloc, GUARD, cudaMemcpyDeviceToHost) == cudaSuccess &&
-         cudaMemcpy(guard + GUARD, (uint8_t *)b->d + mn * esz, GUARD, cudaMemcpyDeviceToHost) == cudaSuccess;
+         cudaMemcpy(guard + GUARD, (uint8_t *)b->d + mn * esz, GUARD, cudaMemcpyDeviceToHost) == cudaSuccess &&
+         (!tw || cudaMemcpy(twin, b->d2, mn * esz, cudaMemcpyDeviceToHost) == cudaSuccess);
     if (!ok) printf("    copy back failed\n");
   }
+  size_t twin_bad = 0;
+  for (size_t i = 0; ok && tw && i < mn; i++)
+    if (memcmp(got + i * esz, twin + i * esz, esz)) {
+      if (twin_bad < 2) {
+        double g, t;
+        if (v == V_WGRAD) g = ((const float *)got)[i], t = ((const float *)twin)[i];
+        else {
+          __nv_bfloat16 h;
+          memcpy(&h, got + 2 * i, 2), g = __bfloat162float(h);
+          memcpy(&h, twin + 2 * i, 2), t = __bfloat162float(h);
+        }
+        printf("\n      %s grid %d: (%zu, %zu) is %.9g, config %d's %.9g", variant_name[v], plan.grid, i / s->n,
+               i % s->n, g, c->twin, t);
+      }
+      twin_bad++;
+    }
   size_t bad = 0, guard_bad = 0;
   double w_s = 0, w_rel = 0; // worst err/S; worst err/|ref| where |ref| >= S/64
   for (size_t i = 0; ok && i < mn; i++) {
@@ -292,15 +341,18 @@ static int check_one(const kernel_cfg *c, int v, const shape *s, int grid, const
     }
   }
   for (int i = 0; ok && i < 2 * GUARD; i++) guard_bad += guard[i] != 0xA5;
-  const int pass = ok && bad == 0 && guard_bad == 0;
+  const int pass = ok && bad == 0 && guard_bad == 0 && twin_bad == 0;
   if (pass) printf(" ok");
+  else if (twin_bad && bad == 0 && guard_bad == 0) // right, but not the twin's bits
+    printf("\n      FAIL %s grid %d: %zu of %zu differ from config %d's bits (all within tolerance)\n     ",
+           variant_name[v], plan.grid, twin_bad, mn, c->twin);
   else
-    printf("\n      FAIL %s grid %d: %zu of %zu off, worst err/S %.2e%s\n     ", variant_name[v], plan.grid, bad, mn, w_s,
-           guard_bad ? ", WRITES OUTSIDE D" : "");
+    printf("\n      FAIL %s grid %d: %zu of %zu off, worst err/S %.2e%s%s\n     ", variant_name[v], plan.grid, bad, mn,
+           w_s, guard_bad ? ", WRITES OUTSIDE D" : "", twin_bad ? ", differs from the twin" : "");
   fflush(stdout);
   if (w_s > worst[0]) worst[0] = w_s;
   if (w_rel > worst[1]) worst[1] = w_rel;
-  free(ref), free(mag), free(d0), free(got), free(guard);
+  free(ref), free(mag), free(d0), free(got), free(guard), free(twin);
   return pass;
 }
 
@@ -466,7 +518,7 @@ static int time_one(int ci, int ti, int max_grid, const bufs *b) {
 // ---- main ----------------------------------------------------------------------------------------------
 
 int main(int argc, char **argv) {
-  const char *which = "0123";
+  const char *which = "0123456789"; // every configuration of the table
   int check_only = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "-check")) check_only = 1;
@@ -503,7 +555,7 @@ int main(int argc, char **argv) {
     if (!strchr(which, '0' + ci)) continue;
     const kernel_cfg *c = &configs[ci];
     printf("config %d: %s, tile %dx%dx%d, %d stages, cluster %d, %d B shared\n", ci, c->name, c->bm, c->bn, BK,
-           c->stages, c->cluster, c->stages * (c->bm + c->bn) * BK + 2 * c->stages * 8 + 1024);
+           c->stages, c->cluster, c->smem);
     int max_grid[N_VARIANTS], ok = 1;
     for (int v = 0; v < N_VARIANTS; v++) {
       int regs = 0, local = 0;
