@@ -206,6 +206,24 @@ enum { THREADS = 384, BK = 128, PRODUCER_REGS = 40, CONSUMER_REGS = 232 };
 // must cover the consumers' growth, or setmaxnreg.inc waits forever.
 static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= 168 * THREADS, "setmaxnreg: the register pool is overdrawn");
 
+// One k-slab of a consumer's tile: its M_ATOMS x (BK / 32) wgmmas, issued and committed as one group; the
+// first slab of a tile (kb 0) starts from zero (scale_d 0), the rest accumulate. Both kernels' mainloop step.
+template <int BN, int M_ATOMS, int A_E5M2>
+static __device__ __forceinline__ void wgmma_slab(float (&acc)[M_ATOMS][BN / 2], uint32_t a0, uint32_t b0, int kb) {
+#pragma unroll
+  for (int ma = 0; ma < M_ATOMS; ma++) reg_fence(acc[ma]);
+  wgmma_fence();
+  // k32 step kk starts 32·kk bytes into each 128-byte row: the hardware applies the swizzle to the address
+  // it forms (bits 4-6 ^= bits 7-9), as TMA did when it wrote the rows
+#pragma unroll
+  for (int kk = 0; kk < BK / 32; kk++)
+#pragma unroll
+    for (int ma = 0; ma < M_ATOMS; ma++)
+      wgmma_fp8<BN, A_E5M2>(acc[ma], wgmma_desc_sw128(a0 + ma * 64 * BK + kk * 32), wgmma_desc_sw128(b0 + kk * 32),
+                            (kb | kk) != 0);
+  wgmma_commit();
+}
+
 struct gemm_args {
   const float *sa, *sb; // (m), (n)
   void *d;              // (m, n) BF16, or FP32 accumulated into
@@ -323,18 +341,7 @@ rowwise_gemm_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_cons
       for (int kb = 0; kb < kblocks; kb++) {
         mbar_wait(FULL(stage), phase, p.diag);
         const uint32_t a0 = s_a + stage * A_BYTES + cw * WG_ROWS * BK, b0 = s_b + stage * B_BYTES;
-#pragma unroll
-        for (int ma = 0; ma < M_ATOMS; ma++) reg_fence(acc[ma]);
-        wgmma_fence();
-        // k32 step kk starts 32·kk bytes into each 128-byte row: the hardware applies the swizzle to
-        // the address it forms (bits 4-6 ^= bits 7-9), as TMA did when it wrote the rows
-#pragma unroll
-        for (int kk = 0; kk < BK / 32; kk++)
-#pragma unroll
-          for (int ma = 0; ma < M_ATOMS; ma++)
-            wgmma_fp8<BN, A_E5M2>(acc[ma], wgmma_desc_sw128(a0 + ma * 64 * BK + kk * 32),
-                                  wgmma_desc_sw128(b0 + kk * 32), (kb | kk) != 0);
-        wgmma_commit();
+        wgmma_slab<BN, M_ATOMS, A_E5M2>(acc, a0, b0, kb);
         // keep this slab's wgmmas in flight; the slab before is done once at most one group is pending
         if (kb > 0) {
           wgmma_wait<1>();

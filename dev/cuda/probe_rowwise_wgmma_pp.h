@@ -221,16 +221,7 @@ rowwise_gemm_pp_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_c
       for (int kb = 0; kb < kblocks; kb++) {
         mbar_wait(FULL(stage), phase, p.diag);
         const uint32_t a0 = s_a + stage * A_BYTES, b0 = s_b + stage * B_BYTES;
-#pragma unroll
-        for (int ma = 0; ma < M_ATOMS; ma++) reg_fence(acc[ma]);
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < BK / 32; kk++)
-#pragma unroll
-          for (int ma = 0; ma < M_ATOMS; ma++)
-            wgmma_fp8<BN, A_E5M2>(acc[ma], wgmma_desc_sw128(a0 + ma * 64 * BK + kk * 32),
-                                  wgmma_desc_sw128(b0 + kk * 32), (kb | kk) != 0);
-        wgmma_commit();
+        wgmma_slab<BN, M_ATOMS, A_E5M2>(acc, a0, b0, kb);
         // the tile's wgmmas are all issued: the other consumer's mainloop may start behind them
         if (kb == kblocks - 1 && lane == 0) mbar_arrive(TURN(c ^ 1));
         if (kb > 0) {
