@@ -26,7 +26,12 @@
  * gamma putting a NaN beside finite values of u. Activations: every one,
  * forward and backward, FP32/BF16, and two shapes whose column maxima pass
  * CUDA's shared memory (the column amax pass after the kernel, which needs
- * y_hp or dx). E4M3 and E5M2, power-of-two scales or
+ * y_hp or dx), and BF16 shapes of whole 128 x 128 tiles. Also, bit for bit:
+ * the column-only cast given the amaxes sums dbias as the one measuring
+ * them does (and within rounding of the FP64 column sums), and the
+ * activation forward's own column-wise copy (y_t: made from x again, u
+ * never stored, where the backend can; else through hp_scratch) is the CPU
+ * cast's of u. E4M3 and E5M2, power-of-two scales or
  * not, telemetry on and off, rows of very different magnitudes with zero,
  * inf, NaN and denormal rows planted (rowwise_fixture.h).
  */
@@ -239,20 +244,87 @@ static int fused_op_run(f8_ctx *ctx[2], const fused_op_case *fc, test_rng *rng)
     void *ot[2] = {fop_dev(g, nout, NULL), fop_dev(g, nout, NULL)};
     void *st_[2] = {fop_dev(g, (size_t)Cout * 4, poison), fop_dev(g, (size_t)Cout * 4, given)};
     void *cs[2] = {fop_dev(g, 24, stats0), fop_dev(g, 24, stats0)};
+    /* with dbias too (accumulated onto the same start): summed in the same order given the amaxes or not
+     * (CUDA: the codes pass's chunk sums on BF16 tiles, kernel 1's tile partials elsewhere) */
+    float *db0 = (float *)xmalloc((size_t)Cout * 4 + 4);
+    for (int64_t col = 0; col < Cout; col++) db0[col] = 0.125f * (float)rng_normal(rng);
+    void *hdb0 = fop_as(db0, Cout, fc->hdt);
+    void *db[2] = {fop_dev(g, (size_t)Cout * hs, hdb0), fop_dev(g, (size_t)Cout * hs, hdb0)};
+    const size_t wsb = f8i_reduce_workspace_bytes(R, Cout);
+    void *wsd = fop_dev(g, wsb, NULL);
     for (int k = 0; k < 2; k++) {
         f8i_cast_args k8;
         memset(&k8, 0, sizeof k8);
         k8.src = ref, k8.src_dtype = fc->hdt, k8.rows = R, k8.cols = Cout, k8.out_dtype = fc->out;
         k8.out_t = (uint8_t *)ot[k], k8.scale_inv_t = (float *)st_[k], k8.mode = F8I_SCALING_ROW;
         k8.scaled_max = scaled_max, k8.pow2 = fc->pow2, k8.stats = (uint64_t *)cs[k], k8.col_amax_in = k;
+        k8.dbias = db[k], k8.dbias_dtype = fc->hdt, k8.dbias_accumulate = 1, k8.workspace = wsd;
+        k8.workspace_bytes = wsb;
         CHECK_OK(g, f8i_op_cast(g, &k8));
     }
     ok &= fop_same(g, ot[1], g, ot[0], nout, "the column copy given the amaxes", name);
     ok &= fop_same(g, st_[1], g, st_[0], (size_t)Cout * 4, "scale_inv_t given the amaxes", name);
     ok &= fop_same(g, cs[1], g, cs[0], 24, "the column copy's telemetry given the amaxes", name);
+    ok &= fop_same(g, db[1], g, db[0], (size_t)Cout * hs, "dbias given the amaxes", name);
+    /* and dbias is the column sums of u (FP64 here): within the FP32 sums' rounding, BF16's if it is stored so */
+    float *hdb = (float *)xmalloc((size_t)Cout * hs + 4);
+    CHECK_OK(g, f8_ctx_download(g, hdb, db[1], (size_t)Cout * hs));
+    int db_bad = 0;
+    for (int64_t col = 0; col < Cout; col++) {
+        double sum = fc->hdt == F8_DTYPE_BF16 ? f8_bf16_to_float(((const uint16_t *)hdb0)[col]) : db0[col], mag = fabs(sum);
+        for (int64_t r = 0; r < R; r++) {
+            const int64_t i = r * Cout + col;
+            const double v = fc->hdt == F8_DTYPE_BF16 ? f8_bf16_to_float(((const uint16_t *)hsrc)[i])
+                                                      : ((const float *)hsrc)[i];
+            sum += v, mag += fabs(v);
+        }
+        const double got = fc->hdt == F8_DTYPE_BF16 ? f8_bf16_to_float(((const uint16_t *)hdb)[col]) : hdb[col];
+        const double tol = mag * 1e-5 + (fc->hdt == F8_DTYPE_BF16 ? fabs(sum) / 128.0 : 0.0);
+        if (isfinite(sum) && !(fabs(got - sum) <= tol) && db_bad++ == 0)
+            fprintf(stderr, "  fused %s: dbias[%lld] %.9g, the column sum %.9g\n", name, (long long)col, got, sum);
+    }
+    ok &= db_bad == 0;
+    free(db0), free(hdb0), free(hdb);
+    f8_ctx_free(g, db[0]), f8_ctx_free(g, db[1]), f8_ctx_free(g, wsd);
     ok &= fop_same(cpu, ccodes_t, g, ot[1], nout, "the column copy given the amaxes against the CPU cast", name);
     ok &= fop_same(cpu, csinv_t, g, st_[1], (size_t)Cout * 4, "scale_inv_t given the amaxes against the CPU cast",
                    name);
+    /* link 6 (the activation forward): the forward making its own column-wise copy (y_t): y and scale_inv
+     * those of run 2, y_t and scale_inv_t the CPU cast's of u; from x itself with neither y_hp nor
+     * hp_scratch where the backend can (CUDA: BF16 x and u in whole 128 x 128 tiles, the column maxima in
+     * the kernel's shared memory), else refused untouched, and through hp_scratch everywhere */
+    if (fc->op == FOP_ACT_FWD) {
+        const int on_cuda = f8_ctx_backend(g) == F8_BACKEND_CUDA;
+        const int from_x = !on_cuda || (fc->xdt == F8_DTYPE_BF16 && fc->hdt == F8_DTYPE_BF16 && R % 128 == 0 &&
+                                        C % 128 == 0 && !wide);
+        uint8_t *fill = (uint8_t *)xmalloc(nout + 1);
+        memset(fill, 0xA5, nout + 1);
+        for (int k = 0; k < 2; k++) {
+            void *y6 = fop_dev(g, nout, fill), *yt6 = fop_dev(g, nout, fill), *si6 = fop_dev(g, (size_t)R * 4, NULL);
+            void *sit6 = fop_dev(g, (size_t)Cout * 4, poison), *scr = fop_dev(g, nout * hs, NULL);
+            f8i_act_fwd_args a;
+            memset(&a, 0, sizeof a);
+            a.act = (f8_activation)fc->variant, a.x = x, a.x_dtype = fc->xdt, a.rows = R, a.cols = C, a.y = y6;
+            a.y_dtype = fc->out, a.mode = F8I_SCALING_ROW, a.scaled_max = scaled_max, a.pow2 = fc->pow2;
+            a.scale_inv = (float *)si6, a.hp_dtype = fc->hdt, a.y_t = (uint8_t *)yt6, a.scale_inv_t = (float *)sit6;
+            a.hp_scratch = k ? scr : NULL;
+            const f8_status st = f8i_op_act_fwd(g, &a);
+            if (k == 0 && !from_x) {
+                CHECK(st == F8_ERR_UNSUPPORTED, "fused %s: the column copy from x where it cannot be: %s", name,
+                      f8_status_string(st));
+                ok &= fop_same(g, y6, g, yt6, nout, "y left untouched by the refused copy", name);
+            } else {
+                CHECK(st == F8_OK, "fused %s: the column copy (scratch %d): %s", name, k, f8_ctx_last_error(g));
+                ok &= fop_same(g, y6, g, codes[1], nout, "codes with the forward's own column copy", name);
+                ok &= fop_same(g, si6, g, sinv[1], (size_t)R * 4, "scale_inv with the forward's own column copy", name);
+                ok &= fop_same(cpu, ccodes_t, g, yt6, nout, "the forward's own column copy against the CPU cast", name);
+                ok &= fop_same(cpu, csinv_t, g, sit6, (size_t)Cout * 4,
+                               "the forward's own scale_inv_t against the CPU cast", name);
+            }
+            f8_ctx_free(g, y6), f8_ctx_free(g, yt6), f8_ctx_free(g, si6), f8_ctx_free(g, sit6), f8_ctx_free(g, scr);
+        }
+        free(fill);
+    }
     void *gall[] = {x, dy, gamma, beta, ref, hp, codes[0], codes[1], sinv[0], sinv[1], amax, stats,
                     stat[0][0], stat[0][1], stat[1][0], stat[1][1], cam[0], cam[1], hwant, ot[0], ot[1],
                     st_[0], st_[1], cs[0], cs[1]};
@@ -263,8 +335,8 @@ static int fused_op_run(f8_ctx *ctx[2], const fused_op_case *fc, test_rng *rng)
     return ok;
 }
 
-/* col_amax_in is the column-only cast's: with out, without out_t, with
- * dbias or with amax the backend's cast refuses it, writing nothing. */
+/* col_amax_in is the column-only cast's: with out, without out_t (dbias
+ * alone) or with amax the backend's cast refuses it, writing nothing. */
 static void test_col_amax_refusals(f8_ctx *g)
 {
     enum { R = 4, C = 6, WS = 4096 };
@@ -286,7 +358,6 @@ static void test_col_amax_refusals(f8_ctx *g)
     b = a, b.dbias = db, b.dbias_dtype = F8_DTYPE_FP32, b.workspace = wsd;
     b.workspace_bytes = f8i_reduce_workspace_bytes(R, C);
     CHECK(b.workspace_bytes <= WS, "the test's workspace fits");
-    CHECK_STATUS(g, f8i_op_cast(g, &b), F8_ERR_INVALID_ARGUMENT);
     b.out_t = NULL, b.scale_inv_t = NULL; /* dbias alone: no column copy to make */
     CHECK_STATUS(g, f8i_op_cast(g, &b), F8_ERR_INVALID_ARGUMENT);
     b = a, b.amax = (float *)am;
@@ -348,6 +419,18 @@ static void test_fused_ops(f8_ctx *ctx[2])
         cases++;
         bad += !fused_op_run(ctx, &fc, &rng);
     }
+    /* BF16 x and u in whole 128 x 128 tiles (CUDA: the forward's column copy coded from x, link 6, and
+     * dbias's chunk sums summed by the codes pass given the amaxes, link 5): every activation forward and
+     * backward, E4M3 and E5M2; on the CPU the smallest shape */
+    static const struct { int64_t R, C; } tiles[] = {{128, 128}, {256, 384}, {640, 2048}};
+    for (int op = FOP_ACT_FWD; op <= FOP_ACT_BWD; op++)
+        for (int v = 0; v < 7; v++) {
+            const int t = on_cuda ? (v + op) % 3 : 0;
+            const fused_op_case fc = {op, tiles[t].R, tiles[t].C, F8_DTYPE_BF16, F8_DTYPE_BF16,
+                                      (v + op) % 2 ? F8_DTYPE_E5M2 : F8_DTYPE_E4M3, v % 2, v, (v / 2) % 2, 0, 0};
+            cases++;
+            bad += !fused_op_run(ctx, &fc, &rng);
+        }
     test_col_amax_refusals(ctx[1]);
     printf("  row-wise casts fused into the %s norm and activations: %d of %d cases bit for bit with the plain "
            "kernels and the CPU cast of their output, column amaxes and the column copy cast from them included\n",

@@ -31,14 +31,25 @@ f8_status f8i_rowwise_cast_check(f8_ctx *ctx, const f8i_rowwise_cast_args *a)
     if (!(a->scaled_max > 0.0f) || isinf(a->scaled_max))
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "rowwise cast: scaled_max %g, expected finite and > 0",
                          (double)a->scaled_max);
-    if (a->col_amax_in && (a->out || !a->out_t || a->dbias || a->amax))
+    if (a->col_amax_in && (a->out || !a->out_t || a->amax))
         return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT,
                          "rowwise cast: col_amax_in (scale_inv_t holds the column amaxes) is the column-only cast: "
-                         "it needs out NULL, out_t set, no dbias and no amax (got out %s, out_t %s, dbias %s, amax %s)",
-                         a->out ? "set" : "NULL", a->out_t ? "set" : "NULL", a->dbias ? "set" : "NULL",
-                         a->amax ? "set" : "NULL");
+                         "it needs out NULL, out_t set and no amax (got out %s, out_t %s, amax %s)",
+                         a->out ? "set" : "NULL", a->out_t ? "set" : "NULL", a->amax ? "set" : "NULL");
     if (a->dbias && a->rows > 0 && a->cols > 0)
         return f8i_check_reduce_workspace(ctx, a->workspace, a->workspace_bytes, a->rows, a->cols, "rowwise cast");
+    return F8_OK;
+}
+
+f8_status f8i_act_fwd_cols_check(f8_ctx *ctx, const f8i_act_fwd_args *a)
+{
+    if (a->mode != F8I_SCALING_ROW || !f8i_dtype_is_fp8(a->y_dtype) || !a->y_t) return F8_OK;
+    if (!a->y || !a->scale_inv || !a->scale_inv_t || a->col_amax)
+        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT,
+                         "activation forward: the row-wise column copy (y_t) needs y, scale_inv and scale_inv_t, "
+                         "and col_amax NULL (got y %s, scale_inv %s, scale_inv_t %s, col_amax %s)",
+                         a->y ? "set" : "NULL", a->scale_inv ? "set" : "NULL", a->scale_inv_t ? "set" : "NULL",
+                         a->col_amax ? "set" : "NULL");
     return F8_OK;
 }
 

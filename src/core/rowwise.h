@@ -76,8 +76,9 @@ extern "C" {
  * a(c) = max |v| (NaN ignored), the kernel's col_amax of the same src, so
  * the cast does not measure them: it codes out_t from those amaxes and
  * writes scale_inv_t = 1/s(c) over them, the same bits as without the flag
- * (one read of src instead of two). Only with out NULL, out_t set, no
- * dbias and no amax (the kernel recorded it); anything else is refused
+ * (one read of src instead of two; with dbias too, summed in the same
+ * order as without the flag, so the same dbias bits). Only with out NULL,
+ * out_t set and no amax (the kernel recorded it); anything else is refused
  * with F8_ERR_INVALID_ARGUMENT by f8i_rowwise_cast_check. stats count
  * out_t's codes, as without it. */
 typedef struct f8i_rowwise_cast_args {
@@ -162,6 +163,10 @@ static inline f8i_rowwise_gemm_args f8i_rowwise_gemm_from(const f8i_gemm_args *g
  * or an error on ctx naming the argument, changing nothing. */
 f8_status f8i_rowwise_cast_check(f8_ctx *ctx, const f8i_rowwise_cast_args *a);
 f8_status f8i_rowwise_gemm_check(f8_ctx *ctx, const f8i_rowwise_gemm_args *g);
+/* The activation forward's row-wise column copy (backend.h's
+ * f8i_act_fwd_args y_t in mode ROW): y, scale_inv and scale_inv_t set,
+ * col_amax NULL; F8_OK for every other call. Both backends run it. */
+f8_status f8i_act_fwd_cols_check(f8_ctx *ctx, const f8i_act_fwd_args *a);
 
 /* The CPU oracle (src/cpu/rowwise.c): host memory. */
 f8_status f8i_cpu_cast_rowwise(f8_ctx *ctx, const f8i_rowwise_cast_args *a);
@@ -207,6 +212,16 @@ f8_status f8i_cuda_cast_rowwise_stripes(f8_ctx *ctx, const f8i_rowwise_cast_args
  * empty src; F8_ERR_UNSUPPORTED past the 2-D grid (65,535 x 128 columns). */
 f8_status f8i_cuda_rowwise_col_amax(f8_ctx *ctx, const void *src, f8_dtype src_dtype, int64_t rows, int64_t cols,
                                     float *col_amax);
+/* The activation forward's column-wise copy coded from its input (backend.h's
+ * f8i_act_fwd_args y_t, y_hp NULL): a is the column-only cast with
+ * col_amax_in of u = (bf16)act(x) (gated: act(a)·b), except that src is x,
+ * BF16 [rows, cols] (gated: [rows, 2·cols], a then b along each row), and u
+ * is computed again from it with act_kernels.cuh's arithmetic (act_eval.cuh)
+ * and rounding, so the copy is bit for bit the cast of the stored u.
+ * f8i_cuda_rowwise_act_fits: whether it takes a (BF16 x, whole 128 x 128
+ * tiles, 16-byte rows); F8_ERR_UNSUPPORTED where not, writing nothing. */
+int f8i_cuda_rowwise_act_fits(const f8i_rowwise_cast_args *a, f8_activation act);
+f8_status f8i_cuda_rowwise_cols_of_act(f8_ctx *ctx, const f8i_rowwise_cast_args *a, f8_activation act);
 f8_status f8i_cuda_rowwise_plan_create(f8_ctx *ctx, const f8i_rowwise_gemm_args *g, int fallback_only,
                                        f8i_rowwise_plan **plan);
 void f8i_cuda_rowwise_plan_destroy(f8i_rowwise_plan *plan);

@@ -25,6 +25,18 @@ f8_status f8i_cuda_rowwise_col_amax(f8_ctx *ctx, const void *src, f8_dtype src_d
     return f8i_error(ctx, F8_ERR_NO_DEVICE, NO_CUDA);
 }
 
+int f8i_cuda_rowwise_act_fits(const f8i_rowwise_cast_args *a, f8_activation act)
+{
+    (void)a, (void)act;
+    return 0;
+}
+
+f8_status f8i_cuda_rowwise_cols_of_act(f8_ctx *ctx, const f8i_rowwise_cast_args *a, f8_activation act)
+{
+    (void)a, (void)act;
+    return f8i_error(ctx, F8_ERR_NO_DEVICE, NO_CUDA);
+}
+
 f8_status f8i_cuda_rowwise_plan_create(f8_ctx *ctx, const f8i_rowwise_gemm_args *g, int fallback_only,
                                        f8i_rowwise_plan **plan)
 {

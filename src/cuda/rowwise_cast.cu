@@ -135,6 +135,7 @@
 #include <limits.h>
 #include <stdint.h>
 
+#include "act_eval.cuh"
 #include "kernels_common.cuh"
 #include "core/rowwise.h"
 
@@ -551,18 +552,24 @@ static f8_status launch_rows_any(f8_ctx *ctx, const f8i_rowwise_cast_args *a, in
                                          : launch_rows<0, 0>(ctx, a, row_blocks, blocks, zero_t);
 }
 
-/* The codes kernel (kernel 2) of the column path; back: its walk. */
+/* The codes kernel (kernel 2) of the column path; back: its walk; sums:
+ * dbias's chunk sums written by the tile kernel (BF16 whole tiles: the
+ * caller checked rwtt_fits), or NULL. */
 template <int BF16, int VEC>
-static f8_status launch_codes(f8_ctx *ctx, const f8i_rowwise_cast_args *a, dim3 grid, int back, rwt_fin fin)
+static f8_status launch_codes(f8_ctx *ctx, const f8i_rowwise_cast_args *a, dim3 grid, int back, rwt_fin fin,
+                              float *sums)
 {
     const int w_t = access_width(a->out_t, a->rows, 16);
     F8I_COUNT_LAUNCHES(ctx, 1);
     if (rwtt_fits(a)) {
         const dim3 tiles((unsigned)(a->rows / RWTT_ROWS), (unsigned)(a->cols / rwtt_shape<BF16>::TC));
-        if (a->out_dtype == F8_DTYPE_E5M2)
-            rwt_codes_tile_kernel<BF16, 1><<<tiles, RW_THREADS, 0, f8i_stream(ctx)>>>(*a, back, fin);
-        else
-            rwt_codes_tile_kernel<BF16, 0><<<tiles, RW_THREADS, 0, f8i_stream(ctx)>>>(*a, back, fin);
+        const int e5m2 = a->out_dtype == F8_DTYPE_E5M2;
+        void (*kernel)(f8i_rowwise_cast_args, int, rwt_fin, float *) =
+            e5m2 ? rwt_codes_tile_kernel<BF16, 1, RWT_SRC_PLAIN> : rwt_codes_tile_kernel<BF16, 0, RWT_SRC_PLAIN>;
+        if constexpr (BF16)
+            if (sums != NULL)
+                kernel = e5m2 ? rwt_codes_tile_kernel<1, 1, RWT_SRC_SUMS> : rwt_codes_tile_kernel<1, 0, RWT_SRC_SUMS>;
+        kernel<<<tiles, RW_THREADS, 0, f8i_stream(ctx)>>>(*a, back, fin, sums);
         return f8i_cuda_launch_check(ctx, "rwt_codes_tile_kernel");
     }
     if (a->out_dtype == F8_DTYPE_E5M2)
@@ -572,21 +579,31 @@ static f8_status launch_codes(f8_ctx *ctx, const f8i_rowwise_cast_args *a, dim3 
     return f8i_cuda_launch_check(ctx, "rwt_codes_kernel");
 }
 
-/* Kernels 1 and 2 of the column path, or (colmax: the row pass took the
- * amaxes) kernel 2 alone, walking back from where the row pass ended.
- * Kernel 1's amaxes go where kernel 2 reads them (fin.amaxes). */
+/* How the column path runs after the row pass (if any): */
+enum {
+    RWT_PASS_AMAX_CODES, /* kernel 1 (the amaxes unless given; dbias's tile partials), then kernel 2 */
+    RWT_PASS_CODES,      /* kernel 2 alone: the row pass or a fused kernel took the amaxes */
+    RWT_PASS_CODES_SUMS  /* kernel 2 on BF16 tiles summing dbias's chunks: amaxes given with dbias */
+};
+
+/* Kernels 1 and 2 of the column path, or kernel 2 alone (walking back from
+ * where the row pass, or the fused kernel's rows, ended). Kernel 1's amaxes
+ * go where kernel 2 reads them (fin.amaxes); given amaxes (col_amax_in)
+ * it leaves alone, running for dbias's partials only. */
 template <int BF16, int VEC>
-static f8_status launch_cols(f8_ctx *ctx, const f8i_rowwise_cast_args *a, dim3 grid, float *partial, int colmax,
+static f8_status launch_cols(f8_ctx *ctx, const f8i_rowwise_cast_args *a, dim3 grid, float *partial, int pass,
                              rwt_fin fin)
 {
-    if (colmax) return launch_codes<BF16, VEC>(ctx, a, grid, 1, fin);
+    if (pass == RWT_PASS_CODES) return launch_codes<BF16, VEC>(ctx, a, grid, 1, fin, NULL);
+    if (pass == RWT_PASS_CODES_SUMS) return launch_codes<BF16, VEC>(ctx, a, grid, 1, fin, partial);
     f8i_rowwise_cast_args k1 = *a;
     k1.scale_inv_t = (float *)fin.amaxes;
+    if (a->col_amax_in) k1.out_t = NULL; /* the amaxes are given: no atomicMax over them */
     F8I_COUNT_LAUNCHES(ctx, 1);
     rwt_amax_kernel<BF16, VEC><<<grid, RW_THREADS, 0, f8i_stream(ctx)>>>(k1, partial);
     F8I_TRY(f8i_cuda_launch_check(ctx, "rwt_amax_kernel"));
     if (a->out_t == NULL) return F8_OK;
-    return launch_codes<BF16, VEC>(ctx, a, grid, 0, fin);
+    return launch_codes<BF16, VEC>(ctx, a, grid, 0, fin, NULL);
 }
 
 /* rowwise_colmax_kernel's threads a row: the fewest (a power of two, 32 ..
@@ -716,6 +733,13 @@ f8_status f8i_cuda_cast_rowwise(f8_ctx *ctx, const f8i_rowwise_cast_args *a)
     const int given = a->col_amax_in;
     const int vec_rows = a->out && src_vec(a) && access_width(a->out, a->cols, 4) == 4;
     const int colmax = given || rwc_takes(a, vec_rows);
+    /* given amaxes with dbias: the BF16 tile kernel sums dbias's chunks as the row pass does (the same
+     * order, so the same bits; one read of src); elsewhere kernel 1 runs for dbias's partials */
+    const int sums = given && a->dbias && a->src_dtype == F8_DTYPE_BF16 && rwtt_fits(a);
+    const int pass = !colmax || (given && a->dbias && !sums) ? RWT_PASS_AMAX_CODES
+                     : sums                                 ? RWT_PASS_CODES_SUMS
+                                                            : RWT_PASS_CODES;
+    const int chunk_sums = (colmax && !given) || sums; /* partial holds 32-row chunk sums, not tile partials */
     f8i_cuda_state *cs = f8i_cuda(ctx);
     const int fits = a->out_t != NULL && a->cols <= F8I_RWT_SCRATCH_COLS;
     const int scratch = fits && !given;
@@ -737,10 +761,10 @@ f8_status f8i_cuda_cast_rowwise(f8_ctx *ctx, const f8i_rowwise_cast_args *a)
     if (!a->out_t && !a->dbias) return F8_OK;
     const dim3 grid((unsigned)row_tiles, (unsigned)stripes);
     const int bf16 = a->src_dtype == F8_DTYPE_BF16, vec = src_vec(a);
-    const f8_status st = bf16 ? (vec ? launch_cols<1, 1>(ctx, a, grid, partial, colmax, fin)
-                                     : launch_cols<1, 0>(ctx, a, grid, partial, colmax, fin))
-                              : (vec ? launch_cols<0, 1>(ctx, a, grid, partial, colmax, fin)
-                                     : launch_cols<0, 0>(ctx, a, grid, partial, colmax, fin));
+    const f8_status st = bf16 ? (vec ? launch_cols<1, 1>(ctx, a, grid, partial, pass, fin)
+                                     : launch_cols<1, 0>(ctx, a, grid, partial, pass, fin))
+                              : (vec ? launch_cols<0, 1>(ctx, a, grid, partial, pass, fin)
+                                     : launch_cols<0, 0>(ctx, a, grid, partial, pass, fin));
     if (st != F8_OK) {
         /* the scratch must stay zero at rest: what a failed launch may have left (best effort) */
         if (scratch) (void)cudaMemsetAsync(cs->rwt_colmax, 0, (size_t)a->cols * sizeof(float), f8i_stream(ctx));
@@ -755,7 +779,7 @@ f8_status f8i_cuda_cast_rowwise(f8_ctx *ctx, const f8i_rowwise_cast_args *a)
     const dim3 rgrid((unsigned)((a->cols + 31) / 32)), rblock(32, F8I_REDUCE_SPLIT);
     const int bf16_db = a->dbias_dtype == F8_DTYPE_BF16;
     F8I_COUNT_LAUNCHES(ctx, 1);
-    if (colmax) { /* the row pass's chunk sums */
+    if (chunk_sums) { /* the row pass's (or the tile kernel's) chunk sums */
         rwc_dbias_reduce_kernel<<<rgrid, rblock, 0, f8i_stream(ctx)>>>(
             partial, (a->rows + RWT_WARP_ROWS - 1) / RWT_WARP_ROWS, a->cols, a->dbias, bf16_db, a->dbias_accumulate,
             a->noop);
@@ -764,4 +788,50 @@ f8_status f8i_cuda_cast_rowwise(f8_ctx *ctx, const f8i_rowwise_cast_args *a)
     dbias_reduce_kernel<<<rgrid, rblock, 0, f8i_stream(ctx)>>>(partial, row_tiles, a->cols, a->dbias, bf16_db,
                                                                a->dbias_accumulate, a->noop);
     return f8i_cuda_launch_check(ctx, "dbias_reduce_kernel");
+}
+
+/* The activation forward's column-wise copy from x (core/rowwise.h). */
+int f8i_cuda_rowwise_act_fits(const f8i_rowwise_cast_args *a, f8_activation act)
+{
+    const int64_t pitch = act_gated(act) ? 2 * a->cols : a->cols;
+    return a->src_dtype == F8_DTYPE_BF16 && a->out_t != NULL && a->col_amax_in && a->out == NULL &&
+           a->dbias == NULL && rwtt_fits_pitch(a, pitch);
+}
+
+template <int ACT>
+static void (*act_tile_kernel(int e5m2))(f8i_rowwise_cast_args, int, rwt_fin, float *)
+{
+    return e5m2 ? rwt_codes_tile_kernel<1, 1, RWT_SRC_ACT + ACT> : rwt_codes_tile_kernel<1, 0, RWT_SRC_ACT + ACT>;
+}
+
+f8_status f8i_cuda_rowwise_cols_of_act(f8_ctx *ctx, const f8i_rowwise_cast_args *a, f8_activation act)
+{
+    if (!f8i_cuda_rowwise_act_fits(a, act))
+        return f8i_error(ctx, F8_ERR_UNSUPPORTED,
+                         "rowwise cast: the column copy of [%lld, %lld] cannot be coded from the activation's %s x "
+                         "(bf16 x in whole 128 x 128 tiles, 16-byte rows, and the column amaxes given)",
+                         (long long)a->rows, (long long)a->cols, f8_dtype_name(a->src_dtype));
+    const int e5m2 = a->out_dtype == F8_DTYPE_E5M2;
+    void (*kernel)(f8i_rowwise_cast_args, int, rwt_fin, float *) = NULL;
+    switch (act) {
+    case F8_ACT_GELU: kernel = act_tile_kernel<F8_ACT_GELU>(e5m2); break;
+    case F8_ACT_RELU: kernel = act_tile_kernel<F8_ACT_RELU>(e5m2); break;
+    case F8_ACT_GEGLU: kernel = act_tile_kernel<F8_ACT_GEGLU>(e5m2); break;
+    case F8_ACT_REGLU: kernel = act_tile_kernel<F8_ACT_REGLU>(e5m2); break;
+    case F8_ACT_SWIGLU: kernel = act_tile_kernel<F8_ACT_SWIGLU>(e5m2); break;
+    case F8_ACT_QGELU: kernel = act_tile_kernel<F8_ACT_QGELU>(e5m2); break;
+    case F8_ACT_SRELU: kernel = act_tile_kernel<F8_ACT_SRELU>(e5m2); break;
+    default: return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "rowwise cast: unknown f8_activation %d", (int)act);
+    }
+    /* the amaxes are scale_inv_t's (given); kernel 3 by the stripes' tickets where the ctx has them */
+    f8i_cuda_state *cs = f8i_cuda(ctx);
+    const rwt_fin fin = {a->scale_inv_t, NULL, a->cols <= F8I_RWT_SCRATCH_COLS ? cs->rwt_tickets : NULL};
+    const dim3 tiles((unsigned)(a->rows / RWTT_ROWS), (unsigned)(a->cols / rwtt_shape<1>::TC));
+    F8I_COUNT_LAUNCHES(ctx, 1);
+    kernel<<<tiles, RW_THREADS, 0, f8i_stream(ctx)>>>(*a, 1, fin, NULL);
+    F8I_TRY(f8i_cuda_launch_check(ctx, "rwt_codes_tile_kernel (activation)"));
+    if (fin.tickets != NULL) return F8_OK;
+    F8I_COUNT_LAUNCHES(ctx, 1);
+    rwt_finish_kernel<<<(unsigned)((a->cols + 255) / 256), 256, 0, f8i_stream(ctx)>>>(*a);
+    return f8i_cuda_launch_check(ctx, "rwt_finish_kernel");
 }

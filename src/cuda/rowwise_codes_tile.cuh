@@ -29,10 +29,99 @@ struct rwtt_shape {
     static constexpr int TC = 16 * VEC;      /* tile columns */
 };
 
-template <int BF16, int E5M2>
-static __global__ void __launch_bounds__(RW_THREADS, 4) rwt_codes_tile_kernel(f8i_rowwise_cast_args p, int back, rwt_fin fin)
+/* What the tile kernel codes (its SRC argument): src itself (PLAIN); src
+ * itself with dbias's 32-row chunk sums (SUMS, BF16 src: below); or, for
+ * RWT_SRC_ACT + an f8_activation, u = (bf16)act(x) of the activation
+ * forward's input x = src (BF16, [rows, cols] or gated [rows, 2·cols], u =
+ * act(a)·b), computed again as the activation kernels compute it (act_eval,
+ * then the rounding act_row_kernel stores): the column-wise copy of the
+ * forward's output without that output ever stored (backend.h's
+ * f8i_act_fwd_args y_t). */
+#define RWT_SRC_PLAIN 0
+#define RWT_SRC_SUMS 1
+#define RWT_SRC_ACT 16
+
+/* SUMS: the 32-row chunk sums of dbias in rwt_amax_kernel's order (a
+ * column's rows added one by one from 0, in row order), so that
+ * rwc_dbias_reduce_kernel gives the bits of kernel 1's partials. On BF16
+ * tiles (VEC 8) warp w holds rows 32·(w / 4) .. + 31 of each half m of
+ * the tile (a whole chunk) for 32 columns, lane group q = lane / 4 rows
+ * 4q .. 4q + 3 of it: the running sums go from group to group by a
+ * shuffle, each group adding its 4 rows in order, and group 7 writes the
+ * chunk's sums (sums [rows / 32, cols]). */
+template <int BF16>
+static __device__ __forceinline__ void rwtt_chunk_sums(const uint4 (&raw)[4], float *sums, int64_t chunk,
+                                                       int64_t col, int64_t cols)
+{
+    static_assert(BF16, "chunk sums on BF16 tiles: a warp holds one chunk");
+    const int q = (threadIdx.x & 31) >> 2;
+    float run[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) run[j] = 0.0f;
+#pragma unroll
+    for (int step = 0; step < 8; ++step)
+#pragma unroll
+        for (int j = 0; j < 8; ++j) { /* one column at a time: no array of incoming sums held */
+            const float in = __shfl_up_sync(0xFFFFFFFFu, run[j], 4);
+            if (q == step) {
+                float t = step == 0 ? 0.0f : in;
+#pragma unroll
+                for (int r = 0; r < 4; ++r) { /* element j of row r: BF16 half j % 2 of word j / 2 */
+                    const uint4 x = raw[r];
+                    const uint32_t w = j / 2 == 0 ? x.x : j / 2 == 1 ? x.y : j / 2 == 2 ? x.z : x.w;
+                    t += __uint_as_float(j % 2 ? w & 0xFFFF0000u : w << 16);
+                }
+                run[j] = t;
+            }
+        }
+    if (q == 7) {
+        float4 *dst = (float4 *)(sums + chunk * cols + col);
+        dst[0] = make_float4(run[0], run[1], run[2], run[3]);
+        dst[1] = make_float4(run[4], run[5], run[6], run[7]);
+    }
+}
+
+/* The VEC values of one 16-byte piece (and, gated, its b piece) for SRC. */
+template <int BF16, int SRC>
+static __device__ __forceinline__ void rwtt_values(const uint4 &xa, const uint4 &xb, float (&v)[BF16 ? 8 : 4])
+{
+    const uint32_t w[4] = {xa.x, xa.y, xa.z, xa.w};
+    decode16<BF16>(w, v);
+    if constexpr (SRC >= RWT_SRC_ACT) {
+        static_assert(BF16, "the activation source is BF16 x");
+        constexpr int ACT = SRC - RWT_SRC_ACT;
+        float b[8];
+        if constexpr (act_gated(ACT)) {
+            const uint32_t wb[4] = {xb.x, xb.y, xb.z, xb.w};
+            decode16<1>(wb, b);
+        }
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            float f;
+            act_eval<ACT>(v[j], &f, NULL);
+            if constexpr (act_gated(ACT)) f = f * b[j];
+            v[j] = f8i_bf16_to_float(f8i_bf16_from_float(f));
+        }
+    } else {
+        (void)xb;
+    }
+}
+
+/* Blocks an SM (launch bounds): 4 (64 registers); 2 (128) for the gated
+ * activations, whose b pieces double the loads held in flight (the same
+ * bytes in flight an SM; at 64 registers they spilled some 350 bytes, at
+ * 80 some 130); 3 (80) for SUMS, whose running sums spilled 180 at 64. */
+static __host__ __device__ constexpr int rwtt_blocks(int src)
+{
+    return src >= RWT_SRC_ACT && act_gated(src - RWT_SRC_ACT) ? 2 : src == RWT_SRC_SUMS ? 3 : 4;
+}
+
+template <int BF16, int E5M2, int SRC>
+static __global__ void __launch_bounds__(RW_THREADS, rwtt_blocks(SRC))
+    rwt_codes_tile_kernel(f8i_rowwise_cast_args p, int back, rwt_fin fin, float *sums)
 {
     constexpr int VEC = rwtt_shape<BF16>::VEC, TC = rwtt_shape<BF16>::TC, LX = 32 / VEC, PARTS = RWTT_ROWS / 16;
+    constexpr int GATED = SRC >= RWT_SRC_ACT && act_gated(SRC - RWT_SRC_ACT);
     __shared__ uint32_t tile_t[TC][RWTT_WORDS];
     if (noop_set(p.noop)) return;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -40,14 +129,17 @@ static __global__ void __launch_bounds__(RW_THREADS, 4) rwt_codes_tile_kernel(f8
     int64_t tile, stripe;
     rwt_block(back != 0, tile, stripe);
     const int64_t row0 = tile * RWTT_ROWS, col0 = stripe * TC;
-    const int cols = (int)p.cols, rows = (int)p.rows;
-    const char *src = (const char *)p.src + ((row0 + ty * 4) * p.cols + col0 + tx * VEC) * (BF16 ? 2 : 4);
-    uint4 raw[2][4];
+    const int cols = (int)p.cols, rows = (int)p.rows, pitch = GATED ? 2 * cols : cols;
+    const char *src = (const char *)p.src + ((row0 + ty * 4) * pitch + col0 + tx * VEC) * (BF16 ? 2 : 4);
+    uint4 raw[2][4], rawb[GATED ? 2 : 1][4];
 #pragma unroll
     for (int m = 0; m < 2; ++m)
 #pragma unroll
-        for (int r = 0; r < 4; ++r)
-            raw[m][r] = *(const uint4 *)(src + (m * (RWTT_ROWS / 2) + r) * cols * (BF16 ? 2 : 4));
+        for (int r = 0; r < 4; ++r) {
+            const char *at = src + (m * (RWTT_ROWS / 2) + r) * pitch * (BF16 ? 2 : 4);
+            raw[m][r] = *(const uint4 *)at;
+            if constexpr (GATED) rawb[m][r] = *(const uint4 *)(at + cols * 2);
+        }
     float s[VEC];
 #pragma unroll
     for (int j = 0; j < VEC; ++j)
@@ -59,9 +151,8 @@ static __global__ void __launch_bounds__(RW_THREADS, 4) rwt_codes_tile_kernel(f8
         uint32_t code[4][VEC / 4];
 #pragma unroll
         for (int r = 0; r < 4; ++r) {
-            const uint32_t w[4] = {raw[m][r].x, raw[m][r].y, raw[m][r].z, raw[m][r].w};
             float v[VEC];
-            decode16<BF16>(w, v);
+            rwtt_values<BF16, SRC>(raw[m][r], rawb[GATED ? m : 0][r], v);
 #pragma unroll
             for (int k = 0; k < VEC / 4; ++k)
                 code[r][k] = fp8x2<E5M2>(v[4 * k] * s[4 * k], v[4 * k + 1] * s[4 * k + 1]) |
@@ -71,6 +162,8 @@ static __global__ void __launch_bounds__(RW_THREADS, 4) rwt_codes_tile_kernel(f8
                 for (int j = 0; j < VEC; ++j) code_stats<E5M2>(v[j], s[j], (code[r][j / 4] >> (8 * (j % 4))) & 0xFFu, sat, flushed);
         }
         park_codes_t<VEC>(code, tile_t, tx * VEC, m * (RWTT_ROWS / 8) + ty);
+        if constexpr (SRC == RWT_SRC_SUMS)
+            rwtt_chunk_sums<BF16>(raw[m], sums, row0 / RWT_WARP_ROWS + 2 * m + warp / 4, col0 + tx * VEC, p.cols);
     }
     __syncthreads();
     uint8_t *const dst = p.out_t + col0 * p.rows + row0;
@@ -88,14 +181,18 @@ static __global__ void __launch_bounds__(RW_THREADS, 4) rwt_codes_tile_kernel(f8
         for (int j = 0; j < VEC; ++j) rwt_finish_col(p, fin, col0 + tx * VEC + j, s[j]);
 }
 
-/* Whether rwt_codes_tile_kernel takes a: whole tiles, 16-byte loads of src
- * and stores of out_t, offsets inside a tile in 32 bits, the grid's y. */
-static int rwtt_fits(const f8i_rowwise_cast_args *a)
+/* Whether rwt_codes_tile_kernel takes a whose src rows are `pitch` values
+ * apart (cols, or the gated activation's 2·cols): whole tiles, 16-byte
+ * loads of src and stores of out_t, offsets inside a tile in 32 bits, the
+ * grid's y. */
+static int rwtt_fits_pitch(const f8i_rowwise_cast_args *a, int64_t pitch)
 {
     const int bf16 = a->src_dtype == F8_DTYPE_BF16, tc = bf16 ? rwtt_shape<1>::TC : rwtt_shape<0>::TC;
-    return a->rows % RWTT_ROWS == 0 && a->cols % tc == 0 && a->rows <= RWTT_MAX && a->cols <= RWTT_MAX &&
+    return a->rows % RWTT_ROWS == 0 && a->cols % tc == 0 && a->rows <= RWTT_MAX && pitch <= RWTT_MAX &&
            a->cols / tc <= RWT_MAX_STRIPES &&
-           access_width(a->src, a->cols * (bf16 ? 2 : 4), 16) == 16 && access_width(a->out_t, a->rows, 16) == 16;
+           access_width(a->src, pitch * (bf16 ? 2 : 4), 16) == 16 && access_width(a->out_t, a->rows, 16) == 16;
 }
+
+static int rwtt_fits(const f8i_rowwise_cast_args *a) { return rwtt_fits_pitch(a, a->cols); }
 
 #endif /* F8_CUDA_ROWWISE_CODES_TILE_CUH */

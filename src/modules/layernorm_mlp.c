@@ -233,23 +233,32 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
         if (fp8 && ws.hp) { /* current or block scaling: the activation in param dtype, then the cast */
             const f8i_qbuf q = {(uint8_t *)a8, keep_hp ? NULL : a8t, a8_sinv, qdt, s->act_sinv, m->q.act};
             void *hp = keep_hp ? s->act_hp : ws.hp;
+            /* row-wise with the column-wise copy and no high-precision output kept: the activation makes the
+             * copy itself, from h1 again where it can (u never stored), else through ws.hp */
+            const int own_copy = m->q.fused_rows && q.data_t && !keep_hp;
             if (m->q.fused_rows) { /* row-wise: the kernel writes the codes too; the cast the column-wise copy */
                 f8i_quantizer_row_fields(ctx, qdt, &a.mode, &a.scaled_max, &a.pow2);
                 a.amax = f8i_slot_amax(ctx, m->fwd[GEMM2_INPUT]);
                 a.stats = f8i_slot_stats(ctx, m->fwd[GEMM2_INPUT]);
                 a.scale_inv = a8_sinv;
-                a.y_hp = hp;
+                a.y_hp = own_copy ? NULL : hp;
                 a.hp_dtype = pdt;
-                a.col_amax = f8i_module_col_amax(&q, NULL); /* and the column amaxes, for the copy's cast */
+                if (own_copy) {
+                    a.y_t = q.data_t;
+                    a.scale_inv_t = q.scale_inv_t;
+                    a.hp_scratch = hp;
+                } else {
+                    a.col_amax = f8i_module_col_amax(&q); /* and the column amaxes, for the copy's cast */
+                }
             } else {
                 a.y = hp;
                 a.y_dtype = pdt;
             }
             st = f8i_op_act_fwd(ctx, &a);
-            if (st == F8_OK && m->q.fused_rows)
+            if (st == F8_OK && m->q.fused_rows && !own_copy)
                 st = f8i_module_quantize_cols(m, hp, pdt, T, a.cols, F8_DIR_FORWARD, GEMM2_INPUT, &q, NULL, NULL,
                                               a.col_amax != NULL);
-            else if (st == F8_OK)
+            else if (st == F8_OK && !m->q.fused_rows)
                 st = f8i_module_quantize(m, hp, pdt, T, a.cols, F8_DIR_FORWARD, GEMM2_INPUT, &q, NULL, NULL);
         } else {
             if (fp8) {
@@ -294,7 +303,7 @@ static f8_status act_backward(f8_module *m, const mlp_saved *s, int64_t T, const
             a.amax = f8i_slot_amax(ctx, sl);
             a.stats = f8i_slot_stats(ctx, sl);
             a.scale_inv = ws->d8.scale_inv;
-            a.col_amax = f8i_module_col_amax(&ws->d8, &m->w[0]); /* NULL with fc1's dbias: the cast sums d */
+            a.col_amax = f8i_module_col_amax(&ws->d8); /* with fc1's dbias too: the cast sums d in its order */
             F8I_TRY(f8i_op_act_bwd(ctx, &a));
             return f8i_module_quantize_cols(m, ws->hp, m->param_dtype, T, m->w[0].rows, F8_DIR_BACKWARD, GRAD_OUTPUT2,
                                             &ws->d8, &m->w[0], ws->reduce, a.col_amax != NULL);

@@ -547,7 +547,7 @@ static f8_status quantize(f8_module *m, const void *src, f8_dtype src_dtype, int
     c.scale_inv_t = out->scale_inv_t;
     F8I_TRY(f8i_quantizer_cast_scaling(ctx, m->q.act, sl, &c));
     if (cols_only) c.amax = NULL, c.stats = NULL;
-    c.col_amax_in = cols_only && col_amax_in; /* the backend refuses it with dbias */
+    c.col_amax_in = cols_only && col_amax_in;
     if (dbias) SET_DBIAS(c, dbias_of, reduce, rows, cols);
     return f8i_op_cast(ctx, &c);
 }
@@ -558,10 +558,7 @@ f8_status f8i_module_quantize(f8_module *m, const void *src, f8_dtype src_dtype,
     return quantize(m, src, src_dtype, rows, cols, dir, slot, out, dbias_of, reduce, 0, 0);
 }
 
-float *f8i_module_col_amax(const f8i_qbuf *out, const f8i_weight *dbias_of)
-{
-    return out->data_t && !(dbias_of && dbias_of->db) ? out->scale_inv_t : NULL;
-}
+float *f8i_module_col_amax(const f8i_qbuf *out) { return out->data_t ? out->scale_inv_t : NULL; }
 
 f8_status f8i_module_quantize_cols(f8_module *m, const void *src, f8_dtype src_dtype, int64_t rows, int64_t cols,
                                    f8_direction dir, int slot, const f8i_qbuf *out, f8i_weight *dbias_of,

@@ -225,16 +225,16 @@ f8_status f8i_module_quantize(f8_module *m, const void *src, f8_dtype src_dtype,
  * out->scale_inv_t) and dbias from the high-precision src; nothing when
  * neither is asked for. col_amax_in: the kernel also left src's column
  * amaxes in out->scale_inv_t (its col_amax, backend.h's F8I_ROW_FUSED,
- * given f8i_module_col_amax(out, dbias_of)), so the cast only codes the
+ * given f8i_module_col_amax(out)), so the cast only codes the
  * copy (core/rowwise.h's col_amax_in); 0 where that was NULL. */
 f8_status f8i_module_quantize_cols(f8_module *m, const void *src, f8_dtype src_dtype, int64_t rows, int64_t cols,
                                    f8_direction dir, int slot, const f8i_qbuf *out, f8i_weight *dbias_of,
                                    void *reduce, int col_amax_in);
 /* The col_amax a fused row-wise kernel (F8I_ROW_FUSED) is given for the
  * f8i_module_quantize_cols of out after it: out's scale_inv_t where the cast
- * makes the column-wise copy and no dbias (dbias_of's bias gradient, which
- * needs the cast's own pass over src); NULL otherwise. */
-float *f8i_module_col_amax(const f8i_qbuf *out, const f8i_weight *dbias_of);
+ * makes the column-wise copy (with or without dbias: the cast sums it in
+ * its own order either way); NULL otherwise. */
+float *f8i_module_col_amax(const f8i_qbuf *out);
 /* The per-tensor cast of src [rows, cols] into out's codes (no transpose,
  * no amax, no dbias) with slot sl's scale as it stands: the args every
  * module cast starts from (f8i_module_quantize adds the transpose and the

@@ -116,7 +116,7 @@ static f8_status norm_input(f8_module *m, const f8_tensor *x, int slot, const f8
     }
     if (!m->sp && m->q.fused_rows) { /* row-wise: the norm writes the codes and the column amaxes; the cast the
                                         column-wise copy */
-        float *col_amax = f8i_module_col_amax(q, NULL);
+        float *col_amax = f8i_module_col_amax(q);
         st = f8i_norm_forward_rows(ctx, &m->norm, x, q->data, q->dtype, sl, q->scale_inv, hp, col_amax, mu, rsigma);
         if (st == F8_OK)
             st = f8i_module_quantize_cols(m, hp, pdt, T, K, F8_DIR_FORWARD, slot, q, NULL, NULL, col_amax != NULL);
