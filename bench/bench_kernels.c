@@ -353,6 +353,10 @@ typedef struct acase {
     f8_activation act;
     int bwd;
     int64_t rows, cols; /* tokens, FFN (cols of v and dy) */
+    /* with the column-wise copy as the layer makes it (and, backward, fc1's BF16 dbias): 0 none; 1 now (the
+     * forward's own copy from x, y_t; the backward's cast given the column amaxes with dbias); 2 as before
+     * (the forward stores u, the cast reads it; the backward's cast measures the amaxes for dbias's order) */
+    int cols_copy;
 } acase;
 
 typedef struct aarg {
@@ -360,8 +364,27 @@ typedef struct aarg {
     const acase *ac;
     int nsets;
     void *x[MAX_SETS], *dy[MAX_SETS], *codes[MAX_SETS], *hp[MAX_SETS]; /* hp: u or dx (BF16) */
+    void *codes_t[MAX_SETS];                                            /* the column-wise copy */
     float *amax, *row_si, *col_amax;
+    void *dbias, *ws; /* the backward's copy: fc1's dbias (BF16) and its workspace */
+    size_t ws_bytes;
 } aarg;
+
+/* The column-only cast of u after the fused kernel (as f8i_module_quantize_cols). */
+static void acols(aarg *k, int s, int given)
+{
+    const acase *ac = k->ac;
+    const int64_t ci = ac->bwd && f8_activation_gated(ac->act) ? 2 * ac->cols : ac->cols;
+    const f8_dtype dt = ac->bwd ? F8_DTYPE_E5M2 : F8_DTYPE_E4M3;
+    f8i_cast_args c = {.src = k->hp[s], .src_dtype = F8_DTYPE_BF16, .rows = ac->rows, .cols = ci, .out_dtype = dt,
+                       .out_t = k->codes_t[s], .mode = F8I_SCALING_ROW, .scaled_max = f8_fp8_max(dt),
+                       .scale_inv_t = k->col_amax, .col_amax_in = given};
+    if (ac->bwd) {
+        c.dbias = k->dbias, c.dbias_dtype = F8_DTYPE_BF16, c.dbias_accumulate = 1;
+        c.workspace = k->ws, c.workspace_bytes = k->ws_bytes;
+    }
+    BENCH_F8(k->ctx, f8i_op_cast(k->ctx, &c));
+}
 
 static void acall(void *p, int i)
 {
@@ -374,14 +397,19 @@ static void acall(void *p, int i)
                               .y = k->codes[s], .y_dtype = e4, .amax = k->amax, .scale_inv = k->row_si,
                               .mode = F8I_SCALING_ROW, .scaled_max = f8_fp8_max(e4), .y_hp = k->hp[s],
                               .hp_dtype = bf, .col_amax = k->col_amax};
+        if (ac->cols_copy == 1) /* the copy made by the forward, from x */
+            a.y_hp = NULL, a.col_amax = NULL, a.y_t = k->codes_t[s], a.scale_inv_t = k->col_amax, a.hp_scratch = k->hp[s];
         BENCH_F8(k->ctx, f8i_op_act_fwd(k->ctx, &a));
+        if (ac->cols_copy == 2) acols(k, s, 1);
         return;
     }
+    const f8_dtype e5 = F8_DTYPE_E5M2, dt = ac->cols_copy ? e5 : e4; /* the layer's gradient codes are E5M2 */
     f8i_act_bwd_args a = {.act = ac->act, .x = k->x[s], .x_dtype = bf, .dy = k->dy[s], .dy_dtype = bf,
                           .rows = ac->rows, .cols = ac->cols, .dx = k->hp[s], .dx_dtype = bf, .out = k->codes[s],
-                          .out_dtype = e4, .amax = k->amax, .scale_inv = k->row_si, .mode = F8I_SCALING_ROW,
-                          .scaled_max = f8_fp8_max(e4), .col_amax = k->col_amax};
+                          .out_dtype = dt, .amax = k->amax, .scale_inv = k->row_si, .mode = F8I_SCALING_ROW,
+                          .scaled_max = f8_fp8_max(dt), .col_amax = ac->cols_copy == 2 ? NULL : k->col_amax};
     BENCH_F8(k->ctx, f8i_op_act_bwd(k->ctx, &a));
+    if (ac->cols_copy) acols(k, s, ac->cols_copy == 1);
 }
 
 static void run_act_row(f8_ctx *ctx, bench_log *log, const acase *ac, double copy_gbps)
@@ -390,9 +418,11 @@ static void run_act_row(f8_ctx *ctx, bench_log *log, const acase *ac, double cop
     const int64_t rows = ac->rows, cols = ac->cols;
     const int64_t ci = f8_activation_gated(ac->act) ? 2 * cols : cols, n = rows * cols, ni = rows * ci;
     const int64_t nout = ac->bwd ? ni : n; /* the codes and u (dx) */
-    /* x, dy, the codes, u (dx), scale_inv, the column amaxes */
+    /* x, dy, the codes, u (dx), scale_inv, the column amaxes; with the copy, its codes and one more read (of u,
+     * or of x again): the same bytes for the old and the new way of a pair, so their GB/s compare as times */
     const double bytes = 2.0 * (double)ni + (ac->bwd ? 2.0 * (double)n : 0.0) + 3.0 * (double)nout +
-                         4.0 * (double)rows + 4.0 * (double)(ac->bwd ? ci : cols);
+                         4.0 * (double)rows + 4.0 * (double)(ac->bwd ? ci : cols) +
+                         (ac->cols_copy ? 3.0 * (double)nout : 0.0);
     aarg k = {.ctx = ctx, .ac = ac};
     k.nsets = (int)(512e6 / bytes) + 1;
     if (k.nsets < 2) k.nsets = 2;
@@ -402,6 +432,15 @@ static void run_act_row(f8_ctx *ctx, bench_log *log, const acase *ac, double cop
         k.dy[s] = ac->bwd ? bench_alloc_random(stream, F8_DTYPE_BF16, n, 300 + (uint64_t)s, 1.0f) : NULL;
         BENCH_CUDA(cudaMalloc(&k.codes[s], (size_t)nout));
         BENCH_CUDA(cudaMalloc(&k.hp[s], (size_t)nout * 2));
+        k.codes_t[s] = NULL;
+        if (ac->cols_copy) BENCH_CUDA(cudaMalloc(&k.codes_t[s], (size_t)nout));
+    }
+    k.ws_bytes = ac->bwd && ac->cols_copy ? f8i_reduce_workspace_bytes(rows, ci) : 0;
+    k.dbias = k.ws = NULL;
+    if (k.ws_bytes) {
+        BENCH_CUDA(cudaMalloc(&k.ws, k.ws_bytes));
+        BENCH_CUDA(cudaMalloc(&k.dbias, (size_t)ci * 2));
+        BENCH_CUDA(cudaMemset(k.dbias, 0, (size_t)ci * 2));
     }
     BENCH_CUDA(cudaMalloc((void **)&k.amax, 4));
     BENCH_CUDA(cudaMemset(k.amax, 0, 4));
@@ -418,7 +457,10 @@ static void run_act_row(f8_ctx *ctx, bench_log *log, const acase *ac, double cop
         if (k.dy[s]) BENCH_CUDA(cudaFree(k.dy[s]));
         BENCH_CUDA(cudaFree(k.codes[s]));
         BENCH_CUDA(cudaFree(k.hp[s]));
+        if (k.codes_t[s]) BENCH_CUDA(cudaFree(k.codes_t[s]));
     }
+    if (k.ws) BENCH_CUDA(cudaFree(k.ws));
+    if (k.dbias) BENCH_CUDA(cudaFree(k.dbias));
     BENCH_CUDA(cudaFree(k.amax));
     BENCH_CUDA(cudaFree(k.row_si));
     BENCH_CUDA(cudaFree(k.col_amax));
@@ -480,12 +522,23 @@ int main(int argc, char **argv)
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
             if (cases[c].row) run_layout(ctx, &log, &cases[c], row_shapes[s][0], row_shapes[s][1], copy);
     static const acase acases[] = {
-        {"gelu_fwd_row", F8_ACT_GELU, 0, 8192, 8192},
-        {"gelu_bwd_row", F8_ACT_GELU, 1, 8192, 8192},
-        {"swiglu_fwd_row", F8_ACT_SWIGLU, 0, 8192, 8192},
-        {"swiglu_bwd_row", F8_ACT_SWIGLU, 1, 8192, 8192},
-        {"gelu_fwd_row", F8_ACT_GELU, 0, 65536, 3072},
-        {"gelu_bwd_row", F8_ACT_GELU, 1, 65536, 3072},
+        {"gelu_fwd_row", F8_ACT_GELU, 0, 8192, 8192, 0},
+        {"gelu_bwd_row", F8_ACT_GELU, 1, 8192, 8192, 0},
+        {"swiglu_fwd_row", F8_ACT_SWIGLU, 0, 8192, 8192, 0},
+        {"swiglu_bwd_row", F8_ACT_SWIGLU, 1, 8192, 8192, 0},
+        {"gelu_fwd_row", F8_ACT_GELU, 0, 65536, 3072, 0},
+        {"gelu_bwd_row", F8_ACT_GELU, 1, 65536, 3072, 0},
+        /* with the column-wise copy (and dbias), now against before, at the 1.3B and llama-1B shapes */
+        {"gelu_fwd_row+t", F8_ACT_GELU, 0, 8192, 8192, 1},
+        {"gelu_fwd_row+t_old", F8_ACT_GELU, 0, 8192, 8192, 2},
+        {"gelu_bwd_row+t_db", F8_ACT_GELU, 1, 8192, 8192, 1},
+        {"gelu_bwd_row+t_db_old", F8_ACT_GELU, 1, 8192, 8192, 2},
+        {"swiglu_fwd_row+t", F8_ACT_SWIGLU, 0, 16384, 8192, 1},
+        {"swiglu_fwd_row+t_old", F8_ACT_SWIGLU, 0, 16384, 8192, 2},
+        {"gelu_fwd_row+t", F8_ACT_GELU, 0, 65536, 3072, 1},
+        {"gelu_fwd_row+t_old", F8_ACT_GELU, 0, 65536, 3072, 2},
+        {"gelu_bwd_row+t_db", F8_ACT_GELU, 1, 65536, 3072, 1},
+        {"gelu_bwd_row+t_db_old", F8_ACT_GELU, 1, 65536, 3072, 2},
     };
     for (size_t c = 0; c < sizeof acases / sizeof acases[0] && !adamw_only; c++)
         run_act_row(ctx, &log, &acases[c], copy);
