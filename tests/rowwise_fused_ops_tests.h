@@ -29,9 +29,9 @@
  * y_hp or dx), and BF16 shapes of whole 128 x 128 tiles. Also, bit for bit:
  * the column-only cast given the amaxes sums dbias as the one measuring
  * them does (and within rounding of the FP64 column sums), and the
- * activation forward's own column-wise copy (y_t: made from x again, u
- * never stored, where the backend can; else through hp_scratch) is the CPU
- * cast's of u. E4M3 and E5M2, power-of-two scales or
+ * norm's and activation forward's own column-wise copy (y_t: made from x
+ * again, u never stored, where the backend can; else through hp_scratch)
+ * is the CPU cast's of u. E4M3 and E5M2, power-of-two scales or
  * not, telemetry on and off, rows of very different magnitudes with zero,
  * inf, NaN and denormal rows planted (rowwise_fixture.h).
  */
@@ -289,11 +289,12 @@ static int fused_op_run(f8_ctx *ctx[2], const fused_op_case *fc, test_rng *rng)
     ok &= fop_same(cpu, ccodes_t, g, ot[1], nout, "the column copy given the amaxes against the CPU cast", name);
     ok &= fop_same(cpu, csinv_t, g, st_[1], (size_t)Cout * 4, "scale_inv_t given the amaxes against the CPU cast",
                    name);
-    /* link 6 (the activation forward): the forward making its own column-wise copy (y_t): y and scale_inv
-     * those of run 2, y_t and scale_inv_t the CPU cast's of u; from x itself with neither y_hp nor
-     * hp_scratch where the backend can (CUDA: BF16 x and u in whole 128 x 128 tiles, the column maxima in
-     * the kernel's shared memory), else refused untouched, and through hp_scratch everywhere */
-    if (fc->op == FOP_ACT_FWD) {
+    /* link 6 (the norm and activation forwards): the forward making its own column-wise copy (y_t): y and
+     * scale_inv those of run 2, y_t and scale_inv_t the CPU cast's of u; from x itself with neither y_hp
+     * nor hp_scratch where the backend can (CUDA: BF16 x and u in whole 128 x 128 tiles, the column maxima
+     * in the kernel's shared memory, the norm's rows within its row kernels), else refused untouched, and
+     * through hp_scratch everywhere */
+    if (fc->op != FOP_ACT_BWD) {
         const int on_cuda = f8_ctx_backend(g) == F8_BACKEND_CUDA;
         const int from_x = !on_cuda || (fc->xdt == F8_DTYPE_BF16 && fc->hdt == F8_DTYPE_BF16 && R % 128 == 0 &&
                                         C % 128 == 0 && !wide);
@@ -302,13 +303,26 @@ static int fused_op_run(f8_ctx *ctx[2], const fused_op_case *fc, test_rng *rng)
         for (int k = 0; k < 2; k++) {
             void *y6 = fop_dev(g, nout, fill), *yt6 = fop_dev(g, nout, fill), *si6 = fop_dev(g, (size_t)R * 4, NULL);
             void *sit6 = fop_dev(g, (size_t)Cout * 4, poison), *scr = fop_dev(g, nout * hs, NULL);
-            f8i_act_fwd_args a;
-            memset(&a, 0, sizeof a);
-            a.act = (f8_activation)fc->variant, a.x = x, a.x_dtype = fc->xdt, a.rows = R, a.cols = C, a.y = y6;
-            a.y_dtype = fc->out, a.mode = F8I_SCALING_ROW, a.scaled_max = scaled_max, a.pow2 = fc->pow2;
-            a.scale_inv = (float *)si6, a.hp_dtype = fc->hdt, a.y_t = (uint8_t *)yt6, a.scale_inv_t = (float *)sit6;
-            a.hp_scratch = k ? scr : NULL;
-            const f8_status st = f8i_op_act_fwd(g, &a);
+            void *mu6 = fop_dev(g, (size_t)R * 4, NULL), *rs6 = fop_dev(g, (size_t)R * 4, NULL);
+            f8_status st;
+            if (fc->op == FOP_NORM) {
+                f8i_norm_fwd_args a;
+                memset(&a, 0, sizeof a);
+                a.x = x, a.x_dtype = fc->xdt, a.rows = R, a.cols = C, a.gamma = gamma, a.beta = beta;
+                a.param_dtype = fc->hdt, a.rms = fc->variant, a.eps = 1e-5f, a.y = y6, a.y_dtype = fc->out;
+                a.mu = (float *)mu6, a.rsigma = (float *)rs6, a.mode = F8I_SCALING_ROW, a.scaled_max = scaled_max;
+                a.pow2 = fc->pow2, a.scale_inv = (float *)si6, a.hp_dtype = fc->hdt, a.y_t = (uint8_t *)yt6;
+                a.scale_inv_t = (float *)sit6, a.hp_scratch = k ? scr : NULL;
+                st = f8i_op_norm_fwd(g, &a);
+            } else {
+                f8i_act_fwd_args a;
+                memset(&a, 0, sizeof a);
+                a.act = (f8_activation)fc->variant, a.x = x, a.x_dtype = fc->xdt, a.rows = R, a.cols = C, a.y = y6;
+                a.y_dtype = fc->out, a.mode = F8I_SCALING_ROW, a.scaled_max = scaled_max, a.pow2 = fc->pow2;
+                a.scale_inv = (float *)si6, a.hp_dtype = fc->hdt, a.y_t = (uint8_t *)yt6;
+                a.scale_inv_t = (float *)sit6, a.hp_scratch = k ? scr : NULL;
+                st = f8i_op_act_fwd(g, &a);
+            }
             if (k == 0 && !from_x) {
                 CHECK(st == F8_ERR_UNSUPPORTED, "fused %s: the column copy from x where it cannot be: %s", name,
                       f8_status_string(st));
@@ -320,8 +334,12 @@ static int fused_op_run(f8_ctx *ctx[2], const fused_op_case *fc, test_rng *rng)
                 ok &= fop_same(cpu, ccodes_t, g, yt6, nout, "the forward's own column copy against the CPU cast", name);
                 ok &= fop_same(cpu, csinv_t, g, sit6, (size_t)Cout * 4,
                                "the forward's own scale_inv_t against the CPU cast", name);
+                if (fc->op == FOP_NORM)
+                    ok &= fop_same(g, rs6, g, stat[0][1], (size_t)R * 4, "rsigma with the norm's own column copy",
+                                   name);
             }
             f8_ctx_free(g, y6), f8_ctx_free(g, yt6), f8_ctx_free(g, si6), f8_ctx_free(g, sit6), f8_ctx_free(g, scr);
+            f8_ctx_free(g, mu6), f8_ctx_free(g, rs6);
         }
         free(fill);
     }
@@ -420,14 +438,15 @@ static void test_fused_ops(f8_ctx *ctx[2])
         bad += !fused_op_run(ctx, &fc, &rng);
     }
     /* BF16 x and u in whole 128 x 128 tiles (CUDA: the forward's column copy coded from x, link 6, and
-     * dbias's chunk sums summed by the codes pass given the amaxes, link 5): every activation forward and
-     * backward, E4M3 and E5M2; on the CPU the smallest shape */
-    static const struct { int64_t R, C; } tiles[] = {{128, 128}, {256, 384}, {640, 2048}};
-    for (int op = FOP_ACT_FWD; op <= FOP_ACT_BWD; op++)
-        for (int v = 0; v < 7; v++) {
-            const int t = on_cuda ? (v + op) % 3 : 0;
+     * dbias's chunk sums summed by the codes pass given the amaxes, link 5): both norms (one with a NaN
+     * gamma), every activation forward and backward, E4M3 and E5M2; on the CPU the smallest shape */
+    static const struct { int64_t R, C; } tiles[] = {{128, 128}, {256, 384}, {640, 2048}, {1280, 4096}};
+    for (int op = FOP_NORM; op <= FOP_ACT_BWD; op++)
+        for (int v = 0; v < (op == FOP_NORM ? 4 : 7); v++) {
+            const int t = on_cuda ? (v + op) % (op == FOP_NORM ? 4 : 3) : 0;
             const fused_op_case fc = {op, tiles[t].R, tiles[t].C, F8_DTYPE_BF16, F8_DTYPE_BF16,
-                                      (v + op) % 2 ? F8_DTYPE_E5M2 : F8_DTYPE_E4M3, v % 2, v, (v / 2) % 2, 0, 0};
+                                      (v + op) % 2 ? F8_DTYPE_E5M2 : F8_DTYPE_E4M3, v % 2,
+                                      op == FOP_NORM ? v / 2 : v, (v / 2) % 2, 0, op == FOP_NORM && v == 3};
             cases++;
             bad += !fused_op_run(ctx, &fc, &rng);
         }

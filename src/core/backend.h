@@ -290,6 +290,15 @@ typedef struct f8i_norm_fwd_args {
     void *y_hp;         /* ROW: u [rows, cols] in hp_dtype, or NULL */
     f8_dtype hp_dtype;  /* ROW: FP32 or BF16, the dtype v is rounded to before its scale */
     float *col_amax;    /* ROW: [cols] max |u| of each column (F8I_ROW_FUSED), or NULL */
+    /* ROW: the column-wise copy too, y_t [cols, rows] and scale_inv_t
+     * [cols], as f8i_act_fwd_args' y_t says (below): coded from x again
+     * where y_hp is NULL and the backend can (CUDA: BF16 x and u in whole
+     * 128 x 128 tiles, rsigma and, for LayerNorm, mu stored: the row's
+     * statistics it recomputes u from), else from u in y_hp or hp_scratch;
+     * col_amax NULL; the copy's telemetry not counted. */
+    uint8_t *y_t;
+    float *scale_inv_t;
+    void *hp_scratch;
 } f8i_norm_fwd_args;
 
 /* F8I_ROW_FUSED: the row-wise cast (core/rowwise.h, out only) fused into the

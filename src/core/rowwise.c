@@ -53,6 +53,18 @@ f8_status f8i_act_fwd_cols_check(f8_ctx *ctx, const f8i_act_fwd_args *a)
     return F8_OK;
 }
 
+f8_status f8i_norm_fwd_cols_check(f8_ctx *ctx, const f8i_norm_fwd_args *a)
+{
+    if (a->mode != F8I_SCALING_ROW || !f8i_dtype_is_fp8(a->y_dtype) || !a->y_t) return F8_OK;
+    if (!a->y || !a->scale_inv || !a->scale_inv_t || a->col_amax)
+        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT,
+                         "norm forward: the row-wise column copy (y_t) needs y, scale_inv and scale_inv_t, "
+                         "and col_amax NULL (got y %s, scale_inv %s, scale_inv_t %s, col_amax %s)",
+                         a->y ? "set" : "NULL", a->scale_inv ? "set" : "NULL", a->scale_inv_t ? "set" : "NULL",
+                         a->col_amax ? "set" : "NULL");
+    return F8_OK;
+}
+
 f8_status f8i_rowwise_gemm_check(f8_ctx *ctx, const f8i_rowwise_gemm_args *g)
 {
     if (!g) return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "rowwise gemm: args is NULL");

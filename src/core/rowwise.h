@@ -167,6 +167,8 @@ f8_status f8i_rowwise_gemm_check(f8_ctx *ctx, const f8i_rowwise_gemm_args *g);
  * f8i_act_fwd_args y_t in mode ROW): y, scale_inv and scale_inv_t set,
  * col_amax NULL; F8_OK for every other call. Both backends run it. */
 f8_status f8i_act_fwd_cols_check(f8_ctx *ctx, const f8i_act_fwd_args *a);
+/* The same for the norm forward's (f8i_norm_fwd_args y_t). */
+f8_status f8i_norm_fwd_cols_check(f8_ctx *ctx, const f8i_norm_fwd_args *a);
 
 /* The CPU oracle (src/cpu/rowwise.c): host memory. */
 f8_status f8i_cpu_cast_rowwise(f8_ctx *ctx, const f8i_rowwise_cast_args *a);
@@ -222,6 +224,13 @@ f8_status f8i_cuda_rowwise_col_amax(f8_ctx *ctx, const void *src, f8_dtype src_d
  * tiles, 16-byte rows); F8_ERR_UNSUPPORTED where not, writing nothing. */
 int f8i_cuda_rowwise_act_fits(const f8i_rowwise_cast_args *a, f8_activation act);
 f8_status f8i_cuda_rowwise_cols_of_act(f8_ctx *ctx, const f8i_rowwise_cast_args *a, f8_activation act);
+/* The same for the norm forward's copy (f8i_norm_fwd_args y_t, y_hp NULL):
+ * src is the norm's input x (BF16 [rows, cols]) and u = (bf16)norm(x),
+ * computed from n's gamma, beta, zero_centered and the row statistics the
+ * forward stored (n->mu, n->rsigma) with norm_fwd.cuh's arithmetic
+ * (piece_values): fits also needs rsigma, and mu for LayerNorm. */
+int f8i_cuda_rowwise_norm_fits(const f8i_rowwise_cast_args *a, const f8i_norm_fwd_args *n);
+f8_status f8i_cuda_rowwise_cols_of_norm(f8_ctx *ctx, const f8i_rowwise_cast_args *a, const f8i_norm_fwd_args *n);
 f8_status f8i_cuda_rowwise_plan_create(f8_ctx *ctx, const f8i_rowwise_gemm_args *g, int fallback_only,
                                        f8i_rowwise_plan **plan);
 void f8i_cuda_rowwise_plan_destroy(f8i_rowwise_plan *plan);

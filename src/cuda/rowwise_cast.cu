@@ -564,12 +564,15 @@ static f8_status launch_codes(f8_ctx *ctx, const f8i_rowwise_cast_args *a, dim3 
     if (rwtt_fits(a)) {
         const dim3 tiles((unsigned)(a->rows / RWTT_ROWS), (unsigned)(a->cols / rwtt_shape<BF16>::TC));
         const int e5m2 = a->out_dtype == F8_DTYPE_E5M2;
-        void (*kernel)(f8i_rowwise_cast_args, int, rwt_fin, float *) =
+        void (*kernel)(f8i_rowwise_cast_args, int, rwt_fin, rwt_extra) =
             e5m2 ? rwt_codes_tile_kernel<BF16, 1, RWT_SRC_PLAIN> : rwt_codes_tile_kernel<BF16, 0, RWT_SRC_PLAIN>;
         if constexpr (BF16)
             if (sums != NULL)
                 kernel = e5m2 ? rwt_codes_tile_kernel<1, 1, RWT_SRC_SUMS> : rwt_codes_tile_kernel<1, 0, RWT_SRC_SUMS>;
-        kernel<<<tiles, RW_THREADS, 0, f8i_stream(ctx)>>>(*a, back, fin, sums);
+        rwt_extra ex;
+        memset(&ex, 0, sizeof ex);
+        ex.sums = sums;
+        kernel<<<tiles, RW_THREADS, 0, f8i_stream(ctx)>>>(*a, back, fin, ex);
         return f8i_cuda_launch_check(ctx, "rwt_codes_tile_kernel");
     }
     if (a->out_dtype == F8_DTYPE_E5M2)
@@ -790,18 +793,43 @@ f8_status f8i_cuda_cast_rowwise(f8_ctx *ctx, const f8i_rowwise_cast_args *a)
     return f8i_cuda_launch_check(ctx, "dbias_reduce_kernel");
 }
 
-/* The activation forward's column-wise copy from x (core/rowwise.h). */
-int f8i_cuda_rowwise_act_fits(const f8i_rowwise_cast_args *a, f8_activation act)
+/* The norm and activation forwards' column-wise copies from their input (core/rowwise.h). */
+/* A tile kernel instance for source src (E4M3 or E5M2 codes, BF16 x). */
+template <int SRC>
+static void (*src_tile_kernel(int e5m2))(f8i_rowwise_cast_args, int, rwt_fin, rwt_extra)
 {
-    const int64_t pitch = act_gated(act) ? 2 * a->cols : a->cols;
+    return e5m2 ? rwt_codes_tile_kernel<1, 1, SRC> : rwt_codes_tile_kernel<1, 0, SRC>;
+}
+
+/* kernel over a's whole tiles, walking back from the end (where the fused
+ * kernel's grid-stride rows ended), the column amaxes given in scale_inv_t;
+ * kernel 3 by the stripes' tickets where the ctx has them, else after. */
+static f8_status launch_src_tiles(f8_ctx *ctx, const f8i_rowwise_cast_args *a,
+                                  void (*kernel)(f8i_rowwise_cast_args, int, rwt_fin, rwt_extra), const rwt_extra &ex,
+                                  const char *what)
+{
+    f8i_cuda_state *cs = f8i_cuda(ctx);
+    const rwt_fin fin = {a->scale_inv_t, NULL, a->cols <= F8I_RWT_SCRATCH_COLS ? cs->rwt_tickets : NULL};
+    const dim3 tiles((unsigned)(a->rows / RWTT_ROWS), (unsigned)(a->cols / rwtt_shape<1>::TC));
+    F8I_COUNT_LAUNCHES(ctx, 1);
+    kernel<<<tiles, RW_THREADS, 0, f8i_stream(ctx)>>>(*a, 1, fin, ex);
+    F8I_TRY(f8i_cuda_launch_check(ctx, what));
+    if (fin.tickets != NULL) return F8_OK;
+    F8I_COUNT_LAUNCHES(ctx, 1);
+    rwt_finish_kernel<<<(unsigned)((a->cols + 255) / 256), 256, 0, f8i_stream(ctx)>>>(*a);
+    return f8i_cuda_launch_check(ctx, "rwt_finish_kernel");
+}
+
+/* The column-only cast given the amaxes, BF16 src whose rows are pitch values apart. */
+static int src_fits(const f8i_rowwise_cast_args *a, int64_t pitch)
+{
     return a->src_dtype == F8_DTYPE_BF16 && a->out_t != NULL && a->col_amax_in && a->out == NULL &&
            a->dbias == NULL && rwtt_fits_pitch(a, pitch);
 }
 
-template <int ACT>
-static void (*act_tile_kernel(int e5m2))(f8i_rowwise_cast_args, int, rwt_fin, float *)
+int f8i_cuda_rowwise_act_fits(const f8i_rowwise_cast_args *a, f8_activation act)
 {
-    return e5m2 ? rwt_codes_tile_kernel<1, 1, RWT_SRC_ACT + ACT> : rwt_codes_tile_kernel<1, 0, RWT_SRC_ACT + ACT>;
+    return src_fits(a, act_gated(act) ? 2 * a->cols : a->cols);
 }
 
 f8_status f8i_cuda_rowwise_cols_of_act(f8_ctx *ctx, const f8i_rowwise_cast_args *a, f8_activation act)
@@ -812,26 +840,38 @@ f8_status f8i_cuda_rowwise_cols_of_act(f8_ctx *ctx, const f8i_rowwise_cast_args 
                          "(bf16 x in whole 128 x 128 tiles, 16-byte rows, and the column amaxes given)",
                          (long long)a->rows, (long long)a->cols, f8_dtype_name(a->src_dtype));
     const int e5m2 = a->out_dtype == F8_DTYPE_E5M2;
-    void (*kernel)(f8i_rowwise_cast_args, int, rwt_fin, float *) = NULL;
+    void (*kernel)(f8i_rowwise_cast_args, int, rwt_fin, rwt_extra) = NULL;
     switch (act) {
-    case F8_ACT_GELU: kernel = act_tile_kernel<F8_ACT_GELU>(e5m2); break;
-    case F8_ACT_RELU: kernel = act_tile_kernel<F8_ACT_RELU>(e5m2); break;
-    case F8_ACT_GEGLU: kernel = act_tile_kernel<F8_ACT_GEGLU>(e5m2); break;
-    case F8_ACT_REGLU: kernel = act_tile_kernel<F8_ACT_REGLU>(e5m2); break;
-    case F8_ACT_SWIGLU: kernel = act_tile_kernel<F8_ACT_SWIGLU>(e5m2); break;
-    case F8_ACT_QGELU: kernel = act_tile_kernel<F8_ACT_QGELU>(e5m2); break;
-    case F8_ACT_SRELU: kernel = act_tile_kernel<F8_ACT_SRELU>(e5m2); break;
+    case F8_ACT_GELU: kernel = src_tile_kernel<RWT_SRC_ACT + F8_ACT_GELU>(e5m2); break;
+    case F8_ACT_RELU: kernel = src_tile_kernel<RWT_SRC_ACT + F8_ACT_RELU>(e5m2); break;
+    case F8_ACT_GEGLU: kernel = src_tile_kernel<RWT_SRC_ACT + F8_ACT_GEGLU>(e5m2); break;
+    case F8_ACT_REGLU: kernel = src_tile_kernel<RWT_SRC_ACT + F8_ACT_REGLU>(e5m2); break;
+    case F8_ACT_SWIGLU: kernel = src_tile_kernel<RWT_SRC_ACT + F8_ACT_SWIGLU>(e5m2); break;
+    case F8_ACT_QGELU: kernel = src_tile_kernel<RWT_SRC_ACT + F8_ACT_QGELU>(e5m2); break;
+    case F8_ACT_SRELU: kernel = src_tile_kernel<RWT_SRC_ACT + F8_ACT_SRELU>(e5m2); break;
     default: return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "rowwise cast: unknown f8_activation %d", (int)act);
     }
-    /* the amaxes are scale_inv_t's (given); kernel 3 by the stripes' tickets where the ctx has them */
-    f8i_cuda_state *cs = f8i_cuda(ctx);
-    const rwt_fin fin = {a->scale_inv_t, NULL, a->cols <= F8I_RWT_SCRATCH_COLS ? cs->rwt_tickets : NULL};
-    const dim3 tiles((unsigned)(a->rows / RWTT_ROWS), (unsigned)(a->cols / rwtt_shape<1>::TC));
-    F8I_COUNT_LAUNCHES(ctx, 1);
-    kernel<<<tiles, RW_THREADS, 0, f8i_stream(ctx)>>>(*a, 1, fin, NULL);
-    F8I_TRY(f8i_cuda_launch_check(ctx, "rwt_codes_tile_kernel (activation)"));
-    if (fin.tickets != NULL) return F8_OK;
-    F8I_COUNT_LAUNCHES(ctx, 1);
-    rwt_finish_kernel<<<(unsigned)((a->cols + 255) / 256), 256, 0, f8i_stream(ctx)>>>(*a);
-    return f8i_cuda_launch_check(ctx, "rwt_finish_kernel");
+    rwt_extra ex;
+    memset(&ex, 0, sizeof ex);
+    return launch_src_tiles(ctx, a, kernel, ex, "rwt_codes_tile_kernel (activation)");
+}
+
+int f8i_cuda_rowwise_norm_fits(const f8i_rowwise_cast_args *a, const f8i_norm_fwd_args *n)
+{
+    return src_fits(a, a->cols) && n->rsigma != NULL && (n->rms || n->mu != NULL) && n->gamma != NULL &&
+           (n->rms || n->beta != NULL) && (n->param_dtype == F8_DTYPE_BF16 || n->param_dtype == F8_DTYPE_FP32);
+}
+
+f8_status f8i_cuda_rowwise_cols_of_norm(f8_ctx *ctx, const f8i_rowwise_cast_args *a, const f8i_norm_fwd_args *n)
+{
+    if (!f8i_cuda_rowwise_norm_fits(a, n))
+        return f8i_error(ctx, F8_ERR_UNSUPPORTED,
+                         "rowwise cast: the column copy of [%lld, %lld] cannot be coded from the norm's %s x "
+                         "(bf16 x in whole 128 x 128 tiles, 16-byte rows, the column amaxes given, the row "
+                         "statistics stored)",
+                         (long long)a->rows, (long long)a->cols, f8_dtype_name(a->src_dtype));
+    rwt_extra ex = {NULL, n->mu, n->rsigma, n->gamma, n->beta, n->param_dtype == F8_DTYPE_BF16, n->zero_centered};
+    const int e5m2 = a->out_dtype == F8_DTYPE_E5M2;
+    return launch_src_tiles(ctx, a, n->rms ? src_tile_kernel<RWT_SRC_RMS>(e5m2) : src_tile_kernel<RWT_SRC_LN>(e5m2), ex,
+                            "rwt_codes_tile_kernel (norm)");
 }

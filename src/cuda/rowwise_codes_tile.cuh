@@ -36,10 +36,24 @@ struct rwtt_shape {
  * act(a)·b), computed again as the activation kernels compute it (act_eval,
  * then the rounding act_row_kernel stores): the column-wise copy of the
  * forward's output without that output ever stored (backend.h's
- * f8i_act_fwd_args y_t). */
+ * f8i_act_fwd_args y_t); for RWT_SRC_LN and RWT_SRC_RMS, the norm
+ * forward's u from its input x = src the same way (f8i_norm_fwd_args y_t). */
 #define RWT_SRC_PLAIN 0
 #define RWT_SRC_SUMS 1
+#define RWT_SRC_LN 2  /* u = (bf16)fmaf((x - mu)·rsigma, g, beta): LayerNorm's output from its input */
+#define RWT_SRC_RMS 3 /* u = (bf16)((x·rsigma)·g): RMSNorm's */
 #define RWT_SRC_ACT 16
+
+/* What a source other than PLAIN needs: SUMS the chunk sums' place
+ * [rows / 32, cols]; the norms their row statistics as the forward stored
+ * them and their parameters (g = gamma, or 1 + gamma zero-centred), read as
+ * norm_fwd.cuh's fill_params reads them. */
+typedef struct rwt_extra {
+    float *sums;
+    const float *mu, *rsigma;
+    const void *gamma, *beta;
+    int p_bf16, zero_centered;
+} rwt_extra;
 
 /* SUMS: the 32-row chunk sums of dbias in rwt_amax_kernel's order (a
  * column's rows added one by one from 0, in row order), so that
@@ -81,13 +95,50 @@ static __device__ __forceinline__ void rwtt_chunk_sums(const uint4 (&raw)[4], fl
     }
 }
 
-/* The VEC values of one 16-byte piece (and, gated, its b piece) for SRC. */
+/* Parameter j of the thread's 8 columns from col (BF16 or FP32). */
+static __device__ __forceinline__ float rwtt_param(const void *p, int bf16, int64_t col)
+{
+    return bf16 ? f8i_bf16_to_float(((const uint16_t *)p)[col]) : ((const float *)p)[col];
+}
+
+/* The norm sources' per-column parameters: g and (LayerNorm) beta. */
+template <int SRC>
+struct rwtt_norm_cols {
+    float g[8], b[SRC == RWT_SRC_LN ? 8 : 1];
+};
+
+template <int SRC>
+static __device__ __forceinline__ void rwtt_norm_load(rwtt_norm_cols<SRC> &nc, const rwt_extra &ex, int64_t col)
+{
+    if constexpr (SRC == RWT_SRC_LN || SRC == RWT_SRC_RMS) {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            const float g = rwtt_param(ex.gamma, ex.p_bf16, col + j);
+            nc.g[j] = ex.zero_centered ? 1.0f + g : g;
+            if constexpr (SRC == RWT_SRC_LN) nc.b[j] = rwtt_param(ex.beta, ex.p_bf16, col + j);
+        }
+    }
+}
+
+/* The VEC values of one 16-byte piece (and, gated, its b piece) for SRC;
+ * the norms: of row `row`, the thread's columns' nc. */
 template <int BF16, int SRC>
-static __device__ __forceinline__ void rwtt_values(const uint4 &xa, const uint4 &xb, float (&v)[BF16 ? 8 : 4])
+static __device__ __forceinline__ void rwtt_values(const uint4 &xa, const uint4 &xb, float (&v)[BF16 ? 8 : 4],
+                                                   const rwtt_norm_cols<SRC> &nc, const rwt_extra &ex, int64_t row)
 {
     const uint32_t w[4] = {xa.x, xa.y, xa.z, xa.w};
     decode16<BF16>(w, v);
-    if constexpr (SRC >= RWT_SRC_ACT) {
+    if constexpr (SRC == RWT_SRC_LN || SRC == RWT_SRC_RMS) {
+        static_assert(BF16, "the norm source is BF16 x");
+        const float rs = ex.rsigma[row];
+        const float mu = SRC == RWT_SRC_LN ? ex.mu[row] : 0.0f;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) { /* norm_fwd.cuh's piece_values, then its HP_BF16 rounding */
+            const float u = SRC == RWT_SRC_LN ? __fmaf_rn((v[j] - mu) * rs, nc.g[j], nc.b[j]) : (v[j] * rs) * nc.g[j];
+            v[j] = f8i_bf16_to_float(f8i_bf16_from_float(u));
+        }
+        (void)xb;
+    } else if constexpr (SRC >= RWT_SRC_ACT) {
         static_assert(BF16, "the activation source is BF16 x");
         constexpr int ACT = SRC - RWT_SRC_ACT;
         float b[8];
@@ -103,22 +154,28 @@ static __device__ __forceinline__ void rwtt_values(const uint4 &xa, const uint4 
             v[j] = f8i_bf16_to_float(f8i_bf16_from_float(f));
         }
     } else {
-        (void)xb;
+        (void)xb, (void)nc, (void)ex, (void)row;
     }
 }
 
+#ifndef RWTT_NORM_BLOCKS
+#define RWTT_NORM_BLOCKS 3
+#endif
 /* Blocks an SM (launch bounds): 4 (64 registers); 2 (128) for the gated
  * activations, whose b pieces double the loads held in flight (the same
  * bytes in flight an SM; at 64 registers they spilled some 350 bytes, at
  * 80 some 130); 3 (80) for SUMS, whose running sums spilled 180 at 64. */
 static __host__ __device__ constexpr int rwtt_blocks(int src)
 {
-    return src >= RWT_SRC_ACT && act_gated(src - RWT_SRC_ACT) ? 2 : src == RWT_SRC_SUMS ? 3 : 4;
+    return src >= RWT_SRC_ACT && act_gated(src - RWT_SRC_ACT) ? 2
+           : src == RWT_SRC_LN || src == RWT_SRC_RMS             ? RWTT_NORM_BLOCKS
+           : src == RWT_SRC_SUMS                                 ? 3
+                                                                 : 4;
 }
 
 template <int BF16, int E5M2, int SRC>
 static __global__ void __launch_bounds__(RW_THREADS, rwtt_blocks(SRC))
-    rwt_codes_tile_kernel(f8i_rowwise_cast_args p, int back, rwt_fin fin, float *sums)
+    rwt_codes_tile_kernel(f8i_rowwise_cast_args p, int back, rwt_fin fin, rwt_extra ex)
 {
     constexpr int VEC = rwtt_shape<BF16>::VEC, TC = rwtt_shape<BF16>::TC, LX = 32 / VEC, PARTS = RWTT_ROWS / 16;
     constexpr int GATED = SRC >= RWT_SRC_ACT && act_gated(SRC - RWT_SRC_ACT);
@@ -144,6 +201,8 @@ static __global__ void __launch_bounds__(RW_THREADS, rwtt_blocks(SRC))
 #pragma unroll
     for (int j = 0; j < VEC; ++j)
         s[j] = f8i_current_scale(fin.amaxes[col0 + tx * VEC + j], 1.0f, p.scaled_max, p.pow2);
+    rwtt_norm_cols<SRC> nc;
+    rwtt_norm_load<SRC>(nc, ex, col0 + tx * VEC);
     const bool count = p.out == NULL && p.stats != NULL; /* uniform */
     unsigned sat = 0, flushed = 0;
 #pragma unroll
@@ -152,7 +211,7 @@ static __global__ void __launch_bounds__(RW_THREADS, rwtt_blocks(SRC))
 #pragma unroll
         for (int r = 0; r < 4; ++r) {
             float v[VEC];
-            rwtt_values<BF16, SRC>(raw[m][r], rawb[GATED ? m : 0][r], v);
+            rwtt_values<BF16, SRC>(raw[m][r], rawb[GATED ? m : 0][r], v, nc, ex, row0 + m * (RWTT_ROWS / 2) + ty * 4 + r);
 #pragma unroll
             for (int k = 0; k < VEC / 4; ++k)
                 code[r][k] = fp8x2<E5M2>(v[4 * k] * s[4 * k], v[4 * k + 1] * s[4 * k + 1]) |
@@ -163,7 +222,7 @@ static __global__ void __launch_bounds__(RW_THREADS, rwtt_blocks(SRC))
         }
         park_codes_t<VEC>(code, tile_t, tx * VEC, m * (RWTT_ROWS / 8) + ty);
         if constexpr (SRC == RWT_SRC_SUMS)
-            rwtt_chunk_sums<BF16>(raw[m], sums, row0 / RWT_WARP_ROWS + 2 * m + warp / 4, col0 + tx * VEC, p.cols);
+            rwtt_chunk_sums<BF16>(raw[m], ex.sums, row0 / RWT_WARP_ROWS + 2 * m + warp / 4, col0 + tx * VEC, p.cols);
     }
     __syncthreads();
     uint8_t *const dst = p.out_t + col0 * p.rows + row0;
