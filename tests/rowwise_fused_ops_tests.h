@@ -391,6 +391,42 @@ static void test_col_amax_refusals(f8_ctx *g)
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) f8_ctx_free(g, all[i]);
 }
 
+/* The forwards' own column copy (y_t) without scale_inv_t, or with
+ * col_amax too, is refused before anything is written. */
+static void test_own_copy_refusals(f8_ctx *g)
+{
+    enum { R = 128, C = 128 };
+    uint8_t fill[R * C];
+    memset(fill, 0xA5, sizeof fill);
+    uint16_t xb[R * C], gb[C];
+    for (int i = 0; i < R * C; i++) xb[i] = f8_bf16_from_float((float)(i % 17) - 8.0f);
+    for (int i = 0; i < C; i++) gb[i] = f8_bf16_from_float(1.0f);
+    void *x = fop_dev(g, sizeof xb, xb), *gam = fop_dev(g, sizeof gb, gb), *y = fop_dev(g, R * C, fill);
+    void *yt = fop_dev(g, R * C, fill), *si = fop_dev(g, R * 4, NULL), *sit = fop_dev(g, C * 4, NULL);
+    void *ca = fop_dev(g, C * 4, NULL), *rs = fop_dev(g, R * 4, NULL), *mu = fop_dev(g, R * 4, NULL);
+    f8i_act_fwd_args a;
+    memset(&a, 0, sizeof a);
+    a.act = F8_ACT_GELU, a.x = x, a.x_dtype = F8_DTYPE_BF16, a.rows = R, a.cols = C, a.y = y;
+    a.y_dtype = F8_DTYPE_E4M3, a.mode = F8I_SCALING_ROW, a.scaled_max = 448.0f, a.scale_inv = (float *)si;
+    a.hp_dtype = F8_DTYPE_BF16, a.y_t = (uint8_t *)yt, a.col_amax = (float *)ca, a.scale_inv_t = (float *)sit;
+    CHECK_STATUS(g, f8i_op_act_fwd(g, &a), F8_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(f8_ctx_last_error(g), "y_t") != NULL, "the refusal names y_t: %s", f8_ctx_last_error(g));
+    f8i_norm_fwd_args n;
+    memset(&n, 0, sizeof n);
+    n.x = x, n.x_dtype = F8_DTYPE_BF16, n.rows = R, n.cols = C, n.gamma = gam, n.param_dtype = F8_DTYPE_BF16;
+    n.rms = 1, n.eps = 1e-5f, n.y = y, n.y_dtype = F8_DTYPE_E4M3, n.mu = (float *)mu, n.rsigma = (float *)rs;
+    n.mode = F8I_SCALING_ROW, n.scaled_max = 448.0f, n.scale_inv = (float *)si, n.hp_dtype = F8_DTYPE_BF16;
+    n.y_t = (uint8_t *)yt; /* no scale_inv_t */
+    CHECK_STATUS(g, f8i_op_norm_fwd(g, &n), F8_ERR_INVALID_ARGUMENT);
+    CHECK_OK(g, f8_ctx_synchronize(g));
+    uint8_t got[2][R * C];
+    CHECK_OK(g, f8_ctx_download(g, got[0], y, R * C));
+    CHECK_OK(g, f8_ctx_download(g, got[1], yt, R * C));
+    CHECK(memcmp(got[0], fill, R * C) == 0 && memcmp(got[1], fill, R * C) == 0, "a refused forward wrote");
+    void *all[] = {x, gam, y, yt, si, sit, ca, rs, mu};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) f8_ctx_free(g, all[i]);
+}
+
 static void test_fused_ops(f8_ctx *ctx[2])
 {
     static const int64_t rows[] = {1, 7, 37, 300}, cols[] = {1, 20, 129, 1000, 4096, 9000};
@@ -451,6 +487,7 @@ static void test_fused_ops(f8_ctx *ctx[2])
             bad += !fused_op_run(ctx, &fc, &rng);
         }
     test_col_amax_refusals(ctx[1]);
+    test_own_copy_refusals(ctx[1]);
     printf("  row-wise casts fused into the %s norm and activations: %d of %d cases bit for bit with the plain "
            "kernels and the CPU cast of their output, column amaxes and the column copy cast from them included\n",
            f8_ctx_backend(ctx[1]) == F8_BACKEND_CUDA ? "CUDA" : "CPU", cases - bad, cases);

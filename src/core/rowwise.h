@@ -103,6 +103,21 @@ typedef struct f8i_rowwise_cast_args {
     int col_amax_in;      /* scale_inv_t holds the column amaxes on entry (above) */
 } f8i_rowwise_cast_args;
 
+/* The column-only cast of src [rows, cols] into out_t and scale_inv_t,
+ * nothing else asked for (no amax, no telemetry, no dbias): with col_amax_in
+ * (scale_inv_t holding the column amaxes) what a forward that makes its own
+ * column-wise copy runs after its row kernel (backend.h's y_t); without,
+ * the CPU's copy of values it kept. */
+static inline f8i_rowwise_cast_args f8i_rowwise_cols_cast(const void *src, f8_dtype src_dtype, int64_t rows,
+                                                          int64_t cols, f8_dtype out_dtype, uint8_t *out_t,
+                                                          float *scale_inv_t, float scaled_max, int pow2,
+                                                          int col_amax_in)
+{
+    f8i_rowwise_cast_args a = {src,  src_dtype, rows, cols, out_dtype, NULL, NULL, out_t, scale_inv_t, scaled_max,
+                               pow2, NULL,      NULL, NULL, NULL,      F8_DTYPE_FP32, 0, NULL, 0, col_amax_in};
+    return a;
+}
+
 /* The row-wise GEMM, TN in row-major terms: A stored [m, k] with one scale
  * per row, B stored [n, k] with one per row (a weight's output channels, or
  * the column-wise copy of an activation or gradient), both FP8 (any mix of

@@ -116,9 +116,8 @@ f8_status f8i_cpu_norm_fwd(f8_ctx *ctx, const f8i_norm_fwd_args *a)
     }
     f8_status st = F8_OK;
     if (row && a->y_t) { /* the column-wise copy: the row-wise cast's out_t of u (its telemetry is y's) */
-        const f8i_rowwise_cast_args c = {u,    F8_DTYPE_FP32, a->rows, cols, a->y_dtype, NULL, NULL, a->y_t,
-                                         a->scale_inv_t, a->scaled_max, a->pow2, NULL, NULL, NULL, NULL,
-                                         F8_DTYPE_FP32, 0, NULL, 0, 0};
+        const f8i_rowwise_cast_args c = f8i_rowwise_cols_cast(u, F8_DTYPE_FP32, a->rows, cols, a->y_dtype, a->y_t,
+                                                               a->scale_inv_t, a->scaled_max, a->pow2, 0);
         st = f8i_cpu_cast_rowwise(ctx, &c);
     }
     free(u);

@@ -125,9 +125,8 @@ static f8_status row_job(f8_ctx *ctx, f8_activation act, int backward, const voi
  * maxima pass its shared memory) reads u too. */
 static f8_status row_fwd_cols(f8_ctx *ctx, const f8i_act_fwd_args *a)
 {
-    f8i_rowwise_cast_args c = {a->x,          a->x_dtype, a->rows, a->cols, a->y_dtype, NULL, NULL, a->y_t,
-                               a->scale_inv_t, a->scaled_max, a->pow2, NULL, NULL, NULL, NULL, F8_DTYPE_FP32, 0,
-                               NULL, 0, 1};
+    f8i_rowwise_cast_args c = f8i_rowwise_cols_cast(a->x, a->x_dtype, a->rows, a->cols, a->y_dtype, a->y_t,
+                                                     a->scale_inv_t, a->scaled_max, a->pow2, 1);
     const int two = 0, chunks = (int)((a->cols + ACT_VEC - 1) / ACT_VEC);
     const int colmax_fits = act_row_cmax_bytes(chunks, two, a->hp_dtype == F8_DTYPE_BF16) <= ACT_ROW_CMAX_MAX;
     const int from_x = a->y_hp == NULL && a->hp_dtype == F8_DTYPE_BF16 && colmax_fits &&

@@ -351,9 +351,8 @@ static f8_status row_fwd_wide(f8_ctx *ctx, const f8i_norm_fwd_args *a)
  * goes to y_hp, or hp_scratch, and the cast reads it. */
 static f8_status row_fwd_cols(f8_ctx *ctx, const f8i_norm_fwd_args *a)
 {
-    f8i_rowwise_cast_args c = {a->x,          a->x_dtype, a->rows, a->cols, a->y_dtype, NULL, NULL, a->y_t,
-                               a->scale_inv_t, a->scaled_max, a->pow2, NULL, NULL, NULL, NULL, F8_DTYPE_FP32, 0,
-                               NULL, 0, 1};
+    f8i_rowwise_cast_args c = f8i_rowwise_cols_cast(a->x, a->x_dtype, a->rows, a->cols, a->y_dtype, a->y_t,
+                                                     a->scale_inv_t, a->scaled_max, a->pow2, 1);
     const int from_x = a->y_hp == NULL && a->hp_dtype == F8_DTYPE_BF16 && a->cols <= FWD_MAX_COLS &&
                        f8i_dtype_is_hp(a->param_dtype) && f8i_cuda_rowwise_norm_fits(&c, a);
     void *hp = a->y_hp != NULL ? a->y_hp : a->hp_scratch;

@@ -131,6 +131,27 @@
  * columns) measures them again: the same bits. f8i_cuda_rowwise_col_amax is
  * kernels 0 and 1 alone, for the fused kernels' rows too wide for their
  * shared memory.
+ *
+ * Given amaxes with dbias (the GELU backward's d with fc1's bias
+ * gradient): dbias must keep kernel 1's order, whose only other reason to
+ * read src was the amaxes. On BF16 whole tiles the codes pass sums it
+ * instead (rwt_codes_tile_kernel's SUMS source: a warp holds one 32-row
+ * chunk, its lane groups add their rows in order and hand the running sums
+ * on by shuffles, the chunk's sums go to the workspace as the row pass's
+ * do), and rwc_dbias_reduce_kernel adds them as kernel 1's partials would
+ * have been: one read of src, the same bits. Elsewhere kernel 1 still runs,
+ * for the partials only.
+ *
+ * The forwards' column-wise copies from their inputs (core/rowwise.h's
+ * f8i_cuda_rowwise_cols_of_act and _of_norm, backend.h's y_t of the norm
+ * and activation forwards): the codes pass on whole BF16 tiles reads the
+ * forward's input x instead of its stored output u and computes u again
+ * (the activation with act_eval.cuh, the norm from its stored mu and
+ * rsigma with piece_values' formula, then the BF16 rounding the forward
+ * stores), so u is never written nor read back: at the 1.3B GPT's shapes
+ * 128 MiB less traffic a GELU forward, 32 MiB a LayerNorm. The arithmetic is
+ * the forward kernels' own (the same source, the same -fmad=false), so the
+ * copy's codes are those of the cast of the stored u, bit for bit.
  */
 #include <limits.h>
 #include <stdint.h>
