@@ -25,7 +25,12 @@
  * 124M one's, 65536 tokens by 3072 (rows of few pieces): the forward from
  * BF16 x to codes, per-row scale_inv, u (BF16) and the column amaxes; the
  * backward from BF16 x and dy to d's codes, per-row scale_inv, dx (BF16)
- * and its column amaxes; `bench_kernels rowwise` runs these too.
+ * and its column amaxes; `bench_kernels rowwise` runs these too. Their
+ * "+t" lines add the column-wise copy as the layer makes it now (the
+ * forward's own copy from x; the backward's cast given the column amaxes,
+ * with fc1's dbias), the "+t_old" lines as before (u stored and read back;
+ * the amaxes measured again for dbias's order); `bench_kernels act` runs
+ * the activation lines alone.
  *
  * `bench_kernels adamw` times the AdamW step (f8_adamw_step: the norm pass,
  * the finalize and the update) over one BF16 parameter of the 1.3B
@@ -470,6 +475,7 @@ int main(int argc, char **argv)
 {
     const int rowwise_only = argc > 1 && strcmp(argv[1], "rowwise") == 0;
     const int adamw_only = argc > 1 && strcmp(argv[1], "adamw") == 0;
+    const int act_only = argc > 1 && strcmp(argv[1], "act") == 0; /* the row-wise activation lines alone */
     f8_ctx *ctx = bench_ctx_or_skip("bench_kernels");
     if (!ctx) return 0;
     void *stream = f8_ctx_stream(ctx);
@@ -515,10 +521,10 @@ int main(int argc, char **argv)
         run_adamw(ctx, &log, F8_ADAMW_MOMENTS_BF16, 16384, 80000, copy);
         run_adamw(ctx, &log, F8_ADAMW_MOMENTS_FP8, 16384, 80000, copy);
     }
-    for (int s = 0; s < 2 && !rowwise_only && !adamw_only; s++)
+    for (int s = 0; s < 2 && !rowwise_only && !adamw_only && !act_only; s++)
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
             if (!cases[c].row) run_layout(ctx, &log, &cases[c], shapes[s][0], shapes[s][1], copy);
-    for (int s = 0; s < 4 && !adamw_only; s++)
+    for (int s = 0; s < 4 && !adamw_only && !act_only; s++)
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
             if (cases[c].row) run_layout(ctx, &log, &cases[c], row_shapes[s][0], row_shapes[s][1], copy);
     static const acase acases[] = {
@@ -542,7 +548,7 @@ int main(int argc, char **argv)
     };
     for (size_t c = 0; c < sizeof acases / sizeof acases[0] && !adamw_only; c++)
         run_act_row(ctx, &log, &acases[c], copy);
-    if (!rowwise_only && !adamw_only) {
+    if (!rowwise_only && !adamw_only && !act_only) {
         run_scale_update(ctx, &log, 16384, 1024, copy); /* 128 MB moved: bandwidth */
         run_scale_update(ctx, &log, 96, 1024, copy);    /* a small model's slots: latency */
     }
