@@ -26,11 +26,12 @@
  * BF16 x to codes, per-row scale_inv, u (BF16) and the column amaxes; the
  * backward from BF16 x and dy to d's codes, per-row scale_inv, dx (BF16)
  * and its column amaxes; `bench_kernels rowwise` runs these too. Their
- * "+t" lines add the column-wise copy as the layer makes it now (the
- * forward's own copy from x; the backward's cast given the column amaxes,
- * with fc1's dbias), the "+t_old" lines as before (u stored and read back;
- * the amaxes measured again for dbias's order); `bench_kernels act` runs
- * the activation lines alone.
+ * backward's "+t_db" lines add the column-wise copy and fc1's dbias as the
+ * layer makes them now (the cast given the column amaxes), "+t_db_old" as
+ * before (the amaxes measured again for dbias's order); norm_rowwise_own+t
+ * is the norm making its own column copy from x (u never stored) beside
+ * norm_rowwise_colmax+t (u stored, then the cast given the amaxes);
+ * `bench_kernels own` runs those pairs alone.
  *
  * `bench_kernels adamw` times the AdamW step (f8_adamw_step: the norm pass,
  * the finalize and the update) over one BF16 parameter of the 1.3B
@@ -57,6 +58,7 @@ enum op {
     OP_CAST, OP_CAST_T, OP_CAST_T_DBIAS, OP_TRANSPOSE, OP_CONVERT, OP_SCALE_UPDATE, OP_ROW, OP_ROW_T, OP_ROW_T_DBIAS,
     OP_NORM_ROW, OP_NORM_ROW_HP, OP_NORM_THEN_ROW, /* LayerNorm with row-wise codes: fused, fused + u, unfused */
     OP_NORM_ROW_COLS, OP_NORM_ROW_THEN_COLS, /* + the column copy: amaxes taken by the norm, or by the cast */
+    OP_NORM_ROW_OWN, /* + the column copy made by the norm (y_t: from x again, u never stored) */
     OP_ADAMW,  /* f8_adamw_step; dst: the moments' dtype */
     OP_ACT_ROW /* the row-wise fused activation lines (run_act_row) */
 };
@@ -160,6 +162,16 @@ static void kcall(void *p, int i)
         BENCH_F8(ctx, f8i_op_cast(ctx, &c));
         break;
     }
+    case OP_NORM_ROW_OWN: {
+        f8i_norm_fwd_args a = {.x = k->src[s], .x_dtype = k->kc->src, .rows = k->rows, .cols = k->cols,
+                               .gamma = k->gamma, .beta = k->beta, .param_dtype = F8_DTYPE_BF16, .eps = 1e-5f,
+                               .mu = k->mu, .rsigma = k->rsigma, .y = k->dst[s], .y_dtype = k->kc->dst,
+                               .amax = k->amax, .scale_inv = k->row_si, .mode = F8I_SCALING_ROW,
+                               .scaled_max = f8_fp8_max(k->kc->dst), .hp_dtype = F8_DTYPE_BF16,
+                               .y_t = k->col_t[s], .scale_inv_t = k->row_si_t, .hp_scratch = k->dst_t[s]};
+        BENCH_F8(ctx, f8i_op_norm_fwd(ctx, &a));
+        break;
+    }
     default: {
         f8i_cast_args a = {.src = k->src[s], .src_dtype = k->kc->src, .rows = k->rows, .cols = k->cols,
                            .out_dtype = k->kc->dst, .out = k->dst[s], .scale = k->scale, .amax = k->amax,
@@ -200,7 +212,9 @@ static double op_bytes(const kcase *kc, int64_t rows, int64_t cols)
     case OP_NORM_THEN_ROW: return n * ss + 3 * n + 12.0 * (double)rows;
     /* and u read back once for the column copy, its codes and scale_inv_t: the same result both ways */
     case OP_NORM_ROW_COLS:
-    case OP_NORM_ROW_THEN_COLS: return n * ss + 6 * n + 12.0 * (double)rows + 4.0 * (double)cols;
+    case OP_NORM_ROW_THEN_COLS:
+    case OP_NORM_ROW_OWN: /* the old way's bytes for the new too: their GB/s compare as times */
+        return n * ss + 6 * n + 12.0 * (double)rows + 4.0 * (double)cols;
     case OP_TRANSPOSE: return 2 * n;
     case OP_CONVERT: return n * ss + n * (double)f8_dtype_size(kc->dst);
     default: return 0;
@@ -247,9 +261,10 @@ static void run_layout(f8_ctx *ctx, bench_log *log, const kcase *kc, int64_t row
         if (kc->op == OP_CAST_T || kc->op == OP_CAST_T_DBIAS || kc->op == OP_ROW_T || kc->op == OP_ROW_T_DBIAS)
             BENCH_CUDA(cudaMalloc(&k.dst_t[s], (size_t)n));
         if (kc->op == OP_NORM_ROW_HP || kc->op == OP_NORM_THEN_ROW || kc->op == OP_NORM_ROW_COLS ||
-            kc->op == OP_NORM_ROW_THEN_COLS)
+            kc->op == OP_NORM_ROW_THEN_COLS || kc->op == OP_NORM_ROW_OWN)
             BENCH_CUDA(cudaMalloc(&k.dst_t[s], (size_t)n * 2));
-        if (kc->op == OP_NORM_ROW_COLS || kc->op == OP_NORM_ROW_THEN_COLS) BENCH_CUDA(cudaMalloc(&k.col_t[s], (size_t)n));
+        if (kc->op == OP_NORM_ROW_COLS || kc->op == OP_NORM_ROW_THEN_COLS || kc->op == OP_NORM_ROW_OWN)
+            BENCH_CUDA(cudaMalloc(&k.col_t[s], (size_t)n));
     }
     /* scale 64: N(0, 9) inputs land across E4M3's range; scale_inv of the codes */
     const float scalars[4] = {64.0f, 0.0f, 1.0f / 64.0f, 0.0f};
@@ -358,9 +373,9 @@ typedef struct acase {
     f8_activation act;
     int bwd;
     int64_t rows, cols; /* tokens, FFN (cols of v and dy) */
-    /* with the column-wise copy as the layer makes it (and, backward, fc1's BF16 dbias): 0 none; 1 now (the
-     * forward's own copy from x, y_t; the backward's cast given the column amaxes with dbias); 2 as before
-     * (the forward stores u, the cast reads it; the backward's cast measures the amaxes for dbias's order) */
+    /* the backward with the column-wise copy and fc1's BF16 dbias as the layer makes them: 0 neither; 1 now
+     * (the cast given the column amaxes with dbias); 2 as before (the cast measures the amaxes again, for
+     * dbias's order) */
     int cols_copy;
 } acase;
 
@@ -375,19 +390,17 @@ typedef struct aarg {
     size_t ws_bytes;
 } aarg;
 
-/* The column-only cast of u after the fused kernel (as f8i_module_quantize_cols). */
+/* The backward's column-only cast of d after the fused kernel, with dbias (as f8i_module_quantize_cols). */
 static void acols(aarg *k, int s, int given)
 {
     const acase *ac = k->ac;
-    const int64_t ci = ac->bwd && f8_activation_gated(ac->act) ? 2 * ac->cols : ac->cols;
-    const f8_dtype dt = ac->bwd ? F8_DTYPE_E5M2 : F8_DTYPE_E4M3;
+    const int64_t ci = f8_activation_gated(ac->act) ? 2 * ac->cols : ac->cols;
+    const f8_dtype dt = F8_DTYPE_E5M2;
     f8i_cast_args c = {.src = k->hp[s], .src_dtype = F8_DTYPE_BF16, .rows = ac->rows, .cols = ci, .out_dtype = dt,
                        .out_t = k->codes_t[s], .mode = F8I_SCALING_ROW, .scaled_max = f8_fp8_max(dt),
-                       .scale_inv_t = k->col_amax, .col_amax_in = given};
-    if (ac->bwd) {
-        c.dbias = k->dbias, c.dbias_dtype = F8_DTYPE_BF16, c.dbias_accumulate = 1;
-        c.workspace = k->ws, c.workspace_bytes = k->ws_bytes;
-    }
+                       .scale_inv_t = k->col_amax, .col_amax_in = given, .dbias = k->dbias,
+                       .dbias_dtype = F8_DTYPE_BF16, .dbias_accumulate = 1, .workspace = k->ws,
+                       .workspace_bytes = k->ws_bytes};
     BENCH_F8(k->ctx, f8i_op_cast(k->ctx, &c));
 }
 
@@ -402,10 +415,7 @@ static void acall(void *p, int i)
                               .y = k->codes[s], .y_dtype = e4, .amax = k->amax, .scale_inv = k->row_si,
                               .mode = F8I_SCALING_ROW, .scaled_max = f8_fp8_max(e4), .y_hp = k->hp[s],
                               .hp_dtype = bf, .col_amax = k->col_amax};
-        if (ac->cols_copy == 1) /* the copy made by the forward, from x */
-            a.y_hp = NULL, a.col_amax = NULL, a.y_t = k->codes_t[s], a.scale_inv_t = k->col_amax, a.hp_scratch = k->hp[s];
         BENCH_F8(k->ctx, f8i_op_act_fwd(k->ctx, &a));
-        if (ac->cols_copy == 2) acols(k, s, 1);
         return;
     }
     const f8_dtype e5 = F8_DTYPE_E5M2, dt = ac->cols_copy ? e5 : e4; /* the layer's gradient codes are E5M2 */
@@ -475,7 +485,8 @@ int main(int argc, char **argv)
 {
     const int rowwise_only = argc > 1 && strcmp(argv[1], "rowwise") == 0;
     const int adamw_only = argc > 1 && strcmp(argv[1], "adamw") == 0;
-    const int act_only = argc > 1 && strcmp(argv[1], "act") == 0; /* the row-wise activation lines alone */
+    /* the column copies' lines alone, now against before: the norm's own, the backward's with dbias */
+    const int own_only = argc > 1 && strcmp(argv[1], "own") == 0;
     f8_ctx *ctx = bench_ctx_or_skip("bench_kernels");
     if (!ctx) return 0;
     void *stream = f8_ctx_stream(ctx);
@@ -508,6 +519,7 @@ int main(int argc, char **argv)
         {"norm+rowwise", OP_NORM_THEN_ROW, F8_DTYPE_BF16, F8_DTYPE_E4M3, 1},
         {"norm_rowwise_colmax+t", OP_NORM_ROW_COLS, F8_DTYPE_BF16, F8_DTYPE_E4M3, 1},
         {"norm_rowwise_u+t", OP_NORM_ROW_THEN_COLS, F8_DTYPE_BF16, F8_DTYPE_E4M3, 1},
+        {"norm_rowwise_own+t", OP_NORM_ROW_OWN, F8_DTYPE_BF16, F8_DTYPE_E4M3, 1},
     };
     static const int64_t shapes[2][2] = {{8192, 8192}, {2048, 2048}};
     /* the row-wise casts at the trainers' shapes: 124M (65,536 tokens a
@@ -521,10 +533,10 @@ int main(int argc, char **argv)
         run_adamw(ctx, &log, F8_ADAMW_MOMENTS_BF16, 16384, 80000, copy);
         run_adamw(ctx, &log, F8_ADAMW_MOMENTS_FP8, 16384, 80000, copy);
     }
-    for (int s = 0; s < 2 && !rowwise_only && !adamw_only && !act_only; s++)
+    for (int s = 0; s < 2 && !rowwise_only && !adamw_only && !own_only; s++)
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
             if (!cases[c].row) run_layout(ctx, &log, &cases[c], shapes[s][0], shapes[s][1], copy);
-    for (int s = 0; s < 4 && !adamw_only && !act_only; s++)
+    for (int s = 0; s < 4 && !adamw_only && !own_only; s++)
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
             if (cases[c].row) run_layout(ctx, &log, &cases[c], row_shapes[s][0], row_shapes[s][1], copy);
     static const acase acases[] = {
@@ -534,21 +546,19 @@ int main(int argc, char **argv)
         {"swiglu_bwd_row", F8_ACT_SWIGLU, 1, 8192, 8192, 0},
         {"gelu_fwd_row", F8_ACT_GELU, 0, 65536, 3072, 0},
         {"gelu_bwd_row", F8_ACT_GELU, 1, 65536, 3072, 0},
-        /* with the column-wise copy (and dbias), now against before, at the 1.3B and llama-1B shapes */
-        {"gelu_fwd_row+t", F8_ACT_GELU, 0, 8192, 8192, 1},
-        {"gelu_fwd_row+t_old", F8_ACT_GELU, 0, 8192, 8192, 2},
+        /* the backward with the column copy and fc1's dbias, now against before, at the 1.3B and 124M shapes */
         {"gelu_bwd_row+t_db", F8_ACT_GELU, 1, 8192, 8192, 1},
         {"gelu_bwd_row+t_db_old", F8_ACT_GELU, 1, 8192, 8192, 2},
-        {"swiglu_fwd_row+t", F8_ACT_SWIGLU, 0, 16384, 8192, 1},
-        {"swiglu_fwd_row+t_old", F8_ACT_SWIGLU, 0, 16384, 8192, 2},
-        {"gelu_fwd_row+t", F8_ACT_GELU, 0, 65536, 3072, 1},
-        {"gelu_fwd_row+t_old", F8_ACT_GELU, 0, 65536, 3072, 2},
         {"gelu_bwd_row+t_db", F8_ACT_GELU, 1, 65536, 3072, 1},
         {"gelu_bwd_row+t_db_old", F8_ACT_GELU, 1, 65536, 3072, 2},
     };
     for (size_t c = 0; c < sizeof acases / sizeof acases[0] && !adamw_only; c++)
-        run_act_row(ctx, &log, &acases[c], copy);
-    if (!rowwise_only && !adamw_only && !act_only) {
+        if (!own_only || acases[c].cols_copy) run_act_row(ctx, &log, &acases[c], copy);
+    for (int s = 0; s < 4 && own_only; s++) /* the norm's copy, old and own, at the trainers' widths */
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+            if (cases[c].op == OP_NORM_ROW_COLS || cases[c].op == OP_NORM_ROW_OWN)
+                run_layout(ctx, &log, &cases[c], row_shapes[s][0], row_shapes[s][1], copy);
+    if (!rowwise_only && !adamw_only && !own_only) {
         run_scale_update(ctx, &log, 16384, 1024, copy); /* 128 MB moved: bandwidth */
         run_scale_update(ctx, &log, 96, 1024, copy);    /* a small model's slots: latency */
     }

@@ -28,10 +28,9 @@
  * CUDA's shared memory (the column amax pass after the kernel, which needs
  * y_hp or dx), and BF16 shapes of whole 128 x 128 tiles. Also, bit for bit:
  * the column-only cast given the amaxes sums dbias as the one measuring
- * them does (and within rounding of the FP64 column sums), and the
- * norm's and activation forward's own column-wise copy (y_t: made from x
- * again, u never stored, where the backend can; else through hp_scratch)
- * is the CPU cast's of u. E4M3 and E5M2, power-of-two scales or
+ * them does (and within rounding of the FP64 column sums), and the norm
+ * forward's own column-wise copy (y_t: made from x again, u never stored,
+ * where the backend can; else through hp_scratch) is the CPU cast's of u. E4M3 and E5M2, power-of-two scales or
  * not, telemetry on and off, rows of very different magnitudes with zero,
  * inf, NaN and denormal rows planted (rowwise_fixture.h).
  */
@@ -289,12 +288,11 @@ static int fused_op_run(f8_ctx *ctx[2], const fused_op_case *fc, test_rng *rng)
     ok &= fop_same(cpu, ccodes_t, g, ot[1], nout, "the column copy given the amaxes against the CPU cast", name);
     ok &= fop_same(cpu, csinv_t, g, st_[1], (size_t)Cout * 4, "scale_inv_t given the amaxes against the CPU cast",
                    name);
-    /* link 6 (the norm and activation forwards): the forward making its own column-wise copy (y_t): y and
-     * scale_inv those of run 2, y_t and scale_inv_t the CPU cast's of u; from x itself with neither y_hp
-     * nor hp_scratch where the backend can (CUDA: BF16 x and u in whole 128 x 128 tiles, the column maxima
-     * in the kernel's shared memory, the norm's rows within its row kernels), else refused untouched, and
-     * through hp_scratch everywhere */
-    if (fc->op != FOP_ACT_BWD) {
+    /* link 6 (the norm): the forward making its own column-wise copy (y_t): y and scale_inv those of run 1,
+     * y_t and scale_inv_t the CPU cast's of u; from x itself with neither y_hp nor hp_scratch where the
+     * backend can (CUDA: BF16 x and u in whole 128 x 128 tiles, rows within the row kernels' 8192 columns),
+     * else refused untouched, and through hp_scratch everywhere */
+    if (fc->op == FOP_NORM) {
         const int on_cuda = f8_ctx_backend(g) == F8_BACKEND_CUDA;
         const int from_x = !on_cuda || (fc->xdt == F8_DTYPE_BF16 && fc->hdt == F8_DTYPE_BF16 && R % 128 == 0 &&
                                         C % 128 == 0 && !wide);
@@ -304,39 +302,26 @@ static int fused_op_run(f8_ctx *ctx[2], const fused_op_case *fc, test_rng *rng)
             void *y6 = fop_dev(g, nout, fill), *yt6 = fop_dev(g, nout, fill), *si6 = fop_dev(g, (size_t)R * 4, NULL);
             void *sit6 = fop_dev(g, (size_t)Cout * 4, poison), *scr = fop_dev(g, nout * hs, NULL);
             void *mu6 = fop_dev(g, (size_t)R * 4, NULL), *rs6 = fop_dev(g, (size_t)R * 4, NULL);
-            f8_status st;
-            if (fc->op == FOP_NORM) {
-                f8i_norm_fwd_args a;
-                memset(&a, 0, sizeof a);
-                a.x = x, a.x_dtype = fc->xdt, a.rows = R, a.cols = C, a.gamma = gamma, a.beta = beta;
-                a.param_dtype = fc->hdt, a.rms = fc->variant, a.eps = 1e-5f, a.y = y6, a.y_dtype = fc->out;
-                a.mu = (float *)mu6, a.rsigma = (float *)rs6, a.mode = F8I_SCALING_ROW, a.scaled_max = scaled_max;
-                a.pow2 = fc->pow2, a.scale_inv = (float *)si6, a.hp_dtype = fc->hdt, a.y_t = (uint8_t *)yt6;
-                a.scale_inv_t = (float *)sit6, a.hp_scratch = k ? scr : NULL;
-                st = f8i_op_norm_fwd(g, &a);
-            } else {
-                f8i_act_fwd_args a;
-                memset(&a, 0, sizeof a);
-                a.act = (f8_activation)fc->variant, a.x = x, a.x_dtype = fc->xdt, a.rows = R, a.cols = C, a.y = y6;
-                a.y_dtype = fc->out, a.mode = F8I_SCALING_ROW, a.scaled_max = scaled_max, a.pow2 = fc->pow2;
-                a.scale_inv = (float *)si6, a.hp_dtype = fc->hdt, a.y_t = (uint8_t *)yt6;
-                a.scale_inv_t = (float *)sit6, a.hp_scratch = k ? scr : NULL;
-                st = f8i_op_act_fwd(g, &a);
-            }
+            f8i_norm_fwd_args a;
+            memset(&a, 0, sizeof a);
+            a.x = x, a.x_dtype = fc->xdt, a.rows = R, a.cols = C, a.gamma = gamma, a.beta = beta;
+            a.param_dtype = fc->hdt, a.rms = fc->variant, a.eps = 1e-5f, a.y = y6, a.y_dtype = fc->out;
+            a.mu = (float *)mu6, a.rsigma = (float *)rs6, a.mode = F8I_SCALING_ROW, a.scaled_max = scaled_max;
+            a.pow2 = fc->pow2, a.scale_inv = (float *)si6, a.hp_dtype = fc->hdt, a.y_t = (uint8_t *)yt6;
+            a.scale_inv_t = (float *)sit6, a.hp_scratch = k ? scr : NULL;
+            const f8_status st = f8i_op_norm_fwd(g, &a);
             if (k == 0 && !from_x) {
                 CHECK(st == F8_ERR_UNSUPPORTED, "fused %s: the column copy from x where it cannot be: %s", name,
                       f8_status_string(st));
                 ok &= fop_same(g, y6, g, yt6, nout, "y left untouched by the refused copy", name);
             } else {
                 CHECK(st == F8_OK, "fused %s: the column copy (scratch %d): %s", name, k, f8_ctx_last_error(g));
-                ok &= fop_same(g, y6, g, codes[1], nout, "codes with the forward's own column copy", name);
-                ok &= fop_same(g, si6, g, sinv[1], (size_t)R * 4, "scale_inv with the forward's own column copy", name);
-                ok &= fop_same(cpu, ccodes_t, g, yt6, nout, "the forward's own column copy against the CPU cast", name);
+                ok &= fop_same(g, y6, g, codes[0], nout, "codes with the norm's own column copy", name);
+                ok &= fop_same(g, si6, g, sinv[0], (size_t)R * 4, "scale_inv with the norm's own column copy", name);
+                ok &= fop_same(cpu, ccodes_t, g, yt6, nout, "the norm's own column copy against the CPU cast", name);
                 ok &= fop_same(cpu, csinv_t, g, sit6, (size_t)Cout * 4,
-                               "the forward's own scale_inv_t against the CPU cast", name);
-                if (fc->op == FOP_NORM)
-                    ok &= fop_same(g, rs6, g, stat[0][1], (size_t)R * 4, "rsigma with the norm's own column copy",
-                                   name);
+                               "the norm's own scale_inv_t against the CPU cast", name);
+                ok &= fop_same(g, rs6, g, stat[0][1], (size_t)R * 4, "rsigma with the norm's own column copy", name);
             }
             f8_ctx_free(g, y6), f8_ctx_free(g, yt6), f8_ctx_free(g, si6), f8_ctx_free(g, sit6), f8_ctx_free(g, scr);
             f8_ctx_free(g, mu6), f8_ctx_free(g, rs6);
@@ -391,8 +376,8 @@ static void test_col_amax_refusals(f8_ctx *g)
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) f8_ctx_free(g, all[i]);
 }
 
-/* The forwards' own column copy (y_t) without scale_inv_t, or with
- * col_amax too, is refused before anything is written. */
+/* The norm's own column copy (y_t) with col_amax too, or without
+ * scale_inv_t, is refused before anything is written. */
 static void test_own_copy_refusals(f8_ctx *g)
 {
     enum { R = 128, C = 128 };
@@ -404,25 +389,21 @@ static void test_own_copy_refusals(f8_ctx *g)
     void *x = fop_dev(g, sizeof xb, xb), *gam = fop_dev(g, sizeof gb, gb), *y = fop_dev(g, R * C, fill);
     void *yt = fop_dev(g, R * C, fill), *si = fop_dev(g, R * 4, NULL), *sit = fop_dev(g, C * 4, NULL);
     void *ca = fop_dev(g, C * 4, NULL), *rs = fop_dev(g, R * 4, NULL), *mu = fop_dev(g, R * 4, NULL);
-    f8i_act_fwd_args a;
-    memset(&a, 0, sizeof a);
-    a.act = F8_ACT_GELU, a.x = x, a.x_dtype = F8_DTYPE_BF16, a.rows = R, a.cols = C, a.y = y;
-    a.y_dtype = F8_DTYPE_E4M3, a.mode = F8I_SCALING_ROW, a.scaled_max = 448.0f, a.scale_inv = (float *)si;
-    a.hp_dtype = F8_DTYPE_BF16, a.y_t = (uint8_t *)yt, a.col_amax = (float *)ca, a.scale_inv_t = (float *)sit;
-    CHECK_STATUS(g, f8i_op_act_fwd(g, &a), F8_ERR_INVALID_ARGUMENT);
-    CHECK(strstr(f8_ctx_last_error(g), "y_t") != NULL, "the refusal names y_t: %s", f8_ctx_last_error(g));
     f8i_norm_fwd_args n;
     memset(&n, 0, sizeof n);
     n.x = x, n.x_dtype = F8_DTYPE_BF16, n.rows = R, n.cols = C, n.gamma = gam, n.param_dtype = F8_DTYPE_BF16;
     n.rms = 1, n.eps = 1e-5f, n.y = y, n.y_dtype = F8_DTYPE_E4M3, n.mu = (float *)mu, n.rsigma = (float *)rs;
     n.mode = F8I_SCALING_ROW, n.scaled_max = 448.0f, n.scale_inv = (float *)si, n.hp_dtype = F8_DTYPE_BF16;
-    n.y_t = (uint8_t *)yt; /* no scale_inv_t */
+    n.y_t = (uint8_t *)yt, n.scale_inv_t = (float *)sit, n.col_amax = (float *)ca;
+    CHECK_STATUS(g, f8i_op_norm_fwd(g, &n), F8_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(f8_ctx_last_error(g), "y_t") != NULL, "the refusal names y_t: %s", f8_ctx_last_error(g));
+    n.col_amax = NULL, n.scale_inv_t = NULL;
     CHECK_STATUS(g, f8i_op_norm_fwd(g, &n), F8_ERR_INVALID_ARGUMENT);
     CHECK_OK(g, f8_ctx_synchronize(g));
     uint8_t got[2][R * C];
     CHECK_OK(g, f8_ctx_download(g, got[0], y, R * C));
     CHECK_OK(g, f8_ctx_download(g, got[1], yt, R * C));
-    CHECK(memcmp(got[0], fill, R * C) == 0 && memcmp(got[1], fill, R * C) == 0, "a refused forward wrote");
+    CHECK(memcmp(got[0], fill, R * C) == 0 && memcmp(got[1], fill, R * C) == 0, "a refused norm wrote");
     void *all[] = {x, gam, y, yt, si, sit, ca, rs, mu};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) f8_ctx_free(g, all[i]);
 }
@@ -473,9 +454,9 @@ static void test_fused_ops(f8_ctx *ctx[2])
         cases++;
         bad += !fused_op_run(ctx, &fc, &rng);
     }
-    /* BF16 x and u in whole 128 x 128 tiles (CUDA: the forward's column copy coded from x, link 6, and
-     * dbias's chunk sums summed by the codes pass given the amaxes, link 5): both norms (one with a NaN
-     * gamma), every activation forward and backward, E4M3 and E5M2; on the CPU the smallest shape */
+    /* BF16 x and u in whole 128 x 128 tiles (CUDA: the norm's column copy coded from x, link 6, and dbias's
+     * chunk sums summed by the codes pass given the amaxes, link 5): both norms (one with a NaN gamma), every
+     * activation forward and backward, E4M3 and E5M2; on the CPU the smallest shape */
     static const struct { int64_t R, C; } tiles[] = {{128, 128}, {256, 384}, {640, 2048}, {1280, 4096}};
     for (int op = FOP_NORM; op <= FOP_ACT_BWD; op++)
         for (int v = 0; v < (op == FOP_NORM ? 4 : 7); v++) {

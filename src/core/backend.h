@@ -291,11 +291,16 @@ typedef struct f8i_norm_fwd_args {
     f8_dtype hp_dtype;  /* ROW: FP32 or BF16, the dtype v is rounded to before its scale */
     float *col_amax;    /* ROW: [cols] max |u| of each column (F8I_ROW_FUSED), or NULL */
     /* ROW: the column-wise copy too, y_t [cols, rows] and scale_inv_t
-     * [cols], as f8i_act_fwd_args' y_t says (below): coded from x again
-     * where y_hp is NULL and the backend can (CUDA: BF16 x and u in whole
-     * 128 x 128 tiles, rsigma and, for LayerNorm, mu stored: the row's
-     * statistics it recomputes u from), else from u in y_hp or hp_scratch;
-     * col_amax NULL; the copy's telemetry not counted. */
+     * [cols] exactly as the row-wise cast's out_t and scale_inv_t of u
+     * (core/rowwise.h), so the caller casts nothing after; col_amax must
+     * then be NULL (the backend measures the columns itself) and the copy's
+     * telemetry is not counted (y's codes are). Where y_hp is NULL the
+     * backend codes the copy from x, computing u again (CUDA: BF16 x and u
+     * in whole 128 x 128 tiles, rsigma and, for LayerNorm, mu stored: the
+     * row statistics it recomputes u from; bit for bit, the forward's
+     * arithmetic), else from u stored in hp_scratch ([rows, cols] hp_dtype,
+     * contents after unspecified): without it such a call is
+     * F8_ERR_UNSUPPORTED, before anything is written. */
     uint8_t *y_t;
     float *scale_inv_t;
     void *hp_scratch;
@@ -323,9 +328,9 @@ typedef struct f8i_norm_fwd_args {
  * those of f8i_rowwise_cast_args on u with out = y: the unfused path's (u
  * stored, then cast). What needs whole columns (the column-wise copy out_t,
  * and dbias) is not fused into these kernels: the caller casts u after, with
- * out NULL (the activation backward's out_t and dbias must be NULL here), or
- * the activation forward makes its copy itself as a second pass (its y_t,
- * below). col_amax is that cast's first half: the column amaxes
+ * out NULL (the activation backward's out_t and dbias must be NULL here, the
+ * forward's y_t too), or the norm forward makes its copy itself as a second
+ * pass (its y_t, below). col_amax is that cast's first half: the column amaxes
  * it would measure by reading u again, as float bits (max is exact in any
  * order, so bit for bit). The backend zeroes the buffer and takes the maxima
  * in the same kernels, all in stream order before the next op (no
@@ -385,24 +390,12 @@ typedef struct f8i_act_fwd_args {
     float *amax;
     float *scale_inv;
     uint64_t *stats;    /* FP8 y only: telemetry [3] or NULL, counted as the cast counts */
-    f8i_scaling_mode mode; /* TENSOR, or ROW (F8I_ROW_FUSED above; y_t below) */
+    f8i_scaling_mode mode; /* TENSOR, or ROW (F8I_ROW_FUSED above; y_t NULL) */
     float scaled_max;   /* ROW */
     int pow2;           /* ROW */
     void *y_hp;         /* ROW: u [rows, cols] in hp_dtype, or NULL */
     f8_dtype hp_dtype;  /* ROW: FP32 or BF16 */
     float *col_amax;    /* ROW: [cols] max |u| of each column (F8I_ROW_FUSED), or NULL */
-    /* ROW with y_t: the column-wise copy too, y_t [cols, rows] and
-     * scale_inv_t [cols] exactly as the row-wise cast's out_t and
-     * scale_inv_t of u (core/rowwise.h), so the caller casts nothing after;
-     * col_amax must then be NULL (the backend measures the columns itself)
-     * and the copy's telemetry is not counted (y's codes are). Where y_hp
-     * is NULL the backend codes the copy from x, computing u again (CUDA:
-     * BF16 x and u in whole 128 x 128 tiles; bit for bit, the forward's
-     * arithmetic), else from u stored in hp_scratch ([rows, cols] hp_dtype,
-     * contents after unspecified): without it such a call is
-     * F8_ERR_UNSUPPORTED, before anything is written. */
-    float *scale_inv_t;
-    void *hp_scratch;
 } f8i_act_fwd_args;
 
 /* Activation backward: d [rows, cols_in] = ∂(act)/∂x · dy, dy [rows, cols]:

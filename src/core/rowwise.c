@@ -41,7 +41,7 @@ f8_status f8i_rowwise_cast_check(f8_ctx *ctx, const f8i_rowwise_cast_args *a)
     return F8_OK;
 }
 
-/* A forward's row-wise column copy (y_t): y, scale_inv and scale_inv_t set, col_amax NULL. */
+/* The norm forward's row-wise column copy (y_t): y, scale_inv and scale_inv_t set, col_amax NULL. */
 static f8_status fwd_cols_check(f8_ctx *ctx, const char *op, f8i_scaling_mode mode, f8_dtype y_dtype, const void *y,
                                 const uint8_t *y_t, const float *scale_inv, const float *scale_inv_t,
                                 const float *col_amax)
@@ -54,12 +54,6 @@ static f8_status fwd_cols_check(f8_ctx *ctx, const char *op, f8i_scaling_mode mo
                          op, y ? "set" : "NULL", scale_inv ? "set" : "NULL", scale_inv_t ? "set" : "NULL",
                          col_amax ? "set" : "NULL");
     return F8_OK;
-}
-
-f8_status f8i_act_fwd_cols_check(f8_ctx *ctx, const f8i_act_fwd_args *a)
-{
-    return fwd_cols_check(ctx, "activation forward", a->mode, a->y_dtype, a->y, a->y_t, a->scale_inv, a->scale_inv_t,
-                          a->col_amax);
 }
 
 f8_status f8i_norm_fwd_cols_check(f8_ctx *ctx, const f8i_norm_fwd_args *a)

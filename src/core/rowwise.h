@@ -178,11 +178,9 @@ static inline f8i_rowwise_gemm_args f8i_rowwise_gemm_from(const f8i_gemm_args *g
  * or an error on ctx naming the argument, changing nothing. */
 f8_status f8i_rowwise_cast_check(f8_ctx *ctx, const f8i_rowwise_cast_args *a);
 f8_status f8i_rowwise_gemm_check(f8_ctx *ctx, const f8i_rowwise_gemm_args *g);
-/* The activation forward's row-wise column copy (backend.h's
- * f8i_act_fwd_args y_t in mode ROW): y, scale_inv and scale_inv_t set,
- * col_amax NULL; F8_OK for every other call. Both backends run it. */
-f8_status f8i_act_fwd_cols_check(f8_ctx *ctx, const f8i_act_fwd_args *a);
-/* The same for the norm forward's (f8i_norm_fwd_args y_t). */
+/* The norm forward's row-wise column copy (backend.h's f8i_norm_fwd_args
+ * y_t in mode ROW): y, scale_inv and scale_inv_t set, col_amax NULL; F8_OK
+ * for every other call. Both backends run it. */
 f8_status f8i_norm_fwd_cols_check(f8_ctx *ctx, const f8i_norm_fwd_args *a);
 
 /* The CPU oracle (src/cpu/rowwise.c): host memory. */
@@ -229,21 +227,17 @@ f8_status f8i_cuda_cast_rowwise_stripes(f8_ctx *ctx, const f8i_rowwise_cast_args
  * empty src; F8_ERR_UNSUPPORTED past the 2-D grid (65,535 x 128 columns). */
 f8_status f8i_cuda_rowwise_col_amax(f8_ctx *ctx, const void *src, f8_dtype src_dtype, int64_t rows, int64_t cols,
                                     float *col_amax);
-/* The activation forward's column-wise copy coded from its input (backend.h's
- * f8i_act_fwd_args y_t, y_hp NULL): a is the column-only cast with
- * col_amax_in of u = (bf16)act(x) (gated: act(a)·b), except that src is x,
- * BF16 [rows, cols] (gated: [rows, 2·cols], a then b along each row), and u
- * is computed again from it with act_kernels.cuh's arithmetic (act_eval.cuh)
- * and rounding, so the copy is bit for bit the cast of the stored u.
- * f8i_cuda_rowwise_act_fits: whether it takes a (BF16 x, whole 128 x 128
- * tiles, 16-byte rows); F8_ERR_UNSUPPORTED where not, writing nothing. */
-int f8i_cuda_rowwise_act_fits(const f8i_rowwise_cast_args *a, f8_activation act);
-f8_status f8i_cuda_rowwise_cols_of_act(f8_ctx *ctx, const f8i_rowwise_cast_args *a, f8_activation act);
-/* The same for the norm forward's copy (f8i_norm_fwd_args y_t, y_hp NULL):
- * src is the norm's input x (BF16 [rows, cols]) and u = (bf16)norm(x),
- * computed from n's gamma, beta, zero_centered and the row statistics the
- * forward stored (n->mu, n->rsigma) with norm_fwd.cuh's arithmetic
- * (piece_values): fits also needs rsigma, and mu for LayerNorm. */
+/* The norm forward's column-wise copy coded from its input (backend.h's
+ * f8i_norm_fwd_args y_t, y_hp NULL): a is the column-only cast with
+ * col_amax_in of u = (bf16)norm(x), except that src is x, BF16 [rows,
+ * cols], and u is computed again from it, n's gamma, beta, zero_centered
+ * and the row statistics the forward stored (n->mu, n->rsigma) with
+ * norm_fwd.cuh's arithmetic (piece_values) and rounding, so the copy is bit
+ * for bit the cast of the stored u. f8i_cuda_rowwise_norm_fits: whether it
+ * takes a (BF16 x in whole 128 x 128 tiles, 16-byte rows, rsigma, and mu
+ * for LayerNorm); F8_ERR_UNSUPPORTED where not, writing nothing. (The
+ * activations' u is not computed again so: GELU's and SwiGLU's arithmetic
+ * made that pass slower than reading u back, bench/RESULTS.md session 16.) */
 int f8i_cuda_rowwise_norm_fits(const f8i_rowwise_cast_args *a, const f8i_norm_fwd_args *n);
 f8_status f8i_cuda_rowwise_cols_of_norm(f8_ctx *ctx, const f8i_rowwise_cast_args *a, const f8i_norm_fwd_args *n);
 f8_status f8i_cuda_rowwise_plan_create(f8_ctx *ctx, const f8i_rowwise_gemm_args *g, int fallback_only,

@@ -14,8 +14,7 @@
  * forward's transposed codes (y_t) are the same codes as y's. Row-wise
  * codes (F8I_ROW_FUSED) are the row-wise cast's of the values rounded to
  * the high-precision dtype (f8i_cpu_rowwise_fused_row, row by row, which
- * also takes the column amaxes col_amax asks for), and the forward's
- * column-wise copy (y_t) the row-wise cast's of those values.
+ * also takes the column amaxes col_amax asks for).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -127,14 +126,8 @@ static f8_status row_fwd(f8_ctx *ctx, const f8i_act_fwd_args *a)
         }
     row_codes(u, rows, cols, a->y_dtype, a->scaled_max, a->pow2, (uint8_t *)a->y, a->scale_inv, a->amax, a->stats,
               a->col_amax);
-    f8_status st = F8_OK;
-    if (a->y_t) { /* the column-wise copy: the row-wise cast's out_t of u (its telemetry is y's) */
-        const f8i_rowwise_cast_args c = f8i_rowwise_cols_cast(u, F8_DTYPE_FP32, rows, cols, a->y_dtype, a->y_t,
-                                                               a->scale_inv_t, a->scaled_max, a->pow2, 0);
-        st = f8i_cpu_cast_rowwise(ctx, &c);
-    }
     free(u);
-    return st;
+    return F8_OK;
 }
 
 f8_status f8i_cpu_act_fwd(f8_ctx *ctx, const f8i_act_fwd_args *a)
@@ -143,7 +136,6 @@ f8_status f8i_cpu_act_fwd(f8_ctx *ctx, const f8i_act_fwd_args *a)
     const int64_t cols = a->cols, cols_in = gated ? 2 * cols : cols;
     const int fp8 = f8i_dtype_is_fp8(a->y_dtype);
     const int row = fp8 && a->mode == F8I_SCALING_ROW; /* F8I_ROW_FUSED (backend.h) */
-    if (row) F8I_TRY(f8i_act_fwd_cols_check(ctx, a));
     if (row) return row_fwd(ctx, a);
     if ((a->rows == 0 || cols == 0) && !(fp8 && a->scale_inv)) return F8_OK; /* nothing to write */
     F8I_COUNT_LAUNCHES(ctx, 1);

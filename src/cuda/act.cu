@@ -115,38 +115,6 @@ static f8_status row_job(f8_ctx *ctx, f8_activation act, int backward, const voi
     return after ? f8i_cuda_rowwise_col_amax(ctx, hp, hp_dtype, rows, cols, col_amax) : F8_OK;
 }
 
-/* The row-wise forward with its column-wise copy (y_t; rows, cols >= 1):
- * the row kernel taking the column amaxes into scale_inv_t, then the
- * column-only cast of u given them. Where y_hp is NULL and the cast can
- * code the copy from x (f8i_cuda_rowwise_act_fits: BF16 x and u, whole
- * tiles) u is never stored: the cast computes it again, 2 bytes an element
- * neither written nor read back; else u goes to y_hp, or hp_scratch, and
- * the cast reads it. The amax pass after the kernel (rows whose column
- * maxima pass its shared memory) reads u too. */
-static f8_status row_fwd_cols(f8_ctx *ctx, const f8i_act_fwd_args *a)
-{
-    f8i_rowwise_cast_args c = f8i_rowwise_cols_cast(a->x, a->x_dtype, a->rows, a->cols, a->y_dtype, a->y_t,
-                                                     a->scale_inv_t, a->scaled_max, a->pow2, 1);
-    const int two = 0, chunks = (int)((a->cols + ACT_VEC - 1) / ACT_VEC);
-    const int colmax_fits = act_row_cmax_bytes(chunks, two, a->hp_dtype == F8_DTYPE_BF16) <= ACT_ROW_CMAX_MAX;
-    const int from_x = a->y_hp == NULL && a->hp_dtype == F8_DTYPE_BF16 && colmax_fits &&
-                       f8i_cuda_rowwise_act_fits(&c, a->act);
-    void *hp = a->y_hp != NULL ? a->y_hp : a->hp_scratch;
-    if (!from_x && hp == NULL)
-        return f8i_error(ctx, F8_ERR_UNSUPPORTED,
-                         "activation forward: the row-wise column copy of [%lld, %lld] %s x with %s u cannot be "
-                         "coded from x here (that needs bf16 x and u in whole 128 x 128 tiles); pass y_hp or "
-                         "hp_scratch",
-                         (long long)a->rows, (long long)a->cols, f8_dtype_name(a->x_dtype), f8_dtype_name(a->hp_dtype));
-    F8I_TRY(row_job(ctx, a->act, 0, a->x, a->x_dtype, NULL, F8_DTYPE_FP32, a->rows, a->cols, from_x ? NULL : hp,
-                    a->hp_dtype, (uint8_t *)a->y, a->y_dtype, a->scale_inv, a->amax, a->stats, a->scaled_max, a->pow2,
-                    a->scale_inv_t));
-    if (from_x) return f8i_cuda_rowwise_cols_of_act(ctx, &c, a->act);
-    c.src = hp;
-    c.src_dtype = a->hp_dtype;
-    return f8i_cuda_cast_rowwise(ctx, &c);
-}
-
 /* ------------------------------------------------------------------------ */
 /* Backend entry points                                                      */
 /* ------------------------------------------------------------------------ */
@@ -161,9 +129,7 @@ f8_status f8i_cuda_act_fwd(f8_ctx *ctx, const f8i_act_fwd_args *a)
                          (long long)a->rows, (long long)a->cols);
     const int fp8 = f8i_dtype_is_fp8(a->y_dtype);
     const int row = fp8 && a->mode == F8I_SCALING_ROW; /* F8I_ROW_FUSED (backend.h) */
-    if (row) F8I_TRY(f8i_act_fwd_cols_check(ctx, a));
     if (row && (a->rows == 0 || a->cols == 0)) return F8_OK;
-    if (row && a->y_t != NULL) return row_fwd_cols(ctx, a);
     if (row)
         return row_job(ctx, a->act, 0, a->x, a->x_dtype, NULL, F8_DTYPE_FP32, a->rows, a->cols, a->y_hp, a->hp_dtype,
                        (uint8_t *)a->y, a->y_dtype, a->scale_inv, a->amax, a->stats, a->scaled_max, a->pow2,

@@ -142,21 +142,21 @@
  * have been: one read of src, the same bits. Elsewhere kernel 1 still runs,
  * for the partials only.
  *
- * The forwards' column-wise copies from their inputs (core/rowwise.h's
- * f8i_cuda_rowwise_cols_of_act and _of_norm, backend.h's y_t of the norm
- * and activation forwards): the codes pass on whole BF16 tiles reads the
- * forward's input x instead of its stored output u and computes u again
- * (the activation with act_eval.cuh, the norm from its stored mu and
- * rsigma with piece_values' formula, then the BF16 rounding the forward
- * stores), so u is never written nor read back: at the 1.3B GPT's shapes
- * 128 MiB less traffic a GELU forward, 32 MiB a LayerNorm. The arithmetic is
- * the forward kernels' own (the same source, the same -fmad=false), so the
- * copy's codes are those of the cast of the stored u, bit for bit.
+ * The norm forward's column-wise copy from its input (core/rowwise.h's
+ * f8i_cuda_rowwise_cols_of_norm, backend.h's y_t of the norm forward): the
+ * codes pass on whole BF16 tiles reads the norm's input x instead of its
+ * stored output u and computes u again from the stored mu and rsigma with
+ * piece_values' formula and the BF16 rounding the forward stores, so u is
+ * never written nor read back (32 MiB less traffic a 1.3B LayerNorm). The
+ * arithmetic is the norm kernels' own (the same expression, the same
+ * -fmad=false), so the copy's codes are those of the cast of the stored u,
+ * bit for bit. The activations' u is not computed again so: GELU's and
+ * SwiGLU's arithmetic made that pass slower than reading u back (session
+ * 16, bench/RESULTS.md).
  */
 #include <limits.h>
 #include <stdint.h>
 
-#include "act_eval.cuh"
 #include "kernels_common.cuh"
 #include "core/rowwise.h"
 
@@ -814,7 +814,7 @@ f8_status f8i_cuda_cast_rowwise(f8_ctx *ctx, const f8i_rowwise_cast_args *a)
     return f8i_cuda_launch_check(ctx, "dbias_reduce_kernel");
 }
 
-/* The norm and activation forwards' column-wise copies from their input (core/rowwise.h). */
+/* The norm forward's column-wise copy from its input (core/rowwise.h). */
 /* A tile kernel instance for source src (E4M3 or E5M2 codes, BF16 x). */
 template <int SRC>
 static void (*src_tile_kernel(int e5m2))(f8i_rowwise_cast_args, int, rwt_fin, rwt_extra)
@@ -841,45 +841,16 @@ static f8_status launch_src_tiles(f8_ctx *ctx, const f8i_rowwise_cast_args *a,
     return f8i_cuda_launch_check(ctx, "rwt_finish_kernel");
 }
 
-/* The column-only cast given the amaxes, BF16 src whose rows are pitch values apart. */
-static int src_fits(const f8i_rowwise_cast_args *a, int64_t pitch)
+/* The column-only cast given the amaxes, BF16 src, on whole tiles. */
+static int src_fits(const f8i_rowwise_cast_args *a)
 {
     return a->src_dtype == F8_DTYPE_BF16 && a->out_t != NULL && a->col_amax_in && a->out == NULL &&
-           a->dbias == NULL && rwtt_fits_pitch(a, pitch);
-}
-
-int f8i_cuda_rowwise_act_fits(const f8i_rowwise_cast_args *a, f8_activation act)
-{
-    return src_fits(a, act_gated(act) ? 2 * a->cols : a->cols);
-}
-
-f8_status f8i_cuda_rowwise_cols_of_act(f8_ctx *ctx, const f8i_rowwise_cast_args *a, f8_activation act)
-{
-    if (!f8i_cuda_rowwise_act_fits(a, act))
-        return f8i_error(ctx, F8_ERR_UNSUPPORTED,
-                         "rowwise cast: the column copy of [%lld, %lld] cannot be coded from the activation's %s x "
-                         "(bf16 x in whole 128 x 128 tiles, 16-byte rows, and the column amaxes given)",
-                         (long long)a->rows, (long long)a->cols, f8_dtype_name(a->src_dtype));
-    const int e5m2 = a->out_dtype == F8_DTYPE_E5M2;
-    void (*kernel)(f8i_rowwise_cast_args, int, rwt_fin, rwt_extra) = NULL;
-    switch (act) {
-    case F8_ACT_GELU: kernel = src_tile_kernel<RWT_SRC_ACT + F8_ACT_GELU>(e5m2); break;
-    case F8_ACT_RELU: kernel = src_tile_kernel<RWT_SRC_ACT + F8_ACT_RELU>(e5m2); break;
-    case F8_ACT_GEGLU: kernel = src_tile_kernel<RWT_SRC_ACT + F8_ACT_GEGLU>(e5m2); break;
-    case F8_ACT_REGLU: kernel = src_tile_kernel<RWT_SRC_ACT + F8_ACT_REGLU>(e5m2); break;
-    case F8_ACT_SWIGLU: kernel = src_tile_kernel<RWT_SRC_ACT + F8_ACT_SWIGLU>(e5m2); break;
-    case F8_ACT_QGELU: kernel = src_tile_kernel<RWT_SRC_ACT + F8_ACT_QGELU>(e5m2); break;
-    case F8_ACT_SRELU: kernel = src_tile_kernel<RWT_SRC_ACT + F8_ACT_SRELU>(e5m2); break;
-    default: return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "rowwise cast: unknown f8_activation %d", (int)act);
-    }
-    rwt_extra ex;
-    memset(&ex, 0, sizeof ex);
-    return launch_src_tiles(ctx, a, kernel, ex, "rwt_codes_tile_kernel (activation)");
+           a->dbias == NULL && rwtt_fits(a);
 }
 
 int f8i_cuda_rowwise_norm_fits(const f8i_rowwise_cast_args *a, const f8i_norm_fwd_args *n)
 {
-    return src_fits(a, a->cols) && n->rsigma != NULL && (n->rms || n->mu != NULL) && n->gamma != NULL &&
+    return src_fits(a) && n->rsigma != NULL && (n->rms || n->mu != NULL) && n->gamma != NULL &&
            (n->rms || n->beta != NULL) && (n->param_dtype == F8_DTYPE_BF16 || n->param_dtype == F8_DTYPE_FP32);
 }
 

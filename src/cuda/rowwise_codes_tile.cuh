@@ -31,18 +31,15 @@ struct rwtt_shape {
 
 /* What the tile kernel codes (its SRC argument): src itself (PLAIN); src
  * itself with dbias's 32-row chunk sums (SUMS, BF16 src: below); or, for
- * RWT_SRC_ACT + an f8_activation, u = (bf16)act(x) of the activation
- * forward's input x = src (BF16, [rows, cols] or gated [rows, 2·cols], u =
- * act(a)·b), computed again as the activation kernels compute it (act_eval,
- * then the rounding act_row_kernel stores): the column-wise copy of the
- * forward's output without that output ever stored (backend.h's
- * f8i_act_fwd_args y_t); for RWT_SRC_LN and RWT_SRC_RMS, the norm
- * forward's u from its input x = src the same way (f8i_norm_fwd_args y_t). */
+ * RWT_SRC_LN and RWT_SRC_RMS, the norm forward's output u = (bf16)norm(x)
+ * of its input x = src (BF16), computed again from the row statistics the
+ * forward stored, as norm_fwd.cuh's piece_values computes it: the
+ * column-wise copy of the forward's output without that output ever
+ * stored (backend.h's f8i_norm_fwd_args y_t). */
 #define RWT_SRC_PLAIN 0
 #define RWT_SRC_SUMS 1
 #define RWT_SRC_LN 2  /* u = (bf16)fmaf((x - mu)·rsigma, g, beta): LayerNorm's output from its input */
 #define RWT_SRC_RMS 3 /* u = (bf16)((x·rsigma)·g): RMSNorm's */
-#define RWT_SRC_ACT 16
 
 /* What a source other than PLAIN needs: SUMS the chunk sums' place
  * [rows / 32, cols]; the norms their row statistics as the forward stored
@@ -120,10 +117,10 @@ static __device__ __forceinline__ void rwtt_norm_load(rwtt_norm_cols<SRC> &nc, c
     }
 }
 
-/* The VEC values of one 16-byte piece (and, gated, its b piece) for SRC;
- * the norms: of row `row`, the thread's columns' nc. */
+/* The VEC values of one 16-byte piece for SRC; the norms: of row `row`,
+ * the thread's columns' nc. */
 template <int BF16, int SRC>
-static __device__ __forceinline__ void rwtt_values(const uint4 &xa, const uint4 &xb, float (&v)[BF16 ? 8 : 4],
+static __device__ __forceinline__ void rwtt_values(const uint4 &xa, float (&v)[BF16 ? 8 : 4],
                                                    const rwtt_norm_cols<SRC> &nc, const rwt_extra &ex, int64_t row)
 {
     const uint32_t w[4] = {xa.x, xa.y, xa.z, xa.w};
@@ -137,48 +134,21 @@ static __device__ __forceinline__ void rwtt_values(const uint4 &xa, const uint4 
             const float u = SRC == RWT_SRC_LN ? __fmaf_rn((v[j] - mu) * rs, nc.g[j], nc.b[j]) : (v[j] * rs) * nc.g[j];
             v[j] = f8i_bf16_to_float(f8i_bf16_from_float(u));
         }
-        (void)xb;
-    } else if constexpr (SRC >= RWT_SRC_ACT) {
-        static_assert(BF16, "the activation source is BF16 x");
-        constexpr int ACT = SRC - RWT_SRC_ACT;
-        float b[8];
-        if constexpr (act_gated(ACT)) {
-            const uint32_t wb[4] = {xb.x, xb.y, xb.z, xb.w};
-            decode16<1>(wb, b);
-        }
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-            float f;
-            act_eval<ACT>(v[j], &f, NULL);
-            if constexpr (act_gated(ACT)) f = f * b[j];
-            v[j] = f8i_bf16_to_float(f8i_bf16_from_float(f));
-        }
     } else {
-        (void)xb, (void)nc, (void)ex, (void)row;
+        (void)nc, (void)ex, (void)row;
     }
 }
 
-#ifndef RWTT_NORM_BLOCKS
-#define RWTT_NORM_BLOCKS 3
-#endif
-/* Blocks an SM (launch bounds): 4 (64 registers); 2 (128) for the gated
- * activations, whose b pieces double the loads held in flight (the same
- * bytes in flight an SM; at 64 registers they spilled some 350 bytes, at
- * 80 some 130); 3 (80) for SUMS, whose running sums spilled 180 at 64. */
-static __host__ __device__ constexpr int rwtt_blocks(int src)
-{
-    return src >= RWT_SRC_ACT && act_gated(src - RWT_SRC_ACT) ? 2
-           : src == RWT_SRC_LN || src == RWT_SRC_RMS             ? RWTT_NORM_BLOCKS
-           : src == RWT_SRC_SUMS                                 ? 3
-                                                                 : 4;
-}
+/* Blocks an SM (launch bounds): 4 (64 registers); 3 (80) for the norms,
+ * whose parameters take 16 more, and for SUMS, whose running sums spilled
+ * 180 bytes at 64. */
+static __host__ __device__ constexpr int rwtt_blocks(int src) { return src == RWT_SRC_PLAIN ? 4 : 3; }
 
 template <int BF16, int E5M2, int SRC>
 static __global__ void __launch_bounds__(RW_THREADS, rwtt_blocks(SRC))
     rwt_codes_tile_kernel(f8i_rowwise_cast_args p, int back, rwt_fin fin, rwt_extra ex)
 {
     constexpr int VEC = rwtt_shape<BF16>::VEC, TC = rwtt_shape<BF16>::TC, LX = 32 / VEC, PARTS = RWTT_ROWS / 16;
-    constexpr int GATED = SRC >= RWT_SRC_ACT && act_gated(SRC - RWT_SRC_ACT);
     __shared__ uint32_t tile_t[TC][RWTT_WORDS];
     if (noop_set(p.noop)) return;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -186,17 +156,14 @@ static __global__ void __launch_bounds__(RW_THREADS, rwtt_blocks(SRC))
     int64_t tile, stripe;
     rwt_block(back != 0, tile, stripe);
     const int64_t row0 = tile * RWTT_ROWS, col0 = stripe * TC;
-    const int cols = (int)p.cols, rows = (int)p.rows, pitch = GATED ? 2 * cols : cols;
-    const char *src = (const char *)p.src + ((row0 + ty * 4) * pitch + col0 + tx * VEC) * (BF16 ? 2 : 4);
-    uint4 raw[2][4], rawb[GATED ? 2 : 1][4];
+    const int cols = (int)p.cols, rows = (int)p.rows;
+    const char *src = (const char *)p.src + ((row0 + ty * 4) * p.cols + col0 + tx * VEC) * (BF16 ? 2 : 4);
+    uint4 raw[2][4];
 #pragma unroll
     for (int m = 0; m < 2; ++m)
 #pragma unroll
-        for (int r = 0; r < 4; ++r) {
-            const char *at = src + (m * (RWTT_ROWS / 2) + r) * pitch * (BF16 ? 2 : 4);
-            raw[m][r] = *(const uint4 *)at;
-            if constexpr (GATED) rawb[m][r] = *(const uint4 *)(at + cols * 2);
-        }
+        for (int r = 0; r < 4; ++r)
+            raw[m][r] = *(const uint4 *)(src + (m * (RWTT_ROWS / 2) + r) * cols * (BF16 ? 2 : 4));
     float s[VEC];
 #pragma unroll
     for (int j = 0; j < VEC; ++j)
@@ -211,7 +178,7 @@ static __global__ void __launch_bounds__(RW_THREADS, rwtt_blocks(SRC))
 #pragma unroll
         for (int r = 0; r < 4; ++r) {
             float v[VEC];
-            rwtt_values<BF16, SRC>(raw[m][r], rawb[GATED ? m : 0][r], v, nc, ex, row0 + m * (RWTT_ROWS / 2) + ty * 4 + r);
+            rwtt_values<BF16, SRC>(raw[m][r], v, nc, ex, row0 + m * (RWTT_ROWS / 2) + ty * 4 + r);
 #pragma unroll
             for (int k = 0; k < VEC / 4; ++k)
                 code[r][k] = fp8x2<E5M2>(v[4 * k] * s[4 * k], v[4 * k + 1] * s[4 * k + 1]) |
@@ -240,18 +207,14 @@ static __global__ void __launch_bounds__(RW_THREADS, rwtt_blocks(SRC))
         for (int j = 0; j < VEC; ++j) rwt_finish_col(p, fin, col0 + tx * VEC + j, s[j]);
 }
 
-/* Whether rwt_codes_tile_kernel takes a whose src rows are `pitch` values
- * apart (cols, or the gated activation's 2·cols): whole tiles, 16-byte
- * loads of src and stores of out_t, offsets inside a tile in 32 bits, the
- * grid's y. */
-static int rwtt_fits_pitch(const f8i_rowwise_cast_args *a, int64_t pitch)
+/* Whether rwt_codes_tile_kernel takes a: whole tiles, 16-byte loads of src
+ * and stores of out_t, offsets inside a tile in 32 bits, the grid's y. */
+static int rwtt_fits(const f8i_rowwise_cast_args *a)
 {
     const int bf16 = a->src_dtype == F8_DTYPE_BF16, tc = bf16 ? rwtt_shape<1>::TC : rwtt_shape<0>::TC;
-    return a->rows % RWTT_ROWS == 0 && a->cols % tc == 0 && a->rows <= RWTT_MAX && pitch <= RWTT_MAX &&
+    return a->rows % RWTT_ROWS == 0 && a->cols % tc == 0 && a->rows <= RWTT_MAX && a->cols <= RWTT_MAX &&
            a->cols / tc <= RWT_MAX_STRIPES &&
-           access_width(a->src, pitch * (bf16 ? 2 : 4), 16) == 16 && access_width(a->out_t, a->rows, 16) == 16;
+           access_width(a->src, a->cols * (bf16 ? 2 : 4), 16) == 16 && access_width(a->out_t, a->rows, 16) == 16;
 }
-
-static int rwtt_fits(const f8i_rowwise_cast_args *a) { return rwtt_fits_pitch(a, a->cols); }
 
 #endif /* F8_CUDA_ROWWISE_CODES_TILE_CUH */

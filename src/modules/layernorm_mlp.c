@@ -233,32 +233,23 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
         if (fp8 && ws.hp) { /* current or block scaling: the activation in param dtype, then the cast */
             const f8i_qbuf q = {(uint8_t *)a8, keep_hp ? NULL : a8t, a8_sinv, qdt, s->act_sinv, m->q.act};
             void *hp = keep_hp ? s->act_hp : ws.hp;
-            /* row-wise with the column-wise copy and no high-precision output kept: the activation makes the
-             * copy itself, from h1 again where it can (u never stored), else through ws.hp */
-            const int own_copy = m->q.fused_rows && q.data_t && !keep_hp;
             if (m->q.fused_rows) { /* row-wise: the kernel writes the codes too; the cast the column-wise copy */
                 f8i_quantizer_row_fields(ctx, qdt, &a.mode, &a.scaled_max, &a.pow2);
                 a.amax = f8i_slot_amax(ctx, m->fwd[GEMM2_INPUT]);
                 a.stats = f8i_slot_stats(ctx, m->fwd[GEMM2_INPUT]);
                 a.scale_inv = a8_sinv;
-                a.y_hp = own_copy ? NULL : hp;
+                a.y_hp = hp;
                 a.hp_dtype = pdt;
-                if (own_copy) {
-                    a.y_t = q.data_t;
-                    a.scale_inv_t = q.scale_inv_t;
-                    a.hp_scratch = hp;
-                } else {
-                    a.col_amax = f8i_module_col_amax(&q); /* and the column amaxes, for the copy's cast */
-                }
+                a.col_amax = f8i_module_col_amax(&q); /* and the column amaxes, for the copy's cast */
             } else {
                 a.y = hp;
                 a.y_dtype = pdt;
             }
             st = f8i_op_act_fwd(ctx, &a);
-            if (st == F8_OK && m->q.fused_rows && !own_copy)
+            if (st == F8_OK && m->q.fused_rows)
                 st = f8i_module_quantize_cols(m, hp, pdt, T, a.cols, F8_DIR_FORWARD, GEMM2_INPUT, &q, NULL, NULL,
                                               a.col_amax != NULL);
-            else if (st == F8_OK && !m->q.fused_rows)
+            else if (st == F8_OK)
                 st = f8i_module_quantize(m, hp, pdt, T, a.cols, F8_DIR_FORWARD, GEMM2_INPUT, &q, NULL, NULL);
         } else {
             if (fp8) {
