@@ -28,10 +28,8 @@
  * and its column amaxes; `bench_kernels rowwise` runs these too. Their
  * backward's "+t_db" lines add the column-wise copy and fc1's dbias as the
  * layer makes them now (the cast given the column amaxes), "+t_db_old" as
- * before (the amaxes measured again for dbias's order); norm_rowwise_own+t
- * is the norm making its own column copy from x (u never stored) beside
- * norm_rowwise_colmax+t (u stored, then the cast given the amaxes);
- * `bench_kernels own` runs those pairs alone.
+ * before (the amaxes measured again for dbias's order); `bench_kernels
+ * tdb` runs those pairs alone.
  *
  * `bench_kernels adamw` times the AdamW step (f8_adamw_step: the norm pass,
  * the finalize and the update) over one BF16 parameter of the 1.3B
@@ -58,7 +56,6 @@ enum op {
     OP_CAST, OP_CAST_T, OP_CAST_T_DBIAS, OP_TRANSPOSE, OP_CONVERT, OP_SCALE_UPDATE, OP_ROW, OP_ROW_T, OP_ROW_T_DBIAS,
     OP_NORM_ROW, OP_NORM_ROW_HP, OP_NORM_THEN_ROW, /* LayerNorm with row-wise codes: fused, fused + u, unfused */
     OP_NORM_ROW_COLS, OP_NORM_ROW_THEN_COLS, /* + the column copy: amaxes taken by the norm, or by the cast */
-    OP_NORM_ROW_OWN, /* + the column copy made by the norm (y_t: from x again, u never stored) */
     OP_ADAMW,  /* f8_adamw_step; dst: the moments' dtype */
     OP_ACT_ROW /* the row-wise fused activation lines (run_act_row) */
 };
@@ -162,16 +159,6 @@ static void kcall(void *p, int i)
         BENCH_F8(ctx, f8i_op_cast(ctx, &c));
         break;
     }
-    case OP_NORM_ROW_OWN: {
-        f8i_norm_fwd_args a = {.x = k->src[s], .x_dtype = k->kc->src, .rows = k->rows, .cols = k->cols,
-                               .gamma = k->gamma, .beta = k->beta, .param_dtype = F8_DTYPE_BF16, .eps = 1e-5f,
-                               .mu = k->mu, .rsigma = k->rsigma, .y = k->dst[s], .y_dtype = k->kc->dst,
-                               .amax = k->amax, .scale_inv = k->row_si, .mode = F8I_SCALING_ROW,
-                               .scaled_max = f8_fp8_max(k->kc->dst), .hp_dtype = F8_DTYPE_BF16,
-                               .y_t = k->col_t[s], .scale_inv_t = k->row_si_t, .hp_scratch = k->dst_t[s]};
-        BENCH_F8(ctx, f8i_op_norm_fwd(ctx, &a));
-        break;
-    }
     default: {
         f8i_cast_args a = {.src = k->src[s], .src_dtype = k->kc->src, .rows = k->rows, .cols = k->cols,
                            .out_dtype = k->kc->dst, .out = k->dst[s], .scale = k->scale, .amax = k->amax,
@@ -212,9 +199,7 @@ static double op_bytes(const kcase *kc, int64_t rows, int64_t cols)
     case OP_NORM_THEN_ROW: return n * ss + 3 * n + 12.0 * (double)rows;
     /* and u read back once for the column copy, its codes and scale_inv_t: the same result both ways */
     case OP_NORM_ROW_COLS:
-    case OP_NORM_ROW_THEN_COLS:
-    case OP_NORM_ROW_OWN: /* the old way's bytes for the new too: their GB/s compare as times */
-        return n * ss + 6 * n + 12.0 * (double)rows + 4.0 * (double)cols;
+    case OP_NORM_ROW_THEN_COLS: return n * ss + 6 * n + 12.0 * (double)rows + 4.0 * (double)cols;
     case OP_TRANSPOSE: return 2 * n;
     case OP_CONVERT: return n * ss + n * (double)f8_dtype_size(kc->dst);
     default: return 0;
@@ -261,10 +246,9 @@ static void run_layout(f8_ctx *ctx, bench_log *log, const kcase *kc, int64_t row
         if (kc->op == OP_CAST_T || kc->op == OP_CAST_T_DBIAS || kc->op == OP_ROW_T || kc->op == OP_ROW_T_DBIAS)
             BENCH_CUDA(cudaMalloc(&k.dst_t[s], (size_t)n));
         if (kc->op == OP_NORM_ROW_HP || kc->op == OP_NORM_THEN_ROW || kc->op == OP_NORM_ROW_COLS ||
-            kc->op == OP_NORM_ROW_THEN_COLS || kc->op == OP_NORM_ROW_OWN)
+            kc->op == OP_NORM_ROW_THEN_COLS)
             BENCH_CUDA(cudaMalloc(&k.dst_t[s], (size_t)n * 2));
-        if (kc->op == OP_NORM_ROW_COLS || kc->op == OP_NORM_ROW_THEN_COLS || kc->op == OP_NORM_ROW_OWN)
-            BENCH_CUDA(cudaMalloc(&k.col_t[s], (size_t)n));
+        if (kc->op == OP_NORM_ROW_COLS || kc->op == OP_NORM_ROW_THEN_COLS) BENCH_CUDA(cudaMalloc(&k.col_t[s], (size_t)n));
     }
     /* scale 64: N(0, 9) inputs land across E4M3's range; scale_inv of the codes */
     const float scalars[4] = {64.0f, 0.0f, 1.0f / 64.0f, 0.0f};
@@ -485,8 +469,8 @@ int main(int argc, char **argv)
 {
     const int rowwise_only = argc > 1 && strcmp(argv[1], "rowwise") == 0;
     const int adamw_only = argc > 1 && strcmp(argv[1], "adamw") == 0;
-    /* the column copies' lines alone, now against before: the norm's own, the backward's with dbias */
-    const int own_only = argc > 1 && strcmp(argv[1], "own") == 0;
+    /* the GELU backward's column copy with dbias alone, now against before */
+    const int tdb_only = argc > 1 && strcmp(argv[1], "tdb") == 0;
     f8_ctx *ctx = bench_ctx_or_skip("bench_kernels");
     if (!ctx) return 0;
     void *stream = f8_ctx_stream(ctx);
@@ -519,7 +503,6 @@ int main(int argc, char **argv)
         {"norm+rowwise", OP_NORM_THEN_ROW, F8_DTYPE_BF16, F8_DTYPE_E4M3, 1},
         {"norm_rowwise_colmax+t", OP_NORM_ROW_COLS, F8_DTYPE_BF16, F8_DTYPE_E4M3, 1},
         {"norm_rowwise_u+t", OP_NORM_ROW_THEN_COLS, F8_DTYPE_BF16, F8_DTYPE_E4M3, 1},
-        {"norm_rowwise_own+t", OP_NORM_ROW_OWN, F8_DTYPE_BF16, F8_DTYPE_E4M3, 1},
     };
     static const int64_t shapes[2][2] = {{8192, 8192}, {2048, 2048}};
     /* the row-wise casts at the trainers' shapes: 124M (65,536 tokens a
@@ -533,10 +516,10 @@ int main(int argc, char **argv)
         run_adamw(ctx, &log, F8_ADAMW_MOMENTS_BF16, 16384, 80000, copy);
         run_adamw(ctx, &log, F8_ADAMW_MOMENTS_FP8, 16384, 80000, copy);
     }
-    for (int s = 0; s < 2 && !rowwise_only && !adamw_only && !own_only; s++)
+    for (int s = 0; s < 2 && !rowwise_only && !adamw_only && !tdb_only; s++)
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
             if (!cases[c].row) run_layout(ctx, &log, &cases[c], shapes[s][0], shapes[s][1], copy);
-    for (int s = 0; s < 4 && !adamw_only && !own_only; s++)
+    for (int s = 0; s < 4 && !adamw_only && !tdb_only; s++)
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
             if (cases[c].row) run_layout(ctx, &log, &cases[c], row_shapes[s][0], row_shapes[s][1], copy);
     static const acase acases[] = {
@@ -553,12 +536,8 @@ int main(int argc, char **argv)
         {"gelu_bwd_row+t_db_old", F8_ACT_GELU, 1, 65536, 3072, 2},
     };
     for (size_t c = 0; c < sizeof acases / sizeof acases[0] && !adamw_only; c++)
-        if (!own_only || acases[c].cols_copy) run_act_row(ctx, &log, &acases[c], copy);
-    for (int s = 0; s < 4 && own_only; s++) /* the norm's copy, old and own, at the trainers' widths */
-        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
-            if (cases[c].op == OP_NORM_ROW_COLS || cases[c].op == OP_NORM_ROW_OWN)
-                run_layout(ctx, &log, &cases[c], row_shapes[s][0], row_shapes[s][1], copy);
-    if (!rowwise_only && !adamw_only && !own_only) {
+        if (!tdb_only || acases[c].cols_copy) run_act_row(ctx, &log, &acases[c], copy);
+    if (!rowwise_only && !adamw_only && !tdb_only) {
         run_scale_update(ctx, &log, 16384, 1024, copy); /* 128 MB moved: bandwidth */
         run_scale_update(ctx, &log, 96, 1024, copy);    /* a small model's slots: latency */
     }

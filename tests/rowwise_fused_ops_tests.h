@@ -26,13 +26,12 @@
  * gamma putting a NaN beside finite values of u. Activations: every one,
  * forward and backward, FP32/BF16, and two shapes whose column maxima pass
  * CUDA's shared memory (the column amax pass after the kernel, which needs
- * y_hp or dx), and BF16 shapes of whole 128 x 128 tiles. Also, bit for bit:
- * the column-only cast given the amaxes sums dbias as the one measuring
- * them does (and within rounding of the FP64 column sums), and the norm
- * forward's own column-wise copy (y_t: made from x again, u never stored,
- * where the backend can; else through hp_scratch) is the CPU cast's of u. E4M3 and E5M2, power-of-two scales or
- * not, telemetry on and off, rows of very different magnitudes with zero,
- * inf, NaN and denormal rows planted (rowwise_fixture.h).
+ * y_hp or dx), and BF16 shapes of whole 128 x 128 tiles. Also, bit for
+ * bit: the column-only cast given the amaxes sums dbias as the one
+ * measuring them does (and within rounding of the FP64 column sums).
+ * E4M3 and E5M2, power-of-two scales or not, telemetry on and off, rows of
+ * very different magnitudes with zero, inf, NaN and denormal rows planted
+ * (rowwise_fixture.h).
  */
 #ifndef F8_TESTS_ROWWISE_FUSED_OPS_TESTS_H
 #define F8_TESTS_ROWWISE_FUSED_OPS_TESTS_H
@@ -288,46 +287,6 @@ static int fused_op_run(f8_ctx *ctx[2], const fused_op_case *fc, test_rng *rng)
     ok &= fop_same(cpu, ccodes_t, g, ot[1], nout, "the column copy given the amaxes against the CPU cast", name);
     ok &= fop_same(cpu, csinv_t, g, st_[1], (size_t)Cout * 4, "scale_inv_t given the amaxes against the CPU cast",
                    name);
-    /* link 6 (the norm): the forward making its own column-wise copy (y_t): y and scale_inv those of run 1,
-     * y_t and scale_inv_t the CPU cast's of u; from x itself with neither y_hp nor hp_scratch where the
-     * backend can (CUDA: BF16 x and u in whole 128 x 128 tiles, rows within the row kernels' 8192 columns),
-     * else refused untouched, and through hp_scratch everywhere */
-    if (fc->op == FOP_NORM) {
-        const int on_cuda = f8_ctx_backend(g) == F8_BACKEND_CUDA;
-        const int from_x = !on_cuda || (fc->xdt == F8_DTYPE_BF16 && fc->hdt == F8_DTYPE_BF16 && R % 128 == 0 &&
-                                        C % 128 == 0 && !wide);
-        uint8_t *fill = (uint8_t *)xmalloc(nout + 1);
-        memset(fill, 0xA5, nout + 1);
-        for (int k = 0; k < 2; k++) {
-            void *y6 = fop_dev(g, nout, fill), *yt6 = fop_dev(g, nout, fill), *si6 = fop_dev(g, (size_t)R * 4, NULL);
-            void *sit6 = fop_dev(g, (size_t)Cout * 4, poison), *scr = fop_dev(g, nout * hs, NULL);
-            void *mu6 = fop_dev(g, (size_t)R * 4, NULL), *rs6 = fop_dev(g, (size_t)R * 4, NULL);
-            f8i_norm_fwd_args a;
-            memset(&a, 0, sizeof a);
-            a.x = x, a.x_dtype = fc->xdt, a.rows = R, a.cols = C, a.gamma = gamma, a.beta = beta;
-            a.param_dtype = fc->hdt, a.rms = fc->variant, a.eps = 1e-5f, a.y = y6, a.y_dtype = fc->out;
-            a.mu = (float *)mu6, a.rsigma = (float *)rs6, a.mode = F8I_SCALING_ROW, a.scaled_max = scaled_max;
-            a.pow2 = fc->pow2, a.scale_inv = (float *)si6, a.hp_dtype = fc->hdt, a.y_t = (uint8_t *)yt6;
-            a.scale_inv_t = (float *)sit6, a.hp_scratch = k ? scr : NULL;
-            const f8_status st = f8i_op_norm_fwd(g, &a);
-            if (k == 0 && !from_x) {
-                CHECK(st == F8_ERR_UNSUPPORTED, "fused %s: the column copy from x where it cannot be: %s", name,
-                      f8_status_string(st));
-                ok &= fop_same(g, y6, g, yt6, nout, "y left untouched by the refused copy", name);
-            } else {
-                CHECK(st == F8_OK, "fused %s: the column copy (scratch %d): %s", name, k, f8_ctx_last_error(g));
-                ok &= fop_same(g, y6, g, codes[0], nout, "codes with the norm's own column copy", name);
-                ok &= fop_same(g, si6, g, sinv[0], (size_t)R * 4, "scale_inv with the norm's own column copy", name);
-                ok &= fop_same(cpu, ccodes_t, g, yt6, nout, "the norm's own column copy against the CPU cast", name);
-                ok &= fop_same(cpu, csinv_t, g, sit6, (size_t)Cout * 4,
-                               "the norm's own scale_inv_t against the CPU cast", name);
-                ok &= fop_same(g, rs6, g, stat[0][1], (size_t)R * 4, "rsigma with the norm's own column copy", name);
-            }
-            f8_ctx_free(g, y6), f8_ctx_free(g, yt6), f8_ctx_free(g, si6), f8_ctx_free(g, sit6), f8_ctx_free(g, scr);
-            f8_ctx_free(g, mu6), f8_ctx_free(g, rs6);
-        }
-        free(fill);
-    }
     void *gall[] = {x, dy, gamma, beta, ref, hp, codes[0], codes[1], sinv[0], sinv[1], amax, stats,
                     stat[0][0], stat[0][1], stat[1][0], stat[1][1], cam[0], cam[1], hwant, ot[0], ot[1],
                     st_[0], st_[1], cs[0], cs[1]};
@@ -373,38 +332,6 @@ static void test_col_amax_refusals(f8_ctx *g)
     CHECK_OK(g, f8_ctx_download(g, got[1], out_t, R * C));
     CHECK(memcmp(got[0], poison8, R * C) == 0 && memcmp(got[1], poison8, R * C) == 0, "a refused cast wrote");
     void *all[] = {src, out, out_t, si, si_t, db, am, wsd};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) f8_ctx_free(g, all[i]);
-}
-
-/* The norm's own column copy (y_t) with col_amax too, or without
- * scale_inv_t, is refused before anything is written. */
-static void test_own_copy_refusals(f8_ctx *g)
-{
-    enum { R = 128, C = 128 };
-    uint8_t fill[R * C];
-    memset(fill, 0xA5, sizeof fill);
-    uint16_t xb[R * C], gb[C];
-    for (int i = 0; i < R * C; i++) xb[i] = f8_bf16_from_float((float)(i % 17) - 8.0f);
-    for (int i = 0; i < C; i++) gb[i] = f8_bf16_from_float(1.0f);
-    void *x = fop_dev(g, sizeof xb, xb), *gam = fop_dev(g, sizeof gb, gb), *y = fop_dev(g, R * C, fill);
-    void *yt = fop_dev(g, R * C, fill), *si = fop_dev(g, R * 4, NULL), *sit = fop_dev(g, C * 4, NULL);
-    void *ca = fop_dev(g, C * 4, NULL), *rs = fop_dev(g, R * 4, NULL), *mu = fop_dev(g, R * 4, NULL);
-    f8i_norm_fwd_args n;
-    memset(&n, 0, sizeof n);
-    n.x = x, n.x_dtype = F8_DTYPE_BF16, n.rows = R, n.cols = C, n.gamma = gam, n.param_dtype = F8_DTYPE_BF16;
-    n.rms = 1, n.eps = 1e-5f, n.y = y, n.y_dtype = F8_DTYPE_E4M3, n.mu = (float *)mu, n.rsigma = (float *)rs;
-    n.mode = F8I_SCALING_ROW, n.scaled_max = 448.0f, n.scale_inv = (float *)si, n.hp_dtype = F8_DTYPE_BF16;
-    n.y_t = (uint8_t *)yt, n.scale_inv_t = (float *)sit, n.col_amax = (float *)ca;
-    CHECK_STATUS(g, f8i_op_norm_fwd(g, &n), F8_ERR_INVALID_ARGUMENT);
-    CHECK(strstr(f8_ctx_last_error(g), "y_t") != NULL, "the refusal names y_t: %s", f8_ctx_last_error(g));
-    n.col_amax = NULL, n.scale_inv_t = NULL;
-    CHECK_STATUS(g, f8i_op_norm_fwd(g, &n), F8_ERR_INVALID_ARGUMENT);
-    CHECK_OK(g, f8_ctx_synchronize(g));
-    uint8_t got[2][R * C];
-    CHECK_OK(g, f8_ctx_download(g, got[0], y, R * C));
-    CHECK_OK(g, f8_ctx_download(g, got[1], yt, R * C));
-    CHECK(memcmp(got[0], fill, R * C) == 0 && memcmp(got[1], fill, R * C) == 0, "a refused norm wrote");
-    void *all[] = {x, gam, y, yt, si, sit, ca, rs, mu};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) f8_ctx_free(g, all[i]);
 }
 
@@ -454,9 +381,9 @@ static void test_fused_ops(f8_ctx *ctx[2])
         cases++;
         bad += !fused_op_run(ctx, &fc, &rng);
     }
-    /* BF16 x and u in whole 128 x 128 tiles (CUDA: the norm's column copy coded from x, link 6, and dbias's
-     * chunk sums summed by the codes pass given the amaxes, link 5): both norms (one with a NaN gamma), every
-     * activation forward and backward, E4M3 and E5M2; on the CPU the smallest shape */
+    /* BF16 u in whole 128 x 128 tiles (CUDA: dbias's chunk sums summed by the codes pass given the amaxes,
+     * link 5): both norms (one with a NaN gamma), every activation forward and backward, E4M3 and E5M2; on
+     * the CPU the smallest shape */
     static const struct { int64_t R, C; } tiles[] = {{128, 128}, {256, 384}, {640, 2048}, {1280, 4096}};
     for (int op = FOP_NORM; op <= FOP_ACT_BWD; op++)
         for (int v = 0; v < (op == FOP_NORM ? 4 : 7); v++) {
@@ -468,7 +395,6 @@ static void test_fused_ops(f8_ctx *ctx[2])
             bad += !fused_op_run(ctx, &fc, &rng);
         }
     test_col_amax_refusals(ctx[1]);
-    test_own_copy_refusals(ctx[1]);
     printf("  row-wise casts fused into the %s norm and activations: %d of %d cases bit for bit with the plain "
            "kernels and the CPU cast of their output, column amaxes and the column copy cast from them included\n",
            f8_ctx_backend(ctx[1]) == F8_BACKEND_CUDA ? "CUDA" : "CPU", cases - bad, cases);

@@ -290,20 +290,6 @@ typedef struct f8i_norm_fwd_args {
     void *y_hp;         /* ROW: u [rows, cols] in hp_dtype, or NULL */
     f8_dtype hp_dtype;  /* ROW: FP32 or BF16, the dtype v is rounded to before its scale */
     float *col_amax;    /* ROW: [cols] max |u| of each column (F8I_ROW_FUSED), or NULL */
-    /* ROW: the column-wise copy too, y_t [cols, rows] and scale_inv_t
-     * [cols] exactly as the row-wise cast's out_t and scale_inv_t of u
-     * (core/rowwise.h), so the caller casts nothing after; col_amax must
-     * then be NULL (the backend measures the columns itself) and the copy's
-     * telemetry is not counted (y's codes are). Where y_hp is NULL the
-     * backend codes the copy from x, computing u again (CUDA: BF16 x and u
-     * in whole 128 x 128 tiles, rsigma and, for LayerNorm, mu stored: the
-     * row statistics it recomputes u from; bit for bit, the forward's
-     * arithmetic), else from u stored in hp_scratch ([rows, cols] hp_dtype,
-     * contents after unspecified): without it such a call is
-     * F8_ERR_UNSUPPORTED, before anything is written. */
-    uint8_t *y_t;
-    float *scale_inv_t;
-    void *hp_scratch;
 } f8i_norm_fwd_args;
 
 /* F8I_ROW_FUSED: the row-wise cast (core/rowwise.h, out only) fused into the
@@ -326,11 +312,10 @@ typedef struct f8i_norm_fwd_args {
  *                                            buffer's old contents are not read)
  * scale is not read. Codes, scale_inv, amax and stats are then bit for bit
  * those of f8i_rowwise_cast_args on u with out = y: the unfused path's (u
- * stored, then cast). What needs whole columns (the column-wise copy out_t,
- * and dbias) is not fused into these kernels: the caller casts u after, with
- * out NULL (the activation backward's out_t and dbias must be NULL here, the
- * forward's y_t too), or the norm forward makes its copy itself as a second
- * pass (its y_t, below). col_amax is that cast's first half: the column amaxes
+ * stored, then cast). What needs whole columns (the column-wise copy out_t
+ * or y_t, and dbias) is not fused: the caller casts u after, with out NULL
+ * (the activation backward's out_t and dbias must be NULL here, the
+ * forward's y_t too). col_amax is that cast's first half: the column amaxes
  * it would measure by reading u again, as float bits (max is exact in any
  * order, so bit for bit). The backend zeroes the buffer and takes the maxima
  * in the same kernels, all in stream order before the next op (no

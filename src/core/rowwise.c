@@ -41,27 +41,6 @@ f8_status f8i_rowwise_cast_check(f8_ctx *ctx, const f8i_rowwise_cast_args *a)
     return F8_OK;
 }
 
-/* The norm forward's row-wise column copy (y_t): y, scale_inv and scale_inv_t set, col_amax NULL. */
-static f8_status fwd_cols_check(f8_ctx *ctx, const char *op, f8i_scaling_mode mode, f8_dtype y_dtype, const void *y,
-                                const uint8_t *y_t, const float *scale_inv, const float *scale_inv_t,
-                                const float *col_amax)
-{
-    if (mode != F8I_SCALING_ROW || !f8i_dtype_is_fp8(y_dtype) || !y_t) return F8_OK;
-    if (!y || !scale_inv || !scale_inv_t || col_amax)
-        return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT,
-                         "%s: the row-wise column copy (y_t) needs y, scale_inv and scale_inv_t, and col_amax NULL "
-                         "(got y %s, scale_inv %s, scale_inv_t %s, col_amax %s)",
-                         op, y ? "set" : "NULL", scale_inv ? "set" : "NULL", scale_inv_t ? "set" : "NULL",
-                         col_amax ? "set" : "NULL");
-    return F8_OK;
-}
-
-f8_status f8i_norm_fwd_cols_check(f8_ctx *ctx, const f8i_norm_fwd_args *a)
-{
-    return fwd_cols_check(ctx, "norm forward", a->mode, a->y_dtype, a->y, a->y_t, a->scale_inv, a->scale_inv_t,
-                          a->col_amax);
-}
-
 f8_status f8i_rowwise_gemm_check(f8_ctx *ctx, const f8i_rowwise_gemm_args *g)
 {
     if (!g) return f8i_error(ctx, F8_ERR_INVALID_ARGUMENT, "rowwise gemm: args is NULL");

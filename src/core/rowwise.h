@@ -103,21 +103,6 @@ typedef struct f8i_rowwise_cast_args {
     int col_amax_in;      /* scale_inv_t holds the column amaxes on entry (above) */
 } f8i_rowwise_cast_args;
 
-/* The column-only cast of src [rows, cols] into out_t and scale_inv_t,
- * nothing else asked for (no amax, no telemetry, no dbias): with col_amax_in
- * (scale_inv_t holding the column amaxes) what a forward that makes its own
- * column-wise copy runs after its row kernel (backend.h's y_t); without,
- * the CPU's copy of values it kept. */
-static inline f8i_rowwise_cast_args f8i_rowwise_cols_cast(const void *src, f8_dtype src_dtype, int64_t rows,
-                                                          int64_t cols, f8_dtype out_dtype, uint8_t *out_t,
-                                                          float *scale_inv_t, float scaled_max, int pow2,
-                                                          int col_amax_in)
-{
-    f8i_rowwise_cast_args a = {src,  src_dtype, rows, cols, out_dtype, NULL, NULL, out_t, scale_inv_t, scaled_max,
-                               pow2, NULL,      NULL, NULL, NULL,      F8_DTYPE_FP32, 0, NULL, 0, col_amax_in};
-    return a;
-}
-
 /* The row-wise GEMM, TN in row-major terms: A stored [m, k] with one scale
  * per row, B stored [n, k] with one per row (a weight's output channels, or
  * the column-wise copy of an activation or gradient), both FP8 (any mix of
@@ -178,10 +163,6 @@ static inline f8i_rowwise_gemm_args f8i_rowwise_gemm_from(const f8i_gemm_args *g
  * or an error on ctx naming the argument, changing nothing. */
 f8_status f8i_rowwise_cast_check(f8_ctx *ctx, const f8i_rowwise_cast_args *a);
 f8_status f8i_rowwise_gemm_check(f8_ctx *ctx, const f8i_rowwise_gemm_args *g);
-/* The norm forward's row-wise column copy (backend.h's f8i_norm_fwd_args
- * y_t in mode ROW): y, scale_inv and scale_inv_t set, col_amax NULL; F8_OK
- * for every other call. Both backends run it. */
-f8_status f8i_norm_fwd_cols_check(f8_ctx *ctx, const f8i_norm_fwd_args *a);
 
 /* The CPU oracle (src/cpu/rowwise.c): host memory. */
 f8_status f8i_cpu_cast_rowwise(f8_ctx *ctx, const f8i_rowwise_cast_args *a);
@@ -227,19 +208,6 @@ f8_status f8i_cuda_cast_rowwise_stripes(f8_ctx *ctx, const f8i_rowwise_cast_args
  * empty src; F8_ERR_UNSUPPORTED past the 2-D grid (65,535 x 128 columns). */
 f8_status f8i_cuda_rowwise_col_amax(f8_ctx *ctx, const void *src, f8_dtype src_dtype, int64_t rows, int64_t cols,
                                     float *col_amax);
-/* The norm forward's column-wise copy coded from its input (backend.h's
- * f8i_norm_fwd_args y_t, y_hp NULL): a is the column-only cast with
- * col_amax_in of u = (bf16)norm(x), except that src is x, BF16 [rows,
- * cols], and u is computed again from it, n's gamma, beta, zero_centered
- * and the row statistics the forward stored (n->mu, n->rsigma) with
- * norm_fwd.cuh's arithmetic (piece_values) and rounding, so the copy is bit
- * for bit the cast of the stored u. f8i_cuda_rowwise_norm_fits: whether it
- * takes a (BF16 x in whole 128 x 128 tiles, 16-byte rows, rsigma, and mu
- * for LayerNorm); F8_ERR_UNSUPPORTED where not, writing nothing. (The
- * activations' u is not computed again so: GELU's and SwiGLU's arithmetic
- * made that pass slower than reading u back, bench/RESULTS.md session 16.) */
-int f8i_cuda_rowwise_norm_fits(const f8i_rowwise_cast_args *a, const f8i_norm_fwd_args *n);
-f8_status f8i_cuda_rowwise_cols_of_norm(f8_ctx *ctx, const f8i_rowwise_cast_args *a, const f8i_norm_fwd_args *n);
 f8_status f8i_cuda_rowwise_plan_create(f8_ctx *ctx, const f8i_rowwise_gemm_args *g, int fallback_only,
                                        f8i_rowwise_plan **plan);
 void f8i_cuda_rowwise_plan_destroy(f8i_rowwise_plan *plan);

@@ -25,18 +25,6 @@ f8_status f8i_cuda_rowwise_col_amax(f8_ctx *ctx, const void *src, f8_dtype src_d
     return f8i_error(ctx, F8_ERR_NO_DEVICE, NO_CUDA);
 }
 
-int f8i_cuda_rowwise_norm_fits(const f8i_rowwise_cast_args *a, const f8i_norm_fwd_args *n)
-{
-    (void)a, (void)n;
-    return 0;
-}
-
-f8_status f8i_cuda_rowwise_cols_of_norm(f8_ctx *ctx, const f8i_rowwise_cast_args *a, const f8i_norm_fwd_args *n)
-{
-    (void)a, (void)n;
-    return f8i_error(ctx, F8_ERR_NO_DEVICE, NO_CUDA);
-}
-
 f8_status f8i_cuda_rowwise_plan_create(f8_ctx *ctx, const f8i_rowwise_gemm_args *g, int fallback_only,
                                        f8i_rowwise_plan **plan)
 {

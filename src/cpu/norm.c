@@ -17,8 +17,7 @@
  * built with -ffp-contract=off), amax over |v| with fmaxf (NaN ignored).
  * Row-wise codes (F8I_ROW_FUSED) round each row's v to the param dtype and
  * hand the row to f8i_cpu_rowwise_fused_row, the row-wise cast's arithmetic
- * (and the column amaxes' for col_amax); the column-wise copy (y_t) is the
- * row-wise cast's of all rows' u, kept for it.
+ * (and the column amaxes' for col_amax).
  * The column sums allocate a temporary per call (this is the oracle, not a
  * fast path); the args' workspace is still checked, as the CUDA backend
  * does, so a caller that passes too little fails on both.
@@ -48,12 +47,8 @@ f8_status f8i_cpu_norm_fwd(f8_ctx *ctx, const f8i_norm_fwd_args *a)
     if (a->rows <= 0 && !(fp8 && a->scale_inv && !row)) return F8_OK; /* nothing to write */
     F8I_COUNT_LAUNCHES(ctx, 1);
     /* row-wise: the row's values rounded to hp_dtype, then the row's cast */
-    if (row) F8I_TRY(f8i_norm_fwd_cols_check(ctx, a));
-    /* with the column-wise copy (y_t) every row's u is kept for its cast */
-    const int64_t urows = row && a->y_t ? a->rows : 1;
-    float *u = row ? (float *)malloc((size_t)(urows * (cols > 0 ? cols : 1)) * sizeof(float)) : NULL;
+    float *u = row ? (float *)malloc((size_t)(cols > 0 ? cols : 1) * sizeof(float)) : NULL;
     if (row && !u) return f8i_error(ctx, F8_ERR_OUT_OF_MEMORY, "cpu norm forward: out of host memory");
-    float *ur = u; /* this row's */
     float *col_amax = row ? a->col_amax : NULL; /* the column amaxes of u, from 0 */
     for (int64_t c = 0; col_amax && c < cols; c++) col_amax[c] = 0.0f;
     const int e5m2 = a->y_dtype == F8_DTYPE_E5M2;
@@ -92,7 +87,7 @@ f8_status f8i_cpu_norm_fwd(f8_ctx *ctx, const f8i_norm_fwd_args *a)
             if (a->rms) v = (x * rsigma) * g;
             else v = ((x - mu) * rsigma) * g + f8i_hp_load(a->beta, a->param_dtype, c);
             if (row) {
-                ur[c] = f8i_round_to(a->hp_dtype, v);
+                u[c] = f8i_round_to(a->hp_dtype, v);
                 if (a->y_hp) f8i_hp_store(a->y_hp, a->hp_dtype, base + c, v);
             } else if (fp8) {
                 const uint8_t q = f8i_fp8_encode(v * scale, e5m2);
@@ -106,22 +101,14 @@ f8_status f8i_cpu_norm_fwd(f8_ctx *ctx, const f8i_norm_fwd_args *a)
         }
         if (row) {
             uint64_t tally[3] = {0, 0, 0};
-            const float si = f8i_cpu_rowwise_fused_row(ur, cols, a->y_dtype, a->scaled_max, a->pow2,
+            const float si = f8i_cpu_rowwise_fused_row(u, cols, a->y_dtype, a->scaled_max, a->pow2,
                                                        (uint8_t *)a->y + base, &amax, tally, col_amax);
             if (a->scale_inv) a->scale_inv[r] = si;
             sat += tally[1];
             flushed += tally[2];
-            if (a->y_t) ur += cols;
         }
     }
-    f8_status st = F8_OK;
-    if (row && a->y_t) { /* the column-wise copy: the row-wise cast's out_t of u (its telemetry is y's) */
-        const f8i_rowwise_cast_args c = f8i_rowwise_cols_cast(u, F8_DTYPE_FP32, a->rows, cols, a->y_dtype, a->y_t,
-                                                               a->scale_inv_t, a->scaled_max, a->pow2, 0);
-        st = f8i_cpu_cast_rowwise(ctx, &c);
-    }
     free(u);
-    if (st != F8_OK) return st;
     if (fp8 && a->amax) *a->amax = fmaxf(*a->amax, amax);
     if (fp8 && a->scale_inv && !row) *a->scale_inv = 1.0f / scale;
     if (fp8 && a->stats) {

@@ -343,44 +343,11 @@ static f8_status row_fwd_wide(f8_ctx *ctx, const f8i_norm_fwd_args *a)
                                : F8_OK;
 }
 
-/* The row-wise forward with its column-wise copy (y_t; rows, cols >= 1):
- * the norm with the column amaxes into scale_inv_t, then the column-only
- * cast given them. Where y_hp is NULL and the cast can code the copy from
- * x (f8i_cuda_rowwise_norm_fits: BF16 x and u, whole tiles, the row
- * statistics stored) u is never stored: the cast computes it again; else u
- * goes to y_hp, or hp_scratch, and the cast reads it. */
-static f8_status row_fwd_cols(f8_ctx *ctx, const f8i_norm_fwd_args *a)
-{
-    f8i_rowwise_cast_args c = f8i_rowwise_cols_cast(a->x, a->x_dtype, a->rows, a->cols, a->y_dtype, a->y_t,
-                                                     a->scale_inv_t, a->scaled_max, a->pow2, 1);
-    const int from_x = a->y_hp == NULL && a->hp_dtype == F8_DTYPE_BF16 && a->cols <= FWD_MAX_COLS &&
-                       f8i_dtype_is_hp(a->param_dtype) && f8i_cuda_rowwise_norm_fits(&c, a);
-    void *hp = a->y_hp != NULL ? a->y_hp : a->hp_scratch;
-    if (!from_x && hp == NULL)
-        return f8i_error(ctx, F8_ERR_UNSUPPORTED,
-                         "norm forward: the row-wise column copy of [%lld, %lld] %s x with %s u cannot be coded from "
-                         "x here (that needs bf16 x and u in whole 128 x 128 tiles, rsigma and, for LayerNorm, mu); "
-                         "pass y_hp or hp_scratch",
-                         (long long)a->rows, (long long)a->cols, f8_dtype_name(a->x_dtype), f8_dtype_name(a->hp_dtype));
-    f8i_norm_fwd_args n = *a;
-    n.y_t = NULL;
-    n.scale_inv_t = NULL;
-    n.col_amax = a->scale_inv_t;
-    n.y_hp = from_x ? NULL : hp;
-    F8I_TRY(f8i_cuda_norm_fwd(ctx, &n));
-    if (from_x) return f8i_cuda_rowwise_cols_of_norm(ctx, &c, a);
-    c.src = hp;
-    c.src_dtype = a->hp_dtype;
-    return f8i_cuda_cast_rowwise(ctx, &c);
-}
-
 f8_status f8i_cuda_norm_fwd(f8_ctx *ctx, const f8i_norm_fwd_args *a)
 {
     const int fp8 = f8i_dtype_is_fp8(a->y_dtype);
     const int row = fp8 && a->mode == F8I_SCALING_ROW; /* F8I_ROW_FUSED (backend.h) */
-    if (row) F8I_TRY(f8i_norm_fwd_cols_check(ctx, a));
     if (row && (a->rows <= 0 || a->cols <= 0)) return F8_OK; /* nothing to write */
-    if (row && a->y_t != NULL) return row_fwd_cols(ctx, a);
     if (row && a->cols > FWD_MAX_COLS) return row_fwd_wide(ctx, a);
     if (!f8i_dtype_is_hp(a->x_dtype) || !f8i_dtype_is_hp(a->param_dtype) || (!fp8 && !f8i_dtype_is_hp(a->y_dtype)))
         return f8i_error(ctx, F8_ERR_DTYPE, "norm forward: dtypes x %s, params %s, y %s not supported",

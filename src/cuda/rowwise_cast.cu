@@ -140,19 +140,11 @@
  * on by shuffles, the chunk's sums go to the workspace as the row pass's
  * do), and rwc_dbias_reduce_kernel adds them as kernel 1's partials would
  * have been: one read of src, the same bits. Elsewhere kernel 1 still runs,
- * for the partials only.
- *
- * The norm forward's column-wise copy from its input (core/rowwise.h's
- * f8i_cuda_rowwise_cols_of_norm, backend.h's y_t of the norm forward): the
- * codes pass on whole BF16 tiles reads the norm's input x instead of its
- * stored output u and computes u again from the stored mu and rsigma with
- * piece_values' formula and the BF16 rounding the forward stores, so u is
- * never written nor read back (32 MiB less traffic a 1.3B LayerNorm). The
- * arithmetic is the norm kernels' own (the same expression, the same
- * -fmad=false), so the copy's codes are those of the cast of the stored u,
- * bit for bit. The activations' u is not computed again so: GELU's and
- * SwiGLU's arithmetic made that pass slower than reading u back (session
- * 16, bench/RESULTS.md).
+ * for the partials only. (The forwards' copies could skip u likewise, the
+ * codes pass computing it again from the forward's input: built and
+ * measured in session 16, GELU's and SwiGLU's copies that way were slower
+ * than reading u back, and the whole 1.3B step with them and the norms'
+ * too; bench/RESULTS.md.)
  */
 #include <limits.h>
 #include <stdint.h>
@@ -585,15 +577,12 @@ static f8_status launch_codes(f8_ctx *ctx, const f8i_rowwise_cast_args *a, dim3 
     if (rwtt_fits(a)) {
         const dim3 tiles((unsigned)(a->rows / RWTT_ROWS), (unsigned)(a->cols / rwtt_shape<BF16>::TC));
         const int e5m2 = a->out_dtype == F8_DTYPE_E5M2;
-        void (*kernel)(f8i_rowwise_cast_args, int, rwt_fin, rwt_extra) =
+        void (*kernel)(f8i_rowwise_cast_args, int, rwt_fin, float *) =
             e5m2 ? rwt_codes_tile_kernel<BF16, 1, RWT_SRC_PLAIN> : rwt_codes_tile_kernel<BF16, 0, RWT_SRC_PLAIN>;
         if constexpr (BF16)
             if (sums != NULL)
                 kernel = e5m2 ? rwt_codes_tile_kernel<1, 1, RWT_SRC_SUMS> : rwt_codes_tile_kernel<1, 0, RWT_SRC_SUMS>;
-        rwt_extra ex;
-        memset(&ex, 0, sizeof ex);
-        ex.sums = sums;
-        kernel<<<tiles, RW_THREADS, 0, f8i_stream(ctx)>>>(*a, back, fin, ex);
+        kernel<<<tiles, RW_THREADS, 0, f8i_stream(ctx)>>>(*a, back, fin, sums);
         return f8i_cuda_launch_check(ctx, "rwt_codes_tile_kernel");
     }
     if (a->out_dtype == F8_DTYPE_E5M2)
@@ -812,58 +801,4 @@ f8_status f8i_cuda_cast_rowwise(f8_ctx *ctx, const f8i_rowwise_cast_args *a)
     dbias_reduce_kernel<<<rgrid, rblock, 0, f8i_stream(ctx)>>>(partial, row_tiles, a->cols, a->dbias, bf16_db,
                                                                a->dbias_accumulate, a->noop);
     return f8i_cuda_launch_check(ctx, "dbias_reduce_kernel");
-}
-
-/* The norm forward's column-wise copy from its input (core/rowwise.h). */
-/* A tile kernel instance for source src (E4M3 or E5M2 codes, BF16 x). */
-template <int SRC>
-static void (*src_tile_kernel(int e5m2))(f8i_rowwise_cast_args, int, rwt_fin, rwt_extra)
-{
-    return e5m2 ? rwt_codes_tile_kernel<1, 1, SRC> : rwt_codes_tile_kernel<1, 0, SRC>;
-}
-
-/* kernel over a's whole tiles, walking back from the end (where the fused
- * kernel's grid-stride rows ended), the column amaxes given in scale_inv_t;
- * kernel 3 by the stripes' tickets where the ctx has them, else after. */
-static f8_status launch_src_tiles(f8_ctx *ctx, const f8i_rowwise_cast_args *a,
-                                  void (*kernel)(f8i_rowwise_cast_args, int, rwt_fin, rwt_extra), const rwt_extra &ex,
-                                  const char *what)
-{
-    f8i_cuda_state *cs = f8i_cuda(ctx);
-    const rwt_fin fin = {a->scale_inv_t, NULL, a->cols <= F8I_RWT_SCRATCH_COLS ? cs->rwt_tickets : NULL};
-    const dim3 tiles((unsigned)(a->rows / RWTT_ROWS), (unsigned)(a->cols / rwtt_shape<1>::TC));
-    F8I_COUNT_LAUNCHES(ctx, 1);
-    kernel<<<tiles, RW_THREADS, 0, f8i_stream(ctx)>>>(*a, 1, fin, ex);
-    F8I_TRY(f8i_cuda_launch_check(ctx, what));
-    if (fin.tickets != NULL) return F8_OK;
-    F8I_COUNT_LAUNCHES(ctx, 1);
-    rwt_finish_kernel<<<(unsigned)((a->cols + 255) / 256), 256, 0, f8i_stream(ctx)>>>(*a);
-    return f8i_cuda_launch_check(ctx, "rwt_finish_kernel");
-}
-
-/* The column-only cast given the amaxes, BF16 src, on whole tiles. */
-static int src_fits(const f8i_rowwise_cast_args *a)
-{
-    return a->src_dtype == F8_DTYPE_BF16 && a->out_t != NULL && a->col_amax_in && a->out == NULL &&
-           a->dbias == NULL && rwtt_fits(a);
-}
-
-int f8i_cuda_rowwise_norm_fits(const f8i_rowwise_cast_args *a, const f8i_norm_fwd_args *n)
-{
-    return src_fits(a) && n->rsigma != NULL && (n->rms || n->mu != NULL) && n->gamma != NULL &&
-           (n->rms || n->beta != NULL) && (n->param_dtype == F8_DTYPE_BF16 || n->param_dtype == F8_DTYPE_FP32);
-}
-
-f8_status f8i_cuda_rowwise_cols_of_norm(f8_ctx *ctx, const f8i_rowwise_cast_args *a, const f8i_norm_fwd_args *n)
-{
-    if (!f8i_cuda_rowwise_norm_fits(a, n))
-        return f8i_error(ctx, F8_ERR_UNSUPPORTED,
-                         "rowwise cast: the column copy of [%lld, %lld] cannot be coded from the norm's %s x "
-                         "(bf16 x in whole 128 x 128 tiles, 16-byte rows, the column amaxes given, the row "
-                         "statistics stored)",
-                         (long long)a->rows, (long long)a->cols, f8_dtype_name(a->src_dtype));
-    rwt_extra ex = {NULL, n->mu, n->rsigma, n->gamma, n->beta, n->param_dtype == F8_DTYPE_BF16, n->zero_centered};
-    const int e5m2 = a->out_dtype == F8_DTYPE_E5M2;
-    return launch_src_tiles(ctx, a, n->rms ? src_tile_kernel<RWT_SRC_RMS>(e5m2) : src_tile_kernel<RWT_SRC_LN>(e5m2), ex,
-                            "rwt_codes_tile_kernel (norm)");
 }

@@ -29,28 +29,10 @@ struct rwtt_shape {
     static constexpr int TC = 16 * VEC;      /* tile columns */
 };
 
-/* What the tile kernel codes (its SRC argument): src itself (PLAIN); src
- * itself with dbias's 32-row chunk sums (SUMS, BF16 src: below); or, for
- * RWT_SRC_LN and RWT_SRC_RMS, the norm forward's output u = (bf16)norm(x)
- * of its input x = src (BF16), computed again from the row statistics the
- * forward stored, as norm_fwd.cuh's piece_values computes it: the
- * column-wise copy of the forward's output without that output ever
- * stored (backend.h's f8i_norm_fwd_args y_t). */
+/* What the tile kernel codes (its SRC argument): src (PLAIN), or src with
+ * dbias's 32-row chunk sums (SUMS, BF16 src: below). */
 #define RWT_SRC_PLAIN 0
 #define RWT_SRC_SUMS 1
-#define RWT_SRC_LN 2  /* u = (bf16)fmaf((x - mu)·rsigma, g, beta): LayerNorm's output from its input */
-#define RWT_SRC_RMS 3 /* u = (bf16)((x·rsigma)·g): RMSNorm's */
-
-/* What a source other than PLAIN needs: SUMS the chunk sums' place
- * [rows / 32, cols]; the norms their row statistics as the forward stored
- * them and their parameters (g = gamma, or 1 + gamma zero-centred), read as
- * norm_fwd.cuh's fill_params reads them. */
-typedef struct rwt_extra {
-    float *sums;
-    const float *mu, *rsigma;
-    const void *gamma, *beta;
-    int p_bf16, zero_centered;
-} rwt_extra;
 
 /* SUMS: the 32-row chunk sums of dbias in rwt_amax_kernel's order (a
  * column's rows added one by one from 0, in row order), so that
@@ -92,61 +74,13 @@ static __device__ __forceinline__ void rwtt_chunk_sums(const uint4 (&raw)[4], fl
     }
 }
 
-/* Parameter j of the thread's 8 columns from col (BF16 or FP32). */
-static __device__ __forceinline__ float rwtt_param(const void *p, int bf16, int64_t col)
-{
-    return bf16 ? f8i_bf16_to_float(((const uint16_t *)p)[col]) : ((const float *)p)[col];
-}
-
-/* The norm sources' per-column parameters: g and (LayerNorm) beta. */
-template <int SRC>
-struct rwtt_norm_cols {
-    float g[8], b[SRC == RWT_SRC_LN ? 8 : 1];
-};
-
-template <int SRC>
-static __device__ __forceinline__ void rwtt_norm_load(rwtt_norm_cols<SRC> &nc, const rwt_extra &ex, int64_t col)
-{
-    if constexpr (SRC == RWT_SRC_LN || SRC == RWT_SRC_RMS) {
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-            const float g = rwtt_param(ex.gamma, ex.p_bf16, col + j);
-            nc.g[j] = ex.zero_centered ? 1.0f + g : g;
-            if constexpr (SRC == RWT_SRC_LN) nc.b[j] = rwtt_param(ex.beta, ex.p_bf16, col + j);
-        }
-    }
-}
-
-/* The VEC values of one 16-byte piece for SRC; the norms: of row `row`,
- * the thread's columns' nc. */
-template <int BF16, int SRC>
-static __device__ __forceinline__ void rwtt_values(const uint4 &xa, float (&v)[BF16 ? 8 : 4],
-                                                   const rwtt_norm_cols<SRC> &nc, const rwt_extra &ex, int64_t row)
-{
-    const uint32_t w[4] = {xa.x, xa.y, xa.z, xa.w};
-    decode16<BF16>(w, v);
-    if constexpr (SRC == RWT_SRC_LN || SRC == RWT_SRC_RMS) {
-        static_assert(BF16, "the norm source is BF16 x");
-        const float rs = ex.rsigma[row];
-        const float mu = SRC == RWT_SRC_LN ? ex.mu[row] : 0.0f;
-#pragma unroll
-        for (int j = 0; j < 8; ++j) { /* norm_fwd.cuh's piece_values, then its HP_BF16 rounding */
-            const float u = SRC == RWT_SRC_LN ? __fmaf_rn((v[j] - mu) * rs, nc.g[j], nc.b[j]) : (v[j] * rs) * nc.g[j];
-            v[j] = f8i_bf16_to_float(f8i_bf16_from_float(u));
-        }
-    } else {
-        (void)nc, (void)ex, (void)row;
-    }
-}
-
-/* Blocks an SM (launch bounds): 4 (64 registers); 3 (80) for the norms,
- * whose parameters take 16 more, and for SUMS, whose running sums spilled
- * 180 bytes at 64. */
+/* Blocks an SM (launch bounds): 4 (64 registers); 3 (80) for SUMS, whose
+ * running sums spilled 180 bytes at 64. */
 static __host__ __device__ constexpr int rwtt_blocks(int src) { return src == RWT_SRC_PLAIN ? 4 : 3; }
 
 template <int BF16, int E5M2, int SRC>
 static __global__ void __launch_bounds__(RW_THREADS, rwtt_blocks(SRC))
-    rwt_codes_tile_kernel(f8i_rowwise_cast_args p, int back, rwt_fin fin, rwt_extra ex)
+    rwt_codes_tile_kernel(f8i_rowwise_cast_args p, int back, rwt_fin fin, float *sums)
 {
     constexpr int VEC = rwtt_shape<BF16>::VEC, TC = rwtt_shape<BF16>::TC, LX = 32 / VEC, PARTS = RWTT_ROWS / 16;
     __shared__ uint32_t tile_t[TC][RWTT_WORDS];
@@ -157,7 +91,7 @@ static __global__ void __launch_bounds__(RW_THREADS, rwtt_blocks(SRC))
     rwt_block(back != 0, tile, stripe);
     const int64_t row0 = tile * RWTT_ROWS, col0 = stripe * TC;
     const int cols = (int)p.cols, rows = (int)p.rows;
-    const char *src = (const char *)p.src + ((row0 + ty * 4) * p.cols + col0 + tx * VEC) * (BF16 ? 2 : 4);
+    const char *src = (const char *)p.src + ((row0 + ty * 4) * cols + col0 + tx * VEC) * (BF16 ? 2 : 4);
     uint4 raw[2][4];
 #pragma unroll
     for (int m = 0; m < 2; ++m)
@@ -168,8 +102,6 @@ static __global__ void __launch_bounds__(RW_THREADS, rwtt_blocks(SRC))
 #pragma unroll
     for (int j = 0; j < VEC; ++j)
         s[j] = f8i_current_scale(fin.amaxes[col0 + tx * VEC + j], 1.0f, p.scaled_max, p.pow2);
-    rwtt_norm_cols<SRC> nc;
-    rwtt_norm_load<SRC>(nc, ex, col0 + tx * VEC);
     const bool count = p.out == NULL && p.stats != NULL; /* uniform */
     unsigned sat = 0, flushed = 0;
 #pragma unroll
@@ -177,8 +109,9 @@ static __global__ void __launch_bounds__(RW_THREADS, rwtt_blocks(SRC))
         uint32_t code[4][VEC / 4];
 #pragma unroll
         for (int r = 0; r < 4; ++r) {
+            const uint32_t w[4] = {raw[m][r].x, raw[m][r].y, raw[m][r].z, raw[m][r].w};
             float v[VEC];
-            rwtt_values<BF16, SRC>(raw[m][r], v, nc, ex, row0 + m * (RWTT_ROWS / 2) + ty * 4 + r);
+            decode16<BF16>(w, v);
 #pragma unroll
             for (int k = 0; k < VEC / 4; ++k)
                 code[r][k] = fp8x2<E5M2>(v[4 * k] * s[4 * k], v[4 * k + 1] * s[4 * k + 1]) |
@@ -189,7 +122,7 @@ static __global__ void __launch_bounds__(RW_THREADS, rwtt_blocks(SRC))
         }
         park_codes_t<VEC>(code, tile_t, tx * VEC, m * (RWTT_ROWS / 8) + ty);
         if constexpr (SRC == RWT_SRC_SUMS)
-            rwtt_chunk_sums<BF16>(raw[m], ex.sums, row0 / RWT_WARP_ROWS + 2 * m + warp / 4, col0 + tx * VEC, p.cols);
+            rwtt_chunk_sums<BF16>(raw[m], sums, row0 / RWT_WARP_ROWS + 2 * m + warp / 4, col0 + tx * VEC, p.cols);
     }
     __syncthreads();
     uint8_t *const dst = p.out_t + col0 * p.rows + row0;

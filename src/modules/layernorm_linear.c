@@ -156,8 +156,7 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
     /* wgrad_hp training: the high-precision norm output is the saved wgrad operand */
     void *ln_hp = saved && s->ln_hp ? s->ln_hp : NULL;
     if (!return_ln) { /* FP8 (the cast fused with the norm, or after it) or the param dtype; gathered */
-        st = f8i_module_norm_input(m, x, SLOT_INPUT, &q, ln_hp ? ln_hp : ws.hp, s->mu, s->rsigma, ws.amax,
-                                   ln_hp != NULL);
+        st = f8i_module_norm_input(m, x, SLOT_INPUT, &q, ln_hp ? ln_hp : ws.hp, s->mu, s->rsigma, ws.amax);
     } else if (fp8) {
         st = f8i_norm_forward(ctx, &m->norm, x, ln_out->data, ln_out->dtype, NULL, NULL, s->mu, s->rsigma);
         if (st == F8_OK)

@@ -213,7 +213,7 @@ static f8_status forward(f8_module *m, const f8_tensor *x, f8_tensor *y, f8_tens
     /* wgrad_hp training: the high-precision norm and activation outputs are saved (the wgrad operands) */
     const int keep_hp = saved && s->act_hp;
     f8_status st = f8i_module_norm_input(m, x, GEMM1_INPUT, &q, keep_hp ? s->n.ln_hp : ws.hp, s->n.mu, s->n.rsigma,
-                                         ws.amax, keep_hp);
+                                         ws.amax);
     if (st == F8_OK && rec) st = f8i_module_norm_keep_scale(m, GEMM1_INPUT, s->n.scale);
     if (st == F8_OK && fp8) st = f8i_weight_cast(ctx, &m->w[0], mb, saved != NULL);
     if (st == F8_OK && fp8) st = f8i_weight_cast(ctx, &m->w[1], mb, saved != NULL);

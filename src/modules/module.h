@@ -266,13 +266,10 @@ f8i_qbuf f8i_take_qbuf(f8_module *m, f8i_layout *l, f8_direction dir, int64_t ro
  * other ranks (all-gather): FP8 codes under delayed and current scaling (one
  * scale for the group), the param dtype before the cast under block
  * scaling. A collective that fails (F8_ERR_COMM) leaves the slot as it was:
- * no amax of the failed call reaches the next scale update. keep_hp: hp
- * must hold the high-precision output after (a saved wgrad operand); else,
- * row-wise with a column-wise copy, hp is only staging the norm may skip
- * (f8i_norm_forward_rows' cols_t). */
+ * no amax of the failed call reaches the next scale update. */
 #define F8I_SP_AMAX_FLOATS 5
 f8_status f8i_module_norm_input(f8_module *m, const f8_tensor *x, int slot, const f8i_qbuf *q, void *hp, float *mu,
-                                float *rsigma, float *amax, int keep_hp);
+                                float *rsigma, float *amax);
 
 /* recompute_norm: the norm output of the forward that filled sv, again,
  * from sv's x and the norm's parameters (with the same kernels, so the same

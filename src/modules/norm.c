@@ -107,8 +107,7 @@ f8_status f8i_norm_forward(f8_ctx *ctx, const f8i_norm *n, const f8_tensor *x, v
 }
 
 f8_status f8i_norm_forward_rows(f8_ctx *ctx, const f8i_norm *n, const f8_tensor *x, void *y, f8_dtype y_dtype,
-                                f8_slot slot, float *scale_inv, void *hp, float *col_amax, float *mu, float *rsigma,
-                                const f8i_norm_cols *cols_t)
+                                f8_slot slot, float *scale_inv, void *hp, float *col_amax, float *mu, float *rsigma)
 {
     f8i_norm_fwd_args a = fwd_args(n, x, y, y_dtype, mu, rsigma);
     f8i_quantizer_row_fields(ctx, y_dtype, &a.mode, &a.scaled_max, &a.pow2);
@@ -118,11 +117,6 @@ f8_status f8i_norm_forward_rows(f8_ctx *ctx, const f8i_norm *n, const f8_tensor 
     a.y_hp = hp;
     a.hp_dtype = n->dtype;
     a.col_amax = col_amax;
-    if (cols_t) {
-        a.y_t = cols_t->y_t;
-        a.scale_inv_t = cols_t->scale_inv_t;
-        a.hp_scratch = cols_t->hp_scratch;
-    }
     return f8i_op_norm_fwd(ctx, &a);
 }
 

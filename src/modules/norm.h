@@ -57,18 +57,9 @@ f8_status f8i_norm_forward(f8_ctx *ctx, const f8i_norm *n, const f8_tensor *x, v
  * rounded to the param dtype first, which is also written to hp [T, cols]
  * (the column-wise copy's source) unless hp is NULL, and its column amaxes
  * to col_amax [cols] (the copy's cast then skips measuring them) unless
- * col_amax is NULL. With cols_t (y_t [cols, T] and scale_inv_t [cols]:
- * col_amax NULL) the norm makes the column-wise copy itself, from x again
- * where the backend can (hp then stays unwritten unless it is to be kept:
- * pass it as hp_scratch instead, the staging used where it cannot). */
-typedef struct f8i_norm_cols {
-    uint8_t *y_t;
-    float *scale_inv_t;
-    void *hp_scratch;
-} f8i_norm_cols;
+ * col_amax is NULL. */
 f8_status f8i_norm_forward_rows(f8_ctx *ctx, const f8i_norm *n, const f8_tensor *x, void *y, f8_dtype y_dtype,
-                                f8_slot slot, float *scale_inv, void *hp, float *col_amax, float *mu, float *rsigma,
-                                const f8i_norm_cols *cols_t);
+                                f8_slot slot, float *scale_inv, void *hp, float *col_amax, float *mu, float *rsigma);
 
 /* The same norm into FP8 y cast with `scale` (device scalar), scale_inv
  * written, recording nothing (no amax, no telemetry, no statistics): the

@@ -84,20 +84,20 @@ static f8_status keep_slot(f8_module *m, f8_slot sl, float *keep, int restore)
 }
 
 static f8_status norm_input(f8_module *m, const f8_tensor *x, int slot, const f8i_qbuf *q, void *hp, float *mu,
-                            float *rsigma, float *amax, int keep_hp);
+                            float *rsigma, float *amax);
 
 f8_status f8i_module_norm_input(f8_module *m, const f8_tensor *x, int slot, const f8i_qbuf *q, void *hp, float *mu,
-                                float *rsigma, float *amax, int keep_hp)
+                                float *rsigma, float *amax)
 {
-    if (!m->sp || !m->fp8) return norm_input(m, x, slot, q, hp, mu, rsigma, amax, keep_hp);
+    if (!m->sp || !m->fp8) return norm_input(m, x, slot, q, hp, mu, rsigma, amax);
     f8_status st = keep_slot(m, m->fwd[slot], amax + 2, 0);
-    if (st == F8_OK) st = norm_input(m, x, slot, q, hp, mu, rsigma, amax, keep_hp);
+    if (st == F8_OK) st = norm_input(m, x, slot, q, hp, mu, rsigma, amax);
     if (st != F8_OK) (void)keep_slot(m, m->fwd[slot], amax + 2, 1); /* the first failure is the one reported */
     return st;
 }
 
 static f8_status norm_input(f8_module *m, const f8_tensor *x, int slot, const f8i_qbuf *q, void *hp, float *mu,
-                            float *rsigma, float *amax, int keep_hp)
+                            float *rsigma, float *amax)
 {
     f8_ctx *ctx = m->ctx;
     const int64_t rows = x->rows, K = m->in_features, T = f8i_sp_tokens(m, rows), n = rows * K;
@@ -114,17 +114,10 @@ static f8_status norm_input(f8_module *m, const f8_tensor *x, int slot, const f8
         st = f8i_norm_forward(ctx, &m->norm, x, q->data + off, q->dtype, &sl, q->scale_inv, mu, rsigma);
         return st == F8_OK ? gather(m, q->data, n, q->dtype) : st;
     }
-    if (!m->sp && m->q.fused_rows && q->data_t && !keep_hp) { /* row-wise: the norm makes the column-wise copy
-                                                                  too, from x again where it can */
-        const f8i_norm_cols ct = {q->data_t, q->scale_inv_t, hp};
-        return f8i_norm_forward_rows(ctx, &m->norm, x, q->data, q->dtype, sl, q->scale_inv, NULL, NULL, mu, rsigma,
-                                     &ct);
-    }
     if (!m->sp && m->q.fused_rows) { /* row-wise: the norm writes the codes and the column amaxes; the cast the
                                         column-wise copy */
         float *col_amax = f8i_module_col_amax(q);
-        st = f8i_norm_forward_rows(ctx, &m->norm, x, q->data, q->dtype, sl, q->scale_inv, hp, col_amax, mu, rsigma,
-                                   NULL);
+        st = f8i_norm_forward_rows(ctx, &m->norm, x, q->data, q->dtype, sl, q->scale_inv, hp, col_amax, mu, rsigma);
         if (st == F8_OK)
             st = f8i_module_quantize_cols(m, hp, pdt, T, K, F8_DIR_FORWARD, slot, q, NULL, NULL, col_amax != NULL);
         return st;
