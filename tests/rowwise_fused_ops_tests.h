@@ -76,6 +76,12 @@ static void *fop_as(const float *v, int64_t n, f8_dtype dt)
     return h;
 }
 
+/* Element i of host values h in dt (FP32 or BF16). */
+static float fop_at(const void *h, f8_dtype dt, int64_t i)
+{
+    return dt == F8_DTYPE_BF16 ? f8_bf16_to_float(((const uint16_t *)h)[i]) : ((const float *)h)[i];
+}
+
 /* Backend bytes a (ctx ca) and b (ctx cb) equal; names the first differing byte. */
 static int fop_same(f8_ctx *ca, const void *a, f8_ctx *cb, const void *b, size_t bytes, const char *what,
                     const char *name)
@@ -224,11 +230,7 @@ static int fused_op_run(f8_ctx *ctx[2], const fused_op_case *fc, test_rng *rng)
     uint32_t *want = (uint32_t *)xmalloc((size_t)Cout * 4 + 4);
     for (int64_t col = 0; col < Cout; col++) {
         float m = 0.0f;
-        for (int64_t r = 0; r < R; r++) {
-            const int64_t i = r * Cout + col;
-            m = fmaxf(m, fabsf(fc->hdt == F8_DTYPE_BF16 ? f8_bf16_to_float(((const uint16_t *)hsrc)[i])
-                                                        : ((const float *)hsrc)[i]));
-        }
+        for (int64_t r = 0; r < R; r++) m = fmaxf(m, fabsf(fop_at(hsrc, fc->hdt, r * Cout + col)));
         memcpy(&want[col], &m, 4);
     }
     void *hwant = fop_dev(g, (size_t)Cout * 4, fc->nocol ? poison : want); /* nocol: left as they were */
@@ -269,14 +271,12 @@ static int fused_op_run(f8_ctx *ctx[2], const fused_op_case *fc, test_rng *rng)
     CHECK_OK(g, f8_ctx_download(g, hdb, db[1], (size_t)Cout * hs));
     int db_bad = 0;
     for (int64_t col = 0; col < Cout; col++) {
-        double sum = fc->hdt == F8_DTYPE_BF16 ? f8_bf16_to_float(((const uint16_t *)hdb0)[col]) : db0[col], mag = fabs(sum);
+        double sum = fop_at(hdb0, fc->hdt, col), mag = fabs(sum);
         for (int64_t r = 0; r < R; r++) {
-            const int64_t i = r * Cout + col;
-            const double v = fc->hdt == F8_DTYPE_BF16 ? f8_bf16_to_float(((const uint16_t *)hsrc)[i])
-                                                      : ((const float *)hsrc)[i];
+            const double v = fop_at(hsrc, fc->hdt, r * Cout + col);
             sum += v, mag += fabs(v);
         }
-        const double got = fc->hdt == F8_DTYPE_BF16 ? f8_bf16_to_float(((const uint16_t *)hdb)[col]) : hdb[col];
+        const double got = fop_at(hdb, fc->hdt, col);
         const double tol = mag * 1e-5 + (fc->hdt == F8_DTYPE_BF16 ? fabs(sum) / 128.0 : 0.0);
         if (isfinite(sum) && !(fabs(got - sum) <= tol) && db_bad++ == 0)
             fprintf(stderr, "  fused %s: dbias[%lld] %.9g, the column sum %.9g\n", name, (long long)col, got, sum);

@@ -60,9 +60,8 @@ static __device__ __forceinline__ void rwtt_chunk_sums(const uint4 (&raw)[4], fl
                 float t = step == 0 ? 0.0f : in;
 #pragma unroll
                 for (int r = 0; r < 4; ++r) { /* element j of row r: BF16 half j % 2 of word j / 2 */
-                    const uint4 x = raw[r];
-                    const uint32_t w = j / 2 == 0 ? x.x : j / 2 == 1 ? x.y : j / 2 == 2 ? x.z : x.w;
-                    t += __uint_as_float(j % 2 ? w & 0xFFFF0000u : w << 16);
+                    const uint32_t w[4] = {raw[r].x, raw[r].y, raw[r].z, raw[r].w};
+                    t += __uint_as_float(j % 2 ? w[j / 2] & 0xFFFF0000u : w[j / 2] << 16);
                 }
                 run[j] = t;
             }
