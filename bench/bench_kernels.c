@@ -29,7 +29,7 @@
  * backward's "+t_db" lines add the column-wise copy and fc1's dbias as the
  * layer makes them now (the cast given the column amaxes), "+t_db_old" as
  * before (the amaxes measured again for dbias's order); `bench_kernels
- * tdb` runs those pairs alone.
+ * tdb` runs those pairs alone, `bench_kernels act` every activation line.
  *
  * `bench_kernels adamw` times the AdamW step (f8_adamw_step: the norm pass,
  * the finalize and the update) over one BF16 parameter of the 1.3B
@@ -471,6 +471,8 @@ int main(int argc, char **argv)
     const int adamw_only = argc > 1 && strcmp(argv[1], "adamw") == 0;
     /* the GELU backward's column copy with dbias alone, now against before */
     const int tdb_only = argc > 1 && strcmp(argv[1], "tdb") == 0;
+    /* the row-wise fused activation lines alone */
+    const int act_only = argc > 1 && strcmp(argv[1], "act") == 0;
     f8_ctx *ctx = bench_ctx_or_skip("bench_kernels");
     if (!ctx) return 0;
     void *stream = f8_ctx_stream(ctx);
@@ -516,10 +518,10 @@ int main(int argc, char **argv)
         run_adamw(ctx, &log, F8_ADAMW_MOMENTS_BF16, 16384, 80000, copy);
         run_adamw(ctx, &log, F8_ADAMW_MOMENTS_FP8, 16384, 80000, copy);
     }
-    for (int s = 0; s < 2 && !rowwise_only && !adamw_only && !tdb_only; s++)
+    for (int s = 0; s < 2 && !rowwise_only && !adamw_only && !tdb_only && !act_only; s++)
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
             if (!cases[c].row) run_layout(ctx, &log, &cases[c], shapes[s][0], shapes[s][1], copy);
-    for (int s = 0; s < 4 && !adamw_only && !tdb_only; s++)
+    for (int s = 0; s < 4 && !adamw_only && !tdb_only && !act_only; s++)
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
             if (cases[c].row) run_layout(ctx, &log, &cases[c], row_shapes[s][0], row_shapes[s][1], copy);
     static const acase acases[] = {
@@ -537,7 +539,7 @@ int main(int argc, char **argv)
     };
     for (size_t c = 0; c < sizeof acases / sizeof acases[0] && !adamw_only; c++)
         if (!tdb_only || acases[c].cols_copy) run_act_row(ctx, &log, &acases[c], copy);
-    if (!rowwise_only && !adamw_only && !tdb_only) {
+    if (!rowwise_only && !adamw_only && !tdb_only && !act_only) {
         run_scale_update(ctx, &log, 16384, 1024, copy); /* 128 MB moved: bandwidth */
         run_scale_update(ctx, &log, 96, 1024, copy);    /* a small model's slots: latency */
     }

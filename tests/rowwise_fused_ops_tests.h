@@ -176,7 +176,8 @@ static int fused_op_run(f8_ctx *ctx[2], const fused_op_case *fc, test_rng *rng)
             a.y_dtype = fused ? fc->out : fc->hdt;
             if (fused) {
                 a.mode = F8I_SCALING_ROW, a.scaled_max = scaled_max, a.pow2 = fc->pow2, a.scale_inv = si;
-                a.y_hp = with_hp ? hp : NULL, a.hp_dtype = fc->hdt, a.col_amax = (float *)cam[run - 1];
+                a.y_hp = with_hp ? hp : NULL, a.hp_dtype = fc->hdt;
+                a.col_amax = fc->nocol ? NULL : (float *)cam[run - 1];
                 if (with_hp) a.amax = (float *)amax, a.stats = fc->stats ? (uint64_t *)stats : NULL;
             }
             st = f8i_op_act_fwd(g, &a);
@@ -187,7 +188,7 @@ static int fused_op_run(f8_ctx *ctx[2], const fused_op_case *fc, test_rng *rng)
             a.rows = R, a.cols = C, a.dx = fused && !with_hp ? NULL : fused ? hp : ref, a.dx_dtype = fc->hdt;
             if (fused) {
                 a.mode = F8I_SCALING_ROW, a.scaled_max = scaled_max, a.pow2 = fc->pow2, a.scale_inv = si;
-                a.out = (uint8_t *)y, a.out_dtype = fc->out, a.col_amax = (float *)cam[run - 1];
+                a.out = (uint8_t *)y, a.out_dtype = fc->out, a.col_amax = fc->nocol ? NULL : (float *)cam[run - 1];
                 if (with_hp) a.amax = (float *)amax, a.stats = fc->stats ? (uint64_t *)stats : NULL;
             }
             st = f8i_op_act_bwd(g, &a);
@@ -391,6 +392,18 @@ static void test_fused_ops(f8_ctx *ctx[2])
             const fused_op_case fc = {op, tiles[t].R, tiles[t].C, F8_DTYPE_BF16, F8_DTYPE_BF16,
                                       (v + op) % 2 ? F8_DTYPE_E5M2 : F8_DTYPE_E4M3, v % 2,
                                       op == FOP_NORM ? v / 2 : v, (v / 2) % 2, 0, op == FOP_NORM && v == 3};
+            cases++;
+            bad += !fused_op_run(ctx, &fc, &rng);
+        }
+    /* BF16 x, dy and u in rows of up to 8192 columns (CUDA: act_row_reg_kernel, a row in registers): every
+     * activation forward and backward, with and without the column amaxes, a partial last piece, and on CUDA
+     * more rows than the grid's blocks (each takes several); 8200 columns go back to act_row_kernel */
+    static const int64_t reg_cols[] = {8192, 2999, 4100, 8200};
+    for (int op = FOP_ACT_FWD; op <= FOP_ACT_BWD; op++)
+        for (int v = 0; v < 7; v++) {
+            const int t = v + op;
+            const fused_op_case fc = {op, on_cuda ? 700 : 3, reg_cols[t % 4], F8_DTYPE_BF16, F8_DTYPE_BF16,
+                                      t % 3 == 0 ? F8_DTYPE_E5M2 : F8_DTYPE_E4M3, v % 2, v, (t / 2) % 2, t % 2, 0};
             cases++;
             bad += !fused_op_run(ctx, &fc, &rng);
         }

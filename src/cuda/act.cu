@@ -102,10 +102,12 @@ static f8_status row_job(f8_ctx *ctx, f8_activation act, int backward, const voi
     /* what is resident at once: 2048 threads an SM; with the column maxima the COLMAX instance's launch bounds,
      * fewer where they fill the shared memory (a grid past it would run a second wave of whole grid-stride
      * shares, and flush each block's maxima) */
-    int64_t per_sm = 2048 / ACT_THREADS;
+    j.row_reg = j.x_bf16 && j.hp_bf16 && (!backward || j.dy_bf16) && act_row_reg_fits(chunks);
+    int64_t per_sm = j.row_reg ? act_row_reg_blocks(act_gated(act), backward) : 2048 / ACT_THREADS;
     if (p->col_amax != NULL) {
         const int64_t fit = (int64_t)(ACT_SMEM_SM / (j.row_smem + ACT_SMEM_BLOCK));
-        per_sm = fit < act_row_cmax_blocks(two) ? fit : act_row_cmax_blocks(two);
+        const int64_t bound = j.row_reg ? per_sm : act_row_cmax_blocks(two);
+        per_sm = fit < bound ? fit : bound;
     }
     int64_t cap = (int64_t)f8i_cuda(ctx)->sm_count * per_sm;
     if (cap < 1) cap = 1;

@@ -431,6 +431,7 @@ static __global__ void __launch_bounds__(ACT_THREADS) act_bwd_rows_kernel(act_ro
 }
 
 #include "act_row_kernel.cuh" /* act_row_kernel: needs the helpers above */
+#include "act_row_reg.cuh"    /* act_row_reg_kernel: needs act_row_kernel.cuh's */
 
 /* ------------------------------------------------------------------------ */
 /* Launchers                                                                 */
@@ -456,6 +457,7 @@ typedef struct act_job {
     /* ACT_OP_ROW: the row-wise fused kernel, forward or backward */
     act_row_params row;
     int backward, hp_bf16;
+    int row_reg;     /* act_row_reg_kernel (act_row_reg_use) instead of act_row_kernel */
     size_t row_smem; /* with row.col_amax: the column maxima's dynamic shared memory (act_row_cmax_bytes) */
 } act_job;
 
@@ -530,6 +532,15 @@ static void launch_fwd(const act_job *j, cudaStream_t st)
 template <int ACT, int XBF16, int DYBF16, int BWD, int HPBF16, int E5M2>
 static f8_status launch_row_as(f8_ctx *ctx, const act_job *j, cudaStream_t st)
 {
+    if constexpr (XBF16 && HPBF16 && (DYBF16 || !BWD))
+        if (j->row_reg) {
+            void (*kernel)(act_row_params) = j->row.col_amax == NULL ? act_row_reg_kernel<ACT, BWD, E5M2, 0>
+                                                                      : act_row_reg_kernel<ACT, BWD, E5M2, 1>;
+            if (j->row_smem > 32 * 1024)
+                F8I_TRY(f8i_cuda_smem_optin(ctx, (const void *)kernel, "row-wise activation: shared-memory opt-in"));
+            kernel<<<j->grid, ACT_THREADS, j->row_smem, st>>>(j->row);
+            return F8_OK;
+        }
     if (j->row.col_amax == NULL) {
         act_row_kernel<ACT, XBF16, DYBF16, BWD, HPBF16, E5M2, 0><<<j->grid, ACT_THREADS, 0, st>>>(j->row);
         return F8_OK;

@@ -8,30 +8,39 @@
 #ifndef F8_CUDA_ACT_ROW_KERNEL_CUH
 #define F8_CUDA_ACT_ROW_KERNEL_CUH
 
-/* Values of piece k (columns 8k.. of h) of row r for the row-wise kernel,
- * rounded to the hp dtype: the forward's v, or the backward's d (gated: d_a
- * in u, d_b in ub), with act_fwd_kernel's and act_bwd_rows_kernel's
- * arithmetic, so the values those kernels store. n: the piece's elements. */
+/* The words of a piece as loaded: x's (a), the gated x's b half, the
+ * backward's dy; zeros past the piece's n elements. */
+template <int ACT, int XBF16, int DYBF16, int BWD>
+struct row_words {
+    static constexpr int XW = ACT_VEC * (XBF16 ? 2 : 4) / 4, DW = ACT_VEC * (DYBF16 ? 2 : 4) / 4;
+    uint32_t a[XW], b[act_gated(ACT) ? XW : 1], d[BWD ? DW : 1];
+};
+
+/* Load piece k (columns c = 8k.. of h) of row r: n elements. */
+template <int ACT, int XBF16, int DYBF16, int BWD>
+static __device__ __forceinline__ void row_load(const act_row_params &p, int64_t r, int64_t c, int n,
+                                                row_words<ACT, XBF16, DYBF16, BWD> &w)
+{
+    const int64_t xpitch = act_gated(ACT) ? 2 * p.h : p.h;
+    load_piece<XBF16, ACT_VEC>(w.a, p.x, r * xpitch + c, n, p.w_x);
+    if constexpr (act_gated(ACT)) load_piece<XBF16, ACT_VEC>(w.b, p.x, r * xpitch + p.h + c, n, p.w_x);
+    if constexpr (BWD) load_piece<DYBF16, ACT_VEC>(w.d, p.dy, r * p.h + c, n, p.w_dy);
+}
+
+/* A loaded piece's values, rounded to the hp dtype: the forward's v, or the
+ * backward's d (gated: d_a in u, d_b in ub), with act_fwd_kernel's and
+ * act_bwd_rows_kernel's arithmetic, so the values those kernels store. */
 template <int ACT, int XBF16, int DYBF16, int BWD, int HPBF16>
-static __device__ __forceinline__ void row_piece(const act_row_params &p, int64_t r, int64_t c, int n,
-                                                 float (&u)[ACT_VEC], float (&ub)[ACT_VEC])
+static __device__ __forceinline__ void row_eval(const row_words<ACT, XBF16, DYBF16, BWD> &w, float (&u)[ACT_VEC],
+                                                float (&ub)[ACT_VEC])
 {
     constexpr int GATED = act_gated(ACT);
-    constexpr int XW = ACT_VEC * (XBF16 ? 2 : 4) / 4, DW = ACT_VEC * (DYBF16 ? 2 : 4) / 4;
-    const int64_t xpitch = GATED ? 2 * p.h : p.h;
-    uint32_t wa[XW], wb[GATED ? XW : 1];
     float a[ACT_VEC], b[ACT_VEC];
-    load_piece<XBF16, ACT_VEC>(wa, p.x, r * xpitch + c, n, p.w_x);
-    decode_piece<XBF16, ACT_VEC>(wa, a);
-    if constexpr (GATED) {
-        load_piece<XBF16, ACT_VEC>(wb, p.x, r * xpitch + p.h + c, n, p.w_x);
-        decode_piece<XBF16, ACT_VEC>(wb, b);
-    }
+    decode_piece<XBF16, ACT_VEC>(w.a, a);
+    if constexpr (GATED) decode_piece<XBF16, ACT_VEC>(w.b, b);
     if constexpr (BWD) {
-        uint32_t wd[DW];
         float dy[ACT_VEC];
-        load_piece<DYBF16, ACT_VEC>(wd, p.dy, r * p.h + c, n, p.w_dy);
-        decode_piece<DYBF16, ACT_VEC>(wd, dy);
+        decode_piece<DYBF16, ACT_VEC>(w.d, dy);
 #pragma unroll
         for (int j = 0; j < ACT_VEC; ++j) {
             if constexpr (GATED) {
@@ -60,6 +69,16 @@ static __device__ __forceinline__ void row_piece(const act_row_params &p, int64_
             u[j] = f8i_bf16_to_float(f8i_bf16_from_float(u[j]));
             ub[j] = f8i_bf16_to_float(f8i_bf16_from_float(ub[j]));
         }
+}
+
+/* Values of piece k (columns 8k.. of h) of row r (row_load, then row_eval). n: the piece's elements. */
+template <int ACT, int XBF16, int DYBF16, int BWD, int HPBF16>
+static __device__ __forceinline__ void row_piece(const act_row_params &p, int64_t r, int64_t c, int n,
+                                                 float (&u)[ACT_VEC], float (&ub)[ACT_VEC])
+{
+    row_words<ACT, XBF16, DYBF16, BWD> w;
+    row_load<ACT, XBF16, DYBF16, BWD>(p, r, c, n, w);
+    row_eval<ACT, XBF16, DYBF16, BWD, HPBF16>(w, u, ub);
 }
 
 /* The codes of n values u · s at element i of out, and their telemetry. */
