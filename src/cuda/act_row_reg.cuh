@@ -9,9 +9,10 @@
  * in flight, and its second pass reads u back from hp (or computes it
  * again). On rows of up to ACT_THREADS · ACT_ROW_PER pieces (8192 columns)
  * with BF16 x, dy and hp (the trainers' case), this kernel issues all of a
- * thread's loads of a row before it uses the first, keeps u (BF16 bits, two
- * to a word) in registers through the row's max, and writes the codes from
- * them: the same values, maxima, scales and codes, bit for bit.
+ * thread's loads of a row before it uses the first (and, but for the gated
+ * backward, the next row's while it works on this one), keeps u (BF16 bits,
+ * two to a word) in registers through the row's max, and writes the codes
+ * from them: the same values, maxima, scales and codes, bit for bit.
  */
 #ifndef F8_CUDA_ACT_ROW_REG_CUH
 #define F8_CUDA_ACT_ROW_REG_CUH
@@ -22,12 +23,24 @@
  * and its u grow with the gated x's b half and the backward's dy. */
 static __host__ __device__ constexpr int act_row_reg_blocks(int gated, int bwd)
 {
-    return gated && bwd ? 2 : gated || bwd ? 3 : 4;
+    return gated || bwd ? 2 : 3;
 }
 
 static __host__ __device__ constexpr int act_row_reg_fits(int64_t chunks)
 {
     return chunks <= (int64_t)ACT_THREADS * ACT_ROW_PER;
+}
+
+/* A thread's pieces of row r (those within h). */
+template <int ACT, int BWD>
+static __device__ __forceinline__ void row_reg_load(const act_row_params &p, int64_t r,
+                                                    row_words<ACT, 1, 1, BWD> (&w)[ACT_ROW_PER])
+{
+#pragma unroll
+    for (int i = 0; i < ACT_ROW_PER; ++i) {
+        const int64_t c = ((int64_t)threadIdx.x + i * ACT_THREADS) * ACT_VEC;
+        if (c < p.h) row_load<ACT, 1, 1, BWD>(p, r, c, c + ACT_VEC <= p.h ? ACT_VEC : (int)(p.h - c), w[i]);
+    }
 }
 
 /* As act_row_kernel (its grid, block, shared slots, outputs and telemetry),
@@ -49,13 +62,17 @@ static __global__ void __launch_bounds__(ACT_THREADS, act_row_reg_blocks(act_gat
             cmax_zero<COLMAX, 1>(k * ACT_VEC);
             if (TWO) cmax_zero<COLMAX, 1>((p.chunks + k) * ACT_VEC);
         }
+    /* the next row's loads go out before this row is computed and coded, and land meanwhile; not in the gated
+     * backward, whose three words a piece would spill (ptxas -v) */
+    constexpr int AHEAD = !TWO;
     int par = 0;
+    row_words<ACT, 1, 1, BWD> w[ACT_ROW_PER], next[AHEAD ? ACT_ROW_PER : 1];
+    if (AHEAD && blockIdx.x < p.rows) row_reg_load<ACT, BWD>(p, blockIdx.x, w);
     for (int64_t r = blockIdx.x; r < p.rows; r += gridDim.x, par ^= 1) {
-        row_words<ACT, 1, 1, BWD> w[ACT_ROW_PER];
-#pragma unroll
-        for (int i = 0; i < ACT_ROW_PER; ++i) {
-            const int64_t c = ((int64_t)threadIdx.x + i * ACT_THREADS) * ACT_VEC;
-            if (c < p.h) row_load<ACT, 1, 1, BWD>(p, r, c, c + ACT_VEC <= p.h ? ACT_VEC : (int)(p.h - c), w[i]);
+        if constexpr (AHEAD) {
+            if (r + gridDim.x < p.rows) row_reg_load<ACT, BWD>(p, r + gridDim.x, next);
+        } else {
+            row_reg_load<ACT, BWD>(p, r, w);
         }
         uint32_t keep[ACT_ROW_PER][TWO ? 2 * KW : KW];
         float m = 0.0f;
@@ -109,6 +126,9 @@ static __global__ void __launch_bounds__(ACT_THREADS, act_row_reg_blocks(act_gat
             row_codes<E5M2>(p, r * cols + c, u, s, n, sat, flushed);
             if (TWO) row_codes<E5M2>(p, r * cols + p.h + c, ub, s, n, sat, flushed);
         }
+        if constexpr (AHEAD)
+#pragma unroll
+            for (int i = 0; i < ACT_ROW_PER; ++i) w[i] = next[i];
     }
     if constexpr (COLMAX) cmax_flush<COLMAX, 1>(p, cols);
     if (p.amax != NULL) block_amax_atomic<ACT_THREADS>(amax, p.amax);
