@@ -645,7 +645,7 @@ f8_status f8i_cuda_cast_rowwise(f8_ctx *ctx, const f8i_rowwise_cast_args *a)
     const int bf16_db = a->dbias_dtype == F8_DTYPE_BF16;
     F8I_COUNT_LAUNCHES(ctx, 1);
     if (chunk_sums) { /* the row pass's (or the tile kernel's) chunk sums */
-        rwc_dbias_reduce_kernel<<<rgrid, rblock, 0, f8i_stream(ctx)>>>(
+        rwc_dbias_reduce_kernel<<<rgrid, dim3(32, RWC_REDUCE_TILES), 0, f8i_stream(ctx)>>>(
             partial, (a->rows + RWT_WARP_ROWS - 1) / RWT_WARP_ROWS, a->cols, a->dbias, bf16_db, a->dbias_accumulate,
             a->noop);
         return f8i_cuda_launch_check(ctx, "rwc_dbias_reduce_kernel");

@@ -262,24 +262,49 @@ static __global__ void __launch_bounds__(RWC_THREADS, RWC_BLOCKS_PER_SM)
 /* dbias from rowwise_colmax_kernel's chunk sums sums [chunks, cols]: a
  * 256-row tile's partial is ((0 + S[8t]) + S[8t + 1]) + ... (its chunks),
  * kernel 1's partial bit for bit, and the tiles are summed as
- * dbias_reduce_kernel sums kernel 1's partials: so the same dbias. Grid and
- * block as dbias_reduce_kernel. */
-static __global__ void __launch_bounds__(32 * F8I_REDUCE_SPLIT)
+ * dbias_reduce_kernel sums kernel 1's partials (split y adds tiles y, y +
+ * F8I_REDUCE_SPLIT, ... in order; then the splits in order): so the same
+ * dbias. Grid: 32 columns a block; block (32, RWC_REDUCE_TILES): thread
+ * (x, y) sums tiles y, y + RWC_REDUCE_TILES, ... each on its own (its
+ * chunks' loads in flight together), into tsum; then the first
+ * F8I_REDUCE_SPLIT rows of threads add them in dbias_reduce_kernel's order. */
+#define RWC_REDUCE_TILES 32
+static_assert(RWC_REDUCE_TILES % F8I_REDUCE_SPLIT == 0, "a batch of tiles holds whole turns of the splits");
+static __global__ void __launch_bounds__(32 * RWC_REDUCE_TILES)
     rwc_dbias_reduce_kernel(const float *__restrict__ sums, int64_t chunks, int64_t cols, void *dbias, int bf16,
                             int accumulate, const float *noop)
 {
     constexpr int TILE = RWT_ROWS / RWT_WARP_ROWS; /* chunks a tile */
-    __shared__ float part[F8I_REDUCE_SPLIT][33];  /* (F8I_REDUCE_SPLIT, 32 + 1) */
+    __shared__ float tsum[RWC_REDUCE_TILES][33];  /* a batch's tile sums (32 + 1: no bank conflicts) */
+    __shared__ float part[F8I_REDUCE_SPLIT][33];
     if (noop_set(noop)) return;
-    const int64_t c = (int64_t)blockIdx.x * 32 + threadIdx.x, tiles = (chunks + TILE - 1) / TILE;
-    float sum = 0.0f;
-    if (c < cols)
-        for (int64_t t = threadIdx.y; t < tiles; t += F8I_REDUCE_SPLIT) {
-            float tile = 0.0f;
-            for (int64_t k = TILE * t; k < chunks && k < TILE * (t + 1); ++k) tile += sums[k * cols + c];
-            sum += tile;
+    const int x = threadIdx.x, y = threadIdx.y;
+    const int64_t c = (int64_t)blockIdx.x * 32 + x, tiles = (chunks + TILE - 1) / TILE;
+    float sum = 0.0f; /* split y's (y < F8I_REDUCE_SPLIT) */
+    for (int64_t t0 = 0; t0 < tiles; t0 += RWC_REDUCE_TILES) { /* uniform */
+        const int64_t t = t0 + y;
+        float tile = 0.0f;
+        if (c < cols && t < tiles) {
+            float s[TILE];
+#pragma unroll
+            for (int k = 0; k < TILE; ++k) s[k] = TILE * t + k < chunks ? sums[(TILE * t + k) * cols + c] : 0.0f;
+#pragma unroll
+            for (int k = 0; k < TILE; ++k)
+                if (TILE * t + k < chunks) tile += s[k];
         }
-    dbias_split_finish(part, sum, c, cols, dbias, bf16, accumulate);
+        tsum[y][x] = tile;
+        __syncthreads();
+        if (y < F8I_REDUCE_SPLIT)
+            for (int k = y; k < RWC_REDUCE_TILES && t0 + k < tiles; k += F8I_REDUCE_SPLIT) sum += tsum[k][x];
+        __syncthreads(); /* tsum is written again by the next batch */
+    }
+    if (y < F8I_REDUCE_SPLIT) part[y][x] = sum;
+    __syncthreads();
+    if (y != 0 || c >= cols) return;
+    float total = 0.0f;
+#pragma unroll
+    for (int k = 0; k < F8I_REDUCE_SPLIT; ++k) total += part[k][x];
+    dbias_write(dbias, bf16, accumulate, c, total);
 }
 
 #endif /* F8_CUDA_ROWWISE_COLMAX_CUH */
