@@ -31,6 +31,61 @@ static __host__ __device__ constexpr int act_row_reg_fits(int64_t chunks)
     return chunks <= (int64_t)ACT_THREADS * ACT_ROW_PER;
 }
 
+/* max(a, b), NaN if either is (max.NaN; fmaxf returns the other). */
+static __device__ __forceinline__ float act_max_nan(float a, float b)
+{
+    float d;
+    asm("max.NaN.f32 %0, %1, %2;" : "=f"(d) : "f"(a), "f"(b));
+    return d;
+}
+
+/* A piece's values v, unrounded, made u: rounded to BF16 (bits in kw, two
+ * a word, low first; v the values again) as row_eval's HPBF16 does, written
+ * to hp at element e (n of them), maxed into the column slots at slot
+ * (COLMAX) and the row's max m. Without a NaN in the piece (its max.NaN is
+ * not NaN) the rounding is cvt.rn.bf16x2 (bf16x2: f8i_bf16_from_float's
+ * bits but a NaN's) and the slots' max is on the bits (non-negative BF16
+ * values order as their bits); with one, f8i_bf16_from_float and
+ * cmax_piece, whose fmaxf ignores NaN as the row's max does. */
+template <int COLMAX>
+static __device__ __forceinline__ void reg_piece(const act_row_params &p, float (&v)[ACT_VEC],
+                                                 uint32_t (&kw)[ACT_VEC / 2], int64_t slot, int64_t e, int n, float &m)
+{
+    float pm = 0.0f;
+#pragma unroll
+    for (int j = 0; j < ACT_VEC; ++j) pm = act_max_nan(pm, fabsf(v[j]));
+    const bool nan = pm != pm;
+#pragma unroll
+    for (int k = 0; k < ACT_VEC / 2; ++k)
+        kw[k] = nan ? (uint32_t)f8i_bf16_from_float(v[2 * k]) | ((uint32_t)f8i_bf16_from_float(v[2 * k + 1]) << 16)
+                    : bf16x2(v[2 * k], v[2 * k + 1]);
+#pragma unroll
+    for (int k = 0; k < ACT_VEC / 2; ++k)
+        v[2 * k] = __uint_as_float(kw[k] << 16), v[2 * k + 1] = __uint_as_float(kw[k] & 0xFFFF0000u);
+#pragma unroll
+    for (int j = 0; j < ACT_VEC; ++j) m = fmaxf(m, fabsf(v[j])); /* zeros past n */
+    if constexpr (COLMAX) {
+        extern __shared__ uint4 act_cmax[];
+        if (nan) {
+            cmax_piece<COLMAX, 1>(slot, v);
+        } else {
+            uint4 *q = (uint4 *)((uint16_t *)act_cmax + slot);
+            const uint4 c = *q;
+            *q = make_uint4(__vmaxu2(c.x, kw[0] & 0x7FFF7FFFu), __vmaxu2(c.y, kw[1] & 0x7FFF7FFFu),
+                            __vmaxu2(c.z, kw[2] & 0x7FFF7FFFu), __vmaxu2(c.w, kw[3] & 0x7FFF7FFFu));
+        }
+    }
+    if (p.hp != NULL) {
+        if (n == ACT_VEC) {
+            store_bytes<2 * ACT_VEC>((uint16_t *)p.hp + e, kw, p.w_hp);
+        } else {
+#pragma unroll
+            for (int j = 0; j < ACT_VEC; ++j)
+                if (j < n) ((uint16_t *)p.hp)[e + j] = (uint16_t)(kw[j / 2] >> (16 * (j % 2)));
+        }
+    }
+}
+
 /* A thread's pieces of row r (those within h). */
 template <int ACT, int BWD>
 static __device__ __forceinline__ void row_reg_load(const act_row_params &p, int64_t r,
@@ -74,7 +129,7 @@ static __global__ void __launch_bounds__(ACT_THREADS, act_row_reg_blocks(act_gat
         } else {
             row_reg_load<ACT, BWD>(p, r, w);
         }
-        uint32_t keep[ACT_ROW_PER][TWO ? 2 * KW : KW];
+        uint32_t keep[ACT_ROW_PER][KW], keepb[TWO ? ACT_ROW_PER : 1][KW]; /* u, ub as BF16 bits */
         float m = 0.0f;
 #pragma unroll
         for (int i = 0; i < ACT_ROW_PER; ++i) {
@@ -82,22 +137,9 @@ static __global__ void __launch_bounds__(ACT_THREADS, act_row_reg_blocks(act_gat
             if (c >= p.h) continue;
             const int n = c + ACT_VEC <= p.h ? ACT_VEC : (int)(p.h - c);
             float u[ACT_VEC], ub[ACT_VEC];
-            row_eval<ACT, 1, 1, BWD, 1>(w[i], u, ub);
-#pragma unroll
-            for (int j = 0; j < ACT_VEC; ++j) m = fmaxf(m, fmaxf(fabsf(u[j]), fabsf(ub[j]))); /* zeros past n */
-            if constexpr (COLMAX) {
-                cmax_piece<COLMAX, 1>(c, u);
-                if (TWO) cmax_piece<COLMAX, 1>(p.chunks * ACT_VEC + c, ub);
-            }
-            if (p.hp != NULL) {
-                store_piece<ACT_VEC>(p.hp, 1, r * cols + c, u, n, p.w_hp);
-                if (TWO) store_piece<ACT_VEC>(p.hp, 1, r * cols + p.h + c, ub, n, p.w_hp);
-            }
-#pragma unroll
-            for (int j = 0; j < KW; ++j) { /* BF16-exact: the high halves are the values */
-                keep[i][j] = (__float_as_uint(u[2 * j]) >> 16) | (__float_as_uint(u[2 * j + 1]) & 0xFFFF0000u);
-                if (TWO) keep[i][KW + j] = (__float_as_uint(ub[2 * j]) >> 16) | (__float_as_uint(ub[2 * j + 1]) & 0xFFFF0000u);
-            }
+            row_eval<ACT, 1, 1, BWD, 0>(w[i], u, ub); /* unrounded: reg_piece rounds them */
+            reg_piece<COLMAX>(p, u, keep[i], c, r * cols + c, n, m);
+            if constexpr (TWO) reg_piece<COLMAX>(p, ub, keepb[i], p.chunks * ACT_VEC + c, r * cols + p.h + c, n, m);
         }
 #pragma unroll
         for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
@@ -119,8 +161,8 @@ static __global__ void __launch_bounds__(ACT_THREADS, act_row_reg_blocks(act_gat
             for (int j = 0; j < KW; ++j) {
                 u[2 * j] = __uint_as_float(keep[i][j] << 16), u[2 * j + 1] = __uint_as_float(keep[i][j] & 0xFFFF0000u);
                 if (TWO) {
-                    ub[2 * j] = __uint_as_float(keep[i][KW + j] << 16);
-                    ub[2 * j + 1] = __uint_as_float(keep[i][KW + j] & 0xFFFF0000u);
+                    ub[2 * j] = __uint_as_float(keepb[i][j] << 16);
+                    ub[2 * j + 1] = __uint_as_float(keepb[i][j] & 0xFFFF0000u);
                 }
             }
             row_codes<E5M2>(p, r * cols + c, u, s, n, sat, flushed);
