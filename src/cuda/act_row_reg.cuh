@@ -86,6 +86,13 @@ static __device__ __forceinline__ void reg_piece(const act_row_params &p, float 
     }
 }
 
+/* The first column of a thread's piece i of a row, and the piece's elements. */
+static __device__ __forceinline__ int64_t reg_col(int i) { return ((int64_t)threadIdx.x + i * ACT_THREADS) * ACT_VEC; }
+static __device__ __forceinline__ int reg_n(const act_row_params &p, int64_t c)
+{
+    return c + ACT_VEC <= p.h ? ACT_VEC : (int)(p.h - c);
+}
+
 /* A thread's pieces of row r (those within h). */
 template <int ACT, int BWD>
 static __device__ __forceinline__ void row_reg_load(const act_row_params &p, int64_t r,
@@ -93,8 +100,8 @@ static __device__ __forceinline__ void row_reg_load(const act_row_params &p, int
 {
 #pragma unroll
     for (int i = 0; i < ACT_ROW_PER; ++i) {
-        const int64_t c = ((int64_t)threadIdx.x + i * ACT_THREADS) * ACT_VEC;
-        if (c < p.h) row_load<ACT, 1, 1, BWD>(p, r, c, c + ACT_VEC <= p.h ? ACT_VEC : (int)(p.h - c), w[i]);
+        const int64_t c = reg_col(i);
+        if (c < p.h) row_load<ACT, 1, 1, BWD>(p, r, c, reg_n(p, c), w[i]);
     }
 }
 
@@ -133,9 +140,9 @@ static __global__ void __launch_bounds__(ACT_THREADS, act_row_reg_blocks(act_gat
         float m = 0.0f;
 #pragma unroll
         for (int i = 0; i < ACT_ROW_PER; ++i) {
-            const int64_t c = ((int64_t)threadIdx.x + i * ACT_THREADS) * ACT_VEC;
+            const int64_t c = reg_col(i);
             if (c >= p.h) continue;
-            const int n = c + ACT_VEC <= p.h ? ACT_VEC : (int)(p.h - c);
+            const int n = reg_n(p, c);
             float u[ACT_VEC], ub[ACT_VEC];
             row_eval<ACT, 1, 1, BWD, 0>(w[i], u, ub); /* unrounded: reg_piece rounds them */
             reg_piece<COLMAX>(p, u, keep[i], c, r * cols + c, n, m);
@@ -153,9 +160,9 @@ static __global__ void __launch_bounds__(ACT_THREADS, act_row_reg_blocks(act_gat
         if (threadIdx.x == 0 && p.scale_inv != NULL) p.scale_inv[r] = 1.0f / s;
 #pragma unroll
         for (int i = 0; i < ACT_ROW_PER; ++i) {
-            const int64_t c = ((int64_t)threadIdx.x + i * ACT_THREADS) * ACT_VEC;
+            const int64_t c = reg_col(i);
             if (c >= p.h) continue;
-            const int n = c + ACT_VEC <= p.h ? ACT_VEC : (int)(p.h - c);
+            const int n = reg_n(p, c);
             float u[ACT_VEC], ub[ACT_VEC];
 #pragma unroll
             for (int j = 0; j < KW; ++j) {
