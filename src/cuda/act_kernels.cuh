@@ -532,7 +532,7 @@ static void launch_fwd(const act_job *j, cudaStream_t st)
 template <int ACT, int XBF16, int DYBF16, int BWD, int HPBF16, int E5M2>
 static f8_status launch_row_as(f8_ctx *ctx, const act_job *j, cudaStream_t st)
 {
-    if constexpr (XBF16 && HPBF16 && (DYBF16 || !BWD))
+    if constexpr (XBF16 && HPBF16 && (DYBF16 || !BWD) && (BWD || !act_gated(ACT))) /* act.cu's row_reg */
         if (j->row_reg) {
             void (*kernel)(act_row_params) = j->row.col_amax == NULL ? act_row_reg_kernel<ACT, BWD, E5M2, 0>
                                                                       : act_row_reg_kernel<ACT, BWD, E5M2, 1>;

@@ -8,7 +8,8 @@
  * between one piece's load and the next, so a thread has one 16-byte load
  * in flight, and its second pass reads u back from hp (or computes it
  * again). On rows of up to ACT_THREADS · ACT_ROW_PER pieces (8192 columns)
- * with BF16 x, dy and hp (the trainers' case), this kernel issues all of a
+ * with BF16 x, dy and hp (the trainers' case; the gated forward, slower so
+ * on an H100, stays with act_row_kernel), this kernel issues all of a
  * thread's loads of a row before it uses the first (and, but for the gated
  * backward, the next row's while it works on this one), keeps u (BF16 bits,
  * two to a word) in registers through the row's max, and writes the codes

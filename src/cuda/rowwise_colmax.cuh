@@ -71,19 +71,6 @@ static __device__ __forceinline__ void rwc_cm_put(float *cm, int c, const float 
     else cm[c] = m[0];
 }
 
-/* Prefetch into L1 the gn rows (pitch bytes apart) from base that a thread
- * reads at byte offsets b0, b0 + db, ... below end, B bytes each: one
- * prefetch a 128-byte line, by the thread whose access starts it. */
-template <int B>
-static __device__ __forceinline__ void rwc_prefetch(const char *base, int64_t pitch, int gn, int b0, int db, int end)
-{
-    for (int g = 0; g < gn; ++g, base += pitch)
-        for (int b = b0; b < end; b += db) {
-            const char *q = base + b;
-            if (((uintptr_t)q & 127) < B) asm volatile("prefetch.global.L1 [%0];" ::"l"(q));
-        }
-}
-
 /* A relaxed load of a word the atomics of other blocks update (at the L2,
  * where they are done: never a stale copy from this SM's L1). */
 static __device__ __forceinline__ int ld_relaxed(const float *p)
@@ -142,27 +129,13 @@ static __global__ void __launch_bounds__(RWC_THREADS, RWC_BLOCKS_PER_SM)
     const int64_t hi = min(p.rows, (int64_t)RWT_WARP_ROWS * (chunks * (blockIdx.x + 1) / gridDim.x));
     const int64_t rounds = DBIAS ? (hi - lo + rg - 1) / rg
                                  : (p.rows + (int64_t)gridDim.x * rg - 1) / ((int64_t)gridDim.x * rg);
-    /* Round i's rows r0 .. r0 + n - 1 (this block's), and its slot's gn rows from ry. */
-    auto round_rows = [&](int64_t i, int64_t &r0, int &n, int &gn, int64_t &ry) {
-        const int64_t first = p.rows * i / rounds, span = p.rows * (i + 1) / rounds - first;
-        r0 = DBIAS ? lo + i * rg : first + span * blockIdx.x / gridDim.x;
-        n = DBIAS ? (int)min((int64_t)rg, hi - r0) : (int)(first + span * (blockIdx.x + 1) / gridDim.x - r0);
-        const int ny = n - ty * group; /* n <= rg */
-        gn = ny <= 0 ? 0 : ny < group ? ny : group; /* this slot's rows: uniform over a warp */
-        ry = r0 + ty * group;
-    };
     for (int64_t i = 0; i < rounds; ++i) { /* uniform */
-        int64_t r0, ry;
-        int n, gn;
-        round_rows(i, r0, n, gn, ry);
-        if (i + 1 < rounds) { /* the next round's rows towards L1 now, to arrive while this one is worked on (a
-                                 * prefetch holds no register) */
-            int64_t r0n, ryn;
-            int nn, gnn;
-            round_rows(i + 1, r0n, nn, gnn, ryn);
-            rwc_prefetch<STEP * ES>((const char *)p.src + ryn * pitch, pitch, gnn, STEP * x * ES, STEP * tx * ES,
-                                    cols * ES);
-        }
+        const int64_t first = p.rows * i / rounds, span = p.rows * (i + 1) / rounds - first;
+        const int64_t r0 = DBIAS ? lo + i * rg : first + span * blockIdx.x / gridDim.x;
+        const int n = DBIAS ? (int)min((int64_t)rg, hi - r0) : (int)(first + span * (blockIdx.x + 1) / gridDim.x - r0);
+        const int ny = n - ty * group; /* n <= rg */
+        const int gn = ny <= 0 ? 0 : ny < group ? ny : group; /* this slot's rows: uniform over a warp */
+        const int64_t ry = r0 + ty * group;
         /* DBIAS: group | 32 and the block's rows start a chunk, so a round is within one chunk; its last? */
         const bool chunk_end = (r0 + n) % RWT_WARP_ROWS == 0 || r0 + n == p.rows;
         float rm[G];
