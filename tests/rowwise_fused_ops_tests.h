@@ -395,9 +395,10 @@ static void test_fused_ops(f8_ctx *ctx[2])
             cases++;
             bad += !fused_op_run(ctx, &fc, &rng);
         }
-    /* BF16 x, dy and u in rows of up to 8192 columns (CUDA: act_row_reg_kernel, a row in registers): every
-     * activation forward and backward, with and without the column amaxes, a partial last piece, and on CUDA
-     * more rows than the grid's blocks (each takes several); 8200 columns go back to act_row_kernel */
+    /* BF16 x, dy and u in rows of up to 8192 columns (CUDA: act_row_reg_kernel, a row in registers, but for
+     * the gated forward): every activation forward and backward, with and without the column amaxes, a
+     * partial last piece, and on CUDA more rows than the grid's blocks (each takes several); 8200 columns go
+     * back to act_row_kernel */
     static const int64_t reg_cols[] = {8192, 2999, 4100, 8200};
     for (int op = FOP_ACT_FWD; op <= FOP_ACT_BWD; op++)
         for (int v = 0; v < 7; v++) {
