@@ -99,13 +99,13 @@ static f8_status row_job(f8_ctx *ctx, f8_activation act, int backward, const voi
     p->w_out = access_width(out, h, ACT_VEC);
     p->col_amax = after ? NULL : col_amax;
     j.row_smem = after ? 0 : smem;
-    /* what is resident at once: 2048 threads an SM; with the column maxima the COLMAX instance's launch bounds,
-     * fewer where they fill the shared memory (a grid past it would run a second wave of whole grid-stride
-     * shares, and flush each block's maxima) */
     /* the register kernel where it measured faster: not the gated forward (SwiGLU 0.97x at 8192 x 16384 on an
      * H100, its 2 blocks an SM against act_row_kernel's 6) */
     j.row_reg = j.x_bf16 && j.hp_bf16 && (!backward || j.dy_bf16) && act_row_reg_fits(chunks) &&
                 (backward || !act_gated(act));
+    /* what is resident at once: 2048 threads an SM (the register kernel: its launch bounds); with the column
+     * maxima the COLMAX instance's launch bounds, fewer where they fill the shared memory (a grid past it would
+     * run a second wave of whole grid-stride shares, and flush each block's maxima) */
     int64_t per_sm = j.row_reg ? act_row_reg_blocks(act_gated(act), backward) : 2048 / ACT_THREADS;
     if (p->col_amax != NULL) {
         const int64_t fit = (int64_t)(ACT_SMEM_SM / (j.row_smem + ACT_SMEM_BLOCK));

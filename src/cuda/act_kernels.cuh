@@ -457,7 +457,7 @@ typedef struct act_job {
     /* ACT_OP_ROW: the row-wise fused kernel, forward or backward */
     act_row_params row;
     int backward, hp_bf16;
-    int row_reg;     /* act_row_reg_kernel (act_row_reg_use) instead of act_row_kernel */
+    int row_reg;     /* act_row_reg_kernel instead of act_row_kernel (act.cu's row_job decides) */
     size_t row_smem; /* with row.col_amax: the column maxima's dynamic shared memory (act_row_cmax_bytes) */
 } act_job;
 
