@@ -60,9 +60,7 @@ static __device__ __forceinline__ void reg_piece(const act_row_params &p, float 
     for (int k = 0; k < ACT_VEC / 2; ++k)
         kw[k] = nan ? (uint32_t)f8i_bf16_from_float(v[2 * k]) | ((uint32_t)f8i_bf16_from_float(v[2 * k + 1]) << 16)
                     : bf16x2(v[2 * k], v[2 * k + 1]);
-#pragma unroll
-    for (int k = 0; k < ACT_VEC / 2; ++k)
-        v[2 * k] = __uint_as_float(kw[k] << 16), v[2 * k + 1] = __uint_as_float(kw[k] & 0xFFFF0000u);
+    decode_piece<1, ACT_VEC>(kw, v);
 #pragma unroll
     for (int j = 0; j < ACT_VEC; ++j) m = fmaxf(m, fabsf(v[j])); /* zeros past n */
     if constexpr (COLMAX) {
@@ -164,17 +162,13 @@ static __global__ void __launch_bounds__(ACT_THREADS, act_row_reg_blocks(act_gat
             const int64_t c = reg_col(i);
             if (c >= p.h) continue;
             const int n = reg_n(p, c);
-            float u[ACT_VEC], ub[ACT_VEC];
-#pragma unroll
-            for (int j = 0; j < KW; ++j) {
-                u[2 * j] = __uint_as_float(keep[i][j] << 16), u[2 * j + 1] = __uint_as_float(keep[i][j] & 0xFFFF0000u);
-                if (TWO) {
-                    ub[2 * j] = __uint_as_float(keepb[i][j] << 16);
-                    ub[2 * j + 1] = __uint_as_float(keepb[i][j] & 0xFFFF0000u);
-                }
-            }
+            float u[ACT_VEC];
+            decode_piece<1, ACT_VEC>(keep[i], u);
             row_codes<E5M2>(p, r * cols + c, u, s, n, sat, flushed);
-            if (TWO) row_codes<E5M2>(p, r * cols + p.h + c, ub, s, n, sat, flushed);
+            if constexpr (TWO) {
+                decode_piece<1, ACT_VEC>(keepb[i], u);
+                row_codes<E5M2>(p, r * cols + p.h + c, u, s, n, sat, flushed);
+            }
         }
         if constexpr (AHEAD)
 #pragma unroll
