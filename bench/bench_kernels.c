@@ -508,8 +508,8 @@ int main(int argc, char **argv)
     };
     static const int64_t shapes[2][2] = {{8192, 8192}, {2048, 2048}};
     /* the row-wise casts at the trainers' shapes: 124M (65,536 tokens a
-     * microbatch, d 768) and 1.3B (8,192 tokens, d 2048), d and 4d wide */
-    static const int64_t row_shapes[4][2] = {{65536, 768}, {65536, 3072}, {8192, 2048}, {8192, 8192}};
+     * microbatch, d 768) and 1.3B (8,192 tokens, d 2048), d, 3d (qkv's gradient) and 4d wide */
+    static const int64_t row_shapes[5][2] = {{65536, 768}, {65536, 3072}, {8192, 2048}, {8192, 6144}, {8192, 8192}};
     bench_log log = {NULL, 0, 0};
     printf("%-21s %-10s %-12s %9s %9s %8s %8s  %s\n", "kernel", "dtypes", "shape", "MB moved", "GPU us", "GB/s",
            "of copy", "target");
@@ -521,7 +521,7 @@ int main(int argc, char **argv)
     for (int s = 0; s < 2 && !rowwise_only && !adamw_only && !tdb_only && !act_only; s++)
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
             if (!cases[c].row) run_layout(ctx, &log, &cases[c], shapes[s][0], shapes[s][1], copy);
-    for (int s = 0; s < 4 && !adamw_only && !tdb_only && !act_only; s++)
+    for (int s = 0; s < 5 && !adamw_only && !tdb_only && !act_only; s++)
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
             if (cases[c].row) run_layout(ctx, &log, &cases[c], row_shapes[s][0], row_shapes[s][1], copy);
     static const acase acases[] = {

@@ -206,14 +206,21 @@ static int cast_case_run(f8_ctx *ctx[2], const cast_case *cc, int stripes, test_
  * the ctx's scratch, which each cast must leave zero for the next (a case
  * after one with larger amaxes would otherwise code from those); 262,208
  * columns are past it (F8I_RWT_SCRATCH_COLS: the zeroing and finishing
- * kernels on scale_inv_t). */
+ * kernels on scale_inv_t). BF16 rows of 1024 .. 8192 columns (8 | cols,
+ * src and out aligned) take rowwise_reg_kernel instead, its 2 pieces a
+ * thread on 64 (1024: 8 rows a block), 128 (2048: 4) and 256 threads (3000
+ * and 4096: 2, the first with idle pieces), or 3 (6144) and 4 (7000, 8192)
+ * pieces on 256: 1031 and 257 rows end in part-filled blocks, 2592 go
+ * through 5 rounds; with dbias on whole tiles (2048, 8192, 1024, 6144
+ * columns) the tile kernel then sums dbias's chunks. */
 static void test_cast(f8_ctx *ctx[2])
 {
     static const int64_t rows[] = {1, 7, 33, 250, 1031, 2592}, cols[] = {1, 16, 129, 300, 4096};
     /* rows, cols, skew, dbias on the BF16 -> E5M2 case */
     static const int64_t edge[][4] = {{33, 16384, 0, 0}, {7, 16400, 0, 1},  {250, 300, 1, 0}, {1031, 4096, 2, 1},
                                       {257, 2048, 4, 0}, {300, 768, 7, 1},  {33, 129, 2, 0},  {9000, 1028, 0, 1},
-                                      {40, 8192, 0, 1},  {64, 6144, 0, 1},   {16, 12288, 0, 0}, {3, 262208, 0, 1}};
+                                      {40, 8192, 0, 1},  {64, 6144, 0, 1},   {16, 12288, 0, 0}, {3, 262208, 0, 1},
+                                      {1031, 1024, 0, 0}, {700, 3000, 4, 0}, {130, 7000, 0, 1}};
     enum { NR = sizeof rows / sizeof rows[0], NC = sizeof cols / sizeof cols[0], NE = sizeof edge / sizeof edge[0] };
     for (int stripes = 0; stripes < 2; stripes++) {
         test_rng rng = {40};
@@ -237,7 +244,7 @@ static void test_cast(f8_ctx *ctx[2])
             }
         /* whole 128-row tiles of 128 (BF16) or 64 (FP32) columns: kernel 2's tile form (rwt_codes_tile_kernel),
          * out_t with out (after the row pass) and without (after kernel 1; it counts the telemetry), dbias */
-        static const int64_t whole[][2] = {{128, 64}, {256, 2048}, {1024, 384}, {384, 8192}};
+        static const int64_t whole[][2] = {{128, 64}, {256, 2048}, {1024, 384}, {384, 8192}, {512, 1024}, {256, 6144}};
         for (int w = 0; w < (int)(sizeof whole / sizeof whole[0]); w++)
             for (int v = 0; v < 8; v++) {
                 const cast_case cc = {whole[w][0], whole[w][1], v & 1 ? F8_DTYPE_BF16 : F8_DTYPE_FP32,

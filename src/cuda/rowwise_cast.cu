@@ -89,6 +89,19 @@
  * dbias_reduce_kernel does. Shorter rows, or more than 8192 columns (the
  * two slots past 64 KiB), keep kernel 1.
  *
+ * The row pass in registers (rowwise_reg_kernel, rowwise_reg.cuh). On the
+ * trainers' tensors (BF16, rows of 1024 .. 8192 columns, aligned) the row
+ * pass above ran at 52-60% of copy bandwidth (an H100 profile of a 1.3B
+ * microbatch, session 17): its rounds end in two barriers, and its second
+ * read and the stores run with no load in flight. This kernel holds a
+ * row's pieces in registers (a thread's 2-4 pieces of 16 bytes, and the
+ * next row's loads in flight while it codes this one), takes the row's and
+ * the columns' maxima on the BF16 bits, and needs one barrier a row. It
+ * writes the column amaxes where a fused norm or activation would (the
+ * scratch), and the column path then runs as after one: kernel 2 alone, or
+ * with dbias the tile kernel summing its chunks (so it takes dbias only
+ * where that kernel fits). Same codes, scales, maxima, sums: the same bits.
+ *
  * Why the codes kernel is built so. It moves 3 bytes an element (BF16) and
  * does a few instructions for it, so it is bound by memory, and what keeps
  * the memory busy is how many loads are in flight. Holding a column's 32
@@ -382,6 +395,9 @@ static __device__ __forceinline__ void rwt_block(bool back, int64_t &tile, int64
  * reduction (rwc_dbias_reduce_kernel). */
 #include "rowwise_colmax.cuh"
 
+/* The row pass with the column amaxes on rows held in registers (rowwise_reg_kernel). */
+#include "rowwise_reg.cuh"
+
 /* ------------------------------------------------------------------------ */
 /* Launchers                                                                 */
 /* ------------------------------------------------------------------------ */
@@ -530,6 +546,44 @@ static f8_status launch_colmax(f8_ctx *ctx, const f8i_rowwise_cast_args *a, int 
     return e5m2 ? launch_colmax_as<0, 1>(ctx, a, vec, sums) : launch_colmax_as<0, 0>(ctx, a, vec, sums);
 }
 
+/* Whether rowwise_reg_kernel takes the row pass (and the column amaxes):
+ * BF16 src, out and out_t, rows of RWR_MIN_COLS .. RWR_MAX_COLS columns,
+ * 8 | cols, 16-byte src rows, 8-byte out rows, the amaxes' words 16-byte
+ * aligned; with dbias only where the tile kernel then sums dbias's chunks
+ * (rwtt_fits), as after a fused kernel. */
+static int rwr_takes(const f8i_rowwise_cast_args *a, const float *amaxes)
+{
+    if (!a->out || !a->out_t || a->src_dtype != F8_DTYPE_BF16 || a->col_amax_in) return 0;
+    if (a->cols < RWR_MIN_COLS || a->cols > RWR_MAX_COLS || a->cols % 8 != 0) return 0;
+    if (access_width(a->src, a->cols * 2, 16) < 16 || access_width(a->out, a->cols, 8) < 8) return 0;
+    if (access_width(amaxes, 16, 16) < 16) return 0;
+    return !a->dbias || rwtt_fits(a);
+}
+
+/* rowwise_reg_kernel (rwr_takes) into amaxes (zero): rows of up to 4096
+ * columns as 2 pieces a thread on the fewest threads (64 .. 256) that cover
+ * them, wider ones on 256 threads of 3 or 4 pieces. */
+template <int E5M2>
+static f8_status launch_reg_as(f8_ctx *ctx, const f8i_rowwise_cast_args *a, float *amaxes)
+{
+    int per = 2, tx = 64;
+    if (a->cols > 2 * 8 * RWR_MAX_TX) per = (int)((a->cols + 8 * RWR_MAX_TX - 1) / (8 * RWR_MAX_TX)), tx = RWR_MAX_TX;
+    else while (2 * 8 * tx < a->cols) tx *= 2;
+    const int threads = rwr_threads(per), blocks = rwr_blocks(per);
+    const int64_t rounds = (a->rows + threads / tx - 1) / (threads / tx);
+    const int64_t resident = (int64_t)blocks * f8i_cuda(ctx)->sm_count;
+    const unsigned grid = (unsigned)(rounds < resident ? rounds : resident < 1 ? 1 : resident);
+    void (*kernel)(f8i_rowwise_cast_args, float *) =
+        per == 3   ? rowwise_reg_kernel<3, 256, E5M2>
+        : per == 4 ? rowwise_reg_kernel<4, 256, E5M2>
+        : tx == 64 ? rowwise_reg_kernel<2, 64, E5M2>
+        : tx == 128 ? rowwise_reg_kernel<2, 128, E5M2>
+                    : rowwise_reg_kernel<2, 256, E5M2>;
+    F8I_COUNT_LAUNCHES(ctx, 1);
+    kernel<<<grid, threads, 0, f8i_stream(ctx)>>>(*a, amaxes);
+    return f8i_cuda_launch_check(ctx, "rowwise_reg_kernel");
+}
+
 /* Kernel 0 then kernel 1 of the column path alone, into col_amax (the
  * cast's scale_inv_t slot; out_t is set only to ask kernel 1 for the
  * amaxes, never written: no out, no amax, no dbias). */
@@ -596,27 +650,33 @@ f8_status f8i_cuda_cast_rowwise(f8_ctx *ctx, const f8i_rowwise_cast_args *a)
      * kernel 1 runs; kernel 2 walks back from the end, where that kernel's grid-stride rows ended. Kernel 2
      * writes scale_inv_t by its stripes' tickets where the ctx has enough (always with the scratch). */
     const int given = a->col_amax_in;
-    const int vec_rows = a->out && src_vec(a) && access_width(a->out, a->cols, 4) == 4;
-    const int colmax = given || rwc_takes(a, vec_rows);
-    /* given amaxes with dbias: the BF16 tile kernel sums dbias's chunks as the row pass does (the same
-     * order, so the same bits; one read of src); elsewhere kernel 1 runs for dbias's partials */
-    const int sums = given && a->dbias && a->src_dtype == F8_DTYPE_BF16 && rwtt_fits(a);
-    const int pass = !colmax || (given && a->dbias && !sums) ? RWT_PASS_AMAX_CODES
-                     : sums                                 ? RWT_PASS_CODES_SUMS
-                                                            : RWT_PASS_CODES;
-    const int chunk_sums = (colmax && !given) || sums; /* partial holds 32-row chunk sums, not tile partials */
     f8i_cuda_state *cs = f8i_cuda(ctx);
     const int fits = a->out_t != NULL && a->cols <= F8I_RWT_SCRATCH_COLS;
     const int scratch = fits && !given;
     rwt_fin fin = {given || !scratch ? a->scale_inv_t : cs->rwt_colmax, scratch ? cs->rwt_colmax : NULL,
                    fits ? cs->rwt_tickets : NULL};
+    /* the row pass in registers takes the amaxes as a fused kernel would: the column path then runs as if
+     * they were given */
+    const int reg = rwr_takes(a, fin.amaxes);
+    const int vec_rows = a->out && src_vec(a) && access_width(a->out, a->cols, 4) == 4;
+    const int colmax = given || reg || rwc_takes(a, vec_rows);
+    /* given amaxes with dbias: the BF16 tile kernel sums dbias's chunks as the row pass does (the same
+     * order, so the same bits; one read of src); elsewhere kernel 1 runs for dbias's partials */
+    const int sums = (given || reg) && a->dbias && a->src_dtype == F8_DTYPE_BF16 && rwtt_fits(a);
+    const int pass = !colmax || (given && a->dbias && !sums) ? RWT_PASS_AMAX_CODES
+                     : sums                                 ? RWT_PASS_CODES_SUMS
+                                                            : RWT_PASS_CODES;
+    const int chunk_sums = (colmax && !given) || sums; /* partial holds 32-row chunk sums, not tile partials */
     float *zero_t = a->out_t && !colmax && !scratch ? a->scale_inv_t : NULL;
     if (a->out_t && !given && !scratch && (colmax || !a->out)) {
         F8I_COUNT_LAUNCHES(ctx, 1);
         rwt_zero_kernel<<<(unsigned)((a->cols + 255) / 256), 256, 0, f8i_stream(ctx)>>>(*a);
         F8I_TRY(f8i_cuda_launch_check(ctx, "rwt_zero_kernel"));
     }
-    if (colmax && !given) {
+    if (reg) {
+        F8I_TRY(a->out_dtype == F8_DTYPE_E5M2 ? launch_reg_as<1>(ctx, a, (float *)fin.amaxes)
+                                              : launch_reg_as<0>(ctx, a, (float *)fin.amaxes));
+    } else if (colmax && !given) {
         f8i_rowwise_cast_args rp = *a;
         rp.scale_inv_t = (float *)fin.amaxes;
         F8I_TRY(launch_colmax(ctx, &rp, vec_rows, partial));
