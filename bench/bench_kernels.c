@@ -267,6 +267,8 @@ static void run_layout(f8_ctx *ctx, bench_log *log, const kcase *kc, int64_t row
 
     int reps = bench_reps(bytes / 3e3, 40, 20, 200); /* ~3 TB/s guess for the pass length */
     report(log, kc, rows, cols, bytes, bench_time(stream, kcall, &k, reps), copy_gbps);
+    /* column maxima a fused op left pending in the ctx's scratch go to their buffer before it is freed */
+    BENCH_F8(k.ctx, f8_ctx_synchronize(k.ctx));
 
     for (int s = 0; s < k.nsets; s++) {
         BENCH_CUDA(cudaFree(k.src[s]));
@@ -450,6 +452,8 @@ static void run_act_row(f8_ctx *ctx, bench_log *log, const acase *ac, double cop
     const bench_times t = bench_time(stream, acall, &k, bench_reps(bytes / 3e3, 40, 20, 200));
     const kcase kc = {ac->name, OP_ACT_ROW, F8_DTYPE_BF16, F8_DTYPE_E4M3, 1};
     report(log, &kc, rows, ci, bytes, t, copy_gbps);
+    /* column maxima a fused op left pending in the ctx's scratch go to their buffer before it is freed */
+    BENCH_F8(k.ctx, f8_ctx_synchronize(k.ctx));
 
     for (int s = 0; s < k.nsets; s++) {
         BENCH_CUDA(cudaFree(k.x[s]));

@@ -54,8 +54,8 @@ static f8_status empty_scale_inv(f8_ctx *ctx, const float *scale, float *scale_i
 }
 
 /* The row-wise fused kernel's job (F8I_ROW_FUSED), forward (hp = y_hp) or
- * backward (hp = dx; dy set): rows, h >= 1. col_amax: zeroed by a small
- * kernel, then taken by act_row_kernel's COLMAX instance where its slots fit
+ * backward (hp = dx; dy set): rows, h >= 1. col_amax: taken by
+ * act_row_kernel's COLMAX instance (into f8i_cuda_col_amax_target's target) where its slots fit
  * ACT_ROW_CMAX_MAX, else by the column amax pass over hp after the plain
  * kernel (refused before any launch without hp). */
 static f8_status row_job(f8_ctx *ctx, f8_activation act, int backward, const void *x, f8_dtype x_dtype,
@@ -115,7 +115,7 @@ static f8_status row_job(f8_ctx *ctx, f8_activation act, int backward, const voi
     int64_t cap = (int64_t)f8i_cuda(ctx)->sm_count * per_sm;
     if (cap < 1) cap = 1;
     j.grid = dim3((unsigned)(rows < cap ? rows : cap), 1, 1);
-    if (p->col_amax != NULL) F8I_TRY(f8i_cuda_fill_f32(ctx, col_amax, 0.0f, cols));
+    if (p->col_amax != NULL) F8I_TRY(f8i_cuda_col_amax_target(ctx, col_amax, cols, &p->col_amax));
     F8I_TRY(act_dispatch(ctx, act, &j));
     return after ? f8i_cuda_rowwise_col_amax(ctx, hp, hp_dtype, rows, cols, col_amax) : F8_OK;
 }

@@ -24,6 +24,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cuda_state.cuh"
 
@@ -189,6 +190,7 @@ static f8_status cuda_state_create(f8_ctx *ctx)
 static f8_status cuda_set_stream(f8_ctx *ctx, void *stream)
 {
     f8i_cuda_state *s = f8i_cuda(ctx);
+    F8I_TRY(f8i_cuda_rwt_settle(ctx)); /* on the stream they were written on */
     s->stream = stream != NULL ? (cudaStream_t)stream : s->own_stream;
     return F8_OK;
 }
@@ -226,6 +228,8 @@ static void cuda_free(f8_ctx *ctx, void *ptr)
     if (ptr == NULL) return;
     const f8i_cuda_state *s = f8i_cuda(ctx);
     if (s != NULL) (void)cudaSetDevice(s->device);
+    /* pending column maxima may lie in this allocation: out of the scratch first (best effort; cudaFree waits) */
+    if (s != NULL && f8i_cuda_rwt_settle(ctx) != F8_OK) (void)cudaGetLastError();
     if (cudaFree(ptr) != cudaSuccess) (void)cudaGetLastError();
 }
 
@@ -246,6 +250,7 @@ static f8_status cuda_upload(f8_ctx *ctx, void *dst, const void *host_src, size_
 
 static f8_status cuda_download(f8_ctx *ctx, void *host_dst, const void *src, size_t bytes)
 {
+    F8I_TRY(f8i_cuda_rwt_settle(ctx)); /* pending column maxima where their caller looks for them */
     return sync_copy(ctx, host_dst, src, bytes, cudaMemcpyDeviceToHost, "download (device to host)");
 }
 
@@ -267,6 +272,7 @@ static f8_status cuda_memset_zero(f8_ctx *ctx, void *dst, size_t bytes)
 static f8_status cuda_synchronize(f8_ctx *ctx)
 {
     F8I_TRY(use_device(ctx));
+    F8I_TRY(f8i_cuda_rwt_settle(ctx));
     return f8i_cuda_check(ctx, cudaStreamSynchronize(f8i_stream(ctx)), "cudaStreamSynchronize");
 }
 

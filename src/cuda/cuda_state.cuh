@@ -32,6 +32,8 @@ typedef struct f8i_cuda_state {
     float *amax_partials;      /* (F8I_AMAX_MAX_BLOCKS) device: its per-block partial amaxes */
     float *rwt_colmax;         /* (F8I_RWT_SCRATCH_COLS) device, 0 at rest: rowwise_cast.cu's column amaxes */
     unsigned int *rwt_tickets; /* (F8I_RWT_TICKETS) device, 0 at rest: its codes pass's stripe tickets */
+    float *rwt_pending;        /* the col_amax whose maxima a fused kernel left in rwt_colmax, or NULL */
+    int64_t rwt_pending_cols;  /* ... and their count (f8i_cuda_col_amax_target) */
     f8i_attn_cudnn *attn_cudnn; /* cuDNN library, handle and attention plans (lazily created) */
     int attn_mode;             /* F8I_ATTN_* (backend.h): F8_ATTN, read once, or a test's choice */
     int attn_mode_set;         /* attn_mode is valid */
@@ -118,6 +120,17 @@ f8_status f8i_cuda_cast_block(f8_ctx *ctx, const f8i_cast_args *args); /* cast.c
 f8_status f8i_cuda_gemm_block(f8_ctx *ctx, const f8i_gemm_args *args); /* gemm.cu's block modes */
 /* Row-wise scaling: rowwise_cast.cu, gemm_rowwise.cu (plans in the ctx's plan cache). */
 f8_status f8i_cuda_gemm_rowwise_op(f8_ctx *ctx, const f8i_gemm_args *args); /* gemm.cu's mode ROW */
+/* Where a fused norm or activation (F8I_ROW_FUSED) puts the cols column
+ * maxima it was asked to take into col_amax, starting from 0: the ctx's
+ * column scratch, zero at rest, where it holds them (no zeroing launch),
+ * marked pending for col_amax; else col_amax itself, zeroed by a small
+ * kernel. The column-only cast of that scale_inv_t (col_amax_in) reads
+ * pending maxima from the scratch, whose last blocks zero it again; any
+ * other row-wise cast, fused producer, download, synchronize or stream
+ * change first moves them into col_amax (f8i_cuda_rwt_settle), so they are
+ * where the contract says whenever anything else could look. */
+f8_status f8i_cuda_col_amax_target(f8_ctx *ctx, float *col_amax, int64_t cols, float **target);
+f8_status f8i_cuda_rwt_settle(f8_ctx *ctx);
 f8_status f8i_cuda_convert(f8_ctx *ctx, const void *src, f8_dtype src_dtype, const float *scale_inv, void *dst,
                            f8_dtype dst_dtype, int64_t count);
 f8_status f8i_cuda_reciprocal(f8_ctx *ctx, const float *src, float *dst, const float *noop);

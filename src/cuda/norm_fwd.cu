@@ -404,7 +404,7 @@ f8_status f8i_cuda_norm_fwd(f8_ctx *ctx, const f8i_norm_fwd_args *a)
             const int hs = p.hp_bf16 ? 2 : 4;
             p.w_hp = p.y_hp != NULL ? access_width(p.y_hp, a->cols * hs, hs * e < 16 ? hs * e : 16) : 1;
             if (f8i_norm_fwd_fit_row_fits(&p)) {
-                if (p.col_amax != NULL) F8I_TRY(f8i_cuda_fill_f32(ctx, p.col_amax, 0.0f, a->cols));
+                if (p.col_amax != NULL) F8I_TRY(f8i_cuda_col_amax_target(ctx, p.col_amax, a->cols, &p.col_amax));
                 return f8i_norm_fwd_fit_row_launch(ctx, &p);
             }
             const int kn = (int)((np + tpr - 1) / tpr);
@@ -415,7 +415,7 @@ f8_status f8i_cuda_norm_fwd(f8_ctx *ctx, const f8i_norm_fwd_args *a)
                 /* one block an SM where two do not fit: the persistent grid is what is resident */
                 const unsigned sms = (unsigned)(f8i_cuda(ctx)->sm_count > 0 ? f8i_cuda(ctx)->sm_count : 1);
                 if (2 * (smem + FWD_SMEM_BLOCK) > FWD_SMEM_SM && grid > sms) grid = sms;
-                F8I_TRY(f8i_cuda_fill_f32(ctx, p.col_amax, 0.0f, a->cols));
+                F8I_TRY(f8i_cuda_col_amax_target(ctx, p.col_amax, a->cols, &p.col_amax));
             }
             return f8i_norm_fwd_row_launch(ctx, &p, smem, grid);
         }

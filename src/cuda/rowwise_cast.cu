@@ -143,7 +143,14 @@
  * block overwrites the amaxes). The stripes path (more than 65,535 x 128
  * columns) measures them again: the same bits. f8i_cuda_rowwise_col_amax is
  * kernels 0 and 1 alone, for the fused kernels' rows too wide for their
- * shared memory.
+ * shared memory. The fused kernels' maxima start from 0 in the ctx's
+ * scratch (f8i_cuda_col_amax_target), not in scale_inv_t after a zeroing
+ * kernel (96 launches of a 1.3B row-wise microbatch, 0.26 ms on an H100):
+ * marked pending for that scale_inv_t, read from the scratch by its
+ * column-only cast (whose tickets' last blocks zero it, as after the row
+ * pass), and moved into scale_inv_t first by anything else that could use
+ * the scratch or look (f8i_cuda_rwt_settle: another cast or producer, a
+ * download, synchronize, free or stream change).
  *
  * Given amaxes with dbias (the GELU backward's d with fc1's bias
  * gradient): dbias must keep kernel 1's order, whose only other reason to
@@ -626,12 +633,46 @@ f8_status f8i_cuda_cast_rowwise_stripes(f8_ctx *ctx, const f8i_rowwise_cast_args
     return launch_rows_any(ctx, a, row_blocks, (unsigned)blocks, NULL);
 }
 
+f8_status f8i_cuda_rwt_settle(f8_ctx *ctx)
+{
+    f8i_cuda_state *cs = f8i_cuda(ctx);
+    if (cs == NULL || cs->rwt_pending == NULL) return F8_OK;
+    float *to = cs->rwt_pending;
+    const size_t bytes = (size_t)cs->rwt_pending_cols * sizeof(float);
+    cs->rwt_pending = NULL;
+    F8I_TRY(f8i_cuda_check(ctx, cudaMemcpyAsync(to, cs->rwt_colmax, bytes, cudaMemcpyDeviceToDevice, f8i_stream(ctx)),
+                           "column maxima out of the scratch"));
+    return f8i_cuda_check(ctx, cudaMemsetAsync(cs->rwt_colmax, 0, bytes, f8i_stream(ctx)), "column scratch zeroed");
+}
+
+f8_status f8i_cuda_col_amax_target(f8_ctx *ctx, float *col_amax, int64_t cols, float **target)
+{
+    f8i_cuda_state *cs = f8i_cuda(ctx);
+    F8I_TRY(f8i_cuda_rwt_settle(ctx)); /* the scratch zero: another producer's maxima moved out */
+    if (cols < 1 || cols > F8I_RWT_SCRATCH_COLS) {
+        *target = col_amax;
+        return f8i_cuda_fill_f32(ctx, col_amax, 0.0f, cols);
+    }
+    cs->rwt_pending = col_amax, cs->rwt_pending_cols = cols;
+    *target = cs->rwt_colmax;
+    return F8_OK;
+}
+
 /* The caller ran f8i_rowwise_cast_check. */
 f8_status f8i_cuda_cast_rowwise(f8_ctx *ctx, const f8i_rowwise_cast_args *a)
 {
     if (a->rows == 0 || a->cols == 0) return F8_OK; /* nothing is written (rowwise.h) */
     const int64_t stripes = (a->cols + RWT_COLS - 1) / RWT_COLS, row_tiles = (a->rows + RWT_ROWS - 1) / RWT_ROWS;
-    if (stripes > RWT_MAX_STRIPES || row_tiles > INT_MAX) return f8i_cuda_cast_rowwise_stripes(ctx, a);
+    const int stripes_path = stripes > RWT_MAX_STRIPES || row_tiles > INT_MAX;
+    f8i_cuda_state *cs = f8i_cuda(ctx);
+    /* given amaxes a fused kernel left in the scratch for this scale_inv_t: read there (and zeroed there by the
+     * last blocks); any other cast first moves pending ones where they belong */
+    const int pending = !stripes_path && a->col_amax_in && cs->rwt_pending != NULL &&
+                        cs->rwt_pending == a->scale_inv_t && cs->rwt_pending_cols == a->cols &&
+                        a->cols <= F8I_RWT_SCRATCH_COLS;
+    if (pending) cs->rwt_pending = NULL;
+    else F8I_TRY(f8i_cuda_rwt_settle(ctx));
+    if (stripes_path) return f8i_cuda_cast_rowwise_stripes(ctx, a);
     const int64_t row_blocks = a->out ? (a->rows + RW_WARPS - 1) / RW_WARPS : 0;
     if (row_blocks > INT_MAX)
         return f8i_error(ctx, F8_ERR_UNSUPPORTED, "rowwise cast: [%lld, %lld] needs too many blocks for one launch",
@@ -650,10 +691,9 @@ f8_status f8i_cuda_cast_rowwise(f8_ctx *ctx, const f8i_rowwise_cast_args *a)
      * kernel 1 runs; kernel 2 walks back from the end, where that kernel's grid-stride rows ended. Kernel 2
      * writes scale_inv_t by its stripes' tickets where the ctx has enough (always with the scratch). */
     const int given = a->col_amax_in;
-    f8i_cuda_state *cs = f8i_cuda(ctx);
     const int fits = a->out_t != NULL && a->cols <= F8I_RWT_SCRATCH_COLS;
-    const int scratch = fits && !given;
-    rwt_fin fin = {given || !scratch ? a->scale_inv_t : cs->rwt_colmax, scratch ? cs->rwt_colmax : NULL,
+    const int scratch = fits && (!given || pending); /* the amaxes are in the scratch: kernel 3 zeroes it */
+    rwt_fin fin = {scratch ? cs->rwt_colmax : a->scale_inv_t, scratch ? cs->rwt_colmax : NULL,
                    fits ? cs->rwt_tickets : NULL};
     /* the row pass in registers takes the amaxes as a fused kernel would: the column path then runs as if
      * they were given */
