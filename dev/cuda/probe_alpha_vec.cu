@@ -9,7 +9,8 @@
 // the inverse scales). Row-major TN mapping as src/cuda/gemm.cu: D[m, n] = A[m, k]·B[n, k]ᵀ.
 // Prints, per shape and form: the heuristic's status, max error against FP64 as a
 // multiple of 2^-8·Σ|ab| (BF16 D) or 1e-5·Σ|ab| (FP32 D), and the median ms of 20.
-// Build and run on a GPU machine (not yet run):
+// Build and run on a GPU machine (session 18, H100: the alpha vector is CUBLAS_STATUS_NOT_SUPPORTED at every
+// shape; bench/RESULTS.md):
 //   nvcc -std=c++17 -O2 -arch=sm_90 probe_alpha_vec.cu -o probe_alpha_vec -lcublasLt -lcudart && ./probe_alpha_vec
 #include <cublasLt.h>
 #include <cuda_fp8.h>
