@@ -30,7 +30,8 @@ typedef struct f8i_cuda_state {
     const void *smem_done[F8I_SMEM_OPTINS]; /* kernels already opted in (f8i_cuda_smem_optin) */
     unsigned int *amax_ticket; /* (1) device, 0 between launches: amax_scale.cu's last-block ticket */
     float *amax_partials;      /* (F8I_AMAX_MAX_BLOCKS) device: its per-block partial amaxes */
-    float *rwt_colmax;         /* (F8I_RWT_SCRATCH_COLS) device, 0 at rest: rowwise_cast.cu's column amaxes */
+    float *rwt_colmax;         /* (F8I_RWT_SCRATCH_COLS) device, 0 at rest (but pending maxima, below): */
+                               /* rowwise_cast.cu's column amaxes */
     unsigned int *rwt_tickets; /* (F8I_RWT_TICKETS) device, 0 at rest: its codes pass's stripe tickets */
     float *rwt_pending;        /* the col_amax whose maxima a fused kernel left in rwt_colmax, or NULL */
     int64_t rwt_pending_cols;  /* ... and their count (f8i_cuda_col_amax_target) */
